@@ -1,0 +1,101 @@
+"""Roder's core runtime and its public extension API.
+
+Third-party extensions import everything they need from here::
+
+    from roder_core import RoderExtension, ExtensionManifest, ProvidedService, EXTENSION_API_VERSION
+"""
+
+from roder_core.extension import (
+    EXTENSION_API_VERSION,
+    CapabilityDenial,
+    CapabilityGrant,
+    CapabilityRequest,
+    CapabilityStatus,
+    ExtensionManifest,
+    ProvidedService,
+    RoderExtension,
+)
+from roder_core.registry import ExtensionRegistry, ExtensionRegistryBuilder, RegistryError
+from roder_core.services import (
+    ContextBlock,
+    ContextPlanner,
+    ContextProvider,
+    ContextQuery,
+    EventSink,
+    Hook,
+    HookOutcome,
+    HookPoint,
+    InferenceEngine,
+    InferenceProviderMetadata,
+    InferenceTurnContext,
+    MemoryStore,
+    NotificationSink,
+    PaletteCommand,
+    PaletteSource,
+    PolicyContributor,
+    PolicyDecision,
+    PolicyVerdict,
+    StatusSegment,
+    StatusView,
+    SubagentDispatcher,
+    TaskExecutor,
+    ThreadStore,
+    ToolContributor,
+)
+from roder_core.tools import (
+    PolicySubject,
+    Tool,
+    ToolCall,
+    ToolExecutionContext,
+    ToolExecutor,
+    ToolRegistry,
+    ToolResult,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EXTENSION_API_VERSION",
+    "CapabilityDenial",
+    "CapabilityGrant",
+    "CapabilityRequest",
+    "CapabilityStatus",
+    "ContextBlock",
+    "ContextPlanner",
+    "ContextProvider",
+    "ContextQuery",
+    "EventSink",
+    "ExtensionManifest",
+    "ExtensionRegistry",
+    "ExtensionRegistryBuilder",
+    "Hook",
+    "HookOutcome",
+    "HookPoint",
+    "InferenceEngine",
+    "InferenceProviderMetadata",
+    "InferenceTurnContext",
+    "MemoryStore",
+    "NotificationSink",
+    "PaletteCommand",
+    "PaletteSource",
+    "PolicyContributor",
+    "PolicyDecision",
+    "PolicySubject",
+    "PolicyVerdict",
+    "ProvidedService",
+    "RegistryError",
+    "RoderExtension",
+    "StatusSegment",
+    "StatusView",
+    "SubagentDispatcher",
+    "TaskExecutor",
+    "ThreadStore",
+    "Tool",
+    "ToolCall",
+    "ToolContributor",
+    "ToolExecutionContext",
+    "ToolExecutor",
+    "ToolRegistry",
+    "ToolResult",
+    "__version__",
+]

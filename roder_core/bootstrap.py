@@ -1,0 +1,77 @@
+"""One way to turn command-line style settings into a running Runtime.
+
+The TUI, one-shot mode, the app server, ACP and batch workers all start here, so a flag means
+the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from roder_core.distribution import Distribution, build_distribution, make_host
+from roder_core.runtime import Runtime, RuntimeOptions
+
+
+@dataclass
+class StartSettings:
+    cwd: Path | None = None
+    provider: str | None = None
+    model: str | None = None
+    mode: str | None = None
+    sandbox: str | None = None
+    profile: str = "developer"
+    #: None: use the stored trust decision (interactive only); headless callers pass False
+    #: unless the user gave --trust.
+    trust: bool | None = None
+    interactive: bool = True
+    max_iterations: int | None = None
+    env: Mapping[str, str] | None = None
+
+
+@dataclass
+class Started:
+    runtime: Runtime
+    distribution: Distribution
+    #: True when no provider was chosen or configured and Roder fell back to the mock engine.
+    fell_back_to_mock: bool
+
+
+def start_runtime(settings: StartSettings) -> Started:
+    host = make_host(
+        settings.cwd, env=settings.env, trust=settings.trust, profile=settings.profile,
+        interactive=settings.interactive,
+    )
+    if settings.sandbox:
+        host.config.sandbox = settings.sandbox  # type: ignore[assignment]
+    dist = build_distribution(host)
+    options = RuntimeOptions(
+        cwd=host.cwd,
+        paths=host.paths,
+        config=host.config,
+        mode=settings.mode or host.config.mode,
+        provider=settings.provider,
+        model=settings.model,
+        interactive=settings.interactive,
+        trusted=host.trusted,
+        max_iterations=settings.max_iterations,
+    )
+    runtime = Runtime(dist.registry, options)
+    fell_back = settings.provider is None and host.config.provider is None and runtime.provider == "mock"
+    return Started(runtime, dist, fell_back)
+
+
+def settings_from_args(args: object, *, interactive: bool) -> StartSettings:
+    """Map the shared CLI flags (see roder_tui.cli.add_runtime_flags) onto StartSettings."""
+    trust_flag = bool(getattr(args, "trust", False))
+    return StartSettings(
+        provider=getattr(args, "provider", None),
+        model=getattr(args, "model", None),
+        mode=getattr(args, "mode", None),
+        sandbox=getattr(args, "sandbox", None),
+        profile=getattr(args, "profile", "developer"),
+        trust=True if trust_flag else (None if interactive else False),
+        interactive=interactive,
+        max_iterations=getattr(args, "max_iterations", None),
+    )

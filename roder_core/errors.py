@@ -1,0 +1,54 @@
+"""Typed errors that cross layer boundaries and reach the user as one readable line."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+InferenceErrorKind = Literal[
+    "auth",
+    "rate_limit",
+    "context_overflow",
+    "bad_request",
+    "timeout",
+    "server",
+    "network",
+    "stream_dropped",
+    "provider",
+]
+
+
+class RoderError(Exception):
+    """Base of Roder's own errors; ``str()`` is the user-facing line."""
+
+
+class InferenceError(RoderError):
+    """An engine gave up on a model call. ``kind`` lets the runtime react (context_overflow
+    triggers compaction and one retry); ``retryable`` says whether the engine's own retries
+    were exhausted on a transient fault."""
+
+    def __init__(
+        self,
+        message: str,
+        kind: InferenceErrorKind = "provider",
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+
+
+class UnknownProviderError(RoderError):
+    pass
+
+
+class ThreadNotFoundError(RoderError):
+    pass
+
+
+class TurnBusyError(RoderError):
+    """A turn is already running on this thread."""

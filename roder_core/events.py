@@ -1,0 +1,244 @@
+"""Runtime events (core -> clients, persisted) and the in-process event bus.
+
+Event ``method`` names are the app-server notification names of seed 004, so projecting an event
+to a JSON-RPC notification is ``{"method": ev.method, "params": ev.params()}``. Deltas are
+delivered live but never persisted one by one: the completed item carries the full text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from roder_core.ir import (
+    ApprovalDecision,
+    ApprovalRequest,
+    IRModel,
+    Item,
+    ThreadHeader,
+    Turn,
+    TurnStatus,
+    Usage,
+    now,
+)
+
+log = logging.getLogger(__name__)
+
+
+class EventBase(IRModel):
+    thread_id: str
+    ts: float = Field(default_factory=now)
+
+    #: False for high-frequency events the store must not write line by line.
+    persisted: bool = Field(default=True, exclude=True)
+
+    def params(self) -> dict[str, Any]:
+        data = self.wire()
+        data.pop("method", None)
+        return data
+
+
+class ThreadStarted(EventBase):
+    method: Literal["thread/started"] = "thread/started"
+    thread: ThreadHeader
+
+
+class ThreadStatusChanged(EventBase):
+    method: Literal["thread/status/changed"] = "thread/status/changed"
+    status: str
+
+
+class ThreadTitleChanged(EventBase):
+    method: Literal["thread/title/changed"] = "thread/title/changed"
+    title: str
+
+
+class TurnStarted(EventBase):
+    method: Literal["turn/started"] = "turn/started"
+    turn_id: str
+    started_at: float = Field(default_factory=now)
+
+
+class ItemStarted(EventBase):
+    method: Literal["item/started"] = "item/started"
+    turn_id: str
+    item: Item
+
+
+class AgentMessageDelta(EventBase):
+    """Streamed model text or reasoning for an item in progress (never persisted)."""
+
+    method: Literal["item/agentMessage/delta"] = "item/agentMessage/delta"
+    turn_id: str
+    item_id: str
+    delta: str
+    kind: Literal["text", "reasoning"] = "text"
+    persisted: bool = Field(default=False, exclude=True)
+
+
+class ToolOutputDelta(EventBase):
+    """Live output of a running tool (bash), shown in its card; never persisted."""
+
+    method: Literal["item/toolOutput/delta"] = "item/toolOutput/delta"
+    turn_id: str
+    call_id: str
+    delta: str
+    persisted: bool = Field(default=False, exclude=True)
+
+
+class ItemCompleted(EventBase):
+    method: Literal["item/completed"] = "item/completed"
+    turn_id: str
+    item: Item
+
+
+class ApprovalRequested(EventBase):
+    method: Literal["approval/requested"] = "approval/requested"
+    turn_id: str
+    request: ApprovalRequest
+
+
+class ApprovalResolved(EventBase):
+    method: Literal["approval/resolved"] = "approval/resolved"
+    turn_id: str
+    approval_id: str
+    decision: ApprovalDecision
+
+
+class UserInputRequested(EventBase):
+    method: Literal["userInput/requested"] = "userInput/requested"
+    turn_id: str
+    request_id: str
+    questions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class TurnCompleted(EventBase):
+    method: Literal["turn/completed"] = "turn/completed"
+    turn: Turn
+
+
+class TokenUsageUpdated(EventBase):
+    method: Literal["thread/tokenUsage/updated"] = "thread/tokenUsage/updated"
+    turn_id: str
+    usage: Usage
+    total: Usage
+    context_tokens: int = 0
+    context_window: int = 0
+
+
+class ModeChanged(EventBase):
+    method: Literal["session/mode/changed"] = "session/mode/changed"
+    mode: str
+    reason: str = ""
+
+
+class ErrorEvent(EventBase):
+    method: Literal["error"] = "error"
+    turn_id: str | None = None
+    message: str
+    kind: str = "runtime"
+
+
+RuntimeEvent = Annotated[
+    ThreadStarted
+    | ThreadStatusChanged
+    | ThreadTitleChanged
+    | TurnStarted
+    | ItemStarted
+    | AgentMessageDelta
+    | ToolOutputDelta
+    | ItemCompleted
+    | ApprovalRequested
+    | ApprovalResolved
+    | UserInputRequested
+    | TurnCompleted
+    | TokenUsageUpdated
+    | ModeChanged
+    | ErrorEvent,
+    Field(discriminator="method"),
+]
+
+_EVENT_ADAPTER: TypeAdapter[RuntimeEvent] = TypeAdapter(RuntimeEvent)
+
+
+def parse_event(data: dict[str, Any]) -> RuntimeEvent:
+    """Rebuild a typed event from its persisted or wire form (raises on unknown shapes)."""
+    return _EVENT_ADAPTER.validate_python(data)
+
+
+def turn_status_of(event: RuntimeEvent) -> TurnStatus | None:
+    return event.turn.status if isinstance(event, TurnCompleted) else None
+
+
+class Subscription:
+    """A bounded queue of events for one consumer.
+
+    A consumer that falls more than ``maxsize`` events behind is marked ``overflowed`` and
+    receives no more events, so one slow client can never block the runtime or other clients.
+    """
+
+    def __init__(self, bus: EventBus, maxsize: int, thread_id: str | None) -> None:
+        self._bus = bus
+        self.thread_id = thread_id
+        self.queue: asyncio.Queue[RuntimeEvent | None] = asyncio.Queue(maxsize=maxsize)
+        self.overflowed = False
+
+    def offer(self, event: RuntimeEvent) -> None:
+        if self.overflowed or (self.thread_id and event.thread_id != self.thread_id):
+            return
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.overflowed = True
+            log.warning("event subscriber fell behind; it was disconnected")
+            with contextlib.suppress(asyncio.QueueFull):
+                self.queue.get_nowait()
+                self.queue.put_nowait(None)
+
+    def close(self) -> None:
+        self._bus.unsubscribe(self)
+        with contextlib.suppress(asyncio.QueueFull):
+            self.queue.put_nowait(None)
+
+    async def __aiter__(self) -> AsyncIterator[RuntimeEvent]:
+        while True:
+            event = await self.queue.get()
+            if event is None:
+                return
+            yield event
+
+
+class EventBus:
+    """Fan-out of runtime events to subscribers and synchronous listeners, in emission order."""
+
+    def __init__(self) -> None:
+        self._subscriptions: list[Subscription] = []
+        self._listeners: list[Callable[[RuntimeEvent], None]] = []
+
+    def subscribe(self, maxsize: int = 10_000, thread_id: str | None = None) -> Subscription:
+        sub = Subscription(self, maxsize, thread_id)
+        self._subscriptions.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with contextlib.suppress(ValueError):
+            self._subscriptions.remove(sub)
+
+    def add_listener(self, listener: Callable[[RuntimeEvent], None]) -> Callable[[], None]:
+        """Register a callback run synchronously for every event; returns its remover."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def publish(self, event: RuntimeEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a faulty listener must not break the turn
+                log.exception("event listener failed")
+        for sub in list(self._subscriptions):
+            sub.offer(event)

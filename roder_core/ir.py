@@ -1,0 +1,481 @@
+"""Canonical intermediate representation shared by every part of Roder.
+
+Everything that is persisted to a thread file or sent to a client is one of these pydantic
+types. Engines translate wire dialects into ``InferenceEvent`` values; the runtime folds them into
+``Item`` values inside ``Turn`` values inside a ``Thread``. Field names are snake_case in Python and
+camelCase on the wire (``threadId``), so app-server projection is a dump, not a translation.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class IRModel(BaseModel):
+    """Base for IR types: camelCase aliases on the wire, snake_case in Python, extras ignored.
+
+    Extras are ignored (not forbidden) so that files written by a newer Roder still load.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON-ready dict used on disk and on the wire (camelCase, no None noise)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def new_id(prefix: str) -> str:
+    """Short, sortable-enough unique ids; the prefix says what kind of object it names."""
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+def now() -> float:
+    return time.time()
+
+
+# --------------------------------------------------------------------------- usage
+
+
+class Usage(IRModel):
+    """Token accounting as reported by the provider (or estimated when it says nothing)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+    estimated: bool = False
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            estimated=self.estimated or other.estimated,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+# --------------------------------------------------------------------------- items
+
+
+class Attachment(IRModel):
+    """A file or image attached to a user message or a tool result."""
+
+    name: str
+    mime_type: str = "text/plain"
+    text: str | None = None
+    data_base64: str | None = None
+    path: str | None = None
+
+
+class ItemBase(IRModel):
+    id: str = Field(default_factory=lambda: new_id("item"))
+
+
+class UserMessageItem(ItemBase):
+    type: Literal["userMessage"] = "userMessage"
+    text: str
+    attachments: list[Attachment] = Field(default_factory=list)
+    steer: bool = False
+
+
+class AgentMessageItem(ItemBase):
+    type: Literal["agentMessage"] = "agentMessage"
+    text: str = ""
+
+
+class ReasoningItem(ItemBase):
+    """Model reasoning. ``provider_data`` keeps opaque blobs (signatures, encrypted content) so
+    the engine can send the reasoning back faithfully on the next request."""
+
+    type: Literal["reasoning"] = "reasoning"
+    text: str = ""
+    summary: str = ""
+    provider_data: dict[str, Any] | None = None
+
+
+class ToolCallItem(ItemBase):
+    type: Literal["toolCall"] = "toolCall"
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    provider_data: dict[str, Any] | None = None
+
+
+class ToolResultItem(ItemBase):
+    type: Literal["toolResult"] = "toolResult"
+    call_id: str
+    name: str
+    text: str
+    data: Any = None
+    is_error: bool = False
+    attachments: list[Attachment] = Field(default_factory=list)
+    duration_ms: int | None = None
+
+
+class CommandExecutionItem(ItemBase):
+    """Rich view of shell work, for clients; the model sees the matching toolResult."""
+
+    type: Literal["commandExecution"] = "commandExecution"
+    call_id: str | None = None
+    command: str
+    cwd: str
+    exit_code: int | None = None
+    output: str = ""
+    duration_ms: int | None = None
+    timed_out: bool = False
+    status: Literal["inProgress", "completed", "failed", "declined"] = "completed"
+
+
+class FileChange(IRModel):
+    path: str
+    kind: Literal["add", "delete", "update", "move"]
+    diff: str = ""
+    move_path: str | None = None
+
+
+class FileChangeItem(ItemBase):
+    type: Literal["fileChange"] = "fileChange"
+    call_id: str | None = None
+    changes: list[FileChange] = Field(default_factory=list)
+
+
+class PlanStep(IRModel):
+    text: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+
+
+class PlanItem(ItemBase):
+    type: Literal["plan"] = "plan"
+    text: str = ""
+    steps: list[PlanStep] = Field(default_factory=list)
+
+
+class CompactionItem(ItemBase):
+    """A summary that stands in for older turns when the context is assembled. The turns it
+    replaces stay on disk and visible; only the model's view is shortened."""
+
+    type: Literal["compaction"] = "compaction"
+    summary: str
+    first_kept_item_id: str | None = None
+    tokens_before: int | None = None
+
+
+class ApprovalOption(IRModel):
+    id: Literal["allow_once", "allow_session", "allow_always", "deny", "deny_interrupt"]
+    label: str
+    rule: str | None = None
+
+
+class ApprovalRequest(IRModel):
+    approval_id: str = Field(default_factory=lambda: new_id("appr"))
+    thread_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+    command: str | None = None
+    cwd: str | None = None
+    diff: str | None = None
+    options: list[ApprovalOption] = Field(default_factory=list)
+
+
+ApprovalDecisionKind = Literal["allow_once", "allow_session", "allow_always", "deny", "deny_interrupt"]
+
+
+class ApprovalDecision(IRModel):
+    decision: ApprovalDecisionKind
+    rule: str | None = None
+    reason: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision.startswith("allow")
+
+
+class ApprovalItem(ItemBase):
+    type: Literal["approval"] = "approval"
+    request: ApprovalRequest
+    decision: ApprovalDecision | None = None
+
+
+class ErrorItem(ItemBase):
+    type: Literal["error"] = "error"
+    message: str
+    kind: str = "runtime"
+    retryable: bool = False
+
+
+class CustomItem(ItemBase):
+    """Extension state kept in the thread and never sent to the model."""
+
+    type: Literal["custom"] = "custom"
+    namespace: str
+    version: int = 1
+    data: Any = None
+
+
+Item = Annotated[
+    UserMessageItem
+    | AgentMessageItem
+    | ReasoningItem
+    | ToolCallItem
+    | ToolResultItem
+    | CommandExecutionItem
+    | FileChangeItem
+    | PlanItem
+    | CompactionItem
+    | ApprovalItem
+    | ErrorItem
+    | CustomItem,
+    Field(discriminator="type"),
+]
+
+
+# --------------------------------------------------------------------------- turns, threads
+
+TurnStatus = Literal["inProgress", "completed", "interrupted", "failed"]
+
+
+class TurnError(IRModel):
+    message: str
+    kind: str = "runtime"
+
+
+class Turn(IRModel):
+    id: str = Field(default_factory=lambda: new_id("turn"))
+    status: TurnStatus = "inProgress"
+    items: list[Item] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    error: TurnError | None = None
+    started_at: float = Field(default_factory=now)
+    completed_at: float | None = None
+    stop_reason: str | None = None
+    model_calls: int = 0
+
+
+class ParentRef(IRModel):
+    thread_id: str
+    turn_id: str | None = None
+
+
+class ThreadHeader(IRModel):
+    """What identifies a thread; the first line of its JSONL file."""
+
+    id: str = Field(default_factory=lambda: new_id("thr"))
+    cwd: str
+    created_at: float = Field(default_factory=now)
+    title: str = ""
+    provider: str = ""
+    model: str = ""
+    parent: ParentRef | None = None
+    format_version: int = 1
+
+
+ThreadStatus = Literal["idle", "active", "waitingApproval", "error"]
+
+
+class Thread(ThreadHeader):
+    updated_at: float = Field(default_factory=now)
+    status: ThreadStatus = "idle"
+    mode: str = "ask"
+    turns: list[Turn] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+
+    def header(self) -> ThreadHeader:
+        return ThreadHeader.model_validate(self.model_dump(include=set(ThreadHeader.model_fields)))
+
+    def items(self) -> list[Item]:
+        return [item for turn in self.turns for item in turn.items]
+
+
+class ThreadSummary(IRModel):
+    """Listing row: enough to show a thread without loading it."""
+
+    id: str
+    cwd: str
+    title: str = ""
+    created_at: float
+    updated_at: float
+    provider: str = ""
+    model: str = ""
+    parent: ParentRef | None = None
+    turn_count: int = 0
+    status: str = "idle"
+
+
+# --------------------------------------------------------------------------- inference IR
+
+
+class TextPart(IRModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImagePart(IRModel):
+    type: Literal["image"] = "image"
+    mime_type: str
+    data_base64: str
+
+
+class ReasoningPart(IRModel):
+    type: Literal["reasoning"] = "reasoning"
+    text: str = ""
+    summary: str = ""
+    provider_data: dict[str, Any] | None = None
+
+
+class ToolCallPart(IRModel):
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    provider_data: dict[str, Any] | None = None
+
+
+class ToolResultPart(IRModel):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    text: str
+    is_error: bool = False
+    images: list[ImagePart] = Field(default_factory=list)
+
+
+Part = Annotated[
+    TextPart | ImagePart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="type")
+]
+
+
+class Message(IRModel):
+    """A provider-neutral chat message. Tool results travel in ``role="tool"`` messages; each
+    engine re-encodes them in its own dialect (function_call_output, tool role, tool_result)."""
+
+    role: Literal["user", "assistant", "tool"]
+    parts: list[Part] = Field(default_factory=list)
+
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+class ToolSpec(IRModel):
+    name: str
+    description: str
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ModelProfile(IRModel):
+    """What the runtime needs to know about a model: budget, features and price per Mtok."""
+
+    id: str
+    provider: str = ""
+    context_window: int = 128_000
+    max_output_tokens: int = 16_384
+    reasoning: bool = False
+    parallel_tools: bool = True
+    images: bool = False
+    input_price: float = 0.0
+    output_price: float = 0.0
+    cache_read_price: float = 0.0
+    cache_write_price: float = 0.0
+
+    def cost(self, usage: Usage) -> float:
+        fresh_input = max(usage.input_tokens - usage.cached_input_tokens, 0)
+        return (
+            fresh_input * self.input_price
+            + usage.cached_input_tokens * self.cache_read_price
+            + usage.cache_write_tokens * self.cache_write_price
+            + usage.output_tokens * self.output_price
+        ) / 1_000_000
+
+
+class AgentInferenceRequest(IRModel):
+    """The canonical request an engine receives for one model call."""
+
+    model: str
+    system: str = ""
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_output_tokens: int | None = None
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    parallel_tool_calls: bool = True
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MessageDelta(IRModel):
+    type: Literal["message_delta"] = "message_delta"
+    text: str
+
+
+class ReasoningDelta(IRModel):
+    """A reasoning fragment. ``summary`` marks summary text (Responses API) rather than raw
+    thinking; ``provider_data`` is merged into the reasoning item for faithful re-encoding."""
+
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+    text: str = ""
+    summary: bool = False
+    provider_data: dict[str, Any] | None = None
+
+
+class ToolCallEvent(IRModel):
+    """A complete tool call. ``arguments_error`` is set when the model sent unparsable JSON; the
+    runtime then answers the call with an error result instead of running it."""
+
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments_error: str | None = None
+    provider_data: dict[str, Any] | None = None
+
+
+class UsageEvent(IRModel):
+    type: Literal["usage"] = "usage"
+    usage: Usage
+
+
+class ProviderMetadataEvent(IRModel):
+    type: Literal["provider_metadata"] = "provider_metadata"
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "cancelled", "error", "other"]
+
+
+class CompletedEvent(IRModel):
+    type: Literal["completed"] = "completed"
+    stop_reason: StopReason = "end_turn"
+
+
+class InferenceErrorEvent(IRModel):
+    type: Literal["error"] = "error"
+    message: str
+    kind: str = "provider"
+    retryable: bool = False
+
+
+InferenceEvent = Annotated[
+    MessageDelta
+    | ReasoningDelta
+    | ToolCallEvent
+    | UsageEvent
+    | ProviderMetadataEvent
+    | CompletedEvent
+    | InferenceErrorEvent,
+    Field(discriminator="type"),
+]

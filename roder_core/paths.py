@@ -1,0 +1,57 @@
+"""Where Roder keeps its files.
+
+``RODER_HOME`` overrides every location (tests always set it): config in ``$RODER_HOME``, data in
+``$RODER_HOME/data``, cache in ``$RODER_HOME/cache``. Otherwise the platformdirs locations.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RoderPaths:
+    config_dir: Path
+    data_dir: Path
+    cache_dir: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.config_dir / "config.toml"
+
+    @property
+    def threads_dir(self) -> Path:
+        return self.data_dir / "threads"
+
+    @property
+    def trust_file(self) -> Path:
+        return self.data_dir / "trusted-folders.json"
+
+    @property
+    def audit_file(self) -> Path:
+        return self.data_dir / "audit.jsonl"
+
+    @property
+    def themes_dir(self) -> Path:
+        return self.config_dir / "themes"
+
+    @property
+    def spill_dir(self) -> Path:
+        return self.cache_dir / "tool-output"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> RoderPaths:
+        env = dict(os.environ) if env is None else env
+        home = env.get("RODER_HOME")
+        if home:
+            root = Path(home).expanduser().resolve()
+            return cls(config_dir=root, data_dir=root / "data", cache_dir=root / "cache")
+        import platformdirs  # imported lazily: only needed without RODER_HOME
+
+        return cls(
+            config_dir=Path(platformdirs.user_config_dir("roder")),
+            data_dir=Path(platformdirs.user_data_dir("roder")),
+            cache_dir=Path(platformdirs.user_cache_dir("roder")),
+        )

@@ -1,0 +1,321 @@
+"""Service protocols: the typed contracts extensions implement and the runtime consumes.
+
+Every service exposes ``id()``; the registry checks that ids match what the manifest declared.
+Protocols are structural: an extension does not need to inherit from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from roder_core.ir import (
+    AgentInferenceRequest,
+    InferenceEvent,
+    ModelProfile,
+    Thread,
+    ThreadHeader,
+    ThreadSummary,
+)
+
+if TYPE_CHECKING:
+    from roder_core.events import RuntimeEvent
+    from roder_core.tools import ToolCall, ToolExecutionContext, ToolRegistry
+
+
+# --------------------------------------------------------------------------- inference
+
+
+@dataclass
+class InferenceProviderMetadata:
+    name: str
+    auth_type: Literal["api_key", "none", "oauth"] = "api_key"
+    auth_label: str | None = None
+    auth_configured: bool | None = None
+    recommended: bool = False
+    sort_order: int = 100
+    description: str | None = None
+    dialect: str = ""
+    base_url: str | None = None
+
+
+@dataclass
+class InferenceTurnContext:
+    thread_id: str
+    turn_id: str
+    deadline: float | None = None
+    attempt: int = 0
+
+
+@runtime_checkable
+class InferenceEngine(Protocol):
+    """Translates the canonical request into one wire dialect and streams canonical events.
+
+    ``stream_turn`` is an async generator; the runtime cancels it (closing the HTTP stream) on
+    interrupt. Engines own retries for 429/5xx/dropped streams and raise ``InferenceError`` with
+    a kind when they give up.
+    """
+
+    def id(self) -> str: ...
+
+    def metadata(self) -> InferenceProviderMetadata: ...
+
+    def model_profile(self, model: str) -> ModelProfile: ...
+
+    def default_model(self) -> str: ...
+
+    async def list_models(self) -> list[ModelProfile]: ...
+
+    def stream_turn(
+        self, ctx: InferenceTurnContext, request: AgentInferenceRequest
+    ) -> AsyncIterator[InferenceEvent]: ...
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass
+class ContextQuery:
+    thread_id: str
+    cwd: Path
+    prompt: str
+    model: ModelProfile | None = None
+
+
+@dataclass
+class ContextBlock:
+    """A typed piece of context. Lower ``priority`` numbers come first in the system prompt;
+    ``droppable`` blocks may be left out when the budget is tight."""
+
+    source: str
+    kind: str
+    text: str
+    priority: int = 50
+    droppable: bool = False
+
+
+@runtime_checkable
+class ContextProvider(Protocol):
+    def id(self) -> str: ...
+
+    async def load_context(self, query: ContextQuery) -> list[ContextBlock]: ...
+
+
+@runtime_checkable
+class ContextPlanner(Protocol):
+    """Orders and budgets context blocks and history into the final request."""
+
+    def id(self) -> str: ...
+
+    def plan(
+        self, blocks: list[ContextBlock], request: AgentInferenceRequest, model: ModelProfile
+    ) -> AgentInferenceRequest: ...
+
+
+# --------------------------------------------------------------------------- state
+
+
+@runtime_checkable
+class ThreadStore(Protocol):
+    """Append-only persistence of runtime events per thread."""
+
+    def id(self) -> str: ...
+
+    async def append(self, header: ThreadHeader, event: RuntimeEvent) -> None: ...
+
+    async def sync(self, thread_id: str) -> None: ...
+
+    async def load(self, thread_id: str) -> Thread: ...
+
+    async def list_threads(self, cwd: str | None = None, limit: int | None = None) -> list[ThreadSummary]: ...
+
+    async def delete(self, thread_id: str) -> None: ...
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    def id(self) -> str: ...
+
+    async def fork(self, thread_id: str, turn_id: str | None, new_header: ThreadHeader) -> Thread: ...
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    def id(self) -> str: ...
+
+    async def save(self, text: str, scope: str = "project", tags: list[str] | None = None) -> str: ...
+
+    async def search(self, query: str, limit: int = 5) -> list[dict[str, Any]]: ...
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    def id(self) -> str: ...
+
+    async def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+# --------------------------------------------------------------------------- actions
+
+
+@runtime_checkable
+class ToolContributor(Protocol):
+    def id(self) -> str: ...
+
+    def contribute(self, registry: ToolRegistry) -> None: ...
+
+
+@dataclass
+class TaskInfo:
+    id: str
+    executor_id: str
+    status: Literal["queued", "running", "completed", "failed", "cancelled"]
+    result: Any = None
+    error: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class TaskExecutor(Protocol):
+    def id(self) -> str: ...
+
+    async def run(self, params: dict[str, Any]) -> Any: ...
+
+
+@runtime_checkable
+class SubagentDispatcher(Protocol):
+    def id(self) -> str: ...
+
+    async def dispatch(self, ctx: ToolExecutionContext, agent: str, prompt: str) -> str: ...
+
+
+@runtime_checkable
+class RemoteRunnerProvider(Protocol):
+    def id(self) -> str: ...
+
+
+# --------------------------------------------------------------------------- policy, observation
+
+
+class PolicyVerdict(str, Enum):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+@dataclass(frozen=True)
+class PolicyDecision:
+    verdict: PolicyVerdict
+    reason: str = ""
+    source: str = ""
+
+
+@runtime_checkable
+class PolicyContributor(Protocol):
+    """May veto or escalate a call; returning None abstains. Deny wins over ask over allow."""
+
+    def id(self) -> str: ...
+
+    async def review(self, ctx: ToolExecutionContext, call: ToolCall) -> PolicyDecision | None: ...
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Observes every runtime event (audit, eval traces). Must be fast and never raise."""
+
+    def id(self) -> str: ...
+
+    def on_event(self, event: RuntimeEvent) -> None: ...
+
+
+@runtime_checkable
+class NotificationSink(Protocol):
+    """Tells the user something happened while they looked away (turn done, approval needed)."""
+
+    def id(self) -> str: ...
+
+    async def notify(self, title: str, body: str) -> None: ...
+
+
+class HookPoint(str, Enum):
+    BEFORE_TURN = "before_turn"
+    CONTEXT = "context"
+    BEFORE_PROVIDER_REQUEST = "before_provider_request"
+    TOOL_CALL_BEFORE = "tool_call_before"
+    TOOL_RESULT_AFTER = "tool_result_after"
+    TURN_END = "turn_end"
+    SESSION_START = "session_start"
+    SESSION_END = "session_end"
+    COMPACTION = "compaction"
+
+
+#: Points where a hook failure denies the action (fail closed).
+GATING_POINTS = frozenset(
+    {
+        HookPoint.BEFORE_TURN,
+        HookPoint.CONTEXT,
+        HookPoint.BEFORE_PROVIDER_REQUEST,
+        HookPoint.TOOL_CALL_BEFORE,
+    }
+)
+
+
+@dataclass
+class HookOutcome:
+    """A hook's answer. ``block`` stops the action with ``reason``; ``replace`` carries the
+    rewritten payload fields (``text``, ``request``, ``arguments``, ``result``, ``summary``)."""
+
+    block: bool = False
+    reason: str = ""
+    replace: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Hook(Protocol):
+    def id(self) -> str: ...
+
+    def points(self) -> frozenset[HookPoint]: ...
+
+    async def run(self, point: HookPoint, payload: dict[str, Any]) -> HookOutcome | None: ...
+
+
+# --------------------------------------------------------------------------- surfaces
+
+
+@dataclass
+class StatusView:
+    """What a status segment renders: text plus the segment's priority (lower drops first)."""
+
+    text: str
+    priority: int = 50
+    style: str = ""
+
+
+@runtime_checkable
+class StatusSegment(Protocol):
+    def id(self) -> str: ...
+
+    def render(self, state: dict[str, Any]) -> StatusView | None: ...
+
+
+@dataclass
+class PaletteCommand:
+    title: str
+    help: str
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class PaletteSource(Protocol):
+    def id(self) -> str: ...
+
+    async def commands(self, state: dict[str, Any]) -> list[PaletteCommand]: ...
+
+
+@runtime_checkable
+class InteractiveRegionHandler(Protocol):
+    def id(self) -> str: ...

@@ -1,0 +1,206 @@
+"""Tool contracts: calls, results, the execution context and the per-turn tool registry.
+
+A tool never touches the host directly: everything it may do arrives in its
+``ToolExecutionContext`` as scoped brokers. The runtime owns policy, approvals, cancellation and
+how results reach the transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from roder_core.ir import Attachment, Item, ModelProfile, ToolSpec
+
+if TYPE_CHECKING:
+    from roder_core.brokers import Brokers
+
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class ToolSpecError(ValueError):
+    """A tool spec the registry refuses (bad name, bad schema, duplicate)."""
+
+
+@dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """What a tool returns. ``views`` are rich items for clients (commandExecution, fileChange)
+    emitted alongside the toolResult item that the model sees."""
+
+    id: str
+    name: str
+    text: str
+    data: Any = None
+    is_error: bool = False
+    attachments: list[Attachment] = field(default_factory=list)
+    views: list[Item] = field(default_factory=list)
+
+    @classmethod
+    def error(cls, call: ToolCall, message: str) -> ToolResult:
+        return cls(id=call.id, name=call.name, text=message, is_error=True)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySubject:
+    """What a policy rule matches for one call: ``bash(git status*)`` has tool ``bash`` and
+    subject ``git status``; ``edit(src/**)`` has a path subject; ``web_fetch(domain:x)`` a domain."""
+
+    tool: str
+    value: str = ""
+    kind: Literal["command", "path", "domain", "other"] = "other"
+    writes: bool = False
+
+
+@dataclass
+class ToolExecutionContext:
+    """Everything a tool may use for one call: ids, limits and the scoped brokers."""
+
+    thread_id: str
+    turn_id: str
+    call_id: str
+    workspace: Path
+    mode: str
+    brokers: Brokers
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    deadline: float | None = None
+    model: ModelProfile | None = None
+    capabilities: frozenset[str] = frozenset()
+    emit_output: Callable[[str], None] = lambda _text: None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ToolExecutor(Protocol):
+    """One tool. ``spec`` describes it to the model; ``execute`` runs it after policy allowed it."""
+
+    def spec(self) -> ToolSpec: ...
+
+    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult: ...
+
+
+class Tool:
+    """Convenience base for tools with the optional hooks the runtime looks for.
+
+    Subclasses set ``name``, ``description``, ``parameters`` and ``kind`` and implement
+    ``execute``. ``read_only`` tools run in plan mode and never need approval in ``ask`` mode.
+    """
+
+    name: str = ""
+    description: str = ""
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    kind: ToolKind = "other"
+    read_only: bool = False
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        raise NotImplementedError  # abstract: every concrete tool overrides this
+
+    def policy_subjects(self, arguments: dict[str, Any], workspace: Path) -> list[PolicySubject]:
+        """What policy rules match for these arguments; default: the tool name alone."""
+        return [PolicySubject(tool=self.name, writes=not self.read_only)]
+
+    def mutated_paths(self, arguments: dict[str, Any], workspace: Path) -> list[str]:
+        """Paths this call writes; calls touching the same path are serialized."""
+        return []
+
+    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+        """Extra approval preview fields (``command``, ``cwd``, ``diff``) for the client."""
+        return {}
+
+
+def tool_kind(tool: ToolExecutor) -> ToolKind:
+    return getattr(tool, "kind", "other")
+
+
+def is_read_only(tool: ToolExecutor) -> bool:
+    return bool(getattr(tool, "read_only", False))
+
+
+def validate_spec(spec: ToolSpec) -> None:
+    if not _TOOL_NAME.match(spec.name):
+        raise ToolSpecError(f"invalid tool name {spec.name!r}: use 1-64 letters, digits, _ . -")
+    if not spec.description.strip():
+        raise ToolSpecError(f"tool {spec.name!r} has no description")
+    params = spec.parameters
+    if not isinstance(params, dict) or params.get("type") != "object":
+        raise ToolSpecError(f"tool {spec.name!r}: parameters must be a JSON schema of type object")
+    props = params.get("properties", {})
+    if not isinstance(props, dict):
+        raise ToolSpecError(f"tool {spec.name!r}: 'properties' must be an object")
+    required = params.get("required", [])
+    missing = [name for name in required if name not in props]
+    if missing:
+        raise ToolSpecError(f"tool {spec.name!r}: required {missing} not in properties")
+
+
+class ToolRegistry:
+    """The tools available for one turn, filled by every ToolContributor."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolExecutor] = {}
+        self._sources: dict[str, str] = {}
+        self._current_source = ""
+
+    def register(self, tool: ToolExecutor) -> None:
+        spec = tool.spec()
+        validate_spec(spec)
+        if spec.name in self._tools:
+            raise ToolSpecError(
+                f"duplicate tool name {spec.name!r} (from {self._current_source!r} and "
+                f"{self._sources[spec.name]!r})"
+            )
+        self._tools[spec.name] = tool
+        self._sources[spec.name] = self._current_source
+
+    def get(self, name: str) -> ToolExecutor | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def source_of(self, name: str) -> str:
+        return self._sources.get(name, "")
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec() for tool in self._tools.values()]
+
+    def restricted(self, allowed: Iterable[str]) -> ToolRegistry:
+        """A copy holding only the named tools (subagents, skills with allowed-tools)."""
+        keep = set(allowed)
+        copy = ToolRegistry()
+        for name, tool in self._tools.items():
+            if name in keep:
+                copy._tools[name] = tool
+                copy._sources[name] = self._sources[name]
+        return copy
+
+    def contribute_from(self, source: str, contribute: Callable[[ToolRegistry], None]) -> None:
+        self._current_source = source
+        try:
+            contribute(self)
+        finally:
+            self._current_source = ""
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+ToolRunner = Callable[[ToolExecutionContext, ToolCall], Awaitable[ToolResult]]

@@ -1,0 +1,71 @@
+"""The ``roder`` command. Parses arguments and hands off; imports nothing heavy up front.
+
+``roder [PROMPT]`` opens the full-screen app; ``roder -p PROMPT`` answers once on stdout; the
+subcommands below are loaded only when named, so ``roder -p`` never imports Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: name -> (module with ``add_arguments(parser)`` and ``run(args) -> int``, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "extensions": ("roder_tui.commands.extensions", "list installed extensions and their capabilities"),
+}
+
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+
+
+def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by the app, one-shot mode and servers."""
+    parser.add_argument("--provider", help="inference provider id (see `roder providers list`)")
+    parser.add_argument("--model", help="model id for the provider")
+    parser.add_argument("--mode", choices=("plan", "ask", "auto-edit", "bypass"), help="policy mode")
+    parser.add_argument("--sandbox", choices=("workspace-write", "read-only", "off"), help="sandbox level for commands")
+    parser.add_argument("--profile", default="developer", help="capability profile (developer, eval-sandbox, offline)")
+    parser.add_argument("--trust", action="store_true", help="load this folder's own config, hooks and extensions")
+    parser.add_argument("--max-iterations", type=int, help="stop a turn after this many model calls")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="roder",
+        description="Roder: a terminal coding agent. `roder` opens the app; `roder -p PROMPT` answers once.",
+        epilog="subcommands: " + "; ".join(f"{name}: {help_}" for name, (_, help_) in SUBCOMMANDS.items()),
+    )
+    parser.add_argument("prompt", nargs="*", help="initial prompt")
+    parser.add_argument("-p", "--print", dest="print_prompt", nargs="?", const="", default=None,
+                        metavar="PROMPT", help="answer once and exit (stdin is attached when piped)")
+    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default="text", help="one-shot output format")
+    parser.add_argument("-c", "--continue", dest="continue_last", action="store_true",
+                        help="continue the latest thread of this workspace")
+    parser.add_argument("-r", "--resume", nargs="?", const="", default=None, metavar="ID",
+                        help="resume a thread (a picker opens without ID)")
+    parser.add_argument("--version", action="version", version="roder 0.1.0")
+    add_runtime_flags(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] in SUBCOMMANDS:
+        module_name, help_ = SUBCOMMANDS[args_list[0]]
+        module = importlib.import_module(module_name)
+        sub = argparse.ArgumentParser(prog=f"roder {args_list[0]}", description=help_)
+        module.add_arguments(sub)
+        return int(module.run(sub.parse_args(args_list[1:])) or 0)
+    args = build_parser().parse_args(args_list)
+    if args.print_prompt is not None:
+        from roder_tui.ask import run_ask
+
+        return run_ask(args)
+    from roder_tui.app import run_app
+
+    return run_app(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``roder`` subcommand group, each with ``add_arguments`` and ``run``."""
