@@ -142,7 +142,8 @@ class Runtime:
 
     def model_profile(self, provider: str, model: str) -> ModelProfile:
         profile = self.engine(provider).model_profile(model)
-        override = self.options.config.models_override.get(f"{provider}/{model}") or self.options.config.models_override.get(model)
+        overrides = self.options.config.models_override
+        override = overrides.get(f"{provider}/{model}") or overrides.get(model)
         return profile.model_copy(update=override) if override else profile
 
     def select(self, provider: str, model: str | None = None) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -200,7 +200,7 @@ class RemoteRunnerProvider(Protocol):
 # --------------------------------------------------------------------------- policy, observation
 
 
-class PolicyVerdict(str, Enum):
+class PolicyVerdict(StrEnum):
     ALLOW = "allow"
     ASK = "ask"
     DENY = "deny"
@@ -240,7 +240,7 @@ class NotificationSink(Protocol):
     async def notify(self, title: str, body: str) -> None: ...
 
 
-class HookPoint(str, Enum):
+class HookPoint(StrEnum):
     BEFORE_TURN = "before_turn"
     CONTEXT = "context"
     BEFORE_PROVIDER_REQUEST = "before_provider_request"

@@ -313,9 +313,14 @@ class TurnRunner:
     # ------------------------------------------------------------------ tools
 
     async def _run_tools(self, tools: ToolRegistry, calls: list[ToolCallEvent]) -> None:
-        async with asyncio.TaskGroup() as group:
-            for call in calls:
-                group.create_task(self._run_call(tools, call))
+        """Run the calls of one model response concurrently; 'deny and interrupt' in any of them
+        cancels the others and interrupts the turn."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                for call in calls:
+                    group.create_task(self._run_call(tools, call))
+        except* TurnInterrupted:
+            raise TurnInterrupted() from None
 
     async def _run_call(self, tools: ToolRegistry, event: ToolCallEvent) -> None:
         call = ToolCall(id=event.call_id, name=event.name, arguments=dict(event.arguments))

@@ -99,6 +99,9 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[Attachme
         err.write(MOCK_HINT + "\n")
     for skipped in started.distribution.skipped:
         err.write(f"roder: extension {skipped.source} not loaded: {skipped.reason}\n")
+    # One-shot mode drives exactly one thread, so every event belongs to it.
+    printer = Printer(args.output_format, out, err)
+    remove = runtime.bus.add_listener(printer.on_event)
     try:
         if args.resume:
             thread = await runtime.resume_thread(args.resume)
@@ -110,15 +113,10 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[Attachme
             thread = await runtime.resume_thread(rows[0].id)
         else:
             thread = await runtime.start_thread()
-        printer = Printer(args.output_format, out, err)
-        remove = runtime.bus.add_listener(
-            lambda ev: printer.on_event(ev) if ev.thread_id == thread.id else None
-        )
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(runtime.interrupt(thread.id)))
         turn = await runtime.run_turn(thread.id, prompt, attachments)
         loop.remove_signal_handler(signal.SIGINT)
-        remove()
         printer.result(turn, thread.id, turn.model_calls, started_at)
         if turn.status != "completed":
             reason = turn.error.message if turn.error else turn.status
@@ -126,6 +124,7 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[Attachme
             return EXIT_FAILED
         return EXIT_OK
     finally:
+        remove()
         await runtime.close()
 
 
