@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
@@ -163,12 +164,15 @@ RuntimeEvent = Annotated[
     Field(discriminator="method"),
 ]
 
-_EVENT_ADAPTER: TypeAdapter[RuntimeEvent] = TypeAdapter(RuntimeEvent)
+@functools.cache
+def _event_adapter() -> TypeAdapter[RuntimeEvent]:
+    # Built on first use: building the union's schema costs tens of ms that `roder -p` never needs.
+    return TypeAdapter(RuntimeEvent)
 
 
 def parse_event(data: dict[str, Any]) -> RuntimeEvent:
     """Rebuild a typed event from its persisted or wire form (raises on unknown shapes)."""
-    return _EVENT_ADAPTER.validate_python(data)
+    return _event_adapter().validate_python(data)
 
 
 def turn_status_of(event: RuntimeEvent) -> TurnStatus | None:

@@ -22,7 +22,7 @@ class IRModel(BaseModel):
     Extras are ignored (not forbidden) so that files written by a newer Roder still load.
     """
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True)
 
     def wire(self) -> dict[str, Any]:
         """The JSON-ready dict used on disk and on the wire (camelCase, no None noise)."""
