@@ -60,7 +60,7 @@ class PolicyEngine:
 
     async def evaluate(self, tool: ToolExecutor, call: ToolCall, ctx: ToolExecutionContext) -> PolicyDecision:
         subjects = subjects_of(tool, call, ctx.workspace)
-        decision = mode_decision(self.mode, tool, subjects)
+        decision = mode_decision(ctx.mode or self.mode, tool, subjects)
         if decision.verdict is PolicyVerdict.ASK and self._session_allows(subjects):
             decision = PolicyDecision(PolicyVerdict.ALLOW, "allowed for this session", "session")
         for contributor in self._contributors:

@@ -348,6 +348,15 @@ class ExtensionRegistry:
     def palette_sources(self) -> list[Any]:
         return list(self.services("PaletteSource"))
 
+    def closeable_services(self) -> list[Any]:
+        """Services holding resources (MCP connections) that expose ``async aclose()``; the
+        runtime closes them once when it closes. A service installed under two kinds is listed once."""
+        seen: dict[int, Any] = {}
+        for installed in self._services:
+            if callable(getattr(installed.implementation, "aclose", None)):
+                seen.setdefault(id(installed.implementation), installed.implementation)
+        return list(seen.values())
+
     def tool_registry(self, on_error: Callable[[str, Exception], None] | None = None) -> ToolRegistry:
         """Ask every contributor for its tools. Without ``on_error`` a bad contributor raises
         (registry build); with it, the contributor is skipped and reported (turn time, where a

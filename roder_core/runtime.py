@@ -89,6 +89,10 @@ class ThreadState:
     runner: TurnRunner | None = None
     task: asyncio.Task[Turn] | None = None
     steers: list[UserMessageItem] = field(default_factory=list)
+    #: Subagent threads: only these tools are offered (None: every tool).
+    allowed_tools: frozenset[str] | None = None
+    #: Subagent threads: the policy mode of this thread (None: the runtime's mode).
+    mode: str | None = None
 
     @property
     def active_turn_id(self) -> str | None:
@@ -200,6 +204,11 @@ class Runtime:
     def open_threads(self) -> list[Thread]:
         return [s.thread for s in self._threads.values()]
 
+    def active_turn_id(self, thread_id: str) -> str | None:
+        """The id of the turn running on an open thread, if any (session/get, ACP cancel)."""
+        state = self._threads.get(thread_id)
+        return state.active_turn_id if state is not None else None
+
     async def start_thread(
         self,
         cwd: Path | None = None,
@@ -261,6 +270,20 @@ class Runtime:
         rows = sorted([*stored, *live], key=lambda s: s.updated_at, reverse=True)
         return rows[:limit] if limit else rows
 
+    def restrict_thread(
+        self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None
+    ) -> None:
+        """Give one thread (a subagent's) its own tool set and policy mode."""
+        if mode is not None and mode not in MODES:
+            raise RoderError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        state = self._state(thread_id)
+        state.allowed_tools = tools
+        state.mode = mode
+
+    def thread_mode(self, thread_id: str) -> str:
+        state = self._threads.get(thread_id)
+        return (state.mode if state is not None else None) or self.mode
+
     async def close_thread(self, thread_id: str) -> None:
         state = self._threads.get(thread_id)
         if state is None:
@@ -280,8 +303,13 @@ class Runtime:
         *,
         task_ledger_required: bool = False,
         deadline: float | None = None,
+        provider: str | None = None,
+        model: str | None = None,
     ) -> Turn:
-        """Start a turn in the background and return it as soon as it has started."""
+        """Start a turn in the background and return it as soon as it has started.
+
+        ``provider``/``model`` override the thread's model for this turn only (slash commands
+        with a ``model`` frontmatter)."""
         from roder_core.turn import TurnRunner
 
         state = self._state(thread_id)
@@ -293,6 +321,8 @@ class Runtime:
             UserMessageItem(text=text, attachments=attachments or []),
             task_ledger_required=task_ledger_required,
             deadline=deadline,
+            provider=provider,
+            model=model,
         )
         state.runner = runner
         started = asyncio.get_running_loop().create_future()
@@ -383,6 +413,11 @@ class Runtime:
             await self.close_thread(thread_id)
         if self.store is not None and hasattr(self.store, "close"):
             await self.store.close()
+        for service in self.registry.closeable_services():
+            try:
+                await service.aclose()
+            except Exception as exc:  # one stuck service must not keep the others open
+                log.warning("closing %s failed: %s", type(service).__name__, exc)
 
 
 def _error_event(thread_id: str, message: str, kind: str) -> RuntimeEvent:

@@ -247,6 +247,9 @@ class HookPoint(StrEnum):
     TOOL_CALL_BEFORE = "tool_call_before"
     TOOL_RESULT_AFTER = "tool_result_after"
     TURN_END = "turn_end"
+    #: The model answered without tool calls; a hook may send it back to work (payload
+    #: ``continue_with``: the reason, given to the model). Observing: a failure lets it stop.
+    STOP = "stop"
     SESSION_START = "session_start"
     SESSION_END = "session_end"
     COMPACTION = "compaction"

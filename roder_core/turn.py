@@ -53,7 +53,7 @@ from roder_core.ir import (
     now,
 )
 from roder_core.policy import subjects_of
-from roder_core.services import ContextQuery, HookPoint, InferenceTurnContext, PolicyVerdict
+from roder_core.services import ContextQuery, HookPoint, InferenceTurnContext, PolicyDecision, PolicyVerdict
 from roder_core.tools import ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
@@ -91,6 +91,8 @@ class TurnRunner:
         *,
         task_ledger_required: bool = False,
         deadline: float | None = None,
+        provider: str | None = None,
+        model: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.state = state
@@ -100,6 +102,10 @@ class TurnRunner:
         self.task_ledger_required = task_ledger_required
         self.deadline = deadline
         self.iterations = 0
+        self._provider_override = provider
+        self._model_override = model
+        #: How many times a stop hook sent the model back to work in this turn.
+        self.stop_continuations = 0
         self._approval_lock = asyncio.Lock()
         cfg = runtime.options
         self.max_iterations = cfg.max_iterations or cfg.config.max_iterations
@@ -109,6 +115,19 @@ class TurnRunner:
     @property
     def tid(self) -> str:
         return self.thread.id
+
+    @property
+    def provider(self) -> str:
+        return self._provider_override or self.thread.provider
+
+    @property
+    def model(self) -> str:
+        return self._model_override or self.thread.model
+
+    @property
+    def mode(self) -> str:
+        """The policy mode for this thread (a subagent may run in its own mode)."""
+        return self.state.mode or self.runtime.mode
 
     async def _item_started(self, item: Item) -> None:
         await self.runtime.emit(ItemStarted(thread_id=self.tid, turn_id=self.turn.id, item=item))
@@ -202,13 +221,35 @@ class TurnRunner:
             tools = runtime.registry.tool_registry(
                 on_error=lambda source, exc: log.warning("tools from %s unavailable: %s", source, exc)
             )
+            if self.state.allowed_tools is not None:
+                tools = tools.restricted(self.state.allowed_tools)
             output = await self._call_model(tools)
             self.turn.stop_reason = output.stop_reason
             if not output.tool_calls:
-                if self.state.steers:
+                if self.state.steers or await self._stop_hook_continues():
                     continue
                 return
             await self._run_tools(tools, output.tool_calls)
+
+    async def _stop_hook_continues(self) -> bool:
+        """Stop hooks may send the model back to work once more (``continue_with`` carries the
+        reason, given to the model as a message). Bounded, so a hook can never loop forever."""
+        runtime = self.runtime
+        if not runtime.hooks.has(HookPoint.STOP) or self.stop_continuations >= MAX_STOP_CONTINUATIONS:
+            return False
+        last = next((i.text for i in reversed(self.turn.items) if isinstance(i, AgentMessageItem)), "")
+        payload = await runtime.hooks.run(
+            HookPoint.STOP,
+            {"thread_id": self.tid, "turn_id": self.turn.id, "cwd": self.thread.cwd, "mode": self.mode,
+             "stop_hook_active": self.stop_continuations > 0, "last_message": last,
+             "task_ledger_required": self.task_ledger_required, "deadline": self.deadline},
+        )
+        reason = str(payload.get("continue_with") or "").strip()
+        if not reason:
+            return False
+        self.stop_continuations += 1
+        self.state.steers.append(UserMessageItem(text=reason, steer=True))
+        return True
 
     async def _deliver_steers(self) -> None:
         while self.state.steers:
@@ -223,13 +264,17 @@ class TurnRunner:
         request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile)
         for point in (HookPoint.CONTEXT, HookPoint.BEFORE_PROVIDER_REQUEST):
             if runtime.hooks.has(point):
-                payload = await runtime.hooks.run(point, {"thread_id": self.tid, "request": request})
+                payload = await runtime.hooks.run(
+                    point,
+                    {"thread_id": self.tid, "turn_id": self.turn.id, "request": request, "deadline": self.deadline,
+                     "task_ledger_required": self.task_ledger_required, "turn_started_at": self.turn.started_at},
+                )
                 request = payload["request"]
         return request
 
     async def _call_model(self, tools: ToolRegistry) -> _ModelOutput:
         runtime = self.runtime
-        provider, model = self.thread.provider, self.thread.model
+        provider, model = self.provider, self.model
         engine = runtime.engine(provider)
         profile = runtime.model_profile(provider, model)
         request = await self._request(tools, profile)
@@ -342,10 +387,10 @@ class TurnRunner:
             turn_id=self.turn.id,
             call_id=call.id,
             workspace=workspace,
-            mode=runtime.mode,
+            mode=self.mode,
             brokers=_LazyBrokers(runtime, workspace, extension_id),  # type: ignore[arg-type]
             deadline=self.deadline,
-            model=runtime.model_profile(self.thread.provider, self.thread.model),
+            model=runtime.model_profile(self.provider, self.model),
             capabilities=runtime.registry.granted_capabilities(extension_id),
             emit_output=lambda text: runtime.publish_live(
                 ToolOutputDelta(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, delta=text)
@@ -364,13 +409,17 @@ class TurnRunner:
             try:
                 payload = await runtime.hooks.run(
                     HookPoint.TOOL_CALL_BEFORE,
-                    {"thread_id": self.tid, "tool": call.name, "arguments": call.arguments, "call_id": call.id},
+                    {"thread_id": self.tid, "turn_id": self.turn.id, "tool": call.name, "arguments": call.arguments,
+                     "call_id": call.id, "cwd": self.thread.cwd, "mode": self.mode},
                 )
             except HookBlocked as exc:
                 return ToolResult.error(call, f"blocked: {exc}")
             call.arguments = dict(payload.get("arguments", call.arguments))
+            hook_permission = payload.get("permission")
+        else:
+            hook_permission = None
         ctx = self._context(tools, call)
-        decision = await runtime.policy.evaluate(tool, call, ctx)
+        decision = _with_hook_permission(await runtime.policy.evaluate(tool, call, ctx), hook_permission)
         if decision.verdict is PolicyVerdict.DENY:
             return ToolResult(id=call.id, name=call.name, text=f"denied by policy: {decision.reason}",
                               data={"policy_denied": True}, is_error=True)
@@ -430,6 +479,27 @@ class TurnRunner:
                 ApprovalOption(id="deny_interrupt", label="Deny and interrupt"),
             ],
         )
+        decision = await self.await_decision(request)
+        if decision.decision == "allow_session":
+            runtime.policy.allow_for_session(subjects)
+        elif decision.decision == "allow_always":
+            runtime.policy.allow_for_session(subjects)
+            runtime.persist_rule(decision.rule or rule)
+        if decision.allowed:
+            return None
+        if decision.decision == "deny_interrupt":
+            raise TurnInterrupted()
+        why = f": {decision.reason}" if decision.reason else ""
+        return ToolResult(id=call.id, name=call.name, is_error=True, data={"policy_denied": True},
+                          text=f"the user denied this {call.name} call{why}")
+
+
+    async def await_decision(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Show an approval request to the user and wait for the answer (one at a time per turn).
+
+        Tools that need a person's decision (exit_plan's plan review) use this too, so every
+        client renders and answers them like any approval."""
+        runtime = self.runtime
         async with self._approval_lock:
             future = runtime.register_approval(request)
             item = ApprovalItem(request=request)
@@ -447,18 +517,23 @@ class TurnRunner:
             )
             await self._item_completed(item.model_copy(update={"decision": decision}))
             await runtime.set_status(self.state, "active")
-        if decision.decision == "allow_session":
-            runtime.policy.allow_for_session(subjects)
-        elif decision.decision == "allow_always":
-            runtime.policy.allow_for_session(subjects)
-            runtime.persist_rule(decision.rule or rule)
-        if decision.allowed:
-            return None
-        if decision.decision == "deny_interrupt":
-            raise TurnInterrupted()
-        why = f": {decision.reason}" if decision.reason else ""
-        return ToolResult(id=call.id, name=call.name, is_error=True, data={"policy_denied": True},
-                          text=f"the user denied this {call.name} call{why}")
+        return decision
+
+
+#: Stop hooks may send the model back to work at most this many times per turn.
+MAX_STOP_CONTINUATIONS = 3
+
+
+def _with_hook_permission(decision: PolicyDecision, permission: Any) -> PolicyDecision:
+    """A pre-tool hook's ``permission`` ("ask" or "allow") adjusts the policy decision.
+
+    "ask" makes an allowed call ask; "allow" lets a call through that would only have asked.
+    Neither overrides a deny (rules, plan mode, contributors): deny always wins."""
+    if permission == "ask" and decision.verdict is PolicyVerdict.ALLOW:
+        return PolicyDecision(PolicyVerdict.ASK, "a hook asked for approval", "hook")
+    if permission == "allow" and decision.verdict is PolicyVerdict.ASK:
+        return PolicyDecision(PolicyVerdict.ALLOW, "allowed by a hook", "hook")
+    return decision
 
 
 def suggest_rule(subjects: list[Any]) -> str:
