@@ -15,18 +15,24 @@ import sys
 import time
 from typing import Any, TextIO
 
-from roder_core.bootstrap import settings_from_args, start_runtime
+from roder_core.bootstrap import settings_from_args
 from roder_core.config import ConfigError
 from roder_core.errors import RoderError
-from roder_core.events import AgentMessageDelta, ItemCompleted, RuntimeEvent
-from roder_core.ir import AgentMessageItem, Attachment, ToolResultItem, Turn
+from roder_core.events import AgentMessageDelta, ItemCompleted, TurnCompleted
+from roder_core.ir import AgentMessageItem, ToolResultItem, Turn
 from roder_core.registry import RegistryError
+from roder_core.server.client import LocalAppClient
+from roder_core.server.errors import RpcError
+from roder_core.server.fanout import Notification, NotificationQueue
+from roder_core.server.protocol import InputItem
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MOCK_HINT = (
     "roder: no provider configured, using the offline mock model. Set OPENAI_API_KEY or "
     "ANTHROPIC_API_KEY, or add a [providers.NAME] table to config.toml (see README)."
 )
+#: Notifications one-shot mode may fall behind by before the stream is cut (it prints inline).
+ASK_QUEUE_SIZE = 100_000
 
 
 def _read_stdin(stream: TextIO) -> str | None:
@@ -50,7 +56,7 @@ class Printer:
         self._streamed_any = False
         self._ends_with_newline = True
 
-    def on_event(self, event: RuntimeEvent) -> None:
+    def on_event(self, event: Notification) -> None:
         if self.fmt == "stream-json":
             self._line({"type": event.method, **event.params()})
         if isinstance(event, AgentMessageDelta) and event.kind == "text" and self.fmt == "text":
@@ -91,41 +97,55 @@ class Printer:
             self._line(record)
 
 
-async def _ask(args: argparse.Namespace, prompt: str, attachments: list[Attachment], out: TextIO, err: TextIO) -> int:
+async def _open_thread(client: LocalAppClient, args: argparse.Namespace, cwd: str) -> str | None:
+    """The thread this run talks to: resumed (-r ID), the latest here (-c) or a new one."""
+    if args.resume:
+        return (await client.thread_resume(args.resume)).thread.id
+    if args.continue_last:
+        rows = (await client.thread_list(cwd=cwd, limit=1)).threads
+        return (await client.thread_resume(rows[0].id)).thread.id if rows else None
+    return (await client.thread_start()).thread.id
+
+
+async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputItem], out: TextIO, err: TextIO) -> int:
+    """Drive one turn through the control plane (the in-process app-server client)."""
     started_at = time.monotonic()
-    started = start_runtime(settings_from_args(args, interactive=False))
-    runtime = started.runtime
-    if started.fell_back_to_mock:
-        err.write(MOCK_HINT + "\n")
-    for skipped in started.distribution.skipped:
-        err.write(f"roder: extension {skipped.source} not loaded: {skipped.reason}\n")
-    # One-shot mode drives exactly one thread, so every event belongs to it.
-    printer = Printer(args.output_format, out, err)
-    remove = runtime.bus.add_listener(printer.on_event)
-    try:
-        if args.resume:
-            thread = await runtime.resume_thread(args.resume)
-        elif args.continue_last:
-            rows = await runtime.list_threads(cwd=str(runtime.options.cwd), limit=1)
-            if not rows:
-                err.write("roder: no earlier thread in this folder to continue\n")
-                return EXIT_USAGE
-            thread = await runtime.resume_thread(rows[0].id)
-        else:
-            thread = await runtime.start_thread()
+    client = LocalAppClient.start(settings_from_args(args, interactive=False), persist_config=False)
+    async with client:
+        info = await client.initialize(client_name="roder-ask")
+        if info.fell_back_to_mock:
+            err.write(MOCK_HINT + "\n")
+        for warning in info.warnings:
+            err.write(f"roder: {warning}\n")
+        # One-shot mode drives exactly one thread, so every notification belongs to it.
+        events = client.subscribe(maxsize=ASK_QUEUE_SIZE)
+        printer = Printer(args.output_format, out, err)
+        thread_id = await _open_thread(client, args, info.cwd)
+        if thread_id is None:
+            err.write("roder: no earlier thread in this folder to continue\n")
+            return EXIT_USAGE
+        turn_id = (await client.turn_start(thread_id, prompt, attachments)).turn.id
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(runtime.interrupt(thread.id)))
-        turn = await runtime.run_turn(thread.id, prompt, attachments)
-        loop.remove_signal_handler(signal.SIGINT)
-        printer.result(turn, thread.id, turn.model_calls, started_at)
+        loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(client.turn_interrupt(thread_id)))
+        try:
+            turn = await _follow(events, printer, turn_id)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+        printer.result(turn, thread_id, turn.model_calls, started_at)
         if turn.status != "completed":
             reason = turn.error.message if turn.error else turn.status
             err.write(f"roder: turn {turn.status}: {reason}\n")
             return EXIT_FAILED
         return EXIT_OK
-    finally:
-        remove()
-        await runtime.close()
+
+
+async def _follow(events: NotificationQueue, printer: Printer, turn_id: str) -> Turn:
+    """Print notifications until the turn completes; returns the completed turn."""
+    async for event in events:
+        printer.on_event(event)
+        if isinstance(event, TurnCompleted) and event.turn.id == turn_id:
+            return event.turn
+    raise RoderError("the runtime stopped before the turn completed")
 
 
 def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None,
@@ -138,11 +158,11 @@ def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO |
     if not prompt and piped is None:
         err.write("roder: -p needs a prompt (as an argument or on stdin)\n")
         return EXIT_USAGE
-    attachments = [Attachment(name="stdin", text=piped)] if piped is not None and prompt else []
+    attachments = [InputItem(type="file", name="stdin", text=piped)] if piped is not None and prompt else []
     if not prompt:
         prompt = piped or ""
     try:
         return asyncio.run(_ask(args, prompt, attachments, out, err))
-    except (RoderError, RegistryError, ConfigError) as exc:
+    except (RoderError, RegistryError, ConfigError, RpcError) as exc:
         err.write(f"roder: {exc}\n")
         return EXIT_USAGE

@@ -1,0 +1,200 @@
+"""The dispatcher: validates a method call against its protocol models and runs its handler.
+
+One dispatcher serves one runtime and any number of connections (stdio, WebSocket clients, the
+in-process client, the ACP agent). Handlers live in ``roder_core.server.methods``; each takes the
+dispatcher, its typed params and the caller's ``CallContext`` and returns its typed result.
+Errors leave as ``RpcError`` with a seed-004 code; nothing a client sends can crash the server.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from roder_core.config import ConfigError
+from roder_core.errors import RoderError, ThreadNotFoundError, UnknownProviderError
+from roder_core.server.errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    POLICY_DENIED,
+    RUNTIME_ERROR,
+    RpcError,
+)
+from roder_core.server.fanout import DEFAULT_MAXSIZE, Fanout, Notification, NotificationQueue
+from roder_core.server.protocol import METHODS, MethodSpec, ProtocolModel, RemoteInfo, unavailable_group
+
+if TYPE_CHECKING:
+    from roder_core.bootstrap import Started
+    from roder_core.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+P = TypeVar("P", bound=ProtocolModel)
+Handler = Callable[["Dispatcher", Any, "CallContext"], Awaitable[ProtocolModel]]
+
+#: method name -> handler; filled by the modules in ``roder_core.server.methods``.
+HANDLERS: dict[str, Handler] = {}
+
+#: Modules defining handlers, imported when the first dispatcher is built.
+METHOD_MODULES = ("roder_core.server.methods.core",)
+
+
+def handles(method: str) -> Callable[[Handler], Handler]:
+    """Register the decorated coroutine as the handler of ``method`` (a name in METHODS)."""
+
+    def register(func: Handler) -> Handler:
+        if method not in METHODS:
+            raise ValueError(f"{method!r} has no protocol models in roder_core.server.protocol")
+        HANDLERS[method] = func
+        return func
+
+    return register
+
+
+@dataclass
+class CallContext:
+    """Who is calling: the connection's id, how to reach it and what kind of client it is."""
+
+    connection_id: str = "local"
+    #: Sends a server notification to this connection only (command output, task updates).
+    notify: Callable[[Notification], None] = lambda _n: None
+    remote: RemoteInfo | None = None
+    client_name: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "params"
+        parts.append(f"{where}: {err['msg']}")
+    return "invalid params: " + "; ".join(parts)
+
+
+class Dispatcher:
+    """Method table + runtime + fan-out of notifications to connected clients."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        started: Started | None = None,
+        persist_config: bool = False,
+        queue_size: int = DEFAULT_MAXSIZE,
+    ) -> None:
+        for module in METHOD_MODULES:
+            importlib.import_module(module)
+        self.runtime = runtime
+        self.started = started
+        self.persist_config = persist_config
+        self.queue_size = queue_size
+        self.fanout = Fanout()
+        self.services: dict[str, Any] = {}
+        self._remove_listener = runtime.bus.add_listener(self.fanout.publish)
+
+    # ------------------------------------------------------------------ typed calls
+
+    def method_spec(self, method: str) -> MethodSpec:
+        spec = METHODS.get(method)
+        if spec is None or method not in HANDLERS:
+            unavailable = unavailable_group(method)
+            if unavailable is not None:
+                group, why = unavailable
+                raise RpcError(METHOD_NOT_FOUND, f"{method}: {why}", {"group": group, "available": False})
+            raise RpcError(METHOD_NOT_FOUND, f"method not found: {method!r}")
+        return spec
+
+    def parse_params(self, spec: MethodSpec, raw: Any) -> ProtocolModel:
+        if raw is None:
+            raw = {}
+        if isinstance(raw, spec.params):
+            return raw
+        if isinstance(raw, BaseModel):
+            raw = raw.model_dump(by_alias=True)
+        if not isinstance(raw, dict):
+            raise RpcError(INVALID_PARAMS, f"invalid params: {spec.name} takes an object of named params")
+        try:
+            return spec.params.model_validate(raw)
+        except ValidationError as exc:
+            raise RpcError(INVALID_PARAMS, _validation_message(exc)) from None
+
+    async def call(self, method: str, params: Any = None, ctx: CallContext | None = None) -> ProtocolModel:
+        """Run one method with typed (or dict) params; raises RpcError on any failure."""
+        spec = self.method_spec(method)
+        parsed = self.parse_params(spec, params)
+        try:
+            return await HANDLERS[method](self, parsed, ctx or CallContext())
+        except RpcError:
+            raise
+        except ValidationError as exc:
+            raise RpcError(INVALID_PARAMS, _validation_message(exc)) from None
+        except (ThreadNotFoundError, UnknownProviderError) as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from None
+        except PermissionError as exc:  # brokers refuse with BrokerDenied (a PermissionError)
+            raise RpcError(POLICY_DENIED, f"denied: {exc}") from None
+        except (RoderError, ConfigError) as exc:
+            raise RpcError(RUNTIME_ERROR, str(exc)) from None
+        except Exception as exc:
+            log.exception("method %s failed", method)
+            raise RpcError(RUNTIME_ERROR, f"internal error in {method}: {type(exc).__name__}: {exc}") from None
+
+    # ------------------------------------------------------------------ JSON-RPC
+
+    async def handle_message(self, message: Any, ctx: CallContext) -> dict[str, Any] | None:
+        """One decoded JSON-RPC message -> its response object (None for notifications)."""
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
+            request_id = message.get("id") if isinstance(message, dict) else None
+            if not _valid_id(request_id):
+                request_id = None
+            return error_response(
+                request_id,
+                RpcError(INVALID_REQUEST, "invalid request: expected {\"jsonrpc\": \"2.0\", \"method\": ..., \"id\": ...}"),
+            )
+        request_id = message.get("id")
+        if not _valid_id(request_id):
+            return error_response(None, RpcError(INVALID_REQUEST, "invalid request: id must be a string or integer"))
+        is_notification = "id" not in message
+        try:
+            result = await self.call(message["method"], message.get("params"), ctx)
+        except RpcError as exc:
+            return None if is_notification else error_response(request_id, exc)
+        if is_notification:
+            return None
+        return {"jsonrpc": "2.0", "id": request_id, "result": result.wire()}
+
+    def connect(self, maxsize: int | None = None, thread_id: str | None = None) -> NotificationQueue:
+        """Open a bounded notification queue for a new client."""
+        return self.fanout.open(maxsize or self.queue_size, thread_id)
+
+    def broadcast(self, notification: Notification) -> None:
+        self.fanout.publish(notification)
+
+    async def close(self) -> None:
+        """Stop background work owned by the server (tasks, processes); the runtime stays open."""
+        self._remove_listener()
+        for service in list(self.services.values()):
+            closer = getattr(service, "aclose", None)
+            if closer is not None:
+                try:
+                    await closer()
+                except Exception as exc:
+                    log.warning("closing %s: %s", type(service).__name__, exc)
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
+
+
+def error_response(request_id: Any, error: RpcError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}
+
+
+def parse_error(detail: str) -> dict[str, Any]:
+    return error_response(None, RpcError(PARSE_ERROR, f"parse error: {detail}"))

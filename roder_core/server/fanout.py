@@ -1,0 +1,127 @@
+"""Bounded, ordered notification queues: one per client connection.
+
+Every queue is fed synchronously by the runtime's event bus (and by the server for its own
+notifications), so each client sees events in emission order, which keeps per-thread order. The
+queue never blocks the producer: a client that falls ``maxsize`` notifications behind loses its
+backlog and gets a ``server/error`` (code -32001) telling it to re-read its threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Union
+
+from roder_core.errors import RoderError
+from roder_core.events import RuntimeEvent
+from roder_core.server.errors import CLIENT_BEHIND
+from roder_core.server.protocol import ErrorNotification, ServerNotification
+
+Notification = Union[RuntimeEvent, ServerNotification]  # noqa: UP007 (a runtime alias of an Annotated union)
+
+DEFAULT_MAXSIZE = 10_000
+
+
+class ClientFellBehind(RoderError):
+    """The consumer did not keep up; notifications were dropped. Re-read state and resubscribe."""
+
+
+class NotificationQueue:
+    """FIFO of notifications for one consumer, with overflow instead of back-pressure."""
+
+    def __init__(self, maxsize: int = DEFAULT_MAXSIZE, thread_id: str | None = None) -> None:
+        self.maxsize = maxsize
+        self.thread_id = thread_id
+        self.overflows = 0
+        self._items: deque[Notification] = deque()
+        self._ready = asyncio.Event()
+        self._closed = False
+        self._detach: Callable[[], None] | None = None
+
+    def attach(self, detach: Callable[[], None]) -> None:
+        """Remember how to unhook this queue from its producer when it closes."""
+        self._detach = detach
+
+    def offer(self, notification: Notification) -> None:
+        """Called by producers; never blocks and never raises."""
+        if self._closed:
+            return
+        if self.thread_id is not None and getattr(notification, "thread_id", self.thread_id) != self.thread_id:
+            return
+        if len(self._items) >= self.maxsize:
+            dropped = len(self._items)
+            self._items.clear()
+            self.overflows += 1
+            self._items.append(
+                ErrorNotification(
+                    code=CLIENT_BEHIND,
+                    message=(f"client fell behind: {dropped} notifications were dropped; "
+                             "re-read open threads with thread/read"),
+                )
+            )
+        else:
+            self._items.append(notification)
+        self._ready.set()
+
+    def get_nowait(self) -> Notification | None:
+        if self._items:
+            return self._items.popleft()
+        self._ready.clear()
+        return None
+
+    async def get(self) -> Notification | None:
+        """The next notification, or None once the queue is closed and drained."""
+        while True:
+            if self._items:
+                return self._items.popleft()
+            if self._closed:
+                return None
+            self._ready.clear()
+            await self._ready.wait()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._detach is not None:
+            self._detach()
+            self._detach = None
+        self._ready.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    async def __aiter__(self) -> AsyncIterator[Notification]:
+        """Typed notifications in order; raises ClientFellBehind where the backlog was cut."""
+        while True:
+            item = await self.get()
+            if item is None:
+                return
+            if isinstance(item, ErrorNotification) and item.code == CLIENT_BEHIND:
+                raise ClientFellBehind(item.message)
+            yield item
+
+
+class Fanout:
+    """Distributes runtime events and server notifications to every connected queue."""
+
+    def __init__(self) -> None:
+        self._queues: list[NotificationQueue] = []
+
+    def open(self, maxsize: int = DEFAULT_MAXSIZE, thread_id: str | None = None) -> NotificationQueue:
+        queue = NotificationQueue(maxsize, thread_id)
+        self._queues.append(queue)
+        queue.attach(lambda: self._queues.remove(queue) if queue in self._queues else None)
+        return queue
+
+    def publish(self, notification: Notification) -> None:
+        for queue in list(self._queues):
+            queue.offer(notification)
+
+    def __len__(self) -> int:
+        return len(self._queues)

@@ -1,0 +1,399 @@
+"""Handshake, discovery, threads, turns, session, providers and settings methods."""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from pathlib import Path
+
+from roder_core import __version__
+from roder_core.config import ConfigWriter
+from roder_core.events import ApprovalRequested
+from roder_core.ir import ApprovalDecision, Attachment, Thread
+from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles
+from roder_core.server.errors import InvalidParams
+from roder_core.server.protocol import (
+    METHODS,
+    UNAVAILABLE,
+    ExtensionsListResult,
+    InitializeParams,
+    InitializeResult,
+    InputItem,
+    MethodGroup,
+    ModelListParams,
+    ModelListResult,
+    NoParams,
+    ProviderInfo,
+    ProvidersConfigureParams,
+    ProvidersConfigureResult,
+    ProvidersListResult,
+    ProvidersSelectParams,
+    ProvidersSelectResult,
+    ResolveApprovalParams,
+    ResolvedResult,
+    ServerInfo,
+    SessionGetParams,
+    SessionGetResult,
+    SessionModeResult,
+    SessionSetModeParams,
+    SetDefaultModeParams,
+    SettingsResult,
+    SetWebSearchParams,
+    ThreadForkParams,
+    ThreadListParams,
+    ThreadListResult,
+    ThreadReadParams,
+    ThreadResult,
+    ThreadResumeParams,
+    ThreadStartParams,
+    ToolInfo,
+    ToolsListParams,
+    ToolsListResult,
+    TurnInterruptParams,
+    TurnInterruptResult,
+    TurnResult,
+    TurnStartParams,
+    TurnSteerParams,
+    TurnSteerResult,
+)
+from roder_core.tools import is_read_only, tool_kind
+
+# --------------------------------------------------------------------------- handshake
+
+
+def method_groups() -> list[MethodGroup]:
+    """Every group with its methods; a group is available when all its methods have handlers."""
+    groups: dict[str, list[str]] = {}
+    for spec in METHODS.values():
+        groups.setdefault(spec.group, []).append(spec.name)
+    rows = [
+        MethodGroup(name=name, available=all(m in HANDLERS for m in methods), methods=sorted(methods))
+        for name, methods in groups.items()
+    ]
+    rows += [
+        MethodGroup(name=name, available=False, methods=sorted(patterns), note=why)
+        for name, (patterns, why) in UNAVAILABLE.items()
+    ]
+    return rows
+
+
+@handles("initialize")
+async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext) -> InitializeResult:
+    runtime = app.runtime
+    if params.client_info is not None:
+        ctx.client_name = params.client_info.name
+    warnings: list[str] = []
+    fell_back = False
+    if app.started is not None:
+        fell_back = app.started.fell_back_to_mock
+        warnings += [f"extension {s.source} not loaded: {s.reason}" for s in app.started.distribution.skipped]
+    # Approvals raised before this client connected are replayed so none is stranded.
+    for request in runtime.pending_approvals():
+        ctx.notify(ApprovalRequested(thread_id=request.thread_id, turn_id=request.turn_id, request=request))
+    return InitializeResult(
+        server_info=ServerInfo(version=__version__),
+        provider=runtime.provider,
+        model=runtime.model,
+        cwd=str(runtime.options.cwd),
+        mode=runtime.mode,
+        method_groups=method_groups(),
+        warnings=warnings,
+        fell_back_to_mock=fell_back,
+        remote=ctx.remote,
+    )
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+@handles("extensions/list")
+async def extensions_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> ExtensionsListResult:
+    return ExtensionsListResult.model_validate(app.runtime.registry.to_json())
+
+
+@handles("providers/list")
+async def providers_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> ProvidersListResult:
+    runtime = app.runtime
+    rows = []
+    for engine in runtime.registry.inference_engines:
+        meta = engine.metadata()
+        rows.append(
+            ProviderInfo(
+                id=engine.id(), name=meta.name, auth_type=meta.auth_type, auth_configured=meta.auth_configured,
+                recommended=meta.recommended, description=meta.description, dialect=meta.dialect,
+                base_url=meta.base_url, default_model=engine.default_model(), selected=engine.id() == runtime.provider,
+            )
+        )
+    rows.sort(key=lambda p: (p.id == "mock", p.id))
+    return ProvidersListResult(providers=rows, provider=runtime.provider, model=runtime.model)
+
+
+@handles("model/list")
+async def model_list(app: Dispatcher, params: ModelListParams, ctx: CallContext) -> ModelListResult:
+    provider = params.provider or app.runtime.provider
+    engine = app.runtime.engine(provider)
+    return ModelListResult(provider=provider, models=await engine.list_models())
+
+
+@handles("tools/list")
+async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext) -> ToolsListResult:
+    errors: dict[str, str] = {}
+    tools = app.runtime.registry.tool_registry(on_error=lambda source, exc: errors.__setitem__(source, str(exc)))
+    rows = []
+    for name in tools.names():
+        tool = tools.get(name)
+        spec = tool.spec()  # type: ignore[union-attr]
+        rows.append(
+            ToolInfo(name=spec.name, description=spec.description, parameters=spec.parameters,
+                     source=tools.source_of(name), kind=tool_kind(tool), read_only=is_read_only(tool))  # type: ignore[arg-type]
+        )
+    return ToolsListResult(tools=rows, errors=errors)
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def absolute_path(value: str, what: str = "path") -> Path:
+    path = Path(value)
+    if not path.is_absolute():
+        raise InvalidParams(f"{what} must be an absolute path (got {value!r})")
+    return path
+
+
+def _thread_view(thread: Thread, include_turns: bool) -> Thread:
+    """A snapshot the caller may keep: later runtime changes do not alter it."""
+    if include_turns:
+        return thread.model_copy(deep=True)
+    return thread.model_copy(update={"turns": []})
+
+
+@handles("thread/start")
+async def thread_start(app: Dispatcher, params: ThreadStartParams, ctx: CallContext) -> ThreadResult:
+    cwd = None
+    if params.cwd is not None:
+        cwd = absolute_path(params.cwd, "cwd")
+        if not cwd.is_dir():
+            raise InvalidParams(f"cwd {params.cwd!r} is not a directory")
+    thread = await app.runtime.start_thread(
+        cwd, params.model_provider, params.model, title=params.title, ephemeral=params.ephemeral
+    )
+    return ThreadResult(thread=_thread_view(thread, False))
+
+
+@handles("thread/list")
+async def thread_list(app: Dispatcher, params: ThreadListParams, ctx: CallContext) -> ThreadListResult:
+    return ThreadListResult(threads=await app.runtime.list_threads(params.cwd, params.limit))
+
+
+async def open_thread(app: Dispatcher, thread_id: str) -> Thread:
+    """The open thread, resuming it from the store first when needed."""
+    return await app.runtime.resume_thread(thread_id)
+
+
+@handles("thread/read")
+async def thread_read(app: Dispatcher, params: ThreadReadParams, ctx: CallContext) -> ThreadResult:
+    runtime = app.runtime
+    if params.thread_id in {t.id for t in runtime.open_threads()}:
+        thread = runtime.thread(params.thread_id)
+    else:
+        if runtime.store is None:
+            raise InvalidParams(f"no thread {params.thread_id!r} (no thread store is installed)")
+        thread = await runtime.store.load(params.thread_id)
+    return ThreadResult(thread=_thread_view(thread, params.include_turns))
+
+
+@handles("thread/resume")
+async def thread_resume(app: Dispatcher, params: ThreadResumeParams, ctx: CallContext) -> ThreadResult:
+    return ThreadResult(thread=_thread_view(await open_thread(app, params.thread_id), True))
+
+
+@handles("thread/fork")
+async def thread_fork(app: Dispatcher, params: ThreadForkParams, ctx: CallContext) -> ThreadResult:
+    """Fork through the runtime, which copies the stored events and never touches the parent."""
+    thread = await app.runtime.fork_thread(params.thread_id, params.turn_id, title=params.title)
+    return ThreadResult(thread=_thread_view(thread, False))
+
+
+# --------------------------------------------------------------------------- turns
+
+
+def _read_input_file(app: Dispatcher, thread: Thread, item: InputItem) -> bytes:
+    """Files named by path are read through the workspace fs broker (so its policy applies)."""
+    path = absolute_path(item.path or "", "input path")
+    brokers = app.runtime.brokers_for(Path(thread.cwd), "roder-app-server")
+    return brokers.fs.read_bytes(str(path))
+
+
+def build_input(app: Dispatcher, thread: Thread, prompt: str | None, items: list[InputItem]) -> tuple[str, list[Attachment]]:
+    """Prompt text and attachments from a prompt and/or structured input items."""
+    texts = [prompt] if prompt else []
+    attachments: list[Attachment] = []
+    for item in items:
+        if item.type == "text":
+            if item.text:
+                texts.append(item.text)
+            continue
+        name = item.name or (Path(item.path).name if item.path else item.type)
+        mime = item.mime_type or (mimetypes.guess_type(item.path)[0] if item.path else None)
+        if item.type == "image":
+            data = item.data_base64
+            if data is None:
+                if not item.path:
+                    raise InvalidParams("an image input needs dataBase64 or path")
+                data = base64.b64encode(_read_input_file(app, thread, item)).decode("ascii")
+            attachments.append(Attachment(name=name, mime_type=mime or "image/png", data_base64=data, path=item.path))
+        else:
+            text = item.text
+            if text is None:
+                if not item.path:
+                    raise InvalidParams("a file input needs text or path")
+                text = _read_input_file(app, thread, item).decode("utf-8", errors="replace")
+            attachments.append(Attachment(name=name, mime_type=mime or "text/plain", text=text, path=item.path))
+    text = "\n\n".join(texts).strip()
+    if not text and not attachments:
+        raise InvalidParams("turn input is empty: give a prompt or input items")
+    return text, attachments
+
+
+@handles("turn/start")
+async def turn_start(app: Dispatcher, params: TurnStartParams, ctx: CallContext) -> TurnResult:
+    thread = await open_thread(app, params.thread_id)
+    text, attachments = build_input(app, thread, params.prompt, params.input)
+    turn = await app.runtime.start_turn(
+        thread.id, text, attachments, task_ledger_required=params.task_ledger_required
+    )
+    return TurnResult(turn=turn.model_copy(deep=True))
+
+
+@handles("turn/steer")
+async def turn_steer(app: Dispatcher, params: TurnSteerParams, ctx: CallContext) -> TurnSteerResult:
+    if any(item.type != "text" for item in params.input):
+        raise InvalidParams("turn/steer takes text only; attach files with the next turn/start")
+    text = "\n\n".join([params.prompt or "", *(i.text or "" for i in params.input)]).strip()
+    if not text:
+        raise InvalidParams("turn/steer needs a prompt")
+    app.runtime.thread(params.thread_id)
+    item = app.runtime.steer(params.thread_id, text, params.expected_turn_id)
+    return TurnSteerResult(turn_id=params.expected_turn_id, item_id=item.id)
+
+
+@handles("turn/interrupt")
+async def turn_interrupt(app: Dispatcher, params: TurnInterruptParams, ctx: CallContext) -> TurnInterruptResult:
+    app.runtime.thread(params.thread_id)
+    return TurnInterruptResult(interrupted=await app.runtime.interrupt(params.thread_id, params.turn_id))
+
+
+# --------------------------------------------------------------------------- session
+
+
+@handles("session/get")
+async def session_get(app: Dispatcher, params: SessionGetParams, ctx: CallContext) -> SessionGetResult:
+    runtime = app.runtime
+    threads = [t.id for t in runtime.open_threads()]
+    if params.thread_id is not None:
+        runtime.thread(params.thread_id)
+    active = {tid: turn for tid in threads if (turn := runtime.active_turn_id(tid))}
+    return SessionGetResult(
+        mode=runtime.mode, provider=runtime.provider, model=runtime.model, cwd=str(runtime.options.cwd),
+        interactive=runtime.options.interactive, open_threads=threads, active_turns=active,
+        pending_approvals=runtime.pending_approvals(params.thread_id),
+    )
+
+
+@handles("session/set_mode")
+async def session_set_mode(app: Dispatcher, params: SessionSetModeParams, ctx: CallContext) -> SessionModeResult:
+    await app.runtime.set_mode(params.mode, params.reason)
+    return SessionModeResult(mode=app.runtime.mode)
+
+
+@handles("session/resolve_approval")
+async def session_resolve_approval(
+    app: Dispatcher, params: ResolveApprovalParams, ctx: CallContext
+) -> ResolvedResult:
+    kind = params.decision or ({True: "allow_once", False: "deny"}.get(params.approved) if params.approved is not None else None)
+    if kind is None:
+        raise InvalidParams("give approved (true/false) or decision")
+    pending = {r.approval_id: r for r in app.runtime.pending_approvals()}
+    request = pending.get(params.approval_id)
+    if request is None:
+        raise InvalidParams(f"no pending approval {params.approval_id!r} (already answered, or its turn ended)")
+    rule = params.rule
+    if kind == "allow_always" and rule is None:
+        rule = next((o.rule for o in request.options if o.id == "allow_always"), None)
+    decision = ApprovalDecision(decision=kind, rule=rule, reason=params.reason)  # type: ignore[arg-type]
+    return ResolvedResult(resolved=app.runtime.resolve_approval(params.approval_id, decision))
+
+
+# --------------------------------------------------------------------------- providers, settings
+
+
+def _writer(app: Dispatcher) -> ConfigWriter:
+    return ConfigWriter(app.runtime.options.paths.config_file)
+
+
+@handles("providers/select")
+async def providers_select(app: Dispatcher, params: ProvidersSelectParams, ctx: CallContext) -> ProvidersSelectResult:
+    runtime = app.runtime
+    runtime.select(params.provider, params.model)
+    config = runtime.options.config
+    config.provider, config.model = runtime.provider, runtime.model
+    if params.reasoning is not None:
+        config.reasoning_effort = params.reasoning  # type: ignore[attr-defined]
+    if app.persist_config:
+        writer = _writer(app)
+        writer.set("provider", runtime.provider)
+        writer.set("model", runtime.model)
+        if params.reasoning is not None:
+            writer.set("reasoning_effort", params.reasoning)
+    return ProvidersSelectResult(
+        provider=runtime.provider, model=runtime.model, reasoning=params.reasoning, persisted=app.persist_config
+    )
+
+
+@handles("providers/configure")
+async def providers_configure(
+    app: Dispatcher, params: ProvidersConfigureParams, ctx: CallContext
+) -> ProvidersConfigureResult:
+    fields = params.model_dump(exclude={"provider", "api_key"}, exclude_none=True)
+    if not fields and params.api_key is None:
+        raise InvalidParams("nothing to configure: give apiKey, baseUrl, dialect, apiKeyEnv, models or defaultModel")
+    if not app.persist_config:
+        raise InvalidParams("this server does not persist configuration (started with --no-persist-config)")
+    writer = _writer(app)
+    for key, value in fields.items():
+        writer.set(f"providers.{params.provider}.{key}", value)
+    if params.api_key is not None:
+        writer.set(f"providers.{params.provider}.api_key", params.api_key)
+    return ProvidersConfigureResult(provider=params.provider, persisted=True)
+
+
+def _settings(app: Dispatcher) -> SettingsResult:
+    runtime = app.runtime
+    config = runtime.options.config
+    return SettingsResult(
+        provider=runtime.provider, model=runtime.model, mode=runtime.mode, default_mode=config.mode,
+        web_search=config.web_search, config_file=str(runtime.options.paths.config_file), persist=app.persist_config,
+    )
+
+
+@handles("settings/get")
+async def settings_get(app: Dispatcher, params: NoParams, ctx: CallContext) -> SettingsResult:
+    return _settings(app)
+
+
+@handles("settings/set_web_search")
+async def settings_set_web_search(app: Dispatcher, params: SetWebSearchParams, ctx: CallContext) -> SettingsResult:
+    app.runtime.options.config.web_search = params.mode
+    if app.persist_config:
+        _writer(app).set("web_search", params.mode)
+    return _settings(app)
+
+
+@handles("settings/set_default_mode")
+async def settings_set_default_mode(
+    app: Dispatcher, params: SetDefaultModeParams, ctx: CallContext
+) -> SettingsResult:
+    app.runtime.options.config.mode = params.mode
+    if app.persist_config:
+        _writer(app).set("mode", params.mode)
+    return _settings(app)

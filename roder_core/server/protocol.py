@@ -1,0 +1,461 @@
+"""App-server protocol models (seed 004): the single source of truth for every method.
+
+Each method has a params model and a result model; ``METHODS`` ties them to the method name and
+its group. The dispatcher validates requests with these models, the in-process client returns
+them as typed objects, and ``docs/protocol.md`` plus the ``--schema`` JSON Schema export are
+generated from them. Field names are snake_case in Python and camelCase on the wire, exactly like
+the canonical IR, so runtime objects (threads, turns, items, approvals) appear unchanged.
+
+Notifications are the runtime events of ``roder_core.events`` (their ``method`` already is the
+notification name) plus the few the server itself emits, defined at the bottom of this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from roder_core.ir import (
+    ApprovalDecisionKind,
+    ApprovalRequest,
+    IRModel,
+    ModelProfile,
+    Thread,
+    ThreadSummary,
+    Turn,
+)
+
+PROTOCOL_VERSION = "2026-11-01"
+SERVER_NAME = "roder-app-server"
+
+
+class ProtocolModel(IRModel):
+    """Base of params and results: camelCase on the wire, unknown fields ignored."""
+
+
+class NoParams(ProtocolModel):
+    """For methods that take no params (``params`` may be omitted, ``{}`` or ``null``)."""
+
+
+class Ok(ProtocolModel):
+    ok: bool = True
+
+
+# --------------------------------------------------------------------------- handshake
+
+
+class ClientInfo(ProtocolModel):
+    name: str = ""
+    version: str = ""
+
+
+class InitializeParams(ProtocolModel):
+    client_info: ClientInfo | None = None
+    protocol_version: str | None = None
+
+
+class ServerInfo(ProtocolModel):
+    name: str = SERVER_NAME
+    version: str
+
+
+class MethodGroup(ProtocolModel):
+    name: str
+    available: bool
+    methods: list[str]
+    note: str = ""
+
+
+class RemoteInfo(ProtocolModel):
+    """Present for WebSocket clients: how they were authenticated and what they may reach."""
+
+    authenticated: bool = True
+    auth: Literal["bearer"] = "bearer"
+    subprotocol: str | None = None
+    workspace: str
+    tls: bool = False
+
+
+class InitializeResult(ProtocolModel):
+    server_info: ServerInfo
+    protocol_version: str = PROTOCOL_VERSION
+    provider: str
+    model: str
+    cwd: str
+    mode: str
+    method_groups: list[MethodGroup]
+    #: Startup problems a client should show once (skipped extensions, mock fallback).
+    warnings: list[str] = Field(default_factory=list)
+    fell_back_to_mock: bool = False
+    remote: RemoteInfo | None = None
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+class ExtensionsListResult(ProtocolModel):
+    """Seed 003's ``extensions/list`` shape: manifests plus capability statuses per extension."""
+
+    extensions: list[dict[str, Any]]
+    capability_statuses: dict[str, list[dict[str, Any]]]
+
+
+class ProviderInfo(ProtocolModel):
+    id: str
+    name: str
+    auth_type: str
+    auth_configured: bool | None = None
+    recommended: bool = False
+    description: str | None = None
+    dialect: str = ""
+    base_url: str | None = None
+    default_model: str
+    selected: bool = False
+
+
+class ProvidersListResult(ProtocolModel):
+    providers: list[ProviderInfo]
+    provider: str
+    model: str
+
+
+class ModelListParams(ProtocolModel):
+    provider: str | None = None
+
+
+class ModelListResult(ProtocolModel):
+    provider: str
+    models: list[ModelProfile]
+
+
+class ToolsListParams(ProtocolModel):
+    thread_id: str | None = None
+
+
+class ToolInfo(ProtocolModel):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    source: str = ""
+    kind: str = "other"
+    read_only: bool = False
+
+
+class ToolsListResult(ProtocolModel):
+    tools: list[ToolInfo]
+    #: Contributors that failed to list their tools (an MCP server down, ...): source -> error.
+    errors: dict[str, str] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- threads
+
+
+class ThreadStartParams(ProtocolModel):
+    cwd: str | None = None
+    model_provider: str | None = None
+    model: str | None = None
+    ephemeral: bool = False
+    title: str = ""
+
+
+class ThreadResult(ProtocolModel):
+    thread: Thread
+
+
+class ThreadListParams(ProtocolModel):
+    cwd: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+
+
+class ThreadListResult(ProtocolModel):
+    threads: list[ThreadSummary]
+
+
+class ThreadReadParams(ProtocolModel):
+    thread_id: str
+    include_turns: bool = False
+
+
+class ThreadResumeParams(ProtocolModel):
+    thread_id: str
+
+
+class ThreadForkParams(ProtocolModel):
+    thread_id: str
+    #: Copy the thread up to and including this turn; the whole thread when omitted.
+    turn_id: str | None = None
+    title: str | None = None
+
+
+# --------------------------------------------------------------------------- turns
+
+
+class InputItem(ProtocolModel):
+    """Structured turn input: text, an image (base64 or absolute path) or a file to attach."""
+
+    type: Literal["text", "image", "file"]
+    text: str | None = None
+    path: str | None = None
+    name: str | None = None
+    mime_type: str | None = None
+    data_base64: str | None = None
+
+
+class TurnStartParams(ProtocolModel):
+    thread_id: str
+    prompt: str | None = None
+    input: list[InputItem] = Field(default_factory=list)
+    task_ledger_required: bool = False
+
+
+class TurnResult(ProtocolModel):
+    turn: Turn
+
+
+class TurnSteerParams(ProtocolModel):
+    thread_id: str
+    expected_turn_id: str
+    prompt: str | None = None
+    input: list[InputItem] = Field(default_factory=list)
+
+
+class TurnSteerResult(ProtocolModel):
+    turn_id: str
+    item_id: str
+
+
+class TurnInterruptParams(ProtocolModel):
+    thread_id: str
+    turn_id: str | None = None
+
+
+class TurnInterruptResult(ProtocolModel):
+    interrupted: bool
+
+
+# --------------------------------------------------------------------------- session
+
+
+class SessionGetParams(ProtocolModel):
+    thread_id: str | None = None
+
+
+class UserInputRequest(ProtocolModel):
+    request_id: str
+    thread_id: str
+    turn_id: str
+    questions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class SessionGetResult(ProtocolModel):
+    mode: str
+    provider: str
+    model: str
+    cwd: str
+    interactive: bool
+    open_threads: list[str]
+    active_turns: dict[str, str]
+    pending_approvals: list[ApprovalRequest]
+    pending_user_inputs: list[UserInputRequest] = Field(default_factory=list)
+
+
+class SessionSetModeParams(ProtocolModel):
+    mode: Literal["plan", "ask", "auto-edit", "bypass"]
+    reason: str = ""
+
+
+class SessionModeResult(ProtocolModel):
+    mode: str
+
+
+class ResolveApprovalParams(ProtocolModel):
+    """``approved`` is the simple form; ``decision`` picks one of the offered options."""
+
+    approval_id: str
+    approved: bool | None = None
+    decision: ApprovalDecisionKind | None = None
+    rule: str | None = None
+    reason: str = ""
+
+
+class ResolvedResult(ProtocolModel):
+    resolved: bool
+
+
+class ResolveUserInputParams(ProtocolModel):
+    request_id: str
+    answers: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExitPlanParams(ProtocolModel):
+    request_id: str
+    approved: bool
+    feedback: str = ""
+    #: Mode to switch to when the plan is approved (default: the mode before plan mode).
+    mode: Literal["ask", "auto-edit", "bypass"] | None = None
+
+
+# --------------------------------------------------------------------------- providers, settings
+
+
+class ProvidersSelectParams(ProtocolModel):
+    provider: str
+    model: str | None = None
+    reasoning: str | None = None
+    #: Also switch the model of this open thread (its next turn uses it).
+    thread_id: str | None = None
+
+
+class ProvidersSelectResult(ProtocolModel):
+    provider: str
+    model: str
+    reasoning: str | None = None
+    persisted: bool
+
+
+class ProvidersConfigureParams(ProtocolModel):
+    provider: str
+    api_key: str | None = None
+    base_url: str | None = None
+    dialect: Literal["chat-completions", "responses", "anthropic-messages"] | None = None
+    api_key_env: str | None = None
+    models: list[str] | None = None
+    default_model: str | None = None
+
+
+class ProvidersConfigureResult(ProtocolModel):
+    provider: str
+    persisted: bool
+    #: Configuration takes effect for new runtimes; a restart of the server applies it.
+    restart_required: bool = True
+
+
+class SettingsResult(ProtocolModel):
+    provider: str
+    model: str
+    mode: str
+    default_mode: str
+    web_search: str
+    config_file: str
+    persist: bool
+
+
+class SetWebSearchParams(ProtocolModel):
+    mode: Literal["off", "auto", "on"]
+
+
+class SetDefaultModeParams(ProtocolModel):
+    mode: Literal["plan", "ask", "auto-edit", "bypass"]
+
+
+# --------------------------------------------------------------------------- method table
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    group: str
+    params: type[ProtocolModel]
+    result: type[ProtocolModel]
+    summary: str
+
+
+_SPECS = [
+    MethodSpec("initialize", "handshake", InitializeParams, InitializeResult,
+               "Handshake: server info, active provider/model/cwd/mode and which method groups exist."),
+    MethodSpec("extensions/list", "discovery", NoParams, ExtensionsListResult,
+               "Installed extension manifests and capability statuses (seed 003 shape)."),
+    MethodSpec("providers/list", "discovery", NoParams, ProvidersListResult,
+               "Inference providers with auth state, and the selected provider/model."),
+    MethodSpec("model/list", "discovery", ModelListParams, ModelListResult,
+               "Model profiles of a provider (default: the selected one)."),
+    MethodSpec("tools/list", "discovery", ToolsListParams, ToolsListResult,
+               "Tools every contributor offers right now, with schemas."),
+    MethodSpec("thread/start", "threads", ThreadStartParams, ThreadResult,
+               "Create a thread (cwd defaults to the server's; ephemeral threads are not stored)."),
+    MethodSpec("thread/list", "threads", ThreadListParams, ThreadListResult,
+               "Stored and open threads, newest first, optionally for one cwd."),
+    MethodSpec("thread/read", "threads", ThreadReadParams, ThreadResult,
+               "A thread (open or stored); turns and items only with includeTurns."),
+    MethodSpec("thread/resume", "threads", ThreadResumeParams, ThreadResult,
+               "Open a stored thread so new turns can run on it (turn/start also does this)."),
+    MethodSpec("thread/fork", "threads", ThreadForkParams, ThreadResult,
+               "Copy a thread up to a turn into a new thread with a parent pointer."),
+    MethodSpec("turn/start", "threads", TurnStartParams, TurnResult,
+               "Start a turn from a prompt or input items; returns once it has started."),
+    MethodSpec("turn/steer", "threads", TurnSteerParams, TurnSteerResult,
+               "Queue a message for the running turn (expectedTurnId must match)."),
+    MethodSpec("turn/interrupt", "threads", TurnInterruptParams, TurnInterruptResult,
+               "Cancel the running turn; it completes with status interrupted."),
+    MethodSpec("session/get", "session", SessionGetParams, SessionGetResult,
+               "Mode, provider, open threads, running turns and pending approvals/user input."),
+    MethodSpec("session/set_mode", "session", SessionSetModeParams, SessionModeResult,
+               "Change the policy mode for this session."),
+    MethodSpec("session/resolve_approval", "session", ResolveApprovalParams, ResolvedResult,
+               "Answer a pending approval (approved, or one of the offered decisions)."),
+    MethodSpec("providers/select", "providers", ProvidersSelectParams, ProvidersSelectResult,
+               "Select provider and model for new threads (persisted when the server persists config)."),
+    MethodSpec("providers/configure", "providers", ProvidersConfigureParams, ProvidersConfigureResult,
+               "Write a provider's settings (and API key) to the user's config.toml."),
+    MethodSpec("settings/get", "settings", NoParams, SettingsResult, "Current settings."),
+    MethodSpec("settings/set_web_search", "settings", SetWebSearchParams, SettingsResult,
+               "Set the web-search mode (persisted)."),
+    MethodSpec("settings/set_default_mode", "settings", SetDefaultModeParams, SettingsResult,
+               "Set the default policy mode for future sessions (persisted)."),
+]
+
+METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def register(spec: MethodSpec) -> MethodSpec:
+    """Add a method spec (used by the protocol modules of further method groups)."""
+    if spec.name in METHODS:
+        raise ValueError(f"method {spec.name!r} is already defined")
+    METHODS[spec.name] = spec
+    return spec
+
+
+#: Seed-004 method groups this release does not offer: group -> (methods or prefixes, why).
+UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
+    "teams": (("team/", "turn/subagentTraces/list", "turn/subagentTrace/read"),
+              "multi-agent teams are not available in this release"),
+    "marketplaces": (("marketplaces/", "plugins/"), "marketplaces and plugins are not available in this release"),
+    "media": (("media/",), "media artifacts are not available in this release"),
+    "workflows": (("workflow/", "workflows/"), "workflows are not available in this release"),
+    "runners": (("runners/",), "remote runners are not available in this release"),
+    "auth": (("auth/",), "provider OAuth logins are not available in this release; use API keys"),
+    "planReview": (("plan/review/",), "plan review methods are not available in this release; "
+                   "use session/exit_plan"),
+}
+
+
+def unavailable_group(method: str) -> tuple[str, str] | None:
+    """The group and reason when ``method`` belongs to a seed-004 group this release lacks."""
+    for group, (patterns, why) in UNAVAILABLE.items():
+        if any(method == p or (p.endswith("/") and method.startswith(p)) for p in patterns):
+            return group, why
+    return None
+
+
+# --------------------------------------------------------------------------- server notifications
+
+
+class ServerNotification(ProtocolModel):
+    """A notification the server emits itself (not a runtime event)."""
+
+    method: str
+
+    def params(self) -> dict[str, Any]:
+        data = self.wire()
+        data.pop("method", None)
+        return data
+
+
+class ErrorNotification(ServerNotification):
+    """Sent before a connection is cut, e.g. when the client fell too far behind."""
+
+    method: Literal["server/error"] = "server/error"
+    code: int
+    message: str

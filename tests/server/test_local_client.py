@@ -1,0 +1,161 @@
+"""The in-process client over a real runtime (mock engine + test tools): typed calls, typed events."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from roder_core.events import (
+    AgentMessageDelta,
+    ApprovalRequested,
+    ItemCompleted,
+    ThreadStarted,
+    TurnCompleted,
+    TurnStarted,
+)
+from roder_core.ir import ToolResultItem
+from roder_core.server.client import LocalAppClient
+from roder_core.server.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RUNTIME_ERROR, RpcError
+from roder_core.server.fanout import ClientFellBehind
+from roder_core.server.protocol import InputItem
+from tests.core.harness import SleepTool, call, make_runtime
+
+
+async def until_completed(events, turn_id: str) -> tuple[TurnCompleted, list]:
+    seen = []
+    async for event in events:
+        seen.append(event)
+        if isinstance(event, TurnCompleted) and event.turn.id == turn_id:
+            return event, seen
+    raise AssertionError("stream ended before the turn completed")
+
+
+async def test_thread_and_turn_with_typed_events(workspace: Path) -> None:
+    client = LocalAppClient.for_runtime(make_runtime(workspace, [{"reasoning": "hmm", "text": "Hello there"}]))
+    info = await client.initialize("test")
+    assert info.provider == "mock" and info.cwd == str(workspace)
+    assert {g.name for g in info.method_groups if g.available} >= {"threads", "session", "discovery"}
+    assert any(g.name == "teams" and not g.available for g in info.method_groups)
+    events = client.subscribe()
+    thread = (await client.thread_start(cwd=str(workspace))).thread
+    turn = (await client.turn_start(thread.id, "hi")).turn
+    assert turn.status == "inProgress"
+    done, seen = await asyncio.wait_for(until_completed(events, turn.id), 10)
+    assert done.turn.status == "completed"
+    assert isinstance(seen[0], ThreadStarted) and any(isinstance(e, TurnStarted) for e in seen)
+    deltas = [e for e in seen if isinstance(e, AgentMessageDelta)]
+    assert "".join(d.delta for d in deltas if d.kind == "text") == "Hello there"
+    assert any(d.kind == "reasoning" for d in deltas)
+    read = (await client.thread_read(thread.id, include_turns=True)).thread
+    assert [i.type for i in read.turns[0].items] == ["userMessage", "reasoning", "agentMessage"]
+    assert (await client.thread_read(thread.id, include_turns=False)).thread.turns == []
+    listed = (await client.thread_list()).threads
+    assert [t.id for t in listed] == [thread.id]
+    await client.close()
+
+
+async def test_input_items_become_attachments(workspace: Path) -> None:
+    client = LocalAppClient.for_runtime(make_runtime(workspace))
+    events = client.subscribe()
+    thread = (await client.thread_start()).thread
+    items = [InputItem(type="text", text="look at"), InputItem(type="file", name="log", text="E: boom")]
+    turn = (await client.turn_start(thread.id, input=items)).turn
+    await asyncio.wait_for(until_completed(events, turn.id), 10)
+    user = (await client.thread_read(thread.id)).thread.turns[0].items[0]
+    assert user.text == "look at" and user.attachments[0].text == "E: boom"
+    with pytest.raises(RpcError) as err:
+        await client.turn_start(thread.id)
+    assert err.value.code == INVALID_PARAMS
+
+
+async def test_approval_flow_and_session(workspace: Path) -> None:
+    runtime = make_runtime(workspace, [{"tool_calls": [call("sleep", seconds=0.01)]}, {"text": "done"}], mode="ask")
+    client = LocalAppClient.for_runtime(runtime)
+    events = client.subscribe()
+    thread = (await client.thread_start()).thread
+    turn = (await client.turn_start(thread.id, "go")).turn
+    request = None
+    async for event in events:
+        if isinstance(event, ApprovalRequested):
+            request = event.request
+            break
+    assert request is not None and request.tool == "sleep"
+    session = await client.session_get()
+    assert [r.approval_id for r in session.pending_approvals] == [request.approval_id]
+    assert session.active_turns == {thread.id: turn.id}
+    with pytest.raises(RpcError) as err:
+        await client.resolve_approval("appr_nope", approved=True)
+    assert err.value.code == INVALID_PARAMS
+    assert (await client.resolve_approval(request.approval_id, approved=True)).resolved
+    done, seen = await asyncio.wait_for(until_completed(events, turn.id), 10)
+    results = [e.item for e in seen if isinstance(e, ItemCompleted) and isinstance(e.item, ToolResultItem)]
+    assert done.turn.status == "completed" and results and not results[0].is_error
+    assert (await client.session_set_mode("plan")).mode == "plan"
+    assert (await client.session_get()).mode == "plan"
+
+
+async def test_steer_and_interrupt(workspace: Path) -> None:
+    steps = [{"tool_calls": [call("sleep", seconds=0.3)]}, {"text": "after steer"}]
+    client = LocalAppClient.for_runtime(make_runtime(workspace, steps, tools=[SleepTool()]))
+    events = client.subscribe()
+    thread = (await client.thread_start()).thread
+    turn = (await client.turn_start(thread.id, "go")).turn
+    with pytest.raises(RpcError) as err:
+        await client.turn_steer(thread.id, "turn_other", "x")
+    assert err.value.code == RUNTIME_ERROR
+    steered = await client.turn_steer(thread.id, turn.id, "also this")
+    assert steered.turn_id == turn.id
+    _done, _ = await asyncio.wait_for(until_completed(events, turn.id), 10)
+    items = (await client.thread_read(thread.id)).thread.turns[0].items
+    assert any(getattr(i, "steer", False) and i.text == "also this" for i in items)
+    turn2 = (await client.turn_start(thread.id, "again")).turn
+    assert (await client.turn_interrupt(thread.id, turn2.id)).interrupted
+    done2, _ = await asyncio.wait_for(until_completed(events, turn2.id), 10)
+    assert done2.turn.status in {"interrupted", "completed"}
+
+
+async def test_errors_are_typed(workspace: Path) -> None:
+    client = LocalAppClient.for_runtime(make_runtime(workspace))
+    for method, code in [("no/such", METHOD_NOT_FOUND), ("team/start", METHOD_NOT_FOUND),
+                         ("thread/read", INVALID_PARAMS)]:
+        with pytest.raises(RpcError) as err:
+            await client.request(method, {})
+        assert err.value.code == code
+    with pytest.raises(RpcError) as err:
+        await client.request("media/list", {})
+    assert "not available" in err.value.message
+    with pytest.raises(RpcError) as err:
+        await client.request("turn/start", {"threadId": "thr_missing", "prompt": "x"})
+    assert err.value.code == INVALID_PARAMS
+    with pytest.raises(RpcError) as err:
+        await client.providers_select("nope")
+    assert err.value.code == INVALID_PARAMS
+
+
+async def test_providers_and_models(workspace: Path) -> None:
+    client = LocalAppClient.for_runtime(make_runtime(workspace))
+    providers = await client.providers_list()
+    assert [p.id for p in providers.providers] == ["mock"] and providers.providers[0].selected
+    models = await client.model_list()
+    assert [m.id for m in models.models] == ["mock", "mock-large"]
+    selected = await client.providers_select("mock", "mock-large")
+    assert selected.model == "mock-large" and not selected.persisted
+    thread = (await client.thread_start()).thread
+    assert thread.model == "mock-large"
+    tools = await client.tools_list()
+    assert {t.name for t in tools.tools} == {"sleep", "peek"}
+
+
+async def test_slow_subscriber_gets_an_error_not_back_pressure(workspace: Path) -> None:
+    client = LocalAppClient.for_runtime(make_runtime(workspace, [{"text": "x" * 400, "chunk_size": 1}]))
+    slow = client.subscribe(maxsize=20)
+    fast = client.subscribe()
+    thread = (await client.thread_start()).thread
+    turn = (await client.turn_start(thread.id, "go")).turn
+    done, _ = await asyncio.wait_for(until_completed(fast, turn.id), 10)
+    assert done.turn.status == "completed"
+    with pytest.raises(ClientFellBehind):
+        async for _event in slow:
+            pass
