@@ -1,0 +1,109 @@
+"""MCP client extension: tools of configured MCP servers, connected in the background.
+
+Servers come from ``[mcp.servers.NAME]`` in config.toml and, for a trusted folder, from its
+``.mcp.json`` (see ``roder_ext_mcp.config``). Installs the ``mcp`` tool provider (a dynamic tool
+source), a hook that starts connecting when a session starts and lets the first turn wait a few
+seconds for servers still connecting, and a palette source that lists servers with a restart
+command.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from roder_core import (
+    EXTENSION_API_VERSION,
+    CapabilityRequest,
+    ExtensionManifest,
+    HookOutcome,
+    HookPoint,
+    PaletteCommand,
+    ProvidedService,
+    RoderExtension,
+)
+from roder_ext_mcp.config import McpSettings, load_settings
+from roder_ext_mcp.manager import McpManager
+from roder_ext_mcp.tools import McpToolContributor, ReviewStore
+
+__all__ = ["McpExtension", "create"]
+
+
+class McpStartupHook:
+    """Starts connections with the session; the first turn waits briefly for late servers."""
+
+    def __init__(self, manager: McpManager) -> None:
+        self.manager = manager
+
+    def id(self) -> str:
+        return "mcp-startup"
+
+    def points(self) -> frozenset[HookPoint]:
+        return frozenset({HookPoint.SESSION_START, HookPoint.BEFORE_TURN})
+
+    async def run(self, point: HookPoint, payload: dict[str, Any]) -> HookOutcome | None:
+        self.manager.start()
+        if point is HookPoint.BEFORE_TURN and self.manager.connecting():
+            try:
+                await self.manager.wait_ready(self.manager.startup_wait)
+            except Exception:  # waiting is a courtesy; a turn never fails because of it
+                pass
+        return None
+
+
+class McpPalette:
+    def __init__(self, manager: McpManager) -> None:
+        self.manager = manager
+
+    def id(self) -> str:
+        return "mcp-servers"
+
+    async def commands(self, state: dict[str, Any]) -> list[PaletteCommand]:
+        rows = []
+        for connection in self.manager.connections.values():
+            count = len(connection.tools) if connection.status == "connected" else 0
+            rows.append(
+                PaletteCommand(
+                    title=f"MCP: restart {connection.name} ({connection.status}, {count} tools)",
+                    help=connection.error or connection.config.describe(),
+                    method="mcp/restart",
+                    params={"server": connection.name},
+                )
+            )
+        return rows
+
+
+class McpExtension(RoderExtension):
+    def __init__(self, settings: McpSettings, manager: McpManager, reviews: ReviewStore) -> None:
+        self.settings = settings
+        self.manager = manager
+        self.contributor = McpToolContributor(manager, reviews)
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-mcp",
+            name="MCP client",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description="Tools from MCP servers (stdio and streamable HTTP) as mcp__<server>__<tool>",
+            provides=[
+                ProvidedService.ToolProvider("mcp"),
+                ProvidedService.Hook("mcp-startup"),
+                ProvidedService.PaletteSource("mcp-servers"),
+            ],
+            required_capabilities=[CapabilityRequest("process.spawn.mcp"), CapabilityRequest("network.mcp")],
+        )
+
+    def install(self, registry: Any) -> None:
+        registry.tool_contributor(self.contributor)
+        registry.hook(McpStartupHook(self.manager))
+        registry.palette_source(McpPalette(self.manager))
+
+
+def create(host: Any) -> McpExtension:
+    settings = load_settings(host.config.model_extra, host.cwd, host.trusted, host.env)
+    for problem in settings.problems:
+        logging.getLogger(__name__).warning("%s", problem)
+    manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait)
+    return McpExtension(settings, manager, ReviewStore(host.paths.data_dir / "mcp-reviewed.json"))
+

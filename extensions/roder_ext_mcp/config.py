@@ -1,0 +1,191 @@
+"""MCP server definitions: ``[mcp.servers.NAME]`` in config.toml and a trusted project's ``.mcp.json``.
+
+config.toml::
+
+    [mcp.servers.github]
+    command = "npx"
+    args = ["-y", "@modelcontextprotocol/server-github"]
+    env = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }
+
+    [mcp.servers.docs]
+    url = "https://example.com/mcp"
+    headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
+
+``.mcp.json`` uses the format other agents share: ``{"mcpServers": {"NAME": {...}}}`` with the
+same keys (``type`` is optional: ``stdio``, ``http``/``streamable-http`` or ``sse``). Strings may
+use ``${VAR}`` and ``${VAR:-default}``; a variable that is unset and has no default makes that one
+server fail with a message naming the variable, never the whole config. A project server with
+the same name as a user server replaces it (the project is trusted, or it is not read at all).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Transport = Literal["stdio", "http", "sse"]
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class McpConfigError(ValueError):
+    """A server definition is wrong; the message names the server and the key."""
+
+
+def expand_vars(value: str, env: Mapping[str, str], where: str) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` from ``env``; an unset VAR without default is an error."""
+
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = env.get(name)
+        if found is not None and (found != "" or default is None):
+            return found
+        if default is not None:
+            return default
+        raise McpConfigError(f"{where}: environment variable {name} is not set (use ${{{name}:-default}})")
+
+    return _VAR.sub(sub, value)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    transport: Transport
+    origin: str  # "config" or the path of the .mcp.json
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    enabled: bool = True
+    startup_timeout: float = 30.0
+    tool_timeout: float = 600.0
+    #: Tools of this server the user declares read-only (run in plan mode, no approval in ask).
+    read_only_tools: frozenset[str] = frozenset()
+    #: Why the definition cannot be used (unset variable, bad key); shown as the server's error.
+    error: str | None = None
+
+    @property
+    def tool_prefix(self) -> str:
+        return f"mcp__{_SAFE_NAME.sub('_', self.name)}__"
+
+    def identity(self) -> str:
+        """What the user approves on first use: the name plus what actually runs or is reached."""
+        target = self.url if self.transport != "stdio" else " ".join([self.command, *self.args])
+        return hashlib.sha256(f"{self.name}\0{self.transport}\0{target}".encode()).hexdigest()[:32]
+
+    def describe(self) -> str:
+        if self.transport == "stdio":
+            return " ".join([self.command, *self.args])
+        return f"{self.transport} {self.url}"
+
+
+@dataclass
+class McpSettings:
+    servers: dict[str, ServerConfig] = field(default_factory=dict)
+    #: Seconds the first turn waits for servers still connecting.
+    startup_wait: float = 5.0
+    problems: list[str] = field(default_factory=list)
+
+
+def _str_map(value: Any, where: str, env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise McpConfigError(f"{where}: must be a table of strings")
+    return tuple((str(k), expand_vars(str(v), env, f"{where}.{k}")) for k, v in value.items())
+
+
+def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> ServerConfig:
+    """One server definition; an unusable one comes back with ``error`` set."""
+    where = f"mcp server {name!r} ({origin})"
+    if not isinstance(raw, dict):
+        return ServerConfig(name, "stdio", origin, error=f"{where}: must be a table")
+    kind = str(raw.get("type") or raw.get("transport") or "").lower()
+    transport: Transport = "stdio"
+    if kind in ("http", "streamable-http", "streamable_http", "streamablehttp"):
+        transport = "http"
+    elif kind == "sse":
+        transport = "sse"
+    elif kind in ("", "stdio"):
+        transport = "http" if raw.get("url") and not raw.get("command") else "stdio"
+    else:
+        return ServerConfig(name, "stdio", origin, error=f"{where}: unknown type {kind!r} (stdio, http or sse)")
+    common: dict[str, Any] = {
+        "enabled": bool(raw.get("enabled", not raw.get("disabled", False))),
+        "startup_timeout": float(raw.get("startup_timeout", raw.get("startup_timeout_sec", 30.0))),
+        "tool_timeout": float(raw.get("tool_timeout", raw.get("tool_timeout_sec", 600.0))),
+        "read_only_tools": frozenset(str(t) for t in raw.get("read_only_tools", [])),
+    }
+    try:
+        if transport == "stdio":
+            command = raw.get("command")
+            if not command or not isinstance(command, str):
+                raise McpConfigError(f"{where}: needs 'command' (stdio) or 'url' (http)")
+            args = raw.get("args", [])
+            if not isinstance(args, list):
+                raise McpConfigError(f"{where}: 'args' must be a list of strings")
+            return ServerConfig(
+                name, "stdio", origin,
+                command=expand_vars(command, env, f"{where}.command"),
+                args=tuple(expand_vars(str(a), env, f"{where}.args") for a in args),
+                env=_str_map(raw.get("env"), f"{where}.env", env),
+                cwd=expand_vars(str(raw["cwd"]), env, f"{where}.cwd") if raw.get("cwd") else None,
+                **common,
+            )
+        url = raw.get("url")
+        if not url or not isinstance(url, str):
+            raise McpConfigError(f"{where}: needs 'url'")
+        return ServerConfig(
+            name, transport, origin, url=expand_vars(url, env, f"{where}.url"),
+            headers=_str_map(raw.get("headers"), f"{where}.headers", env), **common,
+        )
+    except (McpConfigError, TypeError, ValueError) as exc:
+        return ServerConfig(name, transport, origin, command=str(raw.get("command") or ""),
+                            url=str(raw.get("url") or ""), error=str(exc), **common)
+
+
+def load_settings(
+    config_extra: Mapping[str, Any] | None, project: Path, trusted: bool, env: Mapping[str, str]
+) -> McpSettings:
+    """User servers from config.toml (already merged with a trusted project's .roder/config.toml),
+    then a trusted project's ``.mcp.json``."""
+    settings = McpSettings()
+    section = (config_extra or {}).get("mcp") or {}
+    if not isinstance(section, dict):
+        settings.problems.append("config.toml: [mcp] must be a table")
+        section = {}
+    if "startup_wait" in section:
+        settings.startup_wait = float(section["startup_wait"])
+    servers = section.get("servers") or {}
+    if not isinstance(servers, dict):
+        settings.problems.append("config.toml: [mcp.servers] must be a table of servers")
+        servers = {}
+    for name, raw in servers.items():
+        settings.servers[name] = parse_server(name, raw, "config.toml", env)
+    if trusted:
+        _load_project_file(project / ".mcp.json", settings, env)
+    return settings
+
+
+def _load_project_file(path: Path, settings: McpSettings, env: Mapping[str, str]) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        settings.problems.append(f"{path}: cannot read: {exc}")
+        return
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        settings.problems.append(f'{path}: expected {{"mcpServers": {{...}}}}')
+        return
+    for name, raw in servers.items():
+        settings.servers[name] = parse_server(name, raw, str(path), env)

@@ -1,0 +1,299 @@
+"""Connections to MCP servers, each held open by its own background task.
+
+A connection task enters the ``mcp`` client (which spawns the stdio process or opens the HTTP
+session), lists the tools, then waits until it is told to stop; the MCP SDK requires a client
+to be entered and left in the same task. Tool calls from turn tasks go through the connected
+client. Nothing here blocks startup: ``start()`` only creates tasks. A server that dies is
+marked ``exited`` with the tail of its stderr, and is restarted the next time one of its tools
+is called (or on ``restart``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from roder_ext_mcp.config import ServerConfig
+
+log = logging.getLogger(__name__)
+
+_STDERR_TAIL_LINES = 8
+
+
+class ServerUnavailable(Exception):
+    """The server is not connected (failed, exited, disabled); the message says why."""
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def describe_error(exc: BaseException) -> str:
+    leaf = _leaf(exc)
+    if isinstance(leaf, TimeoutError):
+        return "timed out"
+    text = str(leaf) or type(leaf).__name__
+    return text if type(leaf).__name__ in text else f"{type(leaf).__name__}: {text}"
+
+
+class ServerConnection:
+    def __init__(self, config: ServerConfig, log_dir: Path) -> None:
+        self.config = config
+        self.name = config.name
+        self.tools: list[Any] = []
+        self.server_version = ""
+        self.connected_at: float | None = None
+        self.starts = 0
+        self._log_path = log_dir / f"{config.name}.log"
+        self._log_offset = 0
+        self._client: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._settled = asyncio.Event()
+        self._stop = asyncio.Event()
+        if not config.enabled:
+            self.status, self.error = "disabled", None
+        elif config.error:
+            self.status, self.error = "failed", config.error
+        else:
+            self.status, self.error = "pending", None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def startable(self) -> bool:
+        return self.config.enabled and self.config.error is None
+
+    def start(self) -> None:
+        """Begin connecting in the background (no-op if running, disabled or misconfigured)."""
+        if not self.startable or (self._task is not None and not self._task.done()):
+            return
+        self._settled = asyncio.Event()
+        self._stop = asyncio.Event()
+        self.status, self.error = "connecting", None
+        self.starts += 1
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp server {self.name}")
+
+    async def wait_settled(self, timeout: float) -> None:
+        if self._task is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._settled.wait(), timeout)
+
+    async def stop(self) -> None:
+        task = self._task
+        if task is None:
+            return
+        self._stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 10)
+        except (TimeoutError, asyncio.CancelledError):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        self._task = None
+
+    async def restart(self, timeout: float | None = None) -> None:
+        await self.stop()
+        self.start()
+        await self.wait_settled(timeout if timeout is not None else self.config.startup_timeout)
+
+    async def ensure_connected(self) -> None:
+        """Restart on demand: a failed or exited server is started again, once, for this call."""
+        if self.status == "connected" and self._client is not None:
+            return
+        if not self.startable:
+            raise ServerUnavailable(self.unavailable_reason())
+        if self._task is None or self._task.done():
+            self.start()
+        await self.wait_settled(self.config.startup_timeout)
+        if self.status != "connected":
+            raise ServerUnavailable(self.unavailable_reason())
+
+    def unavailable_reason(self) -> str:
+        detail = f": {self.error}" if self.error else ""
+        return f"MCP server {self.name!r} is {self.status}{detail}"
+
+    # ------------------------------------------------------------------ the connection task
+
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[Any]:
+        cfg = self.config
+        if cfg.transport == "stdio":
+            from mcp import StdioServerParameters
+            from mcp.client.stdio import stdio_client
+
+            self._log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self._log_path, "a", encoding="utf-8") as errlog:
+                self._log_offset = errlog.tell()
+                params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None,
+                                               cwd=cfg.cwd)
+                async with stdio_client(params, errlog=errlog) as streams:
+                    yield streams
+        elif cfg.transport == "http":
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            async with (
+                create_mcp_http_client(headers=dict(cfg.headers) or None) as http,
+                streamable_http_client(cfg.url, http_client=http) as streams,
+            ):
+                yield streams
+        else:
+            from mcp.client.sse import sse_client
+
+            async with sse_client(cfg.url, headers=dict(cfg.headers) or None) as streams:
+                yield streams
+
+    async def _run(self) -> None:
+        from mcp import Client, Implementation
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                client = Client(
+                    self._transport(), client_info=Implementation(name="roder", version="0.1.0"),
+                    read_timeout_seconds=self.config.tool_timeout,
+                )
+                async with asyncio.timeout(self.config.startup_timeout):
+                    await stack.enter_async_context(client)
+                    self.tools = await self._list_tools(client)
+                info = client.server_info
+                self.server_version = f"{info.name} {info.version}".strip() if info is not None else ""
+                self._client = client
+                self.status, self.error = "connected", None
+                self.connected_at = time.time()
+                self._settled.set()
+                await self._stop.wait()
+                self.status = "stopped"
+        except asyncio.CancelledError:
+            self.status = "stopped"
+            raise
+        except BaseException as exc:  # the SDK raises exception groups from its task groups
+            if not isinstance(exc, Exception | BaseExceptionGroup):
+                raise
+            if self.status != "exited":
+                self.status = "failed"
+                self.error = self._with_stderr(f"could not connect: {describe_error(exc)}")
+            log.debug("MCP server %s: %s", self.name, self.error)
+        finally:
+            self._client = None
+            self._settled.set()
+
+    @staticmethod
+    async def _list_tools(client: Any) -> list[Any]:
+        tools: list[Any] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server whose pagination never ends cannot hang startup
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    def _stderr_tail(self) -> str:
+        if self.config.transport != "stdio":
+            return ""
+        try:
+            with open(self._log_path, encoding="utf-8", errors="replace") as f:
+                f.seek(self._log_offset)
+                lines = [line.rstrip() for line in f.read().splitlines() if line.strip()]
+        except OSError:
+            return ""
+        return "\n".join(lines[-_STDERR_TAIL_LINES:])
+
+    def _with_stderr(self, message: str) -> str:
+        tail = self._stderr_tail()
+        return f"{message}\nserver stderr:\n{tail}" if tail else message
+
+    # ------------------------------------------------------------------ calls
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """Call one tool; a closed connection marks the server ``exited`` and raises."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        await self.ensure_connected()
+        client = self._client
+        try:
+            return await client.call_tool(tool, arguments, read_timeout_seconds=self.config.tool_timeout)
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                raise
+            self._mark_exited()
+            raise ServerUnavailable(
+                f"{self.unavailable_reason()}\nIt will be restarted the next time one of its tools is called."
+            ) from exc
+
+    def _mark_exited(self) -> None:
+        self.status = "exited"
+        self.error = self._with_stderr("the server closed the connection (it exited or crashed)")
+        self._client = None
+        self._stop.set()  # let the connection task unwind and reap the process
+
+    async def probe(self, timeout: float = 5.0) -> None:
+        """Check a connected server is still there (re-lists its tools); marks it exited if not."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        client = self._client
+        if self.status != "connected" or client is None:
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                page = await client.list_tools(cache_mode="refresh")
+            if not page.next_cursor:
+                self.tools = list(page.tools)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._mark_exited()
+        except TimeoutError:
+            self.error = f"did not answer within {timeout:g}s"
+
+
+class McpManager:
+    """All configured servers of one runtime."""
+
+    def __init__(self, servers: dict[str, ServerConfig], log_dir: Path, startup_wait: float = 5.0) -> None:
+        self.connections = {name: ServerConnection(cfg, log_dir) for name, cfg in servers.items()}
+        self.startup_wait = startup_wait
+        self._started = False
+
+    def start(self) -> bool:
+        """Start every server in the background; needs a running loop (False without one)."""
+        if self._started:
+            return True
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        self._started = True
+        for connection in self.connections.values():
+            connection.start()
+        return True
+
+    async def wait_ready(self, timeout: float) -> None:
+        self.start()
+        deadline = time.monotonic() + timeout
+        for connection in self.connections.values():
+            await connection.wait_settled(max(deadline - time.monotonic(), 0))
+
+    def connecting(self) -> bool:
+        return any(c.status == "connecting" for c in self.connections.values())
+
+    async def restart(self, name: str) -> ServerConnection:
+        connection = self.connections.get(name)
+        if connection is None:
+            raise KeyError(f"no MCP server named {name!r}")
+        await connection.restart()
+        return connection
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
+        self._started = False

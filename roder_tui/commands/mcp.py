@@ -1,0 +1,37 @@
+"""``roder mcp list [--json] [-v]``: configured MCP servers, their status, errors and tools.
+
+Connects to every server as a session would (project servers only when the folder is trusted
+or with ``--trust``), so a misconfigured or crashing server shows its error here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from roder_tui.commands.tools import _source_line, add_common, load_catalog
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    listing = sub.add_parser("list", help="list MCP servers with status and tools")
+    add_common(listing)
+    listing.add_argument("-v", "--verbose", action="store_true", help="show each tool's description")
+
+
+def run(args: argparse.Namespace) -> int:
+    catalog = asyncio.run(load_catalog(args))
+    sources = [s.to_json() for s in catalog.sources if s.kind == "mcp"]
+    if args.json:
+        print(json.dumps({"servers": sources}, indent=2))
+        return 0
+    if not sources:
+        print("no MCP servers configured (add [mcp.servers.NAME] to config.toml or a .mcp.json to a trusted folder)")
+        return 0
+    for source in sources:
+        print(_source_line(source))
+        for tool in source["tools"]:
+            description = " ".join(source["descriptions"].get(tool, "").split())
+            print(f"    {tool}" + (f": {description}" if args.verbose and description else ""))
+    return 0

@@ -1,0 +1,63 @@
+"""A real MCP server for the tests, written with the official ``mcp`` package.
+
+``python mcp_fixture_server.py stdio`` speaks MCP on stdin/stdout;
+``python mcp_fixture_server.py http PORT`` serves streamable HTTP on 127.0.0.1:PORT/mcp and
+requires the ``X-Test-Token`` header to equal $FIXTURE_TOKEN when that variable is set.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("fixture")
+
+
+@server.tool(description="Echo the text back, prefixed with the server's FIXTURE_GREETING.")
+def echo(text: str) -> str:
+    return f"{os.environ.get('FIXTURE_GREETING', 'echo')}: {text}"
+
+
+@server.tool(description="Add two integers.")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@server.tool(description="Fail with a tool error.")
+def broken() -> str:
+    raise ValueError("this tool always fails")
+
+
+@server.tool(description="Exit the server process at once (simulates a crash).")
+def die() -> str:
+    os._exit(3)
+
+
+def main() -> None:
+    transport = sys.argv[1] if len(sys.argv) > 1 else "stdio"
+    if transport == "stdio":
+        print("fixture server starting on stdio", file=sys.stderr, flush=True)
+        server.run("stdio")
+        return
+    import anyio
+    import uvicorn
+    from starlette.middleware.base import BaseHTTPMiddleware
+    from starlette.responses import PlainTextResponse
+
+    app = server.streamable_http_app()
+    token = os.environ.get("FIXTURE_TOKEN")
+
+    async def check_token(request, call_next):  # type: ignore[no-untyped-def]
+        if token and request.headers.get("x-test-token") != token:
+            return PlainTextResponse("bad token", status_code=401)
+        return await call_next(request)
+
+    app.add_middleware(BaseHTTPMiddleware, dispatch=check_token)
+    config = uvicorn.Config(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+    anyio.run(uvicorn.Server(config).serve)
+
+
+if __name__ == "__main__":
+    main()
