@@ -19,6 +19,7 @@ from pydantic import Field, TypeAdapter
 from roder_core.ir import (
     ApprovalDecision,
     ApprovalRequest,
+    CustomItem,
     IRModel,
     Item,
     ThreadHeader,
@@ -57,6 +58,21 @@ class ThreadStatusChanged(EventBase):
 class ThreadTitleChanged(EventBase):
     method: Literal["thread/title/changed"] = "thread/title/changed"
     title: str
+
+
+class ThreadModelChanged(EventBase):
+    """The thread continues with another provider/model (resume with --model, a model picker)."""
+
+    method: Literal["thread/model/changed"] = "thread/model/changed"
+    provider: str
+    model: str
+
+
+class CustomEntrySaved(EventBase):
+    """An extension saved its own typed state in the thread (never sent to the model)."""
+
+    method: Literal["thread/custom/saved"] = "thread/custom/saved"
+    entry: CustomItem
 
 
 class TurnStarted(EventBase):
@@ -149,6 +165,8 @@ RuntimeEvent = Annotated[
     ThreadStarted
     | ThreadStatusChanged
     | ThreadTitleChanged
+    | ThreadModelChanged
+    | CustomEntrySaved
     | TurnStarted
     | ItemStarted
     | AgentMessageDelta

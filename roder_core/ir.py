@@ -295,6 +295,8 @@ class Thread(ThreadHeader):
     mode: str = "ask"
     turns: list[Turn] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    #: Extension state by namespace (latest entry wins); see ``Runtime.save_custom``.
+    custom: dict[str, CustomItem] = Field(default_factory=dict)
 
     def header(self) -> ThreadHeader:
         return ThreadHeader.model_validate(self.model_dump(include=set(ThreadHeader.model_fields)))

@@ -7,10 +7,12 @@ exactly what the live one was.
 from __future__ import annotations
 
 from roder_core.events import (
+    CustomEntrySaved,
     ItemCompleted,
     ItemStarted,
     ModeChanged,
     RuntimeEvent,
+    ThreadModelChanged,
     ThreadStarted,
     ThreadStatusChanged,
     ThreadTitleChanged,
@@ -39,6 +41,10 @@ def apply_event(thread: Thread, event: RuntimeEvent) -> None:
             setattr(thread, name, getattr(header, name))
     elif isinstance(event, ThreadTitleChanged):
         thread.title = event.title
+    elif isinstance(event, ThreadModelChanged):
+        thread.provider, thread.model = event.provider, event.model
+    elif isinstance(event, CustomEntrySaved):
+        thread.custom[event.entry.namespace] = event.entry
     elif isinstance(event, ThreadStatusChanged):
         thread.status = event.status  # type: ignore[assignment]
     elif isinstance(event, ModeChanged):
@@ -63,3 +69,20 @@ def apply_event(thread: Thread, event: RuntimeEvent) -> None:
         turn.model_calls = event.turn.model_calls
     elif isinstance(event, TokenUsageUpdated):
         thread.usage = event.total
+
+
+def settle_loaded(thread: Thread) -> Thread:
+    """Finish folding a stored thread: nothing in it is running any more.
+
+    A turn the process never completed (it crashed or was killed) becomes ``interrupted``; an item
+    that started streaming but never completed keeps what its last saved event held; a thread
+    saved as active or waiting for approval is idle again.
+    """
+    for turn in thread.turns:
+        if turn.status == "inProgress":
+            turn.status = "interrupted"
+            turn.stop_reason = "cancelled"
+            turn.completed_at = turn.completed_at or thread.updated_at
+    if thread.status in ("active", "waitingApproval"):
+        thread.status = "idle"
+    return thread

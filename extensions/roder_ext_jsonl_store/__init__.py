@@ -1,0 +1,47 @@
+"""``roder-ext-jsonl-store``: threads as append-only JSON Lines files under the data directory.
+
+Provides the ThreadStore and CheckpointStore (fork) services with one object, so a fork sees
+exactly what the store wrote. Files live in ``RoderPaths.threads_dir`` (``$RODER_HOME/data/threads``
+when RODER_HOME is set).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from roder_core import (
+    EXTENSION_API_VERSION,
+    CapabilityRequest,
+    ExtensionManifest,
+    ProvidedService,
+    RoderExtension,
+)
+
+from .store import JsonlThreadStore, ThreadInUseError
+
+__all__ = ["JsonlThreadStore", "JsonlThreadStoreExtension", "ThreadInUseError", "create"]
+
+
+class JsonlThreadStoreExtension(RoderExtension):
+    def __init__(self, thread_dir: Path) -> None:
+        self.store = JsonlThreadStore(thread_dir)
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-jsonl-store",
+            name="JSONL thread store",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description="Crash-safe append-only JSONL threads with resume, fork and a rebuildable index",
+            provides=[ProvidedService.ThreadStore("jsonl"), ProvidedService.CheckpointStore("jsonl")],
+            required_capabilities=[CapabilityRequest("fs.readwrite.roder-home")],
+        )
+
+    def install(self, registry: Any) -> None:
+        registry.thread_store(self.store)
+        registry.checkpoint_store(self.store)
+
+
+def create(host: Any) -> JsonlThreadStoreExtension:
+    return JsonlThreadStoreExtension(host.paths.threads_dir)

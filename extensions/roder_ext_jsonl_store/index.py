@@ -1,0 +1,246 @@
+"""The thread index: one SQLite row per thread file so listing never opens the files.
+
+The index is a cache. Each row remembers the size and mtime of the file it was built from; a
+listing compares them with a directory scan and re-reads only files that changed (a crashed
+process never got to update its row), adds new ones and drops deleted ones. A missing or corrupt
+index is rebuilt from the files, so deleting ``index.sqlite`` is always safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roder_core.ir import ParentRef, ThreadSummary
+
+from .files import SUFFIX, held_by_writer, iter_event_dicts, read_file
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS threads (
+    id TEXT PRIMARY KEY,
+    cwd TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    provider TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL DEFAULT '',
+    parent_thread TEXT,
+    parent_turn TEXT,
+    turn_count INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL DEFAULT 'idle',
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS threads_by_cwd ON threads (cwd, updated_at);
+CREATE INDEX IF NOT EXISTS threads_by_parent ON threads (parent_thread);
+"""
+_COLUMNS = (
+    "id, cwd, title, created_at, updated_at, provider, model, parent_thread, parent_turn, turn_count, status"
+)
+
+
+@dataclass
+class SummaryFold:
+    """Builds a listing row from header and event dicts (wire form) without the full reducer."""
+
+    id: str = ""
+    cwd: str = ""
+    title: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    provider: str = ""
+    model: str = ""
+    parent: dict[str, Any] | None = None
+    turn_count: int = 0
+    status: str = "idle"
+    _turns: set[str] = field(default_factory=set)
+
+    def header(self, data: dict[str, Any]) -> None:
+        self.id = data.get("id", self.id)
+        self.cwd = data.get("cwd", self.cwd)
+        self.created_at = float(data.get("createdAt", self.created_at) or 0.0)
+        self.updated_at = max(self.updated_at, self.created_at)
+        self.title = data.get("title") or self.title
+        self.provider = data.get("provider", self.provider)
+        self.model = data.get("model", self.model)
+        self.parent = data.get("parent") or self.parent
+
+    def event(self, data: dict[str, Any]) -> None:
+        method = data.get("method")
+        ts = data.get("ts")
+        if isinstance(ts, int | float):
+            self.updated_at = max(self.updated_at, float(ts))
+        if method == "thread/started" and isinstance(data.get("thread"), dict):
+            self.header(data["thread"])
+        elif method == "thread/title/changed":
+            self.title = str(data.get("title", self.title))
+        elif method == "thread/model/changed":
+            self.provider = str(data.get("provider", self.provider))
+            self.model = str(data.get("model", self.model))
+        elif method == "thread/status/changed":
+            self.status = str(data.get("status", self.status))
+        elif method == "turn/started":
+            turn_id = str(data.get("turnId", ""))
+            if turn_id not in self._turns:
+                self._turns.add(turn_id)
+                self.turn_count += 1
+
+    def summary(self, *, live: bool) -> ThreadSummary:
+        """``live`` says a writer still holds the file; otherwise a thread caught mid-turn by a
+        crash is reported idle, as loading it will settle that turn as interrupted."""
+        status = self.status if live or self.status in ("idle", "error") else "idle"
+        parent = ParentRef.model_validate(self.parent) if self.parent else None
+        return ThreadSummary(
+            id=self.id, cwd=self.cwd, title=self.title, created_at=self.created_at,
+            updated_at=self.updated_at, provider=self.provider, model=self.model, parent=parent,
+            turn_count=self.turn_count, status=status,
+        )
+
+
+def summarize_file(path: Path) -> ThreadSummary | None:
+    """Read one thread file into a listing row; None when it has no usable header."""
+    raw = read_file(path)
+    fold = SummaryFold()
+    if raw.header is not None:
+        fold.header(raw.header)
+    for _number, data in iter_event_dicts(raw):
+        if data is not None:
+            fold.event(data)
+    if not fold.id:
+        fold.id = path.name[: -len(SUFFIX)]
+    if not fold.cwd:
+        return None
+    return fold.summary(live=held_by_writer(path))
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    size: int
+    mtime_ns: int
+
+
+def scan_directory(directory: Path) -> dict[str, tuple[Path, FileStamp]]:
+    """Every thread file in the directory with its size and mtime (one stat each)."""
+    found: dict[str, tuple[Path, FileStamp]] = {}
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return found
+    for entry in entries:
+        if not entry.name.endswith(SUFFIX) or not entry.is_file():
+            continue
+        try:
+            stat = entry.stat()
+        except FileNotFoundError:  # deleted while scanning
+            continue
+        found[entry.name[: -len(SUFFIX)]] = (Path(entry.path), FileStamp(stat.st_size, stat.st_mtime_ns))
+    return found
+
+
+def _row(summary: ThreadSummary, stamp: FileStamp) -> tuple[Any, ...]:
+    parent = summary.parent
+    return (
+        summary.id, summary.cwd, summary.title, summary.created_at, summary.updated_at,
+        summary.provider, summary.model, parent.thread_id if parent else None,
+        parent.turn_id if parent else None, summary.turn_count, summary.status,
+        stamp.size, stamp.mtime_ns,
+    )
+
+
+def _summary(row: tuple[Any, ...]) -> ThreadSummary:
+    parent = ParentRef(thread_id=row[7], turn_id=row[8]) if row[7] else None
+    return ThreadSummary(
+        id=row[0], cwd=row[1], title=row[2], created_at=row[3], updated_at=row[4], provider=row[5],
+        model=row[6], parent=parent, turn_count=row[9], status=row[10],
+    )
+
+
+class ThreadIndex:
+    """SQLite rows for the thread files of one directory (safe for several processes)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / "index.sqlite"
+
+    @contextlib.contextmanager
+    def _db(self) -> Any:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = self._open()
+        except sqlite3.DatabaseError as exc:
+            log.warning("thread index %s is unreadable (%s); rebuilding it from the files", self.path, exc)
+            self.drop()
+            conn = self._open()
+        try:
+            with conn:
+                yield conn
+        finally:
+            conn.close()
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=10)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                conn.executescript("DROP TABLE IF EXISTS threads;" + _SCHEMA)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise
+        return conn
+
+    def drop(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def remove(self, thread_id: str) -> None:
+        with self._db() as db:
+            db.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
+
+    def refresh(self) -> int:
+        """Bring the rows in line with the files; returns how many rows were (re)built."""
+        files = scan_directory(self.directory)
+        with self._db() as db:
+            known = {row[0]: FileStamp(row[1], row[2]) for row in db.execute("SELECT id, size, mtime_ns FROM threads")}
+            gone = [(thread_id,) for thread_id in known if thread_id not in files]
+            if gone:
+                db.executemany("DELETE FROM threads WHERE id = ?", gone)
+            rows = []
+            for thread_id, (path, stamp) in files.items():
+                if known.get(thread_id) == stamp:
+                    continue
+                try:
+                    summary = summarize_file(path)
+                except OSError as exc:
+                    log.warning("could not read thread file %s: %s", path, exc)
+                    continue
+                if summary is not None:
+                    rows.append(_row(summary, stamp))
+            if rows:
+                db.executemany(f"INSERT OR REPLACE INTO threads ({_COLUMNS}, size, mtime_ns) VALUES "
+                               "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return len(rows)
+
+    def query(self, cwd: str | None = None, limit: int | None = None) -> list[ThreadSummary]:
+        sql = f"SELECT {_COLUMNS} FROM threads"
+        params: list[Any] = []
+        if cwd is not None:
+            sql += " WHERE cwd = ?"
+            params.append(cwd)
+        sql += " ORDER BY updated_at DESC"
+        if limit:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        with self._db() as db:
+            return [_summary(row) for row in db.execute(sql, params)]

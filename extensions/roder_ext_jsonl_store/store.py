@@ -1,0 +1,314 @@
+"""JsonlThreadStore: one append-only JSON Lines file per thread (ThreadStore + CheckpointStore).
+
+Writing is deferred until a thread's first turn starts, so a session that never got a prompt
+leaves nothing behind; until then its events wait in memory. Every event is then written with
+one ``write`` (flushed to the OS, so a killed process loses nothing it reported) and the file is
+fsynced at turn boundaries. Loading folds the events with the runtime's own reducer. Forks copy
+the parent's lines up to a turn into a new file; the parent's bytes are only ever read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roder_core.errors import RoderError, ThreadNotFoundError
+from roder_core.events import RuntimeEvent, TurnStarted, parse_event
+from roder_core.ir import Thread, ThreadHeader, ThreadSummary
+from roder_core.reducer import apply_event, settle_loaded
+
+from .files import (
+    TORN_SUFFIX,
+    LineProblem,
+    RawThreadFile,
+    encode,
+    fsync_directory,
+    header_line,
+    held_by_writer,
+    read_file,
+    repair_tail,
+    thread_path,
+    try_lock,
+    write_all,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ThreadInUseError(RoderError):
+    """Another process is writing this thread."""
+
+
+@dataclass
+class _Writer:
+    """An open, locked thread file this process appends to."""
+
+    fd: int
+    path: Path
+    new_file: bool = False
+
+    def sync(self) -> None:
+        os.fsync(self.fd)
+        if self.new_file:
+            fsync_directory(self.path.parent)
+            self.new_file = False
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.fsync(self.fd)
+        os.close(self.fd)
+
+
+@dataclass
+class LoadedEvents:
+    header: ThreadHeader
+    events: list[RuntimeEvent] = field(default_factory=list)
+    problems: list[LineProblem] = field(default_factory=list)
+
+
+class JsonlThreadStore:
+    """Thread files under ``directory`` (``<id>.jsonl``) plus a rebuildable ``index.sqlite``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._writers: dict[str, _Writer] = {}
+        self._pending: dict[str, list[bytes]] = {}
+        self._reported: set[str] = set()
+        #: Lines skipped by the latest read of each thread (shown by ``roder sessions show``).
+        self.problems: dict[str, list[LineProblem]] = {}
+
+    def id(self) -> str:
+        return "jsonl"
+
+    def path(self, thread_id: str) -> Path:
+        if not thread_id or "/" in thread_id or thread_id.startswith("."):
+            raise ThreadNotFoundError(f"{thread_id!r} is not a thread id")
+        return thread_path(self.directory, thread_id)
+
+    # ------------------------------------------------------------------ writing
+
+    async def append(self, header: ThreadHeader, event: RuntimeEvent) -> None:
+        if not event.persisted:
+            return
+        line = encode(event.wire())
+        writer = self._writers.get(event.thread_id)
+        if writer is None:
+            path = self.path(event.thread_id)
+            if not path.exists():
+                if not isinstance(event, TurnStarted):
+                    self._pending.setdefault(event.thread_id, []).append(line)
+                    return
+                pending = self._pending.pop(event.thread_id, [])
+                self._writers[event.thread_id] = self._create(path, header_line(header.wire()) + b"".join(pending))
+            writer = self._open(event.thread_id)
+        write_all(writer.fd, line)
+
+    def _create(self, path: Path, first_lines: bytes) -> _Writer:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try_lock(fd)
+        write_all(fd, first_lines)
+        return _Writer(fd, path, new_file=True)
+
+    def _open(self, thread_id: str) -> _Writer:
+        """The locked writer for an existing file, repairing a torn tail first."""
+        writer = self._writers.get(thread_id)
+        if writer is not None:
+            return writer
+        path = self.path(thread_id)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise ThreadNotFoundError(f"no stored thread {thread_id}") from None
+        if not try_lock(fd):
+            os.close(fd)
+            raise ThreadInUseError(
+                f"thread {thread_id} is open in another Roder process; close it there first "
+                f"(or branch off it with `roder sessions fork {thread_id}`)"
+            )
+        try:
+            if repair_tail(fd, path):
+                log.warning("thread %s: repaired a torn last line (kept in %s)", thread_id, path.with_suffix(TORN_SUFFIX))
+        except OSError:
+            os.close(fd)
+            raise
+        writer = self._writers[thread_id] = _Writer(fd, path)
+        return writer
+
+    async def claim(self, thread_id: str) -> None:
+        """Become the only writer of a stored thread before a turn starts (fails fast)."""
+        if thread_id not in self._writers and self.path(thread_id).exists():
+            self._open(thread_id)
+
+    async def sync(self, thread_id: str) -> None:
+        writer = self._writers.get(thread_id)
+        if writer is not None:
+            await asyncio.to_thread(writer.sync)
+
+    async def release(self, thread_id: str) -> None:
+        """Close this process's writer (and forget unsaved pre-turn events) for a thread."""
+        self._pending.pop(thread_id, None)
+        writer = self._writers.pop(thread_id, None)
+        if writer is not None:
+            await asyncio.to_thread(writer.close)
+
+    async def close(self) -> None:
+        for thread_id in list(self._writers):
+            await self.release(thread_id)
+        self._pending.clear()
+
+    # ------------------------------------------------------------------ reading
+
+    def _read(self, thread_id: str) -> RawThreadFile:
+        path = self.path(thread_id)
+        try:
+            raw = read_file(path)
+        except FileNotFoundError:
+            raise ThreadNotFoundError(f"no stored thread {thread_id} (see `roder sessions list --all`)") from None
+        if raw.torn_tail and thread_id not in self._writers:
+            self._repair_if_unowned(path)
+        return raw
+
+    @staticmethod
+    def _repair_if_unowned(path: Path) -> None:
+        """Cut a torn tail left by a dead writer; a live writer's tail is left alone."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if try_lock(fd) and repair_tail(fd, path):
+                log.warning("%s: repaired a torn last line (kept in %s)", path.name, path.with_suffix(TORN_SUFFIX))
+        finally:
+            os.close(fd)
+
+    def _parse(self, thread_id: str, raw: RawThreadFile) -> LoadedEvents:
+        events: list[RuntimeEvent] = []
+        for number, line in raw.events:
+            try:
+                events.append(parse_event(json.loads(line)))
+            except ValueError as exc:  # JSON and pydantic validation errors
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raw.problems.append(LineProblem(number, f"unreadable event ({reason[:200]})"))
+        header = self._header(thread_id, raw, events)
+        problems = sorted(raw.problems, key=lambda p: p.line)
+        self.problems[thread_id] = problems
+        if problems and thread_id not in self._reported:
+            self._reported.add(thread_id)
+            log.warning(
+                "thread %s: skipped %d unreadable line(s): %s", thread_id, len(problems),
+                "; ".join(str(p) for p in problems[:5]),
+            )
+        return LoadedEvents(header, events, problems)
+
+    @staticmethod
+    def _header(thread_id: str, raw: RawThreadFile, events: list[RuntimeEvent]) -> ThreadHeader:
+        if raw.header is not None:
+            with contextlib.suppress(ValueError):
+                return ThreadHeader.model_validate(raw.header)
+        started = next((e for e in events if e.method == "thread/started"), None)
+        if started is not None:
+            return started.thread  # type: ignore[union-attr]
+        raise RoderError(f"thread {thread_id}: the file has no readable header; it cannot be loaded")
+
+    async def events(self, thread_id: str) -> list[RuntimeEvent]:
+        """The stored events of a thread, in order (unreadable lines skipped and reported)."""
+        return (await asyncio.to_thread(self._load_events, thread_id)).events
+
+    def _load_events(self, thread_id: str) -> LoadedEvents:
+        return self._parse(thread_id, self._read(thread_id))
+
+    async def load(self, thread_id: str) -> Thread:
+        return await asyncio.to_thread(self._load, thread_id)
+
+    def _load(self, thread_id: str) -> Thread:
+        loaded = self._load_events(thread_id)
+        thread = Thread.model_validate(loaded.header.model_dump())
+        for event in loaded.events:
+            apply_event(thread, event)
+        return settle_loaded(thread)
+
+    async def list_threads(self, cwd: str | None = None, limit: int | None = None) -> list[ThreadSummary]:
+        return await asyncio.to_thread(self._list, cwd, limit)
+
+    def _list(self, cwd: str | None, limit: int | None) -> list[ThreadSummary]:
+        from .index import ThreadIndex  # sqlite3 is only needed to list
+
+        index = ThreadIndex(self.directory)
+        index.refresh()
+        return index.query(cwd, limit)
+
+    # ------------------------------------------------------------------ delete, fork
+
+    async def delete(self, thread_id: str) -> None:
+        path = self.path(thread_id)
+        if not path.exists():
+            raise ThreadNotFoundError(f"no stored thread {thread_id}")
+        await self.release(thread_id)
+        if held_by_writer(path):
+            raise ThreadInUseError(f"thread {thread_id} is open in another Roder process; close it there first")
+        path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            path.with_suffix(TORN_SUFFIX).unlink()
+        from .index import ThreadIndex
+
+        ThreadIndex(self.directory).remove(thread_id)
+
+    async def fork(self, thread_id: str, turn_id: str | None, new_header: ThreadHeader) -> Thread:
+        await asyncio.to_thread(self._write_fork, thread_id, turn_id, new_header)
+        return await self.load(new_header.id)
+
+    def _write_fork(self, thread_id: str, turn_id: str | None, new_header: ThreadHeader) -> None:
+        """Copy the parent's events up to the end of ``turn_id`` into a new file.
+
+        The copy is written to a temporary name and renamed into place, so a crash mid-fork
+        leaves no half thread; the parent file is opened read-only.
+        """
+        raw = self._read(thread_id)
+        kept = _lines_through_turn(raw, turn_id, thread_id)
+        new_id = new_header.id
+        wire_header = new_header.wire()
+        body = [header_line(wire_header)]
+        for data in kept:
+            data["threadId"] = new_id
+            if data.get("method") == "thread/started":
+                data["thread"] = wire_header
+            body.append(encode(data))
+        target = self.path(new_id)
+        temp = self.directory / f".{new_id}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            write_all(fd, b"".join(body))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+        fsync_directory(self.directory)
+
+
+def _lines_through_turn(raw: RawThreadFile, turn_id: str | None, thread_id: str) -> list[dict[str, Any]]:
+    """Event dicts up to (not including) the start of the turn after ``turn_id``."""
+    kept: list[dict[str, Any]] = []
+    seen = turn_id is None
+    for _number, line in raw.events:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        if data.get("method") == "turn/started":
+            if seen and turn_id is not None:
+                break
+            if data.get("turnId") == turn_id:
+                seen = True
+        kept.append(data)
+    if not seen:
+        raise RoderError(f"thread {thread_id} has no turn {turn_id}")
+    return kept
