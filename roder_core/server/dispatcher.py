@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -159,7 +160,7 @@ class Dispatcher:
             )
         request_id = message.get("id")
         if not _valid_id(request_id):
-            return error_response(None, RpcError(INVALID_REQUEST, "invalid request: id must be a string or integer"))
+            return error_response(None, RpcError(INVALID_REQUEST, "invalid request: id must be a string or a number"))
         is_notification = "id" not in message
         try:
             result = await self.call(message["method"], message.get("params"), ctx)
@@ -189,6 +190,8 @@ class Dispatcher:
 
 
 def _valid_id(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
     return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from typing import Union
+from typing import Any, Union
 
 from roder_core.errors import RoderError
 from roder_core.events import RuntimeEvent
@@ -34,8 +34,11 @@ class NotificationQueue:
         self.maxsize = maxsize
         self.thread_id = thread_id
         self.overflows = 0
-        self._items: deque[Notification] = deque()
+        self._items: deque[Notification | dict[str, Any]] = deque()
+        self._pending_notifications = 0
         self._ready = asyncio.Event()
+        #: Set the first time this consumer falls behind (transports cut such clients off).
+        self.overflowed = asyncio.Event()
         self._closed = False
         self._detach: Callable[[], None] | None = None
 
@@ -49,10 +52,13 @@ class NotificationQueue:
             return
         if self.thread_id is not None and getattr(notification, "thread_id", self.thread_id) != self.thread_id:
             return
-        if len(self._items) >= self.maxsize:
-            dropped = len(self._items)
-            self._items.clear()
+        if self._pending_notifications >= self.maxsize:
+            kept = deque(item for item in self._items if isinstance(item, dict))
+            dropped = len(self._items) - len(kept)
+            self._items = kept
             self.overflows += 1
+            self.overflowed.set()
+            self._pending_notifications = 1
             self._items.append(
                 ErrorNotification(
                     code=CLIENT_BEHIND,
@@ -62,19 +68,26 @@ class NotificationQueue:
             )
         else:
             self._items.append(notification)
+            self._pending_notifications += 1
         self._ready.set()
 
-    def get_nowait(self) -> Notification | None:
-        if self._items:
-            return self._items.popleft()
-        self._ready.clear()
-        return None
+    def put_reply(self, reply: dict[str, Any]) -> None:
+        """A JSON-RPC response for a transport: never dropped, not counted against the bound."""
+        if not self._closed:
+            self._items.append(reply)
+            self._ready.set()
 
-    async def get(self) -> Notification | None:
-        """The next notification, or None once the queue is closed and drained."""
+    def _pop(self) -> Notification | dict[str, Any]:
+        item = self._items.popleft()
+        if not isinstance(item, dict):
+            self._pending_notifications -= 1
+        return item
+
+    async def get(self) -> Notification | dict[str, Any] | None:
+        """The next notification (or transport reply), or None once closed and drained."""
         while True:
             if self._items:
-                return self._items.popleft()
+                return self._pop()
             if self._closed:
                 return None
             self._ready.clear()
@@ -104,7 +117,8 @@ class NotificationQueue:
                 return
             if isinstance(item, ErrorNotification) and item.code == CLIENT_BEHIND:
                 raise ClientFellBehind(item.message)
-            yield item
+            if not isinstance(item, dict):
+                yield item
 
 
 class Fanout:

@@ -459,3 +459,7 @@ class ErrorNotification(ServerNotification):
     method: Literal["server/error"] = "server/error"
     code: int
     message: str
+
+
+#: Notifications the server emits itself; the runtime's events are the rest.
+SERVER_NOTIFICATIONS: list[type[ServerNotification]] = [ErrorNotification]

@@ -1,0 +1,143 @@
+"""One client connection of a JSON transport (stdio or WebSocket).
+
+Incoming text messages are decoded and dispatched concurrently (a long ``turn/interrupt`` never
+holds up the next request); responses and notifications leave through one writer task in the
+order they were produced. Notifications wait in a bounded queue, so a client that stops reading
+never blocks the runtime or other clients: it gets a ``server/error`` (-32001) instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from roder_core.server.dispatcher import CallContext, Dispatcher, parse_error
+from roder_core.server.errors import CLIENT_BEHIND
+from roder_core.server.fanout import NotificationQueue
+from roder_core.server.protocol import ErrorNotification, RemoteInfo
+
+log = logging.getLogger(__name__)
+
+#: Requests of one connection handled at the same time; reading pauses beyond this.
+MAX_IN_FLIGHT = 64
+
+_ids = itertools.count(1)
+
+
+def encode(message: dict[str, Any]) -> str:
+    """One JSON line; falls back to ASCII escapes when a client sent lone surrogates."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return json.dumps(message, ensure_ascii=True, separators=(",", ":"))
+
+
+def notification_message(notification: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": notification.method, "params": notification.params()}
+
+
+def decode(raw: str | bytes) -> tuple[Any, dict[str, Any] | None]:
+    """(message, None) or (None, parse-error response)."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        return json.loads(text, parse_constant=_reject_constant), None
+    except UnicodeDecodeError as exc:
+        return None, parse_error(f"not UTF-8 ({exc.reason} at byte {exc.start})")
+    except json.JSONDecodeError as exc:
+        return None, parse_error(f"{exc.msg} at line {exc.lineno} column {exc.colno}")
+    except (RecursionError, ValueError) as exc:
+        return None, parse_error(str(exc) or "nesting too deep")
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class Connection:
+    """Drives one client: reads messages, dispatches them, writes replies and notifications."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        send: Callable[[str], Awaitable[None]],
+        *,
+        remote: RemoteInfo | None = None,
+        close_when_behind: bool = False,
+        queue_size: int | None = None,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self._send = send
+        self.close_when_behind = close_when_behind
+        self.id = f"conn-{next(_ids)}"
+        self.queue: NotificationQueue = dispatcher.connect(queue_size)
+        self.context = CallContext(connection_id=self.id, notify=self.queue.offer, remote=remote)
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._writer: asyncio.Task[None] | None = None
+        self.fell_behind = asyncio.Event()
+
+    # ------------------------------------------------------------------ reading
+
+    async def serve(self, messages: AsyncIterator[str | bytes]) -> None:
+        """Handle every message until the client stops sending; in-flight requests finish."""
+        self._writer = asyncio.create_task(self._write_loop(), name=f"{self.id} writer")
+        try:
+            async for raw in messages:
+                if isinstance(raw, bytes | str) and not raw.strip():
+                    continue
+                await self._slots.acquire()
+                task = asyncio.create_task(self._handle(raw))
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+        finally:
+            if self._in_flight:
+                await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def _handle(self, raw: str | bytes) -> None:
+        try:
+            message, error = decode(raw)
+            reply = error if error is not None else await self.dispatcher.handle_message(message, self.context)
+            if reply is not None:
+                self.queue.put_reply(reply)
+        except Exception:  # the dispatcher maps errors itself; this is a last line of defence
+            log.exception("request handling failed")
+        finally:
+            self._slots.release()
+
+    # ------------------------------------------------------------------ writing
+
+    async def _write_loop(self) -> None:
+        while True:
+            item = await self.queue.get()
+            if item is None:
+                return
+            message = item if isinstance(item, dict) else notification_message(item)
+            try:
+                await self._send(encode(message))
+            except Exception as exc:
+                log.info("%s: client went away (%s)", self.id, exc)
+                self.queue.close()
+                return
+            if isinstance(item, ErrorNotification) and item.code == CLIENT_BEHIND:
+                self.fell_behind.set()
+                if self.close_when_behind:
+                    self.queue.close()
+                    return
+
+    async def close(self, flush_timeout: float = 5.0) -> None:
+        """Stop receiving notifications, send what is queued, then stop the writer."""
+        self.queue.close()
+        for task in list(self._in_flight):
+            task.cancel()
+        if self._writer is not None:
+            try:
+                await asyncio.wait_for(self._writer, flush_timeout)
+            except (TimeoutError, asyncio.CancelledError):
+                self._writer.cancel()
+

@@ -1,0 +1,106 @@
+"""``roder app-server``: the control plane over stdio, or over an authenticated WebSocket.
+
+    roder app-server                         # JSON-RPC lines on stdin/stdout
+    roder app-server --remote [--listen ws://127.0.0.1:9786] [--auth-token env:VAR] [--print-qr=false]
+    roder app-server --schema                # JSON Schema of every method and notification
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+
+DEFAULT_LISTEN = "ws://127.0.0.1:9786"
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from roder_tui.cli import add_runtime_flags
+
+    add_runtime_flags(parser)
+    parser.add_argument("--remote", action="store_true", help="serve JSON-RPC on a WebSocket instead of stdio")
+    parser.add_argument("--listen", default=DEFAULT_LISTEN, help=f"WebSocket address (default {DEFAULT_LISTEN})")
+    parser.add_argument("--auth-token", metavar="env:VAR",
+                        help="read the bearer token from an environment variable (default: a random token)")
+    parser.add_argument("--print-qr", type=_bool, nargs="?", const=True, default=True, metavar="true|false",
+                        help="print the pairing link as a terminal QR code (default true)")
+    parser.add_argument("--schema", action="store_true", help="print the protocol's JSON Schema and exit")
+    parser.add_argument("--no-persist-config", action="store_true",
+                        help="do not write provider/settings changes back to config.toml")
+    parser.add_argument("--queue-size", type=int, default=10_000,
+                        help="notifications a client may fall behind before it is told so")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.schema:
+        from roder_core.server.schema import protocol_schema
+
+        print(json.dumps(protocol_schema(), indent=2))
+        return 0
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="roder: %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(_serve(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from roder_core.bootstrap import settings_from_args, start_runtime
+    from roder_core.config import ConfigError
+    from roder_core.errors import RoderError
+    from roder_core.registry import RegistryError
+    from roder_core.server.dispatcher import Dispatcher
+
+    protocol_fd = None
+    if not args.remote:
+        from roder_core.server.stdio import reserve_stdout
+
+        protocol_fd = reserve_stdout()
+    try:
+        started = start_runtime(settings_from_args(args, interactive=True))
+    except (RoderError, RegistryError, ConfigError) as exc:
+        sys.stderr.write(f"roder: {exc}\n")
+        return 2
+    for skipped in started.distribution.skipped:
+        sys.stderr.write(f"roder: extension {skipped.source} not loaded: {skipped.reason}\n")
+    dispatcher = Dispatcher(started.runtime, started=started, persist_config=not args.no_persist_config,
+                            queue_size=args.queue_size)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if args.remote:
+            from roder_core.server.websocket import RemoteOptions, serve_remote
+
+            try:
+                options = RemoteOptions.from_args(args.listen, args.auth_token, print_qr=args.print_qr)
+            except ValueError as exc:
+                sys.stderr.write(f"roder: {exc}\n")
+                return 2
+            await serve_remote(dispatcher, options, stop)
+        else:
+            from roder_core.server.stdio import serve_stdio
+
+            serving = asyncio.create_task(serve_stdio(dispatcher, stdout_fd=protocol_fd))
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (serving, stopping):
+                task.cancel()
+            await asyncio.gather(serving, stopping, return_exceptions=True)
+    finally:
+        await dispatcher.close()
+        await started.runtime.close()
+    return 0
