@@ -110,6 +110,8 @@ class ServerConnection:
             return
         if not self.startable:
             raise ServerUnavailable(self.unavailable_reason())
+        if self.status != "connecting":
+            await self.stop()  # an exited server's task may still be reaping its process
         if self._task is None or self._task.done():
             self.start()
         await self.wait_settled(self.config.startup_timeout)
@@ -170,9 +172,11 @@ class ServerConnection:
                 self.connected_at = time.time()
                 self._settled.set()
                 await self._stop.wait()
-                self.status = "stopped"
+                if self.status == "connected":
+                    self.status = "stopped"
         except asyncio.CancelledError:
-            self.status = "stopped"
+            if self.status != "exited":
+                self.status = "stopped"
             raise
         except BaseException as exc:  # the SDK raises exception groups from its task groups
             if not isinstance(exc, Exception | BaseExceptionGroup):

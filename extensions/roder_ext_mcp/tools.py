@@ -186,7 +186,8 @@ class McpToolContributor:
     def contribute(self, registry: ToolRegistry) -> None:
         self.manager.start()
         for connection in self.manager.connections.values():
-            if connection.status != "connected":
+            # An exited server keeps offering its last known tools: calling one restarts it.
+            if connection.status not in ("connected", "exited"):
                 continue
             for mcp_tool in connection.tools:
                 registry.register(McpTool(connection, mcp_tool, self.reviews))

@@ -1,0 +1,83 @@
+"""Runtimes for ecosystem tests: the mock engine plus the real extensions under test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from roder_ext_mock import MockProviderExtension
+
+from roder_core import ExtensionRegistryBuilder, RoderExtension, Tool
+from roder_core.distribution import HostContext, make_host
+from roder_core.runtime import Runtime, RuntimeOptions
+from tests.core.harness import ReadTool, SleepTool, TestExtension
+
+FIXTURE_SERVER = Path(__file__).with_name("mcp_fixture_server.py")
+
+
+def host_for(workspace: Path, *, trusted: bool, env: dict[str, str] | None = None) -> HostContext:
+    return make_host(workspace, env={**os.environ, **(env or {})}, trust=trusted)
+
+
+def runtime_with(
+    host: HostContext,
+    extensions: list[RoderExtension],
+    script: list[dict[str, Any]] | None = None,
+    *,
+    tools: list[Tool] | None = None,
+    mode: str = "bypass",
+    interactive: bool = False,
+) -> Runtime:
+    builder = ExtensionRegistryBuilder()
+    builder.install(MockProviderExtension(script))
+    builder.install(TestExtension(tools if tools is not None else [SleepTool(), ReadTool()]))
+    for extension in extensions:
+        builder.install(extension)
+    return Runtime(
+        builder.build(),
+        RuntimeOptions(cwd=host.cwd, paths=host.paths, config=host.config, mode=mode, provider="mock",
+                       interactive=interactive, trusted=host.trusted),
+    )
+
+
+def items(runtime: Runtime, thread_id: str, kind: type) -> list[Any]:
+    return [i for i in runtime.thread(thread_id).items() if isinstance(i, kind)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_http_fixture(token: str) -> tuple[subprocess.Popen[bytes], str]:
+    """The fixture MCP server over streamable HTTP on loopback; returns (process, url)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(FIXTURE_SERVER), "http", str(port)],
+        env={**os.environ, "FIXTURE_TOKEN": token}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"fixture server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/mcp"
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("fixture server did not start")
+
+
+async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
