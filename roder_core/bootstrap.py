@@ -28,6 +28,8 @@ class StartSettings:
     interactive: bool = True
     max_iterations: int | None = None
     env: Mapping[str, str] | None = None
+    #: Keep threads and other data of this run here instead of the user's data dir (batch rollouts).
+    data_dir: Path | None = None
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Started:
 def start_runtime(settings: StartSettings) -> Started:
     host = make_host(
         settings.cwd, env=settings.env, trust=settings.trust, profile=settings.profile,
-        interactive=settings.interactive,
+        interactive=settings.interactive, data_dir=settings.data_dir,
     )
     if settings.sandbox:
         host.config.sandbox = settings.sandbox  # type: ignore[assignment]

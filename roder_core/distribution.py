@@ -8,6 +8,7 @@ an untrusted project's files are never imported.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
@@ -63,15 +64,20 @@ def make_host(
     trust: bool | None = None,
     profile: str = "developer",
     interactive: bool = True,
+    data_dir: Path | None = None,
 ) -> HostContext:
     """Resolve paths, trust and config for a working directory.
 
     ``trust=None`` means "as the user decided before"; headless callers pass ``trust=False``
     unless the user gave ``--trust``, so a headless run never trusts a folder by itself.
+    ``data_dir`` keeps this run's data (threads, audit log) apart from the user's, as batch
+    rollouts do, while config still comes from the usual place.
     """
     env = dict(os.environ) if env is None else dict(env)
     cwd = (cwd or Path.cwd()).resolve()
     paths = RoderPaths.from_env(env)
+    if data_dir is not None:
+        paths = dataclasses.replace(paths, data_dir=data_dir)
     trusted = TrustStore(paths).is_trusted(cwd) if trust is None else trust
     if profile not in PROFILES:
         raise RegistryError(f"unknown capability profile {profile!r}; choose one of {', '.join(PROFILES)}")

@@ -75,6 +75,8 @@ class ToolExecutionContext:
     mode: str
     brokers: Brokers
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    #: ``time.time()`` instant at which the turn's finalization reserve begins; commands clamp
+    #: their timeouts to end by then so the model keeps the reserve to finish (seed 004).
     deadline: float | None = None
     model: ModelProfile | None = None
     capabilities: frozenset[str] = frozenset()

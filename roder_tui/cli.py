@@ -19,19 +19,23 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "untrust": ("roder_tui.commands.untrust", "stop loading a folder's own config, hooks and extensions"),
     "extensions": ("roder_tui.commands.extensions", "list installed extensions and their capabilities"),
     "app-server": ("roder_tui.commands.app_server", "JSON-RPC control plane on stdio or an authenticated WebSocket"),
+    "acp": ("roder_tui.commands.acp", "run as an Agent Client Protocol agent on stdio (Zed, Toad, ...)"),
+    "batch": ("roder_tui.commands.batch", "run a JSONL file of tasks (evals, RL rollouts) locally or on Ray, resumably"),
+    "exec": ("roder_tui.commands.exec", "run one task (fresh workspace, setup, score) with JSONL events on stdout"),
 }
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 
 
-def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by the app, one-shot mode and servers."""
+def add_runtime_flags(parser: argparse.ArgumentParser, *, trust_flag: bool = True) -> None:
+    """Flags shared by the app, one-shot mode, servers and batch runs (which never trust a folder)."""
     parser.add_argument("--provider", help="inference provider id (see `roder providers list`)")
     parser.add_argument("--model", help="model id for the provider")
     parser.add_argument("--mode", choices=("plan", "ask", "auto-edit", "bypass"), help="policy mode")
     parser.add_argument("--sandbox", choices=("workspace-write", "read-only", "off"), help="sandbox level for commands")
     parser.add_argument("--profile", default="developer", help="capability profile (developer, eval-sandbox, offline)")
-    parser.add_argument("--trust", action="store_true", help="load this folder's own config, hooks and extensions")
+    if trust_flag:
+        parser.add_argument("--trust", action="store_true", help="load this folder's own config, hooks and extensions")
     parser.add_argument("--max-iterations", type=int, help="stop a turn after this many model calls")
 
 

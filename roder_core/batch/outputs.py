@@ -1,0 +1,134 @@
+"""The batch output folder, which is also the batch's memory: re-running skips what is done.
+
+Layout::
+
+    OUT/batch.json                      settings of the batch (a re-run must use the same ones)
+    OUT/summary.json                    aggregate over every recorded rollout of the task file
+    OUT/rollouts/<task>/<k>/result.json the record (written last: its presence means finished)
+                            thread.jsonl, trajectory.json, workspace.diff, setup.log, score.log
+
+A rollout folder is written under a temporary name and renamed into place, so a batch killed
+at any moment leaves each rollout either finished or absent, never half-recorded.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from roder_core.batch.tasks import Task, task_dir_name
+from roder_core.batch.worker import RolloutOutcome, RolloutSpec, RunSettings
+
+RESULT_FILE = "result.json"
+_TMP_MARK = ".tmp-"
+
+
+class BatchFolderError(ValueError):
+    """The output folder belongs to a different batch; the message says what differs."""
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + _TMP_MARK + str(os.getpid()))
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class BatchFolder:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.batch_file = root / "batch.json"
+        self.summary_file = root / "summary.json"
+        self.rollouts = root / "rollouts"
+        self._lock_fd: int | None = None
+
+    def rollout_dir(self, task_id: str, index: int) -> Path:
+        return self.rollouts / task_dir_name(task_id) / str(index)
+
+    def claim(self, settings: RunSettings, tasks_file: str) -> None:
+        """Create the folder for these settings, or check that an existing one used the same."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        wanted = settings.as_dict()
+        if self.batch_file.exists():
+            try:
+                recorded = json.loads(self.batch_file.read_text(encoding="utf-8")).get("settings", {})
+            except (OSError, ValueError) as exc:
+                raise BatchFolderError(f"{self.batch_file} is unreadable ({exc}); use another --out") from exc
+            differ = [f"{k}: {recorded.get(k)!r} before, {v!r} now" for k, v in wanted.items() if recorded.get(k) != v]
+            if differ:
+                raise BatchFolderError(
+                    f"{self.root} holds a batch run with other settings ({'; '.join(differ)}); "
+                    "re-run with the same settings to resume it, or choose another --out"
+                )
+            return
+        _write_json(self.batch_file, {"settings": wanted, "tasks_file": tasks_file})
+
+    def lock(self) -> None:
+        """Hold the folder for this process (released when it exits, even if killed)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise BatchFolderError(f"another roder batch is writing to {self.root}") from None
+        self._lock_fd = fd
+
+    def _sweep(self) -> None:
+        """Remove half-written rollout folders left by a killed run."""
+        if not self.rollouts.is_dir():
+            return
+        for task_dir in self.rollouts.iterdir():
+            for entry in task_dir.iterdir() if task_dir.is_dir() else ():
+                if _TMP_MARK in entry.name:
+                    shutil.rmtree(entry, ignore_errors=True)
+
+    def recorded(self, task: Task, index: int) -> dict[str, Any] | None:
+        """The finished result for this task and rollout, unless missing or made for another task text."""
+        try:
+            result = json.loads((self.rollout_dir(task.id, index) / RESULT_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return result if result.get("task_digest") == task.digest() else None
+
+    def plan(self, tasks: Iterable[Task], repeat: int, settings: RunSettings,
+             env: dict[str, str]) -> tuple[list[RolloutSpec], list[dict[str, Any]]]:
+        """Split the wanted rollouts into those still to run and the results already recorded."""
+        self._sweep()
+        todo: list[RolloutSpec] = []
+        done: list[dict[str, Any]] = []
+        for task in tasks:
+            for index in range(repeat):
+                result = self.recorded(task, index)
+                if result is None:
+                    todo.append(RolloutSpec(task=task, index=index, settings=settings, env=env))
+                else:
+                    done.append(result)
+        return todo, done
+
+    def record(self, outcome: RolloutOutcome) -> Path:
+        return write_rollout(self.rollout_dir(outcome.result["task_id"], outcome.result["rollout"]), outcome)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        _write_json(self.summary_file, summary)
+
+
+def write_rollout(final: Path, outcome: RolloutOutcome) -> Path:
+    """Write a rollout's files and then its result.json into ``final``, atomically replacing an
+    older record (the folder is staged under a temporary name and renamed into place)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.with_name(final.name + _TMP_MARK + str(os.getpid()))
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    for name, data in outcome.files.items():
+        (staging / name).write_bytes(data)
+    (staging / RESULT_FILE).write_text(json.dumps(outcome.result, indent=2, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(staging, final)
+    return final

@@ -1,0 +1,85 @@
+"""Runs a task's own setup and score commands in its workspace.
+
+These commands come from the task file the operator wrote, not from the model, so they run as
+ordinary child processes (not through the agent's brokers) but still without the operator's
+secrets in their environment, in their own process group, and with a timeout that kills the
+whole group so a hung test suite cannot stall the batch.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from roder_core.brokers.secrets import scrubbed_env
+
+#: Keep the first and last part of very long output (a test suite's log can be megabytes).
+OUTPUT_CAP = 256_000
+
+
+@dataclass
+class ShellOutcome:
+    command: str
+    exit_code: int | None
+    output: str
+    duration_s: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def log(self) -> str:
+        status = "timed out" if self.timed_out else f"exit {self.exit_code}"
+        body = self.output if not self.output or self.output.endswith("\n") else self.output + "\n"
+        return f"$ {self.command}\n{body}[{status}]\n"
+
+
+def command_environment(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """The operator's environment without secrets (the brokers' rule), plus the task's own ``env``."""
+    env, _dropped = scrubbed_env(base)
+    env.update(extra)
+    return env
+
+
+def _cap(text: str) -> str:
+    if len(text) <= OUTPUT_CAP:
+        return text
+    half = OUTPUT_CAP // 2
+    return f"{text[:half]}\n[... {len(text) - OUTPUT_CAP} characters cut ...]\n{text[-half:]}"
+
+
+def run_shell(command: str, cwd: Path, env: Mapping[str, str], timeout: float) -> ShellOutcome:
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", command], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    timed_out = False
+    try:
+        raw, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc.pid)
+        raw, _ = proc.communicate()
+    finally:
+        _kill_group(proc.pid)  # background children left behind by the command
+    return ShellOutcome(
+        command=command,
+        exit_code=None if timed_out else proc.returncode,
+        output=_cap(raw.decode("utf-8", errors="replace")),
+        duration_s=time.monotonic() - started,
+        timed_out=timed_out,
+    )
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,53 @@
+"""Aggregates rollout results into summary.json: pass rate, tokens, cost, time, failures by cause."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from roder_core.batch.worker import FAILURE_CAUSES, RunSettings
+
+
+def summarize(results: list[dict[str, Any]], *, settings: RunSettings, repeat: int,
+              wall_time_s: float, ran: int, skipped: int) -> dict[str, Any]:
+    """``results`` are every recorded rollout of the task file (this run's and earlier ones)."""
+    rollouts = len(results)
+    passed = sum(1 for r in results if r.get("passed"))
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for result in results:
+        by_task.setdefault(result["task_id"], []).append(result)
+    causes = Counter(r.get("failure_cause") for r in results if not r.get("passed"))
+    usage_keys = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+    totals = {key: sum(int(r.get("usage", {}).get(key, 0)) for r in results) for key in usage_keys}
+    agent_times = [r.get("timings", {}).get("agent_s", 0.0) for r in results]
+    return {
+        "settings": settings.as_dict(),
+        "repeat": repeat,
+        "tasks": len(by_task),
+        "rollouts": rollouts,
+        "ran_now": ran,
+        "skipped_finished": skipped,
+        "passed": passed,
+        "failed": rollouts - passed,
+        "pass_rate": round(passed / rollouts, 4) if rollouts else 0.0,
+        #: Share of tasks with at least one passing rollout (pass@k for k = repeat).
+        "pass_at_k": round(sum(1 for rs in by_task.values() if any(r.get("passed") for r in rs)) / len(by_task), 4)
+        if by_task else 0.0,
+        "tokens": {**totals, "total_tokens": totals["input_tokens"] + totals["output_tokens"]},
+        "cost_usd": round(sum(float(r.get("cost_usd") or 0.0) for r in results), 6),
+        "wall_time_s": round(wall_time_s, 3),
+        "agent_time_s": {"total": round(sum(agent_times), 3),
+                         "mean": round(sum(agent_times) / len(agent_times), 3) if agent_times else 0.0},
+        "failures_by_cause": {cause: causes.get(cause, 0) for cause in FAILURE_CAUSES},
+        "per_task": {
+            task_id: {"rollouts": len(rs), "passed": sum(1 for r in rs if r.get("passed")),
+                      "pass_rate": round(sum(1 for r in rs if r.get("passed")) / len(rs), 4)}
+            for task_id, rs in sorted(by_task.items())
+        },
+        "failures": [
+            {k: r.get(k) for k in ("task_id", "rollout", "failure_cause", "exit_reason")}
+            | {"error": (r.get("error") or {}).get("message")}
+            for r in sorted(results, key=lambda r: (r["task_id"], r["rollout"])) if not r.get("passed")
+        ],
+    }
+

@@ -1,0 +1,208 @@
+"""``roder batch TASKS.jsonl --out DIR``: run every task (K times each), resumably, and report.
+
+The heavy lifting is in ``roder_core.batch``; this module parses flags, shows a progress bar
+and prints the summary table. Exit codes: 0 every rollout was recorded (pass or fail is in the
+summary), 1 some rollouts were lost to crashed workers (re-run to retry them), 2 usage error,
+130 interrupted (re-run to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roder_tui.cli import add_runtime_flags
+
+if TYPE_CHECKING:
+    from roder_core.batch.worker import RunSettings
+
+EXIT_OK, EXIT_LOST, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from roder_core.batch.backends import BACKENDS
+
+    parser.add_argument("tasks", type=Path, help="task file: one JSON object per line (see README)")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (re-run with the same one to resume)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="rollouts at a time (default: CPUs)")
+    parser.add_argument("--backend", choices=BACKENDS, default="local", help="local process pool or Ray")
+    parser.add_argument("--ray-address", help="Ray cluster to submit to (default: start a local Ray instance)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="K", help="rollouts per task")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_rollout_flags(parser)
+
+
+def add_rollout_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``roder batch`` and ``roder exec`` alike: how each agent run is set up."""
+    parser.add_argument("--deadline", type=float, help="seconds per agent turn (for tasks without their own)")
+    parser.add_argument("--task-ledger", action="store_true",
+                        help="ask the model to checkpoint in its task ledger before the deadline reserve")
+    add_runtime_flags(parser, trust_flag=False)
+    parser.set_defaults(profile="eval-sandbox")
+
+
+def _usage(message: str) -> int:
+    sys.stderr.write(f"roder batch: {message}\n")
+    return EXIT_USAGE
+
+
+def run(args: argparse.Namespace) -> int:
+    from roder_core.batch.backends import BackendUnavailable, run_backend
+    from roder_core.batch.outputs import BatchFolder, BatchFolderError
+    from roder_core.batch.summary import summarize
+    from roder_core.batch.tasks import TaskFileError, load_tasks
+    from roder_core.batch.worker import RolloutOutcome, RolloutSpec, forwarded_env
+
+    if args.workers < 1 or args.repeat < 1:
+        return _usage("--workers and --repeat must be at least 1")
+    if args.deadline is not None and args.deadline <= 0:
+        return _usage("--deadline must be a positive number of seconds")
+    try:
+        tasks = load_tasks(args.tasks)
+    except TaskFileError as exc:
+        return _usage(str(exc))
+    settings = preflight(settings_from_args(args), "roder batch")
+    if isinstance(settings, str):
+        return _usage(settings)
+    folder = BatchFolder(args.out)
+    try:
+        folder.lock()
+        folder.claim(settings, str(args.tasks.resolve()))
+    except (BatchFolderError, OSError) as exc:
+        return _usage(str(exc))
+    todo, done = folder.plan(tasks, args.repeat, settings, forwarded_env())
+    total = len(todo) + len(done)
+    sys.stderr.write(
+        f"roder batch: {len(tasks)} tasks x {args.repeat} = {total} rollouts; {len(done)} already recorded, "
+        f"{len(todo)} to run on {args.backend} with {args.workers} workers ({settings.provider}/{settings.model})\n"
+    )
+    results: list[dict[str, Any]] = list(done)
+    lost: list[str] = []
+    started = time.monotonic()
+    status = EXIT_OK
+    with ProgressBar(len(todo), disabled=args.no_progress) as advance:
+
+        def on_done(spec: RolloutSpec, outcome: RolloutOutcome | None, error: BaseException | None) -> None:
+            if outcome is None:
+                lost.append(f"{spec.task.id}#{spec.index}: {type(error).__name__}: {error}")
+                sys.stderr.write(f"roder batch: rollout {spec.task.id}#{spec.index} lost: {error}\n")
+            else:
+                folder.record(outcome)
+                results.append(outcome.result)
+            advance(outcome.result.get("passed", False) if outcome else None)
+
+        try:
+            run_backend(args.backend, todo, args.workers, on_done, ray_address=args.ray_address)
+        except BackendUnavailable as exc:
+            return _usage(str(exc))
+        except KeyboardInterrupt:
+            sys.stderr.write("roder batch: interrupted; run the same command again to resume\n")
+            status = EXIT_INTERRUPTED
+    summary = summarize(results, settings=settings, repeat=args.repeat, wall_time_s=time.monotonic() - started,
+                        ran=len(results) - len(done), skipped=len(done))
+    summary["lost"] = lost
+    folder.write_summary(summary)
+    print_summary(summary, folder.summary_file)
+    if status == EXIT_OK and lost:
+        status = EXIT_LOST
+    return status
+
+
+def settings_from_args(args: argparse.Namespace) -> RunSettings:
+    """Batch-wide settings from the flags ``roder batch`` and ``roder exec`` share."""
+    from roder_core.batch.worker import RunSettings
+
+    return RunSettings(
+        provider=args.provider, model=args.model, mode=args.mode or "bypass", profile=args.profile,
+        sandbox=args.sandbox, deadline=args.deadline, task_ledger_required=args.task_ledger,
+        max_iterations=args.max_iterations,
+    )
+
+
+def preflight(settings: RunSettings, prog: str) -> RunSettings | str:
+    """Pinned settings, or an error line for a provider, model or profile that cannot work."""
+    from roder_core.batch.worker import resolve_settings
+    from roder_core.config import ConfigError
+    from roder_core.errors import RoderError
+    from roder_core.registry import RegistryError
+
+    try:
+        pinned, notices = resolve_settings(settings)
+    except (RoderError, RegistryError, ConfigError, ValueError) as exc:
+        return str(exc)
+    for notice in notices:
+        sys.stderr.write(f"{prog}: {notice}\n")
+    return pinned
+
+
+class ProgressBar:
+    """A rich progress bar on stderr (only on a terminal); ``advance(passed)`` counts one rollout."""
+
+    def __init__(self, total: int, *, disabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, disable=disabled or not console.is_terminal,
+        )
+        self._task = self._progress.add_task("rollouts", total=total)
+        self._passed = self._failed = 0
+
+    def __enter__(self) -> Any:
+        self._progress.start()
+        return self.advance
+
+    def advance(self, passed: bool | None) -> None:
+        if passed:
+            self._passed += 1
+        elif passed is not None:
+            self._failed += 1
+        description = f"rollouts [green]{self._passed} passed[/] [red]{self._failed} failed[/]"
+        self._progress.update(self._task, advance=1, description=description)
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+
+def print_summary(summary: dict[str, Any], path: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title="roder batch", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    tokens = summary["tokens"]
+    rows = [
+        ("rollouts", f"{summary['rollouts']} ({summary['ran_now']} now, {summary['skipped_finished']} recorded before)"),
+        ("passed", f"{summary['passed']} / {summary['rollouts']}"),
+        ("pass rate", f"{summary['pass_rate']:.1%}"),
+    ]
+    if summary["repeat"] > 1:
+        rows.append((f"pass@{summary['repeat']}", f"{summary['pass_at_k']:.1%}"))
+    rows += [
+        ("tokens", f"{tokens['total_tokens']:,} ({tokens['input_tokens']:,} in, {tokens['output_tokens']:,} out)"),
+        ("cost", f"${summary['cost_usd']:.4f}"),
+        ("wall time", f"{summary['wall_time_s']:.1f} s"),
+        ("agent time", f"{summary['agent_time_s']['mean']:.1f} s mean per rollout"),
+    ]
+    for cause, count in summary["failures_by_cause"].items():
+        if count:
+            rows.append((f"failed: {cause.replace('_', ' ')}", str(count)))
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print(table)
+    failures = summary["failures"]
+    for failure in failures[:20]:
+        reason = failure.get("error") or failure.get("exit_reason")
+        console.print(f"  [red]x[/] {failure['task_id']}#{failure['rollout']}: "
+                      f"{failure['failure_cause']} ({reason})", markup=True, highlight=False)
+    if len(failures) > 20:
+        console.print(f"  ... and {len(failures) - 20} more in {path}")
+    console.print(f"summary: {path}", highlight=False)
