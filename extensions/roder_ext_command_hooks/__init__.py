@@ -1,0 +1,334 @@
+"""Command hooks: external programs run at lifecycle events, the way Claude Code hooks work.
+
+Configured in config.toml (and a trusted project's ``.roder/config.toml``)::
+
+    [[hooks.PreToolUse]]
+    matcher = "bash|write"          # regex over the tool name (case-insensitive); empty = all
+    hooks = [{ type = "command", command = "~/.roder/hooks/guard.sh", timeout = 20 }]
+
+    [[hooks.Stop]]
+    command = "./scripts/check-done.sh"   # shorthand for a single command hook
+
+Events: PreToolUse, PostToolUse, UserPromptSubmit, Stop, PreCompact, SessionStart, SessionEnd.
+The command gets one JSON object on stdin (``hook_event_name``, ``session_id``, ``cwd``,
+``permission_mode``, and ``tool_name``/``tool_input``/``tool_response``, ``prompt``,
+``stop_hook_active`` as the event has them). It answers with:
+
+- exit 0: success; stdout may be a JSON decision (``hookSpecificOutput.permissionDecision``
+  allow|deny|ask, ``updatedInput``, ``additionalContext``; ``decision: "block"`` + ``reason``;
+  ``continue: false`` + ``stopReason``). Plain stdout of UserPromptSubmit/SessionStart is context.
+- exit 2: block. PreToolUse: the call is refused and stderr goes to the model. UserPromptSubmit:
+  the prompt is refused. Stop: the model is sent back to work with stderr as the reason.
+  PostToolUse: stderr is added to the tool result for the model.
+- any other exit, a crash or a timeout: at gating events (PreToolUse, UserPromptSubmit) the action
+  is denied (fail closed, unlike Claude Code); elsewhere it is logged and the turn goes on.
+
+Children get a scrubbed environment (no *_KEY/*_TOKEN/*SECRET* variables) plus
+``RODER_PROJECT_DIR`` and ``CLAUDE_PROJECT_DIR`` so existing scripts port over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roder_core import (
+    EXTENSION_API_VERSION,
+    CapabilityRequest,
+    ContextBlock,
+    ContextQuery,
+    ExtensionManifest,
+    HookOutcome,
+    HookPoint,
+    ProvidedService,
+    RoderExtension,
+)
+from roder_core.brokers.secrets import scrubbed_env
+
+log = logging.getLogger(__name__)
+
+#: Claude Code event names -> the runtime's hook points.
+EVENTS: dict[str, HookPoint] = {
+    "PreToolUse": HookPoint.TOOL_CALL_BEFORE,
+    "PostToolUse": HookPoint.TOOL_RESULT_AFTER,
+    "UserPromptSubmit": HookPoint.BEFORE_TURN,
+    "Stop": HookPoint.STOP,
+    "PreCompact": HookPoint.COMPACTION,
+    "SessionStart": HookPoint.SESSION_START,
+    "SessionEnd": HookPoint.SESSION_END,
+}
+_EVENT_OF = {point: name for name, point in EVENTS.items()}
+_PERMISSION_MODES = {"ask": "default", "auto-edit": "acceptEdits", "plan": "plan", "bypass": "bypassPermissions"}
+DEFAULT_TIMEOUT = 30.0
+_MAX_CONTEXT_CHARS = 10_000
+
+
+class HookConfigError(ValueError):
+    pass
+
+
+class HookFailed(Exception):
+    """The command crashed, timed out or exited with an unexpected code."""
+
+
+@dataclass(frozen=True)
+class CommandHook:
+    event: str
+    command: str
+    matcher: re.Pattern[str] | None
+    timeout: float
+
+    def matches(self, tool: str | None) -> bool:
+        return self.matcher is None or tool is None or self.matcher.fullmatch(tool) is not None
+
+
+@dataclass
+class HookRun:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def decision(self) -> dict[str, Any]:
+        """stdout as a JSON object, or {} when it is not one (then it is plain text)."""
+        text = self.stdout.strip()
+        if not text.startswith("{"):
+            return {}
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def parse_hooks(section: Any) -> list[CommandHook]:
+    """The ``[hooks]`` table: event name -> list of {matcher, hooks=[{type, command, timeout}]}."""
+    if not section:
+        return []
+    if not isinstance(section, Mapping):
+        raise HookConfigError("[hooks] must be a table of events")
+    found: list[CommandHook] = []
+    for event, groups in section.items():
+        if event not in EVENTS:
+            raise HookConfigError(f"[hooks] unknown event {event!r}; use one of {', '.join(EVENTS)}")
+        for group in groups if isinstance(groups, list) else [groups]:
+            if not isinstance(group, Mapping):
+                raise HookConfigError(f"[[hooks.{event}]] entries must be tables")
+            pattern = str(group.get("matcher") or "")
+            try:
+                matcher = None if pattern in ("", "*") else re.compile(pattern, re.IGNORECASE)
+            except re.error as exc:
+                raise HookConfigError(f"[[hooks.{event}]] matcher {pattern!r}: {exc}") from exc
+            commands = group.get("hooks") or ([{"command": group["command"]}] if group.get("command") else [])
+            if not commands:
+                raise HookConfigError(f"[[hooks.{event}]] needs 'command' or 'hooks'")
+            for spec in commands:
+                if not isinstance(spec, Mapping) or not spec.get("command"):
+                    raise HookConfigError(f"[[hooks.{event}]] each hook needs a 'command'")
+                if spec.get("type", "command") != "command":
+                    raise HookConfigError(f"[[hooks.{event}]] only type = \"command\" hooks are supported")
+                timeout = float(spec.get("timeout", group.get("timeout", DEFAULT_TIMEOUT)))
+                found.append(CommandHook(event, str(spec["command"]), matcher, timeout))
+    return found
+
+
+async def run_command(hook: CommandHook, payload: dict[str, Any], cwd: Path, env: dict[str, str]) -> HookRun:
+    """Run one hook command in its own process group; killed with its children on timeout."""
+    proc = await asyncio.create_subprocess_shell(
+        hook.command, cwd=str(cwd), env=env, start_new_session=True,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    data = json.dumps(payload, ensure_ascii=False, default=str).encode()
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(data), hook.timeout)
+    except (TimeoutError, asyncio.CancelledError) as exc:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        raise HookFailed(f"{hook.event} hook `{hook.command}` timed out after {hook.timeout:g}s") from None
+    return HookRun(proc.returncode or 0, stdout.decode(errors="replace"), stderr.decode(errors="replace"))
+
+
+class CommandHooks:
+    """One Hook service running every configured command at its event."""
+
+    def __init__(
+        self, hooks: list[CommandHook], project: Path, env: Mapping[str, str], config_error: str | None = None
+    ) -> None:
+        self.hooks = hooks
+        self.project = project
+        self.config_error = config_error
+        child_env, _ = scrubbed_env(env)
+        self.env = {**child_env, "RODER_PROJECT_DIR": str(project), "CLAUDE_PROJECT_DIR": str(project)}
+        self.context = HookContext()
+
+    def id(self) -> str:
+        return "command-hooks"
+
+    def points(self) -> frozenset[HookPoint]:
+        if self.config_error:
+            return frozenset({HookPoint.BEFORE_TURN, HookPoint.TOOL_CALL_BEFORE})
+        return frozenset(EVENTS[h.event] for h in self.hooks)
+
+    def _stdin(self, event: str, payload: dict[str, Any]) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "session_id": payload.get("thread_id", ""),
+            "transcript_path": "",
+            "cwd": payload.get("cwd") or str(self.project),
+            "hook_event_name": event,
+            "permission_mode": _PERMISSION_MODES.get(str(payload.get("mode", "")), payload.get("mode", "")),
+        }
+        if "tool" in payload:
+            data.update(tool_name=payload["tool"], tool_input=payload.get("arguments", {}),
+                        tool_use_id=payload.get("call_id", ""))
+        if event == "PostToolUse":
+            data["tool_response"] = {"text": payload.get("text", ""), "is_error": payload.get("is_error", False)}
+        if event == "UserPromptSubmit":
+            data["prompt"] = payload.get("text", "")
+        if event == "Stop":
+            data["stop_hook_active"] = bool(payload.get("stop_hook_active"))
+            data["last_assistant_message"] = payload.get("last_message", "")
+        if event == "SessionStart":
+            data["source"] = payload.get("source", "startup")
+        if event == "SessionEnd":
+            data["reason"] = payload.get("reason", "other")
+        if event == "PreCompact":
+            data["trigger"] = payload.get("trigger", "auto")
+            data["custom_instructions"] = payload.get("instructions", "")
+        return data
+
+    async def run(self, point: HookPoint, payload: dict[str, Any]) -> HookOutcome | None:
+        if self.config_error:
+            raise HookFailed(f"the [hooks] configuration is invalid, so nothing runs until it is fixed: "
+                             f"{self.config_error}")
+        event = _EVENT_OF[point]
+        tool = payload.get("tool") if event in ("PreToolUse", "PostToolUse") else None
+        thread_id = str(payload.get("thread_id", ""))
+        replace: dict[str, Any] = {}
+        for hook in self.hooks:
+            if hook.event != event or not hook.matches(tool):
+                continue
+            current = {**payload, **replace}
+            try:
+                result = await run_command(hook, self._stdin(event, current), self.project, self.env)
+            except OSError as exc:
+                raise HookFailed(f"{event} hook `{hook.command}` could not start: {exc}") from exc
+            outcome = self._interpret(event, hook, result, current, thread_id)
+            if outcome.block:
+                return outcome
+            replace.update(outcome.replace)
+        return HookOutcome(replace=replace) if replace else None
+
+    def _interpret(
+        self, event: str, hook: CommandHook, result: HookRun, payload: dict[str, Any], thread_id: str
+    ) -> HookOutcome:
+        stderr = result.stderr.strip()
+        if result.exit_code == 2:
+            return self._blocked(event, stderr or f"blocked by hook `{hook.command}`", payload)
+        if result.exit_code != 0:
+            raise HookFailed(f"{event} hook `{hook.command}` exited with {result.exit_code}: {stderr[-500:]}")
+        decision = result.decision()
+        specific = decision.get("hookSpecificOutput") or {}
+        if decision.get("continue") is False:
+            return self._blocked(event, str(decision.get("stopReason") or "stopped by hook"), payload)
+        permission = specific.get("permissionDecision") or {"approve": "allow", "block": "deny"}.get(
+            str(decision.get("decision", "")))
+        reason = str(specific.get("permissionDecisionReason") or decision.get("reason") or "")
+        context = str(specific.get("additionalContext") or "")
+        if not decision and event in ("UserPromptSubmit", "SessionStart"):
+            context = result.stdout.strip()
+        replace: dict[str, Any] = {}
+        if event == "PreToolUse":
+            if permission == "deny":
+                return HookOutcome(block=True, reason=reason or f"denied by hook `{hook.command}`")
+            if permission in ("allow", "ask"):
+                replace["permission"] = permission
+            if isinstance(specific.get("updatedInput"), dict):
+                replace["arguments"] = specific["updatedInput"]
+        elif event == "UserPromptSubmit" and decision.get("decision") == "block":
+            return HookOutcome(block=True, reason=reason or "prompt blocked by hook")
+        elif event in ("Stop", "PostToolUse") and decision.get("decision") == "block":
+            return self._blocked(event, reason or "blocked by hook", payload)
+        if context:
+            if event == "PostToolUse":
+                replace["text"] = f"{payload.get('text', '')}\n\n[hook context] {context}"
+            elif event in ("UserPromptSubmit", "SessionStart"):
+                self.context.add(thread_id, event, context)
+        return HookOutcome(replace=replace)
+
+    @staticmethod
+    def _blocked(event: str, reason: str, payload: dict[str, Any]) -> HookOutcome:
+        """What "block" means at each event (Claude Code's exit-code-2 semantics)."""
+        if event == "Stop":
+            return HookOutcome(replace={"continue_with": reason})
+        if event == "PostToolUse":
+            return HookOutcome(replace={"text": f"{payload.get('text', '')}\n\n[hook feedback] {reason}"})
+        if event in ("PreToolUse", "UserPromptSubmit"):
+            return HookOutcome(block=True, reason=reason)
+        log.info("%s hook asked to block, which this event cannot: %s", event, reason)
+        return HookOutcome()
+
+
+class HookContext:
+    """additionalContext from SessionStart (kept) and UserPromptSubmit (latest prompt only)."""
+
+    def __init__(self) -> None:
+        self._session: dict[str, list[str]] = {}
+        self._prompt: dict[str, str] = {}
+
+    def add(self, thread_id: str, event: str, text: str) -> None:
+        text = text[:_MAX_CONTEXT_CHARS]
+        if event == "SessionStart":
+            self._session.setdefault(thread_id, []).append(text)
+        else:
+            self._prompt[thread_id] = text
+
+    def id(self) -> str:
+        return "hook-context"
+
+    async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
+        texts = [*self._session.get(query.thread_id, []), *filter(None, [self._prompt.get(query.thread_id)])]
+        if not texts:
+            return []
+        return [ContextBlock(source="hooks", kind="hook-context", priority=70,
+                             text="Context added by the user's hooks:\n" + "\n\n".join(texts))]
+
+
+class CommandHooksExtension(RoderExtension):
+    def __init__(self, hooks: CommandHooks) -> None:
+        self.hooks = hooks
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-command-hooks", name="Command hooks", version="0.1.0", api_version=EXTENSION_API_VERSION,
+            description="External commands at PreToolUse, PostToolUse, UserPromptSubmit, Stop, ... (Claude Code style)",
+            provides=[ProvidedService.Hook("command-hooks"), ProvidedService.ContextProvider("hook-context")],
+            required_capabilities=[CapabilityRequest("process.spawn.hooks")],
+        )
+
+    def install(self, registry: Any) -> None:
+        registry.hook(self.hooks)
+        registry.context_provider(self.hooks.context)
+
+
+def create(host: Any) -> CommandHooksExtension | None:
+    """Installed only when hooks are configured. A bad [hooks] table fails closed: prompts and
+    tool calls are refused with the configuration error (the user relies on their guard hooks,
+    so running silently without them would be worse)."""
+    try:
+        hooks = parse_hooks((host.config.model_extra or {}).get("hooks"))
+    except (HookConfigError, TypeError, ValueError) as exc:
+        return CommandHooksExtension(CommandHooks([], host.cwd, host.env, config_error=str(exc)))
+    if not hooks:
+        return None
+    return CommandHooksExtension(CommandHooks(hooks, host.cwd, host.env))
