@@ -1,0 +1,127 @@
+"""Built-in status segments, left to right in registration order.
+
+``priority`` decides what is dropped first when the terminal is narrow (lowest first); on a
+50-column phone only activity, mode and model remain. The state dict the app passes holds:
+``provider model mode sandbox context_tokens context_window cost_usd cwd git_branch activity
+elapsed narrow``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from roder_core.services import StatusView
+
+
+class _Segment:
+    segment_id = ""
+
+    def id(self) -> str:
+        return self.segment_id
+
+
+class ActivitySegment(_Segment):
+    segment_id = "activity"
+
+    def render(self, state: dict[str, Any]) -> StatusView | None:
+        activity = state.get("activity") or "idle"
+        elapsed = state.get("elapsed")
+        text = f"● {activity}" if activity != "idle" else "○ idle"
+        if elapsed is not None and activity != "idle":
+            text += f" {int(elapsed)}s"
+        style = {"idle": "", "waiting for approval": "bold $warning"}.get(activity, "bold $accent")
+        return StatusView(text, priority=95, style=style)
+
+
+class ModeSegment(_Segment):
+    segment_id = "mode"
+
+    def render(self, state: dict[str, Any]) -> StatusView | None:
+        mode = state.get("mode")
+        if not mode:
+            return None
+        style = {"plan": "bold $secondary", "bypass": "bold $error", "auto-edit": "bold $warning"}.get(mode, "bold")
+        return StatusView(mode, priority=90, style=style)
+
+
+class ModelSegment(_Segment):
+    segment_id = "model"
+
+    def render(self, state: dict[str, Any]) -> StatusView | None:
+        model, provider = state.get("model"), state.get("provider")
+        if not model:
+            return None
+        text = model if state.get("narrow") or not provider else f"{provider}/{model}"
+        return StatusView(text, priority=85, style="$primary")
+
+
+class SandboxSegment(_Segment):
+    segment_id = "sandbox"
+
+    def render(self, state: dict[str, Any]) -> StatusView | None:
+        level = state.get("sandbox")
+        if not level:
+            return None
+        style = "$error" if level == "off" else ""
+        return StatusView(f"sandbox:{level}", priority=50, style=style)
+
+
+class ContextSegment(_Segment):
+    segment_id = "context"
+
+    def render(self, state: dict[str, Any]) -> StatusView | None:
+        used, window = int(state.get("context_tokens") or 0), int(state.get("context_window") or 0)
+        if not used:
+            return None
+        text = f"{_tokens(used)}"
+        style = ""
+        if window:
+            percent = 100 * used / window
+            text += f"/{_tokens(window)} {percent:.0f}%"
+            style = "$error" if percent >= 90 else "$warning" if percent >= 75 else ""
+        return StatusView(text, priority=70, style=style)
+
+
+class CostSegment(_Segment):
+    segment_id = "cost"
+
+    def render(self, state: dict[str, Any]) -> StatusView | None:
+        cost = float(state.get("cost_usd") or 0.0)
+        if cost <= 0:
+            return None
+        return StatusView(f"${cost:.2f}" if cost >= 0.01 else f"${cost:.4f}", priority=40)
+
+
+class BranchSegment(_Segment):
+    segment_id = "git-branch"
+
+    def render(self, state: dict[str, Any]) -> StatusView | None:
+        branch = state.get("git_branch")
+        return StatusView(f"⎇ {branch}", priority=30) if branch else None
+
+
+class CwdSegment(_Segment):
+    segment_id = "cwd"
+
+    def render(self, state: dict[str, Any]) -> StatusView | None:
+        cwd = state.get("cwd")
+        if not cwd:
+            return None
+        home = os.path.expanduser("~")
+        shown = "~" + cwd[len(home):] if home != "/" and cwd.startswith(home) else cwd
+        return StatusView(shown, priority=20, style="$text-muted")
+
+
+def _tokens(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 1000:
+        return f"{n / 1000:.1f}k"
+    return str(n)
+
+
+STATUS_SEGMENTS = [
+    ActivitySegment(), ModeSegment(), ModelSegment(), SandboxSegment(), ContextSegment(),
+    CostSegment(), BranchSegment(), CwdSegment(),
+]

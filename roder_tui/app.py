@@ -1,0 +1,779 @@
+"""The full-screen Roder app.
+
+The app drives the runtime only through the in-process control-plane client (``LocalAppClient``):
+every action here is a method a remote client could call too. Runtime work never runs on the
+event loop's critical path: the first frame is painted before the runtime is even imported, and
+stream deltas are coalesced to at most ~30 repaints a second (10 over SSH).
+"""
+
+from __future__ import annotations
+
+import os
+
+from roder_tui.remote import stream_fps, tune_for_link
+
+REMOTE = tune_for_link()
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import time  # noqa: E402
+import tomllib  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+from textual import on, work  # noqa: E402
+from textual.app import App  # noqa: E402
+from textual.containers import Horizontal, Vertical  # noqa: E402
+
+from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
+from roder_tui.keymap import app_bindings  # noqa: E402
+from roder_tui.palette import PaletteSourcesProvider  # noqa: E402
+from roder_tui.theming import RoderTheme, ThemeSet, load_themes, rich_styles, save_theme_choice  # noqa: E402
+from roder_tui.widgets.messages import ToolCardView  # noqa: E402
+from roder_tui.widgets.prompt import PromptBar, PromptHistory, PromptInput, attachments_in  # noqa: E402
+from roder_tui.widgets.sidebar import Sidebar  # noqa: E402
+from roder_tui.widgets.status_bar import StatusBar  # noqa: E402
+from roder_tui.widgets.transcript import Transcript  # noqa: E402
+
+if TYPE_CHECKING:
+    from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread
+    from roder_core.server.client import LocalAppClient
+    from roder_core.services import PaletteCommand, PaletteSource
+
+log = logging.getLogger(__name__)
+
+MODES = ("plan", "ask", "auto-edit", "bypass")
+SIDEBAR_MIN_WIDTH = 80
+CTRL_C_WINDOW = 2.0
+ClientFactory = Callable[[], "LocalAppClient"]
+
+
+def _roder_home_paths() -> tuple[Path, Path, Path]:
+    """(config dir, data dir, themes dir) without importing the runtime (first-frame speed)."""
+    home = os.environ.get("RODER_HOME")
+    if home:
+        root = Path(home).expanduser()
+        return root, root / "data", root / "themes"
+    from roder_core.paths import RoderPaths
+
+    paths = RoderPaths.from_env()
+    return paths.config_dir, paths.data_dir, paths.themes_dir
+
+
+def _configured(config_dir: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads((config_dir / "config.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}  # the runtime reports a broken config with a precise message when it starts
+
+
+def git_branch(cwd: Path) -> str | None:
+    """The checked-out branch, read from .git/HEAD (no subprocess)."""
+    for folder in (cwd, *cwd.parents):
+        head = folder / ".git" / "HEAD"
+        if head.is_file():
+            try:
+                ref = head.read_text(encoding="utf-8").strip()
+            except OSError:
+                return None
+            return ref.removeprefix("ref: refs/heads/") if ref.startswith("ref: ") else ref[:8]
+    return None
+
+
+def _preimport() -> None:
+    """Import the runtime and discover extensions on a thread while the first frame paints."""
+    import roder_core.server.client  # noqa: F401
+    from roder_core.distribution import discovered_factories
+
+    discovered_factories()
+
+
+class RoderApp(App[int]):
+    TITLE = "Roder"
+    BINDINGS = app_bindings()
+    COMMANDS = {PaletteSourcesProvider}
+    CSS = """
+    Screen { layout: vertical; }
+    #body { height: 1fr; }
+    #chat { width: 1fr; height: 1fr; }
+    """
+
+    def __init__(self, args: argparse.Namespace | None = None, client_factory: ClientFactory | None = None,
+                 cwd: Path | None = None) -> None:
+        super().__init__()
+        self.args = args or argparse.Namespace()
+        self.cwd = (cwd or Path.cwd()).resolve()
+        self._client_factory = client_factory
+        self.client: LocalAppClient | None = None
+        self.config_dir, self.data_dir, themes_dir = _roder_home_paths()
+        self.config_data = _configured(self.config_dir)
+        self.themes: ThemeSet = load_themes(themes_dir)
+        self.roder_theme: RoderTheme = self.themes.get(str(self.config_data.get("theme") or ""))
+        self.thread_id: str | None = None
+        self.turn_id: str | None = None
+        self.turn_started = 0.0
+        self.palette_sources: list[PaletteSource] = []
+        self.slash_commands: list[dict[str, str]] = []
+        self.sidebar_wanted = True
+        self.ready = asyncio.Event()
+        self.exit_message: str | None = None
+        self._approvals: list[ApprovalRequest] = []
+        self._approval_open: str | None = None
+        self._ctrl_c_at = 0.0
+        self._elapsed_timer: Any = None
+        self._pushed_theme = False
+        self.coalescer = DeltaCoalescer(self._flush_deltas, stream_fps(REMOTE))
+        if REMOTE:
+            ToolCardView.animate_spinner = False
+        for theme in self.themes.themes.values():
+            self.register_theme(theme.to_textual())
+        keymap = self.config_data.get("keys")
+        if isinstance(keymap, dict):
+            self.set_keymap({str(k): str(v) for k, v in keymap.items()})
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self):  # type: ignore[override]
+        self.sidebar = Sidebar(id="sidebar")
+        self.transcript = Transcript(id="transcript")
+        self.prompt_bar = PromptBar(PromptHistory(self.data_dir / "prompt-history.json"), self.cwd)
+        self.status_bar = StatusBar(id="status")
+        with Horizontal(id="body"):
+            yield self.sidebar
+            with Vertical(id="chat"):
+                yield self.transcript
+                yield self.prompt_bar
+        yield self.status_bar
+
+    def on_mount(self) -> None:
+        self.apply_theme(self.roder_theme, save=False)
+        for problem in self.themes.errors:
+            self.notify(problem, title="theme skipped", severity="warning", timeout=8)
+        self.status_bar.update_state(cwd=str(self.cwd), git_branch=git_branch(self.cwd), activity="starting")
+        self.prompt_bar.input.focus()
+        self._layout_for_width(self.size.width)
+        self.call_after_refresh(self._boot)
+
+    def on_resize(self, event: Any) -> None:
+        self._layout_for_width(event.size.width)
+
+    def _layout_for_width(self, width: int) -> None:
+        self.sidebar.display = self.sidebar_wanted and width >= SIDEBAR_MIN_WIDTH
+
+    # ------------------------------------------------------------------ startup
+
+    @work(exclusive=True, group="boot")
+    async def _boot(self) -> None:
+        from roder_core.config import ConfigError
+        from roder_core.errors import RoderError
+        from roder_core.registry import RegistryError
+        from roder_core.server.errors import RpcError
+
+        try:
+            if self._client_factory is None:
+                await asyncio.to_thread(_preimport)
+                from roder_core.bootstrap import settings_from_args
+                from roder_core.server.client import LocalAppClient
+
+                settings = settings_from_args(self.args, interactive=True)
+                settings.cwd = self.cwd
+                self.client = LocalAppClient.start(settings)
+            else:
+                self.client = self._client_factory()
+            client = self.client
+            info = await client.initialize(client_name="roder-tui", client_version="0.1.0")
+        except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
+            self.exit_message = f"roder: {exc}"
+            self.exit(2)
+            return
+        for warning in info.warnings:
+            self.notify(warning, severity="warning", timeout=8)
+        registry = client.runtime.registry  # in-process surfaces: objects, not wire data
+        self.status_bar.set_segments(list(registry.status_segments))
+        self.palette_sources = list(registry.palette_sources)
+        sandbox = getattr(info, "sandbox", None) or self.config_data.get("sandbox") or getattr(self.args, "sandbox", None)
+        self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, sandbox=sandbox,
+                                     activity="idle")
+        await self._load_commands()
+        self.run_worker(self._pump(), exclusive=True, group="pump")
+        if info.fell_back_to_mock and not getattr(self.args, "provider", None):
+            from roder_tui.screens.first_run import FirstRunScreen
+
+            choice = await self.push_screen_wait(FirstRunScreen(str(self.config_dir / "config.toml")))
+            if choice == "quit":
+                self.exit(0)
+                return
+        await self._open_initial_thread()
+        self.ready.set()
+        prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
+        if prompt:
+            await self.send(prompt)
+
+    async def _open_initial_thread(self) -> None:
+        client = self._client()
+        resume = getattr(self.args, "resume", None)
+        if resume:
+            await self.switch_thread(resume)
+            return
+        if resume == "":
+            threads = (await client.thread_list(cwd=str(self.cwd))).threads
+            if threads:
+                from roder_tui.screens.resume import ResumePicker
+
+                chosen = await self.push_screen_wait(ResumePicker(threads))
+                if chosen:
+                    await self.switch_thread(chosen)
+                    return
+            else:
+                self.notify("No earlier threads in this folder; starting a new one.")
+        elif getattr(self.args, "continue_last", False):
+            threads = (await client.thread_list(cwd=str(self.cwd), limit=1)).threads
+            if threads:
+                await self.switch_thread(threads[0].id)
+                return
+            self.notify("No earlier thread in this folder to continue; starting a new one.")
+        await self.new_thread()
+
+    async def _load_commands(self) -> None:
+        from roder_core.server.errors import RpcError
+
+        try:
+            result = await self._client().request("commands/list")
+            rows = result.wire().get("commands", [])
+        except RpcError:
+            rows = []
+        self.slash_commands = [
+            {"name": r["name"], "description": r.get("description", ""), "argument_hint": r.get("argumentHint", "")}
+            for r in rows
+        ]
+        self.prompt_bar.set_commands([(c["name"], c["argument_hint"], c["description"]) for c in self.slash_commands])
+
+    def _client(self) -> LocalAppClient:
+        if self.client is None:
+            raise RuntimeError("the runtime is still starting")
+        return self.client
+
+    # ------------------------------------------------------------------ events
+
+    async def _pump(self) -> None:
+        """Consume runtime notifications. Deltas only append to buffers here; rendering happens
+        in coalesced flushes, so a flood of tokens never starves input handling."""
+        from roder_core.server.fanout import ClientFellBehind
+
+        client = self._client()
+        while True:
+            queue = client.subscribe()
+            try:
+                async for event in queue:
+                    await self._on_event(event)
+                return
+            except ClientFellBehind:
+                queue.close()
+                if self.thread_id:
+                    await self.switch_thread(self.thread_id)
+
+    async def _on_event(self, event: Any) -> None:
+        from roder_core import events as ev
+
+        method = getattr(event, "method", "")
+        thread_id = getattr(event, "thread_id", None)
+        if isinstance(event, ev.AgentMessageDelta):
+            if thread_id == self.thread_id:
+                self.coalescer.push(event.item_id, event.delta)
+            return
+        if isinstance(event, ev.ToolOutputDelta):
+            if thread_id == self.thread_id:
+                self.coalescer.push(f"call:{event.call_id}", event.delta)
+            return
+        if thread_id not in (self.thread_id, "", None):
+            if method in ("thread/status/changed", "thread/title/changed", "thread/started"):
+                self.refresh_sidebar()
+            return
+        await self.coalescer.drain()
+        if isinstance(event, ev.ItemStarted):
+            await self.transcript.add_item(event.item, live=True)
+        elif isinstance(event, ev.ItemCompleted):
+            await self.transcript.add_item(event.item, live=False)
+        elif isinstance(event, ev.TurnStarted):
+            self.turn_id, self.turn_started = event.turn_id, time.monotonic()
+            self._set_activity("working")
+        elif isinstance(event, ev.TurnCompleted):
+            self.turn_id = None
+            status = event.turn.status
+            if status == "failed" and event.turn.error is not None:
+                self.notify(event.turn.error.message, title="turn failed", severity="error", timeout=10)
+            elif status == "interrupted":
+                self.notify("turn interrupted")
+            self._set_activity("idle")
+            self.status_bar.update_state(git_branch=git_branch(self.cwd))
+            self.refresh_sidebar()
+        elif isinstance(event, ev.ApprovalRequested):
+            self._approvals.append(event.request)
+            self._set_activity("waiting for approval")
+            self._next_approval()
+        elif isinstance(event, ev.ApprovalResolved):
+            self._approvals = [r for r in self._approvals if r.approval_id != event.approval_id]
+            if self._approval_open == event.approval_id:
+                from roder_tui.screens.approval import ApprovalScreen
+
+                if isinstance(self.screen, ApprovalScreen):
+                    self._approval_open = None
+                    self.pop_screen()
+            if self.turn_id:
+                self._set_activity("working")
+        elif isinstance(event, ev.TokenUsageUpdated):
+            self.status_bar.update_state(context_tokens=event.context_tokens, context_window=event.context_window,
+                                         cost_usd=event.total.cost_usd)
+        elif isinstance(event, ev.ModeChanged):
+            self.status_bar.update_state(mode=event.mode)
+        elif isinstance(event, ev.ThreadTitleChanged | ev.ThreadStatusChanged):
+            self.refresh_sidebar()
+        elif isinstance(event, ev.ErrorEvent):
+            self.notify(event.message, title=event.kind, severity="error", timeout=10)
+
+    async def _flush_deltas(self, batch: dict[str, str]) -> None:
+        for key, text in batch.items():
+            await self.transcript.stream(key, text)
+
+    def _set_activity(self, activity: str) -> None:
+        self.status_bar.update_state(activity=activity,
+                                     elapsed=(time.monotonic() - self.turn_started) if activity != "idle" else None)
+        if activity == "idle" and self._elapsed_timer is not None:
+            self._elapsed_timer.stop()
+            self._elapsed_timer = None
+        elif activity != "idle" and self._elapsed_timer is None:
+            # One tick a second while a turn runs; nothing at all while idle.
+            self._elapsed_timer = self.set_interval(1.0, self._tick_elapsed)
+
+    def _tick_elapsed(self) -> None:
+        if self.turn_id:
+            self.status_bar.update_state(elapsed=time.monotonic() - self.turn_started)
+
+    # ------------------------------------------------------------------ approvals
+
+    def _next_approval(self) -> None:
+        if self._approval_open is not None or not self._approvals:
+            return
+        from roder_tui.screens.approval import ApprovalScreen
+
+        request = self._approvals.pop(0)
+        self._approval_open = request.approval_id
+
+        def answered(decision: ApprovalDecision | None) -> None:
+            self._approval_open = None
+            if decision is not None:
+                self.run_worker(self._resolve(request, decision), group="approval")
+            self._next_approval()
+
+        self.push_screen(ApprovalScreen(request), answered)
+
+    async def _resolve(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        await self._client().resolve_approval(request.approval_id, decision.decision, rule=decision.rule)
+
+    # ------------------------------------------------------------------ threads
+
+    async def new_thread(self) -> None:
+        result = await self._client().thread_start(cwd=str(self.cwd))
+        await self._show_thread(result.thread)
+
+    async def switch_thread(self, thread_id: str) -> None:
+        from roder_core.server.errors import RpcError
+
+        try:
+            result = await self._client().thread_resume(thread_id)
+        except RpcError as exc:
+            self.notify(exc.message, title="cannot open thread", severity="error")
+            return
+        await self._show_thread(result.thread)
+
+    async def _show_thread(self, thread: Thread) -> None:
+        await self.coalescer.drain()
+        self.thread_id = thread.id
+        self.turn_id = None
+        await self.transcript.load(thread.items())
+        last = next((t for t in reversed(thread.turns) if t.usage.total_tokens), None)
+        self.status_bar.update_state(
+            provider=thread.provider or self.status_bar.state.get("provider"),
+            model=thread.model or self.status_bar.state.get("model"),
+            context_tokens=last.usage.input_tokens + last.usage.output_tokens if last else 0,
+            cost_usd=thread.usage.cost_usd,
+        )
+        self.refresh_sidebar()
+
+    @work(exclusive=True, group="sidebar")
+    async def refresh_sidebar(self) -> None:
+        if self.client is None:
+            return
+        threads = (await self.client.thread_list(cwd=str(self.cwd), limit=200)).threads
+        self.sidebar.show(threads, self.thread_id)
+
+    @on(Sidebar.Selected)
+    async def _sidebar_selected(self, event: Sidebar.Selected) -> None:
+        if event.thread_id != self.thread_id:
+            await self.switch_thread(event.thread_id)
+        self.prompt_bar.input.focus()
+
+    # ------------------------------------------------------------------ input
+
+    @on(PromptInput.Submitted)
+    async def _submitted(self, event: PromptInput.Submitted) -> None:
+        await self.send(event.text)
+
+    async def send(self, text: str) -> None:
+        """Send what the user typed: ``!cmd``, ``/command``, a steer during a turn, or a prompt."""
+        from roder_core.server.errors import RpcError
+
+        if not self.ready.is_set():
+            await self.ready.wait()
+        stripped = text.strip()
+        try:
+            if stripped.startswith("!") and len(stripped) > 1:
+                await self.run_shell(stripped[1:].strip())
+            elif stripped.startswith("/") and len(stripped) > 1 and not stripped.startswith("//"):
+                await self.run_slash(stripped)
+            elif self.turn_id is not None:
+                await self._client().turn_steer(self._thread(), self.turn_id, text)
+                self.notify("queued: it reaches the model at its next call", title="steer")
+            else:
+                from roder_core.server.protocol import InputItem
+
+                files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd)]
+                await self._client().turn_start(self._thread(), text, files)
+        except RpcError as exc:
+            self.notify(exc.message, severity="error", timeout=10)
+
+    def _thread(self) -> str:
+        if self.thread_id is None:
+            raise RuntimeError("no thread is open")
+        return self.thread_id
+
+    async def run_shell(self, command: str) -> None:
+        """``!cmd``: the control plane's command/exec runs it after policy evaluation."""
+        from roder_core.ir import CommandExecutionItem
+
+        started = time.monotonic()
+        result = await self._client().request(
+            "command/exec", {"command": ["bash", "-lc", command], "cwd": str(self.cwd), "threadId": self.thread_id}
+        )
+        data = result.wire()
+        output = (data.get("stdout") or "") + (data.get("stderr") or "")
+        await self.transcript.add_item(CommandExecutionItem(
+            command=command, cwd=str(self.cwd), exit_code=data.get("exitCode"), output=output,
+            duration_ms=int((time.monotonic() - started) * 1000), call_id=None,
+        ))
+
+    async def run_slash(self, line: str) -> None:
+        from roder_core.server.errors import RpcError
+
+        name, _, arguments = line[1:].partition(" ")
+        client = self._client()
+        local = self._local_slash(name, arguments)
+        if local is not None:
+            await local
+            return
+        try:
+            outcome = (await client.request(
+                "commands/run", {"threadId": self.thread_id, "name": name, "arguments": arguments}
+            )).wire()
+        except RpcError as exc:
+            if exc.code != -32601:
+                raise
+            self.notify(f"/{name} is not available in this build", severity="error")
+            return
+        if outcome.get("kind") == "action":
+            action = self._local_slash(outcome.get("action") or name, outcome.get("arguments") or "")
+            if action is not None:
+                await action
+            else:
+                self.notify(outcome.get("message") or f"/{name} has nothing to show here")
+        elif outcome.get("kind") == "done" and outcome.get("message"):
+            self.notify(outcome["message"], title=f"/{name}", timeout=8)
+            data = outcome.get("data") or {}
+            if "mode" in data:
+                self.status_bar.update_state(mode=data["mode"])
+            if "model" in data:
+                self.status_bar.update_state(provider=data.get("provider"), model=data["model"])
+
+    def _local_slash(self, name: str, arguments: str) -> Any:
+        """Built-ins that act on the screen; None for the ones the runtime performs."""
+        actions: dict[str, Callable[[], Any]] = {
+            "new": self.new_thread,
+            "clear": self.new_thread,
+            "resume": lambda: self._resume(arguments.strip()),
+            "fork": self.fork_thread,
+            "export": lambda: self.export_thread(*(arguments.split() or ["md"])[:2]),
+            "quit": self._quit_async,
+            "exit": self._quit_async,
+            "help": self._help_async,
+        }
+        factory = actions.get(name)
+        return factory() if factory is not None else None
+
+    async def _quit_async(self) -> None:
+        self.exit(0)
+
+    async def _help_async(self) -> None:
+        self.action_help()
+
+    async def _resume(self, thread_id: str) -> None:
+        if thread_id:
+            await self.switch_thread(thread_id)
+        else:
+            self.action_resume_picker()
+
+    async def fork_thread(self) -> None:
+        result = await self._client().request("thread/fork", {"threadId": self._thread()})
+        thread = result.thread  # type: ignore[attr-defined]
+        self.notify(f"forked into {thread.id}", title="fork")
+        await self.switch_thread(thread.id)
+
+    async def export_thread(self, fmt: str = "md", path: str | None = None) -> None:
+        thread = (await self._client().thread_read(self._thread(), include_turns=True)).thread
+        fmt = "json" if fmt.lower() in ("json", "jsonl") else "md"
+        target = Path(path) if path else self.cwd / f"roder-{thread.id}.{fmt}"
+        target = target if target.is_absolute() else self.cwd / target
+        text = json.dumps(thread.wire(), indent=2) if fmt == "json" else thread_markdown(thread)
+        try:
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"could not write {target}: {exc}", severity="error")
+            return
+        self.notify(str(target), title="exported")
+
+    # ------------------------------------------------------------------ palette
+
+    async def palette_state(self) -> dict[str, Any]:
+        client = self._client()
+        threads = (await client.thread_list(cwd=str(self.cwd), limit=100)).threads
+        providers = await client.providers_list()
+        models: list[dict[str, str]] = []
+        for provider in providers.providers:
+            if provider.auth_configured is False:
+                continue
+            with contextlib.suppress(Exception):
+                listed = await client.model_list(provider.id)
+                models.extend({"provider": provider.id, "id": m.id} for m in listed.models)
+        return {
+            "threads": [{"id": t.id, "title": t.title, "updated_at": t.updated_at,
+                         "parent_id": t.parent.thread_id if t.parent else None} for t in threads],
+            "thread_id": self.thread_id,
+            "providers": [{"id": p.id, "name": p.name, "default_model": p.default_model,
+                           "auth_configured": p.auth_configured} for p in providers.providers],
+            "models": models,
+            "provider": providers.provider,
+            "model": providers.model,
+            "mode": self.status_bar.state.get("mode"),
+            "themes": sorted(self.themes.themes),
+            "theme": self.roder_theme.name,
+            "commands": self.slash_commands,
+        }
+
+    def run_palette_command(self, command: PaletteCommand) -> None:
+        self.run_worker(self._run_palette_command(command), group="palette")
+
+    async def _run_palette_command(self, command: PaletteCommand) -> None:
+        from roder_core.server.errors import RpcError
+
+        params, method = dict(command.params), command.method
+        local: dict[str, Callable[[], Any]] = {
+            "tui/thread/new": self.new_thread,
+            "tui/thread/pick": self._help_picker,
+            "tui/thread/fork": self.fork_thread,
+            "tui/thread/switch": lambda: self.switch_thread(params["threadId"]),
+            "tui/theme/set": lambda: self._set_theme_async(params["name"]),
+            "tui/export": lambda: self.export_thread(params.get("format", "md")),
+            "tui/slash": lambda: self.run_slash(f"/{params['name']}"),
+            "tui/copy_last": self._copy_async,
+            "tui/sidebar": self._sidebar_async,
+            "tui/help": self._help_async,
+        }
+        try:
+            if method in local:
+                await local[method]()
+                return
+            result = await self._client().request(method, params)
+        except RpcError as exc:
+            self.notify(exc.message, severity="error", timeout=10)
+            return
+        data = result.wire()
+        if method == "session/set_mode":
+            self.status_bar.update_state(mode=data.get("mode"))
+        elif method == "providers/select":
+            self.status_bar.update_state(provider=data.get("provider"), model=data.get("model"))
+            self.notify(f"{data.get('provider')}/{data.get('model')}", title="model")
+
+    async def _help_picker(self) -> None:
+        self.action_resume_picker()
+
+    async def _copy_async(self) -> None:
+        self.action_copy_focused()
+
+    async def _sidebar_async(self) -> None:
+        self.action_toggle_sidebar()
+
+    # ------------------------------------------------------------------ themes
+
+    def apply_theme(self, theme: RoderTheme, *, save: bool = True) -> None:
+        from rich.theme import Theme as RichTheme
+
+        from roder_tui.widgets.markdown_stream import CodeStyle
+
+        self.roder_theme = theme
+        CodeStyle.name = theme.code_theme
+        if self._pushed_theme:
+            self.console.pop_theme()
+        self.console.push_theme(RichTheme(rich_styles(theme)))
+        self._pushed_theme = True
+        self.theme = theme.name
+        if self.is_mounted(self.transcript):
+            self.transcript.rerender()
+        if save:
+            try:
+                save_theme_choice(self.config_dir / "config.toml", theme.name)
+            except OSError as exc:
+                self.notify(f"theme not saved: {exc}", severity="warning")
+
+    async def _set_theme_async(self, name: str) -> None:
+        if name not in self.themes.themes:
+            self.notify(f"unknown theme {name!r}", severity="error")
+            return
+        self.apply_theme(self.themes.themes[name])
+        self.notify(name, title="theme")
+
+    def is_mounted(self, widget: Any) -> bool:
+        return widget is not None and widget.is_attached
+
+    # ------------------------------------------------------------------ actions (keymap.py)
+
+    def action_ctrl_c(self) -> None:
+        focused = self.focused
+        if isinstance(focused, PromptInput) and focused.selected_text:
+            self.action_copy_text(focused.selected_text)
+            return
+        now = time.monotonic()
+        if now - self._ctrl_c_at <= CTRL_C_WINDOW:
+            self.exit(0)
+            return
+        self._ctrl_c_at = now
+        self.notify("press ctrl+c again to quit (or ctrl+q)", timeout=CTRL_C_WINDOW)
+
+    def action_copy_text(self, text: str) -> None:
+        from roder_tui.clipboard import copy_text
+
+        if not text:
+            self.notify("nothing to copy")
+            return
+        where = copy_text(self, text)
+        self.notify(f"copied {len(text)} characters to the {where}")
+
+    def action_copy_focused(self) -> None:
+        entry = self.transcript.focused_entry() or self.transcript.last_answer()
+        self.action_copy_text(entry.copy_text() if entry else "")
+
+    async def action_cycle_mode(self) -> None:
+        if self.client is None:
+            return
+        current = self.status_bar.state.get("mode") or "ask"
+        mode = MODES[(MODES.index(current) + 1) % len(MODES)] if current in MODES else "ask"
+        result = await self.client.session_set_mode(mode, reason="shift+tab")
+        self.status_bar.update_state(mode=result.mode)
+
+    def action_toggle_sidebar(self) -> None:
+        if self.size.width < SIDEBAR_MIN_WIDTH and not self.sidebar.display:
+            self.sidebar_wanted = True
+            self.sidebar.display = True  # an explicit request wins over the narrow default
+            return
+        self.sidebar_wanted = not self.sidebar.display
+        self.sidebar.display = self.sidebar_wanted
+
+    def action_help(self) -> None:
+        from roder_tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_new_thread(self) -> None:
+        if self.client is not None:
+            await self.new_thread()
+            self.prompt_bar.input.focus()
+
+    @work(group="picker")
+    async def action_resume_picker(self) -> None:
+        from roder_tui.screens.resume import ResumePicker
+
+        if self.client is None:
+            return
+        threads = (await self.client.thread_list(cwd=str(self.cwd))).threads
+        chosen = await self.push_screen_wait(ResumePicker(threads))
+        if chosen:
+            await self.switch_thread(chosen)
+
+    def action_focus_transcript(self) -> None:
+        widgets = self.transcript._entry_widgets()
+        (widgets[-1] if widgets else self.transcript).focus()
+
+    def action_focus_prompt(self) -> None:
+        self.prompt_bar.input.focus()
+
+    async def action_interrupt(self) -> None:
+        if self.prompt_bar.popup.display:
+            self.prompt_bar.popup.close()
+            return
+        if self.client is not None and self.thread_id and self.turn_id:
+            await self.client.turn_interrupt(self.thread_id, self.turn_id)
+
+    async def on_unmount(self) -> None:
+        self.coalescer.close()
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                await self.client.close()
+
+
+def thread_markdown(thread: Thread) -> str:
+    """A readable Markdown transcript of a thread (the ``Export as Markdown`` action)."""
+    from roder_core.ir import (
+        AgentMessageItem,
+        CommandExecutionItem,
+        ErrorItem,
+        FileChangeItem,
+        ToolCallItem,
+        ToolResultItem,
+        UserMessageItem,
+    )
+
+    lines = [f"# {thread.title or 'Roder thread'}", "", f"- thread: `{thread.id}`", f"- model: {thread.provider}/{thread.model}",
+             f"- folder: `{thread.cwd}`", ""]
+    for item in thread.items():
+        if isinstance(item, UserMessageItem):
+            lines += ["## User", "", item.text, ""]
+        elif isinstance(item, AgentMessageItem):
+            lines += ["## Assistant", "", item.text, ""]
+        elif isinstance(item, ToolCallItem):
+            lines += [f"**tool call** `{item.name}` `{json.dumps(item.arguments, ensure_ascii=False)}`", ""]
+        elif isinstance(item, CommandExecutionItem):
+            lines += ["```console", f"$ {item.command}", item.output.rstrip(), "```", ""]
+        elif isinstance(item, FileChangeItem):
+            lines += [f"```diff\n{c.diff.rstrip()}\n```\n" for c in item.changes]
+        elif isinstance(item, ToolResultItem):
+            lines += ["<details><summary>result</summary>", "", "```", item.text.rstrip(), "```", "</details>", ""]
+        elif isinstance(item, ErrorItem):
+            lines += [f"> error: {item.message}", ""]
+    return "\n".join(lines)
+
+
+def run_app(args: argparse.Namespace) -> int:
+    """``roder [PROMPT]``: open the app; returns the process exit code."""
+    import sys
+
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        sys.stderr.write("roder: the app needs a terminal; use `roder -p PROMPT` for one-shot answers\n")
+        return 2
+    app = RoderApp(args)
+    code = app.run()
+    if app.exit_message:
+        sys.stderr.write(app.exit_message + "\n")
+    return int(code or 0)

@@ -1,0 +1,107 @@
+"""Every key binding of the app, in one table.
+
+The app's bindings, the help screen (``?``/F1) and the README's key table all come from here, so
+they cannot drift apart. App-level bindings have ids; ``[keys]`` in config.toml remaps them, e.g.
+``toggle_sidebar = "ctrl+e"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Key:
+    keys: str  # Textual key spec, comma-separated alternatives
+    action: str
+    description: str
+    scope: str  # where the key works: app, prompt, transcript, approval, picker
+    binding_id: str | None = None  # remappable app binding
+    priority: bool = False
+
+    @property
+    def display(self) -> str:
+        return " / ".join(k.strip() for k in self.keys.split(","))
+
+
+KEYS: tuple[Key, ...] = (
+    # app-wide
+    Key("ctrl+q", "quit", "quit Roder", "app", "quit", priority=True),
+    Key("ctrl+c", "ctrl_c", "press twice to quit (copies the selection in the prompt)", "app", None, priority=True),
+    Key("ctrl+p", "command_palette", "command palette: threads, models, modes, themes, commands, export", "app",
+        "command_palette"),
+    Key("shift+tab", "cycle_mode", "cycle mode: plan → ask → auto-edit → bypass", "app", "cycle_mode", priority=True),
+    Key("ctrl+b", "toggle_sidebar", "show or hide the sidebar (threads, fork tree)", "app", "toggle_sidebar"),
+    Key("f1", "help", "this help", "app", "help"),
+    Key("question_mark", "help", "this help (outside the prompt)", "transcript"),
+    Key("ctrl+n", "new_thread", "new thread", "app", "new_thread"),
+    Key("ctrl+r", "resume_picker", "resume an earlier thread (picker)", "app", "resume_picker"),
+    Key("ctrl+t", "focus_transcript", "move focus to the transcript", "app", "focus_transcript"),
+    Key("ctrl+l", "focus_prompt", "move focus to the prompt", "app", "focus_prompt"),
+    Key("escape", "interrupt", "interrupt the running turn (closes completion first)", "app", "interrupt"),
+    Key("ctrl+shift+c", "copy_focused", "copy the focused message (or the last answer)", "app", "copy_focused"),
+    # prompt
+    Key("enter", "", "send; while a turn runs, queue it as a steer message", "prompt"),
+    Key("shift+enter,ctrl+j", "", "new line", "prompt"),
+    Key("up,down", "", "previous / next prompt from history (on the first / last line)", "prompt"),
+    Key("/", "", "command completion (built-in and custom commands)", "prompt"),
+    Key("@", "", "complete a workspace file; it is attached when you send", "prompt"),
+    Key("!", "", "!cmd runs a shell command through the policy and shows it", "prompt"),
+    Key("tab", "", "accept a completion (enter too); esc closes it", "prompt"),
+    # transcript
+    Key("j,down", "", "next message", "transcript"),
+    Key("k,up", "", "previous message", "transcript"),
+    Key("enter", "", "expand or collapse (tool output, reasoning, summaries)", "transcript"),
+    Key("y", "", "copy the focused message", "transcript"),
+    Key("home,g", "", "first message (loads the start of a long thread)", "transcript"),
+    Key("end,G", "", "last message, and follow new output", "transcript"),
+    Key("pageup,pagedown", "", "scroll a page", "transcript"),
+    # approval modal
+    Key("y", "", "allow once", "approval"),
+    Key("s", "", "allow for this session", "approval"),
+    Key("a", "", "always allow: saves the exact rule shown to config.toml", "approval"),
+    Key("n", "", "deny (the model is told)", "approval"),
+    Key("escape", "", "deny and interrupt the turn", "approval"),
+    # pickers and screens
+    Key("enter", "", "choose", "picker"),
+    Key("escape", "", "close", "picker"),
+)
+
+SCOPE_TITLES = {
+    "app": "Anywhere",
+    "prompt": "Prompt",
+    "transcript": "Transcript (ctrl+t to focus)",
+    "approval": "Approval dialog",
+    "picker": "Pickers, help and palette",
+}
+
+
+def app_bindings() -> list[Binding]:
+    return [
+        Binding(k.keys, k.action, k.description, show=False, id=k.binding_id, priority=k.priority)
+        for k in KEYS
+        if k.scope == "app" and k.action not in ("command_palette",)
+    ]
+
+
+def keys_by_scope() -> dict[str, list[Key]]:
+    grouped: dict[str, list[Key]] = {scope: [] for scope in SCOPE_TITLES}
+    for key in KEYS:
+        grouped[key.scope].append(key)
+    return grouped
+
+
+def markdown_table() -> str:
+    """The README's key table (tests check the README contains every row)."""
+    lines: list[str] = []
+    for scope, keys in keys_by_scope().items():
+        lines.append(f"**{SCOPE_TITLES[scope]}**\n")
+        lines.append("| key | does |")
+        lines.append("| --- | --- |")
+        for key in keys:
+            shown = key.display.replace("question_mark", "?")
+            lines.append(f"| `{shown}` | {key.description} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Modal screens of the app: approval, help, resume picker, first run."""

@@ -1,0 +1,95 @@
+"""The approval dialog: what the agent wants to do, why it asks, and five one-key answers.
+
+``y`` allow once, ``s`` allow for this session, ``a`` always (the exact rule it saves is shown),
+``n`` deny, ``esc`` deny and interrupt. It fits a 50x20 terminal: the preview scrolls inside.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Group
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from roder_core.ir import ApprovalDecision, ApprovalRequest
+from roder_tui.widgets.messages import diff_lines
+
+PREVIEW_LIMIT = 2000
+
+
+class ApprovalScreen(ModalScreen[ApprovalDecision]):
+    BINDINGS = [
+        Binding("y", "decide('allow_once')", "Allow once"),
+        Binding("s", "decide('allow_session')", "Allow for session"),
+        Binding("a", "decide('allow_always')", "Always allow"),
+        Binding("n", "decide('deny')", "Deny"),
+        Binding("escape", "decide('deny_interrupt')", "Deny and interrupt"),
+    ]
+    DEFAULT_CSS = """
+    ApprovalScreen { align: center middle; }
+    ApprovalScreen > Vertical {
+        width: 100%; max-width: 110; height: auto; max-height: 100%;
+        background: $surface; border: round $warning; padding: 0 1;
+    }
+    ApprovalScreen #approval-title { text-style: bold; color: $warning; }
+    ApprovalScreen #approval-reason { color: $text-muted; }
+    ApprovalScreen VerticalScroll { height: auto; max-height: 1fr; background: $background; margin: 1 0; }
+    ApprovalScreen #approval-keys { height: auto; }
+    """
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__()
+        self.request = request
+        self.rule = next((o.rule for o in request.options if o.id == "allow_always" and o.rule), None) or request.tool
+
+    def compose(self):  # type: ignore[override]
+        req = self.request
+        with Vertical():
+            yield Static(f"Allow {req.tool}?", id="approval-title", markup=False)
+            if req.reason:
+                yield Static(req.reason, id="approval-reason", markup=False)
+            with VerticalScroll(id="approval-preview"):
+                yield Static(self._preview(), markup=False)
+            yield Static(self._keys(), id="approval-keys")
+
+    def _preview(self) -> Group | Text:
+        req = self.request
+        if req.diff:
+            lines = diff_lines(req.diff)
+            extra = len(lines) - PREVIEW_LIMIT
+            shown = lines[:PREVIEW_LIMIT] + ([Text(f"… {extra} more lines", style="dim")] if extra > 0 else [])
+            return Group(*shown)
+        if req.command:
+            text = Text("$ ", style="bold")
+            text.append(req.command, style="bold")
+            if req.cwd:
+                text.append(f"\nin {req.cwd}", style="dim")
+            return text
+        return Text(json.dumps(req.arguments, indent=2, ensure_ascii=False)[:20_000])
+
+    def _keys(self) -> Text:
+        options = {o.id for o in self.request.options} or {"allow_once", "allow_session", "allow_always", "deny",
+                                                              "deny_interrupt"}
+        rows = [
+            ("y", "allow once", "allow_once"),
+            ("s", "allow for this session", "allow_session"),
+            ("a", f"always allow: {self.rule}", "allow_always"),
+            ("n", "deny", "deny"),
+            ("esc", "deny and interrupt", "deny_interrupt"),
+        ]
+        text = Text()
+        for key, label, option in rows:
+            if option in options:
+                if text:
+                    text.append("\n")
+                text.append(f" {key} ", style="bold reverse")
+                text.append(f" {label}")
+        return text
+
+    def action_decide(self, decision: str) -> None:
+        rule = self.rule if decision == "allow_always" else None
+        self.dismiss(ApprovalDecision(decision=decision, rule=rule))  # type: ignore[arg-type]

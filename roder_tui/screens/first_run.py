@@ -1,0 +1,61 @@
+"""First run: no provider is configured. Say how to set one up, offer the offline mock model."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+FIRST_RUN_TEXT = """\
+No model provider is configured yet.
+
+Use a hosted model — set a key, then start roder again:
+  export ANTHROPIC_API_KEY=...     (Anthropic)
+  export OPENAI_API_KEY=...        (OpenAI)
+
+Or a local model (Ollama, vLLM, LM Studio) — add to {config}:
+  [providers.local]
+  dialect = "chat-completions"
+  base_url = "http://127.0.0.1:11434/v1"
+  models = ["qwen2.5-coder"]
+and set provider = "local" at the top of the file.
+
+Meanwhile you can try Roder with the offline mock model:
+it answers predictably and never leaves this machine.
+"""
+
+
+class FirstRunScreen(ModalScreen[str]):
+    """Dismisses with ``"mock"`` (continue with the mock model) or ``"quit"``."""
+
+    BINDINGS = [
+        Binding("enter,m", "choose('mock')", "Use the mock model"),
+        Binding("q,escape", "choose('quit')", "Quit"),
+    ]
+    DEFAULT_CSS = """
+    FirstRunScreen { align: center middle; }
+    FirstRunScreen > VerticalScroll {
+        width: 100%; max-width: 80; height: auto; max-height: 100%;
+        background: $surface; border: round $primary; padding: 0 1;
+    }
+    """
+
+    def __init__(self, config_file: str) -> None:
+        super().__init__()
+        self.config_file = config_file
+
+    def compose(self):  # type: ignore[override]
+        with VerticalScroll() as box:
+            box.border_title = "Welcome to Roder"
+            yield Static(FIRST_RUN_TEXT.format(config=self.config_file), markup=False)
+            keys = Text()
+            keys.append(" enter ", style="bold reverse")
+            keys.append(" continue with the mock model   ")
+            keys.append(" q ", style="bold reverse")
+            keys.append(" quit")
+            yield Static(keys)
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)

@@ -1,0 +1,51 @@
+"""Help: every key of the app, grouped by where it works (from ``roder_tui.keymap``)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from roder_tui.keymap import SCOPE_TITLES, keys_by_scope
+
+
+def help_table() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    for scope, keys in keys_by_scope().items():
+        table.add_row(Text(SCOPE_TITLES[scope], style="bold underline"), "")
+        for key in keys:
+            table.add_row(key.display.replace("question_mark", "?"), key.description)
+        table.add_row("", "")
+    table.add_row(Text("Palette (ctrl+p)", style="bold underline"), "")
+    table.add_row("", "threads (switch, fork, new), models and providers, modes, themes, slash commands, "
+                      "compaction, export, copy")
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,q,f1,question_mark", "dismiss_help", "Close"),
+    ]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 100%; max-width: 100; height: 100%; max-height: 40;
+        background: $surface; border: round $primary; padding: 0 1;
+    }
+    """
+
+    def compose(self):  # type: ignore[override]
+        with VerticalScroll() as scroll:
+            scroll.border_title = "Keys · esc to close"
+            yield Static(help_table())
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).focus()
+
+    def action_dismiss_help(self) -> None:
+        self.dismiss(None)

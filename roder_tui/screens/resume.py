@@ -1,0 +1,80 @@
+"""The resume picker (``roder -r`` without an id, ctrl+r): this folder's threads, filterable."""
+
+from __future__ import annotations
+
+import time
+
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from roder_core.ir import ThreadSummary
+from roder_tui.widgets.sidebar import age
+
+
+class ResumePicker(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Close")]
+    DEFAULT_CSS = """
+    ResumePicker { align: center middle; }
+    ResumePicker > Vertical {
+        width: 100%; max-width: 100; height: 100%; max-height: 30;
+        background: $surface; border: round $primary; padding: 0 1;
+    }
+    ResumePicker OptionList { height: 1fr; border: none; }
+    ResumePicker #resume-empty { color: $text-muted; }
+    """
+
+    def __init__(self, threads: list[ThreadSummary]) -> None:
+        super().__init__()
+        self.threads = threads
+
+    def compose(self):  # type: ignore[override]
+        with Vertical() as box:
+            box.border_title = "Resume a thread · enter to open, esc to close"
+            yield Input(placeholder="filter by title or id", id="resume-filter")
+            if not self.threads:
+                yield Static("No earlier threads in this folder.", id="resume-empty")
+            yield OptionList(id="resume-list")
+
+    def on_mount(self) -> None:
+        self._fill("")
+        self.query_one(Input).focus()
+
+    def _fill(self, query: str) -> None:
+        options = self.query_one(OptionList)
+        options.clear_options()
+        now = time.time()
+        q = query.lower()
+        for t in self.threads:
+            if q and q not in (t.title or "").lower() and q not in t.id:
+                continue
+            title = (t.title or "untitled").replace("[", r"\[")
+            options.add_option(Option(
+                f"{title}\n[dim]{age(now - t.updated_at)} ago · {t.turn_count} turns · {t.model} · {t.id}[/dim]",
+                id=t.id,
+            ))
+        if options.option_count:
+            options.highlighted = 0
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._fill(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        options = self.query_one(OptionList)
+        if options.highlighted is not None and options.option_count:
+            self.dismiss(options.get_option_at_index(options.highlighted).id)
+
+    def on_key(self, event) -> None:  # type: ignore[no-untyped-def]
+        options = self.query_one(OptionList)
+        if event.key in ("up", "down") and options.option_count:
+            event.stop()
+            current = options.highlighted or 0
+            options.highlighted = (current + (1 if event.key == "down" else -1)) % options.option_count
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,442 @@
+"""Fast streaming markdown for assistant messages.
+
+Textual's ``Markdown`` widget re-parses the last block on every append, which is fine for prose
+and ruinous for a long code fence (measured: a 300-line fence took 23-40 s). So a message is cut
+into segments as it streams:
+
+* prose goes to a live ``Markdown`` widget fed through ``Markdown.get_stream()`` (which merges
+  fragments when it falls behind); after ``SEAL_LINES`` lines, at a paragraph break, the live
+  segment is sealed into one static render and a fresh live segment starts, so the live widget
+  (and its per-append cost) stays small however long the answer gets;
+* an open code fence goes to ``StreamingCode``, a line-API widget that appends plain lines in
+  O(1); when the fence closes it is highlighted once with Pygments (off the event loop) and
+  swapped for a static view.
+
+Finished messages (and everything loaded from a thread) are built straight from the static
+segments, one widget per segment, rendered once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.console import RenderableType
+from rich.markdown import Heading, Markdown
+from rich.segment import Segment
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.containers import Vertical
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Markdown as MarkdownWidget
+from textual.widgets import Static
+
+#: Lines after which a live prose segment is sealed at the next blank line.
+SEAL_LINES = 40
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+@dataclass
+class Op:
+    """One instruction from the splitter to the view.
+
+    kinds: ``prose`` (append text to the live prose segment), ``seal`` (freeze it),
+    ``fence`` (open a code segment, ``text`` is the language), ``code`` (append code text),
+    ``close`` (the fence closed, ``text`` is the whole code)."""
+
+    kind: str
+    text: str = ""
+
+
+class FenceSplitter:
+    """Cuts streamed markdown into prose and code-fence segments, incrementally.
+
+    Partial lines are passed through as soon as they arrive, except a partial line that could
+    still become a fence marker, which waits for its newline.
+    """
+
+    def __init__(self, seal_lines: int = SEAL_LINES) -> None:
+        self.seal_lines = seal_lines
+        self._partial = ""  # current incomplete line (already partly emitted: _emitted chars)
+        self._emitted = 0
+        self._fence: str | None = None  # the open fence marker
+        self._code: list[str] = []
+        self._prose_lines = 0
+
+    @property
+    def in_fence(self) -> bool:
+        return self._fence is not None
+
+    def feed(self, text: str) -> list[Op]:
+        ops: list[Op] = []
+        data = self._partial + text
+        lines = data.split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self._line(line, ops)
+            self._emitted = 0
+        if self._partial and not self._maybe_marker(self._partial):
+            rest = self._partial[self._emitted :]
+            if rest:
+                ops.append(Op("code" if self._fence else "prose", rest))
+                self._emitted = len(self._partial)
+        return ops
+
+    def finish(self) -> list[Op]:
+        """End of message: flush the last line, close an unterminated fence."""
+        ops: list[Op] = []
+        if self._partial:
+            self._line(self._partial, ops)
+            self._partial, self._emitted = "", 0
+        if self._fence is not None:
+            ops.append(Op("close", "\n".join(self._code)))
+            self._fence, self._code = None, []
+        return ops
+
+    def _maybe_marker(self, partial: str) -> bool:
+        stripped = partial.lstrip(" ")
+        return self._emitted == 0 and len(partial) - len(stripped) <= 3 and (not stripped or stripped[0] in "`~")
+
+    def _line(self, line: str, ops: list[Op]) -> None:
+        done = line[: self._emitted]
+        rest = line[self._emitted :]
+        if self._fence is not None:
+            marker = line.strip()
+            if not done and marker and set(marker) == {self._fence[0]} and len(marker) >= len(self._fence):
+                ops.append(Op("close", "\n".join(self._code)))
+                self._fence, self._code = None, []
+                return
+            self._code.append(line)
+            ops.append(Op("code", rest + "\n"))
+            return
+        match = _FENCE_OPEN.match(line) if not done else None
+        if match:
+            if self._prose_lines:
+                ops.append(Op("seal"))
+                self._prose_lines = 0
+            self._fence = match.group(1)
+            ops.append(Op("fence", match.group(2)))
+            return
+        ops.append(Op("prose", rest + "\n"))
+        self._prose_lines += 1
+        if not line.strip() and self._prose_lines >= self.seal_lines:
+            ops.append(Op("seal"))
+            self._prose_lines = 0
+
+
+@dataclass
+class MarkdownSegment:
+    kind: str  # "prose" | "code"
+    text: str
+    lang: str = ""
+
+
+def split_markdown(text: str, seal_lines: int = SEAL_LINES) -> list[MarkdownSegment]:
+    """The static segments of a whole message (same cuts as streaming would make)."""
+    splitter = FenceSplitter(seal_lines)
+    segments: list[MarkdownSegment] = []
+    prose: list[str] = []
+
+    def apply(op: Op) -> None:
+        if op.kind == "prose":
+            prose.append(op.text)
+        elif op.kind in ("seal", "fence"):
+            if "".join(prose).strip():
+                segments.append(MarkdownSegment("prose", "".join(prose)))
+            prose.clear()
+            if op.kind == "fence":
+                segments.append(MarkdownSegment("code", "", op.text))
+        elif op.kind == "close":
+            segments[-1].text = op.text
+
+    for op in [*splitter.feed(text), *splitter.finish()]:
+        apply(op)
+    if "".join(prose).strip():
+        segments.append(MarkdownSegment("prose", "".join(prose)))
+    return segments
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+class _LeftHeading(Heading):
+    """Rich centres h1; in a narrow transcript left-aligned headings read better."""
+
+    LEVEL_ALIGN: ClassVar = dict.fromkeys(("h1", "h2", "h3", "h4", "h5", "h6"), "left")
+
+
+class RoderMarkdown(Markdown):
+    elements: ClassVar = {**Markdown.elements, "heading_open": _LeftHeading}
+
+
+class CodeStyle:
+    """The Pygments style used for code; set from the active theme."""
+
+    name = "monokai"
+
+
+def render_markdown(text: str) -> RenderableType:
+    return RoderMarkdown(text, code_theme=CodeStyle.name, hyperlinks=False)
+
+
+_HIGHLIGHTS: OrderedDict[tuple[str, str, str], Text] = OrderedDict()
+_HIGHLIGHT_CACHE_SIZE = 256
+
+
+def highlight_code(code: str, lang: str) -> Text:
+    """Pygments-highlighted code as Rich Text, cached (a theme switch or window rebuild reuses it)."""
+    key = (code, lang, CodeStyle.name)
+    cached = _HIGHLIGHTS.get(key)
+    if cached is not None:
+        _HIGHLIGHTS.move_to_end(key)
+        return cached
+    syntax = Syntax(code, lang or "text", theme=CodeStyle.name, word_wrap=True)
+    text = syntax.highlight(code)
+    text.rstrip()
+    _HIGHLIGHTS[key] = text
+    if len(_HIGHLIGHTS) > _HIGHLIGHT_CACHE_SIZE:
+        _HIGHLIGHTS.popitem(last=False)
+    return text
+
+
+class ProseBlock(Static):
+    """A sealed prose segment: one Rich markdown render, cached by Textual per width."""
+
+    DEFAULT_CSS = """
+    ProseBlock { height: auto; }
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(render_markdown(text))
+        self.source = text
+
+    def rerender(self) -> None:
+        self.update(render_markdown(self.source))
+
+
+class CodeBlock(Static):
+    """A closed code fence, highlighted once."""
+
+    DEFAULT_CSS = """
+    CodeBlock { height: auto; background: $surface; padding: 0 1; margin: 0 0 1 0; }
+    """
+
+    def __init__(self, code: str, lang: str, highlighted: Text | None = None) -> None:
+        super().__init__(highlighted if highlighted is not None else highlight_code(code, lang))
+        self.code, self.lang = code, lang
+
+    def rerender(self) -> None:
+        self.update(highlight_code(self.code, self.lang))
+
+
+class StreamingCode(ScrollView, can_focus=False):
+    """An open code fence while it streams: plain lines, appended in O(1) per line.
+
+    Uses the line API, so appending a line refreshes one row instead of re-rendering the block.
+    Long lines wrap at the current width; a resize rewraps once.
+    """
+
+    DEFAULT_CSS = """
+    StreamingCode { height: auto; background: $surface; padding: 0 1; margin: 0 0 1 0; overflow: hidden; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = [""]
+        self._rows: list[str] = []
+        self._wrapped_lines = 0  # logical lines (all but the last) already wrapped into _rows
+        self._wrap_width = 0
+
+    def append(self, text: str) -> None:
+        pieces = text.split("\n")
+        self.lines[-1] += pieces[0]
+        self.lines.extend(pieces[1:])
+        self._rewrap()
+
+    @property
+    def code(self) -> str:
+        return "\n".join(self.lines)
+
+    def _rewrap(self) -> None:
+        width = max(self.scrollable_content_region.width, 10) if self.is_mounted else 80
+        if width != self._wrap_width:
+            self._rows, self._wrapped_lines, self._wrap_width = [], 0, width
+        # Drop the rows of the (possibly still growing) last line, then wrap what is new.
+        while len(self._rows) > self._row_count_done:
+            self._rows.pop()
+        for line in self.lines[self._wrapped_lines : len(self.lines) - 1]:
+            self._rows.extend(_wrap(line, width))
+        self._wrapped_lines = len(self.lines) - 1
+        self._row_count_done = len(self._rows)
+        self._rows.extend(_wrap(self.lines[-1], width))
+        height = len(self._rows)
+        if self.virtual_size.height != height:
+            self.virtual_size = Size(width, height)
+            self.refresh(layout=True)
+        else:
+            self.refresh()
+
+    _row_count_done = 0
+
+    def on_resize(self) -> None:
+        self._rewrap()
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(len(self._rows), 1)
+
+    def render_line(self, y: int) -> Strip:
+        row = self._rows[y] if y < len(self._rows) else ""
+        style = self.rich_style
+        return Strip([Segment(row, style)] if row else [], len(row)).extend_cell_length(
+            self._wrap_width, style
+        )
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    line = line.expandtabs(4)
+    if len(line) <= width:
+        return [line]
+    return [line[i : i + width] for i in range(0, len(line), width)]
+
+
+# --------------------------------------------------------------------------- the message body
+
+
+class MarkdownBody(Vertical):
+    """The body of an assistant message: live while streaming, static once finished."""
+
+    DEFAULT_CSS = """
+    MarkdownBody { height: auto; layout: stream; }
+    MarkdownBody > Markdown { margin: 0; padding: 0; }
+    """
+
+    def __init__(self, text: str = "", *, streaming: bool = False) -> None:
+        super().__init__()
+        self.streaming = streaming
+        self._initial = text
+        self._splitter = FenceSplitter()
+        self._streamed: list[str] = []
+        self._prose: list[str] = []
+        self._live_md: MarkdownWidget | None = None
+        self._stream = None
+        self._live_code: StreamingCode | None = None
+        self._fence_lang = ""
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def compose(self):  # type: ignore[override]
+        if not self.streaming:
+            yield from _static_widgets(self._initial)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._streamed) if self.streaming else self._initial
+
+    # -------------------------------------------------------------- streaming
+
+    async def feed(self, text: str) -> None:
+        """Append streamed text (already coalesced by the caller to at most ~30 calls/s)."""
+        self._streamed.append(text)
+        for op in self._splitter.feed(text):
+            await self._apply(op)
+
+    async def finish(self, final_text: str) -> None:
+        """The message is complete: seal the live segment (its one final render). If the
+        authoritative text differs from what streamed (a redaction, a dropped delta), rebuild."""
+        for op in self._splitter.finish():
+            await self._apply(op)
+        await self._seal()
+        for task in list(self._tasks):
+            await task
+        self.streaming = False
+        if final_text != "".join(self._streamed):
+            await self.set_text(final_text)
+        else:
+            self._initial = final_text
+
+    async def set_text(self, text: str) -> None:
+        self._initial = text
+        with self.app.batch_update():
+            await self.remove_children()
+            await self.mount_all(list(_static_widgets(text)))
+
+    async def _apply(self, op: Op) -> None:
+        if op.kind == "prose":
+            if self._live_md is None:
+                self._live_md = MarkdownWidget()
+                await self.mount(self._live_md)
+                self._stream = MarkdownWidget.get_stream(self._live_md)
+            self._prose.append(op.text)
+            await self._stream.write(op.text)
+        elif op.kind == "seal":
+            await self._seal()
+        elif op.kind == "fence":
+            await self._seal()
+            self._fence_lang = op.text
+            self._live_code = StreamingCode()
+            await self.mount(self._live_code)
+        elif op.kind == "code" and self._live_code is not None:
+            self._live_code.append(op.text)
+        elif op.kind == "close" and self._live_code is not None:
+            live, code, lang = self._live_code, op.text, self._fence_lang
+            self._live_code = None
+            task = asyncio.create_task(self._highlight_and_swap(live, code, lang))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _highlight_and_swap(self, live: StreamingCode, code: str, lang: str) -> None:
+        # Pygments on a thread: a 1,000-line fence must not stall the event loop.
+        highlighted = await asyncio.to_thread(highlight_code, code, lang)
+        if live.is_attached:
+            block = CodeBlock(code, lang, highlighted)
+            with self.app.batch_update():
+                await self.mount(block, before=live)
+                await live.remove()
+
+    async def _seal(self) -> None:
+        if self._live_md is None:
+            return
+        md, stream = self._live_md, self._stream
+        self._live_md, self._stream = None, None
+        if stream is not None:
+            await stream.stop()
+        text = "".join(self._prose)
+        self._prose.clear()
+        with self.app.batch_update():
+            if text.strip():
+                await self.mount(ProseBlock(text), before=md)
+            await md.remove()
+
+    def rerender(self) -> None:
+        """Theme changed: static segments re-render with the new code style and colours."""
+        for child in self.children:
+            if isinstance(child, ProseBlock | CodeBlock):
+                child.rerender()
+
+
+def _static_widgets(text: str) -> list[ProseBlock | CodeBlock]:
+    widgets: list[ProseBlock | CodeBlock] = []
+    for seg in split_markdown(text):
+        widgets.append(ProseBlock(seg.text) if seg.kind == "prose" else CodeBlock(seg.text, seg.lang))
+    return widgets
+
+
+__all__ = [
+    "CodeBlock",
+    "CodeStyle",
+    "FenceSplitter",
+    "MarkdownBody",
+    "Op",
+    "ProseBlock",
+    "StreamingCode",
+    "highlight_code",
+    "render_markdown",
+    "split_markdown",
+]

@@ -1,0 +1,331 @@
+"""The widgets of one transcript entry: user message, assistant message, reasoning, tool card,
+notices. Each is built from IR items alone, so the transcript can drop it when it scrolls far
+out of view and rebuild it later from the thread.
+
+Every entry is focusable: ``y`` copies it, ``enter`` expands or collapses it. CSS here names
+widget types explicitly (no universal selectors), which keeps style matching cheap on long
+transcripts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from roder_core.ir import (
+    AgentMessageItem,
+    ApprovalItem,
+    CommandExecutionItem,
+    CompactionItem,
+    ErrorItem,
+    FileChangeItem,
+    PlanItem,
+    ReasoningItem,
+    ToolCallItem,
+    ToolResultItem,
+    UserMessageItem,
+)
+from roder_tui.widgets.markdown_stream import MarkdownBody
+
+if TYPE_CHECKING:
+    from roder_tui.widgets.transcript import Entry
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+#: Lines of tool output shown while a card is collapsed, and at most when expanded.
+PREVIEW_LINES = 4
+EXPANDED_LINES = 4000
+
+ENTRY_BINDINGS: ClassVar = [
+    Binding("y", "copy_entry", "Copy", show=False),
+    Binding("enter", "toggle_entry", "Expand", show=False),
+]
+
+
+class EntryMixin:
+    """What every transcript entry widget offers the transcript and the key bindings."""
+
+    entry: Entry
+
+    def copy_text(self) -> str:
+        return self.entry.copy_text()
+
+    def action_copy_entry(self) -> None:
+        self.app.action_copy_text(self.copy_text())  # type: ignore[attr-defined]
+
+    def action_toggle_entry(self) -> None:
+        self.entry.expanded = not self.entry.expanded
+        self.refresh_entry()
+
+    def refresh_entry(self) -> None:
+        """Re-render from ``self.entry`` (after new data or a toggle)."""
+
+
+class UserMessageView(EntryMixin, Static, can_focus=True):
+    BINDINGS = ENTRY_BINDINGS
+    DEFAULT_CSS = """
+    UserMessageView {
+        height: auto; margin: 1 0 0 0; padding: 0 1;
+        border-left: thick $user-border; background: $surface;
+    }
+    UserMessageView:focus { background: $boost; }
+    """
+
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+        super().__init__(self._render_item())
+
+    def _render_item(self) -> RenderableType:
+        item = self.entry.items[0]
+        assert isinstance(item, UserMessageItem)
+        text = Text(item.text)
+        if item.steer:
+            text = Text.assemble(("steer: ", "roder.steer"), text)
+        for attachment in item.attachments:
+            text.append(f"\n+ {attachment.name}", style="dim")
+        return text
+
+    def refresh_entry(self) -> None:
+        self.update(self._render_item())
+
+
+class AssistantMessageView(EntryMixin, Vertical, can_focus=True):
+    BINDINGS = ENTRY_BINDINGS
+    DEFAULT_CSS = """
+    AssistantMessageView { height: auto; margin: 1 0 0 0; padding: 0 1; layout: stream; }
+    AssistantMessageView:focus { background: $boost; }
+    """
+
+    def __init__(self, entry: Entry, streaming: bool = False) -> None:
+        super().__init__()
+        self.entry = entry
+        item = entry.items[0]
+        assert isinstance(item, AgentMessageItem)
+        self.body = MarkdownBody(item.text, streaming=streaming)
+
+    def compose(self):  # type: ignore[override]
+        yield self.body
+
+    def action_toggle_entry(self) -> None:  # nothing to fold in an answer
+        return
+
+    def rerender(self) -> None:
+        self.body.rerender()
+
+
+class ReasoningView(EntryMixin, Static, can_focus=True):
+    """Model reasoning: one folded line by default, the full text when expanded."""
+
+    BINDINGS = ENTRY_BINDINGS
+    DEFAULT_CSS = """
+    ReasoningView { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
+    ReasoningView:focus { background: $boost; }
+    """
+
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+        super().__init__(self._render_item())
+
+    def _render_item(self) -> RenderableType:
+        item = self.entry.items[0]
+        assert isinstance(item, ReasoningItem)
+        body = self.entry.live_text if self.entry.live else (item.text or item.summary)
+        words = len(body.split())
+        label = "thinking…" if self.entry.live else "thought"
+        if not self.entry.expanded:
+            return Text.assemble(("▸ ", "bold"), (f"{label} · {words} words", "italic"), ("  (enter to expand)", "dim"))
+        return Group(Text.assemble(("▾ ", "bold"), (label, "italic")), Text(body, style="italic"))
+
+    def refresh_entry(self) -> None:
+        self.update(self._render_item())
+
+
+class ToolCardView(EntryMixin, Static, can_focus=True):
+    """A tool call with its status, duration and output (bash: command and output; edits: a
+    coloured unified diff). Collapsed cards show a few lines of output; enter shows all."""
+
+    BINDINGS = ENTRY_BINDINGS
+    DEFAULT_CSS = """
+    ToolCardView { height: auto; margin: 1 0 0 0; padding: 0 1; border-left: outer $panel; }
+    ToolCardView:focus { background: $boost; border-left: outer $accent; }
+    ToolCardView.-error { border-left: outer $error; }
+    """
+
+    #: False over SSH or with TEXTUAL_ANIMATIONS=none: a running card updates once a second.
+    animate_spinner = True
+
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+        self._frame = 0
+        self._timer: Any = None
+        super().__init__(self._render_item())
+
+    def on_mount(self) -> None:
+        self._sync_timer()
+
+    def _sync_timer(self) -> None:
+        running = self.entry.status == "running"
+        if running and self._timer is None:
+            self._timer = self.set_interval(0.1 if self.animate_spinner else 1.0, self._tick)
+        elif not running and self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+    def _tick(self) -> None:
+        self._frame += 1
+        self.update(self._render_item())
+
+    def refresh_entry(self) -> None:
+        self.set_class(self.entry.status == "error", "-error")
+        self.update(self._render_item())
+        self._sync_timer()
+
+    def _render_item(self) -> RenderableType:
+        entry = self.entry
+        call = entry.find(ToolCallItem)
+        result = entry.find(ToolResultItem)
+        command = entry.find(CommandExecutionItem)
+        change = entry.find(FileChangeItem)
+        approval = entry.find(ApprovalItem)
+        name = call.name if call else (result.name if result else "tool")
+        status = entry.status
+        if status == "running":
+            icon = (SPINNER[self._frame % len(SPINNER)], "roder.accent") if self.animate_spinner else ("…", "roder.accent")
+        elif status == "error":
+            icon = ("✗", "roder.error")
+        elif status == "waiting":
+            icon = ("?", "roder.warning")
+        else:
+            icon = ("✓", "roder.success")
+        header = Text.assemble(icon, " ", (name, "bold"), "  ")
+        header.append(summarize_arguments(name, call.arguments if call else {}, command), style="roder.muted")
+        duration = result.duration_ms if result and result.duration_ms is not None else None
+        if duration is None and status == "running" and entry.started_monotonic:
+            duration = int((time.monotonic() - entry.started_monotonic) * 1000)
+        if duration is not None:
+            header.append(f"  {format_duration(duration)}", style="dim")
+        if approval is not None and approval.decision is not None:
+            header.append(f"  [{approval.decision.decision.replace('_', ' ')}]", style="dim italic")
+        parts: list[RenderableType] = [header]
+        body = self._body_lines(result, command, change)
+        limit = EXPANDED_LINES if entry.expanded else PREVIEW_LINES
+        if body:
+            shown = body[-limit:] if status == "running" else body[:limit]
+            parts.extend(shown)
+            hidden = len(body) - len(shown)
+            if hidden > 0:
+                hint = "enter to expand" if not entry.expanded else "output capped"
+                parts.append(Text(f"… {hidden} more lines ({hint})", style="dim"))
+        return Group(*parts)
+
+    def _body_lines(
+        self, result: ToolResultItem | None, command: CommandExecutionItem | None, change: FileChangeItem | None
+    ) -> list[Text]:
+        if change is not None and change.changes:
+            lines: list[Text] = []
+            for fc in change.changes:
+                lines.append(Text(f"{fc.kind} {fc.path}", style="bold"))
+                lines.extend(diff_lines(fc.diff))
+            return lines
+        if command is not None:
+            out = command.output
+            lines = [Text(f"$ {command.command}", style="bold")]
+            lines.extend(Text(line) for line in out.splitlines())
+            if command.exit_code not in (None, 0):
+                lines.append(Text(f"exit code {command.exit_code}", style="roder.error"))
+            return lines
+        if self.entry.live_text:
+            return [Text(line) for line in self.entry.live_text.splitlines()]
+        if result is not None and result.text:
+            style = "roder.error" if result.is_error else ""
+            return [Text(line, style=style) for line in result.text.splitlines()]
+        return []
+
+
+class NoticeView(EntryMixin, Static, can_focus=True):
+    """Errors, compaction summaries, plans and approvals that are not tied to a tool card."""
+
+    BINDINGS = ENTRY_BINDINGS
+    DEFAULT_CSS = """
+    NoticeView { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
+    NoticeView:focus { background: $boost; }
+    NoticeView.-error { color: $error; }
+    """
+
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+        super().__init__(self._render_item())
+        self.set_class(isinstance(entry.items[0], ErrorItem), "-error")
+
+    def _render_item(self) -> RenderableType:
+        item = self.entry.items[0]
+        if isinstance(item, ErrorItem):
+            return Text.assemble(("error: ", "bold"), item.message)
+        if isinstance(item, CompactionItem):
+            head = Text.assemble(("── context compacted ", "bold"), ("(older turns stay visible above)", "dim"))
+            if not self.entry.expanded:
+                return Group(head, Text("enter to read the summary", style="dim"))
+            return Group(head, Text(item.summary))
+        if isinstance(item, PlanItem):
+            lines = [Text("plan", style="bold")]
+            marks = {"pending": "○", "in_progress": "◐", "completed": "●"}
+            lines.extend(Text(f"{marks[s.status]} {s.text}") for s in item.steps)
+            if item.text and not item.steps:
+                lines.append(Text(item.text))
+            return Group(*lines)
+        if isinstance(item, ApprovalItem):
+            decision = item.decision.decision.replace("_", " ") if item.decision else "pending"
+            return Text(f"approval for {item.request.tool}: {decision}")
+        return Text(json.dumps(item.wire())[:500])
+
+    def refresh_entry(self) -> None:
+        self.update(self._render_item())
+
+
+def diff_lines(diff: str) -> list[Text]:
+    """A unified diff as coloured lines (theme styles diff.added / diff.removed / diff.hunk)."""
+    out: list[Text] = []
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            out.append(Text(line, style="bold"))
+        elif line.startswith("+"):
+            out.append(Text(line, style="diff.added"))
+        elif line.startswith("-"):
+            out.append(Text(line, style="diff.removed"))
+        elif line.startswith("@@"):
+            out.append(Text(line, style="diff.hunk"))
+        else:
+            out.append(Text(line))
+    return out
+
+
+def summarize_arguments(name: str, arguments: dict[str, Any], command: CommandExecutionItem | None = None) -> str:
+    """One line that says what a call does: the command, the path, or the first argument."""
+    if command is not None:
+        return _clip(command.command)
+    for key in ("command", "cmd", "path", "file_path", "pattern", "url", "query"):
+        value = arguments.get(key)
+        if isinstance(value, str) and value:
+            return _clip(value)
+    if not arguments:
+        return ""
+    return _clip(json.dumps(arguments, ensure_ascii=False))
+
+
+def _clip(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def format_duration(ms: int) -> str:
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    return f"{ms // 60_000}m{(ms % 60_000) // 1000:02d}s"

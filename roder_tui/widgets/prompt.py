@@ -1,0 +1,284 @@
+"""The input box: multiline prompt with history, ``/`` command and ``@`` file completion.
+
+Enter sends; shift+enter or ctrl+j inserts a newline; up/down walk the history when the cursor is
+on the first/last line; tab or enter accepts a completion, esc closes it. Everything else is a
+normal text area. The cursor does not blink (no idle repaints over slow links).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import events
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import OptionList, TextArea
+from textual.widgets.option_list import Option
+
+HISTORY_LIMIT = 500
+FILE_SCAN_LIMIT = 20_000
+_SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".tox", "dist",
+              "build", ".pytest_cache", ".idea", ".roder"}
+_AT_TOKEN = re.compile(r"@([^\s@]*)$")
+
+
+@dataclass(frozen=True)
+class Completion:
+    value: str  # text that replaces the token being completed
+    label: str
+    help: str = ""
+
+
+class PromptHistory:
+    """Prompts sent before, newest last, kept across sessions in the data dir."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.entries: list[str] = []
+        if path is not None:
+            try:
+                loaded = json.loads(path.read_text(encoding="utf-8"))
+                self.entries = [e for e in loaded if isinstance(e, str)][-HISTORY_LIMIT:]
+            except (OSError, ValueError):
+                self.entries = []
+        self.cursor = len(self.entries)
+
+    def add(self, text: str) -> None:
+        if text.strip() and (not self.entries or self.entries[-1] != text):
+            self.entries.append(text)
+            del self.entries[:-HISTORY_LIMIT]
+            if self.path is not None:
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self.path.write_text(json.dumps(self.entries), encoding="utf-8")
+                except OSError:
+                    pass  # history is a convenience; never fail a send over it
+        self.cursor = len(self.entries)
+
+    def older(self) -> str | None:
+        if self.cursor == 0:
+            return None
+        self.cursor -= 1
+        return self.entries[self.cursor]
+
+    def newer(self) -> str | None:
+        if self.cursor >= len(self.entries):
+            return None
+        self.cursor += 1
+        return self.entries[self.cursor] if self.cursor < len(self.entries) else ""
+
+
+def workspace_files(root: Path, limit: int = FILE_SCAN_LIMIT) -> list[str]:
+    """Relative paths of the workspace's files (skipping VCS, caches and virtualenvs)."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if (d not in _SKIP_DIRS and not d.startswith(".")) or d == ".github")
+        rel = os.path.relpath(dirpath, root)
+        for name in sorted(filenames):
+            found.append(name if rel == "." else f"{rel}/{name}")
+            if len(found) >= limit:
+                return found
+    return found
+
+
+def match_files(files: list[str], query: str, limit: int = 20) -> list[str]:
+    """Files whose path contains ``query`` (case-insensitive), basename-prefix matches first."""
+    q = query.lower()
+    scored: list[tuple[int, int, str]] = []
+    for path in files:
+        low = path.lower()
+        if q and q not in low:
+            continue
+        base = low.rsplit("/", 1)[-1]
+        score = 0 if base.startswith(q) else 1 if low.startswith(q) else 2
+        scored.append((score, len(path), path))
+    scored.sort()
+    return [p for _, _, p in scored[:limit]]
+
+
+class PromptInput(TextArea):
+    DEFAULT_CSS = """
+    PromptInput { height: auto; min-height: 3; max-height: 10; border: tall $panel; padding: 0 1; }
+    PromptInput:focus { border: tall $primary; }
+    """
+
+    class Submitted(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, history: PromptHistory, **kwargs: object) -> None:
+        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)  # type: ignore[arg-type]
+        self.prompt_history = history
+        self.cursor_blink = False
+        self.completion: CompletionPopup | None = None
+
+    async def _on_key(self, event: events.Key) -> None:
+        key = event.key
+        popup = self.completion
+        if popup is not None and popup.display:
+            if key in ("tab", "enter"):
+                event.stop()
+                event.prevent_default()
+                popup.accept()
+                return
+            if key in ("up", "down"):
+                event.stop()
+                event.prevent_default()
+                popup.move(-1 if key == "up" else 1)
+                return
+            if key == "escape":
+                event.stop()
+                event.prevent_default()
+                popup.close()
+                return
+        if key == "enter":
+            event.stop()
+            event.prevent_default()
+            text = self.text
+            if text.strip():
+                self.prompt_history.add(text)
+                self.post_message(self.Submitted(text))
+                self.clear()
+            return
+        if key in ("shift+enter", "ctrl+j"):
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        if key == "up" and self.cursor_at_first_line:
+            previous = self.prompt_history.older()
+            if previous is not None:
+                event.stop()
+                event.prevent_default()
+                self._replace_all(previous)
+                return
+        if key == "down" and self.cursor_at_last_line:
+            following = self.prompt_history.newer()
+            if following is not None:
+                event.stop()
+                event.prevent_default()
+                self._replace_all(following)
+                return
+        await super()._on_key(event)
+
+    def _replace_all(self, text: str) -> None:
+        self.text = text
+        self.move_cursor(self.document.end)
+
+    def token_before_cursor(self) -> str:
+        row, column = self.cursor_location
+        return self.document[row][:column]
+
+
+class CompletionPopup(OptionList):
+    """Suggestions for the token at the cursor: ``/command`` at the start, ``@file`` anywhere."""
+
+    DEFAULT_CSS = """
+    CompletionPopup { height: auto; max-height: 8; border: none; background: $panel; display: none; }
+    """
+
+    def __init__(self, prompt: PromptInput) -> None:
+        super().__init__()
+        self.prompt = prompt
+        self.can_focus = False
+        self.items: list[Completion] = []
+        self._token = ""
+
+    def show(self, token: str, items: list[Completion]) -> None:
+        self._token = token
+        self.items = items
+        self.clear_options()
+        if not items:
+            self.display = False
+            return
+        self.add_options([Option(f"{c.label}  [dim]{c.help}[/dim]" if c.help else c.label) for c in items])
+        self.highlighted = 0
+        self.display = True
+
+    def move(self, step: int) -> None:
+        if self.items:
+            self.highlighted = ((self.highlighted or 0) + step) % len(self.items)
+
+    def close(self) -> None:
+        self.display = False
+        self.items = []
+
+    def accept(self) -> None:
+        if not self.items:
+            self.close()
+            return
+        choice = self.items[self.highlighted or 0]
+        row, column = self.prompt.cursor_location
+        start = (row, column - len(self._token))
+        self.prompt.replace(choice.value, start, (row, column))
+        self.close()
+
+
+class PromptBar(Vertical):
+    """Prompt plus its completion popup; the app supplies the command and file sources."""
+
+    DEFAULT_CSS = """
+    PromptBar { height: auto; }
+    """
+
+    def __init__(self, history: PromptHistory, workspace: Path) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self.input = PromptInput(history, id="prompt")
+        self.popup = CompletionPopup(self.input)
+        self.input.completion = self.popup
+        self.commands: list[Completion] = []
+        self._files: list[str] | None = None
+
+    def compose(self):  # type: ignore[override]
+        yield self.popup
+        yield self.input
+
+    def set_commands(self, rows: list[tuple[str, str, str]]) -> None:
+        """(name, argument hint, description) rows for ``/`` completion."""
+        self.commands = [Completion(f"/{name} ", f"/{name}" + (f" {hint}" if hint else ""), desc)
+                         for name, hint, desc in rows]
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        before = self.input.token_before_cursor()
+        row = self.input.cursor_location[0]
+        if row == 0 and before.startswith("/") and " " not in before:
+            prefix = before[1:]
+            self.popup.show(before, [c for c in self.commands if c.value[1:].startswith(prefix)][:30])
+            return
+        match = _AT_TOKEN.search(before)
+        if match and (match.start() == 0 or before[match.start() - 1].isspace()):
+            if self._files is None:
+                self._files = []
+                self.run_worker(self._scan_files, thread=True, exclusive=True, group="file-scan")
+            names = match_files(self._files, match.group(1))
+            self.popup.show(match.group(0), [Completion(f"@{n} ", f"@{n}") for n in names])
+            return
+        self.popup.close()
+
+    def _scan_files(self) -> None:
+        files = workspace_files(self.workspace)
+        self.app.call_from_thread(self._files_ready, files)
+
+    def _files_ready(self, files: list[str]) -> None:
+        self._files = files
+        self.on_text_area_changed(TextArea.Changed(self.input))
+
+
+def attachments_in(text: str, workspace: Path) -> list[Path]:
+    """Workspace files named as ``@path`` in a prompt (missing ones are left as text)."""
+    found: list[Path] = []
+    for match in re.finditer(r"(?:^|\s)@([^\s@]+)", text):
+        path = (workspace / match.group(1)).resolve()
+        try:
+            path.relative_to(workspace.resolve())
+        except ValueError:
+            continue
+        if path.is_file() and path not in found:
+            found.append(path)
+    return found

@@ -1,0 +1,116 @@
+"""The sidebar: this workspace's threads (title, age, status) and the current thread's fork tree.
+
+Toggled with ctrl+b and hidden automatically below 80 columns. Selecting a row switches the
+transcript to that thread.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Label, OptionList, Tree
+from textual.widgets.option_list import Option
+
+from roder_core.ir import ThreadSummary
+
+STATUS_MARK = {"active": "●", "waitingApproval": "?", "error": "✗"}
+
+
+def age(seconds: float) -> str:
+    seconds = max(seconds, 0)
+    for limit, unit, size in ((60, "s", 1), (3600, "m", 60), (86400, "h", 3600)):
+        if seconds < limit:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds // 86400)}d"
+
+
+def fork_family(threads: list[ThreadSummary], current: str) -> tuple[str, dict[str, list[str]]]:
+    """The root ancestor of ``current`` and a parent -> children map of known threads."""
+    by_id = {t.id: t for t in threads}
+    children: dict[str, list[str]] = {}
+    for t in threads:
+        if t.parent is not None:
+            children.setdefault(t.parent.thread_id, []).append(t.id)
+    root, seen = current, set()
+    while root in by_id and by_id[root].parent is not None and root not in seen:
+        seen.add(root)
+        root = by_id[root].parent.thread_id  # type: ignore[union-attr]
+    return root, children
+
+
+class Sidebar(Vertical):
+    DEFAULT_CSS = """
+    Sidebar { width: 34; dock: left; background: $surface; border-right: vkey $panel; padding: 0 1; }
+    Sidebar > Label { color: $text-muted; text-style: bold; margin: 1 0 0 0; }
+    Sidebar > OptionList { height: 1fr; border: none; background: $surface; }
+    Sidebar > Tree { height: auto; max-height: 12; background: $surface; }
+    """
+
+    class Selected(Message):
+        def __init__(self, thread_id: str) -> None:
+            super().__init__()
+            self.thread_id = thread_id
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.threads: list[ThreadSummary] = []
+        self.current: str | None = None
+        self.thread_list = OptionList(id="thread-list")
+        self.fork_tree: Tree[str] = Tree("forks", id="fork-tree")
+        self.fork_tree.show_root = False
+
+    def compose(self):  # type: ignore[override]
+        yield Label("Threads")
+        yield self.thread_list
+        yield Label("Fork tree")
+        yield self.fork_tree
+
+    def show(self, threads: list[ThreadSummary], current: str | None) -> None:
+        self.threads, self.current = threads, current
+        now = time.time()
+        self.thread_list.clear_options()
+        highlighted = None
+        for index, t in enumerate(threads):
+            mark = STATUS_MARK.get(t.status, " ")
+            title = (t.title or "untitled").replace("[", r"\[")
+            here = "▶ " if t.id == current else ""
+            self.thread_list.add_option(Option(f"{mark} {here}{title}  [dim]{age(now - t.updated_at)}[/dim]", id=t.id))
+            if t.id == current:
+                highlighted = index
+        if highlighted is not None:
+            self.thread_list.highlighted = highlighted
+        self._show_tree()
+
+    def _show_tree(self) -> None:
+        self.fork_tree.clear()
+        if self.current is None:
+            return
+        by_id = {t.id: t for t in self.threads}
+        root, children = fork_family(self.threads, self.current)
+
+        def label(thread_id: str) -> str:
+            t = by_id.get(thread_id)
+            title = (t.title if t else "") or thread_id[-8:]
+            return ("▶ " if thread_id == self.current else "") + title.replace("[", r"\[")
+
+        def add(node: Any, thread_id: str, depth: int) -> None:
+            branch = node.add(label(thread_id), data=thread_id, expand=True)
+            for child in children.get(thread_id, []) if depth < 20 else []:
+                add(branch, child, depth + 1)
+            if not children.get(thread_id):
+                branch.allow_expand = False
+
+        add(self.fork_tree.root, root, 0)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id:
+            self.post_message(self.Selected(event.option.id))
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:
+        event.stop()
+        if event.node.data:
+            self.post_message(self.Selected(event.node.data))

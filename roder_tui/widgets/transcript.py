@@ -1,0 +1,422 @@
+"""The transcript: a windowed, anchored, stream-layout scroll view over a thread's items.
+
+Long threads stay fast because only a window of entries (at most ``MAX_MOUNTED``) is mounted.
+Entries are plain data folded from IR items (``TranscriptModel``); scrolling near the top of the
+window mounts older entries (rebuilt from the items) and drops ones far below, and the other way
+round. New entries arrive at the bottom while the view is anchored there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Static
+
+from roder_core.ir import (
+    AgentMessageItem,
+    ApprovalItem,
+    CommandExecutionItem,
+    CustomItem,
+    FileChangeItem,
+    Item,
+    ReasoningItem,
+    ToolCallItem,
+    ToolResultItem,
+    UserMessageItem,
+)
+from roder_tui.widgets.messages import (
+    AssistantMessageView,
+    NoticeView,
+    ReasoningView,
+    ToolCardView,
+    UserMessageView,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+T = TypeVar("T")
+EntryKind = Literal["user", "assistant", "reasoning", "tool", "notice"]
+
+#: Mounted entries at most; entries loaded per step when scrolling past the window's edge.
+MAX_MOUNTED = 60
+CHUNK = 20
+INITIAL = 40
+_EDGE = 3  # lines from the window's edge that trigger loading more
+
+
+@dataclass(eq=False)
+class Entry:
+    """One row of the transcript, folded from one or more items (a tool call and its result,
+    command view, diff and approval share one card)."""
+
+    key: str
+    kind: EntryKind
+    items: list[Any]
+    expanded: bool = False
+    live: bool = False
+    live_text: str = ""
+    started_monotonic: float = 0.0
+    widget: Widget | None = field(default=None, repr=False)
+
+    def find(self, cls: type[T]) -> T | None:
+        return next((i for i in self.items if isinstance(i, cls)), None)
+
+    def put(self, item: Any) -> None:
+        for index, existing in enumerate(self.items):
+            if type(existing) is type(item) and (existing.id == item.id or self.kind == "tool"):
+                self.items[index] = item
+                return
+        self.items.append(item)
+
+    @property
+    def status(self) -> str:
+        if self.kind != "tool":
+            return "done"
+        approval = self.find(ApprovalItem)
+        result = self.find(ToolResultItem)
+        if result is not None:
+            return "error" if result.is_error else "done"
+        if approval is not None and approval.decision is None:
+            return "waiting"
+        return "running"
+
+    def copy_text(self) -> str:
+        first = self.items[0]
+        if isinstance(first, UserMessageItem | AgentMessageItem):
+            return self.live_text if self.live and isinstance(first, AgentMessageItem) else first.text
+        if isinstance(first, ReasoningItem):
+            return self.live_text or first.text or first.summary
+        if self.kind == "tool":
+            parts: list[str] = []
+            command = self.find(CommandExecutionItem)
+            change = self.find(FileChangeItem)
+            result = self.find(ToolResultItem)
+            if command is not None:
+                parts.append(f"$ {command.command}\n{command.output}")
+            if change is not None:
+                parts.extend(fc.diff for fc in change.changes)
+            if not parts and result is not None:
+                parts.append(result.text)
+            return "\n".join(parts)
+        for attr in ("message", "summary", "text"):
+            value = getattr(first, attr, None)
+            if isinstance(value, str):
+                return value
+        return ""
+
+
+class TranscriptModel:
+    """Folds items into entries. Shared by the live view and thread loading."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self._by_key: dict[str, Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, key: str) -> Entry | None:
+        return self._by_key.get(key)
+
+    def index(self, entry: Entry) -> int:
+        # Entries near the end are the ones touched; search from there.
+        for i in range(len(self.entries) - 1, -1, -1):
+            if self.entries[i] is entry:
+                return i
+        raise ValueError("entry not in transcript")
+
+    def add(self, item: Item) -> tuple[Entry | None, bool]:
+        """Fold one item in; returns the entry it landed in and whether that entry is new."""
+        if isinstance(item, CustomItem):
+            return None, False  # extension state, not for display
+        key, kind = _key_of(item)
+        entry = self._by_key.get(key)
+        if entry is not None:
+            entry.put(item)
+            return entry, False
+        entry = Entry(key=key, kind=kind, items=[item])
+        if kind == "tool":
+            entry.started_monotonic = time.monotonic()
+        self.entries.append(entry)
+        self._by_key[key] = entry
+        return entry, True
+
+    def extend(self, items: Iterable[Item]) -> None:
+        for item in items:
+            self.add(item)
+
+
+def _key_of(item: Item) -> tuple[str, EntryKind]:
+    if isinstance(item, UserMessageItem):
+        return item.id, "user"
+    if isinstance(item, AgentMessageItem):
+        return item.id, "assistant"
+    if isinstance(item, ReasoningItem):
+        return item.id, "reasoning"
+    if isinstance(item, ToolCallItem | ToolResultItem) or (
+        isinstance(item, CommandExecutionItem | FileChangeItem) and item.call_id
+    ):
+        return f"call:{item.call_id}", "tool"
+    if isinstance(item, ApprovalItem):
+        return f"call:{item.request.call_id}", "tool"
+    return item.id, "notice"
+
+
+def build_widget(entry: Entry) -> Widget:
+    if entry.kind == "user":
+        widget: Widget = UserMessageView(entry)
+    elif entry.kind == "assistant":
+        widget = AssistantMessageView(entry, streaming=entry.live)
+    elif entry.kind == "reasoning":
+        widget = ReasoningView(entry)
+    elif entry.kind == "tool":
+        widget = ToolCardView(entry)
+    else:
+        widget = NoticeView(entry)
+    entry.widget = widget
+    return widget
+
+
+class EarlierHint(Static):
+    DEFAULT_CSS = """
+    EarlierHint { height: auto; color: $text-muted; text-align: center; }
+    """
+
+
+class Transcript(VerticalScroll, can_focus=True):
+    BINDINGS = [
+        Binding("j,down", "focus_next_entry", "Next message", show=False),
+        Binding("k,up", "focus_previous_entry", "Previous message", show=False),
+        Binding("home,g", "jump_start", "First message", show=False),
+        Binding("end,G", "jump_end", "Last message", show=False),
+    ]
+    DEFAULT_CSS = """
+    Transcript { layout: stream; height: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model = TranscriptModel()
+        self.lo = 0  # first mounted entry index
+        self.hi = 0  # one past the last mounted entry index
+        self._hint = EarlierHint("")
+        self._busy = False
+
+    def compose(self):  # type: ignore[override]
+        yield self._hint
+
+    def on_mount(self) -> None:
+        self.anchor()
+        self._update_hint()
+
+    # -------------------------------------------------------------- loading
+
+    async def load(self, items: Iterable[Item]) -> None:
+        """Show a thread: fold all items, mount only the last ``INITIAL`` entries."""
+        self.model = TranscriptModel()
+        self.model.extend(items)
+        await self._remount(max(len(self.model) - INITIAL, 0), len(self.model))
+        self.anchor()
+
+    async def _remount(self, lo: int, hi: int) -> None:
+        for entry in self.model.entries[self.lo : self.hi]:
+            entry.widget = None
+        with self.app.batch_update():
+            await self.remove_children(list(self.children)[1:])
+            self.lo, self.hi = lo, hi
+            widgets = [build_widget(e) for e in self.model.entries[lo:hi]]
+            if widgets:
+                await self.mount_all(widgets)
+            self._update_hint()
+
+    def _update_hint(self) -> None:
+        self._hint.display = self.lo > 0
+        if self.lo:
+            self._hint.update(f"↑ {self.lo} earlier entries · scroll up or press home")
+
+    @property
+    def at_end(self) -> bool:
+        return self.hi >= len(self.model)
+
+    # -------------------------------------------------------------- live items
+
+    async def add_item(self, item: Item, *, live: bool = False) -> Entry | None:
+        """An item started or completed. New entries mount when the window shows the end."""
+        was_at_end = self.at_end
+        entry, new = self.model.add(item)
+        if entry is None:
+            return None
+        if new:
+            entry.live = live and entry.kind in ("assistant", "reasoning")
+            if was_at_end:
+                await self.mount(build_widget(entry))
+                self.hi = len(self.model)
+                await self._prune_top()
+            return entry
+        if not live and entry.kind in ("assistant", "reasoning") and entry.live:
+            entry.live = False
+            widget = entry.widget
+            if isinstance(widget, AssistantMessageView) and widget.is_attached:
+                await widget.body.finish(item.text)  # type: ignore[union-attr]
+                entry.live_text = ""
+                return entry
+            entry.live_text = ""
+        widget = entry.widget
+        if widget is not None and widget.is_attached:
+            widget.refresh_entry()  # type: ignore[attr-defined]
+        return entry
+
+    async def stream(self, key: str, text: str) -> None:
+        """Streamed text for a live entry (already coalesced by the caller)."""
+        entry = self.model.get(key)
+        if entry is None or not entry.live:
+            if entry is not None and entry.kind == "tool":
+                entry.live_text += text
+                if entry.widget is not None and entry.widget.is_attached:
+                    entry.widget.refresh_entry()  # type: ignore[attr-defined]
+            return
+        entry.live_text += text
+        widget = entry.widget
+        if widget is None or not widget.is_attached:
+            return
+        if isinstance(widget, AssistantMessageView):
+            await widget.body.feed(text)
+        else:
+            widget.refresh_entry()  # type: ignore[attr-defined]
+
+    async def _prune_top(self) -> None:
+        excess = (self.hi - self.lo) - MAX_MOUNTED
+        if excess <= 0:
+            return
+        doomed = self.model.entries[self.lo : self.lo + excess]
+        height = sum(_outer_height(e.widget) for e in doomed)
+        widgets = [e.widget for e in doomed if e.widget is not None]
+        for e in doomed:
+            e.widget = None
+        self.lo += excess
+        keep_view = not self.is_vertical_scroll_end
+        await self.remove_children(widgets)
+        self._update_hint()
+        if keep_view and height:
+            self.scroll_to(y=max(self.scroll_y - height, 0), animate=False, immediate=True)
+
+    async def _prune_bottom(self) -> None:
+        excess = (self.hi - self.lo) - MAX_MOUNTED
+        if excess <= 0:
+            return
+        doomed = self.model.entries[self.hi - excess : self.hi]
+        widgets = [e.widget for e in doomed if e.widget is not None]
+        for e in doomed:
+            e.widget = None
+        self.hi -= excess
+        await self.remove_children(widgets)
+
+    # -------------------------------------------------------------- windowing on scroll
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if not self._busy and ((new <= _EDGE and self.lo > 0) or (new >= self.max_scroll_y - _EDGE and not self.at_end)):
+            self._busy = True
+            self.call_after_refresh(self._extend_window)
+
+    async def _extend_window(self) -> None:
+        try:
+            if self.scroll_y <= _EDGE and self.lo > 0:
+                await self.load_earlier()
+            elif self.scroll_y >= self.max_scroll_y - _EDGE and not self.at_end:
+                await self.load_later()
+        finally:
+            self._busy = False
+
+    async def load_earlier(self, count: int = CHUNK) -> None:
+        """Mount ``count`` older entries above the window, keeping the view where it was."""
+        if self.lo == 0:
+            return
+        new_lo = max(self.lo - count, 0)
+        widgets = [build_widget(e) for e in self.model.entries[new_lo : self.lo]]
+        first = self.children[1] if len(self.children) > 1 else None
+        self.release_anchor()
+        await self.mount_all(widgets, before=first) if first is not None else await self.mount_all(widgets)
+        self.lo = new_lo
+        self._update_hint()
+        await self._prune_bottom()
+
+        def restore() -> None:
+            added = sum(_outer_height(w) for w in widgets)
+            self.scroll_to(y=self.scroll_y + added, animate=False, immediate=True)
+
+        self.call_after_refresh(restore)
+
+    async def load_later(self, count: int = CHUNK) -> None:
+        new_hi = min(self.hi + count, len(self.model))
+        widgets = [build_widget(e) for e in self.model.entries[self.hi : new_hi]]
+        await self.mount_all(widgets)
+        self.hi = new_hi
+        await self._prune_top()
+
+    # -------------------------------------------------------------- keyboard
+
+    def _entry_widgets(self) -> list[Widget]:
+        return [e.widget for e in self.model.entries[self.lo : self.hi] if e.widget is not None]
+
+    async def action_focus_next_entry(self) -> None:
+        await self._move_focus(+1)
+
+    async def action_focus_previous_entry(self) -> None:
+        await self._move_focus(-1)
+
+    async def _move_focus(self, step: int) -> None:
+        widgets = self._entry_widgets()
+        if not widgets:
+            return
+        focused = self.app.focused
+        index = widgets.index(focused) if focused in widgets else (len(widgets) if step < 0 else -1)
+        target = index + step
+        if target < 0 and self.lo > 0:
+            await self.load_earlier()
+            widgets = self._entry_widgets()
+            target = widgets.index(focused) - 1 if focused in widgets else 0
+        elif target >= len(widgets) and not self.at_end:
+            await self.load_later()
+            widgets = self._entry_widgets()
+            target = widgets.index(focused) + 1 if focused in widgets else len(widgets) - 1
+        if 0 <= target < len(widgets):
+            widgets[target].focus()
+            self.scroll_to_widget(widgets[target], animate=False)
+
+    async def action_jump_start(self) -> None:
+        await self._remount(0, min(INITIAL, len(self.model)))
+        self.release_anchor()
+        self.scroll_home(animate=False, immediate=True)
+
+    async def action_jump_end(self) -> None:
+        if not self.at_end or self.lo > max(len(self.model) - MAX_MOUNTED, 0):
+            await self._remount(max(len(self.model) - INITIAL, 0), len(self.model))
+        self.anchor()
+
+    def focused_entry(self) -> Entry | None:
+        focused = self.app.focused
+        return next((e for e in self.model.entries[self.lo : self.hi] if e.widget is focused), None)
+
+    def last_answer(self) -> Entry | None:
+        return next((e for e in reversed(self.model.entries) if e.kind == "assistant"), None)
+
+    def rerender(self) -> None:
+        """The theme changed: static renders pick up the new colours and code style."""
+        for widget in self._entry_widgets():
+            if isinstance(widget, AssistantMessageView):
+                widget.rerender()
+            else:
+                widget.refresh_entry()  # type: ignore[attr-defined]
+
+
+def _outer_height(widget: Widget | None) -> int:
+    if widget is None or not widget.is_attached:
+        return 0
+    return widget.outer_size.height + max(widget.styles.margin.top, 0)
