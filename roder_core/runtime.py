@@ -9,27 +9,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roder_core.audit import AuditLog
+from roder_core.brokers.secrets import redact_data
 from roder_core.config import MODES, ConfigWriter, RoderConfig
 from roder_core.context import ContextAssembler
 from roder_core.errors import RoderError, ThreadNotFoundError, TurnBusyError, UnknownProviderError
 from roder_core.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    CustomEntrySaved,
     EventBus,
     ModeChanged,
     RuntimeEvent,
+    ThreadModelChanged,
     ThreadStarted,
     ThreadStatusChanged,
+    parse_event,
 )
 from roder_core.hooks import HookRunner
 from roder_core.ir import (
     ApprovalDecision,
     ApprovalRequest,
     Attachment,
+    CustomItem,
     ModelProfile,
     ParentRef,
     Thread,
@@ -40,13 +49,17 @@ from roder_core.ir import (
 )
 from roder_core.mutation import MutationQueue
 from roder_core.paths import RoderPaths
+from roder_core.planner import BudgetPlanner
 from roder_core.policy import PolicyEngine
+from roder_core.policy_rules import RuleSet
 from roder_core.reducer import apply_event
 from roder_core.services import HookPoint, InferenceEngine
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
+    from roder_core.brokers.sandbox import SandboxStatus
     from roder_core.registry import ExtensionRegistry
+    from roder_core.sessions import Migration, ThreadNode
     from roder_core.turn import TurnRunner
 
 log = logging.getLogger(__name__)
@@ -80,6 +93,8 @@ class RuntimeOptions:
     max_iterations: int | None = None
     #: Removes known secret values from text before it is stored or shown.
     redactor: Callable[[str], str] | None = None
+    #: The environment commands inherit (scrubbed of secrets); None: this process's.
+    env: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -106,19 +121,31 @@ class Runtime:
         self.registry = registry
         self.options = options
         self.bus = EventBus()
-        self.policy = PolicyEngine(options.mode, registry.policy_contributors)
+        self.redact: Callable[[str], str] = options.redactor or (lambda text: text)
+        self.audit = AuditLog(options.paths.audit_file, self.redact)
+        rules = options.config.policy
+        self.policy = PolicyEngine(
+            options.mode, registry.policy_contributors, RuleSet(rules.allow, rules.ask, rules.deny),
+            audit=self.audit.record, extra_roots=options.config.fs.extra_roots,
+        )
         self.hooks = HookRunner(registry.hooks, options.config.hook_timeout)
         self.mutations = MutationQueue()
-        self.context = ContextAssembler(registry.context_providers, registry.context_planner)
+        self.context = ContextAssembler(
+            registry.context_providers,
+            registry.context_planner or BudgetPlanner(options.config.context.reserve_tokens),
+        )
         self.store = registry.thread_store
-        self.redact: Callable[[str], str] = options.redactor or (lambda text: text)
         self._threads: dict[str, ThreadState] = {}
         self._approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[ApprovalDecision]]] = {}
         self._brokers: dict[tuple[str, str], Brokers] = {}
         self.provider = options.provider or self.default_provider()
-        self.model = options.model or self.engine(self.provider).default_model()
+        config = options.config
+        # config.toml's model belongs to config.toml's provider, not to one picked by --provider.
+        config_model = config.model if config.provider == self.provider else None
+        self.model = options.model or config_model or self.engine(self.provider).default_model()
         for sink in registry.event_sinks:
             self.bus.add_listener(sink.on_event)
+        self.bus.add_listener(self._audit_event)
 
     # ------------------------------------------------------------------ providers
 
@@ -127,15 +154,11 @@ class Runtime:
         return self.policy.mode
 
     def default_provider(self) -> str:
-        configured = self.options.config.provider
-        if configured:
-            return configured
-        engines = self.registry.inference_engines
-        if not engines:
-            raise UnknownProviderError("no inference engine is installed")
-        ready = [e for e in engines if e.metadata().auth_configured is not False and e.id() != "mock"]
-        ready.sort(key=lambda e: e.metadata().sort_order)
-        return ready[0].id() if ready else "mock" if self.registry.inference_engine("mock") else engines[0].id()
+        """config.toml's provider, else the first with a key, else a local server, else mock
+        (roder_core.providers.selection says why)."""
+        from roder_core.providers.selection import choose_default_provider
+
+        return choose_default_provider(self.registry.inference_engines, self.options.config).provider
 
     def engine(self, provider: str) -> InferenceEngine:
         engine = self.registry.inference_engine(provider)
@@ -155,9 +178,18 @@ class Runtime:
         self.provider = provider
         self.model = model or engine.default_model()
 
+    async def set_thread_model(self, thread_id: str, provider: str, model: str | None = None) -> None:
+        """Switch an open thread's model; its next model call uses it (recorded in the thread)."""
+        engine = self.engine(provider)
+        state = self._state(thread_id)
+        await self.emit(ThreadModelChanged(thread_id=state.thread.id, provider=provider,
+                                           model=model or engine.default_model()))
+
     # ------------------------------------------------------------------ brokers
 
-    def brokers_for(self, workspace: Path, extension_id: str) -> Brokers:
+    def brokers_for(self, workspace: Path, extension_id: str, capabilities: frozenset[str] | None = None) -> Brokers:
+        """Brokers scoped to a workspace and an extension's grants; ``capabilities`` replaces the
+        grants for callers that are not extensions (the control plane's fs/* and command/exec)."""
         key = (str(workspace), extension_id)
         if key not in self._brokers:
             factory = self.options.broker_factory
@@ -165,14 +197,47 @@ class Runtime:
                 from roder_core.brokers.host import default_broker_factory
 
                 factory = default_broker_factory
-            scope = BrokerScope(workspace, self.registry.granted_capabilities(extension_id), extension_id, self)
+            granted = self.registry.granted_capabilities(extension_id) if capabilities is None else capabilities
+            scope = BrokerScope(workspace, granted, extension_id, self)
             self._brokers[key] = factory(scope)
         return self._brokers[key]
 
     # ------------------------------------------------------------------ events
 
+    def _redacted(self, event: RuntimeEvent) -> RuntimeEvent:
+        """The event with known secret values removed from every string it carries."""
+        if self.options.redactor is None:
+            return event
+        data, changed = redact_data(event.model_dump(mode="json", by_alias=True), self.redact)
+        return parse_event(data) if changed else event
+
+    def _audit_event(self, event: RuntimeEvent) -> None:
+        """Approvals and mode changes are policy decisions: they go to the audit log too."""
+        if isinstance(event, ApprovalRequested):
+            request = event.request
+            self.audit.record("approval.requested", {
+                "thread": event.thread_id, "turn": event.turn_id, "approval": request.approval_id,
+                "call": request.call_id, "tool": request.tool, "reason": request.reason,
+                "command": request.command, "arguments": request.arguments,
+            })
+        elif isinstance(event, ApprovalResolved):
+            self.audit.record("approval.resolved", {
+                "thread": event.thread_id, "turn": event.turn_id, "approval": event.approval_id,
+                "decision": event.decision.decision, "rule": event.decision.rule, "reason": event.decision.reason,
+            })
+        elif isinstance(event, ModeChanged):
+            self.audit.record("session.mode", {"thread": event.thread_id, "mode": event.mode, "reason": event.reason})
+
+    @property
+    def sandbox(self) -> SandboxStatus:
+        """The command sandbox in effect (probed once per process), for status bars and notices."""
+        from roder_core.brokers.sandbox import sandbox_status
+
+        return sandbox_status(self.options.config.sandbox)
+
     async def emit(self, event: RuntimeEvent) -> None:
         """Apply to live state, persist (unless a delta or an ephemeral thread), then fan out."""
+        event = self._redacted(event)
         state = self._threads.get(event.thread_id)
         if state is not None:
             apply_event(state.thread, event)
@@ -188,7 +253,7 @@ class Runtime:
 
     def publish_live(self, event: RuntimeEvent) -> None:
         """Deltas: no persistence, no await; straight to subscribers."""
-        self.bus.publish(event)
+        self.bus.publish(self._redacted(event))
 
     # ------------------------------------------------------------------ threads
 
@@ -235,14 +300,31 @@ class Runtime:
         return thread
 
     async def resume_thread(self, thread_id: str) -> Thread:
-        """Load a stored thread into the runtime (same reducer as live), ready for new turns."""
+        """Load a stored thread into the runtime (same reducer as live), ready for new turns.
+
+        ``thread_id`` may be an unambiguous prefix of the id."""
         if thread_id in self._threads:
             return self._threads[thread_id].thread
         if self.store is None:
             raise ThreadNotFoundError(f"no thread store is installed; cannot resume {thread_id!r}")
-        thread = await self.store.load(thread_id)
+        try:
+            thread = await self.store.load(thread_id)
+        except ThreadNotFoundError:
+            thread_id = await self.find_thread(thread_id)
+            if thread_id in self._threads:
+                return self._threads[thread_id].thread
+            thread = await self.store.load(thread_id)
         self._threads[thread.id] = ThreadState(thread=thread)
         return thread
+
+    async def find_thread(self, id_or_prefix: str) -> str:
+        """The full id of an open or stored thread given its id or an unambiguous prefix."""
+        from roder_core.sessions import resolve_thread_id
+
+        known = set(self._threads)
+        if id_or_prefix not in known and self.store is not None:
+            known.update(row.id for row in await self.store.list_threads())
+        return resolve_thread_id(id_or_prefix, known)
 
     def adopt_thread(self, thread: Thread, ephemeral: bool = False) -> None:
         """Open an already-built thread (a fork made by a CheckpointStore)."""
@@ -289,9 +371,92 @@ class Runtime:
         if state is None:
             return
         if state.task is not None and not state.task.done():
-            await self.interrupt(thread_id)
+            if state.runner is not None and state.runner.turn.status != "inProgress":
+                await asyncio.shield(state.task)  # the turn is over; let it finish saving
+            else:
+                await self.interrupt(thread_id)
         await self._run_observer_hook(HookPoint.SESSION_END, {"thread_id": thread_id})
         self._threads.pop(thread_id, None)
+        if self.store is not None and not state.ephemeral:
+            await self.store.release(thread_id)
+
+    # ------------------------------------------------------------------ sessions: fork, tree, compact, state
+
+    async def _stored(self, thread_id: str) -> Thread:
+        if self.store is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r} is open and no thread store is installed")
+        return await self.store.load(await self.find_thread(thread_id))
+
+    async def fork_thread(self, thread_id: str, turn_id: str | None = None, *, title: str | None = None) -> Thread:
+        """Branch a thread after ``turn_id`` (its last finished turn when None) into a new open
+        thread whose header points at the parent. The parent and its file are never modified."""
+        from roder_core.sessions import fork_header, fork_in_memory
+
+        state = self._threads.get(thread_id)
+        parent = state.thread if state is not None else await self._stored(thread_id)
+        header = fork_header(parent, turn_id, title)
+        ephemeral = self.store is None or (state is not None and state.ephemeral)
+        if ephemeral:
+            thread = fork_in_memory(parent, header)
+        else:
+            checkpoints = self.registry.checkpoint_store
+            if checkpoints is None:
+                raise RoderError("the installed thread store cannot fork threads (no CheckpointStore)")
+            assert header.parent is not None
+            thread = await checkpoints.fork(parent.id, header.parent.turn_id, header)
+        self._threads[thread.id] = ThreadState(thread=thread, ephemeral=ephemeral)
+        self.bus.publish(ThreadStarted(thread_id=thread.id, thread=thread.header()))
+        await self._run_observer_hook(
+            HookPoint.SESSION_START, {"thread_id": thread.id, "cwd": thread.cwd, "forked_from": parent.id}
+        )
+        return thread
+
+    async def thread_tree(self, cwd: str | None = None) -> list[ThreadNode]:
+        """Threads (of one workspace, or all) arranged by fork: what a sidebar shows."""
+        from roder_core.sessions import thread_tree
+
+        return thread_tree(await self.list_threads(cwd))
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete a stored thread's file (closing it here first); its forks keep their own."""
+        if self.store is None:
+            raise ThreadNotFoundError("no thread store is installed")
+        thread_id = await self.find_thread(thread_id)
+        await self.close_thread(thread_id)
+        await self.store.delete(thread_id)
+
+    async def compact(self, thread_id: str, instructions: str | None = None) -> Turn:
+        """``/compact [instructions]``: summarize the older part of the thread now. Runs as a turn
+        of its own (interruptible like any turn) and returns it once done."""
+        from roder_core.compaction import CompactionRunner, manual_keep_tokens, plan_compaction
+
+        state = self._state(thread_id)
+        if state.task is not None and not state.task.done():
+            raise TurnBusyError(f"a turn is running on thread {thread_id}; compact after it ends")
+        keep = manual_keep_tokens(state.thread.items(), self.options.config.context.keep_recent_tokens)
+        if plan_compaction(state.thread.items(), keep) is None:
+            raise RoderError("there is nothing to compact yet")
+        await self._launch(state, CompactionRunner(self, state, instructions))
+        return await self.wait_turn(thread_id)
+
+    async def save_custom(self, thread_id: str, namespace: str, data: Any, version: int = 1) -> CustomItem:
+        """Keep an extension's own JSON state in the thread (never sent to the model). The latest
+        entry of a namespace wins; forks carry it; ``version`` lets a later release migrate it."""
+        try:
+            json.dumps(data)
+        except (TypeError, ValueError) as exc:
+            raise RoderError(f"custom state for {namespace!r} must be JSON data: {exc}") from exc
+        entry = CustomItem(namespace=namespace, version=version, data=data)
+        await self.emit(CustomEntrySaved(thread_id=self._state(thread_id).thread.id, entry=entry))
+        return entry
+
+    def custom_state(self, thread_id: str, namespace: str, *, version: int = 1,
+                     migrate: Migration | None = None) -> Any:
+        """An extension's saved state (None if never saved), upgraded with ``migrate(old_version,
+        data)`` when it was saved by an older version."""
+        from roder_core.sessions import read_custom
+
+        return read_custom(self.thread(thread_id), namespace, version, migrate)
 
     # ------------------------------------------------------------------ turns
 
@@ -314,7 +479,10 @@ class Runtime:
 
         state = self._state(thread_id)
         if state.task is not None and not state.task.done():
-            raise TurnBusyError(f"a turn is already running on thread {thread_id}; steer or interrupt it")
+            if state.runner is None or state.runner.turn.status == "inProgress":
+                raise TurnBusyError(f"a turn is already running on thread {thread_id}; steer or interrupt it")
+            # A client saw turn/completed and went on; the old turn is only finishing its saves.
+            await asyncio.shield(state.task)
         runner = TurnRunner(
             self,
             state,
@@ -324,6 +492,12 @@ class Runtime:
             provider=provider,
             model=model,
         )
+        return await self._launch(state, runner)
+
+    async def _launch(self, state: ThreadState, runner: TurnRunner) -> Turn:
+        """Run a turn in the background once this process is the thread's only writer."""
+        if self.store is not None and not state.ephemeral:
+            await self.store.claim(state.thread.id)
         state.runner = runner
         started = asyncio.get_running_loop().create_future()
         state.task = asyncio.create_task(runner.run(started), name=f"turn {runner.turn.id}")
@@ -386,8 +560,15 @@ class Runtime:
         return True
 
     def persist_rule(self, rule: str) -> None:
-        """'Always' approvals write the exact rule shown to the user into config.toml."""
-        ConfigWriter(self.options.paths.config_file).append_unique("policy.allow", rule)
+        """'Always' approvals write the exact rules shown to the user (one per line) into
+        config.toml's ``[policy] allow`` and apply them at once."""
+        writer = ConfigWriter(self.options.paths.config_file)
+        for line in (r.strip() for r in rule.splitlines()):
+            if not line:
+                continue
+            self.policy.add_rule("allow", line)
+            writer.append_unique("policy.allow", line)
+            self.audit.record("policy.rule_saved", {"list": "allow", "rule": line, "file": str(writer.path)})
 
     # ------------------------------------------------------------------ session
 

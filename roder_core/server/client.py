@@ -141,9 +141,9 @@ class LocalAppClient:
     async def tools_list(self, thread_id: str | None = None) -> ToolsListResult:
         return await self._call("tools/list", ToolsListParams(thread_id=thread_id), ToolsListResult)
 
-    async def providers_select(self, provider: str, model: str | None = None,
-                               reasoning: str | None = None) -> ProvidersSelectResult:
-        params = ProvidersSelectParams(provider=provider, model=model, reasoning=reasoning)
+    async def providers_select(self, provider: str, model: str | None = None, reasoning: str | None = None,
+                               *, thread_id: str | None = None) -> ProvidersSelectResult:
+        params = ProvidersSelectParams(provider=provider, model=model, reasoning=reasoning, thread_id=thread_id)
         return await self._call("providers/select", params, ProvidersSelectResult)
 
     async def thread_start(self, cwd: str | None = None, provider: str | None = None, model: str | None = None,

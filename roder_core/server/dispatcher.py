@@ -13,6 +13,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -33,6 +34,7 @@ from roder_core.server.protocol import METHODS, MethodSpec, ProtocolModel, Remot
 
 if TYPE_CHECKING:
     from roder_core.bootstrap import Started
+    from roder_core.brokers import Brokers
     from roder_core.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,11 @@ Handler = Callable[["Dispatcher", Any, "CallContext"], Awaitable[ProtocolModel]]
 
 #: method name -> handler; filled by the modules in ``roder_core.server.methods``.
 HANDLERS: dict[str, Handler] = {}
+
+#: The control plane's own broker identity: it reads workspace files (fs/*, attachments) and
+#: runs commands (command/exec), always after policy; it never writes files by itself.
+SERVER_EXTENSION_ID = "roder-app-server"
+SERVER_CAPABILITIES = frozenset({"fs.read.workspace", "process.spawn.exec", "process.spawn.shell"})
 
 #: Modules defining handlers, imported when the first dispatcher is built.
 METHOD_MODULES = ("roder_core.server.methods.core",)
@@ -169,6 +176,9 @@ class Dispatcher:
         if is_notification:
             return None
         return {"jsonrpc": "2.0", "id": request_id, "result": result.wire()}
+
+    def brokers(self, workspace: Path) -> Brokers:
+        return self.runtime.brokers_for(workspace, SERVER_EXTENSION_ID, SERVER_CAPABILITIES)
 
     def connect(self, maxsize: int | None = None, thread_id: str | None = None) -> NotificationQueue:
         """Open a bounded notification queue for a new client."""

@@ -87,6 +87,7 @@ async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext
     if app.started is not None:
         fell_back = app.started.fell_back_to_mock
         warnings += [f"extension {s.source} not loaded: {s.reason}" for s in app.started.distribution.skipped]
+        warnings += getattr(app.started, "notices", [])
     # Approvals raised before this client connected are replayed so none is stranded.
     for request in runtime.pending_approvals():
         ctx.notify(ApprovalRequested(thread_id=request.thread_id, turn_id=request.turn_id, request=request))
@@ -220,8 +221,7 @@ async def thread_fork(app: Dispatcher, params: ThreadForkParams, ctx: CallContex
 def _read_input_file(app: Dispatcher, thread: Thread, item: InputItem) -> bytes:
     """Files named by path are read through the workspace fs broker (so its policy applies)."""
     path = absolute_path(item.path or "", "input path")
-    brokers = app.runtime.brokers_for(Path(thread.cwd), "roder-app-server")
-    return brokers.fs.read_bytes(str(path))
+    return app.brokers(Path(thread.cwd)).fs.read_bytes(str(path))
 
 
 def build_input(app: Dispatcher, thread: Thread, prompt: str | None, items: list[InputItem]) -> tuple[str, list[Attachment]]:
@@ -334,11 +334,11 @@ def _writer(app: Dispatcher) -> ConfigWriter:
 @handles("providers/select")
 async def providers_select(app: Dispatcher, params: ProvidersSelectParams, ctx: CallContext) -> ProvidersSelectResult:
     runtime = app.runtime
+    if params.thread_id is not None:
+        await runtime.set_thread_model(params.thread_id, params.provider, params.model)
     runtime.select(params.provider, params.model)
     config = runtime.options.config
     config.provider, config.model = runtime.provider, runtime.model
-    if params.reasoning is not None:
-        config.reasoning_effort = params.reasoning  # type: ignore[attr-defined]
     if app.persist_config:
         writer = _writer(app)
         writer.set("provider", runtime.provider)

@@ -1,0 +1,413 @@
+"""The ACP agent: ACP requests -> control-plane calls, runtime notifications -> session updates.
+
+An ACP session is a Roder thread (the session id is the thread id). ``session/prompt`` starts a
+turn and returns when it completes, with the stop reason mapped onto ACP's. Approvals become
+``session/request_permission`` with allow_once / allow_always / reject_once / reject_always.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from acp import PROTOCOL_VERSION, RequestError, update_tool_call
+from acp.schema import (
+    AgentCapabilities,
+    AllowedOutcome,
+    AuthenticateResponse,
+    CloseSessionResponse,
+    ForkSessionResponse,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
+    SessionForkCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    SessionMode,
+    SessionModeState,
+    SessionResumeCapabilities,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    ToolCallUpdate,
+)
+
+from roder_core import __version__
+from roder_core.config import MODES, ConfigWriter
+from roder_core.events import ApprovalRequested, ItemCompleted, TurnCompleted
+from roder_core.ir import ApprovalRequest, ToolCallItem, Turn
+from roder_core.server.acp.client_tools import ClientBridge
+from roder_core.server.acp.updates import acp_kind, diff_texts, item_updates, notification_updates, tool_title
+from roder_core.server.client import LocalAppClient
+from roder_core.server.errors import RpcError
+from roder_core.server.fanout import ClientFellBehind
+from roder_core.server.protocol import InputItem
+
+log = logging.getLogger(__name__)
+
+MODE_NAMES = {
+    "plan": ("Plan", "Read-only: explore and propose a plan"),
+    "ask": ("Ask", "Ask before edits and commands"),
+    "auto-edit": ("Auto-edit", "Edit workspace files freely; ask before commands"),
+    "bypass": ("Bypass", "Run everything without asking"),
+}
+EVENT_QUEUE = 200_000
+
+
+def _request_error(exc: RpcError) -> RequestError:
+    return RequestError(exc.code, exc.message, exc.data)
+
+
+@dataclass
+class Session:
+    id: str
+    cwd: str
+    #: Resolved with the completed turn of the running prompt (set before turn/start).
+    waiter: asyncio.Future[Turn] | None = None
+    permission_tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class RoderAcpAgent:
+    """Implements ``acp.Agent`` on top of a LocalAppClient."""
+
+    def __init__(self, app: LocalAppClient, bridge: ClientBridge | None = None) -> None:
+        self.app = app
+        self.bridge = bridge or ClientBridge()
+        self.conn: Any = None
+        self.sessions: dict[str, Session] = {}
+        self._kinds: dict[str, str] = {}
+        self._rejected_rules: set[str] = set()
+        self._model_options: list[SessionConfigSelectOption] | None = None
+        self._pump: asyncio.Task[None] | None = None
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+        self.bridge.conn = conn
+
+    async def _call(self, coro: Any) -> Any:
+        try:
+            return await coro
+        except RpcError as exc:
+            raise _request_error(exc) from None
+
+    # ------------------------------------------------------------------ handshake
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+                         **kwargs: Any) -> InitializeResponse:
+        await self._call(self.app.initialize(client_name=getattr(client_info, "name", None) or "acp-client"))
+        if client_capabilities is not None:
+            fs = client_capabilities.fs
+            self.bridge.can_write = bool(fs and fs.write_text_file)
+            self.bridge.terminal = bool(client_capabilities.terminal)
+        tools = await self._call(self.app.tools_list())
+        self._kinds = {t.name: t.kind for t in tools.tools}
+        if self._pump is None:
+            self._pump = asyncio.create_task(self._pump_events(), name="acp event pump")
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=True),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(), fork=SessionForkCapabilities(), resume=SessionResumeCapabilities(),
+                ),
+            ),
+            agent_info=Implementation(name="roder", title="Roder", version=__version__),
+            auth_methods=[],
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
+        return AuthenticateResponse()
+
+    # ------------------------------------------------------------------ sessions
+
+    async def _modes(self) -> SessionModeState:
+        mode = (await self._call(self.app.session_get())).mode
+        return SessionModeState(
+            current_mode_id=mode,
+            available_modes=[SessionMode(id=m, name=MODE_NAMES[m][0], description=MODE_NAMES[m][1]) for m in MODES],
+        )
+
+    async def _model_config(self, thread_provider: str, thread_model: str) -> list[SessionConfigOptionSelect]:
+        if self._model_options is None:
+            options: list[SessionConfigSelectOption] = []
+            providers = await self._call(self.app.providers_list())
+            for provider in providers.providers:
+                if provider.auth_configured is False:
+                    continue
+                try:
+                    models = (await asyncio.wait_for(self.app.model_list(provider.id), 5.0)).models
+                except (RpcError, TimeoutError):
+                    models = []
+                ids = [m.id for m in models] or [provider.default_model]
+                options += [SessionConfigSelectOption(value=f"{provider.id}/{m}", name=f"{provider.name}: {m}")
+                            for m in ids]
+            self._model_options = options
+        current = f"{thread_provider}/{thread_model}"
+        options = list(self._model_options)
+        if current not in {o.value for o in options}:
+            options.insert(0, SessionConfigSelectOption(value=current, name=current))
+        return [SessionConfigOptionSelect(id="model", name="Model", category="model", type="select",
+                                          current_value=current, options=options)]
+
+    def _open(self, thread_id: str, cwd: str) -> Session:
+        session = self.sessions.get(thread_id) or Session(id=thread_id, cwd=cwd)
+        self.sessions[thread_id] = session
+        self.bridge.sessions_by_cwd[cwd] = thread_id
+        return session
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None,
+                          **kwargs: Any) -> NewSessionResponse:
+        thread = (await self._call(self.app.thread_start(cwd=cwd))).thread
+        self._open(thread.id, thread.cwd)
+        return NewSessionResponse(session_id=thread.id, modes=await self._modes(),
+                                  config_options=await self._model_config(thread.provider, thread.model))
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> LoadSessionResponse:
+        thread = (await self._call(self.app.thread_resume(session_id))).thread
+        self._open(thread.id, thread.cwd)
+        for turn in thread.turns:
+            for item in turn.items:
+                for update in item_updates(item, self._kinds, history=True):
+                    await self.conn.session_update(session_id=thread.id, update=update)
+        return LoadSessionResponse(modes=await self._modes(),
+                                   config_options=await self._model_config(thread.provider, thread.model))
+
+    async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> ResumeSessionResponse:
+        thread = (await self._call(self.app.thread_resume(session_id))).thread
+        self._open(thread.id, thread.cwd)
+        return ResumeSessionResponse(modes=await self._modes(),
+                                     config_options=await self._model_config(thread.provider, thread.model))
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> ListSessionsResponse:
+        rows = (await self._call(self.app.thread_list(cwd=cwd))).threads
+        return ListSessionsResponse(sessions=[
+            SessionInfo(session_id=r.id, cwd=r.cwd, title=r.title or None,
+                        updated_at=datetime.fromtimestamp(r.updated_at, UTC).isoformat())
+            for r in rows
+        ])
+
+    async def fork_session(self, session_id: str, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> ForkSessionResponse:
+        result = await self._call(self.app.request("thread/fork", {"threadId": session_id}))
+        thread = result.thread
+        self._open(thread.id, thread.cwd)
+        return ForkSessionResponse(session_id=thread.id, modes=await self._modes(),
+                                   config_options=await self._model_config(thread.provider, thread.model))
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            with contextlib.suppress(RpcError):
+                await self.app.turn_interrupt(session_id)
+        return CloseSessionResponse()
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        self._session(session_id)
+        if mode_id not in MODES:
+            raise RequestError.invalid_params({"modeId": f"unknown mode {mode_id!r}; one of {', '.join(MODES)}"})
+        await self._call(self.app.session_set_mode(mode_id, "ACP client"))
+        return SetSessionModeResponse()
+
+    async def set_session_model(self, session_id: str, model_id: str) -> dict[str, Any]:
+        """``session/set_model`` (the pre-config-options ACP method); ``model_id`` is provider/model."""
+        await self._select_model(session_id, model_id)
+        return {}
+
+    async def set_config_option(self, config_id: str, session_id: str, value: str | bool,
+                                 **kwargs: Any) -> SetSessionConfigOptionResponse:
+        if config_id == "model" and isinstance(value, str):
+            thread = await self._select_model(session_id, value)
+            return SetSessionConfigOptionResponse(config_options=await self._model_config(thread[0], thread[1]))
+        raise RequestError.invalid_params({"configId": f"unknown config option {config_id!r}"})
+
+    async def _select_model(self, session_id: str, value: str) -> tuple[str, str]:
+        self._session(session_id)
+        provider, _, model = value.partition("/")
+        if not provider:
+            raise RequestError.invalid_params({"modelId": "expected provider/model"})
+        result = await self._call(self.app.providers_select(provider, model or None, thread_id=session_id))
+        return result.provider, result.model
+
+    def _session(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RequestError.invalid_params({"sessionId": f"unknown session {session_id!r}; use session/new or load"})
+        return session
+
+    # ------------------------------------------------------------------ prompts
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        session = self._session(session_id)
+        if session.waiter is not None and not session.waiter.done():
+            raise RequestError.invalid_request({"sessionId": "a prompt is already running in this session"})
+        self.bridge.sessions_by_cwd[session.cwd] = session.id
+        waiter: asyncio.Future[Turn] = asyncio.get_running_loop().create_future()
+        session.waiter = waiter
+        try:
+            await self._call(self.app.turn_start(session.id, input=prompt_input(prompt)))
+        except BaseException:
+            session.waiter = None
+            raise
+        turn = await waiter
+        return PromptResponse(stop_reason=stop_reason(turn))
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        if session_id in self.sessions:
+            with contextlib.suppress(RpcError):
+                await self.app.turn_interrupt(session_id)
+
+    # ------------------------------------------------------------------ notifications
+
+    async def _pump_events(self) -> None:
+        """Forward runtime notifications of open sessions, in order, as session updates."""
+        while True:
+            events = self.app.subscribe(maxsize=EVENT_QUEUE)
+            try:
+                async for event in events:
+                    await self._forward(event)
+                return
+            except ClientFellBehind as exc:
+                log.warning("ACP client fell behind; some streamed deltas were dropped: %s", exc)
+                events.close()
+
+    async def _forward(self, event: Any) -> None:
+        session = self.sessions.get(getattr(event, "thread_id", ""))
+        if session is None:
+            return
+        if isinstance(event, ApprovalRequested):
+            task = asyncio.create_task(self._ask_permission(session, event.request))
+            session.permission_tasks.add(task)
+            task.add_done_callback(session.permission_tasks.discard)
+            return
+        if isinstance(event, TurnCompleted):
+            if session.waiter is not None and not session.waiter.done():
+                session.waiter.set_result(event.turn)
+            return
+        item = event.item if isinstance(event, ItemCompleted) else None
+        if isinstance(item, ToolCallItem) and self._kinds.get(item.name) == "execute":
+            self.bridge.pending_exec.setdefault(session.id, deque()).append(item.call_id)
+        for update in notification_updates(event, self._kinds):
+            try:
+                await self.conn.session_update(session_id=session.id, update=update)
+            except Exception as exc:
+                log.warning("could not send a session update: %s", exc)
+
+    async def _ask_permission(self, session: Session, request: ApprovalRequest) -> None:
+        rule = next((o.rule for o in request.options if o.id == "allow_always"), None) or request.tool
+        if rule in self._rejected_rules:
+            await self._resolve(request, "deny", reason=f"always rejected in this editor session: {rule}")
+            return
+        content = None
+        if request.diff:
+            from acp import tool_diff_content
+
+            old, new = diff_texts(request.diff)
+            path = str(request.arguments.get("path") or request.arguments.get("file_path") or request.tool)
+            content = [tool_diff_content(path, new, old)]
+        tool_call = ToolCallUpdate(
+            tool_call_id=request.call_id, title=tool_title(request.tool, request.arguments),
+            kind=acp_kind(self._kinds.get(request.tool)), status="pending", content=content,  # type: ignore[arg-type]
+            raw_input=request.arguments,
+        )
+        options = [
+            PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+            PermissionOption(option_id="allow_always", name=f"Always allow {rule}", kind="allow_always"),
+            PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+            PermissionOption(option_id="reject_always", name=f"Always reject {rule}", kind="reject_always"),
+        ]
+        try:
+            response = await self.conn.request_permission(session_id=session.id, tool_call=tool_call, options=options)
+        except Exception as exc:
+            await self._resolve(request, "deny", reason=f"permission request failed: {exc}")
+            return
+        outcome = response.outcome
+        choice = outcome.option_id if isinstance(outcome, AllowedOutcome) else "cancelled"
+        if choice == "allow_once":
+            await self._resolve(request, "allow_once")
+        elif choice == "allow_always":
+            await self._resolve(request, "allow_always", rule=rule)
+        elif choice == "reject_always":
+            self._rejected_rules.add(rule)
+            with contextlib.suppress(Exception):
+                ConfigWriter(self.app.runtime.options.paths.config_file).append_unique("policy.deny", rule)
+            await self._resolve(request, "deny", reason=f"always rejected: {rule}")
+        else:
+            await self._resolve(request, "deny", reason="rejected in the editor" if choice == "reject_once" else "cancelled")
+            if choice == "cancelled":
+                with contextlib.suppress(Exception):
+                    await self.conn.session_update(session_id=session.id,
+                                                   update=update_tool_call(request.call_id, status="failed"))
+
+    async def _resolve(self, request: ApprovalRequest, decision: str, *, rule: str | None = None, reason: str = "") -> None:
+        with contextlib.suppress(RpcError):  # the turn may have ended (cancel) in the meantime
+            await self.app.resolve_approval(request.approval_id, decision, rule=rule, reason=reason)  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._pump
+
+
+def prompt_input(blocks: list[Any]) -> list[InputItem]:
+    """ACP content blocks -> turn input items (text, images, attached files and resources)."""
+    items: list[InputItem] = []
+    for block in blocks:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            items.append(InputItem(type="text", text=block.text))
+        elif kind == "image":
+            items.append(InputItem(type="image", data_base64=block.data, mime_type=block.mime_type, path=_file_path(block.uri)))
+        elif kind == "resource_link":
+            path = _file_path(block.uri)
+            if path is not None:
+                items.append(InputItem(type="file", path=path, name=block.name or Path(path).name))
+            else:
+                items.append(InputItem(type="text", text=f"[resource: {block.name} {block.uri}]"))
+        elif kind == "resource":
+            resource = block.resource
+            text = getattr(resource, "text", None)
+            name = Path(_file_path(resource.uri) or resource.uri).name or resource.uri
+            if text is not None:
+                items.append(InputItem(type="file", name=name, text=text, mime_type=resource.mime_type))
+            elif (resource.mime_type or "").startswith("image/"):
+                items.append(InputItem(type="image", name=name, data_base64=resource.blob, mime_type=resource.mime_type))
+            else:
+                items.append(InputItem(type="text", text=f"[binary resource {resource.uri} not attached]"))
+        elif kind == "audio":
+            raise RequestError.invalid_params({"prompt": "audio input is not supported"})
+    return items
+
+
+def _file_path(uri: str | None) -> str | None:
+    if not uri:
+        return None
+    parts = urlsplit(uri)
+    return unquote(parts.path) if parts.scheme == "file" else None
+
+
+def stop_reason(turn: Turn) -> str:
+    if turn.status == "interrupted":
+        return "cancelled"
+    if turn.status == "failed":
+        if turn.error is not None and turn.error.kind == "max_iterations":
+            return "max_turn_requests"
+        raise RequestError.internal_error({"message": turn.error.message if turn.error else "the turn failed"})
+    if turn.stop_reason in ("max_tokens", "refusal"):
+        return turn.stop_reason
+    return "end_turn"
