@@ -42,6 +42,7 @@ from roder_core.ir import (
     ProviderMetadataEvent,
     ReasoningDelta,
     ReasoningItem,
+    StreamRestartEvent,
     ToolCallEvent,
     ToolCallItem,
     ToolResultItem,
@@ -60,6 +61,14 @@ if TYPE_CHECKING:
     from roder_core.runtime import Runtime, ThreadState
 
 log = logging.getLogger(__name__)
+
+
+#: Given to the model once when a turn's deadline (the start of its finalization reserve) passes.
+RESERVE_NOTICE = (
+    "Time is almost up: the deadline's finalization reserve has begun. Start no new work; make sure "
+    "your changes are saved in the workspace, then give your final answer now."
+)
+LEDGER_NOTICE = " First record in the task ledger what is done and what is not."
 
 
 class TurnInterrupted(Exception):
@@ -100,13 +109,18 @@ class TurnRunner:
         self.user_item = user_item
         self.turn = Turn()
         self.task_ledger_required = task_ledger_required
+        #: ``time.time()`` instant at which the finalization reserve begins (see services.InferenceTurnContext).
         self.deadline = deadline
+        self._reserve_announced = False
         self.iterations = 0
         self._provider_override = provider
         self._model_override = model
         #: How many times a stop hook sent the model back to work in this turn.
         self.stop_continuations = 0
         self._approval_lock = asyncio.Lock()
+        from roder_core.compaction import Compactor  # compaction builds on TurnRunner
+
+        self.compactor = Compactor(self)
         cfg = runtime.options
         self.max_iterations = cfg.max_iterations or cfg.config.max_iterations
 
@@ -196,7 +210,9 @@ class TurnRunner:
         item = self.user_item
         if self.runtime.hooks.has(HookPoint.BEFORE_TURN):
             payload = await self.runtime.hooks.run(
-                HookPoint.BEFORE_TURN, {"thread_id": self.tid, "text": item.text}
+                HookPoint.BEFORE_TURN,
+                {"thread_id": self.tid, "turn_id": self.turn.id, "text": item.text, "cwd": self.thread.cwd,
+                 "mode": self.mode},
             )
             item = item.model_copy(update={"text": payload.get("text", item.text)})
         await self._item(item)
@@ -209,6 +225,7 @@ class TurnRunner:
     async def _loop(self) -> None:
         runtime = self.runtime
         while True:
+            self._announce_reserve()
             await self._deliver_steers()
             if self.iterations >= self.max_iterations:
                 raise TurnFailed(
@@ -223,13 +240,29 @@ class TurnRunner:
             )
             if self.state.allowed_tools is not None:
                 tools = tools.restricted(self.state.allowed_tools)
-            output = await self._call_model(tools)
+            try:
+                output = await self._call_model(tools)
+            except InferenceError as exc:
+                # A context overflow is answered by compacting harder, then retrying once.
+                profile = runtime.model_profile(self.provider, self.model)
+                if exc.kind != "context_overflow" or not await self.compactor.after_overflow(profile):
+                    raise
+                output = await self._call_model(tools)
+            self.compactor.observe(output.usage)
             self.turn.stop_reason = output.stop_reason
             if not output.tool_calls:
                 if self.state.steers or await self._stop_hook_continues():
                     continue
                 return
             await self._run_tools(tools, output.tool_calls)
+
+    def _announce_reserve(self) -> None:
+        """Once the deadline passes, ask the model (once) to wrap up within the reserve (seed 004)."""
+        if self.deadline is None or self._reserve_announced or time.time() < self.deadline:
+            return
+        self._reserve_announced = True
+        text = RESERVE_NOTICE + (LEDGER_NOTICE if self.task_ledger_required else "")
+        self.state.steers.append(UserMessageItem(text=text, steer=True))
 
     async def _stop_hook_continues(self) -> bool:
         """Stop hooks may send the model back to work once more (``continue_with`` carries the
@@ -261,12 +294,16 @@ class TurnRunner:
             thread_id=self.tid, cwd=Path(self.thread.cwd),
             prompt=self.user_item.text, model=profile,
         )
-        request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile)
+        turn_start = self.turn.items[0].id if self.turn.items else None
+        request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+        if await self.compactor.maybe_compact(request, profile):
+            request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
         for point in (HookPoint.CONTEXT, HookPoint.BEFORE_PROVIDER_REQUEST):
             if runtime.hooks.has(point):
                 payload = await runtime.hooks.run(
                     point,
                     {"thread_id": self.tid, "turn_id": self.turn.id, "request": request, "deadline": self.deadline,
+                     "mode": self.mode,
                      "task_ledger_required": self.task_ledger_required, "turn_started_at": self.turn.started_at},
                 )
                 request = payload["request"]
@@ -281,6 +318,7 @@ class TurnRunner:
         ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
         output = _ModelOutput()
         open_item: AgentMessageItem | ReasoningItem | None = None
+        streamed: list[AgentMessageItem | ReasoningItem] = []  # items this model call opened
 
         async def close_open() -> None:
             nonlocal open_item
@@ -288,12 +326,14 @@ class TurnRunner:
                 await self._item_completed(open_item)
                 open_item = None
 
+        stream = engine.stream_turn(ctx, request)
         try:
-            async for event in engine.stream_turn(ctx, request):
+            async for event in stream:
                 if isinstance(event, MessageDelta):
                     if not isinstance(open_item, AgentMessageItem):
                         await close_open()
                         open_item = AgentMessageItem()
+                        streamed.append(open_item)
                         await self._item_started(open_item)
                     open_item.text += event.text
                     runtime.publish_live(
@@ -303,6 +343,7 @@ class TurnRunner:
                     if not isinstance(open_item, ReasoningItem):
                         await close_open()
                         open_item = ReasoningItem()
+                        streamed.append(open_item)
                         await self._item_started(open_item)
                     if event.summary:
                         open_item.summary += event.text
@@ -334,9 +375,22 @@ class TurnRunner:
                     output.stop_reason = event.stop_reason
                 elif isinstance(event, InferenceErrorEvent):
                     raise InferenceError(event.message, event.kind, retryable=event.retryable)  # type: ignore[arg-type]
+                elif isinstance(event, StreamRestartEvent):
+                    # The engine retried a broken stream and got a different answer: blank what
+                    # this call showed (clients replace items by id), then stream the new one.
+                    open_item = None
+                    for item in streamed:
+                        blank = {"text": ""} if isinstance(item, AgentMessageItem) else {
+                            "text": "", "summary": "", "provider_data": None}
+                        await self._item_completed(item.model_copy(update=blank))
+                    streamed.clear()
+                    output = _ModelOutput()
         finally:
             # A partial answer (interrupt, dropped stream) is still kept as a completed item.
             await asyncio.shield(close_open())
+            close_stream = getattr(stream, "aclose", None)
+            if close_stream is not None:  # close the HTTP stream now, not when garbage collected
+                await asyncio.shield(close_stream())
         await self._account(output.usage, profile, request)
         return output
 
@@ -466,25 +520,32 @@ class TurnRunner:
                 preview = await make_preview(ctx, call)
             except Exception as exc:
                 preview = {"diff": f"(no preview: {exc})"}
-        rule = suggest_rule(subjects)
+        # The exact rules "always" saves, one per line (a compound command may need several);
+        # none for protected or outside-workspace targets, which always ask.
+        rules = runtime.policy.suggest_rules(subjects, ctx.workspace)
+        rule = "\n".join(rules)
+        options = [
+            ApprovalOption(id="allow_once", label="Allow once"),
+            ApprovalOption(id="allow_session", label="Allow for this session"),
+        ]
+        if rules:
+            options.append(ApprovalOption(id="allow_always", label=f"Always allow: {', '.join(rules)}", rule=rule))
+        options += [
+            ApprovalOption(id="deny", label="Deny"),
+            ApprovalOption(id="deny_interrupt", label="Deny and interrupt"),
+        ]
         request = ApprovalRequest(
             thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, tool=call.name,
             arguments=call.arguments, reason=reason, command=preview.get("command"),
-            cwd=preview.get("cwd"), diff=preview.get("diff"),
-            options=[
-                ApprovalOption(id="allow_once", label="Allow once"),
-                ApprovalOption(id="allow_session", label="Allow for this session"),
-                ApprovalOption(id="allow_always", label=f"Always allow: {rule}", rule=rule),
-                ApprovalOption(id="deny", label="Deny"),
-                ApprovalOption(id="deny_interrupt", label="Deny and interrupt"),
-            ],
+            cwd=preview.get("cwd"), diff=preview.get("diff"), options=options,
         )
         decision = await self.await_decision(request)
         if decision.decision == "allow_session":
             runtime.policy.allow_for_session(subjects)
         elif decision.decision == "allow_always":
             runtime.policy.allow_for_session(subjects)
-            runtime.persist_rule(decision.rule or rule)
+            if decision.rule or rule:
+                runtime.persist_rule(decision.rule or rule)
         if decision.allowed:
             return None
         if decision.decision == "deny_interrupt":
@@ -528,20 +589,13 @@ def _with_hook_permission(decision: PolicyDecision, permission: Any) -> PolicyDe
     """A pre-tool hook's ``permission`` ("ask" or "allow") adjusts the policy decision.
 
     "ask" makes an allowed call ask; "allow" lets a call through that would only have asked.
-    Neither overrides a deny (rules, plan mode, contributors): deny always wins."""
+    Neither overrides a deny (rules, plan mode, contributors): deny always wins, and "allow"
+    never lifts the policy floors (protected or outside-workspace targets, repeated calls)."""
     if permission == "ask" and decision.verdict is PolicyVerdict.ALLOW:
         return PolicyDecision(PolicyVerdict.ASK, "a hook asked for approval", "hook")
-    if permission == "allow" and decision.verdict is PolicyVerdict.ASK:
+    if permission == "allow" and decision.verdict is PolicyVerdict.ASK and decision.source not in ("floor", "repeat"):
         return PolicyDecision(PolicyVerdict.ALLOW, "allowed by a hook", "hook")
     return decision
-
-
-def suggest_rule(subjects: list[Any]) -> str:
-    """The exact rule an 'always' approval saves: ``tool(subject)`` or just ``tool``."""
-    if not subjects:
-        return ""
-    first = subjects[0]
-    return f"{first.tool}({first.value})" if first.value else first.tool
 
 
 def _mutated_paths(tool: Any, call: ToolCall, ctx: ToolExecutionContext) -> list[str]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roder_ext_mock import MockProviderExtension
+from roder_ext_mock import MockEngine, MockProviderExtension
 
 from roder_core import ExtensionRegistryBuilder, RoderExtension, Tool
 from roder_core.distribution import HostContext, make_host
@@ -33,9 +33,10 @@ def runtime_with(
     tools: list[Tool] | None = None,
     mode: str = "bypass",
     interactive: bool = False,
+    engine: RoderExtension | None = None,
 ) -> Runtime:
     builder = ExtensionRegistryBuilder()
-    builder.install(MockProviderExtension(script))
+    builder.install(engine or MockProviderExtension(script))
     builder.install(TestExtension(tools if tools is not None else [SleepTool(), ReadTool()]))
     for extension in extensions:
         builder.install(extension)
@@ -81,3 +82,24 @@ async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+class RoutedMockEngine(MockEngine):
+    """The mock engine with one script per kind of thread: threads whose first message contains
+    a marker (a subagent's task) play ``child_script``, every other thread plays ``script``."""
+
+    def __init__(self, script: list[dict[str, Any]], child_script: list[dict[str, Any]], marker: str) -> None:
+        super().__init__(script)
+        self._child = MockEngine(child_script)
+        self._marker = marker
+
+    def _next_step(self, ctx: Any, request: Any) -> dict[str, Any]:
+        first = next((m.text() for m in request.messages if m.role == "user"), "")
+        if self._marker in first:
+            return self._child._next_step(ctx, request)
+        return super()._next_step(ctx, request)
+
+
+class RoutedMockExtension(MockProviderExtension):
+    def __init__(self, script: list[dict[str, Any]], child_script: list[dict[str, Any]], marker: str) -> None:
+        self.engine = RoutedMockEngine(script, child_script, marker)

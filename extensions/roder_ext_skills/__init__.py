@@ -1,0 +1,191 @@
+"""Agent Skills: ``SKILL.md`` folders whose names and descriptions the model always sees, and
+whose full instructions it loads on demand with the ``skill`` tool (the user: ``/skill-name``).
+
+Discovered in the user config dir (``skills/``) and, for a trusted folder, in ``.roder/skills``,
+``.agents/skills`` and ``.claude/skills``. A skill's ``allowed-tools`` (e.g. ``Read Grep
+Bash(git log:*)``) are pre-approved while the skill is active, i.e. for the rest of the turn that
+loaded it: calls that would only ask run without asking. Denies (rules, plan mode, protected
+paths) still win.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from roder_core import (
+    EXTENSION_API_VERSION,
+    ContextBlock,
+    ContextQuery,
+    ExtensionManifest,
+    HookOutcome,
+    HookPoint,
+    PolicySubject,
+    ProvidedService,
+    RoderExtension,
+    Tool,
+    ToolCall,
+    ToolExecutionContext,
+    ToolRegistry,
+    ToolResult,
+)
+from roder_core.commands import skill_prompt
+from roder_core.definitions import DefinitionRoots, Skill, discover
+from roder_core.policy_rules import PolicyRuleError, Rule
+
+_LOADED = re.compile(r'\A<skill name="([^"]+)"')
+
+
+class SkillCatalog:
+    """The skills of one folder, plus which are active (loaded) in which turn."""
+
+    def __init__(self, skills: dict[str, Skill], problems: list[str]) -> None:
+        self.skills = skills
+        self.problems = problems
+        self._active: dict[str, tuple[str, list[Skill]]] = {}  # thread -> (turn, skills)
+
+    def activate(self, thread_id: str, turn_id: str, skill: Skill) -> None:
+        turn, active = self._active.get(thread_id, ("", []))
+        if turn != turn_id:
+            active = []
+        self._active[thread_id] = (turn_id, [*active, skill])
+
+    def active(self, thread_id: str, turn_id: str) -> list[Skill]:
+        turn, skills = self._active.get(thread_id, ("", []))
+        return skills if turn == turn_id else []
+
+
+def _rule(entry: str) -> Rule | None:
+    """``Bash(git log:*)`` (Claude Code spelling) -> rule ``bash(git log*)``; ``Read`` -> ``read``."""
+    tool, paren, rest = entry.partition("(")
+    text = tool.strip().lower() + (paren + rest.replace(":*", "*") if paren else "")
+    try:
+        return Rule.parse(text)
+    except PolicyRuleError:
+        return None
+
+
+def allowed_by(skill: Skill, tool: str, arguments: dict[str, Any], cwd: str) -> bool:
+    for entry in skill.allowed_tools or []:
+        rule = _rule(entry)
+        if rule is None:
+            continue
+        if rule.spec is None:
+            if rule.tool == tool.lower():
+                return True
+            continue
+        command = arguments.get("command")
+        if isinstance(command, str) and rule.matches(PolicySubject(tool, command, "command"), Path(cwd)):
+            return True
+    return False
+
+
+class SkillTool(Tool):
+    name = "skill"
+    read_only = True
+    kind = "read"
+
+    def __init__(self, catalog: SkillCatalog) -> None:
+        self.catalog = catalog
+        names = ", ".join(sorted(catalog.skills)) or "none installed"
+        self.description = (
+            "Load an Agent Skill: its full instructions come back as the result; follow them. Use it when "
+            f"a task matches a skill's description. Available: {names}."
+        )
+        self.parameters = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "the skill's name", "enum": sorted(catalog.skills)},
+                "arguments": {"type": "string", "description": "optional: what to apply the skill to"},
+            },
+            "required": ["name"],
+        }
+
+    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        name = str(call.arguments.get("name", ""))
+        skill = self.catalog.skills.get(name)
+        if skill is None:
+            return ToolResult.error(call, f"no skill {name!r}; available: {', '.join(sorted(self.catalog.skills))}")
+        self.catalog.activate(ctx.thread_id, ctx.turn_id, skill)
+        return ToolResult(id=call.id, name=call.name, text=skill_prompt(skill, str(call.arguments.get("arguments", ""))),
+                          data={"skill": skill.name, "path": str(skill.path)})
+
+
+class SkillTools:
+    def __init__(self, catalog: SkillCatalog) -> None:
+        self.catalog = catalog
+
+    def id(self) -> str:
+        return "skills"
+
+    def contribute(self, registry: ToolRegistry) -> None:
+        if self.catalog.skills:
+            registry.register(SkillTool(self.catalog))
+
+
+class SkillsContext:
+    def __init__(self, catalog: SkillCatalog) -> None:
+        self.catalog = catalog
+
+    def id(self) -> str:
+        return "skills-context"
+
+    async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
+        if not self.catalog.skills:
+            return []
+        lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in sorted(
+            self.catalog.skills.values(), key=lambda s: s.name)]
+        text = ("Agent Skills are available. When a task matches one, load it with the skill tool "
+                "before starting, then follow its instructions:\n" + "\n".join(lines))
+        return [ContextBlock(source="skills", kind="skills", text=text, priority=40)]
+
+
+class SkillPermissions:
+    """While a skill is active, its allowed-tools run without asking (never past a deny)."""
+
+    def __init__(self, catalog: SkillCatalog) -> None:
+        self.catalog = catalog
+
+    def id(self) -> str:
+        return "skill-permissions"
+
+    def points(self) -> frozenset[HookPoint]:
+        return frozenset({HookPoint.TOOL_CALL_BEFORE, HookPoint.BEFORE_TURN})
+
+    async def run(self, point: HookPoint, payload: dict[str, Any]) -> HookOutcome | None:
+        if point is HookPoint.BEFORE_TURN:  # /skill-name: the prompt starts with the loaded skill
+            match = _LOADED.match(str(payload.get("text", "")))
+            skill = self.catalog.skills.get(match.group(1)) if match else None
+            if skill is not None:
+                self.catalog.activate(str(payload.get("thread_id")), str(payload.get("turn_id")), skill)
+            return None
+        active = self.catalog.active(str(payload.get("thread_id")), str(payload.get("turn_id")))
+        tool, arguments = str(payload.get("tool", "")), payload.get("arguments") or {}
+        cwd = str(payload.get("cwd", "."))
+        if payload.get("permission") is None and any(allowed_by(s, tool, arguments, cwd) for s in active):
+            return HookOutcome(replace={"permission": "allow"})
+        return None
+
+
+class SkillsExtension(RoderExtension):
+    def __init__(self, catalog: SkillCatalog) -> None:
+        self.catalog = catalog
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-skills", name="Agent Skills", version="0.1.0", api_version=EXTENSION_API_VERSION,
+            description="SKILL.md discovery, skills list in context, the skill tool",
+            provides=[ProvidedService.ToolProvider("skills"), ProvidedService.ContextProvider("skills-context"),
+                      ProvidedService.Hook("skill-permissions")],
+        )
+
+    def install(self, registry: Any) -> None:
+        registry.tool_contributor(SkillTools(self.catalog))
+        registry.context_provider(SkillsContext(self.catalog))
+        registry.hook(SkillPermissions(self.catalog))
+
+
+def create(host: Any) -> SkillsExtension:
+    found = discover(DefinitionRoots(host.cwd, host.paths, host.trusted))
+    return SkillsExtension(SkillCatalog(found.skills, found.problems))

@@ -1,0 +1,207 @@
+"""Subagents: the ``task`` tool runs a child thread with its own context, tools and policy.
+
+The child starts empty (its own context: the agent's instructions and the task), sees only the
+agent's tools (``tools:`` in its definition; never ``task`` or ``exit_plan``), and runs in the
+stricter of the agent's mode and the parent's. Its progress streams into the parent's tool card
+as it happens; its final answer is the tool result; its whole trace is kept in that result for
+``turn/subagentTrace/read``. Agents: built-in ``general`` and ``explore`` (read-only), plus
+``.roder/agents/*.md`` in a trusted folder and ``agents/*.md`` in the user config dir (frontmatter
+``name``, ``description``, ``tools``, ``model``, optional ``mode``; the body is the prompt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from roder_core import (
+    EXTENSION_API_VERSION,
+    ExtensionManifest,
+    ProvidedService,
+    RoderExtension,
+    Tool,
+    ToolCall,
+    ToolExecutionContext,
+    ToolRegistry,
+    ToolResult,
+)
+from roder_core.definitions import AgentDefinition
+from roder_core.events import ItemCompleted, RuntimeEvent
+from roder_core.ir import AgentMessageItem, ParentRef, ToolCallItem, ToolResultItem, new_id
+from roder_core.subagents import CHILD_EXCLUDED_TOOLS, TraceRecord, child_mode, list_agents, register_trace
+
+_PROGRESS_CHARS = 160
+
+
+def _short(text: str, limit: int = _PROGRESS_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def progress_line(event: RuntimeEvent) -> str | None:
+    """One human line per completed child item, streamed into the parent's task card."""
+    if not isinstance(event, ItemCompleted):
+        return None
+    item = event.item
+    if isinstance(item, ToolCallItem):
+        return f"→ {item.name} {_short(json.dumps(item.arguments, ensure_ascii=False), 100)}\n"
+    if isinstance(item, ToolResultItem):
+        first = item.text.strip().splitlines()[0] if item.text.strip() else ""
+        return f"  {'✗' if item.is_error else '✓'} {_short(first, 120)}\n"
+    if isinstance(item, AgentMessageItem) and item.text.strip():
+        return f"· {_short(item.text)}\n"
+    return None
+
+
+def child_tools(available: list[str], agent: AgentDefinition) -> frozenset[str]:
+    """The agent's tool list (Claude Code names like ``Read`` match ``read``), never task/exit_plan."""
+    names = [n for n in available if n not in CHILD_EXCLUDED_TOOLS]
+    if agent.tools is None:
+        return frozenset(names)
+    wanted = {t.split("(")[0].strip().lower() for t in agent.tools}
+    return frozenset(n for n in names if n.lower() in wanted or any(n.lower().startswith(w) for w in wanted
+                                                                       if w.endswith("__")))
+
+
+def _split_model(spec: str | None, provider: str, model: str) -> tuple[str, str]:
+    if not spec:
+        return provider, model
+    if "/" in spec:
+        p, _, m = spec.partition("/")
+        return p, m
+    return provider, spec
+
+
+class SubagentRunner:
+    """Runs one child thread for a parent tool call; shared by the task tool and the dispatcher."""
+
+    def __init__(self, agents: dict[str, AgentDefinition]) -> None:
+        self.agents = agents
+
+    async def run(self, ctx: ToolExecutionContext, agent_name: str, description: str, prompt: str) -> ToolResult:
+        runtime, runner = ctx.extra.get("runtime"), ctx.extra.get("turn_runner")
+        call = ToolCall(id=ctx.call_id, name="task")
+        if runtime is None or runner is None:
+            return ToolResult.error(call, "task needs the runtime")
+        agent = self.agents.get(agent_name)
+        if agent is None:
+            return ToolResult.error(call, f"unknown agent {agent_name!r}; available: {', '.join(sorted(self.agents))}")
+        provider, model = _split_model(agent.model, runner.provider, runner.model)
+        child = await runtime.start_thread(
+            ctx.workspace, provider, model, title=f"{agent.name}: {description}", ephemeral=True,
+            parent=ParentRef(thread_id=ctx.thread_id, turn_id=ctx.turn_id),
+        )
+        available = runtime.registry.tool_registry(on_error=lambda *_: None).names()
+        runtime.restrict_thread(child.id, tools=child_tools(available, agent), mode=child_mode(ctx.mode, agent.mode))
+        record = TraceRecord(new_id("trace"), agent.name, description, ctx.thread_id, ctx.turn_id, ctx.call_id,
+                             child.id)
+        register_trace(runtime, record)
+        ctx.emit_output(f"subagent {agent.name} started: {description}\n")
+
+        def forward(event: RuntimeEvent) -> None:
+            if event.thread_id == child.id and (line := progress_line(event)):
+                ctx.emit_output(line)
+
+        remove = runtime.bus.add_listener(forward)
+        text = f"{agent.prompt}\n\nYour task:\n{prompt}" if agent.prompt else prompt
+        try:
+            turn = await runtime.run_turn(child.id, text)
+        except asyncio.CancelledError:
+            await asyncio.shield(runtime.interrupt(child.id))
+            record.status = "interrupted"
+            raise
+        finally:
+            remove()
+        answers = [i.text for i in turn.items if isinstance(i, AgentMessageItem) and i.text.strip()]
+        record.status, record.completed_at = turn.status, turn.completed_at
+        record.result = answers[-1] if answers else ""
+        items = [i.wire() for i in runtime.thread(child.id).items()]
+        await runtime.close_thread(child.id)
+        data = {"subagent": {**record.to_json(), "items": items}}
+        if turn.status != "completed":
+            reason = turn.error.message if turn.error else turn.status
+            return ToolResult(id=call.id, name="task", is_error=True, data=data,
+                              text=f"subagent {agent.name} {turn.status}: {reason}\n{record.result}".strip())
+        return ToolResult(id=call.id, name="task", data=data, text=record.result or "(the subagent gave no answer)")
+
+
+class TaskTool(Tool):
+    name = "task"
+    # The child's own calls go through policy in a mode never freer than this one, so launching
+    # it changes nothing by itself (and it may run in plan mode for read-only exploration).
+    read_only = True
+    kind = "think"
+
+    def __init__(self, runner: SubagentRunner) -> None:
+        self.runner = runner
+        listing = "\n".join(f"- {a.name}: {a.description}" for a in sorted(runner.agents.values(), key=lambda a: a.name))
+        self.description = (
+            "Run a subagent on a self-contained task in its own context, with its own tools and policy. "
+            "Use it for broad searches or independent subtasks; give it everything it needs in the prompt; "
+            f"its final report comes back as the result. Agents:\n{listing}"
+        )
+        self.parameters = {
+            "type": "object",
+            "properties": {
+                "description": {"type": "string", "description": "3-8 word summary of the task"},
+                "prompt": {"type": "string", "description": "the full task for the subagent"},
+                "subagent_type": {"type": "string", "enum": sorted(runner.agents),
+                                  "description": "which agent runs it (default: general)"},
+            },
+            "required": ["description", "prompt"],
+        }
+
+    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        prompt = str(call.arguments.get("prompt", "")).strip()
+        if not prompt:
+            return ToolResult.error(call, "task needs a 'prompt'")
+        result = await self.runner.run(ctx, str(call.arguments.get("subagent_type") or "general"),
+                                       str(call.arguments.get("description", "")).strip() or prompt[:60], prompt)
+        result.id, result.name = call.id, call.name
+        return result
+
+
+class SubagentTools:
+    def __init__(self, runner: SubagentRunner) -> None:
+        self.runner = runner
+
+    def id(self) -> str:
+        return "subagents"
+
+    def contribute(self, registry: ToolRegistry) -> None:
+        registry.register(TaskTool(self.runner))
+
+
+class SubagentDispatch:
+    """The SubagentDispatcher service: run an agent by name from other extensions."""
+
+    def __init__(self, runner: SubagentRunner) -> None:
+        self.runner = runner
+
+    def id(self) -> str:
+        return "subagents"
+
+    async def dispatch(self, ctx: ToolExecutionContext, agent: str, prompt: str) -> str:
+        result = await self.runner.run(ctx, agent, prompt[:60], prompt)
+        return result.text
+
+
+class SubagentsExtension(RoderExtension):
+    def __init__(self, agents: dict[str, AgentDefinition]) -> None:
+        self.runner = SubagentRunner(agents)
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-subagents", name="Subagents", version="0.1.0", api_version=EXTENSION_API_VERSION,
+            description="task tool: child threads with their own context, tools and policy",
+            provides=[ProvidedService.ToolProvider("subagents"), ProvidedService.SubagentDispatcher("subagents")],
+        )
+
+    def install(self, registry: Any) -> None:
+        registry.tool_contributor(SubagentTools(self.runner))
+        registry.subagent_dispatcher(SubagentDispatch(self.runner))
+
+
+def create(host: Any) -> SubagentsExtension:
+    return SubagentsExtension({a.name: a for a in list_agents(host.cwd, host.paths, host.trusted)})

@@ -1,0 +1,183 @@
+"""Task ledger: the ``todo`` tool keeps a visible list of work items with their status.
+
+Each update replaces the list and is recorded as one plan item per turn (``todo-<turn id>``),
+which clients render as the task list and which a resumed thread still has. With
+``taskLedgerRequired`` on ``turn/start`` (eval and automation runs), the model is told the
+ledger is part of finishing, and when it tries to stop with the ledger missing or unfinished it
+is sent back once to checkpoint its scoreable outputs and bring the ledger up to date. (The turn
+loop itself announces the deadline's finalization reserve.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roder_core import (
+    EXTENSION_API_VERSION,
+    ExtensionManifest,
+    HookOutcome,
+    HookPoint,
+    ProvidedService,
+    RoderExtension,
+    Tool,
+    ToolCall,
+    ToolExecutionContext,
+    ToolRegistry,
+    ToolResult,
+)
+from roder_core.events import ItemCompleted, ItemStarted
+from roder_core.ir import PlanItem, PlanStep, Thread
+
+STATUSES = ("pending", "in_progress", "completed")
+_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+
+REQUIRED_INSTRUCTIONS = (
+    "This run requires a task ledger. Keep the todo tool up to date: list the work items, mark one "
+    "in_progress while you work on it and completed when it is done. Before you finish, save every "
+    "scoreable output (files, answers) in the workspace and make the ledger reflect what is done."
+)
+CHECKPOINT_REMINDER = (
+    "Before finishing: this run requires a task ledger. Checkpoint your scoreable outputs now (make sure "
+    "every result is saved in the workspace), then update the todo ledger so each item is completed or "
+    "says why not. Then give your final answer."
+)
+
+
+def ledger_of(thread: Thread) -> list[PlanStep]:
+    """The latest todo list recorded in a thread (empty when none)."""
+    for item in reversed(thread.items()):
+        if isinstance(item, PlanItem) and item.id.startswith("todo-"):
+            return list(item.steps)
+    return []
+
+
+def render(steps: list[PlanStep]) -> str:
+    return "\n".join(f"{_MARK[s.status]} {s.text}" for s in steps) or "(empty)"
+
+
+class TodoTool(Tool):
+    name = "todo"
+    description = (
+        "Write the task ledger: the full list of work items for this task, each with a status "
+        "(pending, in_progress, completed). Each call replaces the list. Use it for multi-step work; "
+        "keep exactly one item in_progress while working."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "todos": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "content": {"type": "string", "description": "what to do"},
+                        "status": {"type": "string", "enum": list(STATUSES)},
+                    },
+                    "required": ["content", "status"],
+                },
+            }
+        },
+        "required": ["todos"],
+    }
+    read_only = True  # it only writes the ledger in the thread, never the workspace
+    kind = "think"
+
+    def __init__(self, ledger: LedgerState) -> None:
+        self.ledger = ledger
+
+    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        raw = call.arguments.get("todos")
+        if not isinstance(raw, list):
+            return ToolResult.error(call, "todo needs 'todos': a list of {content, status}")
+        steps: list[PlanStep] = []
+        for index, entry in enumerate(raw):
+            if not isinstance(entry, dict) or not str(entry.get("content", "")).strip():
+                return ToolResult.error(call, f"todos[{index}] needs a non-empty 'content'")
+            status = str(entry.get("status", "pending"))
+            if status not in STATUSES:
+                return ToolResult.error(call, f"todos[{index}].status must be one of {', '.join(STATUSES)}")
+            steps.append(PlanStep(text=str(entry["content"]).strip(), status=status))  # type: ignore[arg-type]
+        runtime = ctx.extra.get("runtime")
+        if runtime is not None:
+            item = PlanItem(id=f"todo-{ctx.turn_id}", text="Task ledger", steps=steps)
+            await runtime.emit(ItemStarted(thread_id=ctx.thread_id, turn_id=ctx.turn_id, item=item))
+            await runtime.emit(ItemCompleted(thread_id=ctx.thread_id, turn_id=ctx.turn_id, item=item))
+        self.ledger.record(ctx.thread_id, ctx.turn_id, steps)
+        done = sum(s.status == "completed" for s in steps)
+        return ToolResult(id=call.id, name=call.name, data={"todos": [s.wire() for s in steps]},
+                          text=f"Ledger updated ({done}/{len(steps)} completed):\n{render(steps)}")
+
+
+class LedgerState:
+    """The latest list per thread, and which turns were already reminded to checkpoint."""
+
+    def __init__(self) -> None:
+        self.lists: dict[str, tuple[str, list[PlanStep]]] = {}
+        self.reminded: set[str] = set()
+
+    def record(self, thread_id: str, turn_id: str, steps: list[PlanStep]) -> None:
+        self.lists[thread_id] = (turn_id, steps)
+
+    def needs_checkpoint(self, thread_id: str, turn_id: str) -> bool:
+        turn, steps = self.lists.get(thread_id, ("", []))
+        return turn != turn_id or not steps or any(s.status != "completed" for s in steps)
+
+
+class LedgerTools:
+    def __init__(self, ledger: LedgerState) -> None:
+        self.ledger = ledger
+
+    def id(self) -> str:
+        return "task-ledger"
+
+    def contribute(self, registry: ToolRegistry) -> None:
+        registry.register(TodoTool(self.ledger))
+
+
+class LedgerFinalization:
+    """With taskLedgerRequired: instructions in the system prompt, and one checkpoint reminder
+    when the model stops with the ledger missing or unfinished."""
+
+    def __init__(self, ledger: LedgerState) -> None:
+        self.ledger = ledger
+
+    def id(self) -> str:
+        return "task-ledger-finalization"
+
+    def points(self) -> frozenset[HookPoint]:
+        return frozenset({HookPoint.CONTEXT, HookPoint.STOP})
+
+    async def run(self, point: HookPoint, payload: dict[str, Any]) -> HookOutcome | None:
+        if not payload.get("task_ledger_required"):
+            return None
+        if point is HookPoint.CONTEXT:
+            request = payload.get("request")
+            if request is None:
+                return None
+            system = f"{request.system}\n\n{REQUIRED_INSTRUCTIONS}".strip()
+            return HookOutcome(replace={"request": request.model_copy(update={"system": system})})
+        thread_id, turn_id = str(payload.get("thread_id")), str(payload.get("turn_id"))
+        if turn_id in self.ledger.reminded or not self.ledger.needs_checkpoint(thread_id, turn_id):
+            return None
+        self.ledger.reminded.add(turn_id)
+        return HookOutcome(replace={"continue_with": CHECKPOINT_REMINDER})
+
+
+class TaskLedgerExtension(RoderExtension):
+    def __init__(self) -> None:
+        self.ledger = LedgerState()
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-task-ledger", name="Task ledger", version="0.1.0", api_version=EXTENSION_API_VERSION,
+            description="todo tool (task list with status); checkpoint reminder for taskLedgerRequired turns",
+            provides=[ProvidedService.ToolProvider("task-ledger"), ProvidedService.Hook("task-ledger-finalization")],
+        )
+
+    def install(self, registry: Any) -> None:
+        registry.tool_contributor(LedgerTools(self.ledger))
+        registry.hook(LedgerFinalization(self.ledger))
+
+
+def create(host: Any) -> TaskLedgerExtension:
+    return TaskLedgerExtension()
