@@ -29,33 +29,34 @@ from roder_core.ir import (
     ToolSpec,
     UserMessageItem,
 )
+from roder_core.planner import BudgetPlanner
 from roder_core.services import ContextBlock, ContextPlanner, ContextProvider, ContextQuery
+from roder_core.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 
 COMPACTION_PREFIX = "Summary of the earlier conversation (older turns were compacted):\n\n"
 
-
-def estimate_tokens(text: str) -> int:
-    """Fast token estimate (~4 characters a token) used when the provider reports nothing."""
-    return (len(text) + 3) // 4
+__all__ = ["COMPACTION_PREFIX", "ContextAssembler", "conversation", "estimate_tokens", "history_to_messages",
+           "visible_items"]
 
 
 def visible_items(items: Sequence[Item]) -> list[Item]:
-    """Items the model should see: after the latest compaction, its summary then kept items."""
-    start = 0
-    summary: CompactionItem | None = None
+    """Items the model should see: after the latest compaction, its summary then kept items.
+
+    Older compaction items inside the kept part are left out: the latest summary already
+    carries what they said.
+    """
     for index in range(len(items) - 1, -1, -1):
         item = items[index]
         if isinstance(item, CompactionItem):
-            summary = item
             keep_from = next(
                 (i for i, it in enumerate(items) if it.id == item.first_kept_item_id), index + 1
             )
             start = keep_from if keep_from < index else index + 1
-            kept = [it for it in items[start:] if it is not item]
-            return [summary, *kept]
-    return list(items[start:])
+            kept = [it for it in items[start:] if not isinstance(it, CompactionItem)]
+            return [item, *kept]
+    return list(items)
 
 
 def _user_message(item: UserMessageItem) -> Message:
@@ -68,20 +69,33 @@ def _user_message(item: UserMessageItem) -> Message:
     return Message(role="user", parts=parts)
 
 
-def history_to_messages(items: Sequence[Item]) -> list[Message]:
+def history_to_messages(items: Sequence[Item], *, compacted: bool = True) -> list[Message]:
     """Group IR items into provider-neutral messages.
 
     Consecutive assistant output (reasoning, text, tool calls) forms one assistant message and
-    consecutive tool results one tool message, which is what every dialect expects.
+    consecutive tool results one tool message, which is what every dialect expects. With
+    ``compacted=False`` every raw item is included (trajectories), compaction summaries left out.
     """
+    if not compacted:
+        items = [item for item in items if not isinstance(item, CompactionItem)]
+    return conversation(items)[0]
+
+
+def conversation(items: Sequence[Item], turn_start_item: str | None = None) -> tuple[list[Message], int]:
+    """The messages for ``items`` and the index of the message where the running turn begins
+    (the one made from ``turn_start_item``; right after the summary when compaction hid it)."""
     messages: list[Message] = []
+    turn_start: int | None = None
 
     def open_message(role: str) -> Message:
         if not messages or messages[-1].role != role:
             messages.append(Message(role=role))  # type: ignore[arg-type]
         return messages[-1]
 
-    for item in visible_items(items):
+    visible = visible_items(items)
+    for item in visible:
+        if turn_start is None and item.id == turn_start_item:
+            turn_start = len(messages)
         if isinstance(item, UserMessageItem):
             messages.append(_user_message(item))
         elif isinstance(item, CompactionItem):
@@ -90,6 +104,8 @@ def history_to_messages(items: Sequence[Item]) -> list[Message]:
             if item.text:
                 open_message("assistant").parts.append(TextPart(text=item.text))
         elif isinstance(item, ReasoningItem):
+            if not (item.text or item.summary or item.provider_data):
+                continue  # voided by a stream restart
             open_message("assistant").parts.append(
                 ReasoningPart(text=item.text, summary=item.summary, provider_data=item.provider_data)
             )
@@ -113,7 +129,13 @@ def history_to_messages(items: Sequence[Item]) -> list[Message]:
                     call_id=item.call_id, name=item.name, text=item.text, is_error=item.is_error, images=images
                 )
             )
-    return _close_dangling_calls(messages)
+    if turn_start is None:
+        if turn_start_item is not None and visible and isinstance(visible[0], CompactionItem):
+            turn_start = 1  # the turn's start was summarized: protect all that follows the summary
+        else:
+            users = [i for i, m in enumerate(messages) if m.role == "user"]
+            turn_start = users[-1] if users else 0
+    return _close_dangling_calls(messages), turn_start
 
 
 def _close_dangling_calls(messages: list[Message]) -> list[Message]:
@@ -146,33 +168,13 @@ def _close_dangling_calls(messages: list[Message]) -> list[Message]:
     return fixed
 
 
-class PriorityPlanner:
-    """Default planner: blocks by priority into the system prompt, dropping droppable blocks
-    (largest first) when the system prompt would exceed a quarter of the context window."""
-
-    def id(self) -> str:
-        return "priority-planner"
-
-    def plan(
-        self, blocks: list[ContextBlock], request: AgentInferenceRequest, model: ModelProfile
-    ) -> AgentInferenceRequest:
-        budget = max(model.context_window // 4, 2_000)
-        chosen = sorted(blocks, key=lambda b: b.priority)
-        while sum(estimate_tokens(b.text) for b in chosen) > budget:
-            droppable = [b for b in chosen if b.droppable]
-            if not droppable:
-                break
-            chosen.remove(max(droppable, key=lambda b: len(b.text)))
-        system = "\n\n".join(b.text.strip() for b in chosen if b.text.strip())
-        return request.model_copy(update={"system": system})
-
-
 class ContextAssembler:
     """Builds the canonical request for one model call of a turn."""
 
     def __init__(self, providers: list[ContextProvider], planner: ContextPlanner | None = None) -> None:
         self._providers = providers
-        self._planner = planner or PriorityPlanner()
+        self._planner = planner or BudgetPlanner()
+        self.planner = self._planner
 
     async def blocks(self, query: ContextQuery) -> list[ContextBlock]:
         async def load(provider: ContextProvider) -> list[ContextBlock]:
@@ -191,12 +193,16 @@ class ContextAssembler:
         items: Sequence[Item],
         tools: list[ToolSpec],
         model: ModelProfile,
+        turn_start_item: str | None = None,
     ) -> AgentInferenceRequest:
+        """``turn_start_item`` is the first item of the running turn, which planners never shorten."""
+        messages, turn_start = conversation(items, turn_start_item)
         request = AgentInferenceRequest(
             model=model.id,
-            messages=history_to_messages(items),
+            messages=messages,
             tools=tools,
             max_output_tokens=model.max_output_tokens,
             parallel_tool_calls=model.parallel_tools,
+            turn_start=turn_start,
         )
         return self._planner.plan(await self.blocks(query), request, model)

@@ -42,7 +42,11 @@ def now() -> float:
 
 
 class Usage(IRModel):
-    """Token accounting as reported by the provider (or estimated when it says nothing)."""
+    """Token accounting as reported by the provider (or estimated when it says nothing).
+
+    ``input_tokens`` is the whole prompt, cached parts included (engines add Anthropic's
+    separately reported cache reads and writes); ``reasoning_tokens`` are part of ``output_tokens``.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -172,6 +176,10 @@ class CompactionItem(ItemBase):
     summary: str
     first_kept_item_id: str | None = None
     tokens_before: int | None = None
+    tokens_after: int | None = None
+    #: Files the summarized part of the conversation read or changed (cumulative over compactions).
+    files_read: list[str] = Field(default_factory=list)
+    files_modified: list[str] = Field(default_factory=list)
 
 
 class ApprovalOption(IRModel):
@@ -396,7 +404,8 @@ class ModelProfile(IRModel):
     cache_write_price: float = 0.0
 
     def cost(self, usage: Usage) -> float:
-        fresh_input = max(usage.input_tokens - usage.cached_input_tokens, 0)
+        # input_tokens counts the whole prompt; cache reads and writes have their own prices.
+        fresh_input = max(usage.input_tokens - usage.cached_input_tokens - usage.cache_write_tokens, 0)
         return (
             fresh_input * self.input_price
             + usage.cached_input_tokens * self.cache_read_price
@@ -417,6 +426,8 @@ class AgentInferenceRequest(IRModel):
     temperature: float | None = None
     parallel_tool_calls: bool = True
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: Index of the first message of the running turn: planners keep it and what follows verbatim.
+    turn_start: int = 0
 
 
 class MessageDelta(IRModel):
@@ -471,6 +482,14 @@ class InferenceErrorEvent(IRModel):
     retryable: bool = False
 
 
+class StreamRestartEvent(IRModel):
+    """The engine re-sent this model call after its stream broke, and the new answer differs
+    from what was already streamed: everything this model call produced so far is void."""
+
+    type: Literal["restart"] = "restart"
+    reason: str = ""
+
+
 InferenceEvent = Annotated[
     MessageDelta
     | ReasoningDelta
@@ -478,6 +497,7 @@ InferenceEvent = Annotated[
     | UsageEvent
     | ProviderMetadataEvent
     | CompletedEvent
-    | InferenceErrorEvent,
+    | InferenceErrorEvent
+    | StreamRestartEvent,
     Field(discriminator="type"),
 ]

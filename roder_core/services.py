@@ -46,6 +46,8 @@ class InferenceProviderMetadata:
 class InferenceTurnContext:
     thread_id: str
     turn_id: str
+    #: ``time.time()`` instant at which the turn's finalization reserve begins (eval deadlines):
+    #: work, retries included, should end by then; None means no deadline.
     deadline: float | None = None
     attempt: int = 0
 
@@ -120,7 +122,15 @@ class ContextPlanner(Protocol):
 
 @runtime_checkable
 class ThreadStore(Protocol):
-    """Append-only persistence of runtime events per thread."""
+    """Append-only persistence of runtime events per thread.
+
+    ``append`` receives every persisted event (never deltas); a store may hold a thread's events
+    back until its first turn starts. ``sync`` is called at turn boundaries (make it durable).
+    ``load`` folds the events with ``roder_core.reducer`` and settles what a crash left running.
+    ``claim`` is called before a turn starts and must fail (RoderError) when another process
+    writes the thread; ``release`` when the runtime closes it. ``events`` returns the stored
+    events in order (export, replay, trajectories).
+    """
 
     def id(self) -> str: ...
 
@@ -130,25 +140,84 @@ class ThreadStore(Protocol):
 
     async def load(self, thread_id: str) -> Thread: ...
 
+    async def events(self, thread_id: str) -> list[RuntimeEvent]: ...
+
     async def list_threads(self, cwd: str | None = None, limit: int | None = None) -> list[ThreadSummary]: ...
 
     async def delete(self, thread_id: str) -> None: ...
 
+    async def claim(self, thread_id: str) -> None: ...
+
+    async def release(self, thread_id: str) -> None: ...
+
 
 @runtime_checkable
 class CheckpointStore(Protocol):
+    """Branches: ``fork`` copies a thread up to the end of ``turn_id`` (all of it when None) into
+    a new thread with ``new_header`` (whose ``parent`` points back) and returns it loaded. The
+    parent's stored bytes must stay untouched."""
+
     def id(self) -> str: ...
 
     async def fork(self, thread_id: str, turn_id: str | None, new_header: ThreadHeader) -> Thread: ...
 
 
+MemoryScope = Literal["project", "global"]
+
+
+@dataclass
+class MemoryRecord:
+    """One remembered note. ``project`` is the project root it belongs to (None: global)."""
+
+    id: str
+    text: str
+    scope: MemoryScope
+    project: str | None = None
+    tags: list[str] = field(default_factory=list)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    score: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "text": self.text, "scope": self.scope, "project": self.project,
+                "tags": list(self.tags), "createdAt": self.created_at, "updatedAt": self.updated_at,
+                **({"score": self.score} if self.score is not None else {})}
+
+
 @runtime_checkable
 class MemoryStore(Protocol):
+    """Notes the agent and the user keep across sessions, in a project or the global scope.
+
+    ``project`` names the project (a workspace path; the store maps it to its root). Searches
+    cover that project's notes plus the global ones unless ``include_global`` is False.
+    """
+
     def id(self) -> str: ...
 
-    async def save(self, text: str, scope: str = "project", tags: list[str] | None = None) -> str: ...
+    async def save(
+        self, text: str, scope: MemoryScope = "project", tags: list[str] | None = None, *, project: str | None = None
+    ) -> str: ...
 
-    async def search(self, query: str, limit: int = 5) -> list[dict[str, Any]]: ...
+    async def search(
+        self, query: str, limit: int = 5, *, project: str | None = None, include_global: bool = True
+    ) -> list[MemoryRecord]: ...
+
+    async def list(
+        self, *, project: str | None = None, scope: MemoryScope | None = None, limit: int | None = None
+    ) -> list[MemoryRecord]: ...
+
+    async def get(self, memory_id: str) -> MemoryRecord | None: ...
+
+    async def update(self, memory_id: str, *, text: str | None = None, tags: list[str] | None = None) -> MemoryRecord: ...
+
+    async def delete(self, memory_id: str) -> bool: ...
+
+
+def resolve_memory_store(service: Any) -> MemoryStore:
+    """Seed 003 installs memory as a factory (``registry.memory_store_factory``) whose
+    ``create()`` gives the store; this returns the store whichever way it was installed."""
+    create = getattr(service, "create", None)
+    return create() if callable(create) else service
 
 
 @runtime_checkable

@@ -1,0 +1,92 @@
+"""Fast token estimates, used wherever a provider has not reported real counts.
+
+About four characters make a token in English prose and code for the tokenizers in use; an
+image costs a flat amount rather than the length of its base64. The estimate only has to be good
+enough to decide when to shorten or compact; displayed usage prefers provider-reported counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from roder_core.ir import (
+    AgentInferenceRequest,
+    AgentMessageItem,
+    CompactionItem,
+    ImagePart,
+    Item,
+    Message,
+    ReasoningItem,
+    ReasoningPart,
+    TextPart,
+    ToolCallItem,
+    ToolCallPart,
+    ToolResultItem,
+    ToolResultPart,
+    UserMessageItem,
+)
+
+CHARS_PER_TOKEN = 4
+#: What one image costs in the prompt (providers charge roughly 1-2k tokens for a screenshot).
+IMAGE_TOKENS = 1_500
+#: Role markers and separators each message adds.
+MESSAGE_OVERHEAD = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """Fast token estimate (~4 characters a token) used when the provider reports nothing."""
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def _json_tokens(value: object) -> int:
+    return estimate_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def part_tokens(part: object) -> int:
+    if isinstance(part, TextPart):
+        return estimate_tokens(part.text)
+    if isinstance(part, ImagePart):
+        return IMAGE_TOKENS
+    if isinstance(part, ReasoningPart):
+        return estimate_tokens(part.text) + estimate_tokens(part.summary)
+    if isinstance(part, ToolCallPart):
+        return estimate_tokens(part.name) + _json_tokens(part.arguments)
+    if isinstance(part, ToolResultPart):
+        return estimate_tokens(part.text) + IMAGE_TOKENS * len(part.images)
+    return 0
+
+
+def message_tokens(message: Message) -> int:
+    return MESSAGE_OVERHEAD + sum(part_tokens(p) for p in message.parts)
+
+
+def messages_tokens(messages: Iterable[Message]) -> int:
+    return sum(message_tokens(m) for m in messages)
+
+
+def request_tokens(request: AgentInferenceRequest) -> int:
+    """The prompt side of a request: system text, every message and the tool schemas."""
+    tools = sum(estimate_tokens(t.name) + estimate_tokens(t.description) + _json_tokens(t.parameters)
+                for t in request.tools)
+    return estimate_tokens(request.system) + messages_tokens(request.messages) + tools
+
+
+def item_tokens(item: Item) -> int:
+    """What an item costs once it is sent to the model (0 for items the model never sees)."""
+    if isinstance(item, UserMessageItem):
+        images = sum(1 for a in item.attachments if a.data_base64 and a.mime_type.startswith("image/"))
+        texts = sum(estimate_tokens(a.text) for a in item.attachments if a.text)
+        return MESSAGE_OVERHEAD + estimate_tokens(item.text) + texts + IMAGE_TOKENS * images
+    if isinstance(item, AgentMessageItem):
+        return estimate_tokens(item.text)
+    if isinstance(item, ReasoningItem):
+        return estimate_tokens(item.text) + estimate_tokens(item.summary)
+    if isinstance(item, ToolCallItem):
+        return estimate_tokens(item.name) + _json_tokens(item.arguments)
+    if isinstance(item, ToolResultItem):
+        images = sum(1 for a in item.attachments if a.data_base64 and a.mime_type.startswith("image/"))
+        return MESSAGE_OVERHEAD + estimate_tokens(item.text) + IMAGE_TOKENS * images
+    if isinstance(item, CompactionItem):
+        return MESSAGE_OVERHEAD + estimate_tokens(item.summary)
+    return 0
