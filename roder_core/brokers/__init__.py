@@ -1,30 +1,71 @@
 """Host brokers: the only way tools reach the machine.
 
 Each broker is scoped (workspace, capability grants, sandbox level) when the runtime builds the
-``ToolExecutionContext`` for a call. The concrete implementations live in the sibling modules;
-this module holds the contracts so tools and tests can depend on them without importing them.
+``ToolExecutionContext`` for a call. The concrete implementations live in the sibling modules
+(``fs``, ``process``, ``sandbox``, ``network``, ``secrets``; ``host`` wires them together); this
+module holds the contracts so tools and tests can depend on them without importing them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Literal, Protocol
 
 
 class BrokerDenied(PermissionError):
     """A broker refused an operation (path escape, protected path, denied capability)."""
 
 
+FileKind = Literal["file", "dir", "symlink", "other"]
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One directory entry or stat result, as a tool may see it."""
+
+    path: Path
+    #: Workspace-relative (posix) when inside the workspace, absolute otherwise.
+    display: str
+    kind: FileKind
+    size: int = 0
+    mtime: float = 0.0
+    links: int = 1
+
+
 class FileSystemBroker(Protocol):
+    """Files, scoped to the workspace plus granted extra roots.
+
+    Every path is resolved (``..`` and symlinks) before a decision; escapes, protected paths
+    (for writes) and hard-linked files raise ``BrokerDenied``.
+    """
+
     workspace: Path
 
     def resolve(self, path: str, *, write: bool = False) -> Path: ...
 
-    def read_bytes(self, path: str) -> bytes: ...
+    def display(self, path: Path) -> str: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def stat(self, path: str) -> FileInfo: ...
+
+    def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes: ...
+
+    def open_read(self, path: str) -> BinaryIO: ...
 
     def write_bytes(self, path: str, data: bytes) -> Path: ...
+
+    def mkdir(self, path: str) -> Path: ...
+
+    def delete(self, path: str) -> Path: ...
+
+    def move(self, source: str, target: str) -> Path: ...
+
+    def list_dir(self, path: str, *, respect_gitignore: bool = True) -> list[FileInfo]: ...
+
+    def walk(self, path: str, *, respect_gitignore: bool = True) -> Iterator[FileInfo]: ...
 
 
 @dataclass
@@ -36,9 +77,25 @@ class ProcessResult:
     interrupted: bool = False
     truncated: bool = False
     full_output_path: str | None = None
+    #: The sandbox level the command actually ran under.
+    sandbox: str = "off"
+    #: Protected paths the command created and Roder moved aside (see README).
+    quarantined: list[str] = field(default_factory=list)
+    total_bytes: int = 0
+    total_lines: int = 0
 
 
 class ProcessBroker(Protocol):
+    """Runs commands with a scrubbed environment, resource limits and the sandbox backend.
+
+    A string is run by the shell; a list is executed directly. On timeout or cancellation the
+    whole process group (and, sandboxed, the whole PID namespace) is killed.
+    """
+
+    sandbox_level: str
+
+    def which(self, program: str) -> str | None: ...
+
     async def run(
         self,
         command: str | list[str],
@@ -50,12 +107,29 @@ class ProcessBroker(Protocol):
     ) -> ProcessResult: ...
 
 
+@dataclass
+class FetchResult:
+    url: str
+    status: int
+    content_type: str
+    text: str
+    truncated: bool = False
+
+
 class NetworkBroker(Protocol):
+    """Outbound HTTP, limited to a domain allowlist (an empty list means no network)."""
+
     def allowed(self, url: str) -> bool: ...
+
+    def refusal(self, url: str) -> str | None: ...
+
+    async def fetch(self, url: str, *, max_bytes: int = 5_000_000, timeout: float = 30.0) -> FetchResult: ...
 
 
 class SecretBroker(Protocol):
     def redact(self, text: str) -> str: ...
+
+    def get(self, name: str) -> str: ...
 
 
 @dataclass

@@ -1,0 +1,77 @@
+"""The built-in coding tools: read, write, edit, apply_patch, bash, grep, glob, ls and web_fetch.
+
+Every tool reaches the machine only through the brokers in its ``ToolExecutionContext``
+(``tests/tools/test_no_host_access.py`` fails if a module here imports os, subprocess, socket,
+shutil or calls ``open``). Two extensions come from this package so a capability profile can
+drop web access alone: ``roder-ext-builtin-coding-tools`` (files and shell) and
+``roder-ext-web-fetch`` (needs ``network.web``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roder_core import EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService, RoderExtension
+from roder_core.tools import ToolRegistry
+
+from .bash import BashTool
+from .edit import EditTool
+from .patch import ApplyPatchTool
+from .read import ReadTool
+from .search import GlobTool, GrepTool, LsTool
+from .web import WebFetchTool
+from .write import WriteTool
+
+
+class _Contributor:
+    def __init__(self, ident: str, tools: list[Any]) -> None:
+        self._id = ident
+        self._tools = tools
+
+    def id(self) -> str:
+        return self._id
+
+    def contribute(self, registry: ToolRegistry) -> None:
+        for tool in self._tools:
+            registry.register(tool)
+
+
+class BuiltinCodingToolsExtension(RoderExtension):
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-builtin-coding-tools",
+            name="Built-in coding tools",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description="Workspace file, search, patch, edit, and shell tools",
+            provides=[ProvidedService.ToolProvider("builtin-coding-tools")],
+            required_capabilities=[
+                CapabilityRequest("fs.read.workspace"),
+                CapabilityRequest("fs.write.workspace"),
+                CapabilityRequest("process.spawn.shell"),
+            ],
+        )
+
+    def install(self, registry: Any) -> None:
+        tools = [ReadTool(), WriteTool(), EditTool(), ApplyPatchTool(), BashTool(), GrepTool(), GlobTool(), LsTool()]
+        registry.tool_contributor(_Contributor("builtin-coding-tools", tools))
+
+
+class WebFetchExtension(RoderExtension):
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-web-fetch",
+            name="Web fetch",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description="web_fetch: pages from allowlisted hosts as text",
+            provides=[ProvidedService.ToolProvider("web-fetch")],
+            required_capabilities=[CapabilityRequest("network.web")],
+        )
+
+    def install(self, registry: Any) -> None:
+        registry.tool_contributor(_Contributor("web-fetch", [WebFetchTool()]))
+
+
+def create(host: Any) -> list[RoderExtension]:
+    return [BuiltinCodingToolsExtension(), WebFetchExtension()]

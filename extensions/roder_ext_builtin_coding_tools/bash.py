@@ -1,0 +1,103 @@
+"""``bash {command, timeout?, workdir?}``: run a shell command through the process broker."""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from pathlib import PurePath
+from typing import Any
+
+from roder_core.commandline import split_command
+from roder_core.ir import CommandExecutionItem
+from roder_core.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+
+from .common import BuiltinTool, ToolInputError, text_arg
+
+DEFAULT_TIMEOUT = 120
+MAX_TIMEOUT = 3600
+
+
+def timeout_arg(arguments: dict[str, Any]) -> float | None:
+    value = arguments.get("timeout")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ToolInputError("timeout must be a positive number of seconds")
+    return float(min(value, MAX_TIMEOUT))
+
+
+class BashTool(BuiltinTool):
+    name = "bash"
+    description = (
+        "Run a bash command in the workspace (or in workdir, a folder inside it). stdout and stderr are "
+        f"merged. timeout is in seconds (default {DEFAULT_TIMEOUT}, at most {MAX_TIMEOUT}); on timeout the "
+        "command and everything it started are killed, and so are background processes still running when "
+        "it ends. Output over 2000 lines or 50 KB keeps the head and tail and the full output is saved to "
+        "a file whose path is given. The result states the exit code and duration. Commands may run in a "
+        "sandbox without network access where only the workspace is writable."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "the command line, run with bash -c"},
+            "timeout": {"type": "number", "description": f"seconds before the command is killed (default {DEFAULT_TIMEOUT})"},
+            "workdir": {"type": "string", "description": "folder to run in, relative to the workspace"},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    kind = "execute"
+
+    def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
+        command = str(arguments.get("command", ""))
+        workdir = str(arguments.get("workdir") or "")
+        split = split_command(command)
+        subjects = [PolicySubject(tool=self.name, value=part, kind="command", writes=True) for part in split.commands]
+        for redirect in split.redirects:
+            target = redirect.target
+            if workdir and not target.startswith(("/", "~", "$")):
+                target = posixpath.normpath(posixpath.join(workdir, target))
+            subjects.append(PolicySubject(tool=self.name, value=target, kind="path", writes=redirect.write))
+        return subjects or [PolicySubject(tool=self.name, value=command.strip(), kind="command", writes=True)]
+
+    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+        return {"command": str(call.arguments.get("command", "")), "cwd": str(call.arguments.get("workdir") or ".")}
+
+    async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        command = text_arg(call.arguments, "command")
+        timeout = timeout_arg(call.arguments)
+        workdir = text_arg(call.arguments, "workdir", required=False) or "."
+        if ctx.deadline is not None:
+            left = ctx.deadline - time.time()
+            if left <= 1:
+                return ToolResult.error(call, "not started: the turn's time budget is used up; give your final answer")
+            timeout = min(timeout or DEFAULT_TIMEOUT, left)
+        fs = ctx.brokers.fs
+        cwd = fs.resolve(workdir)
+        result = await ctx.brokers.process.run(command, cwd=cwd, timeout=timeout, on_output=ctx.emit_output)
+        seconds = result.duration_ms / 1000
+        if result.timed_out:
+            footer = (f"[timed out after {seconds:.1f} s: the command and everything it started were killed; "
+                      f"sandbox {result.sandbox}]")
+        else:
+            footer = f"[exit code {result.exit_code} · {seconds:.2f} s · sandbox {result.sandbox}]"
+        if result.quarantined:
+            footer += (
+                "\n[the command created protected paths, which Roder moved out of the workspace: "
+                + "; ".join(result.quarantined) + "]"
+            )
+        output = result.output
+        text = f"{output}\n{footer}" if output else f"(no output)\n{footer}"
+        failed = result.timed_out or result.exit_code != 0
+        view = CommandExecutionItem(
+            call_id=call.id, command=command, cwd=fs.display(cwd), exit_code=result.exit_code, output=output,
+            duration_ms=result.duration_ms, timed_out=result.timed_out, status="failed" if failed else "completed",
+        )
+        return ToolResult(
+            id=call.id, name=call.name, text=text, is_error=failed, views=[view],
+            data={
+                "exit_code": result.exit_code, "duration_ms": result.duration_ms, "timed_out": result.timed_out,
+                "truncated": result.truncated, "full_output_path": result.full_output_path,
+                "sandbox": result.sandbox, "quarantined": result.quarantined,
+            },
+        )

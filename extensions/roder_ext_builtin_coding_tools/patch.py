@@ -1,0 +1,306 @@
+"""``apply_patch {patch}``: several file changes in one call, all or nothing.
+
+The format::
+
+    *** Begin Patch
+    *** Add File: path          lines follow, each starting with "+"
+    *** Delete File: path
+    *** Update File: path
+    *** Move to: new/path       (optional, right after Update File)
+    @@ optional line to find first (a def or class header)
+     context line (leading space)
+    -removed line
+    +added line
+    *** End of File             (optional: the hunk ends at the end of the file)
+    *** End Patch
+
+Hunks are located after the previous hunk, matching exactly, then ignoring trailing
+whitespace, then ignoring surrounding whitespace. Every change is computed before anything is
+written; if a write fails, the files already written are restored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from roder_core.brokers import FileSystemBroker
+from roder_core.ir import FileChange
+from roder_core.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+
+from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, text_arg, unified_diff
+from .write import current_text
+
+BEGIN, END = "*** Begin Patch", "*** End Patch"
+ADD, DELETE, UPDATE, MOVE, EOF = "*** Add File: ", "*** Delete File: ", "*** Update File: ", "*** Move to: ", "*** End of File"
+
+
+class PatchError(ToolInputError):
+    """The patch is malformed or does not apply; nothing was changed."""
+
+
+@dataclass
+class Hunk:
+    header: str | None = None
+    lines: list[tuple[str, str]] = field(default_factory=list)  # (" " | "-" | "+", text)
+    at_eof: bool = False
+
+    @property
+    def old(self) -> list[str]:
+        return [text for op, text in self.lines if op != "+"]
+
+    @property
+    def new(self) -> list[str]:
+        return [text for op, text in self.lines if op != "-"]
+
+
+@dataclass
+class Operation:
+    kind: str  # add | delete | update
+    path: str
+    move_to: str | None = None
+    content: list[str] = field(default_factory=list)  # add
+    hunks: list[Hunk] = field(default_factory=list)  # update
+
+
+def parse_patch(patch: str) -> list[Operation]:
+    lines = patch.strip().splitlines()
+    if not lines or lines[0].strip() != BEGIN:
+        raise PatchError(f"the patch must start with {BEGIN!r}")
+    if lines[-1].strip() != END:
+        raise PatchError(f"the patch must end with {END!r}")
+    ops: list[Operation] = []
+    current: Operation | None = None
+    hunk: Hunk | None = None
+    for number, line in enumerate(lines[1:-1], start=2):
+        if line.startswith((ADD, DELETE, UPDATE)):
+            kind = "add" if line.startswith(ADD) else "delete" if line.startswith(DELETE) else "update"
+            path = line.split(": ", 1)[1].strip()
+            if not path:
+                raise PatchError(f"line {number}: missing file path")
+            current, hunk = Operation(kind, path), None
+            ops.append(current)
+        elif current is None:
+            if line.strip():
+                raise PatchError(f"line {number}: expected '*** Add File:', '*** Update File:' or '*** Delete File:'")
+        elif line.startswith(MOVE):
+            if current.kind != "update" or current.hunks or current.move_to:
+                raise PatchError(f"line {number}: '*** Move to:' must follow '*** Update File:' directly")
+            current.move_to = line[len(MOVE) :].strip()
+        elif current.kind == "add":
+            if not line.startswith("+"):
+                raise PatchError(f"line {number}: every line of an added file starts with '+'")
+            current.content.append(line[1:])
+        elif current.kind == "delete":
+            if line.strip():
+                raise PatchError(f"line {number}: '*** Delete File:' takes no content")
+        elif line.strip() == EOF:
+            if hunk is None:
+                raise PatchError(f"line {number}: '{EOF}' outside a hunk")
+            hunk.at_eof = True
+        elif line.startswith("@@"):
+            hunk = Hunk(header=line[2:].strip() or None)
+            current.hunks.append(hunk)
+        else:
+            if hunk is None:
+                hunk = Hunk()
+                current.hunks.append(hunk)
+            op, text = (line[0], line[1:]) if line[:1] in (" ", "-", "+") else (" ", line)
+            hunk.lines.append((op, text))
+    if not ops:
+        raise PatchError("the patch changes no files")
+    for op in ops:
+        if op.kind == "update" and not any(h.lines for h in op.hunks) and not op.move_to:
+            raise PatchError(f"'*** Update File: {op.path}' has no changes")
+    return ops
+
+
+def _seek(lines: list[str], needle: list[str], start: int, at_eof: bool) -> int | None:
+    """Where ``needle`` occurs in ``lines`` at or after ``start``: exact, then ignoring trailing
+    whitespace, then ignoring surrounding whitespace."""
+    if not needle:
+        return len(lines) if at_eof else start
+    last = len(lines) - len(needle)
+    candidates = [last] if at_eof and last >= start else []
+    candidates += list(range(start, last + 1))
+    for normalize in (lambda s: s, str.rstrip, str.strip):
+        wanted = [normalize(x) for x in needle]
+        for index in candidates:
+            if [normalize(x) for x in lines[index : index + len(needle)]] == wanted:
+                return index
+    return None
+
+
+def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
+    ends_with_newline = text.endswith("\n")
+    lines = text.split("\n") if text else []
+    if ends_with_newline:
+        lines.pop()
+    cursor = 0
+    edits: list[tuple[int, int, list[str]]] = []
+    for number, hunk in enumerate(hunks, start=1):
+        if hunk.header:
+            found = _seek(lines, [hunk.header], cursor, False)
+            if found is None:
+                raise PatchError(f"{path}, hunk {number}: cannot find the line {hunk.header!r}")
+            cursor = found + 1
+        if not hunk.lines:
+            continue
+        old = hunk.old
+        start = _seek(lines, old, cursor, hunk.at_eof)
+        if start is None:
+            preview = "\n".join(old[:4])
+            raise PatchError(f"{path}, hunk {number}: these lines were not found (read the file again):\n{preview}")
+        edits.append((start, len(old), hunk.new))
+        cursor = start + len(old)
+    for start, length, new in reversed(edits):
+        lines[start : start + length] = new
+    result = "\n".join(lines)
+    return result + "\n" if ends_with_newline or (result and not text) else result
+
+
+@dataclass
+class PlannedChange:
+    op: Operation
+    shown: str
+    target: str | None  # where the new content goes (None for delete)
+    before: TextFile | None
+    after: str | None
+
+
+def plan_changes(fs: FileSystemBroker, ops: list[Operation]) -> list[PlannedChange]:
+    """Compute every file's new content without writing anything."""
+    seen: set[str] = set()
+    planned: list[PlannedChange] = []
+    for op in ops:
+        real = fs.resolve(op.path, write=True)
+        shown = fs.display(real)
+        targets = [shown]
+        if op.move_to:
+            targets.append(fs.display(fs.resolve(op.move_to, write=True)))
+        for target in targets:
+            if target in seen:
+                raise PatchError(f"{target} appears twice in the patch; combine its changes")
+            seen.add(target)
+        if op.kind == "add":
+            if fs.exists(op.path):
+                raise PatchError(f"{shown} already exists; use '*** Update File:' to change it")
+            body = "\n".join(op.content) + ("\n" if op.content else "")
+            planned.append(PlannedChange(op, shown, op.path, None, body))
+            continue
+        before = current_text(fs, op.path)
+        if before is None:
+            raise PatchError(f"{shown} does not exist")
+        if op.kind == "delete":
+            planned.append(PlannedChange(op, shown, None, before, None))
+            continue
+        if op.move_to and fs.exists(op.move_to):
+            raise PatchError(f"cannot move {shown} to {op.move_to}: it already exists")
+        after = apply_hunks(before.text, op.hunks, shown) if op.hunks else before.text
+        planned.append(PlannedChange(op, shown, op.move_to or op.path, before, after))
+    return planned
+
+
+def commit_changes(fs: FileSystemBroker, planned: list[PlannedChange]) -> None:
+    """Write every planned change; on any failure, restore what was already written."""
+    undo: list[tuple[str, bytes | None]] = []  # (path, original bytes or None = did not exist)
+    try:
+        for change in planned:
+            op = change.op
+            if op.kind == "delete":
+                undo.append((op.path, fs.read_bytes(op.path)))
+                fs.delete(op.path)
+                continue
+            assert change.target is not None and change.after is not None
+            encoder = change.before or TextFile("", bom=False, crlf=False)
+            if op.move_to:
+                undo.append((op.path, fs.read_bytes(op.path)))
+                undo.append((op.move_to, None))
+                fs.write_bytes(op.move_to, encoder.encode(change.after))
+                fs.delete(op.path)
+            else:
+                undo.append((change.target, fs.read_bytes(change.target) if change.before else None))
+                fs.write_bytes(change.target, encoder.encode(change.after))
+    except Exception:
+        for path, original in reversed(undo):
+            try:
+                if original is None:
+                    if fs.exists(path):
+                        fs.delete(path)
+                else:
+                    fs.write_bytes(path, original)
+            except Exception:  # keep restoring the others; the error below says what failed
+                continue
+        raise
+
+
+def _operations(arguments: dict[str, Any]) -> list[Operation]:
+    try:
+        return parse_patch(str(arguments.get("patch", "")))
+    except PatchError:
+        return []
+
+
+class ApplyPatchTool(BuiltinTool):
+    name = "apply_patch"
+    description = (
+        "Apply a multi-file patch, all or nothing. Format: '*** Begin Patch', then per file "
+        "'*** Add File: path' (lines prefixed '+'), '*** Delete File: path', or '*** Update File: path' "
+        "(optionally '*** Move to: new/path') with hunks of ' ' context, '-' removed and '+' added lines, "
+        "optionally starting with '@@ <line to find first>'; end with '*** End Patch'. Give 3 lines "
+        "of context around each change."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"patch": {"type": "string", "description": "the patch text, *** Begin Patch ... *** End Patch"}},
+        "required": ["patch"],
+        "additionalProperties": False,
+    }
+    kind = "edit"
+
+    def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
+        ops = _operations(arguments)
+        if not ops:
+            return [PolicySubject(tool=self.name, writes=True)]
+        paths = [p for op in ops for p in (op.path, op.move_to) if p]
+        return [PolicySubject(tool=self.name, value=p, kind="path", writes=True) for p in paths]
+
+    def mutated_paths(self, arguments: dict[str, Any], workspace: PurePath) -> list[str]:
+        return [path_key(s.value, workspace) for s in self.policy_subjects(arguments, workspace) if s.value]
+
+    def _changes(self, planned: list[PlannedChange], fs: FileSystemBroker) -> list[FileChange]:
+        changes = []
+        for change in planned:
+            old = change.before.text if change.before else ""
+            if change.op.kind == "delete":
+                changes.append(FileChange(path=change.shown, kind="delete", diff=unified_diff(old, "", change.shown)))
+            elif change.op.kind == "add":
+                changes.append(FileChange(path=change.shown, kind="add", diff=unified_diff("", change.after or "", change.shown)))
+            else:
+                move = fs.display(fs.resolve(change.op.move_to, write=True)) if change.op.move_to else None
+                changes.append(FileChange(
+                    path=change.shown, kind="move" if move else "update", move_path=move,
+                    diff=unified_diff(old, change.after or "", change.shown),
+                ))
+        return changes
+
+    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+        fs = ctx.brokers.fs
+        planned = plan_changes(fs, parse_patch(text_arg(call.arguments, "patch")))
+        return {"diff": "".join(c.diff for c in self._changes(planned, fs))}
+
+    async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        fs = ctx.brokers.fs
+        planned = plan_changes(fs, parse_patch(text_arg(call.arguments, "patch")))
+        changes = self._changes(planned, fs)
+        commit_changes(fs, planned)
+        letters = {"add": "A", "delete": "D", "update": "M", "move": "R"}
+        summary = "\n".join(
+            f"{letters[c.kind]} {c.path}" + (f" -> {c.move_path}" if c.move_path else "") for c in changes
+        )
+        diffs = "".join(c.diff for c in changes)
+        return file_change_result(
+            call, f"applied the patch:\n{summary}\n\n{diffs}", changes,
+            {"files": [c.path for c in changes], "kinds": [c.kind for c in changes]},
+        )

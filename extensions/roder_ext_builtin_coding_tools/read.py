@@ -1,0 +1,142 @@
+"""``read {path, offset?, limit?}``: a text file with line numbers, in windows."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import PurePath
+from typing import Any
+
+from roder_core.ir import Attachment
+from roder_core.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+
+from .common import BuiltinTool, int_arg, looks_binary, path_subject, text_arg
+
+DEFAULT_LIMIT = 2000
+MAX_BYTES = 50_000
+MAX_LINE_CHARS = 2000
+MAX_IMAGE_BYTES = 10 * 1024 * 1024
+
+_IMAGE_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def image_type(head: bytes) -> str | None:
+    for magic, mime in _IMAGE_MAGIC:
+        if head.startswith(magic):
+            return mime
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+class ReadTool(BuiltinTool):
+    name = "read"
+    description = (
+        "Read a file from the workspace. Returns numbered lines (cat -n style): by default the first "
+        f"{DEFAULT_LIMIT} lines or {MAX_BYTES // 1000} KB; pass offset (1-based line number) and limit to read "
+        f"other parts. Lines longer than {MAX_LINE_CHARS} characters are cut. Binary files are refused; "
+        "images are returned as attachments when the model accepts images. Paths are relative to the workspace."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "file to read (relative to the workspace, or absolute)"},
+            "offset": {"type": "integer", "minimum": 1, "description": "first line to return (1-based)"},
+            "limit": {"type": "integer", "minimum": 1, "description": "how many lines to return"},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    kind = "read"
+    read_only = True
+
+    def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
+        return [path_subject(self.name, str(arguments.get("path", "")), writes=False)]
+
+    async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        path = text_arg(call.arguments, "path")
+        offset = int_arg(call.arguments, "offset", 1, minimum=1) or 1
+        limit = int_arg(call.arguments, "limit", DEFAULT_LIMIT, minimum=1) or DEFAULT_LIMIT
+        fs = ctx.brokers.fs
+        shown = fs.display(fs.resolve(path))
+        with fs.open_read(path) as handle:
+            head = handle.read(8192)
+            mime = image_type(head)
+            if mime is not None:
+                return self._image(ctx, call, shown, mime, head + handle.read(MAX_IMAGE_BYTES + 1 - len(head)))
+            if looks_binary(head):
+                size = fs.stat(path).size
+                return ToolResult.error(
+                    call,
+                    f"{shown} looks like a binary file ({size} bytes); read shows text only. Inspect it with "
+                    f"bash instead, e.g. `file {shown}` or `xxd {shown} | head`.",
+                )
+            handle.seek(0)
+            return self._window(call, shown, handle, offset, limit)
+
+    def _image(self, ctx: ToolExecutionContext, call: ToolCall, shown: str, mime: str, data: bytes) -> ToolResult:
+        if ctx.model is None or not ctx.model.images:
+            return ToolResult.error(call, f"{shown} is an image ({mime}); this model does not accept images")
+        if len(data) > MAX_IMAGE_BYTES:
+            return ToolResult.error(call, f"{shown} is an image larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MB")
+        attachment = Attachment(
+            name=shown, mime_type=mime, data_base64=base64.b64encode(data).decode("ascii"), path=shown
+        )
+        return ToolResult(
+            id=call.id, name=call.name, text=f"image {shown} ({mime}, {len(data)} bytes) is attached",
+            data={"path": shown, "mime_type": mime, "bytes": len(data)}, attachments=[attachment],
+        )
+
+    def _window(self, call: ToolCall, shown: str, handle: Any, offset: int, limit: int) -> ToolResult:
+        out: list[str] = []
+        used = 0
+        last = offset - 1
+        capped = cut_lines = False
+        total = 0
+        for total, raw in enumerate(handle, start=1):
+            if total < offset:
+                continue
+            if total >= offset + limit:
+                total += _count_lines(handle)
+                break
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if len(line) > MAX_LINE_CHARS:
+                line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
+                cut_lines = True
+            rendered = f"{total:>6}\t{line}"
+            if used + len(rendered) + 1 > MAX_BYTES and out:
+                capped = True
+                total += _count_lines(handle)
+                break
+            out.append(rendered)
+            used += len(rendered) + 1
+            last = total
+        data = {"path": shown, "start_line": offset, "end_line": last, "total_lines": total}
+        if total == 0:
+            return ToolResult(id=call.id, name=call.name, text=f"{shown} is empty", data=data)
+        if offset > total:
+            return ToolResult.error(call, f"offset {offset} is past the end of {shown} ({total} lines)")
+        text = "\n".join(out)
+        if last < total:
+            why = f"{MAX_BYTES // 1000} KB" if capped else f"{limit} lines"
+            text += (
+                f"\n\n[showing lines {offset}-{last} of {total} ({why}); continue with offset={last + 1}]"
+            )
+        if cut_lines:
+            text += "\n[some lines were longer than 2000 characters and were cut]"
+        data["truncated"] = last < total
+        return ToolResult(id=call.id, name=call.name, text=text, data=data)
+
+
+def _count_lines(handle: Any) -> int:
+    """Lines left in the file, counted in large blocks (the current line is already counted)."""
+    count = 0
+    tail = b"\n"
+    while block := handle.read(1 << 20):
+        count += block.count(b"\n")
+        tail = block
+    return count + (0 if tail.endswith(b"\n") else 1)

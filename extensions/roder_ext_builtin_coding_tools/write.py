@@ -1,0 +1,107 @@
+"""``write {path, content}``: create or replace a whole file (parent folders are created)."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any
+
+from roder_core.brokers import FileSystemBroker
+from roder_core.ir import FileChange
+from roder_core.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+
+from .common import (
+    BuiltinTool,
+    TextFile,
+    ToolInputError,
+    diff_stats,
+    file_change_result,
+    looks_binary,
+    path_key,
+    path_subject,
+    text_arg,
+    unified_diff,
+)
+
+
+class BinaryFileError(ToolInputError):
+    """The file is not UTF-8 text, so text tools cannot change it."""
+
+
+def current_text(fs: FileSystemBroker, path: str) -> TextFile | None:
+    """The file as text, None when it does not exist; a binary file raises BinaryFileError."""
+    if not fs.exists(path):
+        return None
+    data = fs.read_bytes(path)
+    if looks_binary(data):
+        raise BinaryFileError(f"{path} is a binary file; edit changes text files only")
+    try:
+        return TextFile.decode(data)
+    except UnicodeDecodeError as exc:
+        raise BinaryFileError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def previous_text(fs: FileSystemBroker, path: str) -> tuple[TextFile | None, bool]:
+    """For whole-file writes: (the old text or None, whether a file existed)."""
+    try:
+        before = current_text(fs, path)
+    except BinaryFileError:
+        return None, True
+    return before, before is not None
+
+
+class WriteTool(BuiltinTool):
+    name = "write"
+    description = (
+        "Create a file or replace its whole content; missing parent folders are created. Prefer edit "
+        "for changing part of an existing file. Returns a summary of the change."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "file to write (relative to the workspace, or absolute)"},
+            "content": {"type": "string", "description": "the complete new content"},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    }
+    kind = "edit"
+
+    def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
+        return [path_subject(self.name, str(arguments.get("path", "")), writes=True)]
+
+    def mutated_paths(self, arguments: dict[str, Any], workspace: PurePath) -> list[str]:
+        return [path_key(str(arguments.get("path", "")), workspace)]
+
+    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+        path = text_arg(call.arguments, "path")
+        content = text_arg(call.arguments, "content", allow_empty=True)
+        before, _existed = previous_text(ctx.brokers.fs, path)
+        return {"diff": unified_diff(before.text if before else "", content, path)}
+
+    async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        path = text_arg(call.arguments, "path")
+        content = text_arg(call.arguments, "content", allow_empty=True)
+        fs = ctx.brokers.fs
+        before, existed = previous_text(fs, path)
+        # An existing file keeps its line endings and byte order mark.
+        encoder = before or TextFile(text="", bom=False, crlf=False)
+        new_text = content.replace("\r\n", "\n") if encoder.crlf else content
+        real = fs.write_bytes(path, encoder.encode(new_text))
+        shown = fs.display(real)
+        old_text = before.text if before else ""
+        added, removed = diff_stats(old_text, new_text)
+        lines = new_text.count("\n") + (0 if new_text.endswith("\n") or not new_text else 1)
+        if not existed:
+            summary = f"created {shown} ({lines} lines, {len(content.encode())} bytes)"
+        elif before is None:
+            summary = f"replaced the binary file {shown} with {lines} lines of text"
+        elif old_text == new_text:
+            summary = f"{shown} already had this content; nothing changed"
+        else:
+            summary = f"updated {shown}: +{added} -{removed} lines (now {lines} lines)"
+        change = FileChange(path=shown, kind="update" if existed else "add",
+                            diff=unified_diff(old_text, new_text, shown))
+        return file_change_result(
+            call, summary, [change],
+            {"path": shown, "created": not existed, "added": added, "removed": removed},
+        )

@@ -1,0 +1,371 @@
+"""The filesystem broker: workspace-scoped file access for tools.
+
+Every path is resolved (``~``, ``..`` and symlinks, via ``realpath``) before any decision, so a
+symlinked file or folder that points outside the workspace is refused like an absolute path
+would be. Writes are refused for protected paths (git internals, Roder's own project folder and
+shell/tool dotfiles that other programs execute or trust) even inside the workspace, and for
+hard-linked files, whose other names may live anywhere. Writes are atomic (temporary file, then
+rename), so a crash never leaves a half-written file and a write never goes through a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat as stat_mod
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from roder_core.brokers import BrokerDenied, FileInfo, FileKind
+from roder_core.brokers.gitignore import IgnoreMatcher, parse_rules
+
+#: Folders whose contents tools never write: code runs from them (git hooks and config,
+#: Roder's project config/hooks/extensions, editor tasks) or they hold credentials.
+PROTECTED_DIRS = frozenset({
+    ".git", ".roder", ".ssh", ".gnupg", ".aws", ".kube", ".docker", ".vscode",
+    ".claude", ".codex", ".cursor",
+})
+#: Files other programs execute or trust (shells, git, package managers, MCP clients).
+PROTECTED_FILES = frozenset({
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
+    ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc", ".inputrc", ".envrc",
+    ".gitconfig", ".gitmodules", ".git-credentials", ".netrc", ".npmrc", ".yarnrc", ".yarnrc.yml",
+    ".pypirc", ".mcp.json", ".ripgreprc", ".curlrc", ".wgetrc", ".pdbrc", ".pythonrc",
+})
+
+AuditFn = Callable[[str, dict[str, Any]], None]
+
+
+def protected_reason(parts: Iterable[str]) -> str | None:
+    """Why a path with these components (relative to a root) is protected, or None."""
+    parts = [p for p in parts if p not in ("", ".")]
+    for part in parts[:-1]:
+        if part in PROTECTED_DIRS:
+            return f"{part}/ is protected"
+    if parts:
+        last = parts[-1]
+        if last in PROTECTED_DIRS:
+            return f"{last}/ is protected"
+        if last in PROTECTED_FILES:
+            return f"{last} is a protected file"
+    return None
+
+
+def protected_path_reason(path: str, workspace: Path) -> str | None:
+    """``protected_reason`` for a path as a tool or a shell redirect names it."""
+    candidate = Path(os.path.normpath(Path(workspace) / os.path.expanduser(path)))
+    try:
+        rel = candidate.relative_to(workspace)
+    except ValueError:
+        return protected_reason(candidate.parts[-1:])
+    return protected_reason(rel.parts)
+
+
+def _kind(mode: int) -> FileKind:
+    if stat_mod.S_ISLNK(mode):
+        return "symlink"
+    if stat_mod.S_ISDIR(mode):
+        return "dir"
+    if stat_mod.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+class WorkspaceFileSystem:
+    """``FileSystemBroker`` for one workspace (plus extra roots) and one extension's grants."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        extra_roots: Iterable[Path] = (),
+        capabilities: frozenset[str] = frozenset({"fs.read.workspace", "fs.write.workspace"}),
+        audit: AuditFn | None = None,
+        extension_id: str = "",
+    ) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        self.roots: tuple[Path, ...] = (
+            self.workspace,
+            *(Path(os.path.realpath(os.path.expanduser(r))) for r in extra_roots),
+        )
+        self._can_read = any(c.startswith(("fs.read.", "fs.readwrite.", "fs.write.")) for c in capabilities)
+        self._can_write = any(c.startswith(("fs.write.", "fs.readwrite.")) for c in capabilities)
+        self._audit = audit
+        self._extension_id = extension_id
+
+    # ------------------------------------------------------------------ decisions
+
+    def _record(self, kind: str, **fields: Any) -> None:
+        if self._audit is not None:
+            self._audit(kind, {"extension": self._extension_id, **fields})
+
+    def _deny(self, message: str, path: str, action: str) -> BrokerDenied:
+        self._record("fs.denied", path=path, action=action, reason=message)
+        return BrokerDenied(message)
+
+    def _lexical(self, path: str) -> Path:
+        if not isinstance(path, str) or not path.strip():
+            raise BrokerDenied("empty path")
+        if "\x00" in path:
+            raise BrokerDenied("path contains a NUL byte")
+        expanded = Path(os.path.expanduser(path))
+        return expanded if expanded.is_absolute() else self.workspace / expanded
+
+    def _root_of(self, real: Path) -> Path | None:
+        return next((root for root in self.roots if real == root or real.is_relative_to(root)), None)
+
+    def _check_capability(self, write: bool, path: str) -> None:
+        if write and not self._can_write:
+            raise self._deny(f"{path}: this extension was not granted fs.write.workspace", path, "write")
+        if not write and not self._can_read:
+            raise self._deny(f"{path}: this extension was not granted fs.read.workspace", path, "read")
+
+    def _inside(self, path: str, real: Path, action: str) -> Path:
+        root = self._root_of(real)
+        if root is None:
+            where = "" if str(real) == os.path.normpath(self._lexical(path)) else f" (it resolves to {real})"
+            raise self._deny(
+                f"{path}: outside the workspace {self.workspace}{where}; Roder's file tools only "
+                "reach the workspace", path, action,
+            )
+        return root
+
+    def _check_protected(self, path: str, lexical: Path, real: Path, root: Path, action: str) -> None:
+        reasons = [protected_reason(real.relative_to(root).parts)]
+        normal = Path(os.path.normpath(lexical))
+        if normal.is_relative_to(root):
+            reasons.append(protected_reason(normal.relative_to(root).parts))
+        reason = next((r for r in reasons if r), None)
+        if reason:
+            raise self._deny(
+                f"{path}: {reason}; Roder's tools never write git internals, .roder/, or shell and "
+                "tool dotfiles (edit it yourself if you mean to)", path, action,
+            )
+
+    def resolve(self, path: str, *, write: bool = False) -> Path:
+        """The real path for ``path``, or BrokerDenied (escape, protected for writes, no grant)."""
+        self._check_capability(write, path)
+        lexical = self._lexical(path)
+        real = Path(os.path.realpath(lexical))
+        root = self._inside(path, real, "write" if write else "read")
+        if write:
+            self._check_protected(path, lexical, real, root, "write")
+        return real
+
+    def _resolve_entry(self, path: str) -> Path:
+        """For delete/move: the directory entry itself (a symlink is removed, not its target)."""
+        self._check_capability(True, path)
+        lexical = Path(os.path.normpath(self._lexical(path)))
+        entry = Path(os.path.realpath(lexical.parent)) / lexical.name
+        root = self._inside(path, entry, "write")
+        if entry == root:
+            raise self._deny(f"{path}: refusing to remove or move a workspace root", path, "write")
+        self._check_protected(path, lexical, entry, root, "write")
+        return entry
+
+    def display(self, path: Path) -> str:
+        real = Path(path)
+        if real == self.workspace:
+            return "."
+        if real.is_relative_to(self.workspace):
+            return real.relative_to(self.workspace).as_posix()
+        return str(real)
+
+    # ------------------------------------------------------------------ reading
+
+    def exists(self, path: str) -> bool:
+        return self.resolve(path).exists()
+
+    def stat(self, path: str) -> FileInfo:
+        real = self.resolve(path)
+        try:
+            st = real.stat()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: no such file or folder") from None
+        return FileInfo(real, self.display(real), _kind(st.st_mode), st.st_size, st.st_mtime, st.st_nlink)
+
+    def open_read(self, path: str) -> BinaryIO:
+        """Open a regular file for reading (no FIFOs or devices, no hard-linked files)."""
+        real = self.resolve(path)
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: no such file") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # the last component became a symlink after resolve
+                raise self._deny(f"{path}: changed into a symlink while opening", path, "read") from None
+            raise
+        try:
+            st = os.fstat(fd)
+            if stat_mod.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(f"{path} is a folder; use ls or glob to list it")
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise self._deny(f"{path}: not a regular file (device, socket or pipe)", path, "read")
+            if st.st_nlink > 1:
+                raise self._deny(
+                    f"{path}: hard-linked file ({st.st_nlink} names); its other names may lie outside "
+                    "the workspace, so Roder will not read or write through it", path, "read",
+                )
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        with self.open_read(path) as handle:
+            return handle.read() if max_bytes is None else handle.read(max_bytes)
+
+    # ------------------------------------------------------------------ writing
+
+    def write_bytes(self, path: str, data: bytes) -> Path:
+        real = self.resolve(path, write=True)
+        mode = 0o644
+        try:
+            st = os.stat(real)
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            if stat_mod.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(f"{path} is a folder")
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise self._deny(f"{path}: not a regular file", path, "write")
+            if st.st_nlink > 1:
+                raise self._deny(
+                    f"{path}: hard-linked file ({st.st_nlink} names); Roder will not write through it",
+                    path, "write",
+                )
+            mode = stat_mod.S_IMODE(st.st_mode)
+        real.parent.mkdir(parents=True, exist_ok=True)
+        tmp = real.parent / f".{real.name}.roder-{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, real)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._record("fs.write", path=self.display(real), bytes=len(data), created=st is None)
+        return real
+
+    def mkdir(self, path: str) -> Path:
+        real = self.resolve(path, write=True)
+        real.mkdir(parents=True, exist_ok=True)
+        self._record("fs.mkdir", path=self.display(real))
+        return real
+
+    def delete(self, path: str) -> Path:
+        entry = self._resolve_entry(path)
+        try:
+            st = os.lstat(entry)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: no such file") from None
+        if stat_mod.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(f"{path} is a folder; only files are deleted")
+        os.unlink(entry)
+        self._record("fs.delete", path=self.display(entry))
+        return entry
+
+    def move(self, source: str, target: str) -> Path:
+        src = self._resolve_entry(source)
+        if not os.path.lexists(src):
+            raise FileNotFoundError(f"{source}: no such file")
+        dst = self.resolve(target, write=True)
+        if dst.is_dir():
+            raise IsADirectoryError(f"{target} is a folder")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(src, dst)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            self.write_bytes(target, self.read_bytes(source))
+            os.unlink(src)
+        self._record("fs.move", path=self.display(src), to=self.display(dst))
+        return dst
+
+    # ------------------------------------------------------------------ listing
+
+    def _info(self, entry: os.DirEntry[str]) -> FileInfo:
+        st = entry.stat(follow_symlinks=False)
+        real = Path(entry.path)
+        return FileInfo(real, self.display(real), _kind(st.st_mode), st.st_size, st.st_mtime, st.st_nlink)
+
+    def _matcher_for(self, start: Path) -> tuple[Path, IgnoreMatcher]:
+        """Ignore rules that apply at ``start``: root .git/info/exclude and every .gitignore on
+        the way from the root down to ``start``."""
+        root = self._root_of(start) or self.workspace
+        rules = []
+        for ignore_file, base in ((root / ".git" / "info" / "exclude", ""), (root / ".gitignore", "")):
+            rules.extend(_read_rules(ignore_file, base))
+        rel_parts = start.relative_to(root).parts if start != root else ()
+        for depth in range(1, len(rel_parts) + 1):
+            base = "/".join(rel_parts[:depth])
+            rules.extend(_read_rules(root / base / ".gitignore", base))
+        return root, IgnoreMatcher(rules)
+
+    def list_dir(self, path: str, *, respect_gitignore: bool = True) -> list[FileInfo]:
+        real = self.resolve(path)
+        if not real.is_dir():
+            raise NotADirectoryError(f"{path} is not a folder")
+        root, matcher = self._matcher_for(real)
+        entries: list[FileInfo] = []
+        with os.scandir(real) as scan:
+            for entry in scan:
+                if entry.name == ".git":
+                    continue
+                info = self._info(entry)
+                rel = Path(entry.path).relative_to(root).as_posix()
+                if respect_gitignore and matcher.ignored(rel, info.kind == "dir"):
+                    continue
+                entries.append(info)
+        entries.sort(key=lambda e: (e.kind != "dir", e.display))
+        return entries
+
+    def walk(self, path: str, *, respect_gitignore: bool = True) -> Iterator[FileInfo]:
+        """Files below ``path`` (depth first, sorted), skipping .git, ignored paths and never
+        following symlinked folders."""
+        real = self.resolve(path)
+        if real.is_file():
+            yield FileInfo(real, self.display(real), "file", real.stat().st_size, real.stat().st_mtime)
+            return
+        root, matcher = self._matcher_for(real)
+        yield from self._walk(real, root, matcher, respect_gitignore)
+
+    def _walk(self, folder: Path, root: Path, matcher: IgnoreMatcher, respect: bool) -> Iterator[FileInfo]:
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except (PermissionError, FileNotFoundError):
+            return
+        for entry in entries:
+            if entry.name == ".git":
+                continue
+            try:
+                info = self._info(entry)
+            except OSError:
+                continue
+            rel = Path(entry.path).relative_to(root).as_posix()
+            if respect and matcher.ignored(rel, info.kind == "dir"):
+                continue
+            if info.kind == "dir":
+                inner = matcher.extend(_read_rules(Path(entry.path) / ".gitignore", rel)) if respect else matcher
+                yield from self._walk(Path(entry.path), root, inner, respect)
+            else:
+                yield info
+
+
+def _read_rules(path: Path, base: str) -> list[Any]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+        return []
+    return parse_rules(text, base)

@@ -1,0 +1,64 @@
+"""Builds the broker set for one (workspace, extension) pair from the runtime's settings.
+
+``Runtime.brokers_for`` calls ``default_broker_factory`` unless the embedder supplied its own
+factory (a remote runner, a container backend, a test double).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from roder_core.brokers import Brokers
+from roder_core.brokers.fs import WorkspaceFileSystem
+from roder_core.brokers.network import AllowlistNetworkBroker
+from roder_core.brokers.process import HostProcessBroker, ResourceLimits
+from roder_core.brokers.sandbox import sandbox_status
+from roder_core.brokers.secrets import EnvSecretBroker, SecretRedactor, provider_key_names
+
+if TYPE_CHECKING:
+    from roder_core.runtime import BrokerScope
+
+
+def default_broker_factory(scope: BrokerScope) -> Brokers:
+    runtime = scope.runtime
+    options = runtime.options
+    config = options.config
+    env = dict(options.env) if getattr(options, "env", None) is not None else dict(os.environ)
+    audit: Callable[[str, dict[str, Any]], None] | None = getattr(runtime, "audit", None)
+    fs = WorkspaceFileSystem(
+        scope.workspace,
+        extra_roots=config.fs.extra_roots,
+        capabilities=scope.capabilities,
+        audit=audit,
+        extension_id=scope.extension_id,
+    )
+    limits = config.limits
+    process = HostProcessBroker(
+        fs,
+        sandbox=sandbox_status(config.sandbox),
+        spill_dir=options.paths.spill_dir,
+        quarantine_dir=options.paths.cache_dir / "quarantine",
+        capabilities=scope.capabilities,
+        env=env,
+        pass_env=config.secrets.pass_env,
+        secret_names=provider_key_names(config),
+        limits=ResourceLimits(
+            cpu_seconds=limits.cpu_seconds,
+            address_space_mb=limits.address_space_mb,
+            file_size_mb=limits.file_size_mb,
+            processes=limits.processes,
+        ),
+        default_timeout=limits.bash_timeout,
+        audit=audit,
+        extension_id=scope.extension_id,
+    )
+    network = AllowlistNetworkBroker(
+        config.network.allow, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id
+    )
+    redactor = getattr(runtime, "redact", None)
+    if not isinstance(redactor, SecretRedactor):
+        redactor = SecretRedactor.from_env(env, provider_key_names(config))
+    secrets = EnvSecretBroker(redactor, env, scope.capabilities)
+    return Brokers(fs=fs, process=process, network=network, secrets=secrets)

@@ -1,0 +1,413 @@
+"""The process broker: runs commands for tools, scrubbed, limited, sandboxed and killable.
+
+Every command gets an environment without secrets (unless granted by name), resource limits
+(CPU time, address space, file size, process count), a working folder inside the workspace, its
+own session and process group, and the sandbox backend (see ``sandbox``). Output is streamed,
+merged (stdout + stderr) and capped: over 2000 lines or 50 KB the result keeps the head and the
+tail and the whole output is spilled to a file. On timeout, on cancellation (turn interrupt) and
+when the command ends, the whole process group is killed, so nothing it started lingers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import resource
+import secrets
+import shutil
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from roder_core.brokers import BrokerDenied, ProcessResult
+from roder_core.brokers.fs import WorkspaceFileSystem
+from roder_core.brokers.sandbox import (
+    SandboxStatus,
+    bubblewrap_argv,
+    missing_protected,
+    protected_entries,
+    quarantine_created,
+)
+from roder_core.brokers.secrets import scrubbed_env
+
+MAX_LINES = 2000
+MAX_BYTES = 50_000
+#: The whole output is kept on disk up to this size; beyond it only the tail is kept in memory.
+SPILL_CAP_BYTES = 64 * 1024 * 1024
+LIVE_OUTPUT_BUDGET = 256 * 1024
+LIVE_OUTPUT_INTERVAL = 0.1
+DEFAULT_TIMEOUT = 120.0
+#: After the main process exits, how long background children may keep writing before the
+#: group is killed.
+EXIT_GRACE = 0.5
+
+AuditFn = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    cpu_seconds: int = 600
+    #: 0 means unlimited.
+    address_space_mb: int = 16_384
+    file_size_mb: int = 1_024
+    #: How many more processes a command may start besides those you already run.
+    processes: int = 512
+
+    def apply(self, existing_processes: int) -> None:
+        """Set the limits in the child (runs between fork and exec)."""
+        mib = 1024 * 1024
+        pairs = [
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_AS, self.address_space_mb * mib),
+            (resource.RLIMIT_FSIZE, self.file_size_mb * mib),
+            (resource.RLIMIT_NPROC, existing_processes + self.processes),
+        ]
+        for which, value in pairs:
+            if value <= 0:
+                continue
+            _soft, hard = resource.getrlimit(which)
+            capped = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, (capped, capped))
+
+
+def count_user_processes(uid: int | None = None) -> int:
+    """Processes owned by ``uid`` (RLIMIT_NPROC counts them all, not just a command's)."""
+    uid = os.getuid() if uid is None else uid
+    count = 0
+    with contextlib.suppress(OSError), os.scandir("/proc") as scan:
+        for entry in scan:
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_uid == uid:
+                        count += 1
+    return count
+
+
+class OutputCollector:
+    """Keeps a command's output bounded: everything up to the limits, then head + tail in memory
+    and the whole stream in a spill file."""
+
+    def __init__(self, spill_dir: Path, on_output: Callable[[str], None] | None = None) -> None:
+        self._spill_dir = spill_dir
+        self._buffer = bytearray()
+        self._head = b""
+        self._tail: deque[bytes] = deque()
+        self._tail_size = 0
+        self._spill: BinaryIO | None = None
+        self.spill_path: Path | None = None
+        self.spill_complete = True
+        self.total_bytes = 0
+        self.total_lines = 0
+        self._on_output = on_output
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self._live_sent = 0
+        self._last_emit = 0.0
+
+    @property
+    def spilled(self) -> bool:
+        return self.spill_path is not None
+
+    def feed(self, data: bytes) -> None:
+        self.total_bytes += len(data)
+        self.total_lines += data.count(b"\n")
+        if not self.spilled:
+            self._buffer += data
+            if len(self._buffer) > MAX_BYTES or self._buffer.count(b"\n") > MAX_LINES:
+                self._start_spill()
+        else:
+            self._write_spill(data)
+            self._push_tail(data)
+        self._live(data)
+
+    def _start_spill(self) -> None:
+        self._spill_dir.mkdir(parents=True, exist_ok=True)
+        name = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(4) + ".log"
+        self.spill_path = self._spill_dir / name
+        self._spill = open(self.spill_path, "wb")  # noqa: SIM115 - closed in close()
+        data = bytes(self._buffer)
+        self._buffer = bytearray()
+        self._head = data[: MAX_BYTES // 2]
+        self._write_spill(data)
+        self._push_tail(data)
+
+    def _write_spill(self, data: bytes) -> None:
+        if self._spill is None:
+            return
+        room = SPILL_CAP_BYTES - self._spill.tell()
+        if room <= 0:
+            self.spill_complete = False
+            return
+        self._spill.write(data[:room])
+        if len(data) > room:
+            self.spill_complete = False
+
+    def _push_tail(self, data: bytes) -> None:
+        self._tail.append(data)
+        self._tail_size += len(data)
+        while self._tail and self._tail_size - len(self._tail[0]) >= MAX_BYTES // 2:
+            self._tail_size -= len(self._tail.popleft())
+
+    def _live(self, data: bytes) -> None:
+        if self._on_output is None or self._live_sent > LIVE_OUTPUT_BUDGET:
+            return
+        self._pending += self._decoder.decode(data)
+        now = time.monotonic()
+        if now - self._last_emit >= LIVE_OUTPUT_INTERVAL:
+            self.flush_live()
+
+    def flush_live(self) -> None:
+        if self._on_output is None or not self._pending:
+            return
+        text, self._pending = self._pending, ""
+        self._live_sent += len(text)
+        self._last_emit = time.monotonic()
+        if self._live_sent > LIVE_OUTPUT_BUDGET:
+            text += "\n[live output stopped after 256 KB; the result holds the head and tail]\n"
+        self._on_output(text)
+
+    def close(self) -> None:
+        self.flush_live()
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def text(self) -> tuple[str, bool]:
+        """The output for the model and whether it was truncated."""
+        if not self.spilled:
+            return bytes(self._buffer).decode("utf-8", errors="replace"), False
+        head_lines = self._head.decode("utf-8", errors="replace").split("\n")[: MAX_LINES // 2]
+        tail_bytes = b"".join(self._tail)[-(MAX_BYTES // 2) :]
+        tail_lines = tail_bytes.decode("utf-8", errors="replace").split("\n")
+        if len(tail_lines) > 1:
+            tail_lines = tail_lines[1:]  # drop the partial first line
+        tail_lines = tail_lines[-(MAX_LINES // 2) :]
+        head, tail = "\n".join(head_lines), "\n".join(tail_lines)
+        shown = len(head.encode()) + len(tail.encode())
+        where = f"full output: {self.spill_path}"
+        if not self.spill_complete:
+            where += f" (first {SPILL_CAP_BYTES // (1024 * 1024)} MB only)"
+        marker = (
+            f"\n\n[... output truncated: {self.total_lines} lines, {self.total_bytes} bytes in total; "
+            f"{self.total_bytes - shown} bytes omitted here; {where} ...]\n\n"
+        )
+        return head + marker + tail, True
+
+
+class HostProcessBroker:
+    """``ProcessBroker`` for one workspace and one extension's grants."""
+
+    def __init__(
+        self,
+        fs: WorkspaceFileSystem,
+        *,
+        sandbox: SandboxStatus,
+        spill_dir: Path,
+        quarantine_dir: Path,
+        capabilities: frozenset[str] = frozenset({"process.spawn.shell"}),
+        env: Mapping[str, str] | None = None,
+        pass_env: Iterable[str] = (),
+        secret_names: Iterable[str] = (),
+        limits: ResourceLimits | None = None,
+        default_timeout: float = DEFAULT_TIMEOUT,
+        audit: AuditFn | None = None,
+        extension_id: str = "",
+    ) -> None:
+        self._fs = fs
+        self.sandbox = sandbox
+        self.sandbox_level = "blocked" if sandbox.blocked else sandbox.effective
+        self._spill_dir = spill_dir
+        self._quarantine_dir = quarantine_dir
+        self._capabilities = capabilities
+        self._env = dict(os.environ if env is None else env)
+        granted = {c.removeprefix("secret.read.") for c in capabilities if c.startswith("secret.read.")}
+        self._pass_env = granted | set(pass_env)
+        self._secret_names = set(secret_names)
+        self._limits = limits or ResourceLimits()
+        self._default_timeout = default_timeout
+        self._audit = audit
+        self._extension_id = extension_id
+        self._shell = shutil.which("bash") or "/bin/sh"
+
+    def _record(self, kind: str, **fields: Any) -> None:
+        if self._audit is not None:
+            self._audit(kind, {"extension": self._extension_id, **fields})
+
+    def _check(self, command: str | list[str]) -> None:
+        spawn = [c for c in self._capabilities if c.startswith("process.spawn.")]
+        needs_shell = isinstance(command, str)
+        if not spawn or (needs_shell and "process.spawn.shell" not in spawn):
+            cap = "process.spawn.shell" if needs_shell else "process.spawn.*"
+            self._record("process.denied", command=_show(command), reason=f"no {cap} grant")
+            raise BrokerDenied(f"this extension was not granted {cap}; it cannot run commands")
+        if self.sandbox.blocked:
+            self._record("process.denied", command=_show(command), reason="sandbox unavailable")
+            raise BrokerDenied(self.sandbox.notice or "the requested sandbox is unavailable")
+
+    def which(self, program: str) -> str | None:
+        """Where ``program`` is on the PATH commands get (the sandbox sees the same files)."""
+        return shutil.which(program, path=self._env.get("PATH", os.defpath))
+
+    def child_env(self, extra: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+        env, dropped = scrubbed_env(self._env, self._pass_env, self._secret_names)
+        if extra:
+            env.update(extra)
+        return env, dropped
+
+    async def run(
+        self,
+        command: str | list[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        on_output: Callable[[str], None] | None = None,
+    ) -> ProcessResult:
+        self._check(command)
+        workdir = self._fs.resolve(str(cwd) if cwd is not None else ".")
+        if not workdir.is_dir():
+            raise NotADirectoryError(f"working folder {cwd} is not a folder")
+        timeout = float(timeout or self._default_timeout)
+        argv = [self._shell, "-c", command] if isinstance(command, str) else list(command)
+        child_env, dropped = self.child_env(env)
+        roots = self._fs.roots
+        level = self.sandbox.effective
+        if level != "off" and self.sandbox.bwrap:
+            argv = bubblewrap_argv(
+                self.sandbox.bwrap, level, roots, workdir,
+                [p for root in roots for p in protected_entries(root)],
+            ) + argv
+        watched = missing_protected(roots) if level != "read-only" else []
+        self._record(
+            "process.start", command=_show(command), cwd=self._fs.display(workdir), sandbox=level,
+            timeout=timeout, env_dropped=dropped,
+        )
+        existing = count_user_processes()
+        cpu = self._limits.cpu_seconds
+        limits = replace(self._limits, cpu_seconds=max(cpu, int(timeout) + 5) if cpu > 0 else 0)
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=str(workdir),
+            env=child_env,
+            start_new_session=True,
+            preexec_fn=lambda: limits.apply(existing),
+        )
+        collector = OutputCollector(self._spill_dir, on_output)
+        reader = asyncio.create_task(_pump(proc, collector))
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except TimeoutError:
+                timed_out = True
+                await _terminate(proc)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(reader), EXIT_GRACE)
+            _kill_group(proc.pid)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(reader), 2.0)
+        except asyncio.CancelledError:
+            await asyncio.shield(_cleanup_cancelled(proc, reader, collector))
+            self._record("process.exit", command=_show(command), interrupted=True,
+                         duration_ms=int((time.monotonic() - started) * 1000))
+            raise
+        finally:
+            if not reader.done():
+                reader.cancel()
+            collector.close()
+        duration_ms = int((time.monotonic() - started) * 1000)
+        quarantined = quarantine_created(watched, self._quarantine_dir, roots) if watched else []
+        output, truncated = collector.text()
+        exit_code = proc.returncode
+        self._record(
+            "process.exit", command=_show(command), exit_code=exit_code, timed_out=timed_out,
+            duration_ms=duration_ms, output_bytes=collector.total_bytes, quarantined=quarantined,
+        )
+        return ProcessResult(
+            exit_code=None if timed_out else exit_code,
+            output=output,
+            duration_ms=duration_ms,
+            timed_out=timed_out,
+            truncated=truncated,
+            full_output_path=str(collector.spill_path) if collector.spill_path else None,
+            sandbox=level,
+            quarantined=quarantined,
+            total_bytes=collector.total_bytes,
+            total_lines=collector.total_lines,
+        )
+
+
+def _show(command: str | list[str]) -> str:
+    return command if isinstance(command, str) else " ".join(command)
+
+
+async def _pump(proc: asyncio.subprocess.Process, collector: OutputCollector) -> None:
+    assert proc.stdout is not None
+    while True:
+        chunk = await proc.stdout.read(65536)
+        if not chunk:
+            return
+        collector.feed(chunk)
+
+
+def _kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+    """Kill the command's process group and anything left in its session (off-sandbox
+    commands may create new groups with job control; a new session escapes this, bubblewrap's
+    PID namespace does not)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    for pid in _session_members(pgid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _session_members(sid: int) -> list[int]:
+    members: list[int] = []
+    with contextlib.suppress(OSError), os.scandir("/proc") as scan:
+        for entry in scan:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                    raw = handle.read()
+            except OSError:
+                continue
+            # fields after the command name: state ppid pgrp session ...
+            fields = raw[raw.rfind(b")") + 2 :].split()
+            if len(fields) > 3 and int(fields[3]) == sid and int(entry.name) != os.getpid():
+                members.append(int(entry.name))
+    return members
+
+
+async def _terminate(proc: asyncio.subprocess.Process) -> None:
+    """Timeout: SIGTERM to the group, a moment to clean up, then SIGKILL."""
+    _kill_group(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), 1.0)
+    except TimeoutError:
+        pass
+    _kill_group(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+async def _cleanup_cancelled(proc: asyncio.subprocess.Process, reader: asyncio.Task[None], collector: OutputCollector) -> None:
+    _kill_group(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await proc.wait()
+    reader.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await reader
+    collector.close()
