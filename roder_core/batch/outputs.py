@@ -13,11 +13,12 @@ at any moment leaves each rollout either finished or absent, never half-recorded
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,6 @@ class BatchFolder:
         self.batch_file = root / "batch.json"
         self.summary_file = root / "summary.json"
         self.rollouts = root / "rollouts"
-        self._lock_fd: int | None = None
 
     def rollout_dir(self, task_id: str, index: int) -> Path:
         return self.rollouts / task_dir_name(task_id) / str(index)
@@ -67,16 +67,19 @@ class BatchFolder:
             return
         _write_json(self.batch_file, {"settings": wanted, "tasks_file": tasks_file})
 
-    def lock(self) -> None:
-        """Hold the folder for this process (released when it exits, even if killed)."""
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the folder while a batch writes to it (the OS releases it if the process dies)."""
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise BatchFolderError(f"another roder batch is writing to {self.root}") from None
+            yield
+        finally:
             os.close(fd)
-            raise BatchFolderError(f"another roder batch is writing to {self.root}") from None
-        self._lock_fd = fd
 
     def _sweep(self) -> None:
         """Remove half-written rollout folders left by a killed run."""

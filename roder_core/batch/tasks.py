@@ -64,6 +64,8 @@ class Task(TaskModel):
     score: str | None = None
     #: Seconds the agent's turn may take (the batch's --deadline when absent).
     deadline: float | None = Field(default=None, gt=0)
+    #: Seconds at the end of the deadline kept for finishing up (default: a tenth, 1-30 s).
+    reserve: float | None = Field(default=None, ge=0)
     mode: Mode | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     #: Let the agent's commands reach the network (off by default under the eval-sandbox profile).

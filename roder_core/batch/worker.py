@@ -131,9 +131,14 @@ class _Rollout:
             "mode": self.task.mode or self.settings.mode,
             "profile": self.settings.profile,
             "deadline_s": self.deadline,
-            "reserve_s": finalization_reserve(self.deadline) if self.deadline else None,
+            "reserve_s": self._reserve(),
             "metadata": self.task.metadata,
         }
+
+    def _reserve(self) -> float | None:
+        if not self.deadline:
+            return None
+        return self.task.reserve if self.task.reserve is not None else finalization_reserve(self.deadline)
 
     async def run(self) -> RolloutOutcome:
         try:
@@ -154,7 +159,9 @@ class _Rollout:
         self.result.setdefault("score", None)
 
     async def _run(self) -> None:
-        base_env = {**os.environ, **self.spec.env}
+        # The driver's RODER_* settings win over whatever a long-lived worker (Ray) inherited.
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith(FORWARDED_ENV_PREFIX)}
+        base_env = {**inherited, **self.spec.env}
         command_env = command_environment(base_env, self.task.env)
         self.result["timings"] = timings = {}
         setup_started = time.monotonic()
@@ -218,7 +225,7 @@ class _Rollout:
         try:
             thread = await runtime.start_thread()
             hard_end = time.time() + self.deadline if self.deadline else None
-            work_deadline = hard_end - finalization_reserve(self.deadline) if hard_end and self.deadline else None
+            work_deadline = hard_end - (self._reserve() or 0.0) if hard_end is not None else None
             await runtime.start_turn(
                 thread.id, self.task.prompt, deadline=work_deadline,
                 task_ledger_required=bool(self.task.task_ledger_required or settings.task_ledger_required),

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from roder_tui.cli import add_runtime_flags
 
 if TYPE_CHECKING:
+    from roder_core.batch.outputs import BatchFolder
+    from roder_core.batch.tasks import Task
     from roder_core.batch.worker import RunSettings
 
 EXIT_OK, EXIT_LOST, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -51,11 +53,9 @@ def _usage(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from roder_core.batch.backends import BackendUnavailable, run_backend
+    from roder_core.batch.backends import BackendUnavailable
     from roder_core.batch.outputs import BatchFolder, BatchFolderError
-    from roder_core.batch.summary import summarize
     from roder_core.batch.tasks import TaskFileError, load_tasks
-    from roder_core.batch.worker import RolloutOutcome, RolloutSpec, forwarded_env
 
     if args.workers < 1 or args.repeat < 1:
         return _usage("--workers and --repeat must be at least 1")
@@ -70,15 +70,24 @@ def run(args: argparse.Namespace) -> int:
         return _usage(settings)
     folder = BatchFolder(args.out)
     try:
-        folder.lock()
-        folder.claim(settings, str(args.tasks.resolve()))
-    except (BatchFolderError, OSError) as exc:
+        with folder.locked():
+            folder.claim(settings, str(args.tasks.resolve()))
+            return _drive(args, tasks, settings, folder)
+    except (BatchFolderError, BackendUnavailable, OSError) as exc:
         return _usage(str(exc))
+
+
+def _drive(args: argparse.Namespace, tasks: list[Task], settings: RunSettings, folder: BatchFolder) -> int:
+    """Run what is not recorded yet, record each outcome as it arrives, then summarize."""
+    from roder_core.batch.backends import run_backend
+    from roder_core.batch.summary import summarize
+    from roder_core.batch.worker import RolloutOutcome, RolloutSpec, forwarded_env
+
     todo, done = folder.plan(tasks, args.repeat, settings, forwarded_env())
-    total = len(todo) + len(done)
     sys.stderr.write(
-        f"roder batch: {len(tasks)} tasks x {args.repeat} = {total} rollouts; {len(done)} already recorded, "
-        f"{len(todo)} to run on {args.backend} with {args.workers} workers ({settings.provider}/{settings.model})\n"
+        f"roder batch: {len(tasks)} tasks x {args.repeat} = {len(todo) + len(done)} rollouts; {len(done)} already "
+        f"recorded, {len(todo)} to run on {args.backend} with {args.workers} workers "
+        f"({settings.provider}/{settings.model})\n"
     )
     results: list[dict[str, Any]] = list(done)
     lost: list[str] = []
@@ -97,8 +106,6 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             run_backend(args.backend, todo, args.workers, on_done, ray_address=args.ray_address)
-        except BackendUnavailable as exc:
-            return _usage(str(exc))
         except KeyboardInterrupt:
             sys.stderr.write("roder batch: interrupted; run the same command again to resume\n")
             status = EXIT_INTERRUPTED
@@ -107,9 +114,7 @@ def run(args: argparse.Namespace) -> int:
     summary["lost"] = lost
     folder.write_summary(summary)
     print_summary(summary, folder.summary_file)
-    if status == EXIT_OK and lost:
-        status = EXIT_LOST
-    return status
+    return EXIT_LOST if status == EXIT_OK and lost else status
 
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
@@ -172,6 +177,7 @@ class ProgressBar:
 
 def print_summary(summary: dict[str, Any], path: Path) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -201,8 +207,8 @@ def print_summary(summary: dict[str, Any], path: Path) -> None:
     failures = summary["failures"]
     for failure in failures[:20]:
         reason = failure.get("error") or failure.get("exit_reason")
-        console.print(f"  [red]x[/] {failure['task_id']}#{failure['rollout']}: "
-                      f"{failure['failure_cause']} ({reason})", markup=True, highlight=False)
+        console.print(f"  [red]x[/] {escape(failure['task_id'])}#{failure['rollout']}: "
+                      f"{failure['failure_cause']} ({escape(str(reason))})", highlight=False)
     if len(failures) > 20:
         console.print(f"  ... and {len(failures) - 20} more in {path}")
     console.print(f"summary: {path}", highlight=False)

@@ -1,0 +1,240 @@
+"""`roder batch` end to end: several tasks against the mock engine and against the loopback
+provider server, on the local process pool and on a local Ray instance, with identical outputs;
+a task whose score fails, one denied by policy, one that hits its deadline, one that finishes
+within the deadline's reserve, a git workspace at a ref with setup commands, and --repeat."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roder_core.turn import RESERVE_NOTICE
+from tests.batch.conftest import normalized_outputs, result, run_cli, write_jsonl, write_script
+from tests.providers.fake_server import ThreadedFakeServer
+
+FIX = [
+    {"text": "Fixing add.", "tool_calls": [
+        {"name": "edit", "arguments": {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"}}]},
+    {"text": "Fixed: add now adds."},
+]
+WRONG = [
+    {"text": "Taking notes.", "tool_calls": [{"name": "write", "arguments": {"path": "notes.txt", "content": "looked\n"}}]},
+    {"text": "Done."},
+]
+SCORE = "grep -q 'a + b' calc.py"
+
+
+@pytest.fixture(scope="session")
+def ray_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One local Ray instance for every Ray test (it takes seconds to start), started with
+    no provider keys and a throwaway RODER_HOME in its environment."""
+    import os
+
+    import ray
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key in list(os.environ):
+            if key.endswith("_API_KEY") or key.startswith("RODER_") or key.endswith("_BASE_URL"):
+                patch.delenv(key)
+        patch.setenv("RODER_HOME", str(tmp_path_factory.mktemp("ray-home")))
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def calc(tmp_path: Path) -> Path:
+    repo = tmp_path / "calc"
+    repo.mkdir()
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    return repo
+
+
+def mock_tasks(tmp_path: Path, calc: Path) -> Path:
+    def script(name: str, steps: list[dict[str, Any]]) -> dict[str, str]:
+        return {"RODER_MOCK_SCRIPT": str(write_script(tmp_path / f"{name}.json", steps))}
+
+    slow = [{"text": "thinking " * 50, "chunk_size": 4, "delay_ms": 100}]
+    reserve = [
+        {"text": "x" * 14, "chunk_size": 1, "delay_ms": 100,
+         "tool_calls": [{"name": "write", "arguments": {"path": "partial.txt", "content": "half\n"}}]},
+        {"text": "Wrapping up."},
+    ]
+    return write_jsonl(tmp_path / "tasks.jsonl", [
+        {"id": "fix", "prompt": "Fix add.", "workspace": str(calc), "score": SCORE, "env": script("fix", FIX),
+         "metadata": {"kind": "bugfix"}},
+        {"id": "wrong-fix", "prompt": "Fix add.", "workspace": str(calc), "score": SCORE, "env": script("wrong", WRONG)},
+        {"id": "denied", "prompt": "Fix add.", "workspace": str(calc), "score": SCORE, "mode": "plan",
+         "env": script("denied", FIX)},
+        {"id": "slow", "prompt": "Think hard.", "deadline": 1, "env": script("slow", slow)},
+        {"id": "reserve", "prompt": "Work until told.", "deadline": 3, "reserve": 2, "env": script("reserve", reserve)},
+    ])
+
+
+def _batch(capsys: pytest.CaptureFixture[str], tasks: Path, out: Path, *extra: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", *extra)
+
+
+def _check_mock_batch(out: Path, stdout: str) -> None:
+    fix = result(out, "fix")
+    assert fix["passed"] and fix["failure_cause"] is None and fix["exit_reason"] == "completed"
+    assert fix["score"] == {"command": SCORE, "exit_code": 0, "timed_out": False}
+    assert fix["tool_calls"] == 1 and fix["model_calls"] == 2 and fix["tokens"] > 0
+    assert fix["metadata"] == {"kind": "bugfix"} and fix["provider"] == "mock"
+    diff = (out / "rollouts/fix/0/workspace.diff").read_text()
+    assert "-    return a - b" in diff and "+    return a + b" in diff
+    trajectory = json.loads((out / "rollouts/fix/0/trajectory.json").read_text())
+    assert trajectory["exitReason"] == "completed"
+    items = [item for turn in trajectory["turns"] for item in turn["items"]]
+    call = next(i for i in items if i["type"] == "toolCall")
+    assert call["name"] == "edit" and call["arguments"]["new_string"] == "a + b"
+    assert any(i["type"] == "toolResult" and not i.get("isError") for i in items)
+    thread_lines = (out / "rollouts/fix/0/thread.jsonl").read_text().splitlines()
+    assert json.loads(thread_lines[0])["type"] == "header"
+    assert any(json.loads(line).get("method") == "turn/completed" for line in thread_lines[1:])
+
+    wrong = result(out, "wrong-fix")
+    assert not wrong["passed"] and wrong["failure_cause"] == "score_failure"
+    assert wrong["score"]["exit_code"] == 1 and "[exit 1]" in (out / "rollouts/wrong-fix/0/score.log").read_text()
+    assert "+looked" in (out / "rollouts/wrong-fix/0/workspace.diff").read_text()
+
+    denied = result(out, "denied")
+    assert not denied["passed"] and denied["failure_cause"] == "policy_denial" and denied["policy_denials"] == 1
+    assert (out / "rollouts/denied/0/workspace.diff").read_text() == ""
+
+    slow = result(out, "slow")
+    assert not slow["passed"] and slow["failure_cause"] == "timeout" and slow["exit_reason"] == "timeout"
+    assert slow["turn_status"] == "interrupted" and slow["timings"]["agent_s"] < 5
+
+    reserve = result(out, "reserve")
+    assert reserve["passed"] and reserve["exit_reason"] == "completed" and reserve["reserve_s"] == 2
+    messages = [i for t in json.loads((out / "rollouts/reserve/0/trajectory.json").read_text())["turns"]
+                for i in t["items"] if i["type"] == "userMessage"]
+    assert [m["text"] for m in messages][1] == RESERVE_NOTICE  # told to finish once the reserve began
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rollouts"] == 5 and summary["passed"] == 2 and summary["pass_rate"] == 0.4
+    assert summary["failures_by_cause"] == {
+        "timeout": 1, "policy_denial": 1, "provider_failure": 0, "score_failure": 1, "setup_failure": 0,
+        "agent_failure": 0, "error": 0,
+    }
+    assert summary["tokens"]["total_tokens"] == sum(result(out, t)["tokens"] for t in summary["per_task"])
+    assert "pass rate" in stdout and "40.0%" in stdout and "failed: score failure" in stdout
+
+
+def test_mock_batch_locally_and_on_ray_gives_identical_outputs(
+    tmp_path: Path, calc: Path, capsys: pytest.CaptureFixture[str], ray_instance: None
+) -> None:
+    tasks = mock_tasks(tmp_path, calc)
+    code, stdout, _ = _batch(capsys, tasks, tmp_path / "local", "--provider", "mock")
+    assert code == 0
+    _check_mock_batch(tmp_path / "local", stdout)
+    code, stdout, _ = _batch(capsys, tasks, tmp_path / "ray", "--provider", "mock", "--backend", "ray")
+    assert code == 0
+    _check_mock_batch(tmp_path / "ray", stdout)
+    # Everything but the timed-out rollout (whose partial output depends on timing) is identical.
+    local = normalized_outputs(tmp_path / "local", skip_tasks=frozenset({"slow"}))
+    assert local == normalized_outputs(tmp_path / "ray", skip_tasks=frozenset({"slow"}))
+    assert len(local) == 4 * 5 + 2  # result, thread, trajectory, diff per rollout; score.log for three
+    assert (calc / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"  # the source is untouched
+
+
+def _loopback_batch(tmp_path: Path, calc: Path, capsys: pytest.CaptureFixture[str], name: str,
+                    *extra: str) -> tuple[Path, list[Any]]:
+    """The same tasks against a real provider engine (OpenAI Responses wire) talking to one
+    loopback server per task (each server plays its task's script)."""
+    scripts = {"fix": FIX, "wrong-fix": WRONG, "broken": [{"status": 401, "error": {"message": "bad key"}}]}
+    out = tmp_path / name
+    with contextlib.ExitStack() as stack:
+        servers = {task: stack.enter_context(ThreadedFakeServer(steps)) for task, steps in scripts.items()}
+        tasks = write_jsonl(tmp_path / f"tasks-{name}.jsonl", [
+            {"id": task, "prompt": "Fix add.", "workspace": str(calc), "score": SCORE,
+             "env": {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-loopback"}}
+            for task, server in servers.items()
+        ])
+        code, _, err = _batch(capsys, tasks, out, "--provider", "openai", "--model", "fake-model", *extra)
+    assert code == 0, err
+    return out, [server.calls for server in servers.values()]
+
+
+def test_loopback_provider_batch_locally_and_on_ray_gives_identical_outputs(
+    tmp_path: Path, calc: Path, capsys: pytest.CaptureFixture[str], ray_instance: None
+) -> None:
+    local, calls = _loopback_batch(tmp_path, calc, capsys, "local")
+    assert [len(c) for c in calls][:2] == [2, 2]  # two model calls per scripted task, over HTTP
+    assert result(local, "fix")["passed"] and result(local, "fix")["provider"] == "openai"
+    assert result(local, "wrong-fix")["failure_cause"] == "score_failure"
+    broken = result(local, "broken")
+    assert broken["failure_cause"] == "provider_failure" and broken["error"]["kind"] == "auth"
+    ray, _ = _loopback_batch(tmp_path, calc, capsys, "ray", "--backend", "ray")
+    # The task lines differ only in their server's port, hence in their digest.
+    strip = {"task_digest"}
+    normalized = [{k: ({kk: vv for kk, vv in v.items() if kk not in strip} if isinstance(v, dict) else v)
+                   for k, v in normalized_outputs(out).items()} for out in (local, ray)]
+    assert normalized[0] == normalized[1]
+
+
+def test_git_workspace_at_a_ref_with_setup_and_repeat(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (repo / "version.txt").write_text("one\n")
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    first = git("rev-parse", "HEAD")
+    (repo / "version.txt").write_text("two\n")
+    git("commit", "-qam", "two")
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [
+        {"id": "at-ref", "prompt": "Look around.", "workspace": {"git": str(repo), "ref": first},
+         "setup": ["echo prepared > setup.txt"], "score": "grep -q one version.txt && test -f setup.txt"},
+        {"id": "bad-setup", "prompt": "p", "setup": "exit 3"},
+        {"id": "bad-ref", "prompt": "p", "workspace": {"git": str(repo), "ref": "no-such-ref"}},
+    ])
+    out = tmp_path / "out"
+    code, _, err = _batch(capsys, tasks, out, "--provider", "mock", "--repeat", "2")
+    assert code == 0, err
+    for index in (0, 1):
+        at_ref = result(out, "at-ref", index)
+        assert at_ref["passed"], at_ref
+        assert (out / f"rollouts/at-ref/{index}/workspace.diff").read_text() == ""  # setup is not the agent's work
+        assert (out / f"rollouts/at-ref/{index}/setup.log").read_text() == "$ echo prepared > setup.txt\n[exit 0]\n"
+    bad_setup = result(out, "bad-setup")
+    assert bad_setup["failure_cause"] == "setup_failure" and "[exit 3]" in (out / "rollouts/bad-setup/0/setup.log").read_text()
+    bad_ref = result(out, "bad-ref")
+    assert bad_ref["failure_cause"] == "setup_failure" and "no-such-ref" in bad_ref["error"]["message"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rollouts"] == 6 and summary["pass_at_k"] == round(1 / 3, 4)
+    assert summary["per_task"]["at-ref"] == {"rollouts": 2, "passed": 2, "pass_rate": 1.0}
+    # More rollouts per task later: only the new ones run.
+    code, _, err = _batch(capsys, tasks, out, "--provider", "mock", "--repeat", "3")
+    assert code == 0 and "6 already recorded, 3 to run" in err
+
+
+def test_bad_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [{"id": "t", "prompt": "p"}])
+    code, _, err = _batch(capsys, tmp_path / "missing.jsonl", tmp_path / "out")
+    assert code == 2 and "cannot read task file" in err
+    code, _, err = _batch(capsys, tasks, tmp_path / "out", "--provider", "nope")
+    assert code == 2 and "unknown provider 'nope'" in err
+    code, _, err = _batch(capsys, tasks, tmp_path / "out", "--profile", "nope")
+    assert code == 2 and "unknown capability profile" in err
+    code, _, err = _batch(capsys, tasks, tmp_path / "out", "--repeat", "0")
+    assert code == 2 and "at least 1" in err
+    assert not (tmp_path / "out" / "rollouts").exists()
+    code, _, _ = _batch(capsys, tasks, tmp_path / "out", "--provider", "mock")
+    assert code == 0
+    code, _, err = _batch(capsys, tasks, tmp_path / "out", "--provider", "mock", "--deadline", "30")
+    assert code == 2 and "deadline: None before, 30.0 now" in err

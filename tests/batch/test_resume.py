@@ -1,0 +1,109 @@
+"""Resumption: a batch killed mid-run records nothing half-written and the next run finishes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from roder_core.batch.outputs import BatchFolder, BatchFolderError
+from roder_core.batch.tasks import parse_tasks
+from roder_core.batch.worker import RunSettings
+from tests.batch.conftest import result, write_jsonl, write_script
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found.update(int(child) for child in handle.read().split())
+    except OSError:
+        pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ", 1)[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+def _batch(tasks: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "roder_tui.cli", "batch", str(tasks), "--out", str(out),
+            "--workers", "1", "--provider", "mock", "--no-progress"]
+
+
+def test_a_killed_batch_resumes_where_it_stopped(tmp_path: Path) -> None:
+    # Each rollout streams for about a second, so the kill lands while later ones are pending.
+    slow = write_script(tmp_path / "slow.json", [{"text": "x" * 40, "chunk_size": 4, "delay_ms": 100}])
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [
+        {"id": f"t{i}", "prompt": f"task {i}", "env": {"RODER_MOCK_SCRIPT": str(slow)}} for i in range(4)
+    ])
+    out = tmp_path / "out"
+    first = subprocess.Popen(_batch(tasks, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(out.glob("rollouts/*/0/result.json")):
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "no rollout finished in time"
+        time.sleep(0.05)
+    workers = _children(first.pid)
+    assert workers, "the local backend runs rollouts in worker processes"
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    first.stdout.close()  # type: ignore[union-attr]
+    first.stderr.close()  # type: ignore[union-attr]
+    # Workers die with the driver (no orphans keep burning CPU).
+    until = time.monotonic() + 15
+    while any(_alive(pid) for pid in workers) and time.monotonic() < until:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in workers)
+    recorded = {p.parent.parent.name: p.read_bytes() for p in out.glob("rollouts/*/0/result.json")}
+    assert 1 <= len(recorded) < 4
+
+    second = subprocess.run(_batch(tasks, out), capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert f"{len(recorded)} already recorded, {4 - len(recorded)} to run" in second.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rollouts"] == 4 and summary["passed"] == 4
+    assert summary["skipped_finished"] == len(recorded) and summary["ran_now"] == 4 - len(recorded)
+    for task, before in recorded.items():  # finished rollouts were not run again
+        assert (out / "rollouts" / task / "0" / "result.json").read_bytes() == before
+    assert not list(out.glob("rollouts/*/*.tmp-*"))
+
+    third = subprocess.run(_batch(tasks, out), capture_output=True, text=True, timeout=120)
+    assert third.returncode == 0 and "4 already recorded, 0 to run" in third.stderr
+
+
+def test_plan_sweeps_half_written_rollouts_and_reruns_changed_tasks(tmp_path: Path) -> None:
+    folder = BatchFolder(tmp_path / "out")
+    settings = RunSettings(provider="mock", model="mock")
+    folder.claim(settings, "tasks.jsonl")
+    [task] = parse_tasks(['{"id": "t", "prompt": "one"}'], "x", tmp_path)
+    done_dir = folder.rollout_dir("t", 0)
+    done_dir.mkdir(parents=True)
+    (done_dir / "result.json").write_text(json.dumps({"task_id": "t", "rollout": 0, "task_digest": task.digest()}))
+    staging = done_dir.parent / "1.tmp-4242"
+    staging.mkdir()
+    todo, done = folder.plan([task], 2, settings, {})
+    assert [s.key for s in todo] == [("t", 1)] and len(done) == 1
+    assert not staging.exists()
+    [changed] = parse_tasks(['{"id": "t", "prompt": "two"}'], "x", tmp_path)
+    todo, done = folder.plan([changed], 1, settings, {})
+    assert [s.key for s in todo] == [("t", 0)] and done == []
+    assert result(tmp_path / "out", "t")["task_digest"] == task.digest()  # replaced only when re-recorded
+
+
+def test_an_output_folder_of_other_settings_is_refused(tmp_path: Path) -> None:
+    folder = BatchFolder(tmp_path / "out")
+    folder.claim(RunSettings(provider="mock", model="mock"), "tasks.jsonl")
+    with pytest.raises(BatchFolderError, match="model: 'mock' before, 'mock-large' now"):
+        BatchFolder(tmp_path / "out").claim(RunSettings(provider="mock", model="mock-large"), "tasks.jsonl")
