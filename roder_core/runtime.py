@@ -31,6 +31,7 @@ from roder_core.events import (
     ThreadModelChanged,
     ThreadStarted,
     ThreadStatusChanged,
+    UserInputRequested,
     parse_event,
 )
 from roder_core.hooks import HookRunner
@@ -46,6 +47,7 @@ from roder_core.ir import (
     ThreadSummary,
     Turn,
     UserMessageItem,
+    new_id,
 )
 from roder_core.mutation import MutationQueue
 from roder_core.paths import RoderPaths
@@ -137,6 +139,7 @@ class Runtime:
         self.store = registry.thread_store
         self._threads: dict[str, ThreadState] = {}
         self._approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[ApprovalDecision]]] = {}
+        self._user_inputs: dict[str, tuple[UserInputRequested, asyncio.Future[dict[str, Any]]]] = {}
         self._brokers: dict[tuple[str, str], Brokers] = {}
         self.provider = options.provider or self.default_provider()
         config = options.config
@@ -551,6 +554,33 @@ class Runtime:
 
     def pending_approvals(self, thread_id: str | None = None) -> list[ApprovalRequest]:
         return [r for r, _ in self._approvals.values() if thread_id is None or r.thread_id == thread_id]
+
+    # ------------------------------------------------------------------ user input
+
+    async def ask_user(self, thread_id: str, turn_id: str, questions: list[dict[str, Any]]) -> dict[str, Any]:
+        """Ask the person at a client (``userInput/requested``) and wait for the answers that
+        ``session/resolve_user_input`` brings. Headless runs refuse at once."""
+        if not self.options.interactive:
+            raise RoderError("nobody can answer questions in this headless run")
+        event = UserInputRequested(thread_id=thread_id, turn_id=turn_id, request_id=new_id("input"),
+                                   questions=questions)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._user_inputs[event.request_id] = (event, future)
+        try:
+            await self.emit(event)
+            return await asyncio.wait_for(future, self.options.config.approval_timeout)
+        finally:
+            self._user_inputs.pop(event.request_id, None)
+
+    def pending_user_inputs(self, thread_id: str | None = None) -> list[UserInputRequested]:
+        return [e for e, _ in self._user_inputs.values() if thread_id is None or e.thread_id == thread_id]
+
+    def resolve_user_input(self, request_id: str, answers: dict[str, Any]) -> bool:
+        entry = self._user_inputs.get(request_id)
+        if entry is None or entry[1].done():
+            return False
+        entry[1].set_result(answers)
+        return True
 
     def resolve_approval(self, approval_id: str, decision: ApprovalDecision) -> bool:
         entry = self._approvals.get(approval_id)

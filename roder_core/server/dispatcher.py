@@ -46,12 +46,17 @@ Handler = Callable[["Dispatcher", Any, "CallContext"], Awaitable[ProtocolModel]]
 HANDLERS: dict[str, Handler] = {}
 
 #: The control plane's own broker identity: it reads workspace files (fs/*, attachments) and
-#: runs commands (command/exec), always after policy; it never writes files by itself.
+#: runs commands (command/exec) and undoes hunks (hunk/rollback), always after policy.
 SERVER_EXTENSION_ID = "roder-app-server"
-SERVER_CAPABILITIES = frozenset({"fs.read.workspace", "process.spawn.exec", "process.spawn.shell"})
+SERVER_CAPABILITIES = frozenset({"fs.read.workspace", "fs.write.workspace", "process.spawn.exec", "process.spawn.shell"})
 
 #: Modules defining handlers, imported when the first dispatcher is built.
-METHOD_MODULES = ("roder_core.server.methods.core",)
+METHOD_MODULES = (
+    "roder_core.server.methods.core",
+    "roder_core.server.methods.host",
+    "roder_core.server.methods.features",
+    "roder_core.server.methods.changes",
+)
 
 
 def handles(method: str) -> Callable[[Handler], Handler]:

@@ -419,8 +419,8 @@ def register(spec: MethodSpec) -> MethodSpec:
 
 #: Seed-004 method groups this release does not offer: group -> (methods or prefixes, why).
 UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
-    "teams": (("team/", "turn/subagentTraces/list", "turn/subagentTrace/read"),
-              "multi-agent teams are not available in this release"),
+    "teams": (("team/",), "multi-agent teams are not available in this release (subagents are: agents/list, "
+                          "turn/subagentTraces/list)"),
     "marketplaces": (("marketplaces/", "plugins/"), "marketplaces and plugins are not available in this release"),
     "media": (("media/",), "media artifacts are not available in this release"),
     "workflows": (("workflow/", "workflows/"), "workflows are not available in this release"),
@@ -463,3 +463,8 @@ class ErrorNotification(ServerNotification):
 
 #: Notifications the server emits itself; the runtime's events are the rest.
 SERVER_NOTIFICATIONS: list[type[ServerNotification]] = [ErrorNotification]
+
+
+def register_notification(model: type[ServerNotification]) -> None:
+    if model not in SERVER_NOTIFICATIONS:
+        SERVER_NOTIFICATIONS.append(model)

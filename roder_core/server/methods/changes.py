@@ -1,0 +1,261 @@
+"""git/changes/*, workspace/changes/list and hunk/*: reviewing (and undoing) what changed.
+
+Git runs through the workspace's process broker; hunks come from the thread's fileChange items
+(the unified diffs the edit tools recorded), and a rollback writes through the fs broker after
+the policy engine allowed an edit of that path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from roder_core.ir import FileChangeItem, Thread
+from roder_core.server.dispatcher import CallContext, Dispatcher, handles
+from roder_core.server.errors import RUNTIME_ERROR, InvalidParams, RpcError
+from roder_core.server.methods.core import absolute_path
+from roder_core.server.methods.host import _Probe, check_policy, workspace_of
+from roder_core.server.protocol_changes import (
+    GitChangesListParams,
+    GitChangesListResult,
+    GitChangesReadParams,
+    GitChangesReadResult,
+    GitFileChange,
+    HunkInfo,
+    HunkListResult,
+    HunkParams,
+    HunkReadResult,
+    HunkRollbackResult,
+    ThreadChangesParams,
+    WorkspaceChangesListResult,
+    WorkspaceFileChange,
+)
+from roder_core.tools import PolicySubject
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+BINARY_SNIFF = 8000
+
+# --------------------------------------------------------------------------- git
+
+
+async def _git(app: Dispatcher, workspace: Path, *args: str) -> str:
+    result = await app.brokers(workspace).process.run(
+        ["git", "-c", "core.quotepath=off", *args], cwd=workspace, timeout=30
+    )
+    if result.exit_code != 0:
+        raise RpcError(RUNTIME_ERROR, f"git {args[0]} failed in {workspace}: {result.output.strip()[:500]}")
+    return result.output
+
+
+def _unquote(path: str) -> str:
+    if len(path) >= 2 and path.startswith('"') and path.endswith('"'):
+        return path[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1").decode(
+            "utf-8", errors="replace")
+    return path
+
+
+def _numstat(output: str) -> dict[str, tuple[int, int, bool]]:
+    stats: dict[str, tuple[int, int, bool]] = {}
+    for line in output.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3:
+            continue
+        added, removed, path = parts[0], parts[1], _unquote(parts[-1])
+        binary = added == "-" and removed == "-"
+        stats[path] = (0 if binary else int(added), 0 if binary else int(removed), binary)
+    return stats
+
+
+def _sniff(app: Dispatcher, workspace: Path, path: str) -> tuple[bool, bytes]:
+    data = app.brokers(workspace).fs.read_bytes(str(workspace / path), max_bytes=2 * 1024 * 1024)
+    return b"\0" in data[:BINARY_SNIFF], data
+
+
+async def _has_head(app: Dispatcher, workspace: Path) -> bool:
+    result = await app.brokers(workspace).process.run(
+        ["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=workspace, timeout=30)
+    return result.exit_code == 0
+
+
+def _git_workspace(app: Dispatcher, value: str) -> Path:
+    path = absolute_path(value, "workspace")
+    workspace_of(app, path)
+    if not path.is_dir():
+        raise InvalidParams(f"workspace {value!r} is not a directory")
+    return path
+
+
+@handles("git/changes/list")
+async def git_changes_list(app: Dispatcher, params: GitChangesListParams, ctx: CallContext) -> GitChangesListResult:
+    workspace = _git_workspace(app, params.workspace)
+    status = await _git(app, workspace, "status", "--porcelain=v1", "--untracked-files=all")
+    base = ["HEAD"] if await _has_head(app, workspace) else ["--cached"]
+    stats = _numstat(await _git(app, workspace, "diff", *base, "--numstat"))
+    files = []
+    for line in status.splitlines():
+        if len(line) < 4 or line[2] != " ":
+            continue
+        code, rest = line[:2], line[3:]
+        original = None
+        if " -> " in rest:
+            original, rest = (_unquote(p) for p in rest.split(" -> ", 1))
+        path = _unquote(rest)
+        if code == "??":
+            binary, data = _sniff(app, workspace, path)
+            additions = 0 if binary else len(data.decode("utf-8", errors="replace").splitlines())
+            files.append(GitFileChange(path=path, status="??", additions=additions, binary=binary))
+            continue
+        added, removed, binary = stats.get(path, (0, 0, False))
+        files.append(GitFileChange(path=path, status=code.strip() or code, additions=added, deletions=removed,
+                                   binary=binary, original_path=original))
+    return GitChangesListResult(workspace=str(workspace), files=files)
+
+
+@handles("git/changes/read")
+async def git_changes_read(app: Dispatcher, params: GitChangesReadParams, ctx: CallContext) -> GitChangesReadResult:
+    workspace = _git_workspace(app, params.workspace)
+    relative = params.path
+    if Path(relative).is_absolute():
+        relative = str(Path(relative).relative_to(workspace)) if Path(relative).is_relative_to(workspace) else relative
+    tracked = await app.brokers(workspace).process.run(
+        ["git", "ls-files", "--error-unmatch", "--", relative], cwd=workspace, timeout=30)
+    if tracked.exit_code != 0:
+        binary, data = _sniff(app, workspace, relative)
+        if binary:
+            return GitChangesReadResult(path=relative, binary=True,
+                                        patch=f"Binary file {relative} added ({len(data)} bytes)\n")
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        patch = f"--- /dev/null\n+++ b/{relative}\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{ln}\n" for ln in lines)
+        return GitChangesReadResult(path=relative, binary=False, patch=patch)
+    base = ["HEAD"] if await _has_head(app, workspace) else ["--cached"]
+    patch = await _git(app, workspace, "diff", *base, "--", relative)
+    binary = "Binary files " in patch and "\n@@" not in patch
+    return GitChangesReadResult(path=relative, binary=binary, patch=patch)
+
+
+# --------------------------------------------------------------------------- thread changes, hunks
+
+
+@dataclass
+class Hunk:
+    info: HunkInfo
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def old(self) -> list[str]:
+        return [ln[1:] for ln in self.lines if ln[:1] in (" ", "-") or ln == ""]
+
+    @property
+    def new(self) -> list[str]:
+        return [ln[1:] for ln in self.lines if ln[:1] in (" ", "+") or ln == ""]
+
+
+def parse_hunks(diff: str, path: str, turn_id: str, item_id: str, change_index: int) -> list[Hunk]:
+    hunks: list[Hunk] = []
+    current: Hunk | None = None
+    for line in diff.splitlines():
+        match = _HUNK.match(line)
+        if match:
+            current = Hunk(HunkInfo(hunk_id=f"{item_id}:{change_index}:{len(hunks)}", path=path, turn_id=turn_id,
+                                    item_id=item_id, header=line, old_start=int(match[1]), new_start=int(match[2])))
+            hunks.append(current)
+            continue
+        if line.startswith(("--- ", "+++ ", "diff ", "index ", "\\")):
+            continue
+        if current is None:
+            if not line.startswith(("+", "-", " ")):
+                continue
+            current = Hunk(HunkInfo(hunk_id=f"{item_id}:{change_index}:0", path=path, turn_id=turn_id,
+                                    item_id=item_id, header="@@"))
+            hunks.append(current)
+        current.lines.append(line)
+    for hunk in hunks:
+        hunk.info.additions = sum(1 for ln in hunk.lines if ln.startswith("+"))
+        hunk.info.deletions = sum(1 for ln in hunk.lines if ln.startswith("-"))
+    return hunks
+
+
+async def _thread(app: Dispatcher, thread_id: str) -> Thread:
+    return await app.runtime.resume_thread(thread_id)
+
+
+def _file_changes(thread: Thread, turn_id: str | None) -> list[tuple[str, FileChangeItem]]:
+    return [(turn.id, item) for turn in thread.turns if turn_id is None or turn.id == turn_id
+            for item in turn.items if isinstance(item, FileChangeItem)]
+
+
+def thread_hunks(thread: Thread, turn_id: str | None) -> list[Hunk]:
+    hunks: list[Hunk] = []
+    for tid, item in _file_changes(thread, turn_id):
+        for index, change in enumerate(item.changes):
+            hunks += parse_hunks(change.diff, change.move_path or change.path, tid, item.id, index)
+    return hunks
+
+
+@handles("workspace/changes/list")
+async def workspace_changes(app: Dispatcher, params: ThreadChangesParams, ctx: CallContext) -> WorkspaceChangesListResult:
+    thread = await _thread(app, params.thread_id)
+    files = []
+    for tid, item in _file_changes(thread, params.turn_id):
+        for index, change in enumerate(item.changes):
+            hunks = parse_hunks(change.diff, change.path, tid, item.id, index)
+            files.append(WorkspaceFileChange(
+                path=change.move_path or change.path, kind=change.kind, turn_id=tid, item_id=item.id,
+                call_id=item.call_id, additions=sum(h.info.additions for h in hunks),
+                deletions=sum(h.info.deletions for h in hunks)))
+    return WorkspaceChangesListResult(files=files)
+
+
+@handles("hunk/list")
+async def hunk_list(app: Dispatcher, params: ThreadChangesParams, ctx: CallContext) -> HunkListResult:
+    return HunkListResult(hunks=[h.info for h in thread_hunks(await _thread(app, params.thread_id), params.turn_id)])
+
+
+async def _hunk(app: Dispatcher, params: HunkParams) -> tuple[Thread, Hunk]:
+    thread = await _thread(app, params.thread_id)
+    hunk = next((h for h in thread_hunks(thread, None) if h.info.hunk_id == params.hunk_id), None)
+    if hunk is None:
+        raise InvalidParams(f"no hunk {params.hunk_id!r} in thread {params.thread_id}")
+    return thread, hunk
+
+
+@handles("hunk/read")
+async def hunk_read(app: Dispatcher, params: HunkParams, ctx: CallContext) -> HunkReadResult:
+    _, hunk = await _hunk(app, params)
+    return HunkReadResult(hunk=hunk.info, patch="\n".join([hunk.info.header, *hunk.lines]) + "\n",
+                          old_lines=hunk.old, new_lines=hunk.new)
+
+
+def _find(lines: list[str], block: list[str], near: int) -> int | None:
+    """Index where ``block`` occurs in ``lines``, the occurrence closest to ``near``."""
+    if not block:
+        return min(max(near, 0), len(lines))
+    starts = [i for i in range(len(lines) - len(block) + 1) if lines[i : i + len(block)] == block]
+    return min(starts, key=lambda i: abs(i - near)) if starts else None
+
+
+@handles("hunk/rollback")
+async def hunk_rollback(app: Dispatcher, params: HunkParams, ctx: CallContext) -> HunkRollbackResult:
+    thread, hunk = await _hunk(app, params)
+    workspace = Path(thread.cwd)
+    path = Path(hunk.info.path) if Path(hunk.info.path).is_absolute() else workspace / hunk.info.path
+    probe = _Probe("edit", "edit", PolicySubject(tool="edit", value=str(path), kind="path", writes=True),
+                   read_only=False)
+    await check_policy(app, workspace_of(app, path), "edit", {"path": str(path)}, probe)
+    fs = app.brokers(workspace).fs
+    try:
+        text = fs.read_bytes(str(path)).decode("utf-8")
+    except FileNotFoundError:
+        raise RpcError(RUNTIME_ERROR, f"cannot roll back: {path} no longer exists") from None
+    lines = text.splitlines()
+    at = _find(lines, hunk.new, hunk.info.new_start - 1)
+    if at is None:
+        raise RpcError(RUNTIME_ERROR, f"cannot roll back: {path} changed since this hunk was written")
+    restored = lines[:at] + hunk.old + lines[at + len(hunk.new):]
+    if not restored and not hunk.old and all(ln.startswith("+") for ln in hunk.lines):
+        fs.delete(str(path))
+        return HunkRollbackResult(hunk=hunk.info, path=str(path), deleted=True)
+    ending = "\n" if text.endswith("\n") or not text else ""
+    fs.write_bytes(str(path), ("\n".join(restored) + (ending if restored else "")).encode("utf-8"))
+    return HunkRollbackResult(hunk=hunk.info, path=str(path))

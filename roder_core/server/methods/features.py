@@ -1,0 +1,293 @@
+"""Slash commands, agents and subagent traces, user input and plan review, memory, tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from roder_core.commands import CommandError, CommandRegistry
+from roder_core.config import ConfigWriter
+from roder_core.plan_review import resolve_plan
+from roder_core.server.dispatcher import CallContext, Dispatcher, handles
+from roder_core.server.errors import InvalidParams
+from roder_core.server.methods.core import absolute_path
+from roder_core.server.protocol import Ok, ProtocolModel, ResolvedResult
+from roder_core.server.protocol_features import (
+    AgentInfo,
+    AgentsListParams,
+    AgentsListResult,
+    CommandInfoModel,
+    CommandsExpandParams,
+    CommandsExpandResult,
+    CommandsListParams,
+    CommandsListResult,
+    CommandsRunParams,
+    CommandsRunResult,
+    ExitPlanParams,
+    MemoryIdParams,
+    MemoryListParams,
+    MemoryListResult,
+    MemoryModel,
+    MemoryProviderInfo,
+    MemoryProviderSetParams,
+    MemoryProvidersResult,
+    MemoryQueryParams,
+    MemoryRecallPreviewParams,
+    MemoryRecallPreviewResult,
+    MemoryResult,
+    MemorySaveParams,
+    MemoryUpdated,
+    MemoryUpdateParams,
+    ResolveUserInputParams,
+    SubagentTraceReadParams,
+    SubagentTraceResult,
+    SubagentTracesParams,
+    SubagentTracesResult,
+    TaskIdParams,
+    TaskResult,
+    TasksListParams,
+    TasksListResult,
+    TasksSubmitParams,
+    TasksSubscribeParams,
+)
+from roder_core.server.tasks import TaskManager
+from roder_core.services import resolve_memory_store
+from roder_core.subagents import agent_json, list_agents, list_traces, read_trace
+
+# --------------------------------------------------------------------------- commands, agents
+
+
+def _workspace(app: Dispatcher, value: str | None) -> Path:
+    return absolute_path(value, "workspace") if value else app.runtime.options.cwd
+
+
+def _commands(app: Dispatcher, workspace: str | None) -> CommandRegistry:
+    return CommandRegistry.for_runtime(app.runtime, _workspace(app, workspace))
+
+
+@handles("commands/list")
+async def commands_list(app: Dispatcher, params: CommandsListParams, ctx: CallContext) -> CommandsListResult:
+    registry = _commands(app, params.workspace)
+    return CommandsListResult(commands=[CommandInfoModel.model_validate(c.to_json()) for c in registry.list()],
+                              problems=registry.problems)
+
+
+@handles("commands/expand")
+async def commands_expand(app: Dispatcher, params: CommandsExpandParams, ctx: CallContext) -> CommandsExpandResult:
+    try:
+        expansion = _commands(app, params.workspace).expand(params.name, params.arguments)
+    except CommandError as exc:
+        raise InvalidParams(str(exc)) from None
+    return CommandsExpandResult(name=expansion.name, kind=expansion.kind, text=expansion.text, model=expansion.model,
+                                action=expansion.action, arguments=expansion.arguments)
+
+
+@handles("commands/run")
+async def commands_run(app: Dispatcher, params: CommandsRunParams, ctx: CallContext) -> CommandsRunResult:
+    cwd = None
+    if params.thread_id is not None:
+        cwd = (await app.runtime.resume_thread(params.thread_id)).cwd
+    registry = _commands(app, cwd)
+    try:
+        outcome = await registry.run(app.runtime, params.thread_id, params.name, params.arguments)
+    except CommandError as exc:
+        raise InvalidParams(str(exc)) from None
+    return CommandsRunResult(kind=outcome.kind, name=outcome.name, message=outcome.message,
+                             turn=outcome.turn.model_copy(deep=True) if outcome.turn else None,
+                             action=outcome.action, arguments=outcome.arguments, data=outcome.data)
+
+
+@handles("agents/list")
+async def agents_list(app: Dispatcher, params: AgentsListParams, ctx: CallContext) -> AgentsListResult:
+    options = app.runtime.options
+    agents = list_agents(_workspace(app, params.workspace), options.paths, options.trusted)
+    return AgentsListResult(agents=[AgentInfo.model_validate(agent_json(a)) for a in agents])
+
+
+@handles("turn/subagentTraces/list")
+async def subagent_traces(app: Dispatcher, params: SubagentTracesParams, ctx: CallContext) -> SubagentTracesResult:
+    return SubagentTracesResult(traces=await list_traces(app.runtime, params.thread_id, params.turn_id))
+
+
+@handles("turn/subagentTrace/read")
+async def subagent_trace(app: Dispatcher, params: SubagentTraceReadParams, ctx: CallContext) -> SubagentTraceResult:
+    return SubagentTraceResult(trace=await read_trace(app.runtime, params.thread_id, params.trace_id))
+
+
+# --------------------------------------------------------------------------- user input, plans
+
+
+@handles("session/resolve_user_input")
+async def resolve_user_input(app: Dispatcher, params: ResolveUserInputParams, ctx: CallContext) -> ResolvedResult:
+    if not any(e.request_id == params.request_id for e in app.runtime.pending_user_inputs()):
+        raise InvalidParams(f"no pending user-input request {params.request_id!r}")
+    return ResolvedResult(resolved=app.runtime.resolve_user_input(params.request_id, params.answers))
+
+
+@handles("session/exit_plan")
+async def exit_plan(app: Dispatcher, params: ExitPlanParams, ctx: CallContext) -> Ok:
+    try:
+        resolve_plan(app.runtime, params.request_id, params.approved, mode=params.mode, feedback=params.feedback)
+    except Exception as exc:
+        raise InvalidParams(str(exc)) from None
+    return Ok()
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def _memory_stores(app: Dispatcher) -> dict[str, tuple[Any, str]]:
+    registry = app.runtime.registry
+    return {service.id(): (service, registry.extension_of(service) or "") for service in registry.memory_stores}
+
+
+def _memory(app: Dispatcher) -> tuple[str, Any]:
+    stores = _memory_stores(app)
+    if not stores:
+        raise InvalidParams("no memory store is installed")
+    chosen = app.services.get("memory.provider")
+    configured = getattr(app.runtime.options.config, "memory_provider", None)
+    name = next((n for n in (chosen, configured) if n in stores), next(iter(stores)))
+    cache: dict[str, Any] = app.services.setdefault("memory.instances", {})
+    if name not in cache:
+        cache[name] = resolve_memory_store(stores[name][0])
+    return name, cache[name]
+
+
+def _model(record: Any) -> MemoryModel:
+    return MemoryModel.model_validate(record.to_json())
+
+
+def _project(app: Dispatcher, workspace: str | None) -> str:
+    return str(_workspace(app, workspace))
+
+
+@handles("memory/list")
+async def memory_list(app: Dispatcher, params: MemoryListParams, ctx: CallContext) -> MemoryListResult:
+    name, store = _memory(app)
+    records = await store.list(project=_project(app, params.workspace), scope=params.scope, limit=params.limit)
+    return MemoryListResult(provider=name, memories=[_model(r) for r in records])
+
+
+async def _get(store: Any, memory_id: str) -> Any:
+    record = await store.get(memory_id)
+    if record is None:
+        raise InvalidParams(f"no memory {memory_id!r}")
+    return record
+
+
+@handles("memory/read")
+async def memory_read(app: Dispatcher, params: MemoryIdParams, ctx: CallContext) -> MemoryResult:
+    _name, store = _memory(app)
+    return MemoryResult(memory=_model(await _get(store, params.id)))
+
+
+@handles("memory/save")
+async def memory_save(app: Dispatcher, params: MemorySaveParams, ctx: CallContext) -> MemoryResult:
+    _name, store = _memory(app)
+    memory_id = await store.save(params.text, params.scope, params.tags, project=_project(app, params.workspace))
+    memory = _model(await _get(store, memory_id))
+    app.broadcast(MemoryUpdated(action="saved", id=memory_id, memory=memory))
+    return MemoryResult(memory=memory)
+
+
+@handles("memory/update")
+async def memory_update(app: Dispatcher, params: MemoryUpdateParams, ctx: CallContext) -> MemoryResult:
+    _name, store = _memory(app)
+    await _get(store, params.id)
+    memory = _model(await store.update(params.id, text=params.text, tags=params.tags))
+    app.broadcast(MemoryUpdated(action="updated", id=params.id, memory=memory))
+    return MemoryResult(memory=memory)
+
+
+@handles("memory/delete")
+async def memory_delete(app: Dispatcher, params: MemoryIdParams, ctx: CallContext) -> Ok:
+    _name, store = _memory(app)
+    if not await store.delete(params.id):
+        raise InvalidParams(f"no memory {params.id!r}")
+    app.broadcast(MemoryUpdated(action="deleted", id=params.id))
+    return Ok()
+
+
+@handles("memory/query")
+async def memory_query(app: Dispatcher, params: MemoryQueryParams, ctx: CallContext) -> MemoryListResult:
+    name, store = _memory(app)
+    records = await store.search(params.text, params.limit, project=_project(app, params.workspace),
+                                 include_global=params.include_global and params.scope != "project")
+    if params.scope is not None:
+        records = [r for r in records if r.scope == params.scope]
+    return MemoryListResult(provider=name, memories=[_model(r) for r in records])
+
+
+@handles("memory/provider/list")
+async def memory_providers(app: Dispatcher, params: ProtocolModel, ctx: CallContext) -> MemoryProvidersResult:
+    stores = _memory_stores(app)
+    active = _memory(app)[0] if stores else None
+    return MemoryProvidersResult(providers=[
+        MemoryProviderInfo(id=name, extension=ext, active=name == active) for name, (_s, ext) in stores.items()
+    ])
+
+
+@handles("memory/provider/set")
+async def memory_provider_set(app: Dispatcher, params: MemoryProviderSetParams, ctx: CallContext) -> MemoryProvidersResult:
+    stores = _memory_stores(app)
+    if params.provider not in stores:
+        raise InvalidParams(f"unknown memory provider {params.provider!r} (installed: {', '.join(stores) or 'none'})")
+    app.services["memory.provider"] = params.provider
+    if app.persist_config:
+        ConfigWriter(app.runtime.options.paths.config_file).set("memory_provider", params.provider)
+    return await memory_providers(app, ProtocolModel(), ctx)
+
+
+@handles("memory/recall/preview")
+async def memory_recall_preview(
+    app: Dispatcher, params: MemoryRecallPreviewParams, ctx: CallContext
+) -> MemoryRecallPreviewResult:
+    name, store = _memory(app)
+    project = app.runtime.thread(params.thread_id).cwd if params.thread_id else str(app.runtime.options.cwd)
+    records = await store.search(params.text, params.limit, project=project, include_global=True)
+    lines = [f"- ({r.scope}) {r.text}" for r in records]
+    context = ("Relevant memories:\n" + "\n".join(lines)) if lines else ""
+    return MemoryRecallPreviewResult(provider=name, memories=[_model(r) for r in records], context=context)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def _tasks(app: Dispatcher) -> TaskManager:
+    manager = app.services.get("tasks")
+    if manager is None:
+        executors = {executor.id(): executor for executor in app.runtime.registry.task_executors}
+        manager = app.services["tasks"] = TaskManager(executors)
+    return manager
+
+
+@handles("tasks/submit")
+async def tasks_submit(app: Dispatcher, params: TasksSubmitParams, ctx: CallContext) -> TaskResult:
+    workspace = str(absolute_path(params.workspace, "workspace")) if params.workspace else None
+    task = _tasks(app).submit(params.executor_id, params.params, thread_id=params.thread_id,
+                              turn_id=params.turn_id, workspace=workspace)
+    return TaskResult(task=task.model_copy())
+
+
+@handles("tasks/list")
+async def tasks_list(app: Dispatcher, params: TasksListParams, ctx: CallContext) -> TasksListResult:
+    manager = _tasks(app)
+    rows = [t.model_copy() for t in manager.tasks.values() if params.status is None or t.status == params.status]
+    return TasksListResult(tasks=rows, executors=sorted(manager.executors))
+
+
+@handles("tasks/get")
+async def tasks_get(app: Dispatcher, params: TaskIdParams, ctx: CallContext) -> TaskResult:
+    return TaskResult(task=_tasks(app).get(params.task_id).model_copy())
+
+
+@handles("tasks/cancel")
+async def tasks_cancel(app: Dispatcher, params: TaskIdParams, ctx: CallContext) -> TaskResult:
+    return TaskResult(task=(await _tasks(app).cancel(params.task_id)).model_copy())
+
+
+@handles("tasks/subscribe")
+async def tasks_subscribe(app: Dispatcher, params: TasksSubscribeParams, ctx: CallContext) -> Ok:
+    _tasks(app).subscribe(params.task_id, ctx.notify)
+    return Ok()

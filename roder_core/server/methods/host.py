@@ -1,0 +1,177 @@
+"""fs/readFile, fs/readDirectory, command/exec and tools/call: host access after policy.
+
+The caller is a client acting for the user, so a policy verdict of "ask" counts as approved by
+that call; "deny" (plan mode, deny rules, protected or outside-workspace paths) answers -32004.
+Files are read and commands run only through the workspace-scoped brokers.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from roder_core.policy import subjects_of
+from roder_core.server.dispatcher import CallContext, Dispatcher, handles
+from roder_core.server.errors import InvalidParams, PolicyDenied
+from roder_core.server.methods.core import absolute_path
+from roder_core.server.protocol_host import (
+    CommandExecOutputDelta,
+    CommandExecParams,
+    CommandExecResult,
+    DirectoryEntry,
+    FsReadDirectoryParams,
+    FsReadDirectoryResult,
+    FsReadFileParams,
+    FsReadFileResult,
+    ToolsCallParams,
+    ToolsCallResult,
+)
+from roder_core.services import PolicyVerdict
+from roder_core.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolResult
+
+_calls = itertools.count(1)
+
+
+class _Probe(Tool):
+    """Stands in for a built-in tool when asking policy about a client's direct request."""
+
+    description = "policy probe"
+
+    def __init__(self, name: str, kind: str, subject: PolicySubject, *, read_only: bool) -> None:
+        self.name, self.kind, self._subject = name, kind, subject  # type: ignore[assignment]
+        self.read_only = read_only
+
+    def policy_subjects(self, arguments: dict[str, Any], workspace: Path) -> list[PolicySubject]:
+        return [self._subject]
+
+
+def workspace_of(app: Dispatcher, path: Path) -> Path:
+    """The workspace (server cwd or an open thread's cwd) that contains ``path``; -32004 if none."""
+    real = Path(os.path.realpath(path))
+    roots = [app.runtime.options.cwd, *(Path(t.cwd) for t in app.runtime.open_threads())]
+    for root in roots:
+        resolved = Path(os.path.realpath(root))
+        if real == resolved or real.is_relative_to(resolved):
+            return resolved
+    raise PolicyDenied(f"{path} is outside the workspace ({app.runtime.options.cwd})")
+
+
+async def check_policy(app: Dispatcher, workspace: Path, name: str, arguments: dict[str, Any],
+                       probe: _Probe) -> None:
+    """Evaluate a direct request like the matching tool call; raise -32004 when denied."""
+    runtime = app.runtime
+    tools = runtime.registry.tool_registry(on_error=lambda _source, _exc: None)
+    tool = tools.get(name) or probe
+    call = ToolCall(id=f"direct_{next(_calls)}", name=name, arguments=arguments)
+    ctx = ToolExecutionContext(thread_id="app-server", turn_id="", call_id=call.id, workspace=workspace,
+                               mode=runtime.mode, brokers=app.brokers(workspace))
+    if tool is not probe and not subjects_of(tool, call, workspace):
+        tool = probe
+    decision = await runtime.policy.evaluate(tool, call, ctx)
+    if decision.verdict is PolicyVerdict.DENY:
+        raise PolicyDenied(f"policy denied {name}: {decision.reason}")
+
+
+async def _readable(app: Dispatcher, raw: str) -> tuple[Path, Path]:
+    path = absolute_path(raw)
+    workspace = workspace_of(app, path)
+    probe = _Probe("read", "read", PolicySubject(tool="read", value=str(path), kind="path", writes=False),
+                   read_only=True)
+    await check_policy(app, workspace, "read", {"path": str(path)}, probe)
+    return path, workspace
+
+
+@handles("fs/readFile")
+async def fs_read_file(app: Dispatcher, params: FsReadFileParams, ctx: CallContext) -> FsReadFileResult:
+    path, workspace = await _readable(app, params.path)
+    fs = app.brokers(workspace).fs
+    try:
+        info = fs.stat(str(path))
+    except FileNotFoundError as exc:
+        raise InvalidParams(str(exc)) from None
+    if info.kind != "file":
+        raise InvalidParams(f"{params.path} is not a regular file")
+    if info.size > params.max_bytes:
+        raise InvalidParams(f"{params.path} is {info.size} bytes, more than maxBytes={params.max_bytes}")
+    data = fs.read_bytes(str(path))
+    return FsReadFileResult(path=str(path), data_base64=base64.b64encode(data).decode("ascii"), size=len(data))
+
+
+@handles("fs/readDirectory")
+async def fs_read_directory(app: Dispatcher, params: FsReadDirectoryParams, ctx: CallContext) -> FsReadDirectoryResult:
+    path, workspace = await _readable(app, params.path)
+    fs = app.brokers(workspace).fs
+    try:
+        infos = fs.list_dir(str(path), respect_gitignore=params.respect_gitignore)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise InvalidParams(str(exc)) from None
+    entries = [DirectoryEntry(name=i.path.name, path=str(i.path), kind=i.kind, size=i.size, mtime=i.mtime) for i in infos]
+    entries.sort(key=lambda e: (e.kind != "dir", e.name))
+    return FsReadDirectoryResult(path=str(path), entries=entries)
+
+
+@handles("command/exec")
+async def command_exec(app: Dispatcher, params: CommandExecParams, ctx: CallContext) -> CommandExecResult:
+    if params.stream_stdout_stderr and not params.process_id:
+        raise InvalidParams("streamStdoutStderr needs a processId to tag the output notifications")
+    cwd = absolute_path(params.cwd, "cwd") if params.cwd else app.runtime.options.cwd
+    workspace = workspace_of(app, cwd)
+    line = shlex.join(params.command)
+    probe = _Probe("bash", "execute", PolicySubject(tool="bash", value=line, kind="command"), read_only=False)
+    await check_policy(app, workspace, "bash", {"command": line}, probe)
+    on_output = None
+    if params.stream_stdout_stderr:
+        process_id = params.process_id or ""
+
+        def on_output(text: str) -> None:
+            data = base64.b64encode(text.encode("utf-8", errors="replace")).decode("ascii")
+            ctx.notify(CommandExecOutputDelta(process_id=process_id, delta_base64=data))
+
+    result = await app.brokers(workspace).process.run(
+        list(params.command), cwd=cwd, timeout=params.timeout_ms / 1000, env=params.env or None, on_output=on_output,
+    )
+    output, truncated = result.output, result.truncated
+    if params.output_bytes_cap is not None:
+        encoded = output.encode("utf-8")
+        if len(encoded) > params.output_bytes_cap:
+            output, truncated = encoded[: params.output_bytes_cap].decode("utf-8", errors="ignore"), True
+    return CommandExecResult(
+        exit_code=result.exit_code, stdout="" if params.stream_stdout_stderr else output, timed_out=result.timed_out,
+        truncated=truncated, duration_ms=result.duration_ms, sandbox=getattr(result, "sandbox", "off"),
+        process_id=params.process_id,
+    )
+
+
+@handles("tools/call")
+async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext) -> ToolsCallResult:
+    runtime = app.runtime
+    tools = runtime.registry.tool_registry(on_error=lambda _source, _exc: None)
+    tool = tools.get(params.tool_name)
+    if tool is None:
+        raise InvalidParams(f"unknown tool {params.tool_name!r}; available: {', '.join(tools.names())}")
+    workspace = Path(runtime.thread(params.thread_id).cwd) if params.thread_id else runtime.options.cwd
+    call = ToolCall(id=f"direct_{next(_calls)}", name=params.tool_name, arguments=dict(params.arguments))
+    extension_id = runtime.registry.extension_of(runtime.registry.service("ToolProvider", tools.source_of(call.name))) or ""
+    tool_ctx = ToolExecutionContext(
+        thread_id=params.thread_id or "app-server", turn_id="", call_id=call.id, workspace=workspace,
+        mode=runtime.mode, brokers=runtime.brokers_for(workspace, extension_id),
+        capabilities=runtime.registry.granted_capabilities(extension_id), extra={"runtime": runtime},
+    )
+    decision = await runtime.policy.evaluate(tool, call, tool_ctx)
+    if decision.verdict is PolicyVerdict.DENY:
+        raise PolicyDenied(f"policy denied {call.name}: {decision.reason}")
+    describe = getattr(tool, "mutated_paths", None)
+    paths = list(describe(call.arguments, workspace)) if describe is not None else []
+    async with runtime.mutations.hold(paths):
+        try:
+            result: ToolResult = await tool.execute(tool_ctx, call)
+        except PermissionError:
+            raise
+        except Exception as exc:
+            result = ToolResult.error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
+    return ToolsCallResult(tool_name=call.name, text=runtime.redact(result.text), data=result.data,
+                           is_error=result.is_error, attachments=result.attachments)

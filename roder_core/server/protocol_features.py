@@ -1,0 +1,310 @@
+"""Protocol models of the feature methods (seed 004): slash commands, agents and subagent
+traces, user input and plan review, memory, and background tasks."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from roder_core.ir import Turn
+from roder_core.server.protocol import (
+    MethodSpec,
+    Ok,
+    ProtocolModel,
+    ResolvedResult,
+    ServerNotification,
+    register,
+    register_notification,
+)
+
+# --------------------------------------------------------------------------- commands, agents
+
+
+class CommandsListParams(ProtocolModel):
+    workspace: str | None = None
+
+
+class CommandInfoModel(ProtocolModel):
+    name: str
+    description: str
+    kind: Literal["builtin", "custom", "skill"]
+    argument_hint: str = ""
+    scope: str = "builtin"
+    model: str | None = None
+    path: str | None = None
+
+
+class CommandsListResult(ProtocolModel):
+    commands: list[CommandInfoModel]
+    problems: list[str] = Field(default_factory=list)
+
+
+class CommandsExpandParams(ProtocolModel):
+    name: str
+    arguments: str = ""
+    workspace: str | None = None
+
+
+class CommandsExpandResult(ProtocolModel):
+    name: str
+    kind: Literal["builtin", "custom", "skill"]
+    text: str = ""
+    model: str | None = None
+    #: For client-side built-ins (/new, /resume, ...): the action the client should perform.
+    action: str | None = None
+    arguments: str = ""
+
+
+class CommandsRunParams(ProtocolModel):
+    thread_id: str | None = None
+    name: str
+    arguments: str = ""
+
+
+class CommandsRunResult(ProtocolModel):
+    kind: Literal["turn", "done", "action"]
+    name: str
+    message: str = ""
+    turn: Turn | None = None
+    action: str | None = None
+    arguments: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentsListParams(ProtocolModel):
+    workspace: str | None = None
+
+
+class AgentInfo(ProtocolModel):
+    name: str
+    description: str
+    scope: str
+    tools: list[str] | None = None
+    model: str | None = None
+    mode: str | None = None
+    path: str | None = None
+
+
+class AgentsListResult(ProtocolModel):
+    agents: list[AgentInfo]
+
+
+class SubagentTracesParams(ProtocolModel):
+    thread_id: str
+    turn_id: str | None = None
+
+
+class SubagentTracesResult(ProtocolModel):
+    traces: list[dict[str, Any]]
+
+
+class SubagentTraceReadParams(ProtocolModel):
+    thread_id: str
+    trace_id: str
+
+
+class SubagentTraceResult(ProtocolModel):
+    trace: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- user input, plans
+
+
+class ResolveUserInputParams(ProtocolModel):
+    request_id: str
+    answers: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExitPlanParams(ProtocolModel):
+    request_id: str
+    approved: bool
+    feedback: str = ""
+    #: Mode after an approved plan: ask (default), auto-edit or bypass.
+    mode: Literal["ask", "auto-edit", "bypass"] | None = None
+
+
+# --------------------------------------------------------------------------- memory
+
+MemoryScopeName = Literal["project", "global"]
+
+
+class MemoryModel(ProtocolModel):
+    id: str
+    text: str
+    scope: MemoryScopeName
+    project: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    score: float | None = None
+
+
+class MemoryListParams(ProtocolModel):
+    scope: MemoryScopeName | None = None
+    workspace: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+
+
+class MemoryListResult(ProtocolModel):
+    provider: str
+    memories: list[MemoryModel]
+
+
+class MemoryIdParams(ProtocolModel):
+    id: str
+
+
+class MemoryResult(ProtocolModel):
+    memory: MemoryModel
+
+
+class MemorySaveParams(ProtocolModel):
+    text: str = Field(min_length=1)
+    scope: MemoryScopeName = "project"
+    tags: list[str] = Field(default_factory=list)
+    workspace: str | None = None
+
+
+class MemoryUpdateParams(ProtocolModel):
+    id: str
+    text: str | None = Field(default=None, min_length=1)
+    tags: list[str] | None = None
+
+
+class MemoryQueryParams(ProtocolModel):
+    text: str
+    scope: MemoryScopeName | None = None
+    workspace: str | None = None
+    limit: int = Field(default=5, ge=1, le=200)
+    include_global: bool = True
+
+
+class MemoryProviderInfo(ProtocolModel):
+    id: str
+    extension: str
+    active: bool
+
+
+class MemoryProvidersResult(ProtocolModel):
+    providers: list[MemoryProviderInfo]
+
+
+class MemoryProviderSetParams(ProtocolModel):
+    provider: str
+
+
+class MemoryRecallPreviewParams(ProtocolModel):
+    text: str
+    thread_id: str | None = None
+    limit: int = Field(default=5, ge=1, le=50)
+
+
+class MemoryRecallPreviewResult(ProtocolModel):
+    provider: str
+    memories: list[MemoryModel]
+    #: The block the context would carry for this prompt.
+    context: str
+
+
+class MemoryUpdated(ServerNotification):
+    """A memory was saved, updated or deleted through the app server."""
+
+    method: Literal["memory/updated"] = "memory/updated"
+    action: Literal["saved", "updated", "deleted"]
+    id: str
+    memory: MemoryModel | None = None
+
+
+# --------------------------------------------------------------------------- tasks
+
+TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+
+
+class TaskModel(ProtocolModel):
+    id: str
+    executor_id: str
+    status: TaskStatus
+    params: dict[str, Any] = Field(default_factory=dict)
+    result: Any = None
+    error: str | None = None
+    thread_id: str | None = None
+    turn_id: str | None = None
+    workspace: str | None = None
+    created_at: float
+    finished_at: float | None = None
+
+
+class TasksSubmitParams(ProtocolModel):
+    executor_id: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    thread_id: str | None = None
+    turn_id: str | None = None
+    workspace: str | None = None
+
+
+class TaskResult(ProtocolModel):
+    task: TaskModel
+
+
+class TasksListParams(ProtocolModel):
+    status: TaskStatus | None = None
+
+
+class TasksListResult(ProtocolModel):
+    tasks: list[TaskModel]
+    executors: list[str]
+
+
+class TaskIdParams(ProtocolModel):
+    task_id: str
+
+
+class TasksSubscribeParams(ProtocolModel):
+    #: One task, or every task when omitted.
+    task_id: str | None = None
+
+
+class TaskUpdated(ServerNotification):
+    method: Literal["tasks/updated"] = "tasks/updated"
+    task: TaskModel
+
+
+_SPECS = [
+    MethodSpec("commands/list", "commands", CommandsListParams, CommandsListResult,
+               "Slash commands: built-ins, custom markdown commands and skills."),
+    MethodSpec("commands/expand", "commands", CommandsExpandParams, CommandsExpandResult,
+               "Expand a command into its prompt (or the client action of a built-in) without running it."),
+    MethodSpec("commands/run", "commands", CommandsRunParams, CommandsRunResult,
+               "Run a command on a thread: templates and skills start a turn, runtime built-ins act at once."),
+    MethodSpec("agents/list", "discovery", AgentsListParams, AgentsListResult, "Subagent definitions."),
+    MethodSpec("turn/subagentTraces/list", "subagents", SubagentTracesParams, SubagentTracesResult,
+               "Subagent runs of a thread or turn."),
+    MethodSpec("turn/subagentTrace/read", "subagents", SubagentTraceReadParams, SubagentTraceResult,
+               "One subagent run with the child's items."),
+    MethodSpec("session/resolve_user_input", "session", ResolveUserInputParams, ResolvedResult,
+               "Answer a pending userInput/requested question."),
+    MethodSpec("session/exit_plan", "session", ExitPlanParams, Ok,
+               "Approve (continuing in ask, auto-edit or bypass) or reject a plan the model proposed."),
+    MethodSpec("memory/list", "memory", MemoryListParams, MemoryListResult, "Memories of a project and/or global."),
+    MethodSpec("memory/read", "memory", MemoryIdParams, MemoryResult, "One memory."),
+    MethodSpec("memory/save", "memory", MemorySaveParams, MemoryResult, "Save a memory (emits memory/updated)."),
+    MethodSpec("memory/update", "memory", MemoryUpdateParams, MemoryResult, "Change a memory's text or tags."),
+    MethodSpec("memory/delete", "memory", MemoryIdParams, Ok, "Delete a memory."),
+    MethodSpec("memory/query", "memory", MemoryQueryParams, MemoryListResult, "Search memories."),
+    MethodSpec("memory/provider/list", "memory", ProtocolModel, MemoryProvidersResult, "Installed memory stores."),
+    MethodSpec("memory/provider/set", "memory", MemoryProviderSetParams, MemoryProvidersResult,
+               "Choose the memory store the server uses (persisted when config persistence is on)."),
+    MethodSpec("memory/recall/preview", "memory", MemoryRecallPreviewParams, MemoryRecallPreviewResult,
+               "What memory recall would add to the context for a prompt."),
+    MethodSpec("tasks/submit", "tasks", TasksSubmitParams, TaskResult, "Run params on an installed TaskExecutor."),
+    MethodSpec("tasks/list", "tasks", TasksListParams, TasksListResult, "Tasks of this server and the executors."),
+    MethodSpec("tasks/get", "tasks", TaskIdParams, TaskResult, "One task."),
+    MethodSpec("tasks/cancel", "tasks", TaskIdParams, TaskResult, "Cancel a queued or running task."),
+    MethodSpec("tasks/subscribe", "tasks", TasksSubscribeParams, Ok,
+               "Receive tasks/updated notifications on this connection (one task or all)."),
+]
+for _spec in _SPECS:
+    register(_spec)
+for _model in (MemoryUpdated, TaskUpdated):
+    register_notification(_model)
