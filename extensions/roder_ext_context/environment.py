@@ -1,0 +1,111 @@
+"""The environment block: working directory, OS, shell, date, git branch and dirty state.
+
+Computed once per turn (cached by thread and prompt), so every model call of a turn sends the same
+system prompt and provider prompt caches keep working. Git state comes from one
+``git status --porcelain --branch`` with a scrubbed environment (no secrets reach the child) and a
+short timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import os
+import platform
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+
+from roder_core.services import ContextBlock, ContextQuery
+
+from .project import git_root
+
+GIT_TIMEOUT = 3.0
+_CACHE_SIZE = 64
+#: The only variables the git child sees.
+_GIT_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "USER")
+
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _GIT_ENV_KEEP}
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
+    return env
+
+
+def describe_git_status(output: str) -> str:
+    """``git status --porcelain=v1 --branch`` output as one line for the model."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    head = lines[0][3:] if lines and lines[0].startswith("## ") else ""
+    changed = len(lines) - (1 if head or (lines and lines[0].startswith("##")) else 0)
+    if head.startswith("No commits yet on "):
+        branch = f"branch {head.removeprefix('No commits yet on ')} (no commits yet)"
+    elif head.startswith("HEAD (no branch)"):
+        branch = "detached HEAD"
+    else:
+        name, _, rest = head.partition("...")
+        upstream, _, state = rest.partition(" ")
+        branch = f"branch {name or '?'}"
+        if upstream:
+            branch += f", tracking {upstream}"
+        if state:
+            branch += f" {state}"
+    dirty = f"{changed} uncommitted change(s)" if changed else "clean working tree"
+    return f"{branch}; {dirty}"
+
+
+async def git_state(cwd: Path) -> str:
+    if git_root(cwd) is None:
+        return "not a git repository"
+    git = shutil.which("git")
+    if git is None:
+        return "a git repository (git is not installed)"
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            git, "status", "--porcelain=v1", "--branch", cwd=cwd, env=_git_env(),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        return f"a git repository (git failed: {exc})"
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        return "a git repository (git status timed out)"
+    if proc.returncode != 0:
+        return "a git repository (git status failed)"
+    return describe_git_status(out.decode("utf-8", errors="replace"))
+
+
+class Environment:
+    def __init__(self) -> None:
+        self._cache: OrderedDict[tuple[str, str, str], ContextBlock] = OrderedDict()
+
+    def id(self) -> str:
+        return "environment"
+
+    async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
+        key = (query.thread_id, str(query.cwd), query.prompt)
+        block = self._cache.get(key)
+        if block is None:
+            block = await self._build(query.cwd)
+            self._cache[key] = block
+            while len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return [block]
+
+    async def _build(self, cwd: Path) -> ContextBlock:
+        today = datetime.date.today().isoformat()
+        system = f"{platform.system()} {platform.release()} ({platform.machine()})"
+        shell = os.environ.get("SHELL") or os.environ.get("COMSPEC") or "unknown"
+        lines = [
+            "# Environment",
+            f"- Working directory: {cwd}",
+            f"- Operating system: {system}",
+            f"- Shell: {shell}",
+            f"- Date: {today}",
+            f"- Git: {await git_state(cwd)}",
+        ]
+        return ContextBlock(source="environment", kind="environment", text="\n".join(lines), priority=60)

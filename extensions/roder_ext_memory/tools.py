@@ -1,0 +1,105 @@
+"""The memory tools the agent calls: ``memory_save`` and ``memory_search``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from roder_core.errors import RoderError
+from roder_core.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
+
+from .store import MAX_TEXT_CHARS, SqliteMemoryStore
+
+
+def _redact(ctx: ToolExecutionContext, text: str) -> str:
+    """Secrets the runtime knows never reach the memory file."""
+    runtime = ctx.extra.get("runtime")
+    redact = getattr(runtime, "redact", None)
+    return redact(text) if callable(redact) else text
+
+
+class MemorySave(Tool):
+    name = "memory_save"
+    description = (
+        "Remember a fact for future sessions: a user preference, a project convention, a command "
+        "that works, a decision and its reason. Keep it short and self-contained. scope 'project' "
+        "(default) keeps it for this project, 'global' for every project."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": f"the note (at most {MAX_TEXT_CHARS} characters)"},
+            "scope": {"type": "string", "enum": ["project", "global"], "description": "default: project"},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "optional keywords"},
+        },
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+    kind = "edit"
+
+    def __init__(self, store: SqliteMemoryStore) -> None:
+        self.store = store
+
+    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        args = call.arguments
+        tags = args.get("tags") or []
+        if not isinstance(tags, list):
+            return ToolResult.error(call, "tags must be a list of strings")
+        scope = args.get("scope") or "project"
+        try:
+            memory_id = await self.store.save(
+                _redact(ctx, str(args.get("text", ""))), scope, [str(t) for t in tags], project=str(ctx.workspace)
+            )
+        except RoderError as exc:
+            return ToolResult.error(call, str(exc))
+        return ToolResult(id=call.id, name=call.name, text=f"saved memory {memory_id} ({scope} scope)",
+                          data={"id": memory_id, "scope": scope})
+
+
+class MemorySearch(Tool):
+    name = "memory_search"
+    description = (
+        "Search the notes saved with memory_save (this project's and the global ones) by keywords; "
+        "best matches first."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "keywords to look for"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "default: 5"},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    kind = "search"
+    read_only = True
+
+    def __init__(self, store: SqliteMemoryStore) -> None:
+        self.store = store
+
+    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        try:
+            limit = max(1, min(int(call.arguments.get("limit") or 5), 50))
+        except (TypeError, ValueError):
+            return ToolResult.error(call, "limit must be a whole number from 1 to 50")
+        found = await self.store.search(str(call.arguments.get("query", "")), limit, project=str(ctx.workspace))
+        if not found:
+            return ToolResult(id=call.id, name=call.name, text="no matching memories", data={"memories": []})
+        lines = [f"- [{m.id}, {m.scope}{', ' + ' '.join(m.tags) if m.tags else ''}] {m.text}" for m in found]
+        return ToolResult(id=call.id, name=call.name, text="\n".join(lines),
+                          data={"memories": [m.to_json() for m in found]})
+
+    def mutated_paths(self, arguments: dict[str, Any], workspace: Path) -> list[str]:
+        return []
+
+
+class MemoryToolContributor:
+    def __init__(self, store: SqliteMemoryStore) -> None:
+        self.store = store
+
+    def id(self) -> str:
+        return "memory-tools"
+
+    def contribute(self, registry: ToolRegistry) -> None:
+        registry.register(MemorySave(self.store))
+        registry.register(MemorySearch(self.store))
