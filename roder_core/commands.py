@@ -225,8 +225,8 @@ class CommandRegistry:
             return CommandOutcome("action", expansion.name, action=expansion.name, arguments=arguments)
         if thread_id is None:
             raise CommandError(f"/{expansion.name} needs a thread to run in")
-        provider, model = _split_model(expansion.model, runtime.thread(thread_id).provider)
-        turn = await runtime.start_turn(thread_id, expansion.text, provider=provider, model=model)
+        provider, model = split_model(expansion.model, runtime.thread(thread_id).provider)
+        turn = await runtime.start_turn(thread_id, expansion.text, provider=provider if model else None, model=model)
         return CommandOutcome("turn", expansion.name, turn=turn)
 
     async def _run_builtin(self, runtime: Runtime, name: str, arguments: str) -> CommandOutcome:
@@ -241,8 +241,7 @@ class CommandRegistry:
         if name == "mode":
             return CommandOutcome("done", name, message=f"mode: {runtime.mode}", data={"mode": runtime.mode})
         if value:
-            provider, model = _split_model(value, runtime.provider)
-            runtime.select(provider or runtime.provider, model)
+            runtime.select(*split_model(value, runtime.provider))
         text = f"model: {runtime.provider}/{runtime.model}"
         return CommandOutcome("done", name, message=text, data={"provider": runtime.provider, "model": runtime.model})
 
@@ -252,10 +251,11 @@ def _command_info(command: CommandTemplate) -> CommandInfo:
                        command.model, str(command.path))
 
 
-def _split_model(spec: str | None, default_provider: str) -> tuple[str | None, str | None]:
-    """``"openai/gpt-5"`` -> ``("openai", "gpt-5")``; ``"gpt-5"`` keeps the current provider."""
+def split_model(spec: str | None, default_provider: str) -> tuple[str, str | None]:
+    """``"openai/gpt-5"`` -> ``("openai", "gpt-5")``; ``"gpt-5"`` keeps the current provider;
+    no spec -> ``(default_provider, None)``."""
     if not spec:
-        return None, None
+        return default_provider, None
     if "/" in spec:
         provider, _, model = spec.partition("/")
         return provider, model

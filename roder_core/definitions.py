@@ -12,7 +12,7 @@ A file that cannot be parsed is reported in ``problems`` and skipped; it never s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,31 +192,22 @@ def _files(folder: Path, pattern: str) -> Iterable[Path]:
     return sorted(folder.glob(pattern)) if folder.is_dir() else []
 
 
+def _scan(roots: DefinitionRoots, kind: str, pattern: str, load: Callable[[Path, Path, str], Any],
+          into: dict[str, Any], problems: list[str]) -> None:
+    for scope, folder in roots.folders(kind):
+        for path in _files(folder, pattern):
+            try:
+                found = load(path, folder, scope)
+            except DefinitionError as exc:
+                problems.append(str(exc))
+                continue
+            into[found.name] = found
+
+
 def discover(roots: DefinitionRoots) -> Definitions:
     """Scan every folder once. Later (more specific) folders override earlier ones by name."""
     found = Definitions()
-    for scope, folder in roots.folders("skills"):
-        for path in _files(folder, "*/SKILL.md"):
-            try:
-                skill = load_skill(path, scope)
-            except DefinitionError as exc:
-                found.problems.append(str(exc))
-                continue
-            found.skills[skill.name] = skill
-    for scope, folder in roots.folders("commands"):
-        for path in _files(folder, "**/*.md"):
-            try:
-                command = load_command(path, folder, scope)
-            except DefinitionError as exc:
-                found.problems.append(str(exc))
-                continue
-            found.commands[command.name] = command
-    for scope, folder in roots.folders("agents"):
-        for path in _files(folder, "*.md"):
-            try:
-                agent = load_agent(path, scope)
-            except DefinitionError as exc:
-                found.problems.append(str(exc))
-                continue
-            found.agents[agent.name] = agent
+    _scan(roots, "skills", "*/SKILL.md", lambda p, _root, scope: load_skill(p, scope), found.skills, found.problems)
+    _scan(roots, "commands", "**/*.md", load_command, found.commands, found.problems)
+    _scan(roots, "agents", "*.md", lambda p, _root, scope: load_agent(p, scope), found.agents, found.problems)
     return found

@@ -205,4 +205,19 @@ class ToolRegistry:
         return len(self._tools)
 
 
+class ToolSet:
+    """A ToolContributor that registers a fixed list of tools under one id (the common case)."""
+
+    def __init__(self, contributor_id: str, tools: Iterable[ToolExecutor]) -> None:
+        self._id = contributor_id
+        self.tools = list(tools)
+
+    def id(self) -> str:
+        return self._id
+
+    def contribute(self, registry: ToolRegistry) -> None:
+        for tool in self.tools:
+            registry.register(tool)
+
+
 ToolRunner = Callable[[ToolExecutionContext, ToolCall], Awaitable[ToolResult]]

@@ -21,12 +21,12 @@ from roder_core import (
     Tool,
     ToolCall,
     ToolExecutionContext,
-    ToolRegistry,
     ToolResult,
 )
 from roder_core.events import ItemCompleted, ItemStarted
 from roder_core.ir import ApprovalOption, ApprovalRequest, PlanItem
 from roder_core.plan_review import MODE_BY_DECISION, PLAN_TOOL
+from roder_core.tools import ToolSet
 
 PLAN_MODE_INSTRUCTIONS = (
     "You are in plan mode. Only read-only tools run: explore the code, ask questions, and work out a "
@@ -89,14 +89,6 @@ class ExitPlanTool(Tool):
                                "Start implementing it.")
 
 
-class PlanTools:
-    def id(self) -> str:
-        return "plan-mode"
-
-    def contribute(self, registry: ToolRegistry) -> None:
-        registry.register(ExitPlanTool())
-
-
 class PlanModeInstructions:
     """Adds the plan-mode instructions to the system prompt of threads in plan mode."""
 
@@ -123,7 +115,7 @@ class PlanModeExtension(RoderExtension):
         )
 
     def install(self, registry: Any) -> None:
-        registry.tool_contributor(PlanTools())
+        registry.tool_contributor(ToolSet("plan-mode", [ExitPlanTool()]))
         registry.hook(PlanModeInstructions())
 
 

@@ -23,13 +23,14 @@ from roder_core import (
     Tool,
     ToolCall,
     ToolExecutionContext,
-    ToolRegistry,
     ToolResult,
 )
+from roder_core.commands import split_model
 from roder_core.definitions import AgentDefinition
 from roder_core.events import ItemCompleted, RuntimeEvent
 from roder_core.ir import AgentMessageItem, ParentRef, ToolCallItem, ToolResultItem, new_id
 from roder_core.subagents import CHILD_EXCLUDED_TOOLS, TraceRecord, child_mode, list_agents, register_trace
+from roder_core.tools import ToolSet
 
 _PROGRESS_CHARS = 160
 
@@ -64,15 +65,6 @@ def child_tools(available: list[str], agent: AgentDefinition) -> frozenset[str]:
                                                                        if w.endswith("__")))
 
 
-def _split_model(spec: str | None, provider: str, model: str) -> tuple[str, str]:
-    if not spec:
-        return provider, model
-    if "/" in spec:
-        p, _, m = spec.partition("/")
-        return p, m
-    return provider, spec
-
-
 class SubagentRunner:
     """Runs one child thread for a parent tool call; shared by the task tool and the dispatcher."""
 
@@ -87,7 +79,8 @@ class SubagentRunner:
         agent = self.agents.get(agent_name)
         if agent is None:
             return ToolResult.error(call, f"unknown agent {agent_name!r}; available: {', '.join(sorted(self.agents))}")
-        provider, model = _split_model(agent.model, runner.provider, runner.model)
+        provider, model = split_model(agent.model, runner.provider)
+        model = model or runner.model
         child = await runtime.start_thread(
             ctx.workspace, provider, model, title=f"{agent.name}: {description}", ephemeral=True,
             parent=ParentRef(thread_id=ctx.thread_id, turn_id=ctx.turn_id),
@@ -162,17 +155,6 @@ class TaskTool(Tool):
         return result
 
 
-class SubagentTools:
-    def __init__(self, runner: SubagentRunner) -> None:
-        self.runner = runner
-
-    def id(self) -> str:
-        return "subagents"
-
-    def contribute(self, registry: ToolRegistry) -> None:
-        registry.register(TaskTool(self.runner))
-
-
 class SubagentDispatch:
     """The SubagentDispatcher service: run an agent by name from other extensions."""
 
@@ -199,7 +181,7 @@ class SubagentsExtension(RoderExtension):
         )
 
     def install(self, registry: Any) -> None:
-        registry.tool_contributor(SubagentTools(self.runner))
+        registry.tool_contributor(ToolSet("subagents", [TaskTool(self.runner)]))
         registry.subagent_dispatcher(SubagentDispatch(self.runner))
 
 

@@ -22,11 +22,11 @@ from roder_core import (
     Tool,
     ToolCall,
     ToolExecutionContext,
-    ToolRegistry,
     ToolResult,
 )
 from roder_core.events import ItemCompleted, ItemStarted
 from roder_core.ir import PlanItem, PlanStep, Thread
+from roder_core.tools import ToolSet
 
 STATUSES = ("pending", "in_progress", "completed")
 _MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
@@ -123,17 +123,6 @@ class LedgerState:
         return turn != turn_id or not steps or any(s.status != "completed" for s in steps)
 
 
-class LedgerTools:
-    def __init__(self, ledger: LedgerState) -> None:
-        self.ledger = ledger
-
-    def id(self) -> str:
-        return "task-ledger"
-
-    def contribute(self, registry: ToolRegistry) -> None:
-        registry.register(TodoTool(self.ledger))
-
-
 class LedgerFinalization:
     """With taskLedgerRequired: instructions in the system prompt, and one checkpoint reminder
     when the model stops with the ledger missing or unfinished."""
@@ -175,7 +164,7 @@ class TaskLedgerExtension(RoderExtension):
         )
 
     def install(self, registry: Any) -> None:
-        registry.tool_contributor(LedgerTools(self.ledger))
+        registry.tool_contributor(ToolSet("task-ledger", [TodoTool(self.ledger)]))
         registry.hook(LedgerFinalization(self.ledger))
 
 
