@@ -98,13 +98,23 @@ class Printer:
 
 
 async def _open_thread(client: LocalAppClient, args: argparse.Namespace, cwd: str) -> str | None:
-    """The thread this run talks to: resumed (-r ID), the latest here (-c) or a new one."""
-    if args.resume:
-        return (await client.thread_resume(args.resume)).thread.id
-    if args.continue_last:
+    """The thread this run talks to: resumed (-r ID; a unique prefix is enough), the latest of
+    this workspace (-c) or a new one. A resumed thread keeps its model unless --provider or
+    --model say otherwise (the switch is recorded in the thread)."""
+    if args.resume is not None:
+        if not args.resume.strip():
+            raise RoderError("-r needs a thread id with -p (`roder sessions list` shows them; the app opens a picker)")
+        thread = (await client.thread_resume(args.resume)).thread
+    elif args.continue_last:
         rows = (await client.thread_list(cwd=cwd, limit=1)).threads
-        return (await client.thread_resume(rows[0].id)).thread.id if rows else None
-    return (await client.thread_start()).thread.id
+        if not rows:
+            return None
+        thread = (await client.thread_resume(rows[0].id)).thread
+    else:
+        return (await client.thread_start()).thread.id
+    if args.provider or args.model:
+        await client.providers_select(args.provider or thread.provider, args.model, thread_id=thread.id)
+    return thread.id
 
 
 async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputItem], out: TextIO, err: TextIO) -> int:

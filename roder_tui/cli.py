@@ -18,6 +18,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "trust": ("roder_tui.commands.trust", "trust a folder: load its config, hooks, skills, commands, agents, MCP"),
     "untrust": ("roder_tui.commands.untrust", "stop loading a folder's own config, hooks and extensions"),
     "extensions": ("roder_tui.commands.extensions", "list installed extensions and their capabilities"),
+    "sessions": ("roder_tui.commands.sessions", "list, show, fork, export (markdown, JSON trajectory) or delete threads"),
+    "replay": ("roder_tui.commands.replay", "re-run a thread's user turns on another provider/model and compare"),
     "app-server": ("roder_tui.commands.app_server", "JSON-RPC control plane on stdio or an authenticated WebSocket"),
     "acp": ("roder_tui.commands.acp", "run as an Agent Client Protocol agent on stdio (Zed, Toad, ...)"),
     "batch": ("roder_tui.commands.batch", "run a JSONL file of tasks (evals, RL rollouts) locally or on Ray, resumably"),

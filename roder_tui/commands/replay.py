@@ -1,0 +1,150 @@
+"""``roder replay ID --provider P --model M``: re-run a thread's user turns against another model.
+
+The prompts of the original turns (with their attachments) are sent, in order, into a new thread
+in the original workspace; tools run as in any headless run (``--mode`` decides what may change;
+nothing is ever approved by a person). For each turn the final answers and the sequence of tool
+calls are compared and the differences printed. The new thread records what it replays (custom
+state ``roder.replay``) and can be inspected with ``roder sessions show``.
+Exit codes: 0 every turn replayed, 1 a replayed turn failed, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roder_core.bootstrap import settings_from_args, start_runtime
+from roder_core.config import ConfigError
+from roder_core.errors import RoderError
+from roder_core.ir import AgentMessageItem, ToolCallItem, Turn, UserMessageItem
+from roder_core.registry import RegistryError
+from roder_core.runtime import Runtime
+from roder_tui.cli import add_runtime_flags
+
+#: Lines of an answer diff printed per turn.
+DIFF_LINES = 40
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="thread to replay (id or unambiguous prefix)")
+    parser.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+    add_runtime_flags(parser)
+
+
+def final_answer(turn: Turn) -> str:
+    return next((i.text for i in reversed(turn.items) if isinstance(i, AgentMessageItem) and i.text), "")
+
+
+def tool_sequence(turn: Turn) -> list[str]:
+    return [i.name for i in turn.items if isinstance(i, ToolCallItem)]
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+@dataclass
+class TurnComparison:
+    index: int
+    prompt: str
+    original: Turn
+    replay: Turn
+    diff: list[str] = field(default_factory=list)
+
+    @property
+    def same_answer(self) -> bool:
+        return _same(final_answer(self.original), final_answer(self.replay))
+
+    @property
+    def same_tools(self) -> bool:
+        return tool_sequence(self.original) == tool_sequence(self.replay)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "prompt": self.prompt, "status": self.replay.status,
+            "sameAnswer": self.same_answer, "sameTools": self.same_tools,
+            "original": {"answer": final_answer(self.original), "tools": tool_sequence(self.original),
+                         "status": self.original.status},
+            "replay": {"answer": final_answer(self.replay), "tools": tool_sequence(self.replay),
+                       "status": self.replay.status, "turnId": self.replay.id},
+        }
+
+    def lines(self) -> list[str]:
+        head = " ".join(self.prompt.split())[:60]
+        verdict = "same answer" if self.same_answer else "answer differs"
+        if self.replay.status != "completed":
+            verdict += f" (replay {self.replay.status})"
+        tools = ", ".join(tool_sequence(self.replay)) or "none"
+        if self.same_tools:
+            out = [f"turn {self.index} ({head}): {verdict}; tools: {tools}"]
+        else:
+            before = ", ".join(tool_sequence(self.original)) or "none"
+            out = [f"turn {self.index} ({head}): {verdict}; tools differ: {before} -> {tools}"]
+        if not self.same_answer:
+            diff = list(difflib.unified_diff(
+                final_answer(self.original).splitlines(), final_answer(self.replay).splitlines(),
+                "original", "replay", lineterm="",
+            ))
+            out.extend("  " + line for line in diff[:DIFF_LINES])
+            if len(diff) > DIFF_LINES:
+                out.append(f"  ... {len(diff) - DIFF_LINES} more diff lines")
+        return out
+
+
+async def replay(runtime: Runtime, wanted: str) -> tuple[str, str, list[TurnComparison]]:
+    """Replay the stored thread ``wanted`` on the runtime's provider/model; returns (source id,
+    new thread id, one comparison per replayed turn)."""
+    if runtime.store is None:
+        raise RoderError("no thread store is installed")
+    source = await runtime.store.load(await runtime.find_thread(wanted))
+    prompts = [(n, t) for n, t in enumerate(source.turns, start=1)
+               if t.items and isinstance(t.items[0], UserMessageItem)]
+    if not prompts:
+        raise RoderError(f"thread {source.id} has no user turns to replay")
+    target = await runtime.start_thread(Path(source.cwd), runtime.provider, runtime.model,
+                                        title=f"Replay of {source.title or source.id}")
+    await runtime.save_custom(target.id, "roder.replay", {
+        "source": source.id, "provider": runtime.provider, "model": runtime.model,
+    })
+    results = []
+    for index, turn in prompts:
+        first = turn.items[0]
+        assert isinstance(first, UserMessageItem)
+        replayed = await runtime.run_turn(target.id, first.text, list(first.attachments))
+        results.append(TurnComparison(index, first.text, turn, replayed))
+    return source.id, target.id, results
+
+
+async def _run(args: argparse.Namespace) -> int:
+    runtime = start_runtime(settings_from_args(args, interactive=False)).runtime
+    try:
+        source_id, target_id, results = await replay(runtime, args.id)
+    finally:
+        await runtime.close()
+    failed = any(r.replay.status != "completed" for r in results)
+    differ = sum(1 for r in results if not (r.same_answer and r.same_tools))
+    if args.json:
+        print(json.dumps({"source": source_id, "replay": target_id, "provider": runtime.provider,
+                          "model": runtime.model, "differ": differ,
+                          "turns": [r.to_json() for r in results]}, indent=2, ensure_ascii=False))
+    else:
+        print(f"replayed {len(results)} turn(s) of {source_id} with {runtime.provider}/{runtime.model} "
+              f"into {target_id}")
+        for result in results:
+            print("\n".join(result.lines()))
+        print(f"{differ} of {len(results)} turn(s) differ")
+    return 1 if failed else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_run(args))
+    except (RoderError, RegistryError, ConfigError) as exc:
+        print(f"roder: {exc}", file=sys.stderr)
+        return 2
