@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -98,10 +99,30 @@ def run_rollout(spec: RolloutSpec, on_event: Callable[[RuntimeEvent], None] | No
     ``on_event`` sees every runtime event live (``roder exec`` prints them).
     """
     scratch = Path(tempfile.mkdtemp(prefix="roder-rollout-"))
+    log = _LogCapture()
+    root = logging.getLogger()
+    root.addHandler(log)
     try:
-        return asyncio.run(_Rollout(spec, scratch, on_event).run())
+        outcome = asyncio.run(_Rollout(spec, scratch, on_event).run())
     finally:
+        root.removeHandler(log)
         shutil.rmtree(scratch, ignore_errors=True)
+    if log.lines:
+        outcome.files["roder.log"] = "".join(log.lines).encode()
+    return outcome
+
+
+class _LogCapture(logging.Handler):
+    """Keeps a rollout's warnings and errors for its ``roder.log`` instead of a worker's stderr
+    (where they would scramble the progress bar or vanish inside Ray)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record) + "\n")
 
 
 @dataclass

@@ -66,6 +66,10 @@ def mock_tasks(tmp_path: Path, calc: Path) -> Path:
          "tool_calls": [{"name": "write", "arguments": {"path": "partial.txt", "content": "half\n"}}]},
         {"text": "Wrapping up."},
     ]
+    clamped = [
+        {"text": "Waiting.", "tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30", "timeout": 60}}]},
+        {"text": "Stopped waiting."},
+    ]
     return write_jsonl(tmp_path / "tasks.jsonl", [
         {"id": "fix", "prompt": "Fix add.", "workspace": str(calc), "score": SCORE, "env": script("fix", FIX),
          "metadata": {"kind": "bugfix"}},
@@ -74,6 +78,7 @@ def mock_tasks(tmp_path: Path, calc: Path) -> Path:
          "env": script("denied", FIX)},
         {"id": "slow", "prompt": "Think hard.", "deadline": 1, "env": script("slow", slow)},
         {"id": "reserve", "prompt": "Work until told.", "deadline": 3, "reserve": 2, "env": script("reserve", reserve)},
+        {"id": "clamped", "prompt": "Wait for it.", "deadline": 5, "reserve": 3, "env": script("clamped", clamped)},
     ])
 
 
@@ -118,14 +123,22 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
                 for i in t["items"] if i["type"] == "userMessage"]
     assert [m["text"] for m in messages][1] == RESERVE_NOTICE  # told to finish once the reserve began
 
+    # A command that would outlive the deadline is cut short so the model keeps its reserve.
+    clamped = result(out, "clamped")
+    assert clamped["passed"] and clamped["exit_reason"] == "completed" and clamped["timings"]["agent_s"] < 5
+    items = [i for t in json.loads((out / "rollouts/clamped/0/trajectory.json").read_text())["turns"] for i in t["items"]]
+    bash = next(i for i in items if i["type"] == "toolResult")
+    assert "timed out after 2." in bash["text"] and "sandbox workspace-write" in bash["text"]
+    assert [i["text"] for i in items if i["type"] == "userMessage"][1] == RESERVE_NOTICE
+
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["rollouts"] == 5 and summary["passed"] == 2 and summary["pass_rate"] == 0.4
+    assert summary["rollouts"] == 6 and summary["passed"] == 3 and summary["pass_rate"] == 0.5
     assert summary["failures_by_cause"] == {
         "timeout": 1, "policy_denial": 1, "provider_failure": 0, "score_failure": 1, "setup_failure": 0,
         "agent_failure": 0, "error": 0,
     }
     assert summary["tokens"]["total_tokens"] == sum(result(out, t)["tokens"] for t in summary["per_task"])
-    assert "pass rate" in stdout and "40.0%" in stdout and "failed: score failure" in stdout
+    assert "pass rate" in stdout and "50.0%" in stdout and "failed: score failure" in stdout
 
 
 def test_mock_batch_locally_and_on_ray_gives_identical_outputs(
@@ -138,10 +151,12 @@ def test_mock_batch_locally_and_on_ray_gives_identical_outputs(
     code, stdout, _ = _batch(capsys, tasks, tmp_path / "ray", "--provider", "mock", "--backend", "ray")
     assert code == 0
     _check_mock_batch(tmp_path / "ray", stdout)
-    # Everything but the timed-out rollout (whose partial output depends on timing) is identical.
-    local = normalized_outputs(tmp_path / "local", skip_tasks=frozenset({"slow"}))
-    assert local == normalized_outputs(tmp_path / "ray", skip_tasks=frozenset({"slow"}))
-    assert len(local) == 4 * 5 + 2  # result, thread, trajectory, diff per rollout; score.log for three
+    # Everything but the rollouts cut by the clock (their output holds timings) is identical.
+    timed = frozenset({"slow", "clamped"})
+    local = normalized_outputs(tmp_path / "local", skip_tasks=timed)
+    assert local == normalized_outputs(tmp_path / "ray", skip_tasks=timed)
+    # result, thread, trajectory, diff and roder.log per rollout; score.log for three
+    assert len(local) == 4 * 5 + 3
     assert (calc / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"  # the source is untouched
 
 
