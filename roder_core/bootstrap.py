@@ -6,11 +6,12 @@ the same thing everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from roder_core.distribution import Distribution, build_distribution, make_host
+from roder_core.brokers.secrets import SecretRedactor, provider_key_names
+from roder_core.distribution import Distribution, ExtensionFactory, build_distribution, make_host
 from roder_core.runtime import Runtime, RuntimeOptions
 
 
@@ -30,6 +31,9 @@ class StartSettings:
     env: Mapping[str, str] | None = None
     #: Keep threads and other data of this run here instead of the user's data dir (batch rollouts).
     data_dir: Path | None = None
+    #: Grant this run the network (a batch task's ``"network": true``): commands keep it inside
+    #: the sandbox and web tools may reach any host (if the profile grants them at all).
+    network: bool = False
 
 
 @dataclass
@@ -38,16 +42,24 @@ class Started:
     distribution: Distribution
     #: True when no provider was chosen or configured and Roder fell back to the mock engine.
     fell_back_to_mock: bool
+    #: Things the user must be told once at startup (a weaker sandbox than the default).
+    notices: list[str] = field(default_factory=list)
 
 
-def start_runtime(settings: StartSettings) -> Started:
+def start_runtime(
+    settings: StartSettings, factories: Iterable[tuple[str, ExtensionFactory]] | None = None
+) -> Started:
+    """``factories`` replaces entry-point discovery (embedders and tests that pick extensions)."""
     host = make_host(
         settings.cwd, env=settings.env, trust=settings.trust, profile=settings.profile,
         interactive=settings.interactive, data_dir=settings.data_dir,
     )
     if settings.sandbox:
         host.config.sandbox = settings.sandbox  # type: ignore[assignment]
-    dist = build_distribution(host)
+    if settings.network:
+        host.config.network.commands = True
+        host.config.network.allow = ["*"]
+    dist = build_distribution(host, factories)
     options = RuntimeOptions(
         cwd=host.cwd,
         paths=host.paths,
@@ -58,10 +70,16 @@ def start_runtime(settings: StartSettings) -> Started:
         interactive=settings.interactive,
         trusted=host.trusted,
         max_iterations=settings.max_iterations,
+        redactor=SecretRedactor.from_env(host.env, provider_key_names(host.config)),
+        env=host.env,
     )
     runtime = Runtime(dist.registry, options)
     fell_back = settings.provider is None and host.config.provider is None and runtime.provider == "mock"
-    return Started(runtime, dist, fell_back)
+    sandbox = runtime.sandbox  # probed once, now, so the user hears about a weaker sandbox up front
+    runtime.audit.record("sandbox.status", {"requested": sandbox.requested, "effective": sandbox.effective,
+                                            "blocked": sandbox.blocked, "reason": sandbox.reason})
+    notices = [sandbox.notice] if sandbox.notice else []
+    return Started(runtime, dist, fell_back, notices)
 
 
 def settings_from_args(args: object, *, interactive: bool) -> StartSettings:

@@ -42,6 +42,34 @@ class PolicyConfig(Section):
     deny: list[str] = Field(default_factory=list)
 
 
+class FsConfig(Section):
+    #: Folders besides the workspace that tools may read and write (and the sandbox binds).
+    extra_roots: list[str] = Field(default_factory=list)
+
+
+class NetworkConfig(Section):
+    #: Hosts tools may reach: ``docs.python.org``, ``*.python.org`` or ``*``; empty = no network.
+    allow: list[str] = Field(default_factory=list)
+    #: Let shell commands reach the network inside the sandbox too (bubblewrap then keeps the
+    #: host's network namespace; files stay confined). Batch tasks with ``"network": true`` set it.
+    commands: bool = False
+
+
+class SecretsConfig(Section):
+    #: Secret environment variables passed to commands anyway (all others are scrubbed).
+    pass_env: list[str] = Field(default_factory=list)
+
+
+class LimitsConfig(Section):
+    """Resource limits for every command (0 = unlimited)."""
+
+    cpu_seconds: int = Field(default=600, ge=0)
+    address_space_mb: int = Field(default=16_384, ge=0)
+    file_size_mb: int = Field(default=1_024, ge=0)
+    processes: int = Field(default=512, ge=0)
+    bash_timeout: float = Field(default=120.0, gt=0)
+
+
 class ContextConfig(Section):
     auto_compact: bool = True
     reserve_tokens: int = 16_384
@@ -61,6 +89,10 @@ class RoderConfig(Section):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models_override: dict[str, dict[str, Any]] = Field(default_factory=dict, alias="models")
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    fs: FsConfig = Field(default_factory=FsConfig)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    secrets: SecretsConfig = Field(default_factory=SecretsConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
 
 

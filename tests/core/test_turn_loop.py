@@ -278,7 +278,8 @@ async def test_approval_times_out_to_deny(workspace: Path) -> None:
 
 
 async def test_max_iterations_stops_the_turn(workspace: Path) -> None:
-    runtime = make_runtime(workspace, [{"tool_calls": [call("peek")]}] * 10, max_iterations=3)
+    # distinct calls: the same call three times in a row would ask (see the policy's repeat floor)
+    runtime = make_runtime(workspace, [{"tool_calls": [call("peek", x=str(i))]} for i in range(10)], max_iterations=3)
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "loop")
     assert turn.status == "failed" and turn.error.kind == "max_iterations" and turn.model_calls == 3
