@@ -237,7 +237,7 @@ class _Rollout:
             cwd=workspace, provider=settings.provider, model=settings.model,
             mode=self.task.mode or settings.mode, sandbox=settings.sandbox, profile=settings.profile,
             trust=False, interactive=False, max_iterations=settings.max_iterations, env=env,
-            data_dir=self.scratch / "data",
+            data_dir=self.scratch / "data", network=self.task.network,
         ))
         runtime = started.runtime
         self.result.update(provider=runtime.provider, model=runtime.model)

@@ -53,6 +53,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         default_timeout=limits.bash_timeout,
         audit=audit,
         extension_id=scope.extension_id,
+        network=config.network.commands,
     )
     network = AllowlistNetworkBroker(
         config.network.allow, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id

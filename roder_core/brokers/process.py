@@ -219,8 +219,11 @@ class HostProcessBroker:
         default_timeout: float = DEFAULT_TIMEOUT,
         audit: AuditFn | None = None,
         extension_id: str = "",
+        network: bool = False,
     ) -> None:
         self._fs = fs
+        #: Commands keep the network inside the sandbox (``[network] commands``).
+        self._network = network
         self.sandbox = sandbox
         self.sandbox_level = "blocked" if sandbox.blocked else sandbox.effective
         self._spill_dir = spill_dir
@@ -282,7 +285,7 @@ class HostProcessBroker:
         if level != "off" and self.sandbox.bwrap:
             argv = bubblewrap_argv(
                 self.sandbox.bwrap, level, roots, workdir,
-                [p for root in roots for p in protected_entries(root)],
+                [p for root in roots for p in protected_entries(root)], network=self._network,
             ) + argv
         watched = missing_protected(roots) if level != "read-only" else []
         self._record(

@@ -126,10 +126,11 @@ def protected_entries(root: Path) -> list[Path]:
 
 
 def bubblewrap_argv(
-    bwrap: str, level: str, roots: Iterable[Path], cwd: Path, protected: Iterable[Path]
+    bwrap: str, level: str, roots: Iterable[Path], cwd: Path, protected: Iterable[Path], *, network: bool = False
 ) -> list[str]:
-    """The bwrap command line that wraps a command for ``level``."""
-    argv = [bwrap, *_ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    """The bwrap command line that wraps a command for ``level`` (``network``: keep the host's network)."""
+    isolation = [flag for flag in _ISOLATION if not (network and flag == "--unshare-net")]
+    argv = [bwrap, *isolation, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     bind = "--bind" if level == "workspace-write" else "--ro-bind"
     for root in roots:
         argv += [bind, str(root), str(root)]
