@@ -1,0 +1,118 @@
+"""Canonical request -> Anthropic Messages request JSON (``POST /messages``).
+
+Tool results travel as ``tool_result`` blocks in a user message; earlier thinking blocks are sent
+back exactly as received (text plus signature, or the redacted data). The system prompt and the
+last message carry ``cache_control`` breakpoints so a long conversation is read from the prompt
+cache instead of being paid for again on every call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roder_core.ir import (
+    AgentInferenceRequest,
+    ImagePart,
+    Message,
+    ModelProfile,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from roder_core.providers.wire import stored_blocks
+
+DIALECT = "anthropic-messages"
+EPHEMERAL = {"type": "ephemeral"}
+#: Thinking budget per reasoning effort.
+THINKING_BUDGETS = {"minimal": 1_024, "low": 4_096, "medium": 10_000, "high": 32_000}
+CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result"})
+
+
+def _image(part: ImagePart) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": part.mime_type, "data": part.data_base64}}
+
+
+def _user_blocks(message: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            blocks.append(_image(part))
+    return blocks
+
+
+def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ReasoningPart):
+            blocks.extend(dict(block) for block in stored_blocks(part, DIALECT))
+        elif isinstance(part, TextPart) and part.text:
+            blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ToolCallPart):
+            blocks.append({"type": "tool_use", "id": part.call_id, "name": part.name, "input": part.arguments})
+    return blocks
+
+
+def _result_blocks(message: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if not isinstance(part, ToolResultPart):
+            continue
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id}
+        if part.images:
+            block["content"] = [*([{"type": "text", "text": part.text}] if part.text else []),
+                                *(_image(image) for image in part.images)]
+        elif part.text:
+            block["content"] = part.text
+        if part.is_error:
+            block["is_error"] = True
+        blocks.append(block)
+    return blocks
+
+
+def encode_messages(request: AgentInferenceRequest) -> list[dict[str, Any]]:
+    """Messages with strictly alternating roles (tool results are user turns, so a steer or
+    follow-up right after them is merged into the same user message)."""
+    out: list[dict[str, Any]] = []
+    for message in request.messages:
+        if message.role == "assistant":
+            role, blocks = "assistant", _assistant_blocks(message)
+        else:
+            role, blocks = "user", (_user_blocks(message) if message.role == "user" else _result_blocks(message))
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _mark_cache_breakpoint(messages: list[dict[str, Any]]) -> None:
+    if not messages:
+        return
+    for block in reversed(messages[-1]["content"]):
+        if block.get("type") in CACHEABLE:
+            block["cache_control"] = EPHEMERAL
+            return
+
+
+def encode_request(request: AgentInferenceRequest, profile: ModelProfile, *, effort: str | None) -> dict[str, Any]:
+    max_tokens = request.max_output_tokens or profile.max_output_tokens
+    messages = encode_messages(request)
+    _mark_cache_breakpoint(messages)
+    body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "messages": messages, "stream": True}
+    if request.system:
+        body["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
+    if request.tools:
+        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                         for t in request.tools]
+        body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": not request.parallel_tool_calls}
+    budget = min(THINKING_BUDGETS.get(effort or "", 0), max_tokens - 1)
+    if profile.reasoning and budget >= THINKING_BUDGETS["minimal"]:
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    elif request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body

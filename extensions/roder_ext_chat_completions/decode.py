@@ -1,0 +1,138 @@
+"""Chat Completions stream (``data: {chunk}`` ... ``data: [DONE]``) -> canonical events.
+
+Tool calls arrive as deltas keyed by ``index`` (id and name first, then argument fragments) and
+are emitted whole at the end. Reasoning comes as ``reasoning_content`` (DeepSeek, vLLM) or
+``reasoning`` (OpenRouter, Ollama). Usage is the last chunk's ``usage`` when
+``stream_options.include_usage`` was sent (Groq puts it under ``x_groq``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from roder_core.ir import (
+    CompletedEvent,
+    InferenceEvent,
+    MessageDelta,
+    ReasoningDelta,
+    StopReason,
+    ToolCallEvent,
+    Usage,
+    UsageEvent,
+)
+from roder_core.providers.failures import ErrorFactory
+from roder_core.providers.sse import SSEEvent
+from roder_core.providers.wire import event_json, parse_arguments
+
+FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+def chat_usage(data: dict[str, Any]) -> Usage:
+    prompt_details = data.get("prompt_tokens_details") or {}
+    output_details = data.get("completion_tokens_details") or {}
+    cost = data.get("cost")
+    return Usage(
+        input_tokens=int(data.get("prompt_tokens") or 0),
+        output_tokens=int(data.get("completion_tokens") or 0),
+        cached_input_tokens=int(prompt_details.get("cached_tokens") or data.get("prompt_cache_hit_tokens") or 0),
+        reasoning_tokens=int(output_details.get("reasoning_tokens") or 0),
+        cost_usd=float(cost) if isinstance(cost, int | float) else 0.0,
+    )
+
+
+class _Call:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments = ""
+
+
+class ChatDecoder:
+    def __init__(self, errors: ErrorFactory) -> None:
+        self.errors = errors
+        self.done = False
+        self._calls: dict[int, _Call] = {}
+        self._finish: str | None = None
+        self._usage: Usage | None = None
+
+    def feed(self, event: SSEEvent) -> list[InferenceEvent]:
+        if event.data.strip() == "[DONE]":
+            self.done = True
+            return self._final()
+        chunk = event_json(event, self.errors.provider)
+        if chunk is None:
+            return []
+        error = chunk.get("error")
+        if error:
+            detail = error if isinstance(error, dict) else {"message": str(error)}
+            raise self.errors.from_stream_error(str(detail.get("code") or detail.get("type") or ""),
+                                                str(detail.get("message") or detail))
+        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+        if isinstance(usage, dict):
+            self._usage = chat_usage(usage)
+        events: list[InferenceEvent] = []
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                events.append(ReasoningDelta(text=reasoning))
+            for key in ("content", "refusal"):
+                text = delta.get(key)
+                if isinstance(text, str) and text:
+                    events.append(MessageDelta(text=text))
+            for call in delta.get("tool_calls") or []:
+                if isinstance(call, dict):
+                    self._tool_delta(call)
+            if choice.get("finish_reason"):
+                self._finish = str(choice["finish_reason"])
+        return events
+
+    def _tool_delta(self, delta: dict[str, Any]) -> None:
+        index = delta.get("index")
+        if not isinstance(index, int):  # servers without index send each call whole
+            index = len(self._calls)
+        call = self._calls.setdefault(index, _Call())
+        if delta.get("id"):
+            call.id = str(delta["id"])
+        function = delta.get("function") or {}
+        name = function.get("name")
+        if name and name != call.name:
+            call.name = name if not call.name else call.name + name
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):  # a few servers send the object itself
+            call.arguments = json.dumps(arguments)
+        elif isinstance(arguments, str):
+            call.arguments += arguments
+
+    def finish(self) -> list[InferenceEvent]:
+        if self._finish is None:
+            raise self.errors.stream_ended()
+        self.done = True  # some servers close right after the finish_reason chunk
+        return self._final()
+
+    def _final(self) -> list[InferenceEvent]:
+        events: list[InferenceEvent] = []
+        for index in sorted(self._calls):
+            call = self._calls[index]
+            arguments, problem = parse_arguments(call.arguments)
+            events.append(ToolCallEvent(
+                call_id=call.id or f"call_{uuid.uuid4().hex[:24]}", name=call.name,
+                arguments=arguments, arguments_error=problem,
+            ))
+        if self._usage is not None:
+            events.append(UsageEvent(usage=self._usage))
+        stop = "tool_use" if self._calls else FINISH_REASONS.get(self._finish or "stop", "other")
+        events.append(CompletedEvent(stop_reason=stop))
+        return events

@@ -1,0 +1,216 @@
+"""The provider-neutral half of an HTTP inference engine.
+
+A dialect extension subclasses ``HttpEngine`` and supplies three things: ``encode`` (canonical
+request -> the dialect's request JSON), ``decoder`` (SSE events -> canonical inference events) and
+``auth_headers``. Everything else is shared: provider identity and metadata, the capability
+table with config overrides, ``/models`` listing, the retry loop with backoff, and the replay
+guard that keeps a retried stream from duplicating output or tool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, ClassVar, Protocol
+
+from roder_core.config import ConfigError
+from roder_core.errors import InferenceError
+from roder_core.ir import AgentInferenceRequest, InferenceEvent, ModelProfile, ProviderMetadataEvent
+from roder_core.providers.catalog import ProviderSpec
+from roder_core.providers.failures import ErrorFactory
+from roder_core.providers.model_table import builtin_profile, table_row
+from roder_core.providers.probe import probe_model_ids
+from roder_core.providers.replay import ReplayGuard
+from roder_core.providers.retry import RetryPolicy
+from roder_core.providers.sse import SSEEvent
+from roder_core.providers.transport import HttpTransport, Secret
+from roder_core.services import InferenceProviderMetadata, InferenceTurnContext
+
+log = logging.getLogger(__name__)
+
+PROFILE_FIELDS = frozenset(ModelProfile.model_fields) - {"id", "provider"}
+
+
+class WireDecoder(Protocol):
+    """Stateful translation of one response's SSE events into canonical events."""
+
+    #: True once the dialect's terminal event arrived (the stream may then be closed).
+    done: bool
+
+    def feed(self, event: SSEEvent) -> list[InferenceEvent]: ...
+
+    def finish(self) -> list[InferenceEvent]:
+        """Called when the body ended before ``done``: finish leniently or raise stream_dropped."""
+        ...
+
+
+def apply_overrides(profile: ModelProfile, override: Mapping[str, Any] | None, where: str) -> ModelProfile:
+    """A profile with a ``[models."provider/model"]`` table applied; wrong keys are errors."""
+    if not override:
+        return profile
+    unknown = sorted(set(override) - PROFILE_FIELDS)
+    if unknown:
+        raise ConfigError(
+            f"config.toml [models.\"{where}\"]: unknown key {unknown[0]!r} "
+            f"(known: {', '.join(sorted(PROFILE_FIELDS))})"
+        )
+    try:
+        return ModelProfile.model_validate({**profile.model_dump(), **override})
+    except ValueError as exc:
+        raise ConfigError(f"config.toml [models.\"{where}\"]: {exc}") from None
+
+
+class HttpEngine:
+    """Base of the HTTP dialect engines; one instance per configured provider."""
+
+    #: Path of the streaming endpoint, relative to the base URL.
+    path: ClassVar[str]
+    models_path: ClassVar[str] = "/models"
+
+    def __init__(
+        self,
+        spec: ProviderSpec,
+        env: Mapping[str, str],
+        model_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.spec = spec
+        self.key = Secret(env.get(spec.api_key_env, "") if spec.api_key_env else "")
+        self.errors = ErrorFactory(spec.name, spec.api_key_env, [self.key.reveal()])
+        self.transport = HttpTransport(spec, self.auth_headers, self.errors)
+        self.retry = retry or RetryPolicy(max_retries=spec.max_retries)
+        self._overrides = dict(model_overrides or {})
+        self._served: list[str] | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec.name!r}, {self.spec.base_url!r})"
+
+    # ------------------------------------------------------------------ dialect hooks
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.key.reveal()}"} if self.key else {}
+
+    def encode(self, request: AgentInferenceRequest, profile: ModelProfile) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def decoder(self) -> WireDecoder:
+        raise NotImplementedError
+
+    def parse_model_ids(self, data: Any) -> list[str]:
+        """Model ids from a ``GET /models`` answer (OpenAI and Anthropic both use ``data[].id``)."""
+        rows = data.get("data", []) if isinstance(data, dict) else []
+        return [str(row["id"]) for row in rows if isinstance(row, dict) and row.get("id")]
+
+    # ------------------------------------------------------------------ identity
+
+    def id(self) -> str:
+        return self.spec.name
+
+    @property
+    def needs_key(self) -> bool:
+        return self.spec.api_key_env is not None
+
+    def metadata(self) -> InferenceProviderMetadata:
+        return InferenceProviderMetadata(
+            name=self.spec.title,
+            auth_type="api_key" if self.needs_key else "none",
+            auth_label=self.spec.api_key_env,
+            auth_configured=bool(self.key) if self.needs_key else True,
+            recommended=self.spec.builtin and self.needs_key,
+            sort_order=self.spec.sort_order,
+            description=self.spec.description,
+            dialect=self.spec.dialect,
+            base_url=self.spec.base_url,
+        )
+
+    def default_model(self) -> str:
+        """Configured default, else the first configured model, else the first one the endpoint
+        serves (asked only for keyless loopback servers, with a short timeout), else ""."""
+        if self.spec.default_model:
+            return self.spec.default_model
+        if self.spec.models:
+            return self.spec.models[0]
+        if self._served is None and self.spec.is_loopback and not self.needs_key:
+            self._served = probe_model_ids(self.spec.base_url + self.models_path) or None
+        return self._served[0] if self._served else ""
+
+    def knows(self, model: str) -> bool:
+        """Whether the table or config describes ``model`` (else its limits are guesses)."""
+        return table_row(model) is not None or self._override_for(model) is not None
+
+    def _override_for(self, model: str) -> tuple[str, Mapping[str, Any]] | None:
+        for key in (f"{self.spec.name}/{model}", model):
+            if key in self._overrides:
+                return key, self._overrides[key]
+        return None
+
+    def model_profile(self, model: str) -> ModelProfile:
+        profile = builtin_profile(self.spec.name, model) or ModelProfile(id=model, provider=self.spec.name)
+        found = self._override_for(model)
+        return apply_overrides(profile, found[1], found[0]) if found else profile
+
+    async def list_models(self) -> list[ModelProfile]:
+        """Configured ``models``, else the endpoint's ``/models`` listing."""
+        if self.spec.models:
+            ids = list(self.spec.models)
+        else:
+            self._require_key()
+            ids = self.parse_model_ids(await self.transport.get_json(self.models_path))
+            self._served = ids
+        return [self.model_profile(model) for model in ids]
+
+    def _require_key(self) -> None:
+        if self.needs_key and not self.key:
+            raise self.errors.make("auth", f"{self.spec.api_key_env} is not set", retryable=False)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    # ------------------------------------------------------------------ the call
+
+    async def stream_turn(
+        self, ctx: InferenceTurnContext, request: AgentInferenceRequest
+    ) -> AsyncIterator[InferenceEvent]:
+        """Send the request, stream canonical events, retry transient failures (see module doc)."""
+        self._require_key()
+        if not request.model:
+            raise self.errors.make(
+                "bad_request", "no model chosen",
+                f"pass --model or set default_model in [providers.{self.spec.name}] "
+                f"(see `roder models --provider {self.spec.name}`)",
+            )
+        payload = json.dumps(
+            self.encode(request, self.model_profile(request.model)), ensure_ascii=False, separators=(",", ":")
+        ).encode("utf-8")
+        guard = ReplayGuard()
+        retries = 0
+        while True:
+            try:
+                async with self.transport.stream(self.path, payload) as response:
+                    decoder = self.decoder()
+                    async for sse in self.transport.events(response):
+                        for event in decoder.feed(sse):
+                            for out in guard.admit(event):
+                                yield out
+                        if decoder.done:
+                            break
+                    if not decoder.done:
+                        for event in decoder.finish():
+                            for out in guard.admit(event):
+                                yield out
+                return
+            except InferenceError as exc:
+                wait = self.retry.delay(retries, exc, deadline=ctx.deadline)
+                if wait is None:
+                    raise
+                retries += 1
+                log.info("%s; retry %d of %d in %.2f s", exc, retries, self.retry.max_retries, wait)
+                yield ProviderMetadataEvent(
+                    data={"retry": {"attempt": retries, "wait_s": round(wait, 3), "kind": exc.kind,
+                                    "message": str(exc), "at": time.time()}}
+                )
+                guard.next_attempt()
+                await asyncio.sleep(wait)

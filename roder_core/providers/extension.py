@@ -1,0 +1,48 @@
+"""One extension per configured provider, so capabilities are per endpoint.
+
+Each provider becomes its own extension (``roder-ext-provider-<name>``) declaring exactly what it
+reaches: ``network.api.<host>`` (or ``network.loopback``) and ``secret.read.<ENV>``. A capability
+profile can then deny the cloud providers (the ``offline`` profile) and keep a local server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roder_core.extension import (
+    EXTENSION_API_VERSION,
+    CapabilityRequest,
+    ExtensionManifest,
+    ProvidedService,
+    RoderExtension,
+)
+from roder_core.providers.catalog import providers_for
+from roder_core.providers.engine import HttpEngine
+
+
+class ProviderExtension(RoderExtension):
+    def __init__(self, engine: HttpEngine) -> None:
+        self.engine = engine
+
+    def manifest(self) -> ExtensionManifest:
+        spec = self.engine.spec
+        return ExtensionManifest(
+            id=f"roder-ext-provider-{spec.name}",
+            name=f"{spec.title} ({spec.dialect})",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description=f"{spec.description or spec.dialect} at {spec.base_url}",
+            provides=[ProvidedService.InferenceEngine(spec.name)],
+            required_capabilities=[CapabilityRequest(cap) for cap in spec.capabilities()],
+        )
+
+    def install(self, registry: Any) -> None:
+        registry.inference_engine(self.engine)
+
+
+def provider_extensions(host: Any, dialect: str, engine_class: type[HttpEngine]) -> list[ProviderExtension]:
+    """The extensions for every provider of ``dialect`` in the host's config and environment."""
+    return [
+        ProviderExtension(engine_class(spec, host.env, host.config.models_override))
+        for spec in providers_for(host.config, host.env, dialect)
+    ]

@@ -1,0 +1,54 @@
+"""Which provider Roder uses when the user chose none.
+
+In order: the config's ``provider``; the first provider whose API key is set (built-ins first:
+openai, anthropic, openrouter, then configured ones); the first keyless local server that
+answers a quick ``GET /models`` (a running Ollama, or a ``[providers.NAME]`` on loopback); the
+offline ``mock`` model, which the one-shot mode announces with a hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from roder_core.config import RoderConfig
+from roder_core.errors import UnknownProviderError
+from roder_core.providers.probe import probe_model_ids
+
+
+@dataclass(frozen=True)
+class DefaultChoice:
+    provider: str
+    reason: str
+
+
+def _is_loopback_url(url: str | None) -> bool:
+    host = (urlsplit(url or "").hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def choose_default_provider(
+    engines: list[Any],
+    config: RoderConfig,
+    probe: Callable[[str], list[str] | None] = probe_model_ids,
+) -> DefaultChoice:
+    if config.provider:
+        return DefaultChoice(config.provider, "provider in config.toml")
+    if not engines:
+        raise UnknownProviderError("no inference engine is installed")
+    ordered = sorted((e for e in engines if e.id() != "mock"), key=lambda e: e.metadata().sort_order)
+    for engine in ordered:
+        meta = engine.metadata()
+        if meta.auth_type == "api_key" and meta.auth_configured:
+            return DefaultChoice(engine.id(), f"{meta.auth_label or 'its key'} is set")
+    for engine in ordered:
+        meta = engine.metadata()
+        local = meta.auth_type == "none" and _is_loopback_url(meta.base_url)
+        if local and probe(f"{meta.base_url}/models") is not None:
+            return DefaultChoice(engine.id(), f"a local server answers at {meta.base_url}")
+    if any(e.id() == "mock" for e in engines):
+        return DefaultChoice("mock", "no key is set and no local model server answers")
+    first = ordered[0]
+    return DefaultChoice(first.id(), "the only kind of engine installed")

@@ -1,0 +1,170 @@
+"""HTTP for one provider: a lazily built ``httpx.AsyncClient``, streaming POSTs, JSON GETs.
+
+httpx is imported on first use, so ``roder -p`` with the mock model never pays for it. The API
+key lives in a ``Secret`` that never shows its value in a repr, a log line or a traceback; it is
+turned into a header only when a request is built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from roder_core.providers.catalog import ProviderSpec
+from roder_core.providers.failures import ErrorFactory, error_detail
+from roder_core.providers.retry import parse_retry_after
+from roder_core.providers.sse import SSEDecoder, SSEEvent
+
+if TYPE_CHECKING:
+    import httpx
+
+MAX_ERROR_BODY = 64 * 1024
+CONNECT_TIMEOUT = 10.0
+
+
+class Secret:
+    """A credential that refuses to print itself."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __repr__(self) -> str:
+        return "Secret('********')" if self._value else "Secret('')"
+
+    __str__ = __repr__
+
+
+def user_agent() -> str:
+    from roder_core import __version__
+
+    return f"roder/{__version__}"
+
+
+class HttpTransport:
+    """Sends one provider's requests; raises classified ``InferenceError`` values."""
+
+    def __init__(
+        self,
+        spec: ProviderSpec,
+        auth_headers: Callable[[], Mapping[str, str]],
+        errors: ErrorFactory,
+    ) -> None:
+        self.spec = spec
+        self._auth_headers = auth_headers
+        self.errors = errors
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _headers(self, accept: str) -> dict[str, str]:
+        return {
+            "content-type": "application/json",
+            "accept": accept,
+            "user-agent": user_agent(),
+            **self.spec.headers,
+            **self._auth_headers(),
+        }
+
+    def client(self) -> httpx.AsyncClient:
+        """The client for the running event loop (a client cannot outlive or change its loop)."""
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop or self._client.is_closed:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.spec.timeout, connect=CONNECT_TIMEOUT),
+                # Loopback model servers are never reached through a proxy from the environment.
+                trust_env=not self.spec.is_loopback,
+                follow_redirects=False,
+            )
+            self._loop = loop
+        return self._client
+
+    def url(self, path: str) -> str:
+        return self.spec.base_url + path
+
+    @asynccontextmanager
+    async def stream(self, path: str, payload: bytes) -> AsyncIterator[httpx.Response]:
+        """POST ``payload`` and yield the open streaming response; closed on exit, always."""
+        import httpx
+
+        client = self.client()
+        request = client.build_request("POST", self.url(path), content=payload, headers=self._headers("text/event-stream"))
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise self.errors.from_transport(exc, streaming=False, base_url=self.spec.base_url) from None
+        try:
+            if response.status_code >= 400:
+                raise self.errors.from_status(
+                    response.status_code, await self._error_body(response), parse_retry_after(response.headers)
+                )
+            content_type = response.headers.get("content-type", "")
+            if "json" in content_type or "html" in content_type:
+                message, _ = error_detail(await self._error_body(response))
+                raise self.errors.make(
+                    "bad_request", f"expected an event stream, got {content_type.split(';')[0]}", message,
+                    status=response.status_code,
+                )
+            yield response
+        finally:
+            await response.aclose()
+
+    async def _error_body(self, response: httpx.Response) -> str:
+        import httpx
+
+        data = bytearray()
+        try:
+            async for chunk in response.aiter_bytes():
+                data += chunk
+                if len(data) >= MAX_ERROR_BODY:
+                    break
+        except httpx.HTTPError:
+            pass  # the status alone still says what happened
+        return bytes(data[:MAX_ERROR_BODY]).decode("utf-8", errors="replace")
+
+    async def events(self, response: httpx.Response) -> AsyncIterator[SSEEvent]:
+        """The response body as SSE events; a broken connection becomes ``stream_dropped``."""
+        import httpx
+
+        decoder = SSEDecoder()
+        try:
+            async for chunk in response.aiter_bytes():
+                for event in decoder.feed(chunk):
+                    yield event
+        except httpx.HTTPError as exc:
+            raise self.errors.from_transport(exc, streaming=True, base_url=self.spec.base_url) from None
+
+    async def get_json(self, path: str, timeout: float = 15.0) -> Any:
+        """GET a JSON document (model listings)."""
+        import httpx
+
+        client = self.client()
+        try:
+            response = await client.get(self.url(path), headers=self._headers("application/json"), timeout=timeout)
+        except httpx.HTTPError as exc:
+            raise self.errors.from_transport(exc, streaming=False, base_url=self.spec.base_url) from None
+        if response.status_code >= 400:
+            raise self.errors.from_status(response.status_code, response.text[:MAX_ERROR_BODY])
+        try:
+            return response.json()
+        except json.JSONDecodeError as exc:
+            raise self.errors.make("bad_request", f"GET {path} did not return JSON", str(exc)) from None
+
+    async def aclose(self) -> None:
+        if self._client is not None and not self._client.is_closed:
+            try:
+                await self._client.aclose()
+            except RuntimeError:
+                pass  # its event loop is already gone; the sockets went with it
+        self._client = None

@@ -1,0 +1,66 @@
+"""Small translations every dialect needs: image data URLs, tool-argument JSON, stored reasoning.
+
+Reasoning an engine must send back verbatim (Anthropic thinking signatures, Responses encrypted
+reasoning) is kept in ``provider_data`` under ``"<dialect>/<block id>"`` keys, one per block, so
+several blocks merged into one reasoning item stay separate and another dialect ignores them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from roder_core.ir import ImagePart, ReasoningPart
+from roder_core.providers.sse import SSEEvent
+
+log = logging.getLogger(__name__)
+
+
+def data_url(image: ImagePart) -> str:
+    return f"data:{image.mime_type};base64,{image.data_base64}"
+
+
+def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments from JSON text: (arguments, None) or ({}, why it is not an object)."""
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return {}, f"{exc.msg} at position {exc.pos}"
+    if not isinstance(value, dict):
+        return {}, f"expected a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def arguments_json(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def reasoning_key(dialect: str, block: str | int) -> str:
+    return f"{dialect}/{block}"
+
+
+def stored_blocks(part: ReasoningPart, dialect: str) -> list[dict[str, Any]]:
+    """The verbatim blocks this dialect stored in a reasoning part, in the order they came."""
+    prefix = f"{dialect}/"
+    data = part.provider_data or {}
+    return [value for key, value in data.items() if key.startswith(prefix) and isinstance(value, dict)]
+
+
+def event_json(event: SSEEvent, provider: str) -> dict[str, Any] | None:
+    """The JSON object an SSE event carries, or None (logged) when its data is not one.
+
+    A malformed event is skipped rather than failing the call: the rest of the stream is still
+    good, and a stream that ends without its terminal event is retried anyway.
+    """
+    try:
+        value = json.loads(event.data)
+    except json.JSONDecodeError as exc:
+        log.warning("%s: skipped a malformed stream event (%s): %.80r", provider, exc.msg, event.data)
+        return None
+    if not isinstance(value, dict):
+        log.warning("%s: skipped a stream event that is not a JSON object: %.80r", provider, event.data)
+        return None
+    return value
