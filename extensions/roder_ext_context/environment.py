@@ -97,6 +97,7 @@ class Environment:
         return [block]
 
     async def _build(self, cwd: Path) -> ContextBlock:
+        cwd = cwd.resolve()
         today = datetime.date.today().isoformat()
         system = f"{platform.system()} {platform.release()} ({platform.machine()})"
         shell = os.environ.get("SHELL") or os.environ.get("COMSPEC") or "unknown"

@@ -1,0 +1,62 @@
+"""A real Runtime with the JSONL store (and optionally more extensions) over the mock engine,
+whose engine records every request it receives."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from roder_ext_jsonl_store import JsonlThreadStoreExtension
+from roder_ext_mock import MockEngine, MockProviderExtension
+
+from roder_core import ExtensionRegistryBuilder, RoderExtension
+from roder_core.config import RoderConfig
+from roder_core.ir import AgentInferenceRequest, InferenceEvent
+from roder_core.paths import RoderPaths
+from roder_core.runtime import Runtime, RuntimeOptions
+from roder_core.services import InferenceTurnContext
+
+
+class RecordingEngine(MockEngine):
+    """The mock engine, remembering each request (the summarizer's included)."""
+
+    def __init__(self, script: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(script)
+        self.requests: list[AgentInferenceRequest] = []
+
+    async def stream_turn(self, ctx: InferenceTurnContext, request: AgentInferenceRequest) -> AsyncIterator[InferenceEvent]:
+        self.requests.append(request)
+        async for event in super().stream_turn(ctx, request):
+            yield event
+
+
+def make_runtime(
+    workspace: Path,
+    script: list[dict[str, Any]] | None = None,
+    *,
+    extensions: list[RoderExtension] = (),  # type: ignore[assignment]
+    config: RoderConfig | None = None,
+    store: bool = True,
+    mode: str = "bypass",
+) -> tuple[Runtime, RecordingEngine]:
+    mock = MockProviderExtension(script)
+    engine = RecordingEngine(script)
+    mock.engine = engine
+    builder = ExtensionRegistryBuilder()
+    builder.install(mock)
+    paths = RoderPaths.from_env()
+    if store:
+        builder.install(JsonlThreadStoreExtension(paths.threads_dir))
+    for extension in extensions:
+        builder.install(extension)
+    runtime = Runtime(
+        builder.build(),
+        RuntimeOptions(cwd=workspace, paths=paths, config=config or RoderConfig(), mode=mode, provider="mock",
+                       interactive=False),
+    )
+    return runtime, engine
+
+
+def thread_file(thread_id: str) -> Path:
+    return RoderPaths.from_env().threads_dir / f"{thread_id}.jsonl"

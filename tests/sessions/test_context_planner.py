@@ -1,0 +1,125 @@
+"""The budgeting planner, the history view after compaction, and token estimates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roder_core.config import RoderConfig
+from roder_core.context import conversation, history_to_messages, visible_items
+from roder_core.ir import (
+    AgentInferenceRequest,
+    AgentMessageItem,
+    Attachment,
+    CompactionItem,
+    ImagePart,
+    Message,
+    ModelProfile,
+    TextPart,
+    ToolCallItem,
+    ToolResultItem,
+    ToolResultPart,
+    UserMessageItem,
+)
+from roder_core.planner import SHORTENED_MARKER, BudgetPlanner, prompt_budget
+from roder_core.services import ContextBlock
+from roder_core.tokens import IMAGE_TOKENS, item_tokens, message_tokens, request_tokens
+
+from .harness import make_runtime
+
+
+def _tool_round(n: int, size: int) -> list:
+    return [
+        ToolCallItem(call_id=f"c{n}", name="read", arguments={"path": f"f{n}.py"}),
+        ToolResultItem(call_id=f"c{n}", name="read", text=f"output {n} " + "x" * size),
+    ]
+
+
+def test_blocks_are_ordered_by_priority_and_droppable_ones_go_first_when_too_big() -> None:
+    planner = BudgetPlanner()
+    model = ModelProfile(id="m", context_window=10_000)
+    blocks = [
+        ContextBlock("env", "environment", "ENV", priority=60),
+        ContextBlock("memory", "memory", "MEM " + "m" * 12_000, priority=80, droppable=True),
+        ContextBlock("base", "base", "BASE", priority=0),
+        ContextBlock("proj", "project", "PROJECT " + "p" * 4_000, priority=20),
+    ]
+    system = planner.system_prompt(blocks, model)
+    assert system.startswith("BASE\n\nPROJECT") and system.endswith("ENV")
+    assert "MEM" not in system, "the droppable block is left out when the system prompt is over its share"
+    roomy = planner.system_prompt(blocks, ModelProfile(id="m", context_window=200_000))
+    assert "MEM" in roomy and roomy.index("ENV") < roomy.index("MEM")
+
+
+def test_old_tool_outputs_are_shortened_first_and_the_running_turn_never() -> None:
+    items = [UserMessageItem(text="first task"), *_tool_round(1, 8_000), *_tool_round(2, 8_000),
+             AgentMessageItem(text="done"), UserMessageItem(text="second task"), *_tool_round(3, 8_000)]
+    messages, turn_start = conversation(items, items[6].id)
+    assert messages[turn_start].text() == "second task"
+    model = ModelProfile(id="m", context_window=4_000)
+    request = AgentInferenceRequest(model="m", messages=messages, turn_start=turn_start)
+    planned = BudgetPlanner(reserve_tokens=1_000).plan([], request, model)
+    results = [p for m in planned.messages for p in m.parts if isinstance(p, ToolResultPart)]
+    assert "characters of this older tool output were removed" in results[0].text
+    assert results[0].text.startswith("output 1 ") and "were removed" in results[1].text
+    assert results[2].text == items[-1].text, "the running turn is kept verbatim"
+    assert request_tokens(planned) < request_tokens(request)
+    # Only as much is shortened as needed: a roomier window leaves the second output alone.
+    roomy = BudgetPlanner(reserve_tokens=1_000).plan([], request, ModelProfile(id="m", context_window=6_000))
+    shortened = [p for m in roomy.messages for p in m.parts if isinstance(p, ToolResultPart) and "removed" in p.text]
+    assert len(shortened) == 1
+
+
+def test_a_request_that_fits_is_left_alone() -> None:
+    items = [UserMessageItem(text="hi"), *_tool_round(1, 2_000), AgentMessageItem(text="ok")]
+    messages, turn_start = conversation(items, items[0].id)
+    request = AgentInferenceRequest(model="m", messages=messages, turn_start=turn_start)
+    planned = BudgetPlanner().plan([ContextBlock("b", "base", "BASE")], request, ModelProfile(id="m"))
+    assert planned.messages == request.messages and planned.system == "BASE"
+    assert SHORTENED_MARKER.format(removed=1) not in planned.model_dump_json()
+
+
+def test_the_budget_keeps_a_reserve_but_never_most_of_a_small_window() -> None:
+    assert prompt_budget(ModelProfile(id="m", context_window=200_000), 16_384) == 200_000 - 16_384
+    assert prompt_budget(ModelProfile(id="m", context_window=8_000), 16_384) == 6_000
+
+
+def test_compaction_hides_older_items_and_older_summaries() -> None:
+    old = [UserMessageItem(text="ancient"), AgentMessageItem(text="old answer")]
+    kept = [UserMessageItem(text="recent"), AgentMessageItem(text="recent answer")]
+    first = CompactionItem(summary="S1", first_kept_item_id=kept[0].id)
+    later = [UserMessageItem(text="newest")]
+    second = CompactionItem(summary="S2", first_kept_item_id=later[0].id)
+    items = [*old, *kept, first, *later, second]
+    assert [getattr(i, "text", None) or i.summary for i in visible_items(items)] == ["S2", "newest"]
+    items = [*old, *kept, first, *later]
+    texts = [m.text() for m in history_to_messages(items)]
+    assert "ancient" not in " ".join(texts) and texts[0].endswith("S1") and texts[1] == "recent"
+    raw = [m.text() for m in history_to_messages(items, compacted=False)]
+    assert raw[0] == "ancient" and not any("S1" in t for t in raw)
+
+
+def test_turn_start_falls_back_after_the_summary_when_it_was_summarized() -> None:
+    user = UserMessageItem(text="long task")
+    rest = [AgentMessageItem(text="a"), UserMessageItem(text="b")]
+    compaction = CompactionItem(summary="S", first_kept_item_id=rest[0].id)
+    _, start = conversation([user, *rest, compaction], user.id)
+    assert start == 1
+    _, start = conversation([UserMessageItem(text="x"), AgentMessageItem(text="y"), UserMessageItem(text="z")])
+    assert start == 2, "without a known turn start, the last user message starts the turn"
+
+
+def test_estimates_count_images_flat_and_skip_items_the_model_never_sees() -> None:
+    image = Attachment(name="shot.png", mime_type="image/png", data_base64="A" * 400_000)
+    assert item_tokens(UserMessageItem(text="look", attachments=[image])) < IMAGE_TOKENS + 20
+    message = Message(role="user", parts=[TextPart(text="abcd" * 10), ImagePart(mime_type="image/png", data_base64="A" * 99)])
+    assert message_tokens(message) == 4 + 10 + IMAGE_TOKENS
+    from roder_core.ir import CustomItem
+
+    assert item_tokens(CustomItem(namespace="x", data={"big": "y" * 10_000})) == 0
+
+
+async def test_the_runtime_uses_the_configured_reserve(workspace: Path) -> None:
+    config = RoderConfig.model_validate({"context": {"reserve_tokens": 5_000}})
+    runtime, _ = make_runtime(workspace, config=config)
+    assert runtime.context.planner.budget(ModelProfile(id="m", context_window=100_000)) == 95_000
+    await runtime.close()

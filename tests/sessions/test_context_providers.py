@@ -1,0 +1,96 @@
+"""The context providers extension: base instructions, AGENTS.md/CLAUDE.md, environment."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from roder_ext_context import ContextExtension
+from roder_ext_context.environment import Environment, describe_git_status
+from roder_ext_context.project import MAX_FILE_CHARS, ProjectInstructions, instruction_files
+
+from roder_core.paths import RoderPaths
+from roder_core.services import ContextQuery
+
+from .harness import make_runtime
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(cwd)})
+
+
+def test_instruction_files_go_from_global_to_root_to_the_working_directory(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    repo = tmp_path / "repo"
+    deep = repo / "pkg" / "mod"
+    deep.mkdir(parents=True)
+    config.mkdir()
+    (repo / ".git").mkdir()
+    (tmp_path / "AGENTS.md").write_text("above the repository: not this project's")
+    (config / "AGENTS.md").write_text("global")
+    (repo / "AGENTS.md").write_text("root")
+    (repo / "CLAUDE.md").write_text("ignored: AGENTS.md wins in the same folder")
+    (repo / "pkg" / "CLAUDE.md").write_text("pkg, from CLAUDE.md")
+    (deep / "AGENTS.md").write_text("module")
+    found = instruction_files(deep, config)
+    assert found == [config / "AGENTS.md", repo / "AGENTS.md", repo / "pkg" / "CLAUDE.md", deep / "AGENTS.md"]
+
+
+def test_outside_a_repository_only_the_working_directory_counts(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("parent folder")
+    work = tmp_path / "work"
+    work.mkdir()
+    assert instruction_files(work, tmp_path / "no-config") == []
+    (work / "CLAUDE.md").write_text("here")
+    assert instruction_files(work, tmp_path / "no-config") == [work / "CLAUDE.md"]
+
+
+async def test_project_block_quotes_each_file_and_cuts_runaway_ones(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("Run `make test` before committing.\n" + "x" * (MAX_FILE_CHARS + 10))
+    blocks = await ProjectInstructions(tmp_path / "cfg").load_context(ContextQuery("t", tmp_path, "hi"))
+    text = blocks[0].text
+    assert blocks[0].priority == 20 and not blocks[0].droppable
+    assert f'<instructions path="{tmp_path / "AGENTS.md"}">' in text and "Run `make test`" in text
+    assert f"cut at {MAX_FILE_CHARS} characters" in text and len(text) < MAX_FILE_CHARS + 1_000
+    assert await ProjectInstructions(tmp_path / "cfg").load_context(ContextQuery("t", tmp_path / "cfg", "")) == []
+
+
+def test_git_status_lines_become_one_sentence() -> None:
+    assert describe_git_status("## main...origin/main [ahead 2]\n M a.py\n?? b.py\n") == (
+        "branch main, tracking origin/main [ahead 2]; 2 uncommitted change(s)")
+    assert describe_git_status("## No commits yet on main\n") == "branch main (no commits yet); clean working tree"
+    assert describe_git_status("## HEAD (no branch)\n") == "detached HEAD; clean working tree"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+async def test_environment_reports_branch_and_dirty_state_once_per_turn(workspace: Path) -> None:
+    _git("init", "-q", "-b", "trunk", cwd=workspace)
+    (workspace / "a.txt").write_text("a")
+    _git("add", "a.txt", cwd=workspace)
+    _git("commit", "-q", "-m", "one", cwd=workspace)
+    env = Environment()
+    clean = (await env.load_context(ContextQuery("t1", workspace, "first")))[0].text
+    assert "- Git: branch trunk; clean working tree" in clean
+    assert f"- Working directory: {workspace}" in clean and "- Date: " in clean and "- Operating system: " in clean
+    (workspace / "b.txt").write_text("b")
+    same_turn = (await env.load_context(ContextQuery("t1", workspace, "first")))[0].text
+    assert same_turn == clean, "the same turn keeps the same block (prompt caches stay warm)"
+    next_turn = (await env.load_context(ContextQuery("t1", workspace, "second")))[0].text
+    assert "1 uncommitted change(s)" in next_turn
+    plain = (await env.load_context(ContextQuery("t2", workspace / "..", "x")))[0].text
+    assert "not a git repository" in plain
+
+
+async def test_the_system_prompt_is_assembled_in_order_for_a_real_turn(workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("Always answer in haiku.")
+    runtime, engine = make_runtime(workspace, extensions=[ContextExtension(RoderPaths.from_env().config_dir)])
+    thread = await runtime.start_thread()
+    await runtime.run_turn(thread.id, "hello")
+    system = engine.requests[0].system
+    assert system.startswith("You are Roder, a coding agent")
+    assert system.index("# Project instructions") < system.index("Always answer in haiku.") < system.index("# Environment")
+    await runtime.close()
