@@ -28,6 +28,7 @@ from roder_core.batch.workspace import Baseline, WorkspaceError, prepare_workspa
 from roder_core.errors import InferenceErrorKind
 from roder_core.events import RuntimeEvent
 from roder_core.ir import Thread, ToolCallItem, ToolResultItem, Turn
+from roder_core.trajectory import build_trajectory
 
 #: Why a rollout failed, in the order they are reported.
 FAILURE_CAUSES = (
@@ -131,6 +132,8 @@ class _AgentRun:
     timed_out: bool = False
     duration_s: float = 0.0
     thread_file: Path | None = None
+    #: The persisted events of the run, for the trajectory's per-item timings and per-call usage.
+    events: list[RuntimeEvent] = field(default_factory=list)
 
 
 class _Rollout:
@@ -241,7 +244,15 @@ class _Rollout:
         ))
         runtime = started.runtime
         self.result.update(provider=runtime.provider, model=runtime.model)
-        remove = runtime.bus.add_listener(self.on_event) if self.on_event else None
+        on_event = self.on_event
+
+        def observe(event: RuntimeEvent) -> None:
+            if event.persisted:
+                run.events.append(event)
+            if on_event is not None:
+                on_event(event)
+
+        remove = runtime.bus.add_listener(observe)
         began = time.monotonic()
         try:
             thread = await runtime.start_thread()
@@ -259,8 +270,7 @@ class _Rollout:
             run.thread = runtime.thread(thread.id).model_copy(deep=True)
         finally:
             run.duration_s = time.monotonic() - began
-            if remove:
-                remove()
+            remove()
             await runtime.close()
         if runtime.store is not None and run.thread is not None:
             run.thread_file = self.scratch / "data" / "threads" / f"{run.thread.id}.jsonl"
@@ -296,7 +306,7 @@ class _Rollout:
         self._record(passed=passed, cause=cause, exit_reason=exit_reason, error=error)
         if agent.thread_file is not None and agent.thread_file.exists():
             self.files["thread.jsonl"] = agent.thread_file.read_bytes()
-        trajectory = trajectory_of(thread)
+        trajectory = build_trajectory(thread, agent.events)
         trajectory["exitReason"] = exit_reason
         trajectory["rollout"] = {k: self.result.get(k) for k in ("task_id", "rollout", "passed", "failure_cause", "score")}
         self.files["trajectory.json"] = json.dumps(trajectory, indent=2, ensure_ascii=False).encode()
@@ -314,19 +324,6 @@ def _agent_failure(turn: Turn, timed_out: bool, denials: int) -> str | None:
     if turn.status == "interrupted":
         return "error"
     return "policy_denial" if denials else None
-
-
-def trajectory_of(thread: Thread) -> dict[str, Any]:
-    """The eval trajectory of a finished thread: its turns with every item (messages, tool calls
-    with arguments, results, command runs), usage and timings."""
-    return {
-        "threadId": thread.id,
-        "provider": thread.provider,
-        "model": thread.model,
-        "cwd": thread.cwd,
-        "usage": thread.usage.wire(),
-        "turns": [turn.wire() for turn in thread.turns],
-    }
 
 
 def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:

@@ -14,7 +14,7 @@ from roder_tui.cli import main
 #: Values that differ between two runs of the same rollout (ids, clocks, scratch paths).
 VOLATILE_KEYS = {
     "id", "threadId", "thread_id", "turnId", "itemId", "callId", "call_id", "approvalId", "ts", "createdAt",
-    "startedAt", "completedAt", "updatedAt", "durationMs", "duration_ms", "timings", "cwd",
+    "startedAt", "completedAt", "updatedAt", "durationMs", "duration_ms", "timings", "cwd", "at",
 }
 _VOLATILE_TEXT = re.compile(r"(thr|turn|item|call|appr)_[0-9a-f]{6,}|/tmp/roder-rollout-[A-Za-z0-9_]+")
 
@@ -64,3 +64,9 @@ def normalized_outputs(out: Path, skip_tasks: frozenset[str] = frozenset()) -> d
 
 def result(out: Path, task: str, index: int = 0) -> dict[str, Any]:
     return json.loads((out / "rollouts" / task / str(index) / "result.json").read_text())
+
+
+def steps(out: Path, task: str, index: int = 0) -> list[dict[str, Any]]:
+    """The trajectory steps of a rollout (every turn's, in order)."""
+    trajectory = json.loads((out / "rollouts" / task / str(index) / "trajectory.json").read_text())
+    return [step for turn in trajectory["turns"] for step in turn["steps"]]

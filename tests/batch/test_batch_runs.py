@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from roder_core.turn import RESERVE_NOTICE
-from tests.batch.conftest import normalized_outputs, result, run_cli, write_jsonl, write_script
+from tests.batch.conftest import normalized_outputs, result, run_cli, steps, write_jsonl, write_script
 from tests.providers.fake_server import ThreadedFakeServer
 
 FIX = [
@@ -94,11 +94,11 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
     diff = (out / "rollouts/fix/0/workspace.diff").read_text()
     assert "-    return a - b" in diff and "+    return a + b" in diff
     trajectory = json.loads((out / "rollouts/fix/0/trajectory.json").read_text())
-    assert trajectory["exitReason"] == "completed"
-    items = [item for turn in trajectory["turns"] for item in turn["items"]]
-    call = next(i for i in items if i["type"] == "toolCall")
+    assert trajectory["exitReason"] == "completed" and trajectory["rollout"]["passed"] is True
+    call = next(s for s in steps(out, "fix") if s["type"] == "tool_call")
     assert call["name"] == "edit" and call["arguments"]["new_string"] == "a + b"
-    assert any(i["type"] == "toolResult" and not i.get("isError") for i in items)
+    assert call["result"]["isError"] is False and "durationMs" in call["result"]
+    assert [m["role"] for m in trajectory["messages"]] == ["user", "assistant", "tool", "assistant"]
     thread_lines = (out / "rollouts/fix/0/thread.jsonl").read_text().splitlines()
     assert json.loads(thread_lines[0])["type"] == "header"
     assert any(json.loads(line).get("method") == "turn/completed" for line in thread_lines[1:])
@@ -118,17 +118,15 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
 
     reserve = result(out, "reserve")
     assert reserve["passed"] and reserve["exit_reason"] == "completed" and reserve["reserve_s"] == 2
-    messages = [i for t in json.loads((out / "rollouts/reserve/0/trajectory.json").read_text())["turns"]
-                for i in t["items"] if i["type"] == "userMessage"]
-    assert [m["text"] for m in messages][1] == RESERVE_NOTICE  # told to finish once the reserve began
+    told = [s["text"] for s in steps(out, "reserve") if s["type"] == "user"]
+    assert told[1] == RESERVE_NOTICE  # told to finish once the reserve began
 
     # A command that would outlive the deadline is cut short so the model keeps its reserve.
     clamped = result(out, "clamped")
     assert clamped["passed"] and clamped["exit_reason"] == "completed" and clamped["timings"]["agent_s"] < 5
-    items = [i for t in json.loads((out / "rollouts/clamped/0/trajectory.json").read_text())["turns"] for i in t["items"]]
-    bash = next(i for i in items if i["type"] == "toolResult")
-    assert "timed out after 2." in bash["text"]
-    assert [i["text"] for i in items if i["type"] == "userMessage"][1] == RESERVE_NOTICE
+    bash = next(s for s in steps(out, "clamped") if s["type"] == "tool_call")
+    assert "timed out after 2." in bash["result"]["text"]
+    assert [s["text"] for s in steps(out, "clamped") if s["type"] == "user"][1] == RESERVE_NOTICE
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rollouts"] == 6 and summary["passed"] == 3 and summary["pass_rate"] == 0.5
@@ -268,8 +266,7 @@ def test_network_only_when_the_task_grants_it(tmp_path: Path, capsys: pytest.Cap
     assert code == 0, err
 
     def command_output(task: str) -> str:
-        turns = json.loads((tmp_path / "out" / "rollouts" / task / "0" / "trajectory.json").read_text())["turns"]
-        return next(i["text"] for t in turns for i in t["items"] if i["type"] == "toolResult")
+        return next(s["result"]["text"] for s in steps(tmp_path / "out", task) if s["type"] == "tool_call")
 
     host_namespace = os.readlink("/proc/self/ns/net")
     online, offline = command_output("online"), command_output("offline")
