@@ -59,7 +59,7 @@ class CommandExecParams(ProtocolModel):
 class CommandExecResult(ProtocolModel):
     """``stdout`` carries the combined output (the process broker merges stderr into it)."""
 
-    exit_code: int | None
+    exit_code: int | None = None
     stdout: str
     stderr: str = ""
     timed_out: bool = False

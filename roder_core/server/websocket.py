@@ -27,8 +27,9 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
-from roder_core.server.connection import Connection
-from roder_core.server.protocol import RemoteInfo
+from roder_core.server.connection import Connection, encode, notification_message
+from roder_core.server.errors import CLIENT_BEHIND
+from roder_core.server.protocol import ErrorNotification, RemoteInfo
 
 if TYPE_CHECKING:
     from roder_core.server.dispatcher import Dispatcher
@@ -197,9 +198,14 @@ class RemoteServer:
             await conn.close(flush_timeout=1.0)
 
     async def _cut_when_behind(self, conn: Connection, websocket: Any) -> None:
+        """The writer may be stuck behind a full socket, so the error goes out directly (it still
+        arrives after what the client has not read yet), then the connection is closed."""
         await conn.queue.overflowed.wait()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(conn.fell_behind.wait(), BEHIND_GRACE)
+        if not conn.fell_behind.is_set():
+            error = ErrorNotification(code=CLIENT_BEHIND, message="client fell behind: notifications were "
+                                      "dropped; reconnect and re-read open threads with thread/read")
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(websocket.send(encode(notification_message(error))), BEHIND_GRACE)
         await websocket.close(1013, "client fell behind; reconnect and re-read threads")
 
     async def start(self) -> int:

@@ -6,6 +6,7 @@ The tools live in a project extension (``.roder/extensions/testtools.py``), load
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -114,3 +115,180 @@ def start_app_server(workspace: Path, env: dict[str, str], *args: str) -> subpro
         roder_command("app-server", "--provider", "mock", "--trust", *args),
         cwd=workspace, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
+
+
+class RpcPeer:
+    """A JSON-RPC client over any line transport: matches responses, queues notifications."""
+
+    def __init__(self) -> None:
+        self.next_id = 1
+        self.pending: dict[Any, Any] = {}
+        self.notifications: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.seen: list[dict[str, Any]] = []
+        self.unmatched: list[dict[str, Any]] = []
+
+    def dispatch(self, message: dict[str, Any]) -> None:
+        if "method" in message and "id" not in message:
+            self.seen.append(message)
+            self.notifications.put_nowait(message)
+        elif message.get("id") in self.pending:
+            self.pending.pop(message["id"]).set_result(message)
+        else:
+            self.unmatched.append(message)
+
+    async def send_line(self, line: str | bytes) -> None:
+        raise NotImplementedError
+
+    async def request(self, method: str, params: Any = None, timeout: float = 30) -> dict[str, Any]:
+        """The whole response object (``result`` or ``error``)."""
+        request_id = self.next_id
+        self.next_id += 1
+        future = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = future
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send_line(json.dumps(message))
+        return await asyncio.wait_for(future, timeout)
+
+    async def call(self, method: str, params: Any = None, timeout: float = 30) -> Any:
+        response = await self.request(method, params, timeout)
+        assert "result" in response, response
+        return response["result"]
+
+    async def next_notification(self, method: str, timeout: float = 30, **match: Any) -> dict[str, Any]:
+        """Params of the next notification with this method (and matching params)."""
+        async def find() -> dict[str, Any]:
+            while True:
+                message = await self.notifications.get()
+                params = message.get("params", {})
+                if message["method"] == method and all(params.get(k) == v for k, v in match.items()):
+                    return params
+
+        return await asyncio.wait_for(find(), timeout)
+
+
+class PipePeer(RpcPeer):
+    """``roder app-server`` as a child process over real pipes."""
+
+    def __init__(self, proc: Any) -> None:
+        super().__init__()
+        self.proc = proc
+        self.reader = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def start(cls, workspace: Path, env: dict[str, str], *args: str) -> PipePeer:
+        proc = await asyncio.create_subprocess_exec(
+            *roder_command("app-server", "--provider", "mock", "--trust", *args), cwd=workspace, env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            limit=64 * 1024 * 1024,
+        )
+        return cls(proc)
+
+    async def _read(self) -> None:
+        while line := await self.proc.stdout.readline():
+            self.dispatch(json.loads(line))
+
+    async def send_line(self, line: str | bytes) -> None:
+        data = line if isinstance(line, bytes) else line.encode()
+        self.proc.stdin.write(data + b"\n")
+        await self.proc.stdin.drain()
+
+    async def close(self) -> tuple[int, str]:
+        if not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), 30)
+        except TimeoutError:
+            self.proc.kill()
+            code = await self.proc.wait()
+        await self.reader
+        stderr = (await self.proc.stderr.read()).decode(errors="replace")
+        return code, stderr
+
+
+class RemoteServer:
+    """``roder app-server --remote`` as a child process; ``url`` once it listens."""
+
+    def __init__(self, proc: Any, url: str, banner: str) -> None:
+        self.proc, self.url, self.banner = proc, url, banner
+
+    @classmethod
+    async def start(cls, workspace: Path, env: dict[str, str], *args: str,
+                    listen: str = "ws://127.0.0.1:0") -> RemoteServer:
+        proc = await asyncio.create_subprocess_exec(
+            *roder_command("app-server", "--provider", "mock", "--trust", "--remote", "--listen", listen, *args),
+            cwd=workspace, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        banner = ""
+        while True:
+            line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
+            if not line:
+                raise AssertionError(f"server exited: {banner}")
+            banner += line
+            if "listening on " in line:
+                url = line.split("listening on ", 1)[1].strip()
+                break
+        rest = await _drain(proc.stderr, 0.3)
+        return cls(proc, url, banner + rest)
+
+    async def stop(self) -> int:
+        if self.proc.returncode is None:
+            self.proc.terminate()
+        return await asyncio.wait_for(self.proc.wait(), 30)
+
+
+async def _drain(stream: Any, seconds: float) -> str:
+    text = ""
+    try:
+        while True:
+            line = await asyncio.wait_for(stream.readline(), seconds)
+            if not line:
+                break
+            text += line.decode()
+    except TimeoutError:
+        pass
+    return text
+
+
+class WsPeer(RpcPeer):
+    """A WebSocket client of the remote app server."""
+
+    def __init__(self, socket: Any) -> None:
+        super().__init__()
+        self.socket = socket
+        self.closed: Any = None
+        self.reader = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def connect(cls, url: str, token: str | None = None, *, header: bool = True, **kwargs: Any) -> WsPeer:
+        from websockets.asyncio.client import connect
+
+        subprotocols = ["roder.remote.v1"]
+        headers = {}
+        if token is not None and header:
+            headers["Authorization"] = f"Bearer {token}"
+        elif token is not None:
+            subprotocols.append(f"bearer.{token}")
+        socket = await connect(url, subprotocols=subprotocols, additional_headers=headers,  # type: ignore[arg-type]
+                               max_size=64 * 1024 * 1024, **kwargs)
+        return cls(socket)
+
+    async def _read(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            async for message in self.socket:
+                self.dispatch(json.loads(message))
+        except ConnectionClosed as exc:
+            self.closed = exc
+        else:
+            self.closed = self.socket.close_code
+
+    async def send_line(self, line: str | bytes) -> None:
+        await self.socket.send(line.decode() if isinstance(line, bytes) else line)
+
+    async def close(self) -> None:
+        await self.socket.close()
+        await self.reader

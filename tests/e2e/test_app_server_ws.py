@@ -1,0 +1,149 @@
+"""`roder app-server --remote` over real WebSockets: auth refusals, two clients on one thread,
+approvals that survive a disconnect, a slow client cut off without hurting the others."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.server.support import RemoteServer, WsPeer, call, trusted_workspace
+
+pytestmark = pytest.mark.e2e
+TOKEN = "test-token-0123456789"
+
+
+@pytest.fixture
+async def served(tmp_path: Path):
+    steps = [{"tool_calls": [call("write_note", path="shared.txt", text="both saw it")]}, {"text": "finished"}]
+    workspace, env = trusted_workspace(tmp_path, steps)
+    env["RODER_TEST_TOKEN"] = TOKEN
+    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false",
+                                      "--mode", "ask")
+    yield server, workspace
+    await server.stop()
+
+
+async def test_auth_refusals_before_any_method(served) -> None:
+    server, _ = served
+    for headers, subprotocols in [({}, ["roder.remote.v1"]), ({"Authorization": "Bearer wrong"}, None),
+                                  ({}, ["roder.remote.v1", "bearer.wrong"]), ({"Authorization": "Basic " + TOKEN}, None)]:
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(server.url, additional_headers=headers, subprotocols=subprotocols):
+                pass
+        assert refused.value.response.status_code == 401
+    by_header = await WsPeer.connect(server.url, TOKEN)
+    assert by_header.socket.subprotocol == "roder.remote.v1"
+    info = await by_header.call("initialize")
+    assert info["remote"]["authenticated"] and info["remote"]["subprotocol"] == "roder.remote.v1"
+    await by_header.close()
+    by_subprotocol = await WsPeer.connect(server.url, TOKEN, header=False)
+    assert (await by_subprotocol.call("session/get"))["mode"] == "ask"
+    await by_subprotocol.close()
+    async with connect(server.url, additional_headers={"Authorization": f"Bearer {TOKEN}"}) as plain:
+        assert plain.subprotocol is None
+        await plain.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "bogus"}))
+        assert json.loads(await plain.recv())["error"]["code"] == -32601
+    assert "secr" not in server.banner and "test…6789" in server.banner and "roder://connect?payload=" in server.banner
+
+
+async def test_two_clients_on_one_thread(served) -> None:
+    server, workspace = served
+    alice = await WsPeer.connect(server.url, TOKEN)
+    bob = await WsPeer.connect(server.url, TOKEN, header=False)
+    try:
+        await alice.call("initialize")
+        await bob.call("initialize")
+        thread = (await alice.call("thread/start"))["thread"]
+        turn = (await alice.call("turn/start", {"threadId": thread["id"], "prompt": "share"}))["turn"]
+        request = (await bob.next_notification("approval/requested", threadId=thread["id"]))["request"]
+        await alice.next_notification("approval/requested", threadId=thread["id"])
+        assert (await bob.call("session/resolve_approval", {"approvalId": request["approvalId"],
+                                                             "decision": "allow_once"}))["resolved"]
+        for peer in (alice, bob):
+            done = await peer.next_notification("turn/completed", threadId=thread["id"])
+            assert done["turn"]["id"] == turn["id"] and done["turn"]["status"] == "completed"
+        assert (workspace / "shared.txt").read_text() == "both saw it"
+        sequences = [[m["method"] for m in p.seen if m["params"].get("threadId") == thread["id"]] for p in (alice, bob)]
+        assert sequences[0] == sequences[1]
+        assert sequences[0][-2:] == ["turn/completed", "thread/status/changed"] or sequences[0][-1] == "turn/completed"
+    finally:
+        await alice.close()
+        await bob.close()
+
+
+async def test_pending_approval_survives_the_client_that_saw_it(served) -> None:
+    server, workspace = served
+    first = await WsPeer.connect(server.url, TOKEN)
+    thread = (await first.call("thread/start"))["thread"]
+    await first.call("turn/start", {"threadId": thread["id"], "prompt": "go"})
+    await first.next_notification("approval/requested", threadId=thread["id"])
+    await first.close()
+    later = await WsPeer.connect(server.url, TOKEN)
+    try:
+        await later.call("initialize")
+        replayed = (await later.next_notification("approval/requested", threadId=thread["id"]))["request"]
+        await later.call("session/resolve_approval", {"approvalId": replayed["approvalId"], "approved": True})
+        assert (await later.next_notification("turn/completed", threadId=thread["id"]))["turn"]["status"] == "completed"
+        assert (workspace / "shared.txt").exists()
+    finally:
+        await later.close()
+
+
+async def test_slow_client_is_cut_off_and_others_continue(tmp_path: Path) -> None:
+    # Uncompressed and larger than the loopback socket buffers, so the slow reader really stalls.
+    size = 16_000_000
+    workspace, env = trusted_workspace(tmp_path, [{"text": "x" * size, "chunk_size": 8000}])
+    env["RODER_TEST_TOKEN"] = TOKEN
+    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false",
+                                      "--queue-size", "200")
+    try:
+        slow = await WsPeer.connect(server.url, TOKEN, max_queue=1, compression=None)
+        slow.reader.cancel()  # never reads again: frames pile up until the server gives up on it
+        fast = await WsPeer.connect(server.url, TOKEN)
+        thread = (await fast.call("thread/start"))["thread"]
+        await fast.call("turn/start", {"threadId": thread["id"], "prompt": "stream a lot"})
+        done = await fast.next_notification("turn/completed", threadId=thread["id"], timeout=120)
+        assert done["turn"]["status"] == "completed"
+        deltas = [m for m in fast.seen if m["method"] == "item/agentMessage/delta"]
+        assert sum(len(d["params"]["delta"]) for d in deltas) == size
+        messages: list[dict] = []
+
+        async def read_rest() -> None:
+            async for raw in slow.socket:
+                messages.append(json.loads(raw))
+
+        with contextlib.suppress(ConnectionClosed):
+            await asyncio.wait_for(read_rest(), 60)
+        errors = [m for m in messages if m.get("method") == "server/error"]
+        assert errors and errors[0]["params"]["code"] == -32001
+        assert slow.socket.close_code == 1013
+        assert (await fast.call("session/get"))["mode"] == "ask"
+        await fast.close()
+    finally:
+        await server.stop()
+
+
+async def test_generated_token_link_qr_and_non_loopback_warning(tmp_path: Path) -> None:
+    workspace, env = trusted_workspace(tmp_path)
+    server = await RemoteServer.start(workspace, env, listen="ws://0.0.0.0:0")
+    try:
+        token = next(line.split("token: ", 1)[1].strip() for line in server.banner.splitlines() if "token: " in line)
+        link = next(line.split("pair: ", 1)[1].strip() for line in server.banner.splitlines() if "pair: " in line)
+        payload = link.split("payload=", 1)[1]
+        decoded = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        assert decoded["token"] == token and decoded["subprotocol"] == "roder.remote.v1"
+        assert "WARNING" in server.banner and "TLS" in server.banner
+        assert "█" in server.banner or "▀" in server.banner
+        port = server.url.rsplit(":", 1)[1]
+        peer = await WsPeer.connect(f"ws://127.0.0.1:{port}", token)
+        assert (await peer.call("initialize"))["remote"]["workspace"] == str(workspace)
+        await peer.close()
+    finally:
+        await server.stop()
