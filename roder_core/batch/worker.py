@@ -332,16 +332,22 @@ def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:
     cannot drift to another model. Returns the pinned settings and notices for the user."""
     from roder_core.bootstrap import StartSettings, start_runtime
 
-    with tempfile.TemporaryDirectory(prefix="roder-preflight-") as scratch:
-        started = start_runtime(StartSettings(
-            cwd=Path(scratch), provider=settings.provider, model=settings.model, mode=settings.mode,
-            sandbox=settings.sandbox, profile=settings.profile, trust=False, interactive=False,
-            data_dir=Path(scratch) / "data",
-        ))
-        runtime = started.runtime
-        notices = [f"extension {s.source} not loaded: {s.reason}" for s in started.distribution.skipped]
-        if started.fell_back_to_mock:
-            notices.append("no provider configured: using the offline mock model (set --provider)")
-        pinned = replace(settings, provider=runtime.provider, model=runtime.model)
-        asyncio.run(runtime.close())
-    return pinned, notices
+    log = _LogCapture()  # skipped extensions are reported below, once, instead of logged
+    logging.getLogger().addHandler(log)
+    try:
+        with tempfile.TemporaryDirectory(prefix="roder-preflight-") as scratch:
+            started = start_runtime(StartSettings(
+                cwd=Path(scratch), provider=settings.provider, model=settings.model, mode=settings.mode,
+                sandbox=settings.sandbox, profile=settings.profile, trust=False, interactive=False,
+                data_dir=Path(scratch) / "data",
+            ))
+            runtime = started.runtime
+            asyncio.run(runtime.close())
+    finally:
+        logging.getLogger().removeHandler(log)
+    notices = [f"extension {s.source} not loaded: {s.reason}" for s in started.distribution.skipped]
+    notices += started.notices
+    notices += [line.strip() for line in log.lines if " not loaded: " not in line]
+    if started.fell_back_to_mock:
+        notices.append("no provider configured: using the offline mock model (set --provider)")
+    return replace(settings, provider=runtime.provider, model=runtime.model), notices
