@@ -86,6 +86,9 @@ class TaskManager:
             running.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await running
+            self._running.pop(task_id, None)
+        if task.status in ("queued", "running"):  # cancelled before it ever started
+            self._update(task, status="cancelled", finished_at=time.time())
         return task
 
     def _trim(self) -> None:

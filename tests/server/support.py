@@ -62,26 +62,54 @@ class Peek(Tool):
         return ToolResult(id=call.id, name=call.name, text="peeked " + str(call.arguments.get("x", "")))
 
 
+class Ask(Tool):
+    name = "ask"
+    description = "Ask the user a question."
+    parameters = {"type": "object", "properties": {"question": {"type": "string"}}}
+    kind = "think"
+    read_only = True
+
+    async def execute(self, ctx, call):
+        runtime = ctx.extra["runtime"]
+        question = {"id": "choice", "question": call.arguments.get("question", "?")}
+        answers = await runtime.ask_user(ctx.thread_id, ctx.turn_id, [question])
+        return ToolResult(id=call.id, name=call.name, text="answers: " + repr(answers))
+
+
 class Tools:
     def id(self):
         return "test-tools"
 
     def contribute(self, registry):
-        for tool in (WriteNote(), Shell(), Peek()):
+        for tool in (WriteNote(), Shell(), Peek(), Ask()):
             registry.register(tool)
+
+
+class EchoExecutor:
+    def id(self):
+        return "echo"
+
+    async def run(self, params):
+        import asyncio
+        await asyncio.sleep(float(params.get("sleep", 0)))
+        if params.get("fail"):
+            raise ValueError("asked to fail")
+        return {"echo": params}
 
 
 class TestTools(RoderExtension):
     def manifest(self):
         return ExtensionManifest(
             id="test-tools", name="Test tools", version="0.1.0", api_version=EXTENSION_API_VERSION,
-            description="tools for control-plane tests", provides=[ProvidedService.ToolProvider("test-tools")],
+            description="tools for control-plane tests",
+            provides=[ProvidedService.ToolProvider("test-tools"), ProvidedService.TaskExecutor("echo")],
             required_capabilities=[CapabilityRequest("fs.write.workspace"),
                                    CapabilityRequest("process.spawn.shell")],
         )
 
     def install(self, registry):
         registry.tool_contributor(Tools())
+        registry.task_executor(EchoExecutor())
 
 
 def create(host):

@@ -55,6 +55,7 @@ from roder_core.server.protocol import (
     TurnStartParams,
     TurnSteerParams,
     TurnSteerResult,
+    UserInputRequest,
 )
 from roder_core.tools import is_read_only, tool_kind
 
@@ -297,6 +298,10 @@ async def session_get(app: Dispatcher, params: SessionGetParams, ctx: CallContex
         mode=runtime.mode, provider=runtime.provider, model=runtime.model, cwd=str(runtime.options.cwd),
         interactive=runtime.options.interactive, open_threads=threads, active_turns=active,
         pending_approvals=runtime.pending_approvals(params.thread_id),
+        pending_user_inputs=[
+            UserInputRequest(request_id=e.request_id, thread_id=e.thread_id, turn_id=e.turn_id, questions=e.questions)
+            for e in runtime.pending_user_inputs(params.thread_id)
+        ],
     )
 
 

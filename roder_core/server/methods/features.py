@@ -51,7 +51,7 @@ from roder_core.server.protocol_features import (
     TasksSubscribeParams,
 )
 from roder_core.server.tasks import TaskManager
-from roder_core.services import resolve_memory_store
+from roder_core.services import ContextBlock, ContextQuery, resolve_memory_store
 from roder_core.subagents import agent_json, list_agents, list_traces, read_trace
 
 # --------------------------------------------------------------------------- commands, agents
@@ -243,11 +243,18 @@ async def memory_provider_set(app: Dispatcher, params: MemoryProviderSetParams, 
 async def memory_recall_preview(
     app: Dispatcher, params: MemoryRecallPreviewParams, ctx: CallContext
 ) -> MemoryRecallPreviewResult:
+    """The memory blocks the installed context providers would add for this prompt, verbatim."""
     name, store = _memory(app)
     project = app.runtime.thread(params.thread_id).cwd if params.thread_id else str(app.runtime.options.cwd)
     records = await store.search(params.text, params.limit, project=project, include_global=True)
-    lines = [f"- ({r.scope}) {r.text}" for r in records]
-    context = ("Relevant memories:\n" + "\n".join(lines)) if lines else ""
+    query = ContextQuery(thread_id=params.thread_id or "", cwd=Path(project), prompt=params.text)
+    blocks = []
+    for provider in app.runtime.registry.context_providers:
+        try:
+            blocks += [b for b in await provider.load_context(query) if b.kind == "memory"]
+        except Exception as exc:  # one broken provider must not hide the others
+            blocks.append(ContextBlock(source=provider.id(), kind="memory", text=f"({provider.id()} failed: {exc})"))
+    context = "\n\n".join(b.text for b in blocks)
     return MemoryRecallPreviewResult(provider=name, memories=[_model(r) for r in records], context=context)
 
 
