@@ -147,6 +147,8 @@ class ToolsListResult(ProtocolModel):
     tools: list[ToolInfo]
     #: Contributors that failed to list their tools (an MCP server down, ...): source -> error.
     errors: dict[str, str] = Field(default_factory=dict)
+    #: Dynamic tool sources (MCP servers): name, kind, status, error, toolCount, tools, transport, ...
+    sources: list[dict[str, Any]] = Field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- threads

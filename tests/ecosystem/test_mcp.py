@@ -299,3 +299,20 @@ async def test_closing_the_runtime_stops_server_processes(workspace: Path, roder
     await runtime.close()
     assert connection.status == "stopped"
     await wait_for(lambda: not _fixture_children())
+
+
+async def test_app_server_tools_list_shows_mcp_servers(workspace: Path, roder_home: Path) -> None:
+    from roder_core.server.client import LocalAppClient
+
+    write_config(roder_home, STDIO_SERVER + '\n[mcp.servers.broken]\ncommand = "/nonexistent/mcp-server"\n')
+    runtime, ext = mcp_runtime(workspace, [{"text": "hi"}])
+    client = LocalAppClient.for_runtime(runtime)
+    try:
+        await ext.manager.wait_ready(20)
+        listing = await client.tools_list()
+        assert {t.name: t.source for t in listing.tools}["mcp__fixture__add"] == "mcp"
+        sources = {s["name"]: s for s in listing.sources}
+        assert sources["fixture"]["status"] == "connected" and sources["fixture"]["toolCount"] == 4
+        assert sources["broken"]["status"] == "failed" and "No such file" in sources["broken"]["error"]
+    finally:
+        await runtime.close()

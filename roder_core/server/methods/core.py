@@ -57,6 +57,7 @@ from roder_core.server.protocol import (
     TurnSteerResult,
     UserInputRequest,
 )
+from roder_core.tool_catalog import source_statuses
 from roder_core.tools import is_read_only, tool_kind
 
 # --------------------------------------------------------------------------- handshake
@@ -149,7 +150,8 @@ async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext)
             ToolInfo(name=spec.name, description=spec.description, parameters=spec.parameters,
                      source=tools.source_of(name), kind=tool_kind(tool), read_only=is_read_only(tool))  # type: ignore[arg-type]
         )
-    return ToolsListResult(tools=rows, errors=errors)
+    sources = [status.to_json() for status in source_statuses(app.runtime.registry)]
+    return ToolsListResult(tools=rows, errors=errors, sources=sources)
 
 
 # --------------------------------------------------------------------------- threads
