@@ -30,6 +30,9 @@ from typing import Any, Literal
 
 Transport = Literal["stdio", "http", "sse"]
 
+#: Longest the first turn waits for connecting servers (kept under the default hook timeout).
+MAX_STARTUP_WAIT = 25.0
+
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -163,7 +166,8 @@ def load_settings(
         settings.problems.append("config.toml: [mcp] must be a table")
         section = {}
     if "startup_wait" in section:
-        settings.startup_wait = float(section["startup_wait"])
+        # capped below the hook timeout: the wait runs in a gating hook, which must never time out
+        settings.startup_wait = min(max(float(section["startup_wait"]), 0.0), MAX_STARTUP_WAIT)
     servers = section.get("servers") or {}
     if not isinstance(servers, dict):
         settings.problems.append("config.toml: [mcp.servers] must be a table of servers")
