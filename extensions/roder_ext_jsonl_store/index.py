@@ -127,9 +127,9 @@ class FileStamp:
     mtime_ns: int
 
 
-def scan_directory(directory: Path) -> dict[str, tuple[Path, FileStamp]]:
-    """Every thread file in the directory with its size and mtime (one stat each)."""
-    found: dict[str, tuple[Path, FileStamp]] = {}
+def scan_directory(directory: Path) -> dict[str, tuple[str, FileStamp]]:
+    """Every thread file in the directory (path, size and mtime: one stat each)."""
+    found: dict[str, tuple[str, FileStamp]] = {}
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
@@ -141,7 +141,7 @@ def scan_directory(directory: Path) -> dict[str, tuple[Path, FileStamp]]:
             stat = entry.stat()
         except FileNotFoundError:  # deleted while scanning
             continue
-        found[entry.name[: -len(SUFFIX)]] = (Path(entry.path), FileStamp(stat.st_size, stat.st_mtime_ns))
+        found[entry.name[: -len(SUFFIX)]] = (entry.path, FileStamp(stat.st_size, stat.st_mtime_ns))
     return found
 
 
@@ -221,7 +221,7 @@ class ThreadIndex:
                 if known.get(thread_id) == stamp:
                     continue
                 try:
-                    summary = summarize_file(path)
+                    summary = summarize_file(Path(path))
                 except OSError as exc:
                     log.warning("could not read thread file %s: %s", path, exc)
                     continue

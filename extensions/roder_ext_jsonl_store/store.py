@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.errors import RoderError, ThreadNotFoundError
-from roder_core.events import RuntimeEvent, TurnStarted, parse_event
+from roder_core.events import RuntimeEvent, TurnStarted, parse_event_json
 from roder_core.ir import Thread, ThreadHeader, ThreadSummary
 from roder_core.reducer import apply_event, settle_loaded
 
@@ -192,7 +192,7 @@ class JsonlThreadStore:
         events: list[RuntimeEvent] = []
         for number, line in raw.events:
             try:
-                events.append(parse_event(json.loads(line)))
+                events.append(parse_event_json(line))
             except ValueError as exc:  # JSON and pydantic validation errors
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raw.problems.append(LineProblem(number, f"unreadable event ({reason[:200]})"))
