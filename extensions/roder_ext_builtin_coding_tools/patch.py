@@ -50,10 +50,6 @@ class Hunk:
     def old(self) -> list[str]:
         return [text for op, text in self.lines if op != "+"]
 
-    @property
-    def new(self) -> list[str]:
-        return [text for op, text in self.lines if op != "-"]
-
 
 @dataclass
 class Operation:
@@ -152,12 +148,27 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
         if start is None:
             preview = "\n".join(old[:4])
             raise PatchError(f"{path}, hunk {number}: these lines were not found (read the file again):\n{preview}")
-        edits.append((start, len(old), hunk.new))
+        edits.append((start, len(old), _new_lines(hunk, lines[start : start + len(old)])))
         cursor = start + len(old)
     for start, length, new in reversed(edits):
         lines[start : start + length] = new
     result = "\n".join(lines)
     return result + "\n" if ends_with_newline or (result and not text) else result
+
+
+def _new_lines(hunk: Hunk, matched: list[str]) -> list[str]:
+    """The hunk's new lines, with context lines kept exactly as the file has them (a fuzzy
+    match must not rewrite their whitespace)."""
+    original = iter(matched)
+    out: list[str] = []
+    for op, text in hunk.lines:
+        if op == "+":
+            out.append(text)
+            continue
+        line = next(original)
+        if op == " ":
+            out.append(line)
+    return out
 
 
 @dataclass

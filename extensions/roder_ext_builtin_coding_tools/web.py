@@ -125,7 +125,7 @@ def html_to_text(html: str, base_url: str = "") -> str:
     body = re.sub(r"[ \t]+\n", "\n", "".join(parser.out))
     body = re.sub(r"\n{3,}", "\n\n", body).strip()
     title = " ".join(parser.title.split())
-    return f"# {title}\n\n{body}" if title and not body.startswith("# ") else body
+    return f"# {title}\n\n{body}" if title and not body.startswith(f"# {title}") else body
 
 
 class WebFetchTool(BuiltinTool):

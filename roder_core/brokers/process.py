@@ -109,6 +109,7 @@ class OutputCollector:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
         self._live_sent = 0
+        self._live_stopped = False
         self._last_emit = 0.0
 
     @property
@@ -156,11 +157,16 @@ class OutputCollector:
             self._tail_size -= len(self._tail.popleft())
 
     def _live(self, data: bytes) -> None:
-        if self._on_output is None or self._live_sent > LIVE_OUTPUT_BUDGET:
+        room = LIVE_OUTPUT_BUDGET - self._live_sent - len(self._pending)
+        if self._on_output is None or self._live_stopped:
             return
-        self._pending += self._decoder.decode(data)
-        now = time.monotonic()
-        if now - self._last_emit >= LIVE_OUTPUT_INTERVAL:
+        if room <= 0:
+            self._live_stopped = True
+            self._pending += "\n[live output stopped after 256 KB; the result holds the head and tail]\n"
+            self.flush_live()
+            return
+        self._pending += self._decoder.decode(data[:room])
+        if time.monotonic() - self._last_emit >= LIVE_OUTPUT_INTERVAL:
             self.flush_live()
 
     def flush_live(self) -> None:
@@ -169,8 +175,6 @@ class OutputCollector:
         text, self._pending = self._pending, ""
         self._live_sent += len(text)
         self._last_emit = time.monotonic()
-        if self._live_sent > LIVE_OUTPUT_BUDGET:
-            text += "\n[live output stopped after 256 KB; the result holds the head and tail]\n"
         self._on_output(text)
 
     def close(self) -> None:
@@ -296,18 +300,31 @@ class HostProcessBroker:
         cpu = self._limits.cpu_seconds
         limits = replace(self._limits, cpu_seconds=max(cpu, int(timeout) + 5) if cpu > 0 else 0)
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            cwd=str(workdir),
-            env=child_env,
-            start_new_session=True,
-            preexec_fn=lambda: limits.apply(existing),
-        )
+        # Our own pipe, not asyncio's: asyncio's wait() would also wait for every holder of the
+        # pipe (background children) to close it, and a finished command must not wait for them.
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                cwd=str(workdir),
+                env=child_env,
+                start_new_session=True,
+                preexec_fn=lambda: limits.apply(existing),
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
         collector = OutputCollector(self._spill_dir, on_output)
-        reader = asyncio.create_task(_pump(proc, collector))
+        stream = asyncio.StreamReader(limit=1 << 20)
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
+        )
+        reader = asyncio.create_task(_pump(stream, collector))
         timed_out = False
         try:
             try:
@@ -329,6 +346,7 @@ class HostProcessBroker:
         finally:
             if not reader.done():
                 reader.cancel()
+            transport.close()
             collector.close()
         duration_ms = int((time.monotonic() - started) * 1000)
         quarantined = quarantine_created(watched, self._quarantine_dir, roots) if watched else []
@@ -356,10 +374,9 @@ def _show(command: str | list[str]) -> str:
     return command if isinstance(command, str) else " ".join(command)
 
 
-async def _pump(proc: asyncio.subprocess.Process, collector: OutputCollector) -> None:
-    assert proc.stdout is not None
+async def _pump(stream: asyncio.StreamReader, collector: OutputCollector) -> None:
     while True:
-        chunk = await proc.stdout.read(65536)
+        chunk = await stream.read(65536)
         if not chunk:
             return
         collector.feed(chunk)
@@ -405,7 +422,9 @@ async def _terminate(proc: asyncio.subprocess.Process) -> None:
     await proc.wait()
 
 
-async def _cleanup_cancelled(proc: asyncio.subprocess.Process, reader: asyncio.Task[None], collector: OutputCollector) -> None:
+async def _cleanup_cancelled(
+    proc: asyncio.subprocess.Process, reader: asyncio.Task[None], collector: OutputCollector
+) -> None:
     _kill_group(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()

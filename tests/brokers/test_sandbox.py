@@ -1,0 +1,206 @@
+"""The bubblewrap backends, run for real (skipped only when the probe says bubblewrap cannot
+work on this machine), and the probe/fallback logic, which always runs."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+
+from roder_core.brokers import BrokerDenied, ProcessBroker
+from roder_core.brokers.sandbox import probe_bubblewrap, sandbox_status
+from tests.brokers.helpers import assert_gone, marker, needs_bwrap
+from tests.tools.harness import make_brokers
+
+
+class _Hello(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"reachable")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def loopback_server() -> Iterator[int]:
+    server = HTTPServer(("127.0.0.1", 0), _Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A folder outside the workspace and outside /tmp (which the sandbox replaces)."""
+    folder = Path(tempfile.mkdtemp(prefix="roder-outside-", dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def sandboxed(workspace: Path, tmp_path: Path, level: str = "workspace-write") -> ProcessBroker:
+    return make_brokers(workspace, tmp_path / "cache", sandbox=level).process
+
+
+# ---------------------------------------------------------------------------- probe and fallback
+
+
+def test_missing_bubblewrap_falls_back_to_off_with_one_notice() -> None:
+    status = sandbox_status(None, bwrap="/nonexistent/bwrap")
+    assert status.effective == "off" and not status.blocked
+    assert "not installed" in (status.notice or "")
+    assert status.label == "sandbox: off (no bubblewrap)"
+
+
+def test_refused_bubblewrap_is_reported_plainly(tmp_path: Path) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    probe = probe_bubblewrap(str(fake))
+    assert not probe.works and "Creating new namespace failed" in probe.reason
+    status = sandbox_status(None, bwrap=str(fake))
+    assert status.effective == "off" and "Creating new namespace failed" in (status.notice or "")
+
+
+async def test_explicit_level_without_bubblewrap_refuses_commands(workspace: Path, tmp_path: Path) -> None:
+    status = sandbox_status("workspace-write", bwrap="/nonexistent/bwrap")
+    assert status.blocked and "--sandbox off" in (status.notice or "")
+    brokers = make_brokers(workspace, tmp_path / "cache")
+    brokers.process.sandbox = status  # type: ignore[attr-defined]
+    with pytest.raises(BrokerDenied, match="bubblewrap"):
+        await brokers.process.run("echo hi")
+
+
+def test_off_is_off_without_probing() -> None:
+    status = sandbox_status("off", bwrap="/nonexistent/bwrap")
+    assert status.effective == "off" and status.notice is None and not status.blocked
+
+
+def test_unknown_level_is_an_error() -> None:
+    with pytest.raises(ValueError, match="workspace-write"):
+        sandbox_status("everything")
+
+
+# ---------------------------------------------------------------------------- bubblewrap, for real
+
+
+@needs_bwrap
+async def test_workspace_writable_rest_read_only(workspace: Path, tmp_path: Path, outside: Path) -> None:
+    proc = sandboxed(workspace, tmp_path)
+    result = await proc.run(f"echo ok > inside.txt; echo x > {outside}/escape.txt; echo rc=$?; "
+                            "touch /etc/roder-test 2>&1; echo rc=$?")
+    assert result.sandbox == "workspace-write"
+    assert (workspace / "inside.txt").read_text() == "ok\n"
+    assert not (outside / "escape.txt").exists() and "Read-only file system" in result.output
+    assert not Path("/etc/roder-test").exists()
+
+
+@needs_bwrap
+async def test_read_only_level(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "seen.txt").write_text("visible")
+    result = await sandboxed(workspace, tmp_path, "read-only").run("cat seen.txt; echo x > new.txt; echo rc=$?")
+    assert "visible" in result.output and "rc=1" in result.output
+    assert not (workspace / "new.txt").exists()
+
+
+@needs_bwrap
+async def test_private_tmp(workspace: Path, tmp_path: Path) -> None:
+    name = f"/tmp/{marker()}"
+    result = await sandboxed(workspace, tmp_path).run(f"echo hi > {name} && cat {name}")
+    assert "hi" in result.output and not Path(name).exists()
+
+
+@needs_bwrap
+async def test_protected_paths_are_rebound_read_only(workspace: Path, tmp_path: Path) -> None:
+    (workspace / ".git" / "hooks").mkdir(parents=True)
+    (workspace / ".git" / "config").write_text("[core]\n")
+    (workspace / ".bashrc").write_text("# mine\n")
+    (workspace / ".roder").mkdir()
+    proc = sandboxed(workspace, tmp_path)
+    result = await proc.run(
+        "echo evil >> .git/config; echo a=$?; echo evil > .git/hooks/pre-commit; echo b=$?; "
+        "echo evil >> .bashrc; echo c=$?; echo evil > .roder/config.toml; echo d=$?"
+    )
+    for flag in ("a=1", "b=1", "c=1", "d=1"):
+        assert flag in result.output
+    assert (workspace / ".git" / "config").read_text() == "[core]\n"
+    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+    assert (workspace / ".bashrc").read_text() == "# mine\n"
+    assert not (workspace / ".roder" / "config.toml").exists()
+
+
+@needs_bwrap
+async def test_git_still_commits_inside_the_sandbox(workspace: Path, tmp_path: Path) -> None:
+    proc = sandboxed(workspace, tmp_path)
+    setup = await asyncio.create_subprocess_exec("git", "init", "-q", str(workspace))
+    await setup.wait()
+    result = await proc.run(
+        "echo x > f.txt && git add f.txt && git -c user.email=a@b -c user.name=a commit -qm one && git log --oneline"
+    )
+    assert result.exit_code == 0, result.output
+    assert "one" in result.output
+
+
+@needs_bwrap
+async def test_created_protected_paths_are_quarantined(workspace: Path, tmp_path: Path) -> None:
+    result = await sandboxed(workspace, tmp_path).run("echo '{}' > .mcp.json; mkdir .roder; echo x > .roder/hooks.toml")
+    assert not (workspace / ".mcp.json").exists() and not (workspace / ".roder").exists()
+    assert any(q.startswith(".mcp.json -> ") for q in result.quarantined)
+    moved = Path(next(q for q in result.quarantined if q.startswith(".mcp.json")).split(" -> ")[1])
+    assert moved.read_text() == "{}\n"  # kept, out of the workspace
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "probe",
+    [
+        "curl -sS --max-time 3 http://127.0.0.1:{port}/",
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('connected')\"",
+        "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected",
+        "wget -q -T 3 -O - http://127.0.0.1:{port}/",
+    ],
+    ids=["curl", "python-socket", "dev-tcp", "wget"],
+)
+async def test_no_network_inside(workspace: Path, tmp_path: Path, loopback_server: int, probe: str) -> None:
+    with socket.create_connection(("127.0.0.1", loopback_server), timeout=3):
+        pass  # reachable from the host: the sandbox is what stops it
+    if probe.split()[0] in ("curl", "wget") and shutil.which(probe.split()[0]) is None:
+        pytest.skip(f"{probe.split()[0]} is not installed")
+    result = await sandboxed(workspace, tmp_path).run(probe.format(port=loopback_server), timeout=20)
+    assert result.exit_code != 0
+    assert "reachable" not in result.output and "connected" not in result.output
+
+
+@needs_bwrap
+async def test_fresh_proc_and_pid_namespace(workspace: Path, tmp_path: Path) -> None:
+    result = await sandboxed(workspace, tmp_path).run("ls /proc | grep -c '^[0-9]'")
+    assert int(result.output.split()[0]) < 10  # only the sandbox's own processes
+
+
+@needs_bwrap
+async def test_timeout_and_new_sessions_leave_no_orphans(workspace: Path, tmp_path: Path) -> None:
+    mark = marker()
+    command = f"setsid bash -c 'exec -a {mark} sleep 300' & (exec -a {mark} sleep 300) & exec -a {mark} sleep 300"
+    result = await sandboxed(workspace, tmp_path).run(command, timeout=1)
+    assert result.timed_out
+    assert_gone(mark)
+
+
+@needs_bwrap
+async def test_interrupt_kills_the_sandbox(workspace: Path, tmp_path: Path) -> None:
+    mark = marker()
+    task = asyncio.create_task(sandboxed(workspace, tmp_path).run(f"setsid bash -c 'exec -a {mark} sleep 300' & wait"))
+    await asyncio.sleep(0.7)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert_gone(mark)
