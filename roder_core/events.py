@@ -108,6 +108,15 @@ class ToolOutputDelta(EventBase):
     persisted: bool = Field(default=False, exclude=True)
 
 
+class ItemUpdated(EventBase):
+    """A snapshot of an item still streaming, saved now and then so that a crash keeps most of
+    it. Clients that render deltas can ignore it; the reducer replaces the item with it."""
+
+    method: Literal["item/updated"] = "item/updated"
+    turn_id: str
+    item: Item
+
+
 class ItemCompleted(EventBase):
     method: Literal["item/completed"] = "item/completed"
     turn_id: str
@@ -171,6 +180,7 @@ RuntimeEvent = Annotated[
     | ItemStarted
     | AgentMessageDelta
     | ToolOutputDelta
+    | ItemUpdated
     | ItemCompleted
     | ApprovalRequested
     | ApprovalResolved

@@ -10,6 +10,7 @@ from roder_core.events import (
     CustomEntrySaved,
     ItemCompleted,
     ItemStarted,
+    ItemUpdated,
     ModeChanged,
     RuntimeEvent,
     ThreadModelChanged,
@@ -51,7 +52,7 @@ def apply_event(thread: Thread, event: RuntimeEvent) -> None:
         thread.mode = event.mode
     elif isinstance(event, TurnStarted):
         _turn(thread, event.turn_id).started_at = event.started_at
-    elif isinstance(event, ItemStarted | ItemCompleted):
+    elif isinstance(event, ItemStarted | ItemUpdated | ItemCompleted):
         items = _turn(thread, event.turn_id).items
         for index in range(len(items) - 1, -1, -1):
             if items[index].id == event.item.id:

@@ -20,6 +20,7 @@ from roder_core.events import (
     ApprovalResolved,
     ItemCompleted,
     ItemStarted,
+    ItemUpdated,
     ThreadTitleChanged,
     TokenUsageUpdated,
     ToolOutputDelta,
@@ -118,6 +119,8 @@ class TurnRunner:
         #: How many times a stop hook sent the model back to work in this turn.
         self.stop_continuations = 0
         self._approval_lock = asyncio.Lock()
+        #: Streaming items: when each was last saved and how long its text was (see _checkpoint).
+        self._checkpoints: dict[str, tuple[float, int]] = {}
         from roder_core.compaction import Compactor  # compaction builds on TurnRunner
 
         self.compactor = Compactor(self)
@@ -298,6 +301,8 @@ class TurnRunner:
         request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
         if await self.compactor.maybe_compact(request, profile):
             request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+        if request.reasoning_effort is None and runtime.options.config.reasoning_effort:
+            request.reasoning_effort = runtime.options.config.reasoning_effort  # providers/select, config.toml
         for point in (HookPoint.CONTEXT, HookPoint.BEFORE_PROVIDER_REQUEST):
             if runtime.hooks.has(point):
                 payload = await runtime.hooks.run(
@@ -339,6 +344,7 @@ class TurnRunner:
                     runtime.publish_live(
                         AgentMessageDelta(thread_id=self.tid, turn_id=self.turn.id, item_id=open_item.id, delta=event.text)
                     )
+                    await self._checkpoint(open_item)
                 elif isinstance(event, ReasoningDelta):
                     if not isinstance(open_item, ReasoningItem):
                         await close_open()
@@ -358,6 +364,7 @@ class TurnRunner:
                                 delta=event.text, kind="reasoning",
                             )
                         )
+                        await self._checkpoint(open_item)
                 elif isinstance(event, ToolCallEvent):
                     await close_open()
                     output.tool_calls.append(event)
@@ -393,6 +400,23 @@ class TurnRunner:
                 await asyncio.shield(close_stream())
         await self._account(output.usage, profile, request)
         return output
+
+    async def _checkpoint(self, item: AgentMessageItem | ReasoningItem) -> None:
+        """Save a snapshot of a streaming item now and then, so a crash keeps most of its text:
+        at most once a second, and only once the text has doubled or ten seconds have passed, so
+        the snapshots of one item add up to about twice its final size."""
+        now_ = time.monotonic()
+        size = len(item.text) + len(getattr(item, "summary", ""))
+        last_at, last_size = self._checkpoints.get(item.id, (now_, 0))
+        if item.id not in self._checkpoints:
+            self._checkpoints[item.id] = (now_, 0)
+            return
+        if now_ - last_at < CHECKPOINT_MIN_SECONDS or size <= last_size:
+            return
+        if size < 2 * last_size and now_ - last_at < CHECKPOINT_MAX_SECONDS:
+            return
+        self._checkpoints[item.id] = (now_, size)
+        await self.runtime.emit(ItemUpdated(thread_id=self.tid, turn_id=self.turn.id, item=item))
 
     async def _account(self, usage: Usage, profile: ModelProfile, request: Any) -> None:
         if usage.total_tokens == 0:
@@ -581,6 +605,10 @@ class TurnRunner:
         return decision
 
 
+#: Snapshots of a streaming item are saved at most this often, and at least this often while
+#: its text grows (see TurnRunner._checkpoint).
+CHECKPOINT_MIN_SECONDS = 1.0
+CHECKPOINT_MAX_SECONDS = 10.0
 #: Stop hooks may send the model back to work at most this many times per turn.
 MAX_STOP_CONTINUATIONS = 3
 

@@ -85,8 +85,7 @@ async def _assert_loads_with(thread_id: str, completed: dict[str, dict[str, Any]
 
 async def test_killed_mid_stream_then_continued(workspace: Path, tmp_path: Path) -> None:
     roder = Roder(workspace, _env(tmp_path, [{"reasoning": "Let me think.", **SLOW_TEXT}], "slow"), "tell a story")
-    roder.wait_for(lambda e: e["type"] == "item/agentMessage/delta" and e.get("kind", "text") == "text")
-    roder.wait_for(lambda e: sum(1 for x in roder.events if x["type"] == "item/agentMessage/delta") > 10)
+    roder.wait_for(lambda e: e["type"] == "item/updated" and e["item"]["type"] == "agentMessage")
     roder.kill()
     thread_id = next(e["threadId"] for e in roder.events if e["type"] == "thread/started")
     completed = roder.completed_items()
@@ -94,6 +93,10 @@ async def test_killed_mid_stream_then_continued(workspace: Path, tmp_path: Path)
     thread = await _assert_loads_with(thread_id, completed)
     items = thread.turns[0].items
     assert isinstance(items[0], UserMessageItem) and isinstance(items[-1], AgentMessageItem)
+    snapshot = [e["item"]["text"] for e in roder.events if e["type"] == "item/updated"][-1]
+    kept = items[-1].text
+    assert snapshot and kept.startswith(snapshot), "the streamed text saved before the kill is kept"
+    assert SLOW_TEXT["text"].startswith(kept) and len(kept) < len(SLOW_TEXT["text"])
 
     done = _run(workspace, _env(tmp_path, [{"text": "Picking up where we left off."}], "after"),
                 "-p", "-c", "go on", "--provider", "mock")
