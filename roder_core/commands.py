@@ -4,8 +4,8 @@ One registry answers the TUI's ``/`` completion and the app server's ``commands/
 ``commands/expand`` and ``commands/run``. Three kinds of command live in it:
 
 - ``builtin``: /new, /resume, /fork, /compact, /model, /mode, ... Most are client actions (the
-  client performs them through its own methods); /mode, /model, /plan and /help change runtime
-  state directly, so ``run`` can perform them for any client.
+  client performs them through its own methods); /compact, /mode, /model, /plan and /help change
+  runtime state directly, so ``run`` performs them for any client.
 - ``custom``: markdown templates (``.roder/commands/*.md``, user config dir) expanded with
   ``$ARGUMENTS`` and ``$1``...``$9`` and sent as a turn; frontmatter ``model`` picks the model.
 - ``skill``: ``/skill-name`` loads an Agent Skill into the conversation as a turn.
@@ -80,7 +80,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
 )
 
 #: Built-ins that change runtime state, so ``run`` performs them for every client.
-RUNTIME_BUILTINS = frozenset({"mode", "model", "plan", "help"})
+RUNTIME_BUILTINS = frozenset({"mode", "model", "plan", "help", "compact"})
 
 
 @dataclass
@@ -220,6 +220,11 @@ class CommandRegistry:
         at once; other built-ins come back as an action for the client to perform."""
         expansion = self.expand(name, arguments)
         if expansion.kind == "builtin":
+            if expansion.name == "compact":
+                if thread_id is None:
+                    raise CommandError("/compact needs a thread")
+                turn = await runtime.compact(thread_id, arguments.strip() or None)
+                return CommandOutcome("turn", "compact", turn=turn, message="compacted")
             if expansion.name in RUNTIME_BUILTINS:
                 return await self._run_builtin(runtime, expansion.name, arguments)
             return CommandOutcome("action", expansion.name, action=expansion.name, arguments=arguments)

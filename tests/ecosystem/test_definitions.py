@@ -127,8 +127,11 @@ async def test_commands_run_turns_and_builtins(project: Path) -> None:
     assert done.kind == "done" and runtime.mode == "plan"
     model = await registry.run(runtime, thread.id, "model", "mock/mock-large")
     assert model.data == {"provider": "mock", "model": "mock-large"}
-    action = await registry.run(runtime, thread.id, "compact", "keep the API notes")
-    assert action.kind == "action" and action.action == "compact" and action.arguments == "keep the API notes"
+    action = await registry.run(runtime, thread.id, "fork", "")
+    assert action.kind == "action" and action.action == "fork"
+    compacted = await registry.run(runtime, thread.id, "compact", "keep the API notes")  # runs on the runtime
+    assert compacted.kind == "turn" and compacted.turn is not None and compacted.turn.id != turn.id
+    assert compacted.turn.status == "completed"
     assert "/review <file> [focus]" in (await registry.run(runtime, thread.id, "help")).message
 
 
