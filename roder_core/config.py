@@ -86,6 +86,8 @@ class RoderConfig(Section):
     hook_timeout: float = 30.0
     approval_timeout: float = 600.0
     web_search: str = "off"
+    #: Reasoning effort sent to models that support it (low, medium, high, ...); None: the engine's default.
+    reasoning_effort: str | None = None
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models_override: dict[str, dict[str, Any]] = Field(default_factory=dict, alias="models")
     policy: PolicyConfig = Field(default_factory=PolicyConfig)

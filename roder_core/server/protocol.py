@@ -318,6 +318,8 @@ class ProvidersSelectResult(ProtocolModel):
 
 
 class ProvidersConfigureParams(ProtocolModel):
+    """Keys are never written to config files: ``apiKey`` is refused, name ``apiKeyEnv`` instead."""
+
     provider: str
     api_key: str | None = None
     base_url: str | None = None
@@ -400,7 +402,7 @@ _SPECS = [
     MethodSpec("providers/select", "providers", ProvidersSelectParams, ProvidersSelectResult,
                "Select provider and model for new threads (persisted when the server persists config)."),
     MethodSpec("providers/configure", "providers", ProvidersConfigureParams, ProvidersConfigureResult,
-               "Write a provider's settings (and API key) to the user's config.toml."),
+               "Write a provider's settings (base URL, dialect, key variable, models) to config.toml."),
     MethodSpec("settings/get", "settings", NoParams, SettingsResult, "Current settings."),
     MethodSpec("settings/set_web_search", "settings", SetWebSearchParams, SettingsResult,
                "Set the web-search mode (persisted)."),

@@ -213,3 +213,31 @@ async def test_git_changes_mark_binary_files(tmp_path: Path) -> None:
         assert "+TWO" in tracked.patch and not tracked.binary
         await expect_error(POLICY_DENIED, client.request("git/changes/list", {"workspace": "/"}))
     assert json.dumps(blob.wire())
+
+
+async def test_provider_and_settings_changes_persist_with_comments(tmp_path: Path) -> None:
+    config_file = Path(os.environ["RODER_HOME"]) / "config.toml"
+    config_file.write_text("# my settings\nmode = \"ask\"\n")
+    client, _ = start(tmp_path)
+    async with client:
+        selected = await client.request("providers/select", {"provider": "mock", "model": "mock-large",
+                                                             "reasoning": "high"})
+        assert (selected.model, selected.reasoning, selected.persisted) == ("mock-large", "high", True)
+        assert (await client.thread_start()).thread.model == "mock-large"
+        settings = await client.request("settings/set_web_search", {"mode": "auto"})
+        assert settings.web_search == "auto"
+        settings = await client.request("settings/set_default_mode", {"mode": "auto-edit"})
+        assert settings.default_mode == "auto-edit" and settings.mode == "ask"
+        await client.request("providers/configure", {"provider": "openrouter", "apiKeyEnv": "OPENROUTER_API_KEY",
+                                                     "baseUrl": "https://openrouter.ai/api/v1"})
+        refused = await expect_error(INVALID_PARAMS, client.request(
+            "providers/configure", {"provider": "openrouter", "api_key": "sk-test"}))
+        assert "environment" in refused.message
+        await expect_error(INVALID_PARAMS, client.request("providers/configure", {"provider": "x"}))
+        await expect_error(INVALID_PARAMS, client.request("settings/set_web_search", {"mode": "sometimes"}))
+    text = config_file.read_text()
+    assert text.startswith("# my settings")
+    for line in ('provider = "mock"', 'model = "mock-large"', 'reasoning_effort = "high"', 'web_search = "auto"',
+                 'mode = "auto-edit"', 'api_key_env = "OPENROUTER_API_KEY"', "[providers.openrouter]"):
+        assert line in text, line
+    assert "sk-test" not in text

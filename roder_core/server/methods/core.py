@@ -346,6 +346,8 @@ async def providers_select(app: Dispatcher, params: ProvidersSelectParams, ctx: 
     runtime.select(params.provider, params.model)
     config = runtime.options.config
     config.provider, config.model = runtime.provider, runtime.model
+    if params.reasoning is not None:
+        config.reasoning_effort = params.reasoning or None
     if app.persist_config:
         writer = _writer(app)
         writer.set("provider", runtime.provider)
@@ -353,7 +355,7 @@ async def providers_select(app: Dispatcher, params: ProvidersSelectParams, ctx: 
         if params.reasoning is not None:
             writer.set("reasoning_effort", params.reasoning)
     return ProvidersSelectResult(
-        provider=runtime.provider, model=runtime.model, reasoning=params.reasoning, persisted=app.persist_config
+        provider=runtime.provider, model=runtime.model, reasoning=config.reasoning_effort, persisted=app.persist_config
     )
 
 
@@ -361,16 +363,17 @@ async def providers_select(app: Dispatcher, params: ProvidersSelectParams, ctx: 
 async def providers_configure(
     app: Dispatcher, params: ProvidersConfigureParams, ctx: CallContext
 ) -> ProvidersConfigureResult:
+    if params.api_key is not None:
+        raise InvalidParams("Roder reads API keys only from environment variables (never from config files): "
+                            "give apiKeyEnv, e.g. OPENROUTER_API_KEY, and export the key in the server's environment")
     fields = params.model_dump(exclude={"provider", "api_key"}, exclude_none=True)
-    if not fields and params.api_key is None:
-        raise InvalidParams("nothing to configure: give apiKey, baseUrl, dialect, apiKeyEnv, models or defaultModel")
+    if not fields:
+        raise InvalidParams("nothing to configure: give baseUrl, dialect, apiKeyEnv, models or defaultModel")
     if not app.persist_config:
         raise InvalidParams("this server does not persist configuration (started with --no-persist-config)")
     writer = _writer(app)
     for key, value in fields.items():
         writer.set(f"providers.{params.provider}.{key}", value)
-    if params.api_key is not None:
-        writer.set(f"providers.{params.provider}.api_key", params.api_key)
     return ProvidersConfigureResult(provider=params.provider, persisted=True)
 
 
