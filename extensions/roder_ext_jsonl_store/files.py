@@ -22,6 +22,8 @@ try:  # POSIX; elsewhere files are simply not locked
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+#: Thread files are never inherited by child processes (tools run commands).
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 HEADER_TYPE = "header"
 SUFFIX = ".jsonl"
 TORN_SUFFIX = ".torn"
@@ -130,7 +132,7 @@ def try_lock(fd: int, *, exclusive: bool = True) -> bool:
 def held_by_writer(path: Path) -> bool:
     """True when some process (this one included) has the file open for appending."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | CLOEXEC)
     except FileNotFoundError:
         return False
     try:

@@ -24,6 +24,7 @@ from roder_core.ir import Thread, ThreadHeader, ThreadSummary
 from roder_core.reducer import apply_event, settle_loaded
 
 from .files import (
+    CLOEXEC,
     TORN_SUFFIX,
     LineProblem,
     RawThreadFile,
@@ -111,7 +112,7 @@ class JsonlThreadStore:
 
     def _create(self, path: Path, first_lines: bytes) -> _Writer:
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | CLOEXEC, 0o600)
         try_lock(fd)
         write_all(fd, first_lines)
         return _Writer(fd, path, new_file=True)
@@ -123,7 +124,7 @@ class JsonlThreadStore:
             return writer
         path = self.path(thread_id)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | CLOEXEC)
         except FileNotFoundError:
             raise ThreadNotFoundError(f"no stored thread {thread_id}") from None
         if not try_lock(fd):
@@ -179,7 +180,7 @@ class JsonlThreadStore:
     def _repair_if_unowned(path: Path) -> None:
         """Cut a torn tail left by a dead writer; a live writer's tail is left alone."""
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | CLOEXEC)
         except OSError:
             return
         try:
@@ -282,7 +283,7 @@ class JsonlThreadStore:
             body.append(encode(data))
         target = self.path(new_id)
         temp = self.directory / f".{new_id}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | CLOEXEC, 0o600)
         try:
             write_all(fd, b"".join(body))
             os.fsync(fd)

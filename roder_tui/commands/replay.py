@@ -107,6 +107,8 @@ async def replay(runtime: Runtime, wanted: str) -> tuple[str, str, list[TurnComp
                if t.items and isinstance(t.items[0], UserMessageItem)]
     if not prompts:
         raise RoderError(f"thread {source.id} has no user turns to replay")
+    if not Path(source.cwd).is_dir():
+        raise RoderError(f"the thread's folder {source.cwd} no longer exists; nothing can be replayed there")
     target = await runtime.start_thread(Path(source.cwd), runtime.provider, runtime.model,
                                         title=f"Replay of {source.title or source.id}")
     await runtime.save_custom(target.id, "roder.replay", {
