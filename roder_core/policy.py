@@ -177,13 +177,16 @@ class PolicyEngine:
             decision = base
         if decision.verdict is PolicyVerdict.ASK and self._session_allows(subjects):
             decision = PolicyDecision(PolicyVerdict.ALLOW, "allowed for this session", "session")
-        for subject in subjects:
-            decision = stricter(decision, self._write_floor(subject, workspace))
+        floors = [self._write_floor(subject, workspace) for subject in subjects]
         if self._repeat_count(ctx.thread_id, call) >= REPEAT_LIMIT:
-            decision = stricter(
-                decision,
-                PolicyDecision(PolicyVerdict.ASK, f"the same {call.name} call {REPEAT_LIMIT} times in a row", "repeat"),
+            floors.append(
+                PolicyDecision(PolicyVerdict.ASK, f"the same {call.name} call {REPEAT_LIMIT} times in a row", "repeat")
             )
+        for floor in floors:
+            # A floor replaces an equal verdict too: its reason is the one the user must see, and
+            # its source tells hooks it cannot be lifted.
+            if floor is not None and _RANK[floor.verdict] >= _RANK[decision.verdict]:
+                decision = floor
         for contributor in self._contributors:
             decision = stricter(decision, await contributor.review(ctx, call))
         if self._audit is not None:

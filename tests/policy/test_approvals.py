@@ -1,0 +1,120 @@
+"""Approvals through the real loop: request with preview, allow once / session / always (the
+exact rule lands in config.toml), deny, deny and interrupt, timeout, headless denial, and the
+audit records they leave."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from roder_core.events import ApprovalRequested
+from roder_core.ir import ApprovalDecision, ToolResultItem
+from tests.tools.harness import call, start
+
+
+def answer_with(runtime: Any, decisions: list[ApprovalDecision], seen: list[Any]) -> None:
+    """Resolve each approval request with the next decision, as a client would."""
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, ApprovalRequested):
+            seen.append(event.request)
+            decision = decisions.pop(0)
+            asyncio.get_running_loop().call_soon(runtime.resolve_approval, event.request.approval_id, decision)
+
+    runtime.bus.add_listener(on_event)
+
+
+def results(runtime: Any, thread_id: str) -> list[ToolResultItem]:
+    return [i for i in runtime.thread(thread_id).items() if isinstance(i, ToolResultItem)]
+
+
+async def test_allow_always_saves_the_exact_rule_shown(workspace: Path, roder_home: Path) -> None:
+    steps = [
+        {"tool_calls": [call("bash", command="echo one && echo two > out.txt")]},
+        {"tool_calls": [call("bash", command="echo one && echo two > out.txt", timeout=30)]},
+        {"text": "done"},
+    ]
+    runtime = start(workspace, steps, mode="ask", interactive=True).runtime
+    seen: list[Any] = []
+    answer_with(runtime, [ApprovalDecision(decision="allow_always")], seen)
+    thread = await runtime.start_thread()
+    turn = await runtime.run_turn(thread.id, "go")
+    assert turn.status == "completed"
+    assert len(seen) == 1  # the second call is allowed by the saved rules
+    request = seen[0]
+    assert request.command == "echo one && echo two > out.txt"
+    always = next(o for o in request.options if o.id == "allow_always")
+    assert always.rule == "bash(echo one)\nbash(echo two)\nedit(./out.txt)"
+    assert always.label == "Always allow: bash(echo one), bash(echo two), edit(./out.txt)"
+    config = (roder_home / "config.toml").read_text()
+    for rule in ("bash(echo one)", "bash(echo two)", "edit(./out.txt)"):
+        assert rule in config
+    assert [r.is_error for r in results(runtime, thread.id)] == [False, False]
+    kinds = [json.loads(line)["kind"] for line in (roder_home / "data" / "audit.jsonl").read_text().splitlines()]
+    assert "approval.requested" in kinds and "approval.resolved" in kinds and "policy.rule_saved" in kinds
+
+
+async def test_edit_approval_shows_a_diff_and_deny_reaches_the_model(workspace: Path) -> None:
+    (workspace / "a.py").write_text("x = 1\n")
+    steps = [{"tool_calls": [call("edit", path="a.py", old_string="x = 1", new_string="x = 2")]}, {"text": "ok"}]
+    runtime = start(workspace, steps, mode="ask", interactive=True).runtime
+    seen: list[Any] = []
+    answer_with(runtime, [ApprovalDecision(decision="deny", reason="not now")], seen)
+    thread = await runtime.start_thread()
+    await runtime.run_turn(thread.id, "go")
+    assert "-x = 1\n+x = 2" in (seen[0].diff or "")
+    denied = results(runtime, thread.id)[0]
+    assert denied.is_error and "the user denied this edit call: not now" in denied.text
+    assert (workspace / "a.py").read_text() == "x = 1\n"
+
+
+async def test_allow_session_then_deny_and_interrupt(workspace: Path) -> None:
+    steps = [
+        {"tool_calls": [call("bash", command="echo a")]},
+        {"tool_calls": [call("bash", command="echo a"), ]},
+        {"tool_calls": [call("bash", command="echo b")]},
+        {"text": "never reached"},
+    ]
+    runtime = start(workspace, steps, mode="ask", interactive=True).runtime
+    seen: list[Any] = []
+    answer_with(runtime, [ApprovalDecision(decision="allow_session"), ApprovalDecision(decision="deny_interrupt")], seen)
+    thread = await runtime.start_thread()
+    turn = await runtime.run_turn(thread.id, "go")
+    assert [r.command for r in seen] == ["echo a", "echo b"]
+    assert turn.status == "interrupted"
+
+
+async def test_unanswered_approval_times_out_to_deny(workspace: Path, roder_home: Path) -> None:
+    (roder_home / "config.toml").write_text("approval_timeout = 0.3\n")
+    steps = [{"tool_calls": [call("bash", command="echo hi")]}, {"text": "ok"}]
+    runtime = start(workspace, steps, mode="ask", interactive=True).runtime
+    thread = await runtime.start_thread()
+    await runtime.run_turn(thread.id, "go")
+    result = results(runtime, thread.id)[0]
+    assert result.is_error and "approval timed out" in result.text
+
+
+async def test_headless_ask_is_denied_with_a_way_out(workspace: Path) -> None:
+    steps = [{"tool_calls": [call("write", path="f.txt", content="x")]}, {"text": "ok"}]
+    runtime = start(workspace, steps, mode="ask", interactive=False).runtime
+    thread = await runtime.start_thread()
+    await runtime.run_turn(thread.id, "go")
+    result = results(runtime, thread.id)[0]
+    assert result.is_error and "headless" in result.text and "[policy]" in result.text
+    assert not (workspace / "f.txt").exists()
+
+
+async def test_configured_rules_apply_in_a_run(workspace: Path, roder_home: Path) -> None:
+    (roder_home / "config.toml").write_text(
+        '[policy]\nallow = ["bash(echo *)"]\ndeny = ["read(.env)"]\n'
+    )
+    (workspace / ".env").write_text("TOKEN=1\n")
+    steps = [{"tool_calls": [call("bash", command="echo allowed"), call("read", path=".env")]}, {"text": "ok"}]
+    runtime = start(workspace, steps, mode="ask", interactive=False).runtime
+    thread = await runtime.start_thread()
+    await runtime.run_turn(thread.id, "go")
+    by_name = {r.name: r for r in results(runtime, thread.id)}
+    assert not by_name["bash"].is_error and "allowed" in by_name["bash"].text
+    assert by_name["read"].is_error and "denied by the rule read(.env)" in by_name["read"].text
