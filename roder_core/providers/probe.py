@@ -7,7 +7,6 @@ a closed loopback port answers "refused" in microseconds, a live server in milli
 
 from __future__ import annotations
 
-import http.client
 import json
 from urllib.parse import urlsplit
 
@@ -16,6 +15,8 @@ PROBE_TIMEOUT = 0.5
 
 def probe_model_ids(url: str, timeout: float = PROBE_TIMEOUT) -> list[str] | None:
     """Model ids from an OpenAI-style ``GET .../models`` at ``url``; None when unreachable."""
+    import http.client  # only when Roder must look for a local server
+
     parts = urlsplit(url)
     if not parts.hostname:
         return None

@@ -11,7 +11,6 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 
 from roder_core.errors import InferenceError
 
@@ -64,6 +63,8 @@ def parse_retry_after(headers: Mapping[str, str], now: Callable[[], float] = tim
         return max(float(value), 0.0)
     except ValueError:
         pass
+    from email.utils import parsedate_to_datetime  # the rare HTTP-date form
+
     try:
         return max(parsedate_to_datetime(value).timestamp() - now(), 0.0)
     except (TypeError, ValueError, IndexError, OverflowError):

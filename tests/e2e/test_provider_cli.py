@@ -1,0 +1,106 @@
+"""The real `roder` against the fake server running as its own process (as other suites use it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from roder_tui.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "sk-e2e-DONOTLEAK0123456789"
+
+
+@pytest.fixture
+def fake_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
+    """Starts ``python -m tests.providers.fake_server``; yields (base url, script path, request log)."""
+    script, log = tmp_path / "script.json", tmp_path / "requests.jsonl"
+    script.write_text(json.dumps({"steps": [
+        {"status": 429, "headers": {"retry-after": "1"}},
+        {"text": "The answer is 42, computed carefully.", "drop_after": 4},
+        {"text": "The answer is 42, computed carefully."},
+        {"status": 401, "error": {"message": f"Incorrect API key provided: {KEY}"}},
+    ]}))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.providers.fake_server", "--script", str(script), "--port", "0",
+         "--model", "my-model", "--log", str(log)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        yield url, script, log
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def roder(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(RODER_HOME=str(home), LOCAL_API_KEY=KEY)
+    return subprocess.run([sys.executable, "-m", "roder_tui.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def configure(home: Path, url: str) -> None:
+    (home / "config.toml").write_text(
+        f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{url}"\n'
+        'api_key_env = "LOCAL_API_KEY"\nmodels = ["my-model"]\n'
+    )
+
+
+@pytest.mark.e2e
+def test_one_shot_survives_429_and_a_dropped_stream_then_reports_401(
+    fake_server: tuple[str, Path, Path], roder_home: Path, workspace: Path
+) -> None:
+    url, _script, log = fake_server
+    configure(roder_home, url)
+    done = roder(roder_home, workspace, "-p", "what is the answer?", "--provider", "local", "--model", "my-model")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "The answer is 42, computed carefully."  # nothing repeated after the retry
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["path"] for r in requests] == ["/v1/chat/completions"] * 3
+    assert requests[0]["json"]["model"] == "my-model" and requests[0]["headers"]["authorization"] == "***"
+
+    failed = roder(roder_home, workspace, "-p", "again", "--provider", "local", "--model", "my-model")
+    assert failed.returncode == 1
+    lines = [line for line in failed.stderr.splitlines() if line.startswith("roder: turn failed")]
+    assert len(lines) == 1 and "HTTP 401" in lines[0] and "LOCAL_API_KEY" in lines[0]
+    assert KEY not in failed.stderr + failed.stdout
+    for path in roder_home.rglob("*"):  # keys are never persisted
+        if path.is_file():
+            assert KEY not in path.read_text(errors="replace"), path
+
+
+def test_providers_list_and_models(fake_server: tuple[str, Path, Path], roder_home: Path,
+                                   capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, _script, _log = fake_server
+    (roder_home / "config.toml").write_text(
+        f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{url}"\napi_key_env = "LOCAL_API_KEY"\n'
+        '[providers.ollama]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        '[models."local/my-model"]\ncontext_window = 32768\nmax_output_tokens = 4096\n'
+    )
+    monkeypatch.setenv("LOCAL_API_KEY", KEY)
+    assert main(["providers", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "local" in listing and "LOCAL_API_KEY set" in listing and "OPENAI_API_KEY missing" in listing
+    assert "default: local (LOCAL_API_KEY is set)" in listing and KEY not in listing
+
+    assert main(["models", "--provider", "local"]) == 0
+    models = capsys.readouterr().out
+    assert "my-model" in models and "32,768" in models and "4,096" in models
+
+    assert main(["models", "--provider", "local", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data[0]["models"][0]["id"] == "my-model" and data[0]["models"][0]["known"] is True
+
+    assert main(["models", "--provider", "ollama"]) == 1
+    assert "cannot reach http://127.0.0.1:9/v1" in capsys.readouterr().out
+    assert main(["models", "--provider", "nope"]) == 2

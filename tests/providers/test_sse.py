@@ -1,0 +1,58 @@
+"""SSE framing: every chunking of a stream yields the same events."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roder_core.providers.sse import SSEDecoder, SSEEvent
+
+STREAM = (
+    b"\xef\xbb\xbf: keep-alive comment\n"
+    b"event: message_start\ndata: {\"a\": 1}\n\n"
+    b"data: first line\r\ndata: second line \xc3\xa9\r\n\r\n"
+    b"id: 7\revent: ping\rdata:no space\r\r"
+    b"retry: 1500\ndata: [DONE]\n\n"
+    b"event: lonely\n\n"
+    b"data: truncated at the end"
+)
+EXPECTED = [
+    SSEEvent("message_start", '{"a": 1}'),
+    SSEEvent("message", "first line\nsecond line é"),
+    SSEEvent("ping", "no space", id="7"),
+    SSEEvent("message", "[DONE]", id="7", retry=1500),
+]
+
+
+def decode(chunks: list[bytes]) -> tuple[list[SSEEvent], bool]:
+    decoder = SSEDecoder()
+    events = [event for chunk in chunks for event in decoder.feed(chunk)]
+    return events, decoder.pending
+
+
+def test_whole_stream_gives_every_complete_event_and_reports_the_truncated_one() -> None:
+    events, pending = decode([STREAM])
+    assert events == EXPECTED
+    assert pending  # "data: truncated at the end" never saw its blank line
+
+
+def test_byte_by_byte_is_the_same() -> None:
+    assert decode([STREAM[i : i + 1] for i in range(len(STREAM))]) == (EXPECTED, True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=30))
+def test_any_chunking_is_the_same(cuts: list[int]) -> None:
+    points = sorted(set(cuts))
+    chunks = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)], strict=True)]
+    assert decode(chunks) == (EXPECTED, True)
+
+
+def test_cr_lf_split_across_chunks_is_one_line_ending() -> None:
+    events, _ = decode([b"data: x\r", b"\n\r", b"\ndata: y\n\n"])
+    assert events == [SSEEvent("message", "x"), SSEEvent("message", "y")]
+
+
+def test_unknown_fields_and_colonless_lines_are_ignored() -> None:
+    events, pending = decode([b"garbage line\nfoo: bar\ndata: ok\n\n"])
+    assert events == [SSEEvent("message", "ok")] and not pending
