@@ -8,9 +8,9 @@ into segments as it streams:
   fragments when it falls behind); after ``SEAL_LINES`` lines, at a paragraph break, the live
   segment is sealed into one static render and a fresh live segment starts, so the live widget
   (and its per-append cost) stays small however long the answer gets;
-* an open code fence goes to ``StreamingCode``, a line-API widget that appends plain lines in
-  O(1); when the fence closes it is highlighted once with Pygments (off the event loop) and
-  swapped for a static view.
+* an open code fence goes to ``CodeView``, a line-API widget that appends plain lines in O(1)
+  and renders only visible rows; when the fence closes it is highlighted once with Pygments
+  (off the event loop) and the styled lines replace the plain ones in place.
 
 Finished messages (and everything loaded from a thread) are built straight from the static
 segments, one widget per segment, rendered once.
@@ -37,7 +37,7 @@ from textual.widgets import Markdown as MarkdownWidget
 from textual.widgets import Static
 
 #: Lines after which a live prose segment is sealed at the next blank line.
-SEAL_LINES = 40
+SEAL_LINES = 16
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
 
 
@@ -198,7 +198,7 @@ def highlight_code(code: str, lang: str) -> Text:
     if cached is not None:
         _HIGHLIGHTS.move_to_end(key)
         return cached
-    syntax = Syntax(code, lang or "text", theme=CodeStyle.name, word_wrap=True)
+    syntax = Syntax(code, lang or "text", theme=CodeStyle.name, word_wrap=True, background_color="default")
     text = syntax.highlight(code)
     text.rstrip()
     _HIGHLIGHTS[key] = text
@@ -222,38 +222,35 @@ class ProseBlock(Static):
         self.update(render_markdown(self.source))
 
 
-class CodeBlock(Static):
-    """A closed code fence, highlighted once."""
+class CodeView(ScrollView, can_focus=False):
+    """A code fence on the line API: plain lines while it streams, highlighted once it closes.
 
-    DEFAULT_CSS = """
-    CodeBlock { height: auto; background: $surface; padding: 0 1; margin: 0 0 1 0; }
-    """
-
-    def __init__(self, code: str, lang: str, highlighted: Text | None = None) -> None:
-        super().__init__(highlighted if highlighted is not None else highlight_code(code, lang))
-        self.code, self.lang = code, lang
-
-    def rerender(self) -> None:
-        self.update(highlight_code(self.code, self.lang))
-
-
-class StreamingCode(ScrollView, can_focus=False):
-    """An open code fence while it streams: plain lines, appended in O(1) per line.
-
-    Uses the line API, so appending a line refreshes one row instead of re-rendering the block.
-    Long lines wrap at the current width; a resize rewraps once.
+    Appending a line costs O(1) and refreshes only the rows that changed; rows are rendered only
+    when visible, so a 1,000-line block never renders as one big chunk. Long lines wrap at the
+    current width (a resize rewraps once). Highlighting swaps the styled lines in place: same
+    rows, no remount, no layout change.
     """
 
     DEFAULT_CSS = """
-    StreamingCode { height: auto; background: $surface; padding: 0 1; margin: 0 0 1 0; overflow: hidden; }
+    CodeView { height: auto; background: $surface; padding: 0 1; margin: 1 0; overflow: hidden hidden; }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, code: str = "", lang: str = "", *, highlighted: bool = False) -> None:
         super().__init__()
-        self.lines: list[str] = [""]
-        self._rows: list[str] = []
-        self._wrapped_lines = 0  # logical lines (all but the last) already wrapped into _rows
-        self._wrap_width = 0
+        self.lang = lang
+        self.lines: list[str] = code.split("\n")
+        self.styled: list[Text] | None = None
+        self._rows: list[tuple[int, int, int]] = []  # (line index, start, end)
+        self._rows_done = 0  # rows belonging to complete lines (all but the last)
+        self._lines_done = 0
+        self._width = 0
+        self._strips: dict[int, Strip] = {}
+        if highlighted:
+            self.styled = highlight_code(code, lang).split("\n", allow_blank=True)
+
+    @property
+    def code(self) -> str:
+        return "\n".join(self.lines)
 
     def append(self, text: str) -> None:
         pieces = text.split("\n")
@@ -261,22 +258,31 @@ class StreamingCode(ScrollView, can_focus=False):
         self.lines.extend(pieces[1:])
         self._rewrap()
 
-    @property
-    def code(self) -> str:
-        return "\n".join(self.lines)
+    def set_highlighted(self, styled: Text) -> None:
+        self.styled = styled.split("\n", allow_blank=True)
+        self._strips.clear()
+        self.refresh()
+
+    def rerender(self) -> None:
+        if self.styled is not None:
+            self.set_highlighted(highlight_code(self.code, self.lang))
+
+    def _content_width(self) -> int:
+        return max(self.size.width - self.styles.gutter.width, 10) if self.size.width else 80
 
     def _rewrap(self) -> None:
-        width = max(self.scrollable_content_region.width, 10) if self.is_mounted else 80
-        if width != self._wrap_width:
-            self._rows, self._wrapped_lines, self._wrap_width = [], 0, width
-        # Drop the rows of the (possibly still growing) last line, then wrap what is new.
-        while len(self._rows) > self._row_count_done:
-            self._rows.pop()
-        for line in self.lines[self._wrapped_lines : len(self.lines) - 1]:
-            self._rows.extend(_wrap(line, width))
-        self._wrapped_lines = len(self.lines) - 1
-        self._row_count_done = len(self._rows)
-        self._rows.extend(_wrap(self.lines[-1], width))
+        width = self._content_width()
+        if width != self._width:
+            self._rows, self._rows_done, self._lines_done, self._width = [], 0, 0, width
+            self._strips.clear()
+        del self._rows[self._rows_done :]
+        for index in range(self._lines_done, len(self.lines) - 1):
+            self._rows.extend(_wrap_spans(index, self.lines[index], width))
+        self._lines_done = max(len(self.lines) - 1, 0)
+        self._rows_done = len(self._rows)
+        self._rows.extend(_wrap_spans(len(self.lines) - 1, self.lines[-1], width))
+        for row in range(self._rows_done, len(self._rows)):
+            self._strips.pop(row, None)
         height = len(self._rows)
         if self.virtual_size.height != height:
             self.virtual_size = Size(width, height)
@@ -284,27 +290,45 @@ class StreamingCode(ScrollView, can_focus=False):
         else:
             self.refresh()
 
-    _row_count_done = 0
-
-    def on_resize(self) -> None:
+    def on_mount(self) -> None:
         self._rewrap()
 
+    def on_resize(self) -> None:
+        if self._content_width() != self._width:
+            self._rewrap()
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        if not self._rows:
+            self._rewrap()
         return max(len(self._rows), 1)
 
     def render_line(self, y: int) -> Strip:
-        row = self._rows[y] if y < len(self._rows) else ""
-        style = self.rich_style
-        return Strip([Segment(row, style)] if row else [], len(row)).extend_cell_length(
-            self._wrap_width, style
-        )
+        strip = self._strips.get(y)
+        if strip is None:
+            strip = self._render_row(y)
+            if y < self._rows_done or self.styled is not None:
+                self._strips[y] = strip
+        return strip
+
+    def _render_row(self, y: int) -> Strip:
+        base = self.rich_style
+        if y >= len(self._rows):
+            return Strip.blank(self._width, base)
+        index, start, end = self._rows[y]
+        if self.styled is not None and index < len(self.styled):
+            segments = list(self.styled[index][start:end].render(self.app.console))
+            strip = Strip(segments).apply_style(base)
+        else:
+            text = self.lines[index][start:end]
+            strip = Strip([Segment(text, base)], len(text))
+        return strip.extend_cell_length(self._width, base).crop(0, self._width)
 
 
-def _wrap(line: str, width: int) -> list[str]:
-    line = line.expandtabs(4)
+def _wrap_spans(index: int, line: str, width: int) -> list[tuple[int, int, int]]:
+    """Rows of one code line as (line, start, end) character spans, hard-wrapped at ``width``."""
     if len(line) <= width:
-        return [line]
-    return [line[i : i + width] for i in range(0, len(line), width)]
+        return [(index, 0, len(line))]
+    return [(index, i, min(i + width, len(line))) for i in range(0, len(line), width)]
 
 
 # --------------------------------------------------------------------------- the message body
@@ -327,8 +351,7 @@ class MarkdownBody(Vertical):
         self._prose: list[str] = []
         self._live_md: MarkdownWidget | None = None
         self._stream = None
-        self._live_code: StreamingCode | None = None
-        self._fence_lang = ""
+        self._live_code: CodeView | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     def compose(self):  # type: ignore[override]
@@ -379,26 +402,22 @@ class MarkdownBody(Vertical):
             await self._seal()
         elif op.kind == "fence":
             await self._seal()
-            self._fence_lang = op.text
-            self._live_code = StreamingCode()
+            self._live_code = CodeView(lang=op.text)
             await self.mount(self._live_code)
         elif op.kind == "code" and self._live_code is not None:
             self._live_code.append(op.text)
         elif op.kind == "close" and self._live_code is not None:
-            live, code, lang = self._live_code, op.text, self._fence_lang
+            live, code = self._live_code, op.text
             self._live_code = None
-            task = asyncio.create_task(self._highlight_and_swap(live, code, lang))
+            task = asyncio.create_task(self._highlight(live, code))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _highlight_and_swap(self, live: StreamingCode, code: str, lang: str) -> None:
+    async def _highlight(self, view: CodeView, code: str) -> None:
         # Pygments on a thread: a 1,000-line fence must not stall the event loop.
-        highlighted = await asyncio.to_thread(highlight_code, code, lang)
-        if live.is_attached:
-            block = CodeBlock(code, lang, highlighted)
-            with self.app.batch_update():
-                await self.mount(block, before=live)
-                await live.remove()
+        highlighted = await asyncio.to_thread(highlight_code, code, view.lang)
+        if view.is_attached:
+            view.set_highlighted(highlighted)
 
     async def _seal(self) -> None:
         if self._live_md is None:
@@ -417,25 +436,24 @@ class MarkdownBody(Vertical):
     def rerender(self) -> None:
         """Theme changed: static segments re-render with the new code style and colours."""
         for child in self.children:
-            if isinstance(child, ProseBlock | CodeBlock):
+            if isinstance(child, ProseBlock | CodeView):
                 child.rerender()
 
 
-def _static_widgets(text: str) -> list[ProseBlock | CodeBlock]:
-    widgets: list[ProseBlock | CodeBlock] = []
+def _static_widgets(text: str) -> list[ProseBlock | CodeView]:
+    widgets: list[ProseBlock | CodeView] = []
     for seg in split_markdown(text):
-        widgets.append(ProseBlock(seg.text) if seg.kind == "prose" else CodeBlock(seg.text, seg.lang))
+        widgets.append(ProseBlock(seg.text) if seg.kind == "prose" else CodeView(seg.text, seg.lang, highlighted=True))
     return widgets
 
 
 __all__ = [
-    "CodeBlock",
     "CodeStyle",
+    "CodeView",
     "FenceSplitter",
     "MarkdownBody",
     "Op",
     "ProseBlock",
-    "StreamingCode",
     "highlight_code",
     "render_markdown",
     "split_markdown",
