@@ -34,6 +34,9 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         audit=audit,
         extension_id=scope.extension_id,
     )
+    redactor = getattr(runtime, "redact", None)
+    if not isinstance(redactor, SecretRedactor):
+        redactor = SecretRedactor.from_env(env, provider_key_names(config))
     limits = config.limits
     process = HostProcessBroker(
         fs,
@@ -51,6 +54,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
             processes=limits.processes,
         ),
         default_timeout=limits.bash_timeout,
+        redactor=redactor,
         audit=audit,
         extension_id=scope.extension_id,
         network=config.network.commands,
@@ -58,8 +62,5 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
     network = AllowlistNetworkBroker(
         config.network.allow, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id
     )
-    redactor = getattr(runtime, "redact", None)
-    if not isinstance(redactor, SecretRedactor):
-        redactor = SecretRedactor.from_env(env, provider_key_names(config))
     secrets = EnvSecretBroker(redactor, env, scope.capabilities)
     return Brokers(fs=fs, process=process, network=network, secrets=secrets)

@@ -34,7 +34,7 @@ from roder_core.brokers.sandbox import (
     protected_entries,
     quarantine_created,
 )
-from roder_core.brokers.secrets import scrubbed_env
+from roder_core.brokers.secrets import SecretRedactor, StreamRedactor, scrubbed_env
 
 MAX_LINES = 2000
 MAX_BYTES = 50_000
@@ -94,8 +94,14 @@ class OutputCollector:
     """Keeps a command's output bounded: everything up to the limits, then head + tail in memory
     and the whole stream in a spill file."""
 
-    def __init__(self, spill_dir: Path, on_output: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        spill_dir: Path,
+        on_output: Callable[[str], None] | None = None,
+        redactor: StreamRedactor | None = None,
+    ) -> None:
         self._spill_dir = spill_dir
+        self._redactor = redactor
         self._buffer = bytearray()
         self._head = b""
         self._tail: deque[bytes] = deque()
@@ -117,6 +123,12 @@ class OutputCollector:
         return self.spill_path is not None
 
     def feed(self, data: bytes) -> None:
+        """Take a chunk of output (secret values are removed before anything keeps it)."""
+        if self._redactor is not None:
+            data = self._redactor.feed(data)
+        self._take(data)
+
+    def _take(self, data: bytes) -> None:
         self.total_bytes += len(data)
         self.total_lines += data.count(b"\n")
         if not self.spilled:
@@ -178,6 +190,9 @@ class OutputCollector:
         self._on_output(text)
 
     def close(self) -> None:
+        if self._redactor is not None:
+            self._take(self._redactor.flush())
+            self._redactor = None
         self.flush_live()
         if self._spill is not None:
             self._spill.close()
@@ -221,6 +236,7 @@ class HostProcessBroker:
         secret_names: Iterable[str] = (),
         limits: ResourceLimits | None = None,
         default_timeout: float = DEFAULT_TIMEOUT,
+        redactor: SecretRedactor | None = None,
         audit: AuditFn | None = None,
         extension_id: str = "",
         network: bool = False,
@@ -239,6 +255,8 @@ class HostProcessBroker:
         self._secret_names = set(secret_names)
         self._limits = limits or ResourceLimits()
         self._default_timeout = default_timeout
+        #: Known secret values never reach the result, the live output or the spill file.
+        self._redactor = redactor or SecretRedactor.from_env(self._env, self._secret_names)
         self._audit = audit
         self._extension_id = extension_id
         self._shell = shutil.which("bash") or "/bin/sh"
@@ -319,7 +337,7 @@ class HostProcessBroker:
             raise
         finally:
             os.close(write_fd)
-        collector = OutputCollector(self._spill_dir, on_output)
+        collector = OutputCollector(self._spill_dir, on_output, self._redactor.stream())
         stream = asyncio.StreamReader(limit=1 << 20)
         transport, _ = await asyncio.get_running_loop().connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)

@@ -95,6 +95,10 @@ class SecretRedactor:
     def names(self) -> list[str]:
         return [name for name, _ in self._values]
 
+    def stream(self) -> StreamRedactor:
+        """A redactor for a byte stream cut into arbitrary chunks (command output)."""
+        return StreamRedactor([(v.encode(), f"[redacted:{n}]".encode()) for n, v in self._values])
+
     def redact(self, text: str) -> str:
         if not text or len(text) < MIN_SECRET_LENGTH:
             return text
@@ -104,6 +108,33 @@ class SecretRedactor:
         return TOKEN_PATTERNS.sub("[redacted]", text)
 
     __call__ = redact
+
+
+class StreamRedactor:
+    """Redacts known values from chunks of bytes, holding back just enough of each chunk's end
+    that a value split across two chunks is still caught."""
+
+    def __init__(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        self._pairs = pairs
+        self._keep = max((len(value) for value, _ in pairs), default=1) - 1
+        self._carry = b""
+
+    def feed(self, data: bytes) -> bytes:
+        if not self._pairs:
+            return data
+        buffer = self._carry + data
+        for value, replacement in self._pairs:
+            buffer = buffer.replace(value, replacement)
+        if len(buffer) <= self._keep:
+            self._carry = buffer
+            return b""
+        cut = len(buffer) - self._keep
+        self._carry = buffer[cut:]
+        return buffer[:cut]
+
+    def flush(self) -> bytes:
+        out, self._carry = self._carry, b""
+        return out
 
 
 def redact_data(data: Any, redact: Callable[[str], str]) -> tuple[Any, bool]:

@@ -151,3 +151,12 @@ async def test_fetch_refused_when_list_empty(server: str) -> None:
 async def test_body_is_capped(server: str) -> None:
     page = await AllowlistNetworkBroker(["127.0.0.1"]).fetch(f"{server}/page", max_bytes=10)
     assert page.truncated and len(page.text) == 10
+
+
+def test_stream_redactor_catches_values_split_across_chunks() -> None:
+    stream = SecretRedactor({"API_KEY": "abcdefghij"}).stream()
+    data = b"xx abcdefghij yy abcde" + b"fghij zz"
+    for size in (1, 3, 7, 64):
+        stream = SecretRedactor({"API_KEY": "abcdefghij"}).stream()
+        out = b"".join(stream.feed(data[i : i + size]) for i in range(0, len(data), size)) + stream.flush()
+        assert out == b"xx [redacted:API_KEY] yy [redacted:API_KEY] zz", size

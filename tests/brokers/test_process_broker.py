@@ -41,8 +41,12 @@ async def test_environment_is_scrubbed(workspace: Path, tmp_path: Path) -> None:
 async def test_secret_granted_by_name_is_passed(workspace: Path, tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "DEPLOY_TOKEN": "tok-123456789", "OTHER_TOKEN": "tok-987654321"}
     caps = frozenset({"fs.read.workspace", "process.spawn.shell", "secret.read.DEPLOY_TOKEN"})
-    result = await process(workspace, tmp_path, env=env, capabilities=caps).run("env")
-    assert "DEPLOY_TOKEN=tok-123456789" in result.output and "OTHER_TOKEN" not in result.output
+    result = await process(workspace, tmp_path, env=env, capabilities=caps).run(
+        'test "$DEPLOY_TOKEN" = tok-123456789 && echo granted; env'
+    )
+    assert "granted" in result.output and "OTHER_TOKEN" not in result.output
+    # the child has it, but its value is still redacted from what the model and transcript see
+    assert "DEPLOY_TOKEN=[redacted:DEPLOY_TOKEN]" in result.output and "tok-123456789" not in result.output
 
 
 async def test_resource_limits_are_applied(workspace: Path, tmp_path: Path) -> None:
@@ -138,3 +142,16 @@ async def test_which_uses_the_child_path(workspace: Path, tmp_path: Path) -> Non
     proc = process(workspace, tmp_path, env={"PATH": "/nonexistent"})
     assert proc.which("sh") is None
     assert process(workspace, tmp_path).which("sh") is not None
+
+
+async def test_secret_values_never_reach_output_or_spill(workspace: Path, tmp_path: Path) -> None:
+    secret = "sk-" + "s3cr3t" * 6
+    (workspace / "leak.txt").write_text(f"key={secret}\n" * 20000)
+    env = {"PATH": "/usr/bin:/bin", "OPENAI_API_KEY": secret}
+    live: list[str] = []
+    result = await process(workspace, tmp_path, env=env).run("cat leak.txt", on_output=live.append)
+    assert result.truncated and result.full_output_path
+    assert secret not in result.output and "[redacted:OPENAI_API_KEY]" in result.output
+    assert secret not in "".join(live)
+    spilled = Path(result.full_output_path).read_text()
+    assert secret not in spilled and spilled.count("[redacted:OPENAI_API_KEY]") == 20000
