@@ -390,23 +390,26 @@ class Runtime:
             raise ThreadNotFoundError(f"no thread {thread_id!r} is open and no thread store is installed")
         return await self.store.load(await self.find_thread(thread_id))
 
-    async def fork_thread(self, thread_id: str, turn_id: str | None = None, *, title: str | None = None) -> Thread:
-        """Branch a thread after ``turn_id`` (its last finished turn when None) into a new open
-        thread whose header points at the parent. The parent and its file are never modified."""
+    async def fork_thread(
+        self, thread_id: str, turn_id: str | None = None, *, title: str | None = None, before_item: str | None = None
+    ) -> Thread:
+        """Branch a thread into a new open thread whose header points at the parent: after
+        ``turn_id`` (its last finished turn when None), or just before the user message
+        ``before_item`` (to edit and resend it). The parent and its file are never modified."""
         from roder_core.sessions import fork_header, fork_in_memory
 
         state = self._threads.get(thread_id)
         parent = state.thread if state is not None else await self._stored(thread_id)
-        header = fork_header(parent, turn_id, title)
+        header = fork_header(parent, turn_id, title, before_item)
         ephemeral = self.store is None or (state is not None and state.ephemeral)
         if ephemeral:
-            thread = fork_in_memory(parent, header)
+            thread = fork_in_memory(parent, header, before_item)
         else:
             checkpoints = self.registry.checkpoint_store
             if checkpoints is None:
                 raise RoderError("the installed thread store cannot fork threads (no CheckpointStore)")
             assert header.parent is not None
-            thread = await checkpoints.fork(parent.id, header.parent.turn_id, header)
+            thread = await checkpoints.fork(parent.id, header.parent.turn_id, header, before_item=before_item)
         self._threads[thread.id] = ThreadState(thread=thread, ephemeral=ephemeral)
         self.bus.publish(ThreadStarted(thread_id=thread.id, thread=thread.header()))
         await self._run_observer_hook(

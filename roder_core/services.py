@@ -153,13 +153,16 @@ class ThreadStore(Protocol):
 
 @runtime_checkable
 class CheckpointStore(Protocol):
-    """Branches: ``fork`` copies a thread up to the end of ``turn_id`` (all of it when None) into
-    a new thread with ``new_header`` (whose ``parent`` points back) and returns it loaded. The
-    parent's stored bytes must stay untouched."""
+    """Branches: ``fork`` copies a thread up to the end of ``turn_id`` (all of it when None), or
+    with ``before_item`` everything before that user message, into a new thread with
+    ``new_header`` (whose ``parent`` points back) and returns it loaded. The parent's stored
+    bytes must stay untouched."""
 
     def id(self) -> str: ...
 
-    async def fork(self, thread_id: str, turn_id: str | None, new_header: ThreadHeader) -> Thread: ...
+    async def fork(
+        self, thread_id: str, turn_id: str | None, new_header: ThreadHeader, *, before_item: str | None = None
+    ) -> Thread: ...
 
 
 MemoryScope = Literal["project", "global"]

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from roder_core.errors import RoderError, ThreadNotFoundError
-from roder_core.ir import IRModel, ParentRef, Thread, ThreadHeader, ThreadSummary
+from roder_core.ir import IRModel, ParentRef, Thread, ThreadHeader, ThreadSummary, Turn, UserMessageItem
 
 #: ``migrate(stored_version, data) -> data`` upgrades extension state saved by an older version.
 Migration = Callable[[int, Any], Any]
@@ -44,10 +44,16 @@ def thread_tree(rows: Iterable[ThreadSummary]) -> list[ThreadNode]:
     return roots
 
 
-def fork_header(parent: Thread, turn_id: str | None, title: str | None = None) -> ThreadHeader:
-    """The header of a fork of ``parent`` taken after ``turn_id`` (its last finished turn when
-    None; a turn still running is never copied half-way by default)."""
-    if turn_id is None:
+def fork_header(
+    parent: Thread, turn_id: str | None, title: str | None = None, before_item: str | None = None
+) -> ThreadHeader:
+    """The header of a fork of ``parent``. The fork keeps the turns up to and including
+    ``turn_id`` (the last finished turn when None: a running turn is never copied half-way by
+    default), or, with ``before_item`` (a user message, the steer of a running turn included),
+    everything before that message. ``parent.turn_id`` names the last turn the fork holds."""
+    if before_item is not None:
+        turn_id = _turn_before_message(parent, before_item)
+    elif turn_id is None:
         turn_id = next((t.id for t in reversed(parent.turns) if t.status != "inProgress"), None)
         if turn_id is None:
             raise RoderError(f"thread {parent.id} has no finished turn to fork from yet")
@@ -62,12 +68,32 @@ def fork_header(parent: Thread, turn_id: str | None, title: str | None = None) -
     )
 
 
-def fork_in_memory(parent: Thread, header: ThreadHeader) -> Thread:
-    """A fork of a thread that has no stored file (ephemeral): turns up to the header's turn."""
-    keep: list = []
-    for turn in parent.turns:
-        keep.append(turn.model_copy(deep=True))
-        if header.parent is not None and turn.id == header.parent.turn_id:
+def _turn_before_message(parent: Thread, item_id: str) -> str | None:
+    """The last turn a fork before user message ``item_id`` holds (None: no turn at all)."""
+    for index, turn in enumerate(parent.turns):
+        for position, item in enumerate(turn.items):
+            if item.id != item_id:
+                continue
+            if not isinstance(item, UserMessageItem):
+                raise RoderError(f"item {item_id} is not a user message; forks start before a user message or after a turn")
+            if position > 0:
+                return turn.id
+            return parent.turns[index - 1].id if index > 0 else None
+    raise RoderError(f"thread {parent.id} has no message {item_id}")
+
+
+def fork_in_memory(parent: Thread, header: ThreadHeader, before_item: str | None = None) -> Thread:
+    """A fork of a thread that has no stored file (ephemeral), cut as ``fork_header`` decided."""
+    keep: list[Turn] = []
+    last = header.parent.turn_id if header.parent is not None else None
+    for turn in parent.turns if last is not None else []:
+        copy = turn.model_copy(deep=True)
+        ids = [item.id for item in copy.items]
+        if before_item in ids:
+            copy.items = copy.items[: ids.index(before_item)]
+            copy.status = "interrupted"
+        keep.append(copy)
+        if turn.id == last:
             break
     return Thread(
         **header.model_dump(), mode=parent.mode, turns=keep, usage=parent.usage.model_copy(),

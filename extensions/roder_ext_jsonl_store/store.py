@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from .files import (
     fsync_directory,
     header_line,
     held_by_writer,
+    iter_event_dicts,
     read_file,
     repair_tail,
     thread_path,
@@ -261,18 +262,23 @@ class JsonlThreadStore:
 
         ThreadIndex(self.directory).remove(thread_id)
 
-    async def fork(self, thread_id: str, turn_id: str | None, new_header: ThreadHeader) -> Thread:
-        await asyncio.to_thread(self._write_fork, thread_id, turn_id, new_header)
+    async def fork(
+        self, thread_id: str, turn_id: str | None, new_header: ThreadHeader, *, before_item: str | None = None
+    ) -> Thread:
+        await asyncio.to_thread(self._write_fork, thread_id, turn_id, new_header, before_item)
         return await self.load(new_header.id)
 
-    def _write_fork(self, thread_id: str, turn_id: str | None, new_header: ThreadHeader) -> None:
-        """Copy the parent's events up to the end of ``turn_id`` into a new file.
+    def _write_fork(self, thread_id: str, turn_id: str | None, new_header: ThreadHeader, before_item: str | None) -> None:
+        """Copy the parent's events up to the cut into a new file.
 
         The copy is written to a temporary name and renamed into place, so a crash mid-fork
         leaves no half thread; the parent file is opened read-only.
         """
         raw = self._read(thread_id)
-        kept = _lines_through_turn(raw, turn_id, thread_id)
+        if before_item is not None:
+            kept = _lines_before_item(raw, before_item, thread_id)
+        else:
+            kept = _lines_through_turn(raw, turn_id, thread_id)
         new_id = new_header.id
         wire_header = new_header.wire()
         body = [header_line(wire_header)]
@@ -293,17 +299,34 @@ class JsonlThreadStore:
         fsync_directory(self.directory)
 
 
+def _event_dicts(raw: RawThreadFile) -> Iterator[dict[str, Any]]:
+    """The readable event lines as dicts (unreadable ones were reported when loading)."""
+    for _number, data in iter_event_dicts(raw):
+        if data is not None:
+            yield data
+
+
+def _lines_before_item(raw: RawThreadFile, item_id: str, thread_id: str) -> list[dict[str, Any]]:
+    """Event dicts before user message ``item_id``; before its whole turn when it opens one."""
+    kept: list[dict[str, Any]] = []
+    turn_start, items_in_turn = 0, 0
+    for data in _event_dicts(raw):
+        method = data.get("method")
+        if method == "turn/started":
+            turn_start, items_in_turn = len(kept), 0
+        elif method in ("item/started", "item/updated", "item/completed"):
+            if (data.get("item") or {}).get("id") == item_id:
+                return kept[:turn_start] if items_in_turn == 0 else kept
+            items_in_turn += 1
+        kept.append(data)
+    raise RoderError(f"thread {thread_id} has no message {item_id}")
+
+
 def _lines_through_turn(raw: RawThreadFile, turn_id: str | None, thread_id: str) -> list[dict[str, Any]]:
     """Event dicts up to (not including) the start of the turn after ``turn_id``."""
     kept: list[dict[str, Any]] = []
     seen = turn_id is None
-    for _number, line in raw.events:
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(data, dict):
-            continue
+    for data in _event_dicts(raw):
         if data.get("method") == "turn/started":
             if seen and turn_id is not None:
                 break

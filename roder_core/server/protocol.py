@@ -188,6 +188,8 @@ class ThreadForkParams(ProtocolModel):
     thread_id: str
     #: Copy the thread up to and including this turn; the whole thread when omitted.
     turn_id: str | None = None
+    #: Or: copy everything before this user message (to edit and resend it); wins over turnId.
+    before_item_id: str | None = None
     title: str | None = None
 
 

@@ -226,6 +226,35 @@ async def test_fork_without_a_turn_takes_every_finished_turn_and_unknown_turns_f
     await runtime.close()
 
 
+@pytest.mark.parametrize("ephemeral", [False, True])
+async def test_fork_before_a_user_message_to_edit_and_resend_it(workspace: Path, ephemeral: bool) -> None:
+    runtime, _ = make_runtime(workspace, [{"text": "a1"}, {"text": "a2", "delay_ms": 50}, {"text": "a3"}])
+    parent = await runtime.start_thread(ephemeral=ephemeral)
+    await runtime.run_turn(parent.id, "one")
+    await runtime.start_turn(parent.id, "two")
+    steer = runtime.steer(parent.id, "and also this")
+    await runtime.wait_turn(parent.id)
+    turns = runtime.thread(parent.id).turns
+    assert [i.text for i in turns[1].items if isinstance(i, UserMessageItem)] == ["two", "and also this"]
+    before_first = await runtime.fork_thread(parent.id, before_item=turns[0].items[0].id)
+    assert before_first.turns == [] and before_first.parent.turn_id is None
+    before_second = await runtime.fork_thread(parent.id, before_item=turns[1].items[0].id)
+    assert [t.items[0].text for t in before_second.turns] == ["one"] and before_second.parent.turn_id == turns[0].id
+    before_steer = await runtime.fork_thread(parent.id, before_item=steer.id)
+    kept = before_steer.turns[1]
+    assert kept.status == "interrupted" and steer.id not in [i.id for i in kept.items]
+    assert [i.text for i in kept.items if isinstance(i, UserMessageItem)] == ["two"]
+    with pytest.raises(RoderError, match="not a user message"):
+        await runtime.fork_thread(parent.id, before_item=turns[0].items[-1].id)
+    turn = await runtime.run_turn(before_second.id, "two, edited")
+    assert turn.status == "completed"
+    assert [t.items[0].text for t in runtime.thread(before_second.id).turns] == ["one", "two, edited"]
+    await runtime.close()
+    if not ephemeral:
+        loaded = await JsonlThreadStore(RoderPaths.from_env().threads_dir).load(before_second.id)
+        assert [t.items[0].text for t in loaded.turns] == ["one", "two, edited"]
+
+
 async def test_ephemeral_threads_fork_in_memory_and_never_reach_disk(workspace: Path) -> None:
     runtime, _ = make_runtime(workspace)
     thread = await runtime.start_thread(ephemeral=True)
@@ -332,3 +361,19 @@ async def test_tool_steps_survive_a_resume_in_order(workspace: Path) -> None:
     roles = [m.role for m in engine.requests[-1].messages]
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
     await runtime2.close()
+
+
+async def test_the_app_server_forks_before_a_message(workspace: Path) -> None:
+    from roder_core.server.client import LocalAppClient
+
+    runtime, _ = make_runtime(workspace)
+    client = LocalAppClient.for_runtime(runtime)
+    await client.initialize("test")
+    thread = (await client.thread_start(cwd=str(workspace))).thread
+    await runtime.run_turn(thread.id, "one")
+    await runtime.run_turn(thread.id, "two")
+    second = runtime.thread(thread.id).turns[1].items[0].id
+    result = await client.request("thread/fork", {"threadId": thread.id, "beforeItemId": second})
+    fork = runtime.thread(result.thread.id)
+    assert [t.items[0].text for t in fork.turns] == ["one"] and result.thread.parent.thread_id == thread.id
+    await client.close()

@@ -214,7 +214,8 @@ async def thread_resume(app: Dispatcher, params: ThreadResumeParams, ctx: CallCo
 @handles("thread/fork")
 async def thread_fork(app: Dispatcher, params: ThreadForkParams, ctx: CallContext) -> ThreadResult:
     """Fork through the runtime, which copies the stored events and never touches the parent."""
-    thread = await app.runtime.fork_thread(params.thread_id, params.turn_id, title=params.title)
+    thread = await app.runtime.fork_thread(params.thread_id, params.turn_id, title=params.title,
+                                           before_item=params.before_item_id)
     return ThreadResult(thread=_thread_view(thread, False))
 
 
