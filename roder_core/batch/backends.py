@@ -2,7 +2,7 @@
 scheduler and report each outcome as it arrives; neither schedules anything by hand.
 
 - ``local``: a ``ProcessPoolExecutor`` of N processes on this machine (spawned, so no state
-  leaks from the driver; each worker dies with the driver).
+  leaks from the driver; workers stop with the driver, even when it is killed).
 - ``ray``: ``run_rollout`` submitted as Ray tasks to ``ray.init(address=...)``, or to a local Ray
   instance with N CPUs when no address is given (extra ``roder[ray]``). Ray is imported only here.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -29,26 +30,60 @@ class BackendUnavailable(RuntimeError):
     """The chosen backend cannot start (Ray not installed, cluster unreachable)."""
 
 
-def _die_with_parent() -> None:
-    """Pool initializer: on Linux, a worker is killed when the driver dies (even by SIGKILL)."""
+_in_rollout = False
+
+
+def _stop(signum: int, _frame: object) -> None:
+    if _in_rollout:
+        raise SystemExit(128 + signum)  # unwind the rollout first (see _pool_rollout)
+    os._exit(128 + signum)
+
+
+def _worker_signals() -> None:
+    """Pool initializer. Ctrl-C is the driver's to handle (it stops the workers); SIGTERM unwinds
+    the rollout so the commands it started are killed with it; and on Linux a worker gets that
+    SIGTERM when the driver dies, even by SIGKILL, so no orphan keeps running."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _stop)
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # the driver died while this worker started
+        os._exit(1)
+
+
+def _pool_rollout(spec: RolloutSpec) -> RolloutOutcome:
+    """``run_rollout`` in a pool worker. When SIGTERM unwound it (its commands are killed by
+    then), the worker leaves at once instead of taking the next queued rollout."""
+    global _in_rollout
+    _in_rollout = True
+    try:
+        return run_rollout(spec)
+    except SystemExit as stop:
+        os._exit(stop.code if isinstance(stop.code, int) else 1)
+    finally:
+        _in_rollout = False
 
 
 def run_local(specs: Sequence[RolloutSpec], workers: int, on_done: OnDone) -> None:
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_die_with_parent) as pool:
-        futures = {pool.submit(run_rollout, spec): spec for spec in specs}
-        try:
-            for future in as_completed(futures):
-                error = future.exception()
-                on_done(futures[future], None if error else future.result(), error)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_signals)
+    futures = {pool.submit(_pool_rollout, spec): spec for spec in specs}
+    try:
+        for future in as_completed(futures):
+            error = future.exception()
+            on_done(futures[future], None if error else future.result(), error)
+    except BaseException:
+        # Interrupted: stop the running rollouts now instead of letting them (and the calls
+        # already queued to them) finish. Python < 3.14 has no public way to reach the workers.
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def run_ray(specs: Sequence[RolloutSpec], workers: int, on_done: OnDone, address: str | None = None) -> None:

@@ -29,6 +29,19 @@ def _children(pid: int) -> set[int]:
     return found
 
 
+def _pool_workers(pid: int) -> set[int]:
+    """The driver's pool worker processes (not multiprocessing's resource tracker)."""
+    found = set()
+    for child in _children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as handle:
+                if b"spawn_main" in handle.read():
+                    found.add(child)
+        except OSError:
+            pass
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
@@ -55,7 +68,7 @@ def test_a_killed_batch_resumes_where_it_stopped(tmp_path: Path) -> None:
         assert first.poll() is None, first.communicate()
         assert time.monotonic() < deadline, "no rollout finished in time"
         time.sleep(0.05)
-    workers = _children(first.pid)
+    workers = _pool_workers(first.pid)
     assert workers, "the local backend runs rollouts in worker processes"
     first.send_signal(signal.SIGKILL)
     first.wait()
@@ -107,3 +120,28 @@ def test_an_output_folder_of_other_settings_is_refused(tmp_path: Path) -> None:
     folder.claim(RunSettings(provider="mock", model="mock"), "tasks.jsonl")
     with pytest.raises(BatchFolderError, match="model: 'mock' before, 'mock-large' now"):
         BatchFolder(tmp_path / "out").claim(RunSettings(provider="mock", model="mock-large"), "tasks.jsonl")
+
+
+def test_ctrl_c_stops_the_batch_promptly(tmp_path: Path) -> None:
+    slow = write_script(tmp_path / "slow.json", [{"text": "y" * 200, "chunk_size": 2, "delay_ms": 100}])
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [
+        {"id": f"t{i}", "prompt": "p", "env": {"RODER_MOCK_SCRIPT": str(slow)}} for i in range(4)
+    ])
+    out = tmp_path / "out"
+    command = _batch(tasks, out)
+    command[command.index("--workers") + 1] = "2"
+    batch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    until = time.monotonic() + 60
+    while len(_pool_workers(batch.pid)) < 2 and time.monotonic() < until:
+        time.sleep(0.05)
+    workers = _pool_workers(batch.pid)
+    assert len(workers) == 2
+    time.sleep(1)
+    os.killpg(batch.pid, signal.SIGINT)  # what a terminal sends on Ctrl-C
+    interrupted_at = time.monotonic()
+    _out, err = batch.communicate(timeout=60)
+    assert batch.returncode == 130 and "interrupted; run the same command again to resume" in err
+    assert time.monotonic() - interrupted_at < 10  # the running 20-second rollouts were not waited for
+    assert not [pid for pid in workers if _alive(pid)]
+    assert json.loads((out / "summary.json").read_text())["rollouts"] == 0
