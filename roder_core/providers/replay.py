@@ -32,8 +32,11 @@ def _channel(event: InferenceEvent) -> str | None:
 
 class ReplayGuard:
     def __init__(self) -> None:
-        #: What the consumer has been shown, as (channel, text) runs.
-        self._shown: list[list[str]] = []
+        #: What the consumer has been shown: runs of one channel, kept as pieces (joining on
+        #: every delta would copy a long answer over and over).
+        self._shown: list[tuple[str, list[str]]] = []
+        #: The same runs joined, made when a replay starts.
+        self._runs: list[tuple[str, str]] = []
         self._held_calls: list[ToolCallEvent] = []
         self._replaying = False
         self._position = (0, 0)
@@ -44,7 +47,8 @@ class ReplayGuard:
         """The stream broke; the next events come from a fresh request."""
         self._held_calls.clear()
         self._swallowed.clear()
-        self._replaying = bool(self._shown)
+        self._runs = [(channel, "".join(pieces)) for channel, pieces in self._shown]
+        self._replaying = bool(self._runs)
         self._position = (0, 0)
 
     def admit(self, event: InferenceEvent) -> list[InferenceEvent]:
@@ -71,9 +75,9 @@ class ReplayGuard:
             return
         text = event.text  # type: ignore[union-attr]
         if self._shown and self._shown[-1][0] == channel:
-            self._shown[-1][1] += text
+            self._shown[-1][1].append(text)
         else:
-            self._shown.append([channel, text])
+            self._shown.append((channel, [text]))
 
     def _replay(self, event: InferenceEvent) -> list[InferenceEvent]:
         channel = _channel(event)
@@ -84,9 +88,9 @@ class ReplayGuard:
         index, offset = self._position
         consumed = 0
         while consumed < len(text):
-            if index >= len(self._shown):
+            if index >= len(self._runs):
                 break
-            shown_channel, shown_text = self._shown[index]
+            shown_channel, shown_text = self._runs[index]
             rest = shown_text[offset:]
             piece = text[consumed : consumed + len(rest)]
             if shown_channel != channel or not rest.startswith(piece):
@@ -98,7 +102,7 @@ class ReplayGuard:
             if offset == len(shown_text):
                 index, offset = index + 1, 0
         self._position = (index, offset)
-        if index < len(self._shown):
+        if index < len(self._runs):
             self._swallowed.append(event)
             return []
         # Caught up with what was shown: pass on the new part and stop replaying.
