@@ -3,8 +3,9 @@ scheduler and report each outcome as it arrives; neither schedules anything by h
 
 - ``local``: a ``ProcessPoolExecutor`` of N processes on this machine (spawned, so no state
   leaks from the driver; workers stop with the driver, even when it is killed).
-- ``ray``: ``run_rollout`` submitted as Ray tasks to ``ray.init(address=...)``, or to a local Ray
-  instance with N CPUs when no address is given (extra ``roder[ray]``). Ray is imported only here.
+- ``ray``: ``run_rollout`` submitted as Ray tasks to ``ray.init(address=...)`` (``--ray-address``
+  or ``RAY_ADDRESS``), or to a new local Ray instance with N CPUs when no address is given (extra
+  ``roder[ray]``). Ray is imported only here.
 """
 
 from __future__ import annotations
@@ -92,12 +93,13 @@ def run_ray(specs: Sequence[RolloutSpec], workers: int, on_done: OnDone, address
     except ImportError as exc:
         raise BackendUnavailable('the ray backend needs Ray: pip install "roder[ray]"') from exc
     started_here = False
+    address = address or os.environ.get("RAY_ADDRESS")
     if not ray.is_initialized():
         options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
         if address:
             options["address"] = address
-        else:
-            options.update(num_cpus=workers, include_dashboard=False)
+        else:  # a private instance, even when a `ray start` cluster runs on this machine
+            options.update(address="local", num_cpus=workers, include_dashboard=False)
         try:
             ray.init(**options)
         except (ConnectionError, RuntimeError, ValueError) as exc:

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder (re-run with the same one to resume)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="rollouts at a time (default: CPUs)")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="local process pool or Ray")
-    parser.add_argument("--ray-address", help="Ray cluster to submit to (default: start a local Ray instance)")
+    parser.add_argument("--ray-address", help="Ray cluster to submit to (default: $RAY_ADDRESS, else a new local Ray instance)")
     parser.add_argument("--repeat", type=int, default=1, metavar="K", help="rollouts per task")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_rollout_flags(parser)

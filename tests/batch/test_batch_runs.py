@@ -42,7 +42,7 @@ def ray_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             if key.endswith("_API_KEY") or key.startswith("RODER_") or key.endswith("_BASE_URL"):
                 patch.delenv(key)
         patch.setenv("RODER_HOME", str(tmp_path_factory.mktemp("ray-home")))
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
