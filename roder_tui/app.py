@@ -196,9 +196,8 @@ class RoderApp(App[int]):
         registry = client.runtime.registry  # in-process surfaces: objects, not wire data
         self.status_bar.set_segments(list(registry.status_segments))
         self.palette_sources = list(registry.palette_sources)
-        sandbox = getattr(info, "sandbox", None) or self.config_data.get("sandbox") or getattr(self.args, "sandbox", None)
-        self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, sandbox=sandbox,
-                                     activity="idle")
+        self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
+        self._probe_sandbox()
         await self._load_commands()
         self.run_worker(self._pump(), exclusive=True, group="pump")
         if info.fell_back_to_mock and not getattr(self.args, "provider", None):
@@ -216,6 +215,20 @@ class RoderApp(App[int]):
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
             await self.send(prompt)
+
+    @work(thread=True, group="sandbox")
+    def _probe_sandbox(self) -> None:
+        """The sandbox level commands really get (probing bubblewrap spawns a process)."""
+        from roder_core.brokers.sandbox import sandbox_status
+
+        requested = getattr(self.args, "sandbox", None) or self.config_data.get("sandbox")
+        try:
+            status = sandbox_status(requested if isinstance(requested, str) else None)
+        except ValueError as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        level = f"{status.requested} unavailable" if status.blocked else status.effective
+        self.call_from_thread(self.status_bar.update_state, sandbox=level)
 
     async def _open_initial_thread(self) -> None:
         client = self._client()
@@ -424,8 +437,9 @@ class RoderApp(App[int]):
     # ------------------------------------------------------------------ input
 
     @on(PromptInput.Submitted)
-    async def _submitted(self, event: PromptInput.Submitted) -> None:
-        await self.send(event.text)
+    def _submitted(self, event: PromptInput.Submitted) -> None:
+        # A worker, so a long ``!cmd`` or a slow call never blocks keys (esc must still work).
+        self.run_worker(self.send(event.text), group="send")
 
     async def send(self, text: str) -> None:
         """Send what the user typed: ``!cmd``, ``/command``, a steer during a turn, or a prompt."""
@@ -461,13 +475,14 @@ class RoderApp(App[int]):
 
         started = time.monotonic()
         result = await self._client().request(
-            "command/exec", {"command": ["bash", "-lc", command], "cwd": str(self.cwd), "threadId": self.thread_id}
+            "command/exec", {"command": ["bash", "-lc", command], "cwd": str(self.cwd)}
         )
         data = result.wire()
         output = (data.get("stdout") or "") + (data.get("stderr") or "")
         await self.transcript.add_item(CommandExecutionItem(
             command=command, cwd=str(self.cwd), exit_code=data.get("exitCode"), output=output,
-            duration_ms=int((time.monotonic() - started) * 1000), call_id=None,
+            duration_ms=data.get("durationMs", int((time.monotonic() - started) * 1000)), timed_out=bool(data.get("timedOut")),
+            call_id=f"shell-{time.monotonic_ns()}",
         ))
 
     async def run_slash(self, line: str) -> None:

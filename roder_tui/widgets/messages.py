@@ -115,6 +115,12 @@ class AssistantMessageView(EntryMixin, Vertical, can_focus=True):
     def action_toggle_entry(self) -> None:  # nothing to fold in an answer
         return
 
+    def refresh_entry(self) -> None:
+        """The item changed outside streaming (a reload mid-answer): show its final text."""
+        item = self.entry.items[0]
+        if not self.body.streaming and item.text != self.body.text:
+            self.call_later(self.body.set_text, item.text)
+
     def rerender(self) -> None:
         self.body.rerender()
 
@@ -193,7 +199,7 @@ class ToolCardView(EntryMixin, Static, can_focus=True):
         command = entry.find(CommandExecutionItem)
         change = entry.find(FileChangeItem)
         approval = entry.find(ApprovalItem)
-        name = call.name if call else (result.name if result else "tool")
+        name = call.name if call else (result.name if result else "shell" if command else "tool")
         status = entry.status
         if status == "running":
             icon = (SPINNER[self._frame % len(SPINNER)], "roder.accent") if self.animate_spinner else ("…", "roder.accent")

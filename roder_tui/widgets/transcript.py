@@ -82,6 +82,10 @@ class Entry:
         result = self.find(ToolResultItem)
         if result is not None:
             return "error" if result.is_error else "done"
+        command = self.find(CommandExecutionItem)
+        if command is not None and command.status != "inProgress":
+            failed = command.status in ("failed", "declined") or command.exit_code not in (0, None)
+            return "error" if failed else "done"
         if approval is not None and approval.decision is None:
             return "waiting"
         return "running"
@@ -195,6 +199,7 @@ class Transcript(VerticalScroll, can_focus=True):
         Binding("k,up", "focus_previous_entry", "Previous message", show=False),
         Binding("home,g", "jump_start", "First message", show=False),
         Binding("end,G", "jump_end", "Last message", show=False),
+        Binding("question_mark", "app.help", "Help", show=False),
     ]
     DEFAULT_CSS = """
     Transcript { layout: stream; height: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }

@@ -1,0 +1,61 @@
+"""Helpers for the app tests: a RoderApp on the mock engine driven by a script, and polling."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from roder_core.bootstrap import StartSettings
+from roder_core.server.client import LocalAppClient
+from roder_tui.app import RoderApp
+
+
+def make_app(workspace: Path, steps: list[dict[str, Any]] | None = None, monkeypatch: Any = None,
+             **args: Any) -> RoderApp:
+    """The real app on the real runtime and client, with the mock engine playing ``steps``."""
+    if steps is not None:
+        script = workspace.parent / "mock-script.json"
+        script.write_text(json.dumps({"steps": steps}))
+        monkeypatch.setenv("RODER_MOCK_SCRIPT", str(script))
+    namespace = argparse.Namespace(prompt=[], provider=args.pop("provider", "mock"), resume=None,
+                                   continue_last=False, mode=None, model=None, sandbox="off")
+    for key, value in args.items():
+        setattr(namespace, key, value)
+
+    def factory() -> LocalAppClient:
+        return LocalAppClient.start(StartSettings(cwd=workspace, provider=namespace.provider, mode=namespace.mode,
+                                                  sandbox="off"))
+
+    return RoderApp(namespace, client_factory=factory, cwd=workspace)
+
+
+async def until(pilot: Any, predicate: Callable[[], object], timeout: float = 15.0, what: str = "") -> None:
+    """Let the app run until ``predicate()`` holds; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await pilot.pause(0.02)
+
+
+async def ready(pilot: Any) -> RoderApp:
+    app: RoderApp = pilot.app
+    await asyncio.wait_for(app.ready.wait(), 20)
+    await pilot.pause()
+    return app
+
+
+def entries_of(app: RoderApp, kind: str) -> list[Any]:
+    return [e for e in app.transcript.model.entries if e.kind == kind]
+
+
+async def turn_done(pilot: Any, count: int = 1) -> None:
+    """Wait until ``count`` assistant answers are final and no turn runs."""
+    app: RoderApp = pilot.app
+    await until(pilot, lambda: app.turn_id is None and len([e for e in entries_of(app, "assistant") if not e.live])
+                >= count, what=f"{count} finished answers")
