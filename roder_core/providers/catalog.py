@@ -57,6 +57,17 @@ HOST_QUIRKS: dict[str, dict[str, Any]] = {
 }
 
 
+def is_loopback_url(url: str | None) -> bool:
+    """Whether ``url`` points at this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    host = (urlsplit(url or "").hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True)
 class ProviderSpec:
     """Everything needed to build an engine for one provider (never a key value)."""
@@ -83,13 +94,7 @@ class ProviderSpec:
 
     @property
     def is_loopback(self) -> bool:
-        host = self.host
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_url(self.base_url)
 
     def capabilities(self) -> list[str]:
         """Capability ids this provider's extension requests (seed 003: declare every access)."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from roder_core.config import RoderConfig
 from roder_core.errors import UnknownProviderError
+from roder_core.providers.catalog import is_loopback_url
 from roder_core.providers.probe import probe_model_ids
 
 
@@ -22,11 +22,6 @@ from roder_core.providers.probe import probe_model_ids
 class DefaultChoice:
     provider: str
     reason: str
-
-
-def _is_loopback_url(url: str | None) -> bool:
-    host = (urlsplit(url or "").hostname or "").lower()
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def choose_default_provider(
@@ -45,7 +40,7 @@ def choose_default_provider(
             return DefaultChoice(engine.id(), f"{meta.auth_label or 'its key'} is set")
     for engine in ordered:
         meta = engine.metadata()
-        local = meta.auth_type == "none" and _is_loopback_url(meta.base_url)
+        local = meta.auth_type == "none" and is_loopback_url(meta.base_url)
         if local and probe(f"{meta.base_url}/models") is not None:
             return DefaultChoice(engine.id(), f"a local server answers at {meta.base_url}")
     if any(e.id() == "mock" for e in engines):
