@@ -27,6 +27,7 @@ from roder_core.brokers.secrets import redact_data
 log = logging.getLogger(__name__)
 
 GENESIS = "0" * 64
+HEAD_WIDTH = 128
 
 
 def record_hash(record: dict[str, Any]) -> str:
@@ -61,6 +62,7 @@ class AuditLog:
     def __init__(self, path: Path, redact: Callable[[str], str] | None = None) -> None:
         self.path = path
         self._redact = redact or (lambda text: text)
+        self._folder_ready = False
 
     @property
     def head_path(self) -> Path:
@@ -76,7 +78,9 @@ class AuditLog:
 
     def _append(self, kind: str, fields: dict[str, Any]) -> None:
         clean, _ = redact_data(json.loads(json.dumps(fields, default=str)), self._redact)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._folder_ready:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._folder_ready = True
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "r+b") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
@@ -100,9 +104,14 @@ class AuditLog:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def _write_head(self, seq: int, digest: str) -> None:
-        tmp = self.head_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"seq": seq, "hash": digest}) + "\n", encoding="utf-8")
-        os.replace(tmp, self.head_path)
+        """One fixed-width line rewritten in place: a single small write (a rename per record
+        would cost more than the record itself), done while the log's lock is held."""
+        line = json.dumps({"seq": seq, "hash": digest}).ljust(HEAD_WIDTH - 1) + "\n"
+        fd = os.open(self.head_path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.pwrite(fd, line.encode("ascii"), 0)
+        finally:
+            os.close(fd)
 
 
 @dataclass

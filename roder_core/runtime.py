@@ -236,7 +236,7 @@ class Runtime:
         """The command sandbox in effect (probed once per process), for status bars and notices."""
         from roder_core.brokers.sandbox import sandbox_status
 
-        return sandbox_status(self.options.config.sandbox)
+        return sandbox_status(self.options.config.sandbox, cache_file=self.options.paths.cache_dir / "sandbox-probe.json")
 
     async def emit(self, event: RuntimeEvent) -> None:
         """Apply to live state, persist (unless a delta or an ephemeral thread), then fan out."""

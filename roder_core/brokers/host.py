@@ -40,7 +40,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
     limits = config.limits
     process = HostProcessBroker(
         fs,
-        sandbox=sandbox_status(config.sandbox),
+        sandbox=runtime.sandbox if hasattr(runtime, "sandbox") else sandbox_status(config.sandbox),
         spill_dir=options.paths.spill_dir,
         quarantine_dir=options.paths.cache_dir / "quarantine",
         capabilities=scope.capabilities,

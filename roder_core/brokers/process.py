@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import os
 import resource
 import secrets
@@ -59,22 +60,34 @@ class ResourceLimits:
     #: How many more processes a command may start besides those you already run.
     processes: int = 512
 
-    def apply(self, existing_processes: int) -> None:
-        """Set the limits in the child (runs between fork and exec)."""
+    def values(self, existing_processes: int) -> list[tuple[int, str, int]]:
+        """(rlimit, bash ulimit flag, value in ulimit units), capped at the current hard limits."""
         mib = 1024 * 1024
-        pairs = [
-            (resource.RLIMIT_CPU, self.cpu_seconds),
-            (resource.RLIMIT_AS, self.address_space_mb * mib),
-            (resource.RLIMIT_FSIZE, self.file_size_mb * mib),
-            (resource.RLIMIT_NPROC, existing_processes + self.processes),
+        wanted = [
+            (resource.RLIMIT_CPU, "-t", self.cpu_seconds, 1),
+            (resource.RLIMIT_AS, "-v", self.address_space_mb * mib, 1024),
+            (resource.RLIMIT_FSIZE, "-f", self.file_size_mb * mib, 1024),
+            (resource.RLIMIT_NPROC, "-u", existing_processes + self.processes if self.processes else 0, 1),
         ]
-        for which, value in pairs:
+        out = []
+        for which, flag, value, unit in wanted:
             if value <= 0:
                 continue
             _soft, hard = resource.getrlimit(which)
             capped = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            out.append((which, flag, capped // unit))
+        return out
+
+    def shell_prefix(self, existing_processes: int) -> str:
+        """``ulimit`` commands for bash (in the child, so spawning needs no fork hook)."""
+        return " ".join(f"ulimit {flag} {value};" for _w, flag, value in self.values(existing_processes))
+
+    def apply(self, existing_processes: int) -> None:
+        """Set the limits in the child between fork and exec (used only when bash is missing)."""
+        units = {"-t": 1, "-v": 1024, "-f": 1024, "-u": 1}
+        for which, flag, value in self.values(existing_processes):
             with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(which, (capped, capped))
+                resource.setrlimit(which, (value * units[flag], value * units[flag]))
 
 
 def count_user_processes(uid: int | None = None) -> int:
@@ -301,6 +314,15 @@ class HostProcessBroker:
             raise NotADirectoryError(f"working folder {cwd} is not a folder")
         timeout = float(timeout or self._default_timeout)
         argv = [self._shell, "-c", command] if isinstance(command, str) else list(command)
+        existing = count_user_processes()
+        cpu = self._limits.cpu_seconds
+        limits = replace(self._limits, cpu_seconds=max(cpu, int(timeout) + 5) if cpu > 0 else 0)
+        preexec = None
+        if self._shell.endswith("bash"):
+            # bash sets the limits and execs the command: cheaper than a fork hook in Python
+            argv = [self._shell, "-c", f'{limits.shell_prefix(existing)} exec "$@"', "roder-limits", *argv]
+        else:
+            preexec = functools.partial(limits.apply, existing)
         child_env, dropped = self.child_env(env)
         roots = self._fs.roots
         level = self.sandbox.effective
@@ -314,9 +336,6 @@ class HostProcessBroker:
             "process.start", command=_show(command), cwd=self._fs.display(workdir), sandbox=level,
             timeout=timeout, env_dropped=dropped,
         )
-        existing = count_user_processes()
-        cpu = self._limits.cpu_seconds
-        limits = replace(self._limits, cpu_seconds=max(cpu, int(timeout) + 5) if cpu > 0 else 0)
         started = time.monotonic()
         # Our own pipe, not asyncio's: asyncio's wait() would also wait for every holder of the
         # pipe (background children) to close it, and a finished command must not wait for them.
@@ -330,7 +349,7 @@ class HostProcessBroker:
                 cwd=str(workdir),
                 env=child_env,
                 start_new_session=True,
-                preexec_fn=lambda: limits.apply(existing),
+                preexec_fn=preexec,
             )
         except BaseException:
             os.close(read_fd)
@@ -353,7 +372,8 @@ class HostProcessBroker:
             else:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(reader), EXIT_GRACE)
-            _kill_group(proc.pid)
+            # Sandboxed, the PID namespace already took every straggler with it.
+            _kill_group(proc.pid, sweep_session=level == "off")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(reader), 2.0)
         except asyncio.CancelledError:
@@ -400,13 +420,13 @@ async def _pump(stream: asyncio.StreamReader, collector: OutputCollector) -> Non
         collector.feed(chunk)
 
 
-def _kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+def _kill_group(pgid: int, sig: int = signal.SIGKILL, *, sweep_session: bool = True) -> None:
     """Kill the command's process group and anything left in its session (off-sandbox
     commands may create new groups with job control; a new session escapes this, bubblewrap's
     PID namespace does not)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    for pid in _session_members(pgid):
+    for pid in _session_members(pgid) if sweep_session else ():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 

@@ -17,6 +17,7 @@ cannot be had, commands are refused rather than run unprotected.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -43,12 +44,56 @@ class BubblewrapProbe:
     reason: str = ""
 
 
+#: Kernel settings that decide whether unprivileged namespaces work; part of the cache key.
+_USERNS_SETTINGS = (
+    "/proc/sys/kernel/random/boot_id",
+    "/proc/sys/kernel/unprivileged_userns_clone",
+    "/proc/sys/user/max_user_namespaces",
+    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+)
+
+
+def _probe_key(path: str) -> str:
+    """What the probe's answer depends on: the bwrap binary, the kernel and its settings."""
+    st = os.stat(path)
+    parts = [path, str(st.st_mtime_ns), str(st.st_size), str(os.getuid()), os.uname().release]
+    for setting in _USERNS_SETTINGS:
+        try:
+            parts.append(Path(setting).read_text().strip())
+        except OSError:
+            parts.append("-")
+    return "|".join(parts)
+
+
 @functools.cache
-def probe_bubblewrap(bwrap: str | None = None) -> BubblewrapProbe:
-    """Try the exact isolation Roder uses, once per process (and per bwrap path)."""
+def probe_bubblewrap(bwrap: str | None = None, cache_file: Path | None = None) -> BubblewrapProbe:
+    """Try the exact isolation Roder uses, once per process (and per bwrap path).
+
+    With ``cache_file`` the answer is kept on disk until the binary, the kernel, its namespace
+    settings or the boot change, so startup does not pay for creating namespaces every time.
+    """
     path = bwrap or shutil.which("bwrap")
     if not path or not os.access(path, os.X_OK):
         return BubblewrapProbe(None, False, "bubblewrap (bwrap) is not installed")
+    key = _probe_key(path)
+    if cache_file is not None:
+        try:
+            cached = json.loads(cache_file.read_text(encoding="utf-8"))
+            if cached.get("key") == key:
+                return BubblewrapProbe(path, bool(cached["works"]), str(cached.get("reason", "")))
+        except (OSError, ValueError, KeyError, AttributeError):
+            pass
+    probe = _run_probe(path)
+    if cache_file is not None:
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            cache_file.write_text(json.dumps({"key": key, "works": probe.works, "reason": probe.reason}))
+        except OSError:
+            pass
+    return probe
+
+
+def _run_probe(path: str) -> BubblewrapProbe:
     true = shutil.which("true") or "/bin/true"
     argv = [path, *_ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", true]
     try:
@@ -98,12 +143,12 @@ class SandboxStatus:
         return f"sandbox: {self.effective}"
 
 
-def sandbox_status(requested: str | None, bwrap: str | None = None) -> SandboxStatus:
+def sandbox_status(requested: str | None, bwrap: str | None = None, cache_file: Path | None = None) -> SandboxStatus:
     if requested is not None and requested not in SANDBOX_LEVELS:
         raise ValueError(f"unknown sandbox level {requested!r}; choose one of {', '.join(SANDBOX_LEVELS)}")
     if requested == "off":
         return SandboxStatus(requested, "off", None, "turned off by the user")
-    probe = probe_bubblewrap(bwrap)
+    probe = probe_bubblewrap(bwrap, cache_file)
     if probe.works:
         return SandboxStatus(requested, requested or "workspace-write", probe.path)
     if requested is None:

@@ -204,3 +204,18 @@ async def test_interrupt_kills_the_sandbox(workspace: Path, tmp_path: Path) -> N
     with pytest.raises(asyncio.CancelledError):
         await task
     assert_gone(mark)
+
+
+def test_probe_answer_is_cached_on_disk_until_bwrap_changes(tmp_path: Path) -> None:
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bwrap"
+    fake.write_text(f"#!/bin/sh\necho x >> {calls}\nexit 0\n")
+    fake.chmod(0o755)
+    cache = tmp_path / "cache" / "sandbox-probe.json"
+    uncached = probe_bubblewrap.__wrapped__  # the per-process memo would hide the disk cache
+    assert uncached(str(fake), cache).works
+    assert uncached(str(fake), cache).works
+    assert calls.read_text().count("x") == 1
+    fake.write_text(f"#!/bin/sh\necho x >> {calls}\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    probe = uncached(str(fake), cache)
+    assert not probe.works and "No permissions" in probe.reason and calls.read_text().count("x") == 2
