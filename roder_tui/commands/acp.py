@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import sys
+
+from roder_tui.commands.serving import run_server, start_error, startup_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,18 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="roder: %(levelname)s %(name)s: %(message)s")
-    try:
-        return asyncio.run(_serve(args))
-    except KeyboardInterrupt:
-        return 130
+    return run_server(lambda: _serve(args))
 
 
 async def _serve(args: argparse.Namespace) -> int:
     from roder_core.bootstrap import settings_from_args
-    from roder_core.config import ConfigError
-    from roder_core.errors import RoderError
-    from roder_core.registry import RegistryError
     from roder_core.server.acp.serve import serve_acp
     from roder_core.server.client import LocalAppClient
     from roder_core.server.stdio import reserve_stdout
@@ -42,9 +35,8 @@ async def _serve(args: argparse.Namespace) -> int:
     protocol_fd = reserve_stdout()
     try:
         app = LocalAppClient.start(settings_from_args(args, interactive=True))
-    except (RoderError, RegistryError, ConfigError) as exc:
-        sys.stderr.write(f"roder: {exc}\n")
-        return 2
+    except startup_errors() as exc:
+        return start_error(exc)
     async with app:
         await serve_acp(app, stdin=sys.stdin.buffer, stdout_fd=protocol_fd, client_terminal=args.client_terminal)
     return 0

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import signal
 import sys
+
+from roder_tui.commands.serving import run_server, start_error, startup_errors
 
 DEFAULT_LISTEN = "ws://127.0.0.1:9786"
 
@@ -49,20 +50,21 @@ def run(args: argparse.Namespace) -> int:
 
         print(json.dumps(protocol_schema(), indent=2))
         return 0
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="roder: %(levelname)s %(name)s: %(message)s")
-    try:
-        return asyncio.run(_serve(args))
-    except KeyboardInterrupt:
-        return 130
+    return run_server(lambda: _serve(args))
 
 
 async def _serve(args: argparse.Namespace) -> int:
     from roder_core.bootstrap import settings_from_args, start_runtime
-    from roder_core.config import ConfigError
-    from roder_core.errors import RoderError
-    from roder_core.registry import RegistryError
     from roder_core.server.dispatcher import Dispatcher
 
+    options = None
+    if args.remote:
+        from roder_core.server.websocket import RemoteOptions
+
+        try:
+            options = RemoteOptions.from_args(args.listen, args.auth_token, print_qr=args.print_qr)
+        except ValueError as exc:
+            return start_error(exc)
     protocol_fd = None
     if not args.remote:
         from roder_core.server.stdio import reserve_stdout
@@ -70,9 +72,8 @@ async def _serve(args: argparse.Namespace) -> int:
         protocol_fd = reserve_stdout()
     try:
         started = start_runtime(settings_from_args(args, interactive=True))
-    except (RoderError, RegistryError, ConfigError) as exc:
-        sys.stderr.write(f"roder: {exc}\n")
-        return 2
+    except startup_errors() as exc:
+        return start_error(exc)
     for skipped in started.distribution.skipped:
         sys.stderr.write(f"roder: extension {skipped.source} not loaded: {skipped.reason}\n")
     dispatcher = Dispatcher(started.runtime, started=started, persist_config=not args.no_persist_config,
@@ -82,14 +83,9 @@ async def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        if args.remote:
-            from roder_core.server.websocket import RemoteOptions, serve_remote
+        if options is not None:
+            from roder_core.server.websocket import serve_remote
 
-            try:
-                options = RemoteOptions.from_args(args.listen, args.auth_token, print_qr=args.print_qr)
-            except ValueError as exc:
-                sys.stderr.write(f"roder: {exc}\n")
-                return 2
             await serve_remote(dispatcher, options, stop)
         else:
             from roder_core.server.stdio import serve_stdio
