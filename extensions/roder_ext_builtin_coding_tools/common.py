@@ -72,6 +72,18 @@ def bool_arg(arguments: dict[str, Any], name: str) -> bool:
     return value
 
 
+class FileEditTool(BuiltinTool):
+    """A tool that changes the one file named by its ``path`` argument."""
+
+    kind = "edit"
+
+    def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
+        return [path_subject(self.name, str(arguments.get("path", "")), writes=True)]
+
+    def mutated_paths(self, arguments: dict[str, Any], workspace: PurePath) -> list[str]:
+        return [path_key(str(arguments.get("path", "")), workspace)]
+
+
 def path_key(path: str, workspace: PurePath) -> str:
     """A lexical absolute key for a path, used to serialize mutations of one file."""
     if path.startswith("~"):

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import difflib
 import re
-from pathlib import PurePath
 from typing import Any
 
 from roder_core.ir import FileChange
-from roder_core.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+from roder_core.tools import ToolCall, ToolExecutionContext, ToolResult
 
-from .common import BuiltinTool, ToolInputError, bool_arg, file_change_result, path_key, path_subject, text_arg, unified_diff
+from .common import FileEditTool, ToolInputError, bool_arg, file_change_result, text_arg, unified_diff
 from .write import current_text
 
 
@@ -68,7 +67,7 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> 
     return result, len(spans), True
 
 
-class EditTool(BuiltinTool):
+class EditTool(FileEditTool):
     name = "edit"
     description = (
         "Replace text in a file: old_string must match the file exactly (including indentation) and be "
@@ -86,14 +85,6 @@ class EditTool(BuiltinTool):
         "required": ["path", "old_string", "new_string"],
         "additionalProperties": False,
     }
-    kind = "edit"
-
-    def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
-        return [path_subject(self.name, str(arguments.get("path", "")), writes=True)]
-
-    def mutated_paths(self, arguments: dict[str, Any], workspace: PurePath) -> list[str]:
-        return [path_key(str(arguments.get("path", "")), workspace)]
-
     def _plan(self, ctx: ToolExecutionContext, call: ToolCall) -> tuple[str, str, str, Any, int, bool]:
         path = text_arg(call.arguments, "path")
         old = text_arg(call.arguments, "old_string", allow_empty=True).replace("\r\n", "\n")

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import PurePath
 from typing import Any
 
 from roder_core.brokers import FileSystemBroker
 from roder_core.ir import FileChange
-from roder_core.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+from roder_core.tools import ToolCall, ToolExecutionContext, ToolResult
 
 from .common import (
-    BuiltinTool,
+    FileEditTool,
     TextFile,
     ToolInputError,
     diff_stats,
     file_change_result,
     looks_binary,
-    path_key,
-    path_subject,
     text_arg,
     unified_diff,
 )
@@ -49,7 +46,7 @@ def previous_text(fs: FileSystemBroker, path: str) -> tuple[TextFile | None, boo
     return before, before is not None
 
 
-class WriteTool(BuiltinTool):
+class WriteTool(FileEditTool):
     name = "write"
     description = (
         "Create a file or replace its whole content; missing parent folders are created. Prefer edit "
@@ -64,14 +61,6 @@ class WriteTool(BuiltinTool):
         "required": ["path", "content"],
         "additionalProperties": False,
     }
-    kind = "edit"
-
-    def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
-        return [path_subject(self.name, str(arguments.get("path", "")), writes=True)]
-
-    def mutated_paths(self, arguments: dict[str, Any], workspace: PurePath) -> list[str]:
-        return [path_key(str(arguments.get("path", "")), workspace)]
-
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         path = text_arg(call.arguments, "path")
         content = text_arg(call.arguments, "content", allow_empty=True)

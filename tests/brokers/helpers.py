@@ -1,10 +1,17 @@
-"""Process helpers for broker tests: unique markers and orphan checks through /proc."""
+"""Helpers for broker and security tests: unique markers and orphan checks through /proc, and
+loopback HTTP servers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -48,3 +55,46 @@ def assert_gone(mark: str, within: float = 3.0) -> None:
         except OSError:
             pass
     raise AssertionError(f"orphan processes survived: {pids}")
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A test HTTP handler that does not log, with a one-call reply."""
+
+    def reply(self, body: bytes, content_type: str = "text/plain", status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class Reachable(QuietHandler):
+    """Answers every GET with ``reachable``: what a network probe must never see from a sandbox."""
+
+    def do_GET(self) -> None:
+        self.reply(b"reachable")
+
+
+@contextlib.contextmanager
+def outside_folder(prefix: str) -> Iterator[Path]:
+    """A folder outside the workspace and outside /tmp (the sandbox replaces /tmp), on disk."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """A loopback HTTP server on a free port for the duration of the block; yields the port."""
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()

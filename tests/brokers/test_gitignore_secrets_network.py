@@ -3,9 +3,7 @@ allowlist (against a loopback HTTP server, redirects included)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -13,6 +11,7 @@ from roder_core.brokers import BrokerDenied
 from roder_core.brokers.gitignore import IgnoreMatcher, parse_rules
 from roder_core.brokers.network import AllowlistNetworkBroker, host_allowed
 from roder_core.brokers.secrets import SecretRedactor, redact_data, scrubbed_env
+from tests.brokers.helpers import QuietHandler, serve
 
 # ---------------------------------------------------------------------------- gitignore
 
@@ -80,7 +79,7 @@ def test_redact_data_walks_nested_structures() -> None:
 # ---------------------------------------------------------------------------- network
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     def do_GET(self) -> None:
         if self.path == "/redirect-out":
             self.send_response(302)
@@ -92,23 +91,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Location", "/page")
             self.end_headers()
             return
-        body = b"<html><title>T</title><body><p>hello</p></body></html>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply(b"<html><title>T</title><body><p>hello</p></body></html>", "text/html; charset=utf-8")
 
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = HTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serve(_Handler) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_host_patterns() -> None:

@@ -6,45 +6,27 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
-import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 
 from roder_core.brokers import BrokerDenied, ProcessBroker
 from roder_core.brokers.sandbox import probe_bubblewrap, sandbox_status
-from tests.brokers.helpers import assert_gone, marker, needs_bwrap
+from tests.brokers.helpers import Reachable, assert_gone, marker, needs_bwrap, outside_folder, serve
 from tests.tools.harness import make_brokers
-
-
-class _Hello(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"reachable")
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
 def loopback_server() -> Iterator[int]:
-    server = HTTPServer(("127.0.0.1", 0), _Hello)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
+    with serve(Reachable) as port:
+        yield port
 
 
 @pytest.fixture
 def outside() -> Iterator[Path]:
-    """A folder outside the workspace and outside /tmp (which the sandbox replaces)."""
-    folder = Path(tempfile.mkdtemp(prefix="roder-outside-", dir="/var/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with outside_folder("roder-outside-") as folder:
+        yield folder
 
 
 def sandboxed(workspace: Path, tmp_path: Path, level: str = "workspace-write") -> ProcessBroker:

@@ -6,13 +6,9 @@ probe says it cannot run here; everything else is enforced without it."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +16,7 @@ import pytest
 
 from roder_core.brokers.sandbox import probe_bubblewrap
 from roder_core.ir import ToolCallItem, ToolResultItem
-from tests.brokers.helpers import assert_gone, marker
+from tests.brokers.helpers import Reachable, assert_gone, marker, outside_folder, serve
 from tests.tools.harness import call, start
 
 SECRET = "sk-proj-" + "Q7" * 20
@@ -271,32 +267,18 @@ def _patch(*body: str) -> str:
     return "\n".join(["*** Begin Patch", *body, "*** End Patch"])
 
 
-class _Reachable(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"reachable")
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def loopback_port() -> Iterator[int]:
-    server = HTTPServer(("127.0.0.1", 0), _Reachable)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=3):
-        pass  # reachable from the host: whatever stops a case is Roder, not the network
-    yield server.server_address[1]
-    server.shutdown()
+    with serve(Reachable) as port:
+        with socket.create_connection(("127.0.0.1", port), timeout=3):
+            pass  # reachable from the host: whatever stops a case is Roder, not the network
+        yield port
 
 
 @pytest.fixture
 def outside() -> Iterator[Path]:
-    """Outside the workspace and outside /tmp (the sandbox replaces /tmp), on the real disk."""
-    folder = Path(tempfile.mkdtemp(prefix="roder-attack-", dir="/var/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with outside_folder("roder-attack-") as folder:
+        yield folder
 
 
 def test_the_table_is_big_enough() -> None:

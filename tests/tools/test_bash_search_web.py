@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from roder_ext_builtin_coding_tools.bash import BashTool
 from roder_ext_builtin_coding_tools.search import GlobTool, GrepTool, LsTool
 from roder_ext_builtin_coding_tools.web import WebFetchTool, html_to_text
 
+from tests.brokers.helpers import QuietHandler, serve
 from tests.tools.harness import context, make_brokers, run_tool
 
 # ---------------------------------------------------------------------------- bash
@@ -151,25 +150,15 @@ PAGE = (
 )
 
 
-class _Site(BaseHTTPRequestHandler):
+class _Site(QuietHandler):
     def do_GET(self) -> None:
-        body, kind = (PAGE, "text/html") if self.path != "/image" else (b"\x89PNG....", "image/png")
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply(*((PAGE, "text/html") if self.path != "/image" else (b"\x89PNG....", "image/png")))
 
 
 @pytest.fixture
 def site() -> Iterator[str]:
-    httpd = HTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serve(_Site) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_html_to_text() -> None:
