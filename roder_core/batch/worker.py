@@ -27,7 +27,7 @@ from roder_core.batch.tasks import Task
 from roder_core.batch.workspace import Baseline, WorkspaceError, prepare_workspace
 from roder_core.errors import InferenceErrorKind
 from roder_core.events import RuntimeEvent
-from roder_core.ir import Thread, ToolCallItem, ToolResultItem, Turn
+from roder_core.ir import AgentMessageItem, Thread, ToolCallItem, ToolResultItem, Turn
 from roder_core.trajectory import build_trajectory
 
 #: Why a rollout failed, in the order they are reported.
@@ -293,6 +293,8 @@ class _Rollout:
             usage=usage.model_dump(mode="json"),
             tokens=usage.total_tokens,
             cost_usd=usage.cost_usd,
+            #: The agent's last message: the answer, for tasks scored on what it says.
+            final_message=next((i.text for i in reversed(turn.items) if isinstance(i, AgentMessageItem)), ""),
         )
         error = turn.error.wire() if turn.error else None
         agent_cause = _agent_failure(turn, agent.timed_out, denials)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from roder_core.turn import RESERVE_NOTICE
+from roder_core.turn import LEDGER_NOTICE, RESERVE_NOTICE
 from tests.batch.conftest import normalized_outputs, result, run_cli, steps, write_jsonl, write_script
 from tests.providers.fake_server import ThreadedFakeServer
 
@@ -76,7 +77,8 @@ def mock_tasks(tmp_path: Path, calc: Path) -> Path:
         {"id": "denied", "prompt": "Fix add.", "workspace": str(calc), "score": SCORE, "mode": "plan",
          "env": script("denied", FIX)},
         {"id": "slow", "prompt": "Think hard.", "deadline": 1, "env": script("slow", slow)},
-        {"id": "reserve", "prompt": "Work until told.", "deadline": 3, "reserve": 2, "env": script("reserve", reserve)},
+        {"id": "reserve", "prompt": "Work until told.", "deadline": 3, "reserve": 2, "env": script("reserve", reserve),
+         "taskLedgerRequired": True},
         {"id": "clamped", "prompt": "Wait for it.", "deadline": 5, "reserve": 3, "env": script("clamped", clamped)},
     ])
 
@@ -87,10 +89,11 @@ def _batch(capsys: pytest.CaptureFixture[str], tasks: Path, out: Path, *extra: s
 
 def _check_mock_batch(out: Path, stdout: str) -> None:
     fix = result(out, "fix")
-    assert fix["passed"] and fix["failure_cause"] is None and fix["exit_reason"] == "completed"
+    assert fix["passed"] and fix["failure_cause"] is None and fix["exit_reason"] == "completed", fix
     assert fix["score"] == {"command": SCORE, "exit_code": 0, "timed_out": False}
     assert fix["tool_calls"] == 1 and fix["model_calls"] == 2 and fix["tokens"] > 0
     assert fix["metadata"] == {"kind": "bugfix"} and fix["provider"] == "mock"
+    assert fix["final_message"] == "Fixed: add now adds."
     diff = (out / "rollouts/fix/0/workspace.diff").read_text()
     assert "-    return a - b" in diff and "+    return a + b" in diff
     trajectory = json.loads((out / "rollouts/fix/0/trajectory.json").read_text())
@@ -117,15 +120,15 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
     assert slow["turn_status"] == "interrupted" and slow["timings"]["agent_s"] < 5
 
     reserve = result(out, "reserve")
-    assert reserve["passed"] and reserve["exit_reason"] == "completed" and reserve["reserve_s"] == 2
+    assert reserve["passed"] and reserve["exit_reason"] == "completed" and reserve["reserve_s"] == 2, reserve
     told = [s["text"] for s in steps(out, "reserve") if s["type"] == "user"]
-    assert told[1] == RESERVE_NOTICE  # told to finish once the reserve began
+    assert told[1] == RESERVE_NOTICE + LEDGER_NOTICE  # told to finish (and checkpoint) once the reserve began
 
     # A command that would outlive the deadline is cut short so the model keeps its reserve.
     clamped = result(out, "clamped")
-    assert clamped["passed"] and clamped["exit_reason"] == "completed" and clamped["timings"]["agent_s"] < 5
+    assert clamped["passed"] and clamped["exit_reason"] == "completed" and clamped["timings"]["agent_s"] < 5, clamped
     bash = next(s for s in steps(out, "clamped") if s["type"] == "tool_call")
-    assert "timed out after 2." in bash["result"]["text"]
+    assert re.search(r"timed out after [12]\.\d s", bash["result"]["text"])  # at 2 s, not after 30
     assert [s["text"] for s in steps(out, "clamped") if s["type"] == "user"][1] == RESERVE_NOTICE
 
     summary = json.loads((out / "summary.json").read_text())
