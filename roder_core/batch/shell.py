@@ -41,9 +41,9 @@ class ShellOutcome:
 
 
 def command_environment(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    """The operator's environment without secrets (the brokers' rule), plus the task's own ``env``."""
-    env, _dropped = scrubbed_env(base)
-    env.update(extra)
+    """The operator's environment plus the task's own ``env``, without secrets (the brokers' rule:
+    a task's API key is for the runtime, not for its setup or score scripts)."""
+    env, _dropped = scrubbed_env({**base, **extra})
     return env
 
 

@@ -170,7 +170,9 @@ def _loopback_batch(tmp_path: Path, calc: Path, capsys: pytest.CaptureFixture[st
         servers = {task: stack.enter_context(ThreadedFakeServer(steps)) for task, steps in scripts.items()}
         tasks = write_jsonl(tmp_path / f"tasks-{name}.jsonl", [
             {"id": task, "prompt": "Fix add.", "workspace": str(calc), "score": SCORE,
-             "env": {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-loopback"}}
+             "env": {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-loopback"},
+             # the key is for the runtime; setup and score commands never see it
+             "setup": 'test -z "$OPENAI_API_KEY" && test -n "$OPENAI_BASE_URL"'}
             for task, server in servers.items()
         ])
         code, _, err = _batch(capsys, tasks, out, "--provider", "openai", "--model", "fake-model", *extra)
