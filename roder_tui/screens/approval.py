@@ -66,7 +66,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         if req.command:
             text = Text("$ ", style="bold")
             text.append(req.command, style="bold")
-            if req.cwd:
+            if req.cwd and req.cwd != ".":
                 text.append(f"\nin {req.cwd}", style="dim")
             return text
         return Text(json.dumps(req.arguments, indent=2, ensure_ascii=False)[:20_000])

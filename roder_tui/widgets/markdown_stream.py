@@ -27,8 +27,9 @@ from typing import ClassVar
 from rich.console import RenderableType
 from rich.markdown import Heading, Markdown
 from rich.segment import Segment
+from rich.style import Style
 from rich.syntax import Syntax
-from rich.text import Text
+from rich.text import Span, Text
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -198,13 +199,20 @@ def highlight_code(code: str, lang: str) -> Text:
     if cached is not None:
         _HIGHLIGHTS.move_to_end(key)
         return cached
-    syntax = Syntax(code, lang or "text", theme=CodeStyle.name, word_wrap=True, background_color="default")
-    text = syntax.highlight(code)
-    text.rstrip()
+    syntax = Syntax(code, lang or "text", theme=CodeStyle.name, word_wrap=True)
+    highlighted = syntax.highlight(code)
+    highlighted.rstrip()
+    # Keep the token colours, drop the theme's background: the block uses the app's surface colour.
+    text = Text(highlighted.plain, spans=[Span(s.start, s.end, _foreground_only(s.style)) for s in highlighted.spans])
     _HIGHLIGHTS[key] = text
     if len(_HIGHLIGHTS) > _HIGHLIGHT_CACHE_SIZE:
         _HIGHLIGHTS.popitem(last=False)
     return text
+
+
+def _foreground_only(style: str | Style) -> Style:
+    style = Style.parse(style) if isinstance(style, str) else style
+    return Style(color=style.color, bold=style.bold, italic=style.italic, underline=style.underline)
 
 
 class ProseBlock(Static):
@@ -258,10 +266,17 @@ class CodeView(ScrollView, can_focus=False):
         self.lines.extend(pieces[1:])
         self._rewrap()
 
-    def set_highlighted(self, styled: Text) -> None:
+    def set_highlighted(self, styled: Text, code: str | None = None) -> None:
+        """Show the highlighted lines; ``code`` (the fence's final text) drops the streamed
+        trailing newline's empty row."""
         self.styled = styled.split("\n", allow_blank=True)
         self._strips.clear()
-        self.refresh()
+        if code is not None and code.split("\n") != self.lines:
+            self.lines = code.split("\n")
+            self._width = 0
+            self._rewrap()
+        else:
+            self.refresh()
 
     def rerender(self) -> None:
         if self.styled is not None:
@@ -417,7 +432,7 @@ class MarkdownBody(Vertical):
         # Pygments on a thread: a 1,000-line fence must not stall the event loop.
         highlighted = await asyncio.to_thread(highlight_code, code, view.lang)
         if view.is_attached:
-            view.set_highlighted(highlighted)
+            view.set_highlighted(highlighted, code)
 
     async def _seal(self) -> None:
         if self._live_md is None:

@@ -102,8 +102,11 @@ def match_files(files: list[str], query: str, limit: int = 20) -> list[str]:
 
 class PromptInput(TextArea):
     DEFAULT_CSS = """
-    PromptInput { height: auto; min-height: 3; max-height: 10; border: tall $panel; padding: 0 1; }
-    PromptInput:focus { border: tall $primary; }
+    PromptInput {
+        height: auto; min-height: 3; max-height: 10; border: round $panel; padding: 0 1;
+        scrollbar-size-vertical: 0; background: $surface;
+    }
+    PromptInput:focus { border: round $primary; }
     """
 
     class Submitted(Message):

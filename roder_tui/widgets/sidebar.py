@@ -16,6 +16,8 @@ from textual.widgets.option_list import Option
 
 from roder_core.ir import ThreadSummary
 
+#: The wall clock ages are measured against (a seam for deterministic snapshots).
+clock = time.time
 STATUS_MARK = {"active": "●", "waitingApproval": "?", "error": "✗"}
 
 
@@ -70,7 +72,7 @@ class Sidebar(Vertical):
 
     def show(self, threads: list[ThreadSummary], current: str | None) -> None:
         self.threads, self.current = threads, current
-        now = time.time()
+        now = clock()
         self.thread_list.clear_options()
         highlighted = None
         for index, t in enumerate(threads):
@@ -93,7 +95,7 @@ class Sidebar(Vertical):
 
         def label(thread_id: str) -> str:
             t = by_id.get(thread_id)
-            title = (t.title if t else "") or thread_id[-8:]
+            title = (t.title if t else "") or "untitled"
             return ("▶ " if thread_id == self.current else "") + title.replace("[", r"\[")
 
         def add(node: Any, thread_id: str, depth: int) -> None:

@@ -1,0 +1,109 @@
+"""Snapshot tests of the main screen, the approval modal, the palette and the narrow layout, at
+120x40 and 50x24. Regenerate after an intended visual change with
+``pytest tests/tui/test_snapshots.py --snapshot-update`` and review the SVGs in the diff.
+
+Everything that varies between runs is pinned: the workspace path, token counts (the mock script
+gives usage), ages, tool durations and the turn's elapsed seconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roder_tui.screens.approval import ApprovalScreen
+from tests.tui.helpers import make_app, ready, turn_done, until
+
+SIZES = [(120, 40), (50, 24)]
+USAGE = {"input_tokens": 1200, "output_tokens": 80}
+ANSWER = (
+    "Here is the plan:\n\n1. Read `app.py`\n2. Add the **status** segment\n\n"
+    "```python\ndef segment(state):\n    return state.get('mode')\n```\n\nThat is all."
+)
+
+
+@pytest.fixture
+def fixed_workspace(monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = Path(tempfile.gettempdir()) / "roder-snapshot"
+    shutil.rmtree(root, ignore_errors=True)
+    workspace = root / "ws"
+    workspace.mkdir(parents=True)
+    monkeypatch.setattr("roder_tui.widgets.sidebar.clock", lambda: 0.0)
+    monkeypatch.setattr("roder_tui.widgets.messages.format_duration", lambda _ms: "12ms")
+    return workspace
+
+
+def _pin_clock(app: Any) -> None:
+    if app._elapsed_timer is not None:
+        app._elapsed_timer.stop()
+    app.status_bar.update_state(elapsed=None)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["120x40", "50x24"])
+def test_main_screen(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch,
+                     size: tuple[int, int]) -> None:
+    steps = [
+        {"text": "Checking.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo one; echo two"}}],
+         "usage": USAGE},
+        {"text": ANSWER, "usage": USAGE},
+    ]
+    app = make_app(fixed_workspace, steps, monkeypatch, mode="bypass")
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        await pilot.press(*"add a status segment", "enter")
+        await turn_done(pilot, 2)
+        await pilot.pause(0.3)
+        app.prompt_bar.input.focus()
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["120x40", "50x24"])
+def test_approval_modal(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch,
+                        size: tuple[int, int]) -> None:
+    steps = [{"text": "I will run the tests.", "usage": USAGE,
+              "tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests/test_status.py"}}]}]
+    app = make_app(fixed_workspace, steps, monkeypatch)
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        await pilot.press(*"run the tests", "enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval modal")
+        _pin_clock(app)
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["120x40", "50x24"])
+def test_command_palette(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch,
+                         size: tuple[int, int]) -> None:
+    app = make_app(fixed_workspace, None, monkeypatch)
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        from textual.widgets import Input
+
+        app.screen.query_one(Input).cursor_blink = False  # a blinking cursor makes two snapshots differ
+        await pilot.press(*"Mode:")
+        await pilot.pause(1.0)  # let every source's hits arrive and the list settle
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_narrow_layout_with_help(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(fixed_workspace, None, monkeypatch)
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        await pilot.press("f1")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=(50, 24), run_before=run_before)
