@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
@@ -12,19 +13,21 @@ from textual.widgets import Static
 from roder_tui.keymap import SCOPE_TITLES, keys_by_scope
 
 
-def help_table() -> Table:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column()
+def help_table() -> Group:
+    """One section per place a key works: a title line, then key / description rows."""
+    sections: list[Text | Table] = []
     for scope, keys in keys_by_scope().items():
-        table.add_row(Text(SCOPE_TITLES[scope], style="bold underline"), "")
+        sections.append(Text(SCOPE_TITLES[scope], style="bold underline"))
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
         for key in keys:
             table.add_row(key.display.replace("question_mark", "?"), key.description)
-        table.add_row("", "")
-    table.add_row(Text("Palette (ctrl+p)", style="bold underline"), "")
-    table.add_row("", "threads (switch, fork, new), models and providers, modes, themes, slash commands, "
-                      "compaction, export, copy")
-    return table
+        sections.extend([table, Text("")])
+    sections.append(Text("Palette (ctrl+p)", style="bold underline"))
+    sections.append(Text("threads (switch, fork, new), models and providers, modes, themes, slash commands, "
+                         "compaction, export, copy"))
+    return Group(*sections)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -35,7 +38,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
         width: 100%; max-width: 100; height: 100%; max-height: 40;
-        background: $surface; border: round $primary; padding: 0 1;
+        background: $surface; border: round $primary; padding: 0 1; scrollbar-size-vertical: 1;
     }
     """
 
