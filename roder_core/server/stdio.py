@@ -112,7 +112,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 async def deny_unanswerable_approvals(dispatcher: Dispatcher) -> None:
-    """After the only client left: let running turns end, denying approvals nobody can answer."""
+    """After the only client left: let running turns end, denying approvals nobody can answer
+    and interrupting turns that wait for a person's answer."""
     runtime = dispatcher.runtime
     queue = dispatcher.connect()
     deny = ApprovalDecision(decision="deny", reason="the client disconnected; nobody can approve")
@@ -120,6 +121,8 @@ async def deny_unanswerable_approvals(dispatcher: Dispatcher) -> None:
         for request in runtime.pending_approvals():
             runtime.resolve_approval(request.approval_id, deny)
         while any(runtime.active_turn_id(t.id) for t in runtime.open_threads()):
+            for question in runtime.pending_user_inputs():  # nobody can answer: end that turn
+                await runtime.interrupt(question.thread_id)
             try:
                 event = await asyncio.wait_for(queue.get(), 0.2)
             except TimeoutError:
