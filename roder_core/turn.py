@@ -419,11 +419,10 @@ class TurnRunner:
         await self.runtime.emit(ItemUpdated(thread_id=self.tid, turn_id=self.turn.id, item=item))
 
     async def _account(self, usage: Usage, profile: ModelProfile, request: Any) -> None:
-        if usage.total_tokens == 0:
-            from roder_core.context import estimate_tokens
+        if usage.total_tokens == 0:  # the provider said nothing: estimate the prompt (tools included)
+            from roder_core.tokens import request_tokens
 
-            prompt = request.system + "".join(m.model_dump_json() for m in request.messages)
-            usage = Usage(input_tokens=estimate_tokens(prompt), estimated=True)
+            usage = Usage(input_tokens=request_tokens(request), estimated=True)
         usage = usage.model_copy(update={"cost_usd": usage.cost_usd or profile.cost(usage)})
         self.turn.usage = self.turn.usage + usage
         await self.runtime.emit(
