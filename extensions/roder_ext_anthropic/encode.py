@@ -43,11 +43,12 @@ def _user_blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
+def _assistant_blocks(message: Message, thinking: bool) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, ReasoningPart):
-            blocks.extend(dict(block) for block in stored_blocks(part, DIALECT))
+            if thinking:  # without thinking enabled, earlier thinking blocks may (and should) be left out
+                blocks.extend(dict(block) for block in stored_blocks(part, DIALECT))
         elif isinstance(part, TextPart) and part.text:
             blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, ToolCallPart):
@@ -72,13 +73,13 @@ def _result_blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def encode_messages(request: AgentInferenceRequest) -> list[dict[str, Any]]:
+def encode_messages(request: AgentInferenceRequest, *, thinking: bool) -> list[dict[str, Any]]:
     """Messages with strictly alternating roles (tool results are user turns, so a steer or
     follow-up right after them is merged into the same user message)."""
     out: list[dict[str, Any]] = []
     for message in request.messages:
         if message.role == "assistant":
-            role, blocks = "assistant", _assistant_blocks(message)
+            role, blocks = "assistant", _assistant_blocks(message, thinking)
         else:
             role, blocks = "user", (_user_blocks(message) if message.role == "user" else _result_blocks(message))
         if not blocks:
@@ -101,7 +102,9 @@ def _mark_cache_breakpoint(messages: list[dict[str, Any]]) -> None:
 
 def encode_request(request: AgentInferenceRequest, profile: ModelProfile, *, effort: str | None) -> dict[str, Any]:
     max_tokens = request.max_output_tokens or profile.max_output_tokens
-    messages = encode_messages(request)
+    budget = min(THINKING_BUDGETS.get(effort or "", 0), max_tokens - 1)
+    thinking = profile.reasoning and budget >= THINKING_BUDGETS["minimal"]
+    messages = encode_messages(request, thinking=thinking)
     _mark_cache_breakpoint(messages)
     body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "messages": messages, "stream": True}
     if request.system:
@@ -110,8 +113,7 @@ def encode_request(request: AgentInferenceRequest, profile: ModelProfile, *, eff
         body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                          for t in request.tools]
         body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": not request.parallel_tool_calls}
-    budget = min(THINKING_BUDGETS.get(effort or "", 0), max_tokens - 1)
-    if profile.reasoning and budget >= THINKING_BUDGETS["minimal"]:
+    if thinking:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     elif request.temperature is not None:
         body["temperature"] = request.temperature

@@ -34,11 +34,11 @@ def _user(message: Message) -> dict[str, Any]:
     return {"role": "user", "content": content}
 
 
-def _assistant(message: Message) -> list[dict[str, Any]]:
+def _assistant(message: Message, reasoning: bool) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, ReasoningPart):
-            for block in stored_blocks(part, DIALECT):
+            for block in stored_blocks(part, DIALECT) if reasoning else []:
                 if block.get("encrypted_content"):
                     items.append({"type": "reasoning", "summary": block.get("summary", []),
                                   "encrypted_content": block["encrypted_content"]})
@@ -58,20 +58,23 @@ def _tool_output(part: ToolResultPart) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": part.call_id, "output": output}
 
 
-def encode_input(request: AgentInferenceRequest) -> list[dict[str, Any]]:
+def encode_input(request: AgentInferenceRequest, *, reasoning: bool) -> list[dict[str, Any]]:
+    """Input items; earlier reasoning is sent back only to a reasoning model (a thread may have
+    switched models)."""
     items: list[dict[str, Any]] = []
     for message in request.messages:
         if message.role == "user":
             items.append(_user(message))
         elif message.role == "assistant":
-            items.extend(_assistant(message))
+            items.extend(_assistant(message, reasoning))
         else:
             items.extend(_tool_output(p) for p in message.parts if isinstance(p, ToolResultPart))
     return items
 
 
 def encode_request(request: AgentInferenceRequest, profile: ModelProfile, *, effort: str | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": request.model, "input": encode_input(request), "stream": True, "store": False}
+    body: dict[str, Any] = {"model": request.model, "input": encode_input(request, reasoning=profile.reasoning),
+                            "stream": True, "store": False}
     if request.system:
         body["instructions"] = request.system
     if request.tools:

@@ -244,5 +244,17 @@ def _apply(base: ProviderSpec, table: ProviderTable | None, base_url: str) -> Pr
     return replace(spec, **updates)
 
 
+def _declared_dialect(name: str, raw: Any) -> str:
+    """The dialect a table asks for before validation; tables without one are reported with
+    chat-completions (config.py's default), so every broken table is reported exactly once."""
+    data = raw.model_dump(exclude_unset=True) if isinstance(raw, BaseModel) else dict(raw)
+    builtin = BUILTINS.get(name)
+    return str(data.get("dialect") or (builtin.spec.dialect if builtin else "chat-completions"))
+
+
 def providers_for(config: RoderConfig, env: Mapping[str, str], dialect: str) -> list[ProviderSpec]:
-    return [spec for spec in resolve_providers(config, env) if spec.dialect == dialect]
+    """The providers of one dialect; only their tables are validated, so a broken table takes
+    down its own dialect's extension factory and no other."""
+    own = {name: raw for name, raw in config.providers.items() if _declared_dialect(name, raw) == dialect}
+    scoped = config.model_copy(update={"providers": own})
+    return [spec for spec in resolve_providers(scoped, env) if spec.dialect == dialect]

@@ -17,6 +17,9 @@ from roder_core.providers.selection import choose_default_provider
 from roder_core.registry import RegistryError
 
 PROVIDER_EXTENSION_PREFIX = "roder-ext-provider-"
+#: Entry points of the dialect extensions: a broken [providers.NAME] table makes its factory fail.
+DIALECT_ENTRY_POINTS = ("entry point openai-responses", "entry point chat-completions",
+                        "entry point anthropic-messages")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"roder: {exc}")
         return 2
     skipped = [{"id": s.source.removeprefix(PROVIDER_EXTENSION_PREFIX), "reason": s.reason}
-               for s in dist.skipped if s.source.startswith(PROVIDER_EXTENSION_PREFIX) or "provider" in s.source]
+               for s in dist.skipped if s.source.startswith(PROVIDER_EXTENSION_PREFIX) or s.source in DIALECT_ENTRY_POINTS]
     if args.json:
         print(json.dumps({"providers": rows, "default": {"id": choice.provider, "reason": choice.reason},
                           "notLoaded": skipped}, indent=2))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from roder_core.config import ConfigError, RoderConfig
-from roder_core.providers.catalog import resolve_providers
+from roder_core.providers.catalog import providers_for, resolve_providers
 from roder_core.providers.model_table import builtin_profile, table_row
 from tests.providers.helpers import make_engine
 
@@ -69,6 +69,17 @@ def test_builtin_can_be_redirected_by_its_table() -> None:
 def test_bad_tables_are_clear_errors(table: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         specs({"providers": {"broken": table}})
+
+
+def test_a_broken_table_only_takes_down_its_own_dialect() -> None:
+    config = RoderConfig.model_validate({"providers": {
+        "broken": {"dialect": "anthropic-messages", "base_url": "http://x/v1", "max_tokns": 3},
+        "fine": {"dialect": "chat-completions", "base_url": "http://127.0.0.1:8080/v1"},
+    }})
+    assert [s.name for s in providers_for(config, {}, "chat-completions")] == ["openrouter", "fine", "ollama"]
+    assert [s.name for s in providers_for(config, {}, "responses")] == ["openai"]
+    with pytest.raises(ConfigError, match=r"\[providers.broken\] max_tokns: unknown key"):
+        providers_for(config, {}, "anthropic-messages")
 
 
 def test_model_table_matches_snapshots_vendor_prefixes_and_tags() -> None:

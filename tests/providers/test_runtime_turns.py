@@ -24,7 +24,7 @@ MODELS = {"chat-completions": "gpt-4.1", "responses": "gpt-5", "anthropic-messag
 
 def runtime_for(workspace: Path, dialect: str, base_url: str) -> Runtime:
     builder = ExtensionRegistryBuilder()
-    builder.install(ProviderExtension(make_engine(dialect, base_url)))
+    builder.install(ProviderExtension(make_engine(dialect, base_url, reasoning_effort="medium")))
     builder.install(TestExtension([ReadTool()]))
     options = RuntimeOptions(cwd=workspace, paths=RoderPaths.from_env(), config=RoderConfig(), mode="bypass",
                              provider="fake", model=MODELS[dialect])

@@ -160,10 +160,12 @@ async def test_history_is_reencoded_for_chat_completions() -> None:
 
 
 async def test_history_is_reencoded_for_responses() -> None:
-    async with FakeModelServer([{"text": "ok"}]) as server:
+    async with FakeModelServer([{"text": "ok"}, {"text": "ok"}]) as server:
         engine = make_engine("responses", server.base_url)
         await collect(engine, make_request(model="gpt-5").model_copy(update={"messages": _history("responses")}))
+        await collect(engine, make_request(model="gpt-4.1").model_copy(update={"messages": _history("responses")}))
         await engine.aclose()
+    assert all(i.get("type") != "reasoning" for i in server.calls[1].json["input"])  # not to a non-reasoning model
     items = server.calls[0].json["input"]
     assert items[1] == {"type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}],
                         "encrypted_content": "ENC1"}
@@ -175,12 +177,15 @@ async def test_history_is_reencoded_for_responses() -> None:
 
 
 async def test_history_is_reencoded_for_anthropic() -> None:
-    async with FakeModelServer([{"text": "ok"}]) as server:
+    async with FakeModelServer([{"text": "ok"}, {"text": "ok"}]) as server:
         engine = make_engine("anthropic-messages", server.base_url)
-        request = make_request(model="claude-sonnet-4-6").model_copy(
+        request = make_request(model="claude-sonnet-4-6", reasoning_effort="low").model_copy(
             update={"messages": [*_history("anthropic-messages"), Message(role="user", parts=[TextPart(text="and?")])]})
         await collect(engine, request)
+        await collect(engine, request.model_copy(update={"reasoning_effort": None}))
         await engine.aclose()
+    without_thinking = server.calls[1].json["messages"][1]["content"]
+    assert "thinking" not in server.calls[1].json and without_thinking[0] == {"type": "text", "text": "Looking."}
     messages = server.calls[0].json["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[1]["content"] == [
