@@ -203,7 +203,7 @@ class HttpEngine:
                                 yield out
                 return
             except InferenceError as exc:
-                wait = self.retry.delay(retries, exc, deadline=ctx.deadline)
+                wait = self.retry.delay(retries, exc)
                 if wait is None:
                     raise
                 retries += 1

@@ -27,12 +27,12 @@ class RetryPolicy:
         retries_done: int,
         error: InferenceError,
         *,
-        deadline: float | None = None,
         rand: Callable[[], float] = random.random,
     ) -> float | None:
         """Seconds to wait before the next attempt, or None to give up and raise ``error``.
 
-        ``deadline`` is a ``time.time()`` instant the call must not outlive.
+        A turn's deadline is not consulted: past it the model is still called to wrap up
+        (seed 004's finalization reserve), and that call deserves its retries too.
         """
         if not error.retryable or retries_done >= self.max_retries:
             return None
@@ -43,8 +43,6 @@ class RetryPolicy:
         else:
             ceiling = min(self.max_delay, self.base_delay * 2**retries_done)
             wait = ceiling / 2 + rand() * ceiling / 2  # "equal jitter": never less than half
-        if deadline is not None and time.time() + wait >= deadline:
-            return None
         return wait
 
 
