@@ -31,7 +31,9 @@ def make_app(workspace: Path, steps: list[dict[str, Any]] | None = None, monkeyp
         return LocalAppClient.start(StartSettings(cwd=workspace, provider=namespace.provider, mode=namespace.mode,
                                                   sandbox="off"))
 
-    return RoderApp(namespace, client_factory=factory, cwd=workspace)
+    app = RoderApp(namespace, client_factory=factory, cwd=workspace)
+    app.animation_level = "none"  # as over SSH: scrolling jumps instead of animating (fast, deterministic)
+    return app
 
 
 async def until(pilot: Any, predicate: Callable[[], object], timeout: float = 15.0, what: str = "") -> None:
@@ -59,3 +61,27 @@ async def turn_done(pilot: Any, count: int = 1) -> None:
     app: RoderApp = pilot.app
     await until(pilot, lambda: app.turn_id is None and len([e for e in entries_of(app, "assistant") if not e.live])
                 >= count, what=f"{count} finished answers")
+
+
+async def write_long_thread(workspace: Path, messages: int) -> str:
+    """Persist a thread of ``messages`` messages (user/assistant pairs) through the real runtime
+    and thread store; returns its id."""
+    from roder_core.events import ItemCompleted, TurnCompleted, TurnStarted
+    from roder_core.ir import AgentMessageItem, Turn, UserMessageItem, new_id
+
+    client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock"))
+    try:
+        thread = (await client.thread_start(cwd=str(workspace), title="a very long session")).thread
+        runtime = client.runtime  # an embedding host writing history, as a resumed session would have
+        for i in range(messages // 2):
+            turn_id = new_id("turn")
+            await runtime.emit(TurnStarted(thread_id=thread.id, turn_id=turn_id))
+            await runtime.emit(ItemCompleted(thread_id=thread.id, turn_id=turn_id,
+                                             item=UserMessageItem(text=f"question {i}: what does step {i} do?")))
+            answer = (f"Answer {i}. Step {i} folds the event into **thread state** and calls `apply_event`.\n\n"
+                      f"- it is idempotent\n- it keeps order\n\n```python\nstate = apply_event(state, event_{i})\n```\n")
+            await runtime.emit(ItemCompleted(thread_id=thread.id, turn_id=turn_id, item=AgentMessageItem(text=answer)))
+            await runtime.emit(TurnCompleted(thread_id=thread.id, turn=Turn(id=turn_id, status="completed")))
+        return thread.id
+    finally:
+        await client.close()

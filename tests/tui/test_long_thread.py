@@ -1,0 +1,48 @@
+"""A 2,000-message thread opens and scrolls with a bounded number of mounted widgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roder_tui.widgets.transcript import MAX_MOUNTED
+from tests.tui.helpers import make_app, ready, until, write_long_thread
+
+
+def _mounted(app: object) -> int:
+    transcript = app.transcript  # type: ignore[attr-defined]
+    return sum(1 for e in transcript.model.entries if e.widget is not None and e.widget.is_attached)
+
+
+async def test_two_thousand_message_thread_opens_and_scrolls(workspace: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    thread_id = await write_long_thread(workspace, 2000)
+    app = make_app(workspace, None, monkeypatch, resume=thread_id)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await ready(pilot)
+        transcript = app.transcript
+        assert len(transcript.model.entries) == 2000
+        assert transcript.at_end and _mounted(app) <= MAX_MOUNTED
+        last = transcript.model.entries[-1]
+        assert last.widget is not None and "Answer 999" in last.items[0].text
+        await pilot.press("ctrl+t")  # focus the last message, then walk up past the window's edge
+        for _ in range(45):
+            await pilot.press("k")
+        assert transcript.lo < 2000 - 45 and _mounted(app) <= MAX_MOUNTED
+        focused = transcript.focused_entry()
+        assert focused is not None and transcript.model.index(focused) == 2000 - 46
+        await pilot.press("home")
+        await until(pilot, lambda: transcript.lo == 0, what="the start of the thread")
+        first = transcript.model.entries[0]
+        assert first.widget is not None and first.items[0].text.startswith("question 0")
+        assert _mounted(app) <= MAX_MOUNTED
+        await pilot.press("end")
+        await until(pilot, lambda: transcript.at_end, what="the end of the thread")
+        assert _mounted(app) <= MAX_MOUNTED
+        await pilot.press("pageup")  # scrolling up from the end loads earlier entries on demand
+        lo_before = transcript.lo
+        for _ in range(15):
+            await pilot.press("pageup")
+        await until(pilot, lambda: transcript.lo < lo_before, what="earlier entries to mount on scroll-up")
+        assert _mounted(app) <= MAX_MOUNTED
