@@ -305,7 +305,9 @@ class Runtime:
     async def resume_thread(self, thread_id: str) -> Thread:
         """Load a stored thread into the runtime (same reducer as live), ready for new turns.
 
-        ``thread_id`` may be an unambiguous prefix of the id."""
+        ``thread_id`` may be an unambiguous prefix of the id. This process becomes the thread's
+        only writer (the store refuses when another process has it open); to look at a thread
+        without continuing it, read it from the store instead."""
         if thread_id in self._threads:
             return self._threads[thread_id].thread
         if self.store is None:
@@ -317,6 +319,7 @@ class Runtime:
             if thread_id in self._threads:
                 return self._threads[thread_id].thread
             thread = await self.store.load(thread_id)
+        await self.store.claim(thread.id)
         self._threads[thread.id] = ThreadState(thread=thread)
         return thread
 

@@ -112,8 +112,9 @@ async def _open_thread(client: LocalAppClient, args: argparse.Namespace, cwd: st
         thread = (await client.thread_resume(rows[0].id)).thread
     else:
         return (await client.thread_start()).thread.id
-    if args.provider or args.model:
-        await client.providers_select(args.provider or thread.provider, args.model, thread_id=thread.id)
+    provider = args.provider or thread.provider
+    if provider != thread.provider or (args.model and args.model != thread.model):
+        await client.providers_select(provider, args.model, thread_id=thread.id)
     return thread.id
 
 

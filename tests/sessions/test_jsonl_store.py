@@ -280,10 +280,13 @@ async def test_only_one_process_writes_a_thread(workspace: Path) -> None:
     await runtime.close_thread(thread.id)
     await other.claim(thread.id)
     runtime2, _ = make_runtime(workspace)
-    await runtime2.resume_thread(thread.id)
     with pytest.raises(ThreadInUseError):
-        await runtime2.start_turn(thread.id, "two")
+        await runtime2.resume_thread(thread.id)
+    assert runtime2.open_threads() == []
     await other.close()
+    await runtime2.resume_thread(thread.id)
+    assert (await runtime2.run_turn(thread.id, "two")).status == "completed"
+    await runtime2.close()
     await runtime.close()
 
 
