@@ -55,3 +55,16 @@ class RoderPaths:
             data_dir=Path(platformdirs.user_data_dir("roder")),
             cache_dir=Path(platformdirs.user_cache_dir("roder")),
         )
+
+
+def create_private(path: Path) -> None:
+    """Create ``path`` (and its folder) readable by the user only, if it does not exist yet.
+
+    Threads, memories and indexes hold prompts and code; SQLite gives its journal files the
+    permissions of the database file, so creating that file first keeps them private too.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass

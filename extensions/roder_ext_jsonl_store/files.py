@@ -169,10 +169,12 @@ def repair_tail(fd: int, path: Path) -> bool:
     try:
         json.loads(tail)
     except ValueError:
-        with open(path.with_suffix(TORN_SUFFIX), "ab") as sidecar:
-            sidecar.write(tail + b"\n")
-            sidecar.flush()
-            os.fsync(sidecar.fileno())
+        sidecar = os.open(path.with_suffix(TORN_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_APPEND | CLOEXEC, 0o600)
+        try:
+            write_all(sidecar, tail + b"\n")
+            os.fsync(sidecar)
+        finally:
+            os.close(sidecar)
         os.ftruncate(fd, tail_start)
     else:
         os.write(fd, b"\n")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.ir import ParentRef, ThreadSummary
+from roder_core.paths import create_private
 
 from .files import SUFFIX, held_by_writer, iter_event_dicts, read_file
 
@@ -186,6 +187,7 @@ class ThreadIndex:
             conn.close()
 
     def _open(self) -> sqlite3.Connection:
+        create_private(self.path)
         conn = sqlite3.connect(self.path, timeout=10)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]

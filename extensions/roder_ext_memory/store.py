@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.errors import RoderError
+from roder_core.paths import create_private
 from roder_core.services import MemoryRecord, MemoryScope
 
 SCOPES: tuple[MemoryScope, ...] = ("project", "global")
@@ -102,7 +103,7 @@ class SqliteMemoryStore:
 
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(self.path)
         conn = sqlite3.connect(self.path, timeout=10)
         try:
             conn.executescript(_SCHEMA)

@@ -53,6 +53,9 @@ async def test_first_turn_writes_header_then_every_event(workspace: Path) -> Non
     assert not any(m and m.endswith("/delta") for m in methods), "deltas are folded, never stored"
     agent = [line["item"] for line in lines if line.get("method") == "item/completed" and line["item"]["type"] == "agentMessage"]
     assert agent and agent[0]["text"].startswith("Mock reply")
+    await runtime.list_threads()
+    for private in (thread_file(thread.id), thread_file(thread.id).parent / "index.sqlite"):
+        assert private.stat().st_mode & 0o777 == 0o600, f"{private.name} is readable by others"
     await runtime.close()
 
 

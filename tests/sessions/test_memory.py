@@ -124,7 +124,7 @@ async def test_the_agent_saves_then_recalls_a_memory_in_later_turns(workspace: P
     system = engine.requests[2].system
     assert "# Memories" in system and "wombat-db" in system, "recall put the note in the prompt"
     assert "# Memories" not in engine.requests[0].system
-    assert (data_dir / "memory" / "memory.sqlite").exists()
+    assert (data_dir / "memory" / "memory.sqlite").stat().st_mode & 0o777 == 0o600
     await runtime.close()
 
 
