@@ -118,3 +118,15 @@ async def test_configured_rules_apply_in_a_run(workspace: Path, roder_home: Path
     by_name = {r.name: r for r in results(runtime, thread.id)}
     assert not by_name["bash"].is_error and "allowed" in by_name["bash"].text
     assert by_name["read"].is_error and "denied by the rule read(.env)" in by_name["read"].text
+
+
+async def test_project_rules_apply_only_when_the_folder_is_trusted(workspace: Path) -> None:
+    (workspace / ".roder").mkdir()
+    (workspace / ".roder" / "config.toml").write_text('[policy]\nallow = ["bash(make lint)"]\n')
+    steps = [{"tool_calls": [call("bash", command="make lint")]}, {"text": "ok"}]
+    for trusted, allowed in ((False, False), (True, True)):
+        runtime = start(workspace, steps, mode="ask", interactive=False, trust=trusted).runtime
+        thread = await runtime.start_thread()
+        await runtime.run_turn(thread.id, "go")
+        result = results(runtime, thread.id)[0]
+        assert ("headless" not in result.text) is allowed, (trusted, result.text)

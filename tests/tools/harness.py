@@ -71,6 +71,7 @@ def start(
     sandbox: str | None = None,
     interactive: bool = False,
     env: Mapping[str, str] | None = None,
+    trust: bool = False,
 ) -> Started:
     """A Runtime built by the real bootstrap with only the mock engine and the coding tools."""
     factories = [
@@ -79,7 +80,7 @@ def start(
     ]
     settings = StartSettings(
         cwd=workspace, provider="mock", mode=mode, sandbox=sandbox, interactive=interactive,
-        env=dict(os.environ if env is None else env), trust=False,
+        env=dict(os.environ if env is None else env), trust=trust,
     )
     return start_runtime(settings, factories)
 

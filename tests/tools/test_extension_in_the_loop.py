@@ -3,14 +3,19 @@ serialized by the mutation queue, and the sandbox level the runtime reports."""
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
+import pytest
 import roder_ext_builtin_coding_tools as coding_tools
 from roder_ext_mock import MockProviderExtension
 
+from roder_core.brokers import sandbox
 from roder_core.distribution import build_distribution, make_host
 from roder_core.ir import ToolResultItem
+from roder_tui.ask import run_ask
+from roder_tui.cli import build_parser
 from tests.tools.harness import call, run_script, start
 
 
@@ -71,3 +76,18 @@ async def test_tool_views_reach_the_thread(workspace: Path) -> None:
     kinds = [i.type for i in runtime.thread(thread.id).items()]
     assert "fileChange" in kinds and "commandExecution" in kinds
     assert sum(isinstance(i, ToolResultItem) for i in runtime.thread(thread.id).items()) == 2
+
+
+def test_missing_bubblewrap_is_said_once_by_roder_p(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = sandbox.shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name, *a, **k: None if name == "bwrap" else real_which(name))
+    monkeypatch.chdir(workspace)
+    out, err = io.StringIO(), io.StringIO()
+    code = run_ask(build_parser().parse_args(["-p", "hi", "--provider", "mock"]), stdin=io.StringIO(""), out=out, err=err)
+    assert code == 0
+    notices = [line for line in err.getvalue().splitlines() if "sandbox" in line]
+    assert notices == [
+        "roder: command sandbox is off: bubblewrap (bwrap) is not installed. Commands still get a scrubbed "
+        "environment, resource limits and workspace-only file tools, but can write anywhere you can and reach "
+        "the network"
+    ]
