@@ -595,16 +595,16 @@ class Runtime:
         entry[1].set_result(decision)
         return True
 
-    def persist_rule(self, rule: str) -> None:
-        """'Always' approvals write the exact rules shown to the user (one per line) into
-        config.toml's ``[policy] allow`` and apply them at once."""
+    def persist_rule(self, rule: str, verdict: str = "allow") -> None:
+        """'Always' answers write the exact rules shown to the user (one per line) into
+        config.toml's ``[policy] allow`` (or ``deny``) and apply them at once."""
         writer = ConfigWriter(self.options.paths.config_file)
         for line in (r.strip() for r in rule.splitlines()):
             if not line:
                 continue
-            self.policy.add_rule("allow", line)
-            writer.append_unique("policy.allow", line)
-            self.audit.record("policy.rule_saved", {"list": "allow", "rule": line, "file": str(writer.path)})
+            self.policy.add_rule(verdict, line)
+            writer.append_unique(f"policy.{verdict}", line)
+            self.audit.record("policy.rule_saved", {"list": verdict, "rule": line, "file": str(writer.path)})
 
     # ------------------------------------------------------------------ session
 

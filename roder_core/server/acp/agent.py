@@ -48,7 +48,7 @@ from acp.schema import (
 )
 
 from roder_core import __version__
-from roder_core.config import MODES, ConfigWriter
+from roder_core.config import MODES
 from roder_core.events import ApprovalRequested, ItemCompleted, TurnCompleted
 from roder_core.ir import ApprovalRequest, ToolCallItem, Turn
 from roder_core.server.acp.client_tools import ClientBridge
@@ -308,7 +308,10 @@ class RoderAcpAgent:
                 log.warning("could not send a session update: %s", exc)
 
     async def _ask_permission(self, session: Session, request: ApprovalRequest) -> None:
-        rule = next((o.rule for o in request.options if o.id == "allow_always"), None) or request.tool
+        # the exact rules Roder would save (one per line); none when the call may never be
+        # allowed for good (protected or outside-workspace targets)
+        always = next((o.rule for o in request.options if o.id == "allow_always"), None)
+        rule = always or request.tool
         if rule in self._rejected_rules:
             await self._resolve(request, "deny", reason=f"always rejected in this editor session: {rule}")
             return
@@ -326,7 +329,8 @@ class RoderAcpAgent:
         )
         options = [
             PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-            PermissionOption(option_id="allow_always", name=f"Always allow {rule}", kind="allow_always"),
+            *([PermissionOption(option_id="allow_always", name=f"Always allow {', '.join(rule.splitlines())}",
+                                kind="allow_always")] if always else []),
             PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
             PermissionOption(option_id="reject_always", name=f"Always reject {rule}", kind="reject_always"),
         ]
@@ -344,7 +348,7 @@ class RoderAcpAgent:
         elif choice == "reject_always":
             self._rejected_rules.add(rule)
             with contextlib.suppress(Exception):
-                ConfigWriter(self.app.runtime.options.paths.config_file).append_unique("policy.deny", rule)
+                self.app.runtime.persist_rule(rule, "deny")
             await self._resolve(request, "deny", reason=f"always rejected: {rule}")
         else:
             await self._resolve(request, "deny", reason="rejected in the editor" if choice == "reject_once" else "cancelled")
