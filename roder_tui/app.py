@@ -32,9 +32,14 @@ from textual.containers import Horizontal, Vertical  # noqa: E402
 
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.keymap import app_bindings  # noqa: E402
-from roder_tui.palette import PaletteSourcesProvider  # noqa: E402
-from roder_tui.theming import RoderTheme, ThemeSet, load_themes, rich_styles, save_theme_choice  # noqa: E402
-from roder_tui.widgets.messages import ToolCardView  # noqa: E402
+from roder_tui.theming import (  # noqa: E402
+    CodeStyle,
+    RoderTheme,
+    ThemeSet,
+    load_themes,
+    rich_styles,
+    save_theme_choice,
+)
 from roder_tui.widgets.prompt import PromptBar, PromptHistory, PromptInput, attachments_in  # noqa: E402
 from roder_tui.widgets.sidebar import Sidebar  # noqa: E402
 from roder_tui.widgets.status_bar import StatusBar  # noqa: E402
@@ -93,10 +98,17 @@ def _preimport() -> None:
     discovered_factories()
 
 
+def _palette_provider() -> type:
+    """The palette provider, imported when the palette first opens (not before the first frame)."""
+    from roder_tui.palette import PaletteSourcesProvider
+
+    return PaletteSourcesProvider
+
+
 class RoderApp(App[int]):
     TITLE = "Roder"
     BINDINGS = app_bindings()
-    COMMANDS = {PaletteSourcesProvider}
+    COMMANDS = {_palette_provider}
     CSS = """
     Screen { layout: vertical; }
     #body { height: 1fr; }
@@ -128,8 +140,6 @@ class RoderApp(App[int]):
         self._elapsed_timer: Any = None
         self._pushed_theme = False
         self.coalescer = DeltaCoalescer(self._flush_deltas, stream_fps(REMOTE))
-        if REMOTE:
-            ToolCardView.animate_spinner = False
         for theme in self.themes.themes.values():
             self.register_theme(theme.to_textual())
         keymap = self.config_data.get("keys")
@@ -198,6 +208,10 @@ class RoderApp(App[int]):
         self.palette_sources = list(registry.palette_sources)
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
         self._probe_sandbox()
+        if REMOTE:
+            from roder_tui.widgets.messages import ToolCardView
+
+            ToolCardView.animate_spinner = False
         await self._load_commands()
         self.run_worker(self._pump(), exclusive=True, group="pump")
         if info.fell_back_to_mock and not getattr(self.args, "provider", None):
@@ -638,8 +652,6 @@ class RoderApp(App[int]):
 
     def apply_theme(self, theme: RoderTheme, *, save: bool = True) -> None:
         from rich.theme import Theme as RichTheme
-
-        from roder_tui.widgets.markdown_stream import CodeStyle
 
         self.roder_theme = theme
         CodeStyle.name = theme.code_theme

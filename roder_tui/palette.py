@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from roder_core.services import PaletteCommand
-
 if TYPE_CHECKING:
+    from roder_core.services import PaletteCommand
     from roder_tui.app import RoderApp
 
 log = logging.getLogger(__name__)

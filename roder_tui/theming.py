@@ -30,6 +30,12 @@ VARIABLE_DEFAULTS = {
 }
 
 
+class CodeStyle:
+    """The Pygments style code blocks use; set from the active theme."""
+
+    name = "monokai"
+
+
 class ThemeFileError(ValueError):
     """A theme file that cannot be used; the message names the file and the problem."""
 
@@ -82,9 +88,7 @@ def parse_theme(path: Path) -> RoderTheme:
         except ColorParseError as exc:
             raise ThemeFileError(f"{path}: {key} = {value!r} is not a colour") from exc
     code_theme = str(data.get("code_theme", "monokai" if data.get("dark", True) else "friendly"))
-    from pygments.styles import get_all_styles
-
-    if code_theme not in set(get_all_styles()):
+    if not _is_pygments_style(code_theme):
         raise ThemeFileError(f"{path}: code_theme {code_theme!r} is not a Pygments style")
     return RoderTheme(
         name=str(data.get("name") or path.stem),
@@ -94,6 +98,21 @@ def parse_theme(path: Path) -> RoderTheme:
         variables={k: str(v) for k, v in data.get("variables", {}).items()},
         source=str(path),
     )
+
+
+def _is_pygments_style(name: str) -> bool:
+    from pygments.styles import STYLE_MAP  # a name table: cheap, unlike loading every style
+
+    if name in STYLE_MAP:
+        return True
+    from pygments.styles import get_style_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        get_style_by_name(name)  # a style from a plugin package
+    except ClassNotFound:
+        return False
+    return True
 
 
 @dataclass

@@ -37,6 +37,8 @@ from textual.strip import Strip
 from textual.widgets import Markdown as MarkdownWidget
 from textual.widgets import Static
 
+from roder_tui.theming import CodeStyle
+
 #: Lines after which a live prose segment is sealed at the next blank line.
 SEAL_LINES = 16
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
@@ -176,12 +178,6 @@ class _LeftHeading(Heading):
 
 class RoderMarkdown(Markdown):
     elements: ClassVar = {**Markdown.elements, "heading_open": _LeftHeading}
-
-
-class CodeStyle:
-    """The Pygments style used for code; set from the active theme."""
-
-    name = "monokai"
 
 
 def render_markdown(text: str) -> RenderableType:

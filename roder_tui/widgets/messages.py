@@ -28,7 +28,6 @@ from roder_core.ir import (
     FileChangeItem,
     PlanItem,
     ReasoningItem,
-    ToolCallItem,
     ToolResultItem,
     UserMessageItem,
 )
@@ -194,11 +193,11 @@ class ToolCardView(EntryMixin, Static, can_focus=True):
 
     def _render_item(self) -> RenderableType:
         entry = self.entry
-        call = entry.find(ToolCallItem)
-        result = entry.find(ToolResultItem)
-        command = entry.find(CommandExecutionItem)
-        change = entry.find(FileChangeItem)
-        approval = entry.find(ApprovalItem)
+        call = entry.find("toolCall")
+        result = entry.find("toolResult")
+        command = entry.find("commandExecution")
+        change = entry.find("fileChange")
+        approval = entry.find("approval")
         name = call.name if call else (result.name if result else "shell" if command else "tool")
         status = entry.status
         if status == "running":

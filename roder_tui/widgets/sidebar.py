@@ -7,14 +7,15 @@ transcript to that thread.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label, OptionList, Tree
 from textual.widgets.option_list import Option
 
-from roder_core.ir import ThreadSummary
+if TYPE_CHECKING:
+    from roder_core.ir import ThreadSummary
 
 #: The wall clock ages are measured against (a seam for deterministic snapshots).
 clock = time.time

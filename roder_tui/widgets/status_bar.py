@@ -8,12 +8,13 @@ A segment that raises is skipped (and reported once) rather than breaking the ba
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.content import Content
 from textual.widgets import Static
 
-from roder_core.services import StatusSegment, StatusView
+if TYPE_CHECKING:
+    from roder_core.services import StatusSegment, StatusView
 
 log = logging.getLogger(__name__)
 SEPARATOR = " │ "

@@ -10,37 +10,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from roder_core.ir import (
-    AgentMessageItem,
-    ApprovalItem,
-    CommandExecutionItem,
-    CustomItem,
-    FileChangeItem,
-    Item,
-    ReasoningItem,
-    ToolCallItem,
-    ToolResultItem,
-    UserMessageItem,
-)
-from roder_tui.widgets.messages import (
-    AssistantMessageView,
-    NoticeView,
-    ReasoningView,
-    ToolCardView,
-    UserMessageView,
-)
-
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-T = TypeVar("T")
+    from roder_core.ir import Item
+
 EntryKind = Literal["user", "assistant", "reasoning", "tool", "notice"]
 
 #: Mounted entries at most; entries loaded per step when scrolling past the window's edge.
@@ -64,8 +45,9 @@ class Entry:
     started_monotonic: float = 0.0
     widget: Widget | None = field(default=None, repr=False)
 
-    def find(self, cls: type[T]) -> T | None:
-        return next((i for i in self.items if isinstance(i, cls)), None)
+    def find(self, item_type: str) -> Any | None:
+        """The entry's item of one IR ``type`` (``"toolResult"``, ``"commandExecution"``...)."""
+        return next((i for i in self.items if i.type == item_type), None)
 
     def put(self, item: Any) -> None:
         for index, existing in enumerate(self.items):
@@ -78,11 +60,11 @@ class Entry:
     def status(self) -> str:
         if self.kind != "tool":
             return "done"
-        approval = self.find(ApprovalItem)
-        result = self.find(ToolResultItem)
+        approval = self.find("approval")
+        result = self.find("toolResult")
         if result is not None:
             return "error" if result.is_error else "done"
-        command = self.find(CommandExecutionItem)
+        command = self.find("commandExecution")
         if command is not None and command.status != "inProgress":
             failed = command.status in ("failed", "declined") or command.exit_code not in (0, None)
             return "error" if failed else "done"
@@ -92,15 +74,15 @@ class Entry:
 
     def copy_text(self) -> str:
         first = self.items[0]
-        if isinstance(first, UserMessageItem | AgentMessageItem):
-            return self.live_text if self.live and isinstance(first, AgentMessageItem) else first.text
-        if isinstance(first, ReasoningItem):
+        if first.type in ("userMessage", "agentMessage"):
+            return self.live_text if self.live and first.type == "agentMessage" else first.text
+        if first.type == "reasoning":
             return self.live_text or first.text or first.summary
         if self.kind == "tool":
             parts: list[str] = []
-            command = self.find(CommandExecutionItem)
-            change = self.find(FileChangeItem)
-            result = self.find(ToolResultItem)
+            command = self.find("commandExecution")
+            change = self.find("fileChange")
+            result = self.find("toolResult")
             if command is not None:
                 parts.append(f"$ {command.command}\n{command.output}")
             if change is not None:
@@ -137,7 +119,7 @@ class TranscriptModel:
 
     def add(self, item: Item) -> tuple[Entry | None, bool]:
         """Fold one item in; returns the entry it landed in and whether that entry is new."""
-        if isinstance(item, CustomItem):
+        if item.type == "custom":
             return None, False  # extension state, not for display
         key, kind = _key_of(item)
         entry = self._by_key.get(key)
@@ -156,23 +138,34 @@ class TranscriptModel:
             self.add(item)
 
 
+_KINDS: dict[str, EntryKind] = {"userMessage": "user", "agentMessage": "assistant", "reasoning": "reasoning"}
+
+
 def _key_of(item: Item) -> tuple[str, EntryKind]:
-    if isinstance(item, UserMessageItem):
-        return item.id, "user"
-    if isinstance(item, AgentMessageItem):
-        return item.id, "assistant"
-    if isinstance(item, ReasoningItem):
-        return item.id, "reasoning"
-    if isinstance(item, ToolCallItem | ToolResultItem) or (
-        isinstance(item, CommandExecutionItem | FileChangeItem) and item.call_id
+    """Entries are keyed by item id, except a tool call's items, which share one card."""
+    kind = _KINDS.get(item.type)
+    if kind is not None:
+        return item.id, kind
+    if item.type in ("toolCall", "toolResult") or (
+        item.type in ("commandExecution", "fileChange") and item.call_id  # type: ignore[union-attr]
     ):
-        return f"call:{item.call_id}", "tool"
-    if isinstance(item, ApprovalItem):
-        return f"call:{item.request.call_id}", "tool"
+        return f"call:{item.call_id}", "tool"  # type: ignore[union-attr]
+    if item.type == "approval":
+        return f"call:{item.request.call_id}", "tool"  # type: ignore[union-attr]
     return item.id, "notice"
 
 
 def build_widget(entry: Entry) -> Widget:
+    # Imported on first use: the message widgets pull in Rich markdown, Pygments and the IR,
+    # none of which the first frame needs.
+    from roder_tui.widgets.messages import (
+        AssistantMessageView,
+        NoticeView,
+        ReasoningView,
+        ToolCardView,
+        UserMessageView,
+    )
+
     if entry.kind == "user":
         widget: Widget = UserMessageView(entry)
     elif entry.kind == "assistant":
@@ -267,8 +260,8 @@ class Transcript(VerticalScroll, can_focus=True):
         if not live and entry.kind in ("assistant", "reasoning") and entry.live:
             entry.live = False
             widget = entry.widget
-            if isinstance(widget, AssistantMessageView) and widget.is_attached:
-                await widget.body.finish(item.text)  # type: ignore[union-attr]
+            if _streams(widget) and widget is not None and widget.is_attached:
+                await widget.body.finish(item.text)  # type: ignore[attr-defined]
                 entry.live_text = ""
                 return entry
             entry.live_text = ""
@@ -290,8 +283,8 @@ class Transcript(VerticalScroll, can_focus=True):
         widget = entry.widget
         if widget is None or not widget.is_attached:
             return
-        if isinstance(widget, AssistantMessageView):
-            await widget.body.feed(text)
+        if _streams(widget):
+            await widget.body.feed(text)  # type: ignore[attr-defined]
         else:
             widget.refresh_entry()  # type: ignore[attr-defined]
 
@@ -415,10 +408,15 @@ class Transcript(VerticalScroll, can_focus=True):
     def rerender(self) -> None:
         """The theme changed: static renders pick up the new colours and code style."""
         for widget in self._entry_widgets():
-            if isinstance(widget, AssistantMessageView):
-                widget.rerender()
+            if _streams(widget):
+                widget.rerender()  # type: ignore[attr-defined]
             else:
                 widget.refresh_entry()  # type: ignore[attr-defined]
+
+
+def _streams(widget: Widget | None) -> bool:
+    """Assistant message views take streamed markdown (they have a MarkdownBody)."""
+    return hasattr(widget, "body")
 
 
 def _outer_height(widget: Widget | None) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from roder_core.ir import CommandExecutionItem, ToolResultItem, UserMessageItem
+from roder_core.ir import UserMessageItem
 from roder_tui.screens.approval import ApprovalScreen
 from roder_tui.screens.first_run import FirstRunScreen
 from roder_tui.screens.help import HelpScreen
@@ -56,7 +56,7 @@ async def test_approval_modal_allow_once_runs_the_command(workspace: Path, monke
         await pilot.press("y")
         await turn_done(pilot)
         card = entries_of(app, "tool")[0]
-        result = card.find(ToolResultItem)
+        result = card.find("toolResult")
         assert result is not None and not result.is_error and "hi-from-bash" in result.text
         assert card.status == "done"
 
@@ -72,12 +72,10 @@ async def test_approval_keys(workspace: Path, monkeypatch: pytest.MonkeyPatch, r
         await pilot.press(key)
         await turn_done(pilot)
         card = entries_of(app, "tool")[0]
-        from roder_core.ir import ApprovalItem
-
-        approval = card.find(ApprovalItem)
+        approval = card.find("approval")
         assert approval is not None and approval.decision is not None
         assert approval.decision.decision == decision
-        result = card.find(ToolResultItem)
+        result = card.find("toolResult")
         assert result is not None
         assert result.is_error is (decision == "deny")
     if decision == "allow_always":
@@ -367,7 +365,7 @@ async def test_bang_runs_a_shell_command(workspace: Path, monkeypatch: pytest.Mo
         await ready(pilot)
         await pilot.press(*"!echo bang-ok", "enter")
         await until(pilot, lambda: entries_of(app, "tool"), what="the shell card")
-        command = entries_of(app, "tool")[0].find(CommandExecutionItem)
+        command = entries_of(app, "tool")[0].find("commandExecution")
         assert command is not None and command.command == "echo bang-ok"
         assert "bang-ok" in command.output and command.exit_code == 0
 

@@ -1,0 +1,99 @@
+"""Time to first frame of `roder` versus a bare Textual app, measured in the same run.
+
+    .venv/bin/python bench/tui_first_frame.py [--runs 7]
+
+Each program is started in a pseudo-terminal (120x40) exactly as a user would start it; the clock
+runs from spawn until its first screen content arrives on the terminal ("Threads" for roder, the
+bare app's only label for Textual). For roder it also reports when the runtime is ready (the
+status bar says "idle"). Runs alternate between the two programs so machine load hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pty
+import select
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+BARE_APP = '''
+from textual.app import App
+from textual.widgets import Static
+
+class Bare(App):
+    def compose(self):
+        yield Static("bare-first-frame")
+
+Bare().run()
+'''
+
+
+def timed_run(argv: list[str], markers: list[bytes], env: dict[str, str], cwd: str) -> list[float]:
+    """Seconds from spawn until each marker appears on the terminal; then ctrl+q and reap."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, close_fds=True)
+    os.close(slave)
+    seen, found = b"", []
+    deadline = started + 60
+    try:
+        while len(found) < len(markers) and time.perf_counter() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+                while len(found) < len(markers) and markers[len(found)] in seen:
+                    found.append(time.perf_counter() - started)
+        os.write(master, b"\x11")  # ctrl+q
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    finally:
+        os.close(master)
+    if len(found) < len(markers):
+        raise RuntimeError(f"{argv} never showed {markers[len(found)]!r}")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=7)
+    opts = parser.parse_args()
+    home = tempfile.mkdtemp(prefix="roder-bench-home-")
+    workspace = tempfile.mkdtemp(prefix="roder-bench-ws-")
+    bare = Path(home) / "bare_app.py"
+    bare.write_text(BARE_APP)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(RODER_HOME=home, TERM="xterm-256color", COLUMNS="120", LINES="40")
+    bare_times, roder_frame, roder_ready = [], [], []
+    for _ in range(opts.runs):
+        bare_times.append(timed_run([sys.executable, str(bare)], [b"bare-first-frame"], env, workspace)[0])
+        frame, ready = timed_run([sys.executable, "-m", "roder_tui.cli", "--provider", "mock"],
+                                 [b"Threads", b"idle"], env, workspace)
+        roder_frame.append(frame)
+        roder_ready.append(ready)
+    b, r, rd = statistics.median(bare_times), statistics.median(roder_frame), statistics.median(roder_ready)
+    print(f"runs: {opts.runs} each, alternating; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("| program | first frame (median) | min | max |")
+    print("|---|---|---|---|")
+    print(f"| bare Textual app | {b:.3f} s | {min(bare_times):.3f} s | {max(bare_times):.3f} s |")
+    print(f"| roder | {r:.3f} s | {min(roder_frame):.3f} s | {max(roder_frame):.3f} s |")
+    print(f"| roder, runtime ready (status idle) | {rd:.3f} s | {min(roder_ready):.3f} s | {max(roder_ready):.3f} s |")
+    print(f"\nroder first frame / bare Textual: {r / b:.2f}x (goal <= 1.3x)")
+
+
+if __name__ == "__main__":
+    main()

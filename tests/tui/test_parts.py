@@ -1,0 +1,163 @@
+"""The app's parts on their own: markdown splitting, delta coalescing, themes, status segments,
+palette sources and the key table in the README."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from extensions.roder_ext_tui.palette import PALETTE_SOURCES
+from extensions.roder_ext_tui.segments import STATUS_SEGMENTS
+from roder_core.services import StatusView
+from roder_tui.coalesce import DeltaCoalescer
+from roder_tui.keymap import KEYS, markdown_table
+from roder_tui.remote import tune_for_link
+from roder_tui.theming import ThemeFileError, load_themes, parse_theme
+from roder_tui.widgets.markdown_stream import FenceSplitter, split_markdown
+from roder_tui.widgets.prompt import PromptHistory, match_files, workspace_files
+from roder_tui.widgets.status_bar import fit_segments
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = ("Intro *text*.\n\n```python\ndef f():\n    return '```'\n```\nMiddle\n   ~~~~\nraw ``` here\n~~~~\n"
+          "- list\n\n````md\n```inner```\n````\nEnd")
+
+
+def _replay(text: str, cuts: list[int]) -> tuple[str, list[str]]:
+    splitter = FenceSplitter(seal_lines=3)
+    ops = []
+    start = 0
+    for cut in sorted(set(cuts)):
+        ops += splitter.feed(text[start:cut])
+        start = cut
+    ops += splitter.feed(text[start:])
+    ops += splitter.finish()
+    return "".join(o.text for o in ops if o.kind == "prose"), [o.text for o in ops if o.kind == "close"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(SAMPLE)), max_size=40))
+def test_fence_splitting_does_not_depend_on_how_text_arrives(cuts: list[int]) -> None:
+    assert _replay(SAMPLE, cuts) == _replay(SAMPLE, [])
+
+
+def test_fences_are_found_and_closed() -> None:
+    prose, codes = _replay(SAMPLE, [])
+    assert codes == ["def f():\n    return '```'", "raw ``` here", "```inner```"]
+    assert "Intro *text*." in prose and "Middle" in prose and "- list" in prose and "End" in prose
+    kinds = [s.kind for s in split_markdown(SAMPLE)]
+    assert kinds.count("code") == 3
+    unterminated = split_markdown("text\n```js\nlet a = 1")
+    assert unterminated[-1].kind == "code" and unterminated[-1].text == "let a = 1" and unterminated[-1].lang == "js"
+
+
+def test_long_prose_is_sealed_at_paragraph_breaks() -> None:
+    text = "".join(f"line {i}\n\n" for i in range(20))
+    segments = split_markdown(text, seal_lines=6)
+    assert len(segments) > 3 and all(s.kind == "prose" for s in segments)
+    assert "".join(s.text for s in segments) == text
+
+
+async def test_coalescer_caps_the_repaint_rate_and_keeps_order() -> None:
+    batches: list[dict[str, str]] = []
+
+    async def flush(batch: dict[str, str]) -> None:
+        batches.append(batch)
+
+    coalescer = DeltaCoalescer(flush, fps=20)
+    started = time.monotonic()
+    for i in range(500):
+        coalescer.push("a", f"{i},")
+        if i % 10 == 0:
+            await asyncio.sleep(0.005)
+    await coalescer.drain()
+    elapsed = time.monotonic() - started
+    assert "".join(b.get("a", "") for b in batches) == "".join(f"{i}," for i in range(500))
+    assert len(batches) <= elapsed * 20 + 2
+    flushes = coalescer.flushes
+    await asyncio.sleep(0.2)
+    assert coalescer.flushes == flushes  # nothing pending: no timer, no wake-ups
+
+
+def test_themes_load_override_and_report_errors(tmp_path: Path) -> None:
+    themes = load_themes(None)
+    assert {"roder-dark", "roder-light", "roder-high-contrast", "roder-solarized"} <= set(themes.themes)
+    assert not themes.errors
+    user = tmp_path / "themes"
+    user.mkdir()
+    (user / "mine.toml").write_text('name = "roder-dark"\ncode_theme = "native"\n[colors]\nprimary = "#ff0000"\n')
+    (user / "broken.toml").write_text('name = "x"\n[colors]\nprimary = "not-a-colour"\n')
+    (user / "bad.toml").write_text("this is = = not toml")
+    loaded = load_themes(user)
+    assert loaded.themes["roder-dark"].colors["primary"] == "#ff0000"  # a user theme replaces a built-in
+    assert len(loaded.errors) == 2 and any("not a colour" in e for e in loaded.errors)
+    with pytest.raises(ThemeFileError, match="Pygments"):
+        bad = user / "style.toml"
+        bad.write_text('code_theme = "nope"\n[colors]\nprimary = "#000000"\n')
+        parse_theme(bad)
+    assert loaded.get("missing").name == "roder-dark"
+
+
+def test_status_segments_fit_narrow_terminals() -> None:
+    state = {"provider": "anthropic", "model": "claude-sonnet-4-5", "mode": "auto-edit", "sandbox": "workspace-write",
+             "context_tokens": 45_000, "context_window": 200_000, "cost_usd": 0.42, "cwd": "/home/me/project",
+             "git_branch": "main", "activity": "working", "elapsed": 12}
+    views = [v for s in STATUS_SEGMENTS if (v := s.render(state)) is not None]
+    assert [v.text for v in views][:3] == ["● working 12s", "auto-edit", "anthropic/claude-sonnet-4-5"]
+    assert any(v.text == "45.0k/200.0k 22%" for v in views) and any(v.text == "$0.42" for v in views)
+    narrow = fit_segments([v for s in STATUS_SEGMENTS if (v := s.render({**state, "narrow": True}))], 46, " ")
+    assert [v.text for v in narrow][:3] == ["● working 12s", "auto-edit", "claude-sonnet-4-5"]
+    assert sum(len(v.text) for v in narrow) + len(narrow) - 1 <= 46
+    kept = fit_segments([StatusView("a" * 10, 1), StatusView("b" * 10, 9), StatusView("c" * 10, 5)], 21, " ")
+    assert [v.text[0] for v in kept] == ["b", "c"]  # lowest priority dropped first, order kept
+
+
+async def test_palette_sources_name_control_plane_methods() -> None:
+    state = {"thread_id": "thr_1", "threads": [{"id": "thr_2", "title": "older", "updated_at": 0}],
+             "providers": [{"id": "mock", "name": "Mock", "default_model": "mock", "auth_configured": True}],
+             "models": [{"provider": "mock", "id": "mock-large"}], "provider": "mock", "model": "mock",
+             "mode": "ask", "themes": ["roder-dark"], "theme": "roder-dark",
+             "commands": [{"name": "review", "description": "review code", "argument_hint": "[path]"}]}
+    rows = [row for source in PALETTE_SOURCES for row in await source.commands(state)]
+    methods = {row.method for row in rows}
+    assert {"session/set_mode", "providers/select", "tui/thread/switch", "tui/thread/fork", "tui/theme/set",
+            "tui/slash", "tui/export"} <= methods
+    assert any(r.title == "/review [path]" for r in rows)
+    assert any(r.method == "tui/slash" and r.params == {"name": "compact"} for r in rows)
+
+
+def test_readme_lists_every_key() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert markdown_table() in readme, "README key table is out of date: paste roder_tui.keymap.markdown_table()"
+    assert len(KEYS) > 25
+
+
+def test_ssh_lowers_the_frame_rate_and_turns_animations_off() -> None:
+    env = {"SSH_CONNECTION": "1.2.3.4 22 5.6.7.8 22"}
+    assert tune_for_link(env) and env["TEXTUAL_FPS"] == "15" and env["TEXTUAL_ANIMATIONS"] == "none"
+    mine = {"SSH_CONNECTION": "x", "TEXTUAL_FPS": "5"}
+    tune_for_link(mine)
+    assert mine["TEXTUAL_FPS"] == "5"  # the user's setting wins
+    local: dict[str, str] = {}
+    assert not tune_for_link(local) and "TEXTUAL_FPS" not in local
+
+
+def test_prompt_history_persists_and_file_matching(tmp_path: Path) -> None:
+    path = tmp_path / "history.json"
+    history = PromptHistory(path)
+    for text in ("one", "two", "two", "three"):
+        history.add(text)
+    again = PromptHistory(path)
+    assert again.entries == ["one", "two", "three"]
+    assert again.older() == "three" and again.older() == "two" and again.newer() == "three" and again.newer() == ""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("")
+    files = workspace_files(tmp_path)
+    assert "src/app.py" in files and not any(f.startswith(".git/") for f in files)
+    assert match_files(["docs/app.md", "src/app.py", "tests/test_app.py"], "app")[:2] == ["src/app.py", "docs/app.md"]
