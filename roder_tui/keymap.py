@@ -31,7 +31,7 @@ KEYS: tuple[Key, ...] = (
     Key("ctrl+q", "quit", "quit Roder", "app", "quit", priority=True),
     Key("ctrl+c", "ctrl_c", "press twice to quit (copies the selection in the prompt)", "app", None, priority=True),
     Key("ctrl+p", "command_palette", "command palette: threads, models, modes, themes, commands, export", "app",
-        "command_palette"),
+        "command_palette", priority=True),
     Key("shift+tab", "cycle_mode", "cycle mode: plan → ask → auto-edit → bypass", "app", "cycle_mode", priority=True),
     Key("ctrl+b", "toggle_sidebar", "show or hide the sidebar (threads, fork tree)", "app", "toggle_sidebar"),
     Key("f1", "help", "this help", "app", "help"),
@@ -82,7 +82,7 @@ def app_bindings() -> list[Binding]:
     return [
         Binding(k.keys, k.action, k.description, show=False, id=k.binding_id, priority=k.priority)
         for k in KEYS
-        if k.scope == "app" and k.action not in ("command_palette",)
+        if k.scope == "app"
     ]
 
 

@@ -419,3 +419,20 @@ async def test_prose_blocks_are_bounded_while_streaming(workspace: Path, monkeyp
         blocks = [c for c in body.children if isinstance(c, ProseBlock)]
         assert len(blocks) > 3  # sealed in segments, never one ever-growing live widget
         assert "".join(b.source for b in blocks).split() == text.split()
+
+
+async def test_keys_can_be_remapped_in_config(workspace: Path, monkeypatch: pytest.MonkeyPatch,
+                                              roder_home: Path) -> None:
+    (roder_home / "config.toml").write_text('[keys]\ntoggle_sidebar = "f2"\ncommand_palette = "f3"\n')
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("f2")
+        assert not app.sidebar.display
+        await pilot.press("ctrl+b")  # the old key no longer toggles it
+        assert not app.sidebar.display
+        await pilot.press("f3")
+        await pilot.pause(0.2)
+        from textual.command import CommandPalette
+
+        assert isinstance(app.screen, CommandPalette)
