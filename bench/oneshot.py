@@ -10,13 +10,13 @@ an answer"). Runs the real `roder` program in a subprocess, offline, in bypass m
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 
@@ -47,7 +47,16 @@ def measure(cmd: list[str], env: dict[str, str], cwd: Path, runs: int) -> tuple[
     return walls, peak
 
 
+def compile_bytecode() -> None:
+    """pip compiles bytecode when it installs a package; an editable checkout under
+    PYTHONDONTWRITEBYTECODE would recompile every module at every start, so compile once first."""
+    root = Path(__file__).resolve().parents[1]
+    for folder in ("roder_core", "roder_tui", "extensions"):
+        compileall.compile_dir(root / folder, quiet=1)
+
+
 def main() -> None:
+    compile_bytecode()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=10)
