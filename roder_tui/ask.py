@@ -48,31 +48,52 @@ def _prompt_of(args: argparse.Namespace) -> str:
 
 
 class Printer:
-    """Writes events in the chosen output format as they happen."""
+    """Writes events in the chosen output format as they happen.
+
+    Text format streams the answer to a terminal as it arrives. When stdout is a pipe it prints
+    each answer once complete instead, so a provider stream that broke and was retried with a
+    different answer never leaves a discarded fragment in a script's input; on a terminal the
+    restart is said on screen.
+    """
 
     def __init__(self, fmt: str, out: TextIO, err: TextIO) -> None:
         self.fmt, self.out, self.err = fmt, out, err
         self.final_texts: list[str] = []
-        self._streamed_any = False
+        self._stream_live = fmt == "text" and out.isatty()
+        self._printed: dict[str, int] = {}
         self._ends_with_newline = True
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+        if text:
+            self._ends_with_newline = text.endswith("\n")
 
     def on_event(self, event: Notification) -> None:
         if self.fmt == "stream-json":
             self._line({"type": event.method, **event.params()})
-        if isinstance(event, AgentMessageDelta) and event.kind == "text" and self.fmt == "text":
-            self.out.write(event.delta)
-            self.out.flush()
-            self._streamed_any = True
-            self._ends_with_newline = event.delta.endswith("\n")
+        if isinstance(event, AgentMessageDelta) and event.kind == "text" and self._stream_live:
+            self._write(event.delta)
+            self._printed[event.item_id] = self._printed.get(event.item_id, 0) + len(event.delta)
         elif isinstance(event, ItemCompleted):
             item = event.item
-            if isinstance(item, AgentMessageItem) and item.text:
-                self.final_texts.append(item.text)
-                if self.fmt == "text" and not self._ends_with_newline:
-                    self.out.write("\n")
-                    self._ends_with_newline = True
+            if isinstance(item, AgentMessageItem):
+                self._answer(item)
             elif isinstance(item, ToolResultItem) and isinstance(item.data, dict) and item.data.get("policy_denied"):
                 self.err.write(f"roder: {item.text}\n")
+
+    def _answer(self, item: AgentMessageItem) -> None:
+        if not item.text:
+            if self._printed.pop(item.id, 0):  # a retried stream voided what was shown
+                self._write("\n[the provider's stream broke; the answer restarts]\n")
+            return
+        self.final_texts.append(item.text)
+        if self.fmt != "text":
+            return
+        shown = self._printed.pop(item.id, 0)
+        self._write(item.text[shown:] if self._stream_live else item.text)
+        if not self._ends_with_newline:
+            self._write("\n")
 
     def _line(self, data: dict[str, Any]) -> None:
         self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
