@@ -11,3 +11,37 @@ def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     for line in ci_lines:
         assert line.strip() in readme, f"README must contain the CI test command: {line.strip()}"
+
+
+def _readme_block(heading: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(heading):]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start:section.index("```", start)]
+
+
+async def test_extension_example_in_readme_works(workspace: Path) -> None:
+    """The README's extension example installs, validates and runs in a real turn."""
+    from roder_ext_mock import MockProviderExtension
+
+    from roder_core import ExtensionRegistryBuilder, ProvidedService
+    from roder_core.ir import ToolResultItem
+    from roder_core.paths import RoderPaths
+    from roder_core.runtime import Runtime, RuntimeOptions
+
+    namespace: dict[str, object] = {}
+    exec(compile(_readme_block("## Extensions"), "README.md", "exec"), namespace)
+    builder = ExtensionRegistryBuilder()
+    builder.install(namespace["create"](None))  # type: ignore[operator]
+    builder.install(MockProviderExtension([
+        {"tool_calls": [{"name": "shout", "arguments": {"text": "hello"}}]}, {"text": "done"},
+    ]))
+    registry = builder.build()
+    assert ProvidedService.ToolProvider("shout-tools") in registry.provided_services()
+    runtime = Runtime(registry, RuntimeOptions(cwd=workspace, paths=RoderPaths.from_env(), provider="mock"))
+    thread = await runtime.start_thread()
+    turn = await runtime.run_turn(thread.id, "shout hello")
+    assert turn.status == "completed"
+    results = [i for i in runtime.thread(thread.id).items() if isinstance(i, ToolResultItem)]
+    assert [r.text for r in results] == ["HELLO"]
+    await runtime.close()
