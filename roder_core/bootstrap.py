@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roder_core.brokers.secrets import SecretRedactor, provider_key_names
+from roder_core.brokers.secrets import runtime_redactor
 from roder_core.distribution import Distribution, ExtensionFactory, build_distribution, make_host
 from roder_core.runtime import Runtime, RuntimeOptions
 
@@ -70,7 +70,7 @@ def start_runtime(
         interactive=settings.interactive,
         trusted=host.trusted,
         max_iterations=settings.max_iterations,
-        redactor=SecretRedactor.from_env(host.env, provider_key_names(host.config)),
+        redactor=runtime_redactor(host.env, host.config),
         env=host.env,
     )
     runtime = Runtime(dist.registry, options)

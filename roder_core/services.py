@@ -35,6 +35,8 @@ class InferenceProviderMetadata:
     auth_type: Literal["api_key", "none", "oauth"] = "api_key"
     auth_label: str | None = None
     auth_configured: bool | None = None
+    #: Where the key in use comes from: "env" (its variable) or "stored" (roder providers login).
+    auth_source: Literal["env", "stored"] | None = None
     recommended: bool = False
     sort_order: int = 100
     description: str | None = None

@@ -15,7 +15,7 @@ from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.process import HostProcessBroker, ResourceLimits
 from roder_core.brokers.sandbox import sandbox_status
-from roder_core.brokers.secrets import EnvSecretBroker, SecretRedactor, provider_key_names
+from roder_core.brokers.secrets import EnvSecretBroker, SecretRedactor, provider_key_names, runtime_redactor
 
 if TYPE_CHECKING:
     from roder_core.runtime import BrokerScope
@@ -36,7 +36,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
     )
     redactor = getattr(runtime, "redact", None)
     if not isinstance(redactor, SecretRedactor):
-        redactor = SecretRedactor.from_env(env, provider_key_names(config))
+        redactor = runtime_redactor(env, config)
     limits = config.limits
     process = HostProcessBroker(
         fs,

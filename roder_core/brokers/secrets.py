@@ -49,6 +49,21 @@ def provider_key_names(config: RoderConfig) -> list[str]:
     return [p.api_key_env for p in config.providers.values() if p.api_key_env]
 
 
+def runtime_redactor(env: Mapping[str, str], config: RoderConfig) -> SecretRedactor:
+    """The redactor of a run: secret environment variables plus every stored provider key
+    (those never enter an environment, so only this keeps them out of transcripts and logs)."""
+    from roder_core.credentials import CredentialsError, CredentialStore, redaction_label
+
+    redactor = SecretRedactor.from_env(env, provider_key_names(config))
+    try:
+        stored = CredentialStore.for_env(env).keys()
+    except CredentialsError:
+        stored = {}  # unreadable: no engine can use its keys either, and says so
+    for provider, key in stored.items():
+        redactor.add(redaction_label(provider), key)
+    return redactor
+
+
 def is_secret_name(name: str, extra: Iterable[str] = ()) -> bool:
     upper = name.upper()
     return upper in KNOWN_SECRET_NAMES or name in set(extra) or any(w in upper for w in SECRET_NAME_WORDS)

@@ -10,7 +10,6 @@ read later, by the engine, and never stored in a spec.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -18,6 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from roder_core.addresses import is_loopback_url
 from roder_core.config import ConfigError, RoderConfig
 
 Dialect = Literal["responses", "chat-completions", "anthropic-messages"]
@@ -55,17 +55,6 @@ HOST_QUIRKS: dict[str, dict[str, Any]] = {
     "generativelanguage.googleapis.com": {"reasoning_format": "reasoning_effort"},
     "api.x.ai": {"reasoning_format": "reasoning_effort"},
 }
-
-
-def is_loopback_url(url: str | None) -> bool:
-    """Whether ``url`` points at this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
-    host = (urlsplit(url or "").hostname or "").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from roder_core.config import ConfigError
+from roder_core.credentials import CredentialStore
 from roder_core.errors import InferenceError
 from roder_core.ir import AgentInferenceRequest, InferenceEvent, ModelProfile, ProviderMetadataEvent
 from roder_core.providers.catalog import ProviderSpec
@@ -76,10 +77,16 @@ class HttpEngine:
         env: Mapping[str, str],
         model_overrides: Mapping[str, Mapping[str, Any]] | None = None,
         retry: RetryPolicy | None = None,
+        credentials: CredentialStore | None = None,
     ) -> None:
         self.spec = spec
-        self.key = Secret(env.get(spec.api_key_env, "") if spec.api_key_env else "")
-        self.errors = ErrorFactory(spec.name, spec.api_key_env, [self.key.reveal()])
+        self._env = env
+        self._credentials = credentials
+        self.errors = ErrorFactory(spec.name, spec.api_key_env)
+        self.key = Secret("")
+        #: "env", "stored" or None: where ``key`` came from.
+        self.key_source: Literal["env", "stored"] | None = None
+        self.reload_key()
         self.transport = HttpTransport(spec, self.auth_headers, self.errors)
         self.retry = retry or RetryPolicy(max_retries=spec.max_retries)
         self._overrides = dict(model_overrides or {})
@@ -87,6 +94,22 @@ class HttpEngine:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec.name!r}, {self.spec.base_url!r})"
+
+    def reload_key(self) -> None:
+        """Resolve the API key, the one place every engine does: the provider's environment
+        variable first, then the key stored for this provider id (``roder providers login``,
+        ``providers/configure``). Called again when a key is stored while Roder runs."""
+        name = self.spec.api_key_env
+        source: Literal["env", "stored"] | None
+        if name and self._env.get(name):
+            value, source, hint = self._env[name], "env", name
+        elif self._credentials is not None and (stored := self._credentials.get(self.spec.name)):
+            value, source, hint = stored, "stored", f"the key stored by `roder providers login {self.spec.name}`"
+        else:
+            value, source, hint = "", None, name
+        self.key = Secret(value)
+        self.key_source = source
+        self.errors.use_key(value, hint)
 
     # ------------------------------------------------------------------ dialect hooks
 
@@ -111,7 +134,8 @@ class HttpEngine:
 
     @property
     def needs_key(self) -> bool:
-        return self.spec.api_key_env is not None
+        """Providers with a key variable need a key; so does any provider a key was stored for."""
+        return self.spec.api_key_env is not None or self.key_source == "stored"
 
     def metadata(self) -> InferenceProviderMetadata:
         return InferenceProviderMetadata(
@@ -119,6 +143,7 @@ class HttpEngine:
             auth_type="api_key" if self.needs_key else "none",
             auth_label=self.spec.api_key_env,
             auth_configured=bool(self.key) if self.needs_key else True,
+            auth_source=self.key_source,
             recommended=self.spec.builtin and self.needs_key,
             sort_order=self.spec.sort_order,
             description=self.spec.description,
@@ -164,7 +189,10 @@ class HttpEngine:
 
     def _require_key(self) -> None:
         if self.needs_key and not self.key:
-            raise self.errors.make("auth", f"{self.spec.api_key_env} is not set", retryable=False)
+            raise self.errors.make(
+                "auth", f"{self.spec.api_key_env} is not set",
+                f"export it, or store a key with `roder providers login {self.spec.name}`", retryable=False,
+            )
 
     async def aclose(self) -> None:
         await self.transport.aclose()

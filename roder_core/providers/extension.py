@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roder_core.credentials import CredentialStore
 from roder_core.extension import (
     EXTENSION_API_VERSION,
     CapabilityRequest,
@@ -41,8 +42,10 @@ class ProviderExtension(RoderExtension):
 
 
 def provider_extensions(host: Any, dialect: str, engine_class: type[HttpEngine]) -> list[ProviderExtension]:
-    """The extensions for every provider of ``dialect`` in the host's config and environment."""
+    """The extensions for every provider of ``dialect`` in the host's config and environment;
+    their keys come from the environment, else from the user's stored credentials."""
+    credentials = CredentialStore.for_env(host.env)
     return [
-        ProviderExtension(engine_class(spec, host.env, host.config.models_override))
+        ProviderExtension(engine_class(spec, host.env, host.config.models_override, credentials=credentials))
         for spec in providers_for(host.config, host.env, dialect)
     ]

@@ -80,7 +80,15 @@ class ErrorFactory:
     def __init__(self, provider: str, api_key_env: str | None = None, secrets: Iterable[str] = ()) -> None:
         self.provider = provider
         self.api_key_env = api_key_env
+        #: What an auth error tells the user to check (the variable, or the stored key).
+        self.key_hint = api_key_env
         self._secrets = tuple(s for s in secrets if s)
+
+    def use_key(self, value: str, hint: str | None) -> None:
+        """Scrub ``value`` from every later message too; auth errors now point at ``hint``."""
+        if value and value not in self._secrets:
+            self._secrets += (value,)
+        self.key_hint = hint
 
     def make(
         self,
@@ -111,7 +119,7 @@ class ErrorFactory:
 
     def _hint(self, kind: str) -> str:
         if kind == "auth":
-            return f"check {self.api_key_env}" if self.api_key_env else "check the provider's credentials"
+            return f"check {self.key_hint}" if self.key_hint else "check the provider's credentials"
         if kind == "context_overflow":
             return "the conversation no longer fits the model's context window; compact it or start a new thread"
         return ""

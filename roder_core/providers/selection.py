@@ -1,7 +1,8 @@
 """Which provider Roder uses when the user chose none.
 
-In order: the config's ``provider``; the first provider whose API key is set (built-ins first:
-openai, anthropic, openrouter, then configured ones); the first keyless local server that
+In order: the config's ``provider``; the first provider with an API key, in its environment
+variable or stored by ``roder providers login`` (built-ins first: openai, anthropic, openrouter,
+then configured ones); the first keyless local server that
 answers a quick ``GET /models`` (a running Ollama, or a ``[providers.NAME]`` on loopback); the
 offline ``mock`` model, which the one-shot mode announces with a hint.
 """
@@ -12,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from roder_core.addresses import is_loopback_url
 from roder_core.config import RoderConfig
 from roder_core.errors import UnknownProviderError
-from roder_core.providers.catalog import is_loopback_url
 from roder_core.providers.probe import probe_model_ids
 
 
@@ -37,6 +38,8 @@ def choose_default_provider(
     for engine in ordered:
         meta = engine.metadata()
         if meta.auth_type == "api_key" and meta.auth_configured:
+            if meta.auth_source == "stored":
+                return DefaultChoice(engine.id(), "a key is stored for it (roder providers login)")
             return DefaultChoice(engine.id(), f"{meta.auth_label or 'its key'} is set")
     for engine in ordered:
         meta = engine.metadata()

@@ -107,6 +107,9 @@ class ProviderInfo(ProtocolModel):
     name: str
     auth_type: str
     auth_configured: bool | None = None
+    #: Where the key in use comes from: "env" (its environment variable) or "stored"
+    #: (providers/configure, ``roder providers login``). The key itself is never sent.
+    auth_source: Literal["env", "stored"] | None = None
     recommended: bool = False
     description: str | None = None
     dialect: str = ""
@@ -320,12 +323,14 @@ class ProvidersSelectResult(ProtocolModel):
 
 
 class ProvidersConfigureParams(ProtocolModel):
-    """Keys are never written to config files: ``apiKey`` is refused, name ``apiKeyEnv`` instead."""
+    """Settings go to config.toml; ``apiKey`` goes to the user's private credentials file
+    (``credentials.json`` in the data dir, mode 0600), never to config.toml. Both outlive the
+    connection, so clients should say so in their UI. An empty ``apiKey`` removes the stored key."""
 
     provider: str
     api_key: str | None = None
     base_url: str | None = None
-    dialect: Literal["chat-completions", "responses", "anthropic-messages"] | None = None
+    dialect: Literal["responses", "chat-completions", "anthropic-messages"] | None = None
     api_key_env: str | None = None
     models: list[str] | None = None
     default_model: str | None = None
@@ -334,8 +339,14 @@ class ProvidersConfigureParams(ProtocolModel):
 class ProvidersConfigureResult(ProtocolModel):
     provider: str
     persisted: bool
-    #: Configuration takes effect for new runtimes; a restart of the server applies it.
+    #: Settings written to config.toml take effect for new runtimes (a server restart); a stored
+    #: key alone is used at once by a provider the server already has.
     restart_required: bool = True
+    #: Whether a key is now stored for this provider (after storing or removing one).
+    key_stored: bool = False
+    #: Where the provider's key comes from now: "env", "stored" or None (none yet).
+    auth_source: Literal["env", "stored"] | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class SettingsResult(ProtocolModel):
@@ -404,7 +415,8 @@ _SPECS = [
     MethodSpec("providers/select", "providers", ProvidersSelectParams, ProvidersSelectResult,
                "Select provider and model for new threads (persisted when the server persists config)."),
     MethodSpec("providers/configure", "providers", ProvidersConfigureParams, ProvidersConfigureResult,
-               "Write a provider's settings (base URL, dialect, key variable, models) to config.toml."),
+               "Write a provider's settings (base URL, dialect, key variable, models) to config.toml and/or "
+               "store its API key in the user's private credentials file."),
     MethodSpec("settings/get", "settings", NoParams, SettingsResult, "Current settings."),
     MethodSpec("settings/set_web_search", "settings", SetWebSearchParams, SettingsResult,
                "Set the web-search mode (persisted)."),

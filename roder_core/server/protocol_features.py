@@ -1,5 +1,5 @@
 """Protocol models of the feature methods (seed 004): slash commands, agents and subagent
-traces, user input and plan review, memory, and background tasks."""
+traces, user input and plan review, memory, background tasks, and MCP servers."""
 
 from __future__ import annotations
 
@@ -270,6 +270,48 @@ class TaskUpdated(ServerNotification):
     task: TaskModel
 
 
+# --------------------------------------------------------------------------- MCP servers
+
+
+class McpListParams(ProtocolModel):
+    #: Wait up to this long for servers still connecting (0: report them as they are now).
+    wait_ms: int = Field(default=0, ge=0, le=60_000)
+
+
+class McpServerStatus(ProtocolModel):
+    """One configured MCP server as Roder's MCP client sees it."""
+
+    name: str
+    #: pending | connecting | connected | failed | exited | stopped | disabled
+    status: str
+    #: Why it failed or exited (with the tail of a stdio server's stderr).
+    error: str | None = None
+    transport: str = ""
+    #: The command line or URL.
+    target: str = ""
+    #: "config" or the path of the .mcp.json that declared it.
+    origin: str = ""
+    #: The server's own name and version, once connected.
+    server: str = ""
+    tool_count: int = 0
+    #: Tool names as the model sees them (``mcp__<server>__<tool>``), when connected.
+    tools: list[str] = Field(default_factory=list)
+    descriptions: dict[str, str] = Field(default_factory=dict)
+
+
+class McpListResult(ProtocolModel):
+    servers: list[McpServerStatus]
+
+
+class McpRestartParams(ProtocolModel):
+    server: str
+
+
+class McpRestartResult(ProtocolModel):
+    #: The server after the restart settled (connected, or failed with its error).
+    server: McpServerStatus
+
+
 _SPECS = [
     MethodSpec("commands/list", "commands", CommandsListParams, CommandsListResult,
                "Slash commands: built-ins, custom markdown commands and skills."),
@@ -303,6 +345,10 @@ _SPECS = [
     MethodSpec("tasks/cancel", "tasks", TaskIdParams, TaskResult, "Cancel a queued or running task."),
     MethodSpec("tasks/subscribe", "tasks", TasksSubscribeParams, Ok,
                "Receive tasks/updated notifications on this connection (one task or all)."),
+    MethodSpec("mcp/list", "mcp", McpListParams, McpListResult,
+               "Configured MCP servers with status, error and tools (optionally waiting for them to connect)."),
+    MethodSpec("mcp/restart", "mcp", McpRestartParams, McpRestartResult,
+               "Stop and reconnect one MCP server; returns its status once it settled."),
 ]
 for _spec in _SPECS:
     register(_spec)

@@ -15,7 +15,6 @@ import asyncio
 import base64
 import contextlib
 import hmac
-import ipaddress
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
+from roder_core.addresses import is_loopback_host
 from roder_core.server.connection import Connection, encode, notification_message
 from roder_core.server.errors import CLIENT_BEHIND
 from roder_core.server.protocol import ErrorNotification, RemoteInfo
@@ -70,15 +70,6 @@ class RemoteOptions:
         if not value.strip():
             raise ValueError(f"--auth-token {auth_token}: the environment variable {name} is empty or unset")
         return cls(parts.hostname, port, value.strip(), auth_token, print_qr)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def token_from_headers(headers: Any) -> tuple[str | None, list[str]]:
@@ -143,7 +134,7 @@ def announce(options: RemoteOptions, port: int, out: TextIO) -> None:
               f"offer '{SUBPROTOCOL}'\n")
     link = pairing_link(urls, options.token)
     out.write(f"  pair: {link}\n")
-    if not is_loopback(options.host):
+    if not is_loopback_host(options.host):
         out.write("roder: WARNING: listening on a non-loopback address without TLS. Anyone who can reach this "
                   "port and learns the token can read files and run commands here; prefer 127.0.0.1, an SSH "
                   "tunnel or a trusted encrypted network (Tailscale, WireGuard).\n")

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def _listing(engine: Any) -> tuple[list[ModelProfile], str | None]:
     meta = engine.metadata()
     if meta.auth_type == "api_key" and not meta.auth_configured:
-        return [], f"{meta.auth_label} is not set"
+        return [], f"{meta.auth_label or 'its key'} is not set and no key is stored (roder providers login)"
     try:
         return await asyncio.wait_for(engine.list_models(), LIST_TIMEOUT), None
     except TimeoutError:

@@ -9,6 +9,7 @@ from roder_ext_chat_completions import ChatCompletionsEngine
 from roder_ext_openai_responses import ResponsesEngine
 
 from roder_core.config import RoderConfig
+from roder_core.credentials import CredentialStore
 from roder_core.ir import (
     AgentInferenceRequest,
     InferenceEvent,
@@ -41,6 +42,7 @@ def make_engine(
     api_key: str | None = None,
     retry: RetryPolicy = FAST_RETRY,
     models: dict[str, Any] | None = None,
+    credentials: CredentialStore | None = None,
     **table: Any,
 ) -> HttpEngine:
     table = {"dialect": dialect, "base_url": base_url, **table}
@@ -49,7 +51,7 @@ def make_engine(
     config = RoderConfig.model_validate({"providers": {"fake": table}, "models": models or {}})
     env = {KEY_ENV: api_key} if api_key else {}
     spec = next(s for s in resolve_providers(config, env) if s.name == "fake")
-    return ENGINES[dialect](spec, env, config.models_override, retry=retry)
+    return ENGINES[dialect](spec, env, config.models_override, retry=retry, credentials=credentials)
 
 
 def make_request(text: str = "hi", *, model: str = "fake-model", tools: bool = True, **extra: Any) -> AgentInferenceRequest:

@@ -230,9 +230,11 @@ async def test_provider_and_settings_changes_persist_with_comments(tmp_path: Pat
         assert settings.default_mode == "auto-edit" and settings.mode == "ask"
         await client.request("providers/configure", {"provider": "openrouter", "apiKeyEnv": "OPENROUTER_API_KEY",
                                                      "baseUrl": "https://openrouter.ai/api/v1"})
+        stored = await client.request("providers/configure", {"provider": "openrouter", "api_key": "sk-test"})
+        assert stored.key_stored and stored.auth_source == "stored" and not stored.restart_required
         refused = await expect_error(INVALID_PARAMS, client.request(
-            "providers/configure", {"provider": "openrouter", "api_key": "sk-test"}))
-        assert "environment" in refused.message
+            "providers/configure", {"provider": "openrouter", "apiKey": "two words"}))
+        assert "two words" not in refused.message
         await expect_error(INVALID_PARAMS, client.request("providers/configure", {"provider": "x"}))
         await expect_error(INVALID_PARAMS, client.request("settings/set_web_search", {"mode": "sometimes"}))
     text = config_file.read_text()

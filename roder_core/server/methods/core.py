@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import base64
 import mimetypes
+import os
 from pathlib import Path
+from typing import Any
 
 from roder_core import __version__
+from roder_core.brokers.secrets import SecretRedactor
 from roder_core.config import ConfigWriter
+from roder_core.credentials import CredentialsError, CredentialStore, check_key, redaction_label
 from roder_core.events import ApprovalRequested
 from roder_core.ir import ApprovalDecision, Attachment, Thread
 from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles
@@ -123,6 +127,7 @@ async def providers_list(app: Dispatcher, params: NoParams, ctx: CallContext) ->
         rows.append(
             ProviderInfo(
                 id=engine.id(), name=meta.name, auth_type=meta.auth_type, auth_configured=meta.auth_configured,
+                auth_source=meta.auth_source,
                 recommended=meta.recommended, description=meta.description, dialect=meta.dialect,
                 base_url=meta.base_url, default_model=engine.default_model(), selected=engine.id() == runtime.provider,
             )
@@ -364,18 +369,65 @@ async def providers_select(app: Dispatcher, params: ProvidersSelectParams, ctx: 
 async def providers_configure(
     app: Dispatcher, params: ProvidersConfigureParams, ctx: CallContext
 ) -> ProvidersConfigureResult:
-    if params.api_key is not None:
-        raise InvalidParams("Roder reads API keys only from environment variables (never from config files): "
-                            "give apiKeyEnv, e.g. OPENROUTER_API_KEY, and export the key in the server's environment")
+    """Settings go to config.toml, the key to the private credentials file (seed 004: both
+    persist only when the server persists configuration)."""
     fields = params.model_dump(exclude={"provider", "api_key"}, exclude_none=True)
-    if not fields:
-        raise InvalidParams("nothing to configure: give baseUrl, dialect, apiKeyEnv, models or defaultModel")
+    if not fields and params.api_key is None:
+        raise InvalidParams("nothing to configure: give apiKey, baseUrl, dialect, apiKeyEnv, models or defaultModel")
     if not app.persist_config:
         raise InvalidParams("this server does not persist configuration (started with --no-persist-config)")
-    writer = _writer(app)
-    for key, value in fields.items():
-        writer.set(f"providers.{params.provider}.{key}", value)
-    return ProvidersConfigureResult(provider=params.provider, persisted=True)
+    if params.provider == "mock":
+        raise InvalidParams("'mock' is the built-in offline model; it takes no settings and no key")
+    runtime = app.runtime
+    engine = next((e for e in runtime.registry.inference_engines if e.id() == params.provider), None)
+    known = engine is not None or params.provider in runtime.options.config.providers or "base_url" in fields
+    if not known:
+        names = ", ".join(sorted(e.id() for e in runtime.registry.inference_engines if e.id() != "mock"))
+        raise InvalidParams(f"unknown provider {params.provider!r}: give baseUrl and dialect to add it "
+                            f"(configured: {names or 'none'})")
+    if fields:
+        writer = _writer(app)
+        for key, value in fields.items():
+            writer.set(f"providers.{params.provider}.{key}", value)
+    result = ProvidersConfigureResult(provider=params.provider, persisted=True, restart_required=bool(fields))
+    if params.api_key is not None:
+        _store_key(app, params.provider, params.api_key, ctx)
+    result.key_stored = bool(CredentialStore.for_env(runtime_env(runtime)).get(params.provider))
+    if engine is None:
+        result.restart_required = True
+        return result
+    reload_key = getattr(engine, "reload_key", None)
+    if reload_key is not None:
+        reload_key()
+    result.auth_source = engine.metadata().auth_source
+    if result.key_stored and result.auth_source == "env":
+        label = engine.metadata().auth_label or "its environment variable"
+        result.warnings.append(f"{label} is set in the server's environment and takes precedence over the stored key")
+    return result
+
+
+def runtime_env(runtime: Any) -> dict[str, str]:
+    env = getattr(runtime.options, "env", None)
+    return dict(os.environ if env is None else env)
+
+
+def _store_key(app: Dispatcher, provider: str, api_key: str, ctx: CallContext) -> None:
+    """Store (or, given an empty key, remove) a key; the runtime's redactor learns it first."""
+    runtime = app.runtime
+    store = CredentialStore.for_env(runtime_env(runtime))
+    try:
+        if api_key.strip():
+            value = check_key(provider, api_key)
+            if isinstance(runtime.redact, SecretRedactor):
+                runtime.redact.add(redaction_label(provider), value)
+            store.set(provider, value)
+            action = "provider.key_stored"
+        else:
+            store.remove(provider)
+            action = "provider.key_removed"
+    except CredentialsError as exc:
+        raise InvalidParams(str(exc)) from None
+    runtime.audit.record(action, {"provider": provider, "client": ctx.client_name or ctx.connection_id})
 
 
 def _settings(app: Dispatcher) -> SettingsResult:

@@ -1,4 +1,4 @@
-"""Slash commands, agents and subagent traces, user input and plan review, memory, tasks."""
+"""Slash commands, agents and subagent traces, user input and plan review, memory, tasks, MCP."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ from roder_core.server.protocol_features import (
     CommandsRunParams,
     CommandsRunResult,
     ExitPlanParams,
+    McpListParams,
+    McpListResult,
+    McpRestartParams,
+    McpRestartResult,
+    McpServerStatus,
     MemoryIdParams,
     MemoryListParams,
     MemoryListResult,
@@ -53,6 +58,7 @@ from roder_core.server.protocol_features import (
 from roder_core.server.tasks import TaskManager
 from roder_core.services import ContextBlock, ContextQuery, resolve_memory_store
 from roder_core.subagents import agent_json, list_agents, list_traces, read_trace
+from roder_core.tool_catalog import restart_source, source_statuses, wait_for_sources
 
 # --------------------------------------------------------------------------- commands, agents
 
@@ -298,3 +304,25 @@ async def tasks_cancel(app: Dispatcher, params: TaskIdParams, ctx: CallContext) 
 async def tasks_subscribe(app: Dispatcher, params: TasksSubscribeParams, ctx: CallContext) -> Ok:
     _tasks(app).subscribe(params.task_id, ctx.notify)
     return Ok()
+
+
+# --------------------------------------------------------------------------- MCP servers
+
+
+@handles("mcp/list")
+async def mcp_list(app: Dispatcher, params: McpListParams, ctx: CallContext) -> McpListResult:
+    """The ``mcp`` sources of the tool catalog; waiting also starts servers not yet started."""
+    registry = app.runtime.registry
+    await wait_for_sources(registry, params.wait_ms / 1000)
+    servers = [McpServerStatus.model_validate(s.to_json()) for s in source_statuses(registry) if s.kind == "mcp"]
+    return McpListResult(servers=servers)
+
+
+@handles("mcp/restart")
+async def mcp_restart(app: Dispatcher, params: McpRestartParams, ctx: CallContext) -> McpRestartResult:
+    registry = app.runtime.registry
+    if not any(s.name == params.server and s.kind == "mcp" for s in source_statuses(registry)):
+        names = ", ".join(s.name for s in source_statuses(registry) if s.kind == "mcp") or "none configured"
+        raise InvalidParams(f"no MCP server named {params.server!r} (known: {names})")
+    status = await restart_source(registry, params.server)
+    return McpRestartResult(server=McpServerStatus.model_validate(status.to_json()))
