@@ -109,13 +109,14 @@ async def test_env_key_wins_and_empty_key_logs_out(roder_home: Path, workspace: 
         assert not removed.key_stored and removed.auth_source == "env"
         for bad, why in (({"provider": "nowhere", "apiKey": KEY}, "unknown provider"),
                          ({"provider": "mock", "apiKey": KEY}, "mock"),
-                         ({"provider": "openrouter", "apiKey": "a\nb"}, "control characters"),
+                         ({"provider": "openrouter", "apiKey": "a\nb", "defaultModel": "m"}, "control characters"),
                          ({"provider": "openrouter", "apiKey": 12345678}, "apiKey")):
             with pytest.raises(RpcError) as raised:
                 await client.request("providers/configure", bad)
             assert raised.value.code == INVALID_PARAMS and why in raised.value.message, raised.value.message
     stored = json.loads((roder_home / "data" / "credentials.json").read_text())
     assert stored == {"version": 1, "keys": {}}
+    assert not (roder_home / "config.toml").exists()  # a refused key left the settings unwritten too
     audit = (roder_home / "data" / "audit.jsonl").read_text()
     assert "provider.key_stored" in audit and "provider.key_removed" in audit and KEY not in audit
 

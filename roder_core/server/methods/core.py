@@ -385,14 +385,15 @@ async def providers_configure(
         names = ", ".join(sorted(e.id() for e in runtime.registry.inference_engines if e.id() != "mock"))
         raise InvalidParams(f"unknown provider {params.provider!r}: give baseUrl and dialect to add it "
                             f"(configured: {names or 'none'})")
+    key = _checked_key(params.provider, params.api_key)  # before anything is written
     if fields:
         writer = _writer(app)
-        for key, value in fields.items():
-            writer.set(f"providers.{params.provider}.{key}", value)
+        for name, value in fields.items():
+            writer.set(f"providers.{params.provider}.{name}", value)
     result = ProvidersConfigureResult(provider=params.provider, persisted=True, restart_required=bool(fields))
-    if params.api_key is not None:
-        _store_key(app, params.provider, params.api_key, ctx)
-    result.key_stored = bool(CredentialStore.for_env(runtime_env(runtime)).get(params.provider))
+    if key is not None:
+        _store_key(app, params.provider, key, ctx)
+    result.key_stored = bool(CredentialStore.for_env(_runtime_env(runtime)).get(params.provider))
     if engine is None:
         result.restart_required = True
         return result
@@ -406,27 +407,35 @@ async def providers_configure(
     return result
 
 
-def runtime_env(runtime: Any) -> dict[str, str]:
+def _runtime_env(runtime: Any) -> dict[str, str]:
+    """The environment the runtime was started with (it locates the user's credentials file)."""
     env = getattr(runtime.options, "env", None)
     return dict(os.environ if env is None else env)
 
 
-def _store_key(app: Dispatcher, provider: str, api_key: str, ctx: CallContext) -> None:
-    """Store (or, given an empty key, remove) a key; the runtime's redactor learns it first."""
-    runtime = app.runtime
-    store = CredentialStore.for_env(runtime_env(runtime))
+def _checked_key(provider: str, api_key: str | None) -> str | None:
+    """None: leave the key alone; "": remove it; else the key to store (refused when unusable)."""
+    if api_key is None or not api_key.strip():
+        return None if api_key is None else ""
     try:
-        if api_key.strip():
-            value = check_key(provider, api_key)
-            if isinstance(runtime.redact, SecretRedactor):
-                runtime.redact.add(redaction_label(provider), value)
-            store.set(provider, value)
-            action = "provider.key_stored"
-        else:
-            store.remove(provider)
-            action = "provider.key_removed"
+        return check_key(provider, api_key)
     except CredentialsError as exc:
         raise InvalidParams(str(exc)) from None
+
+
+def _store_key(app: Dispatcher, provider: str, key: str, ctx: CallContext) -> None:
+    """Store (or, given "", remove) a key; the runtime's redactor learns it before anything can
+    use it."""
+    runtime = app.runtime
+    store = CredentialStore.for_env(_runtime_env(runtime))
+    if key:
+        if isinstance(runtime.redact, SecretRedactor):
+            runtime.redact.add(redaction_label(provider), key)
+        store.set(provider, key)
+        action = "provider.key_stored"
+    else:
+        store.remove(provider)
+        action = "provider.key_removed"
     runtime.audit.record(action, {"provider": provider, "client": ctx.client_name or ctx.connection_id})
 
 
