@@ -86,14 +86,89 @@ class StallMonitor:
         }
 
 
+class PacedEngine:
+    """An inference engine that streams ``text`` at ``tokens_per_s`` (0: as fast as the loop
+    allows), in 40-character deltas, catching up in bursts when the loop was busy, as a network
+    stream does. The mock engine's fixed per-delta sleeps cannot hold a rate under load."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.tokens_per_s = 0.0
+
+    def id(self) -> str:
+        return "paced"
+
+    def metadata(self) -> Any:
+        from roder_core.services import InferenceProviderMetadata
+
+        return InferenceProviderMetadata(name="Paced (bench)", auth_type="none", auth_configured=True)
+
+    def default_model(self) -> str:
+        return "paced"
+
+    def model_profile(self, model: str) -> Any:
+        from roder_core.ir import ModelProfile
+
+        return ModelProfile(id=model, provider="paced")
+
+    async def list_models(self) -> list[Any]:
+        return [self.model_profile("paced")]
+
+    async def stream_turn(self, ctx: Any, request: Any) -> Any:
+        from roder_core.ir import CompletedEvent, MessageDelta, Usage, UsageEvent
+
+        text, rate = self.text, self.tokens_per_s * 4
+        start, sent = time.perf_counter(), 0
+        while sent < len(text):
+            await asyncio.sleep(0.005 if rate else 0)
+            due = min(len(text), int((time.perf_counter() - start) * rate)) if rate else min(len(text), sent + 400)
+            while sent < due:
+                piece = text[sent : sent + 40]
+                sent += len(piece)
+                yield MessageDelta(text=piece)
+        yield UsageEvent(usage=Usage(input_tokens=100, output_tokens=tokens_of(text)))
+        yield CompletedEvent()
+
+
+def make_paced_app(engine: PacedEngine) -> Any:
+    """A RoderApp whose runtime has the paced engine besides the installed extensions."""
+    home = Path(tempfile.mkdtemp(prefix="roder-tui-bench-"))
+    os.environ["RODER_HOME"] = str(home)
+    ws = Path(tempfile.mkdtemp(prefix="roder-tui-bench-ws-"))
+    from roder_core import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension
+    from roder_core.distribution import build_distribution, discovered_factories, make_host
+    from roder_core.runtime import Runtime, RuntimeOptions
+    from roder_core.server.client import LocalAppClient
+    from roder_tui.app import RoderApp
+
+    class PacedExtension(RoderExtension):
+        def manifest(self) -> ExtensionManifest:
+            return ExtensionManifest(id="bench-paced", name="Paced engine", version="0.1.0",
+                                     api_version=EXTENSION_API_VERSION, description="benchmark stream",
+                                     provides=[ProvidedService.InferenceEngine("paced")], required_capabilities=[])
+
+        def install(self, registry: Any) -> None:
+            registry.inference_engine(engine)
+
+    def factory() -> LocalAppClient:
+        host = make_host(ws)
+        dist = build_distribution(host, [*discovered_factories(), ("bench", lambda _host: PacedExtension())])
+        options = RuntimeOptions(cwd=host.cwd, paths=host.paths, config=host.config, provider="paced",
+                                 model="paced", trusted=False)
+        return LocalAppClient.for_runtime(Runtime(dist.registry, options))
+
+    args = argparse.Namespace(prompt=[], provider="paced", resume=None, continue_last=False)
+    return RoderApp(args, client_factory=factory, cwd=ws)
+
+
 def make_app(steps: list[dict[str, Any]], workspace: Path | None = None) -> Any:
     """A RoderApp on the mock engine playing ``steps``, with its own RODER_HOME."""
-    home = Path(tempfile.mkdtemp(prefix="roder-bench-"))
+    home = Path(tempfile.mkdtemp(prefix="roder-tui-bench-"))
     os.environ["RODER_HOME"] = str(home)
     script = home / "script.json"
     script.write_text(json.dumps({"steps": steps}))
     os.environ["RODER_MOCK_SCRIPT"] = str(script)
-    ws = workspace or Path(tempfile.mkdtemp(prefix="roder-bench-ws-"))
+    ws = workspace or Path(tempfile.mkdtemp(prefix="roder-tui-bench-ws-"))
     from roder_core.bootstrap import StartSettings
     from roder_core.server.client import LocalAppClient
     from roder_tui.app import RoderApp

@@ -3,8 +3,9 @@
     .venv/bin/python bench/tui_stream.py            # prose + 1,000-line code fence at 5,000 tok/s and flat out
     .venv/bin/python bench/tui_stream.py --quick    # smaller sizes
 
-For each case the mock engine streams the answer at a target rate (tokens ~ 4 characters, sent
-in 20-character deltas like a real SSE stream) or as fast as it can (rate 0). Reported: the rate
+For each case a paced engine (bench/tui_harness.py) streams the answer through the real runtime
+and client at a target rate (a token ~ 4 characters, 40-character deltas, catching up in bursts
+like a network stream) or as fast as the loop allows (rate 0). Reported: the rate
 actually produced, the end-to-end rate (first delta to final render), how far the screen lagged
 behind the producer at the end, screen updates per second, and event-loop stall p50/p99/max.
 """
@@ -19,14 +20,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tui_harness import StallMonitor, code_fence, make_app, prose, tokens_of, wait_for
-
-CHUNK = 20
+from tui_harness import PacedEngine, StallMonitor, code_fence, make_paced_app, prose, tokens_of, wait_for
 
 
 async def run_case(name: str, text: str, rate: float) -> dict[str, object]:
-    delay_ms = (1000.0 * CHUNK / 4 / rate) if rate else 0.0
-    app = make_app([{"text": text, "chunk_size": CHUNK, "delay_ms": delay_ms}])
+    engine = PacedEngine()
+    engine.text, engine.tokens_per_s = text, rate
+    app = make_paced_app(engine)
     from roder_core.events import AgentMessageDelta, TurnCompleted
 
     marks: dict[str, float] = {}

@@ -91,8 +91,10 @@ def git_branch(cwd: Path) -> str | None:
 
 
 def _preimport() -> None:
-    """Import the runtime and discover extensions on a thread while the first frame paints."""
+    """Import the runtime, the message renderers and the extensions on a thread while the first
+    frame paints, so neither startup nor the first streamed answer waits for an import."""
     import roder_core.server.client  # noqa: F401
+    import roder_tui.widgets.messages  # noqa: F401
     from roder_core.distribution import discovered_factories
 
     discovered_factories()
@@ -223,8 +225,11 @@ class RoderApp(App[int]):
                 return
         await self._open_initial_thread()
         # Everything alive now lives as long as the app: keep it out of the cyclic collector's
-        # full passes, which otherwise stall streaming for 100+ ms on a large heap.
+        # full passes, which otherwise stall streaming for 100+ ms on a large heap; and make full
+        # passes ten times rarer (young garbage is still collected as often as ever).
         gc.freeze()
+        gen0, gen1, _gen2 = gc.get_threshold()
+        gc.set_threshold(gen0, gen1, 100)
         self.ready.set()
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
@@ -282,6 +287,15 @@ class RoderApp(App[int]):
             for r in rows
         ]
         self.prompt_bar.set_commands([(c["name"], c["argument_hint"], c["description"]) for c in self.slash_commands])
+
+    def on_worker_state_changed(self, event: Any) -> None:
+        """A background action failed unexpectedly: say so instead of dying or staying silent."""
+        from textual.worker import WorkerState
+
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            error = event.worker.error
+            log.error("background action %s failed", event.worker.name, exc_info=error)
+            self.notify(f"{type(error).__name__}: {error}", title="something failed", severity="error", timeout=10)
 
     def _client(self) -> LocalAppClient:
         if self.client is None:
@@ -397,7 +411,7 @@ class RoderApp(App[int]):
         def answered(decision: ApprovalDecision | None) -> None:
             self._approval_open = None
             if decision is not None:
-                self.run_worker(self._resolve(request, decision), group="approval")
+                self.run_worker(self._resolve(request, decision), group="approval", exit_on_error=False)
             self._next_approval()
 
         self.push_screen(ApprovalScreen(request), answered)
@@ -435,11 +449,17 @@ class RoderApp(App[int]):
         )
         self.refresh_sidebar()
 
-    @work(exclusive=True, group="sidebar")
+    @work(exclusive=True, group="sidebar", exit_on_error=False)
     async def refresh_sidebar(self) -> None:
+        from roder_core.server.errors import RpcError
+
         if self.client is None:
             return
-        threads = (await self.client.thread_list(cwd=str(self.cwd), limit=200)).threads
+        try:
+            threads = (await self.client.thread_list(cwd=str(self.cwd), limit=200)).threads
+        except RpcError as exc:  # the list is a convenience: say why it is stale, keep working
+            self.notify(exc.message, title="thread list", severity="warning")
+            return
         self.sidebar.show(threads, self.thread_id)
 
     @on(Sidebar.Selected)
@@ -453,7 +473,7 @@ class RoderApp(App[int]):
     @on(PromptInput.Submitted)
     def _submitted(self, event: PromptInput.Submitted) -> None:
         # A worker, so a long ``!cmd`` or a slow call never blocks keys (esc must still work).
-        self.run_worker(self.send(event.text), group="send")
+        self.run_worker(self.send(event.text), group="send", exit_on_error=False)
 
     async def send(self, text: str) -> None:
         """Send what the user typed: ``!cmd``, ``/command``, a steer during a turn, or a prompt."""
@@ -606,7 +626,7 @@ class RoderApp(App[int]):
         }
 
     def run_palette_command(self, command: PaletteCommand) -> None:
-        self.run_worker(self._run_palette_command(command), group="palette")
+        self.run_worker(self._run_palette_command(command), group="palette", exit_on_error=False)
 
     async def _run_palette_command(self, command: PaletteCommand) -> None:
         from roder_core.server.errors import RpcError

@@ -1,18 +1,21 @@
 """Fast streaming markdown for assistant messages.
 
-Textual's ``Markdown`` widget re-parses the last block on every append, which is fine for prose
-and ruinous for a long code fence (measured: a 300-line fence took 23-40 s). So a message is cut
-into segments as it streams:
+Textual's ``Markdown`` widget re-parses the last block on every append and mounts one widget per
+block, which is fine for prose and ruinous for a long code fence (measured: a 300-line fence took
+23-40 s). Feeding it through ``Markdown.get_stream()`` helps, but every new block is still a
+mounted widget with its own CSS: measured in bench/tui_stream.py, prose peaked at ~3,200 tokens/s
+that way against ~9,300 tokens/s with the design below (bench/README.md). So a message is cut into
+segments as it streams:
 
-* prose goes to a live ``Markdown`` widget fed through ``Markdown.get_stream()`` (which merges
-  fragments when it falls behind); after ``SEAL_LINES`` lines, at a paragraph break, the live
-  segment is sealed into one static render and a fresh live segment starts, so the live widget
-  (and its per-append cost) stays small however long the answer gets;
+* prose goes to a ``ProseBlock``: one widget rendering Rich markdown, re-rendered (at most ~30
+  times a second, by the caller's coalescing) only while it is the live tail; after
+  ``SEAL_LINES`` lines, at a paragraph break, it is sealed and a fresh block starts, so the live
+  part, and the cost of each update, stays small however long the answer gets;
 * an open code fence goes to ``CodeView``, a line-API widget that appends plain lines in O(1)
   and renders only visible rows; when the fence closes it is highlighted once with Pygments
   (off the event loop) and the styled lines replace the plain ones in place.
 
-Finished messages (and everything loaded from a thread) are built straight from the static
+Finished messages (and everything loaded from a thread) are built straight from the same
 segments, one widget per segment, rendered once.
 """
 
@@ -34,13 +37,14 @@ from textual.containers import Vertical
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import Markdown as MarkdownWidget
 from textual.widgets import Static
 
 from roder_tui.theming import CodeStyle
 
-#: Lines after which a live prose segment is sealed at the next blank line.
+#: Lines after which a live prose segment is sealed at the next blank line...
 SEAL_LINES = 16
+#: ...and after which it is sealed at the next line break even without one (no quadratic tail).
+HARD_SEAL_LINES = 96
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
 
 
@@ -130,7 +134,10 @@ class FenceSplitter:
             return
         ops.append(Op("prose", rest + "\n"))
         self._prose_lines += 1
-        if not line.strip() and self._prose_lines >= self.seal_lines:
+        blank = not line.strip()
+        if (blank and self._prose_lines >= self.seal_lines) or (
+            self._prose_lines >= HARD_SEAL_LINES and not line.lstrip().startswith("|")
+        ):
             ops.append(Op("seal"))
             self._prose_lines = 0
 
@@ -212,7 +219,8 @@ def _foreground_only(style: str | Style) -> Style:
 
 
 class ProseBlock(Static):
-    """A sealed prose segment: one Rich markdown render, cached by Textual per width."""
+    """A prose segment: one Rich markdown render, cached by Textual per width. While it is the
+    live tail of a streaming answer, ``append`` re-renders it; once sealed it never changes."""
 
     DEFAULT_CSS = """
     ProseBlock { height: auto; }
@@ -221,6 +229,10 @@ class ProseBlock(Static):
     def __init__(self, text: str) -> None:
         super().__init__(render_markdown(text))
         self.source = text
+
+    def append(self, text: str) -> None:
+        self.source += text
+        self.update(render_markdown(self.source))
 
     def rerender(self) -> None:
         self.update(render_markdown(self.source))
@@ -350,7 +362,6 @@ class MarkdownBody(Vertical):
 
     DEFAULT_CSS = """
     MarkdownBody { height: auto; layout: stream; }
-    MarkdownBody > Markdown { margin: 0; padding: 0; }
     """
 
     def __init__(self, text: str = "", *, streaming: bool = False) -> None:
@@ -359,9 +370,7 @@ class MarkdownBody(Vertical):
         self._initial = text
         self._splitter = FenceSplitter()
         self._streamed: list[str] = []
-        self._prose: list[str] = []
-        self._live_md: MarkdownWidget | None = None
-        self._stream = None
+        self._live_prose: ProseBlock | None = None
         self._live_code: CodeView | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -378,15 +387,24 @@ class MarkdownBody(Vertical):
     async def feed(self, text: str) -> None:
         """Append streamed text (already coalesced by the caller to at most ~30 calls/s)."""
         self._streamed.append(text)
+        prose: list[str] = []  # consecutive prose lines become one update, not one per line
         for op in self._splitter.feed(text):
+            if op.kind == "prose":
+                prose.append(op.text)
+                continue
+            if prose:
+                await self._apply(Op("prose", "".join(prose)))
+                prose.clear()
             await self._apply(op)
+        if prose:
+            await self._apply(Op("prose", "".join(prose)))
 
     async def finish(self, final_text: str) -> None:
         """The message is complete: seal the live segment (its one final render). If the
         authoritative text differs from what streamed (a redaction, a dropped delta), rebuild."""
         for op in self._splitter.finish():
             await self._apply(op)
-        await self._seal()
+        self._seal()
         for task in list(self._tasks):
             await task
         self.streaming = False
@@ -403,19 +421,16 @@ class MarkdownBody(Vertical):
 
     async def _apply(self, op: Op) -> None:
         if op.kind == "prose":
-            if self._live_md is None:
-                self._live_md = MarkdownWidget()
-                await self.mount(self._live_md)
-                self._stream = MarkdownWidget.get_stream(self._live_md)
-            self._prose.append(op.text)
-            await self._stream.write(op.text)
-        elif op.kind == "seal":
-            await self._seal()
-        elif op.kind == "fence":
-            await self._seal()
+            if self._live_prose is None:
+                self._live_prose = ProseBlock("")
+                await self.mount(self._live_prose)
+            self._live_prose.append(op.text)
+        elif op.kind in ("seal", "fence"):
+            self._seal()
+        if op.kind == "fence":
             self._live_code = CodeView(lang=op.text)
             await self.mount(self._live_code)
-        elif op.kind == "code" and self._live_code is not None:
+        if op.kind == "code" and self._live_code is not None:
             self._live_code.append(op.text)
         elif op.kind == "close" and self._live_code is not None:
             live, code = self._live_code, op.text
@@ -430,19 +445,12 @@ class MarkdownBody(Vertical):
         if view.is_attached:
             view.set_highlighted(highlighted, code)
 
-    async def _seal(self) -> None:
-        if self._live_md is None:
-            return
-        md, stream = self._live_md, self._stream
-        self._live_md, self._stream = None, None
-        if stream is not None:
-            await stream.stop()
-        text = "".join(self._prose)
-        self._prose.clear()
-        with self.app.batch_update():
-            if text.strip():
-                await self.mount(ProseBlock(text), before=md)
-            await md.remove()
+    def _seal(self) -> None:
+        """The live prose block is final: it keeps its last render and never changes again.
+        A block that got only blank lines is dropped."""
+        block, self._live_prose = self._live_prose, None
+        if block is not None and not block.source.strip():
+            block.remove()
 
     def rerender(self) -> None:
         """Theme changed: static segments re-render with the new code style and colours."""
