@@ -17,20 +17,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roder_core.audit import AuditLog
-from roder_core.brokers.secrets import redact_data
+from roder_core.brokers.secrets import SecretRedactor, redact_data
 from roder_core.config import MODES, ConfigWriter, RoderConfig
 from roder_core.context import ContextAssembler
 from roder_core.errors import RoderError, ThreadNotFoundError, TurnBusyError, UnknownProviderError
 from roder_core.events import (
+    AgentMessageDelta,
     ApprovalRequested,
     ApprovalResolved,
     CustomEntrySaved,
     EventBus,
+    ItemCompleted,
+    ItemStarted,
+    ItemUpdated,
     ModeChanged,
     RuntimeEvent,
     ThreadModelChanged,
     ThreadStarted,
     ThreadStatusChanged,
+    ToolOutputDelta,
     UserInputRequested,
     parse_event,
 )
@@ -49,6 +54,7 @@ from roder_core.ir import (
     UserMessageItem,
     new_id,
 )
+from roder_core.live_redaction import LiveRedaction
 from roder_core.mutation import MutationQueue
 from roder_core.paths import RoderPaths
 from roder_core.planner import BudgetPlanner
@@ -124,6 +130,8 @@ class Runtime:
         self.options = options
         self.bus = EventBus()
         self.redact: Callable[[str], str] = options.redactor or (lambda text: text)
+        #: Live deltas redacted as streams (a secret split across two deltas is still caught).
+        self._live = LiveRedaction(self.redact) if isinstance(self.redact, SecretRedactor) else None
         self.audit = AuditLog(options.paths.audit_file, self.redact)
         rules = options.config.policy
         self.policy = PolicyEngine(
@@ -208,11 +216,22 @@ class Runtime:
     # ------------------------------------------------------------------ events
 
     def _redacted(self, event: RuntimeEvent) -> RuntimeEvent:
-        """The event with known secret values removed from every string it carries."""
-        if self.options.redactor is None:
+        """The event as it is stored and shown: known secret values removed from every string it
+        carries (a streaming item's snapshot also leaves out an end that may begin a secret), and
+        an item event holding its own copy of the item, never the object a turn keeps growing in
+        place: transports serialize later, and must show the item as it was when emitted."""
+        snapshot = isinstance(event, ItemStarted | ItemUpdated | ItemCompleted)
+        if self.options.redactor is None and not snapshot:
             return event
-        data, changed = redact_data(event.model_dump(mode="json", by_alias=True), self.redact)
-        return parse_event(data) if changed else event
+        data = event.model_dump(mode="json", by_alias=True)
+        changed = False
+        if self.options.redactor is not None:
+            if isinstance(event, ItemUpdated) and isinstance(self.redact, SecretRedactor):
+                for name in ("text", "summary"):
+                    if isinstance(data["item"].get(name), str):
+                        data["item"][name] = self.redact.releasable(data["item"][name])
+            data, changed = redact_data(data, self.redact)
+        return parse_event(data) if snapshot or changed else event
 
     def _audit_event(self, event: RuntimeEvent) -> None:
         """Approvals and mode changes are policy decisions: they go to the audit log too."""
@@ -240,6 +259,9 @@ class Runtime:
 
     async def emit(self, event: RuntimeEvent) -> None:
         """Apply to live state, persist (unless a delta or an ephemeral thread), then fan out."""
+        if self._live is not None:
+            for rest in self._live.ending(event):  # what live streams held back, before their end
+                self.bus.publish(rest)
         event = self._redacted(event)
         state = self._threads.get(event.thread_id)
         if state is not None:
@@ -255,7 +277,12 @@ class Runtime:
         self.bus.publish(event)
 
     def publish_live(self, event: RuntimeEvent) -> None:
-        """Deltas: no persistence, no await; straight to subscribers."""
+        """Deltas: no persistence, no await; straight to subscribers (text redacted as a stream)."""
+        if self._live is not None and isinstance(event, AgentMessageDelta | ToolOutputDelta):
+            shown = self._live.feed(event)
+            if shown is not None:
+                self.bus.publish(shown)
+            return
         self.bus.publish(self._redacted(event))
 
     # ------------------------------------------------------------------ threads

@@ -111,7 +111,7 @@ class OutputCollector:
         self,
         spill_dir: Path,
         on_output: Callable[[str], None] | None = None,
-        redactor: StreamRedactor | None = None,
+        redactor: StreamRedactor[bytes] | None = None,
     ) -> None:
         self._spill_dir = spill_dir
         self._redactor = redactor
@@ -356,7 +356,7 @@ class HostProcessBroker:
             raise
         finally:
             os.close(write_fd)
-        collector = OutputCollector(self._spill_dir, on_output, self._redactor.stream())
+        collector = OutputCollector(self._spill_dir, on_output, self._redactor.byte_stream())
         stream = asyncio.StreamReader(limit=1 << 20)
         transport, _ = await asyncio.get_running_loop().connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)

@@ -7,11 +7,11 @@ capability of the calling extension, or ``[secrets] pass_env = ["NAME"]`` in con
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from roder_core.brokers import BrokerDenied
+from roder_core.brokers.redaction import FORMAT_MARKER, StreamRedactor, byte_formats, text_formats
 
 if TYPE_CHECKING:
     from roder_core.config import RoderConfig
@@ -26,23 +26,6 @@ KNOWN_SECRET_NAMES = frozenset({
 })
 #: Values shorter than this are not redacted (too likely to occur by chance).
 MIN_SECRET_LENGTH = 8
-
-#: Token formats recognised even when Roder does not know the value (files, command output).
-TOKEN_PATTERNS = re.compile(
-    "|".join(
-        (
-            r"sk-ant-[A-Za-z0-9_\-]{20,}",
-            r"sk-(?:proj-|or-v1-)?[A-Za-z0-9_\-]{32,}",
-            r"gh[pousr]_[A-Za-z0-9]{36,}",
-            r"github_pat_[A-Za-z0-9_]{40,}",
-            r"AKIA[0-9A-Z]{16}",
-            r"xox[abprs]-[A-Za-z0-9\-]{10,}",
-            r"AIza[0-9A-Za-z_\-]{35}",
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-        )
-    )
-)
-
 
 def provider_key_names(config: RoderConfig) -> list[str]:
     """Environment variables configured providers read their keys from (secrets by definition)."""
@@ -87,10 +70,13 @@ def scrubbed_env(
 
 class SecretRedactor:
     """Replaces known secret values with ``[redacted:NAME]`` and known token formats with
-    ``[redacted]``. Callable, so it can be passed wherever a ``str -> str`` is expected."""
+    ``[redacted]``. Callable, so it can be passed wherever a ``str -> str`` is expected; its
+    streams (``stream``, ``byte_stream``) apply the same rules to text arriving in chunks."""
 
     def __init__(self, secrets: Mapping[str, str] | None = None) -> None:
         self._values: list[tuple[str, str]] = []
+        self._text_pairs: tuple[tuple[str, str], ...] = ()
+        self._byte_pairs: tuple[tuple[bytes, bytes], ...] = ()
         for name, value in (secrets or {}).items():
             self.add(name, value)
 
@@ -100,56 +86,41 @@ class SecretRedactor:
         return cls({name: value for name, value in env.items() if is_secret_name(name, extra)})
 
     def add(self, name: str, value: str) -> None:
+        """Learn a value; streams already open catch it from their next chunk on."""
         value = value.strip()
         if len(value) < MIN_SECRET_LENGTH or any(v == value for _, v in self._values):
             return
         self._values.append((name, value))
         self._values.sort(key=lambda pair: len(pair[1]), reverse=True)
+        self._text_pairs = tuple((v, f"[redacted:{n}]") for n, v in self._values)
+        self._byte_pairs = tuple((v.encode(), r.encode()) for v, r in self._text_pairs)
 
     @property
     def names(self) -> list[str]:
         return [name for name, _ in self._values]
 
-    def stream(self) -> StreamRedactor:
-        """A redactor for a byte stream cut into arbitrary chunks (command output)."""
-        return StreamRedactor([(v.encode(), f"[redacted:{n}]".encode()) for n, v in self._values])
+    def stream(self) -> StreamRedactor[str]:
+        """A redactor for text cut into arbitrary chunks (model deltas, live tool output)."""
+        return StreamRedactor(lambda: self._text_pairs, text_formats())
+
+    def byte_stream(self) -> StreamRedactor[bytes]:
+        """A redactor for bytes cut into arbitrary chunks (a command's raw output)."""
+        return StreamRedactor(lambda: self._byte_pairs, byte_formats())
+
+    def releasable(self, text: str) -> str:
+        """The part of a text still growing that can be shown now, redacted: its end is left out
+        while it could be the beginning of a secret (a snapshot of a streaming message)."""
+        return self.stream().feed(text)
 
     def redact(self, text: str) -> str:
         if not text or len(text) < MIN_SECRET_LENGTH:
             return text
-        for name, value in self._values:
+        for value, replacement in self._text_pairs:
             if value in text:
-                text = text.replace(value, f"[redacted:{name}]")
-        return TOKEN_PATTERNS.sub("[redacted]", text)
+                text = text.replace(value, replacement)
+        return text_formats().patterns.sub(FORMAT_MARKER, text)
 
     __call__ = redact
-
-
-class StreamRedactor:
-    """Redacts known values from chunks of bytes, holding back just enough of each chunk's end
-    that a value split across two chunks is still caught."""
-
-    def __init__(self, pairs: list[tuple[bytes, bytes]]) -> None:
-        self._pairs = pairs
-        self._keep = max((len(value) for value, _ in pairs), default=1) - 1
-        self._carry = b""
-
-    def feed(self, data: bytes) -> bytes:
-        if not self._pairs:
-            return data
-        buffer = self._carry + data
-        for value, replacement in self._pairs:
-            buffer = buffer.replace(value, replacement)
-        if len(buffer) <= self._keep:
-            self._carry = buffer
-            return b""
-        cut = len(buffer) - self._keep
-        self._carry = buffer[cut:]
-        return buffer[:cut]
-
-    def flush(self) -> bytes:
-        out, self._carry = self._carry, b""
-        return out
 
 
 def redact_data(data: Any, redact: Callable[[str], str]) -> tuple[Any, bool]:

@@ -143,9 +143,9 @@ async def test_body_is_capped(server: str) -> None:
 
 
 def test_stream_redactor_catches_values_split_across_chunks() -> None:
-    stream = SecretRedactor({"API_KEY": "abcdefghij"}).stream()
+    stream = SecretRedactor({"API_KEY": "abcdefghij"}).byte_stream()
     data = b"xx abcdefghij yy abcde" + b"fghij zz"
     for size in (1, 3, 7, 64):
-        stream = SecretRedactor({"API_KEY": "abcdefghij"}).stream()
+        stream = SecretRedactor({"API_KEY": "abcdefghij"}).byte_stream()
         out = b"".join(stream.feed(data[i : i + size]) for i in range(0, len(data), size)) + stream.flush()
         assert out == b"xx [redacted:API_KEY] yy [redacted:API_KEY] zz", size

@@ -1,0 +1,194 @@
+"""Redaction of streams: text or bytes that arrive in chunks cut anywhere.
+
+Redacting each chunk on its own lets a secret through in two halves (``sk-ab`` then ``cd...``).
+``StreamRedactor`` releases only what is provably safe: it keeps back the end of what it has seen
+while that end could still become a secret (the start of a known value, an unfinished token of a
+known format, an unterminated private key block), and releases it, redacted, once the next chunk
+settles the question or the stream ends (``flush``). When nothing could be a secret it holds
+nothing, so a stream with no secret in sight gets no extra latency.
+
+The token formats (recognised even when Roder does not know the value) live here too, so whole
+texts (``SecretRedactor.redact``) and streams apply exactly the same rules. It works on ``str``
+(model deltas, live tool output) and on ``bytes`` (a command's raw output before it is decoded).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import AnyStr, Generic
+
+#: The replacement of a token found by its format (a known value says whose it is instead).
+FORMAT_MARKER = "[redacted]"
+#: Characters a token of a known format is made of: a token ends where they end.
+WORD_CHARS = string.ascii_letters + string.digits + "_-"
+#: Token formats, each after a non-alphanumeric character (or the start): ``task-sk-...`` is a
+#: token, the ``sk-`` inside ``task-1234`` is not.
+_TOKEN_FORMATS = (
+    r"sk-ant-[A-Za-z0-9_\-]{20,}",
+    r"sk-(?:proj-|or-v1-)?[A-Za-z0-9_\-]{32,}",
+    r"gh[pousr]_[A-Za-z0-9]{36,}",
+    r"github_pat_[A-Za-z0-9_]{40,}",
+    r"AKIA[0-9A-Z]{16}",
+    r"xox[abprs]-[A-Za-z0-9\-]{10,}",
+    r"AIza[0-9A-Za-z_\-]{35}",
+)
+#: How each format begins: a word holding one of these may be a token still arriving.
+_TOKEN_STARTS = ("sk-", *(f"gh{c}_" for c in "pousr"), "github_pat_", "AKIA",
+                 *(f"xox{c}-" for c in "abprs"), "AIza")
+_AFTER_BOUNDARY = "(?<![A-Za-z0-9])"
+_PEM_BEGIN = "-----BEGIN "
+_PEM_BLOCK = r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
+#: A private key block begun and not yet ended (or a header still arriving).
+_PEM_OPEN = r"-----BEGIN [A-Z ]*(?:-{0,4}\Z|PRIVATE KEY-----)"
+TOKEN_PATTERN_TEXT = _AFTER_BOUNDARY + "(?:" + "|".join(_TOKEN_FORMATS) + ")|" + _PEM_BLOCK
+#: Longest text held back for a token format or a key block still arriving; beyond it the text
+#: is released (a base64 blob is not worth stalling a stream for). Known values are always held.
+MAX_FORMAT_HOLD = 16_384
+
+
+def _prefixes(words: Sequence[str]) -> list[str]:
+    """Every proper, non-empty prefix of ``words``, longest first."""
+    return sorted({w[:k] for w in words for k in range(1, len(w))}, key=len, reverse=True)
+
+
+def _unfinished_start_text() -> str:
+    """A regex for an end of text that is the beginning of a token start or of a key header."""
+    tokens = "|".join(re.escape(p) for p in _prefixes(_TOKEN_STARTS))
+    pem = "|".join(re.escape(p) for p in _prefixes([_PEM_BEGIN]))
+    return f"(?:{_AFTER_BOUNDARY}(?:{tokens})|{pem})\\Z"
+
+
+@dataclass(frozen=True)
+class Formats(Generic[AnyStr]):
+    """The token-format rules compiled for one string type (``str`` or ``bytes``)."""
+
+    empty: AnyStr
+    marker: AnyStr
+    word_chars: AnyStr
+    pem_begin: AnyStr
+    patterns: re.Pattern[AnyStr]
+    #: A token start inside a word (the word may be a token still arriving).
+    token_start: re.Pattern[AnyStr]
+    #: The end of the text is the beginning of a token start or of ``-----BEGIN ``.
+    unfinished_start: re.Pattern[AnyStr]
+    pem_open: re.Pattern[AnyStr]
+    pem_block: re.Pattern[AnyStr]
+
+
+def _compile(binary: bool) -> Formats[str] | Formats[bytes]:
+    def enc(text: str) -> str | bytes:
+        return text.encode() if binary else text
+
+    starts = _AFTER_BOUNDARY + "(?:" + "|".join(re.escape(s) for s in _TOKEN_STARTS) + ")"
+    return Formats(  # type: ignore[return-value]
+        empty=enc(""), marker=enc(FORMAT_MARKER), word_chars=enc(WORD_CHARS), pem_begin=enc(_PEM_BEGIN),
+        patterns=re.compile(enc(TOKEN_PATTERN_TEXT)), token_start=re.compile(enc(starts)),
+        unfinished_start=re.compile(enc(_unfinished_start_text())), pem_open=re.compile(enc(_PEM_OPEN)),
+        pem_block=re.compile(enc(_PEM_BLOCK)),
+    )
+
+
+@functools.cache
+def text_formats() -> Formats[str]:
+    return _compile(binary=False)  # type: ignore[return-value]
+
+
+@functools.cache
+def byte_formats() -> Formats[bytes]:
+    return _compile(binary=True)  # type: ignore[return-value]
+
+
+#: Known values as (value, replacement) pairs, longest first.
+ValuePairs = Sequence[tuple[AnyStr, AnyStr]]
+
+
+class StreamRedactor(Generic[AnyStr]):
+    """Redacts one stream. ``feed`` returns what may be shown now; ``flush`` (at the end of the
+    stream, however it ends) returns the rest, redacted.
+
+    ``values`` is called on every chunk, so a value learned mid-stream (a key stored while a turn
+    runs) is caught from the next chunk on. The last character released is kept as context, so a
+    token format's "starts after a non-alphanumeric character" is judged as in the whole text.
+    """
+
+    def __init__(self, values: Callable[[], ValuePairs[AnyStr]], formats: Formats[AnyStr]) -> None:
+        self._values = values
+        self._formats = formats
+        self._carry: AnyStr = formats.empty
+        self._before: AnyStr = formats.empty
+
+    @property
+    def holding(self) -> bool:
+        """Whether some text is kept back, waiting for the next chunk or the end."""
+        return bool(self._carry)
+
+    def feed(self, chunk: AnyStr) -> AnyStr:
+        pending = self._carry + chunk if self._carry else chunk
+        for value, replacement in self._values():
+            if value in pending:
+                pending = pending.replace(value, replacement)
+        start = len(self._before)
+        buffer = self._before + pending if start else pending
+        end = self._safe_end(buffer, start)
+        self._carry = buffer[end:]
+        return self._release(buffer, start, end)
+
+    def flush(self) -> AnyStr:
+        buffer = self._before + self._carry
+        self._carry = self._formats.empty
+        return self._release(buffer, len(self._before), len(buffer))
+
+    def _release(self, buffer: AnyStr, start: int, end: int) -> AnyStr:
+        """``buffer[start:end]`` with token formats replaced (``buffer[:start]`` is context)."""
+        if end <= start:
+            return self._formats.empty
+        self._before = buffer[end - 1 : end]
+        parts: list[AnyStr] = []
+        last = start
+        for match in self._formats.patterns.finditer(buffer, start, end):
+            parts += (buffer[last : match.start()], self._formats.marker)
+            last = match.end()
+        if not parts:
+            return buffer[start:end]
+        parts.append(buffer[last:end])
+        return self._formats.empty.join(parts)
+
+    def _safe_end(self, buffer: AnyStr, start: int) -> int:
+        """Where the part of ``buffer`` that can be shown now ends (``buffer[:start]`` is context)."""
+        size = len(buffer)
+        end = size
+        for value, _ in self._values():
+            end = min(end, _unfinished_value(buffer, value, start))
+        formats = self._formats
+        word = max(start, len(buffer.rstrip(formats.word_chars)))  # where the trailing word starts
+        # A token still arriving: a token start in the last word, or the beginning of one at the end.
+        found = formats.token_start.search(buffer, word) if word < size else None
+        found = found or formats.unfinished_start.search(buffer, max(start, size - len(_PEM_BEGIN)))
+        held = found.start() if found is not None else size
+        begin = buffer.rfind(formats.pem_begin, start)
+        if begin >= 0 and formats.pem_open.match(buffer, begin) and not formats.pem_block.match(buffer, begin):
+            held = min(held, begin)
+        if size - held <= MAX_FORMAT_HOLD:
+            end = min(end, held)
+        if end < size:  # never cut a match in two: each part alone could escape the patterns
+            for match in formats.patterns.finditer(buffer, start):
+                if match.start() >= end:
+                    break
+                if match.end() > end:
+                    return match.start()
+        return end
+
+
+def _unfinished_value(buffer: AnyStr, value: AnyStr, start: int) -> int:
+    """Where the longest end of ``buffer[start:]`` that begins ``value`` starts (len if none)."""
+    first = value[:1]
+    index = buffer.find(first, max(start, len(buffer) - len(value) + 1))
+    while index >= 0:
+        if value.startswith(buffer[index:]):
+            return index
+        index = buffer.find(first, index + 1)
+    return len(buffer)

@@ -1,0 +1,188 @@
+"""Secrets split across chunks: the stream redactor on its own (any chunking gives exactly the
+whole-text redaction, nothing is held without a reason) and through a real Runtime (model
+deltas, checkpoints and tool output never show a secret, not even half of one; item events are
+snapshots of the moment they were emitted)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import roder_core.turn as turn_module
+from roder_core import Tool, ToolResult
+from roder_core.brokers.redaction import MAX_FORMAT_HOLD
+from roder_core.brokers.secrets import SecretRedactor
+from roder_core.events import AgentMessageDelta, ItemCompleted, ItemStarted, ItemUpdated, ToolOutputDelta
+from roder_core.ir import AgentMessageItem, ReasoningItem
+from tests.core.harness import call, make_runtime
+
+KEY = "Zq9xTt4Lm2Pp8Rr1Vv6Nn3"  # no token format: only knowing the value can catch it
+STORED = "sk-or-v1-" + "k7" * 20
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIabc\ndef\n-----END RSA PRIVATE KEY-----"
+TOKENS = ["ghp_" + "A" * 36, "AKIA" + "B" * 16, "sk-ant-" + "c" * 25, "xoxb-1234567890ab", "AIza" + "d" * 35, PEM]
+NOISE = ["hello", " ", "\n", "-", "s", "sk", "gh", "A", "task-", "Zq9x", "k7", "---", "foo_bar", "."]
+
+
+def redactor() -> SecretRedactor:
+    found = SecretRedactor({"MY_SERVICE_API_KEY": KEY})
+    found.add("openrouter key", STORED)
+    return found
+
+
+def random_text(rng: random.Random) -> str:
+    parts: list[str] = []
+    for _ in range(rng.randint(1, 30)):
+        roll = rng.random()
+        if roll < 0.1:
+            parts.append(rng.choice([KEY, STORED]))
+        elif roll < 0.17:
+            parts.append(f" {rng.choice(TOKENS)} ")
+        else:
+            parts.append(rng.choice(NOISE))
+    return "".join(parts)
+
+
+def chunked(data: Any, rng: random.Random) -> list[Any]:
+    pieces, index = [], 0
+    while index < len(data):
+        size = rng.choice([1, 2, 3, 5, 8, 13, 40, 200])
+        pieces.append(data[index : index + size])
+        index += size
+    return pieces
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_any_chunking_gives_the_whole_text_redaction(binary: bool) -> None:
+    rng = random.Random(4)
+    secrets = redactor()
+    for _ in range(1500):
+        text = random_text(rng)
+        stream = secrets.byte_stream() if binary else secrets.stream()
+        data = text.encode() if binary else text
+        shown = [stream.feed(piece) for piece in chunked(data, rng)] + [stream.flush()]
+        joined = b"".join(shown).decode() if binary else "".join(shown)
+        assert joined == secrets.redact(text), text
+        assert not any(token in joined for token in [KEY, STORED, *TOKENS])
+
+
+def test_nothing_is_held_without_a_possible_secret() -> None:
+    stream = redactor().stream()
+    words = ["The", "build", "passed", "on", "the", "second", "try;", "nothing", "else", "changed", "in", "the", "tree."]
+    for word in words:
+        assert stream.feed(word + " ") == word + " "  # no latency: every chunk shown at once
+        assert not stream.holding
+    assert stream.feed("key Zq9xTt") == "key "  # the start of the key waits for the next chunk
+    assert stream.holding
+    assert stream.feed("4Lm2") == ""
+    assert stream.feed("zzz") == "Zq9xTt4Lm2zzz"  # it was not the key after all: shown, in order
+    assert stream.feed(KEY[:7]) == "" and stream.feed(KEY[7:] + "!") == "[redacted:MY_SERVICE_API_KEY]!"
+
+
+def test_a_value_learned_mid_stream_is_caught_from_the_next_chunk() -> None:
+    secrets = SecretRedactor()
+    stream = secrets.stream()
+    assert stream.feed("before ") == "before "
+    secrets.add("anthropic key", "late-key-1234567890")
+    assert stream.feed("x late-key-12") == "x "
+    assert stream.feed("34567890 y") + stream.flush() == "[redacted:anthropic key] y"
+
+
+def test_an_unterminated_key_block_is_held_only_up_to_the_limit() -> None:
+    stream = SecretRedactor().stream()
+    assert stream.feed("see -----BEGIN OPENSSH PRIVATE KEY-----\n") == "see "
+    body = "A" * 70 + "\n"
+    shown = "".join(stream.feed(body) for _ in range(MAX_FORMAT_HOLD // len(body) + 2))
+    assert shown.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")  # not worth stalling forever
+
+
+def test_releasable_leaves_out_an_end_that_may_begin_a_secret() -> None:
+    secrets = redactor()
+    assert secrets.releasable(f"one {KEY} two {KEY[:9]}") == "one [redacted:MY_SERVICE_API_KEY] two "
+    assert secrets.releasable("plain text") == "plain text"
+
+
+# ---------------------------------------------------------------------------- through a Runtime
+
+
+class HalvesTool(Tool):
+    """Prints the key in two writes, like a command whose output arrives in two chunks."""
+
+    name = "halves"
+    description = "Print a value in two pieces."
+    parameters = {"type": "object", "properties": {}}
+    read_only = True
+    kind = "read"
+
+    async def execute(self, ctx: Any, call: Any) -> ToolResult:
+        ctx.emit_output(f"value: {KEY[:10]}")
+        ctx.emit_output(f"{KEY[10:]} ok\nnext: {KEY[:5]}")  # the second one ends mid-key
+        return ToolResult(id=call.id, name=call.name, text="printed")
+
+
+async def test_runtime_deltas_checkpoints_and_tool_output_never_show_a_secret(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(turn_module, "CHECKPOINT_MIN_SECONDS", 0.0)  # a snapshot at every delta
+    monkeypatch.setattr(turn_module, "CHECKPOINT_MAX_SECONDS", 0.0)
+    text = f"Your key is {KEY} and the stored one is {STORED}; both again: {KEY}{STORED}. Bye."
+    runtime = make_runtime(workspace, [
+        {"reasoning": f"think {KEY} over", "text": text, "chunk_size": 4, "tool_calls": [call("halves")]},
+        {"text": f"ends with half a key {KEY[:8]}", "chunk_size": 3},
+    ], tools=[HalvesTool()], redactor=redactor())
+    thread = await runtime.start_thread()
+    queue = runtime.bus.subscribe()  # not read until the turn is over: transports lag like this
+    turn = await runtime.run_turn(thread.id, "go")
+    assert turn.status == "completed"
+    events = []
+    while not queue.queue.empty():
+        events.append(queue.queue.get_nowait())
+    wire = "\n".join(e.model_dump_json() for e in events if e is not None)
+    for secret in (KEY, STORED):
+        half = len(secret) // 2
+        assert secret[:half] not in wire and secret[half:] not in wire  # not even half of one
+    completed = {e.item.id: e.item for e in events if isinstance(e, ItemCompleted)}
+    streams: dict[tuple[str, str], str] = {}
+    for event in events:
+        if isinstance(event, AgentMessageDelta):
+            streams[(event.item_id, event.kind)] = streams.get((event.item_id, event.kind), "") + event.delta
+    texts = [item.text for item in completed.values() if isinstance(item, AgentMessageItem)]
+    assert texts == [
+        "Your key is [redacted:MY_SERVICE_API_KEY] and the stored one is [redacted:openrouter key]; both again: "
+        "[redacted:MY_SERVICE_API_KEY][redacted:openrouter key]. Bye.",
+        f"ends with half a key {KEY[:8]}",  # a whole text that holds no secret is shown as it is
+    ]
+    for (item_id, kind), streamed in streams.items():  # deltas add up to the final text, in order
+        item = completed[item_id]
+        assert streamed == (item.text if kind == "text" else item.text + item.summary)
+    assert any(isinstance(i, ReasoningItem) and "[redacted:MY_SERVICE_API_KEY]" in i.text for i in completed.values())
+    output = "".join(e.delta for e in events if isinstance(e, ToolOutputDelta))
+    assert output == f"value: [redacted:MY_SERVICE_API_KEY] ok\nnext: {KEY[:5]}"
+    last_output = max(i for i, e in enumerate(events) if isinstance(e, ToolOutputDelta))
+    first_result = min(i for i, e in enumerate(events) if isinstance(e, ItemStarted) and e.item.type == "toolResult")
+    assert last_output < first_result  # the held end of the output comes before the result
+    updates = [e.item for e in events if isinstance(e, ItemUpdated) and isinstance(e.item, AgentMessageItem)]
+    assert updates and all(completed[u.id].text.startswith(u.text) for u in updates)
+    started = [e.item for e in events if isinstance(e, ItemStarted) and isinstance(e.item, AgentMessageItem | ReasoningItem)]
+    assert started and all(item.text == "" for item in started)  # as emitted, not as grown later
+
+
+async def test_an_interrupted_stream_still_shows_its_held_end_redacted(workspace: Path) -> None:
+    runtime = make_runtime(workspace, [{"text": f"partial {KEY[:12]}", "chunk_size": 4, "delay_ms": 30}],
+                           redactor=redactor())
+    thread = await runtime.start_thread()
+    shown: list[str] = []
+    runtime.bus.add_listener(lambda e: shown.append(e.delta) if isinstance(e, AgentMessageDelta) else None)
+    await runtime.start_turn(thread.id, "go")
+    while "".join(shown) != "partial ":
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # the key's first chunks arrive and are held
+    assert "".join(shown) == "partial "
+    await runtime.interrupt(thread.id)
+    turn = await runtime.wait_turn(thread.id)
+    assert turn.status == "interrupted"
+    final = [i.text for i in runtime.thread(thread.id).items() if isinstance(i, AgentMessageItem)]
+    assert "".join(shown) == final[0] and final[0].startswith("partial ") and len(final[0]) > len("partial ")
