@@ -10,27 +10,22 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import OptionList, TextArea
-from textual.widgets.option_list import Option
+from textual.widgets import TextArea
+
+if TYPE_CHECKING:
+    from roder_tui.widgets.completion import Completion, CompletionPopup
 
 HISTORY_LIMIT = 500
 FILE_SCAN_LIMIT = 20_000
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".tox", "dist",
               "build", ".pytest_cache", ".idea", ".roder"}
 _AT_TOKEN = re.compile(r"@([^\s@]*)$")
-
-
-@dataclass(frozen=True)
-class Completion:
-    value: str  # text that replaces the token being completed
-    label: str
-    help: str = ""
 
 
 class PromptHistory:
@@ -118,7 +113,7 @@ class PromptInput(TextArea):
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)  # type: ignore[arg-type]
         self.prompt_history = history
         self.cursor_blink = False
-        self.completion: CompletionPopup | None = None
+        self.completion: CompletionPopup | None = None  # created on the first completion
 
     async def _on_key(self, event: events.Key) -> None:
         key = event.key
@@ -178,50 +173,6 @@ class PromptInput(TextArea):
         return self.document[row][:column]
 
 
-class CompletionPopup(OptionList):
-    """Suggestions for the token at the cursor: ``/command`` at the start, ``@file`` anywhere."""
-
-    DEFAULT_CSS = """
-    CompletionPopup { height: auto; max-height: 8; border: none; background: $panel; display: none; }
-    """
-
-    def __init__(self, prompt: PromptInput) -> None:
-        super().__init__()
-        self.prompt = prompt
-        self.can_focus = False
-        self.items: list[Completion] = []
-        self._token = ""
-
-    def show(self, token: str, items: list[Completion]) -> None:
-        self._token = token
-        self.items = items
-        self.clear_options()
-        if not items:
-            self.display = False
-            return
-        self.add_options([Option(f"{c.label}  [dim]{c.help}[/dim]" if c.help else c.label) for c in items])
-        self.highlighted = 0
-        self.display = True
-
-    def move(self, step: int) -> None:
-        if self.items:
-            self.highlighted = ((self.highlighted or 0) + step) % len(self.items)
-
-    def close(self) -> None:
-        self.display = False
-        self.items = []
-
-    def accept(self) -> None:
-        if not self.items:
-            self.close()
-            return
-        choice = self.items[self.highlighted or 0]
-        row, column = self.prompt.cursor_location
-        start = (row, column - len(self._token))
-        self.prompt.replace(choice.value, start, (row, column))
-        self.close()
-
-
 class PromptBar(Vertical):
     """Prompt plus its completion popup; the app supplies the command and file sources."""
 
@@ -233,17 +184,36 @@ class PromptBar(Vertical):
         super().__init__()
         self.workspace = workspace
         self.input = PromptInput(history, id="prompt")
-        self.popup = CompletionPopup(self.input)
-        self.input.completion = self.popup
+        self.popup: CompletionPopup | None = None  # mounted on first use, not before the first frame
         self.commands: list[Completion] = []
         self._files: list[str] | None = None
 
     def compose(self):  # type: ignore[override]
-        yield self.popup
         yield self.input
+
+    @property
+    def popup_open(self) -> bool:
+        return self.popup is not None and bool(self.popup.display)
+
+    def close_popup(self) -> None:
+        if self.popup is not None:
+            self.popup.close()
+
+    def _show(self, token: str, items: list[Completion]) -> None:
+        if self.popup is None:
+            if not items:
+                return
+            from roder_tui.widgets.completion import CompletionPopup
+
+            self.popup = CompletionPopup(self.input)
+            self.input.completion = self.popup
+            self.mount(self.popup, before=self.input)
+        self.popup.show(token, items)
 
     def set_commands(self, rows: list[tuple[str, str, str]]) -> None:
         """(name, argument hint, description) rows for ``/`` completion."""
+        from roder_tui.widgets.completion import Completion
+
         self.commands = [Completion(f"/{name} ", f"/{name}" + (f" {hint}" if hint else ""), desc)
                          for name, hint, desc in rows]
 
@@ -252,17 +222,19 @@ class PromptBar(Vertical):
         row = self.input.cursor_location[0]
         if row == 0 and before.startswith("/") and " " not in before:
             prefix = before[1:]
-            self.popup.show(before, [c for c in self.commands if c.value[1:].startswith(prefix)][:30])
+            self._show(before, [c for c in self.commands if c.value[1:].startswith(prefix)][:30])
             return
         match = _AT_TOKEN.search(before)
         if match and (match.start() == 0 or before[match.start() - 1].isspace()):
             if self._files is None:
                 self._files = []
                 self.run_worker(self._scan_files, thread=True, exclusive=True, group="file-scan")
+            from roder_tui.widgets.completion import Completion
+
             names = match_files(self._files, match.group(1))
-            self.popup.show(match.group(0), [Completion(f"@{n} ", f"@{n}") for n in names])
+            self._show(match.group(0), [Completion(f"@{n} ", f"@{n}") for n in names])
             return
-        self.popup.close()
+        self.close_popup()
 
     def _scan_files(self) -> None:
         files = workspace_files(self.workspace)

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Label, OptionList, Tree
-from textual.widgets.option_list import Option
+from textual.widgets import Label
 
 if TYPE_CHECKING:
+    from textual.widgets import OptionList, Tree
+
     from roder_core.ir import ThreadSummary
 
 #: The wall clock ages are measured against (a seam for deterministic snapshots).
@@ -61,34 +62,48 @@ class Sidebar(Vertical):
         super().__init__(**kwargs)
         self.threads: list[ThreadSummary] = []
         self.current: str | None = None
-        self.thread_list = OptionList(id="thread-list")
-        self.fork_tree: Tree[str] = Tree("forks", id="fork-tree")
-        self.fork_tree.show_root = False
+        # The list and tree are built with the first data (after the runtime starts), so the
+        # first frame does not parse and render two more widget types.
+        self.thread_list: OptionList | None = None
+        self.fork_tree: Tree[str] | None = None
 
     def compose(self):  # type: ignore[override]
-        yield Label("Threads")
-        yield self.thread_list
-        yield Label("Fork tree")
-        yield self.fork_tree
+        yield Label("Threads", id="threads-label")
+        yield Label("Fork tree", id="forks-label")
+
+    def _widgets(self) -> tuple[OptionList, Tree[str]]:
+        if self.thread_list is None or self.fork_tree is None:
+            from textual.widgets import OptionList, Tree
+
+            self.thread_list = OptionList(id="thread-list")
+            self.fork_tree = Tree("forks", id="fork-tree")
+            self.fork_tree.show_root = False
+            self.mount(self.thread_list, after="#threads-label")
+            self.mount(self.fork_tree, after="#forks-label")
+        return self.thread_list, self.fork_tree
 
     def show(self, threads: list[ThreadSummary], current: str | None) -> None:
         self.threads, self.current = threads, current
+        thread_list, _tree = self._widgets()
         now = clock()
-        self.thread_list.clear_options()
+        thread_list.clear_options()
         highlighted = None
+        from textual.widgets.option_list import Option
+
         for index, t in enumerate(threads):
             mark = STATUS_MARK.get(t.status, " ")
             title = (t.title or "untitled").replace("[", r"\[")
             here = "▶ " if t.id == current else ""
-            self.thread_list.add_option(Option(f"{mark} {here}{title}  [dim]{age(now - t.updated_at)}[/dim]", id=t.id))
+            thread_list.add_option(Option(f"{mark} {here}{title}  [dim]{age(now - t.updated_at)}[/dim]", id=t.id))
             if t.id == current:
                 highlighted = index
         if highlighted is not None:
-            self.thread_list.highlighted = highlighted
+            thread_list.highlighted = highlighted
         self._show_tree()
 
     def _show_tree(self) -> None:
-        self.fork_tree.clear()
+        _list, tree = self._widgets()
+        tree.clear()
         if self.current is None:
             return
         by_id = {t.id: t for t in self.threads}
@@ -106,14 +121,14 @@ class Sidebar(Vertical):
             if not children.get(thread_id):
                 branch.allow_expand = False
 
-        add(self.fork_tree.root, root, 0)
+        add(tree.root, root, 0)
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:  # type: ignore[name-defined]
         event.stop()
         if event.option.id:
             self.post_message(self.Selected(event.option.id))
 
-    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:
+    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:  # type: ignore[name-defined]
         event.stop()
         if event.node.data:
             self.post_message(self.Selected(event.node.data))
