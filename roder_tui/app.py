@@ -18,6 +18,7 @@ import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import contextlib  # noqa: E402
 import gc  # noqa: E402
+import inspect  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import time  # noqa: E402
@@ -284,7 +285,8 @@ class RoderApp(App[int]):
         except RpcError:
             rows = []
         self.slash_commands = [
-            {"name": r["name"], "description": r.get("description", ""), "argument_hint": r.get("argumentHint", "")}
+            {"name": r["name"], "description": r.get("description", ""), "argument_hint": r.get("argumentHint", ""),
+             "kind": r.get("kind", "")}
             for r in rows
         ]
         self.prompt_bar.set_commands([(c["name"], c["argument_hint"], c["description"]) for c in self.slash_commands])
@@ -527,7 +529,7 @@ class RoderApp(App[int]):
         client = self._client()
         local = self._local_slash(name, arguments)
         if local is not None:
-            await local
+            await _perform(local)
             return
         try:
             outcome = (await client.request(
@@ -541,18 +543,22 @@ class RoderApp(App[int]):
         if outcome.get("kind") == "action":
             action = self._local_slash(outcome.get("action") or name, outcome.get("arguments") or "")
             if action is not None:
-                await action
+                await _perform(action)
             else:
-                self.notify(outcome.get("message") or f"/{name} has nothing to show here")
+                self.notify(outcome.get("message") or f"/{name} done")
         elif outcome.get("kind") == "done" and outcome.get("message"):
-            self.notify(outcome["message"], title=f"/{name}", timeout=8)
+            message = outcome["message"]
+            if message.count("\n") > 3:
+                self._show_info(f"/{name}", message)
+            else:
+                self.notify(message, title=f"/{name}", timeout=8)
             data = outcome.get("data") or {}
             if "mode" in data:
                 self.status_bar.update_state(mode=data["mode"])
             if "model" in data:
                 self.status_bar.update_state(provider=data.get("provider"), model=data["model"])
 
-    def _local_slash(self, name: str, arguments: str) -> Any:
+    def _local_slash(self, name: str, arguments: str) -> Callable[[], Any] | None:
         """Built-ins that act on the screen; None for the ones the runtime performs."""
         actions: dict[str, Callable[[], Any]] = {
             "new": self.new_thread,
@@ -560,18 +566,51 @@ class RoderApp(App[int]):
             "resume": lambda: self._resume(arguments.strip()),
             "fork": self.fork_thread,
             "export": lambda: self.export_thread(*(arguments.split() or ["md"])[:2]),
-            "quit": self._quit_async,
-            "exit": self._quit_async,
-            "help": self._help_async,
+            "tools": lambda: self._list_tools(mcp_only=False),
+            "mcp": lambda: self._list_tools(mcp_only=True),
+            "skills": self._list_skills,
+            "agents": self._list_agents,
+            "trust": self._trust_folder,
+            "quit": lambda: self.exit(0),
+            "exit": lambda: self.exit(0),
         }
-        factory = actions.get(name)
-        return factory() if factory is not None else None
+        return actions.get(name)
 
-    async def _quit_async(self) -> None:
-        self.exit(0)
+    def _show_info(self, title: str, text: str) -> None:
+        from roder_tui.screens.info import InfoScreen
 
-    async def _help_async(self) -> None:
-        self.action_help()
+        self.push_screen(InfoScreen(title, text))
+
+    async def _list_tools(self, *, mcp_only: bool) -> None:
+        result = await self._client().tools_list(self.thread_id)
+        lines: list[str] = []
+        for source in result.sources:
+            status = source.get("status", "")
+            error = f" ({source['error']})" if source.get("error") else ""
+            lines.append(f"MCP {source.get('name')}: {status}, {source.get('toolCount', 0)} tools{error}")
+        if not mcp_only:
+            lines += [f"{t.name}  [{t.kind}{', read-only' if t.read_only else ''}]  {t.description.splitlines()[0]}"
+                      for t in result.tools]
+        lines += [f"{source} failed: {error}" for source, error in result.errors.items()]
+        self._show_info("/mcp" if mcp_only else "/tools", "\n".join(lines) or "none configured")
+
+    async def _list_skills(self) -> None:
+        skills = [c for c in self.slash_commands if c.get("kind") == "skill"]
+        text = "\n".join(f"/{c['name']}  {c['description']}" for c in skills)
+        self._show_info("/skills", text or "no Agent Skills found (see README: Agent Skills)")
+
+    async def _list_agents(self) -> None:
+        result = (await self._client().request("agents/list", {"workspace": str(self.cwd)})).wire()
+        text = "\n".join(f"{a['name']}  ({a.get('scope', '')})  {a.get('description', '')}" for a in result["agents"])
+        self._show_info("/agents", text or "no subagents defined")
+
+    async def _trust_folder(self) -> None:
+        from roder_core.paths import RoderPaths
+        from roder_core.trust import TrustStore
+
+        TrustStore(RoderPaths.from_env()).set(self.cwd, True)
+        self.notify("This folder is trusted: restart roder to load its config, hooks, skills, commands, "
+                    "agents and MCP servers.", title="/trust", timeout=10)
 
     async def _resume(self, thread_id: str) -> None:
         if thread_id:
@@ -635,19 +674,19 @@ class RoderApp(App[int]):
         params, method = dict(command.params), command.method
         local: dict[str, Callable[[], Any]] = {
             "tui/thread/new": self.new_thread,
-            "tui/thread/pick": self._help_picker,
+            "tui/thread/pick": self.action_resume_picker,
             "tui/thread/fork": self.fork_thread,
             "tui/thread/switch": lambda: self.switch_thread(params["threadId"]),
             "tui/theme/set": lambda: self._set_theme_async(params["name"]),
             "tui/export": lambda: self.export_thread(params.get("format", "md")),
             "tui/slash": lambda: self.run_slash(f"/{params['name']}"),
-            "tui/copy_last": self._copy_async,
-            "tui/sidebar": self._sidebar_async,
-            "tui/help": self._help_async,
+            "tui/copy_last": self.action_copy_focused,
+            "tui/sidebar": self.action_toggle_sidebar,
+            "tui/help": self.action_help,
         }
         try:
             if method in local:
-                await local[method]()
+                await _perform(local[method])
                 return
             result = await self._client().request(method, params)
         except RpcError as exc:
@@ -659,15 +698,6 @@ class RoderApp(App[int]):
         elif method == "providers/select":
             self.status_bar.update_state(provider=data.get("provider"), model=data.get("model"))
             self.notify(f"{data.get('provider')}/{data.get('model')}", title="model")
-
-    async def _help_picker(self) -> None:
-        self.action_resume_picker()
-
-    async def _copy_async(self) -> None:
-        self.action_copy_focused()
-
-    async def _sidebar_async(self) -> None:
-        self.action_toggle_sidebar()
 
     # ------------------------------------------------------------------ themes
 
@@ -781,6 +811,13 @@ class RoderApp(App[int]):
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.close()
+
+
+async def _perform(action: Callable[[], Any]) -> None:
+    """Run an app action that may or may not be a coroutine."""
+    result = action()
+    if inspect.isawaitable(result):
+        await result
 
 
 def thread_markdown(thread: Thread) -> str:

@@ -436,3 +436,26 @@ async def test_keys_can_be_remapped_in_config(workspace: Path, monkeypatch: pyte
         from textual.command import CommandPalette
 
         assert isinstance(app.screen, CommandPalette)
+
+
+async def test_slash_commands_show_tools_help_and_trust(workspace: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        roder_home: Path) -> None:
+    from roder_tui.screens.info import InfoScreen
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        app.prompt_bar.input.text = "/tools"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, InfoScreen), what="the tools list")
+        assert "bash" in app.screen.text and "read-only" in app.screen.text  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        app.prompt_bar.input.text = "/help"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, InfoScreen), what="the command list")
+        assert "/compact" in app.screen.text  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        app.prompt_bar.input.text = "/trust"
+        await pilot.press("enter")
+        await until(pilot, lambda: (roder_home / "data" / "trusted-folders.json").exists(), what="the trust file")
+        assert str(workspace.resolve()) in (roder_home / "data" / "trusted-folders.json").read_text()
