@@ -8,7 +8,7 @@ settles the question or the stream ends (``flush``). When nothing could be a sec
 nothing, so a stream with no secret in sight gets no extra latency.
 
 The token formats (recognised even when Roder does not know the value) live here too, so whole
-texts (``SecretRedactor.redact``) and streams apply exactly the same rules. It works on ``str``
+texts (``SecretRedactor.redact``) and streams apply the same rules. It works on ``str``
 (model deltas, live tool output) and on ``bytes`` (a command's raw output before it is decoded).
 """
 
@@ -37,10 +37,10 @@ _TOKEN_FORMATS = (
     r"AIza[0-9A-Za-z_\-]{35}",
 )
 #: How each format begins: a word holding one of these may be a token still arriving.
-_TOKEN_STARTS = ("sk-", *(f"gh{c}_" for c in "pousr"), "github_pat_", "AKIA",
+TOKEN_STARTS = ("sk-", *(f"gh{c}_" for c in "pousr"), "github_pat_", "AKIA",
                  *(f"xox{c}-" for c in "abprs"), "AIza")
 _AFTER_BOUNDARY = "(?<![A-Za-z0-9])"
-_PEM_BEGIN = "-----BEGIN "
+PEM_BEGIN = "-----BEGIN "
 _PEM_BLOCK = r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
 #: A private key block begun and not yet ended (or a header still arriving).
 _PEM_OPEN = r"-----BEGIN [A-Z ]*(?:-{0,4}\Z|PRIVATE KEY-----)"
@@ -50,16 +50,12 @@ TOKEN_PATTERN_TEXT = _AFTER_BOUNDARY + "(?:" + "|".join(_TOKEN_FORMATS) + ")|" +
 MAX_FORMAT_HOLD = 16_384
 
 
-def _prefixes(words: Sequence[str]) -> list[str]:
-    """Every proper, non-empty prefix of ``words``, longest first."""
-    return sorted({w[:k] for w in words for k in range(1, len(w))}, key=len, reverse=True)
-
-
-def _unfinished_start_text() -> str:
-    """A regex for an end of text that is the beginning of a token start or of a key header."""
-    tokens = "|".join(re.escape(p) for p in _prefixes(_TOKEN_STARTS))
-    pem = "|".join(re.escape(p) for p in _prefixes([_PEM_BEGIN]))
-    return f"(?:{_AFTER_BOUNDARY}(?:{tokens})|{pem})\\Z"
+#: Released text kept as context: enough to see a token start (``github_pat_``, ``-----BEGIN ``)
+#: whose first characters were shown before the rest arrived, and the character before it. Those
+#: characters say which format follows, not what the secret is, so they are not held back: text
+#: that merely ends in ``s`` or ``-`` is shown at once, and a token split inside its start shows
+#: as ``sk[redacted]``.
+CONTEXT = max(len(start) for start in (*TOKEN_STARTS, PEM_BEGIN))
 
 
 @dataclass(frozen=True)
@@ -73,8 +69,6 @@ class Formats(Generic[AnyStr]):
     patterns: re.Pattern[AnyStr]
     #: A token start inside a word (the word may be a token still arriving).
     token_start: re.Pattern[AnyStr]
-    #: The end of the text is the beginning of a token start or of ``-----BEGIN ``.
-    unfinished_start: re.Pattern[AnyStr]
     pem_open: re.Pattern[AnyStr]
     pem_block: re.Pattern[AnyStr]
 
@@ -83,12 +77,11 @@ def _compile(binary: bool) -> Formats[str] | Formats[bytes]:
     def enc(text: str) -> str | bytes:
         return text.encode() if binary else text
 
-    starts = _AFTER_BOUNDARY + "(?:" + "|".join(re.escape(s) for s in _TOKEN_STARTS) + ")"
+    starts = _AFTER_BOUNDARY + "(?:" + "|".join(re.escape(s) for s in TOKEN_STARTS) + ")"
     return Formats(  # type: ignore[return-value]
-        empty=enc(""), marker=enc(FORMAT_MARKER), word_chars=enc(WORD_CHARS), pem_begin=enc(_PEM_BEGIN),
+        empty=enc(""), marker=enc(FORMAT_MARKER), word_chars=enc(WORD_CHARS), pem_begin=enc(PEM_BEGIN),
         patterns=re.compile(enc(TOKEN_PATTERN_TEXT)), token_start=re.compile(enc(starts)),
-        unfinished_start=re.compile(enc(_unfinished_start_text())), pem_open=re.compile(enc(_PEM_OPEN)),
-        pem_block=re.compile(enc(_PEM_BLOCK)),
+        pem_open=re.compile(enc(_PEM_OPEN)), pem_block=re.compile(enc(_PEM_BLOCK)),
     )
 
 
@@ -111,8 +104,9 @@ class StreamRedactor(Generic[AnyStr]):
     stream, however it ends) returns the rest, redacted.
 
     ``values`` is called on every chunk, so a value learned mid-stream (a key stored while a turn
-    runs) is caught from the next chunk on. The last character released is kept as context, so a
-    token format's "starts after a non-alphanumeric character" is judged as in the whole text.
+    runs) is caught from the next chunk on. The end of what was released is kept as context
+    (``CONTEXT``): it shows whether a token format starts after a non-alphanumeric character, as in
+    the whole text, and catches a token whose start was released before the rest arrived.
     """
 
     def __init__(self, values: Callable[[], ValuePairs[AnyStr]], formats: Formats[AnyStr]) -> None:
@@ -120,11 +114,14 @@ class StreamRedactor(Generic[AnyStr]):
         self._formats = formats
         self._carry: AnyStr = formats.empty
         self._before: AnyStr = formats.empty
+        #: Whether text was released before ``_before``: its first character is then context for
+        #: the character after it only (a match cannot start there).
+        self._trimmed = False
 
     @property
-    def holding(self) -> bool:
-        """Whether some text is kept back, waiting for the next chunk or the end."""
-        return bool(self._carry)
+    def held(self) -> int:
+        """How much is kept back (characters, or bytes), waiting for the next chunk or the end."""
+        return len(self._carry)
 
     def feed(self, chunk: AnyStr) -> AnyStr:
         pending = self._carry + chunk if self._carry else chunk
@@ -143,14 +140,19 @@ class StreamRedactor(Generic[AnyStr]):
         return self._release(buffer, len(self._before), len(buffer))
 
     def _release(self, buffer: AnyStr, start: int, end: int) -> AnyStr:
-        """``buffer[start:end]`` with token formats replaced (``buffer[:start]`` is context)."""
+        """``buffer[start:end]`` with token formats replaced (``buffer[:start]`` is context: a
+        match that began there has its remaining part replaced)."""
         if end <= start:
             return self._formats.empty
-        self._before = buffer[end - 1 : end]
+        first = int(self._trimmed)
+        self._before = buffer[max(0, end - CONTEXT) : end]
+        self._trimmed = self._trimmed or end > CONTEXT
         parts: list[AnyStr] = []
         last = start
-        for match in self._formats.patterns.finditer(buffer, start, end):
-            parts += (buffer[last : match.start()], self._formats.marker)
+        for match in self._formats.patterns.finditer(buffer, first, end):
+            if match.end() <= start:
+                continue
+            parts += (buffer[last : max(match.start(), start)], self._formats.marker)
             last = match.end()
         if not parts:
             return buffer[start:end]
@@ -164,22 +166,22 @@ class StreamRedactor(Generic[AnyStr]):
         for value, _ in self._values():
             end = min(end, _unfinished_value(buffer, value, start))
         formats = self._formats
-        word = max(start, len(buffer.rstrip(formats.word_chars)))  # where the trailing word starts
-        # A token still arriving: a token start in the last word, or the beginning of one at the end.
-        found = formats.token_start.search(buffer, word) if word < size else None
-        found = found or formats.unfinished_start.search(buffer, max(start, size - len(_PEM_BEGIN)))
-        held = found.start() if found is not None else size
-        begin = buffer.rfind(formats.pem_begin, start)
+        first = int(self._trimmed)
+        held = size
+        word = max(first, len(buffer.rstrip(formats.word_chars)))  # where the trailing word starts
+        if word < size and (found := formats.token_start.search(buffer, word)) is not None:
+            held = max(found.start(), start)  # a token still arriving
+        begin = buffer.rfind(formats.pem_begin, first)
         if begin >= 0 and formats.pem_open.match(buffer, begin) and not formats.pem_block.match(buffer, begin):
-            held = min(held, begin)
+            held = min(held, max(begin, start))  # a private key block not ended yet
         if size - held <= MAX_FORMAT_HOLD:
             end = min(end, held)
         if end < size:  # never cut a match in two: each part alone could escape the patterns
-            for match in formats.patterns.finditer(buffer, start):
+            for match in formats.patterns.finditer(buffer, first):
                 if match.start() >= end:
                     break
                 if match.end() > end:
-                    return match.start()
+                    return max(match.start(), start)
         return end
 
 

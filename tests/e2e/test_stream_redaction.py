@@ -1,12 +1,13 @@
 """Secrets split across live chunks, end to end: a model that streams an environment key and a
 stored provider key a few characters at a time, and a bash command that prints the key in two
-writes, seen by a client over a real stdio app-server pipe and on `roder -p --output-format
-stream-json` stdout. Neither secret (nor half of one) reaches the client; the redaction marker
+writes, seen by a client over a real stdio app-server pipe (command/exec's streamed output too)
+and on `roder -p --output-format stream-json` stdout. Neither secret (nor half of one) reaches the client; the redaction marker
 does; everything else arrives intact and in order; item/started shows the item as it was when
 it started."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -87,10 +88,16 @@ async def test_stdio_app_server_never_shows_a_split_secret(workspace: Path, rode
         done = await peer.next_notification("turn/completed", threadId=thread["id"], timeout=60)
         assert done["turn"]["status"] == "completed"
         read = await peer.call("thread/read", {"threadId": thread["id"], "includeTurns": True})
+        executed = await peer.call("command/exec", {"command": ["bash", "-c", COMMAND], "streamStdoutStderr": True,
+                                                     "processId": "p1"})
+        assert executed["exitCode"] == 0
     finally:
         code, stderr = await peer.close()
     assert code == 0, stderr
-    assert_no_secret(json.dumps(peer.seen) + json.dumps(read) + stderr)
+    exec_output = [base64.b64decode(m["params"]["deltaBase64"]).decode() for m in peer.seen
+                   if m["method"] == "command/exec/output_delta"]
+    assert_no_secret(json.dumps(peer.seen) + json.dumps(read) + stderr + json.dumps(exec_output))
+    assert "".join(exec_output) == "before [redacted:MY_SERVICE_API_KEY] after\n"
     check_stream([{"type": m["method"], **m["params"]} for m in peer.seen])
 
 

@@ -1,12 +1,13 @@
-"""Secrets split across chunks: the stream redactor on its own (any chunking gives exactly the
-whole-text redaction, nothing is held without a reason) and through a real Runtime (model
-deltas, checkpoints and tool output never show a secret, not even half of one; item events are
-snapshots of the moment they were emitted)."""
+"""Secrets split across chunks: the stream redactor on its own (any chunking gives the whole-text
+redaction, nothing is held without a reason) and through a real Runtime (model deltas,
+checkpoints and tool output never show a secret, not even half of one; item events are snapshots
+of the moment they were emitted)."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 import roder_core.turn as turn_module
 from roder_core import Tool, ToolResult
-from roder_core.brokers.redaction import MAX_FORMAT_HOLD
+from roder_core.brokers.redaction import FORMAT_MARKER, MAX_FORMAT_HOLD, PEM_BEGIN, TOKEN_STARTS
 from roder_core.brokers.secrets import SecretRedactor
 from roder_core.events import AgentMessageDelta, ItemCompleted, ItemStarted, ItemUpdated, ToolOutputDelta
 from roder_core.ir import AgentMessageItem, ReasoningItem
@@ -23,7 +24,13 @@ from tests.core.harness import call, make_runtime
 KEY = "Zq9xTt4Lm2Pp8Rr1Vv6Nn3"  # no token format: only knowing the value can catch it
 STORED = "sk-or-v1-" + "k7" * 20
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIabc\ndef\n-----END RSA PRIVATE KEY-----"
-TOKENS = ["ghp_" + "A" * 36, "AKIA" + "B" * 16, "sk-ant-" + "c" * 25, "xoxb-1234567890ab", "AIza" + "d" * 35, PEM]
+TOKENS = ["ghp_" + "A" * 36, "AKIA" + "B" * 16, "sk-ant-" + "c" * 25, "xoxb-1234567890ab", "AIza" + "d" * 35,
+          "github_pat_" + "E" * 40, PEM]
+#: What must never be shown: the values, and the secret part of every token (after its start).
+NEVER = [KEY, STORED, "A" * 36, "B" * 16, "c" * 25, "1234567890ab", "d" * 35, "E" * 40, "MIIabc"]
+#: A token split inside its start ("s" | "k-ant-...") shows the start's first characters before
+#: the marker: they name the format, not the secret.
+STARTS = sorted({s[:k] for s in (*TOKEN_STARTS, PEM_BEGIN) for k in range(1, len(s))}, key=len, reverse=True)
 NOISE = ["hello", " ", "\n", "-", "s", "sk", "gh", "A", "task-", "Zq9x", "k7", "---", "foo_bar", "."]
 
 
@@ -46,6 +53,16 @@ def random_text(rng: random.Random) -> str:
     return "".join(parts)
 
 
+def same_but_starts(shown: str, whole: str) -> bool:
+    """``whole`` is ``shown`` with, before some markers, the beginning of a token start left out."""
+    pieces = shown.split(FORMAT_MARKER)
+    pattern = ""
+    for piece in pieces[:-1]:
+        options = [re.escape(piece)] + [re.escape(piece[: -len(p)]) for p in STARTS if piece.endswith(p)]
+        pattern += "(?:" + "|".join(options) + ")" + re.escape(FORMAT_MARKER)
+    return re.fullmatch(pattern + re.escape(pieces[-1]), whole) is not None
+
+
 def chunked(data: Any, rng: random.Random) -> list[Any]:
     pieces, index = [], 0
     while index < len(data):
@@ -65,8 +82,10 @@ def test_any_chunking_gives_the_whole_text_redaction(binary: bool) -> None:
         data = text.encode() if binary else text
         shown = [stream.feed(piece) for piece in chunked(data, rng)] + [stream.flush()]
         joined = b"".join(shown).decode() if binary else "".join(shown)
-        assert joined == secrets.redact(text), text
-        assert not any(token in joined for token in [KEY, STORED, *TOKENS])
+        assert same_but_starts(joined, secrets.redact(text)), text
+        assert not any(secret in joined for secret in NEVER)
+    one_piece = secrets.stream()
+    assert one_piece.feed(f"a {TOKENS[0]} b {KEY}") + one_piece.flush() == secrets.redact(f"a {TOKENS[0]} b {KEY}")
 
 
 def test_nothing_is_held_without_a_possible_secret() -> None:
@@ -74,12 +93,24 @@ def test_nothing_is_held_without_a_possible_secret() -> None:
     words = ["The", "build", "passed", "on", "the", "second", "try;", "nothing", "else", "changed", "in", "the", "tree."]
     for word in words:
         assert stream.feed(word + " ") == word + " "  # no latency: every chunk shown at once
-        assert not stream.holding
+        assert not stream.held
     assert stream.feed("key Zq9xTt") == "key "  # the start of the key waits for the next chunk
-    assert stream.holding
+    assert stream.held == len("Zq9xTt")
     assert stream.feed("4Lm2") == ""
     assert stream.feed("zzz") == "Zq9xTt4Lm2zzz"  # it was not the key after all: shown, in order
     assert stream.feed(KEY[:7]) == "" and stream.feed(KEY[7:] + "!") == "[redacted:MY_SERVICE_API_KEY]!"
+    formats_only = SecretRedactor().stream()  # no secret known: nothing waits but a token's start
+    chunks = ["it's", " well-", "known ", "s", "k-", "xyz ", "A", "KI", "A", "B" * 16, " done"]
+    shown = [formats_only.feed(chunk) for chunk in chunks] + [formats_only.flush()]
+    # "s" and "AKI" are shown at once; "sk-" waits for its word to end (not a token: shown);
+    # "AKIA" waits too, and its secret part never shows.
+    assert shown == ["it's", " well-", "known ", "s", "", "k-xyz ", "A", "KI", "", "", "[redacted] done", ""]
+
+
+def test_a_token_split_inside_its_start_still_hides_its_secret_part() -> None:
+    stream = SecretRedactor().stream()
+    shown = [stream.feed(chunk) for chunk in ("key: s", "k-ant-", "c" * 25, " end")] + [stream.flush()]
+    assert shown == ["key: s", "", "", "[redacted] end", ""]
 
 
 def test_a_value_learned_mid_stream_is_caught_from_the_next_chunk() -> None:
@@ -181,6 +212,8 @@ async def test_an_interrupted_stream_still_shows_its_held_end_redacted(workspace
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.1)  # the key's first chunks arrive and are held
     assert "".join(shown) == "partial "
+    live = [i.text for i in runtime.thread(thread.id).items() if isinstance(i, AgentMessageItem)]
+    assert live and all(KEY[:4] not in text for text in live)  # thread/read mid-stream: nothing raw
     await runtime.interrupt(thread.id)
     turn = await runtime.wait_turn(thread.id)
     assert turn.status == "interrupted"
