@@ -5,8 +5,9 @@ real markdown (this repository's README) in 4-character deltas (5,000 deltas, a 
 a bus subscriber reading every event like a transport, under four redactor setups: none at all,
 token formats only (no secret known), two known secrets (an environment key and a stored
 provider key) and twenty. Then, per delta: the stream redactor alone, the chunk-by-chunk event
-redaction it replaced, and how often a delta is held back (latency) in each setup; and per item
-event, three ways of making it an immutable snapshot.
+redaction it replaced, and how often a delta is held back (latency) in each setup; command
+output (bytes, 64 KB reads) through the byte stream redactor; and per item event, three ways of
+making it an immutable snapshot.
 
 Usage: python bench/stream_redaction.py [--turns 5] [--chars 20000] [--chunk 4]
 """
@@ -110,6 +111,24 @@ def old_chunk_redaction(redactor: Any) -> float:
     return timeit.timeit(once, number=20_000) / 20_000 * 1e6
 
 
+def command_output_rates(redactor: Any) -> str:
+    """MB/s of the byte stream redactor over 10 MB of Python sources and of this README (which
+    mentions token formats, so it takes the slow path more often), in 64 KB reads."""
+    import asyncio as stdlib_asyncio
+
+    sources = b"".join(p.read_bytes() for p in sorted(Path(stdlib_asyncio.__file__).parent.glob("*.py")))
+    rates = []
+    for sample in (sources, (REPO / "README.md").read_bytes()):
+        data = (sample * (10_000_000 // len(sample) + 1))[:10_000_000]
+        stream = redactor.byte_stream()
+        started = time.perf_counter()
+        for offset in range(0, len(data), 65536):
+            stream.feed(data[offset : offset + 65536])
+        stream.flush()
+        rates.append(f"{len(data) / (time.perf_counter() - started) / 1e6:.0f} MB/s")
+    return " / ".join(rates)
+
+
 def snapshot_costs() -> list[tuple[str, float, float, float]]:
     from roder_core.events import ItemStarted, parse_event
     from roder_core.ir import AgentMessageItem, FileChange, FileChangeItem, ToolResultItem
@@ -159,6 +178,10 @@ def main() -> None:
                 detail = [f"{stats['us']:.1f} µs", f"{stats['held']:.1%}", f"{stats['held_chars']:.1f} chars",
                           f"{old_chunk_redaction(redactor):.1f} µs"]
             print(f"| {label} | {cpu * 1000:.0f} ms | {deltas / cpu:,.0f} | {wall * 1000:.0f} ms | " + " | ".join(detail) + " |")
+    print("\n| command output redaction (sources / README) | MB/s |")
+    print("| --- | --- |")
+    for label, redactor in list(setups().items())[1:]:
+        print(f"| {label} | {command_output_rates(redactor)} |")
     print("\n| item event snapshot | shallow model_copy | deep model_copy | dump + parse_event |")
     print("| --- | --- | --- | --- |")
     for label, shallow, deep, reparse in snapshot_costs():

@@ -39,12 +39,22 @@ _TOKEN_FORMATS = (
 #: How each format begins: a word holding one of these may be a token still arriving.
 TOKEN_STARTS = ("sk-", *(f"gh{c}_" for c in "pousr"), "github_pat_", "AKIA",
                  *(f"xox{c}-" for c in "abprs"), "AIza")
-_AFTER_BOUNDARY = "(?<![A-Za-z0-9])"
+
+
+def _after_boundary(pattern: str) -> str:
+    """``pattern`` (which starts with a letter) only where no letter or digit comes before it.
+
+    Written as the first letter, then a look back past it, rather than a look back first: a
+    pattern that opens with a literal lets the regex engine skip ahead to that letter, about four
+    times faster over ordinary text."""
+    return f"{pattern[0]}(?<![A-Za-z0-9]{pattern[0]}){pattern[1:]}"
+
+
 PEM_BEGIN = "-----BEGIN "
 _PEM_BLOCK = r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
 #: A private key block begun and not yet ended (or a header still arriving).
 _PEM_OPEN = r"-----BEGIN [A-Z ]*(?:-{0,4}\Z|PRIVATE KEY-----)"
-TOKEN_PATTERN_TEXT = _AFTER_BOUNDARY + "(?:" + "|".join(_TOKEN_FORMATS) + ")|" + _PEM_BLOCK
+TOKEN_PATTERN_TEXT = "|".join([*(_after_boundary(f) for f in _TOKEN_FORMATS), _PEM_BLOCK])
 #: Longest text held back for a token format or a key block still arriving; beyond it the text
 #: is released (a base64 blob is not worth stalling a stream for). Known values are always held.
 MAX_FORMAT_HOLD = 16_384
@@ -71,17 +81,28 @@ class Formats(Generic[AnyStr]):
     token_start: re.Pattern[AnyStr]
     pem_open: re.Pattern[AnyStr]
     pem_block: re.Pattern[AnyStr]
+    #: How every match begins: text without one needs no scan by ``patterns`` (a search for a few
+    #: literals is several times faster than one for whole tokens).
+    any_start: re.Pattern[AnyStr]
+
+    def may_match(self, text: AnyStr) -> bool:
+        return self.any_start.search(text) is not None
+
+    def sub(self, text: AnyStr) -> AnyStr:
+        """``text`` with every token replaced by the marker."""
+        return self.patterns.sub(self.marker, text) if self.may_match(text) else text
 
 
 def _compile(binary: bool) -> Formats[str] | Formats[bytes]:
     def enc(text: str) -> str | bytes:
         return text.encode() if binary else text
 
-    starts = _AFTER_BOUNDARY + "(?:" + "|".join(re.escape(s) for s in TOKEN_STARTS) + ")"
+    starts = "|".join(_after_boundary(re.escape(start)) for start in TOKEN_STARTS)
     return Formats(  # type: ignore[return-value]
         empty=enc(""), marker=enc(FORMAT_MARKER), word_chars=enc(WORD_CHARS), pem_begin=enc(PEM_BEGIN),
         patterns=re.compile(enc(TOKEN_PATTERN_TEXT)), token_start=re.compile(enc(starts)),
         pem_open=re.compile(enc(_PEM_OPEN)), pem_block=re.compile(enc(_PEM_BLOCK)),
+        any_start=re.compile(enc(f"{starts}|{re.escape(PEM_BEGIN)}")),
     )
 
 
@@ -147,6 +168,8 @@ class StreamRedactor(Generic[AnyStr]):
         first = int(self._trimmed)
         self._before = buffer[max(0, end - CONTEXT) : end]
         self._trimmed = self._trimmed or end > CONTEXT
+        if not self._formats.may_match(buffer):
+            return buffer[start:end]
         parts: list[AnyStr] = []
         last = start
         for match in self._formats.patterns.finditer(buffer, first, end):
@@ -176,7 +199,7 @@ class StreamRedactor(Generic[AnyStr]):
             held = min(held, max(begin, start))  # a private key block not ended yet
         if size - held <= MAX_FORMAT_HOLD:
             end = min(end, held)
-        if end < size:  # never cut a match in two: each part alone could escape the patterns
+        if end < size and formats.may_match(buffer):  # never cut a match in two: each part could escape
             for match in formats.patterns.finditer(buffer, first):
                 if match.start() >= end:
                     break

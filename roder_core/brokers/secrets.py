@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from roder_core.brokers import BrokerDenied
-from roder_core.brokers.redaction import FORMAT_MARKER, StreamRedactor, byte_formats, text_formats
+from roder_core.brokers.redaction import StreamRedactor, byte_formats, text_formats
 
 if TYPE_CHECKING:
     from roder_core.config import RoderConfig
@@ -118,7 +118,7 @@ class SecretRedactor:
         for value, replacement in self._text_pairs:
             if value in text:
                 text = text.replace(value, replacement)
-        return text_formats().patterns.sub(FORMAT_MARKER, text)
+        return text_formats().sub(text)
 
     __call__ = redact
 
