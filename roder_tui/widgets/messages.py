@@ -66,8 +66,23 @@ class EntryMixin:
         """Re-render from ``self.entry`` (after new data or a toggle)."""
 
 
-class UserMessageView(EntryMixin, Static, can_focus=True):
+class StaticEntry(EntryMixin, Static, can_focus=True):
+    """An entry drawn as one renderable from its items; ``_render_item`` says how."""
+
     BINDINGS = ENTRY_BINDINGS
+
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+        super().__init__(self._render_item())
+
+    def _render_item(self) -> RenderableType:
+        raise NotImplementedError  # every entry kind draws itself
+
+    def refresh_entry(self) -> None:
+        self.update(self._render_item())
+
+
+class UserMessageView(StaticEntry):
     DEFAULT_CSS = """
     UserMessageView {
         height: auto; margin: 1 0 0 0; padding: 0 1;
@@ -75,10 +90,6 @@ class UserMessageView(EntryMixin, Static, can_focus=True):
     }
     UserMessageView:focus { background: $boost; }
     """
-
-    def __init__(self, entry: Entry) -> None:
-        self.entry = entry
-        super().__init__(self._render_item())
 
     def _render_item(self) -> RenderableType:
         item = self.entry.items[0]
@@ -89,9 +100,6 @@ class UserMessageView(EntryMixin, Static, can_focus=True):
         for attachment in item.attachments:
             text.append(f"\n+ {attachment.name}", style="dim")
         return text
-
-    def refresh_entry(self) -> None:
-        self.update(self._render_item())
 
 
 class AssistantMessageView(EntryMixin, Vertical, can_focus=True):
@@ -124,18 +132,12 @@ class AssistantMessageView(EntryMixin, Vertical, can_focus=True):
         self.body.rerender()
 
 
-class ReasoningView(EntryMixin, Static, can_focus=True):
+class ReasoningView(StaticEntry):
     """Model reasoning: one folded line by default, the full text when expanded."""
-
-    BINDINGS = ENTRY_BINDINGS
     DEFAULT_CSS = """
     ReasoningView { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
     ReasoningView:focus { background: $boost; }
     """
-
-    def __init__(self, entry: Entry) -> None:
-        self.entry = entry
-        super().__init__(self._render_item())
 
     def _render_item(self) -> RenderableType:
         item = self.entry.items[0]
@@ -147,15 +149,10 @@ class ReasoningView(EntryMixin, Static, can_focus=True):
             return Text.assemble(("▸ ", "bold"), (f"{label} · {words} words", "italic"), ("  (enter to expand)", "dim"))
         return Group(Text.assemble(("▾ ", "bold"), (label, "italic")), Text(body, style="italic"))
 
-    def refresh_entry(self) -> None:
-        self.update(self._render_item())
 
-
-class ToolCardView(EntryMixin, Static, can_focus=True):
+class ToolCardView(StaticEntry):
     """A tool call with its status, duration and output (bash: command and output; edits: a
     coloured unified diff). Collapsed cards show a few lines of output; enter shows all."""
-
-    BINDINGS = ENTRY_BINDINGS
     DEFAULT_CSS = """
     ToolCardView { height: auto; margin: 1 0 0 0; padding: 0 1; border-left: outer $panel; }
     ToolCardView:focus { background: $boost; border-left: outer $accent; }
@@ -166,10 +163,9 @@ class ToolCardView(EntryMixin, Static, can_focus=True):
     animate_spinner = True
 
     def __init__(self, entry: Entry) -> None:
-        self.entry = entry
         self._frame = 0
         self._timer: Any = None
-        super().__init__(self._render_item())
+        super().__init__(entry)
 
     def on_mount(self) -> None:
         self._sync_timer()
@@ -184,11 +180,11 @@ class ToolCardView(EntryMixin, Static, can_focus=True):
 
     def _tick(self) -> None:
         self._frame += 1
-        self.update(self._render_item())
+        super().refresh_entry()
 
     def refresh_entry(self) -> None:
         self.set_class(self.entry.status == "error", "-error")
-        self.update(self._render_item())
+        super().refresh_entry()
         self._sync_timer()
 
     def _render_item(self) -> RenderableType:
@@ -253,10 +249,8 @@ class ToolCardView(EntryMixin, Static, can_focus=True):
         return []
 
 
-class NoticeView(EntryMixin, Static, can_focus=True):
+class NoticeView(StaticEntry):
     """Errors, compaction summaries, plans and approvals that are not tied to a tool card."""
-
-    BINDINGS = ENTRY_BINDINGS
     DEFAULT_CSS = """
     NoticeView { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
     NoticeView:focus { background: $boost; }
@@ -264,8 +258,7 @@ class NoticeView(EntryMixin, Static, can_focus=True):
     """
 
     def __init__(self, entry: Entry) -> None:
-        self.entry = entry
-        super().__init__(self._render_item())
+        super().__init__(entry)
         self.set_class(isinstance(entry.items[0], ErrorItem), "-error")
 
     def _render_item(self) -> RenderableType:
@@ -288,9 +281,6 @@ class NoticeView(EntryMixin, Static, can_focus=True):
             decision = item.decision.decision.replace("_", " ") if item.decision else "pending"
             return Text(f"approval for {item.request.tool}: {decision}")
         return Text(json.dumps(item.wire())[:500])
-
-    def refresh_entry(self) -> None:
-        self.update(self._render_item())
 
 
 def diff_lines(diff: str) -> list[Text]:

@@ -148,19 +148,13 @@ class PromptInput(TextArea):
             event.prevent_default()
             self.insert("\n")
             return
-        if key == "up" and self.cursor_at_first_line:
-            previous = self.prompt_history.older()
-            if previous is not None:
+        at_edge = (key == "up" and self.cursor_at_first_line) or (key == "down" and self.cursor_at_last_line)
+        if at_edge:
+            recalled = self.prompt_history.older() if key == "up" else self.prompt_history.newer()
+            if recalled is not None:
                 event.stop()
                 event.prevent_default()
-                self._replace_all(previous)
-                return
-        if key == "down" and self.cursor_at_last_line:
-            following = self.prompt_history.newer()
-            if following is not None:
-                event.stop()
-                event.prevent_default()
-                self._replace_all(following)
+                self._replace_all(recalled)
                 return
         await super()._on_key(event)
 

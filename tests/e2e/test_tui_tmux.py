@@ -13,35 +13,19 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.providers.fake_server import FakeModelServer, ThreadedFakeServer
+
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
 
-@pytest.fixture
-def model_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    script, log = tmp_path / "script.json", tmp_path / "requests.jsonl"
-    script.write_text(json.dumps({"steps": [
-        {"text": "I will run it.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo tmux-e2e-$((40+2))"}}]},
-        {"text": "The command printed tmux-e2e-42. ANSWER-OK"},
-    ]}))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.providers.fake_server", "--script", str(script), "--port", "0",
-         "--model", "my-model", "--log", str(log)],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:")
-        yield url, log
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+STEPS = [
+    {"text": "I will run it.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo tmux-e2e-$((40+2))"}}]},
+    {"text": "The command printed tmux-e2e-42. ANSWER-OK"},
+]
 
 
 class Tmux:
@@ -66,9 +50,13 @@ class Tmux:
         raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
 
 
-def test_prompt_approve_bash_and_see_the_answer(model_server: tuple[str, Path], roder_home: Path,
-                                                workspace: Path) -> None:
-    url, log = model_server
+def test_prompt_approve_bash_and_see_the_answer(roder_home: Path, workspace: Path) -> None:
+    with ThreadedFakeServer(STEPS, models=("my-model",)) as server:
+        _run_app_in_tmux(server, roder_home, workspace)
+
+
+def _run_app_in_tmux(server: FakeModelServer, roder_home: Path, workspace: Path) -> None:
+    url = server.base_url
     (roder_home / "config.toml").write_text(
         f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{url}"\n'
         'api_key_env = "LOCAL_API_KEY"\nmodels = ["my-model"]\n'
@@ -93,9 +81,9 @@ def test_prompt_approve_bash_and_see_the_answer(model_server: tuple[str, Path], 
         tmux.run("send-keys", "-t", "roder", "y")
         screen = tmux.wait_for("ANSWER-OK")
         assert "tmux-e2e-42" in screen  # the card shows the command's real output
-        requests = [json.loads(line) for line in log.read_text().splitlines()]
-        assert len(requests) == 2
-        assert "tmux-e2e-42" in json.dumps(requests[1]["json"]["messages"])  # the model got the tool result
+        calls = server.calls
+        assert len(calls) == 2
+        assert "tmux-e2e-42" in json.dumps(calls[1].json["messages"])  # the model got the tool result
         tmux.run("send-keys", "-t", "roder", "C-q")
         tmux.wait_for("roder-exited-0", timeout=15)
     finally:

@@ -85,3 +85,12 @@ async def write_long_thread(workspace: Path, messages: int) -> str:
         return thread.id
     finally:
         await client.close()
+
+
+async def palette(pilot: Any, query: str) -> None:
+    """Open the command palette, type ``query`` and run the best match."""
+    await pilot.press("ctrl+p")
+    await pilot.pause(0.3)
+    await pilot.press(*query)
+    await pilot.pause(0.3)
+    await pilot.press("enter")

@@ -14,7 +14,7 @@ from roder_tui.screens.help import HelpScreen
 from roder_tui.screens.resume import ResumePicker
 from roder_tui.widgets.markdown_stream import CodeView, ProseBlock
 from roder_tui.widgets.messages import ReasoningView, ToolCardView
-from tests.tui.helpers import entries_of, make_app, ready, turn_done, until
+from tests.tui.helpers import entries_of, make_app, palette, ready, turn_done, until
 
 BASH_STEPS = [
     {"text": "Let me check.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi-from-bash"}}]},
@@ -196,17 +196,9 @@ async def test_palette_switches_mode_and_theme(workspace: Path, monkeypatch: pyt
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
-        await pilot.press(*"Mode: plan")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette(pilot, "Mode: plan")
         await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
-        await pilot.press(*"Theme: roder-light")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette(pilot, "Theme: roder-light")
         await until(pilot, lambda: app.theme == "roder-light", what="the light theme")
     assert tomllib.loads((roder_home / "config.toml").read_text())["theme"] == "roder-light"
 
@@ -377,20 +369,12 @@ async def test_fork_and_export_from_the_palette(workspace: Path, monkeypatch: py
         await pilot.press(*"original", "enter")
         await turn_done(pilot)
         parent = app.thread_id
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
-        await pilot.press(*"Fork thread")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette(pilot, "Fork thread")
         await until(pilot, lambda: app.thread_id != parent, what="the fork")
         thread = (await app._client().thread_read(app.thread_id)).thread  # type: ignore[arg-type]
         assert thread.parent is not None and thread.parent.thread_id == parent
         assert entries_of(app, "user")[0].items[0].text == "original"
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
-        await pilot.press(*"Export as Markdown")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette(pilot, "Export as Markdown")
         exported = workspace / f"roder-{app.thread_id}.md"
         await until(pilot, exported.exists, what="the export")
         assert "original" in exported.read_text() and "first answer" in exported.read_text()

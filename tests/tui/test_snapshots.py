@@ -37,10 +37,13 @@ def fixed_workspace(monkeypatch: pytest.MonkeyPatch) -> Path:
     return workspace
 
 
-def _pin_clock(app: Any) -> None:
+async def _settle(app: Any) -> None:
+    """Pin what moves on its own: the elapsed counter, and the sidebar's background refresh."""
     if app._elapsed_timer is not None:
         app._elapsed_timer.stop()
     app.status_bar.update_state(elapsed=None)
+    await app.refresh_sidebar().wait()
+    app.transcript.scroll_end(animate=False, immediate=True)  # the anchor may lag a frame under load
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["120x40", "50x24"])
@@ -57,6 +60,7 @@ def test_main_screen(snap_compare: Any, fixed_workspace: Path, monkeypatch: pyte
         await ready(pilot)
         await pilot.press(*"add a status segment", "enter")
         await turn_done(pilot, 2)
+        await _settle(app)
         await pilot.pause(0.3)
         app.prompt_bar.input.focus()
 
@@ -74,7 +78,7 @@ def test_approval_modal(snap_compare: Any, fixed_workspace: Path, monkeypatch: p
         await ready(pilot)
         await pilot.press(*"run the tests", "enter")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval modal")
-        _pin_clock(app)
+        await _settle(app)
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
