@@ -38,7 +38,7 @@ _TOKEN_FORMATS = (
 )
 #: How each format begins: a word holding one of these may be a token still arriving.
 TOKEN_STARTS = ("sk-", *(f"gh{c}_" for c in "pousr"), "github_pat_", "AKIA",
-                 *(f"xox{c}-" for c in "abprs"), "AIza")
+                *(f"xox{c}-" for c in "abprs"), "AIza")
 
 
 def _after_boundary(pattern: str) -> str:
