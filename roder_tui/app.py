@@ -254,8 +254,7 @@ class RoderApp(App[int]):
     async def _open_initial_thread(self) -> None:
         client = self._client()
         resume = getattr(self.args, "resume", None)
-        if resume:
-            await self.switch_thread(resume)
+        if resume and await self.switch_thread(resume):
             return
         if resume == "":
             threads = (await client.thread_list(cwd=str(self.cwd))).threads
@@ -263,17 +262,16 @@ class RoderApp(App[int]):
                 from roder_tui.screens.resume import ResumePicker
 
                 chosen = await self.push_screen_wait(ResumePicker(threads))
-                if chosen:
-                    await self.switch_thread(chosen)
+                if chosen and await self.switch_thread(chosen):
                     return
             else:
                 self.notify("No earlier threads in this folder; starting a new one.")
         elif getattr(self.args, "continue_last", False):
             threads = (await client.thread_list(cwd=str(self.cwd), limit=1)).threads
-            if threads:
-                await self.switch_thread(threads[0].id)
+            if threads and await self.switch_thread(threads[0].id):
                 return
-            self.notify("No earlier thread in this folder to continue; starting a new one.")
+            if not threads:
+                self.notify("No earlier thread in this folder to continue; starting a new one.")
         await self.new_thread()
 
     async def _load_commands(self) -> None:
@@ -428,15 +426,16 @@ class RoderApp(App[int]):
         result = await self._client().thread_start(cwd=str(self.cwd))
         await self._show_thread(result.thread)
 
-    async def switch_thread(self, thread_id: str) -> None:
+    async def switch_thread(self, thread_id: str) -> bool:
         from roder_core.server.errors import RpcError
 
         try:
             result = await self._client().thread_resume(thread_id)
         except RpcError as exc:
-            self.notify(exc.message, title="cannot open thread", severity="error")
-            return
+            self.notify(exc.message, title="cannot open thread", severity="error", timeout=10)
+            return False
         await self._show_thread(result.thread)
+        return True
 
     async def _show_thread(self, thread: Thread) -> None:
         await self.coalescer.drain()

@@ -94,3 +94,9 @@ async def palette(pilot: Any, query: str) -> None:
     await pilot.press(*query)
     await pilot.pause(0.3)
     await pilot.press("enter")
+
+
+async def ask(pilot: Any, text: str, answers: int = 1) -> None:
+    """Type ``text``, send it, and wait until ``answers`` answers are final."""
+    await pilot.press(*text, "enter")
+    await turn_done(pilot, answers)

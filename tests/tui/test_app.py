@@ -14,7 +14,7 @@ from roder_tui.screens.help import HelpScreen
 from roder_tui.screens.resume import ResumePicker
 from roder_tui.widgets.markdown_stream import CodeView, ProseBlock
 from roder_tui.widgets.messages import ReasoningView, ToolCardView
-from tests.tui.helpers import entries_of, make_app, palette, ready, turn_done, until
+from tests.tui.helpers import ask, entries_of, make_app, palette, ready, turn_done, until
 
 BASH_STEPS = [
     {"text": "Let me check.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi-from-bash"}}]},
@@ -27,8 +27,7 @@ async def test_prompt_streams_an_answer(workspace: Path, monkeypatch: pytest.Mon
                    monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press(*"hi", "enter")
-        await turn_done(pilot)
+        await ask(pilot, "hi")
         user = entries_of(app, "user")
         assert [e.items[0].text for e in user] == ["hi"]
         answer = app.transcript.last_answer()
@@ -207,8 +206,7 @@ async def test_new_thread_and_resume_picker(workspace: Path, monkeypatch: pytest
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press(*"first thread", "enter")
-        await turn_done(pilot)
+        await ask(pilot, "first thread")
         first = app.thread_id
         await pilot.press("ctrl+n")
         await until(pilot, lambda: app.thread_id != first, what="a new thread")
@@ -225,8 +223,7 @@ async def test_resume_flag_without_id_opens_the_picker(workspace: Path, monkeypa
     seed = make_app(workspace, None, monkeypatch)
     async with seed.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
-        await pilot.press(*"remember me", "enter")
-        await turn_done(pilot)
+        await ask(pilot, "remember me")
         earlier = seed.thread_id
     app = make_app(workspace, None, monkeypatch, resume="")
     async with app.run_test(size=(100, 30)) as pilot:
@@ -262,8 +259,7 @@ async def test_copy_focused_message(workspace: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press(*"q", "enter")
-        await turn_done(pilot)
+        await ask(pilot, "q")
         await pilot.press("ctrl+t")  # focus the last message
         await pilot.press("y")
         assert copied[-1] == "copy me please"
@@ -281,8 +277,7 @@ async def test_reasoning_is_folded_and_tool_cards_expand(workspace: Path, monkey
     app = make_app(workspace, steps, monkeypatch, mode="bypass")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press(*"go", "enter")
-        await turn_done(pilot, 2)
+        await ask(pilot, "go", 2)
         reasoning = entries_of(app, "reasoning")[0]
         view = reasoning.widget
         assert isinstance(view, ReasoningView) and not reasoning.expanded
@@ -313,10 +308,8 @@ async def test_history_and_slash_completion(workspace: Path, monkeypatch: pytest
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press(*"one", "enter")
-        await turn_done(pilot)
-        await pilot.press(*"two", "enter")
-        await turn_done(pilot, 2)
+        await ask(pilot, "one")
+        await ask(pilot, "two", 2)
         prompt = app.prompt_bar.input
         await pilot.press("up")
         assert prompt.text == "two"
@@ -366,8 +359,7 @@ async def test_fork_and_export_from_the_palette(workspace: Path, monkeypatch: py
     app = make_app(workspace, [{"text": "first answer"}], monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press(*"original", "enter")
-        await turn_done(pilot)
+        await ask(pilot, "original")
         parent = app.thread_id
         await palette(pilot, "Fork thread")
         await until(pilot, lambda: app.thread_id != parent, what="the fork")
@@ -397,8 +389,7 @@ async def test_prose_blocks_are_bounded_while_streaming(workspace: Path, monkeyp
     app = make_app(workspace, [{"text": text, "chunk_size": 40}], monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press(*"go", "enter")
-        await turn_done(pilot)
+        await ask(pilot, "go")
         body = app.transcript.last_answer().widget.body  # type: ignore[union-attr]
         blocks = [c for c in body.children if isinstance(c, ProseBlock)]
         assert len(blocks) > 3  # sealed in segments, never one ever-growing live widget
@@ -443,3 +434,16 @@ async def test_slash_commands_show_tools_help_and_trust(workspace: Path, monkeyp
         await pilot.press("enter")
         await until(pilot, lambda: (roder_home / "data" / "trusted-folders.json").exists(), what="the trust file")
         assert str(workspace.resolve()) in (roder_home / "data" / "trusted-folders.json").read_text()
+
+
+async def test_resume_of_an_unknown_thread_says_so_and_starts_fresh(workspace: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(workspace, None, monkeypatch, resume="thr_does_not_exist")
+    notes: list[str] = []
+    original = app.notify
+    monkeypatch.setattr(app, "notify", lambda message, **kw: (notes.append(str(message)), original(message, **kw)))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        assert app.thread_id is not None and app.thread_id != "thr_does_not_exist"
+        assert any("thr_does_not_exist" in note for note in notes)
+        await ask(pilot, "still works")
