@@ -3,7 +3,7 @@
 The index is a cache. Each row remembers the size and mtime of the file it was built from; a
 listing compares them with a directory scan and re-reads only files that changed (a crashed
 process never got to update its row), adds new ones and drops deleted ones. A missing or corrupt
-index is rebuilt from the files, so deleting ``index.sqlite`` is always safe.
+index is rebuilt from the files, so deleting ``index.sqlite`` while no Roder runs is always safe.
 """
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ from roder_core.ir import ParentRef, ThreadSummary
 from roder_core.paths import create_private
 
 from .files import SUFFIX, held_by_writer, iter_event_dicts, read_file
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows has no flock; the index is then best effort
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -176,9 +181,13 @@ class ThreadIndex:
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             conn = self._open()
+        except sqlite3.OperationalError:
+            raise  # busy or locked: another process is using a healthy index; never drop it
         except sqlite3.DatabaseError as exc:
             log.warning("thread index %s is unreadable (%s); rebuilding it from the files", self.path, exc)
-            self.drop()
+            with self._exclusive():
+                self.drop()
+                self._create()
             conn = self._open()
         try:
             with conn:
@@ -186,15 +195,50 @@ class ThreadIndex:
         finally:
             conn.close()
 
+    @contextlib.contextmanager
+    def _exclusive(self) -> Any:
+        """Serialize index creation and rebuilds across processes with a lock file beside the
+        index, so one process never drops or re-creates the table under another's feet."""
+        lock_path = self.directory / "index.lock"
+        create_private(lock_path)
+        with open(lock_path, "a+b") as handle:
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def _create(self) -> None:
+        """Build an empty index in a private temporary file and rename it into place, so other
+        processes see either no index or a complete one, never a half-written file."""
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        create_private(tmp)
+        conn = sqlite3.connect(tmp)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("PRAGMA journal_mode = WAL")
+        finally:
+            conn.close()
+        os.replace(tmp, self.path)
+
     def _open(self) -> sqlite3.Connection:
-        create_private(self.path)
+        if not self.path.exists():
+            with self._exclusive():
+                if not self.path.exists():
+                    self._create()
         conn = sqlite3.connect(self.path, timeout=10)
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version != SCHEMA_VERSION:
-                conn.executescript("DROP TABLE IF EXISTS threads;" + _SCHEMA)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                # an index written by another Roder version: rebuilt, once, under the lock
+                conn.close()
+                with self._exclusive():
+                    conn = sqlite3.connect(self.path, timeout=10)
+                    if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                        conn.executescript("DROP TABLE IF EXISTS threads;" + _SCHEMA)
+                        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.DatabaseError:
             conn.close()
