@@ -139,6 +139,7 @@ class RoderApp(App[int]):
         self.exit_message: str | None = None
         self._approvals: list[ApprovalRequest] = []
         self._approval_open: str | None = None
+        self._left_running: set[str] = set()
         self._ctrl_c_at = 0.0
         self._elapsed_timer: Any = None
         self._pushed_theme = False
@@ -336,6 +337,9 @@ class RoderApp(App[int]):
                 self.coalescer.push(f"call:{event.call_id}", event.delta)
             return
         if thread_id not in (self.thread_id, "", None):
+            if isinstance(event, ev.TurnCompleted) and thread_id in self._left_running:
+                self._left_running.discard(thread_id)
+                await self._release_thread(thread_id)
             if method in ("thread/status/changed", "thread/title/changed", "thread/started"):
                 self.refresh_sidebar()
             return
@@ -439,7 +443,10 @@ class RoderApp(App[int]):
 
     async def _show_thread(self, thread: Thread) -> None:
         await self.coalescer.drain()
-        self.thread_id = thread.id
+        previous, self.thread_id = self.thread_id, thread.id
+        self._left_running.discard(thread.id)
+        if previous is not None and previous != thread.id:
+            await self._leave_thread(previous)
         self.turn_id = None
         await self.transcript.load(thread.items())
         last = next((t for t in reversed(thread.turns) if t.usage.total_tokens), None)
@@ -450,6 +457,22 @@ class RoderApp(App[int]):
             cost_usd=thread.usage.cost_usd,
         )
         self.refresh_sidebar()
+
+    async def _leave_thread(self, thread_id: str) -> None:
+        """Give up writing a thread we switched away from, so ``roder -c``/``-r`` in another
+        terminal can continue it; a thread still running is released when its turn ends."""
+        if thread_id in (await self._client().session_get()).active_turns:
+            self._left_running.add(thread_id)
+        else:
+            await self._release_thread(thread_id)
+
+    async def _release_thread(self, thread_id: str) -> None:
+        from roder_core.server.errors import RpcError
+
+        try:
+            await self._client().thread_close(thread_id)
+        except RpcError as exc:  # still locked here is an inconvenience, not a failure to show
+            self.notify(exc.message, title="thread close", severity="warning")
 
     @work(exclusive=True, group="sidebar", exit_on_error=False)
     async def refresh_sidebar(self) -> None:

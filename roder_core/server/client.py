@@ -41,6 +41,8 @@ from roder_core.server.protocol import (
     SessionGetResult,
     SessionModeResult,
     SessionSetModeParams,
+    ThreadCloseParams,
+    ThreadCloseResult,
     ThreadListParams,
     ThreadListResult,
     ThreadReadParams,
@@ -160,6 +162,9 @@ class LocalAppClient:
 
     async def thread_resume(self, thread_id: str) -> ThreadResult:
         return await self._call("thread/resume", ThreadResumeParams(thread_id=thread_id), ThreadResult)
+
+    async def thread_close(self, thread_id: str) -> ThreadCloseResult:
+        return await self._call("thread/close", ThreadCloseParams(thread_id=thread_id), ThreadCloseResult)
 
     async def turn_start(self, thread_id: str, prompt: str | None = None, input: list[InputItem] | None = None,
                          *, task_ledger_required: bool = False) -> TurnResult:

@@ -187,6 +187,15 @@ class ThreadResumeParams(ProtocolModel):
     thread_id: str
 
 
+class ThreadCloseParams(ProtocolModel):
+    thread_id: str
+
+
+class ThreadCloseResult(ProtocolModel):
+    #: False when the thread was not open here (closing is idempotent).
+    closed: bool
+
+
 class ThreadForkParams(ProtocolModel):
     thread_id: str
     #: Copy the thread up to and including this turn; the whole thread when omitted.
@@ -398,6 +407,9 @@ _SPECS = [
                "A thread (open or stored); turns and items only with includeTurns."),
     MethodSpec("thread/resume", "threads", ThreadResumeParams, ThreadResult,
                "Open a stored thread so new turns can run on it (turn/start also does this)."),
+    MethodSpec("thread/close", "threads", ThreadCloseParams, ThreadCloseResult,
+               "Unload an open thread and give up writing it, so another process can resume it "
+               "(a running turn is interrupted first; the stored thread is kept)."),
     MethodSpec("thread/fork", "threads", ThreadForkParams, ThreadResult,
                "Copy a thread up to a turn into a new thread with a parent pointer."),
     MethodSpec("turn/start", "threads", TurnStartParams, TurnResult,

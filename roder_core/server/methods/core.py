@@ -43,6 +43,8 @@ from roder_core.server.protocol import (
     SetDefaultModeParams,
     SettingsResult,
     SetWebSearchParams,
+    ThreadCloseParams,
+    ThreadCloseResult,
     ThreadForkParams,
     ThreadListParams,
     ThreadListResult,
@@ -214,6 +216,16 @@ async def thread_read(app: Dispatcher, params: ThreadReadParams, ctx: CallContex
 @handles("thread/resume")
 async def thread_resume(app: Dispatcher, params: ThreadResumeParams, ctx: CallContext) -> ThreadResult:
     return ThreadResult(thread=_thread_view(await open_thread(app, params.thread_id), True))
+
+
+@handles("thread/close")
+async def thread_close(app: Dispatcher, params: ThreadCloseParams, ctx: CallContext) -> ThreadCloseResult:
+    """Release the store's write claim: without this a long-lived client keeps every thread it
+    ever visited locked against ``roder -c``/``-r`` in other processes until it exits."""
+    is_open = params.thread_id in {t.id for t in app.runtime.open_threads()}
+    if is_open:
+        await app.runtime.close_thread(params.thread_id)
+    return ThreadCloseResult(closed=is_open)
 
 
 @handles("thread/fork")

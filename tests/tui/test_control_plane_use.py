@@ -1,0 +1,41 @@
+"""The app uses the control plane for thread locks: a thread it leaves is free for other processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roder_core.bootstrap import StartSettings
+from roder_core.server.client import LocalAppClient
+from roder_core.server.errors import RpcError
+from tests.tui.helpers import ask, make_app, ready, until
+
+
+async def _resume_elsewhere(workspace: Path, thread_id: str) -> None:
+    """Resume from a second runtime with its own store handles (the lock is a per-file flock)."""
+    other = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock"))
+    try:
+        await other.thread_resume(thread_id)
+    finally:
+        await other.close()
+
+
+async def test_switching_away_releases_the_left_thread(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "first thread")
+        first = app.thread_id
+        assert first is not None
+        with pytest.raises(RpcError, match="another Roder process"):
+            await _resume_elsewhere(workspace, first)  # visible: still this app's to write
+        await pilot.press("ctrl+n")
+        await until(pilot, lambda: app.thread_id != first, what="a new thread")
+        await _resume_elsewhere(workspace, first)
+        await ask(pilot, "second thread")
+        second = app.thread_id
+        assert second is not None
+        await app.switch_thread(first)  # back again: the app can claim it once more
+        assert app.thread_id == first
+        await _resume_elsewhere(workspace, second)
