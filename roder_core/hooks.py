@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from roder_core.services import GATING_POINTS, Hook, HookPoint
@@ -27,9 +28,13 @@ class HookBlocked(Exception):
 
 
 class HookRunner:
-    def __init__(self, hooks: list[Hook], timeout: float = 30.0) -> None:
+    def __init__(
+        self, hooks: list[Hook], timeout: float = 30.0, transcript_path: Callable[[str], str | None] | None = None
+    ) -> None:
         self._hooks = hooks
         self.timeout = timeout
+        #: thread id -> its transcript file, handed to hooks as ``transcript_path`` (Claude Code's field).
+        self._transcript_path = transcript_path
 
     def has(self, point: HookPoint) -> bool:
         return any(point in hook.points() for hook in self._hooks)
@@ -40,12 +45,16 @@ class HookRunner:
         Returns the (possibly rewritten) payload; raises HookBlocked at gating points.
         """
         gating = point in GATING_POINTS
+        extra: dict[str, Any] = {}
+        thread_id = payload.get("thread_id")
+        if self._transcript_path is not None and thread_id and self.has(point):
+            extra["transcript_path"] = self._transcript_path(str(thread_id))
         for hook in self._hooks:
             if point not in hook.points():
                 continue
             hook_id = hook.id()
             try:
-                outcome = await asyncio.wait_for(hook.run(point, dict(payload)), self.timeout)
+                outcome = await asyncio.wait_for(hook.run(point, {**payload, **extra}), self.timeout)
             except asyncio.CancelledError:
                 raise
             except TimeoutError:

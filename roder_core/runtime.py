@@ -138,7 +138,7 @@ class Runtime:
             options.mode, registry.policy_contributors, RuleSet(rules.allow, rules.ask, rules.deny),
             audit=self.audit.record, extra_roots=options.config.fs.extra_roots,
         )
-        self.hooks = HookRunner(registry.hooks, options.config.hook_timeout)
+        self.hooks = HookRunner(registry.hooks, options.config.hook_timeout, self._transcript_path)
         self.mutations = MutationQueue()
         self.context = ContextAssembler(
             registry.context_providers,
@@ -384,6 +384,17 @@ class Runtime:
         ]
         rows = sorted([*stored, *live], key=lambda s: s.updated_at, reverse=True)
         return rows[:limit] if limit else rows
+
+    def _transcript_path(self, thread_id: str) -> str | None:
+        """The thread's file when the store keeps one (the JSONL store does); None for ephemeral threads."""
+        state = self._threads.get(thread_id)
+        locate = getattr(self.store, "path", None)
+        if state is None or state.ephemeral or not callable(locate):
+            return None
+        try:
+            return str(locate(thread_id))
+        except RoderError:
+            return None
 
     def restrict_thread(
         self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None

@@ -278,6 +278,9 @@ class TurnRunner:
             HookPoint.STOP,
             {"thread_id": self.tid, "turn_id": self.turn.id, "cwd": self.thread.cwd, "mode": self.mode,
              "stop_hook_active": self.stop_continuations > 0, "last_message": last,
+             # Subagent threads (restricted by the task tool) name their parent: SubagentStop.
+             "parent_thread_id": parent.thread_id
+             if (parent := self.thread.parent) and self.state.allowed_tools is not None else None,
              "task_ledger_required": self.task_ledger_required, "deadline": self.deadline},
         )
         reason = str(payload.get("continue_with") or "").strip()

@@ -9,10 +9,13 @@ Configured in config.toml (and a trusted project's ``.roder/config.toml``)::
     [[hooks.Stop]]
     command = "./scripts/check-done.sh"   # shorthand for a single command hook
 
-Events: PreToolUse, PostToolUse, UserPromptSubmit, Stop, PreCompact, SessionStart, SessionEnd.
-The command gets one JSON object on stdin (``hook_event_name``, ``session_id``, ``cwd``,
-``permission_mode``, and ``tool_name``/``tool_input``/``tool_response``, ``prompt``,
-``stop_hook_active`` as the event has them). It answers with:
+Events: PreToolUse, PostToolUse, UserPromptSubmit, Stop, SubagentStop (a ``task`` subagent
+finished), PreCompact, SessionStart, SessionEnd. The command gets one JSON object on stdin
+(``hook_event_name``, ``session_id``, ``transcript_path``, ``cwd``, ``permission_mode``, and
+``tool_name``/``tool_input``/``tool_response``, ``prompt``, ``stop_hook_active`` as the event has
+them). Tool names and inputs use Claude Code's spellings (``Bash`` with ``command``, ``Edit`` with
+``file_path``/``old_string``/``new_string``; see claude_names.py); matchers accept either name.
+It answers with:
 
 - exit 0: success; stdout may be a JSON decision (``hookSpecificOutput.permissionDecision``
   allow|deny|ask, ``updatedInput``, ``additionalContext``; ``decision: "block"`` + ``reason``;
@@ -54,6 +57,8 @@ from roder_core import (
 )
 from roder_core.brokers.secrets import scrubbed_env
 
+from .claude_names import claude_tool_name, from_claude_input, to_claude_input
+
 log = logging.getLogger(__name__)
 
 #: Claude Code event names -> the runtime's hook points.
@@ -62,11 +67,12 @@ EVENTS: dict[str, HookPoint] = {
     "PostToolUse": HookPoint.TOOL_RESULT_AFTER,
     "UserPromptSubmit": HookPoint.BEFORE_TURN,
     "Stop": HookPoint.STOP,
+    "SubagentStop": HookPoint.STOP,
     "PreCompact": HookPoint.COMPACTION,
     "SessionStart": HookPoint.SESSION_START,
     "SessionEnd": HookPoint.SESSION_END,
 }
-_EVENT_OF = {point: name for name, point in EVENTS.items()}
+_EVENT_OF = {point: name for name, point in EVENTS.items() if name != "SubagentStop"}
 _PERMISSION_MODES = {"ask": "default", "auto-edit": "acceptEdits", "plan": "plan", "bypass": "bypassPermissions"}
 DEFAULT_TIMEOUT = 30.0
 _MAX_CONTEXT_CHARS = 10_000
@@ -88,7 +94,10 @@ class CommandHook:
     timeout: float
 
     def matches(self, tool: str | None) -> bool:
-        return self.matcher is None or tool is None or self.matcher.fullmatch(tool) is not None
+        """Roder's tool name or Claude Code's (``bash`` or ``Bash``, ``web_fetch`` or ``WebFetch``)."""
+        if self.matcher is None or tool is None:
+            return True
+        return any(self.matcher.fullmatch(name) is not None for name in {tool, claude_tool_name(tool)})
 
 
 @dataclass
@@ -183,19 +192,24 @@ class CommandHooks:
     def _stdin(self, event: str, payload: dict[str, Any]) -> dict[str, Any]:
         data: dict[str, Any] = {
             "session_id": payload.get("thread_id", ""),
-            "transcript_path": "",
+            "transcript_path": payload.get("transcript_path") or "",
             "cwd": payload.get("cwd") or str(self.project),
             "hook_event_name": event,
             "permission_mode": _PERMISSION_MODES.get(str(payload.get("mode", "")), payload.get("mode", "")),
         }
         if "tool" in payload:
-            data.update(tool_name=payload["tool"], tool_input=payload.get("arguments", {}),
-                        tool_use_id=payload.get("call_id", ""))
+            tool = str(payload["tool"])
+            data.update(tool_name=claude_tool_name(tool), tool_use_id=payload.get("call_id", ""),
+                        tool_input=to_claude_input(tool, payload.get("arguments", {}), Path(data["cwd"])))
         if event == "PostToolUse":
             data["tool_response"] = {"text": payload.get("text", ""), "is_error": payload.get("is_error", False)}
         if event == "UserPromptSubmit":
             data["prompt"] = payload.get("text", "")
-        if event == "Stop":
+        if event == "SubagentStop":
+            # Claude Code's session_id is the main session's; the subagent is the agent.
+            data.update(session_id=payload["parent_thread_id"], agent_id=payload.get("thread_id", ""),
+                        agent_transcript_path=data["transcript_path"])
+        if event in ("Stop", "SubagentStop"):
             data["stop_hook_active"] = bool(payload.get("stop_hook_active"))
             data["last_assistant_message"] = payload.get("last_message", "")
         if event == "SessionStart":
@@ -212,6 +226,8 @@ class CommandHooks:
             raise HookFailed(f"the [hooks] configuration is invalid, so nothing runs until it is fixed: "
                              f"{self.config_error}")
         event = _EVENT_OF[point]
+        if event == "Stop" and payload.get("parent_thread_id"):
+            event = "SubagentStop"
         tool = payload.get("tool") if event in ("PreToolUse", "PostToolUse") else None
         thread_id = str(payload.get("thread_id", ""))
         replace: dict[str, Any] = {}
@@ -254,10 +270,10 @@ class CommandHooks:
             if permission in ("allow", "ask"):
                 replace["permission"] = permission
             if isinstance(specific.get("updatedInput"), dict):
-                replace["arguments"] = specific["updatedInput"]
+                replace["arguments"] = from_claude_input(str(payload.get("tool", "")), specific["updatedInput"])
         elif event == "UserPromptSubmit" and decision.get("decision") == "block":
             return HookOutcome(block=True, reason=reason or "prompt blocked by hook")
-        elif event in ("Stop", "PostToolUse") and decision.get("decision") == "block":
+        elif event in ("Stop", "SubagentStop", "PostToolUse") and decision.get("decision") == "block":
             return self._blocked(event, reason or "blocked by hook", payload)
         if context:
             if event == "PostToolUse":
@@ -269,7 +285,7 @@ class CommandHooks:
     @staticmethod
     def _blocked(event: str, reason: str, payload: dict[str, Any]) -> HookOutcome:
         """What "block" means at each event (Claude Code's exit-code-2 semantics)."""
-        if event == "Stop":
+        if event in ("Stop", "SubagentStop"):
             return HookOutcome(replace={"continue_with": reason})
         if event == "PostToolUse":
             return HookOutcome(replace={"text": f"{payload.get('text', '')}\n\n[hook feedback] {reason}"})
