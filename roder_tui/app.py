@@ -212,7 +212,7 @@ class RoderApp(App[int]):
         self.status_bar.set_segments(list(registry.status_segments))
         self.palette_sources = list(registry.palette_sources)
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
-        self._probe_sandbox()
+        await self._show_sandbox()
         if REMOTE:
             from roder_tui.widgets.messages import ToolCardView
 
@@ -238,19 +238,11 @@ class RoderApp(App[int]):
         if prompt:
             await self.send(prompt)
 
-    @work(thread=True, group="sandbox")
-    def _probe_sandbox(self) -> None:
-        """The sandbox level commands really get (probing bubblewrap spawns a process)."""
-        from roder_core.brokers.sandbox import sandbox_status
-
-        requested = getattr(self.args, "sandbox", None) or self.config_data.get("sandbox")
-        try:
-            status = sandbox_status(requested if isinstance(requested, str) else None)
-        except ValueError as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        level = f"{status.requested} unavailable" if status.blocked else status.effective
-        self.call_from_thread(self.status_bar.update_state, sandbox=level)
+    async def _show_sandbox(self) -> None:
+        """The sandbox level commands really get, as the server probed it at startup."""
+        sandbox = (await self._client().session_get()).sandbox
+        level = f"{sandbox.requested} unavailable" if sandbox.blocked else sandbox.effective
+        self.status_bar.update_state(sandbox=level)
 
     async def _open_initial_thread(self) -> None:
         client = self._client()
@@ -627,12 +619,12 @@ class RoderApp(App[int]):
         self._show_info("/agents", text or "no subagents defined")
 
     async def _trust_folder(self) -> None:
-        from roder_core.paths import RoderPaths
-        from roder_core.trust import TrustStore
-
-        TrustStore(RoderPaths.from_env()).set(self.cwd, True)
-        self.notify("This folder is trusted: restart roder to load its config, hooks, skills, commands, "
-                    "agents and MCP servers.", title="/trust", timeout=10)
+        result = await self._client().trust_set(True, str(self.cwd))
+        if result.loaded:
+            self.notify("This folder is trusted and its own items are loaded.", title="/trust")
+        else:
+            self.notify("This folder is trusted: restart roder to load its config, hooks, skills, commands, "
+                        "agents and MCP servers.", title="/trust", timeout=10)
 
     async def _resume(self, thread_id: str) -> None:
         if thread_id:

@@ -51,6 +51,9 @@ from roder_core.server.protocol import (
     ThreadStartParams,
     ToolsListParams,
     ToolsListResult,
+    TrustGetParams,
+    TrustResult,
+    TrustSetParams,
     TurnInterruptParams,
     TurnInterruptResult,
     TurnResult,
@@ -186,6 +189,12 @@ class LocalAppClient:
     async def session_set_mode(self, mode: str, reason: str = "") -> SessionModeResult:
         params = SessionSetModeParams(mode=mode, reason=reason)  # type: ignore[arg-type]
         return await self._call("session/set_mode", params, SessionModeResult)
+
+    async def trust_get(self, cwd: str | None = None) -> TrustResult:
+        return await self._call("trust/get", TrustGetParams(cwd=cwd), TrustResult)
+
+    async def trust_set(self, trusted: bool, cwd: str | None = None) -> TrustResult:
+        return await self._call("trust/set", TrustSetParams(cwd=cwd, trusted=trusted), TrustResult)
 
     async def resolve_approval(self, approval_id: str, decision: ApprovalDecisionKind | None = None, *,
                                approved: bool | None = None, rule: str | None = None,

@@ -265,6 +265,16 @@ class UserInputRequest(ProtocolModel):
     questions: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class SandboxInfo(ProtocolModel):
+    """The command sandbox in effect (probed once per server process)."""
+
+    requested: str | None
+    effective: str
+    #: True when an explicitly requested level is unavailable: commands are refused.
+    blocked: bool = False
+    reason: str = ""
+
+
 class SessionGetResult(ProtocolModel):
     mode: str
     provider: str
@@ -275,6 +285,27 @@ class SessionGetResult(ProtocolModel):
     active_turns: dict[str, str]
     pending_approvals: list[ApprovalRequest]
     pending_user_inputs: list[UserInputRequest] = Field(default_factory=list)
+    sandbox: SandboxInfo
+
+
+class TrustGetParams(ProtocolModel):
+    #: Absolute folder; the server's cwd when omitted.
+    cwd: str | None = None
+
+
+class TrustSetParams(TrustGetParams):
+    trusted: bool
+
+
+class TrustResult(ProtocolModel):
+    cwd: str
+    trusted: bool
+    #: The folder whose recorded decision applies (the folder itself or a parent); None if never decided.
+    decided_at: str | None = None
+    #: Project items present in the folder that load only when it is trusted.
+    items: list[str] = Field(default_factory=list)
+    #: Whether this server loaded the folder's own items (decided at startup; changes need a restart).
+    loaded: bool = False
 
 
 class SessionSetModeParams(ProtocolModel):
@@ -424,6 +455,10 @@ _SPECS = [
                "Change the policy mode for this session."),
     MethodSpec("session/resolve_approval", "session", ResolveApprovalParams, ResolvedResult,
                "Answer a pending approval (approved, or one of the offered decisions)."),
+    MethodSpec("trust/get", "trust", TrustGetParams, TrustResult,
+               "Whether a folder is trusted to load its own config, hooks, skills, commands, agents and MCP."),
+    MethodSpec("trust/set", "trust", TrustSetParams, TrustResult,
+               "Record a trust decision for a folder (takes effect when a runtime next starts there)."),
     MethodSpec("providers/select", "providers", ProvidersSelectParams, ProvidersSelectResult,
                "Select provider and model for new threads (persisted when the server persists config)."),
     MethodSpec("providers/configure", "providers", ProvidersConfigureParams, ProvidersConfigureResult,

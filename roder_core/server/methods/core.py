@@ -35,6 +35,7 @@ from roder_core.server.protocol import (
     ProvidersSelectResult,
     ResolveApprovalParams,
     ResolvedResult,
+    SandboxInfo,
     ServerInfo,
     SessionGetParams,
     SessionGetResult,
@@ -55,6 +56,9 @@ from roder_core.server.protocol import (
     ToolInfo,
     ToolsListParams,
     ToolsListResult,
+    TrustGetParams,
+    TrustResult,
+    TrustSetParams,
     TurnInterruptParams,
     TurnInterruptResult,
     TurnResult,
@@ -65,6 +69,7 @@ from roder_core.server.protocol import (
 )
 from roder_core.tool_catalog import source_statuses
 from roder_core.tools import is_read_only, tool_kind
+from roder_core.trust import TrustStore, project_items
 
 # --------------------------------------------------------------------------- handshake
 
@@ -314,6 +319,7 @@ async def session_get(app: Dispatcher, params: SessionGetParams, ctx: CallContex
     if params.thread_id is not None:
         runtime.thread(params.thread_id)
     active = {tid: turn for tid in threads if (turn := runtime.active_turn_id(tid))}
+    sandbox = runtime.sandbox
     return SessionGetResult(
         mode=runtime.mode, provider=runtime.provider, model=runtime.model, cwd=str(runtime.options.cwd),
         interactive=runtime.options.interactive, open_threads=threads, active_turns=active,
@@ -322,7 +328,38 @@ async def session_get(app: Dispatcher, params: SessionGetParams, ctx: CallContex
             UserInputRequest(request_id=e.request_id, thread_id=e.thread_id, turn_id=e.turn_id, questions=e.questions)
             for e in runtime.pending_user_inputs(params.thread_id)
         ],
+        sandbox=SandboxInfo(requested=sandbox.requested, effective=sandbox.effective, blocked=sandbox.blocked,
+                            reason=sandbox.reason),
     )
+
+
+def _trust(app: Dispatcher, cwd: str | None) -> tuple[Path, TrustStore, TrustResult]:
+    runtime = app.runtime
+    folder = absolute_path(cwd, "cwd") if cwd is not None else Path(runtime.options.cwd)
+    if not folder.is_dir():
+        raise InvalidParams(f"cwd {str(folder)!r} is not a directory")
+    store = TrustStore(runtime.options.paths)
+    found = store.effective_decision(folder)
+    here = TrustStore.canonical(folder) == TrustStore.canonical(Path(runtime.options.cwd))
+    result = TrustResult(cwd=TrustStore.canonical(folder), trusted=bool(found and found[0]),
+                         decided_at=found[1] if found else None, items=project_items(folder),
+                         loaded=here and runtime.options.trusted)
+    return folder, store, result
+
+
+@handles("trust/get")
+async def trust_get(app: Dispatcher, params: TrustGetParams, ctx: CallContext) -> TrustResult:
+    return _trust(app, params.cwd)[2]
+
+
+@handles("trust/set")
+async def trust_set(app: Dispatcher, params: TrustSetParams, ctx: CallContext) -> TrustResult:
+    """Recorded in the user's data dir (never the project) and audited, like ``roder trust``."""
+    folder, store, _ = _trust(app, params.cwd)
+    store.set(folder, params.trusted)
+    app.runtime.audit.record("trust.set", {"folder": TrustStore.canonical(folder), "trusted": params.trusted,
+                                           "client": ctx.client_name or ctx.connection_id})
+    return _trust(app, params.cwd)[2]
 
 
 @handles("session/set_mode")

@@ -1,0 +1,71 @@
+"""thread/close, trust/get, trust/set and the sandbox in session/get, on a real runtime and store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roder_core.bootstrap import StartSettings
+from roder_core.server.client import LocalAppClient
+from roder_core.server.errors import INVALID_PARAMS, RpcError
+
+
+def start(workspace: Path, **settings: object) -> LocalAppClient:
+    return LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", **settings))  # type: ignore[arg-type]
+
+
+async def test_thread_close_frees_the_thread_for_another_process(workspace: Path) -> None:
+    first = start(workspace)
+    thread = (await first.thread_start(cwd=str(workspace))).thread
+    events = first.subscribe()
+    turn = (await first.turn_start(thread.id, "hello")).turn
+    async for event in events:
+        if event.method == "turn/completed" and event.turn.id == turn.id:
+            break
+    second = start(workspace)
+    try:
+        with pytest.raises(RpcError, match="another Roder process"):
+            await second.thread_resume(thread.id)
+        assert (await first.thread_close(thread.id)).closed
+        assert thread.id not in (await first.session_get()).open_threads
+        assert not (await first.thread_close(thread.id)).closed  # idempotent
+        resumed = (await second.thread_resume(thread.id)).thread
+        assert [t.id for t in resumed.turns] == [turn.id]  # closing kept the stored thread
+    finally:
+        await second.close()
+        await first.close()
+
+
+async def test_session_get_reports_the_sandbox(workspace: Path) -> None:
+    async with start(workspace, sandbox="off") as client:
+        sandbox = (await client.session_get()).sandbox
+        assert (sandbox.requested, sandbox.effective, sandbox.blocked) == ("off", "off", False)
+        wire = (await client.request("session/get", {})).wire()
+        assert wire["sandbox"]["effective"] == "off"
+
+
+async def test_trust_get_and_set(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
+    (workspace / ".roder").mkdir()
+    (workspace / ".roder" / "config.toml").write_text("")
+    async with start(workspace, trust=False) as client:
+        before = await client.trust_get()
+        assert (before.trusted, before.decided_at, before.loaded) == (False, None, False)
+        assert before.items == [".roder/config.toml"] and before.cwd == str(workspace.resolve())
+        after = await client.trust_set(True)
+        assert after.trusted and after.decided_at == str(workspace.resolve()) and not after.loaded
+        stored = json.loads((roder_home / "data" / "trusted-folders.json").read_text())
+        assert stored == {str(workspace.resolve()): True}
+        sub = workspace / "sub"
+        sub.mkdir()
+        inherited = await client.trust_get(str(sub))
+        assert inherited.trusted and inherited.decided_at == str(workspace.resolve())
+        assert not (await client.trust_set(False, str(sub))).trusted  # the nearest decision wins
+        assert "trust.set" in (roder_home / "data" / "audit.jsonl").read_text()
+        for bad in ({"cwd": "relative/path"}, {"cwd": str(tmp_path / "missing")}):
+            with pytest.raises(RpcError) as raised:
+                await client.request("trust/get", bad)
+            assert raised.value.code == INVALID_PARAMS
+    async with start(workspace) as trusted_now:  # interactive start: the stored decision applies
+        assert (await trusted_now.trust_get()).loaded
