@@ -28,7 +28,8 @@ from roder_core.server.protocol import InputItem
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MOCK_HINT = (
-    "roder: no provider configured, using the offline mock model. Set OPENAI_API_KEY or "
+    "roder: no provider configured, using the offline mock model. Store a key with "
+    "`roder providers login PROVIDER` (e.g. anthropic, openai), set OPENAI_API_KEY or "
     "ANTHROPIC_API_KEY, or add a [providers.NAME] table to config.toml (see README)."
 )
 #: Notifications one-shot mode may fall behind by before the stream is cut (it prints inline).

@@ -11,7 +11,10 @@ from textual.widgets import Static
 FIRST_RUN_TEXT = """\
 No model provider is configured yet.
 
-Use a hosted model — set a key, then start roder again:
+Use a hosted model — store its key once, then start roder again:
+  roder providers login anthropic  (or openai, openrouter, ...:
+                                    any provider in `roder providers list`)
+or set a key in the environment:
   export ANTHROPIC_API_KEY=...     (Anthropic)
   export OPENAI_API_KEY=...        (OpenAI)
 

@@ -92,6 +92,7 @@ def test_usage_errors_exit_2(workspace: Path) -> None:
 def test_mock_fallback_prints_hint(workspace: Path) -> None:
     proc = roder("-p", "hi", cwd=workspace)
     assert proc.returncode == 0 and "no provider configured" in proc.stderr
+    assert "roder providers login PROVIDER" in proc.stderr
 
 
 def test_one_shot_never_imports_textual(workspace: Path) -> None:

@@ -39,3 +39,16 @@ async def test_switching_away_releases_the_left_thread(workspace: Path, monkeypa
         await app.switch_thread(first)  # back again: the app can claim it once more
         assert app.thread_id == first
         await _resume_elsewhere(workspace, second)
+
+
+async def test_first_run_screen_mentions_stored_keys(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.widgets import Static
+
+    from roder_tui.screens.first_run import FirstRunScreen
+
+    app = make_app(workspace, None, monkeypatch, provider=None)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        text = "\n".join(str(s.render()) for s in app.screen.query(Static))
+        assert "roder providers login anthropic" in text
+        await pilot.press("q")
