@@ -140,6 +140,8 @@ class RoderApp(App[int]):
         self._approvals: list[ApprovalRequest] = []
         self._approval_open: str | None = None
         self._left_running: set[str] = set()
+        #: Threads shown here and the child threads (subagents) they started: whose approvals we answer.
+        self._family: set[str] = set()
         self._ctrl_c_at = 0.0
         self._elapsed_timer: Any = None
         self._pushed_theme = False
@@ -328,6 +330,13 @@ class RoderApp(App[int]):
             if thread_id == self.thread_id:
                 self.coalescer.push(f"call:{event.call_id}", event.delta)
             return
+        if isinstance(event, ev.ThreadStarted) and event.thread.parent is not None \
+                and event.thread.parent.thread_id in self._family:
+            self._family.add(event.thread.id)
+        if isinstance(event, ev.ApprovalRequested | ev.ApprovalResolved) and thread_id in self._family:
+            await self.coalescer.drain()
+            self._on_approval_event(event)
+            return
         if thread_id not in (self.thread_id, "", None):
             if isinstance(event, ev.TurnCompleted) and thread_id in self._left_running:
                 self._left_running.discard(thread_id)
@@ -353,20 +362,6 @@ class RoderApp(App[int]):
             self._set_activity("idle")
             self.status_bar.update_state(git_branch=git_branch(self.cwd))
             self.refresh_sidebar()
-        elif isinstance(event, ev.ApprovalRequested):
-            self._approvals.append(event.request)
-            self._set_activity("waiting for approval")
-            self._next_approval()
-        elif isinstance(event, ev.ApprovalResolved):
-            self._approvals = [r for r in self._approvals if r.approval_id != event.approval_id]
-            if self._approval_open == event.approval_id:
-                from roder_tui.screens.approval import ApprovalScreen
-
-                if isinstance(self.screen, ApprovalScreen):
-                    self._approval_open = None
-                    self.pop_screen()
-            if self.turn_id:
-                self._set_activity("working")
         elif isinstance(event, ev.TokenUsageUpdated):
             self.status_bar.update_state(context_tokens=event.context_tokens, context_window=event.context_window,
                                          cost_usd=event.total.cost_usd)
@@ -376,6 +371,25 @@ class RoderApp(App[int]):
             self.refresh_sidebar()
         elif isinstance(event, ev.ErrorEvent):
             self.notify(event.message, title=event.kind, severity="error", timeout=10)
+
+    def _on_approval_event(self, event: Any) -> None:
+        """Approvals of the visible thread and of subagents it (or a thread left running) started."""
+        from roder_core import events as ev
+
+        if isinstance(event, ev.ApprovalRequested):
+            self._approvals.append(event.request)
+            self._set_activity("waiting for approval")
+            self._next_approval()
+            return
+        self._approvals = [r for r in self._approvals if r.approval_id != event.approval_id]
+        if self._approval_open == event.approval_id:
+            from roder_tui.screens.approval import ApprovalScreen
+
+            if isinstance(self.screen, ApprovalScreen):
+                self._approval_open = None
+                self.pop_screen()
+        if self.turn_id:
+            self._set_activity("working")
 
     async def _flush_deltas(self, batch: dict[str, str]) -> None:
         for key, text in batch.items():
@@ -436,6 +450,7 @@ class RoderApp(App[int]):
     async def _show_thread(self, thread: Thread) -> None:
         await self.coalescer.drain()
         previous, self.thread_id = self.thread_id, thread.id
+        self._family.add(thread.id)
         self._left_running.discard(thread.id)
         if previous is not None and previous != thread.id:
             await self._leave_thread(previous)
@@ -461,6 +476,7 @@ class RoderApp(App[int]):
     async def _release_thread(self, thread_id: str) -> None:
         from roder_core.server.errors import RpcError
 
+        self._family.discard(thread_id)
         try:
             await self._client().thread_close(thread_id)
         except RpcError as exc:  # still locked here is an inconvenience, not a failure to show

@@ -52,3 +52,36 @@ async def test_first_run_screen_mentions_stored_keys(workspace: Path, monkeypatc
         text = "\n".join(str(s.render()) for s in app.screen.query(Static))
         assert "roder providers login anthropic" in text
         await pilot.press("q")
+
+
+async def test_a_subagents_approval_is_shown_and_resolved(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from roder_core.ir import ToolResultItem
+    from roder_tui.screens.approval import ApprovalScreen
+
+    # The mock engine keeps a position per thread, so the parent and the child both play these
+    # steps: the parent delegates and runs bash; in the child `task` is unknown and bash needs approval.
+    steps = [
+        {"tool_calls": [{"name": "task", "arguments": {"description": "run it", "prompt": "run echo"}},
+                        {"name": "bash", "arguments": {"command": "echo hi-from-bash"}}]},
+        {"text": "done"},
+    ]
+    app = make_app(workspace, steps, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"delegate", "enter")
+        asked: list[str] = []
+        while len(asked) < 2:
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen)
+                        and app.screen.request.thread_id not in asked, what="an approval modal")
+            assert isinstance(app.screen, ApprovalScreen)
+            asked.append(app.screen.request.thread_id)
+            await pilot.press("y")
+        await until(pilot, lambda: app.turn_id is None and app.status_bar.state["activity"] == "idle",
+                    what="the turn to finish")
+        assert app.thread_id in asked and len(set(asked)) == 2  # the parent's and the child's
+        thread = (await app._client().thread_read(app.thread_id or "", include_turns=True)).thread
+        results = {i.name: i for i in thread.turns[-1].items if isinstance(i, ToolResultItem)}
+        child = results["task"].data["subagent"]
+        assert child["childThreadId"] in asked
+        child_bash = [i for i in child["items"] if i["type"] == "toolResult" and i["name"] == "bash"]
+        assert child_bash and "hi-from-bash" in child_bash[0]["text"]
