@@ -119,7 +119,9 @@ class McpTool(Tool):
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
         self.parameters = schema
-        self.read_only = mcp_tool.name in connection.config.read_only_tools
+        # The server's readOnlyHint, or the user's read_only_tools list (for servers that give no hint).
+        hint = getattr(getattr(mcp_tool, "annotations", None), "read_only_hint", None)
+        self.read_only = hint is True or mcp_tool.name in connection.config.read_only_tools
         self._reviews = reviews
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:

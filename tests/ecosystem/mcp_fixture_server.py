@@ -11,6 +11,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 
 server = MCPServer("fixture")
 
@@ -23,6 +24,12 @@ def echo(text: str) -> str:
 @server.tool(description="Add two integers.")
 def add(a: int, b: int) -> int:
     return a + b
+
+
+@server.tool(description="Tell the server's name (declares itself read-only).",
+             annotations=ToolAnnotations(read_only_hint=True))
+def whoami() -> str:
+    return "fixture"
 
 
 @server.tool(description="Fail with a tool error.")

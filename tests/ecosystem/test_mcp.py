@@ -91,7 +91,7 @@ async def test_stdio_tools_join_the_registry_and_run(workspace: Path, roder_home
         assert results["mcp__fixture__add"].text == "5" and not results["mcp__fixture__add"].is_error
         assert results["mcp__fixture__broken"].is_error
         [status] = source_statuses(runtime.registry)
-        assert status.status == "connected" and len(status.tools) == 4
+        assert status.status == "connected" and len(status.tools) == 5
     finally:
         await runtime.close()
     assert ext.manager.connections["fixture"].status == "stopped"
@@ -108,7 +108,8 @@ async def test_connection_is_background_and_never_blocks(workspace: Path, roder_
         assert ext.manager.connections["fixture"].status == "connecting"
         catalog = await build_catalog(runtime.registry, wait=20)
         mcp_tools = {t.name: t for t in catalog.tools if t.source == "mcp"}
-        assert set(mcp_tools) == {"mcp__fixture__echo", "mcp__fixture__add", "mcp__fixture__broken", "mcp__fixture__die"}
+        assert set(mcp_tools) == {"mcp__fixture__echo", "mcp__fixture__add", "mcp__fixture__broken", "mcp__fixture__die",
+                                  "mcp__fixture__whoami"}
         assert mcp_tools["mcp__fixture__add"].extension == "roder-ext-mcp"
         assert mcp_tools["mcp__fixture__add"].parameters["required"] == ["a", "b"]
     finally:
@@ -133,6 +134,16 @@ async def test_mcp_tools_go_through_policy(workspace: Path, roder_home: Path) ->
         await runtime.run_turn(thread.id, "go")
         [result] = items(runtime, thread.id, ToolResultItem)
         assert result.text == "howdy: x"
+    finally:
+        await runtime.close()
+    # A tool the server annotates readOnlyHint runs in plan mode with no read_only_tools entry.
+    write_config(roder_home, STDIO_SERVER)
+    runtime, _ = mcp_runtime(workspace, [{"tool_calls": [call("mcp__fixture__whoami")]}, {"text": "ok"}], mode="plan")
+    try:
+        thread = await runtime.start_thread()
+        await runtime.run_turn(thread.id, "go")
+        [result] = items(runtime, thread.id, ToolResultItem)
+        assert result.text == "fixture" and not result.is_error
     finally:
         await runtime.close()
 
@@ -256,7 +267,7 @@ def test_cli_tools_and_mcp_list(workspace: Path, roder_home: Path) -> None:
     assert sources["mcp__fixture__echo"] == "mcp"
     assert {s["name"]: s["status"] for s in data["sources"]} == {"fixture": "connected", "broken": "failed"}
     text = _roder("mcp", "list", "-v", home=roder_home, cwd=workspace)
-    assert "fixture  connected  4 tools" in text.stdout
+    assert "fixture  connected  5 tools" in text.stdout
     assert "mcp__fixture__add: Add two integers." in text.stdout
     assert "broken  failed" in text.stdout and "No such file" in text.stdout
 
@@ -268,7 +279,7 @@ def test_cli_project_servers_need_trust(workspace: Path, roder_home: Path) -> No
     assert untrusted["servers"] == []
     assert _roder("trust", str(workspace), home=roder_home, cwd=workspace).returncode == 0
     trusted = json.loads(_roder("mcp", "list", "--json", home=roder_home, cwd=workspace).stdout)
-    assert [(s["name"], s["status"], s["toolCount"]) for s in trusted["servers"]] == [("proj", "connected", 4)]
+    assert [(s["name"], s["status"], s["toolCount"]) for s in trusted["servers"]] == [("proj", "connected", 5)]
     assert _roder("untrust", str(workspace), home=roder_home, cwd=workspace).returncode == 0
     assert json.loads(_roder("mcp", "list", "--json", home=roder_home, cwd=workspace).stdout)["servers"] == []
 
@@ -312,7 +323,7 @@ async def test_app_server_tools_list_shows_mcp_servers(workspace: Path, roder_ho
         listing = await client.tools_list()
         assert {t.name: t.source for t in listing.tools}["mcp__fixture__add"] == "mcp"
         sources = {s["name"]: s for s in listing.sources}
-        assert sources["fixture"]["status"] == "connected" and sources["fixture"]["toolCount"] == 4
+        assert sources["fixture"]["status"] == "connected" and sources["fixture"]["toolCount"] == 5
         assert sources["broken"]["status"] == "failed" and "No such file" in sources["broken"]["error"]
     finally:
         await runtime.close()

@@ -27,7 +27,7 @@ async def test_list_and_restart_in_process_after_the_server_is_killed(workspace:
         listing = await client.request("mcp/list", {"waitMs": 20_000})
         servers = {s.name: s for s in listing.servers}
         fixture = servers["fixture"]
-        assert (fixture.status, fixture.tool_count, fixture.transport) == ("connected", 4, "stdio")
+        assert (fixture.status, fixture.tool_count, fixture.transport) == ("connected", 5, "stdio")
         assert "mcp__fixture__add" in fixture.tools and fixture.descriptions["mcp__fixture__add"] == "Add two integers."
         assert servers["broken"].status == "failed" and "No such file" in (servers["broken"].error or "")
 
@@ -36,7 +36,7 @@ async def test_list_and_restart_in_process_after_the_server_is_killed(workspace:
         await wait_for(lambda: first_pid not in _fixture_children())
 
         restarted = (await client.request("mcp/restart", {"server": "fixture"})).server
-        assert restarted.status == "connected" and restarted.tool_count == 4
+        assert restarted.status == "connected" and restarted.tool_count == 5
         [second_pid] = _fixture_children()
         assert second_pid != first_pid and ext.manager.connections["fixture"].starts == 2
 
@@ -66,9 +66,9 @@ async def test_list_and_restart_over_stdio(workspace: Path, roder_home: Path) ->
             g["name"]: g for g in info["methodGroups"]}["mcp"].items()
         listing = await peer.call("mcp/list", {"waitMs": 20_000})
         [server] = listing["servers"]
-        assert (server["name"], server["status"], server["toolCount"]) == ("fixture", "connected", 4)
+        assert (server["name"], server["status"], server["toolCount"]) == ("fixture", "connected", 5)
         restarted = (await peer.call("mcp/restart", {"server": "fixture"}))["server"]
-        assert restarted["status"] == "connected" and restarted["toolCount"] == 4
+        assert restarted["status"] == "connected" and restarted["toolCount"] == 5
         missing = await peer.request("mcp/restart", {})
         assert missing["error"]["code"] == INVALID_PARAMS and "server" in missing["error"]["message"]
     finally:
