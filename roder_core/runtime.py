@@ -116,6 +116,9 @@ class ThreadState:
     allowed_tools: frozenset[str] | None = None
     #: Subagent threads: the policy mode of this thread (None: the runtime's mode).
     mode: str | None = None
+    #: Front-end services copied into every tool call's ``ToolExecutionContext.extra`` in this
+    #: thread (e.g. ``tools.CLIENT_TEXT_READER`` from ``roder acp``); see ``set_tool_extra``.
+    tool_extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def active_turn_id(self) -> str | None:
@@ -405,6 +408,10 @@ class Runtime:
         state = self._state(thread_id)
         state.allowed_tools = tools
         state.mode = mode
+
+    def set_tool_extra(self, thread_id: str, key: str, value: Any) -> None:
+        """Offer a front-end service to the tools of one thread (under ``ctx.extra[key]``)."""
+        self._state(thread_id).tool_extra[key] = value
 
     def thread_mode(self, thread_id: str) -> str:
         state = self._threads.get(thread_id)

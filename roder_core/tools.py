@@ -24,6 +24,15 @@ ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
+#: Key in ``ToolExecutionContext.extra`` for the client's text reader (a ``ClientTextReader``),
+#: present when the front end (``roder acp``) can read files as its editor sees them, unsaved
+#: buffers included. Call it only with a path the fs broker's ``resolve`` returned: the broker
+#: decides what may be read, the client only supplies the text.
+CLIENT_TEXT_READER = "client_text_reader"
+#: ``await reader(real_path)`` -> the text, or None when the client cannot supply it (read the disk).
+ClientTextReader = Callable[[Path], Awaitable[str | None]]
+
+
 class ToolSpecError(ValueError):
     """A tool spec the registry refuses (bad name, bad schema, duplicate)."""
 

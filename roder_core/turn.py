@@ -475,7 +475,7 @@ class TurnRunner:
             emit_output=lambda text: runtime.publish_live(
                 ToolOutputDelta(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, delta=text)
             ),
-            extra={"runtime": runtime, "turn_runner": self},
+            extra={**self.state.tool_extra, "runtime": runtime, "turn_runner": self},
         )
 
     async def _execute(self, tools: ToolRegistry, call: ToolCall, arguments_error: str | None) -> ToolResult:

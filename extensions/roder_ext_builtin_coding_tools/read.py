@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Iterator
 from pathlib import PurePath
 from typing import Any
 
 from roder_core.ir import Attachment
-from roder_core.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+from roder_core.tools import CLIENT_TEXT_READER, PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
 from .common import BuiltinTool, int_arg, looks_binary, path_subject, text_arg
 
@@ -62,7 +63,8 @@ class ReadTool(BuiltinTool):
         offset = int_arg(call.arguments, "offset", 1, minimum=1) or 1
         limit = int_arg(call.arguments, "limit", DEFAULT_LIMIT, minimum=1) or DEFAULT_LIMIT
         fs = ctx.brokers.fs
-        shown = fs.display(fs.resolve(path))
+        real = fs.resolve(path)
+        shown = fs.display(real)
         with fs.open_read(path) as handle:
             head = handle.read(8192)
             mime = image_type(head)
@@ -75,8 +77,16 @@ class ReadTool(BuiltinTool):
                     f"{shown} looks like a binary file ({size} bytes); read shows text only. Inspect it with "
                     f"bash instead, e.g. `file {shown}` or `xxd {shown} | head`.",
                 )
+            # The broker resolved and opened the file (scope, symlinks, file type); an editor
+            # client then supplies the text as it shows it, unsaved changes included.
+            reader = ctx.extra.get(CLIENT_TEXT_READER)
+            text = await reader(real) if reader is not None else None
+            if text is not None:
+                data = text.encode("utf-8")
+                lines = _memory_lines(data)
+                return self._window(call, shown, lines, lambda: sum(1 for _ in lines), offset, limit)
             handle.seek(0)
-            return self._window(call, shown, handle, offset, limit)
+            return self._window(call, shown, iter(handle), lambda: _count_lines(handle), offset, limit)
 
     def _image(self, ctx: ToolExecutionContext, call: ToolCall, shown: str, mime: str, data: bytes) -> ToolResult:
         if ctx.model is None or not ctx.model.images:
@@ -91,17 +101,19 @@ class ReadTool(BuiltinTool):
             data={"path": shown, "mime_type": mime, "bytes": len(data)}, attachments=[attachment],
         )
 
-    def _window(self, call: ToolCall, shown: str, handle: Any, offset: int, limit: int) -> ToolResult:
+    def _window(self, call: ToolCall, shown: str, lines: Iterator[bytes], count_rest: Callable[[], int],
+                offset: int, limit: int) -> ToolResult:
+        """Numbered lines ``offset``.. of ``lines``; ``count_rest`` counts the lines not consumed."""
         out: list[str] = []
         used = 0
         last = offset - 1
         capped = cut_lines = False
         total = 0
-        for total, raw in enumerate(handle, start=1):
+        for total, raw in enumerate(lines, start=1):
             if total < offset:
                 continue
             if total >= offset + limit:
-                total += _count_lines(handle)
+                total += count_rest()
                 break
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if len(line) > MAX_LINE_CHARS:
@@ -110,7 +122,7 @@ class ReadTool(BuiltinTool):
             rendered = f"{total:>6}\t{line}"
             if used + len(rendered) + 1 > MAX_BYTES and out:
                 capped = True
-                total += _count_lines(handle)
+                total += count_rest()
                 break
             out.append(rendered)
             used += len(rendered) + 1
@@ -130,6 +142,16 @@ class ReadTool(BuiltinTool):
             text += "\n[some lines were longer than 2000 characters and were cut]"
         data["truncated"] = last < total
         return ToolResult(id=call.id, name=call.name, text=text, data=data)
+
+
+def _memory_lines(data: bytes) -> Iterator[bytes]:
+    """``data`` split after each LF, like iterating over a file opened in binary mode."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end + 1
+        yield data[start:end]
+        start = end
 
 
 def _count_lines(handle: Any) -> int:

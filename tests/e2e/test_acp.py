@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import spawn_agent_process, text_block
+from acp import RequestError, spawn_agent_process, text_block
 from acp.schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
@@ -18,6 +18,7 @@ from acp.schema import (
     CurrentModeUpdate,
     FileSystemCapabilities,
     KillTerminalResponse,
+    ReadTextFileResponse,
     ReleaseTerminalResponse,
     RequestPermissionResponse,
     TerminalExitStatus,
@@ -45,6 +46,9 @@ class EditorClient:
         self.writes: dict[str, str] = {}
         self.terminals: dict[str, asyncio.subprocess.Process] = {}
         self.outputs: dict[str, bytes] = {}
+        #: open editor buffers (path -> unsaved text) served by fs/read_text_file; paths asked.
+        self.buffers: dict[str, str] = {}
+        self.reads: list[str] = []
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -59,6 +63,13 @@ class EditorClient:
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
         self.writes[path] = content
         return WriteTextFileResponse()
+
+    async def read_text_file(self, session_id: str, path: str, limit: int | None = None, line: int | None = None,
+                             **kwargs: Any) -> Any:
+        self.reads.append(path)
+        if path not in self.buffers:
+            raise RequestError.resource_not_found(path)
+        return ReadTextFileResponse(content=self.buffers[path])
 
     async def create_terminal(self, session_id: str, command: str, args: list[str] | None = None, env: Any = None,
                               cwd: str | None = None, output_byte_limit: int | None = None, **kwargs: Any) -> Any:
@@ -187,3 +198,39 @@ async def test_rejection_cancel_load_list_fork_mode_and_model(tmp_path: Path) ->
         await conn.load_session(cwd=str(workspace), session_id=sid)
         assert [u.content.text for u in replay.of(UserMessageChunk)][:2] == ["write it", "talk slowly"]
         assert replay.of(ToolCallStart)[0].status == "completed"
+
+
+async def test_read_tool_uses_the_editor_buffer_after_the_broker_scope_check(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside on disk\n")
+    steps = [
+        {"tool_calls": [call("read", path="a.txt")]},
+        {"tool_calls": [call("read", path=str(outside))]},
+        {"tool_calls": [call("read", path="b.txt")]},
+        {"text": "read them"},
+    ]
+    workspace, env = trusted_workspace(tmp_path, steps)
+    (workspace / "a.txt").write_text("a on disk\n")
+    (workspace / "b.txt").write_text("b on disk\n")
+    client = EditorClient()
+    client.buffers = {str(workspace / "a.txt"): "unsaved line one\nunsaved line two\n", str(outside): "leak\n"}
+
+    async def read_all(client: EditorClient, fs: FileSystemCapabilities) -> list[str]:
+        async with agent(workspace, env, client) as (conn, _proc):
+            await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities(fs=fs))
+            session = await conn.new_session(cwd=str(workspace))
+            result = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("r")]), 60)
+            assert result.stop_reason == "end_turn"
+        return [p.raw_output["text"] for p in client.of(ToolCallProgress) if p.status in ("completed", "failed")]
+
+    texts = await read_all(client, FileSystemCapabilities(read_text_file=True, write_text_file=True))
+    assert texts[0] == "     1\tunsaved line one\n     2\tunsaved line two"
+    assert texts[1].startswith("refused:") and "outside the workspace" in texts[1]
+    assert texts[2] == "     1\tb on disk"  # the editor failed to answer: the disk is read
+    assert client.reads == [str(workspace / "a.txt"), str(workspace / "b.txt")]
+
+    disk_only = EditorClient()
+    disk_only.buffers = dict(client.buffers)
+    texts = await read_all(disk_only, FileSystemCapabilities(read_text_file=False, write_text_file=True))
+    assert texts[0] == "     1\ta on disk" and texts[1].startswith("refused:")
+    assert disk_only.reads == []

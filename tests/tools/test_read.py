@@ -7,7 +7,7 @@ from pathlib import Path
 
 from roder_ext_builtin_coding_tools.read import ReadTool
 
-from roder_core.tools import ToolExecutionContext
+from roder_core.tools import CLIENT_TEXT_READER, ToolExecutionContext
 from tests.tools.harness import context, make_brokers, run_tool
 
 PNG = base64.b64decode(
@@ -92,3 +92,45 @@ async def test_folder_and_bad_arguments(workspace: Path, tmp_path: Path) -> None
     assert folder.is_error and "folder" in folder.text
     bad = await run_tool(ReadTool(), ctx, path="a", offset=0)
     assert bad.is_error and "offset" in bad.text
+
+
+def with_reader(ctx: ToolExecutionContext, texts: dict[Path, str | None], asked: list[Path]) -> ToolExecutionContext:
+    async def reader(path: Path) -> str | None:
+        asked.append(path)
+        return texts.get(path)
+
+    ctx.extra[CLIENT_TEXT_READER] = reader
+    return ctx
+
+
+async def test_client_reader_supplies_the_text_with_the_same_windowing(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "a.txt").write_text("on disk\n")
+    buffer = "".join(f"buffer {i}\n" for i in range(1, 11)) + "no newline"
+    asked: list[Path] = []
+    ctx = with_reader(ctx_for(workspace, tmp_path), {(workspace / "a.txt").resolve(): buffer}, asked)
+    result = await run_tool(ReadTool(), ctx, path="a.txt", offset=3, limit=2)
+    assert result.text.splitlines()[:2] == ["     3\tbuffer 3", "     4\tbuffer 4"]
+    assert "showing lines 3-4 of 11" in result.text and result.data["total_lines"] == 11
+    assert asked == [(workspace / "a.txt").resolve()]
+    whole = await run_tool(ReadTool(), ctx, path="a.txt")
+    assert whole.text.splitlines()[-1] == "    11\tno newline" and "on disk" not in whole.text
+
+
+async def test_client_reader_none_falls_back_to_disk_and_scope_is_checked_first(
+        workspace: Path, tmp_path: Path) -> None:
+    (workspace / "a.txt").write_text("on disk\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret\n")
+    (workspace / "link.txt").symlink_to(outside)
+    (workspace / "blob.bin").write_bytes(b"\x00\x01binary")
+    asked: list[Path] = []
+    ctx = with_reader(ctx_for(workspace, tmp_path), {outside: "secret\n"}, asked)
+    result = await run_tool(ReadTool(), ctx, path="a.txt")
+    assert result.text == "     1\ton disk" and asked == [(workspace / "a.txt").resolve()]
+    asked.clear()
+    for path in (str(outside), "link.txt", "../outside.txt"):
+        refused = await run_tool(ReadTool(), ctx, path=path)
+        assert refused.is_error and refused.data == {"refused": True}
+    binary = await run_tool(ReadTool(), ctx, path="blob.bin")
+    assert binary.is_error and "binary" in binary.text
+    assert asked == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import RpcError
 from roder_core.server.fanout import ClientFellBehind
 from roder_core.server.protocol import InputItem
+from roder_core.tools import CLIENT_TEXT_READER
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,7 @@ class RoderAcpAgent:
         if client_capabilities is not None:
             fs = client_capabilities.fs
             self.bridge.can_write = bool(fs and fs.write_text_file)
+            self.bridge.can_read = bool(fs and fs.read_text_file)
             self.bridge.terminal = bool(client_capabilities.terminal)
         tools = await self._call(self.app.tools_list())
         self._kinds = {t.name: t.kind for t in tools.tools}
@@ -169,6 +172,9 @@ class RoderAcpAgent:
         session = self.sessions.get(thread_id) or Session(id=thread_id, cwd=cwd)
         self.sessions[thread_id] = session
         self.bridge.sessions_by_cwd[cwd] = thread_id
+        if self.bridge.can_read:
+            reader = functools.partial(self.bridge.read_text, thread_id)
+            self.app.runtime.set_tool_extra(thread_id, CLIENT_TEXT_READER, reader)
         return session
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None,

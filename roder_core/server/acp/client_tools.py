@@ -2,7 +2,10 @@
 
 * Files: every read and write still goes through Roder's workspace fs broker (scoping, protected
   paths, policy); when the client offers ``fs.writeTextFile`` each text write is also handed to
-  the editor with ``fs/write_text_file``, so its open buffer shows the new content at once.
+  the editor with ``fs/write_text_file``, so its open buffer shows the new content at once. When
+  it offers ``fs.readTextFile``, the ``read`` tool takes a file's text from ``fs/read_text_file``
+  (unsaved buffers included) after the broker resolved and opened the path, and reads the disk
+  if the editor fails to answer.
 * Commands: when the client offers ``terminal`` and Roder's own process sandbox is off (or the
   user asked for it with ``--client-terminal always``), commands run in the editor's terminal
   (``terminal/create`` ... ``terminal/release``) and the terminal is embedded in the tool call.
@@ -34,6 +37,7 @@ log = logging.getLogger(__name__)
 ClientTerminalMode = Literal["auto", "always", "never"]
 OUTPUT_LIMIT = 1_000_000
 POLL_SECONDS = 0.2
+READ_TIMEOUT = 10.0
 
 
 @dataclasses.dataclass
@@ -42,6 +46,7 @@ class ClientBridge:
 
     conn: Any = None
     can_write: bool = False
+    can_read: bool = False
     terminal: bool = False
     terminal_mode: ClientTerminalMode = "auto"
     #: workspace -> ACP session id of the session that prompted most recently there.
@@ -52,6 +57,16 @@ class ClientBridge:
 
     def session_for(self, workspace: Path) -> str | None:
         return self.sessions_by_cwd.get(str(workspace))
+
+    async def read_text(self, session_id: str, path: Path) -> str | None:
+        """The editor's text of ``path`` (``fs/read_text_file``), or None if it cannot give it."""
+        try:
+            response = await asyncio.wait_for(
+                self.conn.read_text_file(session_id=session_id, path=str(path)), READ_TIMEOUT)
+        except Exception as exc:  # any client failure: the read tool falls back to the disk
+            log.warning("the editor could not read %s (reading the disk instead): %s", path, exc)
+            return None
+        return response.content
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
