@@ -24,7 +24,6 @@ from roder_core.ir import (
     Item,
     ThreadHeader,
     Turn,
-    TurnStatus,
     Usage,
     now,
 )
@@ -207,10 +206,6 @@ def parse_event_json(data: str | bytes) -> RuntimeEvent:
     """``parse_event`` for one JSON document (a stored line), parsed and validated in one pass
     (about twice as fast as ``json.loads`` then ``parse_event``); raises ValueError when bad."""
     return _event_adapter().validate_json(data)
-
-
-def turn_status_of(event: RuntimeEvent) -> TurnStatus | None:
-    return event.turn.status if isinstance(event, TurnCompleted) else None
 
 
 class Subscription:

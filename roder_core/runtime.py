@@ -362,10 +362,6 @@ class Runtime:
             known.update(row.id for row in await self.store.list_threads())
         return resolve_thread_id(id_or_prefix, known)
 
-    def adopt_thread(self, thread: Thread, ephemeral: bool = False) -> None:
-        """Open an already-built thread (a fork made by a CheckpointStore)."""
-        self._threads[thread.id] = ThreadState(thread=thread, ephemeral=ephemeral)
-
     async def list_threads(self, cwd: str | None = None, limit: int | None = None) -> list[ThreadSummary]:
         stored = await self.store.list_threads(cwd, limit) if self.store is not None else []
         known = {s.id for s in stored}

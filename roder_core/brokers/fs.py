@@ -54,16 +54,6 @@ def protected_reason(parts: Iterable[str]) -> str | None:
     return None
 
 
-def protected_path_reason(path: str, workspace: Path) -> str | None:
-    """``protected_reason`` for a path as a tool or a shell redirect names it."""
-    candidate = Path(os.path.normpath(Path(workspace) / os.path.expanduser(path)))
-    try:
-        rel = candidate.relative_to(workspace)
-    except ValueError:
-        return protected_reason(candidate.parts[-1:])
-    return protected_reason(rel.parts)
-
-
 def _kind(mode: int) -> FileKind:
     if stat_mod.S_ISLNK(mode):
         return "symlink"

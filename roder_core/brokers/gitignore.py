@@ -105,7 +105,7 @@ class IgnoreMatcher:
         """Whether ``rel_path`` (posix, relative to the walk root) is ignored.
 
         A rule ending in ``/`` only matches the folder itself; what lies inside is ignored
-        because walkers do not descend into ignored folders (and ``ignored_with_parents``).
+        because walkers do not descend into ignored folders.
         """
         verdict = False
         for rule in self.rules:
@@ -123,11 +123,3 @@ class IgnoreMatcher:
                 continue
             verdict = not rule.negate
         return verdict
-
-    def ignored_with_parents(self, rel_path: str, is_dir: bool) -> bool:
-        parts = rel_path.split("/")
-        for depth in range(1, len(parts)):
-            if self.ignored("/".join(parts[:depth]), True):
-                return True
-        return self.ignored(rel_path, is_dir)
-
