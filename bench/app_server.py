@@ -117,8 +117,12 @@ async def concurrent(workspace: Path, env: dict[str, str], threads: int, deltas:
     wall = time.perf_counter() - start
     notifications = len(peer.seen) - seen_before
     await peer.close()
-    return {"wall": wall, "turns_per_s": threads / wall, "notifications_per_s": notifications / wall,
-            "notifications": notifications}
+    return {
+        "wall": wall,
+        "turns_per_s": threads / wall,
+        "notifications_per_s": notifications / wall,
+        "notifications": notifications,
+    }
 
 
 async def main() -> None:
@@ -134,17 +138,21 @@ async def main() -> None:
         workspace.mkdir()
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         print(f"turn overhead, {args.turns} turns each (median, p90):")
-        for name, run in [("runtime directly", lambda: direct(workspace, args.turns)),
-                          ("LocalAppClient (in process)", lambda: in_process(workspace, args.turns)),
-                          ("app-server over stdio", lambda: stdio(workspace, env, args.turns)),
-                          ("app-server over WebSocket", lambda: websocket(workspace, env, args.turns))]:
+        for name, run in [
+            ("runtime directly", lambda: direct(workspace, args.turns)),
+            ("LocalAppClient (in process)", lambda: in_process(workspace, args.turns)),
+            ("app-server over stdio", lambda: stdio(workspace, env, args.turns)),
+            ("app-server over WebSocket", lambda: websocket(workspace, env, args.turns)),
+        ]:
             samples = await run()
             print(f"  {name:30s} {per_turn_ms(samples[5:])}")
         print(f"concurrent threads over stdio, one turn each, {args.deltas} deltas per turn:")
         for count in (int(n) for n in args.threads.split(",")):
             result = await concurrent(workspace, env, count, args.deltas)
-            print(f"  {count:3d} threads: {result['wall']:.2f} s wall, {result['turns_per_s']:.1f} turns/s, "
-                  f"{result['notifications_per_s']:.0f} notifications/s ({result['notifications']} total)")
+            print(
+                f"  {count:3d} threads: {result['wall']:.2f} s wall, {result['turns_per_s']:.1f} turns/s, "
+                f"{result['notifications_per_s']:.0f} notifications/s ({result['notifications']} total)"
+            )
 
 
 if __name__ == "__main__":

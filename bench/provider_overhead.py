@@ -36,8 +36,12 @@ DIALECT_MODELS = {"chat-completions": "gpt-4.1", "responses": "gpt-5", "anthropi
 def start_server(step: dict, copies: int, workdir: Path) -> tuple[subprocess.Popen[str], str]:
     script = workdir / "script.json"
     script.write_text(json.dumps({"steps": [step] * copies}))
-    process = subprocess.Popen([sys.executable, "-m", "roder_core.testing.fake_server", "--script", str(script),
-                                "--port", "0"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "roder_core.testing.fake_server", "--script", str(script), "--port", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert process.stdout is not None
     return process, process.stdout.readline().strip()
 
@@ -59,9 +63,17 @@ async def measure_dialect(args: argparse.Namespace, base_url: str, dialect: str,
     url = engine.transport.url(engine.path)
     builder = ExtensionRegistryBuilder()
     builder.install(ProviderExtension(make_engine(dialect, base_url)))
-    runtime = Runtime(builder.build(), RuntimeOptions(
-        cwd=Path(tempfile.mkdtemp(prefix="roder-bench-ws-")), paths=RoderPaths.from_env(), config=RoderConfig(),
-        mode="bypass", provider="fake", model=model))
+    runtime = Runtime(
+        builder.build(),
+        RuntimeOptions(
+            cwd=Path(tempfile.mkdtemp(prefix="roder-bench-ws-")),
+            paths=RoderPaths.from_env(),
+            config=RoderConfig(),
+            mode="bypass",
+            provider="fake",
+            model=model,
+        ),
+    )
     thread = await runtime.start_thread(ephemeral=True)
 
     async def run_bare() -> None:
@@ -129,11 +141,15 @@ def main() -> int:
         finally:
             server.terminate()
             server.wait(timeout=10)
-    print(f"{args.calls} calls per path, {args.text} chars of text + {args.text // 4} of reasoning, "
-          f"{args.chunk}-char deltas; load average {os.getloadavg()[0]:.1f}\n")
+    print(
+        f"{args.calls} calls per path, {args.text} chars of text + {args.text // 4} of reasoning, "
+        f"{args.chunk}-char deltas; load average {os.getloadavg()[0]:.1f}\n"
+    )
     print("Wall time per call, median (p90); CPU time of the client process per call, median.\n")
-    print("| dialect | SSE events | bare httpx | engine | runtime turn | CPU bare | CPU engine | CPU runtime "
-          "| engine CPU - bare CPU | per event |")
+    print(
+        "| dialect | SSE events | bare httpx | engine | runtime turn | CPU bare | CPU engine | CPU runtime "
+        "| engine CPU - bare CPU | per event |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for dialect, timings in results.items():
         med = {name: statistics.median(values) for name, values in timings.items()}
@@ -141,8 +157,7 @@ def main() -> int:
         extra = med["engine_cpu"] - med["bare_cpu"]
         walls = " | ".join(f"{med[n]:.1f} ms ({p90[n]:.1f})" for n in ("bare", "engine", "runtime"))
         cpus = " | ".join(f"{med[n + '_cpu']:.1f} ms" for n in ("bare", "engine", "runtime"))
-        print(f"| {dialect} | {counts[dialect]} | {walls} | {cpus} | {extra:.1f} ms | "
-              f"{extra * 1000 / counts[dialect]:.0f} µs |")
+        print(f"| {dialect} | {counts[dialect]} | {walls} | {cpus} | {extra:.1f} ms | {extra * 1000 / counts[dialect]:.0f} µs |")
     return 0
 
 

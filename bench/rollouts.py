@@ -23,10 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
-SCRIPT = {"steps": [
-    {"text": "Writing the answer.", "tool_calls": [{"name": "write", "arguments": {"path": "answer.txt", "content": "42\n"}}]},
-    {"text": "The answer is in answer.txt."},
-]}
+SCRIPT = {
+    "steps": [
+        {
+            "text": "Writing the answer.",
+            "tool_calls": [{"name": "write", "arguments": {"path": "answer.txt", "content": "42\n"}}],
+        },
+        {"text": "The answer is in answer.txt."},
+    ]
+}
 
 
 def make_tasks(root: Path, count: int) -> Path:
@@ -39,10 +44,19 @@ def make_tasks(root: Path, count: int) -> Path:
     tasks = root / f"tasks-{count}.jsonl"
     with tasks.open("w") as handle:
         for i in range(count):
-            handle.write(json.dumps({
-                "id": f"task-{i:04d}", "prompt": f"Write the answer for case {i}.", "workspace": str(workspace),
-                "score": "grep -q 42 answer.txt", "protect": ["module_0.py"], "env": {"RODER_MOCK_SCRIPT": str(script)},
-            }) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "id": f"task-{i:04d}",
+                        "prompt": f"Write the answer for case {i}.",
+                        "workspace": str(workspace),
+                        "score": "grep -q 42 answer.txt",
+                        "protect": ["module_0.py"],
+                        "env": {"RODER_MOCK_SCRIPT": str(script)},
+                    }
+                )
+                + "\n"
+            )
     return tasks
 
 
@@ -50,8 +64,22 @@ def run_batch(root: Path, tasks: Path, backend: str, workers: int) -> tuple[floa
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("RODER_")}
     env["RODER_HOME"] = str(Path(tempfile.mkdtemp(prefix="home-", dir=root)))
     out = Path(tempfile.mkdtemp(prefix=f"out-{backend}-", dir=root))
-    cmd = [sys.executable, "-m", "roder_tui.cli", "batch", str(tasks), "--out", str(out), "--provider", "mock",
-           "--workers", str(workers), "--backend", backend, "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "roder_tui.cli",
+        "batch",
+        str(tasks),
+        "--out",
+        str(out),
+        "--provider",
+        "mock",
+        "--workers",
+        str(workers),
+        "--backend",
+        backend,
+        "--no-progress",
+    ]
     started = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
@@ -82,9 +110,11 @@ def main() -> None:
             t_large, summary = run_batch(root, large, backend, args.workers)
             marginal = (args.large - args.small) / (t_large - t_small) if t_large > t_small else float("nan")
             print(f"{backend:8} {args.small:>8} {t_small:>8.2f} {args.small / t_small:>11.1f}")
-            print(f"{backend:8} {args.large:>8} {t_large:>8.2f} {args.large / t_large:>11.1f}   {marginal:.1f}"
-                  f"   (mean agent time {summary['agent_time_s']['mean']:.3f} s, score sandbox "
-                  f"{summary['score_sandbox']})")
+            print(
+                f"{backend:8} {args.large:>8} {t_large:>8.2f} {args.large / t_large:>11.1f}   {marginal:.1f}"
+                f"   (mean agent time {summary['agent_time_s']['mean']:.3f} s, score sandbox "
+                f"{summary['score_sandbox']})"
+            )
 
 
 if __name__ == "__main__":

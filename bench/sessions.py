@@ -56,11 +56,9 @@ def _turn_events(thread_id: str, n: int) -> list:
     user = UserMessageItem(text=f"Request {n}: please look at module_{n}.py and fix the failing test.")
     thinking = ReasoningItem(text="I should read the file first, then run the tests. " * 4)
     call = ToolCallItem(call_id=f"call_{n}", name="read", arguments={"path": f"src/module_{n}.py"})
-    result = ToolResultItem(call_id=f"call_{n}", name="read", text="    def f(x):\n        return x\n" * 64,
-                            duration_ms=3)
+    result = ToolResultItem(call_id=f"call_{n}", name="read", text="    def f(x):\n        return x\n" * 64, duration_ms=3)
     answer = AgentMessageItem(text="I fixed the off-by-one error in the loop and the test passes now. " * 6)
-    events = [TurnStarted(thread_id=thread_id, turn_id=turn.id),
-              ThreadStatusChanged(thread_id=thread_id, status="active")]
+    events = [TurnStarted(thread_id=thread_id, turn_id=turn.id), ThreadStatusChanged(thread_id=thread_id, status="active")]
     for item in (user, thinking, call, result, answer):
         events.append(ItemStarted(thread_id=thread_id, turn_id=turn.id, item=item))
         events.append(ItemCompleted(thread_id=thread_id, turn_id=turn.id, item=item))
@@ -139,9 +137,11 @@ async def bench(events: int, threads: int, runs: int) -> None:
         await runtime.close()
 
     resumed = await median_of(runs, resume)
-    print(f"resume: {events} events ({len(loaded.turns)} turns, {size / 1e6:.1f} MB): "
-          f"store.load from the whole file {whole * 1000:.0f} ms, from its snapshot plus one turn "
-          f"{load * 1000:.0f} ms, Runtime.resume_thread {resumed * 1000:.0f} ms (median of {runs})")
+    print(
+        f"resume: {events} events ({len(loaded.turns)} turns, {size / 1e6:.1f} MB): "
+        f"store.load from the whole file {whole * 1000:.0f} ms, from its snapshot plus one turn "
+        f"{load * 1000:.0f} ms, Runtime.resume_thread {resumed * 1000:.0f} ms (median of {runs})"
+    )
 
     for n in range(threads - 1):
         await write_thread(store, cwd, EVENTS_PER_TURN + 2, f"thread {n}")
@@ -160,12 +160,18 @@ async def bench(events: int, threads: int, runs: int) -> None:
     cli = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "roder_tui.cli", "sessions", "list", "--all", "--json"], cwd=cwd,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "roder_tui.cli", "sessions", "list", "--all", "--json"],
+            cwd=cwd,
+            check=True,
+            capture_output=True,
+        )
         cli.append(time.perf_counter() - start)
-    print(f"listing {len(rows)} threads: no index (rebuilt from the files) {cold_time * 1000:.0f} ms, "
-          f"index up to date {warm * 1000:.1f} ms, `roder sessions list --all --json` "
-          f"{statistics.median(cli) * 1000:.0f} ms wall (median of {runs})")
+    print(
+        f"listing {len(rows)} threads: no index (rebuilt from the files) {cold_time * 1000:.0f} ms, "
+        f"index up to date {warm * 1000:.1f} ms, `roder sessions list --all --json` "
+        f"{statistics.median(cli) * 1000:.0f} ms wall (median of {runs})"
+    )
 
 
 def main() -> None:

@@ -54,8 +54,7 @@ async def turn_cpu(text: str, chunk: int, redactor: Any, turns: int, home: Path)
     builder = ExtensionRegistryBuilder()
     builder.install(MockProviderExtension([{"text": text, "chunk_size": chunk}] * (turns + 1)))
     paths = RoderPaths.from_env({"RODER_HOME": str(home)})
-    runtime = Runtime(builder.build(), RuntimeOptions(cwd=home, paths=paths, provider="mock", mode="bypass",
-                                                      redactor=redactor))
+    runtime = Runtime(builder.build(), RuntimeOptions(cwd=home, paths=paths, provider="mock", mode="bypass", redactor=redactor))
     thread = await runtime.start_thread(ephemeral=True)
     cpu, wall = [], []
     for index in range(turns + 1):
@@ -165,8 +164,10 @@ def main() -> None:
     text = (readme * (args.chars // len(readme) + 1))[: args.chars]
     deltas = len(text) // args.chunk
     print(f"{deltas} deltas of {args.chunk} characters per turn, {args.turns} turns per setup (median)\n")
-    print("| redactor | CPU per turn | deltas/s (CPU) | wall per turn | stream redactor per delta | deltas held back | "
-          "held, mean | old chunk-by-chunk redaction per delta |")
+    print(
+        "| redactor | CPU per turn | deltas/s (CPU) | wall per turn | stream redactor per delta | deltas held back | "
+        "held, mean | old chunk-by-chunk redaction per delta |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as home:
         for label, redactor in setups().items():
@@ -175,8 +176,12 @@ def main() -> None:
                 detail = ["-", "-", "-", "-"]
             else:
                 stats = per_delta(text, args.chunk, redactor)
-                detail = [f"{stats['us']:.1f} µs", f"{stats['held']:.1%}", f"{stats['held_chars']:.1f} chars",
-                          f"{old_chunk_redaction(redactor):.1f} µs"]
+                detail = [
+                    f"{stats['us']:.1f} µs",
+                    f"{stats['held']:.1%}",
+                    f"{stats['held_chars']:.1f} chars",
+                    f"{old_chunk_redaction(redactor):.1f} µs",
+                ]
             print(f"| {label} | {cpu * 1000:.0f} ms | {deltas / cpu:,.0f} | {wall * 1000:.0f} ms | " + " | ".join(detail) + " |")
     print("\n| command output redaction (sources / README) | MB/s |")
     print("| --- | --- |")

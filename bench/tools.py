@@ -60,8 +60,9 @@ async def main() -> None:
         workspace.mkdir()
         rows = [("spawn `true`, sandbox off", median_ms(await spawn("off", args.runs, workspace, cache)))]
         if sandbox_status(None).effective == "workspace-write":
-            rows.append(("spawn `true`, sandbox workspace-write",
-                         median_ms(await spawn("workspace-write", args.runs, workspace, cache))))
+            rows.append(
+                ("spawn `true`, sandbox workspace-write", median_ms(await spawn("workspace-write", args.runs, workspace, cache)))
+            )
         cache_file = Path(tmp) / "probe.json"
         uncached = probe_bubblewrap.__wrapped__  # bypass the per-process memo
         cold, warm = [], []
@@ -78,8 +79,7 @@ async def main() -> None:
         rows.append(("bubblewrap probe, later starts (answer cached on disk)", median_ms(warm)))
 
         engine = PolicyEngine(rules=RuleSet(allow=["bash(git status*)", "edit(src/**)"], deny=["read(.env)"]))
-        ctx = ToolExecutionContext(thread_id="t", turn_id="u", call_id="c", workspace=workspace, mode="ask",
-                                   brokers=None)  # type: ignore[arg-type]
+        ctx = ToolExecutionContext(thread_id="t", turn_id="u", call_id="c", workspace=workspace, mode="ask", brokers=None)  # type: ignore[arg-type]
         bash = BashTool()
         samples = []
         for index in range(args.runs * 20):
@@ -98,8 +98,9 @@ async def main() -> None:
         rows.append(("audit append (lock, read tail, hash, write)", median_us(samples)))
 
         redactor = SecretRedactor({"OPENAI_API_KEY": "sk-" + "x" * 40, "GITHUB_TOKEN": "ghp_" + "y" * 36})
-        event = ItemCompleted(thread_id="t", turn_id="u", item=ToolResultItem(call_id="c", name="bash",
-                                                                               text="line of output\n" * 3000))
+        event = ItemCompleted(
+            thread_id="t", turn_id="u", item=ToolResultItem(call_id="c", name="bash", text="line of output\n" * 3000)
+        )
         samples = []
         for _ in range(args.runs * 4):
             started = time.perf_counter()

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oneshot import compile_bytecode
 
-BARE_APP = '''
+BARE_APP = """
 from textual.app import App
 from textual.widgets import Static
 
@@ -37,7 +37,7 @@ class Bare(App):
         yield Static("bare-first-frame")
 
 Bare().run()
-'''
+"""
 
 
 def timed_run(argv: list[str], markers: list[bytes], env: dict[str, str], cwd: str) -> list[float]:
@@ -86,8 +86,9 @@ def main() -> None:
     bare_times, roder_frame, roder_ready = [], [], []
     for _ in range(opts.runs):
         bare_times.append(timed_run([sys.executable, str(bare)], [b"bare-first-frame"], env, workspace)[0])
-        frame, ready = timed_run([sys.executable, "-m", "roder_tui.cli", "--provider", "mock"],
-                                 [b"Threads", b"idle"], env, workspace)
+        frame, ready = timed_run(
+            [sys.executable, "-m", "roder_tui.cli", "--provider", "mock"], [b"Threads", b"idle"], env, workspace
+        )
         roder_frame.append(frame)
         roder_ready.append(ready)
     b, r, rd = statistics.median(bare_times), statistics.median(roder_frame), statistics.median(roder_ready)

@@ -17,9 +17,37 @@ import time
 from pathlib import Path
 from typing import Any
 
-WORDS = ["the", "runtime", "folds", "every", "event", "into", "thread", "state", "and", "the", "transcript",
-         "renders", "only", "what", "is", "near", "the", "viewport", "so", "long", "sessions", "stay", "fast",
-         "while", "`code spans`", "and", "**bold words**", "stream", "in"]
+WORDS = [
+    "the",
+    "runtime",
+    "folds",
+    "every",
+    "event",
+    "into",
+    "thread",
+    "state",
+    "and",
+    "the",
+    "transcript",
+    "renders",
+    "only",
+    "what",
+    "is",
+    "near",
+    "the",
+    "viewport",
+    "so",
+    "long",
+    "sessions",
+    "stay",
+    "fast",
+    "while",
+    "`code spans`",
+    "and",
+    "**bold words**",
+    "stream",
+    "in",
+]
 
 
 def prose(lines: int) -> str:
@@ -143,9 +171,15 @@ def make_paced_app(engine: PacedEngine) -> Any:
 
     class PacedExtension(RoderExtension):
         def manifest(self) -> ExtensionManifest:
-            return ExtensionManifest(id="bench-paced", name="Paced engine", version="0.1.0",
-                                     api_version=EXTENSION_API_VERSION, description="benchmark stream",
-                                     provides=[ProvidedService.InferenceEngine("paced")], required_capabilities=[])
+            return ExtensionManifest(
+                id="bench-paced",
+                name="Paced engine",
+                version="0.1.0",
+                api_version=EXTENSION_API_VERSION,
+                description="benchmark stream",
+                provides=[ProvidedService.InferenceEngine("paced")],
+                required_capabilities=[],
+            )
 
         def install(self, registry: Any) -> None:
             registry.inference_engine(engine)
@@ -153,8 +187,9 @@ def make_paced_app(engine: PacedEngine) -> Any:
     def factory() -> LocalAppClient:
         host = make_host(ws)
         dist = build_distribution(host, [*discovered_factories(), ("bench", lambda _host: PacedExtension())])
-        options = RuntimeOptions(cwd=host.cwd, paths=host.paths, config=host.config, provider="paced",
-                                 model="paced", trusted=False)
+        options = RuntimeOptions(
+            cwd=host.cwd, paths=host.paths, config=host.config, provider="paced", model="paced", trusted=False
+        )
         return LocalAppClient.for_runtime(Runtime(dist.registry, options))
 
     args = argparse.Namespace(prompt=[], provider="paced", resume=None, continue_last=False)

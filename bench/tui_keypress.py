@@ -82,8 +82,10 @@ async def measure(streaming: bool, keys: int) -> list[float]:
 def summary(name: str, values: list[float]) -> str:
     ordered = sorted(values)
     p99 = ordered[min(int(0.99 * len(ordered)), len(ordered) - 1)]
-    return (f"| {name} | {len(values)} | {statistics.median(values) * 1000:.0f} ms | {p99 * 1000:.0f} ms "
-            f"| {max(values) * 1000:.0f} ms |")
+    return (
+        f"| {name} | {len(values)} | {statistics.median(values) * 1000:.0f} ms | {p99 * 1000:.0f} ms "
+        f"| {max(values) * 1000:.0f} ms |"
+    )
 
 
 async def main() -> None:

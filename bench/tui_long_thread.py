@@ -61,8 +61,14 @@ async def child(workspace: Path, thread_id: str | None) -> dict[str, float]:
 
 def run_child(home: str, workspace: Path, thread_id: str | None) -> dict[str, float]:
     env = {**os.environ, "RODER_HOME": home}
-    done = subprocess.run([sys.executable, __file__, "--child", str(workspace), thread_id or ""], env=env,
-                          capture_output=True, text=True, timeout=600, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", str(workspace), thread_id or ""],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
     if done.returncode != 0:
         raise RuntimeError(done.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -47,6 +47,7 @@ async def run_case(name: str, text: str, rate: float) -> dict[str, object]:
         monitor.start()
         flushes_before = app.coalescer.flushes
         await app.send("go")
+
         def rendered() -> bool:
             answer = app.transcript.last_answer()
             return "completed" in marks and app.turn_id is None and answer is not None and not answer.live
@@ -60,7 +61,7 @@ async def run_case(name: str, text: str, rate: float) -> dict[str, object]:
         if answer is None or answer.items[0].text != text:
             got = answer.items[0].text if answer else ""
             i = next((k for k in range(min(len(got), len(text))) if got[k] != text[k]), min(len(got), len(text)))
-            raise AssertionError(f"rendered text differs at {i}: {got[i - 20:i + 20]!r} vs {text[i - 20:i + 20]!r}")
+            raise AssertionError(f"rendered text differs at {i}: {got[i - 20 : i + 20]!r} vs {text[i - 20 : i + 20]!r}")
     tokens = tokens_of(text)
     produce = marks["last"] - marks["first"]
     total = done - marks["first"]

@@ -305,6 +305,7 @@ Item = Annotated[
 
 # --------------------------------------------------------------------------- turns, threads
 
+
 class TurnError(IRModel):
     message: str
     kind: str = "runtime"
@@ -409,9 +410,7 @@ class ToolResultPart(IRModel):
     images: list[ImagePart] = Field(default_factory=list)
 
 
-Part = Annotated[
-    TextPart | ImagePart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="type")
-]
+Part = Annotated[TextPart | ImagePart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="type")]
 
 
 class Message(IRModel):

@@ -127,8 +127,9 @@ class RoderApp(App[int]):
     ToastRack { dock: top; align: right top; margin-bottom: 0; }
     """
 
-    def __init__(self, args: argparse.Namespace | None = None, client_factory: ClientFactory | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self, args: argparse.Namespace | None = None, client_factory: ClientFactory | None = None, cwd: Path | None = None
+    ) -> None:
         super().__init__()
         self.args = args or argparse.Namespace()
         self.cwd = (cwd or Path.cwd()).resolve()
@@ -296,8 +297,12 @@ class RoderApp(App[int]):
         except RpcError:
             rows = []
         self.slash_commands = [
-            {"name": r["name"], "description": r.get("description", ""), "argument_hint": r.get("argumentHint", ""),
-             "kind": r.get("kind", "")}
+            {
+                "name": r["name"],
+                "description": r.get("description", ""),
+                "argument_hint": r.get("argumentHint", ""),
+                "kind": r.get("kind", ""),
+            }
             for r in rows
         ]
         self.prompt_bar.set_commands([(c["name"], c["argument_hint"], c["description"]) for c in self.slash_commands])
@@ -361,8 +366,11 @@ class RoderApp(App[int]):
             if thread_id == self.thread_id:
                 self.coalescer.push(f"call:{event.call_id}", event.delta)
             return
-        if isinstance(event, ev.ThreadStarted) and event.thread.parent is not None \
-                and event.thread.parent.thread_id in self._family:
+        if (
+            isinstance(event, ev.ThreadStarted)
+            and event.thread.parent is not None
+            and event.thread.parent.thread_id in self._family
+        ):
             self._family.add(event.thread.id)
         if isinstance(event, ev.ApprovalRequested | ev.ApprovalResolved) and thread_id in self._family:
             await self.coalescer.drain()
@@ -400,8 +408,12 @@ class RoderApp(App[int]):
             self.status_bar.update_state(git_branch=git_branch(self.cwd))
             self.refresh_sidebar()
         elif isinstance(event, ev.TokenUsageUpdated):
-            self.status_bar.update_state(context_tokens=event.context_tokens, context_window=event.context_window,
-                                         cost_usd=event.total.cost_usd, **cache_state(event.usage, event.total))
+            self.status_bar.update_state(
+                context_tokens=event.context_tokens,
+                context_window=event.context_window,
+                cost_usd=event.total.cost_usd,
+                **cache_state(event.usage, event.total),
+            )
         elif isinstance(event, ev.ModelRetrying):
             self.notify(event.notice(), title="retrying", severity="warning", timeout=max(event.wait, 5.0))
         elif isinstance(event, ev.ModeChanged):
@@ -437,8 +449,9 @@ class RoderApp(App[int]):
             await self.transcript.stream(key, text)
 
     def _set_activity(self, activity: str) -> None:
-        self.status_bar.update_state(activity=activity,
-                                     elapsed=(time.monotonic() - self.turn_started) if activity != "idle" else None)
+        self.status_bar.update_state(
+            activity=activity, elapsed=(time.monotonic() - self.turn_started) if activity != "idle" else None
+        )
         if activity == "idle" and self._elapsed_timer is not None:
             self._elapsed_timer.stop()
             self._elapsed_timer = None
@@ -636,15 +649,17 @@ class RoderApp(App[int]):
         from roder_core.ir import CommandExecutionItem
 
         started = time.monotonic()
-        result = await self._client().request(
-            "command/exec", {"command": ["bash", "-lc", command], "cwd": str(self.cwd)}
-        )
+        result = await self._client().request("command/exec", {"command": ["bash", "-lc", command], "cwd": str(self.cwd)})
         data = result.wire()
         output = (data.get("stdout") or "") + (data.get("stderr") or "")
         last = self.transcript.model.entries[-1].items[-1].id if len(self.transcript.model) else None
         card = CommandExecutionItem(
-            command=command, cwd=str(self.cwd), exit_code=data.get("exitCode"), output=output,
-            duration_ms=data.get("durationMs", int((time.monotonic() - started) * 1000)), timed_out=bool(data.get("timedOut")),
+            command=command,
+            cwd=str(self.cwd),
+            exit_code=data.get("exitCode"),
+            output=output,
+            duration_ms=data.get("durationMs", int((time.monotonic() - started) * 1000)),
+            timed_out=bool(data.get("timedOut")),
             call_id=f"shell-{time.monotonic_ns()}",
         )
         # Not part of the thread (the model never saw it): kept here so it survives switching away.
@@ -662,9 +677,9 @@ class RoderApp(App[int]):
             await _perform(local)
             return
         try:
-            outcome = (await client.request(
-                "commands/run", {"threadId": self.thread_id, "name": name, "arguments": arguments}
-            )).wire()
+            outcome = (
+                await client.request("commands/run", {"threadId": self.thread_id, "name": name, "arguments": arguments})
+            ).wire()
         except RpcError as exc:
             if exc.code != METHOD_NOT_FOUND:
                 raise
@@ -724,8 +739,10 @@ class RoderApp(App[int]):
             error = f" ({source['error']})" if source.get("error") else ""
             lines.append(f"MCP {source.get('name')}: {status}, {source.get('toolCount', 0)} tools{error}")
         if not mcp_only:
-            lines += [f"{t.name}  [{t.kind}{', read-only' if t.read_only else ''}]  {t.description.splitlines()[0]}"
-                      for t in result.tools]
+            lines += [
+                f"{t.name}  [{t.kind}{', read-only' if t.read_only else ''}]  {t.description.splitlines()[0]}"
+                for t in result.tools
+            ]
         lines += [f"{source} failed: {error}" for source, error in result.errors.items()]
         self._show_info("/mcp" if mcp_only else "/tools", "\n".join(lines) or "none configured")
 
@@ -744,8 +761,11 @@ class RoderApp(App[int]):
         if result.loaded:
             self.notify("This folder is trusted and its own items are loaded.", title="/trust")
         else:
-            self.notify("This folder is trusted: restart roder to load its config, hooks, skills, commands, "
-                        "agents and MCP servers.", title="/trust", timeout=10)
+            self.notify(
+                "This folder is trusted: restart roder to load its config, hooks, skills, commands, agents and MCP servers.",
+                title="/trust",
+                timeout=10,
+            )
 
     async def _resume(self, thread_id: str) -> None:
         if thread_id:
@@ -753,8 +773,7 @@ class RoderApp(App[int]):
         else:
             self.action_resume_picker()
 
-    async def fork_thread(self, *, turn_id: str | None = None, before_item: str | None = None,
-                          quiet: bool = False) -> None:
+    async def fork_thread(self, *, turn_id: str | None = None, before_item: str | None = None, quiet: bool = False) -> None:
         params = {"threadId": self._thread(), "turnId": turn_id, "beforeItemId": before_item}
         result = await self._client().request("thread/fork", {k: v for k, v in params.items() if v is not None})
         thread = result.thread  # type: ignore[attr-defined]
@@ -780,15 +799,22 @@ class RoderApp(App[int]):
                 continue
             rows += [(f"{entry.id}/{m.id}", f"{entry.id}/{m.id}") for m in listed]
         current = f"{self.status_bar.state.get('provider')}/{self.status_bar.state.get('model')}"
-        chosen = await self.push_screen_wait(ChoiceScreen(
-            "Model for this thread", rows, highlight=current, empty="no configured provider lists models"))
+        chosen = await self.push_screen_wait(
+            ChoiceScreen("Model for this thread", rows, highlight=current, empty="no configured provider lists models")
+        )
         if not chosen:
             return
         provider_id, _, model = chosen.partition("/")
         from roder_core.kernel.services import PaletteCommand
 
-        await self._run_palette_command(PaletteCommand("model", chosen, "providers/select", {
-            "provider": provider_id, "model": model, **({"threadId": self.thread_id} if self.thread_id else {})}))
+        await self._run_palette_command(
+            PaletteCommand(
+                "model",
+                chosen,
+                "providers/select",
+                {"provider": provider_id, "model": model, **({"threadId": self.thread_id} if self.thread_id else {})},
+            )
+        )
 
     async def export_thread(self, fmt: str = "md", path: str | None = None) -> None:
         thread = (await self._client().thread_read(self._thread(), include_turns=True)).thread
@@ -819,11 +845,15 @@ class RoderApp(App[int]):
                 listed = await client.model_list(provider.id)
                 models.extend({"provider": provider.id, "id": m.id} for m in listed.models)
         return {
-            "threads": [{"id": t.id, "title": t.title, "updated_at": t.updated_at,
-                         "parent_id": t.parent.thread_id if t.parent else None} for t in threads],
+            "threads": [
+                {"id": t.id, "title": t.title, "updated_at": t.updated_at, "parent_id": t.parent.thread_id if t.parent else None}
+                for t in threads
+            ],
             "thread_id": self.thread_id,
-            "providers": [{"id": p.id, "name": p.name, "default_model": p.default_model,
-                           "auth_configured": p.auth_configured} for p in providers.providers],
+            "providers": [
+                {"id": p.id, "name": p.name, "default_model": p.default_model, "auth_configured": p.auth_configured}
+                for p in providers.providers
+            ],
             "models": models,
             "provider": providers.provider,
             "model": providers.model,
@@ -925,8 +955,9 @@ class RoderApp(App[int]):
         """Quit; a turn cut off by quitting is interrupted and saved, and the shell says how to
         continue it."""
         if self.turn_id is not None and self.thread_id is not None:
-            self.exit_message = (f"roder: the running turn was interrupted; continue this thread with `roder -c` "
-                                 f"(or `roder -r {self.thread_id}`)")
+            self.exit_message = (
+                f"roder: the running turn was interrupted; continue this thread with `roder -c` (or `roder -r {self.thread_id}`)"
+            )
         self.exit(0)
 
     def action_copy_text(self, text: str) -> None:
@@ -1041,17 +1072,24 @@ class RoderApp(App[int]):
         client, thread_id = self._client(), self._thread()
         points = await rewind.rewind_points(client, thread_id)
         rows = [(p.id, rewind.label(p, i)) for i, p in enumerate(points)]
-        chosen = await self.push_screen_wait(ChoiceScreen(
-            "Rewind to before a prompt", rows, highlight="@last", empty="no prompts in this thread yet"))
+        chosen = await self.push_screen_wait(
+            ChoiceScreen("Rewind to before a prompt", rows, highlight="@last", empty="no prompts in this thread yet")
+        )
         point = next((p for p in points if p.id == chosen), None)
         if point is None:
             return
         changes = await rewind.changes_since(client, thread_id, point.id)
-        how = await self.push_screen_wait(ChoiceScreen(
-            "Restore", [(rewind.BOTH, "Restore the code and the conversation"),
-                        (rewind.CONVERSATION, "Restore the conversation (fork before this prompt)"),
-                        (rewind.CODE, "Restore the code (revert Roder's file changes since this prompt)")],
-            note=rewind.describe(changes)))
+        how = await self.push_screen_wait(
+            ChoiceScreen(
+                "Restore",
+                [
+                    (rewind.BOTH, "Restore the code and the conversation"),
+                    (rewind.CONVERSATION, "Restore the conversation (fork before this prompt)"),
+                    (rewind.CODE, "Restore the code (revert Roder's file changes since this prompt)"),
+                ],
+                note=rewind.describe(changes),
+            )
+        )
         if how:
             await self.rewind_to(point, how)
 

@@ -108,10 +108,21 @@ class Printer:
     def failure(self, reason: str, thread_id: str | None, started: float) -> None:
         """The result of a run that failed before its turn began (json formats only)."""
         if self.fmt in ("json", "stream-json"):
-            self._line({"type": "result", "status": "failed", "is_error": True, "text": "", "thread_id": thread_id,
-                        "turn_id": None, "turns": 0, "usage": Usage().wire(),
-                        "duration_ms": int((time.monotonic() - started) * 1000), "stop_reason": None,
-                        "error": reason})
+            self._line(
+                {
+                    "type": "result",
+                    "status": "failed",
+                    "is_error": True,
+                    "text": "",
+                    "thread_id": thread_id,
+                    "turn_id": None,
+                    "turns": 0,
+                    "usage": Usage().wire(),
+                    "duration_ms": int((time.monotonic() - started) * 1000),
+                    "stop_reason": None,
+                    "error": reason,
+                }
+            )
 
     def result(self, turn: Turn, thread_id: str, model_calls: int, started: float) -> None:
         record = {
@@ -228,8 +239,7 @@ async def _follow(events: NotificationQueue, printer: Printer, turn_id: str) -> 
     raise RoderError("the runtime stopped before the turn completed")
 
 
-def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None,
-            err: TextIO | None = None) -> int:
+def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     stdin = sys.stdin if stdin is None else stdin
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err

@@ -34,10 +34,22 @@ def display(keys: str) -> str:
 KEYS: tuple[Key, ...] = (
     # app-wide
     Key("ctrl+q", "quit", "quit Roder", "app", "quit", priority=True),
-    Key("ctrl+c", "ctrl_c", "interrupt the running turn; clear the prompt; on an empty prompt press twice to quit "
-        "(copies a selection in the prompt)", "app", None, priority=True),
-    Key("ctrl+p", "command_palette", "command palette: threads, models, modes, themes, commands, export", "app",
-        "command_palette", priority=True),
+    Key(
+        "ctrl+c",
+        "ctrl_c",
+        "interrupt the running turn; clear the prompt; on an empty prompt press twice to quit (copies a selection in the prompt)",
+        "app",
+        None,
+        priority=True,
+    ),
+    Key(
+        "ctrl+p",
+        "command_palette",
+        "command palette: threads, models, modes, themes, commands, export",
+        "app",
+        "command_palette",
+        priority=True,
+    ),
     Key("shift+tab", "cycle_mode", "cycle mode: plan → ask → auto-edit → bypass", "app", "cycle_mode", priority=True),
     Key("ctrl+b", "toggle_sidebar", "show or hide the sidebar (threads, fork tree)", "app", "toggle_sidebar"),
     Key("alt+right", "sidebar_wider", "widen the sidebar", "app", "sidebar_wider"),
@@ -48,14 +60,18 @@ KEYS: tuple[Key, ...] = (
     Key("ctrl+r", "resume_picker", "resume an earlier thread (picker)", "app", "resume_picker"),
     Key("ctrl+t", "focus_transcript", "move focus to the transcript", "app", "focus_transcript"),
     Key("ctrl+l", "focus_prompt", "move focus to the prompt", "app", "focus_prompt"),
-    Key("escape", "interrupt", "interrupt the running turn (closes completion first); twice on an empty prompt: "
-        "rewind to an earlier prompt", "app", "interrupt"),
+    Key(
+        "escape",
+        "interrupt",
+        "interrupt the running turn (closes completion first); twice on an empty prompt: rewind to an earlier prompt",
+        "app",
+        "interrupt",
+    ),
     Key("ctrl+g", "external_editor", "edit the prompt in $VISUAL / $EDITOR", "app", "external_editor", priority=True),
     Key("ctrl+shift+c", "copy_focused", "copy the focused message (or the last answer)", "app", "copy_focused"),
     # prompt
     Key("enter", "", "send; while a turn runs, queue it as a steer message", "prompt"),
-    Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see "
-        "README)", "prompt"),
+    Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see README)", "prompt"),
     Key("up,down", "", "previous / next prompt from history (on the first / last line)", "prompt"),
     Key("/", "", "command completion (built-in and custom commands)", "prompt"),
     Key("@", "", "complete a workspace file; it is attached when you send", "prompt"),
@@ -66,8 +82,7 @@ KEYS: tuple[Key, ...] = (
     Key("k,up", "", "previous message", "transcript"),
     Key("enter", "", "expand or collapse (tool output, reasoning, summaries)", "transcript"),
     Key("y", "", "copy the focused message", "transcript"),
-    Key("f", "", "fork here: before a prompt (to edit and resend it), or after the focused answer's turn",
-        "transcript"),
+    Key("f", "", "fork here: before a prompt (to edit and resend it), or after the focused answer's turn", "transcript"),
     Key("home,g", "", "first message (loads the start of a long thread)", "transcript"),
     Key("end,G", "", "last message, and follow new output", "transcript"),
     Key("pageup,pagedown", "", "scroll a page", "transcript"),

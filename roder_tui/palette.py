@@ -53,5 +53,9 @@ class PaletteSourcesProvider(Provider):
             score = matcher.match(f"{command.title} {command.help}")
             title_score = matcher.match(command.title)
             if score > 0 or title_score > 0:
-                yield Hit(max(score, title_score * 1.1), matcher.highlight(command.title),
-                          partial(self._run, command), help=command.help)
+                yield Hit(
+                    max(score, title_score * 1.1),
+                    matcher.highlight(command.title),
+                    partial(self._run, command),
+                    help=command.help,
+                )

@@ -18,8 +18,17 @@ if TYPE_CHECKING:
 
 DEFAULT_THEME = "roder-dark"
 COLOR_KEYS = (
-    "primary", "secondary", "accent", "foreground", "background", "surface", "panel",
-    "success", "warning", "error", "boost",
+    "primary",
+    "secondary",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+    "success",
+    "warning",
+    "error",
+    "boost",
 )
 #: Theme variables the transcript's CSS uses; every theme gets these defaults.
 VARIABLE_DEFAULTS = {

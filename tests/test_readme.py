@@ -15,9 +15,9 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def _readme_block(heading: str) -> str:
     text = (ROOT / "README.md").read_text()
-    section = text[text.index(heading):]
+    section = text[text.index(heading) :]
     start = section.index("```python\n") + len("```python\n")
-    return section[start:section.index("```", start)]
+    return section[start : section.index("```", start)]
 
 
 async def test_extension_example_in_readme_works(workspace: Path) -> None:
@@ -33,9 +33,14 @@ async def test_extension_example_in_readme_works(workspace: Path) -> None:
     exec(compile(_readme_block("## Extensions"), "README.md", "exec"), namespace)
     builder = ExtensionRegistryBuilder()
     builder.install(namespace["create"](None))  # type: ignore[operator]
-    builder.install(MockProviderExtension([
-        {"tool_calls": [{"name": "shout", "arguments": {"text": "hello"}}]}, {"text": "done"},
-    ]))
+    builder.install(
+        MockProviderExtension(
+            [
+                {"tool_calls": [{"name": "shout", "arguments": {"text": "hello"}}]},
+                {"text": "done"},
+            ]
+        )
+    )
     registry = builder.build()
     assert ProvidedService.ToolProvider("shout-tools") in registry.provided_services()
     runtime = Runtime(registry, RuntimeOptions(cwd=workspace, paths=RoderPaths.from_env(), provider="mock"))

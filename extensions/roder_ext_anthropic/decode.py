@@ -84,8 +84,7 @@ class AnthropicDecoder:
             stored = {"type": "redacted_thinking", "data": block.get("data", "")}
             return [ReasoningDelta(provider_data={reasoning_key(DIALECT, index): stored})]
         if block_type == "tool_use":
-            self._blocks[index] = {"type": "tool_use", "id": block.get("id", ""), "name": block.get("name", ""),
-                                   "json": ""}
+            self._blocks[index] = {"type": "tool_use", "id": block.get("id", ""), "name": block.get("name", ""), "json": ""}
         return []
 
     def _delta(self, index: int, delta: dict[str, Any]) -> list[InferenceEvent]:
@@ -112,8 +111,9 @@ class AnthropicDecoder:
         if block["type"] == "tool_use":
             arguments, problem = parse_arguments(block["json"])
             # Held until the stop reason is known: a call cut by max_tokens is never run.
-            self._calls.append(ToolCallEvent(call_id=block["id"], name=block["name"], arguments=arguments,
-                                             arguments_error=problem))
+            self._calls.append(
+                ToolCallEvent(call_id=block["id"], name=block["name"], arguments=arguments, arguments_error=problem)
+            )
         return []
 
     def _complete(self) -> list[InferenceEvent]:

@@ -68,8 +68,9 @@ class BashTool(BuiltinTool):
         result = await ctx.brokers.process.run(command, cwd=cwd, timeout=timeout, on_output=ctx.emit_output)
         seconds = result.duration_ms / 1000
         if result.timed_out:
-            footer = (f"[timed out after {seconds:.1f} s: the command and everything it started were killed; "
-                      f"sandbox {result.sandbox}]")
+            footer = (
+                f"[timed out after {seconds:.1f} s: the command and everything it started were killed; sandbox {result.sandbox}]"
+            )
         else:
             footer = f"[exit code {result.exit_code} · {seconds:.2f} s · sandbox {result.sandbox}]"
         if result.quarantined:
@@ -84,15 +85,28 @@ class BashTool(BuiltinTool):
         text = f"{output}\n{footer}" if output else f"(no output)\n{footer}"
         failed = result.timed_out or result.exit_code != 0
         view = CommandExecutionItem(
-            call_id=call.id, command=command, cwd=fs.display(cwd), exit_code=result.exit_code, output=output,
-            duration_ms=result.duration_ms, timed_out=result.timed_out,
+            call_id=call.id,
+            command=command,
+            cwd=fs.display(cwd),
+            exit_code=result.exit_code,
+            output=output,
+            duration_ms=result.duration_ms,
+            timed_out=result.timed_out,
             status=ItemStatus.FAILED if failed else ItemStatus.COMPLETED,
         )
         return ToolResult(
-            id=call.id, name=call.name, text=text, is_error=failed, views=[view],
+            id=call.id,
+            name=call.name,
+            text=text,
+            is_error=failed,
+            views=[view],
             data={
-                "exit_code": result.exit_code, "duration_ms": result.duration_ms, "timed_out": result.timed_out,
-                "truncated": result.truncated, "full_output_path": result.full_output_path,
-                "sandbox": result.sandbox, "quarantined": result.quarantined,
+                "exit_code": result.exit_code,
+                "duration_ms": result.duration_ms,
+                "timed_out": result.timed_out,
+                "truncated": result.truncated,
+                "full_output_path": result.full_output_path,
+                "sandbox": result.sandbox,
+                "quarantined": result.quarantined,
             },
         )

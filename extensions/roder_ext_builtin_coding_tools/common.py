@@ -135,9 +135,7 @@ class TextFile:
 
 
 def unified_diff(old: str, new: str, path: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=3
-    )
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=3)
     diff = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
     if len(diff) > MAX_DIFF_CHARS:
         diff = diff[:MAX_DIFF_CHARS] + f"\n... diff truncated ({len(diff)} characters in total)\n"

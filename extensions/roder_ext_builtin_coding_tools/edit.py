@@ -85,6 +85,7 @@ class EditTool(FileEditTool):
         "required": ["path", "old_string", "new_string"],
         "additionalProperties": False,
     }
+
     def _plan(self, ctx: ToolExecutionContext, call: ToolCall) -> tuple[str, str, str, Any, int, bool]:
         path = text_arg(call.arguments, "path")
         old = text_arg(call.arguments, "old_string", allow_empty=True).replace("\r\n", "\n")
@@ -110,6 +111,8 @@ class EditTool(FileEditTool):
         if fuzzy:
             head += " (no exact match; matched after normalizing whitespace, check the result)"
         return file_change_result(
-            call, f"{head}\n\n{diff}", [FileChange(path=shown, kind="update", diff=diff)],
+            call,
+            f"{head}\n\n{diff}",
+            [FileChange(path=shown, kind="update", diff=diff)],
             {"path": shown, "replacements": count, "whitespace_normalized": fuzzy},
         )

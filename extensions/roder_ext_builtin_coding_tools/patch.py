@@ -290,10 +290,14 @@ class ApplyPatchTool(BuiltinTool):
                 changes.append(FileChange(path=change.shown, kind="add", diff=unified_diff("", change.after or "", change.shown)))
             else:
                 move = fs.display(fs.resolve(change.op.move_to, write=True)) if change.op.move_to else None
-                changes.append(FileChange(
-                    path=change.shown, kind="move" if move else "update", move_path=move,
-                    diff=unified_diff(old, change.after or "", change.shown),
-                ))
+                changes.append(
+                    FileChange(
+                        path=change.shown,
+                        kind="move" if move else "update",
+                        move_path=move,
+                        diff=unified_diff(old, change.after or "", change.shown),
+                    )
+                )
         return changes
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
@@ -307,11 +311,11 @@ class ApplyPatchTool(BuiltinTool):
         changes = self._changes(planned, fs)
         commit_changes(fs, planned)
         letters = {"add": "A", "delete": "D", "update": "M", "move": "R"}
-        summary = "\n".join(
-            f"{letters[c.kind]} {c.path}" + (f" -> {c.move_path}" if c.move_path else "") for c in changes
-        )
+        summary = "\n".join(f"{letters[c.kind]} {c.path}" + (f" -> {c.move_path}" if c.move_path else "") for c in changes)
         diffs = "".join(c.diff for c in changes)
         return file_change_result(
-            call, f"applied the patch:\n{summary}\n\n{diffs}", changes,
+            call,
+            f"applied the patch:\n{summary}\n\n{diffs}",
+            changes,
             {"files": [c.path for c in changes], "kinds": [c.kind for c in changes]},
         )

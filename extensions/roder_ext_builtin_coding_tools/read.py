@@ -93,16 +93,18 @@ class ReadTool(BuiltinTool):
             return ToolResult.error(call, f"{shown} is an image ({mime}); this model does not accept images")
         if len(data) > MAX_IMAGE_BYTES:
             return ToolResult.error(call, f"{shown} is an image larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MB")
-        attachment = Attachment(
-            name=shown, mime_type=mime, data_base64=base64.b64encode(data).decode("ascii"), path=shown
-        )
+        attachment = Attachment(name=shown, mime_type=mime, data_base64=base64.b64encode(data).decode("ascii"), path=shown)
         return ToolResult(
-            id=call.id, name=call.name, text=f"image {shown} ({mime}, {len(data)} bytes) is attached",
-            data={"path": shown, "mime_type": mime, "bytes": len(data)}, attachments=[attachment],
+            id=call.id,
+            name=call.name,
+            text=f"image {shown} ({mime}, {len(data)} bytes) is attached",
+            data={"path": shown, "mime_type": mime, "bytes": len(data)},
+            attachments=[attachment],
         )
 
-    def _window(self, call: ToolCall, shown: str, lines: Iterator[bytes], count_rest: Callable[[], int],
-                offset: int, limit: int) -> ToolResult:
+    def _window(
+        self, call: ToolCall, shown: str, lines: Iterator[bytes], count_rest: Callable[[], int], offset: int, limit: int
+    ) -> ToolResult:
         """Numbered lines ``offset``.. of ``lines``; ``count_rest`` counts the lines not consumed."""
         out: list[str] = []
         used = 0
@@ -135,9 +137,7 @@ class ReadTool(BuiltinTool):
         text = "\n".join(out)
         if last < total:
             why = f"{MAX_BYTES // 1000} KB" if capped else f"{limit} lines"
-            text += (
-                f"\n\n[showing lines {offset}-{last} of {total} ({why}); continue with offset={last + 1}]"
-            )
+            text += f"\n\n[showing lines {offset}-{last} of {total} ({why}); continue with offset={last + 1}]"
         if cut_lines:
             text += "\n[some lines were longer than 2000 characters and were cut]"
         data["truncated"] = last < total

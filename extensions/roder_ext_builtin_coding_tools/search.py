@@ -89,7 +89,9 @@ class GrepTool(_SearchTool):
             if more > 0:
                 text += f"\n\n[{more} more matching lines not shown; narrow the pattern, path or glob]"
         return ToolResult(
-            id=call.id, name=call.name, text=text,
+            id=call.id,
+            name=call.name,
+            text=text,
             data={"matches": len(lines), "shown": len(shown_lines), "engine": engine},
         )
 
@@ -100,9 +102,18 @@ class GrepTool(_SearchTool):
         if process.which("rg") is None:
             return None
         argv = [
-            "rg", "--line-number", "--no-heading", "--with-filename", "--color=never", "--hidden",
-            "--no-require-git", "--sort=path", "--glob=!.git", f"--max-columns={MAX_LINE_CHARS}",
-            "--max-columns-preview", f"--max-count={MAX_MATCHES}",
+            "rg",
+            "--line-number",
+            "--no-heading",
+            "--with-filename",
+            "--color=never",
+            "--hidden",
+            "--no-require-git",
+            "--sort=path",
+            "--glob=!.git",
+            f"--max-columns={MAX_LINE_CHARS}",
+            "--max-columns-preview",
+            f"--max-count={MAX_MATCHES}",
         ]
         if ignore_case:
             argv.append("--ignore-case")

@@ -19,10 +19,32 @@ from .common import BuiltinTool, ToolInputError, text_arg
 
 MAX_TEXT = 50_000
 _SKIP = frozenset({"script", "style", "noscript", "svg", "template", "iframe", "head"})
-_BLOCK = frozenset({
-    "p", "div", "section", "article", "header", "footer", "main", "nav", "aside", "ul", "ol", "table",
-    "tr", "blockquote", "form", "fieldset", "dl", "dt", "dd", "figure", "figcaption", "hr",
-})
+_BLOCK = frozenset(
+    {
+        "p",
+        "div",
+        "section",
+        "article",
+        "header",
+        "footer",
+        "main",
+        "nav",
+        "aside",
+        "ul",
+        "ol",
+        "table",
+        "tr",
+        "blockquote",
+        "form",
+        "fieldset",
+        "dl",
+        "dt",
+        "dd",
+        "figure",
+        "figcaption",
+        "hr",
+    }
+)
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml", "application/javascript")
 
 
@@ -164,6 +186,9 @@ class WebFetchTool(BuiltinTool):
         if truncated:
             text += f"\n\n[page truncated at {MAX_TEXT // 1000} KB]"
         return ToolResult(
-            id=call.id, name=call.name, text=f"{header}\n\n{text}", is_error=page.status >= 400,
+            id=call.id,
+            name=call.name,
+            text=f"{header}\n\n{text}",
+            is_error=page.status >= 400,
             data={"url": page.url, "status": page.status, "content_type": kind, "truncated": truncated},
         )

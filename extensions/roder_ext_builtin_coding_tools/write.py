@@ -61,6 +61,7 @@ class WriteTool(FileEditTool):
         "required": ["path", "content"],
         "additionalProperties": False,
     }
+
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         path = text_arg(call.arguments, "path")
         content = text_arg(call.arguments, "content", allow_empty=True)
@@ -88,9 +89,10 @@ class WriteTool(FileEditTool):
             summary = f"{shown} already had this content; nothing changed"
         else:
             summary = f"updated {shown}: +{added} -{removed} lines (now {lines} lines)"
-        change = FileChange(path=shown, kind="update" if existed else "add",
-                            diff=unified_diff(old_text, new_text, shown))
+        change = FileChange(path=shown, kind="update" if existed else "add", diff=unified_diff(old_text, new_text, shown))
         return file_change_result(
-            call, summary, [change],
+            call,
+            summary,
+            [change],
             {"path": shown, "created": not existed, "added": added, "removed": removed},
         )

@@ -93,8 +93,9 @@ class ChatDecoder:
         error = chunk.get("error")
         if error:
             detail = error if isinstance(error, dict) else {"message": str(error)}
-            raise self.errors.from_stream_error(str(detail.get("code") or detail.get("type") or ""),
-                                                str(detail.get("message") or detail))
+            raise self.errors.from_stream_error(
+                str(detail.get("code") or detail.get("type") or ""), str(detail.get("message") or detail)
+            )
         usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
         if isinstance(usage, dict):
             self._usage = chat_usage(usage)
@@ -159,8 +160,10 @@ class ChatDecoder:
             call = self._calls[index]
             arguments, problem = parse_arguments(call.arguments)
             event = ToolCallEvent(
-                call_id=call.id or f"call_{uuid.uuid4().hex[:24]}", name=call.name,
-                arguments=arguments, arguments_error=problem,
+                call_id=call.id or f"call_{uuid.uuid4().hex[:24]}",
+                name=call.name,
+                arguments=arguments,
+                arguments_error=problem,
                 provider_data={EXTRA_CONTENT_KEY: call.extra} if call.extra else None,
             )
             events.append(truncated(event) if cut and (problem or index == last) else event)

@@ -40,8 +40,11 @@ def _user_content(message: Message) -> str | list[dict[str, Any]]:
 
 
 def _tool_call(part: ToolCallPart) -> dict[str, Any]:
-    call: dict[str, Any] = {"id": part.call_id, "type": "function",
-                            "function": {"name": part.name, "arguments": arguments_json(part.arguments)}}
+    call: dict[str, Any] = {
+        "id": part.call_id,
+        "type": "function",
+        "function": {"name": part.name, "arguments": arguments_json(part.arguments)},
+    }
     extra = (part.provider_data or {}).get(EXTRA_CONTENT_KEY)
     if isinstance(extra, dict):
         call["extra_content"] = extra  # Gemini 3's thought_signature, sent back as received

@@ -145,7 +145,7 @@ def parse_hooks(section: Any) -> list[CommandHook]:
                 if not isinstance(spec, Mapping) or not spec.get("command"):
                     raise HookConfigError(f"[[hooks.{event}]] each hook needs a 'command'")
                 if spec.get("type", "command") != "command":
-                    raise HookConfigError(f"[[hooks.{event}]] only type = \"command\" hooks are supported")
+                    raise HookConfigError(f'[[hooks.{event}]] only type = "command" hooks are supported')
                 timeout = float(spec.get("timeout", group.get("timeout", DEFAULT_TIMEOUT)))
                 found.append(CommandHook(event, str(spec["command"]), matcher, timeout))
     return found
@@ -154,8 +154,13 @@ def parse_hooks(section: Any) -> list[CommandHook]:
 async def run_command(hook: CommandHook, payload: dict[str, Any], cwd: Path, env: dict[str, str]) -> HookRun:
     """Run one hook command in its own process group; killed with its children on timeout."""
     proc = await asyncio.create_subprocess_shell(
-        hook.command, cwd=str(cwd), env=env, start_new_session=True,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        hook.command,
+        cwd=str(cwd),
+        env=env,
+        start_new_session=True,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     data = json.dumps(payload, ensure_ascii=False, default=str).encode()
     try:
@@ -173,9 +178,7 @@ async def run_command(hook: CommandHook, payload: dict[str, Any], cwd: Path, env
 class CommandHooks:
     """One Hook service running every configured command at its event."""
 
-    def __init__(
-        self, hooks: list[CommandHook], project: Path, env: Mapping[str, str], config_error: str | None = None
-    ) -> None:
+    def __init__(self, hooks: list[CommandHook], project: Path, env: Mapping[str, str], config_error: str | None = None) -> None:
         self.hooks = hooks
         self.project = project
         self.config_error = config_error
@@ -201,16 +204,22 @@ class CommandHooks:
         }
         if "tool" in payload:
             tool = str(payload["tool"])
-            data.update(tool_name=claude_tool_name(tool), tool_use_id=payload.get("call_id", ""),
-                        tool_input=to_claude_input(tool, payload.get("arguments", {}), Path(data["cwd"])))
+            data.update(
+                tool_name=claude_tool_name(tool),
+                tool_use_id=payload.get("call_id", ""),
+                tool_input=to_claude_input(tool, payload.get("arguments", {}), Path(data["cwd"])),
+            )
         if event == "PostToolUse":
             data["tool_response"] = {"text": payload.get("text", ""), "is_error": payload.get("is_error", False)}
         if event == "UserPromptSubmit":
             data["prompt"] = payload.get("text", "")
         if event == "SubagentStop":
             # Claude Code's session_id is the main session's; the subagent is the agent.
-            data.update(session_id=payload["parent_thread_id"], agent_id=payload.get("thread_id", ""),
-                        agent_transcript_path=data["transcript_path"])
+            data.update(
+                session_id=payload["parent_thread_id"],
+                agent_id=payload.get("thread_id", ""),
+                agent_transcript_path=data["transcript_path"],
+            )
         if event in ("Stop", "SubagentStop"):
             data["stop_hook_active"] = bool(payload.get("stop_hook_active"))
             data["last_assistant_message"] = payload.get("last_message", "")
@@ -225,8 +234,7 @@ class CommandHooks:
 
     async def run(self, point: HookPoint, payload: dict[str, Any]) -> HookOutcome | None:
         if self.config_error:
-            raise HookFailed(f"the [hooks] configuration is invalid, so nothing runs until it is fixed: "
-                             f"{self.config_error}")
+            raise HookFailed(f"the [hooks] configuration is invalid, so nothing runs until it is fixed: {self.config_error}")
         event = _EVENT_OF[point]
         if event == "Stop" and payload.get("parent_thread_id"):
             event = "SubagentStop"
@@ -247,9 +255,7 @@ class CommandHooks:
             replace.update(outcome.replace)
         return HookOutcome(replace=replace) if replace else None
 
-    def _interpret(
-        self, event: str, hook: CommandHook, result: HookRun, payload: dict[str, Any], thread_id: str
-    ) -> HookOutcome:
+    def _interpret(self, event: str, hook: CommandHook, result: HookRun, payload: dict[str, Any], thread_id: str) -> HookOutcome:
         stderr = result.stderr.strip()
         if result.exit_code == 2:
             return self._blocked(event, stderr or f"blocked by hook `{hook.command}`", payload)
@@ -260,7 +266,8 @@ class CommandHooks:
         if decision.get("continue") is False:
             return self._blocked(event, str(decision.get("stopReason") or "stopped by hook"), payload)
         permission = specific.get("permissionDecision") or {"approve": "allow", "block": "deny"}.get(
-            str(decision.get("decision", "")))
+            str(decision.get("decision", ""))
+        )
         reason = str(specific.get("permissionDecisionReason") or decision.get("reason") or "")
         context = str(specific.get("additionalContext") or "")
         if not decision and event in ("UserPromptSubmit", "SessionStart"):
@@ -318,11 +325,20 @@ class HookContext:
         """Session-start context is stable (system prompt); a prompt hook's context belongs to its
         turn (recorded with the turn's message)."""
         blocks = []
-        for texts, placement in ((self._session.get(query.thread_id, []), "system"),
-                                 (list(filter(None, [self._prompt.get(query.thread_id)])), "turn")):
+        for texts, placement in (
+            (self._session.get(query.thread_id, []), "system"),
+            (list(filter(None, [self._prompt.get(query.thread_id)])), "turn"),
+        ):
             if texts:
-                blocks.append(ContextBlock(source="hooks", kind="hook-context", priority=70, placement=placement,
-                                           text="Context added by the user's hooks:\n" + "\n\n".join(texts)))
+                blocks.append(
+                    ContextBlock(
+                        source="hooks",
+                        kind="hook-context",
+                        priority=70,
+                        placement=placement,
+                        text="Context added by the user's hooks:\n" + "\n\n".join(texts),
+                    )
+                )
         return blocks
 
 
@@ -332,7 +348,10 @@ class CommandHooksExtension(RoderExtension):
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
-            id="roder-ext-command-hooks", name="Command hooks", version="0.1.0", api_version=EXTENSION_API_VERSION,
+            id="roder-ext-command-hooks",
+            name="Command hooks",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
             description="External commands at PreToolUse, PostToolUse, UserPromptSubmit, Stop, ... (Claude Code style)",
             provides=[ProvidedService.Hook("command-hooks"), ProvidedService.ContextProvider("hook-context")],
             required_capabilities=[CapabilityRequest("process.spawn.hooks")],

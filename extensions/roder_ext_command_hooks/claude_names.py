@@ -13,8 +13,14 @@ from typing import Any
 
 #: Roder tool name -> Claude Code tool name.
 TOOL_NAMES: dict[str, str] = {
-    "read": "Read", "write": "Write", "edit": "Edit", "bash": "Bash", "grep": "Grep", "glob": "Glob",
-    "ls": "LS", "web_fetch": "WebFetch",
+    "read": "Read",
+    "write": "Write",
+    "edit": "Edit",
+    "bash": "Bash",
+    "grep": "Grep",
+    "glob": "Glob",
+    "ls": "LS",
+    "web_fetch": "WebFetch",
 }
 _FILE_TOOLS = frozenset({"read", "write", "edit"})
 

@@ -62,8 +62,12 @@ async def git_state(cwd: Path) -> str:
         return "a git repository (git is not installed)"
     try:
         proc = await asyncio.create_subprocess_exec(
-            *git_argv(["status", "--porcelain=v1", "--branch"], cwd=cwd, git=git), cwd=cwd, env=_git_env(),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            *git_argv(["status", "--porcelain=v1", "--branch"], cwd=cwd, git=git),
+            cwd=cwd,
+            env=_git_env(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
         )
     except OSError as exc:
         return f"a git repository (git failed: {exc})"
@@ -109,5 +113,4 @@ class Environment:
             f"- Date: {today}",
             f"- Git: {await git_state(cwd)}",
         ]
-        return ContextBlock(source="environment", kind="environment", text="\n".join(lines), priority=60,
-                            placement="turn")
+        return ContextBlock(source="environment", kind="environment", text="\n".join(lines), priority=60, placement="turn")

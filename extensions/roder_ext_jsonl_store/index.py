@@ -48,9 +48,7 @@ CREATE TABLE IF NOT EXISTS threads (
 CREATE INDEX IF NOT EXISTS threads_by_cwd ON threads (cwd, updated_at);
 CREATE INDEX IF NOT EXISTS threads_by_parent ON threads (parent_thread);
 """
-_COLUMNS = (
-    "id, cwd, title, created_at, updated_at, provider, model, parent_thread, parent_turn, turn_count, status"
-)
+_COLUMNS = "id, cwd, title, created_at, updated_at, provider, model, parent_thread, parent_turn, turn_count, status"
 
 
 @dataclass
@@ -105,9 +103,16 @@ class SummaryFold:
         status = self.status if live or self.status in ("idle", "error") else "idle"
         parent = ParentRef.model_validate(self.parent) if self.parent else None
         return ThreadSummary(
-            id=self.id, cwd=self.cwd, title=self.title, created_at=self.created_at,
-            updated_at=self.updated_at, provider=self.provider, model=self.model, parent=parent,
-            turn_count=self.turn_count, status=status,
+            id=self.id,
+            cwd=self.cwd,
+            title=self.title,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            provider=self.provider,
+            model=self.model,
+            parent=parent,
+            turn_count=self.turn_count,
+            status=status,
         )
 
 
@@ -154,18 +159,35 @@ def scan_directory(directory: Path) -> dict[str, tuple[str, FileStamp]]:
 def _row(summary: ThreadSummary, stamp: FileStamp) -> tuple[Any, ...]:
     parent = summary.parent
     return (
-        summary.id, summary.cwd, summary.title, summary.created_at, summary.updated_at,
-        summary.provider, summary.model, parent.thread_id if parent else None,
-        parent.turn_id if parent else None, summary.turn_count, summary.status,
-        stamp.size, stamp.mtime_ns,
+        summary.id,
+        summary.cwd,
+        summary.title,
+        summary.created_at,
+        summary.updated_at,
+        summary.provider,
+        summary.model,
+        parent.thread_id if parent else None,
+        parent.turn_id if parent else None,
+        summary.turn_count,
+        summary.status,
+        stamp.size,
+        stamp.mtime_ns,
     )
 
 
 def _summary(row: tuple[Any, ...]) -> ThreadSummary:
     parent = ParentRef(thread_id=row[7], turn_id=row[8]) if row[7] else None
     return ThreadSummary(
-        id=row[0], cwd=row[1], title=row[2], created_at=row[3], updated_at=row[4], provider=row[5],
-        model=row[6], parent=parent, turn_count=row[9], status=row[10],
+        id=row[0],
+        cwd=row[1],
+        title=row[2],
+        created_at=row[3],
+        updated_at=row[4],
+        provider=row[5],
+        model=row[6],
+        parent=parent,
+        turn_count=row[9],
+        status=row[10],
     )
 
 
@@ -274,8 +296,10 @@ class ThreadIndex:
                 if summary is not None:
                     rows.append(_row(summary, stamp))
             if rows:
-                db.executemany(f"INSERT OR REPLACE INTO threads ({_COLUMNS}, size, mtime_ns) VALUES "
-                               "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                db.executemany(
+                    f"INSERT OR REPLACE INTO threads ({_COLUMNS}, size, mtime_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
         return len(rows)
 
     def query(self, cwd: str | None = None, limit: int | None = None) -> list[ThreadSummary]:

@@ -108,4 +108,3 @@ def create(host: HostContext) -> McpExtension:
         logging.getLogger(__name__).warning("%s", problem)
     manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait)
     return McpExtension(settings, manager, ReviewStore(host.paths.data_dir / "mcp-reviewed.json"))
-

@@ -136,7 +136,9 @@ def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> Se
             if not isinstance(args, list):
                 raise McpConfigError(f"{where}: 'args' must be a list of strings")
             return ServerConfig(
-                name, "stdio", origin,
+                name,
+                "stdio",
+                origin,
                 command=expand_vars(command, env, f"{where}.command"),
                 args=tuple(expand_vars(str(a), env, f"{where}.args") for a in args),
                 env=_str_map(raw.get("env"), f"{where}.env", env),
@@ -147,17 +149,26 @@ def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> Se
         if not url or not isinstance(url, str):
             raise McpConfigError(f"{where}: needs 'url'")
         return ServerConfig(
-            name, transport, origin, url=expand_vars(url, env, f"{where}.url"),
-            headers=_str_map(raw.get("headers"), f"{where}.headers", env), **common,
+            name,
+            transport,
+            origin,
+            url=expand_vars(url, env, f"{where}.url"),
+            headers=_str_map(raw.get("headers"), f"{where}.headers", env),
+            **common,
         )
     except (McpConfigError, TypeError, ValueError) as exc:
-        return ServerConfig(name, transport, origin, command=str(raw.get("command") or ""),
-                            url=str(raw.get("url") or ""), error=str(exc), **common)
+        return ServerConfig(
+            name,
+            transport,
+            origin,
+            command=str(raw.get("command") or ""),
+            url=str(raw.get("url") or ""),
+            error=str(exc),
+            **common,
+        )
 
 
-def load_settings(
-    config_extra: Mapping[str, Any] | None, project: Path, trusted: bool, env: Mapping[str, str]
-) -> McpSettings:
+def load_settings(config_extra: Mapping[str, Any] | None, project: Path, trusted: bool, env: Mapping[str, str]) -> McpSettings:
     """User servers from config.toml (already merged with a trusted project's .roder/config.toml),
     then a trusted project's ``.mcp.json``."""
     settings = McpSettings()

@@ -142,8 +142,9 @@ class ServerConnection:
             self._log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self._log_path, "a", encoding="utf-8") as errlog:
                 self._log_offset = errlog.tell()
-                async with stdio_streams(cfg, errlog, handshake_done=lambda: self.status == "connected",
-                                         on_noise=self._noise, on_spawn=self._spawned) as streams:
+                async with stdio_streams(
+                    cfg, errlog, handshake_done=lambda: self.status == "connected", on_noise=self._noise, on_spawn=self._spawned
+                ) as streams:
                     yield streams
         elif cfg.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
@@ -168,8 +169,11 @@ class ServerConnection:
         self.noise_lines += 1
         if self.noise_lines == 1:
             self.noise = line.strip()[:120]
-            log.warning("MCP server %r wrote a line to stdout that is not JSON-RPC (ignored; servers must "
-                        "log to stderr): %s", self.name, self.noise)
+            log.warning(
+                "MCP server %r wrote a line to stdout that is not JSON-RPC (ignored; servers must log to stderr): %s",
+                self.name,
+                self.noise,
+            )
 
     async def _run(self) -> None:
         from mcp import Client, Implementation
@@ -177,7 +181,8 @@ class ServerConnection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = Client(
-                    self._transport(), client_info=Implementation(name="roder", version="0.1.0"),
+                    self._transport(),
+                    client_info=Implementation(name="roder", version="0.1.0"),
                     read_timeout_seconds=self.config.tool_timeout,
                 )
                 async with asyncio.timeout(self.config.startup_timeout):
@@ -203,8 +208,7 @@ class ServerConnection:
                 raise
             if self.status != "exited":
                 self.status = "failed"
-                noise = f" (its stdout had {self.noise_lines} non-JSON line(s), first: {self.noise})" \
-                    if self.noise_lines else ""
+                noise = f" (its stdout had {self.noise_lines} non-JSON line(s), first: {self.noise})" if self.noise_lines else ""
                 self.error = self._with_stderr(f"could not connect: {describe_error(exc)}{noise}")
             log.debug("MCP server %s: %s", self.name, self.error)
         finally:

@@ -41,9 +41,7 @@ def tool_name(connection: ServerConnection, mcp_name: str) -> str:
 
 
 def fingerprint(connection: ServerConnection) -> str:
-    listing = sorted(
-        (t.name, t.description or "", json.dumps(t.input_schema, sort_keys=True)) for t in connection.tools
-    )
+    listing = sorted((t.name, t.description or "", json.dumps(t.input_schema, sort_keys=True)) for t in connection.tools)
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:32]
 
 
@@ -106,8 +104,12 @@ def convert_result(call: ToolCall, result: Any) -> ToolResult:
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n[output truncated: {len(text)} characters in all]"
     return ToolResult(
-        id=call.id, name=call.name, text=text or "(no output)", data=result.structured_content,
-        is_error=bool(result.is_error), attachments=attachments,
+        id=call.id,
+        name=call.name,
+        text=text or "(no output)",
+        data=result.structured_content,
+        is_error=bool(result.is_error),
+        attachments=attachments,
     )
 
 
@@ -159,11 +161,16 @@ class McpTool(Tool):
         changed = self._reviews.changed(self.connection)
         headline = (
             f"MCP server {self.connection.name!r} changed its tools since you approved it; review them again."
-            if changed else f"First use of MCP server {self.connection.name!r}: review the tools it gives the model."
+            if changed
+            else f"First use of MCP server {self.connection.name!r}: review the tools it gives the model."
         )
         request = ApprovalRequest(
-            thread_id=ctx.thread_id, turn_id=ctx.turn_id, call_id=call.id, tool=call.name,
-            arguments=call.arguments, reason=f"{headline}\n\n{describe_tools(self.connection)}",
+            thread_id=ctx.thread_id,
+            turn_id=ctx.turn_id,
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            reason=f"{headline}\n\n{describe_tools(self.connection)}",
             command=f"{self.connection.name}.{self.mcp_name}",
             options=[
                 ApprovalOption(id="allow_once", label=f"Use server {self.connection.name}"),
@@ -172,8 +179,13 @@ class McpTool(Tool):
         )
         decision = await host.request_approval(request)
         if not decision.allowed:
-            return ToolResult(id=call.id, name=call.name, is_error=True, data={"policy_denied": True},
-                              text=f"the user refused MCP server {self.connection.name!r}")
+            return ToolResult(
+                id=call.id,
+                name=call.name,
+                is_error=True,
+                data={"policy_denied": True},
+                text=f"the user refused MCP server {self.connection.name!r}",
+            )
         self._reviews.approve(self.connection)
         return None
 
@@ -242,11 +254,16 @@ class McpToolContributor:
 
 def status_of(connection: ServerConnection) -> SourceStatus:
     return SourceStatus(
-        name=connection.name, kind="mcp", status=connection.status, error=connection.error,
+        name=connection.name,
+        kind="mcp",
+        status=connection.status,
+        error=connection.error,
         tools=[tool_name(connection, t.name) for t in connection.tools] if connection.status == "connected" else [],
         detail={
-            "transport": connection.config.transport, "target": connection.config.describe(),
-            "origin": connection.config.origin, "server": connection.server_version,
+            "transport": connection.config.transport,
+            "target": connection.config.describe(),
+            "origin": connection.config.origin,
+            "server": connection.server_version,
             "descriptions": {tool_name(connection, t.name): t.description or "" for t in connection.tools},
             "prompts": [f"/{prompts.command_name(connection, p.name)}" for p in connection.prompts],
             "resources": [f"@{connection.name}:{r.uri}" for r in connection.resources],

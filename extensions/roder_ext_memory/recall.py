@@ -29,7 +29,8 @@ class MemoryContextProvider:
         if not found:
             return []
         lines = [f"- ({m.scope}) {m.text[:RECALL_CHARS]}" for m in found]
-        text = ("# Memories\nNotes saved in earlier sessions that may be relevant (use memory_search for more; "
-                "they may be out of date):\n" + "\n".join(lines))
-        return [ContextBlock(source="memory", kind="memory", text=text, priority=80, droppable=True,
-                             placement="turn")]
+        text = (
+            "# Memories\nNotes saved in earlier sessions that may be relevant (use memory_search for more; "
+            "they may be out of date):\n" + "\n".join(lines)
+        )
+        return [ContextBlock(source="memory", kind="memory", text=text, priority=80, droppable=True, placement="turn")]

@@ -25,13 +25,68 @@ from roder_core.settings.paths import create_private
 SCOPES: tuple[MemoryScope, ...] = ("project", "global")
 MAX_TEXT_CHARS = 8_000
 #: Words too common to help a search (kept short on purpose: FTS5 ranks the rest).
-STOPWORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for", "from", "has",
-    "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or",
-    "our", "so", "that", "the", "their", "them", "then", "there", "these", "this", "to", "was", "we", "what",
-    "when", "where", "which", "who", "why", "will", "with", "you", "your", "please", "could", "would",
-    "should"
-})
+STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "this",
+        "to",
+        "was",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+        "please",
+        "could",
+        "would",
+        "should",
+    }
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -81,8 +136,9 @@ def search_terms(query: str, limit: int = 24) -> list[str]:
 
 def _record(row: tuple[Any, ...], score: float | None = None) -> MemoryRecord:
     tags = [t for t in row[4].split(" ") if t]
-    return MemoryRecord(id=row[0], text=row[1], scope=row[2], project=row[3], tags=tags,
-                        created_at=row[5], updated_at=row[6], score=score)
+    return MemoryRecord(
+        id=row[0], text=row[1], scope=row[2], project=row[3], tags=tags, created_at=row[5], updated_at=row[6], score=score
+    )
 
 
 def _clean_tags(tags: list[str] | None) -> list[str]:
@@ -140,8 +196,7 @@ class SqliteMemoryStore:
         def insert() -> None:
             with self._db() as db:
                 db.execute(
-                    "INSERT INTO memories (id, scope, project, text, tags, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO memories (id, scope, project, text, tags, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (memory_id, scope, owner, text, " ".join(_clean_tags(tags)), stamp, stamp),
                 )
 
@@ -184,7 +239,8 @@ class SqliteMemoryStore:
 
         def select() -> list[MemoryRecord]:
             where = {"project": "m.scope = 'project' AND m.project = ?", "global": "m.scope = 'global'"}.get(
-                scope or "", "(m.scope = 'project' AND m.project = ?) OR m.scope = 'global'")
+                scope or "", "(m.scope = 'project' AND m.project = ?) OR m.scope = 'global'"
+            )
             params: list[Any] = [owner] if scope != "global" else []
             sql = f"SELECT {_COLUMNS} FROM memories m WHERE {where} ORDER BY m.updated_at DESC"
             if limit:
@@ -214,8 +270,10 @@ class SqliteMemoryStore:
 
         def write() -> None:
             with self._db() as db:
-                db.execute("UPDATE memories SET text = ?, tags = ?, updated_at = ? WHERE id = ?",
-                           (new_text, " ".join(new_tags), time.time(), memory_id))
+                db.execute(
+                    "UPDATE memories SET text = ?, tags = ?, updated_at = ? WHERE id = ?",
+                    (new_text, " ".join(new_tags), time.time(), memory_id),
+                )
 
         await asyncio.to_thread(write)
         updated = await self.get(memory_id)

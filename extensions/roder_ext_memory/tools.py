@@ -61,16 +61,14 @@ class MemorySave(Tool):
             )
         except RoderError as exc:
             return ToolResult.error(call, str(exc))
-        return ToolResult(id=call.id, name=call.name, text=f"saved memory {memory_id} ({scope} scope)",
-                          data={"id": memory_id, "scope": scope})
+        return ToolResult(
+            id=call.id, name=call.name, text=f"saved memory {memory_id} ({scope} scope)", data={"id": memory_id, "scope": scope}
+        )
 
 
 class MemorySearch(Tool):
     name = "memory_search"
-    description = (
-        "Search the notes saved with memory_save (this project's and the global ones) by keywords; "
-        "best matches first."
-    )
+    description = "Search the notes saved with memory_save (this project's and the global ones) by keywords; best matches first."
     parameters = {
         "type": "object",
         "properties": {
@@ -95,8 +93,7 @@ class MemorySearch(Tool):
         if not found:
             return ToolResult(id=call.id, name=call.name, text="no matching memories", data={"memories": []})
         lines = [f"- [{m.id}, {m.scope}{', ' + ' '.join(m.tags) if m.tags else ''}] {m.text}" for m in found]
-        return ToolResult(id=call.id, name=call.name, text="\n".join(lines),
-                          data={"memories": [m.to_json() for m in found]})
+        return ToolResult(id=call.id, name=call.name, text="\n".join(lines), data={"memories": [m.to_json() for m in found]})
 
     def mutated_paths(self, arguments: dict[str, Any], workspace: Path) -> list[str]:
         return []

@@ -60,7 +60,7 @@ def load_script(path: Path) -> list[dict[str, Any]]:
         raise ScriptError(f"RODER_MOCK_SCRIPT {path}: {exc}") from exc
     steps = data.get("steps") if isinstance(data, dict) else data
     if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
-        raise ScriptError(f"RODER_MOCK_SCRIPT {path}: expected a list of steps or {{\"steps\": [...]}}")
+        raise ScriptError(f'RODER_MOCK_SCRIPT {path}: expected a list of steps or {{"steps": [...]}}')
     return steps
 
 
@@ -91,8 +91,15 @@ class MockEngine:
 
     def model_profile(self, model: str) -> ModelProfile:
         window = 1_000_000 if model == "mock-large" else 128_000
-        return ModelProfile(id=model, provider="mock", context_window=window, max_output_tokens=8_192,
-                            reasoning=True, parallel_tools=True, images=True)
+        return ModelProfile(
+            id=model,
+            provider="mock",
+            context_window=window,
+            max_output_tokens=8_192,
+            reasoning=True,
+            parallel_tools=True,
+            images=True,
+        )
 
     async def list_models(self) -> list[ModelProfile]:
         return [self.model_profile(m) for m in MOCK_MODELS]
@@ -101,20 +108,23 @@ class MockEngine:
         if self._script is None:
             last = next((m for m in reversed(request.messages) if m.role == "user"), None)
             # The user's own words: not the turn context Roder records before them.
-            last_user = "".join(p.text for p in last.parts if isinstance(p, TextPart) and not is_turn_context(p)) \
-                if last is not None else ""
+            last_user = (
+                "".join(p.text for p in last.parts if isinstance(p, TextPart) and not is_turn_context(p))
+                if last is not None
+                else ""
+            )
             first_line = last_user.strip().splitlines()[0] if last_user.strip() else ""
-            return {"text": f"Mock reply: I received {len(last_user.split())} words, starting with "
-                            f"\"{first_line[:120]}\". Configure a real provider to get real answers."}
+            return {
+                "text": f"Mock reply: I received {len(last_user.split())} words, starting with "
+                f'"{first_line[:120]}". Configure a real provider to get real answers.'
+            }
         position = self._positions.get(ctx.thread_id, 0)
         self._positions[ctx.thread_id] = position + 1
         if position < len(self._script):
             return self._script[position]
         return {"text": "(mock script finished)"}
 
-    async def stream_turn(
-        self, ctx: InferenceTurnContext, request: AgentInferenceRequest
-    ) -> AsyncIterator[InferenceEvent]:
+    async def stream_turn(self, ctx: InferenceTurnContext, request: AgentInferenceRequest) -> AsyncIterator[InferenceEvent]:
         step = self._next_step(ctx, request)
         delay = float(step.get("delay_ms", 0)) / 1000
         size = int(step.get("chunk_size", 12))
@@ -136,9 +146,13 @@ class MockEngine:
                 arguments=call.get("arguments", {}),
             )
         prompt_tokens = estimate_tokens(request.system + "".join(m.model_dump_json() for m in request.messages))
-        usage = Usage(**step["usage"]) if "usage" in step else Usage(
-            input_tokens=prompt_tokens,
-            output_tokens=estimate_tokens(step.get("text", "") + step.get("reasoning", "")) + 10 * len(calls),
+        usage = (
+            Usage(**step["usage"])
+            if "usage" in step
+            else Usage(
+                input_tokens=prompt_tokens,
+                output_tokens=estimate_tokens(step.get("text", "") + step.get("reasoning", "")) + 10 * len(calls),
+            )
         )
         yield UsageEvent(usage=usage)
         yield CompletedEvent(stop_reason=step.get("stop_reason", "tool_use" if calls else "end_turn"))

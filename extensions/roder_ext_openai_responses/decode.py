@@ -83,8 +83,9 @@ class ResponsesDecoder:
             raise self.errors.from_stream_error(str(error.get("code") or ""), str(error.get("message") or "failed"))
         if kind == "error":
             error = data.get("error") if isinstance(data.get("error"), dict) else data
-            raise self.errors.from_stream_error(str(error.get("code") or error.get("type") or ""),
-                                                str(error.get("message") or "error"))
+            raise self.errors.from_stream_error(
+                str(error.get("code") or error.get("type") or ""), str(error.get("message") or "error")
+            )
         return []
 
     def _summary_delta(self, item_id: str, index: int, text: str) -> list[InferenceEvent]:
@@ -112,8 +113,7 @@ class ResponsesDecoder:
                 block = {"summary": summary, "encrypted_content": item["encrypted_content"]}
                 events.append(ReasoningDelta(provider_data={reasoning_key(DIALECT, item_id): block}))
         elif item_type == "message" and item_id not in self._streamed:
-            text = "".join(str(c.get("text") or c.get("refusal") or "") for c in item.get("content") or []
-                           if isinstance(c, dict))
+            text = "".join(str(c.get("text") or c.get("refusal") or "") for c in item.get("content") or [] if isinstance(c, dict))
             if text:
                 events.append(MessageDelta(text=text))
         return events
@@ -121,8 +121,12 @@ class ResponsesDecoder:
     def _call(self, item: dict[str, Any]) -> ToolCallEvent:
         item_id = str(item.get("id", ""))
         arguments, problem = parse_arguments(item.get("arguments") or self._arguments.get(item_id, ""))
-        return ToolCallEvent(call_id=str(item.get("call_id") or item_id), name=str(item.get("name", "")),
-                             arguments=arguments, arguments_error=problem)
+        return ToolCallEvent(
+            call_id=str(item.get("call_id") or item_id),
+            name=str(item.get("name", "")),
+            arguments=arguments,
+            arguments_error=problem,
+        )
 
     def _completed(self, response: dict[str, Any]) -> list[InferenceEvent]:
         """Calls are held to here: one the output limit cut off (never finished, or unparsable)

@@ -63,12 +63,20 @@ class ExitPlanTool(Tool):
             return ToolResult(id=call.id, name=call.name, text=f"Not in plan mode (mode is {ctx.mode}); go ahead.")
         await host.emit_item(PlanItem(text=plan))
         if not host.interactive:
-            return ToolResult(id=call.id, name=call.name, is_error=True, data={"approved": False},
-                              text="Nobody can approve a plan in this headless run; stay in plan mode and give "
-                                   "the plan as your final answer.")
+            return ToolResult(
+                id=call.id,
+                name=call.name,
+                is_error=True,
+                data={"approved": False},
+                text="Nobody can approve a plan in this headless run; stay in plan mode and give the plan as your final answer.",
+            )
         request = ApprovalRequest(
-            thread_id=ctx.thread_id, turn_id=ctx.turn_id, call_id=call.id, tool=PLAN_TOOL,
-            arguments={"plan": plan}, reason="The agent finished planning. Approve the plan to let it start editing.",
+            thread_id=ctx.thread_id,
+            turn_id=ctx.turn_id,
+            call_id=call.id,
+            tool=PLAN_TOOL,
+            arguments={"plan": plan},
+            reason="The agent finished planning. Approve the plan to let it start editing.",
             options=[
                 ApprovalOption(id="allow_session", label="Approve and auto-accept edits (auto-edit mode)"),
                 ApprovalOption(id="allow_once", label="Approve; ask before each edit (ask mode)"),
@@ -78,14 +86,20 @@ class ExitPlanTool(Tool):
         decision = await host.request_approval(request)
         feedback = f" Feedback: {decision.reason}" if decision.reason else ""
         if not decision.allowed:
-            return ToolResult(id=call.id, name=call.name, data={"approved": False, "feedback": decision.reason},
-                              text=f"The user rejected the plan.{feedback} Stay in plan mode, revise the plan "
-                                   f"and call {PLAN_TOOL} again.")
+            return ToolResult(
+                id=call.id,
+                name=call.name,
+                data={"approved": False, "feedback": decision.reason},
+                text=f"The user rejected the plan.{feedback} Stay in plan mode, revise the plan and call {PLAN_TOOL} again.",
+            )
         mode = MODE_BY_DECISION[decision.decision]
         await host.set_mode(mode, reason="plan approved")
-        return ToolResult(id=call.id, name=call.name, data={"approved": True, "mode": mode},
-                          text=f"The user approved the plan; the session is now in {mode} mode.{feedback} "
-                               "Start implementing it.")
+        return ToolResult(
+            id=call.id,
+            name=call.name,
+            data={"approved": True, "mode": mode},
+            text=f"The user approved the plan; the session is now in {mode} mode.{feedback} Start implementing it.",
+        )
 
 
 class PlanModeInstructions:
@@ -108,7 +122,10 @@ class PlanModeInstructions:
 class PlanModeExtension(RoderExtension):
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
-            id="roder-ext-plan-mode", name="Plan mode", version="0.1.0", api_version=EXTENSION_API_VERSION,
+            id="roder-ext-plan-mode",
+            name="Plan mode",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
             description="exit_plan: the model proposes a plan, the user approves it before edits start",
             provides=[ProvidedService.ToolProvider("plan-mode"), ProvidedService.Hook("plan-mode-instructions")],
         )

@@ -115,8 +115,12 @@ class SkillTool(Tool):
         if skill is None:
             return ToolResult.error(call, f"no skill {name!r}; available: {', '.join(sorted(self.catalog.skills))}")
         self.catalog.activate(ctx.thread_id, ctx.turn_id, skill)
-        return ToolResult(id=call.id, name=call.name, text=skill_prompt(skill, str(call.arguments.get("arguments", ""))),
-                          data={"skill": skill.name, "path": str(skill.path)})
+        return ToolResult(
+            id=call.id,
+            name=call.name,
+            text=skill_prompt(skill, str(call.arguments.get("arguments", ""))),
+            data={"skill": skill.name, "path": str(skill.path)},
+        )
 
 
 class SkillTools:
@@ -141,10 +145,13 @@ class SkillsContext:
     async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
         if not self.catalog.skills:
             return []
-        lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in sorted(
-            self.catalog.skills.values(), key=lambda s: s.name)]
-        text = ("Agent Skills are available. When a task matches one, load it with the skill tool "
-                "before starting, then follow its instructions:\n" + "\n".join(lines))
+        lines = [
+            f"- {s.name}: {' '.join(s.description.split())}" for s in sorted(self.catalog.skills.values(), key=lambda s: s.name)
+        ]
+        text = (
+            "Agent Skills are available. When a task matches one, load it with the skill tool "
+            "before starting, then follow its instructions:\n" + "\n".join(lines)
+        )
         return [ContextBlock(source="skills", kind="skills", text=text, priority=40)]
 
 
@@ -181,10 +188,16 @@ class SkillsExtension(RoderExtension):
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
-            id="roder-ext-skills", name="Agent Skills", version="0.1.0", api_version=EXTENSION_API_VERSION,
+            id="roder-ext-skills",
+            name="Agent Skills",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
             description="SKILL.md discovery, skills list in context, the skill tool",
-            provides=[ProvidedService.ToolProvider("skills"), ProvidedService.ContextProvider("skills-context"),
-                      ProvidedService.Hook("skill-permissions")],
+            provides=[
+                ProvidedService.ToolProvider("skills"),
+                ProvidedService.ContextProvider("skills-context"),
+                ProvidedService.Hook("skill-permissions"),
+            ],
         )
 
     def install(self, registry: ExtensionRegistryBuilder) -> None:

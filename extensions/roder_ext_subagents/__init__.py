@@ -62,8 +62,7 @@ def child_tools(available: list[str], agent: AgentDefinition) -> frozenset[str]:
     if agent.tools is None:
         return frozenset(names)
     wanted = {t.split("(")[0].strip().lower() for t in agent.tools}
-    return frozenset(n for n in names if n.lower() in wanted or any(n.lower().startswith(w) for w in wanted
-                                                                       if w.endswith("__")))
+    return frozenset(n for n in names if n.lower() in wanted or any(n.lower().startswith(w) for w in wanted if w.endswith("__")))
 
 
 class SubagentRunner:
@@ -82,11 +81,13 @@ class SubagentRunner:
             return ToolResult.error(call, f"unknown agent {agent_name!r}; available: {', '.join(sorted(self.agents))}")
         provider, model = split_model(agent.model, host.provider)
         child_id = await host.start_child_thread(
-            title=f"{agent.name}: {description}", provider=provider, model=model or host.model,
-            tools=child_tools(host.tool_names(), agent), mode=child_mode(ctx.mode, agent.mode),
+            title=f"{agent.name}: {description}",
+            provider=provider,
+            model=model or host.model,
+            tools=child_tools(host.tool_names(), agent),
+            mode=child_mode(ctx.mode, agent.mode),
         )
-        record = TraceRecord(new_id("trace"), agent.name, description, ctx.thread_id, ctx.turn_id, ctx.call_id,
-                             child_id)
+        record = TraceRecord(new_id("trace"), agent.name, description, ctx.thread_id, ctx.turn_id, ctx.call_id, child_id)
         host.register_subagent(record)
         ctx.emit_output(f"subagent {agent.name} started: {description}\n")
 
@@ -107,8 +108,13 @@ class SubagentRunner:
         data = {"subagent": {**record.to_json(), "items": [i.wire() for i in run.items]}}
         if turn.status != "completed":
             reason = turn.error.message if turn.error else turn.status
-            return ToolResult(id=call.id, name="task", is_error=True, data=data,
-                              text=f"subagent {agent.name} {turn.status}: {reason}\n{record.result}".strip())
+            return ToolResult(
+                id=call.id,
+                name="task",
+                is_error=True,
+                data=data,
+                text=f"subagent {agent.name} {turn.status}: {reason}\n{record.result}".strip(),
+            )
         return ToolResult(id=call.id, name="task", data=data, text=record.result or "(the subagent gave no answer)")
 
 
@@ -132,8 +138,11 @@ class TaskTool(Tool):
             "properties": {
                 "description": {"type": "string", "description": "3-8 word summary of the task"},
                 "prompt": {"type": "string", "description": "the full task for the subagent"},
-                "subagent_type": {"type": "string", "enum": sorted(runner.agents),
-                                  "description": "which agent runs it (default: general)"},
+                "subagent_type": {
+                    "type": "string",
+                    "enum": sorted(runner.agents),
+                    "description": "which agent runs it (default: general)",
+                },
             },
             "required": ["description", "prompt"],
         }
@@ -142,8 +151,12 @@ class TaskTool(Tool):
         prompt = str(call.arguments.get("prompt", "")).strip()
         if not prompt:
             return ToolResult.error(call, "task needs a 'prompt'")
-        result = await self.runner.run(ctx, str(call.arguments.get("subagent_type") or "general"),
-                                       str(call.arguments.get("description", "")).strip() or prompt[:60], prompt)
+        result = await self.runner.run(
+            ctx,
+            str(call.arguments.get("subagent_type") or "general"),
+            str(call.arguments.get("description", "")).strip() or prompt[:60],
+            prompt,
+        )
         result.id, result.name = call.id, call.name
         return result
 
@@ -168,7 +181,10 @@ class SubagentsExtension(RoderExtension):
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
-            id="roder-ext-subagents", name="Subagents", version="0.1.0", api_version=EXTENSION_API_VERSION,
+            id="roder-ext-subagents",
+            name="Subagents",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
             description="task tool: child threads with their own context, tools and policy",
             provides=[ProvidedService.ToolProvider("subagents"), ProvidedService.SubagentDispatcher("subagents")],
         )

@@ -102,8 +102,12 @@ class TodoTool(Tool):
             await ctx.host.emit_item(PlanItem(id=f"todo-{ctx.turn_id}", text="Task ledger", steps=steps))
         self.ledger.record(ctx.thread_id, ctx.turn_id, steps)
         done = sum(s.status == "completed" for s in steps)
-        return ToolResult(id=call.id, name=call.name, data={"todos": [s.wire() for s in steps]},
-                          text=f"Ledger updated ({done}/{len(steps)} completed):\n{render(steps)}")
+        return ToolResult(
+            id=call.id,
+            name=call.name,
+            data={"todos": [s.wire() for s in steps]},
+            text=f"Ledger updated ({done}/{len(steps)} completed):\n{render(steps)}",
+        )
 
 
 class LedgerState:
@@ -156,7 +160,10 @@ class TaskLedgerExtension(RoderExtension):
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
-            id="roder-ext-task-ledger", name="Task ledger", version="0.1.0", api_version=EXTENSION_API_VERSION,
+            id="roder-ext-task-ledger",
+            name="Task ledger",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
             description="todo tool (task list with status); checkpoint reminder for taskLedgerRequired turns",
             provides=[ProvidedService.ToolProvider("task-ledger"), ProvidedService.Hook("task-ledger-finalization")],
         )

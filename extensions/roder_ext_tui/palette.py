@@ -41,16 +41,25 @@ class ThreadsSource(_Source):
             PaletteCommand("Resume thread…", "pick an earlier thread of this folder", "tui/thread/pick"),
         ]
         if state.get("thread_id"):
-            rows.append(PaletteCommand("Fork thread", "copy this thread into a new one and switch to it",
-                                       "tui/thread/fork", {"threadId": state["thread_id"]}))
+            rows.append(
+                PaletteCommand(
+                    "Fork thread",
+                    "copy this thread into a new one and switch to it",
+                    "tui/thread/fork",
+                    {"threadId": state["thread_id"]},
+                )
+            )
         now = time.time()
         for thread in state.get("threads", []):
             if thread["id"] == state.get("thread_id"):
                 continue
             age = _age(now - float(thread.get("updated_at") or now))
             title = thread.get("title") or "untitled"
-            rows.append(PaletteCommand(f"Switch to: {title}", f"{age} ago · {thread['id']}",
-                                       "tui/thread/switch", {"threadId": thread["id"]}))
+            rows.append(
+                PaletteCommand(
+                    f"Switch to: {title}", f"{age} ago · {thread['id']}", "tui/thread/switch", {"threadId": thread["id"]}
+                )
+            )
         return rows
 
 
@@ -67,16 +76,33 @@ class ModelsSource(_Source):
             note = "" if ready else " (not configured)"
             default = provider.get("default_model") or ""
             if default:
-                rows.append(PaletteCommand(f"Provider: {provider['name']}{note}", f"use {provider['id']} with {default}",
-                                           "providers/select", {"provider": provider["id"], **thread}))
+                rows.append(
+                    PaletteCommand(
+                        f"Provider: {provider['name']}{note}",
+                        f"use {provider['id']} with {default}",
+                        "providers/select",
+                        {"provider": provider["id"], **thread},
+                    )
+                )
             else:  # no default model to switch to: pick one of its models instead
-                rows.append(PaletteCommand(f"Provider: {provider['name']}{note}", f"pick a model of {provider['id']}",
-                                           "tui/model/pick", {"provider": provider["id"]}))
+                rows.append(
+                    PaletteCommand(
+                        f"Provider: {provider['name']}{note}",
+                        f"pick a model of {provider['id']}",
+                        "tui/model/pick",
+                        {"provider": provider["id"]},
+                    )
+                )
         for model in state.get("models", []):
             mark = " ✓" if (model["provider"], model["id"]) == current else ""
-            rows.append(PaletteCommand(f"Model: {model['provider']}/{model['id']}{mark}", "switch the model",
-                                       "providers/select",
-                                       {"provider": model["provider"], "model": model["id"], **thread}))
+            rows.append(
+                PaletteCommand(
+                    f"Model: {model['provider']}/{model['id']}{mark}",
+                    "switch the model",
+                    "providers/select",
+                    {"provider": model["provider"], "model": model["id"], **thread},
+                )
+            )
         return rows
 
 
@@ -85,8 +111,12 @@ class ModesSource(_Source):
 
     async def commands(self, state: dict[str, Any]) -> list[PaletteCommand]:
         return [
-            PaletteCommand(f"Mode: {mode}{' ✓' if mode == state.get('mode') else ''}", MODE_HELP[mode],
-                           "session/set_mode", {"mode": mode, "reason": "palette"})
+            PaletteCommand(
+                f"Mode: {mode}{' ✓' if mode == state.get('mode') else ''}",
+                MODE_HELP[mode],
+                "session/set_mode",
+                {"mode": mode, "reason": "palette"},
+            )
             for mode in MODES
         ]
 
@@ -96,8 +126,12 @@ class ThemesSource(_Source):
 
     async def commands(self, state: dict[str, Any]) -> list[PaletteCommand]:
         return [
-            PaletteCommand(f"Theme: {name}{' ✓' if name == state.get('theme') else ''}",
-                           "switch theme (saved to config.toml)", "tui/theme/set", {"name": name})
+            PaletteCommand(
+                f"Theme: {name}{' ✓' if name == state.get('theme') else ''}",
+                "switch theme (saved to config.toml)",
+                "tui/theme/set",
+                {"name": name},
+            )
             for name in state.get("themes", [])
         ]
 
@@ -107,8 +141,12 @@ class SlashCommandsSource(_Source):
 
     async def commands(self, state: dict[str, Any]) -> list[PaletteCommand]:
         return [
-            PaletteCommand(f"/{c['name']}" + (f" {c['argument_hint']}" if c.get("argument_hint") else ""),
-                           c.get("description", ""), "tui/slash", {"name": c["name"]})
+            PaletteCommand(
+                f"/{c['name']}" + (f" {c['argument_hint']}" if c.get("argument_hint") else ""),
+                c.get("description", ""),
+                "tui/slash",
+                {"name": c["name"]},
+            )
             for c in state.get("commands", [])
         ]
 
@@ -120,14 +158,19 @@ class SessionSource(_Source):
 
     async def commands(self, state: dict[str, Any]) -> list[PaletteCommand]:
         rows = [
-            PaletteCommand("Rewind…", "back to an earlier prompt: restore the conversation, the code, or both (esc esc)",
-                           "tui/rewind"),
-            PaletteCommand("Compact context", "summarize older turns to free context (history stays visible)",
-                           "tui/slash", {"name": "compact"}),
-            PaletteCommand("Export as Markdown", "write the thread to a .md file in this folder",
-                           "tui/export", {"format": "md"}),
-            PaletteCommand("Export as JSON", "write the thread's JSON trajectory in this folder",
-                           "tui/export", {"format": "json"}),
+            PaletteCommand(
+                "Rewind…", "back to an earlier prompt: restore the conversation, the code, or both (esc esc)", "tui/rewind"
+            ),
+            PaletteCommand(
+                "Compact context",
+                "summarize older turns to free context (history stays visible)",
+                "tui/slash",
+                {"name": "compact"},
+            ),
+            PaletteCommand("Export as Markdown", "write the thread to a .md file in this folder", "tui/export", {"format": "md"}),
+            PaletteCommand(
+                "Export as JSON", "write the thread's JSON trajectory in this folder", "tui/export", {"format": "json"}
+            ),
             PaletteCommand("Copy last answer", "to the clipboard (OSC 52 and system clipboard)", "tui/copy_last"),
             PaletteCommand("Toggle sidebar", "threads and fork tree (ctrl+b)", "tui/sidebar"),
             PaletteCommand("Keys and help", "every key binding (? or F1)", "tui/help"),
@@ -146,5 +189,10 @@ def _age(seconds: float) -> str:
 
 
 PALETTE_SOURCES: list[PaletteSource] = [
-    ThreadsSource(), ModelsSource(), ModesSource(), ThemesSource(), SlashCommandsSource(), SessionSource(),
+    ThreadsSource(),
+    ModelsSource(),
+    ModesSource(),
+    ThemesSource(),
+    SlashCommandsSource(),
+    SessionSource(),
 ]

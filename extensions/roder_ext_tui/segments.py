@@ -19,8 +19,7 @@ def cache_state(last: Usage | None, total: Usage) -> dict[str, Any]:
     """The cache keys of the state dict: the thread's cache reads and writes, and the share of the
     latest request's prompt read from the cache."""
     share = last.cached_input_tokens / last.input_tokens if last is not None and last.input_tokens else None
-    return {"cache_read_tokens": total.cached_input_tokens, "cache_write_tokens": total.cache_write_tokens,
-            "cache_share": share}
+    return {"cache_read_tokens": total.cached_input_tokens, "cache_write_tokens": total.cache_write_tokens, "cache_share": share}
 
 
 class _Segment:
@@ -41,8 +40,7 @@ class ActivitySegment(_Segment):
         text = f"● {activity}" if activity != "idle" else "○ idle"
         if elapsed is not None and activity != "idle":
             text += f" {int(elapsed)}s"
-        style = {"idle": "", "waiting for approval": "bold $warning", "approve?": "bold $warning"}.get(
-            activity, "bold $accent")
+        style = {"idle": "", "waiting for approval": "bold $warning", "approve?": "bold $warning"}.get(activity, "bold $accent")
         return StatusView(text, priority=95, style=style)
 
 
@@ -139,7 +137,7 @@ class CwdSegment(_Segment):
         if not cwd:
             return None
         home = os.path.expanduser("~")
-        shown = "~" + cwd[len(home):] if home != "/" and cwd.startswith(home) else cwd
+        shown = "~" + cwd[len(home) :] if home != "/" and cwd.startswith(home) else cwd
         return StatusView(shown, priority=20, style="$text-muted")
 
 
@@ -152,6 +150,13 @@ def _tokens(n: int) -> str:
 
 
 STATUS_SEGMENTS: list[StatusSegment] = [
-    ActivitySegment(), ModeSegment(), ModelSegment(), SandboxSegment(), ContextSegment(),
-    CacheSegment(), CostSegment(), BranchSegment(), CwdSegment(),
+    ActivitySegment(),
+    ModeSegment(),
+    ModelSegment(),
+    SandboxSegment(),
+    ContextSegment(),
+    CacheSegment(),
+    CostSegment(),
+    BranchSegment(),
+    CwdSegment(),
 ]

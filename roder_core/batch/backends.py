@@ -37,12 +37,15 @@ def _preflight_nodes(ray: Any, specs: Sequence[RolloutSpec]) -> None:
         declared = {k: v for k, v in declared.items() if spec.task.env.get(k) == v}
     check = ray.remote(num_cpus=0)(node_preflight)
     nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
-    refs = [check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
-        specs[0].settings, declared) for n in nodes]
+    refs = [
+        check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
+            specs[0].settings, declared
+        )
+        for n in nodes
+    ]
     failed = [r for r in ray.get(refs) if r["problem"]]
     if failed:
-        lines = "; ".join(f"node {r['host']['hostname']} ({r['host'].get('ray_node', '?')[:12]}): {r['problem']}"
-                          for r in failed)
+        lines = "; ".join(f"node {r['host']['hostname']} ({r['host'].get('ray_node', '?')[:12]}): {r['problem']}" for r in failed)
         raise BackendUnavailable(
             f"preflight failed on {len(failed)} of {len(nodes)} Ray nodes: {lines}. Set the key in each node's "
             "environment before `ray start` (or store it there with `roder providers login`); nothing was run"
@@ -53,12 +56,19 @@ def describe_cluster(ray: Any) -> str:
     """What an existing cluster gives the batch: its CPUs decide how many rollouts run at once."""
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     cpus = int(sum(n.get("Resources", {}).get("CPU", 0) for n in nodes))
-    return (f"Ray cluster with {len(nodes)} node{'s' if len(nodes) != 1 else ''} and {cpus} CPUs: up to {cpus} "
-            "rollouts at a time (--workers only sizes a new local instance)")
+    return (
+        f"Ray cluster with {len(nodes)} node{'s' if len(nodes) != 1 else ''} and {cpus} CPUs: up to {cpus} "
+        "rollouts at a time (--workers only sizes a new local instance)"
+    )
 
 
-def run_ray(specs: Sequence[RolloutSpec], workers: int, on_done: OnDone, address: str | None = None,
-            notice: Callable[[str], None] | None = None) -> None:
+def run_ray(
+    specs: Sequence[RolloutSpec],
+    workers: int,
+    on_done: OnDone,
+    address: str | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -109,8 +119,14 @@ def run_ray(specs: Sequence[RolloutSpec], workers: int, on_done: OnDone, address
             ray.shutdown()
 
 
-def run_backend(backend: str, specs: Sequence[RolloutSpec], workers: int, on_done: OnDone,
-                ray_address: str | None = None, notice: Callable[[str], None] | None = None) -> None:
+def run_backend(
+    backend: str,
+    specs: Sequence[RolloutSpec],
+    workers: int,
+    on_done: OnDone,
+    ray_address: str | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> None:
     if backend == "ray":
         run_ray(specs, workers, on_done, ray_address, notice)
     else:

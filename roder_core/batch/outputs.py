@@ -101,8 +101,9 @@ class BatchFolder:
             return None
         return result if result.get("task_digest") == task.digest() else None
 
-    def plan(self, tasks: Iterable[Task], repeat: int, settings: RunSettings, env: dict[str, str],
-             rerun: str | None = None) -> tuple[list[RolloutSpec], list[dict[str, Any]]]:
+    def plan(
+        self, tasks: Iterable[Task], repeat: int, settings: RunSettings, env: dict[str, str], rerun: str | None = None
+    ) -> tuple[list[RolloutSpec], list[dict[str, Any]]]:
         """Split the wanted rollouts into those still to run and the results already recorded.
         ``rerun``: ``"failed"`` runs recorded failures again, ``"all"`` every rollout."""
         self._sweep()
@@ -136,8 +137,9 @@ class BatchFolder:
                 patch = (folder / "model.patch").read_text(encoding="utf-8")
             except OSError:
                 patch = ""
-            lines.append(json.dumps({"instance_id": task.id, "model_name_or_path": model, "model_patch": patch},
-                                    ensure_ascii=False) + "\n")
+            lines.append(
+                json.dumps({"instance_id": task.id, "model_name_or_path": model, "model_patch": patch}, ensure_ascii=False) + "\n"
+            )
         path = self.root / PREDICTIONS_FILE
         tmp = path.with_name(path.name + _TMP_MARK + str(os.getpid()))
         tmp.write_text("".join(lines), encoding="utf-8")
@@ -154,8 +156,7 @@ def write_rollout(final: Path, outcome: RolloutOutcome) -> Path:
     staging.mkdir()
     for name, data in outcome.files.items():
         (staging / name).write_bytes(data)
-    (staging / RESULT_FILE).write_text(json.dumps(outcome.result, indent=2, ensure_ascii=False) + "\n",
-                                       encoding="utf-8")
+    (staging / RESULT_FILE).write_text(json.dumps(outcome.result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if final.exists():
         shutil.rmtree(final)
     os.replace(staging, final)

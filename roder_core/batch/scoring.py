@@ -224,8 +224,12 @@ def score_sandbox(requested: str | None, roots: list[Path], cwd: Path, *, networ
         return ScoreSandbox("off")
     hidden = [*default_deny_read(Path(home)), *credential_paths(home)] if home else []
     plan = Confinement(
-        level="workspace-write", roots=tuple(roots), cwd=cwd,
-        readonly=tuple(tree_guard.scan(roots).readonly_paths()), masked=tuple(masks(hidden, roots)), network=network,
+        level="workspace-write",
+        roots=tuple(roots),
+        cwd=cwd,
+        readonly=tuple(tree_guard.scan(roots).readonly_paths()),
+        masked=tuple(masks(hidden, roots)),
+        network=network,
     )
     return ScoreSandbox("workspace-write", status.bwrap, status.probe, plan)
 

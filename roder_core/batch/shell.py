@@ -50,6 +50,7 @@ try:
 except (OSError, AttributeError):
     _prctl = None  # not Linux
 
+
 def _cap(text: str) -> str:
     if len(text) <= OUTPUT_CAP:
         return text
@@ -57,14 +58,21 @@ def _cap(text: str) -> str:
     return f"{text[:half]}\n[... {len(text) - OUTPUT_CAP} characters cut ...]\n{text[-half:]}"
 
 
-def run_shell(command: str, cwd: Path, env: Mapping[str, str], timeout: float,
-              wrap: list[str] | None = None, pass_fds: tuple[int, ...] = ()) -> ShellOutcome:
+def run_shell(
+    command: str, cwd: Path, env: Mapping[str, str], timeout: float, wrap: list[str] | None = None, pass_fds: tuple[int, ...] = ()
+) -> ShellOutcome:
     """Run ``command`` with ``/bin/sh`` (inside ``wrap``, a sandbox's argv prefix, when given)."""
     started = time.monotonic()
     proc = subprocess.Popen(
-        [*(wrap or []), "/bin/sh", "-c", command], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        preexec_fn=_die_with_parent if _prctl is not None else None, pass_fds=pass_fds,
+        [*(wrap or []), "/bin/sh", "-c", command],
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_die_with_parent if _prctl is not None else None,
+        pass_fds=pass_fds,
     )
     timed_out = False
     try:

@@ -23,14 +23,16 @@ def pass_at(by_task: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
         return {}
     most = min(len(rs) for rs in by_task.values())
     return {
-        str(k): round(sum(pass_at_k(len(rs), sum(1 for r in rs if r.get("passed")), k)
-                          for rs in by_task.values()) / len(by_task), 4)
+        str(k): round(
+            sum(pass_at_k(len(rs), sum(1 for r in rs if r.get("passed")), k) for rs in by_task.values()) / len(by_task), 4
+        )
         for k in range(1, most + 1)
     }
 
 
-def summarize(results: list[dict[str, Any]], *, settings: RunSettings, repeat: int,
-              wall_time_s: float, ran: int, skipped: int) -> dict[str, Any]:
+def summarize(
+    results: list[dict[str, Any]], *, settings: RunSettings, repeat: int, wall_time_s: float, ran: int, skipped: int
+) -> dict[str, Any]:
     """``results`` are every recorded rollout of the task file (this run's and earlier ones)."""
     rollouts = len(results)
     passed = sum(1 for r in results if r.get("passed"))
@@ -57,25 +59,31 @@ def summarize(results: list[dict[str, Any]], *, settings: RunSettings, repeat: i
         "pass_at_k": estimates[max(estimates, key=int)] if estimates else 0.0,
         "pass_at": estimates,
         "mean_reward": round(sum(rewards) / len(rewards), 4) if rewards else 0.0,
-        "attempts": {"retried_rollouts": sum(1 for r in results if int(r.get("attempts") or 1) > 1),
-                     "discarded_tokens": sum(int(r.get("discarded_tokens") or 0) for r in results)},
+        "attempts": {
+            "retried_rollouts": sum(1 for r in results if int(r.get("attempts") or 1) > 1),
+            "discarded_tokens": sum(int(r.get("discarded_tokens") or 0) for r in results),
+        },
         "tokens": {**totals, "total_tokens": totals["input_tokens"] + totals["output_tokens"]},
         "cost_usd": round(sum(float(r.get("cost_usd") or 0.0) for r in results), 6),
         "wall_time_s": round(wall_time_s, 3),
-        "agent_time_s": {"total": round(sum(agent_times), 3),
-                         "mean": round(sum(agent_times) / len(agent_times), 3) if agent_times else 0.0},
+        "agent_time_s": {
+            "total": round(sum(agent_times), 3),
+            "mean": round(sum(agent_times) / len(agent_times), 3) if agent_times else 0.0,
+        },
         "failures_by_cause": {cause: causes.get(cause, 0) for cause in FAILURE_CAUSES},
         "per_task": {
-            task_id: {"rollouts": len(rs), "passed": sum(1 for r in rs if r.get("passed")),
-                      "pass_rate": round(sum(1 for r in rs if r.get("passed")) / len(rs), 4),
-                      "mean_reward": round(sum(float(r.get("reward", 1.0 if r.get("passed") else 0.0))
-                                               for r in rs) / len(rs), 4)}
+            task_id: {
+                "rollouts": len(rs),
+                "passed": sum(1 for r in rs if r.get("passed")),
+                "pass_rate": round(sum(1 for r in rs if r.get("passed")) / len(rs), 4),
+                "mean_reward": round(sum(float(r.get("reward", 1.0 if r.get("passed") else 0.0)) for r in rs) / len(rs), 4),
+            }
             for task_id, rs in sorted(by_task.items())
         },
         "failures": [
             {k: r.get(k) for k in ("task_id", "rollout", "failure_cause", "exit_reason")}
             | {"error": (r.get("error") or {}).get("message")}
-            for r in sorted(results, key=lambda r: (r["task_id"], r["rollout"])) if not r.get("passed")
+            for r in sorted(results, key=lambda r: (r["task_id"], r["rollout"]))
+            if not r.get("passed")
         ],
     }
-

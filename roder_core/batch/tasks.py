@@ -98,8 +98,12 @@ class Task(TaskModel):
     def _glob_list(cls, value: Any) -> Any:
         if isinstance(value, list):
             for pattern in value:
-                if not isinstance(pattern, str) or not pattern.strip("/") or ".." in Path(pattern).parts \
-                        or pattern.startswith("/"):
+                if (
+                    not isinstance(pattern, str)
+                    or not pattern.strip("/")
+                    or ".." in Path(pattern).parts
+                    or pattern.startswith("/")
+                ):
                     raise ValueError(f"{pattern!r} is not a glob relative to the workspace")
         elif isinstance(value, str) and "\n+++ " not in value and not value.startswith("+++ "):
             raise ValueError("a string must be a unified diff (SWE-bench's test_patch); use a list for globs")
@@ -191,8 +195,9 @@ def parse_tasks(lines: list[str], source: str, base: Path, repo_cache: Path | No
     return validate_rows(_rows(lines, source), source, base, repo_cache)
 
 
-def validate_rows(rows: Iterable[tuple[int, Any, str | None]], source: str, base: Path,
-                  repo_cache: Path | None = None) -> list[Task]:
+def validate_rows(
+    rows: Iterable[tuple[int, Any, str | None]], source: str, base: Path, repo_cache: Path | None = None
+) -> list[Task]:
     from roder_core.batch import swebench
 
     tasks: list[Task] = []
@@ -256,8 +261,9 @@ def _load_task_folders(path: Path) -> list[Task]:
     return validate_rows(rows, str(path), path.resolve())
 
 
-def select_tasks(tasks: list[Task], *, pattern: str | None = None, window: str | None = None,
-                 shuffle: bool = False) -> list[Task]:
+def select_tasks(
+    tasks: list[Task], *, pattern: str | None = None, window: str | None = None, shuffle: bool = False
+) -> list[Task]:
     """The tasks a run covers, in mini-swe-agent's order: shuffle (fixed seed), filter, slice."""
     import random
 

@@ -42,8 +42,16 @@ from roder_core.threads.trajectory import build_trajectory
 
 #: Why a rollout failed, in the order they are reported.
 FAILURE_CAUSES = (
-    "timeout", "policy_denial", "provider_failure", "score_failure", "score_timeout", "setup_failure",
-    "agent_failure", "environment_unavailable", "infra_failure", "error",
+    "timeout",
+    "policy_denial",
+    "provider_failure",
+    "score_failure",
+    "score_timeout",
+    "setup_failure",
+    "agent_failure",
+    "environment_unavailable",
+    "infra_failure",
+    "error",
 )
 #: Provider errors of the machine or the network rather than of the model or the task: a rollout
 #: that ends with one is run again (up to the batch's --attempts).
@@ -150,7 +158,7 @@ def sweep_orphaned_scratch() -> None:
     """Clean up after workers that no longer exist (killed, or their machine's driver was), so
     crashes never leave workspace copies or score processes behind on a node."""
     for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
-        pid = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        pid = folder.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists() and Path("/proc/self").exists():
             remove_scratch_of(int(pid))
 
@@ -239,8 +247,12 @@ class _Rollout:
         try:
             await self._run()
         except Exception as exc:  # a harness bug must cost one rollout, not the batch
-            self._record(passed=False, cause="error", exit_reason="error",
-                         error={"message": f"{type(exc).__name__}: {exc}", "kind": "harness"})
+            self._record(
+                passed=False,
+                cause="error",
+                exit_reason="error",
+                error={"message": f"{type(exc).__name__}: {exc}", "kind": "harness"},
+            )
             self.files["error.log"] = traceback.format_exc().encode()
         self.result["timings"]["total_s"] = round(time.monotonic() - self.started, 3)
         self.result["attempts"] = self.spec.attempt
@@ -248,10 +260,8 @@ class _Rollout:
         self.result["discarded_tokens"] = sum(int(d.get("tokens") or 0) for d in self.spec.discarded)
         return RolloutOutcome(*_redacted(self.redactor, self.result, self.files))
 
-    def _record(self, *, passed: bool, cause: str | None, exit_reason: str,
-                error: dict[str, Any] | None = None) -> None:
-        self.result.update(passed=passed, failure_cause=None if passed else cause, exit_reason=exit_reason,
-                           error=error)
+    def _record(self, *, passed: bool, cause: str | None, exit_reason: str, error: dict[str, Any] | None = None) -> None:
+        self.result.update(passed=passed, failure_cause=None if passed else cause, exit_reason=exit_reason, error=error)
         self.result.setdefault("timings", {})
         self.result.setdefault("usage", {})
         self.result.setdefault("score", None)
@@ -264,15 +274,20 @@ class _Rollout:
         self.redactor = value_redactor(base_env, self.task.env)
         self.result["timings"] = timings = {}
         if self.task.container is not None:
-            self._record(passed=False, cause="environment_unavailable", exit_reason="not_run",
-                         error={"message": CONTAINER_UNAVAILABLE.format(self.task.container), "kind": "environment"})
+            self._record(
+                passed=False,
+                cause="environment_unavailable",
+                exit_reason="not_run",
+                error={"message": CONTAINER_UNAVAILABLE.format(self.task.container), "kind": "environment"},
+            )
             return
         setup_started = time.monotonic()
         try:
             workspace = self._workspace()
         except WorkspaceError as exc:
-            self._record(passed=False, cause="setup_failure", exit_reason="setup_failed",
-                         error={"message": str(exc), "kind": "workspace"})
+            self._record(
+                passed=False, cause="setup_failure", exit_reason="setup_failed", error={"message": str(exc), "kind": "workspace"}
+            )
             return
         setup_log: list[str] = []
         for command in self.task.setup:
@@ -280,8 +295,12 @@ class _Rollout:
             setup_log.append(outcome.log())
             if not outcome.ok:
                 self.files["setup.log"] = "".join(setup_log).encode()
-                self._record(passed=False, cause="setup_failure", exit_reason="setup_failed",
-                             error={"message": f"setup command failed: {command}", "kind": "setup"})
+                self._record(
+                    passed=False,
+                    cause="setup_failure",
+                    exit_reason="setup_failed",
+                    error={"message": f"setup command failed: {command}", "kind": "setup"},
+                )
                 return
         if setup_log:
             self.files["setup.log"] = "".join(setup_log).encode()
@@ -306,8 +325,9 @@ class _Rollout:
             timings["score_s"] = round(score.duration_s, 3)
         self._conclude(agent, score)
 
-    def _score(self, workspace: Path, guard: ScoreGuard, baseline: Baseline, env: dict[str, str],
-               home: str | None) -> ShellOutcome:
+    def _score(
+        self, workspace: Path, guard: ScoreGuard, baseline: Baseline, env: dict[str, str], home: str | None
+    ) -> ShellOutcome:
         """Put the hidden tests and protected files back, then run the score in the sandbox."""
         assert self.task.score is not None
         verifier = self.scratch / "verifier"
@@ -322,14 +342,12 @@ class _Rollout:
             outcome = ShellOutcome(self.task.score, None, f"scoring copy not prepared: {exc}\n", 0.0)
             restored = []
         else:
-            sandbox = score_sandbox(self.settings.sandbox, [workspace, verifier], workspace,
-                                    network=self.task.network, home=home)
+            sandbox = score_sandbox(self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home)
             self.result["score_sandbox"] = sandbox.level
             outcome = run_score(self.task.score, workspace, env, self.task.score_timeout, sandbox)
         preamble = "".join(f"# {line}\n" for line in restored)
         self.files["score.log"] = (preamble + outcome.log()).encode()
-        self.result["score"] = {"command": outcome.command, "exit_code": outcome.exit_code,
-                                "timed_out": outcome.timed_out}
+        self.result["score"] = {"command": outcome.command, "exit_code": outcome.exit_code, "timed_out": outcome.timed_out}
         try:
             reward = read_reward(verifier / "logs" / "verifier")
         except RewardError as exc:
@@ -354,13 +372,25 @@ class _Rollout:
 
         run = _AgentRun()
         settings = self.settings
-        started = start_runtime(StartSettings(
-            cwd=workspace, provider=settings.provider, model=settings.model,
-            mode=self.task.mode or settings.mode, sandbox=settings.sandbox, profile=settings.profile,
-            trust=False, interactive=False, max_iterations=settings.max_iterations, env=env,
-            data_dir=self.scratch / "data", network=self.task.network, command_env=command_env,
-            hidden_paths=credential_paths(os.environ.get("HOME")), logprobs=self.task.logprobs,
-        ))
+        started = start_runtime(
+            StartSettings(
+                cwd=workspace,
+                provider=settings.provider,
+                model=settings.model,
+                mode=self.task.mode or settings.mode,
+                sandbox=settings.sandbox,
+                profile=settings.profile,
+                trust=False,
+                interactive=False,
+                max_iterations=settings.max_iterations,
+                env=env,
+                data_dir=self.scratch / "data",
+                network=self.task.network,
+                command_env=command_env,
+                hidden_paths=credential_paths(os.environ.get("HOME")),
+                logprobs=self.task.logprobs,
+            )
+        )
         runtime = started.runtime
         self.result.update(provider=runtime.provider, model=runtime.model)
         on_event = self.on_event
@@ -379,7 +409,9 @@ class _Rollout:
             hard_end = time.time() + self.deadline if self.deadline else None
             work_deadline = hard_end - (self._reserve() or 0.0) if hard_end is not None else None
             await runtime.start_turn(
-                thread.id, self.task.prompt, deadline=work_deadline,
+                thread.id,
+                self.task.prompt,
+                deadline=work_deadline,
                 task_ledger_required=bool(self.task.task_ledger_required or settings.task_ledger_required),
             )
             try:
@@ -436,10 +468,10 @@ class _Rollout:
         trajectory["exitReason"] = exit_reason
         trajectory["rollout"] = outcome
         self.files["trajectory.json"] = json.dumps(trajectory, indent=2, ensure_ascii=False).encode()
-        atif = build_atif(thread, agent.events, context=agent.context or None,
-                          extra={"exit_reason": exit_reason, "rollout": outcome})
+        atif = build_atif(
+            thread, agent.events, context=agent.context or None, extra={"exit_reason": exit_reason, "rollout": outcome}
+        )
         self.files["atif.json"] = json.dumps(atif, indent=2, ensure_ascii=False).encode()
-
 
     def _score_passed(self, score: ShellOutcome) -> bool:
         """Full reward when the score wrote one, every listed test when the task lists them,
@@ -468,8 +500,9 @@ def _record_requests(runtime: Any) -> dict[str, Any]:
     return context
 
 
-def _redacted(redactor: SecretRedactor, result: dict[str, Any],
-              files: dict[str, bytes]) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _redacted(
+    redactor: SecretRedactor, result: dict[str, Any], files: dict[str, bytes]
+) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The record and files with every known secret value and token format removed."""
     clean: dict[str, bytes] = {}
     for name, data in files.items():
@@ -519,11 +552,19 @@ def node_preflight(settings: RunSettings, declared_env: dict[str, str]) -> dict[
     problem = None
     with tempfile.TemporaryDirectory(prefix="roder-preflight-") as scratch:
         try:
-            runtime = start_runtime(StartSettings(
-                cwd=Path(scratch), provider=settings.provider, model=settings.model, mode=settings.mode,
-                profile=settings.profile, trust=False, interactive=False, data_dir=Path(scratch) / "data",
-                env={**inherited, **declared_env},
-            )).runtime
+            runtime = start_runtime(
+                StartSettings(
+                    cwd=Path(scratch),
+                    provider=settings.provider,
+                    model=settings.model,
+                    mode=settings.mode,
+                    profile=settings.profile,
+                    trust=False,
+                    interactive=False,
+                    data_dir=Path(scratch) / "data",
+                    env={**inherited, **declared_env},
+                )
+            ).runtime
         except Exception as exc:  # any reason the runtime cannot start is this node's problem
             return {"host": worker_host(), "problem": f"{type(exc).__name__}: {exc}"}
         engine = runtime.engine(runtime.provider)
@@ -545,11 +586,19 @@ def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:
     logging.getLogger().addHandler(log)
     try:
         with tempfile.TemporaryDirectory(prefix="roder-preflight-") as scratch:
-            started = start_runtime(StartSettings(
-                cwd=Path(scratch), provider=settings.provider, model=settings.model, mode=settings.mode,
-                sandbox=settings.sandbox, profile=settings.profile, trust=False, interactive=False,
-                data_dir=Path(scratch) / "data",
-            ))
+            started = start_runtime(
+                StartSettings(
+                    cwd=Path(scratch),
+                    provider=settings.provider,
+                    model=settings.model,
+                    mode=settings.mode,
+                    sandbox=settings.sandbox,
+                    profile=settings.profile,
+                    trust=False,
+                    interactive=False,
+                    data_dir=Path(scratch) / "data",
+                )
+            )
             runtime = started.runtime
             asyncio.run(runtime.close())
     finally:

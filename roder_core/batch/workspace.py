@@ -37,7 +37,11 @@ def git_bytes(*args: str, cwd: Path | None = None) -> bytes:
     try:
         done = subprocess.run(
             git_argv(["-c", "core.autocrlf=false", "-c", "core.quotepath=false", *args], cwd=cwd),
-            cwd=cwd, env=_git_env(), capture_output=True, timeout=GIT_TIMEOUT, check=False,
+            cwd=cwd,
+            env=_git_env(),
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
         )
     except FileNotFoundError as exc:
         raise WorkspaceError("git is not installed (needed for workspaces and diffs)") from exc
@@ -88,8 +92,14 @@ class Baseline:
 
     def _git_bytes(self, *args: str) -> bytes:
         return git_bytes(
-            f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}",
-            "-c", "user.name=roder", "-c", "user.email=roder@localhost", "-c", "commit.gpgsign=false",
+            f"--git-dir={self.git_dir}",
+            f"--work-tree={self.work_tree}",
+            "-c",
+            "user.name=roder",
+            "-c",
+            "user.email=roder@localhost",
+            "-c",
+            "commit.gpgsign=false",
             *args,
         )
 

@@ -115,8 +115,9 @@ class WorkspaceFileSystem:
         if root is None:
             where = "" if str(real) == os.path.normpath(self._lexical(path)) else f" (it resolves to {real})"
             raise self._deny(
-                f"{path}: outside the workspace {self.workspace}{where}; Roder's file tools only "
-                "reach the workspace", path, action,
+                f"{path}: outside the workspace {self.workspace}{where}; Roder's file tools only reach the workspace",
+                path,
+                action,
             )
         return root
 
@@ -130,7 +131,8 @@ class WorkspaceFileSystem:
             raise self._deny(
                 f"{path}: {reason}; Roder's tools never write git internals, .roder/, agent and editor "
                 "folders, or shell and tool dotfiles, at any depth (edit it yourself if you mean to)",
-                path, action,
+                path,
+                action,
             )
         self._check_git(path, real, root, action)
 
@@ -138,8 +140,9 @@ class WorkspaceFileSystem:
         reason = git_refusal(real, root, data)
         if reason:
             raise self._deny(
-                f"{path}: {reason}; git would run code from there, so Roder's tools never write it "
-                "(git-dir protection)", path, action,
+                f"{path}: {reason}; git would run code from there, so Roder's tools never write it (git-dir protection)",
+                path,
+                action,
             )
 
     def resolve(self, path: str, *, write: bool = False) -> Path:
@@ -186,7 +189,9 @@ class WorkspaceFileSystem:
                     if would_look_like_git_dir(here, part):
                         raise self._deny(
                             f"{path}: creating {part}/ would make {self.display(here)} look like a git directory "
-                            "(git-dir protection)", path, "write",
+                            "(git-dir protection)",
+                            path,
+                            "write",
                         ) from None
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o755, dir_fd=fd)
@@ -214,7 +219,9 @@ class WorkspaceFileSystem:
     def _changed(self, path: str, where: Path) -> BrokerDenied:
         return self._deny(
             f"{path}: {self.display(where)} is not a plain folder any more (it changed into a symlink or a file "
-            "while Roder was using it); nothing was written through it", path, "write",
+            "while Roder was using it); nothing was written through it",
+            path,
+            "write",
         )
 
     def display(self, path: Path) -> str:
@@ -261,7 +268,9 @@ class WorkspaceFileSystem:
             if st.st_nlink > 1:
                 raise self._deny(
                     f"{path}: hard-linked file ({st.st_nlink} names); its other names may lie outside "
-                    "the workspace, so Roder will not read or write through it", path, "read",
+                    "the workspace, so Roder will not read or write through it",
+                    path,
+                    "read",
                 )
             os.set_blocking(fd, True)
             return os.fdopen(fd, "rb")
@@ -292,13 +301,15 @@ class WorkspaceFileSystem:
                 if st.st_nlink > 1:
                     raise self._deny(
                         f"{path}: hard-linked file ({st.st_nlink} names); Roder will not write through it",
-                        path, "write",
+                        path,
+                        "write",
                     )
                 mode = stat_mod.S_IMODE(st.st_mode)
             tmp = f".{real.name}.roder-{secrets.token_hex(4)}.tmp"
             with self._vanishing(path, real.parent):
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                             0o600, dir_fd=folder)
+                fd = os.open(
+                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=folder
+                )
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
@@ -322,8 +333,7 @@ class WorkspaceFileSystem:
             yield
         except FileNotFoundError:
             raise FileNotFoundError(
-                f"{path}: the folder {self.display(folder)} was removed or replaced while Roder was writing; "
-                "nothing was written"
+                f"{path}: the folder {self.display(folder)} was removed or replaced while Roder was writing; nothing was written"
             ) from None
 
     def _entry_stat(self, path: str, folder: int, name: str) -> os.stat_result | None:

@@ -322,9 +322,7 @@ class HostProcessBroker:
         return shutil.which(program, path=self._env.get("PATH", os.defpath))
 
     def child_env(self, extra: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
-        env, dropped = scrubbed_env(
-            self._env, self._pass_env, self._secret_names, self._redactor.values(exclude=self._pass_env)
-        )
+        env, dropped = scrubbed_env(self._env, self._pass_env, self._secret_names, self._redactor.values(exclude=self._pass_env))
         if extra:
             env.update(extra)
         return env, dropped
@@ -374,9 +372,13 @@ class HostProcessBroker:
             if probe is not None and probe.seccomp:
                 seccomp_fd = seccomp.filter_fd(allow_unix_sockets=self._allow_unix_sockets)
             plan = Confinement(
-                level=level, roots=roots, cwd=workdir,
+                level=level,
+                roots=roots,
+                cwd=workdir,
                 readonly=tuple(guard.readonly_paths()) if guard is not None else (),
-                masked=tuple(masks(self._deny_read, roots)), network=self._network, seccomp_fd=seccomp_fd,
+                masked=tuple(masks(self._deny_read, roots)),
+                network=self._network,
+                seccomp_fd=seccomp_fd,
             )
             argv = bubblewrap_argv(self.sandbox.bwrap, probe, plan) + argv
         elif os.geteuid() == 0:
@@ -448,8 +450,9 @@ class HostProcessBroker:
             await asyncio.shield(_cleanup_cancelled(proc, reader, collector))
             if cgroup is not None:
                 cgroup.remove()
-            self._record("process.exit", command=_show(command), interrupted=True,
-                         duration_ms=int((time.monotonic() - started) * 1000))
+            self._record(
+                "process.exit", command=_show(command), interrupted=True, duration_ms=int((time.monotonic() - started) * 1000)
+            )
             raise
         finally:
             if not reader.done():

@@ -37,8 +37,7 @@ _TOKEN_FORMATS = (
     r"AIza[0-9A-Za-z_\-]{35}",
 )
 #: How each format begins: a word holding one of these may be a token still arriving.
-TOKEN_STARTS = ("sk-", *(f"gh{c}_" for c in "pousr"), "github_pat_", "AKIA",
-                *(f"xox{c}-" for c in "abprs"), "AIza")
+TOKEN_STARTS = ("sk-", *(f"gh{c}_" for c in "pousr"), "github_pat_", "AKIA", *(f"xox{c}-" for c in "abprs"), "AIza")
 
 
 def _after_boundary(pattern: str) -> str:
@@ -99,9 +98,14 @@ def _compile(binary: bool) -> Formats[str] | Formats[bytes]:
 
     starts = "|".join(_after_boundary(re.escape(start)) for start in TOKEN_STARTS)
     return Formats(  # type: ignore[return-value]
-        empty=enc(""), marker=enc(FORMAT_MARKER), word_chars=enc(WORD_CHARS), pem_begin=enc(PEM_BEGIN),
-        patterns=re.compile(enc(TOKEN_PATTERN_TEXT)), token_start=re.compile(enc(starts)),
-        pem_open=re.compile(enc(_PEM_OPEN)), pem_block=re.compile(enc(_PEM_BLOCK)),
+        empty=enc(""),
+        marker=enc(FORMAT_MARKER),
+        word_chars=enc(WORD_CHARS),
+        pem_begin=enc(PEM_BEGIN),
+        patterns=re.compile(enc(TOKEN_PATTERN_TEXT)),
+        token_start=re.compile(enc(starts)),
+        pem_open=re.compile(enc(_PEM_OPEN)),
+        pem_block=re.compile(enc(_PEM_BLOCK)),
         any_start=re.compile(enc(f"{starts}|{re.escape(PEM_BEGIN)}")),
     )
 

@@ -19,13 +19,29 @@ if TYPE_CHECKING:
 #: A variable whose name contains one of these words is treated as a secret.
 SECRET_NAME_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 #: Secrets whose names do not say so, plus the provider keys Roder itself uses.
-KNOWN_SECRET_NAMES = frozenset({
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-    "AZURE_OPENAI_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "XAI_API_KEY",
-    "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DATABASE_URL", "PGPASS", "MYSQL_PWD", "AWS_SESSION_TOKEN",
-})
+KNOWN_SECRET_NAMES = frozenset(
+    {
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENROUTER_API_KEY",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "MISTRAL_API_KEY",
+        "GROQ_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "XAI_API_KEY",
+        "SSH_AUTH_SOCK",
+        "GPG_AGENT_INFO",
+        "DATABASE_URL",
+        "PGPASS",
+        "MYSQL_PWD",
+        "AWS_SESSION_TOKEN",
+    }
+)
 #: Values shorter than this are not redacted (too likely to occur by chance).
 MIN_SECRET_LENGTH = 8
+
 
 def provider_key_names(config: RoderConfig) -> list[str]:
     """Environment variables configured providers read their keys from (secrets by definition)."""

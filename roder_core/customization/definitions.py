@@ -168,8 +168,13 @@ def load_command(path: Path, root: Path, scope: str) -> CommandTemplate:
     name = _checked_name(":".join(relative.parts), path)
     description = _text(meta, "description") or (body.strip().splitlines() or [""])[0][:80]
     return CommandTemplate(
-        name=name, description=description, template=body.strip(), path=path, scope=scope,
-        argument_hint=_text(meta, "argument-hint"), model=_text(meta, "model") or None,
+        name=name,
+        description=description,
+        template=body.strip(),
+        path=path,
+        scope=scope,
+        argument_hint=_text(meta, "argument-hint"),
+        model=_text(meta, "model") or None,
         allowed_tools=tool_list(meta.get("allowed-tools")),
     )
 
@@ -182,8 +187,13 @@ def load_agent(path: Path, scope: str) -> AgentDefinition:
         raise DefinitionError(f"{path}: an agent needs a 'description' in its frontmatter")
     model = _text(meta, "model") or None
     return AgentDefinition(
-        name=name, description=description, prompt=body.strip(), scope=scope, path=path,
-        tools=tool_list(meta.get("tools")), model=None if model == "inherit" else model,
+        name=name,
+        description=description,
+        prompt=body.strip(),
+        scope=scope,
+        path=path,
+        tools=tool_list(meta.get("tools")),
+        model=None if model == "inherit" else model,
         mode=_text(meta, "mode") or None,
     )
 
@@ -192,8 +202,14 @@ def _files(folder: Path, pattern: str) -> Iterable[Path]:
     return sorted(folder.glob(pattern)) if folder.is_dir() else []
 
 
-def _scan(roots: DefinitionRoots, kind: str, pattern: str, load: Callable[[Path, Path, str], Any],
-          into: dict[str, Any], problems: list[str]) -> None:
+def _scan(
+    roots: DefinitionRoots,
+    kind: str,
+    pattern: str,
+    load: Callable[[Path, Path, str], Any],
+    into: dict[str, Any],
+    problems: list[str],
+) -> None:
     for scope, folder in roots.folders(kind):
         for path in _files(folder, pattern):
             try:

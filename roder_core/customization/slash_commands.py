@@ -50,8 +50,11 @@ class CommandInfo:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "name": self.name, "description": self.description, "kind": self.kind,
-            "argumentHint": self.argument_hint, "scope": self.scope,
+            "name": self.name,
+            "description": self.description,
+            "kind": self.kind,
+            "argumentHint": self.argument_hint,
+            "scope": self.scope,
         }
         if self.model:
             data["model"] = self.model
@@ -180,8 +183,14 @@ def parse_invocation(line: str) -> tuple[str, str]:
 class CommandRegistry:
     """Built-ins plus the custom commands and skills visible from one folder."""
 
-    def __init__(self, cwd: Path, paths: RoderPaths, trusted: bool, definitions: Definitions | None = None,
-                 sources: Sequence[CommandSource] = ()) -> None:
+    def __init__(
+        self,
+        cwd: Path,
+        paths: RoderPaths,
+        trusted: bool,
+        definitions: Definitions | None = None,
+        sources: Sequence[CommandSource] = (),
+    ) -> None:
         self.cwd = cwd
         self.definitions = definitions if definitions is not None else discover(DefinitionRoots(cwd, paths, trusted))
         self.sources = list(sources)
@@ -207,8 +216,7 @@ class CommandRegistry:
                 taken.add(command.name)
         for skill in sorted(self.definitions.skills.values(), key=lambda s: s.name):
             if skill.name not in taken:
-                rows.append(CommandInfo(skill.name, skill.description, "skill", "[request]", skill.scope,
-                                        path=str(skill.path)))
+                rows.append(CommandInfo(skill.name, skill.description, "skill", "[request]", skill.scope, path=str(skill.path)))
                 taken.add(skill.name)
         for source in self.sources:
             for info in source.source_commands():
@@ -234,8 +242,9 @@ class CommandRegistry:
             return Expansion(info.name, "builtin", action=info.name, arguments=arguments)
         if info.kind == "custom":
             command = self.definitions.commands[info.name]
-            return Expansion(info.name, "custom", expand_template(command.template, arguments), model=command.model,
-                             arguments=arguments)
+            return Expansion(
+                info.name, "custom", expand_template(command.template, arguments), model=command.model, arguments=arguments
+            )
         if info.kind == "prompt":
             source = next(s for s in self.sources if any(c.name == info.name for c in s.source_commands()))
             return Expansion(info.name, "prompt", await source.expand_command(info.name, arguments), arguments=arguments)
@@ -288,8 +297,9 @@ class CommandRegistry:
 
 
 def _command_info(command: CommandTemplate) -> CommandInfo:
-    return CommandInfo(command.name, command.description, "custom", command.argument_hint, command.scope,
-                       command.model, str(command.path))
+    return CommandInfo(
+        command.name, command.description, "custom", command.argument_hint, command.scope, command.model, str(command.path)
+    )
 
 
 def split_model(spec: str | None, default_provider: str) -> tuple[str, str | None]:

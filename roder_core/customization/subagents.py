@@ -30,16 +30,20 @@ BUILTIN_AGENTS: tuple[AgentDefinition, ...] = (
     AgentDefinition(
         name="general",
         description="General-purpose agent for multi-step tasks: research, then change code if asked.",
-        prompt=("You are a subagent working on one task for another agent. Do the task completely, then "
-                "answer with a concise report of what you found or changed; that report is all the other "
-                "agent sees."),
+        prompt=(
+            "You are a subagent working on one task for another agent. Do the task completely, then "
+            "answer with a concise report of what you found or changed; that report is all the other "
+            "agent sees."
+        ),
         scope="builtin",
     ),
     AgentDefinition(
         name="explore",
         description="Read-only explorer: finds files, reads code and answers questions about the codebase.",
-        prompt=("You are a read-only exploration subagent. Search and read to answer the question; never try "
-                "to change anything. Answer with the facts found, citing file paths and line numbers."),
+        prompt=(
+            "You are a read-only exploration subagent. Search and read to answer the question; never try "
+            "to change anything. Answer with the facts found, citing file paths and line numbers."
+        ),
         scope="builtin",
         mode="plan",
     ),
@@ -64,9 +68,15 @@ def list_agents(cwd: Path, paths: RoderPaths, trusted: bool) -> list[AgentDefini
 
 
 def agent_json(agent: AgentDefinition) -> dict[str, Any]:
-    return {"name": agent.name, "description": agent.description, "scope": agent.scope,
-            "tools": agent.tools, "model": agent.model, "mode": agent.mode,
-            "path": str(agent.path) if agent.path else None}
+    return {
+        "name": agent.name,
+        "description": agent.description,
+        "scope": agent.scope,
+        "tools": agent.tools,
+        "model": agent.model,
+        "mode": agent.mode,
+        "path": str(agent.path) if agent.path else None,
+    }
 
 
 @dataclass
@@ -87,20 +97,33 @@ class TraceRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "traceId": self.trace_id, "agent": self.agent, "description": self.description,
-            "threadId": self.parent_thread_id, "turnId": self.parent_turn_id, "callId": self.call_id,
-            "childThreadId": self.child_thread_id, "status": self.status, "startedAt": self.started_at,
-            "completedAt": self.completed_at, "result": self.result,
+            "traceId": self.trace_id,
+            "agent": self.agent,
+            "description": self.description,
+            "threadId": self.parent_thread_id,
+            "turnId": self.parent_turn_id,
+            "callId": self.call_id,
+            "childThreadId": self.child_thread_id,
+            "status": self.status,
+            "startedAt": self.started_at,
+            "completedAt": self.completed_at,
+            "result": self.result,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TraceRecord:
         return cls(
-            trace_id=data["traceId"], agent=data.get("agent", ""), description=data.get("description", ""),
-            parent_thread_id=data.get("threadId", ""), parent_turn_id=data.get("turnId", ""),
-            call_id=data.get("callId", ""), child_thread_id=data.get("childThreadId", ""),
-            status=data.get("status", "completed"), started_at=data.get("startedAt", 0.0),
-            completed_at=data.get("completedAt"), result=data.get("result", ""),
+            trace_id=data["traceId"],
+            agent=data.get("agent", ""),
+            description=data.get("description", ""),
+            parent_thread_id=data.get("threadId", ""),
+            parent_turn_id=data.get("turnId", ""),
+            call_id=data.get("callId", ""),
+            child_thread_id=data.get("childThreadId", ""),
+            status=data.get("status", "completed"),
+            started_at=data.get("startedAt", 0.0),
+            completed_at=data.get("completedAt"),
+            result=data.get("result", ""),
         )
 
 

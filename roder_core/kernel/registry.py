@@ -102,9 +102,7 @@ class ExtensionRegistryBuilder:
         missing = [str(s) for s in manifest.provides if s not in installed]
         if missing:
             del self._services[before:]
-            raise RegistryError(
-                f"extension {manifest.id!r} declares {', '.join(missing)} but did not install it"
-            )
+            raise RegistryError(f"extension {manifest.id!r} declares {', '.join(missing)} but did not install it")
         self._manifests[manifest.id] = manifest
 
     def _check_manifest(self, manifest: ExtensionManifest) -> None:
@@ -114,8 +112,7 @@ class ExtensionRegistryBuilder:
             raise RegistryError(f"extension id {manifest.id!r} is already installed")
         if not manifest.api_version.startswith(SUPPORTED_API_PREFIX):
             raise RegistryError(
-                f"extension {manifest.id!r} targets API {manifest.api_version}, but this Roder "
-                f"supports {SUPPORTED_API_PREFIX}x"
+                f"extension {manifest.id!r} targets API {manifest.api_version}, but this Roder supports {SUPPORTED_API_PREFIX}x"
             )
         seen: set[ProvidedService] = set()
         for service in manifest.provides:
@@ -124,9 +121,7 @@ class ExtensionRegistryBuilder:
             seen.add(service)
             for other in self._manifests.values():
                 if service in other.provides:
-                    raise RegistryError(
-                        f"{service} is declared by both {other.id!r} and {manifest.id!r}"
-                    )
+                    raise RegistryError(f"{service} is declared by both {other.id!r} and {manifest.id!r}")
 
     def _register(self, kind: str, service: Any) -> None:
         manifest = self._installing
@@ -135,14 +130,11 @@ class ExtensionRegistryBuilder:
         service_id = _service_id(kind, service)
         declared = ProvidedService(kind, service_id)
         if declared not in manifest.provides:
-            raise RegistryError(
-                f"extension {manifest.id!r} installed {declared} that its manifest does not declare"
-            )
+            raise RegistryError(f"extension {manifest.id!r} installed {declared} that its manifest does not declare")
         for existing in self._services:
             if existing.kind == kind and existing.id == service_id:
                 raise RegistryError(
-                    f"two {kind} implementations use the id {service_id!r} "
-                    f"({existing.extension_id!r} and {manifest.id!r})"
+                    f"two {kind} implementations use the id {service_id!r} ({existing.extension_id!r} and {manifest.id!r})"
                 )
         self._services.append(InstalledService(kind, service_id, manifest.id, service))
 
@@ -229,8 +221,7 @@ class ExtensionRegistryBuilder:
                 if request.id in denials:
                     reason = denials[request.id].reason or "denied by the host"
                     raise RegistryError(
-                        f"extension {manifest.id!r} requires capability {request.id!r}, "
-                        f"which is denied: {reason}"
+                        f"extension {manifest.id!r} requires capability {request.id!r}, which is denied: {reason}"
                     )
                 decision = "granted" if request.id in grants else "requested"
                 rows.append(CapabilityStatus(request.id, decision))
@@ -287,9 +278,7 @@ class ExtensionRegistry:
         """The ``extensions/list`` shape of seed 003."""
         return {
             "extensions": [m.to_json() for m in self._manifests],
-            "capability_statuses": {
-                ext: [status.to_json() for status in rows] for ext, rows in self._statuses.items()
-            },
+            "capability_statuses": {ext: [status.to_json() for status in rows] for ext, rows in self._statuses.items()},
         }
 
     # ------------------------------------------------------------------ selection
@@ -298,9 +287,7 @@ class ExtensionRegistry:
         return (s.implementation for s in self._services if s.kind == kind)
 
     def service(self, kind: str, service_id: str) -> Any | None:
-        return next(
-            (s.implementation for s in self._services if s.kind == kind and s.id == service_id), None
-        )
+        return next((s.implementation for s in self._services if s.kind == kind and s.id == service_id), None)
 
     def _first(self, kind: str) -> Any | None:
         return next(self.services(kind), None)
@@ -391,15 +378,10 @@ class ExtensionRegistry:
                 tools.contribute_from(installed.id, installed.implementation.contribute)
             except (ToolSpecError, RegistryError) as exc:
                 if on_error is None:
-                    raise RegistryError(
-                        f"tool contributor {installed.id!r} of {installed.extension_id!r}: {exc}"
-                    ) from exc
+                    raise RegistryError(f"tool contributor {installed.id!r} of {installed.extension_id!r}: {exc}") from exc
                 on_error(installed.id, exc)
             except Exception as exc:
                 if on_error is None:
-                    raise RegistryError(
-                        f"tool contributor {installed.id!r} of {installed.extension_id!r} "
-                        f"failed: {exc}"
-                    ) from exc
+                    raise RegistryError(f"tool contributor {installed.id!r} of {installed.extension_id!r} failed: {exc}") from exc
                 on_error(installed.id, exc)
         return tools

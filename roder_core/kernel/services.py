@@ -74,9 +74,7 @@ class InferenceEngine(Protocol):
 
     async def list_models(self) -> list[ModelProfile]: ...
 
-    def stream_turn(
-        self, ctx: InferenceTurnContext, request: AgentInferenceRequest
-    ) -> AsyncIterator[InferenceEvent]: ...
+    def stream_turn(self, ctx: InferenceTurnContext, request: AgentInferenceRequest) -> AsyncIterator[InferenceEvent]: ...
 
 
 # --------------------------------------------------------------------------- context
@@ -122,9 +120,7 @@ class ContextPlanner(Protocol):
 
     def id(self) -> str: ...
 
-    def plan(
-        self, blocks: list[ContextBlock], request: AgentInferenceRequest, model: ModelProfile
-    ) -> AgentInferenceRequest: ...
+    def plan(self, blocks: list[ContextBlock], request: AgentInferenceRequest, model: ModelProfile) -> AgentInferenceRequest: ...
 
 
 # --------------------------------------------------------------------------- state
@@ -192,9 +188,16 @@ class MemoryRecord:
     score: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "text": self.text, "scope": self.scope, "project": self.project,
-                "tags": list(self.tags), "createdAt": self.created_at, "updatedAt": self.updated_at,
-                **({"score": self.score} if self.score is not None else {})}
+        return {
+            "id": self.id,
+            "text": self.text,
+            "scope": self.scope,
+            "project": self.project,
+            "tags": list(self.tags),
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+            **({"score": self.score} if self.score is not None else {}),
+        }
 
 
 @runtime_checkable

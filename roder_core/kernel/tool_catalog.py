@@ -32,8 +32,13 @@ class SourceStatus:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "kind": self.kind, "status": self.status, "error": self.error,
-            "toolCount": len(self.tools), "tools": list(self.tools), **self.detail,
+            "name": self.name,
+            "kind": self.kind,
+            "status": self.status,
+            "error": self.error,
+            "toolCount": len(self.tools),
+            "tools": list(self.tools),
+            **self.detail,
         }
 
 
@@ -69,8 +74,12 @@ class ToolInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "description": self.description, "source": self.source,
-            "extension": self.extension, "kind": self.kind, "readOnly": self.read_only,
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "extension": self.extension,
+            "kind": self.kind,
+            "readOnly": self.read_only,
             "parameters": self.parameters,
         }
 
@@ -128,9 +137,13 @@ async def build_catalog(registry: ExtensionRegistry, wait: float = 0.0) -> ToolC
         contributor = registry.service("ToolProvider", source)
         rows.append(
             ToolInfo(
-                name=name, description=spec.description, source=source,
-                extension=registry.extension_of(contributor) or "", kind=tool_kind(tool),
-                read_only=is_read_only(tool), parameters=spec.parameters,
+                name=name,
+                description=spec.description,
+                source=source,
+                extension=registry.extension_of(contributor) or "",
+                kind=tool_kind(tool),
+                read_only=is_read_only(tool),
+                parameters=spec.parameters,
             )
         )
     return ToolCatalog(rows, source_statuses(registry), errors)

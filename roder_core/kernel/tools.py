@@ -133,15 +133,11 @@ class ToolHost(Protocol):
         """Every tool the runtime could offer (a child thread's tools are chosen from these)."""
         ...
 
-    async def start_child_thread(
-        self, *, title: str, provider: str, model: str, tools: frozenset[str], mode: str
-    ) -> str:
+    async def start_child_thread(self, *, title: str, provider: str, model: str, tools: frozenset[str], mode: str) -> str:
         """A new ephemeral thread whose parent is this call's turn; returns its id."""
         ...
 
-    async def run_child_thread(
-        self, thread_id: str, text: str, on_event: Callable[[RuntimeEvent], None]
-    ) -> ChildThreadRun:
+    async def run_child_thread(self, thread_id: str, text: str, on_event: Callable[[RuntimeEvent], None]) -> ChildThreadRun:
         """Run one turn of a child thread to its end (``on_event`` sees the child's events), then
         close it. Cancelling the call interrupts the child."""
         ...
@@ -252,8 +248,7 @@ class ToolRegistry:
         validate_spec(spec)
         if spec.name in self._tools:
             raise ToolSpecError(
-                f"duplicate tool name {spec.name!r} (from {self._current_source!r} and "
-                f"{self._sources[spec.name]!r})"
+                f"duplicate tool name {spec.name!r} (from {self._current_source!r} and {self._sources[spec.name]!r})"
             )
         self._tools[spec.name] = tool
         self._sources[spec.name] = self._current_source

@@ -218,9 +218,17 @@ class PolicyEngine:
         if self._audit is not None:
             self._audit(
                 "policy.decision",
-                {"thread": ctx.thread_id, "turn": ctx.turn_id, "call": ctx.call_id, "tool": call.name, "mode": mode,
-                 "subjects": [f"{s.kind}:{s.value}" for s in subjects], "verdict": decision.verdict.value,
-                 "reason": decision.reason, "source": decision.source},
+                {
+                    "thread": ctx.thread_id,
+                    "turn": ctx.turn_id,
+                    "call": ctx.call_id,
+                    "tool": call.name,
+                    "mode": mode,
+                    "subjects": [f"{s.kind}:{s.value}" for s in subjects],
+                    "verdict": decision.verdict.value,
+                    "reason": decision.reason,
+                    "source": decision.source,
+                },
             )
         return decision
 
@@ -264,7 +272,8 @@ class PolicyEngine:
                 decision = PolicyDecision(
                     PolicyVerdict.ASK,
                     f"the shell parser found {opaque}; only plain commands of literal words can be allowed by a "
-                    f"rule, so this one needs approval ({mode} mode)", "parser",
+                    f"rule, so this one needs approval ({mode} mode)",
+                    "parser",
                 )
         if decision.verdict is PolicyVerdict.ASK and self._session_allows(subjects):
             decision = PolicyDecision(PolicyVerdict.ALLOW, "allowed for this session", "session")

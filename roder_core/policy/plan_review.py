@@ -19,17 +19,14 @@ PLAN_TOOL = "exit_plan"
 
 #: The mode the session continues in after approval, encoded as the approval's decision kind.
 MODE_BY_DECISION: dict[str, str] = {"allow_once": "ask", "allow_session": "auto-edit", "allow_always": "bypass"}
-_DECISION_BY_MODE: dict[str, ApprovalDecisionKind] = {"ask": "allow_once", "auto-edit": "allow_session",
-                                                      "bypass": "allow_always"}
+_DECISION_BY_MODE: dict[str, ApprovalDecisionKind] = {"ask": "allow_once", "auto-edit": "allow_session", "bypass": "allow_always"}
 
 
 def pending_plans(runtime: Runtime, thread_id: str | None = None) -> list[ApprovalRequest]:
     return [r for r in runtime.pending_approvals(thread_id) if r.tool == PLAN_TOOL]
 
 
-def resolve_plan(
-    runtime: Runtime, request_id: str, approved: bool, *, mode: str | None = None, feedback: str = ""
-) -> None:
+def resolve_plan(runtime: Runtime, request_id: str, approved: bool, *, mode: str | None = None, feedback: str = "") -> None:
     """Approve (continuing in ``mode``: ask by default, auto-edit or bypass) or reject a plan."""
     if not any(r.approval_id == request_id for r in pending_plans(runtime)):
         raise RoderError(f"no plan review {request_id!r} is waiting (it may have been answered or timed out)")

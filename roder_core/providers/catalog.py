@@ -116,33 +116,53 @@ BUILTINS: dict[str, _Builtin] = {
     for b in (
         _Builtin(
             ProviderSpec(
-                name="openai", title="OpenAI", dialect="responses", base_url="https://api.openai.com/v1",
-                api_key_env="OPENAI_API_KEY", default_model="gpt-5.4", builtin=True, sort_order=10,
+                name="openai",
+                title="OpenAI",
+                dialect="responses",
+                base_url="https://api.openai.com/v1",
+                api_key_env="OPENAI_API_KEY",
+                default_model="gpt-5.4",
+                builtin=True,
+                sort_order=10,
                 description="OpenAI Responses API",
             ),
             base_url_env="OPENAI_BASE_URL",
         ),
         _Builtin(
             ProviderSpec(
-                name="anthropic", title="Anthropic", dialect="anthropic-messages",
-                base_url="https://api.anthropic.com/v1", api_key_env="ANTHROPIC_API_KEY",
-                default_model="claude-sonnet-4-6", builtin=True, sort_order=20,
+                name="anthropic",
+                title="Anthropic",
+                dialect="anthropic-messages",
+                base_url="https://api.anthropic.com/v1",
+                api_key_env="ANTHROPIC_API_KEY",
+                default_model="claude-sonnet-4-6",
+                builtin=True,
+                sort_order=20,
                 description="Anthropic Messages API",
             ),
             base_url_env="ANTHROPIC_BASE_URL",
         ),
         _Builtin(
             ProviderSpec(
-                name="openrouter", title="OpenRouter", dialect="chat-completions",
-                base_url="https://openrouter.ai/api/v1", api_key_env="OPENROUTER_API_KEY",
-                default_model="anthropic/claude-sonnet-4.6", builtin=True, sort_order=30,
+                name="openrouter",
+                title="OpenRouter",
+                dialect="chat-completions",
+                base_url="https://openrouter.ai/api/v1",
+                api_key_env="OPENROUTER_API_KEY",
+                default_model="anthropic/claude-sonnet-4.6",
+                builtin=True,
+                sort_order=30,
                 description="OpenRouter (Chat Completions), hundreds of models behind one key",
             ),
         ),
         _Builtin(
             ProviderSpec(
-                name="ollama", title="Ollama (local)", dialect="chat-completions",
-                base_url="http://127.0.0.1:11434/v1", builtin=True, sort_order=90,
+                name="ollama",
+                title="Ollama (local)",
+                dialect="chat-completions",
+                base_url="http://127.0.0.1:11434/v1",
+                builtin=True,
+                sort_order=90,
                 description="Local models served by Ollama (Chat Completions), no key",
             ),
         ),
@@ -219,11 +239,16 @@ def resolve_providers(config: RoderConfig, env: Mapping[str, str]) -> list[Provi
             raise ConfigError("config.toml [providers.mock]: 'mock' is the built-in offline model; pick another name")
         if table.dialect is None or table.base_url is None:
             raise ConfigError(
-                f"config.toml [providers.{name}] needs dialect (responses, chat-completions or "
-                "anthropic-messages) and base_url"
+                f"config.toml [providers.{name}] needs dialect (responses, chat-completions or anthropic-messages) and base_url"
             )
-        blank = ProviderSpec(name=name, title=name, dialect=table.dialect, base_url=table.base_url,
-                             description=f"{table.dialect} endpoint from config.toml", key_optional=True)
+        blank = ProviderSpec(
+            name=name,
+            title=name,
+            dialect=table.dialect,
+            base_url=table.base_url,
+            description=f"{table.dialect} endpoint from config.toml",
+            key_optional=True,
+        )
         specs.append(_apply(blank, table, table.base_url))
     return sorted(specs, key=lambda s: s.sort_order)
 

@@ -55,13 +55,12 @@ def apply_overrides(profile: ModelProfile, override: Mapping[str, Any] | None, w
     unknown = sorted(set(override) - PROFILE_FIELDS)
     if unknown:
         raise ConfigError(
-            f"config.toml [models.\"{where}\"]: unknown key {unknown[0]!r} "
-            f"(known: {', '.join(sorted(PROFILE_FIELDS))})"
+            f'config.toml [models."{where}"]: unknown key {unknown[0]!r} (known: {", ".join(sorted(PROFILE_FIELDS))})'
         )
     try:
         return ModelProfile.model_validate({**profile.model_dump(), **override})
     except ValueError as exc:
-        raise ConfigError(f"config.toml [models.\"{where}\"]: {exc}") from None
+        raise ConfigError(f'config.toml [models."{where}"]: {exc}') from None
 
 
 class HttpEngine:
@@ -202,8 +201,10 @@ class HttpEngine:
     def _require_key(self) -> None:
         if self.needs_key and not self.key:
             raise self.errors.make(
-                "auth", f"{self.spec.api_key_env} is not set",
-                f"export it, or store a key with `roder providers login {self.spec.name}`", retryable=False,
+                "auth",
+                f"{self.spec.api_key_env} is not set",
+                f"export it, or store a key with `roder providers login {self.spec.name}`",
+                retryable=False,
             )
 
     async def aclose(self) -> None:
@@ -211,14 +212,13 @@ class HttpEngine:
 
     # ------------------------------------------------------------------ the call
 
-    async def stream_turn(
-        self, ctx: InferenceTurnContext, request: AgentInferenceRequest
-    ) -> AsyncIterator[InferenceEvent]:
+    async def stream_turn(self, ctx: InferenceTurnContext, request: AgentInferenceRequest) -> AsyncIterator[InferenceEvent]:
         """Send the request, stream canonical events, retry transient failures (see module doc)."""
         self._require_key()
         if not request.model:
             raise self.errors.make(
-                "bad_request", "no model chosen",
+                "bad_request",
+                "no model chosen",
                 f"pass --model or set default_model in [providers.{self.spec.name}] "
                 f"(see `roder models --provider {self.spec.name}`)",
             )
@@ -250,8 +250,16 @@ class HttpEngine:
                 retries += 1
                 log.info("%s; retry %d of %d in %.2f s", exc, retries, self.retry.max_retries, wait)
                 yield ProviderMetadataEvent(
-                    data={"retry": {"attempt": retries, "max_attempts": self.retry.max_retries,
-                                    "wait": round(wait, 3), "kind": exc.kind, "reason": str(exc), "at": time.time()}}
+                    data={
+                        "retry": {
+                            "attempt": retries,
+                            "max_attempts": self.retry.max_retries,
+                            "wait": round(wait, 3),
+                            "kind": exc.kind,
+                            "reason": str(exc),
+                            "at": time.time(),
+                        }
+                    }
                 )
                 guard.next_attempt()
                 await asyncio.sleep(wait)

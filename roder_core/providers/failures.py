@@ -18,9 +18,7 @@ from roder_core.providers.limits import context_limit_from
 
 MAX_DETAIL = 300
 
-_KEYLIKE = re.compile(
-    r"(?i)(bearer\s+\S+|\b(?:sk|pk|rk|gsk|xai|sk-ant|sk-or)-[A-Za-z0-9_\-*.]{6,}|\bAIza[0-9A-Za-z_\-]{20,})"
-)
+_KEYLIKE = re.compile(r"(?i)(bearer\s+\S+|\b(?:sk|pk|rk|gsk|xai|sk-ant|sk-or)-[A-Za-z0-9_\-*.]{6,}|\bAIza[0-9A-Za-z_\-]{20,})")
 
 #: Phrases providers use when the prompt is larger than the model's window.
 _OVERFLOW_HINTS = (
@@ -142,12 +140,15 @@ class ErrorFactory:
         if status == 408:
             return self.make("timeout", "the request timed out", message, status=status, retry_after=retry_after)
         if status == 413 or (400 <= status < 500 and is_overflow(f"{message} {body}", code)):
-            return self.make("context_overflow", "the request is too large for the model", message, status=status,
-                             context_limit=context_limit_from(f"{message} {body}"))
-        if status == 404:
             return self.make(
-                "bad_request", "not found (is the model name right? see `roder models`)", message, status=status
+                "context_overflow",
+                "the request is too large for the model",
+                message,
+                status=status,
+                context_limit=context_limit_from(f"{message} {body}"),
             )
+        if status == 404:
+            return self.make("bad_request", "not found (is the model name right? see `roder models`)", message, status=status)
         if 400 <= status < 500:
             return self.make("bad_request", "the request was refused", message, status=status)
         return self.make("server", "the provider failed", message, status=status, retry_after=retry_after)
@@ -156,8 +157,9 @@ class ErrorFactory:
         """Classify an error the provider sent inside a 200 stream (an SSE error event)."""
         lowered = code.lower()
         if is_overflow(message, code):
-            return self.make("context_overflow", "the request is too large for the model", message,
-                             context_limit=context_limit_from(message))
+            return self.make(
+                "context_overflow", "the request is too large for the model", message, context_limit=context_limit_from(message)
+            )
         if "rate_limit" in lowered or lowered == "429":
             return self.make("rate_limit", "rate limited", message)
         if "auth" in lowered or "permission" in lowered or lowered in ("401", "403"):
@@ -179,4 +181,3 @@ class ErrorFactory:
 
     def stream_ended(self) -> InferenceError:
         return self.make("stream_dropped", "the stream ended before the response was complete")
-

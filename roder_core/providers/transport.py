@@ -115,9 +115,7 @@ class HttpTransport:
         return self.spec.base_url + path
 
     @asynccontextmanager
-    async def stream(
-        self, path: str, payload: bytes, headers: Mapping[str, str] | None = None
-    ) -> AsyncIterator[httpx.Response]:
+    async def stream(self, path: str, payload: bytes, headers: Mapping[str, str] | None = None) -> AsyncIterator[httpx.Response]:
         """POST ``payload`` (with this request's own ``headers``) and yield the open streaming
         response; closed on exit, always."""
         httpx = load_httpx()
@@ -139,14 +137,18 @@ class HttpTransport:
             if "html" in content_type:
                 # A web page (a login wall, a proxy, a base_url without /v1): never the raw HTML.
                 raise self.errors.make(
-                    "bad_request", f"expected an event stream, got {content_type.split(';')[0].strip()}",
+                    "bad_request",
+                    f"expected an event stream, got {content_type.split(';')[0].strip()}",
                     "the server answered with a web page, not the API; check base_url (OpenAI-compatible APIs "
-                    "usually end in /v1)", status=response.status_code,
+                    "usually end in /v1)",
+                    status=response.status_code,
                 )
             if "json" in content_type:
                 message, _ = error_detail(await self._error_body(response))
                 raise self.errors.make(
-                    "bad_request", f"expected an event stream, got {content_type.split(';')[0].strip()}", message,
+                    "bad_request",
+                    f"expected an event stream, got {content_type.split(';')[0].strip()}",
+                    message,
                     status=response.status_code,
                 )
             yield response

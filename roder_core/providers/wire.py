@@ -64,8 +64,7 @@ def stored_items(part: ReasoningPart, dialect: str) -> list[tuple[str, dict[str,
     """(block id, block) pairs this dialect stored in a reasoning part, in the order they came."""
     prefix = f"{dialect}/"
     data = part.provider_data or {}
-    return [(key[len(prefix):], value) for key, value in data.items()
-            if key.startswith(prefix) and isinstance(value, dict)]
+    return [(key[len(prefix) :], value) for key, value in data.items() if key.startswith(prefix) and isinstance(value, dict)]
 
 
 def event_json(event: SSEEvent, provider: str) -> dict[str, Any] | None:
@@ -96,7 +95,6 @@ def token_logprobs(raw: Any) -> list[dict[str, Any]]:
             keep = {k: entry[k] for k in ("token", "logprob", "bytes", "id") if k in entry}
             top = entry.get("top_logprobs")
             if isinstance(top, list) and top:
-                keep["top_logprobs"] = [{k: t[k] for k in ("token", "logprob") if k in t}
-                                        for t in top if isinstance(t, dict)]
+                keep["top_logprobs"] = [{k: t[k] for k in ("token", "logprob") if k in t} for t in top if isinstance(t, dict)]
             tokens.append(keep)
     return tokens

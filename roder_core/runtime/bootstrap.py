@@ -55,13 +55,15 @@ class Started:
     notices: list[str] = field(default_factory=list)
 
 
-def start_runtime(
-    settings: StartSettings, factories: Iterable[tuple[str, ExtensionFactory]] | None = None
-) -> Started:
+def start_runtime(settings: StartSettings, factories: Iterable[tuple[str, ExtensionFactory]] | None = None) -> Started:
     """``factories`` replaces entry-point discovery (embedders and tests that pick extensions)."""
     host = make_host(
-        settings.cwd, env=settings.env, trust=settings.trust, profile=settings.profile,
-        interactive=settings.interactive, data_dir=settings.data_dir,
+        settings.cwd,
+        env=settings.env,
+        trust=settings.trust,
+        profile=settings.profile,
+        interactive=settings.interactive,
+        data_dir=settings.data_dir,
     )
     if settings.sandbox:
         host.config.sandbox = settings.sandbox  # type: ignore[assignment]
@@ -96,8 +98,10 @@ def start_runtime(
         raise UnknownProviderError(f"{exc}; {reasons}") from exc
     fell_back = settings.provider is None and host.config.provider is None and runtime.provider == "mock"
     sandbox = runtime.sandbox  # probed once, now, so the user hears about a weaker sandbox up front
-    runtime.audit.record("sandbox.status", {"requested": sandbox.requested, "effective": sandbox.effective,
-                                            "blocked": sandbox.blocked, "reason": sandbox.reason})
+    runtime.audit.record(
+        "sandbox.status",
+        {"requested": sandbox.requested, "effective": sandbox.effective, "blocked": sandbox.blocked, "reason": sandbox.reason},
+    )
     if sandbox.effective == "off":
         from roder_core.brokers.self_protection import mark_non_dumpable
 

@@ -94,8 +94,11 @@ class Runtime:
         self.audit = AuditLog(options.paths.audit_file, self.redact)
         rules = options.config.policy
         self.policy = PolicyEngine(
-            options.mode, registry.policy_contributors, RuleSet(rules.allow, rules.ask, rules.deny),
-            audit=self.audit.record, extra_roots=options.config.fs.extra_roots,
+            options.mode,
+            registry.policy_contributors,
+            RuleSet(rules.allow, rules.ask, rules.deny),
+            audit=self.audit.record,
+            extra_roots=options.config.fs.extra_roots,
         )
         self.hooks = HookRunner(registry.hooks, options.config.hook_timeout, self._transcript_path)
         self.mutations = MutationQueue()
@@ -147,16 +150,16 @@ class Runtime:
         learned = self.learned_limits.get(provider, model)
         if learned is not None and learned < profile.context_window:
             # The server's real window, learned from its rejections (see providers/limits.py).
-            profile = profile.model_copy(update={"context_window": learned,
-                                                 "max_output_tokens": min(profile.max_output_tokens, learned // 4)})
+            profile = profile.model_copy(
+                update={"context_window": learned, "max_output_tokens": min(profile.max_output_tokens, learned // 4)}
+            )
         return profile
 
     def learn_context_limit(self, provider: str, model: str, error: InferenceError, prompt_tokens: int) -> bool:
         """Record the window a context overflow revealed; True when the assumed window shrank."""
         from roder_core.providers.limits import limit_after_rejection
 
-        window = limit_after_rejection(error.context_limit, prompt_tokens,
-                                       self.model_profile(provider, model).context_window)
+        window = limit_after_rejection(error.context_limit, prompt_tokens, self.model_profile(provider, model).context_window)
         if window is None:
             return False
         source = "stated by the server" if error.context_limit else f"a {prompt_tokens}-token prompt was refused"
@@ -173,8 +176,7 @@ class Runtime:
         """Switch an open thread's model; its next model call uses it (recorded in the thread)."""
         engine = self.engine(provider)
         state = self._state(thread_id)
-        await self.emit(ThreadModelChanged(thread_id=state.thread.id, provider=provider,
-                                           model=model or engine.default_model()))
+        await self.emit(ThreadModelChanged(thread_id=state.thread.id, provider=provider, model=model or engine.default_model()))
 
     # ------------------------------------------------------------------ brokers
 
@@ -217,16 +219,31 @@ class Runtime:
         """Approvals and mode changes are policy decisions: they go to the audit log too."""
         if isinstance(event, ApprovalRequested):
             request = event.request
-            self.audit.record("approval.requested", {
-                "thread": event.thread_id, "turn": event.turn_id, "approval": request.approval_id,
-                "call": request.call_id, "tool": request.tool, "reason": request.reason,
-                "command": request.command, "arguments": request.arguments,
-            })
+            self.audit.record(
+                "approval.requested",
+                {
+                    "thread": event.thread_id,
+                    "turn": event.turn_id,
+                    "approval": request.approval_id,
+                    "call": request.call_id,
+                    "tool": request.tool,
+                    "reason": request.reason,
+                    "command": request.command,
+                    "arguments": request.arguments,
+                },
+            )
         elif isinstance(event, ApprovalResolved):
-            self.audit.record("approval.resolved", {
-                "thread": event.thread_id, "turn": event.turn_id, "approval": event.approval_id,
-                "decision": event.decision.decision, "rule": event.decision.rule, "reason": event.decision.reason,
-            })
+            self.audit.record(
+                "approval.resolved",
+                {
+                    "thread": event.thread_id,
+                    "turn": event.turn_id,
+                    "approval": event.approval_id,
+                    "decision": event.decision.decision,
+                    "rule": event.decision.rule,
+                    "reason": event.decision.reason,
+                },
+            )
         elif isinstance(event, ModeChanged):
             self.audit.record("session.mode", {"thread": event.thread_id, "mode": event.mode, "reason": event.reason})
 
@@ -251,9 +268,7 @@ class Runtime:
                     await self.store.append(state.thread.header(), event)
                 except Exception as exc:  # a full disk must not lose the live turn silently
                     log.error("could not persist event %s: %s", event.method, exc)
-                    self.bus.publish(
-                        _error_event(event.thread_id, f"could not save thread: {exc}", "persistence")
-                    )
+                    self.bus.publish(_error_event(event.thread_id, f"could not save thread: {exc}", "persistence"))
         self.bus.publish(event)
 
     def publish_live(self, event: RuntimeEvent) -> None:
@@ -372,9 +387,7 @@ class Runtime:
         except RoderError:
             return None
 
-    def restrict_thread(
-        self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None
-    ) -> None:
+    def restrict_thread(self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None) -> None:
         """Give one thread (a subagent's) its own tool set and policy mode."""
         if mode is not None and mode not in MODES:
             raise RoderError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -478,8 +491,7 @@ class Runtime:
         await self.emit(CustomEntrySaved(thread_id=self._state(thread_id).thread.id, entry=entry))
         return entry
 
-    def custom_state(self, thread_id: str, namespace: str, *, version: int = 1,
-                     migrate: Migration | None = None) -> Any:
+    def custom_state(self, thread_id: str, namespace: str, *, version: int = 1, migrate: Migration | None = None) -> Any:
         """An extension's saved state (None if never saved), upgraded with ``migrate(old_version,
         data)`` when it was saved by an older version."""
         from roder_core.threads.sessions import read_custom
@@ -596,8 +608,7 @@ class Runtime:
         ``session/resolve_user_input`` brings. Headless runs refuse at once."""
         if not self.options.interactive:
             raise RoderError("nobody can answer questions in this headless run")
-        event = UserInputRequested(thread_id=thread_id, turn_id=turn_id, request_id=new_id("input"),
-                                   questions=questions)
+        event = UserInputRequested(thread_id=thread_id, turn_id=turn_id, request_id=new_id("input"), questions=questions)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._user_inputs[event.request_id] = (event, future)
         try:

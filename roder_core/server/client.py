@@ -148,13 +148,21 @@ class LocalAppClient:
     async def tools_list(self, thread_id: str | None = None) -> ToolsListResult:
         return await self._call("tools/list", ToolsListParams(thread_id=thread_id), ToolsListResult)
 
-    async def providers_select(self, provider: str, model: str | None = None, reasoning: str | None = None,
-                               *, thread_id: str | None = None) -> ProvidersSelectResult:
+    async def providers_select(
+        self, provider: str, model: str | None = None, reasoning: str | None = None, *, thread_id: str | None = None
+    ) -> ProvidersSelectResult:
         params = ProvidersSelectParams(provider=provider, model=model, reasoning=reasoning, thread_id=thread_id)
         return await self._call("providers/select", params, ProvidersSelectResult)
 
-    async def thread_start(self, cwd: str | None = None, provider: str | None = None, model: str | None = None,
-                           *, ephemeral: bool = False, title: str = "") -> ThreadResult:
+    async def thread_start(
+        self,
+        cwd: str | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        *,
+        ephemeral: bool = False,
+        title: str = "",
+    ) -> ThreadResult:
         params = ThreadStartParams(cwd=cwd, model_provider=provider, model=model, ephemeral=ephemeral, title=title)
         return await self._call("thread/start", params, ThreadResult)
 
@@ -172,10 +180,15 @@ class LocalAppClient:
     async def thread_close(self, thread_id: str) -> ThreadCloseResult:
         return await self._call("thread/close", ThreadCloseParams(thread_id=thread_id), ThreadCloseResult)
 
-    async def turn_start(self, thread_id: str, prompt: str | None = None, input: list[InputItem] | None = None,
-                         *, task_ledger_required: bool = False) -> TurnResult:
-        params = TurnStartParams(thread_id=thread_id, prompt=prompt, input=input or [],
-                                 task_ledger_required=task_ledger_required)
+    async def turn_start(
+        self,
+        thread_id: str,
+        prompt: str | None = None,
+        input: list[InputItem] | None = None,
+        *,
+        task_ledger_required: bool = False,
+    ) -> TurnResult:
+        params = TurnStartParams(thread_id=thread_id, prompt=prompt, input=input or [], task_ledger_required=task_ledger_required)
         return await self._call("turn/start", params, TurnResult)
 
     async def turn_steer(self, thread_id: str, expected_turn_id: str, prompt: str) -> TurnSteerResult:
@@ -203,11 +216,16 @@ class LocalAppClient:
     async def trust_set(self, trusted: bool, cwd: str | None = None) -> TrustResult:
         return await self._call("trust/set", TrustSetParams(cwd=cwd, trusted=trusted), TrustResult)
 
-    async def resolve_approval(self, approval_id: str, decision: ApprovalDecisionKind | None = None, *,
-                               approved: bool | None = None, rule: str | None = None,
-                               reason: str = "") -> ResolvedResult:
-        params = ResolveApprovalParams(approval_id=approval_id, decision=decision, approved=approved,
-                                       rule=rule, reason=reason)
+    async def resolve_approval(
+        self,
+        approval_id: str,
+        decision: ApprovalDecisionKind | None = None,
+        *,
+        approved: bool | None = None,
+        rule: str | None = None,
+        reason: str = "",
+    ) -> ResolvedResult:
+        params = ResolveApprovalParams(approval_id=approval_id, decision=decision, approved=approved, rule=rule, reason=reason)
         return await self._call("session/resolve_approval", params, ResolvedResult)
 
     # ------------------------------------------------------------------ lifecycle

@@ -1,6 +1,6 @@
 """Renders docs/protocol.md from the protocol models, so the document cannot drift from the code.
 
-    python -m roder_core.server.docs > docs/protocol.md
+python -m roder_core.server.docs > docs/protocol.md
 """
 
 from __future__ import annotations
@@ -76,8 +76,7 @@ def _definitions(models: list[type[BaseModel]]) -> list[str]:
     """Shared types referenced by params, results and notifications, once each."""
     from pydantic.json_schema import models_json_schema
 
-    _refs, schema = models_json_schema([(m, "serialization") for m in models], by_alias=True,
-                                       ref_template="#/$defs/{model}")
+    _refs, schema = models_json_schema([(m, "serialization") for m in models], by_alias=True, ref_template="#/$defs/{model}")
     lines = ["## Types", ""]
     skip = {m.__name__ for m in models}
     for name, definition in sorted(schema.get("$defs", {}).items()):
@@ -116,7 +115,7 @@ def render() -> str:
         lines += ["", f"Result (`{spec.result.__name__}`):", ""]
         lines += _fields(spec.result, "serialization")
         lines.append("")
-    lines += ["## Notifications", "", "Every notification is `{\"jsonrpc\": \"2.0\", \"method\": ..., \"params\": ...}`.", ""]
+    lines += ["## Notifications", "", 'Every notification is `{"jsonrpc": "2.0", "method": ..., "params": ...}`.', ""]
     for name, model in notifications.items():
         doc = " ".join((model.__doc__ or "").split())
         lines += [f"### `{name}`", ""] + ([doc, ""] if doc else [])

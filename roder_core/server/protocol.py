@@ -437,57 +437,159 @@ class MethodSpec:
 
 
 _SPECS = [
-    MethodSpec("initialize", "handshake", InitializeParams, InitializeResult,
-               "Handshake: server info, active provider/model/cwd/mode and which method groups exist."),
-    MethodSpec("extensions/list", "discovery", NoParams, ExtensionsListResult,
-               "Installed extension manifests and capability statuses (seed 003 shape)."),
-    MethodSpec("providers/list", "discovery", NoParams, ProvidersListResult,
-               "Inference providers with auth state, and the selected provider/model."),
-    MethodSpec("model/list", "discovery", ModelListParams, ModelListResult,
-               "Model profiles of a provider (default: the selected one)."),
-    MethodSpec("tools/list", "discovery", ToolsListParams, ToolsListResult,
-               "Tools every contributor offers right now, with schemas."),
-    MethodSpec("thread/start", "threads", ThreadStartParams, ThreadResult,
-               "Create a thread (cwd defaults to the server's; ephemeral threads are not stored)."),
-    MethodSpec("thread/list", "threads", ThreadListParams, ThreadListResult,
-               "Stored and open threads, newest first, optionally for one cwd."),
-    MethodSpec("thread/read", "threads", ThreadReadParams, ThreadResult,
-               "A thread (open or stored); turns and items only with includeTurns."),
-    MethodSpec("thread/resume", "threads", ThreadResumeParams, ThreadResult,
-               "Open a stored thread so new turns can run on it (turn/start also does this)."),
-    MethodSpec("thread/close", "threads", ThreadCloseParams, ThreadCloseResult,
-               "Unload an open thread and give up writing it, so another process can resume it "
-               "(a running turn is interrupted first; the stored thread is kept)."),
-    MethodSpec("thread/fork", "threads", ThreadForkParams, ThreadResult,
-               "Copy a thread up to a turn into a new thread with a parent pointer."),
-    MethodSpec("turn/start", "threads", TurnStartParams, TurnResult,
-               "Start a turn from a prompt or input items; returns once it has started."),
-    MethodSpec("turn/steer", "threads", TurnSteerParams, TurnSteerResult,
-               "Queue a message for the running turn (expectedTurnId must match)."),
-    MethodSpec("turn/steer/cancel", "threads", TurnSteerCancelParams, TurnSteerCancelResult,
-               "Take back a queued steer message the model has not received yet (to edit or drop it)."),
-    MethodSpec("turn/interrupt", "threads", TurnInterruptParams, TurnInterruptResult,
-               "Cancel the running turn; it completes with status interrupted."),
-    MethodSpec("session/get", "session", SessionGetParams, SessionGetResult,
-               "Mode, provider, open threads, running turns and pending approvals/user input."),
-    MethodSpec("session/set_mode", "session", SessionSetModeParams, SessionModeResult,
-               "Change the policy mode for this session."),
-    MethodSpec("session/resolve_approval", "session", ResolveApprovalParams, ResolvedResult,
-               "Answer a pending approval (approved, or one of the offered decisions)."),
-    MethodSpec("trust/get", "trust", TrustGetParams, TrustResult,
-               "Whether a folder is trusted to load its own config, hooks, skills, commands, agents and MCP."),
-    MethodSpec("trust/set", "trust", TrustSetParams, TrustResult,
-               "Record a trust decision for a folder (takes effect when a runtime next starts there)."),
-    MethodSpec("providers/select", "providers", ProvidersSelectParams, ProvidersSelectResult,
-               "Select provider and model for new threads (persisted when the server persists config)."),
-    MethodSpec("providers/configure", "providers", ProvidersConfigureParams, ProvidersConfigureResult,
-               "Write a provider's settings (base URL, dialect, key variable, models) to config.toml and/or "
-               "store its API key in the user's private credentials file."),
+    MethodSpec(
+        "initialize",
+        "handshake",
+        InitializeParams,
+        InitializeResult,
+        "Handshake: server info, active provider/model/cwd/mode and which method groups exist.",
+    ),
+    MethodSpec(
+        "extensions/list",
+        "discovery",
+        NoParams,
+        ExtensionsListResult,
+        "Installed extension manifests and capability statuses (seed 003 shape).",
+    ),
+    MethodSpec(
+        "providers/list",
+        "discovery",
+        NoParams,
+        ProvidersListResult,
+        "Inference providers with auth state, and the selected provider/model.",
+    ),
+    MethodSpec(
+        "model/list", "discovery", ModelListParams, ModelListResult, "Model profiles of a provider (default: the selected one)."
+    ),
+    MethodSpec(
+        "tools/list", "discovery", ToolsListParams, ToolsListResult, "Tools every contributor offers right now, with schemas."
+    ),
+    MethodSpec(
+        "thread/start",
+        "threads",
+        ThreadStartParams,
+        ThreadResult,
+        "Create a thread (cwd defaults to the server's; ephemeral threads are not stored).",
+    ),
+    MethodSpec(
+        "thread/list",
+        "threads",
+        ThreadListParams,
+        ThreadListResult,
+        "Stored and open threads, newest first, optionally for one cwd.",
+    ),
+    MethodSpec(
+        "thread/read",
+        "threads",
+        ThreadReadParams,
+        ThreadResult,
+        "A thread (open or stored); turns and items only with includeTurns.",
+    ),
+    MethodSpec(
+        "thread/resume",
+        "threads",
+        ThreadResumeParams,
+        ThreadResult,
+        "Open a stored thread so new turns can run on it (turn/start also does this).",
+    ),
+    MethodSpec(
+        "thread/close",
+        "threads",
+        ThreadCloseParams,
+        ThreadCloseResult,
+        "Unload an open thread and give up writing it, so another process can resume it "
+        "(a running turn is interrupted first; the stored thread is kept).",
+    ),
+    MethodSpec(
+        "thread/fork",
+        "threads",
+        ThreadForkParams,
+        ThreadResult,
+        "Copy a thread up to a turn into a new thread with a parent pointer.",
+    ),
+    MethodSpec(
+        "turn/start",
+        "threads",
+        TurnStartParams,
+        TurnResult,
+        "Start a turn from a prompt or input items; returns once it has started.",
+    ),
+    MethodSpec(
+        "turn/steer",
+        "threads",
+        TurnSteerParams,
+        TurnSteerResult,
+        "Queue a message for the running turn (expectedTurnId must match).",
+    ),
+    MethodSpec(
+        "turn/steer/cancel",
+        "threads",
+        TurnSteerCancelParams,
+        TurnSteerCancelResult,
+        "Take back a queued steer message the model has not received yet (to edit or drop it).",
+    ),
+    MethodSpec(
+        "turn/interrupt",
+        "threads",
+        TurnInterruptParams,
+        TurnInterruptResult,
+        "Cancel the running turn; it completes with status interrupted.",
+    ),
+    MethodSpec(
+        "session/get",
+        "session",
+        SessionGetParams,
+        SessionGetResult,
+        "Mode, provider, open threads, running turns and pending approvals/user input.",
+    ),
+    MethodSpec(
+        "session/set_mode", "session", SessionSetModeParams, SessionModeResult, "Change the policy mode for this session."
+    ),
+    MethodSpec(
+        "session/resolve_approval",
+        "session",
+        ResolveApprovalParams,
+        ResolvedResult,
+        "Answer a pending approval (approved, or one of the offered decisions).",
+    ),
+    MethodSpec(
+        "trust/get",
+        "trust",
+        TrustGetParams,
+        TrustResult,
+        "Whether a folder is trusted to load its own config, hooks, skills, commands, agents and MCP.",
+    ),
+    MethodSpec(
+        "trust/set",
+        "trust",
+        TrustSetParams,
+        TrustResult,
+        "Record a trust decision for a folder (takes effect when a runtime next starts there).",
+    ),
+    MethodSpec(
+        "providers/select",
+        "providers",
+        ProvidersSelectParams,
+        ProvidersSelectResult,
+        "Select provider and model for new threads (persisted when the server persists config).",
+    ),
+    MethodSpec(
+        "providers/configure",
+        "providers",
+        ProvidersConfigureParams,
+        ProvidersConfigureResult,
+        "Write a provider's settings (base URL, dialect, key variable, models) to config.toml and/or "
+        "store its API key in the user's private credentials file.",
+    ),
     MethodSpec("settings/get", "settings", NoParams, SettingsResult, "Current settings."),
-    MethodSpec("settings/set_web_search", "settings", SetWebSearchParams, SettingsResult,
-               "Set the web-search mode (persisted)."),
-    MethodSpec("settings/set_default_mode", "settings", SetDefaultModeParams, SettingsResult,
-               "Set the default policy mode for future sessions (persisted)."),
+    MethodSpec("settings/set_web_search", "settings", SetWebSearchParams, SettingsResult, "Set the web-search mode (persisted)."),
+    MethodSpec(
+        "settings/set_default_mode",
+        "settings",
+        SetDefaultModeParams,
+        SettingsResult,
+        "Set the default policy mode for future sessions (persisted).",
+    ),
 ]
 
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in _SPECS}
@@ -503,15 +605,16 @@ def register(spec: MethodSpec) -> MethodSpec:
 
 #: Seed-004 method groups this release does not offer: group -> (methods or prefixes, why).
 UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
-    "teams": (("team/",), "multi-agent teams are not available in this release (subagents are: agents/list, "
-                          "turn/subagentTraces/list)"),
+    "teams": (
+        ("team/",),
+        "multi-agent teams are not available in this release (subagents are: agents/list, turn/subagentTraces/list)",
+    ),
     "marketplaces": (("marketplaces/", "plugins/"), "marketplaces and plugins are not available in this release"),
     "media": (("media/",), "media artifacts are not available in this release"),
     "workflows": (("workflow/", "workflows/"), "workflows are not available in this release"),
     "runners": (("runners/",), "remote runners are not available in this release"),
     "auth": (("auth/",), "provider OAuth logins are not available in this release; use API keys"),
-    "planReview": (("plan/review/",), "plan review methods are not available in this release; "
-                   "use session/exit_plan"),
+    "planReview": (("plan/review/",), "plan review methods are not available in this release; use session/exit_plan"),
 }
 
 

@@ -115,19 +115,49 @@ class HunkApplyResult(ProtocolModel):
 
 
 _SPECS = [
-    MethodSpec("git/changes/list", "changes", GitChangesListParams, GitChangesListResult,
-               "Uncommitted git changes of a workspace (untracked binary files marked binary, 0 additions)."),
-    MethodSpec("git/changes/read", "changes", GitChangesReadParams, GitChangesReadResult,
-               "The patch of one changed file (a binary-file summary for binary files)."),
-    MethodSpec("workspace/changes/list", "changes", ThreadChangesParams, WorkspaceChangesListResult,
-               "Files a thread's turns changed (from its fileChange items)."),
-    MethodSpec("hunk/list", "changes", ThreadChangesParams, HunkListResult,
-               "Hunks of a thread's (or turn's, or since one item) edits, and the commands whose changes have none."),
+    MethodSpec(
+        "git/changes/list",
+        "changes",
+        GitChangesListParams,
+        GitChangesListResult,
+        "Uncommitted git changes of a workspace (untracked binary files marked binary, 0 additions).",
+    ),
+    MethodSpec(
+        "git/changes/read",
+        "changes",
+        GitChangesReadParams,
+        GitChangesReadResult,
+        "The patch of one changed file (a binary-file summary for binary files).",
+    ),
+    MethodSpec(
+        "workspace/changes/list",
+        "changes",
+        ThreadChangesParams,
+        WorkspaceChangesListResult,
+        "Files a thread's turns changed (from its fileChange items).",
+    ),
+    MethodSpec(
+        "hunk/list",
+        "changes",
+        ThreadChangesParams,
+        HunkListResult,
+        "Hunks of a thread's (or turn's, or since one item) edits, and the commands whose changes have none.",
+    ),
     MethodSpec("hunk/read", "changes", HunkParams, HunkReadResult, "One hunk with its old and new lines."),
-    MethodSpec("hunk/rollback", "changes", HunkParams, HunkRollbackResult,
-               "Undo one hunk in the file on disk (policy applies; refused if the file changed since)."),
-    MethodSpec("hunk/apply", "changes", HunkParams, HunkApplyResult,
-               "Re-apply a rolled-back hunk (redo; policy applies; refused if the file changed since)."),
+    MethodSpec(
+        "hunk/rollback",
+        "changes",
+        HunkParams,
+        HunkRollbackResult,
+        "Undo one hunk in the file on disk (policy applies; refused if the file changed since).",
+    ),
+    MethodSpec(
+        "hunk/apply",
+        "changes",
+        HunkParams,
+        HunkApplyResult,
+        "Re-apply a rolled-back hunk (redo; policy applies; refused if the file changed since).",
+    ),
 ]
 for _spec in _SPECS:
     register(_spec)

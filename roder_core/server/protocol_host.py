@@ -93,14 +93,30 @@ class ToolsCallResult(ProtocolModel):
 
 
 _SPECS = [
-    MethodSpec("fs/readFile", "fs", FsReadFileParams, FsReadFileResult,
-               "Read a file (absolute path inside the workspace) as base64."),
-    MethodSpec("fs/readDirectory", "fs", FsReadDirectoryParams, FsReadDirectoryResult,
-               "List a directory (absolute path inside the workspace)."),
-    MethodSpec("command/exec", "fs", CommandExecParams, CommandExecResult,
-               "Run a command vector after policy; optional streaming via command/exec/output_delta."),
-    MethodSpec("tools/call", "tools", ToolsCallParams, ToolsCallResult,
-               "Call a registered tool directly (policy applies; the caller approves 'ask' verdicts)."),
+    MethodSpec(
+        "fs/readFile", "fs", FsReadFileParams, FsReadFileResult, "Read a file (absolute path inside the workspace) as base64."
+    ),
+    MethodSpec(
+        "fs/readDirectory",
+        "fs",
+        FsReadDirectoryParams,
+        FsReadDirectoryResult,
+        "List a directory (absolute path inside the workspace).",
+    ),
+    MethodSpec(
+        "command/exec",
+        "fs",
+        CommandExecParams,
+        CommandExecResult,
+        "Run a command vector after policy; optional streaming via command/exec/output_delta.",
+    ),
+    MethodSpec(
+        "tools/call",
+        "tools",
+        ToolsCallParams,
+        ToolsCallResult,
+        "Call a registered tool directly (policy applies; the caller approves 'ask' verdicts).",
+    ),
 ]
 for _spec in _SPECS:
     register(_spec)

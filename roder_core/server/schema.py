@@ -58,8 +58,7 @@ def protocol_schema() -> dict[str, Any]:
         "version": PROTOCOL_VERSION,
         "serverVersion": __version__,
         "methods": {
-            name: {"group": spec.group, "summary": spec.summary,
-                   "params": ref[(name, "params")], "result": ref[(name, "result")]}
+            name: {"group": spec.group, "summary": spec.summary, "params": ref[(name, "params")], "result": ref[(name, "result")]}
             for name, spec in methods.items()
         },
         "notifications": {name: ref[(name, "notification")] for name in notifications},

@@ -158,4 +158,3 @@ def reserve_stdout() -> int:
     with contextlib.suppress(Exception):
         sys.stdout = sys.stderr
     return protocol_fd
-

@@ -51,8 +51,9 @@ class TaskManager:
         if executor is None:
             known = ", ".join(sorted(self.executors)) or "none installed"
             raise InvalidParams(f"unknown task executor {executor_id!r} (available: {known})")
-        task = TaskModel(id=new_id("task"), executor_id=executor_id, status="queued", params=params,
-                         created_at=time.time(), **context)
+        task = TaskModel(
+            id=new_id("task"), executor_id=executor_id, status="queued", params=params, created_at=time.time(), **context
+        )
         self.tasks[task.id] = task
         self._running[task.id] = asyncio.create_task(self._run(task, executor), name=f"task {task.id}")
         self._trim()

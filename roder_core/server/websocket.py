@@ -61,15 +61,21 @@ class RemoteOptions:
     allowed_hosts: tuple[str, ...] = ()
 
     @classmethod
-    def from_args(cls, listen: str, auth_token: str | None, *, print_qr: bool = True,
-                  env: dict[str, str] | None = None, allow_hosts: list[str] | None = None) -> RemoteOptions:
+    def from_args(
+        cls,
+        listen: str,
+        auth_token: str | None,
+        *,
+        print_qr: bool = True,
+        env: dict[str, str] | None = None,
+        allow_hosts: list[str] | None = None,
+    ) -> RemoteOptions:
         options = cls._from_args(listen, auth_token, print_qr=print_qr, env=env)
         names = tuple(dict.fromkeys(_host_name(h) for h in allow_hosts or () if _host_name(h)))
         return replace(options, allowed_hosts=names)
 
     @classmethod
-    def _from_args(cls, listen: str, auth_token: str | None, *, print_qr: bool,
-                   env: dict[str, str] | None) -> RemoteOptions:
+    def _from_args(cls, listen: str, auth_token: str | None, *, print_qr: bool, env: dict[str, str] | None) -> RemoteOptions:
         parts = urlsplit(listen)
         if parts.scheme != "ws" or not parts.hostname:
             raise ValueError(f"--listen must look like ws://HOST:PORT (got {listen!r}); Roder does not terminate TLS")
@@ -106,7 +112,7 @@ def token_from_headers(headers: Any) -> tuple[str | None, list[str]]:
         return credentials.strip(), offered
     for protocol in offered:
         if protocol.startswith(BEARER_PREFIX):
-            return protocol[len(BEARER_PREFIX):], offered
+            return protocol[len(BEARER_PREFIX) :], offered
     return None, offered
 
 
@@ -138,8 +144,10 @@ def host_refusal(host_header: str | None, options: RemoteOptions) -> str | None:
     bound = _host_name(options.host)
     if _is_ip(name) or is_loopback_host(name) or name == bound or name in options.allowed_hosts:
         return None
-    return (f"Host {name!r} is not this server's name (DNS-rebinding protection); connect by address or "
-            "localhost, or start the server with --allow-host NAME")
+    return (
+        f"Host {name!r} is not this server's name (DNS-rebinding protection); connect by address or "
+        "localhost, or start the server with --allow-host NAME"
+    )
 
 
 def origin_refusal(origin: str | None, host_header: str | None, options: RemoteOptions) -> str | None:
@@ -155,8 +163,10 @@ def origin_refusal(origin: str | None, host_header: str | None, options: RemoteO
     host = _host_name(host_header or "")
     if name == host or name in options.allowed_hosts or (is_loopback_host(name) and is_loopback_host(host)):
         return None
-    return (f"Origin {origin!r} is a page on another site (cross-origin protection); browsers may only connect "
-            "from this server's own host or an --allow-host name")
+    return (
+        f"Origin {origin!r} is a page on another site (cross-origin protection); browsers may only connect "
+        "from this server's own host or an --allow-host name"
+    )
 
 
 def token_matches(presented: str | None, expected: str) -> bool:
@@ -208,17 +218,18 @@ def announce(options: RemoteOptions, port: int, out: TextIO) -> None:
     else:
         preview = options.token[:4] + "…" + options.token[-4:] if len(options.token) > 12 else "…"
         out.write(f"  token: {preview} (from {options.token_source})\n")
-    out.write(f"  send it as 'Authorization: Bearer <token>' or subprotocol '{BEARER_PREFIX}<token>'; "
-              f"offer '{SUBPROTOCOL}'\n")
+    out.write(f"  send it as 'Authorization: Bearer <token>' or subprotocol '{BEARER_PREFIX}<token>'; offer '{SUBPROTOCOL}'\n")
     # a token from the environment is never printed, in the link and QR code either: they carry
     # the addresses only and the client asks for the token
     link = pairing_link(urls, options.token if options.token_source == "generated" else None)
     shown = link if options.token_source == "generated" else f"{link} (token not included: {options.token_source})"
     out.write(f"  pair: {shown}\n")
     if not is_loopback_host(options.host):
-        out.write("roder: WARNING: listening on a non-loopback address without TLS. Anyone who can reach this "
-                  "port and learns the token can read files and run commands here; prefer 127.0.0.1, an SSH "
-                  "tunnel or a trusted encrypted network (Tailscale, WireGuard).\n")
+        out.write(
+            "roder: WARNING: listening on a non-loopback address without TLS. Anyone who can reach this "
+            "port and learns the token can read files and run commands here; prefer 127.0.0.1, an SSH "
+            "tunnel or a trusted encrypted network (Tailscale, WireGuard).\n"
+        )
     if options.print_qr:
         try:
             out.write(qr_text(link))
@@ -261,8 +272,9 @@ class RemoteServer:
         from websockets.exceptions import ConnectionClosed
 
         info = RemoteInfo(subprotocol=websocket.subprotocol, workspace=str(self.dispatcher.runtime.options.cwd))
-        conn = Connection(self.dispatcher, websocket.send, remote=info, close_when_behind=True,
-                          queue_size=self.dispatcher.queue_size)
+        conn = Connection(
+            self.dispatcher, websocket.send, remote=info, close_when_behind=True, queue_size=self.dispatcher.queue_size
+        )
         self.connections.add(conn)
         watcher = asyncio.create_task(self._cut_when_behind(conn, websocket))
 
@@ -283,8 +295,10 @@ class RemoteServer:
         arrives after what the client has not read yet), then the connection is closed."""
         await conn.queue.overflowed.wait()
         if not conn.fell_behind.is_set():
-            error = ErrorNotification(code=CLIENT_BEHIND, message="client fell behind: notifications were "
-                                      "dropped; reconnect and re-read open threads with thread/read")
+            error = ErrorNotification(
+                code=CLIENT_BEHIND,
+                message="client fell behind: notifications were dropped; reconnect and re-read open threads with thread/read",
+            )
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(websocket.send(encode(notification_message(error))), BEHIND_GRACE)
         await websocket.close(1013, "client fell behind; reconnect and re-read threads")
@@ -293,9 +307,13 @@ class RemoteServer:
         from websockets.asyncio.server import serve
 
         self._server = await serve(
-            self._handle, self.options.host, self.options.port,
-            process_request=self._process_request, select_subprotocol=self._select_subprotocol,
-            max_size=MAX_MESSAGE, server_header="roder-app-server",
+            self._handle,
+            self.options.host,
+            self.options.port,
+            process_request=self._process_request,
+            select_subprotocol=self._select_subprotocol,
+            max_size=MAX_MESSAGE,
+            server_header="roder-app-server",
         )
         return int(self._server.sockets[0].getsockname()[1])
 
@@ -305,8 +323,7 @@ class RemoteServer:
             await self._server.wait_closed()
 
 
-async def serve_remote(dispatcher: Dispatcher, options: RemoteOptions, stop: asyncio.Event,
-                       out: TextIO | None = None) -> None:
+async def serve_remote(dispatcher: Dispatcher, options: RemoteOptions, stop: asyncio.Event, out: TextIO | None = None) -> None:
     try:
         import websockets  # noqa: F401
     except ImportError:

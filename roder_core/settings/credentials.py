@@ -85,7 +85,7 @@ class CredentialStore:
             raise CredentialsError(f"{self.path} is not valid JSON; fix it or remove it and log in again") from None
         keys = data.get("keys") if isinstance(data, dict) else None
         if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
-            raise CredentialsError(f"{self.path} has no \"keys\" object of provider -> key strings")
+            raise CredentialsError(f'{self.path} has no "keys" object of provider -> key strings')
         return {str(name): value for name, value in keys.items()}
 
     def get(self, provider: str) -> str:

@@ -58,9 +58,20 @@ from typing import Any
 
 DIALECTS = ("responses", "chat-completions", "anthropic-messages")
 FINISHED_STEP: dict[str, Any] = {"text": "(fake server script finished)"}
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-           408: "Request Timeout", 413: "Payload Too Large", 429: "Too Many Requests",
-           500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 529: "Overloaded"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    529: "Overloaded",
+}
 
 
 def _json(value: Any) -> str:
@@ -87,8 +98,7 @@ class RecordedRequest:
 
     def masked(self) -> dict[str, Any]:
         headers = {k: ("***" if k in ("authorization", "x-api-key") else v) for k, v in self.headers.items()}
-        return {"method": self.method, "path": self.path, "headers": headers, "json": self.json,
-                "received_at": self.received_at}
+        return {"method": self.method, "path": self.path, "headers": headers, "json": self.json, "received_at": self.received_at}
 
 
 # --------------------------------------------------------------------------- dialect rendering
@@ -117,8 +127,11 @@ def _usage(step: dict[str, Any], request: dict[str, Any]) -> _Usage:
 
 def _calls(step: dict[str, Any], prefix: str, number: int) -> list[dict[str, Any]]:
     return [
-        {"id": call.get("id") or f"{prefix}{number}_{index}", "name": call["name"],
-         "arguments": call["arguments"] if isinstance(call.get("arguments"), str) else _json(call.get("arguments", {}))}
+        {
+            "id": call.get("id") or f"{prefix}{number}_{index}",
+            "name": call["name"],
+            "arguments": call["arguments"] if isinstance(call.get("arguments"), str) else _json(call.get("arguments", {})),
+        }
         for index, call in enumerate(step.get("tool_calls", []))
     ]
 
@@ -133,16 +146,20 @@ def _logprobs(pieces: list[str], top: int) -> list[dict[str, Any]]:
     for index, piece in enumerate(pieces):
         logprob = -round(0.01 * (index + 1), 4)
         alternatives = [{"token": piece, "logprob": logprob, "bytes": list(piece.encode())}]
-        alternatives += [{"token": f"alt{n}", "logprob": logprob - n, "bytes": list(f"alt{n}".encode())}
-                         for n in range(1, top)]
+        alternatives += [{"token": f"alt{n}", "logprob": logprob - n, "bytes": list(f"alt{n}".encode())} for n in range(1, top)]
         out.append({**alternatives[0], "top_logprobs": alternatives[:top]})
     return out
 
 
 def render_chat(step: dict[str, Any], request: dict[str, Any], number: int) -> list[Event]:
     size = int(step.get("chunk_size", 8))
-    base = {"id": f"chatcmpl-fake{number}", "object": "chat.completion.chunk", "created": 1_760_000_000 + number,
-            "model": request.get("model", "fake-model"), "system_fingerprint": "fp_fake"}
+    base = {
+        "id": f"chatcmpl-fake{number}",
+        "object": "chat.completion.chunk",
+        "created": 1_760_000_000 + number,
+        "model": request.get("model", "fake-model"),
+        "system_fingerprint": "fp_fake",
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> Event:
         return None, {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
@@ -153,28 +170,70 @@ def render_chat(step: dict[str, Any], request: dict[str, Any], number: int) -> l
     pieces = _pieces(step.get("text", ""), size)
     if request.get("logprobs"):  # each content chunk carries its token's logprobs
         tokens = _logprobs(pieces, int(request.get("top_logprobs") or 0))
-        events += [(None, {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None,
-                                                 "logprobs": {"content": [token], "refusal": None}}]})
-                   for piece, token in zip(pieces, tokens, strict=True)]
+        events += [
+            (
+                None,
+                {
+                    **base,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"content": piece},
+                            "finish_reason": None,
+                            "logprobs": {"content": [token], "refusal": None},
+                        }
+                    ],
+                },
+            )
+            for piece, token in zip(pieces, tokens, strict=True)
+        ]
     else:
         events += [chunk({"content": piece}) for piece in pieces]
     calls = _calls(step, "call_fake", number)
     for index, call in enumerate(calls):
-        events.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                             "function": {"name": call["name"], "arguments": ""}}]}))
-        events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-                   for piece in _pieces(call["arguments"], size)]
+        events.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        events += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _pieces(call["arguments"], size)
+        ]
     finish = {"max_tokens": "length"}.get(step.get("stop_reason", ""), "tool_calls" if calls else "stop")
     events.append(chunk({}, finish))
     if (request.get("stream_options") or {}).get("include_usage"):
         usage = _usage(step, request)
-        events.append((None, {**base, "choices": [], "usage": {
-            "prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.input_tokens + usage.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens, "audio_tokens": 0,
-                                          "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-        }}))
+        events.append(
+            (
+                None,
+                {
+                    **base,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": usage.input_tokens,
+                        "completion_tokens": usage.output_tokens,
+                        "total_tokens": usage.input_tokens + usage.output_tokens,
+                        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens, "audio_tokens": 0},
+                        "completion_tokens_details": {
+                            "reasoning_tokens": usage.reasoning_tokens,
+                            "audio_tokens": 0,
+                            "accepted_prediction_tokens": 0,
+                            "rejected_prediction_tokens": 0,
+                        },
+                    },
+                },
+            )
+        )
     events.append((None, "[DONE]"))
     return events
 
@@ -182,9 +241,16 @@ def render_chat(step: dict[str, Any], request: dict[str, Any], number: int) -> l
 def render_responses(step: dict[str, Any], request: dict[str, Any], number: int) -> list[Event]:
     size = int(step.get("chunk_size", 8))
     sequence = iter(range(1_000_000))
-    response = {"id": f"resp_fake{number}", "object": "response", "created_at": 1_760_000_000 + number,
-                "status": "in_progress", "model": request.get("model", "fake-model"), "output": [],
-                "parallel_tool_calls": request.get("parallel_tool_calls", True), "usage": None}
+    response = {
+        "id": f"resp_fake{number}",
+        "object": "response",
+        "created_at": 1_760_000_000 + number,
+        "status": "in_progress",
+        "model": request.get("model", "fake-model"),
+        "output": [],
+        "parallel_tool_calls": request.get("parallel_tool_calls", True),
+        "usage": None,
+    }
     events: list[Event] = []
 
     def emit(kind: str, **payload: Any) -> None:
@@ -199,11 +265,15 @@ def render_responses(step: dict[str, Any], request: dict[str, Any], number: int)
         part = {"type": "summary_text", "text": ""}
         emit("response.reasoning_summary_part.added", item_id=item_id, output_index=index, summary_index=0, part=part)
         for piece in _pieces(text, size):
-            emit("response.reasoning_summary_text.delta", item_id=item_id, output_index=index, summary_index=0,
-                 delta=piece)
+            emit("response.reasoning_summary_text.delta", item_id=item_id, output_index=index, summary_index=0, delta=piece)
         emit("response.reasoning_summary_text.done", item_id=item_id, output_index=index, summary_index=0, text=text)
-        emit("response.reasoning_summary_part.done", item_id=item_id, output_index=index, summary_index=0,
-             part={"type": "summary_text", "text": text})
+        emit(
+            "response.reasoning_summary_part.done",
+            item_id=item_id,
+            output_index=index,
+            summary_index=0,
+            part={"type": "summary_text", "text": text},
+        )
         item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": [{"type": "summary_text", "text": text}]}
         if "reasoning.encrypted_content" in (request.get("include") or []):
             item["encrypted_content"] = f"gAAAA-encrypted-{number}"
@@ -211,18 +281,38 @@ def render_responses(step: dict[str, Any], request: dict[str, Any], number: int)
         output.append(item)
     if step.get("text"):
         index, item_id, text = len(output), f"msg_fake{number}", step["text"]
-        emit("response.output_item.added", output_index=index,
-             item={"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []})
-        emit("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
-             part={"type": "output_text", "text": "", "annotations": []})
+        emit(
+            "response.output_item.added",
+            output_index=index,
+            item={"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []},
+        )
+        emit(
+            "response.content_part.added",
+            item_id=item_id,
+            output_index=index,
+            content_index=0,
+            part={"type": "output_text", "text": "", "annotations": []},
+        )
         pieces = _pieces(text, size)
         wanted = "message.output_text.logprobs" in (request.get("include") or [])
         tokens = _logprobs(pieces, int(request.get("top_logprobs") or 0)) if wanted else [None] * len(pieces)
         for piece, token in zip(pieces, tokens, strict=True):
-            emit("response.output_text.delta", item_id=item_id, output_index=index, content_index=0, delta=piece,
-                 logprobs=[token] if token else [])
-        emit("response.output_text.done", item_id=item_id, output_index=index, content_index=0, text=text,
-             logprobs=[t for t in tokens if t])
+            emit(
+                "response.output_text.delta",
+                item_id=item_id,
+                output_index=index,
+                content_index=0,
+                delta=piece,
+                logprobs=[token] if token else [],
+            )
+        emit(
+            "response.output_text.done",
+            item_id=item_id,
+            output_index=index,
+            content_index=0,
+            text=text,
+            logprobs=[t for t in tokens if t],
+        )
         part = {"type": "output_text", "text": text, "annotations": []}
         emit("response.content_part.done", item_id=item_id, output_index=index, content_index=0, part=part)
         item = {"id": item_id, "type": "message", "status": "completed", "role": "assistant", "content": [part]}
@@ -230,8 +320,14 @@ def render_responses(step: dict[str, Any], request: dict[str, Any], number: int)
         output.append(item)
     for call in _calls(step, "call_fake", number):
         index, item_id = len(output), f"fc_{call['id']}"
-        item = {"id": item_id, "type": "function_call", "status": "in_progress", "arguments": "",
-                "call_id": call["id"], "name": call["name"]}
+        item = {
+            "id": item_id,
+            "type": "function_call",
+            "status": "in_progress",
+            "arguments": "",
+            "call_id": call["id"],
+            "name": call["name"],
+        }
         emit("response.output_item.added", output_index=index, item=item)
         for piece in _pieces(call["arguments"], size):
             emit("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=piece)
@@ -240,13 +336,22 @@ def render_responses(step: dict[str, Any], request: dict[str, Any], number: int)
         emit("response.output_item.done", output_index=index, item=item)
         output.append(item)
     usage = _usage(step, request)
-    final = {**response, "output": output, "usage": {
-        "input_tokens": usage.input_tokens, "input_tokens_details": {"cached_tokens": usage.cached_tokens},
-        "output_tokens": usage.output_tokens, "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        "total_tokens": usage.input_tokens + usage.output_tokens}}
+    final = {
+        **response,
+        "output": output,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+            "output_tokens": usage.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        },
+    }
     if step.get("stop_reason") == "max_tokens":
-        emit("response.incomplete", response={**final, "status": "incomplete",
-                                              "incomplete_details": {"reason": "max_output_tokens"}})
+        emit(
+            "response.incomplete",
+            response={**final, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}},
+        )
     else:
         emit("response.completed", response={**final, "status": "completed"})
     return events
@@ -261,11 +366,24 @@ def render_anthropic(step: dict[str, Any], request: dict[str, Any], number: int)
         events.append((kind, {"type": kind, **payload}))
 
     fresh_input = usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens
-    emit("message_start", message={
-        "id": f"msg_fake{number}", "type": "message", "role": "assistant", "content": [],
-        "model": request.get("model", "fake-model"), "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": fresh_input, "cache_creation_input_tokens": usage.cache_write_tokens,
-                  "cache_read_input_tokens": usage.cached_tokens, "output_tokens": 1}})
+    emit(
+        "message_start",
+        message={
+            "id": f"msg_fake{number}",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": request.get("model", "fake-model"),
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": fresh_input,
+                "cache_creation_input_tokens": usage.cache_write_tokens,
+                "cache_read_input_tokens": usage.cached_tokens,
+                "output_tokens": 1,
+            },
+        },
+    )
     index = 0
     if step.get("reasoning"):
         emit("content_block_start", index=index, content_block={"type": "thinking", "thinking": "", "signature": ""})
@@ -283,16 +401,18 @@ def render_anthropic(step: dict[str, Any], request: dict[str, Any], number: int)
         index += 1
     calls = _calls(step, "toolu_fake", number)
     for call in calls:
-        emit("content_block_start", index=index,
-             content_block={"type": "tool_use", "id": call["id"], "name": call["name"], "input": {}})
+        emit(
+            "content_block_start",
+            index=index,
+            content_block={"type": "tool_use", "id": call["id"], "name": call["name"], "input": {}},
+        )
         emit("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": ""})
         for piece in _pieces(call["arguments"], size):
             emit("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": piece})
         emit("content_block_stop", index=index)
         index += 1
     stop = step.get("stop_reason") or ("tool_use" if calls else "end_turn")
-    emit("message_delta", delta={"stop_reason": stop, "stop_sequence": None},
-         usage={"output_tokens": usage.output_tokens})
+    emit("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage={"output_tokens": usage.output_tokens})
     emit("message_stop")
     return events
 
@@ -310,8 +430,13 @@ def stream_error_event(dialect: str, error: dict[str, Any]) -> Event:
 
 
 def error_body(dialect: str, status: int, error: dict[str, Any]) -> bytes:
-    defaults = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-                429: "rate_limit_error", 529: "overloaded_error"}
+    defaults = {
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }
     kind = error.get("type") or defaults.get(status, "invalid_request_error" if status < 500 else "api_error")
     message = error.get("message", f"fake error {status}")
     if dialect == "anthropic-messages":
@@ -433,7 +558,8 @@ class FakeModelServer:
         keep_alive = headers.get("connection", "").lower() != "close"
         dialect = dialect_of(target)
         if self.api_key is not None and self.api_key not in (
-            headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer ")
+            headers.get("x-api-key"),
+            headers.get("authorization", "").removeprefix("Bearer "),
         ):
             await self._plain(writer, 401, error_body(dialect or self.dialect, 401, {"message": "invalid api key"}))
         elif method == "GET" and target.split("?", 1)[0].rstrip("/").endswith("/models"):
@@ -446,18 +572,19 @@ class FakeModelServer:
 
     def _models_body(self, headers: dict[str, str]) -> bytes:
         if "anthropic-version" in headers or self.dialect == "anthropic-messages":
-            rows = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"}
-                    for m in self.models]
-            return _json({"data": rows, "has_more": False, "first_id": self.models[0],
-                          "last_id": self.models[-1]}).encode()
+            rows = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in self.models]
+            return _json({"data": rows, "has_more": False, "first_id": self.models[0], "last_id": self.models[-1]}).encode()
         rows = [{"id": m, "object": "model", "created": 1_760_000_000, "owned_by": "fake"} for m in self.models]
         return _json({"object": "list", "data": rows}).encode()
 
-    async def _plain(self, writer: asyncio.StreamWriter, status: int, body: bytes,
-                     extra: dict[str, str] | None = None) -> None:
-        head = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "content-type: application/json",
-                f"content-length: {len(body)}", "x-request-id: req_fake",
-                *(f"{k}: {v}" for k, v in (extra or {}).items())]
+    async def _plain(self, writer: asyncio.StreamWriter, status: int, body: bytes, extra: dict[str, str] | None = None) -> None:
+        head = [
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
+            "content-type: application/json",
+            f"content-length: {len(body)}",
+            "x-request-id: req_fake",
+            *(f"{k}: {v}" for k, v in (extra or {}).items()),
+        ]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         await writer.drain()
 
@@ -468,9 +595,14 @@ class FakeModelServer:
             await self._plain(writer, status, error_body(dialect, status, step.get("error") or {}), step.get("headers"))
             return True
         content_type = step.get("content_type", "text/event-stream; charset=utf-8")
-        head = ["HTTP/1.1 200 OK", f"content-type: {content_type}", "transfer-encoding: chunked",
-                "cache-control: no-cache", "x-request-id: req_fake",
-                *(f"{k}: {v}" for k, v in (step.get("headers") or {}).items())]
+        head = [
+            "HTTP/1.1 200 OK",
+            f"content-type: {content_type}",
+            "transfer-encoding: chunked",
+            "cache-control: no-cache",
+            "x-request-id: req_fake",
+            *(f"{k}: {v}" for k, v in (step.get("headers") or {}).items()),
+        ]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
         try:
             complete = await self._stream(writer, step, record, dialect)
@@ -479,8 +611,7 @@ class FakeModelServer:
             raise _ClientGone() from None
         return complete
 
-    async def _stream(self, writer: asyncio.StreamWriter, step: dict[str, Any], record: RecordedRequest,
-                      dialect: str) -> bool:
+    async def _stream(self, writer: asyncio.StreamWriter, step: dict[str, Any], record: RecordedRequest, dialect: str) -> bool:
         """Write the step's events; False when the connection was deliberately broken."""
         if "raw" in step:
             await self._chunk(writer, step["raw"].encode(), step)
@@ -499,7 +630,7 @@ class FakeModelServer:
             if number == step.get("stall_after"):
                 await asyncio.sleep(float(step.get("stall_ms", 1000)) / 1000)
             if number == step.get("malformed_after"):
-                await self._chunk(writer, b"this line has no colon\ndata: {\"not json\n\n", step)
+                await self._chunk(writer, b'this line has no colon\ndata: {"not json\n\n', step)
             await self._chunk(writer, sse_bytes(event), step)
         await self._end(writer)
         return True
@@ -545,7 +676,7 @@ def load_steps(path: Path) -> list[dict[str, Any]]:
     data = json.loads(path.read_text(encoding="utf-8"))
     steps = data.get("steps") if isinstance(data, dict) else data
     if not isinstance(steps, list):
-        raise SystemExit(f"{path}: expected a list of steps or {{\"steps\": [...]}}")
+        raise SystemExit(f'{path}: expected a list of steps or {{"steps": [...]}}')
     return steps
 
 
@@ -562,9 +693,13 @@ async def _serve_forever(server: FakeModelServer) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The server's flags (shared by ``roder dev fake-server`` and ``python -m``)."""
-    parser.add_argument("--dialect", choices=DIALECTS, default="chat-completions",
-                        help="shape of GET /models answers (POSTs are answered in the dialect of their path)")
-    parser.add_argument("--script", type=Path, help="JSON file with {\"steps\": [...]}")
+    parser.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        default="chat-completions",
+        help="shape of GET /models answers (POSTs are answered in the dialect of their path)",
+    )
+    parser.add_argument("--script", type=Path, help='JSON file with {"steps": [...]}')
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--model", action="append", dest="models", help="model id to list (repeatable)")
@@ -575,8 +710,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def serve(args: argparse.Namespace) -> int:
     """Print the base URL on stdout's first line and serve until SIGTERM or Ctrl-C."""
     server = FakeModelServer(
-        load_steps(args.script) if args.script else [], dialect=args.dialect, host=args.host, port=args.port,
-        api_key=args.api_key, log_path=args.log, **({"models": tuple(args.models)} if args.models else {}),
+        load_steps(args.script) if args.script else [],
+        dialect=args.dialect,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        log_path=args.log,
+        **({"models": tuple(args.models)} if args.models else {}),
     )
     asyncio.run(_serve_forever(server))
     return 0

@@ -44,9 +44,7 @@ def thread_tree(rows: Iterable[ThreadSummary]) -> list[ThreadNode]:
     return roots
 
 
-def fork_header(
-    parent: Thread, turn_id: str | None, title: str | None = None, before_item: str | None = None
-) -> ThreadHeader:
+def fork_header(parent: Thread, turn_id: str | None, title: str | None = None, before_item: str | None = None) -> ThreadHeader:
     """The header of a fork of ``parent``. The fork keeps the turns up to and including
     ``turn_id`` (the last finished turn when None: a running turn is never copied half-way by
     default), or, with ``before_item`` (a user message, the steer of a running turn included),
@@ -96,7 +94,10 @@ def fork_in_memory(parent: Thread, header: ThreadHeader, before_item: str | None
         if turn.id == last:
             break
     return Thread(
-        **header.model_dump(), mode=parent.mode, turns=keep, usage=parent.usage.model_copy(),
+        **header.model_dump(),
+        mode=parent.mode,
+        turns=keep,
+        usage=parent.usage.model_copy(),
         custom={k: v.model_copy(deep=True) for k, v in parent.custom.items()},
     )
 
@@ -133,10 +134,7 @@ def read_custom(thread: Thread, namespace: str, version: int = 1, migrate: Migra
     if entry.version == version:
         return entry.data
     if entry.version > version:
-        raise RoderError(
-            f"thread {thread.id}: {namespace} state was saved by a newer version ({entry.version} > {version})"
-        )
+        raise RoderError(f"thread {thread.id}: {namespace} state was saved by a newer version ({entry.version} > {version})")
     if migrate is None:
-        raise RoderError(f"thread {thread.id}: {namespace} state is version {entry.version}; "
-                         f"version {version} needs a migration")
+        raise RoderError(f"thread {thread.id}: {namespace} state is version {entry.version}; version {version} needs a migration")
     return migrate(entry.version, entry.data)

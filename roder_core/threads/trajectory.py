@@ -74,19 +74,31 @@ def _step(item: Item, results: dict[str, ToolResultItem], timings: Timings) -> d
         result = results.get(item.call_id)
         if result is not None:
             step["result"] = timings.stamp(
-                {"text": result.text, "isError": result.is_error, "data": result.data,
-                 **({"durationMs": result.duration_ms} if result.duration_ms is not None else {})},
+                {
+                    "text": result.text,
+                    "isError": result.is_error,
+                    "data": result.data,
+                    **({"durationMs": result.duration_ms} if result.duration_ms is not None else {}),
+                },
                 result,
             )
     elif isinstance(item, ToolResultItem):
         return None  # attached to its call
     elif isinstance(item, CompactionItem):
-        step = {"type": "compaction", "summary": item.summary, "tokensBefore": item.tokens_before,
-                "tokensAfter": item.tokens_after}
+        step = {
+            "type": "compaction",
+            "summary": item.summary,
+            "tokensBefore": item.tokens_before,
+            "tokensAfter": item.tokens_after,
+        }
     elif isinstance(item, ApprovalItem):
-        step = {"type": "approval", "tool": item.request.tool, "callId": item.request.call_id,
-                "reason": item.request.reason,
-                "decision": item.decision.decision if item.decision is not None else None}
+        step = {
+            "type": "approval",
+            "tool": item.request.tool,
+            "callId": item.request.call_id,
+            "reason": item.request.reason,
+            "decision": item.decision.decision if item.decision is not None else None,
+        }
     elif isinstance(item, ErrorItem):
         step = {"type": "error", "message": item.message, "kind": item.kind}
     else:  # command executions, file changes, plans, custom state: kept as they are
@@ -128,8 +140,11 @@ def _turn(index: int, turn: Turn, timings: Timings) -> dict[str, Any]:
                 steps.append(step)
             continue
         number = len(responses)
-        response: dict[str, Any] = {"index": number, "itemIds": [i.id for i in group],
-                                    "toolCalls": sum(1 for i in group if isinstance(i, ToolCallItem))}
+        response: dict[str, Any] = {
+            "index": number,
+            "itemIds": [i.id for i in group],
+            "toolCalls": sum(1 for i in group if isinstance(i, ToolCallItem)),
+        }
         if number < len(calls):
             response["usage"] = calls[number]["usage"]
             if "logprobs" in calls[number]:
@@ -161,8 +176,9 @@ def _turn(index: int, turn: Turn, timings: Timings) -> dict[str, Any]:
     return record
 
 
-def build_trajectory(thread: Thread, events: Iterable[RuntimeEvent] = (),
-                     context: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_trajectory(
+    thread: Thread, events: Iterable[RuntimeEvent] = (), context: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``context``: ``{"system": str, "tools": [...]}``, what the model was sent (batch rollouts
     record it), kept as ``system`` and ``tools``."""
     timings = Timings(events)

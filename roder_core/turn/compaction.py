@@ -281,9 +281,16 @@ async def summarize(
     if runner.hooks.has(HookPoint.COMPACTION):
         payload = await runner.hooks.run(
             HookPoint.COMPACTION,
-            {"thread_id": runner.tid, "turn_id": runner.turn.id, "items": [i.wire() for i in plan.summarize],
-             "previous_summary": previous, "instructions": instructions, "files_read": files[0],
-             "files_modified": files[1], "summary": None},
+            {
+                "thread_id": runner.tid,
+                "turn_id": runner.turn.id,
+                "items": [i.wire() for i in plan.summarize],
+                "previous_summary": previous,
+                "instructions": instructions,
+                "files_read": files[0],
+                "files_modified": files[1],
+                "summary": None,
+            },
         )
         summary = payload.get("summary")
         if isinstance(summary, str) and summary.strip():

@@ -50,8 +50,17 @@ def is_turn_context(part: object) -> bool:
     return isinstance(part, TextPart) and part.text.startswith(CONTEXT_OPEN) and part.text.endswith(CONTEXT_CLOSE)
 
 
-__all__ = ["COMPACTION_PREFIX", "CONTEXT_CLOSE", "CONTEXT_OPEN", "ContextAssembler", "conversation", "estimate_tokens",
-           "history_to_messages", "is_turn_context", "visible_items"]
+__all__ = [
+    "COMPACTION_PREFIX",
+    "CONTEXT_CLOSE",
+    "CONTEXT_OPEN",
+    "ContextAssembler",
+    "conversation",
+    "estimate_tokens",
+    "history_to_messages",
+    "is_turn_context",
+    "visible_items",
+]
 
 
 def visible_items(items: Sequence[Item]) -> list[Item]:
@@ -63,9 +72,7 @@ def visible_items(items: Sequence[Item]) -> list[Item]:
     for index in range(len(items) - 1, -1, -1):
         item = items[index]
         if isinstance(item, CompactionItem):
-            keep_from = next(
-                (i for i, it in enumerate(items) if it.id == item.first_kept_item_id), index + 1
-            )
+            keep_from = next((i for i, it in enumerate(items) if it.id == item.first_kept_item_id), index + 1)
             start = keep_from if keep_from < index else index + 1
             kept = [it for it in items[start:] if not isinstance(it, CompactionItem)]
             return [item, *kept]
@@ -139,9 +146,7 @@ def conversation(items: Sequence[Item], turn_start_item: str | None = None) -> t
                 if a.data_base64 and a.mime_type.startswith("image/")
             ]
             open_message("tool").parts.append(
-                ToolResultPart(
-                    call_id=item.call_id, name=item.name, text=item.text, is_error=item.is_error, images=images
-                )
+                ToolResultPart(call_id=item.call_id, name=item.name, text=item.text, is_error=item.is_error, images=images)
             )
     if turn_start is None:
         if turn_start_item is not None and visible and isinstance(visible[0], CompactionItem):

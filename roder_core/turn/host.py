@@ -95,8 +95,14 @@ class TurnHost(Protocol):
     async def ask_user(self, thread_id: str, turn_id: str, questions: list[dict[str, Any]]) -> dict[str, Any]: ...
 
     async def start_thread(
-        self, cwd: Path | None = None, provider: str | None = None, model: str | None = None, *,
-        title: str = "", ephemeral: bool = False, parent: ParentRef | None = None,
+        self,
+        cwd: Path | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        *,
+        title: str = "",
+        ephemeral: bool = False,
+        parent: ParentRef | None = None,
     ) -> Thread: ...
 
     def restrict_thread(self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None) -> None: ...

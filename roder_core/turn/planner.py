@@ -79,9 +79,7 @@ class BudgetPlanner:
             chosen.remove(max(droppable, key=lambda b: len(b.text)))
         return "\n\n".join(b.text.strip() for b in chosen if b.text.strip())
 
-    def plan(
-        self, blocks: list[ContextBlock], request: AgentInferenceRequest, model: ModelProfile
-    ) -> AgentInferenceRequest:
+    def plan(self, blocks: list[ContextBlock], request: AgentInferenceRequest, model: ModelProfile) -> AgentInferenceRequest:
         request = request.model_copy(update={"system": self.system_prompt(blocks, model)})
         excess = request_tokens(request) - self.budget(model)
         if excess > 0:

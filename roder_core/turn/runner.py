@@ -244,9 +244,7 @@ class TurnRunner:
             await self._item(ErrorItem(message=error.message, kind=error.kind))
         if status is TurnStatus.INTERRUPTED:
             self.turn.stop_reason = "cancelled"
-        summary = self.turn.model_copy(
-            update={"items": [], "status": status, "error": error, "completed_at": now()}
-        )
+        summary = self.turn.model_copy(update={"items": [], "status": status, "error": error, "completed_at": now()})
         unsent, self.state.steers[:] = list(self.state.steers), []
         await runtime.emit(TurnCompleted(thread_id=self.tid, turn=summary, unsent_steers=unsent))
         if self.runtime.hooks.has(HookPoint.TURN_END):
@@ -272,8 +270,11 @@ class TurnRunner:
                 continue
             if item.decision is None:
                 decision = ApprovalDecision(decision="deny", reason="the turn ended before an answer")
-                await self.runtime.emit(ApprovalResolved(thread_id=self.tid, turn_id=self.turn.id,
-                                                         approval_id=item.request.approval_id, decision=decision))
+                await self.runtime.emit(
+                    ApprovalResolved(
+                        thread_id=self.tid, turn_id=self.turn.id, approval_id=item.request.approval_id, decision=decision
+                    )
+                )
                 await self._item_completed(item.model_copy(update={"decision": decision}))
                 denied.add(item.request.call_id)
             elif not item.decision.allowed:
@@ -294,12 +295,15 @@ class TurnRunner:
         if self.runtime.hooks.has(HookPoint.BEFORE_TURN):
             payload = await self.runtime.hooks.run(
                 HookPoint.BEFORE_TURN,
-                {"thread_id": self.tid, "turn_id": self.turn.id, "text": item.text, "cwd": self.thread.cwd,
-                 "mode": self.mode},
+                {"thread_id": self.tid, "turn_id": self.turn.id, "text": item.text, "cwd": self.thread.cwd, "mode": self.mode},
             )
             item = item.model_copy(update={"text": payload.get("text", item.text)})
-        query = ContextQuery(thread_id=self.tid, cwd=Path(self.thread.cwd), prompt=item.text,
-                             model=self.runtime.model_profile(self.provider, self.model))
+        query = ContextQuery(
+            thread_id=self.tid,
+            cwd=Path(self.thread.cwd),
+            prompt=item.text,
+            model=self.runtime.model_profile(self.provider, self.model),
+        )
         item = item.model_copy(update={"context": await self.runtime.context.turn_context(query)})
         await self._item(item)
         if not self.thread.title:
@@ -315,8 +319,7 @@ class TurnRunner:
             await self._deliver_steers()
             if self.iterations >= self.max_iterations:
                 raise TurnFailed(
-                    f"stopped after {self.iterations} model calls (max_iterations); "
-                    "raise it in config.toml or split the task",
+                    f"stopped after {self.iterations} model calls (max_iterations); raise it in config.toml or split the task",
                     "max_iterations",
                 )
             self.iterations += 1
@@ -369,12 +372,20 @@ class TurnRunner:
         last = next((i.text for i in reversed(self.turn.items) if isinstance(i, AgentMessageItem)), "")
         payload = await runtime.hooks.run(
             HookPoint.STOP,
-            {"thread_id": self.tid, "turn_id": self.turn.id, "cwd": self.thread.cwd, "mode": self.mode,
-             "stop_hook_active": self.stop_continuations > 0, "last_message": last,
-             # Subagent threads (restricted by the task tool) name their parent: SubagentStop.
-             "parent_thread_id": parent.thread_id
-             if (parent := self.thread.parent) and self.state.allowed_tools is not None else None,
-             "task_ledger_required": self.task_ledger_required, "deadline": self.deadline},
+            {
+                "thread_id": self.tid,
+                "turn_id": self.turn.id,
+                "cwd": self.thread.cwd,
+                "mode": self.mode,
+                "stop_hook_active": self.stop_continuations > 0,
+                "last_message": last,
+                # Subagent threads (restricted by the task tool) name their parent: SubagentStop.
+                "parent_thread_id": parent.thread_id
+                if (parent := self.thread.parent) and self.state.allowed_tools is not None
+                else None,
+                "task_ledger_required": self.task_ledger_required,
+                "deadline": self.deadline,
+            },
         )
         reason = str(payload.get("continue_with") or "").strip()
         if not reason:
@@ -390,8 +401,10 @@ class TurnRunner:
     async def _request(self, tools: ToolRegistry, profile: ModelProfile) -> Any:
         runtime = self.runtime
         query = ContextQuery(
-            thread_id=self.tid, cwd=Path(self.thread.cwd),
-            prompt=self.user_item.text, model=profile,
+            thread_id=self.tid,
+            cwd=Path(self.thread.cwd),
+            prompt=self.user_item.text,
+            model=profile,
         )
         turn_start = self.turn.items[0].id if self.turn.items else None
         request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
@@ -405,9 +418,15 @@ class TurnRunner:
             if runtime.hooks.has(point):
                 payload = await runtime.hooks.run(
                     point,
-                    {"thread_id": self.tid, "turn_id": self.turn.id, "request": request, "deadline": self.deadline,
-                     "mode": self.mode,
-                     "task_ledger_required": self.task_ledger_required, "turn_started_at": self.turn.started_at},
+                    {
+                        "thread_id": self.tid,
+                        "turn_id": self.turn.id,
+                        "request": request,
+                        "deadline": self.deadline,
+                        "mode": self.mode,
+                        "task_ledger_required": self.task_ledger_required,
+                        "turn_started_at": self.turn.started_at,
+                    },
                 )
                 request = payload["request"]
         return request
@@ -461,8 +480,11 @@ class TurnRunner:
                     if event.text:
                         runtime.publish_live(
                             AgentMessageDelta(
-                                thread_id=self.tid, turn_id=self.turn.id, item_id=open_item.id,
-                                delta=event.text, kind="reasoning",
+                                thread_id=self.tid,
+                                turn_id=self.turn.id,
+                                item_id=open_item.id,
+                                delta=event.text,
+                                kind="reasoning",
                             )
                         )
                         await self._checkpoint(open_item)
@@ -471,7 +493,9 @@ class TurnRunner:
                     output.tool_calls.append(event)
                     await self._item(
                         ToolCallItem(
-                            call_id=event.call_id, name=event.name, arguments=event.arguments,
+                            call_id=event.call_id,
+                            name=event.name,
+                            arguments=event.arguments,
                             provider_data=event.provider_data,
                         )
                     )
@@ -491,8 +515,11 @@ class TurnRunner:
                     # this call showed (clients replace items by id), then stream the new one.
                     open_item = None
                     for item in streamed:
-                        blank = {"text": ""} if isinstance(item, AgentMessageItem) else {
-                            "text": "", "summary": "", "provider_data": None}
+                        blank = (
+                            {"text": ""}
+                            if isinstance(item, AgentMessageItem)
+                            else {"text": "", "summary": "", "provider_data": None}
+                        )
                         await self._item_completed(item.model_copy(update=blank))
                     streamed.clear()
                     output = _ModelOutput()
@@ -511,9 +538,13 @@ class TurnRunner:
             return
         self.runtime.publish_live(
             ModelRetrying(
-                thread_id=self.tid, turn_id=self.turn.id, attempt=int(retry.get("attempt") or 0),
-                max_attempts=int(retry.get("max_attempts") or 0), wait=float(retry.get("wait") or 0.0),
-                reason=str(retry.get("reason") or ""), kind=str(retry.get("kind") or "server"),
+                thread_id=self.tid,
+                turn_id=self.turn.id,
+                attempt=int(retry.get("attempt") or 0),
+                max_attempts=int(retry.get("max_attempts") or 0),
+                wait=float(retry.get("wait") or 0.0),
+                reason=str(retry.get("reason") or ""),
+                kind=str(retry.get("kind") or "server"),
             )
         )
 
@@ -534,8 +565,9 @@ class TurnRunner:
         self._checkpoints[item.id] = (now_, size)
         await self.runtime.emit(ItemUpdated(thread_id=self.tid, turn_id=self.turn.id, item=item))
 
-    async def _account(self, usage: Usage, profile: ModelProfile, request: Any,
-                       logprobs: list[dict[str, Any]] | None = None) -> None:
+    async def _account(
+        self, usage: Usage, profile: ModelProfile, request: Any, logprobs: list[dict[str, Any]] | None = None
+    ) -> None:
         if usage.total_tokens == 0:  # the provider said nothing: estimate the prompt (tools included)
             from roder_core.turn.tokens import request_tokens
 
@@ -544,8 +576,12 @@ class TurnRunner:
         self.turn.usage = self.turn.usage + usage
         await self.runtime.emit(
             TokenUsageUpdated(
-                thread_id=self.tid, turn_id=self.turn.id, usage=usage, total=self.thread.usage + usage,
-                context_tokens=usage.input_tokens + usage.output_tokens, context_window=profile.context_window,
+                thread_id=self.tid,
+                turn_id=self.turn.id,
+                usage=usage,
+                total=self.thread.usage + usage,
+                context_tokens=usage.input_tokens + usage.output_tokens,
+                context_window=profile.context_window,
                 logprobs=logprobs or None,
             )
         )
@@ -572,8 +608,13 @@ class TurnRunner:
         # The call's own time: waiting for a person's approval is not part of it.
         took = time.monotonic() - started - self._approval_wait.pop(call.id, 0.0)
         item = ToolResultItem(
-            call_id=call.id, name=call.name, text=result.text, data=result.data, is_error=result.is_error,
-            attachments=result.attachments, duration_ms=max(int(took * 1000), 0),
+            call_id=call.id,
+            name=call.name,
+            text=result.text,
+            data=result.data,
+            is_error=result.is_error,
+            attachments=result.attachments,
+            duration_ms=max(int(took * 1000), 0),
         )
         await self._item(item)
 
@@ -595,8 +636,7 @@ class TurnRunner:
             emit_output=lambda text: runtime.publish_live(
                 ToolOutputDelta(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, delta=text)
             ),
-            host=TurnToolHost(runtime, self.tid, self.turn.id, workspace, self.provider, self.model,
-                              self.await_decision),
+            host=TurnToolHost(runtime, self.tid, self.turn.id, workspace, self.provider, self.model, self.await_decision),
             extra=dict(self.state.tool_extra),
         )
 
@@ -611,8 +651,15 @@ class TurnRunner:
             try:
                 payload = await runtime.hooks.run(
                     HookPoint.TOOL_CALL_BEFORE,
-                    {"thread_id": self.tid, "turn_id": self.turn.id, "tool": call.name, "arguments": call.arguments,
-                     "call_id": call.id, "cwd": self.thread.cwd, "mode": self.mode},
+                    {
+                        "thread_id": self.tid,
+                        "turn_id": self.turn.id,
+                        "tool": call.name,
+                        "arguments": call.arguments,
+                        "call_id": call.id,
+                        "cwd": self.thread.cwd,
+                        "mode": self.mode,
+                    },
                 )
             except HookBlocked as exc:
                 return ToolResult.error(call, f"blocked: {exc}")
@@ -625,11 +672,21 @@ class TurnRunner:
             decision = _with_hook_permission(await runtime.policy.evaluate(tool, call, ctx), hook_permission)
         except Exception as exc:  # a path that vanished mid-check fails this call, never the turn
             log.debug("policy check of %s raised", call.name, exc_info=True)
-            return ToolResult(id=call.id, name=call.name, data={"policy_denied": True}, is_error=True,
-                              text=f"denied by policy: the check itself failed ({type(exc).__name__}: {exc})")
+            return ToolResult(
+                id=call.id,
+                name=call.name,
+                data={"policy_denied": True},
+                is_error=True,
+                text=f"denied by policy: the check itself failed ({type(exc).__name__}: {exc})",
+            )
         if decision.verdict is PolicyVerdict.DENY:
-            return ToolResult(id=call.id, name=call.name, text=f"denied by policy: {decision.reason}",
-                              data={"policy_denied": True}, is_error=True)
+            return ToolResult(
+                id=call.id,
+                name=call.name,
+                text=f"denied by policy: {decision.reason}",
+                data={"policy_denied": True},
+                is_error=True,
+            )
         if decision.verdict is PolicyVerdict.ASK:
             approved = await self._ask(tool, call, ctx, decision.reason)
             if approved is not None:
@@ -637,8 +694,7 @@ class TurnRunner:
         paths = _mutated_paths(tool, call, ctx)
         try:
             async with runtime.mutations.hold(paths):
-                runtime.publish_live(ToolCallStarted(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id,
-                                                     name=call.name))
+                runtime.publish_live(ToolCallStarted(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, name=call.name))
                 result = await tool.execute(ctx, call)
         except asyncio.CancelledError:
             raise
@@ -650,16 +706,20 @@ class TurnRunner:
         if runtime.hooks.has(HookPoint.TOOL_RESULT_AFTER):
             payload = await runtime.hooks.run(
                 HookPoint.TOOL_RESULT_AFTER,
-                {"thread_id": self.tid, "tool": call.name, "arguments": call.arguments,
-                 "text": result.text, "is_error": result.is_error},
+                {
+                    "thread_id": self.tid,
+                    "tool": call.name,
+                    "arguments": call.arguments,
+                    "text": result.text,
+                    "is_error": result.is_error,
+                },
             )
             result.text = payload.get("text", result.text)
             result.is_error = bool(payload.get("is_error", result.is_error))
         result.text = runtime.redact(result.text)
         return result
 
-    def _headless_remedy(self, tool: Any, call: ToolCall, ctx: ToolExecutionContext,
-                               subjects: list[PolicySubject]) -> str:
+    def _headless_remedy(self, tool: Any, call: ToolCall, ctx: ToolExecutionContext, subjects: list[PolicySubject]) -> str:
         """What would let this call run without a person: the first stricter-to-looser mode whose
         policy allows it (never the mode in use), else the exact [policy] allow rules, else the
         truth that this target always needs a person."""
@@ -681,9 +741,14 @@ class TurnRunner:
         subjects = subjects_of(tool, call, ctx.workspace)
         if not runtime.options.interactive:
             return ToolResult(
-                id=call.id, name=call.name, is_error=True, data={"policy_denied": True},
-                text=(f"denied: {call.name} needs approval ({reason}) and nobody can approve in this "
-                      f"headless run; {self._headless_remedy(tool, call, ctx, subjects)}"),
+                id=call.id,
+                name=call.name,
+                is_error=True,
+                data={"policy_denied": True},
+                text=(
+                    f"denied: {call.name} needs approval ({reason}) and nobody can approve in this "
+                    f"headless run; {self._headless_remedy(tool, call, ctx, subjects)}"
+                ),
             )
         preview: dict[str, Any] = {}
         make_preview = getattr(tool, "preview", None)
@@ -707,9 +772,16 @@ class TurnRunner:
             ApprovalOption(id="deny_interrupt", label="Deny and interrupt"),
         ]
         request = ApprovalRequest(
-            thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, tool=call.name,
-            arguments=call.arguments, reason=reason, command=preview.get("command"),
-            cwd=preview.get("cwd"), diff=preview.get("diff"), options=options,
+            thread_id=self.tid,
+            turn_id=self.turn.id,
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            reason=reason,
+            command=preview.get("command"),
+            cwd=preview.get("cwd"),
+            diff=preview.get("diff"),
+            options=options,
         )
         asked = time.monotonic()
         decision = await self.await_decision(request)
@@ -725,9 +797,13 @@ class TurnRunner:
         if decision.decision == "deny_interrupt":
             raise TurnInterrupted()
         why = f": {decision.reason}" if decision.reason else ""
-        return ToolResult(id=call.id, name=call.name, is_error=True, data={"policy_denied": True},
-                          text=f"the user denied this {call.name} call{why}")
-
+        return ToolResult(
+            id=call.id,
+            name=call.name,
+            is_error=True,
+            data={"policy_denied": True},
+            text=f"the user denied this {call.name} call{why}",
+        )
 
     async def await_decision(self, request: ApprovalRequest) -> ApprovalDecision:
         """Show an approval request to the user and wait for the answer (one at a time per turn).

@@ -67,8 +67,7 @@ def messages_tokens(messages: Iterable[Message]) -> int:
 
 def request_tokens(request: AgentInferenceRequest) -> int:
     """The prompt side of a request: system text, every message and the tool schemas."""
-    tools = sum(estimate_tokens(t.name) + estimate_tokens(t.description) + _json_tokens(t.parameters)
-                for t in request.tools)
+    tools = sum(estimate_tokens(t.name) + estimate_tokens(t.description) + _json_tokens(t.parameters) for t in request.tools)
     return estimate_tokens(request.system) + messages_tokens(request.messages) + tools
 
 

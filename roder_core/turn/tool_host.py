@@ -32,8 +32,14 @@ class TurnToolHost:
     """``ToolHost`` for the calls of one turn (see ``roder_core.kernel.tools.ToolHost``)."""
 
     def __init__(
-        self, host: TurnHost, thread_id: str, turn_id: str, workspace: Path,
-        provider: str, model: str, approve: Approver = refuse_outside_a_turn,
+        self,
+        host: TurnHost,
+        thread_id: str,
+        turn_id: str,
+        workspace: Path,
+        provider: str,
+        model: str,
+        approve: Approver = refuse_outside_a_turn,
     ) -> None:
         self._host = host
         self._thread_id = thread_id
@@ -78,19 +84,19 @@ class TurnToolHost:
     def tool_names(self) -> list[str]:
         return self._host.registry.tool_registry(on_error=lambda *_: None).names()
 
-    async def start_child_thread(
-        self, *, title: str, provider: str, model: str, tools: frozenset[str], mode: str
-    ) -> str:
+    async def start_child_thread(self, *, title: str, provider: str, model: str, tools: frozenset[str], mode: str) -> str:
         child = await self._host.start_thread(
-            self._workspace, provider, model, title=title, ephemeral=True,
+            self._workspace,
+            provider,
+            model,
+            title=title,
+            ephemeral=True,
             parent=ParentRef(thread_id=self._thread_id, turn_id=self._turn_id),
         )
         self._host.restrict_thread(child.id, tools=tools, mode=mode)
         return child.id
 
-    async def run_child_thread(
-        self, thread_id: str, text: str, on_event: Callable[[RuntimeEvent], None]
-    ) -> ChildThreadRun:
+    async def run_child_thread(self, thread_id: str, text: str, on_event: Callable[[RuntimeEvent], None]) -> ChildThreadRun:
         def forward(event: RuntimeEvent) -> None:
             if event.thread_id == thread_id:
                 on_event(event)

@@ -1,6 +1,6 @@
 """``roder acp``: Roder as an Agent Client Protocol agent on stdio (Zed, Toad, other ACP clients).
 
-    roder acp [--mode ask] [--provider P --model M] [--client-terminal auto|always|never]
+roder acp [--mode ask] [--provider P --model M] [--client-terminal auto|always|never]
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_runtime_flags(parser)
     parser.add_argument(
-        "--client-terminal", choices=("auto", "always", "never"), default="auto",
+        "--client-terminal",
+        choices=("auto", "always", "never"),
+        default="auto",
         help="run commands in the editor's terminal: auto = when it offers one and Roder's sandbox is off; "
-             "always = even if that leaves the sandbox; never = Roder's process broker",
+        "always = even if that leaves the sandbox; never = Roder's process broker",
     )
 
 

@@ -1,9 +1,9 @@
 """``roder app-server``: the control plane over stdio, or over an authenticated WebSocket.
 
-    roder app-server                         # JSON-RPC lines on stdin/stdout
-    roder app-server --remote [--listen ws://127.0.0.1:9786] [--auth-token env:VAR] [--print-qr=false]
-                             [--allow-host NAME ...]
-    roder app-server --schema                # JSON Schema of every method and notification
+roder app-server                         # JSON-RPC lines on stdin/stdout
+roder app-server --remote [--listen ws://127.0.0.1:9786] [--auth-token env:VAR] [--print-qr=false]
+                         [--allow-host NAME ...]
+roder app-server --schema                # JSON Schema of every method and notification
 """
 
 from __future__ import annotations
@@ -34,18 +34,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_flags(parser)
     parser.add_argument("--remote", action="store_true", help="serve JSON-RPC on a WebSocket instead of stdio")
     parser.add_argument("--listen", default=DEFAULT_LISTEN, help=f"WebSocket address (default {DEFAULT_LISTEN})")
-    parser.add_argument("--auth-token", metavar="env:VAR",
-                        help="read the bearer token from an environment variable (default: a random token)")
-    parser.add_argument("--print-qr", type=_bool, nargs="?", const=True, default=True, metavar="true|false",
-                        help="print the pairing link as a terminal QR code (default true)")
-    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                        help="a host name WebSocket clients may use besides localhost and IP addresses "
-                             "(repeatable; e.g. a Tailscale machine name)")
+    parser.add_argument(
+        "--auth-token", metavar="env:VAR", help="read the bearer token from an environment variable (default: a random token)"
+    )
+    parser.add_argument(
+        "--print-qr",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="true|false",
+        help="print the pairing link as a terminal QR code (default true)",
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name WebSocket clients may use besides localhost and IP addresses "
+        "(repeatable; e.g. a Tailscale machine name)",
+    )
     parser.add_argument("--schema", action="store_true", help="print the protocol's JSON Schema and exit")
-    parser.add_argument("--no-persist-config", action="store_true",
-                        help="do not write provider/settings changes back to config.toml")
-    parser.add_argument("--queue-size", type=int, default=10_000,
-                        help="notifications a client may fall behind before it is told so")
+    parser.add_argument(
+        "--no-persist-config", action="store_true", help="do not write provider/settings changes back to config.toml"
+    )
+    parser.add_argument(
+        "--queue-size", type=int, default=10_000, help="notifications a client may fall behind before it is told so"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,8 +81,7 @@ async def _serve(args: argparse.Namespace) -> int:
         from roder_core.server.websocket import RemoteOptions
 
         try:
-            options = RemoteOptions.from_args(args.listen, args.auth_token, print_qr=args.print_qr,
-                                              allow_hosts=args.allow_host)
+            options = RemoteOptions.from_args(args.listen, args.auth_token, print_qr=args.print_qr, allow_hosts=args.allow_host)
         except ValueError as exc:
             return start_error(exc)
     protocol_fd = None
@@ -85,8 +99,9 @@ async def _serve(args: argparse.Namespace) -> int:
         from roder_core.server.websocket import protect_token
 
         protect_token(started.runtime, options.token)
-    dispatcher = Dispatcher(started.runtime, started=started, persist_config=not args.no_persist_config,
-                            queue_size=args.queue_size)
+    dispatcher = Dispatcher(
+        started.runtime, started=started, persist_config=not args.no_persist_config, queue_size=args.queue_size
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

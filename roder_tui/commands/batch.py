@@ -35,24 +35,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray-address", help="Ray cluster to submit to (default: $RAY_ADDRESS, else a new local Ray instance)")
     parser.add_argument("--repeat", type=int, default=1, metavar="K", help="rollouts per task")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--repo-cache", type=Path, metavar="DIR",
-                        help="SWE-bench instances: clone owner/name from DIR/owner__name instead of GitHub")
+    parser.add_argument(
+        "--repo-cache",
+        type=Path,
+        metavar="DIR",
+        help="SWE-bench instances: clone owner/name from DIR/owner__name instead of GitHub",
+    )
     rerun = parser.add_mutually_exclusive_group()
     rerun.add_argument("--retry-failed", action="store_true", help="run recorded rollouts that failed again")
     rerun.add_argument("--redo", action="store_true", help="run every selected rollout again, recorded or not")
     parser.add_argument("--filter", metavar="REGEX", help="only tasks whose id matches (re.search)")
     parser.add_argument("--slice", metavar="A:B", help="only tasks A to B-1 of the (shuffled, filtered) list")
     parser.add_argument("--shuffle", action="store_true", help="shuffle the tasks (fixed seed 42) before --filter/--slice")
-    parser.add_argument("--attempts", type=int, default=3, metavar="N",
-                        help="tries per rollout when infrastructure fails (worker death, provider unreachable)")
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=3,
+        metavar="N",
+        help="tries per rollout when infrastructure fails (worker death, provider unreachable)",
+    )
     add_rollout_flags(parser)
 
 
 def add_rollout_flags(parser: argparse.ArgumentParser) -> None:
     """Flags of ``roder batch`` and ``roder exec`` alike: how each agent run is set up."""
     parser.add_argument("--deadline", type=float, help="seconds per agent turn (for tasks without their own)")
-    parser.add_argument("--task-ledger", action="store_true",
-                        help="ask the model to checkpoint in its task ledger before the deadline reserve")
+    parser.add_argument(
+        "--task-ledger", action="store_true", help="ask the model to checkpoint in its task ledger before the deadline reserve"
+    )
     add_runtime_flags(parser, trust_flag=False)
     parser.set_defaults(profile="eval-sandbox")
 
@@ -72,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     if args.deadline is not None and args.deadline <= 0:
         return _usage("--deadline must be a positive number of seconds")
     try:
-        tasks = select_tasks(load_tasks(args.tasks, args.repo_cache), pattern=args.filter, window=args.slice,
-                             shuffle=args.shuffle)
+        tasks = select_tasks(
+            load_tasks(args.tasks, args.repo_cache), pattern=args.filter, window=args.slice, shuffle=args.shuffle
+        )
     except TaskFileError as exc:
         return _usage(str(exc))
     settings = preflight(settings_from_args(args), "roder batch")
@@ -112,12 +123,13 @@ def _drive(args: argparse.Namespace, tasks: list[Task], settings: RunSettings, f
     status = EXIT_OK
     with ProgressBar(len(todo), disabled=args.no_progress) as advance:
 
-        def on_done(spec: RolloutSpec, outcome: RolloutOutcome | None,
-                    error: BaseException | None) -> RolloutSpec | None:
+        def on_done(spec: RolloutSpec, outcome: RolloutOutcome | None, error: BaseException | None) -> RolloutSpec | None:
             retry, final = retries.judge(spec, outcome, error)
             if retry is not None:
-                sys.stderr.write(f"roder batch: rollout {spec.task.id}#{spec.index} attempt {spec.attempt} "
-                                 f"failed ({retries.describe(outcome, error)}); trying again\n")
+                sys.stderr.write(
+                    f"roder batch: rollout {spec.task.id}#{spec.index} attempt {spec.attempt} "
+                    f"failed ({retries.describe(outcome, error)}); trying again\n"
+                )
                 return retry
             assert final is not None
             if error is not None:
@@ -129,13 +141,25 @@ def _drive(args: argparse.Namespace, tasks: list[Task], settings: RunSettings, f
             return None
 
         try:
-            run_backend(args.backend, todo, args.workers, on_done, ray_address=args.ray_address,
-                        notice=lambda text: sys.stderr.write(f"roder batch: {text}\n"))
+            run_backend(
+                args.backend,
+                todo,
+                args.workers,
+                on_done,
+                ray_address=args.ray_address,
+                notice=lambda text: sys.stderr.write(f"roder batch: {text}\n"),
+            )
         except KeyboardInterrupt:
             sys.stderr.write("roder batch: interrupted; run the same command again to resume\n")
             status = EXIT_INTERRUPTED
-    summary = summarize(results, settings=settings, repeat=args.repeat, wall_time_s=time.monotonic() - started,
-                        ran=len(results) - len(done), skipped=len(done))
+    summary = summarize(
+        results,
+        settings=settings,
+        repeat=args.repeat,
+        wall_time_s=time.monotonic() - started,
+        ran=len(results) - len(done),
+        skipped=len(done),
+    )
     summary["lost"] = lost
     folder.write_summary(summary)
     folder.write_predictions(tasks, settings)
@@ -148,8 +172,13 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
     from roder_core.batch.worker import RunSettings
 
     return RunSettings(
-        provider=args.provider, model=args.model, mode=args.mode or "bypass", profile=args.profile,
-        sandbox=args.sandbox, deadline=args.deadline, task_ledger_required=args.task_ledger,
+        provider=args.provider,
+        model=args.model,
+        mode=args.mode or "bypass",
+        profile=args.profile,
+        sandbox=args.sandbox,
+        deadline=args.deadline,
+        task_ledger_required=args.task_ledger,
         max_iterations=args.max_iterations,
     )
 
@@ -179,8 +208,12 @@ class ProgressBar:
 
         console = Console(stderr=True)
         self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, disable=disabled or not console.is_terminal,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=disabled or not console.is_terminal,
         )
         self._task = self._progress.add_task("rollouts", total=total)
         self._passed = self._failed = 0
@@ -233,8 +266,10 @@ def print_summary(summary: dict[str, Any], path: Path) -> None:
     failures = summary["failures"]
     for failure in failures[:20]:
         reason = failure.get("error") or failure.get("exit_reason")
-        console.print(f"  [red]x[/] {escape(failure['task_id'])}#{failure['rollout']}: "
-                      f"{failure['failure_cause']} ({escape(str(reason))})", highlight=False)
+        console.print(
+            f"  [red]x[/] {escape(failure['task_id'])}#{failure['rollout']}: {failure['failure_cause']} ({escape(str(reason))})",
+            highlight=False,
+        )
     if len(failures) > 20:
         console.print(f"  ... and {len(failures) - 20} more in {path}")
     console.print(f"summary: {path}", highlight=False)

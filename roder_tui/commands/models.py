@@ -93,13 +93,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"roder: {exc}")
         return 2
     if args.json:
-        print(json.dumps([
-            {"provider": r["provider"], "error": r["error"],
-             "models": [{**m.wire(), "known": getattr(r["engine"], "knows", lambda _m: True)(m.id),
-                         "sentOutputLimit": _sent_limit(r["engine"], m)}
-                        for m in r["models"]]}
-            for r in results
-        ], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "provider": r["provider"],
+                        "error": r["error"],
+                        "models": [
+                            {
+                                **m.wire(),
+                                "known": getattr(r["engine"], "knows", lambda _m: True)(m.id),
+                                "sentOutputLimit": _sent_limit(r["engine"], m),
+                            }
+                            for m in r["models"]
+                        ],
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
         return 0 if all(r["error"] is None for r in results) or not args.provider else 1
     headers = ("MODEL", "CONTEXT", "MAX OUT", "REASONING", "IMAGES", "$/MTOK IN/OUT")
     for result in results:

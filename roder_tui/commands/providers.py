@@ -23,8 +23,7 @@ from roder_core.settings.credentials import CredentialsError, CredentialStore, c
 
 PROVIDER_EXTENSION_PREFIX = "roder-ext-provider-"
 #: Entry points of the dialect extensions: a broken [providers.NAME] table makes its factory fail.
-DIALECT_ENTRY_POINTS = ("entry point openai-responses", "entry point chat-completions",
-                        "entry point anthropic-messages")
+DIALECT_ENTRY_POINTS = ("entry point openai-responses", "entry point chat-completions", "entry point anthropic-messages")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,8 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace) -> Distribution:
-    host = make_host(trust=True if args.trust else None, profile=getattr(args, "profile", "developer"),
-                     interactive=False)
+    host = make_host(trust=True if args.trust else None, profile=getattr(args, "profile", "developer"), interactive=False)
     return build_distribution(host)
 
 
@@ -59,11 +57,19 @@ def provider_rows(dist: Distribution) -> list[dict[str, Any]]:
     rows = []
     for engine in engines:
         meta = engine.metadata()
-        rows.append({
-            "id": engine.id(), "name": meta.name, "dialect": meta.dialect, "baseUrl": meta.base_url,
-            "keyEnv": meta.auth_label, "keySet": bool(meta.auth_configured) if meta.auth_type == "api_key" else None,
-            "keySource": meta.auth_source, "key": key_status(meta), "defaultModel": engine.default_model() or None,
-        })
+        rows.append(
+            {
+                "id": engine.id(),
+                "name": meta.name,
+                "dialect": meta.dialect,
+                "baseUrl": meta.base_url,
+                "keyEnv": meta.auth_label,
+                "keySet": bool(meta.auth_configured) if meta.auth_type == "api_key" else None,
+                "keySource": meta.auth_source,
+                "key": key_status(meta),
+                "defaultModel": engine.default_model() or None,
+            }
+        )
     return rows
 
 
@@ -79,11 +85,17 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, RegistryError, RoderError) as exc:
         print(f"roder: {exc}")
         return 2
-    skipped = [{"id": s.source.removeprefix(PROVIDER_EXTENSION_PREFIX), "reason": s.reason}
-               for s in dist.skipped if s.source.startswith(PROVIDER_EXTENSION_PREFIX) or s.source in DIALECT_ENTRY_POINTS]
+    skipped = [
+        {"id": s.source.removeprefix(PROVIDER_EXTENSION_PREFIX), "reason": s.reason}
+        for s in dist.skipped
+        if s.source.startswith(PROVIDER_EXTENSION_PREFIX) or s.source in DIALECT_ENTRY_POINTS
+    ]
     if args.json:
-        print(json.dumps({"providers": rows, "default": {"id": choice.provider, "reason": choice.reason},
-                          "notLoaded": skipped}, indent=2))
+        print(
+            json.dumps(
+                {"providers": rows, "default": {"id": choice.provider, "reason": choice.reason}, "notLoaded": skipped}, indent=2
+            )
+        )
         return 0
     headers = ("PROVIDER", "DIALECT", "BASE URL", "KEY", "DEFAULT MODEL")
     table = [(r["id"], r["dialect"] or "-", r["baseUrl"] or "-", r["key"], r["defaultModel"] or "-") for r in rows]
@@ -118,8 +130,11 @@ def login(args: argparse.Namespace) -> int:
     engine = next((e for e in dist.registry.inference_engines if e.id() == provider), None)
     if engine is None:
         names = ", ".join(e.id() for e in dist.registry.inference_engines if e.id() != "mock")
-        print(f"roder: unknown provider {provider!r} (configured: {names or 'none'}); add a [providers.{provider}] "
-              "table to config.toml first", file=sys.stderr)
+        print(
+            f"roder: unknown provider {provider!r} (configured: {names or 'none'}); add a [providers.{provider}] "
+            "table to config.toml first",
+            file=sys.stderr,
+        )
         return 2
     try:
         key = read_key(provider)
@@ -132,8 +147,7 @@ def login(args: argparse.Namespace) -> int:
     except CredentialsError as exc:
         print(f"roder: {exc}; nothing stored", file=sys.stderr)
         return 2
-    print(f"stored the {provider} key in {store.path} (readable by you only); "
-          f"`roder providers logout {provider}` removes it")
+    print(f"stored the {provider} key in {store.path} (readable by you only); `roder providers logout {provider}` removes it")
     env_name = engine.metadata().auth_label
     if env_name and dist.host.env.get(env_name):
         print(f"note: {env_name} is set in this environment and takes precedence over the stored key")

@@ -67,12 +67,22 @@ class TurnComparison:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "index": self.index, "prompt": self.prompt, "status": self.replay.status,
-            "sameAnswer": self.same_answer, "sameTools": self.same_tools,
-            "original": {"answer": final_answer(self.original), "tools": tool_sequence(self.original),
-                         "status": self.original.status},
-            "replay": {"answer": final_answer(self.replay), "tools": tool_sequence(self.replay),
-                       "status": self.replay.status, "turnId": self.replay.id},
+            "index": self.index,
+            "prompt": self.prompt,
+            "status": self.replay.status,
+            "sameAnswer": self.same_answer,
+            "sameTools": self.same_tools,
+            "original": {
+                "answer": final_answer(self.original),
+                "tools": tool_sequence(self.original),
+                "status": self.original.status,
+            },
+            "replay": {
+                "answer": final_answer(self.replay),
+                "tools": tool_sequence(self.replay),
+                "status": self.replay.status,
+                "turnId": self.replay.id,
+            },
         }
 
     def lines(self) -> list[str]:
@@ -87,10 +97,15 @@ class TurnComparison:
             before = ", ".join(tool_sequence(self.original)) or "none"
             out = [f"turn {self.index} ({head}): {verdict}; tools differ: {before} -> {tools}"]
         if not self.same_answer:
-            diff = list(difflib.unified_diff(
-                final_answer(self.original).splitlines(), final_answer(self.replay).splitlines(),
-                "original", "replay", lineterm="",
-            ))
+            diff = list(
+                difflib.unified_diff(
+                    final_answer(self.original).splitlines(),
+                    final_answer(self.replay).splitlines(),
+                    "original",
+                    "replay",
+                    lineterm="",
+                )
+            )
             out.extend("  " + line for line in diff[:DIFF_LINES])
             if len(diff) > DIFF_LINES:
                 out.append(f"  ... {len(diff) - DIFF_LINES} more diff lines")
@@ -103,17 +118,23 @@ async def replay(runtime: Runtime, wanted: str) -> tuple[str, str, list[TurnComp
     if runtime.store is None:
         raise RoderError("no thread store is installed")
     source = await runtime.store.load(await runtime.find_thread(wanted))
-    prompts = [(n, t) for n, t in enumerate(source.turns, start=1)
-               if t.items and isinstance(t.items[0], UserMessageItem)]
+    prompts = [(n, t) for n, t in enumerate(source.turns, start=1) if t.items and isinstance(t.items[0], UserMessageItem)]
     if not prompts:
         raise RoderError(f"thread {source.id} has no user turns to replay")
     if not Path(source.cwd).is_dir():
         raise RoderError(f"the thread's folder {source.cwd} no longer exists; nothing can be replayed there")
-    target = await runtime.start_thread(Path(source.cwd), runtime.provider, runtime.model,
-                                        title=f"Replay of {source.title or source.id}")
-    await runtime.save_custom(target.id, "roder.replay", {
-        "source": source.id, "provider": runtime.provider, "model": runtime.model,
-    })
+    target = await runtime.start_thread(
+        Path(source.cwd), runtime.provider, runtime.model, title=f"Replay of {source.title or source.id}"
+    )
+    await runtime.save_custom(
+        target.id,
+        "roder.replay",
+        {
+            "source": source.id,
+            "provider": runtime.provider,
+            "model": runtime.model,
+        },
+    )
     results = []
     for index, turn in prompts:
         first = turn.items[0]
@@ -132,12 +153,22 @@ async def _run(args: argparse.Namespace) -> int:
     failed = any(r.replay.status != "completed" for r in results)
     differ = sum(1 for r in results if not (r.same_answer and r.same_tools))
     if args.json:
-        print(json.dumps({"source": source_id, "replay": target_id, "provider": runtime.provider,
-                          "model": runtime.model, "differ": differ,
-                          "turns": [r.to_json() for r in results]}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "source": source_id,
+                    "replay": target_id,
+                    "provider": runtime.provider,
+                    "model": runtime.model,
+                    "differ": differ,
+                    "turns": [r.to_json() for r in results],
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
     else:
-        print(f"replayed {len(results)} turn(s) of {source_id} with {runtime.provider}/{runtime.model} "
-              f"into {target_id}")
+        print(f"replayed {len(results)} turn(s) of {source_id} with {runtime.provider}/{runtime.model} into {target_id}")
         for result in results:
             print("\n".join(result.lines()))
         print(f"{differ} of {len(results)} turn(s) differ")

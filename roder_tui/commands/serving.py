@@ -11,8 +11,7 @@ from typing import Any
 
 def run_server(serve: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Warnings to stderr (stdout carries the protocol), Ctrl-C exits with 130."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="roder: %(levelname)s %(name)s: %(message)s",
-                        force=True)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="roder: %(levelname)s %(name)s: %(message)s", force=True)
     try:
         return asyncio.run(serve())
     except KeyboardInterrupt:

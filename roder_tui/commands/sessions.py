@@ -38,8 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fork.add_argument("--json", action="store_true", help="print the new thread's id and parent as JSON")
     export = sub.add_parser("export", help="write a Markdown transcript, a JSON eval trajectory or ATIF")
     export.add_argument("id", help="thread id (or an unambiguous prefix)")
-    export.add_argument("--format", choices=("markdown", "json", "atif"), required=True,
-                        help="atif: Agent Trajectory Interchange Format (Harbor), for trainers and viewers")
+    export.add_argument(
+        "--format",
+        choices=("markdown", "json", "atif"),
+        required=True,
+        help="atif: Agent Trajectory Interchange Format (Harbor), for trainers and viewers",
+    )
     export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     remove = sub.add_parser("rm", help="delete a thread's file (its forks keep theirs)")
     remove.add_argument("id", help="thread id (or an unambiguous prefix)")
@@ -94,8 +98,9 @@ async def _fork(runtime: Runtime, args: argparse.Namespace) -> int:
     turn_id = turn_id_at(parent, args.turn) if args.turn is not None else None
     thread = await runtime.fork_thread(parent.id, turn_id)
     if args.json:
-        print(json.dumps({"id": thread.id, "parent": thread.parent.wire() if thread.parent else None,
-                          "turns": len(thread.turns)}))
+        print(
+            json.dumps({"id": thread.id, "parent": thread.parent.wire() if thread.parent else None, "turns": len(thread.turns)})
+        )
     else:
         print(thread.id)
     return 0
@@ -110,13 +115,11 @@ async def _export(runtime: Runtime, args: argparse.Namespace) -> int:
     elif args.format == "atif":
         from roder_core.threads.atif import build_atif
 
-        text = json.dumps(build_atif(thread, await runtime.store.events(thread.id)), indent=2,
-                          ensure_ascii=False) + "\n"
+        text = json.dumps(build_atif(thread, await runtime.store.events(thread.id)), indent=2, ensure_ascii=False) + "\n"
     else:
         from roder_core.threads.trajectory import build_trajectory
 
-        text = json.dumps(build_trajectory(thread, await runtime.store.events(thread.id)), indent=2,
-                          ensure_ascii=False) + "\n"
+        text = json.dumps(build_trajectory(thread, await runtime.store.events(thread.id)), indent=2, ensure_ascii=False) + "\n"
     if args.output is None:
         sys.stdout.write(text)
     else:
@@ -133,7 +136,11 @@ async def _remove(runtime: Runtime, args: argparse.Namespace) -> int:
 
 
 ACTIONS: dict[str, Callable[[Runtime, argparse.Namespace], Awaitable[int]]] = {
-    "list": _list, "show": _show, "fork": _fork, "export": _export, "rm": _remove,
+    "list": _list,
+    "show": _show,
+    "fork": _fork,
+    "export": _export,
+    "rm": _remove,
 }
 
 

@@ -77,8 +77,13 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         return Text(json.dumps(req.arguments, indent=2, ensure_ascii=False)[:20_000])
 
     def _keys(self) -> Text:
-        options = {o.id for o in self.request.options} or {"allow_once", "allow_session", "allow_always", "deny",
-                                                              "deny_interrupt"}
+        options = {o.id for o in self.request.options} or {
+            "allow_once",
+            "allow_session",
+            "allow_always",
+            "deny",
+            "deny_interrupt",
+        }
         rows = [
             ("y", "allow once", "allow_once"),
             ("s", "allow for this session", "allow_session"),

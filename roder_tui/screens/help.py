@@ -30,8 +30,9 @@ def help_table(remapped: Mapping[str, str] | None = None) -> Group:
             table.add_row(display(shown), key.description)
         sections.extend([table, Text("")])
     sections.append(Text("Palette (ctrl+p)", style="bold underline"))
-    sections.append(Text("threads (switch, fork, new), models and providers, modes, themes, slash commands, "
-                         "compaction, export, copy"))
+    sections.append(
+        Text("threads (switch, fork, new), models and providers, modes, themes, slash commands, compaction, export, copy")
+    )
     return Group(*sections)
 
 

@@ -52,10 +52,12 @@ class ResumePicker(ModalScreen[str | None]):
             if q and q not in (t.title or "").lower() and q not in t.id:
                 continue
             title = (t.title or "untitled").replace("[", r"\[")
-            options.add_option(Option(
-                f"{title}\n[dim]{age(now - t.updated_at)} ago · {plural(t.turn_count, 'turn')} · {t.model} · {t.id}[/dim]",
-                id=t.id,
-            ))
+            options.add_option(
+                Option(
+                    f"{title}\n[dim]{age(now - t.updated_at)} ago · {plural(t.turn_count, 'turn')} · {t.model} · {t.id}[/dim]",
+                    id=t.id,
+                )
+            )
         if options.option_count:
             options.highlighted = 0
 

@@ -468,8 +468,9 @@ def _static_widgets(text: str) -> list[ProseBlock | CodeView]:
     widgets: list[ProseBlock | CodeView] = []
     for seg in split_markdown(text):
         after = bool(widgets) and isinstance(widgets[-1], ProseBlock)
-        widgets.append(ProseBlock(seg.text, after_prose=after) if seg.kind == "prose"
-                       else CodeView(seg.text, seg.lang, highlighted=True))
+        widgets.append(
+            ProseBlock(seg.text, after_prose=after) if seg.kind == "prose" else CodeView(seg.text, seg.lang, highlighted=True)
+        )
     return widgets
 
 

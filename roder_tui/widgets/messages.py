@@ -141,6 +141,7 @@ class AssistantMessageView(EntryMixin, Vertical, can_focus=True):
 
 class ReasoningView(StaticEntry):
     """Model reasoning: one folded line by default, the full text when expanded."""
+
     DEFAULT_CSS = """
     ReasoningView { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
     ReasoningView:focus { background: $boost; }
@@ -153,14 +154,14 @@ class ReasoningView(StaticEntry):
         words = len(body.split())
         label = "thinking…" if self.entry.live else "thought"
         if not self.entry.expanded:
-            return Text.assemble(("▸ ", "bold"), (f"{label} · {plural(words, 'word')}", "italic"),
-                             ("  (enter to expand)", "dim"))
+            return Text.assemble(("▸ ", "bold"), (f"{label} · {plural(words, 'word')}", "italic"), ("  (enter to expand)", "dim"))
         return Group(Text.assemble(("▾ ", "bold"), (label, "italic")), Text(body, style="italic"))
 
 
 class ToolCardView(StaticEntry):
     """A tool call with its status, duration and output (bash: command and output; edits: a
     coloured unified diff). Collapsed cards show a few lines of output; enter shows all."""
+
     DEFAULT_CSS = """
     ToolCardView { height: auto; margin: 1 0 0 0; padding: 0 1; border-left: outer $panel; }
     ToolCardView:focus { background: $boost; border-left: outer $accent; }
@@ -266,6 +267,7 @@ class ToolCardView(StaticEntry):
 
 class NoticeView(StaticEntry):
     """Errors, compaction summaries, plans and approvals that are not tied to a tool card."""
+
     DEFAULT_CSS = """
     NoticeView { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
     NoticeView:focus { background: $boost; }

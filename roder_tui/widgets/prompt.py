@@ -24,8 +24,21 @@ if TYPE_CHECKING:
 
 HISTORY_LIMIT = 500
 FILE_SCAN_LIMIT = 20_000
-_SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".tox", "dist",
-              "build", ".pytest_cache", ".idea", ".roder"}
+_SKIP_DIRS = {
+    ".git",
+    "node_modules",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    "dist",
+    "build",
+    ".pytest_cache",
+    ".idea",
+    ".roder",
+}
 _AT_TOKEN = re.compile(r"@([^\s@]*)$")
 #: What an empty prompt says (a new thread's first screen has no other hint).
 PLACEHOLDER = "Ask anything · / commands · @ files · ctrl+j new line · F1 keys · ctrl+p palette"
@@ -121,8 +134,13 @@ class PromptInput(TextArea):
         """``up`` on an empty prompt while steer messages wait: take the newest one back."""
 
     def __init__(self, history: PromptHistory, **kwargs: object) -> None:
-        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus",  # type: ignore[arg-type]
-                         placeholder=PLACEHOLDER, **kwargs)
+        super().__init__(
+            soft_wrap=True,
+            show_line_numbers=False,
+            tab_behavior="focus",  # type: ignore[arg-type]
+            placeholder=PLACEHOLDER,
+            **kwargs,
+        )
         self.prompt_history = history
         self.cursor_blink = False
         self.completion: CompletionPopup | None = None  # created on the first completion
@@ -229,8 +247,7 @@ class PromptBar(Vertical):
         """(name, argument hint, description) rows for ``/`` completion."""
         from roder_tui.widgets.completion import Completion
 
-        self.commands = [Completion(f"/{name} ", f"/{name}" + (f" {hint}" if hint else ""), desc)
-                         for name, hint, desc in rows]
+        self.commands = [Completion(f"/{name} ", f"/{name}" + (f" {hint}" if hint else ""), desc) for name, hint, desc in rows]
 
     def set_mentions(self, mentions: list[str]) -> None:
         self.mentions = list(mentions)
@@ -251,8 +268,11 @@ class PromptBar(Vertical):
 
             names = match_files(self._files, match.group(1))
             resources = [m for m in self.mentions if m.startswith(match.group(1))][:10]
-            self._show(match.group(0), [Completion(f"@{m} ", f"@{m}", "MCP resource") for m in resources]
-                       + [Completion(f"@{n} ", f"@{n}") for n in names])
+            self._show(
+                match.group(0),
+                [Completion(f"@{m} ", f"@{m}", "MCP resource") for m in resources]
+                + [Completion(f"@{n} ", f"@{n}") for n in names],
+            )
             return
         self.close_popup()
 

@@ -90,6 +90,7 @@ class Sidebar(Vertical):
     def on_resize(self) -> None:
         if self.fork_tree is not None:
             self._show_tree()  # labels are fitted to the width
+
     def compose(self):  # type: ignore[override]
         yield Label("Threads", id="threads-label")
         yield Label("Fork tree", id="forks-label")

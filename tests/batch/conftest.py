@@ -13,8 +13,26 @@ from roder_tui.cli import main
 
 #: Values that differ between two runs of the same rollout (ids, clocks, scratch paths).
 VOLATILE_KEYS = {
-    "id", "threadId", "thread_id", "turnId", "itemId", "callId", "call_id", "approvalId", "ts", "createdAt",
-    "startedAt", "completedAt", "updatedAt", "durationMs", "duration_ms", "timings", "cwd", "at", "host", "timestamp",
+    "id",
+    "threadId",
+    "thread_id",
+    "turnId",
+    "itemId",
+    "callId",
+    "call_id",
+    "approvalId",
+    "ts",
+    "createdAt",
+    "startedAt",
+    "completedAt",
+    "updatedAt",
+    "durationMs",
+    "duration_ms",
+    "timings",
+    "cwd",
+    "at",
+    "host",
+    "timestamp",
 }
 _VOLATILE_TEXT = re.compile(r"(thr|turn|item|call|appr)_[0-9a-f]{6,}|/tmp/roder-rollout-[A-Za-z0-9_-]+")
 

@@ -21,8 +21,10 @@ from roder_core.turn.runner import LEDGER_NOTICE, RESERVE_NOTICE
 from tests.batch.conftest import normalized_outputs, result, run_cli, steps, write_jsonl, write_script
 
 FIX = [
-    {"text": "Fixing add.", "tool_calls": [
-        {"name": "edit", "arguments": {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"}}]},
+    {
+        "text": "Fixing add.",
+        "tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"}}],
+    },
     {"text": "Fixed: add now adds."},
 ]
 WRONG = [
@@ -62,25 +64,50 @@ def mock_tasks(tmp_path: Path, calc: Path) -> Path:
 
     slow = [{"text": "thinking " * 50, "chunk_size": 4, "delay_ms": 100}]
     reserve = [
-        {"text": "x" * 14, "chunk_size": 1, "delay_ms": 100,
-         "tool_calls": [{"name": "write", "arguments": {"path": "partial.txt", "content": "half\n"}}]},
+        {
+            "text": "x" * 14,
+            "chunk_size": 1,
+            "delay_ms": 100,
+            "tool_calls": [{"name": "write", "arguments": {"path": "partial.txt", "content": "half\n"}}],
+        },
         {"text": "Wrapping up."},
     ]
     clamped = [
         {"text": "Waiting.", "tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30", "timeout": 60}}]},
         {"text": "Stopped waiting."},
     ]
-    return write_jsonl(tmp_path / "tasks.jsonl", [
-        {"id": "fix", "prompt": "Fix add.", "workspace": str(calc), "score": SCORE, "env": script("fix", FIX),
-         "metadata": {"kind": "bugfix"}},
-        {"id": "wrong-fix", "prompt": "Fix add.", "workspace": str(calc), "score": SCORE, "env": script("wrong", WRONG)},
-        {"id": "denied", "prompt": "Fix add.", "workspace": str(calc), "score": SCORE, "mode": "plan",
-         "env": script("denied", FIX)},
-        {"id": "slow", "prompt": "Think hard.", "deadline": 1, "env": script("slow", slow)},
-        {"id": "reserve", "prompt": "Work until told.", "deadline": 3, "reserve": 2, "env": script("reserve", reserve),
-         "taskLedgerRequired": True},
-        {"id": "clamped", "prompt": "Wait for it.", "deadline": 5, "reserve": 3, "env": script("clamped", clamped)},
-    ])
+    return write_jsonl(
+        tmp_path / "tasks.jsonl",
+        [
+            {
+                "id": "fix",
+                "prompt": "Fix add.",
+                "workspace": str(calc),
+                "score": SCORE,
+                "env": script("fix", FIX),
+                "metadata": {"kind": "bugfix"},
+            },
+            {"id": "wrong-fix", "prompt": "Fix add.", "workspace": str(calc), "score": SCORE, "env": script("wrong", WRONG)},
+            {
+                "id": "denied",
+                "prompt": "Fix add.",
+                "workspace": str(calc),
+                "score": SCORE,
+                "mode": "plan",
+                "env": script("denied", FIX),
+            },
+            {"id": "slow", "prompt": "Think hard.", "deadline": 1, "env": script("slow", slow)},
+            {
+                "id": "reserve",
+                "prompt": "Work until told.",
+                "deadline": 3,
+                "reserve": 2,
+                "env": script("reserve", reserve),
+                "taskLedgerRequired": True,
+            },
+            {"id": "clamped", "prompt": "Wait for it.", "deadline": 5, "reserve": 3, "env": script("clamped", clamped)},
+        ],
+    )
 
 
 def _batch(capsys: pytest.CaptureFixture[str], tasks: Path, out: Path, *extra: str) -> tuple[int, str, str]:
@@ -134,8 +161,16 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rollouts"] == 6 and summary["passed"] == 3 and summary["pass_rate"] == 0.5
     assert summary["failures_by_cause"] == {
-        "timeout": 1, "policy_denial": 1, "provider_failure": 0, "score_failure": 1, "score_timeout": 0,
-        "setup_failure": 0, "agent_failure": 0, "environment_unavailable": 0, "infra_failure": 0, "error": 0,
+        "timeout": 1,
+        "policy_denial": 1,
+        "provider_failure": 0,
+        "score_failure": 1,
+        "score_timeout": 0,
+        "setup_failure": 0,
+        "agent_failure": 0,
+        "environment_unavailable": 0,
+        "infra_failure": 0,
+        "error": 0,
     }
     assert result(out, "reserve")["deadline_reserve_hit"] and not fix["deadline_reserve_hit"]
     assert summary["tokens"]["total_tokens"] == sum(result(out, t)["tokens"] for t in summary["per_task"])
@@ -164,8 +199,9 @@ def test_mock_batch_locally_and_on_ray_gives_identical_outputs(
     assert (calc / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"  # the source is untouched
 
 
-def _loopback_batch(tmp_path: Path, calc: Path, capsys: pytest.CaptureFixture[str], name: str,
-                    *extra: str) -> tuple[Path, list[Any]]:
+def _loopback_batch(
+    tmp_path: Path, calc: Path, capsys: pytest.CaptureFixture[str], name: str, *extra: str
+) -> tuple[Path, list[Any]]:
     """The same tasks against a real provider engine (OpenAI Responses wire) talking to one
     loopback server per task (each server plays its task's script)."""
     refused = {"status": 401, "error": {"message": "bad key"}}
@@ -175,13 +211,21 @@ def _loopback_batch(tmp_path: Path, calc: Path, capsys: pytest.CaptureFixture[st
     out = tmp_path / name
     with contextlib.ExitStack() as stack:
         servers = {task: stack.enter_context(ThreadedFakeServer(steps)) for task, steps in scripts.items()}
-        tasks = write_jsonl(tmp_path / f"tasks-{name}.jsonl", [
-            {"id": task, "prompt": "Fix add.", "workspace": str(calc), "score": SCORE,
-             "env": {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-loopback"},
-             # the key is for the runtime; setup and score commands never see it
-             "setup": 'test -z "$OPENAI_API_KEY" && test -n "$OPENAI_BASE_URL"'}
-            for task, server in servers.items()
-        ])
+        tasks = write_jsonl(
+            tmp_path / f"tasks-{name}.jsonl",
+            [
+                {
+                    "id": task,
+                    "prompt": "Fix add.",
+                    "workspace": str(calc),
+                    "score": SCORE,
+                    "env": {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-loopback"},
+                    # the key is for the runtime; setup and score commands never see it
+                    "setup": 'test -z "$OPENAI_API_KEY" && test -n "$OPENAI_BASE_URL"',
+                }
+                for task, server in servers.items()
+            ],
+        )
         code, _, err = _batch(capsys, tasks, out, "--provider", "openai", "--model", "fake-model", *extra)
     assert code == 0, err
     return out, [server.calls for server in servers.values()]
@@ -204,20 +248,24 @@ def test_loopback_provider_batch_locally_and_on_ray_gives_identical_outputs(
     ray, _ = _loopback_batch(tmp_path, calc, capsys, "ray", "--backend", "ray")
     # The task lines differ only in their server's port, hence in their digest.
     strip = {"task_digest"}
-    normalized = [{k: ({kk: vv for kk, vv in v.items() if kk not in strip} if isinstance(v, dict) else v)
-                   for k, v in normalized_outputs(out).items()} for out in (local, ray)]
+    normalized = [
+        {
+            k: ({kk: vv for kk, vv in v.items() if kk not in strip} if isinstance(v, dict) else v)
+            for k, v in normalized_outputs(out).items()
+        }
+        for out in (local, ray)
+    ]
     assert normalized[0] == normalized[1]
 
 
-def test_git_workspace_at_a_ref_with_setup_and_repeat(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_git_workspace_at_a_ref_with_setup_and_repeat(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
-                              check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True, text=True
+        ).stdout.strip()
 
     git("init", "-q")
     (repo / "version.txt").write_text("one\n")
@@ -226,12 +274,20 @@ def test_git_workspace_at_a_ref_with_setup_and_repeat(
     first = git("rev-parse", "HEAD")
     (repo / "version.txt").write_text("two\n")
     git("commit", "-qam", "two")
-    tasks = write_jsonl(tmp_path / "tasks.jsonl", [
-        {"id": "at-ref", "prompt": "Look around.", "workspace": {"git": str(repo), "ref": first},
-         "setup": ["echo prepared > setup.txt"], "score": "grep -q one version.txt && test -f setup.txt"},
-        {"id": "bad-setup", "prompt": "p", "setup": "exit 3"},
-        {"id": "bad-ref", "prompt": "p", "workspace": {"git": str(repo), "ref": "no-such-ref"}},
-    ])
+    tasks = write_jsonl(
+        tmp_path / "tasks.jsonl",
+        [
+            {
+                "id": "at-ref",
+                "prompt": "Look around.",
+                "workspace": {"git": str(repo), "ref": first},
+                "setup": ["echo prepared > setup.txt"],
+                "score": "grep -q one version.txt && test -f setup.txt",
+            },
+            {"id": "bad-setup", "prompt": "p", "setup": "exit 3"},
+            {"id": "bad-ref", "prompt": "p", "workspace": {"git": str(repo), "ref": "no-such-ref"}},
+        ],
+    )
     out = tmp_path / "out"
     code, _, err = _batch(capsys, tasks, out, "--provider", "mock", "--repeat", "2")
     assert code == 0, err
@@ -271,14 +327,21 @@ def test_bad_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_network_only_when_the_task_grants_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Commands run in their own network namespace (no network) unless the task says otherwise."""
-    probe = write_script(tmp_path / "probe.json", [
-        {"text": "Checking.", "tool_calls": [{"name": "bash", "arguments": {"command": "readlink /proc/self/ns/net"}}]},
-        {"text": "Checked."},
-    ])
+    probe = write_script(
+        tmp_path / "probe.json",
+        [
+            {"text": "Checking.", "tool_calls": [{"name": "bash", "arguments": {"command": "readlink /proc/self/ns/net"}}]},
+            {"text": "Checked."},
+        ],
+    )
     env = {"RODER_MOCK_SCRIPT": str(probe)}
-    tasks = write_jsonl(tmp_path / "tasks.jsonl", [
-        {"id": "offline", "prompt": "p", "env": env}, {"id": "online", "prompt": "p", "env": env, "network": True},
-    ])
+    tasks = write_jsonl(
+        tmp_path / "tasks.jsonl",
+        [
+            {"id": "offline", "prompt": "p", "env": env},
+            {"id": "online", "prompt": "p", "env": env, "network": True},
+        ],
+    )
     code, _, err = _batch(capsys, tasks, tmp_path / "out", "--provider", "mock")
     assert code == 0, err
 

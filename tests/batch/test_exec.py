@@ -13,8 +13,14 @@ from tests.batch.conftest import write_script
 
 
 def _exec(cwd: Path, *args: str, stdin: str | None = None) -> tuple[int, list[dict[str, Any]], str]:
-    done = subprocess.run([sys.executable, "-m", "roder_tui.cli", "exec", "--provider", "mock", *args], cwd=cwd,
-                          input=stdin, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", "exec", "--provider", "mock", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     return done.returncode, lines, done.stderr
 
@@ -23,8 +29,20 @@ def test_exec_streams_events_and_ends_with_the_rollout_record(tmp_path: Path) ->
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "data.txt").write_text("payload\n")
-    code, lines, err = _exec(folder, "summarize", "the", "data", "--score", "test -f data.txt", "--id", "one",
-                             "--setup", "echo set > setup.txt", "--out", str(tmp_path / "rollout"))
+    code, lines, err = _exec(
+        folder,
+        "summarize",
+        "the",
+        "data",
+        "--score",
+        "test -f data.txt",
+        "--id",
+        "one",
+        "--setup",
+        "echo set > setup.txt",
+        "--out",
+        str(tmp_path / "rollout"),
+    )
     assert code == 0, err
     types = [line["type"] for line in lines]
     assert types[0] == "thread/started" and types[-1] == "result"
@@ -36,8 +54,15 @@ def test_exec_streams_events_and_ends_with_the_rollout_record(tmp_path: Path) ->
     assert final["task_id"] == "one" and final["passed"] and final["score"]["exit_code"] == 0
     assert final["thread_id"] == started["threadId"]
     assert sorted(p.name for p in (tmp_path / "rollout").iterdir()) == [
-        "atif.json", "model.patch", "result.json", "score.log", "setup.log", "thread.jsonl",
-        "trajectory.json", "workspace.diff"]  # nothing logged
+        "atif.json",
+        "model.patch",
+        "result.json",
+        "score.log",
+        "setup.log",
+        "thread.jsonl",
+        "trajectory.json",
+        "workspace.diff",
+    ]  # nothing logged
     assert not (folder / "setup.txt").exists()  # the run worked on a copy
 
 
@@ -56,7 +81,10 @@ def test_exec_times_out_at_its_deadline(tmp_path: Path) -> None:
     slow = write_script(tmp_path / "slow.json", [{"text": "z" * 400, "chunk_size": 2, "delay_ms": 50}])
     done = subprocess.run(
         [sys.executable, "-m", "roder_tui.cli", "exec", "--provider", "mock", "--deadline", "1", "go slow"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "RODER_MOCK_SCRIPT": str(slow)},
     )
     final = json.loads(done.stdout.splitlines()[-1])

@@ -51,16 +51,29 @@ def _alive(pid: int) -> bool:
 
 
 def _batch(tasks: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "roder_tui.cli", "batch", str(tasks), "--out", str(out),
-            "--workers", "1", "--provider", "mock", "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "roder_tui.cli",
+        "batch",
+        str(tasks),
+        "--out",
+        str(out),
+        "--workers",
+        "1",
+        "--provider",
+        "mock",
+        "--no-progress",
+    ]
 
 
 def test_a_killed_batch_resumes_where_it_stopped(tmp_path: Path) -> None:
     # Each rollout streams for about a second, so the kill lands while later ones are pending.
     slow = write_script(tmp_path / "slow.json", [{"text": "x" * 40, "chunk_size": 4, "delay_ms": 100}])
-    tasks = write_jsonl(tmp_path / "tasks.jsonl", [
-        {"id": f"t{i}", "prompt": f"task {i}", "env": {"RODER_MOCK_SCRIPT": str(slow)}} for i in range(4)
-    ])
+    tasks = write_jsonl(
+        tmp_path / "tasks.jsonl",
+        [{"id": f"t{i}", "prompt": f"task {i}", "env": {"RODER_MOCK_SCRIPT": str(slow)}} for i in range(4)],
+    )
     out = tmp_path / "out"
     first = subprocess.Popen(_batch(tasks, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
@@ -124,14 +137,20 @@ def test_an_output_folder_of_other_settings_is_refused(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_the_batch_promptly(tmp_path: Path) -> None:
     slow = write_script(tmp_path / "slow.json", [{"text": "y" * 200, "chunk_size": 2, "delay_ms": 100}])
-    tasks = write_jsonl(tmp_path / "tasks.jsonl", [
-        {"id": f"t{i}", "prompt": "p", "env": {"RODER_MOCK_SCRIPT": str(slow)}} for i in range(4)
-    ])
+    tasks = write_jsonl(
+        tmp_path / "tasks.jsonl", [{"id": f"t{i}", "prompt": "p", "env": {"RODER_MOCK_SCRIPT": str(slow)}} for i in range(4)]
+    )
     out = tmp_path / "out"
     command = _batch(tasks, out)
     command[command.index("--workers") + 1] = "2"
-    batch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    batch = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     until = time.monotonic() + 60
     while len(_pool_workers(batch.pid)) < 2 and time.monotonic() < until:
         time.sleep(0.05)

@@ -17,17 +17,27 @@ def _write(path: Path, *lines: object) -> Path:
 
 def test_a_full_line_and_the_shorthands(tmp_path: Path) -> None:
     (tmp_path / "repos" / "calc").mkdir(parents=True)
-    tasks = load_tasks(_write(
-        tmp_path / "tasks.jsonl",
-        "# comment lines and blank lines are skipped",
-        "",
-        {"id": "fix-add", "prompt": "Make the tests pass.", "workspace": "repos/calc", "setup": "make deps",
-         "score": "pytest -q", "deadline": 600, "mode": "auto-edit", "metadata": {"difficulty": "easy"},
-         "taskLedgerRequired": True},
-        {"id": "from-git", "prompt": "p", "workspace": {"git": "repos/calc", "ref": "v1"}, "setup": ["a", "b"]},
-        {"id": "remote", "prompt": "p", "workspace": {"git": "https://example.invalid/x.git"}},
-        {"id": "empty", "prompt": "p"},
-    ))
+    tasks = load_tasks(
+        _write(
+            tmp_path / "tasks.jsonl",
+            "# comment lines and blank lines are skipped",
+            "",
+            {
+                "id": "fix-add",
+                "prompt": "Make the tests pass.",
+                "workspace": "repos/calc",
+                "setup": "make deps",
+                "score": "pytest -q",
+                "deadline": 600,
+                "mode": "auto-edit",
+                "metadata": {"difficulty": "easy"},
+                "taskLedgerRequired": True,
+            },
+            {"id": "from-git", "prompt": "p", "workspace": {"git": "repos/calc", "ref": "v1"}, "setup": ["a", "b"]},
+            {"id": "remote", "prompt": "p", "workspace": {"git": "https://example.invalid/x.git"}},
+            {"id": "empty", "prompt": "p"},
+        )
+    )
     full, git, remote, empty = tasks
     assert full.workspace is not None and full.workspace.path == str((tmp_path / "repos" / "calc").resolve())
     assert full.setup == ["make deps"] and full.score == "pytest -q" and full.deadline == 600
@@ -73,8 +83,14 @@ def test_an_empty_or_missing_file_is_an_error(tmp_path: Path) -> None:
 
 def test_digest_changes_with_what_the_task_asks() -> None:
     [a, b, c] = parse_tasks(
-        [json.dumps({"id": "t", "prompt": "p"}), json.dumps({"id": "u", "prompt": "p"}),
-         json.dumps({"id": "v", "prompt": "p", "score": "true"})], "x", Path("/"))
+        [
+            json.dumps({"id": "t", "prompt": "p"}),
+            json.dumps({"id": "u", "prompt": "p"}),
+            json.dumps({"id": "v", "prompt": "p", "score": "true"}),
+        ],
+        "x",
+        Path("/"),
+    )
     again = parse_tasks([json.dumps({"prompt": "p", "id": "t"})], "x", Path("/"))[0]
     assert a.digest() == again.digest()
     assert len({a.digest(), b.digest(), c.digest()}) == 3

@@ -65,8 +65,19 @@ def test_hard_links_are_refused(workspace: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [".git/config", ".git/hooks/pre-commit", ".roder/config.toml", ".bashrc", ".zshrc", ".gitconfig", ".npmrc",
-     ".mcp.json", "sub/.envrc", ".vscode/tasks.json", ".ssh/authorized_keys"],
+    [
+        ".git/config",
+        ".git/hooks/pre-commit",
+        ".roder/config.toml",
+        ".bashrc",
+        ".zshrc",
+        ".gitconfig",
+        ".npmrc",
+        ".mcp.json",
+        "sub/.envrc",
+        ".vscode/tasks.json",
+        ".ssh/authorized_keys",
+    ],
 )
 def test_protected_paths_refuse_writes(workspace: Path, path: str) -> None:
     fs = fs_for(workspace)

@@ -48,16 +48,21 @@ def test_nested_rules_apply_below_their_folder() -> None:
 
 
 def test_scrubbed_env_drops_secret_names_and_keeps_granted() -> None:
-    env = {"PATH": "/bin", "OPENAI_API_KEY": "k" * 20, "NPM_TOKEN": "t" * 20, "MY_LLM": "custom-key-value",
-           "HOME": "/h", "DB_PASSWORD": "p" * 10}
+    env = {
+        "PATH": "/bin",
+        "OPENAI_API_KEY": "k" * 20,
+        "NPM_TOKEN": "t" * 20,
+        "MY_LLM": "custom-key-value",
+        "HOME": "/h",
+        "DB_PASSWORD": "p" * 10,
+    }
     child, dropped = scrubbed_env(env, passed=["NPM_TOKEN"], extra_secret_names=["MY_LLM"])
     assert child == {"PATH": "/bin", "HOME": "/h", "NPM_TOKEN": "t" * 20}
     assert dropped == ["DB_PASSWORD", "MY_LLM", "OPENAI_API_KEY"]
 
 
 def test_redactor_replaces_known_values_and_token_formats() -> None:
-    redactor = SecretRedactor.from_env({"OPENAI_API_KEY": "sk-live-abcdef123456", "SHORT_TOKEN": "abc",
-                                        "PATH": "/usr/bin"})
+    redactor = SecretRedactor.from_env({"OPENAI_API_KEY": "sk-live-abcdef123456", "SHORT_TOKEN": "abc", "PATH": "/usr/bin"})
     text = "key=sk-live-abcdef123456 path=/usr/bin short=abc gh=ghp_" + "A" * 36
     clean = redactor.redact(text)
     assert "sk-live-abcdef123456" not in clean and "[redacted:OPENAI_API_KEY]" in clean

@@ -28,13 +28,20 @@ async def test_merged_output_exit_code_and_duration(workspace: Path, tmp_path: P
 
 
 async def test_environment_is_scrubbed(workspace: Path, tmp_path: Path) -> None:
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "OPENAI_API_KEY": "sk-abcdefghijklmnop1234",
-           "GITHUB_TOKEN": "ghp_secretvalue123", "DB_PASSWORD": "hunter2hunter2", "AWS_SECRET_ACCESS_KEY": "x" * 20,
-           "MY_CREDENTIALS": "creds-creds", "SSH_AUTH_SOCK": "/tmp/agent.sock", "HARMLESS": "visible"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/root",
+        "OPENAI_API_KEY": "sk-abcdefghijklmnop1234",
+        "GITHUB_TOKEN": "ghp_secretvalue123",
+        "DB_PASSWORD": "hunter2hunter2",
+        "AWS_SECRET_ACCESS_KEY": "x" * 20,
+        "MY_CREDENTIALS": "creds-creds",
+        "SSH_AUTH_SOCK": "/tmp/agent.sock",
+        "HARMLESS": "visible",
+    }
     result = await process(workspace, tmp_path, env=env).run("env")
     assert "HARMLESS=visible" in result.output
-    for name in ("OPENAI_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "MY_CREDENTIALS",
-                 "SSH_AUTH_SOCK"):
+    for name in ("OPENAI_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "MY_CREDENTIALS", "SSH_AUTH_SOCK"):
         assert name not in result.output
 
 

@@ -78,8 +78,9 @@ def test_unknown_level_is_an_error() -> None:
 @needs_bwrap
 async def test_workspace_writable_rest_read_only(workspace: Path, tmp_path: Path, outside: Path) -> None:
     proc = sandboxed(workspace, tmp_path)
-    result = await proc.run(f"echo ok > inside.txt; echo x > {outside}/escape.txt; echo rc=$?; "
-                            "touch /etc/roder-test 2>&1; echo rc=$?")
+    result = await proc.run(
+        f"echo ok > inside.txt; echo x > {outside}/escape.txt; echo rc=$?; touch /etc/roder-test 2>&1; echo rc=$?"
+    )
     assert result.sandbox == "workspace-write"
     assert (workspace / "inside.txt").read_text() == "ok\n"
     assert not (outside / "escape.txt").exists() and "Read-only file system" in result.output
@@ -123,8 +124,10 @@ async def test_protected_paths_are_rebound_read_only(workspace: Path, tmp_path: 
 @needs_bwrap
 async def test_git_reads_work_and_writes_are_refused_inside_the_sandbox(workspace: Path, tmp_path: Path) -> None:
     setup = await asyncio.create_subprocess_exec(
-        "sh", "-c", "git init -q && echo x > f.txt && git add f.txt && "
-        "git -c user.email=a@b -c user.name=a commit -qm one", cwd=workspace,
+        "sh",
+        "-c",
+        "git init -q && echo x > f.txt && git add f.txt && git -c user.email=a@b -c user.name=a commit -qm one",
+        cwd=workspace,
     )
     assert await setup.wait() == 0
     proc = sandboxed(workspace, tmp_path)

@@ -35,8 +35,13 @@ class SleepTool(Tool):
     description = "Sleep for a while."
     parameters = {
         "type": "object",
-        "properties": {"seconds": {"type": "number"}, "path": {"type": "string"}, "label": {"type": "string"},
-                       "hold": {"type": "boolean"}, "meet": {"type": "integer"}},
+        "properties": {
+            "seconds": {"type": "number"},
+            "path": {"type": "string"},
+            "label": {"type": "string"},
+            "hold": {"type": "boolean"},
+            "meet": {"type": "integer"},
+        },
     }
     kind = "edit"
 
@@ -117,8 +122,14 @@ class TestExtension(RoderExtension):
     def manifest(self) -> ExtensionManifest:
         provides = [ProvidedService.ToolProvider("test-tools")]
         provides += [ProvidedService.Hook(h.id()) for h in self.hooks]
-        return ExtensionManifest(id="test-ext", name="Test", version="0.1.0", api_version=EXTENSION_API_VERSION,
-                                 description="tools for tests", provides=provides)
+        return ExtensionManifest(
+            id="test-ext",
+            name="Test",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description="tools for tests",
+            provides=provides,
+        )
 
     def install(self, registry: ExtensionRegistryBuilder) -> None:
         registry.tool_contributor(Tools(self.tools))
@@ -141,8 +152,15 @@ def make_runtime(
     builder.install(TestExtension(tools if tools is not None else [SleepTool(), ReadTool()], hooks))
     return Runtime(
         builder.build(),
-        RuntimeOptions(cwd=workspace, paths=RoderPaths.from_env(), config=config or RoderConfig(), mode=mode,
-                       provider="mock", interactive=interactive, **options),
+        RuntimeOptions(
+            cwd=workspace,
+            paths=RoderPaths.from_env(),
+            config=config or RoderConfig(),
+            mode=mode,
+            provider="mock",
+            interactive=interactive,
+            **options,
+        ),
     )
 
 

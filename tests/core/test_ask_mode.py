@@ -19,17 +19,28 @@ def roder(*args: str, cwd: Path, stdin: str | None = None, env: dict[str, str] |
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "roder_tui.cli", *args],
-        cwd=cwd, input=stdin if stdin is not None else "", capture_output=True, text=True, env=full_env, timeout=60,
+        cwd=cwd,
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=60,
     )
 
 
 @pytest.fixture
 def script(tmp_path: Path) -> Path:
     path = tmp_path / "script.json"
-    path.write_text(json.dumps({"steps": [
-        {"reasoning": "thinking", "text": "Checking.", "tool_calls": [{"name": "nope", "arguments": {}}]},
-        {"text": "All good."},
-    ]}))
+    path.write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {"reasoning": "thinking", "text": "Checking.", "tool_calls": [{"name": "nope", "arguments": {}}]},
+                    {"text": "All good."},
+                ]
+            }
+        )
+    )
     return path
 
 
@@ -40,8 +51,9 @@ def test_text_output_prints_answer(workspace: Path) -> None:
 
 
 def test_stdin_is_attached_to_the_prompt(workspace: Path) -> None:
-    proc = roder("-p", "what is wrong?", "--provider", "mock", "--output-format", "json", cwd=workspace,
-                 stdin="Traceback: KeyError 'x'\n")
+    proc = roder(
+        "-p", "what is wrong?", "--provider", "mock", "--output-format", "json", cwd=workspace, stdin="Traceback: KeyError 'x'\n"
+    )
     result = json.loads(proc.stdout)
     # the mock counts every word it received: 3 of the prompt plus the attached block
     assert result["text"].startswith("Mock reply: I received") and "what is wrong?" in result["text"]
@@ -54,8 +66,9 @@ def test_stdin_alone_is_the_prompt(workspace: Path) -> None:
 
 
 def test_json_output_is_one_result_object(workspace: Path, script: Path) -> None:
-    proc = roder("-p", "go", "--provider", "mock", "--output-format", "json", cwd=workspace,
-                 env={"RODER_MOCK_SCRIPT": str(script)})
+    proc = roder(
+        "-p", "go", "--provider", "mock", "--output-format", "json", cwd=workspace, env={"RODER_MOCK_SCRIPT": str(script)}
+    )
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1
     result = json.loads(lines[0])
@@ -65,8 +78,9 @@ def test_json_output_is_one_result_object(workspace: Path, script: Path) -> None
 
 
 def test_stream_json_emits_events_then_result(workspace: Path, script: Path) -> None:
-    proc = roder("-p", "go", "--provider", "mock", "--output-format", "stream-json", cwd=workspace,
-                 env={"RODER_MOCK_SCRIPT": str(script)})
+    proc = roder(
+        "-p", "go", "--provider", "mock", "--output-format", "stream-json", cwd=workspace, env={"RODER_MOCK_SCRIPT": str(script)}
+    )
     events = [json.loads(line) for line in proc.stdout.strip().splitlines()]
     types = [e["type"] for e in events]
     assert types[0] == "thread/started" and types[-1] == "result"

@@ -14,9 +14,14 @@ from roder_core.policy.trust import TrustStore
 
 class WebExt(RoderExtension):
     def manifest(self) -> ExtensionManifest:
-        return ExtensionManifest(id="web-ext", name="Web", version="0.1.0", api_version=EXTENSION_API_VERSION,
-                                 provides=[ProvidedService.EventSink("web-sink")],
-                                 required_capabilities=[CapabilityRequest("network.web")])
+        return ExtensionManifest(
+            id="web-ext",
+            name="Web",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            provides=[ProvidedService.EventSink("web-sink")],
+            required_capabilities=[CapabilityRequest("network.web")],
+        )
 
     def install(self, registry: object) -> None:
         class Sink:
@@ -79,8 +84,13 @@ def test_project_config_is_read_only_when_trusted(workspace: Path) -> None:
 
 
 def test_extensions_list_json_cli(workspace: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "roder_tui.cli", "extensions", "list", "--json"],
-                          cwd=workspace, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", "extensions", "list", "--json"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     data = json.loads(proc.stdout)
     ids = [e["id"] for e in data["extensions"]]
     assert "roder-ext-mock" in ids

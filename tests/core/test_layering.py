@@ -71,12 +71,7 @@ def test_the_graph_sees_lazy_and_type_only_imports() -> None:
 
 def test_no_two_core_modules_import_each_other() -> None:
     graph = core_graph()
-    pairs = {
-        frozenset({a, b})
-        for a, targets in graph.items()
-        for b in targets
-        if a in graph.get(b, set())
-    }
+    pairs = {frozenset({a, b}) for a, targets in graph.items() for b in targets if a in graph.get(b, set())}
     unexpected = sorted(tuple(sorted(pair)) for pair in pairs - ALLOWED_PAIRS)
     assert unexpected == [], f"import circles between core modules: {unexpected}"
 

@@ -71,8 +71,12 @@ class Ext(RoderExtension):
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
-            id=self.ext_id, name=self.ext_id.title(), version="0.1.0", api_version=self.api,
-            description="test", provides=self.provides,
+            id=self.ext_id,
+            name=self.ext_id.title(),
+            version="0.1.0",
+            api_version=self.api,
+            description="test",
+            provides=self.provides,
             required_capabilities=[CapabilityRequest(c) for c in self.caps],
         )
 
@@ -141,8 +145,11 @@ def test_rule6_duplicate_tool_names_across_contributors() -> None:
     builder = ExtensionRegistryBuilder()
     builder.install(Ext())
     builder.install(
-        Ext(ext_id="ext-b", provides=[ProvidedService.ToolProvider("more")],
-            installs=[("tool_contributor", Contributor("more", [EchoTool()]))])
+        Ext(
+            ext_id="ext-b",
+            provides=[ProvidedService.ToolProvider("more")],
+            installs=[("tool_contributor", Contributor("more", [EchoTool()]))],
+        )
     )
     with pytest.raises(RegistryError, match="duplicate tool name 'echo'"):
         builder.build()

@@ -40,10 +40,13 @@ async def test_answer_without_tools_streams_and_completes(workspace: Path) -> No
 
 
 async def test_tool_call_result_goes_back_to_model(workspace: Path) -> None:
-    runtime = make_runtime(workspace, [
-        {"text": "Looking.", "tool_calls": [call("peek", x="a")]},
-        {"text": "Done."},
-    ])
+    runtime = make_runtime(
+        workspace,
+        [
+            {"text": "Looking.", "tool_calls": [call("peek", x="a")]},
+            {"text": "Done."},
+        ],
+    )
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "go")
     assert turn.status == "completed" and turn.model_calls == 2
@@ -54,11 +57,15 @@ async def test_tool_call_result_goes_back_to_model(workspace: Path) -> None:
 
 async def test_independent_calls_run_in_parallel(workspace: Path) -> None:
     sleep = SleepTool()
-    runtime = make_runtime(workspace, [
-        # Each call waits until all three run at once: run one after another, they would fail.
-        {"tool_calls": [call("sleep", seconds=0, meet=3, label=str(i), path=f"f{i}") for i in range(3)]},
-        {"text": "ok"},
-    ], tools=[sleep])
+    runtime = make_runtime(
+        workspace,
+        [
+            # Each call waits until all three run at once: run one after another, they would fail.
+            {"tool_calls": [call("sleep", seconds=0, meet=3, label=str(i), path=f"f{i}") for i in range(3)]},
+            {"text": "ok"},
+        ],
+        tools=[sleep],
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     results = items_of(runtime, thread.id, ToolResultItem)
@@ -68,11 +75,17 @@ async def test_independent_calls_run_in_parallel(workspace: Path) -> None:
 
 async def test_mutations_of_one_path_are_serialized(workspace: Path) -> None:
     sleep = SleepTool()
-    runtime = make_runtime(workspace, [
-        {"tool_calls": [call("sleep", seconds=0.15, label=str(i), path="same.txt") for i in range(3)]
-                      + [call("sleep", seconds=0.15, label="other", path="other.txt")]},
-        {"text": "ok"},
-    ], tools=[sleep])
+    runtime = make_runtime(
+        workspace,
+        [
+            {
+                "tool_calls": [call("sleep", seconds=0.15, label=str(i), path="same.txt") for i in range(3)]
+                + [call("sleep", seconds=0.15, label="other", path="other.txt")]
+            },
+            {"text": "ok"},
+        ],
+        tools=[sleep],
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     same = sorted((s, e) for label, s, e in sleep.spans if label != "other")
@@ -106,10 +119,14 @@ async def test_interrupt_mid_stream_keeps_partial_answer(workspace: Path) -> Non
 
 async def test_steer_is_delivered_at_next_model_call(workspace: Path) -> None:
     sleep = SleepTool()
-    runtime = make_runtime(workspace, [
-        {"tool_calls": [call("sleep", seconds=0, hold=True)]},
-        {"text": "steered answer"},
-    ], tools=[sleep])
+    runtime = make_runtime(
+        workspace,
+        [
+            {"tool_calls": [call("sleep", seconds=0, hold=True)]},
+            {"text": "steered answer"},
+        ],
+        tools=[sleep],
+    )
     thread = await runtime.start_thread()
     turn = await runtime.start_turn(thread.id, "go")
     await sleep.wait_started(1)  # the tool runs (and holds) until the steer is in
@@ -124,10 +141,13 @@ async def test_steer_is_delivered_at_next_model_call(workspace: Path) -> None:
 
 
 async def test_steer_after_final_answer_triggers_another_call(workspace: Path) -> None:
-    runtime = make_runtime(workspace, [
-        {"text": "first " * 30, "chunk_size": 6, "delay_ms": 5},
-        {"text": "second"},
-    ])
+    runtime = make_runtime(
+        workspace,
+        [
+            {"text": "first " * 30, "chunk_size": 6, "delay_ms": 5},
+            {"text": "second"},
+        ],
+    )
     thread = await runtime.start_thread()
     await first_event(runtime, AgentMessageDelta, lambda: runtime.start_turn(thread.id, "go"))
     runtime.steer(thread.id, "and also this")
@@ -210,8 +230,9 @@ async def test_observer_hook_failure_does_not_stop_the_turn(workspace: Path) -> 
 
 async def test_headless_ask_mode_denies_with_a_clear_reason(workspace: Path) -> None:
     sleep = SleepTool()
-    runtime = make_runtime(workspace, [{"tool_calls": [call("sleep", seconds=0)]}, {"text": "ok"}],
-                           tools=[sleep], mode="ask", interactive=False)
+    runtime = make_runtime(
+        workspace, [{"tool_calls": [call("sleep", seconds=0)]}, {"text": "ok"}], tools=[sleep], mode="ask", interactive=False
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     result = items_of(runtime, thread.id, ToolResultItem)[0]
@@ -221,8 +242,12 @@ async def test_headless_ask_mode_denies_with_a_clear_reason(workspace: Path) -> 
 
 async def test_plan_mode_refuses_mutating_tools_but_allows_reads(workspace: Path) -> None:
     sleep = SleepTool()
-    runtime = make_runtime(workspace, [{"tool_calls": [call("sleep", seconds=0), call("peek", x="y")]}, {"text": "ok"}],
-                           tools=[sleep, ReadTool()], mode="plan")
+    runtime = make_runtime(
+        workspace,
+        [{"tool_calls": [call("sleep", seconds=0), call("peek", x="y")]}, {"text": "ok"}],
+        tools=[sleep, ReadTool()],
+        mode="plan",
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     texts = sorted(r.text for r in items_of(runtime, thread.id, ToolResultItem))
@@ -231,9 +256,12 @@ async def test_plan_mode_refuses_mutating_tools_but_allows_reads(workspace: Path
 
 async def approve_with(workspace: Path, decision: str) -> tuple[Any, Any, SleepTool]:
     sleep = SleepTool()
-    runtime = make_runtime(workspace, [{"tool_calls": [call("sleep", seconds=0)]},
-                                       {"tool_calls": [call("sleep", seconds=0)]}, {"text": "ok"}],
-                           tools=[sleep], mode="ask")
+    runtime = make_runtime(
+        workspace,
+        [{"tool_calls": [call("sleep", seconds=0)]}, {"tool_calls": [call("sleep", seconds=0)]}, {"text": "ok"}],
+        tools=[sleep],
+        mode="ask",
+    )
     thread = await runtime.start_thread()
     asked: list[str] = []
 
@@ -264,8 +292,13 @@ async def test_approval_deny_and_interrupt(workspace: Path) -> None:
 
 async def test_approval_times_out_to_deny(workspace: Path) -> None:
     sleep = SleepTool()
-    runtime = make_runtime(workspace, [{"tool_calls": [call("sleep", seconds=0)]}, {"text": "ok"}], tools=[sleep],
-                           mode="ask", config=RoderConfig(approval_timeout=0.1))
+    runtime = make_runtime(
+        workspace,
+        [{"tool_calls": [call("sleep", seconds=0)]}, {"text": "ok"}],
+        tools=[sleep],
+        mode="ask",
+        config=RoderConfig(approval_timeout=0.1),
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     result = items_of(runtime, thread.id, ToolResultItem)[0]

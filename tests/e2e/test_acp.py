@@ -64,17 +64,27 @@ class EditorClient:
         self.writes[path] = content
         return WriteTextFileResponse()
 
-    async def read_text_file(self, session_id: str, path: str, limit: int | None = None, line: int | None = None,
-                             **kwargs: Any) -> Any:
+    async def read_text_file(
+        self, session_id: str, path: str, limit: int | None = None, line: int | None = None, **kwargs: Any
+    ) -> Any:
         self.reads.append(path)
         if path not in self.buffers:
             raise RequestError.resource_not_found(path)
         return ReadTextFileResponse(content=self.buffers[path])
 
-    async def create_terminal(self, session_id: str, command: str, args: list[str] | None = None, env: Any = None,
-                              cwd: str | None = None, output_byte_limit: int | None = None, **kwargs: Any) -> Any:
-        proc = await asyncio.create_subprocess_exec(command, *(args or []), cwd=cwd, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.STDOUT)
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: Any = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        proc = await asyncio.create_subprocess_exec(
+            command, *(args or []), cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
         terminal_id = f"term-{len(self.terminals) + 1}"
         self.terminals[terminal_id] = proc
         return CreateTerminalResponse(terminal_id=terminal_id)
@@ -88,8 +98,7 @@ class EditorClient:
     async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
         proc = self.terminals[terminal_id]
         status = TerminalExitStatus(exit_code=proc.returncode) if proc.returncode is not None else None
-        return TerminalOutputResponse(output=self.outputs.get(terminal_id, b"").decode(), truncated=False,
-                                      exit_status=status)
+        return TerminalOutputResponse(output=self.outputs.get(terminal_id, b"").decode(), truncated=False, exit_status=status)
 
     async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
         return ReleaseTerminalResponse()
@@ -104,8 +113,19 @@ class EditorClient:
 
 def agent(workspace: Path, env: dict[str, str], client: EditorClient, *args: str) -> Any:
     return spawn_agent_process(
-        client, sys.executable, "-m", "roder_tui.cli", "acp", "--provider", "mock", "--trust", *args,
-        cwd=workspace, env=env, transport_kwargs={"limit": BIG}, use_unstable_protocol=True,
+        client,
+        sys.executable,
+        "-m",
+        "roder_tui.cli",
+        "acp",
+        "--provider",
+        "mock",
+        "--trust",
+        *args,
+        cwd=workspace,
+        env=env,
+        transport_kwargs={"limit": BIG},
+        use_unstable_protocol=True,
     )
 
 

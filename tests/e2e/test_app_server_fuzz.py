@@ -22,7 +22,10 @@ pytestmark = pytest.mark.e2e
 SKIPPED = {"command/exec", "tools/call", "hunk/rollback"}
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats(allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
     | st.text(max_size=40),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=12,
@@ -33,8 +36,14 @@ class Server:
     """Synchronous line client: send a line, then prove the server still answers."""
 
     def __init__(self, workspace: Path, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(roder_command("app-server", "--provider", "mock"), cwd=workspace, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            roder_command("app-server", "--provider", "mock"),
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         self.pings = 0
         self.answers: list[dict[str, Any]] = []
 
@@ -89,8 +98,13 @@ def test_malformed_lines_never_break_the_server(server: Server) -> None:
         {"jsonrpc": st.sampled_from(["2.0", "1.0", 2]) | json_values, "method": st.text(max_size=30) | json_values},
         optional={"id": json_values, "params": json_values},
     ).map(lambda d: json.dumps(d).encode())
-    junk = st.binary(max_size=200) | st.text(max_size=200).map(str.encode) | json_values.map(
-        lambda v: json.dumps(v).encode()) | requestish | st.integers(1, 2000).map(lambda n: b"[" * n)
+    junk = (
+        st.binary(max_size=200)
+        | st.text(max_size=200).map(str.encode)
+        | json_values.map(lambda v: json.dumps(v).encode())
+        | requestish
+        | st.integers(1, 2000).map(lambda n: b"[" * n)
+    )
 
     @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
     @given(junk)

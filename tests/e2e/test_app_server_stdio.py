@@ -104,8 +104,14 @@ async def test_command_exec_streams_and_times_out(tmp_path: Path) -> None:
     try:
         plain = await peer.call("command/exec", {"command": ["sh", "-c", "echo out; echo err >&2"]})
         assert plain["exitCode"] == 0 and plain["stdout"] == "out\n" and plain["stderr"] == "err\n"
-        streamed = await peer.call("command/exec", {"command": ["sh", "-c", "echo one; echo oops >&2; sleep 0.3; echo two"],
-                                                     "streamStdoutStderr": True, "processId": "p1"})
+        streamed = await peer.call(
+            "command/exec",
+            {
+                "command": ["sh", "-c", "echo one; echo oops >&2; sleep 0.3; echo two"],
+                "streamStdoutStderr": True,
+                "processId": "p1",
+            },
+        )
         assert streamed["stdout"] == "" and streamed["stderr"] == "" and streamed["processId"] == "p1"
         chunks: dict[str, str] = {"stdout": "", "stderr": ""}
         for m in peer.seen:
@@ -158,7 +164,9 @@ async def test_stdin_closing_ends_the_server_and_denies_unanswerable_approvals(t
 async def test_schema_export_lists_every_method(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         *__import__("tests.server.support", fromlist=["roder_command"]).roder_command("app-server", "--schema"),
-        stdout=asyncio.subprocess.PIPE, cwd=tmp_path)
+        stdout=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+    )
     out, _ = await proc.communicate()
     schema = json.loads(out)
     assert {"initialize", "turn/start", "command/exec", "hunk/rollback", "memory/query"} <= set(schema["methods"])

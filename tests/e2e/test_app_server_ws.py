@@ -26,16 +26,19 @@ async def served(tmp_path: Path):
     steps = [{"tool_calls": [call("write_note", path="shared.txt", text="both saw it")]}, {"text": "finished"}]
     workspace, env = trusted_workspace(tmp_path, steps)
     env["RODER_TEST_TOKEN"] = TOKEN
-    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false",
-                                      "--mode", "ask")
+    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false", "--mode", "ask")
     yield server, workspace
     await server.stop()
 
 
 async def test_auth_refusals_before_any_method(served) -> None:
     server, _ = served
-    for headers, subprotocols in [({}, ["roder.remote.v1"]), ({"Authorization": "Bearer wrong"}, None),
-                                  ({}, ["roder.remote.v1", "bearer.wrong"]), ({"Authorization": "Basic " + TOKEN}, None)]:
+    for headers, subprotocols in [
+        ({}, ["roder.remote.v1"]),
+        ({"Authorization": "Bearer wrong"}, None),
+        ({}, ["roder.remote.v1", "bearer.wrong"]),
+        ({"Authorization": "Basic " + TOKEN}, None),
+    ]:
         with pytest.raises(InvalidStatus) as refused:
             async with connect(server.url, additional_headers=headers, subprotocols=subprotocols):
                 pass
@@ -66,8 +69,9 @@ async def test_two_clients_on_one_thread(served) -> None:
         turn = (await alice.call("turn/start", {"threadId": thread["id"], "prompt": "share"}))["turn"]
         request = (await bob.next_notification("approval/requested", threadId=thread["id"]))["request"]
         await alice.next_notification("approval/requested", threadId=thread["id"])
-        assert (await bob.call("session/resolve_approval", {"approvalId": request["approvalId"],
-                                                             "decision": "allow_once"}))["resolved"]
+        assert (await bob.call("session/resolve_approval", {"approvalId": request["approvalId"], "decision": "allow_once"}))[
+            "resolved"
+        ]
         for peer in (alice, bob):
             done = await peer.next_notification("turn/completed", threadId=thread["id"])
             assert done["turn"]["id"] == turn["id"] and done["turn"]["status"] == "completed"
@@ -103,8 +107,9 @@ async def test_slow_client_is_cut_off_and_others_continue(tmp_path: Path) -> Non
     size = 16_000_000
     workspace, env = trusted_workspace(tmp_path, [{"text": "x" * size, "chunk_size": 8000}])
     env["RODER_TEST_TOKEN"] = TOKEN
-    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false",
-                                      "--queue-size", "20")
+    server = await RemoteServer.start(
+        workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false", "--queue-size", "20"
+    )
     try:
         # A small, fixed receive buffer: with Linux's autotuning (up to 32 MB here) the kernel would
         # absorb the whole stream and the server's queue would never fill.

@@ -37,7 +37,12 @@ class Roder:
     def __init__(self, workspace: Path, env: dict[str, str], *args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "roder_tui.cli", "-p", *args, "--provider", "mock", "--output-format", "stream-json"],
-            cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.events: list[dict[str, Any]] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -66,8 +71,9 @@ class Roder:
 
 
 def _run(workspace: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "roder_tui.cli", *args], cwd=workspace, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", *args], cwd=workspace, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def _store() -> JsonlThreadStore:
@@ -98,8 +104,9 @@ async def test_killed_mid_stream_then_continued(workspace: Path, tmp_path: Path)
     assert snapshot and kept.startswith(snapshot), "the streamed text saved before the kill is kept"
     assert SLOW_TEXT["text"].startswith(kept) and len(kept) < len(SLOW_TEXT["text"])
 
-    done = _run(workspace, _env(tmp_path, [{"text": "Picking up where we left off."}], "after"),
-                "-p", "-c", "go on", "--provider", "mock")
+    done = _run(
+        workspace, _env(tmp_path, [{"text": "Picking up where we left off."}], "after"), "-p", "-c", "go on", "--provider", "mock"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Picking up where we left off.")
     store = _store()
@@ -109,8 +116,10 @@ async def test_killed_mid_stream_then_continued(workspace: Path, tmp_path: Path)
 
 
 async def test_killed_after_tool_results_keeps_the_tool_steps(workspace: Path, tmp_path: Path) -> None:
-    steps = [{"text": "Checking my notes.", "tool_calls": [{"name": "memory_search", "arguments": {"query": "story"}}]},
-             SLOW_TEXT]
+    steps = [
+        {"text": "Checking my notes.", "tool_calls": [{"name": "memory_search", "arguments": {"query": "story"}}]},
+        SLOW_TEXT,
+    ]
     roder = Roder(workspace, _env(tmp_path, steps, "tools"), "what do you remember?")
     roder.wait_for(lambda e: e["type"] == "item/completed" and e["item"]["type"] == "toolResult")
     seen = len(roder.events)
@@ -123,8 +132,16 @@ async def test_killed_after_tool_results_keeps_the_tool_steps(workspace: Path, t
 
     listed = _run(workspace, os.environ.copy(), "sessions", "list", "--json")
     assert [row["id"] for row in json.loads(listed.stdout)] == [thread_id]
-    done = _run(workspace, _env(tmp_path, [{"text": "Nothing relevant was saved."}], "after"),
-                "-p", "-r", thread_id[:12], "and now?", "--provider", "mock")
+    done = _run(
+        workspace,
+        _env(tmp_path, [{"text": "Nothing relevant was saved."}], "after"),
+        "-p",
+        "-r",
+        thread_id[:12],
+        "and now?",
+        "--provider",
+        "mock",
+    )
     assert done.returncode == 0, done.stderr
     exported = _run(workspace, os.environ.copy(), "sessions", "export", thread_id, "--format", "json")
     trajectory = json.loads(exported.stdout)

@@ -57,9 +57,13 @@ def test_failed_turn_keeps_its_exit_code(tmp_path: Path) -> None:
 
 def test_a_profiler_still_gets_to_write_its_data(tmp_path: Path) -> None:
     profile = tmp_path / "roder.prof"
-    done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "roder_tui.cli",
-                           "-p", "hi", "--provider", "mock"], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                          capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "roder_tui.cli", "-p", "hi", "--provider", "mock"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert b"Mock reply" in done.stdout
     assert profile.stat().st_size > 0

@@ -21,16 +21,37 @@ KEY = "sk-e2e-DONOTLEAK0123456789"
 def fake_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     """Starts ``roder dev fake-server`` outside the checkout; yields (base url, script path, request log)."""
     script, log = tmp_path / "script.json", tmp_path / "requests.jsonl"
-    script.write_text(json.dumps({"steps": [
-        {"status": 429, "headers": {"retry-after": "1"}},
-        {"text": "The answer is 42, computed carefully.", "drop_after": 4},
-        {"text": "The answer is 42, computed carefully."},
-        {"status": 401, "error": {"message": f"Incorrect API key provided: {KEY}"}},
-    ]}))
+    script.write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {"status": 429, "headers": {"retry-after": "1"}},
+                    {"text": "The answer is 42, computed carefully.", "drop_after": 4},
+                    {"text": "The answer is 42, computed carefully."},
+                    {"status": 401, "error": {"message": f"Incorrect API key provided: {KEY}"}},
+                ]
+            }
+        )
+    )
     process = subprocess.Popen(
-        [sys.executable, "-m", "roder_tui.cli", "dev", "fake-server", "--script", str(script), "--port", "0",
-         "--model", "my-model", "--log", str(log)],
-        cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "roder_tui.cli",
+            "dev",
+            "fake-server",
+            "--script",
+            str(script),
+            "--port",
+            "0",
+            "--model",
+            "my-model",
+            "--log",
+            str(log),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None
@@ -45,8 +66,9 @@ def fake_server(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
 def roder(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(RODER_HOME=str(home), LOCAL_API_KEY=KEY)
-    return subprocess.run([sys.executable, "-m", "roder_tui.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def configure(home: Path, url: str) -> None:
@@ -83,8 +105,9 @@ def test_one_shot_survives_429_and_a_dropped_stream_then_reports_401(
             assert KEY not in path.read_text(errors="replace"), path
 
 
-def test_providers_list_and_models(fake_server: tuple[str, Path, Path], roder_home: Path,
-                                   capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_providers_list_and_models(
+    fake_server: tuple[str, Path, Path], roder_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, _script, _log = fake_server
     (roder_home / "config.toml").write_text(
         f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{url}"\napi_key_env = "LOCAL_API_KEY"\n'
@@ -119,9 +142,22 @@ def test_stream_json_reports_each_retry_as_an_event(tmp_path: Path, roder_home: 
     script, log = tmp_path / "script.json", tmp_path / "requests.jsonl"
     script.write_text(json.dumps({"steps": [{"status": 503, "error": {"message": "overloaded"}}, {"text": "fine"}]}))
     process = subprocess.Popen(
-        [sys.executable, "-m", "roder_core.testing.fake_server", "--script", str(script), "--port", "0",
-         "--model", "my-model", "--log", str(log)],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "roder_core.testing.fake_server",
+            "--script",
+            str(script),
+            "--port",
+            "0",
+            "--model",
+            "my-model",
+            "--log",
+            str(log),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None
@@ -147,9 +183,10 @@ def test_json_result_shows_cache_reads_writes_and_cost(tmp_path: Path, roder_hom
     usage = {"input_tokens": 10_000, "cached_tokens": 9_000, "output_tokens": 50}
     script.write_text(json.dumps({"steps": [{"text": "cheap", "usage": usage}]}))
     process = subprocess.Popen(
-        [sys.executable, "-m", "roder_core.testing.fake_server", "--script", str(script), "--port", "0",
-         "--model", "gpt-4.1"],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "roder_core.testing.fake_server", "--script", str(script), "--port", "0", "--model", "gpt-4.1"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None
@@ -169,8 +206,10 @@ def test_json_result_shows_cache_reads_writes_and_cost(tmp_path: Path, roder_hom
 
 
 def test_the_install_exposes_roder_but_not_the_checkouts_tests_or_bench(tmp_path: Path) -> None:
-    probe = ("import importlib.util as u, sys; "
-             "print(*(u.find_spec(m) is not None for m in ('roder_core', 'roder_tui', 'roder_ext_mcp', 'tests', 'bench')))")
+    probe = (
+        "import importlib.util as u, sys; "
+        "print(*(u.find_spec(m) is not None for m in ('roder_core', 'roder_tui', 'roder_ext_mcp', 'tests', 'bench')))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     found = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert found.stdout.split() == ["True", "True", "True", "False", "False"], found.stderr
@@ -184,8 +223,14 @@ def test_an_optional_api_key_env_is_optional(roder_home: Path, workspace: Path) 
         configure(roder_home, server.base_url)
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         env["RODER_HOME"] = str(roder_home)
-        keyless = subprocess.run([sys.executable, "-m", "roder_tui.cli", "-p", "hi", "--provider", "local"],
-                                 cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
+        keyless = subprocess.run(
+            [sys.executable, "-m", "roder_tui.cli", "-p", "hi", "--provider", "local"],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert keyless.returncode == 0, keyless.stderr
         assert keyless.stdout.strip() == "no key needed"
         keyed = roder(roder_home, workspace, "-p", "hi", "--provider", "local")

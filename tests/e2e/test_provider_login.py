@@ -24,13 +24,12 @@ KEY = "rk-stored-DONOTLEAK-9e8d7c6b5a493827"
 def roder(home: Path, cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["RODER_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "roder_tui.cli", *args], cwd=cwd, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=60
+    )
 
 
-def test_login_from_a_pipe_then_one_shot_uses_the_key_and_logout_removes_it(
-    roder_home: Path, workspace: Path
-) -> None:
+def test_login_from_a_pipe_then_one_shot_uses_the_key_and_logout_removes_it(roder_home: Path, workspace: Path) -> None:
     with ThreadedFakeServer([{"text": "Hello from the stored key."}]) as server:
         (roder_home / "config.toml").write_text(f'[providers.openrouter]\nbase_url = "{server.base_url}"\n')
         login = roder(roder_home, workspace, "providers", "login", "openrouter", stdin=KEY + "\n")

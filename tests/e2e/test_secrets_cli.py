@@ -20,18 +20,41 @@ pytestmark = pytest.mark.e2e
 def test_secret_never_lands_on_disk_or_stdout(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
     (workspace / "notes.txt").write_text(f"copied key: {SECRET}\n")
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"steps": [
-        {"tool_calls": [
-            {"name": "bash", "arguments": {"command": "echo env=$ANTHROPIC_API_KEY; cat notes.txt"}},
-            {"name": "read", "arguments": {"path": "notes.txt"}},
-        ]},
-        {"text": "done"},
-    ]}))
+    script.write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {
+                        "tool_calls": [
+                            {"name": "bash", "arguments": {"command": "echo env=$ANTHROPIC_API_KEY; cat notes.txt"}},
+                            {"name": "read", "arguments": {"path": "notes.txt"}},
+                        ]
+                    },
+                    {"text": "done"},
+                ]
+            }
+        )
+    )
     env = {**os.environ, "ANTHROPIC_API_KEY": SECRET, "RODER_MOCK_SCRIPT": str(script), "RODER_HOME": str(roder_home)}
     done = subprocess.run(
-        [sys.executable, "-m", "roder_tui.cli", "-p", "go", "--provider", "mock", "--mode", "bypass",
-         "--output-format", "stream-json"],
-        cwd=workspace, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "roder_tui.cli",
+            "-p",
+            "go",
+            "--provider",
+            "mock",
+            "--mode",
+            "bypass",
+            "--output-format",
+            "stream-json",
+        ],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert SECRET not in done.stdout and SECRET not in done.stderr
@@ -43,6 +66,7 @@ def test_secret_never_lands_on_disk_or_stdout(workspace: Path, roder_home: Path,
     assert any(p.name == "audit.jsonl" for p in stored)
     for path in stored:
         assert SECRET.encode() not in path.read_bytes(), path
-    verify = subprocess.run([sys.executable, "-m", "roder_tui.cli", "audit", "verify"], env=env,
-                            capture_output=True, text=True, timeout=60)
+    verify = subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", "audit", "verify"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert verify.returncode == 0, verify.stdout

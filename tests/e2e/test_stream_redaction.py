@@ -27,14 +27,21 @@ KEY = "Zq9xTt4Lm2Pp8Rr1Vv6Nn3Ww5"  # no token format: only knowing the value can
 STORED = "or-stored-" + "Hh4Jj" * 6
 HALF = len(KEY) // 2
 TEXT = f"The key is {KEY} and the stored one is {STORED}, twice: {KEY}{STORED}. Done."
-SHOWN_TEXT = ("The key is [redacted:MY_SERVICE_API_KEY] and the stored one is [redacted:openrouter key], twice: "
-              "[redacted:MY_SERVICE_API_KEY][redacted:openrouter key]. Done.")
+SHOWN_TEXT = (
+    "The key is [redacted:MY_SERVICE_API_KEY] and the stored one is [redacted:openrouter key], twice: "
+    "[redacted:MY_SERVICE_API_KEY][redacted:openrouter key]. Done."
+)
 # The two halves of the key come out in two writes, half a second apart.
-COMMAND = (f"printf 'before %s' \"${{MY_SERVICE_API_KEY:0:{HALF}}}\"; sleep 0.5; "
-           f"printf '%s after\\n' \"${{MY_SERVICE_API_KEY:{HALF}}}\"")
+COMMAND = (
+    f"printf 'before %s' \"${{MY_SERVICE_API_KEY:0:{HALF}}}\"; sleep 0.5; printf '%s after\\n' \"${{MY_SERVICE_API_KEY:{HALF}}}\""
+)
 STEPS = [
-    {"reasoning": f"the key {KEY} matters", "text": TEXT, "chunk_size": 4,
-     "tool_calls": [{"name": "bash", "arguments": {"command": COMMAND}}]},
+    {
+        "reasoning": f"the key {KEY} matters",
+        "text": TEXT,
+        "chunk_size": 4,
+        "tool_calls": [{"name": "bash", "arguments": {"command": COMMAND}}],
+    },
     {"text": "All set.", "chunk_size": 3},
 ]
 
@@ -88,14 +95,16 @@ async def test_stdio_app_server_never_shows_a_split_secret(workspace: Path, rode
         done = await peer.next_notification("turn/completed", threadId=thread["id"], timeout=60)
         assert done["turn"]["status"] == "completed"
         read = await peer.call("thread/read", {"threadId": thread["id"], "includeTurns": True})
-        executed = await peer.call("command/exec", {"command": ["bash", "-c", COMMAND], "streamStdoutStderr": True,
-                                                     "processId": "p1"})
+        executed = await peer.call(
+            "command/exec", {"command": ["bash", "-c", COMMAND], "streamStdoutStderr": True, "processId": "p1"}
+        )
         assert executed["exitCode"] == 0
     finally:
         code, stderr = await peer.close()
     assert code == 0, stderr
-    exec_output = [base64.b64decode(m["params"]["deltaBase64"]).decode() for m in peer.seen
-                   if m["method"] == "command/exec/output_delta"]
+    exec_output = [
+        base64.b64decode(m["params"]["deltaBase64"]).decode() for m in peer.seen if m["method"] == "command/exec/output_delta"
+    ]
     assert_no_secret(json.dumps(peer.seen) + json.dumps(read) + stderr + json.dumps(exec_output))
     assert "".join(exec_output) == "before [redacted:MY_SERVICE_API_KEY] after\n"
     check_stream([{"type": m["method"], **m["params"]} for m in peer.seen])
@@ -104,9 +113,24 @@ async def test_stdio_app_server_never_shows_a_split_secret(workspace: Path, rode
 def test_one_shot_stream_json_never_shows_a_split_secret(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
     env = setup_run(workspace, roder_home, tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "roder_tui.cli", "-p", "show me", "--provider", "mock", "--mode", "bypass",
-         "--output-format", "stream-json"],
-        cwd=workspace, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "roder_tui.cli",
+            "-p",
+            "show me",
+            "--provider",
+            "mock",
+            "--mode",
+            "bypass",
+            "--output-format",
+            "stream-json",
+        ],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert_no_secret(done.stdout + done.stderr)

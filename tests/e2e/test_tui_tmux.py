@@ -34,8 +34,7 @@ class Tmux:
         self.socket = socket
 
     def run(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True,
-                              timeout=10).stdout
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True, timeout=10).stdout
 
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", "roder")
@@ -75,14 +74,30 @@ def _start(server: FakeModelServer, roder_home: Path, workspace: Path, *flags: s
     )
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("TMUX")}
     env.update(RODER_HOME=str(roder_home), LOCAL_API_KEY="sk-local-test", TERM="xterm-256color")
-    roder = " ".join([
-        "env", *[f"{k}={v}" for k, v in (("RODER_HOME", str(roder_home)), ("LOCAL_API_KEY", "sk-local-test"))],
-        sys.executable, "-m", "roder_tui.cli", "--provider", "local", "--model", "my-model", "--sandbox", "off", *flags,
-    ])
+    roder = " ".join(
+        [
+            "env",
+            *[f"{k}={v}" for k, v in (("RODER_HOME", str(roder_home)), ("LOCAL_API_KEY", "sk-local-test"))],
+            sys.executable,
+            "-m",
+            "roder_tui.cli",
+            "--provider",
+            "local",
+            "--model",
+            "my-model",
+            "--sandbox",
+            "off",
+            *flags,
+        ]
+    )
     command = f"{roder}; echo roder-exited-$?; sleep 30"
     tmux = Tmux(f"roder-e2e-{uuid.uuid4().hex[:8]}")
-    subprocess.run(["tmux", "-L", tmux.socket, "new-session", "-d", "-s", "roder", "-x", "100", "-y", "32",
-                    "-c", str(workspace), command], env=env, check=True, timeout=10)
+    subprocess.run(
+        ["tmux", "-L", tmux.socket, "new-session", "-d", "-s", "roder", "-x", "100", "-y", "32", "-c", str(workspace), command],
+        env=env,
+        check=True,
+        timeout=10,
+    )
     return tmux
 
 

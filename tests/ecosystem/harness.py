@@ -42,8 +42,15 @@ def runtime_with(
         builder.install(extension)
     return Runtime(
         builder.build(),
-        RuntimeOptions(cwd=host.cwd, paths=host.paths, config=host.config, mode=mode, provider="mock",
-                       interactive=interactive, trusted=host.trusted),
+        RuntimeOptions(
+            cwd=host.cwd,
+            paths=host.paths,
+            config=host.config,
+            mode=mode,
+            provider="mock",
+            interactive=interactive,
+            trusted=host.trusted,
+        ),
     )
 
 
@@ -62,7 +69,9 @@ def start_http_fixture(token: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, str(FIXTURE_SERVER), "http", str(port)],
-        env={**os.environ, "FIXTURE_TOKEN": token}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "FIXTURE_TOKEN": token},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

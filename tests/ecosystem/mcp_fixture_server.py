@@ -27,8 +27,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-@server.tool(description="Tell the server's name (declares itself read-only).",
-             annotations=ToolAnnotations(read_only_hint=True))
+@server.tool(description="Tell the server's name (declares itself read-only).", annotations=ToolAnnotations(read_only_hint=True))
 def whoami() -> str:
     return "fixture"
 

@@ -41,17 +41,24 @@ async def run(runtime, prompt: str = "go"):
 
 async def test_exit_2_blocks_the_call_and_tells_the_model(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
     log = tmp_path / "seen.json"
-    cmd = hook_script(tmp_path, "guard", f"""
+    cmd = hook_script(
+        tmp_path,
+        "guard",
+        f"""
         open({str(log)!r}, "w").write(json.dumps(event))
         if event["tool_input"].get("x") == "secret":
             print("reading secrets is not allowed", file=sys.stderr)
             sys.exit(2)
-    """)
-    configure(roder_home, f"""
+    """,
+    )
+    configure(
+        roder_home,
+        f"""
         [[hooks.PreToolUse]]
         matcher = "Peek"
         hooks = [{{ type = "command", command = "{cmd}" }}]
-    """)
+    """,
+    )
     runtime, _ = hooked_runtime(workspace, [{"tool_calls": [call("peek", x="secret")]}, {"text": "ok"}])
     thread, turn = await run(runtime)
     [result] = items(runtime, thread.id, ToolResultItem)
@@ -64,14 +71,21 @@ async def test_exit_2_blocks_the_call_and_tells_the_model(workspace: Path, roder
 
 
 async def test_updated_input_rewrites_the_call(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
-    cmd = hook_script(tmp_path, "rewrite", """
+    cmd = hook_script(
+        tmp_path,
+        "rewrite",
+        """
         print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
                           "updatedInput": {"x": event["tool_input"]["x"].upper()}}}))
-    """)
-    configure(roder_home, f"""
+    """,
+    )
+    configure(
+        roder_home,
+        f"""
         [[hooks.PreToolUse]]
         command = "{cmd}"
-    """)
+    """,
+    )
     runtime, _ = hooked_runtime(workspace, [{"tool_calls": [call("peek", x="quiet")]}, {"text": "ok"}])
     thread, _ = await run(runtime)
     assert items(runtime, thread.id, ToolResultItem)[0].text == "peeked QUIET"
@@ -80,7 +94,9 @@ async def test_updated_input_rewrites_the_call(workspace: Path, roder_home: Path
 async def test_crashing_and_hanging_gating_hooks_deny(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
     crash = hook_script(tmp_path, "crash", "raise RuntimeError('hook bug')\n")
     hang = hook_script(tmp_path, "hang", "import time\ntime.sleep(30)\n")
-    configure(roder_home, f"""
+    configure(
+        roder_home,
+        f"""
         [[hooks.PreToolUse]]
         matcher = "peek"
         command = "{crash}"
@@ -88,9 +104,9 @@ async def test_crashing_and_hanging_gating_hooks_deny(workspace: Path, roder_hom
         [[hooks.PreToolUse]]
         matcher = "sleep"
         hooks = [{{ command = "{hang}", timeout = 1 }}]
-    """)
-    runtime, _ = hooked_runtime(workspace, [{"tool_calls": [call("peek", x="a"), call("sleep", seconds=0)]},
-                                            {"text": "ok"}])
+    """,
+    )
+    runtime, _ = hooked_runtime(workspace, [{"tool_calls": [call("peek", x="a"), call("sleep", seconds=0)]}, {"text": "ok"}])
     thread, _ = await run(runtime)
     results = {r.name: r for r in items(runtime, thread.id, ToolResultItem)}
     assert results["peek"].is_error and "fail closed" in results["peek"].text and "hook bug" in results["peek"].text
@@ -98,16 +114,24 @@ async def test_crashing_and_hanging_gating_hooks_deny(workspace: Path, roder_hom
 
 
 async def test_permission_ask_and_allow(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
-    decide = hook_script(tmp_path, "decide", """
+    decide = hook_script(
+        tmp_path,
+        "decide",
+        """
         verdict = "ask" if event["tool_name"] == "peek" else "allow"
         print(json.dumps({"hookSpecificOutput": {"permissionDecision": verdict}}))
-    """)
-    configure(roder_home, f"""
+    """,
+    )
+    configure(
+        roder_home,
+        f"""
         [[hooks.PreToolUse]]
         command = "{decide}"
-    """)
-    runtime, _ = hooked_runtime(workspace, [{"tool_calls": [call("peek", x="a"), call("sleep", seconds=0)]},
-                                            {"text": "ok"}], mode="ask", interactive=True)
+    """,
+    )
+    runtime, _ = hooked_runtime(
+        workspace, [{"tool_calls": [call("peek", x="a"), call("sleep", seconds=0)]}, {"text": "ok"}], mode="ask", interactive=True
+    )
     asked: list[str] = []
 
     def approve(event):
@@ -124,10 +148,13 @@ async def test_permission_ask_and_allow(workspace: Path, roder_home: Path, tmp_p
 
 async def test_hook_allow_never_overrides_plan_mode_deny(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
     allow = hook_script(tmp_path, "allow", 'print(json.dumps({"hookSpecificOutput": {"permissionDecision": "allow"}}))\n')
-    configure(roder_home, f"""
+    configure(
+        roder_home,
+        f"""
         [[hooks.PreToolUse]]
         command = "{allow}"
-    """)
+    """,
+    )
     runtime, _ = hooked_runtime(workspace, [{"tool_calls": [call("sleep", seconds=0)]}, {"text": "ok"}], mode="plan")
     thread, _ = await run(runtime)
     [result] = items(runtime, thread.id, ToolResultItem)
@@ -135,24 +162,35 @@ async def test_hook_allow_never_overrides_plan_mode_deny(workspace: Path, roder_
 
 
 async def test_post_tool_use_feedback_and_prompt_hooks(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
-    post = hook_script(tmp_path, "post", """
+    post = hook_script(
+        tmp_path,
+        "post",
+        """
         print("lint found 2 problems", file=sys.stderr)
         sys.exit(2)
-    """)
-    prompt = hook_script(tmp_path, "prompt", """
+    """,
+    )
+    prompt = hook_script(
+        tmp_path,
+        "prompt",
+        """
         if "forbidden" in event["prompt"]:
             print(json.dumps({"decision": "block", "reason": "no forbidden prompts"}))
         else:
             print("current branch: main; env token visible: " + str("SOME_API_TOKEN" in os.environ))
-    """)
-    configure(roder_home, f"""
+    """,
+    )
+    configure(
+        roder_home,
+        f"""
         [[hooks.PostToolUse]]
         matcher = "peek"
         command = "{post}"
 
         [[hooks.UserPromptSubmit]]
         command = "{prompt}"
-    """)
+    """,
+    )
     runtime, ext = hooked_runtime(workspace, [{"tool_calls": [call("peek", x="a")]}, {"text": "ok"}])
     thread, _ = await run(runtime, "fine prompt")
     [result] = items(runtime, thread.id, ToolResultItem)
@@ -165,15 +203,22 @@ async def test_post_tool_use_feedback_and_prompt_hooks(workspace: Path, roder_ho
 
 
 async def test_stop_hook_sends_the_model_back_once(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
-    stop = hook_script(tmp_path, "stop", """
+    stop = hook_script(
+        tmp_path,
+        "stop",
+        """
         if not event["stop_hook_active"]:
             print("tests are still failing; fix them", file=sys.stderr)
             sys.exit(2)
-    """)
-    configure(roder_home, f"""
+    """,
+    )
+    configure(
+        roder_home,
+        f"""
         [[hooks.Stop]]
         command = "{stop}"
-    """)
+    """,
+    )
     runtime, _ = hooked_runtime(workspace, [{"text": "done?"}, {"text": "now really done"}])
     thread, turn = await run(runtime)
     assert turn.model_calls == 2 and turn.status == "completed"
@@ -182,11 +227,14 @@ async def test_stop_hook_sends_the_model_back_once(workspace: Path, roder_home: 
 
 
 async def test_bad_hooks_config_fails_closed(workspace: Path, roder_home: Path) -> None:
-    configure(roder_home, """
+    configure(
+        roder_home,
+        """
         [[hooks.PreToolUse]]
         matcher = "(unclosed"
         command = "true"
-    """)
+    """,
+    )
     runtime, _ = hooked_runtime(workspace, [{"text": "hi"}])
     thread, turn = await run(runtime)
     assert turn.status == "failed" and "[hooks] configuration is invalid" in (turn.error.message if turn.error else "")

@@ -35,29 +35,41 @@ def logged(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-async def test_claude_code_guard_script_sees_claude_names(
-    workspace: Path, roder_home: Path, tmp_path: Path, monkeypatch
-) -> None:
+async def test_claude_code_guard_script_sees_claude_names(workspace: Path, roder_home: Path, tmp_path: Path, monkeypatch) -> None:
     log = tmp_path / "events.jsonl"
     monkeypatch.setenv("LOG", str(log))
     (workspace / "app.py").write_text("x = 1\n")
     (workspace / ".env").write_text("A=1\n")
     cmd = hook_script(tmp_path, "guard", GUARD)
-    configure(roder_home, f"""
+    configure(
+        roder_home,
+        f"""
         [[hooks.PreToolUse]]
         matcher = "Edit|Write"
         hooks = [{{ type = "command", command = "{cmd}" }}]
-    """)
+    """,
+    )
     host = host_for(workspace, trusted=False)
-    script = [{"tool_calls": [call("edit", path="app.py", old_string="x = 1", new_string="x = 2"),
-                              call("write", path=".env", content="A=2\n")]}, {"text": "done"}]
-    runtime = runtime_with(host, [command_hooks.create(host), roder_ext_jsonl_store.create(host)], script,
-                           tools=[EditTool(), WriteTool()])
+    script = [
+        {
+            "tool_calls": [
+                call("edit", path="app.py", old_string="x = 1", new_string="x = 2"),
+                call("write", path=".env", content="A=2\n"),
+            ]
+        },
+        {"text": "done"},
+    ]
+    runtime = runtime_with(
+        host, [command_hooks.create(host), roder_ext_jsonl_store.create(host)], script, tools=[EditTool(), WriteTool()]
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     edit, write = sorted(logged(log), key=lambda event: event["tool_name"])  # the calls may run together
     assert edit["tool_name"] == "Edit" and edit["tool_input"] == {
-        "file_path": str(workspace / "app.py"), "old_string": "x = 1", "new_string": "x = 2"}
+        "file_path": str(workspace / "app.py"),
+        "old_string": "x = 1",
+        "new_string": "x = 2",
+    }
     assert write["tool_name"] == "Write" and write["tool_input"]["content"] == "A=2\n"
     transcript = Path(edit["transcript_path"])
     assert transcript.is_file() and thread.id in transcript.read_text()
@@ -78,19 +90,24 @@ class EchoRead(Tool):
         return ToolResult(id=call.id, name=call.name, text=json.dumps(call.arguments))
 
 
-async def test_updated_input_in_claude_names_reaches_the_tool(
-    workspace: Path, roder_home: Path, tmp_path: Path
-) -> None:
-    cmd = hook_script(tmp_path, "redirect", """
+async def test_updated_input_in_claude_names_reaches_the_tool(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
+    cmd = hook_script(
+        tmp_path,
+        "redirect",
+        """
         data = dict(event["tool_input"], file_path=event["tool_input"]["file_path"].replace("a.txt", "b.txt"))
         print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
                           "updatedInput": data}}))
-    """)
-    configure(roder_home, f"""
+    """,
+    )
+    configure(
+        roder_home,
+        f"""
         [[hooks.PreToolUse]]
         matcher = "Read"
         command = "{cmd}"
-    """)
+    """,
+    )
     host = host_for(workspace, trusted=False)
     script = [{"tool_calls": [call("read", path="a.txt", offset=2)]}, {"text": "done"}]
     runtime = runtime_with(host, [command_hooks.create(host)], script, tools=[EchoRead()])
@@ -106,8 +123,11 @@ def test_field_names_round_trip() -> None:
     assert to_claude_input("grep", {"pattern": "x", "case_insensitive": True}, cwd) == {"pattern": "x", "-i": True}
     assert to_claude_input("read", {"path": "/abs/f", "offset": 3}, cwd) == {"file_path": "/abs/f", "offset": 3}
     assert to_claude_input("peek", {"path": "p"}, cwd) == {"path": "p"}
-    for tool, args in [("bash", {"command": "ls", "timeout": 2}), ("grep", {"pattern": "x", "case_insensitive": False}),
-                       ("edit", {"path": "/w/f", "old_string": "a", "new_string": "b"})]:
+    for tool, args in [
+        ("bash", {"command": "ls", "timeout": 2}),
+        ("grep", {"pattern": "x", "case_insensitive": False}),
+        ("edit", {"path": "/w/f", "old_string": "a", "new_string": "b"}),
+    ]:
         assert from_claude_input(tool, to_claude_input(tool, args, cwd)) == args
 
 
@@ -117,17 +137,22 @@ async def test_subagent_stop_fires_for_the_child_and_stop_for_the_parent(
     log = tmp_path / "events.jsonl"
     monkeypatch.setenv("LOG", str(log))
     cmd = hook_script(tmp_path, "log", GUARD)
-    configure(roder_home, f"""
+    configure(
+        roder_home,
+        f"""
         [[hooks.Stop]]
         command = "{cmd}"
         [[hooks.SubagentStop]]
         command = "{cmd}"
-    """)
+    """,
+    )
     host = host_for(workspace, trusted=False)
-    parent = [{"tool_calls": [call("task", description="look", prompt="p", subagent_type="explore")]},
-              {"text": "parent done"}]
-    runtime = runtime_with(host, [command_hooks.create(host), roder_ext_subagents.create(host)],
-                           engine=RoutedMockExtension(parent, [{"text": "child done"}], "Your task:"))
+    parent = [{"tool_calls": [call("task", description="look", prompt="p", subagent_type="explore")]}, {"text": "parent done"}]
+    runtime = runtime_with(
+        host,
+        [command_hooks.create(host), roder_ext_subagents.create(host)],
+        engine=RoutedMockExtension(parent, [{"text": "child done"}], "Your task:"),
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     sub, stop = logged(log)

@@ -28,7 +28,9 @@ def write(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def project(workspace: Path) -> Path:
-    write(workspace / ".roder/skills/pdf-tools/SKILL.md", """
+    write(
+        workspace / ".roder/skills/pdf-tools/SKILL.md",
+        """
         ---
         name: pdf-tools
         description: Extract text and tables from PDF files.
@@ -36,24 +38,33 @@ def project(workspace: Path) -> Path:
         ---
         # PDF tools
         Run `pdftotext file.pdf -` and read the output.
-    """)
-    write(workspace / ".agents/skills/changelog/SKILL.md", """
+    """,
+    )
+    write(
+        workspace / ".agents/skills/changelog/SKILL.md",
+        """
         ---
         description: Write changelog entries in Keep a Changelog style.
         ---
         Add a bullet under [Unreleased].
-    """)
+    """,
+    )
     write(workspace / ".roder/skills/broken/SKILL.md", "---\nname: broken\n---\nno description\n")
-    write(workspace / ".roder/commands/review.md", """
+    write(
+        workspace / ".roder/commands/review.md",
+        """
         ---
         description: Review a file
         argument-hint: <file> [focus]
         model: mock-large
         ---
         Review $1 with a focus on $2. Everything: $ARGUMENTS
-    """)
+    """,
+    )
     write(workspace / ".roder/commands/git/summary.md", "Summarize the git log.\n")
-    write(workspace / ".roder/agents/reviewer.md", """
+    write(
+        workspace / ".roder/agents/reviewer.md",
+        """
         ---
         name: reviewer
         description: Reviews diffs for bugs.
@@ -61,7 +72,8 @@ def project(workspace: Path) -> Path:
         model: inherit
         ---
         You review code.
-    """)
+    """,
+    )
     return workspace
 
 
@@ -138,12 +150,18 @@ async def test_commands_run_turns_and_builtins(project: Path) -> None:
 async def test_skills_context_tool_and_allowed_tools(project: Path) -> None:
     host = host_for(project, trusted=True)
     extension = roder_ext_skills.create(host)
-    runtime = runtime_with(host, [extension], [
-        {"tool_calls": [call("sleep", seconds=0, label="before")]},
-        {"tool_calls": [{"name": "skill", "arguments": {"name": "pdf-tools"}}]},
-        {"tool_calls": [call("sleep", seconds=0, label="after"), call("peek", x="y")]},
-        {"text": "done"},
-    ], mode="ask", interactive=True)
+    runtime = runtime_with(
+        host,
+        [extension],
+        [
+            {"tool_calls": [call("sleep", seconds=0, label="before")]},
+            {"tool_calls": [{"name": "skill", "arguments": {"name": "pdf-tools"}}]},
+            {"tool_calls": [call("sleep", seconds=0, label="after"), call("peek", x="y")]},
+            {"text": "done"},
+        ],
+        mode="ask",
+        interactive=True,
+    )
     asked: list[str] = []
 
     def deny(event):
@@ -154,7 +172,8 @@ async def test_skills_context_tool_and_allowed_tools(project: Path) -> None:
     runtime.bus.add_listener(deny)
     thread = await runtime.start_thread()
     blocks = await roder_ext_skills.SkillsContext(extension.catalog).load_context(
-        ContextQuery(thread_id=thread.id, cwd=project, prompt=""))
+        ContextQuery(thread_id=thread.id, cwd=project, prompt="")
+    )
     assert "- pdf-tools: Extract text and tables from PDF files." in blocks[0].text
     assert "- changelog: Write changelog entries" in blocks[0].text
     await runtime.run_turn(thread.id, "convert the pdf")
@@ -166,21 +185,40 @@ async def test_skills_context_tool_and_allowed_tools(project: Path) -> None:
 
 
 async def test_skill_allowed_tools_preapprove_matching_calls(project: Path) -> None:
-    write(project / ".roder/skills/napper/SKILL.md", """
+    write(
+        project / ".roder/skills/napper/SKILL.md",
+        """
         ---
         description: Takes naps.
         allowed-tools: Sleep
         ---
         Nap.
-    """)
+    """,
+    )
     host = host_for(project, trusted=True)
-    runtime = runtime_with(host, [roder_ext_skills.create(host)], [
-        {"tool_calls": [call("sleep", seconds=0, label="nap")]}, {"text": "rested"},
-        {"tool_calls": [call("sleep", seconds=0, label="later")]}, {"text": "x"},
-    ], mode="ask", interactive=True)
+    runtime = runtime_with(
+        host,
+        [roder_ext_skills.create(host)],
+        [
+            {"tool_calls": [call("sleep", seconds=0, label="nap")]},
+            {"text": "rested"},
+            {"tool_calls": [call("sleep", seconds=0, label="later")]},
+            {"text": "x"},
+        ],
+        mode="ask",
+        interactive=True,
+    )
     asked: list[str] = []
-    runtime.bus.add_listener(lambda ev: (asked.append(ev.request.arguments["label"]), runtime.resolve_approval(
-        ev.request.approval_id, ApprovalDecision(decision="deny"))) if isinstance(ev, ApprovalRequested) else None)
+    runtime.bus.add_listener(
+        lambda ev: (
+            (
+                asked.append(ev.request.arguments["label"]),
+                runtime.resolve_approval(ev.request.approval_id, ApprovalDecision(decision="deny")),
+            )
+            if isinstance(ev, ApprovalRequested)
+            else None
+        )
+    )
     thread = await runtime.start_thread()
     registry = CommandRegistry.for_runtime(runtime)
     await registry.run(runtime, thread.id, "napper", "now")  # /napper: the skill is active this turn

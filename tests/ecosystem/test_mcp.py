@@ -51,10 +51,16 @@ def test_variable_expansion() -> None:
 
 
 def test_project_mcp_json_loads_only_when_trusted(workspace: Path) -> None:
-    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "proj": {"command": "srv", "args": ["--token", "${TOK:-none}"], "env": {"K": "${TOK}"}},
-        "web": {"type": "http", "url": "https://${HOST}/mcp", "headers": {"X": "y"}},
-    }}))
+    (workspace / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "proj": {"command": "srv", "args": ["--token", "${TOK:-none}"], "env": {"K": "${TOK}"}},
+                    "web": {"type": "http", "url": "https://${HOST}/mcp", "headers": {"X": "y"}},
+                }
+            }
+        )
+    )
     assert load_settings({}, workspace, False, {}).servers == {}
     settings = load_settings({}, workspace, True, {"TOK": "t1"})
     proj, web = settings.servers["proj"], settings.servers["web"]
@@ -63,9 +69,20 @@ def test_project_mcp_json_loads_only_when_trusted(workspace: Path) -> None:
 
 
 def test_bad_definitions_fail_one_server_not_the_config(workspace: Path) -> None:
-    settings = load_settings({"mcp": {"servers": {
-        "nocmd": {"args": ["x"]}, "weird": {"type": "carrier-pigeon"}, "ok": {"url": "http://127.0.0.1:9/mcp"},
-    }}}, workspace, False, {})
+    settings = load_settings(
+        {
+            "mcp": {
+                "servers": {
+                    "nocmd": {"args": ["x"]},
+                    "weird": {"type": "carrier-pigeon"},
+                    "ok": {"url": "http://127.0.0.1:9/mcp"},
+                }
+            }
+        },
+        workspace,
+        False,
+        {},
+    )
     assert "needs 'command'" in (settings.servers["nocmd"].error or "")
     assert "unknown type" in (settings.servers["weird"].error or "")
     assert settings.servers["ok"].error is None and settings.servers["ok"].transport == "http"
@@ -76,11 +93,19 @@ def test_bad_definitions_fail_one_server_not_the_config(workspace: Path) -> None
 
 async def test_stdio_tools_join_the_registry_and_run(workspace: Path, roder_home: Path) -> None:
     write_config(roder_home, STDIO_SERVER)
-    runtime, ext = mcp_runtime(workspace, [
-        {"tool_calls": [call("mcp__fixture__echo", text="hi"), call("mcp__fixture__add", a=2, b=3),
-                        call("mcp__fixture__broken")]},
-        {"text": "done"},
-    ])
+    runtime, ext = mcp_runtime(
+        workspace,
+        [
+            {
+                "tool_calls": [
+                    call("mcp__fixture__echo", text="hi"),
+                    call("mcp__fixture__add", a=2, b=3),
+                    call("mcp__fixture__broken"),
+                ]
+            },
+            {"text": "done"},
+        ],
+    )
     try:
         thread = await runtime.start_thread()
         turn = await runtime.run_turn(thread.id, "use the server")
@@ -106,8 +131,13 @@ async def test_connection_is_background_and_never_blocks(workspace: Path, roder_
         assert not any(name.startswith("mcp__") for name in tools.names())
         catalog = await build_catalog(runtime.registry, wait=20)
         mcp_tools = {t.name: t for t in catalog.tools if t.source == "mcp"}
-        assert set(mcp_tools) == {"mcp__fixture__echo", "mcp__fixture__add", "mcp__fixture__broken", "mcp__fixture__die",
-                                  "mcp__fixture__whoami"}
+        assert set(mcp_tools) == {
+            "mcp__fixture__echo",
+            "mcp__fixture__add",
+            "mcp__fixture__broken",
+            "mcp__fixture__die",
+            "mcp__fixture__whoami",
+        }
         assert mcp_tools["mcp__fixture__add"].extension == "roder-ext-mcp"
         assert mcp_tools["mcp__fixture__add"].parameters["required"] == ["a", "b"]
     finally:
@@ -148,12 +178,15 @@ async def test_mcp_tools_go_through_policy(workspace: Path, roder_home: Path) ->
 
 async def test_dead_server_is_reported_and_restarted_on_demand(workspace: Path, roder_home: Path) -> None:
     write_config(roder_home, STDIO_SERVER)
-    runtime, ext = mcp_runtime(workspace, [
-        {"tool_calls": [call("mcp__fixture__die")]},
-        {"text": "it died"},
-        {"tool_calls": [call("mcp__fixture__echo", text="again")]},
-        {"text": "back"},
-    ])
+    runtime, ext = mcp_runtime(
+        workspace,
+        [
+            {"tool_calls": [call("mcp__fixture__die")]},
+            {"text": "it died"},
+            {"tool_calls": [call("mcp__fixture__echo", text="again")]},
+            {"text": "back"},
+        ],
+    )
     connection = ext.manager.connections["fixture"]
     try:
         thread = await runtime.start_thread()
@@ -173,8 +206,12 @@ async def test_dead_server_is_reported_and_restarted_on_demand(workspace: Path, 
 
 async def test_first_use_shows_descriptions_before_running(workspace: Path, roder_home: Path) -> None:
     write_config(roder_home, STDIO_SERVER)
-    script = [{"tool_calls": [call("mcp__fixture__add", a=1, b=1)]}, {"text": "ok"},
-              {"tool_calls": [call("mcp__fixture__add", a=2, b=2)]}, {"text": "ok"}]
+    script = [
+        {"tool_calls": [call("mcp__fixture__add", a=1, b=1)]},
+        {"text": "ok"},
+        {"tool_calls": [call("mcp__fixture__add", a=2, b=2)]},
+        {"text": "ok"},
+    ]
     runtime, _ = mcp_runtime(workspace, script, interactive=True)
     requests: list = []
 
@@ -197,8 +234,13 @@ async def test_first_use_shows_descriptions_before_running(workspace: Path, rode
         await runtime.close()
     runtime2, _ = mcp_runtime(workspace, script[2:], interactive=True)
     seen: list = []
-    runtime2.bus.add_listener(lambda ev: (seen.append(ev), runtime2.resolve_approval(
-        ev.request.approval_id, ApprovalDecision(decision="allow_once"))) if isinstance(ev, ApprovalRequested) else None)
+    runtime2.bus.add_listener(
+        lambda ev: (
+            (seen.append(ev), runtime2.resolve_approval(ev.request.approval_id, ApprovalDecision(decision="allow_once")))
+            if isinstance(ev, ApprovalRequested)
+            else None
+        )
+    )
     try:
         thread = await runtime2.start_thread()
         await runtime2.run_turn(thread.id, "add")
@@ -216,7 +258,9 @@ async def test_first_use_shows_descriptions_before_running(workspace: Path, rode
 async def test_streamable_http_server_with_headers(workspace: Path, roder_home: Path) -> None:
     proc, url = start_http_fixture(token="s3cret")
     try:
-        write_config(roder_home, f"""
+        write_config(
+            roder_home,
+            f"""
 [mcp.servers.remote]
 url = "{url}"
 headers = {{ X-Test-Token = "${{FIXTURE_TEST_TOKEN}}" }}
@@ -225,10 +269,16 @@ headers = {{ X-Test-Token = "${{FIXTURE_TEST_TOKEN}}" }}
 url = "{url}"
 headers = {{ X-Test-Token = "nope" }}
 startup_timeout = 10
-""")
-        runtime, ext = mcp_runtime(workspace, [
-            {"tool_calls": [call("mcp__remote__add", a=20, b=22)]}, {"text": "42"},
-        ], env={"FIXTURE_TEST_TOKEN": "s3cret"})
+""",
+        )
+        runtime, ext = mcp_runtime(
+            workspace,
+            [
+                {"tool_calls": [call("mcp__remote__add", a=20, b=22)]},
+                {"text": "42"},
+            ],
+            env={"FIXTURE_TEST_TOKEN": "s3cret"},
+        )
         try:
             thread = await runtime.start_thread()
             await runtime.run_turn(thread.id, "add remotely")
@@ -252,8 +302,9 @@ startup_timeout = 10
 
 def _roder(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RODER_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "roder_tui.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_cli_tools_and_mcp_list(workspace: Path, roder_home: Path) -> None:
@@ -273,8 +324,9 @@ def test_cli_tools_and_mcp_list(workspace: Path, roder_home: Path) -> None:
 
 
 def test_cli_project_servers_need_trust(workspace: Path, roder_home: Path) -> None:
-    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": {
-        "command": sys.executable, "args": [str(FIXTURE_SERVER), "stdio"]}}}))
+    (workspace / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"proj": {"command": sys.executable, "args": [str(FIXTURE_SERVER), "stdio"]}}})
+    )
     untrusted = json.loads(_roder("mcp", "list", "--json", home=roder_home, cwd=workspace).stdout)
     assert untrusted["servers"] == []
     assert _roder("trust", str(workspace), home=roder_home, cwd=workspace).returncode == 0

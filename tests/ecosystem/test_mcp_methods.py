@@ -48,8 +48,10 @@ async def test_list_and_restart_in_process_after_the_server_is_killed(workspace:
 
         # The palette offers exactly these calls; each one is a method the server implements.
         commands = await McpPalette(ext.manager).commands({})
-        assert [(c.method, c.params) for c in commands] == [("mcp/restart", {"server": "fixture"}),
-                                                             ("mcp/restart", {"server": "broken"})]
+        assert [(c.method, c.params) for c in commands] == [
+            ("mcp/restart", {"server": "fixture"}),
+            ("mcp/restart", {"server": "broken"}),
+        ]
         result = await client.request(commands[0].method, commands[0].params)
         assert result.server.status == "connected" and ext.manager.connections["fixture"].starts == 3
     finally:
@@ -63,7 +65,8 @@ async def test_list_and_restart_over_stdio(workspace: Path, roder_home: Path) ->
     try:
         info = await peer.call("initialize", {"clientInfo": {"name": "pytest"}})
         assert {"name": "mcp", "available": True, "methods": ["mcp/list", "mcp/restart"]}.items() <= {
-            g["name"]: g for g in info["methodGroups"]}["mcp"].items()
+            g["name"]: g for g in info["methodGroups"]
+        }["mcp"].items()
         listing = await peer.call("mcp/list", {"waitMs": 20_000})
         [server] = listing["servers"]
         assert (server["name"], server["status"], server["toolCount"]) == ("fixture", "connected", 5)

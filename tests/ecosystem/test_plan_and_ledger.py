@@ -26,12 +26,15 @@ def plan_runtime(workspace: Path, script: list, interactive: bool = True):
 
 
 async def test_plan_mode_refuses_writes_until_the_plan_is_approved(workspace: Path) -> None:
-    runtime = plan_runtime(workspace, [
-        {"tool_calls": [call("peek", x="code"), call("sleep", seconds=0, label="early-write")]},
-        {"tool_calls": [call("exit_plan", plan=PLAN)]},
-        {"tool_calls": [call("sleep", seconds=0, label="late-write")]},
-        {"text": "implemented"},
-    ])
+    runtime = plan_runtime(
+        workspace,
+        [
+            {"tool_calls": [call("peek", x="code"), call("sleep", seconds=0, label="early-write")]},
+            {"tool_calls": [call("exit_plan", plan=PLAN)]},
+            {"tool_calls": [call("sleep", seconds=0, label="late-write")]},
+            {"text": "implemented"},
+        ],
+    )
     reviews: list = []
 
     def approve(event):
@@ -58,13 +61,21 @@ async def test_plan_mode_refuses_writes_until_the_plan_is_approved(workspace: Pa
 
 
 async def test_rejected_plan_stays_in_plan_mode(workspace: Path) -> None:
-    runtime = plan_runtime(workspace, [
-        {"tool_calls": [call("exit_plan", plan=PLAN)]},
-        {"tool_calls": [call("sleep", seconds=0)]},
-        {"text": "ok, revising"},
-    ])
-    runtime.bus.add_listener(lambda ev: resolve_plan(runtime, ev.request.approval_id, False, feedback="add tests first")
-                             if isinstance(ev, ApprovalRequested) else None)
+    runtime = plan_runtime(
+        workspace,
+        [
+            {"tool_calls": [call("exit_plan", plan=PLAN)]},
+            {"tool_calls": [call("sleep", seconds=0)]},
+            {"text": "ok, revising"},
+        ],
+    )
+    runtime.bus.add_listener(
+        lambda ev: (
+            resolve_plan(runtime, ev.request.approval_id, False, feedback="add tests first")
+            if isinstance(ev, ApprovalRequested)
+            else None
+        )
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "plan it")
     rejected, write = items(runtime, thread.id, ToolResultItem)
@@ -74,8 +85,7 @@ async def test_rejected_plan_stays_in_plan_mode(workspace: Path) -> None:
 
 
 async def test_plan_review_errors_and_headless(workspace: Path) -> None:
-    runtime = plan_runtime(workspace, [{"tool_calls": [call("exit_plan", plan=PLAN)]}, {"text": "plan above"}],
-                           interactive=False)
+    runtime = plan_runtime(workspace, [{"tool_calls": [call("exit_plan", plan=PLAN)]}, {"text": "plan above"}], interactive=False)
     with pytest.raises(RoderError, match="no plan review"):
         resolve_plan(runtime, "appr_nope", True)
     thread = await runtime.start_thread()
@@ -102,14 +112,29 @@ def ledger_runtime(workspace: Path, script: list):
 
 
 async def test_todo_tool_records_the_ledger(workspace: Path) -> None:
-    runtime, _ = ledger_runtime(workspace, [
-        {"tool_calls": [call("todo", todos=[{"content": "write code", "status": "in_progress"},
-                                            {"content": "test", "status": "pending"}])]},
-        {"tool_calls": [call("todo", todos=[{"content": "write code", "status": "completed"},
-                                            {"content": "test", "status": "completed"}])]},
-        {"tool_calls": [call("todo", todos=[{"content": "x", "status": "maybe"}])]},
-        {"text": "done"},
-    ])
+    runtime, _ = ledger_runtime(
+        workspace,
+        [
+            {
+                "tool_calls": [
+                    call(
+                        "todo",
+                        todos=[{"content": "write code", "status": "in_progress"}, {"content": "test", "status": "pending"}],
+                    )
+                ]
+            },
+            {
+                "tool_calls": [
+                    call(
+                        "todo",
+                        todos=[{"content": "write code", "status": "completed"}, {"content": "test", "status": "completed"}],
+                    )
+                ]
+            },
+            {"tool_calls": [call("todo", todos=[{"content": "x", "status": "maybe"}])]},
+            {"text": "done"},
+        ],
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "work")
     first, second, bad = items(runtime, thread.id, ToolResultItem)
@@ -121,11 +146,14 @@ async def test_todo_tool_records_the_ledger(workspace: Path) -> None:
 
 
 async def test_task_ledger_required_asks_for_a_checkpoint_once(workspace: Path) -> None:
-    runtime, _ = ledger_runtime(workspace, [
-        {"text": "all done"},
-        {"tool_calls": [call("todo", todos=[{"content": "answer saved to out.txt", "status": "completed"}])]},
-        {"text": "checkpointed"},
-    ])
+    runtime, _ = ledger_runtime(
+        workspace,
+        [
+            {"text": "all done"},
+            {"tool_calls": [call("todo", todos=[{"content": "answer saved to out.txt", "status": "completed"}])]},
+            {"text": "checkpointed"},
+        ],
+    )
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "solve", task_ledger_required=True)
     assert turn.status == "completed" and turn.model_calls == 3

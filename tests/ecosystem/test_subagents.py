@@ -24,8 +24,7 @@ def task(agent: str, prompt: str = "look around") -> dict:
 
 def subagent_runtime(workspace: Path, parent: list, child: list, trusted: bool = False, mode: str = "bypass"):
     host = host_for(workspace, trusted=trusted)
-    return runtime_with(host, [roder_ext_subagents.create(host)], mode=mode,
-                        engine=RoutedMockExtension(parent, child, MARKER))
+    return runtime_with(host, [roder_ext_subagents.create(host)], mode=mode, engine=RoutedMockExtension(parent, child, MARKER))
 
 
 async def test_subagent_runs_end_to_end(workspace: Path) -> None:
@@ -48,7 +47,7 @@ async def test_subagent_runs_end_to_end(workspace: Path) -> None:
     trace = result.data["subagent"]
     child_results = {i["name"]: i for i in trace["items"] if i["type"] == "toolResult"}
     assert child_results["peek"]["text"] == "peeked src"
-    assert "plan mode" in child_results["sleep"]["text"]          # explore runs in plan mode
+    assert "plan mode" in child_results["sleep"]["text"]  # explore runs in plan mode
     assert "unknown tool 'task'" in child_results["task"]["text"]  # no recursion
     first_prompt = next(i for i in trace["items"] if i["type"] == "userMessage")["text"]
     assert "read-only exploration subagent" in first_prompt and "look around" in first_prompt
@@ -65,7 +64,8 @@ async def test_subagent_runs_end_to_end(workspace: Path) -> None:
 async def test_project_agent_with_restricted_tools(workspace: Path) -> None:
     agents = workspace / ".roder" / "agents"
     agents.mkdir(parents=True)
-    (agents / "peeker.md").write_text(textwrap.dedent("""\
+    (agents / "peeker.md").write_text(
+        textwrap.dedent("""\
         ---
         name: peeker
         description: Only peeks.
@@ -73,9 +73,11 @@ async def test_project_agent_with_restricted_tools(workspace: Path) -> None:
         model: mock/mock-large
         ---
         You only peek.
-    """))
+    """)
+    )
     runtime = subagent_runtime(
-        workspace, trusted=True,
+        workspace,
+        trusted=True,
         parent=[{"tool_calls": [task("peeker")]}, {"text": "ok"}],
         child=[{"tool_calls": [call("peek", x="a"), call("sleep", seconds=0)]}, {"text": "peeked"}],
     )

@@ -73,7 +73,11 @@ async def test_edit_approval_shows_a_diff_and_deny_reaches_the_model(workspace: 
 async def test_allow_session_then_deny_and_interrupt(workspace: Path) -> None:
     steps = [
         {"tool_calls": [call("bash", command="echo a")]},
-        {"tool_calls": [call("bash", command="echo a"), ]},
+        {
+            "tool_calls": [
+                call("bash", command="echo a"),
+            ]
+        },
         {"tool_calls": [call("bash", command="echo b")]},
         {"text": "never reached"},
     ]
@@ -107,9 +111,7 @@ async def test_headless_ask_is_denied_with_a_way_out(workspace: Path) -> None:
 
 
 async def test_configured_rules_apply_in_a_run(workspace: Path, roder_home: Path) -> None:
-    (roder_home / "config.toml").write_text(
-        '[policy]\nallow = ["bash(echo *)"]\ndeny = ["read(.env)"]\n'
-    )
+    (roder_home / "config.toml").write_text('[policy]\nallow = ["bash(echo *)"]\ndeny = ["read(.env)"]\n')
     (workspace / ".env").write_text("TOKEN=1\n")
     steps = [{"tool_calls": [call("bash", command="echo allowed"), call("read", path=".env")]}, {"text": "ok"}]
     runtime = start(workspace, steps, mode="ask", interactive=False).runtime

@@ -55,10 +55,20 @@ def make_engine(
 
 
 def make_request(text: str = "hi", *, model: str = "fake-model", tools: bool = True, **extra: Any) -> AgentInferenceRequest:
-    specs = [ToolSpec(name="bash", description="run a command",
-                      parameters={"type": "object", "properties": {"command": {"type": "string"}}})] if tools else []
-    return AgentInferenceRequest(model=model, system="You are terse.",
-                                 messages=[Message(role="user", parts=[TextPart(text=text)])], tools=specs, **extra)
+    specs = (
+        [
+            ToolSpec(
+                name="bash",
+                description="run a command",
+                parameters={"type": "object", "properties": {"command": {"type": "string"}}},
+            )
+        ]
+        if tools
+        else []
+    )
+    return AgentInferenceRequest(
+        model=model, system="You are terse.", messages=[Message(role="user", parts=[TextPart(text=text)])], tools=specs, **extra
+    )
 
 
 async def collect(engine: HttpEngine, request: AgentInferenceRequest | None = None) -> list[InferenceEvent]:

@@ -28,21 +28,43 @@ def test_builtins_and_their_environment() -> None:
 
 
 def test_custom_table_as_documented_in_the_issue() -> None:
-    found = specs({"providers": {"local": {"dialect": "chat-completions", "base_url": "http://127.0.0.1:8080/v1",
-                                            "api_key_env": "LOCAL_API_KEY", "models": ["my-model"]}}})
+    found = specs(
+        {
+            "providers": {
+                "local": {
+                    "dialect": "chat-completions",
+                    "base_url": "http://127.0.0.1:8080/v1",
+                    "api_key_env": "LOCAL_API_KEY",
+                    "models": ["my-model"],
+                }
+            }
+        }
+    )
     local = found["local"]
     assert (local.dialect, local.base_url, local.api_key_env, local.models) == (
-        "chat-completions", "http://127.0.0.1:8080/v1", "LOCAL_API_KEY", ("my-model",))
+        "chat-completions",
+        "http://127.0.0.1:8080/v1",
+        "LOCAL_API_KEY",
+        ("my-model",),
+    )
     assert local.quirks.system_role == "system" and local.quirks.max_tokens_field == "max_tokens"
 
 
 def test_quirks_come_from_the_host_and_the_table_wins() -> None:
-    found = specs({"providers": {
-        "oai": {"dialect": "chat-completions", "base_url": "https://api.openai.com/v1"},
-        "groq": {"dialect": "chat-completions", "base_url": "https://api.groq.com/openai/v1"},
-        "odd": {"dialect": "chat-completions", "base_url": "https://api.openai.com/v1", "system_role": "system",
-                "stream_usage": False},
-    }})
+    found = specs(
+        {
+            "providers": {
+                "oai": {"dialect": "chat-completions", "base_url": "https://api.openai.com/v1"},
+                "groq": {"dialect": "chat-completions", "base_url": "https://api.groq.com/openai/v1"},
+                "odd": {
+                    "dialect": "chat-completions",
+                    "base_url": "https://api.openai.com/v1",
+                    "system_role": "system",
+                    "stream_usage": False,
+                },
+            }
+        }
+    )
     assert found["oai"].quirks.system_role == "developer"
     assert found["oai"].quirks.max_tokens_field == "max_completion_tokens"
     assert found["oai"].quirks.reasoning_format == "reasoning_effort"
@@ -72,10 +94,14 @@ def test_bad_tables_are_clear_errors(table: dict, message: str) -> None:
 
 
 def test_a_broken_table_only_takes_down_its_own_dialect() -> None:
-    config = RoderConfig.model_validate({"providers": {
-        "broken": {"dialect": "anthropic-messages", "base_url": "http://x/v1", "max_tokns": 3},
-        "fine": {"dialect": "chat-completions", "base_url": "http://127.0.0.1:8080/v1"},
-    }})
+    config = RoderConfig.model_validate(
+        {
+            "providers": {
+                "broken": {"dialect": "anthropic-messages", "base_url": "http://x/v1", "max_tokns": 3},
+                "fine": {"dialect": "chat-completions", "base_url": "http://127.0.0.1:8080/v1"},
+            }
+        }
+    )
     assert [s.name for s in providers_for(config, {}, "chat-completions")] == ["openrouter", "fine", "ollama"]
     assert [s.name for s in providers_for(config, {}, "responses")] == ["openai"]
     with pytest.raises(ConfigError, match=r"\[providers.broken\] max_tokns: unknown key"):
@@ -94,9 +120,11 @@ def test_model_table_matches_snapshots_vendor_prefixes_and_tags() -> None:
 
 
 def test_model_overrides_apply_and_are_validated() -> None:
-    engine = make_engine("chat-completions", "http://127.0.0.1:1/v1",
-                         models={"fake/my-model": {"context_window": 32_000, "input_price": 0.5},
-                                 "other": {"max_output_tokens": 1000}})
+    engine = make_engine(
+        "chat-completions",
+        "http://127.0.0.1:1/v1",
+        models={"fake/my-model": {"context_window": 32_000, "input_price": 0.5}, "other": {"max_output_tokens": 1000}},
+    )
     profile = engine.model_profile("my-model")
     assert (profile.context_window, profile.input_price, profile.provider) == (32_000, 0.5, "fake")
     assert engine.knows("my-model") and not engine.knows("unknown-model")

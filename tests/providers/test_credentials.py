@@ -73,8 +73,7 @@ def test_concurrent_logins_lose_no_key(roder_home: Path) -> None:
 
 def test_environment_first_then_store_then_nothing(roder_home: Path) -> None:
     store().set("fake", KEY)
-    with_env = make_engine("chat-completions", "http://127.0.0.1:9/v1", api_key="env-key-0123456789",
-                           credentials=store())
+    with_env = make_engine("chat-completions", "http://127.0.0.1:9/v1", api_key="env-key-0123456789", credentials=store())
     assert (with_env.key.reveal(), with_env.metadata().auth_source) == ("env-key-0123456789", "env")
     stored = make_engine("chat-completions", "http://127.0.0.1:9/v1", api_key_env=KEY_ENV, credentials=store())
     meta = stored.metadata()
@@ -114,14 +113,11 @@ def test_stored_key_counts_for_listing_and_default_selection(roder_home: Path, w
     assert started.runtime.provider == "anthropic" and not started.fell_back_to_mock
 
 
-async def test_stored_keys_join_the_redactor_and_never_reach_child_processes(
-    roder_home: Path, workspace: Path
-) -> None:
+async def test_stored_keys_join_the_redactor_and_never_reach_child_processes(roder_home: Path, workspace: Path) -> None:
     store().set("openrouter", KEY)
     assert runtime_redactor(dict(os.environ), RoderConfig())(f"x {KEY} y") == "x [redacted:openrouter key] y"
     (workspace / "leak.txt").write_text(f"token={KEY}\n")
-    started = start_runtime(StartSettings(cwd=workspace, provider="mock", trust=False, interactive=False,
-                                          env=dict(os.environ)))
+    started = start_runtime(StartSettings(cwd=workspace, provider="mock", trust=False, interactive=False, env=dict(os.environ)))
     runtime = started.runtime
     try:
         process = runtime.brokers_for(workspace, "test", frozenset({"process.spawn.shell", "fs.read.workspace"})).process

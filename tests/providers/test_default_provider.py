@@ -20,8 +20,7 @@ def closed_port() -> int:
 
 def start(workspace: Path, home: Path, config: str = "", **env: str):
     (home / "config.toml").write_text(config)
-    return start_runtime(StartSettings(cwd=workspace, interactive=False, trust=False,
-                                       env={"RODER_HOME": str(home), **env}))
+    return start_runtime(StartSettings(cwd=workspace, interactive=False, trust=False, env={"RODER_HOME": str(home), **env}))
 
 
 def no_ollama(port: int | None = None) -> str:
@@ -29,8 +28,7 @@ def no_ollama(port: int | None = None) -> str:
 
 
 def test_config_default_wins(workspace: Path, roder_home: Path) -> None:
-    started = start(workspace, roder_home, 'provider = "anthropic"\nmodel = "claude-haiku-4-5"\n',
-                    OPENAI_API_KEY="sk-a")
+    started = start(workspace, roder_home, 'provider = "anthropic"\nmodel = "claude-haiku-4-5"\n', OPENAI_API_KEY="sk-a")
     assert (started.runtime.provider, started.runtime.model) == ("anthropic", "claude-haiku-4-5")
     assert not started.fell_back_to_mock
 
@@ -67,8 +65,7 @@ def test_local_server_is_not_probed_when_a_key_decides(workspace: Path, roder_ho
 
 def test_offline_profile_keeps_local_providers_only(workspace: Path, roder_home: Path) -> None:
     (roder_home / "config.toml").write_text(no_ollama())
-    host = make_host(workspace, env={"RODER_HOME": str(roder_home), "OPENAI_API_KEY": "sk-x"}, trust=False,
-                     profile="offline")
+    host = make_host(workspace, env={"RODER_HOME": str(roder_home), "OPENAI_API_KEY": "sk-x"}, trust=False, profile="offline")
     dist = build_distribution(host)
     engines = {e.id() for e in dist.registry.inference_engines}
     assert "ollama" in engines and "openai" not in engines and "anthropic" not in engines

@@ -23,8 +23,16 @@ def test_matching_retry_passes_only_the_new_part_even_across_delta_boundaries() 
     guard = ReplayGuard()
     feed(guard, [ReasoningDelta(text="abc"), MessageDelta(text="Hel"), MessageDelta(text="lo w")])
     guard.next_attempt()
-    out = feed(guard, [ReasoningDelta(text="ab"), ReasoningDelta(text="c"), MessageDelta(text="Hello"),
-                       MessageDelta(text=" world"), CompletedEvent()])
+    out = feed(
+        guard,
+        [
+            ReasoningDelta(text="ab"),
+            ReasoningDelta(text="c"),
+            MessageDelta(text="Hello"),
+            MessageDelta(text=" world"),
+            CompletedEvent(),
+        ],
+    )
     assert out == [MessageDelta(text="orld"), CompletedEvent()]
 
 
@@ -35,7 +43,9 @@ def test_tool_calls_wait_for_completion_and_are_dropped_with_a_broken_attempt() 
     guard.next_attempt()
     retried = ToolCallEvent(call_id="c2", name="bash")
     assert feed(guard, [MessageDelta(text="x"), retried, CompletedEvent(stop_reason="tool_use")]) == [
-        retried, CompletedEvent(stop_reason="tool_use")]
+        retried,
+        CompletedEvent(stop_reason="tool_use"),
+    ]
 
 
 def test_divergence_restarts_and_replays_the_new_attempt_from_its_start() -> None:

@@ -48,18 +48,29 @@ def test_parse_retry_after_forms() -> None:
 @pytest.mark.parametrize(
     ("status", "body", "kind", "retryable"),
     [
-        (401, '{"error": {"message": "Incorrect API key provided: sk-proj-SUPE****7890", "code": "invalid_api_key"}}',
-         "auth", False),
+        (
+            401,
+            '{"error": {"message": "Incorrect API key provided: sk-proj-SUPE****7890", "code": "invalid_api_key"}}',
+            "auth",
+            False,
+        ),
         (403, '{"type": "error", "error": {"type": "permission_error", "message": "nope"}}', "auth", False),
         (429, '{"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}}', "rate_limit", True),
-        (429, '{"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}',
-         "rate_limit", False),
-        (400, '{"error": {"message": "This model\'s maximum context length is 128000 tokens",'
-              ' "code": "context_length_exceeded"}}', "context_overflow", False),
-        (400, '{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long:'
-              ' 210000 tokens > 200000 maximum"}}', "context_overflow", False),
-        (413, '{"type": "error", "error": {"type": "request_too_large", "message": "too big"}}',
-         "context_overflow", False),
+        (429, '{"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}', "rate_limit", False),
+        (
+            400,
+            '{"error": {"message": "This model\'s maximum context length is 128000 tokens", "code": "context_length_exceeded"}}',
+            "context_overflow",
+            False,
+        ),
+        (
+            400,
+            '{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long:'
+            ' 210000 tokens > 200000 maximum"}}',
+            "context_overflow",
+            False,
+        ),
+        (413, '{"type": "error", "error": {"type": "request_too_large", "message": "too big"}}', "context_overflow", False),
         (400, '{"error": {"message": "Unknown parameter: foo"}}', "bad_request", False),
         (404, '{"error": {"message": "The model gpt-9 does not exist"}}', "bad_request", False),
         (408, "timeout", "timeout", True),

@@ -26,8 +26,9 @@ def runtime_for(workspace: Path, dialect: str, base_url: str) -> Runtime:
     builder = ExtensionRegistryBuilder()
     builder.install(ProviderExtension(make_engine(dialect, base_url, reasoning_effort="medium")))
     builder.install(TestExtension([ReadTool()]))
-    options = RuntimeOptions(cwd=workspace, paths=RoderPaths.from_env(), config=RoderConfig(), mode="bypass",
-                             provider="fake", model=MODELS[dialect])
+    options = RuntimeOptions(
+        cwd=workspace, paths=RoderPaths.from_env(), config=RoderConfig(), mode="bypass", provider="fake", model=MODELS[dialect]
+    )
     return Runtime(builder.build(), options)
 
 
@@ -39,9 +40,12 @@ def items(thread: Thread, kind: type) -> list:
 @pytest.mark.parametrize("dialect", DIALECTS)
 async def test_tool_turn_reencodes_calls_results_and_reasoning(workspace: Path, dialect: str) -> None:
     steps = [
-        {"reasoning": "Peek at both.", "text": "Let me peek.",
-         "tool_calls": [{"name": "peek", "arguments": {"x": "a"}}, {"name": "peek", "arguments": {"x": "b"}}],
-         "usage": {"input_tokens": 900, "cached_tokens": 512, "output_tokens": 40}},
+        {
+            "reasoning": "Peek at both.",
+            "text": "Let me peek.",
+            "tool_calls": [{"name": "peek", "arguments": {"x": "a"}}, {"name": "peek", "arguments": {"x": "b"}}],
+            "usage": {"input_tokens": 900, "cached_tokens": 512, "output_tokens": 40},
+        },
         {"text": "Both peeked.", "usage": {"input_tokens": 1000, "cached_tokens": 896, "output_tokens": 5}},
     ]
     async with FakeModelServer(steps) as server:
@@ -62,11 +66,19 @@ async def test_tool_turn_reencodes_calls_results_and_reasoning(workspace: Path, 
         assert assistant["content"] == "Let me peek."
         assert [c["function"]["arguments"] for c in assistant["tool_calls"]] == ['{"x":"a"}', '{"x":"b"}']
         assert {r["tool_call_id"]: r["content"] for r in results} == {
-            c["id"]: f"peeked {x}" for c, x in zip(assistant["tool_calls"], "ab", strict=True)}
+            c["id"]: f"peeked {x}" for c, x in zip(assistant["tool_calls"], "ab", strict=True)
+        }
     elif dialect == "responses":
         kinds = [item.get("type", item.get("role")) for item in second["input"]]
-        assert kinds == ["user", "reasoning", "assistant", "function_call", "function_call", "function_call_output",
-                         "function_call_output"]
+        assert kinds == [
+            "user",
+            "reasoning",
+            "assistant",
+            "function_call",
+            "function_call",
+            "function_call_output",
+            "function_call_output",
+        ]
         assert second["input"][1]["encrypted_content"] == "gAAAA-encrypted-1"
         outputs = {i["call_id"]: i["output"] for i in second["input"] if i.get("type") == "function_call_output"}
         assert set(outputs) == first_calls and sorted(outputs.values()) == ["peeked a", "peeked b"]
@@ -82,8 +94,10 @@ async def test_tool_turn_reencodes_calls_results_and_reasoning(workspace: Path, 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 async def test_restarted_stream_leaves_only_the_new_answer(workspace: Path, dialect: str) -> None:
-    steps = [{"reasoning": "First idea", "text": "Going with the first idea because", "drop_after": 8},
-             {"text": "Second answer."}]
+    steps = [
+        {"reasoning": "First idea", "text": "Going with the first idea because", "drop_after": 8},
+        {"text": "Second answer."},
+    ]
     async with FakeModelServer(steps) as server:
         runtime = runtime_for(workspace, dialect, server.base_url)
         thread = await runtime.start_thread()
@@ -122,8 +136,15 @@ async def test_configured_provider_table_through_bootstrap(workspace: Path, rode
             '[providers.local]\ndialect = "chat-completions"\n'
             f'base_url = "{server.base_url}"\napi_key_env = "LOCAL_API_KEY"\nmodels = ["my-model"]\n'
         )
-        started = start_runtime(StartSettings(cwd=workspace, provider="local", interactive=False, trust=False,
-                                              env={"RODER_HOME": str(roder_home), "LOCAL_API_KEY": "sk-local-xyz12345"}))
+        started = start_runtime(
+            StartSettings(
+                cwd=workspace,
+                provider="local",
+                interactive=False,
+                trust=False,
+                env={"RODER_HOME": str(roder_home), "LOCAL_API_KEY": "sk-local-xyz12345"},
+            )
+        )
         runtime = started.runtime
         assert (runtime.provider, runtime.model, started.fell_back_to_mock) == ("local", "my-model", False)
         thread = await runtime.start_thread()

@@ -9,7 +9,7 @@ from roder_core.providers.sse import SSEDecoder, SSEEvent
 
 STREAM = (
     b"\xef\xbb\xbf: keep-alive comment\n"
-    b"event: message_start\ndata: {\"a\": 1}\n\n"
+    b'event: message_start\ndata: {"a": 1}\n\n'
     b"data: first line\r\ndata: second line \xc3\xa9\r\n\r\n"
     b"id: 7\revent: ping\rdata:no space\r\r"
     b"retry: 1500\ndata: [DONE]\n\n"

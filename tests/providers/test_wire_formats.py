@@ -43,16 +43,26 @@ async def test_text_reasoning_parallel_calls_and_usage(dialect: str) -> None:
     usage = [e for e in events if isinstance(e, UsageEvent)]
     assert len(usage) == 1
     expected_reasoning = 0 if dialect == "anthropic-messages" else 64  # Anthropic does not count it apart
-    assert (usage[0].usage.input_tokens, usage[0].usage.cached_input_tokens, usage[0].usage.output_tokens,
-            usage[0].usage.reasoning_tokens) == (5000, 4096, 120, expected_reasoning)
+    assert (
+        usage[0].usage.input_tokens,
+        usage[0].usage.cached_input_tokens,
+        usage[0].usage.output_tokens,
+        usage[0].usage.reasoning_tokens,
+    ) == (5000, 4096, 120, expected_reasoning)
     assert events[-1] == CompletedEvent(stop_reason="tool_use")
 
 
 async def test_chat_completions_request_shape_and_quirks() -> None:
     async with FakeModelServer([{"text": "ok"}]) as server:
-        engine = make_engine("chat-completions", server.base_url, api_key="sk-local-1234567890",
-                             system_role="developer", max_tokens_field="max_completion_tokens",
-                             reasoning_format="reasoning_effort", headers={"x-team": "roder"})
+        engine = make_engine(
+            "chat-completions",
+            server.base_url,
+            api_key="sk-local-1234567890",
+            system_role="developer",
+            max_tokens_field="max_completion_tokens",
+            reasoning_format="reasoning_effort",
+            headers={"x-team": "roder"},
+        )
         await collect(engine, make_request(model="gpt-5", reasoning_effort="high", max_output_tokens=4096))
         await engine.aclose()
     sent = server.calls[0]
@@ -65,17 +75,23 @@ async def test_chat_completions_request_shape_and_quirks() -> None:
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["max_completion_tokens"] == 4096 and "max_tokens" not in body
     assert body["reasoning_effort"] == "high"
-    assert body["tools"][0] == {"type": "function", "function": {
-        "name": "bash", "description": "run a command",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}
+    assert body["tools"][0] == {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "run a command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
     assert body["tool_choice"] == "auto" and body["parallel_tool_calls"] is True
 
 
 async def test_chat_completions_defaults_for_an_unknown_local_model() -> None:
     async with FakeModelServer([{"reasoning": "hmm", "reasoning_field": "reasoning", "text": "ok"}]) as server:
         engine = make_engine("chat-completions", server.base_url)
-        events = await collect(engine, make_request(model="my-model", tools=False, reasoning_effort="high",
-                                                  max_output_tokens=4096))
+        events = await collect(
+            engine, make_request(model="my-model", tools=False, reasoning_effort="high", max_output_tokens=4096)
+        )
         await engine.aclose()
     body = server.calls[0].json
     assert body["messages"][0]["role"] == "system" and "authorization" not in server.calls[0].headers
@@ -111,13 +127,17 @@ async def test_anthropic_request_shape() -> None:
     assert sent.headers["x-api-key"] == "sk-ant-api03-secretsecret" and sent.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in sent.headers
     assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
-    assert body["messages"] == [{"role": "user", "content": [
-        {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}
+    ]
     assert body["max_tokens"] == 64_000 and body["thinking"] == {"type": "adaptive"}
     assert body["output_config"] == {"effort": "medium"}
     assert "anthropic-beta" not in sent.headers  # adaptive thinking interleaves without a beta
-    assert body["tools"][0] == {"name": "bash", "description": "run a command", "input_schema": {
-        "type": "object", "properties": {"command": {"type": "string"}}}}
+    assert body["tools"][0] == {
+        "name": "bash",
+        "description": "run a command",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
     assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": False}
 
 
@@ -125,24 +145,29 @@ def _history(dialect: str) -> list[Message]:
     """A conversation with a prior assistant turn (reasoning kept verbatim, text, two tool calls)
     and its tool results, one with an image."""
     stored = {
-        "responses": {"responses/rs_1": {"summary": [{"type": "summary_text", "text": "plan"}],
-                                         "encrypted_content": "ENC1"}},
+        "responses": {"responses/rs_1": {"summary": [{"type": "summary_text", "text": "plan"}], "encrypted_content": "ENC1"}},
         "anthropic-messages": {"anthropic-messages/0": {"type": "thinking", "thinking": "plan", "signature": "SIG1"}},
         "chat-completions": None,
     }[dialect]
     image = ImagePart(mime_type="image/png", data_base64="iVBORw0KGgo=")
     return [
         Message(role="user", parts=[TextPart(text="look at a and b")]),
-        Message(role="assistant", parts=[
-            ReasoningPart(summary="plan", provider_data=stored),
-            TextPart(text="Looking."),
-            ToolCallPart(call_id="call_a", name="bash", arguments={"command": "cat a"}),
-            ToolCallPart(call_id="call_b", name="bash", arguments={"command": "cat b"}),
-        ]),
-        Message(role="tool", parts=[
-            ToolResultPart(call_id="call_a", name="bash", text="A!"),
-            ToolResultPart(call_id="call_b", name="bash", text="no such file", is_error=True, images=[image]),
-        ]),
+        Message(
+            role="assistant",
+            parts=[
+                ReasoningPart(summary="plan", provider_data=stored),
+                TextPart(text="Looking."),
+                ToolCallPart(call_id="call_a", name="bash", arguments={"command": "cat a"}),
+                ToolCallPart(call_id="call_b", name="bash", arguments={"command": "cat b"}),
+            ],
+        ),
+        Message(
+            role="tool",
+            parts=[
+                ToolResultPart(call_id="call_a", name="bash", text="A!"),
+                ToolResultPart(call_id="call_b", name="bash", text="no such file", is_error=True, images=[image]),
+            ],
+        ),
     ]
 
 
@@ -152,13 +177,20 @@ async def test_history_is_reencoded_for_chat_completions() -> None:
         await collect(engine, make_request().model_copy(update={"messages": _history("chat-completions")}))
         await engine.aclose()
     messages = server.calls[0].json["messages"]
-    assert messages[2] == {"role": "assistant", "content": "Looking.", "tool_calls": [
-        {"id": "call_a", "type": "function", "function": {"name": "bash", "arguments": '{"command":"cat a"}'}},
-        {"id": "call_b", "type": "function", "function": {"name": "bash", "arguments": '{"command":"cat b"}'}}]}
+    assert messages[2] == {
+        "role": "assistant",
+        "content": "Looking.",
+        "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "bash", "arguments": '{"command":"cat a"}'}},
+            {"id": "call_b", "type": "function", "function": {"name": "bash", "arguments": '{"command":"cat b"}'}},
+        ],
+    }
     assert messages[3] == {"role": "tool", "tool_call_id": "call_a", "content": "A!"}
     assert messages[4] == {"role": "tool", "tool_call_id": "call_b", "content": "no such file"}
     assert messages[5]["role"] == "user" and messages[5]["content"][1] == {
-        "type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
+    }
 
 
 async def test_history_is_reencoded_for_responses() -> None:
@@ -169,20 +201,27 @@ async def test_history_is_reencoded_for_responses() -> None:
         await engine.aclose()
     assert all(i.get("type") != "reasoning" for i in server.calls[1].json["input"])  # not to a non-reasoning model
     items = server.calls[0].json["input"]
-    assert items[1] == {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "plan"}],
-                        "encrypted_content": "ENC1"}
+    assert items[1] == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "plan"}],
+        "encrypted_content": "ENC1",
+    }
     assert items[2] == {"role": "assistant", "content": "Looking."}
     assert items[3] == {"type": "function_call", "call_id": "call_a", "name": "bash", "arguments": '{"command":"cat a"}'}
     assert items[5] == {"type": "function_call_output", "call_id": "call_a", "output": "A!"}
     assert items[6]["call_id"] == "call_b" and items[6]["output"][1] == {
-        "type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}
+        "type": "input_image",
+        "image_url": "data:image/png;base64,iVBORw0KGgo=",
+    }
 
 
 async def test_history_is_reencoded_for_anthropic() -> None:
     async with FakeModelServer([{"text": "ok"}, {"text": "ok"}]) as server:
         engine = make_engine("anthropic-messages", server.base_url)
         request = make_request(model="claude-sonnet-4-6", reasoning_effort="low").model_copy(
-            update={"messages": [*_history("anthropic-messages"), Message(role="user", parts=[TextPart(text="and?")])]})
+            update={"messages": [*_history("anthropic-messages"), Message(role="user", parts=[TextPart(text="and?")])]}
+        )
         await collect(engine, request)
         await collect(engine, request.model_copy(update={"reasoning_effort": None}))
         await engine.aclose()
@@ -210,8 +249,12 @@ async def test_reasoning_comes_back_with_what_the_next_request_needs(dialect: st
         await engine.aclose()
     stored = {k: v for e in events if isinstance(e, ReasoningDelta) and e.provider_data for k, v in e.provider_data.items()}
     if dialect == "responses":
-        assert stored == {"responses/rs_fake1": {"summary": [{"type": "summary_text", "text": "think"}],
-                                                 "encrypted_content": "gAAAA-encrypted-1"}}
+        assert stored == {
+            "responses/rs_fake1": {
+                "summary": [{"type": "summary_text", "text": "think"}],
+                "encrypted_content": "gAAAA-encrypted-1",
+            }
+        }
     elif dialect == "anthropic-messages":
         assert stored == {"anthropic-messages/0": {"type": "thinking", "thinking": "think", "signature": "EqQBsig1=="}}
     else:

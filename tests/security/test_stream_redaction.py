@@ -24,8 +24,15 @@ from tests.core.harness import call, make_runtime
 KEY = "Zq9xTt4Lm2Pp8Rr1Vv6Nn3"  # no token format: only knowing the value can catch it
 STORED = "sk-or-v1-" + "k7" * 20
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIabc\ndef\n-----END RSA PRIVATE KEY-----"
-TOKENS = ["ghp_" + "A" * 36, "AKIA" + "B" * 16, "sk-ant-" + "c" * 25, "xoxb-1234567890ab", "AIza" + "d" * 35,
-          "github_pat_" + "E" * 40, PEM]
+TOKENS = [
+    "ghp_" + "A" * 36,
+    "AKIA" + "B" * 16,
+    "sk-ant-" + "c" * 25,
+    "xoxb-1234567890ab",
+    "AIza" + "d" * 35,
+    "github_pat_" + "E" * 40,
+    PEM,
+]
 #: What must never be shown: the values, and the secret part of every token (after its start).
 NEVER = [KEY, STORED, "A" * 36, "B" * 16, "c" * 25, "1234567890ab", "d" * 35, "E" * 40, "MIIabc"]
 #: A token split inside its start ("s" | "k-ant-...") shows the start's first characters before
@@ -160,10 +167,15 @@ async def test_runtime_deltas_checkpoints_and_tool_output_never_show_a_secret(
     monkeypatch.setattr(turn_module, "CHECKPOINT_MIN_SECONDS", 0.0)  # a snapshot at every delta
     monkeypatch.setattr(turn_module, "CHECKPOINT_MAX_SECONDS", 0.0)
     text = f"Your key is {KEY} and the stored one is {STORED}; both again: {KEY}{STORED}. Bye."
-    runtime = make_runtime(workspace, [
-        {"reasoning": f"think {KEY} over", "text": text, "chunk_size": 4, "tool_calls": [call("halves")]},
-        {"text": f"ends with half a key {KEY[:8]}", "chunk_size": 3},
-    ], tools=[HalvesTool()], redactor=redactor())
+    runtime = make_runtime(
+        workspace,
+        [
+            {"reasoning": f"think {KEY} over", "text": text, "chunk_size": 4, "tool_calls": [call("halves")]},
+            {"text": f"ends with half a key {KEY[:8]}", "chunk_size": 3},
+        ],
+        tools=[HalvesTool()],
+        redactor=redactor(),
+    )
     thread = await runtime.start_thread()
     queue = runtime.bus.subscribe()  # not read until the turn is over: transports lag like this
     turn = await runtime.run_turn(thread.id, "go")
@@ -202,8 +214,7 @@ async def test_runtime_deltas_checkpoints_and_tool_output_never_show_a_secret(
 
 
 async def test_an_interrupted_stream_still_shows_its_held_end_redacted(workspace: Path) -> None:
-    runtime = make_runtime(workspace, [{"text": f"partial {KEY[:12]}", "chunk_size": 4, "delay_ms": 30}],
-                           redactor=redactor())
+    runtime = make_runtime(workspace, [{"text": f"partial {KEY[:12]}", "chunk_size": 4, "delay_ms": 30}], redactor=redactor())
     thread = await runtime.start_thread()
     shown: list[str] = []
     runtime.bus.add_listener(lambda e: shown.append(e.delta) if isinstance(e, AgentMessageDelta) else None)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-TOOLS_EXTENSION = '''
+TOOLS_EXTENSION = """
 from roder_core import (EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService,
                         RoderExtension, Tool, ToolResult)
 from roder_core.ir import FileChange, FileChangeItem
@@ -114,7 +114,7 @@ class TestTools(RoderExtension):
 
 def create(host):
     return TestTools()
-'''
+"""
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -141,7 +141,11 @@ def roder_command(*args: str) -> list[str]:
 def start_app_server(workspace: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         roder_command("app-server", "--provider", "mock", "--trust", *args),
-        cwd=workspace, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=workspace,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -190,6 +194,7 @@ class RpcPeer:
 
     async def next_notification(self, method: str, timeout: float = 30, **match: Any) -> dict[str, Any]:
         """Params of the next notification with this method (and matching params)."""
+
         async def find() -> dict[str, Any]:
             while True:
                 message = await self.notifications.get()
@@ -211,8 +216,12 @@ class PipePeer(RpcPeer):
     @classmethod
     async def start(cls, workspace: Path, env: dict[str, str], *args: str) -> PipePeer:
         proc = await asyncio.create_subprocess_exec(
-            *roder_command("app-server", "--provider", "mock", "--trust", *args), cwd=workspace, env=env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *roder_command("app-server", "--provider", "mock", "--trust", *args),
+            cwd=workspace,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             limit=64 * 1024 * 1024,
         )
         return cls(proc)
@@ -246,11 +255,13 @@ class RemoteServer:
         self.proc, self.url, self.banner = proc, url, banner
 
     @classmethod
-    async def start(cls, workspace: Path, env: dict[str, str], *args: str,
-                    listen: str = "ws://127.0.0.1:0") -> RemoteServer:
+    async def start(cls, workspace: Path, env: dict[str, str], *args: str, listen: str = "ws://127.0.0.1:0") -> RemoteServer:
         proc = await asyncio.create_subprocess_exec(
             *roder_command("app-server", "--provider", "mock", "--trust", "--remote", "--listen", listen, *args),
-            cwd=workspace, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            cwd=workspace,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
         server = cls(proc, "", "")
@@ -294,8 +305,13 @@ class WsPeer(RpcPeer):
             headers["Authorization"] = f"Bearer {token}"
         elif token is not None:
             subprotocols.append(f"bearer.{token}")
-        socket = await connect(url, subprotocols=subprotocols, additional_headers=headers,  # type: ignore[arg-type]
-                               max_size=64 * 1024 * 1024, **kwargs)
+        socket = await connect(
+            url,
+            subprotocols=subprotocols,
+            additional_headers=headers,  # type: ignore[arg-type]
+            max_size=64 * 1024 * 1024,
+            **kwargs,
+        )
         return cls(socket)
 
     async def _read(self) -> None:

@@ -109,8 +109,9 @@ async def test_user_input_round_trip(tmp_path: Path) -> None:
         pending = (await client.session_get()).pending_user_inputs
         assert [p.request_id for p in pending] == [asked.request_id]
         await expect_error(INVALID_PARAMS, client.request("session/resolve_user_input", {"requestId": "nope"}))
-        resolved = await client.request("session/resolve_user_input",
-                                        {"requestId": asked.request_id, "answers": {"choice": "blue"}})
+        resolved = await client.request(
+            "session/resolve_user_input", {"requestId": asked.request_id, "answers": {"choice": "blue"}}
+        )
         assert resolved.resolved
         await wait_for(events, "turn/completed", thread_id=thread.id)
         items = (await client.thread_read(thread.id)).thread.turns[0].items
@@ -127,8 +128,9 @@ async def test_exit_plan_switches_mode(tmp_path: Path) -> None:
         review = await wait_for(events, "approval/requested")
         assert review.request.tool == "exit_plan"
         await expect_error(INVALID_PARAMS, client.request("session/exit_plan", {"requestId": "x", "approved": True}))
-        await client.request("session/exit_plan", {"requestId": review.request.approval_id, "approved": True,
-                                                   "mode": "auto-edit"})
+        await client.request(
+            "session/exit_plan", {"requestId": review.request.approval_id, "approved": True, "mode": "auto-edit"}
+        )
         await wait_for(events, "turn/completed", thread_id=thread.id)
         assert (await client.session_get()).mode == "auto-edit"
 
@@ -163,17 +165,22 @@ async def test_direct_tool_calls_follow_policy(tmp_path: Path) -> None:
         written = await client.request("tools/call", {"toolName": "write_note", "arguments": {"path": "n.txt", "text": "t"}})
         assert not written.is_error and (workspace / "n.txt").read_text() == "t"
         await client.session_set_mode("plan")
-        err = await expect_error(POLICY_DENIED, client.request(
-            "tools/call", {"toolName": "write_note", "arguments": {"path": "m.txt", "text": "t"}}))
+        err = await expect_error(
+            POLICY_DENIED, client.request("tools/call", {"toolName": "write_note", "arguments": {"path": "m.txt", "text": "t"}})
+        )
         assert "plan" in err.message and not (workspace / "m.txt").exists()
         await expect_error(INVALID_PARAMS, client.request("tools/call", {"toolName": "nope"}))
 
 
 async def test_hunks_and_workspace_changes(tmp_path: Path) -> None:
-    client, workspace = start(tmp_path, [
-        {"tool_calls": [call("edit", path="code.py", old_string="b = 2", new_string="b = 20")]},
-        {"text": "edited"},
-    ], mode="bypass")
+    client, workspace = start(
+        tmp_path,
+        [
+            {"tool_calls": [call("edit", path="code.py", old_string="b = 2", new_string="b = 20")]},
+            {"text": "edited"},
+        ],
+        mode="bypass",
+    )
     (workspace / "code.py").write_text("a = 1\nb = 2\nc = 3\n")
     async with client:
         thread_id, turn = await run_turn(client, "change b")
@@ -217,29 +224,38 @@ async def test_git_changes_mark_binary_files(tmp_path: Path) -> None:
 
 async def test_provider_and_settings_changes_persist_with_comments(tmp_path: Path) -> None:
     config_file = Path(os.environ["RODER_HOME"]) / "config.toml"
-    config_file.write_text("# my settings\nmode = \"ask\"\n")
+    config_file.write_text('# my settings\nmode = "ask"\n')
     client, _ = start(tmp_path)
     async with client:
-        selected = await client.request("providers/select", {"provider": "mock", "model": "mock-large",
-                                                             "reasoning": "high"})
+        selected = await client.request("providers/select", {"provider": "mock", "model": "mock-large", "reasoning": "high"})
         assert (selected.model, selected.reasoning, selected.persisted) == ("mock-large", "high", True)
         assert (await client.thread_start()).thread.model == "mock-large"
         settings = await client.request("settings/set_web_search", {"mode": "auto"})
         assert settings.web_search == "auto"
         settings = await client.request("settings/set_default_mode", {"mode": "auto-edit"})
         assert settings.default_mode == "auto-edit" and settings.mode == "ask"
-        await client.request("providers/configure", {"provider": "openrouter", "apiKeyEnv": "OPENROUTER_API_KEY",
-                                                     "baseUrl": "https://openrouter.ai/api/v1"})
+        await client.request(
+            "providers/configure",
+            {"provider": "openrouter", "apiKeyEnv": "OPENROUTER_API_KEY", "baseUrl": "https://openrouter.ai/api/v1"},
+        )
         stored = await client.request("providers/configure", {"provider": "openrouter", "api_key": "sk-test"})
         assert stored.key_stored and stored.auth_source == "stored" and not stored.restart_required
-        refused = await expect_error(INVALID_PARAMS, client.request(
-            "providers/configure", {"provider": "openrouter", "apiKey": "two words"}))
+        refused = await expect_error(
+            INVALID_PARAMS, client.request("providers/configure", {"provider": "openrouter", "apiKey": "two words"})
+        )
         assert "two words" not in refused.message
         await expect_error(INVALID_PARAMS, client.request("providers/configure", {"provider": "x"}))
         await expect_error(INVALID_PARAMS, client.request("settings/set_web_search", {"mode": "sometimes"}))
     text = config_file.read_text()
     assert text.startswith("# my settings")
-    for line in ('provider = "mock"', 'model = "mock-large"', 'reasoning_effort = "high"', 'web_search = "auto"',
-                 'mode = "auto-edit"', 'api_key_env = "OPENROUTER_API_KEY"', "[providers.openrouter]"):
+    for line in (
+        'provider = "mock"',
+        'model = "mock-large"',
+        'reasoning_effort = "high"',
+        'web_search = "auto"',
+        'mode = "auto-edit"',
+        'api_key_env = "OPENROUTER_API_KEY"',
+        "[providers.openrouter]",
+    ):
         assert line in text, line
     assert "sk-test" not in text

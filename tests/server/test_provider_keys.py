@@ -66,9 +66,7 @@ async def wait_completed(events: Any, thread_id: str) -> Any:
 
 
 @pytest.mark.parametrize("provider", sorted(HEADERS))
-async def test_configure_key_in_process_then_turn_sends_it(
-    provider: str, roder_home: Path, workspace: Path
-) -> None:
+async def test_configure_key_in_process_then_turn_sends_it(provider: str, roder_home: Path, workspace: Path) -> None:
     async with FakeModelServer(echoing_steps()) as server:
         point_at(roder_home, provider, server.base_url)
         client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", trust=False, env=dict(os.environ)))
@@ -76,8 +74,14 @@ async def test_configure_key_in_process_then_turn_sends_it(
             before = {p.id: p for p in (await client.providers_list()).providers}[provider]
             assert before.auth_configured is False and before.auth_source is None
             result = await client.request("providers/configure", {"provider": provider, "apiKey": KEY})
-            assert result.wire() == {"provider": provider, "persisted": True, "restartRequired": False,
-                                     "keyStored": True, "authSource": "stored", "warnings": []}
+            assert result.wire() == {
+                "provider": provider,
+                "persisted": True,
+                "restartRequired": False,
+                "keyStored": True,
+                "authSource": "stored",
+                "warnings": [],
+            }
             listing = await client.providers_list()
             after = {p.id: p for p in listing.providers}[provider]
             assert after.auth_configured is True and after.auth_source == "stored"
@@ -103,14 +107,17 @@ async def test_env_key_wins_and_empty_key_logs_out(roder_home: Path, workspace: 
     async with client:
         result = await client.request("providers/configure", {"provider": "openrouter", "api_key": KEY})
         assert result.key_stored and result.auth_source == "env"
-        assert result.warnings == ["OPENROUTER_API_KEY is set in the server's environment and takes precedence "
-                                   "over the stored key"]
+        assert result.warnings == [
+            "OPENROUTER_API_KEY is set in the server's environment and takes precedence over the stored key"
+        ]
         removed = await client.request("providers/configure", {"provider": "openrouter", "apiKey": ""})
         assert not removed.key_stored and removed.auth_source == "env"
-        for bad, why in (({"provider": "nowhere", "apiKey": KEY}, "unknown provider"),
-                         ({"provider": "mock", "apiKey": KEY}, "mock"),
-                         ({"provider": "openrouter", "apiKey": "a\nb", "defaultModel": "m"}, "control characters"),
-                         ({"provider": "openrouter", "apiKey": 12345678}, "apiKey")):
+        for bad, why in (
+            ({"provider": "nowhere", "apiKey": KEY}, "unknown provider"),
+            ({"provider": "mock", "apiKey": KEY}, "mock"),
+            ({"provider": "openrouter", "apiKey": "a\nb", "defaultModel": "m"}, "control characters"),
+            ({"provider": "openrouter", "apiKey": 12345678}, "apiKey"),
+        ):
             with pytest.raises(RpcError) as raised:
                 await client.request("providers/configure", bad)
             assert raised.value.code == INVALID_PARAMS and why in raised.value.message, raised.value.message
@@ -122,8 +129,9 @@ async def test_env_key_wins_and_empty_key_logs_out(roder_home: Path, workspace: 
 
 
 async def test_without_persistence_the_key_is_refused(roder_home: Path, workspace: Path) -> None:
-    client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", trust=False, env=dict(os.environ)),
-                                  persist_config=False)
+    client = LocalAppClient.start(
+        StartSettings(cwd=workspace, provider="mock", trust=False, env=dict(os.environ)), persist_config=False
+    )
     async with client:
         with pytest.raises(RpcError) as raised:
             await client.request("providers/configure", {"provider": "openrouter", "apiKey": KEY})

@@ -52,8 +52,7 @@ def make_runtime(
         builder.install(extension)
     runtime = Runtime(
         builder.build(),
-        RuntimeOptions(cwd=workspace, paths=paths, config=config or RoderConfig(), mode=mode, provider="mock",
-                       interactive=False),
+        RuntimeOptions(cwd=workspace, paths=paths, config=config or RoderConfig(), mode=mode, provider="mock", interactive=False),
     )
     return runtime, engine
 

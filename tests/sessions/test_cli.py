@@ -72,8 +72,7 @@ def test_continue_resume_and_the_whole_sessions_family(
     assert "Forked from: `" + thread_id in out_file.read_text()
     trajectory = _json(capsys, "sessions", "export", thread_id, "--format", "json")
     assert trajectory["schema"] == "roder.trajectory/1" and len(trajectory["turns"]) == 3
-    assert trajectory["turns"][0]["steps"][0] == {**trajectory["turns"][0]["steps"][0], "type": "user",
-                                                   "text": "first question"}
+    assert trajectory["turns"][0]["steps"][0] == {**trajectory["turns"][0]["steps"][0], "type": "user", "text": "first question"}
     assert all("at" in step for turn in trajectory["turns"] for step in turn["steps"])
     assert trajectory["turns"][0]["calls"][0]["usage"]["outputTokens"] > 0
 
@@ -106,11 +105,15 @@ def test_replay_reruns_user_turns_and_reports_differences(
     thread_id = json.loads(out)["thread_id"]
     _script(tmp_path, monkeypatch, [{"text": "Four."}])
     _ask(capsys, "-c", "2+2?")
-    _script(tmp_path, monkeypatch, [
-        {"text": "Paris."},
-        {"text": "Let me compute.", "tool_calls": [{"name": "memory_search", "arguments": {"query": "math"}}]},
-        {"text": "It is 4."},
-    ])
+    _script(
+        tmp_path,
+        monkeypatch,
+        [
+            {"text": "Paris."},
+            {"text": "Let me compute.", "tool_calls": [{"name": "memory_search", "arguments": {"query": "math"}}]},
+            {"text": "It is 4."},
+        ],
+    )
     report = _json(capsys, "replay", thread_id, "--provider", "mock", "--model", "mock-large", "--json")
     assert report["source"] == thread_id and report["model"] == "mock-large" and report["differ"] == 1
     first, second = report["turns"]

@@ -87,8 +87,9 @@ class Extras(RoderExtension):
     def manifest(self) -> ExtensionManifest:
         provides = [ProvidedService.ToolProvider("compaction-test-tools")]
         provides += [ProvidedService.Hook(h.id()) for h in self.hooks]
-        return ExtensionManifest(id="compaction-test", name="t", version="0.1.0", api_version=EXTENSION_API_VERSION,
-                                 provides=provides)
+        return ExtensionManifest(
+            id="compaction-test", name="t", version="0.1.0", api_version=EXTENSION_API_VERSION, provides=provides
+        )
 
     def install(self, registry: Any) -> None:
         tools = self.tools
@@ -115,16 +116,16 @@ def _prompt(n: int) -> str:
 
 def test_cuts_never_separate_a_call_from_its_result_or_split_an_assistant_message() -> None:
     items = [
-        UserMessageItem(text="u"),                                    # 0
-        ToolCallItem(call_id="a", name="read"),                       # 1 safe (starts the assistant message)
-        ToolResultItem(call_id="a", name="read", text="r"),           # 2
-        ReasoningItem(text="think"),                                  # 3 safe
-        ToolCallItem(call_id="b", name="read"),                       # 4 same assistant message as 3
-        ToolCallItem(call_id="c", name="read"),                       # 5
-        ToolResultItem(call_id="b", name="read", text="r"),           # 6
-        ToolResultItem(call_id="c", name="read", text="r"),           # 7
-        AgentMessageItem(text="done"),                                # 8 safe
-        UserMessageItem(text="next"),                                 # 9 safe
+        UserMessageItem(text="u"),  # 0
+        ToolCallItem(call_id="a", name="read"),  # 1 safe (starts the assistant message)
+        ToolResultItem(call_id="a", name="read", text="r"),  # 2
+        ReasoningItem(text="think"),  # 3 safe
+        ToolCallItem(call_id="b", name="read"),  # 4 same assistant message as 3
+        ToolCallItem(call_id="c", name="read"),  # 5
+        ToolResultItem(call_id="b", name="read", text="r"),  # 6
+        ToolResultItem(call_id="c", name="read", text="r"),  # 7
+        AgentMessageItem(text="done"),  # 8 safe
+        UserMessageItem(text="next"),  # 9 safe
     ]
     assert safe_cut_points(items) == [1, 3, 8, 9]
 
@@ -139,8 +140,7 @@ def _histories(draw: st.DrawFn) -> list:
             for c in range(calls):
                 items.append(ToolCallItem(call_id=f"{turn}.{round_}.{c}", name="read", arguments={"path": "p"}))
             for c in range(calls):
-                items.append(ToolResultItem(call_id=f"{turn}.{round_}.{c}", name="read",
-                                            text="y" * draw(st.integers(0, 2_000))))
+                items.append(ToolResultItem(call_id=f"{turn}.{round_}.{c}", name="read", text="y" * draw(st.integers(0, 2_000))))
         items.append(AgentMessageItem(text="a" * draw(st.integers(0, 300))))
     return items
 

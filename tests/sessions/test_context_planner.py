@@ -51,8 +51,14 @@ def test_blocks_are_ordered_by_priority_and_droppable_ones_go_first_when_too_big
 
 
 def test_old_tool_outputs_are_shortened_first_and_the_running_turn_never() -> None:
-    items = [UserMessageItem(text="first task"), *_tool_round(1, 8_000), *_tool_round(2, 8_000),
-             AgentMessageItem(text="done"), UserMessageItem(text="second task"), *_tool_round(3, 8_000)]
+    items = [
+        UserMessageItem(text="first task"),
+        *_tool_round(1, 8_000),
+        *_tool_round(2, 8_000),
+        AgentMessageItem(text="done"),
+        UserMessageItem(text="second task"),
+        *_tool_round(3, 8_000),
+    ]
     messages, turn_start = conversation(items, items[6].id)
     assert messages[turn_start].text() == "second task"
     model = ModelProfile(id="m", context_window=4_000)

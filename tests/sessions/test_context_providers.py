@@ -18,9 +18,20 @@ from .harness import make_runtime
 
 
 def _git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(cwd)})
+    subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "PATH": "/usr/bin:/bin:/usr/local/bin",
+            "HOME": str(cwd),
+        },
+    )
 
 
 def test_instruction_files_go_from_global_to_root_to_the_working_directory(tmp_path: Path) -> None:
@@ -61,7 +72,8 @@ async def test_project_block_quotes_each_file_and_cuts_runaway_ones(tmp_path: Pa
 
 def test_git_status_lines_become_one_sentence() -> None:
     assert describe_git_status("## main...origin/main [ahead 2]\n M a.py\n?? b.py\n") == (
-        "branch main, tracking origin/main [ahead 2]; 2 uncommitted change(s)")
+        "branch main, tracking origin/main [ahead 2]; 2 uncommitted change(s)"
+    )
     assert describe_git_status("## No commits yet on main\n") == "branch main (no commits yet); clean working tree"
     assert describe_git_status("## HEAD (no branch)\n") == "detached HEAD; clean working tree"
 

@@ -49,8 +49,12 @@ async def test_concurrent_processes_share_one_index(workspace: Path, tmp_path: P
         for path in directory.glob("*.jsonl"):
             shutil.copy2(path, copy / path.name)
     workers = [
-        subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path / "copies"), str(rounds), "6"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tmp_path / "copies"), str(rounds), "6"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(6)
     ]
     failures = []

@@ -60,8 +60,10 @@ async def test_first_turn_writes_header_then_every_event(workspace: Path) -> Non
 
 
 async def test_loaded_thread_equals_the_live_one(workspace: Path) -> None:
-    script = [{"text": "looking", "tool_calls": [{"name": "memory_search", "arguments": {"query": "x"}}]},
-              {"reasoning": "hmm", "text": "done"}]
+    script = [
+        {"text": "looking", "tool_calls": [{"name": "memory_search", "arguments": {"query": "x"}}]},
+        {"reasoning": "hmm", "text": "done"},
+    ]
     from roder_ext_memory import MemoryExtension
 
     runtime, _ = make_runtime(workspace, script, extensions=[MemoryExtension(RoderPaths.from_env().data_dir, workspace)])
@@ -349,8 +351,11 @@ async def test_custom_state_is_saved_versioned_forked_and_never_sent_to_the_mode
 
 async def test_tool_steps_survive_a_resume_in_order(workspace: Path) -> None:
     """Resume keeps tool calls and results (a peer's users lost them), and the next request is valid."""
-    script = [{"text": "look", "tool_calls": [{"name": "memory_search", "arguments": {"query": "x"}}]},
-              {"text": "done"}, {"text": "again"}]
+    script = [
+        {"text": "look", "tool_calls": [{"name": "memory_search", "arguments": {"query": "x"}}]},
+        {"text": "done"},
+        {"text": "again"},
+    ]
     from roder_ext_memory import MemoryExtension
 
     ext = MemoryExtension(RoderPaths.from_env().data_dir, workspace)

@@ -96,8 +96,11 @@ def test_manifest_matches_what_is_installed(workspace: Path, tmp_path: Path) -> 
     builder = ExtensionRegistryBuilder()
     builder.install(MemoryExtension(tmp_path / "memory", workspace))
     registry = builder.build()
-    assert {ProvidedService.MemoryStore("sqlite-memory"), ProvidedService.ContextProvider("memory-context"),
-            ProvidedService.ToolProvider("memory-tools")} <= registry.provided_services()
+    assert {
+        ProvidedService.MemoryStore("sqlite-memory"),
+        ProvidedService.ContextProvider("memory-context"),
+        ProvidedService.ToolProvider("memory-tools"),
+    } <= registry.provided_services()
     assert {"memory_save", "memory_search"} <= set(registry.tool_registry().names())
     factory = registry.memory_stores[0]
     assert isinstance(factory, SqliteMemoryStoreFactory)
@@ -108,8 +111,11 @@ def test_manifest_matches_what_is_installed(workspace: Path, tmp_path: Path) -> 
 async def test_the_agent_saves_then_recalls_a_memory_in_later_turns(workspace: Path) -> None:
     data_dir = RoderPaths.from_env().data_dir
     script = [
-        {"tool_calls": [{"name": "memory_save",
-                         "arguments": {"text": "The staging database is called wombat-db", "tags": ["db"]}}]},
+        {
+            "tool_calls": [
+                {"name": "memory_save", "arguments": {"text": "The staging database is called wombat-db", "tags": ["db"]}}
+            ]
+        },
         {"text": "Saved."},
         {"tool_calls": [{"name": "memory_search", "arguments": {"query": "staging database"}}]},
         {"text": "It is wombat-db."},
@@ -131,8 +137,7 @@ async def test_the_agent_saves_then_recalls_a_memory_in_later_turns(workspace: P
 
 async def test_memory_save_keeps_secrets_out(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data_dir = RoderPaths.from_env().data_dir
-    script = [{"tool_calls": [{"name": "memory_save", "arguments": {"text": "the key is sk-live-123456789"}}]},
-              {"text": "ok"}]
+    script = [{"tool_calls": [{"name": "memory_save", "arguments": {"text": "the key is sk-live-123456789"}}]}, {"text": "ok"}]
     runtime, _ = make_runtime(workspace, script, extensions=[MemoryExtension(data_dir / "memory", workspace)])
     runtime.redact = lambda text: text.replace("sk-live-123456789", "[redacted]")
     thread = await runtime.start_thread()

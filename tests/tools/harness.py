@@ -38,19 +38,34 @@ def make_brokers(
     env = dict(os.environ if env is None else env)
     fs = WorkspaceFileSystem(workspace, capabilities=capabilities, audit=audit)
     process = HostProcessBroker(
-        fs, sandbox=sandbox_status(sandbox), spill_dir=cache / "spill", quarantine_dir=cache / "quarantine",
-        capabilities=capabilities, env=env, limits=limits, default_timeout=timeout, audit=audit,
+        fs,
+        sandbox=sandbox_status(sandbox),
+        spill_dir=cache / "spill",
+        quarantine_dir=cache / "quarantine",
+        capabilities=capabilities,
+        env=env,
+        limits=limits,
+        default_timeout=timeout,
+        audit=audit,
     )
     network = AllowlistNetworkBroker(allow or [], capabilities=capabilities, audit=audit)
-    return Brokers(fs=fs, process=process, network=network,
-                   secrets=EnvSecretBroker(SecretRedactor.from_env(env), env, capabilities))
+    return Brokers(
+        fs=fs, process=process, network=network, secrets=EnvSecretBroker(SecretRedactor.from_env(env), env, capabilities)
+    )
 
 
-def context(workspace: Path, brokers: Brokers, *, images: bool = True, deadline: float | None = None,
-            output: list[str] | None = None) -> ToolExecutionContext:
+def context(
+    workspace: Path, brokers: Brokers, *, images: bool = True, deadline: float | None = None, output: list[str] | None = None
+) -> ToolExecutionContext:
     return ToolExecutionContext(
-        thread_id="thr_test", turn_id="turn_test", call_id="call_test", workspace=workspace, mode="bypass",
-        brokers=brokers, model=ModelProfile(id="m", images=images), deadline=deadline,
+        thread_id="thr_test",
+        turn_id="turn_test",
+        call_id="call_test",
+        workspace=workspace,
+        mode="bypass",
+        brokers=brokers,
+        model=ModelProfile(id="m", images=images),
+        deadline=deadline,
         emit_output=(output.append if output is not None else (lambda _t: None)),
     )
 
@@ -79,8 +94,13 @@ def start(
         ("coding tools", coding_tools.create),
     ]
     settings = StartSettings(
-        cwd=workspace, provider="mock", mode=mode, sandbox=sandbox, interactive=interactive,
-        env=dict(os.environ if env is None else env), trust=trust,
+        cwd=workspace,
+        provider="mock",
+        mode=mode,
+        sandbox=sandbox,
+        interactive=interactive,
+        env=dict(os.environ if env is None else env),
+        trust=trust,
     )
     return start_runtime(settings, factories)
 

@@ -52,9 +52,14 @@ async def test_failing_hunk_changes_nothing(workspace: Path, tmp_path: Path) -> 
     (workspace / "a.txt").write_text("one\n")
     (workspace / "b.txt").write_text("two\n")
     text = patch(
-        "*** Update File: a.txt", "-one", "+ONE",
-        "*** Update File: b.txt", "-three", "+THREE",
-        "*** Add File: c.txt", "+c",
+        "*** Update File: a.txt",
+        "-one",
+        "+ONE",
+        "*** Update File: b.txt",
+        "-three",
+        "+THREE",
+        "*** Add File: c.txt",
+        "+c",
     )
     result = await run_tool(ApplyPatchTool(), ctx_for(workspace, tmp_path), patch=text)
     assert result.is_error and "b.txt, hunk 1" in result.text
@@ -116,15 +121,15 @@ async def test_add_existing_and_duplicate_paths_refused(workspace: Path, tmp_pat
     ctx = ctx_for(workspace, tmp_path)
     exists = await run_tool(ApplyPatchTool(), ctx, patch=patch("*** Add File: a.txt", "+b"))
     assert exists.is_error and "already exists" in exists.text
-    twice = await run_tool(ApplyPatchTool(), ctx, patch=patch(
-        "*** Update File: a.txt", "-a", "+b", "*** Delete File: a.txt"))
+    twice = await run_tool(ApplyPatchTool(), ctx, patch=patch("*** Update File: a.txt", "-a", "+b", "*** Delete File: a.txt"))
     assert twice.is_error and "twice" in twice.text
     assert (workspace / "a.txt").read_text() == "a\n"
 
 
 async def test_crlf_file_keeps_line_endings(workspace: Path, tmp_path: Path) -> None:
     (workspace / "w.txt").write_bytes(b"a\r\nb\r\n")
-    result = await run_tool(ApplyPatchTool(), ctx_for(workspace, tmp_path),
-                            patch=patch("*** Update File: w.txt", " a", "-b", "+c"))
+    result = await run_tool(
+        ApplyPatchTool(), ctx_for(workspace, tmp_path), patch=patch("*** Update File: w.txt", " a", "-b", "+c")
+    )
     assert not result.is_error
     assert (workspace / "w.txt").read_bytes() == b"a\r\nc\r\n"

@@ -64,10 +64,12 @@ async def test_bash_respects_the_turn_deadline(workspace: Path, tmp_path: Path) 
 
 
 def test_bash_policy_subjects_split_commands_and_redirects(workspace: Path) -> None:
-    subjects = BashTool().policy_subjects({"command": "git status && echo x > out.txt | tee log", "workdir": "sub"},
-                                          workspace)
+    subjects = BashTool().policy_subjects({"command": "git status && echo x > out.txt | tee log", "workdir": "sub"}, workspace)
     assert [(s.kind, s.value) for s in subjects] == [
-        ("command", "git status"), ("command", "echo x"), ("command", "tee log"), ("path", "sub/out.txt"),
+        ("command", "git status"),
+        ("command", "echo x"),
+        ("command", "tee log"),
+        ("path", "sub/out.txt"),
     ]
 
 
@@ -178,8 +180,9 @@ async def test_web_fetch_allowed_and_refused(workspace: Path, tmp_path: Path, si
     closed = context(workspace, make_brokers(workspace, tmp_path / "c", allow=[]))
     refused = await run_tool(WebFetchTool(), closed, url=f"{site}/docs")
     assert refused.is_error and refused.text.startswith("refused:") and "[network] allow" in refused.text
-    no_cap = context(workspace, make_brokers(workspace, tmp_path / "c", allow=["*"],
-                                             capabilities=frozenset({"fs.read.workspace"})))
+    no_cap = context(
+        workspace, make_brokers(workspace, tmp_path / "c", allow=["*"], capabilities=frozenset({"fs.read.workspace"}))
+    )
     assert "network.web" in (await run_tool(WebFetchTool(), no_cap, url=f"{site}/docs")).text
     bad = await run_tool(WebFetchTool(), allowed, url="docs.python.org")
     assert bad.is_error and "include http" in bad.text

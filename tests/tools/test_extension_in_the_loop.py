@@ -24,8 +24,7 @@ def test_manifests_and_tools(workspace: Path) -> None:
     dist = build_distribution(host, [("tools", coding_tools.create)])
     manifest = dist.registry.manifest("roder-ext-builtin-coding-tools")
     assert manifest is not None
-    assert [c.id for c in manifest.required_capabilities] == ["fs.read.workspace", "fs.write.workspace",
-                                                             "process.spawn.shell"]
+    assert [c.id for c in manifest.required_capabilities] == ["fs.read.workspace", "fs.write.workspace", "process.spawn.shell"]
     names = dist.registry.tool_registry().names()
     assert names == ["read", "write", "edit", "apply_patch", "bash", "grep", "glob", "ls", "web_fetch"]
 
@@ -46,7 +45,9 @@ def test_every_spelling_of_a_path_takes_the_same_mutation_lock(workspace: Path) 
     assert keys == {str(workspace / "list.txt")}
     patch = "*** Begin Patch\n*** Update File: ./list.txt\n*** Move to: b.txt\n-a\n+b\n*** End Patch"
     assert coding_tools.ApplyPatchTool().mutated_paths({"patch": patch}, workspace) == [
-        str(workspace / "list.txt"), str(workspace / "b.txt")]
+        str(workspace / "list.txt"),
+        str(workspace / "b.txt"),
+    ]
 
 
 async def test_parallel_edits_of_one_file_all_apply(workspace: Path) -> None:
@@ -67,8 +68,7 @@ async def test_runtime_reports_the_sandbox(workspace: Path) -> None:
 
 
 async def test_tool_views_reach_the_thread(workspace: Path) -> None:
-    steps = [{"tool_calls": [call("write", path="n.txt", content="a\n"), call("bash", command="cat n.txt")]},
-             {"text": "ok"}]
+    steps = [{"tool_calls": [call("write", path="n.txt", content="a\n"), call("bash", command="cat n.txt")]}, {"text": "ok"}]
     env = {**os.environ}
     runtime = start(workspace, steps, env=env).runtime
     thread = await runtime.start_thread()

@@ -11,18 +11,39 @@ import pytest
 import roder_ext_builtin_coding_tools
 
 #: Modules that reach the host (files, processes, network) or load code dynamically.
-BANNED_MODULES = frozenset({
-    "os", "subprocess", "socket", "shutil", "pty", "tempfile", "glob", "pathlib", "io", "signal",
-    "ssl", "http", "urllib.request", "httpx", "requests", "asyncio.subprocess", "ctypes", "importlib", "mmap",
-})
+BANNED_MODULES = frozenset(
+    {
+        "os",
+        "subprocess",
+        "socket",
+        "shutil",
+        "pty",
+        "tempfile",
+        "glob",
+        "pathlib",
+        "io",
+        "signal",
+        "ssl",
+        "http",
+        "urllib.request",
+        "httpx",
+        "requests",
+        "asyncio.subprocess",
+        "ctypes",
+        "importlib",
+        "mmap",
+    }
+)
 #: Pure names from banned modules that do not touch the machine.
 ALLOWED_NAMES = {"pathlib": {"PurePath", "PurePosixPath"}}
 BANNED_CALLS = frozenset({"open", "exec", "eval", "compile", "__import__"})
-BANNED_ATTRIBUTES = frozenset({"create_subprocess_exec", "create_subprocess_shell", "open_connection",
-                               "open_unix_connection", "start_server"})
+BANNED_ATTRIBUTES = frozenset(
+    {"create_subprocess_exec", "create_subprocess_shell", "open_connection", "open_unix_connection", "start_server"}
+)
 #: posixpath is os.path: only its string functions may be used.
-PURE_POSIXPATH = frozenset({"normpath", "join", "basename", "dirname", "split", "splitext", "isabs",
-                            "commonpath", "commonprefix"})
+PURE_POSIXPATH = frozenset(
+    {"normpath", "join", "basename", "dirname", "split", "splitext", "isabs", "commonpath", "commonprefix"}
+)
 
 
 def violations(source: str) -> list[str]:
@@ -33,8 +54,9 @@ def violations(source: str) -> list[str]:
                 if alias.name in BANNED_MODULES or alias.name.split(".")[0] in BANNED_MODULES:
                     found.append(f"line {node.lineno}: import {alias.name}")
         elif isinstance(node, ast.ImportFrom) and node.module in ("posixpath", "genericpath"):
-            found += [f"line {node.lineno}: from {node.module} import {a.name}"
-                      for a in node.names if a.name not in PURE_POSIXPATH]
+            found += [
+                f"line {node.lineno}: from {node.module} import {a.name}" for a in node.names if a.name not in PURE_POSIXPATH
+            ]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             root = node.module.split(".")[0]
             if node.module in BANNED_MODULES or root in BANNED_MODULES:
@@ -48,8 +70,12 @@ def violations(source: str) -> list[str]:
                 found.append(f"line {node.lineno}: {func.id}()")
             if isinstance(func, ast.Attribute) and func.attr in BANNED_ATTRIBUTES:
                 found.append(f"line {node.lineno}: .{func.attr}()")
-            if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                    and func.value.id == "posixpath" and func.attr not in PURE_POSIXPATH):
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "posixpath"
+                and func.attr not in PURE_POSIXPATH
+            ):
                 found.append(f"line {node.lineno}: posixpath.{func.attr}()")
     return found
 

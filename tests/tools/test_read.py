@@ -10,9 +10,7 @@ from roder_ext_builtin_coding_tools.read import ReadTool
 from roder_core.kernel.tools import CLIENT_TEXT_READER, ToolExecutionContext
 from tests.tools.harness import context, make_brokers, run_tool
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
 
 
 def ctx_for(workspace: Path, tmp_path: Path, images: bool = True) -> ToolExecutionContext:
@@ -116,8 +114,7 @@ async def test_client_reader_supplies_the_text_with_the_same_windowing(workspace
     assert whole.text.splitlines()[-1] == "    11\tno newline" and "on disk" not in whole.text
 
 
-async def test_client_reader_none_falls_back_to_disk_and_scope_is_checked_first(
-        workspace: Path, tmp_path: Path) -> None:
+async def test_client_reader_none_falls_back_to_disk_and_scope_is_checked_first(workspace: Path, tmp_path: Path) -> None:
     (workspace / "a.txt").write_text("on disk\n")
     outside = tmp_path / "outside.txt"
     outside.write_text("secret\n")

@@ -42,8 +42,7 @@ async def test_write_keeps_crlf_of_existing_file(workspace: Path, tmp_path: Path
 
 async def test_edit_exact_unique_returns_unified_diff(workspace: Path, tmp_path: Path) -> None:
     (workspace / "m.py").write_text("def f():\n    return 1\n")
-    result = await run_tool(EditTool(), ctx_for(workspace, tmp_path), path="m.py",
-                            old_string="return 1", new_string="return 2")
+    result = await run_tool(EditTool(), ctx_for(workspace, tmp_path), path="m.py", old_string="return 1", new_string="return 2")
     assert not result.is_error
     assert (workspace / "m.py").read_text() == "def f():\n    return 2\n"
     assert "-    return 1\n+    return 2" in result.text and "--- a/m.py" in result.text
@@ -61,8 +60,9 @@ async def test_edit_not_unique_and_replace_all(workspace: Path, tmp_path: Path) 
 
 async def test_edit_whitespace_normalized_match_is_reported(workspace: Path, tmp_path: Path) -> None:
     (workspace / "s.py").write_text("if  a   and b:\n\tgo()\n")
-    result = await run_tool(EditTool(), ctx_for(workspace, tmp_path), path="s.py",
-                            old_string="if a and b:\n    go()", new_string="if a:\n    go()")
+    result = await run_tool(
+        EditTool(), ctx_for(workspace, tmp_path), path="s.py", old_string="if a and b:\n    go()", new_string="if a:\n    go()"
+    )
     assert not result.is_error and "normalizing whitespace" in result.text
     assert result.data["whitespace_normalized"] is True
     assert (workspace / "s.py").read_text() == "if a:\n    go()\n"
@@ -85,8 +85,9 @@ async def test_edit_refuses_noop_missing_and_empty(workspace: Path, tmp_path: Pa
 async def test_edit_keeps_crlf_and_bom(workspace: Path, tmp_path: Path) -> None:
     target = workspace / "win.txt"
     target.write_bytes(b"\xef\xbb\xbfline one\r\nline two\r\n")
-    result = await run_tool(EditTool(), ctx_for(workspace, tmp_path), path="win.txt",
-                            old_string="line one\nline two", new_string="line 1\nline 2")
+    result = await run_tool(
+        EditTool(), ctx_for(workspace, tmp_path), path="win.txt", old_string="line one\nline two", new_string="line 1\nline 2"
+    )
     assert not result.is_error
     assert target.read_bytes() == b"\xef\xbb\xbfline 1\r\nline 2\r\n"
 

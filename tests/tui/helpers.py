@@ -15,21 +15,20 @@ from roder_core.server.client import LocalAppClient
 from roder_tui.app import RoderApp
 
 
-def make_app(workspace: Path, steps: list[dict[str, Any]] | None = None, monkeypatch: Any = None,
-             **args: Any) -> RoderApp:
+def make_app(workspace: Path, steps: list[dict[str, Any]] | None = None, monkeypatch: Any = None, **args: Any) -> RoderApp:
     """The real app on the real runtime and client, with the mock engine playing ``steps``."""
     if steps is not None:
         script = workspace.parent / "mock-script.json"
         script.write_text(json.dumps({"steps": steps}))
         monkeypatch.setenv("RODER_MOCK_SCRIPT", str(script))
-    namespace = argparse.Namespace(prompt=[], provider=args.pop("provider", "mock"), resume=None,
-                                   continue_last=False, mode=None, model=None, sandbox="off")
+    namespace = argparse.Namespace(
+        prompt=[], provider=args.pop("provider", "mock"), resume=None, continue_last=False, mode=None, model=None, sandbox="off"
+    )
     for key, value in args.items():
         setattr(namespace, key, value)
 
     def factory() -> LocalAppClient:
-        return LocalAppClient.start(StartSettings(cwd=workspace, provider=namespace.provider, mode=namespace.mode,
-                                                  sandbox="off"))
+        return LocalAppClient.start(StartSettings(cwd=workspace, provider=namespace.provider, mode=namespace.mode, sandbox="off"))
 
     app = RoderApp(namespace, client_factory=factory, cwd=workspace)
     app.animation_level = "none"  # as over SSH: scrolling jumps instead of animating (fast, deterministic)
@@ -59,8 +58,11 @@ def entries_of(app: RoderApp, kind: str) -> list[Any]:
 async def turn_done(pilot: Any, count: int = 1) -> None:
     """Wait until ``count`` assistant answers are final and no turn runs."""
     app: RoderApp = pilot.app
-    await until(pilot, lambda: app.turn_id is None and len([e for e in entries_of(app, "assistant") if not e.live])
-                >= count, what=f"{count} finished answers")
+    await until(
+        pilot,
+        lambda: app.turn_id is None and len([e for e in entries_of(app, "assistant") if not e.live]) >= count,
+        what=f"{count} finished answers",
+    )
 
 
 async def write_long_thread(workspace: Path, messages: int) -> str:
@@ -76,10 +78,15 @@ async def write_long_thread(workspace: Path, messages: int) -> str:
         for i in range(messages // 2):
             turn_id = new_id("turn")
             await runtime.emit(TurnStarted(thread_id=thread.id, turn_id=turn_id))
-            await runtime.emit(ItemCompleted(thread_id=thread.id, turn_id=turn_id,
-                                             item=UserMessageItem(text=f"question {i}: what does step {i} do?")))
-            answer = (f"Answer {i}. Step {i} folds the event into **thread state** and calls `apply_event`.\n\n"
-                      f"- it is idempotent\n- it keeps order\n\n```python\nstate = apply_event(state, event_{i})\n```\n")
+            await runtime.emit(
+                ItemCompleted(
+                    thread_id=thread.id, turn_id=turn_id, item=UserMessageItem(text=f"question {i}: what does step {i} do?")
+                )
+            )
+            answer = (
+                f"Answer {i}. Step {i} folds the event into **thread state** and calls `apply_event`.\n\n"
+                f"- it is idempotent\n- it keeps order\n\n```python\nstate = apply_event(state, event_{i})\n```\n"
+            )
             await runtime.emit(ItemCompleted(thread_id=thread.id, turn_id=turn_id, item=AgentMessageItem(text=answer)))
             await runtime.emit(TurnCompleted(thread_id=thread.id, turn=Turn(id=turn_id, status="completed")))
         return thread.id

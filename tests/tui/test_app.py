@@ -23,8 +23,7 @@ BASH_STEPS = [
 
 
 async def test_prompt_streams_an_answer(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    app = make_app(workspace, [{"text": "Hello **there**.\n\n```python\nprint(1)\n```\n\nBye.", "chunk_size": 5}],
-                   monkeypatch)
+    app = make_app(workspace, [{"text": "Hello **there**.\n\n```python\nprint(1)\n```\n\nBye.", "chunk_size": 5}], monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await ask(pilot, "hi")
@@ -33,8 +32,11 @@ async def test_prompt_streams_an_answer(workspace: Path, monkeypatch: pytest.Mon
         answer = app.transcript.last_answer()
         assert answer is not None and answer.items[0].text.startswith("Hello **there**.")
         body = answer.widget.body  # type: ignore[union-attr]
-        await until(pilot, lambda: any(isinstance(c, CodeView) and c.styled is not None for c in body.children),
-                    what="the closed fence to be highlighted")
+        await until(
+            pilot,
+            lambda: any(isinstance(c, CodeView) and c.styled is not None for c in body.children),
+            what="the closed fence to be highlighted",
+        )
         kinds = [type(c).__name__ for c in body.children]
         assert kinds == ["ProseBlock", "CodeView", "ProseBlock"]  # one final render, no live widget left
         code = next(c for c in body.children if isinstance(c, CodeView))
@@ -61,8 +63,7 @@ async def test_approval_modal_allow_once_runs_the_command(workspace: Path, monke
 
 
 @pytest.mark.parametrize(("key", "decision"), [("n", "deny"), ("s", "allow_session"), ("a", "allow_always")])
-async def test_approval_keys(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path, key: str,
-                             decision: str) -> None:
+async def test_approval_keys(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path, key: str, decision: str) -> None:
     app = make_app(workspace, BASH_STEPS, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
@@ -89,8 +90,7 @@ async def test_escape_in_approval_denies_and_interrupts(workspace: Path, monkeyp
         await pilot.press(*"go", "enter")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval modal")
         await pilot.press("escape")
-        await until(pilot, lambda: app.turn_id is None and app.status_bar.state.get("activity") == "idle",
-                    what="the turn to end")
+        await until(pilot, lambda: app.turn_id is None and app.status_bar.state.get("activity") == "idle", what="the turn to end")
         thread = (await app._client().thread_read(app.thread_id, include_turns=True)).thread  # type: ignore[arg-type]
         assert thread.turns[-1].status == "interrupted"
 
@@ -116,8 +116,12 @@ async def test_escape_interrupts_a_running_turn(workspace: Path, monkeypatch: py
 
 async def test_enter_during_a_turn_queues_a_steer(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     steps = [
-        {"text": "Working on it.", "tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}],
-         "delay_ms": 150, "chunk_size": 2},
+        {
+            "text": "Working on it.",
+            "tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}],
+            "delay_ms": 150,
+            "chunk_size": 2,
+        },
         {"text": "Done, and I saw your note."},
     ]
     (workspace / "notes.txt").write_text("some notes\n")
@@ -195,8 +199,7 @@ def _help_text() -> str:
     return console.export_text()
 
 
-async def test_palette_switches_mode_and_theme(workspace: Path, monkeypatch: pytest.MonkeyPatch,
-                                               roder_home: Path) -> None:
+async def test_palette_switches_mode_and_theme(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path) -> None:
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
@@ -275,8 +278,11 @@ async def test_copy_focused_message(workspace: Path, monkeypatch: pytest.MonkeyP
 async def test_reasoning_is_folded_and_tool_cards_expand(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lines = "\n".join(f"line {i}" for i in range(30))
     steps = [
-        {"reasoning": "I should list things first.", "text": "Listing.",
-         "tool_calls": [{"name": "bash", "arguments": {"command": f"printf '{lines}'"}}]},
+        {
+            "reasoning": "I should list things first.",
+            "text": "Listing.",
+            "tool_calls": [{"name": "bash", "arguments": {"command": f"printf '{lines}'"}}],
+        },
         {"text": "Listed."},
     ]
     app = make_app(workspace, steps, monkeypatch, mode="bypass")
@@ -401,8 +407,7 @@ async def test_prose_blocks_are_bounded_while_streaming(workspace: Path, monkeyp
         assert "".join(b.source for b in blocks).split() == text.split()
 
 
-async def test_keys_can_be_remapped_in_config(workspace: Path, monkeypatch: pytest.MonkeyPatch,
-                                              roder_home: Path) -> None:
+async def test_keys_can_be_remapped_in_config(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path) -> None:
     (roder_home / "config.toml").write_text('[keys]\ntoggle_sidebar = "f2"\ncommand_palette = "f3"\n')
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -418,8 +423,9 @@ async def test_keys_can_be_remapped_in_config(workspace: Path, monkeypatch: pyte
         assert isinstance(app.screen, CommandPalette)
 
 
-async def test_slash_commands_show_tools_help_and_trust(workspace: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        roder_home: Path) -> None:
+async def test_slash_commands_show_tools_help_and_trust(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path
+) -> None:
     from roder_tui.screens.info import InfoScreen
 
     app = make_app(workspace, None, monkeypatch)
@@ -441,8 +447,7 @@ async def test_slash_commands_show_tools_help_and_trust(workspace: Path, monkeyp
         assert str(workspace.resolve()) in (roder_home / "data" / "trusted-folders.json").read_text()
 
 
-async def test_resume_of_an_unknown_thread_says_so_and_starts_fresh(workspace: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_resume_of_an_unknown_thread_says_so_and_starts_fresh(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = make_app(workspace, None, monkeypatch, resume="thr_does_not_exist")
     notes: list[str] = []
     original = app.notify

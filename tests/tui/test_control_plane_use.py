@@ -61,8 +61,12 @@ async def test_a_subagents_approval_is_shown_and_resolved(workspace: Path, monke
     # The mock engine keeps a position per thread, so the parent and the child both play these
     # steps: the parent delegates and runs bash; in the child `task` is unknown and bash needs approval.
     steps = [
-        {"tool_calls": [{"name": "task", "arguments": {"description": "run it", "prompt": "run echo"}},
-                        {"name": "bash", "arguments": {"command": "echo hi-from-bash"}}]},
+        {
+            "tool_calls": [
+                {"name": "task", "arguments": {"description": "run it", "prompt": "run echo"}},
+                {"name": "bash", "arguments": {"command": "echo hi-from-bash"}},
+            ]
+        },
         {"text": "done"},
     ]
     app = make_app(workspace, steps, monkeypatch)
@@ -71,13 +75,15 @@ async def test_a_subagents_approval_is_shown_and_resolved(workspace: Path, monke
         await pilot.press(*"delegate", "enter")
         asked: list[str] = []
         while len(asked) < 2:
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen)
-                        and app.screen.request.thread_id not in asked, what="an approval modal")
+            await until(
+                pilot,
+                lambda: isinstance(app.screen, ApprovalScreen) and app.screen.request.thread_id not in asked,
+                what="an approval modal",
+            )
             assert isinstance(app.screen, ApprovalScreen)
             asked.append(app.screen.request.thread_id)
             await pilot.press("y")
-        await until(pilot, lambda: app.turn_id is None and app.status_bar.state["activity"] == "idle",
-                    what="the turn to finish")
+        await until(pilot, lambda: app.turn_id is None and app.status_bar.state["activity"] == "idle", what="the turn to finish")
         assert app.thread_id in asked and len(set(asked)) == 2  # the parent's and the child's
         thread = (await app._client().thread_read(app.thread_id or "", include_turns=True)).thread
         results = {i.name: i for i in thread.turns[-1].items if isinstance(i, ToolResultItem)}

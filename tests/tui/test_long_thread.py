@@ -15,8 +15,7 @@ def _mounted(app: object) -> int:
     return sum(1 for e in transcript.model.entries if e.widget is not None and e.widget.is_attached)
 
 
-async def test_two_thousand_message_thread_opens_and_scrolls(workspace: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_two_thousand_message_thread_opens_and_scrolls(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     thread_id = await write_long_thread(workspace, 2000)
     app = make_app(workspace, None, monkeypatch, resume=thread_id)
     async with app.run_test(size=(100, 40)) as pilot:

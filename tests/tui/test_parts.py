@@ -24,8 +24,10 @@ from roder_tui.widgets.prompt import PromptHistory, match_files, workspace_files
 from roder_tui.widgets.status_bar import fit_segments
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE = ("Intro *text*.\n\n```python\ndef f():\n    return '```'\n```\nMiddle\n   ~~~~\nraw ``` here\n~~~~\n"
-          "- list\n\n````md\n```inner```\n````\nEnd")
+SAMPLE = (
+    "Intro *text*.\n\n```python\ndef f():\n    return '```'\n```\nMiddle\n   ~~~~\nraw ``` here\n~~~~\n"
+    "- list\n\n````md\n```inner```\n````\nEnd"
+)
 
 
 def _replay(text: str, cuts: list[int]) -> tuple[str, list[str]]:
@@ -111,9 +113,19 @@ def test_themes_load_override_and_report_errors(tmp_path: Path) -> None:
 
 
 def test_status_segments_fit_narrow_terminals() -> None:
-    state = {"provider": "anthropic", "model": "claude-sonnet-4-5", "mode": "auto-edit", "sandbox": "workspace-write",
-             "context_tokens": 45_000, "context_window": 200_000, "cost_usd": 0.42, "cwd": "/home/me/project",
-             "git_branch": "main", "activity": "working", "elapsed": 12}
+    state = {
+        "provider": "anthropic",
+        "model": "claude-sonnet-4-5",
+        "mode": "auto-edit",
+        "sandbox": "workspace-write",
+        "context_tokens": 45_000,
+        "context_window": 200_000,
+        "cost_usd": 0.42,
+        "cwd": "/home/me/project",
+        "git_branch": "main",
+        "activity": "working",
+        "elapsed": 12,
+    }
     views = [v for s in STATUS_SEGMENTS if (v := s.render(state)) is not None]
     assert [v.text for v in views][:3] == ["● working 12s", "auto-edit", "anthropic/claude-sonnet-4-5"]
     assert any(v.text == "45.0k/200.0k 22%" for v in views) and any(v.text == "$0.42" for v in views)
@@ -125,15 +137,29 @@ def test_status_segments_fit_narrow_terminals() -> None:
 
 
 async def test_palette_sources_name_control_plane_methods() -> None:
-    state = {"thread_id": "thr_1", "threads": [{"id": "thr_2", "title": "older", "updated_at": 0}],
-             "providers": [{"id": "mock", "name": "Mock", "default_model": "mock", "auth_configured": True}],
-             "models": [{"provider": "mock", "id": "mock-large"}], "provider": "mock", "model": "mock",
-             "mode": "ask", "themes": ["roder-dark"], "theme": "roder-dark",
-             "commands": [{"name": "review", "description": "review code", "argument_hint": "[path]"}]}
+    state = {
+        "thread_id": "thr_1",
+        "threads": [{"id": "thr_2", "title": "older", "updated_at": 0}],
+        "providers": [{"id": "mock", "name": "Mock", "default_model": "mock", "auth_configured": True}],
+        "models": [{"provider": "mock", "id": "mock-large"}],
+        "provider": "mock",
+        "model": "mock",
+        "mode": "ask",
+        "themes": ["roder-dark"],
+        "theme": "roder-dark",
+        "commands": [{"name": "review", "description": "review code", "argument_hint": "[path]"}],
+    }
     rows = [row for source in PALETTE_SOURCES for row in await source.commands(state)]
     methods = {row.method for row in rows}
-    assert {"session/set_mode", "providers/select", "tui/thread/switch", "tui/thread/fork", "tui/theme/set",
-            "tui/slash", "tui/export"} <= methods
+    assert {
+        "session/set_mode",
+        "providers/select",
+        "tui/thread/switch",
+        "tui/thread/fork",
+        "tui/theme/set",
+        "tui/slash",
+        "tui/export",
+    } <= methods
     assert any(r.title == "/review [path]" for r in rows)
     assert any(r.method == "tui/slash" and r.params == {"name": "compact"} for r in rows)
 

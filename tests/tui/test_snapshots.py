@@ -64,11 +64,9 @@ async def _scrolled_to_end(app: Any) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["120x40", "50x24"])
-def test_main_screen(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch,
-                     size: tuple[int, int]) -> None:
+def test_main_screen(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
     steps = [
-        {"text": "Checking.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo one; echo two"}}],
-         "usage": USAGE},
+        {"text": "Checking.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo one; echo two"}}], "usage": USAGE},
         {"text": ANSWER, "usage": USAGE},
     ]
     app = make_app(fixed_workspace, steps, monkeypatch, mode="bypass")
@@ -85,10 +83,14 @@ def test_main_screen(snap_compare: Any, fixed_workspace: Path, monkeypatch: pyte
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["120x40", "50x24"])
-def test_approval_modal(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch,
-                        size: tuple[int, int]) -> None:
-    steps = [{"text": "", "usage": USAGE,
-              "tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests/test_status.py"}}]}]
+def test_approval_modal(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    steps = [
+        {
+            "text": "",
+            "usage": USAGE,
+            "tool_calls": [{"name": "bash", "arguments": {"command": "python -m pytest -q tests/test_status.py"}}],
+        }
+    ]
     app = make_app(fixed_workspace, steps, monkeypatch)
 
     async def run_before(pilot: Any) -> None:
@@ -104,12 +106,14 @@ def test_approval_modal(snap_compare: Any, fixed_workspace: Path, monkeypatch: p
 
 
 @pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
-def test_approval_modal_with_a_long_diff(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch,
-                                         size: tuple[int, int]) -> None:
+def test_approval_modal_with_a_long_diff(
+    snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
     """A 60-line diff: the key legend and the rule 'always' saves stay visible; the diff scrolls."""
     content = "".join(f"line {n}: the quick brown fox jumps over the lazy dog\n" for n in range(60))
-    steps = [{"text": "", "usage": USAGE,
-              "tool_calls": [{"name": "write", "arguments": {"path": "notes.txt", "content": content}}]}]
+    steps = [
+        {"text": "", "usage": USAGE, "tool_calls": [{"name": "write", "arguments": {"path": "notes.txt", "content": content}}]}
+    ]
     app = make_app(fixed_workspace, steps, monkeypatch)
 
     async def run_before(pilot: Any) -> None:
@@ -125,8 +129,9 @@ def test_approval_modal_with_a_long_diff(snap_compare: Any, fixed_workspace: Pat
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["120x40", "50x24"])
-def test_command_palette(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch,
-                         size: tuple[int, int]) -> None:
+def test_command_palette(
+    snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
     app = make_app(fixed_workspace, None, monkeypatch)
 
     async def run_before(pilot: Any) -> None:

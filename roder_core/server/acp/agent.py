@@ -127,8 +127,9 @@ class RoderAcpAgent:
 
     # ------------------------------------------------------------------ handshake
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
-                         **kwargs: Any) -> InitializeResponse:
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kwargs: Any
+    ) -> InitializeResponse:
         await self._call(self.app.initialize(client_name=getattr(client_info, "name", None) or "acp-client"))
         if client_capabilities is not None:
             fs = client_capabilities.fs
@@ -149,8 +150,10 @@ class RoderAcpAgent:
                 # Stable capabilities in their stable places; ``fork`` is where the unstable schema
                 # defines it (clients on the stable schema ignore the unknown key).
                 session_capabilities=SessionCapabilities(
-                    list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
-                    close=SessionCloseCapabilities(), fork=SessionForkCapabilities(),
+                    list=SessionListCapabilities(),
+                    resume=SessionResumeCapabilities(),
+                    close=SessionCloseCapabilities(),
+                    fork=SessionForkCapabilities(),
                 ),
             ),
             agent_info=Implementation(name="roder", title="Roder", version=__version__),
@@ -182,15 +185,17 @@ class RoderAcpAgent:
                     models = []
                 ids = [m.id for m in models if m.id] or [provider.default_model]
                 ids = [m for m in ids if m]  # a provider with no model to offer adds no empty option
-                options += [SessionConfigSelectOption(value=f"{provider.id}/{m}", name=f"{provider.name}: {m}")
-                            for m in ids]
+                options += [SessionConfigSelectOption(value=f"{provider.id}/{m}", name=f"{provider.name}: {m}") for m in ids]
             self._model_options = options
         current = f"{thread_provider}/{thread_model}"
         options = list(self._model_options)
         if current not in {o.value for o in options}:
             options.insert(0, SessionConfigSelectOption(value=current, name=current))
-        return [SessionConfigOptionSelect(id="model", name="Model", category="model", type="select",
-                                          current_value=current, options=options)]
+        return [
+            SessionConfigOptionSelect(
+                id="model", name="Model", category="model", type="select", current_value=current, options=options
+            )
+        ]
 
     def _add_mcp_servers(self, servers: Any) -> None:
         """Start the MCP servers the editor passes (ACP: agents MUST support stdio) through the
@@ -219,13 +224,17 @@ class RoderAcpAgent:
             self.app.runtime.set_tool_extra(thread_id, CLIENT_TEXT_READER, reader)
         return session
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None,
-                          **kwargs: Any) -> NewSessionResponse:
+    async def new_session(
+        self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **kwargs: Any
+    ) -> NewSessionResponse:
         self._add_mcp_servers(mcp_servers)
         thread = (await self._call(self.app.thread_start(cwd=cwd))).thread
         self._open(thread.id, thread.cwd)
-        return NewSessionResponse(session_id=thread.id, modes=await self._modes(),
-                                  config_options=await self._model_config(thread.provider, thread.model))
+        return NewSessionResponse(
+            session_id=thread.id,
+            modes=await self._modes(),
+            config_options=await self._model_config(thread.provider, thread.model),
+        )
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> LoadSessionResponse:
         self._add_mcp_servers(mcp_servers)
@@ -235,31 +244,42 @@ class RoderAcpAgent:
             for item in turn.items:
                 for update in item_updates(item, self._kinds, history=True):
                     await self.conn.session_update(session_id=thread.id, update=update)
-        return LoadSessionResponse(modes=await self._modes(),
-                                   config_options=await self._model_config(thread.provider, thread.model))
+        return LoadSessionResponse(
+            modes=await self._modes(), config_options=await self._model_config(thread.provider, thread.model)
+        )
 
     async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> ResumeSessionResponse:
         self._add_mcp_servers(mcp_servers)
         thread = (await self._call(self.app.thread_resume(session_id))).thread
         self._open(thread.id, thread.cwd)
-        return ResumeSessionResponse(modes=await self._modes(),
-                                     config_options=await self._model_config(thread.provider, thread.model))
+        return ResumeSessionResponse(
+            modes=await self._modes(), config_options=await self._model_config(thread.provider, thread.model)
+        )
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> ListSessionsResponse:
         rows = (await self._call(self.app.thread_list(cwd=cwd))).threads
-        return ListSessionsResponse(sessions=[
-            SessionInfo(session_id=r.id, cwd=r.cwd, title=r.title or None,
-                        updated_at=datetime.fromtimestamp(r.updated_at, UTC).isoformat())
-            for r in rows
-        ])
+        return ListSessionsResponse(
+            sessions=[
+                SessionInfo(
+                    session_id=r.id,
+                    cwd=r.cwd,
+                    title=r.title or None,
+                    updated_at=datetime.fromtimestamp(r.updated_at, UTC).isoformat(),
+                )
+                for r in rows
+            ]
+        )
 
     async def fork_session(self, session_id: str, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> ForkSessionResponse:
         self._add_mcp_servers(mcp_servers)
         result = await self._call(self.app.request("thread/fork", {"threadId": session_id}))
         thread = result.thread
         self._open(thread.id, thread.cwd)
-        return ForkSessionResponse(session_id=thread.id, modes=await self._modes(),
-                                   config_options=await self._model_config(thread.provider, thread.model))
+        return ForkSessionResponse(
+            session_id=thread.id,
+            modes=await self._modes(),
+            config_options=await self._model_config(thread.provider, thread.model),
+        )
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
         session = self.sessions.pop(session_id, None)
@@ -280,8 +300,9 @@ class RoderAcpAgent:
         await self._select_model(session_id, model_id)
         return {}
 
-    async def set_config_option(self, config_id: str, session_id: str, value: str | bool,
-                                 **kwargs: Any) -> SetSessionConfigOptionResponse:
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
         if config_id == "model" and isinstance(value, str):
             thread = await self._select_model(session_id, value)
             return SetSessionConfigOptionResponse(config_options=await self._model_config(thread[0], thread[1]))
@@ -330,8 +351,9 @@ class RoderAcpAgent:
             return blocks, None
         index, name, arguments = found
         try:
-            expansion = await self.app.request("commands/expand", {"name": name, "arguments": arguments,
-                                                                   "workspace": session.cwd})
+            expansion = await self.app.request(
+                "commands/expand", {"name": name, "arguments": arguments, "workspace": session.cwd}
+            )
         except RpcError as exc:
             if exc.code == INVALID_PARAMS and exc.message.startswith("unknown command"):
                 return blocks, None
@@ -342,8 +364,9 @@ class RoderAcpAgent:
             return expanded, None
         if name not in RUNTIME_BUILTINS:
             raise RequestError.invalid_params({"prompt": f"/{name} is an app command; use the editor's own"})
-        outcome = await self._call(self.app.request("commands/run", {"threadId": session.id, "name": name,
-                                                                      "arguments": arguments}))
+        outcome = await self._call(
+            self.app.request("commands/run", {"threadId": session.id, "name": name, "arguments": arguments})
+        )
         if outcome.message:
             await self.conn.session_update(session_id=session.id, update=update_agent_message_text(outcome.message))
         return blocks, PromptResponse(stop_reason="end_turn")
@@ -353,8 +376,9 @@ class RoderAcpAgent:
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
         if session.waiter is not None and not session.waiter.done():
-            raise _request_error(RpcError(RUNTIME_ERROR, f"a turn is already running on thread {session.id}; "
-                                                         "wait for it or send session/cancel"))
+            raise _request_error(
+                RpcError(RUNTIME_ERROR, f"a turn is already running on thread {session.id}; wait for it or send session/cancel")
+            )
         self.bridge.sessions_by_cwd[session.cwd] = session.id
         prompt, answered = await self._run_command(session, prompt)
         if answered is not None:
@@ -422,8 +446,10 @@ class RoderAcpAgent:
         why = "cancelled" if turn.status == "interrupted" else "did not finish"
         for call_id in sorted(session.open_calls):
             with contextlib.suppress(Exception):
-                await self.conn.session_update(session_id=session.id, update=update_tool_call(
-                    call_id, status="failed", content=[tool_content(text_block(why))]))
+                await self.conn.session_update(
+                    session_id=session.id,
+                    update=update_tool_call(call_id, status="failed", content=[tool_content(text_block(why))]),
+                )
         session.open_calls.clear()
 
     async def _ask_permission(self, session: Session, request: ApprovalRequest) -> None:
@@ -442,14 +468,24 @@ class RoderAcpAgent:
             path = str(request.arguments.get("path") or request.arguments.get("file_path") or request.tool)
             content = [tool_diff_content(path, new, old)]
         tool_call = ToolCallUpdate(
-            tool_call_id=request.call_id, title=tool_title(request.tool, request.arguments),
-            kind=acp_kind(self._kinds.get(request.tool)), status="pending", content=content,  # type: ignore[arg-type]
+            tool_call_id=request.call_id,
+            title=tool_title(request.tool, request.arguments),
+            kind=acp_kind(self._kinds.get(request.tool)),
+            status="pending",
+            content=content,  # type: ignore[arg-type]
             raw_input=request.arguments,
         )
         options = [
             PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-            *([PermissionOption(option_id="allow_always", name=f"Always allow {', '.join(rule.splitlines())}",
-                                kind="allow_always")] if always else []),
+            *(
+                [
+                    PermissionOption(
+                        option_id="allow_always", name=f"Always allow {', '.join(rule.splitlines())}", kind="allow_always"
+                    )
+                ]
+                if always
+                else []
+            ),
             PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
             PermissionOption(option_id="reject_always", name=f"Always reject {rule}", kind="reject_always"),
         ]
@@ -473,8 +509,9 @@ class RoderAcpAgent:
             await self._resolve(request, "deny", reason="rejected in the editor" if choice == "reject_once" else "cancelled")
             if choice == "cancelled":
                 with contextlib.suppress(Exception):
-                    await self.conn.session_update(session_id=session.id,
-                                                   update=update_tool_call(request.call_id, status="failed"))
+                    await self.conn.session_update(
+                        session_id=session.id, update=update_tool_call(request.call_id, status="failed")
+                    )
 
     async def _resolve(self, request: ApprovalRequest, decision: str, *, rule: str | None = None, reason: str = "") -> None:
         with contextlib.suppress(RpcError):  # the turn may have ended (cancel) in the meantime
@@ -496,11 +533,17 @@ def mcp_definitions(servers: list[Any]) -> tuple[dict[str, dict[str, Any]], list
     for server in servers:
         kind = getattr(server, "type", None) or "stdio"
         if kind == "stdio":
-            definitions[server.name] = {"command": server.command, "args": list(server.args),
-                                        "env": {v.name: v.value for v in server.env or []}}
+            definitions[server.name] = {
+                "command": server.command,
+                "args": list(server.args),
+                "env": {v.name: v.value for v in server.env or []},
+            }
         elif kind in ("http", "sse"):
-            definitions[server.name] = {"type": kind, "url": server.url,
-                                        "headers": {h.name: h.value for h in server.headers or []}}
+            definitions[server.name] = {
+                "type": kind,
+                "url": server.url,
+                "headers": {h.name: h.value for h in server.headers or []},
+            }
         else:
             problems.append(f"MCP server {server.name!r}: transport {kind!r} is not supported (stdio, http or sse)")
     return definitions, problems

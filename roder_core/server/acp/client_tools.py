@@ -61,8 +61,7 @@ class ClientBridge:
     async def read_text(self, session_id: str, path: Path) -> str | None:
         """The editor's text of ``path`` (``fs/read_text_file``), or None if it cannot give it."""
         try:
-            response = await asyncio.wait_for(
-                self.conn.read_text_file(session_id=session_id, path=str(path)), READ_TIMEOUT)
+            response = await asyncio.wait_for(self.conn.read_text_file(session_id=session_id, path=str(path)), READ_TIMEOUT)
         except Exception as exc:  # any client failure: the read tool falls back to the disk
             log.warning("the editor could not read %s (reading the disk instead): %s", path, exc)
             return None
@@ -115,8 +114,16 @@ class EditorTerminalProcesses:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def run(self, command: str | list[str], *, cwd: Path | None = None, timeout: float | None = None,
-                  env: dict[str, str] | None = None, on_output: Any = None, **kwargs: Any) -> ProcessResult:
+    async def run(
+        self,
+        command: str | list[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        on_output: Any = None,
+        **kwargs: Any,
+    ) -> ProcessResult:
         session = self._bridge.session_for(self._workspace)
         if session is None:
             return await self._inner.run(command, cwd=cwd, timeout=timeout, env=env, on_output=on_output, **kwargs)
@@ -124,16 +131,22 @@ class EditorTerminalProcesses:
         program, args = ("/bin/sh", ["-c", command]) if isinstance(command, str) else (command[0], list(command[1:]))
         started = time.monotonic()
         created = await conn.create_terminal(
-            session_id=session, command=program, args=args, cwd=str(cwd or self._workspace),
-            env=[EnvVariable(name=k, value=v) for k, v in (env or {}).items()], output_byte_limit=OUTPUT_LIMIT,
+            session_id=session,
+            command=program,
+            args=args,
+            cwd=str(cwd or self._workspace),
+            env=[EnvVariable(name=k, value=v) for k, v in (env or {}).items()],
+            output_byte_limit=OUTPUT_LIMIT,
         )
         terminal_id = created.terminal_id
         pending = self._bridge.pending_exec.get(session)
         if pending:
             call_id = pending.popleft()
             with contextlib.suppress(Exception):
-                await conn.session_update(session_id=session, update=update_tool_call(
-                    call_id, status="in_progress", content=[tool_terminal_ref(terminal_id)]))
+                await conn.session_update(
+                    session_id=session,
+                    update=update_tool_call(call_id, status="in_progress", content=[tool_terminal_ref(terminal_id)]),
+                )
         timed_out = interrupted = False
         seen = 0
         waiter = asyncio.ensure_future(conn.wait_for_terminal_exit(session_id=session, terminal_id=terminal_id))
@@ -167,8 +180,11 @@ class EditorTerminalProcesses:
             await conn.release_terminal(session_id=session, terminal_id=terminal_id)
         return ProcessResult(
             exit_code=None if timed_out or status is None else status.exit_code,
-            output=output.output, duration_ms=int((time.monotonic() - started) * 1000), timed_out=timed_out,
-            truncated=bool(output.truncated), sandbox="client-terminal",
+            output=output.output,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            timed_out=timed_out,
+            truncated=bool(output.truncated),
+            sandbox="client-terminal",
         )
 
     async def _forward(self, session: str, terminal_id: str, seen: int, on_output: Any) -> int:

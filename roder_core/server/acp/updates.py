@@ -88,16 +88,22 @@ def diff_texts(diff: str) -> tuple[str, str]:
 
 def tool_call_start(item: ToolCallItem, kind: str | None, status: str = "pending") -> Any:
     return start_tool_call(
-        item.call_id, tool_title(item.name, item.arguments), kind=acp_kind(kind),  # type: ignore[arg-type]
-        status=status, locations=tool_locations(item.arguments), raw_input=item.arguments,  # type: ignore[arg-type]
+        item.call_id,
+        tool_title(item.name, item.arguments),
+        kind=acp_kind(kind),  # type: ignore[arg-type]
+        status=status,
+        locations=tool_locations(item.arguments),
+        raw_input=item.arguments,  # type: ignore[arg-type]
     )
 
 
 def tool_result_update(item: ToolResultItem) -> Any:
     text = item.text if len(item.text) <= MAX_TOOL_TEXT else item.text[:MAX_TOOL_TEXT] + "\n… (truncated)"
     return update_tool_call(
-        item.call_id, status="failed" if item.is_error else "completed",
-        content=[tool_content(text_block(text))] if text else None, raw_output={"text": item.text, "isError": item.is_error},
+        item.call_id,
+        status="failed" if item.is_error else "completed",
+        content=[tool_content(text_block(text))] if text else None,
+        raw_output={"text": item.text, "isError": item.is_error},
     )
 
 

@@ -60,8 +60,13 @@ async def _git(app: Dispatcher, workspace: Path, *args: str) -> str:
 
 def _unquote(path: str) -> str:
     if len(path) >= 2 and path.startswith('"') and path.endswith('"'):
-        return path[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1").decode(
-            "utf-8", errors="replace")
+        return (
+            path[1:-1]
+            .encode("latin-1", "backslashreplace")
+            .decode("unicode_escape")
+            .encode("latin-1")
+            .decode("utf-8", errors="replace")
+        )
     return path
 
 
@@ -116,8 +121,11 @@ async def git_changes_list(app: Dispatcher, params: GitChangesListParams, ctx: C
             files.append(GitFileChange(path=path, status="??", additions=additions, binary=binary))
             continue
         added, removed, binary = stats.get(path, (0, 0, False))
-        files.append(GitFileChange(path=path, status=code.strip() or code, additions=added, deletions=removed,
-                                   binary=binary, original_path=original))
+        files.append(
+            GitFileChange(
+                path=path, status=code.strip() or code, additions=added, deletions=removed, binary=binary, original_path=original
+            )
+        )
     return GitChangesListResult(workspace=str(workspace), files=files)
 
 
@@ -131,8 +139,7 @@ async def git_changes_read(app: Dispatcher, params: GitChangesReadParams, ctx: C
     if tracked.exit_code != 0:
         binary, data = _sniff(app, workspace, relative)
         if binary:
-            return GitChangesReadResult(path=relative, binary=True,
-                                        patch=f"Binary file {relative} added ({len(data)} bytes)\n")
+            return GitChangesReadResult(path=relative, binary=True, patch=f"Binary file {relative} added ({len(data)} bytes)\n")
         lines = data.decode("utf-8", errors="replace").splitlines()
         patch = f"--- /dev/null\n+++ b/{relative}\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{ln}\n" for ln in lines)
         return GitChangesReadResult(path=relative, binary=False, patch=patch)
@@ -165,8 +172,17 @@ def parse_hunks(diff: str, path: str, turn_id: str, item_id: str, change_index: 
     for line in diff.splitlines():
         match = _HUNK.match(line)
         if match:
-            current = Hunk(HunkInfo(hunk_id=f"{item_id}:{change_index}:{len(hunks)}", path=path, turn_id=turn_id,
-                                    item_id=item_id, header=line, old_start=int(match[1]), new_start=int(match[2])))
+            current = Hunk(
+                HunkInfo(
+                    hunk_id=f"{item_id}:{change_index}:{len(hunks)}",
+                    path=path,
+                    turn_id=turn_id,
+                    item_id=item_id,
+                    header=line,
+                    old_start=int(match[1]),
+                    new_start=int(match[2]),
+                )
+            )
             hunks.append(current)
             continue
         if line.startswith(("--- ", "+++ ", "diff ", "index ", "\\")):
@@ -174,8 +190,9 @@ def parse_hunks(diff: str, path: str, turn_id: str, item_id: str, change_index: 
         if current is None:
             if not line.startswith(("+", "-", " ")):
                 continue
-            current = Hunk(HunkInfo(hunk_id=f"{item_id}:{change_index}:0", path=path, turn_id=turn_id,
-                                    item_id=item_id, header="@@"))
+            current = Hunk(
+                HunkInfo(hunk_id=f"{item_id}:{change_index}:0", path=path, turn_id=turn_id, item_id=item_id, header="@@")
+            )
             hunks.append(current)
         current.lines.append(line)
     for hunk in hunks:
@@ -199,8 +216,7 @@ def _span(thread: Thread, turn_id: str | None, since_item_id: str | None = None)
     return rows
 
 
-def _file_changes(thread: Thread, turn_id: str | None, since_item_id: str | None = None
-                  ) -> list[tuple[str, FileChangeItem]]:
+def _file_changes(thread: Thread, turn_id: str | None, since_item_id: str | None = None) -> list[tuple[str, FileChangeItem]]:
     return [(tid, item) for tid, item in _span(thread, turn_id, since_item_id) if isinstance(item, FileChangeItem)]
 
 
@@ -219,21 +235,31 @@ async def workspace_changes(app: Dispatcher, params: ThreadChangesParams, ctx: C
     for tid, item in _file_changes(thread, params.turn_id, params.since_item_id):
         for index, change in enumerate(item.changes):
             hunks = parse_hunks(change.diff, change.path, tid, item.id, index)
-            files.append(WorkspaceFileChange(
-                path=change.move_path or change.path, kind=change.kind, turn_id=tid, item_id=item.id,
-                call_id=item.call_id, additions=sum(h.info.additions for h in hunks),
-                deletions=sum(h.info.deletions for h in hunks)))
+            files.append(
+                WorkspaceFileChange(
+                    path=change.move_path or change.path,
+                    kind=change.kind,
+                    turn_id=tid,
+                    item_id=item.id,
+                    call_id=item.call_id,
+                    additions=sum(h.info.additions for h in hunks),
+                    deletions=sum(h.info.deletions for h in hunks),
+                )
+            )
     return WorkspaceChangesListResult(files=files)
 
 
 @handles("hunk/list")
 async def hunk_list(app: Dispatcher, params: ThreadChangesParams, ctx: CallContext) -> HunkListResult:
     thread = await _thread(app, params.thread_id)
-    unrestorable = [UnrestorableChange(call_id=item.call_id, turn_id=tid, item_id=item.id, command=item.command)
-                    for tid, item in _span(thread, params.turn_id, params.since_item_id)
-                    if isinstance(item, CommandExecutionItem)]
-    return HunkListResult(hunks=[h.info for h in thread_hunks(thread, params.turn_id, params.since_item_id)],
-                          unrestorable=unrestorable)
+    unrestorable = [
+        UnrestorableChange(call_id=item.call_id, turn_id=tid, item_id=item.id, command=item.command)
+        for tid, item in _span(thread, params.turn_id, params.since_item_id)
+        if isinstance(item, CommandExecutionItem)
+    ]
+    return HunkListResult(
+        hunks=[h.info for h in thread_hunks(thread, params.turn_id, params.since_item_id)], unrestorable=unrestorable
+    )
 
 
 async def _hunk(app: Dispatcher, params: HunkParams) -> tuple[Thread, Hunk]:
@@ -247,8 +273,9 @@ async def _hunk(app: Dispatcher, params: HunkParams) -> tuple[Thread, Hunk]:
 @handles("hunk/read")
 async def hunk_read(app: Dispatcher, params: HunkParams, ctx: CallContext) -> HunkReadResult:
     _, hunk = await _hunk(app, params)
-    return HunkReadResult(hunk=hunk.info, patch="\n".join([hunk.info.header, *hunk.lines]) + "\n",
-                          old_lines=hunk.old, new_lines=hunk.new)
+    return HunkReadResult(
+        hunk=hunk.info, patch="\n".join([hunk.info.header, *hunk.lines]) + "\n", old_lines=hunk.old, new_lines=hunk.new
+    )
 
 
 def _find(lines: list[str], block: list[str], near: int) -> int | None:
@@ -263,8 +290,7 @@ async def _writable(app: Dispatcher, thread: Thread, hunk: Hunk) -> Path:
     """The hunk's file, once the policy engine allowed editing it (as for the edit tool)."""
     workspace = Path(thread.cwd)
     path = Path(hunk.info.path) if Path(hunk.info.path).is_absolute() else workspace / hunk.info.path
-    probe = _Probe("edit", "edit", PolicySubject(tool="edit", value=str(path), kind="path", writes=True),
-                   read_only=False)
+    probe = _Probe("edit", "edit", PolicySubject(tool="edit", value=str(path), kind="path", writes=True), read_only=False)
     await check_policy(app, workspace_of(app, path), "edit", {"path": str(path)}, probe)
     return path
 
@@ -275,7 +301,7 @@ def _replace(text: str, path: Path, find: list[str], put: list[str], near: int) 
     at = _find(lines, find, near)
     if at is None:
         raise RpcError(RUNTIME_ERROR, f"cannot change {path}: it changed since this hunk was written")
-    changed = lines[:at] + put + lines[at + len(find):]
+    changed = lines[:at] + put + lines[at + len(find) :]
     ending = "\n" if text.endswith("\n") or not text else ""
     return "\n".join(changed) + (ending if changed else "")
 

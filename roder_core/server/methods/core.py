@@ -136,10 +136,17 @@ async def providers_list(app: Dispatcher, params: NoParams, ctx: CallContext) ->
         meta = engine.metadata()
         rows.append(
             ProviderInfo(
-                id=engine.id(), name=meta.name, auth_type=meta.auth_type, auth_configured=meta.auth_configured,
+                id=engine.id(),
+                name=meta.name,
+                auth_type=meta.auth_type,
+                auth_configured=meta.auth_configured,
                 auth_source=meta.auth_source,
-                recommended=meta.recommended, description=meta.description, dialect=meta.dialect,
-                base_url=meta.base_url, default_model=engine.default_model(), selected=engine.id() == runtime.provider,
+                recommended=meta.recommended,
+                description=meta.description,
+                dialect=meta.dialect,
+                base_url=meta.base_url,
+                default_model=engine.default_model(),
+                selected=engine.id() == runtime.provider,
             )
         )
     rows.sort(key=lambda p: (p.id == "mock", p.id))
@@ -162,8 +169,14 @@ async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext)
         tool = tools.get(name)
         spec = tool.spec()  # type: ignore[union-attr]
         rows.append(
-            ToolInfo(name=spec.name, description=spec.description, parameters=spec.parameters,
-                     source=tools.source_of(name), kind=tool_kind(tool), read_only=is_read_only(tool))  # type: ignore[arg-type]
+            ToolInfo(
+                name=spec.name,
+                description=spec.description,
+                parameters=spec.parameters,
+                source=tools.source_of(name),
+                kind=tool_kind(tool),
+                read_only=is_read_only(tool),
+            )  # type: ignore[arg-type]
         )
     sources = [status.to_json() for status in source_statuses(app.runtime.registry)]
     return ToolsListResult(tools=rows, errors=errors, sources=sources)
@@ -239,8 +252,9 @@ async def thread_close(app: Dispatcher, params: ThreadCloseParams, ctx: CallCont
 @handles("thread/fork")
 async def thread_fork(app: Dispatcher, params: ThreadForkParams, ctx: CallContext) -> ThreadResult:
     """Fork through the runtime, which copies the stored events and never touches the parent."""
-    thread = await app.runtime.fork_thread(params.thread_id, params.turn_id, title=params.title,
-                                           before_item=params.before_item_id)
+    thread = await app.runtime.fork_thread(
+        params.thread_id, params.turn_id, title=params.title, before_item=params.before_item_id
+    )
     return ThreadResult(thread=_thread_view(thread, False))
 
 
@@ -292,9 +306,7 @@ async def turn_start(app: Dispatcher, params: TurnStartParams, ctx: CallContext)
         attachments += await mention_attachments(app.runtime, text)
     except MentionError as exc:
         raise InvalidParams(str(exc)) from None
-    turn = await app.runtime.start_turn(
-        thread.id, text, attachments, task_ledger_required=params.task_ledger_required
-    )
+    turn = await app.runtime.start_turn(thread.id, text, attachments, task_ledger_required=params.task_ledger_required)
     return TurnResult(turn=turn.model_copy(deep=True))
 
 
@@ -334,15 +346,21 @@ async def session_get(app: Dispatcher, params: SessionGetParams, ctx: CallContex
     active = {tid: turn for tid in threads if (turn := runtime.active_turn_id(tid))}
     sandbox = runtime.sandbox
     return SessionGetResult(
-        mode=runtime.mode, provider=runtime.provider, model=runtime.model, cwd=str(runtime.options.cwd),
-        interactive=runtime.options.interactive, open_threads=threads, active_turns=active,
+        mode=runtime.mode,
+        provider=runtime.provider,
+        model=runtime.model,
+        cwd=str(runtime.options.cwd),
+        interactive=runtime.options.interactive,
+        open_threads=threads,
+        active_turns=active,
         pending_approvals=runtime.pending_approvals(params.thread_id),
         pending_user_inputs=[
             UserInputRequest(request_id=e.request_id, thread_id=e.thread_id, turn_id=e.turn_id, questions=e.questions)
             for e in runtime.pending_user_inputs(params.thread_id)
         ],
-        sandbox=SandboxInfo(requested=sandbox.requested, effective=sandbox.effective, blocked=sandbox.blocked,
-                            reason=sandbox.reason),
+        sandbox=SandboxInfo(
+            requested=sandbox.requested, effective=sandbox.effective, blocked=sandbox.blocked, reason=sandbox.reason
+        ),
     )
 
 
@@ -354,9 +372,13 @@ def _trust(app: Dispatcher, cwd: str | None) -> tuple[Path, TrustStore, TrustRes
     store = TrustStore(runtime.options.paths)
     found = store.effective_decision(folder)
     here = TrustStore.canonical(folder) == TrustStore.canonical(Path(runtime.options.cwd))
-    result = TrustResult(cwd=TrustStore.canonical(folder), trusted=bool(found and found[0]),
-                         decided_at=found[1] if found else None, items=project_items(folder),
-                         loaded=here and runtime.options.trusted)
+    result = TrustResult(
+        cwd=TrustStore.canonical(folder),
+        trusted=bool(found and found[0]),
+        decided_at=found[1] if found else None,
+        items=project_items(folder),
+        loaded=here and runtime.options.trusted,
+    )
     return folder, store, result
 
 
@@ -370,8 +392,10 @@ async def trust_set(app: Dispatcher, params: TrustSetParams, ctx: CallContext) -
     """Recorded in the user's data dir (never the project) and audited, like ``roder trust``."""
     folder, store, _ = _trust(app, params.cwd)
     store.set(folder, params.trusted)
-    app.runtime.audit.record("trust.set", {"folder": TrustStore.canonical(folder), "trusted": params.trusted,
-                                           "client": ctx.client_name or ctx.connection_id})
+    app.runtime.audit.record(
+        "trust.set",
+        {"folder": TrustStore.canonical(folder), "trusted": params.trusted, "client": ctx.client_name or ctx.connection_id},
+    )
     return _trust(app, params.cwd)[2]
 
 
@@ -382,9 +406,7 @@ async def session_set_mode(app: Dispatcher, params: SessionSetModeParams, ctx: C
 
 
 @handles("session/resolve_approval")
-async def session_resolve_approval(
-    app: Dispatcher, params: ResolveApprovalParams, ctx: CallContext
-) -> ResolvedResult:
+async def session_resolve_approval(app: Dispatcher, params: ResolveApprovalParams, ctx: CallContext) -> ResolvedResult:
     kind = params.decision or ({True: "allow_once", False: "deny"}.get(params.approved) if params.approved is not None else None)
     if kind is None:
         raise InvalidParams("give approved (true/false) or decision")
@@ -428,9 +450,7 @@ async def providers_select(app: Dispatcher, params: ProvidersSelectParams, ctx: 
 
 
 @handles("providers/configure")
-async def providers_configure(
-    app: Dispatcher, params: ProvidersConfigureParams, ctx: CallContext
-) -> ProvidersConfigureResult:
+async def providers_configure(app: Dispatcher, params: ProvidersConfigureParams, ctx: CallContext) -> ProvidersConfigureResult:
     """Settings go to config.toml, the key to the private credentials file (seed 004: both
     persist only when the server persists configuration)."""
     fields = params.model_dump(exclude={"provider", "api_key"}, exclude_none=True)
@@ -445,8 +465,9 @@ async def providers_configure(
     known = engine is not None or params.provider in runtime.options.config.providers or "base_url" in fields
     if not known:
         names = ", ".join(sorted(e.id() for e in runtime.registry.inference_engines if e.id() != "mock"))
-        raise InvalidParams(f"unknown provider {params.provider!r}: give baseUrl and dialect to add it "
-                            f"(configured: {names or 'none'})")
+        raise InvalidParams(
+            f"unknown provider {params.provider!r}: give baseUrl and dialect to add it (configured: {names or 'none'})"
+        )
     key = _checked_key(params.provider, params.api_key)  # before anything is written
     if fields:
         writer = _writer(app)
@@ -505,8 +526,13 @@ def _settings(app: Dispatcher) -> SettingsResult:
     runtime = app.runtime
     config = runtime.options.config
     return SettingsResult(
-        provider=runtime.provider, model=runtime.model, mode=runtime.mode, default_mode=config.mode,
-        web_search=config.web_search, config_file=str(runtime.options.paths.config_file), persist=app.persist_config,
+        provider=runtime.provider,
+        model=runtime.model,
+        mode=runtime.mode,
+        default_mode=config.mode,
+        web_search=config.web_search,
+        config_file=str(runtime.options.paths.config_file),
+        persist=app.persist_config,
     )
 
 
@@ -524,9 +550,7 @@ async def settings_set_web_search(app: Dispatcher, params: SetWebSearchParams, c
 
 
 @handles("settings/set_default_mode")
-async def settings_set_default_mode(
-    app: Dispatcher, params: SetDefaultModeParams, ctx: CallContext
-) -> SettingsResult:
+async def settings_set_default_mode(app: Dispatcher, params: SetDefaultModeParams, ctx: CallContext) -> SettingsResult:
     app.runtime.options.config.mode = params.mode
     if app.persist_config:
         _writer(app).set("mode", params.mode)

@@ -87,8 +87,9 @@ async def _commands_knowing(app: Dispatcher, workspace: str | None, name: str) -
 @handles("commands/list")
 async def commands_list(app: Dispatcher, params: CommandsListParams, ctx: CallContext) -> CommandsListResult:
     registry = _commands(app, params.workspace)
-    return CommandsListResult(commands=[CommandInfoModel.model_validate(c.to_json()) for c in registry.list()],
-                              problems=registry.problems)
+    return CommandsListResult(
+        commands=[CommandInfoModel.model_validate(c.to_json()) for c in registry.list()], problems=registry.problems
+    )
 
 
 @handles("commands/expand")
@@ -98,8 +99,14 @@ async def commands_expand(app: Dispatcher, params: CommandsExpandParams, ctx: Ca
         expansion = await registry.expand(params.name, params.arguments)
     except CommandError as exc:
         raise InvalidParams(str(exc)) from None
-    return CommandsExpandResult(name=expansion.name, kind=expansion.kind, text=expansion.text, model=expansion.model,
-                                action=expansion.action, arguments=expansion.arguments)
+    return CommandsExpandResult(
+        name=expansion.name,
+        kind=expansion.kind,
+        text=expansion.text,
+        model=expansion.model,
+        action=expansion.action,
+        arguments=expansion.arguments,
+    )
 
 
 @handles("commands/run")
@@ -112,9 +119,15 @@ async def commands_run(app: Dispatcher, params: CommandsRunParams, ctx: CallCont
         outcome = await registry.run(app.runtime, params.thread_id, params.name, params.arguments)
     except CommandError as exc:
         raise InvalidParams(str(exc)) from None
-    return CommandsRunResult(kind=outcome.kind, name=outcome.name, message=outcome.message,
-                             turn=outcome.turn.model_copy(deep=True) if outcome.turn else None,
-                             action=outcome.action, arguments=outcome.arguments, data=outcome.data)
+    return CommandsRunResult(
+        kind=outcome.kind,
+        name=outcome.name,
+        message=outcome.message,
+        turn=outcome.turn.model_copy(deep=True) if outcome.turn else None,
+        action=outcome.action,
+        arguments=outcome.arguments,
+        data=outcome.data,
+    )
 
 
 @handles("agents/list")
@@ -232,8 +245,12 @@ async def memory_delete(app: Dispatcher, params: MemoryIdParams, ctx: CallContex
 @handles("memory/query")
 async def memory_query(app: Dispatcher, params: MemoryQueryParams, ctx: CallContext) -> MemoryListResult:
     name, store = _memory(app)
-    records = await store.search(params.text, params.limit, project=_project(app, params.workspace),
-                                 include_global=params.include_global and params.scope != "project")
+    records = await store.search(
+        params.text,
+        params.limit,
+        project=_project(app, params.workspace),
+        include_global=params.include_global and params.scope != "project",
+    )
     if params.scope is not None:
         records = [r for r in records if r.scope == params.scope]
     return MemoryListResult(provider=name, memories=[_model(r) for r in records])
@@ -243,9 +260,9 @@ async def memory_query(app: Dispatcher, params: MemoryQueryParams, ctx: CallCont
 async def memory_providers(app: Dispatcher, params: ProtocolModel, ctx: CallContext) -> MemoryProvidersResult:
     stores = _memory_stores(app)
     active = _memory(app)[0] if stores else None
-    return MemoryProvidersResult(providers=[
-        MemoryProviderInfo(id=name, extension=ext, active=name == active) for name, (_s, ext) in stores.items()
-    ])
+    return MemoryProvidersResult(
+        providers=[MemoryProviderInfo(id=name, extension=ext, active=name == active) for name, (_s, ext) in stores.items()]
+    )
 
 
 @handles("memory/provider/set")
@@ -292,8 +309,9 @@ def _tasks(app: Dispatcher) -> TaskManager:
 @handles("tasks/submit")
 async def tasks_submit(app: Dispatcher, params: TasksSubmitParams, ctx: CallContext) -> TaskResult:
     workspace = str(absolute_path(params.workspace, "workspace")) if params.workspace else None
-    task = _tasks(app).submit(params.executor_id, params.params, thread_id=params.thread_id,
-                              turn_id=params.turn_id, workspace=workspace)
+    task = _tasks(app).submit(
+        params.executor_id, params.params, thread_id=params.thread_id, turn_id=params.turn_id, workspace=workspace
+    )
     return TaskResult(task=task.model_copy())
 
 

@@ -185,8 +185,12 @@ async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext)
     call = ToolCall(id=f"direct_{next(_calls)}", name=params.tool_name, arguments=dict(params.arguments))
     extension_id = runtime.registry.extension_of(runtime.registry.service("ToolProvider", tools.source_of(call.name))) or ""
     tool_ctx = ToolExecutionContext(
-        thread_id=params.thread_id or "app-server", turn_id="", call_id=call.id, workspace=workspace,
-        mode=runtime.mode, brokers=runtime.brokers_for(workspace, extension_id),
+        thread_id=params.thread_id or "app-server",
+        turn_id="",
+        call_id=call.id,
+        workspace=workspace,
+        mode=runtime.mode,
+        brokers=runtime.brokers_for(workspace, extension_id),
         capabilities=runtime.registry.granted_capabilities(extension_id),
         host=TurnToolHost(runtime, params.thread_id or "app-server", "", workspace, runtime.provider, runtime.model),
     )
