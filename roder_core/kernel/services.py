@@ -23,7 +23,9 @@ from roder_core.ir import (
 )
 
 if TYPE_CHECKING:
+    from roder_core.brokers import Brokers
     from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolRegistry
+    from roder_core.runtime.options import BrokerScope
     from roder_core.threads.events import RuntimeEvent
 
 
@@ -287,9 +289,99 @@ class SubagentDispatcher(Protocol):
     async def dispatch(self, ctx: ToolExecutionContext, agent: str, prompt: str) -> str: ...
 
 
+@dataclass(frozen=True)
+class RunnerDefinition:
+    """One runner the user can select: ``[runners.NAME]`` of config.toml (or the built-in
+    ``local``). ``kind`` names the ``RemoteRunnerProvider`` that opens it; ``settings`` is the
+    rest of the table, which that provider validates."""
+
+    name: str
+    kind: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class RunnerAvailability:
+    """Whether a provider can open runners on this machine, and if not, why (shown by
+    ``runners/list``). ``details`` says what was found (engine and version, ...)."""
+
+    available: bool
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InternalCommandResult:
+    """A command Roder itself ran in a runner (snapshots, port listings): never the model's."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
+class ForwardedPort:
+    """A runner's port reachable on this machine at ``local_host:local_port``."""
+
+    port: int
+    local_host: str
+    local_port: int
+    how: str
+
+
+@dataclass(frozen=True)
+class RunnerOpenContext:
+    """What a provider needs to open a session: the thread's local workspace (the folder a
+    container mounts; the key an ssh runner maps absolute paths from), Roder's cache folder
+    and the command-network setting."""
+
+    local_workspace: Path
+    cache_dir: Path
+    network: bool = False
+
+
+@runtime_checkable
+class RunnerSession(Protocol):
+    """A live runner: where a thread's tools execute. It supplies the brokers (the seam); the
+    core keeps policy, approvals, secret redaction and environment scrubbing above them.
+
+    ``workspace`` is the workspace path as the runner sees it. ``run_internal`` runs Roder's
+    own commands (git for snapshots, the port listing) there outside the tool sandbox; it never
+    runs anything the model wrote. ``forward_port`` makes one of the runner's ports reachable
+    on this machine."""
+
+    name: str
+    kind: str
+    workspace: str
+
+    def brokers(self, scope: BrokerScope) -> Brokers: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    async def run_internal(self, argv: list[str], *, timeout: float = 60.0) -> InternalCommandResult: ...
+
+    async def forward_port(self, port: int, local_port: int = 0) -> ForwardedPort: ...
+
+    async def close(self) -> None: ...
+
+
 @runtime_checkable
 class RemoteRunnerProvider(Protocol):
+    """Seed 003's runner service: opens sessions of one kind (``local``, ``ssh``,
+    ``container``). ``id()`` is that kind, which ``[runners.NAME] kind = ...`` names."""
+
     def id(self) -> str: ...
+
+    def description(self) -> str: ...
+
+    async def availability(self) -> RunnerAvailability: ...
+
+    def check(self, definition: RunnerDefinition) -> None:
+        """Raise ``ValueError`` with a clear message when the settings are wrong."""
+        ...
+
+    async def open(self, definition: RunnerDefinition, context: RunnerOpenContext) -> RunnerSession: ...
 
 
 # --------------------------------------------------------------------------- policy, observation
