@@ -254,6 +254,12 @@ class ContainerSession:
             port, "127.0.0.1", int(bound), f"{Path(engine).name} exec bridge to 127.0.0.1:{port} in the container"
         )
 
+    async def push(self, local: Path) -> None:
+        return None  # the runner's workspace is the local folder
+
+    async def pull(self, local: Path) -> None:
+        return None
+
     async def close(self) -> None:
         for server in self._bridges.values():
             server.close()

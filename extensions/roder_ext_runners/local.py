@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from pathlib import Path
 from typing import Any
 
 from roder_core.brokers import Brokers
@@ -63,6 +64,12 @@ class LocalSession:
 
     async def forward_port(self, port: int, local_port: int = 0) -> ForwardedPort:
         return ForwardedPort(port, "127.0.0.1", port, "already on this machine: nothing to forward")
+
+    async def push(self, local: Path) -> None:
+        return None  # the runner's workspace is the local folder
+
+    async def pull(self, local: Path) -> None:
+        return None
 
     async def close(self) -> None:
         return None

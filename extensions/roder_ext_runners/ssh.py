@@ -283,6 +283,31 @@ class SshCommands:
             await asyncio.wait_for(self._conn.run(shlex.join(kill_argv(pgid)), check=False), 15)
 
 
+def _tar(folder: Path) -> bytes:
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for child in sorted(folder.iterdir()):
+            archive.add(child, arcname=child.name)
+    return buffer.getvalue()
+
+
+def _untar(data: bytes, folder: Path) -> None:
+    import io
+    import shutil
+    import tarfile
+
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        archive.extractall(folder, filter="data")
+
+
 def _handover(loop: asyncio.AbstractEventLoop, callback: Callable[[bytes], None]) -> Callable[[bytes], None]:
     def deliver(data: bytes) -> None:
         loop.call_soon_threadsafe(callback, data)
@@ -435,6 +460,30 @@ class SshSession:
         bound = await self._loop.run(forward())
         return ForwardedPort(port, "127.0.0.1", bound, f"ssh local forwarding to 127.0.0.1:{port} on {self._config.host}")
 
+    async def push(self, local: Path) -> None:
+        """The local folder's files into the remote workspace, as one tar stream over exec."""
+        archive = await asyncio.to_thread(_tar, local)
+
+        async def extract() -> Any:
+            command = shlex.join(["tar", "-x", "-f", "-", "-C", self.workspace])
+            return await self._conn.run(command, input=archive, encoding=None, check=False)
+
+        result = await self._loop.run(extract())
+        if result.exit_status != 0:
+            raise OSError(f"copying the workspace to {self._config.host} failed: {bytes(result.stderr or b'').decode()[:300]}")
+
+    async def pull(self, local: Path) -> None:
+        """Replace the local folder's files with the remote workspace's."""
+
+        async def archive() -> Any:
+            command = shlex.join(["tar", "-c", "-f", "-", "-C", self.workspace, "."])
+            return await self._conn.run(command, encoding=None, check=False)
+
+        result = await self._loop.run(archive())
+        if result.exit_status != 0:
+            raise OSError(f"copying the workspace from {self._config.host} failed: {bytes(result.stderr or b'').decode()[:300]}")
+        await asyncio.to_thread(_untar, bytes(result.stdout or b""), local)
+
     async def close(self) -> None:
         async def close() -> None:
             for listener in self._listeners.values():
@@ -536,15 +585,18 @@ class SshRunnerProvider:
     async def open(self, definition: RunnerDefinition, context: RunnerOpenContext) -> SshSession:
         config = RunnerConfig.of("ssh", definition.settings)
         loop = _LoopThread()
+        if context.runner_workspace:
+            config = config.model_copy(update={"workspace": context.runner_workspace})
         try:
-            conn, sftp, probe = await loop.run(_connect(config))
+            conn, sftp, probe = await loop.run(_connect(config, create=bool(context.runner_workspace)))
         except BaseException:
             loop.stop()
             raise
         return SshSession(definition.name, config, context, loop, conn, sftp, probe)
 
 
-async def _connect(config: RunnerConfig) -> tuple[Any, Any, dict[str, Any]]:
+async def _connect(config: RunnerConfig, *, create: bool = False) -> tuple[Any, Any, dict[str, Any]]:
+    """Connect, open SFTP and probe; ``create`` makes the workspace folder (a batch rollout's)."""
     import asyncssh
 
     known_hosts = os.path.expanduser(config.known_hosts or "~/.ssh/known_hosts")
@@ -566,6 +618,8 @@ async def _connect(config: RunnerConfig) -> tuple[Any, Any, dict[str, Any]]:
         raise OSError(f"could not connect to {target}: {exc}") from None
     try:
         sftp = await conn.start_sftp_client()
+        if create:
+            await sftp.makedirs(str(config.workspace), exist_ok=True)
         probe = await _probe(conn, sftp, config)
     except BaseException:
         conn.close()

@@ -339,6 +339,8 @@ class RunnerOpenContext:
     local_workspace: Path
     cache_dir: Path
     network: bool = False
+    #: Use this folder in the runner instead of the configured one (a batch rollout's own).
+    runner_workspace: str | None = None
 
 
 @runtime_checkable
@@ -362,6 +364,15 @@ class RunnerSession(Protocol):
     async def run_internal(self, argv: list[str], *, timeout: float = 60.0) -> InternalCommandResult: ...
 
     async def forward_port(self, port: int, local_port: int = 0) -> ForwardedPort: ...
+
+    async def push(self, local: Path) -> None:
+        """Copy the local folder's files into the runner's workspace (nothing to do where the
+        runner's workspace is the local folder)."""
+        ...
+
+    async def pull(self, local: Path) -> None:
+        """Make the local folder hold exactly the runner's workspace files (a batch scores them)."""
+        ...
 
     async def close(self) -> None: ...
 

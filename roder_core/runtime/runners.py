@@ -117,8 +117,9 @@ class RunnerTable:
         live = self._live.get((name, str(workspace)))
         return live.session if live is not None else None
 
-    async def open(self, name: str, workspace: Path) -> LiveRunner:
-        """The live session of runner ``name`` for ``workspace``, opening it when needed."""
+    async def open(self, name: str, workspace: Path, *, runner_workspace: str | None = None) -> LiveRunner:
+        """The live session of runner ``name`` for ``workspace``, opening it when needed
+        (``runner_workspace`` replaces the configured folder in the runner: batch rollouts)."""
         import time
 
         key = (name, str(workspace))
@@ -139,6 +140,7 @@ class RunnerTable:
                 local_workspace=workspace,
                 cache_dir=self._options.paths.cache_dir,
                 network=self._options.config.network.commands,
+                runner_workspace=runner_workspace,
             )
             try:
                 session = await provider.open(definition, context)

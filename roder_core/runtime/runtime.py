@@ -227,7 +227,7 @@ class Runtime:
         if runner is not None:
             await self.runners.open(runner, Path(self.thread(thread_id).cwd))
 
-    async def set_thread_runner(self, thread_id: str, name: str) -> None:
+    async def set_thread_runner(self, thread_id: str, name: str, *, runner_workspace: str | None = None) -> None:
         """Run the thread's tools in runner ``name`` from its next tool call on (saved in the
         thread, so resuming keeps it). The session is opened now: a runner that cannot be
         reached is refused here, not in the middle of a turn."""
@@ -236,7 +236,7 @@ class Runtime:
         state = self._state(thread_id)
         if state.task is not None and not state.task.done():
             raise TurnBusyError(f"a turn is running on thread {thread_id}; select a runner after it ends")
-        await self.runners.open(name, Path(state.thread.cwd))
+        await self.runners.open(name, Path(state.thread.cwd), runner_workspace=runner_workspace)
         await self.save_custom(state.thread.id, RUNNER_NAMESPACE, {"name": name})
         self.forget_brokers(state.thread.cwd)
 
