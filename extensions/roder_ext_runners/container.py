@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
 import shutil
 from collections.abc import Callable
@@ -34,8 +33,8 @@ from roder_core.kernel.services import (
     RunnerAvailability,
     RunnerDefinition,
     RunnerOpenContext,
+    RunnerScope,
 )
-from roder_core.runtime.options import BrokerScope
 from roder_core.settings.runners import RunnerConfig
 
 from .launcher import GroupSniffer, kill_argv, launcher_argv
@@ -160,19 +159,17 @@ class ContainerSession:
         found = await self.run_internal(["sh", "-c", script])
         self.programs = {line.rsplit("/", 1)[-1]: line for line in found.stdout.split() if line.startswith("/")}
 
-    def brokers(self, scope: BrokerScope) -> Brokers:
-        runtime = scope.runtime
-        options = runtime.options
-        config = options.config
-        audit = runtime.audit.record
+    def brokers(self, scope: RunnerScope) -> Brokers:
+        config = scope.config
+        audit = scope.audit
         fs = WorkspaceFileSystem(scope.workspace, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id)
-        local_env = dict(options.env) if options.env is not None else dict(os.environ)
-        redactor = runtime.redact if isinstance(runtime.redact, SecretRedactor) else runtime_redactor(local_env, config)
+        local_env = dict(scope.env)
+        redactor = scope.redactor if isinstance(scope.redactor, SecretRedactor) else runtime_redactor(local_env, config)
         process = RunnerProcessBroker(
             fs,
             ContainerCommands(self._engine, self.container, self.mount, self.local_workspace, setsid="setsid" in self.programs),
             base_env=BASE_ENV,
-            spill_dir=options.paths.spill_dir,
+            spill_dir=scope.spill_dir,
             sandbox_level=f"container ({'network' if self.network else 'no network'})",
             programs=self.programs,
             capabilities=scope.capabilities,

@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.brokers import Brokers
-from roder_core.brokers.host import default_broker_factory
 from roder_core.kernel.services import (
     ForwardedPort,
     InternalCommandResult,
     RunnerAvailability,
     RunnerDefinition,
     RunnerOpenContext,
+    RunnerScope,
 )
-from roder_core.runtime.options import BrokerScope
 
 
 async def run_local(argv: list[str], timeout: float) -> InternalCommandResult:
@@ -45,9 +44,8 @@ class LocalSession:
         self.state_dir = str(context.cache_dir)
         self._scope_sandbox = ""
 
-    def brokers(self, scope: BrokerScope) -> Brokers:
-        factory = scope.runtime.options.broker_factory or default_broker_factory
-        brokers = factory(scope)
+    def brokers(self, scope: RunnerScope) -> Brokers:
+        brokers = scope.local_brokers()
         self._scope_sandbox = getattr(brokers.process, "sandbox_level", "")
         return brokers
 

@@ -45,8 +45,8 @@ from roder_core.kernel.services import (
     RunnerAvailability,
     RunnerDefinition,
     RunnerOpenContext,
+    RunnerScope,
 )
-from roder_core.runtime.options import BrokerScope
 from roder_core.settings.runners import RunnerConfig
 
 from .launcher import GroupSniffer, kill_argv, launcher_argv
@@ -354,11 +354,9 @@ class SshSession:
 
     # ------------------------------------------------------------------ brokers
 
-    def brokers(self, scope: BrokerScope) -> Brokers:
-        runtime = scope.runtime
-        options = runtime.options
-        config = options.config
-        audit = runtime.audit.record
+    def brokers(self, scope: RunnerScope) -> Brokers:
+        config = scope.config
+        audit = scope.audit
         fs = TransportFileSystem(
             SftpTransport(self._loop, self._sftp),
             self.workspace,
@@ -367,8 +365,8 @@ class SshSession:
             audit=audit,
             extension_id=scope.extension_id,
         )
-        local_env = dict(options.env) if options.env is not None else dict(os.environ)
-        redactor = runtime.redact if isinstance(runtime.redact, SecretRedactor) else runtime_redactor(local_env, config)
+        local_env = dict(scope.env)
+        redactor = scope.redactor if isinstance(scope.redactor, SecretRedactor) else runtime_redactor(local_env, config)
         blocked = None
         if self.sandbox == "blocked":
             blocked = (
@@ -379,7 +377,7 @@ class SshSession:
             fs,
             SshCommands(self._loop, self._conn, setsid="setsid" in self._probe["programs"]),
             base_env=self._probe["env"],
-            spill_dir=options.paths.spill_dir,
+            spill_dir=scope.spill_dir,
             sandbox_level="workspace-write" if self.sandbox == "bubblewrap" else "off",
             wrap=(lambda argv, cwd: self._bubblewrap(argv, cwd, network)) if self.sandbox == "bubblewrap" else None,
             blocked=blocked,

@@ -7,7 +7,7 @@ Protocols are structural: an extension does not need to inherit from them.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -25,7 +25,7 @@ from roder_core.ir import (
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
     from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolRegistry
-    from roder_core.runtime.options import BrokerScope
+    from roder_core.settings.config import RoderConfig
     from roder_core.threads.events import RuntimeEvent
 
 
@@ -343,6 +343,25 @@ class RunnerOpenContext:
     runner_workspace: str | None = None
 
 
+@dataclass(frozen=True)
+class RunnerScope:
+    """What a runner session builds one broker set from: the thread's local workspace and one
+    extension's grants, plus the core's own pieces the brokers must use (config, the secret
+    redactor, the audit log) and ``local_brokers``, the runtime's broker set for this scope on
+    this machine (the ``local`` runner returns it)."""
+
+    workspace: Path
+    capabilities: frozenset[str]
+    extension_id: str
+    config: RoderConfig
+    spill_dir: Path
+    #: The environment of Roder's process (secrets are scrubbed from what commands get).
+    env: Mapping[str, str]
+    redactor: Callable[[str], str]
+    audit: Callable[[str, dict[str, Any]], None]
+    local_brokers: Callable[[], Brokers]
+
+
 @runtime_checkable
 class RunnerSession(Protocol):
     """A live runner: where a thread's tools execute. It supplies the brokers (the seam); the
@@ -357,7 +376,7 @@ class RunnerSession(Protocol):
     kind: str
     workspace: str
 
-    def brokers(self, scope: BrokerScope) -> Brokers: ...
+    def brokers(self, scope: RunnerScope) -> Brokers: ...
 
     def describe(self) -> dict[str, Any]: ...
 

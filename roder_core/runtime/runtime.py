@@ -35,7 +35,7 @@ from roder_core.ir import (
     UserMessageItem,
     new_id,
 )
-from roder_core.kernel.services import HookPoint, InferenceEngine
+from roder_core.kernel.services import HookPoint, InferenceEngine, RunnerScope
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
 from roder_core.policy.rules import RuleSet
@@ -195,19 +195,36 @@ class Runtime:
         if key not in self._brokers:
             granted = self.registry.granted_capabilities(extension_id) if capabilities is None else capabilities
             scope = BrokerScope(workspace, granted, extension_id, self)
-            if runner is not None:
-                session = self.runners.session_for(runner, workspace)
-                if session is None:
-                    raise RoderError(f"runner {runner!r} has no open session for {workspace}; start a turn or select it again")
-                self._brokers[key] = session.brokers(scope)
-                return self._brokers[key]
             factory = self.options.broker_factory
             if factory is None:
                 from roder_core.brokers.host import default_broker_factory
 
                 factory = default_broker_factory
-            self._brokers[key] = factory(scope)
+            if runner is None:
+                self._brokers[key] = factory(scope)
+                return self._brokers[key]
+            session = self.runners.session_for(runner, workspace)
+            if session is None:
+                raise RoderError(f"runner {runner!r} has no open session for {workspace}; start a turn or select it again")
+            self._brokers[key] = session.brokers(self._runner_scope(scope, lambda: factory(scope)))
         return self._brokers[key]
+
+    def _runner_scope(self, scope: BrokerScope, local: Callable[[], Brokers]) -> RunnerScope:
+        import os
+
+
+        options = self.options
+        return RunnerScope(
+            workspace=scope.workspace,
+            capabilities=scope.capabilities,
+            extension_id=scope.extension_id,
+            config=options.config,
+            spill_dir=options.paths.spill_dir,
+            env=dict(options.env) if options.env is not None else dict(os.environ),
+            redactor=self.redact,
+            audit=self.audit.record,
+            local_brokers=local,
+        )
 
     # ------------------------------------------------------------------ runners
 
