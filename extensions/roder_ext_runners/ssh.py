@@ -262,7 +262,8 @@ class SshCommands:
         timed_out = False
         try:
             try:
-                await asyncio.wait_for(asyncio.shield(asyncio.wait({exited, closed}, return_when="FIRST_COMPLETED")), timeout)
+                ending: set[asyncio.Future[Any]] = {exited, closed}
+                await asyncio.wait_for(asyncio.shield(asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)), timeout)
             except TimeoutError:
                 timed_out = True
             else:
@@ -534,7 +535,7 @@ async def _probe(conn: Any, sftp: Any, config: RunnerConfig) -> dict[str, Any]:
     if candidates:
         # resolved there (``/var/run`` is often a link to ``/run``): bwrap binds onto real paths
         check = "; ".join(
-            f"r=$(readlink -f {shlex.quote(p)}) && if [ -d \"$r\" ]; then echo \"d$r\"; elif [ -e \"$r\" ]; then echo \"f$r\"; fi"
+            f'r=$(readlink -f {shlex.quote(p)}) && if [ -d "$r" ]; then echo "d$r"; elif [ -e "$r" ]; then echo "f$r"; fi'
             for p in candidates
         )
         found = await run(["sh", "-c", check])

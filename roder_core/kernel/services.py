@@ -375,6 +375,12 @@ class RunnerSession(Protocol):
     name: str
     kind: str
     workspace: str
+    #: True when ``workspace`` is a folder of this machine (local, a mounted container folder):
+    #: snapshots then run git here.
+    files_local: bool
+    #: Where Roder keeps its own state for this session (snapshot stores), in the runner when
+    #: its files are not local.
+    state_dir: str
 
     def brokers(self, scope: RunnerScope) -> Brokers: ...
 

@@ -81,7 +81,7 @@ class WorkspaceSnapshots:
 
     def __init__(self, session: RunnerSession, runner: str, local_workspace: Path, data_dir: Path) -> None:
         key = hashlib.sha256(f"{runner}\0{local_workspace}\0{session.workspace}".encode()).hexdigest()[:20]
-        self._files_local = bool(getattr(session, "files_local", False))
+        self._files_local = session.files_local
         if self._files_local:
             self._git_dir = str(data_dir / "runner-snapshots" / f"{key}.git")
             self._exec: Exec = _local_exec

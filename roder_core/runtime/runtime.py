@@ -212,7 +212,6 @@ class Runtime:
     def _runner_scope(self, scope: BrokerScope, local: Callable[[], Brokers]) -> RunnerScope:
         import os
 
-
         options = self.options
         return RunnerScope(
             workspace=scope.workspace,

@@ -29,6 +29,8 @@ class Sshd:
     known_hosts: Path
     process: asyncio.subprocess.Process
     log: list[str]
+    #: Reads sshd's log for as long as it runs.
+    drain: asyncio.Future[None] | None = None
 
     def runner_table(self, name: str, workspace: Path, **extra: str) -> str:
         """A ``[runners.NAME]`` table reaching this server."""
@@ -49,6 +51,8 @@ class Sshd:
         if self.process.returncode is None:
             self.process.terminate()
             await self.process.wait()
+        if self.drain is not None:
+            await self.drain
 
 
 def _free_port() -> int:
@@ -127,5 +131,6 @@ async def start_sshd(folder: Path) -> Sshd:
         while line := await process.stderr.readline():
             log.append(line.decode(errors="replace"))
 
-    asyncio.ensure_future(drain())
-    return Sshd(port, user, user_key, known_hosts, process, log)
+    server = Sshd(port, user, user_key, known_hosts, process, log)
+    server.drain = asyncio.ensure_future(drain())
+    return server

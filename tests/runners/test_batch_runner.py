@@ -43,7 +43,10 @@ async def test_a_batch_runs_its_tools_on_the_ssh_host(tmp_path: Path, sshd: Sshd
     (source / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     steps = [
         {"text": "Where am I?", "tool_calls": [{"name": "bash", "arguments": {"command": "pwd > where.txt"}}]},
-        {"text": "Fixing.", "tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"}}]},
+        {
+            "text": "Fixing.",
+            "tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"}}],
+        },
         {"text": "Fixed."},
     ]
     tasks = write_jsonl(
@@ -79,7 +82,9 @@ def test_an_unknown_runner_stops_the_batch_before_it_starts(tmp_path: Path, caps
     from roder_tui.cli import main
 
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [{"id": "t", "prompt": "hi"}])
-    code = main(["batch", str(tasks), "--out", str(tmp_path / "out"), "--no-progress", "--provider", "mock", "--runner", "nowhere"])
+    code = main(
+        ["batch", str(tasks), "--out", str(tmp_path / "out"), "--no-progress", "--provider", "mock", "--runner", "nowhere"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "unknown runner 'nowhere'" in err, err
     assert not (tmp_path / "out" / "rollouts").exists()

@@ -84,9 +84,7 @@ async def test_list_select_snapshot_ports_and_delete_over_stdio(tmp_path: Path, 
 
         # snapshots: tracked and untracked files, ignored ones left alone, the repository untouched
         head_before = subprocess.run(["git", "-C", str(workspace), "status", "--porcelain"], capture_output=True, text=True)
-        snap = (await peer.call("runners/snapshot", {"threadId": thread["id"], "itemId": "item_1", "label": "start"}))[
-            "snapshot"
-        ]
+        snap = (await peer.call("runners/snapshot", {"threadId": thread["id"], "itemId": "item_1", "label": "start"}))["snapshot"]
         # tracked.txt, untracked.txt, .gitignore and the test tools under .roder/
         assert snap["files"] == 4 and snap["itemId"] == "item_1"
         (workspace / "tracked.txt").write_text("v2\n")

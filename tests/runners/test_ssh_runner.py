@@ -240,4 +240,3 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     writer.write(b"pong " + line)
     await writer.drain()
     writer.close()
-
