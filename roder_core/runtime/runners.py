@@ -83,6 +83,20 @@ class RunnerTable:
         known = ", ".join(r.name for r in self.definitions())
         raise RunnerError(f"unknown runner {name!r}; defined: {known} (add [runners.{name}] to config.toml)")
 
+    def turn_snapshots(self, name: str) -> bool:
+        """Whether runner ``name`` snapshots its workspace when each turn starts."""
+        table = self._options.config.runners.get(name)
+        return table is not None and table.snapshots == "turn"
+
+    async def snapshots(self, name: str, workspace: Path) -> WorkspaceSnapshots:
+        """The snapshot store of runner ``name``'s session for ``workspace`` (opened if needed)."""
+        from roder_core.runtime.runner_snapshots import WorkspaceSnapshots
+
+        live = await self.open(name, workspace)
+        if live.snapshots is None:
+            live.snapshots = WorkspaceSnapshots(live.session, name, workspace, self._options.paths.data_dir)
+        return live.snapshots
+
     def provider(self, kind: str) -> RemoteRunnerProvider:
         provider = self._providers.get(kind)
         if provider is None:

@@ -256,6 +256,18 @@ class Runtime:
         await self.save_custom(state.thread.id, RUNNER_NAMESPACE, {"name": name})
         self.forget_brokers(state.thread.cwd)
 
+    async def _turn_snapshot(self, state: ThreadState, item_id: str) -> None:
+        """Snapshot the workspace before the turn when the thread's runner asks for it
+        (``snapshots = "turn"``), tied to the turn's user message for rewinds."""
+        runner = self.thread_runner(state.thread.id)
+        if runner is None or not self.runners.turn_snapshots(runner):
+            return
+        store = await self.runners.snapshots(runner, Path(state.thread.cwd))
+        try:
+            await store.create(thread_id=state.thread.id, item_id=item_id, label="turn")
+        except RoderError as exc:  # a failed snapshot must not cost the turn; it is reported
+            await self.emit(_error_event(state.thread.id, f"the turn's workspace snapshot failed: {exc}", "runner"))
+
     def forget_brokers(self, workspace: str, runner: str | None = None) -> None:
         """Drop cached broker sets of a workspace (of one runner, or all) so the next use builds them anew."""
         for key in [k for k in self._brokers if k[0] == workspace and (runner is None or k[2] == runner)]:
@@ -590,10 +602,12 @@ class Runtime:
             # A client saw turn/completed and went on; the old turn is only finishing its saves.
             await asyncio.shield(state.task)
         await self.open_runner(thread_id)
+        message = UserMessageItem(text=text, attachments=attachments or [])
+        await self._turn_snapshot(state, message.id)
         runner = TurnRunner(
             self,
             state,
-            UserMessageItem(text=text, attachments=attachments or []),
+            message,
             task_ledger_required=task_ledger_required,
             deadline=deadline,
             provider=provider,

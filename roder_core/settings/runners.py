@@ -23,6 +23,9 @@ class RunnerConfig(BaseModel):
 
     kind: Literal["local", "ssh", "container"]
     description: str = ""
+    #: ``turn``: snapshot the workspace when each turn starts, tied to its user message, so a
+    #: rewind to that message restores what shell commands changed too (``runners/snapshot``).
+    snapshots: Literal["off", "turn"] = "off"
     # ---- ssh
     host: str | None = None
     port: int = Field(default=22, ge=1, le=65535)
@@ -66,7 +69,7 @@ class RunnerConfig(BaseModel):
 
     def settings(self) -> dict[str, Any]:
         """The settings written in the table, as the provider receives them."""
-        return self.model_dump(exclude={"kind", "description"}, exclude_unset=True, exclude_none=True)
+        return self.model_dump(exclude={"kind", "description", "snapshots"}, exclude_unset=True, exclude_none=True)
 
     @classmethod
     def of(cls, kind: str, settings: dict[str, Any]) -> RunnerConfig:

@@ -13,7 +13,7 @@ from roder_core.ir import Mode
 from roder_core.kernel.services import ForwardedPort
 from roder_core.runtime.listening_ports import COMMAND as LISTEN_COMMAND
 from roder_core.runtime.listening_ports import parse as parse_listening
-from roder_core.runtime.runner_snapshots import Snapshot, WorkspaceSnapshots
+from roder_core.runtime.runner_snapshots import Snapshot
 from roder_core.runtime.runners import LiveRunner, RunnerError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, InvalidParams, PolicyDenied, RpcError
@@ -138,10 +138,10 @@ def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:
 async def runners_snapshot(app: Dispatcher, params: RunnersSnapshotParams, ctx: CallContext) -> RunnersSnapshotResult:
     runtime = app.runtime
     runner, workspace = _target(app, params)
-    live = await _open(app, runner, workspace)
-    if live.snapshots is None:
-        live.snapshots = WorkspaceSnapshots(live.session, runner, workspace, runtime.options.paths.data_dir)
-    store = live.snapshots
+    try:
+        store = await runtime.runners.snapshots(runner, workspace)
+    except RunnerError as exc:
+        raise RpcError(RUNTIME_ERROR, str(exc)) from None
     result = RunnersSnapshotResult(action=params.action, runner=runner)
     if params.action == "create":
         snapshot = await store.create(thread_id=params.thread_id, item_id=params.item_id, label=params.label)
