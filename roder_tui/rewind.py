@@ -6,8 +6,9 @@ prompt. Restoring the code rolls back, newest first, every hunk Roder's edit too
 that message on (``hunk/list`` with ``sinceItemId``, then ``hunk/rollback``). Shell commands run
 in that span changed files no hunk records: when the thread's runner took a snapshot as that
 turn started (``snapshots = "turn"``, ``runners/snapshot``), the snapshot is restored instead,
-shell changes included; otherwise they are named as not restorable, never skipped silently. ``/undo`` is a rewind of both to the last prompt; ``/redo`` re-applies the hunks
-(``hunk/apply``) and returns to the thread that still holds the undone turn.
+shell changes included; otherwise they are named as not restorable, never skipped silently.
+``/undo`` is a rewind of both to the last prompt; ``/redo`` re-applies the hunks (``hunk/apply``)
+and returns to the thread that still holds the undone turn.
 """
 
 from __future__ import annotations
