@@ -4,9 +4,11 @@ Restoring the conversation forks the thread to just before a user message (``thr
 ``beforeItemId``; the original thread is never modified) and puts that message back in the
 prompt. Restoring the code rolls back, newest first, every hunk Roder's edit tools recorded from
 that message on (``hunk/list`` with ``sinceItemId``, then ``hunk/rollback``). Shell commands run
-in that span changed files no hunk records: they are named as not restorable, never skipped
-silently. ``/undo`` is a rewind of both to the last prompt; ``/redo`` re-applies the hunks
-(``hunk/apply``) and returns to the thread that still holds the undone turn.
+in that span changed files no hunk records: when the thread's runner took a snapshot as that
+turn started (``snapshots = "turn"``, ``runners/snapshot``), the snapshot is restored instead,
+shell changes included; otherwise they are named as not restorable, never skipped silently.
+``/undo`` is a rewind of both to the last prompt; ``/redo`` re-applies the hunks (``hunk/apply``)
+and returns to the thread that still holds the undone turn.
 """
 
 from __future__ import annotations
@@ -41,9 +43,16 @@ class CodeRestore:
     paths: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     unrestorable: list[str] = field(default_factory=list)
+    #: The runner snapshot restored instead of hunks (it covers shell commands' changes too).
+    snapshot: str | None = None
 
     def summary(self) -> str:
         files = sorted(set(self.paths))
+        if self.snapshot is not None:
+            return (
+                f"restored the workspace snapshot {self.snapshot} taken when this message's turn started "
+                "(shell commands' changes included)"
+            )
         lines = [f"restored {len(self.hunk_ids)} change(s) in {len(files)} file(s)" + (f": {', '.join(files)}" if files else "")]
         lines += [f"could not restore: {problem}" for problem in self.failed]
         lines += [f"not restorable (changed by a shell command, not Roder's edit tools): $ {c}" for c in self.unrestorable]
@@ -82,6 +91,12 @@ async def restore_code(client: LocalAppClient, thread_id: str, item_id: str) -> 
     from roder_core.server.errors import RpcError
 
     changes = await changes_since(client, thread_id, item_id)
+    if changes.unrestorable:
+        # hunks cannot undo what shell commands did; a snapshot taken at that turn can
+        snapshot = await turn_snapshot(client, thread_id, item_id)
+        if snapshot is not None:
+            await client.request("runners/snapshot", {"threadId": thread_id, "action": "restore", "snapshotId": snapshot})
+            return CodeRestore(snapshot=snapshot)
     done = CodeRestore(unrestorable=[u.command for u in changes.unrestorable])
     for hunk in reversed(changes.hunks):
         try:
@@ -92,6 +107,19 @@ async def restore_code(client: LocalAppClient, thread_id: str, item_id: str) -> 
         done.hunk_ids.append(hunk.hunk_id)
         done.paths.append(result.path)
     return done
+
+
+async def turn_snapshot(client: LocalAppClient, thread_id: str, item_id: str) -> str | None:
+    """The id of the runner snapshot taken when the turn of ``item_id`` started (a runner with
+    ``snapshots = "turn"``), or None."""
+    from roder_core.server.errors import RpcError
+
+    try:
+        listed = await client.request("runners/snapshot", {"threadId": thread_id, "action": "list", "itemId": item_id})
+    except RpcError:
+        return None
+    snapshots = listed.snapshots  # type: ignore[attr-defined]
+    return str(snapshots[-1].id) if snapshots else None
 
 
 async def reapply(client: LocalAppClient, undone: Undone) -> list[str]:

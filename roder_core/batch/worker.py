@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -21,10 +22,10 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from roder_core.batch.environment import child_environment, value_redactor
 from roder_core.batch.rewards import RewardError, read_reward
@@ -39,6 +40,9 @@ from roder_core.ir import AgentMessageItem, Thread, ToolCallItem, ToolResultItem
 from roder_core.threads.atif import build_atif
 from roder_core.threads.events import RuntimeEvent
 from roder_core.threads.trajectory import build_trajectory
+
+if TYPE_CHECKING:
+    from roder_core.runtime.runtime import Runtime
 
 #: Why a rollout failed, in the order they are reported.
 FAILURE_CAUSES = (
@@ -81,6 +85,8 @@ class RunSettings:
     deadline: float | None = None
     task_ledger_required: bool = False
     max_iterations: int | None = None
+    #: Where the agent's tools execute (``[runners.NAME]``; None: this machine).
+    runner: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -406,6 +412,8 @@ class _Rollout:
         began = time.monotonic()
         try:
             thread = await runtime.start_thread()
+            if settings.runner:
+                pulled = await self._use_runner(runtime, thread.id, workspace)
             hard_end = time.time() + self.deadline if self.deadline else None
             work_deadline = hard_end - (self._reserve() or 0.0) if hard_end is not None else None
             await runtime.start_turn(
@@ -421,6 +429,8 @@ class _Rollout:
                 await runtime.interrupt(thread.id)
             run.reserve_hit = work_deadline is not None and time.time() >= work_deadline
             run.thread = runtime.thread(thread.id).model_copy(deep=True)
+            if settings.runner:
+                await pulled()
         finally:
             run.duration_s = time.monotonic() - began
             remove()
@@ -428,6 +438,31 @@ class _Rollout:
         if runtime.store is not None and run.thread is not None:
             run.thread_file = self.scratch / "data" / "threads" / f"{run.thread.id}.jsonl"
         return run
+
+    async def _use_runner(self, runtime: Runtime, thread_id: str, workspace: Path) -> Callable[[], Awaitable[None]]:
+        """Run the agent's tools in the ``--runner`` runner. A runner whose workspace is not
+        the local folder (ssh) gets a folder of this rollout's own there, filled with the
+        prepared workspace; the returned coroutine brings the files back (the diff and the
+        score are computed here, as for local runs) and removes that folder."""
+        name = str(self.settings.runner)
+        definition = runtime.runners.definition(name)
+        base = definition.settings.get("workspace")
+        remote = None
+        if definition.kind == "ssh" and base:
+            remote = f"{str(base).rstrip('/')}/roder-rollout-{secrets.token_hex(6)}"
+        await runtime.set_thread_runner(thread_id, name, runner_workspace=remote)
+        session = runtime.runners.session_for(name, workspace)
+        if session is None:
+            raise RuntimeError(f"runner {name!r} did not open")
+        await session.push(workspace)
+        self.result["runner"] = {"name": name, "kind": definition.kind, **session.describe()}
+
+        async def pull() -> None:
+            await session.pull(workspace)
+            if remote is not None:
+                await session.run_internal(["rm", "-rf", remote])
+
+        return pull
 
     def _conclude(self, agent: _AgentRun, score: ShellOutcome | None) -> None:
         thread = agent.thread
@@ -576,6 +611,14 @@ def node_preflight(settings: RunSettings, declared_env: dict[str, str]) -> dict[
     return {"host": worker_host(), "problem": problem}
 
 
+async def _check_runner(runtime: Runtime, name: str) -> None:
+    """``--runner NAME`` names a defined runner that can run here (else the batch does not start)."""
+    table = runtime.runners
+    availability = await table.availability(table.definition(name))
+    if not availability.available:
+        raise ValueError(f"runner {name!r} cannot be used: {availability.reason}")
+
+
 def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:
     """Check provider, model and profile once before any rollout (a typo fails at once, not
     in every worker) and pin the provider and model the configuration picked, so a resumed batch
@@ -600,7 +643,11 @@ def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:
                 )
             )
             runtime = started.runtime
-            asyncio.run(runtime.close())
+            try:
+                if settings.runner:
+                    asyncio.run(_check_runner(runtime, settings.runner))
+            finally:
+                asyncio.run(runtime.close())
     finally:
         logging.getLogger().removeHandler(log)
     notices = list(started.distribution.warnings)

@@ -7,7 +7,7 @@ Protocols are structural: an extension does not need to inherit from them.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -23,7 +23,9 @@ from roder_core.ir import (
 )
 
 if TYPE_CHECKING:
+    from roder_core.brokers import Brokers
     from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolRegistry
+    from roder_core.settings.config import RoderConfig
     from roder_core.threads.events import RuntimeEvent
 
 
@@ -287,9 +289,135 @@ class SubagentDispatcher(Protocol):
     async def dispatch(self, ctx: ToolExecutionContext, agent: str, prompt: str) -> str: ...
 
 
+@dataclass(frozen=True)
+class RunnerDefinition:
+    """One runner the user can select: ``[runners.NAME]`` of config.toml (or the built-in
+    ``local``). ``kind`` names the ``RemoteRunnerProvider`` that opens it; ``settings`` is the
+    rest of the table, which that provider validates."""
+
+    name: str
+    kind: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class RunnerAvailability:
+    """Whether a provider can open runners on this machine, and if not, why (shown by
+    ``runners/list``). ``details`` says what was found (engine and version, ...)."""
+
+    available: bool
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InternalCommandResult:
+    """A command Roder itself ran in a runner (snapshots, port listings): never the model's."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
+class ForwardedPort:
+    """A runner's port reachable on this machine at ``local_host:local_port``."""
+
+    port: int
+    local_host: str
+    local_port: int
+    how: str
+
+
+@dataclass(frozen=True)
+class RunnerOpenContext:
+    """What a provider needs to open a session: the thread's local workspace (the folder a
+    container mounts; the key an ssh runner maps absolute paths from), Roder's cache folder
+    and the command-network setting."""
+
+    local_workspace: Path
+    cache_dir: Path
+    network: bool = False
+    #: Use this folder in the runner instead of the configured one (a batch rollout's own).
+    runner_workspace: str | None = None
+
+
+@dataclass(frozen=True)
+class RunnerScope:
+    """What a runner session builds one broker set from: the thread's local workspace and one
+    extension's grants, plus the core's own pieces the brokers must use (config, the secret
+    redactor, the audit log) and ``local_brokers``, the runtime's broker set for this scope on
+    this machine (the ``local`` runner returns it)."""
+
+    workspace: Path
+    capabilities: frozenset[str]
+    extension_id: str
+    config: RoderConfig
+    spill_dir: Path
+    #: The environment of Roder's process (secrets are scrubbed from what commands get).
+    env: Mapping[str, str]
+    redactor: Callable[[str], str]
+    audit: Callable[[str, dict[str, Any]], None]
+    local_brokers: Callable[[], Brokers]
+
+
+@runtime_checkable
+class RunnerSession(Protocol):
+    """A live runner: where a thread's tools execute. It supplies the brokers (the seam); the
+    core keeps policy, approvals, secret redaction and environment scrubbing above them.
+
+    ``workspace`` is the workspace path as the runner sees it. ``run_internal`` runs Roder's
+    own commands (git for snapshots, the port listing) there outside the tool sandbox; it never
+    runs anything the model wrote. ``forward_port`` makes one of the runner's ports reachable
+    on this machine."""
+
+    name: str
+    kind: str
+    workspace: str
+    #: True when ``workspace`` is a folder of this machine (local, a mounted container folder):
+    #: snapshots then run git here.
+    files_local: bool
+    #: Where Roder keeps its own state for this session (snapshot stores), in the runner when
+    #: its files are not local.
+    state_dir: str
+
+    def brokers(self, scope: RunnerScope) -> Brokers: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    async def run_internal(self, argv: list[str], *, timeout: float = 60.0) -> InternalCommandResult: ...
+
+    async def forward_port(self, port: int, local_port: int = 0) -> ForwardedPort: ...
+
+    async def push(self, local: Path) -> None:
+        """Copy the local folder's files into the runner's workspace (nothing to do where the
+        runner's workspace is the local folder)."""
+        ...
+
+    async def pull(self, local: Path) -> None:
+        """Make the local folder hold exactly the runner's workspace files (a batch scores them)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 @runtime_checkable
 class RemoteRunnerProvider(Protocol):
+    """Seed 003's runner service: opens sessions of one kind (``local``, ``ssh``,
+    ``container``). ``id()`` is that kind, which ``[runners.NAME] kind = ...`` names."""
+
     def id(self) -> str: ...
+
+    def description(self) -> str: ...
+
+    async def availability(self) -> RunnerAvailability: ...
+
+    def check(self, definition: RunnerDefinition) -> None:
+        """Raise ``ValueError`` with a clear message when the settings are wrong."""
+        ...
+
+    async def open(self, definition: RunnerDefinition, context: RunnerOpenContext) -> RunnerSession: ...
 
 
 # --------------------------------------------------------------------------- policy, observation

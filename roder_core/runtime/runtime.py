@@ -35,7 +35,7 @@ from roder_core.ir import (
     UserMessageItem,
     new_id,
 )
-from roder_core.kernel.services import HookPoint, InferenceEngine
+from roder_core.kernel.services import HookPoint, InferenceEngine, RunnerScope
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
 from roder_core.policy.rules import RuleSet
@@ -110,7 +110,11 @@ class Runtime:
         self._threads: dict[str, ThreadState] = {}
         self._approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[ApprovalDecision]]] = {}
         self._user_inputs: dict[str, tuple[UserInputRequested, asyncio.Future[dict[str, Any]]]] = {}
-        self._brokers: dict[tuple[str, str], Brokers] = {}
+        self._brokers: dict[tuple[str, str, str], Brokers] = {}
+        from roder_core.runtime.runners import RunnerTable
+
+        #: Where threads' tools execute (``runners/*``); ``local`` unless a thread selected another.
+        self.runners = RunnerTable(registry, options)
         #: Subagents running in this runtime, by trace id (``turn/subagentTrace/read`` while they run).
         self.subagent_traces: dict[str, TraceRecord] = {}
         self.provider = options.provider or self.default_provider()
@@ -180,20 +184,94 @@ class Runtime:
 
     # ------------------------------------------------------------------ brokers
 
-    def brokers_for(self, workspace: Path, extension_id: str, capabilities: frozenset[str] | None = None) -> Brokers:
+    def brokers_for(
+        self, workspace: Path, extension_id: str, capabilities: frozenset[str] | None = None, *, thread_id: str | None = None
+    ) -> Brokers:
         """Brokers scoped to a workspace and an extension's grants; ``capabilities`` replaces the
-        grants for callers that are not extensions (the control plane's fs/* and command/exec)."""
-        key = (str(workspace), extension_id)
+        grants for callers that are not extensions (the control plane's fs/* and command/exec).
+        With ``thread_id``, the brokers of that thread's runner (opened by ``open_runner``)."""
+        runner = self.thread_runner(thread_id) if thread_id is not None else None
+        key = (str(workspace), extension_id, runner or "")
         if key not in self._brokers:
+            granted = self.registry.granted_capabilities(extension_id) if capabilities is None else capabilities
+            scope = BrokerScope(workspace, granted, extension_id, self)
             factory = self.options.broker_factory
             if factory is None:
                 from roder_core.brokers.host import default_broker_factory
 
                 factory = default_broker_factory
-            granted = self.registry.granted_capabilities(extension_id) if capabilities is None else capabilities
-            scope = BrokerScope(workspace, granted, extension_id, self)
-            self._brokers[key] = factory(scope)
+            if runner is None:
+                self._brokers[key] = factory(scope)
+                return self._brokers[key]
+            session = self.runners.session_for(runner, workspace)
+            if session is None:
+                raise RoderError(f"runner {runner!r} has no open session for {workspace}; start a turn or select it again")
+            self._brokers[key] = session.brokers(self._runner_scope(scope, lambda: factory(scope)))
         return self._brokers[key]
+
+    def _runner_scope(self, scope: BrokerScope, local: Callable[[], Brokers]) -> RunnerScope:
+        import os
+
+        options = self.options
+        return RunnerScope(
+            workspace=scope.workspace,
+            capabilities=scope.capabilities,
+            extension_id=scope.extension_id,
+            config=options.config,
+            spill_dir=options.paths.spill_dir,
+            env=dict(options.env) if options.env is not None else dict(os.environ),
+            redactor=self.redact,
+            audit=self.audit.record,
+            local_brokers=local,
+        )
+
+    # ------------------------------------------------------------------ runners
+
+    def thread_runner(self, thread_id: str) -> str | None:
+        """The runner a thread selected (saved in the thread), or None for the default."""
+        from roder_core.runtime.runners import RUNNER_NAMESPACE
+
+        state = self._threads.get(thread_id)
+        if state is None:
+            return None
+        saved = self.custom_state(thread_id, RUNNER_NAMESPACE)
+        return saved.get("name") if isinstance(saved, dict) and saved.get("name") else None
+
+    async def open_runner(self, thread_id: str) -> None:
+        """Open the thread's runner session if it is not live (a turn's tools need it)."""
+        runner = self.thread_runner(thread_id)
+        if runner is not None:
+            await self.runners.open(runner, Path(self.thread(thread_id).cwd))
+
+    async def set_thread_runner(self, thread_id: str, name: str, *, runner_workspace: str | None = None) -> None:
+        """Run the thread's tools in runner ``name`` from its next tool call on (saved in the
+        thread, so resuming keeps it). The session is opened now: a runner that cannot be
+        reached is refused here, not in the middle of a turn."""
+        from roder_core.runtime.runners import RUNNER_NAMESPACE
+
+        state = self._state(thread_id)
+        if state.task is not None and not state.task.done():
+            raise TurnBusyError(f"a turn is running on thread {thread_id}; select a runner after it ends")
+        await self.runners.open(name, Path(state.thread.cwd), runner_workspace=runner_workspace)
+        await self.save_custom(state.thread.id, RUNNER_NAMESPACE, {"name": name})
+        self.forget_brokers(state.thread.cwd)
+
+    async def _turn_snapshot(self, state: ThreadState, item_id: str) -> None:
+        """Snapshot the workspace before the turn when the thread's runner asks for it
+        (``snapshots = "turn"``), tied to the turn's user message for rewinds."""
+        runner = self.thread_runner(state.thread.id)
+        if runner is None or not self.runners.turn_snapshots(runner):
+            return
+        store = await self.runners.snapshots(runner, Path(state.thread.cwd))
+        try:
+            await store.create(thread_id=state.thread.id, item_id=item_id, label="turn")
+        except RoderError as exc:  # a failed snapshot must not cost the turn; it is reported
+            await self.emit(_error_event(state.thread.id, f"the turn's workspace snapshot failed: {exc}", "runner"))
+
+    def forget_brokers(self, workspace: str, runner: str | None = None) -> None:
+        """Drop cached broker sets of a workspace (of one runner, or all) so the next use builds them anew."""
+        for key in [k for k in self._brokers if k[0] == workspace and (runner is None or k[2] == runner)]:
+            del self._brokers[key]
 
     # ------------------------------------------------------------------ events
 
@@ -523,10 +601,13 @@ class Runtime:
                 raise TurnBusyError(f"a turn is already running on thread {thread_id}; steer or interrupt it")
             # A client saw turn/completed and went on; the old turn is only finishing its saves.
             await asyncio.shield(state.task)
+        await self.open_runner(thread_id)
+        message = UserMessageItem(text=text, attachments=attachments or [])
+        await self._turn_snapshot(state, message.id)
         runner = TurnRunner(
             self,
             state,
-            UserMessageItem(text=text, attachments=attachments or []),
+            message,
             task_ledger_required=task_ledger_required,
             deadline=deadline,
             provider=provider,
@@ -668,6 +749,7 @@ class Runtime:
     async def close(self) -> None:
         for thread_id in list(self._threads):
             await self.close_thread(thread_id)
+        await self.runners.close()
         if self.store is not None and hasattr(self.store, "close"):
             await self.store.close()
         for service in self.registry.closeable_services():

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from roder_core.ir import Mode
 from roder_core.settings.paths import RoderPaths
+from roder_core.settings.runners import RunnerConfig
 
 #: Every policy mode, strictest first (``Mode`` is defined once, in the IR).
 MODES: tuple[Mode, ...] = tuple(Mode)
@@ -121,6 +122,8 @@ class RoderConfig(Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     sandboxing: SandboxingConfig = Field(default_factory=SandboxingConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
+    #: ``[runners.NAME]``: where threads' tools may execute (``roder_core.settings.runners``).
+    runners: dict[str, RunnerConfig] = Field(default_factory=dict)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -63,6 +63,9 @@ def add_rollout_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--task-ledger", action="store_true", help="ask the model to checkpoint in its task ledger before the deadline reserve"
     )
+    parser.add_argument(
+        "--runner", metavar="NAME", help="run the agent's tools in this runner ([runners.NAME] of config.toml: ssh, container)"
+    )
     add_runtime_flags(parser, trust_flag=False)
     parser.set_defaults(profile="eval-sandbox")
 
@@ -180,6 +183,7 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         deadline=args.deadline,
         task_ledger_required=args.task_ledger,
         max_iterations=args.max_iterations,
+        runner=args.runner,
     )
 
 

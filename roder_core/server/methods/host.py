@@ -183,6 +183,8 @@ async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext)
         raise InvalidParams(f"unknown tool {params.tool_name!r}; available: {', '.join(tools.names())}")
     workspace = Path(runtime.thread(params.thread_id).cwd) if params.thread_id else runtime.options.cwd
     call = ToolCall(id=f"direct_{next(_calls)}", name=params.tool_name, arguments=dict(params.arguments))
+    if params.thread_id:
+        await runtime.open_runner(params.thread_id)  # the thread's runner executes its tools
     extension_id = runtime.registry.extension_of(runtime.registry.service("ToolProvider", tools.source_of(call.name))) or ""
     tool_ctx = ToolExecutionContext(
         thread_id=params.thread_id or "app-server",
@@ -190,7 +192,7 @@ async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext)
         call_id=call.id,
         workspace=workspace,
         mode=runtime.mode,
-        brokers=runtime.brokers_for(workspace, extension_id),
+        brokers=runtime.brokers_for(workspace, extension_id, thread_id=params.thread_id or None),
         capabilities=runtime.registry.granted_capabilities(extension_id),
         host=TurnToolHost(runtime, params.thread_id or "app-server", "", workspace, runtime.provider, runtime.model),
     )

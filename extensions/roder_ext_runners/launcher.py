@@ -1,0 +1,60 @@
+"""How a runner starts one command so that Roder can kill all of it later.
+
+Commands in a remote runner (an ssh host, a container) are started through a tiny ``sh``
+launcher: it prints its process group id on stderr (one marker line, removed before the output
+is kept), changes to the working folder and ``exec``s the command with exactly the scrubbed
+environment (``env -i``). On timeout, on interrupt and when the command ends, Roder kills that
+process group in the runner (``kill -KILL -- -PGID``), so background children do not outlive
+it, just as with local commands. ``setsid -w`` puts the command in a session of its own where
+the runner has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+MARKER = b"roder-pgid:"
+_SCRIPT = 'printf "roder-pgid:%s\\n" "$$" >&2; cd "$0" || exit 127; exec "$@"'
+
+
+def launcher_argv(argv: list[str], cwd: str, env: Mapping[str, str], *, setsid: bool) -> list[str]:
+    pairs = [f"{name}={value}" for name, value in env.items() if "=" not in name and name]
+    return ["env", "-i", *pairs, *(["setsid", "-w"] if setsid else []), "sh", "-c", _SCRIPT, cwd, *argv]
+
+
+def kill_argv(pgid: int) -> list[str]:
+    return ["kill", "-KILL", "--", f"-{pgid}"]
+
+
+class GroupSniffer:
+    """Wraps a stderr callback: takes the launcher's marker line out and keeps the group id."""
+
+    def __init__(self, on_stderr: Callable[[bytes], None]) -> None:
+        self._on_stderr = on_stderr
+        self._head = b""
+        self.pgid: int | None = None
+        self._done = False
+
+    def feed(self, data: bytes) -> None:
+        if self._done:
+            self._on_stderr(data)
+            return
+        self._head += data
+        if b"\n" not in self._head and len(self._head) < 64:
+            return
+        line, _, rest = self._head.partition(b"\n")
+        self._done = True
+        self._head = b""
+        if line.startswith(MARKER) and line[len(MARKER) :].strip().isdigit():
+            self.pgid = int(line[len(MARKER) :].strip())
+        else:
+            rest = line + b"\n" + rest if _ else line
+        if rest:
+            self._on_stderr(rest)
+
+    def flush(self) -> None:
+        """Output that never reached a newline (a launcher that failed early)."""
+        if not self._done and self._head:
+            self._done = True
+            self._on_stderr(self._head)
+            self._head = b""
