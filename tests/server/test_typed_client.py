@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from roder_core.runtime.bootstrap import StartSettings
-from roder_core.server import protocol, protocol_changes, protocol_features, protocol_host
+from roder_core.server import protocol
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from roder_core.server.protocol import (
@@ -141,12 +142,24 @@ from roder_core.server.protocol_host import (
     FsReadFileParams,
     ToolsCallParams,
 )
+from roder_core.server.protocol_runners import (
+    RUNNERS_DELETE,
+    RUNNERS_LIST,
+    RUNNERS_PORTS,
+    RUNNERS_SELECT,
+    RUNNERS_SESSION,
+    RUNNERS_SNAPSHOT,
+    RunnersDeleteParams,
+    RunnersPortsParams,
+    RunnersSelectParams,
+    RunnersSnapshotParams,
+    RunnerTarget,
+)
 from roder_core.server.rpc_client import ConnectionLost, RpcClient, StdioRpcClient, WebSocketRpcClient
 from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
 from tests.server.support import RemoteServer, call, roder_command, trusted_workspace
 
-PROTOCOL_MODULES = (protocol, protocol_features, protocol_host, protocol_changes)
 TOKEN = "typed-client-token-0123"
 
 #: One model call per entry, in the order the script below makes them.
@@ -167,8 +180,10 @@ SCRIPT: list[dict[str, Any]] = [
 
 def test_every_method_has_a_module_level_constant() -> None:
     """``client.call`` needs a spec object: each method's is importable by its upper-snake name."""
-    constants = {id(v): name for module in PROTOCOL_MODULES for name, v in vars(module).items() if isinstance(v, MethodSpec)}
-    missing = [name for name, spec in load_methods().items() if id(spec) not in constants]
+    methods = load_methods()  # imports every handler module, and with them each domain's protocol module
+    modules = [module for name, module in sys.modules.items() if name.startswith("roder_core.server.protocol")]
+    constants = {id(v): name for module in modules for name, v in vars(module).items() if isinstance(v, MethodSpec)}
+    missing = [name for name, spec in methods.items() if id(spec) not in constants]
     assert not missing, f"give these specs a module-level constant in their protocol module: {missing}"
 
 
@@ -307,6 +322,15 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         await typed(TASKS_GET, TaskIdParams(task_id=task.id))
         assert task.id in [t.id for t in (await typed(TASKS_LIST, TasksListParams())).tasks]
         assert (await typed(TASKS_CANCEL, TaskIdParams(task_id=task.id))).task.id == task.id
+
+        # Runners: the thread runs locally; a snapshot of the workspace is taken and listed.
+        assert "local" in [r.name for r in (await typed(RUNNERS_LIST, NoParams())).runners]
+        assert (await typed(RUNNERS_SELECT, RunnersSelectParams(thread_id=thread.id, runner="local"))).runner == "local"
+        assert (await typed(RUNNERS_SESSION, RunnerTarget(thread_id=thread.id))).thread_runner == "local"
+        snap = (await typed(RUNNERS_SNAPSHOT, RunnersSnapshotParams(thread_id=thread.id))).snapshot
+        assert snap is not None and snap.files >= 1
+        await typed(RUNNERS_PORTS, RunnersPortsParams(thread_id=thread.id))
+        assert (await typed(RUNNERS_DELETE, RunnersDeleteParams(thread_id=thread.id))).runner == "local"
         events.close()
 
     unreached = set(METHODS) - called
