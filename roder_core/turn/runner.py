@@ -45,7 +45,8 @@ from roder_core.kernel.hook_payloads import (
     TurnEndPayload,
 )
 from roder_core.kernel.services import ContextQuery, HookPoint, InferenceTurnContext, PolicyDecision, PolicyVerdict
-from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
+from roder_core.kernel.tool_args import ToolArgumentError
+from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult, argument_problem
 from roder_core.policy.engine import subjects_of
 from roder_core.threads.events import (
     AgentMessageDelta,
@@ -572,6 +573,11 @@ class TurnRunner:
             hook_permission = payload.permission
         else:
             hook_permission = None
+        # Arguments that do not fit the tool's model are the model's to fix: no policy check,
+        # no approval prompt, an error result naming each wrong field.
+        problem = argument_problem(tool, call)
+        if problem is not None:
+            return problem
         ctx = self._context(tools, call)
         try:
             decision = _with_hook_permission(await runtime.policy.evaluate(tool, call, ctx), hook_permission)
@@ -603,6 +609,8 @@ class TurnRunner:
                 result = await tool.execute(ctx, call)
         except asyncio.CancelledError:
             raise
+        except ToolArgumentError as exc:
+            result = ToolResult.error(call, str(exc))
         except Exception as exc:
             log.debug("tool %s raised", call.name, exc_info=True)
             result = ToolResult.error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
