@@ -70,7 +70,8 @@ def test_every_readme_link_to_a_section_finds_it() -> None:
         elif not in_code and line.startswith("#"):
             anchors.add(_anchor(line.lstrip("#")))
     links = set(re.findall(r"\]\(#([^)]+)\)", text))
-    assert "contents" in anchors and "first-run" in anchors
+    assert "contents" in anchors
+    assert "first-run" in anchors
     assert links and links <= anchors, sorted(links - anchors)
     contents = text.index("## Contents")
     assert contents < text.index("## Quick start") < text.index("## First run") < text.index("## Usage")

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, RpcError
+from tests.builders import build_client
 
 
 def start(workspace: Path, **settings: object) -> LocalAppClient:
-    return LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", **settings))  # type: ignore[arg-type]
+    return build_client(workspace, **settings)
 
 
 async def test_thread_close_frees_the_thread_for_another_process(workspace: Path) -> None:
@@ -72,15 +72,19 @@ async def test_trust_get_and_set(workspace: Path, roder_home: Path, tmp_path: Pa
     async with start(workspace, trust=False) as client:
         before = await client.trust_get()
         assert (before.trusted, before.decided_at, before.loaded) == (False, None, False)
-        assert before.items == [".roder/config.toml"] and before.cwd == str(workspace.resolve())
+        assert before.items == [".roder/config.toml"]
+        assert before.cwd == str(workspace.resolve())
         after = await client.trust_set(True)
-        assert after.trusted and after.decided_at == str(workspace.resolve()) and not after.loaded
+        assert after.trusted
+        assert after.decided_at == str(workspace.resolve())
+        assert not after.loaded
         stored = json.loads((roder_home / "data" / "trusted-folders.json").read_text())
         assert stored == {str(workspace.resolve()): True}
         sub = workspace / "sub"
         sub.mkdir()
         inherited = await client.trust_get(str(sub))
-        assert inherited.trusted and inherited.decided_at == str(workspace.resolve())
+        assert inherited.trusted
+        assert inherited.decided_at == str(workspace.resolve())
         assert not (await client.trust_set(False, str(sub))).trusted  # the nearest decision wins
         assert "trust.set" in (roder_home / "data" / "audit.jsonl").read_text()
         for bad in ({"cwd": "relative/path"}, {"cwd": str(tmp_path / "missing")}):
