@@ -43,6 +43,9 @@ async def test_extension_example_in_readme_works(workspace: Path) -> None:
     )
     registry = builder.build()
     assert ProvidedService.ToolProvider("shout-tools") in registry.provided_services()
+    shout = registry.tool_registry().get("shout")
+    assert shout is not None
+    assert shout.spec().parameters["required"] == ["text"]  # the schema comes from the argument model
     runtime = Runtime(registry, RuntimeOptions(cwd=workspace, paths=RoderPaths.from_env(), provider="mock"))
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "shout hello")
