@@ -220,7 +220,7 @@ async def test_up_takes_a_queued_steer_back_to_edit(workspace: Path, monkeypatch
         await pilot.press("up")
         await until(pilot, lambda: app.prompt_bar.input.text == "typo here", what="the steer back in the prompt")
         assert not app.queued.display
-        state = app.client.runtime._threads[app.thread_id]  # type: ignore[union-attr]
+        state = app.client.runtime.threads.get(app.thread_id)  # type: ignore[union-attr]
         assert state.steers == []  # taken back from the runtime, not just hidden
         await pilot.press("escape")
         await until(pilot, lambda: app.turn_id is None, what="the turn to stop")
