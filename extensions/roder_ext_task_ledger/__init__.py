@@ -26,7 +26,7 @@ from roder_core import (
     ToolExecutionContext,
     ToolResult,
 )
-from roder_core.ir import PlanItem, PlanStep, Thread
+from roder_core.ir import PlanItem, PlanStep, StepStatus, Thread
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
@@ -83,7 +83,7 @@ class TodoTool(Tool):
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         args = parse_arguments(TodoArguments, call)
-        steps = [PlanStep(text=entry.content.strip(), status=entry.status) for entry in args.todos]
+        steps = [PlanStep(text=entry.content.strip(), status=StepStatus(entry.status)) for entry in args.todos]
         if ctx.host is not None:
             await ctx.host.emit_item(PlanItem(id=f"todo-{ctx.turn_id}", text="Task ledger", steps=steps))
         self.ledger.record(ctx.thread_id, ctx.turn_id, steps)
