@@ -42,6 +42,7 @@ from roder_core.kernel.services import (
     ThreadStore,
     ToolContributor,
 )
+from roder_core.kernel.tool_args import NonBlank, ToolArgumentError, ToolArguments, parse_arguments
 from roder_core.kernel.tools import (
     ChildThreadRun,
     PolicySubject,
@@ -78,6 +79,7 @@ __all__ = [
     "InferenceProviderMetadata",
     "InferenceTurnContext",
     "MemoryStore",
+    "NonBlank",
     "NotificationSink",
     "PaletteCommand",
     "PaletteSource",
@@ -94,6 +96,8 @@ __all__ = [
     "TaskExecutor",
     "ThreadStore",
     "Tool",
+    "ToolArgumentError",
+    "ToolArguments",
     "ToolCall",
     "ToolContributor",
     "ToolExecutionContext",
@@ -102,4 +106,5 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "__version__",
+    "parse_arguments",
 ]

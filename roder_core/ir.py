@@ -251,6 +251,9 @@ class ApprovalRequest(IRModel):
     options: list[ApprovalOption] = Field(default_factory=list)
 
 
+#: The plan-mode tool whose approval request is a plan review (``policy.plan_review``).
+PLAN_TOOL = "exit_plan"
+
 ApprovalDecisionKind = Literal["allow_once", "allow_session", "allow_always", "deny", "deny_interrupt"]
 
 

@@ -43,6 +43,9 @@ async def test_extension_example_in_readme_works(workspace: Path) -> None:
     )
     registry = builder.build()
     assert ProvidedService.ToolProvider("shout-tools") in registry.provided_services()
+    shout = registry.tool_registry().get("shout")
+    assert shout is not None
+    assert shout.spec().parameters["required"] == ["text"]  # the schema comes from the argument model
     runtime = Runtime(registry, RuntimeOptions(cwd=workspace, paths=RoderPaths.from_env(), provider="mock"))
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "shout hello")
@@ -70,7 +73,8 @@ def test_every_readme_link_to_a_section_finds_it() -> None:
         elif not in_code and line.startswith("#"):
             anchors.add(_anchor(line.lstrip("#")))
     links = set(re.findall(r"\]\(#([^)]+)\)", text))
-    assert "contents" in anchors and "first-run" in anchors
+    assert "contents" in anchors
+    assert "first-run" in anchors
     assert links and links <= anchors, sorted(links - anchors)
     contents = text.index("## Contents")
     assert contents < text.index("## Quick start") < text.index("## First run") < text.index("## Usage")

@@ -4,26 +4,35 @@ from __future__ import annotations
 
 import time
 from pathlib import PurePath
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
 
 from roder_core.brokers.refusal_notes import refusal_notes
 from roder_core.ir import CommandExecutionItem, ItemStatus
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 from roder_core.policy.commandline import shell_subjects
 
-from .common import BuiltinTool, ToolInputError, text_arg
+from .common import BuiltinTool
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 3600
 
 
-def timeout_arg(arguments: dict[str, Any]) -> float | None:
-    value = arguments.get("timeout")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ToolInputError("timeout must be a positive number of seconds")
-    return float(min(value, MAX_TIMEOUT))
+def _positive(seconds: float) -> float:
+    if seconds <= 0:
+        raise ValueError("timeout must be a positive number of seconds")
+    return seconds
+
+
+class BashArguments(ToolArguments):
+    command: NonBlank = Field(description="the command line, run with bash -c")
+    # A validator rather than ``gt=0``: the schema keeps the keywords every provider accepts.
+    timeout: Annotated[float, AfterValidator(_positive)] | None = Field(
+        None, description=f"seconds before the command is killed (default {DEFAULT_TIMEOUT})"
+    )
+    workdir: str | None = Field(None, description="folder to run in, relative to the workspace")
 
 
 class BashTool(BuiltinTool):
@@ -36,16 +45,7 @@ class BashTool(BuiltinTool):
         "a file whose path is given. The result states the exit code and duration. Commands may run in a "
         "sandbox without network access where only the workspace is writable."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "the command line, run with bash -c"},
-            "timeout": {"type": "number", "description": f"seconds before the command is killed (default {DEFAULT_TIMEOUT})"},
-            "workdir": {"type": "string", "description": "folder to run in, relative to the workspace"},
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
+    arguments_model = BashArguments
     kind = "execute"
 
     def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
@@ -55,9 +55,9 @@ class BashTool(BuiltinTool):
         return {"command": str(call.arguments.get("command", "")), "cwd": str(call.arguments.get("workdir") or ".")}
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        command = text_arg(call.arguments, "command")
-        timeout = timeout_arg(call.arguments)
-        workdir = text_arg(call.arguments, "workdir", required=False) or "."
+        args = parse_arguments(BashArguments, call)
+        command, workdir = args.command, args.workdir or "."
+        timeout = min(args.timeout, MAX_TIMEOUT) if args.timeout is not None else None
         if ctx.deadline is not None:
             left = ctx.deadline - time.time()
             if left <= 1:

@@ -1,4 +1,4 @@
-"""Helpers shared by the built-in tools: argument checks, text decoding, diffs, path keys.
+"""Helpers shared by the built-in tools: the base class, text decoding, diffs, path keys.
 
 Nothing here touches the machine; the tools do that through ``ctx.brokers``.
 """
@@ -13,13 +13,15 @@ from typing import Any
 
 from roder_core.brokers import BrokerDenied
 from roder_core.ir import FileChange, FileChangeItem
+from roder_core.kernel.tool_args import ToolArgumentError
 from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolResult
 
 MAX_DIFF_CHARS = 30_000
 
 
-class ToolInputError(ValueError):
-    """Bad arguments from the model; the message says what to send instead."""
+class ToolInputError(ToolArgumentError):
+    """Bad input from the model beyond what the argument model checks (a file that must exist,
+    a URL without a scheme); the message says what to send instead."""
 
 
 class BuiltinTool(Tool):
@@ -34,42 +36,11 @@ class BuiltinTool(Tool):
             return await self.run(ctx, call)
         except BrokerDenied as exc:
             return ToolResult(id=call.id, name=call.name, text=f"refused: {exc}", data={"refused": True}, is_error=True)
-        except (ToolInputError, FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError) as exc:
+        except (ToolArgumentError, FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError) as exc:
             return ToolResult.error(call, str(exc))
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         raise NotImplementedError  # abstract: every built-in tool overrides this
-
-
-def text_arg(arguments: dict[str, Any], name: str, *, required: bool = True, allow_empty: bool = False) -> str:
-    value = arguments.get(name)
-    if value is None:
-        if required:
-            raise ToolInputError(f"missing required argument {name!r}")
-        return ""
-    if not isinstance(value, str):
-        raise ToolInputError(f"argument {name!r} must be a string, got {type(value).__name__}")
-    if required and not allow_empty and not value.strip():
-        raise ToolInputError(f"argument {name!r} must not be empty")
-    return value
-
-
-def int_arg(arguments: dict[str, Any], name: str, default: int | None, *, minimum: int = 0) -> int | None:
-    value = arguments.get(name, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-        raise ToolInputError(f"argument {name!r} must be a whole number")
-    if value < minimum:
-        raise ToolInputError(f"argument {name!r} must be at least {minimum}")
-    return int(value)
-
-
-def bool_arg(arguments: dict[str, Any], name: str) -> bool:
-    value = arguments.get(name, False)
-    if not isinstance(value, bool):
-        raise ToolInputError(f"argument {name!r} must be true or false")
-    return value
 
 
 class FileEditTool(BuiltinTool):

@@ -11,10 +11,13 @@ import difflib
 import re
 from typing import Any
 
+from pydantic import Field
+
 from roder_core.ir import FileChange
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
-from .common import FileEditTool, ToolInputError, bool_arg, file_change_result, text_arg, unified_diff
+from .common import FileEditTool, ToolInputError, file_change_result, unified_diff
 from .write import current_text
 
 
@@ -67,6 +70,13 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> 
     return result, len(spans), True
 
 
+class EditArguments(ToolArguments):
+    path: NonBlank = Field(description="file to edit (relative to the workspace, or absolute)")
+    old_string: str = Field(description="exact text to replace")
+    new_string: str = Field(description="text to put in its place")
+    replace_all: bool = Field(False, description="replace every occurrence (default false)")
+
+
 class EditTool(FileEditTool):
     name = "edit"
     description = (
@@ -74,23 +84,13 @@ class EditTool(FileEditTool):
         "unique, unless replace_all is true. If no exact match exists, a match differing only in "
         "whitespace is used and reported. Keeps the file's line endings. Returns a unified diff."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "file to edit (relative to the workspace, or absolute)"},
-            "old_string": {"type": "string", "description": "exact text to replace"},
-            "new_string": {"type": "string", "description": "text to put in its place"},
-            "replace_all": {"type": "boolean", "description": "replace every occurrence (default false)"},
-        },
-        "required": ["path", "old_string", "new_string"],
-        "additionalProperties": False,
-    }
+    arguments_model = EditArguments
 
     def _plan(self, ctx: ToolExecutionContext, call: ToolCall) -> tuple[str, str, str, Any, int, bool]:
-        path = text_arg(call.arguments, "path")
-        old = text_arg(call.arguments, "old_string", allow_empty=True).replace("\r\n", "\n")
-        new = text_arg(call.arguments, "new_string", allow_empty=True).replace("\r\n", "\n")
-        replace_all = bool_arg(call.arguments, "replace_all")
+        args = parse_arguments(EditArguments, call)
+        path, replace_all = args.path, args.replace_all
+        old = args.old_string.replace("\r\n", "\n")
+        new = args.new_string.replace("\r\n", "\n")
         fs = ctx.brokers.fs
         shown = fs.display(fs.resolve(path, write=True))
         before = current_text(fs, path)

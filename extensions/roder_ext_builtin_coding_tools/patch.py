@@ -25,11 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from pydantic import Field
+
 from roder_core.brokers import FileSystemBroker
 from roder_core.ir import FileChange
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
-from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, text_arg, unified_diff
+from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, unified_diff
 from .write import current_text
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
@@ -253,6 +256,10 @@ def _operations(arguments: dict[str, Any]) -> list[Operation]:
         return []
 
 
+class ApplyPatchArguments(ToolArguments):
+    patch: NonBlank = Field(description="the patch text, *** Begin Patch ... *** End Patch")
+
+
 class ApplyPatchTool(BuiltinTool):
     name = "apply_patch"
     description = (
@@ -262,12 +269,7 @@ class ApplyPatchTool(BuiltinTool):
         "optionally starting with '@@ <line to find first>'; end with '*** End Patch'. Give 3 lines "
         "of context around each change."
     )
-    parameters = {
-        "type": "object",
-        "properties": {"patch": {"type": "string", "description": "the patch text, *** Begin Patch ... *** End Patch"}},
-        "required": ["patch"],
-        "additionalProperties": False,
-    }
+    arguments_model = ApplyPatchArguments
     kind = "edit"
 
     def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
@@ -302,12 +304,12 @@ class ApplyPatchTool(BuiltinTool):
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         fs = ctx.brokers.fs
-        planned = plan_changes(fs, parse_patch(text_arg(call.arguments, "patch")))
+        planned = plan_changes(fs, parse_patch(parse_arguments(ApplyPatchArguments, call).patch))
         return {"diff": "".join(c.diff for c in self._changes(planned, fs))}
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         fs = ctx.brokers.fs
-        planned = plan_changes(fs, parse_patch(text_arg(call.arguments, "patch")))
+        planned = plan_changes(fs, parse_patch(parse_arguments(ApplyPatchArguments, call).patch))
         changes = self._changes(planned, fs)
         commit_changes(fs, planned)
         letters = {"add": "A", "delete": "D", "update": "M", "move": "R"}

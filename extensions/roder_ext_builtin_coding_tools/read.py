@@ -7,10 +7,13 @@ from collections.abc import Callable, Iterator
 from pathlib import PurePath
 from typing import Any
 
+from pydantic import Field
+
 from roder_core.ir import Attachment
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import CLIENT_TEXT_READER, PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
-from .common import BuiltinTool, int_arg, looks_binary, path_subject, text_arg
+from .common import BuiltinTool, looks_binary, path_subject
 
 DEFAULT_LIMIT = 2000
 MAX_BYTES = 50_000
@@ -34,6 +37,12 @@ def image_type(head: bytes) -> str | None:
     return None
 
 
+class ReadArguments(ToolArguments):
+    path: NonBlank = Field(description="file to read (relative to the workspace, or absolute)")
+    offset: int = Field(1, ge=1, description="first line to return (1-based)")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, description="how many lines to return")
+
+
 class ReadTool(BuiltinTool):
     name = "read"
     description = (
@@ -42,16 +51,7 @@ class ReadTool(BuiltinTool):
         f"other parts. Lines longer than {MAX_LINE_CHARS} characters are cut. Binary files are refused; "
         "images are returned as attachments when the model accepts images. Paths are relative to the workspace."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "file to read (relative to the workspace, or absolute)"},
-            "offset": {"type": "integer", "minimum": 1, "description": "first line to return (1-based)"},
-            "limit": {"type": "integer", "minimum": 1, "description": "how many lines to return"},
-        },
-        "required": ["path"],
-        "additionalProperties": False,
-    }
+    arguments_model = ReadArguments
     kind = "read"
     read_only = True
 
@@ -59,9 +59,8 @@ class ReadTool(BuiltinTool):
         return [path_subject(self.name, str(arguments.get("path", "")), writes=False)]
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        path = text_arg(call.arguments, "path")
-        offset = int_arg(call.arguments, "offset", 1, minimum=1) or 1
-        limit = int_arg(call.arguments, "limit", DEFAULT_LIMIT, minimum=1) or DEFAULT_LIMIT
+        args = parse_arguments(ReadArguments, call)
+        path, offset, limit = args.path, args.offset, args.limit
         fs = ctx.brokers.fs
         real = fs.resolve(path)
         shown = fs.display(real)

@@ -11,11 +11,14 @@ import re
 from pathlib import PurePath
 from typing import Any
 
+from pydantic import Field
+
 from roder_core.brokers import BrokerDenied, FileInfo, FileSystemBroker
 from roder_core.brokers.gitignore import glob_to_regex
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
-from .common import BuiltinTool, ToolInputError, bool_arg, looks_binary, path_subject, text_arg
+from .common import BuiltinTool, ToolInputError, looks_binary, path_subject
 
 MAX_MATCHES = 200
 MAX_LINE_CHARS = 400
@@ -32,8 +35,20 @@ def name_glob(pattern: str) -> re.Pattern[str]:
     return re.compile(head + glob_to_regex(body) + "$", re.DOTALL)
 
 
-def _search_path(arguments: dict[str, Any]) -> str:
-    return text_arg(arguments, "path", required=False) or "."
+class GrepArguments(ToolArguments):
+    pattern: NonBlank = Field(description="regular expression to search for")
+    path: str | None = Field(None, description="folder or file to search (default: the workspace)")
+    glob: str | None = Field(None, description="only search files matching this glob")
+    case_insensitive: bool = Field(False, description="ignore case (default false)")
+
+
+class GlobArguments(ToolArguments):
+    pattern: NonBlank = Field(description="glob pattern, e.g. '**/*.py' or 'test_*.py'")
+    path: str | None = Field(None, description="folder to search (default: the workspace)")
+
+
+class LsArguments(ToolArguments):
+    path: str | None = Field(None, description="folder to list (default: the workspace)")
 
 
 class _SearchTool(BuiltinTool):
@@ -52,23 +67,11 @@ class GrepTool(_SearchTool):
         "file to search, default the workspace), glob (only files matching it, e.g. '*.py' or 'src/**/*.ts'), "
         "case_insensitive."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "regular expression to search for"},
-            "path": {"type": "string", "description": "folder or file to search (default: the workspace)"},
-            "glob": {"type": "string", "description": "only search files matching this glob"},
-            "case_insensitive": {"type": "boolean", "description": "ignore case (default false)"},
-        },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+    arguments_model = GrepArguments
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        pattern = text_arg(call.arguments, "pattern", allow_empty=False)
-        path = _search_path(call.arguments)
-        file_glob = text_arg(call.arguments, "glob", required=False)
-        ignore_case = bool_arg(call.arguments, "case_insensitive")
+        args = parse_arguments(GrepArguments, call)
+        pattern, path, file_glob, ignore_case = args.pattern, args.path or ".", args.glob or "", args.case_insensitive
         fs = ctx.brokers.fs
         root = fs.resolve(path)
         shown = fs.display(root)
@@ -168,19 +171,11 @@ class GlobTool(_SearchTool):
         "pattern without '/' matches file names at any depth ('*.py'), one with '/' is relative to path "
         f"('src/**/*.ts'). Skips .gitignored files and .git; at most {MAX_FILES} results."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "glob pattern, e.g. '**/*.py' or 'test_*.py'"},
-            "path": {"type": "string", "description": "folder to search (default: the workspace)"},
-        },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+    arguments_model = GlobArguments
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        pattern = text_arg(call.arguments, "pattern")
-        path = _search_path(call.arguments)
+        args = parse_arguments(GlobArguments, call)
+        pattern, path = args.pattern, args.path or "."
         fs = ctx.brokers.fs
         root = fs.resolve(path)
         base = fs.display(root)
@@ -209,14 +204,10 @@ class LsTool(_SearchTool):
         "List a folder (default: the workspace root): folders first with a trailing '/', then files with "
         f"their sizes. .gitignored entries and .git are left out; at most {MAX_ENTRIES} entries."
     )
-    parameters = {
-        "type": "object",
-        "properties": {"path": {"type": "string", "description": "folder to list (default: the workspace)"}},
-        "additionalProperties": False,
-    }
+    arguments_model = LsArguments
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        path = _search_path(call.arguments)
+        path = parse_arguments(LsArguments, call).path or "."
         fs = ctx.brokers.fs
         entries = fs.list_dir(path)
         lines = []

@@ -13,9 +13,12 @@ from pathlib import PurePath
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from pydantic import Field
+
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
-from .common import BuiltinTool, ToolInputError, text_arg
+from .common import BuiltinTool, ToolInputError
 
 MAX_TEXT = 50_000
 _SKIP = frozenset({"script", "style", "noscript", "svg", "template", "iframe", "head"})
@@ -150,6 +153,10 @@ def html_to_text(html: str, base_url: str = "") -> str:
     return f"# {title}\n\n{body}" if title and not body.startswith(f"# {title}") else body
 
 
+class WebFetchArguments(ToolArguments):
+    url: NonBlank = Field(description="the http(s) URL to fetch")
+
+
 class WebFetchTool(BuiltinTool):
     name = "web_fetch"
     description = (
@@ -157,12 +164,7 @@ class WebFetchTool(BuiltinTool):
         f"links kept). Only hosts on the user's network allowlist can be reached. At most {MAX_TEXT // 1000} KB "
         "of text is returned."
     )
-    parameters = {
-        "type": "object",
-        "properties": {"url": {"type": "string", "description": "the http(s) URL to fetch"}},
-        "required": ["url"],
-        "additionalProperties": False,
-    }
+    arguments_model = WebFetchArguments
     kind = "fetch"
     read_only = True
 
@@ -171,7 +173,7 @@ class WebFetchTool(BuiltinTool):
         return [PolicySubject(tool=self.name, value=host, kind="domain")]
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        url = text_arg(call.arguments, "url").strip()
+        url = parse_arguments(WebFetchArguments, call).url.strip()
         if not urlsplit(url).scheme:
             raise ToolInputError(f"{url!r} is not a URL; include http:// or https://")
         page = await ctx.brokers.network.fetch(url)

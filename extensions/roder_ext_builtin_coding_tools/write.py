@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from roder_core.brokers import FileSystemBroker
 from roder_core.ir import FileChange
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
 from .common import (
@@ -15,7 +18,6 @@ from .common import (
     diff_stats,
     file_change_result,
     looks_binary,
-    text_arg,
     unified_diff,
 )
 
@@ -46,31 +48,28 @@ def previous_text(fs: FileSystemBroker, path: str) -> tuple[TextFile | None, boo
     return before, before is not None
 
 
+class WriteArguments(ToolArguments):
+    path: NonBlank = Field(description="file to write (relative to the workspace, or absolute)")
+    content: str = Field(description="the complete new content")
+
+
 class WriteTool(FileEditTool):
     name = "write"
     description = (
         "Create a file or replace its whole content; missing parent folders are created. Prefer edit "
         "for changing part of an existing file. Returns a summary of the change."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "file to write (relative to the workspace, or absolute)"},
-            "content": {"type": "string", "description": "the complete new content"},
-        },
-        "required": ["path", "content"],
-        "additionalProperties": False,
-    }
+    arguments_model = WriteArguments
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
-        path = text_arg(call.arguments, "path")
-        content = text_arg(call.arguments, "content", allow_empty=True)
+        args = parse_arguments(WriteArguments, call)
+        path, content = args.path, args.content
         before, _existed = previous_text(ctx.brokers.fs, path)
         return {"diff": unified_diff(before.text if before else "", content, path)}
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        path = text_arg(call.arguments, "path")
-        content = text_arg(call.arguments, "content", allow_empty=True)
+        args = parse_arguments(WriteArguments, call)
+        path, content = args.path, args.content
         fs = ctx.brokers.fs
         before, existed = previous_text(fs, path)
         # An existing file keeps its line endings and byte order mark.

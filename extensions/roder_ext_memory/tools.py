@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from roder_core.errors import RoderError
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 
 from .store import MAX_TEXT_CHARS, SqliteMemoryStore
@@ -16,6 +19,17 @@ def _redact(ctx: ToolExecutionContext, text: str) -> str:
     return ctx.host.redact(text) if ctx.host is not None else text
 
 
+class MemorySaveArguments(ToolArguments):
+    text: NonBlank = Field(description=f"the note (at most {MAX_TEXT_CHARS} characters)")
+    scope: Literal["project", "global"] = Field("project", description="default: project")
+    tags: list[str] = Field(default_factory=list, description="optional keywords")
+
+
+class MemorySearchArguments(ToolArguments):
+    query: str = Field(description="keywords to look for")
+    limit: int = Field(5, ge=1, le=50, description="default: 5")
+
+
 class MemorySave(Tool):
     name = "memory_save"
     description = (
@@ -23,16 +37,7 @@ class MemorySave(Tool):
         "that works, a decision and its reason. Keep it short and self-contained. scope 'project' "
         "(default) keeps it for this project, 'global' for every project."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string", "description": f"the note (at most {MAX_TEXT_CHARS} characters)"},
-            "scope": {"type": "string", "enum": ["project", "global"], "description": "default: project"},
-            "tags": {"type": "array", "items": {"type": "string"}, "description": "optional keywords"},
-        },
-        "required": ["text"],
-        "additionalProperties": False,
-    }
+    arguments_model = MemorySaveArguments
     kind = "edit"
 
     def __init__(self, store: SqliteMemoryStore) -> None:
@@ -50,15 +55,10 @@ class MemorySave(Tool):
         return None
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        args = call.arguments
-        tags = args.get("tags") or []
-        if not isinstance(tags, list):
-            return ToolResult.error(call, "tags must be a list of strings")
-        scope = args.get("scope") or "project"
+        args = parse_arguments(MemorySaveArguments, call)
+        scope = args.scope
         try:
-            memory_id = await self.store.save(
-                _redact(ctx, str(args.get("text", ""))), scope, [str(t) for t in tags], project=str(ctx.workspace)
-            )
+            memory_id = await self.store.save(_redact(ctx, args.text), scope, args.tags, project=str(ctx.workspace))
         except RoderError as exc:
             return ToolResult.error(call, str(exc))
         return ToolResult(
@@ -69,15 +69,7 @@ class MemorySave(Tool):
 class MemorySearch(Tool):
     name = "memory_search"
     description = "Search the notes saved with memory_save (this project's and the global ones) by keywords; best matches first."
-    parameters = {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "keywords to look for"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "default: 5"},
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    }
+    arguments_model = MemorySearchArguments
     kind = "search"
     read_only = True
 
@@ -85,11 +77,8 @@ class MemorySearch(Tool):
         self.store = store
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        try:
-            limit = max(1, min(int(call.arguments.get("limit") or 5), 50))
-        except (TypeError, ValueError):
-            return ToolResult.error(call, "limit must be a whole number from 1 to 50")
-        found = await self.store.search(str(call.arguments.get("query", "")), limit, project=str(ctx.workspace))
+        args = parse_arguments(MemorySearchArguments, call)
+        found = await self.store.search(args.query, args.limit, project=str(ctx.workspace))
         if not found:
             return ToolResult(id=call.id, name=call.name, text="no matching memories", data={"memories": []})
         lines = [f"- [{m.id}, {m.scope}{', ' + ' '.join(m.tags) if m.tags else ''}] {m.text}" for m in found]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from roder_core import (
     EXTENSION_API_VERSION,
     ExtensionManifest,
@@ -26,6 +28,7 @@ from roder_core import (
 from roder_core.ir import ApprovalOption, ApprovalRequest, PlanItem
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
 from roder_core.policy.plan_review import MODE_BY_DECISION, PLAN_TOOL
 
@@ -37,6 +40,10 @@ PLAN_MODE_INSTRUCTIONS = (
 )
 
 
+class ExitPlanArguments(ToolArguments):
+    plan: NonBlank = Field(description="the plan, in markdown")
+
+
 class ExitPlanTool(Tool):
     name = PLAN_TOOL
     description = (
@@ -44,21 +51,15 @@ class ExitPlanTool(Tool):
         "in plan mode, once the plan is complete. The user approves it (you may then start editing) or "
         "rejects it with feedback (stay in plan mode and revise)."
     )
-    parameters = {
-        "type": "object",
-        "properties": {"plan": {"type": "string", "description": "the plan, in markdown"}},
-        "required": ["plan"],
-    }
+    arguments_model = ExitPlanArguments
     read_only = True  # it must run in plan mode; it changes nothing but the mode, after approval
     kind = "think"
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         host = ctx.host
-        plan = str(call.arguments.get("plan", "")).strip()
+        plan = parse_arguments(ExitPlanArguments, call).plan.strip()
         if host is None:
             return ToolResult.error(call, "exit_plan needs the runtime")
-        if not plan:
-            return ToolResult.error(call, "exit_plan needs the plan text in 'plan'")
         if ctx.mode != "plan":
             return ToolResult(id=call.id, name=call.name, text=f"Not in plan mode (mode is {ctx.mode}); go ahead.")
         await host.emit_item(PlanItem(text=plan))

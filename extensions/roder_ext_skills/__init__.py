@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from roder_core import (
     EXTENSION_API_VERSION,
     ContextBlock,
@@ -33,6 +35,7 @@ from roder_core.customization.definitions import DefinitionRoots, Skill, discove
 from roder_core.customization.slash_commands import skill_prompt
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.tool_args import ToolArguments, arguments_schema, parse_arguments
 from roder_core.policy.commandline import shell_subjects
 from roder_core.policy.rules import PolicyRuleError, Rule, RuleSet
 
@@ -88,6 +91,11 @@ def allowed_by(skill: Skill, tool: str, arguments: dict[str, Any], cwd: str) -> 
     )
 
 
+class SkillArguments(ToolArguments):
+    name: str = Field(description="the skill's name")
+    arguments: str = Field("", description="optional: what to apply the skill to")
+
+
 class SkillTool(Tool):
     name = "skill"
     read_only = True
@@ -100,17 +108,16 @@ class SkillTool(Tool):
             "Load an Agent Skill: its full instructions come back as the result; follow them. Use it when "
             f"a task matches a skill's description. Available: {names}."
         )
-        self.parameters = {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "the skill's name", "enum": sorted(catalog.skills)},
-                "arguments": {"type": "string", "description": "optional: what to apply the skill to"},
-            },
-            "required": ["name"],
-        }
+
+    arguments_model = SkillArguments
+
+    def schema(self) -> dict[str, Any]:
+        """The installed skills' names are the only valid ``name`` values."""
+        return arguments_schema(SkillArguments, choices={"name": sorted(self.catalog.skills)})
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        name = str(call.arguments.get("name", ""))
+        args = parse_arguments(SkillArguments, call)
+        name = args.name
         skill = self.catalog.skills.get(name)
         if skill is None:
             return ToolResult.error(call, f"no skill {name!r}; available: {', '.join(sorted(self.catalog.skills))}")
@@ -118,7 +125,7 @@ class SkillTool(Tool):
         return ToolResult(
             id=call.id,
             name=call.name,
-            text=skill_prompt(skill, str(call.arguments.get("arguments", ""))),
+            text=skill_prompt(skill, args.arguments),
             data={"skill": skill.name, "path": str(skill.path)},
         )
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
+
+from pydantic import Field
 
 from roder_core import (
     EXTENSION_API_VERSION,
@@ -30,6 +33,7 @@ from roder_core.customization.subagents import CHILD_EXCLUDED_TOOLS, TraceRecord
 from roder_core.ir import AgentMessageItem, ToolCallItem, ToolResultItem, new_id
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, arguments_schema, parse_arguments
 from roder_core.kernel.tools import ToolSet
 from roder_core.threads.events import ItemCompleted, RuntimeEvent
 
@@ -118,6 +122,12 @@ class SubagentRunner:
         return ToolResult(id=call.id, name="task", data=data, text=record.result or "(the subagent gave no answer)")
 
 
+class TaskArguments(ToolArguments):
+    description: str = Field(description="3-8 word summary of the task")
+    prompt: NonBlank = Field(description="the full task for the subagent")
+    subagent_type: str = Field("general", description="which agent runs it (default: general)")
+
+
 class TaskTool(Tool):
     name = "task"
     # The child's own calls go through policy in a mode never freer than this one, so launching
@@ -133,30 +143,17 @@ class TaskTool(Tool):
             "Use it for broad searches or independent subtasks; give it everything it needs in the prompt; "
             f"its final report comes back as the result. Agents:\n{listing}"
         )
-        self.parameters = {
-            "type": "object",
-            "properties": {
-                "description": {"type": "string", "description": "3-8 word summary of the task"},
-                "prompt": {"type": "string", "description": "the full task for the subagent"},
-                "subagent_type": {
-                    "type": "string",
-                    "enum": sorted(runner.agents),
-                    "description": "which agent runs it (default: general)",
-                },
-            },
-            "required": ["description", "prompt"],
-        }
+
+    arguments_model = TaskArguments
+
+    def schema(self) -> dict[str, Any]:
+        """The defined agents are the only valid ``subagent_type`` values."""
+        return arguments_schema(TaskArguments, choices={"subagent_type": sorted(self.runner.agents)})
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        prompt = str(call.arguments.get("prompt", "")).strip()
-        if not prompt:
-            return ToolResult.error(call, "task needs a 'prompt'")
-        result = await self.runner.run(
-            ctx,
-            str(call.arguments.get("subagent_type") or "general"),
-            str(call.arguments.get("description", "")).strip() or prompt[:60],
-            prompt,
-        )
+        args = parse_arguments(TaskArguments, call)
+        prompt = args.prompt.strip()
+        result = await self.runner.run(ctx, args.subagent_type or "general", args.description.strip() or prompt[:60], prompt)
         result.id, result.name = call.id, call.name
         return result
 

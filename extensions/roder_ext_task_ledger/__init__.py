@@ -10,7 +10,9 @@ loop itself announces the deadline's finalization reserve.)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from roder_core import (
     EXTENSION_API_VERSION,
@@ -24,12 +26,12 @@ from roder_core import (
     ToolExecutionContext,
     ToolResult,
 )
-from roder_core.ir import PlanItem, PlanStep, Thread
+from roder_core.ir import PlanItem, PlanStep, StepStatus, Thread
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
 
-STATUSES = ("pending", "in_progress", "completed")
 _MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 REQUIRED_INSTRUCTIONS = (
@@ -56,6 +58,15 @@ def render(steps: list[PlanStep]) -> str:
     return "\n".join(f"{_MARK[s.status]} {s.text}" for s in steps) or "(empty)"
 
 
+class TodoEntry(ToolArguments):
+    content: NonBlank = Field(description="what to do")
+    status: Literal["pending", "in_progress", "completed"]
+
+
+class TodoArguments(ToolArguments):
+    todos: list[TodoEntry]
+
+
 class TodoTool(Tool):
     name = "todo"
     description = (
@@ -63,23 +74,7 @@ class TodoTool(Tool):
         "(pending, in_progress, completed). Each call replaces the list. Use it for multi-step work; "
         "keep exactly one item in_progress while working."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "todos": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "content": {"type": "string", "description": "what to do"},
-                        "status": {"type": "string", "enum": list(STATUSES)},
-                    },
-                    "required": ["content", "status"],
-                },
-            }
-        },
-        "required": ["todos"],
-    }
+    arguments_model = TodoArguments
     read_only = True  # it only writes the ledger in the thread, never the workspace
     kind = "think"
 
@@ -87,17 +82,8 @@ class TodoTool(Tool):
         self.ledger = ledger
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        raw = call.arguments.get("todos")
-        if not isinstance(raw, list):
-            return ToolResult.error(call, "todo needs 'todos': a list of {content, status}")
-        steps: list[PlanStep] = []
-        for index, entry in enumerate(raw):
-            if not isinstance(entry, dict) or not str(entry.get("content", "")).strip():
-                return ToolResult.error(call, f"todos[{index}] needs a non-empty 'content'")
-            status = str(entry.get("status", "pending"))
-            if status not in STATUSES:
-                return ToolResult.error(call, f"todos[{index}].status must be one of {', '.join(STATUSES)}")
-            steps.append(PlanStep(text=str(entry["content"]).strip(), status=status))  # type: ignore[arg-type]
+        args = parse_arguments(TodoArguments, call)
+        steps = [PlanStep(text=entry.content.strip(), status=StepStatus(entry.status)) for entry in args.todos]
         if ctx.host is not None:
             await ctx.host.emit_item(PlanItem(id=f"todo-{ctx.turn_id}", text="Task ledger", steps=steps))
         self.ledger.record(ctx.thread_id, ctx.turn_id, steps)

@@ -13,9 +13,10 @@ import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from roder_core.ir import Attachment, Item, ModelProfile, ToolSpec
+from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, arguments_schema, parse_arguments
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
@@ -181,18 +182,28 @@ class ToolExecutor(Protocol):
 class Tool:
     """Convenience base for tools with the optional hooks the runtime looks for.
 
-    Subclasses set ``name``, ``description``, ``parameters`` and ``kind`` and implement
-    ``execute``. ``read_only`` tools run in plan mode and never need approval in ``ask`` mode.
+    Subclasses set ``name``, ``description``, ``arguments_model`` and ``kind`` and implement
+    ``execute``. ``arguments_model`` (a ``tool_args.ToolArguments`` subclass) gives the JSON
+    schema the model sees, and the turn checks every call against it before policy and before
+    ``execute`` (read the values with ``tool_args.parse_arguments``). Tools whose schema comes
+    from elsewhere (an MCP server's) set ``parameters`` instead. ``read_only`` tools run in plan
+    mode and never need approval in ``ask`` mode.
     """
 
     name: str = ""
     description: str = ""
+    arguments_model: ClassVar[type[ToolArguments] | None] = None
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
     kind: ToolKind = "other"
     read_only: bool = False
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        return ToolSpec(name=self.name, description=self.description, parameters=self.schema())
+
+    def schema(self) -> dict[str, Any]:
+        """The arguments' JSON schema: ``arguments_model``'s when set, else ``parameters``."""
+        model = self.arguments_model
+        return arguments_schema(model) if model is not None else self.parameters
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         raise NotImplementedError  # abstract: every concrete tool overrides this
@@ -208,6 +219,26 @@ class Tool:
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         """Extra approval preview fields (``command``, ``cwd``, ``diff``) for the client."""
         return {}
+
+
+def arguments_model_of(tool: ToolExecutor) -> type[ToolArguments] | None:
+    """The tool's argument model, when it declares one (``Tool.arguments_model``)."""
+    model = getattr(tool, "arguments_model", None)
+    return model if isinstance(model, type) and issubclass(model, ToolArguments) else None
+
+
+def argument_problem(tool: ToolExecutor, call: ToolCall) -> ToolResult | None:
+    """The error result for arguments that do not fit the tool's model (None when they do, or
+    when the tool declares no model): checked before policy, so a call the tool would refuse
+    never asks a person first."""
+    model = arguments_model_of(tool)
+    if model is None:
+        return None
+    try:
+        parse_arguments(model, call)
+    except ToolArgumentError as exc:
+        return ToolResult.error(call, str(exc))
+    return None
 
 
 def tool_kind(tool: ToolExecutor) -> ToolKind:

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter, model_validator
 
 from roder_core.ir import (
+    PLAN_TOOL,
     ApprovalDecision,
     ApprovalRequest,
     CustomItem,
@@ -30,7 +31,6 @@ from roder_core.ir import (
     UserMessageItem,
     now,
 )
-from roder_core.policy.plan_review import PLAN_TOOL
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,12 @@ the runtime (the runner is given a ``TurnHost``, never the ``Runtime`` class).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from roder_core.ir import Thread, Turn, UserMessageItem
+from roder_core.errors import RoderError
+from roder_core.ir import Thread, Turn, TurnStatus, UserMessageItem
 
 
 class RunningTurn(Protocol):
@@ -38,3 +40,45 @@ class ThreadState:
     @property
     def active_turn_id(self) -> str | None:
         return self.runner.turn.id if self.runner is not None and self.task and not self.task.done() else None
+
+    @property
+    def busy(self) -> bool:
+        """A turn task is still running (it may only be finishing its saves; see ``finishing``)."""
+        return self.task is not None and not self.task.done()
+
+    @property
+    def finishing(self) -> bool:
+        """The running task's turn has ended (turn/completed was sent); it is only saving."""
+        return self.busy and self.runner is not None and self.runner.turn.status is not TurnStatus.IN_PROGRESS
+
+    def steer(self, text: str, expected_turn_id: str | None = None) -> UserMessageItem:
+        """Queue a message for the running turn; it is delivered at the next model call."""
+        active = self.active_turn_id
+        if active is None:
+            raise RoderError("no turn is running on this thread; start a new turn instead")
+        if expected_turn_id is not None and expected_turn_id != active:
+            raise RoderError(f"turn {expected_turn_id} is not the running turn ({active})")
+        item = UserMessageItem(text=text, steer=True)
+        self.steers.append(item)
+        return item
+
+    def cancel_steer(self, item_id: str) -> UserMessageItem | None:
+        """Take a queued steer message back before the model sees it (to edit or drop it);
+        None when it was already delivered or never queued."""
+        for index, item in enumerate(self.steers):
+            if item.id == item_id:
+                return self.steers.pop(index)
+        return None
+
+    async def interrupt(self, turn_id: str | None = None) -> bool:
+        """Cancel the running turn (stream and tools); it ends with status ``interrupted``.
+        False when no turn (or not ``turn_id``) is running."""
+        task = self.task
+        if task is None or task.done():
+            return False
+        if turn_id is not None and self.active_turn_id != turn_id:
+            return False
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        return True

@@ -38,6 +38,7 @@ from roder_core.ir import (
     Usage,
     UserMessageItem,
 )
+from roder_core.kernel.hook_payloads import CompactionPayload
 from roder_core.kernel.services import HookPoint
 from roder_core.turn.context import visible_items
 from roder_core.turn.planner import prompt_budget
@@ -242,9 +243,20 @@ def _merge(first: list[str], second: list[str]) -> list[str]:
 # --------------------------------------------------------------------------- who writes it
 
 
+class ModelCaller(Protocol):
+    """One way to ask the thread's model (``TurnRunner`` provides it): all compaction needs of
+    the inference side, so it never needs the runtime, an engine or the turn loop."""
+
+    def model_profile(self) -> ModelProfile: ...
+
+    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile) -> str:
+        """The answer's text, with its usage accounted to the turn."""
+        ...
+
+
 class CompactionTurn(Protocol):
-    """The running turn as compaction sees it (``TurnRunner`` provides it): where the item goes and
-    one way to ask the thread's model, so compaction never needs the runtime or the turn loop."""
+    """The running turn as compaction sees it (``TurnRunner`` provides it): where the item goes,
+    the hooks that may write the summary, and the settings."""
 
     @property
     def thread(self) -> Thread: ...
@@ -261,17 +273,12 @@ class CompactionTurn(Protocol):
     @property
     def context_settings(self) -> ContextConfig: ...
 
-    def model_profile(self) -> ModelProfile: ...
-
-    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile) -> str:
-        """The model caller: the answer's text, with its usage accounted to the turn."""
-        ...
-
     async def record(self, item: Item) -> None: ...
 
 
 async def summarize(
     runner: CompactionTurn,
+    model: ModelCaller,
     plan: CompactionPlan,
     instructions: str | None,
     files: tuple[list[str], list[str]],
@@ -281,21 +288,19 @@ async def summarize(
     if runner.hooks.has(HookPoint.COMPACTION):
         payload = await runner.hooks.run(
             HookPoint.COMPACTION,
-            {
-                "thread_id": runner.tid,
-                "turn_id": runner.turn.id,
-                "items": [i.wire() for i in plan.summarize],
-                "previous_summary": previous,
-                "instructions": instructions,
-                "files_read": files[0],
-                "files_modified": files[1],
-                "summary": None,
-            },
+            CompactionPayload(
+                thread_id=runner.tid,
+                turn_id=runner.turn.id,
+                items=[i.wire() for i in plan.summarize],
+                previous_summary=previous,
+                instructions=instructions,
+                files_read=files[0],
+                files_modified=files[1],
+            ),
         )
-        summary = payload.get("summary")
-        if isinstance(summary, str) and summary.strip():
-            return summary
-    profile = runner.model_profile()
+        if payload.summary is not None and payload.summary.strip():
+            return payload.summary
+    profile = model.model_profile()
     room = prompt_budget(profile, SUMMARY_OUTPUT_TOKENS) - 1_000
     transcript = render_transcript(plan.summarize, max(room, 1_000) * CHARS_PER_TOKEN - len(previous))
     prompt = []
@@ -312,7 +317,7 @@ async def summarize(
         max_output_tokens=min(profile.max_output_tokens, SUMMARY_OUTPUT_TOKENS),
         parallel_tool_calls=False,
     )
-    return await runner.ask_model(request, profile)
+    return await model.ask_model(request, profile)
 
 
 # --------------------------------------------------------------------------- in the turn loop
@@ -321,8 +326,9 @@ async def summarize(
 class Compactor:
     """Compaction for one turn: decides when, runs it and records the item."""
 
-    def __init__(self, runner: CompactionTurn) -> None:
+    def __init__(self, runner: CompactionTurn, model: ModelCaller) -> None:
         self.runner = runner
+        self.model = model
         self.settings = runner.context_settings
         self.auto_runs = 0
         self.overflow_retried = False
@@ -375,7 +381,7 @@ class Compactor:
         if plan.previous is not None:
             read = _merge(plan.previous.files_read, read)
             modified = _merge(plan.previous.files_modified, modified)
-        body = await summarize(runner, plan, instructions, (read, modified))
+        body = await summarize(runner, self.model, plan, instructions, (read, modified))
         first = runner.turn.items[0] if runner.turn.items else None
         current = first.text if isinstance(first, UserMessageItem) and any(i is first for i in plan.summarize) else None
         item = CompactionItem(

@@ -1,35 +1,39 @@
 """What a turn needs from the runtime that runs it: the narrow ``TurnHost`` protocol.
 
-The turn runner and compaction depend on this protocol, never on the ``Runtime`` class, so the
-runtime can build and drive turns without the two importing each other. ``Runtime`` provides it.
+The turn runner depends on this protocol, never on the ``Runtime`` class, so the runtime can
+build and drive turns without the two importing each other. It names services and the event
+pipeline, not thread management: the tools of a call reach threads (children, questions, mode)
+through the ``ToolHost`` that ``tool_host`` builds. ``Runtime`` provides it.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
-    from roder_core.customization.subagents import TraceRecord
     from roder_core.errors import InferenceError
-    from roder_core.ir import ApprovalDecision, ApprovalRequest, ModelProfile, ParentRef, Thread, ThreadStatus, Turn
+    from roder_core.ir import ApprovalDecision, ApprovalRequest, ModelProfile, ThreadStatus
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.services import InferenceEngine, ThreadStore
+    from roder_core.kernel.tools import ToolHost
     from roder_core.policy.engine import PolicyEngine
     from roder_core.runtime.options import RuntimeOptions
-    from roder_core.threads.events import EventBus, RuntimeEvent
+    from roder_core.runtime.pending import PendingRequests
+    from roder_core.threads.events import RuntimeEvent
     from roder_core.threads.state import ThreadState
     from roder_core.turn.context import ContextAssembler
     from roder_core.turn.hooks import HookRunner
     from roder_core.turn.mutation import MutationQueue
 
+#: Shows an approval request to a person and returns the answer (``TurnRunner.await_decision``).
+Approver = Callable[["ApprovalRequest"], Awaitable["ApprovalDecision"]]
+
 
 class TurnHost(Protocol):
-    """The services, event pipeline and approval table a running turn uses, and the thread
-    operations its tools reach through their ``ToolHost`` (child threads, mode, questions)."""
+    """The services, event pipeline and approval table a running turn uses."""
 
     @property
     def options(self) -> RuntimeOptions: ...
@@ -58,6 +62,9 @@ class TurnHost(Protocol):
     @property
     def mode(self) -> str: ...
 
+    @property
+    def approvals(self) -> PendingRequests[ApprovalRequest, ApprovalDecision]: ...
+
     def engine(self, provider: str) -> InferenceEngine: ...
 
     def model_profile(self, provider: str, model: str) -> ModelProfile: ...
@@ -74,45 +81,8 @@ class TurnHost(Protocol):
 
     async def set_status(self, state: ThreadState, status: ThreadStatus) -> None: ...
 
-    def register_approval(self, request: ApprovalRequest) -> asyncio.Future[ApprovalDecision]: ...
-
-    def forget_approval(self, approval_id: str) -> None: ...
-
-    def pending_approvals(self, thread_id: str | None = None) -> list[ApprovalRequest]: ...
-
-    def resolve_approval(self, approval_id: str, decision: ApprovalDecision) -> bool: ...
-
     def persist_rule(self, rule: str, verdict: str = "allow") -> None: ...
 
-    @property
-    def bus(self) -> EventBus: ...
-
-    @property
-    def subagent_traces(self) -> dict[str, TraceRecord]: ...
-
-    async def set_mode(self, mode: str, reason: str = "") -> None: ...
-
-    def thread_mode(self, thread_id: str) -> str: ...
-
-    async def ask_user(self, thread_id: str, turn_id: str, questions: list[dict[str, Any]]) -> dict[str, Any]: ...
-
-    async def start_thread(
-        self,
-        cwd: Path | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        *,
-        title: str = "",
-        ephemeral: bool = False,
-        parent: ParentRef | None = None,
-    ) -> Thread: ...
-
-    def restrict_thread(self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None) -> None: ...
-
-    async def run_turn(self, thread_id: str, text: str) -> Turn: ...
-
-    async def interrupt(self, thread_id: str, turn_id: str | None = None) -> bool: ...
-
-    def thread(self, thread_id: str) -> Thread: ...
-
-    async def close_thread(self, thread_id: str) -> None: ...
+    def tool_host(self, thread_id: str, turn_id: str, workspace: Path, provider: str, model: str, approve: Approver) -> ToolHost:
+        """The ``ToolHost`` for one call of this turn (approvals go through ``approve``)."""
+        ...

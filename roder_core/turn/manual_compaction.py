@@ -30,7 +30,7 @@ class CompactionRunner(TurnRunner):
     async def _loop(self) -> None:
         settings = self.runtime.options.config.context
         keep = manual_keep_tokens(self.thread.items(), settings.keep_recent_tokens)
-        item = await Compactor(self).compact(keep_tokens=keep, instructions=self.instructions)
+        item = await Compactor(self, self).compact(keep_tokens=keep, instructions=self.instructions)
         if item is None:
             raise TurnFailed("there is nothing to compact yet", "nothing_to_compact")
         self.turn.stop_reason = "compaction"

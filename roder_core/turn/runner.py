@@ -21,17 +21,10 @@ from roder_core.ir import (
     ApprovalItem,
     ApprovalOption,
     ApprovalRequest,
-    CompletedEvent,
     ErrorItem,
-    InferenceErrorEvent,
     Item,
-    LogprobsEvent,
-    MessageDelta,
     ModelProfile,
-    ProviderMetadataEvent,
-    ReasoningDelta,
     ReasoningItem,
-    StreamRestartEvent,
     ThreadStatus,
     ToolCallEvent,
     ToolCallItem,
@@ -40,12 +33,20 @@ from roder_core.ir import (
     TurnError,
     TurnStatus,
     Usage,
-    UsageEvent,
     UserMessageItem,
     now,
 )
+from roder_core.kernel.hook_payloads import (
+    BeforeTurnPayload,
+    RequestPayload,
+    StopPayload,
+    ToolCallPayload,
+    ToolResultPayload,
+    TurnEndPayload,
+)
 from roder_core.kernel.services import ContextQuery, HookPoint, InferenceTurnContext, PolicyDecision, PolicyVerdict
-from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
+from roder_core.kernel.tool_args import ToolArgumentError
+from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult, argument_problem
 from roder_core.policy.engine import subjects_of
 from roder_core.threads.events import (
     AgentMessageDelta,
@@ -64,7 +65,7 @@ from roder_core.threads.events import (
 )
 from roder_core.turn.compaction import Compactor
 from roder_core.turn.hooks import HookBlocked
-from roder_core.turn.tool_host import TurnToolHost
+from roder_core.turn.stream_fold import DeltaKind, ModelOutput, SilentListener, StreamedItem, StreamFolder
 
 if TYPE_CHECKING:
     from roder_core.settings.config import ContextConfig
@@ -93,17 +94,6 @@ class TurnFailed(RoderError):
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
         self.kind = kind
-
-
-class _ModelOutput:
-    """What one model call produced, folded from its inference events."""
-
-    def __init__(self) -> None:
-        self.tool_calls: list[ToolCallEvent] = []
-        self.usage = Usage()
-        self.stop_reason = "end_turn"
-        self.metadata: dict[str, Any] = {}
-        self.logprobs: list[dict[str, Any]] = []
 
 
 class TurnRunner:
@@ -139,7 +129,7 @@ class TurnRunner:
         self._checkpoints: dict[str, tuple[float, int]] = {}
         #: Estimated size of the last request sent (a refused one tells how large is too large).
         self._last_prompt_tokens = 0
-        self.compactor = Compactor(self)
+        self.compactor = Compactor(self, self)
         cfg = runtime.options
         self.max_iterations = cfg.max_iterations or cfg.config.max_iterations
 
@@ -172,7 +162,7 @@ class TurnRunner:
         await self._item_started(item)
         await self._item_completed(item)
 
-    # ------------------------------------------------------------------ for compaction (CompactionTurn)
+    # ------------------------------------------------------------------ for compaction (CompactionTurn, ModelCaller)
 
     @property
     def hooks(self) -> HookRunner:
@@ -192,17 +182,12 @@ class TurnRunner:
         """One model call outside the loop (a compaction summary): its text, its usage accounted."""
         engine = self.runtime.engine(self.provider)
         ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
-        text: list[str] = []
-        usage = Usage()
+        folder = StreamFolder(SilentListener())
         async for event in engine.stream_turn(ctx, request):
-            if isinstance(event, MessageDelta):
-                text.append(event.text)
-            elif isinstance(event, UsageEvent):
-                usage = event.usage
-            elif isinstance(event, InferenceErrorEvent):
-                raise InferenceError(event.message, event.kind, retryable=event.retryable)  # type: ignore[arg-type]
-        await self._account(usage, profile, request)
-        return "".join(text)
+            await folder.feed(event)
+        await folder.close()
+        await self._account(folder.output.usage, profile, request)
+        return folder.output.text
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -236,8 +221,8 @@ class TurnRunner:
 
     async def _finish(self, status: TurnStatus, error: TurnError | None) -> None:
         runtime = self.runtime
-        for request in runtime.pending_approvals(self.tid):
-            runtime.resolve_approval(request.approval_id, ApprovalDecision(decision="deny", reason="turn ended"))
+        for request in runtime.approvals.pending(self.tid):
+            runtime.approvals.resolve(request.approval_id, ApprovalDecision(decision="deny", reason="turn ended"))
         if status != "completed":
             await self._settle_calls(status)
         if error is not None:
@@ -249,7 +234,8 @@ class TurnRunner:
         await runtime.emit(TurnCompleted(thread_id=self.tid, turn=summary, unsent_steers=unsent))
         if self.runtime.hooks.has(HookPoint.TURN_END):
             try:
-                await runtime.hooks.run(HookPoint.TURN_END, {"thread_id": self.tid, "turn_id": self.turn.id, "status": status})
+                ended = TurnEndPayload(thread_id=self.tid, turn_id=self.turn.id, status=status)
+                await runtime.hooks.run(HookPoint.TURN_END, ended)
             except Exception as exc:
                 log.warning("turn_end hook: %s", exc)
         if runtime.store is not None and not self.state.ephemeral:
@@ -295,9 +281,9 @@ class TurnRunner:
         if self.runtime.hooks.has(HookPoint.BEFORE_TURN):
             payload = await self.runtime.hooks.run(
                 HookPoint.BEFORE_TURN,
-                {"thread_id": self.tid, "turn_id": self.turn.id, "text": item.text, "cwd": self.thread.cwd, "mode": self.mode},
+                BeforeTurnPayload(thread_id=self.tid, turn_id=self.turn.id, text=item.text, cwd=self.thread.cwd, mode=self.mode),
             )
-            item = item.model_copy(update={"text": payload.get("text", item.text)})
+            item = item.model_copy(update={"text": payload.text})
         query = ContextQuery(
             thread_id=self.tid,
             cwd=Path(self.thread.cwd),
@@ -338,7 +324,7 @@ class TurnRunner:
                 return
             await self._run_tools(tools, output.tool_calls)
 
-    async def _call_fitting(self, tools: ToolRegistry) -> _ModelOutput:
+    async def _call_fitting(self, tools: ToolRegistry) -> ModelOutput:
         """The model call, answering a context overflow by learning the server's real window
         (stated in the error, else below the refused prompt), compacting to fit, and trying
         again: up to MAX_OVERFLOW_RETRIES times, each with a smaller window."""
@@ -370,24 +356,23 @@ class TurnRunner:
         if not runtime.hooks.has(HookPoint.STOP) or self.stop_continuations >= MAX_STOP_CONTINUATIONS:
             return False
         last = next((i.text for i in reversed(self.turn.items) if isinstance(i, AgentMessageItem)), "")
+        parent = self.thread.parent
         payload = await runtime.hooks.run(
             HookPoint.STOP,
-            {
-                "thread_id": self.tid,
-                "turn_id": self.turn.id,
-                "cwd": self.thread.cwd,
-                "mode": self.mode,
-                "stop_hook_active": self.stop_continuations > 0,
-                "last_message": last,
+            StopPayload(
+                thread_id=self.tid,
+                turn_id=self.turn.id,
+                cwd=self.thread.cwd,
+                mode=self.mode,
+                stop_hook_active=self.stop_continuations > 0,
+                last_message=last,
                 # Subagent threads (restricted by the task tool) name their parent: SubagentStop.
-                "parent_thread_id": parent.thread_id
-                if (parent := self.thread.parent) and self.state.allowed_tools is not None
-                else None,
-                "task_ledger_required": self.task_ledger_required,
-                "deadline": self.deadline,
-            },
+                parent_thread_id=parent.thread_id if parent and self.state.allowed_tools is not None else None,
+                task_ledger_required=self.task_ledger_required,
+                deadline=self.deadline,
+            ),
         )
-        reason = str(payload.get("continue_with") or "").strip()
+        reason = (payload.continue_with or "").strip()
         if not reason:
             return False
         self.stop_continuations += 1
@@ -418,20 +403,20 @@ class TurnRunner:
             if runtime.hooks.has(point):
                 payload = await runtime.hooks.run(
                     point,
-                    {
-                        "thread_id": self.tid,
-                        "turn_id": self.turn.id,
-                        "request": request,
-                        "deadline": self.deadline,
-                        "mode": self.mode,
-                        "task_ledger_required": self.task_ledger_required,
-                        "turn_started_at": self.turn.started_at,
-                    },
+                    RequestPayload(
+                        thread_id=self.tid,
+                        turn_id=self.turn.id,
+                        request=request,
+                        deadline=self.deadline,
+                        mode=self.mode,
+                        task_ledger_required=self.task_ledger_required,
+                        turn_started_at=self.turn.started_at,
+                    ),
                 )
-                request = payload["request"]
+                request = payload.request
         return request
 
-    async def _call_model(self, tools: ToolRegistry) -> _ModelOutput:
+    async def _call_model(self, tools: ToolRegistry) -> ModelOutput:
         runtime = self.runtime
         provider, model = self.provider, self.model
         engine = runtime.engine(provider)
@@ -441,101 +426,22 @@ class TurnRunner:
 
         self._last_prompt_tokens = request_tokens(request)
         ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
-        output = _ModelOutput()
-        open_item: AgentMessageItem | ReasoningItem | None = None
-        streamed: list[AgentMessageItem | ReasoningItem] = []  # items this model call opened
-
-        async def close_open() -> None:
-            nonlocal open_item
-            if open_item is not None:
-                await self._item_completed(open_item)
-                open_item = None
-
+        folder = StreamFolder(_TurnStreamView(self))
         stream = engine.stream_turn(ctx, request)
         try:
             async for event in stream:
-                if isinstance(event, MessageDelta):
-                    if not isinstance(open_item, AgentMessageItem):
-                        await close_open()
-                        open_item = AgentMessageItem()
-                        streamed.append(open_item)
-                        await self._item_started(open_item)
-                    open_item.text += event.text
-                    runtime.publish_live(
-                        AgentMessageDelta(thread_id=self.tid, turn_id=self.turn.id, item_id=open_item.id, delta=event.text)
-                    )
-                    await self._checkpoint(open_item)
-                elif isinstance(event, ReasoningDelta):
-                    if not isinstance(open_item, ReasoningItem):
-                        await close_open()
-                        open_item = ReasoningItem()
-                        streamed.append(open_item)
-                        await self._item_started(open_item)
-                    if event.summary:
-                        open_item.summary += event.text
-                    else:
-                        open_item.text += event.text
-                    if event.provider_data:
-                        open_item.provider_data = {**(open_item.provider_data or {}), **event.provider_data}
-                    if event.text:
-                        runtime.publish_live(
-                            AgentMessageDelta(
-                                thread_id=self.tid,
-                                turn_id=self.turn.id,
-                                item_id=open_item.id,
-                                delta=event.text,
-                                kind="reasoning",
-                            )
-                        )
-                        await self._checkpoint(open_item)
-                elif isinstance(event, ToolCallEvent):
-                    await close_open()
-                    output.tool_calls.append(event)
-                    await self._item(
-                        ToolCallItem(
-                            call_id=event.call_id,
-                            name=event.name,
-                            arguments=event.arguments,
-                            provider_data=event.provider_data,
-                        )
-                    )
-                elif isinstance(event, UsageEvent):
-                    output.usage = event.usage
-                elif isinstance(event, LogprobsEvent):
-                    output.logprobs.extend(event.tokens)
-                elif isinstance(event, ProviderMetadataEvent):
-                    output.metadata.update(event.data)
-                    self._announce_retry(event.data.get("retry"))
-                elif isinstance(event, CompletedEvent):
-                    output.stop_reason = event.stop_reason
-                elif isinstance(event, InferenceErrorEvent):
-                    raise InferenceError(event.message, event.kind, retryable=event.retryable)  # type: ignore[arg-type]
-                elif isinstance(event, StreamRestartEvent):
-                    # The engine retried a broken stream and got a different answer: blank what
-                    # this call showed (clients replace items by id), then stream the new one.
-                    open_item = None
-                    for item in streamed:
-                        blank = (
-                            {"text": ""}
-                            if isinstance(item, AgentMessageItem)
-                            else {"text": "", "summary": "", "provider_data": None}
-                        )
-                        await self._item_completed(item.model_copy(update=blank))
-                    streamed.clear()
-                    output = _ModelOutput()
+                await folder.feed(event)
         finally:
             # A partial answer (interrupt, dropped stream) is still kept as a completed item.
-            await asyncio.shield(close_open())
+            await asyncio.shield(folder.close())
             close_stream = getattr(stream, "aclose", None)
             if close_stream is not None:  # close the HTTP stream now, not when garbage collected
                 await asyncio.shield(close_stream())
-        await self._account(output.usage, profile, request, output.logprobs)
-        return output
+        await self._account(folder.output.usage, profile, request, folder.output.logprobs)
+        return folder.output
 
-    def _announce_retry(self, retry: Any) -> None:
+    def _announce_retry(self, retry: dict[str, Any]) -> None:
         """Tell every client that the engine is backing off before sending the call again."""
-        if not isinstance(retry, dict):
-            return
         self.runtime.publish_live(
             ModelRetrying(
                 thread_id=self.tid,
@@ -636,7 +542,7 @@ class TurnRunner:
             emit_output=lambda text: runtime.publish_live(
                 ToolOutputDelta(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, delta=text)
             ),
-            host=TurnToolHost(runtime, self.tid, self.turn.id, workspace, self.provider, self.model, self.await_decision),
+            host=runtime.tool_host(self.tid, self.turn.id, workspace, self.provider, self.model, self.await_decision),
             extra=dict(self.state.tool_extra),
         )
 
@@ -651,22 +557,27 @@ class TurnRunner:
             try:
                 payload = await runtime.hooks.run(
                     HookPoint.TOOL_CALL_BEFORE,
-                    {
-                        "thread_id": self.tid,
-                        "turn_id": self.turn.id,
-                        "tool": call.name,
-                        "arguments": call.arguments,
-                        "call_id": call.id,
-                        "cwd": self.thread.cwd,
-                        "mode": self.mode,
-                    },
+                    ToolCallPayload(
+                        thread_id=self.tid,
+                        turn_id=self.turn.id,
+                        tool=call.name,
+                        arguments=call.arguments,
+                        call_id=call.id,
+                        cwd=self.thread.cwd,
+                        mode=self.mode,
+                    ),
                 )
             except HookBlocked as exc:
                 return ToolResult.error(call, f"blocked: {exc}")
-            call.arguments = dict(payload.get("arguments", call.arguments))
-            hook_permission = payload.get("permission")
+            call.arguments = dict(payload.arguments)
+            hook_permission = payload.permission
         else:
             hook_permission = None
+        # Arguments that do not fit the tool's model are the model's to fix: no policy check,
+        # no approval prompt, an error result naming each wrong field.
+        problem = argument_problem(tool, call)
+        if problem is not None:
+            return problem
         ctx = self._context(tools, call)
         try:
             decision = _with_hook_permission(await runtime.policy.evaluate(tool, call, ctx), hook_permission)
@@ -698,24 +609,22 @@ class TurnRunner:
                 result = await tool.execute(ctx, call)
         except asyncio.CancelledError:
             raise
+        except ToolArgumentError as exc:
+            result = ToolResult.error(call, str(exc))
         except Exception as exc:
             log.debug("tool %s raised", call.name, exc_info=True)
             result = ToolResult.error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
         for view in result.views:
             await self._item(view)
         if runtime.hooks.has(HookPoint.TOOL_RESULT_AFTER):
-            payload = await runtime.hooks.run(
+            after = await runtime.hooks.run(
                 HookPoint.TOOL_RESULT_AFTER,
-                {
-                    "thread_id": self.tid,
-                    "tool": call.name,
-                    "arguments": call.arguments,
-                    "text": result.text,
-                    "is_error": result.is_error,
-                },
+                ToolResultPayload(
+                    thread_id=self.tid, tool=call.name, arguments=call.arguments, text=result.text, is_error=result.is_error
+                ),
             )
-            result.text = payload.get("text", result.text)
-            result.is_error = bool(payload.get("is_error", result.is_error))
+            result.text = after.text
+            result.is_error = after.is_error
         result.text = runtime.redact(result.text)
         return result
 
@@ -812,18 +721,19 @@ class TurnRunner:
         client renders and answers them like any approval."""
         runtime = self.runtime
         async with self._approval_lock:
-            future = runtime.register_approval(request)
             item = ApprovalItem(request=request)
-            await self._item_started(item)
-            await runtime.emit(ApprovalRequested(thread_id=self.tid, turn_id=self.turn.id, request=request))
-            await runtime.set_status(self.state, ThreadStatus.WAITING_APPROVAL)
+
+            async def announce() -> None:
+                await self._item_started(item)
+                await runtime.emit(ApprovalRequested(thread_id=self.tid, turn_id=self.turn.id, request=request))
+                await runtime.set_status(self.state, ThreadStatus.WAITING_APPROVAL)
+
             try:
-                async with asyncio.timeout(runtime.options.config.approval_timeout):  # not wait_for: see hooks.py
-                    decision = await future
+                decision = await runtime.approvals.ask(
+                    request.approval_id, self.tid, request, announce, runtime.options.config.approval_timeout
+                )
             except TimeoutError:
                 decision = ApprovalDecision(decision="deny", reason="approval timed out")
-            finally:
-                runtime.forget_approval(request.approval_id)
             await runtime.emit(
                 ApprovalResolved(thread_id=self.tid, turn_id=self.turn.id, approval_id=request.approval_id, decision=decision)
             )
@@ -863,6 +773,39 @@ def _mutated_paths(tool: Any, call: ToolCall, ctx: ToolExecutionContext) -> list
         return list(describe(call.arguments, ctx.workspace))
     except Exception:
         return []
+
+
+class _TurnStreamView:
+    """What a client sees of a model call: the folder's items as runtime events, deltas live,
+    long streaming items checkpointed now and then."""
+
+    def __init__(self, runner: TurnRunner) -> None:
+        self.runner = runner
+
+    async def item_started(self, item: StreamedItem) -> None:
+        await self.runner._item_started(item)
+
+    async def item_delta(self, item: StreamedItem, delta: str, kind: DeltaKind) -> None:
+        runner = self.runner
+        runner.runtime.publish_live(
+            AgentMessageDelta(
+                thread_id=runner.tid,
+                turn_id=runner.turn.id,
+                item_id=item.id,
+                delta=delta,
+                kind=kind,
+            )
+        )
+        await runner._checkpoint(item)
+
+    async def item_completed(self, item: Item) -> None:
+        await self.runner._item_completed(item)
+
+    async def item_recorded(self, item: ToolCallItem) -> None:
+        await self.runner._item(item)
+
+    def retrying(self, retry: dict[str, Any]) -> None:
+        self.runner._announce_retry(retry)
 
 
 class _LazyBrokers:

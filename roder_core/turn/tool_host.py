@@ -1,26 +1,75 @@
 """The ``ToolHost`` a tool call receives: the runtime's services, scoped to one call.
 
-Built by the turn runner for each call from its ``TurnHost`` (the runtime) and its own approval
-queue, so a tool can emit an item, ask for an approval or the user's input, run a child thread
-and read or set the mode, and never needs ``Runtime`` itself.
+Built by the runtime for each call of a turn (``TurnHost.tool_host``, with the turn's approval
+queue) and by the control plane's ``tools/call``, so a tool can emit an item, ask for an
+approval or the user's input, run a child thread and read or set the mode, and never needs
+``Runtime`` itself: it sees the runtime as the narrow ``ThreadHost`` below.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from roder_core.ir import ApprovalDecision, ApprovalRequest, Item, ParentRef
+from roder_core.ir import ApprovalDecision, ApprovalRequest, Item, ParentRef, Thread, Turn
 from roder_core.kernel.tools import ChildThreadRun
-from roder_core.threads.events import ItemCompleted, ItemStarted, RuntimeEvent
+from roder_core.threads.events import EventBus, ItemCompleted, ItemStarted, RuntimeEvent
+from roder_core.turn.host import Approver
 
 if TYPE_CHECKING:
     from roder_core.customization.subagents import TraceRecord
-    from roder_core.turn.host import TurnHost
+    from roder_core.kernel.registry import ExtensionRegistry
+    from roder_core.runtime.options import RuntimeOptions
 
-Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
+
+class ThreadHost(Protocol):
+    """The runtime as a tool call's host sees it: events, questions, mode and child threads."""
+
+    @property
+    def options(self) -> RuntimeOptions: ...
+
+    @property
+    def registry(self) -> ExtensionRegistry: ...
+
+    @property
+    def redact(self) -> Callable[[str], str]: ...
+
+    @property
+    def bus(self) -> EventBus: ...
+
+    @property
+    def subagent_traces(self) -> dict[str, TraceRecord]: ...
+
+    async def emit(self, event: RuntimeEvent) -> None: ...
+
+    async def ask_user(self, thread_id: str, turn_id: str, questions: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+    async def set_mode(self, mode: str, reason: str = "") -> None: ...
+
+    def thread_mode(self, thread_id: str) -> str: ...
+
+    async def start_thread(
+        self,
+        cwd: Path | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        *,
+        title: str = "",
+        ephemeral: bool = False,
+        parent: ParentRef | None = None,
+    ) -> Thread: ...
+
+    def restrict_thread(self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None) -> None: ...
+
+    async def run_turn(self, thread_id: str, text: str) -> Turn: ...
+
+    async def interrupt(self, thread_id: str, turn_id: str | None = None) -> bool: ...
+
+    def thread(self, thread_id: str) -> Thread: ...
+
+    async def close_thread(self, thread_id: str) -> None: ...
 
 
 async def refuse_outside_a_turn(request: ApprovalRequest) -> ApprovalDecision:
@@ -33,7 +82,7 @@ class TurnToolHost:
 
     def __init__(
         self,
-        host: TurnHost,
+        host: ThreadHost,
         thread_id: str,
         turn_id: str,
         workspace: Path,

@@ -118,33 +118,47 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
     fix = result(out, "fix")
     assert fix["passed"] and fix["failure_cause"] is None and fix["exit_reason"] == "completed", fix
     assert fix["score"] == {"command": SCORE, "exit_code": 0, "timed_out": False}
-    assert fix["tool_calls"] == 1 and fix["model_calls"] == 2 and fix["tokens"] > 0
-    assert fix["metadata"] == {"kind": "bugfix"} and fix["provider"] == "mock"
+    assert fix["tool_calls"] == 1
+    assert fix["model_calls"] == 2
+    assert fix["tokens"] > 0
+    assert fix["metadata"] == {"kind": "bugfix"}
+    assert fix["provider"] == "mock"
     assert fix["final_message"] == "Fixed: add now adds."
     diff = (out / "rollouts/fix/0/workspace.diff").read_text()
-    assert "-    return a - b" in diff and "+    return a + b" in diff
+    assert "-    return a - b" in diff
+    assert "+    return a + b" in diff
     trajectory = json.loads((out / "rollouts/fix/0/trajectory.json").read_text())
-    assert trajectory["exitReason"] == "completed" and trajectory["rollout"]["passed"] is True
+    assert trajectory["exitReason"] == "completed"
+    assert trajectory["rollout"]["passed"] is True
     call = next(s for s in steps(out, "fix") if s["type"] == "tool_call")
-    assert call["name"] == "edit" and call["arguments"]["new_string"] == "a + b"
-    assert call["result"]["isError"] is False and "durationMs" in call["result"]
+    assert call["name"] == "edit"
+    assert call["arguments"]["new_string"] == "a + b"
+    assert call["result"]["isError"] is False
+    assert "durationMs" in call["result"]
     assert [m["role"] for m in trajectory["messages"]] == ["user", "assistant", "tool", "assistant"]
     thread_lines = (out / "rollouts/fix/0/thread.jsonl").read_text().splitlines()
     assert json.loads(thread_lines[0])["type"] == "header"
     assert any(json.loads(line).get("method") == "turn/completed" for line in thread_lines[1:])
 
     wrong = result(out, "wrong-fix")
-    assert not wrong["passed"] and wrong["failure_cause"] == "score_failure"
-    assert wrong["score"]["exit_code"] == 1 and "[exit 1]" in (out / "rollouts/wrong-fix/0/score.log").read_text()
+    assert not wrong["passed"]
+    assert wrong["failure_cause"] == "score_failure"
+    assert wrong["score"]["exit_code"] == 1
+    assert "[exit 1]" in (out / "rollouts/wrong-fix/0/score.log").read_text()
     assert "+looked" in (out / "rollouts/wrong-fix/0/workspace.diff").read_text()
 
     denied = result(out, "denied")
-    assert not denied["passed"] and denied["failure_cause"] == "policy_denial" and denied["policy_denials"] == 1
+    assert not denied["passed"]
+    assert denied["failure_cause"] == "policy_denial"
+    assert denied["policy_denials"] == 1
     assert (out / "rollouts/denied/0/workspace.diff").read_text() == ""
 
     slow = result(out, "slow")
-    assert not slow["passed"] and slow["failure_cause"] == "timeout" and slow["exit_reason"] == "timeout"
-    assert slow["turn_status"] == "interrupted" and slow["timings"]["agent_s"] < 5
+    assert not slow["passed"]
+    assert slow["failure_cause"] == "timeout"
+    assert slow["exit_reason"] == "timeout"
+    assert slow["turn_status"] == "interrupted"
+    assert slow["timings"]["agent_s"] < 5
 
     reserve = result(out, "reserve")
     assert reserve["passed"] and reserve["exit_reason"] == "completed" and reserve["reserve_s"] == 2, reserve
@@ -159,7 +173,9 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
     assert [s["text"] for s in steps(out, "clamped") if s["type"] == "user"][1] == RESERVE_NOTICE
 
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["rollouts"] == 6 and summary["passed"] == 3 and summary["pass_rate"] == 0.5
+    assert summary["rollouts"] == 6
+    assert summary["passed"] == 3
+    assert summary["pass_rate"] == 0.5
     assert summary["failures_by_cause"] == {
         "timeout": 1,
         "policy_denial": 1,
@@ -172,9 +188,12 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
         "infra_failure": 0,
         "error": 0,
     }
-    assert result(out, "reserve")["deadline_reserve_hit"] and not fix["deadline_reserve_hit"]
+    assert result(out, "reserve")["deadline_reserve_hit"]
+    assert not fix["deadline_reserve_hit"]
     assert summary["tokens"]["total_tokens"] == sum(result(out, t)["tokens"] for t in summary["per_task"])
-    assert "pass rate" in stdout and "50.0%" in stdout and "failed: score failure" in stdout
+    assert "pass rate" in stdout
+    assert "50.0%" in stdout
+    assert "failed: score failure" in stdout
 
 
 def test_mock_batch_locally_and_on_ray_gives_identical_outputs(
@@ -236,15 +255,21 @@ def test_loopback_provider_batch_locally_and_on_ray_gives_identical_outputs(
 ) -> None:
     local, calls = _loopback_batch(tmp_path, calc, capsys, "local")
     assert [len(c) for c in calls][:2] == [2, 2]  # two model calls per scripted task, over HTTP
-    assert result(local, "fix")["passed"] and result(local, "fix")["provider"] == "openai"
+    assert result(local, "fix")["passed"]
+    assert result(local, "fix")["provider"] == "openai"
     assert result(local, "wrong-fix")["failure_cause"] == "score_failure"
     broken = result(local, "broken")
-    assert broken["failure_cause"] == "provider_failure" and broken["error"]["kind"] == "auth"
-    assert broken["attempts"] == 3 and [a["cause"] for a in broken["discarded_attempts"]] == ["provider_failure"] * 2
+    assert broken["failure_cause"] == "provider_failure"
+    assert broken["error"]["kind"] == "auth"
+    assert broken["attempts"] == 3
+    assert [a["cause"] for a in broken["discarded_attempts"]] == ["provider_failure"] * 2
     assert [len(c) for c in calls][2:] == [3, 3]
     flaky = result(local, "flaky")
-    assert flaky["passed"] and flaky["attempts"] == 2 and flaky["discarded_attempts"][0]["attempt"] == 1
-    assert "bad key" in flaky["discarded_attempts"][0]["error"] and flaky["host"]["hostname"]
+    assert flaky["passed"]
+    assert flaky["attempts"] == 2
+    assert flaky["discarded_attempts"][0]["attempt"] == 1
+    assert "bad key" in flaky["discarded_attempts"][0]["error"]
+    assert flaky["host"]["hostname"]
     ray, _ = _loopback_batch(tmp_path, calc, capsys, "ray", "--backend", "ray")
     # The task lines differ only in their server's port, hence in their digest.
     strip = {"task_digest"}
@@ -297,32 +322,41 @@ def test_git_workspace_at_a_ref_with_setup_and_repeat(tmp_path: Path, capsys: py
         assert (out / f"rollouts/at-ref/{index}/workspace.diff").read_text() == ""  # setup is not the agent's work
         assert (out / f"rollouts/at-ref/{index}/setup.log").read_text() == "$ echo prepared > setup.txt\n[exit 0]\n"
     bad_setup = result(out, "bad-setup")
-    assert bad_setup["failure_cause"] == "setup_failure" and "[exit 3]" in (out / "rollouts/bad-setup/0/setup.log").read_text()
+    assert bad_setup["failure_cause"] == "setup_failure"
+    assert "[exit 3]" in (out / "rollouts/bad-setup/0/setup.log").read_text()
     bad_ref = result(out, "bad-ref")
-    assert bad_ref["failure_cause"] == "setup_failure" and "no-such-ref" in bad_ref["error"]["message"]
+    assert bad_ref["failure_cause"] == "setup_failure"
+    assert "no-such-ref" in bad_ref["error"]["message"]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["rollouts"] == 6 and summary["pass_at_k"] == round(1 / 3, 4)
+    assert summary["rollouts"] == 6
+    assert summary["pass_at_k"] == round(1 / 3, 4)
     assert summary["per_task"]["at-ref"] == {"rollouts": 2, "passed": 2, "pass_rate": 1.0, "mean_reward": 1.0}
     # More rollouts per task later: only the new ones run.
     code, _, err = _batch(capsys, tasks, out, "--provider", "mock", "--repeat", "3")
-    assert code == 0 and "6 already recorded, 3 to run" in err
+    assert code == 0
+    assert "6 already recorded, 3 to run" in err
 
 
 def test_bad_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [{"id": "t", "prompt": "p"}])
     code, _, err = _batch(capsys, tmp_path / "missing.jsonl", tmp_path / "out")
-    assert code == 2 and "cannot read task file" in err
+    assert code == 2
+    assert "cannot read task file" in err
     code, _, err = _batch(capsys, tasks, tmp_path / "out", "--provider", "nope")
-    assert code == 2 and "unknown provider 'nope'" in err
+    assert code == 2
+    assert "unknown provider 'nope'" in err
     code, _, err = _batch(capsys, tasks, tmp_path / "out", "--profile", "nope")
-    assert code == 2 and "unknown capability profile" in err
+    assert code == 2
+    assert "unknown capability profile" in err
     code, _, err = _batch(capsys, tasks, tmp_path / "out", "--repeat", "0")
-    assert code == 2 and "at least 1" in err
+    assert code == 2
+    assert "at least 1" in err
     assert not (tmp_path / "out" / "rollouts").exists()
     code, _, _ = _batch(capsys, tasks, tmp_path / "out", "--provider", "mock")
     assert code == 0
     code, _, err = _batch(capsys, tasks, tmp_path / "out", "--provider", "mock", "--deadline", "30")
-    assert code == 2 and "deadline: None before, 30.0 now" in err
+    assert code == 2
+    assert "deadline: None before, 30.0 now" in err
 
 
 def test_network_only_when_the_task_grants_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -353,7 +387,8 @@ def test_network_only_when_the_task_grants_it(tmp_path: Path, capsys: pytest.Cap
     assert host_namespace in online
     if "sandbox workspace-write" not in offline:
         pytest.skip(f"bubblewrap is unavailable here, so commands are not isolated: {offline}")
-    assert host_namespace not in offline and "net:[" in offline
+    assert host_namespace not in offline
+    assert "net:[" in offline
 
 
 def test_a_ray_node_without_the_provider_key_fails_preflight(
@@ -365,5 +400,7 @@ def test_a_ray_node_without_the_provider_key_fails_preflight(
     out = tmp_path / "out"
     code, _, err = _batch(capsys, tasks, out, "--provider", "openai", "--model", "fake-model", "--backend", "ray")
     assert code == 2, err
-    assert "preflight failed on 1 of 1 Ray nodes" in err and "OPENAI_API_KEY is not set" in err
-    assert "nothing was run" in err and not (out / "rollouts").exists()
+    assert "preflight failed on 1 of 1 Ray nodes" in err
+    assert "OPENAI_API_KEY is not set" in err
+    assert "nothing was run" in err
+    assert not (out / "rollouts").exists()

@@ -60,16 +60,19 @@ def test_a_killed_worker_loses_only_its_own_rollout(tmp_path: Path) -> None:
     os.kill(victim, signal.SIGKILL)  # no cleanup possible in the worker
     _out, err = batch.communicate(timeout=180)
     assert batch.returncode == 0, err
-    assert f"worker process {victim} died (killed by SIGKILL)" in err and "trying again" in err
+    assert f"worker process {victim} died (killed by SIGKILL)" in err
+    assert "trying again" in err
     results = [result(out, f"t{i}") for i in range(6)]
     assert all(r["passed"] for r in results)
     retried = [r for r in results if r["attempts"] == 2]
     assert len(retried) == 1, [r["attempts"] for r in results]  # only the killed worker's rollout
     [discarded] = retried[0]["discarded_attempts"]
-    assert discarded["cause"] == "infra_failure" and "SIGKILL" in discarded["error"]
+    assert discarded["cause"] == "infra_failure"
+    assert "SIGKILL" in discarded["error"]
     assert not _scratch_of(victim)  # the dead worker's workspace copy is gone
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["passed"] == 6 and summary["attempts"]["retried_rollouts"] == 1
+    assert summary["passed"] == 6
+    assert summary["attempts"]["retried_rollouts"] == 1
 
 
 def test_retry_failed_redo_filter_slice_and_shuffle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,25 +111,29 @@ def test_retry_failed_redo_filter_slice_and_shuffle(tmp_path: Path, capsys: pyte
     flag.write_text("now it passes")
     first_a = (out / "rollouts/a-pass/0/result.json").read_bytes()
     assert "2 already recorded, 1 to run" in batch("--retry-failed")
-    assert result(out, "b-flaky")["passed"] and (out / "rollouts/a-pass/0/result.json").read_bytes() == first_a
+    assert result(out, "b-flaky")["passed"]
+    assert (out / "rollouts/a-pass/0/result.json").read_bytes() == first_a
     assert "1 tasks x 1 = 1 rollouts; 0 already recorded, 1 to run" in batch("--redo", "--filter", "^a-")
     assert (out / "rollouts/a-pass/0/result.json").read_bytes() != first_a
     assert "2 tasks x 1" in batch("--slice", "1:")
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["per_task"]) == ["b-flaky", "c-pass"]  # the summary covers the selection
     code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--provider", "mock", "--filter", "nothing")
-    assert code == 2 and "no task is selected" in err
+    assert code == 2
+    assert "no task is selected" in err
 
     many = parse_tasks([json.dumps({"id": f"t{i}", "prompt": "p"}) for i in range(10)], "x", tmp_path)
     shuffled = [t.id for t in select_tasks(many, shuffle=True)]
-    assert shuffled != [t.id for t in many] and shuffled == [t.id for t in select_tasks(many, shuffle=True)]
+    assert shuffled != [t.id for t in many]
+    assert shuffled == [t.id for t in select_tasks(many, shuffle=True)]
     assert [t.id for t in select_tasks(many, pattern="t[0-4]", window=":2")] == ["t0", "t1"]
     with pytest.raises(TaskFileError, match="not A:B"):
         select_tasks(many, window="3")
 
 
 def test_unbiased_pass_at_k() -> None:
-    assert pass_at_k(5, 0, 1) == 0.0 and pass_at_k(5, 5, 3) == 1.0
+    assert pass_at_k(5, 0, 1) == 0.0
+    assert pass_at_k(5, 5, 3) == 1.0
     assert pass_at_k(5, 1, 1) == pytest.approx(0.2)
     assert pass_at_k(5, 1, 2) == pytest.approx(1 - (4 * 3) / (5 * 4))  # 1 - C(4,2)/C(5,2) = 0.4
     assert pass_at_k(4, 2, 3) == 1.0  # any 3 of 4 include a pass
@@ -198,6 +205,8 @@ def test_a_score_dies_with_its_killed_worker(tmp_path: Path, sandbox: str) -> No
         time.sleep(0.05)
     assert not _pids_in(scratch), "the score outlived its worker"
     assert not scratch.exists()
-    assert batch.returncode == 1 and "lost" in err  # one attempt allowed: recorded as infra_failure
+    assert batch.returncode == 1
+    assert "lost" in err  # one attempt allowed: recorded as infra_failure
     lost = result(tmp_path / "out", "hang")
-    assert lost["failure_cause"] == "infra_failure" and lost["attempts"] == 1
+    assert lost["failure_cause"] == "infra_failure"
+    assert lost["attempts"] == 1

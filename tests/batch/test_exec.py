@@ -45,13 +45,18 @@ def test_exec_streams_events_and_ends_with_the_rollout_record(tmp_path: Path) ->
     )
     assert code == 0, err
     types = [line["type"] for line in lines]
-    assert types[0] == "thread/started" and types[-1] == "result"
-    assert "turn/started" in types and "item/agentMessage/delta" in types and "turn/completed" in types
+    assert types[0] == "thread/started"
+    assert types[-1] == "result"
+    assert "turn/started" in types
+    assert "item/agentMessage/delta" in types
+    assert "turn/completed" in types
     # The same projection as `roder -p --output-format stream-json`: the method, then its params.
     started = lines[0]
     assert set(started) >= {"type", "threadId", "thread"}
     final = lines[-1]
-    assert final["task_id"] == "one" and final["passed"] and final["score"]["exit_code"] == 0
+    assert final["task_id"] == "one"
+    assert final["passed"]
+    assert final["score"]["exit_code"] == 0
     assert final["thread_id"] == started["threadId"]
     assert sorted(p.name for p in (tmp_path / "rollout").iterdir()) == [
         "atif.json",
@@ -70,9 +75,12 @@ def test_exec_failures_exit_1_and_in_place_changes_the_folder(tmp_path: Path) ->
     folder = tmp_path / "project"
     folder.mkdir()
     code, lines, err = _exec(folder, "hello", "--score", "false")
-    assert code == 1 and lines[-1]["failure_cause"] == "score_failure" and "failed: score_failure" in err
+    assert code == 1
+    assert lines[-1]["failure_cause"] == "score_failure"
+    assert "failed: score_failure" in err
     code, lines, _ = _exec(folder, "--in-place", "--setup", "echo here > marker.txt", stdin="prompt from stdin\n")
-    assert code == 0 and (folder / "marker.txt").read_text() == "here\n"
+    assert code == 0
+    assert (folder / "marker.txt").read_text() == "here\n"
     user = next(line for line in lines if line["type"] == "item/completed" and line["item"]["type"] == "userMessage")
     assert user["item"]["text"] == "prompt from stdin"
 
@@ -89,16 +97,22 @@ def test_exec_times_out_at_its_deadline(tmp_path: Path) -> None:
     )
     final = json.loads(done.stdout.splitlines()[-1])
     assert done.returncode == 1
-    assert final["exit_reason"] == "timeout" and final["failure_cause"] == "timeout"
+    assert final["exit_reason"] == "timeout"
+    assert final["failure_cause"] == "timeout"
     assert final["reserve_s"] == 0.5  # at most half the deadline
 
 
 def test_exec_usage_errors(tmp_path: Path) -> None:
     code, lines, err = _exec(tmp_path, stdin="")
-    assert code == 2 and lines == [] and "needs a prompt" in err
+    assert code == 2
+    assert lines == []
+    assert "needs a prompt" in err
     code, _, err = _exec(tmp_path, "p", "--ref", "main")
-    assert code == 2 and "--ref needs --git" in err
+    assert code == 2
+    assert "--ref needs --git" in err
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "keep.txt").write_text("mine")
     code, _, err = _exec(tmp_path, "p", "--out", str(tmp_path / "busy"))
-    assert code == 2 and "non-empty folder" in err and (tmp_path / "busy" / "keep.txt").exists()
+    assert code == 2
+    assert "non-empty folder" in err
+    assert (tmp_path / "busy" / "keep.txt").exists()

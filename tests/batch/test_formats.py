@@ -123,15 +123,18 @@ def test_swe_bench_instances_run_from_a_repo_cache_and_write_predictions(
     }
     assert fixed["metadata"]["format"] == "swe-bench"
     cheated = result(out, "acme__calc-2")
-    assert not cheated["passed"] and cheated["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]
+    assert not cheated["passed"]
+    assert cheated["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]
     assert cheated["tests"]["PASS_TO_PASS"]["success"] == ["tests/test_calc.py::test_sub"]
 
     predictions = [json.loads(line) for line in (out / "preds.jsonl").read_text().splitlines()]
     assert [p["instance_id"] for p in predictions] == ["acme__calc-1", "acme__calc-2"]
     assert {p["model_name_or_path"] for p in predictions} == {"roder/mock/mock"}
     patch = predictions[0]["model_patch"]
-    assert "+    return a + b" in patch and "calc_helpers.py" in patch
-    assert "reproduce_issue.py" not in patch and "egg-info" not in patch  # scratch and ignored files
+    assert "+    return a + b" in patch
+    assert "calc_helpers.py" in patch
+    assert "reproduce_issue.py" not in patch
+    assert "egg-info" not in patch  # scratch and ignored files
     assert "reproduce_issue.py" in (out / "rollouts/acme__calc-1/0/workspace.diff").read_text()
     # The prediction applies to the base commit, as SWE-bench's harness will apply it.
     check = tmp_path / "check"
@@ -156,7 +159,8 @@ def test_swe_bench_lines_are_checked(tmp_path: Path, instance: dict[str, Any]) -
     assert "bad.jsonl:1: its tests are not pytest node ids" in str(caught.value)
     assert "bad.jsonl:2: SWE-bench instance lacks base_commit" in str(caught.value)
     [task] = load_tasks(_one(tmp_path, instance), repo_cache=None)
-    assert task.workspace is not None and task.workspace.git == "https://github.com/acme/calc.git"
+    assert task.workspace is not None
+    assert task.workspace.git == "https://github.com/acme/calc.git"
 
 
 def _one(tmp_path: Path, instance: dict[str, Any]) -> Path:
@@ -184,8 +188,12 @@ def test_per_test_status_and_scratch_rules() -> None:
         "test_add (calc.tests.CalcTests)": "ok",
         "test_sub (calc.tests.CalcTests)": "FAIL",
     }
-    assert is_scratch("reproduce_bug.py") and is_scratch("pkg/__pycache__/m.pyc") and is_scratch("test_mine.py")
-    assert not is_scratch("pkg/reproduce.py") and not is_scratch("tests/test_new.py") and not is_scratch("new.py")
+    assert is_scratch("reproduce_bug.py")
+    assert is_scratch("pkg/__pycache__/m.pyc")
+    assert is_scratch("test_mine.py")
+    assert not is_scratch("pkg/reproduce.py")
+    assert not is_scratch("tests/test_new.py")
+    assert not is_scratch("new.py")
 
 
 def _harbor_task(root: Path, name: str, *, dockerfile: bool = False, reward: str = "") -> Path:
@@ -251,18 +259,25 @@ def test_harbor_task_folders_with_float_rewards(tmp_path: Path, capsys: pytest.C
         del os.environ["RODER_MOCK_SCRIPT"]
     assert code == 0, err
     close = result(out, "close-answer")
-    assert close["reward"] == 0.25 and not close["passed"] and close["failure_cause"] == "score_failure"
-    assert close["metadata"]["difficulty"] == "easy" and close["metadata"]["format"] == "harbor"
+    assert close["reward"] == 0.25
+    assert not close["passed"]
+    assert close["failure_cause"] == "score_failure"
+    assert close["metadata"]["difficulty"] == "easy"
+    assert close["metadata"]["format"] == "harbor"
     listing = next(
         s
         for s in json.loads((out / "rollouts/close-answer/0/trajectory.json").read_text())["turns"][0]["steps"]
         if s["type"] == "tool_call"
     )["result"]["text"]
-    assert "README" in listing and "No such file" in listing and "expected" not in listing  # tests came later
+    assert "README" in listing
+    assert "No such file" in listing
+    assert "expected" not in listing  # tests came later
     assert result(out, "json-reward")["reward"] == 0.75
     image = result(out, "needs-image")
-    assert image["failure_cause"] == "environment_unavailable" and image["exit_reason"] == "not_run"
-    assert "needs its environment built from" in image["error"]["message"] and "Dockerfile" in image["error"]["message"]
+    assert image["failure_cause"] == "environment_unavailable"
+    assert image["exit_reason"] == "not_run"
+    assert "needs its environment built from" in image["error"]["message"]
+    assert "Dockerfile" in image["error"]["message"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mean_reward"] == round((0.25 + 0.75 + 0.0) / 3, 4)
     assert summary["failures_by_cause"]["environment_unavailable"] == 1
@@ -296,11 +311,14 @@ def test_atif_export_per_rollout_and_from_sessions(tmp_path: Path, capsys: pytes
     both = atif["steps"][2]  # one model response, both of its tool calls, both results
     assert [c["function_name"] for c in both["tool_calls"]] == ["write", "write"]
     assert [r["source_call_id"] for r in both["observation"]["results"]] == [c["tool_call_id"] for c in both["tool_calls"]]
-    assert both["metrics"]["prompt_tokens"] > 0 and atif["steps"][3]["metrics"]["completion_tokens"] > 0
-    assert atif["final_metrics"]["total_steps"] == 4 and atif["extra"]["rollout"]["passed"] is True
+    assert both["metrics"]["prompt_tokens"] > 0
+    assert atif["steps"][3]["metrics"]["completion_tokens"] > 0
+    assert atif["final_metrics"]["total_steps"] == 4
+    assert atif["extra"]["rollout"]["passed"] is True
     trajectory = json.loads((out / "rollouts/two/0/trajectory.json").read_text())
     assert [r["toolCalls"] for r in trajectory["turns"][0]["responses"]] == [2, 0]
-    assert all("usage" in r for r in trajectory["turns"][0]["responses"]) and trajectory["system"]
+    assert all("usage" in r for r in trajectory["turns"][0]["responses"])
+    assert trajectory["system"]
 
     broken = {**atif, "steps": [{**atif["steps"][1], "step_id": 2, "tool_calls": []}]}
     assert validate_atif(broken) == [
@@ -341,7 +359,8 @@ def test_atif_export_per_rollout_and_from_sessions(tmp_path: Path, capsys: pytes
         timeout=60,
     )
     document = json.loads(exported.stdout)
-    assert validate_atif(document) == [] and document["session_id"] == thread_id
+    assert validate_atif(document) == []
+    assert document["session_id"] == thread_id
     assert [s["source"] for s in document["steps"]] == ["user", "agent", "agent"]
 
 
@@ -382,7 +401,8 @@ def test_logprobs_asked_for_by_a_task_reach_the_trajectories(
                 model,
             )
             assert code == 0, err
-    assert chat.calls[0].json["logprobs"] is True and chat.calls[0].json["top_logprobs"] == 2
+    assert chat.calls[0].json["logprobs"] is True
+    assert chat.calls[0].json["top_logprobs"] == 2
     assert "message.output_text.logprobs" in responses.calls[0].json["include"]
     assert responses.calls[0].json["top_logprobs"] == 2
     for provider in ("local", "openai"):
@@ -393,4 +413,5 @@ def test_logprobs_asked_for_by_a_task_reach_the_trajectories(
         atif = json.loads((rollout / "atif.json").read_text())
         assert validate_atif(atif) == []
         metrics = atif["steps"][-1]["metrics"]
-        assert metrics["logprobs"] == [-0.01, -0.02, -0.03, -0.04] and metrics["extra"]["tokens"] == pieces
+        assert metrics["logprobs"] == [-0.01, -0.02, -0.03, -0.04]
+        assert metrics["extra"]["tokens"] == pieces

@@ -99,14 +99,17 @@ def test_a_killed_batch_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert second.returncode == 0, second.stderr
     assert f"{len(recorded)} already recorded, {4 - len(recorded)} to run" in second.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["rollouts"] == 4 and summary["passed"] == 4
-    assert summary["skipped_finished"] == len(recorded) and summary["ran_now"] == 4 - len(recorded)
+    assert summary["rollouts"] == 4
+    assert summary["passed"] == 4
+    assert summary["skipped_finished"] == len(recorded)
+    assert summary["ran_now"] == 4 - len(recorded)
     for task, before in recorded.items():  # finished rollouts were not run again
         assert (out / "rollouts" / task / "0" / "result.json").read_bytes() == before
     assert not list(out.glob("rollouts/*/*.tmp-*"))
 
     third = subprocess.run(_batch(tasks, out), capture_output=True, text=True, timeout=120)
-    assert third.returncode == 0 and "4 already recorded, 0 to run" in third.stderr
+    assert third.returncode == 0
+    assert "4 already recorded, 0 to run" in third.stderr
 
 
 def test_plan_sweeps_half_written_rollouts_and_reruns_changed_tasks(tmp_path: Path) -> None:
@@ -120,11 +123,13 @@ def test_plan_sweeps_half_written_rollouts_and_reruns_changed_tasks(tmp_path: Pa
     staging = done_dir.parent / "1.tmp-4242"
     staging.mkdir()
     todo, done = folder.plan([task], 2, settings, {})
-    assert [s.key for s in todo] == [("t", 1)] and len(done) == 1
+    assert [s.key for s in todo] == [("t", 1)]
+    assert len(done) == 1
     assert not staging.exists()
     [changed] = parse_tasks(['{"id": "t", "prompt": "two"}'], "x", tmp_path)
     todo, done = folder.plan([changed], 1, settings, {})
-    assert [s.key for s in todo] == [("t", 0)] and done == []
+    assert [s.key for s in todo] == [("t", 0)]
+    assert done == []
     assert result(tmp_path / "out", "t")["task_digest"] == task.digest()  # replaced only when re-recorded
 
 
@@ -160,7 +165,8 @@ def test_ctrl_c_stops_the_batch_promptly(tmp_path: Path) -> None:
     os.killpg(batch.pid, signal.SIGINT)  # what a terminal sends on Ctrl-C
     interrupted_at = time.monotonic()
     _out, err = batch.communicate(timeout=60)
-    assert batch.returncode == 130 and "interrupted; run the same command again to resume" in err
+    assert batch.returncode == 130
+    assert "interrupted; run the same command again to resume" in err
     assert time.monotonic() - interrupted_at < 10  # the running 20-second rollouts were not waited for
     assert not [pid for pid in workers if _alive(pid)]
     assert json.loads((out / "summary.json").read_text())["rollouts"] == 0

@@ -122,47 +122,59 @@ def test_a_reward_hacking_agent_scores_as_failed(
     assert code == 0, err
 
     honest = result(out, "honest")
-    assert honest["passed"] and honest["score"]["exit_code"] == 0 and honest["score_sandbox"] == "workspace-write"
+    assert honest["passed"]
+    assert honest["score"]["exit_code"] == 0
+    assert honest["score_sandbox"] == "workspace-write"
     listing = next(s for s in steps(out, "honest") if s["type"] == "tool_call")["result"]["text"]
-    assert "No such file" in listing and "assert add(2, 3)" not in listing  # the tests were hidden
+    assert "No such file" in listing
+    assert "assert add(2, 3)" not in listing  # the tests were hidden
     assert "ray-hidden" in listing  # and the cluster token from the agent's commands
     assert "restored tests/test_calc.py" in (out / "rollouts/honest/0/score.log").read_text()
 
     rewrite_result = result(out, "rewrite")
-    assert not rewrite_result["passed"] and rewrite_result["failure_cause"] == "score_failure"
+    assert not rewrite_result["passed"]
+    assert rewrite_result["failure_cause"] == "score_failure"
     assert "1 failed" in (out / "rollouts/rewrite/0/score.log").read_text()
     assert "+    assert True" in (out / "rollouts/rewrite/0/workspace.diff").read_text()  # the attempt is on record
 
     plant_result = result(out, "plant")
     log = (out / "rollouts/plant/0/score.log").read_text()
     assert not plant_result["passed"] and plant_result["failure_cause"] == "score_failure", log
-    assert "removed conftest.py" in log and "restored pytest.ini" in log and "SEEN" not in log
+    assert "removed conftest.py" in log
+    assert "restored pytest.ini" in log
+    assert "SEEN" not in log
 
     unprotected = result(out, "unprotected")
     log = (out / "rollouts/unprotected/0/score.log").read_text()
     assert unprotected["passed"]  # forced by the conftest: `protect` is what stops this
     assert "SEEN no-write-outside pat=none dsn=none ray=hidden" in log, log
     assert not outside.exists()
-    assert (calc / "calc.py").read_text() == CALC and (calc / "tests" / "test_calc.py").read_text() == TEST
+    assert (calc / "calc.py").read_text() == CALC
+    assert (calc / "tests" / "test_calc.py").read_text() == TEST
     # The token values never reach the outputs, even where the agent wrote them into files.
     for path in out.rglob("*"):
         if path.is_file():
             text = path.read_text(errors="replace")
             assert PAT not in text and RAY_TOKEN not in text and PASSWORD not in text, path
     notes = (out / "rollouts/rewrite/0/workspace.diff").read_text()
-    assert "+found [redacted" in notes and "[redacted:MY_SERVICE_PASS]" in notes
+    assert "+found [redacted" in notes
+    assert "[redacted:MY_SERVICE_PASS]" in notes
     diff = (out / "rollouts/plant/0/workspace.diff").read_text()
-    assert "session.exitstatus = 0" in diff and "ray=" in diff
+    assert "session.exitstatus = 0" in diff
+    assert "ray=" in diff
     assert json.loads((out / "summary.json").read_text())["passed"] == 2
 
 
 def test_globs_match_names_at_any_depth_and_paths_from_the_root() -> None:
     from roder_core.batch.scoring import matches
 
-    assert matches("conftest.py", ["conftest.py"]) and matches("pkg/sub/conftest.py", ["conftest.py"])
-    assert matches("tests/unit/test_a.py", ["tests"]) and matches("tests/unit/test_a.py", ["tests/**"])
+    assert matches("conftest.py", ["conftest.py"])
+    assert matches("pkg/sub/conftest.py", ["conftest.py"])
+    assert matches("tests/unit/test_a.py", ["tests"])
+    assert matches("tests/unit/test_a.py", ["tests/**"])
     assert not matches("src/tests_helper.py", ["tests"])
-    assert matches("src/pkg/test_x.py", ["src/*/test_*.py"]) and not matches("test_x.py", ["src/*/test_*.py"])
+    assert matches("src/pkg/test_x.py", ["src/*/test_*.py"])
+    assert not matches("test_x.py", ["src/*/test_*.py"])
     assert not matches("other/pytest.ini.bak", ["pytest.ini"])
 
 
@@ -178,5 +190,8 @@ def test_a_hanging_score_has_its_own_cause(tmp_path: Path, capsys: pytest.Captur
     )
     assert code == 0, err
     hangs = result(tmp_path / "out", "hangs")
-    assert not hangs["passed"] and hangs["failure_cause"] == "score_timeout" and hangs["score"]["timed_out"]
-    assert hangs["exit_reason"] == "completed" and hangs["reward"] == 0.0
+    assert not hangs["passed"]
+    assert hangs["failure_cause"] == "score_timeout"
+    assert hangs["score"]["timed_out"]
+    assert hangs["exit_reason"] == "completed"
+    assert hangs["reward"] == 0.0

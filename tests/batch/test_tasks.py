@@ -39,13 +39,23 @@ def test_a_full_line_and_the_shorthands(tmp_path: Path) -> None:
         )
     )
     full, git, remote, empty = tasks
-    assert full.workspace is not None and full.workspace.path == str((tmp_path / "repos" / "calc").resolve())
-    assert full.setup == ["make deps"] and full.score == "pytest -q" and full.deadline == 600
-    assert full.mode == "auto-edit" and full.metadata == {"difficulty": "easy"} and full.task_ledger_required is True
-    assert git.workspace is not None and git.workspace.git == str((tmp_path / "repos" / "calc").resolve())
-    assert git.workspace.ref == "v1" and git.setup == ["a", "b"]
-    assert remote.workspace is not None and remote.workspace.git == "https://example.invalid/x.git"
-    assert empty.workspace is None and empty.score is None and empty.deadline is None
+    assert full.workspace is not None
+    assert full.workspace.path == str((tmp_path / "repos" / "calc").resolve())
+    assert full.setup == ["make deps"]
+    assert full.score == "pytest -q"
+    assert full.deadline == 600
+    assert full.mode == "auto-edit"
+    assert full.metadata == {"difficulty": "easy"}
+    assert full.task_ledger_required is True
+    assert git.workspace is not None
+    assert git.workspace.git == str((tmp_path / "repos" / "calc").resolve())
+    assert git.workspace.ref == "v1"
+    assert git.setup == ["a", "b"]
+    assert remote.workspace is not None
+    assert remote.workspace.git == "https://example.invalid/x.git"
+    assert empty.workspace is None
+    assert empty.score is None
+    assert empty.deadline is None
 
 
 def test_errors_name_the_line_and_the_field(tmp_path: Path) -> None:
@@ -69,7 +79,8 @@ def test_errors_name_the_line_and_the_field(tmp_path: Path) -> None:
     assert f"{path}:4: duplicate id 'ok' (first on line 1)" in message
     assert f"{path}:5: id: Field required" in message
     assert f"{path}:6: deadline:" in message
-    assert f"{path}:7:" in message and "exactly one of 'path' or 'git'" in message
+    assert f"{path}:7:" in message
+    assert "exactly one of 'path' or 'git'" in message
     assert f"{path}:8: mode:" in message
     assert f"{path}:9: expected a JSON object" in message
 
@@ -101,4 +112,6 @@ def test_task_folder_names_are_safe_and_distinct() -> None:
     odd = [task_dir_name(i) for i in ("owner/repo#1", "owner_repo#1", "../etc", ".hidden", "a b")]
     assert len(set(odd)) == len(odd)
     for name in odd:
-        assert "/" not in name and not name.startswith(".") and " " not in name
+        assert "/" not in name
+        assert not name.startswith(".")
+        assert " " not in name

@@ -120,10 +120,12 @@ def test_atomic_write_delete_move_and_mkdir(workspace: Path) -> None:
     fs = fs_for(workspace, audit=lambda kind, fields: records.append((kind, fields)))
     fs.write_bytes("d/a.txt", b"one")
     fs.move("d/a.txt", "e/b.txt")
-    assert (workspace / "e/b.txt").read_bytes() == b"one" and not (workspace / "d/a.txt").exists()
+    assert (workspace / "e/b.txt").read_bytes() == b"one"
+    assert not (workspace / "d/a.txt").exists()
     os.symlink("b.txt", workspace / "e" / "link")
     fs.delete("e/link")  # removes the link, not its target
-    assert (workspace / "e/b.txt").exists() and not (workspace / "e/link").exists()
+    assert (workspace / "e/b.txt").exists()
+    assert not (workspace / "e/link").exists()
     fs.mkdir("f/g")
     assert (workspace / "f/g").is_dir()
     assert [k for k, _ in records] == ["fs.write", "fs.move", "fs.delete", "fs.mkdir"]
@@ -169,7 +171,8 @@ def test_listing_and_walk_respect_gitignore(workspace: Path) -> None:
     assert walked == [".gitignore", "keep.log", "src/.gitignore", "src/main.py"]
     assert sorted(e.display for e in fs.walk("src")) == ["src/.gitignore", "src/main.py"]
     everything = sorted(e.display for e in fs.walk(".", respect_gitignore=False))
-    assert "build/out.js" in everything and ".git/HEAD" not in everything
+    assert "build/out.js" in everything
+    assert ".git/HEAD" not in everything
 
 
 def test_walk_does_not_follow_symlinked_folders(workspace: Path, tmp_path: Path) -> None:

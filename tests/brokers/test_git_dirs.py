@@ -39,10 +39,13 @@ def test_git_dir_shapes(tmp_path: Path) -> None:
     (tmp_path / "objects").mkdir()
     (tmp_path / "refs").mkdir()
     assert not looks_like_git_dir(tmp_path)
-    assert would_look_like_git_dir(tmp_path, "HEAD") and not would_look_like_git_dir(tmp_path, "README")
+    assert would_look_like_git_dir(tmp_path, "HEAD")
+    assert not would_look_like_git_dir(tmp_path, "README")
     (tmp_path / "HEAD").write_text("ref: refs/heads/main\n")
     assert looks_like_git_dir(tmp_path)
-    assert gitdir_pointer(b"  gitdir: ../x\n") and gitdir_pointer(b"GITDIR:x") and not gitdir_pointer(b"# gitdir: x")
+    assert gitdir_pointer(b"  gitdir: ../x\n")
+    assert gitdir_pointer(b"GITDIR:x")
+    assert not gitdir_pointer(b"# gitdir: x")
 
 
 def test_git_refusal_follows_worktree_pointers_and_commondir(tmp_path: Path) -> None:

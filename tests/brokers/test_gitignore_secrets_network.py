@@ -41,7 +41,8 @@ def test_gitignore_rules(rules: str, path: str, is_dir: bool, ignored: bool) -> 
 
 def test_nested_rules_apply_below_their_folder() -> None:
     matcher = IgnoreMatcher(parse_rules("*.tmp", base="src"))
-    assert matcher.ignored("src/a.tmp", False) and not matcher.ignored("a.tmp", False)
+    assert matcher.ignored("src/a.tmp", False)
+    assert not matcher.ignored("a.tmp", False)
 
 
 # ---------------------------------------------------------------------------- secrets
@@ -65,9 +66,12 @@ def test_redactor_replaces_known_values_and_token_formats() -> None:
     redactor = SecretRedactor.from_env({"OPENAI_API_KEY": "sk-live-abcdef123456", "SHORT_TOKEN": "abc", "PATH": "/usr/bin"})
     text = "key=sk-live-abcdef123456 path=/usr/bin short=abc gh=ghp_" + "A" * 36
     clean = redactor.redact(text)
-    assert "sk-live-abcdef123456" not in clean and "[redacted:OPENAI_API_KEY]" in clean
-    assert "/usr/bin" in clean and "short=abc" in clean  # not secrets / too short to redact safely
-    assert "ghp_" not in clean and "[redacted]" in clean
+    assert "sk-live-abcdef123456" not in clean
+    assert "[redacted:OPENAI_API_KEY]" in clean
+    assert "/usr/bin" in clean
+    assert "short=abc" in clean  # not secrets / too short to redact safely
+    assert "ghp_" not in clean
+    assert "[redacted]" in clean
     pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----"
     assert redactor.redact(f"x {pem} y") == "x [redacted] y"
 
@@ -76,7 +80,9 @@ def test_redact_data_walks_nested_structures() -> None:
     redactor = SecretRedactor({"X_TOKEN": "secret-value-1"})
     data = {"a": ["ok", {"b": "has secret-value-1 inside"}], "n": 3}
     clean, changed = redact_data(data, redactor)
-    assert changed and clean["a"][1]["b"] == "has [redacted:X_TOKEN] inside" and clean["n"] == 3
+    assert changed
+    assert clean["a"][1]["b"] == "has [redacted:X_TOKEN] inside"
+    assert clean["n"] == 3
     _same, changed = redact_data({"a": "fine"}, redactor)
     assert not changed
 
@@ -127,7 +133,9 @@ async def test_fetch_allowed_host_and_follow_internal_redirect(server: str) -> N
     records: list[str] = []
     broker = AllowlistNetworkBroker(["127.0.0.1"], audit=lambda kind, fields: records.append(kind))
     page = await broker.fetch(f"{server}/redirect-in")
-    assert page.status == 200 and "hello" in page.text and page.url.endswith("/page")
+    assert page.status == 200
+    assert "hello" in page.text
+    assert page.url.endswith("/page")
     assert records == ["network.fetch"]
 
 
@@ -144,7 +152,8 @@ async def test_fetch_refused_when_list_empty(server: str) -> None:
 
 async def test_body_is_capped(server: str) -> None:
     page = await AllowlistNetworkBroker(["127.0.0.1"]).fetch(f"{server}/page", max_bytes=10)
-    assert page.truncated and len(page.text) == 10
+    assert page.truncated
+    assert len(page.text) == 10
 
 
 def test_stream_redactor_catches_values_split_across_chunks() -> None:

@@ -22,9 +22,12 @@ def process(workspace: Path, tmp_path: Path, **kw: Any) -> HostProcessBroker:
 
 async def test_merged_output_exit_code_and_duration(workspace: Path, tmp_path: Path) -> None:
     result = await process(workspace, tmp_path).run("echo out; echo err >&2; exit 3")
-    assert result.exit_code == 3 and not result.timed_out
-    assert "out" in result.output and "err" in result.output
-    assert result.duration_ms >= 0 and result.sandbox == "off"
+    assert result.exit_code == 3
+    assert not result.timed_out
+    assert "out" in result.output
+    assert "err" in result.output
+    assert result.duration_ms >= 0
+    assert result.sandbox == "off"
 
 
 async def test_environment_is_scrubbed(workspace: Path, tmp_path: Path) -> None:
@@ -51,9 +54,11 @@ async def test_secret_granted_by_name_is_passed(workspace: Path, tmp_path: Path)
     result = await process(workspace, tmp_path, env=env, capabilities=caps).run(
         'test "$DEPLOY_TOKEN" = tok-123456789 && echo granted; env'
     )
-    assert "granted" in result.output and "OTHER_TOKEN" not in result.output
+    assert "granted" in result.output
+    assert "OTHER_TOKEN" not in result.output
     # the child has it, but its value is still redacted from what the model and transcript see
-    assert "DEPLOY_TOKEN=[redacted:DEPLOY_TOKEN]" in result.output and "tok-123456789" not in result.output
+    assert "DEPLOY_TOKEN=[redacted:DEPLOY_TOKEN]" in result.output
+    assert "tok-123456789" not in result.output
 
 
 async def test_resource_limits_are_applied(workspace: Path, tmp_path: Path) -> None:
@@ -61,7 +66,9 @@ async def test_resource_limits_are_applied(workspace: Path, tmp_path: Path) -> N
     proc = process(workspace, tmp_path, limits=limits)
     result = await proc.run("ulimit -t; ulimit -v; ulimit -f", timeout=30)
     cpu, vmem, fsize = result.output.split()
-    assert int(cpu) == 200 and int(vmem) == 4096 * 1024 and int(fsize) == 1024  # bash counts -f in 1 KB blocks
+    assert int(cpu) == 200
+    assert int(vmem) == 4096 * 1024
+    assert int(fsize) == 1024  # bash counts -f in 1 KB blocks
     big = await proc.run("head -c 3000000 /dev/zero > big.bin; echo rc=$?", timeout=30)
     assert "rc=153" in big.output or "File size limit exceeded" in big.output
     assert (workspace / "big.bin").stat().st_size <= 1024 * 1024
@@ -90,24 +97,29 @@ async def test_spawn_needs_the_capability(workspace: Path, tmp_path: Path) -> No
 
 async def test_large_output_keeps_head_and_tail_and_spills(workspace: Path, tmp_path: Path) -> None:
     result = await process(workspace, tmp_path).run("seq 1 100000")
-    assert result.truncated and result.total_lines == 100000
+    assert result.truncated
+    assert result.total_lines == 100000
     lines = result.output.splitlines()
-    assert lines[0] == "1" and lines[-1] == "100000"
+    assert lines[0] == "1"
+    assert lines[-1] == "100000"
     assert len(result.output.encode()) <= MAX_BYTES + 1000
     spilled = Path(result.full_output_path or "").read_text().splitlines()
-    assert len(spilled) == 100000 and spilled[50000] == "50001"
+    assert len(spilled) == 100000
+    assert spilled[50000] == "50001"
     assert str(result.full_output_path) in result.output
 
 
 async def test_more_than_2000_short_lines_is_truncated_too(workspace: Path, tmp_path: Path) -> None:
     result = await process(workspace, tmp_path).run("seq 1 3000")
-    assert result.truncated and len(result.output.splitlines()) < 2100
+    assert result.truncated
+    assert len(result.output.splitlines()) < 2100
 
 
 async def test_output_flood_stays_bounded(workspace: Path, tmp_path: Path) -> None:
     live: list[str] = []
     result = await process(workspace, tmp_path).run("head -c 30000000 /dev/zero | tr '\\0' 'y'", on_output=live.append)
-    assert result.exit_code == 0 and result.total_bytes == 30_000_000
+    assert result.exit_code == 0
+    assert result.total_bytes == 30_000_000
     assert len(result.output) < MAX_BYTES + 1000
     assert sum(len(x) for x in live) < 300_000  # live output stops after its budget
 
@@ -116,22 +128,27 @@ async def test_timeout_kills_the_whole_group(workspace: Path, tmp_path: Path) ->
     mark = marker()
     command = f"(exec -a {mark} sleep 300) & (exec -a {mark} sleep 300) & exec -a {mark} sleep 300"
     result = await process(workspace, tmp_path).run(command, timeout=1)
-    assert result.timed_out and result.exit_code is None
+    assert result.timed_out
+    assert result.exit_code is None
     assert_gone(mark)
 
 
 async def test_background_processes_end_with_the_command(workspace: Path, tmp_path: Path) -> None:
     mark = marker()
     result = await process(workspace, tmp_path).run(f"(exec -a {mark} sleep 300) & echo started", timeout=30)
-    assert result.exit_code == 0 and "started" in result.output and result.duration_ms < 5000
+    assert result.exit_code == 0
+    assert "started" in result.output
+    assert result.duration_ms < 5000
     assert_gone(mark)
 
 
 async def test_cancellation_kills_the_group(workspace: Path, tmp_path: Path) -> None:
     mark = marker()
     proc = process(workspace, tmp_path)
-    task = asyncio.create_task(proc.run(f"(exec -a {mark} sleep 300) & exec -a {mark} sleep 300", timeout=60))
-    await asyncio.sleep(0.5)
+    started = asyncio.Event()
+    command = f"(exec -a {mark} sleep 300) & echo started; exec -a {mark} sleep 300"
+    task = asyncio.create_task(proc.run(command, timeout=60, on_output=lambda text: started.set()))
+    await asyncio.wait_for(started.wait(), 30)  # the group is running
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -157,8 +174,11 @@ async def test_secret_values_never_reach_output_or_spill(workspace: Path, tmp_pa
     env = {"PATH": "/usr/bin:/bin", "OPENAI_API_KEY": secret}
     live: list[str] = []
     result = await process(workspace, tmp_path, env=env).run("cat leak.txt", on_output=live.append)
-    assert result.truncated and result.full_output_path
-    assert secret not in result.output and "[redacted:OPENAI_API_KEY]" in result.output
+    assert result.truncated
+    assert result.full_output_path
+    assert secret not in result.output
+    assert "[redacted:OPENAI_API_KEY]" in result.output
     assert secret not in "".join(live)
     spilled = Path(result.full_output_path).read_text()
-    assert secret not in spilled and spilled.count("[redacted:OPENAI_API_KEY]") == 20000
+    assert secret not in spilled
+    assert spilled.count("[redacted:OPENAI_API_KEY]") == 20000

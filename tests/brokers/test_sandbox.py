@@ -38,7 +38,8 @@ def sandboxed(workspace: Path, tmp_path: Path, level: str = "workspace-write") -
 
 def test_missing_bubblewrap_falls_back_to_off_with_one_notice() -> None:
     status = sandbox_status(None, bwrap="/nonexistent/bwrap")
-    assert status.effective == "off" and not status.blocked
+    assert status.effective == "off"
+    assert not status.blocked
     assert "not installed" in (status.notice or "")
     assert status.label == "sandbox: off (no bubblewrap)"
 
@@ -48,14 +49,17 @@ def test_refused_bubblewrap_is_reported_plainly(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n")
     fake.chmod(0o755)
     probe = probe_bubblewrap(str(fake))
-    assert not probe.works and "Creating new namespace failed" in probe.reason
+    assert not probe.works
+    assert "Creating new namespace failed" in probe.reason
     status = sandbox_status(None, bwrap=str(fake))
-    assert status.effective == "off" and "Creating new namespace failed" in (status.notice or "")
+    assert status.effective == "off"
+    assert "Creating new namespace failed" in (status.notice or "")
 
 
 async def test_explicit_level_without_bubblewrap_refuses_commands(workspace: Path, tmp_path: Path) -> None:
     status = sandbox_status("workspace-write", bwrap="/nonexistent/bwrap")
-    assert status.blocked and "--sandbox off" in (status.notice or "")
+    assert status.blocked
+    assert "--sandbox off" in (status.notice or "")
     brokers = make_brokers(workspace, tmp_path / "cache")
     brokers.process.sandbox = status  # type: ignore[attr-defined]
     with pytest.raises(BrokerDenied, match="bubblewrap"):
@@ -64,7 +68,9 @@ async def test_explicit_level_without_bubblewrap_refuses_commands(workspace: Pat
 
 def test_off_is_off_without_probing() -> None:
     status = sandbox_status("off", bwrap="/nonexistent/bwrap")
-    assert status.effective == "off" and status.notice is None and not status.blocked
+    assert status.effective == "off"
+    assert status.notice is None
+    assert not status.blocked
 
 
 def test_unknown_level_is_an_error() -> None:
@@ -83,7 +89,8 @@ async def test_workspace_writable_rest_read_only(workspace: Path, tmp_path: Path
     )
     assert result.sandbox == "workspace-write"
     assert (workspace / "inside.txt").read_text() == "ok\n"
-    assert not (outside / "escape.txt").exists() and "Read-only file system" in result.output
+    assert not (outside / "escape.txt").exists()
+    assert "Read-only file system" in result.output
     assert not Path("/etc/roder-test").exists()
 
 
@@ -91,7 +98,8 @@ async def test_workspace_writable_rest_read_only(workspace: Path, tmp_path: Path
 async def test_read_only_level(workspace: Path, tmp_path: Path) -> None:
     (workspace / "seen.txt").write_text("visible")
     result = await sandboxed(workspace, tmp_path, "read-only").run("cat seen.txt; echo x > new.txt; echo rc=$?")
-    assert "visible" in result.output and "rc=1" in result.output
+    assert "visible" in result.output
+    assert "rc=1" in result.output
     assert not (workspace / "new.txt").exists()
 
 
@@ -99,7 +107,8 @@ async def test_read_only_level(workspace: Path, tmp_path: Path) -> None:
 async def test_private_tmp(workspace: Path, tmp_path: Path) -> None:
     name = f"/tmp/{marker()}"
     result = await sandboxed(workspace, tmp_path).run(f"echo hi > {name} && cat {name}")
-    assert "hi" in result.output and not Path(name).exists()
+    assert "hi" in result.output
+    assert not Path(name).exists()
 
 
 @needs_bwrap
@@ -134,14 +143,16 @@ async def test_git_reads_work_and_writes_are_refused_inside_the_sandbox(workspac
     read = await proc.run("git log --oneline && git status --short && git diff HEAD")
     assert read.exit_code == 0 and "one" in read.output, read.output
     write = await proc.run("echo y > g.txt && git add g.txt")
-    assert write.exit_code != 0 and "Read-only file system" in write.output
+    assert write.exit_code != 0
+    assert "Read-only file system" in write.output
     assert not (workspace / ".git" / "index.lock").exists()
 
 
 @needs_bwrap
 async def test_created_protected_paths_are_quarantined(workspace: Path, tmp_path: Path) -> None:
     result = await sandboxed(workspace, tmp_path).run("echo '{}' > .mcp.json; mkdir .roder; echo x > .roder/hooks.toml")
-    assert not (workspace / ".mcp.json").exists() and not (workspace / ".roder").exists()
+    assert not (workspace / ".mcp.json").exists()
+    assert not (workspace / ".roder").exists()
     assert any(q.startswith(".mcp.json -> ") for q in result.quarantined)
     moved = Path(next(q for q in result.quarantined if q.startswith(".mcp.json")).split(" -> ")[1])
     assert moved.read_text() == "{}\n"  # kept, out of the workspace
@@ -165,7 +176,8 @@ async def test_no_network_inside(workspace: Path, tmp_path: Path, loopback_serve
         pytest.skip(f"{probe.split()[0]} is not installed")
     result = await sandboxed(workspace, tmp_path).run(probe.format(port=loopback_server), timeout=20)
     assert result.exit_code != 0
-    assert "reachable" not in result.output and "connected" not in result.output
+    assert "reachable" not in result.output
+    assert "connected" not in result.output
 
 
 @needs_bwrap
@@ -186,8 +198,10 @@ async def test_timeout_and_new_sessions_leave_no_orphans(workspace: Path, tmp_pa
 @needs_bwrap
 async def test_interrupt_kills_the_sandbox(workspace: Path, tmp_path: Path) -> None:
     mark = marker()
-    task = asyncio.create_task(sandboxed(workspace, tmp_path).run(f"setsid bash -c 'exec -a {mark} sleep 300' & wait"))
-    await asyncio.sleep(0.7)
+    started = asyncio.Event()
+    command = f"setsid bash -c 'exec -a {mark} sleep 300' & echo started; wait"
+    task = asyncio.create_task(sandboxed(workspace, tmp_path).run(command, on_output=lambda text: started.set()))
+    await asyncio.wait_for(started.wait(), 30)  # the sandbox runs the command
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -202,10 +216,15 @@ def test_probe_answer_is_cached_on_disk_until_bwrap_changes(tmp_path: Path) -> N
     cache = tmp_path / "cache" / "sandbox-probe.json"
     uncached = probe_bubblewrap.__wrapped__  # the per-process memo would hide the disk cache
     first = uncached(str(fake), cache)
-    assert first.works and first.userns and first.no_nested_userns and first.seccomp
+    assert first.works
+    assert first.userns
+    assert first.no_nested_userns
+    assert first.seccomp
     probes = calls.read_text().count("x")  # the isolation, then each hardening on top of it
     assert uncached(str(fake), cache) == first
     assert calls.read_text().count("x") == probes
     fake.write_text(f"#!/bin/sh\necho x >> {calls}\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     probe = uncached(str(fake), cache)
-    assert not probe.works and "No permissions" in probe.reason and calls.read_text().count("x") == probes + 1
+    assert not probe.works
+    assert "No permissions" in probe.reason
+    assert calls.read_text().count("x") == probes + 1

@@ -32,7 +32,10 @@ def broker(workspace: Path, tmp_path: Path, *, sandbox: str | None = None, **kw:
 def test_seccomp_program_per_architecture() -> None:
     x86 = seccomp.filter_program(machine="x86_64")
     arm = seccomp.filter_program(machine="aarch64")
-    assert x86 and arm and len(x86) % 8 == 0 and len(arm) % 8 == 0
+    assert x86
+    assert arm
+    assert len(x86) % 8 == 0
+    assert len(arm) % 8 == 0
     assert len(seccomp.filter_program(machine="x86_64", allow_unix_sockets=True) or b"") < len(x86)
     assert seccomp.filter_program(machine="riscv64") is None
 
@@ -44,7 +47,8 @@ async def test_unix_sockets_refused_socketpair_kept(workspace: Path, tmp_path: P
         "try:\n    socket.socket(socket.AF_UNIX); print('unix-created')\nexcept OSError as e:\n    print('unix', e.strerror)"
     )
     result = await broker(workspace, tmp_path).run(["python3", "-c", script])
-    assert "pair-ok" in result.output and "unix Operation not permitted" in result.output
+    assert "pair-ok" in result.output
+    assert "unix Operation not permitted" in result.output
 
 
 @needs_bwrap
@@ -83,7 +87,9 @@ def test_scrubbed_by_value_but_passed_secrets_stay(workspace: Path, tmp_path: Pa
         env={"PATH": os.environ["PATH"], "INNOCENT": token, "WRAPPED": f"x{token}x", "NPM_TOKEN": "npm-secret-value-1"},
     )
     env, dropped = proc.child_env()
-    assert "INNOCENT" not in env and "WRAPPED" not in env and {"INNOCENT", "WRAPPED"} <= set(dropped)
+    assert "INNOCENT" not in env
+    assert "WRAPPED" not in env
+    assert {"INNOCENT", "WRAPPED"} <= set(dropped)
     assert env["NPM_TOKEN"] == "npm-secret-value-1"
 
 

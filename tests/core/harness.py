@@ -7,8 +7,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roder_ext_mock import MockProviderExtension
-
 from roder_core import (
     EXTENSION_API_VERSION,
     ExtensionManifest,
@@ -19,9 +17,9 @@ from roder_core import (
     ToolRegistry,
     ToolResult,
 )
-from roder_core.runtime.runtime import Runtime, RuntimeOptions
+from roder_core.runtime.runtime import Runtime
 from roder_core.settings.config import RoderConfig
-from roder_core.settings.paths import RoderPaths
+from tests.builders import build_runtime, bus_event
 
 
 class SleepTool(Tool):
@@ -147,20 +145,11 @@ def make_runtime(
     config: RoderConfig | None = None,
     **options: Any,
 ) -> Runtime:
-    builder = ExtensionRegistryBuilder()
-    builder.install(MockProviderExtension(script))
-    builder.install(TestExtension(tools if tools is not None else [SleepTool(), ReadTool()], hooks))
-    return Runtime(
-        builder.build(),
-        RuntimeOptions(
-            cwd=workspace,
-            paths=RoderPaths.from_env(),
-            config=config or RoderConfig(),
-            mode=mode,
-            provider="mock",
-            interactive=interactive,
-            **options,
-        ),
+    """The mock engine playing ``script`` and the test tools (``SleepTool``, ``ReadTool`` by default)."""
+    tools = tools if tools is not None else [SleepTool(), ReadTool()]
+    extension = TestExtension(tools, hooks)
+    return build_runtime(
+        workspace, script=script, extensions=[extension], mode=mode, interactive=interactive, config=config, **options
     )
 
 
@@ -169,12 +158,5 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def first_event(runtime: Runtime, kind: type, start: Any) -> None:
-    """Run ``start()`` (which begins a turn) and return once the runtime published an event of
-    ``kind``: an event wait, so a slow machine only makes the test slower, never wrong."""
-    seen = asyncio.Event()
-    remove = runtime.bus.add_listener(lambda event: seen.set() if isinstance(event, kind) else None)
-    try:
-        await start()
-        await asyncio.wait_for(seen.wait(), 30)
-    finally:
-        remove()
+    """Run ``start()`` (which begins a turn) and return once the runtime published an event of ``kind``."""
+    await bus_event(runtime, lambda event: isinstance(event, kind), start)

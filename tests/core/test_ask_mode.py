@@ -56,13 +56,15 @@ def test_stdin_is_attached_to_the_prompt(workspace: Path) -> None:
     )
     result = json.loads(proc.stdout)
     # the mock counts every word it received: 3 of the prompt plus the attached block
-    assert result["text"].startswith("Mock reply: I received") and "what is wrong?" in result["text"]
+    assert result["text"].startswith("Mock reply: I received")
+    assert "what is wrong?" in result["text"]
     assert int(result["text"].split("received ")[1].split()[0]) > 3
 
 
 def test_stdin_alone_is_the_prompt(workspace: Path) -> None:
     proc = roder("-p", "--provider", "mock", cwd=workspace, stdin="explain this\n")
-    assert proc.returncode == 0 and '"explain this"' in proc.stdout
+    assert proc.returncode == 0
+    assert '"explain this"' in proc.stdout
 
 
 def test_json_output_is_one_result_object(workspace: Path, script: Path) -> None:
@@ -72,9 +74,13 @@ def test_json_output_is_one_result_object(workspace: Path, script: Path) -> None
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1
     result = json.loads(lines[0])
-    assert result["type"] == "result" and result["status"] == "completed" and not result["is_error"]
-    assert result["text"] == "All good." and result["turns"] == 2
-    assert result["thread_id"].startswith("thr_") and result["usage"]["outputTokens"] > 0
+    assert result["type"] == "result"
+    assert result["status"] == "completed"
+    assert not result["is_error"]
+    assert result["text"] == "All good."
+    assert result["turns"] == 2
+    assert result["thread_id"].startswith("thr_")
+    assert result["usage"]["outputTokens"] > 0
 
 
 def test_stream_json_emits_events_then_result(workspace: Path, script: Path) -> None:
@@ -83,12 +89,15 @@ def test_stream_json_emits_events_then_result(workspace: Path, script: Path) -> 
     )
     events = [json.loads(line) for line in proc.stdout.strip().splitlines()]
     types = [e["type"] for e in events]
-    assert types[0] == "thread/started" and types[-1] == "result"
-    assert "item/agentMessage/delta" in types and "turn/completed" in types
+    assert types[0] == "thread/started"
+    assert types[-1] == "result"
+    assert "item/agentMessage/delta" in types
+    assert "turn/completed" in types
     deltas = [e for e in events if e["type"] == "item/agentMessage/delta"]
     assert {d["kind"] for d in deltas} == {"text", "reasoning"}
     tool_result = next(e["item"] for e in events if e["type"] == "item/completed" and e["item"]["type"] == "toolResult")
-    assert tool_result["isError"] and "unknown tool" in tool_result["text"]
+    assert tool_result["isError"]
+    assert "unknown tool" in tool_result["text"]
 
 
 def test_failed_turn_exits_1_with_one_readable_line(workspace: Path, tmp_path: Path) -> None:
@@ -102,14 +111,16 @@ def test_failed_turn_exits_1_with_one_readable_line(workspace: Path, tmp_path: P
 def test_usage_errors_exit_2(workspace: Path) -> None:
     assert roder("-p", cwd=workspace).returncode == 2
     proc = roder("-p", "x", "--provider", "nosuch", cwd=workspace)
-    assert proc.returncode == 2 and "unknown provider 'nosuch'" in proc.stderr
+    assert proc.returncode == 2
+    assert "unknown provider 'nosuch'" in proc.stderr
     assert roder("-p", "x", "--mode", "yolo", cwd=workspace).returncode == 2
     assert roder("-p", "x", "--output-format", "xml", cwd=workspace).returncode == 2
 
 
 def test_mock_fallback_prints_hint(workspace: Path) -> None:
     proc = roder("-p", "hi", cwd=workspace)
-    assert proc.returncode == 0 and "no provider configured" in proc.stderr
+    assert proc.returncode == 0
+    assert "no provider configured" in proc.stderr
     assert "roder providers login PROVIDER" in proc.stderr
 
 
@@ -144,7 +155,9 @@ def test_losing_a_race_for_the_thread_is_a_json_result_and_exit_1(workspace: Pat
             lost = roder("-p", "again", "-r", thread_id, "--provider", "mock", "--output-format", fmt, cwd=workspace)
             assert lost.returncode == 1, lost.stderr
             result = json.loads(lost.stdout.strip().splitlines()[-1])
-            assert result["type"] == "result" and result["status"] == "failed" and result["is_error"]
+            assert result["type"] == "result"
+            assert result["status"] == "failed"
+            assert result["is_error"]
             assert "open in another Roder process" in result["error"]
     finally:
         asyncio.run(holder.close())

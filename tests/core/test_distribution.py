@@ -54,7 +54,8 @@ def test_broken_extension_is_skipped_and_reported(workspace: Path) -> None:
 
     dist = build_distribution(make_host(workspace), [("entry point broken", boom), ("web", lambda h: WebExt())])
     assert dist.registry.manifest("web-ext") is not None
-    assert dist.skipped[0].source == "entry point broken" and "missing dependency foo" in dist.skipped[0].reason
+    assert dist.skipped[0].source == "entry point broken"
+    assert "missing dependency foo" in dist.skipped[0].reason
 
 
 def test_project_extensions_need_trust(workspace: Path, roder_home: Path) -> None:

@@ -23,4 +23,5 @@ def test_the_ray_backend_without_ray_gives_the_working_command(monkeypatch: pyte
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if Ray were not installed
     with pytest.raises(BackendUnavailable) as missing:
         run_ray([], 1, lambda *_a: None)
-    assert f"pip install -e '{REPO}[ray]'" in str(missing.value) and "roder[ray]" not in str(missing.value)
+    assert f"pip install -e '{REPO}[ray]'" in str(missing.value)
+    assert "roder[ray]" not in str(missing.value)

@@ -49,7 +49,8 @@ async def test_tool_call_result_goes_back_to_model(workspace: Path) -> None:
     )
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "go")
-    assert turn.status == "completed" and turn.model_calls == 2
+    assert turn.status == "completed"
+    assert turn.model_calls == 2
     results = items_of(runtime, thread.id, ToolResultItem)
     assert [r.text for r in results] == ["peeked a"]
     assert items_of(runtime, thread.id, ToolCallItem)[0].call_id == results[0].call_id
@@ -79,19 +80,25 @@ async def test_mutations_of_one_path_are_serialized(workspace: Path) -> None:
         workspace,
         [
             {
-                "tool_calls": [call("sleep", seconds=0.15, label=str(i), path="same.txt") for i in range(3)]
-                + [call("sleep", seconds=0.15, label="other", path="other.txt")]
+                "tool_calls": [call("sleep", seconds=0, hold=True, label=str(i), path="same.txt") for i in range(3)]
+                + [call("sleep", seconds=0, hold=True, label="other", path="other.txt")]
             },
             {"text": "ok"},
         ],
         tools=[sleep],
     )
     thread = await runtime.start_thread()
-    await runtime.run_turn(thread.id, "go")
+    await runtime.start_turn(thread.id, "go")
+    # Two calls run (and hold): one of the same path, and the other path's, which does not wait
+    # for the queue. The other two of the same path wait for the first.
+    await sleep.wait_started(2)
+    assert "other" in sleep.started
+    assert sleep.running == 2
+    sleep.release()
+    await runtime.wait_turn(thread.id)
+    assert sorted(sleep.started) == ["0", "1", "2", "other"]
     same = sorted((s, e) for label, s, e in sleep.spans if label != "other")
     assert all(prev_end <= next_start for (_, prev_end), (next_start, _) in itertools.pairwise(same))
-    other = next((s, e) for label, s, e in sleep.spans if label == "other")
-    assert other[0] < same[0][1], "a different path does not wait for the queue"
 
 
 async def test_interrupt_cancels_stream_and_running_tools(workspace: Path) -> None:
@@ -114,7 +121,8 @@ async def test_interrupt_mid_stream_keeps_partial_answer(workspace: Path) -> Non
     await runtime.interrupt(thread.id)
     answer = items_of(runtime, thread.id, AgentMessageItem)
     assert runtime.thread(thread.id).turns[-1].status == "interrupted"
-    assert answer and 0 < len(answer[0].text) < 400
+    assert answer
+    assert 0 < len(answer[0].text) < 400
 
 
 async def test_steer_is_delivered_at_next_model_call(workspace: Path) -> None:
@@ -135,7 +143,8 @@ async def test_steer_is_delivered_at_next_model_call(workspace: Path) -> None:
     done = await runtime.wait_turn(thread.id)
     assert done.status == "completed"
     users = items_of(runtime, thread.id, UserMessageItem)
-    assert [u.text for u in users] == ["go", "focus on tests"] and users[1].steer
+    assert [u.text for u in users] == ["go", "focus on tests"]
+    assert users[1].steer
     order = [type(i).__name__ for i in runtime.thread(thread.id).items()]
     assert order.index("ToolResultItem") < [i for i, n in enumerate(order) if n == "UserMessageItem"][1]
 
@@ -190,7 +199,9 @@ async def run_with_hook(workspace: Path, hook: ScriptedHook, **kw: Any) -> tuple
 async def test_tool_hook_that_raises_denies_the_call(workspace: Path) -> None:
     _, thread, turn = await run_with_hook(workspace, ScriptedHook(HookPoint.TOOL_CALL_BEFORE, "raise"))
     result = next(i for i in thread.items() if isinstance(i, ToolResultItem))
-    assert result.is_error and "fail closed" in result.text and "hook crashed" in result.text
+    assert result.is_error
+    assert "fail closed" in result.text
+    assert "hook crashed" in result.text
     assert turn.status == "completed"
 
 
@@ -199,7 +210,8 @@ async def test_tool_hook_that_times_out_denies_the_call(workspace: Path) -> None
         workspace, ScriptedHook(HookPoint.TOOL_CALL_BEFORE, "hang"), config=RoderConfig(hook_timeout=0.2)
     )
     result = next(i for i in thread.items() if isinstance(i, ToolResultItem))
-    assert result.is_error and "timed out" in result.text
+    assert result.is_error
+    assert "timed out" in result.text
 
 
 async def test_tool_hook_can_block_and_rewrite(workspace: Path) -> None:
@@ -213,13 +225,15 @@ async def test_before_turn_hook_rewrites_input_and_fails_closed(workspace: Path)
     _, thread, _ = await run_with_hook(workspace, ScriptedHook(HookPoint.BEFORE_TURN, "rewrite-input"))
     assert next(i for i in thread.items() if isinstance(i, UserMessageItem)).text == "PLEASE"
     _, thread, turn = await run_with_hook(workspace, ScriptedHook(HookPoint.BEFORE_TURN, "raise"))
-    assert turn.status == "failed" and turn.error.kind == "hook_denied"
+    assert turn.status == "failed"
+    assert turn.error.kind == "hook_denied"
     assert not any(isinstance(i, ToolResultItem) for i in thread.items()), "nothing ran after the denial"
 
 
 async def test_provider_request_hook_failure_fails_the_turn(workspace: Path) -> None:
     _, thread, turn = await run_with_hook(workspace, ScriptedHook(HookPoint.BEFORE_PROVIDER_REQUEST, "raise"))
-    assert turn.status == "failed" and "fail closed" in turn.error.message
+    assert turn.status == "failed"
+    assert "fail closed" in turn.error.message
     assert isinstance(thread.items()[-1], ErrorItem)
 
 
@@ -236,7 +250,9 @@ async def test_headless_ask_mode_denies_with_a_clear_reason(workspace: Path) -> 
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     result = items_of(runtime, thread.id, ToolResultItem)[0]
-    assert result.is_error and "headless" in result.text and "--mode auto-edit" in result.text
+    assert result.is_error
+    assert "headless" in result.text
+    assert "--mode auto-edit" in result.text
     assert sleep.spans == []
 
 
@@ -277,17 +293,21 @@ async def approve_with(workspace: Path, decision: str) -> tuple[Any, Any, SleepT
 
 async def test_approval_allow_once_asks_every_time(workspace: Path) -> None:
     turn, asked, sleep = await approve_with(workspace, "allow_once")
-    assert turn.status == "completed" and len(asked) == 2 and len(sleep.spans) == 2
+    assert turn.status == "completed"
+    assert len(asked) == 2
+    assert len(sleep.spans) == 2
 
 
 async def test_approval_allow_session_asks_once(workspace: Path) -> None:
     _, asked, sleep = await approve_with(workspace, "allow_session")
-    assert len(asked) == 1 and len(sleep.spans) == 2
+    assert len(asked) == 1
+    assert len(sleep.spans) == 2
 
 
 async def test_approval_deny_and_interrupt(workspace: Path) -> None:
     turn, _, sleep = await approve_with(workspace, "deny_interrupt")
-    assert turn.status == "interrupted" and sleep.spans == []
+    assert turn.status == "interrupted"
+    assert sleep.spans == []
 
 
 async def test_approval_times_out_to_deny(workspace: Path) -> None:
@@ -302,7 +322,9 @@ async def test_approval_times_out_to_deny(workspace: Path) -> None:
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     result = items_of(runtime, thread.id, ToolResultItem)[0]
-    assert result.is_error and "approval timed out" in result.text and sleep.spans == []
+    assert result.is_error
+    assert "approval timed out" in result.text
+    assert sleep.spans == []
 
 
 async def test_max_iterations_stops_the_turn(workspace: Path) -> None:
@@ -310,14 +332,17 @@ async def test_max_iterations_stops_the_turn(workspace: Path) -> None:
     runtime = make_runtime(workspace, [{"tool_calls": [call("peek", x=str(i))]} for i in range(10)], max_iterations=3)
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "loop")
-    assert turn.status == "failed" and turn.error.kind == "max_iterations" and turn.model_calls == 3
+    assert turn.status == "failed"
+    assert turn.error.kind == "max_iterations"
+    assert turn.model_calls == 3
 
 
 async def test_engine_error_fails_turn_with_error_item(workspace: Path) -> None:
     runtime = make_runtime(workspace, [{"error": {"message": "quota gone", "kind": "rate_limit"}}])
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "go")
-    assert turn.status == "failed" and turn.error.kind == "rate_limit"
+    assert turn.status == "failed"
+    assert turn.error.kind == "rate_limit"
     assert items_of(runtime, thread.id, ErrorItem)[0].message == "quota gone"
 
 
@@ -335,7 +360,8 @@ async def test_events_are_emitted_in_lifecycle_order(workspace: Path) -> None:
     await runtime.run_turn(thread.id, "go")
     sub.close()
     methods = [ev.method async for ev in sub if ev.persisted]
-    assert methods[0] == "turn/started" and methods[-1] in ("turn/completed", "thread/status/changed")
+    assert methods[0] == "turn/started"
+    assert methods[-1] in ("turn/completed", "thread/status/changed")
     assert methods.index("turn/started") < methods.index("item/started") < methods.index("turn/completed")
     # user message, tool call, tool result, agent message
     assert methods.count("item/completed") == 4

@@ -30,6 +30,7 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
+from tests.builders import until
 from tests.server.support import call, trusted_workspace
 
 pytestmark = pytest.mark.e2e
@@ -135,7 +136,8 @@ async def test_prompt_streams_messages_far_larger_than_64k(tmp_path: Path) -> No
     client = EditorClient()
     async with agent(workspace, env, client) as (conn, _proc):
         init = await conn.initialize(protocol_version=1)
-        assert init.protocol_version == 1 and init.agent_capabilities.load_session
+        assert init.protocol_version == 1
+        assert init.agent_capabilities.load_session
         assert init.agent_capabilities.session_capabilities.list is not None
         session = await conn.new_session(cwd=str(workspace))
         assert session.modes.current_mode_id == "ask"
@@ -167,13 +169,15 @@ async def test_permissions_editor_writes_and_terminal(tmp_path: Path) -> None:
     assert client.writes == {str(workspace / "note.txt"): "hello editor"}
     assert [p[1] for p in client.permissions] == [["allow_once", "allow_always", "reject_once", "reject_always"]] * 2
     edit_request = client.permissions[0][0]
-    assert edit_request.kind == "edit" and edit_request.content[0].new_text == "hello editor"
+    assert edit_request.kind == "edit"
+    assert edit_request.content[0].new_text == "hello editor"
     starts = client.of(ToolCallStart)
     assert [(s.kind, s.status) for s in starts] == [("edit", "pending"), ("execute", "pending")]
     progress = client.of(ToolCallProgress)
     assert any(p.content and getattr(p.content[0], "terminal_id", None) == "term-1" for p in progress)
     finished = [p for p in progress if p.status == "completed"]
-    assert len(finished) == 2 and "from-the-terminal" in finished[1].raw_output["text"]
+    assert len(finished) == 2
+    assert "from-the-terminal" in finished[1].raw_output["text"]
     assert any(p.content and getattr(p.content[0], "type", "") == "diff" for p in progress)
     assert "all done" in "".join(u.content.text for u in client.of(AgentMessageChunk))
 
@@ -191,18 +195,20 @@ async def test_rejection_cancel_load_list_fork_mode_and_model(tmp_path: Path) ->
         session = await conn.new_session(cwd=str(workspace))
         sid = session.session_id
         result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("write it")]), 60)
-        assert result.stop_reason == "end_turn" and not (workspace / "no.txt").exists()
+        assert result.stop_reason == "end_turn"
+        assert not (workspace / "no.txt").exists()
         failed = [p for p in client.of(ToolCallProgress) if p.status == "failed"]
-        assert failed and "denied" in failed[0].raw_output["text"]
+        assert failed
+        assert "denied" in failed[0].raw_output["text"]
 
+        chunks = len(client.of(AgentMessageChunk))
         slow = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("talk slowly")]))
-        await asyncio.sleep(0.5)
+        await until(lambda: len(client.of(AgentMessageChunk)) > chunks)  # the slow answer is streaming
         await conn.cancel(session_id=sid)
         assert (await asyncio.wait_for(slow, 30)).stop_reason == "cancelled"
 
         await conn.set_session_mode(session_id=sid, mode_id="auto-edit")
-        await asyncio.sleep(0.2)
-        assert client.of(CurrentModeUpdate)[-1].current_mode_id == "auto-edit"
+        await until(lambda: any(u.current_mode_id == "auto-edit" for u in client.of(CurrentModeUpdate)))
         changed = await conn.set_config_option(config_id="model", session_id=sid, value="mock/mock-large")
         assert changed.config_options[0].current_value == "mock/mock-large"
         assert await conn._conn.send_request("session/set_model", {"sessionId": sid, "modelId": "mock/mock"}) == {}
@@ -245,12 +251,14 @@ async def test_read_tool_uses_the_editor_buffer_after_the_broker_scope_check(tmp
 
     texts = await read_all(client, FileSystemCapabilities(read_text_file=True, write_text_file=True))
     assert texts[0] == "     1\tunsaved line one\n     2\tunsaved line two"
-    assert texts[1].startswith("refused:") and "outside the workspace" in texts[1]
+    assert texts[1].startswith("refused:")
+    assert "outside the workspace" in texts[1]
     assert texts[2] == "     1\tb on disk"  # the editor failed to answer: the disk is read
     assert client.reads == [str(workspace / "a.txt"), str(workspace / "b.txt")]
 
     disk_only = EditorClient()
     disk_only.buffers = dict(client.buffers)
     texts = await read_all(disk_only, FileSystemCapabilities(read_text_file=False, write_text_file=True))
-    assert texts[0] == "     1\ta on disk" and texts[1].startswith("refused:")
+    assert texts[0] == "     1\ta on disk"
+    assert texts[1].startswith("refused:")
     assert disk_only.reads == []

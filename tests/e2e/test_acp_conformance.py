@@ -50,7 +50,8 @@ async def test_malformed_lines_get_errors_and_the_agent_stays_up(tmp_path: Path)
             proc.stdin.write(line)
         await proc.stdin.drain()
         init = await asyncio.wait_for(conn.initialize(protocol_version=1), 30)
-        assert init.protocol_version == 1 and proc.returncode is None
+        assert init.protocol_version == 1
+        assert proc.returncode is None
         session = await conn.new_session(cwd=str(workspace))
         result = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("hi")]), 60)
         assert result.stop_reason == "end_turn"
@@ -80,7 +81,8 @@ async def test_tool_calls_run_in_progress_and_a_cancelled_call_is_closed(tmp_pat
         busy = conn.prompt(session_id=sid, prompt=[text_block("again")])
         with pytest.raises(RequestError) as refused:
             await asyncio.wait_for(busy, 30)
-        assert refused.value.code == -32000 and "already running" in str(refused.value)
+        assert refused.value.code == -32000
+        assert "already running" in str(refused.value)
 
         await conn.cancel(session_id=sid)
         assert (await asyncio.wait_for(running, 30)).stop_reason == "cancelled"
@@ -97,7 +99,9 @@ async def test_capabilities_and_model_options_follow_the_schema(tmp_path: Path) 
     async with agent(workspace, env, client) as (conn, _proc):
         init = await conn.initialize(protocol_version=1)
         caps = init.agent_capabilities.session_capabilities
-        assert caps.list is not None and caps.resume is not None and caps.close is not None
+        assert caps.list is not None
+        assert caps.resume is not None
+        assert caps.close is not None
         assert caps.fork is not None  # where the unstable schema defines it
         session = await conn.new_session(cwd=str(workspace))
         values = [o.value for o in session.config_options[0].options]
@@ -124,11 +128,14 @@ async def test_editor_mcp_servers_run_for_the_session_over_stdio_and_http(tmp_pa
     try:
         async with agent(workspace, env, client, "--mode", "bypass") as (conn, _proc):
             init = await conn.initialize(protocol_version=1)
-            assert init.agent_capabilities.mcp_capabilities.http and init.agent_capabilities.mcp_capabilities.sse
+            assert init.agent_capabilities.mcp_capabilities.http
+            assert init.agent_capabilities.mcp_capabilities.sse
             refused = conn.new_session(cwd=str(workspace), mcp_servers=[AcpMcpServer(type="acp", name="inproc", server_id="x")])
             with pytest.raises(RequestError) as bad:
                 await asyncio.wait_for(refused, 30)
-            assert bad.value.code == -32602 and "'inproc'" in str(bad.value.data) and "not supported" in str(bad.value.data)
+            assert bad.value.code == -32602
+            assert "'inproc'" in str(bad.value.data)
+            assert "not supported" in str(bad.value.data)
 
             http = HttpMcpServer(type="http", name="web", url=url, headers=[HttpHeader(name="X-Test-Token", value=token)])
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[fixture_stdio("editor"), http])).session_id
@@ -156,7 +163,8 @@ async def test_slash_commands_mcp_prompts_and_resources_in_the_editor(tmp_path: 
             return {c.name for c in updates[-1].available_commands} if updates else set()
 
         await wait_until(lambda: "mcp__editor__review" in offered())
-        assert {"explain", "compact", "mode", "help"} <= offered() and "new" not in offered()
+        assert {"explain", "compact", "mode", "help"} <= offered()
+        assert "new" not in offered()
         review = next(c for c in client.of(AvailableCommandsUpdate)[-1].available_commands if c.name == "mcp__editor__review")
         assert review.input.root.hint == "<path> [focus]"
 
@@ -169,11 +177,13 @@ async def test_slash_commands_mcp_prompts_and_resources_in_the_editor(tmp_path: 
         assert mode.stop_reason == "end_turn"
         with pytest.raises(RequestError) as bad:
             await conn.prompt(session_id=sid, prompt=[text_block("read @editor:fixture://missing")])
-        assert bad.value.code == -32602 and "fixture://missing" in str(bad.value)
+        assert bad.value.code == -32602
+        assert "fixture://missing" in str(bad.value)
     replies = "".join(u.content.text for u in client.of(AgentMessageChunk))
     assert "mode: ask" in replies
     stored = stored_thread(sid)
-    assert "Please review src/app.py, focusing on speed." in stored and "Explain a.py now" in stored
+    assert "Please review src/app.py, focusing on speed." in stored
+    assert "Explain a.py now" in stored
     assert "/mcp__editor__review" not in stored  # the model saw the expansion, not the command
 
 
@@ -188,7 +198,8 @@ async def test_a_mentioned_resource_is_attached_to_the_turn(tmp_path: Path) -> N
         )
     stored = stored_thread(sid)
     assert "summarize @editor:fixture://notes/readme please" in stored
-    assert "The answer is 42." in stored and "editor:fixture://notes/readme" in stored  # attached as a file
+    assert "The answer is 42." in stored
+    assert "editor:fixture://notes/readme" in stored  # attached as a file
 
 
 def stored_thread(thread_id: str) -> str:

@@ -52,7 +52,8 @@ async def test_batches_get_an_array_of_responses(transport: str, tmp_path: Path)
     async with peer_over(transport, tmp_path) as peer:
         await peer.send_line("[]")
         empty = await wait_unmatched(peer, 1)
-        assert empty[0]["id"] is None and empty[0]["error"]["code"] == -32600
+        assert empty[0]["id"] is None
+        assert empty[0]["error"]["code"] == -32600
 
         batch = [
             request(101, "session/get"),
@@ -64,7 +65,8 @@ async def test_batches_get_an_array_of_responses(transport: str, tmp_path: Path)
         await peer.send_line(json.dumps(batch))
         replies = await asyncio.wait_for(peer.batches.get(), 30)
         by_id = {r["id"]: r for r in replies}
-        assert len(replies) == 4 and set(by_id) == {101, 102, 103, None}
+        assert len(replies) == 4
+        assert set(by_id) == {101, 102, 103, None}
         assert by_id[101]["result"]["mode"] in ("ask", "plan")
         assert by_id[102]["error"]["code"] == -32601
         assert by_id[None]["error"]["code"] == -32600
@@ -144,7 +146,8 @@ async def test_mcp_prompts_and_resources_over_the_app_server(transport: str, tmp
         expanded = await peer.call("commands/expand", {"name": "mcp__fixture__review", "arguments": "a.py style"})
         assert expanded["text"] == "Please review a.py, focusing on style."
         missing = await peer.request("commands/expand", {"name": "mcp__fixture__review"})
-        assert missing["error"]["code"] == -32602 and "path" in missing["error"]["message"]
+        assert missing["error"]["code"] == -32602
+        assert "path" in missing["error"]["message"]
 
         thread = (await peer.call("thread/start"))["thread"]
         await peer.call("turn/start", {"threadId": thread["id"], "prompt": "see @fixture:fixture://notes/readme, ok?"})
@@ -154,6 +157,7 @@ async def test_mcp_prompts_and_resources_over_the_app_server(transport: str, tmp
         assert [a["name"] for a in attachments] == ["fixture:fixture://notes/readme"]
         assert "The answer is 42." in attachments[0]["text"]
         bad = await peer.request("turn/start", {"threadId": thread["id"], "prompt": "see @fixture:fixture://nope"})
-        assert bad["error"]["code"] == -32602 and "fixture://nope" in bad["error"]["message"]
+        assert bad["error"]["code"] == -32602
+        assert "fixture://nope" in bad["error"]["message"]
         plain = await peer.call("turn/start", {"threadId": thread["id"], "prompt": "mail me@example.com:about it"})
         assert plain["turn"]["id"]  # an @name: that is no MCP server is plain text

@@ -55,7 +55,8 @@ class Server:
         self.pings += 1
         ping_id = f"ping-{self.pings}"
         self.send(json.dumps({"jsonrpc": "2.0", "id": ping_id, "method": "session/get"}).encode())
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         self.proc.stdin.flush()
         while True:
             line = self.proc.stdout.readline()

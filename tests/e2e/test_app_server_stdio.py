@@ -24,15 +24,20 @@ async def test_thread_turn_and_approval_flow(tmp_path: Path) -> None:
     peer = await PipePeer.start(workspace, env, "--mode", "ask")
     try:
         info = await peer.call("initialize", {"clientInfo": {"name": "pytest"}})
-        assert info["provider"] == "mock" and info["mode"] == "ask" and info["cwd"] == str(workspace)
+        assert info["provider"] == "mock"
+        assert info["mode"] == "ask"
+        assert info["cwd"] == str(workspace)
         thread = (await peer.call("thread/start", {"cwd": str(workspace)}))["thread"]
         await peer.next_notification("thread/started", threadId=thread["id"])
         turn = (await peer.call("turn/start", {"threadId": thread["id"], "prompt": "write a note"}))["turn"]
         assert turn["status"] == "inProgress"
         delta = await peer.next_notification("item/agentMessage/delta", threadId=thread["id"], kind="text")
-        assert delta["turnId"] == turn["id"] and delta["itemId"] and delta["delta"]
+        assert delta["turnId"] == turn["id"]
+        assert delta["itemId"]
+        assert delta["delta"]
         request = (await peer.next_notification("approval/requested", threadId=thread["id"]))["request"]
-        assert request["tool"] == "write_note" and request["diff"]
+        assert request["tool"] == "write_note"
+        assert request["diff"]
         pending = await peer.call("session/get")
         assert [a["approvalId"] for a in pending["pendingApprovals"]] == [request["approvalId"]]
         assert pending["activeTurns"] == {thread["id"]: turn["id"]}
@@ -68,16 +73,19 @@ async def test_every_error_code_and_the_connection_stays_usable(tmp_path: Path) 
                 break
             await asyncio.sleep(0.05)
         codes = [m["error"]["code"] for m in peer.unmatched]
-        assert codes.count(-32700) == 3 and codes.count(-32600) == 2
+        assert codes.count(-32700) == 3
+        assert codes.count(-32600) == 2
         assert all(m["id"] in (None, 7) for m in peer.unmatched)
         assert (await peer.call("session/get"))["mode"] == "ask"
 
         missing = await peer.request("no/such/method")
         assert missing["error"]["code"] == -32601
         teams = await peer.request("team/start", {"leadThreadId": "x"})
-        assert teams["error"]["code"] == -32601 and "not available" in teams["error"]["message"]
+        assert teams["error"]["code"] == -32601
+        assert "not available" in teams["error"]["message"]
         bad = await peer.request("thread/read", {})
-        assert bad["error"]["code"] == -32602 and "threadId" in bad["error"]["message"]
+        assert bad["error"]["code"] == -32602
+        assert "threadId" in bad["error"]["message"]
         wrong_type = await peer.request("thread/list", {"limit": "ten"})
         assert wrong_type["error"]["code"] == -32602
         thread = (await peer.call("thread/start"))["thread"]
@@ -89,7 +97,8 @@ async def test_every_error_code_and_the_connection_stays_usable(tmp_path: Path) 
         assert relative["error"]["code"] == -32602
         await peer.call("session/set_mode", {"mode": "plan"})
         denied = await peer.request("command/exec", {"command": ["touch", "x"]})
-        assert denied["error"]["code"] == -32004 and "plan" in denied["error"]["message"]
+        assert denied["error"]["code"] == -32004
+        assert "plan" in denied["error"]["message"]
         assert not (workspace / "x").exists()
         assert (await peer.call("session/get"))["mode"] == "plan"
     finally:
@@ -103,7 +112,9 @@ async def test_command_exec_streams_and_times_out(tmp_path: Path) -> None:
     peer = await PipePeer.start(workspace, env)
     try:
         plain = await peer.call("command/exec", {"command": ["sh", "-c", "echo out; echo err >&2"]})
-        assert plain["exitCode"] == 0 and plain["stdout"] == "out\n" and plain["stderr"] == "err\n"
+        assert plain["exitCode"] == 0
+        assert plain["stdout"] == "out\n"
+        assert plain["stderr"] == "err\n"
         streamed = await peer.call(
             "command/exec",
             {
@@ -112,16 +123,20 @@ async def test_command_exec_streams_and_times_out(tmp_path: Path) -> None:
                 "processId": "p1",
             },
         )
-        assert streamed["stdout"] == "" and streamed["stderr"] == "" and streamed["processId"] == "p1"
+        assert streamed["stdout"] == ""
+        assert streamed["stderr"] == ""
+        assert streamed["processId"] == "p1"
         chunks: dict[str, str] = {"stdout": "", "stderr": ""}
         for m in peer.seen:
             if m["method"] == "command/exec/output_delta" and m["params"]["processId"] == "p1":
                 chunks[m["params"]["stream"]] += base64.b64decode(m["params"]["deltaBase64"]).decode()
         assert chunks == {"stdout": "one\ntwo\n", "stderr": "oops\n"}
         slow = await peer.call("command/exec", {"command": ["sleep", "5"], "timeoutMs": 300})
-        assert slow["timedOut"] and slow.get("exitCode") is None
+        assert slow["timedOut"]
+        assert slow.get("exitCode") is None
         capped = await peer.call("command/exec", {"command": ["sh", "-c", "yes | head -c 5000"], "outputBytesCap": 100})
-        assert len(capped["stdout"]) == 100 and capped["truncated"]
+        assert len(capped["stdout"]) == 100
+        assert capped["truncated"]
         needs_id = await peer.request("command/exec", {"command": ["true"], "streamStdoutStderr": True})
         assert needs_id["error"]["code"] == -32602
         data = await peer.call("fs/readFile", {"path": str(workspace / "data.bin")})
@@ -142,7 +157,8 @@ async def test_lines_far_larger_than_64k_both_ways(tmp_path: Path) -> None:
         await peer.next_notification("turn/completed", threadId=thread["id"])
         read = (await peer.call("thread/read", {"threadId": thread["id"], "includeTurns": True}))["thread"]
         items = read["turns"][0]["items"]
-        assert len(items[0]["text"]) == 2_000_000 and items[-1]["text"] == answer
+        assert len(items[0]["text"]) == 2_000_000
+        assert items[-1]["text"] == answer
     finally:
         await peer.close()
 
@@ -158,7 +174,8 @@ async def test_stdin_closing_ends_the_server_and_denies_unanswerable_approvals(t
     assert code == 0, stderr
     assert not (workspace / "never.txt").exists()
     completed = [m for m in peer.seen if m["method"] == "turn/completed"]
-    assert completed and completed[0]["params"]["turn"]["status"] == "completed"
+    assert completed
+    assert completed[0]["params"]["turn"]["status"] == "completed"
 
 
 async def test_schema_export_lists_every_method(tmp_path: Path) -> None:

@@ -46,7 +46,8 @@ async def test_auth_refusals_before_any_method(served) -> None:
     by_header = await WsPeer.connect(server.url, TOKEN)
     assert by_header.socket.subprotocol == "roder.remote.v1"
     info = await by_header.call("initialize")
-    assert info["remote"]["authenticated"] and info["remote"]["subprotocol"] == "roder.remote.v1"
+    assert info["remote"]["authenticated"]
+    assert info["remote"]["subprotocol"] == "roder.remote.v1"
     await by_header.close()
     by_subprotocol = await WsPeer.connect(server.url, TOKEN, header=False)
     assert (await by_subprotocol.call("session/get"))["mode"] == "ask"
@@ -55,7 +56,9 @@ async def test_auth_refusals_before_any_method(served) -> None:
         assert plain.subprotocol is None
         await plain.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "bogus"}))
         assert json.loads(await plain.recv())["error"]["code"] == -32601
-    assert "secr" not in server.banner and "test…6789" in server.banner and "roder://connect?payload=" in server.banner
+    assert "secr" not in server.banner
+    assert "test…6789" in server.banner
+    assert "roder://connect?payload=" in server.banner
 
 
 async def test_two_clients_on_one_thread(served) -> None:
@@ -74,7 +77,8 @@ async def test_two_clients_on_one_thread(served) -> None:
         ]
         for peer in (alice, bob):
             done = await peer.next_notification("turn/completed", threadId=thread["id"])
-            assert done["turn"]["id"] == turn["id"] and done["turn"]["status"] == "completed"
+            assert done["turn"]["id"] == turn["id"]
+            assert done["turn"]["status"] == "completed"
         assert (workspace / "shared.txt").read_text() == "both saw it"
         sequences = [[m["method"] for m in p.seen if m["params"].get("threadId") == thread["id"]] for p in (alice, bob)]
         assert sequences[0] == sequences[1]
@@ -163,8 +167,10 @@ async def test_generated_token_link_qr_and_non_loopback_warning(tmp_path: Path) 
         link = next(line.split("pair: ", 1)[1].strip() for line in server.banner.splitlines() if "pair: " in line)
         payload = link.split("payload=", 1)[1]
         decoded = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        assert decoded["token"] == token and decoded["subprotocol"] == "roder.remote.v1"
-        assert "WARNING" in server.banner and "TLS" in server.banner
+        assert decoded["token"] == token
+        assert decoded["subprotocol"] == "roder.remote.v1"
+        assert "WARNING" in server.banner
+        assert "TLS" in server.banner
         assert "█" in server.banner or "▀" in server.banner
         port = server.url.rsplit(":", 1)[1]
         peer = await WsPeer.connect(f"ws://127.0.0.1:{port}", token)

@@ -50,7 +50,9 @@ def test_a_closed_stdout_ends_quietly(args: list[str], workspace: Path, roder_ho
         done = roder(*args, home=roder_home, cwd=workspace, stdout=write_end)
     finally:
         os.close(write_end)
-    assert "Traceback" not in done.stderr and "Errno 32" not in done.stderr and "Broken pipe" not in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "Errno 32" not in done.stderr
+    assert "Broken pipe" not in done.stderr
     assert done.stderr == "", done.stderr
     assert done.returncode in (0, 141)
 
@@ -67,7 +69,9 @@ def test_warnings_once_with_one_prefix_and_no_profile_skips(workspace: Path, rod
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     noise = [line for line in lines if "not JSON-RPC" in line]
-    assert len(noise) == 1 and noise[0].startswith("roder: MCP server 'noisy'") and "roder: roder:" not in noise[0]
+    assert len(noise) == 1
+    assert noise[0].startswith("roder: MCP server 'noisy'")
+    assert "roder: roder:" not in noise[0]
     assert len(lines) == len(set(lines)), lines
 
 

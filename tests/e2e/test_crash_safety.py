@@ -85,7 +85,8 @@ async def _assert_loads_with(thread_id: str, completed: dict[str, dict[str, Any]
     loaded = {item.id: item.wire() for item in thread.items()}
     for item_id, item in completed.items():
         assert loaded.get(item_id) == item, f"completed item {item['type']} {item_id} was lost"
-    assert thread.turns[-1].status == "interrupted" and thread.status == "idle"
+    assert thread.turns[-1].status == "interrupted"
+    assert thread.status == "idle"
     return thread
 
 
@@ -98,11 +99,13 @@ async def test_killed_mid_stream_then_continued(workspace: Path, tmp_path: Path)
     assert {i["type"] for i in completed.values()} >= {"userMessage", "reasoning"}
     thread = await _assert_loads_with(thread_id, completed)
     items = thread.turns[0].items
-    assert isinstance(items[0], UserMessageItem) and isinstance(items[-1], AgentMessageItem)
+    assert isinstance(items[0], UserMessageItem)
+    assert isinstance(items[-1], AgentMessageItem)
     snapshot = [e["item"]["text"] for e in roder.events if e["type"] == "item/updated"][-1]
     kept = items[-1].text
     assert snapshot and kept.startswith(snapshot), "the streamed text saved before the kill is kept"
-    assert SLOW_TEXT["text"].startswith(kept) and len(kept) < len(SLOW_TEXT["text"])
+    assert SLOW_TEXT["text"].startswith(kept)
+    assert len(kept) < len(SLOW_TEXT["text"])
 
     done = _run(
         workspace, _env(tmp_path, [{"text": "Picking up where we left off."}], "after"), "-p", "-c", "go on", "--provider", "mock"

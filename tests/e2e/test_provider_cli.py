@@ -89,16 +89,20 @@ def test_one_shot_survives_429_and_a_dropped_stream_then_reports_401(
     assert done.stdout.strip() == "The answer is 42, computed carefully."  # nothing repeated after the retry
     notices = [line for line in done.stderr.splitlines() if "; retry " in line]
     assert len(notices) == 2, done.stderr  # every backoff is said on stderr, never a silent stall
-    assert notices[0].startswith("roder: local: rate limited (HTTP 429)") and notices[0].endswith("retry 1 of 4 in 1.0 s")
+    assert notices[0].startswith("roder: local: rate limited (HTTP 429)")
+    assert notices[0].endswith("retry 1 of 4 in 1.0 s")
     assert "the stream broke off" in notices[1] or "ended before" in notices[1]
     requests = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["path"] for r in requests] == ["/v1/chat/completions"] * 3
-    assert requests[0]["json"]["model"] == "my-model" and requests[0]["headers"]["authorization"] == "***"
+    assert requests[0]["json"]["model"] == "my-model"
+    assert requests[0]["headers"]["authorization"] == "***"
 
     failed = roder(roder_home, workspace, "-p", "again", "--provider", "local", "--model", "my-model")
     assert failed.returncode == 1
     lines = [line for line in failed.stderr.splitlines() if line.startswith("roder: turn failed")]
-    assert len(lines) == 1 and "HTTP 401" in lines[0] and "LOCAL_API_KEY" in lines[0]
+    assert len(lines) == 1
+    assert "HTTP 401" in lines[0]
+    assert "LOCAL_API_KEY" in lines[0]
     assert KEY not in failed.stderr + failed.stdout
     for path in roder_home.rglob("*"):  # keys are never persisted
         if path.is_file():
@@ -118,19 +122,27 @@ def test_providers_list_and_models(
     monkeypatch.setenv("LOCAL_API_KEY", KEY)
     assert main(["providers", "list"]) == 0
     listing = capsys.readouterr().out
-    assert "local" in listing and "LOCAL_API_KEY set" in listing and "OPENAI_API_KEY missing" in listing
-    assert "default: local (LOCAL_API_KEY is set)" in listing and KEY not in listing
+    assert "local" in listing
+    assert "LOCAL_API_KEY set" in listing
+    assert "OPENAI_API_KEY missing" in listing
+    assert "default: local (LOCAL_API_KEY is set)" in listing
+    assert KEY not in listing
 
     assert main(["models", "--provider", "local"]) == 0
     models = capsys.readouterr().out
-    assert "my-model" in models and "32,768" in models and "4,096" in models
+    assert "my-model" in models
+    assert "32,768" in models
+    assert "4,096" in models
     mystery = next(line for line in models.splitlines() if "mystery-model" in line)
-    assert "mystery-model ?" in mystery and mystery.split()[3] == "-"  # a guessed limit is never sent
+    assert "mystery-model ?" in mystery
+    assert mystery.split()[3] == "-"  # a guessed limit is never sent
 
     assert main(["models", "--provider", "local", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data[0]["models"][0]["id"] == "my-model" and data[0]["models"][0]["known"] is True
-    assert data[0]["models"][0]["sentOutputLimit"] == 4096 and data[0]["models"][1]["sentOutputLimit"] is None
+    assert data[0]["models"][0]["id"] == "my-model"
+    assert data[0]["models"][0]["known"] is True
+    assert data[0]["models"][0]["sentOutputLimit"] == 4096
+    assert data[0]["models"][1]["sentOutputLimit"] is None
 
     assert main(["models", "--provider", "ollama"]) == 1
     assert "cannot reach http://127.0.0.1:9/v1" in capsys.readouterr().out
@@ -171,9 +183,14 @@ def test_stream_json_reports_each_retry_as_an_event(tmp_path: Path, roder_home: 
     retries = [e for e in events if e["type"] == "turn/retrying"]
     assert len(retries) == 1
     retry = retries[0]
-    assert retry["attempt"] == 1 and retry["maxAttempts"] == 4 and 0 < retry["wait"] <= 20
-    assert "HTTP 503" in retry["reason"] and "overloaded" in retry["reason"] and retry["kind"] == "server"
-    assert events[-1]["type"] == "result" and events[-1]["text"] == "fine"
+    assert retry["attempt"] == 1
+    assert retry["maxAttempts"] == 4
+    assert 0 < retry["wait"] <= 20
+    assert "HTTP 503" in retry["reason"]
+    assert "overloaded" in retry["reason"]
+    assert retry["kind"] == "server"
+    assert events[-1]["type"] == "result"
+    assert events[-1]["text"] == "fine"
     assert "; retry " not in done.stderr  # stream-json says it once, as an event
 
 
@@ -236,4 +253,5 @@ def test_an_optional_api_key_env_is_optional(roder_home: Path, workspace: Path) 
         keyed = roder(roder_home, workspace, "-p", "hi", "--provider", "local")
         assert keyed.stdout.strip() == "keyed", keyed.stderr
         posts = server.calls
-    assert "authorization" not in posts[0].headers and posts[1].headers["authorization"] == f"Bearer {KEY}"
+    assert "authorization" not in posts[0].headers
+    assert posts[1].headers["authorization"] == f"Bearer {KEY}"

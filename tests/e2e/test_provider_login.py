@@ -35,13 +35,15 @@ def test_login_from_a_pipe_then_one_shot_uses_the_key_and_logout_removes_it(rode
         login = roder(roder_home, workspace, "providers", "login", "openrouter", stdin=KEY + "\n")
         assert login.returncode == 0, login.stderr
         credentials = roder_home / "data" / "credentials.json"
-        assert "stored the openrouter key" in login.stdout and KEY not in login.stdout + login.stderr
+        assert "stored the openrouter key" in login.stdout
+        assert KEY not in login.stdout + login.stderr
         assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
         assert json.loads(credentials.read_text())["keys"] == {"openrouter": KEY}
 
         listing = roder(roder_home, workspace, "providers", "list")
         row = next(line for line in listing.stdout.splitlines() if line.startswith("openrouter"))
-        assert "stored key" in row and KEY not in listing.stdout
+        assert "stored key" in row
+        assert KEY not in listing.stdout
         assert "default: openrouter (a key is stored for it" in listing.stdout
         rows = json.loads(roder(roder_home, workspace, "providers", "list", "--json").stdout)["providers"]
         assert {r["id"]: r["keySource"] for r in rows}["openrouter"] == "stored"
@@ -57,19 +59,24 @@ def test_login_from_a_pipe_then_one_shot_uses_the_key_and_logout_removes_it(rode
             assert KEY not in path.read_text(errors="replace"), path
 
     logout = roder(roder_home, workspace, "providers", "logout", "openrouter")
-    assert logout.returncode == 0 and "removed" in logout.stdout
+    assert logout.returncode == 0
+    assert "removed" in logout.stdout
     assert KEY not in credentials.read_text()
     again = roder(roder_home, workspace, "providers", "logout", "openrouter")
-    assert again.returncode == 1 and "no key is stored for openrouter" in again.stderr
+    assert again.returncode == 1
+    assert "no key is stored for openrouter" in again.stderr
     listing = roder(roder_home, workspace, "providers", "list")
-    assert "OPENROUTER_API_KEY missing" in listing.stdout and "default: mock" in listing.stdout
+    assert "OPENROUTER_API_KEY missing" in listing.stdout
+    assert "default: mock" in listing.stdout
 
 
 def test_login_refuses_unknown_providers_and_empty_keys(roder_home: Path, workspace: Path) -> None:
     unknown = roder(roder_home, workspace, "providers", "login", "nowhere", stdin=KEY)
-    assert unknown.returncode == 2 and "unknown provider 'nowhere'" in unknown.stderr
+    assert unknown.returncode == 2
+    assert "unknown provider 'nowhere'" in unknown.stderr
     empty = roder(roder_home, workspace, "providers", "login", "anthropic", stdin="\n")
-    assert empty.returncode == 2 and "empty" in empty.stderr
+    assert empty.returncode == 2
+    assert "empty" in empty.stderr
     assert not (roder_home / "data" / "credentials.json").exists()
 
 

@@ -57,7 +57,8 @@ def test_secret_never_lands_on_disk_or_stdout(workspace: Path, roder_home: Path,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert SECRET not in done.stdout and SECRET not in done.stderr
+    assert SECRET not in done.stdout
+    assert SECRET not in done.stderr
     results = [json.loads(line) for line in done.stdout.splitlines() if '"toolResult"' in line]
     texts = [r["item"]["text"] for r in results if r.get("type") == "item/completed"]
     assert any(t.startswith("env=\ncopied key: [redacted:ANTHROPIC_API_KEY]") for t in texts)  # scrubbed, redacted

@@ -82,7 +82,8 @@ def check_stream(notes: list[dict[str, Any]]) -> None:
     output = "".join(n["delta"] for n in notes if n["type"] == "item/toolOutput/delta")
     assert output == "before [redacted:MY_SERVICE_API_KEY] after\n"
     started = [n["item"] for n in notes if n["type"] == "item/started" and n["item"]["type"] in ("agentMessage", "reasoning")]
-    assert len(started) == 3 and all(item["text"] == "" for item in started)
+    assert len(started) == 3
+    assert all(item["text"] == "" for item in started)
 
 
 async def test_stdio_app_server_never_shows_a_split_secret(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
@@ -136,4 +137,5 @@ def test_one_shot_stream_json_never_shows_a_split_secret(workspace: Path, roder_
     assert_no_secret(done.stdout + done.stderr)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     check_stream(lines)
-    assert lines[-1]["type"] == "result" and lines[-1]["text"] == "All set."
+    assert lines[-1]["type"] == "result"
+    assert lines[-1]["text"] == "All set."

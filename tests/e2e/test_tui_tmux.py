@@ -111,7 +111,8 @@ def _run_app_in_tmux(server: FakeModelServer, roder_home: Path, workspace: Path)
         assert "echo tmux-e2e-$((40+2))" in screen
         # $((...)) is not a plain command: it can be approved once or for the session, never saved
         # as a rule (no rule could allow it)
-        assert "allow once" in screen and "always allow" not in screen
+        assert "allow once" in screen
+        assert "always allow" not in screen
         tmux.run("send-keys", "-t", "roder", "y")
         screen = tmux.wait_for("ANSWER-OK")
         assert "tmux-e2e-42" in screen  # the card shows the command's real output

@@ -13,9 +13,10 @@ from typing import Any
 
 from roder_ext_mock import MockEngine, MockProviderExtension
 
-from roder_core import ExtensionRegistryBuilder, RoderExtension, Tool
+from roder_core import RoderExtension, Tool
 from roder_core.kernel.distribution import HostContext, make_host
-from roder_core.runtime.runtime import Runtime, RuntimeOptions
+from roder_core.runtime.runtime import Runtime
+from tests.builders import build_runtime
 from tests.core.harness import ReadTool, SleepTool, TestExtension
 
 FIXTURE_SERVER = Path(__file__).with_name("mcp_fixture_server.py")
@@ -35,22 +36,16 @@ def runtime_with(
     interactive: bool = False,
     engine: RoderExtension | None = None,
 ) -> Runtime:
-    builder = ExtensionRegistryBuilder()
-    builder.install(engine or MockProviderExtension(script))
-    builder.install(TestExtension(tools if tools is not None else [SleepTool(), ReadTool()]))
-    for extension in extensions:
-        builder.install(extension)
-    return Runtime(
-        builder.build(),
-        RuntimeOptions(
-            cwd=host.cwd,
-            paths=host.paths,
-            config=host.config,
-            mode=mode,
-            provider="mock",
-            interactive=interactive,
-            trusted=host.trusted,
-        ),
+    return build_runtime(
+        host.cwd,
+        script=script,
+        engine=engine,
+        extensions=[TestExtension(tools if tools is not None else [SleepTool(), ReadTool()]), *extensions],
+        paths=host.paths,
+        config=host.config,
+        mode=mode,
+        interactive=interactive,
+        trusted=host.trusted,
     )
 
 

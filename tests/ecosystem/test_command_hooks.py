@@ -62,11 +62,15 @@ async def test_exit_2_blocks_the_call_and_tells_the_model(workspace: Path, roder
     runtime, _ = hooked_runtime(workspace, [{"tool_calls": [call("peek", x="secret")]}, {"text": "ok"}])
     thread, turn = await run(runtime)
     [result] = items(runtime, thread.id, ToolResultItem)
-    assert result.is_error and "reading secrets is not allowed" in result.text
+    assert result.is_error
+    assert "reading secrets is not allowed" in result.text
     seen = json.loads(log.read_text())
-    assert seen["hook_event_name"] == "PreToolUse" and seen["tool_name"] == "peek"
-    assert seen["tool_input"] == {"x": "secret"} and seen["session_id"] == thread.id
-    assert seen["permission_mode"] == "bypassPermissions" and seen["cwd"] == str(workspace.resolve())
+    assert seen["hook_event_name"] == "PreToolUse"
+    assert seen["tool_name"] == "peek"
+    assert seen["tool_input"] == {"x": "secret"}
+    assert seen["session_id"] == thread.id
+    assert seen["permission_mode"] == "bypassPermissions"
+    assert seen["cwd"] == str(workspace.resolve())
     assert turn.status == "completed"
 
 
@@ -109,8 +113,11 @@ async def test_crashing_and_hanging_gating_hooks_deny(workspace: Path, roder_hom
     runtime, _ = hooked_runtime(workspace, [{"tool_calls": [call("peek", x="a"), call("sleep", seconds=0)]}, {"text": "ok"}])
     thread, _ = await run(runtime)
     results = {r.name: r for r in items(runtime, thread.id, ToolResultItem)}
-    assert results["peek"].is_error and "fail closed" in results["peek"].text and "hook bug" in results["peek"].text
-    assert results["sleep"].is_error and "timed out after 1s" in results["sleep"].text
+    assert results["peek"].is_error
+    assert "fail closed" in results["peek"].text
+    assert "hook bug" in results["peek"].text
+    assert results["sleep"].is_error
+    assert "timed out after 1s" in results["sleep"].text
 
 
 async def test_permission_ask_and_allow(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
@@ -158,7 +165,8 @@ async def test_hook_allow_never_overrides_plan_mode_deny(workspace: Path, roder_
     runtime, _ = hooked_runtime(workspace, [{"tool_calls": [call("sleep", seconds=0)]}, {"text": "ok"}], mode="plan")
     thread, _ = await run(runtime)
     [result] = items(runtime, thread.id, ToolResultItem)
-    assert result.is_error and "plan mode" in result.text
+    assert result.is_error
+    assert "plan mode" in result.text
 
 
 async def test_post_tool_use_feedback_and_prompt_hooks(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
@@ -198,7 +206,8 @@ async def test_post_tool_use_feedback_and_prompt_hooks(workspace: Path, roder_ho
     blocks = await ext.hooks.context.load_context(ContextQuery(thread_id=thread.id, cwd=workspace, prompt=""))
     assert "current branch: main; env token visible: False" in blocks[0].text  # secrets scrubbed
     blocked = await runtime.run_turn(thread.id, "a forbidden prompt")
-    assert blocked.status == "failed" and "no forbidden prompts" in (blocked.error.message if blocked.error else "")
+    assert blocked.status == "failed"
+    assert "no forbidden prompts" in (blocked.error.message if blocked.error else "")
     assert [i.text for i in items(runtime, thread.id, UserMessageItem)] == ["fine prompt"]
 
 
@@ -221,7 +230,8 @@ async def test_stop_hook_sends_the_model_back_once(workspace: Path, roder_home: 
     )
     runtime, _ = hooked_runtime(workspace, [{"text": "done?"}, {"text": "now really done"}])
     thread, turn = await run(runtime)
-    assert turn.model_calls == 2 and turn.status == "completed"
+    assert turn.model_calls == 2
+    assert turn.status == "completed"
     steer = [i for i in items(runtime, thread.id, UserMessageItem) if i.steer]
     assert [s.text for s in steer] == ["tests are still failing; fix them"]
 
@@ -237,7 +247,8 @@ async def test_bad_hooks_config_fails_closed(workspace: Path, roder_home: Path) 
     )
     runtime, _ = hooked_runtime(workspace, [{"text": "hi"}])
     thread, turn = await run(runtime)
-    assert turn.status == "failed" and "[hooks] configuration is invalid" in (turn.error.message if turn.error else "")
+    assert turn.status == "failed"
+    assert "[hooks] configuration is invalid" in (turn.error.message if turn.error else "")
     assert items(runtime, thread.id, ErrorItem)
 
 
@@ -250,4 +261,5 @@ def test_project_hooks_load_only_when_trusted(workspace: Path) -> None:
     (workspace / ".roder" / "config.toml").write_text('[[hooks.Stop]]\ncommand = "true"\n')
     assert command_hooks.create(host_for(workspace, trusted=False)) is None
     trusted = command_hooks.create(host_for(workspace, trusted=True))
-    assert trusted is not None and [h.event for h in trusted.hooks.hooks] == ["Stop"]
+    assert trusted is not None
+    assert [h.event for h in trusted.hooks.hooks] == ["Stop"]

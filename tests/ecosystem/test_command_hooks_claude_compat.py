@@ -70,12 +70,16 @@ async def test_claude_code_guard_script_sees_claude_names(workspace: Path, roder
         "old_string": "x = 1",
         "new_string": "x = 2",
     }
-    assert write["tool_name"] == "Write" and write["tool_input"]["content"] == "A=2\n"
+    assert write["tool_name"] == "Write"
+    assert write["tool_input"]["content"] == "A=2\n"
     transcript = Path(edit["transcript_path"])
-    assert transcript.is_file() and thread.id in transcript.read_text()
+    assert transcript.is_file()
+    assert thread.id in transcript.read_text()
     results = {r.name: r for r in items(runtime, thread.id, ToolResultItem)}
-    assert "Write of" in results["write"].text and results["write"].is_error
-    assert "hook" not in results["edit"].text and (workspace / ".env").read_text() == "A=1\n"
+    assert "Write of" in results["write"].text
+    assert results["write"].is_error
+    assert "hook" not in results["edit"].text
+    assert (workspace / ".env").read_text() == "A=1\n"
 
 
 class EchoRead(Tool):
@@ -157,6 +161,9 @@ async def test_subagent_stop_fires_for_the_child_and_stop_for_the_parent(
     await runtime.run_turn(thread.id, "go")
     sub, stop = logged(log)
     child_id = items(runtime, thread.id, ToolResultItem)[0].data["subagent"]["childThreadId"]
-    assert sub["hook_event_name"] == "SubagentStop" and sub["session_id"] == thread.id
-    assert sub["agent_id"] == child_id and sub["last_assistant_message"] == "child done"
-    assert stop["hook_event_name"] == "Stop" and stop["last_assistant_message"] == "parent done"
+    assert sub["hook_event_name"] == "SubagentStop"
+    assert sub["session_id"] == thread.id
+    assert sub["agent_id"] == child_id
+    assert sub["last_assistant_message"] == "child done"
+    assert stop["hook_event_name"] == "Stop"
+    assert stop["last_assistant_message"] == "parent done"

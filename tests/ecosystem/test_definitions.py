@@ -79,22 +79,27 @@ def project(workspace: Path) -> Path:
 
 def test_frontmatter_and_tool_lists() -> None:
     meta, body = parse_frontmatter("---\nname: x\ndescription: >\n  two\n  lines\n---\nbody\n")
-    assert meta == {"name": "x", "description": "two lines"} and body == "body\n"
+    assert meta == {"name": "x", "description": "two lines"}
+    assert body == "body\n"
     assert parse_frontmatter("no frontmatter") == ({}, "no frontmatter")
     assert tool_list("Read, Grep Bash(git log:*)") == ["Read", "Grep", "Bash(git log:*)"]
-    assert tool_list(["a", "b"]) == ["a", "b"] and tool_list(None) is None
+    assert tool_list(["a", "b"]) == ["a", "b"]
+    assert tool_list(None) is None
 
 
 def test_project_definitions_load_only_when_trusted(project: Path) -> None:
     paths = RoderPaths.from_env()
     write(paths.config_dir / "commands/mine.md", "My user command $ARGUMENTS\n")
     untrusted = discover(DefinitionRoots(project, paths, trusted=False))
-    assert untrusted.skills == {} and list(untrusted.commands) == ["mine"] and untrusted.agents == {}
+    assert untrusted.skills == {}
+    assert list(untrusted.commands) == ["mine"]
+    assert untrusted.agents == {}
     trusted = discover(DefinitionRoots(project, paths, trusted=True))
     assert set(trusted.skills) == {"pdf-tools", "changelog"}
     assert trusted.skills["pdf-tools"].allowed_tools == ["Read", "Bash(pdftotext:*)"]
     assert set(trusted.commands) == {"mine", "review", "git:summary"}
-    assert trusted.agents["reviewer"].tools == ["Read", "Grep"] and trusted.agents["reviewer"].model is None
+    assert trusted.agents["reviewer"].tools == ["Read", "Grep"]
+    assert trusted.agents["reviewer"].model is None
     assert any("broken" in p and "description" in p for p in trusted.problems)
     assert [a.name for a in list_agents(project, paths, False)] == ["explore", "general"]
     assert "reviewer" in [a.name for a in list_agents(project, paths, True)]
@@ -103,8 +108,10 @@ def test_project_definitions_load_only_when_trusted(project: Path) -> None:
 async def test_command_registry_lists_expands_and_completes(project: Path) -> None:
     registry = CommandRegistry(project, RoderPaths.from_env(), trusted=True)
     rows = {c.name: c for c in registry.list()}
-    assert rows["new"].kind == "builtin" and rows["compact"].kind == "builtin"
-    assert rows["review"].kind == "custom" and rows["review"].argument_hint == "<file> [focus]"
+    assert rows["new"].kind == "builtin"
+    assert rows["compact"].kind == "builtin"
+    assert rows["review"].kind == "custom"
+    assert rows["review"].argument_hint == "<file> [focus]"
     assert rows["pdf-tools"].kind == "skill"
     expanded = await registry.expand("review", "src/app.py security")
     assert expanded.text == "Review src/app.py with a focus on security. Everything: src/app.py security"
@@ -116,7 +123,8 @@ async def test_command_registry_lists_expands_and_completes(project: Path) -> No
     with pytest.raises(CommandError, match="unknown command /nope"):
         await registry.expand("nope")
     untrusted = CommandRegistry(project, RoderPaths.from_env(), trusted=False)
-    assert untrusted.get("review") is None and untrusted.get("pdf-tools") is None
+    assert untrusted.get("review") is None
+    assert untrusted.get("pdf-tools") is None
 
 
 def test_template_placeholders() -> None:
@@ -136,13 +144,17 @@ async def test_commands_run_turns_and_builtins(project: Path) -> None:
     assert turn.status == "completed"
     assert items(runtime, thread.id, UserMessageItem)[0].text.startswith("Review a.py with a focus on style")
     done = await registry.run(runtime, thread.id, "mode", "plan")
-    assert done.kind == "done" and runtime.mode == "plan"
+    assert done.kind == "done"
+    assert runtime.mode == "plan"
     model = await registry.run(runtime, thread.id, "model", "mock/mock-large")
     assert model.data == {"provider": "mock", "model": "mock-large"}
     action = await registry.run(runtime, thread.id, "fork", "")
-    assert action.kind == "action" and action.action == "fork"
+    assert action.kind == "action"
+    assert action.action == "fork"
     compacted = await registry.run(runtime, thread.id, "compact", "keep the API notes")  # runs on the runtime
-    assert compacted.kind == "turn" and compacted.turn is not None and compacted.turn.id != turn.id
+    assert compacted.kind == "turn"
+    assert compacted.turn is not None
+    assert compacted.turn.id != turn.id
     assert compacted.turn.status == "completed"
     assert "/review <file> [focus]" in (await registry.run(runtime, thread.id, "help")).message
 
@@ -179,7 +191,8 @@ async def test_skills_context_tool_and_allowed_tools(project: Path) -> None:
     await runtime.run_turn(thread.id, "convert the pdf")
     results = items(runtime, thread.id, ToolResultItem)
     loaded = next(r for r in results if r.name == "skill")
-    assert "Run `pdftotext file.pdf -`" in loaded.text and str(project) in loaded.text
+    assert "Run `pdftotext file.pdf -`" in loaded.text
+    assert str(project) in loaded.text
     # sleep is not in the skill's allowed-tools: it asked (and was denied) both before and after
     assert asked == ["before", "after"]
 
@@ -223,7 +236,8 @@ async def test_skill_allowed_tools_preapprove_matching_calls(project: Path) -> N
     registry = CommandRegistry.for_runtime(runtime)
     await registry.run(runtime, thread.id, "napper", "now")  # /napper: the skill is active this turn
     await runtime.wait_turn(thread.id)
-    assert asked == [] and items(runtime, thread.id, ToolResultItem)[0].text == "slept nap"
+    assert asked == []
+    assert items(runtime, thread.id, ToolResultItem)[0].text == "slept nap"
     await runtime.run_turn(thread.id, "sleep again")  # a new turn: no longer active, so it asks
     assert asked == ["later"]
 

@@ -65,8 +65,12 @@ def test_project_mcp_json_loads_only_when_trusted(workspace: Path) -> None:
     assert load_settings({}, workspace, False, {}).servers == {}
     settings = load_settings({}, workspace, True, {"TOK": "t1"})
     proj, web = settings.servers["proj"], settings.servers["web"]
-    assert proj.transport == "stdio" and proj.args == ("--token", "t1") and dict(proj.env) == {"K": "t1"}
-    assert web.transport == "http" and web.error is not None and "HOST is not set" in web.error
+    assert proj.transport == "stdio"
+    assert proj.args == ("--token", "t1")
+    assert dict(proj.env) == {"K": "t1"}
+    assert web.transport == "http"
+    assert web.error is not None
+    assert "HOST is not set" in web.error
 
 
 def test_bad_definitions_fail_one_server_not_the_config(workspace: Path) -> None:
@@ -86,7 +90,8 @@ def test_bad_definitions_fail_one_server_not_the_config(workspace: Path) -> None
     )
     assert "needs 'command'" in (settings.servers["nocmd"].error or "")
     assert "unknown type" in (settings.servers["weird"].error or "")
-    assert settings.servers["ok"].error is None and settings.servers["ok"].transport == "http"
+    assert settings.servers["ok"].error is None
+    assert settings.servers["ok"].transport == "http"
 
 
 # --------------------------------------------------------------------------- stdio
@@ -113,10 +118,12 @@ async def test_stdio_tools_join_the_registry_and_run(workspace: Path, roder_home
         assert turn.status == "completed"
         results = {r.name: r for r in items(runtime, thread.id, ToolResultItem)}
         assert results["mcp__fixture__echo"].text == "howdy: hi"  # ${GREETING:-howdy} expanded
-        assert results["mcp__fixture__add"].text == "5" and not results["mcp__fixture__add"].is_error
+        assert results["mcp__fixture__add"].text == "5"
+        assert not results["mcp__fixture__add"].is_error
         assert results["mcp__fixture__broken"].is_error
         [status] = source_statuses(runtime.registry)
-        assert status.status == "connected" and len(status.tools) == 5
+        assert status.status == "connected"
+        assert len(status.tools) == 5
     finally:
         await runtime.close()
     assert ext.manager.connections["fixture"].status == "stopped"
@@ -153,7 +160,8 @@ async def test_mcp_tools_go_through_policy(workspace: Path, roder_home: Path) ->
         thread = await runtime.start_thread()
         await runtime.run_turn(thread.id, "go")
         [result] = items(runtime, thread.id, ToolResultItem)
-        assert result.is_error and "plan mode" in result.text
+        assert result.is_error
+        assert "plan mode" in result.text
     finally:
         await runtime.close()
     write_config(roder_home, STDIO_SERVER + 'read_only_tools = ["echo"]\n')
@@ -172,7 +180,8 @@ async def test_mcp_tools_go_through_policy(workspace: Path, roder_home: Path) ->
         thread = await runtime.start_thread()
         await runtime.run_turn(thread.id, "go")
         [result] = items(runtime, thread.id, ToolResultItem)
-        assert result.text == "fixture" and not result.is_error
+        assert result.text == "fixture"
+        assert not result.is_error
     finally:
         await runtime.close()
 
@@ -193,14 +202,19 @@ async def test_dead_server_is_reported_and_restarted_on_demand(workspace: Path, 
         thread = await runtime.start_thread()
         await runtime.run_turn(thread.id, "crash it")
         [died] = items(runtime, thread.id, ToolResultItem)
-        assert died.is_error and "exited" in died.text and "restarted" in died.text
+        assert died.is_error
+        assert "exited" in died.text
+        assert "restarted" in died.text
         assert connection.status == "exited"
         assert "fixture server starting on stdio" in (connection.error or "")  # stderr tail is shown
         await runtime.run_turn(thread.id, "try again")
         again = items(runtime, thread.id, ToolResultItem)[-1]
-        assert again.text == "howdy: again" and connection.status == "connected" and connection.starts == 2
+        assert again.text == "howdy: again"
+        assert connection.status == "connected"
+        assert connection.starts == 2
         restarted = await restart_source(runtime.registry, "fixture")
-        assert restarted.status == "connected" and connection.starts == 3
+        assert restarted.status == "connected"
+        assert connection.starts == 3
     finally:
         await runtime.close()
 
@@ -226,7 +240,8 @@ async def test_first_use_shows_descriptions_before_running(workspace: Path, rode
         thread = await runtime.start_thread()
         await runtime.run_turn(thread.id, "add")
         [refused] = items(runtime, thread.id, ToolResultItem)
-        assert refused.is_error and "refused MCP server 'fixture'" in refused.text
+        assert refused.is_error
+        assert "refused MCP server 'fixture'" in refused.text
         [review] = requests
         assert "First use of MCP server 'fixture'" in review.reason
         assert "mcp__fixture__echo: Echo the text back" in review.reason
@@ -284,7 +299,8 @@ startup_timeout = 10
             thread = await runtime.start_thread()
             await runtime.run_turn(thread.id, "add remotely")
             [result] = items(runtime, thread.id, ToolResultItem)
-            assert result.text == "42" and not result.is_error
+            assert result.text == "42"
+            assert not result.is_error
             statuses = {s.name: s for s in source_statuses(runtime.registry)}
             assert statuses["remote"].status == "connected"
             await ext.manager.wait_ready(15)
@@ -321,7 +337,8 @@ def test_cli_tools_and_mcp_list(workspace: Path, roder_home: Path) -> None:
     assert "mcp__fixture__add: Add two integers." in text.stdout
     assert "/mcp__fixture__review  (prompt)" in text.stdout
     assert "@fixture:fixture://notes/readme  (resource)" in text.stdout
-    assert "broken  failed" in text.stdout and "No such file" in text.stdout
+    assert "broken  failed" in text.stdout
+    assert "No such file" in text.stdout
 
 
 def test_cli_project_servers_need_trust(workspace: Path, roder_home: Path) -> None:

@@ -55,8 +55,11 @@ def test_non_json_stdout_is_one_clear_line_naming_the_server(workspace: Path, ro
     assert [(s["name"], s["status"]) for s in servers] == [("noisy", "connected")]  # the junk line is skipped
     lines = [line for line in listed.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, listed.stderr
-    assert "'noisy'" in lines[0] and "not JSON-RPC" in lines[0] and "Fixture MCP server v1 ready!" in lines[0]
-    assert "Traceback" not in listed.stderr and "pydantic" not in listed.stderr.lower()
+    assert "'noisy'" in lines[0]
+    assert "not JSON-RPC" in lines[0]
+    assert "Fixture MCP server v1 ready!" in lines[0]
+    assert "Traceback" not in listed.stderr
+    assert "pydantic" not in listed.stderr.lower()
 
 
 def test_print_mode_runs_mcp_prompts_and_attaches_mentioned_resources(workspace: Path, roder_home: Path) -> None:
@@ -80,6 +83,8 @@ def test_print_mode_runs_mcp_prompts_and_attaches_mentioned_resources(workspace:
     stored = next(roder_home.rglob(f"{json.loads(mentioned.stdout)['thread_id']}.jsonl")).read_text()
     assert "The answer is 42." in stored  # the resource went to the model as an attached file
     missing = roder("-p", "what does @fixture:fixture://nope say?", "--provider", "mock", home=roder_home, cwd=workspace)
-    assert missing.returncode == 2 and "fixture://nope" in missing.stderr
+    assert missing.returncode == 2
+    assert "fixture://nope" in missing.stderr
     app_command = roder("-p", "/new", "--provider", "mock", home=roder_home, cwd=workspace)
-    assert app_command.returncode == 2 and "app command" in app_command.stderr
+    assert app_command.returncode == 2
+    assert "app command" in app_command.stderr

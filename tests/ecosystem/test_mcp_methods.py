@@ -28,23 +28,29 @@ async def test_list_and_restart_in_process_after_the_server_is_killed(workspace:
         servers = {s.name: s for s in listing.servers}
         fixture = servers["fixture"]
         assert (fixture.status, fixture.tool_count, fixture.transport) == ("connected", 5, "stdio")
-        assert "mcp__fixture__add" in fixture.tools and fixture.descriptions["mcp__fixture__add"] == "Add two integers."
-        assert servers["broken"].status == "failed" and "No such file" in (servers["broken"].error or "")
+        assert "mcp__fixture__add" in fixture.tools
+        assert fixture.descriptions["mcp__fixture__add"] == "Add two integers."
+        assert servers["broken"].status == "failed"
+        assert "No such file" in (servers["broken"].error or "")
 
         [first_pid] = _fixture_children()
         os.kill(first_pid, signal.SIGKILL)
         await wait_for(lambda: first_pid not in _fixture_children())
 
         restarted = (await client.request("mcp/restart", {"server": "fixture"})).server
-        assert restarted.status == "connected" and restarted.tool_count == 5
+        assert restarted.status == "connected"
+        assert restarted.tool_count == 5
         [second_pid] = _fixture_children()
-        assert second_pid != first_pid and ext.manager.connections["fixture"].starts == 2
+        assert second_pid != first_pid
+        assert ext.manager.connections["fixture"].starts == 2
 
         still_broken = (await client.request("mcp/restart", {"server": "broken"})).server
-        assert still_broken.status == "failed" and still_broken.error
+        assert still_broken.status == "failed"
+        assert still_broken.error
         with pytest.raises(RpcError) as raised:
             await client.request("mcp/restart", {"server": "nowhere"})
-        assert raised.value.code == INVALID_PARAMS and "known: fixture, broken" in raised.value.message
+        assert raised.value.code == INVALID_PARAMS
+        assert "known: fixture, broken" in raised.value.message
 
         # The palette offers exactly these calls; each one is a method the server implements.
         commands = await McpPalette(ext.manager).commands({})
@@ -53,7 +59,8 @@ async def test_list_and_restart_in_process_after_the_server_is_killed(workspace:
             ("mcp/restart", {"server": "broken"}),
         ]
         result = await client.request(commands[0].method, commands[0].params)
-        assert result.server.status == "connected" and ext.manager.connections["fixture"].starts == 3
+        assert result.server.status == "connected"
+        assert ext.manager.connections["fixture"].starts == 3
     finally:
         await runtime.close()
 
@@ -71,9 +78,11 @@ async def test_list_and_restart_over_stdio(workspace: Path, roder_home: Path) ->
         [server] = listing["servers"]
         assert (server["name"], server["status"], server["toolCount"]) == ("fixture", "connected", 5)
         restarted = (await peer.call("mcp/restart", {"server": "fixture"}))["server"]
-        assert restarted["status"] == "connected" and restarted["toolCount"] == 5
+        assert restarted["status"] == "connected"
+        assert restarted["toolCount"] == 5
         missing = await peer.request("mcp/restart", {})
-        assert missing["error"]["code"] == INVALID_PARAMS and "server" in missing["error"]["message"]
+        assert missing["error"]["code"] == INVALID_PARAMS
+        assert "server" in missing["error"]["message"]
     finally:
         code, stderr = await peer.close()
     assert code == 0, stderr

@@ -55,7 +55,8 @@ async def test_plan_mode_refuses_writes_until_the_plan_is_approved(workspace: Pa
     assert reviews[0].arguments["plan"] == PLAN
     assert [p.text for p in items(runtime, thread.id, PlanItem)] == [PLAN]
     approved = next(r for r in results if r.name == "exit_plan")
-    assert approved.data == {"approved": True, "mode": "auto-edit"} and "looks good" in approved.text
+    assert approved.data == {"approved": True, "mode": "auto-edit"}
+    assert "looks good" in approved.text
     assert runtime.mode == "auto-edit"
     assert "slept late-write" in by_label  # the write ran only after approval
 
@@ -79,8 +80,10 @@ async def test_rejected_plan_stays_in_plan_mode(workspace: Path) -> None:
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "plan it")
     rejected, write = items(runtime, thread.id, ToolResultItem)
-    assert rejected.data["approved"] is False and "add tests first" in rejected.text
-    assert write.is_error and "plan mode" in write.text
+    assert rejected.data["approved"] is False
+    assert "add tests first" in rejected.text
+    assert write.is_error
+    assert "plan mode" in write.text
     assert runtime.mode == "plan"
 
 
@@ -91,14 +94,17 @@ async def test_plan_review_errors_and_headless(workspace: Path) -> None:
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "plan")
     [result] = items(runtime, thread.id, ToolResultItem)
-    assert result.is_error and "headless" in result.text and runtime.mode == "plan"
+    assert result.is_error
+    assert "headless" in result.text
+    assert runtime.mode == "plan"
 
 
 async def test_plan_instructions_only_in_plan_mode(workspace: Path) -> None:
     hook = roder_ext_plan_mode.PlanModeInstructions()
     request = AgentInferenceRequest(model="m", system="base")
     out = await hook.run(HookPoint.CONTEXT, {"mode": "plan", "request": request})
-    assert out is not None and "You are in plan mode" in out.replace["request"].system
+    assert out is not None
+    assert "You are in plan mode" in out.replace["request"].system
     assert await hook.run(HookPoint.CONTEXT, {"mode": "ask", "request": request}) is None
 
 
@@ -138,8 +144,11 @@ async def test_todo_tool_records_the_ledger(workspace: Path) -> None:
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "work")
     first, second, bad = items(runtime, thread.id, ToolResultItem)
-    assert "(0/2 completed)" in first.text and "[~] write code" in first.text
-    assert "(2/2 completed)" in second.text and not bad.text.startswith("Ledger") and bad.is_error
+    assert "(0/2 completed)" in first.text
+    assert "[~] write code" in first.text
+    assert "(2/2 completed)" in second.text
+    assert not bad.text.startswith("Ledger")
+    assert bad.is_error
     [plan] = items(runtime, thread.id, PlanItem)  # one ledger item per turn, updated in place
     assert [(s.text, s.status) for s in plan.steps] == [("write code", "completed"), ("test", "completed")]
     assert roder_ext_task_ledger.ledger_of(runtime.thread(thread.id)) == plan.steps
@@ -156,7 +165,8 @@ async def test_task_ledger_required_asks_for_a_checkpoint_once(workspace: Path) 
     )
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "solve", task_ledger_required=True)
-    assert turn.status == "completed" and turn.model_calls == 3
+    assert turn.status == "completed"
+    assert turn.model_calls == 3
     reminders = [i.text for i in items(runtime, thread.id, UserMessageItem) if i.steer]
     assert reminders == [roder_ext_task_ledger.CHECKPOINT_REMINDER]
     # without the flag, nobody is reminded
@@ -168,5 +178,6 @@ async def test_required_ledger_instructions_reach_the_system_prompt(workspace: P
     hook = roder_ext_task_ledger.LedgerFinalization(roder_ext_task_ledger.LedgerState())
     request = AgentInferenceRequest(model="m", system="base")
     out = await hook.run(HookPoint.CONTEXT, {"task_ledger_required": True, "request": request})
-    assert out is not None and "requires a task ledger" in out.replace["request"].system
+    assert out is not None
+    assert "requires a task ledger" in out.replace["request"].system
     assert await hook.run(HookPoint.CONTEXT, {"task_ledger_required": False, "request": request}) is None

@@ -18,16 +18,19 @@ def test_decisions_prompt_and_nearest_wins(workspace: Path, tmp_path: Path) -> N
     (workspace / ".mcp.json").write_text("{}")
     (workspace / ".roder" / "skills").mkdir(parents=True)
     assert project_items(workspace) == [".roder/skills", ".mcp.json"]
-    assert store.needs_prompt(workspace) and not store.is_trusted(workspace)
+    assert store.needs_prompt(workspace)
+    assert not store.is_trusted(workspace)
     link = tmp_path / "link"
     link.symlink_to(workspace)
     store.set(link, True)  # stored under the canonical path
-    assert store.decision(workspace) is True and store.is_trusted(workspace / "sub")
+    assert store.decision(workspace) is True
+    assert store.is_trusted(workspace / "sub")
     assert not store.needs_prompt(workspace)
     inner = workspace / "vendor"
     inner.mkdir()
     store.set(inner, False)
-    assert not store.is_trusted(inner / "deep") and store.is_trusted(workspace)
+    assert not store.is_trusted(inner / "deep")
+    assert store.is_trusted(workspace)
     assert store.effective_decision(inner / "deep") == (False, str(inner.resolve()))
     store.forget(workspace.resolve())
     assert store.needs_prompt(workspace)

@@ -172,7 +172,8 @@ async def test_redirect_is_a_write_to_its_target(workspace: Path) -> None:
     assert (await decide(engine, bash, workspace, command="echo hi")).verdict is PolicyVerdict.ALLOW
     assert (await decide(engine, bash, workspace, command="echo hi > notes.txt")).verdict is PolicyVerdict.ASK
     denied = await decide(engine, bash, workspace, command="echo hi > secrets/key")
-    assert denied.verdict is PolicyVerdict.DENY and "edit(secrets/**)" in denied.reason
+    assert denied.verdict is PolicyVerdict.DENY
+    assert "edit(secrets/**)" in denied.reason
     engine.add_rule("allow", "edit(./notes.txt)")
     assert (await decide(engine, bash, workspace, command="echo hi > notes.txt")).verdict is PolicyVerdict.ALLOW
     assert (await decide(engine, bash, workspace, command="echo hi > /dev/null")).verdict is PolicyVerdict.ALLOW
@@ -249,7 +250,8 @@ async def test_decisions_are_audited(workspace: Path) -> None:
     engine = PolicyEngine(audit=lambda kind, fields: records.append((kind, fields)))
     await decide(engine, BashTool(), workspace, "ask", command="git status && ls")
     kind, fields = records[0]
-    assert kind == "policy.decision" and fields["verdict"] == "ask"
+    assert kind == "policy.decision"
+    assert fields["verdict"] == "ask"
     assert fields["subjects"] == ["command:git status", "command:ls"]
 
 

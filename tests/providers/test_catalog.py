@@ -21,7 +21,8 @@ def test_builtins_and_their_environment() -> None:
     assert found["openai"].base_url == "http://127.0.0.1:9999/v1"
     assert found["anthropic"].base_url == "https://proxy.example/v1"
     assert found["openrouter"].api_key_env == "OPENROUTER_API_KEY"
-    assert found["ollama"].base_url == "http://127.0.0.1:11434/v1" and found["ollama"].api_key_env is None
+    assert found["ollama"].base_url == "http://127.0.0.1:11434/v1"
+    assert found["ollama"].api_key_env is None
     assert found["ollama"].capabilities() == ["network.loopback"]
     assert found["openai"].capabilities() == ["network.loopback", "secret.read.OPENAI_API_KEY"]
     assert specs()["anthropic"].capabilities() == ["network.api.api.anthropic.com", "secret.read.ANTHROPIC_API_KEY"]
@@ -47,7 +48,8 @@ def test_custom_table_as_documented_in_the_issue() -> None:
         "LOCAL_API_KEY",
         ("my-model",),
     )
-    assert local.quirks.system_role == "system" and local.quirks.max_tokens_field == "max_tokens"
+    assert local.quirks.system_role == "system"
+    assert local.quirks.max_tokens_field == "max_tokens"
 
 
 def test_quirks_come_from_the_host_and_the_table_wins() -> None:
@@ -69,13 +71,15 @@ def test_quirks_come_from_the_host_and_the_table_wins() -> None:
     assert found["oai"].quirks.max_tokens_field == "max_completion_tokens"
     assert found["oai"].quirks.reasoning_format == "reasoning_effort"
     assert found["groq"].quirks.max_tokens_field == "max_completion_tokens"
-    assert found["odd"].quirks.system_role == "system" and found["odd"].quirks.stream_usage is False
+    assert found["odd"].quirks.system_role == "system"
+    assert found["odd"].quirks.stream_usage is False
     assert specs()["openrouter"].quirks.reasoning_format == "openrouter"
 
 
 def test_builtin_can_be_redirected_by_its_table() -> None:
     found = specs({"providers": {"ollama": {"base_url": "http://127.0.0.1:5555/v1", "default_model": "qwen3"}}})
-    assert found["ollama"].base_url == "http://127.0.0.1:5555/v1" and found["ollama"].default_model == "qwen3"
+    assert found["ollama"].base_url == "http://127.0.0.1:5555/v1"
+    assert found["ollama"].default_model == "qwen3"
     assert found["ollama"].dialect == "chat-completions"
 
 
@@ -112,11 +116,16 @@ def test_model_table_matches_snapshots_vendor_prefixes_and_tags() -> None:
     assert table_row("claude-haiku-4-5-20251001") == "claude-haiku-4-5"
     assert table_row("anthropic/claude-sonnet-4.6") == "claude-sonnet-4-6"
     assert table_row("gpt-5.4-mini-2026-03-17") == "gpt-5.4-mini"
-    assert table_row("gpt-5") == "gpt-5" and table_row("gpt-5-mini") == "gpt-5-mini"
+    assert table_row("gpt-5") == "gpt-5"
+    assert table_row("gpt-5-mini") == "gpt-5-mini"
     assert table_row("qwen2.5-coder:32b") == "qwen2.5-coder"
-    assert table_row("gpt-50") is None and table_row("my-model") is None
+    assert table_row("gpt-50") is None
+    assert table_row("my-model") is None
     opus = builtin_profile("anthropic", "claude-opus-4-7")
-    assert opus is not None and opus.reasoning and opus.images and opus.cache_write_price == 6.25
+    assert opus is not None
+    assert opus.reasoning
+    assert opus.images
+    assert opus.cache_write_price == 6.25
 
 
 def test_model_overrides_apply_and_are_validated() -> None:
@@ -127,7 +136,8 @@ def test_model_overrides_apply_and_are_validated() -> None:
     )
     profile = engine.model_profile("my-model")
     assert (profile.context_window, profile.input_price, profile.provider) == (32_000, 0.5, "fake")
-    assert engine.knows("my-model") and not engine.knows("unknown-model")
+    assert engine.knows("my-model")
+    assert not engine.knows("unknown-model")
     assert engine.model_profile("other").max_output_tokens == 1000
     bad = make_engine("chat-completions", "http://127.0.0.1:1/v1", models={"fake/m": {"context_windw": 1}})
     with pytest.raises(ConfigError, match="unknown key 'context_windw'"):

@@ -30,14 +30,16 @@ def store() -> CredentialStore:
 
 def test_store_is_private_atomic_and_keyed_by_provider(roder_home: Path) -> None:
     credentials = store()
-    assert credentials.path == roder_home / "data" / "credentials.json" and credentials.keys() == {}
+    assert credentials.path == roder_home / "data" / "credentials.json"
+    assert credentials.keys() == {}
     credentials.set("openrouter", f"  {KEY}\n")  # pasted with whitespace around it
     credentials.set("anthropic", "other-key-123456")
     assert credentials.keys() == {"anthropic": "other-key-123456", "openrouter": KEY}
     assert stat.S_IMODE(credentials.path.stat().st_mode) == 0o600
     assert stat.S_IMODE(credentials.path.parent.stat().st_mode) == 0o700
     assert sorted(p.name for p in credentials.path.parent.iterdir()) == ["credentials.json", "credentials.json.lock"]
-    assert credentials.remove("openrouter") and not credentials.remove("openrouter")
+    assert credentials.remove("openrouter")
+    assert not credentials.remove("openrouter")
     assert credentials.keys() == {"anthropic": "other-key-123456"}
 
 
@@ -78,11 +80,14 @@ def test_environment_first_then_store_then_nothing(roder_home: Path) -> None:
     stored = make_engine("chat-completions", "http://127.0.0.1:9/v1", api_key_env=KEY_ENV, credentials=store())
     meta = stored.metadata()
     assert (stored.key.reveal(), meta.auth_source, meta.auth_configured) == (KEY, "stored", True)
-    assert KEY not in repr(stored.key) and KEY not in repr(meta)
+    assert KEY not in repr(stored.key)
+    assert KEY not in repr(meta)
     store().remove("fake")
     stored.reload_key()
     # A table of the user's own: its api_key_env is optional, so no key means "send none".
-    assert not stored.key and stored.metadata().auth_type == "none" and stored.metadata().auth_configured is True
+    assert not stored.key
+    assert stored.metadata().auth_type == "none"
+    assert stored.metadata().auth_configured is True
 
 
 @pytest.mark.parametrize("dialect", ["chat-completions", "anthropic-messages", "responses"])
@@ -97,7 +102,8 @@ async def test_stored_key_reaches_the_wire_and_is_scrubbed_from_errors(roder_hom
         with pytest.raises(InferenceError) as raised:
             await collect(engine, make_request())
         await engine.aclose()
-    assert raised.value.kind == "auth" and KEY not in str(raised.value)
+    assert raised.value.kind == "auth"
+    assert KEY not in str(raised.value)
     assert "roder providers login fake" in str(raised.value)
 
 
@@ -108,9 +114,11 @@ def test_stored_key_counts_for_listing_and_default_selection(roder_home: Path, w
     host = make_host(workspace, trust=False, interactive=False)
     engines = build_distribution(host).registry.inference_engines
     choice = choose_default_provider(engines, RoderConfig(), probe=lambda url: None)
-    assert choice.provider == "anthropic" and "stored" in choice.reason
+    assert choice.provider == "anthropic"
+    assert "stored" in choice.reason
     started = start_runtime(StartSettings(cwd=workspace, trust=False, interactive=False, env=dict(os.environ)))
-    assert started.runtime.provider == "anthropic" and not started.fell_back_to_mock
+    assert started.runtime.provider == "anthropic"
+    assert not started.fell_back_to_mock
 
 
 async def test_stored_keys_join_the_redactor_and_never_reach_child_processes(roder_home: Path, workspace: Path) -> None:
@@ -124,7 +132,8 @@ async def test_stored_keys_join_the_redactor_and_never_reach_child_processes(rod
         result = await process.run("env; cat leak.txt", timeout=30)
     finally:
         await runtime.close()
-    assert result.exit_code == 0 and "token=[redacted:openrouter key]" in result.output
+    assert result.exit_code == 0
+    assert "token=[redacted:openrouter key]" in result.output
     assert KEY not in result.output
 
 

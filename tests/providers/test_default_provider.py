@@ -49,7 +49,8 @@ def test_reachable_local_ollama_when_no_key(workspace: Path, roder_home: Path) -
 
 def test_mock_with_hint_when_nothing_is_available(workspace: Path, roder_home: Path) -> None:
     started = start(workspace, roder_home, no_ollama())
-    assert started.runtime.provider == "mock" and started.fell_back_to_mock
+    assert started.runtime.provider == "mock"
+    assert started.fell_back_to_mock
 
 
 def test_local_server_is_not_probed_when_a_key_decides(workspace: Path, roder_home: Path) -> None:
@@ -60,7 +61,8 @@ def test_local_server_is_not_probed_when_a_key_decides(workspace: Path, roder_ho
         raise AssertionError(f"probed {url}")
 
     choice = choose_default_provider(engines, RoderConfig(), probe=probe)
-    assert choice.provider == "openai" and "OPENAI_API_KEY" in choice.reason
+    assert choice.provider == "openai"
+    assert "OPENAI_API_KEY" in choice.reason
 
 
 def test_offline_profile_keeps_local_providers_only(workspace: Path, roder_home: Path) -> None:
@@ -68,5 +70,7 @@ def test_offline_profile_keeps_local_providers_only(workspace: Path, roder_home:
     host = make_host(workspace, env={"RODER_HOME": str(roder_home), "OPENAI_API_KEY": "sk-x"}, trust=False, profile="offline")
     dist = build_distribution(host)
     engines = {e.id() for e in dist.registry.inference_engines}
-    assert "ollama" in engines and "openai" not in engines and "anthropic" not in engines
+    assert "ollama" in engines
+    assert "openai" not in engines
+    assert "anthropic" not in engines
     assert any(s.source == "roder-ext-provider-openai" and "offline" in s.reason for s in dist.skipped)

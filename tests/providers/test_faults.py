@@ -13,6 +13,7 @@ from roder_core.ir import MessageDelta, ProviderMetadataEvent, StreamRestartEven
 from roder_core.kernel.services import InferenceTurnContext
 from roder_core.providers.retry import RetryPolicy
 from roder_core.testing.fake_server import FakeModelServer
+from tests.builders import until
 from tests.providers.helpers import DIALECTS, calls_of, collect, make_engine, make_request, text_of
 
 pytestmark = pytest.mark.parametrize("dialect", DIALECTS)
@@ -36,7 +37,8 @@ async def run(dialect: str, steps: list[dict], **engine_options) -> tuple[list, 
 
 async def test_429_with_retry_after_is_honoured_then_succeeds(dialect: str) -> None:
     events, server = await run(dialect, [{"status": 429, "headers": {"retry-after": "1"}}, ANSWER])
-    assert text_of(events) == ANSWER["text"] and len(calls_of(events)) == 1
+    assert text_of(events) == ANSWER["text"]
+    assert len(calls_of(events)) == 1
     assert len(server.calls) == 2
     assert server.calls[1].received_at - server.calls[0].received_at >= 0.95
     assert [(r["kind"], r["wait"]) for r in retries(events)] == [("rate_limit", 1.0)]
@@ -44,13 +46,15 @@ async def test_429_with_retry_after_is_honoured_then_succeeds(dialect: str) -> N
 
 async def test_500_twice_then_success(dialect: str) -> None:
     events, server = await run(dialect, [{"status": 500}, {"status": 503}, ANSWER])
-    assert text_of(events) == ANSWER["text"] and len(server.calls) == 3
+    assert text_of(events) == ANSWER["text"]
+    assert len(server.calls) == 3
     assert [r["kind"] for r in retries(events)] == ["server", "server"]
 
 
 async def test_connection_dropped_mid_stream_resumes_without_duplicates(dialect: str) -> None:
     events, server = await run(dialect, [{**ANSWER, "drop_after": 5}, ANSWER])
-    assert len(server.calls) == 2 and server.calls[0].disconnected_at is not None
+    assert len(server.calls) == 2
+    assert server.calls[0].disconnected_at is not None
     assert text_of(events) == ANSWER["text"]  # what was shown before the drop is not repeated
     assert len(calls_of(events)) == 1  # the tool call was held back until the response completed
     assert [r["kind"] for r in retries(events)] == ["stream_dropped"]
@@ -61,31 +65,39 @@ async def test_a_retry_that_answers_differently_restarts_the_stream(dialect: str
     first = {"text": "I will start by reading every file in", "drop_after": 6}
     events, _ = await run(dialect, [first, {"text": "Different plan: ask first."}])
     restart = next(i for i, e in enumerate(events) if isinstance(e, StreamRestartEvent))
-    assert text_of(events[:restart]).startswith("I will") and text_of(events[restart:]) == "Different plan: ask first."
+    assert text_of(events[:restart]).startswith("I will")
+    assert text_of(events[restart:]) == "Different plan: ask first."
 
 
 async def test_clean_end_without_terminal_event_is_a_dropped_stream(dialect: str) -> None:
     events, server = await run(dialect, [{**ANSWER, "end_after": 4}, ANSWER])
-    assert text_of(events) == ANSWER["text"] and len(server.calls) == 2
+    assert text_of(events) == ANSWER["text"]
+    assert len(server.calls) == 2
 
 
 async def test_malformed_sse_line_is_skipped(dialect: str) -> None:
     events, server = await run(dialect, [{**ANSWER, "malformed_after": 3}])
-    assert text_of(events) == ANSWER["text"] and len(calls_of(events)) == 1 and len(server.calls) == 1
+    assert text_of(events) == ANSWER["text"]
+    assert len(calls_of(events)) == 1
+    assert len(server.calls) == 1
 
 
 async def test_slow_trickle_of_tiny_chunks(dialect: str) -> None:
     events, _ = await run(dialect, [{**ANSWER, "byte_chunk": 5, "delay_ms": 1, "chunk_size": 3}])
-    assert text_of(events) == ANSWER["text"] and calls_of(events)[0].arguments == {"command": "ls"}
+    assert text_of(events) == ANSWER["text"]
+    assert calls_of(events)[0].arguments == {"command": "ls"}
 
 
 async def test_401_is_a_typed_auth_error_without_the_key(dialect: str) -> None:
     error = {"message": f"Incorrect API key provided: {KEY}", "type": "authentication_error"}
     with pytest.raises(InferenceError) as caught:
         await run(dialect, [{"status": 401, "error": error}, ANSWER], api_key=KEY)
-    assert caught.value.kind == "auth" and not caught.value.retryable
+    assert caught.value.kind == "auth"
+    assert not caught.value.retryable
     message = str(caught.value)
-    assert KEY not in message and "VERYSECRET" not in message and "FAKE_PROVIDER_KEY" in message
+    assert KEY not in message
+    assert "VERYSECRET" not in message
+    assert "FAKE_PROVIDER_KEY" in message
 
 
 async def test_missing_key_fails_before_any_request(dialect: str) -> None:
@@ -96,19 +108,22 @@ async def test_missing_key_fails_before_any_request(dialect: str) -> None:
         with pytest.raises(InferenceError, match="FAKE_PROVIDER_KEY is not set") as caught:
             await collect(engine)
         await engine.aclose()
-    assert caught.value.kind == "auth" and server.calls == []
+    assert caught.value.kind == "auth"
+    assert server.calls == []
 
 
 async def test_error_event_inside_the_stream_is_retried(dialect: str) -> None:
     overloaded = {**ANSWER, "stream_error": {"type": "overloaded_error", "message": "Overloaded"}}
     events, server = await run(dialect, [overloaded, ANSWER])
-    assert text_of(events) == ANSWER["text"] and len(server.calls) == 2
+    assert text_of(events) == ANSWER["text"]
+    assert len(server.calls) == 2
 
 
 async def test_retries_are_bounded(dialect: str) -> None:
     with pytest.raises(InferenceError) as caught:
         await run(dialect, [{"status": 500}] * 10, retry=RetryPolicy(max_retries=2, base_delay=0.01))
-    assert caught.value.kind == "server" and caught.value.status == 500
+    assert caught.value.kind == "server"
+    assert caught.value.status == 500
 
 
 async def test_context_overflow_is_typed_and_not_retried(dialect: str) -> None:
@@ -121,7 +136,8 @@ async def test_context_overflow_is_typed_and_not_retried(dialect: str) -> None:
 async def test_idle_stream_times_out_and_is_retried(dialect: str) -> None:
     stalled = {**ANSWER, "stall_after": 2, "stall_ms": 1500}
     events, _server = await run(dialect, [stalled, ANSWER], timeout=0.3)
-    assert text_of(events) == ANSWER["text"] and [r["kind"] for r in retries(events)] == ["timeout"]
+    assert text_of(events) == ANSWER["text"]
+    assert [r["kind"] for r in retries(events)] == ["timeout"]
 
 
 async def test_unreachable_endpoint_is_a_network_error(dialect: str) -> None:
@@ -151,9 +167,6 @@ async def test_cancelling_the_consumer_closes_the_http_stream_at_once(dialect: s
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        for _ in range(100):
-            if server.calls[0].disconnected_at is not None:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: server.calls[0].disconnected_at is not None)
         await engine.aclose()
     assert server.calls[0].disconnected_at is not None  # the server saw the client go

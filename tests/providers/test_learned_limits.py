@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from roder_core import ExtensionRegistryBuilder
 from roder_core.ir import AgentMessageItem, CompactionItem
 from roder_core.providers.extension import ProviderExtension
 from roder_core.providers.limits import context_limit_from, limit_after_rejection
-from roder_core.runtime.runtime import Runtime, RuntimeOptions
-from roder_core.settings.config import RoderConfig
+from roder_core.runtime.runtime import Runtime
 from roder_core.settings.paths import RoderPaths
 from roder_core.testing.fake_server import FakeModelServer
 from roder_core.turn.tokens import estimate_tokens
+from tests.builders import build_runtime
 from tests.providers.helpers import make_engine
 
 MODEL = "qwen2.5-coder:7b"  # the table says 32,768 tokens
@@ -29,12 +28,9 @@ VLLM = (
 
 
 def runtime_for(workspace: Path, base_url: str) -> Runtime:
-    builder = ExtensionRegistryBuilder()
-    builder.install(ProviderExtension(make_engine("chat-completions", base_url)))
-    options = RuntimeOptions(
-        cwd=workspace, paths=RoderPaths.from_env(), config=RoderConfig(), mode="bypass", provider="fake", model=MODEL
+    return build_runtime(
+        workspace, engine=ProviderExtension(make_engine("chat-completions", base_url)), provider="fake", model=MODEL
     )
-    return Runtime(builder.build(), options)
 
 
 def limits_file() -> dict:
@@ -56,11 +52,13 @@ async def test_a_stated_limit_is_learned_recorded_and_compacted_to(workspace: Pa
     assert any(isinstance(i, CompactionItem) for i in thread.items())
     assert limits_file()[f"fake/{MODEL}"]["context_window"] == 4096
     retried = server.calls[-1].json
-    assert estimate_tokens(json.dumps(retried["messages"])) < 4096 and LONG not in json.dumps(retried)
+    assert estimate_tokens(json.dumps(retried["messages"])) < 4096
+    assert LONG not in json.dumps(retried)
     # A later run starts from the learned window: the planner fits it before the server refuses.
     again = runtime_for(workspace, server.base_url)
     profile = again.model_profile("fake", MODEL)
-    assert profile.context_window == 4096 and profile.max_output_tokens <= 1024
+    assert profile.context_window == 4096
+    assert profile.max_output_tokens <= 1024
 
 
 async def test_without_a_stated_limit_each_rejection_lowers_the_window(workspace: Path, roder_home: Path) -> None:
@@ -75,7 +73,8 @@ async def test_without_a_stated_limit_each_rejection_lowers_the_window(workspace
     assert turn.status == "completed", turn.error
     learned = limits_file()[f"fake/{MODEL}"]
     refused_size = estimate_tokens(json.dumps(server.calls[1].json["messages"]))
-    assert learned["context_window"] < refused_size and "refused" in learned["source"]
+    assert learned["context_window"] < refused_size
+    assert "refused" in learned["source"]
 
 
 @pytest.mark.parametrize(

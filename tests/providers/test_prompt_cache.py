@@ -12,12 +12,10 @@ from typing import Any
 import pytest
 from roder_ext_context import ContextExtension
 
-from roder_core import ExtensionRegistryBuilder
 from roder_core.providers.extension import ProviderExtension
-from roder_core.runtime.runtime import Runtime, RuntimeOptions
-from roder_core.settings.config import RoderConfig
 from roder_core.settings.paths import RoderPaths
 from roder_core.testing.fake_server import FakeModelServer
+from tests.builders import build_runtime
 from tests.core.harness import ReadTool, TestExtension
 from tests.providers.helpers import DIALECTS, make_engine
 
@@ -34,19 +32,13 @@ async def two_turns(workspace: Path, dialect: str, **table: Any) -> list[dict[st
     """Two turns with an edit to the git workspace between them; the four request bodies."""
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     async with FakeModelServer(STEPS) as server:
-        builder = ExtensionRegistryBuilder()
-        builder.install(ProviderExtension(make_engine(dialect, server.base_url, **table)))
-        builder.install(TestExtension([ReadTool()]))
-        builder.install(ContextExtension(RoderPaths.from_env().config_dir))
-        options = RuntimeOptions(
-            cwd=workspace,
-            paths=RoderPaths.from_env(),
-            config=RoderConfig(),
-            mode="bypass",
+        runtime = build_runtime(
+            workspace,
+            engine=ProviderExtension(make_engine(dialect, server.base_url, **table)),
+            extensions=[TestExtension([ReadTool()]), ContextExtension(RoderPaths.from_env().config_dir)],
             provider="fake",
             model=MODELS[dialect],
         )
-        runtime = Runtime(builder.build(), options)
         thread = await runtime.start_thread()
         await runtime.run_turn(thread.id, "peek at a")
         (workspace / "edited.txt").write_text("an edit changes the git state")
@@ -76,7 +68,8 @@ async def test_every_request_extends_the_previous_one(workspace: Path, dialect: 
         old, new = without_cache_marks(history(before, dialect)), without_cache_marks(history(after, dialect))
         assert new[: len(old)] == old, "each request is the previous one plus what happened since"
     text = json.dumps(bodies[2])
-    assert "1 uncommitted change(s)" in text and "clean working tree" in text  # both turns' environments, as sent
+    assert "1 uncommitted change(s)" in text
+    assert "clean working tree" in text  # both turns' environments, as sent
 
 
 async def test_anthropic_reads_the_whole_history_from_cache(workspace: Path) -> None:
@@ -112,7 +105,8 @@ async def test_no_cache_control_without_the_quirk_or_for_other_models(workspace:
 async def test_responses_sends_the_thread_as_prompt_cache_key(workspace: Path) -> None:
     bodies = await two_turns(workspace, "responses")
     keys = {body["prompt_cache_key"] for body in bodies}
-    assert len(keys) == 1 and next(iter(keys)).startswith("thr_")
+    assert len(keys) == 1
+    assert next(iter(keys)).startswith("thr_")
 
 
 async def test_openrouter_breakpoints_keep_messages_byte_stable(workspace: Path) -> None:

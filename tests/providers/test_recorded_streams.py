@@ -9,13 +9,10 @@ from typing import Any
 
 import pytest
 
-from roder_core import ExtensionRegistryBuilder
 from roder_core.ir import ReasoningItem, Thread, ToolCallItem, ToolResultItem
 from roder_core.providers.extension import ProviderExtension
-from roder_core.runtime.runtime import Runtime, RuntimeOptions
-from roder_core.settings.config import RoderConfig
-from roder_core.settings.paths import RoderPaths
 from roder_core.testing.fake_server import FakeModelServer
+from tests.builders import build_runtime
 from tests.providers.helpers import calls_of, collect, make_engine, make_request, reasoning_of, text_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -29,12 +26,8 @@ async def turn_then_next_request(workspace: Path, raw: str, model: str, **table:
     """Run one turn whose first model call streams ``raw``; return the thread and the body of
     the second model call (the one that re-encodes the first answer)."""
     async with FakeModelServer([{"raw": raw, "byte_chunk": random.randint(1, 64)}, {"text": "Done."}]) as server:
-        builder = ExtensionRegistryBuilder()
-        builder.install(ProviderExtension(make_engine("chat-completions", server.base_url, **table)))
-        options = RuntimeOptions(
-            cwd=workspace, paths=RoderPaths.from_env(), config=RoderConfig(), mode="bypass", provider="fake", model=model
-        )
-        runtime = Runtime(builder.build(), options)
+        engine = ProviderExtension(make_engine("chat-completions", server.base_url, **table))
+        runtime = build_runtime(workspace, engine=engine, provider="fake", model=model)
         thread = await runtime.start_thread()
         turn = await runtime.run_turn(thread.id, "go")
         await runtime.close()
@@ -78,7 +71,8 @@ async def test_openrouter_reasoning_details_round_trip(workspace: Path) -> None:
             "signature": "EqMBCkYIBxgCKkB3sig==",
         }
     ]
-    assert assistant["content"] == "Listing it." and assistant["tool_calls"][0]["function"]["name"] == "bash"
+    assert assistant["content"] == "Listing it."
+    assert assistant["tool_calls"][0]["function"]["name"] == "bash"
     assert "reasoning_content" not in assistant
     reasoning = "".join(i.text for i in thread.items() if isinstance(i, ReasoningItem))
     assert reasoning == "List the folder first."
@@ -95,7 +89,8 @@ async def test_gemini_thought_signature_round_trip(workspace: Path) -> None:
 async def test_recorded_length_cut_call_is_not_run(workspace: Path) -> None:
     thread, body = await turn_then_next_request(workspace, fixture("chat_length_truncated_call.sse"), "gpt-4.1")
     (result,) = [i for i in thread.items() if isinstance(i, ToolResultItem)]
-    assert result.is_error and "output token limit" in result.text
+    assert result.is_error
+    assert "output token limit" in result.text
     tool_message = next(m for m in body["messages"] if m["role"] == "tool")
     assert "output token limit" in tool_message["content"]
 
@@ -106,7 +101,8 @@ async def test_recorded_anthropic_stream_without_message_stop(chunk: int) -> Non
         engine = make_engine("anthropic-messages", server.base_url)
         events = await collect(engine, make_request(model="claude-sonnet-4-5"))
         await engine.aclose()
-    assert text_of(events) == "Hello!" and len(server.calls) == 1
+    assert text_of(events) == "Hello!"
+    assert len(server.calls) == 1
     usage = events[-2].usage  # type: ignore[union-attr]
     assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens) == (2073, 2048, 15)
 
@@ -122,7 +118,8 @@ async def test_recorded_chat_streams_decode_the_same_under_any_chunking(name: st
             events = await collect(engine, make_request())
             await engine.aclose()
         results.append((text_of(events), reasoning_of(events), [(c.name, c.arguments) for c in calls_of(events)]))
-    assert all(result == results[0] for result in results) and results[0][2]
+    assert all(result == results[0] for result in results)
+    assert results[0][2]
 
 
 async def test_recorded_responses_call_cut_before_it_finished_is_truncated() -> None:
@@ -131,5 +128,7 @@ async def test_recorded_responses_call_cut_before_it_finished_is_truncated() -> 
         events = await collect(engine, make_request(model="gpt-5.4"))
         await engine.aclose()
     (call,) = calls_of(events)
-    assert call.truncated and call.name == "write" and call.call_id == "call_Kx7pQ2mV9"
+    assert call.truncated
+    assert call.name == "write"
+    assert call.call_id == "call_Kx7pQ2mV9"
     assert events[-1].stop_reason == "max_tokens"  # type: ignore[union-attr]

@@ -65,7 +65,8 @@ def test_a_shorter_retry_restarts_at_completion() -> None:
     feed(guard, [MessageDelta(text="a long answer")])
     guard.next_attempt()
     out = feed(guard, [MessageDelta(text="a long"), CompletedEvent()])
-    assert isinstance(out[0], StreamRestartEvent) and out[1:] == [MessageDelta(text="a long"), CompletedEvent()]
+    assert isinstance(out[0], StreamRestartEvent)
+    assert out[1:] == [MessageDelta(text="a long"), CompletedEvent()]
 
 
 def test_nothing_shown_means_nothing_to_replay() -> None:

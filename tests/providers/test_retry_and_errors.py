@@ -82,7 +82,9 @@ def test_status_classification(status: int, body: str, kind: str, retryable: boo
     error = ErrorFactory("acme", "ACME_API_KEY", [KEY]).from_status(status, body)
     assert (error.kind, error.retryable, error.status) == (kind, retryable, status)
     message = str(error)
-    assert message.startswith("acme: ") and "\n" not in message and "SUPE" not in message
+    assert message.startswith("acme: ")
+    assert "\n" not in message
+    assert "SUPE" not in message
     if kind == "auth":
         assert "check ACME_API_KEY" in message
 
@@ -99,10 +101,13 @@ def test_stream_error_classification() -> None:
 def test_scrub_removes_exact_keys_and_key_shaped_tokens() -> None:
     text = f"key {KEY} and Bearer abc.def and sk-ant-api03-abcdefghijkl and AIza{'x' * 30}"
     cleaned = scrub(text, [KEY])
-    assert "SUPERSECRET" not in cleaned and "abc.def" not in cleaned
-    assert "sk-ant-api03" not in cleaned and "AIza" not in cleaned
+    assert "SUPERSECRET" not in cleaned
+    assert "abc.def" not in cleaned
+    assert "sk-ant-api03" not in cleaned
+    assert "AIza" not in cleaned
 
 
 def test_long_detail_is_one_bounded_line() -> None:
     error = ErrorFactory("acme").from_status(500, "x\n" * 2000)
-    assert "\n" not in str(error) and len(str(error)) < 400
+    assert "\n" not in str(error)
+    assert len(str(error)) < 400

@@ -7,15 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from roder_core import ExtensionRegistryBuilder
 from roder_core.ir import AgentMessageItem, ReasoningItem, Thread, ToolResultItem
 from roder_core.providers.extension import ProviderExtension
 from roder_core.runtime.bootstrap import StartSettings, start_runtime
-from roder_core.runtime.runtime import Runtime, RuntimeOptions
-from roder_core.settings.config import RoderConfig
-from roder_core.settings.paths import RoderPaths
+from roder_core.runtime.runtime import Runtime
 from roder_core.testing.fake_server import FakeModelServer
 from roder_core.threads.events import AgentMessageDelta
+from tests.builders import build_runtime, until
 from tests.core.harness import ReadTool, TestExtension
 from tests.providers.helpers import DIALECTS, make_engine
 
@@ -23,13 +21,10 @@ MODELS = {"chat-completions": "gpt-4.1", "responses": "gpt-5", "anthropic-messag
 
 
 def runtime_for(workspace: Path, dialect: str, base_url: str) -> Runtime:
-    builder = ExtensionRegistryBuilder()
-    builder.install(ProviderExtension(make_engine(dialect, base_url, reasoning_effort="medium")))
-    builder.install(TestExtension([ReadTool()]))
-    options = RuntimeOptions(
-        cwd=workspace, paths=RoderPaths.from_env(), config=RoderConfig(), mode="bypass", provider="fake", model=MODELS[dialect]
+    engine = ProviderExtension(make_engine(dialect, base_url, reasoning_effort="medium"))
+    return build_runtime(
+        workspace, engine=engine, extensions=[TestExtension([ReadTool()])], provider="fake", model=MODELS[dialect]
     )
-    return Runtime(builder.build(), options)
 
 
 def items(thread: Thread, kind: type) -> list:
@@ -56,7 +51,9 @@ async def test_tool_turn_reencodes_calls_results_and_reasoning(workspace: Path, 
     assert turn.status == "completed", turn.error
     assert [i.text for i in items(thread, AgentMessageItem)] == ["Let me peek.", "Both peeked."]
     assert sorted(r.text for r in items(thread, ToolResultItem)) == ["peeked a", "peeked b"]
-    assert turn.usage.input_tokens == 1900 and turn.usage.cached_input_tokens == 1408 and not turn.usage.estimated
+    assert turn.usage.input_tokens == 1900
+    assert turn.usage.cached_input_tokens == 1408
+    assert not turn.usage.estimated
     assert turn.usage.cost_usd > 0  # priced from the capability table
 
     second = server.calls[1].json
@@ -81,12 +78,14 @@ async def test_tool_turn_reencodes_calls_results_and_reasoning(workspace: Path, 
         ]
         assert second["input"][1]["encrypted_content"] == "gAAAA-encrypted-1"
         outputs = {i["call_id"]: i["output"] for i in second["input"] if i.get("type") == "function_call_output"}
-        assert set(outputs) == first_calls and sorted(outputs.values()) == ["peeked a", "peeked b"]
+        assert set(outputs) == first_calls
+        assert sorted(outputs.values()) == ["peeked a", "peeked b"]
     else:
         _user, assistant, results = second["messages"]
         assert [b["type"] for b in assistant["content"]] == ["thinking", "text", "tool_use", "tool_use"]
         assert assistant["content"][0] == {"type": "thinking", "thinking": "Peek at both.", "signature": "EqQBsig1=="}
-        assert results["role"] == "user" and {b["tool_use_id"] for b in results["content"]} == first_calls
+        assert results["role"] == "user"
+        assert {b["tool_use_id"] for b in results["content"]} == first_calls
         assert sorted(b["content"] for b in results["content"]) == ["peeked a", "peeked b"]
     reasoning = items(thread, ReasoningItem)[0]
     assert (reasoning.summary or reasoning.text) == "Peek at both."
@@ -119,15 +118,13 @@ async def test_interrupt_closes_the_stream(workspace: Path, dialect: str) -> Non
         await asyncio.wait_for(streaming.wait(), 5)
         assert await runtime.interrupt(thread.id)
         turn = await runtime.wait_turn(thread.id)
-        for _ in range(100):
-            if server.calls[0].disconnected_at is not None:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: server.calls[0].disconnected_at is not None)
         await runtime.close()
     assert turn.status == "interrupted"
     assert server.calls[0].disconnected_at is not None
     partial = items(thread, AgentMessageItem)[0].text
-    assert partial.startswith("slow") and len(partial) < 2500  # the partial answer is kept
+    assert partial.startswith("slow")
+    assert len(partial) < 2500  # the partial answer is kept
 
 
 async def test_configured_provider_table_through_bootstrap(workspace: Path, roder_home: Path) -> None:

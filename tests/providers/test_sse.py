@@ -55,4 +55,5 @@ def test_cr_lf_split_across_chunks_is_one_line_ending() -> None:
 
 def test_unknown_fields_and_colonless_lines_are_ignored() -> None:
     events, pending = decode([b"garbage line\nfoo: bar\ndata: ok\n\n"])
-    assert events == [SSEEvent("message", "ok")] and not pending
+    assert events == [SSEEvent("message", "ok")]
+    assert not pending

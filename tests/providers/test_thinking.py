@@ -29,13 +29,16 @@ async def sent(model: str, effort: str | None, **table: object) -> tuple[dict, d
 )
 async def test_adaptive_thinking_with_effort(model: str, effort: str, expected: str) -> None:
     body, headers = await sent(model, effort)
-    assert body["thinking"] == {"type": "adaptive"} and body["output_config"] == {"effort": expected}
-    assert "temperature" not in body and "anthropic-beta" not in headers
+    assert body["thinking"] == {"type": "adaptive"}
+    assert body["output_config"] == {"effort": expected}
+    assert "temperature" not in body
+    assert "anthropic-beta" not in headers
 
 
 async def test_no_effort_means_no_thinking() -> None:
     body, _ = await sent("claude-opus-4-6", None)
-    assert "thinking" not in body and "output_config" not in body
+    assert "thinking" not in body
+    assert "output_config" not in body
 
 
 @pytest.mark.parametrize(
@@ -51,21 +54,26 @@ async def test_budget_form_leaves_room_and_sends_the_interleaved_beta(model: str
     body, headers = await sent(model, effort, headers={"anthropic-beta": "context-1m-2025-08-07"})
     assert body["thinking"] == {"type": "enabled", "budget_tokens": budget}
     assert body["max_tokens"] - budget >= max(body["max_tokens"] // 4, 4_096)
-    assert "output_config" not in body and "temperature" not in body
+    assert "output_config" not in body
+    assert "temperature" not in body
     assert headers["anthropic-beta"] == "context-1m-2025-08-07,interleaved-thinking-2025-05-14"
 
 
 async def test_claude_3_7_uses_the_budget_form_without_the_beta() -> None:
     body, headers = await sent("claude-3-7-sonnet-latest", "low")
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 4_096} and "anthropic-beta" not in headers
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 4_096}
+    assert "anthropic-beta" not in headers
 
 
 async def test_a_small_output_limit_turns_budget_thinking_off() -> None:
     body, _ = await sent("claude-sonnet-4-5", "high", models={"fake/claude-sonnet-4-5": {"max_output_tokens": 4_096}})
-    assert "thinking" not in body and "temperature" not in body and body["max_tokens"] == 4_096
+    assert "thinking" not in body
+    assert "temperature" not in body
+    assert body["max_tokens"] == 4_096
 
 
 def test_thinking_is_table_data_a_config_table_can_override() -> None:
     assert builtin_profile("anthropic", "claude-opus-4-7").thinking == "adaptive"  # type: ignore[union-attr]
     older = builtin_profile("anthropic", "claude-opus-4-1")
-    assert older is not None and (older.thinking, older.interleaved_thinking) == ("budget", True)
+    assert older is not None
+    assert (older.thinking, older.interleaved_thinking) == ("budget", True)

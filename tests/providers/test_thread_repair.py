@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from roder_ext_jsonl_store import JsonlThreadStore, JsonlThreadStoreExtension
+from roder_ext_jsonl_store import JsonlThreadStore
 
-from roder_core import ExtensionRegistryBuilder
 from roder_core.ir import (
     AgentInferenceRequest,
     AgentMessageItem,
@@ -29,11 +28,11 @@ from roder_core.ir import (
     UserMessageItem,
 )
 from roder_core.providers.extension import ProviderExtension
-from roder_core.runtime.runtime import Runtime, RuntimeOptions
-from roder_core.settings.config import RoderConfig
+from roder_core.runtime.runtime import Runtime
 from roder_core.settings.paths import RoderPaths
 from roder_core.testing.fake_server import FakeModelServer
 from roder_core.threads.events import ItemCompleted, ThreadStarted, TurnCompleted, TurnStarted
+from tests.builders import build_runtime
 from tests.providers.helpers import DIALECTS, make_engine
 
 MODELS = {"chat-completions": "deepseek-reasoner", "responses": "gpt-5", "anthropic-messages": "claude-sonnet-4-5"}
@@ -77,14 +76,8 @@ async def write_interrupted_thread(workspace: Path, dialect: str, *, earlier_ans
 
 
 def runtime_for(workspace: Path, dialect: str, base_url: str) -> Runtime:
-    builder = ExtensionRegistryBuilder()
-    builder.install(ProviderExtension(make_engine(dialect, base_url, reasoning_effort="medium")))
-    paths = RoderPaths.from_env()
-    builder.install(JsonlThreadStoreExtension(paths.threads_dir))
-    options = RuntimeOptions(
-        cwd=workspace, paths=paths, config=RoderConfig(), mode="bypass", provider="fake", model=MODELS[dialect]
-    )
-    return Runtime(builder.build(), options)
+    engine = ProviderExtension(make_engine(dialect, base_url, reasoning_effort="medium"))
+    return build_runtime(workspace, engine=engine, store=True, provider="fake", model=MODELS[dialect])
 
 
 def roles(body: dict[str, Any], dialect: str) -> list[str]:

@@ -23,7 +23,8 @@ async def test_a_call_cut_by_the_output_limit_is_not_run_and_the_model_is_told(w
         await runtime.close()
     assert turn.status == "completed", turn.error
     (result,) = items(thread, ToolResultItem)
-    assert result.is_error and result.text.startswith("peek was not run: your response hit its output token limit")
+    assert result.is_error
+    assert result.text.startswith("peek was not run: your response hit its output token limit")
     assert "peeked" not in result.text  # the tool never ran
     assert len(server.calls) == 2  # and the model was asked again, with that result
 
@@ -40,7 +41,8 @@ async def test_a_complete_call_before_the_cut_one_still_runs(dialect: str) -> No
         await engine.aclose()
     first, second = calls_of(events)
     assert (first.truncated, first.arguments) == (False, {"command": "ls"})
-    assert second.truncated and "output token limit" in (second.arguments_error or "")
+    assert second.truncated
+    assert "output token limit" in (second.arguments_error or "")
 
 
 async def test_anthropic_stream_ending_after_message_delta_is_complete() -> None:
@@ -87,6 +89,9 @@ async def test_a_200_web_page_is_one_line_naming_the_content_type(dialect: str) 
             await collect(engine, make_request())
         await engine.aclose()
     message = str(caught.value)
-    assert "\n" not in message and "<" not in message
-    assert "expected an event stream, got text/html (HTTP 200)" in message and "base_url" in message
-    assert caught.value.kind == "bad_request" and len(server.calls) == 1  # not retried
+    assert "\n" not in message
+    assert "<" not in message
+    assert "expected an event stream, got text/html (HTTP 200)" in message
+    assert "base_url" in message
+    assert caught.value.kind == "bad_request"
+    assert len(server.calls) == 1  # not retried

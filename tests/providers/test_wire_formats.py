@@ -39,7 +39,8 @@ async def test_text_reasoning_parallel_calls_and_usage(dialect: str) -> None:
     assert reasoning_of(events) == "Two files to check, both at once."
     calls = calls_of(events)
     assert [c.arguments for c in calls] == [{"command": "cat a.txt"}, {"command": "cat b.txt", "timeout": 5}]
-    assert len({c.call_id for c in calls}) == 2 and all(c.name == "bash" for c in calls)
+    assert len({c.call_id for c in calls}) == 2
+    assert all(c.name == "bash" for c in calls)
     usage = [e for e in events if isinstance(e, UsageEvent)]
     assert len(usage) == 1
     expected_reasoning = 0 if dialect == "anthropic-messages" else 64  # Anthropic does not count it apart
@@ -69,11 +70,14 @@ async def test_chat_completions_request_shape_and_quirks() -> None:
     body = sent.json
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == "Bearer sk-local-1234567890"
-    assert sent.headers["accept"] == "text/event-stream" and sent.headers["x-team"] == "roder"
+    assert sent.headers["accept"] == "text/event-stream"
+    assert sent.headers["x-team"] == "roder"
     assert body["messages"][0] == {"role": "developer", "content": "You are terse."}
     assert body["messages"][1] == {"role": "user", "content": "hi"}
-    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    assert body["max_completion_tokens"] == 4096 and "max_tokens" not in body
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["max_completion_tokens"] == 4096
+    assert "max_tokens" not in body
     assert body["reasoning_effort"] == "high"
     assert body["tools"][0] == {
         "type": "function",
@@ -83,7 +87,8 @@ async def test_chat_completions_request_shape_and_quirks() -> None:
             "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
         },
     }
-    assert body["tool_choice"] == "auto" and body["parallel_tool_calls"] is True
+    assert body["tool_choice"] == "auto"
+    assert body["parallel_tool_calls"] is True
 
 
 async def test_chat_completions_defaults_for_an_unknown_local_model() -> None:
@@ -94,10 +99,15 @@ async def test_chat_completions_defaults_for_an_unknown_local_model() -> None:
         )
         await engine.aclose()
     body = server.calls[0].json
-    assert body["messages"][0]["role"] == "system" and "authorization" not in server.calls[0].headers
-    assert "max_tokens" not in body and "max_completion_tokens" not in body  # limits of unknown models are guesses
-    assert "reasoning_effort" not in body and "tools" not in body and "parallel_tool_calls" not in body
-    assert reasoning_of(events) == "hmm" and text_of(events) == "ok"  # OpenRouter/Ollama "reasoning" field
+    assert body["messages"][0]["role"] == "system"
+    assert "authorization" not in server.calls[0].headers
+    assert "max_tokens" not in body
+    assert "max_completion_tokens" not in body  # limits of unknown models are guesses
+    assert "reasoning_effort" not in body
+    assert "tools" not in body
+    assert "parallel_tool_calls" not in body
+    assert reasoning_of(events) == "hmm"
+    assert text_of(events) == "ok"  # OpenRouter/Ollama "reasoning" field
 
 
 async def test_responses_request_shape() -> None:
@@ -107,12 +117,16 @@ async def test_responses_request_shape() -> None:
         await engine.aclose()
     sent = server.calls[0]
     body = sent.json
-    assert sent.path == "/v1/responses" and sent.headers["authorization"] == "Bearer sk-test-abcdefghij"
-    assert body["instructions"] == "You are terse." and body["store"] is False and body["stream"] is True
+    assert sent.path == "/v1/responses"
+    assert sent.headers["authorization"] == "Bearer sk-test-abcdefghij"
+    assert body["instructions"] == "You are terse."
+    assert body["store"] is False
+    assert body["stream"] is True
     assert body["input"] == [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
     assert body["reasoning"] == {"summary": "auto", "effort": "low"}
     assert body["include"] == ["reasoning.encrypted_content"]
-    assert body["tools"][0]["type"] == "function" and body["tools"][0]["name"] == "bash"
+    assert body["tools"][0]["type"] == "function"
+    assert body["tools"][0]["name"] == "bash"
     assert body["max_output_tokens"] == 4096
 
 
@@ -124,13 +138,15 @@ async def test_anthropic_request_shape() -> None:
     sent = server.calls[0]
     body = sent.json
     assert sent.path == "/v1/messages"
-    assert sent.headers["x-api-key"] == "sk-ant-api03-secretsecret" and sent.headers["anthropic-version"] == "2023-06-01"
+    assert sent.headers["x-api-key"] == "sk-ant-api03-secretsecret"
+    assert sent.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in sent.headers
     assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}
     ]
-    assert body["max_tokens"] == 64_000 and body["thinking"] == {"type": "adaptive"}
+    assert body["max_tokens"] == 64_000
+    assert body["thinking"] == {"type": "adaptive"}
     assert body["output_config"] == {"effort": "medium"}
     assert "anthropic-beta" not in sent.headers  # adaptive thinking interleaves without a beta
     assert body["tools"][0] == {
@@ -226,7 +242,8 @@ async def test_history_is_reencoded_for_anthropic() -> None:
         await collect(engine, request.model_copy(update={"reasoning_effort": None}))
         await engine.aclose()
     without_thinking = server.calls[1].json["messages"][1]["content"]
-    assert "thinking" not in server.calls[1].json and without_thinking[0] == {"type": "text", "text": "Looking."}
+    assert "thinking" not in server.calls[1].json
+    assert without_thinking[0] == {"type": "text", "text": "Looking."}
     messages = server.calls[0].json["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[1]["content"] == [
@@ -237,7 +254,8 @@ async def test_history_is_reencoded_for_anthropic() -> None:
     ]
     results = messages[2]["content"]
     assert results[0] == {"type": "tool_result", "tool_use_id": "call_a", "content": "A!"}
-    assert results[1]["is_error"] is True and results[1]["content"][1]["source"]["media_type"] == "image/png"
+    assert results[1]["is_error"] is True
+    assert results[1]["content"][1]["source"]["media_type"] == "image/png"
     assert results[2] == {"type": "text", "text": "and?", "cache_control": {"type": "ephemeral"}}
 
 
@@ -267,7 +285,8 @@ async def test_max_tokens_stop_reason(dialect: str) -> None:
         engine = make_engine(dialect, server.base_url)
         events = await collect(engine)
         await engine.aclose()
-    assert events[-1] == CompletedEvent(stop_reason="max_tokens") and text_of(events) == "cut sh"
+    assert events[-1] == CompletedEvent(stop_reason="max_tokens")
+    assert text_of(events) == "cut sh"
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -277,4 +296,5 @@ async def test_models_listing(dialect: str) -> None:
         profiles = await engine.list_models()
         await engine.aclose()
     assert [p.id for p in profiles] == ["alpha", "claude-haiku-4-5"]
-    assert profiles[1].context_window == 200_000 and profiles[0].context_window == 128_000
+    assert profiles[1].context_window == 200_000
+    assert profiles[0].context_window == 128_000

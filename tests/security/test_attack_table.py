@@ -61,15 +61,18 @@ def refused(lab: Lab, *words: str) -> None:
 
 def denied_by_policy(lab: Lab, *words: str) -> None:
     refused(lab, *words)
-    assert isinstance(lab.result.data, dict) and lab.result.data.get("policy_denied")
+    assert isinstance(lab.result.data, dict)
+    assert lab.result.data.get("policy_denied")
 
 
 def no_secret_anywhere(lab: Lab) -> None:
     for item in lab.items:
         text = item.model_dump_json()
-        assert SECRET not in text and GH_TOKEN not in text
+        assert SECRET not in text
+        assert GH_TOKEN not in text
     audit = (lab.home / "data" / "audit.jsonl").read_text()
-    assert SECRET not in audit and GH_TOKEN not in audit
+    assert SECRET not in audit
+    assert GH_TOKEN not in audit
 
 
 def symlink(lab: Lab, name: str, target: Path) -> None:
@@ -393,7 +396,9 @@ def _lacks(lab: Lab, *texts: str) -> None:
 
 
 def _failed(lab: Lab) -> None:
-    assert lab.result.is_error and isinstance(lab.result.data, dict) and lab.result.data.get("exit_code") != 0
+    assert lab.result.is_error
+    assert isinstance(lab.result.data, dict)
+    assert lab.result.data.get("exit_code") != 0
 
 
 def _not_error(result: ToolResultItem) -> None:
@@ -401,7 +406,9 @@ def _not_error(result: ToolResultItem) -> None:
 
 
 def _policy_denied(result: ToolResultItem, why: str) -> None:
-    assert result.is_error and why in result.text and result.data.get("policy_denied")
+    assert result.is_error
+    assert why in result.text
+    assert result.data.get("policy_denied")
 
 
 def _bounded(lab: Lab) -> None:
@@ -456,5 +463,6 @@ async def test_attack_is_refused_or_contained(
     assert turn.status == "completed"
     lab.items = runtime.thread(thread.id).items()
     lab.results = [i for i in lab.items if isinstance(i, ToolResultItem)]
-    assert len(lab.results) == len(steps) and any(isinstance(i, ToolCallItem) for i in lab.items)
+    assert len(lab.results) == len(steps)
+    assert any(isinstance(i, ToolCallItem) for i in lab.items)
     attack.check(lab)

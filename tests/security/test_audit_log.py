@@ -32,9 +32,12 @@ def test_intact_chain_verifies(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     write_log(path)
     report = verify(path)
-    assert report.ok and report.records == 5
+    assert report.ok
+    assert report.records == 5
     first = json.loads(lines(path)[0])
-    assert first["seq"] == 0 and first["prev"] == "0" * 64 and first["kind"] == "test.event"
+    assert first["seq"] == 0
+    assert first["prev"] == "0" * 64
+    assert first["kind"] == "test.event"
 
 
 def test_modified_line_is_detected(tmp_path: Path) -> None:
@@ -46,7 +49,8 @@ def test_modified_line_is_detected(tmp_path: Path) -> None:
     rows[2] = json.dumps(record)
     rewrite(path, rows)
     report = verify(path)
-    assert not report.ok and any("line 3: content does not match its hash" in p for p in report.problems)
+    assert not report.ok
+    assert any("line 3: content does not match its hash" in p for p in report.problems)
 
 
 def test_deleted_inserted_and_reordered_lines_are_detected(tmp_path: Path) -> None:
@@ -66,7 +70,8 @@ def test_truncated_end_is_detected_by_the_head_file(tmp_path: Path) -> None:
     write_log(path)
     rewrite(path, lines(path)[:3])
     report = verify(path)
-    assert not report.ok and any("removed from the end" in p for p in report.problems)
+    assert not report.ok
+    assert any("removed from the end" in p for p in report.problems)
 
 
 def test_secrets_are_redacted_before_writing(tmp_path: Path) -> None:
@@ -74,7 +79,8 @@ def test_secrets_are_redacted_before_writing(tmp_path: Path) -> None:
     AuditLog(path, redact=lambda text: text.replace("hunter2hunter2", "[redacted]")).record(
         "process.start", {"command": "login --password hunter2hunter2"}
     )
-    assert "hunter2hunter2" not in path.read_text() and verify(path).ok
+    assert "hunter2hunter2" not in path.read_text()
+    assert verify(path).ok
 
 
 def _append_many(path: str, worker: int) -> None:
@@ -101,12 +107,15 @@ def test_cli_verify_exit_codes(tmp_path: Path) -> None:
     write_log(path)
     command = [sys.executable, "-m", "roder_tui.cli", "audit", "verify", "--file", str(path)]
     ok = subprocess.run(command, capture_output=True, text=True, timeout=60, env=os.environ)
-    assert ok.returncode == 0 and "chain intact" in ok.stdout
+    assert ok.returncode == 0
+    assert "chain intact" in ok.stdout
     rows = lines(path)
     rows[1] = rows[1].replace('"index": 1', '"index": 7')
     rewrite(path, rows)
     bad = subprocess.run(command, capture_output=True, text=True, timeout=60, env=os.environ)
-    assert bad.returncode == 1 and "TAMPERED" in bad.stdout and "line 2" in bad.stdout
+    assert bad.returncode == 1
+    assert "TAMPERED" in bad.stdout
+    assert "line 2" in bad.stdout
 
 
 async def test_a_run_records_decisions_and_actions(workspace: Path, roder_home: Path) -> None:
@@ -121,7 +130,10 @@ async def test_a_run_records_decisions_and_actions(workspace: Path, roder_home: 
     kinds = [r["kind"] for r in records]
     assert kinds[0] == "sandbox.status"
     assert kinds.count("policy.decision") == 3
-    assert "fs.write" in kinds and "process.start" in kinds and "process.exit" in kinds
+    assert "fs.write" in kinds
+    assert "process.start" in kinds
+    assert "process.exit" in kinds
     denied = [r for r in records if r["kind"] == "policy.decision" and r["verdict"] == "deny"]
-    assert denied and ".git/ is protected" in denied[0]["reason"]
+    assert denied
+    assert ".git/ is protected" in denied[0]["reason"]
     assert verify(path).ok

@@ -65,7 +65,8 @@ def test_the_planted_config_runs_code_under_plain_git(workspace: Path, planted: 
 
 async def test_environment_block_runs_no_planted_program(workspace: Path, planted: Path) -> None:
     state = await git_state(workspace)
-    assert "branch main" in state and "uncommitted" in state
+    assert "branch main" in state
+    assert "uncommitted" in state
     assert not planted.exists(), planted.read_text()
 
 
@@ -95,7 +96,10 @@ def test_outside_git_variables_do_not_reach_git(workspace: Path, tmp_path: Path)
         }
     )
     assert not any(k in env for k in ("GIT_DIR", "GIT_EXTERNAL_DIFF", "GIT_CONFIG_COUNT"))
-    assert env["GIT_CONFIG_NOSYSTEM"] == "1" and env["GIT_TERMINAL_PROMPT"] == "0"
+    assert env["GIT_CONFIG_NOSYSTEM"] == "1"
+    assert env["GIT_TERMINAL_PROMPT"] == "0"
     argv = git_argv(["-c", "core.quotepath=off", "diff", "HEAD"])
     assert argv[argv.index("diff") + 1 : argv.index("diff") + 3] == ["--no-ext-diff", "--no-textconv"]
-    assert "core.fsmonitor=false" in argv and "core.hooksPath=/dev/null" in argv and "core.pager=cat" in argv
+    assert "core.fsmonitor=false" in argv
+    assert "core.hooksPath=/dev/null" in argv
+    assert "core.pager=cat" in argv

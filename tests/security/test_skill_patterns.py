@@ -94,6 +94,8 @@ async def test_skill_preapproval_does_not_cover_a_second_command_in_the_loop(wor
     results = items(runtime, thread.id, ToolResultItem)
     # matched the pattern: went past policy without asking (the test extension has no process grant,
     # so the broker then refuses it; what matters here is that policy let it through)
-    assert not results[0].data.get("policy_denied") and "git log -1 2>&1" not in asked
+    assert not results[0].data.get("policy_denied")
+    assert "git log -1 2>&1" not in asked
     assert asked == ["git log -1; touch pwned", "git log > notes.txt"]
-    assert not (workspace / "pwned").exists() and not (workspace / "notes.txt").exists()
+    assert not (workspace / "pwned").exists()
+    assert not (workspace / "notes.txt").exists()

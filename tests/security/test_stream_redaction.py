@@ -105,7 +105,8 @@ def test_nothing_is_held_without_a_possible_secret() -> None:
     assert stream.held == len("Zq9xTt")
     assert stream.feed("4Lm2") == ""
     assert stream.feed("zzz") == "Zq9xTt4Lm2zzz"  # it was not the key after all: shown, in order
-    assert stream.feed(KEY[:7]) == "" and stream.feed(KEY[7:] + "!") == "[redacted:MY_SERVICE_API_KEY]!"
+    assert stream.feed(KEY[:7]) == ""
+    assert stream.feed(KEY[7:] + "!") == "[redacted:MY_SERVICE_API_KEY]!"
     formats_only = SecretRedactor().stream()  # no secret known: nothing waits but a token's start
     chunks = ["it's", " well-", "known ", "s", "k-", "xyz ", "A", "KI", "A", "B" * 16, " done"]
     shown = [formats_only.feed(chunk) for chunk in chunks] + [formats_only.flush()]
@@ -186,7 +187,8 @@ async def test_runtime_deltas_checkpoints_and_tool_output_never_show_a_secret(
     wire = "\n".join(e.model_dump_json() for e in events if e is not None)
     for secret in (KEY, STORED):
         half = len(secret) // 2
-        assert secret[:half] not in wire and secret[half:] not in wire  # not even half of one
+        assert secret[:half] not in wire
+        assert secret[half:] not in wire  # not even half of one
     completed = {e.item.id: e.item for e in events if isinstance(e, ItemCompleted)}
     streams: dict[tuple[str, str], str] = {}
     for event in events:
@@ -208,9 +210,11 @@ async def test_runtime_deltas_checkpoints_and_tool_output_never_show_a_secret(
     first_result = min(i for i, e in enumerate(events) if isinstance(e, ItemStarted) and e.item.type == "toolResult")
     assert last_output < first_result  # the held end of the output comes before the result
     updates = [e.item for e in events if isinstance(e, ItemUpdated) and isinstance(e.item, AgentMessageItem)]
-    assert updates and all(completed[u.id].text.startswith(u.text) for u in updates)
+    assert updates
+    assert all(completed[u.id].text.startswith(u.text) for u in updates)
     started = [e.item for e in events if isinstance(e, ItemStarted) and isinstance(e.item, AgentMessageItem | ReasoningItem)]
-    assert started and all(item.text == "" for item in started)  # as emitted, not as grown later
+    assert started
+    assert all(item.text == "" for item in started)  # as emitted, not as grown later
 
 
 async def test_an_interrupted_stream_still_shows_its_held_end_redacted(workspace: Path) -> None:
@@ -224,9 +228,12 @@ async def test_an_interrupted_stream_still_shows_its_held_end_redacted(workspace
     await asyncio.sleep(0.1)  # the key's first chunks arrive and are held
     assert "".join(shown) == "partial "
     live = [i.text for i in runtime.thread(thread.id).items() if isinstance(i, AgentMessageItem)]
-    assert live and all(KEY[:4] not in text for text in live)  # thread/read mid-stream: nothing raw
+    assert live
+    assert all(KEY[:4] not in text for text in live)  # thread/read mid-stream: nothing raw
     await runtime.interrupt(thread.id)
     turn = await runtime.wait_turn(thread.id)
     assert turn.status == "interrupted"
     final = [i.text for i in runtime.thread(thread.id).items() if isinstance(i, AgentMessageItem)]
-    assert "".join(shown) == final[0] and final[0].startswith("partial ") and len(final[0]) > len("partial ")
+    assert "".join(shown) == final[0]
+    assert final[0].startswith("partial ")
+    assert len(final[0]) > len("partial ")

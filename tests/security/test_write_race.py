@@ -45,7 +45,8 @@ def outside() -> Iterator[Path]:
 def flipping(workspace: Path, outside: Path) -> Iterator[subprocess.Popen[bytes]]:
     """The racing process, already flipping when the test body starts."""
     proc = subprocess.Popen([sys.executable, "-c", FLIPPER, str(workspace), str(outside)], stdout=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdout.readline() == b"flipping\n"
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"flipping\n"
     yield proc
     proc.kill()
     proc.wait()

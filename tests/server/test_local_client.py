@@ -65,7 +65,8 @@ async def until_completed(events, turn_id: str) -> tuple[TurnCompleted, list]:
 async def test_thread_and_turn_with_typed_events(workspace: Path) -> None:
     client = LocalAppClient.for_runtime(make_runtime(workspace, [{"reasoning": "hmm", "text": "Hello there"}]))
     info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="test")))
-    assert info.provider == "mock" and info.cwd == str(workspace)
+    assert info.provider == "mock"
+    assert info.cwd == str(workspace)
     assert {g.name for g in info.method_groups if g.available} >= {"threads", "session", "discovery"}
     assert any(g.name == "teams" and not g.available for g in info.method_groups)
     events = client.subscribe()
@@ -74,7 +75,8 @@ async def test_thread_and_turn_with_typed_events(workspace: Path) -> None:
     assert turn.status == "inProgress"
     done, seen = await asyncio.wait_for(until_completed(events, turn.id), 10)
     assert done.turn.status == "completed"
-    assert isinstance(seen[0], ThreadStarted) and any(isinstance(e, TurnStarted) for e in seen)
+    assert isinstance(seen[0], ThreadStarted)
+    assert any(isinstance(e, TurnStarted) for e in seen)
     deltas = [e for e in seen if isinstance(e, AgentMessageDelta)]
     assert "".join(d.delta for d in deltas if d.kind == "text") == "Hello there"
     assert any(d.kind == "reasoning" for d in deltas)
@@ -94,7 +96,8 @@ async def test_input_items_become_attachments(workspace: Path) -> None:
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, input=items))).turn
     await asyncio.wait_for(until_completed(events, turn.id), 10)
     user = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread.turns[0].items[0]
-    assert user.text == "look at" and user.attachments[0].text == "E: boom"
+    assert user.text == "look at"
+    assert user.attachments[0].text == "E: boom"
     with pytest.raises(RpcError) as err:
         await client.call(TURN_START, TurnStartParams(thread_id=thread.id))
     assert err.value.code == INVALID_PARAMS
@@ -111,7 +114,8 @@ async def test_approval_flow_and_session(workspace: Path) -> None:
         if isinstance(event, ApprovalRequested):
             request = event.request
             break
-    assert request is not None and request.tool == "sleep"
+    assert request is not None
+    assert request.tool == "sleep"
     session = await client.call(SESSION_GET, SessionGetParams())
     assert [r.approval_id for r in session.pending_approvals] == [request.approval_id]
     assert session.active_turns == {thread.id: turn.id}
@@ -122,7 +126,9 @@ async def test_approval_flow_and_session(workspace: Path) -> None:
     assert (await client.call(SESSION_RESOLVE_APPROVAL, approve)).resolved
     done, seen = await asyncio.wait_for(until_completed(events, turn.id), 10)
     results = [e.item for e in seen if isinstance(e, ItemCompleted) and isinstance(e.item, ToolResultItem)]
-    assert done.turn.status == "completed" and results and not results[0].is_error
+    assert done.turn.status == "completed"
+    assert results
+    assert not results[0].is_error
     assert (await client.call(SESSION_SET_MODE, SessionSetModeParams(mode="plan"))).mode == "plan"
     assert (await client.call(SESSION_GET, SessionGetParams())).mode == "plan"
 
@@ -170,11 +176,13 @@ async def test_errors_are_typed(workspace: Path) -> None:
 async def test_providers_and_models(workspace: Path) -> None:
     client = LocalAppClient.for_runtime(make_runtime(workspace))
     providers = await client.call(PROVIDERS_LIST)
-    assert [p.id for p in providers.providers] == ["mock"] and providers.providers[0].selected
+    assert [p.id for p in providers.providers] == ["mock"]
+    assert providers.providers[0].selected
     models = await client.call(MODEL_LIST, ModelListParams())
     assert [m.id for m in models.models] == ["mock", "mock-large"]
     selected = await client.call(PROVIDERS_SELECT, ProvidersSelectParams(provider="mock", model="mock-large"))
-    assert selected.model == "mock-large" and not selected.persisted
+    assert selected.model == "mock-large"
+    assert not selected.persisted
     thread = (await client.call(THREAD_START, ThreadStartParams())).thread
     assert thread.model == "mock-large"
     tools = await client.call(TOOLS_LIST, ToolsListParams())

@@ -4,7 +4,6 @@ tool calls, hunks and git changes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -13,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, POLICY_DENIED, RpcError
 from roder_core.server.protocol import (
@@ -28,24 +26,17 @@ from roder_core.server.protocol import (
     ThreadStartParams,
     TurnStartParams,
 )
+from tests.builders import build_client, next_event
 from tests.server.support import call, trusted_workspace
 
 
 def start(tmp_path: Path, steps: list[dict[str, Any]] | None = None, mode: str = "ask") -> tuple[LocalAppClient, Path]:
     workspace, env = trusted_workspace(tmp_path, steps)
     env["RODER_HOME"] = os.environ["RODER_HOME"]
-    client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", trust=True, env=env, mode=mode))
-    return client, workspace
+    return build_client(workspace, trust=True, env=env, mode=mode), workspace
 
 
-async def wait_for(events: Any, method: str, **match: Any) -> Any:
-    async def find() -> Any:
-        async for event in events:
-            if event.method == method and all(getattr(event, k) == v for k, v in match.items()):
-                return event
-        raise AssertionError("stream ended")
-
-    return await asyncio.wait_for(find(), 20)
+wait_for = next_event
 
 
 async def run_turn(client: LocalAppClient, prompt: str) -> tuple[str, Any]:
@@ -72,9 +63,11 @@ async def test_memory_methods(tmp_path: Path) -> None:
         providers = (await client.request("memory/provider/list")).providers
         assert [p.active for p in providers] == [True]
         saved = (await client.request("memory/save", {"text": "release with make publish", "tags": ["ops"]})).memory
-        assert saved.scope == "project" and saved.tags == ["ops"]
+        assert saved.scope == "project"
+        assert saved.tags == ["ops"]
         note = await wait_for(events, "memory/updated")
-        assert note.action == "saved" and note.id == saved.id
+        assert note.action == "saved"
+        assert note.id == saved.id
         await client.request("memory/save", {"text": "prefer tabs globally", "scope": "global"})
         listed = (await client.request("memory/list", {})).memories
         assert {m.text for m in listed} == {"release with make publish", "prefer tabs globally"}
@@ -83,7 +76,8 @@ async def test_memory_methods(tmp_path: Path) -> None:
         updated = (await client.request("memory/update", {"id": saved.id, "text": "release with make ship"})).memory
         assert (await client.request("memory/read", {"id": saved.id})).memory.text == updated.text
         preview = await client.request("memory/recall/preview", {"text": "how do we release?"})
-        assert "release with make ship" in preview.context and preview.memories
+        assert "release with make ship" in preview.context
+        assert preview.memories
         await client.request("memory/delete", {"id": saved.id})
         await expect_error(INVALID_PARAMS, client.request("memory/read", {"id": saved.id}))
         await expect_error(INVALID_PARAMS, client.request("memory/provider/set", {"provider": "nope"}))
@@ -99,14 +93,17 @@ async def test_tasks(tmp_path: Path) -> None:
         update = await wait_for(events, "tasks/updated")
         while update.task.status != "completed":
             update = await wait_for(events, "tasks/updated")
-        assert update.task.result == {"echo": {"x": 1}} and update.task.id == task.id
+        assert update.task.result == {"echo": {"x": 1}}
+        assert update.task.id == task.id
         slow = (await client.request("tasks/submit", {"executorId": "echo", "params": {"sleep": 30}})).task
         assert (await client.request("tasks/cancel", {"taskId": slow.id})).task.status == "cancelled"
         failing = (await client.request("tasks/submit", {"executorId": "echo", "params": {"fail": True}})).task
-        await asyncio.sleep(0.1)
+        while (update := await wait_for(events, "tasks/updated")).task.id != failing.id or update.task.status != "failed":
+            pass
         assert (await client.request("tasks/get", {"taskId": failing.id})).task.error == "ValueError: asked to fail"
         listing = await client.request("tasks/list", {})
-        assert listing.executors == ["echo"] and len(listing.tasks) == 3
+        assert listing.executors == ["echo"]
+        assert len(listing.tasks) == 3
         await expect_error(INVALID_PARAMS, client.request("tasks/submit", {"executorId": "missing"}))
 
 
@@ -153,7 +150,8 @@ async def test_commands_and_agents(tmp_path: Path) -> None:
     (workspace / ".roder" / "commands" / "review.md").write_text("---\ndescription: review a file\n---\nReview $1 now")
     async with client:
         names = {c.name: c.kind for c in (await client.request("commands/list", {})).commands}
-        assert names["help"] == "builtin" and names["review"] == "custom"
+        assert names["help"] == "builtin"
+        assert names["review"] == "custom"
         expanded = await client.request("commands/expand", {"name": "review", "arguments": "app.py"})
         assert expanded.text.strip() == "Review app.py now"
         assert (await client.request("commands/expand", {"name": "new"})).action == "new"
@@ -173,14 +171,17 @@ async def test_direct_tool_calls_follow_policy(tmp_path: Path) -> None:
     client, workspace = start(tmp_path)
     async with client:
         peeked = await client.request("tools/call", {"toolName": "peek", "arguments": {"x": "y"}})
-        assert peeked.text == "peeked y" and not peeked.is_error
+        assert peeked.text == "peeked y"
+        assert not peeked.is_error
         written = await client.request("tools/call", {"toolName": "write_note", "arguments": {"path": "n.txt", "text": "t"}})
-        assert not written.is_error and (workspace / "n.txt").read_text() == "t"
+        assert not written.is_error
+        assert (workspace / "n.txt").read_text() == "t"
         await client.call(SESSION_SET_MODE, SessionSetModeParams(mode="plan"))
         err = await expect_error(
             POLICY_DENIED, client.request("tools/call", {"toolName": "write_note", "arguments": {"path": "m.txt", "text": "t"}})
         )
-        assert "plan" in err.message and not (workspace / "m.txt").exists()
+        assert "plan" in err.message
+        assert not (workspace / "m.txt").exists()
         await expect_error(INVALID_PARAMS, client.request("tools/call", {"toolName": "nope"}))
 
 
@@ -202,7 +203,8 @@ async def test_hunks_and_workspace_changes(tmp_path: Path) -> None:
         hunks = (await client.request("hunk/list", {"threadId": thread_id, "turnId": turn.id})).hunks
         assert len(hunks) == 1
         read = await client.request("hunk/read", {"threadId": thread_id, "hunkId": hunks[0].hunk_id})
-        assert "b = 2" in read.old_lines and "b = 20" in read.new_lines
+        assert "b = 2" in read.old_lines
+        assert "b = 20" in read.new_lines
         await client.request("hunk/rollback", {"threadId": thread_id, "hunkId": hunks[0].hunk_id})
         assert (workspace / "code.py").read_text() == "a = 1\nb = 2\nc = 3\n"
         with pytest.raises(RpcError) as again:
@@ -227,9 +229,11 @@ async def test_git_changes_mark_binary_files(tmp_path: Path) -> None:
         assert (files["new.txt"].status, files["new.txt"].additions, files["new.txt"].binary) == ("??", 2, False)
         assert (files["blob.bin"].binary, files["blob.bin"].additions) == (True, 0)
         blob = await client.request("git/changes/read", {"workspace": str(workspace), "path": "blob.bin"})
-        assert blob.binary and "Binary file blob.bin" in blob.patch
+        assert blob.binary
+        assert "Binary file blob.bin" in blob.patch
         tracked = await client.request("git/changes/read", {"workspace": str(workspace), "path": "tracked.txt"})
-        assert "+TWO" in tracked.patch and not tracked.binary
+        assert "+TWO" in tracked.patch
+        assert not tracked.binary
         await expect_error(POLICY_DENIED, client.request("git/changes/list", {"workspace": "/"}))
     assert json.dumps(blob.wire())
 
@@ -245,13 +249,16 @@ async def test_provider_and_settings_changes_persist_with_comments(tmp_path: Pat
         settings = await client.request("settings/set_web_search", {"mode": "auto"})
         assert settings.web_search == "auto"
         settings = await client.request("settings/set_default_mode", {"mode": "auto-edit"})
-        assert settings.default_mode == "auto-edit" and settings.mode == "ask"
+        assert settings.default_mode == "auto-edit"
+        assert settings.mode == "ask"
         await client.request(
             "providers/configure",
             {"provider": "openrouter", "apiKeyEnv": "OPENROUTER_API_KEY", "baseUrl": "https://openrouter.ai/api/v1"},
         )
         stored = await client.request("providers/configure", {"provider": "openrouter", "api_key": "sk-test"})
-        assert stored.key_stored and stored.auth_source == "stored" and not stored.restart_required
+        assert stored.key_stored
+        assert stored.auth_source == "stored"
+        assert not stored.restart_required
         refused = await expect_error(
             INVALID_PARAMS, client.request("providers/configure", {"provider": "openrouter", "apiKey": "two words"})
         )

@@ -81,7 +81,8 @@ async def test_configure_key_in_process_then_turn_sends_it(provider: str, roder_
         client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", trust=False, env=dict(os.environ)))
         async with client:
             before = {p.id: p for p in (await client.call(PROVIDERS_LIST)).providers}[provider]
-            assert before.auth_configured is False and before.auth_source is None
+            assert before.auth_configured is False
+            assert before.auth_source is None
             result = await client.request("providers/configure", {"provider": provider, "apiKey": KEY})
             assert result.wire() == {
                 "provider": provider,
@@ -93,7 +94,8 @@ async def test_configure_key_in_process_then_turn_sends_it(provider: str, roder_
             }
             listing = await client.call(PROVIDERS_LIST)
             after = {p.id: p for p in listing.providers}[provider]
-            assert after.auth_configured is True and after.auth_source == "stored"
+            assert after.auth_configured is True
+            assert after.auth_source == "stored"
             assert KEY not in json.dumps(listing.wire())
             events = client.subscribe()
             thread = (await client.call(THREAD_START, ThreadStartParams(model_provider=provider, model="any-model"))).thread
@@ -104,7 +106,8 @@ async def test_configure_key_in_process_then_turn_sends_it(provider: str, roder_
             assert server.calls[0].headers[header] == value
             read = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
             reply = read.turns[0].items[-1].text
-            assert KEY not in reply and f"[redacted:{provider} key]" in reply
+            assert KEY not in reply
+            assert f"[redacted:{provider} key]" in reply
     assert "[redacted:" in thread_text(roder_home)
     assert KEY not in (roder_home / "config.toml").read_text()
     assert_no_leak(roder_home)
@@ -115,12 +118,14 @@ async def test_env_key_wins_and_empty_key_logs_out(roder_home: Path, workspace: 
     client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", trust=False, env=env))
     async with client:
         result = await client.request("providers/configure", {"provider": "openrouter", "api_key": KEY})
-        assert result.key_stored and result.auth_source == "env"
+        assert result.key_stored
+        assert result.auth_source == "env"
         assert result.warnings == [
             "OPENROUTER_API_KEY is set in the server's environment and takes precedence over the stored key"
         ]
         removed = await client.request("providers/configure", {"provider": "openrouter", "apiKey": ""})
-        assert not removed.key_stored and removed.auth_source == "env"
+        assert not removed.key_stored
+        assert removed.auth_source == "env"
         for bad, why in (
             ({"provider": "nowhere", "apiKey": KEY}, "unknown provider"),
             ({"provider": "mock", "apiKey": KEY}, "mock"),
@@ -134,7 +139,9 @@ async def test_env_key_wins_and_empty_key_logs_out(roder_home: Path, workspace: 
     assert stored == {"version": 1, "keys": {}}
     assert not (roder_home / "config.toml").exists()  # a refused key left the settings unwritten too
     audit = (roder_home / "data" / "audit.jsonl").read_text()
-    assert "provider.key_stored" in audit and "provider.key_removed" in audit and KEY not in audit
+    assert "provider.key_stored" in audit
+    assert "provider.key_removed" in audit
+    assert KEY not in audit
 
 
 async def test_without_persistence_the_key_is_refused(roder_home: Path, workspace: Path) -> None:
@@ -144,7 +151,8 @@ async def test_without_persistence_the_key_is_refused(roder_home: Path, workspac
     async with client:
         with pytest.raises(RpcError) as raised:
             await client.request("providers/configure", {"provider": "openrouter", "apiKey": KEY})
-    assert raised.value.code == INVALID_PARAMS and "persist" in raised.value.message
+    assert raised.value.code == INVALID_PARAMS
+    assert "persist" in raised.value.message
     assert not (roder_home / "data" / "credentials.json").exists()
 
 
@@ -157,16 +165,19 @@ async def test_configure_key_over_stdio_then_turn_and_restart(roder_home: Path, 
         try:
             await peer.call("initialize", {"clientInfo": {"name": "pytest"}})
             configured = await peer.call("providers/configure", {"provider": "openrouter", "api_key": KEY})
-            assert configured["keyStored"] and configured["authSource"] == "stored"
+            assert configured["keyStored"]
+            assert configured["authSource"] == "stored"
             thread = (await peer.call("thread/start", {"modelProvider": "openrouter", "model": "m"}))["thread"]
             await peer.call("turn/start", {"threadId": thread["id"], "prompt": "hello"})
             done = await peer.next_notification("turn/completed", threadId=thread["id"])
             assert done["turn"]["status"] == "completed", done["turn"]
             # Finished items are redacted as a whole (live deltas carry only pieces of the reply).
             finished = [m for m in peer.seen if m["method"] in ("item/completed", "turn/completed")]
-            assert finished and all(KEY not in json.dumps(m) for m in finished)
+            assert finished
+            assert all(KEY not in json.dumps(m) for m in finished)
             read = await peer.call("thread/read", {"threadId": thread["id"], "includeTurns": True})
-            assert KEY not in json.dumps(read) and "[redacted:openrouter key]" in json.dumps(read)
+            assert KEY not in json.dumps(read)
+            assert "[redacted:openrouter key]" in json.dumps(read)
         finally:
             code, stderr = await peer.close()
         assert code == 0 and KEY not in stderr, stderr
@@ -176,7 +187,8 @@ async def test_configure_key_over_stdio_then_turn_and_restart(roder_home: Path, 
         peer = await PipePeer.start(workspace, env)
         try:
             rows = {p["id"]: p for p in (await peer.call("providers/list"))["providers"]}
-            assert rows["openrouter"]["authConfigured"] and rows["openrouter"]["authSource"] == "stored"
+            assert rows["openrouter"]["authConfigured"]
+            assert rows["openrouter"]["authSource"] == "stored"
             thread = (await peer.call("thread/start", {"modelProvider": "openrouter", "model": "m"}))["thread"]
             await peer.call("turn/start", {"threadId": thread["id"], "prompt": "again"})
             done = await peer.next_notification("turn/completed", threadId=thread["id"])

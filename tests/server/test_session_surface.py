@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, RpcError
 from roder_core.server.protocol import (
@@ -26,10 +25,11 @@ from roder_core.server.protocol import (
     TrustSetParams,
     TurnStartParams,
 )
+from tests.builders import build_client
 
 
 def start(workspace: Path, **settings: object) -> LocalAppClient:
-    return LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", **settings))  # type: ignore[arg-type]
+    return build_client(workspace, **settings)
 
 
 async def test_thread_close_frees_the_thread_for_another_process(workspace: Path) -> None:
@@ -88,15 +88,19 @@ async def test_trust_get_and_set(workspace: Path, roder_home: Path, tmp_path: Pa
     async with start(workspace, trust=False) as client:
         before = await client.call(TRUST_GET, TrustGetParams())
         assert (before.trusted, before.decided_at, before.loaded) == (False, None, False)
-        assert before.items == [".roder/config.toml"] and before.cwd == str(workspace.resolve())
+        assert before.items == [".roder/config.toml"]
+        assert before.cwd == str(workspace.resolve())
         after = await client.call(TRUST_SET, TrustSetParams(trusted=True))
-        assert after.trusted and after.decided_at == str(workspace.resolve()) and not after.loaded
+        assert after.trusted
+        assert after.decided_at == str(workspace.resolve())
+        assert not after.loaded
         stored = json.loads((roder_home / "data" / "trusted-folders.json").read_text())
         assert stored == {str(workspace.resolve()): True}
         sub = workspace / "sub"
         sub.mkdir()
         inherited = await client.call(TRUST_GET, TrustGetParams(cwd=str(sub)))
-        assert inherited.trusted and inherited.decided_at == str(workspace.resolve())
+        assert inherited.trusted
+        assert inherited.decided_at == str(workspace.resolve())
         assert not (
             await client.call(TRUST_SET, TrustSetParams(trusted=False, cwd=str(sub)))
         ).trusted  # the nearest decision wins

@@ -81,6 +81,8 @@ async def test_an_interrupted_call_gets_a_stored_result(workspace: Path, monkeyp
         await client.call(THREAD_CLOSE, ThreadCloseParams(thread_id=thread.id))
         stored = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
         results = [i for i in stored.items() if i.type == "toolResult"]
-        assert len(results) == 1 and results[0].is_error and results[0].data == {"interrupted": True}
+        assert len(results) == 1
+        assert results[0].is_error
+        assert results[0].data == {"interrupted": True}
     finally:
         await client.close()

@@ -215,7 +215,8 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
     async with client:
         events = client.subscribe()
         info = await typed(INITIALIZE, InitializeParams(client_info=ClientInfo(name="typed-test")))
-        assert isinstance(info, InitializeResult) and info.provider == "mock"
+        assert isinstance(info, InitializeResult)
+        assert info.provider == "mock"
         for spec in (EXTENSIONS_LIST, PROVIDERS_LIST, SETTINGS_GET, MEMORY_PROVIDER_LIST):
             await typed(spec, NoParams())
         await typed(MODEL_LIST, ModelListParams())
@@ -272,7 +273,8 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         steer = TurnSteerParams(thread_id=thread.id, expected_turn_id=long_turn.id, prompt="shorter please")
         steered = await typed(TURN_STEER, steer)
         taken = await typed(TURN_STEER_CANCEL, TurnSteerCancelParams(thread_id=thread.id, item_id=steered.item_id))
-        assert taken.cancelled and taken.text == "shorter please"
+        assert taken.cancelled
+        assert taken.text == "shorter please"
         assert (await typed(TURN_INTERRUPT, TurnInterruptParams(thread_id=thread.id, turn_id=long_turn.id))).interrupted
         assert (await _next(events, TurnCompleted, thread_id=thread.id)).turn.status == "interrupted"
 
@@ -281,7 +283,8 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         full = (await typed(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
         assert full.turns[0].id == turn.id
         fork = (await typed(THREAD_FORK, ThreadForkParams(thread_id=thread.id, turn_id=turn.id))).thread
-        assert fork.parent is not None and fork.parent.thread_id == thread.id
+        assert fork.parent is not None
+        assert fork.parent.thread_id == thread.id
         assert (await typed(THREAD_CLOSE, ThreadCloseParams(thread_id=fork.id))).closed
         assert (await typed(THREAD_RESUME, ThreadResumeParams(thread_id=fork.id))).thread.id == fork.id
 
@@ -346,18 +349,22 @@ async def test_in_process_call_errors_and_untyped_request(tmp_path: Path) -> Non
         # The untyped path still validates wire-shaped params into the same typed result.
         thread = (await client.call(THREAD_START, ThreadStartParams())).thread
         result = await client.request("thread/read", {"threadId": thread.id})
-        assert isinstance(result, ThreadResult) and result.thread.id == thread.id
+        assert isinstance(result, ThreadResult)
+        assert result.thread.id == thread.id
 
 
 async def _drive(client: RpcClient, workspace: Path) -> None:
     """The same typed calls against a server in another process."""
     info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="typed-remote")))
-    assert isinstance(info, InitializeResult) and info.cwd == str(workspace)
+    assert isinstance(info, InitializeResult)
+    assert info.cwd == str(workspace)
     assert "mock" in [p.id for p in (await client.call(PROVIDERS_LIST)).providers]
     thread = (await client.call(THREAD_START, ThreadStartParams())).thread
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hello"))).turn
     done = await asyncio.wait_for(client.next_notification("turn/completed"), 60)
-    assert isinstance(done, TurnCompleted) and done.turn.id == turn.id and done.turn.status == "completed"
+    assert isinstance(done, TurnCompleted)
+    assert done.turn.id == turn.id
+    assert done.turn.status == "completed"
     read = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
     assert [t.id for t in read.turns] == [turn.id]
     assert read.turns[0].items[-1].type == "agentMessage"
@@ -366,7 +373,8 @@ async def _drive(client: RpcClient, workspace: Path) -> None:
     assert missing.value.code == INVALID_PARAMS
     with pytest.raises(RpcError) as unknown:
         await client.request("team/start", {})
-    assert unknown.value.code == METHOD_NOT_FOUND and unknown.value.data == {"group": "teams", "available": False}
+    assert unknown.value.code == METHOD_NOT_FOUND
+    assert unknown.value.data == {"group": "teams", "available": False}
 
 
 @pytest.mark.e2e
@@ -391,6 +399,7 @@ async def test_call_over_a_real_websocket(tmp_path: Path) -> None:
         async with client:
             await _drive(client, workspace)
             info = await client.call(INITIALIZE, InitializeParams())
-            assert info.remote is not None and info.remote.subprotocol == "roder.remote.v1"
+            assert info.remote is not None
+            assert info.remote.subprotocol == "roder.remote.v1"
     finally:
         await server.stop()

@@ -7,15 +7,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from roder_ext_jsonl_store import JsonlThreadStoreExtension
 from roder_ext_mock import MockEngine, MockProviderExtension
 
-from roder_core import ExtensionRegistryBuilder, RoderExtension
+from roder_core import RoderExtension
 from roder_core.ir import AgentInferenceRequest, InferenceEvent
 from roder_core.kernel.services import InferenceTurnContext
-from roder_core.runtime.runtime import Runtime, RuntimeOptions
+from roder_core.runtime.runtime import Runtime
 from roder_core.settings.config import RoderConfig
 from roder_core.settings.paths import RoderPaths
+from tests.builders import build_runtime
 
 
 class RecordingEngine(MockEngine):
@@ -43,17 +43,7 @@ def make_runtime(
     mock = MockProviderExtension(script)
     engine = RecordingEngine(script)
     mock.engine = engine
-    builder = ExtensionRegistryBuilder()
-    builder.install(mock)
-    paths = RoderPaths.from_env()
-    if store:
-        builder.install(JsonlThreadStoreExtension(paths.threads_dir))
-    for extension in extensions:
-        builder.install(extension)
-    runtime = Runtime(
-        builder.build(),
-        RuntimeOptions(cwd=workspace, paths=paths, config=config or RoderConfig(), mode=mode, provider="mock", interactive=False),
-    )
+    runtime = build_runtime(workspace, engine=mock, extensions=extensions, store=store, config=config, mode=mode)
     return runtime, engine
 
 

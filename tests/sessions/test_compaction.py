@@ -155,7 +155,8 @@ def test_a_compaction_plan_keeps_every_call_with_its_result(items: list, keep: i
     kept_results = {i.call_id for i in plan.keep if isinstance(i, ToolResultItem)}
     assert not summarized & kept_results
     assert not isinstance(plan.keep[0] if plan.keep else None, ToolResultItem)
-    assert plan.summarize and plan.summarize + plan.keep == items
+    assert plan.summarize
+    assert plan.summarize + plan.keep == items
 
 
 # --------------------------------------------------------------------------- automatic
@@ -170,12 +171,16 @@ async def test_auto_compaction_summarizes_old_turns_and_keeps_recent_ones(worksp
         assert turn.status == "completed"
     assert len(engine.requests) == 5, "turns 1-3 fit; turn 4 needed one summary call"
     summarizer, after = engine.requests[3], engine.requests[4]
-    assert summarizer.system == SUMMARY_SYSTEM and not summarizer.tools
-    assert "task 1" in summarizer.messages[0].text() and "task 3" not in summarizer.messages[0].text()
+    assert summarizer.system == SUMMARY_SYSTEM
+    assert not summarizer.tools
+    assert "task 1" in summarizer.messages[0].text()
+    assert "task 3" not in summarizer.messages[0].text()
     texts = [m.text() for m in after.messages]
-    assert texts[0].startswith(COMPACTION_PREFIX) and "Ship the feature" in texts[0]
+    assert texts[0].startswith(COMPACTION_PREFIX)
+    assert "Ship the feature" in texts[0]
     assert not any("task 1" in t or "task 2" in t for t in texts)
-    assert any(t.startswith("task 3") for t in texts) and texts[-1].startswith("task 4")
+    assert any(t.startswith("task 3") for t in texts)
+    assert texts[-1].startswith("task 4")
     compaction = next(i for i in runtime.thread(thread.id).turns[3].items if isinstance(i, CompactionItem))
     assert compaction.first_kept_item_id == runtime.thread(thread.id).turns[2].items[0].id
     assert compaction.tokens_before > compaction.tokens_after
@@ -190,7 +195,8 @@ async def test_auto_compaction_can_be_turned_off(workspace: Path) -> None:
     thread = await runtime.start_thread()
     for n in range(1, 5):
         await runtime.run_turn(thread.id, _prompt(n))
-    assert len(engine.requests) == 4 and not any(isinstance(i, CompactionItem) for i in runtime.thread(thread.id).items())
+    assert len(engine.requests) == 4
+    assert not any(isinstance(i, CompactionItem) for i in runtime.thread(thread.id).items())
     await runtime.close()
 
 
@@ -205,10 +211,12 @@ async def test_a_long_turn_is_compacted_mid_turn_with_files_and_the_request_verb
     runtime, engine = make_runtime(workspace, script, config=small_window(), extensions=[Extras([BigRead(), Edit()])])
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "refactor the parser please")
-    assert turn.status == "completed" and turn.items[-1].text == "all done"
+    assert turn.status == "completed"
+    assert turn.items[-1].text == "all done"
     compaction = next(i for i in turn.items if isinstance(i, CompactionItem))
     assert "## Current request (verbatim)\nrefactor the parser please" in compaction.summary
-    assert "## Files read\n- a.py\n" in compaction.summary and "## Files modified\n- b.py" in compaction.summary
+    assert "## Files read\n- a.py\n" in compaction.summary
+    assert "## Files modified\n- b.py" in compaction.summary
     assert compaction.files_read == ["a.py"] and compaction.files_modified == ["b.py"], "kept rounds are not listed"
     last = engine.requests[-1]
     calls = [p.call_id for m in last.messages for p in m.parts if getattr(p, "type", "") == "tool_call"]
@@ -227,7 +235,8 @@ async def test_a_context_overflow_compacts_and_retries_once(workspace: Path) -> 
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "first question")
     turn = await runtime.run_turn(thread.id, "second question")
-    assert turn.status == "completed" and turn.items[-1].text == "after retry"
+    assert turn.status == "completed"
+    assert turn.items[-1].text == "after retry"
     assert any(isinstance(i, CompactionItem) for i in turn.items)
     assert engine.requests[2].system == SUMMARY_SYSTEM
     assert engine.requests[3].messages[0].text().startswith(COMPACTION_PREFIX)
@@ -240,7 +249,8 @@ async def test_a_second_overflow_fails_the_turn_instead_of_looping(workspace: Pa
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "one")
     turn = await runtime.run_turn(thread.id, "two")
-    assert turn.status == "failed" and turn.error.kind == "context_overflow"
+    assert turn.status == "failed"
+    assert turn.error.kind == "context_overflow"
     await runtime.close()
 
 
@@ -255,7 +265,8 @@ async def test_compact_on_demand_is_a_turn_of_its_own_with_instructions(workspac
     await runtime.run_turn(thread.id, "one " + "q" * 2_000)
     await runtime.run_turn(thread.id, "two " + "q" * 2_000)
     turn = await runtime.compact(thread.id, "keep the API names")
-    assert turn.status == "completed" and turn.stop_reason == "compaction"
+    assert turn.status == "completed"
+    assert turn.stop_reason == "compaction"
     assert [type(i) for i in turn.items] == [CompactionItem]
     assert "keep the API names" in engine.requests[2].messages[0].text()
     await runtime.run_turn(thread.id, "three")
@@ -272,5 +283,6 @@ async def test_a_compaction_hook_replaces_the_summarizer(workspace: Path) -> Non
     turn = await runtime.compact(thread.id, "be brief")
     assert len(engine.requests) == 2, "the model was not asked"
     assert turn.items[0].summary.startswith("custom summary of")
-    assert hook.payloads[0]["instructions"] == "be brief" and hook.payloads[0]["items"][0]["type"] == "userMessage"
+    assert hook.payloads[0]["instructions"] == "be brief"
+    assert hook.payloads[0]["items"][0]["type"] == "userMessage"
     await runtime.close()

@@ -44,10 +44,12 @@ def test_blocks_are_ordered_by_priority_and_droppable_ones_go_first_when_too_big
         ContextBlock("proj", "project", "PROJECT " + "p" * 4_000, priority=20),
     ]
     system = planner.system_prompt(blocks, model)
-    assert system.startswith("BASE\n\nPROJECT") and system.endswith("ENV")
+    assert system.startswith("BASE\n\nPROJECT")
+    assert system.endswith("ENV")
     assert "MEM" not in system, "the droppable block is left out when the system prompt is over its share"
     roomy = planner.system_prompt(blocks, ModelProfile(id="m", context_window=200_000))
-    assert "MEM" in roomy and roomy.index("ENV") < roomy.index("MEM")
+    assert "MEM" in roomy
+    assert roomy.index("ENV") < roomy.index("MEM")
 
 
 def test_old_tool_outputs_are_shortened_first_and_the_running_turn_never() -> None:
@@ -66,7 +68,8 @@ def test_old_tool_outputs_are_shortened_first_and_the_running_turn_never() -> No
     planned = BudgetPlanner(reserve_tokens=1_000).plan([], request, model)
     results = [p for m in planned.messages for p in m.parts if isinstance(p, ToolResultPart)]
     assert "characters of this older tool output were removed" in results[0].text
-    assert results[0].text.startswith("output 1 ") and "were removed" in results[1].text
+    assert results[0].text.startswith("output 1 ")
+    assert "were removed" in results[1].text
     assert results[2].text == items[-1].text, "the running turn is kept verbatim"
     assert request_tokens(planned) < request_tokens(request)
     # Only as much is shortened as needed: a roomier window leaves the second output alone.
@@ -80,7 +83,8 @@ def test_a_request_that_fits_is_left_alone() -> None:
     messages, turn_start = conversation(items, items[0].id)
     request = AgentInferenceRequest(model="m", messages=messages, turn_start=turn_start)
     planned = BudgetPlanner().plan([ContextBlock("b", "base", "BASE")], request, ModelProfile(id="m"))
-    assert planned.messages == request.messages and planned.system == "BASE"
+    assert planned.messages == request.messages
+    assert planned.system == "BASE"
     assert SHORTENED_MARKER.format(removed=1) not in planned.model_dump_json()
 
 
@@ -99,9 +103,12 @@ def test_compaction_hides_older_items_and_older_summaries() -> None:
     assert [getattr(i, "text", None) or i.summary for i in visible_items(items)] == ["S2", "newest"]
     items = [*old, *kept, first, *later]
     texts = [m.text() for m in history_to_messages(items)]
-    assert "ancient" not in " ".join(texts) and texts[0].endswith("S1") and texts[1] == "recent"
+    assert "ancient" not in " ".join(texts)
+    assert texts[0].endswith("S1")
+    assert texts[1] == "recent"
     raw = [m.text() for m in history_to_messages(items, compacted=False)]
-    assert raw[0] == "ancient" and not any("S1" in t for t in raw)
+    assert raw[0] == "ancient"
+    assert not any("S1" in t for t in raw)
 
 
 def test_turn_start_falls_back_after_the_summary_when_it_was_summarized() -> None:

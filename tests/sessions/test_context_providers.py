@@ -64,9 +64,12 @@ async def test_project_block_quotes_each_file_and_cuts_runaway_ones(tmp_path: Pa
     (tmp_path / "AGENTS.md").write_text("Run `make test` before committing.\n" + "x" * (MAX_FILE_CHARS + 10))
     blocks = await ProjectInstructions(tmp_path / "cfg").load_context(ContextQuery("t", tmp_path, "hi"))
     text = blocks[0].text
-    assert blocks[0].priority == 20 and not blocks[0].droppable
-    assert f'<instructions path="{tmp_path / "AGENTS.md"}">' in text and "Run `make test`" in text
-    assert f"cut at {MAX_FILE_CHARS} characters" in text and len(text) < MAX_FILE_CHARS + 1_000
+    assert blocks[0].priority == 20
+    assert not blocks[0].droppable
+    assert f'<instructions path="{tmp_path / "AGENTS.md"}">' in text
+    assert "Run `make test`" in text
+    assert f"cut at {MAX_FILE_CHARS} characters" in text
+    assert len(text) < MAX_FILE_CHARS + 1_000
     assert await ProjectInstructions(tmp_path / "cfg").load_context(ContextQuery("t", tmp_path / "cfg", "")) == []
 
 
@@ -87,7 +90,9 @@ async def test_environment_reports_branch_and_dirty_state_once_per_turn(workspac
     env = Environment()
     clean = (await env.load_context(ContextQuery("t1", workspace, "first")))[0].text
     assert "- Git: branch trunk; clean working tree" in clean
-    assert f"- Working directory: {workspace}" in clean and "- Date: " in clean and "- Operating system: " in clean
+    assert f"- Working directory: {workspace}" in clean
+    assert "- Date: " in clean
+    assert "- Operating system: " in clean
     (workspace / "b.txt").write_text("b")
     same_turn = (await env.load_context(ContextQuery("t1", workspace, "first")))[0].text
     assert same_turn == clean, "the same turn keeps the same block (prompt caches stay warm)"
@@ -108,10 +113,13 @@ async def test_the_system_prompt_is_assembled_in_order_for_a_real_turn(workspace
     assert system.startswith("You are Roder, a coding agent")
     assert system.index("# Project instructions") < system.index("Always answer in haiku.")
     # What changes between turns is not in the system prompt, which stays byte-stable...
-    assert "# Environment" not in system and engine.requests[1].system == system
+    assert "# Environment" not in system
+    assert engine.requests[1].system == system
     # ...but recorded with each turn's message, so earlier messages are repeated verbatim.
     first, _answer, second = engine.requests[1].messages
     assert first == engine.requests[0].messages[0]
-    assert first.parts[0].text.startswith("<context>\n# Environment") and first.parts[1].text == "hello"
-    assert second.parts[0].text.startswith("<context>\n# Environment") and second.parts[1].text == "again"
+    assert first.parts[0].text.startswith("<context>\n# Environment")
+    assert first.parts[1].text == "hello"
+    assert second.parts[0].text.startswith("<context>\n# Environment")
+    assert second.parts[1].text == "again"
     await runtime.close()

@@ -47,13 +47,18 @@ async def test_a_thread_without_turns_leaves_nothing_on_disk(workspace: Path) ->
 async def test_first_turn_writes_header_then_every_event(workspace: Path) -> None:
     runtime, thread = await _thread_with_turns(workspace, ["hello"])
     lines = _lines(thread_file(thread.id))
-    assert lines[0]["type"] == "header" and lines[0]["id"] == thread.id and lines[0]["cwd"] == str(workspace.resolve())
+    assert lines[0]["type"] == "header"
+    assert lines[0]["id"] == thread.id
+    assert lines[0]["cwd"] == str(workspace.resolve())
     assert lines[0]["formatVersion"] == 1
     methods = [line.get("method") for line in lines[1:]]
-    assert methods[0] == "thread/started" and "turn/started" in methods and "turn/completed" in methods
+    assert methods[0] == "thread/started"
+    assert "turn/started" in methods
+    assert "turn/completed" in methods
     assert not any(m and m.endswith("/delta") for m in methods), "deltas are folded, never stored"
     agent = [line["item"] for line in lines if line.get("method") == "item/completed" and line["item"]["type"] == "agentMessage"]
-    assert agent and agent[0]["text"].startswith("Mock reply")
+    assert agent
+    assert agent[0]["text"].startswith("Mock reply")
     await runtime.list_threads()
     for private in (thread_file(thread.id), thread_file(thread.id).parent / "index.sqlite"):
         assert private.stat().st_mode & 0o777 == 0o600, f"{private.name} is readable by others"
@@ -75,7 +80,8 @@ async def test_loaded_thread_equals_the_live_one(workspace: Path) -> None:
     loaded = await JsonlThreadStore(RoderPaths.from_env().threads_dir).load(thread.id)
     assert [t.wire() for t in loaded.turns] == [t.wire() for t in live.turns]
     assert loaded.title == live.title == "search memory"
-    assert loaded.usage == live.usage and loaded.status == "idle"
+    assert loaded.usage == live.usage
+    assert loaded.status == "idle"
 
 
 async def test_a_corrupt_line_is_skipped_reported_once_and_nothing_after_it_is_lost(
@@ -91,12 +97,14 @@ async def test_a_corrupt_line_is_skipped_reported_once_and_nothing_after_it_is_l
     with caplog.at_level(logging.WARNING):
         loaded = await store.load(thread.id)
         again = await store.load(thread.id)
-    assert len(loaded.turns) == 2 and all(t.status == "completed" for t in loaded.turns)
+    assert len(loaded.turns) == 2
+    assert all(t.status == "completed" for t in loaded.turns)
     assert [i.text for t in loaded.turns for i in t.items if isinstance(i, UserMessageItem)] == ["one", "two"]
     assert again.turns[1].items[-1].wire() == loaded.turns[1].items[-1].wire()
     assert [p.line for p in store.problems[thread.id]] == [6]
     warnings = [r for r in caplog.records if "unreadable line" in r.getMessage()]
-    assert len(warnings) == 1 and "line 6" in warnings[0].getMessage()
+    assert len(warnings) == 1
+    assert "line 6" in warnings[0].getMessage()
 
 
 async def test_a_torn_last_line_is_moved_aside_and_the_thread_continues(workspace: Path) -> None:
@@ -126,7 +134,8 @@ async def test_a_complete_last_line_without_newline_is_kept(workspace: Path) -> 
     path.write_bytes(path.read_bytes().rstrip(b"\n"))
     store = JsonlThreadStore(path.parent)
     loaded = await store.load(thread.id)
-    assert loaded.turns[0].status == "completed" and store.problems[thread.id] == []
+    assert loaded.turns[0].status == "completed"
+    assert store.problems[thread.id] == []
     await store.claim(thread.id)  # the writer completes the line before appending
     await store.close()
     assert path.read_bytes().endswith(b"}\n")
@@ -143,8 +152,10 @@ async def test_a_turn_cut_short_loads_as_interrupted_with_what_was_saved(workspa
     loaded = await JsonlThreadStore(path.parent).load(thread.id)
     assert [t.status for t in loaded.turns] == ["completed", "interrupted"]
     second = loaded.turns[1]
-    assert second.stop_reason == "cancelled" and second.completed_at is not None
-    assert isinstance(second.items[0], UserMessageItem) and second.items[0].text == "two"
+    assert second.stop_reason == "cancelled"
+    assert second.completed_at is not None
+    assert isinstance(second.items[0], UserMessageItem)
+    assert second.items[0].text == "two"
     assert isinstance(second.items[-1], AgentMessageItem), "the started item is kept with what was saved"
     assert loaded.status == "idle"
 
@@ -172,7 +183,9 @@ async def test_listing_is_by_workspace_newest_first_and_the_index_rebuilds(works
     store = JsonlThreadStore(RoderPaths.from_env().threads_dir)
     rows = await store.list_threads(str(workspace.resolve()))
     assert [r.id for r in rows] == [second.id, first.id]
-    assert rows[0].title == "second" and rows[0].turn_count == 1 and rows[0].provider == "mock"
+    assert rows[0].title == "second"
+    assert rows[0].turn_count == 1
+    assert rows[0].provider == "mock"
     assert [r.id for r in await store.list_threads(limit=1)] == [elsewhere.id]
     index = store.directory / "index.sqlite"
     assert index.exists()
@@ -208,13 +221,16 @@ async def test_fork_copies_up_to_a_turn_and_never_touches_the_parent(workspace: 
     second = runtime.thread(parent.id).turns[1].id
     fork = await runtime.fork_thread(parent.id, second)
     assert _digest(parent_path) == before
-    assert fork.parent is not None and fork.parent.thread_id == parent.id and fork.parent.turn_id == second
+    assert fork.parent is not None
+    assert fork.parent.thread_id == parent.id
+    assert fork.parent.turn_id == second
     assert [t.items[0].text for t in fork.turns] == ["one", "two"]
     lines = _lines(thread_file(fork.id))
     assert lines[0]["parent"] == {"threadId": parent.id, "turnId": second}
     assert all(line["threadId"] == fork.id for line in lines[1:])
     turn = await runtime.run_turn(fork.id, "branch")
-    assert turn.status == "completed" and _digest(parent_path) == before
+    assert turn.status == "completed"
+    assert _digest(parent_path) == before
     await runtime.close()
     tree = await make_runtime(workspace)[0].thread_tree(str(workspace.resolve()))
     assert [n.thread.id for n in tree] == [parent.id]
@@ -226,7 +242,8 @@ async def test_fork_copies_up_to_a_turn_and_never_touches_the_parent(workspace: 
 async def test_fork_without_a_turn_takes_every_finished_turn_and_unknown_turns_fail(workspace: Path) -> None:
     runtime, parent = await _thread_with_turns(workspace, ["one", "two"])
     fork = await runtime.fork_thread(parent.id)
-    assert len(fork.turns) == 2 and fork.parent.turn_id == runtime.thread(parent.id).turns[-1].id
+    assert len(fork.turns) == 2
+    assert fork.parent.turn_id == runtime.thread(parent.id).turns[-1].id
     with pytest.raises(RoderError, match="no turn"):
         await runtime.fork_thread(parent.id, "turn_nope")
     await runtime.close()
@@ -243,12 +260,15 @@ async def test_fork_before_a_user_message_to_edit_and_resend_it(workspace: Path,
     turns = runtime.thread(parent.id).turns
     assert [i.text for i in turns[1].items if isinstance(i, UserMessageItem)] == ["two", "and also this"]
     before_first = await runtime.fork_thread(parent.id, before_item=turns[0].items[0].id)
-    assert before_first.turns == [] and before_first.parent.turn_id is None
+    assert before_first.turns == []
+    assert before_first.parent.turn_id is None
     before_second = await runtime.fork_thread(parent.id, before_item=turns[1].items[0].id)
-    assert [t.items[0].text for t in before_second.turns] == ["one"] and before_second.parent.turn_id == turns[0].id
+    assert [t.items[0].text for t in before_second.turns] == ["one"]
+    assert before_second.parent.turn_id == turns[0].id
     before_steer = await runtime.fork_thread(parent.id, before_item=steer.id)
     kept = before_steer.turns[1]
-    assert kept.status == "interrupted" and steer.id not in [i.id for i in kept.items]
+    assert kept.status == "interrupted"
+    assert steer.id not in [i.id for i in kept.items]
     assert [i.text for i in kept.items if isinstance(i, UserMessageItem)] == ["two"]
     with pytest.raises(RoderError, match="not a user message"):
         await runtime.fork_thread(parent.id, before_item=turns[0].items[-1].id)
@@ -268,7 +288,8 @@ async def test_ephemeral_threads_fork_in_memory_and_never_reach_disk(workspace: 
     fork = await runtime.fork_thread(thread.id)
     await runtime.run_turn(fork.id, "two")
     await runtime.close()
-    assert not thread_file(thread.id).exists() and not thread_file(fork.id).exists()
+    assert not thread_file(thread.id).exists()
+    assert not thread_file(fork.id).exists()
     assert [t.items[0].text for t in fork.turns] == ["one", "two"]
 
 
@@ -387,5 +408,6 @@ async def test_the_app_server_forks_before_a_message(workspace: Path) -> None:
     second = runtime.thread(thread.id).turns[1].items[0].id
     result = await client.request("thread/fork", {"threadId": thread.id, "beforeItemId": second})
     fork = runtime.thread(result.thread.id)
-    assert [t.items[0].text for t in fork.turns] == ["one"] and result.thread.parent.thread_id == thread.id
+    assert [t.items[0].text for t in fork.turns] == ["one"]
+    assert result.thread.parent.thread_id == thread.id
     await client.close()

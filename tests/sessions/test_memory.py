@@ -29,11 +29,14 @@ async def test_save_and_search_rank_the_best_match_first(store: SqliteMemoryStor
     await store.save("Tests run with pytest -q from the repository root", tags=["testing"])
     await store.save("Prefer small commits with clear messages")
     found = await store.search("how do we publish a release?")
-    assert found[0].text.startswith("The release process") and found[0].scope == "project"
-    assert found[0].tags == ["release"] and found[0].score is not None
+    assert found[0].text.startswith("The release process")
+    assert found[0].scope == "project"
+    assert found[0].tags == ["release"]
+    assert found[0].score is not None
     assert (await store.search("running the tests"))[0].text.startswith("Tests run"), "stemming: running ~ run"
     assert await store.search("kubernetes") == []
-    assert await store.search("") == [] and await store.search("the of and") == []
+    assert await store.search("") == []
+    assert await store.search("the of and") == []
 
 
 async def test_queries_with_fts_syntax_are_plain_words(store: SqliteMemoryStore) -> None:
@@ -57,7 +60,8 @@ async def test_project_notes_stay_in_their_project_and_global_ones_go_everywhere
     assert there == {"deploy notes for the other project", "always deploy on weekdays"}
     only = await store.search("deploy", include_global=False)
     assert [m.text for m in only] == ["deploy with the blue pipeline"]
-    assert len(await store.list()) == 2 and len(await store.list(scope="global")) == 1
+    assert len(await store.list()) == 2
+    assert len(await store.list(scope="global")) == 1
 
 
 async def test_a_subfolder_of_a_repository_is_the_same_project(store: SqliteMemoryStore, workspace: Path) -> None:
@@ -72,9 +76,12 @@ async def test_a_subfolder_of_a_repository_is_the_same_project(store: SqliteMemo
 async def test_update_delete_and_bad_input(store: SqliteMemoryStore) -> None:
     memory_id = await store.save("old text", tags=["a"])
     updated = await store.update(memory_id, text="new text about widgets", tags=["b c"])
-    assert updated.text == "new text about widgets" and updated.tags == ["b-c"]
-    assert (await store.search("widgets"))[0].id == memory_id and await store.search("old") == []
-    assert await store.delete(memory_id) and not await store.delete(memory_id)
+    assert updated.text == "new text about widgets"
+    assert updated.tags == ["b-c"]
+    assert (await store.search("widgets"))[0].id == memory_id
+    assert await store.search("old") == []
+    assert await store.delete(memory_id)
+    assert not await store.delete(memory_id)
     assert await store.get(memory_id) is None
     with pytest.raises(RoderError, match="needs some text"):
         await store.save("   ")
@@ -89,7 +96,8 @@ async def test_the_like_fallback_gives_the_same_answers(store: SqliteMemoryStore
     await store.save("cache invalidation is hard")
     await store.save("naming things is hard too")
     found = await store.search("cache hard")
-    assert found[0].text == "cache invalidation is hard" and len(found) == 2
+    assert found[0].text == "cache invalidation is hard"
+    assert len(found) == 2
 
 
 def test_manifest_matches_what_is_installed(workspace: Path, tmp_path: Path) -> None:
@@ -125,8 +133,10 @@ async def test_the_agent_saves_then_recalls_a_memory_in_later_turns(workspace: P
     await runtime.run_turn(thread.id, "remember the staging db name")
     await runtime.run_turn(thread.id, "which staging database do we use?")
     results = [i for i in runtime.thread(thread.id).items() if isinstance(i, ToolResultItem)]
-    assert results[0].text.startswith("saved memory mem_") and results[0].data["scope"] == "project"
-    assert "wombat-db" in results[1].text and results[1].data["memories"][0]["tags"] == ["db"]
+    assert results[0].text.startswith("saved memory mem_")
+    assert results[0].data["scope"] == "project"
+    assert "wombat-db" in results[1].text
+    assert results[1].data["memories"][0]["tags"] == ["db"]
     second_turn = engine.requests[2].messages[-1].text()  # recall rides with the turn's own message
     assert "# Memories" in second_turn and "wombat-db" in second_turn, "recall put the note in the prompt"
     assert "# Memories" not in engine.requests[0].messages[0].text()

@@ -60,7 +60,8 @@ async def test_a_load_leaves_a_snapshot_the_next_load_uses(workspace: Path) -> N
     thread_id = await _thread(workspace, ["one", "two"])
     first = await _store().load(thread_id)
     snap = snapshot_path(_store().directory, thread_id)
-    assert snap.exists() and snap.stat().st_mode & 0o777 == 0o600
+    assert snap.exists()
+    assert snap.stat().st_mode & 0o777 == 0o600
     meta, body = snap.read_bytes().split(b"\n", 1)
     assert json.loads(meta)["offset"] == thread_file(thread_id).stat().st_size
     assert _state(await _store().load(thread_id)) == _state(first)

@@ -42,9 +42,12 @@ async def test_add_update_move_delete_in_one_patch(workspace: Path, tmp_path: Pa
     assert not result.is_error, result.text
     assert (workspace / "docs/new.md").read_text() == "# New\ntext\n"
     assert (workspace / "app.py").read_text() == "import os\n\ndef main():\n    print('hello')\n    return 0\n"
-    assert (workspace / "moved/old.txt").read_text() == "hello\n" and not (workspace / "old.txt").exists()
+    assert (workspace / "moved/old.txt").read_text() == "hello\n"
+    assert not (workspace / "old.txt").exists()
     assert not (workspace / "gone.txt").exists()
-    assert "A docs/new.md" in result.text and "R old.txt -> moved/old.txt" in result.text and "D gone.txt" in result.text
+    assert "A docs/new.md" in result.text
+    assert "R old.txt -> moved/old.txt" in result.text
+    assert "D gone.txt" in result.text
     assert [c.kind for c in result.views[0].changes] == ["add", "update", "move", "delete"]
 
 
@@ -62,8 +65,10 @@ async def test_failing_hunk_changes_nothing(workspace: Path, tmp_path: Path) -> 
         "+c",
     )
     result = await run_tool(ApplyPatchTool(), ctx_for(workspace, tmp_path), patch=text)
-    assert result.is_error and "b.txt, hunk 1" in result.text
-    assert (workspace / "a.txt").read_text() == "one\n" and not (workspace / "c.txt").exists()
+    assert result.is_error
+    assert "b.txt, hunk 1" in result.text
+    assert (workspace / "a.txt").read_text() == "one\n"
+    assert not (workspace / "c.txt").exists()
 
 
 async def test_write_failure_midway_restores_earlier_files(workspace: Path, tmp_path: Path) -> None:
@@ -72,7 +77,8 @@ async def test_write_failure_midway_restores_earlier_files(workspace: Path, tmp_
     (workspace / "a.txt").write_text("one\n")
     text = patch("*** Update File: a.txt", "-one", "+ONE", "*** Add File: .git/hooks/pre-commit", "+evil")
     result = await run_tool(ApplyPatchTool(), ctx_for(workspace, tmp_path), patch=text)
-    assert result.is_error and "refused" in result.text
+    assert result.is_error
+    assert "refused" in result.text
     assert (workspace / "a.txt").read_text() == "one\n"
 
 
@@ -120,9 +126,11 @@ async def test_add_existing_and_duplicate_paths_refused(workspace: Path, tmp_pat
     (workspace / "a.txt").write_text("a\n")
     ctx = ctx_for(workspace, tmp_path)
     exists = await run_tool(ApplyPatchTool(), ctx, patch=patch("*** Add File: a.txt", "+b"))
-    assert exists.is_error and "already exists" in exists.text
+    assert exists.is_error
+    assert "already exists" in exists.text
     twice = await run_tool(ApplyPatchTool(), ctx, patch=patch("*** Update File: a.txt", "-a", "+b", "*** Delete File: a.txt"))
-    assert twice.is_error and "twice" in twice.text
+    assert twice.is_error
+    assert "twice" in twice.text
     assert (workspace / "a.txt").read_text() == "a\n"
 
 

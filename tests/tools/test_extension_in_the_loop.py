@@ -33,7 +33,9 @@ def test_eval_profile_drops_only_web_fetch(workspace: Path) -> None:
     host = make_host(workspace, trust=False, profile="eval-sandbox")
     dist = build_distribution(host, [("tools", coding_tools.create), ("mock", lambda h: MockProviderExtension())])
     names = dist.registry.tool_registry().names()
-    assert "web_fetch" not in names and "bash" in names and "edit" in names
+    assert "web_fetch" not in names
+    assert "bash" in names
+    assert "edit" in names
     assert [s.source for s in dist.skipped] == ["roder-ext-web-fetch"]
     assert "network.web" in dist.skipped[0].reason
 
@@ -61,7 +63,8 @@ async def test_parallel_edits_of_one_file_all_apply(workspace: Path) -> None:
 
 async def test_runtime_reports_the_sandbox(workspace: Path) -> None:
     started = start(workspace, [{"text": "hi"}], sandbox="off")
-    assert started.runtime.sandbox.effective == "off" and started.notices == []
+    assert started.runtime.sandbox.effective == "off"
+    assert started.notices == []
     steps = [{"tool_calls": [call("bash", command="echo hi")]}, {"text": "ok"}]
     _runtime, results = await run_script(workspace, steps, sandbox="off")
     assert "sandbox off" in results[0].text
@@ -74,7 +77,8 @@ async def test_tool_views_reach_the_thread(workspace: Path) -> None:
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     kinds = [i.type for i in runtime.thread(thread.id).items()]
-    assert "fileChange" in kinds and "commandExecution" in kinds
+    assert "fileChange" in kinds
+    assert "commandExecution" in kinds
     assert sum(isinstance(i, ToolResultItem) for i in runtime.thread(thread.id).items()) == 2
 
 

@@ -21,7 +21,8 @@ async def test_write_creates_parents_and_summarizes(workspace: Path, tmp_path: P
     assert (workspace / "a/b/c.txt").read_text() == "x\ny\n"
     assert result.text == "created a/b/c.txt (2 lines, 4 bytes)"
     change = result.views[0].changes[0]
-    assert change.kind == "add" and "+x" in change.diff
+    assert change.kind == "add"
+    assert "+x" in change.diff
 
 
 async def test_write_update_reports_diff_stats_and_keeps_mode(workspace: Path, tmp_path: Path) -> None:
@@ -45,17 +46,20 @@ async def test_edit_exact_unique_returns_unified_diff(workspace: Path, tmp_path:
     result = await run_tool(EditTool(), ctx_for(workspace, tmp_path), path="m.py", old_string="return 1", new_string="return 2")
     assert not result.is_error
     assert (workspace / "m.py").read_text() == "def f():\n    return 2\n"
-    assert "-    return 1\n+    return 2" in result.text and "--- a/m.py" in result.text
+    assert "-    return 1\n+    return 2" in result.text
+    assert "--- a/m.py" in result.text
 
 
 async def test_edit_not_unique_and_replace_all(workspace: Path, tmp_path: Path) -> None:
     (workspace / "d.txt").write_text("x = 1\nx = 1\n")
     ctx = ctx_for(workspace, tmp_path)
     refused = await run_tool(EditTool(), ctx, path="d.txt", old_string="x = 1", new_string="x = 2")
-    assert refused.is_error and "occurs 2 times" in refused.text
+    assert refused.is_error
+    assert "occurs 2 times" in refused.text
     assert (workspace / "d.txt").read_text() == "x = 1\nx = 1\n"
     done = await run_tool(EditTool(), ctx, path="d.txt", old_string="x = 1", new_string="x = 2", replace_all=True)
-    assert "2 replacements" in done.text and (workspace / "d.txt").read_text() == "x = 2\nx = 2\n"
+    assert "2 replacements" in done.text
+    assert (workspace / "d.txt").read_text() == "x = 2\nx = 2\n"
 
 
 async def test_edit_whitespace_normalized_match_is_reported(workspace: Path, tmp_path: Path) -> None:
@@ -63,7 +67,8 @@ async def test_edit_whitespace_normalized_match_is_reported(workspace: Path, tmp
     result = await run_tool(
         EditTool(), ctx_for(workspace, tmp_path), path="s.py", old_string="if a and b:\n    go()", new_string="if a:\n    go()"
     )
-    assert not result.is_error and "normalizing whitespace" in result.text
+    assert not result.is_error
+    assert "normalizing whitespace" in result.text
     assert result.data["whitespace_normalized"] is True
     assert (workspace / "s.py").read_text() == "if a:\n    go()\n"
 
@@ -72,13 +77,18 @@ async def test_edit_refuses_noop_missing_and_empty(workspace: Path, tmp_path: Pa
     (workspace / "n.txt").write_text("alpha beta\n")
     ctx = ctx_for(workspace, tmp_path)
     same = await run_tool(EditTool(), ctx, path="n.txt", old_string="alpha", new_string="alpha")
-    assert same.is_error and "change nothing" in same.text
+    assert same.is_error
+    assert "change nothing" in same.text
     absent = await run_tool(EditTool(), ctx, path="n.txt", old_string="alphx bet", new_string="z")
-    assert absent.is_error and "not found" in absent.text and "closest line is 1" in absent.text
+    assert absent.is_error
+    assert "not found" in absent.text
+    assert "closest line is 1" in absent.text
     empty = await run_tool(EditTool(), ctx, path="n.txt", old_string="", new_string="z")
-    assert empty.is_error and "use write" in empty.text
+    assert empty.is_error
+    assert "use write" in empty.text
     new_file = await run_tool(EditTool(), ctx, path="other.txt", old_string="a", new_string="b")
-    assert new_file.is_error and "does not exist" in new_file.text
+    assert new_file.is_error
+    assert "does not exist" in new_file.text
     assert (workspace / "n.txt").read_text() == "alpha beta\n"
 
 
@@ -95,4 +105,5 @@ async def test_edit_keeps_crlf_and_bom(workspace: Path, tmp_path: Path) -> None:
 async def test_edit_binary_file_refused(workspace: Path, tmp_path: Path) -> None:
     (workspace / "b.bin").write_bytes(b"\x00abc")
     result = await run_tool(EditTool(), ctx_for(workspace, tmp_path), path="b.bin", old_string="abc", new_string="x")
-    assert result.is_error and "binary" in result.text
+    assert result.is_error
+    assert "binary" in result.text

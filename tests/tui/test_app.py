@@ -31,7 +31,8 @@ async def test_prompt_streams_an_answer(workspace: Path, monkeypatch: pytest.Mon
         user = entries_of(app, "user")
         assert [e.items[0].text for e in user] == ["hi"]
         answer = app.transcript.last_answer()
-        assert answer is not None and answer.items[0].text.startswith("Hello **there**.")
+        assert answer is not None
+        assert answer.items[0].text.startswith("Hello **there**.")
         body = answer.widget.body  # type: ignore[union-attr]
         await until(
             pilot,
@@ -53,13 +54,16 @@ async def test_approval_modal_allow_once_runs_the_command(workspace: Path, monke
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval modal")
         screen = app.screen
         assert isinstance(screen, ApprovalScreen)
-        assert screen.request.tool == "bash" and screen.request.command == "echo hi-from-bash"
+        assert screen.request.tool == "bash"
+        assert screen.request.command == "echo hi-from-bash"
         assert "bash(echo hi-from-bash)" in screen.rule  # the exact rule 'a' would save is shown
         await pilot.press("y")
         await turn_done(pilot)
         card = entries_of(app, "tool")[0]
         result = card.find("toolResult")
-        assert result is not None and not result.is_error and "hi-from-bash" in result.text
+        assert result is not None
+        assert not result.is_error
+        assert "hi-from-bash" in result.text
         assert card.status == "done"
 
 
@@ -74,7 +78,8 @@ async def test_approval_keys(workspace: Path, monkeypatch: pytest.MonkeyPatch, r
         await turn_done(pilot)
         card = entries_of(app, "tool")[0]
         approval = card.find("approval")
-        assert approval is not None and approval.decision is not None
+        assert approval is not None
+        assert approval.decision is not None
         assert approval.decision.decision == decision
         result = card.find("toolResult")
         assert result is not None
@@ -138,7 +143,8 @@ async def test_enter_during_a_turn_queues_a_steer(workspace: Path, monkeypatch: 
         await turn_done(pilot, 2)
         users = [e.items[0] for e in entries_of(app, "user")]
         assert [u.text for u in users] == ["start", "also check tests"]
-        assert isinstance(users[1], UserMessageItem) and users[1].steer
+        assert isinstance(users[1], UserMessageItem)
+        assert users[1].steer
 
 
 async def test_shift_tab_cycles_modes(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,7 +300,8 @@ async def test_reasoning_is_folded_and_tool_cards_expand(workspace: Path, monkey
         await ask(pilot, "go", 2)
         reasoning = entries_of(app, "reasoning")[0]
         view = reasoning.widget
-        assert isinstance(view, ReasoningView) and not reasoning.expanded
+        assert isinstance(view, ReasoningView)
+        assert not reasoning.expanded
         assert "I should list" not in _plain(view)
         view.focus()
         await pilot.press("enter")
@@ -305,7 +312,9 @@ async def test_reasoning_is_folded_and_tool_cards_expand(workspace: Path, monkey
         card.widget.focus()
         await pilot.press("enter")
         expanded = _plain(card.widget)
-        assert expanded.count("\n") > collapsed and "line 29" in expanded and "line 0" in expanded
+        assert expanded.count("\n") > collapsed
+        assert "line 29" in expanded
+        assert "line 0" in expanded
 
 
 def _plain(widget: object) -> str:
@@ -334,9 +343,11 @@ async def test_history_and_slash_completion(workspace: Path, monkeypatch: pytest
         prompt.clear()
         await pilot.press("/", "e", "x")
         popup = app.prompt_bar.popup
-        assert popup.display and any(c.value == "/export " for c in popup.items)
+        assert popup.display
+        assert any(c.value == "/export " for c in popup.items)
         await pilot.press("tab")
-        assert prompt.text == "/export " and not popup.display
+        assert prompt.text == "/export "
+        assert not popup.display
 
 
 async def test_at_file_completion_attaches_the_file(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -365,8 +376,10 @@ async def test_bang_runs_a_shell_command(workspace: Path, monkeypatch: pytest.Mo
         await pilot.press(*"!echo bang-ok", "enter")
         await until(pilot, lambda: entries_of(app, "tool"), what="the shell card")
         command = entries_of(app, "tool")[0].find("commandExecution")
-        assert command is not None and command.command == "echo bang-ok"
-        assert "bang-ok" in command.output and command.exit_code == 0
+        assert command is not None
+        assert command.command == "echo bang-ok"
+        assert "bang-ok" in command.output
+        assert command.exit_code == 0
 
 
 async def test_fork_and_export_from_the_palette(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -378,12 +391,14 @@ async def test_fork_and_export_from_the_palette(workspace: Path, monkeypatch: py
         await palette(pilot, "Fork thread")
         await until(pilot, lambda: app.thread_id != parent, what="the fork")
         thread = (await app._client().call(THREAD_READ, ThreadReadParams(thread_id=app.thread_id, include_turns=True))).thread  # type: ignore[arg-type]
-        assert thread.parent is not None and thread.parent.thread_id == parent
+        assert thread.parent is not None
+        assert thread.parent.thread_id == parent
         assert entries_of(app, "user")[0].items[0].text == "original"
         await palette(pilot, "Export as Markdown")
         exported = workspace / f"roder-{app.thread_id}.md"
         await until(pilot, exported.exists, what="the export")
-        assert "original" in exported.read_text() and "first answer" in exported.read_text()
+        assert "original" in exported.read_text()
+        assert "first answer" in exported.read_text()
 
 
 async def test_ctrl_c_twice_quits(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -437,7 +452,8 @@ async def test_slash_commands_show_tools_help_and_trust(
         app.prompt_bar.input.text = "/tools"
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, InfoScreen), what="the tools list")
-        assert "bash" in app.screen.text and "read-only" in app.screen.text  # type: ignore[attr-defined]
+        assert "bash" in app.screen.text
+        assert "read-only" in app.screen.text  # type: ignore[attr-defined]
         await pilot.press("escape")
         app.prompt_bar.input.text = "/help"
         await pilot.press("enter")
@@ -457,6 +473,7 @@ async def test_resume_of_an_unknown_thread_says_so_and_starts_fresh(workspace: P
     monkeypatch.setattr(app, "notify", lambda message, **kw: (notes.append(str(message)), original(message, **kw)))
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
-        assert app.thread_id is not None and app.thread_id != "thr_does_not_exist"
+        assert app.thread_id is not None
+        assert app.thread_id != "thr_does_not_exist"
         assert any("thr_does_not_exist" in note for note in notes)
         await ask(pilot, "still works")

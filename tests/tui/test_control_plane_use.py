@@ -85,7 +85,8 @@ async def test_a_subagents_approval_is_shown_and_resolved(workspace: Path, monke
             asked.append(app.screen.request.thread_id)
             await pilot.press("y")
         await until(pilot, lambda: app.turn_id is None and app.status_bar.state["activity"] == "idle", what="the turn to finish")
-        assert app.thread_id in asked and len(set(asked)) == 2  # the parent's and the child's
+        assert app.thread_id in asked
+        assert len(set(asked)) == 2  # the parent's and the child's
         thread = (
             await app._client().call(THREAD_READ, ThreadReadParams(thread_id=app.thread_id or "", include_turns=True))
         ).thread
@@ -93,4 +94,5 @@ async def test_a_subagents_approval_is_shown_and_resolved(workspace: Path, monke
         child = results["task"].data["subagent"]
         assert child["childThreadId"] in asked
         child_bash = [i for i in child["items"] if i["type"] == "toolResult" and i["name"] == "bash"]
-        assert child_bash and "hi-from-bash" in child_bash[0]["text"]
+        assert child_bash
+        assert "hi-from-bash" in child_bash[0]["text"]

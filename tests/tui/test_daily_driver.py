@@ -114,7 +114,8 @@ async def test_denied_call_ends_denied_live_and_after_resume(workspace: Path, mo
         assert app.transcript.model.entries[-1].items[0].kind == "interrupted"  # the marker ends the turn
         stored = app.client.runtime.thread(app.thread_id)  # type: ignore[union-attr]
         result = next(i for i in stored.items() if i.type == "toolResult")
-        assert result.is_error and result.data["policy_denied"]
+        assert result.is_error
+        assert result.data["policy_denied"]
         thread_id = app.thread_id
     shown = await _reopened(workspace, thread_id, monkeypatch)  # type: ignore[arg-type]
     assert [(kind, status) for kind, status, _ in shown] == [("tool", "denied"), ("notice", "done")]
@@ -155,7 +156,8 @@ async def test_quitting_mid_call_leaves_a_terminal_state(workspace: Path, monkey
         thread_id = app.thread_id
         await pilot.press("ctrl+q")
     shown = await _reopened(workspace, thread_id, monkeypatch)  # type: ignore[arg-type]
-    assert shown and shown[0][:2] == ("tool", "interrupted")
+    assert shown
+    assert shown[0][:2] == ("tool", "interrupted")
 
 
 async def test_a_card_left_without_result_by_a_crash_is_not_running(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -219,7 +221,7 @@ async def test_up_takes_a_queued_steer_back_to_edit(workspace: Path, monkeypatch
         await pilot.press("up")
         await until(pilot, lambda: app.prompt_bar.input.text == "typo here", what="the steer back in the prompt")
         assert not app.queued.display
-        state = app.client.runtime._threads[app.thread_id]  # type: ignore[union-attr]
+        state = app.client.runtime.threads.get(app.thread_id)  # type: ignore[union-attr]
         assert state.steers == []  # taken back from the runtime, not just hidden
         await pilot.press("escape")
         await until(pilot, lambda: app.turn_id is None, what="the turn to stop")
@@ -251,7 +253,8 @@ async def test_sending_while_scrolled_up_follows_the_new_turn(workspace: Path, m
         question = [e for e in transcript.model.entries if e.kind == "user"][-1]
         assert question.items[0].text == "new question"
         answer = transcript.last_answer()
-        assert question.widget is not None and answer.widget is not None
+        assert question.widget is not None
+        assert answer.widget is not None
         await until(pilot, lambda: transcript.is_vertical_scroll_end, what="the view at the new turn")
 
 
@@ -271,12 +274,14 @@ async def test_ctrl_c_interrupts_a_turn_then_clears_then_quits(workspace: Path, 
         assert app.is_running
         await pilot.press(*"draft")
         await pilot.press("ctrl+c")
-        assert app.prompt_bar.input.text == "" and app.is_running
+        assert app.prompt_bar.input.text == ""
+        assert app.is_running
         await pilot.press("ctrl+c")
         assert app.is_running  # one press on an empty prompt only warns
         await pilot.press("ctrl+c")
         await until(pilot, lambda: not app.is_running, what="the app to quit")
-    assert app.return_code == 0 and app.exit_message is None
+    assert app.return_code == 0
+    assert app.exit_message is None
 
 
 async def test_quitting_mid_turn_says_how_to_resume(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -286,7 +291,8 @@ async def test_quitting_mid_turn_says_how_to_resume(workspace: Path, monkeypatch
         await pilot.press(*"start", "enter")
         await until(pilot, lambda: app.transcript.last_answer() is not None, what="the answer to stream")
         await pilot.press("ctrl+q")
-    assert app.exit_message is not None and "roder -c" in app.exit_message
+    assert app.exit_message is not None
+    assert "roder -c" in app.exit_message
 
 
 # --------------------------------------------------------------------------- 4. approval dialog with a long diff
@@ -320,9 +326,11 @@ async def test_long_diff_keeps_keys_and_rule_visible(
         )
         assert keys.region.height >= 5 and visible.contains_region(keys.region), (keys.region, visible)
         legend = keys.render().plain  # type: ignore[attr-defined]
-        assert "notes.txt" in screen.rule and f"always allow: {screen.rule}" in legend  # type: ignore[attr-defined]
+        assert "notes.txt" in screen.rule
+        assert f"always allow: {screen.rule}" in legend  # type: ignore[attr-defined]
         preview = screen.query_one(VerticalScroll)
-        assert visible.contains_region(preview.region) and preview.max_scroll_y > 0  # scrolls inside
+        assert visible.contains_region(preview.region)
+        assert preview.max_scroll_y > 0  # scrolls inside
         await pilot.press("y")
         await until(pilot, lambda: (workspace / "notes.txt").exists(), what="the write")
 
@@ -347,7 +355,8 @@ async def _two_turns(pilot: object, app: object, workspace: Path) -> None:
     await ready(pilot)
     await ask(pilot, "make a", answers=1)
     await ask(pilot, "change a", answers=2)
-    assert (workspace / "a.txt").read_text() == "two\n" and (workspace / "b.txt").exists()
+    assert (workspace / "a.txt").read_text() == "two\n"
+    assert (workspace / "b.txt").exists()
 
 
 async def _rewind(pilot: object, app: object, how: str, *, keys: str = "escape") -> None:
@@ -383,7 +392,8 @@ async def test_rewind_restores_code_and_conversation(workspace: Path, monkeypatc
         assert (workspace / "a.txt").read_text() == "one\n"
         assert _prompts(app) == ["make a"]
         thread = app.client.runtime.thread(app.thread_id)  # type: ignore[union-attr]
-        assert thread.parent is not None and thread.parent.thread_id == original
+        assert thread.parent is not None
+        assert thread.parent.thread_id == original
         assert (workspace / "b.txt").exists()  # bash's change: named as not restorable, left alone
         info = app.screen
         assert "not restorable" in info.query_one("Static").render().plain  # type: ignore[attr-defined]
@@ -408,7 +418,8 @@ async def test_rewind_restores_the_code_only(workspace: Path, monkeypatch: pytes
         original = app.thread_id
         await _rewind(pilot, app, "code (revert")
         await until(pilot, lambda: (workspace / "a.txt").read_text() == "one\n", what="the code restored")
-        assert app.thread_id == original and _prompts(app) == ["make a", "change a"]
+        assert app.thread_id == original
+        assert _prompts(app) == ["make a", "change a"]
 
 
 async def test_undo_then_redo(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -419,14 +430,16 @@ async def test_undo_then_redo(workspace: Path, monkeypatch: pytest.MonkeyPatch) 
         await pilot.press(*"/undo")
         await pilot.press("escape", "enter")
         await until(pilot, lambda: app.thread_id != original, what="the undo")
-        assert (workspace / "a.txt").read_text() == "one\n" and _prompts(app) == ["make a"]
+        assert (workspace / "a.txt").read_text() == "one\n"
+        assert _prompts(app) == ["make a"]
         assert "echo made-by-bash" in app.screen.query_one("Static").render().plain  # type: ignore[attr-defined]
         await pilot.press("escape")  # the note naming what bash changed
         app.prompt_bar.input.text = ""
         await pilot.press(*"/redo")
         await pilot.press("escape", "enter")
         await until(pilot, lambda: app.thread_id == original, what="the redo")
-        assert (workspace / "a.txt").read_text() == "two\n" and _prompts(app) == ["make a", "change a"]
+        assert (workspace / "a.txt").read_text() == "two\n"
+        assert _prompts(app) == ["make a", "change a"]
 
 
 async def test_fork_at_a_focused_message(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -468,10 +481,14 @@ async def test_collapsed_cards_show_the_change_and_the_output_tail(workspace: Pa
         await ask(pilot, "edit and count")
         edit, bash = [e for e in app.transcript.model.entries if e.kind == "tool"]
         shown = _card_text(edit)
-        assert "   7 - line 7" in shown and "   7 + line seven" in shown
-        assert "---" not in shown and "+++" not in shown and "@@" not in shown
+        assert "   7 - line 7" in shown
+        assert "   7 + line seven" in shown
+        assert "---" not in shown
+        assert "+++" not in shown
+        assert "@@" not in shown
         output = _card_text(bash).splitlines()
-        assert output[1] == "$ seq 1 30" and output[-4:] == ["27", "28", "29", "30"]
+        assert output[1] == "$ seq 1 30"
+        assert output[-4:] == ["27", "28", "29", "30"]
         assert "earlier lines" in output[2]
 
 
@@ -542,7 +559,9 @@ async def test_help_shows_remapped_keys(workspace: Path, monkeypatch: pytest.Mon
         await pilot.press("f1")
         await pilot.pause(0.2)
         rows = [line for line in _plain(app.screen.query_one(Static)) if "sidebar (threads" in line]
-        assert rows and "ctrl+e" in rows[0] and "ctrl+b" not in rows[0]
+        assert rows
+        assert "ctrl+e" in rows[0]
+        assert "ctrl+b" not in rows[0]
 
 
 def _plain(widget: object) -> list[str]:
@@ -567,7 +586,8 @@ async def test_status_bar_keeps_the_model_during_an_approval_at_40_columns(
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval dialog")
         await until(pilot, lambda: "approve?" in str(app.status_bar.render()), what="the status")
         shown = str(app.status_bar.render())
-        assert "claude-sonnet-4-5" in shown and "ask" in shown
+        assert "claude-sonnet-4-5" in shown
+        assert "ask" in shown
 
 
 async def test_sidebar_is_proportional_and_resizable(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -666,7 +686,8 @@ async def test_palette_never_offers_a_blank_model(workspace: Path, monkeypatch: 
         "thread_id": "thr_1",
     }
     rows = await ModelsSource().commands(state)
-    assert [r.help for r in rows] == ["pick a model of ollama"] and rows[0].method == "tui/model/pick"
+    assert [r.help for r in rows] == ["pick a model of ollama"]
+    assert rows[0].method == "tui/model/pick"
     assert not any(r.help.rstrip().endswith("with") for r in rows)
 
 
@@ -706,7 +727,8 @@ async def test_a_new_thread_shows_a_hint(workspace: Path, monkeypatch: pytest.Mo
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         placeholder = app.prompt_bar.input.placeholder
-        assert "F1" in str(placeholder) and "ctrl+p" in str(placeholder)
+        assert "F1" in str(placeholder)
+        assert "ctrl+p" in str(placeholder)
 
 
 MISPLACED_KEY = """[providers.fk]
@@ -723,7 +745,9 @@ async def test_a_config_mistake_is_one_clear_line(workspace: Path, monkeypatch: 
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await ready(pilot)
         lines = [n.message for n in app._notifications if "[providers.fk]" in n.message]
-        assert len(lines) == 1 and "theme" in lines[0] and "TOML" in lines[0]
+        assert len(lines) == 1
+        assert "theme" in lines[0]
+        assert "TOML" in lines[0]
 
 
 async def test_an_unavailable_provider_exits_with_the_reason(
@@ -735,7 +759,8 @@ async def test_an_unavailable_provider_exits_with_the_reason(
         await until(pilot, lambda: not app.is_running, what="the app to exit")
     assert app.return_value == 2
     message = app.exit_message or ""
-    assert message.startswith("roder: unknown provider 'fk'") and "[providers.fk] theme" in message
+    assert message.startswith("roder: unknown provider 'fk'")
+    assert "[providers.fk] theme" in message
     assert "\n" not in message
 
 
@@ -756,7 +781,8 @@ async def test_paragraphs_keep_their_blank_line_across_segments(workspace: Path,
         await ask(pilot, "explain")
         await pilot.pause(0.2)
         live = _gaps(app.transcript.last_answer())
-        assert live and all(gap == 1 for gap in live)  # one blank line, as inside a block
+        assert live
+        assert all(gap == 1 for gap in live)  # one blank line, as inside a block
         thread_id = app.thread_id
     again = make_app(workspace, None, monkeypatch, resume=thread_id)
     async with again.run_test(size=(100, 80)) as pilot:

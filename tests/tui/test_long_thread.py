@@ -22,19 +22,24 @@ async def test_two_thousand_message_thread_opens_and_scrolls(workspace: Path, mo
         await ready(pilot)
         transcript = app.transcript
         assert len(transcript.model.entries) == 2000
-        assert transcript.at_end and _mounted(app) <= MAX_MOUNTED
+        assert transcript.at_end
+        assert _mounted(app) <= MAX_MOUNTED
         last = transcript.model.entries[-1]
-        assert last.widget is not None and "Answer 999" in last.items[0].text
+        assert last.widget is not None
+        assert "Answer 999" in last.items[0].text
         await pilot.press("ctrl+t")  # focus the last message, then walk up past the window's edge
         for _ in range(45):
             await pilot.press("k")
-        assert transcript.lo < 2000 - 45 and _mounted(app) <= MAX_MOUNTED
+        assert transcript.lo < 2000 - 45
+        assert _mounted(app) <= MAX_MOUNTED
         focused = transcript.focused_entry()
-        assert focused is not None and transcript.model.index(focused) == 2000 - 46
+        assert focused is not None
+        assert transcript.model.index(focused) == 2000 - 46
         await pilot.press("home")
         await until(pilot, lambda: transcript.lo == 0, what="the start of the thread")
         first = transcript.model.entries[0]
-        assert first.widget is not None and first.items[0].text.startswith("question 0")
+        assert first.widget is not None
+        assert first.items[0].text.startswith("question 0")
         assert _mounted(app) <= MAX_MOUNTED
         await pilot.press("end")
         await until(pilot, lambda: transcript.at_end, what="the end of the thread")

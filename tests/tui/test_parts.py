@@ -51,17 +51,23 @@ def test_fence_splitting_does_not_depend_on_how_text_arrives(cuts: list[int]) ->
 def test_fences_are_found_and_closed() -> None:
     prose, codes = _replay(SAMPLE, [])
     assert codes == ["def f():\n    return '```'", "raw ``` here", "```inner```"]
-    assert "Intro *text*." in prose and "Middle" in prose and "- list" in prose and "End" in prose
+    assert "Intro *text*." in prose
+    assert "Middle" in prose
+    assert "- list" in prose
+    assert "End" in prose
     kinds = [s.kind for s in split_markdown(SAMPLE)]
     assert kinds.count("code") == 3
     unterminated = split_markdown("text\n```js\nlet a = 1")
-    assert unterminated[-1].kind == "code" and unterminated[-1].text == "let a = 1" and unterminated[-1].lang == "js"
+    assert unterminated[-1].kind == "code"
+    assert unterminated[-1].text == "let a = 1"
+    assert unterminated[-1].lang == "js"
 
 
 def test_long_prose_is_sealed_at_paragraph_breaks() -> None:
     text = "".join(f"line {i}\n\n" for i in range(20))
     segments = split_markdown(text, seal_lines=6)
-    assert len(segments) > 3 and all(s.kind == "prose" for s in segments)
+    assert len(segments) > 3
+    assert all(s.kind == "prose" for s in segments)
     assert "".join(s.text for s in segments) == text
 
 
@@ -104,7 +110,8 @@ def test_themes_load_override_and_report_errors(tmp_path: Path) -> None:
     (user / "bad.toml").write_text("this is = = not toml")
     loaded = load_themes(user)
     assert loaded.themes["roder-dark"].colors["primary"] == "#ff0000"  # a user theme replaces a built-in
-    assert len(loaded.errors) == 2 and any("not a colour" in e for e in loaded.errors)
+    assert len(loaded.errors) == 2
+    assert any("not a colour" in e for e in loaded.errors)
     with pytest.raises(ThemeFileError, match="Pygments"):
         bad = user / "style.toml"
         bad.write_text('code_theme = "nope"\n[colors]\nprimary = "#000000"\n')
@@ -128,7 +135,8 @@ def test_status_segments_fit_narrow_terminals() -> None:
     }
     views = [v for s in STATUS_SEGMENTS if (v := s.render(state)) is not None]
     assert [v.text for v in views][:3] == ["● working 12s", "auto-edit", "anthropic/claude-sonnet-4-5"]
-    assert any(v.text == "45.0k/200.0k 22%" for v in views) and any(v.text == "$0.42" for v in views)
+    assert any(v.text == "45.0k/200.0k 22%" for v in views)
+    assert any(v.text == "$0.42" for v in views)
     narrow = fit_segments([v for s in STATUS_SEGMENTS if (v := s.render({**state, "narrow": True}))], 46, " ")
     assert [v.text for v in narrow][:3] == ["● working 12s", "auto-edit", "claude-sonnet-4-5"]
     assert sum(len(v.text) for v in narrow) + len(narrow) - 1 <= 46
@@ -172,12 +180,15 @@ def test_readme_lists_every_key() -> None:
 
 def test_ssh_lowers_the_frame_rate_and_turns_animations_off() -> None:
     env = {"SSH_CONNECTION": "1.2.3.4 22 5.6.7.8 22"}
-    assert tune_for_link(env) and env["TEXTUAL_FPS"] == "15" and env["TEXTUAL_ANIMATIONS"] == "none"
+    assert tune_for_link(env)
+    assert env["TEXTUAL_FPS"] == "15"
+    assert env["TEXTUAL_ANIMATIONS"] == "none"
     mine = {"SSH_CONNECTION": "x", "TEXTUAL_FPS": "5"}
     tune_for_link(mine)
     assert mine["TEXTUAL_FPS"] == "5"  # the user's setting wins
     local: dict[str, str] = {}
-    assert not tune_for_link(local) and "TEXTUAL_FPS" not in local
+    assert not tune_for_link(local)
+    assert "TEXTUAL_FPS" not in local
 
 
 def test_prompt_history_persists_and_file_matching(tmp_path: Path) -> None:
@@ -187,11 +198,15 @@ def test_prompt_history_persists_and_file_matching(tmp_path: Path) -> None:
         history.add(text)
     again = PromptHistory(path)
     assert again.entries == ["one", "two", "three"]
-    assert again.older() == "three" and again.older() == "two" and again.newer() == "three" and again.newer() == ""
+    assert again.older() == "three"
+    assert again.older() == "two"
+    assert again.newer() == "three"
+    assert again.newer() == ""
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "app.py").write_text("")
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("")
     files = workspace_files(tmp_path)
-    assert "src/app.py" in files and not any(f.startswith(".git/") for f in files)
+    assert "src/app.py" in files
+    assert not any(f.startswith(".git/") for f in files)
     assert match_files(["docs/app.md", "src/app.py", "tests/test_app.py"], "app")[:2] == ["src/app.py", "docs/app.md"]

@@ -27,5 +27,7 @@ async def test_a_retry_shows_a_notice(workspace: Path, roder_home: Path, monkeyp
             await ask(pilot, "hello")
     retries = [message for message, title in notes if title == "retrying"]
     assert len(retries) == 1, notes
-    assert "HTTP 503" in retries[0] and "overloaded, try later" in retries[0] and "retry 1 of 4 in" in retries[0]
+    assert "HTTP 503" in retries[0]
+    assert "overloaded, try later" in retries[0]
+    assert "retry 1 of 4 in" in retries[0]
     assert len(server.calls) == 2

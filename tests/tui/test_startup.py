@@ -13,7 +13,8 @@ def test_end_startup_is_a_no_op_when_the_collector_was_never_held_off() -> None:
     frozen = gc.get_freeze_count()
     assert gc.isenabled()
     end_startup()
-    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
 
 
 def test_end_startup_turns_the_collector_back_on_with_startup_objects_frozen() -> None:

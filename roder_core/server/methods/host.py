@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from roder_core.kernel.services import PolicyVerdict
-from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolResult
+from roder_core.kernel.tool_args import ToolArgumentError
+from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolResult, argument_problem
 from roder_core.policy.engine import subjects_of
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams, PolicyDenied
@@ -196,6 +197,9 @@ async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext)
         capabilities=runtime.registry.granted_capabilities(extension_id),
         host=TurnToolHost(runtime, params.thread_id or "app-server", "", workspace, runtime.provider, runtime.model),
     )
+    problem = argument_problem(tool, call)
+    if problem is not None:
+        return ToolsCallResult(tool_name=call.name, text=problem.text, is_error=True)
     decision = await runtime.policy.evaluate(tool, call, tool_ctx)
     if decision.verdict is PolicyVerdict.DENY:
         raise PolicyDenied(f"policy denied {call.name}: {decision.reason}")
@@ -206,6 +210,8 @@ async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext)
             result: ToolResult = await tool.execute(tool_ctx, call)
         except PermissionError:
             raise
+        except ToolArgumentError as exc:
+            result = ToolResult.error(call, str(exc))
         except Exception as exc:
             result = ToolResult.error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
     return ToolsCallResult(
