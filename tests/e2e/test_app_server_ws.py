@@ -107,11 +107,11 @@ async def test_pending_approval_survives_the_client_that_saw_it(served) -> None:
 
 
 async def test_slow_client_is_cut_off_and_others_continue(tmp_path: Path) -> None:
-    # Uncompressed and larger than what the kernel can hold for the slow reader (its 64 KB receive
-    # buffer below, plus the server's send buffer, at most 4 MB by tcp_wmem's default) and the
-    # server's 20-frame queue, so the slow reader really stalls. Large deltas keep the event count
-    # (what costs CPU on a loaded machine) small.
-    size = 12_000_000
+    # Uncompressed and larger than what the kernel holds for the slow reader (its 64 KB receive
+    # buffer below plus the server's autotuned send buffer: 2 MB was not enough here, 4 MB was) and
+    # the server's 20-frame queue, so the slow reader really stalls. Few, large deltas: each delta
+    # costs the runtime work in proportion to the answer so far, which a loaded machine feels.
+    size = 6_000_000
     workspace, env = trusted_workspace(tmp_path, [{"text": "x" * size, "chunk_size": 64_000}])
     env["RODER_TEST_TOKEN"] = TOKEN
     server = await RemoteServer.start(
