@@ -38,10 +38,12 @@ from roder_core.kernel.services import (
     StatusSegment,
     StatusView,
     SubagentDispatcher,
+    TaskContext,
     TaskExecutor,
     ThreadStore,
     ToolContributor,
 )
+from roder_core.kernel.tasks import TaskBoard, TaskInfo
 from roder_core.kernel.tools import (
     ChildThreadRun,
     PolicySubject,
@@ -91,7 +93,10 @@ __all__ = [
     "StatusSegment",
     "StatusView",
     "SubagentDispatcher",
+    "TaskBoard",
+    "TaskContext",
     "TaskExecutor",
+    "TaskInfo",
     "ThreadStore",
     "Tool",
     "ToolCall",

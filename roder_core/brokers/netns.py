@@ -31,7 +31,9 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from roder_core.brokers import Brokers
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
@@ -171,6 +173,8 @@ class ThreadNetwork:
     """A thread's handle on its loopback network, created on the first command that needs it."""
 
     owner: str
+    #: Set once the audit log says commands of this thread cannot share a network here.
+    notice_given: bool = False
     _network: LoopbackNetwork | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -207,3 +211,10 @@ class ThreadNetworks:
     def close(self) -> None:
         for owner in list(self._networks):
             self.release(owner)
+
+
+def bind_thread_network(brokers: Brokers, network: ThreadNetwork) -> Brokers:
+    """``brokers`` whose process broker runs sandboxed commands in ``network`` (a process broker
+    that cannot, such as an embedder's own, is left as it is)."""
+    bind = getattr(brokers.process, "with_network", None)
+    return replace(brokers, process=bind(network)) if bind is not None else brokers

@@ -25,9 +25,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
-from roder_core.brokers import BrokerDenied, ProcessResult, seccomp, tree_guard
+from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.fs import WorkspaceFileSystem
@@ -286,7 +286,6 @@ class HostProcessBroker:
         self._cgroups = cgroups
         #: The thread whose loopback network sandboxed commands share (``with_network``).
         self._thread_network: ThreadNetwork | None = None
-        self._network_notice_given = False
         if sandbox.effective == "off":
             mark_non_dumpable()  # no sandbox between Roder and its children: keep /proc/<pid> closed
 
@@ -352,8 +351,8 @@ class HostProcessBroker:
                 return await self._thread_network.get()
             except OSError as exc:
                 problem = str(exc)
-        if not self._network_notice_given:
-            self._network_notice_given = True
+        if not self._thread_network.notice_given:
+            self._thread_network.notice_given = True
             self._record("process.network", shared=False, reason=problem)
         return None
 
@@ -572,12 +571,6 @@ class HostProcessBroker:
         sink = _RedactedSink(output, self._redactor.byte_stream())
         launched = await self._launch(command, cwd=cwd, timeout=None, env=None, stdout=sink, stderr=None)
         return BackgroundProcess(self, launched, sink, _show(command))
-
-
-class OutputSink(Protocol):
-    """Where a background command's output goes (a ``task_log.TaskLog``)."""
-
-    def feed(self, data: bytes) -> None: ...
 
 
 class _RedactedSink:

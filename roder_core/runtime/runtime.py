@@ -69,9 +69,11 @@ from roder_core.turn.planner import BudgetPlanner
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
+    from roder_core.brokers.netns import ThreadNetworks
     from roder_core.brokers.sandbox import SandboxStatus
     from roder_core.customization.subagents import TraceRecord
     from roder_core.kernel.registry import ExtensionRegistry
+    from roder_core.runtime.tasks import BackgroundTasks
     from roder_core.threads.sessions import Migration, ThreadNode
     from roder_core.turn.runner import TurnRunner
 
@@ -111,6 +113,9 @@ class Runtime:
         self._approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[ApprovalDecision]]] = {}
         self._user_inputs: dict[str, tuple[UserInputRequested, asyncio.Future[dict[str, Any]]]] = {}
         self._brokers: dict[tuple[str, str], Brokers] = {}
+        #: Built on first use (``tasks``, ``thread_brokers``): most runs never need them.
+        self._tasks: BackgroundTasks | None = None
+        self._networks: ThreadNetworks | None = None
         #: Subagents running in this runtime, by trace id (``turn/subagentTrace/read`` while they run).
         self.subagent_traces: dict[str, TraceRecord] = {}
         self.provider = options.provider or self.default_provider()
@@ -194,6 +199,30 @@ class Runtime:
             scope = BrokerScope(workspace, granted, extension_id, self)
             self._brokers[key] = factory(scope)
         return self._brokers[key]
+
+    def thread_brokers(self, thread_id: str | None, workspace: Path, extension_id: str) -> Brokers:
+        """``brokers_for``, with sandboxed commands in the thread's loopback network, which a
+        child thread shares with its root thread (``brokers.netns``)."""
+        brokers = self.brokers_for(workspace, extension_id)
+        if thread_id is None or thread_id not in self._threads:
+            return brokers
+        from roder_core.brokers.netns import ThreadNetworks, bind_thread_network
+
+        if self._networks is None:
+            self._networks = ThreadNetworks()
+        owner = thread_id
+        while (parent := self._threads[owner].thread.parent) is not None and parent.thread_id in self._threads:
+            owner = parent.thread_id
+        return bind_thread_network(brokers, self._networks.handle(owner))
+
+    @property
+    def tasks(self) -> BackgroundTasks:
+        """Background tasks of every thread (``runtime.tasks``)."""
+        if self._tasks is None:
+            from roder_core.runtime.tasks import BackgroundTasks
+
+            self._tasks = BackgroundTasks(self, self.options.cwd)
+        return self._tasks
 
     # ------------------------------------------------------------------ events
 
@@ -413,6 +442,10 @@ class Runtime:
             else:
                 await self.interrupt(thread_id)
         await self._run_observer_hook(HookPoint.SESSION_END, {"thread_id": thread_id})
+        if self._tasks is not None:
+            await self._tasks.thread_closed(thread_id)
+        if self._networks is not None:
+            self._networks.release(thread_id)
         self._threads.pop(thread_id, None)
         if self.store is not None and not state.ephemeral:
             await self.store.release(thread_id)
@@ -668,6 +701,10 @@ class Runtime:
     async def close(self) -> None:
         for thread_id in list(self._threads):
             await self.close_thread(thread_id)
+        if self._tasks is not None:
+            await self._tasks.aclose()
+        if self._networks is not None:
+            self._networks.close()
         if self.store is not None and hasattr(self.store, "close"):
             await self.store.close()
         for service in self.registry.closeable_services():

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, ModelProfile, ParentRef, Thread, ThreadStatus, Turn
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.services import InferenceEngine, ThreadStore
+    from roder_core.kernel.tasks import TaskBoards
     from roder_core.policy.engine import PolicyEngine
     from roder_core.runtime.options import RuntimeOptions
     from roder_core.threads.events import EventBus, RuntimeEvent
@@ -65,6 +66,13 @@ class TurnHost(Protocol):
     def learn_context_limit(self, provider: str, model: str, error: InferenceError, prompt_tokens: int) -> bool: ...
 
     def brokers_for(self, workspace: Path, extension_id: str, capabilities: frozenset[str] | None = None) -> Brokers: ...
+
+    def thread_brokers(self, thread_id: str | None, workspace: Path, extension_id: str) -> Brokers:
+        """``brokers_for``, with commands in the thread's loopback network."""
+        ...
+
+    @property
+    def tasks(self) -> TaskBoards: ...
 
     async def emit(self, event: RuntimeEvent) -> None: ...
 

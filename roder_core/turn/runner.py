@@ -629,7 +629,7 @@ class TurnRunner:
             call_id=call.id,
             workspace=workspace,
             mode=self.mode,
-            brokers=_LazyBrokers(runtime, workspace, extension_id),  # type: ignore[arg-type]
+            brokers=_LazyBrokers(runtime, self.tid, workspace, extension_id),  # type: ignore[arg-type]
             deadline=self.deadline,
             model=runtime.model_profile(self.provider, self.model),
             capabilities=runtime.registry.granted_capabilities(extension_id),
@@ -868,14 +868,14 @@ def _mutated_paths(tool: Any, call: ToolCall, ctx: ToolExecutionContext) -> list
 class _LazyBrokers:
     """Builds the broker set on first use, so tools that need none cost nothing."""
 
-    def __init__(self, runtime: TurnHost, workspace: Any, extension_id: str) -> None:
-        self._args = (runtime, workspace, extension_id)
+    def __init__(self, runtime: TurnHost, thread_id: str, workspace: Any, extension_id: str) -> None:
+        self._args = (runtime, thread_id, workspace, extension_id)
         self._brokers: Any = None
 
     def _get(self) -> Any:
         if self._brokers is None:
-            runtime, workspace, extension_id = self._args
-            self._brokers = runtime.brokers_for(workspace, extension_id)
+            runtime, thread_id, workspace, extension_id = self._args
+            self._brokers = runtime.thread_brokers(thread_id, workspace, extension_id)
         return self._brokers
 
     def __getattr__(self, name: str) -> Any:

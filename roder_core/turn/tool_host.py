@@ -18,6 +18,7 @@ from roder_core.threads.events import ItemCompleted, ItemStarted, RuntimeEvent
 
 if TYPE_CHECKING:
     from roder_core.customization.subagents import TraceRecord
+    from roder_core.kernel.tasks import TaskBoard
     from roder_core.turn.host import TurnHost
 
 Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
@@ -115,3 +116,7 @@ class TurnToolHost:
 
     def register_subagent(self, record: TraceRecord) -> None:
         self._host.subagent_traces[record.trace_id] = record
+
+    @property
+    def tasks(self) -> TaskBoard:
+        return self._host.tasks.board(self._thread_id, self._turn_id)
