@@ -48,7 +48,7 @@ server.serve_forever()
 """
 
 FETCH = (
-    "python3 -c \"import sys, urllib.request; "
+    'python3 -c "import sys, urllib.request; '
     "print(urllib.request.urlopen('http://127.0.0.1:%d/probe', timeout=5).read().decode())\""
 )
 
@@ -69,7 +69,7 @@ print("interfaces:", sorted(line.split(":")[0].strip() for line in open("/proc/n
 """
 
 
-SLEEPER = "import time; print(\"ready\"); time.sleep(600)"
+SLEEPER = 'import time; print("ready"); time.sleep(600)'
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -113,9 +113,7 @@ async def wait_for_task(runtime: Runtime, task_id: str, predicate: Any) -> TaskI
         remove()
 
 
-async def test_a_background_server_is_reached_on_loopback_and_killed_without_orphans(
-    workspace: Path, roder_home: Path
-) -> None:
+async def test_a_background_server_is_reached_on_loopback_and_killed_without_orphans(workspace: Path, roder_home: Path) -> None:
     mark = marker()
     (workspace / "server.py").write_text(SERVER)
     # The server starts a child of its own first: task_kill must take the whole tree.
@@ -168,9 +166,7 @@ async def test_a_background_server_is_reached_on_loopback_and_killed_without_orp
     assert_gone(mark)
 
 
-async def test_another_thread_cannot_reach_the_server_and_closing_the_thread_stops_it(
-    workspace: Path, roder_home: Path
-) -> None:
+async def test_another_thread_cannot_reach_the_server_and_closing_the_thread_stops_it(workspace: Path, roder_home: Path) -> None:
     mark = marker()
     (workspace / "server.py").write_text(SERVER)
     steps: list[dict[str, Any]] = [
