@@ -91,10 +91,12 @@ async def test_tasks(tmp_path: Path) -> None:
         slow = (await client.request("tasks/submit", {"executorId": "echo", "params": {"sleep": 30}})).task
         assert (await client.request("tasks/cancel", {"taskId": slow.id})).task.status == "cancelled"
         failing = (await client.request("tasks/submit", {"executorId": "echo", "params": {"fail": True}})).task
-        await asyncio.sleep(0.1)
+        update = await wait_for(events, "tasks/updated")
+        while update.task.id != failing.id or update.task.status != "failed":
+            update = await wait_for(events, "tasks/updated")
         assert (await client.request("tasks/get", {"taskId": failing.id})).task.error == "ValueError: asked to fail"
         listing = await client.request("tasks/list", {})
-        assert listing.executors == ["echo"] and len(listing.tasks) == 3
+        assert listing.executors == ["agent", "echo", "shell"] and len(listing.tasks) == 3
         await expect_error(INVALID_PARAMS, client.request("tasks/submit", {"executorId": "missing"}))
 
 
