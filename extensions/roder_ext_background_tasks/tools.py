@@ -23,7 +23,7 @@ def _board(ctx: ToolExecutionContext) -> TaskBoard:
 
 def describe(info: TaskInfo) -> str:
     """One line: id, status, how it ended, what it runs."""
-    state = info.status
+    state: str = info.status
     if info.status == "failed" and info.error:
         state += f" ({info.error})"
     elif info.status == "completed" and isinstance(info.result, dict) and "exit_code" in info.result:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
@@ -48,7 +49,7 @@ class AskUserScreen(ModalScreen[dict[str, Any] | None]):
         self.questions = questions
         self.asker = asker
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         title = "The agent asks" + (f" ({self.asker})" if self.asker else "")
         with Vertical():
             yield Static(title, id="ask-title", markup=False)

@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -61,7 +62,7 @@ class TasksScreen(ModalScreen[None]):
         super().__init__()
         self.view = view
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Background tasks", id="tasks-title")
             yield OptionList(id="tasks-list")
@@ -137,7 +138,7 @@ class TaskOutputScreen(ModalScreen[None]):
         self._fetching = False
         self._again = False
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self._title(), id="output-title", markup=False)
             yield Log(id="output-log", max_lines=20_000)
