@@ -214,7 +214,9 @@ class ThreadNetworks:
 
 
 def bind_thread_network(brokers: Brokers, network: ThreadNetwork) -> Brokers:
-    """``brokers`` whose process broker runs sandboxed commands in ``network`` (a process broker
-    that cannot, such as an embedder's own, is left as it is)."""
-    bind = getattr(brokers.process, "with_network", None)
-    return replace(brokers, process=bind(network)) if bind is not None else brokers
+    """``brokers`` whose process broker runs sandboxed commands in ``network``. Only a broker
+    whose class defines ``with_network`` is bound (a wrapper that merely forwards attributes to
+    another broker would hand back the inner one and lose itself); others are left as they are."""
+    if getattr(type(brokers.process), "with_network", None) is None:
+        return brokers
+    return replace(brokers, process=brokers.process.with_network(network))  # type: ignore[attr-defined]

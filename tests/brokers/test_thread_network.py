@@ -10,6 +10,7 @@ capabilities). CI runs this file as root and as an unprivileged user.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -218,3 +219,21 @@ def test_task_log_reads_since_an_offset_caps_and_restarts(tmp_path: Path) -> Non
     with pytest.raises(ValueError):
         log.read(-1)
     log.close()
+
+
+def test_only_brokers_that_can_join_a_network_are_bound(workspace: Path, tmp_path: Path, networks: ThreadNetworks) -> None:
+    """A wrapper that forwards attributes to a process broker (the ACP editor terminal, an
+    embedder's) must not be swapped for the broker it wraps: it is left as it is."""
+
+    class Forwarding:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+    brokers = make_brokers(workspace, tmp_path / "cache", sandbox="workspace-write")
+    wrapped = dataclasses.replace(brokers, process=Forwarding(brokers.process))  # type: ignore[arg-type]
+    assert bind_thread_network(wrapped, networks.handle("t")).process is wrapped.process
+    bound_process = bind_thread_network(brokers, networks.handle("t")).process
+    assert isinstance(bound_process, HostProcessBroker) and bound_process is not brokers.process
