@@ -53,9 +53,11 @@ class QuestionQueue:
 
     async def _resolve(self, request_id: str, answers: dict[str, Any]) -> None:
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol_features import SESSION_RESOLVE_USER_INPUT, ResolveUserInputParams
 
         try:
-            await self._client().request("session/resolve_user_input", {"requestId": request_id, "answers": answers})
+            params = ResolveUserInputParams(request_id=request_id, answers=answers)
+            await self._client().call(SESSION_RESOLVE_USER_INPUT, params)
         except RpcError as exc:  # the turn ended (interrupted) before the answer arrived
             self._app.notify(exc.message, title="answer not delivered", severity="warning")
 

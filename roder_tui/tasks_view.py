@@ -25,11 +25,13 @@ class TasksView:
         return sorted(self.tasks.values(), key=lambda t: (t.status not in ("running", "queued"), -t.created_at))
 
     async def refresh(self) -> None:
+        from roder_core.server.protocol_tasks import TASKS_LIST, TASKS_SUBSCRIBE, TasksListParams, TasksSubscribeParams
+
         client = self._client()
         if not self._subscribed:
-            await client.request("tasks/subscribe", {})
+            await client.call(TASKS_SUBSCRIBE, TasksSubscribeParams())
             self._subscribed = True
-        listing: Any = await client.request("tasks/list", {})
+        listing = await client.call(TASKS_LIST, TasksListParams())
         self.tasks = {task.id: task for task in listing.tasks}
 
     async def open(self) -> None:
@@ -47,15 +49,20 @@ class TasksView:
                 update(task)
 
     async def output(self, task_id: str, since: int) -> TasksOutputResult:
-        result: Any = await self._client().request("tasks/output", {"taskId": task_id, "since": since})
-        return result  # type: ignore[no-any-return]
+        from roder_core.server.protocol_tasks import TASKS_OUTPUT, TasksOutputParams
+
+        return await self._client().call(TASKS_OUTPUT, TasksOutputParams(task_id=task_id, since=since))
 
     async def kill(self, task_id: str) -> TaskModel:
-        result: Any = await self._client().request("tasks/cancel", {"taskId": task_id})
+        from roder_core.server.protocol_tasks import TASKS_CANCEL, TaskIdParams
+
+        result = await self._client().call(TASKS_CANCEL, TaskIdParams(task_id=task_id))
         self.task_updated(result.task)
-        return result.task  # type: ignore[no-any-return]
+        return result.task
 
     async def keep(self, task_id: str, keep: bool) -> TaskModel:
-        result: Any = await self._client().request("tasks/keep", {"taskId": task_id, "keep": keep})
+        from roder_core.server.protocol_tasks import TASKS_KEEP, TasksKeepParams
+
+        result = await self._client().call(TASKS_KEEP, TasksKeepParams(task_id=task_id, keep=keep))
         self.task_updated(result.task)
-        return result.task  # type: ignore[no-any-return]
+        return result.task

@@ -97,26 +97,48 @@ class TasksKeepParams(ProtocolModel):
     keep: bool = True
 
 
-_SPECS = [
-    MethodSpec(
-        "tasks/submit",
-        "tasks",
-        TasksSubmitParams,
-        TaskResult,
-        "Run params on an installed TaskExecutor (shell: a command, after policy; agent: a turn in a child thread).",
-    ),
-    MethodSpec("tasks/list", "tasks", TasksListParams, TasksListResult, "Tasks (all, or of one thread) and the executors."),
-    MethodSpec("tasks/get", "tasks", TaskIdParams, TaskResult, "One task."),
-    MethodSpec("tasks/cancel", "tasks", TaskIdParams, TaskResult, "Stop a task and what it runs; returns once it stopped."),
-    MethodSpec(
-        "tasks/subscribe",
-        "tasks",
-        TasksSubscribeParams,
-        Ok,
-        "Receive tasks/updated notifications on this connection (one task or all).",
-    ),
-    MethodSpec("tasks/output", "tasks", TasksOutputParams, TasksOutputResult, "A task's output from an offset, capped."),
-    MethodSpec("tasks/keep", "tasks", TasksKeepParams, TaskResult, "Keep a task running when its thread is closed (or not)."),
+TASKS_SUBMIT = MethodSpec(
+    "tasks/submit",
+    "tasks",
+    TasksSubmitParams,
+    TaskResult,
+    "Run params on an installed TaskExecutor (shell: a command, after policy; agent: a turn in a child thread).",
+)
+
+TASKS_LIST = MethodSpec(
+    "tasks/list", "tasks", TasksListParams, TasksListResult, "Tasks (all, or of one thread) and the executors."
+)
+
+TASKS_GET = MethodSpec("tasks/get", "tasks", TaskIdParams, TaskResult, "One task.")
+
+TASKS_CANCEL = MethodSpec(
+    "tasks/cancel", "tasks", TaskIdParams, TaskResult, "Stop a task and what it runs; returns once it stopped."
+)
+
+TASKS_SUBSCRIBE = MethodSpec(
+    "tasks/subscribe",
+    "tasks",
+    TasksSubscribeParams,
+    Ok,
+    "Receive tasks/updated notifications on this connection (one task or all).",
+)
+
+TASKS_OUTPUT = MethodSpec(
+    "tasks/output", "tasks", TasksOutputParams, TasksOutputResult, "A task's output from an offset, capped."
+)
+
+TASKS_KEEP = MethodSpec(
+    "tasks/keep", "tasks", TasksKeepParams, TaskResult, "Keep a task running when its thread is closed (or not)."
+)
+
+_SPECS: list[MethodSpec[Any, Any]] = [
+    TASKS_SUBMIT,
+    TASKS_LIST,
+    TASKS_GET,
+    TASKS_CANCEL,
+    TASKS_SUBSCRIBE,
+    TASKS_OUTPUT,
+    TASKS_KEEP,
 ]
 for _spec in _SPECS:
     register(_spec)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from textual.widgets import Log, OptionList
 
+from roder_core.server.protocol import TURN_INTERRUPT, TurnInterruptParams
 from roder_tui.screens.ask_user import AskUserScreen
 from roder_tui.screens.tasks import TaskOutputScreen, TasksScreen
 from tests.brokers.helpers import assert_gone, marker, running
@@ -85,7 +86,7 @@ async def test_interrupting_the_turn_closes_the_dialog(workspace: Path, monkeypa
         await pilot.press(*"set it up", "enter")
         await until(pilot, lambda: isinstance(app.screen, AskUserScreen), what="the question dialog")
         assert app.client is not None and app.thread_id is not None
-        await app.client.turn_interrupt(app.thread_id)
+        await app.client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=app.thread_id))
         await until(pilot, lambda: not isinstance(app.screen, AskUserScreen), what="the dialog to close")
         assert app.client.runtime.pending_user_inputs() == []
 
