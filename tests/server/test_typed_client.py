@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from roder_core.runtime.bootstrap import StartSettings
-from roder_core.server import protocol, protocol_changes, protocol_features, protocol_host
+from roder_core.server import protocol, protocol_changes, protocol_features, protocol_host, protocol_tasks
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from roder_core.server.protocol import (
@@ -102,11 +102,6 @@ from roder_core.server.protocol_features import (
     MEMORY_UPDATE,
     SESSION_EXIT_PLAN,
     SESSION_RESOLVE_USER_INPUT,
-    TASKS_CANCEL,
-    TASKS_GET,
-    TASKS_LIST,
-    TASKS_SUBMIT,
-    TASKS_SUBSCRIBE,
     TURN_SUBAGENT_TRACE_READ,
     TURN_SUBAGENT_TRACES_LIST,
     AgentsListParams,
@@ -126,10 +121,6 @@ from roder_core.server.protocol_features import (
     ResolveUserInputParams,
     SubagentTraceReadParams,
     SubagentTracesParams,
-    TaskIdParams,
-    TasksListParams,
-    TasksSubmitParams,
-    TasksSubscribeParams,
 )
 from roder_core.server.protocol_host import (
     COMMAND_EXEC,
@@ -141,12 +132,27 @@ from roder_core.server.protocol_host import (
     FsReadFileParams,
     ToolsCallParams,
 )
+from roder_core.server.protocol_tasks import (
+    TASKS_CANCEL,
+    TASKS_GET,
+    TASKS_KEEP,
+    TASKS_LIST,
+    TASKS_OUTPUT,
+    TASKS_SUBMIT,
+    TASKS_SUBSCRIBE,
+    TaskIdParams,
+    TasksKeepParams,
+    TasksListParams,
+    TasksOutputParams,
+    TasksSubmitParams,
+    TasksSubscribeParams,
+)
 from roder_core.server.rpc_client import ConnectionLost, RpcClient, StdioRpcClient, WebSocketRpcClient
 from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
 from tests.server.support import RemoteServer, call, roder_command, trusted_workspace
 
-PROTOCOL_MODULES = (protocol, protocol_features, protocol_host, protocol_changes)
+PROTOCOL_MODULES = (protocol, protocol_features, protocol_host, protocol_changes, protocol_tasks)
 TOKEN = "typed-client-token-0123"
 
 #: One model call per entry, in the order the script below makes them.
@@ -306,6 +312,8 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         task = (await typed(TASKS_SUBMIT, TasksSubmitParams(executor_id="echo", params={"sleep": 30}))).task
         await typed(TASKS_GET, TaskIdParams(task_id=task.id))
         assert task.id in [t.id for t in (await typed(TASKS_LIST, TasksListParams())).tasks]
+        assert (await typed(TASKS_KEEP, TasksKeepParams(task_id=task.id))).task.keep
+        assert (await typed(TASKS_OUTPUT, TasksOutputParams(task_id=task.id))).next == 0
         assert (await typed(TASKS_CANCEL, TaskIdParams(task_id=task.id))).task.id == task.id
         events.close()
 
