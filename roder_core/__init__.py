@@ -38,10 +38,12 @@ from roder_core.kernel.services import (
     StatusSegment,
     StatusView,
     SubagentDispatcher,
+    TaskContext,
     TaskExecutor,
     ThreadStore,
     ToolContributor,
 )
+from roder_core.kernel.tasks import TaskBoard, TaskInfo
 from roder_core.kernel.tool_args import NonBlank, ToolArgumentError, ToolArguments, parse_arguments
 from roder_core.kernel.tools import (
     ChildThreadRun,
@@ -93,7 +95,10 @@ __all__ = [
     "StatusSegment",
     "StatusView",
     "SubagentDispatcher",
+    "TaskBoard",
+    "TaskContext",
     "TaskExecutor",
+    "TaskInfo",
     "ThreadStore",
     "Tool",
     "ToolArgumentError",

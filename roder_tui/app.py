@@ -35,6 +35,8 @@ from textual.containers import Horizontal, Vertical  # noqa: E402
 from roder_core.ir import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.keymap import app_bindings  # noqa: E402
+from roder_tui.questions import QuestionQueue  # noqa: E402
+from roder_tui.tasks_view import TasksView  # noqa: E402
 from roder_tui.theming import (  # noqa: E402
     CodeStyle,
     RoderTheme,
@@ -151,6 +153,8 @@ class RoderApp(App[int]):
         self.exit_message: str | None = None
         self._approvals: list[ApprovalRequest] = []
         self._approval_open: str | None = None
+        self.questions = QuestionQueue(self, self._client)
+        self.tasks_view = TasksView(self, self._client)
         self._left_running: set[str] = set()
         #: Threads shown here and the child threads (subagents) they started: whose approvals we answer.
         self._family: set[str] = set()
@@ -374,6 +378,14 @@ class RoderApp(App[int]):
         if isinstance(event, ev.ApprovalRequested | ev.ApprovalResolved) and thread_id in self._family:
             await self.coalescer.drain()
             self._on_approval_event(event)
+            return
+        if isinstance(event, ev.UserInputRequested) and thread_id in self._family:
+            self.questions.add(event)
+            return
+        if isinstance(event, ev.TurnCompleted):
+            self.questions.turn_ended(event.turn.id)
+        if method == "tasks/updated":
+            self.tasks_view.task_updated(event.task)
             return
         if thread_id not in (self.thread_id, "", None):
             if isinstance(event, ev.TurnCompleted) and thread_id in self._left_running:
@@ -907,6 +919,7 @@ class RoderApp(App[int]):
             "tui/copy_last": self.action_copy_focused,
             "tui/sidebar": self.action_toggle_sidebar,
             "tui/help": self.action_help,
+            "tui/tasks": self.action_tasks,
         }
         try:
             if method in local:
@@ -1028,6 +1041,9 @@ class RoderApp(App[int]):
             return
         width = self.sidebar.outer_size.width + step
         self.sidebar.styles.width = max(SIDEBAR_MIN_CELLS, min(width, self.size.width // 2))
+
+    async def action_tasks(self) -> None:
+        await self.tasks_view.open()
 
     def action_help(self) -> None:
         from roder_tui.screens.help import HelpScreen

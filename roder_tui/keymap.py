@@ -56,6 +56,7 @@ KEYS: tuple[Key, ...] = (
     Key("alt+left", "sidebar_narrower", "narrow the sidebar", "app", "sidebar_narrower"),
     Key("f1", "help", "this help", "app", "help"),
     Key("question_mark", "help", "this help (outside the prompt)", "transcript"),
+    Key("f2", "tasks", "background tasks: last output line, open output, kill", "app", "tasks"),
     Key("ctrl+n", "new_thread", "new thread", "app", "new_thread"),
     Key("ctrl+r", "resume_picker", "resume an earlier thread (picker)", "app", "resume_picker"),
     Key("ctrl+t", "focus_transcript", "move focus to the transcript", "app", "focus_transcript"),

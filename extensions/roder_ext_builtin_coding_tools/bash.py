@@ -1,4 +1,5 @@
-"""``bash {command, timeout?, workdir?}``: run a shell command through the process broker."""
+"""``bash {command, timeout?, workdir?, run_in_background?}``: run a shell command through the
+process broker, or start it as a background task (the ``shell`` task executor)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 
 from roder_core.brokers.refusal_notes import refusal_notes
+from roder_core.errors import RoderError
 from roder_core.ir import CommandExecutionItem, ItemStatus
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
@@ -33,6 +35,9 @@ class BashArguments(ToolArguments):
         None, description=f"seconds before the command is killed (default {DEFAULT_TIMEOUT})"
     )
     workdir: str | None = Field(None, description="folder to run in, relative to the workspace")
+    run_in_background: bool = Field(
+        False, description="start it as a background task and return its task_id at once (default false)"
+    )
 
 
 class BashTool(BuiltinTool):
@@ -43,7 +48,11 @@ class BashTool(BuiltinTool):
         "command and everything it started are killed, and so are background processes still running when "
         "it ends. Output over 2000 lines or 50 KB keeps the head and tail and the full output is saved to "
         "a file whose path is given. The result states the exit code and duration. Commands may run in a "
-        "sandbox without network access where only the workspace is writable."
+        "sandbox without network access where only the workspace is writable; the commands of one thread share "
+        "a private loopback network, so a server started in the background is reachable on 127.0.0.1 by later "
+        "commands. With run_in_background the command (a dev server, a watcher, a long test run) starts as a "
+        "background task and the result gives its task_id at once: read its output with task_output, stop it "
+        "with task_kill; it has no timeout and is stopped when the thread is closed."
     )
     arguments_model = BashArguments
     kind = "execute"
@@ -58,6 +67,8 @@ class BashTool(BuiltinTool):
         args = parse_arguments(BashArguments, call)
         command, workdir = args.command, args.workdir or "."
         timeout = min(args.timeout, MAX_TIMEOUT) if args.timeout is not None else None
+        if args.run_in_background:
+            return await self._start_background(ctx, call, command, workdir)
         if ctx.deadline is not None:
             left = ctx.deadline - time.time()
             if left <= 1:
@@ -109,4 +120,25 @@ class BashTool(BuiltinTool):
                 "sandbox": result.sandbox,
                 "quarantined": result.quarantined,
             },
+        )
+
+    async def _start_background(self, ctx: ToolExecutionContext, call: ToolCall, command: str, workdir: str) -> ToolResult:
+        if ctx.host is None:
+            return ToolResult.error(call, "run_in_background needs the runtime's task table; run the command without it")
+        ctx.brokers.fs.resolve(workdir)  # a folder outside the workspace is refused here, not in the task
+        try:
+            info = await ctx.host.tasks.submit("shell", {"command": command, "workdir": workdir})
+        except RoderError as exc:
+            return ToolResult.error(call, f"could not start the background task: {exc}")
+        text = (
+            f"started background task {info.id}: {command}\n"
+            f"Read its output with task_output {{task_id: {info.id!r}}} (pass since=<next> for new output only); "
+            f"stop it with task_kill {{task_id: {info.id!r}}}. It keeps running after this call and is stopped "
+            "when the thread is closed."
+        )
+        return ToolResult(
+            id=call.id,
+            name=call.name,
+            text=text,
+            data={"task_id": info.id, "background": True, "output_path": info.output_path},
         )

@@ -87,6 +87,28 @@ class ProcessResult:
     total_lines: int = 0
 
 
+class OutputSink(Protocol):
+    """Where a background command's output goes (a task's log)."""
+
+    def feed(self, data: bytes) -> None: ...
+
+
+class RunningProcess(Protocol):
+    """A background command (``ProcessBroker.spawn``)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def sandbox(self) -> str: ...
+
+    async def wait(self) -> ProcessResult:
+        """Until it exits; cancelling the wait kills it and everything it started."""
+        ...
+
+    async def kill(self) -> ProcessResult: ...
+
+
 class ProcessBroker(Protocol):
     """Runs commands with a scrubbed environment, resource limits and the sandbox backend.
 
@@ -109,6 +131,10 @@ class ProcessBroker(Protocol):
         separate_stderr: bool = False,
         on_stderr: Callable[[str], None] | None = None,
     ) -> ProcessResult: ...
+
+    async def spawn(self, command: str | list[str], *, output: OutputSink, cwd: Path | None = None) -> RunningProcess:
+        """Start a long-running command (no timeout) whose redacted output flows into ``output``."""
+        ...
 
 
 @dataclass

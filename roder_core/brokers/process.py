@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import copy
 import functools
 import os
 import resource
@@ -26,10 +27,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from roder_core.brokers import BrokerDenied, ProcessResult, seccomp, tree_guard
+from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.fs import WorkspaceFileSystem
+from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv
 from roder_core.brokers.secret_paths import default_deny_read, masks
 from roder_core.brokers.secrets import SecretRedactor, StreamRedactor, scrubbed_env
@@ -282,6 +284,8 @@ class HostProcessBroker:
         self._deny_read = list(default_deny_read(home) if deny_read is None else deny_read)
         self._allow_unix_sockets = allow_unix_sockets
         self._cgroups = cgroups
+        #: The thread whose loopback network sandboxed commands share (``with_network``).
+        self._thread_network: ThreadNetwork | None = None
         if sandbox.effective == "off":
             mark_non_dumpable()  # no sandbox between Roder and its children: keep /proc/<pid> closed
 
@@ -327,22 +331,47 @@ class HostProcessBroker:
             env.update(extra)
         return env, dropped
 
-    async def run(
+    def with_network(self, network: ThreadNetwork) -> HostProcessBroker:
+        """This broker for one thread: its sandboxed commands share ``network`` (``netns``)."""
+        bound = copy.copy(self)
+        bound._thread_network = network
+        return bound
+
+    async def _shared_network(self, level: str) -> LoopbackNetwork | None:
+        """The thread's loopback network for a sandboxed command, or None: the command then
+        gets a private one of its own (no thread bound, host network granted, or unsupported)."""
+        if self._thread_network is None or self._network or level == "off" or not self.sandbox.bwrap:
+            return None
+        probe_argv = tuple(
+            bubblewrap_argv(self.sandbox.bwrap, self.sandbox.probe, Confinement(level, (), Path("/"), join_network=True))
+        )
+        problem = await asyncio.to_thread(shared_network_problem, probe_argv)
+        if problem is None:
+            try:
+                return await self._thread_network.get()
+            except OSError as exc:
+                problem = str(exc)
+        if not self._thread_network.notice_given:
+            self._thread_network.notice_given = True
+            self._record("process.network", shared=False, reason=problem)
+        return None
+
+    async def _launch(
         self,
         command: str | list[str],
         *,
-        cwd: Path | None = None,
-        timeout: float | None = None,
-        env: dict[str, str] | None = None,
-        on_output: Callable[[str], None] | None = None,
-        separate_stderr: bool = False,
-        on_stderr: Callable[[str], None] | None = None,
-    ) -> ProcessResult:
+        cwd: Path | None,
+        timeout: float | None,
+        env: dict[str, str] | None,
+        stdout: OutputSink,
+        stderr: OutputSink | None,
+    ) -> _Launched:
+        """Check, confine and start a command whose output flows into ``stdout`` (and
+        ``stderr``, when given its own sink). ``timeout`` raises the CPU-time limit to match."""
         self._check(command)
         workdir = self._fs.resolve(str(cwd) if cwd is not None else ".")
         if not workdir.is_dir():
             raise NotADirectoryError(f"working folder {cwd} is not a folder")
-        timeout = float(timeout or self._default_timeout)
         argv = [self._shell, "-c", command] if isinstance(command, str) else list(command)
         level = self.sandbox.effective
         probe = self.sandbox.probe
@@ -351,13 +380,18 @@ class HostProcessBroker:
         # (RLIMIT_NPROC is checked per namespace), so the limit is the command's alone.
         existing = 0 if in_userns else count_user_processes()
         cpu = self._limits.cpu_seconds
-        limits = replace(self._limits, cpu_seconds=max(cpu, int(timeout) + 5) if cpu > 0 else 0)
+        limits = self._limits
+        if timeout is not None and cpu > 0:
+            limits = replace(limits, cpu_seconds=max(cpu, int(timeout) + 5))
+        network = await self._shared_network(level)
         cgroup = self._command_cgroup()
         if cgroup is not None and cgroup.support.pids_parent is not None:
             limits = replace(limits, processes=0)  # the cgroup counts them, for root too
         hooks: list[Callable[[], None]] = []
         if cgroup is not None:
             hooks.append(cgroup.join)
+        if network is not None:
+            hooks.append(network.enter)  # after joining the cgroup: that needs the host's view
         if self._shell.endswith("bash"):
             # bash sets the limits and execs the command: cheaper than a fork hook in Python
             argv = [self._shell, "-c", f'{limits.shell_prefix(existing)} exec "$@"', "roder-limits", *argv]
@@ -379,6 +413,7 @@ class HostProcessBroker:
                 masked=tuple(masks(self._deny_read, roots)),
                 network=self._network,
                 seccomp_fd=seccomp_fd,
+                join_network=network is not None,
             )
             argv = bubblewrap_argv(self.sandbox.bwrap, probe, plan) + argv
         elif os.geteuid() == 0:
@@ -391,13 +426,15 @@ class HostProcessBroker:
             sandbox=level,
             timeout=timeout,
             env_dropped=dropped,
+            shared_network=network is not None,
         )
         started = time.monotonic()
         # Our own pipe, not asyncio's: asyncio's wait() would also wait for every holder of the
         # pipe (background children) to close it, and a finished command must not wait for them.
-        # With ``separate_stderr`` stderr gets a pipe (and a collector) of its own.
+        # With a stderr sink stderr gets a pipe of its own.
         read_fd, write_fd = os.pipe()
-        err_read_fd, err_write_fd = os.pipe() if separate_stderr else (-1, write_fd)
+        separate = stderr is not None
+        err_read_fd, err_write_fd = os.pipe() if separate else (-1, write_fd)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -412,26 +449,66 @@ class HostProcessBroker:
             )
         except BaseException:
             os.close(read_fd)
-            if separate_stderr:
+            if separate:
                 os.close(err_read_fd)
             if cgroup is not None:
                 cgroup.remove()
             raise
         finally:
             os.close(write_fd)
-            if separate_stderr:
+            if separate:
                 os.close(err_write_fd)
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
-        collector = OutputCollector(self._spill_dir, on_output, self._redactor.byte_stream())
-        err_collector = OutputCollector(self._spill_dir, on_stderr, self._redactor.byte_stream())
-        transport, pump = await _pipe_pump(read_fd, collector)
+        transport, pump = await _pipe_pump(read_fd, stdout)
         transports, pumps = [transport], [pump]
-        if separate_stderr:
-            err_transport, err_pump = await _pipe_pump(err_read_fd, err_collector)
+        if stderr is not None:
+            err_transport, err_pump = await _pipe_pump(err_read_fd, stderr)
             transports.append(err_transport)
             pumps.append(err_pump)
         reader = asyncio.ensure_future(asyncio.gather(*pumps))
+        return _Launched(proc, reader, transports, guard, cgroup, level, started, roots)
+
+    async def _settle(self, launched: _Launched) -> list[str]:
+        """After the command ended: close its pipes, remove its cgroup and put back what it did
+        to protected paths; returns what was quarantined."""
+        for pipe in launched.transports:
+            pipe.close()
+        if launched.cgroup is not None:
+            await asyncio.to_thread(launched.cgroup.remove)
+        if launched.guard is None:
+            return []
+        created = tree_guard.changed(launched.guard, await asyncio.to_thread(tree_guard.scan, launched.roots))
+        return tree_guard.quarantine(created, launched.guard, self._quarantine_dir)
+
+    async def run(
+        self,
+        command: str | list[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        on_output: Callable[[str], None] | None = None,
+        separate_stderr: bool = False,
+        on_stderr: Callable[[str], None] | None = None,
+    ) -> ProcessResult:
+        timeout = float(timeout or self._default_timeout)
+        collector = OutputCollector(self._spill_dir, on_output, self._redactor.byte_stream())
+        err_collector = OutputCollector(self._spill_dir, on_stderr, self._redactor.byte_stream())
+        try:
+            launched = await self._launch(
+                command,
+                cwd=cwd,
+                timeout=timeout,
+                env=env,
+                stdout=collector,
+                stderr=err_collector if separate_stderr else None,
+            )
+        except BaseException:
+            collector.close()
+            err_collector.close()
+            raise
+        proc, reader = launched.proc, launched.reader
         timed_out = False
         try:
             try:
@@ -443,31 +520,24 @@ class HostProcessBroker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(reader), EXIT_GRACE)
             # Sandboxed, the PID namespace already took every straggler with it.
-            _kill_group(proc.pid, sweep_session=level == "off")
+            _kill_group(proc.pid, sweep_session=launched.level == "off")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(reader), 2.0)
         except asyncio.CancelledError:
             await asyncio.shield(_cleanup_cancelled(proc, reader, collector))
-            if cgroup is not None:
-                cgroup.remove()
-            self._record(
-                "process.exit", command=_show(command), interrupted=True, duration_ms=int((time.monotonic() - started) * 1000)
-            )
+            for pipe in launched.transports:
+                pipe.close()
+            if launched.cgroup is not None:
+                launched.cgroup.remove()
+            self._record("process.exit", command=_show(command), interrupted=True, duration_ms=launched.elapsed_ms())
             raise
         finally:
             if not reader.done():
                 reader.cancel()
-            for pipe in transports:
-                pipe.close()
             collector.close()
             err_collector.close()
-        if cgroup is not None:
-            await asyncio.to_thread(cgroup.remove)
-        duration_ms = int((time.monotonic() - started) * 1000)
-        quarantined: list[str] = []
-        if guard is not None:
-            created = tree_guard.changed(guard, await asyncio.to_thread(tree_guard.scan, roots))
-            quarantined = tree_guard.quarantine(created, guard, self._quarantine_dir)
+        quarantined = await self._settle(launched)
+        duration_ms = launched.elapsed_ms()
         output, truncated = collector.text()
         stderr, stderr_truncated = err_collector.text() if separate_stderr else ("", False)
         exit_code = proc.returncode
@@ -488,11 +558,124 @@ class HostProcessBroker:
             timed_out=timed_out,
             truncated=truncated or stderr_truncated,
             full_output_path=str(collector.spill_path) if collector.spill_path else None,
-            sandbox=level,
+            sandbox=launched.level,
             quarantined=quarantined,
             total_bytes=collector.total_bytes,
             total_lines=collector.total_lines,
         )
+
+    async def spawn(self, command: str | list[str], *, output: OutputSink, cwd: Path | None = None) -> BackgroundProcess:
+        """Start a long-running command and return at once. Its merged, redacted output flows
+        into ``output``; it has no timeout (resource limits still hold) and ends when it exits
+        or is killed (``BackgroundProcess.kill``), taking everything it started with it."""
+        sink = _RedactedSink(output, self._redactor.byte_stream())
+        launched = await self._launch(command, cwd=cwd, timeout=None, env=None, stdout=sink, stderr=None)
+        return BackgroundProcess(self, launched, sink, _show(command))
+
+
+class _RedactedSink:
+    """Known secret values removed from a stream before ``sink`` sees it."""
+
+    def __init__(self, sink: OutputSink, redactor: StreamRedactor[bytes]) -> None:
+        self._sink = sink
+        self._redactor = redactor
+
+    def feed(self, data: bytes) -> None:
+        self._sink.feed(self._redactor.feed(data))
+
+    def flush(self) -> None:
+        self._sink.feed(self._redactor.flush())
+
+
+@dataclass
+class _Launched:
+    """A started command and what must be cleaned up after it."""
+
+    proc: asyncio.subprocess.Process
+    reader: asyncio.Future[Any]
+    transports: list[asyncio.BaseTransport]
+    guard: tree_guard.TreeGuard | None
+    cgroup: CommandCgroup | None
+    level: str
+    started: float
+    roots: tuple[Path, ...]
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+
+class BackgroundProcess:
+    """A command started by ``HostProcessBroker.spawn``: wait for it, or kill it and all it started."""
+
+    def __init__(self, broker: HostProcessBroker, launched: _Launched, sink: _RedactedSink, command: str) -> None:
+        self._broker = broker
+        self._launched = launched
+        self._sink = sink
+        self._command = command
+        self._result: ProcessResult | None = None
+        self._killed = False
+
+    @property
+    def pid(self) -> int:
+        return self._launched.proc.pid
+
+    @property
+    def sandbox(self) -> str:
+        return self._launched.level
+
+    async def wait(self) -> ProcessResult:
+        """Until the command exits (or is killed); cancelling the wait kills it."""
+        if self._result is not None:
+            return self._result
+        launched = self._launched
+        try:
+            await launched.proc.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(launched.reader), EXIT_GRACE)
+        except asyncio.CancelledError:
+            await asyncio.shield(self.kill())
+            raise
+        return await asyncio.shield(self._finish())
+
+    async def kill(self) -> ProcessResult:
+        """SIGTERM to the whole group, a moment to clean up, then SIGKILL; waits for the end."""
+        self._killed = True
+        if self._launched.proc.returncode is None:
+            await _terminate(self._launched.proc)
+        return await self._finish()
+
+    async def _finish(self) -> ProcessResult:
+        if self._result is not None:
+            return self._result
+        launched = self._launched
+        _kill_group(launched.proc.pid, sweep_session=launched.level == "off")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(launched.reader), 2.0)
+        if not launched.reader.done():
+            launched.reader.cancel()
+        self._sink.flush()
+        quarantined = await self._broker._settle(launched)
+        duration_ms = launched.elapsed_ms()
+        exit_code = launched.proc.returncode
+        self._broker._record(
+            "process.exit",
+            command=self._command,
+            exit_code=exit_code,
+            killed=self._killed,
+            duration_ms=duration_ms,
+            quarantined=quarantined,
+            background=True,
+        )
+        if self._result is None:
+            self._result = ProcessResult(
+                exit_code=exit_code,
+                output="",
+                duration_ms=duration_ms,
+                interrupted=self._killed,
+                sandbox=launched.level,
+                quarantined=quarantined,
+            )
+        return self._result
 
 
 def _chain(hooks: list[Callable[[], None]]) -> Callable[[], None]:
@@ -509,7 +692,7 @@ def _show(command: str | list[str]) -> str:
     return command if isinstance(command, str) else " ".join(command)
 
 
-async def _pipe_pump(read_fd: int, collector: OutputCollector) -> tuple[asyncio.BaseTransport, asyncio.Task[None]]:
+async def _pipe_pump(read_fd: int, collector: OutputSink) -> tuple[asyncio.BaseTransport, asyncio.Task[None]]:
     """Feed a pipe's bytes into ``collector`` from a task; returns the transport and the task."""
     stream = asyncio.StreamReader(limit=1 << 20)
     transport, _ = await asyncio.get_running_loop().connect_read_pipe(
@@ -518,7 +701,7 @@ async def _pipe_pump(read_fd: int, collector: OutputCollector) -> tuple[asyncio.
     return transport, asyncio.create_task(_pump(stream, collector))
 
 
-async def _pump(stream: asyncio.StreamReader, collector: OutputCollector) -> None:
+async def _pump(stream: asyncio.StreamReader, collector: OutputSink) -> None:
     while True:
         chunk = await stream.read(65536)
         if not chunk:

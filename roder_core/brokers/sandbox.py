@@ -226,11 +226,16 @@ class Confinement:
     network: bool = False
     #: File descriptor of the seccomp program, passed to the child.
     seccomp_fd: int | None = None
+    #: The command already entered its thread's loopback network (``netns``) before exec:
+    #: bubblewrap keeps it instead of making an empty one.
+    join_network: bool = False
 
 
 def bubblewrap_argv(bwrap: str, probe: BubblewrapProbe | None, plan: Confinement) -> list[str]:
-    """The bwrap command line that wraps a command (``plan.network``: keep the host's network)."""
-    isolation = [flag for flag in _ISOLATION if not (plan.network and flag == "--unshare-net")]
+    """The bwrap command line that wraps a command (``plan.network``: keep the host's network;
+    ``plan.join_network``: keep the thread's loopback network it entered)."""
+    keep_network = plan.network or plan.join_network
+    isolation = [flag for flag in _ISOLATION if not (keep_network and flag == "--unshare-net")]
     if probe is not None and probe.userns:
         isolation += _USERNS
         if probe.no_nested_userns:

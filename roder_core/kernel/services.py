@@ -21,10 +21,11 @@ from roder_core.ir import (
     ThreadHeader,
     ThreadSummary,
 )
+from roder_core.kernel.tasks import TaskOutput
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
-    from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolRegistry
+    from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolHost, ToolRegistry
     from roder_core.settings.config import RoderConfig
     from roder_core.threads.events import RuntimeEvent
 
@@ -266,20 +267,31 @@ class ToolContributor(Protocol):
 
 
 @dataclass
-class TaskInfo:
-    id: str
-    executor_id: str
-    status: Literal["queued", "running", "completed", "failed", "cancelled"]
-    result: Any = None
-    error: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
+class TaskContext:
+    """What an executor gets for one task: where to write, brokers bound to the task's thread
+    (its workspace, the executor extension's grants, the thread's loopback network) and, when
+    the task belongs to a thread, that thread's ``ToolHost`` (to run child threads)."""
+
+    task_id: str
+    workspace: Path
+    brokers: Brokers
+    output: TaskOutput
+    thread_id: str | None = None
+    turn_id: str | None = None
+    host: ToolHost | None = None
 
 
 @runtime_checkable
 class TaskExecutor(Protocol):
+    """Runs one kind of background task. Cancelling ``run`` must stop the work (kill the process,
+    interrupt the child turn); its return value is the task's ``result``. An executor may also
+    define ``describe(params) -> str`` (a title; raise ``ValueError`` to refuse bad params
+    before the task starts) and ``policy_call(params) -> (tool, arguments) | None`` (the tool
+    call whose policy a client's ``tasks/submit`` must pass, e.g. ``bash`` for a command)."""
+
     def id(self) -> str: ...
 
-    async def run(self, params: dict[str, Any]) -> Any: ...
+    async def run(self, params: dict[str, Any], ctx: TaskContext) -> Any: ...
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from roder_core.brokers import Brokers
     from roder_core.customization.subagents import TraceRecord
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Turn
+    from roder_core.kernel.tasks import TaskBoard
     from roder_core.threads.events import RuntimeEvent
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
@@ -145,6 +146,11 @@ class ToolHost(Protocol):
 
     def register_subagent(self, record: TraceRecord) -> None:
         """Make a running subagent's trace visible to ``turn/subagentTrace/read``."""
+        ...
+
+    @property
+    def tasks(self) -> TaskBoard:
+        """This thread's background tasks: start one, read its output, stop it."""
         ...
 
 

@@ -70,9 +70,11 @@ from roder_core.turn.tool_host import TurnToolHost
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
+    from roder_core.brokers.netns import ThreadNetworks
     from roder_core.brokers.sandbox import SandboxStatus
     from roder_core.customization.subagents import TraceRecord
     from roder_core.kernel.registry import ExtensionRegistry
+    from roder_core.runtime.tasks import BackgroundTasks
     from roder_core.threads.sessions import Migration, ThreadNode
 
 log = logging.getLogger(__name__)
@@ -120,6 +122,9 @@ class Runtime:
 
         #: Where threads' tools execute (``runners/*``); ``local`` unless a thread selected another.
         self.runners = RunnerTable(registry, options)
+        #: Built on first use (``tasks``, ``thread_brokers``): most runs never need them.
+        self._tasks: BackgroundTasks | None = None
+        self._networks: ThreadNetworks | None = None
         #: Subagents running in this runtime, by trace id (``turn/subagentTrace/read`` while they run).
         self.subagent_traces: dict[str, TraceRecord] = {}
         self.provider = options.provider or self.models.default_provider()
@@ -183,6 +188,30 @@ class Runtime:
                 raise RoderError(f"runner {runner!r} has no open session for {workspace}; start a turn or select it again")
             self._brokers[key] = session.brokers(self._runner_scope(scope, lambda: factory(scope)))
         return self._brokers[key]
+
+    def thread_brokers(self, thread_id: str | None, workspace: Path, extension_id: str) -> Brokers:
+        """``brokers_for``, with sandboxed commands in the thread's loopback network, which a
+        child thread shares with its root thread (``brokers.netns``)."""
+        brokers = self.brokers_for(workspace, extension_id, thread_id=thread_id)
+        if thread_id is None or thread_id not in self.threads:
+            return brokers
+        from roder_core.brokers.netns import ThreadNetworks, bind_thread_network
+
+        if self._networks is None:
+            self._networks = ThreadNetworks()
+        owner = thread_id
+        while (parent := self.threads.get(owner).thread.parent) is not None and parent.thread_id in self.threads:
+            owner = parent.thread_id
+        return bind_thread_network(brokers, self._networks.handle(owner))
+
+    @property
+    def tasks(self) -> BackgroundTasks:
+        """Background tasks of every thread (``runtime.tasks``)."""
+        if self._tasks is None:
+            from roder_core.runtime.tasks import BackgroundTasks
+
+            self._tasks = BackgroundTasks(self, self.options.cwd)
+        return self._tasks
 
     def _runner_scope(self, scope: BrokerScope, local: Callable[[], Brokers]) -> RunnerScope:
         import os
@@ -361,6 +390,10 @@ class Runtime:
         elif state.busy:
             await state.interrupt()
         await self._observe(HookPoint.SESSION_END, SessionEndPayload(thread_id=thread_id))
+        if self._tasks is not None:
+            await self._tasks.thread_closed(thread_id)
+        if self._networks is not None:
+            self._networks.release(thread_id)
         await self.threads.release(thread_id)
 
     # ------------------------------------------------------------------ sessions: fork, tree, compact, state
@@ -566,6 +599,10 @@ class Runtime:
         for thread_id in self.threads.ids():
             await self.close_thread(thread_id)
         await self.runners.close()
+        if self._tasks is not None:
+            await self._tasks.aclose()
+        if self._networks is not None:
+            self._networks.close()
         if self.store is not None and hasattr(self.store, "close"):
             await self.store.close()
         for service in self.registry.closeable_services():

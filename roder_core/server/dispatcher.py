@@ -60,6 +60,7 @@ METHOD_MODULES = (
     "roder_core.server.methods.features",
     "roder_core.server.methods.changes",
     "roder_core.server.methods.runners",
+    "roder_core.server.methods.tasks",
 )
 
 

@@ -1,5 +1,5 @@
 """Protocol models of the feature methods (seed 004): slash commands, agents and subagent
-traces, user input and plan review, memory, background tasks, and MCP servers."""
+traces, user input and plan review, memory, and MCP servers (background tasks: ``protocol_tasks``)."""
 
 from __future__ import annotations
 
@@ -217,60 +217,6 @@ class MemoryUpdated(ServerNotification):
     memory: MemoryModel | None = None
 
 
-# --------------------------------------------------------------------------- tasks
-
-TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
-
-
-class TaskModel(ProtocolModel):
-    id: str
-    executor_id: str
-    status: TaskStatus
-    params: dict[str, Any] = Field(default_factory=dict)
-    result: Any = None
-    error: str | None = None
-    thread_id: str | None = None
-    turn_id: str | None = None
-    workspace: str | None = None
-    created_at: float
-    finished_at: float | None = None
-
-
-class TasksSubmitParams(ProtocolModel):
-    executor_id: str
-    params: dict[str, Any] = Field(default_factory=dict)
-    thread_id: str | None = None
-    turn_id: str | None = None
-    workspace: str | None = None
-
-
-class TaskResult(ProtocolModel):
-    task: TaskModel
-
-
-class TasksListParams(ProtocolModel):
-    status: TaskStatus | None = None
-
-
-class TasksListResult(ProtocolModel):
-    tasks: list[TaskModel]
-    executors: list[str]
-
-
-class TaskIdParams(ProtocolModel):
-    task_id: str
-
-
-class TasksSubscribeParams(ProtocolModel):
-    #: One task, or every task when omitted.
-    task_id: str | None = None
-
-
-class TaskUpdated(ServerNotification):
-    method: Literal["tasks/updated"] = "tasks/updated"
-    task: TaskModel
-
-
 # --------------------------------------------------------------------------- MCP servers
 
 
@@ -401,22 +347,6 @@ MEMORY_RECALL_PREVIEW = MethodSpec(
     "What memory recall would add to the context for a prompt.",
 )
 
-TASKS_SUBMIT = MethodSpec("tasks/submit", "tasks", TasksSubmitParams, TaskResult, "Run params on an installed TaskExecutor.")
-
-TASKS_LIST = MethodSpec("tasks/list", "tasks", TasksListParams, TasksListResult, "Tasks of this server and the executors.")
-
-TASKS_GET = MethodSpec("tasks/get", "tasks", TaskIdParams, TaskResult, "One task.")
-
-TASKS_CANCEL = MethodSpec("tasks/cancel", "tasks", TaskIdParams, TaskResult, "Cancel a queued or running task.")
-
-TASKS_SUBSCRIBE = MethodSpec(
-    "tasks/subscribe",
-    "tasks",
-    TasksSubscribeParams,
-    Ok,
-    "Receive tasks/updated notifications on this connection (one task or all).",
-)
-
 MCP_LIST = MethodSpec(
     "mcp/list",
     "mcp",
@@ -451,15 +381,9 @@ _SPECS: list[MethodSpec[Any, Any]] = [
     MEMORY_PROVIDER_LIST,
     MEMORY_PROVIDER_SET,
     MEMORY_RECALL_PREVIEW,
-    TASKS_SUBMIT,
-    TASKS_LIST,
-    TASKS_GET,
-    TASKS_CANCEL,
-    TASKS_SUBSCRIBE,
     MCP_LIST,
     MCP_RESTART,
 ]
 for _spec in _SPECS:
     register(_spec)
-for _model in (MemoryUpdated, TaskUpdated):
-    register_notification(_model)
+register_notification(MemoryUpdated)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, ModelProfile, ThreadStatus
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.services import InferenceEngine, ThreadStore
+    from roder_core.kernel.tasks import TaskBoards
     from roder_core.kernel.tools import ToolHost
     from roder_core.policy.engine import PolicyEngine
     from roder_core.runtime.options import RuntimeOptions
@@ -74,6 +75,13 @@ class TurnHost(Protocol):
     def brokers_for(
         self, workspace: Path, extension_id: str, capabilities: frozenset[str] | None = None, *, thread_id: str | None = None
     ) -> Brokers: ...
+
+    def thread_brokers(self, thread_id: str | None, workspace: Path, extension_id: str) -> Brokers:
+        """``brokers_for``, with commands in the thread's loopback network."""
+        ...
+
+    @property
+    def tasks(self) -> TaskBoards: ...
 
     async def emit(self, event: RuntimeEvent) -> None: ...
 

@@ -818,7 +818,7 @@ class _LazyBrokers:
     def _get(self) -> Any:
         if self._brokers is None:
             runtime, workspace, extension_id, thread_id = self._args
-            self._brokers = runtime.brokers_for(workspace, extension_id, thread_id=thread_id)
+            self._brokers = runtime.thread_brokers(thread_id, workspace, extension_id)
         return self._brokers
 
     def __getattr__(self, name: str) -> Any:

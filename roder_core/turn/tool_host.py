@@ -21,6 +21,7 @@ from roder_core.turn.host import Approver
 if TYPE_CHECKING:
     from roder_core.customization.subagents import TraceRecord
     from roder_core.kernel.registry import ExtensionRegistry
+    from roder_core.kernel.tasks import TaskBoard
     from roder_core.runtime.options import RuntimeOptions
 
 
@@ -164,3 +165,7 @@ class TurnToolHost:
 
     def register_subagent(self, record: TraceRecord) -> None:
         self._host.subagent_traces[record.trace_id] = record
+
+    @property
+    def tasks(self) -> TaskBoard:
+        return self._host.tasks.board(self._thread_id, self._turn_id)

@@ -89,7 +89,7 @@ class EchoExecutor:
     def id(self):
         return "echo"
 
-    async def run(self, params):
+    async def run(self, params, ctx):
         import asyncio
         await asyncio.sleep(float(params.get("sleep", 0)))
         if params.get("fail"):

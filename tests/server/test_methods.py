@@ -102,7 +102,7 @@ async def test_tasks(tmp_path: Path) -> None:
             pass
         assert (await client.request("tasks/get", {"taskId": failing.id})).task.error == "ValueError: asked to fail"
         listing = await client.request("tasks/list", {})
-        assert listing.executors == ["echo"]
+        assert listing.executors == ["agent", "echo", "shell"]
         assert len(listing.tasks) == 3
         await expect_error(INVALID_PARAMS, client.request("tasks/submit", {"executorId": "missing"}))
 

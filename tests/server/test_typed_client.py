@@ -103,11 +103,6 @@ from roder_core.server.protocol_features import (
     MEMORY_UPDATE,
     SESSION_EXIT_PLAN,
     SESSION_RESOLVE_USER_INPUT,
-    TASKS_CANCEL,
-    TASKS_GET,
-    TASKS_LIST,
-    TASKS_SUBMIT,
-    TASKS_SUBSCRIBE,
     TURN_SUBAGENT_TRACE_READ,
     TURN_SUBAGENT_TRACES_LIST,
     AgentsListParams,
@@ -127,10 +122,6 @@ from roder_core.server.protocol_features import (
     ResolveUserInputParams,
     SubagentTraceReadParams,
     SubagentTracesParams,
-    TaskIdParams,
-    TasksListParams,
-    TasksSubmitParams,
-    TasksSubscribeParams,
 )
 from roder_core.server.protocol_host import (
     COMMAND_EXEC,
@@ -154,6 +145,21 @@ from roder_core.server.protocol_runners import (
     RunnersSelectParams,
     RunnersSnapshotParams,
     RunnerTarget,
+)
+from roder_core.server.protocol_tasks import (
+    TASKS_CANCEL,
+    TASKS_GET,
+    TASKS_KEEP,
+    TASKS_LIST,
+    TASKS_OUTPUT,
+    TASKS_SUBMIT,
+    TASKS_SUBSCRIBE,
+    TaskIdParams,
+    TasksKeepParams,
+    TasksListParams,
+    TasksOutputParams,
+    TasksSubmitParams,
+    TasksSubscribeParams,
 )
 from roder_core.server.rpc_client import ConnectionLost, RpcClient, StdioRpcClient, WebSocketRpcClient
 from roder_core.server.schema import load_methods
@@ -324,6 +330,8 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         task = (await typed(TASKS_SUBMIT, TasksSubmitParams(executor_id="echo", params={"sleep": 30}))).task
         await typed(TASKS_GET, TaskIdParams(task_id=task.id))
         assert task.id in [t.id for t in (await typed(TASKS_LIST, TasksListParams())).tasks]
+        assert (await typed(TASKS_KEEP, TasksKeepParams(task_id=task.id))).task.keep
+        assert (await typed(TASKS_OUTPUT, TasksOutputParams(task_id=task.id))).next == 0
         assert (await typed(TASKS_CANCEL, TaskIdParams(task_id=task.id))).task.id == task.id
 
         # Runners: the thread runs locally; a snapshot of the workspace is taken and listed.

@@ -108,14 +108,16 @@ from roder_core.server.protocol_features import (
     COMMANDS_LIST,
     COMMANDS_RUN,
     MCP_LIST,
+    SESSION_RESOLVE_USER_INPUT,
     CommandInfoModel,
     CommandsExpandParams,
     CommandsListParams,
     CommandsRunParams,
     McpListParams,
+    ResolveUserInputParams,
 )
 from roder_core.settings.config import MODES
-from roder_core.threads.events import ApprovalRequested, ItemCompleted, TurnCompleted
+from roder_core.threads.events import ApprovalRequested, ItemCompleted, TurnCompleted, UserInputRequested
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +148,8 @@ class Session:
     permission_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     #: Tool calls announced to the editor that have no final status yet (closed when the turn ends).
     open_calls: set[str] = field(default_factory=set)
+    #: The last ``ask_user`` call announced: its questions are asked about that call.
+    asking_call: str | None = None
 
 
 class RoderAcpAgent:
@@ -161,6 +165,8 @@ class RoderAcpAgent:
         self._model_options: list[SessionConfigSelectOption] | None = None
         self._pump: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        #: The editor renders ``elicitation/create`` forms (else questions go as permission requests).
+        self._ask_by_form = False
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -185,6 +191,8 @@ class RoderAcpAgent:
             self.bridge.can_write = bool(fs and fs.write_text_file)
             self.bridge.can_read = bool(fs and fs.read_text_file)
             self.bridge.terminal = bool(client_capabilities.terminal)
+            elicitation = getattr(client_capabilities, "elicitation", None)
+            self._ask_by_form = elicitation is not None and elicitation.form is not None
         tools = await self._call(TOOLS_LIST, ToolsListParams())
         self._kinds = {t.name: t.kind for t in tools.tools}
         if self._pump is None:
@@ -470,6 +478,11 @@ class RoderAcpAgent:
             session.permission_tasks.add(task)
             task.add_done_callback(session.permission_tasks.discard)
             return
+        if isinstance(event, UserInputRequested):
+            task = asyncio.create_task(self._ask_user(session, event))
+            session.permission_tasks.add(task)
+            task.add_done_callback(session.permission_tasks.discard)
+            return
         if isinstance(event, TurnCompleted):
             await self._close_open_calls(session, event.turn)
             if session.waiter is not None and not session.waiter.done():
@@ -478,6 +491,8 @@ class RoderAcpAgent:
         item = event.item if isinstance(event, ItemCompleted) else None
         if isinstance(item, ToolCallItem):
             session.open_calls.add(item.call_id)
+            if item.name == "ask_user":
+                session.asking_call = item.call_id
             if self._kinds.get(item.name) == "execute":
                 self.bridge.pending_exec.setdefault(session.id, deque()).append(item.call_id)
         elif isinstance(item, ToolResultItem):
@@ -561,6 +576,24 @@ class RoderAcpAgent:
                     await self.conn.session_update(
                         session_id=session.id, update=update_tool_call(request.call_id, status="failed")
                     )
+
+    async def _ask_user(self, session: Session, event: UserInputRequested) -> None:
+        """Put a ``userInput/requested`` to the editor in the form it supports, then answer it
+        (an empty answer when the editor failed: the model hears the user declined)."""
+        from roder_core.kernel.questions import Question
+        from roder_core.server.acp.questions import ask_by_form, ask_by_permission
+
+        questions = [Question.from_json(q, i) for i, q in enumerate(event.questions)]
+        try:
+            if self._ask_by_form:
+                answers = await ask_by_form(self.conn, session.id, questions, session.asking_call)
+            else:
+                answers = await ask_by_permission(self.conn, session.id, questions, session.asking_call or event.request_id)
+        except Exception as exc:
+            log.warning("could not ask the editor: %s", exc)
+            answers = {}
+        with contextlib.suppress(RpcError):  # the turn may have ended (cancel) in the meantime
+            await self.app.call(SESSION_RESOLVE_USER_INPUT, ResolveUserInputParams(request_id=event.request_id, answers=answers))
 
     async def _resolve(
         self, request: ApprovalRequest, decision: ApprovalDecisionKind, *, rule: str | None = None, reason: str = ""

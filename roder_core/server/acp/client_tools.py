@@ -114,6 +114,11 @@ class EditorTerminalProcesses:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    def with_network(self, network: Any) -> EditorTerminalProcesses:
+        """Bound to a thread: what the editor does not run still shares the thread's network."""
+        bind = getattr(self._inner, "with_network", None)
+        return EditorTerminalProcesses(bind(network) if bind is not None else self._inner, self._bridge, self._workspace)
+
     async def run(
         self,
         command: str | list[str],

@@ -1,4 +1,4 @@
-"""Slash commands, agents and subagent traces, user input and plan review, memory, tasks, MCP."""
+"""Slash commands, agents and subagent traces, user input and plan review, memory, MCP."""
 
 from __future__ import annotations
 
@@ -50,14 +50,7 @@ from roder_core.server.protocol_features import (
     SubagentTraceResult,
     SubagentTracesParams,
     SubagentTracesResult,
-    TaskIdParams,
-    TaskResult,
-    TasksListParams,
-    TasksListResult,
-    TasksSubmitParams,
-    TasksSubscribeParams,
 )
-from roder_core.server.tasks import TaskManager
 from roder_core.settings.config import ConfigWriter
 
 # --------------------------------------------------------------------------- commands, agents
@@ -293,49 +286,6 @@ async def memory_recall_preview(
             blocks.append(ContextBlock(source=provider.id(), kind="memory", text=f"({provider.id()} failed: {exc})"))
     context = "\n\n".join(b.text for b in blocks)
     return MemoryRecallPreviewResult(provider=name, memories=[_model(r) for r in records], context=context)
-
-
-# --------------------------------------------------------------------------- tasks
-
-
-def _tasks(app: Dispatcher) -> TaskManager:
-    manager = app.services.get("tasks")
-    if manager is None:
-        executors = {executor.id(): executor for executor in app.runtime.registry.task_executors}
-        manager = app.services["tasks"] = TaskManager(executors)
-    return manager
-
-
-@handles("tasks/submit")
-async def tasks_submit(app: Dispatcher, params: TasksSubmitParams, ctx: CallContext) -> TaskResult:
-    workspace = str(absolute_path(params.workspace, "workspace")) if params.workspace else None
-    task = _tasks(app).submit(
-        params.executor_id, params.params, thread_id=params.thread_id, turn_id=params.turn_id, workspace=workspace
-    )
-    return TaskResult(task=task.model_copy())
-
-
-@handles("tasks/list")
-async def tasks_list(app: Dispatcher, params: TasksListParams, ctx: CallContext) -> TasksListResult:
-    manager = _tasks(app)
-    rows = [t.model_copy() for t in manager.tasks.values() if params.status is None or t.status == params.status]
-    return TasksListResult(tasks=rows, executors=sorted(manager.executors))
-
-
-@handles("tasks/get")
-async def tasks_get(app: Dispatcher, params: TaskIdParams, ctx: CallContext) -> TaskResult:
-    return TaskResult(task=_tasks(app).get(params.task_id).model_copy())
-
-
-@handles("tasks/cancel")
-async def tasks_cancel(app: Dispatcher, params: TaskIdParams, ctx: CallContext) -> TaskResult:
-    return TaskResult(task=(await _tasks(app).cancel(params.task_id)).model_copy())
-
-
-@handles("tasks/subscribe")
-async def tasks_subscribe(app: Dispatcher, params: TasksSubscribeParams, ctx: CallContext) -> Ok:
-    _tasks(app).subscribe(params.task_id, ctx.notify)
-    return Ok()
 
 
 # --------------------------------------------------------------------------- MCP servers

@@ -84,6 +84,14 @@ async def check_policy(app: Dispatcher, workspace: Path, name: str, arguments: d
         raise PolicyDenied(f"policy denied {name}: {decision.reason}")
 
 
+async def check_tool_policy(app: Dispatcher, workspace: Path, name: str, arguments: dict[str, Any]) -> None:
+    """Evaluate a client's request to have work done as the tool call ``name(arguments)`` (a
+    background command as ``bash``); -32004 when policy denies it."""
+    value = str(arguments.get("command", ""))
+    probe = _Probe(name, "execute", PolicySubject(tool=name, value=value, kind="command"), read_only=False)
+    await check_policy(app, workspace, name, arguments, probe)
+
+
 async def _readable(app: Dispatcher, raw: str) -> tuple[Path, Path]:
     path = absolute_path(raw)
     workspace = workspace_of(app, path)
