@@ -13,7 +13,7 @@ from typing import Any
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileSystemBroker
 from roder_core.brokers.gitignore import glob_to_regex
-from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolKind, ToolResult
 
 from .common import BuiltinTool, ToolInputError, bool_arg, looks_binary, path_subject, text_arg
 
@@ -37,7 +37,7 @@ def _search_path(arguments: dict[str, Any]) -> str:
 
 
 class _SearchTool(BuiltinTool):
-    kind = "search"
+    kind: ToolKind = "search"
     read_only = True
 
     def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:

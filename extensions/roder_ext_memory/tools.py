@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.errors import RoderError
+from roder_core.kernel.services import MemoryScope
 from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 
 from .store import MAX_TEXT_CHARS, SqliteMemoryStore
@@ -54,7 +55,10 @@ class MemorySave(Tool):
         tags = args.get("tags") or []
         if not isinstance(tags, list):
             return ToolResult.error(call, "tags must be a list of strings")
-        scope = args.get("scope") or "project"
+        wanted = args.get("scope") or "project"
+        if wanted not in ("project", "global"):
+            return ToolResult.error(call, f"scope must be 'project' or 'global', not {wanted!r}")
+        scope: MemoryScope = "global" if wanted == "global" else "project"
         try:
             memory_id = await self.store.save(
                 _redact(ctx, str(args.get("text", ""))), scope, [str(t) for t in tags], project=str(ctx.workspace)

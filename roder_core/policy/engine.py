@@ -50,7 +50,8 @@ def subjects_of(tool: ToolExecutor, call: ToolCall, workspace: Path) -> list[Pol
     describe = getattr(tool, "policy_subjects", None)
     if describe is None:
         return [PolicySubject(tool=call.name, writes=not is_read_only(tool))]
-    return describe(call.arguments, workspace)
+    subjects: list[PolicySubject] = describe(call.arguments, workspace)
+    return subjects
 
 
 def mode_decision(

@@ -1,7 +1,7 @@
 """fs/readFile, fs/readDirectory, command/exec and tools/call: host access after policy.
 
 The caller is a client acting for the user, so a policy verdict of "ask" counts as approved by
-that call; "deny" (plan mode, deny rules, protected or outside-workspace paths) answers -32004.
+that call; "deny" (plan mode, deny rules, protected or outside-workspace paths) answers ``POLICY_DENIED``.
 Files are read and commands run only through the workspace-scoped brokers.
 """
 
@@ -52,7 +52,7 @@ class _Probe(Tool):
 
 
 def workspace_of(app: Dispatcher, path: Path) -> Path:
-    """The workspace (server cwd or an open thread's cwd) that contains ``path``; -32004 if none."""
+    """The workspace (server cwd or an open thread's cwd) that contains ``path``; ``POLICY_DENIED`` if none."""
     real = Path(os.path.realpath(path))
     roots = [app.runtime.options.cwd, *(Path(t.cwd) for t in app.runtime.open_threads())]
     for root in roots:
@@ -63,7 +63,7 @@ def workspace_of(app: Dispatcher, path: Path) -> Path:
 
 
 async def check_policy(app: Dispatcher, workspace: Path, name: str, arguments: dict[str, Any], probe: _Probe) -> None:
-    """Evaluate a direct request like the matching tool call; raise -32004 when denied."""
+    """Evaluate a direct request like the matching tool call; raise ``POLICY_DENIED`` when denied."""
     runtime = app.runtime
     tools = runtime.registry.tool_registry(on_error=lambda _source, _exc: None)
     tool = tools.get(name) or probe
