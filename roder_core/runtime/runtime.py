@@ -35,7 +35,7 @@ from roder_core.ir import (
     UserMessageItem,
     new_id,
 )
-from roder_core.kernel.services import HookPoint, InferenceEngine
+from roder_core.kernel.services import HookPoint, InferenceEngine, PolicyVerdict
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
 from roder_core.policy.rules import RuleSet
@@ -634,7 +634,7 @@ class Runtime:
         entry[1].set_result(decision)
         return True
 
-    def persist_rule(self, rule: str, verdict: str = "allow") -> None:
+    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> None:
         """'Always' answers write the exact rules shown to the user (one per line) into
         config.toml's ``[policy] allow`` (or ``deny``) and apply them at once."""
         writer = ConfigWriter(self.options.paths.config_file)

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from roder_core.kernel.services import PolicyVerdict
+
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
     from roder_core.customization.subagents import TraceRecord
@@ -80,7 +82,7 @@ class TurnHost(Protocol):
 
     def resolve_approval(self, approval_id: str, decision: ApprovalDecision) -> bool: ...
 
-    def persist_rule(self, rule: str, verdict: str = "allow") -> None: ...
+    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> None: ...
 
     @property
     def bus(self) -> EventBus: ...

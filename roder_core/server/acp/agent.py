@@ -63,6 +63,7 @@ from acp.schema import (
 from roder_core import __version__
 from roder_core.customization.slash_commands import RUNTIME_BUILTINS
 from roder_core.ir import ApprovalDecisionKind, ApprovalRequest, Mode, ToolCallItem, ToolResultItem, Turn, TurnStatus
+from roder_core.kernel.services import PolicyVerdict
 from roder_core.kernel.tool_catalog import ServerHost
 from roder_core.kernel.tools import CLIENT_TEXT_READER
 from roder_core.server.acp.client_tools import ClientBridge
@@ -584,7 +585,7 @@ class RoderAcpAgent:
         elif choice == "reject_always":
             self._rejected_rules.add(rule)
             with contextlib.suppress(Exception):
-                self.app.runtime.persist_rule(rule, "deny")
+                self.app.runtime.persist_rule(rule, PolicyVerdict.DENY)
             await self._resolve(request, "deny", reason=f"always rejected: {rule}")
         else:
             await self._resolve(request, "deny", reason="rejected in the editor" if choice == "reject_once" else "cancelled")

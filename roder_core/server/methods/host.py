@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from roder_core.kernel.registry import TOOL_PROVIDER
 from roder_core.kernel.services import PolicyVerdict
 from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolResult
 from roder_core.policy.engine import subjects_of
@@ -183,7 +184,8 @@ async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext)
         raise InvalidParams(f"unknown tool {params.tool_name!r}; available: {', '.join(tools.names())}")
     workspace = Path(runtime.thread(params.thread_id).cwd) if params.thread_id else runtime.options.cwd
     call = ToolCall(id=f"direct_{next(_calls)}", name=params.tool_name, arguments=dict(params.arguments))
-    extension_id = runtime.registry.extension_of(runtime.registry.service("ToolProvider", tools.source_of(call.name))) or ""
+    contributor = runtime.registry.service(TOOL_PROVIDER, tools.source_of(call.name))
+    extension_id = runtime.registry.extension_of(contributor) or ""
     tool_ctx = ToolExecutionContext(
         thread_id=params.thread_id or "app-server",
         turn_id="",
