@@ -104,7 +104,9 @@ async def test_escape_interrupts_a_running_turn(workspace: Path, monkeypatch: py
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await pilot.press(*"long", "enter")
-        await until(pilot, lambda: app.turn_id is not None, what="the turn to start")
+        # Escape once the answer is on screen: a loaded machine may start the turn long before
+        # the first delta arrives, and the test is about cutting a stream that is showing.
+        await until(pilot, lambda: app.transcript.last_answer() is not None, what="the answer to start streaming")
         await pilot.press("escape")
         await until(pilot, lambda: app.turn_id is None, what="the turn to stop")
         thread = (await app._client().call(THREAD_READ, ThreadReadParams(thread_id=app.thread_id, include_turns=True))).thread  # type: ignore[arg-type]
