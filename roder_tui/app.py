@@ -1016,8 +1016,8 @@ class RoderApp(App[int]):
 
         if self.client is None:
             return
-        current = self.status_bar.state.get("mode") or "ask"
-        mode = MODES[(MODES.index(current) + 1) % len(MODES)] if current in MODES else "ask"
+        current = self.status_bar.state.get("mode") or Mode.ASK
+        mode = MODES[(MODES.index(current) + 1) % len(MODES)] if current in MODES else Mode.ASK
         result = await self.client.call(SESSION_SET_MODE, SessionSetModeParams(mode=Mode(mode), reason="shift+tab"))
         self.status_bar.update_state(mode=result.mode)
 

@@ -28,3 +28,16 @@ def test_ruff_format_leaves_the_tree_unchanged() -> None:
 def test_ruff_check_finds_nothing() -> None:
     result = _ruff("check", ".")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_passes() -> None:
+    """``mypy --strict`` on the packages ``[tool.mypy] files`` lists (pyproject.toml), with the
+    incremental cache in the gitignored ``.mypy_cache`` so a rerun checks only what changed."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(ROOT / ".mypy_cache")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

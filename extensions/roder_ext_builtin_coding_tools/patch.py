@@ -109,9 +109,9 @@ def parse_patch(patch: str) -> list[Operation]:
             hunk.lines.append((op, text))
     if not ops:
         raise PatchError("the patch changes no files")
-    for op in ops:
-        if op.kind == "update" and not any(h.lines for h in op.hunks) and not op.move_to:
-            raise PatchError(f"'*** Update File: {op.path}' has no changes")
+    for operation in ops:
+        if operation.kind == "update" and not any(h.lines for h in operation.hunks) and not operation.move_to:
+            raise PatchError(f"'*** Update File: {operation.path}' has no changes")
     return ops
 
 

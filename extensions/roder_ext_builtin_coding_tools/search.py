@@ -16,7 +16,7 @@ from pydantic import Field
 from roder_core.brokers import BrokerDenied, FileInfo, FileSystemBroker
 from roder_core.brokers.gitignore import glob_to_regex
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
-from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolKind, ToolResult
 
 from .common import BuiltinTool, ToolInputError, looks_binary, path_subject
 
@@ -52,7 +52,7 @@ class LsArguments(ToolArguments):
 
 
 class _SearchTool(BuiltinTool):
-    kind = "search"
+    kind: ToolKind = "search"
     read_only = True
 
     def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:

@@ -42,7 +42,7 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from roder_core import (
     EXTENSION_API_VERSION,
@@ -325,10 +325,11 @@ class HookContext:
         """Session-start context is stable (system prompt); a prompt hook's context belongs to its
         turn (recorded with the turn's message)."""
         blocks = []
-        for texts, placement in (
+        placed: tuple[tuple[list[str], Literal["system", "turn"]], ...] = (
             (self._session.get(query.thread_id, []), "system"),
             (list(filter(None, [self._prompt.get(query.thread_id)])), "turn"),
-        ):
+        )
+        for texts, placement in placed:
             if texts:
                 blocks.append(
                     ContextBlock(

@@ -232,7 +232,7 @@ class JsonlThreadStore:
                 return ThreadHeader.model_validate(raw.header)
         started = next((e for e in events if e.method == "thread/started"), None)
         if started is not None:
-            return started.thread  # type: ignore[union-attr]
+            return started.thread
         raise RoderError(f"thread {thread_id}: the file has no readable header; it cannot be loaded")
 
     async def events(self, thread_id: str) -> list[RuntimeEvent]:

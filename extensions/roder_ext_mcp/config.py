@@ -106,6 +106,12 @@ def _str_map(value: Any, where: str, env: Mapping[str, str]) -> tuple[tuple[str,
     return tuple((str(k), expand_vars(str(v), env, f"{where}.{k}")) for k, v in value.items())
 
 
+def _seconds(raw: dict[str, Any], key: str, default: float) -> float:
+    """A timeout under its Roder name or Codex's ``<key>_sec`` spelling."""
+    value: Any = raw.get(key, raw.get(f"{key}_sec", default))
+    return float(value)
+
+
 def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> ServerConfig:
     """One server definition; an unusable one comes back with ``error`` set."""
     where = f"mcp server {name!r} ({origin})"
@@ -123,8 +129,8 @@ def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> Se
         return ServerConfig(name, "stdio", origin, error=f"{where}: unknown type {kind!r} (stdio, http or sse)")
     common: dict[str, Any] = {
         "enabled": bool(raw.get("enabled", not raw.get("disabled", False))),
-        "startup_timeout": float(raw.get("startup_timeout", raw.get("startup_timeout_sec", 30.0))),
-        "tool_timeout": float(raw.get("tool_timeout", raw.get("tool_timeout_sec", 600.0))),
+        "startup_timeout": _seconds(raw, "startup_timeout", 30.0),
+        "tool_timeout": _seconds(raw, "tool_timeout", 600.0),
         "read_only_tools": frozenset(str(t) for t in raw.get("read_only_tools", [])),
     }
     try:

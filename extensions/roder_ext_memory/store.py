@@ -9,6 +9,7 @@ word matching with LIKE, slower but with the same results shape.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import re
 import sqlite3
@@ -259,7 +260,7 @@ class SqliteMemoryStore:
 
         return await asyncio.to_thread(select)
 
-    async def update(self, memory_id: str, *, text: str | None = None, tags: list[str] | None = None) -> MemoryRecord:
+    async def update(self, memory_id: str, *, text: str | None = None, tags: builtins.list[str] | None = None) -> MemoryRecord:
         current = await self.get(memory_id)
         if current is None:
             raise RoderError(f"no memory {memory_id}")

@@ -79,10 +79,10 @@ class ResponsesDecoder:
         if kind in ("response.completed", "response.incomplete"):
             return self._completed(data.get("response") or {})
         if kind == "response.failed":
-            error = (data.get("response") or {}).get("error") or {}
-            raise self.errors.from_stream_error(str(error.get("code") or ""), str(error.get("message") or "failed"))
+            failed = (data.get("response") or {}).get("error") or {}
+            raise self.errors.from_stream_error(str(failed.get("code") or ""), str(failed.get("message") or "failed"))
         if kind == "error":
-            error = data.get("error") if isinstance(data.get("error"), dict) else data
+            error: dict[str, Any] = data["error"] if isinstance(data.get("error"), dict) else data
             raise self.errors.from_stream_error(
                 str(error.get("code") or error.get("type") or ""), str(error.get("message") or "error")
             )

@@ -35,6 +35,7 @@ from roder_core.customization.definitions import DefinitionRoots, Skill, discove
 from roder_core.customization.slash_commands import skill_prompt
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import PolicyVerdict
 from roder_core.kernel.tool_args import ToolArguments, arguments_schema, parse_arguments
 from roder_core.policy.commandline import shell_subjects
 from roder_core.policy.rules import PolicyRuleError, Rule, RuleSet
@@ -86,7 +87,7 @@ def allowed_by(skill: Skill, tool: str, arguments: dict[str, Any], cwd: str) -> 
     patterns = RuleSet(allow=[rule.text for rule in rules if rule.spec is not None])
     subjects = shell_subjects(tool, command, str(arguments.get("workdir") or ""))
     return all(
-        subject.kind == "command" and not subject.opaque and patterns.verdict(subject, Path(cwd))[0] == "allow"
+        subject.kind == "command" and not subject.opaque and patterns.verdict(subject, Path(cwd))[0] is PolicyVerdict.ALLOW
         for subject in subjects
     )
 

@@ -174,7 +174,8 @@ class ScoreGuard:
     def _apply_patch(self, baseline: Baseline) -> list[str]:
         self.store.mkdir(parents=True, exist_ok=True)
         patch = self.store / "test.patch"
-        patch.write_text(self.tests if self.tests and self.tests.endswith("\n") else f"{self.tests}\n")
+        tests = self.tests if isinstance(self.tests, str) else ""
+        patch.write_text(tests if tests.endswith("\n") else f"{tests}\n")
         try:
             touched = [line for line in git("apply", "--numstat", "-z", str(patch)).split("\0") if line]
         except WorkspaceError as exc:

@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +42,11 @@ class ShellOutcome:
 
 def _die_with_parent() -> None:
     """In the child between fork and exec: SIGKILL when the worker that started it dies."""
-    _prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    if _prctl is not None:
+        _prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
+_prctl: Callable[..., int] | None
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before any fork
 except (OSError, AttributeError):

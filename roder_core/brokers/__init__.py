@@ -8,7 +8,7 @@ module holds the contracts so tools and tests can depend on them without importi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal, Protocol
@@ -119,6 +119,10 @@ class ProcessBroker(Protocol):
     sandbox_level: str
 
     def which(self, program: str) -> str | None: ...
+
+    def child_env(self, extra: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+        """The environment a command gets (scrubbed of secrets) and the names dropped from it."""
+        ...
 
     async def run(
         self,

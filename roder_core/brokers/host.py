@@ -27,11 +27,11 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
     runtime = scope.runtime
     options = runtime.options
     config = options.config
-    env = dict(options.env) if getattr(options, "env", None) is not None else dict(os.environ)
+    env = dict(options.env) if options.env is not None else dict(os.environ)
     audit: Callable[[str, dict[str, Any]], None] | None = getattr(runtime, "audit", None)
     fs = WorkspaceFileSystem(
         scope.workspace,
-        extra_roots=config.fs.extra_roots,
+        extra_roots=[Path(root) for root in config.fs.extra_roots],
         capabilities=scope.capabilities,
         audit=audit,
         extension_id=scope.extension_id,
@@ -47,7 +47,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         spill_dir=options.paths.spill_dir,
         quarantine_dir=options.paths.cache_dir / "quarantine",
         capabilities=scope.capabilities,
-        env=dict(options.command_env) if getattr(options, "command_env", None) is not None else env,
+        env=dict(options.command_env) if options.command_env is not None else env,
         pass_env=config.secrets.pass_env,
         secret_names=provider_key_names(config),
         limits=ResourceLimits(

@@ -32,9 +32,10 @@ from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
+from roder_core.brokers.redaction import StreamRedactor
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv
 from roder_core.brokers.secret_paths import default_deny_read, masks
-from roder_core.brokers.secrets import SecretRedactor, StreamRedactor, scrubbed_env
+from roder_core.brokers.secrets import SecretRedactor, scrubbed_env
 from roder_core.brokers.self_protection import drop_ptrace_capability, mark_non_dumpable
 
 MAX_LINES = 2000

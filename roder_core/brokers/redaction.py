@@ -92,12 +92,10 @@ class Formats(Generic[AnyStr]):
         return self.patterns.sub(self.marker, text) if self.may_match(text) else text
 
 
-def _compile(binary: bool) -> Formats[str] | Formats[bytes]:
-    def enc(text: str) -> str | bytes:
-        return text.encode() if binary else text
-
+def _compile(enc: Callable[[str], AnyStr]) -> Formats[AnyStr]:
+    """The formats in one string kind: ``enc`` turns each pattern's text into it."""
     starts = "|".join(_after_boundary(re.escape(start)) for start in TOKEN_STARTS)
-    return Formats(  # type: ignore[return-value]
+    return Formats(
         empty=enc(""),
         marker=enc(FORMAT_MARKER),
         word_chars=enc(WORD_CHARS),
@@ -110,14 +108,22 @@ def _compile(binary: bool) -> Formats[str] | Formats[bytes]:
     )
 
 
+def _as_text(text: str) -> str:
+    return text
+
+
+def _as_bytes(text: str) -> bytes:
+    return text.encode()
+
+
 @functools.cache
 def text_formats() -> Formats[str]:
-    return _compile(binary=False)  # type: ignore[return-value]
+    return _compile(_as_text)
 
 
 @functools.cache
 def byte_formats() -> Formats[bytes]:
-    return _compile(binary=True)  # type: ignore[return-value]
+    return _compile(_as_bytes)
 
 
 #: Known values as (value, replacement) pairs, longest first.
@@ -135,8 +141,8 @@ class StreamRedactor(Generic[AnyStr]):
     """
 
     def __init__(self, values: Callable[[], ValuePairs[AnyStr]], formats: Formats[AnyStr]) -> None:
-        self._values = values
-        self._formats = formats
+        self._values: Callable[[], ValuePairs[AnyStr]] = values
+        self._formats: Formats[AnyStr] = formats
         self._carry: AnyStr = formats.empty
         self._before: AnyStr = formats.empty
         #: Whether text was released before ``_before``: its first character is then context for

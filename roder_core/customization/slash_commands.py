@@ -15,6 +15,7 @@ One registry answers the TUI's ``/`` completion and the app server's ``commands/
 
 from __future__ import annotations
 
+import builtins
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -228,7 +229,7 @@ class CommandRegistry:
     def get(self, name: str) -> CommandInfo | None:
         return next((c for c in self.list() if c.name == name.lstrip("/")), None)
 
-    def complete(self, prefix: str) -> list[CommandInfo]:
+    def complete(self, prefix: str) -> builtins.list[CommandInfo]:
         """Commands whose name starts with ``prefix`` (the TUI's ``/`` completion)."""
         prefix = prefix.lstrip("/")
         return [c for c in self.list() if c.name.startswith(prefix)]

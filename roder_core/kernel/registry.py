@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, Generic, Protocol, TypeVar, cast, overload
 
 from roder_core.kernel.extension import (
     SUPPORTED_API_PREFIX,
@@ -50,6 +50,42 @@ from roder_core.kernel.services import (
 )
 from roder_core.kernel.tools import ToolRegistry, ToolSpecError
 
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class ServiceKind(Generic[S]):
+    """A seed-003 service kind (its manifest name) tied to the protocol its implementations
+    follow, so registration checks the implementation and lookup returns the protocol type."""
+
+    name: str
+
+
+INFERENCE_ENGINE: ServiceKind[InferenceEngine] = ServiceKind("InferenceEngine")
+CONTEXT_PROVIDER: ServiceKind[ContextProvider] = ServiceKind("ContextProvider")
+CONTEXT_PLANNER: ServiceKind[ContextPlanner] = ServiceKind("ContextPlanner")
+THREAD_STORE: ServiceKind[ThreadStore] = ServiceKind("ThreadStore")
+CHECKPOINT_STORE: ServiceKind[CheckpointStore] = ServiceKind("CheckpointStore")
+MEMORY_STORE: ServiceKind[MemoryStore | MemoryStoreFactory] = ServiceKind("MemoryStore")
+EMBEDDING_PROVIDER: ServiceKind[EmbeddingProvider] = ServiceKind("EmbeddingProvider")
+TOOL_PROVIDER: ServiceKind[ToolContributor] = ServiceKind("ToolProvider")
+TASK_EXECUTOR: ServiceKind[TaskExecutor] = ServiceKind("TaskExecutor")
+SUBAGENT_DISPATCHER: ServiceKind[SubagentDispatcher] = ServiceKind("SubagentDispatcher")
+REMOTE_RUNNER_PROVIDER: ServiceKind[RemoteRunnerProvider] = ServiceKind("RemoteRunnerProvider")
+POLICY_CONTRIBUTOR: ServiceKind[PolicyContributor] = ServiceKind("PolicyContributor")
+EVENT_SINK: ServiceKind[EventSink] = ServiceKind("EventSink")
+NOTIFICATION_SINK: ServiceKind[NotificationSink] = ServiceKind("NotificationSink")
+HOOK: ServiceKind[Hook] = ServiceKind("Hook")
+STATUS_SEGMENT: ServiceKind[StatusSegment] = ServiceKind("StatusSegment")
+PALETTE_SOURCE: ServiceKind[PaletteSource] = ServiceKind("PaletteSource")
+INTERACTIVE_REGION_HANDLER: ServiceKind[InteractiveRegionHandler] = ServiceKind("InteractiveRegionHandler")
+
+
+class Closeable(Protocol):
+    """A service holding resources (MCP connections) the runtime closes once, at the end."""
+
+    async def aclose(self) -> None: ...
+
 
 class RegistryError(Exception):
     """The registry refused an extension or could not be built; the message says why."""
@@ -60,10 +96,10 @@ class InstalledService:
     kind: str
     id: str
     extension_id: str
-    implementation: Any
+    implementation: object
 
 
-def _service_id(kind: str, service: Any) -> str:
+def _service_id(kind: str, service: object) -> str:
     ident = getattr(service, "id", None)
     value = ident() if callable(ident) else ident
     if not isinstance(value, str) or not value:
@@ -123,7 +159,8 @@ class ExtensionRegistryBuilder:
                 if service in other.provides:
                     raise RegistryError(f"{service} is declared by both {other.id!r} and {manifest.id!r}")
 
-    def _register(self, kind: str, service: Any) -> None:
+    def _register(self, service_kind: ServiceKind[S], service: S) -> None:
+        kind = service_kind.name
         manifest = self._installing
         if manifest is None:
             raise RegistryError(f"{kind} registered outside of an extension's install()")
@@ -141,62 +178,62 @@ class ExtensionRegistryBuilder:
     # ------------------------------------------------------------------ registration API
 
     def inference_engine(self, engine: InferenceEngine) -> None:
-        self._register("InferenceEngine", engine)
+        self._register(INFERENCE_ENGINE, engine)
 
     def context_provider(self, provider: ContextProvider) -> None:
-        self._register("ContextProvider", provider)
+        self._register(CONTEXT_PROVIDER, provider)
 
     def context_planner(self, planner: ContextPlanner) -> None:
-        self._register("ContextPlanner", planner)
+        self._register(CONTEXT_PLANNER, planner)
 
     def thread_store(self, store: ThreadStore) -> None:
-        self._register("ThreadStore", store)
+        self._register(THREAD_STORE, store)
 
     def checkpoint_store(self, store: CheckpointStore) -> None:
-        self._register("CheckpointStore", store)
+        self._register(CHECKPOINT_STORE, store)
 
     def memory_store(self, store: MemoryStore) -> None:
-        self._register("MemoryStore", store)
+        self._register(MEMORY_STORE, store)
 
     def memory_store_factory(self, factory: MemoryStoreFactory) -> None:
         """Seed 003 installs memory as a factory; it provides the MemoryStore service id."""
-        self._register("MemoryStore", factory)
+        self._register(MEMORY_STORE, factory)
 
     def embedding_provider(self, provider: EmbeddingProvider) -> None:
-        self._register("EmbeddingProvider", provider)
+        self._register(EMBEDDING_PROVIDER, provider)
 
     def tool_contributor(self, contributor: ToolContributor) -> None:
-        self._register("ToolProvider", contributor)
+        self._register(TOOL_PROVIDER, contributor)
 
     def task_executor(self, executor: TaskExecutor) -> None:
-        self._register("TaskExecutor", executor)
+        self._register(TASK_EXECUTOR, executor)
 
     def subagent_dispatcher(self, dispatcher: SubagentDispatcher) -> None:
-        self._register("SubagentDispatcher", dispatcher)
+        self._register(SUBAGENT_DISPATCHER, dispatcher)
 
     def remote_runner_provider(self, provider: RemoteRunnerProvider) -> None:
-        self._register("RemoteRunnerProvider", provider)
+        self._register(REMOTE_RUNNER_PROVIDER, provider)
 
     def policy_contributor(self, contributor: PolicyContributor) -> None:
-        self._register("PolicyContributor", contributor)
+        self._register(POLICY_CONTRIBUTOR, contributor)
 
     def event_sink(self, sink: EventSink) -> None:
-        self._register("EventSink", sink)
+        self._register(EVENT_SINK, sink)
 
     def notification_sink(self, sink: NotificationSink) -> None:
-        self._register("NotificationSink", sink)
+        self._register(NOTIFICATION_SINK, sink)
 
     def hook(self, hook: Hook) -> None:
-        self._register("Hook", hook)
+        self._register(HOOK, hook)
 
     def status_segment(self, segment: StatusSegment) -> None:
-        self._register("StatusSegment", segment)
+        self._register(STATUS_SEGMENT, segment)
 
     def palette_source(self, source: PaletteSource) -> None:
-        self._register("PaletteSource", source)
+        self._register(PALETTE_SOURCE, source)
 
     def interactive_region_handler(self, handler: InteractiveRegionHandler) -> None:
-        self._register("InteractiveRegionHandler", handler)
+        self._register(INTERACTIVE_REGION_HANDLER, handler)
 
     # ------------------------------------------------------------------ capabilities
 
@@ -271,7 +308,7 @@ class ExtensionRegistry:
     def granted_capabilities(self, extension_id: str) -> frozenset[str]:
         return frozenset(s.id for s in self._statuses.get(extension_id, ()) if s.decision == "granted")
 
-    def extension_of(self, implementation: Any) -> str | None:
+    def extension_of(self, implementation: object) -> str | None:
         return next((s.extension_id for s in self._services if s.implementation is implementation), None)
 
     def to_json(self) -> dict[str, Any]:
@@ -283,87 +320,102 @@ class ExtensionRegistry:
 
     # ------------------------------------------------------------------ selection
 
-    def services(self, kind: str) -> Iterator[Any]:
-        return (s.implementation for s in self._services if s.kind == kind)
+    @overload
+    def services(self, kind: ServiceKind[S]) -> Iterator[S]: ...
 
-    def service(self, kind: str, service_id: str) -> Any | None:
-        return next((s.implementation for s in self._services if s.kind == kind and s.id == service_id), None)
+    @overload
+    def services(self, kind: str) -> Iterator[object]: ...
 
-    def _first(self, kind: str) -> Any | None:
+    def services(self, kind: ServiceKind[Any] | str) -> Iterator[Any]:
+        """Implementations of one kind, in install order (``_register`` checked their type)."""
+        name = kind if isinstance(kind, str) else kind.name
+        return (s.implementation for s in self._services if s.kind == name)
+
+    @overload
+    def service(self, kind: ServiceKind[S], service_id: str) -> S | None: ...
+
+    @overload
+    def service(self, kind: str, service_id: str) -> object | None: ...
+
+    def service(self, kind: ServiceKind[Any] | str, service_id: str) -> Any:
+        name = kind if isinstance(kind, str) else kind.name
+        return next((s.implementation for s in self._services if s.kind == name and s.id == service_id), None)
+
+    def _first(self, kind: ServiceKind[S]) -> S | None:
         return next(self.services(kind), None)
 
     @property
     def inference_engines(self) -> list[InferenceEngine]:
-        return cast("list[InferenceEngine]", list(self.services("InferenceEngine")))
+        return list(self.services(INFERENCE_ENGINE))
 
     def inference_engine(self, engine_id: str) -> InferenceEngine | None:
-        return cast("InferenceEngine | None", self.service("InferenceEngine", engine_id))
+        return self.service(INFERENCE_ENGINE, engine_id)
 
     @property
     def tools(self) -> list[ToolContributor]:
         """Tool contributors, as seed 003 names them (``registry.tools``)."""
-        return cast("list[ToolContributor]", list(self.services("ToolProvider")))
+        return list(self.services(TOOL_PROVIDER))
 
     @property
     def context_providers(self) -> list[ContextProvider]:
-        return cast("list[ContextProvider]", list(self.services("ContextProvider")))
+        return list(self.services(CONTEXT_PROVIDER))
 
     @property
     def context_planner(self) -> ContextPlanner | None:
-        return cast("ContextPlanner | None", self._first("ContextPlanner"))
+        return self._first(CONTEXT_PLANNER)
 
     @property
     def thread_store(self) -> ThreadStore | None:
-        return cast("ThreadStore | None", self._first("ThreadStore"))
+        return self._first(THREAD_STORE)
 
     @property
     def checkpoint_store(self) -> CheckpointStore | None:
-        return cast("CheckpointStore | None", self._first("CheckpointStore"))
+        return self._first(CHECKPOINT_STORE)
 
     @property
     def memory_stores(self) -> list[MemoryStore | MemoryStoreFactory]:
         """As installed: a store, or (seed 003) a factory; ``resolve_memory_store`` gives the store."""
-        return cast("list[MemoryStore | MemoryStoreFactory]", list(self.services("MemoryStore")))
+        return list(self.services(MEMORY_STORE))
 
     @property
     def policy_contributors(self) -> list[PolicyContributor]:
-        return cast("list[PolicyContributor]", list(self.services("PolicyContributor")))
+        return list(self.services(POLICY_CONTRIBUTOR))
 
     @property
     def event_sinks(self) -> list[EventSink]:
-        return cast("list[EventSink]", list(self.services("EventSink")))
+        return list(self.services(EVENT_SINK))
 
     @property
     def notification_sinks(self) -> list[NotificationSink]:
-        return cast("list[NotificationSink]", list(self.services("NotificationSink")))
+        return list(self.services(NOTIFICATION_SINK))
 
     @property
     def hooks(self) -> list[Hook]:
-        return cast("list[Hook]", list(self.services("Hook")))
+        return list(self.services(HOOK))
 
     @property
     def task_executors(self) -> list[TaskExecutor]:
-        return cast("list[TaskExecutor]", list(self.services("TaskExecutor")))
+        return list(self.services(TASK_EXECUTOR))
 
     @property
     def subagent_dispatchers(self) -> list[SubagentDispatcher]:
-        return cast("list[SubagentDispatcher]", list(self.services("SubagentDispatcher")))
+        return list(self.services(SUBAGENT_DISPATCHER))
 
     @property
     def status_segments(self) -> list[StatusSegment]:
-        return cast("list[StatusSegment]", list(self.services("StatusSegment")))
+        return list(self.services(STATUS_SEGMENT))
 
     @property
     def palette_sources(self) -> list[PaletteSource]:
-        return cast("list[PaletteSource]", list(self.services("PaletteSource")))
+        return list(self.services(PALETTE_SOURCE))
 
-    def closeable_services(self) -> list[Any]:
+    def closeable_services(self) -> list[Closeable]:
         """Services holding resources (MCP connections) that expose ``async aclose()``; the
         runtime closes them once when it closes. A service installed under two kinds is listed once."""
-        seen: dict[int, Any] = {}
+        seen: dict[int, Closeable] = {}
         for installed in self._services:
             if callable(getattr(installed.implementation, "aclose", None)):
-                seen.setdefault(id(installed.implementation), installed.implementation)
+                seen.setdefault(id(installed.implementation), cast(Closeable, installed.implementation))
         return list(seen.values())
 
     def tool_registry(self, on_error: Callable[[str, Exception], None] | None = None) -> ToolRegistry:
@@ -372,10 +424,11 @@ class ExtensionRegistry:
         dynamic source such as an MCP server must not take the other tools down)."""
         tools = ToolRegistry()
         for installed in self._services:
-            if installed.kind != "ToolProvider":
+            if installed.kind != TOOL_PROVIDER.name:
                 continue
+            contributor = cast(ToolContributor, installed.implementation)  # registered as one
             try:
-                tools.contribute_from(installed.id, installed.implementation.contribute)
+                tools.contribute_from(installed.id, contributor.contribute)
             except (ToolSpecError, RegistryError) as exc:
                 if on_error is None:
                     raise RegistryError(f"tool contributor {installed.id!r} of {installed.extension_id!r}: {exc}") from exc

@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from roder_core.kernel.registry import TOOL_PROVIDER, ExtensionRegistry
 from roder_core.kernel.tools import is_read_only, tool_kind
-
-if TYPE_CHECKING:
-    from roder_core.kernel.registry import ExtensionRegistry
 
 
 @dataclass
@@ -134,7 +132,7 @@ async def build_catalog(registry: ExtensionRegistry, wait: float = 0.0) -> ToolC
         assert tool is not None
         spec = tool.spec()
         source = tools.source_of(name)
-        contributor = registry.service("ToolProvider", source)
+        contributor = registry.service(TOOL_PROVIDER, source)
         rows.append(
             ToolInfo(
                 name=name,

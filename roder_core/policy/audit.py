@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from roder_core.brokers.secrets import redact_data
 
@@ -36,7 +36,7 @@ def record_hash(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _last_line(handle: Any) -> bytes:
+def _last_line(handle: BinaryIO) -> bytes:
     """The last complete line of a file opened in binary mode (empty if none)."""
     handle.seek(0, os.SEEK_END)
     end = handle.tell()

@@ -180,7 +180,8 @@ def _parser() -> Any:
 
 
 def _text(node: Any) -> str:
-    return node.text.decode("utf-8", errors="surrogateescape")
+    raw: bytes = node.text
+    return raw.decode("utf-8", errors="surrogateescape")
 
 
 def _unescape_word(raw: str) -> str | None:

@@ -50,7 +50,8 @@ def subjects_of(tool: ToolExecutor, call: ToolCall, workspace: Path) -> list[Pol
     describe = getattr(tool, "policy_subjects", None)
     if describe is None:
         return [PolicySubject(tool=call.name, writes=not is_read_only(tool))]
-    return describe(call.arguments, workspace)
+    subjects: list[PolicySubject] = describe(call.arguments, workspace)
+    return subjects
 
 
 def mode_decision(
@@ -183,23 +184,23 @@ class PolicyEngine:
                 )
         return None
 
-    def _rule_verdict(self, subject: PolicySubject, workspace: Path) -> tuple[str | None, str]:
+    def _rule_verdict(self, subject: PolicySubject, workspace: Path) -> tuple[PolicyVerdict | None, str]:
         if subject.kind != "path":
             verdict, rule = self.rules.verdict(subject, workspace)
-            if verdict == "allow" and subject.opaque:
+            if verdict is PolicyVerdict.ALLOW and subject.opaque:
                 return None, ""  # only plain commands can be allowed by a rule
             return verdict, rule.text if rule else ""
-        found: list[tuple[str | None, str]] = []
+        found: list[tuple[PolicyVerdict | None, str]] = []
         for form in self._forms(subject.value, workspace):
             form_subject = PolicySubject(subject.tool, _relative(form, workspace), subject.kind, subject.writes)
             verdict, rule = self.rules.verdict(form_subject, workspace)
             found.append((verdict, rule.text if rule else ""))
-        for strongest in ("deny", "ask"):
+        for strongest in (PolicyVerdict.DENY, PolicyVerdict.ASK):
             for verdict, text in found:
-                if verdict == strongest:
+                if verdict is strongest:
                     return verdict, text
-        if all(verdict == "allow" for verdict, _ in found):
-            return "allow", found[0][1]
+        if all(verdict is PolicyVerdict.ALLOW for verdict, _ in found):
+            return PolicyVerdict.ALLOW, found[0][1]
         return None, ""
 
     # ------------------------------------------------------------------ decision
@@ -256,14 +257,14 @@ class PolicyEngine:
         """Rules, then the mode, then the floors (protected, git-dir and outside-workspace writes,
         commands only known when they run)."""
         verdicts = [self._rule_verdict(s, workspace) for s in subjects]
-        denied = next((text for verdict, text in verdicts if verdict == "deny"), None)
-        asked = next((text for verdict, text in verdicts if verdict == "ask"), None)
+        denied = next((text for verdict, text in verdicts if verdict is PolicyVerdict.DENY), None)
+        asked = next((text for verdict, text in verdicts if verdict is PolicyVerdict.ASK), None)
         base = mode_decision(mode, tool, subjects, call.arguments)
         if denied is not None:
             decision = PolicyDecision(PolicyVerdict.DENY, f"denied by the rule {denied}", "rule")
         elif asked is not None and mode != Mode.BYPASS:
             decision = PolicyDecision(PolicyVerdict.ASK, f"the rule {asked} asks", "rule")
-        elif subjects and all(v == "allow" for v, _ in verdicts) and base.verdict is not PolicyVerdict.DENY:
+        elif subjects and all(v is PolicyVerdict.ALLOW for v, _ in verdicts) and base.verdict is not PolicyVerdict.DENY:
             decision = PolicyDecision(PolicyVerdict.ALLOW, f"allowed by the rule {verdicts[0][1]}", "rule")
         else:
             decision = base
@@ -301,7 +302,7 @@ class PolicyEngine:
                 continue
             if self._write_floor(subject, Path(workspace)) is not None:
                 continue
-            if self._rule_verdict(subject, Path(workspace))[0] == "allow":
+            if self._rule_verdict(subject, Path(workspace))[0] is PolicyVerdict.ALLOW:
                 continue
             rule = _rule_for(subject, Path(workspace))
             if rule not in rules:

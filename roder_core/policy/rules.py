@@ -26,11 +26,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from roder_core.brokers.gitignore import glob_to_regex
+from roder_core.kernel.services import PolicyVerdict
 from roder_core.kernel.tools import PolicySubject
 from roder_core.settings.config import ConfigError
 
 _RULE = re.compile(r"^\s*([A-Za-z0-9_.*?\-\[\]]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
-VERDICTS = ("deny", "ask", "allow")
+#: Strongest first: the first verdict with a matching rule wins.
+VERDICTS = (PolicyVerdict.DENY, PolicyVerdict.ASK, PolicyVerdict.ALLOW)
 
 
 class PolicyRuleError(ConfigError):
@@ -194,12 +196,13 @@ class RuleSet:
     """The allow / ask / deny rules in effect (user config plus a trusted project's)."""
 
     def __init__(self, allow: list[str] = (), ask: list[str] = (), deny: list[str] = ()) -> None:  # type: ignore[assignment]
-        self.rules: dict[str, list[Rule]] = {"allow": [], "ask": [], "deny": []}
-        for verdict, texts in (("allow", allow), ("ask", ask), ("deny", deny)):
+        self.rules: dict[PolicyVerdict, list[Rule]] = {verdict: [] for verdict in PolicyVerdict}
+        for verdict, texts in ((PolicyVerdict.ALLOW, allow), (PolicyVerdict.ASK, ask), (PolicyVerdict.DENY, deny)):
             for text in texts:
                 self.add(verdict, text)
 
-    def add(self, verdict: str, text: str) -> Rule:
+    def add(self, verdict: PolicyVerdict | str, text: str) -> Rule:
+        verdict = PolicyVerdict(verdict)  # config and callers may still say "allow"
         rule = Rule.parse(text)
         if all(r.text != rule.text for r in self.rules[verdict]):
             self.rules[verdict].append(rule)
@@ -207,13 +210,13 @@ class RuleSet:
 
     def restricting(self, tool: str) -> str | None:
         """The text of a deny or ask rule with a pattern for ``tool``, if any."""
-        for verdict in ("deny", "ask"):
+        for verdict in (PolicyVerdict.DENY, PolicyVerdict.ASK):
             for rule in self.rules[verdict]:
                 if rule.spec is not None and fnmatchcase(tool, rule.tool):
                     return rule.text
         return None
 
-    def verdict(self, subject: PolicySubject, workspace: Path) -> tuple[str | None, Rule | None]:
+    def verdict(self, subject: PolicySubject, workspace: Path) -> tuple[PolicyVerdict | None, Rule | None]:
         """The strongest verdict any rule gives this subject (deny > ask > allow), or None.
 
         Deny and ask rules see every form of a command (see ``command_forms``); an allow rule
@@ -223,7 +226,7 @@ class RuleSet:
             forms = [replace(subject, value=form) for form in command_forms(subject.value)] or [subject]
         for verdict in VERDICTS:
             for rule in self.rules[verdict]:
-                if verdict == "allow":
+                if verdict is PolicyVerdict.ALLOW:
                     if rule.matches(subject, workspace) and (
                         subject.kind != "command" or rule.spec is None or folder_spelled_out(rule.spec, subject.value)
                     ):

@@ -216,7 +216,7 @@ def _quirks(dialect: str, base_url: str, table: ProviderTable | None) -> Quirks:
     if dialect == "chat-completions":
         values.update(HOST_QUIRKS.get((urlsplit(base_url).hostname or "").lower(), {}))
     if table is not None:
-        values.update({k: v for k, v in table.model_dump(include=QUIRK_FIELDS).items() if v is not None})
+        values.update({k: v for k, v in table.model_dump(include=set(QUIRK_FIELDS)).items() if v is not None})
     return Quirks(**values)
 
 

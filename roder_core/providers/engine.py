@@ -105,7 +105,7 @@ class HttpEngine:
         elif self._credentials is not None and (stored := self._credentials.get(self.spec.name)):
             value, source, hint = stored, "stored", f"the key stored by `roder providers login {self.spec.name}`"
         else:
-            value, source, hint = "", None, name
+            value, source, hint = "", None, name or ""
         self.key = Secret(value)
         self.key_source = source
         self.errors.use_key(value, hint)

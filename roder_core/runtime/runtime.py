@@ -35,7 +35,7 @@ from roder_core.ir import (
     new_id,
 )
 from roder_core.kernel.hook_payloads import HookPayload, SessionEndPayload, SessionStartPayload
-from roder_core.kernel.services import HookPoint, InferenceEngine, RunnerScope
+from roder_core.kernel.services import HookPoint, InferenceEngine, PolicyVerdict, RunnerScope
 from roder_core.kernel.tools import ToolHost
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
@@ -569,7 +569,7 @@ class Runtime:
     def resolve_user_input(self, request_id: str, answers: dict[str, Any]) -> bool:
         return self.questions.resolve(request_id, answers)
 
-    def persist_rule(self, rule: str, verdict: str = "allow") -> None:
+    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> None:
         """'Always' answers write the exact rules shown to the user (one per line) into
         config.toml's ``[policy] allow`` (or ``deny``) and apply them at once."""
         writer = ConfigWriter(self.options.paths.config_file)

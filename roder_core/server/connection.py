@@ -3,7 +3,7 @@
 Incoming text messages are decoded and dispatched concurrently (a long ``turn/interrupt`` never
 holds up the next request); responses and notifications leave through one writer task in the
 order they were produced. Notifications wait in a bounded queue, so a client that stops reading
-never blocks the runtime or other clients: it gets a ``server/error`` (-32001) instead.
+never blocks the runtime or other clients: it gets a ``server/error`` (``CLIENT_BEHIND``) instead.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class Connection:
     async def _dispatch(self, message: Any) -> Reply | None:
         """One message or a JSON-RPC 2.0 batch: an array gets an array of the responses of its
         requests (run concurrently), a batch of notifications only gets nothing, and an empty
-        array gets one -32600 error, as the specification says."""
+        array gets one ``INVALID_REQUEST`` error, as the specification says."""
         if not isinstance(message, list):
             return await self.dispatcher.handle_message(message, self.context)
         if not message:

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 P = TypeVar("P", bound=ProtocolModel)
 Handler = Callable[["Dispatcher", Any, "CallContext"], Awaitable[ProtocolModel]]
+#: A handler with its own params and result types (kept through ``@handles``).
+H = TypeVar("H", bound=Callable[..., Awaitable[ProtocolModel]])
 
 #: method name -> handler; filled by the modules in ``roder_core.server.methods``.
 HANDLERS: dict[str, Handler] = {}
@@ -64,10 +66,10 @@ METHOD_MODULES = (
 )
 
 
-def handles(method: str) -> Callable[[Handler], Handler]:
+def handles(method: str) -> Callable[[H], H]:
     """Register the decorated coroutine as the handler of ``method`` (a name in METHODS)."""
 
-    def register(func: Handler) -> Handler:
+    def register(func: H) -> H:
         if method not in METHODS:
             raise ValueError(f"{method!r} has no protocol models in roder_core.server.protocol")
         HANDLERS[method] = func
@@ -133,16 +135,18 @@ class Dispatcher:
         if raw is None:
             raw = {}
         if isinstance(raw, spec.params):
-            return raw
+            typed: ProtocolModel = raw
+            return typed
         if isinstance(raw, BaseModel):
             raw = raw.model_dump(by_alias=True)
         if not isinstance(raw, dict):
             raise RpcError(INVALID_PARAMS, f"invalid params: {spec.name} takes an object of named params")
         _check_id_lengths(raw)
         try:
-            return spec.params.model_validate(raw)
+            parsed: ProtocolModel = spec.params.model_validate(raw)
         except ValidationError as exc:
             raise RpcError(INVALID_PARAMS, _validation_message(exc)) from None
+        return parsed
 
     async def call(self, method: str, params: Any = None, ctx: CallContext | None = None) -> ProtocolModel:
         """Run one method with typed (or dict) params; raises RpcError on any failure."""

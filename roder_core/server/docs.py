@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from roder_core.server.errors import ERROR_CODES
+from roder_core.server.errors import CLIENT_BEHIND, ERROR_CODES, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 from roder_core.server.protocol import PROTOCOL_VERSION, UNAVAILABLE
 from roder_core.server.schema import load_methods, notification_models
 
@@ -27,15 +27,15 @@ Clients should ignore unknown notification methods and extra result fields. `rod
 
 Start with `initialize`; its `methodGroups` say which groups this server offers. Notifications
 arrive in the order the runtime emitted them (so per thread in order); a client that falls
-behind its queue gets `server/error` with code -32001 (a WebSocket client is then disconnected
+behind its queue gets `server/error` with code {client_behind} (a WebSocket client is then disconnected
 with close code 1013) and should re-read its threads with `thread/read`. Approvals still pending
 are sent again as `approval/requested` to every client that calls `initialize`; a plan review
 (tool `exit_plan`) also carries `requestId`, the id to pass to `session/exit_plan`.
 
 Batches: a JSON array of requests gets one JSON array holding the responses of its requests (in
 any order; match them by `id`); a batch of only notifications gets no reply; an empty array gets
-one `-32600` error. Ids a client passes (`threadId`, `traceId`, ...) are at most 200 characters;
-a longer one is refused with `-32602` before anything is looked up. `command/exec` returns the
+one `{invalid_request}` error. Ids a client passes (`threadId`, `traceId`, ...) are at most 200 characters;
+a longer one is refused with `{invalid_params}` before anything is looked up. `command/exec` returns the
 command's `stdout` and `stderr` apart (streamed deltas say which `stream` they belong to).
 """
 
@@ -99,14 +99,25 @@ def _definitions(models: list[type[BaseModel]]) -> list[str]:
 def render() -> str:
     methods = load_methods()
     notifications = notification_models()
-    lines = [INTRO.format(version=PROTOCOL_VERSION), "## Error codes", "", "| code | meaning |", "| --- | --- |"]
+    lines = [
+        INTRO.format(
+            version=PROTOCOL_VERSION,
+            client_behind=CLIENT_BEHIND,
+            invalid_request=INVALID_REQUEST,
+            invalid_params=INVALID_PARAMS,
+        ),
+        "## Error codes",
+        "",
+        "| code | meaning |",
+        "| --- | --- |",
+    ]
     lines += [f"| {code} | {meaning} |" for code, meaning in ERROR_CODES.items()]
     lines += ["", "## Method groups", ""]
     groups: dict[str, list[str]] = {}
     for spec in methods.values():
         groups.setdefault(spec.group, []).append(spec.name)
     lines += [f"- **{group}**: " + ", ".join(f"`{m}`" for m in names) for group, names in groups.items()]
-    lines += ["", "Not offered by this release (they answer -32601 naming the group):", ""]
+    lines += ["", f"Not offered by this release (they answer {METHOD_NOT_FOUND} naming the group):", ""]
     lines += [f"- **{group}** (`{'`, `'.join(p)}`): {why}" for group, (p, why) in UNAVAILABLE.items()]
     lines += ["", "## Methods", ""]
     for spec in methods.values():

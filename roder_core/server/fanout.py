@@ -3,7 +3,7 @@
 Every queue is fed synchronously by the runtime's event bus (and by the server for its own
 notifications), so each client sees events in emission order, which keeps per-thread order. The
 queue never blocks the producer: a client that falls ``maxsize`` notifications behind loses its
-backlog and gets a ``server/error`` (code -32001) telling it to re-read its threads.
+backlog and gets a ``server/error`` (``CLIENT_BEHIND``) telling it to re-read its threads.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class NotificationQueue:
         if self.thread_id is not None and getattr(notification, "thread_id", self.thread_id) != self.thread_id:
             return
         if self._pending_notifications >= self.maxsize:
-            kept = deque(item for item in self._items if isinstance(item, dict | list))
+            kept: deque[Notification | Reply] = deque(item for item in self._items if isinstance(item, dict | list))
             dropped = len(self._items) - len(kept)
             self._items = kept
             self.overflows += 1

@@ -1,7 +1,7 @@
 """Protocol models of the host methods: fs/*, command/exec and tools/call (seed 004).
 
 Paths are absolute; file contents travel as base64. Every method here is evaluated by the
-policy engine first and answers -32004 when policy denies it.
+policy engine first and answers ``POLICY_DENIED`` when policy denies it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ definitions under ``$defs``. docs/protocol.md is rendered from the same data (``
 from __future__ import annotations
 
 import typing
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
@@ -51,7 +51,7 @@ def protocol_schema() -> dict[str, Any]:
     for spec in methods.values():
         keyed += [((spec.name, "params"), spec.params), ((spec.name, "result"), spec.result)]
     keyed += [((name, "notification"), model) for name, model in notifications.items()]
-    pairs = [(model, "serialization") for _key, model in keyed]
+    pairs: list[tuple[type[BaseModel], Literal["serialization"]]] = [(model, "serialization") for _key, model in keyed]
     refs, schema = models_json_schema(pairs, by_alias=True, ref_template="#/$defs/{model}")
     ref = {key: refs[(model, "serialization")] for key, model in keyed}
     return {

@@ -2,7 +2,7 @@
 
 One request per line in, one response or notification per line out; warnings go to stderr.
 Lines may be far larger than 64 KB (up to ``MAX_LINE`` bytes); a longer line is discarded up to
-its newline and answered with -32700, and the connection stays usable. When stdin closes, the
+its newline and answered with ``PARSE_ERROR``, and the connection stays usable. When stdin closes, the
 requests in flight finish, running turns run to their end (approvals nobody can answer any more
 are denied) and the server exits.
 """

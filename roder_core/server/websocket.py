@@ -11,7 +11,7 @@ check. Clients that send no ``Origin`` (every non-browser client) pass that chec
 always required. ``roder.remote.v1`` is echoed when the
 client offers it. Roder does not terminate TLS, so binding a non-loopback address prints a
 warning. Each client has its own bounded notification queue; one that falls behind is told
-(-32001) and disconnected, and its pending approvals stay answerable by any other client.
+(``CLIENT_BEHIND``) and disconnected, and its pending approvals stay answerable by any other client.
 Requires the ``remote`` extra (``pip install -e '.[remote]'`` in the checkout).
 """
 

@@ -262,7 +262,7 @@ def render_responses(step: dict[str, Any], request: dict[str, Any], number: int)
     if step.get("reasoning"):
         index, item_id, text = len(output), f"rs_fake{number}", step["reasoning"]
         emit("response.output_item.added", output_index=index, item={"id": item_id, "type": "reasoning", "summary": []})
-        part = {"type": "summary_text", "text": ""}
+        part: dict[str, Any] = {"type": "summary_text", "text": ""}
         emit("response.reasoning_summary_part.added", item_id=item_id, output_index=index, summary_index=0, part=part)
         for piece in _pieces(text, size):
             emit("response.reasoning_summary_text.delta", item_id=item_id, output_index=index, summary_index=0, delta=piece)
@@ -572,7 +572,9 @@ class FakeModelServer:
 
     def _models_body(self, headers: dict[str, str]) -> bytes:
         if "anthropic-version" in headers or self.dialect == "anthropic-messages":
-            rows = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in self.models]
+            rows: list[dict[str, Any]] = [
+                {"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in self.models
+            ]
             return _json({"data": rows, "has_more": False, "first_id": self.models[0], "last_id": self.models[-1]}).encode()
         rows = [{"id": m, "object": "model", "created": 1_760_000_000, "owned_by": "fake"} for m in self.models]
         return _json({"object": "list", "data": rows}).encode()

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from roder_core.kernel.services import PolicyVerdict
+
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
     from roder_core.errors import InferenceError
@@ -89,7 +91,7 @@ class TurnHost(Protocol):
 
     async def set_status(self, state: ThreadState, status: ThreadStatus) -> None: ...
 
-    def persist_rule(self, rule: str, verdict: str = "allow") -> None: ...
+    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> None: ...
 
     def tool_host(self, thread_id: str, turn_id: str, workspace: Path, provider: str, model: str, approve: Approver) -> ToolHost:
         """The ``ToolHost`` for one call of this turn (approvals go through ``approve``)."""

@@ -30,6 +30,6 @@ class MutationQueue:
             for lock in reversed(acquired):
                 lock.release()
             for key in keys:
-                lock = self._locks.get(key)
-                if lock is not None and not lock.locked() and not getattr(lock, "_waiters", None):
+                left = self._locks.get(key)
+                if left is not None and not left.locked() and not getattr(left, "_waiters", None):
                     del self._locks[key]

@@ -45,6 +45,7 @@ from acp.schema import (
     ResumeSessionResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionConfigOptionBoolean,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
     SessionForkCapabilities,
@@ -55,12 +56,14 @@ from acp.schema import (
     SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
+    StopReason,
     ToolCallUpdate,
 )
 
 from roder_core import __version__
 from roder_core.customization.slash_commands import RUNTIME_BUILTINS
-from roder_core.ir import ApprovalDecisionKind, ApprovalRequest, Mode, ToolCallItem, ToolResultItem, Turn
+from roder_core.ir import ApprovalDecisionKind, ApprovalRequest, Mode, ToolCallItem, ToolResultItem, Turn, TurnStatus
+from roder_core.kernel.services import PolicyVerdict
 from roder_core.kernel.tool_catalog import ServerHost
 from roder_core.kernel.tools import CLIENT_TEXT_READER
 from roder_core.server.acp.client_tools import ClientBridge
@@ -220,6 +223,13 @@ class RoderAcpAgent:
     async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
         return AuthenticateResponse()
 
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Roder defines no ``_``-prefixed ACP extension methods."""
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        """Unknown extension notifications are ignored, as ACP asks."""
+
     # ------------------------------------------------------------------ sessions
 
     async def _modes(self) -> SessionModeState:
@@ -229,7 +239,9 @@ class RoderAcpAgent:
             available_modes=[SessionMode(id=m, name=MODE_NAMES[m][0], description=MODE_NAMES[m][1]) for m in MODES],
         )
 
-    async def _model_config(self, thread_provider: str, thread_model: str) -> list[SessionConfigOptionSelect]:
+    async def _model_config(
+        self, thread_provider: str, thread_model: str
+    ) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
         if self._model_options is None:
             options: list[SessionConfigSelectOption] = []
             providers = await self._call(PROVIDERS_LIST, NoParams())
@@ -283,7 +295,7 @@ class RoderAcpAgent:
         return session
 
     async def new_session(
-        self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **kwargs: Any
+        self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
         self._add_mcp_servers(mcp_servers)
         thread = (await self._call(THREAD_START, ThreadStartParams(cwd=cwd))).thread
@@ -294,7 +306,14 @@ class RoderAcpAgent:
             config_options=await self._model_config(thread.provider, thread.model),
         )
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> LoadSessionResponse:
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse:
         self._add_mcp_servers(mcp_servers)
         thread = (await self._call(THREAD_RESUME, ThreadResumeParams(thread_id=session_id))).thread
         self._open(thread.id, thread.cwd)
@@ -306,7 +325,14 @@ class RoderAcpAgent:
             modes=await self._modes(), config_options=await self._model_config(thread.provider, thread.model)
         )
 
-    async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> ResumeSessionResponse:
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: Any = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
         self._add_mcp_servers(mcp_servers)
         thread = (await self._call(THREAD_RESUME, ThreadResumeParams(thread_id=session_id))).thread
         self._open(thread.id, thread.cwd)
@@ -328,7 +354,14 @@ class RoderAcpAgent:
             ]
         )
 
-    async def fork_session(self, session_id: str, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> ForkSessionResponse:
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: Any = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
         self._add_mcp_servers(mcp_servers)
         thread = (await self._call(THREAD_FORK, ThreadForkParams(thread_id=session_id))).thread
         self._open(thread.id, thread.cwd)
@@ -567,7 +600,7 @@ class RoderAcpAgent:
         elif choice == "reject_always":
             self._rejected_rules.add(rule)
             with contextlib.suppress(Exception):
-                self.app.runtime.persist_rule(rule, "deny")
+                self.app.runtime.persist_rule(rule, PolicyVerdict.DENY)
             await self._resolve(request, "deny", reason=f"always rejected: {rule}")
         else:
             await self._resolve(request, "deny", reason="rejected in the editor" if choice == "reject_once" else "cancelled")
@@ -671,13 +704,15 @@ def _file_path(uri: str | None) -> str | None:
     return unquote(parts.path) if parts.scheme == "file" else None
 
 
-def stop_reason(turn: Turn) -> str:
-    if turn.status == "interrupted":
+def stop_reason(turn: Turn) -> StopReason:
+    if turn.status == TurnStatus.INTERRUPTED:
         return "cancelled"
-    if turn.status == "failed":
+    if turn.status == TurnStatus.FAILED:
         if turn.error is not None and turn.error.kind == "max_iterations":
             return "max_turn_requests"
         raise RequestError.internal_error({"message": turn.error.message if turn.error else "the turn failed"})
-    if turn.stop_reason in ("max_tokens", "refusal"):
-        return turn.stop_reason
+    if turn.stop_reason == "max_tokens":
+        return "max_tokens"
+    if turn.stop_reason == "refusal":
+        return "refusal"
     return "end_turn"

@@ -65,7 +65,8 @@ class ClientBridge:
         except Exception as exc:  # any client failure: the read tool falls back to the disk
             log.warning("the editor could not read %s (reading the disk instead): %s", path, exc)
             return None
-        return response.content
+        content: str = response.content
+        return content
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -81,7 +82,7 @@ class EditorMirroredFiles:
         self._bridge = bridge
 
     def write_bytes(self, path: str, data: bytes) -> Path:
-        written = self._inner.write_bytes(path, data)
+        written: Path = self._inner.write_bytes(path, data)
         session = self._bridge.session_for(self._inner.workspace)
         if session is not None and self._bridge.conn is not None:
             try:
@@ -131,7 +132,10 @@ class EditorTerminalProcesses:
     ) -> ProcessResult:
         session = self._bridge.session_for(self._workspace)
         if session is None:
-            return await self._inner.run(command, cwd=cwd, timeout=timeout, env=env, on_output=on_output, **kwargs)
+            result: ProcessResult = await self._inner.run(
+                command, cwd=cwd, timeout=timeout, env=env, on_output=on_output, **kwargs
+            )
+            return result
         conn = self._bridge.conn
         program, args = ("/bin/sh", ["-c", command]) if isinstance(command, str) else (command[0], list(command[1:]))
         started = time.monotonic()

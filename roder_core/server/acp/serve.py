@@ -43,7 +43,8 @@ def add_set_model_route(conn: AgentSideConnection, agent: RoderAcpAgent) -> None
             raise RequestError.invalid_params({"params": "expected sessionId and modelId strings"})
         return await agent.set_session_model(params["sessionId"], params["modelId"])
 
-    conn._conn._handler.add_route(Route(method=SET_MODEL_METHOD, func=handle, kind="request", adapt_result=normalize_result))
+    handler: Any = conn._conn._handler  # the SDK has no public way to add a method
+    handler.add_route(Route(method=SET_MODEL_METHOD, func=handle, kind="request", adapt_result=normalize_result))
 
 
 def screen(line: bytes) -> dict[str, Any] | None:

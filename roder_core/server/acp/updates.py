@@ -6,7 +6,7 @@ the ACP updates to send. Tool kinds are Roder's tool kinds, which use ACP's voca
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from acp.helpers import (
     plan_entry,
@@ -21,7 +21,7 @@ from acp.helpers import (
     update_tool_call,
     update_user_message_text,
 )
-from acp.schema import ToolCallLocation, UsageUpdate
+from acp.schema import PlanEntryStatus, ToolCallLocation, ToolCallStatus, ToolKind, UsageUpdate
 
 from roder_core.ir import (
     AgentMessageItem,
@@ -30,6 +30,7 @@ from roder_core.ir import (
     Item,
     PlanItem,
     ReasoningItem,
+    StepStatus,
     ToolCallItem,
     ToolResultItem,
     UserMessageItem,
@@ -42,7 +43,12 @@ from roder_core.threads.events import (
     ToolCallStarted,
 )
 
-ACP_KINDS = {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"}
+#: A plan step's status as ACP spells it (the same words).
+PLAN_STATUS: dict[StepStatus, PlanEntryStatus] = {
+    StepStatus.PENDING: "pending",
+    StepStatus.IN_PROGRESS: "in_progress",
+    StepStatus.COMPLETED: "completed",
+}
 _PATH_KEYS = ("path", "file_path", "filePath", "file")
 #: Longest tool output copied into a tool call's content (the model saw all of it).
 MAX_TOOL_TEXT = 64_000
@@ -65,8 +71,8 @@ def tool_locations(arguments: dict[str, Any]) -> list[ToolCallLocation] | None:
     return [ToolCallLocation(path=p) for p in paths] or None
 
 
-def acp_kind(kind: str | None) -> str:
-    return kind if kind in ACP_KINDS else "other"
+def acp_kind(kind: str | None) -> ToolKind:
+    return next((k for k in get_args(ToolKind) if k == kind), "other")
 
 
 def diff_texts(diff: str) -> tuple[str, str]:
@@ -86,14 +92,14 @@ def diff_texts(diff: str) -> tuple[str, str]:
     return "\n".join(old), "\n".join(new)
 
 
-def tool_call_start(item: ToolCallItem, kind: str | None, status: str = "pending") -> Any:
+def tool_call_start(item: ToolCallItem, kind: str | None, status: ToolCallStatus = "pending") -> Any:
     return start_tool_call(
         item.call_id,
         tool_title(item.name, item.arguments),
-        kind=acp_kind(kind),  # type: ignore[arg-type]
+        kind=acp_kind(kind),
         status=status,
         locations=tool_locations(item.arguments),
-        raw_input=item.arguments,  # type: ignore[arg-type]
+        raw_input=item.arguments,
     )
 
 
@@ -129,7 +135,7 @@ def command_update(item: CommandExecutionItem) -> Any | None:
 def plan_update(item: PlanItem) -> Any | None:
     if not item.steps:
         return None
-    return update_plan([plan_entry(step.text, priority="medium", status=step.status) for step in item.steps])
+    return update_plan([plan_entry(step.text, priority="medium", status=PLAN_STATUS[step.status]) for step in item.steps])
 
 
 def item_updates(item: Item, kinds: dict[str, str], *, history: bool = False) -> list[Any]:

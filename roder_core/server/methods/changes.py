@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from roder_core.brokers import ProcessResult
 from roder_core.brokers.safe_git import env_argv_prefix, git_argv
 from roder_core.ir import CommandExecutionItem, FileChangeItem, Item, Thread
 from roder_core.kernel.tools import PolicySubject
@@ -43,7 +43,7 @@ BINARY_SNIFF = 8000
 # --------------------------------------------------------------------------- git
 
 
-async def _run_git(app: Dispatcher, workspace: Path, *args: str) -> Any:
+async def _run_git(app: Dispatcher, workspace: Path, *args: str) -> ProcessResult:
     """Git through the process broker, with config-driven programs and outside GIT_* switched off."""
     process = app.brokers(workspace).process
     env, _dropped = process.child_env()

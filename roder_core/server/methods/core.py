@@ -168,7 +168,9 @@ async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext)
     rows = []
     for name in tools.names():
         tool = tools.get(name)
-        spec = tool.spec()  # type: ignore[union-attr]
+        if tool is None:
+            continue
+        spec = tool.spec()
         rows.append(
             ToolInfo(
                 name=spec.name,
@@ -177,7 +179,7 @@ async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext)
                 source=tools.source_of(name),
                 kind=tool_kind(tool),
                 read_only=is_read_only(tool),
-            )  # type: ignore[arg-type]
+            )
         )
     sources = [ToolSourceInfo.model_validate(status.to_json()) for status in source_statuses(app.runtime.registry)]
     return ToolsListResult(tools=rows, errors=errors, sources=sources)

@@ -13,7 +13,7 @@ from roder_core.policy.plan_review import resolve_plan
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.methods.core import absolute_path
-from roder_core.server.protocol import Ok, ProtocolModel, ResolvedResult
+from roder_core.server.protocol import NoParams, Ok, ResolvedResult
 from roder_core.server.protocol_features import (
     AgentInfo,
     AgentsListParams,
@@ -250,7 +250,7 @@ async def memory_query(app: Dispatcher, params: MemoryQueryParams, ctx: CallCont
 
 
 @handles("memory/provider/list")
-async def memory_providers(app: Dispatcher, params: ProtocolModel, ctx: CallContext) -> MemoryProvidersResult:
+async def memory_providers(app: Dispatcher, params: NoParams, ctx: CallContext) -> MemoryProvidersResult:
     stores = _memory_stores(app)
     active = _memory(app)[0] if stores else None
     return MemoryProvidersResult(
@@ -266,7 +266,7 @@ async def memory_provider_set(app: Dispatcher, params: MemoryProviderSetParams, 
     app.services["memory.provider"] = params.provider
     if app.persist_config:
         ConfigWriter(app.runtime.options.paths.config_file).set("memory_provider", params.provider)
-    return await memory_providers(app, ProtocolModel(), ctx)
+    return await memory_providers(app, NoParams(), ctx)
 
 
 @handles("memory/recall/preview")

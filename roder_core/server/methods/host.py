@@ -1,7 +1,7 @@
 """fs/readFile, fs/readDirectory, command/exec and tools/call: host access after policy.
 
 The caller is a client acting for the user, so a policy verdict of "ask" counts as approved by
-that call; "deny" (plan mode, deny rules, protected or outside-workspace paths) answers -32004.
+that call; "deny" (plan mode, deny rules, protected or outside-workspace paths) answers ``POLICY_DENIED``.
 Files are read and commands run only through the workspace-scoped brokers.
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from roder_core.kernel.registry import TOOL_PROVIDER
 from roder_core.kernel.services import PolicyVerdict
 from roder_core.kernel.tool_args import ToolArgumentError
 from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolResult, argument_problem
@@ -53,7 +54,7 @@ class _Probe(Tool):
 
 
 def workspace_of(app: Dispatcher, path: Path) -> Path:
-    """The workspace (server cwd or an open thread's cwd) that contains ``path``; -32004 if none."""
+    """The workspace (server cwd or an open thread's cwd) that contains ``path``; ``POLICY_DENIED`` if none."""
     real = Path(os.path.realpath(path))
     roots = [app.runtime.options.cwd, *(Path(t.cwd) for t in app.runtime.open_threads())]
     for root in roots:
@@ -64,7 +65,7 @@ def workspace_of(app: Dispatcher, path: Path) -> Path:
 
 
 async def check_policy(app: Dispatcher, workspace: Path, name: str, arguments: dict[str, Any], probe: _Probe) -> None:
-    """Evaluate a direct request like the matching tool call; raise -32004 when denied."""
+    """Evaluate a direct request like the matching tool call; raise ``POLICY_DENIED`` when denied."""
     runtime = app.runtime
     tools = runtime.registry.tool_registry(on_error=lambda _source, _exc: None)
     tool = tools.get(name) or probe
@@ -194,7 +195,8 @@ async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext)
     call = ToolCall(id=f"direct_{next(_calls)}", name=params.tool_name, arguments=dict(params.arguments))
     if params.thread_id:
         await runtime.open_runner(params.thread_id)  # the thread's runner executes its tools
-    extension_id = runtime.registry.extension_of(runtime.registry.service("ToolProvider", tools.source_of(call.name))) or ""
+    contributor = runtime.registry.service(TOOL_PROVIDER, tools.source_of(call.name))
+    extension_id = runtime.registry.extension_of(contributor) or ""
     tool_ctx = ToolExecutionContext(
         thread_id=params.thread_id or "app-server",
         turn_id="",
