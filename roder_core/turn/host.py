@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from roder_core.brokers import Brokers
     from roder_core.customization.subagents import TraceRecord
     from roder_core.errors import InferenceError
-    from roder_core.ir import ApprovalDecision, ApprovalRequest, ModelProfile, ParentRef, Thread, ThreadStatus, Turn
+    from roder_core.ir import ApprovalDecision, ApprovalRequest, Attachment, ModelProfile, ParentRef, Thread, ThreadStatus, Turn
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.services import InferenceEngine, ThreadStore
     from roder_core.policy.engine import PolicyEngine
@@ -67,6 +67,10 @@ class TurnHost(Protocol):
     def brokers_for(self, workspace: Path, extension_id: str, capabilities: frozenset[str] | None = None) -> Brokers: ...
 
     async def emit(self, event: RuntimeEvent) -> None: ...
+
+    async def store_media(
+        self, thread_id: str, attachments: list[Attachment], *, source: str, turn_id: str | None = None
+    ) -> list[Attachment]: ...
 
     def publish_live(self, event: RuntimeEvent) -> None: ...
 
