@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,8 @@ from roder_ext_builtin_coding_tools import BuiltinCodingToolsExtension
 from roder_ext_jsonl_store import JsonlThreadStoreExtension
 
 from roder_core import ExtensionRegistryBuilder
-from roder_core.kernel.extension import CapabilityGrant
 from roder_core.ir import Attachment, ToolResultItem, UserMessageItem
+from roder_core.kernel.extension import CapabilityGrant
 from roder_core.media.images import MediaError
 from roder_core.providers.extension import ProviderExtension
 from roder_core.runtime.runtime import Runtime, RuntimeOptions
@@ -169,3 +171,37 @@ async def test_a_forked_thread_keeps_its_images_after_the_parent_deletes_them(wo
     assert user_images("anthropic-messages", server.calls[1].json) == [encoded]
     parent_request = json.dumps(server.calls[2].json)
     assert encoded not in parent_request and "a.png (image/png, 16x16) is no longer available: it was deleted" in parent_request
+
+
+async def test_a_screenshot_from_an_mcp_tool_becomes_a_media_item_the_model_sees(workspace: Path, roder_home: Path) -> None:
+    import roder_ext_mcp
+
+    from roder_core.kernel.distribution import make_host
+
+    server_script = Path(__file__).with_name("mcp_screenshot_server.py")
+    (roder_home / "config.toml").write_text(
+        # The server starts in the background; the first model call waits this long for its tools.
+        f"[mcp]\nstartup_wait = 25\n[mcp.servers.browser]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(server_script))}]\n"
+    )
+    steps = [{"tool_calls": [{"name": "mcp__browser__screenshot", "arguments": {}}]}, {"text": "An orange page."}]
+    async with FakeModelServer(steps, dialect="responses") as server:
+        host = make_host(workspace, env=dict(os.environ), trust=False)
+        builder = ExtensionRegistryBuilder()
+        builder.install(ProviderExtension(make_engine("responses", server.base_url)))
+        builder.install(roder_ext_mcp.create(host))
+        options = RuntimeOptions(
+            cwd=workspace, paths=host.paths, config=host.config, mode="bypass", provider="fake", model="gpt-5", interactive=False
+        )
+        runtime = Runtime(builder.build(), options)
+        try:
+            thread = await runtime.start_thread()
+            turn = await runtime.run_turn(thread.id, "screenshot the page")
+            stored = runtime.media.list_media(thread.id)
+        finally:
+            await runtime.close()
+    assert turn.status == "completed", turn.error
+    [shot] = stored
+    assert runtime.media.list_media(thread.id) == []  # no thread store: nothing outlives the runtime
+    assert (shot.source, shot.mime_type, shot.width, shot.height) == ("tool:mcp__browser__screenshot", "image/png", 32, 24)
+    sent = tool_result_images("responses", server.calls[1].json)
+    assert [hashlib.sha256(base64.b64decode(s)).hexdigest() for s in sent] == [shot.id]
