@@ -20,19 +20,23 @@ from roder_core.server.protocol import InputItem
 
 _MENTION = re.compile(r"(?:^|\s)@([^\s@]+)")
 _QUOTED = re.compile(r"""(?:^|\s)(['"])((?:/|~/|file://)[^'"\n]+)\1""")
+_TRAILING = ",.;:!?)]}'\""
 _BARE = re.compile(r"(?:^|\s)((?:/|~/|\./|file://)(?:\\ |[^\s])+)")
 
 
 def _candidates(text: str, workspace: Path) -> list[Path]:
-    found: list[str] = [m.group(1) for m in _MENTION.finditer(text)]
-    found += [m.group(2) for m in _QUOTED.finditer(text)]
-    found += [m.group(1).replace("\\ ", " ") for m in _BARE.finditer(text)]
+    """Every path-like token, in the order it appears; a token ending in punctuation also
+    counts without it (``@shot.png,``)."""
+    found: list[tuple[int, str]] = [(m.start(1), m.group(1)) for m in _MENTION.finditer(text)]
+    found += [(m.start(2), m.group(2)) for m in _QUOTED.finditer(text)]
+    found += [(m.start(1), m.group(1).replace("\\ ", " ")) for m in _BARE.finditer(text)]
     paths: list[Path] = []
-    for raw in found:
-        if raw.startswith("file://"):
-            raw = unquote(urlsplit(raw).path)
-        path = Path(raw).expanduser()
-        paths.append(path if path.is_absolute() else workspace / path)
+    for _, token in sorted(found):
+        for raw in dict.fromkeys((token, token.rstrip(_TRAILING))):
+            if raw.startswith("file://"):
+                raw = unquote(urlsplit(raw).path)
+            path = Path(raw).expanduser()
+            paths.append(path if path.is_absolute() else workspace / path)
     return paths
 
 

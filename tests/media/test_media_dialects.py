@@ -181,7 +181,8 @@ async def test_a_screenshot_from_an_mcp_tool_becomes_a_media_item_the_model_sees
     server_script = Path(__file__).with_name("mcp_screenshot_server.py")
     (roder_home / "config.toml").write_text(
         # The server starts in the background; the first model call waits this long for its tools.
-        f"[mcp]\nstartup_wait = 25\n[mcp.servers.browser]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(server_script))}]\n"
+        f"[mcp]\nstartup_wait = 25\n[mcp.servers.browser]\n"
+        f"command = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(server_script))}]\n"
     )
     steps = [{"tool_calls": [{"name": "mcp__browser__screenshot", "arguments": {}}]}, {"text": "An orange page."}]
     async with FakeModelServer(steps, dialect="responses") as server:
