@@ -205,3 +205,27 @@ def test_clipboard_tools_are_detected_and_their_answers_read(tmp_path: Path) -> 
         read_clipboard_image({"WAYLAND_DISPLAY": "w"}, tool.__class__(tool.name, tool.list_types, ["true"]))
     with pytest.raises(ClipboardError, match="this is an SSH session"):
         read_clipboard_image({"SSH_CONNECTION": "1 2 3 4"}, None)
+
+
+def test_one_shot_mode_sends_an_at_mentioned_image(workspace: Path) -> None:
+    import subprocess
+    import sys
+
+    from roder_core.settings.paths import RoderPaths
+
+    image = png_bytes(5, 7)
+    (workspace / "tiny.png").write_bytes(image)
+    proc = subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", "-p", "what is @tiny.png?", "--provider", "mock"],
+        cwd=workspace,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    [folder] = RoderPaths.from_env().media_dir.iterdir()
+    stored = folder / f"{hashlib.sha256(image).hexdigest()}.png"
+    assert stored.read_bytes() == image
+    thread_file = RoderPaths.from_env().threads_dir / f"{folder.name}.jsonl"
+    assert '"name":"tiny.png"' in thread_file.read_text().replace(" ", "")
