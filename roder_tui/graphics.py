@@ -33,7 +33,7 @@ def image_protocol(env: Mapping[str, str], setting: str = "") -> Protocol | None
     if forced in ("off", "none", "text", "false"):
         return None
     if forced in PROTOCOLS:
-        return forced  # type: ignore[return-value]
+        return forced
     if env.get("TMUX") or env.get("STY"):
         return None  # tmux and screen swallow graphics sequences
     term = env.get("TERM", "").lower()
