@@ -79,42 +79,40 @@ class MediaAttachResult(ProtocolModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-_SPECS = [
-    MethodSpec(
-        "media/list",
-        "media",
-        MediaListParams,
-        MediaListResult,
-        "Media items a thread stores (images attached or returned by tools), oldest first, optionally of one kind.",
-    ),
-    MethodSpec(
-        "media/read",
-        "media",
-        MediaReadParams,
-        MediaReadResult,
-        "One media item with its bytes as base64 (refused when larger than maxBytes).",
-    ),
-    MethodSpec(
-        "media/thumbnail",
-        "media",
-        MediaThumbnailParams,
-        MediaThumbnailResult,
-        "A PNG preview of an image item, at most `size` pixels on its longer edge.",
-    ),
-    MethodSpec(
-        "media/delete",
-        "media",
-        MediaIdParams,
-        MediaDeleteResult,
-        "Delete a media item's bytes; messages keep its card and the model is told it was deleted.",
-    ),
-    MethodSpec(
-        "media/attachToTurn",
-        "media",
-        MediaAttachParams,
-        MediaAttachResult,
-        "Store an image (media id, path or base64) for the thread and attach it to the thread's next turn/start.",
-    ),
-]
-for _spec in _SPECS:
+MEDIA_LIST = MethodSpec(
+    "media/list",
+    "media",
+    MediaListParams,
+    MediaListResult,
+    "Media items a thread stores (images attached or returned by tools), oldest first, optionally of one kind.",
+)
+MEDIA_READ = MethodSpec(
+    "media/read",
+    "media",
+    MediaReadParams,
+    MediaReadResult,
+    "One media item with its bytes as base64 (refused when larger than maxBytes).",
+)
+MEDIA_THUMBNAIL = MethodSpec(
+    "media/thumbnail",
+    "media",
+    MediaThumbnailParams,
+    MediaThumbnailResult,
+    "A PNG preview of an image item, at most `size` pixels on its longer edge.",
+)
+MEDIA_DELETE = MethodSpec(
+    "media/delete",
+    "media",
+    MediaIdParams,
+    MediaDeleteResult,
+    "Delete a media item's bytes; messages keep its card and the model is told it was deleted.",
+)
+MEDIA_ATTACH_TO_TURN = MethodSpec(
+    "media/attachToTurn",
+    "media",
+    MediaAttachParams,
+    MediaAttachResult,
+    "Store an image (media id, path or base64) for the thread and attach it to the thread's next turn/start.",
+)
+for _spec in (MEDIA_LIST, MEDIA_READ, MEDIA_THUMBNAIL, MEDIA_DELETE, MEDIA_ATTACH_TO_TURN):
     register(_spec)

@@ -74,15 +74,16 @@ class MediaPreview(Vertical):
     async def _load(self) -> None:
         from PIL import Image
 
+        from roder_core.server.protocol_media import MEDIA_THUMBNAIL, MediaThumbnailParams
+
         app: Any = self.app  # the transcript shows the app's current thread
+        params = MediaThumbnailParams(thread_id=app.thread_id, media_id=self.media_id, size=PREVIEW_PIXELS)
         try:
-            result = await app._client().request(
-                "media/thumbnail", {"threadId": app.thread_id, "mediaId": self.media_id, "size": PREVIEW_PIXELS}
-            )
+            result = await app._client().call(MEDIA_THUMBNAIL, params)
         except Exception:  # deleted, or the server is gone: the card above says what it was
             self.remove()
             return
-        data = base64.b64decode(result.wire()["dataBase64"])
+        data = base64.b64decode(result.data_base64)
         image = Image.open(io.BytesIO(data))
         await self.mount(self._widget_class(image))
 
