@@ -4,6 +4,7 @@ stdio pipes and over a real WebSocket; every spec has its module-level constant.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import subprocess
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from roder_core.runtime.bootstrap import StartSettings
-from roder_core.server import protocol, protocol_changes, protocol_features, protocol_host
+from roder_core.server import protocol, protocol_changes, protocol_features, protocol_host, protocol_media
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from roder_core.server.protocol import (
@@ -141,12 +142,25 @@ from roder_core.server.protocol_host import (
     FsReadFileParams,
     ToolsCallParams,
 )
+from roder_core.server.protocol_media import (
+    MEDIA_ATTACH_TO_TURN,
+    MEDIA_DELETE,
+    MEDIA_LIST,
+    MEDIA_READ,
+    MEDIA_THUMBNAIL,
+    MediaAttachParams,
+    MediaIdParams,
+    MediaListParams,
+    MediaReadParams,
+    MediaThumbnailParams,
+)
 from roder_core.server.rpc_client import ConnectionLost, RpcClient, StdioRpcClient, WebSocketRpcClient
 from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
+from tests.media.images import png_bytes
 from tests.server.support import RemoteServer, call, roder_command, trusted_workspace
 
-PROTOCOL_MODULES = (protocol, protocol_features, protocol_host, protocol_changes)
+PROTOCOL_MODULES = (protocol, protocol_features, protocol_host, protocol_changes, protocol_media)
 TOKEN = "typed-client-token-0123"
 
 #: One model call per entry, in the order the script below makes them.
@@ -307,6 +321,14 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         await typed(TASKS_GET, TaskIdParams(task_id=task.id))
         assert task.id in [t.id for t in (await typed(TASKS_LIST, TasksListParams())).tasks]
         assert (await typed(TASKS_CANCEL, TaskIdParams(task_id=task.id))).task.id == task.id
+
+        # Media: an image attached to the thread's next turn, listed, read, previewed, deleted.
+        pixel = base64.b64encode(png_bytes(4, 3)).decode("ascii")
+        media = (await typed(MEDIA_ATTACH_TO_TURN, MediaAttachParams(thread_id=thread.id, data_base64=pixel))).media
+        assert [m.id for m in (await typed(MEDIA_LIST, MediaListParams(thread_id=thread.id))).media] == [media.id]
+        assert (await typed(MEDIA_READ, MediaReadParams(thread_id=thread.id, media_id=media.id))).data_base64 == pixel
+        assert (await typed(MEDIA_THUMBNAIL, MediaThumbnailParams(thread_id=thread.id, media_id=media.id))).width == 4
+        assert (await typed(MEDIA_DELETE, MediaIdParams(thread_id=thread.id, media_id=media.id))).deleted
         events.close()
 
     unreached = set(METHODS) - called
