@@ -121,13 +121,52 @@ class Usage(IRModel):
 
 
 class Attachment(IRModel):
-    """A file or image attached to a user message or a tool result."""
+    """A file or image attached to a user message or a tool result.
+
+    Binary data (images, audio) is kept in the thread's media store and referenced by
+    ``media_id`` (its SHA-256), so the thread file stays small and resume or fork find the same
+    bytes; ``data_base64`` is the inline form clients and tools hand in before it is stored."""
 
     name: str
     mime_type: str = "text/plain"
     text: str | None = None
     data_base64: str | None = None
     path: str | None = None
+    media_id: str | None = None
+    size: int | None = None
+    width: int | None = None
+    height: int | None = None
+
+    @property
+    def is_image(self) -> bool:
+        return self.mime_type.startswith("image/") and (self.data_base64 is not None or self.media_id is not None)
+
+
+MediaKind = Literal["image", "audio", "video", "file"]
+
+
+class MediaArtifact(IRModel):
+    """One stored media item of a thread (``media/list``): content-addressed by its SHA-256."""
+
+    id: str
+    thread_id: str
+    name: str
+    mime_type: str
+    kind: MediaKind = "image"
+    size: int
+    width: int | None = None
+    height: int | None = None
+    #: Who produced it: "user" (attached to a prompt), "clipboard", or "tool:<name>".
+    source: str = "user"
+    created_at: float = Field(default_factory=lambda: time.time())
+    #: Waiting for the thread's next turn (``media/attachToTurn``); False once a turn took it.
+    pending: bool = False
+
+    def attachment(self) -> Attachment:
+        """The reference a message or tool result carries for this item."""
+        return Attachment(
+            name=self.name, mime_type=self.mime_type, media_id=self.id, size=self.size, width=self.width, height=self.height
+        )
 
 
 class ItemBase(IRModel):

@@ -16,6 +16,7 @@ REMOTE = tune_for_link()
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import base64  # noqa: E402
 import contextlib  # noqa: E402
 import gc  # noqa: E402
 import inspect  # noqa: E402
@@ -45,6 +46,7 @@ from roder_tui.theming import (  # noqa: E402
     rich_styles,
     save_theme_choice,
 )
+from roder_tui.widgets.media import PendingMedia  # noqa: E402
 from roder_tui.widgets.prompt import PromptBar, PromptHistory, PromptInput, attachments_in  # noqa: E402
 from roder_tui.widgets.queued import QueuedSteers  # noqa: E402
 from roder_tui.widgets.sidebar import Sidebar  # noqa: E402
@@ -183,12 +185,14 @@ class RoderApp(App[int]):
         self.prompt_bar = PromptBar(PromptHistory(self.data_dir / "prompt-history.json"), self.cwd)
         self.status_bar = StatusBar(id="status")
         self.queued = QueuedSteers(id="queued")
+        self.pending_media = PendingMedia(id="pending-media")
         self.prompt_bar.input.has_queued = lambda: bool(self.queued.queued)
         with Horizontal(id="body"):
             yield self.sidebar
             with Vertical(id="chat"):
                 yield self.transcript
                 yield self.queued
+                yield self.pending_media
                 yield self.prompt_bar
         yield self.status_bar
 
@@ -532,6 +536,7 @@ class RoderApp(App[int]):
         self.turn_id = None
         live_calls = frozenset(f"call:{i.call_id}" for i in running.items if i.type == "toolCall") if running else frozenset()
         await self.transcript.load(self._with_shell_cards(thread.id, shown_items(thread)), live_calls)
+        await self._load_pending_media(thread.id)
         last = next((t for t in reversed(thread.turns) if t.usage.total_tokens), None)
         self.status_bar.update_state(
             provider=thread.provider or self.status_bar.state.get("provider"),
@@ -542,6 +547,38 @@ class RoderApp(App[int]):
             **cache_state(last.usage if last else None, thread.usage),
         )
         self.refresh_sidebar()
+
+    async def _load_pending_media(self, thread_id: str) -> None:
+        from roder_core.server.protocol_media import MEDIA_LIST, MediaListParams
+
+        listed = (await self._client().call(MEDIA_LIST, MediaListParams(thread_id=thread_id))).media
+        self.pending_media.show_items([m for m in listed if m.pending])
+
+    async def action_paste_image(self) -> None:
+        """alt+v, /paste-image: the clipboard's image is attached to the next prompt."""
+        from roder_core.server.errors import RpcError
+        from roder_core.server.protocol_media import MEDIA_ATTACH_TO_TURN, MediaAttachParams
+        from roder_tui.clipboard_image import ClipboardError, read_clipboard_image
+
+        try:
+            data = await asyncio.to_thread(read_clipboard_image, dict(os.environ))
+        except ClipboardError as exc:
+            self.notify(str(exc), title="paste image", severity="warning", timeout=10)
+            return
+        params = MediaAttachParams(
+            thread_id=self._thread(),
+            data_base64=base64.b64encode(data).decode("ascii"),
+            name=f"clipboard-{len(self.pending_media.items) + 1}.png",
+            source="clipboard",
+        )
+        try:
+            result = await self._client().call(MEDIA_ATTACH_TO_TURN, params)
+        except RpcError as exc:
+            self.notify(exc.message, title="paste image", severity="error", timeout=10)
+            return
+        self.pending_media.add(result.media)
+        for warning in result.warnings:
+            self.notify(warning, title="paste image", severity="warning", timeout=10)
 
     def _with_shell_cards(self, thread_id: str, items: list[Any]) -> list[Any]:
         """The thread's items with the ``!cmd`` cards run in it, each after the item it followed."""
@@ -628,10 +665,15 @@ class RoderApp(App[int]):
                 steered = await self._client().call(TURN_STEER, steer)
                 self.queued.add(steered.item_id, text)
             else:
-                files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd)]
+                from roder_tui.media_input import image_inputs, prompt_images
+
+                images = prompt_images(text, self.cwd)
+                files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd) if p not in images]
                 await self.transcript.action_jump_end()  # a new prompt: follow the new turn
                 self._redo.clear()
-                await self._client().call(TURN_START, TurnStartParams(thread_id=self._thread(), prompt=text, input=files))
+                params = TurnStartParams(thread_id=self._thread(), prompt=text, input=[*image_inputs(text, self.cwd), *files])
+                await self._client().call(TURN_START, params)
+                self.pending_media.show_items([])  # the turn took them
         except RpcError as exc:
             self.notify(exc.message, severity="error", timeout=10)
 
@@ -743,6 +785,7 @@ class RoderApp(App[int]):
             "skills": self._list_skills,
             "agents": self._list_agents,
             "trust": self._trust_folder,
+            "paste-image": self.action_paste_image,
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
         }
@@ -1227,8 +1270,21 @@ def run_app(args: argparse.Namespace) -> int:
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         sys.stderr.write("roder: the app needs a terminal; use `roder -p PROMPT` for one-shot answers\n")
         return 2
+    _prepare_image_previews()
     app = RoderApp(args)
     code = app.run()
     if app.exit_message:
         sys.stderr.write(app.exit_message + "\n")
     return int(code or 0)
+
+
+def _prepare_image_previews() -> None:
+    """Inline previews need textual-image loaded before the app owns the terminal; only in
+    terminals that draw images (``roder_tui.graphics``), so other starts never pay for it."""
+    import os
+
+    from roder_tui.graphics import image_protocol, prepare_previews
+    from roder_tui.widgets.transcript import PREVIEWS
+
+    setting = str(_configured(_roder_home_paths()[0]).get("image_preview") or "")
+    PREVIEWS.protocol = prepare_previews(image_protocol(os.environ, setting))

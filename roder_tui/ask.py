@@ -13,6 +13,7 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from roder_core.customization.slash_commands import parse_invocation
@@ -269,6 +270,10 @@ def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO |
         err.write("roder: -p needs a prompt (as an argument or on stdin)\n")
         return EXIT_USAGE
     attachments = [InputItem(type="file", name="stdin", text=piped)] if piped is not None and prompt else []
+    if prompt:  # `roder -p "what is in @shot.png?"`: the picture goes with the prompt
+        from roder_tui.media_input import image_inputs
+
+        attachments += image_inputs(prompt, Path.cwd())
     if not prompt:
         prompt = piped or ""
     try:

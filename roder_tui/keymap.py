@@ -69,13 +69,14 @@ KEYS: tuple[Key, ...] = (
         "interrupt",
     ),
     Key("ctrl+g", "external_editor", "edit the prompt in $VISUAL / $EDITOR", "app", "external_editor", priority=True),
+    Key("alt+v", "paste_image", "attach the image on the system clipboard to the next prompt", "app", "paste_image"),
     Key("ctrl+shift+c", "copy_focused", "copy the focused message (or the last answer)", "app", "copy_focused"),
     # prompt
     Key("enter", "", "send; while a turn runs, queue it as a steer message", "prompt"),
     Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see README)", "prompt"),
     Key("up,down", "", "previous / next prompt from history (on the first / last line)", "prompt"),
     Key("/", "", "command completion (built-in and custom commands)", "prompt"),
-    Key("@", "", "complete a workspace file; it is attached when you send", "prompt"),
+    Key("@", "", "complete a workspace file; it is attached when you send (images as pictures)", "prompt"),
     Key("!", "", "!cmd runs a shell command through the policy and shows it", "prompt"),
     Key("tab", "", "accept a completion (enter too); esc closes it", "prompt"),
     # transcript

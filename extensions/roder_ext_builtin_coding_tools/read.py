@@ -12,29 +12,16 @@ from pydantic import Field
 from roder_core.ir import Attachment
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import CLIENT_TEXT_READER, PolicySubject, ToolCall, ToolExecutionContext, ToolResult
+from roder_core.media.images import MAX_INPUT_BYTES, sniff_image
 
 from .common import BuiltinTool, looks_binary, path_subject
 
 DEFAULT_LIMIT = 2000
 MAX_BYTES = 50_000
 MAX_LINE_CHARS = 2000
-MAX_IMAGE_BYTES = 10 * 1024 * 1024
-
-_IMAGE_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
-
-def image_type(head: bytes) -> str | None:
-    for magic, mime in _IMAGE_MAGIC:
-        if head.startswith(magic):
-            return mime
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
+#: Larger images are refused; smaller ones are stored as media items and scaled to what every
+#: vision API accepts (``roder_core.media.images``).
+MAX_IMAGE_BYTES = MAX_INPUT_BYTES
 
 
 class ReadArguments(ToolArguments):
@@ -66,7 +53,7 @@ class ReadTool(BuiltinTool):
         shown = fs.display(real)
         with fs.open_read(path) as handle:
             head = handle.read(8192)
-            mime = image_type(head)
+            mime = sniff_image(head)
             if mime is not None:
                 return self._image(ctx, call, shown, mime, head + handle.read(MAX_IMAGE_BYTES + 1 - len(head)))
             if looks_binary(head):
@@ -89,7 +76,8 @@ class ReadTool(BuiltinTool):
 
     def _image(self, ctx: ToolExecutionContext, call: ToolCall, shown: str, mime: str, data: bytes) -> ToolResult:
         if ctx.model is None or not ctx.model.images:
-            return ToolResult.error(call, f"{shown} is an image ({mime}); this model does not accept images")
+            model = ctx.model.id if ctx.model is not None else "this model"
+            return ToolResult.error(call, f"{shown} is an image ({mime}); {model} does not accept images, so read cannot show it")
         if len(data) > MAX_IMAGE_BYTES:
             return ToolResult.error(call, f"{shown} is an image larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MB")
         attachment = Attachment(name=shown, mime_type=mime, data_base64=base64.b64encode(data).decode("ascii"), path=shown)

@@ -83,6 +83,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
         ("mcp", "show MCP servers, their status and tools", ""),
         ("skills", "list Agent Skills", ""),
         ("agents", "list subagents", ""),
+        ("paste-image", "attach the image on the system clipboard to the next prompt", ""),
         ("trust", "trust this folder (loads its config, hooks, skills, commands, agents, MCP servers)", ""),
         ("help", "list commands", ""),
         ("quit", "leave Roder", ""),

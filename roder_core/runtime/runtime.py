@@ -37,6 +37,7 @@ from roder_core.ir import (
 from roder_core.kernel.hook_payloads import HookPayload, SessionEndPayload, SessionStartPayload
 from roder_core.kernel.services import HookPoint, InferenceEngine, PolicyVerdict, RunnerScope
 from roder_core.kernel.tools import ToolHost
+from roder_core.media.library import MediaLibrary, require_vision
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
 from roder_core.policy.rules import RuleSet
@@ -52,6 +53,7 @@ from roder_core.threads.events import (
     CustomEntrySaved,
     ErrorEvent,
     EventBus,
+    MediaAdded,
     ModeChanged,
     RuntimeEvent,
     ThreadModelChanged,
@@ -108,9 +110,12 @@ class Runtime:
         )
         self.hooks = HookRunner(registry.hooks, options.config.hook_timeout, self.threads.transcript_path)
         self.mutations = MutationQueue()
+        #: Images and other binary attachments of every thread (``roder_core.media``).
+        self.media = MediaLibrary(options.paths.media_dir)
         self.context = ContextAssembler(
             registry.context_providers,
             registry.context_planner or BudgetPlanner(options.config.context.reserve_tokens),
+            media=self.media.data_base64,
         )
         self.store = registry.thread_store
         #: Approvals waiting for a person (``session/resolve_approval``).
@@ -395,6 +400,8 @@ class Runtime:
         if self._networks is not None:
             self._networks.release(thread_id)
         await self.threads.release(thread_id)
+        if state.ephemeral or self.store is None:  # nothing will ever resume it
+            self.media.remove_thread(thread_id)
 
     # ------------------------------------------------------------------ sessions: fork, tree, compact, state
 
@@ -418,6 +425,7 @@ class Runtime:
                 raise RoderError("the installed thread store cannot fork threads (no CheckpointStore)")
             assert header.parent is not None
             thread = await checkpoints.fork(parent.id, header.parent.turn_id, header, before_item=before_item)
+        self.media.copy_thread(parent.id, thread.id)
         self.threads.open(thread, ephemeral=ephemeral)
         self.bus.publish(ThreadStarted(thread_id=thread.id, thread=thread.header()))
         await self._observe(
@@ -443,6 +451,7 @@ class Runtime:
         thread_id = await self.find_thread(thread_id)
         await self.close_thread(thread_id)
         await self.store.delete(thread_id)
+        self.media.remove_thread(thread_id)
 
     async def compact(self, thread_id: str, instructions: str | None = None) -> Turn:
         """``/compact [instructions]``: summarize the older part of the thread now. Runs as a turn
@@ -500,8 +509,15 @@ class Runtime:
                 raise TurnBusyError(f"a turn is already running on thread {thread_id}; steer or interrupt it")
             # A client saw turn/completed and went on; the old turn is only finishing its saves.
             await asyncio.shield(state.task)  # type: ignore[arg-type]
+        thread = state.thread
+        pending = [m.attachment() for m in self.media.list_media(thread.id) if m.pending]
+        given = [*(attachments or []), *pending]
+        given = list({a.media_id or id(a): a for a in given}.values())  # pending and explicit: once
+        require_vision(self.model_profile(provider or thread.provider, model or thread.model), given)
+        given = await self.store_media(thread.id, given, source="user")
+        self.media.take_pending(thread.id)
         await self.open_runner(thread_id)
-        message = UserMessageItem(text=text, attachments=attachments or [])
+        message = UserMessageItem(text=text, attachments=given)
         await self._turn_snapshot(state, message.id)
         runner = TurnRunner(
             self,
@@ -513,6 +529,18 @@ class Runtime:
             model=model,
         )
         return await self._launch(state, runner)
+
+    async def store_media(
+        self, thread_id: str, attachments: list[Attachment], *, source: str, turn_id: str | None = None
+    ) -> list[Attachment]:
+        """Move inline bytes of ``attachments`` into the thread's media store (off the event loop)
+        and return the references; each newly stored item is announced as media/artifactAdded."""
+        if all(a.data_base64 is None for a in attachments):
+            return attachments
+        stored, added = await asyncio.to_thread(self.media.store_attachments, thread_id, attachments, source=source)
+        for record in added:
+            self.bus.publish(MediaAdded(thread_id=thread_id, turn_id=turn_id, media=record))
+        return stored
 
     async def _launch(self, state: ThreadState, runner: TurnRunner) -> Turn:
         """Run a turn in the background once this process is the thread's only writer."""

@@ -63,6 +63,7 @@ METHOD_MODULES = (
     "roder_core.server.methods.changes",
     "roder_core.server.methods.runners",
     "roder_core.server.methods.tasks",
+    "roder_core.server.methods.media",
 )
 
 

@@ -228,7 +228,9 @@ class ThreadForkParams(ProtocolModel):
 
 
 class InputItem(ProtocolModel):
-    """Structured turn input: text, an image (base64 or absolute path) or a file to attach."""
+    """Structured turn input: text, an image (base64, absolute path, or ``mediaId`` of an item
+    the thread already stores: what media/attachToTurn returns) or a file to attach. A file
+    whose bytes are an image is attached as an image."""
 
     type: Literal["text", "image", "file"]
     text: str | None = None
@@ -236,6 +238,7 @@ class InputItem(ProtocolModel):
     name: str | None = None
     mime_type: str | None = None
     data_base64: str | None = None
+    media_id: str | None = None
 
 
 class TurnStartParams(ProtocolModel):
@@ -697,7 +700,6 @@ UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
         "multi-agent teams are not available in this release (subagents are: agents/list, turn/subagentTraces/list)",
     ),
     "marketplaces": (("marketplaces/", "plugins/"), "marketplaces and plugins are not available in this release"),
-    "media": (("media/",), "media artifacts are not available in this release"),
     "workflows": (("workflow/", "workflows/"), "workflows are not available in this release"),
     "auth": (("auth/",), "provider OAuth logins are not available in this release; use API keys"),
     "planReview": (("plan/review/",), "plan review methods are not available in this release; use session/exit_plan"),

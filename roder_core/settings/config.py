@@ -103,6 +103,8 @@ class RoderConfig(Section):
     mode: Mode = Mode.ASK
     sandbox: Literal["workspace-write", "read-only", "off"] | None = None
     theme: str = "roder-dark"
+    #: Inline image previews in the TUI: "auto" (told from the terminal), "kitty", "sixel" or "off".
+    image_preview: Literal["auto", "kitty", "sixel", "off"] = "auto"
     max_iterations: int = 200
     hook_timeout: float = 30.0
     approval_timeout: float = 600.0

@@ -26,6 +26,11 @@ class RoderPaths:
         return self.data_dir / "threads"
 
     @property
+    def media_dir(self) -> Path:
+        """Images and other media of threads: ``media/<thread id>/<sha256>.<ext>``."""
+        return self.data_dir / "media"
+
+    @property
     def trust_file(self) -> Path:
         return self.data_dir / "trusted-folders.json"
 

@@ -23,6 +23,7 @@ from roder_core.ir import (
     CustomItem,
     IRModel,
     Item,
+    MediaArtifact,
     Mode,
     ThreadHeader,
     ThreadStatus,
@@ -217,6 +218,24 @@ class ErrorEvent(EventBase):
     kind: str = "runtime"
 
 
+class MediaAdded(EventBase):
+    """A media item was stored for the thread (an attached image, a tool's screenshot). Live only:
+    the media store's index and the messages' references are what persists."""
+
+    method: Literal["media/artifactAdded"] = "media/artifactAdded"
+    turn_id: str | None = None
+    media: MediaArtifact
+    persisted: bool = Field(default=False, exclude=True)
+
+
+class MediaDeleted(EventBase):
+    """A media item was deleted (``media/delete``); messages keep their card without the bytes."""
+
+    method: Literal["media/artifactDeleted"] = "media/artifactDeleted"
+    media_id: str
+    persisted: bool = Field(default=False, exclude=True)
+
+
 RuntimeEvent = Annotated[
     ThreadStarted
     | ThreadStatusChanged
@@ -237,6 +256,8 @@ RuntimeEvent = Annotated[
     | TokenUsageUpdated
     | ModelRetrying
     | ModeChanged
+    | MediaAdded
+    | MediaDeleted
     | ErrorEvent,
     Field(discriminator="method"),
 ]

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from roder_core.ir import (
     AgentInferenceRequest,
     AgentMessageItem,
+    Attachment,
     CompactionItem,
     ImagePart,
     Item,
@@ -79,18 +80,52 @@ def visible_items(items: Sequence[Item]) -> list[Item]:
     return list(items)
 
 
-def _user_message(item: UserMessageItem) -> Message:
+#: Turns an image attachment into what the model sees: the image, or a line saying why not.
+ImageResolver = Callable[[Attachment], ImagePart | str]
+
+
+def describe_image(att: Attachment) -> str:
+    """``shot.png (image/png, 1280x800)``: how a card and a placeholder name an image."""
+    size = f", {att.width}x{att.height}" if att.width and att.height else ""
+    return f"{att.name} ({att.mime_type}{size})"
+
+
+def inline_images(att: Attachment) -> ImagePart | str:
+    """The resolver without a media store: inline images as they are, stored ones named only
+    (trajectories, summaries)."""
+    if att.data_base64 is not None:
+        return ImagePart(mime_type=att.mime_type, data_base64=att.data_base64)
+    return f"[image {describe_image(att)}]"
+
+
+def _image_parts(attachments: list[Attachment], resolve: ImageResolver) -> tuple[list[ImagePart], list[str]]:
+    images: list[ImagePart] = []
+    notes: list[str] = []
+    for att in attachments:
+        if att.is_image:
+            shown = resolve(att)
+            if isinstance(shown, ImagePart):
+                images.append(shown)
+            else:
+                notes.append(shown)
+    return images, notes
+
+
+def _user_message(item: UserMessageItem, resolve: ImageResolver) -> Message:
     parts: list[Part] = [TextPart(text=CONTEXT_OPEN + item.context + CONTEXT_CLOSE)] if item.context else []
     parts.append(TextPart(text=item.text))
+    images, notes = _image_parts(item.attachments, resolve)
+    parts.extend(TextPart(text=note) for note in notes)
+    parts.extend(images)
     for att in item.attachments:
-        if att.data_base64 and att.mime_type.startswith("image/"):
-            parts.append(ImagePart(mime_type=att.mime_type, data_base64=att.data_base64))
-        elif att.text is not None:
+        if not att.is_image and att.text is not None:
             parts.append(TextPart(text=f"\n<attachment name={att.name!r}>\n{att.text}\n</attachment>"))
     return Message(role="user", parts=parts)
 
 
-def history_to_messages(items: Sequence[Item], *, compacted: bool = True) -> list[Message]:
+def history_to_messages(
+    items: Sequence[Item], *, compacted: bool = True, resolve: ImageResolver = inline_images
+) -> list[Message]:
     """Group IR items into provider-neutral messages.
 
     Consecutive assistant output (reasoning, text, tool calls) forms one assistant message and
@@ -99,12 +134,15 @@ def history_to_messages(items: Sequence[Item], *, compacted: bool = True) -> lis
     """
     if not compacted:
         items = [item for item in items if not isinstance(item, CompactionItem)]
-    return conversation(items)[0]
+    return conversation(items, resolve=resolve)[0]
 
 
-def conversation(items: Sequence[Item], turn_start_item: str | None = None) -> tuple[list[Message], int]:
+def conversation(
+    items: Sequence[Item], turn_start_item: str | None = None, *, resolve: ImageResolver = inline_images
+) -> tuple[list[Message], int]:
     """The messages for ``items`` and the index of the message where the running turn begins
-    (the one made from ``turn_start_item``; right after the summary when compaction hid it)."""
+    (the one made from ``turn_start_item``; right after the summary when compaction hid it).
+    ``resolve`` loads stored images (or says why one is not sent)."""
     messages: list[Message] = []
     turn_start: int | None = None
 
@@ -118,7 +156,7 @@ def conversation(items: Sequence[Item], turn_start_item: str | None = None) -> t
         if turn_start is None and item.id == turn_start_item:
             turn_start = len(messages)
         if isinstance(item, UserMessageItem):
-            messages.append(_user_message(item))
+            messages.append(_user_message(item, resolve))
         elif isinstance(item, CompactionItem):
             messages.append(Message(role="user", parts=[TextPart(text=COMPACTION_PREFIX + item.summary)]))
         elif isinstance(item, AgentMessageItem):
@@ -140,13 +178,10 @@ def conversation(items: Sequence[Item], turn_start_item: str | None = None) -> t
                 )
             )
         elif isinstance(item, ToolResultItem):
-            images = [
-                ImagePart(mime_type=a.mime_type, data_base64=a.data_base64)
-                for a in item.attachments
-                if a.data_base64 and a.mime_type.startswith("image/")
-            ]
+            images, notes = _image_parts(item.attachments, resolve)
+            text = "\n".join([item.text, *notes]) if notes else item.text
             open_message("tool").parts.append(
-                ToolResultPart(call_id=item.call_id, name=item.name, text=item.text, is_error=item.is_error, images=images)
+                ToolResultPart(call_id=item.call_id, name=item.name, text=text, is_error=item.is_error, images=images)
             )
     if turn_start is None:
         if turn_start_item is not None and visible and isinstance(visible[0], CompactionItem):
@@ -190,10 +225,34 @@ def _close_dangling_calls(messages: list[Message]) -> list[Message]:
 class ContextAssembler:
     """Builds the canonical request for one model call of a turn."""
 
-    def __init__(self, providers: list[ContextProvider], planner: ContextPlanner | None = None) -> None:
+    def __init__(
+        self,
+        providers: list[ContextProvider],
+        planner: ContextPlanner | None = None,
+        media: Callable[[str, str], str | None] | None = None,
+    ) -> None:
+        """``media(thread_id, media_id)`` returns a stored item's bytes as base64 (None when
+        it was deleted)."""
         self._providers = providers
         self._planner = planner or BudgetPlanner()
         self.planner = self._planner
+        self._media = media
+
+    def image_resolver(self, thread_id: str, model: ModelProfile) -> ImageResolver:
+        """How images of ``thread_id`` reach ``model``: loaded from the media store, or replaced
+        by a line the model can read when it takes no images or the item was deleted."""
+
+        def resolve(att: Attachment) -> ImagePart | str:
+            if not model.images:
+                return f"[image {describe_image(att)} not shown: model {model.id} does not accept images]"
+            data = att.data_base64
+            if data is None and att.media_id is not None and self._media is not None:
+                data = self._media(thread_id, att.media_id)
+            if data is None:
+                return f"[image {describe_image(att)} is no longer available: it was deleted]"
+            return ImagePart(mime_type=att.mime_type, data_base64=data)
+
+        return resolve
 
     async def blocks(self, query: ContextQuery) -> list[ContextBlock]:
         async def load(provider: ContextProvider) -> list[ContextBlock]:
@@ -221,7 +280,8 @@ class ContextAssembler:
         turn_start_item: str | None = None,
     ) -> AgentInferenceRequest:
         """``turn_start_item`` is the first item of the running turn, which planners never shorten."""
-        messages, turn_start = conversation(items, turn_start_item)
+        resolve = self.image_resolver(query.thread_id, model)
+        messages, turn_start = conversation(items, turn_start_item, resolve=resolve)
         request = AgentInferenceRequest(
             model=model.id,
             messages=messages,

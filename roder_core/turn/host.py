@@ -17,7 +17,7 @@ from roder_core.kernel.services import PolicyVerdict
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
     from roder_core.errors import InferenceError
-    from roder_core.ir import ApprovalDecision, ApprovalRequest, ModelProfile, ThreadStatus
+    from roder_core.ir import ApprovalDecision, ApprovalRequest, Attachment, ModelProfile, ThreadStatus
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.services import InferenceEngine, ThreadStore
     from roder_core.kernel.tasks import TaskBoards
@@ -86,6 +86,10 @@ class TurnHost(Protocol):
     def tasks(self) -> TaskBoards: ...
 
     async def emit(self, event: RuntimeEvent) -> None: ...
+
+    async def store_media(
+        self, thread_id: str, attachments: list[Attachment], *, source: str, turn_id: str | None = None
+    ) -> list[Attachment]: ...
 
     def publish_live(self, event: RuntimeEvent) -> None: ...
 

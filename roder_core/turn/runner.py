@@ -47,6 +47,7 @@ from roder_core.kernel.hook_payloads import (
 from roder_core.kernel.services import ContextQuery, HookPoint, InferenceTurnContext, PolicyDecision, PolicyVerdict
 from roder_core.kernel.tool_args import ToolArgumentError
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult, argument_problem
+from roder_core.media.images import MediaError
 from roder_core.policy.engine import subjects_of
 from roder_core.threads.events import (
     AgentMessageDelta,
@@ -513,13 +514,21 @@ class TurnRunner:
             result = await self._execute(tools, call, event.arguments_error)
         # The call's own time: waiting for a person's approval is not part of it.
         took = time.monotonic() - started - self._approval_wait.pop(call.id, 0.0)
+        text, attachments = result.text, result.attachments
+        try:  # screenshots and images a tool returns become media items of the thread
+            attachments = await self.runtime.store_media(self.tid, attachments, source=f"tool:{call.name}", turn_id=self.turn.id)
+        except MediaError as exc:
+            text, attachments = (
+                f"{text}\n[an attachment of this result was dropped: {exc}]",
+                [a for a in attachments if a.data_base64 is None],
+            )
         item = ToolResultItem(
             call_id=call.id,
             name=call.name,
-            text=result.text,
+            text=text,
             data=result.data,
             is_error=result.is_error,
-            attachments=result.attachments,
+            attachments=attachments,
             duration_ms=max(int(took * 1000), 0),
         )
         await self._item(item)

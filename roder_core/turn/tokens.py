@@ -74,7 +74,7 @@ def request_tokens(request: AgentInferenceRequest) -> int:
 def item_tokens(item: Item) -> int:
     """What an item costs once it is sent to the model (0 for items the model never sees)."""
     if isinstance(item, UserMessageItem):
-        images = sum(1 for a in item.attachments if a.data_base64 and a.mime_type.startswith("image/"))
+        images = sum(1 for a in item.attachments if a.is_image)
         texts = sum(estimate_tokens(a.text) for a in item.attachments if a.text)
         return MESSAGE_OVERHEAD + estimate_tokens(item.text) + texts + IMAGE_TOKENS * images
     if isinstance(item, AgentMessageItem):
@@ -84,7 +84,7 @@ def item_tokens(item: Item) -> int:
     if isinstance(item, ToolCallItem):
         return estimate_tokens(item.name) + _json_tokens(item.arguments)
     if isinstance(item, ToolResultItem):
-        images = sum(1 for a in item.attachments if a.data_base64 and a.mime_type.startswith("image/"))
+        images = sum(1 for a in item.attachments if a.is_image)
         return MESSAGE_OVERHEAD + estimate_tokens(item.text) + IMAGE_TOKENS * images
     if isinstance(item, CompactionItem):
         return MESSAGE_OVERHEAD + estimate_tokens(item.summary)

@@ -35,6 +35,7 @@ from roder_core.ir import (
     UserMessageItem,
 )
 from roder_tui.widgets.markdown_stream import MarkdownBody
+from roder_tui.widgets.media import MediaPreview, attachment_card
 
 if TYPE_CHECKING:
     from roder_tui.widgets.transcript import Entry
@@ -99,14 +100,54 @@ class UserMessageView(StaticEntry):
     """
 
     def _render_item(self) -> RenderableType:
+        return user_message_text(self.entry)
+
+
+def user_message_text(entry: Entry) -> Text:
+    """The prompt, then a card per image and a ``+ name`` line per other attachment."""
+    item = entry.items[0]
+    assert isinstance(item, UserMessageItem)
+    text = Text(item.text)
+    if item.steer:
+        text = Text.assemble(("steer: ", "roder.steer"), text)
+    for attachment in item.attachments:
+        if attachment.is_image:
+            text.append("\n")
+            text.append_text(attachment_card(attachment))
+        else:
+            text.append(f"\n+ {attachment.name}", style="dim")
+    return text
+
+
+class UserMessageMediaView(EntryMixin, Vertical, can_focus=True):
+    """A prompt with images, in a terminal that draws them: the message, then each picture."""
+
+    BINDINGS = ENTRY_BINDINGS
+    DEFAULT_CSS = """
+    UserMessageMediaView {
+        height: auto; margin: 1 0 0 0; padding: 0 1;
+        border-left: thick $user-border; background: $surface;
+    }
+    UserMessageMediaView:focus { background: $boost; }
+    UserMessageMediaView > Static { height: auto; }
+    """
+
+    def __init__(self, entry: Entry, widget_class: Any) -> None:
+        super().__init__()
+        self.entry = entry
+        self._widget_class = widget_class
+        self.text = Static(user_message_text(entry))
+
+    def compose(self):  # type: ignore[override]
+        yield self.text
         item = self.entry.items[0]
         assert isinstance(item, UserMessageItem)
-        text = Text(item.text)
-        if item.steer:
-            text = Text.assemble(("steer: ", "roder.steer"), text)
         for attachment in item.attachments:
-            text.append(f"\n+ {attachment.name}", style="dim")
-        return text
+            if attachment.is_image and attachment.media_id is not None:
+                yield MediaPreview(attachment.media_id, self._widget_class)
+
+    def refresh_entry(self) -> None:
+        self.text.update(user_message_text(self.entry))
 
 
 class AssistantMessageView(EntryMixin, Vertical, can_focus=True):
@@ -259,10 +300,11 @@ class ToolCardView(StaticEntry):
             return [Text(f"$ {command.command}", style="bold")], lines, True
         if self.entry.live_text:
             return [], [Text(line) for line in self.entry.live_text.splitlines()], True
+        images = [attachment_card(a) for a in result.attachments if a.is_image] if result is not None else []
         if result is not None and result.text:
             style = "roder.error" if result.is_error else ""
-            return [], [Text(line, style=style) for line in result.text.splitlines()], False
-        return [], [], False
+            return images, [Text(line, style=style) for line in result.text.splitlines()], False
+        return images, [], False
 
 
 class NoticeView(StaticEntry):

@@ -176,11 +176,10 @@ def build_widget(entry: Entry) -> Widget:
         NoticeView,
         ReasoningView,
         ToolCardView,
-        UserMessageView,
     )
 
     if entry.kind == "user":
-        widget: Widget = UserMessageView(entry)
+        widget: Widget = _user_view(entry)
     elif entry.kind == "assistant":
         widget = AssistantMessageView(entry, streaming=entry.live)
     elif entry.kind == "reasoning":
@@ -191,6 +190,29 @@ def build_widget(entry: Entry) -> Widget:
         widget = NoticeView(entry)
     entry.widget = widget
     return widget
+
+
+def _user_view(entry: Entry) -> Widget:
+    """A prompt with stored images gets inline previews where the terminal draws them."""
+    from roder_tui.widgets.messages import UserMessageMediaView, UserMessageView
+
+    item = entry.items[0]
+    if any(getattr(a, "media_id", None) and a.is_image for a in getattr(item, "attachments", [])):
+        from roder_tui.graphics import preview_widget_class
+
+        widget_class = preview_widget_class(PREVIEWS.protocol)
+        if widget_class is not None:
+            return UserMessageMediaView(entry, widget_class)
+    return UserMessageView(entry)
+
+
+class _Previews:
+    """The preview protocol the app prepared at start (None: text cards only)."""
+
+    protocol: Any = None
+
+
+PREVIEWS = _Previews()
 
 
 class EarlierHint(Static):

@@ -17,9 +17,10 @@ settings/set_web_search settings/set_default_mode fs/readFile fs/readDirectory c
 commands/expand commands/run tools/call memory/list memory/read memory/save memory/update memory/delete memory/query
 memory/provider/list memory/provider/set memory/recall/preview git/changes/list git/changes/read
 workspace/changes/list hunk/list hunk/read hunk/rollback tasks/submit tasks/list tasks/get tasks/cancel
-tasks/subscribe runners/list runners/select runners/session runners/snapshot runners/delete runners/ports"""
+tasks/subscribe runners/list runners/select runners/session runners/snapshot runners/delete runners/ports
+media/list media/read media/thumbnail media/delete media/attachToTurn"""
 OFFERED_METHODS = OFFERED.split()
-NOT_OFFERED = """team/start team/list team/member/message marketplaces/list plugins/install media/list
+NOT_OFFERED = """team/start team/list team/member/message marketplaces/list plugins/install
 workflow/scan workflows/list auth/codex/login plan/review/read"""
 
 

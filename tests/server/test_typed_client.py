@@ -4,6 +4,7 @@ stdio pipes and over a real WebSocket; every spec has its module-level constant.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import subprocess
 import sys
@@ -133,6 +134,18 @@ from roder_core.server.protocol_host import (
     FsReadFileParams,
     ToolsCallParams,
 )
+from roder_core.server.protocol_media import (
+    MEDIA_ATTACH_TO_TURN,
+    MEDIA_DELETE,
+    MEDIA_LIST,
+    MEDIA_READ,
+    MEDIA_THUMBNAIL,
+    MediaAttachParams,
+    MediaIdParams,
+    MediaListParams,
+    MediaReadParams,
+    MediaThumbnailParams,
+)
 from roder_core.server.protocol_runners import (
     RUNNERS_DELETE,
     RUNNERS_LIST,
@@ -164,6 +177,7 @@ from roder_core.server.protocol_tasks import (
 from roder_core.server.rpc_client import ConnectionLost, RpcClient, StdioRpcClient, WebSocketRpcClient
 from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
+from tests.media.images import png_bytes
 from tests.server.support import RemoteServer, call, roder_command, trusted_workspace
 
 TOKEN = "typed-client-token-0123"
@@ -342,6 +356,13 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         assert snap is not None and snap.files >= 1
         await typed(RUNNERS_PORTS, RunnersPortsParams(thread_id=thread.id))
         assert (await typed(RUNNERS_DELETE, RunnersDeleteParams(thread_id=thread.id))).runner == "local"
+        # Media: an image attached to the thread's next turn, listed, read, previewed, deleted.
+        pixel = base64.b64encode(png_bytes(4, 3)).decode("ascii")
+        media = (await typed(MEDIA_ATTACH_TO_TURN, MediaAttachParams(thread_id=thread.id, data_base64=pixel))).media
+        assert [m.id for m in (await typed(MEDIA_LIST, MediaListParams(thread_id=thread.id))).media] == [media.id]
+        assert (await typed(MEDIA_READ, MediaReadParams(thread_id=thread.id, media_id=media.id))).data_base64 == pixel
+        assert (await typed(MEDIA_THUMBNAIL, MediaThumbnailParams(thread_id=thread.id, media_id=media.id))).width == 4
+        assert (await typed(MEDIA_DELETE, MediaIdParams(thread_id=thread.id, media_id=media.id))).deleted
         events.close()
 
     unreached = set(METHODS) - called

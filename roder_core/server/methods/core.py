@@ -14,6 +14,7 @@ from roder_core.customization.mentions import MentionError, mention_attachments
 from roder_core.ir import ApprovalDecision, Attachment, Thread
 from roder_core.kernel.tool_catalog import source_statuses
 from roder_core.kernel.tools import is_read_only, tool_kind
+from roder_core.media.images import MediaError, sniff_image
 from roder_core.policy.trust import TrustStore, project_items
 from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
@@ -281,22 +282,35 @@ def build_input(app: Dispatcher, thread: Thread, prompt: str | None, items: list
             continue
         name = item.name or (Path(item.path).name if item.path else item.type)
         mime = item.mime_type or (mimetypes.guess_type(item.path)[0] if item.path else None)
-        if item.type == "image":
+        if item.media_id is not None:  # an item the thread stores already (media/attachToTurn)
+            try:
+                attachments.append(app.runtime.media.get(thread.id, item.media_id).attachment())
+            except MediaError as exc:
+                raise InvalidParams(str(exc)) from None
+        elif item.type == "image":
             data = item.data_base64
             if data is None:
                 if not item.path:
-                    raise InvalidParams("an image input needs dataBase64 or path")
-                data = base64.b64encode(_read_input_file(app, thread, item)).decode("ascii")
+                    raise InvalidParams("an image input needs dataBase64, path or mediaId")
+                raw = _read_input_file(app, thread, item)
+                data, mime = base64.b64encode(raw).decode("ascii"), sniff_image(raw[:16]) or mime
             attachments.append(Attachment(name=name, mime_type=mime or "image/png", data_base64=data, path=item.path))
+        elif item.text is None and not item.path:
+            raise InvalidParams("a file input needs text or path")
+        elif item.text is None:
+            raw = _read_input_file(app, thread, item)
+            image = sniff_image(raw[:16])
+            if image is not None:  # @shot.png arrives as a file: it is a picture, not text
+                attachments.append(
+                    Attachment(name=name, mime_type=image, data_base64=base64.b64encode(raw).decode("ascii"), path=item.path)
+                )
+            else:
+                text = raw.decode("utf-8", errors="replace")
+                attachments.append(Attachment(name=name, mime_type=mime or "text/plain", text=text, path=item.path))
         else:
-            text = item.text
-            if text is None:
-                if not item.path:
-                    raise InvalidParams("a file input needs text or path")
-                text = _read_input_file(app, thread, item).decode("utf-8", errors="replace")
-            attachments.append(Attachment(name=name, mime_type=mime or "text/plain", text=text, path=item.path))
+            attachments.append(Attachment(name=name, mime_type=mime or "text/plain", text=item.text, path=item.path))
     text = "\n\n".join(texts).strip()
-    if not text and not attachments:
+    if not text and not attachments and not any(m.pending for m in app.runtime.media.list_media(thread.id)):
         raise InvalidParams("turn input is empty: give a prompt or input items")
     return text, attachments
 
@@ -309,7 +323,10 @@ async def turn_start(app: Dispatcher, params: TurnStartParams, ctx: CallContext)
         attachments += await mention_attachments(app.runtime, text)
     except MentionError as exc:
         raise InvalidParams(str(exc)) from None
-    turn = await app.runtime.start_turn(thread.id, text, attachments, task_ledger_required=params.task_ledger_required)
+    try:
+        turn = await app.runtime.start_turn(thread.id, text, attachments, task_ledger_required=params.task_ledger_required)
+    except MediaError as exc:  # a model without vision, an attachment that is no image
+        raise InvalidParams(str(exc)) from None
     return TurnResult(turn=turn.model_copy(deep=True))
 
 

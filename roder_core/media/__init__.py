@@ -1,0 +1,1 @@
+"""Media in conversations: the per-thread, content-addressed store and image handling."""

@@ -1,0 +1,132 @@
+"""What an image is, how large, and a small preview of it.
+
+Formats are told by their first bytes (never by a file name). Pillow measures, converts and
+scales; it is imported only when an image is actually handled, so startup never pays for it.
+Every vision API accepts PNG, JPEG, GIF and WebP up to about 5 MB and 8000 pixels a side;
+``prepare`` brings anything else a user attaches (a BMP from a clipboard, a 30 MB photo) within
+those limits once, when it is stored, so no request is ever refused for its picture.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from roder_core.errors import RoderError
+
+#: What every vision dialect accepts (OpenAI Responses and Chat Completions, Anthropic Messages).
+SENDABLE = ("image/png", "image/jpeg", "image/gif", "image/webp")
+EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+#: Largest image accepted at all; bigger ones are refused with a clear error.
+MAX_INPUT_BYTES = 25 * 1024 * 1024
+#: What is sent: Anthropic's per-image limit is 5 MB and 8000 px a side (the strictest).
+MAX_SENT_BYTES = 5 * 1024 * 1024
+MAX_SIDE = 8000
+THUMBNAIL_SIDE = 256
+
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+class MediaError(RoderError):
+    """An attachment that cannot be used (not an image, too large, unreadable, deleted)."""
+
+
+def sniff_image(head: bytes) -> str | None:
+    """The MIME type of a sendable image from its first bytes, or None."""
+    for magic, mime in _MAGIC:
+        if head.startswith(magic):
+            return mime
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    data: bytes
+    mime_type: str
+    width: int
+    height: int
+
+
+def _pil() -> Any:
+    try:
+        from PIL import Image
+    except ImportError as exc:  # a declared dependency; a broken install says what is missing
+        raise MediaError("images need Pillow: pip install pillow") from exc
+    return Image
+
+
+def _open(data: bytes, what: str) -> Any:
+    image_module = _pil()
+    try:
+        image = image_module.open(io.BytesIO(data))
+        image.load()
+    except (image_module.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
+        raise MediaError(f"{what} is not an image Roder can read ({exc})") from None
+    return image
+
+
+def _encode(image: Any, mime: str) -> bytes:
+    out = io.BytesIO()
+    if mime == "image/jpeg":
+        image.convert("RGB").save(out, format="JPEG", quality=85, optimize=True)
+    else:
+        image.save(out, format="PNG", optimize=True)
+    return out.getvalue()
+
+
+def prepare(data: bytes, what: str = "the attachment") -> PreparedImage:
+    """``data`` as an image every vision model accepts: its own bytes when they already are one,
+    otherwise converted to PNG and scaled down (JPEG when a PNG would still be too large)."""
+    if not data:
+        raise MediaError(f"{what} is empty")
+    if len(data) > MAX_INPUT_BYTES:
+        raise MediaError(
+            f"{what} is {len(data) // (1024 * 1024)} MB; images up to {MAX_INPUT_BYTES // (1024 * 1024)} MB can be attached"
+        )
+    image = _open(data, what)
+    width, height = image.size
+    mime = sniff_image(data[:16])
+    if mime is not None and len(data) <= MAX_SENT_BYTES and max(width, height) <= MAX_SIDE:
+        return PreparedImage(data, mime, width, height)
+    if getattr(image, "is_animated", False):
+        image.seek(0)  # a converted animation keeps its first frame
+    if max(width, height) > MAX_SIDE:
+        image.thumbnail((MAX_SIDE, MAX_SIDE))
+    out_mime = "image/png"
+    encoded = _encode(image, out_mime)
+    while len(encoded) > MAX_SENT_BYTES:
+        out_mime = "image/jpeg"
+        encoded = _encode(image, out_mime)
+        if len(encoded) <= MAX_SENT_BYTES:
+            break
+        image.thumbnail((max(image.size[0] // 2, 1), max(image.size[1] // 2, 1)))
+    return PreparedImage(encoded, out_mime, *image.size)
+
+
+def measure(data: bytes) -> tuple[int, int] | None:
+    """Width and height read from the header (None when Pillow cannot tell)."""
+    image_module = _pil()
+    try:
+        with image_module.open(io.BytesIO(data)) as image:
+            return int(image.size[0]), int(image.size[1])
+    except (OSError, ValueError, SyntaxError):
+        return None
+
+
+def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> PreparedImage:
+    """A PNG preview at most ``side`` pixels on its longer edge (never enlarged)."""
+    image = _open(data, "the media item")
+    if getattr(image, "is_animated", False):
+        image.seek(0)
+    if image.mode not in ("RGB", "RGBA", "L", "LA"):
+        image = image.convert("RGBA")
+    image.thumbnail((side, side))
+    return PreparedImage(_encode(image, "image/png"), "image/png", *image.size)
