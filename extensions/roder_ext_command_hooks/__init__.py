@@ -378,7 +378,9 @@ def plugin_command_hooks(host: HostContext) -> list[CommandHook]:
         try:
             matcher = None if pattern in ("", "*") else re.compile(pattern, re.IGNORECASE)
         except re.error as exc:
-            log.warning("plugin %s: %s hook matcher %r is not a valid pattern (%s); skipped", hook.plugin, hook.spec.event, pattern, exc)
+            log.warning(
+                "plugin %s: %s hook matcher %r is not a valid pattern (%s); skipped", hook.plugin, hook.spec.event, pattern, exc
+            )
             continue
         timeout = hook.spec.timeout or DEFAULT_TIMEOUT
         found.append(CommandHook(hook.spec.event, hook.command, matcher, timeout, tuple(sorted(hook.env.items()))))

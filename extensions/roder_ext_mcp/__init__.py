@@ -1,7 +1,8 @@
 """MCP client extension: tools of configured MCP servers, connected in the background.
 
 Servers come from ``[mcp.servers.NAME]`` in config.toml, for a trusted folder from its
-``.mcp.json`` (see ``roder_ext_mcp.config``), and from enabled plugins (``plugin:<p>:<s>``). Installs the ``mcp`` tool provider (a dynamic tool
+``.mcp.json`` (see ``roder_ext_mcp.config``), and from enabled plugins
+(``plugin:<p>:<s>``). Installs the ``mcp`` tool provider (a dynamic tool
 source), a hook that starts connecting when a session starts and lets the first turn wait a few
 seconds for servers still connecting, and a palette source that lists servers with a restart
 command.

@@ -169,7 +169,9 @@ def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> Se
         )
 
 
-def add_plugin_server(settings: McpSettings, server_id: str, raw: dict[str, Any], origin: str, env: Mapping[str, str], variables: Mapping[str, str]) -> None:
+def add_plugin_server(
+    settings: McpSettings, server_id: str, raw: dict[str, Any], origin: str, env: Mapping[str, str], variables: Mapping[str, str]
+) -> None:
     """A plugin's server, named ``plugin:<plugin>:<server>`` (its tools are then
     ``mcp__plugin_<plugin>_<server>__<tool>``). ``${CLAUDE_PLUGIN_ROOT}`` and the other plugin
     variables expand like environment variables and are exported to the server. It never

@@ -200,9 +200,7 @@ class CommandRegistry:
         sources: Sequence[CommandSource] = (),
     ) -> None:
         self.cwd = cwd
-        self.definitions = (
-            definitions if definitions is not None else discover_with_plugins(DefinitionRoots(cwd, paths, trusted))
-        )
+        self.definitions = definitions if definitions is not None else discover_with_plugins(DefinitionRoots(cwd, paths, trusted))
         self.sources = list(sources)
 
     @classmethod

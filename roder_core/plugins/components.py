@@ -102,7 +102,9 @@ def _agent(plugin: ActivePlugin, name: str, path: Path, values: dict[str, str], 
     meta, body = _read(path)
     ignored = [key for key in IGNORED_AGENT_KEYS if key in meta]
     if ignored:
-        problems.append(f"{path}: {', '.join(ignored)} ignored (plugin agents cannot set their own permissions, hooks or servers)")
+        problems.append(
+            f"{path}: {', '.join(ignored)} ignored (plugin agents cannot set their own permissions, hooks or servers)"
+        )
     own = _text(meta, "name")
     local = name.rpartition(":")[0] + ":" + own if ":" in name and own else own or name
     model = _text(meta, "model") or None
@@ -124,24 +126,30 @@ def plugin_definitions(active: ActivePlugins, project: Path) -> Definitions:
     found = Definitions()
     for plugin in active.plugins:
         values = plugin.variables(project)
-        for folder_name, path in plugin.layout.skills:
-            _collect(lambda p=path, n=folder_name: _skill(plugin, n, p, values), found.skills, found.problems)
-        for spec in plugin.layout.commands:
-            _collect(lambda s=spec: _command(plugin, s, values), found.commands, found.problems)
-        for name, path in plugin.layout.agents:
-            _collect(lambda n=name, p=path: _agent(plugin, n, p, values, found.problems), found.agents, found.problems)
+        loaded: list[tuple[dict[str, Any], Any]] = []
+        try_load = _loader(found.problems)
+        loaded += [(found.skills, try_load(_skill, plugin, n, p, values)) for n, p in plugin.layout.skills]
+        loaded += [(found.commands, try_load(_command, plugin, spec, values)) for spec in plugin.layout.commands]
+        loaded += [(found.agents, try_load(_agent, plugin, n, p, values, found.problems)) for n, p in plugin.layout.agents]
+        for into, item in loaded:
+            if item is not None:
+                into.setdefault(item.name, item)
     for name in [n for n in found.commands if n in found.skills]:
         del found.commands[name]
     return found
 
 
-def _collect(load: Any, into: dict[str, Any], problems: list[str]) -> None:
-    try:
-        item = load()
-    except DefinitionError as exc:
-        problems.append(str(exc))
-        return
-    into.setdefault(item.name, item)
+def _loader(problems: list[str]) -> Any:
+    """Call a loader; a ``DefinitionError`` becomes a problem line and None."""
+
+    def load(function: Any, *args: Any) -> Any:
+        try:
+            return function(*args)
+        except DefinitionError as exc:
+            problems.append(str(exc))
+            return None
+
+    return load
 
 
 def _config_extra(roots: DefinitionRoots) -> dict[str, Any]:

@@ -95,7 +95,8 @@ def _config_enabled(config_extra: Mapping[str, Any] | None) -> dict[str, bool]:
     return {str(k): bool(v) for k, v in enabled.items()} if isinstance(enabled, dict) else {}
 
 
-def _layout(record: InstallRecord, root: Path) -> PluginLayout:
+def installed_layout(record: InstallRecord, root: Path) -> PluginLayout:
+    """The components of an installed copy, with the catalog entry it was installed from."""
     entry = MarketplaceEntry(
         name=record.name,
         source=PluginSource("relative", path="."),
@@ -105,9 +106,7 @@ def _layout(record: InstallRecord, root: Path) -> PluginLayout:
     return resolve_layout(root, record.name, load_manifest(root), entry, marketplace_root=bool(record.entry.get("atRoot")))
 
 
-def active_plugins(
-    paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Mapping[str, Any] | None = None
-) -> ActivePlugins:
+def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Mapping[str, Any] | None = None) -> ActivePlugins:
     """The enabled plugins for ``cwd`` with their layouts; problems are one line each."""
     dirs = PluginDirs.of(paths)
     records = read_installed(dirs)
@@ -136,7 +135,7 @@ def active_plugins(
             )
             continue
         taken[record.name] = identifier
-        layout = _layout(record, root)
+        layout = installed_layout(record, root)
         result.plugins.append(ActivePlugin(record, root, dirs.data_dir(identifier), layout))
         result.problems.extend(f"plugin {identifier}: {p}" for p in layout.problems)
     return result

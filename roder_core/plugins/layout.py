@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.customization.injection import injected_commands
-from roder_core.plugins.manifest import MarketplaceEntry, ManifestError, PluginManifest, load_json
+from roder_core.plugins.manifest import ManifestError, MarketplaceEntry, PluginManifest, load_json
 
 #: Claude Code hook events; the ones Roder runs are in ``RUN_EVENTS``.
 HOOK_EVENTS = frozenset(
@@ -110,6 +110,20 @@ class PluginLayout:
     install_scripts: list[str] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The components under their namespaced names (``/plugin:command``, ``plugin:server``)."""
+        name = self.name
+        return {
+            "commands": [f"/{name}:{c.name}" for c in self.commands],
+            "skills": [f"{name}:{n}" for n, _ in self.skills],
+            "agents": [f"{name}:{n}" for n, _ in self.agents],
+            "hooks": [{"event": h.event, "matcher": h.matcher, "command": h.command, "timeout": h.timeout} for h in self.hooks],
+            "mcpServers": [{"name": s.name, "id": f"plugin:{name}:{s.name}", "target": s.describe()} for s in self.mcp_servers],
+            "lspServers": [{"name": s.name, "target": s.describe()} for s in self.lsp_servers],
+            "bin": self.bin,
+            "unsupported": self.unsupported,
+        }
 
     def runs_code(self) -> list[str]:
         """Every way this plugin would run a program, one line each (shown before installing)."""
@@ -421,7 +435,13 @@ def _server_file(layout: PluginLayout, path: Path, key: str, found: dict[str, Se
     except ManifestError as exc:
         layout.problems.append(f"{exc}; skipped")
         return
-    _server_table(layout, str(path.relative_to(layout.root.resolve()) if path.is_relative_to(layout.root.resolve()) else path), key, data, found)
+    _server_table(
+        layout,
+        str(path.relative_to(layout.root.resolve()) if path.is_relative_to(layout.root.resolve()) else path),
+        key,
+        data,
+        found,
+    )
 
 
 def _server_table(layout: PluginLayout, origin: str, key: str, data: Any, found: dict[str, ServerSpec]) -> None:
@@ -452,4 +472,3 @@ def _bin_and_scripts(layout: PluginLayout) -> None:
         for name in _LIFECYCLE_SCRIPTS:
             if isinstance(scripts, dict) and scripts.get(name):
                 layout.install_scripts.append(f"package.json {name} script: {scripts[name]} (not run by Roder)")
-

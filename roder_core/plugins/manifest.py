@@ -132,8 +132,10 @@ class PluginSource:
         if self.kind in ("url", "git-subdir"):
             return f"git {self.url}{pin}" + (f" path {self.path}" if self.path else "")
         if self.kind == "npm":
-            return f"npm {self.package}" + (f"@{self.version}" if self.version else "") + (
-                f" from {self.registry}" if self.registry else ""
+            return (
+                f"npm {self.package}"
+                + (f"@{self.version}" if self.version else "")
+                + (f" from {self.registry}" if self.registry else "")
             )
         if self.kind == "archive":
             return f"archive {self.url}" + (f" sha256 {self.sha256[:12]}" if self.sha256 else "")

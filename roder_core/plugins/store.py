@@ -20,7 +20,7 @@ from typing import Any
 
 from roder_core.errors import RoderError
 from roder_core.plugins import fetch
-from roder_core.plugins.fetch import FetchError, Fetched, FetchSettings
+from roder_core.plugins.fetch import Fetched, FetchError, FetchSettings
 from roder_core.plugins.layout import PluginLayout, resolve_layout
 from roder_core.plugins.manifest import (
     OFFICIAL_MARKETPLACE,
@@ -104,29 +104,11 @@ class Preview:
     staged: Fetched | None = None
 
     def to_json(self) -> dict[str, Any]:
-        layout = self.layout
-        components: dict[str, Any] = {}
-        if layout is not None:
-            prefix = self.variant.entry.name
-            components = {
-                "commands": [f"/{prefix}:{c.name}" for c in layout.commands],
-                "skills": [f"{prefix}:{n}" for n, _ in layout.skills],
-                "agents": [f"{prefix}:{n}" for n, _ in layout.agents],
-                "hooks": [
-                    {"event": h.event, "matcher": h.matcher, "command": h.command, "timeout": h.timeout} for h in layout.hooks
-                ],
-                "mcpServers": [
-                    {"name": s.name, "id": f"plugin:{prefix}:{s.name}", "target": s.describe()} for s in layout.mcp_servers
-                ],
-                "lspServers": [{"name": s.name, "target": s.describe()} for s in layout.lsp_servers],
-                "bin": layout.bin,
-                "unsupported": layout.unsupported,
-            }
         return {
             "plugin": self.variant.to_json(),
             "version": self.version,
             "componentsKnown": self.components_known,
-            "components": components,
+            "components": self.layout.to_json() if self.layout is not None else {},
             "runsCode": self.runs_code,
             "consent": self.consent,
             "problems": self.problems,
@@ -486,10 +468,7 @@ class PluginStore:
             else:
                 folder, _ = self._plugin_dir(variant)
                 boundary = variant.marketplace.root
-            if source.kind == "command":
-                version = fetch.content_hash(folder)[:12]
-            else:
-                version = self._version(variant, folder, fetched)
+            version = fetch.content_hash(folder)[:12] if source.kind == "command" else self._version(variant, folder, fetched)
             if source.kind == "command" and source.mode == "link":
                 install_path = folder
             else:
@@ -499,8 +478,7 @@ class PluginStore:
                 fetch.copy_plugin(folder, install_path, boundary, problems)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-            if preview.staged is not None:
-                shutil.rmtree(_staging_root(preview.staged.path, self.dirs.root / "staging"), ignore_errors=True)
+            self.discard(preview)
         records = read_installed(self.dirs)
         old = records.get(variant.id)
         stamp = now()
@@ -521,6 +499,11 @@ class PluginStore:
         if old is not None and old.install_path != record.install_path:
             _remove_cached(Path(old.install_path), self.dirs.root / "cache")
         return record
+
+    def discard(self, preview: Preview) -> None:
+        """Delete what a preview fetched (when no install follows it)."""
+        if preview.staged is not None:
+            shutil.rmtree(_staging_root(preview.staged.path, self.dirs.root / "staging"), ignore_errors=True)
 
     def _accept_command(self, identifier: str, command: str) -> None:
         accepted = read_json(self.dirs.accepted_file, {})
@@ -575,4 +558,3 @@ def _staging_root(path: Path, staging: Path) -> Path:
     """The ``.fetch-*`` folder under ``staging`` that holds ``path``."""
     relative = path.resolve().relative_to(staging.resolve())
     return staging / relative.parts[0]
-

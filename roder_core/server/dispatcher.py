@@ -59,6 +59,7 @@ METHOD_MODULES = (
     "roder_core.server.methods.host",
     "roder_core.server.methods.features",
     "roder_core.server.methods.changes",
+    "roder_core.server.methods.plugins",
 )
 
 

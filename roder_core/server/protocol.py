@@ -609,7 +609,6 @@ UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
         ("team/",),
         "multi-agent teams are not available in this release (subagents are: agents/list, turn/subagentTraces/list)",
     ),
-    "marketplaces": (("marketplaces/", "plugins/"), "marketplaces and plugins are not available in this release"),
     "media": (("media/",), "media artifacts are not available in this release"),
     "workflows": (("workflow/", "workflows/"), "workflows are not available in this release"),
     "runners": (("runners/",), "remote runners are not available in this release"),

@@ -17,9 +17,11 @@ settings/set_web_search settings/set_default_mode fs/readFile fs/readDirectory c
 commands/expand commands/run tools/call memory/list memory/read memory/save memory/update memory/delete memory/query
 memory/provider/list memory/provider/set memory/recall/preview git/changes/list git/changes/read
 workspace/changes/list hunk/list hunk/read hunk/rollback tasks/submit tasks/list tasks/get tasks/cancel
-tasks/subscribe"""
+tasks/subscribe marketplaces/list marketplaces/install_default marketplaces/add marketplaces/remove
+marketplaces/refresh marketplaces/search marketplaces/plugin plugins/preview_install plugins/install
+plugins/install_all_variants plugins/list_installed plugins/disable plugins/uninstall"""
 OFFERED_METHODS = OFFERED.split()
-NOT_OFFERED = """team/start team/list team/member/message marketplaces/list plugins/install media/list
+NOT_OFFERED = """team/start team/list team/member/message media/list
 workflow/scan workflows/list runners/list auth/codex/login plan/review/read"""
 
 
