@@ -479,26 +479,51 @@ class PluginStore:
         finally:
             shutil.rmtree(work, ignore_errors=True)
             self.discard(preview)
+        entry = {"strict": variant.entry.strict, "atRoot": source.path in (".", "./"), **variant.entry.components()}
+        commit = fetched.commit if fetched else fetch.head_commit(variant.marketplace.root)
+        return self._record(variant.id, install_path, version, commit, source.to_json(), entry)
+
+    def _record(
+        self, identifier: str, install_path: Path, version: str, commit: str | None, source: dict[str, Any], entry: dict[str, Any]
+    ) -> InstallRecord:
+        """Write the install record (enabled) and create the plugin's data folder."""
         records = read_installed(self.dirs)
-        old = records.get(variant.id)
+        old = records.get(identifier)
         stamp = now()
         record = InstallRecord(
-            id=variant.id,
+            id=identifier,
             install_path=str(install_path),
             version=version,
             installed_at=old.installed_at if old else stamp,
             last_updated=stamp,
             enabled=True,
-            git_commit_sha=fetched.commit if fetched else fetch.head_commit(variant.marketplace.root),
-            source=source.to_json(),
-            entry={"strict": variant.entry.strict, "atRoot": source.path in (".", "./"), **variant.entry.components()},
+            git_commit_sha=commit,
+            source=source,
+            entry=entry,
         )
-        records[variant.id] = record
+        records[identifier] = record
         write_installed(self.dirs, records)
-        self.dirs.data_dir(variant.id).mkdir(parents=True, exist_ok=True)
+        self.dirs.data_dir(identifier).mkdir(parents=True, exist_ok=True)
         if old is not None and old.install_path != record.install_path:
             _remove_cached(Path(old.install_path), self.dirs.root / "cache")
         return record
+
+    def import_folder(self, identifier: str, folder: Path, version: str) -> InstallRecord:
+        """Copy a plugin another tool already installed (Claude Code's cache) and record it."""
+        name, market = split_id(identifier)
+        if market is None:
+            raise PluginError(f"{identifier!r}: expected name@marketplace")
+        try:
+            variant = self.variant(identifier)
+            entry = {"strict": variant.entry.strict, **variant.entry.components()}
+        except PluginError:
+            entry = {}
+        install_path = self.dirs.cache_dir(market, name, version)
+        if install_path.exists():
+            shutil.rmtree(install_path)
+        problems: list[str] = []
+        fetch.copy_plugin(folder, install_path, folder, problems)
+        return self._record(identifier, install_path, version, None, {"source": "claude-import", "path": str(folder)}, entry)
 
     def discard(self, preview: Preview) -> None:
         """Delete what a preview fetched (when no install follows it)."""
