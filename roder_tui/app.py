@@ -720,6 +720,8 @@ class RoderApp(App[int]):
             "mcp": lambda: self._list_tools(mcp_only=True),
             "skills": self._list_skills,
             "agents": self._list_agents,
+            "plugin": self._open_plugins,
+            "plugins": self._open_plugins,
             "trust": self._trust_folder,
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
@@ -755,6 +757,17 @@ class RoderApp(App[int]):
         result = (await self._client().request("agents/list", {"workspace": str(self.cwd)})).wire()
         text = "\n".join(f"{a['name']}  ({a.get('scope', '')})  {a.get('description', '')}" for a in result["agents"])
         self._show_info("/agents", text or "no subagents defined")
+
+    async def _open_plugins(self) -> None:
+        from roder_tui.screens.plugins import PluginScreen
+
+        client = self._client()
+
+        async def request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            result: dict[str, Any] = (await client.request(method, params)).wire()
+            return result
+
+        self.push_screen(PluginScreen(request))
 
     async def _trust_folder(self) -> None:
         result = await self._client().trust_set(True, str(self.cwd))

@@ -84,6 +84,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
         ("mcp", "show MCP servers, their status and tools", ""),
         ("skills", "list Agent Skills", ""),
         ("agents", "list subagents", ""),
+        ("plugin", "browse marketplaces, preview and install plugins", ""),
         ("trust", "trust this folder (loads its config, hooks, skills, commands, agents, MCP servers)", ""),
         ("help", "list commands", ""),
         ("quit", "leave Roder", ""),

@@ -130,7 +130,7 @@ class PluginLayout:
         lines = [f"hook {h.event}{f' [{h.matcher}]' if h.matcher else ''}: {h.command}" for h in self.hooks]
         lines += [f"MCP server {s.name}: {s.describe()}" for s in self.mcp_servers]
         lines += [f"LSP server {s.name}: {s.describe()} (not started by Roder)" for s in self.lsp_servers]
-        lines += [f"bin/{name} (on the PATH of commands while enabled)" for name in self.bin]
+        lines += [f"bin/{name} (an executable; Roder does not put it on the PATH)" for name in self.bin]
         lines += self.install_scripts
         lines += [f"command {c.name}: !`{cmd}`" for c in self.commands for cmd in _injections(c)]
         return lines

@@ -183,7 +183,7 @@ def parse_source(raw: Any, plugin_root: str | None = None) -> PluginSource:
             return _relative(f"{plugin_root.rstrip('/')}/{text}")
         if text.startswith(("https://", "http://", "git@", "file://")):
             return PluginSource("url", url=text)
-        if re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", text):
+        if re.fullmatch(r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+", text):
             return PluginSource("github", repo=text)
         raise ManifestError(f"source {text!r}: relative sources start with ./")
     if not isinstance(raw, dict):

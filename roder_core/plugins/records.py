@@ -2,13 +2,17 @@
 
 ::
 
-    plugins/
+    <data dir>/plugins/
       known_marketplaces.json   {name: {source, installLocation, lastUpdated, official?, catalogOnly?}}
       marketplaces/<name>/      the clone or copy of a catalog (a local folder is used in place)
-      cache/<mkt>/<plugin>/<version>/   installed copies (CLAUDE_PLUGIN_ROOT)
       data/<id>/                per-plugin data that survives updates (CLAUDE_PLUGIN_DATA)
       installed_plugins.json    {"version": 2, "plugins": {"name@mkt": [record]}}
       accepted_commands.json    command sources the user accepted, by plugin id
+    <cache dir>/plugins/
+      <mkt>/<plugin>/<version>/ installed copies (CLAUDE_PLUGIN_ROOT)
+
+Installed copies live in the cache dir because the command sandbox hides the data dir (it holds
+threads and credentials) while a skill's scripts must be readable by the commands that run them.
 
 The record format is Claude Code's (version 2) with Roder's ``enabled`` flag, the catalog
 entry's component keys (a non-strict entry is the plugin's only definition) and its source.
@@ -56,10 +60,16 @@ class PluginDirs:
     """Where plugin state lives in Roder's data dir."""
 
     root: Path
+    #: Where installed copies live (readable inside the command sandbox).
+    code: Path
 
     @classmethod
     def of(cls, paths: RoderPaths) -> PluginDirs:
-        return cls(paths.data_dir / "plugins")
+        return cls(paths.data_dir / "plugins", paths.cache_dir / "plugins")
+
+    @property
+    def staging(self) -> Path:
+        return self.code / ".staging"
 
     @property
     def known_file(self) -> Path:
@@ -77,7 +87,7 @@ class PluginDirs:
         return self.root / "marketplaces" / name
 
     def cache_dir(self, marketplace: str, plugin: str, version: str) -> Path:
-        return self.root / "cache" / marketplace / plugin / version
+        return self.code / marketplace / plugin / version
 
     def data_dir(self, identifier: str) -> Path:
         return self.root / "data" / data_id(identifier)

@@ -52,7 +52,8 @@ from roder_core.settings.paths import RoderPaths
 
 OFFICIAL_GIT_URL = "https://github.com/anthropics/claude-plugins-official.git"
 _GIT_HOSTS = ("github.com", "gitlab.com")
-_SHORTHAND = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:@(.+))?$")
+#: ``owner/repo[@ref]``; a GitHub owner has no dots, so ``example.com/x`` is a URL missing its scheme.
+_SHORTHAND = re.compile(r"^([A-Za-z0-9-]+/[A-Za-z0-9_.-]+)(?:@(.+))?$")
 
 
 class PluginError(RoderError):
@@ -435,7 +436,7 @@ class PluginStore:
             return Preview(variant, "content hash", False, None, runs, _consent(variant, "", runs))
         staged: Fetched | None = None
         if source.external:
-            staged = self._fetch_external(source, fetch.scratch(self.dirs.root / "staging"))
+            staged = self._fetch_external(source, fetch.scratch(self.dirs.staging))
             folder, at_root = staged.path, False
         else:
             folder, at_root = self._plugin_dir(variant)
@@ -457,7 +458,7 @@ class PluginStore:
             )
         source = variant.entry.source
         fetched = preview.staged
-        work = fetch.scratch(self.dirs.root / "staging")
+        work = fetch.scratch(self.dirs.staging)
         problems: list[str] = []
         try:
             if source.kind == "command":
@@ -505,7 +506,7 @@ class PluginStore:
         write_installed(self.dirs, records)
         self.dirs.data_dir(identifier).mkdir(parents=True, exist_ok=True)
         if old is not None and old.install_path != record.install_path:
-            _remove_cached(Path(old.install_path), self.dirs.root / "cache")
+            _remove_cached(Path(old.install_path), self.dirs.code)
         return record
 
     def import_folder(self, identifier: str, folder: Path, version: str) -> InstallRecord:
@@ -528,7 +529,7 @@ class PluginStore:
     def discard(self, preview: Preview) -> None:
         """Delete what a preview fetched (when no install follows it)."""
         if preview.staged is not None:
-            shutil.rmtree(_staging_root(preview.staged.path, self.dirs.root / "staging"), ignore_errors=True)
+            shutil.rmtree(_staging_root(preview.staged.path, self.dirs.staging), ignore_errors=True)
 
     def _accept_command(self, identifier: str, command: str) -> None:
         accepted = read_json(self.dirs.accepted_file, {})
@@ -552,7 +553,7 @@ class PluginStore:
         records = read_installed(self.dirs)
         record = records.pop(identifier, None) or _by_name(records, identifier, pop=True)
         write_installed(self.dirs, records)
-        _remove_cached(Path(record.install_path), self.dirs.root / "cache")
+        _remove_cached(Path(record.install_path), self.dirs.code)
         if not keep_data:
             shutil.rmtree(self.dirs.data_dir(record.id), ignore_errors=True)
         return record
