@@ -405,6 +405,14 @@ class PluginStore:
         return "unknown"
 
     def _fetch_external(self, source: PluginSource, work: Path) -> Fetched:
+        """Fetch into ``work``; on failure ``work`` is deleted (nothing half-fetched stays)."""
+        try:
+            return self._fetch_into(source, work)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+
+    def _fetch_into(self, source: PluginSource, work: Path) -> Fetched:
         try:
             if source.kind in ("github", "url", "git-subdir"):
                 commit = fetch.clone(fetch.git_url(source, self.settings), work / "clone", ref=source.ref, sha=source.sha)
