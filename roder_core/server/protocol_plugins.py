@@ -158,7 +158,8 @@ class InstalledPlugin(ProtocolModel):
     install_path: str
     data_dir: str
     enabled: bool
-    #: Loaded in this server's folder right now (enabled, and the server started after the change).
+    #: Applies to this server's folder: enabled, not turned off by the folder's settings and not
+    #: shadowed by a same-named variant. A session started now loads it (changes need a restart).
     active: bool = False
     installed_at: str = ""
     last_updated: str = ""
