@@ -273,10 +273,11 @@ class CommandHooks:
         permission = specific.get("permissionDecision") or {"approve": "allow", "block": "deny"}.get(
             str(decision.get("decision", ""))
         )
-        reason = str(specific.get("permissionDecisionReason") or decision.get("reason") or "")
+        # hookify and others put the explanation only in systemMessage (shown to the user)
+        reason = str(specific.get("permissionDecisionReason") or decision.get("reason") or decision.get("systemMessage") or "")
         context = str(specific.get("additionalContext") or "")
-        if not decision and event in ("UserPromptSubmit", "SessionStart"):
-            context = result.stdout.strip()
+        if not decision and event in ("UserPromptSubmit", "SessionStart") and not result.stdout.strip().startswith("{"):
+            context = result.stdout.strip()  # plain text is context; a JSON object (even {}) is a decision
         replace: dict[str, Any] = {}
         if event == "PreToolUse":
             if permission == "deny":

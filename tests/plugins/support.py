@@ -59,12 +59,20 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 def marketplace(root: Path, name: str, plugins: list[dict[str, Any]], **extra: Any) -> Path:
-    write_json(root / ".claude-plugin" / "marketplace.json", {"name": name, "owner": {"name": "tests"}, "plugins": plugins, **extra})
+    write_json(
+        root / ".claude-plugin" / "marketplace.json", {"name": name, "owner": {"name": "tests"}, "plugins": plugins, **extra}
+    )
     return root
 
 
 def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True)
     return done.stdout.strip()
 

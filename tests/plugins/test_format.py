@@ -129,9 +129,18 @@ def community_plugin(root: Path) -> Path:
         },
     )
     write(plugin / "extra-skill" / "SKILL.md", "---\nname: extra\ndescription: one skill folder named directly\n---\nbody")
-    write(plugin / "skills" / "default-one" / "SKILL.md", "---\ndescription: from the default folder\n---\nuse ${CLAUDE_SKILL_DIR}/x.sh")
-    write(plugin / "agents" / "review" / "sec.md", "---\nname: sec\ndescription: security\npermissionMode: bypassPermissions\n---\nCheck.")
-    write_json(plugin / ".mcp.json", {"shared": {"command": "from-file"}, "flat": {"command": "run", "args": ["${CLAUDE_PLUGIN_ROOT}/s"]}})
+    write(
+        plugin / "skills" / "default-one" / "SKILL.md",
+        "---\ndescription: from the default folder\n---\nuse ${CLAUDE_SKILL_DIR}/x.sh",
+    )
+    write(
+        plugin / "agents" / "review" / "sec.md",
+        "---\nname: sec\ndescription: security\npermissionMode: bypassPermissions\n---\nCheck.",
+    )
+    write_json(
+        plugin / ".mcp.json",
+        {"shared": {"command": "from-file"}, "flat": {"command": "run", "args": ["${CLAUDE_PLUGIN_ROOT}/s"]}},
+    )
     return plugin
 
 
@@ -210,7 +219,11 @@ def test_official_plugins_namespacing_and_a_plugin_without_a_manifest(tmp_path: 
     paths = RoderPaths.from_env()
     found = discover_with_plugins(DefinitionRoots(workspace, paths, False))
     assert {"commit-commands:commit", "commit-commands:commit-push-pr", "commit-commands:clean_gone"} <= set(found.commands)
-    assert found.commands["commit-commands:commit"].allowed_tools == ["Bash(git add:*)", "Bash(git status:*)", "Bash(git commit:*)"]
+    assert found.commands["commit-commands:commit"].allowed_tools == [
+        "Bash(git add:*)",
+        "Bash(git status:*)",
+        "Bash(git commit:*)",
+    ]
     assert "code-simplifier:code-simplifier" in found.agents
     assert "receipts:receipts" in found.skills  # no plugin.json: named by its catalog entry
     # example-plugin has a skill and a command called example-command: the skill wins

@@ -50,7 +50,11 @@ async def exercise(peer: RpcPeer, official: Path, alpha: Path, beta: Path) -> No
     assert added["name"] == "claude-plugins-official" and added["official"] and added["pluginCount"] == 286
     for root in (alpha, beta):
         assert (await peer.call("marketplaces/add", {"source": str(root)}))["marketplace"]["name"] == root.name
-    assert [m["name"] for m in (await peer.call("marketplaces/list"))["marketplaces"]] == ["alpha", "beta", "claude-plugins-official"]
+    assert [m["name"] for m in (await peer.call("marketplaces/list"))["marketplaces"]] == [
+        "alpha",
+        "beta",
+        "claude-plugins-official",
+    ]
 
     found = (await peer.call("marketplaces/search", {"query": "formatter"}))["results"]
     assert found[0]["name"] == "formatter"  # a name match ranks before a description match

@@ -65,14 +65,18 @@ def test_git_sources_github_url_and_subdir(tmp_path: Path, roder_home: Path) -> 
 def test_npm_source_from_a_local_tarball_runs_no_lifecycle_script(tmp_path: Path) -> None:
     package = plugin_folder(tmp_path / "pkg", "npm-plugin")
     marker = tmp_path / "postinstall-ran"
-    write_json(package / "package.json", {"name": "npm-plugin", "version": "1.2.0", "scripts": {"postinstall": f"touch {marker}"}})
+    write_json(
+        package / "package.json", {"name": "npm-plugin", "version": "1.2.0", "scripts": {"postinstall": f"touch {marker}"}}
+    )
     packed = tmp_path / "packed"
     packed.mkdir()
     import subprocess
 
     subprocess.run(["npm", "pack", str(package), "--pack-destination", str(packed)], check=True, capture_output=True, timeout=120)
     [tarball] = list(packed.glob("*.tgz"))
-    catalog = marketplace(tmp_path / "catalog", "npm-market", [{"name": "npm-plugin", "source": {"source": "npm", "package": str(tarball)}}])
+    catalog = marketplace(
+        tmp_path / "catalog", "npm-market", [{"name": "npm-plugin", "source": {"source": "npm", "package": str(tarball)}}]
+    )
     plugins = store()
     plugins.add_marketplace(str(catalog))
     preview = plugins.preview("npm-plugin")
@@ -127,7 +131,9 @@ def test_archive_source_over_loopback_http(tmp_path: Path, roder_home: Path) -> 
 def test_command_source_needs_its_exact_command_accepted(tmp_path: Path) -> None:
     made = plugin_folder(tmp_path / "made", "generated", "0.1.0")
     command = f"echo {made}"
-    catalog = marketplace(tmp_path / "catalog", "cmd-market", [{"name": "generated", "source": {"source": "command", "command": command}}])
+    catalog = marketplace(
+        tmp_path / "catalog", "cmd-market", [{"name": "generated", "source": {"source": "command", "command": command}}]
+    )
     plugins = store()
     plugins.add_marketplace(str(catalog))
     preview = plugins.preview("generated")
@@ -138,7 +144,9 @@ def test_command_source_needs_its_exact_command_accepted(tmp_path: Path) -> None
         plugins.install("generated")
     record = plugins.install("generated", preview.consent)
     assert (Path(record.install_path) / "commands" / "hello.md").is_file() and Path(record.install_path) != made
-    bad = marketplace(tmp_path / "bad", "bad-market", [{"name": "noisy", "source": {"source": "command", "command": "echo one; echo two"}}])
+    bad = marketplace(
+        tmp_path / "bad", "bad-market", [{"name": "noisy", "source": {"source": "command", "command": "echo one; echo two"}}]
+    )
     plugins.add_marketplace(str(bad))
     with pytest.raises(PluginError, match="must print exactly one absolute directory"):
         plugins.install("noisy", plugins.preview("noisy").consent)
@@ -151,7 +159,9 @@ def test_marketplaces_from_git_refresh_and_remove(tmp_path: Path) -> None:
     bare_repo(work, tmp_path / "market.git")
     plugins = store()
     known, market = plugins.add_marketplace(f"file://{tmp_path}/market.git")
-    assert known.source == {"source": "git", "url": f"file://{tmp_path}/market.git"} and [e.name for e in market.entries] == ["first"]
+    assert known.source == {"source": "git", "url": f"file://{tmp_path}/market.git"} and [e.name for e in market.entries] == [
+        "first"
+    ]
     record = plugins.install("first@team-market")
     assert len(record.version) == 12  # the marketplace clone's commit
     marketplace(work, "team-market", [{"name": "first", "source": "./first"}, {"name": "second", "source": "./second"}])
@@ -183,7 +193,9 @@ def test_search_deduplicates_by_name_and_install_all_variants_enables_one(tmp_pa
     from roder_core.plugins.service import PluginService
 
     for name in ("alpha-market", "beta-market"):
-        root = marketplace(tmp_path / name, name, [{"name": "formatter", "source": "./formatter", "description": f"fmt from {name}"}])
+        root = marketplace(
+            tmp_path / name, name, [{"name": "formatter", "source": "./formatter", "description": f"fmt from {name}"}]
+        )
         plugin_folder(root / "formatter", "formatter", "1.0.0" if name == "alpha-market" else "2.0.0")
     service = PluginService(RoderPaths.from_env(), workspace, False)
     service.add(str(tmp_path / "alpha-market"))
