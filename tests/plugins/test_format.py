@@ -205,6 +205,7 @@ def test_installed_components_are_namespaced_and_filled_in(tmp_path: Path, works
     assert flat.env["CLAUDE_PLUGIN_DATA"].endswith("data/plugins/data/unity-dev-toolkit-community-market")
     [guard, stop] = plugin_hooks(active, workspace)
     assert guard.spec.matcher == "Bash" and guard.env["CLAUDE_PROJECT_DIR"] == str(workspace)
+    assert stop.command == "echo inline-stop" and stop.spec.origin == "plugin.json hooks"
 
 
 def test_official_plugins_namespacing_and_a_plugin_without_a_manifest(tmp_path: Path, workspace: Path) -> None:
