@@ -201,14 +201,25 @@ class PluginScreen(ModalScreen[None]):
         self.status(f"installing {identifier}…")
         result = await self.call("plugins/install", {"plugin": identifier, "consent": consent})
         if result is not None:
+            await self.refresh_results()
             self.status(f"installed {identifier} {result['installed']['version']}: restart roder to use it")
             self.app.notify(f"installed {identifier}", title="/plugin")
+
+    async def refresh_results(self) -> None:
+        """Search again (installed marks change), keeping the highlighted plugin."""
+        options = self.query_one(OptionList)
+        name = self.results[options.highlighted]["name"] if options.highlighted is not None and self.results else None
+        await self.search(self.query_one(Input).value)
+        names = [r["name"] for r in self.results]
+        if name in names:
+            options.highlighted = names.index(name)
 
     async def action_disable(self) -> None:
         variant = self.selected()
         if variant is None or not variant["installed"]:
             return
         if await self.call("plugins/disable", {"plugin": variant["id"]}) is not None:
+            await self.refresh_results()
             self.status(f"disabled {variant['id']} (from the next session on)")
 
     def action_close(self) -> None:
