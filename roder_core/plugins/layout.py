@@ -448,7 +448,8 @@ def _server_table(layout: PluginLayout, origin: str, key: str, data: Any, found:
     if not isinstance(data, dict):
         layout.problems.append(f"{origin}: {key} must be an object; skipped")
         return
-    table = data.get(key) if isinstance(data.get(key), dict) else data
+    nested = data.get(key)
+    table: dict[str, Any] = nested if isinstance(nested, dict) else data
     for name, raw in table.items():
         if name in ("$schema",) or not isinstance(raw, dict):
             if name != "$schema":

@@ -340,7 +340,8 @@ def parse_marketplace(data: Any, root: Path, where: str, problems: list[str] | N
         raise ManifestError(f"{where}: the marketplace has no 'name'")
     if not valid_name(name):
         problems.append(f"{where}: marketplace name {name!r} should be kebab-case")
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    raw_metadata = data.get("metadata")
+    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     market = Marketplace(
         name=name,
         root=root,

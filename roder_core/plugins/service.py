@@ -30,7 +30,8 @@ def fetch_settings(paths: RoderPaths) -> FetchSettings:
         extra = load_config(paths, Path.home(), False).model_extra or {}
     except ConfigError:
         extra = {}
-    section = extra.get("plugins") if isinstance(extra.get("plugins"), dict) else {}
+    raw = extra.get("plugins")
+    section: dict[str, Any] = raw if isinstance(raw, dict) else {}
     github = section.get("github_url")
     return FetchSettings(
         github_url=str(github) if isinstance(github, str) and "{repo}" in github else FetchSettings.github_url,

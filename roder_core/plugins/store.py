@@ -50,7 +50,8 @@ from roder_core.plugins.records import (
 )
 from roder_core.settings.paths import RoderPaths
 
-OFFICIAL_GIT_URL = "https://github.com/anthropics/claude-plugins-official.git"
+#: The official catalog's repository (cloned through ``[plugins] github_url``, so a mirror works).
+OFFICIAL_REPO = "anthropics/claude-plugins-official"
 _GIT_HOSTS = ("github.com", "gitlab.com")
 #: ``owner/repo[@ref]``; a GitHub owner has no dots, so ``example.com/x`` is a URL missing its scheme.
 _SHORTHAND = re.compile(r"^([A-Za-z0-9-]+/[A-Za-z0-9_.-]+)(?:@(.+))?$")
@@ -193,7 +194,11 @@ class PluginStore:
             if market.name != OFFICIAL_MARKETPLACE:
                 raise PluginError(f"{path} holds marketplace {market.name!r}, not {OFFICIAL_MARKETPLACE}")
             return self.add_marketplace(str(path), official=True)
-        return self.add_marketplace(OFFICIAL_GIT_URL, official=True)
+        known, market = self.add_marketplace(OFFICIAL_REPO, official=True)
+        if market.name != OFFICIAL_MARKETPLACE:
+            self.remove_marketplace(market.name)
+            raise PluginError(f"{OFFICIAL_REPO} holds marketplace {market.name!r}, not {OFFICIAL_MARKETPLACE}")
+        return known, market
 
     def _check_name(self, name: str, official: bool) -> None:
         if official:
@@ -308,7 +313,7 @@ class PluginStore:
     def _spec_of(entry: KnownMarketplace) -> str:
         source = entry.source
         if source.get("source") == "github":
-            return source["repo"] + (f"@{source['ref']}" if source.get("ref") else "")
+            return str(source["repo"]) + (f"@{source['ref']}" if source.get("ref") else "")
         return str(source.get("url") or source.get("path"))
 
     # ------------------------------------------------------------------ catalog

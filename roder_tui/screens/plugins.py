@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from textual import events
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
@@ -76,7 +77,7 @@ class PluginScreen(ModalScreen[None]):
         self.preview: dict[str, Any] | None = None
         self.asking = False
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = "/plugin · type to search · enter preview · i install · v variant · d disable · esc close"
             yield Input(placeholder="search plugins", id="plugin-filter")

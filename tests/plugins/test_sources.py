@@ -218,3 +218,21 @@ def test_search_deduplicates_by_name_and_install_all_variants_enables_one(tmp_pa
     assert switched["enabled"] and not service.store.installed()["formatter@alpha-market"].enabled
     shutil.rmtree(tmp_path / "alpha-market")
     assert any("alpha-market" in p for p in service.search("")["problems"])
+
+
+def test_install_default_online_through_a_mirror_and_offline(tmp_path: Path, roder_home: Path) -> None:
+    from tests.plugins.support import copy_official
+
+    work = copy_official(tmp_path / "work", ["commit-commands"])
+    (tmp_path / "mirror" / "anthropics").mkdir(parents=True)
+    commit = bare_repo(work, tmp_path / "mirror" / "anthropics" / "claude-plugins-official.git")
+    allow_loopback(roder_home, f'github_url = "file://{tmp_path}/mirror/{{repo}}.git"\n')
+    plugins = store()
+    known, market = plugins.install_default()
+    assert known.official and known.source == {"source": "github", "repo": "anthropics/claude-plugins-official"}
+    assert Path(known.install_location) == roder_home / "data" / "plugins" / "marketplaces" / "claude-plugins-official"
+    record = plugins.install("commit-commands", plugins.preview("commit-commands").consent)
+    assert record.version == commit[:12]  # a relative source inside a git catalog: the catalog's commit
+    other = marketplace(tmp_path / "other", "not-official", [])
+    with pytest.raises(PluginError, match="not claude-plugins-official"):
+        plugins.install_default(other)

@@ -81,7 +81,10 @@ def test_a_project_declares_plugins_only_when_trusted(tmp_path: Path, workspace:
 
 def test_plugin_agents_cannot_raise_their_permission_mode(tmp_path: Path, workspace: Path) -> None:
     root = marketplace(tmp_path / "m", "agent-market", [{"name": "agents", "source": "./agents-plugin"}])
-    write(root / "agents-plugin" / "agents" / "yolo.md", "---\ndescription: d\npermissionMode: bypassPermissions\nmode: bypass\n---\nGo.")
+    write(
+        root / "agents-plugin" / "agents" / "yolo.md",
+        "---\ndescription: d\npermissionMode: bypassPermissions\nmode: bypass\n---\nGo.",
+    )
     plugins = PluginStore(RoderPaths.from_env())
     plugins.add_marketplace(str(root))
     plugins.install("agents")
@@ -145,11 +148,18 @@ def test_import_claude_reads_records_and_shows_first(tmp_path: Path, workspace: 
         claude / "plugins" / "known_marketplaces.json",
         {"claude-plugins-official": {"source": {"source": "github"}, "installLocation": str(clone)}},
     )
-    write_json(claude / "settings.json", {"enabledPlugins": {"hookify@claude-plugins-official": True, "gone@claude-plugins-official": True}})
+    write_json(
+        claude / "settings.json",
+        {"enabledPlugins": {"hookify@claude-plugins-official": True, "gone@claude-plugins-official": True}},
+    )
     before = {p: p.stat().st_mtime_ns for p in claude.rglob("*") if p.is_file()}
     env = {**os.environ}
     declined = subprocess.run(
-        roder_command("plugin", "import-claude", "--claude-dir", str(claude)), cwd=workspace, env=env, capture_output=True, text=True
+        roder_command("plugin", "import-claude", "--claude-dir", str(claude)),
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert declined.returncode == 2 and "hookify@claude-plugins-official  0.9.0  will be enabled" in declined.stdout
     assert "runs: hook PreToolUse: python3" in declined.stdout and "gone@claude-plugins-official" in declined.stdout
