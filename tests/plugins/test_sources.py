@@ -228,7 +228,7 @@ def test_install_default_online_through_a_mirror_and_offline(tmp_path: Path, rod
     commit = bare_repo(work, tmp_path / "mirror" / "anthropics" / "claude-plugins-official.git")
     allow_loopback(roder_home, f'github_url = "file://{tmp_path}/mirror/{{repo}}.git"\n')
     plugins = store()
-    known, market = plugins.install_default()
+    known, _ = plugins.install_default()
     assert known.official and known.source == {"source": "github", "repo": "anthropics/claude-plugins-official"}
     assert Path(known.install_location) == roder_home / "data" / "plugins" / "marketplaces" / "claude-plugins-official"
     record = plugins.install("commit-commands", plugins.preview("commit-commands").consent)
