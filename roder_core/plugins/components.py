@@ -29,6 +29,9 @@ from roder_core.plugins.enabled import ActivePlugin, ActivePlugins, active_plugi
 from roder_core.plugins.layout import CommandSpec, HookSpec, ServerSpec
 from roder_core.settings.config import ConfigError, load_config
 
+#: Claude Code's model aliases: meaningless to other providers, so such an agent uses the
+#: parent's model (as ``inherit`` does).
+CLAUDE_MODEL_ALIASES = frozenset({"inherit", "sonnet", "opus", "haiku", "default", "opusplan"})
 #: Frontmatter keys a plugin agent may not use (Claude Code ignores them for security).
 IGNORED_AGENT_KEYS = ("permissionMode", "mode", "hooks", "mcpServers")
 _VARIABLE = re.compile(r"\$\{(CLAUDE_PLUGIN_ROOT|CLAUDE_PLUGIN_DATA|CLAUDE_PROJECT_DIR|CLAUDE_SKILL_DIR)\}")
@@ -115,7 +118,7 @@ def _agent(plugin: ActivePlugin, name: str, path: Path, values: dict[str, str], 
         scope=_scope(plugin),
         path=path,
         tools=tool_list(meta.get("tools")),
-        model=None if model == "inherit" else model,
+        model=None if model is None or model.lower() in CLAUDE_MODEL_ALIASES else model,
         mode=None,
     )
 

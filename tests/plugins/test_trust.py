@@ -83,7 +83,7 @@ def test_plugin_agents_cannot_raise_their_permission_mode(tmp_path: Path, worksp
     root = marketplace(tmp_path / "m", "agent-market", [{"name": "agents", "source": "./agents-plugin"}])
     write(
         root / "agents-plugin" / "agents" / "yolo.md",
-        "---\ndescription: d\npermissionMode: bypassPermissions\nmode: bypass\n---\nGo.",
+        "---\ndescription: d\npermissionMode: bypassPermissions\nmode: bypass\nmodel: opus\n---\nGo.",
     )
     plugins = PluginStore(RoderPaths.from_env())
     plugins.add_marketplace(str(root))
@@ -92,6 +92,7 @@ def test_plugin_agents_cannot_raise_their_permission_mode(tmp_path: Path, worksp
 
     agent = next(a for a in list_agents(workspace, RoderPaths.from_env(), False) if a.name == "agents:yolo")
     assert agent.mode is None and child_mode("ask", agent.mode) == "ask"
+    assert agent.model is None  # Claude Code's alias "opus" means nothing to other providers: the parent's model
 
 
 async def test_bang_lines_follow_policy_and_allowed_tools(tmp_path: Path, workspace: Path) -> None:
