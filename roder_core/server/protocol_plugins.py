@@ -216,98 +216,124 @@ class UninstallResult(ProtocolModel):
     restart_required: bool = True
 
 
-_SPECS = [
-    MethodSpec(
-        "marketplaces/list",
-        "marketplaces",
-        NoParams,
-        MarketplacesListResult,
-        "Added plugin catalogs, plus those a trusted project declares.",
-    ),
-    MethodSpec(
-        "marketplaces/install_default",
-        "marketplaces",
-        InstallDefaultParams,
-        MarketplaceResult,
-        "Add Anthropic's official catalog (from a local copy with path; otherwise cloned from GitHub).",
-    ),
-    MethodSpec(
-        "marketplaces/add",
-        "marketplaces",
-        MarketplaceAddParams,
-        MarketplaceResult,
-        "Add a catalog from a folder, a marketplace.json, a git URL, owner/repo or an https URL.",
-    ),
-    MethodSpec(
-        "marketplaces/remove",
-        "marketplaces",
-        MarketplaceNameParams,
-        MarketplaceRemoveResult,
-        "Forget a catalog and uninstall every plugin installed from it.",
-    ),
-    MethodSpec(
-        "marketplaces/refresh",
-        "marketplaces",
-        MarketplaceRefreshParams,
-        MarketplacesListResult,
-        "Re-read catalogs (git pull, download again, or re-read a folder).",
-    ),
-    MethodSpec(
-        "marketplaces/search",
-        "marketplaces",
-        SearchParams,
-        SearchResultList,
-        "Search every catalog: one result per plugin name, with its variants (name@marketplace).",
-    ),
-    MethodSpec(
-        "marketplaces/plugin",
-        "marketplaces",
-        MarketplacePluginParams,
-        MarketplacePluginResult,
-        "One catalog entry in full (and the plugin's README when it is local).",
-    ),
-    MethodSpec(
-        "plugins/preview_install",
-        "marketplaces",
-        PluginParams,
-        PreviewResult,
-        "What a plugin contains and everything that would run code, before installing; returns a consent token.",
-    ),
-    MethodSpec(
-        "plugins/install",
-        "marketplaces",
-        InstallParams,
-        InstallResult,
-        "Install and enable a plugin (a plugin that runs code needs its preview's consent token).",
-    ),
-    MethodSpec(
-        "plugins/install_all_variants",
-        "marketplaces",
-        InstallAllParams,
-        InstallAllResult,
-        "Install every marketplace's variant of a plugin name; the first is enabled, the others stay disabled.",
-    ),
-    MethodSpec(
-        "plugins/list_installed",
-        "marketplaces",
-        NoParams,
-        ListInstalledResult,
-        "Installed plugins with their state, components and problems.",
-    ),
-    MethodSpec(
-        "plugins/disable",
-        "marketplaces",
-        PluginParams,
-        DisableResult,
-        "Disable an installed plugin (its hooks and servers stop running after a restart).",
-    ),
-    MethodSpec(
-        "plugins/uninstall",
-        "marketplaces",
-        UninstallParams,
-        UninstallResult,
-        "Remove an installed plugin, its cached copy and (unless keepData) its data folder.",
-    ),
+MARKETPLACES_LIST = MethodSpec(
+    "marketplaces/list",
+    "marketplaces",
+    NoParams,
+    MarketplacesListResult,
+    "Added plugin catalogs, plus those a trusted project declares.",
+)
+
+MARKETPLACES_INSTALL_DEFAULT = MethodSpec(
+    "marketplaces/install_default",
+    "marketplaces",
+    InstallDefaultParams,
+    MarketplaceResult,
+    "Add Anthropic's official catalog (from a local copy with path; otherwise cloned from GitHub).",
+)
+
+MARKETPLACES_ADD = MethodSpec(
+    "marketplaces/add",
+    "marketplaces",
+    MarketplaceAddParams,
+    MarketplaceResult,
+    "Add a catalog from a folder, a marketplace.json, a git URL, owner/repo or an https URL.",
+)
+
+MARKETPLACES_REMOVE = MethodSpec(
+    "marketplaces/remove",
+    "marketplaces",
+    MarketplaceNameParams,
+    MarketplaceRemoveResult,
+    "Forget a catalog and uninstall every plugin installed from it.",
+)
+
+MARKETPLACES_REFRESH = MethodSpec(
+    "marketplaces/refresh",
+    "marketplaces",
+    MarketplaceRefreshParams,
+    MarketplacesListResult,
+    "Re-read catalogs (git pull, download again, or re-read a folder).",
+)
+
+MARKETPLACES_SEARCH = MethodSpec(
+    "marketplaces/search",
+    "marketplaces",
+    SearchParams,
+    SearchResultList,
+    "Search every catalog: one result per plugin name, with its variants (name@marketplace).",
+)
+
+MARKETPLACES_PLUGIN = MethodSpec(
+    "marketplaces/plugin",
+    "marketplaces",
+    MarketplacePluginParams,
+    MarketplacePluginResult,
+    "One catalog entry in full (and the plugin's README when it is local).",
+)
+
+PLUGINS_PREVIEW_INSTALL = MethodSpec(
+    "plugins/preview_install",
+    "marketplaces",
+    PluginParams,
+    PreviewResult,
+    "What a plugin contains and everything that would run code, before installing; returns a consent token.",
+)
+
+PLUGINS_INSTALL = MethodSpec(
+    "plugins/install",
+    "marketplaces",
+    InstallParams,
+    InstallResult,
+    "Install and enable a plugin (a plugin that runs code needs its preview's consent token).",
+)
+
+PLUGINS_INSTALL_ALL_VARIANTS = MethodSpec(
+    "plugins/install_all_variants",
+    "marketplaces",
+    InstallAllParams,
+    InstallAllResult,
+    "Install every marketplace's variant of a plugin name; the first is enabled, the others stay disabled.",
+)
+
+PLUGINS_LIST_INSTALLED = MethodSpec(
+    "plugins/list_installed",
+    "marketplaces",
+    NoParams,
+    ListInstalledResult,
+    "Installed plugins with their state, components and problems.",
+)
+
+PLUGINS_DISABLE = MethodSpec(
+    "plugins/disable",
+    "marketplaces",
+    PluginParams,
+    DisableResult,
+    "Disable an installed plugin (its hooks and servers stop running after a restart).",
+)
+
+PLUGINS_UNINSTALL = MethodSpec(
+    "plugins/uninstall",
+    "marketplaces",
+    UninstallParams,
+    UninstallResult,
+    "Remove an installed plugin, its cached copy and (unless keepData) its data folder.",
+)
+
+_SPECS: list[MethodSpec[Any, Any]] = [
+    MARKETPLACES_LIST,
+    MARKETPLACES_INSTALL_DEFAULT,
+    MARKETPLACES_ADD,
+    MARKETPLACES_REMOVE,
+    MARKETPLACES_REFRESH,
+    MARKETPLACES_SEARCH,
+    MARKETPLACES_PLUGIN,
+    PLUGINS_PREVIEW_INSTALL,
+    PLUGINS_INSTALL,
+    PLUGINS_INSTALL_ALL_VARIANTS,
+    PLUGINS_LIST_INSTALLED,
+    PLUGINS_DISABLE,
+    PLUGINS_UNINSTALL,
 ]
 for _spec in _SPECS:
     register(_spec)
