@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from roder_core.runtime.bootstrap import StartSettings
-from roder_core.server import protocol, protocol_changes, protocol_features, protocol_host
+from roder_core.server import protocol, protocol_changes, protocol_features, protocol_host, protocol_plugins
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from roder_core.server.protocol import (
@@ -146,7 +146,7 @@ from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
 from tests.server.support import RemoteServer, call, roder_command, trusted_workspace
 
-PROTOCOL_MODULES = (protocol, protocol_features, protocol_host, protocol_changes)
+PROTOCOL_MODULES = (protocol, protocol_features, protocol_host, protocol_changes, protocol_plugins)
 TOKEN = "typed-client-token-0123"
 
 #: One model call per entry, in the order the script below makes them.
@@ -170,6 +170,55 @@ def test_every_method_has_a_module_level_constant() -> None:
     constants = {id(v): name for module in PROTOCOL_MODULES for name, v in vars(module).items() if isinstance(v, MethodSpec)}
     missing = [name for name, spec in load_methods().items() if id(spec) not in constants]
     assert not missing, f"give these specs a module-level constant in their protocol module: {missing}"
+
+
+async def _plugin_calls(typed: Any, tmp_path: Path) -> None:
+    """The marketplace and plugin methods on a one-plugin catalog."""
+    from roder_core.server.protocol import NoParams as Empty
+    from roder_core.server.protocol_plugins import (
+        MARKETPLACES_ADD,
+        MARKETPLACES_INSTALL_DEFAULT,
+        MARKETPLACES_LIST,
+        MARKETPLACES_PLUGIN,
+        MARKETPLACES_REFRESH,
+        MARKETPLACES_REMOVE,
+        MARKETPLACES_SEARCH,
+        PLUGINS_DISABLE,
+        PLUGINS_INSTALL,
+        PLUGINS_INSTALL_ALL_VARIANTS,
+        PLUGINS_LIST_INSTALLED,
+        PLUGINS_PREVIEW_INSTALL,
+        PLUGINS_UNINSTALL,
+        InstallAllParams,
+        InstallDefaultParams,
+        InstallParams,
+        MarketplaceAddParams,
+        MarketplaceNameParams,
+        MarketplacePluginParams,
+        MarketplaceRefreshParams,
+        PluginParams,
+        SearchParams,
+        UninstallParams,
+    )
+    from tests.plugins.support import copy_official, marketplace
+
+    official = copy_official(tmp_path / "catalogs", ["commit-commands"])
+    team = marketplace(tmp_path / "catalogs" / "team", "team", [{"name": "notes", "source": "./notes"}])
+    (team / "notes" / "commands").mkdir(parents=True)
+    (team / "notes" / "commands" / "note.md").write_text("Take a note.")
+    await typed(MARKETPLACES_INSTALL_DEFAULT, InstallDefaultParams(path=str(official)))
+    await typed(MARKETPLACES_ADD, MarketplaceAddParams(source=str(team)))
+    assert len((await typed(MARKETPLACES_LIST, Empty())).marketplaces) == 2
+    assert (await typed(MARKETPLACES_SEARCH, SearchParams(query="notes"))).results[0].name == "notes"
+    await typed(MARKETPLACES_PLUGIN, MarketplacePluginParams(plugin="notes@team"))
+    preview = await typed(PLUGINS_PREVIEW_INSTALL, PluginParams(plugin="commit-commands"))
+    await typed(PLUGINS_INSTALL, InstallParams(plugin="commit-commands", consent=preview.consent))
+    await typed(PLUGINS_INSTALL_ALL_VARIANTS, InstallAllParams(name="notes"))
+    assert len((await typed(PLUGINS_LIST_INSTALLED, Empty())).plugins) == 2
+    assert not (await typed(PLUGINS_DISABLE, PluginParams(plugin="notes@team"))).plugin.enabled
+    await typed(PLUGINS_UNINSTALL, UninstallParams(plugin="commit-commands"))
+    await typed(MARKETPLACES_REFRESH, MarketplaceRefreshParams(name="team"))
+    assert (await typed(MARKETPLACES_REMOVE, MarketplaceNameParams(name="team"))).uninstalled == ["notes@team"]
 
 
 async def _next(events: Any, kind: type[Any], **match: Any) -> Any:
@@ -307,6 +356,7 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         await typed(TASKS_GET, TaskIdParams(task_id=task.id))
         assert task.id in [t.id for t in (await typed(TASKS_LIST, TasksListParams())).tasks]
         assert (await typed(TASKS_CANCEL, TaskIdParams(task_id=task.id))).task.id == task.id
+        await _plugin_calls(typed, tmp_path)
         events.close()
 
     unreached = set(METHODS) - called
