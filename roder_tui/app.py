@@ -784,6 +784,8 @@ class RoderApp(App[int]):
             "mcp": lambda: self._list_tools(mcp_only=True),
             "skills": self._list_skills,
             "agents": self._list_agents,
+            "plugin": self._open_plugins,
+            "plugins": self._open_plugins,
             "trust": self._trust_folder,
             "paste-image": self.action_paste_image,
             "quit": lambda: self.exit(0),
@@ -823,6 +825,17 @@ class RoderApp(App[int]):
         result = await self._client().call(AGENTS_LIST, AgentsListParams(workspace=str(self.cwd)))
         text = "\n".join(f"{a.name}  ({a.scope})  {a.description}" for a in result.agents)
         self._show_info("/agents", text or "no subagents defined")
+
+    async def _open_plugins(self) -> None:
+        from roder_tui.screens.plugins import PluginScreen
+
+        client = self._client()
+
+        async def request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            result: dict[str, Any] = (await client.request(method, params)).wire()
+            return result
+
+        self.push_screen(PluginScreen(request))
 
     async def _trust_folder(self) -> None:
         from roder_core.server.protocol import TRUST_SET, TrustSetParams

@@ -34,6 +34,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "batch": ("roder_tui.commands.batch", "run a JSONL file of tasks (evals, RL rollouts) locally or on Ray, resumably"),
     "doctor": ("roder_tui.commands.doctor", "show what the command sandbox enforces here: capabilities, seccomp, masks, limits"),
     "exec": ("roder_tui.commands.exec", "run one task (fresh workspace, setup, score) with JSONL events on stdout"),
+    "plugin": (
+        "roder_tui.commands.plugin",
+        "Claude Code plugins: marketplace add|list|remove|refresh, search, install, list, disable, uninstall, import-claude",
+    ),
     "dev": ("roder_tui.commands.dev", "developer tools: `roder dev fake-server` (a loopback model server)"),
 }
 
@@ -86,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
 EXIT_BROKEN_PIPE = 141
 #: Subcommands that leave no thread, child process or server behind when they return, so the
 #: process may skip the interpreter's teardown (see ``exit_now``).
-FAST_EXIT_SUBCOMMANDS = frozenset({"tools", "extensions", "providers", "models", "audit", "sessions", "trust", "untrust"})
+FAST_EXIT_SUBCOMMANDS = frozenset(
+    {"tools", "extensions", "providers", "models", "audit", "sessions", "trust", "untrust", "plugin"}
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,6 +58,8 @@ from roder_core import (
 from roder_core.brokers.secrets import scrubbed_env
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.plugins.components import plugin_hooks
+from roder_core.plugins.enabled import active_plugins
 
 from .claude_names import claude_tool_name, from_claude_input, to_claude_input
 
@@ -94,6 +96,8 @@ class CommandHook:
     command: str
     matcher: re.Pattern[str] | None
     timeout: float
+    #: Variables added to the (scrubbed) environment: a plugin's ``CLAUDE_PLUGIN_ROOT``, ...
+    env: tuple[tuple[str, str], ...] = ()
 
     def matches(self, tool: str | None) -> bool:
         """Roder's tool name or Claude Code's (``bash`` or ``Bash``, ``web_fetch`` or ``WebFetch``)."""
@@ -246,7 +250,8 @@ class CommandHooks:
                 continue
             current = {**payload, **replace}
             try:
-                result = await run_command(hook, self._stdin(event, current), self.project, self.env)
+                env = {**self.env, **dict(hook.env)} if hook.env else self.env
+                result = await run_command(hook, self._stdin(event, current), self.project, env)
             except OSError as exc:
                 raise HookFailed(f"{event} hook `{hook.command}` could not start: {exc}") from exc
             outcome = self._interpret(event, hook, result, current, thread_id)
@@ -268,10 +273,11 @@ class CommandHooks:
         permission = specific.get("permissionDecision") or {"approve": "allow", "block": "deny"}.get(
             str(decision.get("decision", ""))
         )
-        reason = str(specific.get("permissionDecisionReason") or decision.get("reason") or "")
+        # hookify and others put the explanation only in systemMessage (shown to the user)
+        reason = str(specific.get("permissionDecisionReason") or decision.get("reason") or decision.get("systemMessage") or "")
         context = str(specific.get("additionalContext") or "")
-        if not decision and event in ("UserPromptSubmit", "SessionStart"):
-            context = result.stdout.strip()
+        if not decision and event in ("UserPromptSubmit", "SessionStart") and not result.stdout.strip().startswith("{"):
+            context = result.stdout.strip()  # plain text is context; a JSON object (even {}) is a decision
         replace: dict[str, Any] = {}
         if event == "PreToolUse":
             if permission == "deny":
@@ -363,14 +369,35 @@ class CommandHooksExtension(RoderExtension):
         registry.context_provider(self.hooks.context)
 
 
+def plugin_command_hooks(host: HostContext) -> list[CommandHook]:
+    """Command hooks of the enabled plugins (only while enabled; a trusted project's settings
+    count only in a trusted folder), with ``${CLAUDE_PLUGIN_ROOT}`` filled in and the plugin's
+    variables in their environment. A hook with a bad matcher is skipped with one log line."""
+    active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    found = []
+    for hook in plugin_hooks(active, host.cwd):
+        pattern = hook.spec.matcher
+        try:
+            matcher = None if pattern in ("", "*") else re.compile(pattern, re.IGNORECASE)
+        except re.error as exc:
+            log.warning(
+                "plugin %s: %s hook matcher %r is not a valid pattern (%s); skipped", hook.plugin, hook.spec.event, pattern, exc
+            )
+            continue
+        timeout = hook.spec.timeout or DEFAULT_TIMEOUT
+        found.append(CommandHook(hook.spec.event, hook.command, matcher, timeout, tuple(sorted(hook.env.items()))))
+    return found
+
+
 def create(host: HostContext) -> CommandHooksExtension | None:
-    """Installed only when hooks are configured. A bad [hooks] table fails closed: prompts and
-    tool calls are refused with the configuration error (the user relies on their guard hooks,
-    so running silently without them would be worse)."""
+    """Installed only when hooks are configured or an enabled plugin brings some. A bad [hooks]
+    table fails closed: prompts and tool calls are refused with the configuration error (the
+    user relies on their guard hooks, so running silently without them would be worse)."""
     try:
         hooks = parse_hooks((host.config.model_extra or {}).get("hooks"))
     except (HookConfigError, TypeError, ValueError) as exc:
         return CommandHooksExtension(CommandHooks([], host.cwd, host.env, config_error=str(exc)))
+    hooks += plugin_command_hooks(host)
     if not hooks:
         return None
     return CommandHooksExtension(CommandHooks(hooks, host.cwd, host.env))

@@ -1,7 +1,8 @@
 """MCP client extension: tools of configured MCP servers, connected in the background.
 
-Servers come from ``[mcp.servers.NAME]`` in config.toml and, for a trusted folder, from its
-``.mcp.json`` (see ``roder_ext_mcp.config``). Installs the ``mcp`` tool provider (a dynamic tool
+Servers come from ``[mcp.servers.NAME]`` in config.toml, for a trusted folder from its
+``.mcp.json`` (see ``roder_ext_mcp.config``), and from enabled plugins
+(``plugin:<p>:<s>``). Installs the ``mcp`` tool provider (a dynamic tool
 source), a hook that starts connecting when a session starts and lets the first turn wait a few
 seconds for servers still connecting, and a palette source that lists servers with a restart
 command.
@@ -24,7 +25,9 @@ from roder_core import (
 )
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
-from roder_ext_mcp.config import McpSettings, load_settings
+from roder_core.plugins.components import plugin_servers
+from roder_core.plugins.enabled import active_plugins
+from roder_ext_mcp.config import McpSettings, add_plugin_server, load_settings
 from roder_ext_mcp.manager import McpManager
 from roder_ext_mcp.tools import McpToolContributor, ReviewStore
 
@@ -104,6 +107,9 @@ class McpExtension(RoderExtension):
 
 def create(host: HostContext) -> McpExtension:
     settings = load_settings(host.config.model_extra, host.cwd, host.trusted, host.env)
+    active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    for server in plugin_servers(active, host.cwd):
+        add_plugin_server(settings, server.id, server.spec.raw, f"plugin {server.plugin}", host.env, server.env)
     for problem in settings.problems:
         logging.getLogger(__name__).warning("%s", problem)
     manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait)

@@ -20,6 +20,7 @@ the same name as a user server replaces it (the project is trusted, or it is not
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -172,6 +173,24 @@ def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> Se
             error=str(exc),
             **common,
         )
+
+
+def add_plugin_server(
+    settings: McpSettings, server_id: str, raw: dict[str, Any], origin: str, env: Mapping[str, str], variables: Mapping[str, str]
+) -> None:
+    """A plugin's server, named ``plugin:<plugin>:<server>`` (its tools are then
+    ``mcp__plugin_<plugin>_<server>__<tool>``). ``${CLAUDE_PLUGIN_ROOT}`` and the other plugin
+    variables expand like environment variables and are exported to the server. It never
+    replaces a user's server of the same short name (the ids differ). An empty ``url`` means
+    "not configured": the server is listed as disabled."""
+    if "url" in raw and not str(raw.get("url") or "").strip() and not raw.get("command"):
+        settings.servers[server_id] = ServerConfig(server_id, "http", origin, enabled=False, error=None)
+        settings.problems.append(f"mcp server {server_id!r} ({origin}): no url configured; not started")
+        return
+    config = parse_server(server_id, raw, origin, {**env, **variables})
+    if config.transport == "stdio" and config.error is None:
+        config = dataclasses.replace(config, env=(*tuple(variables.items()), *config.env))
+    settings.servers[server_id] = config
 
 
 def load_settings(config_extra: Mapping[str, Any] | None, project: Path, trusted: bool, env: Mapping[str, str]) -> McpSettings:

@@ -11,7 +11,6 @@ paths) still win.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -31,14 +30,13 @@ from roder_core import (
     ToolRegistry,
     ToolResult,
 )
-from roder_core.customization.definitions import DefinitionRoots, Skill, discover
+from roder_core.customization.definitions import DefinitionRoots, Skill
 from roder_core.customization.slash_commands import skill_prompt
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
-from roder_core.kernel.services import PolicyVerdict
 from roder_core.kernel.tool_args import ToolArguments, arguments_schema, parse_arguments
-from roder_core.policy.commandline import shell_subjects
-from roder_core.policy.rules import PolicyRuleError, Rule, RuleSet
+from roder_core.plugins.components import discover_with_plugins
+from roder_core.policy.allowed_tools import allowed_by
 
 _LOADED = re.compile(r'\A<skill name="([^"]+)"')
 
@@ -60,36 +58,6 @@ class SkillCatalog:
     def active(self, thread_id: str, turn_id: str) -> list[Skill]:
         turn, skills = self._active.get(thread_id, ("", []))
         return skills if turn == turn_id else []
-
-
-def _rule(entry: str) -> Rule | None:
-    """``Bash(git log:*)`` (Claude Code spelling) -> rule ``bash(git log:*)`` (``git log`` and
-    ``git log ...``); ``Read`` -> ``read``."""
-    tool, paren, rest = entry.partition("(")
-    text = tool.strip().lower() + (paren + rest if paren else "")
-    try:
-        return Rule.parse(text)
-    except PolicyRuleError:
-        return None
-
-
-def allowed_by(skill: Skill, tool: str, arguments: dict[str, Any], cwd: str) -> bool:
-    """Whether ``skill``'s allowed-tools pre-approve this call. A shell command goes through the
-    same parser as policy rules: every part must be a plain command its pattern matches, and
-    a command that writes through a redirect (``git log > notes.txt``) is never pre-approved."""
-    rules = [rule for rule in map(_rule, skill.allowed_tools or []) if rule is not None]
-    for rule in rules:
-        if rule.spec is None and rule.tool == tool.lower():
-            return True
-    command = arguments.get("command")
-    if not isinstance(command, str) or not command.strip():
-        return False
-    patterns = RuleSet(allow=[rule.text for rule in rules if rule.spec is not None])
-    subjects = shell_subjects(tool, command, str(arguments.get("workdir") or ""))
-    return all(
-        subject.kind == "command" and not subject.opaque and patterns.verdict(subject, Path(cwd))[0] is PolicyVerdict.ALLOW
-        for subject in subjects
-    )
 
 
 class SkillArguments(ToolArguments):
@@ -185,7 +153,7 @@ class SkillPermissions:
         active = self.catalog.active(str(payload.get("thread_id")), str(payload.get("turn_id")))
         tool, arguments = str(payload.get("tool", "")), payload.get("arguments") or {}
         cwd = str(payload.get("cwd", "."))
-        if payload.get("permission") is None and any(allowed_by(s, tool, arguments, cwd) for s in active):
+        if payload.get("permission") is None and any(allowed_by(s.allowed_tools, tool, arguments, cwd) for s in active):
             return HookOutcome(replace={"permission": "allow"})
         return None
 
@@ -215,5 +183,5 @@ class SkillsExtension(RoderExtension):
 
 
 def create(host: HostContext) -> SkillsExtension:
-    found = discover(DefinitionRoots(host.cwd, host.paths, host.trusted))
+    found = discover_with_plugins(DefinitionRoots(host.cwd, host.paths, host.trusted))
     return SkillsExtension(SkillCatalog(found.skills, found.problems))

@@ -69,6 +69,8 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
             *options.hidden_paths,
         ],
         allow_unix_sockets=config.sandboxing.allow_unix_sockets,
+        # installed plugins' code (roder_core.plugins.records: the cache dir's plugins/)
+        shown=[options.paths.cache_dir / "plugins"],
     )
     network = AllowlistNetworkBroker(
         config.network.allow, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id

@@ -260,8 +260,12 @@ class HostProcessBroker:
         deny_read: Iterable[Path] | None = None,
         allow_unix_sockets: bool = False,
         cgroups: CgroupSupport | None = None,
+        shown: Iterable[Path] = (),
     ) -> None:
         self._fs = fs
+        #: Folders outside the workspace commands may read (installed plugins' code, whose
+        #: skills run their own scripts); bound read-only, so visible even under a private /tmp.
+        self._shown = tuple(shown)
         #: Commands keep the network inside the sandbox (``[network] commands``).
         self._network = network
         self.sandbox = sandbox
@@ -412,6 +416,7 @@ class HostProcessBroker:
                 cwd=workdir,
                 readonly=tuple(guard.readonly_paths()) if guard is not None else (),
                 masked=tuple(masks(self._deny_read, roots)),
+                shown=tuple(p for p in self._shown if p.is_dir()),
                 network=self._network,
                 seccomp_fd=seccomp_fd,
                 join_network=network is not None,

@@ -223,6 +223,8 @@ class Confinement:
     readonly: tuple[Path, ...] = ()
     #: Paths hidden behind an empty read-only folder or file (``secret_paths``).
     masked: tuple[Path, ...] = ()
+    #: Folders outside the roots bound read-only (under the private /tmp too); masks still win.
+    shown: tuple[Path, ...] = ()
     network: bool = False
     #: File descriptor of the seccomp program, passed to the child.
     seccomp_fd: int | None = None
@@ -265,6 +267,8 @@ def bubblewrap_argv(bwrap: str, probe: BubblewrapProbe | None, plan: Confinement
     if plan.level == "workspace-write":
         for path in plan.readonly:
             argv += ["--ro-bind", str(path), str(path)]
+    for path in plan.shown:
+        argv += ["--ro-bind", str(path), str(path)]
     for path in plan.masked:
         if os.path.isdir(path):
             argv += ["--perms", "0500", "--tmpfs", str(path), "--remount-ro", str(path)]

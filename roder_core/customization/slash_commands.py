@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from roder_core.customization.definitions import CommandTemplate, DefinitionRoots, Definitions, Skill, discover
+from roder_core.customization.definitions import CommandTemplate, DefinitionRoots, Definitions, Skill
+from roder_core.customization.injection import expand_injections, injected_commands
 from roder_core.errors import RoderError
+from roder_core.plugins.components import discover_with_plugins
 from roder_core.settings.paths import RoderPaths
 
 if TYPE_CHECKING:
@@ -84,6 +86,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
         ("skills", "list Agent Skills", ""),
         ("agents", "list subagents", ""),
         ("paste-image", "attach the image on the system clipboard to the next prompt", ""),
+        ("plugin", "browse marketplaces, preview and install plugins", ""),
         ("trust", "trust this folder (loads its config, hooks, skills, commands, agents, MCP servers)", ""),
         ("help", "list commands", ""),
         ("quit", "leave Roder", ""),
@@ -105,6 +108,12 @@ class Expansion:
     action: str | None = None
     arguments: str = ""
     skill: Skill | None = None
+    command: CommandTemplate | None = None
+
+    @property
+    def injections(self) -> list[str]:
+        """The ``!`cmd``` lines running this command would execute first."""
+        return injected_commands(self.text) if self.command is not None else []
 
 
 @dataclass
@@ -194,7 +203,7 @@ class CommandRegistry:
         sources: Sequence[CommandSource] = (),
     ) -> None:
         self.cwd = cwd
-        self.definitions = definitions if definitions is not None else discover(DefinitionRoots(cwd, paths, trusted))
+        self.definitions = definitions if definitions is not None else discover_with_plugins(DefinitionRoots(cwd, paths, trusted))
         self.sources = list(sources)
 
     @classmethod
@@ -228,7 +237,16 @@ class CommandRegistry:
         return rows
 
     def get(self, name: str) -> CommandInfo | None:
-        return next((c for c in self.list() if c.name == name.lstrip("/")), None)
+        """A command by name; a plugin's ``/plugin:name`` also answers to a bare ``/name`` when
+        nothing else is called that and only one plugin has it."""
+        rows = self.list()
+        wanted = name.lstrip("/")
+        found = next((c for c in rows if c.name == wanted), None)
+        if found is None and ":" not in wanted:
+            namespaced = [c for c in rows if c.kind in ("custom", "skill") and c.name.endswith(f":{wanted}")]
+            if len(namespaced) == 1:
+                return namespaced[0]
+        return found
 
     def complete(self, prefix: str) -> builtins.list[CommandInfo]:
         """Commands whose name starts with ``prefix`` (the TUI's ``/`` completion)."""
@@ -245,7 +263,12 @@ class CommandRegistry:
         if info.kind == "custom":
             command = self.definitions.commands[info.name]
             return Expansion(
-                info.name, "custom", expand_template(command.template, arguments), model=command.model, arguments=arguments
+                info.name,
+                "custom",
+                expand_template(command.template, arguments),
+                model=command.model,
+                arguments=arguments,
+                command=command,
             )
         if info.kind == "prompt":
             source = next(s for s in self.sources if any(c.name == info.name for c in s.source_commands()))
@@ -268,8 +291,13 @@ class CommandRegistry:
             return CommandOutcome("action", expansion.name, action=expansion.name, arguments=arguments)
         if thread_id is None:
             raise CommandError(f"/{expansion.name} needs a thread to run in")
+        text = expansion.text
+        if expansion.injections and expansion.command is not None:
+            allowed = expansion.command.allowed_tools
+            cwd = Path(runtime.thread(thread_id).cwd)
+            text = await expand_injections(text, lambda line: run_injected(runtime, thread_id, cwd, line, allowed))
         provider, model = split_model(expansion.model, runtime.thread(thread_id).provider)
-        turn = await runtime.start_turn(thread_id, expansion.text, provider=provider if model else None, model=model)
+        turn = await runtime.start_turn(thread_id, text, provider=provider if model else None, model=model)
         return CommandOutcome("turn", expansion.name, turn=turn)
 
     async def _run_builtin(self, runtime: Runtime, name: str, arguments: str, thread_id: str | None) -> CommandOutcome:
@@ -296,6 +324,44 @@ class CommandRegistry:
             provider, model = thread.provider, thread.model
         text = f"model: {provider}/{model}"
         return CommandOutcome("done", name, message=text, data={"provider": provider, "model": model})
+
+
+#: The broker identity ``!`cmd``` lines of slash commands run under.
+INJECTION_EXTENSION_ID = "roder-slash-commands"
+INJECTION_TIMEOUT = 30.0
+_INJECTION_OUTPUT_CHARS = 20_000
+
+
+async def run_injected(runtime: Runtime, thread_id: str, cwd: Path, line: str, allowed: list[str] | None) -> str:
+    """Run one ``!`cmd``` of a command like the model's own ``bash`` call: policy first (the
+    command's ``allowed-tools`` turn an "ask" into "allow"; a deny always wins), then the process
+    broker's sandbox. What is not run is replaced by a line saying why."""
+    from roder_core.ir import new_id
+    from roder_core.kernel.services import PolicyVerdict
+    from roder_core.kernel.tools import ToolCall, ToolExecutionContext
+    from roder_core.policy.allowed_tools import allowed_by
+
+    tool = runtime.registry.tool_registry(on_error=lambda _source, _exc: None).get("bash")
+    if tool is None:
+        return f"[`{line}` not run: no bash tool is installed]"
+    call = ToolCall(id=new_id("inject"), name="bash", arguments={"command": line})
+    brokers = runtime.brokers_for(cwd, INJECTION_EXTENSION_ID, frozenset({"process.spawn.shell", "fs.read.workspace"}))
+    ctx = ToolExecutionContext(
+        thread_id=thread_id, turn_id="", call_id=call.id, workspace=cwd, mode=runtime.mode, brokers=brokers
+    )
+    decision = await runtime.policy.evaluate(tool, call, ctx)
+    if decision.verdict is PolicyVerdict.DENY:
+        return f"[`{line}` not run: {decision.reason}]"
+    if decision.verdict is PolicyVerdict.ASK and not allowed_by(allowed, "bash", call.arguments, str(cwd)):
+        return f"[`{line}` not run: it needs approval and the command's allowed-tools do not cover it]"
+    try:
+        result = await brokers.process.run(line, cwd=cwd, timeout=INJECTION_TIMEOUT)
+    except (OSError, PermissionError) as exc:
+        return f"[`{line}` failed: {exc}]"
+    output = runtime.redact(result.output).rstrip("\n")[:_INJECTION_OUTPUT_CHARS]
+    if result.exit_code not in (0, None):
+        output += f"\n[exit code {result.exit_code}]"
+    return output
 
 
 def _command_info(command: CommandTemplate) -> CommandInfo:

@@ -13,9 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from roder_core.customization.definitions import AgentDefinition, DefinitionRoots, discover
+from roder_core.customization.definitions import AgentDefinition, DefinitionRoots
 from roder_core.errors import RoderError
 from roder_core.ir import Mode, ToolResultItem
+from roder_core.plugins.components import discover_with_plugins
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -61,9 +62,10 @@ def child_mode(parent_mode: str, agent_mode: str | None) -> str:
 
 
 def list_agents(cwd: Path, paths: RoderPaths, trusted: bool) -> list[AgentDefinition]:
-    """Built-in agents, overridden by user and (trusted) project definitions of the same name."""
+    """Built-in agents, overridden by user and (trusted) project definitions of the same name,
+    plus enabled plugins' agents (``plugin:agent``)."""
     agents = {a.name: a for a in BUILTIN_AGENTS}
-    agents.update(discover(DefinitionRoots(cwd, paths, trusted)).agents)
+    agents.update(discover_with_plugins(DefinitionRoots(cwd, paths, trusted)).agents)
     return sorted(agents.values(), key=lambda a: (a.scope != "builtin", a.name))
 
 

@@ -64,6 +64,7 @@ METHOD_MODULES = (
     "roder_core.server.methods.runners",
     "roder_core.server.methods.tasks",
     "roder_core.server.methods.media",
+    "roder_core.server.methods.plugins",
 )
 
 

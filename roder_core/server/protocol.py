@@ -699,7 +699,6 @@ UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
         ("team/",),
         "multi-agent teams are not available in this release (subagents are: agents/list, turn/subagentTraces/list)",
     ),
-    "marketplaces": (("marketplaces/", "plugins/"), "marketplaces and plugins are not available in this release"),
     "workflows": (("workflow/", "workflows/"), "workflows are not available in this release"),
     "auth": (("auth/",), "provider OAuth logins are not available in this release; use API keys"),
     "planReview": (("plan/review/",), "plan review methods are not available in this release; use session/exit_plan"),

@@ -15,6 +15,7 @@ from roder_ext_builtin_coding_tools.bash import BashTool
 from roder_core.customization.definitions import Skill
 from roder_core.customization.slash_commands import CommandRegistry
 from roder_core.ir import ApprovalDecision, ToolResultItem
+from roder_core.policy.allowed_tools import allowed_by
 from roder_core.threads.events import ApprovalRequested
 from tests.core.harness import call
 from tests.ecosystem.harness import host_for, items, runtime_with
@@ -49,7 +50,7 @@ SKILL = Skill(
     ],
 )
 def test_allowed_tools_go_through_the_shell_parser(command: str, preapproved: bool, workspace: Path) -> None:
-    assert roder_ext_skills.allowed_by(SKILL, "bash", {"command": command}, str(workspace)) is preapproved
+    assert allowed_by(SKILL.allowed_tools, "bash", {"command": command}, str(workspace)) is preapproved
 
 
 async def test_skill_preapproval_does_not_cover_a_second_command_in_the_loop(workspace: Path) -> None:

@@ -18,9 +18,12 @@ commands/expand commands/run tools/call memory/list memory/read memory/save memo
 memory/provider/list memory/provider/set memory/recall/preview git/changes/list git/changes/read
 workspace/changes/list hunk/list hunk/read hunk/rollback tasks/submit tasks/list tasks/get tasks/cancel
 tasks/subscribe runners/list runners/select runners/session runners/snapshot runners/delete runners/ports
-media/list media/read media/thumbnail media/delete media/attachToTurn"""
+media/list media/read media/thumbnail media/delete media/attachToTurn
+marketplaces/list marketplaces/install_default marketplaces/add marketplaces/remove
+marketplaces/refresh marketplaces/search marketplaces/plugin plugins/preview_install plugins/install
+plugins/install_all_variants plugins/list_installed plugins/disable plugins/uninstall"""
 OFFERED_METHODS = OFFERED.split()
-NOT_OFFERED = """team/start team/list team/member/message marketplaces/list plugins/install
+NOT_OFFERED = """team/start team/list team/member/message
 workflow/scan workflows/list auth/codex/login plan/review/read"""
 
 

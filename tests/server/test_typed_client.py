@@ -207,6 +207,55 @@ def test_every_method_has_a_module_level_constant() -> None:
     assert not missing, f"give these specs a module-level constant in their protocol module: {missing}"
 
 
+async def _plugin_calls(typed: Any, tmp_path: Path) -> None:
+    """The marketplace and plugin methods on a one-plugin catalog."""
+    from roder_core.server.protocol import NoParams as Empty
+    from roder_core.server.protocol_plugins import (
+        MARKETPLACES_ADD,
+        MARKETPLACES_INSTALL_DEFAULT,
+        MARKETPLACES_LIST,
+        MARKETPLACES_PLUGIN,
+        MARKETPLACES_REFRESH,
+        MARKETPLACES_REMOVE,
+        MARKETPLACES_SEARCH,
+        PLUGINS_DISABLE,
+        PLUGINS_INSTALL,
+        PLUGINS_INSTALL_ALL_VARIANTS,
+        PLUGINS_LIST_INSTALLED,
+        PLUGINS_PREVIEW_INSTALL,
+        PLUGINS_UNINSTALL,
+        InstallAllParams,
+        InstallDefaultParams,
+        InstallParams,
+        MarketplaceAddParams,
+        MarketplaceNameParams,
+        MarketplacePluginParams,
+        MarketplaceRefreshParams,
+        PluginParams,
+        SearchParams,
+        UninstallParams,
+    )
+    from tests.plugins.support import copy_official, marketplace
+
+    official = copy_official(tmp_path / "catalogs", ["commit-commands"])
+    team = marketplace(tmp_path / "catalogs" / "team", "team", [{"name": "notes", "source": "./notes"}])
+    (team / "notes" / "commands").mkdir(parents=True)
+    (team / "notes" / "commands" / "note.md").write_text("Take a note.")
+    await typed(MARKETPLACES_INSTALL_DEFAULT, InstallDefaultParams(path=str(official)))
+    await typed(MARKETPLACES_ADD, MarketplaceAddParams(source=str(team)))
+    assert len((await typed(MARKETPLACES_LIST, Empty())).marketplaces) == 2
+    assert (await typed(MARKETPLACES_SEARCH, SearchParams(query="notes"))).results[0].name == "notes"
+    await typed(MARKETPLACES_PLUGIN, MarketplacePluginParams(plugin="notes@team"))
+    preview = await typed(PLUGINS_PREVIEW_INSTALL, PluginParams(plugin="commit-commands"))
+    await typed(PLUGINS_INSTALL, InstallParams(plugin="commit-commands", consent=preview.consent))
+    await typed(PLUGINS_INSTALL_ALL_VARIANTS, InstallAllParams(name="notes"))
+    assert len((await typed(PLUGINS_LIST_INSTALLED, Empty())).plugins) == 2
+    assert not (await typed(PLUGINS_DISABLE, PluginParams(plugin="notes@team"))).plugin.enabled
+    await typed(PLUGINS_UNINSTALL, UninstallParams(plugin="commit-commands"))
+    await typed(MARKETPLACES_REFRESH, MarketplaceRefreshParams(name="team"))
+    assert (await typed(MARKETPLACES_REMOVE, MarketplaceNameParams(name="team"))).uninstalled == ["notes@team"]
+
+
 async def _next(events: Any, kind: type[Any], **match: Any) -> Any:
     async def find() -> Any:
         async for event in events:
@@ -363,6 +412,7 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         assert (await typed(MEDIA_READ, MediaReadParams(thread_id=thread.id, media_id=media.id))).data_base64 == pixel
         assert (await typed(MEDIA_THUMBNAIL, MediaThumbnailParams(thread_id=thread.id, media_id=media.id))).width == 4
         assert (await typed(MEDIA_DELETE, MediaIdParams(thread_id=thread.id, media_id=media.id))).deleted
+        await _plugin_calls(typed, tmp_path)
         events.close()
 
     unreached = set(METHODS) - called

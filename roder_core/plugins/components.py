@@ -1,0 +1,214 @@
+"""Enabled plugins' components in the shapes Roder's loaders already use.
+
+Skills, commands and agents become ``Skill``/``CommandTemplate``/``AgentDefinition`` named in
+the plugin's namespace (``/plugin:command``, ``plugin:agent``, ``plugin:skill``) and join the
+user's own definitions; hooks become command hooks carrying the plugin's variables; MCP servers
+become server definitions named ``plugin:<plugin>:<server>`` (tools ``mcp__plugin_<p>_<s>__<tool>``).
+Nothing here runs anything. A file that cannot be used is one line in ``problems``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roder_core.customization.definitions import (
+    AgentDefinition,
+    CommandTemplate,
+    DefinitionError,
+    DefinitionRoots,
+    Definitions,
+    Skill,
+    discover,
+    parse_frontmatter,
+    tool_list,
+)
+from roder_core.plugins.enabled import ActivePlugin, ActivePlugins, active_plugins
+from roder_core.plugins.layout import CommandSpec, HookSpec, ServerSpec
+from roder_core.settings.config import ConfigError, load_config
+
+#: Claude Code's model aliases: meaningless to other providers, so such an agent uses the
+#: parent's model (as ``inherit`` does).
+CLAUDE_MODEL_ALIASES = frozenset({"inherit", "sonnet", "opus", "haiku", "default", "opusplan"})
+#: Frontmatter keys a plugin agent may not use (Claude Code ignores them for security).
+IGNORED_AGENT_KEYS = ("permissionMode", "mode", "hooks", "mcpServers")
+_VARIABLE = re.compile(r"\$\{(CLAUDE_PLUGIN_ROOT|CLAUDE_PLUGIN_DATA|CLAUDE_PROJECT_DIR|CLAUDE_SKILL_DIR)\}")
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    """Replace ``${CLAUDE_PLUGIN_ROOT}``-style placeholders whose value is known."""
+    return _VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def first_paragraph(body: str) -> str:
+    """A description for a file without frontmatter: its first paragraph, headings stripped."""
+    for block in body.strip().split("\n\n"):
+        text = " ".join(line.strip().lstrip("#").strip() for line in block.splitlines() if line.strip())
+        if text:
+            return text[:200]
+    return ""
+
+
+def _text(meta: dict[str, Any], key: str) -> str:
+    value = meta.get(key)
+    return "" if value is None else str(value).strip()
+
+
+def _read(path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DefinitionError(f"{path}: cannot read: {exc}") from exc
+    return parse_frontmatter(text, str(path))
+
+
+def _scope(plugin: ActivePlugin) -> str:
+    return f"plugin:{plugin.id}"
+
+
+def _skill(plugin: ActivePlugin, folder_name: str, path: Path, values: dict[str, str]) -> Skill:
+    meta, body = _read(path)
+    name = _text(meta, "name") or folder_name
+    local = {**values, "CLAUDE_SKILL_DIR": str(path.parent)}
+    return Skill(
+        name=f"{plugin.name}:{name}",
+        description=_text(meta, "description") or first_paragraph(body) or name,
+        body=substitute(body.strip(), local),
+        path=path,
+        scope=_scope(plugin),
+        allowed_tools=tool_list(meta.get("allowed-tools")),
+    )
+
+
+def _command(plugin: ActivePlugin, spec: CommandSpec, values: dict[str, str]) -> CommandTemplate:
+    if spec.content is not None:
+        meta, body = parse_frontmatter(spec.content, f"{plugin.id} command {spec.name}")
+    else:
+        assert spec.path is not None
+        meta, body = _read(spec.path)
+    allowed = spec.allowed_tools if spec.allowed_tools is not None else meta.get("allowed-tools")
+    return CommandTemplate(
+        name=f"{plugin.name}:{spec.name}",
+        description=spec.description or _text(meta, "description") or first_paragraph(body),
+        template=substitute(body.strip(), values),
+        path=spec.path or plugin.root,
+        scope=_scope(plugin),
+        argument_hint=spec.argument_hint or _text(meta, "argument-hint"),
+        model=spec.model or _text(meta, "model") or None,
+        allowed_tools=tool_list(allowed),
+    )
+
+
+def _agent(plugin: ActivePlugin, name: str, path: Path, values: dict[str, str], problems: list[str]) -> AgentDefinition:
+    meta, body = _read(path)
+    ignored = [key for key in IGNORED_AGENT_KEYS if key in meta]
+    if ignored:
+        problems.append(
+            f"{path}: {', '.join(ignored)} ignored (plugin agents cannot set their own permissions, hooks or servers)"
+        )
+    own = _text(meta, "name")
+    local = name.rpartition(":")[0] + ":" + own if ":" in name and own else own or name
+    model = _text(meta, "model") or None
+    return AgentDefinition(
+        name=f"{plugin.name}:{local}",
+        description=_text(meta, "description") or first_paragraph(body) or local,
+        prompt=substitute(body.strip(), values),
+        scope=_scope(plugin),
+        path=path,
+        tools=tool_list(meta.get("tools")),
+        model=None if model is None or model.lower() in CLAUDE_MODEL_ALIASES else model,
+        mode=None,
+    )
+
+
+def plugin_definitions(active: ActivePlugins, project: Path) -> Definitions:
+    """Skills, commands and agents of every enabled plugin, namespaced by plugin name. Within
+    one plugin a skill wins over a command of the same name."""
+    found = Definitions()
+    for plugin in active.plugins:
+        values = plugin.variables(project)
+        loaded: list[tuple[dict[str, Any], Any]] = []
+        try_load = _loader(found.problems)
+        loaded += [(found.skills, try_load(_skill, plugin, n, p, values)) for n, p in plugin.layout.skills]
+        loaded += [(found.commands, try_load(_command, plugin, spec, values)) for spec in plugin.layout.commands]
+        loaded += [(found.agents, try_load(_agent, plugin, n, p, values, found.problems)) for n, p in plugin.layout.agents]
+        for into, item in loaded:
+            if item is not None:
+                into.setdefault(item.name, item)
+    for name in [n for n in found.commands if n in found.skills]:
+        del found.commands[name]
+    return found
+
+
+def _loader(problems: list[str]) -> Any:
+    """Call a loader; a ``DefinitionError`` becomes a problem line and None."""
+
+    def load(function: Any, *args: Any) -> Any:
+        try:
+            return function(*args)
+        except DefinitionError as exc:
+            problems.append(str(exc))
+            return None
+
+    return load
+
+
+def _config_extra(roots: DefinitionRoots) -> dict[str, Any]:
+    try:
+        return dict(load_config(roots.paths, roots.cwd, roots.trusted).model_extra or {})
+    except ConfigError:
+        return {}
+
+
+def discover_with_plugins(roots: DefinitionRoots, active: ActivePlugins | None = None) -> Definitions:
+    """The user's and project's definitions plus enabled plugins' (namespaced, so they never
+    replace a user's own definition)."""
+    own = discover(roots)
+    if active is None:
+        active = active_plugins(roots.paths, roots.cwd, roots.trusted, _config_extra(roots))
+    plugins = plugin_definitions(active, roots.cwd)
+    for kind in ("skills", "commands", "agents"):
+        mine: dict[str, Any] = getattr(own, kind)
+        for name, item in getattr(plugins, kind).items():
+            mine.setdefault(name, item)
+    own.problems.extend([*active.problems, *plugins.problems])
+    return own
+
+
+@dataclass(frozen=True)
+class PluginHook:
+    """A plugin's command hook with its placeholders filled and its environment."""
+
+    plugin: str
+    spec: HookSpec
+    command: str
+    env: dict[str, str]
+
+
+def plugin_hooks(active: ActivePlugins, project: Path) -> list[PluginHook]:
+    hooks = []
+    for plugin in active.plugins:
+        values = plugin.variables(project)
+        for spec in plugin.layout.hooks:
+            hooks.append(PluginHook(plugin.id, spec, substitute(spec.command, values), values))
+    return hooks
+
+
+@dataclass(frozen=True)
+class PluginServer:
+    """A plugin's MCP server: its id ``plugin:<plugin>:<server>``, definition and variables."""
+
+    id: str
+    plugin: str
+    spec: ServerSpec
+    env: dict[str, str]
+
+
+def plugin_servers(active: ActivePlugins, project: Path) -> list[PluginServer]:
+    return [
+        PluginServer(f"plugin:{plugin.name}:{spec.name}", plugin.id, spec, plugin.variables(project))
+        for plugin in active.plugins
+        for spec in plugin.layout.mcp_servers
+    ]

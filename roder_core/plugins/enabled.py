@@ -1,0 +1,141 @@
+"""Which installed plugins apply to a folder, and the marketplaces a project declares.
+
+The user's choice is the ``enabled`` flag of each install record (``plugins/disable`` clears
+it, installing sets it). ``[plugins] enabled = {"name@mkt" = false}`` in config.toml overrides
+it; a trusted project overrides both with its ``.claude/settings.json`` (``enabledPlugins``,
+``extraKnownMarketplaces``) and the personal ``.claude/settings.local.json``, exactly as Claude
+Code reads them. An untrusted folder's settings are never read. A plugin a project enables that
+is not installed is reported, never fetched: the user installs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roder_core.plugins.layout import PluginLayout, resolve_layout
+from roder_core.plugins.manifest import MarketplaceEntry, PluginSource, load_manifest, split_id
+from roder_core.plugins.records import InstallRecord, PluginDirs, read_installed, read_json
+from roder_core.settings.paths import RoderPaths
+
+PROJECT_SETTINGS = (".claude/settings.json", ".claude/settings.local.json")
+
+
+@dataclass
+class ActivePlugin:
+    """An enabled, installed plugin and what it contains."""
+
+    record: InstallRecord
+    root: Path
+    data_dir: Path
+    layout: PluginLayout
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    def variables(self, project: Path) -> dict[str, str]:
+        """The values of ``${CLAUDE_PLUGIN_ROOT}`` and friends (also exported to hooks and servers)."""
+        return {
+            "CLAUDE_PLUGIN_ROOT": str(self.root),
+            "CLAUDE_PLUGIN_DATA": str(self.data_dir),
+            "CLAUDE_PROJECT_DIR": str(project),
+        }
+
+
+@dataclass
+class ProjectPlugins:
+    """What a trusted project's settings declare."""
+
+    enabled: dict[str, bool] = field(default_factory=dict)
+    marketplaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ActivePlugins:
+    plugins: list[ActivePlugin] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    project: ProjectPlugins = field(default_factory=ProjectPlugins)
+
+
+def project_plugins(cwd: Path, trusted: bool) -> ProjectPlugins:
+    """``enabledPlugins`` and ``extraKnownMarketplaces`` of a trusted project (later files win)."""
+    found = ProjectPlugins()
+    if not trusted:
+        return found
+    for relative in PROJECT_SETTINGS:
+        path = cwd / relative
+        if not path.is_file():
+            continue
+        data = read_json(path, None)
+        if not isinstance(data, dict):
+            found.problems.append(f"{path}: not a JSON object; its plugin settings are ignored")
+            continue
+        enabled = data.get("enabledPlugins")
+        if isinstance(enabled, dict):
+            found.enabled.update({str(k): bool(v) for k, v in enabled.items()})
+        markets = data.get("extraKnownMarketplaces") or data.get("additionalMarketplaces")
+        if isinstance(markets, dict):
+            for name, spec in markets.items():
+                if isinstance(spec, dict) and isinstance(spec.get("source"), dict):
+                    found.marketplaces[str(name)] = spec["source"]
+    return found
+
+
+def _config_enabled(config_extra: Mapping[str, Any] | None) -> dict[str, bool]:
+    section = (config_extra or {}).get("plugins")
+    enabled = section.get("enabled") if isinstance(section, dict) else None
+    return {str(k): bool(v) for k, v in enabled.items()} if isinstance(enabled, dict) else {}
+
+
+def installed_layout(record: InstallRecord, root: Path) -> PluginLayout:
+    """The components of an installed copy, with the catalog entry it was installed from."""
+    entry = MarketplaceEntry(
+        name=record.name,
+        source=PluginSource("relative", path="."),
+        strict=bool(record.entry.get("strict", True)),
+        raw=record.entry,
+    )
+    return resolve_layout(root, record.name, load_manifest(root), entry, marketplace_root=bool(record.entry.get("atRoot")))
+
+
+def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Mapping[str, Any] | None = None) -> ActivePlugins:
+    """The enabled plugins for ``cwd`` with their layouts; problems are one line each."""
+    dirs = PluginDirs.of(paths)
+    records = read_installed(dirs)
+    result = ActivePlugins(project=project_plugins(cwd, trusted))
+    result.problems.extend(result.project.problems)
+    overrides = {**_config_enabled(config_extra), **result.project.enabled}
+    for identifier, wanted in overrides.items():
+        if wanted and identifier not in records:
+            name, market = split_id(identifier)
+            result.problems.append(
+                f"plugin {identifier} is enabled by settings but not installed; install it with "
+                f"`roder plugin install {name}{'@' + market if market else ''}`"
+            )
+    taken: dict[str, str] = {}
+    for identifier, record in sorted(records.items()):
+        if not overrides.get(identifier, record.enabled):
+            continue
+        root = Path(record.install_path)
+        if not root.is_dir():
+            result.problems.append(f"plugin {identifier}: its files are missing ({root}); reinstall it")
+            continue
+        if record.name in taken:
+            result.problems.append(
+                f"plugin {identifier} is not loaded: {taken[record.name]} is enabled under the same name "
+                "(their commands would clash); disable one"
+            )
+            continue
+        taken[record.name] = identifier
+        layout = installed_layout(record, root)
+        result.plugins.append(ActivePlugin(record, root, dirs.data_dir(identifier), layout))
+        result.problems.extend(f"plugin {identifier}: {p}" for p in layout.problems)
+    return result

@@ -1,0 +1,599 @@
+"""Marketplaces and installed plugins: add, refresh, search, preview, install, disable, uninstall.
+
+Every operation is blocking file and process work (the app server runs it in a worker thread).
+The network is reached only by an operation the user asked for: adding or refreshing a remote
+catalog, ``install_default`` without a local folder, and previewing or installing a plugin whose
+source is external. Installing anything that would run code (hooks, MCP servers, ``bin/``, a
+command's ``!`` lines, a ``command`` source) needs the consent token of the preview that showed
+it, so what runs is what the user saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roder_core.errors import RoderError
+from roder_core.plugins import fetch
+from roder_core.plugins.fetch import Fetched, FetchError, FetchSettings
+from roder_core.plugins.layout import PluginLayout, resolve_layout
+from roder_core.plugins.manifest import (
+    OFFICIAL_MARKETPLACE,
+    RESERVED_MARKETPLACES,
+    ManifestError,
+    Marketplace,
+    MarketplaceEntry,
+    PluginSource,
+    load_json,
+    load_manifest,
+    load_marketplace,
+    parse_marketplace,
+    plugin_id,
+    split_id,
+)
+from roder_core.plugins.records import (
+    InstallRecord,
+    KnownMarketplace,
+    PluginDirs,
+    now,
+    read_installed,
+    read_json,
+    read_known,
+    write_installed,
+    write_json,
+    write_known,
+)
+from roder_core.settings.paths import RoderPaths
+
+#: The official catalog's repository (cloned through ``[plugins] github_url``, so a mirror works).
+OFFICIAL_REPO = "anthropics/claude-plugins-official"
+_GIT_HOSTS = ("github.com", "gitlab.com")
+#: ``owner/repo[@ref]``; a GitHub owner has no dots, so ``example.com/x`` is a URL missing its scheme.
+_SHORTHAND = re.compile(r"^([A-Za-z0-9-]+/[A-Za-z0-9_.-]+)(?:@(.+))?$")
+
+
+class PluginError(RoderError):
+    """A marketplace or plugin operation failed; the message says what to do."""
+
+
+@dataclass
+class Variant:
+    """One concrete plugin: ``name@marketplace`` with its version and source."""
+
+    marketplace: Marketplace
+    entry: MarketplaceEntry
+
+    @property
+    def id(self) -> str:
+        return plugin_id(self.entry.name, self.marketplace.name)
+
+    def to_json(self, installed: InstallRecord | None = None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.entry.name,
+            "marketplace": self.marketplace.name,
+            "version": self.entry.version,
+            "description": self.entry.description,
+            "source": self.entry.source.to_json(),
+            "sourceDescription": self.entry.source.describe(),
+            "category": self.entry.category,
+            "keywords": self.entry.keywords,
+            "author": self.entry.author,
+            "homepage": self.entry.homepage,
+            "strict": self.entry.strict,
+            "installed": installed is not None,
+            "enabled": bool(installed and installed.enabled),
+            "installedVersion": installed.version if installed else None,
+        }
+
+
+@dataclass
+class Preview:
+    """What installing a plugin would bring and run, before anything is installed."""
+
+    variant: Variant
+    version: str
+    components_known: bool
+    layout: PluginLayout | None
+    runs_code: list[str]
+    consent: str
+    problems: list[str] = field(default_factory=list)
+    staged: Fetched | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plugin": self.variant.to_json(),
+            "version": self.version,
+            "componentsKnown": self.components_known,
+            "components": self.layout.to_json() if self.layout is not None else {},
+            "runsCode": self.runs_code,
+            "consent": self.consent,
+            "problems": self.problems,
+        }
+
+
+def _consent(variant: Variant, version: str, runs_code: list[str]) -> str:
+    text = json.dumps([variant.id, variant.entry.source.to_json(), version, runs_code], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+class PluginStore:
+    def __init__(self, paths: RoderPaths, settings: FetchSettings | None = None) -> None:
+        self.paths = paths
+        self.dirs = PluginDirs.of(paths)
+        self.settings = settings or FetchSettings()
+
+    # ------------------------------------------------------------------ marketplaces
+
+    def known(self) -> dict[str, KnownMarketplace]:
+        return read_known(self.dirs)
+
+    def marketplace(self, name: str) -> Marketplace:
+        known = self.known().get(name)
+        if known is None:
+            raise PluginError(f"no marketplace {name!r}; added: {', '.join(sorted(self.known())) or 'none'}")
+        return self._load(known)
+
+    def _load(self, known: KnownMarketplace) -> Marketplace:
+        location = Path(known.install_location)
+        try:
+            if known.source.get("source") == "file":
+                path = Path(str(known.source.get("path")))
+                problems: list[str] = []
+                market = parse_marketplace(load_json(path, problems), location, str(path), problems)
+            else:
+                market = load_marketplace(location)
+        except ManifestError as exc:
+            raise PluginError(f"marketplace {known.name!r}: {exc}") from exc
+        market.name = known.name
+        return market
+
+    def catalogs(self) -> tuple[list[Marketplace], list[str]]:
+        """Every added marketplace that can be read, and one line per one that cannot."""
+        found, problems = [], []
+        for known in self.known().values():
+            try:
+                found.append(self._load(known))
+            except PluginError as exc:
+                problems.append(str(exc))
+        return found, problems
+
+    def add_marketplace(self, spec: str, *, official: bool = False) -> tuple[KnownMarketplace, Marketplace]:
+        """Add a catalog from a folder, a marketplace.json, a git URL, ``owner/repo[@ref]`` or an
+        https URL of a marketplace.json. A catalog with the same name replaces the older one."""
+        source = self.marketplace_source(spec)
+        work = fetch.scratch(self.dirs.root / "marketplaces")
+        try:
+            location, market, catalog_only = self._materialize(source, work)
+            self._check_name(market.name, official)
+            if location.is_relative_to(work):
+                final = self.dirs.marketplace_dir(market.name)
+                if final.exists():
+                    shutil.rmtree(final)
+                location.rename(final)
+                location = final
+                market.root = final
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        entry = KnownMarketplace(market.name, source, str(location), now(), official=official, catalog_only=catalog_only)
+        known = self.known()
+        known[market.name] = entry
+        write_known(self.dirs, known)
+        return entry, market
+
+    def install_default(self, path: Path | None = None) -> tuple[KnownMarketplace, Marketplace]:
+        """Add Anthropic's official catalog: from a local copy when ``path`` is given (offline),
+        otherwise cloned from GitHub (the user asked for it)."""
+        if path is not None:
+            market = self._read_folder(path)
+            if market.name != OFFICIAL_MARKETPLACE:
+                raise PluginError(f"{path} holds marketplace {market.name!r}, not {OFFICIAL_MARKETPLACE}")
+            return self.add_marketplace(str(path), official=True)
+        known, market = self.add_marketplace(OFFICIAL_REPO, official=True)
+        if market.name != OFFICIAL_MARKETPLACE:
+            self.remove_marketplace(market.name)
+            raise PluginError(f"{OFFICIAL_REPO} holds marketplace {market.name!r}, not {OFFICIAL_MARKETPLACE}")
+        return known, market
+
+    def _check_name(self, name: str, official: bool) -> None:
+        if official:
+            return
+        lowered = name.lower()
+        if lowered in RESERVED_MARKETPLACES or any(lowered.replace("-", "") == r.replace("-", "") for r in RESERVED_MARKETPLACES):
+            raise PluginError(
+                f"marketplace name {name!r} is reserved for Anthropic's official catalogs "
+                "(use `roder plugin marketplace add-default` for the official one)"
+            )
+
+    def marketplace_source(self, spec: str) -> dict[str, Any]:
+        text = spec.strip()
+        if not text:
+            raise PluginError("give a folder, a marketplace.json, a git URL, owner/repo or an https URL")
+        local = Path(text).expanduser()
+        if local.exists() or text.startswith(("/", "./", "../", "~")):
+            local = local.resolve()
+            if local.is_dir():
+                return {"source": "directory", "path": str(local)}
+            if local.is_file():
+                return {"source": "file", "path": str(local)}
+            raise PluginError(f"{text}: no such file or folder")
+        repo, ref = text, None
+        if "#" in text and "://" in text:
+            text, _, ref = text.partition("#")
+        if text.startswith(("file://", "git@", "ssh://")) or text.endswith(".git") or "/_git/" in text:
+            return {"source": "git", "url": text, **({"ref": ref} if ref else {})}
+        if text.startswith(("https://", "http://")):
+            host = text.split("/")[2].lower()
+            if host in _GIT_HOSTS and not text.endswith(".json"):
+                return {"source": "git", "url": text, **({"ref": ref} if ref else {})}
+            return {"source": "url", "url": text}
+        match = _SHORTHAND.match(repo)
+        if match:
+            return {"source": "github", "repo": match.group(1), **({"ref": match.group(2)} if match.group(2) else {})}
+        raise PluginError(f"{spec!r}: not a folder, a file, owner/repo or a URL with a scheme")
+
+    def _read_folder(self, folder: Path) -> Marketplace:
+        try:
+            return load_marketplace(folder)
+        except ManifestError as exc:
+            raise PluginError(str(exc)) from exc
+
+    def _materialize(self, source: dict[str, Any], work: Path) -> tuple[Path, Marketplace, bool]:
+        kind = source["source"]
+        try:
+            if kind == "directory":
+                folder = Path(source["path"])
+                return folder, self._read_folder(folder), False
+            if kind == "file":
+                path = Path(source["path"])
+                problems: list[str] = []
+                root = path.parent.parent if path.parent.name == ".claude-plugin" else path.parent
+                return root, parse_marketplace(load_json(path, problems), root, str(path), problems), False
+            if kind == "url":
+                target = work / "catalog" / ".claude-plugin" / "marketplace.json"
+                target.parent.mkdir(parents=True)
+                fetch.download(source["url"], target, self.settings, limit=16 * 1024 * 1024)
+                return work / "catalog", self._read_folder(work / "catalog"), True
+            url = self.settings.github_url.format(repo=source["repo"]) if kind == "github" else source["url"]
+            fetch.clone(url, work / "clone", ref=source.get("ref"))
+            return work / "clone", self._read_folder(work / "clone"), False
+        except FetchError as exc:
+            raise PluginError(str(exc)) from exc
+
+    def remove_marketplace(self, name: str) -> list[str]:
+        """Forget a catalog and uninstall every plugin installed from it; returns their ids."""
+        known = self.known()
+        entry = known.pop(name, None)
+        if entry is None:
+            raise PluginError(f"no marketplace {name!r}")
+        removed = [record.id for record in read_installed(self.dirs).values() if record.marketplace == name]
+        for identifier in removed:
+            self.uninstall(identifier)
+        own = self.dirs.marketplace_dir(name)
+        if Path(entry.install_location) == own and own.exists():
+            shutil.rmtree(own)
+        write_known(self.dirs, known)
+        return removed
+
+    def refresh(self, name: str | None = None) -> list[KnownMarketplace]:
+        """Re-read catalogs: pull a clone (re-clone when pulling fails), download a URL again."""
+        known = self.known()
+        names = [name] if name else sorted(known)
+        refreshed = []
+        for current in names:
+            entry = known.get(current)
+            if entry is None:
+                raise PluginError(f"no marketplace {current!r}")
+            kind = entry.source.get("source")
+            location = Path(entry.install_location)
+            if kind in ("git", "github"):
+                try:
+                    fetch.pull(location, entry.source.get("ref"))
+                except FetchError:
+                    self.add_marketplace(self._spec_of(entry), official=entry.official)
+                    refreshed.append(self.known()[current])
+                    continue
+            elif kind == "url":
+                self.add_marketplace(entry.source["url"], official=entry.official)
+                refreshed.append(self.known()[current])
+                continue
+            self._load(entry)  # a local folder or file: re-read it (errors surface here)
+            entry.last_updated = now()
+            known[current] = entry
+            refreshed.append(entry)
+        write_known(self.dirs, {**self.known(), **{e.name: e for e in refreshed}})
+        return refreshed
+
+    @staticmethod
+    def _spec_of(entry: KnownMarketplace) -> str:
+        source = entry.source
+        if source.get("source") == "github":
+            return str(source["repo"]) + (f"@{source['ref']}" if source.get("ref") else "")
+        return str(source.get("url") or source.get("path"))
+
+    # ------------------------------------------------------------------ catalog
+
+    def variants(self, name: str) -> list[Variant]:
+        """Every marketplace's entry for plugin ``name`` (renames followed), in marketplace order."""
+        catalogs, _ = self.catalogs()
+        found = []
+        for market in catalogs:
+            current = market.resolve_rename(name)
+            entry = market.entry(current) if current else None
+            if entry is not None:
+                found.append(Variant(market, entry))
+        return found
+
+    def variant(self, identifier: str) -> Variant:
+        """``name@mkt`` (or a bare name that only one marketplace offers)."""
+        name, market_name = split_id(identifier)
+        if market_name is None:
+            options = self.variants(name)
+            if not options:
+                raise PluginError(f"no marketplace offers a plugin named {name!r}")
+            if len(options) > 1:
+                ids = ", ".join(v.id for v in options)
+                raise PluginError(f"{name!r} is offered by several marketplaces: {ids}; name one (name@marketplace)")
+            return options[0]
+        market = self.marketplace(market_name)
+        current = market.resolve_rename(name)
+        if current is None:
+            raise PluginError(f"{name!r} was removed from marketplace {market_name!r}")
+        entry = market.entry(current)
+        if entry is None:
+            raise PluginError(f"marketplace {market_name!r} has no plugin {name!r}")
+        return Variant(market, entry)
+
+    def search(self, query: str = "", limit: int | None = None) -> list[dict[str, Any]]:
+        """Plugins whose name, description, category or keywords contain every word of
+        ``query``, one result per plugin name with its variants (``name@marketplace``)."""
+        words = query.lower().split()
+        installed = read_installed(self.dirs)
+        grouped: dict[str, list[Variant]] = {}
+        catalogs, _ = self.catalogs()
+        for market in catalogs:
+            for entry in market.entries:
+                text = " ".join([entry.name, entry.description, entry.category, *entry.keywords]).lower()
+                if all(word in text for word in words):
+                    grouped.setdefault(entry.name, []).append(Variant(market, entry))
+        ranked = sorted(grouped.items(), key=lambda kv: (not any(w in kv[0].lower() for w in words) if words else False, kv[0]))
+        results = []
+        for name, variants in ranked[:limit] if limit else ranked:
+            first = variants[0].entry
+            results.append(
+                {
+                    "name": name,
+                    "description": first.description,
+                    "category": first.category,
+                    "variants": [v.to_json(installed.get(v.id)) for v in variants],
+                }
+            )
+        return results
+
+    # ------------------------------------------------------------------ preview and install
+
+    def _plugin_dir(self, variant: Variant) -> tuple[Path, bool]:
+        """The folder of a relative-source plugin inside its marketplace, and whether it is the
+        marketplace root itself."""
+        known = self.known().get(variant.marketplace.name)
+        if known is not None and known.catalog_only:
+            raise PluginError(
+                f"{variant.id} has a relative source, but marketplace {variant.marketplace.name!r} was added by URL "
+                "(only its marketplace.json was downloaded); add it from git or a folder instead"
+            )
+        root = variant.marketplace.root.resolve()
+        target = (root / variant.entry.source.path).resolve()
+        if target != root and not target.is_relative_to(root):
+            raise PluginError(f"{variant.id}: source leaves the marketplace")
+        if not target.is_dir():
+            raise PluginError(f"{variant.id}: folder {variant.entry.source.path} is missing from the marketplace")
+        return target, target == root
+
+    def _version(self, variant: Variant, folder: Path, fetched: Fetched | None) -> str:
+        manifest = load_manifest(folder)
+        if manifest.version:
+            return manifest.version
+        if variant.entry.version:
+            return variant.entry.version
+        commit = fetched.commit if fetched else None
+        if commit is None and not variant.entry.source.external:
+            commit = fetch.head_commit(variant.marketplace.root)
+        if commit:
+            return commit[:12]
+        if fetched is not None and fetched.digest:
+            return fetched.digest[:12]
+        return "unknown"
+
+    def _fetch_external(self, source: PluginSource, work: Path) -> Fetched:
+        """Fetch into ``work``; on failure ``work`` is deleted (nothing half-fetched stays)."""
+        try:
+            return self._fetch_into(source, work)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+
+    def _fetch_into(self, source: PluginSource, work: Path) -> Fetched:
+        try:
+            if source.kind in ("github", "url", "git-subdir"):
+                commit = fetch.clone(fetch.git_url(source, self.settings), work / "clone", ref=source.ref, sha=source.sha)
+                folder = work / "clone"
+                if source.path:
+                    folder = (work / "clone" / source.path.strip("/")).resolve()
+                    if not folder.is_relative_to((work / "clone").resolve()) or not folder.is_dir():
+                        raise PluginError(f"{source.describe()}: path {source.path!r} is not a folder of the repository")
+                return Fetched(folder, commit=commit)
+            if source.kind == "archive":
+                return fetch.fetch_archive(source, work, self.settings)
+            if source.kind == "npm":
+                return fetch.fetch_npm(source, work)
+            if source.kind == "command":
+                folder = fetch.run_command_source(source)
+                return Fetched(folder, digest=fetch.content_hash(folder))
+        except FetchError as exc:
+            raise PluginError(str(exc)) from exc
+        raise PluginError(f"source type {source.kind!r} not supported")
+
+    def preview(self, identifier: str) -> Preview:
+        """What the plugin contains and what would run. A relative source is read in place; an
+        external one is fetched into a staging folder (kept for the install that follows); a
+        ``command`` source is not run: its exact command is what the user accepts."""
+        variant = self.variant(identifier)
+        source = variant.entry.source
+        if source.kind == "command":
+            runs = [f"command source (runs from $HOME to produce the plugin folder): {source.command}"]
+            return Preview(variant, "content hash", False, None, runs, _consent(variant, "", runs))
+        staged: Fetched | None = None
+        if source.external:
+            staged = self._fetch_external(source, fetch.scratch(self.dirs.staging))
+            folder, at_root = staged.path, False
+        else:
+            folder, at_root = self._plugin_dir(variant)
+        layout = resolve_layout(folder, variant.entry.name, load_manifest(folder), variant.entry, marketplace_root=at_root)
+        version = self._version(variant, folder, staged)
+        runs = layout.runs_code()
+        return Preview(variant, version, True, layout, runs, _consent(variant, version, runs), list(layout.problems), staged)
+
+    def install(self, identifier: str, consent: str | None = None, *, preview: Preview | None = None) -> InstallRecord:
+        """Copy the plugin into the cache, record it and enable it. Installing an installed
+        plugin again updates it (or re-enables it when nothing changed)."""
+        preview = preview or self.preview(identifier)
+        variant = preview.variant
+        if (preview.runs_code or variant.entry.source.kind == "command") and consent != preview.consent:
+            raise PluginError(
+                f"{variant.id} runs code when enabled:\n  "
+                + "\n  ".join(preview.runs_code)
+                + "\nreview it with plugins/preview_install and pass its consent token to install"
+            )
+        source = variant.entry.source
+        fetched = preview.staged
+        work = fetch.scratch(self.dirs.staging)
+        problems: list[str] = []
+        try:
+            if source.kind == "command":
+                fetched = self._fetch_external(source, work)
+                self._accept_command(variant.id, source.command)
+            if fetched is not None:
+                folder, boundary = fetched.path, fetched.path
+            else:
+                folder, _ = self._plugin_dir(variant)
+                boundary = variant.marketplace.root
+            version = fetch.content_hash(folder)[:12] if source.kind == "command" else self._version(variant, folder, fetched)
+            if source.kind == "command" and source.mode == "link":
+                install_path = folder
+            else:
+                install_path = self.dirs.cache_dir(variant.marketplace.name, variant.entry.name, version)
+                if install_path.exists():
+                    shutil.rmtree(install_path)
+                fetch.copy_plugin(folder, install_path, boundary, problems)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+            self.discard(preview)
+        entry = {"strict": variant.entry.strict, "atRoot": source.path in (".", "./"), **variant.entry.components()}
+        commit = fetched.commit if fetched else fetch.head_commit(variant.marketplace.root)
+        return self._record(variant.id, install_path, version, commit, source.to_json(), entry)
+
+    def _record(
+        self, identifier: str, install_path: Path, version: str, commit: str | None, source: dict[str, Any], entry: dict[str, Any]
+    ) -> InstallRecord:
+        """Write the install record (enabled) and create the plugin's data folder."""
+        records = read_installed(self.dirs)
+        old = records.get(identifier)
+        stamp = now()
+        record = InstallRecord(
+            id=identifier,
+            install_path=str(install_path),
+            version=version,
+            installed_at=old.installed_at if old else stamp,
+            last_updated=stamp,
+            enabled=True,
+            git_commit_sha=commit,
+            source=source,
+            entry=entry,
+        )
+        records[identifier] = record
+        write_installed(self.dirs, records)
+        self.dirs.data_dir(identifier).mkdir(parents=True, exist_ok=True)
+        if old is not None and old.install_path != record.install_path:
+            _remove_cached(Path(old.install_path), self.dirs.code)
+        return record
+
+    def import_folder(self, identifier: str, folder: Path, version: str) -> InstallRecord:
+        """Copy a plugin another tool already installed (Claude Code's cache) and record it."""
+        name, market = split_id(identifier)
+        if market is None:
+            raise PluginError(f"{identifier!r}: expected name@marketplace")
+        try:
+            variant = self.variant(identifier)
+            entry = {"strict": variant.entry.strict, **variant.entry.components()}
+        except PluginError:
+            entry = {}
+        install_path = self.dirs.cache_dir(market, name, version)
+        if install_path.exists():
+            shutil.rmtree(install_path)
+        problems: list[str] = []
+        fetch.copy_plugin(folder, install_path, folder, problems)
+        return self._record(identifier, install_path, version, None, {"source": "claude-import", "path": str(folder)}, entry)
+
+    def discard(self, preview: Preview) -> None:
+        """Delete what a preview fetched (when no install follows it)."""
+        if preview.staged is not None:
+            shutil.rmtree(_staging_root(preview.staged.path, self.dirs.staging), ignore_errors=True)
+
+    def _accept_command(self, identifier: str, command: str) -> None:
+        accepted = read_json(self.dirs.accepted_file, {})
+        accepted = accepted if isinstance(accepted, dict) else {}
+        accepted[identifier] = command
+        write_json(self.dirs.accepted_file, accepted)
+
+    def installed(self) -> dict[str, InstallRecord]:
+        return read_installed(self.dirs)
+
+    def set_enabled(self, identifier: str, enabled: bool) -> InstallRecord:
+        records = read_installed(self.dirs)
+        record = records.get(identifier) or _by_name(records, identifier)
+        record.enabled = enabled
+        record.last_updated = now()
+        records[record.id] = record
+        write_installed(self.dirs, records)
+        return record
+
+    def uninstall(self, identifier: str, *, keep_data: bool = False) -> InstallRecord:
+        records = read_installed(self.dirs)
+        record = records.pop(identifier, None) or _by_name(records, identifier, pop=True)
+        write_installed(self.dirs, records)
+        _remove_cached(Path(record.install_path), self.dirs.code)
+        if not keep_data:
+            shutil.rmtree(self.dirs.data_dir(record.id), ignore_errors=True)
+        return record
+
+
+def _by_name(records: dict[str, InstallRecord], identifier: str, *, pop: bool = False) -> InstallRecord:
+    name, market = split_id(identifier)
+    matches = [r for r in records.values() if r.name == name and (market is None or r.marketplace == market)]
+    if len(matches) != 1:
+        installed = ", ".join(sorted(records)) or "none"
+        raise PluginError(
+            f"plugin {identifier!r} is not installed (installed: {installed})"
+            if not matches
+            else f"{identifier!r} is installed from several marketplaces; name one: {', '.join(r.id for r in matches)}"
+        )
+    if pop:
+        records.pop(matches[0].id)
+    return matches[0]
+
+
+def _remove_cached(path: Path, cache_root: Path) -> None:
+    """Delete an installed copy, only ever inside the cache (a linked command source is not ours)."""
+    if path.exists() and path.resolve().is_relative_to(cache_root.resolve()):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _staging_root(path: Path, staging: Path) -> Path:
+    """The ``.fetch-*`` folder under ``staging`` that holds ``path``."""
+    relative = path.resolve().relative_to(staging.resolve())
+    return staging / relative.parts[0]

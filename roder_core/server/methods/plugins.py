@@ -1,0 +1,139 @@
+"""marketplaces/* and plugins/*: catalogs, search, preview, install, disable, uninstall.
+
+The work is file and process I/O (git, downloads, copies), so each call runs in a worker thread.
+Changes take effect when a runtime next starts (``restartRequired``): hooks, servers, commands
+and agents of a plugin load with the session, and a disabled plugin's stop with the next one.
+A failed operation answers -32000 with the reason; nothing is left half-installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+from roder_core.plugins.fetch import FetchError
+from roder_core.plugins.manifest import ManifestError
+from roder_core.plugins.service import PluginService
+from roder_core.plugins.store import PluginError
+from roder_core.server.dispatcher import CallContext, Dispatcher, handles
+from roder_core.server.errors import RUNTIME_ERROR, RpcError
+from roder_core.server.protocol import NoParams
+from roder_core.server.protocol_plugins import (
+    DisableResult,
+    InstallAllParams,
+    InstallAllResult,
+    InstallDefaultParams,
+    InstalledPlugin,
+    InstallParams,
+    InstallResult,
+    ListInstalledResult,
+    MarketplaceAddParams,
+    MarketplaceInfo,
+    MarketplaceNameParams,
+    MarketplacePluginParams,
+    MarketplacePluginResult,
+    MarketplaceRefreshParams,
+    MarketplaceRemoveResult,
+    MarketplaceResult,
+    MarketplacesListResult,
+    PluginParams,
+    PreviewResult,
+    SearchParams,
+    SearchResultList,
+    UninstallParams,
+    UninstallResult,
+)
+
+T = TypeVar("T")
+
+
+def _service(app: Dispatcher) -> PluginService:
+    options = app.runtime.options
+    return PluginService(options.paths, options.cwd, options.trusted, options.config.model_extra)
+
+
+async def _run(work: Callable[[], T]) -> T:
+    try:
+        return await asyncio.to_thread(work)
+    except (PluginError, FetchError, ManifestError) as exc:
+        raise RpcError(RUNTIME_ERROR, str(exc)) from None
+
+
+@handles("marketplaces/list")
+async def marketplaces_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> MarketplacesListResult:
+    rows = await _run(_service(app).list_marketplaces)
+    return MarketplacesListResult(marketplaces=[MarketplaceInfo.model_validate(r) for r in rows])
+
+
+@handles("marketplaces/install_default")
+async def marketplaces_install_default(app: Dispatcher, params: InstallDefaultParams, ctx: CallContext) -> MarketplaceResult:
+    row = await _run(lambda: _service(app).install_default(params.path))
+    return MarketplaceResult(marketplace=MarketplaceInfo.model_validate(row))
+
+
+@handles("marketplaces/add")
+async def marketplaces_add(app: Dispatcher, params: MarketplaceAddParams, ctx: CallContext) -> MarketplaceResult:
+    row = await _run(lambda: _service(app).add(params.source))
+    return MarketplaceResult(marketplace=MarketplaceInfo.model_validate(row))
+
+
+@handles("marketplaces/remove")
+async def marketplaces_remove(app: Dispatcher, params: MarketplaceNameParams, ctx: CallContext) -> MarketplaceRemoveResult:
+    return MarketplaceRemoveResult.model_validate(await _run(lambda: _service(app).remove(params.name)))
+
+
+@handles("marketplaces/refresh")
+async def marketplaces_refresh(app: Dispatcher, params: MarketplaceRefreshParams, ctx: CallContext) -> MarketplacesListResult:
+    rows = await _run(lambda: _service(app).refresh(params.name))
+    return MarketplacesListResult(marketplaces=[MarketplaceInfo.model_validate(r) for r in rows])
+
+
+@handles("marketplaces/search")
+async def marketplaces_search(app: Dispatcher, params: SearchParams, ctx: CallContext) -> SearchResultList:
+    return SearchResultList.model_validate(await _run(lambda: _service(app).search(params.query, params.limit)))
+
+
+@handles("marketplaces/plugin")
+async def marketplaces_plugin(app: Dispatcher, params: MarketplacePluginParams, ctx: CallContext) -> MarketplacePluginResult:
+    return MarketplacePluginResult.model_validate(await _run(lambda: _service(app).plugin(params.plugin)))
+
+
+@handles("plugins/preview_install")
+async def plugins_preview_install(app: Dispatcher, params: PluginParams, ctx: CallContext) -> PreviewResult:
+    service = _service(app)
+
+    def preview() -> PreviewResult:
+        found, data = service.preview(params.plugin)
+        if found.staged is not None:  # the install fetches again; a preview leaves nothing behind
+            service.store.discard(found)
+        return PreviewResult.model_validate(data)
+
+    return await _run(preview)
+
+
+@handles("plugins/install")
+async def plugins_install(app: Dispatcher, params: InstallParams, ctx: CallContext) -> InstallResult:
+    row = await _run(lambda: _service(app).install(params.plugin, params.consent))
+    return InstallResult(installed=InstalledPlugin.model_validate(row))
+
+
+@handles("plugins/install_all_variants")
+async def plugins_install_all_variants(app: Dispatcher, params: InstallAllParams, ctx: CallContext) -> InstallAllResult:
+    return InstallAllResult.model_validate(await _run(lambda: _service(app).install_all(params.name, params.consents)))
+
+
+@handles("plugins/list_installed")
+async def plugins_list_installed(app: Dispatcher, params: NoParams, ctx: CallContext) -> ListInstalledResult:
+    return ListInstalledResult.model_validate(await _run(_service(app).list_installed))
+
+
+@handles("plugins/disable")
+async def plugins_disable(app: Dispatcher, params: PluginParams, ctx: CallContext) -> DisableResult:
+    row = await _run(lambda: _service(app).set_enabled(params.plugin, False))
+    return DisableResult(plugin=InstalledPlugin.model_validate(row))
+
+
+@handles("plugins/uninstall")
+async def plugins_uninstall(app: Dispatcher, params: UninstallParams, ctx: CallContext) -> UninstallResult:
+    return UninstallResult(uninstalled=await _run(lambda: _service(app).uninstall(params.plugin, params.keep_data)))

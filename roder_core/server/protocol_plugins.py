@@ -1,0 +1,339 @@
+"""Protocol models of the marketplace and plugin methods (seed 004).
+
+The protocol keeps four things apart: catalog sources (``MarketplaceInfo``: where a catalog
+comes from), search results (``SearchResult``: one per plugin name), concrete variants
+(``PluginVariant``: ``name@marketplace`` with a version and a source) and installed records
+(``InstalledPlugin``). Installing a plugin that runs code needs the ``consent`` token of the
+preview that listed what runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel, register
+
+
+class MarketplaceInfo(ProtocolModel):
+    name: str
+    #: How it was added: {"source": "directory"|"file"|"git"|"github"|"url", ...}.
+    source: dict[str, Any]
+    install_location: str = ""
+    last_updated: str = ""
+    official: bool = False
+    #: Added by URL: only marketplace.json was downloaded, so relative plugin sources cannot install.
+    catalog_only: bool = False
+    description: str = ""
+    owner: str = ""
+    plugin_count: int = 0
+    #: "user": added by the user; "project": declared by the trusted folder's settings.
+    declared_by: str = "user"
+    #: False for a project-declared catalog the user has not added yet.
+    added: bool = True
+    problems: list[str] = Field(default_factory=list)
+
+
+class MarketplacesListResult(ProtocolModel):
+    marketplaces: list[MarketplaceInfo]
+
+
+class MarketplaceResult(ProtocolModel):
+    marketplace: MarketplaceInfo
+
+
+class InstallDefaultParams(ProtocolModel):
+    #: A local copy of the official catalog (offline); without it the catalog is cloned from GitHub.
+    path: str | None = None
+
+
+class MarketplaceAddParams(ProtocolModel):
+    #: A folder, a marketplace.json path, a git URL, ``owner/repo[@ref]`` or an https URL.
+    source: str
+
+
+class MarketplaceNameParams(ProtocolModel):
+    name: str
+
+
+class MarketplaceRemoveResult(ProtocolModel):
+    removed: str
+    #: Plugins installed from it, uninstalled with it.
+    uninstalled: list[str] = Field(default_factory=list)
+
+
+class MarketplaceRefreshParams(ProtocolModel):
+    #: One catalog; every catalog when omitted.
+    name: str | None = None
+
+
+class PluginVariant(ProtocolModel):
+    id: str
+    name: str
+    marketplace: str
+    version: str | None = None
+    description: str = ""
+    source: dict[str, Any]
+    source_description: str = ""
+    category: str = ""
+    keywords: list[str] = Field(default_factory=list)
+    author: str = ""
+    homepage: str = ""
+    strict: bool = True
+    installed: bool = False
+    enabled: bool = False
+    installed_version: str | None = None
+
+
+class SearchParams(ProtocolModel):
+    query: str = ""
+    limit: int | None = Field(default=None, ge=1)
+
+
+class SearchResult(ProtocolModel):
+    name: str
+    description: str = ""
+    category: str = ""
+    variants: list[PluginVariant]
+
+
+class SearchResultList(ProtocolModel):
+    results: list[SearchResult]
+    problems: list[str] = Field(default_factory=list)
+
+
+class MarketplacePluginParams(ProtocolModel):
+    #: ``name@marketplace`` (or a name only one marketplace offers).
+    plugin: str
+
+
+class MarketplacePluginResult(ProtocolModel):
+    plugin: PluginVariant
+    #: The catalog entry as written (component keys included).
+    entry: dict[str, Any]
+    readme: str = ""
+
+
+class PluginParams(ProtocolModel):
+    plugin: str
+
+
+class PreviewComponents(ProtocolModel):
+    commands: list[str] = Field(default_factory=list)
+    skills: list[str] = Field(default_factory=list)
+    agents: list[str] = Field(default_factory=list)
+    hooks: list[dict[str, Any]] = Field(default_factory=list)
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    lsp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    bin: list[str] = Field(default_factory=list)
+    unsupported: list[str] = Field(default_factory=list)
+
+
+class PreviewResult(ProtocolModel):
+    plugin: PluginVariant
+    version: str
+    #: False for a ``command`` source: its folder exists only once the accepted command ran.
+    components_known: bool
+    components: PreviewComponents
+    #: Everything that would run code: hooks, MCP/LSP servers, bin/, install scripts, ``!`` lines
+    #: of commands, a command source's exact command.
+    runs_code: list[str]
+    #: Pass to plugins/install to accept exactly what is listed here.
+    consent: str
+    problems: list[str] = Field(default_factory=list)
+
+
+class InstallParams(ProtocolModel):
+    plugin: str
+    #: The preview's consent token; needed when the plugin runs code.
+    consent: str | None = None
+
+
+class InstalledPlugin(ProtocolModel):
+    id: str
+    name: str
+    marketplace: str
+    version: str
+    install_path: str
+    data_dir: str
+    enabled: bool
+    #: Applies to this server's folder: enabled, not turned off by the folder's settings and not
+    #: shadowed by a same-named variant. A session started now loads it (changes need a restart).
+    active: bool = False
+    installed_at: str = ""
+    last_updated: str = ""
+    git_commit_sha: str | None = None
+    source: dict[str, Any] = Field(default_factory=dict)
+    components: PreviewComponents = Field(default_factory=PreviewComponents)
+    problems: list[str] = Field(default_factory=list)
+
+
+class InstallResult(ProtocolModel):
+    installed: InstalledPlugin
+    #: Components load when a runtime starts: restart the session to use it.
+    restart_required: bool = True
+
+
+class InstallAllParams(ProtocolModel):
+    #: A plugin name (search result); every marketplace's variant is installed.
+    name: str
+    #: Consent tokens by variant id (``name@marketplace``), from plugins/preview_install.
+    consents: dict[str, str] = Field(default_factory=dict)
+
+
+class SkippedVariant(ProtocolModel):
+    id: str
+    reason: str
+
+
+class InstallAllResult(ProtocolModel):
+    installed: list[InstalledPlugin]
+    skipped: list[SkippedVariant] = Field(default_factory=list)
+    #: How same-named variants coexist (only one is enabled).
+    note: str = ""
+    restart_required: bool = True
+
+
+class ListInstalledResult(ProtocolModel):
+    plugins: list[InstalledPlugin]
+    problems: list[str] = Field(default_factory=list)
+
+
+class DisableResult(ProtocolModel):
+    plugin: InstalledPlugin
+    restart_required: bool = True
+
+
+class UninstallParams(ProtocolModel):
+    plugin: str
+    #: Keep the plugin's data folder (CLAUDE_PLUGIN_DATA).
+    keep_data: bool = False
+
+
+class UninstallResult(ProtocolModel):
+    uninstalled: str
+    restart_required: bool = True
+
+
+MARKETPLACES_LIST = MethodSpec(
+    "marketplaces/list",
+    "marketplaces",
+    NoParams,
+    MarketplacesListResult,
+    "Added plugin catalogs, plus those a trusted project declares.",
+)
+
+MARKETPLACES_INSTALL_DEFAULT = MethodSpec(
+    "marketplaces/install_default",
+    "marketplaces",
+    InstallDefaultParams,
+    MarketplaceResult,
+    "Add Anthropic's official catalog (from a local copy with path; otherwise cloned from GitHub).",
+)
+
+MARKETPLACES_ADD = MethodSpec(
+    "marketplaces/add",
+    "marketplaces",
+    MarketplaceAddParams,
+    MarketplaceResult,
+    "Add a catalog from a folder, a marketplace.json, a git URL, owner/repo or an https URL.",
+)
+
+MARKETPLACES_REMOVE = MethodSpec(
+    "marketplaces/remove",
+    "marketplaces",
+    MarketplaceNameParams,
+    MarketplaceRemoveResult,
+    "Forget a catalog and uninstall every plugin installed from it.",
+)
+
+MARKETPLACES_REFRESH = MethodSpec(
+    "marketplaces/refresh",
+    "marketplaces",
+    MarketplaceRefreshParams,
+    MarketplacesListResult,
+    "Re-read catalogs (git pull, download again, or re-read a folder).",
+)
+
+MARKETPLACES_SEARCH = MethodSpec(
+    "marketplaces/search",
+    "marketplaces",
+    SearchParams,
+    SearchResultList,
+    "Search every catalog: one result per plugin name, with its variants (name@marketplace).",
+)
+
+MARKETPLACES_PLUGIN = MethodSpec(
+    "marketplaces/plugin",
+    "marketplaces",
+    MarketplacePluginParams,
+    MarketplacePluginResult,
+    "One catalog entry in full (and the plugin's README when it is local).",
+)
+
+PLUGINS_PREVIEW_INSTALL = MethodSpec(
+    "plugins/preview_install",
+    "marketplaces",
+    PluginParams,
+    PreviewResult,
+    "What a plugin contains and everything that would run code, before installing; returns a consent token.",
+)
+
+PLUGINS_INSTALL = MethodSpec(
+    "plugins/install",
+    "marketplaces",
+    InstallParams,
+    InstallResult,
+    "Install and enable a plugin (a plugin that runs code needs its preview's consent token).",
+)
+
+PLUGINS_INSTALL_ALL_VARIANTS = MethodSpec(
+    "plugins/install_all_variants",
+    "marketplaces",
+    InstallAllParams,
+    InstallAllResult,
+    "Install every marketplace's variant of a plugin name; the first is enabled, the others stay disabled.",
+)
+
+PLUGINS_LIST_INSTALLED = MethodSpec(
+    "plugins/list_installed",
+    "marketplaces",
+    NoParams,
+    ListInstalledResult,
+    "Installed plugins with their state, components and problems.",
+)
+
+PLUGINS_DISABLE = MethodSpec(
+    "plugins/disable",
+    "marketplaces",
+    PluginParams,
+    DisableResult,
+    "Disable an installed plugin (its hooks and servers stop running after a restart).",
+)
+
+PLUGINS_UNINSTALL = MethodSpec(
+    "plugins/uninstall",
+    "marketplaces",
+    UninstallParams,
+    UninstallResult,
+    "Remove an installed plugin, its cached copy and (unless keepData) its data folder.",
+)
+
+_SPECS: list[MethodSpec[Any, Any]] = [
+    MARKETPLACES_LIST,
+    MARKETPLACES_INSTALL_DEFAULT,
+    MARKETPLACES_ADD,
+    MARKETPLACES_REMOVE,
+    MARKETPLACES_REFRESH,
+    MARKETPLACES_SEARCH,
+    MARKETPLACES_PLUGIN,
+    PLUGINS_PREVIEW_INSTALL,
+    PLUGINS_INSTALL,
+    PLUGINS_INSTALL_ALL_VARIANTS,
+    PLUGINS_LIST_INSTALLED,
+    PLUGINS_DISABLE,
+    PLUGINS_UNINSTALL,
+]
+for _spec in _SPECS:
+    register(_spec)

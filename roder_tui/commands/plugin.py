@@ -1,0 +1,240 @@
+"""``roder plugin ...``: Claude Code plugins and marketplaces from the command line.
+
+    roder plugin marketplace add SOURCE | add-default [--path DIR] | list | remove NAME | refresh [NAME]
+    roder plugin search [QUERY] | preview PLUGIN | install PLUGIN [--yes] | list
+    roder plugin enable PLUGIN | disable PLUGIN | uninstall PLUGIN [--keep-data] | import-claude [--yes]
+
+Installing shows everything the plugin would run and asks first (``--yes`` accepts without
+asking; with no terminal to ask on, nothing that runs code is installed without it). Changes
+apply to sessions started afterwards. Exit codes: 0 done, 1 failed (the reason on stderr),
+2 declined.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from roder_core.errors import RoderError
+from roder_core.kernel.distribution import make_host
+from roder_core.plugins import claude_import
+from roder_core.plugins.fetch import FetchError
+from roder_core.plugins.manifest import ManifestError
+from roder_core.plugins.service import PluginService
+from roder_core.settings.config import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    market = sub.add_parser("marketplace", help="add, list, remove or refresh plugin catalogs")
+    msub = market.add_subparsers(dest="market_action", required=True)
+    add = msub.add_parser("add", help="add a catalog: a folder, a marketplace.json, a git URL, owner/repo or an https URL")
+    add.add_argument("source")
+    default = msub.add_parser("add-default", help="add Anthropic's official catalog (clones from GitHub without --path)")
+    default.add_argument("--path", help="a local copy of the official catalog (offline)")
+    listing = msub.add_parser("list", help="added catalogs")
+    listing.add_argument("--json", action="store_true")
+    remove = msub.add_parser("remove", help="forget a catalog and uninstall its plugins")
+    remove.add_argument("name")
+    refresh = msub.add_parser("refresh", help="update catalogs (git pull, download again)")
+    refresh.add_argument("name", nargs="?")
+    search = sub.add_parser("search", help="search every catalog (one line per plugin, with its variants)")
+    search.add_argument("query", nargs="*")
+    search.add_argument("--json", action="store_true")
+    preview = sub.add_parser("preview", help="show what a plugin contains and runs, without installing")
+    preview.add_argument("plugin", help="name@marketplace (or a name only one catalog offers)")
+    preview.add_argument("--json", action="store_true")
+    install = sub.add_parser("install", help="install and enable a plugin (shows what it runs and asks)")
+    install.add_argument("plugin")
+    install.add_argument("--yes", "-y", action="store_true", help="accept what it runs without asking")
+    installed = sub.add_parser("list", help="installed plugins")
+    installed.add_argument("--json", action="store_true")
+    for name, help_ in (("enable", "enable an installed plugin"), ("disable", "disable an installed plugin")):
+        sub.add_parser(name, help=help_).add_argument("plugin")
+    uninstall = sub.add_parser("uninstall", help="remove an installed plugin and its data")
+    uninstall.add_argument("plugin")
+    uninstall.add_argument("--keep-data", action="store_true", help="keep its data folder")
+    imports = sub.add_parser("import-claude", help="import the plugins enabled in Claude Code (reads ~/.claude only)")
+    imports.add_argument("--claude-dir", type=Path, help="Claude Code's folder (default: $CLAUDE_CONFIG_DIR or ~/.claude)")
+    imports.add_argument("--yes", "-y", action="store_true", help="import without asking")
+
+
+def _confirm(question: str, assume_yes: bool) -> bool:
+    if assume_yes:
+        return True
+    if not sys.stdin.isatty():
+        print(f"{question} (no terminal to ask on: pass --yes to accept)", file=sys.stderr)
+        return False
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def _print_components(components: dict[str, Any]) -> None:
+    for key, label in (("commands", "commands"), ("skills", "skills"), ("agents", "agents")):
+        if components.get(key):
+            print(f"  {label}: {', '.join(components[key])}")
+    for key, label in (("mcpServers", "MCP servers"), ("lspServers", "LSP servers")):
+        for server in components.get(key) or []:
+            print(f"  {label}: {server.get('id', server['name'])}  {server['target']}")
+    if components.get("unsupported"):
+        print(f"  not used by Roder: {', '.join(components['unsupported'])}")
+
+
+def _print_preview(data: dict[str, Any]) -> None:
+    plugin = data["plugin"]
+    print(f"{plugin['id']}  version {data['version']}  ({plugin['sourceDescription']})")
+    if plugin.get("description"):
+        print(f"  {plugin['description']}")
+    if data["componentsKnown"]:
+        _print_components(data["components"])
+    else:
+        print("  components: known once the command source has run")
+    if data["runsCode"]:
+        print("Runs code while enabled:")
+        for line in data["runsCode"]:
+            print(f"  - {line}")
+    else:
+        print("Runs no code of its own (commands, skills and agents only).")
+    for problem in data["problems"]:
+        print(f"  ! {problem}")
+
+
+def _market_line(row: dict[str, Any]) -> str:
+    source = row["source"]
+    where = source.get("path") or source.get("url") or source.get("repo") or ""
+    count = f"{row.get('pluginCount', 0)} plugins" if row.get("added", True) else "declared by this project, not added"
+    return f"{row['name']}  {count}  ({source.get('source')} {where})"
+
+
+def _marketplace(service: PluginService, args: argparse.Namespace) -> int:
+    action = args.market_action
+    if action == "list":
+        rows = service.list_marketplaces()
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        elif not rows:
+            print("No marketplaces. Add one: roder plugin marketplace add SOURCE (or add-default).")
+        for row in [] if args.json else rows:
+            print(_market_line(row))
+            for problem in row.get("problems") or []:
+                print(f"  ! {problem}")
+        return 0
+    if action in ("add", "add-default"):
+        row = service.add(args.source) if action == "add" else service.install_default(args.path)
+        print(f"added {_market_line(row)}")
+        for problem in row.get("problems") or []:
+            print(f"  ! {problem}")
+        return 0
+    if action == "remove":
+        result = service.remove(args.name)
+        print(f"removed {args.name}" + (f"; uninstalled {', '.join(result['uninstalled'])}" if result["uninstalled"] else ""))
+        return 0
+    for row in service.refresh(args.name):
+        print(f"refreshed {_market_line(row)}")
+    return 0
+
+
+def _install(service: PluginService, args: argparse.Namespace) -> int:
+    preview, data = service.preview(args.plugin)
+    _print_preview(data)
+    consent = None
+    if data["runsCode"]:
+        if not _confirm(f"Install {data['plugin']['id']} and let it run the above?", args.yes):
+            service.store.discard(preview)
+            print("not installed", file=sys.stderr)
+            return 2
+        consent = preview.consent
+    row = service.install(args.plugin, consent, preview)
+    print(f"installed {row['id']} {row['version']} (enabled; start a new session to use it)")
+    return 0
+
+
+def _list(service: PluginService, args: argparse.Namespace) -> int:
+    data = service.list_installed()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    if not data["plugins"]:
+        print("No plugins installed. Find some: roder plugin search QUERY")
+    for row in data["plugins"]:
+        state = "enabled" if row["enabled"] else "disabled"
+        print(f"{row['id']}  {row['version']}  {state}{'' if row['active'] or not row['enabled'] else ' (not loaded here)'}")
+        _print_components(row["components"])
+        for problem in row["problems"]:
+            print(f"  ! {problem}")
+    for problem in data["problems"]:
+        print(f"! {problem}")
+    return 0
+
+
+def _search(service: PluginService, args: argparse.Namespace) -> int:
+    data = service.search(" ".join(args.query))
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    if not data["results"]:
+        print("No plugins match." if service.store.known() else "No marketplaces yet: roder plugin marketplace add-default")
+    for result in data["results"]:
+        print(f"{result['name']}  {' '.join(result['description'].split())[:90]}")
+        for variant in result["variants"]:
+            mark = " [installed]" if variant["installed"] else ""
+            print(f"  {variant['id']}  {variant['version'] or '-'}  {variant['sourceDescription']}{mark}")
+    for problem in data["problems"]:
+        print(f"! {problem}", file=sys.stderr)
+    return 0
+
+
+def _import(service: PluginService, args: argparse.Namespace) -> int:
+    root = args.claude_dir or claude_import.claude_dir()
+    found = claude_import.plan(service.store, root)
+    todo = [p for p in found.plugins if not p.skip]
+    print(f"From {root}:")
+    for name, location in found.marketplaces.items():
+        print(f"  marketplace {name}  ({location})")
+    for item in found.plugins:
+        print(f"  {item.id}  {item.version}  " + (f"skipped: {item.skip}" if item.skip else "will be enabled"))
+        for line in item.runs_code if not item.skip else []:
+            print(f"    runs: {line}")
+    for problem in found.problems:
+        print(f"  ! {problem}")
+    if not todo and not found.marketplaces:
+        print("Nothing to import.")
+        return 0
+    if not _confirm(f"Import {len(todo)} plugin(s) and {len(found.marketplaces)} marketplace(s)?", args.yes):
+        print("nothing imported", file=sys.stderr)
+        return 2
+    imported, problems = claude_import.apply(service.store, found)
+    print(f"imported {len(imported)} plugin(s): {', '.join(imported) or 'none'}")
+    for problem in problems:
+        print(f"! {problem}", file=sys.stderr)
+    return 0 if not problems else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        host = make_host(Path.cwd(), interactive=False)
+        service = PluginService(host.paths, host.cwd, host.trusted, host.config.model_extra)
+        if args.action == "marketplace":
+            return _marketplace(service, args)
+        if args.action == "preview":
+            preview, data = service.preview(args.plugin)
+            service.store.discard(preview)
+            print(json.dumps(data, indent=2)) if args.json else _print_preview(data)
+            return 0
+        if args.action in ("enable", "disable"):
+            row = service.set_enabled(args.plugin, args.action == "enable")
+            print(f"{args.action}d {row['id']} (applies to sessions started from now on)")
+            return 0
+        if args.action == "uninstall":
+            print(f"uninstalled {service.uninstall(args.plugin, args.keep_data)}")
+            return 0
+        handlers = {"install": _install, "list": _list, "search": _search, "import-claude": _import}
+        return handlers[args.action](service, args)
+    except (RoderError, FetchError, ManifestError, ConfigError) as exc:
+        print(f"roder plugin: {exc}", file=sys.stderr)
+        return 1

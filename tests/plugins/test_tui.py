@@ -1,0 +1,60 @@
+"""The ``/plugin`` screen with Textual's Pilot: search, preview what runs, refuse, accept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input, OptionList, Static
+
+from roder_core.plugins.store import PluginStore
+from roder_core.settings.paths import RoderPaths
+from roder_tui.screens.plugins import PluginScreen
+from tests.plugins.support import copy_official
+from tests.tui.helpers import make_app, ready, until
+
+
+def shown(screen: PluginScreen, widget_id: str) -> str:
+    return str(screen.query_one(widget_id, Static).render())
+
+
+async def test_browse_preview_and_install_with_keys(
+    tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    PluginStore(RoderPaths.from_env()).install_default(copy_official(tmp_path / "catalogs", ["hookify", "commit-commands"]))
+    app = make_app(workspace, [], monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"/plugin")
+        await pilot.press("escape", "enter")  # close the completion menu, then send
+        await until(pilot, lambda: isinstance(app.screen, PluginScreen), what="the plugin screen")
+        screen = app.screen
+        assert isinstance(screen, PluginScreen)
+        await until(pilot, lambda: len(screen.results) > 100, what="the catalog listed")
+        await pilot.press(*"hookify")
+        await until(pilot, lambda: [r["name"] for r in screen.results][:1] == ["hookify"], what="the search")
+        assert screen.query_one(Input).value == "hookify"
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.preview is not None, what="the preview")
+        text = shown(screen, "#plugin-preview")
+        assert "hookify@claude-plugins-official" in text and "Runs code while enabled:" in text
+        assert 'hook PreToolUse: python3 "${CLAUDE_PLUGIN_ROOT}/hooks/pretooluse.py"' in text
+        assert screen.query_one(OptionList).has_focus
+        await pilot.press("i")
+        await until(pilot, lambda: "Install it? y accepts" in shown(screen, "#plugin-status"), what="the question")
+        await pilot.press("n")
+        await until(pilot, lambda: shown(screen, "#plugin-status") == "not installed", what="the refusal")
+        records = roder_home / "data" / "plugins" / "installed_plugins.json"
+        assert not records.exists()
+        await pilot.press("i")
+        await until(pilot, lambda: "Install it?" in shown(screen, "#plugin-status"), what="the question again")
+        await pilot.press("y")
+        await until(pilot, lambda: shown(screen, "#plugin-status").startswith("installed hookify"), what="the install")
+        data = json.loads(records.read_text())["plugins"]
+        assert data["hookify@claude-plugins-official"][0]["enabled"] is True
+        await pilot.press("d")
+        await until(pilot, lambda: "disabled hookify" in shown(screen, "#plugin-status"), what="disable")
+        assert json.loads(records.read_text())["plugins"]["hookify@claude-plugins-official"][0]["enabled"] is False
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
