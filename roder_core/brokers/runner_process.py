@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from roder_core.brokers import BrokerDenied, FileSystemBroker, ProcessResult
+from roder_core.brokers import BrokerDenied, FileSystemBroker, OutputSink, ProcessResult, RunningProcess
 from roder_core.brokers.process import DEFAULT_TIMEOUT, OutputCollector
 from roder_core.brokers.secrets import SecretRedactor, scrubbed_env
 
@@ -51,6 +51,11 @@ class CommandTransport(Protocol):
 
 class RunnerProcessBroker:
     """``ProcessBroker`` over a ``CommandTransport``."""
+
+    async def spawn(self, command: str | list[str], *, output: OutputSink, cwd: Path | None = None) -> RunningProcess:
+        """Background tasks run on the local runner only: refusing says so, where running the
+        command on this machine instead would put it outside the thread's runner."""
+        raise BrokerDenied("background tasks run only on the local runner; run the command without run_in_background")
 
     def __init__(
         self,

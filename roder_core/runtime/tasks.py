@@ -19,15 +19,15 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from roder_core.brokers import Brokers
 from roder_core.brokers.task_log import TaskLog, TaskOutputSlice
 from roder_core.errors import RoderError
 from roder_core.ir import new_id
 from roder_core.kernel.services import TaskContext, TaskExecutor
 from roder_core.kernel.tasks import TaskFailed, TaskInfo, TaskStatus
-from roder_core.turn.host import TurnHost
-from roder_core.turn.tool_host import TurnToolHost
+from roder_core.turn.tool_host import ThreadHost, TurnToolHost
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,13 @@ KEEP_FINISHED = 500
 OUTPUT_UPDATE_INTERVAL = 0.25
 
 TaskListener = Callable[[TaskInfo], None]
+
+
+class TaskHost(ThreadHost, Protocol):
+    """What the task table needs of the runtime: a tool host's view of it, plus the brokers of a
+    thread (its runner's, in its loopback network)."""
+
+    def thread_brokers(self, thread_id: str | None, workspace: Path, extension_id: str) -> Brokers: ...
 
 
 class TaskError(RoderError):
@@ -53,7 +60,7 @@ class _Entry:
 
 
 class BackgroundTasks:
-    def __init__(self, runtime: TurnHost, default_workspace: Path) -> None:
+    def __init__(self, runtime: TaskHost, default_workspace: Path) -> None:
         self._runtime = runtime
         self._default_workspace = default_workspace
         self._entries: dict[str, _Entry] = {}

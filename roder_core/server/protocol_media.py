@@ -114,5 +114,8 @@ MEDIA_ATTACH_TO_TURN = MethodSpec(
     MediaAttachResult,
     "Store an image (media id, path or base64) for the thread and attach it to the thread's next turn/start.",
 )
-for _spec in (MEDIA_LIST, MEDIA_READ, MEDIA_THUMBNAIL, MEDIA_DELETE, MEDIA_ATTACH_TO_TURN):
-    register(_spec)
+register(MEDIA_LIST)
+register(MEDIA_READ)
+register(MEDIA_THUMBNAIL)
+register(MEDIA_DELETE)
+register(MEDIA_ATTACH_TO_TURN)

@@ -21,7 +21,7 @@ from roder_core.turn.host import Approver
 if TYPE_CHECKING:
     from roder_core.customization.subagents import TraceRecord
     from roder_core.kernel.registry import ExtensionRegistry
-    from roder_core.kernel.tasks import TaskBoard
+    from roder_core.kernel.tasks import TaskBoard, TaskBoards
     from roder_core.runtime.options import RuntimeOptions
 
 
@@ -69,6 +69,9 @@ class ThreadHost(Protocol):
     async def interrupt(self, thread_id: str, turn_id: str | None = None) -> bool: ...
 
     def thread(self, thread_id: str) -> Thread: ...
+
+    @property
+    def tasks(self) -> TaskBoards: ...
 
     async def close_thread(self, thread_id: str) -> None: ...
 
