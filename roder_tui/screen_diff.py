@@ -9,8 +9,8 @@ SSH on a phone those bytes are the cost (about 570 bytes per streamed token in t
 cursor move (``ESC[row;colH``) followed by the text Textual draws there. The filter remembers,
 per row, which segment it last sent at which column and how many cells it covers; a segment
 identical to the one already sent at the same place, with nothing written over those cells since,
-is dropped. Every sent segment forgets the remembered segments it overlaps (with a margin of two
-cells for wide characters a terminal may measure differently). Anything that is not a frame
+is dropped. Every sent segment forgets the remembered segments it overlaps (widths as Rich
+measures cells, which is how Textual lays the screen out). Anything that is not a frame
 (entering or leaving the alternate screen after a suspend or an external editor, a clear, an
 unknown sequence) and any change of the terminal's size forgets everything, so the next frame
 is sent whole. Cursor moves with no text (where Textual leaves the cursor) are always sent.
@@ -35,8 +35,6 @@ _HARMLESS = re.compile(r"(?:\x1b\[\?(?:2026|25)[hl]|\x1b\[\d? q|\x07|\x1b\]52;[^
 #: other sequences, which must see the style in effect).
 _TOKENS = re.compile(r"(\x1b\[[0-9;]*m)|(\x1b\[\d+;\d+H|\r|\n)|([^\x1b\r\n]+|\x1b)")
 _RESET = "\x1b[0m"
-#: Cells either side of a sent segment whose remembered segments are forgotten.
-_MARGIN = 2
 
 
 class ScreenDiff:
@@ -85,8 +83,8 @@ class ScreenDiff:
             if cells.get(column) == (text, column + width):
                 self.skipped += end - move.start()
                 continue
-            low, high = column - _MARGIN, column + width + _MARGIN
-            for start in [start for start, (_, stop) in cells.items() if start < high and stop > low]:
+            high = column + width
+            for start in [start for start, (_, stop) in cells.items() if start < high and stop > column]:
                 del cells[start]
             cells[column] = (text, column + width)
             out.append(frame[move.start() : end])
