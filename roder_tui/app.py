@@ -197,6 +197,11 @@ class RoderApp(App[int]):
         yield self.status_bar
 
     def on_mount(self) -> None:
+        if self._driver is not None:  # send only the parts of each frame the terminal does not show yet
+            from roder_tui.screen_diff import ScreenDiff
+
+            self.screen_diff = ScreenDiff(self._driver.write, lambda: self.size)
+            self._driver.write = self.screen_diff.write  # type: ignore[method-assign]
         for problem in self.themes.errors:
             self.notify(problem, title="theme skipped", severity="warning", timeout=8)
         self.status_bar.update_state(cwd=str(self.cwd), git_branch=git_branch(self.cwd), activity="starting")

@@ -14,7 +14,6 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from roder_core.ir import Mode
 from roder_tui.startup import end_startup
 
 #: name -> (module with ``add_arguments(parser)`` and ``run(args) -> int``, one-line help)
@@ -46,6 +45,8 @@ OUTPUT_FORMATS = ("text", "json", "stream-json")
 
 def add_runtime_flags(parser: argparse.ArgumentParser, *, trust_flag: bool = True) -> None:
     """Flags shared by the app, one-shot mode, servers and batch runs (which never trust a folder)."""
+    from roder_core.ir import Mode  # pydantic: not loaded by subcommands that need no runtime
+
     parser.add_argument("--provider", help="inference provider id (see `roder providers list`)")
     parser.add_argument("--model", help="model id for the provider")
     parser.add_argument("--mode", choices=tuple(Mode), help="policy mode")

@@ -3,46 +3,34 @@
 Provides the ThreadStore and CheckpointStore (fork) services with one object, so a fork sees
 exactly what the store wrote. Files live in ``RoderPaths.threads_dir`` (``$RODER_HOME/data/threads``
 when RODER_HOME is set).
+
+The names below load on first use (PEP 562): ``roder sessions list`` reads the thread index
+(``roder_ext_jsonl_store.index``) without importing the store, the kernel or pydantic.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from roder_core import (
-    EXTENSION_API_VERSION,
-    CapabilityRequest,
-    ExtensionManifest,
-    ProvidedService,
-    RoderExtension,
-)
-from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
-
-from .store import JsonlThreadStore, ThreadInUseError
+if TYPE_CHECKING:
+    from .extension import JsonlThreadStoreExtension, create
+    from .store import JsonlThreadStore, ThreadInUseError
 
 __all__ = ["JsonlThreadStore", "JsonlThreadStoreExtension", "ThreadInUseError", "create"]
 
-
-class JsonlThreadStoreExtension(RoderExtension):
-    def __init__(self, thread_dir: Path) -> None:
-        self.store = JsonlThreadStore(thread_dir)
-
-    def manifest(self) -> ExtensionManifest:
-        return ExtensionManifest(
-            id="roder-ext-jsonl-store",
-            name="JSONL thread store",
-            version="0.1.0",
-            api_version=EXTENSION_API_VERSION,
-            description="Crash-safe append-only JSONL threads with resume, fork and a rebuildable index",
-            provides=[ProvidedService.ThreadStore("jsonl"), ProvidedService.CheckpointStore("jsonl")],
-            required_capabilities=[CapabilityRequest("fs.readwrite.roder-home")],
-        )
-
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
-        registry.thread_store(self.store)
-        registry.checkpoint_store(self.store)
+_EXPORTS = {
+    "JsonlThreadStore": ".store",
+    "ThreadInUseError": ".store",
+    "JsonlThreadStoreExtension": ".extension",
+    "create": ".extension",
+}
 
 
-def create(host: HostContext) -> JsonlThreadStoreExtension:
-    return JsonlThreadStoreExtension(host.paths.threads_dir)
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

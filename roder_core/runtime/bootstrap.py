@@ -96,6 +96,10 @@ def start_runtime(settings: StartSettings, factories: Iterable[tuple[str, Extens
         # The provider may be one a skipped extension (a config mistake) would have offered.
         reasons = "; ".join(s.describe() for s in dist.skipped)
         raise UnknownProviderError(f"{exc}; {reasons}") from exc
+    if factories is None and settings.data_dir is None and not (host.cwd / ".roder" / "extensions").is_dir():
+        from roder_core.kernel.store_record import record_thread_store
+
+        record_thread_store(host.paths, runtime.store, settings.profile)  # for `roder sessions list`
     fell_back = settings.provider is None and host.config.provider is None and runtime.provider == "mock"
     sandbox = runtime.sandbox  # probed once, now, so the user hears about a weaker sandbox up front
     runtime.audit.record(

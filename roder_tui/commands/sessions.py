@@ -7,20 +7,18 @@ codes: 0 done, 1 the thread or turn does not exist (or another error, explained 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import datetime
 import json
+import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roder_core.errors import RoderError
-from roder_core.kernel.registry import RegistryError
-from roder_core.runtime.bootstrap import StartSettings, start_runtime
-from roder_core.runtime.runtime import Runtime
-from roder_core.settings.config import ConfigError
-from roder_core.threads.sessions import ThreadNode, thread_tree, turn_id_at
+from roder_tui.commands.session_listing import indexed_rows, print_rows
+
+if TYPE_CHECKING:  # loaded by the commands that start a runtime; `list` usually does not
+    from roder_core.runtime.runtime import Runtime
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,33 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     remove.add_argument("id", help="thread id (or an unambiguous prefix)")
 
 
-def _when(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
-
-
-def _tree_lines(nodes: list[ThreadNode], show_cwd: bool, depth: int = 0) -> list[str]:
-    lines = []
-    for node in nodes:
-        row = node.thread
-        indent = "  " * depth + ("↳ " if depth else "")
-        title = " ".join(row.title.split()) or "(untitled)"
-        where = f"  [{row.cwd}]" if show_cwd and depth == 0 else ""
-        lines.append(f"{indent}{row.id}  {_when(row.updated_at)}  {row.turn_count:>3} turn(s)  {title[:70]}{where}")
-        lines.extend(_tree_lines(node.children, show_cwd, depth + 1))
-    return lines
-
-
 async def _list(runtime: Runtime, args: argparse.Namespace) -> int:
     cwd = None if args.all else str(runtime.options.cwd)
     rows = await runtime.list_threads(cwd, args.limit)
-    if args.json:
-        print(json.dumps([row.wire() for row in rows], indent=2, ensure_ascii=False))
-        return 0
-    if not rows:
-        where = "anywhere" if args.all else f"in {runtime.options.cwd} (`roder sessions list --all` shows every workspace)"
-        print(f"No threads {where}.")
-        return 0
-    print("\n".join(_tree_lines(thread_tree(rows), show_cwd=args.all)))
+    print_rows([row.wire() for row in rows], runtime.options.cwd, every_workspace=args.all, as_json=args.json)
     return 0
 
 
@@ -94,6 +69,8 @@ async def _show(runtime: Runtime, args: argparse.Namespace) -> int:
 
 
 async def _fork(runtime: Runtime, args: argparse.Namespace) -> int:
+    from roder_core.threads.sessions import turn_id_at
+
     parent = await _load(runtime, args.id)
     turn_id = turn_id_at(parent, args.turn) if args.turn is not None else None
     thread = await runtime.fork_thread(parent.id, turn_id)
@@ -145,6 +122,8 @@ ACTIONS: dict[str, Callable[[Runtime, argparse.Namespace], Awaitable[int]]] = {
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from roder_core.runtime.bootstrap import StartSettings, start_runtime
+
     runtime = start_runtime(StartSettings(interactive=False)).runtime
     try:
         return await ACTIONS[args.action](runtime, args)
@@ -154,9 +133,28 @@ async def _run(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return asyncio.run(_run(args))
+        if args.action == "list":
+            cwd = Path.cwd().resolve()
+            rows = indexed_rows(cwd, args.all, args.limit)
+            if rows is not None:
+                print_rows(rows, cwd, every_workspace=args.all, as_json=args.json)
+                return 0
+        return _run_started(args)
     except BrokenPipeError:
         raise  # stdout's reader left: the CLI entry ends quietly
-    except (RoderError, RegistryError, ConfigError, OSError) as exc:
+    except (RoderError, OSError, sqlite3.Error) as exc:
+        print(f"roder: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run_started(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from roder_core.kernel.registry import RegistryError
+    from roder_core.settings.config import ConfigError
+
+    try:
+        return asyncio.run(_run(args))
+    except (RegistryError, ConfigError) as exc:
         print(f"roder: {exc}", file=sys.stderr)
         return 1

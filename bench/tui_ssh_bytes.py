@@ -1,0 +1,176 @@
+"""Bytes the app writes to its terminal, and its CPU, while a 100 tokens/s answer streams and idle.
+
+What a phone on a slow SSH link pays for: the real ``roder`` app runs in tmux (100x32) against the
+loopback fake model server, which streams a Markdown prose answer in 4-character deltas (one
+"token" each) with a pause before each, 100 deltas a second. ``tmux pipe-pane`` copies every byte
+the app writes to the pane into a file; the app's CPU is read from ``/proc/PID/stat`` (user +
+system ticks). Three phases: idle before the prompt, the streamed answer (from Enter to the answer's
+last word on screen), idle after it.
+
+    python bench/tui_ssh_bytes.py [--lines 40] [--idle 5] [--tokens-per-s 100] [--runs 3] [--ssh] [--baseline DIR]
+
+`--baseline DIR` also runs another checkout (``git archive REV | tar -x -C DIR``), alternating
+run by run. Peers (``claude``, ``codex``) are reported as not installed when they are not on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from oneshot import compile_bytecode, load_average
+from tui_harness import prose
+
+from roder_core.testing.fake_server import ThreadedFakeServer
+
+ROOT = Path(__file__).resolve().parents[1]
+END_MARK = "STREAM-END-MARK"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tmux(socket: str, *args: str) -> str:
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True, timeout=20).stdout
+
+
+def wait_for(socket: str, text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in tmux(socket, "capture-pane", "-p", "-t", "roder"):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"{text!r} never appeared:\n{tmux(socket, 'capture-pane', '-p', '-t', 'roder')}")
+
+
+def app_pid(socket: str) -> int:
+    """The python process under the pane's shell (``env`` execs it)."""
+    shell = int(tmux(socket, "display", "-p", "-t", "roder", "#{pane_pid}").strip())
+    children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+    return int(children[0]) if children else shell
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def one_run(home: Path, cwd: Path, extra_path: str | None, idle: float, deltas: int, ssh: bool) -> dict[str, float]:
+    socket = f"roder-bytes-{uuid.uuid4().hex[:8]}"
+    capture = home.parent / f"{socket}.bytes"
+    env_vars = {"RODER_HOME": str(home), "LOCAL_API_KEY": "sk-local-test"}
+    if ssh:  # what sshd sets: the app then tunes itself for a slow link (roder_tui.remote)
+        env_vars["SSH_CONNECTION"] = "127.0.0.1_50000_127.0.0.1_22"
+    if extra_path:
+        env_vars["PYTHONPATH"] = extra_path
+    command = " ".join(
+        [
+            "env",
+            *[f"{k}={v}" for k, v in env_vars.items()],
+            sys.executable,
+            "-m",
+            "roder_tui.cli",
+            "--provider",
+            "local",
+            "--model",
+            "my-model",
+            "--sandbox",
+            "off",
+        ]
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    env["TERM"] = "xterm-256color"
+    subprocess.run(
+        ["tmux", "-L", socket, "new-session", "-d", "-s", "roder", "-x", "100", "-y", "32", "-c", str(cwd), command],
+        env=env,
+        check=True,
+        timeout=20,
+    )
+    try:
+        wait_for(socket, "idle", 60)
+        time.sleep(1.0)  # let the first screen settle
+        pid = app_pid(socket)
+        tmux(socket, "pipe-pane", "-t", "roder", "-o", f"cat >> {capture}")
+        time.sleep(0.2)
+        size = lambda: capture.stat().st_size if capture.exists() else 0  # noqa: E731
+
+        b0, c0, t0 = size(), cpu_seconds(pid), time.monotonic()
+        time.sleep(idle)
+        b1, c1, t1 = size(), cpu_seconds(pid), time.monotonic()
+        tmux(socket, "send-keys", "-t", "roder", "-l", "write the notes")
+        tmux(socket, "send-keys", "-t", "roder", "Enter")
+        wait_for(socket, END_MARK, 300)
+        wait_for(socket, "idle", 60)
+        b2, c2, t2 = size(), cpu_seconds(pid), time.monotonic()
+        time.sleep(idle)
+        b3, c3, t3 = size(), cpu_seconds(pid), time.monotonic()
+        tmux(socket, "send-keys", "-t", "roder", "C-q")
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=20)
+    capture.unlink(missing_ok=True)
+    stream_s = t2 - t1
+    return {
+        "idle_before_bytes_s": (b1 - b0) / (t1 - t0),
+        "stream_bytes": b2 - b1,
+        "bytes_per_token": (b2 - b1) / deltas,
+        "stream_s": stream_s,
+        "tokens_s": deltas / stream_s,
+        "stream_cpu_pct": 100 * (c2 - c1) / stream_s,
+        "idle_after_bytes_s": (b3 - b2) / (t3 - t2),
+        "idle_cpu_pct": 100 * ((c1 - c0) + (c3 - c2)) / ((t1 - t0) + (t3 - t2)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=40, help="lines of prose in the answer (about 80 characters each)")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds of each idle phase")
+    parser.add_argument("--tokens-per-s", type=float, default=100.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--ssh", action="store_true", help="run the app as sshd would (SSH_CONNECTION set)")
+    parser.add_argument("--baseline", type=Path, help="another checkout of Roder to compare, alternating")
+    opts = parser.parse_args()
+    if shutil.which("tmux") is None:
+        raise SystemExit("tmux is not installed")
+    for peer in ("claude", "codex"):
+        if shutil.which(peer) is None:
+            print(f"{peer}: not installed on this machine; not measured")
+    text = prose(opts.lines) + f"\n{END_MARK}\n"
+    deltas = -(-len(text) // 4)
+    steps = [{"text": text, "chunk_size": 4, "delay_ms": 1000 / opts.tokens_per_s}] * (opts.runs * 2 + 2)
+    variants: dict[str, str | None] = {"this": None}
+    compile_bytecode(ROOT)
+    if opts.baseline:
+        compile_bytecode(opts.baseline)
+        base = opts.baseline.resolve()
+        variants = {"baseline": f"{base}:{base / 'extensions'}", **variants}
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="roder-bench-") as scratch, ThreadedFakeServer(steps, models=("my-model",)) as server:
+        print(f"answer: {len(text)} characters, {deltas} deltas of 4 characters; load average before: {load_average()}")
+        for run in range(opts.runs):
+            for name, extra in variants.items():
+                home, cwd = Path(scratch) / f"home-{name}-{run}", Path(scratch) / f"ws-{name}-{run}"
+                home.mkdir()
+                cwd.mkdir()
+                (home / "config.toml").write_text(
+                    f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{server.base_url}"\n'
+                    'api_key_env = "LOCAL_API_KEY"\nmodels = ["my-model"]\n'
+                )
+                results.setdefault(name, []).append(one_run(home, cwd, extra, opts.idle, deltas, opts.ssh))
+        print(f"load average after: {load_average()}")
+    keys = list(next(iter(results.values()))[0])
+    print(f"{'variant':<9} " + " ".join(f"{k:>20}" for k in keys))
+    for name, rows in results.items():
+        print(f"{name:<9} " + " ".join(f"{statistics.median(r[k] for r in rows):>20.2f}" for k in keys))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""The extension object: installs one JsonlThreadStore as both ThreadStore and CheckpointStore."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roder_core import (
+    EXTENSION_API_VERSION,
+    CapabilityRequest,
+    ExtensionManifest,
+    ProvidedService,
+    RoderExtension,
+)
+from roder_core.kernel.distribution import HostContext
+from roder_core.kernel.registry import ExtensionRegistryBuilder
+
+from .store import JsonlThreadStore
+
+
+class JsonlThreadStoreExtension(RoderExtension):
+    def __init__(self, thread_dir: Path) -> None:
+        self.store = JsonlThreadStore(thread_dir)
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-jsonl-store",
+            name="JSONL thread store",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description="Crash-safe append-only JSONL threads with resume, fork and a rebuildable index",
+            provides=[ProvidedService.ThreadStore("jsonl"), ProvidedService.CheckpointStore("jsonl")],
+            required_capabilities=[CapabilityRequest("fs.readwrite.roder-home")],
+        )
+
+    def install(self, registry: ExtensionRegistryBuilder) -> None:
+        registry.thread_store(self.store)
+        registry.checkpoint_store(self.store)
+
+
+def create(host: HostContext) -> JsonlThreadStoreExtension:
+    return JsonlThreadStoreExtension(host.paths.threads_dir)

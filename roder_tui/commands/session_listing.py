@@ -1,0 +1,74 @@
+"""``roder sessions list`` output, and the fast path that reads the JSONL index without start-up.
+
+Listing rows are wire dicts (``ThreadSummary.wire()``), whether they come from a started runtime or
+straight from the index, so both paths print the same thing. The fast path is taken only when the
+last full start-up with the same installed distributions recorded that the JSONL store holds
+threads in this data directory (``roder_core.kernel.store_record``), and the folder has no project
+extensions (which, once trusted, could install another store); it imports neither pydantic nor any
+extension.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+from roder_core.kernel.store_record import recorded_jsonl_dir
+from roder_core.settings.paths import RoderPaths
+
+Row = dict[str, Any]
+
+
+def indexed_rows(cwd: Path, every_workspace: bool, limit: int | None, profile: str = "developer") -> list[Row] | None:
+    """Rows from the JSONL thread index, or None when only a started runtime can tell."""
+    if (cwd / ".roder" / "extensions").is_dir():
+        return None
+    directory = recorded_jsonl_dir(RoderPaths.from_env(), profile)
+    if directory is None:
+        return None
+    from roder_ext_jsonl_store.index import ThreadIndex
+
+    index = ThreadIndex(directory)
+    index.refresh()
+    return index.query_wire(None if every_workspace else str(cwd), limit)
+
+
+def print_rows(rows: list[Row], cwd: Path, *, every_workspace: bool, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+    elif not rows:
+        where = "anywhere" if every_workspace else f"in {cwd} (`roder sessions list --all` shows every workspace)"
+        print(f"No threads {where}.")
+    else:
+        print("\n".join(_tree_lines(_roots(rows), show_cwd=every_workspace)))
+
+
+def _roots(rows: list[Row]) -> list[tuple[Row, list[Any]]]:
+    """Forks under their parent (children oldest first); a fork whose parent is not listed is a
+    root. Nodes are ``(row, children)``; roots keep the rows' order (newest first)."""
+    nodes: dict[str, tuple[Row, list[Any]]] = {row["id"]: (row, []) for row in rows}
+    roots = []
+    for row in rows:
+        parent_id = (row.get("parent") or {}).get("threadId")
+        parent = nodes.get(parent_id) if parent_id else None
+        if parent is None or parent is nodes[row["id"]]:
+            roots.append(nodes[row["id"]])
+        else:
+            parent[1].append(nodes[row["id"]])
+    for _row, children in nodes.values():
+        children.sort(key=lambda node: node[0]["createdAt"])
+    return roots
+
+
+def _tree_lines(nodes: list[tuple[Row, list[Any]]], show_cwd: bool, depth: int = 0) -> list[str]:
+    lines = []
+    for row, children in nodes:
+        indent = "  " * depth + ("↳ " if depth else "")
+        title = " ".join(row["title"].split()) or "(untitled)"
+        where = f"  [{row['cwd']}]" if show_cwd and depth == 0 else ""
+        when = datetime.datetime.fromtimestamp(row["updatedAt"]).strftime("%Y-%m-%d %H:%M")
+        lines.append(f"{indent}{row['id']}  {when}  {row['turnCount']:>3} turn(s)  {title[:70]}{where}")
+        lines.extend(_tree_lines(children, show_cwd, depth + 1))
+    return lines
