@@ -399,6 +399,11 @@ class Runtime:
         """Offer a front-end service to the tools of one thread (under ``ctx.extra[key]``)."""
         self._state(thread_id).tool_extra[key] = value
 
+    def thread_interactive(self, thread_id: str) -> bool:
+        """Whether a person can be asked in this thread (not in headless runs or threads)."""
+        state = self._threads.get(thread_id)
+        return self.options.interactive and not (state is not None and state.headless)
+
     def thread_mode(self, thread_id: str) -> str:
         state = self._threads.get(thread_id)
         return (state.mode if state is not None else None) or self.mode
@@ -566,6 +571,15 @@ class Runtime:
         state.steers.append(item)
         return item
 
+    def queued_steers(self, thread_id: str) -> list[UserMessageItem]:
+        """Messages queued for the running turn that the model has not seen yet."""
+        return list(self._state(thread_id).steers)
+
+    def set_headless(self, thread_id: str, headless: bool) -> None:
+        """Run one thread as a headless run would (``roder -p`` through a host): calls that need
+        approval are denied with the remedy, questions are refused, nobody is asked."""
+        self._state(thread_id).headless = headless
+
     def cancel_steer(self, thread_id: str, item_id: str) -> UserMessageItem | None:
         """Take a queued steer message back before the model sees it (to edit or drop it);
         None when it was already delivered or never queued."""
@@ -606,7 +620,7 @@ class Runtime:
     async def ask_user(self, thread_id: str, turn_id: str, questions: list[dict[str, Any]]) -> dict[str, Any]:
         """Ask the person at a client (``userInput/requested``) and wait for the answers that
         ``session/resolve_user_input`` brings. Headless runs refuse at once."""
-        if not self.options.interactive:
+        if not self.thread_interactive(thread_id):
             raise RoderError("nobody can answer questions in this headless run")
         event = UserInputRequested(thread_id=thread_id, turn_id=turn_id, request_id=new_id("input"), questions=questions)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

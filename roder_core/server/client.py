@@ -1,9 +1,10 @@
-"""The in-process client: the control-plane surface without JSON on the hot path.
+"""The control-plane client: typed calls and typed notifications, in process or remote.
 
-``LocalAppClient`` calls the same dispatcher the stdio and WebSocket transports use, with typed
-params and typed results, and delivers notifications as the typed runtime events (plus server
-notifications) through bounded queues. The TUI and one-shot mode use only this class, so every
-action they take is also an app-server method a remote client can call::
+``AppClient`` is the one interface the TUI and one-shot mode use. ``LocalAppClient`` calls the
+same dispatcher the stdio, WebSocket and unix-socket transports use, with typed params and typed
+results and no JSON on the hot path; ``RemoteAppClient`` (``roder_core.server.remote_client``)
+speaks JSON-RPC to a running host and rebuilds the same typed objects. So every action a front
+end takes is also an app-server method a remote client can call::
 
     client = LocalAppClient.start(StartSettings(provider="mock"))
     async with client:
@@ -21,13 +22,16 @@ import itertools
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from roder_core.server.dispatcher import CallContext, Dispatcher
+from roder_core.server.errors import METHOD_NOT_FOUND, RpcError
 from roder_core.server.fanout import DEFAULT_MAXSIZE, NotificationQueue
 from roder_core.server.protocol import (
+    METHODS,
     ClientInfo,
     ExtensionsListResult,
     InitializeParams,
     InitializeResult,
     InputItem,
+    MethodSpec,
     ModelListParams,
     ModelListResult,
     NoParams,
@@ -62,10 +66,19 @@ from roder_core.server.protocol import (
     TurnSteerCancelResult,
     TurnSteerParams,
     TurnSteerResult,
+    unavailable_group,
+)
+from roder_core.server.protocol_attach import (
+    PaletteCommandsParams,
+    PaletteCommandsResult,
+    ThreadHeadlessParams,
+    ThreadLiveParams,
+    ThreadLiveResult,
 )
 
 if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecisionKind
+    from roder_core.kernel.services import StatusSegment
     from roder_core.runtime.bootstrap import StartSettings
     from roder_core.runtime.runtime import Runtime
 
@@ -74,37 +87,14 @@ R = TypeVar("R", bound=ProtocolModel)
 _ids = itertools.count(1)
 
 
-class LocalAppClient:
-    """Typed calls into a dispatcher plus typed notification subscriptions.
+class AppClient:
+    """What every client offers, whatever carries its calls (subclasses supply ``call``,
+    ``subscribe``, ``status_segments`` and ``close``). Every method raises ``RpcError``, with
+    the code and message a remote client would see."""
 
-    Every method raises ``RpcError`` (code and message as a remote client would see them).
-    """
-
-    def __init__(self, dispatcher: Dispatcher, *, owns_runtime: bool = False) -> None:
-        self.dispatcher = dispatcher
-        self._owns_runtime = owns_runtime
-        self._queues: list[NotificationQueue] = []
-        self.context = CallContext(connection_id=f"local-{next(_ids)}", notify=self._notify)
-
-    @classmethod
-    def start(cls, settings: StartSettings, *, persist_config: bool = True) -> LocalAppClient:
-        """Build a runtime from CLI-style settings and a dispatcher this client owns."""
-        from roder_core.runtime.bootstrap import start_runtime
-
-        started = start_runtime(settings)
-        dispatcher = Dispatcher(started.runtime, started=started, persist_config=persist_config)
-        return cls(dispatcher, owns_runtime=True)
-
-    @classmethod
-    def for_runtime(cls, runtime: Runtime, *, persist_config: bool = False) -> LocalAppClient:
-        return cls(Dispatcher(runtime, persist_config=persist_config), owns_runtime=False)
-
-    @property
-    def runtime(self) -> Runtime:
-        """For embedding hosts only (tests, benchmarks); clients must not drive it directly."""
-        return self.dispatcher.runtime
-
-    # ------------------------------------------------------------------ notifications
+    async def call(self, spec: MethodSpec, params: ProtocolModel | dict[str, Any] | None = None) -> ProtocolModel:
+        """One method by its spec; the result is an instance of ``spec.result``."""
+        raise NotImplementedError
 
     def subscribe(self, thread_id: str | None = None, maxsize: int = DEFAULT_MAXSIZE) -> NotificationQueue:
         """A bounded, ordered stream of typed notifications (all threads, or one).
@@ -112,23 +102,31 @@ class LocalAppClient:
         Iterate it with ``async for``; if the consumer falls ``maxsize`` behind, iteration
         raises ``ClientFellBehind`` and the caller should re-read state (thread/read).
         """
-        queue = self.dispatcher.connect(maxsize, thread_id)
-        self._queues.append(queue)
-        return queue
+        raise NotImplementedError
 
-    def _notify(self, notification: Any) -> None:
-        """Notifications addressed to this client alone (command output, replayed approvals)."""
-        for queue in self._queues:
-            queue.offer(notification)
+    def status_segments(self) -> list[StatusSegment]:
+        """The status-bar segments the app draws: renderers of a state dict, run client-side."""
+        raise NotImplementedError
 
-    # ------------------------------------------------------------------ calls
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> AppClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     async def request(self, method: str, params: ProtocolModel | dict[str, Any] | None = None) -> ProtocolModel:
         """Any method by name; the result is that method's result model."""
-        return await self.dispatcher.call(method, params, self.context)
+        spec = METHODS.get(method)
+        if spec is None:
+            unavailable = unavailable_group(method)
+            raise RpcError(METHOD_NOT_FOUND, f"{method}: {unavailable[1]}" if unavailable else f"method not found: {method!r}")
+        return await self.call(spec, params)
 
     async def _call(self, method: str, params: ProtocolModel, result: type[R]) -> R:
-        value = await self.dispatcher.call(method, params, self.context)
+        value = await self.call(METHODS[method], params)
         assert isinstance(value, result)
         return value
 
@@ -228,7 +226,60 @@ class LocalAppClient:
         params = ResolveApprovalParams(approval_id=approval_id, decision=decision, approved=approved, rule=rule, reason=reason)
         return await self._call("session/resolve_approval", params, ResolvedResult)
 
-    # ------------------------------------------------------------------ lifecycle
+    async def thread_live(self, thread_id: str) -> ThreadLiveResult:
+        """A thread's live state; the same snapshot also arrives as a ``thread/live``
+        notification, in order with this client's other notifications."""
+        return await self._call("thread/live", ThreadLiveParams(thread_id=thread_id), ThreadLiveResult)
+
+    async def thread_headless(self, thread_id: str, headless: bool = True) -> None:
+        await self.request("thread/headless", ThreadHeadlessParams(thread_id=thread_id, headless=headless))
+
+    async def palette_commands(self, state: dict[str, Any]) -> PaletteCommandsResult:
+        return await self._call("palette/commands", PaletteCommandsParams(state=state), PaletteCommandsResult)
+
+
+class LocalAppClient(AppClient):
+    """Typed calls into a dispatcher of this process; notifications through bounded queues."""
+
+    def __init__(self, dispatcher: Dispatcher, *, owns_runtime: bool = False) -> None:
+        self.dispatcher = dispatcher
+        self._owns_runtime = owns_runtime
+        self._queues: list[NotificationQueue] = []
+        self.context = CallContext(connection_id=f"local-{next(_ids)}", notify=self._notify)
+
+    @classmethod
+    def start(cls, settings: StartSettings, *, persist_config: bool = True) -> LocalAppClient:
+        """Build a runtime from CLI-style settings and a dispatcher this client owns."""
+        from roder_core.runtime.bootstrap import start_runtime
+
+        started = start_runtime(settings)
+        dispatcher = Dispatcher(started.runtime, started=started, persist_config=persist_config)
+        return cls(dispatcher, owns_runtime=True)
+
+    @classmethod
+    def for_runtime(cls, runtime: Runtime, *, persist_config: bool = False) -> LocalAppClient:
+        return cls(Dispatcher(runtime, persist_config=persist_config), owns_runtime=False)
+
+    @property
+    def runtime(self) -> Runtime:
+        """For embedding hosts only (tests, benchmarks); clients must not drive it directly."""
+        return self.dispatcher.runtime
+
+    def subscribe(self, thread_id: str | None = None, maxsize: int = DEFAULT_MAXSIZE) -> NotificationQueue:
+        queue = self.dispatcher.connect(maxsize, thread_id)
+        self._queues.append(queue)
+        return queue
+
+    def _notify(self, notification: Any) -> None:
+        """Notifications addressed to this client alone (command output, replayed approvals)."""
+        for queue in self._queues:
+            queue.offer(notification)
+
+    async def call(self, spec: MethodSpec, params: ProtocolModel | dict[str, Any] | None = None) -> ProtocolModel:
+        return await self.dispatcher.call(spec.name, params, self.context)
+
+    def status_segments(self) -> list[StatusSegment]:
+        return list(self.dispatcher.runtime.registry.status_segments)
 
     async def close(self) -> None:
         for queue in self._queues:
@@ -240,6 +291,3 @@ class LocalAppClient:
 
     async def __aenter__(self) -> LocalAppClient:
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()

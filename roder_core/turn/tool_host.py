@@ -55,7 +55,7 @@ class TurnToolHost:
 
     @property
     def interactive(self) -> bool:
-        return self._host.options.interactive
+        return self._host.thread_interactive(self._thread_id)
 
     @property
     def provider(self) -> str:

@@ -1,0 +1,58 @@
+"""What every client has been shown of items still streaming, for clients that arrive late.
+
+Deltas are never stored (the completed item carries the whole text), and a thread's state holds
+a streaming item only as of its last checkpoint. A client that attaches in the middle of an
+answer needs the text already streamed, exactly as other clients saw it (after live redaction).
+``LiveText`` follows the events the dispatcher publishes and keeps, per thread, the text of each
+open item and the output of each running tool call; it forgets them when they complete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from roder_core.threads.events import AgentMessageDelta, ItemCompleted, RuntimeEvent, ToolOutputDelta, TurnCompleted
+
+#: Live output kept per running tool call (its tail): the card shows the tail, the result has all.
+MAX_TOOL_OUTPUT = 256 * 1024
+
+
+@dataclass
+class ThreadLiveText:
+    #: item id -> (kind, text so far), in the order the items started streaming.
+    items: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: call id -> live output so far (its last MAX_TOOL_OUTPUT characters).
+    tool_output: dict[str, str] = field(default_factory=dict)
+
+
+class LiveText:
+    """Accumulates published deltas of open items; fed synchronously with the event stream."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, ThreadLiveText] = {}
+
+    def observe(self, event: RuntimeEvent) -> None:
+        if isinstance(event, AgentMessageDelta):
+            live = self._threads.setdefault(event.thread_id, ThreadLiveText())
+            kind, text = live.items.get(event.item_id, (event.kind, ""))
+            live.items[event.item_id] = (kind, text + event.delta)
+        elif isinstance(event, ToolOutputDelta):
+            live = self._threads.setdefault(event.thread_id, ThreadLiveText())
+            output = live.tool_output.get(event.call_id, "") + event.delta
+            live.tool_output[event.call_id] = output[-MAX_TOOL_OUTPUT:]
+        elif isinstance(event, ItemCompleted):
+            live = self._threads.get(event.thread_id)
+            if live is not None:
+                live.items.pop(event.item.id, None)
+                call_id = getattr(event.item, "call_id", None)
+                if call_id is not None and event.item.type != "toolCall":
+                    live.tool_output.pop(call_id, None)
+        elif isinstance(event, TurnCompleted):
+            self._threads.pop(event.thread_id, None)
+
+    def of(self, thread_id: str) -> ThreadLiveText:
+        """A copy of one thread's live text (empty when nothing streams there)."""
+        live = self._threads.get(thread_id)
+        if live is None:
+            return ThreadLiveText()
+        return ThreadLiveText(dict(live.items), dict(live.tool_output))
