@@ -23,7 +23,7 @@ import json  # noqa: E402
 import logging  # noqa: E402
 import time  # noqa: E402
 import tomllib  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Awaitable, Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
@@ -51,8 +51,9 @@ from roder_tui.widgets.transcript import Transcript  # noqa: E402
 
 if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
-    from roder_core.kernel.services import PaletteCommand, PaletteSource
-    from roder_core.server.client import LocalAppClient
+    from roder_core.kernel.services import PaletteCommand
+    from roder_core.server.client import AppClient
+    from roder_core.server.protocol_attach import ThreadLive
     from roder_tui import rewind as rewind_mod
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ CTRL_C_WINDOW = 2.0
 ESC_ESC_WINDOW = 0.8
 SIDEBAR_STEP = 4
 SIDEBAR_MIN_CELLS = 16
-ClientFactory = Callable[[], "LocalAppClient"]
+#: Makes the app's control-plane client: in process by default, a host's client when attached.
+ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
 
 def _roder_home_paths() -> tuple[Path, Path, Path]:
@@ -134,7 +136,7 @@ class RoderApp(App[int]):
         self.args = args or argparse.Namespace()
         self.cwd = (cwd or Path.cwd()).resolve()
         self._client_factory = client_factory
-        self.client: LocalAppClient | None = None
+        self.client: AppClient | None = None
         self.config_dir, self.data_dir, themes_dir = _roder_home_paths()
         self.config_data = _configured(self.config_dir)
         self.themes: ThemeSet = load_themes(themes_dir)
@@ -142,7 +144,6 @@ class RoderApp(App[int]):
         self.thread_id: str | None = None
         self.turn_id: str | None = None
         self.turn_started = 0.0
-        self.palette_sources: list[PaletteSource] = []
         self.slash_commands: list[dict[str, str]] = []
         self.sidebar_wanted = True
         self.ready = asyncio.Event()
@@ -219,7 +220,8 @@ class RoderApp(App[int]):
                 settings.cwd = self.cwd
                 self.client = LocalAppClient.start(settings)
             else:
-                self.client = self._client_factory()
+                made = self._client_factory()
+                self.client = await made if inspect.isawaitable(made) else made
             client = self.client
             info = await client.initialize(client_name="roder-tui", client_version="0.1.0")
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
@@ -228,9 +230,8 @@ class RoderApp(App[int]):
             return
         for warning in info.warnings:
             self.notify(warning, severity="warning", timeout=8)
-        registry = client.runtime.registry  # in-process surfaces: objects, not wire data
-        self.status_bar.set_segments(list(registry.status_segments))
-        self.palette_sources = list(registry.palette_sources)
+        # Segments render on this side; palette rows come from the host (palette/commands).
+        self.status_bar.set_segments(await asyncio.to_thread(client.status_segments))
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
         await self._show_sandbox()
         if REMOTE:
@@ -329,7 +330,7 @@ class RoderApp(App[int]):
             log.error("background action %s failed", event.worker.name, exc_info=error)
             self.notify(f"{type(error).__name__}: {error}", title="something failed", severity="error", timeout=10)
 
-    def _client(self) -> LocalAppClient:
+    def _client(self) -> AppClient:
         if self.client is None:
             raise RuntimeError("the runtime is still starting")
         return self.client
@@ -347,16 +348,35 @@ class RoderApp(App[int]):
             try:
                 async for event in queue:
                     await self._on_event(event)
+                self._host_gone()
                 return
             except ClientFellBehind:
                 queue.close()
                 if self.thread_id:
                     await self.switch_thread(self.thread_id)
 
+    def _host_gone(self) -> None:
+        """The notification stream ended: the host this app was attached to went away."""
+        reason = getattr(self.client, "disconnected", None)
+        if reason:
+            self.exit_message = f"roder: detached: {reason} (`roder serve --status` tells whether the host still runs)"
+            self.exit(1)
+
     async def _on_event(self, event: Any) -> None:
         from roder_core.threads import events as ev
 
         method = getattr(event, "method", "")
+        if method == "thread/live":
+            if event.thread_id == self.thread_id:
+                await self._catch_up(event)
+            return
+        if method == "turn/steer/queued":
+            if event.thread_id == self.thread_id:
+                self.queued.add(event.item.id, event.item.text)
+            return
+        if method == "turn/steer/cancelled":
+            self.queued.discard(event.item_id)
+            return
         thread_id = getattr(event, "thread_id", None)
         if isinstance(event, ev.AgentMessageDelta):
             if thread_id == self.thread_id:
@@ -430,9 +450,7 @@ class RoderApp(App[int]):
         from roder_core.threads import events as ev
 
         if isinstance(event, ev.ApprovalRequested):
-            self._approvals.append(event.request)
-            self._set_activity("waiting for approval")
-            self._next_approval()
+            self._queue_approval(event.request)
             return
         self._approvals = [r for r in self._approvals if r.approval_id != event.approval_id]
         if self._approval_open == event.approval_id:
@@ -464,6 +482,31 @@ class RoderApp(App[int]):
             self.status_bar.update_state(elapsed=time.monotonic() - self.turn_started)
 
     # ------------------------------------------------------------------ approvals
+
+    def _queue_approval(self, request: ApprovalRequest) -> None:
+        """Show an approval once, however many ways it arrived (live, replayed, caught up)."""
+        if request.approval_id == self._approval_open or any(r.approval_id == request.approval_id for r in self._approvals):
+            return
+        self._approvals.append(request)
+        self._set_activity("waiting for approval")
+        self._next_approval()
+
+    async def _catch_up(self, live: ThreadLive) -> None:
+        """A thread opened while its turn runs (another client's, or from before this one
+        attached): the text streamed so far, running tools' output, queued messages, and the
+        approvals waiting for a person."""
+        await self.coalescer.drain()
+        for streaming in live.streaming:
+            await self.transcript.resume_stream(streaming.item_id, streaming.text)
+        for call_id, output in live.tool_output.items():
+            self.transcript.resume_tool_output(f"call:{call_id}", output)
+        for steer in live.queued_steers:
+            self.queued.add(steer.id, steer.text)
+        if live.turn_id is not None and self.turn_id != live.turn_id:
+            self.turn_id, self.turn_started = live.turn_id, time.monotonic()
+            self._set_activity("working")
+        for request in live.pending_approvals:
+            self._queue_approval(request)
 
     def _next_approval(self) -> None:
         if self._approval_open is not None or not self._approvals:
@@ -515,12 +558,14 @@ class RoderApp(App[int]):
         self.turn_id = None
         live_calls = frozenset(f"call:{i.call_id}" for i in running.items if i.type == "toolCall") if running else frozenset()
         await self.transcript.load(self._with_shell_cards(thread.id, shown_items(thread)), live_calls)
+        # The live state comes back as a thread/live notification too, in order with the deltas.
+        live = await self._client().thread_live(thread.id)
         last = next((t for t in reversed(thread.turns) if t.usage.total_tokens), None)
         self.status_bar.update_state(
             provider=thread.provider or self.status_bar.state.get("provider"),
             model=thread.model or self.status_bar.state.get("model"),
             context_tokens=last.usage.input_tokens + last.usage.output_tokens if last else 0,
-            context_window=await self._context_window(thread.provider, thread.model),
+            context_window=live.context_window,
             cost_usd=thread.usage.cost_usd,
             **cache_state(last.usage if last else None, thread.usage),
         )
@@ -533,22 +578,13 @@ class RoderApp(App[int]):
             items.insert(index, card)
         return items
 
-    async def _context_window(self, provider: str, model: str) -> int | None:
-        """The window of a thread's model, so a resumed thread shows it before its next turn
-        (the in-process profile table: no request to the provider)."""
-        from roder_core.errors import RoderError
-
-        if not provider or not model:
-            return None
-        try:
-            return self._client().runtime.model_profile(provider, model).context_window
-        except RoderError as exc:
-            log.info("no profile for %s/%s: %s", provider, model, exc)
-            return None
-
     async def _leave_thread(self, thread_id: str) -> None:
         """Give up writing a thread we switched away from, so ``roder -c``/``-r`` in another
-        terminal can continue it; a thread still running is released when its turn ends."""
+        terminal can continue it; a thread still running is released when its turn ends. On a
+        shared host other clients may have it open, so it stays open there."""
+        if self._client().shared:
+            self._family.discard(thread_id)
+            return
         if thread_id in (await self._client().session_get()).active_turns:
             self._left_running.add(thread_id)
         else:
@@ -954,7 +990,9 @@ class RoderApp(App[int]):
     async def action_quit(self) -> None:
         """Quit; a turn cut off by quitting is interrupted and saved, and the shell says how to
         continue it."""
-        if self.turn_id is not None and self.thread_id is not None:
+        if self.turn_id is not None and self.thread_id is not None and self.client is not None and self.client.shared:
+            self.exit_message = "roder: detached; the turn goes on in the host (`roder attach` returns to it)"
+        elif self.turn_id is not None and self.thread_id is not None:
             self.exit_message = (
                 f"roder: the running turn was interrupted; continue this thread with `roder -c` (or `roder -r {self.thread_id}`)"
             )

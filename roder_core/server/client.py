@@ -92,6 +92,9 @@ class AppClient:
     ``subscribe``, ``status_segments`` and ``close``). Every method raises ``RpcError``, with
     the code and message a remote client would see."""
 
+    #: True when other clients share the runtime (a host): threads are left open for them.
+    shared: bool = False
+
     async def call(self, spec: MethodSpec, params: ProtocolModel | dict[str, Any] | None = None) -> ProtocolModel:
         """One method by its spec; the result is an instance of ``spec.result``."""
         raise NotImplementedError

@@ -150,6 +150,8 @@ def decode_notification(method: str, params: Any) -> Any | None:
 class RemoteAppClient(AppClient):
     """Typed calls and notifications over one connection to a host."""
 
+    shared = True
+
     def __init__(self, transport: Transport) -> None:
         load_protocol()
         self.transport = transport
