@@ -52,7 +52,7 @@ from roder_tui.widgets.transcript import Transcript  # noqa: E402
 if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
     from roder_core.kernel.services import PaletteCommand
-    from roder_core.server.client import AppClient
+    from roder_core.server.app_client import AppClient
     from roder_core.server.protocol_attach import ThreadLive
     from roder_tui import rewind as rewind_mod
 
@@ -271,6 +271,8 @@ class RoderApp(App[int]):
         resume = getattr(self.args, "resume", None)
         if resume and await self.switch_thread(resume):
             return
+        if getattr(self.args, "attach", False) and resume is None and await self._open_where_needed():
+            return
         if resume == "":
             threads = (await client.thread_list(cwd=str(self.cwd))).threads
             if threads:
@@ -288,6 +290,16 @@ class RoderApp(App[int]):
             if not threads:
                 self.notify("No earlier thread in this folder to continue; starting a new one.")
         await self.new_thread()
+
+    async def _open_where_needed(self) -> bool:
+        """Attaching: open the thread that waits for a person (a pending approval), else one
+        whose turn runs, else the workspace's latest; False when the host has none."""
+        client = self._client()
+        session = await client.session_get()
+        wanted = [r.thread_id for r in session.pending_approvals] + list(session.active_turns)
+        if not wanted:
+            wanted = [t.id for t in (await client.thread_list(cwd=str(self.cwd), limit=1)).threads]
+        return bool(wanted) and await self.switch_thread(wanted[0])
 
     async def _load_commands(self) -> None:
         from roder_core.server.errors import RpcError

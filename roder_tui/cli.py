@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-r", "--resume", nargs="?", const="", default=None, metavar="ID", help="resume a thread (a picker opens without ID)"
     )
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="run the app on a background host that outlives this terminal (started if none runs; see `roder attach`)",
+    )
     parser.add_argument("--version", action="version", version="roder 0.1.0")
     add_runtime_flags(parser)
     return parser
@@ -132,6 +137,11 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
         from roder_tui.ask import run_ask
 
         return run_ask(args), True
+    if args.detach:
+        from roder_tui.commands.attach import detach
+
+        end_startup()
+        return detach(args), False
     from roder_tui.app import run_app
 
     end_startup()

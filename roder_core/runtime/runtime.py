@@ -401,8 +401,15 @@ class Runtime:
 
     def thread_interactive(self, thread_id: str) -> bool:
         """Whether a person can be asked in this thread (not in headless runs or threads)."""
+        if not self.options.interactive:
+            return False
         state = self._threads.get(thread_id)
-        return self.options.interactive and not (state is not None and state.headless)
+        while state is not None:  # a subagent of a headless thread asks nobody either
+            if state.headless:
+                return False
+            parent = state.thread.parent
+            state = self._threads.get(parent.thread_id) if parent is not None else None
+        return True
 
     def thread_mode(self, thread_id: str) -> str:
         state = self._threads.get(thread_id)

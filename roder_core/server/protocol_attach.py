@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from roder_core.ir import ApprovalRequest, UserMessageItem
+from roder_core.ir import ApprovalRequest, Mode, UserMessageItem
 from roder_core.server.protocol import (
     MethodSpec,
     NoParams,
@@ -94,6 +94,9 @@ class SteerCancelled(ServerNotification):
 class ThreadHeadlessParams(ProtocolModel):
     thread_id: str
     headless: bool = True
+    #: The thread's own policy mode (what the one-shot run would have had), whatever mode
+    #: the host's clients have switched to.
+    mode: Mode | None = None
 
 
 # --------------------------------------------------------------------------- palette
@@ -139,6 +142,15 @@ class HostStatusResult(ProtocolModel):
     model: str
     clients: int
     active_turns: dict[str, str] = Field(default_factory=dict)
+    #: The policy mode of config.toml (what a run without --mode gets; ``mode`` may have been
+    #: changed since by a client).
+    default_mode: str = "ask"
+    #: Runtime flags the host was started with (provider, model, mode, sandbox, profile,
+    #: max_iterations, trust), None where the config decides.
+    flags: dict[str, Any] = Field(default_factory=dict)
+    #: See ``roder_core.server.unix.config_stamp`` and ``environment_digest``.
+    config_stamp: str = ""
+    environment_digest: str = ""
 
 
 _SPECS = [

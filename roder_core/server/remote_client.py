@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from roder_core.server.client import AppClient
+from roder_core.server.app_client import AppClient
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
 from roder_core.server.fanout import DEFAULT_MAXSIZE, NotificationQueue
 from roder_core.server.protocol import SERVER_NOTIFICATIONS, MethodSpec, ProtocolModel

@@ -13,102 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import socket
-import stat
 import struct
-import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roder_core.errors import RoderError
 from roder_core.server.connection import Connection
+from roder_core.server.host_paths import HostDirError, HostPaths, environment_digest
 from roder_core.server.stdio import MAX_LINE, read_lines
 
 if TYPE_CHECKING:
     from roder_core.server.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
-
-SOCKET_NAME = "host.sock"
-PID_NAME = "host.json"
-LOG_NAME = "host.log"
-
-
-class HostDirError(RoderError):
-    """The host's private directory is missing, foreign or open to other users."""
-
-
-@dataclass(frozen=True)
-class HostPaths:
-    """Where this user's host keeps its socket, its record and its log."""
-
-    directory: Path
-
-    @property
-    def socket(self) -> Path:
-        return self.directory / SOCKET_NAME
-
-    @property
-    def record(self) -> Path:
-        return self.directory / PID_NAME
-
-    @property
-    def log(self) -> Path:
-        return self.directory / LOG_NAME
-
-    @classmethod
-    def for_data_dir(cls, data_dir: Path, env: Mapping[str, str] | None = None) -> HostPaths:
-        """One host per user and data folder (``RODER_HOME``), in a short path: a socket's path
-        must fit 108 bytes. ``$XDG_RUNTIME_DIR`` (private to the user by design) when it is set,
-        else the temp folder with the user id in the name."""
-        env = os.environ if env is None else env
-        digest = hashlib.sha256(str(data_dir.expanduser().resolve()).encode("utf-8")).hexdigest()[:12]
-        runtime_dir = env.get("XDG_RUNTIME_DIR", "")
-        if runtime_dir and Path(runtime_dir).is_dir():
-            return cls(Path(runtime_dir) / f"roder-{digest}")
-        return cls(Path(tempfile.gettempdir()) / f"roder-{os.getuid()}-{digest}")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> HostPaths:
-        from roder_core.settings.paths import RoderPaths
-
-        env = dict(os.environ if env is None else env)
-        return cls.for_data_dir(RoderPaths.from_env(env).data_dir, env)
-
-    def ensure_private(self) -> None:
-        """Create the directory 0700, or check an existing one is ours and closed to others."""
-        with contextlib.suppress(FileExistsError):
-            self.directory.mkdir(mode=0o700)
-        self.check_private()
-
-    def check_private(self) -> None:
-        try:
-            info = os.lstat(self.directory)
-        except FileNotFoundError:
-            raise HostDirError(f"{self.directory} does not exist") from None
-        if not stat.S_ISDIR(info.st_mode):
-            raise HostDirError(f"{self.directory} is not a directory (a symlink?); remove it and start the host again")
-        if info.st_uid != os.getuid():
-            raise HostDirError(f"{self.directory} belongs to another user (uid {info.st_uid}); refusing to use it")
-        if info.st_mode & 0o077:
-            raise HostDirError(
-                f"{self.directory} is open to other users (mode {stat.S_IMODE(info.st_mode):o}); "
-                "refusing to use it: `chmod 700` it or remove it"
-            )
-
-    def read_record(self) -> dict[str, object] | None:
-        try:
-            data = json.loads(self.record.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
 
 
 def peer_uid(sock: socket.socket) -> int | None:
@@ -131,9 +53,12 @@ class UnixHost:
     ``host/stop`` (accepted only on this socket) can end it.
     """
 
-    def __init__(self, dispatcher: Dispatcher, paths: HostPaths) -> None:
+    def __init__(self, dispatcher: Dispatcher, paths: HostPaths, flags: Mapping[str, object] | None = None) -> None:
         self.dispatcher = dispatcher
         self.paths = paths
+        #: The runtime flags the host was started with (None where the config decides).
+        self.flags = dict(flags or {})
+        self.environment_digest = environment_digest(os.environ)
         self.started_at = time.time()
         self.stopped = asyncio.Event()
         self.connections: dict[Connection, asyncio.StreamWriter] = {}

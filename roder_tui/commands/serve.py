@@ -117,7 +117,8 @@ async def _serve(args: argparse.Namespace) -> int:
     """The host itself: runtime, dispatcher, unix socket (and the WebSocket with --remote)."""
     from roder_core.runtime.bootstrap import settings_from_args, start_runtime
     from roder_core.server.dispatcher import Dispatcher
-    from roder_core.server.unix import HostDirError, HostPaths, UnixHost
+    from roder_core.server.host_paths import HostDirError, HostPaths
+    from roder_core.server.unix import UnixHost
 
     options = None
     if args.remote:
@@ -138,7 +139,8 @@ async def _serve(args: argparse.Namespace) -> int:
 
         protect_token(started.runtime, options.token)
     dispatcher = Dispatcher(started.runtime, started=started, persist_config=True)
-    unix = UnixHost(dispatcher, HostPaths.from_env())
+    flags = {name: getattr(args, name, None) for name in ("provider", "model", "mode", "sandbox", "profile", "max_iterations")}
+    unix = UnixHost(dispatcher, HostPaths.from_env(), {**flags, "trust": bool(args.trust)})
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, unix.request_stop)

@@ -10,6 +10,7 @@ from roder_core import __version__
 from roder_core.errors import RoderError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import PolicyDenied
+from roder_core.server.host_paths import config_stamp
 from roder_core.server.protocol import PROTOCOL_VERSION, NoParams, Ok, UserInputRequest
 from roder_core.server.protocol_attach import (
     HostStatusResult,
@@ -66,6 +67,8 @@ def _context_window(app: Dispatcher, provider: str, model: str) -> int | None:
 @handles("thread/headless")
 async def thread_headless(app: Dispatcher, params: ThreadHeadlessParams, ctx: CallContext) -> Ok:
     app.runtime.set_headless(params.thread_id, params.headless)
+    if params.mode is not None:
+        app.runtime.restrict_thread(params.thread_id, mode=params.mode)
     return Ok()
 
 
@@ -89,6 +92,7 @@ async def host_status(app: Dispatcher, params: NoParams, ctx: CallContext) -> Ho
     runtime = app.runtime
     host: Any = app.services.get(HOST_SERVICE)
     started = app.started
+    trusted = started.distribution.host.trusted if started is not None else False
     return HostStatusResult(
         pid=os.getpid(),
         version=__version__,
@@ -96,7 +100,7 @@ async def host_status(app: Dispatcher, params: NoParams, ctx: CallContext) -> Ho
         socket=str(host.socket_path) if host is not None else None,
         cwd=str(runtime.options.cwd),
         started_at=host.started_at if host is not None else 0.0,
-        trusted=started.distribution.host.trusted if started is not None else False,
+        trusted=trusted,
         profile=started.distribution.host.profile.name if started is not None else "",
         mode=runtime.mode,
         sandbox=runtime.sandbox.requested,
@@ -105,6 +109,10 @@ async def host_status(app: Dispatcher, params: NoParams, ctx: CallContext) -> Ho
         model=runtime.model,
         clients=len(app.fanout),
         active_turns={t.id: turn for t in runtime.open_threads() if (turn := runtime.active_turn_id(t.id))},
+        default_mode=runtime.options.config.mode,
+        flags=host.flags if host is not None else {},
+        config_stamp=config_stamp(runtime.options.paths.config_file, runtime.options.cwd, trusted),
+        environment_digest=host.environment_digest if host is not None else "",
     )
 
 
