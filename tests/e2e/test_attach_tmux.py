@@ -27,9 +27,9 @@ SLOW_COMMAND = "while [ ! -e release-me ]; do sleep 0.05; done; echo slow-tool-$
 def _attach_in_tmux(host: HostProcess, workspace: Path) -> Tmux:
     command = " ".join(["env", f"RODER_HOME={host.env['RODER_HOME']}", sys.executable, "-m", "roder_tui.cli", "attach"])
     tmux = Tmux(f"roder-attach-{uuid.uuid4().hex[:8]}")
+    shell = f"{command}; echo roder-exited-$?; sleep 30"
     subprocess.run(
-        ["tmux", "-L", tmux.socket, "new-session", "-d", "-s", "roder", "-x", "100", "-y", "32", "-c", str(workspace)]
-        + [f"{command}; echo roder-exited-$?; sleep 30"],
+        ["tmux", "-L", tmux.socket, "new-session", "-d", "-s", "roder", "-x", "100", "-y", "32", "-c", str(workspace), shell],
         env={**host.env, "TERM": "xterm-256color"},
         check=True,
         timeout=10,
@@ -68,7 +68,7 @@ def test_a_turn_outlives_its_terminal_and_a_new_terminal_finds_it(roder_home: Pa
             first.wait_for("Starting the slow step.")
             first.wait_for("working")
             _kill(first)  # the terminal is gone
-            active, others = wait_until(lambda: (s := asyncio.run(_session(host)))[1] == 0 and s, "the first client leaving")
+            active, _others = wait_until(lambda: (s := asyncio.run(_session(host)))[1] == 0 and s, "the first client leaving")
             assert len(active) == 1, "the turn stopped with its terminal"
             (thread_id,) = active
 
