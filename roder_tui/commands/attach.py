@@ -115,7 +115,8 @@ def attach(args: argparse.Namespace, target: Target) -> int:
     """Open the app on the host; returns the exit code."""
     from roder_core.server.errors import RpcError
 
-    if not sys.stdin.isatty() or not sys.stdout.isatty():
+    in_browser = bool(os.environ.get("TEXTUAL_DRIVER"))  # a `roder web` page: textual-serve's driver
+    if not in_browser and (not sys.stdin.isatty() or not sys.stdout.isatty()):
         sys.stderr.write("roder: attaching needs a terminal (or a browser: `roder web`)\n")
         return 2
     try:
