@@ -241,7 +241,8 @@ class RoderApp(App[int]):
         await self._load_commands()
         self.run_worker(self._load_mcp_completions(), group="mcp-completions")
         self.run_worker(self._pump(), exclusive=True, group="pump")
-        if info.fell_back_to_mock and not getattr(self.args, "provider", None):
+        # Attached, the host's provider is the host's business: no first-run screen on every attach.
+        if info.fell_back_to_mock and not getattr(self.args, "provider", None) and not client.shared:
             from roder_tui.screens.first_run import FirstRunScreen
 
             choice = await self.push_screen_wait(FirstRunScreen(str(self.config_dir / "config.toml")))

@@ -93,6 +93,8 @@ class HostPaths:
         return data if isinstance(data, dict) else None
 
 
+#: Config keys that change only how the app looks, never what a run does.
+_LOOKS = frozenset({"theme", "keys"})
 #: Environment variables that shape a run (providers' keys and endpoints, Roder's own settings):
 #: a one-shot run uses a host only when it would see the same ones.
 _SHAPING_PARTS = ("_API_KEY", "_BASE_URL", "_TOKEN", "_SECRET")
@@ -108,12 +110,19 @@ def environment_digest(env: Mapping[str, str]) -> str:
 
 
 def config_stamp(config_file: Path, cwd: Path, trusted: bool) -> str:
-    """When the config files a run reads last changed: a host started before an edit is stale."""
+    """What the config files a run reads say, apart from the app's looks (theme, keys): a host
+    started before a change that matters is stale, one started before a theme change is not."""
+    import tomllib
+
     files = [config_file, *([cwd / ".roder" / "config.toml"] if trusted else [])]
-    stamps = []
+    parts = []
     for path in files:
         try:
-            stamps.append(f"{path}:{os.stat(path).st_mtime_ns}")
-        except OSError:
-            stamps.append(f"{path}:-")
-    return ";".join(stamps)
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            data = {}
+        except (OSError, ValueError) as exc:  # unreadable or broken: a run would say so; never equal
+            data = {"unreadable": f"{path}: {exc}"}
+        meaningful = {k: v for k, v in data.items() if k not in _LOOKS}
+        parts.append(json.dumps(meaningful, sort_keys=True, default=str))
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
