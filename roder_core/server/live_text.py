@@ -41,12 +41,12 @@ class LiveText:
             output = live.tool_output.get(event.call_id, "") + event.delta
             live.tool_output[event.call_id] = output[-MAX_TOOL_OUTPUT:]
         elif isinstance(event, ItemCompleted):
-            live = self._threads.get(event.thread_id)
-            if live is not None:
-                live.items.pop(event.item.id, None)
+            known = self._threads.get(event.thread_id)
+            if known is not None:
+                known.items.pop(event.item.id, None)
                 call_id = getattr(event.item, "call_id", None)
                 if call_id is not None and event.item.type != "toolCall":
-                    live.tool_output.pop(call_id, None)
+                    known.tool_output.pop(call_id, None)
         elif isinstance(event, TurnCompleted):
             self._threads.pop(event.thread_id, None)
 
