@@ -130,11 +130,19 @@ class RoderApp(App[int]):
     """
 
     def __init__(
-        self, args: argparse.Namespace | None = None, client_factory: ClientFactory | None = None, cwd: Path | None = None
+        self,
+        args: argparse.Namespace | None = None,
+        client_factory: ClientFactory | None = None,
+        cwd: Path | None = None,
+        *,
+        files_remote: bool = False,
     ) -> None:
         super().__init__()
         self.args = args or argparse.Namespace()
-        self.cwd = (cwd or Path.cwd()).resolve()
+        #: The workspace: the host's folder when attached (it may not exist on this machine).
+        self.cwd = (cwd or Path.cwd()).resolve() if not files_remote else (cwd or Path.cwd())
+        #: Attached from another machine: the workspace's files are reached through the host.
+        self.files_remote = files_remote
         self._client_factory = client_factory
         self.client: AppClient | None = None
         self.config_dir, self.data_dir, themes_dir = _roder_home_paths()
@@ -179,6 +187,8 @@ class RoderApp(App[int]):
         self.status_bar = StatusBar(id="status")
         self.queued = QueuedSteers(id="queued")
         self.prompt_bar.input.has_queued = lambda: bool(self.queued.queued)
+        if self.files_remote:
+            self.prompt_bar.read_directory = self._read_host_directory
         with Horizontal(id="body"):
             yield self.sidebar
             with Vertical(id="chat"):
@@ -656,7 +666,8 @@ class RoderApp(App[int]):
             else:
                 from roder_core.server.protocol import InputItem
 
-                files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd)]
+                known = set(await self.prompt_bar.known_files()) if self.files_remote and "@" in text else None
+                files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd, known)]
                 await self.transcript.action_jump_end()  # a new prompt: follow the new turn
                 self._redo.clear()
                 await self._client().turn_start(self._thread(), text, files)
@@ -865,11 +876,22 @@ class RoderApp(App[int]):
             )
         )
 
+    async def _read_host_directory(self, path: str) -> list[tuple[str, bool]]:
+        """One folder of the host's workspace (``fs/readDirectory``, .gitignore respected)."""
+        from roder_core.server.errors import RpcError
+
+        try:
+            result = await self._client().request("fs/readDirectory", {"path": path, "respectGitignore": True})
+        except RpcError:
+            return []
+        return [(e["name"], e["kind"] == "dir") for e in result.wire().get("entries", [])]
+
     async def export_thread(self, fmt: str = "md", path: str | None = None) -> None:
         thread = (await self._client().thread_read(self._thread(), include_turns=True)).thread
         fmt = "json" if fmt.lower() in ("json", "jsonl") else "md"
-        target = Path(path) if path else self.cwd / f"roder-{thread.id}.{fmt}"
-        target = target if target.is_absolute() else self.cwd / target
+        here = Path.cwd() if self.files_remote else self.cwd  # the file is written on this machine
+        target = Path(path) if path else here / f"roder-{thread.id}.{fmt}"
+        target = target if target.is_absolute() else here / target
         from roder_core.threads.transcript import render_markdown  # the one renderer, with safe fences
 
         text = json.dumps(thread.wire(), indent=2) if fmt == "json" else render_markdown(thread)

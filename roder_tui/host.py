@@ -78,9 +78,10 @@ def runtime_flags(args: argparse.Namespace) -> list[str]:
     return flags
 
 
-def start_background(flags: list[str], cwd: Path, paths: HostPaths | None = None) -> str:
+def start_background(flags: list[str], cwd: Path, paths: HostPaths | None = None) -> tuple[str, str]:
     """Start ``roder serve --foreground`` detached from this terminal (its own session, output
-    to the host log) and wait until it listens; returns its socket path."""
+    to the host log) and wait until it listens; returns its socket path and what it announced
+    for its user (the WebSocket's address and token with ``--remote``)."""
     paths = paths or HostPaths.from_env()
     paths.ensure_private()
     read_end, write_end = os.pipe()
@@ -104,17 +105,18 @@ def start_background(flags: list[str], cwd: Path, paths: HostPaths | None = None
     finally:
         os.close(read_end)
     if ready.startswith("ready "):
-        return ready.removeprefix("ready ").strip()
+        first, _, banner = ready.partition("\n")
+        return first.removeprefix("ready ").strip(), banner
     code = process.poll()
     why = f"it exited with status {code}" if code is not None else f"it did not get ready in {START_TIMEOUT:.0f} s"
     raise HostStartError(f"the host did not start ({why}); its log {paths.log} ends with:\n{_tail(paths.log)}")
 
 
 def _read_ready(fd: int, timeout: float) -> str:
-    """The host's one ready line, or what it wrote before closing the pipe (nothing if it died)."""
+    """What the host wrote before closing the pipe: its ready line and banner (nothing if it died)."""
     data = b""
     deadline = time.monotonic() + timeout
-    while b"\n" not in data:
+    while True:
         left = deadline - time.monotonic()
         if left <= 0:
             break

@@ -126,8 +126,9 @@ def attach(args: argparse.Namespace, target: Target) -> int:
         return 1
     from roder_tui.app import RoderApp
 
-    cwd = Path(workspace) if Path(workspace).is_dir() else Path.cwd()
-    app = RoderApp(_app_args(args), client_factory=target.connect, cwd=cwd)
+    # The host's folder names its threads and runs its commands, here or not; when it is not on
+    # this machine, the app lists and attaches its files through the host.
+    app = RoderApp(_app_args(args), client_factory=target.connect, cwd=Path(workspace), files_remote=not Path(workspace).is_dir())
     code = app.run()
     if app.exit_message:
         sys.stderr.write(app.exit_message + "\n")

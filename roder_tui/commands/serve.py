@@ -94,10 +94,11 @@ def _start(args: argparse.Namespace) -> int:
         print("roder: a host is already running; `roder attach` opens it, `roder serve --stop` stops it")
         return 0
     try:
-        socket = host.start_background(_forwarded(args), Path.cwd())
+        socket, banner = host.start_background(_forwarded(args), Path.cwd())
     except (host.HostStartError, OSError, startup_errors()) as exc:
         return start_error(exc)
     print(f"roder host started in the background on {socket}")
+    sys.stdout.write(banner)
     print("  attach with `roder attach`, open it in a browser with `roder web`, stop it with `roder serve --stop`")
     return 0
 
@@ -145,26 +146,33 @@ async def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, unix.request_stop)
     loop.add_signal_handler(signal.SIGHUP, lambda: None)  # the terminal that started it went away
-    remote_task: asyncio.Task[None] | None = None
+    remote = None
     try:
         try:
             await unix.start()
+            banner = ""
+            if options is not None:  # the WebSocket too; its address and token go to whoever started it
+                import io
+
+                from roder_core.server.websocket import RemoteServer, announce
+
+                remote = RemoteServer(dispatcher, options)
+                text = io.StringIO()
+                announce(options, await remote.start(), text)
+                banner = text.getvalue()
+                sys.stderr.write(banner)
         except (HostDirError, OSError) as exc:
             return start_error(exc)
-        if options is not None:
-            from roder_core.server.websocket import serve_remote
-
-            remote_task = asyncio.create_task(serve_remote(dispatcher, options, unix.stopped, sys.stderr))
         sys.stderr.write(
             f"roder: host listening on {unix.socket_path} (pid {os.getpid()}, workspace {started.runtime.options.cwd})\n"
         )
         sys.stderr.flush()
-        _signal_ready(args.ready_fd, f"ready {unix.socket_path}\n")
+        _signal_ready(args.ready_fd, f"ready {unix.socket_path}\n{banner}")
         await unix.stopped.wait()
         sys.stderr.write("roder: host stopping\n")
     finally:
-        if remote_task is not None:
-            await asyncio.gather(remote_task, return_exceptions=True)
+        if remote is not None:
+            await remote.stop()
         await unix.close()
         await dispatcher.close()
         await started.runtime.close()

@@ -89,7 +89,7 @@ def _ensure_host(args: argparse.Namespace) -> int | None:
     if asyncio.run(running()):
         return None
     try:
-        socket = host.start_background(host.runtime_flags(args), Path.cwd())
+        socket, _banner = host.start_background(host.runtime_flags(args), Path.cwd())
     except (host.HostStartError, OSError) as exc:
         return start_error(exc)
     sys.stderr.write(f"roder: started a background host on {socket} (`roder serve --stop` ends it)\n")

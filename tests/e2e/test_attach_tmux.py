@@ -20,6 +20,7 @@ from tests.e2e.test_tui_tmux import Tmux
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
+MODEL = ("--provider", "local", "--model", "my-model")
 #: A tool that runs until the test lets it finish (it waits for a file).
 SLOW_COMMAND = "while [ ! -e release-me ]; do sleep 0.05; done; echo slow-tool-$((40+2))"
 
@@ -137,6 +138,56 @@ def test_an_approval_raised_while_nobody_was_attached_is_answered_from_a_new_ter
             second.wait_for("roder-exited-0")
         finally:
             for tmux in (first, second):
+                if tmux is not None:
+                    _kill(tmux)
+            host.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _run_in_tmux(env: dict[str, str], cwd: Path, command: str) -> Tmux:
+    tmux = Tmux(f"roder-ws-{uuid.uuid4().hex[:8]}")
+    shell = f"{command}; echo roder-exited-$?; sleep 30"
+    session = ["new-session", "-d", "-s", "roder", "-x", "100", "-y", "32", "-c", str(cwd), shell]
+    subprocess.run(["tmux", "-L", tmux.socket, *session], env={**env, "TERM": "xterm-256color"}, check=True, timeout=10)
+    return tmux
+
+
+def test_attach_over_the_websocket_with_the_pairing_link_and_a_wrong_token_is_refused(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    port = _free_port()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    steps = [{"text": "Over the WebSocket. WS-ATTACH-OK"}]
+    with ThreadedFakeServer(steps, models=("my-model",)) as server:
+        write_local_provider(roder_home, server.base_url)
+        listen = f"ws://127.0.0.1:{port}"
+        host = HostProcess(workspace, roder_home, *MODEL, "--remote", "--listen", listen, "--print-qr=false")
+        refused = paired = None
+        try:
+            link = next(line.split("pair: ", 1)[1].strip() for line in host.lines if "pair: " in line)
+            env = {**host.env, "WRONG_TOKEN": "not-the-token"}
+            refused = _run_in_tmux(env, elsewhere, f"{sys.executable} -m roder_tui.cli attach {listen} --token env:WRONG_TOKEN")
+            screen = refused.wait_for("roder-exited-1")
+            assert "refused the connection: HTTP 401" in screen
+
+            paired = _run_in_tmux(host.env, elsewhere, f"{sys.executable} -m roder_tui.cli attach '{link}'")
+            paired.wait_for("idle")
+            paired.run("send-keys", "-t", "roder", "-l", "hello over ws")
+            paired.run("send-keys", "-t", "roder", "Enter")
+            screen = paired.wait_for("WS-ATTACH-OK")
+            assert str(workspace.resolve()) in screen or workspace.name in screen  # the host's folder, not this one
+            paired.run("send-keys", "-t", "roder", "C-q")
+            paired.wait_for("roder-exited-0")
+        finally:
+            for tmux in (refused, paired):
                 if tmux is not None:
                     _kill(tmux)
             host.stop()

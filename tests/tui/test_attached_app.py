@@ -65,3 +65,34 @@ async def test_the_attached_app_streams_shows_other_clients_queue_and_uses_the_h
                 await pilot.press("ctrl+q")
         finally:
             await asyncio.to_thread(host.stop)
+
+
+async def test_attached_from_another_machine_the_hosts_files_complete_and_attach(roder_home: Path, workspace: Path) -> None:
+    """``files_remote``: the workspace is the host's; ``@`` lists it through fs/readDirectory and
+    an ``@file`` in a prompt is attached by the host (this machine never reads it)."""
+    (workspace / "src").mkdir()
+    (workspace / "src" / "app.py").write_text("print('hello from the host')\n")
+    (workspace / "node_modules").mkdir()
+    (workspace / "node_modules" / "app_dep.js").write_text("skip me")
+    with ThreadedFakeServer([{"text": "I read it. FILE-OK"}], models=("my-model",)) as server:
+        write_local_provider(roder_home, server.base_url)
+        host = await asyncio.to_thread(HostProcess, workspace, roder_home, "--provider", "local", "--model", "my-model")
+        try:
+            args = argparse.Namespace(attach=True, prompt=[], resume=None, continue_last=False, provider=None)
+            app = RoderApp(
+                args, client_factory=lambda: RemoteAppClient.connect_unix(host.socket), cwd=workspace, files_remote=True
+            )
+            app.animation_level = "none"
+            async with app.run_test(size=(100, 30)) as pilot:
+                await ready(pilot)
+                assert app.prompt_bar.read_directory is not None
+                await pilot.press(*"look at @app")
+                await until(pilot, lambda: app.prompt_bar._files == ["src/app.py"], what="the host's file list")
+                app.prompt_bar.input.text = ""
+                await app.send("look at @src/app.py please")
+                await until(
+                    pilot, lambda: any("FILE-OK" in e.copy_text() for e in app.transcript.model.entries), 60, "the answer"
+                )
+                assert "hello from the host" in str(server.calls[-1].json["messages"])
+        finally:
+            await asyncio.to_thread(host.stop)
