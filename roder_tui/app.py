@@ -241,7 +241,7 @@ class RoderApp(App[int]):
         for warning in info.warnings:
             self.notify(warning, severity="warning", timeout=8)
         # Segments render on this side; palette rows come from the host (palette/commands).
-        self.status_bar.set_segments(await asyncio.to_thread(client.status_segments))
+        self.status_bar.set_segments(await asyncio.to_thread(client.status_segments, info.cwd))
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
         await self._show_sandbox()
         if REMOTE:

@@ -91,8 +91,9 @@ class AppClient:
         """
         raise NotImplementedError
 
-    def status_segments(self) -> list[StatusSegment]:
-        """The status-bar segments the app draws: renderers of a state dict, run client-side."""
+    def status_segments(self, workspace: str | None = None) -> list[StatusSegment]:
+        """The status-bar segments the app draws for ``workspace``: renderers of a state dict,
+        run client-side."""
         raise NotImplementedError
 
     async def close(self) -> None:

@@ -79,7 +79,7 @@ class LocalAppClient(AppClient):
     async def call(self, spec: MethodSpec, params: ProtocolModel | dict[str, Any] | None = None) -> ProtocolModel:
         return await self.dispatcher.call(spec.name, params, self.context)
 
-    def status_segments(self) -> list[StatusSegment]:
+    def status_segments(self, workspace: str | None = None) -> list[StatusSegment]:
         return list(self.dispatcher.runtime.registry.status_segments)
 
     async def close(self) -> None:

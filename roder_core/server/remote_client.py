@@ -259,14 +259,17 @@ class RemoteAppClient(AppClient):
 
     # ------------------------------------------------------------------ surfaces, lifecycle
 
-    def status_segments(self) -> list[StatusSegment]:
+    def status_segments(self, workspace: str | None = None) -> list[StatusSegment]:
         """Segments render a state dict on the client, so they come from the extensions
-        installed here (the host's workspace trust decides about project extensions, as it
-        does for the app without a host)."""
+        installed here. A project's own extensions load only for the host's workspace on this
+        machine and when the user trusted it, as they would for the app without a host; from
+        another machine none do (this client runs no project code it cannot see)."""
         if self._segments is None:
             from roder_core.kernel.distribution import build_distribution, make_host
 
-            self._segments = list(build_distribution(make_host(interactive=True)).registry.status_segments)
+            folder = Path(workspace) if workspace and Path(workspace).is_dir() else None
+            host = make_host(folder, interactive=True, trust=None if folder is not None else False)
+            self._segments = list(build_distribution(host).registry.status_segments)
         return self._segments
 
     async def close(self) -> None:
