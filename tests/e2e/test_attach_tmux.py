@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from roder_core.server.host_paths import HostPaths
 from roder_core.server.remote_client import RemoteAppClient
 from roder_core.testing.fake_server import ThreadedFakeServer
 from tests.e2e.host_support import HostProcess, wait_until, write_local_provider
@@ -191,3 +192,31 @@ def test_attach_over_the_websocket_with_the_pairing_link_and_a_wrong_token_is_re
                 if tmux is not None:
                     _kill(tmux)
             host.stop()
+
+
+def test_detach_starts_a_host_that_outlives_the_app(roder_home: Path, workspace: Path) -> None:
+    """``roder --detach``: no host yet, so one starts in the background; the app attaches to it;
+    quitting the app leaves the host (and the thread) there."""
+    with ThreadedFakeServer([{"text": "Answered by the host. DETACH-OK"}], models=("my-model",)) as server:
+        write_local_provider(roder_home, server.base_url)
+        from tests.e2e.host_support import host_env
+
+        env = host_env(roder_home)
+        paths = HostPaths.from_env(env)
+        assert not paths.socket.exists()
+        tmux = _run_in_tmux(env, workspace, f"{sys.executable} -m roder_tui.cli --detach {' '.join(MODEL)}")
+        try:
+            tmux.wait_for("idle")
+            tmux.run("send-keys", "-t", "roder", "-l", "who answers?")
+            tmux.run("send-keys", "-t", "roder", "Enter")
+            tmux.wait_for("DETACH-OK")
+            tmux.run("send-keys", "-t", "roder", "C-q")
+            tmux.wait_for("roder-exited-0")
+            status = subprocess.run(
+                [sys.executable, "-m", "roder_tui.cli", "serve", "--status"], env=env, capture_output=True, text=True, timeout=60
+            )
+            assert status.returncode == 0 and str(workspace.resolve()) in status.stdout
+        finally:
+            _kill(tmux)
+            subprocess.run([sys.executable, "-m", "roder_tui.cli", "serve", "--stop"], env=env, capture_output=True, timeout=60)
+        assert not paths.socket.exists()
