@@ -4,7 +4,8 @@ Deltas are never stored (the completed item carries the whole text), and a threa
 a streaming item only as of its last checkpoint. A client that attaches in the middle of an
 answer needs the text already streamed, exactly as other clients saw it (after live redaction).
 ``LiveText`` follows the events the dispatcher publishes and keeps, per thread, the text of each
-open item and the output of each running tool call; it forgets them when they complete.
+open item and the output of each running tool call; it forgets them when they complete. Pieces
+are kept as lists and joined only when a client asks, so a long answer costs no copying.
 """
 
 from __future__ import annotations
@@ -18,6 +19,24 @@ MAX_TOOL_OUTPUT = 256 * 1024
 
 
 @dataclass
+class _Pieces:
+    kind: str = "text"
+    parts: list[str] = field(default_factory=list)
+    size: int = 0
+
+    def add(self, text: str, keep: int | None = None) -> None:
+        self.parts.append(text)
+        self.size += len(text)
+        if keep is not None and self.size > 2 * keep:  # trimmed now and then, not on every piece
+            tail = "".join(self.parts)[-keep:]
+            self.parts, self.size = [tail], len(tail)
+
+    def text(self, keep: int | None = None) -> str:
+        joined = "".join(self.parts)
+        return joined[-keep:] if keep is not None else joined
+
+
+@dataclass
 class ThreadLiveText:
     #: item id -> (kind, text so far), in the order the items started streaming.
     items: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -25,21 +44,25 @@ class ThreadLiveText:
     tool_output: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class _ThreadPieces:
+    items: dict[str, _Pieces] = field(default_factory=dict)
+    tool_output: dict[str, _Pieces] = field(default_factory=dict)
+
+
 class LiveText:
     """Accumulates published deltas of open items; fed synchronously with the event stream."""
 
     def __init__(self) -> None:
-        self._threads: dict[str, ThreadLiveText] = {}
+        self._threads: dict[str, _ThreadPieces] = {}
 
     def observe(self, event: RuntimeEvent) -> None:
         if isinstance(event, AgentMessageDelta):
-            live = self._threads.setdefault(event.thread_id, ThreadLiveText())
-            kind, text = live.items.get(event.item_id, (event.kind, ""))
-            live.items[event.item_id] = (kind, text + event.delta)
+            live = self._threads.setdefault(event.thread_id, _ThreadPieces())
+            live.items.setdefault(event.item_id, _Pieces(event.kind)).add(event.delta)
         elif isinstance(event, ToolOutputDelta):
-            live = self._threads.setdefault(event.thread_id, ThreadLiveText())
-            output = live.tool_output.get(event.call_id, "") + event.delta
-            live.tool_output[event.call_id] = output[-MAX_TOOL_OUTPUT:]
+            live = self._threads.setdefault(event.thread_id, _ThreadPieces())
+            live.tool_output.setdefault(event.call_id, _Pieces()).add(event.delta, MAX_TOOL_OUTPUT)
         elif isinstance(event, ItemCompleted):
             known = self._threads.get(event.thread_id)
             if known is not None:
@@ -51,8 +74,11 @@ class LiveText:
             self._threads.pop(event.thread_id, None)
 
     def of(self, thread_id: str) -> ThreadLiveText:
-        """A copy of one thread's live text (empty when nothing streams there)."""
+        """One thread's live text (empty when nothing streams there)."""
         live = self._threads.get(thread_id)
         if live is None:
             return ThreadLiveText()
-        return ThreadLiveText(dict(live.items), dict(live.tool_output))
+        return ThreadLiveText(
+            {item_id: (p.kind, p.text()) for item_id, p in live.items.items()},
+            {call_id: p.text(MAX_TOOL_OUTPUT) for call_id, p in live.tool_output.items()},
+        )
