@@ -166,13 +166,7 @@ def measure_browser(keys: int) -> None:
     with tempfile.TemporaryDirectory(prefix="roder-web-bench-") as tmp, ThreadedFakeServer([], models=("m",)) as server:
         _home, ws, env = setup_home(Path(tmp), server.base_url)
         host = start_host(ws, env)
-
-        class HostLike:  # what WebProcess needs of tests.e2e.host_support.HostProcess
-            pass
-
-        holder = HostLike()
-        holder.env = env  # type: ignore[attr-defined]
-        web = WebProcess(holder, ws)  # type: ignore[arg-type]
+        web = WebProcess(env, ws)
         browser = Browser(1280, 800)
         try:
             browser.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": KEY_PROBE})

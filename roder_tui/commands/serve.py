@@ -95,7 +95,7 @@ def _start(args: argparse.Namespace) -> int:
         return 0
     try:
         socket, banner = host.start_background(_forwarded(args), Path.cwd())
-    except (host.HostStartError, OSError, startup_errors()) as exc:
+    except (host.HostStartError, OSError) as exc:
         return start_error(exc)
     print(f"roder host started in the background on {socket}")
     sys.stdout.write(banner)

@@ -15,8 +15,12 @@ import secrets
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from roder_tui.commands.serving import start_error
+
+if TYPE_CHECKING:
+    from roder_core.server.websocket import RemoteOptions
 
 DEFAULT_PORT = 8765
 
@@ -57,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
-def _options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _options(args: argparse.Namespace) -> RemoteOptions:
     import os
 
     from roder_core.server.websocket import RemoteOptions
@@ -96,7 +100,7 @@ def _ensure_host(args: argparse.Namespace) -> int | None:
     return None
 
 
-async def _serve(options, print_qr: bool) -> int:  # type: ignore[no-untyped-def]
+async def _serve(options: RemoteOptions, print_qr: bool) -> int:
     from roder_tui.web import RoderWebServer, WebSite
 
     site = WebSite(RoderWebServer(options))
@@ -122,7 +126,7 @@ def page_urls(host: str, port: int) -> list[str]:
     return [url.replace("ws://", "http://", 1) + "/" for url in connect_urls(host, port)]
 
 
-def announce(options, port: int, print_qr: bool, out=None) -> None:  # type: ignore[no-untyped-def]
+def announce(options: RemoteOptions, port: int, print_qr: bool, out: TextIO | None = None) -> None:
     from roder_core.brokers.addresses import is_loopback_host
 
     out = out or sys.stdout

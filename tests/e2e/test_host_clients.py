@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +130,15 @@ async def test_only_the_unix_socket_stops_the_host_and_a_second_host_is_refused(
         client = await RemoteAppClient.connect_unix(host.socket)
         status = (await client.request("host/status")).wire()
         assert status["cwd"] == str(workspace.resolve()) and status["socket"] == str(host.socket)
-        second = HostProcessExpectingFailure(workspace, roder_home)
-        assert second.code == 2 and "already listening" in second.output
+        second = subprocess.run(
+            [sys.executable, "-m", "roder_tui.cli", "serve", "--foreground", "--provider", "mock"],
+            cwd=workspace,
+            env=host.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 2 and "already listening" in second.stderr
         await client.request("host/stop")
         await asyncio.wait_for(client.closed.wait(), 60)
         with pytest.raises(RpcError, match="host"):
@@ -137,21 +146,3 @@ async def test_only_the_unix_socket_stops_the_host_and_a_second_host_is_refused(
         assert host.process.wait(timeout=30) == 0
     finally:
         host.kill()
-
-
-class HostProcessExpectingFailure:
-    def __init__(self, workspace: Path, roder_home: Path) -> None:
-        import subprocess
-        import sys
-
-        from tests.e2e.host_support import host_env
-
-        done = subprocess.run(
-            [sys.executable, "-m", "roder_tui.cli", "serve", "--foreground", "--provider", "mock"],
-            cwd=workspace,
-            env=host_env(roder_home),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        self.code, self.output = done.returncode, done.stderr

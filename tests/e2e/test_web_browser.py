@@ -35,11 +35,11 @@ DESKTOP = (1280, 800)
 class WebProcess:
     """``roder web --port 0`` with its printed address."""
 
-    def __init__(self, host: HostProcess, workspace: Path) -> None:
+    def __init__(self, env: dict[str, str], workspace: Path) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "roder_tui.cli", "web", "--port", "0", "--print-qr=false"],
             cwd=workspace,
-            env=host.env,
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -103,7 +103,7 @@ def test_the_app_in_a_browser_streams_answers_and_takes_approvals_at_desktop_and
         )
         web = browser = None
         try:
-            web = WebProcess(host, workspace)
+            web = WebProcess(host.env, workspace)
             browser = Browser(*DESKTOP)
 
             browser.open(web.base + "?token=not-the-token")
