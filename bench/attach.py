@@ -107,8 +107,10 @@ async def one_turn(client: Any) -> list[float]:
     from roder_core.threads.events import AgentMessageDelta, TurnCompleted
 
     events = client.subscribe()
-    thread = (await client.thread_start()).thread
-    await client.turn_start(thread.id, "stream")
+    from roder_core.server.protocol import THREAD_START, TURN_START, ThreadStartParams, TurnStartParams
+
+    thread = (await client.call(THREAD_START, ThreadStartParams())).thread
+    await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="stream"))
     latencies: list[float] = []
     async for event in events:
         if isinstance(event, AgentMessageDelta):
@@ -123,6 +125,7 @@ async def measure_deltas(runs: int, chars: int, delay_ms: float) -> None:
     from roder_core.runtime.bootstrap import StartSettings
     from roder_core.server.client import LocalAppClient
     from roder_core.server.host_paths import HostPaths
+    from roder_core.server.protocol import INITIALIZE, InitializeParams
     from roder_core.server.remote_client import RemoteAppClient
     from roder_core.testing.fake_server import FakeModelServer
 
@@ -139,11 +142,11 @@ async def measure_deltas(runs: int, chars: int, delay_ms: float) -> None:
                 for _ in range(runs):
                     local = LocalAppClient.start(StartSettings(provider="loop", model="m", cwd=ws), persist_config=False)
                     async with local:
-                        await local.initialize()
+                        await local.call(INITIALIZE, InitializeParams())
                         samples["in process"] += await one_turn(local)
                     remote = await RemoteAppClient.connect_unix(HostPaths.from_env(env).socket)
                     async with remote:
-                        await remote.initialize()
+                        await remote.call(INITIALIZE, InitializeParams())
                         samples["unix socket"] += await one_turn(remote)
             finally:
                 print(f"load average after: {load_average()}")

@@ -23,10 +23,33 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from roder_core.errors import RoderError
-from roder_core.ir import AgentMessageItem, ToolResultItem, Turn, Usage
+from roder_core.ir import AgentMessageItem, Mode, ToolResultItem, Turn, Usage
 from roder_core.server.errors import INVALID_PARAMS, RUNTIME_ERROR, RpcError
 from roder_core.server.fanout import Notification, NotificationQueue
-from roder_core.server.protocol import InputItem
+from roder_core.server.protocol import (
+    INITIALIZE,
+    PROVIDERS_SELECT,
+    SESSION_GET,
+    THREAD_CLOSE,
+    THREAD_LIST,
+    THREAD_RESUME,
+    THREAD_START,
+    TURN_INTERRUPT,
+    TURN_START,
+    ClientInfo,
+    InitializeParams,
+    InputItem,
+    ProvidersSelectParams,
+    SessionGetParams,
+    ThreadCloseParams,
+    ThreadListParams,
+    ThreadResumeParams,
+    ThreadStartParams,
+    TurnInterruptParams,
+    TurnStartParams,
+)
+from roder_core.server.protocol_attach import THREAD_HEADLESS, ThreadHeadlessParams
+from roder_core.server.protocol_features import COMMANDS_EXPAND, CommandsExpandParams
 from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ModelRetrying, ThreadStarted, TurnCompleted
 from roder_tui.startup import end_startup
 
@@ -159,17 +182,17 @@ async def _open_thread(client: AppClient, args: argparse.Namespace, cwd: str) ->
     if args.resume is not None:
         if not args.resume.strip():
             raise RoderError("-r needs a thread id with -p (`roder sessions list` shows them; the app opens a picker)")
-        thread = (await client.thread_resume(args.resume, include_turns=False)).thread
+        thread = (await client.call(THREAD_RESUME, ThreadResumeParams(thread_id=args.resume, include_turns=False))).thread
     elif args.continue_last:
-        rows = (await client.thread_list(cwd=cwd, limit=1)).threads
+        rows = (await client.call(THREAD_LIST, ThreadListParams(cwd=cwd, limit=1))).threads
         if not rows:
             return None
-        thread = (await client.thread_resume(rows[0].id, include_turns=False)).thread
+        thread = (await client.call(THREAD_RESUME, ThreadResumeParams(thread_id=rows[0].id, include_turns=False))).thread
     else:
-        return (await client.thread_start(provider=args.provider, model=args.model)).thread.id
+        return (await client.call(THREAD_START, ThreadStartParams(model_provider=args.provider, model=args.model))).thread.id
     provider = args.provider or thread.provider
     if provider != thread.provider or (args.model and args.model != thread.model):
-        await client.providers_select(provider, args.model, thread_id=thread.id)
+        await client.call(PROVIDERS_SELECT, ProvidersSelectParams(provider=provider, model=args.model, thread_id=thread.id))
     return thread.id
 
 
@@ -188,7 +211,7 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
 
         client, host_mode = LocalAppClient.start(settings_from_args(args, interactive=False), persist_config=False), None
     async with client:
-        info = await client.initialize(client_name="roder-ask")
+        info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-ask")))
         end_startup()
         if info.fell_back_to_mock:
             err.write(MOCK_HINT + "\n")
@@ -202,15 +225,17 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
         already_open: set[str] = set()
         try:
             if client.shared:
-                already_open = set((await client.session_get()).open_threads)
+                already_open = set((await client.call(SESSION_GET, SessionGetParams())).open_threads)
             thread_id = await _open_thread(client, args, info.cwd)
             if thread_id is None:
                 err.write("roder: no earlier thread in this folder to continue\n")
                 return EXIT_USAGE
             if host_mode is not None:  # as headless as in process, in the mode it would have had
-                await client.thread_headless(thread_id, mode=host_mode)
+                await client.call(THREAD_HEADLESS, ThreadHeadlessParams(thread_id=thread_id, mode=Mode(host_mode)))
             prompt = await _expand_command(client, prompt)
-            turn_id = (await client.turn_start(thread_id, prompt, attachments)).turn.id
+            turn_id = (
+                await client.call(TURN_START, TurnStartParams(thread_id=thread_id, prompt=prompt, input=attachments))
+            ).turn.id
         except RpcError as exc:
             if exc.code != RUNTIME_ERROR:
                 raise  # a wrong flag or an unknown thread id: a usage error
@@ -219,14 +244,15 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
             err.write(f"roder: {exc.message}\n")
             return EXIT_FAILED
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(client.turn_interrupt(thread_id)))
+        interrupt = TurnInterruptParams(thread_id=thread_id)
+        loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(client.call(TURN_INTERRUPT, interrupt)))
         try:
             turn = await _follow(events, printer, turn_id, thread_id if client.shared else None)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             if client.shared and thread_id not in already_open:  # let `roder -c` anywhere take it on
-                with contextlib.suppress(RpcError):
-                    await client.thread_close(thread_id)
+                with contextlib.suppress(RpcError, RoderError):
+                    await client.call(THREAD_CLOSE, ThreadCloseParams(thread_id=thread_id))
         printer.result(turn, thread_id, turn.model_calls, started_at)
         if turn.status != "completed":
             reason = turn.error.message if turn.error else turn.status
@@ -245,15 +271,14 @@ async def _expand_command(client: AppClient, prompt: str) -> str:
 
     name, arguments = parse_invocation(prompt)
     try:
-        expansion = await client.request("commands/expand", {"name": name, "arguments": arguments})
+        expansion = await client.call(COMMANDS_EXPAND, CommandsExpandParams(name=name, arguments=arguments))
     except RpcError as exc:
         if exc.code == INVALID_PARAMS and exc.message.startswith("unknown command"):
             return prompt
         raise
-    data = expansion.wire()
-    if data["kind"] == "builtin":
+    if expansion.kind == "builtin":
         raise RoderError(f"/{name} is an app command; -p runs prompts, custom commands, skills and MCP prompts")
-    return data["text"]
+    return expansion.text
 
 
 async def _follow(events: NotificationQueue, printer: Printer, turn_id: str, thread_id: str | None = None) -> Turn:
@@ -286,7 +311,9 @@ def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO |
         prompt = piped or ""
     try:
         return asyncio.run(_ask(args, prompt, attachments, out, err))
-    except (RoderError, RpcError, *_startup_errors()) as exc:
+    except Exception as exc:
+        if not isinstance(exc, (RoderError, RpcError, *_startup_errors())):
+            raise
         err.write(f"roder: {exc}\n")
         return EXIT_USAGE
 

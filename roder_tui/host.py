@@ -59,11 +59,9 @@ async def connect(paths: HostPaths | None = None) -> RemoteAppClient | None:
 
 
 async def status(client: RemoteAppClient) -> HostStatusResult:
-    from roder_core.server.protocol_attach import HostStatusResult
+    from roder_core.server.protocol_attach import HOST_STATUS
 
-    result = await client.request("host/status")
-    assert isinstance(result, HostStatusResult)
-    return result
+    return await client.call(HOST_STATUS)
 
 
 def runtime_flags(args: argparse.Namespace) -> list[str]:

@@ -34,9 +34,10 @@ class PaletteSourcesProvider(Provider):
         """The rows of every source the host has installed, for this app's state (the sources
         run where the runtime is: some read its state, like MCP servers)."""
         from roder_core.kernel.services import PaletteCommand
+        from roder_core.server.protocol_attach import PALETTE_COMMANDS, PaletteCommandsParams
 
         app = self.roder
-        result = await app._client().palette_commands(await app.palette_state())
+        result = await app._client().call(PALETTE_COMMANDS, PaletteCommandsParams(state=await app.palette_state()))
         for source, error in result.errors.items():
             log.warning("palette source %s failed: %s", source, error)
         self.rows = [PaletteCommand(c.title, c.help, c.method, dict(c.params)) for c in result.commands]

@@ -153,40 +153,43 @@ class HostStatusResult(ProtocolModel):
     environment_digest: str = ""
 
 
-_SPECS = [
-    MethodSpec(
-        "thread/live",
-        "attach",
-        ThreadLiveParams,
-        ThreadLiveResult,
-        "A running thread's live state (streamed text, tool output, queued messages, pending approvals "
-        "and questions), also sent as a thread/live notification in order with the caller's stream.",
-    ),
-    MethodSpec(
-        "thread/headless",
-        "attach",
-        ThreadHeadlessParams,
-        Ok,
-        "Run a thread as a headless run would (one-shot runs handed to a host): approvals are denied "
-        "with their remedy and questions refused, instead of waiting for a person.",
-    ),
-    MethodSpec(
-        "palette/commands",
-        "attach",
-        PaletteCommandsParams,
-        PaletteCommandsResult,
-        "The host's command-palette rows for a client's state (every installed PaletteSource).",
-    ),
-    MethodSpec("host/status", "attach", NoParams, HostStatusResult, "What this host serves: process, workspace, settings."),
-    MethodSpec(
-        "host/stop",
-        "attach",
-        NoParams,
-        Ok,
-        "Stop a background host (local unix-socket clients only); running turns are interrupted and saved.",
-    ),
-]
-for _spec in _SPECS:
-    register(_spec)
+THREAD_LIVE = MethodSpec(
+    "thread/live",
+    "attach",
+    ThreadLiveParams,
+    ThreadLiveResult,
+    "A running thread's live state (streamed text, tool output, queued messages, pending approvals "
+    "and questions), also sent as a thread/live notification in order with the caller's stream.",
+)
+THREAD_HEADLESS = MethodSpec(
+    "thread/headless",
+    "attach",
+    ThreadHeadlessParams,
+    Ok,
+    "Run a thread as a headless run would (one-shot runs handed to a host): approvals are denied "
+    "with their remedy and questions refused, instead of waiting for a person.",
+)
+PALETTE_COMMANDS = MethodSpec(
+    "palette/commands",
+    "attach",
+    PaletteCommandsParams,
+    PaletteCommandsResult,
+    "The host's command-palette rows for a client's state (every installed PaletteSource).",
+)
+HOST_STATUS = MethodSpec(
+    "host/status", "attach", NoParams, HostStatusResult, "What this host serves: process, workspace, settings."
+)
+HOST_STOP = MethodSpec(
+    "host/stop",
+    "attach",
+    NoParams,
+    Ok,
+    "Stop a background host (local unix-socket clients only); running turns are interrupted and saved.",
+)
+register(THREAD_LIVE)
+register(THREAD_HEADLESS)
+register(PALETTE_COMMANDS)
+register(HOST_STATUS)
+register(HOST_STOP)
 for _model in (ThreadLive, SteerQueued, SteerCancelled):
     register_notification(_model)

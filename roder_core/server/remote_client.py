@@ -1,37 +1,30 @@
 """``RemoteAppClient``: the ``AppClient`` interface over JSON-RPC to a running host.
 
 It connects to a background host's private unix socket (``roder serve``) or to a remote app
-server's WebSocket (``roder app-server --remote``, with its bearer token), and gives back the
-same typed results and typed notifications ``LocalAppClient`` gives, so the app and one-shot
-mode run unchanged on either. Results are validated into the method's result model; runtime
-events become the runtime's event classes again, server notifications their models; a
-notification this client does not know is skipped (the protocol only ever adds them).
+server's WebSocket (``roder app-server --remote`` or ``roder serve --remote``, with its bearer
+token), and gives back the same typed results and typed notifications ``LocalAppClient`` gives,
+so the app and one-shot mode run unchanged on either. Requests, replies and notification
+parsing are ``RpcClient``'s (``roder_core.server.rpc_client``); this class adds the transports,
+``subscribe`` with bounded per-consumer queues, and what an attached app needs.
 
-When the connection ends, every waiting call fails with a -32000 error saying so, and every
-notification stream ends; ``disconnected`` tells the front end why.
+When the connection ends, every waiting call fails, every notification stream ends, and
+``disconnected`` says why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import importlib
-import itertools
-import json
 import logging
-import pkgutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING
 
 from roder_core.server.app_client import AppClient
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
-from roder_core.server.fanout import DEFAULT_MAXSIZE, NotificationQueue
-from roder_core.server.protocol import SERVER_NOTIFICATIONS, MethodSpec, ProtocolModel
+from roder_core.server.fanout import DEFAULT_MAXSIZE, Notification, NotificationQueue
+from roder_core.server.rpc_client import MAX_MESSAGE, REMOTE_SUBPROTOCOL, RpcClient, load_protocol
 
 if TYPE_CHECKING:
     from roder_core.kernel.services import StatusSegment
@@ -81,7 +74,8 @@ async def unix_transport(path: Path) -> Transport:
 
 
 async def websocket_transport(url: str, token: str) -> Transport:
-    """The app server's WebSocket with its bearer token (header) and ``roder.remote.v1``."""
+    """The app server's WebSocket with its bearer token (header) and ``roder.remote.v1``; a
+    refusal says what the server answered (401 for a wrong token, 403 for Host or Origin)."""
     try:
         from websockets.asyncio.client import connect
         from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -89,13 +83,11 @@ async def websocket_transport(url: str, token: str) -> Transport:
         from roder_core.kernel.install_hints import extra_install_hint
 
         raise HostUnreachable(f"attaching over a WebSocket needs the 'remote' extra: {extra_install_hint('remote')}") from None
-    from roder_core.server.websocket import MAX_MESSAGE, SUBPROTOCOL
-
     try:
         socket = await connect(
             url,
             additional_headers={"Authorization": f"Bearer {token}"},
-            subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+            subprotocols=[REMOTE_SUBPROTOCOL],  # type: ignore[list-item]
             max_size=MAX_MESSAGE,
             open_timeout=15,
         )
@@ -116,47 +108,15 @@ async def websocket_transport(url: str, token: str) -> Transport:
     return Transport(socket.send, messages(), close, url)
 
 
-@functools.cache
-def load_protocol() -> None:
-    """Register every method group's models (``protocol_*`` modules) without the handlers."""
-    import roder_core.server as package
-
-    for module in pkgutil.iter_modules(package.__path__):
-        if module.name.startswith("protocol_"):
-            importlib.import_module(f"roder_core.server.{module.name}")
-
-
-@functools.cache
-def _server_notifications() -> dict[str, type[BaseModel]]:
-    load_protocol()
-    return {str(model.model_fields["method"].default): model for model in SERVER_NOTIFICATIONS}
-
-
-def decode_notification(method: str, params: Any) -> Any | None:
-    """The typed notification, or None for one this client does not know (skipped)."""
-    from roder_core.threads.events import parse_event
-
-    data = {**(params if isinstance(params, dict) else {}), "method": method}
-    model = _server_notifications().get(method)
-    try:
-        if model is not None:
-            return model.model_validate(data)
-        return parse_event(data)
-    except ValidationError:
-        log.debug("skipped notification %s this client cannot read", method)
-        return None
-
-
-class RemoteAppClient(AppClient):
+class RemoteAppClient(RpcClient, AppClient):
     """Typed calls and notifications over one connection to a host."""
 
     shared = True
 
     def __init__(self, transport: Transport) -> None:
+        super().__init__()
         load_protocol()
         self.transport = transport
-        self._ids = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._queues: list[NotificationQueue] = []
         self._segments: list[StatusSegment] | None = None
         #: Why the connection ended (set once it has).
@@ -176,32 +136,28 @@ class RemoteAppClient(AppClient):
     def address(self) -> str:
         return self.transport.address
 
-    # ------------------------------------------------------------------ calls
-
-    async def call(self, spec: MethodSpec, params: ProtocolModel | dict[str, Any] | None = None) -> ProtocolModel:
-        if self.disconnected is not None:
-            raise RpcError(RUNTIME_ERROR, self.disconnected)
-        if isinstance(params, BaseModel):
-            wire: Any = params.model_dump(mode="json", by_alias=True, exclude_none=True)
-        else:
-            wire = params or {}
-        request_id = next(self._ids)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[request_id] = future
+    async def _send(self, text: str) -> None:
         try:
-            await self.transport.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": spec.name, "params": wire}))
-            message = await future
+            await self.transport.send(text)
         except (ConnectionError, OSError) as exc:
             raise RpcError(RUNTIME_ERROR, f"the connection to the host broke: {exc}") from None
-        finally:
-            self._waiting.pop(request_id, None)
-        error = message.get("error")
-        if error is not None:
-            raise RpcError(int(error.get("code", RUNTIME_ERROR)), str(error.get("message", "")), error.get("data"))
+
+    async def _read(self) -> None:
+        """Messages in arrival order: notifications to the queues, replies to the calls."""
+        reason: BaseException = EOFError("the host closed the connection")
         try:
-            return spec.result.model_validate(message.get("result") or {})
-        except ValidationError as exc:
-            raise RpcError(RUNTIME_ERROR, f"the host's answer to {spec.name} does not fit this client: {exc}") from None
+            async for raw in self.transport.messages:
+                try:
+                    self._receive(raw)
+                except ValueError:
+                    log.warning("the host sent a message that is not JSON; skipped")
+        except (ConnectionError, OSError) as exc:
+            reason = exc
+        except asyncio.CancelledError:
+            reason = EOFError("the client closed the connection")
+            raise
+        finally:
+            self._lost(reason)
 
     # ------------------------------------------------------------------ notifications
 
@@ -214,44 +170,14 @@ class RemoteAppClient(AppClient):
             self._queues.append(queue)
         return queue
 
-    async def _read(self) -> None:
-        """Deliver messages in arrival order: notifications to the queues, replies to calls."""
-        reason = "the host closed the connection"
-        try:
-            async for raw in self.transport.messages:
-                try:
-                    message = json.loads(raw)
-                except ValueError:
-                    log.warning("the host sent a message that is not JSON; skipped")
-                    continue
-                if isinstance(message, dict):
-                    self._dispatch(message)
-        except (ConnectionError, OSError) as exc:
-            reason = f"the connection to the host broke: {exc}"
-        except asyncio.CancelledError:
-            reason = "the client closed the connection"
-            raise
-        finally:
-            self._end(reason)
+    def _notify(self, notification: Notification) -> None:
+        for queue in list(self._queues):
+            queue.offer(notification)
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
-        method = message.get("method")
-        if isinstance(method, str):
-            notification = decode_notification(method, message.get("params"))
-            if notification is not None:
-                for queue in list(self._queues):
-                    queue.offer(notification)
-            return
-        future = self._waiting.get(message.get("id"))  # type: ignore[arg-type]
-        if future is not None and not future.done():
-            future.set_result(message)
-
-    def _end(self, reason: str) -> None:
+    def _lost(self, reason: BaseException) -> None:
         if self.disconnected is None:
-            self.disconnected = reason
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_result({"error": {"code": RUNTIME_ERROR, "message": reason}})
+            self.disconnected = str(reason) or type(reason).__name__
+        super()._lost(reason)
         for queue in list(self._queues):
             queue.close()
         self._queues.clear()
@@ -281,3 +207,6 @@ class RemoteAppClient(AppClient):
 
     async def __aenter__(self) -> RemoteAppClient:
         return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

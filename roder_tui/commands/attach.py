@@ -139,7 +139,9 @@ async def _workspace(target: Target) -> str:
     """The host's workspace, asked before the app starts (the app's folder views need it)."""
     client = await target.connect()
     async with client:
-        return (await client.initialize(client_name="roder-attach")).cwd
+        from roder_core.server.protocol import INITIALIZE, ClientInfo, InitializeParams
+
+        return (await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-attach")))).cwd
 
 
 def _app_args(args: argparse.Namespace) -> argparse.Namespace:

@@ -72,7 +72,9 @@ async def _stop() -> int:
         return EXIT_NOT_RUNNING
     async with client:
         info = await host.status(client)
-        await client.request("host/stop")
+        from roder_core.server.protocol_attach import HOST_STOP
+
+        await client.call(HOST_STOP)
         await client.closed.wait()  # the host closes every connection as it shuts down
     print(f"roder host stopped (pid {info.pid})")
     return 0

@@ -14,6 +14,13 @@ from pathlib import Path
 import pytest
 
 from roder_core.server.host_paths import HostPaths
+from roder_core.server.protocol import (
+    THREAD_READ,
+    ThreadReadParams,
+)
+from roder_core.server.protocol_attach import (
+    HOST_STATUS,
+)
 from roder_core.server.remote_client import RemoteAppClient
 from roder_core.testing.fake_server import ThreadedFakeServer
 from tests.e2e.host_support import HostProcess, wait_until, write_local_provider
@@ -47,7 +54,7 @@ async def _session(host: HostProcess) -> tuple[dict[str, str], int]:
     """(threads with a running turn, attached clients besides this one)."""
     client = await RemoteAppClient.connect_unix(host.socket)
     async with client:
-        status = (await client.request("host/status")).wire()
+        status = (await client.call(HOST_STATUS)).wire()
         return status.get("activeTurns", {}), status["clients"] - 1
 
 
@@ -102,7 +109,7 @@ def test_a_turn_outlives_its_terminal_and_a_new_terminal_finds_it(roder_home: Pa
 async def _read(host: HostProcess, thread_id: str):  # type: ignore[no-untyped-def]
     client = await RemoteAppClient.connect_unix(host.socket)
     async with client:
-        return (await client.thread_read(thread_id)).thread
+        return (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id))).thread
 
 
 def test_an_approval_raised_while_nobody_was_attached_is_answered_from_a_new_terminal(roder_home: Path, workspace: Path) -> None:

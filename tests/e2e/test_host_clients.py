@@ -14,9 +14,30 @@ from typing import Any
 
 import pytest
 
-from roder_core.server.errors import RpcError
-from roder_core.server.protocol_attach import ThreadLive
+from roder_core.server.protocol import (
+    INITIALIZE,
+    SESSION_GET,
+    SESSION_RESOLVE_APPROVAL,
+    THREAD_RESUME,
+    THREAD_START,
+    TURN_START,
+    ClientInfo,
+    InitializeParams,
+    ResolveApprovalParams,
+    SessionGetParams,
+    ThreadResumeParams,
+    ThreadStartParams,
+    TurnStartParams,
+)
+from roder_core.server.protocol_attach import (
+    HOST_STATUS,
+    HOST_STOP,
+    THREAD_LIVE,
+    ThreadLive,
+    ThreadLiveParams,
+)
 from roder_core.server.remote_client import RemoteAppClient
+from roder_core.server.rpc_client import ConnectionLost
 from roder_core.testing.fake_server import ThreadedFakeServer
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, ItemCompleted, TurnCompleted
 from tests.e2e.host_support import HostProcess, wait_until, write_local_provider
@@ -43,19 +64,19 @@ async def test_a_late_client_catches_up_exactly_and_every_client_sees_the_same_e
             assert stat.S_IMODE(os.stat(host.socket).st_mode) == 0o600
             assert stat.S_IMODE(os.stat(host.socket.parent).st_mode) == 0o700
             first = await RemoteAppClient.connect_unix(host.socket)
-            await first.initialize(client_name="first")
+            await first.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="first")))
             first_events = first.subscribe()
-            thread = (await first.thread_start()).thread
-            await first.turn_start(thread.id, "stream something")
+            thread = (await first.call(THREAD_START, ThreadStartParams())).thread
+            await first.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="stream something"))
             await asyncio.to_thread(server.gate_reached("mid").wait, 60)
 
             second = await RemoteAppClient.connect_unix(host.socket)
-            await second.initialize(client_name="second")
+            await second.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="second")))
             second_events = second.subscribe()
-            session = await second.session_get()
+            session = await second.call(SESSION_GET, SessionGetParams())
             assert thread.id in session.active_turns
-            resumed = (await second.thread_resume(thread.id)).thread
-            live = await second.thread_live(resumed.id)
+            resumed = (await second.call(THREAD_RESUME, ThreadResumeParams(thread_id=thread.id))).thread
+            live = await second.call(THREAD_LIVE, ThreadLiveParams(thread_id=resumed.id))
             assert live.turn_id == session.active_turns[thread.id]
             assert live.streaming and ANSWER.startswith(live.streaming[0].text) and live.streaming[0].text
 
@@ -97,9 +118,9 @@ async def test_an_approval_raised_with_nobody_attached_waits_for_the_next_client
         )
         try:
             starter = await RemoteAppClient.connect_unix(host.socket)
-            await starter.initialize()
-            thread = (await starter.thread_start()).thread
-            await starter.turn_start(thread.id, "run the check")
+            await starter.call(INITIALIZE, InitializeParams())
+            thread = (await starter.call(THREAD_START, ThreadStartParams())).thread
+            await starter.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="run the check"))
             await starter.close()  # nobody is attached from here on
             await asyncio.to_thread(server.gate_reached("g").wait, 60)
             server.open_gate("g")
@@ -109,12 +130,14 @@ async def test_an_approval_raised_with_nobody_attached_waits_for_the_next_client
             )
             later = await RemoteAppClient.connect_unix(host.socket)
             events = later.subscribe()
-            await later.initialize()  # replays the pending approval to this client
+            await later.call(INITIALIZE, InitializeParams())  # replays the pending approval to this client
             replayed = await anext(e async for e in events if isinstance(e, ApprovalRequested))
             assert replayed.request.tool == "bash" and "approved-$((6*7))" in str(replayed.request.arguments)
-            pending = (await later.session_get()).pending_approvals
+            pending = (await later.call(SESSION_GET, SessionGetParams())).pending_approvals
             assert [r.approval_id for r in pending] == [replayed.request.approval_id]
-            await later.resolve_approval(replayed.request.approval_id, "allow_once")
+            await later.call(
+                SESSION_RESOLVE_APPROVAL, ResolveApprovalParams(approval_id=replayed.request.approval_id, decision="allow_once")
+            )
             seen: list[Any] = []
             done = await _until_completed(events, seen)
             assert done.turn.status == "completed"
@@ -128,7 +151,7 @@ async def test_only_the_unix_socket_stops_the_host_and_a_second_host_is_refused(
     host = HostProcess(workspace, roder_home, "--provider", "mock")
     try:
         client = await RemoteAppClient.connect_unix(host.socket)
-        status = (await client.request("host/status")).wire()
+        status = (await client.call(HOST_STATUS)).wire()
         assert status["cwd"] == str(workspace.resolve()) and status["socket"] == str(host.socket)
         second = subprocess.run(
             [sys.executable, "-m", "roder_tui.cli", "serve", "--foreground", "--provider", "mock"],
@@ -139,10 +162,10 @@ async def test_only_the_unix_socket_stops_the_host_and_a_second_host_is_refused(
             timeout=120,
         )
         assert second.returncode == 2 and "already listening" in second.stderr
-        await client.request("host/stop")
+        await client.call(HOST_STOP)
         await asyncio.wait_for(client.closed.wait(), 60)
-        with pytest.raises(RpcError, match="host"):
-            await client.session_get()
+        with pytest.raises(ConnectionLost, match="host"):
+            await client.call(SESSION_GET, SessionGetParams())
         assert host.process.wait(timeout=30) == 0
     finally:
         host.kill()

@@ -11,6 +11,15 @@ from typing import Any
 
 import pytest
 
+from roder_core.server.protocol import (
+    INITIALIZE,
+    SESSION_GET,
+    InitializeParams,
+    SessionGetParams,
+)
+from roder_core.server.protocol_attach import (
+    HOST_STATUS,
+)
 from roder_core.server.remote_client import RemoteAppClient
 from roder_core.testing.fake_server import ThreadedFakeServer
 from roder_core.threads.events import ThreadStarted
@@ -43,9 +52,9 @@ async def _threads_started_on(host: HostProcess, run: Any) -> tuple[Any, list[st
     client = await RemoteAppClient.connect_unix(host.socket)
     async with client:
         events = client.subscribe()
-        await client.initialize()
+        await client.call(INITIALIZE, InitializeParams())
         result = await asyncio.to_thread(run)
-        await client.session_get()  # everything the run caused was sent before this answer
+        await client.call(SESSION_GET, SessionGetParams())  # everything the run caused was sent before this answer
         started = []
         while len(events):
             event = await events.get()
@@ -104,7 +113,7 @@ def test_a_hosted_run_stays_headless_and_is_denied_like_one_in_process(roder_hom
 async def _status(host: HostProcess) -> dict[str, Any]:
     client = await RemoteAppClient.connect_unix(host.socket)
     async with client:
-        return (await client.request("host/status")).wire()
+        return (await client.call(HOST_STATUS)).wire()
 
 
 def test_a_host_that_would_run_it_differently_is_not_used(roder_home: Path, workspace: Path, tmp_path: Path) -> None:

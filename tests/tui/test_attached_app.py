@@ -8,6 +8,19 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from roder_core.server.protocol import (
+    INITIALIZE,
+    SESSION_GET,
+    TURN_STEER,
+    ClientInfo,
+    InitializeParams,
+    SessionGetParams,
+    TurnSteerParams,
+)
+from roder_core.server.protocol_attach import (
+    PALETTE_COMMANDS,
+    PaletteCommandsParams,
+)
 from roder_core.server.remote_client import RemoteAppClient
 from roder_core.testing.fake_server import ThreadedFakeServer
 from roder_tui.app import RoderApp
@@ -43,8 +56,13 @@ async def test_the_attached_app_streams_shows_other_clients_queue_and_uses_the_h
                 await until(pilot, lambda: app.turn_id is not None, what="the running turn")
 
                 other = await RemoteAppClient.connect_unix(host.socket)
-                await other.initialize(client_name="phone")
-                steered = await other.turn_steer(app.thread_id or "", app.turn_id or "", "mind the tests too")
+                await other.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="phone")))
+                steered = await other.call(
+                    TURN_STEER,
+                    TurnSteerParams(
+                        thread_id=app.thread_id or "", expected_turn_id=app.turn_id or "", prompt="mind the tests too"
+                    ),
+                )
                 await until(pilot, lambda: any(q.item_id == steered.item_id for q in app.queued.queued), what="the queue")
                 server.open_gate("mid")
                 await until(
@@ -52,7 +70,9 @@ async def test_the_attached_app_streams_shows_other_clients_queue_and_uses_the_h
                 )
                 await until(pilot, lambda: not app.queued.queued and app.turn_id is None, what="the queue to empty")
 
-                rows = (await app._client().palette_commands(await app.palette_state())).commands
+                rows = (
+                    await app._client().call(PALETTE_COMMANDS, PaletteCommandsParams(state=await app.palette_state()))
+                ).commands
                 titles = [r.title for r in rows]
                 assert "New thread" in titles and any(t.startswith("Mode: plan") for t in titles)
                 await pilot.press("ctrl+p")
@@ -60,7 +80,7 @@ async def test_the_attached_app_streams_shows_other_clients_queue_and_uses_the_h
                 await until(pilot, lambda: app.screen.query("CommandList").first().option_count > 0, what="palette rows")
                 await pilot.press("enter")
                 await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
-                assert (await other.session_get()).mode == "plan"  # it changed on the host
+                assert (await other.call(SESSION_GET, SessionGetParams())).mode == "plan"  # it changed on the host
                 await other.close()
                 await pilot.press("ctrl+q")
         finally:
