@@ -4,15 +4,18 @@ stdio pipes and over a real WebSocket; every spec has its module-level constant.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
+import pkgutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import roder_core.server as server_package
 from roder_core.runtime.bootstrap import StartSettings
-from roder_core.server import protocol, protocol_changes, protocol_features, protocol_host
+from roder_core.server import protocol
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from roder_core.server.protocol import (
@@ -70,6 +73,16 @@ from roder_core.server.protocol import (
     TurnStartParams,
     TurnSteerCancelParams,
     TurnSteerParams,
+)
+from roder_core.server.protocol_attach import (
+    HOST_STATUS,
+    HOST_STOP,
+    PALETTE_COMMANDS,
+    THREAD_HEADLESS,
+    THREAD_LIVE,
+    PaletteCommandsParams,
+    ThreadHeadlessParams,
+    ThreadLiveParams,
 )
 from roder_core.server.protocol_changes import (
     GIT_CHANGES_LIST,
@@ -146,7 +159,15 @@ from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
 from tests.server.support import RemoteServer, call, roder_command, trusted_workspace
 
-PROTOCOL_MODULES = (protocol, protocol_features, protocol_host, protocol_changes)
+#: ``protocol.py`` and every per-domain ``protocol_*`` module (new method groups add one).
+PROTOCOL_MODULES = (
+    protocol,
+    *(
+        importlib.import_module(f"roder_core.server.{m.name}")
+        for m in pkgutil.iter_modules(server_package.__path__)
+        if m.name.startswith("protocol_")
+    ),
+)
 TOKEN = "typed-client-token-0123"
 
 #: One model call per entry, in the order the script below makes them.
@@ -307,6 +328,17 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         await typed(TASKS_GET, TaskIdParams(task_id=task.id))
         assert task.id in [t.id for t in (await typed(TASKS_LIST, TasksListParams())).tasks]
         assert (await typed(TASKS_CANCEL, TaskIdParams(task_id=task.id))).task.id == task.id
+        # Attaching clients (issue 19): live state, headless threads, the palette, the host.
+        live = await typed(THREAD_LIVE, ThreadLiveParams(thread_id=thread.id))
+        assert live.thread_id == thread.id and live.turn_id is None
+        await typed(THREAD_HEADLESS, ThreadHeadlessParams(thread_id=thread.id, headless=False))
+        rows = (await typed(PALETTE_COMMANDS, PaletteCommandsParams(state={"mode": "ask"}))).commands
+        assert any(r.method == "session/set_mode" for r in rows)
+        assert (await typed(HOST_STATUS, NoParams())).socket is None  # not a background host
+        with pytest.raises(RpcError) as refused:
+            await client.call(HOST_STOP)
+        assert refused.value.code == -32004
+        called.add(HOST_STOP.name)
         events.close()
 
     unreached = set(METHODS) - called
