@@ -109,7 +109,7 @@ def test_a_turn_outlives_its_terminal_and_a_new_terminal_finds_it(roder_home: Pa
 async def _read(host: HostProcess, thread_id: str):  # type: ignore[no-untyped-def]
     client = await RemoteAppClient.connect_unix(host.socket)
     async with client:
-        return (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id))).thread
+        return (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id, include_turns=True))).thread
 
 
 def test_an_approval_raised_while_nobody_was_attached_is_answered_from_a_new_terminal(roder_home: Path, workspace: Path) -> None:
