@@ -6,6 +6,9 @@ Cases (medians of --runs):
 - 10 rounds (each a `bash` tool call, `echo round N`) then an answer, on the mock engine and over
   HTTP against the loopback fake model server (`tests/providers/fake_server.py`, chat-completions
   SSE): the task shape of the peers' figures in ../shared/anchors.md;
+- with a host: the HTTP cases again while a `roder serve` host runs for the workspace (issue 22's
+  "running host" path: the turn is handed to it over its unix socket); every other case runs
+  with ``RODER_NO_HOST=1``, in process;
 - resume: `roder -p hi -r ID` on a stored thread of --resume-events events (realistic 14-event
   coding turns written through the JSONL store) against `roder -p hi` on a fresh thread; the
   difference is the cost of resuming. Each resume appends a turn, as a user's would.
@@ -16,7 +19,7 @@ both see the same machine load; the load average is printed with each table. Pee
 `claude`, `pi`) are listed as not installed when they are not on PATH; they need a loopback
 model configured by hand, so this script does not run them.
 
-    python bench/oneshot.py [--runs 5] [--rounds 10] [--resume-events 10000,100000] [--baseline DIR]
+    python bench/oneshot.py [--runs 5] [--rounds 10] [--resume-events 10000,100000] [--baseline DIR] [--no-host]
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def start_fake_server(steps: list[dict[str, object]], scratch: Path) -> tuple[su
     path = scratch / "server-script.json"
     path.write_text(json.dumps({"steps": steps}))
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.providers.fake_server", "--script", str(path), "--port", "0", "--model", "m"],
+        [sys.executable, "-m", "roder_core.testing.fake_server", "--script", str(path), "--port", "0", "--model", "m"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -101,6 +104,26 @@ def write_big_thread(home: Path, cwd: Path, events: int) -> str:
     return asyncio.run(write_thread(store, cwd, events, f"{events} events"))
 
 
+def measure_with_host(
+    cases: dict[str, tuple[list[str], dict[str, str]]], env: dict[str, str], ws: Path, runs: int
+) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
+    """The cases while a `roder serve` host runs in the workspace (cold ones with RODER_NO_HOST),
+    interleaved run by run; the host is started before and stopped after."""
+    roder = [sys.executable, "-m", "roder_tui.cli"]
+    started = subprocess.run([*roder, "serve"], cwd=ws, env=env, capture_output=True, text=True, timeout=120)
+    if started.returncode != 0:
+        raise SystemExit(f"roder serve failed: {started.stderr}")
+    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    try:
+        for _ in range(runs):
+            for name, (cmd, extra) in cases.items():
+                cold = {"RODER_NO_HOST": "1"} if "cold" in name else {}
+                results.setdefault((name, "this"), []).append(run_once(cmd, {**env, **extra, **cold}, ws))
+    finally:
+        subprocess.run([*roder, "serve", "--stop"], cwd=ws, env=env, capture_output=True, timeout=120)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -108,6 +131,7 @@ def main() -> None:
     parser.add_argument("--resume-events", default="10000", help="comma-separated sizes; empty to skip")
     parser.add_argument("--baseline", type=Path, help="another checkout of Roder to compare, interleaved")
     parser.add_argument("--candidate", type=Path, help="measure this checkout instead of the installed one")
+    parser.add_argument("--no-host", action="store_true", help="skip the cases with a running `roder serve` host")
     opts = parser.parse_args()
     compile_bytecode(ROOT)
     if opts.baseline:
@@ -128,12 +152,14 @@ def main() -> None:
         if opts.baseline:
             base = opts.baseline.resolve()
             variants["baseline"] = {"PYTHONPATH": f"{base}:{base / 'extensions'}"}
-        http_runs = opts.runs * len(variants)
+        http_runs = opts.runs * len(variants) * (1 if opts.no_host else 2) + 2 * opts.runs
         server, url = start_fake_server(script(opts.rounds)["steps"] * http_runs, scratch)  # type: ignore[operator]
         home.mkdir()
         (home / "config.toml").write_text(f'[providers.loop]\ndialect = "chat-completions"\nbase_url = "{url}"\nmodels = ["m"]\n')
         base_env = {k: v for k, v in os.environ.items() if k not in ("RODER_MOCK_SCRIPT", "PYTHONPATH")}
         base_env["RODER_HOME"] = str(home)
+        host_env = dict(base_env)
+        base_env["RODER_NO_HOST"] = "1"
         roder = [sys.executable, "-m", "roder_tui.cli"]
         cases: dict[str, tuple[list[str], dict[str, str]]] = {
             "python -c pass (interpreter floor)": ([sys.executable, "-c", "pass"], {}),
@@ -147,6 +173,16 @@ def main() -> None:
                 {},
             ),
         }
+        hosted: dict[str, tuple[list[str], dict[str, str]]] = {}
+        if not opts.no_host:
+            hosted = {
+                "roder -p hi (HTTP, with a host)": ([*roder, "-p", "hi", "--provider", "loop", "--model", "m"], {}),
+                f"roder -p, {opts.rounds} bash rounds (HTTP, with a host)": (
+                    [*roder, "-p", "go", "--provider", "loop", "--model", "m", "--mode", "bypass"],
+                    {},
+                ),
+                "roder -p hi (HTTP, cold)": ([*roder, "-p", "hi", "--provider", "loop", "--model", "m"], {}),
+            }
         for size in [int(s) for s in opts.resume_events.split(",") if s.strip()]:
             thread_id = write_big_thread(home, ws, size)
             cases[f"roder -p hi -r, {size} events (mock)"] = ([*roder, "-p", "hi", "-r", thread_id, "--provider", "mock"], {})
@@ -158,6 +194,8 @@ def main() -> None:
                     for variant, venv in variants.items():
                         sample = run_once(cmd, {**base_env, **extra, **venv}, ws)
                         results.setdefault((name, variant), []).append(sample)
+            if hosted:
+                results.update(measure_with_host(hosted, host_env, ws, opts.runs))
             print(f"load average after: {load_average()}")
         finally:
             server.terminate()

@@ -1,7 +1,8 @@
 """The full-screen Roder app.
 
-The app drives the runtime only through the in-process control-plane client (``LocalAppClient``):
-every action here is a method a remote client could call too. Runtime work never runs on the
+The app drives the runtime only through a control-plane client (``AppClient``): in process
+(``LocalAppClient``) or attached to a host (``RemoteAppClient``, ``roder attach``); every action
+here is a method a remote client could call too. Runtime work never runs on the
 event loop's critical path: the first frame is painted before the runtime is even imported, and
 stream deltas are coalesced to at most ~30 repaints a second (10 over SSH).
 """
@@ -24,7 +25,7 @@ import json  # noqa: E402
 import logging  # noqa: E402
 import time  # noqa: E402
 import tomllib  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Awaitable, Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
@@ -55,8 +56,9 @@ from roder_tui.widgets.transcript import Transcript  # noqa: E402
 
 if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
-    from roder_core.kernel.services import PaletteCommand, PaletteSource
-    from roder_core.server.client import LocalAppClient
+    from roder_core.kernel.services import PaletteCommand
+    from roder_core.server.app_client import AppClient
+    from roder_core.server.protocol_attach import ThreadLive
     from roder_core.server.protocol_features import CommandInfoModel
     from roder_tui import rewind as rewind_mod
 
@@ -68,7 +70,8 @@ CTRL_C_WINDOW = 2.0
 ESC_ESC_WINDOW = 0.8
 SIDEBAR_STEP = 4
 SIDEBAR_MIN_CELLS = 16
-ClientFactory = Callable[[], "LocalAppClient"]
+#: Makes the app's control-plane client: in process by default, a host's client when attached.
+ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
 
 def _roder_home_paths() -> tuple[Path, Path, Path]:
@@ -133,14 +136,22 @@ class RoderApp(App[int]):
     """
 
     def __init__(
-        self, args: argparse.Namespace | None = None, client_factory: ClientFactory | None = None, cwd: Path | None = None
+        self,
+        args: argparse.Namespace | None = None,
+        client_factory: ClientFactory | None = None,
+        cwd: Path | None = None,
+        *,
+        files_remote: bool = False,
     ) -> None:
 
         super().__init__()
         self.args = args or argparse.Namespace()
-        self.cwd = (cwd or Path.cwd()).resolve()
+        #: The workspace: the host's folder when attached (it may not exist on this machine).
+        self.cwd = (cwd or Path.cwd()).resolve() if not files_remote else (cwd or Path.cwd())
+        #: Attached from another machine: the workspace's files are reached through the host.
+        self.files_remote = files_remote
         self._client_factory = client_factory
-        self.client: LocalAppClient | None = None
+        self.client: AppClient | None = None
         self.config_dir, self.data_dir, themes_dir = _roder_home_paths()
         self.config_data = _configured(self.config_dir)
         self.themes: ThemeSet = load_themes(themes_dir)
@@ -148,7 +159,6 @@ class RoderApp(App[int]):
         self.thread_id: str | None = None
         self.turn_id: str | None = None
         self.turn_started = 0.0
-        self.palette_sources: list[PaletteSource] = []
         self.slash_commands: list[CommandInfoModel] = []
         self.sidebar_wanted = True
         self.ready = asyncio.Event()
@@ -187,6 +197,8 @@ class RoderApp(App[int]):
         self.queued = QueuedSteers(id="queued")
         self.pending_media = PendingMedia(id="pending-media")
         self.prompt_bar.input.has_queued = lambda: bool(self.queued.queued)
+        if self.files_remote:
+            self.prompt_bar.read_directory = self._read_host_directory
         with Horizontal(id="body"):
             yield self.sidebar
             with Vertical(id="chat"):
@@ -235,7 +247,8 @@ class RoderApp(App[int]):
                 settings.cwd = self.cwd
                 self.client = LocalAppClient.start(settings)
             else:
-                self.client = self._client_factory()
+                made = self._client_factory()
+                self.client = await made if inspect.isawaitable(made) else made
             client = self.client
             info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version="0.1.0")))
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
@@ -244,9 +257,8 @@ class RoderApp(App[int]):
             return
         for warning in info.warnings:
             self.notify(warning, severity="warning", timeout=8)
-        registry = client.runtime.registry  # in-process surfaces: objects, not wire data
-        self.status_bar.set_segments(list(registry.status_segments))
-        self.palette_sources = list(registry.palette_sources)
+        # Segments render on this side; palette rows come from the host (palette/commands).
+        self.status_bar.set_segments(await asyncio.to_thread(client.status_segments, info.cwd))
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
         await self._show_sandbox()
         if REMOTE:
@@ -256,7 +268,8 @@ class RoderApp(App[int]):
         await self._load_commands()
         self.run_worker(self._load_mcp_completions(), group="mcp-completions")
         self.run_worker(self._pump(), exclusive=True, group="pump")
-        if info.fell_back_to_mock and not getattr(self.args, "provider", None):
+        # Attached, the host's provider is the host's business: no first-run screen on every attach.
+        if info.fell_back_to_mock and not getattr(self.args, "provider", None) and not client.shared:
             from roder_tui.screens.first_run import FirstRunScreen
 
             choice = await self.push_screen_wait(FirstRunScreen(str(self.config_dir / "config.toml")))
@@ -290,6 +303,8 @@ class RoderApp(App[int]):
         resume = getattr(self.args, "resume", None)
         if resume and await self.switch_thread(resume):
             return
+        if getattr(self.args, "attach", False) and resume is None and await self._open_where_needed():
+            return
         if resume == "":
             threads = (await client.call(THREAD_LIST, ThreadListParams(cwd=str(self.cwd)))).threads
             if threads:
@@ -307,6 +322,18 @@ class RoderApp(App[int]):
             if not threads:
                 self.notify("No earlier thread in this folder to continue; starting a new one.")
         await self.new_thread()
+
+    async def _open_where_needed(self) -> bool:
+        """Attaching: open the thread that waits for a person (a pending approval), else one
+        whose turn runs, else the workspace's latest; False when the host has none."""
+        client = self._client()
+        from roder_core.server.protocol import SESSION_GET, THREAD_LIST, SessionGetParams, ThreadListParams
+
+        session = await client.call(SESSION_GET, SessionGetParams())
+        wanted = [r.thread_id for r in session.pending_approvals] + list(session.active_turns)
+        if not wanted:
+            wanted = [t.id for t in (await client.call(THREAD_LIST, ThreadListParams(cwd=str(self.cwd), limit=1))).threads]
+        return bool(wanted) and await self.switch_thread(wanted[0])
 
     async def _load_commands(self) -> None:
         from roder_core.server.errors import RpcError
@@ -341,7 +368,7 @@ class RoderApp(App[int]):
             log.error("background action %s failed", event.worker.name, exc_info=error)
             self.notify(f"{type(error).__name__}: {error}", title="something failed", severity="error", timeout=10)
 
-    def _client(self) -> LocalAppClient:
+    def _client(self) -> AppClient:
         if self.client is None:
             raise RuntimeError("the runtime is still starting")
         return self.client
@@ -359,16 +386,35 @@ class RoderApp(App[int]):
             try:
                 async for event in queue:
                     await self._on_event(event)
+                self._host_gone()
                 return
             except ClientFellBehind:
                 queue.close()
                 if self.thread_id:
                     await self.switch_thread(self.thread_id)
 
+    def _host_gone(self) -> None:
+        """The notification stream ended: the host this app was attached to went away."""
+        reason = getattr(self.client, "disconnected", None)
+        if reason:
+            self.exit_message = f"roder: detached: {reason} (`roder serve --status` tells whether the host still runs)"
+            self.exit(1)
+
     async def _on_event(self, event: Any) -> None:
         from roder_core.threads import events as ev
 
         method = getattr(event, "method", "")
+        if method == "thread/live":
+            if event.thread_id == self.thread_id:
+                await self._catch_up(event)
+            return
+        if method == "turn/steer/queued":
+            if event.thread_id == self.thread_id:
+                self.queued.add(event.item.id, event.item.text)
+            return
+        if method == "turn/steer/cancelled":
+            self.queued.discard(event.item_id)
+            return
         thread_id = getattr(event, "thread_id", None)
         if isinstance(event, ev.AgentMessageDelta):
             if thread_id == self.thread_id:
@@ -450,9 +496,7 @@ class RoderApp(App[int]):
         from roder_core.threads import events as ev
 
         if isinstance(event, ev.ApprovalRequested):
-            self._approvals.append(event.request)
-            self._set_activity("waiting for approval")
-            self._next_approval()
+            self._queue_approval(event.request)
             return
         self._approvals = [r for r in self._approvals if r.approval_id != event.approval_id]
         if self._approval_open == event.approval_id:
@@ -484,6 +528,31 @@ class RoderApp(App[int]):
             self.status_bar.update_state(elapsed=time.monotonic() - self.turn_started)
 
     # ------------------------------------------------------------------ approvals
+
+    def _queue_approval(self, request: ApprovalRequest) -> None:
+        """Show an approval once, however many ways it arrived (live, replayed, caught up)."""
+        if request.approval_id == self._approval_open or any(r.approval_id == request.approval_id for r in self._approvals):
+            return
+        self._approvals.append(request)
+        self._set_activity("waiting for approval")
+        self._next_approval()
+
+    async def _catch_up(self, live: ThreadLive) -> None:
+        """A thread opened while its turn runs (another client's, or from before this one
+        attached): the text streamed so far, running tools' output, queued messages, and the
+        approvals waiting for a person."""
+        await self.coalescer.drain()
+        for streaming in live.streaming:
+            await self.transcript.resume_stream(streaming.item_id, streaming.text)
+        for call_id, output in live.tool_output.items():
+            self.transcript.resume_tool_output(f"call:{call_id}", output)
+        for steer in live.queued_steers:
+            self.queued.add(steer.id, steer.text)
+        if live.turn_id is not None and self.turn_id != live.turn_id:
+            self.turn_id, self.turn_started = live.turn_id, time.monotonic()
+            self._set_activity("working")
+        for request in live.pending_approvals:
+            self._queue_approval(request)
 
     def _next_approval(self) -> None:
         if self._approval_open is not None or not self._approvals:
@@ -542,12 +611,16 @@ class RoderApp(App[int]):
         live_calls = frozenset(f"call:{i.call_id}" for i in running.items if i.type == "toolCall") if running else frozenset()
         await self.transcript.load(self._with_shell_cards(thread.id, shown_items(thread)), live_calls)
         await self._load_pending_media(thread.id)
+        # The live state comes back as a thread/live notification too, in order with the deltas.
+        from roder_core.server.protocol_attach import THREAD_LIVE, ThreadLiveParams
+
+        live = await self._client().call(THREAD_LIVE, ThreadLiveParams(thread_id=thread.id))
         last = next((t for t in reversed(thread.turns) if t.usage.total_tokens), None)
         self.status_bar.update_state(
             provider=thread.provider or self.status_bar.state.get("provider"),
             model=thread.model or self.status_bar.state.get("model"),
             context_tokens=last.usage.input_tokens + last.usage.output_tokens if last else 0,
-            context_window=await self._context_window(thread.provider, thread.model),
+            context_window=live.context_window,
             cost_usd=thread.usage.cost_usd,
             **cache_state(last.usage if last else None, thread.usage),
         )
@@ -592,24 +665,15 @@ class RoderApp(App[int]):
             items.insert(index, card)
         return items
 
-    async def _context_window(self, provider: str, model: str) -> int | None:
-        """The window of a thread's model, so a resumed thread shows it before its next turn
-        (the in-process profile table: no request to the provider)."""
-        from roder_core.errors import RoderError
-
-        if not provider or not model:
-            return None
-        try:
-            return self._client().runtime.model_profile(provider, model).context_window
-        except RoderError as exc:
-            log.info("no profile for %s/%s: %s", provider, model, exc)
-            return None
-
     async def _leave_thread(self, thread_id: str) -> None:
         """Give up writing a thread we switched away from, so ``roder -c``/``-r`` in another
-        terminal can continue it; a thread still running is released when its turn ends."""
+        terminal can continue it; a thread still running is released when its turn ends. On a
+        shared host other clients may have it open, so it stays open there."""
         from roder_core.server.protocol import SESSION_GET, SessionGetParams
 
+        if self._client().shared:
+            self._family.discard(thread_id)
+            return
         if thread_id in (await self._client().call(SESSION_GET, SessionGetParams())).active_turns:
             self._left_running.add(thread_id)
         else:
@@ -673,7 +737,8 @@ class RoderApp(App[int]):
                 from roder_tui.media_input import image_inputs, prompt_images
 
                 images = prompt_images(text, self.cwd)
-                files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd) if p not in images]
+                known = set(await self.prompt_bar.known_files()) if self.files_remote and "@" in text else None
+                files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd, known) if p not in images]
                 await self.transcript.action_jump_end()  # a new prompt: follow the new turn
                 self._redo.clear()
                 params = TurnStartParams(thread_id=self._thread(), prompt=text, input=[*image_inputs(text, self.cwd), *files])
@@ -906,13 +971,25 @@ class RoderApp(App[int]):
             )
         )
 
+    async def _read_host_directory(self, path: str) -> list[tuple[str, bool]]:
+        """One folder of the host's workspace (``fs/readDirectory``, .gitignore respected)."""
+        from roder_core.server.errors import RpcError
+        from roder_core.server.protocol_host import FS_READ_DIRECTORY, FsReadDirectoryParams
+
+        try:
+            result = await self._client().call(FS_READ_DIRECTORY, FsReadDirectoryParams(path=path, respect_gitignore=True))
+        except RpcError:
+            return []
+        return [(e.name, e.kind == "dir") for e in result.entries]
+
     async def export_thread(self, fmt: str = "md", path: str | None = None) -> None:
         from roder_core.server.protocol import THREAD_READ, ThreadReadParams
 
         thread = (await self._client().call(THREAD_READ, ThreadReadParams(thread_id=self._thread(), include_turns=True))).thread
         fmt = "json" if fmt.lower() in ("json", "jsonl") else "md"
-        target = Path(path) if path else self.cwd / f"roder-{thread.id}.{fmt}"
-        target = target if target.is_absolute() else self.cwd / target
+        here = Path.cwd() if self.files_remote else self.cwd  # the file is written on this machine
+        target = Path(path) if path else here / f"roder-{thread.id}.{fmt}"
+        target = target if target.is_absolute() else here / target
         from roder_core.threads.transcript import render_markdown  # the one renderer, with safe fences
 
         text = json.dumps(thread.wire(), indent=2) if fmt == "json" else render_markdown(thread)
@@ -986,7 +1063,7 @@ class RoderApp(App[int]):
             if method in local:
                 await _perform(local[method])
                 return
-            result = await self._client().request(method, params)
+            result = await self._client().call_method(method, params)
         except RpcError as exc:
             self.notify(exc.message, severity="error", timeout=10)
             return
@@ -1053,7 +1130,9 @@ class RoderApp(App[int]):
     async def action_quit(self) -> None:
         """Quit; a turn cut off by quitting is interrupted and saved, and the shell says how to
         continue it."""
-        if self.turn_id is not None and self.thread_id is not None:
+        if self.turn_id is not None and self.thread_id is not None and self.client is not None and self.client.shared:
+            self.exit_message = "roder: detached; the turn goes on in the host (`roder attach` returns to it)"
+        elif self.turn_id is not None and self.thread_id is not None:
             self.exit_message = (
                 f"roder: the running turn was interrupted; continue this thread with `roder -c` (or `roder -r {self.thread_id}`)"
             )

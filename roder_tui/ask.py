@@ -3,30 +3,35 @@
 Never imports Textual. Headless runs never ask anyone: calls that would need approval are denied
 with a message saying how to allow them, and the folder is not trusted unless ``--trust``.
 Exit codes: 0 success, 1 the turn failed or was interrupted, 2 usage error.
+
+When this user's background host (``roder serve``) runs for this folder with the same settings,
+the turn is handed to it over its unix socket and the answer streams back: no runtime to build,
+no extensions to load. The output and exit codes are the same; the thread runs headless there
+too. A host started elsewhere, with other flags, an older config file or other provider keys in
+the environment is not used (``roder_tui.host.incompatibility``); ``RODER_NO_HOST=1`` skips it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from roder_core.customization.slash_commands import parse_invocation
 from roder_core.errors import RoderError
-from roder_core.ir import AgentMessageItem, ToolResultItem, Turn, Usage
-from roder_core.kernel.registry import RegistryError
-from roder_core.runtime.bootstrap import settings_from_args
-from roder_core.server.client import LocalAppClient
+from roder_core.ir import AgentMessageItem, Mode, ToolResultItem, Turn, Usage
 from roder_core.server.errors import INVALID_PARAMS, RUNTIME_ERROR, RpcError
 from roder_core.server.fanout import Notification, NotificationQueue
 from roder_core.server.protocol import (
     INITIALIZE,
     PROVIDERS_SELECT,
+    SESSION_GET,
+    THREAD_CLOSE,
     THREAD_LIST,
     THREAD_RESUME,
     THREAD_START,
@@ -36,16 +41,21 @@ from roder_core.server.protocol import (
     InitializeParams,
     InputItem,
     ProvidersSelectParams,
+    SessionGetParams,
+    ThreadCloseParams,
     ThreadListParams,
     ThreadResumeParams,
     ThreadStartParams,
     TurnInterruptParams,
     TurnStartParams,
 )
+from roder_core.server.protocol_attach import THREAD_HEADLESS, ThreadHeadlessParams
 from roder_core.server.protocol_features import COMMANDS_EXPAND, CommandsExpandParams
-from roder_core.settings.config import ConfigError
-from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ModelRetrying, TurnCompleted
+from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ModelRetrying, ThreadStarted, TurnCompleted
 from roder_tui.startup import end_startup
+
+if TYPE_CHECKING:
+    from roder_core.server.app_client import AppClient
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MOCK_HINT = (
@@ -166,7 +176,7 @@ class Printer:
             self._line(record)
 
 
-async def _open_thread(client: LocalAppClient, args: argparse.Namespace, cwd: str) -> str | None:
+async def _open_thread(client: AppClient, args: argparse.Namespace, cwd: str) -> str | None:
     """The thread this run talks to: resumed (-r ID; a unique prefix is enough), the latest of
     this workspace (-c) or a new one. A resumed thread keeps its model unless --provider or
     --model say otherwise (the switch is recorded in the thread)."""
@@ -180,7 +190,7 @@ async def _open_thread(client: LocalAppClient, args: argparse.Namespace, cwd: st
             return None
         thread = (await client.call(THREAD_RESUME, ThreadResumeParams(thread_id=rows[0].id, include_turns=False))).thread
     else:
-        return (await client.call(THREAD_START, ThreadStartParams())).thread.id
+        return (await client.call(THREAD_START, ThreadStartParams(model_provider=args.provider, model=args.model))).thread.id
     provider = args.provider or thread.provider
     if provider != thread.provider or (args.model and args.model != thread.model):
         await client.call(PROVIDERS_SELECT, ProvidersSelectParams(provider=provider, model=args.model, thread_id=thread.id))
@@ -190,7 +200,17 @@ async def _open_thread(client: LocalAppClient, args: argparse.Namespace, cwd: st
 async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputItem], out: TextIO, err: TextIO) -> int:
     """Drive one turn through the control plane (the in-process app-server client)."""
     started_at = time.monotonic()
-    client = LocalAppClient.start(settings_from_args(args, interactive=False), persist_config=False)
+    from roder_tui.host import oneshot_host
+
+    client: AppClient
+    hosted = await oneshot_host(args)
+    if hosted is not None:
+        client, host_mode = hosted
+    else:  # the runtime is imported only here: a host's client never loads it
+        from roder_core.runtime.bootstrap import settings_from_args
+        from roder_core.server.client import LocalAppClient
+
+        client, host_mode = LocalAppClient.start(settings_from_args(args, interactive=False), persist_config=False), None
     async with client:
         info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-ask")))
         end_startup()
@@ -198,15 +218,21 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
             err.write(MOCK_HINT + "\n")
         for warning in info.warnings:
             err.write(f"roder: {warning}\n")
-        # One-shot mode drives exactly one thread, so every notification belongs to it.
+        # One-shot mode drives one thread (and its subagents), so in process every notification
+        # belongs to it; on a shared host, other clients' threads are filtered out.
         events = client.subscribe(maxsize=ASK_QUEUE_SIZE)
         printer = Printer(args.output_format, out, err)
         thread_id: str | None = None
+        already_open: set[str] = set()
         try:
+            if client.shared:
+                already_open = set((await client.call(SESSION_GET, SessionGetParams())).open_threads)
             thread_id = await _open_thread(client, args, info.cwd)
             if thread_id is None:
                 err.write("roder: no earlier thread in this folder to continue\n")
                 return EXIT_USAGE
+            if host_mode is not None:  # as headless as in process, in the mode it would have had
+                await client.call(THREAD_HEADLESS, ThreadHeadlessParams(thread_id=thread_id, mode=Mode(host_mode)))
             prompt = await _expand_command(client, prompt)
             turn_id = (
                 await client.call(TURN_START, TurnStartParams(thread_id=thread_id, prompt=prompt, input=attachments))
@@ -222,9 +248,12 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
         interrupt = TurnInterruptParams(thread_id=thread_id)
         loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(client.call(TURN_INTERRUPT, interrupt)))
         try:
-            turn = await _follow(events, printer, turn_id)
+            turn = await _follow(events, printer, turn_id, thread_id if client.shared else None)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
+            if client.shared and thread_id not in already_open:  # let `roder -c` anywhere take it on
+                with contextlib.suppress(RpcError, RoderError):
+                    await client.call(THREAD_CLOSE, ThreadCloseParams(thread_id=thread_id))
         printer.result(turn, thread_id, turn.model_calls, started_at)
         if turn.status != "completed":
             reason = turn.error.message if turn.error else turn.status
@@ -233,12 +262,14 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
         return EXIT_OK
 
 
-async def _expand_command(client: LocalAppClient, prompt: str) -> str:
+async def _expand_command(client: AppClient, prompt: str) -> str:
     """A prompt that starts with a custom command, a skill or an MCP prompt (``/review x``,
     ``/mcp__github__pr 12``) becomes its expansion; app commands (``/new``) make no sense in a
     one-shot run and are refused; any other text (``/etc/hosts: what is this?``) is sent as is."""
     if not prompt.startswith("/"):
         return prompt
+    from roder_core.customization.slash_commands import parse_invocation
+
     name, arguments = parse_invocation(prompt)
     try:
         expansion = await client.call(COMMANDS_EXPAND, CommandsExpandParams(name=name, arguments=arguments))
@@ -251,9 +282,16 @@ async def _expand_command(client: LocalAppClient, prompt: str) -> str:
     return expansion.text
 
 
-async def _follow(events: NotificationQueue, printer: Printer, turn_id: str) -> Turn:
-    """Print notifications until the turn completes; returns the completed turn."""
+async def _follow(events: NotificationQueue, printer: Printer, turn_id: str, thread_id: str | None = None) -> Turn:
+    """Print notifications until the turn completes; returns the completed turn. With
+    ``thread_id`` (a shared host), only that thread's and its subagents' notifications."""
+    family = {thread_id}
     async for event in events:
+        if thread_id is not None:
+            if isinstance(event, ThreadStarted) and event.thread.parent is not None and event.thread.parent.thread_id in family:
+                family.add(event.thread.id)
+            if getattr(event, "thread_id", thread_id) not in family:
+                continue
         printer.on_event(event)
         if isinstance(event, TurnCompleted) and event.turn.id == turn_id:
             return event.turn
@@ -278,6 +316,16 @@ def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO |
         prompt = piped or ""
     try:
         return asyncio.run(_ask(args, prompt, attachments, out, err))
-    except (RoderError, RegistryError, ConfigError, RpcError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, (RoderError, RpcError, *_startup_errors())):
+            raise
         err.write(f"roder: {exc}\n")
         return EXIT_USAGE
+
+
+def _startup_errors() -> tuple[type[Exception], ...]:
+    """Errors of building a runtime (imported when one was raised, not on every start)."""
+    from roder_core.kernel.registry import RegistryError
+    from roder_core.settings.config import ConfigError
+
+    return RegistryError, ConfigError

@@ -29,6 +29,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("roder_tui.commands.sessions", "list, show, fork, export (markdown, JSON trajectory) or delete threads"),
     "replay": ("roder_tui.commands.replay", "re-run a thread's user turns on another provider/model and compare"),
     "app-server": ("roder_tui.commands.app_server", "JSON-RPC control plane on stdio or an authenticated WebSocket"),
+    "serve": ("roder_tui.commands.serve", "a background host that outlives the terminal (--status, --stop)"),
+    "attach": ("roder_tui.commands.attach", "open the app on a running host (this user's, or ws://HOST:PORT)"),
+    "web": ("roder_tui.commands.web", "serve the app to browsers (phones too) as clients of the host"),
     "acp": ("roder_tui.commands.acp", "run as an Agent Client Protocol agent on stdio (Zed, Toad, ...)"),
     "batch": ("roder_tui.commands.batch", "run a JSONL file of tasks (evals, RL rollouts) locally or on Ray, resumably"),
     "doctor": ("roder_tui.commands.doctor", "show what the command sandbox enforces here: capabilities, seccomp, masks, limits"),
@@ -80,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "-r", "--resume", nargs="?", const="", default=None, metavar="ID", help="resume a thread (a picker opens without ID)"
+    )
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="run the app on a background host that outlives this terminal (started if none runs; see `roder attach`)",
     )
     parser.add_argument("--version", action="version", version="roder 0.1.0")
     add_runtime_flags(parser)
@@ -136,6 +144,11 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
         from roder_tui.ask import run_ask
 
         return run_ask(args), True
+    if args.detach:
+        from roder_tui.commands.attach import detach
+
+        end_startup()
+        return detach(args), False
     from roder_tui.app import run_app
 
     end_startup()

@@ -34,6 +34,8 @@ def edit_text(app: App[object], text: str) -> str:
     """Run the editor on ``text`` and return the edited text (raises EditorError)."""
     from textual.app import SuspendNotSupported
 
+    if "web_driver" in os.environ.get("TEXTUAL_DRIVER", ""):  # `roder web`: the editor would get the page's pipe
+        raise EditorError("ctrl+g needs a terminal; in the browser, edit the prompt in place (ctrl+j adds a line)")
     command = editor_command()
     handle, name = tempfile.mkstemp(prefix="roder-prompt-", suffix=".md")
     path = Path(name)

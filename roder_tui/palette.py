@@ -1,6 +1,7 @@
 """The command palette (ctrl+p): Textual's palette fed by every installed ``PaletteSource``.
 
-Each source turns the app's state into ``PaletteCommand`` rows; choosing one runs its method
+Each source turns the app's state into ``PaletteCommand`` rows (``palette/commands`` runs them
+where the runtime is, in process or on the host); choosing one runs its method
 through the app (control-plane methods go to the client unchanged, ``tui/...`` ones are app
 actions). A failing source is skipped with a log line, never breaking the palette.
 """
@@ -30,15 +31,16 @@ class PaletteSourcesProvider(Provider):
         return self.app  # type: ignore[return-value]
 
     async def startup(self) -> None:
+        """The rows of every source the host has installed, for this app's state (the sources
+        run where the runtime is: some read its state, like MCP servers)."""
+        from roder_core.kernel.services import PaletteCommand
+        from roder_core.server.protocol_attach import PALETTE_COMMANDS, PaletteCommandsParams
+
         app = self.roder
-        state = await app.palette_state()
-        rows: list[PaletteCommand] = []
-        for source in app.palette_sources:
-            try:
-                rows.extend(await source.commands(state))
-            except Exception as exc:
-                log.warning("palette source %s failed: %s", source.id(), exc)
-        self.rows = rows
+        result = await app._client().call(PALETTE_COMMANDS, PaletteCommandsParams(state=await app.palette_state()))
+        for source, error in result.errors.items():
+            log.warning("palette source %s failed: %s", source, error)
+        self.rows = [PaletteCommand(c.title, c.help, c.method, dict(c.params)) for c in result.commands]
 
     def _run(self, command: PaletteCommand) -> None:
         self.roder.run_palette_command(command)

@@ -28,7 +28,7 @@ from roder_core.server.protocol_changes import (
 )
 
 if TYPE_CHECKING:
-    from roder_core.server.client import LocalAppClient
+    from roder_core.server.app_client import AppClient
 
 #: How a rewind restores: ids of the choices the rewind screen offers.
 BOTH, CONVERSATION, CODE = "both", "conversation", "code"
@@ -68,13 +68,13 @@ class Undone:
     text: str
 
 
-async def rewind_points(client: LocalAppClient, thread_id: str) -> list[UserMessageItem]:
+async def rewind_points(client: AppClient, thread_id: str) -> list[UserMessageItem]:
     """The thread's prompts (steer messages are part of their turn, not rewind points)."""
     thread = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id, include_turns=True))).thread
     return [i for i in thread.items() if isinstance(i, UserMessageItem) and not i.steer]
 
 
-async def changes_since(client: LocalAppClient, thread_id: str, item_id: str) -> HunkListResult:
+async def changes_since(client: AppClient, thread_id: str, item_id: str) -> HunkListResult:
     """``hunk/list`` from one message on: the hunks, and the commands that left none."""
     return await client.call(HUNK_LIST, ThreadChangesParams(thread_id=thread_id, since_item_id=item_id))
 
@@ -87,7 +87,7 @@ def describe(changes: HunkListResult) -> str:
     return "\n".join(lines)
 
 
-async def restore_code(client: LocalAppClient, thread_id: str, item_id: str) -> CodeRestore:
+async def restore_code(client: AppClient, thread_id: str, item_id: str) -> CodeRestore:
     from roder_core.server.errors import RpcError
 
     changes = await changes_since(client, thread_id, item_id)
@@ -109,7 +109,7 @@ async def restore_code(client: LocalAppClient, thread_id: str, item_id: str) -> 
     return done
 
 
-async def turn_snapshot(client: LocalAppClient, thread_id: str, item_id: str) -> str | None:
+async def turn_snapshot(client: AppClient, thread_id: str, item_id: str) -> str | None:
     """The id of the runner snapshot taken when the turn of ``item_id`` started (a runner with
     ``snapshots = "turn"``), or None."""
     from roder_core.server.errors import RpcError
@@ -122,7 +122,7 @@ async def turn_snapshot(client: LocalAppClient, thread_id: str, item_id: str) ->
     return str(snapshots[-1].id) if snapshots else None
 
 
-async def reapply(client: LocalAppClient, undone: Undone) -> list[str]:
+async def reapply(client: AppClient, undone: Undone) -> list[str]:
     """``/redo``: put the rolled-back hunks back (oldest first); returns the problems met."""
     from roder_core.server.errors import RpcError
 

@@ -382,6 +382,18 @@ class Runtime:
         """Offer a front-end service to the tools of one thread (under ``ctx.extra[key]``)."""
         self.threads.get(thread_id).tool_extra[key] = value
 
+    def thread_interactive(self, thread_id: str) -> bool:
+        """Whether a person can be asked in this thread (not in headless runs or threads)."""
+        if not self.options.interactive:
+            return False
+        state = self.threads.find(thread_id)
+        while state is not None:  # a subagent of a headless thread asks nobody either
+            if state.headless:
+                return False
+            parent = state.thread.parent
+            state = self.threads.find(parent.thread_id) if parent is not None else None
+        return True
+
     def thread_mode(self, thread_id: str) -> str:
         state = self.threads.find(thread_id)
         return (state.mode if state is not None else None) or self.mode
@@ -565,6 +577,15 @@ class Runtime:
         """Queue a message for the running turn; it is delivered at the next model call."""
         return self.threads.get(thread_id).steer(text, expected_turn_id)
 
+    def queued_steers(self, thread_id: str) -> list[UserMessageItem]:
+        """Messages queued for the running turn that the model has not seen yet."""
+        return list(self.threads.get(thread_id).steers)
+
+    def set_headless(self, thread_id: str, headless: bool) -> None:
+        """Run one thread as a headless run would (``roder -p`` through a host): calls that need
+        approval are denied with the remedy, questions are refused, nobody is asked."""
+        self.threads.get(thread_id).headless = headless
+
     def cancel_steer(self, thread_id: str, item_id: str) -> UserMessageItem | None:
         """Take a queued steer message back before the model sees it; None when already delivered."""
         return self.threads.get(thread_id).cancel_steer(item_id)
@@ -584,7 +605,7 @@ class Runtime:
     async def ask_user(self, thread_id: str, turn_id: str, questions: list[dict[str, Any]]) -> dict[str, Any]:
         """Ask the person at a client (``userInput/requested``) and wait for the answers that
         ``session/resolve_user_input`` brings. Headless runs refuse at once."""
-        if not self.options.interactive:
+        if not self.thread_interactive(thread_id):
             raise RoderError("nobody can answer questions in this headless run")
         event = UserInputRequested(thread_id=thread_id, turn_id=turn_id, request_id=new_id("input"), questions=questions)
         return await self.questions.ask(

@@ -1,9 +1,11 @@
 """The in-process client: the control-plane surface without JSON on the hot path.
 
-``LocalAppClient`` calls the same dispatcher the stdio and WebSocket transports use, with typed
-params and typed results, and delivers notifications as the typed runtime events (plus server
-notifications) through bounded queues. The TUI and one-shot mode use only this class, so every
-action they take is also an app-server method a remote client can call::
+``LocalAppClient`` calls the same dispatcher the stdio, WebSocket and unix-socket transports use,
+with typed params and typed results, and delivers notifications as the typed runtime events (plus
+server notifications) through bounded queues. It is one ``AppClient``
+(``roder_core.server.app_client``); ``RemoteAppClient`` is the other, for a running host. The TUI
+and one-shot mode use only that interface, so every action they take is also an app-server
+method a remote client can call::
 
     client = LocalAppClient.start(StartSettings(provider="mock"))
     async with client:
@@ -24,11 +26,13 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from roder_core.server.app_client import AppClient
 from roder_core.server.dispatcher import CallContext, Dispatcher
 from roder_core.server.fanout import DEFAULT_MAXSIZE, NotificationQueue
 from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel
 
 if TYPE_CHECKING:
+    from roder_core.kernel.services import StatusSegment
     from roder_core.runtime.bootstrap import StartSettings
     from roder_core.runtime.runtime import Runtime
 
@@ -38,7 +42,7 @@ R = TypeVar("R", bound=ProtocolModel)
 _ids = itertools.count(1)
 
 
-class LocalAppClient:
+class LocalAppClient(AppClient):
     """Typed calls into a dispatcher plus typed notification subscriptions.
 
     Every method raises ``RpcError`` (code and message as a remote client would see them).
@@ -101,6 +105,9 @@ class LocalAppClient:
     async def call(self, spec: MethodSpec[Any, R], params: ProtocolModel | None = None) -> R:
         """Run ``spec``'s method with typed params; returns its typed result (one call for all)."""
         return spec.result_of(await self.dispatcher.call(spec.name, params, self.context))
+
+    def status_segments(self, workspace: str | None = None) -> list[StatusSegment]:
+        return list(self.dispatcher.runtime.registry.status_segments)
 
     # ------------------------------------------------------------------ lifecycle
 

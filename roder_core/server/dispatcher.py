@@ -29,6 +29,7 @@ from roder_core.server.errors import (
     RpcError,
 )
 from roder_core.server.fanout import DEFAULT_MAXSIZE, Fanout, Notification, NotificationQueue
+from roder_core.server.live_text import LiveText
 from roder_core.server.protocol import METHODS, MethodSpec, ProtocolModel, RemoteInfo, unavailable_group
 from roder_core.settings.config import ConfigError
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from roder_core.brokers import Brokers
     from roder_core.runtime.bootstrap import Started
     from roder_core.runtime.runtime import Runtime
+    from roder_core.threads.events import RuntimeEvent
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ METHOD_MODULES = (
     "roder_core.server.methods.tasks",
     "roder_core.server.methods.media",
     "roder_core.server.methods.plugins",
+    "roder_core.server.methods.attach",
 )
 
 
@@ -118,8 +121,14 @@ class Dispatcher:
         self.persist_config = persist_config
         self.queue_size = queue_size
         self.fanout = Fanout()
+        #: Text streamed so far of items still open, for clients that attach mid-answer.
+        self.live = LiveText()
         self.services: dict[str, Any] = {}
-        self._remove_listener = runtime.bus.add_listener(self.fanout.publish)
+        self._remove_listener = runtime.bus.add_listener(self._publish)
+
+    def _publish(self, event: RuntimeEvent) -> None:
+        self.live.observe(event)
+        self.fanout.publish(event)
 
     # ------------------------------------------------------------------ typed calls
 

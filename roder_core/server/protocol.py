@@ -303,7 +303,8 @@ class UserInputRequest(ProtocolModel):
 class SandboxInfo(ProtocolModel):
     """The command sandbox in effect (probed once per server process)."""
 
-    requested: str | None
+    #: None: the default level (omitted on the wire, like every None).
+    requested: str | None = None
     effective: str
     #: True when an explicitly requested level is unavailable: commands are refused.
     blocked: bool = False

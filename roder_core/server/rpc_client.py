@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import itertools
 import json
+import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Self, TypeVar, overload
@@ -32,7 +34,7 @@ from roder_core.errors import RoderError
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
 from roder_core.server.fanout import Notification
 from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel
-from roder_core.server.schema import load_methods, notification_models
+from roder_core.server.schema import notification_models
 
 P = TypeVar("P", bound=ProtocolModel)
 R = TypeVar("R", bound=ProtocolModel)
@@ -48,8 +50,19 @@ class ConnectionLost(RoderError):
 
 
 @functools.cache
+def load_protocol() -> None:
+    """Register every method group's models and notifications (the ``protocol_*`` modules)
+    without importing the handlers, which would pull in the runtime a client does not need."""
+    import roder_core.server as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name.startswith("protocol_"):
+            importlib.import_module(f"roder_core.server.{module.name}")
+
+
+@functools.cache
 def _notification_models() -> dict[str, type[BaseModel]]:
-    load_methods()  # the feature modules register their notifications on import
+    load_protocol()
     return notification_models()
 
 
@@ -113,7 +126,7 @@ class RpcClient(ABC):
         if "method" in message:
             notification = parse_notification(message)
             if notification is not None:
-                self.notifications.put_nowait(notification)
+                self._notify(notification)
             return
         reply = self._pending.get(message.get("id"))  # type: ignore[arg-type]
         if reply is None or reply.done():
@@ -123,6 +136,11 @@ class RpcClient(ABC):
             reply.set_exception(RpcError(int(error.get("code", RUNTIME_ERROR)), str(error.get("message", "")), error.get("data")))
         else:
             reply.set_result(message.get("result"))
+
+    def _notify(self, notification: Notification) -> None:
+        """Hand a notification to the caller: the ``notifications`` queue, unless a subclass
+        delivers them otherwise."""
+        self.notifications.put_nowait(notification)
 
     def _lost(self, reason: BaseException) -> None:
         self._closed = reason

@@ -26,7 +26,10 @@ Step keys:
   ``delay_ms`` (pause before every event); ``content_type`` (of a 200 answer, with ``raw``: a
   proxy's HTML page); ``byte_chunk`` (write events in pieces of this many
   bytes, pausing ``delay_ms`` between pieces: a slow trickle); ``stall_after`` N with
-  ``stall_ms`` (go silent mid-stream); ``raw`` (send this exact SSE body).
+  ``stall_ms`` (go silent mid-stream); ``raw`` (send this exact SSE body); ``gate`` NAME with
+  ``gate_after`` N (hold the stream before event N, default 0, until the test calls
+  ``open_gate(NAME)``; ``gate_reached(NAME)`` is set once a stream waits there), so a test acts
+  at an exact point of an answer without waiting for time to pass.
 
 When the script runs out, every further call answers "(fake server script finished)".
 
@@ -486,6 +489,28 @@ class FakeModelServer:
         self._next_step = 0
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._gates: dict[str, asyncio.Event] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reached: dict[str, threading.Event] = {}
+
+    def open_gate(self, name: str) -> None:
+        """Let the streams held at gate ``name`` go on (callable from any thread)."""
+
+        def release() -> None:
+            self._gates.setdefault(name, asyncio.Event()).set()
+
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if self._loop is None or here is self._loop:
+            release()
+        else:
+            self._loop.call_soon_threadsafe(release)
+
+    def gate_reached(self, name: str) -> threading.Event:
+        """Set once a stream waits at gate ``name`` (usable from any thread)."""
+        return self._reached.setdefault(name, threading.Event())
 
     @property
     def base_url(self) -> str:
@@ -497,6 +522,7 @@ class FakeModelServer:
         return [r for r in self.requests if r.method == "POST"]
 
     async def start(self) -> str:
+        self._loop = asyncio.get_running_loop()
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.base_url
@@ -623,6 +649,9 @@ class FakeModelServer:
         if "stream_error" in step:
             events = [*events[: max(len(events) // 2, 1)], stream_error_event(dialect, step["stream_error"])]
         for number, event in enumerate(events):
+            if "gate" in step and number == int(step.get("gate_after", 0)):
+                self.gate_reached(step["gate"]).set()
+                await self._gates.setdefault(step["gate"], asyncio.Event()).wait()
             if number == step.get("drop_after"):
                 writer.transport.abort()
                 record.disconnected_at = time.time()

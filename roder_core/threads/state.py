@@ -36,6 +36,8 @@ class ThreadState:
     #: Front-end services copied into every tool call's ``ToolExecutionContext.extra`` in this
     #: thread (e.g. ``tools.CLIENT_TEXT_READER`` from ``roder acp``); see ``set_tool_extra``.
     tool_extra: dict[str, Any] = field(default_factory=dict)
+    #: Asks nobody although the runtime is interactive (a one-shot run handed to a host).
+    headless: bool = False
 
     @property
     def active_turn_id(self) -> str | None:

@@ -657,7 +657,7 @@ class TurnRunner:
         """Ask the user; returns an error result when denied, None when allowed."""
         runtime = self.runtime
         subjects = subjects_of(tool, call, ctx.workspace)
-        if not runtime.options.interactive:
+        if not runtime.thread_interactive(self.tid):
             return ToolResult(
                 id=call.id,
                 name=call.name,

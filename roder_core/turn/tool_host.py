@@ -70,6 +70,8 @@ class ThreadHost(Protocol):
 
     def thread(self, thread_id: str) -> Thread: ...
 
+    def thread_interactive(self, thread_id: str) -> bool: ...
+
     @property
     def tasks(self) -> TaskBoards: ...
 
@@ -108,7 +110,7 @@ class TurnToolHost:
 
     @property
     def interactive(self) -> bool:
-        return self._host.options.interactive
+        return self._host.thread_interactive(self._thread_id)
 
     @property
     def provider(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,6 +86,30 @@ class PromptHistory:
             return None
         self.cursor += 1
         return self.entries[self.cursor] if self.cursor < len(self.entries) else self.draft
+
+
+#: Lists one folder of a workspace the app cannot see (attached from another machine):
+#: (name, is a folder) pairs, through the host's ``fs/readDirectory``.
+ReadDirectory = Callable[[str], Awaitable[list[tuple[str, bool]]]]
+
+
+async def remote_workspace_files(read_directory: ReadDirectory, root: str, limit: int = FILE_SCAN_LIMIT) -> list[str]:
+    """``workspace_files`` for a workspace on the host, folder by folder over the control plane."""
+    found: list[str] = []
+    folders = [""]
+    while folders:
+        rel = folders.pop(0)
+        entries = await read_directory(f"{root}/{rel}" if rel else root)
+        for name, is_dir in sorted(entries):
+            path = f"{rel}/{name}" if rel else name
+            if is_dir:
+                if (name not in _SKIP_DIRS and not name.startswith(".")) or name == ".github":
+                    folders.append(path)
+                continue
+            found.append(path)
+            if len(found) >= limit:
+                return found
+    return found
 
 
 def workspace_files(root: Path, limit: int = FILE_SCAN_LIMIT) -> list[str]:
@@ -220,6 +244,8 @@ class PromptBar(Vertical):
         #: MCP resources (``server:uri``) offered by ``@`` completion before workspace files.
         self.mentions: list[str] = []
         self._files: list[str] | None = None
+        #: Set when the workspace is on the host, not here: ``@`` completion lists it through this.
+        self.read_directory: ReadDirectory | None = None
 
     def compose(self):  # type: ignore[override]
         yield self.input
@@ -263,7 +289,10 @@ class PromptBar(Vertical):
         if match and (match.start() == 0 or before[match.start() - 1].isspace()):
             if self._files is None:
                 self._files = []
-                self.run_worker(self._scan_files, thread=True, exclusive=True, group="file-scan")
+                if self.read_directory is not None:
+                    self.run_worker(self._scan_remote(), exclusive=True, group="file-scan")
+                else:
+                    self.run_worker(self._scan_files, thread=True, exclusive=True, group="file-scan")
             from roder_tui.widgets.completion import Completion
 
             names = match_files(self._files, match.group(1))
@@ -280,15 +309,31 @@ class PromptBar(Vertical):
         files = workspace_files(self.workspace)
         self.app.call_from_thread(self._files_ready, files)
 
+    async def _scan_remote(self) -> None:
+        self._files_ready(await self.known_files())
+
+    async def known_files(self) -> list[str]:
+        """The workspace's files (relative paths), listed now if they were not yet."""
+        if self._files:
+            return self._files
+        if self.read_directory is not None:
+            return await remote_workspace_files(self.read_directory, str(self.workspace))
+        return workspace_files(self.workspace)
+
     def _files_ready(self, files: list[str]) -> None:
         self._files = files
         self.on_text_area_changed(TextArea.Changed(self.input))
 
 
-def attachments_in(text: str, workspace: Path) -> list[Path]:
-    """Workspace files named as ``@path`` in a prompt (missing ones are left as text)."""
+def attachments_in(text: str, workspace: Path, known: set[str] | None = None) -> list[Path]:
+    """Workspace files named as ``@path`` in a prompt (missing ones are left as text). With
+    ``known`` (the relative paths of a workspace on the host), those are the files that exist."""
     found: list[Path] = []
     for match in re.finditer(r"(?:^|\s)@([^\s@]+)", text):
+        if known is not None:
+            if match.group(1) in known and workspace / match.group(1) not in found:
+                found.append(workspace / match.group(1))
+            continue
         path = (workspace / match.group(1)).resolve()
         try:
             path.relative_to(workspace.resolve())

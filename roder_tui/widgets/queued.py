@@ -29,6 +29,10 @@ class QueuedSteers(Static):
         self.queued: list[Queued] = []
 
     def add(self, item_id: str, text: str) -> None:
+        """Queue one for display; the same message reported twice (this client's call and the
+        host's ``turn/steer/queued`` to every client) shows once."""
+        if any(q.item_id == item_id for q in self.queued):
+            return
         self.queued.append(Queued(item_id, text))
         self._show()
 

@@ -335,6 +335,33 @@ class Transcript(VerticalScroll, can_focus=True):
         else:
             widget.refresh_entry()  # type: ignore[attr-defined]
 
+    async def resume_stream(self, key: str, text: str) -> None:
+        """An answer or reasoning of a running turn, shown mid-stream (a thread opened while
+        it runs, an app attached to a host): show all the text streamed so far, then keep
+        streaming the deltas that follow into it."""
+        entry = self.model.get(key)
+        if entry is None or entry.kind not in ("assistant", "reasoning"):
+            return
+        entry.items[0] = entry.items[0].model_copy(update={"text": text})
+        entry.live, entry.live_text = True, text
+        old = entry.widget
+        if old is None or not old.is_attached:
+            return
+        widget = build_widget(entry)
+        await self.mount(widget, after=old)
+        await old.remove()
+        if _streams(widget):
+            await widget.body.feed(text)  # type: ignore[attr-defined]
+
+    def resume_tool_output(self, key: str, output: str) -> None:
+        """The live output a running tool printed before this view opened."""
+        entry = self.model.get(key)
+        if entry is None or entry.kind != "tool":
+            return
+        entry.live_text, entry.ended = output, False
+        if entry.widget is not None and entry.widget.is_attached:
+            entry.widget.refresh_entry()  # type: ignore[attr-defined]
+
     async def _prune_top(self) -> None:
         excess = (self.hi - self.lo) - MAX_MOUNTED
         if excess <= 0:

@@ -73,6 +73,16 @@ from roder_core.server.protocol import (
     TurnSteerCancelParams,
     TurnSteerParams,
 )
+from roder_core.server.protocol_attach import (
+    HOST_STATUS,
+    HOST_STOP,
+    PALETTE_COMMANDS,
+    THREAD_HEADLESS,
+    THREAD_LIVE,
+    PaletteCommandsParams,
+    ThreadHeadlessParams,
+    ThreadLiveParams,
+)
 from roder_core.server.protocol_changes import (
     GIT_CHANGES_LIST,
     GIT_CHANGES_READ,
@@ -413,6 +423,17 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         assert (await typed(MEDIA_THUMBNAIL, MediaThumbnailParams(thread_id=thread.id, media_id=media.id))).width == 4
         assert (await typed(MEDIA_DELETE, MediaIdParams(thread_id=thread.id, media_id=media.id))).deleted
         await _plugin_calls(typed, tmp_path)
+        # Attaching clients (issue 19): live state, headless threads, the palette, the host.
+        live = await typed(THREAD_LIVE, ThreadLiveParams(thread_id=thread.id))
+        assert live.thread_id == thread.id and live.turn_id is None
+        await typed(THREAD_HEADLESS, ThreadHeadlessParams(thread_id=thread.id, headless=False))
+        rows = (await typed(PALETTE_COMMANDS, PaletteCommandsParams(state={"mode": "ask"}))).commands
+        assert any(r.method == "session/set_mode" for r in rows)
+        assert (await typed(HOST_STATUS, NoParams())).socket is None  # not a background host
+        with pytest.raises(RpcError) as refused:
+            await client.call(HOST_STOP)
+        assert refused.value.code == -32004
+        called.add(HOST_STOP.name)
         events.close()
 
     unreached = set(METHODS) - called

@@ -520,6 +520,18 @@ async def test_ctrl_g_without_an_editor_says_so(workspace: Path, monkeypatch: py
         assert app.prompt_bar.input.text == "keep me"
 
 
+async def test_ctrl_g_in_a_browser_says_it_needs_a_terminal(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `roder web` the editor would read the page's pipe: refused, the prompt kept."""
+    monkeypatch.setenv("VISUAL", "vi")
+    monkeypatch.setenv("TEXTUAL_DRIVER", "textual.drivers.web_driver:WebDriver")
+    app = make_app(workspace, [{"text": "ok"}], monkeypatch)  # run_test still drives it headless
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"keep me", "ctrl+g")
+        await until(pilot, lambda: any("needs a terminal" in n.message for n in app._notifications), what="the refusal")
+        assert app.prompt_bar.input.text == "keep me"
+
+
 # --------------------------------------------------------------------------- 8. smaller defects
 
 

@@ -72,6 +72,7 @@ from roder_core.server.protocol import (
     TurnSteerResult,
     UserInputRequest,
 )
+from roder_core.server.protocol_attach import SteerCancelled, SteerQueued
 from roder_core.settings.config import ConfigWriter
 from roder_core.settings.credentials import CredentialsError, CredentialStore, check_key, redaction_label
 from roder_core.threads.events import ApprovalRequested
@@ -339,12 +340,16 @@ async def turn_steer(app: Dispatcher, params: TurnSteerParams, ctx: CallContext)
         raise InvalidParams("turn/steer needs a prompt")
     app.runtime.thread(params.thread_id)
     item = app.runtime.steer(params.thread_id, text, params.expected_turn_id)
+    turn_id = app.runtime.active_turn_id(params.thread_id) or params.expected_turn_id
+    app.broadcast(SteerQueued(thread_id=params.thread_id, turn_id=turn_id, item=item))  # every client shows the queue
     return TurnSteerResult(turn_id=params.expected_turn_id, item_id=item.id)
 
 
 @handles("turn/steer/cancel")
 async def turn_steer_cancel(app: Dispatcher, params: TurnSteerCancelParams, ctx: CallContext) -> TurnSteerCancelResult:
     item = app.runtime.cancel_steer(params.thread_id, params.item_id)
+    if item is not None:
+        app.broadcast(SteerCancelled(thread_id=params.thread_id, item_id=item.id))
     return TurnSteerCancelResult(cancelled=item is not None, text=item.text if item is not None else None)
 
 

@@ -1,0 +1,202 @@
+"""Finding, starting and describing this user's background host (``roder serve``).
+
+Shared by ``roder serve``, ``roder attach``, ``roder --detach``, ``roder web`` and one-shot mode.
+Looking for a host costs one ``stat`` when none runs, so one-shot mode can always look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roder_core.server.host_paths import HostDirError, HostPaths
+
+if TYPE_CHECKING:
+    from roder_core.server.protocol_attach import HostStatusResult
+    from roder_core.server.remote_client import RemoteAppClient
+
+#: Seconds ``roder serve`` waits for a new host to say it is ready.
+START_TIMEOUT = 60.0
+#: Flags of ``add_runtime_flags`` a background host is started with: (attribute, flag).
+RUNTIME_FLAGS = (
+    ("provider", "--provider"),
+    ("model", "--model"),
+    ("mode", "--mode"),
+    ("sandbox", "--sandbox"),
+    ("profile", "--profile"),
+    ("max_iterations", "--max-iterations"),
+)
+
+
+class HostStartError(Exception):
+    """The background host did not come up; the message says why (its log's last lines)."""
+
+
+async def connect(paths: HostPaths | None = None) -> RemoteAppClient | None:
+    """A client of this user's running host, or None when none runs (or its folder is not
+    private: then nobody should talk to it)."""
+    paths = paths or HostPaths.from_env()
+    if not paths.socket.exists():
+        return None
+    try:
+        paths.check_private()
+    except HostDirError as exc:
+        sys.stderr.write(f"roder: ignoring the host socket: {exc}\n")
+        return None
+    from roder_core.server.remote_client import HostUnreachable, RemoteAppClient
+
+    try:
+        return await RemoteAppClient.connect_unix(paths.socket)
+    except HostUnreachable:
+        return None
+
+
+async def status(client: RemoteAppClient) -> HostStatusResult:
+    from roder_core.server.protocol_attach import HOST_STATUS
+
+    return await client.call(HOST_STATUS)
+
+
+def runtime_flags(args: argparse.Namespace) -> list[str]:
+    """The shared runtime flags given on this command line, to pass on to a new host."""
+    flags: list[str] = []
+    for attribute, flag in RUNTIME_FLAGS:
+        value = getattr(args, attribute, None)
+        if value is not None and not (attribute == "profile" and value == "developer"):
+            flags += [flag, str(value)]
+    if getattr(args, "trust", False):
+        flags.append("--trust")
+    return flags
+
+
+def start_background(flags: list[str], cwd: Path, paths: HostPaths | None = None) -> tuple[str, str]:
+    """Start ``roder serve --foreground`` detached from this terminal (its own session, output
+    to the host log) and wait until it listens; returns its socket path and what it announced
+    for its user (the WebSocket's address and token with ``--remote``)."""
+    paths = paths or HostPaths.from_env()
+    paths.ensure_private()
+    read_end, write_end = os.pipe()
+    command = [sys.executable, "-m", "roder_tui.cli", "serve", "--foreground", "--ready-fd", str(write_end), *flags]
+    with open(paths.log, "ab") as log:
+        os.chmod(paths.log, 0o600)
+        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} roder serve in {cwd}\n".encode())
+        log.flush()
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            pass_fds=(write_end,),
+            start_new_session=True,  # a closed terminal or SSH session does not reach it
+        )
+    os.close(write_end)
+    try:
+        ready = _read_ready(read_end, START_TIMEOUT)
+    finally:
+        os.close(read_end)
+    if ready.startswith("ready "):
+        first, _, banner = ready.partition("\n")
+        return first.removeprefix("ready ").strip(), banner
+    code = process.poll()
+    why = f"it exited with status {code}" if code is not None else f"it did not get ready in {START_TIMEOUT:.0f} s"
+    raise HostStartError(f"the host did not start ({why}); its log {paths.log} ends with:\n{_tail(paths.log)}")
+
+
+def _read_ready(fd: int, timeout: float) -> str:
+    """What the host wrote before closing the pipe: its ready line and banner (nothing if it died)."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        readable, _, _ = select.select([fd], [], [], left)
+        if not readable:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace")
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+async def oneshot_host(args: argparse.Namespace) -> tuple[RemoteAppClient, str] | None:
+    """A client of a host that would run this one-shot exactly as this process would, with the
+    policy mode the thread must get there; None (after one ``stat``) when there is none."""
+    if os.environ.get("RODER_NO_HOST"):
+        return None
+    client = await connect()
+    if client is None:
+        return None
+    try:
+        info = await status(client)
+    except Exception:  # an old or broken host: answer in process
+        await client.close()
+        return None
+    reason = incompatibility(info, args, Path.cwd(), os.environ)
+    if reason is not None:
+        await client.close()
+        return None
+    return client, str(args.mode or info.default_mode)
+
+
+def incompatibility(info: HostStatusResult, args: argparse.Namespace, cwd: Path, env: Mapping[str, str]) -> str | None:
+    """Why the host would not run this one-shot as this process would, or None."""
+    from roder_core import __version__
+    from roder_core.server.host_paths import config_stamp, environment_digest
+    from roder_core.server.protocol import PROTOCOL_VERSION
+    from roder_core.settings.paths import RoderPaths
+
+    if (info.version, info.protocol_version) != (__version__, PROTOCOL_VERSION):
+        return f"the host runs roder {info.version} (protocol {info.protocol_version})"
+    if Path(info.cwd) != cwd.resolve():
+        return f"the host serves {info.cwd}"
+    trust = bool(getattr(args, "trust", False))
+    if info.trusted != trust:  # one-shot runs trust a folder only when told to (--trust)
+        return "the host trusts this folder" if info.trusted else "the host does not trust this folder"
+    for name in ("sandbox", "max_iterations"):
+        if getattr(args, name, None) != info.flags.get(name):
+            return f"the host was started with other --{name.replace('_', '-')}"
+    if getattr(args, "profile", "developer") != info.profile:
+        return f"the host runs profile {info.profile}"
+    for name in ("provider", "model"):  # given here, they choose the thread's; else the host's must be the config's
+        if getattr(args, name, None) is None and info.flags.get(name) is not None:
+            return f"the host was started with --{name} {info.flags[name]}"
+    paths = RoderPaths.from_env(dict(env))
+    if config_stamp(paths.config_file, cwd.resolve(), trust) != info.config_stamp:
+        return "the config changed since the host started"
+    if environment_digest(env) != info.environment_digest:
+        return "provider keys or endpoints in this environment differ from the host's"
+    return None
+
+
+def describe(info: HostStatusResult) -> str:
+    """A few lines for people: what runs where, with which settings."""
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.started_at)) if info.started_at else "?"
+    turns = ", ".join(sorted(info.active_turns)) or "none"
+    return "\n".join(
+        [
+            f"roder host: running (pid {info.pid}, roder {info.version}) since {since}",
+            f"  workspace: {info.cwd}",
+            f"  socket:    {info.socket} (mode 0600, folder 0700)",
+            f"  model:     {info.provider}/{info.model}; mode {info.mode}; sandbox {info.sandbox or 'default'}; "
+            f"profile {info.profile}; folder {'trusted' if info.trusted else 'not trusted'}",
+            f"  clients:   {info.clients}; threads with a running turn: {turns}",
+        ]
+    )
