@@ -84,6 +84,12 @@ def test_listing_in_a_fresh_process_imports_neither_pydantic_nor_extensions(
         "and m not in ('roder_ext_jsonl_store', 'roder_ext_jsonl_store.index', 'roder_ext_jsonl_store.files'));"
         "print(code, heavy, file=sys.stderr)"
     )
+    # The record is keyed by the interpreter's installed distributions as a fresh process sees
+    # them; earlier tests in this process may have put fake distributions on sys.path, so a first
+    # fresh start-up records the store, and the probe's start-up is the second one.
+    subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", "sessions", "list"], cwd=here, env=os.environ, check=True, capture_output=True
+    )
     done = subprocess.run([sys.executable, "-c", probe], cwd=here, env=os.environ, capture_output=True, text=True, check=True)
     assert done.stderr.strip() == "0 []"
     assert thread_id in done.stdout
