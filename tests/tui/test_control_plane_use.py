@@ -50,8 +50,12 @@ async def test_first_run_screen_mentions_stored_keys(workspace: Path, monkeypatc
     app = make_app(workspace, None, monkeypatch, provider=None)
     async with app.run_test(size=(100, 40)) as pilot:
         await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
-        text = "\n".join(str(s.render()) for s in app.screen.query(Static))
-        assert "roder providers login anthropic" in text
+
+        def shown() -> str:
+            return "\n".join(str(s.render()) for s in app.screen.query(Static))
+
+        # The screen is pushed before its text is composed: wait for the words, not the screen.
+        await until(pilot, lambda: "roder providers login anthropic" in shown(), what="the stored-keys hint")
         await pilot.press("q")
 
 
