@@ -21,6 +21,7 @@ from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, ThreadNetwo
 from roder_core.brokers.process import HostProcessBroker
 from roder_core.brokers.task_log import TaskLog
 from tests.brokers.helpers import Reachable, assert_gone, marker, needs_bwrap, outside_folder, running, serve
+from tests.builders import until
 from tests.tools.harness import make_brokers
 
 SERVE = (
@@ -194,7 +195,9 @@ async def test_background_output_is_redacted_and_the_whole_tree_is_killed(worksp
     )
     process = await brokers.process.spawn(command, output=log)
     await log.wait_for("started")
-    assert len(running(mark)) >= 2
+    # "started" is printed before the shell execs, and the backgrounded child may not have
+    # exec'd python yet either: wait until both carry the marker.
+    await until(lambda: len(running(mark)) >= 2)
     result = await process.kill()
     assert result.interrupted
     assert_gone(mark)
