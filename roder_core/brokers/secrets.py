@@ -49,17 +49,23 @@ def provider_key_names(config: RoderConfig) -> list[str]:
 
 
 def runtime_redactor(env: Mapping[str, str], config: RoderConfig) -> SecretRedactor:
-    """The redactor of a run: secret environment variables plus every stored provider key
-    (those never enter an environment, so only this keeps them out of transcripts and logs)."""
+    """The redactor of a run: secret environment variables plus every stored provider key and
+    sensitive plugin option (those never enter Roder's environment, so only this keeps them out
+    of transcripts and logs)."""
     from roder_core.settings.credentials import CredentialsError, CredentialStore, redaction_label
 
     redactor = SecretRedactor.from_env(env, provider_key_names(config))
+    store = CredentialStore.for_env(env)
     try:
-        stored = CredentialStore.for_env(env).keys()
+        stored = store.keys()
+        options = store.all_plugin_options()
     except CredentialsError:
-        stored = {}  # unreadable: no engine can use its keys either, and says so
+        stored, options = {}, {}  # unreadable: no engine can use its keys either, and says so
     for provider, key in stored.items():
         redactor.add(redaction_label(provider), key)
+    for plugin, values in options.items():  # sensitive plugin options (roder_core.plugins.options)
+        for key, value in values.items():
+            redactor.add(f"{plugin} option {key}", value)
     return redactor
 
 

@@ -10,7 +10,7 @@ Nothing here runs anything. A file that cannot be used is one line in ``problems
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from roder_core.customization.definitions import (
 )
 from roder_core.plugins.enabled import ActivePlugin, ActivePlugins, active_plugins
 from roder_core.plugins.layout import CommandSpec, HookSpec, ServerSpec
+from roder_core.plugins.options import substitute_options
 from roder_core.settings.config import ConfigError, load_config
 
 #: Claude Code's model aliases: meaningless to other providers, so such an agent uses the
@@ -68,6 +69,12 @@ def _scope(plugin: ActivePlugin) -> str:
     return f"plugin:{plugin.id}"
 
 
+def _body(plugin: ActivePlugin, text: str, values: dict[str, str]) -> str:
+    """A command's, skill's or agent's text with its placeholders filled: only non-sensitive
+    ``${user_config.KEY}`` values, since the model reads it."""
+    return substitute_options(substitute(text, values), plugin.options, allowed=plugin.public_options())
+
+
 def _skill(plugin: ActivePlugin, folder_name: str, path: Path, values: dict[str, str]) -> Skill:
     meta, body = _read(path)
     name = _text(meta, "name") or folder_name
@@ -75,7 +82,7 @@ def _skill(plugin: ActivePlugin, folder_name: str, path: Path, values: dict[str,
     return Skill(
         name=f"{plugin.name}:{name}",
         description=_text(meta, "description") or first_paragraph(body) or name,
-        body=substitute(body.strip(), local),
+        body=_body(plugin, body.strip(), local),
         path=path,
         scope=_scope(plugin),
         allowed_tools=tool_list(meta.get("allowed-tools")),
@@ -92,7 +99,7 @@ def _command(plugin: ActivePlugin, spec: CommandSpec, values: dict[str, str]) ->
     return CommandTemplate(
         name=f"{plugin.name}:{spec.name}",
         description=spec.description or _text(meta, "description") or first_paragraph(body),
-        template=substitute(body.strip(), values),
+        template=_body(plugin, body.strip(), values),
         path=spec.path or plugin.root,
         scope=_scope(plugin),
         argument_hint=spec.argument_hint or _text(meta, "argument-hint"),
@@ -114,7 +121,7 @@ def _agent(plugin: ActivePlugin, name: str, path: Path, values: dict[str, str], 
     return AgentDefinition(
         name=f"{plugin.name}:{local}",
         description=_text(meta, "description") or first_paragraph(body) or local,
-        prompt=substitute(body.strip(), values),
+        prompt=_body(plugin, body.strip(), values),
         scope=_scope(plugin),
         path=path,
         tools=tool_list(meta.get("tools")),
@@ -188,12 +195,29 @@ class PluginHook:
 
 
 def plugin_hooks(active: ActivePlugins, project: Path) -> list[PluginHook]:
+    """Each enabled plugin's hooks with ``${CLAUDE_PLUGIN_ROOT}``-style and ``${user_config.KEY}``
+    placeholders filled (layout refused ``user_config`` in shell-form commands), and its
+    variables and options as their environment."""
     hooks = []
     for plugin in active.plugins:
         values = plugin.variables(project)
+        env = plugin.process_env(project)
         for spec in plugin.layout.hooks:
-            hooks.append(PluginHook(plugin.id, spec, substitute(spec.command, values), values))
+            filled = replace(spec, config=fill_options(spec.config, values, plugin.options))
+            command = substitute_options(substitute(spec.command, values), plugin.options)
+            hooks.append(PluginHook(plugin.id, filled, command, env))
     return hooks
+
+
+def fill_options(value: Any, variables: dict[str, str], options: dict[str, Any]) -> Any:
+    """``value`` (JSON) with the plugin's placeholders filled in every string."""
+    if isinstance(value, str):
+        return substitute_options(substitute(value, variables), options)
+    if isinstance(value, list):
+        return [fill_options(v, variables, options) for v in value]
+    if isinstance(value, dict):
+        return {k: fill_options(v, variables, options) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -206,9 +230,18 @@ class PluginServer:
     env: dict[str, str]
 
 
+#: The server fields placeholders are filled in (Claude Code's list).
+SERVER_FIELDS = ("command", "args", "env", "url", "headers", "headersHelper")
+
+
 def plugin_servers(active: ActivePlugins, project: Path) -> list[PluginServer]:
-    return [
-        PluginServer(f"plugin:{plugin.name}:{spec.name}", plugin.id, spec, plugin.variables(project))
-        for plugin in active.plugins
-        for spec in plugin.layout.mcp_servers
-    ]
+    """Each enabled plugin's MCP servers, ``${user_config.KEY}`` filled in their command, args,
+    env, url, headers and headersHelper, with the plugin's variables and options exported."""
+    found = []
+    for plugin in active.plugins:
+        for spec in plugin.layout.mcp_servers:
+            raw = {k: fill_options(v, {}, plugin.options) if k in SERVER_FIELDS else v for k, v in spec.raw.items()}
+            found.append(
+                PluginServer(f"plugin:{plugin.name}:{spec.name}", plugin.id, replace(spec, raw=raw), plugin.process_env(project))
+            )
+    return found

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.plugins.layout import PluginLayout, resolve_layout
-from roder_core.plugins.manifest import MarketplaceEntry, PluginSource, load_manifest, split_id
+from roder_core.plugins.manifest import entry_of, load_manifest, split_id
+from roder_core.plugins.options import OptionStore, option_env
 from roder_core.plugins.records import InstallRecord, PluginDirs, read_installed, read_json
 from roder_core.settings.paths import RoderPaths
 
@@ -31,6 +32,8 @@ class ActivePlugin:
     root: Path
     data_dir: Path
     layout: PluginLayout
+    #: Its ``userConfig`` values (sensitive ones included: only for its own processes).
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -47,6 +50,14 @@ class ActivePlugin:
             "CLAUDE_PLUGIN_DATA": str(self.data_dir),
             "CLAUDE_PROJECT_DIR": str(project),
         }
+
+    def process_env(self, project: Path) -> dict[str, str]:
+        """What its hooks and MCP servers get: the variables plus ``CLAUDE_PLUGIN_OPTION_<KEY>``."""
+        return {**self.variables(project), **option_env(self.layout.user_config, self.options)}
+
+    def public_options(self) -> frozenset[str]:
+        """Option keys whose values may appear in text the model reads (not sensitive)."""
+        return frozenset(k for k, spec in self.layout.user_config.items() if not spec.sensitive)
 
 
 @dataclass
@@ -97,12 +108,7 @@ def _config_enabled(config_extra: Mapping[str, Any] | None) -> dict[str, bool]:
 
 def installed_layout(record: InstallRecord, root: Path) -> PluginLayout:
     """The components of an installed copy, with the catalog entry it was installed from."""
-    entry = MarketplaceEntry(
-        name=record.name,
-        source=PluginSource("relative", path="."),
-        strict=bool(record.entry.get("strict", True)),
-        raw=record.entry,
-    )
+    entry = entry_of(record.name, record.entry)
     return resolve_layout(root, record.name, load_manifest(root), entry, marketplace_root=bool(record.entry.get("atRoot")))
 
 
@@ -121,6 +127,7 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
                 f"`roder plugin install {name}{'@' + market if market else ''}`"
             )
     taken: dict[str, str] = {}
+    options = OptionStore(dirs)
     for identifier, record in sorted(records.items()):
         if not overrides.get(identifier, record.enabled):
             continue
@@ -136,6 +143,13 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
             continue
         taken[record.name] = identifier
         layout = installed_layout(record, root)
-        result.plugins.append(ActivePlugin(record, root, dirs.data_dir(identifier), layout))
+        values = options.values(identifier) if layout.user_config else {}
+        missing = [k for k, spec in layout.user_config.items() if spec.required and k not in values]
+        if missing:
+            result.problems.append(
+                f"plugin {identifier}: option {', '.join(missing)} has no value; "
+                f"set it with `roder plugin configure {identifier} --option KEY=VALUE`"
+            )
+        result.plugins.append(ActivePlugin(record, root, dirs.data_dir(identifier), layout, values))
         result.problems.extend(f"plugin {identifier}: {p}" for p in layout.problems)
     return result

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.customization.injection import injected_commands
+from roder_core.plugins.dependencies import Dependency, parse_dependencies
 from roder_core.plugins.manifest import ManifestError, MarketplaceEntry, PluginManifest, load_json
+from roder_core.plugins.options import OptionSpec, parse_user_config
 
 #: Claude Code hook events; the ones Roder runs are in ``RUN_EVENTS``.
 HOOK_EVENTS = frozenset(
@@ -73,13 +75,21 @@ class CommandSpec:
     allowed_tools: Any = None
 
 
+#: Hook handler types Roder runs (``mcp_tool`` is not one of them yet).
+HOOK_TYPES = ("command", "http", "prompt", "agent")
+
+
 @dataclass(frozen=True)
 class HookSpec:
     event: str
     matcher: str
+    #: A command hook's command line; for the other types, what it does in one line.
     command: str
     timeout: float | None
     origin: str
+    kind: str = "command"
+    #: The handler as written (``url``, ``headers``, ``allowedEnvVars``, ``prompt``, ``model``).
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,9 @@ class PluginLayout:
     bin: list[str] = field(default_factory=list)
     install_scripts: list[str] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    #: ``userConfig``: the options the user is asked for at install.
+    user_config: dict[str, OptionSpec] = field(default_factory=dict)
+    dependencies: list[Dependency] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -118,16 +131,24 @@ class PluginLayout:
             "commands": [f"/{name}:{c.name}" for c in self.commands],
             "skills": [f"{name}:{n}" for n, _ in self.skills],
             "agents": [f"{name}:{n}" for n, _ in self.agents],
-            "hooks": [{"event": h.event, "matcher": h.matcher, "command": h.command, "timeout": h.timeout} for h in self.hooks],
+            "hooks": [
+                {"event": h.event, "matcher": h.matcher, "type": h.kind, "command": h.command, "timeout": h.timeout}
+                for h in self.hooks
+            ],
             "mcpServers": [{"name": s.name, "id": f"plugin:{name}:{s.name}", "target": s.describe()} for s in self.mcp_servers],
             "lspServers": [{"name": s.name, "target": s.describe()} for s in self.lsp_servers],
             "bin": self.bin,
             "unsupported": self.unsupported,
+            "userConfig": [spec.to_json() for spec in self.user_config.values()],
+            "dependencies": [d.describe() for d in self.dependencies],
         }
 
     def runs_code(self) -> list[str]:
         """Every way this plugin would run a program, one line each (shown before installing)."""
-        lines = [f"hook {h.event}{f' [{h.matcher}]' if h.matcher else ''}: {h.command}" for h in self.hooks]
+        lines = [
+            f"{'' if h.kind == 'command' else h.kind + ' '}hook {h.event}{f' [{h.matcher}]' if h.matcher else ''}: {h.command}"
+            for h in self.hooks
+        ]
         lines += [f"MCP server {s.name}: {s.describe()}" for s in self.mcp_servers]
         lines += [f"LSP server {s.name}: {s.describe()} (not started by Roder)" for s in self.lsp_servers]
         lines += [f"bin/{name} (an executable; Roder does not put it on the PATH)" for name in self.bin]
@@ -203,6 +224,7 @@ def resolve_layout(
         else:
             for key, value in extra.items():
                 declared[key] = _merge(declared.get(key), value) if key in declared else value
+    _options_and_dependencies(layout, manifest, entry)
     _commands(layout, declared)
     _agents(layout, declared)
     _skills(layout, declared, replace_default=marketplace_root and "skills" in declared)
@@ -217,6 +239,22 @@ def resolve_layout(
         if (root / folder).is_dir():
             layout.unsupported.append(folder)
     return layout
+
+
+def _options_and_dependencies(layout: PluginLayout, manifest: PluginManifest, entry: MarketplaceEntry | None) -> None:
+    """``userConfig`` and ``dependencies``: plugin.json's, with a catalog entry's added (a
+    non-strict entry is the whole definition, so only its own count)."""
+    sources: list[tuple[str, Any, Any]] = []
+    if entry is None or entry.strict:
+        sources.append(("plugin.json", manifest.user_config, manifest.dependencies))
+    if entry is not None:
+        sources.append(("marketplace entry", entry.raw.get("userConfig"), entry.raw.get("dependencies")))
+    for where, options, dependencies in sources:
+        for key, spec in parse_user_config(options, where, layout.problems).items():
+            layout.user_config.setdefault(key, spec)
+        for dependency in parse_dependencies(dependencies, where, layout.problems):
+            if all(d.name != dependency.name for d in layout.dependencies):
+                layout.dependencies.append(dependency)
 
 
 def _merge(first: Any, second: Any) -> Any:
@@ -376,8 +414,13 @@ def _hook_group(layout: PluginLayout, origin: str, event: str, group: Any) -> No
             layout.problems.append(f"{origin}: a {event} hook is not an object; skipped")
             continue
         kind = str(handler.get("type") or "command")
+        if kind not in HOOK_TYPES:
+            layout.problems.append(
+                f"{origin}: {event} hook of type {kind!r} is not supported (only {', '.join(HOOK_TYPES)}); skipped"
+            )
+            continue
         if kind != "command":
-            layout.problems.append(f"{origin}: {event} hook of type {kind!r} is not supported (only command); skipped")
+            _typed_hook(layout, origin, event, matcher, kind, handler, group)
             continue
         command = handler.get("command")
         if not isinstance(command, str) or not command.strip():
@@ -390,6 +433,24 @@ def _hook_group(layout: PluginLayout, origin: str, event: str, group: Any) -> No
             layout.problems.append(f"{origin}: {event} hook uses ${{user_config.*}} in shell form; skipped")
             continue
         layout.hooks.append(HookSpec(event, matcher, command, _timeout(handler, group, origin, layout.problems), origin))
+
+
+def _typed_hook(
+    layout: PluginLayout, origin: str, event: str, matcher: str, kind: str, handler: dict[str, Any], group: dict[str, Any]
+) -> None:
+    """An ``http`` (needs ``url``), ``prompt`` or ``agent`` (need ``prompt``) hook."""
+    field_name = "url" if kind == "http" else "prompt"
+    value = handler.get(field_name)
+    if not isinstance(value, str) or not value.strip():
+        layout.problems.append(f"{origin}: a {event} {kind} hook has no {field_name}; skipped")
+        return
+    if kind == "http":
+        shown = f"POST {value}"
+    else:
+        line = " ".join(value.split())
+        shown = f"{'model call' if kind == 'prompt' else 'read-only agent'}: {line[:120]}{'…' if len(line) > 120 else ''}"
+    timeout = _timeout(handler, group, origin, layout.problems)
+    layout.hooks.append(HookSpec(event, matcher, shown, timeout, origin, kind, dict(handler)))
 
 
 def _timeout(handler: dict[str, Any], group: dict[str, Any], origin: str, problems: list[str]) -> float | None:

@@ -260,6 +260,14 @@ class MarketplaceEntry:
         return {key: self.raw[key] for key in COMPONENT_KEYS if key in self.raw}
 
 
+def entry_of(name: str, recorded: dict[str, Any]) -> MarketplaceEntry:
+    """The catalog entry an install record kept (its strict flag, component keys, options and
+    dependencies), for reading the installed copy as it was installed."""
+    return MarketplaceEntry(
+        name=name, source=PluginSource("relative", path="."), strict=bool(recorded.get("strict", True)), raw=recorded
+    )
+
+
 @dataclass
 class Marketplace:
     name: str
@@ -269,6 +277,8 @@ class Marketplace:
     version: str | None = None
     entries: list[MarketplaceEntry] = field(default_factory=list)
     renames: dict[str, str | None] = field(default_factory=dict)
+    #: Marketplaces this catalog's plugins may take dependencies from.
+    allow_cross_dependencies: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     def entry(self, name: str) -> MarketplaceEntry | None:
@@ -355,6 +365,9 @@ def parse_marketplace(data: Any, root: Path, where: str, problems: list[str] | N
         market.renames = {str(k): (str(v) if isinstance(v, str) else None) for k, v in renames.items()}
     elif renames is not None:
         problems.append(f"{where}: 'renames' must be an object; ignored")
+    cross = data.get("allowCrossMarketplaceDependenciesOn")
+    if isinstance(cross, list):
+        market.allow_cross_dependencies = [str(c) for c in cross if isinstance(c, str)]
     plugin_root = _optional(metadata, "pluginRoot") or _optional(data, "pluginRoot")
     entries = data.get("plugins")
     if not isinstance(entries, list):
@@ -420,6 +433,9 @@ class PluginManifest:
     keywords: list[str] = field(default_factory=list)
     default_enabled: bool | None = None
     components: dict[str, Any] = field(default_factory=dict)
+    #: ``userConfig`` and ``dependencies`` as written (read by ``options`` and ``dependencies``).
+    user_config: Any = None
+    dependencies: Any = None
     problems: list[str] = field(default_factory=list)
 
 
@@ -467,6 +483,8 @@ def load_manifest(plugin_dir: Path) -> PluginManifest:
             manifest.problems.append(f"{path}: {key!r} must be a path or a list of paths; ignored")
             continue
         manifest.components[key] = value
+    manifest.user_config = data.get("userConfig")
+    manifest.dependencies = data.get("dependencies")
     experimental = data.get("experimental")
     if isinstance(experimental, dict):
         for key in ("themes", "monitors"):

@@ -7,6 +7,8 @@
       marketplaces/<name>/      the clone or copy of a catalog (a local folder is used in place)
       data/<id>/                per-plugin data that survives updates (CLAUDE_PLUGIN_DATA)
       installed_plugins.json    {"version": 2, "plugins": {"name@mkt": [record]}}
+      options.json              non-sensitive userConfig values by plugin id (sensitive ones are
+                                in credentials.json, see roder_core.plugins.options)
       accepted_commands.json    command sources the user accepted, by plugin id
     <cache dir>/plugins/
       <mkt>/<plugin>/<version>/ installed copies (CLAUDE_PLUGIN_ROOT)
@@ -136,6 +138,12 @@ class InstallRecord:
     source: dict[str, Any] = field(default_factory=dict)
     #: The catalog entry's ``strict`` flag and component keys, as installed.
     entry: dict[str, Any] = field(default_factory=dict)
+    #: Ids of the plugins this one depends on (``plugins.dependencies``), installed with it.
+    dependencies: list[str] = field(default_factory=list)
+    #: Installed only as another plugin's dependency (``uninstall --prune`` removes it when unused).
+    auto_installed: bool = False
+    #: Install steps that failed without blocking the plugin (its node dependencies), one line each.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -160,6 +168,12 @@ class InstallRecord:
             data["source"] = self.source
         if self.entry:
             data["entry"] = self.entry
+        if self.dependencies:
+            data["dependencies"] = self.dependencies
+        if self.auto_installed:
+            data["autoInstalled"] = True
+        if self.notes:
+            data["notes"] = self.notes
         return data
 
     @classmethod
@@ -175,6 +189,9 @@ class InstallRecord:
             git_commit_sha=data.get("gitCommitSha"),
             source=dict(data.get("source") or {}),
             entry=dict(data.get("entry") or {}),
+            dependencies=[str(d) for d in data.get("dependencies") or [] if isinstance(d, str)],
+            auto_installed=bool(data.get("autoInstalled", False)),
+            notes=[str(n) for n in data.get("notes") or [] if isinstance(n, str)],
         )
 
 

@@ -14,12 +14,14 @@ import hashlib
 import json
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from roder_core.errors import RoderError
 from roder_core.plugins import fetch
+from roder_core.plugins.dependencies import Dependency, satisfies
 from roder_core.plugins.fetch import Fetched, FetchError, FetchSettings
 from roder_core.plugins.layout import PluginLayout, resolve_layout
 from roder_core.plugins.manifest import (
@@ -29,6 +31,7 @@ from roder_core.plugins.manifest import (
     Marketplace,
     MarketplaceEntry,
     PluginSource,
+    entry_of,
     load_json,
     load_manifest,
     load_marketplace,
@@ -36,6 +39,8 @@ from roder_core.plugins.manifest import (
     plugin_id,
     split_id,
 )
+from roder_core.plugins.node_deps import node_dependencies
+from roder_core.plugins.options import OptionError, OptionStore, check_values
 from roder_core.plugins.records import (
     InstallRecord,
     KnownMarketplace,
@@ -104,6 +109,9 @@ class Preview:
     consent: str
     problems: list[str] = field(default_factory=list)
     staged: Fetched | None = None
+    #: Plugins this one needs that are not installed yet, in install order (dependencies first);
+    #: what they run is part of ``runs_code`` and of the consent.
+    dependencies: list[Preview] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +122,8 @@ class Preview:
             "runsCode": self.runs_code,
             "consent": self.consent,
             "problems": self.problems,
+            "dependencies": [{"id": d.variant.id, "version": d.version} for d in self.dependencies],
+            "userConfig": [spec.to_json() for spec in self.layout.user_config.values()] if self.layout else [],
         }
 
 
@@ -127,6 +137,7 @@ class PluginStore:
         self.paths = paths
         self.dirs = PluginDirs.of(paths)
         self.settings = settings or FetchSettings()
+        self.options = OptionStore(self.dirs)
 
     # ------------------------------------------------------------------ marketplaces
 
@@ -273,7 +284,7 @@ class PluginStore:
             raise PluginError(f"no marketplace {name!r}")
         removed = [record.id for record in read_installed(self.dirs).values() if record.marketplace == name]
         for identifier in removed:
-            self.uninstall(identifier)
+            self.uninstall(identifier, force=True)
         own = self.dirs.marketplace_dir(name)
         if Path(entry.install_location) == own and own.exists():
             shutil.rmtree(own)
@@ -439,10 +450,25 @@ class PluginStore:
         raise PluginError(f"source type {source.kind!r} not supported")
 
     def preview(self, identifier: str) -> Preview:
-        """What the plugin contains and what would run. A relative source is read in place; an
-        external one is fetched into a staging folder (kept for the install that follows); a
-        ``command`` source is not run: its exact command is what the user accepts."""
-        variant = self.variant(identifier)
+        """What the plugin contains and what would run, its dependencies included. A relative
+        source is read in place; an external one is fetched into a staging folder (kept for the
+        install that follows); a ``command`` source is not run: its exact command is what the
+        user accepts. A dependency cycle or a missing dependency is an error naming the chain."""
+        previews: dict[str, Preview] = {}
+        try:
+            top = self._preview_tree(self.variant(identifier), [], previews)
+        except BaseException:
+            for staged in previews.values():
+                self.discard(staged)
+            raise
+        top.dependencies = [p for key, p in previews.items() if key != top.variant.id]
+        for dependency in top.dependencies:
+            top.runs_code += [f"dependency {dependency.variant.id}: {line}" for line in dependency.runs_code]
+            top.problems += [f"dependency {dependency.variant.id}: {line}" for line in dependency.problems]
+        top.consent = _consent(top.variant, top.version, top.runs_code)
+        return top
+
+    def _preview_one(self, variant: Variant) -> Preview:
         source = variant.entry.source
         if source.kind == "command":
             runs = [f"command source (runs from $HOME to produce the plugin folder): {source.command}"]
@@ -458,17 +484,86 @@ class PluginStore:
         runs = layout.runs_code()
         return Preview(variant, version, True, layout, runs, _consent(variant, version, runs), list(layout.problems), staged)
 
-    def install(self, identifier: str, consent: str | None = None, *, preview: Preview | None = None) -> InstallRecord:
-        """Copy the plugin into the cache, record it and enable it. Installing an installed
-        plugin again updates it (or re-enables it when nothing changed)."""
+    def _preview_tree(self, variant: Variant, chain: list[str], previews: dict[str, Preview]) -> Preview:
+        """Preview ``variant`` and, depth first, every dependency not installed at a suitable
+        version; ``previews`` collects them in install order (dependencies before dependents)."""
+        preview = self._preview_one(variant)
+        installed = read_installed(self.dirs)
+        for dependency in preview.layout.dependencies if preview.layout is not None else []:
+            dep_variant = self._dependency_variant(variant, dependency, [*chain, variant.id])
+            if dep_variant.id in previews:
+                continue
+            record = installed.get(dep_variant.id)
+            if record is not None and satisfies(record.version, dependency.version):
+                continue
+            dep_preview = self._preview_tree(dep_variant, [*chain, variant.id], previews)
+            try:
+                suitable = satisfies(dep_preview.version, dependency.version)
+            except ValueError:
+                raise PluginError(f"{variant.id}: dependency {dependency.describe()}: cannot read the version range") from None
+            if not suitable and dep_preview.components_known:
+                raise PluginError(
+                    f"{variant.id} needs {dependency.describe()}, but {dep_variant.id} is version {dep_preview.version}"
+                )
+        previews[variant.id] = preview
+        return preview
+
+    def _dependency_variant(self, dependent: Variant, dependency: Dependency, chain: list[str]) -> Variant:
+        market = dependency.marketplace or dependent.marketplace.name
+        if market != dependent.marketplace.name and market not in dependent.marketplace.allow_cross_dependencies:
+            raise PluginError(
+                f"{dependent.id} depends on {dependency.name}@{market}, but marketplace {dependent.marketplace.name!r} "
+                f"does not allow dependencies from {market!r} (allowCrossMarketplaceDependenciesOn)"
+            )
+        identifier = plugin_id(dependency.name, market)
+        if identifier in chain:
+            cycle = " -> ".join([*chain[chain.index(identifier) :], identifier])
+            raise PluginError(f"dependency cycle: {cycle}; nothing was installed")
+        try:
+            return self.variant(identifier)
+        except PluginError as exc:
+            path = " -> ".join([*chain, identifier])
+            raise PluginError(f"missing dependency {dependency.describe()} ({path}): {exc}; nothing was installed") from None
+
+    def install(
+        self,
+        identifier: str,
+        consent: str | None = None,
+        *,
+        preview: Preview | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> InstallRecord:
+        """Install the plugin's missing dependencies, then copy the plugin into the cache,
+        record it, store its options and enable it. Installing an installed plugin again updates
+        it (or re-enables it when nothing changed), keeping the options it had."""
         preview = preview or self.preview(identifier)
         variant = preview.variant
-        if (preview.runs_code or variant.entry.source.kind == "command") and consent != preview.consent:
+        every = [preview, *preview.dependencies]
+        needs_consent = preview.runs_code or any(p.variant.entry.source.kind == "command" for p in every)
+        if needs_consent and consent != preview.consent:
+            for dependency in preview.dependencies:
+                self.discard(dependency)
+            self.discard(preview)
             raise PluginError(
                 f"{variant.id} runs code when enabled:\n  "
                 + "\n  ".join(preview.runs_code)
                 + "\nreview it with plugins/preview_install and pass its consent token to install"
             )
+        installed: list[InstallRecord] = []
+        try:
+            for dependency in preview.dependencies:
+                installed.append(self._install_one(dependency, {}, auto=True))
+            record = self._install_one(preview, options or {}, auto=False)
+        except BaseException:
+            for dependency in preview.dependencies:
+                self.discard(dependency)
+            for done in installed:  # nothing half-installed: the dependencies go with the failure
+                self.uninstall(done.id, force=True)
+            raise
+        return record
+
+    def _install_one(self, preview: Preview, given: Mapping[str, Any], *, auto: bool) -> InstallRecord:
+        variant = preview.variant
         source = variant.entry.source
         fetched = preview.staged
         work = fetch.scratch(self.dirs.staging)
@@ -483,6 +578,21 @@ class PluginStore:
                 folder, _ = self._plugin_dir(variant)
                 boundary = variant.marketplace.root
             version = fetch.content_hash(folder)[:12] if source.kind == "command" else self._version(variant, folder, fetched)
+            raw = variant.entry.raw
+            entry = {
+                "strict": variant.entry.strict,
+                "atRoot": source.path in (".", "./"),
+                **variant.entry.components(),
+                **{key: raw[key] for key in ("userConfig", "dependencies") if key in raw},
+            }
+            layout = resolve_layout(
+                folder,
+                variant.entry.name,
+                load_manifest(folder),
+                entry_of(variant.entry.name, entry),
+                marketplace_root=bool(entry["atRoot"]),
+            )
+            values = self._checked_options(variant.id, layout, given, auto=auto)
             if source.kind == "command" and source.mode == "link":
                 install_path = folder
             else:
@@ -493,12 +603,58 @@ class PluginStore:
         finally:
             shutil.rmtree(work, ignore_errors=True)
             self.discard(preview)
-        entry = {"strict": variant.entry.strict, "atRoot": source.path in (".", "./"), **variant.entry.components()}
         commit = fetched.commit if fetched else fetch.head_commit(variant.marketplace.root)
-        return self._record(variant.id, install_path, version, commit, source.to_json(), entry)
+        dependencies = [self._dependency_variant(variant, d, []).id for d in layout.dependencies]
+        old = read_installed(self.dirs).get(variant.id)
+        in_cache = install_path.resolve().is_relative_to(self.dirs.code.resolve())
+        notes = node_dependencies(install_path, self.paths) if in_cache else []  # a linked folder is the user's
+        record = self._record(
+            variant.id,
+            install_path,
+            version,
+            commit,
+            source.to_json(),
+            entry,
+            dependencies=dependencies,
+            auto=auto and (old is None or old.auto_installed),
+            notes=notes,
+        )
+        self.options.save(variant.id, layout.user_config, values)
+        self._enable_dependencies(record)
+        return record
+
+    def _checked_options(self, identifier: str, layout: PluginLayout, given: Mapping[str, Any], *, auto: bool) -> dict[str, Any]:
+        """The plugin's option values: what was given over what is stored, checked."""
+        try:
+            return check_values(layout.user_config, identifier, {**self.options.values(identifier), **given})
+        except OptionError as exc:
+            if auto:
+                raise PluginError(f"{exc} (it is a dependency: install {identifier} first with its options)") from None
+            raise PluginError(str(exc)) from None
+
+    def configure(self, identifier: str, given: Mapping[str, Any]) -> InstallRecord:
+        """Change an installed plugin's options (checked like at install)."""
+        records = read_installed(self.dirs)
+        record = records.get(identifier) or _by_name(records, identifier)
+        layout = resolve_layout(
+            Path(record.install_path), record.name, load_manifest(Path(record.install_path)), entry_of(record.name, record.entry)
+        )
+        values = self._checked_options(record.id, layout, given, auto=False)
+        self.options.save(record.id, layout.user_config, values)
+        return record
 
     def _record(
-        self, identifier: str, install_path: Path, version: str, commit: str | None, source: dict[str, Any], entry: dict[str, Any]
+        self,
+        identifier: str,
+        install_path: Path,
+        version: str,
+        commit: str | None,
+        source: dict[str, Any],
+        entry: dict[str, Any],
+        *,
+        dependencies: list[str] | None = None,
+        auto: bool = False,
+        notes: list[str] | None = None,
     ) -> InstallRecord:
         """Write the install record (enabled) and create the plugin's data folder."""
         records = read_installed(self.dirs)
@@ -514,6 +670,9 @@ class PluginStore:
             git_commit_sha=commit,
             source=source,
             entry=entry,
+            dependencies=dependencies or [],
+            auto_installed=auto,
+            notes=notes or [],
         )
         records[identifier] = record
         write_installed(self.dirs, records)
@@ -554,22 +713,66 @@ class PluginStore:
         return read_installed(self.dirs)
 
     def set_enabled(self, identifier: str, enabled: bool) -> InstallRecord:
+        """Enabling a plugin enables its dependencies; disabling one an enabled plugin depends
+        on is refused."""
         records = read_installed(self.dirs)
         record = records.get(identifier) or _by_name(records, identifier)
+        if not enabled:
+            dependents = [r.id for r in records.values() if r.enabled and record.id in r.dependencies]
+            if dependents:
+                raise PluginError(f"{record.id} cannot be disabled: {', '.join(dependents)} depend(s) on it; disable those first")
         record.enabled = enabled
         record.last_updated = now()
         records[record.id] = record
         write_installed(self.dirs, records)
+        if enabled:
+            self._enable_dependencies(record)
         return record
 
-    def uninstall(self, identifier: str, *, keep_data: bool = False) -> InstallRecord:
+    def _enable_dependencies(self, record: InstallRecord) -> None:
         records = read_installed(self.dirs)
-        record = records.pop(identifier, None) or _by_name(records, identifier, pop=True)
+        todo, changed = list(record.dependencies), False
+        while todo:
+            current = records.get(todo.pop())
+            if current is not None and not current.enabled:
+                current.enabled, changed = True, True
+                todo.extend(current.dependencies)
+        if changed:
+            write_installed(self.dirs, records)
+
+    def dependents(self, identifier: str) -> list[str]:
+        """Installed plugins that depend on ``identifier``."""
+        return sorted(r.id for r in read_installed(self.dirs).values() if identifier in r.dependencies)
+
+    def uninstall(self, identifier: str, *, keep_data: bool = False, force: bool = False) -> InstallRecord:
+        """Remove a plugin; refused while another installed plugin depends on it (``force``
+        is for rolling back a failed install and removing a whole marketplace)."""
+        records = read_installed(self.dirs)
+        record = records.get(identifier) or _by_name(records, identifier)
+        dependents = [r.id for r in records.values() if record.id in r.dependencies]
+        if dependents and not force:
+            names = ", ".join(dependents)
+            raise PluginError(f"{record.id} cannot be uninstalled: {names} depend(s) on it; uninstall those first")
+        records.pop(record.id)
         write_installed(self.dirs, records)
         _remove_cached(Path(record.install_path), self.dirs.code)
         if not keep_data:
             shutil.rmtree(self.dirs.data_dir(record.id), ignore_errors=True)
+            self.options.forget(record.id)
         return record
+
+    def prune(self) -> list[str]:
+        """Uninstall plugins installed only as dependencies that nothing installed needs now."""
+        removed: list[str] = []
+        while True:
+            records = read_installed(self.dirs)
+            needed = {d for r in records.values() for d in r.dependencies}
+            unused = [r.id for r in records.values() if r.auto_installed and r.id not in needed]
+            if not unused:
+                return removed
+            for identifier in unused:
+                self.uninstall(identifier)
+                removed.append(identifier)
 
 
 def _by_name(records: dict[str, InstallRecord], identifier: str, *, pop: bool = False) -> InstallRecord:

@@ -7,7 +7,9 @@ in the user data dir, never in config.toml (which people share and commit) nor i
 folder. It is written atomically (a private temp file renamed over it, mode 0600) under an
 exclusive lock, so two logins at once lose neither key and a crash leaves the old file whole.
 
-Format: ``{"version": 1, "keys": {"openrouter": "sk-or-..."}}``, keyed by provider id.
+Format: ``{"version": 1, "keys": {"openrouter": "sk-or-..."}, "pluginOptions": {"name@mkt": {"KEY":
+"value"}}}``: keys by provider id, and the sensitive ``userConfig`` values of installed plugins
+(``roder_core.plugins.options``) by plugin id.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from roder_core.settings.config import ConfigError
 from roder_core.settings.paths import RoderPaths
@@ -71,8 +74,7 @@ class CredentialStore:
     def for_env(cls, env: Mapping[str, str] | None = None) -> CredentialStore:
         return cls(credentials_file(env))
 
-    def keys(self) -> dict[str, str]:
-        """provider id -> key; empty when nothing is stored."""
+    def _data(self) -> dict[str, Any]:
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -83,10 +85,45 @@ class CredentialStore:
             data = json.loads(text)
         except ValueError:
             raise CredentialsError(f"{self.path} is not valid JSON; fix it or remove it and log in again") from None
-        keys = data.get("keys") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            raise CredentialsError(f'{self.path} has no "keys" object of provider -> key strings')
+        return data
+
+    def keys(self) -> dict[str, str]:
+        """provider id -> key; empty when nothing is stored."""
+        data = self._data()
+        if not data:
+            return {}
+        keys = data.get("keys")
         if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
             raise CredentialsError(f'{self.path} has no "keys" object of provider -> key strings')
         return {str(name): value for name, value in keys.items()}
+
+    def all_plugin_options(self) -> dict[str, dict[str, str]]:
+        """plugin id -> its sensitive option values (text)."""
+        raw = self._data().get("pluginOptions")
+        if not isinstance(raw, dict):
+            return {}
+        return {
+            str(plugin): {str(k): v for k, v in values.items() if isinstance(v, str)}
+            for plugin, values in raw.items()
+            if isinstance(values, dict)
+        }
+
+    def plugin_options(self, plugin: str) -> dict[str, str]:
+        return self.all_plugin_options().get(plugin, {})
+
+    def set_plugin_options(self, plugin: str, values: Mapping[str, str]) -> None:
+        """Replace ``plugin``'s sensitive option values (an empty mapping forgets them)."""
+        with self._locked():
+            options = self.all_plugin_options()
+            if not values and plugin not in options:
+                return
+            if values:
+                options[plugin] = dict(values)
+            else:
+                options.pop(plugin, None)
+            self._write(self.keys(), options)
 
     def get(self, provider: str) -> str:
         return self.keys().get(provider, "")
@@ -96,7 +133,7 @@ class CredentialStore:
         with self._locked():
             keys = self.keys()
             keys[provider] = value
-            self._write(keys)
+            self._write(keys, self.all_plugin_options())
 
     def remove(self, provider: str) -> bool:
         """Forget ``provider``'s key; False when none was stored."""
@@ -104,7 +141,7 @@ class CredentialStore:
             keys = self.keys()
             if keys.pop(provider, None) is None:
                 return False
-            self._write(keys)
+            self._write(keys, self.all_plugin_options())
         return True
 
     @contextlib.contextmanager
@@ -125,8 +162,11 @@ class CredentialStore:
         if not folder.is_dir():
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
-    def _write(self, keys: dict[str, str]) -> None:
-        data = json.dumps({"version": FORMAT_VERSION, "keys": dict(sorted(keys.items()))}, indent=2) + "\n"
+    def _write(self, keys: dict[str, str], plugin_options: dict[str, dict[str, str]]) -> None:
+        content: dict[str, Any] = {"version": FORMAT_VERSION, "keys": dict(sorted(keys.items()))}
+        if plugin_options:
+            content["pluginOptions"] = dict(sorted(plugin_options.items()))
+        data = json.dumps(content, indent=2) + "\n"
         tmp = self.path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)

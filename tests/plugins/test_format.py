@@ -120,6 +120,7 @@ def community_plugin(root: Path) -> Path:
                         "hooks": [
                             {"type": "command", "command": "echo guard", "timeout": 30000, "enabled": True, "priority": 1},
                             {"type": "prompt", "prompt": "is this ok?"},
+                            {"type": "mcp_tool", "server": "plugin:x:y", "tool": "check"},
                         ],
                     }
                 ],
@@ -154,7 +155,11 @@ def test_a_rule_breaking_community_plugin_loads_what_it_can(tmp_path: Path) -> N
     assert sorted(n for n, _ in layout.skills) == ["default-one", "extra-skill"]
     assert [n for n, _ in layout.agents] == ["review:sec"]
     hooks = [(h.event, h.command, h.timeout) for h in layout.hooks]
-    assert hooks == [("PreToolUse", "echo guard", 30.0), ("Stop", "echo inline-stop", None)]  # hooks.json once
+    assert hooks == [  # hooks.json once
+        ("PreToolUse", "echo guard", 30.0),
+        ("PreToolUse", "model call: is this ok?", None),
+        ("Stop", "echo inline-stop", None),
+    ]
     servers = {s.name: s for s in layout.mcp_servers}
     assert servers["shared"].raw["command"] == "from-manifest" and "flat" in servers
     problems = "\n".join(layout.problems)
@@ -165,7 +170,7 @@ def test_a_rule_breaking_community_plugin_loads_what_it_can(tmp_path: Path) -> N
         "command 'missing': ./cmds/none.md does not exist; skipped",
         "hooks file ./hooks/hooks.json is listed again (hooks/hooks.json loads by itself); loaded once",
         "hook timeout 30000 looks like milliseconds; 30s is used",
-        "PreToolUse hook of type 'prompt' is not supported (only command); skipped",
+        "PreToolUse hook of type 'mcp_tool' is not supported (only command, http, prompt, agent); skipped",
         "unknown hook event 'BeforeEverything'; skipped",
         "Notification hooks do not run in Roder; skipped",
         "server 'shared' is also defined in .mcp.json; plugin.json is used",
@@ -203,7 +208,8 @@ def test_installed_components_are_namespaced_and_filled_in(tmp_path: Path, works
     flat = next(s for s in plugin_servers(active, workspace) if s.spec.name == "flat")
     assert flat.env["CLAUDE_PLUGIN_ROOT"] == record.install_path
     assert flat.env["CLAUDE_PLUGIN_DATA"].endswith("data/plugins/data/unity-dev-toolkit-community-market")
-    [guard, stop] = plugin_hooks(active, workspace)
+    [guard, judge, stop] = plugin_hooks(active, workspace)
+    assert judge.spec.kind == "prompt" and judge.spec.config["prompt"] == "is this ok?"
     assert guard.spec.matcher == "Bash" and guard.env["CLAUDE_PROJECT_DIR"] == str(workspace)
     assert stop.command == "echo inline-stop" and stop.spec.origin == "plugin.json hooks"
 
