@@ -9,6 +9,12 @@ Configured in config.toml (and a trusted project's ``.roder/config.toml``)::
     [[hooks.Stop]]
     command = "./scripts/check-done.sh"   # shorthand for a single command hook
 
+    [[hooks.Stop]]
+    hooks = [{ type = "prompt", prompt = "Did the assistant finish every task? $ARGUMENTS" }]
+
+Handler types: ``command``, ``http`` (``url``, ``headers``, ``allowedEnvVars``), ``prompt`` and
+``agent`` (``prompt``, ``model``): see ``typed_hooks``.
+
 Events: PreToolUse, PostToolUse, UserPromptSubmit, Stop, SubagentStop (a ``task`` subagent
 finished), PreCompact, SessionStart, SessionEnd. The command gets one JSON object on stdin
 (``hook_event_name``, ``session_id``, ``transcript_path``, ``cwd``, ``permission_mode``, and
@@ -39,8 +45,8 @@ import logging
 import os
 import re
 import signal
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,13 +61,16 @@ from roder_core import (
     ProvidedService,
     RoderExtension,
 )
+from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.secrets import scrubbed_env
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.tools import ToolHost
 from roder_core.plugins.components import plugin_hooks
 from roder_core.plugins.enabled import active_plugins
 
 from .claude_names import claude_tool_name, from_claude_input, to_claude_input
+from .typed_hooks import TypedHookFailed, run_http, run_model_hook
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +88,10 @@ EVENTS: dict[str, HookPoint] = {
 _EVENT_OF = {point: name for name, point in EVENTS.items() if name != "SubagentStop"}
 _PERMISSION_MODES = {"ask": "default", "auto-edit": "acceptEdits", "plan": "plan", "bypass": "bypassPermissions"}
 DEFAULT_TIMEOUT = 30.0
+#: Each handler type and the field it cannot go without.
+HANDLER_FIELDS = {"command": "command", "http": "url", "prompt": "prompt", "agent": "prompt"}
+#: Claude Code's defaults: an agent hook gets longer (it may read files first).
+DEFAULT_TIMEOUTS = {"command": DEFAULT_TIMEOUT, "http": DEFAULT_TIMEOUT, "prompt": DEFAULT_TIMEOUT, "agent": 60.0}
 _MAX_CONTEXT_CHARS = 10_000
 
 
@@ -98,6 +111,9 @@ class CommandHook:
     timeout: float
     #: Variables added to the (scrubbed) environment: a plugin's ``CLAUDE_PLUGIN_ROOT``, ...
     env: tuple[tuple[str, str], ...] = ()
+    #: ``command``, or ``http`` / ``prompt`` / ``agent`` (``typed_hooks``) with their settings.
+    kind: str = "command"
+    config: Mapping[str, Any] = field(default_factory=dict)
 
     def matches(self, tool: str | None) -> bool:
         """Roder's tool name or Claude Code's (``bash`` or ``Bash``, ``web_fetch`` or ``WebFetch``)."""
@@ -146,12 +162,14 @@ def parse_hooks(section: Any) -> list[CommandHook]:
             if not commands:
                 raise HookConfigError(f"[[hooks.{event}]] needs 'command' or 'hooks'")
             for spec in commands:
-                if not isinstance(spec, Mapping) or not spec.get("command"):
-                    raise HookConfigError(f"[[hooks.{event}]] each hook needs a 'command'")
-                if spec.get("type", "command") != "command":
-                    raise HookConfigError(f'[[hooks.{event}]] only type = "command" hooks are supported')
-                timeout = float(spec.get("timeout", group.get("timeout", DEFAULT_TIMEOUT)))
-                found.append(CommandHook(event, str(spec["command"]), matcher, timeout))
+                kind = str(spec.get("type", "command")) if isinstance(spec, Mapping) else "command"
+                if kind not in HANDLER_FIELDS:
+                    raise HookConfigError(f"[[hooks.{event}]] type {kind!r}: use one of {', '.join(HANDLER_FIELDS)}")
+                needed = HANDLER_FIELDS[kind]
+                if not isinstance(spec, Mapping) or not spec.get(needed):
+                    raise HookConfigError(f"[[hooks.{event}]] each {kind} hook needs a {needed!r}")
+                timeout = float(spec.get("timeout", group.get("timeout", DEFAULT_TIMEOUTS[kind])))
+                found.append(CommandHook(event, str(spec[needed]), matcher, timeout, kind=kind, config=dict(spec)))
     return found
 
 
@@ -182,13 +200,44 @@ async def run_command(hook: CommandHook, payload: dict[str, Any], cwd: Path, env
 class CommandHooks:
     """One Hook service running every configured command at its event."""
 
-    def __init__(self, hooks: list[CommandHook], project: Path, env: Mapping[str, str], config_error: str | None = None) -> None:
+    def __init__(
+        self,
+        hooks: list[CommandHook],
+        project: Path,
+        env: Mapping[str, str],
+        config_error: str | None = None,
+        network: AllowlistNetworkBroker | None = None,
+    ) -> None:
         self.hooks = hooks
         self.project = project
         self.config_error = config_error
         child_env, _ = scrubbed_env(env)
         self.env = {**child_env, "RODER_PROJECT_DIR": str(project), "CLAUDE_PROJECT_DIR": str(project)}
         self.context = HookContext()
+        #: http hooks reach the network only through this (the ``[network] allow`` list).
+        self.network = network or AllowlistNetworkBroker([])
+        self.host_for: Callable[[str], ToolHost | None] | None = None
+
+    def bind_hosts(self, host_for: Callable[[str], ToolHost | None]) -> None:
+        """The runtime's ToolHost per thread, for prompt and agent hooks."""
+        self.host_for = host_for
+
+    async def _execute(self, hook: CommandHook, event: str, stdin: dict[str, Any], env: dict[str, str]) -> HookRun:
+        """Run one handler of any type; the answer is read as a command's would be."""
+        try:
+            if hook.kind == "http":
+                code, out, err = await run_http(hook.config, stdin, env, self.network, hook.timeout)
+            elif hook.kind in ("prompt", "agent"):
+                code, out, err = await asyncio.wait_for(
+                    run_model_hook(hook.kind, hook.config, event, stdin, self.host_for), hook.timeout
+                )
+            else:
+                return await run_command(hook, stdin, self.project, env)
+        except TimeoutError:
+            raise HookFailed(f"{event} {hook.kind} hook timed out after {hook.timeout:g}s") from None
+        except TypedHookFailed as exc:
+            raise HookFailed(f"{event} {exc}") from None
+        return HookRun(code, out, err)
 
     def id(self) -> str:
         return "command-hooks"
@@ -251,7 +300,7 @@ class CommandHooks:
             current = {**payload, **replace}
             try:
                 env = {**self.env, **dict(hook.env)} if hook.env else self.env
-                result = await run_command(hook, self._stdin(event, current), self.project, env)
+                result = await self._execute(hook, event, self._stdin(event, current), env)
             except OSError as exc:
                 raise HookFailed(f"{event} hook `{hook.command}` could not start: {exc}") from exc
             outcome = self._interpret(event, hook, result, current, thread_id)
@@ -384,8 +433,10 @@ def plugin_command_hooks(host: HostContext) -> list[CommandHook]:
                 "plugin %s: %s hook matcher %r is not a valid pattern (%s); skipped", hook.plugin, hook.spec.event, pattern, exc
             )
             continue
-        timeout = hook.spec.timeout or DEFAULT_TIMEOUT
-        found.append(CommandHook(hook.spec.event, hook.command, matcher, timeout, tuple(sorted(hook.env.items()))))
+        kind = hook.spec.kind
+        timeout = hook.spec.timeout or DEFAULT_TIMEOUTS.get(kind, DEFAULT_TIMEOUT)
+        env = tuple(sorted(hook.env.items()))
+        found.append(CommandHook(hook.spec.event, hook.command, matcher, timeout, env, kind=kind, config=hook.spec.config))
     return found
 
 
@@ -393,6 +444,7 @@ def create(host: HostContext) -> CommandHooksExtension | None:
     """Installed only when hooks are configured or an enabled plugin brings some. A bad [hooks]
     table fails closed: prompts and tool calls are refused with the configuration error (the
     user relies on their guard hooks, so running silently without them would be worse)."""
+    network = AllowlistNetworkBroker(host.config.network.allow, extension_id="roder-ext-command-hooks")
     try:
         hooks = parse_hooks((host.config.model_extra or {}).get("hooks"))
     except (HookConfigError, TypeError, ValueError) as exc:
@@ -400,4 +452,4 @@ def create(host: HostContext) -> CommandHooksExtension | None:
     hooks += plugin_command_hooks(host)
     if not hooks:
         return None
-    return CommandHooksExtension(CommandHooks(hooks, host.cwd, host.env))
+    return CommandHooksExtension(CommandHooks(hooks, host.cwd, host.env, network=network))

@@ -114,6 +114,41 @@ class AllowlistNetworkBroker:
                     )
         raise BrokerDenied(f"{url}: more than {MAX_REDIRECTS} redirects")
 
+    async def post_json(
+        self, url: str, body: Any, *, headers: dict[str, str] | None = None, max_bytes: int = 1_000_000, timeout: float = 30.0
+    ) -> FetchResult:
+        """POST ``body`` as JSON to an allowed ``url`` (an http hook). Redirects are not
+        followed: the answer must come from the host the allow list let through."""
+        import json
+
+        httpx = load_httpx()
+        reason = self.refusal(url)
+        if reason is not None:
+            self._record("network.denied", url=url, reason=reason)
+            raise BrokerDenied(f"{url}: {reason}")
+        sent = {"User-Agent": USER_AGENT, "Content-Type": "application/json", **(headers or {})}
+        data = json.dumps(body, ensure_ascii=False, default=str).encode()
+        async with (
+            httpx.AsyncClient(follow_redirects=False, timeout=timeout, trust_env=False) as client,
+            client.stream("POST", url, content=data, headers=sent) as response,
+        ):
+            received = bytearray()
+            truncated = False
+            async for chunk in response.aiter_bytes():
+                received += chunk
+                if len(received) > max_bytes:
+                    del received[max_bytes:]
+                    truncated = True
+                    break
+            self._record("network.post", url=url, status=response.status_code, bytes=len(received))
+            return FetchResult(
+                url=url,
+                status=response.status_code,
+                content_type=response.headers.get("content-type", ""),
+                text=_decode(bytes(received), response.charset_encoding),
+                truncated=truncated,
+            )
+
 
 def _decode(body: bytes, charset: str | None) -> str:
     try:

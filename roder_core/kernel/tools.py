@@ -154,6 +154,15 @@ class ToolHost(Protocol):
         ...
 
 
+@runtime_checkable
+class HostedHook(Protocol):
+    """A hook that runs model calls or child threads (prompt and agent hooks) at its events.
+    The runtime hands it ``host_for``: the ToolHost of a thread's running turn, or None when
+    the thread has no turn running."""
+
+    def bind_hosts(self, host_for: Callable[[str], ToolHost | None]) -> None: ...
+
+
 @dataclass
 class ToolExecutionContext:
     """Everything a tool may use for one call: ids, limits and the scoped brokers."""

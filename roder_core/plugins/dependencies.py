@@ -40,8 +40,8 @@ def parse_dependencies(raw: Any, where: str, problems: list[str]) -> list[Depend
     found = []
     for item in raw:
         if isinstance(item, str) and item.strip():
-            name, at, market = item.strip().partition("@")
-            found.append(Dependency(name, marketplace=market if at else None))
+            name, at, where = item.strip().partition("@")
+            found.append(Dependency(name, marketplace=where if at else None))
         elif isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"].strip():
             version = item.get("version")
             market = item.get("marketplace")

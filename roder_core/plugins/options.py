@@ -24,7 +24,7 @@ from roder_core.plugins.records import PluginDirs, read_json, write_json
 
 OptionType = Literal["string", "number", "boolean", "directory", "file"]
 OPTION_TYPES: tuple[OptionType, ...] = ("string", "number", "boolean", "directory", "file")
-OptionValue = str | float | bool | list[str] | list[float]
+_BY_NAME: dict[str, OptionType] = {name: name for name in OPTION_TYPES}
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER = re.compile(r"\$\{user_config\.([A-Za-z_][A-Za-z0-9_]*)\}")
 OPTIONS_FILE = "options.json"
@@ -85,13 +85,14 @@ def parse_user_config(raw: Any, where: str, problems: list[str]) -> dict[str, Op
         if not isinstance(spec, dict):
             problems.append(f"{where}: userConfig {key!r} must be an object; skipped")
             continue
-        kind = str(spec.get("type") or "string")
-        if kind not in OPTION_TYPES:
-            problems.append(f"{where}: userConfig {key!r} has type {kind!r} (use {', '.join(OPTION_TYPES)}); skipped")
+        written = str(spec.get("type") or "string")
+        kind = _BY_NAME.get(written)
+        if kind is None:
+            problems.append(f"{where}: userConfig {key!r} has type {written!r} (use {', '.join(OPTION_TYPES)}); skipped")
             continue
         found[str(key)] = OptionSpec(
             key=str(key),
-            type=kind,  # type: ignore[arg-type]  # checked against OPTION_TYPES above
+            type=kind,
             title=str(spec.get("title") or ""),
             description=str(spec.get("description") or ""),
             sensitive=spec.get("sensitive") is True,

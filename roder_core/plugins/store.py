@@ -579,7 +579,7 @@ class PluginStore:
                 boundary = variant.marketplace.root
             version = fetch.content_hash(folder)[:12] if source.kind == "command" else self._version(variant, folder, fetched)
             raw = variant.entry.raw
-            entry = {
+            entry: dict[str, Any] = {
                 "strict": variant.entry.strict,
                 "atRoot": source.path in (".", "./"),
                 **variant.entry.components(),

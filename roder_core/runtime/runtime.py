@@ -36,7 +36,7 @@ from roder_core.ir import (
 )
 from roder_core.kernel.hook_payloads import HookPayload, SessionEndPayload, SessionStartPayload
 from roder_core.kernel.services import HookPoint, InferenceEngine, PolicyVerdict, RunnerScope
-from roder_core.kernel.tools import ToolHost
+from roder_core.kernel.tools import HostedHook, ToolHost
 from roder_core.media.library import MediaLibrary, require_vision
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
@@ -109,6 +109,9 @@ class Runtime:
             extra_roots=options.config.fs.extra_roots,
         )
         self.hooks = HookRunner(registry.hooks, options.config.hook_timeout, self.threads.transcript_path)
+        for hook in registry.hooks:
+            if isinstance(hook, HostedHook):
+                hook.bind_hosts(self.hook_host)
         self.mutations = MutationQueue()
         #: Images and other binary attachments of every thread (``roder_core.media``).
         self.media = MediaLibrary(options.paths.media_dir)
@@ -285,6 +288,15 @@ class Runtime:
 
     def tool_host(self, thread_id: str, turn_id: str, workspace: Path, provider: str, model: str, approve: Approver) -> ToolHost:
         return TurnToolHost(self, thread_id, turn_id, workspace, provider, model, approve)
+
+    def hook_host(self, thread_id: str) -> ToolHost | None:
+        """The ToolHost of ``thread_id``'s running turn, for prompt and agent hooks (their child
+        threads hang under that turn); None when no turn runs. It asks no one: approvals are refused."""
+        state = self.threads.find(thread_id)
+        runner = state.runner if state is not None else None
+        if state is None or runner is None:
+            return None
+        return TurnToolHost(self, thread_id, runner.turn.id, Path(state.thread.cwd), runner.provider, runner.model)
 
     @property
     def sandbox(self) -> SandboxStatus:

@@ -21,6 +21,12 @@ class RunningTurn(Protocol):
     @property
     def turn(self) -> Turn: ...
 
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
 
 @dataclass
 class ThreadState:
