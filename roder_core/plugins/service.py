@@ -133,12 +133,21 @@ class PluginService:
             "gitCommitSha": record.git_commit_sha,
             "source": record.source,
             "components": layout.to_json() if layout is not None else {},
-            "problems": problems,
+            "problems": [*problems, *record.notes],
+            "options": self.store.options.plain(record.id),
+            "sensitiveOptions": sorted(self.store.options.secrets.plugin_options(record.id)),
+            "dependencies": record.dependencies,
+            "autoInstalled": record.auto_installed,
         }
 
-    def install(self, identifier: str, consent: str | None, preview: Preview | None = None) -> dict[str, Any]:
-        record = self.store.install(identifier, consent, preview=preview)
+    def install(
+        self, identifier: str, consent: str | None, preview: Preview | None = None, options: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        record = self.store.install(identifier, consent, preview=preview, options=options)
         return self.installed_json(record)
+
+    def configure(self, identifier: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        return self.installed_json(self.store.configure(identifier, options))
 
     def install_all(self, name: str, consents: Mapping[str, str]) -> dict[str, Any]:
         variants = self.store.variants(split_id(name)[0])
@@ -179,5 +188,7 @@ class PluginService:
                     self.store.set_enabled(other.id, False)
         return self.installed_json(self.store.set_enabled(identifier, enabled))
 
-    def uninstall(self, identifier: str, keep_data: bool) -> str:
-        return self.store.uninstall(identifier, keep_data=keep_data).id
+    def uninstall(self, identifier: str, keep_data: bool, *, prune: bool = False) -> tuple[str, list[str]]:
+        """Uninstall; with ``prune`` also the automatic dependencies nothing needs any more."""
+        removed = self.store.uninstall(identifier, keep_data=keep_data).id
+        return removed, self.store.prune() if prune else []

@@ -541,8 +541,6 @@ class PluginStore:
         every = [preview, *preview.dependencies]
         needs_consent = preview.runs_code or any(p.variant.entry.source.kind == "command" for p in every)
         if needs_consent and consent != preview.consent:
-            for dependency in preview.dependencies:
-                self.discard(dependency)
             self.discard(preview)
             raise PluginError(
                 f"{variant.id} runs code when enabled:\n  "
@@ -555,8 +553,7 @@ class PluginStore:
                 installed.append(self._install_one(dependency, {}, auto=True))
             record = self._install_one(preview, options or {}, auto=False)
         except BaseException:
-            for dependency in preview.dependencies:
-                self.discard(dependency)
+            self.discard(preview)
             for done in installed:  # nothing half-installed: the dependencies go with the failure
                 self.uninstall(done.id, force=True)
             raise
@@ -699,9 +696,10 @@ class PluginStore:
         return self._record(identifier, install_path, version, None, {"source": "claude-import", "path": str(folder)}, entry)
 
     def discard(self, preview: Preview) -> None:
-        """Delete what a preview fetched (when no install follows it)."""
-        if preview.staged is not None:
-            shutil.rmtree(_staging_root(preview.staged.path, self.dirs.staging), ignore_errors=True)
+        """Delete what a preview (and its dependencies' previews) fetched, when no install follows."""
+        for each in [preview, *preview.dependencies]:
+            if each.staged is not None:
+                shutil.rmtree(_staging_root(each.staged.path, self.dirs.staging), ignore_errors=True)
 
     def _accept_command(self, identifier: str, command: str) -> None:
         accepted = read_json(self.dirs.accepted_file, {})

@@ -119,6 +119,22 @@ class PluginParams(ProtocolModel):
     plugin: str
 
 
+class PluginOption(ProtocolModel):
+    """One ``userConfig`` option a plugin asks for (a sensitive one's default is never sent)."""
+
+    key: str
+    #: string | number | boolean | directory | file
+    type: str = "string"
+    title: str = ""
+    description: str = ""
+    sensitive: bool = False
+    required: bool = False
+    multiple: bool = False
+    default: Any = None
+    min: float | None = None
+    max: float | None = None
+
+
 class PreviewComponents(ProtocolModel):
     commands: list[str] = Field(default_factory=list)
     skills: list[str] = Field(default_factory=list)
@@ -128,6 +144,14 @@ class PreviewComponents(ProtocolModel):
     lsp_servers: list[dict[str, Any]] = Field(default_factory=list)
     bin: list[str] = Field(default_factory=list)
     unsupported: list[str] = Field(default_factory=list)
+    user_config: list[PluginOption] = Field(default_factory=list)
+    #: What it depends on, as declared (``name[@marketplace] [version range]``).
+    dependencies: list[str] = Field(default_factory=list)
+
+
+class DependencyPreview(ProtocolModel):
+    id: str
+    version: str
 
 
 class PreviewResult(ProtocolModel):
@@ -142,12 +166,19 @@ class PreviewResult(ProtocolModel):
     #: Pass to plugins/install to accept exactly what is listed here.
     consent: str
     problems: list[str] = Field(default_factory=list)
+    #: Plugins installed with it because it depends on them (what they run is in runsCode).
+    dependencies: list[DependencyPreview] = Field(default_factory=list)
+    #: The options to ask the user for (pass the answers as plugins/install ``options``).
+    user_config: list[PluginOption] = Field(default_factory=list)
 
 
 class InstallParams(ProtocolModel):
     plugin: str
     #: The preview's consent token; needed when the plugin runs code.
     consent: str | None = None
+    #: Values of its ``userConfig`` options by key (a required one without a default must be
+    #: given). Sensitive values are stored with Roder's keys and never echoed back.
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
 class InstalledPlugin(ProtocolModel):
@@ -167,6 +198,12 @@ class InstalledPlugin(ProtocolModel):
     source: dict[str, Any] = Field(default_factory=dict)
     components: PreviewComponents = Field(default_factory=PreviewComponents)
     problems: list[str] = Field(default_factory=list)
+    #: Non-sensitive option values; ``sensitiveOptions`` names the sensitive ones that are set.
+    options: dict[str, Any] = Field(default_factory=dict)
+    sensitive_options: list[str] = Field(default_factory=list)
+    #: Ids of the installed plugins it depends on, and whether it came only as a dependency.
+    dependencies: list[str] = Field(default_factory=list)
+    auto_installed: bool = False
 
 
 class InstallResult(ProtocolModel):
@@ -207,12 +244,15 @@ class DisableResult(ProtocolModel):
 
 class UninstallParams(ProtocolModel):
     plugin: str
-    #: Keep the plugin's data folder (CLAUDE_PLUGIN_DATA).
+    #: Keep the plugin's data folder (CLAUDE_PLUGIN_DATA) and its options.
     keep_data: bool = False
+    #: Also uninstall plugins that were installed only as dependencies and are now unused.
+    prune: bool = False
 
 
 class UninstallResult(ProtocolModel):
     uninstalled: str
+    pruned: list[str] = Field(default_factory=list)
     restart_required: bool = True
 
 
@@ -285,7 +325,8 @@ PLUGINS_INSTALL = MethodSpec(
     "marketplaces",
     InstallParams,
     InstallResult,
-    "Install and enable a plugin (a plugin that runs code needs its preview's consent token).",
+    "Install and enable a plugin and its dependencies (one that runs code needs its preview's consent token; "
+    "options answers its userConfig).",
 )
 
 PLUGINS_INSTALL_ALL_VARIANTS = MethodSpec(
@@ -309,7 +350,8 @@ PLUGINS_DISABLE = MethodSpec(
     "marketplaces",
     PluginParams,
     DisableResult,
-    "Disable an installed plugin (its hooks and servers stop running after a restart).",
+    "Disable an installed plugin (its hooks and servers stop running after a restart); refused while an enabled "
+    "plugin depends on it.",
 )
 
 PLUGINS_UNINSTALL = MethodSpec(
@@ -317,7 +359,8 @@ PLUGINS_UNINSTALL = MethodSpec(
     "marketplaces",
     UninstallParams,
     UninstallResult,
-    "Remove an installed plugin, its cached copy and (unless keepData) its data folder.",
+    "Remove an installed plugin, its cached copy and (unless keepData) its data folder and options; refused while "
+    "another plugin depends on it (prune also removes unused automatic dependencies).",
 )
 
 _SPECS: list[MethodSpec[Any, Any]] = [

@@ -1,13 +1,15 @@
 """``roder plugin ...``: Claude Code plugins and marketplaces from the command line.
 
     roder plugin marketplace add SOURCE | add-default [--path DIR] | list | remove NAME | refresh [NAME]
-    roder plugin search [QUERY] | preview PLUGIN | install PLUGIN [--yes] | list
-    roder plugin enable PLUGIN | disable PLUGIN | uninstall PLUGIN [--keep-data] | import-claude [--yes]
+    roder plugin search [QUERY] | preview PLUGIN | install PLUGIN [--yes] [--option KEY=VALUE ...] | list
+    roder plugin enable PLUGIN [--option KEY=VALUE ...] | disable PLUGIN | configure PLUGIN --option KEY=VALUE ...
+    roder plugin uninstall PLUGIN [--keep-data] [--prune] | import-claude [--yes]
 
-Installing shows everything the plugin would run and asks first (``--yes`` accepts without
-asking; with no terminal to ask on, nothing that runs code is installed without it). Changes
-apply to sessions started afterwards. Exit codes: 0 done, 1 failed (the reason on stderr),
-2 declined.
+Installing shows everything the plugin (and each dependency it brings) would run and asks first
+(``--yes`` accepts without asking; with no terminal to ask on, nothing that runs code is
+installed without it). A plugin's ``userConfig`` options are given with ``--option``; on a
+terminal, required ones not given are asked for (sensitive ones without echo). Changes apply to
+sessions started afterwards. Exit codes: 0 done, 1 failed (the reason on stderr), 2 declined.
 """
 
 from __future__ import annotations
@@ -50,16 +52,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     install = sub.add_parser("install", help="install and enable a plugin (shows what it runs and asks)")
     install.add_argument("plugin")
     install.add_argument("--yes", "-y", action="store_true", help="accept what it runs without asking")
+    _option_argument(install)
     installed = sub.add_parser("list", help="installed plugins")
     installed.add_argument("--json", action="store_true")
-    for name, help_ in (("enable", "enable an installed plugin"), ("disable", "disable an installed plugin")):
-        sub.add_parser(name, help=help_).add_argument("plugin")
+    enable = sub.add_parser("enable", help="enable an installed plugin (and its dependencies)")
+    enable.add_argument("plugin")
+    _option_argument(enable)
+    sub.add_parser("disable", help="disable an installed plugin").add_argument("plugin")
+    configure = sub.add_parser("configure", help="set an installed plugin's options (its userConfig)")
+    configure.add_argument("plugin")
+    _option_argument(configure)
     uninstall = sub.add_parser("uninstall", help="remove an installed plugin and its data")
     uninstall.add_argument("plugin")
+    uninstall.add_argument("--prune", action="store_true", help="also remove dependencies nothing else needs")
     uninstall.add_argument("--keep-data", action="store_true", help="keep its data folder")
     imports = sub.add_parser("import-claude", help="import the plugins enabled in Claude Code (reads ~/.claude only)")
     imports.add_argument("--claude-dir", type=Path, help="Claude Code's folder (default: $CLAUDE_CONFIG_DIR or ~/.claude)")
     imports.add_argument("--yes", "-y", action="store_true", help="import without asking")
+
+
+def _option_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a userConfig option of the plugin (repeatable; a list option takes comma-separated values)",
+    )
+
+
+def _options(pairs: list[str]) -> dict[str, str]:
+    found = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--option {pair!r}: write KEY=VALUE")
+        found[key.strip()] = value
+    return found
+
+
+def _ask_options(specs: list[dict[str, Any]], given: dict[str, str]) -> dict[str, str]:
+    """On a terminal, ask for required options that were not given (sensitive ones unechoed)."""
+    if not sys.stdin.isatty():
+        return given
+    import getpass
+
+    answers = dict(given)
+    for spec in specs:
+        if spec["key"] in answers or not spec.get("required") or spec.get("default") is not None:
+            continue
+        question = f"{spec.get('title') or spec['key']}" + (f" ({spec['description']})" if spec.get("description") else "")
+        try:
+            value = getpass.getpass(f"{question}: ") if spec.get("sensitive") else input(f"{question}: ")
+        except EOFError:
+            break
+        if value:
+            answers[spec["key"]] = value
+    return answers
 
 
 def _confirm(question: str, assume_yes: bool) -> bool:
@@ -94,6 +144,11 @@ def _print_preview(data: dict[str, Any]) -> None:
         _print_components(data["components"])
     else:
         print("  components: known once the command source has run")
+    for dependency in data.get("dependencies") or []:
+        print(f"  installs dependency {dependency['id']} {dependency['version']}")
+    for option in data.get("userConfig") or []:
+        need = "required" if option.get("required") else "optional"
+        print(f"  option {option['key']} ({option['type']}, {need}{', sensitive' if option.get('sensitive') else ''})")
     if data["runsCode"]:
         print("Runs code while enabled:")
         for line in data["runsCode"]:
@@ -149,8 +204,13 @@ def _install(service: PluginService, args: argparse.Namespace) -> int:
             print("not installed", file=sys.stderr)
             return 2
         consent = preview.consent
-    row = service.install(args.plugin, consent, preview)
+    options = _ask_options(data.get("userConfig") or [], _options(args.option))
+    row = service.install(args.plugin, consent, preview, options)
+    for dependency in data.get("dependencies") or []:
+        print(f"installed dependency {dependency['id']} {dependency['version']}")
     print(f"installed {row['id']} {row['version']} (enabled; start a new session to use it)")
+    for note in row["problems"]:
+        print(f"  ! {note}")
     return 0
 
 
@@ -226,12 +286,18 @@ def run(args: argparse.Namespace) -> int:
             service.store.discard(preview)
             print(json.dumps(data, indent=2)) if args.json else _print_preview(data)
             return 0
+        if args.action in ("enable", "configure") and args.option:
+            service.configure(args.plugin, _options(args.option))
+        if args.action == "configure":
+            print(f"configured {args.plugin} (applies to sessions started from now on)")
+            return 0
         if args.action in ("enable", "disable"):
             row = service.set_enabled(args.plugin, args.action == "enable")
             print(f"{args.action}d {row['id']} (applies to sessions started from now on)")
             return 0
         if args.action == "uninstall":
-            print(f"uninstalled {service.uninstall(args.plugin, args.keep_data)}")
+            removed, pruned = service.uninstall(args.plugin, args.keep_data, prune=args.prune)
+            print(f"uninstalled {removed}" + (f"; pruned {', '.join(pruned)}" if pruned else ""))
             return 0
         handlers = {"install": _install, "list": _list, "search": _search, "import-claude": _import}
         return handlers[args.action](service, args)

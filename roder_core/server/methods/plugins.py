@@ -105,8 +105,7 @@ async def plugins_preview_install(app: Dispatcher, params: PluginParams, ctx: Ca
 
     def preview() -> PreviewResult:
         found, data = service.preview(params.plugin)
-        if found.staged is not None:  # the install fetches again; a preview leaves nothing behind
-            service.store.discard(found)
+        service.store.discard(found)  # the install fetches again; a preview leaves nothing behind
         return PreviewResult.model_validate(data)
 
     return await _run(preview)
@@ -114,7 +113,7 @@ async def plugins_preview_install(app: Dispatcher, params: PluginParams, ctx: Ca
 
 @handles("plugins/install")
 async def plugins_install(app: Dispatcher, params: InstallParams, ctx: CallContext) -> InstallResult:
-    row = await _run(lambda: _service(app).install(params.plugin, params.consent))
+    row = await _run(lambda: _service(app).install(params.plugin, params.consent, options=params.options))
     return InstallResult(installed=InstalledPlugin.model_validate(row))
 
 
@@ -136,4 +135,5 @@ async def plugins_disable(app: Dispatcher, params: PluginParams, ctx: CallContex
 
 @handles("plugins/uninstall")
 async def plugins_uninstall(app: Dispatcher, params: UninstallParams, ctx: CallContext) -> UninstallResult:
-    return UninstallResult(uninstalled=await _run(lambda: _service(app).uninstall(params.plugin, params.keep_data)))
+    removed, pruned = await _run(lambda: _service(app).uninstall(params.plugin, params.keep_data, prune=params.prune))
+    return UninstallResult(uninstalled=removed, pruned=pruned)
