@@ -18,6 +18,7 @@ from roder_core.brokers.process import HostProcessBroker, ResourceLimits
 from roder_core.brokers.sandbox import sandbox_status
 from roder_core.brokers.secret_paths import default_deny_read, expand
 from roder_core.brokers.secrets import EnvSecretBroker, SecretRedactor, provider_key_names, runtime_redactor
+from roder_core.plugins.enabled import plugin_bin_dirs
 
 if TYPE_CHECKING:
     from roder_core.runtime.options import BrokerScope
@@ -41,13 +42,20 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         redactor = runtime_redactor(env, config)
     limits = config.limits
     home = Path(env.get("HOME") or os.path.expanduser("~"))
+    command_env = dict(options.command_env) if options.command_env is not None else env
+    plugin_code = options.paths.cache_dir / "plugins"
+    # enabled plugins' bin/ folders come first on the commands' PATH (and are shown read-only
+    # in the sandbox: the cache's plugins/ folder is, and a linked plugin's bin/ is added)
+    bins = plugin_bin_dirs(options.paths, scope.workspace, options.trusted, config.model_extra)
+    if bins:
+        command_env = {**command_env, "PATH": os.pathsep.join([*map(str, bins), command_env.get("PATH") or os.defpath])}
     process = HostProcessBroker(
         fs,
         sandbox=runtime.sandbox if hasattr(runtime, "sandbox") else sandbox_status(config.sandbox),
         spill_dir=options.paths.spill_dir,
         quarantine_dir=options.paths.cache_dir / "quarantine",
         capabilities=scope.capabilities,
-        env=dict(options.command_env) if options.command_env is not None else env,
+        env=command_env,
         pass_env=config.secrets.pass_env,
         secret_names=provider_key_names(config),
         limits=ResourceLimits(
@@ -70,7 +78,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         ],
         allow_unix_sockets=config.sandboxing.allow_unix_sockets,
         # installed plugins' code (roder_core.plugins.records: the cache dir's plugins/)
-        shown=[options.paths.cache_dir / "plugins"],
+        shown=[plugin_code, *(b for b in bins if not b.resolve().is_relative_to(plugin_code.resolve()))],
     )
     network = AllowlistNetworkBroker(
         config.network.allow, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id

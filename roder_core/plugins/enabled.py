@@ -112,13 +112,43 @@ def installed_layout(record: InstallRecord, root: Path) -> PluginLayout:
     return resolve_layout(root, record.name, load_manifest(root), entry, marketplace_root=bool(record.entry.get("atRoot")))
 
 
+def _applicable(
+    records: dict[str, InstallRecord], overrides: Mapping[str, bool], problems: list[str]
+) -> list[tuple[str, InstallRecord]]:
+    """The enabled records whose files exist, first of each name only (same-named variants
+    would claim the same commands); what is left out is one line in ``problems``."""
+    taken: dict[str, str] = {}
+    found = []
+    for identifier, record in sorted(records.items()):
+        if not overrides.get(identifier, record.enabled):
+            continue
+        root = Path(record.install_path)
+        if not root.is_dir():
+            problems.append(f"plugin {identifier}: its files are missing ({root}); reinstall it")
+            continue
+        if record.name in taken:
+            problems.append(
+                f"plugin {identifier} is not loaded: {taken[record.name]} is enabled under the same name "
+                "(their commands would clash); disable one"
+            )
+            continue
+        taken[record.name] = identifier
+        found.append((identifier, record))
+    return found
+
+
+def _overrides(cwd: Path, trusted: bool, config_extra: Mapping[str, Any] | None) -> tuple[ProjectPlugins, dict[str, bool]]:
+    project = project_plugins(cwd, trusted)
+    return project, {**_config_enabled(config_extra), **project.enabled}
+
+
 def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Mapping[str, Any] | None = None) -> ActivePlugins:
     """The enabled plugins for ``cwd`` with their layouts; problems are one line each."""
     dirs = PluginDirs.of(paths)
     records = read_installed(dirs)
-    result = ActivePlugins(project=project_plugins(cwd, trusted))
+    project, overrides = _overrides(cwd, trusted, config_extra)
+    result = ActivePlugins(project=project)
     result.problems.extend(result.project.problems)
-    overrides = {**_config_enabled(config_extra), **result.project.enabled}
     for identifier, wanted in overrides.items():
         if wanted and identifier not in records:
             name, market = split_id(identifier)
@@ -126,22 +156,9 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
                 f"plugin {identifier} is enabled by settings but not installed; install it with "
                 f"`roder plugin install {name}{'@' + market if market else ''}`"
             )
-    taken: dict[str, str] = {}
     options = OptionStore(dirs)
-    for identifier, record in sorted(records.items()):
-        if not overrides.get(identifier, record.enabled):
-            continue
+    for identifier, record in _applicable(records, overrides, result.problems):
         root = Path(record.install_path)
-        if not root.is_dir():
-            result.problems.append(f"plugin {identifier}: its files are missing ({root}); reinstall it")
-            continue
-        if record.name in taken:
-            result.problems.append(
-                f"plugin {identifier} is not loaded: {taken[record.name]} is enabled under the same name "
-                "(their commands would clash); disable one"
-            )
-            continue
-        taken[record.name] = identifier
         layout = installed_layout(record, root)
         values = options.values(identifier) if layout.user_config else {}
         missing = [k for k, spec in layout.user_config.items() if spec.required and k not in values]
@@ -153,3 +170,15 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
         result.plugins.append(ActivePlugin(record, root, dirs.data_dir(identifier), layout, values))
         result.problems.extend(f"plugin {identifier}: {p}" for p in layout.problems)
     return result
+
+
+def plugin_bin_dirs(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Mapping[str, Any] | None = None) -> list[Path]:
+    """The ``bin/`` folders of the plugins that apply to ``cwd``: put on the PATH of the
+    commands tools run while the plugin is enabled. Cheap (records and settings, no layouts):
+    every broker set asks."""
+    records = read_installed(PluginDirs.of(paths))
+    if not records:
+        return []
+    _, overrides = _overrides(cwd, trusted, config_extra)
+    found = [Path(record.install_path) / "bin" for _, record in _applicable(records, overrides, [])]
+    return [folder for folder in found if folder.is_dir()]
