@@ -899,13 +899,7 @@ class RoderApp(App[int]):
     async def _open_plugins(self) -> None:
         from roder_tui.screens.plugins import PluginScreen
 
-        client = self._client()
-
-        async def request(method: str, params: dict[str, Any]) -> dict[str, Any]:
-            result: dict[str, Any] = (await client.request(method, params)).wire()
-            return result
-
-        self.push_screen(PluginScreen(request))
+        self.push_screen(PluginScreen(self._client()))
 
     async def _trust_folder(self) -> None:
         from roder_core.server.protocol import TRUST_SET, TrustSetParams

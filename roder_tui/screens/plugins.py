@@ -1,15 +1,16 @@
 """``/plugin``: browse the added marketplaces, preview a plugin and install it with keys.
 
 Typing searches (``marketplaces/search``); up/down move; enter previews the highlighted plugin
-(``plugins/preview_install``: its components and everything that would run code); ``v`` picks
-the next variant (``name@marketplace``) when several catalogs offer the name; ``i`` installs
-after the preview, asking first when the plugin runs code (``y`` to accept); ``d`` disables an
-installed one; esc closes. Everything goes through the app server's methods.
+(``plugins/preview_install``: its components, the dependencies it brings and everything that
+would run code); ``v`` picks the next variant (``name@marketplace``) when several catalogs offer
+the name; ``i`` installs after the preview, asking first when the plugin runs code (``y`` to
+accept) and then, when it declares ``userConfig`` options, asking for them in a dialog
+(``PluginOptionsScreen``; sensitive ones are typed unechoed); ``d`` disables an installed one;
+esc closes. Everything goes through the app server's typed methods (``client.call``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from textual import events
@@ -20,32 +21,100 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-Request = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+from roder_core.server.app_client import AppClient
+from roder_core.server.protocol_plugins import (
+    MARKETPLACES_SEARCH,
+    PLUGINS_DISABLE,
+    PLUGINS_INSTALL,
+    PLUGINS_PREVIEW_INSTALL,
+    InstallParams,
+    PluginOption,
+    PluginParams,
+    PluginVariant,
+    PreviewResult,
+    SearchParams,
+    SearchResult,
+)
 
 
-def preview_text(data: dict[str, Any]) -> str:
+def preview_text(data: PreviewResult) -> str:
     """The preview as the screen shows it (and what the user accepts)."""
-    plugin = data["plugin"]
-    lines = [f"{plugin['id']}  version {data['version']}", f"source: {plugin['sourceDescription']}"]
-    if plugin.get("description"):
-        lines.append(" ".join(plugin["description"].split()))
-    components = data.get("components") or {}
-    for key, label in (("commands", "commands"), ("skills", "skills"), ("agents", "agents")):
-        if components.get(key):
-            lines.append(f"{label}: {', '.join(components[key])}")
-    for server in components.get("mcpServers") or []:
+    plugin = data.plugin
+    lines = [f"{plugin.id}  version {data.version}", f"source: {plugin.source_description}"]
+    if plugin.description:
+        lines.append(" ".join(plugin.description.split()))
+    components = data.components
+    for values, label in ((components.commands, "commands"), (components.skills, "skills"), (components.agents, "agents")):
+        if values:
+            lines.append(f"{label}: {', '.join(values)}")
+    for server in components.mcp_servers:
         lines.append(f"MCP server: {server['id']}")
-    if not data.get("componentsKnown"):
+    if not data.components_known:
         lines.append("components: known once the command source has run")
-    if data["runsCode"]:
+    lines += [f"brings dependency {d.id} {d.version}" for d in data.dependencies]
+    for option in data.user_config:
+        need = "required" if option.required else "optional"
+        lines.append(f"asks for option {option.title or option.key} ({need}{', sensitive' if option.sensitive else ''})")
+    if data.runs_code:
         lines.append("Runs code while enabled:")
-        lines += [f"  • {line}" for line in data["runsCode"]]
+        lines += [f"  • {line}" for line in data.runs_code]
     else:
         lines.append("Runs no code of its own.")
-    lines += [f"! {p}" for p in data.get("problems") or []]
-    if plugin.get("installed"):
-        lines.append(f"installed ({'enabled' if plugin.get('enabled') else 'disabled'}) · d disables")
+    lines += [f"! {p}" for p in data.problems]
+    if plugin.installed:
+        lines.append(f"installed ({'enabled' if plugin.enabled else 'disabled'}) · d disables")
     return "\n".join(lines)
+
+
+class PluginOptionsScreen(ModalScreen[dict[str, str] | None]):
+    """The plugin's ``userConfig`` options, one field each; enter in the last field (or
+    ctrl+s) sends, esc cancels the install. Sensitive fields do not show what is typed."""
+
+    BINDINGS = [Binding("ctrl+s", "send", "Send"), Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    PluginOptionsScreen { align: center middle; }
+    PluginOptionsScreen > Vertical {
+        width: 100%; max-width: 90; height: auto; max-height: 100%;
+        background: $surface; border: round $accent; padding: 0 1;
+    }
+    PluginOptionsScreen .option-label { margin-top: 1; text-style: bold; }
+    PluginOptionsScreen #options-keys { color: $text-muted; }
+    """
+
+    def __init__(self, plugin: str, options: list[PluginOption]) -> None:
+        super().__init__()
+        self.plugin = plugin
+        self.options = options
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = f"{self.plugin} options"
+            for option in self.options:
+                need = "required" if option.required else "optional"
+                yield Static(f"{option.title or option.key} ({option.type}, {need})", classes="option-label", markup=False)
+                if option.description:
+                    yield Static(option.description, markup=False)
+                default = "" if option.default is None or option.sensitive else str(option.default)
+                yield Input(value=default, password=option.sensitive, id=f"option-{option.key}")
+            yield Static("enter: next / send · esc: cancel", id="options-keys", markup=False)
+
+    def on_mount(self) -> None:
+        self.query(Input).first().focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        fields = list(self.query(Input))
+        index = fields.index(event.input)
+        if index + 1 < len(fields):
+            fields[index + 1].focus()
+        else:
+            self.action_send()
+
+    def action_send(self) -> None:
+        answers = {o.key: self.query_one(f"#option-{o.key}", Input).value for o in self.options}
+        self.dismiss({key: value for key, value in answers.items() if value != ""})
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class PluginScreen(ModalScreen[None]):
@@ -69,12 +138,12 @@ class PluginScreen(ModalScreen[None]):
     PluginScreen #plugin-status { color: $warning; height: auto; }
     """
 
-    def __init__(self, request: Request) -> None:
+    def __init__(self, client: AppClient) -> None:
         super().__init__()
-        self.request = request
-        self.results: list[dict[str, Any]] = []
+        self.client = client
+        self.results: list[SearchResult] = []
         self.variant_index: dict[str, int] = {}
-        self.preview: dict[str, Any] | None = None
+        self.preview: PreviewResult | None = None
         self.asking = False
 
     def compose(self) -> ComposeResult:
@@ -95,40 +164,39 @@ class PluginScreen(ModalScreen[None]):
     def status(self, text: str) -> None:
         self.query_one("#plugin-status", Static).update(text)
 
-    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    async def attempt(self, what: str, call: Any) -> Any:
+        """Await a typed call; a failure is shown on the screen and never closes it."""
         try:
-            return await self.request(method, params)
-        except Exception as exc:  # every failure is shown on the screen; it never closes it
-            self.status(f"{method} failed: {exc}")
+            return await call
+        except Exception as exc:
+            self.status(f"{what} failed: {exc}")
             return None
 
     async def search(self, query: str) -> None:
-        data = await self.call("marketplaces/search", {"query": query})
+        data = await self.attempt("search", self.client.call(MARKETPLACES_SEARCH, SearchParams(query=query)))
         if data is None:
             return
-        self.results = data["results"]
+        self.results = data.results
         options = self.query_one(OptionList)
         options.clear_options()
         for result in self.results:
-            variants = result["variants"]
-            installed = any(v["installed"] for v in variants)
+            variants = result.variants
+            installed = any(v.installed for v in variants)
             more = f"  ({len(variants)} variants)" if len(variants) > 1 else ""
-            label = f"{'✓ ' if installed else '  '}{result['name']}{more}  {' '.join(result['description'].split())[:70]}"
-            options.add_option(Option(label, id=result["name"]))
+            label = f"{'✓ ' if installed else '  '}{result.name}{more}  {' '.join(result.description.split())[:70]}"
+            options.add_option(Option(label, id=result.name))
         if self.results:
             options.highlighted = 0
             self.status(f"{len(self.results)} plugins")
         else:
             self.status("no plugins match" if query else "no marketplaces: `roder plugin marketplace add-default` adds one")
 
-    def selected(self) -> dict[str, Any] | None:
+    def selected(self) -> PluginVariant | None:
         options = self.query_one(OptionList)
         if options.highlighted is None or not self.results:
             return None
         result = self.results[options.highlighted]
-        index = self.variant_index.get(result["name"], 0) % len(result["variants"])
-        variant: dict[str, Any] = result["variants"][index]
-        return variant
+        return result.variants[self.variant_index.get(result.name, 0) % len(result.variants)]
 
     # ------------------------------------------------------------------ keys
 
@@ -155,20 +223,20 @@ class PluginScreen(ModalScreen[None]):
         variant = self.selected()
         if variant is None:
             return
-        self.status(f"previewing {variant['id']}…")
-        data = await self.call("plugins/preview_install", {"plugin": variant["id"]})
+        self.status(f"previewing {variant.id}…")
+        data = await self.attempt("preview", self.client.call(PLUGINS_PREVIEW_INSTALL, PluginParams(plugin=variant.id)))
         if data is None:
             return
         self.preview = data
         self.query_one("#plugin-preview", Static).update(preview_text(data))
         self.query_one(OptionList).focus()
-        self.status(f"{variant['id']}: i installs" if not data["plugin"]["installed"] else f"{variant['id']} is installed")
+        self.status(f"{variant.id}: i installs" if not data.plugin.installed else f"{variant.id} is installed")
 
     async def action_variant(self) -> None:
         options = self.query_one(OptionList)
         if options.highlighted is None or not self.results:
             return
-        name = self.results[options.highlighted]["name"]
+        name = self.results[options.highlighted].name
         self.variant_index[name] = self.variant_index.get(name, 0) + 1
         await self.action_preview()
 
@@ -176,52 +244,69 @@ class PluginScreen(ModalScreen[None]):
         variant = self.selected()
         if variant is None:
             return
-        if self.preview is None or self.preview["plugin"]["id"] != variant["id"]:
+        if self.preview is None or self.preview.plugin.id != variant.id:
             await self.action_preview()
         if self.preview is None:
             return
-        if self.preview["runsCode"]:
+        if self.preview.runs_code:
             self.asking = True
-            self.status(f"{variant['id']} runs the code listed below. Install it? y accepts, n refuses")
+            self.status(f"{variant.id} runs the code listed below. Install it? y accepts, n refuses")
             return
-        await self._install(None)
+        await self._ask_options(None)
 
     async def action_accept(self) -> None:
         if self.asking and self.preview is not None:
             self.asking = False
-            await self._install(self.preview["consent"])
+            await self._ask_options(self.preview.consent)
 
     def action_refuse(self) -> None:
         if self.asking:
             self.asking = False
             self.status("not installed")
 
-    async def _install(self, consent: str | None) -> None:
+    async def _ask_options(self, consent: str | None) -> None:
+        """Ask for the plugin's options first when it declares any, then install."""
         assert self.preview is not None
-        identifier = self.preview["plugin"]["id"]
+        preview = self.preview
+        if not preview.user_config:
+            await self._install(consent, {})
+            return
+
+        async def answered(options: dict[str, str] | None) -> None:
+            if options is None:
+                self.status("not installed")
+            else:
+                await self._install(consent, options)
+
+        self.app.push_screen(PluginOptionsScreen(preview.plugin.id, preview.user_config), answered)
+
+    async def _install(self, consent: str | None, options: dict[str, str]) -> None:
+        assert self.preview is not None
+        identifier = self.preview.plugin.id
         self.status(f"installing {identifier}…")
-        result = await self.call("plugins/install", {"plugin": identifier, "consent": consent})
+        params = InstallParams(plugin=identifier, consent=consent, options=options)
+        result = await self.attempt("install", self.client.call(PLUGINS_INSTALL, params))
         if result is not None:
             await self.refresh_results()
-            self.status(f"installed {identifier} {result['installed']['version']}: restart roder to use it")
+            self.status(f"installed {identifier} {result.installed.version}: restart roder to use it")
             self.app.notify(f"installed {identifier}", title="/plugin")
 
     async def refresh_results(self) -> None:
         """Search again (installed marks change), keeping the highlighted plugin."""
         options = self.query_one(OptionList)
-        name = self.results[options.highlighted]["name"] if options.highlighted is not None and self.results else None
+        name = self.results[options.highlighted].name if options.highlighted is not None and self.results else None
         await self.search(self.query_one(Input).value)
-        names = [r["name"] for r in self.results]
+        names = [r.name for r in self.results]
         if name in names:
             options.highlighted = names.index(name)
 
     async def action_disable(self) -> None:
         variant = self.selected()
-        if variant is None or not variant["installed"]:
+        if variant is None or not variant.installed:
             return
-        if await self.call("plugins/disable", {"plugin": variant["id"]}) is not None:
+        if await self.attempt("disable", self.client.call(PLUGINS_DISABLE, PluginParams(plugin=variant.id))) is not None:
             await self.refresh_results()
-            self.status(f"disabled {variant['id']} (from the next session on)")
+            self.status(f"disabled {variant.id} (from the next session on)")
 
     def action_close(self) -> None:
         self.dismiss(None)

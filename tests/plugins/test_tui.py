@@ -33,7 +33,7 @@ async def test_browse_preview_and_install_with_keys(
         assert isinstance(screen, PluginScreen)
         await until(pilot, lambda: len(screen.results) > 100, what="the catalog listed")
         await pilot.press(*"hookify")
-        await until(pilot, lambda: [r["name"] for r in screen.results][:1] == ["hookify"], what="the search")
+        await until(pilot, lambda: [r.name for r in screen.results][:1] == ["hookify"], what="the search")
         assert screen.query_one(Input).value == "hookify"
         await pilot.press("enter")
         await until(pilot, lambda: screen.preview is not None, what="the preview")
