@@ -106,9 +106,7 @@ def hooks_file(event: str, matcher: str, handler: dict[str, Any]) -> str:
     return json.dumps({"hooks": {event: [{"matcher": matcher, "hooks": [handler]}]}})
 
 
-async def test_a_prompt_hook_asks_the_model_and_its_no_refuses_the_call(
-    tmp_path: Path, workspace: Path, roder_home: Path
-) -> None:
+async def test_a_prompt_hook_asks_the_model_and_a_no_refuses(tmp_path: Path, workspace: Path, roder_home: Path) -> None:
     handler = {"type": "prompt", "prompt": "Is this command safe to run? $ARGUMENTS"}
     install(tmp_path / "catalog", "judge", {}, {"hooks/hooks.json": hooks_file("PreToolUse", "Bash", handler)})
     (workspace / "build").mkdir()
