@@ -19,6 +19,7 @@ from typing import Any
 from roder_core.customization.injection import injected_commands
 from roder_core.plugins.dependencies import Dependency, parse_dependencies
 from roder_core.plugins.manifest import ManifestError, MarketplaceEntry, PluginManifest, load_json
+from roder_core.plugins.node_deps import install_command
 from roder_core.plugins.options import OptionSpec, parse_user_config
 
 #: Claude Code hook events; the ones Roder runs are in ``RUN_EVENTS``.
@@ -151,7 +152,7 @@ class PluginLayout:
         ]
         lines += [f"MCP server {s.name}: {s.describe()}" for s in self.mcp_servers]
         lines += [f"LSP server {s.name}: {s.describe()} (not started by Roder)" for s in self.lsp_servers]
-        lines += [f"bin/{name} (an executable; Roder does not put it on the PATH)" for name in self.bin]
+        lines += [f"bin/{name} (an executable on the PATH of commands while enabled)" for name in self.bin]
         lines += self.install_scripts
         lines += [f"command {c.name}: !`{cmd}`" for c in self.commands for cmd in _injections(c)]
         return lines
@@ -525,6 +526,9 @@ def _bin_and_scripts(layout: PluginLayout) -> None:
     bin_dir = layout.root / "bin"
     if bin_dir.is_dir():
         layout.bin = sorted(p.name for p in bin_dir.iterdir() if p.is_file())
+    command = install_command(layout.root)
+    if command is not None:
+        layout.install_scripts.append(f"node dependencies installed at install: {' '.join(command)}")
     package = layout.root / "package.json"
     if package.is_file():
         try:
