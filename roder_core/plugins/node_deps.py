@@ -92,6 +92,7 @@ async def _run(argv: list[str], root: Path, paths: RoderPaths, timeout: float) -
         return [f"node dependencies not installed: {what} timed out after {timeout:g}s"]
     if result.exit_code != 0:
         lines = [line.strip() for line in result.output.splitlines() if line.strip()]
-        detail = next((line for line in lines if "ERR" in line and "A complete log" not in line), lines[-1] if lines else "")
+        errors = [line for line in lines if "err" in line.lower() and "complete log" not in line]
+        detail = "; ".join(errors[:3]) if errors else lines[-1] if lines else ""
         return [f"node dependencies not installed: {what} exited with {result.exit_code}: {detail[:300]}"]
     return []

@@ -77,6 +77,6 @@ def test_a_failed_npm_ci_is_one_line_and_the_plugin_still_loads(tmp_path: Path, 
     row = service.install("noder@node-market", preview.consent, preview)
     [note] = [p for p in row["problems"] if "node dependencies" in p]
     assert note.startswith("node dependencies not installed: npm ci exited with"), note
-    assert "\n" not in note
+    assert "\n" not in note and "ENOENT" in note
     commands = discover_with_plugins(DefinitionRoots(workspace, paths, False)).commands
     assert "noder:hi" in commands
