@@ -43,6 +43,7 @@ from roder_tui.theming import (  # noqa: E402
     CodeStyle,
     RoderTheme,
     ThemeSet,
+    add_plugin_themes,
     load_themes,
     rich_styles,
     save_theme_choice,
@@ -257,6 +258,7 @@ class RoderApp(App[int]):
             return
         for warning in info.warnings:
             self.notify(warning, severity="warning", timeout=8)
+        await self._add_plugin_themes()
         # Segments render on this side; palette rows come from the host (palette/commands).
         self.status_bar.set_segments(await asyncio.to_thread(client.status_segments, info.cwd))
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
@@ -1094,6 +1096,19 @@ class RoderApp(App[int]):
             return
         self.apply_theme(self.themes.themes[name])
         self.notify(name, title="theme")
+
+    async def _add_plugin_themes(self) -> None:
+        """Enabled plugins' themes join the picker (read after the first frame: startup stays
+        fast); a chosen plugin theme is applied once it is known."""
+        errors = len(self.themes.errors)
+        added = await asyncio.to_thread(add_plugin_themes, self.themes, self.cwd)
+        for theme in added:
+            self.register_theme(theme.to_textual())
+        for problem in self.themes.errors[errors:]:
+            self.notify(problem, title="theme skipped", severity="warning", timeout=8)
+        wanted = str(self.config_data.get("theme") or "")
+        if any(t.name == wanted for t in added) and self.roder_theme.name != wanted:
+            self.apply_theme(self.themes.themes[wanted], save=False)
 
     # ------------------------------------------------------------------ actions (keymap.py)
 

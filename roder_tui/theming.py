@@ -152,6 +152,65 @@ def load_themes(user_dir: Path | None) -> ThemeSet:
     return ThemeSet(themes, errors)
 
 
+#: Claude Code theme colour names that mean one of Roder's (other names match Roder's own).
+CLAUDE_COLOR_NAMES = {"claude": "primary", "text": "foreground", "permission": "accent", "suggestion": "secondary"}
+
+
+def plugin_theme(path: Path, plugin: str, themes: ThemeSet) -> RoderTheme:
+    """A plugin's theme file ``{name, base, overrides}`` (Claude Code's format) as a Roder theme
+    named ``<plugin>:<name>``: the colours of the built-in theme matching ``base`` (light or
+    dark) with the overrides Roder has a colour for."""
+    import json
+
+    from textual.color import Color, ColorParseError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ThemeFileError(f"{path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ThemeFileError(f"{path}: a theme file is a JSON object {{name, base, overrides}}")
+    light = "light" in str(data.get("base") or "dark").lower()
+    base = themes.themes.get("roder-light" if light else DEFAULT_THEME) or themes.get(None)
+    raw = data.get("overrides")
+    overrides: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    colors = dict(base.colors)
+    ignored = []
+    for key, value in overrides.items():
+        target = CLAUDE_COLOR_NAMES.get(str(key), str(key))
+        try:
+            parsed = Color.parse(str(value))
+        except ColorParseError:
+            ignored.append(str(key))
+            continue
+        if target in COLOR_KEYS:
+            colors[target] = parsed.hex
+        else:
+            ignored.append(str(key))
+    name = f"{plugin}:{data.get('name') or path.stem}"
+    source = f"{path}" + (f" (no Roder colour for: {', '.join(sorted(ignored))})" if ignored else "")
+    return RoderTheme(name, not light, base.code_theme, colors, dict(base.variables), source)
+
+
+def add_plugin_themes(themes: ThemeSet, cwd: Path) -> list[RoderTheme]:
+    """The themes of the user's enabled plugins (a project's own plugin settings are not read
+    here: the folder may not be trusted), added to ``themes``; a bad file is one error line."""
+    from roder_core.plugins.enabled import active_plugins
+    from roder_core.settings.paths import RoderPaths
+
+    added = []
+    for plugin in active_plugins(RoderPaths.from_env(), cwd, False).plugins:
+        for path in plugin.layout.themes:
+            try:
+                theme = plugin_theme(path, plugin.name, themes)
+            except ThemeFileError as exc:
+                themes.errors.append(str(exc))
+                continue
+            themes.themes[theme.name] = theme
+            added.append(theme)
+    return added
+
+
 def rich_styles(theme: RoderTheme) -> dict[str, str]:
     """Rich style names the finished-message renderer looks up, derived from the theme colours
     so finished and streaming messages read alike."""

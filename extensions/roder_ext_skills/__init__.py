@@ -36,7 +36,10 @@ from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
 from roder_core.kernel.tool_args import ToolArguments, arguments_schema, parse_arguments
 from roder_core.plugins.components import discover_with_plugins
+from roder_core.plugins.enabled import active_plugins
+from roder_core.plugins.output_styles import OutputStyle, chosen_style, plugin_output_styles, style_instructions
 from roder_core.policy.allowed_tools import allowed_by
+from roder_core.settings.paths import RoderPaths
 
 _LOADED = re.compile(r'\A<skill name="([^"]+)"')
 
@@ -158,9 +161,28 @@ class SkillPermissions:
         return None
 
 
+class OutputStyleContext:
+    """The output style the user chose with ``/output-style`` (``roder_core.plugins.
+    output_styles``), as part of the system prompt; the choice is read at every request."""
+
+    def __init__(self, paths: RoderPaths, styles: dict[str, OutputStyle]) -> None:
+        self.paths = paths
+        self.styles = styles
+
+    def id(self) -> str:
+        return "output-style"
+
+    async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
+        style = self.styles.get(chosen_style(self.paths) or "") if self.styles else None
+        if style is None:
+            return []
+        return [ContextBlock(source="output-style", kind="output-style", priority=15, text=style_instructions(style))]
+
+
 class SkillsExtension(RoderExtension):
-    def __init__(self, catalog: SkillCatalog) -> None:
+    def __init__(self, catalog: SkillCatalog, styles: OutputStyleContext) -> None:
         self.catalog = catalog
+        self.styles = styles
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
@@ -172,6 +194,7 @@ class SkillsExtension(RoderExtension):
             provides=[
                 ProvidedService.ToolProvider("skills"),
                 ProvidedService.ContextProvider("skills-context"),
+                ProvidedService.ContextProvider("output-style"),
                 ProvidedService.Hook("skill-permissions"),
             ],
         )
@@ -179,9 +202,12 @@ class SkillsExtension(RoderExtension):
     def install(self, registry: ExtensionRegistryBuilder) -> None:
         registry.tool_contributor(SkillTools(self.catalog))
         registry.context_provider(SkillsContext(self.catalog))
+        registry.context_provider(self.styles)
         registry.hook(SkillPermissions(self.catalog))
 
 
 def create(host: HostContext) -> SkillsExtension:
-    found = discover_with_plugins(DefinitionRoots(host.cwd, host.paths, host.trusted))
-    return SkillsExtension(SkillCatalog(found.skills, found.problems))
+    active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    found = discover_with_plugins(DefinitionRoots(host.cwd, host.paths, host.trusted), active)
+    styles = OutputStyleContext(host.paths, plugin_output_styles(active, found.problems))
+    return SkillsExtension(SkillCatalog(found.skills, found.problems), styles)

@@ -26,6 +26,8 @@ from roder_core.customization.definitions import CommandTemplate, DefinitionRoot
 from roder_core.customization.injection import expand_injections, injected_commands
 from roder_core.errors import RoderError
 from roder_core.plugins.components import discover_with_plugins
+from roder_core.plugins.enabled import active_plugins
+from roder_core.plugins.output_styles import OutputStyleError, choose_style, chosen_style, plugin_output_styles
 from roder_core.settings.paths import RoderPaths
 
 if TYPE_CHECKING:
@@ -87,6 +89,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
         ("agents", "list subagents", ""),
         ("paste-image", "attach the image on the system clipboard to the next prompt", ""),
         ("plugin", "browse marketplaces, preview and install plugins", ""),
+        ("output-style", "show or choose the output style enabled plugins offer", "[plugin:style|default]"),
         ("trust", "trust this folder (loads its config, hooks, skills, commands, agents, MCP servers)", ""),
         ("help", "list commands", ""),
         ("quit", "leave Roder", ""),
@@ -94,7 +97,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
 )
 
 #: Built-ins that change runtime state, so ``run`` performs them for every client.
-RUNTIME_BUILTINS = frozenset({"mode", "model", "plan", "help", "compact"})
+RUNTIME_BUILTINS = frozenset({"mode", "model", "plan", "help", "compact", "output-style"})
 
 
 @dataclass
@@ -311,6 +314,8 @@ class CommandRegistry:
             return CommandOutcome("done", name, message=f"mode: {mode}", data={"mode": mode})
         if name == "mode":
             return CommandOutcome("done", name, message=f"mode: {runtime.mode}", data={"mode": runtime.mode})
+        if name == "output-style":
+            return self._output_style(runtime, value)
         provider, model = runtime.provider, runtime.model
         if value:
             # The open thread switches too: its next request goes to the model chosen here.
@@ -324,6 +329,26 @@ class CommandRegistry:
             provider, model = thread.provider, thread.model
         text = f"model: {provider}/{model}"
         return CommandOutcome("done", name, message=text, data={"provider": provider, "model": model})
+
+    @staticmethod
+    def _output_style(runtime: Runtime, value: str) -> CommandOutcome:
+        """``/output-style``: list the enabled plugins' styles, or choose one (applies from the
+        next request on, and to later sessions)."""
+        options = runtime.options
+        active = active_plugins(options.paths, options.cwd, options.trusted, options.config.model_extra)
+        styles = plugin_output_styles(active)
+        if value:
+            try:
+                chosen = choose_style(options.paths, styles, value)
+            except OutputStyleError as exc:
+                raise CommandError(str(exc)) from None
+            return CommandOutcome("done", "output-style", message=f"output style: {chosen or 'default'}", data={"style": chosen})
+        current = chosen_style(options.paths)
+        lines = [f"{'* ' if current is None else '  '}default  (no style)"]
+        lines += [f"{'* ' if n == current else '  '}{n}  {s.description}" for n, s in sorted(styles.items())]
+        if not styles:
+            lines.append("(no enabled plugin offers an output style)")
+        return CommandOutcome("done", "output-style", message="\n".join(lines), data={"style": current})
 
 
 #: The broker identity ``!`cmd``` lines of slash commands run under.

@@ -105,6 +105,17 @@ class ServerSpec:
         return shlex.join([str(self.raw.get("command") or ""), *(str(a) for a in self.raw.get("args") or [])])
 
 
+@dataclass(frozen=True)
+class MonitorSpec:
+    """A background command the plugin asks to run (``monitors/monitors.json``); Roder lists
+    monitors but does not run them."""
+
+    name: str
+    command: str
+    description: str = ""
+    when: str = "always"
+
+
 @dataclass
 class PluginLayout:
     root: Path
@@ -120,6 +131,11 @@ class PluginLayout:
     bin: list[str] = field(default_factory=list)
     install_scripts: list[str] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    #: (style name, markdown file) from ``output-styles/`` or ``outputStyles``.
+    output_styles: list[tuple[str, Path]] = field(default_factory=list)
+    #: Theme files (``themes/*.json`` or ``experimental.themes``).
+    themes: list[Path] = field(default_factory=list)
+    monitors: list[MonitorSpec] = field(default_factory=list)
     #: ``userConfig``: the options the user is asked for at install.
     user_config: dict[str, OptionSpec] = field(default_factory=dict)
     dependencies: list[Dependency] = field(default_factory=list)
@@ -140,6 +156,9 @@ class PluginLayout:
             "lspServers": [{"name": s.name, "target": s.describe()} for s in self.lsp_servers],
             "bin": self.bin,
             "unsupported": self.unsupported,
+            "outputStyles": [f"{name}:{style}" for style, _ in self.output_styles],
+            "themes": [path.stem for path in self.themes],
+            "monitors": [{"name": m.name, "command": m.command, "when": m.when} for m in self.monitors],
             "userConfig": [spec.to_json() for spec in self.user_config.values()],
             "dependencies": [d.describe() for d in self.dependencies],
         }
@@ -152,6 +171,7 @@ class PluginLayout:
         ]
         lines += [f"MCP server {s.name}: {s.describe()}" for s in self.mcp_servers]
         lines += [f"LSP server {s.name}: {s.describe()} (not started by Roder)" for s in self.lsp_servers]
+        lines += [f"monitor {m.name}: {m.command} (not run by Roder)" for m in self.monitors]
         lines += [f"bin/{name} (an executable on the PATH of commands while enabled)" for name in self.bin]
         lines += self.install_scripts
         lines += [f"command {c.name}: !`{cmd}`" for c in self.commands for cmd in _injections(c)]
@@ -233,13 +253,68 @@ def resolve_layout(
     _servers(layout, ".mcp.json", "mcpServers", declared.get("mcpServers"), layout.mcp_servers)
     _servers(layout, ".lsp.json", "lspServers", declared.get("lspServers"), layout.lsp_servers)
     _bin_and_scripts(layout)
-    for key in ("outputStyles", "workflows", "themes", "monitors"):
-        if key in declared:
-            layout.unsupported.append(key)
-    for folder in ("output-styles", "workflows"):
-        if (root / folder).is_dir():
-            layout.unsupported.append(folder)
+    layout.output_styles = _markdown_folder(layout, declared, "outputStyles", "./output-styles")
+    _themes(layout, declared.get("themes"))
+    _monitors(layout, declared.get("monitors"))
+    if "workflows" in declared or (root / "workflows").is_dir():
+        layout.unsupported.append("workflows")
     return layout
+
+
+def _markdown_folder(layout: PluginLayout, declared: dict[str, Any], key: str, default: str) -> list[tuple[str, Path]]:
+    """``(name, file)`` of the markdown files a path key lists (replacing the default folder)."""
+    value = declared.get(key)
+    found: list[tuple[str, Path]] = []
+    for entry in _paths(value) if value is not None else [default]:
+        target = _inside(layout.root, entry, key, layout.problems)
+        if target is None:
+            continue
+        if target.is_file():
+            found.append((target.stem, target))
+        elif target.is_dir():
+            found.extend(_markdown_files(target))
+        elif value is not None:
+            layout.problems.append(f"{key} path {entry!r} does not exist; skipped")
+    return found
+
+
+def _themes(layout: PluginLayout, declared: Any) -> None:
+    for entry in _paths(declared) if declared is not None else ["./themes"]:
+        target = _inside(layout.root, entry, "themes", layout.problems)
+        if target is None:
+            continue
+        if target.is_file():
+            layout.themes.append(target)
+        elif target.is_dir():
+            layout.themes.extend(sorted(p for p in target.glob("*.json") if p.is_file()))
+        elif declared is not None:
+            layout.problems.append(f"themes path {entry!r} does not exist; skipped")
+
+
+def _monitors(layout: PluginLayout, declared: Any) -> None:
+    """``monitors/monitors.json`` (or the manifest's path or inline list): ``[{name, command,
+    description, when}]``."""
+    items: Any = declared
+    if declared is None or isinstance(declared, str):
+        target = _inside(layout.root, declared or "./monitors/monitors.json", "monitors", layout.problems)
+        if target is None or not target.is_file():
+            if declared is not None:
+                layout.problems.append(f"monitors file {declared!r} does not exist; skipped")
+            return
+        try:
+            items = load_json(target, layout.problems)
+        except ManifestError as exc:
+            layout.problems.append(f"{exc}; skipped")
+            return
+    if isinstance(items, dict):
+        items = items.get("monitors", [])
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("command"), str):
+            layout.monitors.append(
+                MonitorSpec(item["name"], item["command"], str(item.get("description") or ""), str(item.get("when") or "always"))
+            )
+        else:
+            layout.problems.append(f"monitor {item!r} needs a name and a command; skipped")
 
 
 def _options_and_dependencies(layout: PluginLayout, manifest: PluginManifest, entry: MarketplaceEntry | None) -> None:

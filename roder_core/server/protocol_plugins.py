@@ -144,6 +144,12 @@ class PreviewComponents(ProtocolModel):
     lsp_servers: list[dict[str, Any]] = Field(default_factory=list)
     bin: list[str] = Field(default_factory=list)
     unsupported: list[str] = Field(default_factory=list)
+    #: ``plugin:style`` names, selectable with ``/output-style``.
+    output_styles: list[str] = Field(default_factory=list)
+    #: Theme names, offered by the TUI's theme picker.
+    themes: list[str] = Field(default_factory=list)
+    #: Listed only: Roder does not run monitors.
+    monitors: list[dict[str, Any]] = Field(default_factory=list)
     user_config: list[PluginOption] = Field(default_factory=list)
     #: What it depends on, as declared (``name[@marketplace] [version range]``).
     dependencies: list[str] = Field(default_factory=list)

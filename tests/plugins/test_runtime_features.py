@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from roder_core.settings.paths import RoderPaths
 from roder_core.testing.fake_server import FakeModelServer
 from tests.brokers.helpers import needs_bwrap
 from tests.plugins.support import marketplace, write, write_json
+from tests.server.support import PipePeer
 
 HELLO = '#!/bin/sh\necho "hello from $0"\n'
 
@@ -237,3 +239,52 @@ async def test_an_http_hook_posts_through_the_network_policy(tmp_path: Path, wor
     assert posted["headers"]["Authorization"] == "Bearer hook-token-0123456789"
     assert posted["headers"]["X-Home"] == ""  # not listed in allowedEnvVars
     assert "hook-token-0123456789" not in json.dumps([r.json for r in server.calls])
+
+
+TERSE = """---
+name: terse
+description: short answers, no preamble
+keep-coding-instructions: true
+---
+
+Answer in at most three sentences. Never restate the question.
+"""
+
+
+async def test_an_output_style_is_chosen_with_a_slash_command_and_joins_the_system_prompt(
+    tmp_path: Path, workspace: Path, roder_home: Path
+) -> None:
+    install(tmp_path / "catalog", "styles", {}, {"output-styles/terse.md": TERSE, "output-styles/chatty.md": "Be chatty."})
+    steps: list[dict[str, Any]] = [{"text": "plain"}, {"text": "terse"}, {"text": "plain again"}]
+    async with FakeModelServer(steps) as server:
+        write(
+            roder_home / "config.toml",
+            f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{server.base_url}"\n'
+            'api_key_env = "LOCAL_API_KEY"\nmodels = ["fake-model"]\n',
+        )
+        env = {**os.environ, "LOCAL_API_KEY": "sk-local-test-0123456789", "PYTHONUNBUFFERED": "1"}
+        peer = await PipePeer.start(workspace, env, "--provider", "local", "--model", "fake-model")
+        try:
+            await peer.call("initialize", {"clientInfo": {"name": "pytest"}})
+            thread = (await peer.call("thread/start", {"cwd": str(workspace)}))["thread"]
+            listed = await peer.call("commands/run", {"threadId": thread["id"], "name": "output-style"})
+            assert "* default" in listed["message"] and "styles:chatty" in listed["message"]
+            assert "styles:terse  short answers, no preamble" in listed["message"]
+            await peer.call("turn/start", {"threadId": thread["id"], "prompt": "one"})
+            await peer.next_notification("turn/completed", threadId=thread["id"])
+            chosen = await peer.call("commands/run", {"threadId": thread["id"], "name": "output-style", "arguments": "terse"})
+            assert chosen["message"] == "output style: styles:terse"
+            await peer.call("turn/start", {"threadId": thread["id"], "prompt": "two"})
+            await peer.next_notification("turn/completed", threadId=thread["id"])
+            unknown = await peer.request("commands/run", {"threadId": thread["id"], "name": "output-style", "arguments": "loud"})
+            assert "'loud' is not an output style; styles: styles:chatty, styles:terse; or default" in unknown["error"]["message"]
+            await peer.call("commands/run", {"threadId": thread["id"], "name": "output-style", "arguments": "default"})
+            await peer.call("turn/start", {"threadId": thread["id"], "prompt": "three"})
+            await peer.next_notification("turn/completed", threadId=thread["id"])
+        finally:
+            code, stderr = await peer.close()
+    assert code == 0, stderr
+    systems = [json.dumps([m for m in c.json["messages"] if m["role"] == "system"]) for c in server.calls]
+    assert "Never restate the question" not in systems[0]
+    assert "Output style styles:terse" in systems[1] and "Never restate the question" in systems[1]
+    assert "Never restate the question" not in systems[2]

@@ -10,8 +10,8 @@ from textual.widgets import Input, OptionList, Static
 
 from roder_core.plugins.store import PluginStore
 from roder_core.settings.paths import RoderPaths
-from roder_tui.screens.plugins import PluginScreen
-from tests.plugins.support import copy_official
+from roder_tui.screens.plugins import PluginOptionsScreen, PluginScreen
+from tests.plugins.support import copy_official, marketplace, write, write_json
 from tests.tui.helpers import make_app, ready, until
 
 
@@ -58,3 +58,64 @@ async def test_browse_preview_and_install_with_keys(
         assert json.loads(records.read_text())["plugins"]["hookify@claude-plugins-official"][0]["enabled"] is False
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+
+
+def options_catalog(root: Path) -> Path:
+    plugin = root / "configured"
+    options = {
+        "API_TOKEN": {"type": "string", "title": "API token", "sensitive": True, "required": True},
+        "REGION": {"type": "string", "title": "Region", "default": "eu"},
+    }
+    write_json(plugin / ".claude-plugin" / "plugin.json", {"name": "configured", "version": "1.0.0", "userConfig": options})
+    write(plugin / "commands" / "go.md", "Go.")
+    return marketplace(root, "opts", [{"name": "configured", "source": "./configured"}])
+
+
+async def test_installing_asks_for_the_plugins_options_in_a_dialog(
+    tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = PluginStore(RoderPaths.from_env())
+    store.add_marketplace(str(options_catalog(tmp_path / "opts")))
+    app = make_app(workspace, [], monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await app.run_slash("/plugin")
+        await until(pilot, lambda: isinstance(app.screen, PluginScreen), what="the plugin screen")
+        screen = app.screen
+        assert isinstance(screen, PluginScreen)
+        await until(pilot, lambda: [r.name for r in screen.results] == ["configured"], what="the catalog listed")
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.preview is not None, what="the preview")
+        assert "asks for option API token (required, sensitive)" in shown(screen, "#plugin-preview")
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, PluginOptionsScreen), what="the options dialog")
+        dialog = app.screen
+        token = dialog.query_one("#option-API_TOKEN", Input)
+        assert token.password and dialog.query_one("#option-REGION", Input).value == "eu"
+        await pilot.press(*"tok-0123456789abcdef")
+        await pilot.press("enter")  # to the next field
+        await until(pilot, lambda: dialog.query_one("#option-REGION", Input).has_focus, what="the next field")
+        await pilot.press("backspace", "backspace", *"us", "enter")
+        await until(pilot, lambda: shown(screen, "#plugin-status").startswith("installed configured"), what="the install")
+    assert store.options.values("configured@opts") == {"REGION": "us", "API_TOKEN": "tok-0123456789abcdef"}
+
+
+async def test_a_plugins_theme_joins_the_themes_and_can_be_the_chosen_one(
+    tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin = tmp_path / "themes" / "tinted"
+    write_json(plugin / ".claude-plugin" / "plugin.json", {"name": "tinted", "version": "1.0.0"})
+    overrides = {"claude": "#ff00aa", "background": "#001122", "shimmer": "#ffffff"}
+    write_json(plugin / "themes" / "ocean.json", {"name": "ocean", "base": "dark", "overrides": overrides})
+    store = PluginStore(RoderPaths.from_env())
+    store.add_marketplace(str(marketplace(tmp_path / "themes", "looks", [{"name": "tinted", "source": "./tinted"}])))
+    store.install("tinted@looks")
+    write(roder_home / "config.toml", 'theme = "tinted:ocean"\n')
+    app = make_app(workspace, [], monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await until(pilot, lambda: app.roder_theme.name == "tinted:ocean", what="the plugin theme applied")
+        theme = app.themes.themes["tinted:ocean"]
+        assert theme.dark and theme.colors["primary"].lower() == "#ff00aa" and theme.colors["background"].lower() == "#001122"
+        assert "no Roder colour for: shimmer" in theme.source
+        assert app.theme == "tinted:ocean"
