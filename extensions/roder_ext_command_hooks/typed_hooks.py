@@ -30,6 +30,7 @@ from roder_core.brokers import BrokerDenied
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.ir import AgentMessageItem
 from roder_core.kernel.tools import ToolHost
+from roder_core.plugins.components import CLAUDE_MODEL_ALIASES
 
 #: Tools an agent hook may use: it checks, it never changes anything.
 READ_ONLY_TOOLS = frozenset({"read", "grep", "glob", "ls"})
@@ -111,7 +112,9 @@ async def run_model_hook(
     if host is None:
         raise TypedHookFailed(f"{kind} hook: no turn is running in thread {thread_id or '?'} to ask a model from")
     tools = frozenset(READ_ONLY_TOOLS & set(host.tool_names())) if kind == "agent" else frozenset()
-    model = str(config.get("model") or "") or host.model
+    wanted = str(config.get("model") or "").strip()
+    # Claude Code's aliases (haiku, sonnet...) mean nothing to other providers: the thread's model
+    model = host.model if not wanted or wanted.lower() in CLAUDE_MODEL_ALIASES else wanted
     title = f"{event} {kind} hook"
     child = await host.start_child_thread(title=title, provider=host.provider, model=model, tools=tools, mode="plan")
     run = await host.run_child_thread(child, judge_prompt(config, payload), lambda _event: None)
