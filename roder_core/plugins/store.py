@@ -40,7 +40,7 @@ from roder_core.plugins.manifest import (
     split_id,
 )
 from roder_core.plugins.node_deps import node_dependencies
-from roder_core.plugins.options import OptionError, OptionStore, check_values
+from roder_core.plugins.options import OptionError, OptionSpec, OptionStore, check_values
 from roder_core.plugins.records import (
     InstallRecord,
     KnownMarketplace,
@@ -629,16 +629,25 @@ class PluginStore:
                 raise PluginError(f"{exc} (it is a dependency: install {identifier} first with its options)") from None
             raise PluginError(str(exc)) from None
 
-    def configure(self, identifier: str, given: Mapping[str, Any]) -> InstallRecord:
-        """Change an installed plugin's options (checked like at install)."""
+    def _installed_layout(self, identifier: str) -> tuple[InstallRecord, PluginLayout]:
         records = read_installed(self.dirs)
         record = records.get(identifier) or _by_name(records, identifier)
-        layout = resolve_layout(
-            Path(record.install_path), record.name, load_manifest(Path(record.install_path)), entry_of(record.name, record.entry)
-        )
+        root = Path(record.install_path)
+        return record, resolve_layout(root, record.name, load_manifest(root), entry_of(record.name, record.entry))
+
+    def configure(self, identifier: str, given: Mapping[str, Any]) -> InstallRecord:
+        """Change an installed plugin's options (checked like at install: every required one
+        must end up with a value)."""
+        record, layout = self._installed_layout(identifier)
         values = self._checked_options(record.id, layout, given, auto=False)
         self.options.save(record.id, layout.user_config, values)
         return record
+
+    def missing_options(self, identifier: str) -> list[OptionSpec]:
+        """Required options of an installed plugin that have no value (asked for at enable)."""
+        record, layout = self._installed_layout(identifier)
+        stored = self.options.values(record.id)
+        return [s for k, s in layout.user_config.items() if s.required and s.default is None and k not in stored]
 
     def _record(
         self,

@@ -286,7 +286,12 @@ def run(args: argparse.Namespace) -> int:
             service.store.discard(preview)
             print(json.dumps(data, indent=2)) if args.json else _print_preview(data)
             return 0
-        if args.action in ("enable", "configure") and args.option:
+        if args.action == "enable":
+            missing = [spec.to_json() for spec in service.store.missing_options(args.plugin)]
+            given = _ask_options(missing, _options(args.option))
+            if given or missing:  # a required option still missing refuses, naming it
+                service.configure(args.plugin, given)
+        if args.action == "configure":
             service.configure(args.plugin, _options(args.option))
         if args.action == "configure":
             print(f"configured {args.plugin} (applies to sessions started from now on)")

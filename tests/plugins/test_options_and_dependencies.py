@@ -162,6 +162,14 @@ def test_the_cli_takes_options_as_flags_and_configure_changes_them(tmp_path: Pat
     assert store.options.values("configured@opts") == {"REGION": "ap", "API_TOKEN": TOKEN}
     wrong = cli("configure", "configured@opts", "--option", "COLOR=red")
     assert wrong.returncode == 1 and "has no option COLOR" in wrong.stderr
+    # enabling asks for a required option that has no value (here: no terminal, so it refuses)
+    assert cli("disable", "configured@opts").returncode == 0
+    store.options.forget("configured@opts")
+    refused = cli("enable", "configured@opts")
+    assert refused.returncode == 1 and "needs its option API_TOKEN" in refused.stderr
+    assert not store.installed()["configured@opts"].enabled
+    assert cli("enable", "configured@opts", "-o", f"API_TOKEN={TOKEN}").returncode == 0
+    assert store.installed()["configured@opts"].enabled and store.options.values("configured@opts")["API_TOKEN"] == TOKEN
 
 
 def dependency_catalog(root: Path, plugins: dict[str, dict[str, Any]], **extra: Any) -> Path:
