@@ -217,6 +217,9 @@ class CommandHooks:
         #: http hooks reach the network only through this (the ``[network] allow`` list).
         self.network = network or AllowlistNetworkBroker([])
         self.host_for: Callable[[str], ToolHost | None] | None = None
+        #: Child threads prompt and agent hooks started: their own events run no model hooks,
+        #: or a hook judging every tool call would judge its own judge's calls forever.
+        self.hook_threads: set[str] = set()
 
     def bind_hosts(self, host_for: Callable[[str], ToolHost | None]) -> None:
         """The runtime's ToolHost per thread, for prompt and agent hooks."""
@@ -229,7 +232,7 @@ class CommandHooks:
                 code, out, err = await run_http(hook.config, stdin, env, self.network, hook.timeout)
             elif hook.kind in ("prompt", "agent"):
                 code, out, err = await asyncio.wait_for(
-                    run_model_hook(hook.kind, hook.config, event, stdin, self.host_for), hook.timeout
+                    run_model_hook(hook.kind, hook.config, event, stdin, self.host_for, self.hook_threads.add), hook.timeout
                 )
             else:
                 return await run_command(hook, stdin, self.project, env)
@@ -296,6 +299,8 @@ class CommandHooks:
         replace: dict[str, Any] = {}
         for hook in self.hooks:
             if hook.event != event or not hook.matches(tool):
+                continue
+            if hook.kind in ("prompt", "agent") and thread_id in self.hook_threads:
                 continue
             current = {**payload, **replace}
             try:

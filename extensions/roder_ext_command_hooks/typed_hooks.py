@@ -103,8 +103,10 @@ async def run_model_hook(
     event: str,
     payload: dict[str, Any],
     host_for: Callable[[str], ToolHost | None] | None,
+    started: Callable[[str], None],
 ) -> tuple[int, str, str]:
-    """A prompt or agent hook: a child thread of the event's thread judges it."""
+    """A prompt or agent hook: a child thread of the event's thread judges it. ``started`` learns
+    the child's id first, so the hooks leave the child's own events alone (no hook recursion)."""
     thread_id = str(payload.get("session_id") or "")
     if event == "SubagentStop":
         thread_id = str(payload.get("agent_id") or thread_id)
@@ -117,6 +119,7 @@ async def run_model_hook(
     model = host.model if not wanted or wanted.lower() in CLAUDE_MODEL_ALIASES else wanted
     title = f"{event} {kind} hook"
     child = await host.start_child_thread(title=title, provider=host.provider, model=model, tools=tools, mode="plan")
+    started(child)
     run = await host.run_child_thread(child, judge_prompt(config, payload), lambda _event: None)
     answer = "".join(item.text for item in run.items if isinstance(item, AgentMessageItem))
     ok, reason = verdict(answer)

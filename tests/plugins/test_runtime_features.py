@@ -138,7 +138,8 @@ async def test_a_prompt_hook_asks_the_model_and_a_no_refuses(tmp_path: Path, wor
 
 async def test_an_agent_hook_reads_files_before_it_answers(tmp_path: Path, workspace: Path, roder_home: Path) -> None:
     handler = {"type": "agent", "prompt": "Check the command against policy.txt. $ARGUMENTS"}
-    install(tmp_path / "catalog", "auditor", {}, {"hooks/hooks.json": hooks_file("PreToolUse", "bash", handler)})
+    # every tool call, the agent's own read included: that one must not be judged again
+    install(tmp_path / "catalog", "auditor", {}, {"hooks/hooks.json": hooks_file("PreToolUse", "", handler)})
     write(workspace / "policy.txt", "POLICY: never run echo in this project")
     steps: list[dict[str, Any]] = [
         {"tool_calls": [call("bash", command="echo hi")]},
@@ -155,6 +156,7 @@ async def test_an_agent_hook_reads_files_before_it_answers(tmp_path: Path, works
         finally:
             await runtime.close()
     assert refused.is_error and "policy.txt forbids echo" in refused.text, refused.text
+    assert len(server.calls) == 4  # the agent's read ran without a hook of its own
     agent_tools = {t["function"]["name"] for t in server.calls[1].json.get("tools", [])}
     assert agent_tools and agent_tools <= {"read", "grep", "glob", "ls"}, agent_tools
     assert "POLICY: never run echo in this project" in json.dumps(server.calls[2].json)
