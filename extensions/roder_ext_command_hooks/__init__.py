@@ -66,10 +66,11 @@ from roder_core.brokers.secrets import scrubbed_env
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
 from roder_core.kernel.tools import ToolHost
-from roder_core.plugins.components import plugin_hooks
-from roder_core.plugins.enabled import active_plugins
+from roder_core.plugins.components import plugin_hooks, plugin_monitors
+from roder_core.plugins.enabled import ActivePlugins, active_plugins
 
 from .claude_names import claude_tool_name, from_claude_input, to_claude_input
+from .monitors import MonitorOutput, PluginMonitors
 from .typed_hooks import TypedHookFailed, run_http, run_model_hook
 
 log = logging.getLogger(__name__)
@@ -404,8 +405,9 @@ class HookContext:
 
 
 class CommandHooksExtension(RoderExtension):
-    def __init__(self, hooks: CommandHooks) -> None:
+    def __init__(self, hooks: CommandHooks, monitors: PluginMonitors | None = None) -> None:
         self.hooks = hooks
+        self.monitors = monitors
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
@@ -414,20 +416,30 @@ class CommandHooksExtension(RoderExtension):
             version="0.1.0",
             api_version=EXTENSION_API_VERSION,
             description="External commands at PreToolUse, PostToolUse, UserPromptSubmit, Stop, ... (Claude Code style)",
-            provides=[ProvidedService.Hook("command-hooks"), ProvidedService.ContextProvider("hook-context")],
+            provides=[
+                ProvidedService.Hook("command-hooks"),
+                ProvidedService.ContextProvider("hook-context"),
+                *(
+                    [ProvidedService.Hook("plugin-monitors"), ProvidedService.ContextProvider("monitor-output")]
+                    if self.monitors is not None
+                    else []
+                ),
+            ],
             required_capabilities=[CapabilityRequest("process.spawn.hooks")],
         )
 
     def install(self, registry: ExtensionRegistryBuilder) -> None:
         registry.hook(self.hooks)
         registry.context_provider(self.hooks.context)
+        if self.monitors is not None:
+            registry.hook(self.monitors)
+            registry.context_provider(MonitorOutput(self.monitors))
 
 
-def plugin_command_hooks(host: HostContext) -> list[CommandHook]:
-    """Command hooks of the enabled plugins (only while enabled; a trusted project's settings
+def plugin_command_hooks(host: HostContext, active: ActivePlugins) -> list[CommandHook]:
+    """Hooks of the enabled plugins (``active``: only while enabled; a trusted project's settings
     count only in a trusted folder), with ``${CLAUDE_PLUGIN_ROOT}`` filled in and the plugin's
     variables in their environment. A hook with a bad matcher is skipped with one log line."""
-    active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
     found = []
     for hook in plugin_hooks(active, host.cwd):
         pattern = hook.spec.matcher
@@ -454,7 +466,11 @@ def create(host: HostContext) -> CommandHooksExtension | None:
         hooks = parse_hooks((host.config.model_extra or {}).get("hooks"))
     except (HookConfigError, TypeError, ValueError) as exc:
         return CommandHooksExtension(CommandHooks([], host.cwd, host.env, config_error=str(exc)))
-    hooks += plugin_command_hooks(host)
-    if not hooks:
+    active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    hooks += plugin_command_hooks(host, active)
+    monitors = plugin_monitors(active, host.cwd)
+    if not hooks and not monitors:
         return None
-    return CommandHooksExtension(CommandHooks(hooks, host.cwd, host.env, network=network))
+    return CommandHooksExtension(
+        CommandHooks(hooks, host.cwd, host.env, network=network), PluginMonitors(monitors) if monitors else None
+    )

@@ -39,6 +39,8 @@ class BeforeTurnPayload(HookPayload):
     text: str
     cwd: str
     mode: str
+    #: Set for a child thread (a subagent, a hook's judge): the thread that started it.
+    parent_thread_id: str | None = None
 
 
 class RequestPayload(HookPayload):

@@ -89,6 +89,10 @@ class ContextQuery:
     cwd: Path
     prompt: str
     model: ModelProfile | None = None
+    #: True once per turn, when its "turn" blocks are taken (recorded with the user message);
+    #: False for every model request's "system" blocks. A provider whose blocks consume
+    #: something (new output since last time) hands it on only when this is True.
+    turn_start: bool = False
 
 
 @dataclass

@@ -10,6 +10,7 @@ Nothing here runs anything. A file that cannot be used is one line in ``problems
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -244,4 +245,35 @@ def plugin_servers(active: ActivePlugins, project: Path) -> list[PluginServer]:
             found.append(
                 PluginServer(f"plugin:{plugin.name}:{spec.name}", plugin.id, replace(spec, raw=raw), plugin.process_env(project))
             )
+    return found
+
+
+@dataclass(frozen=True)
+class PluginMonitor:
+    """A plugin's monitor: a background command for each session (``when: always``) or from
+    the first use of one of its skills (``on-skill-invoke:<skill>``)."""
+
+    plugin: str
+    name: str
+    command: str
+    description: str
+    #: None: from the session's first turn; otherwise the skill (``plugin:skill``) that starts it.
+    skill: str | None
+
+
+def plugin_monitors(active: ActivePlugins, project: Path) -> list[PluginMonitor]:
+    """Enabled plugins' monitors with their placeholders filled (non-sensitive options only: the
+    command is shown in the task list) and the plugin's path variables exported first."""
+    found = []
+    for plugin in active.plugins:
+        values = plugin.variables(project)
+        exports = "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(values.items())) + "; "
+        for spec in plugin.layout.monitors:
+            command = substitute_options(substitute(spec.command, values), plugin.options, allowed=plugin.public_options())
+            when = spec.when.strip()
+            skill = None
+            if when.startswith("on-skill-invoke:"):
+                wanted = when.removeprefix("on-skill-invoke:").strip()
+                skill = wanted if ":" in wanted else f"{plugin.name}:{wanted}"
+            found.append(PluginMonitor(plugin.id, f"{plugin.name}:{spec.name}", exports + command, spec.description, skill))
     return found

@@ -172,9 +172,7 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
         if layout.lsp_servers:
             names = ", ".join(s.name for s in layout.lsp_servers)
             result.problems.append(f"plugin {identifier}: LSP servers ({names}) are not started: Roder has no LSP client")
-        if layout.monitors:
-            names = ", ".join(m.name for m in layout.monitors)
-            result.problems.append(f"plugin {identifier}: monitors ({names}) are not run: Roder does not run plugin monitors")
+
     return result
 
 

@@ -107,8 +107,8 @@ class ServerSpec:
 
 @dataclass(frozen=True)
 class MonitorSpec:
-    """A background command the plugin asks to run (``monitors/monitors.json``); Roder lists
-    monitors but does not run them."""
+    """A background command the plugin runs during a session (``monitors/monitors.json``);
+    what it prints reaches the model (``roder_ext_command_hooks.monitors``)."""
 
     name: str
     command: str
@@ -171,7 +171,7 @@ class PluginLayout:
         ]
         lines += [f"MCP server {s.name}: {s.describe()}" for s in self.mcp_servers]
         lines += [f"LSP server {s.name}: {s.describe()} (not started by Roder)" for s in self.lsp_servers]
-        lines += [f"monitor {m.name}: {m.command} (not run by Roder)" for m in self.monitors]
+        lines += [f"monitor {m.name} ({m.when}): {m.command} (a sandboxed background task)" for m in self.monitors]
         lines += [f"bin/{name} (an executable on the PATH of commands while enabled)" for name in self.bin]
         lines += self.install_scripts
         lines += [f"command {c.name}: !`{cmd}`" for c in self.commands for cmd in _injections(c)]

@@ -12,6 +12,7 @@ them. ``ContextAssembler`` is the single place the turn loop asks for a request.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
@@ -268,7 +269,8 @@ class ContextAssembler:
     async def turn_context(self, query: ContextQuery) -> str:
         """The turn blocks (placement "turn"), by priority, as the text recorded with the turn's
         user message."""
-        blocks = sorted((b for b in await self.blocks(query) if b.placement == "turn"), key=lambda b: b.priority)
+        turn_query = dataclasses.replace(query, turn_start=True)
+        blocks = sorted((b for b in await self.blocks(turn_query) if b.placement == "turn"), key=lambda b: b.priority)
         return "\n\n".join(b.text.strip() for b in blocks if b.text.strip())
 
     async def build(

@@ -282,7 +282,14 @@ class TurnRunner:
         if self.runtime.hooks.has(HookPoint.BEFORE_TURN):
             payload = await self.runtime.hooks.run(
                 HookPoint.BEFORE_TURN,
-                BeforeTurnPayload(thread_id=self.tid, turn_id=self.turn.id, text=item.text, cwd=self.thread.cwd, mode=self.mode),
+                BeforeTurnPayload(
+                    thread_id=self.tid,
+                    turn_id=self.turn.id,
+                    text=item.text,
+                    cwd=self.thread.cwd,
+                    mode=self.mode,
+                    parent_thread_id=self.thread.parent.thread_id if self.thread.parent else None,
+                ),
             )
             item = item.model_copy(update={"text": payload.text})
         query = ContextQuery(

@@ -5,6 +5,7 @@ the default distribution (bootstrap, registry, hooks, policy, the process broker
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import os
@@ -27,8 +28,8 @@ from tests.server.support import PipePeer
 HELLO = '#!/bin/sh\necho "hello from $0"\n'
 
 
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
+def call(tool: str, /, **arguments: Any) -> dict[str, Any]:
+    return {"name": tool, "arguments": arguments}
 
 
 def results(runtime: Runtime, thread_id: str) -> list[ToolResultItem]:
@@ -290,3 +291,50 @@ async def test_an_output_style_is_chosen_with_a_slash_command_and_joins_the_syst
     assert "Never restate the question" not in systems[0]
     assert "Output style styles:terse" in systems[1] and "Never restate the question" in systems[1]
     assert "Never restate the question" not in systems[2]
+
+
+async def wait_for_output(runtime: Runtime, text: str) -> None:
+    """Until a task of the runtime has printed ``text`` (seen through the task table)."""
+    changed = asyncio.Event()
+    remove = runtime.tasks.subscribe(lambda _info: changed.set())
+    try:
+        while not any(text in runtime.tasks.output(t.id).text for t in runtime.tasks.list()):
+            await changed.wait()
+            changed.clear()
+    finally:
+        remove()
+
+
+async def test_monitors_run_in_the_background_and_their_output_reaches_the_next_turn(
+    tmp_path: Path, workspace: Path, roder_home: Path
+) -> None:
+    monitors = [
+        {"name": "ticker", "command": "echo tick-$((20+1)); echo tick-22; exec sleep 600", "description": "a ticker"},
+        {"name": "deploys", "command": "echo deploy-finished; exec sleep 600", "when": "on-skill-invoke:deploy"},
+    ]
+    skill = "---\nname: deploy\ndescription: deploy things\n---\nDeploy."
+    files = {"monitors/monitors.json": json.dumps(monitors), "skills/deploy/SKILL.md": skill}
+    install(tmp_path / "catalog", "watcher", {}, files)
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [call("skill", name="watcher:deploy")]},
+        {"text": "loaded"},
+        {"text": "I see the monitors"},
+    ]
+    async with FakeModelServer(steps) as server:
+        runtime = start(workspace, roder_home, server)
+        try:
+            thread = await runtime.start_thread()
+            await runtime.run_turn(thread.id, "deploy")
+            tasks = runtime.tasks.list()
+            assert len(tasks) == 2 and all(t.status == "running" for t in tasks), tasks
+            await wait_for_output(runtime, "tick-22")
+            await wait_for_output(runtime, "deploy-finished")
+            await runtime.run_turn(thread.id, "anything new?")
+        finally:
+            await runtime.close()
+    first = json.dumps(server.calls[0].json["messages"])
+    assert "tick-21" not in first  # the first turn starts the monitors; their output comes later
+    later = json.dumps(server.calls[2].json["messages"])
+    assert "Monitor watcher:ticker (a ticker) printed since the last turn:\\ntick-21\\ntick-22" in later, later
+    assert "Monitor watcher:deploys printed since the last turn:\\ndeploy-finished" in later
+    assert all(t.status == "cancelled" for t in runtime.tasks.list())  # closing the runtime stops them
