@@ -127,6 +127,13 @@ class Preview:
         }
 
 
+def _suits(version: str | None, dependent: Variant, dependency: Dependency) -> bool:
+    try:
+        return satisfies(version, dependency.version)
+    except ValueError:
+        raise PluginError(f"{dependent.id}: dependency {dependency.describe()}: cannot read the version range") from None
+
+
 def _consent(variant: Variant, version: str, runs_code: list[str]) -> str:
     text = json.dumps([variant.id, variant.entry.source.to_json(), version, runs_code], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
@@ -494,14 +501,10 @@ class PluginStore:
             if dep_variant.id in previews:
                 continue
             record = installed.get(dep_variant.id)
-            if record is not None and satisfies(record.version, dependency.version):
+            if record is not None and _suits(record.version, variant, dependency):
                 continue
             dep_preview = self._preview_tree(dep_variant, [*chain, variant.id], previews)
-            try:
-                suitable = satisfies(dep_preview.version, dependency.version)
-            except ValueError:
-                raise PluginError(f"{variant.id}: dependency {dependency.describe()}: cannot read the version range") from None
-            if not suitable and dep_preview.components_known:
+            if not _suits(dep_preview.version, variant, dependency) and dep_preview.components_known:
                 raise PluginError(
                     f"{variant.id} needs {dependency.describe()}, but {dep_variant.id} is version {dep_preview.version}"
                 )
@@ -547,15 +550,19 @@ class PluginStore:
                 + "\n  ".join(preview.runs_code)
                 + "\nreview it with plugins/preview_install and pass its consent token to install"
             )
+        before = set(read_installed(self.dirs))
         installed: list[InstallRecord] = []
         try:
+            if preview.layout is not None:  # options are checked before any dependency is installed
+                self._checked_options(variant.id, preview.layout, options or {}, auto=False)
             for dependency in preview.dependencies:
                 installed.append(self._install_one(dependency, {}, auto=True))
             record = self._install_one(preview, options or {}, auto=False)
         except BaseException:
             self.discard(preview)
-            for done in installed:  # nothing half-installed: the dependencies go with the failure
-                self.uninstall(done.id, force=True)
+            for done in installed:  # nothing half-installed: new dependencies go with the failure
+                if done.id not in before:
+                    self.uninstall(done.id, force=True)
             raise
         return record
 
