@@ -249,6 +249,8 @@ class ApprovalRequest(IRModel):
     cwd: str | None = None
     diff: str | None = None
     options: list[ApprovalOption] = Field(default_factory=list)
+    #: Who asks, when it is not the thread's own user-driven agent: a team member's name.
+    agent: str | None = None
 
 
 ApprovalDecisionKind = Literal["allow_once", "allow_session", "allow_always", "deny", "deny_interrupt"]

@@ -38,10 +38,13 @@ from roder_core.ir import (
 from roder_core.kernel.services import HookPoint, InferenceEngine
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
+from roder_core.policy.plan_review_book import PlanReviewBook
 from roder_core.policy.rules import RuleSet
 from roder_core.runtime.options import BrokerFactory as BrokerFactory  # re-exported: embedders name it here
 from roder_core.runtime.options import BrokerScope, RuntimeOptions
 from roder_core.settings.config import MODES, ConfigWriter
+from roder_core.teams.files import TeamFiles
+from roder_core.teams.manager import TeamManager
 from roder_core.threads.events import (
     AgentMessageDelta,
     ApprovalRequested,
@@ -72,6 +75,7 @@ if TYPE_CHECKING:
     from roder_core.brokers.sandbox import SandboxStatus
     from roder_core.customization.subagents import TraceRecord
     from roder_core.kernel.registry import ExtensionRegistry
+    from roder_core.kernel.teams import TeamChannel
     from roder_core.threads.sessions import Migration, ThreadNode
     from roder_core.turn.runner import TurnRunner
 
@@ -121,6 +125,10 @@ class Runtime:
         for sink in registry.event_sinks:
             self.bus.add_listener(sink.on_event)
         self.bus.add_listener(self._audit_event)
+        #: Plans ``exit_plan`` proposed, as documents under review (``plan/review/*``).
+        self.plan_reviews = PlanReviewBook(self, self.bus.add_listener)
+        #: Agent teams led by threads of this runtime (``team/*``).
+        self.teams = TeamManager(self, TeamFiles(options.paths.data_dir / "teams"))
 
     # ------------------------------------------------------------------ providers
 
@@ -387,13 +395,25 @@ class Runtime:
         except RoderError:
             return None
 
-    def restrict_thread(self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None) -> None:
-        """Give one thread (a subagent's) its own tool set and policy mode."""
+    def restrict_thread(
+        self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None, agent: str | None = None
+    ) -> None:
+        """Give one thread (a subagent's, a team member's) its own tool set and policy mode, and
+        the agent name its approvals carry."""
         if mode is not None and mode not in MODES:
             raise RoderError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
         state = self._state(thread_id)
         state.allowed_tools = tools
         state.mode = mode
+        state.agent = agent
+
+    def tool_names(self) -> list[str]:
+        """Every tool the registry offers now (a child thread's tools are chosen from these)."""
+        return self.registry.tool_registry(on_error=lambda *_: None).names()
+
+    def team_channel(self, thread_id: str) -> TeamChannel | None:
+        """The team a thread belongs to (as member or lead), as its tools see it."""
+        return self.teams.channel(thread_id)
 
     def set_tool_extra(self, thread_id: str, key: str, value: Any) -> None:
         """Offer a front-end service to the tools of one thread (under ``ctx.extra[key]``)."""

@@ -59,6 +59,8 @@ METHOD_MODULES = (
     "roder_core.server.methods.host",
     "roder_core.server.methods.features",
     "roder_core.server.methods.changes",
+    "roder_core.server.methods.plan_review",
+    "roder_core.server.methods.teams",
 )
 
 

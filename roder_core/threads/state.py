@@ -31,6 +31,9 @@ class ThreadState:
     allowed_tools: frozenset[str] | None = None
     #: Subagent threads: the policy mode of this thread (None: the runtime's mode).
     mode: str | None = None
+    #: The agent running this thread when it is not the user's own (a team member's name):
+    #: its approval requests carry it, so the person answering knows who asks.
+    agent: str | None = None
     #: Front-end services copied into every tool call's ``ToolExecutionContext.extra`` in this
     #: thread (e.g. ``tools.CLIENT_TEXT_READER`` from ``roder acp``); see ``set_tool_extra``.
     tool_extra: dict[str, Any] = field(default_factory=dict)

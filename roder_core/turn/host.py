@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, ModelProfile, ParentRef, Thread, ThreadStatus, Turn
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.services import InferenceEngine, ThreadStore
+    from roder_core.kernel.teams import TeamChannel
     from roder_core.policy.engine import PolicyEngine
+    from roder_core.policy.plan_review_book import PlanReviewBook
     from roder_core.runtime.options import RuntimeOptions
     from roder_core.threads.events import EventBus, RuntimeEvent
     from roder_core.threads.state import ThreadState
@@ -105,7 +107,16 @@ class TurnHost(Protocol):
         parent: ParentRef | None = None,
     ) -> Thread: ...
 
-    def restrict_thread(self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None) -> None: ...
+    def restrict_thread(
+        self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None, agent: str | None = None
+    ) -> None: ...
+
+    def tool_names(self) -> list[str]: ...
+
+    @property
+    def plan_reviews(self) -> PlanReviewBook: ...
+
+    def team_channel(self, thread_id: str) -> TeamChannel | None: ...
 
     async def run_turn(self, thread_id: str, text: str) -> Turn: ...
 

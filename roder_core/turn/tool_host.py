@@ -12,12 +12,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roder_core.ir import ApprovalDecision, ApprovalRequest, Item, ParentRef
+from roder_core.ir import ApprovalDecision, ApprovalOption, ApprovalRequest, Item, ParentRef
 from roder_core.kernel.tools import ChildThreadRun
+from roder_core.policy.plan_review import PLAN_TOOL, PlanVerdict
 from roder_core.threads.events import ItemCompleted, ItemStarted, RuntimeEvent
 
 if TYPE_CHECKING:
     from roder_core.customization.subagents import TraceRecord
+    from roder_core.kernel.teams import TeamChannel
     from roder_core.turn.host import TurnHost
 
 Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
@@ -82,7 +84,7 @@ class TurnToolHost:
         await self._host.set_mode(mode, reason=reason)
 
     def tool_names(self) -> list[str]:
-        return self._host.registry.tool_registry(on_error=lambda *_: None).names()
+        return self._host.tool_names()
 
     async def start_child_thread(self, *, title: str, provider: str, model: str, tools: frozenset[str], mode: str) -> str:
         child = await self._host.start_thread(
@@ -115,3 +117,24 @@ class TurnToolHost:
 
     def register_subagent(self, record: TraceRecord) -> None:
         self._host.subagent_traces[record.trace_id] = record
+
+    async def review_plan(self, call_id: str, plan: str) -> PlanVerdict:
+        book = self._host.plan_reviews
+        request = ApprovalRequest(
+            thread_id=self._thread_id,
+            turn_id=self._turn_id,
+            call_id=call_id,
+            tool=PLAN_TOOL,
+            reason="The agent finished planning: approve the plan into a mode, comment on it, ask for a rewrite or reject it.",
+            options=[
+                ApprovalOption(id="allow_once", label="Approve the plan (continue in ask mode)"),
+                ApprovalOption(id="deny", label="Reject the plan (say why)"),
+            ],
+        )
+        review = await book.submit(self._thread_id, self._turn_id, plan, request.approval_id)
+        request.arguments = {"plan": plan, "reviewId": review.review_id, "version": review.current.version}
+        decision = await self._approve(request)
+        return await book.settle(review.review_id, decision)
+
+    def team(self) -> TeamChannel | None:
+        return self._host.team_channel(self._thread_id)

@@ -37,7 +37,9 @@ async def test_thread_and_turn_with_typed_events(workspace: Path) -> None:
     info = await client.initialize("test")
     assert info.provider == "mock" and info.cwd == str(workspace)
     assert {g.name for g in info.method_groups if g.available} >= {"threads", "session", "discovery"}
-    assert any(g.name == "teams" and not g.available for g in info.method_groups)
+    assert any(g.name == "teams" and g.available for g in info.method_groups)
+    assert any(g.name == "planReview" and g.available for g in info.method_groups)
+    assert any(g.name == "media" and not g.available for g in info.method_groups)
     events = client.subscribe()
     thread = (await client.thread_start(cwd=str(workspace))).thread
     turn = (await client.turn_start(thread.id, "hi")).turn
@@ -121,7 +123,7 @@ async def test_steer_and_interrupt(workspace: Path) -> None:
 
 async def test_errors_are_typed(workspace: Path) -> None:
     client = LocalAppClient.for_runtime(make_runtime(workspace))
-    for method, code in [("no/such", METHOD_NOT_FOUND), ("team/start", METHOD_NOT_FOUND), ("thread/read", INVALID_PARAMS)]:
+    for method, code in [("no/such", METHOD_NOT_FOUND), ("media/list", METHOD_NOT_FOUND), ("team/start", INVALID_PARAMS)]:
         with pytest.raises(RpcError) as err:
             await client.request(method, {})
         assert err.value.code == code

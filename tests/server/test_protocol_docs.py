@@ -17,10 +17,12 @@ settings/set_web_search settings/set_default_mode fs/readFile fs/readDirectory c
 commands/expand commands/run tools/call memory/list memory/read memory/save memory/update memory/delete memory/query
 memory/provider/list memory/provider/set memory/recall/preview git/changes/list git/changes/read
 workspace/changes/list hunk/list hunk/read hunk/rollback tasks/submit tasks/list tasks/get tasks/cancel
-tasks/subscribe"""
+tasks/subscribe team/start team/list team/read team/member/start team/member/message team/member/interrupt
+team/member/focus team/cleanup team/pane/focus team/pane/cleanup plan/review/read plan/review/comment
+plan/review/rewrite plan/review/approve plan/review/reject"""
 OFFERED_METHODS = OFFERED.split()
-NOT_OFFERED = """team/start team/list team/member/message marketplaces/list plugins/install media/list
-workflow/scan workflows/list runners/list auth/codex/login plan/review/read"""
+NOT_OFFERED = """marketplaces/list plugins/install media/list workflow/scan workflows/list runners/list
+auth/codex/login"""
 
 
 def test_docs_are_generated_from_the_models() -> None:
