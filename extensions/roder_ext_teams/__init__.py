@@ -61,7 +61,7 @@ class TasksArgs(BaseModel):
     action: str = Field(description="list, add, claim or complete")
     title: str = Field(default="", description="add: the task's title")
     detail: str = Field(default="", description="add: what exactly to do")
-    task_id: str = Field(default="", description="claim, complete: the task's id")
+    task_id: str = Field(default="", description="claim, complete: the task's id (or its exact title)")
     result: str = Field(default="", description="complete: the outcome, in a line or two")
 
 

@@ -151,21 +151,26 @@ class TeamManager:
             role = "leads" if seat[1] == LEAD else f"is member {seat[1]!r} of"
             raise TeamError(f"thread {lead.id} already {role} team {seat[0]}; clean that team up first")
         self._check_specs(members, [])
-        team = Team(name=name.strip() or f"team of {lead.title or lead.id}"[:60], lead_thread_id=lead.id, cwd=lead.cwd)
+        team = Team(name=name.strip()[:60] or "team", lead_thread_id=lead.id, cwd=lead.cwd)
         for title in tasks or []:
             if title.strip():
                 team.tasks.append(TeamTask(title=title.strip()))
         self._teams[team.team_id] = team
         self._seats[lead.id] = (team.team_id, LEAD)
         self._save(team, "started")
-        for spec in members:
-            await self._spawn(team, spec)
+        spawned = [(await self._spawn(team, spec), spec) for spec in members]
+        for member, spec in spawned:  # once all exist, so each briefing names every teammate
+            if spec.prompt.strip():
+                await self._wake(team, member, spec.prompt.strip())
         return team
 
     async def add_member(self, team_id: str, spec: MemberSpec) -> TeamMember:
         team = await self._active(team_id)
         self._check_specs([spec], [m.name for m in team.members])
-        return await self._spawn(team, spec)
+        member = await self._spawn(team, spec)
+        if spec.prompt.strip():
+            await self._wake(team, member, spec.prompt.strip())
+        return member
 
     async def message(self, team_id: str, name: str, text: str, *, sender: str = "user") -> TeamMessage:
         """A message to one member (``team/member/message``): steered in, or it starts a turn."""
@@ -329,8 +334,6 @@ class TeamManager:
         team.members.append(member)
         self._seats[thread.id] = (team.team_id, member.name)
         self._save(team, "member/started", member.name)
-        if spec.prompt.strip():
-            await self._wake(team, member, spec.prompt.strip())
         return member
 
     def _restrict(self, team: Team, member: TeamMember) -> None:
@@ -559,7 +562,11 @@ class TeamChannelImpl:
 
 
 def _task(team: Team, task_id: str) -> TeamTask:
-    task = next((t for t in team.tasks if t.task_id == task_id), None)
+    """A task by its id, or by its exact title (what a model remembers)."""
+    wanted = task_id.strip()
+    task = next((t for t in team.tasks if t.task_id == wanted), None) or next(
+        (t for t in team.tasks if t.title.lower() == wanted.lower()), None
+    )
     if task is None:
         known = ", ".join(f"{t.task_id} ({t.title})" for t in team.tasks) or "none yet"
         raise TeamError(f"no task {task_id!r}; tasks: {known}")
