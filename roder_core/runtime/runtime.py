@@ -578,7 +578,9 @@ class Runtime:
         """Queue a message for the running turn; it is delivered at the next model call."""
         state = self._state(thread_id)
         active = state.active_turn_id
-        if active is None:
+        if active is None or (state.runner is not None and state.runner.turn.status is not TurnStatus.IN_PROGRESS):
+            # A turn that already reported its end only finishes saving: a steer queued now would
+            # be neither delivered nor handed back.
             raise RoderError("no turn is running on this thread; start a new turn instead")
         if expected_turn_id is not None and expected_turn_id != active:
             raise RoderError(f"turn {expected_turn_id} is not the running turn ({active})")

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from roder_core.errors import RoderError
-from roder_core.teams.model import Team
+from roder_core.teams.model import Team, TeamError
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +26,7 @@ class TeamFiles:
 
     def _path(self, team_id: str) -> Path:
         if not team_id.replace("_", "").replace("-", "").isalnum():
-            raise RoderError(f"invalid team id {team_id!r}")
+            raise TeamError(f"invalid team id {team_id!r}")
         return self.folder / f"{team_id}.json"
 
     def save(self, team: Team) -> None:
@@ -50,9 +49,9 @@ class TeamFiles:
         try:
             return Team.model_validate_json(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise RoderError(f"no team {team_id!r}") from None
+            raise TeamError(f"no team {team_id!r}") from None
         except (OSError, ValidationError) as exc:
-            raise RoderError(f"team {team_id} cannot be read from {path}: {exc}") from None
+            raise TeamError(f"team {team_id} cannot be read from {path}: {exc}") from None
 
     def list(self) -> list[Team]:
         """Every readable team, newest first (an unreadable file is skipped with a warning)."""

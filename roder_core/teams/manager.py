@@ -33,6 +33,7 @@ from roder_core.teams.model import (
     MemberSpec,
     MemberStatus,
     Team,
+    TeamError,
     TeamMember,
     TeamMessage,
     TeamStatus,
@@ -112,10 +113,6 @@ class TeamRuntime(Protocol):
     def active_turn_id(self, thread_id: str) -> str | None: ...
 
     def publish_live(self, event: RuntimeEvent) -> None: ...
-
-
-class TeamError(RoderError):
-    """A team method that does not apply (unknown team or member, bad name, closed team)."""
 
 
 class TeamManager:

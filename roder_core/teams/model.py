@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from roder_core.errors import RoderError
 from roder_core.ir import IRModel, Mode, Usage, new_id, now
 
 #: The lead's name in messages and task owners.
@@ -22,6 +23,10 @@ LEAD = "lead"
 EVERYONE = "all"
 RESERVED_NAMES = frozenset({LEAD, EVERYONE, "user", "team"})
 MEMBER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+class TeamError(RoderError):
+    """A team request that does not apply (unknown team or member, bad name, closed team)."""
 
 
 class MemberStatus(StrEnum):

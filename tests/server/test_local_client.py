@@ -123,7 +123,12 @@ async def test_steer_and_interrupt(workspace: Path) -> None:
 
 async def test_errors_are_typed(workspace: Path) -> None:
     client = LocalAppClient.for_runtime(make_runtime(workspace))
-    for method, code in [("no/such", METHOD_NOT_FOUND), ("media/list", METHOD_NOT_FOUND), ("team/start", INVALID_PARAMS), ("thread/read", INVALID_PARAMS)]:
+    for method, code in [
+        ("no/such", METHOD_NOT_FOUND),
+        ("media/list", METHOD_NOT_FOUND),
+        ("team/start", INVALID_PARAMS),
+        ("thread/read", INVALID_PARAMS),
+    ]:
         with pytest.raises(RpcError) as err:
             await client.request(method, {})
         assert err.value.code == code

@@ -22,7 +22,7 @@ from roder_core.server.protocol_teams import (
     TeamResult,
     TeamStartParams,
 )
-from roder_core.teams.manager import TeamError
+from roder_core.teams.model import TeamError
 
 T = TypeVar("T")
 
