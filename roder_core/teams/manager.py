@@ -156,6 +156,9 @@ class TeamManager:
         self._seats[lead.id] = (team.team_id, LEAD)
         self._save(team, "started")
         spawned = [(await self._spawn(team, spec), spec) for spec in members]
+        # The lead learns of its team at its next model call (and its thread is saved from now
+        # on, so the team can be taken up again after a crash).
+        await self._deliver(team, LEAD, self._lead_briefing(team))
         for member, spec in spawned:  # once all exist, so each briefing names every teammate
             if spec.prompt.strip():
                 await self._wake(team, member, spec.prompt.strip())
@@ -353,6 +356,14 @@ class TeamManager:
             lines.append(member.instructions)
         return "\n".join(lines)
 
+    def _lead_briefing(self, team: Team) -> str:
+        roster = ", ".join(m.name + (f" ({m.agent})" if m.agent else "") for m in team.members)
+        return (
+            f'[Team {team.name} started] You lead the agent team "{team.name}": {roster}. Each works in its own '
+            "thread, in parallel, and reports its final answer to you as a message. Talk to them with "
+            "team_message {to, text} or team_broadcast {text}; the shared task list is team_tasks."
+        )
+
     async def _deliver(self, team: Team, recipient: str, text: str) -> Any:
         if recipient == LEAD:
             thread_id = team.lead_thread_id
@@ -397,11 +408,9 @@ class TeamManager:
 
     async def _open(self, team: Team, member: TeamMember) -> None:
         """A member thread closed by a restart is resumed (this process becomes its writer)."""
-        try:
-            self._rt.thread(member.thread_id)
-        except ThreadNotFoundError:
+        if not self._is_open(member.thread_id):
             await self._rt.resume_thread(member.thread_id)
-            self._restrict(team, member)
+        self._restrict(team, member)  # also when a client resumed it: its tools and mode are the team's
 
     async def _active(self, team_id: str) -> Team:
         """A live team, taking up one that no process runs (after a restart) on first use."""

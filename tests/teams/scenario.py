@@ -17,6 +17,8 @@ MODEL = "team-model"
 #: Price per Mtok, so cost per member and per team is not zero.
 INPUT_PRICE, OUTPUT_PRICE = 3.0, 15.0
 MEMBER = "a member of the agent team"
+#: In the lead's request once the team started.
+LEADING = "You lead the agent team"
 TASK = "run the command"
 SUMMARY = "SUMMARY: alice found 42, bob told her, carol ran the command."
 
@@ -63,7 +65,7 @@ def team_steps() -> list[dict[str, Any]]:
     ]
     lead = [
         {"when": ["ALICE-RESULT", "BOB-RESULT", "CAROL-RESULT"], "unless": [MEMBER], "text": SUMMARY},
-        *({"when": ["Team message from"], "unless": [MEMBER], "text": "Noted."} for _ in range(8)),
+        *({"when": ["[Team "], "unless": [MEMBER], "text": "Noted."} for _ in range(8)),
     ]
     return [*alice, *bob, *carol, *lead]
 
