@@ -31,6 +31,7 @@ from roder_ext_tui.segments import cache_state  # noqa: E402
 from textual import on, work  # noqa: E402
 from textual.app import App  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
+from textual.widgets import Static  # noqa: E402
 
 from roder_core.ir import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
@@ -47,17 +48,20 @@ from roder_tui.widgets.prompt import PromptBar, PromptHistory, PromptInput, atta
 from roder_tui.widgets.queued import QueuedSteers  # noqa: E402
 from roder_tui.widgets.sidebar import Sidebar  # noqa: E402
 from roder_tui.widgets.status_bar import StatusBar  # noqa: E402
+from roder_tui.widgets.team_panes import TeamPanes  # noqa: E402
 from roder_tui.widgets.transcript import Transcript  # noqa: E402
 
 if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
     from roder_core.kernel.services import PaletteCommand, PaletteSource
     from roder_core.server.client import LocalAppClient
+    from roder_core.teams.model import Team
     from roder_tui import rewind as rewind_mod
 
 log = logging.getLogger(__name__)
 
 MODES = tuple(Mode)
+PLAN_TOOL = "exit_plan"
 SIDEBAR_MIN_WIDTH = 80
 CTRL_C_WINDOW = 2.0
 ESC_ESC_WINDOW = 0.8
@@ -123,6 +127,8 @@ class RoderApp(App[int]):
     Screen { layout: vertical; }
     #body { height: 1fr; }
     #chat { width: 1fr; height: 1fr; }
+    #work { height: 1fr; }
+    #team-bar { height: 1; display: none; padding: 0 1; background: $panel; }
     /* Toasts at the top right: at the bottom they covered the prompt and the completion list. */
     ToastRack { dock: top; align: right top; margin-bottom: 0; }
     """
@@ -177,11 +183,16 @@ class RoderApp(App[int]):
         self.prompt_bar = PromptBar(PromptHistory(self.data_dir / "prompt-history.json"), self.cwd)
         self.status_bar = StatusBar(id="status")
         self.queued = QueuedSteers(id="queued")
+        self.team_panes = TeamPanes(id="team-panes")
+        self.team_bar = Static("", id="team-bar")
         self.prompt_bar.input.has_queued = lambda: bool(self.queued.queued)
         with Horizontal(id="body"):
             yield self.sidebar
             with Vertical(id="chat"):
-                yield self.transcript
+                with Horizontal(id="work"):
+                    yield self.transcript
+                    yield self.team_panes
+                yield self.team_bar
                 yield self.queued
                 yield self.prompt_bar
         yield self.status_bar
@@ -199,6 +210,16 @@ class RoderApp(App[int]):
 
     def _layout_for_width(self, width: int) -> None:
         self.sidebar.display = self.sidebar_wanted and width >= SIDEBAR_MIN_WIDTH
+        self._arrange_team(width)
+
+    def _arrange_team(self, width: int | None = None) -> None:
+        """Panes beside the transcript when they fit, else the focused one in its place."""
+        width = width if width is not None else self.size.width
+        chat = width - (self.sidebar.outer_size.width if self.sidebar.display else 0)
+        self.transcript.display = self.team_panes.arrange(chat)
+        self.team_bar.display = self.team_panes.team is not None
+        if self.team_panes.team is not None:
+            self.team_bar.update(self.team_panes.summary())
 
     # ------------------------------------------------------------------ startup
 
@@ -221,6 +242,8 @@ class RoderApp(App[int]):
             else:
                 self.client = self._client_factory()
             client = self.client
+            client.serve_locally("team/pane/focus", self.pane_focus)
+            client.serve_locally("team/pane/cleanup", self.pane_cleanup)
             info = await client.initialize(client_name="roder-tui", client_version="0.1.0")
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
             self.exit_message = f"roder: {exc}"
@@ -376,6 +399,16 @@ class RoderApp(App[int]):
             await self.coalescer.drain()
             self._on_approval_event(event)
             return
+        if isinstance(event, ev.PlanReviewUpdated):
+            await self._on_plan_review(event)
+            return
+        if isinstance(event, ev.TeamUpdated):
+            if thread_id == self.thread_id:
+                await self._on_team_updated(event.team)
+            return
+        if isinstance(event, ev.ItemCompleted) and self.team_panes.member_of_thread(thread_id or ""):
+            self.team_panes.add_item(thread_id or "", event.item)
+            return
         if thread_id not in (self.thread_id, "", None):
             if isinstance(event, ev.TurnCompleted) and thread_id in self._left_running:
                 self._left_running.discard(thread_id)
@@ -437,10 +470,12 @@ class RoderApp(App[int]):
         self._approvals = [r for r in self._approvals if r.approval_id != event.approval_id]
         if self._approval_open == event.approval_id:
             from roder_tui.screens.approval import ApprovalScreen
+            from roder_tui.screens.plan_review import PlanReviewScreen
 
-            if isinstance(self.screen, ApprovalScreen):
+            if isinstance(self.screen, ApprovalScreen | PlanReviewScreen):
                 self._approval_open = None
                 self.pop_screen()
+                self._next_approval()
         if self.turn_id:
             self._set_activity("working")
 
@@ -472,6 +507,9 @@ class RoderApp(App[int]):
 
         request = self._approvals.pop(0)
         self._approval_open = request.approval_id
+        if request.tool == PLAN_TOOL and "reviewId" in request.arguments:
+            self.run_worker(self.open_plan_review(str(request.arguments["reviewId"]), request), group="plan-review")
+            return
 
         def answered(decision: ApprovalDecision | None) -> None:
             self._approval_open = None
@@ -483,6 +521,186 @@ class RoderApp(App[int]):
 
     async def _resolve(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
         await self._client().resolve_approval(request.approval_id, decision.decision, rule=decision.rule)
+
+    # ------------------------------------------------------------------ plan review
+
+    async def _call_wire(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return (await self._client().request(method, params)).wire()
+
+    async def open_plan_review(self, review_id: str | None = None, request: ApprovalRequest | None = None) -> None:
+        """Show a plan review (the thread's latest without an id): rendered blocks, comments, keys."""
+        from roder_core.policy.plan_review import PlanReview
+        from roder_core.server.errors import RpcError
+        from roder_tui.screens.plan_review import PlanReviewScreen
+
+        params = {"reviewId": review_id} if review_id else {"threadId": self._thread()}
+        try:
+            review = PlanReview.model_validate((await self._call_wire("plan/review/read", params))["review"])
+        except RpcError as exc:
+            if request is not None:
+                self._approval_open = None
+            self.notify(exc.message, title="plan review", severity="error", timeout=10)
+            return
+
+        def closed(outcome: str | None) -> None:
+            if request is not None and self._approval_open == request.approval_id:
+                self._approval_open = None
+                if outcome is None:
+                    self.notify("The plan waits for your review; /review opens it again.", title="plan review")
+                self._next_approval()
+
+        self.push_screen(PlanReviewScreen(review, self._call_wire, agent=request.agent if request else None), closed)
+
+    async def _on_plan_review(self, event: Any) -> None:
+        from roder_tui.screens.plan_review import PlanReviewScreen
+
+        screen = self.screen
+        if isinstance(screen, PlanReviewScreen) and screen.review.review_id == event.review.review_id:
+            if event.change == "abandoned":
+                self.pop_screen()
+                self.notify("The plan's turn ended before an answer.", title="plan review")
+            else:
+                await screen.show(event.review)
+
+    # ------------------------------------------------------------------ teams
+
+    async def _show_team_of(self, thread_id: str) -> None:
+        """The active team the shown thread leads (if any) in panes, with its members' work so far."""
+        from roder_core.server.errors import RpcError
+        from roder_core.teams.model import Team, TeamStatus
+
+        try:
+            rows = (await self._call_wire("team/list", {"leadThreadId": thread_id}))["teams"]
+        except RpcError:
+            rows = []
+        team = next((Team.model_validate(r) for r in rows if r["status"] == TeamStatus.ACTIVE), None)
+        await self._load_team(team)
+
+    async def _load_team(self, team: Team | None) -> None:
+        history: dict[str, list[Any]] = {}
+        for member in team.members if team is not None else []:
+            self._family.add(member.thread_id)  # its approvals are answered here
+            with contextlib.suppress(Exception):
+                history[member.name] = list(self._client().runtime.thread(member.thread_id).items())
+        await self.team_panes.show_team(team, history)
+        self._arrange_team()
+
+    async def _on_team_updated(self, team: Team) -> None:
+        if self.team_panes.team is None or self.team_panes.team.team_id != team.team_id:
+            if team.status != "active":
+                return
+            await self._load_team(team)
+        else:
+            await self.team_panes.update_team(team)
+        for member in team.members:
+            self._family.add(member.thread_id)
+        self._arrange_team()
+
+    def _team_id(self) -> str:
+        from roder_core.server.errors import InvalidParams
+
+        team = self.team_panes.team
+        if team is None:
+            raise InvalidParams("no team here: start one with /team start NAME,NAME [task]")
+        return team.team_id
+
+    async def pane_focus(self, params: Any) -> Any:
+        """``team/pane/focus``, implemented here: show a member's pane (or the lead's transcript)
+        and tell other clients through ``team/member/focus``."""
+        from roder_core.server.errors import InvalidParams
+        from roder_core.server.protocol_teams import TeamResult
+
+        team = self.team_panes.team
+        if team is None or team.team_id != params.team_id:
+            raise InvalidParams(f"team {params.team_id} has no panes here")
+        name = None if params.name in (None, "", "lead") else params.name
+        try:
+            self.team_panes.focus_member(name)
+        except ValueError as exc:
+            raise InvalidParams(str(exc)) from None
+        result = await self._client().request("team/member/focus", {"teamId": team.team_id, "name": name})
+        self._arrange_team()
+        return TeamResult(team=result.team)  # type: ignore[attr-defined]
+
+    async def pane_cleanup(self, params: Any) -> Any:
+        """``team/pane/cleanup``, implemented here: close a team's panes (the team keeps running)."""
+        from roder_core.server.errors import InvalidParams
+        from roder_core.server.protocol_teams import TeamResult
+
+        team = self.team_panes.team
+        if team is None or team.team_id != params.team_id:
+            raise InvalidParams(f"team {params.team_id} has no panes here")
+        await self.team_panes.show_team(None)
+        self._arrange_team()
+        return TeamResult(team=team)
+
+    async def action_team_next_pane(self) -> None:
+        team = self.team_panes.team
+        if team is None:
+            self.notify("no team here: /team start NAME,NAME [task]", title="panes")
+            return
+        name = self.team_panes.cycle()
+        await self._client().request("team/pane/focus", {"teamId": team.team_id, "name": name})
+
+    async def team_command(self, arguments: str) -> None:
+        """``/team [start|add|msg|stop|focus|list|cleanup|hide] ...``; without arguments, the team."""
+        from roder_core.server.errors import InvalidParams
+
+        verb, _, rest = arguments.strip().partition(" ")
+        rest = rest.strip()
+        if verb in ("", "read", "show"):
+            await self._show_team_info()
+        elif verb == "start":
+            names, _, task = rest.partition(" ")
+            members = [_member_spec(part, task.strip()) for part in names.split(",") if part.strip()]
+            if not members:
+                raise InvalidParams("/team start NAME[=AGENT],NAME... [task for each]")
+            result = await self._call_wire("team/start", {"leadThreadId": self._thread(), "members": members})
+            from roder_core.teams.model import Team
+
+            await self._load_team(Team.model_validate(result["team"]))
+        elif verb == "add":
+            spec, _, task = rest.partition(" ")
+            await self._call_wire("team/member/start", {"teamId": self._team_id(), "member": _member_spec(spec, task.strip())})
+        elif verb == "msg":
+            name, _, text = rest.partition(" ")
+            await self._call_wire("team/member/message", {"teamId": self._team_id(), "name": name, "text": text})
+        elif verb == "stop":
+            result = await self._call_wire("team/member/interrupt", {"teamId": self._team_id(), "name": rest})
+            if not result["interrupted"]:
+                self.notify(f"{rest} had no turn running", title="/team stop")
+        elif verb == "focus":
+            await self._client().request("team/pane/focus", {"teamId": self._team_id(), "name": rest or None})
+        elif verb == "list":
+            teams = (await self._call_wire("team/list", {}))["teams"]
+            lines = [f"{t['teamId']}  {t['name']}  ({t['status']}, {len(t['members'])} members)" for t in teams]
+            self._show_info("/team list", "\n".join(lines) or "no teams yet")
+        elif verb == "cleanup":
+            team_id = self._team_id()
+            await self._call_wire("team/cleanup", {"teamId": team_id})
+            await self._client().request("team/pane/cleanup", {"teamId": team_id})
+        elif verb == "hide":
+            await self._client().request("team/pane/cleanup", {"teamId": self._team_id()})
+        else:
+            raise InvalidParams(f"unknown /team command {verb!r}: start, add, msg, stop, focus, list, cleanup, hide")
+
+    async def _show_team_info(self) -> None:
+        from roder_tui.widgets.team_panes import usage_text
+
+        data = (await self._call_wire("team/read", {"teamId": self._team_id()}))["team"]
+        from roder_core.teams.model import Team
+
+        team = Team.model_validate(data)
+        lines = [f"team {team.name} ({team.status}) · {usage_text(team.usage)}", ""]
+        for m in team.members:
+            agent = f" ({m.agent})" if m.agent else ""
+            lines.append(f"{m.name}{agent}: {m.status}, {m.mode} mode, {m.turns} turns, {usage_text(m.usage)}")
+            if m.last_result:
+                lines.append(f"  last result: {m.last_result[:300]}")
+        if team.tasks:
+            lines += ["", "tasks:"]
+            lines += [f"  {t.status} {t.title}" + (f" [{t.owner}]" if t.owner else "") for t in team.tasks]
+        self._show_info("/team", "\n".join(lines))
 
     # ------------------------------------------------------------------ threads
 
@@ -515,6 +733,7 @@ class RoderApp(App[int]):
         self.turn_id = None
         live_calls = frozenset(f"call:{i.call_id}" for i in running.items if i.type == "toolCall") if running else frozenset()
         await self.transcript.load(self._with_shell_cards(thread.id, shown_items(thread)), live_calls)
+        await self._show_team_of(thread.id)
         last = next((t for t in reversed(thread.turns) if t.usage.total_tokens), None)
         self.status_bar.update_state(
             provider=thread.provider or self.status_bar.state.get("provider"),
@@ -601,6 +820,11 @@ class RoderApp(App[int]):
                 await self.run_shell(stripped[1:].strip())
             elif stripped.startswith("/") and len(stripped) > 1 and not stripped.startswith("//"):
                 await self.run_slash(stripped)
+            elif self.team_panes.focused is not None and self.team_panes.team is not None:
+                team = self.team_panes.team
+                await self._client().request(
+                    "team/member/message", {"teamId": team.team_id, "name": self.team_panes.focused, "text": text}
+                )
             elif self.turn_id is not None:
                 steered = await self._client().turn_steer(self._thread(), self.turn_id, text)
                 self.queued.add(steered.item_id, text)
@@ -721,6 +945,8 @@ class RoderApp(App[int]):
             "skills": self._list_skills,
             "agents": self._list_agents,
             "trust": self._trust_folder,
+            "team": lambda: self.team_command(arguments),
+            "review": self.open_plan_review,
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
         }
@@ -1184,3 +1410,12 @@ def run_app(args: argparse.Namespace) -> int:
     if app.exit_message:
         sys.stderr.write(app.exit_message + "\n")
     return int(code or 0)
+
+
+def _member_spec(text: str, task: str) -> dict[str, Any]:
+    """``name`` or ``name=agent`` from /team start and /team add."""
+    name, _, agent = text.strip().partition("=")
+    spec: dict[str, Any] = {"name": name.strip(), "prompt": task}
+    if agent.strip():
+        spec["agent"] = agent.strip()
+    return spec

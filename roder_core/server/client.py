@@ -18,11 +18,13 @@ action they take is also an app-server method a remote client can call::
 from __future__ import annotations
 
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from roder_core.server.dispatcher import CallContext, Dispatcher
 from roder_core.server.fanout import DEFAULT_MAXSIZE, NotificationQueue
 from roder_core.server.protocol import (
+    METHODS,
     ClientInfo,
     ExtensionsListResult,
     InitializeParams,
@@ -85,6 +87,8 @@ class LocalAppClient:
         self._owns_runtime = owns_runtime
         self._queues: list[NotificationQueue] = []
         self.context = CallContext(connection_id=f"local-{next(_ids)}", notify=self._notify)
+        #: Methods this client implements itself (client concerns, like the TUI's team panes).
+        self._served: dict[str, Callable[[Any], Awaitable[ProtocolModel]]] = {}
 
     @classmethod
     def start(cls, settings: StartSettings, *, persist_config: bool = True) -> LocalAppClient:
@@ -123,8 +127,19 @@ class LocalAppClient:
 
     # ------------------------------------------------------------------ calls
 
+    def serve_locally(self, method: str, handler: Callable[[Any], Awaitable[ProtocolModel]]) -> None:
+        """Answer ``method`` here, in the client, instead of the server: for the seed-004 methods
+        that are a client concern (``team/pane/*``: only the client draws panes). The handler
+        gets the typed params and returns the method's result model."""
+        if method not in METHODS:
+            raise ValueError(f"{method!r} is not a protocol method")
+        self._served[method] = handler
+
     async def request(self, method: str, params: ProtocolModel | dict[str, Any] | None = None) -> ProtocolModel:
         """Any method by name; the result is that method's result model."""
+        handler = self._served.get(method)
+        if handler is not None:
+            return await handler(self.dispatcher.parse_params(METHODS[method], params))
         return await self.dispatcher.call(method, params, self.context)
 
     async def _call(self, method: str, params: ProtocolModel, result: type[R]) -> R:
