@@ -216,7 +216,7 @@ class RoderApp(App[int]):
         """Panes beside the transcript when they fit, else the focused one in its place."""
         width = width if width is not None else self.size.width
         chat = width - (self.sidebar.outer_size.width if self.sidebar.display else 0)
-        self.transcript.display = self.team_panes.arrange(chat)
+        self.transcript.display = self.team_panes.lay_out(chat)
         self.team_bar.display = self.team_panes.team is not None
         if self.team_panes.team is not None:
             self.team_bar.update(self.team_panes.summary())
@@ -577,6 +577,7 @@ class RoderApp(App[int]):
         await self._load_team(team)
 
     async def _load_team(self, team: Team | None) -> None:
+        self.team_panes.hidden = None
         history: dict[str, list[Any]] = {}
         for member in team.members if team is not None else []:
             self._family.add(member.thread_id)  # its approvals are answered here
@@ -587,7 +588,7 @@ class RoderApp(App[int]):
 
     async def _on_team_updated(self, team: Team) -> None:
         if self.team_panes.team is None or self.team_panes.team.team_id != team.team_id:
-            if team.status != "active":
+            if team.status != "active" or self.team_panes.hidden == team.team_id:
                 return
             await self._load_team(team)
         else:
@@ -631,6 +632,7 @@ class RoderApp(App[int]):
         if team is None or team.team_id != params.team_id:
             raise InvalidParams(f"team {params.team_id} has no panes here")
         await self.team_panes.show_team(None)
+        self.team_panes.hidden = team.team_id  # its updates no longer reopen the panes
         self._arrange_team()
         return TeamResult(team=team)
 

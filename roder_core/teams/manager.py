@@ -253,7 +253,7 @@ class TeamManager:
         heading = "Team broadcast" if to == EVERYONE else "Team message"
         framed = f"[{heading} from {sender}] {text}"
         for recipient in recipients:
-            message.delivery[recipient] = await self._deliver(team, recipient, framed)
+            message.delivery[recipient] = await self._deliver(team, recipient, framed, from_user=sender == "user")
         team.messages = [*team.messages, message][-MAX_KEPT_MESSAGES:]
         self._save(team, "message", sender if sender in names else None)
         return message
@@ -364,7 +364,9 @@ class TeamManager:
             "team_message {to, text} or team_broadcast {text}; the shared task list is team_tasks."
         )
 
-    async def _deliver(self, team: Team, recipient: str, text: str) -> Any:
+    async def _deliver(self, team: Team, recipient: str, text: str, *, from_user: bool = False) -> Any:
+        """Steer into the recipient's running turn, else start its next turn (a member at its
+        turn limit keeps the message in its inbox, unless the user sent it)."""
         if recipient == LEAD:
             thread_id = team.lead_thread_id
             await self._rt.resume_thread(thread_id)
@@ -388,7 +390,7 @@ class TeamManager:
                 return "steer"
             except RoderError:
                 pass
-        if member.turns >= team.max_turns_per_member:
+        if member.turns >= team.max_turns_per_member and not from_user:
             member.inbox.append(text)
             return "queued"
         await self._wake(team, member, text)
@@ -396,6 +398,8 @@ class TeamManager:
 
     async def _wake(self, team: Team, member: TeamMember, text: str) -> None:
         await self._open(team, member)
+        if member.inbox:  # messages that waited (turn limit, or an interrupt) come first
+            text, member.inbox = "\n\n".join([*member.inbox, text]), []
         if member.turns == 0:
             text = f"{self._briefing(team, member)}\n\nYour task:\n{text}"
         member.turns += 1
@@ -496,11 +500,12 @@ class TeamManager:
             TurnStatus.COMPLETED: MemberStatus.IDLE,
             TurnStatus.FAILED: MemberStatus.FAILED,
         }.get(status, MemberStatus.INTERRUPTED)
-        self._save(team, "member/finished", member.name)
         pending = [s.text for s in event.unsent_steers]
-        if status is not TurnStatus.INTERRUPTED:
-            pending += member.inbox
-            member.inbox = []
+        if status is TurnStatus.INTERRUPTED:
+            # Stopped on purpose: what came too late waits in its inbox for its next turn.
+            member.inbox += pending
+            pending = []
+        self._save(team, "member/finished", member.name)
         self._spawn_task(self._after_turn(team, member, status, pending))
 
     async def _after_turn(self, team: Team, member: TeamMember, status: TurnStatus, pending: list[str]) -> None:

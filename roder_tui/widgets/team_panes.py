@@ -10,6 +10,7 @@ member's own.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from rich.text import Text
@@ -20,7 +21,7 @@ from roder_core.ir import Item, Usage
 from roder_core.teams.model import MemberStatus, Team, TeamMember
 
 #: Narrowest useful pane; below (members + lead) times this, panes are shown one at a time.
-PANE_MIN_WIDTH = 36
+PANE_MIN_WIDTH = 32
 
 STATUS_MARKS = {
     MemberStatus.WORKING: "●",
@@ -70,7 +71,7 @@ class MemberPane(Vertical):
     """
 
     def __init__(self, member: TeamMember) -> None:
-        super().__init__(id=f"pane-{member.name}")
+        super().__init__()
         self.member = member
         self.log_view = RichLog(wrap=True, markup=False, auto_scroll=True)
         self.entries: list[str] = []
@@ -108,8 +109,12 @@ class TeamPanes(Vertical):
         self.team: Team | None = None
         #: The focused member's name; None: the lead (its transcript).
         self.focused: str | None = None
+        #: A team whose panes the user closed (``team/pane/cleanup``): its updates do not reopen them.
+        self.hidden: str | None = None
         self.wide = True
         self.row = Horizontal()
+        #: Team events and commands change the panes from different workers: one at a time.
+        self._changing = asyncio.Lock()
 
     def compose(self):  # type: ignore[override]
         yield self.row
@@ -128,27 +133,31 @@ class TeamPanes(Vertical):
 
     async def show_team(self, team: Team | None, history: dict[str, list[Item]] | None = None) -> None:
         """Show a team's panes (its members' items so far in ``history``), or none."""
-        await self.row.remove_children()
-        self.team, self.focused = team, None
-        if team is None:
-            return
-        panes = [MemberPane(m) for m in team.members if m.status is not MemberStatus.STOPPED]
-        await self.row.mount_all(panes)
-        for pane in panes:
-            for item in (history or {}).get(pane.member.name, []):
-                pane.add_item(item)
+        async with self._changing:
+            await self.row.remove_children()
+            self.team, self.focused = team, None
+            if team is None:
+                return
+            panes = [MemberPane(m) for m in team.members if m.status is not MemberStatus.STOPPED]
+            await self.row.mount_all(panes)
+            for pane in panes:
+                for item in (history or {}).get(pane.member.name, []):
+                    pane.add_item(item)
 
     async def update_team(self, team: Team) -> None:
         """A ``team/updated``: new members get a pane, every pane its member's latest state."""
-        self.team = team
-        known = {p.member.name for p in self.panes()}
-        new = [MemberPane(m) for m in team.members if m.name not in known and m.status is not MemberStatus.STOPPED]
-        if new:
-            await self.row.mount_all(new)
-        for pane in self.panes():
-            member = team.member(pane.member.name)
-            if member is not None:
-                pane.show_member(member)
+        async with self._changing:
+            if self.team is None or self.team.team_id != team.team_id:
+                return
+            self.team = team
+            known = {p.member.name for p in self.panes()}
+            new = [MemberPane(m) for m in team.members if m.name not in known and m.status is not MemberStatus.STOPPED]
+            if new:
+                await self.row.mount_all(new)
+            for pane in self.panes():
+                member = team.member(pane.member.name)
+                if member is not None:
+                    pane.show_member(member)
 
     def add_item(self, thread_id: str, item: Item) -> None:
         name = self.member_of_thread(thread_id)
@@ -171,7 +180,7 @@ class TeamPanes(Vertical):
         self.focused = order[(index + 1) % len(order)]
         return self.focused
 
-    def arrange(self, width: int) -> bool:
+    def lay_out(self, width: int) -> bool:
         """Lay the panes out for ``width`` cells; returns whether the lead's transcript shows."""
         panes = self.panes()
         if self.team is None or not panes:

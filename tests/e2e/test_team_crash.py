@@ -18,6 +18,7 @@ pytestmark = pytest.mark.e2e
 SLOW = {"text": "Working through it step by step. " * 300, "chunk_size": 4, "delay_ms": 10}
 
 
+@pytest.mark.timeout(400)
 async def test_killed_mid_team_then_read_resumed_and_continued(tmp_path: Path, roder_home: Path) -> None:
     steps = [
         {"when": [me("ann"), "[Team message from user] carry on"], "text": "ANN-RESUMED"},
@@ -43,9 +44,9 @@ async def test_killed_mid_team_then_read_resumed_and_continued(tmp_path: Path, r
                 )
             )["team"]
             threads = {m["name"]: m["threadId"] for m in team["members"]}
-            await first.next_notification("turn/completed", timeout=60, threadId=lead)  # the lead knows its team
+            await first.next_notification("turn/completed", timeout=150, threadId=lead)  # the lead knows its team
             for thread_id in threads.values():  # both stream, their prompts saved
-                await first.next_notification("item/updated", timeout=60, threadId=thread_id)
+                await first.next_notification("item/updated", timeout=150, threadId=thread_id)
             first.proc.send_signal(signal.SIGKILL)
             assert await first.proc.wait() == -signal.SIGKILL
         finally:
@@ -67,10 +68,10 @@ async def test_killed_mid_team_then_read_resumed_and_continued(tmp_path: Path, r
 
             sent = await second.call("team/member/message", {"teamId": team["teamId"], "name": "ann", "text": "carry on"})
             assert sent["message"]["delivery"] == {"ann": "turn"}
-            done = await second.next_notification("item/completed", timeout=60, threadId=threads["ann"])
+            done = await second.next_notification("item/completed", timeout=150, threadId=threads["ann"])
             while done["item"].get("text") != "ANN-RESUMED":
-                done = await second.next_notification("item/completed", timeout=60, threadId=threads["ann"])
-            update = await second.next_notification("team/updated", timeout=60, change="member/finished", member="ann")
+                done = await second.next_notification("item/completed", timeout=150, threadId=threads["ann"])
+            update = await second.next_notification("team/updated", timeout=150, change="member/finished", member="ann")
             ann = next(m for m in update["team"]["members"] if m["name"] == "ann")
             assert ann["status"] == "idle" and ann["lastResult"] == "ANN-RESUMED" and ann["turns"] == 2
         finally:

@@ -48,6 +48,7 @@ async def error_of(peer: RpcPeer, method: str, params: dict[str, Any]) -> dict[s
     return response["error"]
 
 
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize("transport", ["stdio", "ws"])
 async def test_team_methods(transport: str, tmp_path: Path, roder_home: Path) -> None:
     story = {"when": ["tell a long story"], "text": "Once upon a time " * 400, "chunk_size": 4, "delay_ms": 5}
@@ -62,12 +63,12 @@ async def test_team_methods(transport: str, tmp_path: Path, roder_home: Path) ->
             "team"
         ]
         team_id = team["teamId"]
-        request = (await peer.next_notification("approval/requested", timeout=60))["request"]
+        request = (await peer.next_notification("approval/requested", timeout=150))["request"]
         assert request["agent"] == "carol" and request["tool"] == "bash"
         assert (await peer.call("session/resolve_approval", {"approvalId": request["approvalId"], "approved": True}))["resolved"]
-        summary = await peer.next_notification("item/completed", timeout=60, threadId=lead)
+        summary = await peer.next_notification("item/completed", timeout=150, threadId=lead)
         while summary["item"].get("text") != SUMMARY:
-            summary = await peer.next_notification("item/completed", timeout=60, threadId=lead)
+            summary = await peer.next_notification("item/completed", timeout=150, threadId=lead)
         assert any(n["method"] == "team/updated" and n["params"]["team"]["teamId"] == team_id for n in peer.seen)
 
         read = (await peer.call("team/read", {"teamId": team_id}))["team"]
@@ -89,7 +90,7 @@ async def test_team_methods(transport: str, tmp_path: Path, roder_home: Path) ->
         sent = await peer.call("team/member/message", {"teamId": team_id, "name": "dave", "text": "tell a long story"})
         assert sent["message"]["delivery"] == {"dave": "turn"}
         assert (await peer.call("team/member/interrupt", {"teamId": team_id, "name": "dave"}))["interrupted"] is True
-        update = await peer.next_notification("team/updated", timeout=60, change="member/finished", member="dave")
+        update = await peer.next_notification("team/updated", timeout=150, change="member/finished", member="dave")
         assert next(m for m in update["team"]["members"] if m["name"] == "dave")["status"] == "interrupted"
 
         for method in ("team/pane/focus", "team/pane/cleanup"):
@@ -107,6 +108,7 @@ PLAN_2 = "# Plan\n1. test f first\n2. add f"
 PLAN_3 = "# Plan\n1. write the test\n2. add f\n3. run the tests"
 
 
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize("transport", ["stdio", "ws"])
 async def test_plan_review_methods(transport: str, tmp_path: Path, roder_home: Path) -> None:
     steps = [
@@ -121,7 +123,7 @@ async def test_plan_review_methods(transport: str, tmp_path: Path, roder_home: P
         thread = (await peer.call("thread/start", {}))["thread"]["id"]
         await peer.call("turn/start", {"threadId": thread, "prompt": "plan the function"})
 
-        opened = await peer.next_notification("plan/review/updated", timeout=60, change="opened")
+        opened = await peer.next_notification("plan/review/updated", timeout=150, change="opened")
         review_id = opened["review"]["reviewId"]
         read = (await peer.call("plan/review/read", {"reviewId": review_id}))["review"]
         assert read["status"] == "pending" and read["versions"][0]["text"] == PLAN_1
@@ -133,7 +135,7 @@ async def test_plan_review_methods(transport: str, tmp_path: Path, roder_home: P
         rewriting = (await peer.call("plan/review/rewrite", {"reviewId": review_id, "instructions": "swap the steps"}))["review"]
         assert rewriting["status"] == "rewriting"
 
-        revised = await peer.next_notification("plan/review/updated", timeout=60, change="revised")
+        revised = await peer.next_notification("plan/review/updated", timeout=150, change="revised")
         assert revised["review"]["reviewId"] == review_id and [v["text"] for v in revised["review"]["versions"]] == [
             PLAN_1,
             PLAN_2,
@@ -145,14 +147,14 @@ async def test_plan_review_methods(transport: str, tmp_path: Path, roder_home: P
         error = await error_of(peer, "plan/review/approve", {"reviewId": review_id, "mode": "ask"})
         assert "rejected" in error["message"]
 
-        second = await peer.next_notification("plan/review/updated", timeout=60, change="opened")
+        second = await peer.next_notification("plan/review/updated", timeout=150, change="opened")
         assert second["review"]["reviewId"] != review_id
         error = await error_of(peer, "plan/review/approve", {"reviewId": second["review"]["reviewId"], "mode": "plan"})
         assert error["code"] == -32602
         approved = await peer.call("plan/review/approve", {"reviewId": second["review"]["reviewId"], "mode": "auto-edit"})
         assert approved["review"]["status"] == "approved" and approved["review"]["nextMode"] == "auto-edit"
-        await peer.next_notification("session/mode/changed", timeout=60, mode="auto-edit")
-        done = await peer.next_notification("turn/completed", timeout=60, threadId=thread)
+        await peer.next_notification("session/mode/changed", timeout=150, mode="auto-edit")
+        done = await peer.next_notification("turn/completed", timeout=150, threadId=thread)
         assert done["turn"]["status"] == "completed"
         latest = (await peer.call("plan/review/read", {"threadId": thread}))["review"]
         assert latest["reviewId"] == second["review"]["reviewId"] and latest["versions"][0]["text"] == PLAN_3

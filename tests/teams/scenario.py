@@ -19,7 +19,10 @@ INPUT_PRICE, OUTPUT_PRICE = 3.0, 15.0
 MEMBER = "a member of the agent team"
 #: In the lead's request once the team started.
 LEADING = "You lead the agent team"
-TASK = "run the command"
+#: A task the lead puts on the shared list when the team starts (nobody takes it here).
+TASK = "review the result"
+#: The task carol adds, claims and completes.
+GREET = "greet"
 SUMMARY = "SUMMARY: alice found 42, bob told her, carol ran the command."
 
 
@@ -55,11 +58,12 @@ def team_steps() -> list[dict[str, Any]]:
         {"when": [me("carol"), "done [carol]"], "text": "CAROL-RESULT: ran the command"},
         {
             "when": [me("carol"), "claimed [carol]"],
-            "tool_calls": [call("team_tasks", action="complete", task_id=TASK, result="printed carol-was-here")],
+            "tool_calls": [call("team_tasks", action="complete", task_id=GREET, result="printed carol-was-here")],
         },
+        {"when": [me("carol"), f"open: {GREET}"], "tool_calls": [call("team_tasks", action="claim", task_id=GREET)]},
         {
             "when": [me("carol"), "carol-was-here"],
-            "tool_calls": [call("team_tasks", action="claim", task_id=TASK)],
+            "tool_calls": [call("team_tasks", action="add", title=GREET, detail="say hello from the shell")],
         },
         {"when": [me("carol")], "tool_calls": [call("bash", command="echo carol-was-here")]},
     ]
@@ -74,7 +78,7 @@ def members() -> list[dict[str, Any]]:
     return [
         {"name": "alice", "instructions": "You find numbers.", "prompt": "Find the magic number; bob knows it."},
         {"name": "bob", "instructions": "You know the magic number.", "prompt": "Answer your teammates' questions."},
-        {"name": "carol", "prompt": "Run the greeting command, then complete the shared task."},
+        {"name": "carol", "prompt": "Run the greeting command and track it on the shared task list."},
     ]
 
 

@@ -18,14 +18,14 @@ from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import METHOD_NOT_FOUND, RpcError
 from roder_core.testing.fake_server import FakeModelServer
 from roder_core.threads import events as ev
-from tests.teams.scenario import MODEL, SUMMARY, TASK, members, team_steps, write_config
+from tests.teams.scenario import GREET, MODEL, SUMMARY, TASK, members, team_steps, write_config
 
 
 def start_client(workspace: Path, mode: str = "ask") -> LocalAppClient:
     return LocalAppClient.start(StartSettings(cwd=workspace, provider="local", model=MODEL, mode=mode, sandbox="off"))
 
 
-async def wait_for(events: Any, predicate: Callable[[Any], bool], timeout: float = 60) -> Any:
+async def wait_for(events: Any, predicate: Callable[[Any], bool], timeout: float = 150) -> Any:
     async def find() -> Any:
         async for event in events:
             if predicate(event):
@@ -40,6 +40,7 @@ def answers(client: LocalAppClient, thread_id: str) -> list[str]:
     return [i.text for i in thread.items() if isinstance(i, AgentMessageItem)]
 
 
+@pytest.mark.timeout(400)
 async def test_a_team_of_three_talks_shares_tasks_and_reports_to_the_lead(
     workspace: Path, roder_home: Path, tmp_path: Path
 ) -> None:
@@ -65,7 +66,7 @@ async def test_a_team_of_three_talks_shares_tasks_and_reports_to_the_lead(
             ).wire()["team"]
             assert [m["name"] for m in started["members"]] == ["alice", "bob", "carol"]
             assert all(m["threadId"] != lead.id for m in started["members"])
-            await asyncio.wait_for(approver, 60)
+            await asyncio.wait_for(approver, 150)
             [request] = approvals
             assert request.agent == "carol" and request.tool == "bash" and "carol-was-here" in (request.command or "")
 
@@ -85,8 +86,10 @@ async def test_a_team_of_three_talks_shares_tasks_and_reports_to_the_lead(
             assert by_name["alice"]["lastResult"] == "ALICE-RESULT: the number is 42"
             assert by_name["bob"]["lastResult"] == "BOB-RESULT: told alice the number"
             assert by_name["carol"]["lastResult"] == "CAROL-RESULT: ran the command"
-            [task] = team["tasks"]
-            assert (task["status"], task["owner"], task["result"]) == ("done", "carol", "printed carol-was-here")
+            review, greet = team["tasks"]
+            assert (review["title"], review["status"], review["createdBy"]) == (TASK, "open", "lead")
+            assert (greet["title"], greet["createdBy"]) == (GREET, "carol")
+            assert (greet["status"], greet["owner"], greet["result"]) == ("done", "carol", "printed carol-was-here")
             sent = [(m["sender"], m["to"]) for m in team["messages"]]
             assert ("alice", "bob") in sent and ("bob", "alice") in sent
             assert {("alice", "lead"), ("bob", "lead"), ("carol", "lead")} <= set(sent)
