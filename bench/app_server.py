@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from roder_core.runtime.bootstrap import StartSettings, start_runtime  # noqa: E402
 from roder_core.server.client import LocalAppClient  # noqa: E402
+from roder_core.server.protocol import THREAD_START, TURN_START, ThreadStartParams, TurnStartParams  # noqa: E402
 from roder_core.threads.events import TurnCompleted  # noqa: E402
 from tests.server.support import PipePeer, RemoteServer, WsPeer  # noqa: E402
 
@@ -55,11 +56,11 @@ async def direct(workspace: Path, turns: int) -> list[float]:
 async def in_process(workspace: Path, turns: int) -> list[float]:
     client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock"), persist_config=False)
     events = client.subscribe()
-    thread = (await client.thread_start()).thread
+    thread = (await client.call(THREAD_START, ThreadStartParams())).thread
     samples = []
     for i in range(turns):
         start = time.perf_counter()
-        turn = (await client.turn_start(thread.id, f"question {i}")).turn
+        turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt=f"question {i}"))).turn
         async for event in events:
             if isinstance(event, TurnCompleted) and event.turn.id == turn.id:
                 break

@@ -55,8 +55,9 @@ if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
     from roder_core.kernel.services import PaletteCommand, PaletteSource
     from roder_core.server.client import LocalAppClient
-    from roder_core.teams.model import Team
+    from roder_core.server.protocol_features import CommandInfoModel
     from roder_tui import rewind as rewind_mod
+    from roder_tui.team_control import TeamControl
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class RoderApp(App[int]):
     def __init__(
         self, args: argparse.Namespace | None = None, client_factory: ClientFactory | None = None, cwd: Path | None = None
     ) -> None:
+
         super().__init__()
         self.args = args or argparse.Namespace()
         self.cwd = (cwd or Path.cwd()).resolve()
@@ -149,12 +151,13 @@ class RoderApp(App[int]):
         self.turn_id: str | None = None
         self.turn_started = 0.0
         self.palette_sources: list[PaletteSource] = []
-        self.slash_commands: list[dict[str, str]] = []
+        self.slash_commands: list[CommandInfoModel] = []
         self.sidebar_wanted = True
         self.ready = asyncio.Event()
         self.exit_message: str | None = None
         self._approvals: list[ApprovalRequest] = []
         self._approval_open: str | None = None
+        self._teams: TeamControl | None = None
         self._left_running: set[str] = set()
         #: Threads shown here and the child threads (subagents) they started: whose approvals we answer.
         self._family: set[str] = set()
@@ -228,6 +231,7 @@ class RoderApp(App[int]):
         from roder_core.errors import RoderError
         from roder_core.kernel.registry import RegistryError
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol import INITIALIZE, ClientInfo, InitializeParams
         from roder_core.settings.config import ConfigError
 
         try:
@@ -242,9 +246,9 @@ class RoderApp(App[int]):
             else:
                 self.client = self._client_factory()
             client = self.client
-            client.serve_locally("team/pane/focus", self.pane_focus)
-            client.serve_locally("team/pane/cleanup", self.pane_cleanup)
-            info = await client.initialize(client_name="roder-tui", client_version="0.1.0")
+            client.serve_locally("team/pane/focus", self.teams.pane_focus)
+            client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
+            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version="0.1.0")))
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
             self.exit_message = f"roder: {exc}"
             self.exit(2)
@@ -284,17 +288,21 @@ class RoderApp(App[int]):
 
     async def _show_sandbox(self) -> None:
         """The sandbox level commands really get, as the server probed it at startup."""
-        sandbox = (await self._client().session_get()).sandbox
+        from roder_core.server.protocol import SESSION_GET, SessionGetParams
+
+        sandbox = (await self._client().call(SESSION_GET, SessionGetParams())).sandbox
         level = f"{sandbox.requested} unavailable" if sandbox.blocked else sandbox.effective
         self.status_bar.update_state(sandbox=level)
 
     async def _open_initial_thread(self) -> None:
+        from roder_core.server.protocol import THREAD_LIST, ThreadListParams
+
         client = self._client()
         resume = getattr(self.args, "resume", None)
         if resume and await self.switch_thread(resume):
             return
         if resume == "":
-            threads = (await client.thread_list(cwd=str(self.cwd))).threads
+            threads = (await client.call(THREAD_LIST, ThreadListParams(cwd=str(self.cwd)))).threads
             if threads:
                 from roder_tui.screens.resume import ResumePicker
 
@@ -304,7 +312,7 @@ class RoderApp(App[int]):
             else:
                 self.notify("No earlier threads in this folder; starting a new one.")
         elif getattr(self.args, "continue_last", False):
-            threads = (await client.thread_list(cwd=str(self.cwd), limit=1)).threads
+            threads = (await client.call(THREAD_LIST, ThreadListParams(cwd=str(self.cwd), limit=1))).threads
             if threads and await self.switch_thread(threads[0].id):
                 return
             if not threads:
@@ -313,34 +321,26 @@ class RoderApp(App[int]):
 
     async def _load_commands(self) -> None:
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol_features import COMMANDS_LIST, CommandsListParams
 
         try:
-            result = await self._client().request("commands/list")
-            rows = result.wire().get("commands", [])
+            self.slash_commands = (await self._client().call(COMMANDS_LIST, CommandsListParams())).commands
         except RpcError:
-            rows = []
-        self.slash_commands = [
-            {
-                "name": r["name"],
-                "description": r.get("description", ""),
-                "argument_hint": r.get("argumentHint", ""),
-                "kind": r.get("kind", ""),
-            }
-            for r in rows
-        ]
-        self.prompt_bar.set_commands([(c["name"], c["argument_hint"], c["description"]) for c in self.slash_commands])
+            self.slash_commands = []
+        self.prompt_bar.set_commands([(c.name, c.argument_hint, c.description) for c in self.slash_commands])
 
     async def _load_mcp_completions(self) -> None:
         """Once MCP servers still connecting have settled, their prompts join ``/`` completion
         and their resources ``@`` completion (as ``@server:uri``)."""
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol_features import MCP_LIST, McpListParams
 
         try:
-            servers = (await self._client().request("mcp/list", {"waitMs": 10_000})).wire().get("servers", [])
+            servers = (await self._client().call(MCP_LIST, McpListParams(wait_ms=10_000))).servers
         except RpcError:
             return
-        self.prompt_bar.set_mentions([ref.removeprefix("@") for s in servers for ref in s.get("resources", [])])
-        if any(s.get("prompts") for s in servers):
+        self.prompt_bar.set_mentions([ref.removeprefix("@") for s in servers for ref in s.resources])
+        if any(s.prompts for s in servers):
             await self._load_commands()
 
     def on_worker_state_changed(self, event: Any) -> None:
@@ -404,7 +404,7 @@ class RoderApp(App[int]):
             return
         if isinstance(event, ev.TeamUpdated):
             if thread_id == self.thread_id:
-                await self._on_team_updated(event.team)
+                await self.teams.on_updated(event.team)
             return
         if isinstance(event, ev.ItemCompleted) and self.team_panes.member_of_thread(thread_id or ""):
             self.team_panes.add_item(thread_id or "", event.item)
@@ -520,22 +520,22 @@ class RoderApp(App[int]):
         self.push_screen(ApprovalScreen(request), answered)
 
     async def _resolve(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
-        await self._client().resolve_approval(request.approval_id, decision.decision, rule=decision.rule)
+        from roder_core.server.protocol import SESSION_RESOLVE_APPROVAL, ResolveApprovalParams
+
+        params = ResolveApprovalParams(approval_id=request.approval_id, decision=decision.decision, rule=decision.rule)
+        await self._client().call(SESSION_RESOLVE_APPROVAL, params)
 
     # ------------------------------------------------------------------ plan review
 
-    async def _call_wire(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return (await self._client().request(method, params)).wire()
-
     async def open_plan_review(self, review_id: str | None = None, request: ApprovalRequest | None = None) -> None:
         """Show a plan review (the thread's latest without an id): rendered blocks, comments, keys."""
-        from roder_core.policy.plan_review import PlanReview
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol_plan_review import PLAN_REVIEW_READ, PlanReviewReadParams
         from roder_tui.screens.plan_review import PlanReviewScreen
 
-        params = {"reviewId": review_id} if review_id else {"threadId": self._thread()}
+        params = PlanReviewReadParams(review_id=review_id) if review_id else PlanReviewReadParams(thread_id=self._thread())
         try:
-            review = PlanReview.model_validate((await self._call_wire("plan/review/read", params))["review"])
+            review = (await self._client().call(PLAN_REVIEW_READ, params)).review
         except RpcError as exc:
             if request is not None:
                 self._approval_open = None
@@ -549,7 +549,7 @@ class RoderApp(App[int]):
                     self.notify("The plan waits for your review; /review opens it again.", title="plan review")
                 self._next_approval()
 
-        self.push_screen(PlanReviewScreen(review, self._call_wire, agent=request.agent if request else None), closed)
+        self.push_screen(PlanReviewScreen(review, self._client(), agent=request.agent if request else None), closed)
 
     async def _on_plan_review(self, event: Any) -> None:
         from roder_tui.screens.plan_review import PlanReviewScreen
@@ -562,159 +562,33 @@ class RoderApp(App[int]):
             else:
                 await screen.show(event.review)
 
-    # ------------------------------------------------------------------ teams
+    # ------------------------------------------------------------------ teams (team_control.py)
 
-    async def _show_team_of(self, thread_id: str) -> None:
-        """The active team the shown thread leads (if any) in panes, with its members' work so far."""
-        from roder_core.server.errors import RpcError
-        from roder_core.teams.model import Team, TeamStatus
+    @property
+    def teams(self) -> TeamControl:
+        if self._teams is None:
+            from roder_tui.team_control import TeamControl
 
-        try:
-            rows = (await self._call_wire("team/list", {"leadThreadId": thread_id}))["teams"]
-        except RpcError:
-            rows = []
-        team = next((Team.model_validate(r) for r in rows if r["status"] == TeamStatus.ACTIVE), None)
-        await self._load_team(team)
-
-    async def _load_team(self, team: Team | None) -> None:
-        self.team_panes.hidden = None
-        history: dict[str, list[Any]] = {}
-        for member in team.members if team is not None else []:
-            self._family.add(member.thread_id)  # its approvals are answered here
-            with contextlib.suppress(Exception):
-                history[member.name] = list(self._client().runtime.thread(member.thread_id).items())
-        await self.team_panes.show_team(team, history)
-        self._arrange_team()
-
-    async def _on_team_updated(self, team: Team) -> None:
-        if self.team_panes.team is None or self.team_panes.team.team_id != team.team_id:
-            if team.status != "active" or self.team_panes.hidden == team.team_id:
-                return
-            await self._load_team(team)
-        else:
-            await self.team_panes.update_team(team)
-        for member in team.members:
-            self._family.add(member.thread_id)
-        self._arrange_team()
-
-    def _team_id(self) -> str:
-        from roder_core.server.errors import InvalidParams
-
-        team = self.team_panes.team
-        if team is None:
-            raise InvalidParams("no team here: start one with /team start NAME,NAME [task]")
-        return team.team_id
-
-    async def pane_focus(self, params: Any) -> Any:
-        """``team/pane/focus``, implemented here: show a member's pane (or the lead's transcript)
-        and tell other clients through ``team/member/focus``."""
-        from roder_core.server.errors import InvalidParams
-        from roder_core.server.protocol_teams import TeamResult
-
-        team = self.team_panes.team
-        if team is None or team.team_id != params.team_id:
-            raise InvalidParams(f"team {params.team_id} has no panes here")
-        name = None if params.name in (None, "", "lead") else params.name
-        try:
-            self.team_panes.focus_member(name)
-        except ValueError as exc:
-            raise InvalidParams(str(exc)) from None
-        result = await self._client().request("team/member/focus", {"teamId": team.team_id, "name": name})
-        self._arrange_team()
-        return TeamResult(team=result.team)  # type: ignore[attr-defined]
-
-    async def pane_cleanup(self, params: Any) -> Any:
-        """``team/pane/cleanup``, implemented here: close a team's panes (the team keeps running)."""
-        from roder_core.server.errors import InvalidParams
-        from roder_core.server.protocol_teams import TeamResult
-
-        team = self.team_panes.team
-        if team is None or team.team_id != params.team_id:
-            raise InvalidParams(f"team {params.team_id} has no panes here")
-        await self.team_panes.show_team(None)
-        self.team_panes.hidden = team.team_id  # its updates no longer reopen the panes
-        self._arrange_team()
-        return TeamResult(team=team)
+            self._teams = TeamControl(self)
+        return self._teams
 
     async def action_team_next_pane(self) -> None:
-        team = self.team_panes.team
-        if team is None:
-            self.notify("no team here: /team start NAME,NAME [task]", title="panes")
-            return
-        name = self.team_panes.cycle()
-        await self._client().request("team/pane/focus", {"teamId": team.team_id, "name": name})
-
-    async def team_command(self, arguments: str) -> None:
-        """``/team [start|add|msg|stop|focus|list|cleanup|hide] ...``; without arguments, the team."""
-        from roder_core.server.errors import InvalidParams
-
-        verb, _, rest = arguments.strip().partition(" ")
-        rest = rest.strip()
-        if verb in ("", "read", "show"):
-            await self._show_team_info()
-        elif verb == "start":
-            names, _, task = rest.partition(" ")
-            members = [_member_spec(part, task.strip()) for part in names.split(",") if part.strip()]
-            if not members:
-                raise InvalidParams("/team start NAME[=AGENT],NAME... [task for each]")
-            result = await self._call_wire("team/start", {"leadThreadId": self._thread(), "members": members})
-            from roder_core.teams.model import Team
-
-            await self._load_team(Team.model_validate(result["team"]))
-        elif verb == "add":
-            spec, _, task = rest.partition(" ")
-            await self._call_wire("team/member/start", {"teamId": self._team_id(), "member": _member_spec(spec, task.strip())})
-        elif verb == "msg":
-            name, _, text = rest.partition(" ")
-            await self._call_wire("team/member/message", {"teamId": self._team_id(), "name": name, "text": text})
-        elif verb == "stop":
-            result = await self._call_wire("team/member/interrupt", {"teamId": self._team_id(), "name": rest})
-            if not result["interrupted"]:
-                self.notify(f"{rest} had no turn running", title="/team stop")
-        elif verb == "focus":
-            await self._client().request("team/pane/focus", {"teamId": self._team_id(), "name": rest or None})
-        elif verb == "list":
-            teams = (await self._call_wire("team/list", {}))["teams"]
-            lines = [f"{t['teamId']}  {t['name']}  ({t['status']}, {len(t['members'])} members)" for t in teams]
-            self._show_info("/team list", "\n".join(lines) or "no teams yet")
-        elif verb == "cleanup":
-            team_id = self._team_id()
-            await self._call_wire("team/cleanup", {"teamId": team_id})
-            await self._client().request("team/pane/cleanup", {"teamId": team_id})
-        elif verb == "hide":
-            await self._client().request("team/pane/cleanup", {"teamId": self._team_id()})
-        else:
-            raise InvalidParams(f"unknown /team command {verb!r}: start, add, msg, stop, focus, list, cleanup, hide")
-
-    async def _show_team_info(self) -> None:
-        from roder_tui.widgets.team_panes import usage_text
-
-        data = (await self._call_wire("team/read", {"teamId": self._team_id()}))["team"]
-        from roder_core.teams.model import Team
-
-        team = Team.model_validate(data)
-        lines = [f"team {team.name} ({team.status}) · {usage_text(team.usage)}", ""]
-        for m in team.members:
-            agent = f" ({m.agent})" if m.agent else ""
-            lines.append(f"{m.name}{agent}: {m.status}, {m.mode} mode, {m.turns} turns, {usage_text(m.usage)}")
-            if m.last_result:
-                lines.append(f"  last result: {m.last_result[:300]}")
-        if team.tasks:
-            lines += ["", "tasks:"]
-            lines += [f"  {t.status} {t.title}" + (f" [{t.owner}]" if t.owner else "") for t in team.tasks]
-        self._show_info("/team", "\n".join(lines))
+        await self.teams.next_pane()
 
     # ------------------------------------------------------------------ threads
 
     async def new_thread(self) -> None:
-        result = await self._client().thread_start(cwd=str(self.cwd))
+        from roder_core.server.protocol import THREAD_START, ThreadStartParams
+
+        result = await self._client().call(THREAD_START, ThreadStartParams(cwd=str(self.cwd)))
         await self._show_thread(result.thread)
 
     async def switch_thread(self, thread_id: str) -> bool:
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol import THREAD_RESUME, ThreadResumeParams
 
         try:
-            result = await self._client().thread_resume(thread_id)
+            result = await self._client().call(THREAD_RESUME, ThreadResumeParams(thread_id=thread_id))
         except RpcError as exc:
             self.notify(exc.message, title="cannot open thread", severity="error", timeout=10)
             return False
@@ -735,7 +609,7 @@ class RoderApp(App[int]):
         self.turn_id = None
         live_calls = frozenset(f"call:{i.call_id}" for i in running.items if i.type == "toolCall") if running else frozenset()
         await self.transcript.load(self._with_shell_cards(thread.id, shown_items(thread)), live_calls)
-        await self._show_team_of(thread.id)
+        await self.teams.show_team_of(thread.id)
         last = next((t for t in reversed(thread.turns) if t.usage.total_tokens), None)
         self.status_bar.update_state(
             provider=thread.provider or self.status_bar.state.get("provider"),
@@ -770,28 +644,32 @@ class RoderApp(App[int]):
     async def _leave_thread(self, thread_id: str) -> None:
         """Give up writing a thread we switched away from, so ``roder -c``/``-r`` in another
         terminal can continue it; a thread still running is released when its turn ends."""
-        if thread_id in (await self._client().session_get()).active_turns:
+        from roder_core.server.protocol import SESSION_GET, SessionGetParams
+
+        if thread_id in (await self._client().call(SESSION_GET, SessionGetParams())).active_turns:
             self._left_running.add(thread_id)
         else:
             await self._release_thread(thread_id)
 
     async def _release_thread(self, thread_id: str) -> None:
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol import THREAD_CLOSE, ThreadCloseParams
 
         self._family.discard(thread_id)
         try:
-            await self._client().thread_close(thread_id)
+            await self._client().call(THREAD_CLOSE, ThreadCloseParams(thread_id=thread_id))
         except RpcError as exc:  # still locked here is an inconvenience, not a failure to show
             self.notify(exc.message, title="thread close", severity="warning")
 
     @work(exclusive=True, group="sidebar", exit_on_error=False)
     async def refresh_sidebar(self) -> None:
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol import THREAD_LIST, ThreadListParams
 
         if self.client is None:
             return
         try:
-            threads = (await self.client.thread_list(cwd=str(self.cwd), limit=200)).threads
+            threads = (await self.client.call(THREAD_LIST, ThreadListParams(cwd=str(self.cwd), limit=200))).threads
         except RpcError as exc:  # the list is a convenience: say why it is stale, keep working
             self.notify(exc.message, title="thread list", severity="warning")
             return
@@ -813,6 +691,7 @@ class RoderApp(App[int]):
     async def send(self, text: str) -> None:
         """Send what the user typed: ``!cmd``, ``/command``, a steer during a turn, or a prompt."""
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol import TURN_START, TURN_STEER, InputItem, TurnStartParams, TurnSteerParams
 
         if not self.ready.is_set():
             await self.ready.wait()
@@ -823,20 +702,16 @@ class RoderApp(App[int]):
             elif stripped.startswith("/") and len(stripped) > 1 and not stripped.startswith("//"):
                 await self.run_slash(stripped)
             elif self.team_panes.focused is not None and self.team_panes.team is not None:
-                team = self.team_panes.team
-                await self._client().request(
-                    "team/member/message", {"teamId": team.team_id, "name": self.team_panes.focused, "text": text}
-                )
+                await self.teams.message_focused(text)
             elif self.turn_id is not None:
-                steered = await self._client().turn_steer(self._thread(), self.turn_id, text)
+                steer = TurnSteerParams(thread_id=self._thread(), expected_turn_id=self.turn_id, prompt=text)
+                steered = await self._client().call(TURN_STEER, steer)
                 self.queued.add(steered.item_id, text)
             else:
-                from roder_core.server.protocol import InputItem
-
                 files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd)]
                 await self.transcript.action_jump_end()  # a new prompt: follow the new turn
                 self._redo.clear()
-                await self._client().turn_start(self._thread(), text, files)
+                await self._client().call(TURN_START, TurnStartParams(thread_id=self._thread(), prompt=text, input=files))
         except RpcError as exc:
             self.notify(exc.message, severity="error", timeout=10)
 
@@ -853,10 +728,14 @@ class RoderApp(App[int]):
 
     @on(PromptInput.RecallQueued)
     async def _recall_queued(self) -> None:
+        from roder_core.server.protocol import TURN_STEER_CANCEL, TurnSteerCancelParams
+
         if not self.queued.queued or self.thread_id is None:
             return
         newest = self.queued.queued[-1]
-        taken = await self._client().turn_steer_cancel(self.thread_id, newest.item_id)
+        taken = await self._client().call(
+            TURN_STEER_CANCEL, TurnSteerCancelParams(thread_id=self.thread_id, item_id=newest.item_id)
+        )
         self.queued.discard(newest.item_id)
         if taken.cancelled and taken.text is not None:
             prompt = self.prompt_bar.input
@@ -873,19 +752,17 @@ class RoderApp(App[int]):
     async def run_shell(self, command: str) -> None:
         """``!cmd``: the control plane's command/exec runs it after policy evaluation."""
         from roder_core.ir import CommandExecutionItem
+        from roder_core.server.protocol_host import COMMAND_EXEC, CommandExecParams
 
-        started = time.monotonic()
-        result = await self._client().request("command/exec", {"command": ["bash", "-lc", command], "cwd": str(self.cwd)})
-        data = result.wire()
-        output = (data.get("stdout") or "") + (data.get("stderr") or "")
+        result = await self._client().call(COMMAND_EXEC, CommandExecParams(command=["bash", "-lc", command], cwd=str(self.cwd)))
         last = self.transcript.model.entries[-1].items[-1].id if len(self.transcript.model) else None
         card = CommandExecutionItem(
             command=command,
             cwd=str(self.cwd),
-            exit_code=data.get("exitCode"),
-            output=output,
-            duration_ms=data.get("durationMs", int((time.monotonic() - started) * 1000)),
-            timed_out=bool(data.get("timedOut")),
+            exit_code=result.exit_code,
+            output=result.stdout + result.stderr,
+            duration_ms=result.duration_ms,
+            timed_out=result.timed_out,
             call_id=f"shell-{time.monotonic_ns()}",
         )
         # Not part of the thread (the model never saw it): kept here so it survives switching away.
@@ -895,6 +772,7 @@ class RoderApp(App[int]):
 
     async def run_slash(self, line: str) -> None:
         from roder_core.server.errors import METHOD_NOT_FOUND, RpcError
+        from roder_core.server.protocol_features import COMMANDS_RUN, CommandsRunParams
 
         name, _, arguments = line[1:].partition(" ")
         client = self._client()
@@ -903,27 +781,25 @@ class RoderApp(App[int]):
             await _perform(local)
             return
         try:
-            outcome = (
-                await client.request("commands/run", {"threadId": self.thread_id, "name": name, "arguments": arguments})
-            ).wire()
+            outcome = await client.call(COMMANDS_RUN, CommandsRunParams(thread_id=self.thread_id, name=name, arguments=arguments))
         except RpcError as exc:
             if exc.code != METHOD_NOT_FOUND:
                 raise
             self.notify(f"/{name} is not available in this build", severity="error")
             return
-        if outcome.get("kind") == "action":
-            action = self._local_slash(outcome.get("action") or name, outcome.get("arguments") or "")
+        if outcome.kind == "action":
+            action = self._local_slash(outcome.action or name, outcome.arguments)
             if action is not None:
                 await _perform(action)
             else:
-                self.notify(outcome.get("message") or f"/{name} done")
-        elif outcome.get("kind") == "done" and outcome.get("message"):
-            message = outcome["message"]
+                self.notify(outcome.message or f"/{name} done")
+        elif outcome.kind == "done" and outcome.message:
+            message = outcome.message
             if message.count("\n") > 3:
                 self._show_info(f"/{name}", message)
             else:
                 self.notify(message, title=f"/{name}", timeout=8)
-            data = outcome.get("data") or {}
+            data = outcome.data
             if "mode" in data:
                 self.status_bar.update_state(mode=data["mode"])
             if "model" in data:
@@ -947,7 +823,7 @@ class RoderApp(App[int]):
             "skills": self._list_skills,
             "agents": self._list_agents,
             "trust": self._trust_folder,
-            "team": lambda: self.team_command(arguments),
+            "team": lambda: self.teams.command(arguments),
             "review": self.open_plan_review,
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
@@ -960,12 +836,13 @@ class RoderApp(App[int]):
         self.push_screen(InfoScreen(title, text))
 
     async def _list_tools(self, *, mcp_only: bool) -> None:
-        result = await self._client().tools_list(self.thread_id)
+        from roder_core.server.protocol import TOOLS_LIST, ToolsListParams
+
+        result = await self._client().call(TOOLS_LIST, ToolsListParams(thread_id=self.thread_id))
         lines: list[str] = []
         for source in result.sources:
-            status = source.get("status", "")
-            error = f" ({source['error']})" if source.get("error") else ""
-            lines.append(f"MCP {source.get('name')}: {status}, {source.get('toolCount', 0)} tools{error}")
+            error = f" ({source.error})" if source.error else ""
+            lines.append(f"MCP {source.name}: {source.status}, {source.tool_count} tools{error}")
         if not mcp_only:
             lines += [
                 f"{t.name}  [{t.kind}{', read-only' if t.read_only else ''}]  {t.description.splitlines()[0]}"
@@ -975,17 +852,21 @@ class RoderApp(App[int]):
         self._show_info("/mcp" if mcp_only else "/tools", "\n".join(lines) or "none configured")
 
     async def _list_skills(self) -> None:
-        skills = [c for c in self.slash_commands if c.get("kind") == "skill"]
-        text = "\n".join(f"/{c['name']}  {c['description']}" for c in skills)
+        skills = [c for c in self.slash_commands if c.kind == "skill"]
+        text = "\n".join(f"/{c.name}  {c.description}" for c in skills)
         self._show_info("/skills", text or "no Agent Skills found (see README: Agent Skills)")
 
     async def _list_agents(self) -> None:
-        result = (await self._client().request("agents/list", {"workspace": str(self.cwd)})).wire()
-        text = "\n".join(f"{a['name']}  ({a.get('scope', '')})  {a.get('description', '')}" for a in result["agents"])
+        from roder_core.server.protocol_features import AGENTS_LIST, AgentsListParams
+
+        result = await self._client().call(AGENTS_LIST, AgentsListParams(workspace=str(self.cwd)))
+        text = "\n".join(f"{a.name}  ({a.scope})  {a.description}" for a in result.agents)
         self._show_info("/agents", text or "no subagents defined")
 
     async def _trust_folder(self) -> None:
-        result = await self._client().trust_set(True, str(self.cwd))
+        from roder_core.server.protocol import TRUST_SET, TrustSetParams
+
+        result = await self._client().call(TRUST_SET, TrustSetParams(cwd=str(self.cwd), trusted=True))
         if result.loaded:
             self.notify("This folder is trusted and its own items are loaded.", title="/trust")
         else:
@@ -1002,9 +883,10 @@ class RoderApp(App[int]):
             self.action_resume_picker()
 
     async def fork_thread(self, *, turn_id: str | None = None, before_item: str | None = None, quiet: bool = False) -> None:
-        params = {"threadId": self._thread(), "turnId": turn_id, "beforeItemId": before_item}
-        result = await self._client().request("thread/fork", {k: v for k, v in params.items() if v is not None})
-        thread = result.thread  # type: ignore[attr-defined]
+        from roder_core.server.protocol import THREAD_FORK, ThreadForkParams
+
+        params = ThreadForkParams(thread_id=self._thread(), turn_id=turn_id, before_item_id=before_item)
+        thread = (await self._client().call(THREAD_FORK, params)).thread
         if not quiet:
             self.notify(f"forked into {thread.id}", title="fork")
         await self.switch_thread(thread.id)
@@ -1012,16 +894,17 @@ class RoderApp(App[int]):
     async def pick_model(self, provider: str | None = None) -> None:
         """``/model`` without an argument: choose among every configured provider's models; the
         open thread switches at once (``providers/select`` with its id)."""
+        from roder_core.server.protocol import MODEL_LIST, PROVIDERS_LIST, ModelListParams
         from roder_tui.screens.choice import ChoiceScreen
 
         client = self._client()
-        providers = await client.providers_list()
+        providers = await client.call(PROVIDERS_LIST)
         rows: list[tuple[str, str]] = []
         for entry in providers.providers:
             if entry.auth_configured is False or (provider and entry.id != provider):
                 continue
             try:
-                listed = (await client.model_list(entry.id)).models
+                listed = (await client.call(MODEL_LIST, ModelListParams(provider=entry.id))).models
             except Exception as exc:  # one unreachable provider must not hide the others
                 log.info("model/list %s: %s", entry.id, exc)
                 continue
@@ -1045,7 +928,9 @@ class RoderApp(App[int]):
         )
 
     async def export_thread(self, fmt: str = "md", path: str | None = None) -> None:
-        thread = (await self._client().thread_read(self._thread(), include_turns=True)).thread
+        from roder_core.server.protocol import THREAD_READ, ThreadReadParams
+
+        thread = (await self._client().call(THREAD_READ, ThreadReadParams(thread_id=self._thread(), include_turns=True))).thread
         fmt = "json" if fmt.lower() in ("json", "jsonl") else "md"
         target = Path(path) if path else self.cwd / f"roder-{thread.id}.{fmt}"
         target = target if target.is_absolute() else self.cwd / target
@@ -1062,15 +947,17 @@ class RoderApp(App[int]):
     # ------------------------------------------------------------------ palette
 
     async def palette_state(self) -> dict[str, Any]:
+        from roder_core.server.protocol import MODEL_LIST, PROVIDERS_LIST, THREAD_LIST, ModelListParams, ThreadListParams
+
         client = self._client()
-        threads = (await client.thread_list(cwd=str(self.cwd), limit=100)).threads
-        providers = await client.providers_list()
+        threads = (await client.call(THREAD_LIST, ThreadListParams(cwd=str(self.cwd), limit=100))).threads
+        providers = await client.call(PROVIDERS_LIST)
         models: list[dict[str, str]] = []
         for provider in providers.providers:
             if provider.auth_configured is False:
                 continue
             with contextlib.suppress(Exception):
-                listed = await client.model_list(provider.id)
+                listed = await client.call(MODEL_LIST, ModelListParams(provider=provider.id))
                 models.extend({"provider": provider.id, "id": m.id} for m in listed.models)
         return {
             "threads": [
@@ -1088,7 +975,9 @@ class RoderApp(App[int]):
             "mode": self.status_bar.state.get("mode"),
             "themes": sorted(self.themes.themes),
             "theme": self.roder_theme.name,
-            "commands": self.slash_commands,
+            "commands": [
+                {"name": c.name, "description": c.description, "argument_hint": c.argument_hint} for c in self.slash_commands
+            ],
         }
 
     def run_palette_command(self, command: PaletteCommand) -> None:
@@ -1096,6 +985,7 @@ class RoderApp(App[int]):
 
     async def _run_palette_command(self, command: PaletteCommand) -> None:
         from roder_core.server.errors import RpcError
+        from roder_core.server.protocol import ProvidersSelectResult, SessionModeResult
 
         params, method = dict(command.params), command.method
         local: dict[str, Callable[[], Any]] = {
@@ -1120,12 +1010,11 @@ class RoderApp(App[int]):
         except RpcError as exc:
             self.notify(exc.message, severity="error", timeout=10)
             return
-        data = result.wire()
-        if method == "session/set_mode":
-            self.status_bar.update_state(mode=data.get("mode"))
-        elif method == "providers/select":
-            self.status_bar.update_state(provider=data.get("provider"), model=data.get("model"))
-            self.notify(f"{data.get('provider')}/{data.get('model')}", title="model")
+        if isinstance(result, SessionModeResult):
+            self.status_bar.update_state(mode=result.mode)
+        elif isinstance(result, ProvidersSelectResult):
+            self.status_bar.update_state(provider=result.provider, model=result.model)
+            self.notify(f"{result.provider}/{result.model}", title="model")
 
     # ------------------------------------------------------------------ themes
 
@@ -1160,13 +1049,15 @@ class RoderApp(App[int]):
     async def action_ctrl_c(self) -> None:
         """Copy a selection; else interrupt the running turn; else clear the prompt; on an idle,
         empty prompt, a second press within two seconds quits."""
+        from roder_core.server.protocol import TURN_INTERRUPT, TurnInterruptParams
+
         focused = self.focused
         if isinstance(focused, PromptInput) and focused.selected_text:
             self.action_copy_text(focused.selected_text)
             return
         if self.client is not None and self.thread_id and self.turn_id:
             self._ctrl_c_at = 0.0
-            await self.client.turn_interrupt(self.thread_id, self.turn_id)
+            await self.client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=self.thread_id, turn_id=self.turn_id))
             return
         prompt = self.prompt_bar.input
         if prompt.text:
@@ -1202,11 +1093,13 @@ class RoderApp(App[int]):
         self.action_copy_text(entry.copy_text() if entry else "")
 
     async def action_cycle_mode(self) -> None:
+        from roder_core.server.protocol import SESSION_SET_MODE, SessionSetModeParams
+
         if self.client is None:
             return
         current = self.status_bar.state.get("mode") or "ask"
         mode = MODES[(MODES.index(current) + 1) % len(MODES)] if current in MODES else "ask"
-        result = await self.client.session_set_mode(mode, reason="shift+tab")
+        result = await self.client.call(SESSION_SET_MODE, SessionSetModeParams(mode=Mode(mode), reason="shift+tab"))
         self.status_bar.update_state(mode=result.mode)
 
     def action_toggle_sidebar(self) -> None:
@@ -1243,11 +1136,12 @@ class RoderApp(App[int]):
 
     @work(group="picker")
     async def action_resume_picker(self) -> None:
+        from roder_core.server.protocol import THREAD_LIST, ThreadListParams
         from roder_tui.screens.resume import ResumePicker
 
         if self.client is None:
             return
-        threads = (await self.client.thread_list(cwd=str(self.cwd))).threads
+        threads = (await self.client.call(THREAD_LIST, ThreadListParams(cwd=str(self.cwd)))).threads
         chosen = await self.push_screen_wait(ResumePicker(threads))
         if chosen:
             await self.switch_thread(chosen)
@@ -1274,11 +1168,13 @@ class RoderApp(App[int]):
     async def action_interrupt(self) -> None:
         """esc: close the completion list, else interrupt the running turn, else (twice on an
         empty prompt) open the rewind list."""
+        from roder_core.server.protocol import TURN_INTERRUPT, TurnInterruptParams
+
         if self.prompt_bar.popup_open:
             self.prompt_bar.close_popup()
             return
         if self.client is not None and self.thread_id and self.turn_id:
-            await self.client.turn_interrupt(self.thread_id, self.turn_id)
+            await self.client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=self.thread_id, turn_id=self.turn_id))
             return
         if self.prompt_bar.input.text or self.thread_id is None:
             return
@@ -1374,6 +1270,8 @@ class RoderApp(App[int]):
     async def action_fork_here(self) -> None:
         """On a focused message: fork there (before a prompt, which returns to the prompt to edit;
         after the turn of any other message)."""
+        from roder_core.server.protocol import THREAD_READ, ThreadReadParams
+
         entry = self.transcript.focused_entry()
         if entry is None or self.thread_id is None:
             return
@@ -1381,7 +1279,7 @@ class RoderApp(App[int]):
         if item.type == "userMessage" and not item.steer:
             await self.rewind_to(item, "conversation")
             return
-        thread = (await self._client().thread_read(self.thread_id, include_turns=True)).thread
+        thread = (await self._client().call(THREAD_READ, ThreadReadParams(thread_id=self.thread_id, include_turns=True))).thread
         turn = next((t for t in thread.turns if any(i.id == item.id for i in t.items)), None)
         if turn is not None:
             await self.fork_thread(turn_id=turn.id)
@@ -1412,12 +1310,3 @@ def run_app(args: argparse.Namespace) -> int:
     if app.exit_message:
         sys.stderr.write(app.exit_message + "\n")
     return int(code or 0)
-
-
-def _member_spec(text: str, task: str) -> dict[str, Any]:
-    """``name`` or ``name=agent`` from /team start and /team add."""
-    name, _, agent = text.strip().partition("=")
-    spec: dict[str, Any] = {"name": name.strip(), "prompt": task}
-    if agent.strip():
-        spec["agent"] = agent.strip()
-    return spec

@@ -23,7 +23,25 @@ from roder_core.runtime.bootstrap import settings_from_args
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, RUNTIME_ERROR, RpcError
 from roder_core.server.fanout import Notification, NotificationQueue
-from roder_core.server.protocol import InputItem
+from roder_core.server.protocol import (
+    INITIALIZE,
+    PROVIDERS_SELECT,
+    THREAD_LIST,
+    THREAD_RESUME,
+    THREAD_START,
+    TURN_INTERRUPT,
+    TURN_START,
+    ClientInfo,
+    InitializeParams,
+    InputItem,
+    ProvidersSelectParams,
+    ThreadListParams,
+    ThreadResumeParams,
+    ThreadStartParams,
+    TurnInterruptParams,
+    TurnStartParams,
+)
+from roder_core.server.protocol_features import COMMANDS_EXPAND, CommandsExpandParams
 from roder_core.settings.config import ConfigError
 from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ModelRetrying, TurnCompleted
 from roder_tui.startup import end_startup
@@ -154,17 +172,17 @@ async def _open_thread(client: LocalAppClient, args: argparse.Namespace, cwd: st
     if args.resume is not None:
         if not args.resume.strip():
             raise RoderError("-r needs a thread id with -p (`roder sessions list` shows them; the app opens a picker)")
-        thread = (await client.thread_resume(args.resume, include_turns=False)).thread
+        thread = (await client.call(THREAD_RESUME, ThreadResumeParams(thread_id=args.resume, include_turns=False))).thread
     elif args.continue_last:
-        rows = (await client.thread_list(cwd=cwd, limit=1)).threads
+        rows = (await client.call(THREAD_LIST, ThreadListParams(cwd=cwd, limit=1))).threads
         if not rows:
             return None
-        thread = (await client.thread_resume(rows[0].id, include_turns=False)).thread
+        thread = (await client.call(THREAD_RESUME, ThreadResumeParams(thread_id=rows[0].id, include_turns=False))).thread
     else:
-        return (await client.thread_start()).thread.id
+        return (await client.call(THREAD_START, ThreadStartParams())).thread.id
     provider = args.provider or thread.provider
     if provider != thread.provider or (args.model and args.model != thread.model):
-        await client.providers_select(provider, args.model, thread_id=thread.id)
+        await client.call(PROVIDERS_SELECT, ProvidersSelectParams(provider=provider, model=args.model, thread_id=thread.id))
     return thread.id
 
 
@@ -173,7 +191,7 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
     started_at = time.monotonic()
     client = LocalAppClient.start(settings_from_args(args, interactive=False), persist_config=False)
     async with client:
-        info = await client.initialize(client_name="roder-ask")
+        info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-ask")))
         end_startup()
         if info.fell_back_to_mock:
             err.write(MOCK_HINT + "\n")
@@ -189,7 +207,9 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
                 err.write("roder: no earlier thread in this folder to continue\n")
                 return EXIT_USAGE
             prompt = await _expand_command(client, prompt)
-            turn_id = (await client.turn_start(thread_id, prompt, attachments)).turn.id
+            turn_id = (
+                await client.call(TURN_START, TurnStartParams(thread_id=thread_id, prompt=prompt, input=attachments))
+            ).turn.id
         except RpcError as exc:
             if exc.code != RUNTIME_ERROR:
                 raise  # a wrong flag or an unknown thread id: a usage error
@@ -198,7 +218,8 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
             err.write(f"roder: {exc.message}\n")
             return EXIT_FAILED
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(client.turn_interrupt(thread_id)))
+        interrupt = TurnInterruptParams(thread_id=thread_id)
+        loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(client.call(TURN_INTERRUPT, interrupt)))
         try:
             turn = await _follow(events, printer, turn_id)
         finally:
@@ -219,15 +240,14 @@ async def _expand_command(client: LocalAppClient, prompt: str) -> str:
         return prompt
     name, arguments = parse_invocation(prompt)
     try:
-        expansion = await client.request("commands/expand", {"name": name, "arguments": arguments})
+        expansion = await client.call(COMMANDS_EXPAND, CommandsExpandParams(name=name, arguments=arguments))
     except RpcError as exc:
         if exc.code == INVALID_PARAMS and exc.message.startswith("unknown command"):
             return prompt
         raise
-    data = expansion.wire()
-    if data["kind"] == "builtin":
+    if expansion.kind == "builtin":
         raise RoderError(f"/{name} is an app command; -p runs prompts, custom commands, skills and MCP prompts")
-    return data["text"]
+    return expansion.text
 
 
 async def _follow(events: NotificationQueue, printer: Printer, turn_id: str) -> Turn:

@@ -12,10 +12,20 @@ silently. ``/undo`` is a rewind of both to the last prompt; ``/redo`` re-applies
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from roder_core.ir import UserMessageItem
+from roder_core.server.protocol import THREAD_READ, ThreadReadParams
+from roder_core.server.protocol_changes import (
+    HUNK_APPLY,
+    HUNK_LIST,
+    HUNK_ROLLBACK,
+    HunkListResult,
+    HunkParams,
+    ThreadChangesParams,
+)
 
 if TYPE_CHECKING:
-    from roder_core.ir import UserMessageItem
     from roder_core.server.client import LocalAppClient
 
 #: How a rewind restores: ids of the choices the rewind screen offers.
@@ -51,16 +61,16 @@ class Undone:
 
 async def rewind_points(client: LocalAppClient, thread_id: str) -> list[UserMessageItem]:
     """The thread's prompts (steer messages are part of their turn, not rewind points)."""
-    thread = (await client.thread_read(thread_id, include_turns=True)).thread
-    return [i for i in thread.items() if i.type == "userMessage" and not i.steer]  # type: ignore[union-attr]
+    thread = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id, include_turns=True))).thread
+    return [i for i in thread.items() if isinstance(i, UserMessageItem) and not i.steer]
 
 
-async def changes_since(client: LocalAppClient, thread_id: str, item_id: str) -> Any:
+async def changes_since(client: LocalAppClient, thread_id: str, item_id: str) -> HunkListResult:
     """``hunk/list`` from one message on: the hunks, and the commands that left none."""
-    return await client.request("hunk/list", {"threadId": thread_id, "sinceItemId": item_id})
+    return await client.call(HUNK_LIST, ThreadChangesParams(thread_id=thread_id, since_item_id=item_id))
 
 
-def describe(changes: Any) -> str:
+def describe(changes: HunkListResult) -> str:
     """The note shown before choosing: what restoring the code would and would not revert."""
     files = sorted({h.path for h in changes.hunks})
     lines = [f"code: {len(changes.hunks)} change(s) in {len(files)} file(s) by Roder's edit tools"]
@@ -75,12 +85,12 @@ async def restore_code(client: LocalAppClient, thread_id: str, item_id: str) -> 
     done = CodeRestore(unrestorable=[u.command for u in changes.unrestorable])
     for hunk in reversed(changes.hunks):
         try:
-            result = await client.request("hunk/rollback", {"threadId": thread_id, "hunkId": hunk.hunk_id})
+            result = await client.call(HUNK_ROLLBACK, HunkParams(thread_id=thread_id, hunk_id=hunk.hunk_id))
         except RpcError as exc:
             done.failed.append(exc.message)
             continue
         done.hunk_ids.append(hunk.hunk_id)
-        done.paths.append(result.path)  # type: ignore[attr-defined]
+        done.paths.append(result.path)
     return done
 
 
@@ -91,7 +101,7 @@ async def reapply(client: LocalAppClient, undone: Undone) -> list[str]:
     problems: list[str] = []
     for hunk_id in reversed(undone.hunk_ids):
         try:
-            await client.request("hunk/apply", {"threadId": undone.thread_id, "hunkId": hunk_id})
+            await client.call(HUNK_APPLY, HunkParams(thread_id=undone.thread_id, hunk_id=hunk_id))
         except RpcError as exc:
             problems.append(exc.message)
     return problems

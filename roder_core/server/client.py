@@ -7,70 +7,33 @@ action they take is also an app-server method a remote client can call::
 
     client = LocalAppClient.start(StartSettings(provider="mock"))
     async with client:
-        info = await client.initialize(client_name="my-ui")
+        info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="my-ui")))
         events = client.subscribe()
-        thread = (await client.thread_start()).thread
-        turn = (await client.turn_start(thread.id, "hello")).turn
+        thread = (await client.call(THREAD_START, ThreadStartParams())).thread
+        turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hello"))).turn
         async for event in events:
             ...
+
+``call`` takes any ``MethodSpec`` constant of ``roder_core.server.protocol*`` and that method's
+params model, and returns its result model; mypy checks both. The remote clients of
+``roder_core.server.rpc_client`` have the same ``call``.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from roder_core.server.dispatcher import CallContext, Dispatcher
 from roder_core.server.fanout import DEFAULT_MAXSIZE, NotificationQueue
-from roder_core.server.protocol import (
-    METHODS,
-    ClientInfo,
-    ExtensionsListResult,
-    InitializeParams,
-    InitializeResult,
-    InputItem,
-    ModelListParams,
-    ModelListResult,
-    NoParams,
-    ProtocolModel,
-    ProvidersListResult,
-    ProvidersSelectParams,
-    ProvidersSelectResult,
-    ResolveApprovalParams,
-    ResolvedResult,
-    SessionGetParams,
-    SessionGetResult,
-    SessionModeResult,
-    SessionSetModeParams,
-    ThreadCloseParams,
-    ThreadCloseResult,
-    ThreadListParams,
-    ThreadListResult,
-    ThreadReadParams,
-    ThreadResult,
-    ThreadResumeParams,
-    ThreadStartParams,
-    ToolsListParams,
-    ToolsListResult,
-    TrustGetParams,
-    TrustResult,
-    TrustSetParams,
-    TurnInterruptParams,
-    TurnInterruptResult,
-    TurnResult,
-    TurnStartParams,
-    TurnSteerCancelParams,
-    TurnSteerCancelResult,
-    TurnSteerParams,
-    TurnSteerResult,
-)
+from roder_core.server.protocol import METHODS, MethodSpec, NoParams, ProtocolModel
 
 if TYPE_CHECKING:
-    from roder_core.ir import ApprovalDecisionKind
     from roder_core.runtime.bootstrap import StartSettings
     from roder_core.runtime.runtime import Runtime
 
+P = TypeVar("P", bound=ProtocolModel)
 R = TypeVar("R", bound=ProtocolModel)
 
 _ids = itertools.count(1)
@@ -136,112 +99,25 @@ class LocalAppClient:
         self._served[method] = handler
 
     async def request(self, method: str, params: ProtocolModel | dict[str, Any] | None = None) -> ProtocolModel:
-        """Any method by name; the result is that method's result model."""
+        """Any method by name with wire-shaped (camelCase) dict params, as a remote client sends
+        them; the result is that method's result model. Prefer ``call`` when the method is known."""
+        return await self._dispatch(method, params)
+
+    async def _dispatch(self, method: str, params: ProtocolModel | dict[str, Any] | None) -> ProtocolModel:
         handler = self._served.get(method)
         if handler is not None:
             return await handler(self.dispatcher.parse_params(METHODS[method], params))
         return await self.dispatcher.call(method, params, self.context)
 
-    async def _call(self, method: str, params: ProtocolModel, result: type[R]) -> R:
-        value = await self.dispatcher.call(method, params, self.context)
-        assert isinstance(value, result)
-        return value
+    @overload
+    async def call(self, spec: MethodSpec[NoParams, R]) -> R: ...
 
-    async def initialize(self, client_name: str = "roder-local", client_version: str = "") -> InitializeResult:
-        params = InitializeParams(client_info=ClientInfo(name=client_name, version=client_version))
-        return await self._call("initialize", params, InitializeResult)
+    @overload
+    async def call(self, spec: MethodSpec[P, R], params: P) -> R: ...
 
-    async def extensions_list(self) -> ExtensionsListResult:
-        return await self._call("extensions/list", NoParams(), ExtensionsListResult)
-
-    async def providers_list(self) -> ProvidersListResult:
-        return await self._call("providers/list", NoParams(), ProvidersListResult)
-
-    async def model_list(self, provider: str | None = None) -> ModelListResult:
-        return await self._call("model/list", ModelListParams(provider=provider), ModelListResult)
-
-    async def tools_list(self, thread_id: str | None = None) -> ToolsListResult:
-        return await self._call("tools/list", ToolsListParams(thread_id=thread_id), ToolsListResult)
-
-    async def providers_select(
-        self, provider: str, model: str | None = None, reasoning: str | None = None, *, thread_id: str | None = None
-    ) -> ProvidersSelectResult:
-        params = ProvidersSelectParams(provider=provider, model=model, reasoning=reasoning, thread_id=thread_id)
-        return await self._call("providers/select", params, ProvidersSelectResult)
-
-    async def thread_start(
-        self,
-        cwd: str | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        *,
-        ephemeral: bool = False,
-        title: str = "",
-    ) -> ThreadResult:
-        params = ThreadStartParams(cwd=cwd, model_provider=provider, model=model, ephemeral=ephemeral, title=title)
-        return await self._call("thread/start", params, ThreadResult)
-
-    async def thread_list(self, cwd: str | None = None, limit: int | None = None) -> ThreadListResult:
-        return await self._call("thread/list", ThreadListParams(cwd=cwd, limit=limit), ThreadListResult)
-
-    async def thread_read(self, thread_id: str, include_turns: bool = True) -> ThreadResult:
-        params = ThreadReadParams(thread_id=thread_id, include_turns=include_turns)
-        return await self._call("thread/read", params, ThreadResult)
-
-    async def thread_resume(self, thread_id: str, *, include_turns: bool = True) -> ThreadResult:
-        params = ThreadResumeParams(thread_id=thread_id, include_turns=include_turns)
-        return await self._call("thread/resume", params, ThreadResult)
-
-    async def thread_close(self, thread_id: str) -> ThreadCloseResult:
-        return await self._call("thread/close", ThreadCloseParams(thread_id=thread_id), ThreadCloseResult)
-
-    async def turn_start(
-        self,
-        thread_id: str,
-        prompt: str | None = None,
-        input: list[InputItem] | None = None,
-        *,
-        task_ledger_required: bool = False,
-    ) -> TurnResult:
-        params = TurnStartParams(thread_id=thread_id, prompt=prompt, input=input or [], task_ledger_required=task_ledger_required)
-        return await self._call("turn/start", params, TurnResult)
-
-    async def turn_steer(self, thread_id: str, expected_turn_id: str, prompt: str) -> TurnSteerResult:
-        params = TurnSteerParams(thread_id=thread_id, expected_turn_id=expected_turn_id, prompt=prompt)
-        return await self._call("turn/steer", params, TurnSteerResult)
-
-    async def turn_steer_cancel(self, thread_id: str, item_id: str) -> TurnSteerCancelResult:
-        params = TurnSteerCancelParams(thread_id=thread_id, item_id=item_id)
-        return await self._call("turn/steer/cancel", params, TurnSteerCancelResult)
-
-    async def turn_interrupt(self, thread_id: str, turn_id: str | None = None) -> TurnInterruptResult:
-        params = TurnInterruptParams(thread_id=thread_id, turn_id=turn_id)
-        return await self._call("turn/interrupt", params, TurnInterruptResult)
-
-    async def session_get(self, thread_id: str | None = None) -> SessionGetResult:
-        return await self._call("session/get", SessionGetParams(thread_id=thread_id), SessionGetResult)
-
-    async def session_set_mode(self, mode: str, reason: str = "") -> SessionModeResult:
-        params = SessionSetModeParams(mode=mode, reason=reason)  # type: ignore[arg-type]
-        return await self._call("session/set_mode", params, SessionModeResult)
-
-    async def trust_get(self, cwd: str | None = None) -> TrustResult:
-        return await self._call("trust/get", TrustGetParams(cwd=cwd), TrustResult)
-
-    async def trust_set(self, trusted: bool, cwd: str | None = None) -> TrustResult:
-        return await self._call("trust/set", TrustSetParams(cwd=cwd, trusted=trusted), TrustResult)
-
-    async def resolve_approval(
-        self,
-        approval_id: str,
-        decision: ApprovalDecisionKind | None = None,
-        *,
-        approved: bool | None = None,
-        rule: str | None = None,
-        reason: str = "",
-    ) -> ResolvedResult:
-        params = ResolveApprovalParams(approval_id=approval_id, decision=decision, approved=approved, rule=rule, reason=reason)
-        return await self._call("session/resolve_approval", params, ResolvedResult)
+    async def call(self, spec: MethodSpec[Any, R], params: ProtocolModel | None = None) -> R:
+        """Run ``spec``'s method with typed params; returns its typed result (one call for all)."""
+        return spec.result_of(await self._dispatch(spec.name, params))
 
     # ------------------------------------------------------------------ lifecycle
 

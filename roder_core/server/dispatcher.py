@@ -119,7 +119,7 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ typed calls
 
-    def method_spec(self, method: str) -> MethodSpec:
+    def method_spec(self, method: str) -> MethodSpec[Any, Any]:
         spec = METHODS.get(method)
         if spec is None or method not in HANDLERS:
             unavailable = unavailable_group(method)
@@ -129,7 +129,7 @@ class Dispatcher:
             raise RpcError(METHOD_NOT_FOUND, f"method not found: {method!r}")
         return spec
 
-    def parse_params(self, spec: MethodSpec, raw: Any) -> ProtocolModel:
+    def parse_params(self, spec: MethodSpec[Any, Any], raw: Any) -> ProtocolModel:
         if raw is None:
             raw = {}
         if isinstance(raw, spec.params):

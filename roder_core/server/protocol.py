@@ -13,9 +13,9 @@ notification name) plus the few the server itself emits, defined at the bottom o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from roder_core.ir import (
     ApprovalDecisionKind,
@@ -147,12 +147,27 @@ class ToolInfo(ProtocolModel):
     read_only: bool = False
 
 
+class ToolSourceInfo(ProtocolModel):
+    """A dynamic tool source (an MCP server) and whether its tools are there."""
+
+    #: A source's own details (an MCP server's transport, target, prompts, ...) ride along.
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    kind: str
+    #: pending | connecting | connected | failed | exited | stopped | disabled
+    status: str
+    error: str | None = None
+    tool_count: int = 0
+    tools: list[str] = Field(default_factory=list)
+
+
 class ToolsListResult(ProtocolModel):
     tools: list[ToolInfo]
     #: Contributors that failed to list their tools (an MCP server down, ...): source -> error.
     errors: dict[str, str] = Field(default_factory=dict)
-    #: Dynamic tool sources (MCP servers): name, kind, status, error, toolCount, tools, transport, ...
-    sources: list[dict[str, Any]] = Field(default_factory=list)
+    #: Dynamic tool sources (MCP servers).
+    sources: list[ToolSourceInfo] = Field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- threads
@@ -427,175 +442,247 @@ class SetDefaultModeParams(ProtocolModel):
 # --------------------------------------------------------------------------- method table
 
 
+P = TypeVar("P", bound=ProtocolModel)
+R = TypeVar("R", bound=ProtocolModel)
+
+
 @dataclass(frozen=True)
-class MethodSpec:
+class MethodSpec(Generic[P, R]):
+    """One method: its name, group, params and result models, and a one-line summary.
+
+    Generic in params and result so that one call covers every method with full types:
+    ``await client.call(THREAD_START, ThreadStartParams(...))`` is a ``ThreadResult``. Each
+    method has a module-level constant (the method name in upper snake case) to pass around.
+    """
+
     name: str
     group: str
-    params: type[ProtocolModel]
-    result: type[ProtocolModel]
+    params: type[P]
+    result: type[R]
     summary: str
 
+    def result_of(self, value: object) -> R:
+        """The typed result from a handler's model or a remote peer's decoded JSON object;
+        anything else is a protocol violation (``TypeError`` or pydantic's ``ValidationError``)."""
+        if isinstance(value, self.result):
+            return value
+        if isinstance(value, dict):
+            return self.result.model_validate(value)
+        raise TypeError(f"{self.name} answered {type(value).__name__}, not {self.result.__name__}")
 
-_SPECS = [
-    MethodSpec(
-        "initialize",
-        "handshake",
-        InitializeParams,
-        InitializeResult,
-        "Handshake: server info, active provider/model/cwd/mode and which method groups exist.",
-    ),
-    MethodSpec(
-        "extensions/list",
-        "discovery",
-        NoParams,
-        ExtensionsListResult,
-        "Installed extension manifests and capability statuses (seed 003 shape).",
-    ),
-    MethodSpec(
-        "providers/list",
-        "discovery",
-        NoParams,
-        ProvidersListResult,
-        "Inference providers with auth state, and the selected provider/model.",
-    ),
-    MethodSpec(
-        "model/list", "discovery", ModelListParams, ModelListResult, "Model profiles of a provider (default: the selected one)."
-    ),
-    MethodSpec(
-        "tools/list", "discovery", ToolsListParams, ToolsListResult, "Tools every contributor offers right now, with schemas."
-    ),
-    MethodSpec(
-        "thread/start",
-        "threads",
-        ThreadStartParams,
-        ThreadResult,
-        "Create a thread (cwd defaults to the server's; ephemeral threads are not stored).",
-    ),
-    MethodSpec(
-        "thread/list",
-        "threads",
-        ThreadListParams,
-        ThreadListResult,
-        "Stored and open threads, newest first, optionally for one cwd.",
-    ),
-    MethodSpec(
-        "thread/read",
-        "threads",
-        ThreadReadParams,
-        ThreadResult,
-        "A thread (open or stored); turns and items only with includeTurns.",
-    ),
-    MethodSpec(
-        "thread/resume",
-        "threads",
-        ThreadResumeParams,
-        ThreadResult,
-        "Open a stored thread so new turns can run on it (turn/start also does this).",
-    ),
-    MethodSpec(
-        "thread/close",
-        "threads",
-        ThreadCloseParams,
-        ThreadCloseResult,
-        "Unload an open thread and give up writing it, so another process can resume it "
-        "(a running turn is interrupted first; the stored thread is kept).",
-    ),
-    MethodSpec(
-        "thread/fork",
-        "threads",
-        ThreadForkParams,
-        ThreadResult,
-        "Copy a thread up to a turn into a new thread with a parent pointer.",
-    ),
-    MethodSpec(
-        "turn/start",
-        "threads",
-        TurnStartParams,
-        TurnResult,
-        "Start a turn from a prompt or input items; returns once it has started.",
-    ),
-    MethodSpec(
-        "turn/steer",
-        "threads",
-        TurnSteerParams,
-        TurnSteerResult,
-        "Queue a message for the running turn (expectedTurnId must match).",
-    ),
-    MethodSpec(
-        "turn/steer/cancel",
-        "threads",
-        TurnSteerCancelParams,
-        TurnSteerCancelResult,
-        "Take back a queued steer message the model has not received yet (to edit or drop it).",
-    ),
-    MethodSpec(
-        "turn/interrupt",
-        "threads",
-        TurnInterruptParams,
-        TurnInterruptResult,
-        "Cancel the running turn; it completes with status interrupted.",
-    ),
-    MethodSpec(
-        "session/get",
-        "session",
-        SessionGetParams,
-        SessionGetResult,
-        "Mode, provider, open threads, running turns and pending approvals/user input.",
-    ),
-    MethodSpec(
-        "session/set_mode", "session", SessionSetModeParams, SessionModeResult, "Change the policy mode for this session."
-    ),
-    MethodSpec(
-        "session/resolve_approval",
-        "session",
-        ResolveApprovalParams,
-        ResolvedResult,
-        "Answer a pending approval (approved, or one of the offered decisions).",
-    ),
-    MethodSpec(
-        "trust/get",
-        "trust",
-        TrustGetParams,
-        TrustResult,
-        "Whether a folder is trusted to load its own config, hooks, skills, commands, agents and MCP.",
-    ),
-    MethodSpec(
-        "trust/set",
-        "trust",
-        TrustSetParams,
-        TrustResult,
-        "Record a trust decision for a folder (takes effect when a runtime next starts there).",
-    ),
-    MethodSpec(
-        "providers/select",
-        "providers",
-        ProvidersSelectParams,
-        ProvidersSelectResult,
-        "Select provider and model for new threads (persisted when the server persists config).",
-    ),
-    MethodSpec(
-        "providers/configure",
-        "providers",
-        ProvidersConfigureParams,
-        ProvidersConfigureResult,
-        "Write a provider's settings (base URL, dialect, key variable, models) to config.toml and/or "
-        "store its API key in the user's private credentials file.",
-    ),
-    MethodSpec("settings/get", "settings", NoParams, SettingsResult, "Current settings."),
-    MethodSpec("settings/set_web_search", "settings", SetWebSearchParams, SettingsResult, "Set the web-search mode (persisted)."),
-    MethodSpec(
-        "settings/set_default_mode",
-        "settings",
-        SetDefaultModeParams,
-        SettingsResult,
-        "Set the default policy mode for future sessions (persisted).",
-    ),
+
+INITIALIZE = MethodSpec(
+    "initialize",
+    "handshake",
+    InitializeParams,
+    InitializeResult,
+    "Handshake: server info, active provider/model/cwd/mode and which method groups exist.",
+)
+
+EXTENSIONS_LIST = MethodSpec(
+    "extensions/list",
+    "discovery",
+    NoParams,
+    ExtensionsListResult,
+    "Installed extension manifests and capability statuses (seed 003 shape).",
+)
+
+PROVIDERS_LIST = MethodSpec(
+    "providers/list",
+    "discovery",
+    NoParams,
+    ProvidersListResult,
+    "Inference providers with auth state, and the selected provider/model.",
+)
+
+MODEL_LIST = MethodSpec(
+    "model/list", "discovery", ModelListParams, ModelListResult, "Model profiles of a provider (default: the selected one)."
+)
+
+TOOLS_LIST = MethodSpec(
+    "tools/list", "discovery", ToolsListParams, ToolsListResult, "Tools every contributor offers right now, with schemas."
+)
+
+THREAD_START = MethodSpec(
+    "thread/start",
+    "threads",
+    ThreadStartParams,
+    ThreadResult,
+    "Create a thread (cwd defaults to the server's; ephemeral threads are not stored).",
+)
+
+THREAD_LIST = MethodSpec(
+    "thread/list",
+    "threads",
+    ThreadListParams,
+    ThreadListResult,
+    "Stored and open threads, newest first, optionally for one cwd.",
+)
+
+THREAD_READ = MethodSpec(
+    "thread/read",
+    "threads",
+    ThreadReadParams,
+    ThreadResult,
+    "A thread (open or stored); turns and items only with includeTurns.",
+)
+
+THREAD_RESUME = MethodSpec(
+    "thread/resume",
+    "threads",
+    ThreadResumeParams,
+    ThreadResult,
+    "Open a stored thread so new turns can run on it (turn/start also does this).",
+)
+
+THREAD_CLOSE = MethodSpec(
+    "thread/close",
+    "threads",
+    ThreadCloseParams,
+    ThreadCloseResult,
+    "Unload an open thread and give up writing it, so another process can resume it "
+    "(a running turn is interrupted first; the stored thread is kept).",
+)
+
+THREAD_FORK = MethodSpec(
+    "thread/fork",
+    "threads",
+    ThreadForkParams,
+    ThreadResult,
+    "Copy a thread up to a turn into a new thread with a parent pointer.",
+)
+
+TURN_START = MethodSpec(
+    "turn/start",
+    "threads",
+    TurnStartParams,
+    TurnResult,
+    "Start a turn from a prompt or input items; returns once it has started.",
+)
+
+TURN_STEER = MethodSpec(
+    "turn/steer",
+    "threads",
+    TurnSteerParams,
+    TurnSteerResult,
+    "Queue a message for the running turn (expectedTurnId must match).",
+)
+
+TURN_STEER_CANCEL = MethodSpec(
+    "turn/steer/cancel",
+    "threads",
+    TurnSteerCancelParams,
+    TurnSteerCancelResult,
+    "Take back a queued steer message the model has not received yet (to edit or drop it).",
+)
+
+TURN_INTERRUPT = MethodSpec(
+    "turn/interrupt",
+    "threads",
+    TurnInterruptParams,
+    TurnInterruptResult,
+    "Cancel the running turn; it completes with status interrupted.",
+)
+
+SESSION_GET = MethodSpec(
+    "session/get",
+    "session",
+    SessionGetParams,
+    SessionGetResult,
+    "Mode, provider, open threads, running turns and pending approvals/user input.",
+)
+
+SESSION_SET_MODE = MethodSpec(
+    "session/set_mode", "session", SessionSetModeParams, SessionModeResult, "Change the policy mode for this session."
+)
+
+SESSION_RESOLVE_APPROVAL = MethodSpec(
+    "session/resolve_approval",
+    "session",
+    ResolveApprovalParams,
+    ResolvedResult,
+    "Answer a pending approval (approved, or one of the offered decisions).",
+)
+
+TRUST_GET = MethodSpec(
+    "trust/get",
+    "trust",
+    TrustGetParams,
+    TrustResult,
+    "Whether a folder is trusted to load its own config, hooks, skills, commands, agents and MCP.",
+)
+
+TRUST_SET = MethodSpec(
+    "trust/set",
+    "trust",
+    TrustSetParams,
+    TrustResult,
+    "Record a trust decision for a folder (takes effect when a runtime next starts there).",
+)
+
+PROVIDERS_SELECT = MethodSpec(
+    "providers/select",
+    "providers",
+    ProvidersSelectParams,
+    ProvidersSelectResult,
+    "Select provider and model for new threads (persisted when the server persists config).",
+)
+
+PROVIDERS_CONFIGURE = MethodSpec(
+    "providers/configure",
+    "providers",
+    ProvidersConfigureParams,
+    ProvidersConfigureResult,
+    "Write a provider's settings (base URL, dialect, key variable, models) to config.toml and/or "
+    "store its API key in the user's private credentials file.",
+)
+
+SETTINGS_GET = MethodSpec("settings/get", "settings", NoParams, SettingsResult, "Current settings.")
+
+SETTINGS_SET_WEB_SEARCH = MethodSpec(
+    "settings/set_web_search", "settings", SetWebSearchParams, SettingsResult, "Set the web-search mode (persisted)."
+)
+
+SETTINGS_SET_DEFAULT_MODE = MethodSpec(
+    "settings/set_default_mode",
+    "settings",
+    SetDefaultModeParams,
+    SettingsResult,
+    "Set the default policy mode for future sessions (persisted).",
+)
+
+_SPECS: list[MethodSpec[Any, Any]] = [
+    INITIALIZE,
+    EXTENSIONS_LIST,
+    PROVIDERS_LIST,
+    MODEL_LIST,
+    TOOLS_LIST,
+    THREAD_START,
+    THREAD_LIST,
+    THREAD_READ,
+    THREAD_RESUME,
+    THREAD_CLOSE,
+    THREAD_FORK,
+    TURN_START,
+    TURN_STEER,
+    TURN_STEER_CANCEL,
+    TURN_INTERRUPT,
+    SESSION_GET,
+    SESSION_SET_MODE,
+    SESSION_RESOLVE_APPROVAL,
+    TRUST_GET,
+    TRUST_SET,
+    PROVIDERS_SELECT,
+    PROVIDERS_CONFIGURE,
+    SETTINGS_GET,
+    SETTINGS_SET_WEB_SEARCH,
+    SETTINGS_SET_DEFAULT_MODE,
 ]
 
-METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in _SPECS}
+METHODS: dict[str, MethodSpec[Any, Any]] = {spec.name: spec for spec in _SPECS}
 
 
-def register(spec: MethodSpec) -> MethodSpec:
+def register(spec: MethodSpec[P, R]) -> MethodSpec[P, R]:
     """Add a method spec (used by the protocol modules of further method groups)."""
     if spec.name in METHODS:
         raise ValueError(f"method {spec.name!r} is already defined")

@@ -3,7 +3,7 @@ the hunks of its file edits, which can be rolled back one by one."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -114,50 +114,64 @@ class HunkApplyResult(ProtocolModel):
     created: bool = False
 
 
-_SPECS = [
-    MethodSpec(
-        "git/changes/list",
-        "changes",
-        GitChangesListParams,
-        GitChangesListResult,
-        "Uncommitted git changes of a workspace (untracked binary files marked binary, 0 additions).",
-    ),
-    MethodSpec(
-        "git/changes/read",
-        "changes",
-        GitChangesReadParams,
-        GitChangesReadResult,
-        "The patch of one changed file (a binary-file summary for binary files).",
-    ),
-    MethodSpec(
-        "workspace/changes/list",
-        "changes",
-        ThreadChangesParams,
-        WorkspaceChangesListResult,
-        "Files a thread's turns changed (from its fileChange items).",
-    ),
-    MethodSpec(
-        "hunk/list",
-        "changes",
-        ThreadChangesParams,
-        HunkListResult,
-        "Hunks of a thread's (or turn's, or since one item) edits, and the commands whose changes have none.",
-    ),
-    MethodSpec("hunk/read", "changes", HunkParams, HunkReadResult, "One hunk with its old and new lines."),
-    MethodSpec(
-        "hunk/rollback",
-        "changes",
-        HunkParams,
-        HunkRollbackResult,
-        "Undo one hunk in the file on disk (policy applies; refused if the file changed since).",
-    ),
-    MethodSpec(
-        "hunk/apply",
-        "changes",
-        HunkParams,
-        HunkApplyResult,
-        "Re-apply a rolled-back hunk (redo; policy applies; refused if the file changed since).",
-    ),
+GIT_CHANGES_LIST = MethodSpec(
+    "git/changes/list",
+    "changes",
+    GitChangesListParams,
+    GitChangesListResult,
+    "Uncommitted git changes of a workspace (untracked binary files marked binary, 0 additions).",
+)
+
+GIT_CHANGES_READ = MethodSpec(
+    "git/changes/read",
+    "changes",
+    GitChangesReadParams,
+    GitChangesReadResult,
+    "The patch of one changed file (a binary-file summary for binary files).",
+)
+
+WORKSPACE_CHANGES_LIST = MethodSpec(
+    "workspace/changes/list",
+    "changes",
+    ThreadChangesParams,
+    WorkspaceChangesListResult,
+    "Files a thread's turns changed (from its fileChange items).",
+)
+
+HUNK_LIST = MethodSpec(
+    "hunk/list",
+    "changes",
+    ThreadChangesParams,
+    HunkListResult,
+    "Hunks of a thread's (or turn's, or since one item) edits, and the commands whose changes have none.",
+)
+
+HUNK_READ = MethodSpec("hunk/read", "changes", HunkParams, HunkReadResult, "One hunk with its old and new lines.")
+
+HUNK_ROLLBACK = MethodSpec(
+    "hunk/rollback",
+    "changes",
+    HunkParams,
+    HunkRollbackResult,
+    "Undo one hunk in the file on disk (policy applies; refused if the file changed since).",
+)
+
+HUNK_APPLY = MethodSpec(
+    "hunk/apply",
+    "changes",
+    HunkParams,
+    HunkApplyResult,
+    "Re-apply a rolled-back hunk (redo; policy applies; refused if the file changed since).",
+)
+
+_SPECS: list[MethodSpec[Any, Any]] = [
+    GIT_CHANGES_LIST,
+    GIT_CHANGES_READ,
+    WORKSPACE_CHANGES_LIST,
+    HUNK_LIST,
+    HUNK_READ,
+    HUNK_ROLLBACK,
+    HUNK_APPLY,
 ]
 for _spec in _SPECS:
     register(_spec)

@@ -10,6 +10,7 @@ from pydantic import Field
 from roder_core.ir import Turn
 from roder_core.server.protocol import (
     MethodSpec,
+    NoParams,
     Ok,
     ProtocolModel,
     ResolvedResult,
@@ -316,99 +317,147 @@ class McpRestartResult(ProtocolModel):
     server: McpServerStatus
 
 
-_SPECS = [
-    MethodSpec(
-        "commands/list",
-        "commands",
-        CommandsListParams,
-        CommandsListResult,
-        "Slash commands: built-ins, custom markdown commands and skills.",
-    ),
-    MethodSpec(
-        "commands/expand",
-        "commands",
-        CommandsExpandParams,
-        CommandsExpandResult,
-        "Expand a command into its prompt (or the client action of a built-in) without running it.",
-    ),
-    MethodSpec(
-        "commands/run",
-        "commands",
-        CommandsRunParams,
-        CommandsRunResult,
-        "Run a command on a thread: templates and skills start a turn, runtime built-ins act at once.",
-    ),
-    MethodSpec("agents/list", "discovery", AgentsListParams, AgentsListResult, "Subagent definitions."),
-    MethodSpec(
-        "turn/subagentTraces/list", "subagents", SubagentTracesParams, SubagentTracesResult, "Subagent runs of a thread or turn."
-    ),
-    MethodSpec(
-        "turn/subagentTrace/read",
-        "subagents",
-        SubagentTraceReadParams,
-        SubagentTraceResult,
-        "One subagent run with the child's items.",
-    ),
-    MethodSpec(
-        "session/resolve_user_input",
-        "session",
-        ResolveUserInputParams,
-        ResolvedResult,
-        "Answer a pending userInput/requested question.",
-    ),
-    MethodSpec(
-        "session/exit_plan",
-        "session",
-        ExitPlanParams,
-        Ok,
-        "Approve (continuing in ask, auto-edit or bypass) or reject a plan the model proposed.",
-    ),
-    MethodSpec("memory/list", "memory", MemoryListParams, MemoryListResult, "Memories of a project and/or global."),
-    MethodSpec("memory/read", "memory", MemoryIdParams, MemoryResult, "One memory."),
-    MethodSpec("memory/save", "memory", MemorySaveParams, MemoryResult, "Save a memory (emits memory/updated)."),
-    MethodSpec("memory/update", "memory", MemoryUpdateParams, MemoryResult, "Change a memory's text or tags."),
-    MethodSpec("memory/delete", "memory", MemoryIdParams, Ok, "Delete a memory."),
-    MethodSpec("memory/query", "memory", MemoryQueryParams, MemoryListResult, "Search memories."),
-    MethodSpec("memory/provider/list", "memory", ProtocolModel, MemoryProvidersResult, "Installed memory stores."),
-    MethodSpec(
-        "memory/provider/set",
-        "memory",
-        MemoryProviderSetParams,
-        MemoryProvidersResult,
-        "Choose the memory store the server uses (persisted when config persistence is on).",
-    ),
-    MethodSpec(
-        "memory/recall/preview",
-        "memory",
-        MemoryRecallPreviewParams,
-        MemoryRecallPreviewResult,
-        "What memory recall would add to the context for a prompt.",
-    ),
-    MethodSpec("tasks/submit", "tasks", TasksSubmitParams, TaskResult, "Run params on an installed TaskExecutor."),
-    MethodSpec("tasks/list", "tasks", TasksListParams, TasksListResult, "Tasks of this server and the executors."),
-    MethodSpec("tasks/get", "tasks", TaskIdParams, TaskResult, "One task."),
-    MethodSpec("tasks/cancel", "tasks", TaskIdParams, TaskResult, "Cancel a queued or running task."),
-    MethodSpec(
-        "tasks/subscribe",
-        "tasks",
-        TasksSubscribeParams,
-        Ok,
-        "Receive tasks/updated notifications on this connection (one task or all).",
-    ),
-    MethodSpec(
-        "mcp/list",
-        "mcp",
-        McpListParams,
-        McpListResult,
-        "Configured MCP servers with status, error and tools (optionally waiting for them to connect).",
-    ),
-    MethodSpec(
-        "mcp/restart",
-        "mcp",
-        McpRestartParams,
-        McpRestartResult,
-        "Stop and reconnect one MCP server; returns its status once it settled.",
-    ),
+COMMANDS_LIST = MethodSpec(
+    "commands/list",
+    "commands",
+    CommandsListParams,
+    CommandsListResult,
+    "Slash commands: built-ins, custom markdown commands and skills.",
+)
+
+COMMANDS_EXPAND = MethodSpec(
+    "commands/expand",
+    "commands",
+    CommandsExpandParams,
+    CommandsExpandResult,
+    "Expand a command into its prompt (or the client action of a built-in) without running it.",
+)
+
+COMMANDS_RUN = MethodSpec(
+    "commands/run",
+    "commands",
+    CommandsRunParams,
+    CommandsRunResult,
+    "Run a command on a thread: templates and skills start a turn, runtime built-ins act at once.",
+)
+
+AGENTS_LIST = MethodSpec("agents/list", "discovery", AgentsListParams, AgentsListResult, "Subagent definitions.")
+
+TURN_SUBAGENT_TRACES_LIST = MethodSpec(
+    "turn/subagentTraces/list", "subagents", SubagentTracesParams, SubagentTracesResult, "Subagent runs of a thread or turn."
+)
+
+TURN_SUBAGENT_TRACE_READ = MethodSpec(
+    "turn/subagentTrace/read",
+    "subagents",
+    SubagentTraceReadParams,
+    SubagentTraceResult,
+    "One subagent run with the child's items.",
+)
+
+SESSION_RESOLVE_USER_INPUT = MethodSpec(
+    "session/resolve_user_input",
+    "session",
+    ResolveUserInputParams,
+    ResolvedResult,
+    "Answer a pending userInput/requested question.",
+)
+
+SESSION_EXIT_PLAN = MethodSpec(
+    "session/exit_plan",
+    "session",
+    ExitPlanParams,
+    Ok,
+    "Approve (continuing in ask, auto-edit or bypass) or reject a plan the model proposed.",
+)
+
+MEMORY_LIST = MethodSpec("memory/list", "memory", MemoryListParams, MemoryListResult, "Memories of a project and/or global.")
+
+MEMORY_READ = MethodSpec("memory/read", "memory", MemoryIdParams, MemoryResult, "One memory.")
+
+MEMORY_SAVE = MethodSpec("memory/save", "memory", MemorySaveParams, MemoryResult, "Save a memory (emits memory/updated).")
+
+MEMORY_UPDATE = MethodSpec("memory/update", "memory", MemoryUpdateParams, MemoryResult, "Change a memory's text or tags.")
+
+MEMORY_DELETE = MethodSpec("memory/delete", "memory", MemoryIdParams, Ok, "Delete a memory.")
+
+MEMORY_QUERY = MethodSpec("memory/query", "memory", MemoryQueryParams, MemoryListResult, "Search memories.")
+
+MEMORY_PROVIDER_LIST = MethodSpec("memory/provider/list", "memory", NoParams, MemoryProvidersResult, "Installed memory stores.")
+
+MEMORY_PROVIDER_SET = MethodSpec(
+    "memory/provider/set",
+    "memory",
+    MemoryProviderSetParams,
+    MemoryProvidersResult,
+    "Choose the memory store the server uses (persisted when config persistence is on).",
+)
+
+MEMORY_RECALL_PREVIEW = MethodSpec(
+    "memory/recall/preview",
+    "memory",
+    MemoryRecallPreviewParams,
+    MemoryRecallPreviewResult,
+    "What memory recall would add to the context for a prompt.",
+)
+
+TASKS_SUBMIT = MethodSpec("tasks/submit", "tasks", TasksSubmitParams, TaskResult, "Run params on an installed TaskExecutor.")
+
+TASKS_LIST = MethodSpec("tasks/list", "tasks", TasksListParams, TasksListResult, "Tasks of this server and the executors.")
+
+TASKS_GET = MethodSpec("tasks/get", "tasks", TaskIdParams, TaskResult, "One task.")
+
+TASKS_CANCEL = MethodSpec("tasks/cancel", "tasks", TaskIdParams, TaskResult, "Cancel a queued or running task.")
+
+TASKS_SUBSCRIBE = MethodSpec(
+    "tasks/subscribe",
+    "tasks",
+    TasksSubscribeParams,
+    Ok,
+    "Receive tasks/updated notifications on this connection (one task or all).",
+)
+
+MCP_LIST = MethodSpec(
+    "mcp/list",
+    "mcp",
+    McpListParams,
+    McpListResult,
+    "Configured MCP servers with status, error and tools (optionally waiting for them to connect).",
+)
+
+MCP_RESTART = MethodSpec(
+    "mcp/restart",
+    "mcp",
+    McpRestartParams,
+    McpRestartResult,
+    "Stop and reconnect one MCP server; returns its status once it settled.",
+)
+
+_SPECS: list[MethodSpec[Any, Any]] = [
+    COMMANDS_LIST,
+    COMMANDS_EXPAND,
+    COMMANDS_RUN,
+    AGENTS_LIST,
+    TURN_SUBAGENT_TRACES_LIST,
+    TURN_SUBAGENT_TRACE_READ,
+    SESSION_RESOLVE_USER_INPUT,
+    SESSION_EXIT_PLAN,
+    MEMORY_LIST,
+    MEMORY_READ,
+    MEMORY_SAVE,
+    MEMORY_UPDATE,
+    MEMORY_DELETE,
+    MEMORY_QUERY,
+    MEMORY_PROVIDER_LIST,
+    MEMORY_PROVIDER_SET,
+    MEMORY_RECALL_PREVIEW,
+    TASKS_SUBMIT,
+    TASKS_LIST,
+    TASKS_GET,
+    TASKS_CANCEL,
+    TASKS_SUBSCRIBE,
+    MCP_LIST,
+    MCP_RESTART,
 ]
 for _spec in _SPECS:
     register(_spec)

@@ -92,32 +92,35 @@ class ToolsCallResult(ProtocolModel):
     attachments: list[Attachment] = Field(default_factory=list)
 
 
-_SPECS = [
-    MethodSpec(
-        "fs/readFile", "fs", FsReadFileParams, FsReadFileResult, "Read a file (absolute path inside the workspace) as base64."
-    ),
-    MethodSpec(
-        "fs/readDirectory",
-        "fs",
-        FsReadDirectoryParams,
-        FsReadDirectoryResult,
-        "List a directory (absolute path inside the workspace).",
-    ),
-    MethodSpec(
-        "command/exec",
-        "fs",
-        CommandExecParams,
-        CommandExecResult,
-        "Run a command vector after policy; optional streaming via command/exec/output_delta.",
-    ),
-    MethodSpec(
-        "tools/call",
-        "tools",
-        ToolsCallParams,
-        ToolsCallResult,
-        "Call a registered tool directly (policy applies; the caller approves 'ask' verdicts).",
-    ),
-]
+FS_READ_FILE = MethodSpec(
+    "fs/readFile", "fs", FsReadFileParams, FsReadFileResult, "Read a file (absolute path inside the workspace) as base64."
+)
+
+FS_READ_DIRECTORY = MethodSpec(
+    "fs/readDirectory",
+    "fs",
+    FsReadDirectoryParams,
+    FsReadDirectoryResult,
+    "List a directory (absolute path inside the workspace).",
+)
+
+COMMAND_EXEC = MethodSpec(
+    "command/exec",
+    "fs",
+    CommandExecParams,
+    CommandExecResult,
+    "Run a command vector after policy; optional streaming via command/exec/output_delta.",
+)
+
+TOOLS_CALL = MethodSpec(
+    "tools/call",
+    "tools",
+    ToolsCallParams,
+    ToolsCallResult,
+    "Call a registered tool directly (policy applies; the caller approves 'ask' verdicts).",
+)
+
+_SPECS: list[MethodSpec[Any, Any]] = [FS_READ_FILE, FS_READ_DIRECTORY, COMMAND_EXEC, TOOLS_CALL]
 for _spec in _SPECS:
     register(_spec)
 register_notification(CommandExecOutputDelta)

@@ -61,41 +61,52 @@ class PlanReviewRejectParams(ProtocolModel):
     reason: str = Field(min_length=1)
 
 
-for _spec in (
+PLAN_REVIEW_READ = register(
     MethodSpec(
         "plan/review/read",
         GROUP,
         PlanReviewReadParams,
         PlanReviewResult,
         "A plan review: every version of the plan, the comments, its status and next mode.",
-    ),
+    )
+)
+
+PLAN_REVIEW_COMMENT = register(
     MethodSpec(
         "plan/review/comment",
         GROUP,
         PlanReviewCommentParams,
         PlanReviewCommentResult,
         "Comment on a line range or a section of the plan (kept for the next rewrite).",
-    ),
+    )
+)
+
+PLAN_REVIEW_REWRITE = register(
     MethodSpec(
         "plan/review/rewrite",
         GROUP,
         PlanReviewRewriteParams,
         PlanReviewResult,
         "Send the plan back to the model with the open comments; its revision becomes the next version.",
-    ),
+    )
+)
+
+PLAN_REVIEW_APPROVE = register(
     MethodSpec(
         "plan/review/approve",
         GROUP,
         PlanReviewApproveParams,
         PlanReviewResult,
         "Approve the plan; the session continues in the given mode (ask, auto-edit or bypass).",
-    ),
+    )
+)
+
+PLAN_REVIEW_REJECT = register(
     MethodSpec(
         "plan/review/reject",
         GROUP,
         PlanReviewRejectParams,
         PlanReviewResult,
         "Reject the plan with a reason (the model stays in plan mode).",
-    ),
-):
-    register(_spec)
+    )
+)

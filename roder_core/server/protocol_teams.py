@@ -77,54 +77,80 @@ class TeamFocusParams(ProtocolModel):
     name: str | None = None
 
 
-for _spec in (
+TEAM_START = register(
     MethodSpec(
         "team/start",
         GROUP,
         TeamStartParams,
         TeamResult,
         "Start a team for a lead thread: each member (an agent definition or ad hoc) runs in its own child thread.",
-    ),
-    MethodSpec("team/list", GROUP, TeamListParams, TeamListResult, "Teams, newest first (optionally of one lead thread)."),
+    )
+)
+
+TEAM_LIST = register(
+    MethodSpec("team/list", GROUP, TeamListParams, TeamListResult, "Teams, newest first (optionally of one lead thread).")
+)
+
+TEAM_READ = register(
     MethodSpec(
         "team/read",
         GROUP,
         TeamIdParams,
         TeamResult,
         "A team: members with status, last result and usage, the task list and recent messages.",
-    ),
-    MethodSpec("team/member/start", GROUP, TeamMemberStartParams, TeamMemberResult, "Add a member to a team."),
+    )
+)
+
+TEAM_MEMBER_START = register(
+    MethodSpec("team/member/start", GROUP, TeamMemberStartParams, TeamMemberResult, "Add a member to a team.")
+)
+
+TEAM_MEMBER_MESSAGE = register(
     MethodSpec(
         "team/member/message",
         GROUP,
         TeamMemberMessageParams,
         TeamMessageResult,
         "Send a member a message: steered into its running turn, or the prompt of its next turn.",
-    ),
-    MethodSpec("team/member/interrupt", GROUP, TeamMemberParams, TeamInterruptResult, "Interrupt a member's running turn."),
+    )
+)
+
+TEAM_MEMBER_INTERRUPT = register(
+    MethodSpec("team/member/interrupt", GROUP, TeamMemberParams, TeamInterruptResult, "Interrupt a member's running turn.")
+)
+
+TEAM_MEMBER_FOCUS = register(
     MethodSpec(
         "team/member/focus", GROUP, TeamFocusParams, TeamResult, "Say which member clients should show (team/updated tells them)."
-    ),
+    )
+)
+
+TEAM_CLEANUP = register(
     MethodSpec(
         "team/cleanup",
         GROUP,
         TeamIdParams,
         TeamResult,
         "Stop every member and close its thread (the threads stay stored and resumable).",
-    ),
+    )
+)
+
+TEAM_PANE_FOCUS = register(
     MethodSpec(
         "team/pane/focus",
         GROUP,
         TeamFocusParams,
         TeamResult,
         "Client concern: show a member's pane (the TUI implements it; the server answers -32601).",
-    ),
+    )
+)
+
+TEAM_PANE_CLEANUP = register(
     MethodSpec(
         "team/pane/cleanup",
         GROUP,
         TeamIdParams,
         TeamResult,
         "Client concern: close a team's panes (the TUI implements it; the server answers -32601).",
-    ),
-):
-    register(_spec)
+    )
+)

@@ -24,7 +24,7 @@ from roder_core.server.protocol import (
 from roder_core.threads.events import RuntimeEvent
 
 
-def load_methods() -> dict[str, MethodSpec]:
+def load_methods() -> dict[str, MethodSpec[Any, Any]]:
     """The full method table (importing every handler module registers its protocol models)."""
     import importlib
 
@@ -38,7 +38,9 @@ def load_methods() -> dict[str, MethodSpec]:
 def notification_models() -> dict[str, type[BaseModel]]:
     """Notification method -> model: runtime events plus the server's own notifications."""
     union = typing.get_args(RuntimeEvent)[0]
-    models: list[type[BaseModel]] = [*typing.get_args(union), *SERVER_NOTIFICATIONS]
+    # The server's own, by name: their registration order depends on which module was imported first.
+    server = sorted(SERVER_NOTIFICATIONS, key=lambda model: str(model.model_fields["method"].default))
+    models: list[type[BaseModel]] = [*typing.get_args(union), *server]
     return {model.model_fields["method"].default: model for model in models}
 
 

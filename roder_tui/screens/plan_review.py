@@ -10,9 +10,8 @@ action is a ``plan/review/*`` method; the screen only shows the review and calls
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markdown import Markdown
 from rich.text import Text
@@ -21,12 +20,25 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from roder_core.ir import Mode
 from roder_core.policy.plan_review import PlanComment, PlanReview
+from roder_core.server.protocol import MethodSpec, ProtocolModel
+from roder_core.server.protocol_plan_review import (
+    PLAN_REVIEW_APPROVE,
+    PLAN_REVIEW_COMMENT,
+    PLAN_REVIEW_REJECT,
+    PLAN_REVIEW_REWRITE,
+    PlanReviewApproveParams,
+    PlanReviewCommentParams,
+    PlanReviewRejectParams,
+    PlanReviewRewriteParams,
+)
+
+if TYPE_CHECKING:
+    from roder_core.server.client import LocalAppClient
 
 #: What the screen ended with: "approved", "rejected", "rewrite", or None (left waiting).
 Outcome = str | None
-#: Calls a ``plan/review/*`` method with params; returns the result's wire dict (raises RpcError).
-Caller = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 MODES = (
     ("ask", "ask: approve, then ask before each edit or command"),
@@ -111,10 +123,10 @@ class PlanReviewScreen(ModalScreen[Outcome]):
     PlanReviewScreen #plan-keys { dock: bottom; height: auto; }
     """
 
-    def __init__(self, review: PlanReview, call: Caller, *, agent: str | None = None) -> None:
+    def __init__(self, review: PlanReview, client: LocalAppClient, *, agent: str | None = None) -> None:
         super().__init__()
         self.review = review
-        self.call = call
+        self.client = client
         self.agent = agent
 
     def compose(self):  # type: ignore[override]
@@ -187,13 +199,14 @@ class PlanReviewScreen(ModalScreen[Outcome]):
 
         return await self.app.push_screen_wait(TextPromptScreen(title, note=note, required=required))
 
-    async def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    async def _call(self, spec: MethodSpec[Any, Any], params: ProtocolModel) -> Any:
+        """One ``plan/review/*`` call; an error is shown, and None returned."""
         from roder_core.server.errors import RpcError
 
         try:
-            return await self.call(method, {"reviewId": self.review.review_id, **params})
+            return await self.client.call(spec, params)
         except RpcError as exc:
-            self.app.notify(exc.message, title=method, severity="error", timeout=10)
+            self.app.notify(exc.message, title=spec.name, severity="error", timeout=10)
             return None
 
     def action_comment(self) -> None:
@@ -209,10 +222,14 @@ class PlanReviewScreen(ModalScreen[Outcome]):
         text = await self._ask(f"Comment on {where}", note=block.text[:400])
         if not text:
             return
-        anchor: dict[str, Any] = {"section": block.heading} if block.heading else {"line": block.line, "endLine": block.end_line}
-        result = await self._call("plan/review/comment", {"text": text, **anchor})
+        rid = self.review.review_id
+        if block.heading:
+            params = PlanReviewCommentParams(review_id=rid, text=text, section=block.heading)
+        else:
+            params = PlanReviewCommentParams(review_id=rid, text=text, line=block.line, end_line=block.end_line)
+        result = await self._call(PLAN_REVIEW_COMMENT, params)
         if result is not None:
-            await self.show(PlanReview.model_validate(result["review"]))
+            await self.show(result.review)
 
     def action_rewrite(self) -> None:
         self.run_worker(self._rewrite(), group="plan-review", exclusive=True)
@@ -223,7 +240,8 @@ class PlanReviewScreen(ModalScreen[Outcome]):
         instructions = await self._ask("Rewrite the plan: instructions (optional)", note=note, required=not count)
         if instructions is None:
             return
-        if await self._call("plan/review/rewrite", {"instructions": instructions}) is not None:
+        params = PlanReviewRewriteParams(review_id=self.review.review_id, instructions=instructions)
+        if await self._call(PLAN_REVIEW_REWRITE, params) is not None:
             self.dismiss("rewrite")
 
     def action_approve(self) -> None:
@@ -233,7 +251,10 @@ class PlanReviewScreen(ModalScreen[Outcome]):
         from roder_tui.screens.choice import ChoiceScreen
 
         mode = await self.app.push_screen_wait(ChoiceScreen("Approve the plan into which mode?", list(MODES)))
-        if mode and await self._call("plan/review/approve", {"mode": mode}) is not None:
+        if not mode:
+            return
+        params = PlanReviewApproveParams(review_id=self.review.review_id, mode=Mode(mode))  # type: ignore[arg-type]
+        if await self._call(PLAN_REVIEW_APPROVE, params) is not None:
             self.dismiss("approved")
 
     def action_reject(self) -> None:
@@ -241,7 +262,9 @@ class PlanReviewScreen(ModalScreen[Outcome]):
 
     async def _reject(self) -> None:
         reason = await self._ask("Reject the plan: why?", note="The model is told, and stays in plan mode.")
-        if reason and await self._call("plan/review/reject", {"reason": reason}) is not None:
+        if reason and await self._call(
+            PLAN_REVIEW_REJECT, PlanReviewRejectParams(review_id=self.review.review_id, reason=reason)
+        ):
             self.dismiss("rejected")
 
     def action_later(self) -> None:

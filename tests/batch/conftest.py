@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,10 @@ VOLATILE_KEYS = {
     "host",
     "timestamp",
 }
-_VOLATILE_TEXT = re.compile(r"(thr|turn|item|call|appr)_[0-9a-f]{6,}|/tmp/roder-rollout-[A-Za-z0-9_-]+")
+# Rollout scratch folders live under the temp dir, which TMPDIR may move away from /tmp.
+_VOLATILE_TEXT = re.compile(
+    r"(thr|turn|item|call|appr)_[0-9a-f]{6,}|" + re.escape(tempfile.gettempdir()) + r"/roder-rollout-[A-Za-z0-9_-]+"
+)
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

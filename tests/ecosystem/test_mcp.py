@@ -15,6 +15,7 @@ from roder_ext_mcp.config import McpConfigError, expand_vars, load_settings
 
 from roder_core.ir import ApprovalDecision, ToolResultItem
 from roder_core.kernel.tool_catalog import build_catalog, restart_source, source_statuses
+from roder_core.server.protocol import TOOLS_LIST, ToolsListParams
 from roder_core.threads.events import ApprovalRequested
 from tests.core.harness import call
 from tests.ecosystem.harness import FIXTURE_SERVER, host_for, items, runtime_with, start_http_fixture, wait_for
@@ -372,10 +373,12 @@ async def test_app_server_tools_list_shows_mcp_servers(workspace: Path, roder_ho
     client = LocalAppClient.for_runtime(runtime)
     try:
         await ext.manager.wait_ready(20)
-        listing = await client.tools_list()
+        listing = await client.call(TOOLS_LIST, ToolsListParams())
         assert {t.name: t.source for t in listing.tools}["mcp__fixture__add"] == "mcp"
-        sources = {s["name"]: s for s in listing.sources}
-        assert sources["fixture"]["status"] == "connected" and sources["fixture"]["toolCount"] == 5
-        assert sources["broken"]["status"] == "failed" and "No such file" in sources["broken"]["error"]
+        sources = {s.name: s for s in listing.sources}
+        assert sources["fixture"].status == "connected"
+        assert sources["fixture"].tool_count == 5
+        assert sources["broken"].status == "failed"
+        assert "No such file" in (sources["broken"].error or "")
     finally:
         await runtime.close()

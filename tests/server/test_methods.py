@@ -16,6 +16,18 @@ import pytest
 from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, POLICY_DENIED, RpcError
+from roder_core.server.protocol import (
+    SESSION_GET,
+    SESSION_SET_MODE,
+    THREAD_READ,
+    THREAD_START,
+    TURN_START,
+    SessionGetParams,
+    SessionSetModeParams,
+    ThreadReadParams,
+    ThreadStartParams,
+    TurnStartParams,
+)
 from tests.server.support import call, trusted_workspace
 
 
@@ -38,8 +50,8 @@ async def wait_for(events: Any, method: str, **match: Any) -> Any:
 
 async def run_turn(client: LocalAppClient, prompt: str) -> tuple[str, Any]:
     events = client.subscribe()
-    thread = (await client.thread_start()).thread
-    turn = (await client.turn_start(thread.id, prompt)).turn
+    thread = (await client.call(THREAD_START, ThreadStartParams())).thread
+    turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt=prompt))).turn
     done = await wait_for(events, "turn/completed", thread_id=thread.id)
     events.close()
     assert done.turn.id == turn.id
@@ -102,11 +114,11 @@ async def test_user_input_round_trip(tmp_path: Path) -> None:
     client, _ = start(tmp_path, [{"tool_calls": [call("ask", question="which color?")]}, {"text": "thanks"}])
     async with client:
         events = client.subscribe()
-        thread = (await client.thread_start()).thread
-        await client.turn_start(thread.id, "ask me")
+        thread = (await client.call(THREAD_START, ThreadStartParams())).thread
+        await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="ask me"))
         asked = await wait_for(events, "userInput/requested")
         assert asked.questions[0]["question"] == "which color?"
-        pending = (await client.session_get()).pending_user_inputs
+        pending = (await client.call(SESSION_GET, SessionGetParams())).pending_user_inputs
         assert [p.request_id for p in pending] == [asked.request_id]
         await expect_error(INVALID_PARAMS, client.request("session/resolve_user_input", {"requestId": "nope"}))
         resolved = await client.request(
@@ -114,7 +126,7 @@ async def test_user_input_round_trip(tmp_path: Path) -> None:
         )
         assert resolved.resolved
         await wait_for(events, "turn/completed", thread_id=thread.id)
-        items = (await client.thread_read(thread.id)).thread.turns[0].items
+        items = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread.turns[0].items
         assert any(i.type == "toolResult" and "blue" in i.text for i in items)
 
 
@@ -123,8 +135,8 @@ async def test_exit_plan_switches_mode(tmp_path: Path) -> None:
     client, _ = start(tmp_path, steps, mode="plan")
     async with client:
         events = client.subscribe()
-        thread = (await client.thread_start()).thread
-        await client.turn_start(thread.id, "plan it")
+        thread = (await client.call(THREAD_START, ThreadStartParams())).thread
+        await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="plan it"))
         review = await wait_for(events, "approval/requested")
         assert review.request.tool == "exit_plan"
         await expect_error(INVALID_PARAMS, client.request("session/exit_plan", {"requestId": "x", "approved": True}))
@@ -132,7 +144,7 @@ async def test_exit_plan_switches_mode(tmp_path: Path) -> None:
             "session/exit_plan", {"requestId": review.request.approval_id, "approved": True, "mode": "auto-edit"}
         )
         await wait_for(events, "turn/completed", thread_id=thread.id)
-        assert (await client.session_get()).mode == "auto-edit"
+        assert (await client.call(SESSION_GET, SessionGetParams())).mode == "auto-edit"
 
 
 async def test_commands_and_agents(tmp_path: Path) -> None:
@@ -148,7 +160,7 @@ async def test_commands_and_agents(tmp_path: Path) -> None:
         await expect_error(INVALID_PARAMS, client.request("commands/expand", {"name": "nope"}))
         assert (await client.request("commands/run", {"name": "mode", "arguments": "plan"})).data == {"mode": "plan"}
         events = client.subscribe()
-        thread = (await client.thread_start()).thread
+        thread = (await client.call(THREAD_START, ThreadStartParams())).thread
         ran = await client.request("commands/run", {"threadId": thread.id, "name": "review", "arguments": "a.py"})
         assert ran.kind == "turn"
         await wait_for(events, "turn/completed", thread_id=thread.id)
@@ -164,7 +176,7 @@ async def test_direct_tool_calls_follow_policy(tmp_path: Path) -> None:
         assert peeked.text == "peeked y" and not peeked.is_error
         written = await client.request("tools/call", {"toolName": "write_note", "arguments": {"path": "n.txt", "text": "t"}})
         assert not written.is_error and (workspace / "n.txt").read_text() == "t"
-        await client.session_set_mode("plan")
+        await client.call(SESSION_SET_MODE, SessionSetModeParams(mode="plan"))
         err = await expect_error(
             POLICY_DENIED, client.request("tools/call", {"toolName": "write_note", "arguments": {"path": "m.txt", "text": "t"}})
         )
@@ -229,7 +241,7 @@ async def test_provider_and_settings_changes_persist_with_comments(tmp_path: Pat
     async with client:
         selected = await client.request("providers/select", {"provider": "mock", "model": "mock-large", "reasoning": "high"})
         assert (selected.model, selected.reasoning, selected.persisted) == ("mock-large", "high", True)
-        assert (await client.thread_start()).thread.model == "mock-large"
+        assert (await client.call(THREAD_START, ThreadStartParams())).thread.model == "mock-large"
         settings = await client.request("settings/set_web_search", {"mode": "auto"})
         assert settings.web_search == "auto"
         settings = await client.request("settings/set_default_mode", {"mode": "auto-edit"})

@@ -16,6 +16,15 @@ import pytest
 from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, RpcError
+from roder_core.server.protocol import (
+    PROVIDERS_LIST,
+    THREAD_READ,
+    THREAD_START,
+    TURN_START,
+    ThreadReadParams,
+    ThreadStartParams,
+    TurnStartParams,
+)
 from roder_core.testing.fake_server import FakeModelServer
 from tests.server.support import PipePeer
 
@@ -71,7 +80,7 @@ async def test_configure_key_in_process_then_turn_sends_it(provider: str, roder_
         point_at(roder_home, provider, server.base_url)
         client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", trust=False, env=dict(os.environ)))
         async with client:
-            before = {p.id: p for p in (await client.providers_list()).providers}[provider]
+            before = {p.id: p for p in (await client.call(PROVIDERS_LIST)).providers}[provider]
             assert before.auth_configured is False and before.auth_source is None
             result = await client.request("providers/configure", {"provider": provider, "apiKey": KEY})
             assert result.wire() == {
@@ -82,18 +91,18 @@ async def test_configure_key_in_process_then_turn_sends_it(provider: str, roder_
                 "authSource": "stored",
                 "warnings": [],
             }
-            listing = await client.providers_list()
+            listing = await client.call(PROVIDERS_LIST)
             after = {p.id: p for p in listing.providers}[provider]
             assert after.auth_configured is True and after.auth_source == "stored"
             assert KEY not in json.dumps(listing.wire())
             events = client.subscribe()
-            thread = (await client.thread_start(provider=provider, model="any-model")).thread
-            await client.turn_start(thread.id, "hello")
+            thread = (await client.call(THREAD_START, ThreadStartParams(model_provider=provider, model="any-model"))).thread
+            await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hello"))
             turn = await wait_completed(events, thread.id)
             assert turn.status == "completed", turn.error
             header, value = HEADERS[provider]
             assert server.calls[0].headers[header] == value
-            read = (await client.thread_read(thread.id)).thread
+            read = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
             reply = read.turns[0].items[-1].text
             assert KEY not in reply and f"[redacted:{provider} key]" in reply
     assert "[redacted:" in thread_text(roder_home)

@@ -10,6 +10,22 @@ import pytest
 
 from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
+from roder_core.server.protocol import (
+    THREAD_CLOSE,
+    THREAD_READ,
+    THREAD_START,
+    TURN_INTERRUPT,
+    TURN_START,
+    TURN_STEER,
+    TURN_STEER_CANCEL,
+    ThreadCloseParams,
+    ThreadReadParams,
+    ThreadStartParams,
+    TurnInterruptParams,
+    TurnStartParams,
+    TurnSteerCancelParams,
+    TurnSteerParams,
+)
 
 
 def _script(workspace: Path, monkeypatch: pytest.MonkeyPatch, steps: list[dict[str, object]]) -> None:
@@ -24,23 +40,27 @@ async def test_a_steer_can_be_taken_back_and_an_interrupt_hands_the_rest_back(
     _script(workspace, monkeypatch, [{"text": "word " * 3000, "chunk_size": 5, "delay_ms": 20}, {"text": "next"}])
     client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock"))
     try:
-        thread = (await client.thread_start(cwd=str(workspace))).thread
+        thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
         events = client.subscribe()
-        turn = (await client.turn_start(thread.id, "start")).turn
+        turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="start"))).turn
         async for event in events:  # the long answer is streaming
             if event.method == "item/agentMessage/delta":
                 break
-        first = await client.turn_steer(thread.id, turn.id, "take me back")
-        taken = await client.turn_steer_cancel(thread.id, first.item_id)
+        first = await client.call(
+            TURN_STEER, TurnSteerParams(thread_id=thread.id, expected_turn_id=turn.id, prompt="take me back")
+        )
+        taken = await client.call(TURN_STEER_CANCEL, TurnSteerCancelParams(thread_id=thread.id, item_id=first.item_id))
         assert (taken.cancelled, taken.text) == (True, "take me back")
-        assert not (await client.turn_steer_cancel(thread.id, first.item_id)).cancelled
-        await client.turn_steer(thread.id, turn.id, "left unsent")
-        assert (await client.turn_interrupt(thread.id, turn.id)).interrupted
+        assert not (
+            await client.call(TURN_STEER_CANCEL, TurnSteerCancelParams(thread_id=thread.id, item_id=first.item_id))
+        ).cancelled
+        await client.call(TURN_STEER, TurnSteerParams(thread_id=thread.id, expected_turn_id=turn.id, prompt="left unsent"))
+        assert (await client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=thread.id, turn_id=turn.id))).interrupted
         async for event in events:
             if event.method == "turn/completed":
                 assert [m.text for m in event.unsent_steers] == ["left unsent"]
                 break
-        await client.turn_start(thread.id, "unrelated")
+        await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="unrelated"))
         stored = await client.runtime.wait_turn(thread.id)
         assert [i.text for i in stored.items if i.type == "userMessage"] == ["unrelated"]
     finally:
@@ -51,15 +71,15 @@ async def test_an_interrupted_call_gets_a_stored_result(workspace: Path, monkeyp
     _script(workspace, monkeypatch, [{"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]}])
     client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", mode="bypass", sandbox="off"))
     try:
-        thread = (await client.thread_start(cwd=str(workspace))).thread
+        thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
         events = client.subscribe()
-        turn = (await client.turn_start(thread.id, "go")).turn
+        turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="go"))).turn
         async for event in events:
             if event.method == "item/started" and event.item.type == "toolCall":
                 break
-        await client.turn_interrupt(thread.id, turn.id)
-        await client.thread_close(thread.id)
-        stored = (await client.thread_read(thread.id, include_turns=True)).thread
+        await client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=thread.id, turn_id=turn.id))
+        await client.call(THREAD_CLOSE, ThreadCloseParams(thread_id=thread.id))
+        stored = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
         results = [i for i in stored.items() if i.type == "toolResult"]
         assert len(results) == 1 and results[0].is_error and results[0].data == {"interrupted": True}
     finally:

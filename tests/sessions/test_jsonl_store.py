@@ -13,6 +13,7 @@ from roder_ext_jsonl_store import JsonlThreadStore, ThreadInUseError
 
 from roder_core.errors import RoderError, ThreadNotFoundError
 from roder_core.ir import AgentMessageItem, ToolCallItem, ToolResultItem, UserMessageItem
+from roder_core.server.protocol import INITIALIZE, THREAD_START, ClientInfo, InitializeParams, ThreadStartParams
 from roder_core.settings.paths import RoderPaths
 
 from .harness import make_runtime, thread_file
@@ -379,8 +380,8 @@ async def test_the_app_server_forks_before_a_message(workspace: Path) -> None:
 
     runtime, _ = make_runtime(workspace)
     client = LocalAppClient.for_runtime(runtime)
-    await client.initialize("test")
-    thread = (await client.thread_start(cwd=str(workspace))).thread
+    await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="test")))
+    thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
     await runtime.run_turn(thread.id, "one")
     await runtime.run_turn(thread.id, "two")
     second = runtime.thread(thread.id).turns[1].items[0].id

@@ -16,6 +16,16 @@ from roder_core.ir import AgentMessageItem, ToolResultItem
 from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import METHOD_NOT_FOUND, RpcError
+from roder_core.server.protocol import (
+    INITIALIZE,
+    SESSION_RESOLVE_APPROVAL,
+    SESSION_SET_MODE,
+    THREAD_START,
+    InitializeParams,
+    ResolveApprovalParams,
+    SessionSetModeParams,
+    ThreadStartParams,
+)
 from roder_core.testing.fake_server import FakeModelServer
 from roder_core.threads import events as ev
 from tests.teams.scenario import GREET, MODEL, SUMMARY, TASK, members, team_steps, write_config
@@ -48,15 +58,17 @@ async def test_a_team_of_three_talks_shares_tasks_and_reports_to_the_lead(
         write_config(roder_home, server.base_url)
         client = start_client(workspace)
         try:
-            await client.initialize("team-test")
+            await client.call(INITIALIZE, InitializeParams())
             events = client.subscribe()
-            lead = (await client.thread_start(cwd=str(workspace), title="lead")).thread
+            lead = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace), title="lead"))).thread
             approvals: list[Any] = []
 
             async def approve_carol() -> None:
                 event = await wait_for(events, lambda e: isinstance(e, ev.ApprovalRequested))
                 approvals.append(event.request)
-                await client.resolve_approval(event.request.approval_id, "allow_once")
+                await client.call(
+                    SESSION_RESOLVE_APPROVAL, ResolveApprovalParams(approval_id=event.request.approval_id, decision="allow_once")
+                )
 
             approver = asyncio.ensure_future(approve_carol())
             started = (
@@ -124,7 +136,7 @@ async def test_team_methods_edges_and_modes(workspace: Path, roder_home: Path) -
         write_config(roder_home, server.base_url)
         client = start_client(workspace, mode="plan")
         try:
-            lead = (await client.thread_start(cwd=str(workspace))).thread
+            lead = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
             bad = [
                 ({"leadThreadId": lead.id, "members": []}, "members"),
                 ({"leadThreadId": lead.id, "members": [{"name": "Lead"}]}, "invalid member name"),
@@ -149,7 +161,7 @@ async def test_team_methods_edges_and_modes(workspace: Path, roder_home: Path) -
             assert [m["mode"] for m in team["members"]] == ["plan", "plan"]
             with pytest.raises(RpcError, match="already leads"):
                 await client.request("team/start", {"leadThreadId": lead.id, "members": [{"name": "z"}]})
-            await client.session_set_mode("auto-edit")
+            await client.call(SESSION_SET_MODE, SessionSetModeParams(mode="auto-edit"))
             read = (await client.request("team/read", {"teamId": team["teamId"]})).wire()["team"]
             assert [m["mode"] for m in read["members"]] == ["auto-edit", "plan"], "explore stays read-only"
             added = (await client.request("team/member/start", {"teamId": team["teamId"], "member": {"name": "fay"}})).wire()

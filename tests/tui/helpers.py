@@ -12,6 +12,7 @@ from typing import Any
 
 from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
+from roder_core.server.protocol import THREAD_START, ThreadStartParams
 from roder_tui.app import RoderApp
 
 
@@ -73,7 +74,7 @@ async def write_long_thread(workspace: Path, messages: int) -> str:
 
     client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock"))
     try:
-        thread = (await client.thread_start(cwd=str(workspace), title="a very long session")).thread
+        thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace), title="a very long session"))).thread
         runtime = client.runtime  # an embedding host writing history, as a resumed session would have
         for i in range(messages // 2):
             turn_id = new_id("turn")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from roder_core.ir import UserMessageItem
+from roder_core.server.protocol import SESSION_GET, THREAD_READ, SessionGetParams, ThreadReadParams
 from roder_tui.screens.approval import ApprovalScreen
 from roder_tui.screens.first_run import FirstRunScreen
 from roder_tui.screens.help import HelpScreen
@@ -91,7 +92,7 @@ async def test_escape_in_approval_denies_and_interrupts(workspace: Path, monkeyp
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval modal")
         await pilot.press("escape")
         await until(pilot, lambda: app.turn_id is None and app.status_bar.state.get("activity") == "idle", what="the turn to end")
-        thread = (await app._client().thread_read(app.thread_id, include_turns=True)).thread  # type: ignore[arg-type]
+        thread = (await app._client().call(THREAD_READ, ThreadReadParams(thread_id=app.thread_id, include_turns=True))).thread  # type: ignore[arg-type]
         assert thread.turns[-1].status == "interrupted"
 
 
@@ -103,10 +104,12 @@ async def test_escape_interrupts_a_running_turn(workspace: Path, monkeypatch: py
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await pilot.press(*"long", "enter")
-        await until(pilot, lambda: app.turn_id is not None, what="the turn to start")
+        # Escape once the answer is on screen: a loaded machine may start the turn long before
+        # the first delta arrives, and the test is about cutting a stream that is showing.
+        await until(pilot, lambda: app.transcript.last_answer() is not None, what="the answer to start streaming")
         await pilot.press("escape")
         await until(pilot, lambda: app.turn_id is None, what="the turn to stop")
-        thread = (await app._client().thread_read(app.thread_id, include_turns=True)).thread  # type: ignore[arg-type]
+        thread = (await app._client().call(THREAD_READ, ThreadReadParams(thread_id=app.thread_id, include_turns=True))).thread  # type: ignore[arg-type]
         assert thread.turns[-1].status == "interrupted"
         answer = app.transcript.last_answer()
         assert answer is not None
@@ -149,7 +152,7 @@ async def test_shift_tab_cycles_modes(workspace: Path, monkeypatch: pytest.Monke
             await pilot.pause()
             seen.append(app.status_bar.state["mode"])
         assert seen == ["auto-edit", "bypass", "plan", "ask"]
-        session = await app._client().session_get()
+        session = await app._client().call(SESSION_GET, SessionGetParams())
         assert session.mode == "ask"
 
 
@@ -374,7 +377,7 @@ async def test_fork_and_export_from_the_palette(workspace: Path, monkeypatch: py
         parent = app.thread_id
         await palette(pilot, "Fork thread")
         await until(pilot, lambda: app.thread_id != parent, what="the fork")
-        thread = (await app._client().thread_read(app.thread_id)).thread  # type: ignore[arg-type]
+        thread = (await app._client().call(THREAD_READ, ThreadReadParams(thread_id=app.thread_id, include_turns=True))).thread  # type: ignore[arg-type]
         assert thread.parent is not None and thread.parent.thread_id == parent
         assert entries_of(app, "user")[0].items[0].text == "original"
         await palette(pilot, "Export as Markdown")

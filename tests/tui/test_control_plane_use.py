@@ -9,6 +9,7 @@ import pytest
 from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import RpcError
+from roder_core.server.protocol import THREAD_READ, THREAD_RESUME, ThreadReadParams, ThreadResumeParams
 from tests.tui.helpers import ask, make_app, ready, until
 
 
@@ -16,7 +17,7 @@ async def _resume_elsewhere(workspace: Path, thread_id: str) -> None:
     """Resume from a second runtime with its own store handles (the lock is a per-file flock)."""
     other = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock"))
     try:
-        await other.thread_resume(thread_id)
+        await other.call(THREAD_RESUME, ThreadResumeParams(thread_id=thread_id))
     finally:
         await other.close()
 
@@ -85,7 +86,9 @@ async def test_a_subagents_approval_is_shown_and_resolved(workspace: Path, monke
             await pilot.press("y")
         await until(pilot, lambda: app.turn_id is None and app.status_bar.state["activity"] == "idle", what="the turn to finish")
         assert app.thread_id in asked and len(set(asked)) == 2  # the parent's and the child's
-        thread = (await app._client().thread_read(app.thread_id or "", include_turns=True)).thread
+        thread = (
+            await app._client().call(THREAD_READ, ThreadReadParams(thread_id=app.thread_id or "", include_turns=True))
+        ).thread
         results = {i.name: i for i in thread.turns[-1].items if isinstance(i, ToolResultItem)}
         child = results["task"].data["subagent"]
         assert child["childThreadId"] in asked

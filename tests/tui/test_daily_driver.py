@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from roder_core.server.protocol import THREAD_START, ThreadStartParams
 from tests.tui.helpers import ask, make_app, palette, ready, turn_done, until
 
 
@@ -166,7 +167,7 @@ async def test_a_card_left_without_result_by_a_crash_is_not_running(workspace: P
 
     client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock"))
     try:
-        thread = (await client.thread_start(cwd=str(workspace))).thread
+        thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
         turn_id = new_id("turn")
         await client.runtime.emit(TurnStarted(thread_id=thread.id, turn_id=turn_id))
         await client.runtime.emit(ItemCompleted(thread_id=thread.id, turn_id=turn_id, item=UserMessageItem(text="go")))

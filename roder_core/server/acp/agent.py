@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from acp import (
@@ -60,7 +60,7 @@ from acp.schema import (
 
 from roder_core import __version__
 from roder_core.customization.slash_commands import RUNTIME_BUILTINS
-from roder_core.ir import ApprovalRequest, ToolCallItem, ToolResultItem, Turn
+from roder_core.ir import ApprovalDecisionKind, ApprovalRequest, Mode, ToolCallItem, ToolResultItem, Turn
 from roder_core.kernel.tool_catalog import ServerHost
 from roder_core.kernel.tools import CLIENT_TEXT_READER
 from roder_core.server.acp.client_tools import ClientBridge
@@ -69,11 +69,58 @@ from roder_core.server.acp.updates import acp_kind, diff_texts, item_updates, no
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, RUNTIME_ERROR, RpcError
 from roder_core.server.fanout import ClientFellBehind
-from roder_core.server.protocol import InputItem
+from roder_core.server.protocol import (
+    INITIALIZE,
+    MODEL_LIST,
+    PROVIDERS_LIST,
+    PROVIDERS_SELECT,
+    SESSION_GET,
+    SESSION_RESOLVE_APPROVAL,
+    SESSION_SET_MODE,
+    THREAD_FORK,
+    THREAD_LIST,
+    THREAD_RESUME,
+    THREAD_START,
+    TOOLS_LIST,
+    TURN_INTERRUPT,
+    TURN_START,
+    ClientInfo,
+    InitializeParams,
+    InputItem,
+    MethodSpec,
+    ModelListParams,
+    NoParams,
+    ProtocolModel,
+    ProvidersSelectParams,
+    ResolveApprovalParams,
+    SessionGetParams,
+    SessionSetModeParams,
+    ThreadForkParams,
+    ThreadListParams,
+    ThreadResumeParams,
+    ThreadStartParams,
+    ToolsListParams,
+    TurnInterruptParams,
+    TurnStartParams,
+)
+from roder_core.server.protocol_features import (
+    COMMANDS_EXPAND,
+    COMMANDS_LIST,
+    COMMANDS_RUN,
+    MCP_LIST,
+    CommandInfoModel,
+    CommandsExpandParams,
+    CommandsListParams,
+    CommandsRunParams,
+    McpListParams,
+)
 from roder_core.settings.config import MODES
 from roder_core.threads.events import ApprovalRequested, ItemCompleted, TurnCompleted
 
 log = logging.getLogger(__name__)
+
+P = TypeVar("P", bound=ProtocolModel)
+R = TypeVar("R", bound=ProtocolModel)
 
 MODE_NAMES = {
     "plan": ("Plan", "Read-only: explore and propose a plan"),
@@ -119,9 +166,10 @@ class RoderAcpAgent:
         self.conn = conn
         self.bridge.conn = conn
 
-    async def _call(self, coro: Any) -> Any:
+    async def _call(self, spec: MethodSpec[P, R], params: P) -> R:
+        """One control-plane call; its error goes back to the editor as an ACP request error."""
         try:
-            return await coro
+            return await self.app.call(spec, params)
         except RpcError as exc:
             raise _request_error(exc) from None
 
@@ -130,13 +178,14 @@ class RoderAcpAgent:
     async def initialize(
         self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kwargs: Any
     ) -> InitializeResponse:
-        await self._call(self.app.initialize(client_name=getattr(client_info, "name", None) or "acp-client"))
+        name = getattr(client_info, "name", None) or "acp-client"
+        await self._call(INITIALIZE, InitializeParams(client_info=ClientInfo(name=name)))
         if client_capabilities is not None:
             fs = client_capabilities.fs
             self.bridge.can_write = bool(fs and fs.write_text_file)
             self.bridge.can_read = bool(fs and fs.read_text_file)
             self.bridge.terminal = bool(client_capabilities.terminal)
-        tools = await self._call(self.app.tools_list())
+        tools = await self._call(TOOLS_LIST, ToolsListParams())
         self._kinds = {t.name: t.kind for t in tools.tools}
         if self._pump is None:
             self._pump = asyncio.create_task(self._pump_events(), name="acp event pump")
@@ -166,7 +215,7 @@ class RoderAcpAgent:
     # ------------------------------------------------------------------ sessions
 
     async def _modes(self) -> SessionModeState:
-        mode = (await self._call(self.app.session_get())).mode
+        mode = (await self._call(SESSION_GET, SessionGetParams())).mode
         return SessionModeState(
             current_mode_id=mode,
             available_modes=[SessionMode(id=m, name=MODE_NAMES[m][0], description=MODE_NAMES[m][1]) for m in MODES],
@@ -175,12 +224,13 @@ class RoderAcpAgent:
     async def _model_config(self, thread_provider: str, thread_model: str) -> list[SessionConfigOptionSelect]:
         if self._model_options is None:
             options: list[SessionConfigSelectOption] = []
-            providers = await self._call(self.app.providers_list())
+            providers = await self._call(PROVIDERS_LIST, NoParams())
             for provider in providers.providers:
                 if provider.auth_configured is False:
                     continue
                 try:
-                    models = (await asyncio.wait_for(self.app.model_list(provider.id), 5.0)).models
+                    listing = self.app.call(MODEL_LIST, ModelListParams(provider=provider.id))
+                    models = (await asyncio.wait_for(listing, 5.0)).models
                 except (RpcError, TimeoutError):
                     models = []
                 ids = [m.id for m in models if m.id] or [provider.default_model]
@@ -228,7 +278,7 @@ class RoderAcpAgent:
         self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
         self._add_mcp_servers(mcp_servers)
-        thread = (await self._call(self.app.thread_start(cwd=cwd))).thread
+        thread = (await self._call(THREAD_START, ThreadStartParams(cwd=cwd))).thread
         self._open(thread.id, thread.cwd)
         return NewSessionResponse(
             session_id=thread.id,
@@ -238,7 +288,7 @@ class RoderAcpAgent:
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> LoadSessionResponse:
         self._add_mcp_servers(mcp_servers)
-        thread = (await self._call(self.app.thread_resume(session_id))).thread
+        thread = (await self._call(THREAD_RESUME, ThreadResumeParams(thread_id=session_id))).thread
         self._open(thread.id, thread.cwd)
         for turn in thread.turns:
             for item in turn.items:
@@ -250,14 +300,14 @@ class RoderAcpAgent:
 
     async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> ResumeSessionResponse:
         self._add_mcp_servers(mcp_servers)
-        thread = (await self._call(self.app.thread_resume(session_id))).thread
+        thread = (await self._call(THREAD_RESUME, ThreadResumeParams(thread_id=session_id))).thread
         self._open(thread.id, thread.cwd)
         return ResumeSessionResponse(
             modes=await self._modes(), config_options=await self._model_config(thread.provider, thread.model)
         )
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> ListSessionsResponse:
-        rows = (await self._call(self.app.thread_list(cwd=cwd))).threads
+        rows = (await self._call(THREAD_LIST, ThreadListParams(cwd=cwd))).threads
         return ListSessionsResponse(
             sessions=[
                 SessionInfo(
@@ -272,8 +322,7 @@ class RoderAcpAgent:
 
     async def fork_session(self, session_id: str, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> ForkSessionResponse:
         self._add_mcp_servers(mcp_servers)
-        result = await self._call(self.app.request("thread/fork", {"threadId": session_id}))
-        thread = result.thread
+        thread = (await self._call(THREAD_FORK, ThreadForkParams(thread_id=session_id))).thread
         self._open(thread.id, thread.cwd)
         return ForkSessionResponse(
             session_id=thread.id,
@@ -285,14 +334,14 @@ class RoderAcpAgent:
         session = self.sessions.pop(session_id, None)
         if session is not None:
             with contextlib.suppress(RpcError):
-                await self.app.turn_interrupt(session_id)
+                await self.app.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=session_id))
         return CloseSessionResponse()
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         self._session(session_id)
         if mode_id not in MODES:
             raise RequestError.invalid_params({"modeId": f"unknown mode {mode_id!r}; one of {', '.join(MODES)}"})
-        await self._call(self.app.session_set_mode(mode_id, "ACP client"))
+        await self._call(SESSION_SET_MODE, SessionSetModeParams(mode=Mode(mode_id), reason="ACP client"))
         return SetSessionModeResponse()
 
     async def set_session_model(self, session_id: str, model_id: str) -> dict[str, Any]:
@@ -313,7 +362,9 @@ class RoderAcpAgent:
         provider, _, model = value.partition("/")
         if not provider:
             raise RequestError.invalid_params({"modelId": "expected provider/model"})
-        result = await self._call(self.app.providers_select(provider, model or None, thread_id=session_id))
+        result = await self._call(
+            PROVIDERS_SELECT, ProvidersSelectParams(provider=provider, model=model or None, thread_id=session_id)
+        )
         return result.provider, result.model
 
     def _session(self, session_id: str) -> Session:
@@ -324,8 +375,8 @@ class RoderAcpAgent:
 
     # ------------------------------------------------------------------ slash commands
 
-    async def _commands(self, session: Session) -> list[Any]:
-        return list((await self.app.request("commands/list", {"workspace": session.cwd})).commands)
+    async def _commands(self, session: Session) -> list[CommandInfoModel]:
+        return (await self.app.call(COMMANDS_LIST, CommandsListParams(workspace=session.cwd))).commands
 
     async def _announce_commands(self, session: Session) -> None:
         """``available_commands_update`` now, and again once MCP servers still connecting have
@@ -334,7 +385,7 @@ class RoderAcpAgent:
         for settle in (False, True):
             try:
                 if settle:
-                    await self.app.request("mcp/list", {"waitMs": int(COMMANDS_SETTLE * 1000)})
+                    await self.app.call(MCP_LIST, McpListParams(wait_ms=int(COMMANDS_SETTLE * 1000)))
                 commands = available_commands(await self._commands(session))
                 if commands != sent:
                     await self.conn.session_update(session_id=session.id, update=update_available_commands(commands))
@@ -351,8 +402,8 @@ class RoderAcpAgent:
             return blocks, None
         index, name, arguments = found
         try:
-            expansion = await self.app.request(
-                "commands/expand", {"name": name, "arguments": arguments, "workspace": session.cwd}
+            expansion = await self.app.call(
+                COMMANDS_EXPAND, CommandsExpandParams(name=name, arguments=arguments, workspace=session.cwd)
             )
         except RpcError as exc:
             if exc.code == INVALID_PARAMS and exc.message.startswith("unknown command"):
@@ -364,9 +415,7 @@ class RoderAcpAgent:
             return expanded, None
         if name not in RUNTIME_BUILTINS:
             raise RequestError.invalid_params({"prompt": f"/{name} is an app command; use the editor's own"})
-        outcome = await self._call(
-            self.app.request("commands/run", {"threadId": session.id, "name": name, "arguments": arguments})
-        )
+        outcome = await self._call(COMMANDS_RUN, CommandsRunParams(thread_id=session.id, name=name, arguments=arguments))
         if outcome.message:
             await self.conn.session_update(session_id=session.id, update=update_agent_message_text(outcome.message))
         return blocks, PromptResponse(stop_reason="end_turn")
@@ -386,7 +435,7 @@ class RoderAcpAgent:
         waiter: asyncio.Future[Turn] = asyncio.get_running_loop().create_future()
         session.waiter = waiter
         try:
-            await self._call(self.app.turn_start(session.id, input=prompt_input(prompt)))
+            await self._call(TURN_START, TurnStartParams(thread_id=session.id, input=prompt_input(prompt)))
         except BaseException:
             session.waiter = None
             raise
@@ -396,7 +445,7 @@ class RoderAcpAgent:
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if session_id in self.sessions:
             with contextlib.suppress(RpcError):
-                await self.app.turn_interrupt(session_id)
+                await self.app.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=session_id))
 
     # ------------------------------------------------------------------ notifications
 
@@ -513,9 +562,12 @@ class RoderAcpAgent:
                         session_id=session.id, update=update_tool_call(request.call_id, status="failed")
                     )
 
-    async def _resolve(self, request: ApprovalRequest, decision: str, *, rule: str | None = None, reason: str = "") -> None:
+    async def _resolve(
+        self, request: ApprovalRequest, decision: ApprovalDecisionKind, *, rule: str | None = None, reason: str = ""
+    ) -> None:
+        params = ResolveApprovalParams(approval_id=request.approval_id, decision=decision, rule=rule, reason=reason)
         with contextlib.suppress(RpcError):  # the turn may have ended (cancel) in the meantime
-            await self.app.resolve_approval(request.approval_id, decision, rule=rule, reason=reason)  # type: ignore[arg-type]
+            await self.app.call(SESSION_RESOLVE_APPROVAL, params)
 
     async def aclose(self) -> None:
         for task in list(self._background):

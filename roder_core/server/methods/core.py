@@ -57,6 +57,7 @@ from roder_core.server.protocol import (
     ToolInfo,
     ToolsListParams,
     ToolsListResult,
+    ToolSourceInfo,
     TrustGetParams,
     TrustResult,
     TrustSetParams,
@@ -178,7 +179,7 @@ async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext)
                 read_only=is_read_only(tool),
             )  # type: ignore[arg-type]
         )
-    sources = [status.to_json() for status in source_statuses(app.runtime.registry)]
+    sources = [ToolSourceInfo.model_validate(status.to_json()) for status in source_statuses(app.runtime.registry)]
     return ToolsListResult(tools=rows, errors=errors, sources=sources)
 
 

@@ -1,0 +1,372 @@
+"""``client.call(spec, params) -> result``: one typed call for every method, in process, over real
+stdio pipes and over a real WebSocket; every spec has its module-level constant."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roder_core.runtime.bootstrap import StartSettings
+from roder_core.server import protocol, protocol_changes, protocol_features, protocol_host
+from roder_core.server.client import LocalAppClient
+from roder_core.server.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from roder_core.server.protocol import (
+    EXTENSIONS_LIST,
+    INITIALIZE,
+    METHODS,
+    MODEL_LIST,
+    PROVIDERS_CONFIGURE,
+    PROVIDERS_LIST,
+    PROVIDERS_SELECT,
+    SESSION_GET,
+    SESSION_RESOLVE_APPROVAL,
+    SESSION_SET_MODE,
+    SETTINGS_GET,
+    SETTINGS_SET_DEFAULT_MODE,
+    SETTINGS_SET_WEB_SEARCH,
+    THREAD_CLOSE,
+    THREAD_FORK,
+    THREAD_LIST,
+    THREAD_READ,
+    THREAD_RESUME,
+    THREAD_START,
+    TOOLS_LIST,
+    TRUST_GET,
+    TRUST_SET,
+    TURN_INTERRUPT,
+    TURN_START,
+    TURN_STEER,
+    TURN_STEER_CANCEL,
+    ClientInfo,
+    InitializeParams,
+    InitializeResult,
+    MethodSpec,
+    ModelListParams,
+    NoParams,
+    ProtocolModel,
+    ProvidersConfigureParams,
+    ProvidersSelectParams,
+    ResolveApprovalParams,
+    SessionGetParams,
+    SessionSetModeParams,
+    SetDefaultModeParams,
+    SetWebSearchParams,
+    ThreadCloseParams,
+    ThreadForkParams,
+    ThreadListParams,
+    ThreadReadParams,
+    ThreadResult,
+    ThreadResumeParams,
+    ThreadStartParams,
+    ToolsListParams,
+    TrustGetParams,
+    TrustSetParams,
+    TurnInterruptParams,
+    TurnStartParams,
+    TurnSteerCancelParams,
+    TurnSteerParams,
+)
+from roder_core.server.protocol_changes import (
+    GIT_CHANGES_LIST,
+    GIT_CHANGES_READ,
+    HUNK_APPLY,
+    HUNK_LIST,
+    HUNK_READ,
+    HUNK_ROLLBACK,
+    WORKSPACE_CHANGES_LIST,
+    GitChangesListParams,
+    GitChangesReadParams,
+    HunkParams,
+    ThreadChangesParams,
+)
+from roder_core.server.protocol_features import (
+    AGENTS_LIST,
+    COMMANDS_EXPAND,
+    COMMANDS_LIST,
+    COMMANDS_RUN,
+    MCP_LIST,
+    MCP_RESTART,
+    MEMORY_DELETE,
+    MEMORY_LIST,
+    MEMORY_PROVIDER_LIST,
+    MEMORY_PROVIDER_SET,
+    MEMORY_QUERY,
+    MEMORY_READ,
+    MEMORY_RECALL_PREVIEW,
+    MEMORY_SAVE,
+    MEMORY_UPDATE,
+    SESSION_EXIT_PLAN,
+    SESSION_RESOLVE_USER_INPUT,
+    TASKS_CANCEL,
+    TASKS_GET,
+    TASKS_LIST,
+    TASKS_SUBMIT,
+    TASKS_SUBSCRIBE,
+    TURN_SUBAGENT_TRACE_READ,
+    TURN_SUBAGENT_TRACES_LIST,
+    AgentsListParams,
+    CommandsExpandParams,
+    CommandsListParams,
+    CommandsRunParams,
+    ExitPlanParams,
+    McpListParams,
+    McpRestartParams,
+    MemoryIdParams,
+    MemoryListParams,
+    MemoryProviderSetParams,
+    MemoryQueryParams,
+    MemoryRecallPreviewParams,
+    MemorySaveParams,
+    MemoryUpdateParams,
+    ResolveUserInputParams,
+    SubagentTraceReadParams,
+    SubagentTracesParams,
+    TaskIdParams,
+    TasksListParams,
+    TasksSubmitParams,
+    TasksSubscribeParams,
+)
+from roder_core.server.protocol_host import (
+    COMMAND_EXEC,
+    FS_READ_DIRECTORY,
+    FS_READ_FILE,
+    TOOLS_CALL,
+    CommandExecParams,
+    FsReadDirectoryParams,
+    FsReadFileParams,
+    ToolsCallParams,
+)
+from roder_core.server.rpc_client import ConnectionLost, RpcClient, StdioRpcClient, WebSocketRpcClient
+from roder_core.server.schema import load_methods
+from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
+from tests.server.support import RemoteServer, call, roder_command, trusted_workspace
+
+PROTOCOL_MODULES = (protocol, protocol_features, protocol_host, protocol_changes)
+TOKEN = "typed-client-token-0123"
+
+#: One model call per entry, in the order the script below makes them.
+SCRIPT: list[dict[str, Any]] = [
+    {"tool_calls": [call("write_note", path="note.txt", text="first")]},  # "edit": asks for approval
+    {"text": "wrote it"},
+    {"tool_calls": [call("ask", question="which color?")]},  # "ask": user input
+    {"text": "blue it is"},
+    # The subagent's mock stream is its own and starts the script again: its write is refused
+    # (explore runs in plan mode) and it answers "wrote it".
+    {"tool_calls": [call("task", description="inspect", prompt="look around", subagent_type="explore")]},
+    {"text": "the explorer says: fine"},
+    {"tool_calls": [call("exit_plan", plan="1. do it")]},  # in plan mode
+    {"text": "starting"},
+    {"text": "word " * 20_000, "chunk_size": 5, "delay_ms": 20},  # long enough to steer and interrupt
+]
+
+
+def test_every_method_has_a_module_level_constant() -> None:
+    """``client.call`` needs a spec object: each method's is importable by its upper-snake name."""
+    constants = {id(v): name for module in PROTOCOL_MODULES for name, v in vars(module).items() if isinstance(v, MethodSpec)}
+    missing = [name for name, spec in load_methods().items() if id(spec) not in constants]
+    assert not missing, f"give these specs a module-level constant in their protocol module: {missing}"
+
+
+async def _next(events: Any, kind: type[Any], **match: Any) -> Any:
+    async def find() -> Any:
+        async for event in events:
+            if isinstance(event, kind) and all(getattr(event, k) == v for k, v in match.items()):
+                return event
+        raise AssertionError("the notification stream ended")
+
+    return await asyncio.wait_for(find(), 60)
+
+
+async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path: Path, roder_home: Path) -> None:
+    workspace, env = trusted_workspace(tmp_path, SCRIPT)
+    env["RODER_HOME"] = str(roder_home)
+    (roder_home / "config.toml").write_text('[mcp.servers.broken]\ncommand = "/nonexistent/mcp-server"\n')
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    (workspace / "tracked.txt").write_text("tracked\n")
+    client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", trust=True, env=env, mode="ask"))
+    called: set[str] = set()
+
+    async def typed(spec: MethodSpec[Any, Any], params: ProtocolModel) -> Any:
+        result = await client.call(spec, params)
+        assert type(result) is spec.result, spec.name
+        called.add(spec.name)
+        return result
+
+    async with client:
+        events = client.subscribe()
+        info = await typed(INITIALIZE, InitializeParams(client_info=ClientInfo(name="typed-test")))
+        assert isinstance(info, InitializeResult) and info.provider == "mock"
+        for spec in (EXTENSIONS_LIST, PROVIDERS_LIST, SETTINGS_GET, MEMORY_PROVIDER_LIST):
+            await typed(spec, NoParams())
+        await typed(MODEL_LIST, ModelListParams())
+        await typed(TOOLS_LIST, ToolsListParams())
+        await typed(AGENTS_LIST, AgentsListParams())
+        await typed(COMMANDS_LIST, CommandsListParams())
+        await typed(COMMANDS_EXPAND, CommandsExpandParams(name="help"))
+        await typed(SESSION_GET, SessionGetParams())
+        await typed(TRUST_GET, TrustGetParams())
+        await typed(TRUST_SET, TrustSetParams(trusted=True))
+        await typed(SETTINGS_SET_WEB_SEARCH, SetWebSearchParams(mode="off"))
+        await typed(SETTINGS_SET_DEFAULT_MODE, SetDefaultModeParams(mode=protocol.Mode.ASK))
+        await typed(PROVIDERS_SELECT, ProvidersSelectParams(provider="mock"))
+        await typed(PROVIDERS_CONFIGURE, ProvidersConfigureParams(provider="typed", base_url="http://127.0.0.1:9/v1"))
+        await typed(MCP_LIST, McpListParams())
+        assert (await typed(MCP_RESTART, McpRestartParams(server="broken"))).server.status == "failed"
+
+        # An edit that asks: the approval is answered through the typed call.
+        thread = (await typed(THREAD_START, ThreadStartParams(title="typed"))).thread
+        turn = (await typed(TURN_START, TurnStartParams(thread_id=thread.id, prompt="edit"))).turn
+        asked = await _next(events, ApprovalRequested, thread_id=thread.id)
+        approve = ResolveApprovalParams(approval_id=asked.request.approval_id, decision="allow_once")
+        assert (await typed(SESSION_RESOLVE_APPROVAL, approve)).resolved
+        await _next(events, TurnCompleted, thread_id=thread.id)
+        assert (workspace / "note.txt").read_text() == "first"
+
+        # A question for the user.
+        await typed(TURN_START, TurnStartParams(thread_id=thread.id, prompt="ask"))
+        question = await _next(events, UserInputRequested, thread_id=thread.id)
+        answer = ResolveUserInputParams(request_id=question.request_id, answers={"choice": "blue"})
+        assert (await typed(SESSION_RESOLVE_USER_INPUT, answer)).resolved
+        await _next(events, TurnCompleted, thread_id=thread.id)
+
+        # A subagent, whose trace is listed and read.
+        await typed(SESSION_SET_MODE, SessionSetModeParams(mode=protocol.Mode.BYPASS))
+        await typed(TURN_START, TurnStartParams(thread_id=thread.id, prompt="delegate"))
+        delegated = (await _next(events, TurnCompleted, thread_id=thread.id)).turn
+        traces = (await typed(TURN_SUBAGENT_TRACES_LIST, SubagentTracesParams(thread_id=thread.id))).traces
+        assert [t["agent"] for t in traces] == ["explore"]
+        read = SubagentTraceReadParams(thread_id=thread.id, trace_id=traces[0]["traceId"])
+        assert (await typed(TURN_SUBAGENT_TRACE_READ, read)).trace["traceId"] == traces[0]["traceId"]
+        assert delegated.status == "completed"
+
+        # A plan approved into ask mode.
+        await typed(SESSION_SET_MODE, SessionSetModeParams(mode=protocol.Mode.PLAN))
+        await typed(TURN_START, TurnStartParams(thread_id=thread.id, prompt="plan"))
+        review = await _next(events, ApprovalRequested, thread_id=thread.id)
+        await typed(SESSION_EXIT_PLAN, ExitPlanParams(request_id=review.request.approval_id, approved=True, mode="ask"))
+        await _next(events, TurnCompleted, thread_id=thread.id)
+
+        # A long answer: steered, the steer taken back, then interrupted.
+        long_turn = (await typed(TURN_START, TurnStartParams(thread_id=thread.id, prompt="long"))).turn
+        await _next(events, AgentMessageDelta, thread_id=thread.id)
+        steer = TurnSteerParams(thread_id=thread.id, expected_turn_id=long_turn.id, prompt="shorter please")
+        steered = await typed(TURN_STEER, steer)
+        taken = await typed(TURN_STEER_CANCEL, TurnSteerCancelParams(thread_id=thread.id, item_id=steered.item_id))
+        assert taken.cancelled and taken.text == "shorter please"
+        assert (await typed(TURN_INTERRUPT, TurnInterruptParams(thread_id=thread.id, turn_id=long_turn.id))).interrupted
+        assert (await _next(events, TurnCompleted, thread_id=thread.id)).turn.status == "interrupted"
+
+        # Reading, forking and closing threads.
+        assert (await typed(THREAD_LIST, ThreadListParams(cwd=str(workspace)))).threads
+        full = (await typed(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
+        assert full.turns[0].id == turn.id
+        fork = (await typed(THREAD_FORK, ThreadForkParams(thread_id=thread.id, turn_id=turn.id))).thread
+        assert fork.parent is not None and fork.parent.thread_id == thread.id
+        assert (await typed(THREAD_CLOSE, ThreadCloseParams(thread_id=fork.id))).closed
+        assert (await typed(THREAD_RESUME, ThreadResumeParams(thread_id=fork.id))).thread.id == fork.id
+
+        # The edit's hunk: listed, read, rolled back and applied again.
+        changes = ThreadChangesParams(thread_id=thread.id, turn_id=turn.id)
+        assert [f.path for f in (await typed(WORKSPACE_CHANGES_LIST, changes)).files] == [str(workspace / "note.txt")]
+        [hunk] = (await typed(HUNK_LIST, changes)).hunks
+        which = HunkParams(thread_id=thread.id, hunk_id=hunk.hunk_id)
+        assert (await typed(HUNK_READ, which)).hunk.hunk_id == hunk.hunk_id
+        await typed(HUNK_ROLLBACK, which)
+        assert not (workspace / "note.txt").exists()
+        await typed(HUNK_APPLY, which)
+        assert (workspace / "note.txt").read_text().splitlines() == ["first"]
+
+        # Host methods, git changes, commands.
+        files = (await typed(GIT_CHANGES_LIST, GitChangesListParams(workspace=str(workspace)))).files
+        assert {"tracked.txt", "note.txt"} <= {f.path for f in files}
+        await typed(GIT_CHANGES_READ, GitChangesReadParams(workspace=str(workspace), path="tracked.txt"))
+        assert (await typed(FS_READ_FILE, FsReadFileParams(path=str(workspace / "tracked.txt")))).size == len("tracked\n")
+        await typed(FS_READ_DIRECTORY, FsReadDirectoryParams(path=str(workspace)))
+        ran = await typed(COMMAND_EXEC, CommandExecParams(command=["echo", "typed"], cwd=str(workspace)))
+        assert (ran.exit_code, ran.stdout) == (0, "typed\n")
+        assert (await typed(TOOLS_CALL, ToolsCallParams(tool_name="peek", arguments={"x": "y"}))).text == "peeked y"
+        assert (await typed(COMMANDS_RUN, CommandsRunParams(thread_id=thread.id, name="mode", arguments="ask"))).kind == "done"
+
+        # Memory and tasks.
+        saved = (await typed(MEMORY_SAVE, MemorySaveParams(text="release with make publish"))).memory
+        await typed(MEMORY_READ, MemoryIdParams(id=saved.id))
+        await typed(MEMORY_UPDATE, MemoryUpdateParams(id=saved.id, text="release with make ship"))
+        assert [m.id for m in (await typed(MEMORY_QUERY, MemoryQueryParams(text="release"))).memories] == [saved.id]
+        await typed(MEMORY_LIST, MemoryListParams())
+        await typed(MEMORY_RECALL_PREVIEW, MemoryRecallPreviewParams(text="how do we release?"))
+        provider = (await client.call(MEMORY_PROVIDER_LIST)).providers[0].id
+        await typed(MEMORY_PROVIDER_SET, MemoryProviderSetParams(provider=provider))
+        await typed(MEMORY_DELETE, MemoryIdParams(id=saved.id))
+        await typed(TASKS_SUBSCRIBE, TasksSubscribeParams())
+        task = (await typed(TASKS_SUBMIT, TasksSubmitParams(executor_id="echo", params={"sleep": 30}))).task
+        await typed(TASKS_GET, TaskIdParams(task_id=task.id))
+        assert task.id in [t.id for t in (await typed(TASKS_LIST, TasksListParams())).tasks]
+        assert (await typed(TASKS_CANCEL, TaskIdParams(task_id=task.id))).task.id == task.id
+        events.close()
+
+    unreached = set(METHODS) - called
+    assert not unreached, f"add a typed call of these methods to this test: {sorted(unreached)}"
+
+
+async def test_in_process_call_errors_and_untyped_request(tmp_path: Path) -> None:
+    client = LocalAppClient.start(StartSettings(cwd=tmp_path, provider="mock", env=dict(os.environ)))
+    async with client:
+        with pytest.raises(RpcError) as raised:
+            await client.call(THREAD_READ, ThreadReadParams(thread_id="thr_missing"))
+        assert raised.value.code == INVALID_PARAMS
+        # The untyped path still validates wire-shaped params into the same typed result.
+        thread = (await client.call(THREAD_START, ThreadStartParams())).thread
+        result = await client.request("thread/read", {"threadId": thread.id})
+        assert isinstance(result, ThreadResult) and result.thread.id == thread.id
+
+
+async def _drive(client: RpcClient, workspace: Path) -> None:
+    """The same typed calls against a server in another process."""
+    info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="typed-remote")))
+    assert isinstance(info, InitializeResult) and info.cwd == str(workspace)
+    assert "mock" in [p.id for p in (await client.call(PROVIDERS_LIST)).providers]
+    thread = (await client.call(THREAD_START, ThreadStartParams())).thread
+    turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hello"))).turn
+    done = await asyncio.wait_for(client.next_notification("turn/completed"), 60)
+    assert isinstance(done, TurnCompleted) and done.turn.id == turn.id and done.turn.status == "completed"
+    read = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
+    assert [t.id for t in read.turns] == [turn.id]
+    assert read.turns[0].items[-1].type == "agentMessage"
+    with pytest.raises(RpcError) as missing:
+        await client.call(THREAD_READ, ThreadReadParams(thread_id="thr_missing"))
+    assert missing.value.code == INVALID_PARAMS
+    with pytest.raises(RpcError) as unknown:
+        await client.request("team/start", {})
+    assert unknown.value.code == METHOD_NOT_FOUND and unknown.value.data == {"group": "teams", "available": False}
+
+
+@pytest.mark.e2e
+async def test_call_over_real_stdio_pipes(tmp_path: Path) -> None:
+    workspace, env = trusted_workspace(tmp_path, [{"text": "hello over pipes"}])
+    argv = roder_command("app-server", "--provider", "mock", "--trust")
+    client = await StdioRpcClient.spawn(argv, cwd=str(workspace), env=env)
+    async with client:
+        await _drive(client, workspace)
+    assert client.process.returncode == 0
+    with pytest.raises(ConnectionLost):
+        await client.call(SESSION_GET, SessionGetParams())
+
+
+@pytest.mark.e2e
+async def test_call_over_a_real_websocket(tmp_path: Path) -> None:
+    workspace, env = trusted_workspace(tmp_path, [{"text": "hello over a socket"}])
+    env["RODER_TEST_TOKEN"] = TOKEN
+    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false")
+    try:
+        client = await WebSocketRpcClient.connect(server.url, TOKEN)
+        async with client:
+            await _drive(client, workspace)
+            info = await client.call(INITIALIZE, InitializeParams())
+            assert info.remote is not None and info.remote.subprotocol == "roder.remote.v1"
+    finally:
+        await server.stop()
