@@ -430,7 +430,8 @@ class RoderApp(App[int]):
             self.turn_id = None
             status = event.turn.status
             self.transcript.settle()
-            self._return_unsent([m.text for m in event.unsent_steers])
+            mine = {q.item_id for q in self.queued.queued}  # a team's messages are the team's to deliver again
+            self._return_unsent([m.text for m in event.unsent_steers if m.id in mine])
             if status == "interrupted":
                 from roder_tui.widgets.messages import interrupted_marker
 
@@ -546,7 +547,7 @@ class RoderApp(App[int]):
             if request is not None and self._approval_open == request.approval_id:
                 self._approval_open = None
                 if outcome is None:
-                    self.notify("The plan waits for your review; /review opens it again.", title="plan review")
+                    self.notify("The plan waits for your review; /plan-review opens it again.", title="plan review")
                 self._next_approval()
 
         self.push_screen(PlanReviewScreen(review, self._client(), agent=request.agent if request else None), closed)
@@ -824,7 +825,7 @@ class RoderApp(App[int]):
             "agents": self._list_agents,
             "trust": self._trust_folder,
             "team": lambda: self.teams.command(arguments),
-            "review": self.open_plan_review,
+            "plan-review": self.open_plan_review,
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
         }

@@ -106,7 +106,7 @@ KEYS: tuple[Key, ...] = (
     Key("w", "", "send the plan back for a rewrite with the comments (and instructions)", "plan"),
     Key("a", "", "approve, then choose the mode to continue in (ask, auto-edit, bypass)", "plan"),
     Key("r", "", "reject, with a reason", "plan"),
-    Key("escape", "", "later: the plan keeps waiting (/review opens it again)", "plan"),
+    Key("escape", "", "later: the plan keeps waiting (/plan-review opens it again)", "plan"),
     # pickers and screens
     Key("enter", "", "choose", "picker"),
     Key("escape", "", "close", "picker"),

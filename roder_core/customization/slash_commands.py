@@ -87,7 +87,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
             "agent teams: start, add, msg, stop, focus, list, cleanup, hide (no argument: show the team)",
             "[start NAME[=AGENT],... TASK|add|msg|stop|focus|list|cleanup|hide]",
         ),
-        ("review", "open this thread's plan review", ""),
+        ("plan-review", "open this thread's plan review", ""),
         ("trust", "trust this folder (loads its config, hooks, skills, commands, agents, MCP servers)", ""),
         ("help", "list commands", ""),
         ("quit", "leave Roder", ""),

@@ -124,6 +124,9 @@ class TeamManager:
         #: Thread id -> (team id, member name or ``lead``), for the live teams.
         self._seats: dict[str, tuple[str, str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Messages steered into a lead's running turn, by item id: a turn that ends before its
+        #: next model call hands them back, and they are delivered again.
+        self._lead_steers: dict[str, str] = {}
         runtime.bus.add_listener(self._on_event)
 
     # ------------------------------------------------------------------ what tools see
@@ -370,18 +373,19 @@ class TeamManager:
         if recipient == LEAD:
             thread_id = team.lead_thread_id
             await self._rt.resume_thread(thread_id)
-            if self._rt.active_turn_id(thread_id) is not None:
+            for _attempt in range(3):  # a turn may end, or start, between the check and the call
+                if self._rt.active_turn_id(thread_id) is not None:
+                    try:
+                        self._lead_steers[self._rt.steer(thread_id, text).id] = team.team_id
+                        return "steer"
+                    except RoderError:
+                        pass  # it ended just now: a new turn
                 try:
-                    self._rt.steer(thread_id, text)
-                    return "steer"
-                except RoderError:
-                    pass  # it ended just now: a new turn
-            try:
-                await self._rt.start_turn(thread_id, text)
-            except TurnBusyError:
-                self._rt.steer(thread_id, text)
-                return "steer"
-            return "turn"
+                    await self._rt.start_turn(thread_id, text)
+                    return "turn"
+                except TurnBusyError:
+                    continue  # another message started one first: steer into it
+            raise TeamError(f"could not deliver to the lead of team {team.name}: its thread stays busy")
         member = self._member(team, recipient)
         await self._open(team, member)
         if self._rt.active_turn_id(member.thread_id) is not None:
@@ -405,10 +409,17 @@ class TeamManager:
         member.turns += 1
         member.status, member.error = MemberStatus.WORKING, ""
         self._save(team, "member/working", member.name)
-        try:
-            await self._rt.start_turn(member.thread_id, text)
-        except TurnBusyError:
-            self._rt.steer(member.thread_id, text)
+        for _attempt in range(3):  # a turn may start, or end, between the two calls
+            try:
+                await self._rt.start_turn(member.thread_id, text)
+                return
+            except TurnBusyError:
+                try:
+                    self._rt.steer(member.thread_id, text)  # handed back if that turn ends first
+                    return
+                except RoderError:
+                    continue
+        raise TeamError(f"could not deliver to {member.name}: its thread stays busy")
 
     async def _open(self, team: Team, member: TeamMember) -> None:
         """A member thread closed by a restart is resumed (this process becomes its writer)."""
@@ -464,7 +475,11 @@ class TeamManager:
         if team is None or team.status is not TeamStatus.ACTIVE:
             return
         if seat[1] == LEAD:
-            if isinstance(event, ModeChanged):
+            if isinstance(event, TurnCompleted):
+                again = [m.text for m in event.unsent_steers if self._lead_steers.pop(m.id, None)]
+                if again:
+                    self._spawn_task(self._deliver_again(team, "\n\n".join(again)))
+            elif isinstance(event, ModeChanged):
                 for member in team.members:
                     if member.status is not MemberStatus.STOPPED and self._is_open(member.thread_id):
                         self._restrict(team, member)
@@ -521,6 +536,12 @@ class TeamManager:
                 await self.send(team, member.name, LEAD, f"{member.name} finished ({status}).\n\n{what}".strip())
         except RoderError as exc:
             log.warning("team %s: after %s's turn: %s", team.team_id, member.name, exc)
+
+    async def _deliver_again(self, team: Team, text: str) -> None:
+        try:
+            await self._deliver(team, LEAD, text)
+        except RoderError as exc:
+            log.warning("team %s: a message to the lead was not delivered: %s", team.team_id, exc)
 
     def _spawn_task(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

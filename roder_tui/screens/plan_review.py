@@ -3,7 +3,7 @@
 The plan is split into its markdown blocks (headings, paragraphs, list items, code); one block has
 the focus (j/k or up/down). ``c`` comments on the focused block (a heading: on its whole section),
 ``w`` sends the plan back for a rewrite with the comments, ``a`` approves it into a mode chosen from
-a list, ``r`` rejects it with a reason, esc leaves it waiting (``/review`` opens it again). Every
+a list, ``r`` rejects it with a reason, esc leaves it waiting (``/plan-review`` opens it again). Every
 action is a ``plan/review/*`` method; the screen only shows the review and calls them. It fits a
 40-column terminal: blocks wrap, and the key legend stays docked at the bottom.
 """

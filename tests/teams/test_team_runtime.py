@@ -35,14 +35,28 @@ def start_client(workspace: Path, mode: str = "ask") -> LocalAppClient:
     return LocalAppClient.start(StartSettings(cwd=workspace, provider="local", model=MODEL, mode=mode, sandbox="off"))
 
 
-async def wait_for(events: Any, predicate: Callable[[Any], bool], timeout: float = 150) -> Any:
+async def wait_for(events: Any, predicate: Callable[[Any], bool], timeout: float = 150, client: Any = None) -> Any:
     async def find() -> Any:
         async for event in events:
             if predicate(event):
                 return event
         raise AssertionError("the notification stream ended")
 
-    return await asyncio.wait_for(find(), timeout)
+    try:
+        return await asyncio.wait_for(find(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"timed out; the threads hold:\n{threads_now(client)}") from None
+
+
+def threads_now(client: Any) -> str:
+    """What every open thread holds (the failure message of a scripted run gone astray)."""
+    if client is None:
+        return "?"
+    rows = []
+    for thread in client.runtime.open_threads():
+        shown = [f"{i.type}: {(getattr(i, 'text', '') or str(getattr(i, 'arguments', '')))[:70]!r}" for i in thread.items()]
+        rows.append(f"{thread.title or thread.id}: " + " | ".join(shown))
+    return "\n".join(rows)
 
 
 def answers(client: LocalAppClient, thread_id: str) -> list[str]:
@@ -91,6 +105,7 @@ async def test_a_team_of_three_talks_shares_tasks_and_reports_to_the_lead(
                     and isinstance(e.item, AgentMessageItem)
                     and e.item.text == SUMMARY
                 ),
+                client=client,
             )
             team_id = started["teamId"]
             team = (await client.request("team/read", {"teamId": team_id})).wire()["team"]

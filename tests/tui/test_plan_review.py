@@ -1,6 +1,6 @@
 """The plan review in the app, keyboard only, on a narrow terminal: the plan as rendered blocks,
 ``c`` comments on the focused block, ``w`` sends it back for a rewrite, ``r`` rejects it with a
-reason, ``a`` approves it into a chosen mode; esc leaves it waiting and ``/review`` reopens it."""
+reason, ``a`` approves it into a chosen mode; esc leaves it waiting and ``/plan-review`` reopens it."""
 
 from __future__ import annotations
 
@@ -47,12 +47,12 @@ async def test_reviewing_a_plan_with_keys_on_a_narrow_screen(workspace: Path, mo
         assert "add the function" in str(blocks[1].render().renderables[0].markup)
         assert "version 1" in str(screen.query_one("#plan-head").render())
 
-        # Leave it waiting, then reopen it with /review.
+        # Leave it waiting, then reopen it with /plan-review.
         await pilot.press("escape")
         await until(pilot, lambda: plan_screen(app) is None, what="the review to close")
-        await pilot.press(*"/review")
+        await pilot.press(*"/plan-review")
         await pilot.press("escape", "enter")  # close the completion list, then send
-        await until(pilot, lambda: plan_screen(app) is not None, what="/review to reopen it")
+        await until(pilot, lambda: plan_screen(app) is not None, what="/plan-review to reopen it")
         screen = plan_screen(app)
 
         await pilot.press("j", "j")  # the second list item

@@ -151,7 +151,7 @@ async def test_every_team_method_from_the_app(workspace: Path, roder_home: Path,
             await until(pilot, lambda: app.team_panes.team is None, what="the panes closed")
             assert not app.team_bar.display and runtime.teams.read(team_id).status == "active"
 
-            await app._show_team_of(app.thread_id)  # the panes come back with the thread
+            await app.teams.show_team_of(app.thread_id)  # the panes come back with the thread
             await until(pilot, lambda: app.team_panes.team is not None, what="the panes again")
             await slash(pilot, "/team cleanup")  # team/cleanup, then team/pane/cleanup
             await until(pilot, lambda: app.team_panes.team is None, what="the team cleaned up")
