@@ -53,7 +53,7 @@ class TeamFiles:
         except (OSError, ValidationError) as exc:
             raise TeamError(f"team {team_id} cannot be read from {path}: {exc}") from None
 
-    def list(self) -> list[Team]:
+    def load_all(self) -> list[Team]:
         """Every readable team, newest first (an unreadable file is skipped with a warning)."""
         teams = []
         for path in self.folder.glob("team_*.json") if self.folder.is_dir() else []:

@@ -205,8 +205,8 @@ class TeamManager:
             return live.model_copy(deep=True)
         return _settled(self.files.load(team_id))
 
-    def list(self, lead_thread_id: str | None = None, limit: int | None = None) -> list[Team]:
-        stored = {t.team_id: t for t in self.files.list()}
+    def list_teams(self, lead_thread_id: str | None = None, limit: int | None = None) -> list[Team]:
+        stored = {t.team_id: t for t in self.files.load_all()}
         stored.update({t.team_id: t for t in self._teams.values()})
         rows = [
             t if t.team_id in self._teams else _settled(t)
@@ -480,9 +480,9 @@ class TeamManager:
                 if again:
                     self._spawn_task(self._deliver_again(team, "\n\n".join(again)))
             elif isinstance(event, ModeChanged):
-                for member in team.members:
-                    if member.status is not MemberStatus.STOPPED and self._is_open(member.thread_id):
-                        self._restrict(team, member)
+                for each in team.members:
+                    if each.status is not MemberStatus.STOPPED and self._is_open(each.thread_id):
+                        self._restrict(team, each)
                 self._save(team, "mode")
             return
         member = team.member(seat[1])

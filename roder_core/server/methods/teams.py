@@ -43,7 +43,7 @@ async def team_start(app: Dispatcher, params: TeamStartParams, ctx: CallContext)
 
 @handles("team/list")
 async def team_list(app: Dispatcher, params: TeamListParams, ctx: CallContext) -> TeamListResult:
-    return TeamListResult(teams=app.runtime.teams.list(params.lead_thread_id, params.limit))
+    return TeamListResult(teams=app.runtime.teams.list_teams(params.lead_thread_id, params.limit))
 
 
 @handles("team/read")
