@@ -74,8 +74,8 @@ async def test_every_error_code_and_the_connection_stays_usable(tmp_path: Path) 
 
         missing = await peer.request("no/such/method")
         assert missing["error"]["code"] == -32601
-        teams = await peer.request("team/start", {"leadThreadId": "x"})
-        assert teams["error"]["code"] == -32601 and "not available" in teams["error"]["message"]
+        media = await peer.request("media/list", {})
+        assert media["error"]["code"] == -32601 and "not available" in media["error"]["message"]
         bad = await peer.request("thread/read", {})
         assert bad["error"]["code"] == -32602 and "threadId" in bad["error"]["message"]
         wrong_type = await peer.request("thread/list", {"limit": "ten"})
