@@ -131,14 +131,14 @@ class TeamManager:
 
     # ------------------------------------------------------------------ what tools see
 
-    def channel(self, thread_id: str) -> TeamChannelImpl | None:
+    def channel(self, thread_id: str) -> SeatChannel | None:
         seat = self._seats.get(thread_id)
         if seat is None:
             return None
         team = self._teams.get(seat[0])
         if team is None or team.status is not TeamStatus.ACTIVE:
             return None
-        return TeamChannelImpl(self, team, seat[1])
+        return SeatChannel(self, team, seat[1])
 
     # ------------------------------------------------------------------ methods
 
@@ -424,7 +424,22 @@ class TeamManager:
     async def _open(self, team: Team, member: TeamMember) -> None:
         """A member thread closed by a restart is resumed (this process becomes its writer)."""
         if not self._is_open(member.thread_id):
-            await self._rt.resume_thread(member.thread_id)
+            try:
+                await self._rt.resume_thread(member.thread_id)
+            except ThreadNotFoundError:
+                if member.turns:
+                    raise
+                # Never ran, so never saved (a thread is written from its first turn): a new one.
+                self._seats.pop(member.thread_id, None)
+                thread = await self._rt.start_thread(
+                    Path(team.cwd),
+                    member.provider,
+                    member.model,
+                    title=f"{team.name} · {member.name}",
+                    parent=ParentRef(thread_id=team.lead_thread_id),
+                )
+                member.thread_id = thread.id
+                self._seats[thread.id] = (team.team_id, member.name)
         self._restrict(team, member)  # also when a client resumed it: its tools and mode are the team's
 
     async def _active(self, team_id: str) -> Team:
@@ -504,7 +519,10 @@ class TeamManager:
 
     def _turn_ended(self, team: Team, member: TeamMember, event: TurnCompleted) -> None:
         status = event.turn.status
-        thread = self._rt.thread(member.thread_id)
+        try:
+            thread = self._rt.thread(member.thread_id)
+        except ThreadNotFoundError:  # closed meanwhile (team/cleanup): nothing more to read
+            return
         turn = next((t for t in reversed(thread.turns) if t.id == event.turn.id), None)
         answers = [i.text for i in (turn.items if turn else []) if isinstance(i, AgentMessageItem) and i.text.strip()]
         if answers:
@@ -556,7 +574,7 @@ class TeamManager:
         return True
 
 
-class TeamChannelImpl:
+class SeatChannel:
     """``kernel.teams.TeamChannel`` for one seat (a member, or the lead) of a live team."""
 
     def __init__(self, manager: TeamManager, team: Team, speaker: str) -> None:

@@ -24,6 +24,7 @@ async def test_killed_mid_team_then_read_resumed_and_continued(tmp_path: Path, r
         {"when": [me("ann"), "[Team message from user] carry on"], "text": "ANN-RESUMED"},
         {"when": [me("ann")], **SLOW},
         {"when": [me("ben")], **SLOW},
+        {"when": [me("cy")], "text": "CY-HERE"},
         {"when": [LEADING], "unless": [MEMBER], "text": "Waiting for my team."},
     ]
     async with FakeModelServer(steps, models=(MODEL,)) as server:
@@ -39,11 +40,15 @@ async def test_killed_mid_team_then_read_resumed_and_continued(tmp_path: Path, r
                     "team/start",
                     {
                         "leadThreadId": lead,
-                        "members": [{"name": "ann", "prompt": "write a long report"}, {"name": "ben", "prompt": "write another"}],
+                        "members": [
+                            {"name": "ann", "prompt": "write a long report"},
+                            {"name": "ben", "prompt": "write another"},
+                            {"name": "cy"},  # waits for a message: its thread has no turn, so is not saved yet
+                        ],
                     },
                 )
             )["team"]
-            threads = {m["name"]: m["threadId"] for m in team["members"]}
+            threads = {m["name"]: m["threadId"] for m in team["members"] if m["name"] != "cy"}
             await first.next_notification("turn/completed", timeout=150, threadId=lead)  # the lead knows its team
             for thread_id in threads.values():  # both stream, their prompts saved
                 await first.next_notification("item/updated", timeout=150, threadId=thread_id)
@@ -57,7 +62,7 @@ async def test_killed_mid_team_then_read_resumed_and_continued(tmp_path: Path, r
             await second.call("initialize", {})
             read = (await second.call("team/read", {"teamId": team["teamId"]}))["team"]
             assert read["leadThreadId"] == lead and read["status"] == "active"
-            assert {m["name"]: m["status"] for m in read["members"]} == {"ann": "interrupted", "ben": "interrupted"}
+            assert {m["name"]: m["status"] for m in read["members"]} == {"ann": "interrupted", "ben": "interrupted", "cy": "idle"}
             assert [t["teamId"] for t in (await second.call("team/list", {}))["teams"]] == [team["teamId"]]
             for name, thread_id in threads.items():
                 thread = (await second.call("thread/resume", {"threadId": thread_id}))["thread"]
@@ -74,5 +79,11 @@ async def test_killed_mid_team_then_read_resumed_and_continued(tmp_path: Path, r
             update = await second.next_notification("team/updated", timeout=150, change="member/finished", member="ann")
             ann = next(m for m in update["team"]["members"] if m["name"] == "ann")
             assert ann["status"] == "idle" and ann["lastResult"] == "ANN-RESUMED" and ann["turns"] == 2
+
+            # The member that never ran had no saved thread: it gets a new one and runs.
+            await second.call("team/member/message", {"teamId": team["teamId"], "name": "cy", "text": "are you there?"})
+            update = await second.next_notification("team/updated", timeout=150, change="member/finished", member="cy")
+            cy = next(m for m in update["team"]["members"] if m["name"] == "cy")
+            assert cy["lastResult"] == "CY-HERE" and cy["threadId"] not in threads.values()
         finally:
             await second.close()
