@@ -25,9 +25,8 @@ import asyncio
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from rich.console import RenderableType
 from rich.markdown import Heading, Markdown
 from rich.segment import Segment
 from rich.style import Style
@@ -40,6 +39,10 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from roder_tui.theming import CodeStyle
+from roder_tui.widgets.incremental_markdown import BlockCache, IncrementalMarkdown
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 #: Lines after which a live prose segment is sealed at the next blank line...
 SEAL_LINES = 16
@@ -187,8 +190,14 @@ class RoderMarkdown(Markdown):
     elements: ClassVar = {**Markdown.elements, "heading_open": _LeftHeading}
 
 
-def render_markdown(text: str) -> RenderableType:
+def render_markdown(text: str) -> RoderMarkdown:
     return RoderMarkdown(text, code_theme=CodeStyle.name, hyperlinks=False)
+
+
+def incremental_markdown(text: str, cache: BlockCache) -> IncrementalMarkdown:
+    """``render_markdown(text)``, drawn block by block: blocks ``cache`` has already drawn at
+    this width are reused (a live segment re-renders only the block that grew)."""
+    return IncrementalMarkdown(text, cache, render_markdown, RoderMarkdown.elements)
 
 
 _HIGHLIGHTS: OrderedDict[tuple[str, str, str], Text] = OrderedDict()
@@ -220,26 +229,46 @@ def _foreground_only(style: str | Style) -> Style:
 
 class ProseBlock(Static):
     """A prose segment: one Rich markdown render, cached by Textual per width. While it is the
-    live tail of a streaming answer, ``append`` re-renders it; once sealed it never changes."""
+    live tail of a streaming answer, ``append`` re-renders it, block by block (only the block
+    that grew is rendered again, ``incremental_markdown``), and asks for a new layout only when
+    its height changed; once sealed it never changes."""
 
     DEFAULT_CSS = """
     ProseBlock { height: auto; }
     ProseBlock.-after-prose { margin-top: 1; }
     """
 
-    def __init__(self, text: str, *, after_prose: bool = False) -> None:
-        super().__init__(render_markdown(text))
+    def __init__(self, text: str, *, after_prose: bool = False, live: bool = False) -> None:
+        self._blocks = BlockCache() if live else None
+        super().__init__(self._markdown(text))
         self.source = text
         # A block sealed at a paragraph break is followed by a new paragraph: Rich drops the
         # trailing blank line of the first, so the gap is put back here (live and after reload).
         self.set_class(after_prose, "-after-prose")
 
+    def _markdown(self, text: str) -> RenderableType:
+        return render_markdown(text) if self._blocks is None else incremental_markdown(text, self._blocks)
+
     def append(self, text: str) -> None:
         self.source += text
-        self.update(render_markdown(self.source))
+        markdown = self._markdown(self.source)
+        self.update(markdown, layout=self._height_changes(markdown))
+
+    def _height_changes(self, markdown: RenderableType) -> bool:
+        """Whether ``markdown`` is taller or shorter than what is laid out now. Measured the way
+        Textual measures it; the blocks rendered here are reused by the render that follows. A
+        same-height update repaints this block alone instead of laying out the transcript."""
+        width, height = self.content_size
+        if not width or not self.is_attached:
+            return True
+        options = self.app.console_options.update_width(width).update(highlight=False)
+        lines = sum(text.count("\n") for text, _, _ in self.app.console.render(markdown, options))
+        return lines != height
 
     def rerender(self) -> None:
-        self.update(render_markdown(self.source))
+        if self._blocks is not None:
+            self._blocks.clear()
+        self.update(self._markdown(self.source))
 
 
 class CodeView(ScrollView, can_focus=False):
@@ -427,7 +456,7 @@ class MarkdownBody(Vertical):
         if op.kind == "prose":
             if self._live_prose is None:
                 after = bool(self.children) and isinstance(self.children[-1], ProseBlock)
-                self._live_prose = ProseBlock("", after_prose=after)
+                self._live_prose = ProseBlock("", after_prose=after, live=True)
                 await self.mount(self._live_prose)
             self._live_prose.append(op.text)
         elif op.kind in ("seal", "fence"):
@@ -482,6 +511,7 @@ __all__ = [
     "Op",
     "ProseBlock",
     "highlight_code",
+    "incremental_markdown",
     "render_markdown",
     "split_markdown",
 ]
