@@ -7,6 +7,9 @@ the app writes to the pane into a file; the app's CPU is read from ``/proc/PID/s
 system ticks). Three phases: idle before the prompt, the streamed answer (from Enter to the answer's
 last word on screen), idle after it. A short first turn comes before them (``--cold-turn`` skips
 it), so the figures are those of streaming, not of setting up the session's model client.
+``stream_cpu_pct`` is the CPU of the whole turn (Enter to idle: the prompt, the answer's
+widgets, the final render); ``text_cpu_pct`` only that of the text streaming in (from the
+answer's first line on screen to its last), the steady cost the issue's goal is about.
 Installed packages are byte-compiled first, as pip does (this machine's uv venvs are not, and
 ``PYTHONDONTWRITEBYTECODE`` is set here, which would otherwise recompile every import).
 
@@ -43,6 +46,7 @@ from roder_core.testing.fake_server import ThreadedFakeServer
 ROOT = Path(__file__).resolve().parents[1]
 END_MARK = "STREAM-END-MARK"
 WARM_MARK = "WARM-MARK"
+FIRST_MARK = "Section 1"  # the answer's first line (a heading)
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -50,12 +54,12 @@ def tmux(socket: str, *args: str) -> str:
     return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True, timeout=20).stdout
 
 
-def wait_for(socket: str, text: str, timeout: float) -> None:
+def wait_for(socket: str, text: str, timeout: float, step: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if text in tmux(socket, "capture-pane", "-p", "-t", "roder"):
             return
-        time.sleep(0.1)
+        time.sleep(step)
     raise SystemExit(f"{text!r} never appeared:\n{tmux(socket, 'capture-pane', '-p', '-t', 'roder')}")
 
 
@@ -130,7 +134,10 @@ def one_run(
         b1, c1, t1 = size(), cpu_seconds(pid), time.monotonic()
         tmux(socket, "send-keys", "-t", "roder", "-l", "write the notes")
         tmux(socket, "send-keys", "-t", "roder", "Enter")
-        wait_for(socket, END_MARK, 300)
+        wait_for(socket, FIRST_MARK, 60, step=0.05)
+        cf, tf = cpu_seconds(pid), time.monotonic()
+        wait_for(socket, END_MARK, 300, step=0.05)
+        ce, te = cpu_seconds(pid), time.monotonic()
         wait_for(socket, "idle", 60)
         b2, c2, t2 = size(), cpu_seconds(pid), time.monotonic()
         if spy is not None:
@@ -150,6 +157,7 @@ def one_run(
         "stream_s": stream_s,
         "tokens_s": deltas / stream_s,
         "stream_cpu_pct": 100 * (c2 - c1) / stream_s,
+        "text_cpu_pct": 100 * (ce - cf) / (te - tf),
         "idle_after_bytes_s": (b3 - b2) / (t3 - t2),
         "idle_cpu_pct": 100 * ((c1 - c0) + (c3 - c2)) / ((t1 - t0) + (t3 - t2)),
     }

@@ -40,6 +40,7 @@ from textual.widgets import Static
 
 from roder_tui.theming import CodeStyle
 from roder_tui.widgets.incremental_markdown import BlockCache, IncrementalMarkdown
+from roder_tui.widgets.single_layout import SingleLayout
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -227,7 +228,7 @@ def _foreground_only(style: str | Style) -> Style:
     return Style(color=style.color, bold=style.bold, italic=style.italic, underline=style.underline)
 
 
-class ProseBlock(Static):
+class ProseBlock(SingleLayout, Static):
     """A prose segment: one Rich markdown render, cached by Textual per width. While it is the
     live tail of a streaming answer, ``append`` re-renders it, block by block (only the block
     that grew is rendered again, ``incremental_markdown``), and asks for a new layout only when
@@ -294,8 +295,9 @@ class CodeView(ScrollView, can_focus=False):
         self._lines_done = 0
         self._width = 0
         self._strips: dict[int, Strip] = {}
-        if highlighted:
-            self.styled = highlight_code(code, lang).split("\n", allow_blank=True)
+        #: Highlight on first paint: a block scrolled out of view (most of a long thread's
+        #: mounted window) never pays for Pygments. Its rows wrap the same either way.
+        self._highlight_pending = highlighted
 
     @property
     def code(self) -> str:
@@ -320,7 +322,7 @@ class CodeView(ScrollView, can_focus=False):
             self.refresh()
 
     def rerender(self) -> None:
-        if self.styled is not None:
+        if self.styled is not None and not self._highlight_pending:
             self.set_highlighted(highlight_code(self.code, self.lang))
 
     def _content_width(self) -> int:
@@ -359,6 +361,9 @@ class CodeView(ScrollView, can_focus=False):
         return max(len(self._rows), 1)
 
     def render_line(self, y: int) -> Strip:
+        if self._highlight_pending:
+            self._highlight_pending = False
+            self.styled = highlight_code(self.code, self.lang).split("\n", allow_blank=True)
         strip = self._strips.get(y)
         if strip is None:
             strip = self._render_row(y)
@@ -390,7 +395,7 @@ def _wrap_spans(index: int, line: str, width: int) -> list[tuple[int, int, int]]
 # --------------------------------------------------------------------------- the message body
 
 
-class MarkdownBody(Vertical):
+class MarkdownBody(SingleLayout, Vertical):
     """The body of an assistant message: live while streaming, static once finished."""
 
     DEFAULT_CSS = """
