@@ -9,7 +9,9 @@ last word on screen), idle after it. A short first turn comes before them (``--c
 it), so the figures are those of streaming, not of setting up the session's model client.
 ``stream_cpu_pct`` is the CPU of the whole turn (Enter to idle: the prompt, the answer's
 widgets, the final render); ``text_cpu_pct`` only that of the text streaming in (from the
-answer's first line on screen to its last), the steady cost the issue's goal is about.
+answer's first line on screen to its last), the steady cost the issue's goal is about. The idle
+phase after the turn starts 1 s after the status bar says idle (the sidebar's thread list is
+refreshed just after a turn ends).
 Installed packages are byte-compiled first, as pip does (this machine's uv venvs are not, and
 ``PYTHONDONTWRITEBYTECODE`` is set here, which would otherwise recompile every import).
 
@@ -140,6 +142,8 @@ def one_run(
         ce, te = cpu_seconds(pid), time.monotonic()
         wait_for(socket, "idle", 60)
         b2, c2, t2 = size(), cpu_seconds(pid), time.monotonic()
+        time.sleep(1.0)  # the turn's own last writes (the sidebar's thread list, refreshed after it)
+        b2s, c2s, t2s = size(), cpu_seconds(pid), time.monotonic()
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(timeout=60)
@@ -158,8 +162,8 @@ def one_run(
         "tokens_s": deltas / stream_s,
         "stream_cpu_pct": 100 * (c2 - c1) / stream_s,
         "text_cpu_pct": 100 * (ce - cf) / (te - tf),
-        "idle_after_bytes_s": (b3 - b2) / (t3 - t2),
-        "idle_cpu_pct": 100 * ((c1 - c0) + (c3 - c2)) / ((t1 - t0) + (t3 - t2)),
+        "idle_after_bytes_s": (b3 - b2s) / (t3 - t2s),
+        "idle_cpu_pct": 100 * ((c1 - c0) + (c3 - c2s)) / ((t1 - t0) + (t3 - t2s)),
     }
 
 

@@ -1,4 +1,6 @@
-"""The incremental markdown renderer draws exactly what a whole render draws.
+"""The incremental markdown renderer draws exactly what a whole render draws, and the app's
+streaming path (block-by-block renders, one layout per update) leaves the screen a fresh load
+draws.
 
 A streaming answer's live prose is rendered block by block, reusing the lines of blocks that did
 not change (``roder_tui/widgets/incremental_markdown.py``). These tests grow documents piece by
@@ -8,6 +10,10 @@ the same text: same segments (text and style), at several widths.
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +22,7 @@ from rich.segment import Segment
 
 from roder_tui.widgets.incremental_markdown import BlockCache, top_level_blocks
 from roder_tui.widgets.markdown_stream import RoderMarkdown, incremental_markdown, render_markdown
+from tests.tui.helpers import ask, make_app, ready, until
 
 DOCUMENTS = [
     "## Plan\n\nFirst we *read* the file.\nThen we `edit` it.\n\n- one\n- two\n  continued\n- three\n\nDone.",
@@ -108,3 +115,37 @@ def test_any_document_any_split(pieces: list[str], cuts: list[int], width: int) 
     console = _console(width)
     for prefix, segments in _grown(console, text, [c for c in cuts if c <= len(text)]):
         assert segments == _whole(console, prefix), prefix
+
+
+def _screen_rows(app: Any) -> list[str]:
+    """The screen as styled text rows, drawn by the app's compositor (what a terminal shows)."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor", record=True)
+    console.print(app.screen._compositor.render_update(full=True, simplify=True))
+    return console.export_text(styles=True).splitlines()
+
+
+async def test_a_streamed_answer_is_drawn_like_the_same_answer_loaded(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streaming renders prose block by block and lays out once per update; the screen it
+    leaves must be the one a fresh load of the finished thread draws."""
+    paragraphs = [
+        f"## Part {i}\n\nThe runtime folds event {i} into *thread state*, then the transcript\n"
+        f"renders `item {i}` once.\n\n- first point of {i}\n- second point, long enough to wrap at this width\n"
+        for i in range(8)
+    ]
+    text = "\n".join(paragraphs) + "\nThe end."
+    app = make_app(workspace, [{"text": text, "chunk_size": 7}], monkeypatch)
+    async with app.run_test(size=(70, 30)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "explain")
+        await pilot.pause()
+        transcript = app.transcript
+        rows = range(transcript.region.y, transcript.region.bottom)
+        streamed = _screen_rows(app)
+        assert "The end." in "\n".join(streamed[r] for r in rows)
+        assert app.thread_id is not None
+        await app.switch_thread(app.thread_id)
+        await until(pilot, lambda: transcript.last_answer() is not None and transcript.last_answer().widget is not None)
+        await pilot.pause()
+        loaded = _screen_rows(app)
+        assert [streamed[r] for r in rows] == [loaded[r] for r in rows]
