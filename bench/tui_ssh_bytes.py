@@ -169,7 +169,7 @@ def one_run(
 
 def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
     """py-spy sampling the app (raw folded stacks, idle frames dropped) until interrupted."""
-    spy = shutil.which("py-spy")
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
     if spy is None:
         raise SystemExit("--profile needs py-spy (pip install py-spy)")
     command = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "--output", str(out)]
