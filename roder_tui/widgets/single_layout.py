@@ -23,4 +23,5 @@ class SingleLayout:
     """Mix in before the Textual widget class."""
 
     def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
-        return super()._size_updated(size, virtual_size, container_size, layout=False)  # type: ignore[misc]
+        resized: bool = super()._size_updated(size, virtual_size, container_size, layout=False)  # type: ignore[misc]
+        return resized
