@@ -700,7 +700,6 @@ UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
         ("team/",),
         "multi-agent teams are not available in this release (subagents are: agents/list, turn/subagentTraces/list)",
     ),
-    "workflows": (("workflow/", "workflows/"), "workflows are not available in this release"),
     "auth": (("auth/",), "provider OAuth logins are not available in this release; use API keys"),
     "planReview": (("plan/review/",), "plan review methods are not available in this release; use session/exit_plan"),
 }
