@@ -112,8 +112,6 @@ class WorkflowEngine:
         self._drivers: dict[str, asyncio.Task[None]] = {}
         #: Set to make a driver look for steps to start again (a step restarted while it runs).
         self._wakes: dict[str, asyncio.Event] = {}
-        #: Why a driver is being cancelled: paused or stopped (absent: the runtime closes).
-        self._halts: dict[str, WorkflowStatus] = {}
         self._listeners: list[Listener] = []
 
     # ------------------------------------------------------------------ observing
@@ -140,7 +138,7 @@ class WorkflowEngine:
         run.live = workflow_id in self._drivers
         return run
 
-    def list(self, *, status: WorkflowStatus | None = None, limit: int | None = None) -> list[WorkflowRun]:
+    def runs(self, *, status: WorkflowStatus | None = None, limit: int | None = None) -> list[WorkflowRun]:
         runs = []
         for workflow_id in self.journal.ids():
             try:
@@ -277,6 +275,10 @@ class WorkflowEngine:
         for task in drivers:
             task.cancel()
         await asyncio.gather(*drivers, return_exceptions=True)
+        for workflow_id in list(self._drivers):
+            self._drivers.pop(workflow_id)
+            self._wakes.pop(workflow_id, None)
+            self._runs[workflow_id].live = False
         self.journal.close()
 
     # ------------------------------------------------------------------ driving
@@ -307,10 +309,11 @@ class WorkflowEngine:
         run = self.get(workflow_id)
         task = self._drivers.get(workflow_id)
         if task is not None:
-            self._halts[workflow_id] = status
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            if workflow_id in self._drivers:  # not finished on its own just before
+                self._finish(run, status)
             return run
         allowed = {WorkflowStatus.RUNNING} | (
             {WorkflowStatus.PAUSED, WorkflowStatus.DRAFT} if status is WorkflowStatus.STOPPED else set()
@@ -338,30 +341,21 @@ class WorkflowEngine:
                 if not running:
                     break
                 waker = asyncio.create_task(wake.wait())
-                done, _ = await asyncio.wait({*running, waker}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({*running, waker}, return_when=asyncio.FIRST_COMPLETED)
                 waker.cancel()
                 wake.clear()
-                for task in done:
-                    if task is not waker:
-                        running.pop(task)  # type: ignore[call-overload]
+                for task in [t for t in running if t.done()]:
+                    running.pop(task)
             if all(s.status is StepStatus.COMPLETED for s in run.steps):
                 self._finish(run, WorkflowStatus.COMPLETED)
             else:
                 failed_steps = [s.id for s in run.steps if s.status is StepStatus.FAILED]
                 run.error = f"step {', '.join(failed_steps)} failed" if failed_steps else "no step can start"
                 self._finish(run, WorkflowStatus.FAILED)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # paused, stopped or closing: _halt and aclose settle the rest
             for task in running:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
-            self._wakes.pop(run.id, None)
-            halt = self._halts.pop(run.id, None)
-            if halt is not None:
-                self._finish(run, halt)
-            else:  # the runtime is closing: the journal still says running, resume continues it
-                self._drivers.pop(run.id, None)
-                self.journal.release(run.id)
-                run.live = False
             raise
 
     def _ready(self, run: WorkflowRun, running: set[str]) -> list[StepDefinition]:

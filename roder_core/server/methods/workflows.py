@@ -249,7 +249,7 @@ async def workflows_approve(app: Dispatcher, params: WorkflowsApproveParams, ctx
 
 @handles("workflows/list")
 async def workflows_list(app: Dispatcher, params: WorkflowsListParams, ctx: CallContext) -> WorkflowsListResult:
-    runs = _engine(app).list(status=params.status, limit=params.limit)
+    runs = _engine(app).runs(status=params.status, limit=params.limit)
     return WorkflowsListResult(workflows=[_summary(r) for r in runs])
 
 
