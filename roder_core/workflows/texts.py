@@ -4,8 +4,9 @@ planning prompt, and reading a model's planned workflow out of its answer.
 Placeholders: ``{step.ID}`` is the output of step ID (one of the step's inputs); in commands it
 is shell-quoted, so an output is always one argument and never code; ``{output}`` (score
 commands only) is the step's own output, quoted too; ``{goal}`` is the planned workflow's goal.
-An agent step also gets its inputs appended under a heading each, so a prompt without
-placeholders still sees them. Outputs put into a command are capped (MAX_COMMAND_INPUT).
+In a command, trailing newlines are dropped first, as a shell's ``$(...)`` drops them. An agent
+step also gets its inputs appended under a heading each, so a prompt without placeholders still
+sees them. Outputs put into a command are capped (MAX_COMMAND_INPUT).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def expand(template: str, outputs: dict[str, str], *, goal: str = "", output: st
             if step_id not in outputs:
                 return match.group(0)
             text = outputs[step_id]
-        return shlex.quote(_capped(text)) if quote else text
+        return shlex.quote(_capped(text.rstrip("\n"))) if quote else text
 
     return PLACEHOLDER.sub(value, template)
 
