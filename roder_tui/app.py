@@ -53,6 +53,7 @@ from roder_tui.widgets.queued import QueuedSteers  # noqa: E402
 from roder_tui.widgets.sidebar import Sidebar  # noqa: E402
 from roder_tui.widgets.status_bar import StatusBar  # noqa: E402
 from roder_tui.widgets.transcript import Transcript  # noqa: E402
+from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
 if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
@@ -168,8 +169,10 @@ class RoderApp(App[int]):
         self.questions = QuestionQueue(self, self._client)
         self.tasks_view = TasksView(self, self._client)
         self._left_running: set[str] = set()
-        #: Threads shown here and the child threads (subagents) they started: whose approvals we answer.
+        #: Threads shown here and the child threads (subagents, workflow steps) they started: whose
+        #: approvals we answer.
         self._family: set[str] = set()
+        self.workflows_view = WorkflowsView(self, self._client, self._family, str(self.cwd))
         self._ctrl_c_at = 0.0
         self._esc_at = 0.0
         #: What /undo reverted, newest last (/redo re-applies it); a new prompt clears it.
@@ -441,6 +444,9 @@ class RoderApp(App[int]):
             self.questions.turn_ended(event.turn.id)
         if method == "tasks/updated":
             self.tasks_view.task_updated(event.task)
+            return
+        if method == "workflows/updated":
+            self.workflows_view.updated(event)
             return
         if thread_id not in (self.thread_id, "", None):
             if isinstance(event, ev.TurnCompleted) and thread_id in self._left_running:
@@ -1058,6 +1064,7 @@ class RoderApp(App[int]):
             "tui/sidebar": self.action_toggle_sidebar,
             "tui/help": self.action_help,
             "tui/tasks": self.action_tasks,
+            "tui/workflows": self.action_workflows,
         }
         try:
             if method in local:
@@ -1184,6 +1191,9 @@ class RoderApp(App[int]):
 
     async def action_tasks(self) -> None:
         await self.tasks_view.open()
+
+    async def action_workflows(self) -> None:
+        await self.workflows_view.open()
 
     def action_help(self) -> None:
         from roder_tui.screens.help import HelpScreen

@@ -139,6 +139,18 @@ def topological_order(steps: list[StepDefinition]) -> list[str]:
     return order
 
 
+def levels(definition: WorkflowDefinition) -> list[list[str]]:
+    """Step ids by depth: a level's steps may run at once, each after steps of earlier levels."""
+    depth: dict[str, int] = {}
+    deps = {s.id: s.depends_on for s in definition.steps}
+    for step_id in topological_order(definition.steps):
+        depth[step_id] = 1 + max((depth[d] for d in deps[step_id]), default=-1)
+    rows: list[list[str]] = [[] for _ in range(max(depth.values()) + 1)]
+    for step in definition.steps:
+        rows[depth[step.id]].append(step.id)
+    return rows
+
+
 def ancestors(definition: WorkflowDefinition, step_id: str) -> set[str]:
     """Every step that must complete before ``step_id`` starts (dependencies, transitively)."""
     deps = {s.id: s.depends_on for s in definition.steps}

@@ -40,7 +40,7 @@ from roder_core.server.protocol_workflows import (
 from roder_core.workflows.engine import WorkflowEngine
 from roder_core.workflows.files import WorkflowDecisions, WorkflowFile, WorkflowFiles
 from roder_core.workflows.journal import WorkflowJournal
-from roder_core.workflows.model import WorkflowDefinition, WorkflowError, WorkflowRun, WorkflowSource, topological_order
+from roder_core.workflows.model import WorkflowDefinition, WorkflowError, WorkflowRun, WorkflowSource, levels
 
 SERVICE = "workflows"
 
@@ -57,7 +57,9 @@ class WorkflowService:
             runtime, WorkflowJournal(paths.data_dir / "workflows"), lambda cwd: list_agents(cwd, paths, self.trusted(cwd))
         )
         self._remove = self.engine.subscribe(
-            lambda run, change, step: app.broadcast(WorkflowUpdated(change=change, step_id=step, workflow=run))
+            lambda run, change, step: app.broadcast(
+                WorkflowUpdated(change=change, step_id=step, workflow=run.model_copy(deep=True))  # as it is now
+            )
         )
 
     def trusted(self, workspace: Path) -> bool:
@@ -93,15 +95,8 @@ def _invalid() -> Iterator[None]:
 
 
 def graph_of(definition: WorkflowDefinition) -> WorkflowGraph:
-    depth: dict[str, int] = {}
-    deps = {s.id: s.depends_on for s in definition.steps}
-    for step_id in topological_order(definition.steps):
-        depth[step_id] = 1 + max((depth[d] for d in deps[step_id]), default=-1)
-    levels: list[list[str]] = [[] for _ in range(max(depth.values()) + 1)]
-    for step in definition.steps:
-        levels[depth[step.id]].append(step.id)
     edges = [[dep, s.id] for s in definition.steps for dep in s.depends_on]
-    return WorkflowGraph(levels=levels, edges=edges)
+    return WorkflowGraph(levels=levels(definition), edges=edges)
 
 
 def _result(run: WorkflowRun) -> WorkflowResult:
