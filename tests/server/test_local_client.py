@@ -163,7 +163,7 @@ async def test_errors_are_typed(workspace: Path) -> None:
             await client.request(method, {})
         assert err.value.code == code
     with pytest.raises(RpcError) as err:
-        await client.request("workflows/list", {})
+        await client.request("auth/codex/login", {})
     assert "not available" in err.value.message
     with pytest.raises(RpcError) as err:
         await client.request("turn/start", {"threadId": "thr_missing", "prompt": "x"})

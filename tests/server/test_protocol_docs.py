@@ -21,10 +21,13 @@ tasks/subscribe runners/list runners/select runners/session runners/snapshot run
 media/list media/read media/thumbnail media/delete media/attachToTurn
 marketplaces/list marketplaces/install_default marketplaces/add marketplaces/remove
 marketplaces/refresh marketplaces/search marketplaces/plugin plugins/preview_install plugins/install
-plugins/install_all_variants plugins/list_installed plugins/disable plugins/uninstall"""
+plugins/install_all_variants plugins/list_installed plugins/disable plugins/uninstall
+workflow/scan workflow/preview workflow/enable workflow/ignore workflow/refresh workflow/remove
+workflows/plan workflows/approve workflows/list workflows/get workflows/pause workflows/resume
+workflows/stop workflows/restartAgent"""
 OFFERED_METHODS = OFFERED.split()
 NOT_OFFERED = """team/start team/list team/member/message
-workflow/scan workflows/list auth/codex/login plan/review/read"""
+auth/codex/login plan/review/read"""
 
 
 def test_docs_are_generated_from_the_models() -> None:
