@@ -250,6 +250,9 @@ class WorkflowEngine:
             raise WorkflowError(f"step {step_id} is {state.status}; only a finished, failed or interrupted step restarts")
         if run.status is WorkflowStatus.DRAFT:
             raise WorkflowError(f"workflow {workflow_id} is a draft; approve it first")
+        busy = sorted(s for s in descendants(run.definition, step_id) if run.state(s).status is StepStatus.RUNNING)
+        if busy:
+            raise WorkflowError(f"step {', '.join(busy)} after {step_id} is running; pause the workflow first")
         was_live = run.live
         if not was_live:
             self.journal.claim(run.id)

@@ -103,6 +103,8 @@ class WorkflowsScreen(ModalScreen[None]):
     def __init__(self, view: WorkflowsView) -> None:
         super().__init__()
         self.view = view
+        self._refilling = False
+        self._again = False
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -126,12 +128,24 @@ class WorkflowsScreen(ModalScreen[None]):
         listing.highlighted = ids.index(highlighted) if highlighted in ids else 0
 
     def workflow_updated(self, run: WorkflowRun) -> None:
-        if self.is_attached:
-            self.run_worker(self._refill, group="workflows-list", exclusive=True, exit_on_error=False)
+        if not self.is_attached:
+            return
+        if self._refilling:  # a burst of changes: one more listing after the current one
+            self._again = True
+            return
+        self.run_worker(self._refill(), group="workflows-list", exit_on_error=False)
 
     async def _refill(self) -> None:
-        await self.view.refresh()
-        self._fill()
+        self._refilling = True
+        try:
+            while True:
+                self._again = False
+                await self.view.refresh()
+                self._fill()
+                if not self._again:
+                    return
+        finally:
+            self._refilling = False
 
     async def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option.id is not None:
