@@ -513,15 +513,16 @@ class RoderApp(App[int]):
                 self.pop_screen()
         if self.turn_id:
             self._set_activity("working")
+        elif not self._approvals:  # a workflow step's or a thread left running: nothing waits now
+            self._set_activity("idle")
 
     async def _flush_deltas(self, batch: dict[str, str]) -> None:
         for key, text in batch.items():
             await self.transcript.stream(key, text)
 
     def _set_activity(self, activity: str) -> None:
-        self.status_bar.update_state(
-            activity=activity, elapsed=(time.monotonic() - self.turn_started) if activity != "idle" else None
-        )
+        elapsed = time.monotonic() - self.turn_started if activity != "idle" and self.turn_id else None
+        self.status_bar.update_state(activity=activity, elapsed=elapsed)
         if activity == "idle" and self._elapsed_timer is not None:
             self._elapsed_timer.stop()
             self._elapsed_timer = None

@@ -125,7 +125,7 @@ class WorkflowsScreen(ModalScreen[None]):
             return
         listing.add_options([Option(summary_row(w), id=w.id) for w in self.view.workflows])
         ids = [w.id for w in self.view.workflows]
-        listing.highlighted = ids.index(highlighted) if highlighted in ids else 0
+        listing.highlighted = ids.index(highlighted) if highlighted is not None and highlighted in ids else 0
 
     def workflow_updated(self, run: WorkflowRun) -> None:
         if not self.is_attached:
@@ -225,7 +225,7 @@ class WorkflowScreen(ModalScreen[None]):
             listing.add_options([Option(step_row(run, run.state(step_id)), id=step_id) for step_id in level])
         ids = [o.id for o in listing.options]
         first = next(i for i, o in enumerate(listing.options) if not o.disabled)
-        listing.highlighted = ids.index(highlighted) if highlighted in ids else first
+        listing.highlighted = ids.index(highlighted) if highlighted is not None and highlighted in ids else first
         self._show_detail()
 
     def _selected(self) -> str | None:

@@ -74,7 +74,7 @@ async def test_a_workflow_is_approved_paused_resumed_restarted_and_stopped_with_
         assert "stopped" in title
 
         # restart "join" with an instruction: it runs again (and so does check, after it)
-        await pilot.press("up", "up")  # from check, past the level heading, to join
+        await pilot.press("end", "up")  # to check, then past the level heading to join
         assert screen._selected() == "join"
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, TextPromptScreen), what="the instruction prompt")
@@ -118,6 +118,10 @@ async def test_a_step_asks_for_approval_in_the_app_and_a_workflow_is_planned(
         await pilot.press("y")
         await until(pilot, lambda: screen.run_state.status == "completed", timeout=30, what="the workflow's end")
         assert (workspace / "made-by-workflow").exists()
+        assert screen._selected() == "touch" and app.focused is screen.query_one(OptionList)
+        assert app.status_bar.state.get("activity") == "idle"  # nothing waits any more
+        await pilot.press("enter")
+        await until(pilot, lambda: app.thread_id == screen.run_state.state("touch").thread_id, what="the step's thread")
 
 
 @pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
@@ -134,7 +138,7 @@ def test_workflow_screen_snapshot(
         await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen), what="the workflows list")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, WorkflowScreen), what="the workflow screen")
-        await pilot.press("down", "down", "down")  # to join: its detail names what it waits for
+        await pilot.press("down", "down")  # from left to join: its detail names what it waits for
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
