@@ -129,8 +129,10 @@ class WorkflowSummary(ProtocolModel):
     id: str
     name: str
     status: WorkflowStatus
-    #: Run by this server now; ``running`` and not live means cut off (workflows/resume).
+    #: Run by this server now; ``running`` and not live means cut off (workflows/resume), unless
+    #: ``elsewhere``: another Roder process runs it.
     live: bool
+    elsewhere: bool = False
     cwd: str
     source: WorkflowSource
     steps: list[StepSummary]

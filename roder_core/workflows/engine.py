@@ -136,6 +136,7 @@ class WorkflowEngine:
             run = self.journal.load(workflow_id)
             self._runs[workflow_id] = run
         run.live = workflow_id in self._drivers
+        run.elsewhere = not run.live and run.status is WorkflowStatus.RUNNING and self.journal.held_elsewhere(workflow_id)
         return run
 
     def runs(self, *, status: WorkflowStatus | None = None, limit: int | None = None) -> list[WorkflowRun]:

@@ -39,7 +39,8 @@ class WorkflowJournal:
 
     def create(self, run: WorkflowRun) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._append(run.id, {"kind": "created", "run": run.model_dump(mode="json", by_alias=True, exclude={"live"})})
+        state = run.model_dump(mode="json", by_alias=True, exclude={"live", "elsewhere"})  # of this moment only
+        self._append(run.id, {"kind": "created", "run": state})
 
     def edited(self, run: WorkflowRun) -> None:
         """A new definition (a client's edit before approval): the steps start over."""

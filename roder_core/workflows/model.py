@@ -240,6 +240,8 @@ class WorkflowRun(IRModel):
     #: Whether this process is running it now; a ``running`` workflow nobody runs was cut off
     #: (a crash) and continues with ``workflows/resume``.
     live: bool = False
+    #: Another Roder process runs it now (its lock is held): resume there, not here.
+    elsewhere: bool = False
 
     def state(self, step_id: str) -> StepState:
         for state in self.steps:

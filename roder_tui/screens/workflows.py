@@ -52,15 +52,17 @@ _CSS = """
 """
 
 
-def workflow_state(status: str, live: bool) -> str:
+def workflow_state(status: str, live: bool, elsewhere: bool) -> str:
     """A ``running`` workflow nobody runs was cut off (a crash): say so, it resumes with ``r``."""
-    return "cut off: r resumes" if status == "running" and not live else status
+    if status == "running" and not live:
+        return "running in another Roder" if elsewhere else "cut off: r resumes"
+    return status
 
 
 def summary_row(summary: WorkflowSummary) -> Text:
     done = sum(1 for s in summary.steps if s.status == "completed")
     text = Text(f"{MARKS.get(summary.status, '?')} {summary.name}", style="bold")
-    text.append(f"  {workflow_state(summary.status, summary.live)} · {done}/{len(summary.steps)}")
+    text.append(f"  {workflow_state(summary.status, summary.live, summary.elsewhere)} · {done}/{len(summary.steps)}")
     text.append(f"\n   {summary.id}", style="dim")
     return text
 
@@ -210,7 +212,7 @@ class WorkflowScreen(ModalScreen[None]):
     def _fill(self) -> None:
         run = self.run_state
         done = sum(1 for s in run.steps if s.status == "completed")
-        title = f"{run.definition.name} · {workflow_state(run.status, run.live)} · {done}/{len(run.steps)} done"
+        title = f"{run.definition.name} · {workflow_state(run.status, run.live, run.elsewhere)} · {done}/{len(run.steps)} done"
         if run.error:
             title += f" · {run.error}"
         self.query_one("#workflow-title", Static).update(title)

@@ -97,6 +97,7 @@ async def test_a_killed_workflow_resumes_at_its_step_and_completes(tmp_path: Pat
         try:
             cut_off = (await second.call("workflows/list", {}))["workflows"][0]
             assert cut_off["id"] == workflow_id and cut_off["status"] == "running" and cut_off["live"] is False
+            assert cut_off["elsewhere"] is False  # the killed process's lock went with it
             before = (await second.call("workflows/get", {"workflowId": workflow_id}))["workflow"]
             assert [step(before, s)["status"] for s in ("alpha", "beta", "join", "final")] == [
                 "completed",

@@ -11,12 +11,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from roder_core.customization.subagents import list_agents
 from roder_core.ir import UserMessageItem
 from roder_core.runtime.runtime import Runtime
 from roder_core.workflows.engine import WorkflowEngine
 from roder_core.workflows.journal import WorkflowJournal
-from roder_core.workflows.model import StepStatus, WorkflowDefinition, WorkflowRun, WorkflowSource, WorkflowStatus
+from roder_core.workflows.model import StepStatus, WorkflowDefinition, WorkflowError, WorkflowRun, WorkflowSource, WorkflowStatus
 from tests.builders import EVENT_TIMEOUT, build_client
 
 
@@ -140,6 +142,10 @@ async def test_a_workflow_cut_off_is_taken_up_by_another_engine(workspace: Path)
     run = first.create(definition, WorkflowSource(kind="client"), workspace)
     await first.approve(run.id)
     thread_id = await asyncio.wait_for(started, EVENT_TIMEOUT)
+    other = engine_for(runtime)  # another process's view: the lock is held
+    assert other.get(run.id).elsewhere and not other.get(run.id).live
+    with pytest.raises(WorkflowError, match="another Roder process"):
+        await other.resume(run.id)
     await first.aclose()  # the app closes: the workflow stays "running" on disk
     await runtime.close()
 
@@ -147,7 +153,7 @@ async def test_a_workflow_cut_off_is_taken_up_by_another_engine(workspace: Path)
     second = engine_for(again)
     try:
         cut_off = second.get(run.id)
-        assert cut_off.status is WorkflowStatus.RUNNING and not cut_off.live
+        assert cut_off.status is WorkflowStatus.RUNNING and not cut_off.live and not cut_off.elsewhere
         assert [r.id for r in second.runs(status=WorkflowStatus.RUNNING)] == [run.id]
         resumed = await second.resume(run.id)
         assert resumed.live and resumed.state("wait").status is StepStatus.INTERRUPTED

@@ -123,6 +123,7 @@ def _summary(run: WorkflowRun) -> WorkflowSummary:
         name=run.definition.name,
         status=run.status,
         live=run.live,
+        elsewhere=run.elsewhere,
         cwd=run.cwd,
         source=run.source,
         steps=[StepSummary(id=s.id, status=s.status, thread_id=s.thread_id) for s in run.steps],
