@@ -25,9 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from roder_core.customization.definitions import AgentDefinition
-from roder_core.customization.slash_commands import split_model
-from roder_core.customization.subagents import CHILD_EXCLUDED_TOOLS, child_mode
+from roder_core.customization.definitions import AgentDefinition, split_model
+from roder_core.customization.subagents import agent_tools, child_mode
 from roder_core.errors import RoderError, ThreadNotFoundError
 from roder_core.ir import AgentMessageItem, CommandExecutionItem, ToolResultItem, TurnStatus, new_id, now
 from roder_core.kernel.tools import ToolCall
@@ -49,7 +48,6 @@ from roder_core.workflows.model import (
 
 if TYPE_CHECKING:
     from roder_core.ir import Mode, Thread, Turn
-    from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.runtime.options import RuntimeOptions
 
 log = logging.getLogger(__name__)
@@ -72,9 +70,6 @@ class WorkflowHost(Protocol):
     def options(self) -> RuntimeOptions: ...
 
     @property
-    def registry(self) -> ExtensionRegistry: ...
-
-    @property
     def mode(self) -> Mode: ...
 
     @property
@@ -89,13 +84,17 @@ class WorkflowHost(Protocol):
 
     async def resume_thread(self, thread_id: str) -> Thread: ...
 
-    def restrict_thread(self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None) -> None: ...
+    def restrict_thread(
+        self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None, agent: str | None = None
+    ) -> None: ...
 
     async def run_turn(self, thread_id: str, text: str, **kw: Any) -> Turn: ...
 
     async def interrupt(self, thread_id: str, turn_id: str | None = None) -> bool: ...
 
     async def close_thread(self, thread_id: str) -> None: ...
+
+    def tool_names(self) -> list[str]: ...
 
 
 AgentLister = Callable[[Path], list[AgentDefinition]]
@@ -178,7 +177,7 @@ class WorkflowEngine:
             raise WorkflowError("the goal is empty")
         host = self._host
         thread = await host.start_thread(cwd, title=f"Workflow plan: {' '.join(goal.split())[:60]}")
-        host.restrict_thread(thread.id, tools=self._planner_tools(), mode=child_mode(host.mode, "plan"))
+        host.restrict_thread(thread.id, tools=agent_tools(host.tool_names(), None), mode=child_mode(host.mode, "plan"))
         agents = sorted(self.agents(cwd).values(), key=lambda a: a.name)
         prompt = texts.planning_prompt(goal, [(a.name, a.description) for a in agents])
         try:
@@ -200,12 +199,6 @@ class WorkflowEngine:
         finally:
             await host.close_thread(thread.id)
         raise AssertionError("unreachable")
-
-    def _planner_tools(self) -> frozenset[str]:
-        return frozenset(n for n in self._tool_names() if n not in CHILD_EXCLUDED_TOOLS)
-
-    def _tool_names(self) -> list[str]:
-        return self._host.registry.tool_registry(on_error=lambda *_: None).names()
 
     # ------------------------------------------------------------------ controlling
 
@@ -440,9 +433,9 @@ class WorkflowEngine:
             provider, model = split_model(agent.model if agent else None, host.provider)
             thread = await host.start_thread(Path(run.cwd), provider, model, title=f"{run.definition.name} · {step.id}")
             thread_id, fresh = thread.id, True
-        tools = frozenset({"bash"}) if agent is None else _agent_tools(self._tool_names(), agent)
+        tools = frozenset({"bash"}) if agent is None else agent_tools(host.tool_names(), agent)
         mode = child_mode(run.mode or str(host.mode), agent.mode if agent else None)
-        host.restrict_thread(thread_id, tools=tools, mode=mode)
+        host.restrict_thread(thread_id, tools=tools, mode=mode, agent=f"{run.definition.name}/{step.id}")
         return thread_id, fresh
 
     async def _execute(
@@ -495,14 +488,6 @@ class WorkflowEngine:
             how = f"exit code {first.exit_code}" if first.exit_code is not None else first.last_line or "not run"
             state.error = f"score failed: {first.command} ({how})"
         state.value = next((v for s in reversed(state.scores) if (v := _number(s.last_line)) is not None), None)
-
-
-def _agent_tools(available: list[str], agent: AgentDefinition) -> frozenset[str]:
-    names = [n for n in available if n not in CHILD_EXCLUDED_TOOLS]
-    if agent.tools is None:
-        return frozenset(names)
-    wanted = {t.split("(")[0].strip().lower() for t in agent.tools}
-    return frozenset(n for n in names if n.lower() in wanted)
 
 
 def _bash(command: str) -> ToolCall:
