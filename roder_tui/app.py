@@ -56,6 +56,7 @@ from roder_tui.widgets.sidebar import Sidebar  # noqa: E402
 from roder_tui.widgets.status_bar import StatusBar  # noqa: E402
 from roder_tui.widgets.team_panes import TeamPanes  # noqa: E402
 from roder_tui.widgets.transcript import Transcript  # noqa: E402
+from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
 if TYPE_CHECKING:
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
@@ -176,8 +177,10 @@ class RoderApp(App[int]):
         self.tasks_view = TasksView(self, self._client)
         self._teams: TeamControl | None = None
         self._left_running: set[str] = set()
-        #: Threads shown here and the child threads (subagents) they started: whose approvals we answer.
+        #: Threads shown here and the child threads (subagents, workflow steps) they started: whose
+        #: approvals we answer.
         self._family: set[str] = set()
+        self.workflows_view = WorkflowsView(self, self._client, self._family, str(self.cwd))
         self._ctrl_c_at = 0.0
         self._esc_at = 0.0
         #: What /undo reverted, newest last (/redo re-applies it); a new prompt clears it.
@@ -468,6 +471,9 @@ class RoderApp(App[int]):
         if method == "tasks/updated":
             self.tasks_view.task_updated(event.task)
             return
+        if method == "workflows/updated":
+            self.workflows_view.updated(event)
+            return
         if isinstance(event, ev.PlanReviewUpdated):
             await self._on_plan_review(event)
             return
@@ -546,15 +552,16 @@ class RoderApp(App[int]):
                 self._next_approval()
         if self.turn_id:
             self._set_activity("working")
+        elif not self._approvals:  # a workflow step's or a thread left running: nothing waits now
+            self._set_activity("idle")
 
     async def _flush_deltas(self, batch: dict[str, str]) -> None:
         for key, text in batch.items():
             await self.transcript.stream(key, text)
 
     def _set_activity(self, activity: str) -> None:
-        self.status_bar.update_state(
-            activity=activity, elapsed=(time.monotonic() - self.turn_started) if activity != "idle" else None
-        )
+        elapsed = time.monotonic() - self.turn_started if activity != "idle" and self.turn_id else None
+        self.status_bar.update_state(activity=activity, elapsed=elapsed)
         if activity == "idle" and self._elapsed_timer is not None:
             self._elapsed_timer.stop()
             self._elapsed_timer = None
@@ -1149,6 +1156,7 @@ class RoderApp(App[int]):
             "tui/sidebar": self.action_toggle_sidebar,
             "tui/help": self.action_help,
             "tui/tasks": self.action_tasks,
+            "tui/workflows": self.action_workflows,
         }
         try:
             if method in local:
@@ -1288,6 +1296,9 @@ class RoderApp(App[int]):
 
     async def action_tasks(self) -> None:
         await self.tasks_view.open()
+
+    async def action_workflows(self) -> None:
+        await self.workflows_view.open()
 
     def action_help(self) -> None:
         from roder_tui.screens.help import HelpScreen

@@ -57,6 +57,7 @@ KEYS: tuple[Key, ...] = (
     Key("f1", "help", "this help", "app", "help"),
     Key("question_mark", "help", "this help (outside the prompt)", "transcript"),
     Key("f2", "tasks", "background tasks: last output line, open output, kill", "app", "tasks"),
+    Key("f3", "workflows", "workflows: plan, watch steps, open a step's thread, pause, resume, restart", "app", "workflows"),
     Key("ctrl+n", "new_thread", "new thread", "app", "new_thread"),
     Key("ctrl+r", "resume_picker", "resume an earlier thread (picker)", "app", "resume_picker"),
     Key("ctrl+t", "focus_transcript", "move focus to the transcript", "app", "focus_transcript"),

@@ -174,6 +174,7 @@ class SessionSource(_Source):
             PaletteCommand("Copy last answer", "to the clipboard (OSC 52 and system clipboard)", "tui/copy_last"),
             PaletteCommand("Toggle sidebar", "threads and fork tree (ctrl+b)", "tui/sidebar"),
             PaletteCommand("Background tasks", "running tasks with their last output line: open output, kill (f2)", "tui/tasks"),
+            PaletteCommand("Workflows", "plan a workflow, watch its steps, pause, resume, restart a step (f3)", "tui/workflows"),
             PaletteCommand("Keys and help", "every key binding (? or F1)", "tui/help"),
         ]
         return rows if state.get("thread_id") else rows[4:]

@@ -19,6 +19,7 @@ PROJECT_ITEMS: tuple[str, ...] = (
     ".roder/skills",
     ".roder/commands",
     ".roder/agents",
+    ".roder/workflows",
     ".mcp.json",
     ".agents/skills",
     ".claude/skills",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from roder_core.ir import (
 )
 from roder_core.kernel.hook_payloads import HookPayload, SessionEndPayload, SessionStartPayload
 from roder_core.kernel.services import HookPoint, InferenceEngine, PolicyVerdict, RunnerScope
-from roder_core.kernel.tools import HostedHook, ToolHost
+from roder_core.kernel.tools import HostedHook, ToolCall, ToolHost
 from roder_core.media.library import MediaLibrary, require_vision
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
@@ -542,11 +542,14 @@ class Runtime:
         deadline: float | None = None,
         provider: str | None = None,
         model: str | None = None,
+        scripted: Sequence[ToolCall] | None = None,
     ) -> Turn:
         """Start a turn in the background and return it as soon as it has started.
 
         ``provider``/``model`` override the thread's model for this turn only (slash commands
-        with a ``model`` frontmatter)."""
+        with a ``model`` frontmatter). ``scripted`` calls replace the model: the turn runs them
+        one by one through policy and the brokers, like a model's calls (a workflow's commands,
+        ``turn.scripted``)."""
         state = self.threads.get(thread_id)
         if state.busy:
             if not state.finishing:
@@ -563,6 +566,10 @@ class Runtime:
         await self.open_runner(thread_id)
         message = UserMessageItem(text=text, attachments=given)
         await self._turn_snapshot(state, message.id)
+        if scripted is not None:
+            from roder_core.turn.scripted import ScriptedTurnRunner
+
+            return await self._launch(state, ScriptedTurnRunner(self, state, message, scripted))
         runner = TurnRunner(
             self,
             state,

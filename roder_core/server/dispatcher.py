@@ -70,6 +70,7 @@ METHOD_MODULES = (
     "roder_core.server.methods.attach",
     "roder_core.server.methods.plan_review",
     "roder_core.server.methods.teams",
+    "roder_core.server.methods.workflows",
 )
 
 

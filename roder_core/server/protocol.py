@@ -696,7 +696,6 @@ def register(spec: MethodSpec[P, R]) -> MethodSpec[P, R]:
 
 #: Seed-004 method groups this release does not offer: group -> (methods or prefixes, why).
 UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
-    "workflows": (("workflow/", "workflows/"), "workflows are not available in this release"),
     "auth": (("auth/",), "provider OAuth logins are not available in this release; use API keys"),
 }
 

@@ -71,7 +71,9 @@ async def test_thread_and_turn_with_typed_events(workspace: Path) -> None:
     assert any(g.name == "teams" and g.available for g in info.method_groups)
     assert any(g.name == "planReview" and g.available for g in info.method_groups)
     assert any(g.name == "media" and g.available for g in info.method_groups)
-    assert any(g.name == "workflows" and not g.available for g in info.method_groups)
+    assert any(g.name == "workflows" and g.available for g in info.method_groups)
+    assert any(g.name == "workflowImports" and g.available for g in info.method_groups)
+    assert any(g.name == "auth" and not g.available for g in info.method_groups)
     events = client.subscribe()
     thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hi"))).turn
@@ -171,7 +173,7 @@ async def test_errors_are_typed(workspace: Path) -> None:
             await client.request(method, {})
         assert err.value.code == code
     with pytest.raises(RpcError) as err:
-        await client.request("workflows/list", {})
+        await client.request("auth/codex/login", {})
     assert "not available" in err.value.message
     with pytest.raises(RpcError) as err:
         await client.request("turn/start", {"threadId": "thr_missing", "prompt": "x"})

@@ -24,9 +24,12 @@ marketplaces/refresh marketplaces/search marketplaces/plugin plugins/preview_ins
 plugins/install_all_variants plugins/list_installed plugins/disable plugins/uninstall
 team/start team/list team/read team/member/start team/member/message team/member/interrupt
 team/member/focus team/cleanup team/pane/focus team/pane/cleanup plan/review/read plan/review/comment
-plan/review/rewrite plan/review/approve plan/review/reject"""
+plan/review/rewrite plan/review/approve plan/review/reject
+workflow/scan workflow/preview workflow/enable workflow/ignore workflow/refresh workflow/remove
+workflows/plan workflows/approve workflows/list workflows/get workflows/pause workflows/resume
+workflows/stop workflows/restartAgent"""
 OFFERED_METHODS = OFFERED.split()
-NOT_OFFERED = """workflow/scan workflows/list auth/codex/login"""
+NOT_OFFERED = """auth/codex/login"""
 
 
 def test_docs_are_generated_from_the_models() -> None:

@@ -221,6 +221,7 @@ from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
 from tests.media.images import png_bytes
 from tests.server.support import RemoteServer, call, roder_command, trusted_workspace
+from tests.server.workflow_calls import workflow_calls
 
 TOKEN = "typed-client-token-0123"
 
@@ -475,6 +476,7 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         assert (await typed(MEDIA_THUMBNAIL, MediaThumbnailParams(thread_id=thread.id, media_id=media.id))).width == 4
         assert (await typed(MEDIA_DELETE, MediaIdParams(thread_id=thread.id, media_id=media.id))).deleted
         await _plugin_calls(typed, tmp_path)
+        await workflow_calls(called, tmp_path, env)
         # Attaching clients (issue 19): live state, headless threads, the palette, the host.
         live = await typed(THREAD_LIVE, ThreadLiveParams(thread_id=thread.id))
         assert live.thread_id == thread.id and live.turn_id is None

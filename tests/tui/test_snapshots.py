@@ -9,9 +9,6 @@ gives usage), ages, tool durations and the turn's elapsed seconds.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +23,6 @@ ANSWER = (
     "Here is the plan:\n\n1. Read `app.py`\n2. Add the **status** segment\n\n"
     "```python\ndef segment(state):\n    return state.get('mode')\n```\n\nThat is all."
 )
-
-
-@pytest.fixture
-def fixed_workspace(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    # The status bar shows the workspace with the home folder as "~": a workspace under a private
-    # HOME reads "~/ws" wherever TMPDIR points and however many runs share the machine.
-    root = Path(tempfile.mkdtemp(prefix="roder-snapshot-"))
-    monkeypatch.setenv("HOME", str(root))
-    workspace = root / "ws"
-    workspace.mkdir()
-    monkeypatch.setattr("roder_tui.widgets.sidebar.clock", lambda: 0.0)
-    monkeypatch.setattr("roder_tui.widgets.messages.format_duration", lambda _ms: "12ms")
-    yield workspace
-    shutil.rmtree(root, ignore_errors=True)
 
 
 async def _settle(app: Any) -> None:
