@@ -117,7 +117,7 @@ async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext
         model=runtime.model,
         cwd=str(runtime.options.cwd),
         mode=runtime.mode,
-        method_groups=method_groups(),
+        method_groups=method_groups() if params.include_method_groups else [],
         warnings=warnings,
         fell_back_to_mock=fell_back,
         remote=ctx.remote,
