@@ -50,7 +50,6 @@ from roder_core.server.protocol import (
     TurnStartParams,
 )
 from roder_core.server.protocol_attach import THREAD_HEADLESS, ThreadHeadlessParams
-from roder_core.server.protocol_features import COMMANDS_EXPAND, CommandsExpandParams
 from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ModelRetrying, ThreadStarted, TurnCompleted
 from roder_tui.startup import end_startup
 
@@ -212,7 +211,9 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
 
         client, host_mode = LocalAppClient.start(settings_from_args(args, interactive=False), persist_config=False), None
     async with client:
-        info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-ask")))
+        info = await client.call(
+            INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-ask"), include_method_groups=False)
+        )
         end_startup()
         if info.fell_back_to_mock:
             err.write(MOCK_HINT + "\n")
@@ -269,6 +270,7 @@ async def _expand_command(client: AppClient, prompt: str) -> str:
     if not prompt.startswith("/"):
         return prompt
     from roder_core.customization.slash_commands import parse_invocation
+    from roder_core.server.protocol_features import COMMANDS_EXPAND, CommandsExpandParams  # only for "/..." prompts
 
     name, arguments = parse_invocation(prompt)
     try:

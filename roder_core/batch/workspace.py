@@ -104,7 +104,9 @@ class Baseline:
         )
 
     def record(self) -> None:
-        self._git("init", "--quiet")
+        # No template: the sample hooks, description and info/exclude it copies are never used
+        # here, and skipping them halves `git init` and the scratch folder's removal per rollout.
+        self._git("init", "--quiet", "--template=")
         self._git("add", "--all")
         self._git("commit", "--quiet", "--allow-empty", "--no-verify", "-m", "baseline")
 

@@ -12,12 +12,13 @@ import dataclasses
 import importlib.util
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from roder_core.kernel.extension import CapabilityGrant, RoderExtension
+from roder_core.kernel.extension_index import ExtensionIndex
 from roder_core.kernel.profiles import PROFILES, CapabilityProfile
 from roder_core.kernel.registry import ExtensionRegistry, ExtensionRegistryBuilder, RegistryError
 from roder_core.policy.trust import TrustStore
@@ -27,6 +28,8 @@ from roder_core.settings.paths import RoderPaths
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "roder.extensions"
+#: How a discovered extension's source is named in warnings ("entry point mcp").
+ENTRY_POINT_SOURCE = "entry point "
 
 ExtensionFactory = Callable[["HostContext"], RoderExtension | Iterable[RoderExtension] | None]
 
@@ -100,15 +103,28 @@ def make_host(
     return HostContext(cwd, paths, config, env, trusted, PROFILES[profile], interactive)
 
 
-def discovered_factories() -> list[tuple[str, ExtensionFactory]]:
-    from importlib.metadata import entry_points
+def discovered_factories(
+    paths: RoderPaths | None = None, *, kinds: Collection[str] | None = None
+) -> list[tuple[str, ExtensionFactory]]:
+    """The installed extensions' factories, listed from the extension index (see
+    ``kernel.extension_index``); with ``kinds``, entry points known to provide none of those
+    service kinds are not imported."""
+    index = ExtensionIndex.load(paths or RoderPaths.from_env(), ENTRY_POINT_GROUP)
+    return [(source, factory) for source, factory, _name in _indexed_factories(index, kinds)]
 
-    found: list[tuple[str, ExtensionFactory]] = []
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+
+def _indexed_factories(index: ExtensionIndex, kinds: Collection[str] | None) -> list[tuple[str, ExtensionFactory, str]]:
+    from importlib.metadata import EntryPoint
+
+    found: list[tuple[str, ExtensionFactory, str]] = []
+    for entry in index.entries:
+        if kinds is not None and not entry.may_provide(kinds):
+            continue
+        source = f"{ENTRY_POINT_SOURCE}{entry.name}"
         try:
-            found.append((f"entry point {ep.name}", ep.load()))
+            found.append((source, EntryPoint(entry.name, entry.value, ENTRY_POINT_GROUP).load(), entry.name))
         except Exception as exc:
-            found.append((f"entry point {ep.name}", _raiser(exc)))
+            found.append((source, _raiser(exc), entry.name))
     return found
 
 
@@ -148,15 +164,25 @@ def _as_list(value: Any) -> list[RoderExtension]:
 def build_distribution(
     host: HostContext,
     factories: Iterable[tuple[str, ExtensionFactory]] | None = None,
+    *,
+    kinds: Collection[str] | None = None,
 ) -> Distribution:
     """Install every extension the profile allows, grant what it grants, freeze the registry.
 
+    Without ``factories``, the installed entry points (from the extension index) and, in a
+    trusted folder, the project's extensions; ``kinds`` leaves out entry points the index knows
+    provide none of those service kinds (a client that needs only status segments). What each
+    entry point provided is recorded in the index.
     A broken third-party extension is skipped and reported rather than taking Roder down.
     """
+    index: ExtensionIndex | None = None
     if factories is None:
-        factories = [*discovered_factories(), *project_factories(host)]
+        index = ExtensionIndex.load(host.paths, ENTRY_POINT_GROUP)
+        factories = [(source, factory) for source, factory, _ in _indexed_factories(index, kinds)]
+        factories += project_factories(host)
     builder = ExtensionRegistryBuilder()
     skipped: list[SkippedExtension] = []
+    observed: dict[str, frozenset[str]] = {}
     for source, factory in factories:
         try:
             extensions = _as_list(factory(host))
@@ -165,6 +191,9 @@ def build_distribution(
             continue
         for extension in extensions:
             manifest = extension.manifest()
+            if source.startswith(ENTRY_POINT_SOURCE):
+                name = source.removeprefix(ENTRY_POINT_SOURCE)
+                observed[name] = observed.get(name, frozenset()) | {service.kind for service in manifest.provides}
             denied = [
                 (cap.id, reason)
                 for cap in manifest.required_capabilities
@@ -186,4 +215,6 @@ def build_distribution(
                     builder.grant_capability(manifest.id, CapabilityGrant(cap.id))
     for entry in skipped:  # callers show the unexpected ones once (see Distribution.warnings)
         log.debug("%s", entry.describe())
+    if index is not None:
+        index.record_provides(observed)
     return Distribution(builder.build(), host, skipped)

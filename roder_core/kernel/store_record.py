@@ -36,13 +36,20 @@ def installed_fingerprint() -> str:
     """
     digest = hashlib.sha256(sys.executable.encode())
     for entry in sys.path[1:]:
-        try:
-            with os.scandir(entry or ".") as found:
-                names = sorted((item.name, item.stat().st_mtime_ns) for item in found if item.name.endswith(_METADATA_SUFFIXES))
-        except OSError:  # not a directory (a zip), missing, or changed while scanning
-            continue
-        digest.update(f"{entry}\0{names}\0".encode())
+        names = metadata_names(entry)
+        if names is not None:
+            digest.update(f"{entry}\0{names}\0".encode())
     return digest.hexdigest()
+
+
+def metadata_names(entry: str) -> list[tuple[str, int]] | None:
+    """The distribution metadata folders (and ``.pth`` files) in one ``sys.path`` entry with
+    their mtimes, sorted; None when the entry is not a readable directory."""
+    try:
+        with os.scandir(entry or ".") as found:
+            return sorted((item.name, item.stat().st_mtime_ns) for item in found if item.name.endswith(_METADATA_SUFFIXES))
+    except OSError:  # not a directory (a zip), missing, or changed while scanning
+        return None
 
 
 def record_thread_store(paths: RoderPaths, store: object | None, profile: str) -> None:

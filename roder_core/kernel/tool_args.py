@@ -19,7 +19,6 @@ call with an error result naming each wrong field, which the model can correct a
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Protocol, TypeVar
@@ -65,10 +64,20 @@ _DROPPED_KEYS = frozenset({"title", "default"})
 def arguments_schema(model: type[ToolArguments], *, choices: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """The JSON schema of ``model`` as providers accept it; ``choices`` adds an ``enum`` to a
     string field whose allowed values are known only at run time (installed skills, agents)."""
-    schema = copy.deepcopy(_schema_of(model))
+    schema: dict[str, Any] = _copy_json(_schema_of(model))
     for name, values in (choices or {}).items():
         schema["properties"][name]["enum"] = list(values)
     return schema
+
+
+def _copy_json(node: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars): about four times faster than
+    ``copy.deepcopy``, and every tool's schema is copied for every model call."""
+    if isinstance(node, dict):
+        return {key: _copy_json(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_copy_json(item) for item in node]
+    return node
 
 
 @functools.cache

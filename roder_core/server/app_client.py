@@ -54,6 +54,11 @@ class AppClient:
         """A method known only by name with wire-shaped params (a palette row names its method):
         checked against the method's params model here, then ``call``."""
         spec = METHODS.get(method)
+        if spec is None:  # its protocol module may not be imported yet: load the whole table
+            from roder_core.server.dispatcher import load_method_modules
+
+            load_method_modules()
+            spec = METHODS.get(method)
         if spec is None:
             unavailable = unavailable_group(method)
             raise RpcError(METHOD_NOT_FOUND, f"{method}: {unavailable[1]}" if unavailable else f"method not found: {method!r}")

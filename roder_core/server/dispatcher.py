@@ -57,9 +57,14 @@ SERVER_CAPABILITIES = frozenset({"fs.read.workspace", "fs.write.workspace", "pro
 #: Longest id (``threadId``, ``traceId``, ...) a client may pass; ids become file names.
 MAX_ID_LENGTH = 200
 
-#: Modules defining handlers, imported when the first dispatcher is built.
+#: The handlers every client calls (handshake, threads, turns, approvals): imported when the
+#: first dispatcher is built.
+CORE_METHOD_MODULE = "roder_core.server.methods.core"
+#: Every module defining handlers. Those beyond the core are imported on the first call of a
+#: method the core does not handle (or when the whole table is listed): a one-shot run never
+#: calls them, and their protocol models cost about 0.14 s of CPU to build.
 METHOD_MODULES = (
-    "roder_core.server.methods.core",
+    CORE_METHOD_MODULE,
     "roder_core.server.methods.host",
     "roder_core.server.methods.features",
     "roder_core.server.methods.changes",
@@ -72,6 +77,12 @@ METHOD_MODULES = (
     "roder_core.server.methods.teams",
     "roder_core.server.methods.workflows",
 )
+
+
+def load_method_modules() -> None:
+    """Import every handler module, so HANDLERS and METHODS hold the whole method table."""
+    for module in METHOD_MODULES:
+        importlib.import_module(module)
 
 
 def handles(method: str) -> Callable[[H], H]:
@@ -117,8 +128,7 @@ class Dispatcher:
         persist_config: bool = False,
         queue_size: int = DEFAULT_MAXSIZE,
     ) -> None:
-        for module in METHOD_MODULES:
-            importlib.import_module(module)
+        importlib.import_module(CORE_METHOD_MODULE)
         self.runtime = runtime
         self.started = started
         self.persist_config = persist_config
@@ -136,6 +146,8 @@ class Dispatcher:
     # ------------------------------------------------------------------ typed calls
 
     def method_spec(self, method: str) -> MethodSpec[Any, Any]:
+        if method not in HANDLERS:
+            load_method_modules()
         spec = METHODS.get(method)
         if spec is None or method not in HANDLERS:
             unavailable = unavailable_group(method)

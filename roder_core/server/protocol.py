@@ -55,6 +55,9 @@ class ClientInfo(ProtocolModel):
 class InitializeParams(ProtocolModel):
     client_info: ClientInfo | None = None
     protocol_version: str | None = None
+    #: False answers with an empty ``methodGroups``: a client that never reads the method table
+    #: (``roder -p``) spares the server importing every handler module to build it.
+    include_method_groups: bool = True
 
 
 class ServerInfo(ProtocolModel):

@@ -205,7 +205,8 @@ class RemoteAppClient(RpcClient, AppClient):
 
             folder = Path(workspace) if workspace and Path(workspace).is_dir() else None
             host = make_host(folder, interactive=True, trust=None if folder is not None else False)
-            self._segments = list(build_distribution(host).registry.status_segments)
+            # Only the extensions that may provide segments are imported (the extension index).
+            self._segments = list(build_distribution(host, kinds={"StatusSegment"}).registry.status_segments)
         return self._segments
 
     async def close(self) -> None:

@@ -26,12 +26,9 @@ from roder_core.threads.events import RuntimeEvent
 
 def load_methods() -> dict[str, MethodSpec[Any, Any]]:
     """The full method table (importing every handler module registers its protocol models)."""
-    import importlib
+    from roder_core.server.dispatcher import load_method_modules
 
-    from roder_core.server.dispatcher import METHOD_MODULES
-
-    for module in METHOD_MODULES:
-        importlib.import_module(module)
+    load_method_modules()
     return dict(sorted(METHODS.items()))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -54,3 +55,20 @@ def test_tls_only_where_a_request_can_use_it(
     if proxy is not None:
         monkeypatch.setenv("HTTP_PROXY", proxy)
     assert needs_tls(url, trust_env) is expected
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("trio") is None, reason="trio is not installed (Selenium, a test dependency, brings it)"
+)
+def test_httpx_loads_its_pool_without_trio_and_trio_still_imports_afterwards() -> None:
+    probe = (
+        "import sys\n"
+        "from roder_core.brokers.httpx_loader import load_httpx\n"
+        "load_httpx()\n"
+        "import httpcore._synchronization as sync\n"
+        "print('httpcore' in sys.modules, 'trio' in sys.modules, sync.trio is None)\n"
+        "import trio\n"
+        "print(trio.Lock is not None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False", "True", "True"]

@@ -130,6 +130,20 @@ def test_choices_add_an_enum_without_touching_the_cached_schema() -> None:
     assert "enum" not in arguments_schema(Sample)["properties"]["path"]
 
 
+def test_a_caller_changing_its_schema_deep_inside_leaves_the_next_one_intact() -> None:
+    first = arguments_schema(Sample)
+    first["properties"]["items"]["items"]["properties"]["title"]["type"] = "number"
+    first["properties"]["items"]["items"]["required"].append("extra")
+    first["required"].clear()
+    assert arguments_schema(Sample)["properties"]["items"]["items"] == {
+        "type": "object",
+        "properties": {"title": {"type": "string", "description": "a field named like a schema keyword"}},
+        "required": ["title"],
+        "additionalProperties": False,
+    }
+    assert arguments_schema(Sample)["required"] == ["path"]
+
+
 def test_errors_name_every_wrong_field() -> None:
     bad = ToolCall(id="c1", name="sample", arguments={"path": "  ", "count": 0, "mode": "c"})
     with pytest.raises(ToolArgumentError) as caught:

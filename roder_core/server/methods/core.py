@@ -16,7 +16,7 @@ from roder_core.kernel.tool_catalog import source_statuses
 from roder_core.kernel.tools import is_read_only, tool_kind
 from roder_core.media.images import MediaError, sniff_image
 from roder_core.policy.trust import TrustStore, project_items
-from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles
+from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles, load_method_modules
 from roder_core.server.errors import InvalidParams
 from roder_core.server.protocol import (
     METHODS,
@@ -82,6 +82,7 @@ from roder_core.threads.events import ApprovalRequested
 
 def method_groups() -> list[MethodGroup]:
     """Every group with its methods; a group is available when all its methods have handlers."""
+    load_method_modules()
     groups: dict[str, list[str]] = {}
     for spec in METHODS.values():
         groups.setdefault(spec.group, []).append(spec.name)
@@ -116,7 +117,7 @@ async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext
         model=runtime.model,
         cwd=str(runtime.options.cwd),
         mode=runtime.mode,
-        method_groups=method_groups(),
+        method_groups=method_groups() if params.include_method_groups else [],
         warnings=warnings,
         fell_back_to_mock=fell_back,
         remote=ctx.remote,
