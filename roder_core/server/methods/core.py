@@ -231,7 +231,7 @@ async def open_thread(app: Dispatcher, thread_id: str) -> Thread:
 async def thread_read(app: Dispatcher, params: ThreadReadParams, ctx: CallContext) -> ThreadResult:
     runtime = app.runtime
     if params.thread_id in {t.id for t in runtime.open_threads()}:
-        thread = runtime.thread(params.thread_id)
+        thread = await runtime.full_thread(params.thread_id) if params.include_turns else runtime.thread(params.thread_id)
     else:
         if runtime.store is None:
             raise InvalidParams(f"no thread {params.thread_id!r} (no thread store is installed)")
@@ -241,7 +241,10 @@ async def thread_read(app: Dispatcher, params: ThreadReadParams, ctx: CallContex
 
 @handles("thread/resume")
 async def thread_resume(app: Dispatcher, params: ThreadResumeParams, ctx: CallContext) -> ThreadResult:
-    return ThreadResult(thread=_thread_view(await open_thread(app, params.thread_id), params.include_turns))
+    thread = await open_thread(app, params.thread_id)
+    if params.include_turns:
+        thread = await app.runtime.full_thread(thread.id)
+    return ThreadResult(thread=_thread_view(thread, params.include_turns))
 
 
 @handles("thread/close")
