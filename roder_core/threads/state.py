@@ -126,7 +126,5 @@ def _older_part(whole: Thread, recent: Thread, count: int) -> list[Turn]:
     follows = whole.turns[count].id if len(whole.turns) > count else None
     first = recent.turns[0].id if recent.turns else None
     if len(older) != count or (first is not None and follows != first):
-        raise RoderError(
-            f"thread {recent.id}: its stored history no longer matches the loaded turns; close and resume it again"
-        )
+        raise RoderError(f"thread {recent.id}: its stored history no longer matches the loaded turns; close and resume it again")
     return older

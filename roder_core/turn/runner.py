@@ -398,12 +398,12 @@ class TurnRunner:
         )
         turn_start = self.turn.items[0].id if self.turn.items else None
         request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
-        if not (self.state.history_complete or shows_all_visible(self.thread.items())):
-            # Resumed from its recent turns, and the model would see older ones too. When even
-            # the recent ones are over budget, compaction reads the rest; otherwise read it now.
-            if not self.compactor.would_compact(request, profile):
-                await self.state.complete_history()
-                request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+        # Resumed from its recent turns, and the model would see older ones too: when even the
+        # recent ones are over budget, compaction reads the rest; otherwise read it now.
+        partial = not (self.state.history_complete or shows_all_visible(self.thread.items()))
+        if partial and not self.compactor.would_compact(request, profile):
+            await self.state.complete_history()
+            request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
         loaded_all = self.state.history_complete
         if await self.compactor.maybe_compact(request, profile) or self.state.history_complete != loaded_all:
             request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
