@@ -5,8 +5,8 @@
 A thread of realistic 14-event coding turns (bench/sessions.py's writer) is written to a
 temporary RODER_HOME and resumed once with `roder -p` (as a user's earlier session would have),
 so its snapshots exist. Then `roder --provider mock -r ID` is started in a pseudo-terminal
-(120x40), as a user starts it, and the clock runs from spawn until the last turn's request
-("Request N: please look at module_N.py") is drawn and the status bar says "idle"; against `roder
+(120x40), as a user starts it, and the clock runs from spawn until the last turn's prompt
+(a marker sent by one more `roder -p MARKER -r ID`) is drawn and the status bar says "idle"; against `roder
 --provider mock` on no thread until "idle". Interleaved run by run (with the baseline checkout
 too when given: `git archive main | tar -x -C DIR`), with the load average before and after.
 """
@@ -14,18 +14,62 @@ too when given: `git archive main | tar -x -C DIR`), with the load average befor
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
-import re
+import pty
+import select
 import statistics
+import struct
+import subprocess
 import sys
 import tempfile
+import termios
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oneshot import compile_bytecode, load_average, run_once, write_big_thread
-from tui_first_frame import timed_run
 
 ROOT = Path(__file__).resolve().parents[1]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a running process so far (clock-tick resolution)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def timed_run(argv: list[str], markers: list[bytes], env: dict[str, str], cwd: str) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds from spawn until each marker appears on the terminal; then ctrl+q.
+    Under load the wall clock mostly measures waiting for a core; the process's CPU does not."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, close_fds=True)
+    os.close(slave)
+    seen, found = b"", []
+    try:
+        while len(found) < len(markers) and time.perf_counter() < started + 120:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+                while len(found) < len(markers) and markers[len(found)] in seen:
+                    found.append((time.perf_counter() - started, cpu_seconds(process.pid)))
+        os.write(master, b"\x11")  # ctrl+q
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    finally:
+        os.close(master)
+    if len(found) < len(markers):
+        raise RuntimeError(f"{argv} never showed {markers[len(found)]!r}")
+    return found
 
 
 def main() -> None:
@@ -50,26 +94,27 @@ def main() -> None:
         roder = [sys.executable, "-m", "roder_tui.cli", "--provider", "mock"]
         for variant in ("this", "this", *variants):  # earlier sessions: compaction, snapshots
             run_once([*roder, "-p", "hi", "-r", thread_id], {**env, **variants[variant]}, ws)
-        data = (home / "data" / "threads" / f"{thread_id}.jsonl").read_bytes()
-        last = re.findall(rb"Request \d+: please look at module_\d+\.py", data)[-1]
-        marker = last.split(b":")[0]
-        times: dict[tuple[str, str], list[float]] = {}
+        marker = b"last-screen-marker"  # the last turn's prompt: on the last screen only
+        run_once([*roder, "-p", marker.decode(), "-r", thread_id], env, ws)
+        times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         before = load_average()
         for _ in range(opts.runs):
             for variant, extra in variants.items():
                 run_env = {**env, **extra}
-                times.setdefault(("fresh", variant), []).append(timed_run(roder, [b"idle"], run_env, str(ws))[0])
+                times.setdefault(("fresh idle", variant), []).append(timed_run(roder, [b"idle"], run_env, str(ws))[0])
                 shown, ready = timed_run([*roder, "-r", thread_id], [marker, b"idle"], run_env, str(ws))
                 times.setdefault(("last screen", variant), []).append(shown)
                 times.setdefault(("resumed idle", variant), []).append(ready)
         after = load_average()
-        print(f"{opts.events} events; last request shown: {marker.decode()}; load average before {before}, after {after}")
-        print(f"{'variant':<9} {'case':<13} {'median':>8} {'min':>8} {'max':>8}")
+        print(f"{opts.events} events; load average before {before}, after {after}")
+        print(f"{'variant':<9} {'case':<13} {'wall med':>9} {'CPU med':>8} {'CPU min':>8}")
         for (case, variant), values in sorted(times.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-            print(f"{variant:<9} {case:<13} {statistics.median(values):>8.3f} {min(values):>8.3f} {max(values):>8.3f}")
+            walls, cpus = [w for w, _ in values], [c for _, c in values]
+            print(f"{variant:<9} {case:<13} {statistics.median(walls):>9.3f} {statistics.median(cpus):>8.3f} {min(cpus):>8.3f}")
         for variant in variants:
-            extra_s = statistics.median(times[("last screen", variant)]) - statistics.median(times[("fresh", variant)])
-            print(f"{variant}: last screen of the resumed thread {extra_s:+.3f} s after a fresh app is idle")
+            shown_cpu = statistics.median(c for _, c in times[("last screen", variant)])
+            fresh_cpu = statistics.median(c for _, c in times[("fresh idle", variant)])
+            print(f"{variant}: CPU until the last screen {shown_cpu:.3f} s, {shown_cpu - fresh_cpu:+.3f} s over a fresh app")
 
 
 if __name__ == "__main__":

@@ -370,6 +370,15 @@ class Runtime:
         uses this; ``thread`` gives the loaded turns only."""
         return await self.threads.get(thread_id).complete_history()
 
+    async def last_turns(self, thread_id: str, count: int) -> tuple[list[Turn], int]:
+        """The last ``count`` turns of an open thread and how many came before them; the older
+        turns of a thread resumed from its recent ones are read only when ``count`` reaches them."""
+        state = self.threads.get(thread_id)
+        if len(state.thread.turns) < count:
+            await state.complete_history()
+        turns = state.thread.turns[-count:]
+        return turns, state.turn_count - len(turns)
+
     async def find_thread(self, id_or_prefix: str) -> str:
         """The full id of an open or stored thread given its id or an unambiguous prefix."""
         return await self.threads.resolve_id(id_or_prefix)

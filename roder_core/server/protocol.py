@@ -183,6 +183,8 @@ class ThreadStartParams(ProtocolModel):
 
 class ThreadResult(ProtocolModel):
     thread: Thread
+    #: Turns that came before ``thread.turns`` and were left out (``thread/resume`` with ``lastTurns``).
+    older_turns: int = 0
 
 
 class ThreadListParams(ProtocolModel):
@@ -204,6 +206,10 @@ class ThreadResumeParams(ProtocolModel):
     #: False returns the thread without its turns: a caller that only needs the id, model and
     #: settings (``roder -p -c``) skips copying a long history into the reply.
     include_turns: bool = True
+    #: With ``includeTurns``: only the last N turns, so a client shows the end of a long thread
+    #: without waiting for (or copying) all of it; the reply's ``olderTurns`` counts the rest,
+    #: which ``thread/read`` with ``includeTurns`` returns.
+    last_turns: int | None = Field(default=None, ge=1)
 
 
 class ThreadCloseParams(ProtocolModel):

@@ -299,3 +299,21 @@ async def test_deleting_a_thread_removes_its_recent_snapshot(workspace: Path) ->
     assert _recent(thread_id).exists()
     await _store().delete(thread_id)
     assert not _recent(thread_id).exists()
+
+
+async def test_thread_resume_with_last_turns_sends_the_end_and_counts_the_rest(workspace: Path) -> None:
+    thread_id = await _compacted_thread(workspace)
+    await _store().load_recent(thread_id)
+    whole = await _full_fold(thread_id)
+    runtime, _ = make_runtime(workspace)
+    client = LocalAppClient.for_runtime(runtime)
+    await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="test")))
+    result = await client.call(THREAD_RESUME, ThreadResumeParams(thread_id=thread_id, last_turns=1))
+    assert [t.id for t in result.thread.turns] == [whole.turns[-1].id]
+    assert result.older_turns == len(whole.turns) - 1
+    state = runtime.threads.get(thread_id)
+    assert state.older is not None, "the last turn was loaded already; nothing older was read"
+    result = await client.call(THREAD_RESUME, ThreadResumeParams(thread_id=thread_id, last_turns=len(whole.turns)))
+    assert _state(result.thread) == _state(whole) and result.older_turns == 0
+    assert state.older is None
+    await client.close()

@@ -242,9 +242,12 @@ async def thread_read(app: Dispatcher, params: ThreadReadParams, ctx: CallContex
 @handles("thread/resume")
 async def thread_resume(app: Dispatcher, params: ThreadResumeParams, ctx: CallContext) -> ThreadResult:
     thread = await open_thread(app, params.thread_id)
-    if params.include_turns:
-        thread = await app.runtime.full_thread(thread.id)
-    return ThreadResult(thread=_thread_view(thread, params.include_turns))
+    if not params.include_turns:
+        return ThreadResult(thread=_thread_view(thread, False))
+    if params.last_turns is None:
+        return ThreadResult(thread=_thread_view(await app.runtime.full_thread(thread.id), True))
+    turns, older = await app.runtime.last_turns(thread.id, params.last_turns)
+    return ThreadResult(thread=_thread_view(thread.model_copy(update={"turns": turns}), True), older_turns=older)
 
 
 @handles("thread/close")
