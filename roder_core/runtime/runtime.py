@@ -371,10 +371,11 @@ class Runtime:
         return await self.threads.get(thread_id).complete_history()
 
     async def last_turns(self, thread_id: str, count: int) -> tuple[list[Turn], int]:
-        """The last ``count`` turns of an open thread and how many came before them; the older
-        turns of a thread resumed from its recent ones are read only when ``count`` reaches them."""
+        """At most the last ``count`` turns of an open thread, and how many came before them.
+        A thread resumed from its recent turns gives only those it holds (its older turns are
+        read when none is held): what a client shows first, before paging back."""
         state = self.threads.get(thread_id)
-        if len(state.thread.turns) < count:
+        if not state.thread.turns:
             await state.complete_history()
         turns = state.thread.turns[-count:]
         return turns, state.turn_count - len(turns)

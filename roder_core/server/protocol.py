@@ -206,9 +206,10 @@ class ThreadResumeParams(ProtocolModel):
     #: False returns the thread without its turns: a caller that only needs the id, model and
     #: settings (``roder -p -c``) skips copying a long history into the reply.
     include_turns: bool = True
-    #: With ``includeTurns``: only the last N turns, so a client shows the end of a long thread
-    #: without waiting for (or copying) all of it; the reply's ``olderTurns`` counts the rest,
-    #: which ``thread/read`` with ``includeTurns`` returns.
+    #: With ``includeTurns``: at most the last N turns (fewer when the thread was resumed from
+    #: its recent turns and holds fewer), so a client shows the end of a long thread without
+    #: waiting for (or copying) all of it; the reply's ``olderTurns`` counts the turns before
+    #: them, which ``thread/read`` with ``includeTurns`` returns.
     last_turns: int | None = Field(default=None, ge=1)
 
 
