@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -53,31 +52,21 @@ def items(runtime: Runtime, thread_id: str, kind: type) -> list[Any]:
     return [i for i in runtime.thread(thread_id).items() if isinstance(i, kind)]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_http_fixture(token: str) -> tuple[subprocess.Popen[bytes], str]:
-    """The fixture MCP server over streamable HTTP on loopback; returns (process, url)."""
-    port = free_port()
+    """The fixture MCP server over streamable HTTP on loopback; returns (process, url) once the
+    server's socket listens (it prints the port then)."""
     proc = subprocess.Popen(
-        [sys.executable, str(FIXTURE_SERVER), "http", str(port)],
+        [sys.executable, str(FIXTURE_SERVER), "http"],
         env={**os.environ, "FIXTURE_TOKEN": token},
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"fixture server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"http://127.0.0.1:{port}/mcp"
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("fixture server did not start")
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.isdigit():
+        proc.kill()
+        raise RuntimeError(f"fixture server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+    return proc, f"http://127.0.0.1:{int(line)}/mcp"
 
 
 async def wait_for(predicate: Any, timeout: float = 10.0) -> None:

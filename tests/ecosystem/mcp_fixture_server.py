@@ -2,13 +2,15 @@
 
 ``python mcp_fixture_server.py stdio`` speaks MCP on stdin/stdout (``noisy-stdio`` first prints a
 banner line that is not JSON-RPC to stdout, as a misbehaving server does);
-``python mcp_fixture_server.py http PORT`` serves streamable HTTP on 127.0.0.1:PORT/mcp and
-requires the ``X-Test-Token`` header to equal $FIXTURE_TOKEN when that variable is set.
+``python mcp_fixture_server.py http`` serves streamable HTTP on 127.0.0.1:PORT/mcp, printing PORT
+(chosen by the kernel) once the socket listens, and requires the ``X-Test-Token`` header to equal
+$FIXTURE_TOKEN when that variable is set.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 from mcp.server.mcpserver import MCPServer
@@ -74,8 +76,14 @@ def main() -> None:
         return await call_next(request)
 
     app.add_middleware(BaseHTTPMiddleware, dispatch=check_token)
-    config = uvicorn.Config(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
-    anyio.run(uvicorn.Server(config).serve)
+    # Listen before announcing the port: a client that connects before uvicorn runs waits in the
+    # backlog instead of being refused, so the caller needs no retry loop.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    print(listener.getsockname()[1], flush=True)
+    config = uvicorn.Config(app, log_level="warning")
+    anyio.run(uvicorn.Server(config).serve, [listener])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,12 @@ from roder_core.threads.events import ApprovalRequested
 from tests.core.harness import call
 from tests.ecosystem.harness import FIXTURE_SERVER, host_for, items, runtime_with, start_http_fixture, wait_for
 
+# The first turn waits for servers still connecting; the fixture is a Python process whose start
+# can take longer than the default 5 s on a loaded machine.
 STDIO_SERVER = f"""
+[mcp]
+startup_wait = 25
+
 [mcp.servers.fixture]
 command = {json.dumps(sys.executable)}
 args = [{json.dumps(str(FIXTURE_SERVER))}, "stdio"]
