@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -59,7 +60,12 @@ def main() -> None:
         cwd.mkdir()
         os.environ["RODER_HOME"] = str(home)
         asyncio.run(write_threads(cwd, opts.threads))
-        index = home / "data" / "threads" / "index.sqlite"
+        # A home per variant: each records its own installed distributions (the fast path's
+        # check), which the other would overwrite in a shared one, sending both to a full start.
+        homes = {name: Path(scratch) / f"home-{name}" for name in variants}
+        for name, variant_home in homes.items():
+            shutil.copytree(home, variant_home)
+            variants[name] = {**variants[name], "RODER_HOME": str(variant_home)}
         command = [sys.executable, "-m", "roder_tui.cli", "sessions", "list", "--all", "--json"]
         results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
         print(f"load average before: {load_average()}")
@@ -69,6 +75,7 @@ def main() -> None:
             for case in ("warm", "rebuilt"):
                 for name, extra in variants.items():
                     if case == "rebuilt":
+                        index = homes[name] / "data" / "threads" / "index.sqlite"
                         for suffix in ("", "-wal", "-shm"):
                             Path(f"{index}{suffix}").unlink(missing_ok=True)
                     results.setdefault((case, name), []).append(run_once(command, {**os.environ, **extra}, cwd))

@@ -76,6 +76,8 @@ CTRL_C_WINDOW = 2.0
 ESC_ESC_WINDOW = 0.8
 SIDEBAR_STEP = 4
 SIDEBAR_MIN_CELLS = 16
+#: Turns a thread opens with; older ones are fetched when the transcript is scrolled back to them.
+RECENT_TURNS = 30
 #: Makes the app's control-plane client: in process by default, a host's client when attached.
 ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
@@ -688,14 +690,31 @@ class RoderApp(App[int]):
         from roder_core.server.protocol import THREAD_RESUME, ThreadResumeParams
 
         try:
-            result = await self._client().call(THREAD_RESUME, ThreadResumeParams(thread_id=thread_id))
+            params = ThreadResumeParams(thread_id=thread_id, last_turns=RECENT_TURNS)
+            result = await self._client().call(THREAD_RESUME, params)
         except RpcError as exc:
             self.notify(exc.message, title="cannot open thread", severity="error", timeout=10)
             return False
-        await self._show_thread(result.thread)
+        older = None
+        if result.older_turns:
+            first = result.thread.turns[0].id
+
+            async def older() -> list[Any]:
+                return await self._items_before(thread_id, first)
+
+        await self._show_thread(result.thread, older)
         return True
 
-    async def _show_thread(self, thread: Thread) -> None:
+    async def _items_before(self, thread_id: str, turn_id: str) -> list[Any]:
+        """The shown items of a thread's turns before ``turn_id`` (scrolled back to)."""
+        from roder_core.server.protocol import THREAD_READ, ThreadReadParams
+        from roder_tui.widgets.messages import shown_items
+
+        thread = (await self._client().call(THREAD_READ, ThreadReadParams(thread_id=thread_id, include_turns=True))).thread
+        cut = next((i for i, turn in enumerate(thread.turns) if turn.id == turn_id), 0)
+        return shown_items(thread.model_copy(update={"turns": thread.turns[:cut]}))
+
+    async def _show_thread(self, thread: Thread, older: Callable[[], Awaitable[list[Any]]] | None = None) -> None:
         await self.coalescer.drain()
         previous, self.thread_id = self.thread_id, thread.id
         self._family.add(thread.id)
@@ -708,7 +727,7 @@ class RoderApp(App[int]):
         running = thread.turns[-1] if thread.turns and thread.turns[-1].status == "inProgress" else None
         self.turn_id = None
         live_calls = frozenset(f"call:{i.call_id}" for i in running.items if i.type == "toolCall") if running else frozenset()
-        await self.transcript.load(self._with_shell_cards(thread.id, shown_items(thread)), live_calls)
+        await self.transcript.load(self._with_shell_cards(thread.id, shown_items(thread)), live_calls, older)
         await self.teams.show_team_of(thread.id)
         await self._load_pending_media(thread.id)
         # The live state comes back as a thread/live notification too, in order with the deltas.

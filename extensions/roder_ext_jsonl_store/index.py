@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,11 +107,12 @@ class SummaryFold:
                 self._turns.add(turn_id)
                 self.turn_count += 1
 
-    def row(self, stamp: FileStamp, *, live: bool) -> tuple[Any, ...]:
-        """The index row (``_COLUMNS``, then size and mtime). ``live`` says a writer still holds
-        the file; otherwise a thread caught mid-turn by a crash is reported idle, as loading it
-        will settle that turn as interrupted."""
-        status = self.status if live or self.status in ("idle", "error") else "idle"
+    def row(self, stamp: FileStamp, *, live: Callable[[], bool]) -> tuple[Any, ...]:
+        """The index row (``_COLUMNS``, then size and mtime). ``live()`` says a writer still
+        holds the file (asked only for a thread saved mid-turn: most are idle, and asking opens
+        the file again); otherwise a thread caught mid-turn by a crash is reported idle, as
+        loading it will settle that turn as interrupted."""
+        status = self.status if self.status in ("idle", "error") or live() else "idle"
         parent = self.parent or {}
         return (
             self.id,
@@ -157,7 +159,7 @@ def summarize_file(path: Path, stamp: FileStamp) -> tuple[Any, ...] | None:
         fold.id = path.name[: -len(SUFFIX)]
     if not fold.cwd:
         return None
-    return fold.row(stamp, live=held_by_writer(path))
+    return fold.row(stamp, live=lambda: held_by_writer(path))
 
 
 def scan_directory(directory: Path) -> dict[str, tuple[str, FileStamp]]:

@@ -8,6 +8,10 @@ compared, so a file that was truncated, rewritten or replaced falls back to a fu
 writes a fresh snapshot). Lines appended by any writer after ``offset`` are parsed and folded
 on top, exactly as a full load would. A snapshot that does not parse is ignored and replaced;
 losing one costs time, never data.
+
+Two kinds per thread: the whole folded thread (``<id>.snap``), and its recent part
+(``<id>.recent``, see ``recent.py``): the same state with the turns before the latest
+compaction's kept part left out and named by id (``older``), which is all a resume reads.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from roder_core.ir import Thread
+from roder_core.ir import CompactionItem, Thread
 
 from .files import CLOEXEC, LineProblem, write_all
 
@@ -29,9 +33,13 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_DIR = ".snapshots"
 SNAPSHOT_SUFFIX = ".snap"
+RECENT_SUFFIX = ".recent"
 FORMAT = 1
 #: Files smaller than this fold about as fast as a snapshot reads back; they get none.
 MIN_BYTES = 256 * 1024
+#: A recent snapshot is taken again once this much was appended after it (it is small, and
+#: every appended line is parsed again at each resume until then).
+RECENT_REFRESH_BYTES = 32 * 1024
 #: Bytes fingerprinted at each end of the snapshotted prefix.
 CHECK_BYTES = 4096
 
@@ -45,10 +53,16 @@ class Snapshot:
     fingerprint: str
     problems: list[LineProblem]
     thread: Thread
+    #: Ids of the turns before ``thread.turns`` that were left out (a recent snapshot), in order.
+    older: list[str] = field(default_factory=list)
 
 
 def snapshot_path(directory: Path, thread_id: str) -> Path:
     return directory / SNAPSHOT_DIR / f"{thread_id}{SNAPSHOT_SUFFIX}"
+
+
+def recent_path(directory: Path, thread_id: str) -> Path:
+    return directory / SNAPSHOT_DIR / f"{thread_id}{RECENT_SUFFIX}"
 
 
 def fingerprint(head: bytes, tail: bytes) -> str:
@@ -64,6 +78,27 @@ def fingerprint_of_fd(fd: int, offset: int) -> str:
     head = os.pread(fd, min(CHECK_BYTES, offset), 0)
     start = max(offset - CHECK_BYTES, 0)
     return fingerprint(head, os.pread(fd, offset - start, start))
+
+
+def recent_start(thread: Thread) -> int:
+    """The index of the first turn the thread's next model call can see: the turn holding the
+    latest compaction's first kept item (the compaction's own turn when it keeps none). 0 when
+    the thread was never compacted (every turn is part of the next request) or the kept item
+    cannot be found."""
+    turns = thread.turns
+    for t in range(len(turns) - 1, -1, -1):
+        items = turns[t].items
+        for i in range(len(items) - 1, -1, -1):
+            item = items[i]
+            if not isinstance(item, CompactionItem):
+                continue
+            kept = item.first_kept_item_id
+            if kept is None:
+                return t
+            if any(it.id == kept for it in items[:i]):
+                return t
+            return next((k for k in range(t - 1, -1, -1) if any(it.id == kept for it in turns[k].items)), 0)
+    return 0
 
 
 def read_snapshot(path: Path) -> Snapshot | None:
@@ -83,6 +118,7 @@ def read_snapshot(path: Path) -> Snapshot | None:
             fingerprint=str(meta["fingerprint"]),
             problems=[LineProblem(int(line), str(reason)) for line, reason in meta["problems"]],
             thread=Thread.model_validate_json(body),
+            older=[str(turn_id) for turn_id in meta.get("older", [])],
         )
     except (ValueError, KeyError, TypeError) as exc:  # JSON, pydantic and shape errors
         log.info("%s: ignoring an unreadable snapshot (%s)", path.name, type(exc).__name__)
@@ -97,6 +133,7 @@ def write_snapshot(path: Path, snapshot: Snapshot) -> None:
         "lines": snapshot.lines,
         "fingerprint": snapshot.fingerprint,
         "problems": [[p.line, p.reason] for p in snapshot.problems],
+        "older": snapshot.older,
     }
     body = snapshot.thread.model_dump_json(by_alias=True).encode()
     # A name of its own per writer: two processes (or threads) may snapshot the same thread.

@@ -21,7 +21,8 @@ from typing import Any
 
 from roder_core.errors import RoderError, ThreadNotFoundError
 from roder_core.ir import Thread, ThreadHeader, ThreadSummary, now
-from roder_core.threads.events import RuntimeEvent, TurnStarted, parse_event_json
+from roder_core.kernel.services import RecentThread
+from roder_core.threads.events import RuntimeEvent, TurnCompleted, TurnStarted, parse_event_json
 from roder_core.threads.reducer import apply_event, settle_loaded
 
 from .files import (
@@ -42,10 +43,13 @@ from .files import (
 )
 from .snapshots import (
     MIN_BYTES,
+    RECENT_REFRESH_BYTES,
     Snapshot,
     fingerprint_of_bytes,
     fingerprint_of_fd,
     read_snapshot,
+    recent_path,
+    recent_start,
     remove_snapshot,
     snapshot_path,
     write_snapshot,
@@ -246,21 +250,70 @@ class JsonlThreadStore:
         return await asyncio.to_thread(self._load, thread_id)
 
     def _load(self, thread_id: str) -> Thread:
-        """Fold the thread: from its snapshot plus the lines appended since when one is valid,
-        else from the whole file (leaving a snapshot behind for a long one)."""
-        snap_path = snapshot_path(self.directory, thread_id)
         with _collector_paused():
-            snapshot = read_snapshot(snap_path)
-            thread = self._load_after(thread_id, snapshot, snap_path) if snapshot is not None else None
-            if thread is None:
-                thread = self._load_whole(thread_id, snap_path)
+            thread, _position = self._load_folded(thread_id)
         return settle_loaded(thread)
 
-    def _load_whole(self, thread_id: str, snap_path: Path) -> Thread:
+    def _load_folded(self, thread_id: str) -> tuple[Thread, _Position | None]:
+        """Fold the thread: from its snapshot plus the lines appended since when one is valid,
+        else from the whole file (leaving a snapshot behind for a long one). Also where the
+        fold ended, when that is a line boundary a snapshot may be taken at."""
+        snap_path = snapshot_path(self.directory, thread_id)
+        snapshot = read_snapshot(snap_path)
+        if snapshot is not None:
+            after = self._load_after(thread_id, snapshot)
+            if after is not None:
+                thread, position, appended = after
+                if position is not None and appended >= MIN_BYTES:
+                    write_snapshot(snap_path, position.snapshot(thread))
+                return thread, position
+        return self._load_whole(thread_id, snap_path)
+
+    async def load_recent(self, thread_id: str) -> RecentThread:
+        """The thread with only the turns its next model call can see (``RecentThreadLoader``):
+        those since the latest compaction's kept part, read from the recent snapshot plus the
+        lines appended since. The older turns stay on disk; ``load`` reads everything."""
+        return await asyncio.to_thread(self._load_recent, thread_id)
+
+    def _load_recent(self, thread_id: str) -> RecentThread:
+        path = recent_path(self.directory, thread_id)
+        with _collector_paused():
+            snapshot = read_snapshot(path)
+            after = self._load_after(thread_id, snapshot, set(snapshot.older)) if snapshot is not None else None
+            if snapshot is not None and after is not None:
+                thread, position, appended = after
+                older = snapshot.older
+                if position is not None and appended >= RECENT_REFRESH_BYTES:
+                    older = self._write_recent(path, thread, position, older)
+                    thread.turns = thread.turns[len(older) - len(snapshot.older) :]
+                return RecentThread(settle_loaded(thread), len(older))
+            # No usable recent snapshot: the whole thread is read anyway, so it is all returned.
+            thread, position = self._load_folded(thread_id)
+            if position is not None and position.offset >= MIN_BYTES:
+                self._write_recent(path, thread, position, [])
+            else:
+                remove_snapshot(path)
+        return RecentThread(settle_loaded(thread), 0)
+
+    @staticmethod
+    def _write_recent(path: Path, thread: Thread, position: _Position, older: list[str]) -> list[str]:
+        """Snapshot the recent part of ``thread`` (whose turns follow the ``older`` ones); the ids
+        of every turn it leaves out. A thread never compacted has no recent part of its own: its
+        recent snapshot would be the whole snapshot again, so none is kept."""
+        cut = recent_start(thread)
+        if cut == 0 and not older:
+            remove_snapshot(path)
+            return older
+        older = [*older, *(turn.id for turn in thread.turns[:cut])]
+        recent = thread.model_copy(update={"turns": thread.turns[cut:]})
+        write_snapshot(path, position.snapshot(recent, older))
+        return older
+
+    def _load_whole(self, thread_id: str, snap_path: Path) -> tuple[Thread, _Position | None]:
         data = self._read_bytes(thread_id)
         size = len(data)
-        snapshot_due = size >= MIN_BYTES and data.endswith(b"\n")
-        lines, check = (data.count(b"\n"), fingerprint_of_bytes(data, size)) if snapshot_due else (0, "")
+        at_boundary = data.endswith(b"\n")
+        lines, check = (data.count(b"\n"), fingerprint_of_bytes(data, size)) if at_boundary else (0, "")
         raw = self._split(thread_id, data)
         del data  # a long thread's bytes, lines, events and state would otherwise all be alive at once
         loaded = self._parse(thread_id, raw)
@@ -268,13 +321,18 @@ class JsonlThreadStore:
         thread = Thread.model_validate(loaded.header.model_dump())
         for event in loaded.events:
             apply_event(thread, event)
-        if snapshot_due:
-            write_snapshot(snap_path, Snapshot(size, lines, check, loaded.problems, thread))
-        return thread
+        position = _Position(size, lines, check, loaded.problems) if at_boundary else None
+        if position is not None and size >= MIN_BYTES:
+            write_snapshot(snap_path, position.snapshot(thread))
+        return thread, position
 
-    def _load_after(self, thread_id: str, snapshot: Snapshot, snap_path: Path) -> Thread | None:
-        """The snapshot's thread with the lines after its offset folded in, or None when the
-        file no longer starts with the bytes the snapshot was taken from."""
+    def _load_after(
+        self, thread_id: str, snapshot: Snapshot, older: set[str] | None = None
+    ) -> tuple[Thread, _Position | None, int] | None:
+        """The snapshot's thread with the lines after its offset folded in, where the fold
+        ended (when on a line boundary) and how many bytes were appended; None when the file
+        no longer starts with the bytes the snapshot was taken from, or an appended line
+        touches one of the ``older`` turns the snapshot left out."""
         try:
             fd = os.open(self.path(thread_id), os.O_RDONLY | CLOEXEC)
         except FileNotFoundError:
@@ -286,18 +344,20 @@ class JsonlThreadStore:
             appended = os.pread(fd, size - snapshot.offset, snapshot.offset)
             raw = self._split(thread_id, appended, first_line=snapshot.lines + 1)
             events = _parse_events(raw)
+            if older and any(_turn_of(event) in older for event in events):
+                return None
             problems = self._report(thread_id, [*snapshot.problems, *raw.problems])
             thread = snapshot.thread
             # A full fold starts from a header whose ``updated_at`` is the load time; match it.
             thread.updated_at = max(thread.updated_at, now())
             for event in events:
                 apply_event(thread, event)
-            if len(appended) >= MIN_BYTES and appended.endswith(b"\n"):
-                offset = snapshot.offset + len(appended)
+            position = None
+            if not appended or appended.endswith(b"\n"):
                 lines = snapshot.lines + appended.count(b"\n")
-                refreshed = Snapshot(offset, lines, fingerprint_of_fd(fd, offset), problems, thread)
-                write_snapshot(snap_path, refreshed)
-            return thread
+                check = fingerprint_of_fd(fd, size) if appended else snapshot.fingerprint
+                position = _Position(size, lines, check, problems)
+            return thread, position, len(appended)
         finally:
             os.close(fd)
 
@@ -324,6 +384,7 @@ class JsonlThreadStore:
         with contextlib.suppress(FileNotFoundError):
             path.with_suffix(TORN_SUFFIX).unlink()
         remove_snapshot(snapshot_path(self.directory, thread_id))
+        remove_snapshot(recent_path(self.directory, thread_id))
         from .index import ThreadIndex
 
         ThreadIndex(self.directory).remove(thread_id)
@@ -363,6 +424,27 @@ class JsonlThreadStore:
             os.close(fd)
         os.replace(temp, target)
         fsync_directory(self.directory)
+
+
+@dataclass
+class _Position:
+    """Where a fold of a thread file ended: a line boundary a snapshot may be taken at."""
+
+    offset: int
+    lines: int
+    fingerprint: str
+    problems: list[LineProblem]
+
+    def snapshot(self, thread: Thread, older: list[str] | None = None) -> Snapshot:
+        return Snapshot(self.offset, self.lines, self.fingerprint, self.problems, thread, older or [])
+
+
+def _turn_of(event: RuntimeEvent) -> str | None:
+    """The turn an event changes, if any."""
+    if isinstance(event, TurnCompleted):
+        return event.turn.id
+    turn_id = getattr(event, "turn_id", None)
+    return turn_id if isinstance(turn_id, str) else None
 
 
 @contextlib.contextmanager

@@ -161,12 +161,16 @@ class TraceSource(Protocol):
 
     async def resume_thread(self, thread_id: str) -> Thread: ...
 
+    async def full_thread(self, thread_id: str) -> Thread: ...
+
 
 async def _thread(runtime: TraceSource, thread_id: str) -> Thread:
+    """The whole thread (every turn may hold a trace), open or resumed."""
     try:
-        return runtime.thread(thread_id)
+        runtime.thread(thread_id)
     except RoderError:
-        return await runtime.resume_thread(thread_id)
+        thread_id = (await runtime.resume_thread(thread_id)).id
+    return await runtime.full_thread(thread_id)
 
 
 async def list_traces(runtime: TraceSource, thread_id: str, turn_id: str | None = None) -> list[dict[str, Any]]:

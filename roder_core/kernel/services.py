@@ -164,6 +164,27 @@ class ThreadStore(Protocol):
     async def release(self, thread_id: str) -> None: ...
 
 
+@dataclass
+class RecentThread:
+    """A stored thread with only its recent turns in ``thread.turns``.
+
+    ``older_turns`` turns before them stay on disk: what a resumed thread's next model call can
+    see (the turns since the latest compaction's kept part, or the last window's worth when it
+    was never compacted) is all a resume needs, and the older ones are read back with ``load``
+    only when something asks for the whole history (``ThreadState.complete_history``).
+    """
+
+    thread: Thread
+    older_turns: int = 0
+
+
+@runtime_checkable
+class RecentThreadLoader(Protocol):
+    """A ``ThreadStore`` that can load a thread's recent turns without the rest (optional)."""
+
+    async def load_recent(self, thread_id: str) -> RecentThread: ...
+
+
 @runtime_checkable
 class CheckpointStore(Protocol):
     """Branches: ``fork`` copies a thread up to the end of ``turn_id`` (all of it when None), or

@@ -374,15 +374,31 @@ class Runtime:
         if self.store is None:
             raise ThreadNotFoundError(f"no thread store is installed; cannot resume {thread_id!r}")
         try:
-            thread = await self.store.load(thread_id)
+            thread, older = await self.threads.load_stored(thread_id)
         except ThreadNotFoundError:
             thread_id = await self.find_thread(thread_id)
             if (state := self.threads.find(thread_id)) is not None:
                 return state.thread
-            thread = await self.store.load(thread_id)
+            thread, older = await self.threads.load_stored(thread_id)
         await self.store.claim(thread.id)
-        self.threads.open(thread)
+        self.threads.open(thread, older=older)
         return thread
+
+    async def full_thread(self, thread_id: str) -> Thread:
+        """An open thread with its whole history: a thread resumed from its recent turns reads
+        its older ones now (once). Whatever shows, exports or branches off the whole thread
+        uses this; ``thread`` gives the loaded turns only."""
+        return await self.threads.get(thread_id).complete_history()
+
+    async def last_turns(self, thread_id: str, count: int) -> tuple[list[Turn], int]:
+        """At most the last ``count`` turns of an open thread, and how many came before them.
+        A thread resumed from its recent turns gives only those it holds (its older turns are
+        read when none is held): what a client shows first, before paging back."""
+        state = self.threads.get(thread_id)
+        if not state.thread.turns:
+            await state.complete_history()
+        turns = state.thread.turns[-count:]
+        return turns, state.turn_count - len(turns)
 
     async def find_thread(self, id_or_prefix: str) -> str:
         """The full id of an open or stored thread given its id or an unambiguous prefix."""
@@ -458,7 +474,7 @@ class Runtime:
         from roder_core.threads.sessions import fork_header, fork_in_memory
 
         state = self.threads.find(thread_id)
-        parent = state.thread if state is not None else await self._stored(thread_id)
+        parent = await state.complete_history() if state is not None else await self._stored(thread_id)
         header = fork_header(parent, turn_id, title, before_item)
         ephemeral = self.store is None or (state is not None and state.ephemeral)
         if ephemeral:
@@ -506,6 +522,7 @@ class Runtime:
         state = self.threads.get(thread_id)
         if state.busy:
             raise TurnBusyError(f"a turn is running on thread {thread_id}; compact after it ends")
+        await state.complete_history()  # the summary covers every turn since the last compaction
         keep = manual_keep_tokens(state.thread.items(), self.options.config.context.keep_recent_tokens)
         if plan_compaction(state.thread.items(), keep) is None:
             raise RoderError("there is nothing to compact yet")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from roder_core.errors import RoderError, ThreadNotFoundError
 from roder_core.ir import Thread, ThreadSummary
-from roder_core.threads.state import ThreadState
+from roder_core.threads.state import OlderTurns, ThreadState
 
 if TYPE_CHECKING:
     from roder_core.kernel.services import ThreadStore
@@ -45,10 +45,31 @@ class ThreadTable:
             raise ThreadNotFoundError(f"no thread {thread_id!r} is open (resume it first)")
         return state
 
-    def open(self, thread: Thread, *, ephemeral: bool = False) -> ThreadState:
-        state = ThreadState(thread=thread, ephemeral=ephemeral)
+    def open(self, thread: Thread, *, ephemeral: bool = False, older: OlderTurns | None = None) -> ThreadState:
+        """``older``: the turns of a thread resumed from its recent ones that stayed on disk."""
+        state = ThreadState(thread=thread, ephemeral=ephemeral, older=older)
         self._open[thread.id] = state
         return state
+
+    async def load_stored(self, thread_id: str) -> tuple[Thread, OlderTurns | None]:
+        """A stored thread to open: only its recent turns when the store can load them alone
+        (the others are read on demand, ``ThreadState.complete_history``), else all of it."""
+        from roder_core.kernel.services import RecentThreadLoader
+
+        store = self.store
+        if store is None:
+            raise ThreadNotFoundError(f"no thread store is installed; cannot resume {thread_id!r}")
+        if not isinstance(store, RecentThreadLoader):
+            return await store.load(thread_id), None
+        recent = await store.load_recent(thread_id)
+        if not recent.older_turns:
+            return recent.thread, None
+        loaded_id = recent.thread.id
+
+        async def load_whole() -> Thread:
+            return await store.load(loaded_id)
+
+        return recent.thread, OlderTurns(recent.older_turns, load_whole)
 
     def persistent(self, state: ThreadState) -> bool:
         """Whether this thread's events are saved (a store is installed, the thread is not ephemeral)."""
@@ -109,6 +130,6 @@ def _summary(thread: Thread) -> ThreadSummary:
         provider=thread.provider,
         model=thread.model,
         parent=thread.parent,
-        turn_count=len(thread.turns),
+        turn_count=len(thread.turns),  # never stored, so never loaded partly
         status=thread.status,
     )

@@ -186,6 +186,8 @@ class ThreadStartParams(ProtocolModel):
 
 class ThreadResult(ProtocolModel):
     thread: Thread
+    #: Turns that came before ``thread.turns`` and were left out (``thread/resume`` with ``lastTurns``).
+    older_turns: int = 0
 
 
 class ThreadListParams(ProtocolModel):
@@ -207,6 +209,11 @@ class ThreadResumeParams(ProtocolModel):
     #: False returns the thread without its turns: a caller that only needs the id, model and
     #: settings (``roder -p -c``) skips copying a long history into the reply.
     include_turns: bool = True
+    #: With ``includeTurns``: at most the last N turns (fewer when the thread was resumed from
+    #: its recent turns and holds fewer), so a client shows the end of a long thread without
+    #: waiting for (or copying) all of it; the reply's ``olderTurns`` counts the turns before
+    #: them, which ``thread/read`` with ``includeTurns`` returns.
+    last_turns: int | None = Field(default=None, ge=1)
 
 
 class ThreadCloseParams(ProtocolModel):

@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast, get_args
 
 from pydantic import Field, TypeAdapter, model_validator
 
@@ -302,9 +303,29 @@ def parse_event(data: dict[str, Any]) -> RuntimeEvent:
     return _event_adapter().validate_python(data)
 
 
+#: How a stored line starts (``threadId``, ``ts`` and ``method`` come first in an event's wire
+#: form): enough to pick the event's class without the union adapter.
+_STORED_PREFIX = re.compile(rb'\{"threadId":"[^"\\]*","ts":[-+0-9.eE]+,"method":"([^"\\]+)"')
+
+
+@functools.cache
+def _event_classes() -> dict[bytes, type[EventBase]]:
+    members = get_args(get_args(RuntimeEvent)[0])
+    return {str(cls.model_fields["method"].default).encode(): cls for cls in members}
+
+
 def parse_event_json(data: str | bytes) -> RuntimeEvent:
     """``parse_event`` for one JSON document (a stored line), parsed and validated in one pass
-    (about twice as fast as ``json.loads`` then ``parse_event``); raises ValueError when bad."""
+    (about twice as fast as ``json.loads`` then ``parse_event``); raises ValueError when bad.
+
+    A stored line names its method at its start, so its own class validates it: building the
+    union's adapter costs tens of ms, which resuming a thread from its snapshot (a few lines
+    appended since) would otherwise pay for a handful of lines.
+    """
+    if isinstance(data, bytes) and (match := _STORED_PREFIX.match(data)) is not None:
+        cls = _event_classes().get(match[1])
+        if cls is not None:
+            return cast("RuntimeEvent", cls.model_validate_json(data))
     return _event_adapter().validate_json(data)
 
 

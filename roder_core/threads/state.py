@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,6 +30,15 @@ class RunningTurn(Protocol):
 
 
 @dataclass
+class OlderTurns:
+    """The turns of a resumed thread that were left on disk (see ``kernel.services.RecentThread``):
+    how many there are, and how to read the whole stored thread they are taken from."""
+
+    count: int
+    load_whole: Callable[[], Awaitable[Thread]]
+
+
+@dataclass
 class ThreadState:
     thread: Thread
     ephemeral: bool = False
@@ -47,6 +57,30 @@ class ThreadState:
     tool_extra: dict[str, Any] = field(default_factory=dict)
     #: Asks nobody although the runtime is interactive (a one-shot run handed to a host).
     headless: bool = False
+    #: Turns before ``thread.turns`` not loaded yet (a thread resumed from its recent turns).
+    older: OlderTurns | None = None
+    _history_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    @property
+    def turn_count(self) -> int:
+        """Every turn of the thread, loaded or not."""
+        return len(self.thread.turns) + (self.older.count if self.older is not None else 0)
+
+    @property
+    def history_complete(self) -> bool:
+        return self.older is None
+
+    async def complete_history(self) -> Thread:
+        """Put the older turns of a resumed thread in front of its recent ones (once), so
+        ``thread.turns`` holds the whole history; every reader of the whole thread calls this.
+        The recent turns keep their identity: a running turn is not disturbed."""
+        async with self._history_lock:
+            older = self.older
+            if older is not None:
+                whole = await older.load_whole()
+                self.thread.turns[:0] = _older_part(whole, self.thread, older.count)
+                self.older = None
+        return self.thread
 
     @property
     def active_turn_id(self) -> str | None:
@@ -95,3 +129,13 @@ class ThreadState:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
         return True
+
+
+def _older_part(whole: Thread, recent: Thread, count: int) -> list[Turn]:
+    """The first ``count`` turns of ``whole``, checked to be the ones just before ``recent``'s."""
+    older = whole.turns[:count]
+    follows = whole.turns[count].id if len(whole.turns) > count else None
+    first = recent.turns[0].id if recent.turns else None
+    if len(older) != count or (first is not None and follows != first):
+        raise RoderError(f"thread {recent.id}: its stored history no longer matches the loaded turns; close and resume it again")
+    return older

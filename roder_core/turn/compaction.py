@@ -275,6 +275,10 @@ class CompactionTurn(Protocol):
 
     async def record(self, item: Item) -> None: ...
 
+    async def complete_history(self) -> None:
+        """Load the thread's older turns if it was resumed from its recent ones only."""
+        ...
+
 
 async def summarize(
     runner: CompactionTurn,
@@ -342,14 +346,18 @@ class Compactor:
         if not usage.estimated and usage.input_tokens > 0 and self._last_estimate > 0:
             self.ratio = min(max(usage.input_tokens / self._last_estimate, 0.5), 3.0)
 
+    def would_compact(self, request: AgentInferenceRequest, profile: ModelProfile) -> bool:
+        """Whether ``maybe_compact`` would compact before sending ``request``."""
+        if not self.settings.auto_compact or self.auto_runs >= MAX_AUTO_PER_TURN:
+            return False
+        return request_tokens(request) * self.ratio > prompt_budget(profile, self.settings.reserve_tokens)
+
     async def maybe_compact(self, request: AgentInferenceRequest, profile: ModelProfile) -> bool:
         """Compact when the planned request is still over budget; True when it did."""
         self._last_estimate = request_tokens(request)
-        if not self.settings.auto_compact or self.auto_runs >= MAX_AUTO_PER_TURN:
+        if not self.would_compact(request, profile):
             return False
         budget = prompt_budget(profile, self.settings.reserve_tokens)
-        if self._last_estimate * self.ratio <= budget:
-            return False
         self.auto_runs += 1
         try:
             item = await self.compact(keep_tokens=min(self.settings.keep_recent_tokens, budget // 2))
@@ -374,6 +382,7 @@ class Compactor:
 
     async def compact(self, *, keep_tokens: int, instructions: str | None = None) -> CompactionItem | None:
         runner = self.runner
+        await runner.complete_history()  # the summary covers every turn since the last one
         plan = plan_compaction(runner.thread.items(), keep_tokens)
         if plan is None:
             return None

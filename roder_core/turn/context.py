@@ -61,6 +61,7 @@ __all__ = [
     "estimate_tokens",
     "history_to_messages",
     "is_turn_context",
+    "shows_all_visible",
     "visible_items",
 ]
 
@@ -79,6 +80,18 @@ def visible_items(items: Sequence[Item]) -> list[Item]:
             kept = [it for it in items[start:] if not isinstance(it, CompactionItem)]
             return [item, *kept]
     return list(items)
+
+
+def shows_all_visible(items: Sequence[Item]) -> bool:
+    """Whether ``items``, the last part of a thread, hold all ``visible_items`` would pick from the
+    whole thread: a compaction whose kept part begins inside them. Without one (or when the kept
+    part begins earlier) the older items are part of what the model sees."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if isinstance(item, CompactionItem):
+            kept = item.first_kept_item_id
+            return kept is None or any(it.id == kept for it in items[:index])
+    return False
 
 
 #: Turns an image attachment into what the model sees: the image, or a line saying why not.

@@ -29,6 +29,7 @@ class CompactionRunner(TurnRunner):
 
     async def _loop(self) -> None:
         settings = self.runtime.options.config.context
+        await self.complete_history()
         keep = manual_keep_tokens(self.thread.items(), settings.keep_recent_tokens)
         item = await Compactor(self, self).compact(keep_tokens=keep, instructions=self.instructions)
         if item is None:

@@ -65,6 +65,7 @@ from roder_core.threads.events import (
     TurnStarted,
 )
 from roder_core.turn.compaction import Compactor
+from roder_core.turn.context import shows_all_visible
 from roder_core.turn.hooks import HookBlocked
 from roder_core.turn.stream_fold import DeltaKind, ModelOutput, SilentListener, StreamedItem, StreamFolder
 
@@ -178,6 +179,9 @@ class TurnRunner:
 
     async def record(self, item: Item) -> None:
         await self._item(item)
+
+    async def complete_history(self) -> None:
+        await self.state.complete_history()
 
     async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile) -> str:
         """One model call outside the loop (a compaction summary): its text, its usage accounted."""
@@ -403,7 +407,14 @@ class TurnRunner:
         )
         turn_start = self.turn.items[0].id if self.turn.items else None
         request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
-        if await self.compactor.maybe_compact(request, profile):
+        # Resumed from its recent turns, and the model would see older ones too: when even the
+        # recent ones are over budget, compaction reads the rest; otherwise read it now.
+        partial = not (self.state.history_complete or shows_all_visible(self.thread.items()))
+        if partial and not self.compactor.would_compact(request, profile):
+            await self.state.complete_history()
+            request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+        loaded_all = self.state.history_complete
+        if await self.compactor.maybe_compact(request, profile) or self.state.history_complete != loaded_all:
             request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
         if request.reasoning_effort is None and runtime.options.config.reasoning_effort:
             request.reasoning_effort = runtime.options.config.reasoning_effort  # providers/select, config.toml

@@ -21,7 +21,7 @@ from roder_core.ir import ItemStatus
 from roder_tui.widgets.single_layout import SingleLayout
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Awaitable, Callable, Iterable
 
     from roder_core.ir import Item
 
@@ -151,6 +151,17 @@ class TranscriptModel:
         for item in items:
             self.add(item)
 
+    def prepend(self, items: Iterable[Item]) -> int:
+        """Fold items that came before every entry (older turns fetched later) in above them;
+        returns how many entries were added. Their tool calls are over."""
+        older = TranscriptModel()
+        older.extend(items)
+        for entry in older.entries:
+            entry.ended = entry.kind == "tool"
+        self.entries[:0] = older.entries
+        self._by_key = {**older._by_key, **self._by_key}
+        return len(older.entries)
+
 
 _KINDS: dict[str, EntryKind] = {"userMessage": "user", "agentMessage": "assistant", "reasoning": "reasoning"}
 
@@ -241,6 +252,9 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
         self.hi = 0  # one past the last mounted entry index
         self._hint = EarlierHint("")
         self._busy = False
+        #: Fetches the items of the turns before the loaded ones (a long thread opened from its
+        #: last turns); called once, when scrolling or jumping reaches the top.
+        self.older: Callable[[], Awaitable[list[Item]]] | None = None
 
     def compose(self):  # type: ignore[override]
         yield self._hint
@@ -251,9 +265,16 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
 
     # -------------------------------------------------------------- loading
 
-    async def load(self, items: Iterable[Item], live_calls: frozenset[str] = frozenset()) -> None:
+    async def load(
+        self,
+        items: Iterable[Item],
+        live_calls: frozenset[str] = frozenset(),
+        older: Callable[[], Awaitable[list[Item]]] | None = None,
+    ) -> None:
         """Show a thread: fold all items, mount only the last ``INITIAL`` entries. Tool calls
-        not in ``live_calls`` (the running turn's) are over, whatever their items say."""
+        not in ``live_calls`` (the running turn's) are over, whatever their items say. ``older``
+        fetches what came before ``items`` when the view reaches their top."""
+        self.older = older
         self.model = TranscriptModel()
         self.model.extend(items)
         for entry in self.model.entries:
@@ -282,9 +303,23 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
             self._update_hint()
 
     def _update_hint(self) -> None:
-        self._hint.display = self.lo > 0
+        self._hint.display = self.lo > 0 or self.older is not None
         if self.lo:
             self._hint.update(f"↑ {self.lo} earlier entries · scroll up or press home")
+        elif self.older is not None:
+            self._hint.update("↑ earlier turns · scroll up or press home")
+
+    async def fetch_older(self) -> bool:
+        """Put the turns before the loaded ones above the entries (nothing mounted moves);
+        False when there were none to fetch."""
+        fetch, self.older = self.older, None
+        if fetch is None:
+            return False
+        count = self.model.prepend(await fetch())
+        self.lo += count
+        self.hi += count
+        self._update_hint()
+        return count > 0
 
     @property
     def at_end(self) -> bool:
@@ -394,12 +429,15 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        if not self._busy and ((new <= _EDGE and self.lo > 0) or (new >= self.max_scroll_y - _EDGE and not self.at_end)):
+        earlier = self.lo > 0 or self.older is not None
+        if not self._busy and ((new <= _EDGE and earlier) or (new >= self.max_scroll_y - _EDGE and not self.at_end)):
             self._busy = True
             self.call_after_refresh(self._extend_window)
 
     async def _extend_window(self) -> None:
         try:
+            if self.scroll_y <= _EDGE and self.lo == 0:
+                await self.fetch_older()
             if self.scroll_y <= _EDGE and self.lo > 0:
                 await self.load_earlier()
             elif self.scroll_y >= self.max_scroll_y - _EDGE and not self.at_end:
@@ -451,6 +489,8 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
         focused = self.app.focused
         index = widgets.index(focused) if focused in widgets else (len(widgets) if step < 0 else -1)
         target = index + step
+        if target < 0 and self.lo == 0:
+            await self.fetch_older()
         if target < 0 and self.lo > 0:
             await self.load_earlier()
             widgets = self._entry_widgets()
@@ -464,6 +504,7 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
             self.scroll_to_widget(widgets[target], animate=False)
 
     async def action_jump_start(self) -> None:
+        await self.fetch_older()
         await self._remount(0, min(INITIAL, len(self.model)))
         self.release_anchor()
         self.scroll_home(animate=False, immediate=True)

@@ -334,7 +334,9 @@ class RoderAcpAgent:
         **kwargs: Any,
     ) -> ResumeSessionResponse:
         self._add_mcp_servers(mcp_servers)
-        thread = (await self._call(THREAD_RESUME, ThreadResumeParams(thread_id=session_id))).thread
+        # Unlike session/load, resuming replays nothing: the history is not needed (nor read).
+        params = ThreadResumeParams(thread_id=session_id, include_turns=False)
+        thread = (await self._call(THREAD_RESUME, params)).thread
         self._open(thread.id, thread.cwd)
         return ResumeSessionResponse(
             modes=await self._modes(), config_options=await self._model_config(thread.provider, thread.model)

@@ -202,7 +202,7 @@ def parse_hunks(diff: str, path: str, turn_id: str, item_id: str, change_index: 
 
 
 async def _thread(app: Dispatcher, thread_id: str) -> Thread:
-    return await app.runtime.resume_thread(thread_id)
+    return await app.runtime.full_thread((await app.runtime.resume_thread(thread_id)).id)
 
 
 def _span(thread: Thread, turn_id: str | None, since_item_id: str | None = None) -> list[tuple[str, Item]]:

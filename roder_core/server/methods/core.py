@@ -232,7 +232,7 @@ async def open_thread(app: Dispatcher, thread_id: str) -> Thread:
 async def thread_read(app: Dispatcher, params: ThreadReadParams, ctx: CallContext) -> ThreadResult:
     runtime = app.runtime
     if params.thread_id in {t.id for t in runtime.open_threads()}:
-        thread = runtime.thread(params.thread_id)
+        thread = await runtime.full_thread(params.thread_id) if params.include_turns else runtime.thread(params.thread_id)
     else:
         if runtime.store is None:
             raise InvalidParams(f"no thread {params.thread_id!r} (no thread store is installed)")
@@ -242,7 +242,13 @@ async def thread_read(app: Dispatcher, params: ThreadReadParams, ctx: CallContex
 
 @handles("thread/resume")
 async def thread_resume(app: Dispatcher, params: ThreadResumeParams, ctx: CallContext) -> ThreadResult:
-    return ThreadResult(thread=_thread_view(await open_thread(app, params.thread_id), params.include_turns))
+    thread = await open_thread(app, params.thread_id)
+    if not params.include_turns:
+        return ThreadResult(thread=_thread_view(thread, False))
+    if params.last_turns is None:
+        return ThreadResult(thread=_thread_view(await app.runtime.full_thread(thread.id), True))
+    turns, older = await app.runtime.last_turns(thread.id, params.last_turns)
+    return ThreadResult(thread=_thread_view(thread.model_copy(update={"turns": turns}), True), older_turns=older)
 
 
 @handles("thread/close")
