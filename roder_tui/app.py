@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from roder_ext_tui.segments import cache_state  # noqa: E402
 from textual import on, work  # noqa: E402
-from textual.app import App  # noqa: E402
+from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 
 from roder_core.ir import Mode  # noqa: E402
@@ -189,7 +189,7 @@ class RoderApp(App[int]):
 
     # ------------------------------------------------------------------ layout
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         self.sidebar = Sidebar(id="sidebar")
         self.transcript = Transcript(id="transcript")
         self.prompt_bar = PromptBar(PromptHistory(self.data_dir / "prompt-history.json"), self.cwd)
@@ -902,7 +902,7 @@ class RoderApp(App[int]):
         client = self._client()
 
         async def request(method: str, params: dict[str, Any]) -> dict[str, Any]:
-            result: dict[str, Any] = (await client.request(method, params)).wire()
+            result: dict[str, Any] = (await client.call_method(method, params)).wire()
             return result
 
         self.push_screen(PluginScreen(request))

@@ -34,8 +34,8 @@ def _decide(args: argparse.Namespace, trusted: bool) -> int:
             print(json.dumps(decisions, indent=2))
         elif not decisions:
             print("no trust decisions recorded yet (`roder trust [PATH]` trusts a folder)")
-        for folder, verdict in decisions.items() if not args.json else ():
-            print(f"{'trusted  ' if verdict else 'untrusted'}  {folder}")
+        for recorded, verdict in decisions.items() if not args.json else ():
+            print(f"{'trusted  ' if verdict else 'untrusted'}  {recorded}")
         return 0
     folder = Path(args.path).expanduser()
     if not folder.is_dir():

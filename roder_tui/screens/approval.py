@@ -11,6 +11,7 @@ import json
 
 from rich.console import Group
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
@@ -50,7 +51,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         self.request = request
         self.rule = next((o.rule for o in request.options if o.id == "allow_always" and o.rule), None) or request.tool
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         req = self.request
         with Vertical():
             with Vertical(id="approval-head"):

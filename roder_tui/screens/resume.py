@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -31,7 +32,7 @@ class ResumePicker(ModalScreen[str | None]):
         super().__init__()
         self.threads = threads
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = "Resume a thread · enter to open, esc to close"
             yield Input(placeholder="filter by title or id", id="resume-filter")

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 #: The wall clock ages are measured against (a seam for deterministic snapshots).
 clock = time.time
-STATUS_MARK = {ThreadStatus.ACTIVE: "●", ThreadStatus.WAITING_APPROVAL: "?", ThreadStatus.ERROR: "✗"}
+STATUS_MARK: dict[str, str] = {ThreadStatus.ACTIVE: "●", ThreadStatus.WAITING_APPROVAL: "?", ThreadStatus.ERROR: "✗"}
 #: Marks a fork (a thread with a parent) in the list and the tree.
 FORK_MARK = "⑂"
 #: Ages ("3m") are redrawn this often; nothing else in the sidebar moves while idle.
@@ -91,7 +92,7 @@ class Sidebar(Vertical):
         if self.fork_tree is not None:
             self._show_tree()  # labels are fitted to the width
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield Label("Threads", id="threads-label")
         yield Label("Fork tree", id="forks-label")
 
@@ -153,12 +154,12 @@ class Sidebar(Vertical):
 
         add(tree.root, root, 0)
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:  # type: ignore[name-defined]
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         if event.option.id:
             self.post_message(self.Selected(event.option.id))
 
-    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:  # type: ignore[name-defined]
+    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:
         event.stop()
         if event.node.data:
             self.post_message(self.Selected(event.node.data))
