@@ -49,7 +49,7 @@ class ThreadCustomSetParams(ThreadIdParams):
     #: Whose state it is (``roder.replay``, an extension's id); the latest entry of a namespace wins.
     namespace: str = Field(min_length=1, max_length=200)
     data: Any
-    version: int = Field(1, ge=1)
+    version: int = Field(default=1, ge=1)
 
 
 THREAD_FIND = register(
