@@ -96,11 +96,20 @@ class InitializeResult(ProtocolModel):
 # --------------------------------------------------------------------------- discovery
 
 
+class SkippedExtensionInfo(ProtocolModel):
+    source: str
+    reason: str
+    #: Left out because the capability profile denies what it needs (what the user chose).
+    expected: bool = False
+
+
 class ExtensionsListResult(ProtocolModel):
     """Seed 003's ``extensions/list`` shape: manifests plus capability statuses per extension."""
 
     extensions: list[dict[str, Any]]
     capability_statuses: dict[str, list[dict[str, Any]]]
+    #: Extensions found but not loaded at start-up, and why.
+    skipped: list[SkippedExtensionInfo] = Field(default_factory=list)
 
 
 class ProviderInfo(ProtocolModel):
@@ -136,6 +145,8 @@ class ModelListResult(ProtocolModel):
 
 class ToolsListParams(ProtocolModel):
     thread_id: str | None = None
+    #: Seconds to give dynamic sources (MCP servers) to connect before listing; 0: list now.
+    wait: float = Field(default=0.0, ge=0.0, le=120.0)
 
 
 class ToolInfo(ProtocolModel):
@@ -143,6 +154,8 @@ class ToolInfo(ProtocolModel):
     description: str
     parameters: dict[str, Any]
     source: str = ""
+    #: The extension that contributed it (``roder-ext-mcp`` for every MCP server's tools).
+    extension: str = ""
     kind: str = "other"
     read_only: bool = False
 

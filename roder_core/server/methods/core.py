@@ -12,8 +12,7 @@ from roder_core import __version__
 from roder_core.brokers.secrets import SecretRedactor
 from roder_core.customization.mentions import MentionError, mention_attachments
 from roder_core.ir import ApprovalDecision, Attachment, Thread
-from roder_core.kernel.tool_catalog import source_statuses
-from roder_core.kernel.tools import is_read_only, tool_kind
+from roder_core.kernel.tool_catalog import build_catalog
 from roder_core.media.images import MediaError, sniff_image
 from roder_core.policy.trust import TrustStore, project_items
 from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles
@@ -46,6 +45,7 @@ from roder_core.server.protocol import (
     SetDefaultModeParams,
     SettingsResult,
     SetWebSearchParams,
+    SkippedExtensionInfo,
     ThreadCloseParams,
     ThreadCloseResult,
     ThreadForkParams,
@@ -128,7 +128,12 @@ async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext
 
 @handles("extensions/list")
 async def extensions_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> ExtensionsListResult:
-    return ExtensionsListResult.model_validate(app.runtime.registry.to_json())
+    listing = ExtensionsListResult.model_validate(app.runtime.registry.to_json())
+    if app.started is not None:
+        listing.skipped = [
+            SkippedExtensionInfo(source=s.source, reason=s.reason, expected=s.expected) for s in app.started.distribution.skipped
+        ]
+    return listing
 
 
 @handles("providers/list")
@@ -165,26 +170,21 @@ async def model_list(app: Dispatcher, params: ModelListParams, ctx: CallContext)
 
 @handles("tools/list")
 async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext) -> ToolsListResult:
-    errors: dict[str, str] = {}
-    tools = app.runtime.registry.tool_registry(on_error=lambda source, exc: errors.__setitem__(source, str(exc)))
-    rows = []
-    for name in tools.names():
-        tool = tools.get(name)
-        if tool is None:
-            continue
-        spec = tool.spec()
-        rows.append(
-            ToolInfo(
-                name=spec.name,
-                description=spec.description,
-                parameters=spec.parameters,
-                source=tools.source_of(name),
-                kind=tool_kind(tool),
-                read_only=is_read_only(tool),
-            )
+    catalog = await build_catalog(app.runtime.registry, wait=params.wait)
+    rows = [
+        ToolInfo(
+            name=tool.name,
+            description=tool.description,
+            parameters=tool.parameters,
+            source=tool.source,
+            extension=tool.extension,
+            kind=tool.kind,
+            read_only=tool.read_only,
         )
-    sources = [ToolSourceInfo.model_validate(status.to_json()) for status in source_statuses(app.runtime.registry)]
-    return ToolsListResult(tools=rows, errors=errors, sources=sources)
+        for tool in catalog.tools
+    ]
+    sources = [ToolSourceInfo.model_validate(status.to_json()) for status in catalog.sources]
+    return ToolsListResult(tools=rows, errors=catalog.errors, sources=sources)
 
 
 # --------------------------------------------------------------------------- threads
