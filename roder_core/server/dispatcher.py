@@ -69,6 +69,8 @@ METHOD_MODULES = (
     "roder_core.server.methods.plugins",
     "roder_core.server.methods.attach",
     "roder_core.server.methods.sessions",
+    "roder_core.server.methods.audit",
+    "roder_core.server.methods.trust",
 )
 
 

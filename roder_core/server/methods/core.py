@@ -14,7 +14,6 @@ from roder_core.customization.mentions import MentionError, mention_attachments
 from roder_core.ir import ApprovalDecision, Attachment, Thread
 from roder_core.kernel.tool_catalog import build_catalog
 from roder_core.media.images import MediaError, sniff_image
-from roder_core.policy.trust import TrustStore, project_items
 from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.protocol import (
@@ -59,9 +58,6 @@ from roder_core.server.protocol import (
     ToolsListParams,
     ToolsListResult,
     ToolSourceInfo,
-    TrustGetParams,
-    TrustResult,
-    TrustSetParams,
     TurnInterruptParams,
     TurnInterruptResult,
     TurnResult,
@@ -387,41 +383,6 @@ async def session_get(app: Dispatcher, params: SessionGetParams, ctx: CallContex
             requested=sandbox.requested, effective=sandbox.effective, blocked=sandbox.blocked, reason=sandbox.reason
         ),
     )
-
-
-def _trust(app: Dispatcher, cwd: str | None) -> tuple[Path, TrustStore, TrustResult]:
-    runtime = app.runtime
-    folder = absolute_path(cwd, "cwd") if cwd is not None else Path(runtime.options.cwd)
-    if not folder.is_dir():
-        raise InvalidParams(f"cwd {str(folder)!r} is not a directory")
-    store = TrustStore(runtime.options.paths)
-    found = store.effective_decision(folder)
-    here = TrustStore.canonical(folder) == TrustStore.canonical(Path(runtime.options.cwd))
-    result = TrustResult(
-        cwd=TrustStore.canonical(folder),
-        trusted=bool(found and found[0]),
-        decided_at=found[1] if found else None,
-        items=project_items(folder),
-        loaded=here and runtime.options.trusted,
-    )
-    return folder, store, result
-
-
-@handles("trust/get")
-async def trust_get(app: Dispatcher, params: TrustGetParams, ctx: CallContext) -> TrustResult:
-    return _trust(app, params.cwd)[2]
-
-
-@handles("trust/set")
-async def trust_set(app: Dispatcher, params: TrustSetParams, ctx: CallContext) -> TrustResult:
-    """Recorded in the user's data dir (never the project) and audited, like ``roder trust``."""
-    folder, store, _ = _trust(app, params.cwd)
-    store.set(folder, params.trusted)
-    app.runtime.audit.record(
-        "trust.set",
-        {"folder": TrustStore.canonical(folder), "trusted": params.trusted, "client": ctx.client_name or ctx.connection_id},
-    )
-    return _trust(app, params.cwd)[2]
 
 
 @handles("session/set_mode")
