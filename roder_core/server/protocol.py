@@ -120,6 +120,8 @@ class ProviderInfo(ProtocolModel):
     #: Where the key in use comes from: "env" (its environment variable) or "stored"
     #: (providers/configure, ``roder providers login``). The key itself is never sent.
     auth_source: Literal["env", "stored"] | None = None
+    #: The environment variable its key is read from (``OPENAI_API_KEY``); never the key.
+    auth_label: str | None = None
     recommended: bool = False
     description: str | None = None
     dialect: str = ""
@@ -132,15 +134,31 @@ class ProvidersListResult(ProtocolModel):
     providers: list[ProviderInfo]
     provider: str
     model: str
+    #: Why ``provider`` was chosen when the server was started without one ("OPENAI_API_KEY is
+    #: set", "provider in config.toml", ...); None when it was given explicitly.
+    default_reason: str | None = None
 
 
 class ModelListParams(ProtocolModel):
     provider: str | None = None
 
 
+class ModelNotes(ProtocolModel):
+    """What Roder makes of one listed model."""
+
+    id: str
+    #: False: not in the built-in table; its limits are defaults until a
+    #: ``[models."provider/model"]`` table in config.toml sets them.
+    known: bool = True
+    #: The output limit Roder sends for it; None: the server decides.
+    sent_output_limit: int | None = None
+
+
 class ModelListResult(ProtocolModel):
     provider: str
     models: list[ModelProfile]
+    #: One per model, in the same order.
+    notes: list[ModelNotes] = Field(default_factory=list)
 
 
 class ToolsListParams(ProtocolModel):
@@ -433,6 +451,8 @@ class ProvidersConfigureResult(ProtocolModel):
     restart_required: bool = True
     #: Whether a key is now stored for this provider (after storing or removing one).
     key_stored: bool = False
+    #: An empty ``apiKey`` removed a stored key (False: there was none).
+    key_removed: bool = False
     #: Where the provider's key comes from now: "env", "stored" or None (none yet).
     auth_source: Literal["env", "stored"] | None = None
     warnings: list[str] = Field(default_factory=list)

@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 
 
 @contextlib.asynccontextmanager
-async def local_client(settings: StartSettings | None = None) -> AsyncIterator[LocalAppClient]:
-    """A client owning a runtime built like a headless run's (never auto-trusting the folder,
-    never writing config.toml); closed, with the runtime, on leaving."""
+async def local_client(settings: StartSettings | None = None, *, persist_config: bool = False) -> AsyncIterator[LocalAppClient]:
+    """A client owning a runtime built like a headless run's (never auto-trusting the folder;
+    writing config.toml and stored keys only with ``persist_config``, for the commands whose
+    job that is); closed, with the runtime, on leaving."""
     from roder_core.runtime.bootstrap import StartSettings
     from roder_core.server.client import LocalAppClient
 
-    client = LocalAppClient.start(settings or StartSettings(interactive=False), persist_config=False)
+    client = LocalAppClient.start(settings or StartSettings(interactive=False), persist_config=persist_config)
     try:
         yield client
     finally:

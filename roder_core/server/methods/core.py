@@ -11,7 +11,7 @@ from typing import Any
 from roder_core import __version__
 from roder_core.brokers.secrets import SecretRedactor
 from roder_core.customization.mentions import MentionError, mention_attachments
-from roder_core.ir import ApprovalDecision, Attachment, Thread
+from roder_core.ir import ApprovalDecision, Attachment, ModelProfile, Thread
 from roder_core.kernel.tool_catalog import build_catalog
 from roder_core.media.images import MediaError, sniff_image
 from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles
@@ -26,6 +26,7 @@ from roder_core.server.protocol import (
     MethodGroup,
     ModelListParams,
     ModelListResult,
+    ModelNotes,
     NoParams,
     ProviderInfo,
     ProvidersConfigureParams,
@@ -145,6 +146,7 @@ async def providers_list(app: Dispatcher, params: NoParams, ctx: CallContext) ->
                 auth_type=meta.auth_type,
                 auth_configured=meta.auth_configured,
                 auth_source=meta.auth_source,
+                auth_label=meta.auth_label,
                 recommended=meta.recommended,
                 description=meta.description,
                 dialect=meta.dialect,
@@ -154,14 +156,28 @@ async def providers_list(app: Dispatcher, params: NoParams, ctx: CallContext) ->
             )
         )
     rows.sort(key=lambda p: (p.id == "mock", p.id))
-    return ProvidersListResult(providers=rows, provider=runtime.provider, model=runtime.model)
+    choice = runtime.models.default_choice
+    reason = choice.reason if choice is not None and choice.provider == runtime.provider else None
+    return ProvidersListResult(providers=rows, provider=runtime.provider, model=runtime.model, default_reason=reason)
 
 
 @handles("model/list")
 async def model_list(app: Dispatcher, params: ModelListParams, ctx: CallContext) -> ModelListResult:
     provider = params.provider or app.runtime.provider
     engine = app.runtime.engine(provider)
-    return ModelListResult(provider=provider, models=await engine.list_models())
+    models = await engine.list_models()
+    return ModelListResult(provider=provider, models=models, notes=[model_notes(engine, m) for m in models])
+
+
+def model_notes(engine: Any, profile: ModelProfile) -> ModelNotes:
+    """Whether the engine's built-in table knows the model, and the output limit it sends."""
+    knows = getattr(engine, "knows", None)
+    limit = getattr(engine, "sent_output_limit", None)
+    return ModelNotes(
+        id=profile.id,
+        known=bool(knows(profile.id)) if knows is not None else True,
+        sent_output_limit=limit(profile) if limit is not None else profile.max_output_tokens,
+    )
 
 
 @handles("tools/list")
@@ -461,7 +477,7 @@ async def providers_configure(app: Dispatcher, params: ProvidersConfigureParams,
             writer.set(f"providers.{params.provider}.{name}", value)
     result = ProvidersConfigureResult(provider=params.provider, persisted=True, restart_required=bool(fields))
     if key is not None:
-        _store_key(app, params.provider, key, ctx)
+        result.key_removed = _store_key(app, params.provider, key, ctx)
     result.key_stored = bool(CredentialStore.for_env(_runtime_env(runtime)).get(params.provider))
     if engine is None:
         result.restart_required = True
@@ -492,20 +508,22 @@ def _checked_key(provider: str, api_key: str | None) -> str | None:
         raise InvalidParams(str(exc)) from None
 
 
-def _store_key(app: Dispatcher, provider: str, key: str, ctx: CallContext) -> None:
+def _store_key(app: Dispatcher, provider: str, key: str, ctx: CallContext) -> bool:
     """Store (or, given "", remove) a key; the runtime's redactor learns it before anything can
-    use it."""
+    use it. True when a stored key was removed."""
     runtime = app.runtime
     store = CredentialStore.for_env(_runtime_env(runtime))
+    removed = False
     if key:
         if isinstance(runtime.redact, SecretRedactor):
             runtime.redact.add(redaction_label(provider), key)
         store.set(provider, key)
         action = "provider.key_stored"
     else:
-        store.remove(provider)
+        removed = store.remove(provider)
         action = "provider.key_removed"
     runtime.audit.record(action, {"provider": provider, "client": ctx.client_name or ctx.connection_id})
+    return removed
 
 
 def _settings(app: Dispatcher) -> SettingsResult:
