@@ -213,6 +213,7 @@ class RoderApp(App[int]):
             from roder_tui.screen_diff import ScreenDiff
 
             self.screen_diff = ScreenDiff(self._driver.write, lambda: self.size)
+            # Textual has no hook for what its driver writes: the diff stands in for the method.
             self._driver.write = self.screen_diff.write  # type: ignore[method-assign]
         for problem in self.themes.errors:
             self.notify(problem, title="theme skipped", severity="warning", timeout=8)

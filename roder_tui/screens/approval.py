@@ -103,4 +103,5 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
 
     def action_decide(self, decision: str) -> None:
         rule = self.rule if decision == "allow_always" else None
-        self.dismiss(ApprovalDecision(decision=decision, rule=rule))  # type: ignore[arg-type]
+        # the binding's argument is a plain string: checked against ApprovalDecisionKind here
+        self.dismiss(ApprovalDecision.model_validate({"decision": decision, "rule": rule}))

@@ -47,9 +47,12 @@ def fork_family(threads: list[ThreadSummary], current: str) -> tuple[str, dict[s
         if t.parent is not None:
             children.setdefault(t.parent.thread_id, []).append(t.id)
     root, seen = current, set()
-    while root in by_id and by_id[root].parent is not None and root not in seen:
+    while root in by_id and root not in seen:
+        parent = by_id[root].parent
+        if parent is None:
+            break
         seen.add(root)
-        root = by_id[root].parent.thread_id  # type: ignore[union-attr]
+        root = parent.thread_id
     return root, children
 
 
