@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def _list(client: LocalAppClient, args: argparse.Namespace) -> int:
     from roder_core.server.protocol import THREAD_LIST, ThreadListParams
 
-    cwd = client.runtime.options.cwd
+    cwd = Path.cwd().resolve()  # the folder the client's runtime was started in
     listed = await client.call(THREAD_LIST, ThreadListParams(cwd=None if args.all else str(cwd), limit=args.limit))
     print_rows([row.wire() for row in listed.threads], cwd, every_workspace=args.all, as_json=args.json)
     return 0
