@@ -12,6 +12,7 @@ from roder_core import __version__
 from roder_core.brokers.secrets import SecretRedactor
 from roder_core.customization.mentions import MentionError, mention_attachments
 from roder_core.ir import ApprovalDecision, Attachment, ModelProfile, Thread
+from roder_core.kernel.services import InferenceEngine
 from roder_core.kernel.tool_catalog import build_catalog
 from roder_core.media.images import MediaError, sniff_image
 from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles
@@ -169,7 +170,7 @@ async def model_list(app: Dispatcher, params: ModelListParams, ctx: CallContext)
     return ModelListResult(provider=provider, models=models, notes=[model_notes(engine, m) for m in models])
 
 
-def model_notes(engine: Any, profile: ModelProfile) -> ModelNotes:
+def model_notes(engine: InferenceEngine, profile: ModelProfile) -> ModelNotes:
     """Whether the engine's built-in table knows the model, and the output limit it sends."""
     knows = getattr(engine, "knows", None)
     limit = getattr(engine, "sent_output_limit", None)

@@ -62,8 +62,9 @@ async def thread_export(app: Dispatcher, params: ThreadExportParams, ctx: CallCo
 @handles("thread/delete")
 async def thread_delete(app: Dispatcher, params: ThreadIdParams, ctx: CallContext) -> ThreadDeleteResult:
     _store(app)
-    await app.runtime.delete_thread(params.thread_id)
-    return ThreadDeleteResult(thread_id=params.thread_id)
+    thread_id = await app.runtime.find_thread(params.thread_id)
+    await app.runtime.delete_thread(thread_id)
+    return ThreadDeleteResult(thread_id=thread_id)
 
 
 @handles("thread/custom/set")
