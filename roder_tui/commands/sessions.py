@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roder_core.errors import RoderError
-from roder_tui.commands.control import fail, local_client
 from roder_tui.commands.session_listing import indexed_rows, print_rows
 
 if TYPE_CHECKING:  # loaded by the commands that start a runtime; `list` usually does not
@@ -139,6 +138,7 @@ ACTIONS: dict[str, Callable[[LocalAppClient, argparse.Namespace], Awaitable[int]
 
 async def _run(args: argparse.Namespace) -> int:
     from roder_core.server.errors import RpcError
+    from roder_tui.commands.control import fail, local_client
 
     async with local_client() as client:
         try:
@@ -162,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         raise  # stdout's reader left: the CLI entry ends quietly
     except (RoderError, OSError, sqlite3.Error) as exc:
-        return fail(str(exc))
+        print(f"roder: {exc}", file=sys.stderr)
+        return 1
 
 
 def _run_started(args: argparse.Namespace) -> int:
