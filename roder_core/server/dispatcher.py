@@ -71,6 +71,8 @@ METHOD_MODULES = (
     "roder_core.server.methods.sessions",
     "roder_core.server.methods.audit",
     "roder_core.server.methods.trust",
+    "roder_core.server.methods.plan_review",
+    "roder_core.server.methods.teams",
 )
 
 
