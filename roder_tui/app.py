@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from roder_ext_tui.segments import cache_state  # noqa: E402
 from textual import on, work  # noqa: E402
-from textual.app import App  # noqa: E402
+from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
@@ -202,7 +202,7 @@ class RoderApp(App[int]):
 
     # ------------------------------------------------------------------ layout
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         self.sidebar = Sidebar(id="sidebar")
         self.transcript = Transcript(id="transcript")
         self.prompt_bar = PromptBar(PromptHistory(self.data_dir / "prompt-history.json"), self.cwd)
@@ -231,6 +231,7 @@ class RoderApp(App[int]):
             from roder_tui.screen_diff import ScreenDiff
 
             self.screen_diff = ScreenDiff(self._driver.write, lambda: self.size)
+            # Textual has no hook for what its driver writes: the diff stands in for the method.
             self._driver.write = self.screen_diff.write  # type: ignore[method-assign]
         for problem in self.themes.errors:
             self.notify(problem, title="theme skipped", severity="warning", timeout=8)

@@ -7,13 +7,13 @@ Both are tried, so copying works locally, remotely and headless-in-a-container a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from textual.app import App
 
 
-def copy_text(app: App, text: str) -> str:
+def copy_text(app: App[Any], text: str) -> str:
     """Copy ``text``; returns a short description of where it went, for the notification."""
     app.copy_to_clipboard(text)  # OSC 52
     where = "terminal clipboard (OSC 52)"

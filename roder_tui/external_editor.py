@@ -13,7 +13,7 @@ import shlex
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -30,7 +30,7 @@ def editor_command() -> list[str]:
     return shlex.split(editor)
 
 
-def edit_text(app: App[object], text: str) -> str:
+def edit_text(app: App[Any], text: str) -> str:
     """Run the editor on ``text`` and return the edited text (raises EditorError)."""
     from textual.app import SuspendNotSupported
 

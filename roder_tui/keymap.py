@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ SCOPE_TITLES = {
 }
 
 
-def app_bindings() -> list[Binding]:
+def app_bindings() -> list[BindingType]:
     return [
         Binding(k.keys, k.action, k.description, show=False, id=k.binding_id, priority=k.priority)
         for k in KEYS

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 if TYPE_CHECKING:
+    from textual.screen import Screen
+    from textual.style import Style
+
     from roder_core.kernel.services import PaletteCommand
     from roder_tui.app import RoderApp
 
@@ -22,13 +25,18 @@ log = logging.getLogger(__name__)
 
 
 class PaletteSourcesProvider(Provider):
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, screen: Screen[Any], match_style: Style | None = None) -> None:
+        super().__init__(screen, match_style)
         self.rows: list[PaletteCommand] = []
 
     @property
     def roder(self) -> RoderApp:
-        return self.app  # type: ignore[return-value]
+        from roder_tui.app import RoderApp  # loaded already: the app opened this palette
+
+        app = self.app
+        if not isinstance(app, RoderApp):
+            raise TypeError(f"the palette's sources serve RoderApp, not {type(app).__name__}")
+        return app
 
     async def startup(self) -> None:
         """The rows of every source the host has installed, for this app's state (the sources

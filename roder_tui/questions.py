@@ -14,7 +14,7 @@ from roder_core.kernel.questions import Question
 if TYPE_CHECKING:
     from textual.app import App
 
-    from roder_core.server.client import LocalAppClient
+    from roder_core.server.app_client import AppClient
     from roder_core.threads.events import UserInputRequested
     from roder_tui.screens.ask_user import AskUserScreen
 
@@ -23,7 +23,7 @@ class QuestionQueue:
     """The app's pending questions: one dialog at a time, answered through the control plane
     (``session/resolve_user_input``); a dialog whose turn ended meanwhile is closed."""
 
-    def __init__(self, app: App[Any], client: Callable[[], LocalAppClient]) -> None:
+    def __init__(self, app: App[Any], client: Callable[[], AppClient]) -> None:
         self._app = app
         self._client = client
         self._waiting: list[UserInputRequested] = []

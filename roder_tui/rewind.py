@@ -26,6 +26,7 @@ from roder_core.server.protocol_changes import (
     HunkParams,
     ThreadChangesParams,
 )
+from roder_core.server.protocol_runners import RUNNERS_SNAPSHOT, RunnersSnapshotParams
 
 if TYPE_CHECKING:
     from roder_core.server.app_client import AppClient
@@ -95,7 +96,9 @@ async def restore_code(client: AppClient, thread_id: str, item_id: str) -> CodeR
         # hunks cannot undo what shell commands did; a snapshot taken at that turn can
         snapshot = await turn_snapshot(client, thread_id, item_id)
         if snapshot is not None:
-            await client.request("runners/snapshot", {"threadId": thread_id, "action": "restore", "snapshotId": snapshot})
+            await client.call(
+                RUNNERS_SNAPSHOT, RunnersSnapshotParams(thread_id=thread_id, action="restore", snapshot_id=snapshot)
+            )
             return CodeRestore(snapshot=snapshot)
     done = CodeRestore(unrestorable=[u.command for u in changes.unrestorable])
     for hunk in reversed(changes.hunks):
@@ -115,11 +118,10 @@ async def turn_snapshot(client: AppClient, thread_id: str, item_id: str) -> str 
     from roder_core.server.errors import RpcError
 
     try:
-        listed = await client.request("runners/snapshot", {"threadId": thread_id, "action": "list", "itemId": item_id})
+        listed = await client.call(RUNNERS_SNAPSHOT, RunnersSnapshotParams(thread_id=thread_id, action="list", item_id=item_id))
     except RpcError:
         return None
-    snapshots = listed.snapshots  # type: ignore[attr-defined]
-    return str(snapshots[-1].id) if snapshots else None
+    return listed.snapshots[-1].id if listed.snapshots else None
 
 
 async def reapply(client: AppClient, undone: Undone) -> list[str]:

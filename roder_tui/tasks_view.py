@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from textual.app import App
 
-    from roder_core.server.client import LocalAppClient
+    from roder_core.server.app_client import AppClient
     from roder_core.server.protocol_tasks import TaskModel, TasksOutputResult
 
 
 class TasksView:
-    def __init__(self, app: App[Any], client: Callable[[], LocalAppClient]) -> None:
+    def __init__(self, app: App[Any], client: Callable[[], AppClient]) -> None:
         self._app = app
         self._client = client
         self.tasks: dict[str, TaskModel] = {}

@@ -64,11 +64,22 @@ class RoderTheme:
     def to_textual(self) -> Theme:
         from textual.theme import Theme
 
+        color = self.colors.get
         return Theme(
             name=self.name,
+            primary=self.colors["primary"],
+            secondary=color("secondary"),
+            accent=color("accent"),
+            foreground=color("foreground"),
+            background=color("background"),
+            surface=color("surface"),
+            panel=color("panel"),
+            success=color("success"),
+            warning=color("warning"),
+            error=color("error"),
+            boost=color("boost"),
             dark=self.dark,
             variables={**VARIABLE_DEFAULTS, **self.variables},
-            **{key: value for key, value in self.colors.items() if key in COLOR_KEYS},
         )
 
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 from roder_core import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension
 from roder_core.errors import RoderError
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.questions import MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS, AnswerSheet, parse_questions
+from roder_core.kernel.questions import MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS, AnswerSheet
 from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.tool_args import parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolResult, ToolSet
+from roder_ext_ask_user.arguments import AskUserArguments
 
 NO_USER = (
     "No user is available to answer questions: this is a non-interactive run (roder -p, a batch or an "
@@ -36,50 +38,13 @@ class AskUserTool(Tool):
         "own words unless allow_free_text is false. If no user is available the result says so: then decide "
         "yourself and state your assumptions."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "questions": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": MAX_QUESTIONS,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "question": {"type": "string", "description": "the full question, ending with ?"},
-                        "header": {"type": "string", "description": "short label, at most 20 characters"},
-                        "options": {
-                            "type": "array",
-                            "minItems": MIN_OPTIONS,
-                            "maxItems": MAX_OPTIONS,
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "label": {"type": "string", "description": "1-5 words"},
-                                    "description": {"type": "string", "description": "what choosing it means"},
-                                },
-                                "required": ["label"],
-                            },
-                        },
-                        "multi_select": {"type": "boolean", "description": "several options may be chosen"},
-                        "allow_free_text": {"type": "boolean", "description": "the user may type an answer (default true)"},
-                    },
-                    "required": ["question", "options"],
-                },
-            }
-        },
-        "required": ["questions"],
-        "additionalProperties": False,
-    }
+    arguments_model = AskUserArguments
     kind = "think"
     # It only asks: nothing to approve, and it works in plan mode.
     read_only = True
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        try:
-            questions = parse_questions(call.arguments.get("questions"))
-        except ValueError as exc:
-            return ToolResult.error(call, f"ask_user: {exc}")
+        questions = parse_arguments(AskUserArguments, call).to_questions()
         if ctx.host is None or not ctx.host.interactive:
             return ToolResult(id=call.id, name=call.name, text=NO_USER, data={"no_user": True})
         try:

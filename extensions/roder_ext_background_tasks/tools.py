@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from roder_core.kernel.tasks import TaskBoard, TaskInfo
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolResult
 
+TASK_ID = "the task's id (task_...), as bash returned it when it started the task"
 
-def _task_id(call: ToolCall) -> str:
-    value = call.arguments.get("task_id")
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("task_id must be the id bash returned when it started the task (task_...)")
-    return value.strip()
+
+class TaskOutputArguments(ToolArguments):
+    task_id: NonBlank | None = Field(None, description=TASK_ID + "; omit it to list this thread's tasks")
+    since: int = Field(0, ge=0, description="output offset to read from: 0, or the `next` of your previous read")
+
+
+class TaskKillArguments(ToolArguments):
+    task_id: NonBlank = Field(description=TASK_ID)
 
 
 def _board(ctx: ToolExecutionContext) -> TaskBoard:
@@ -39,29 +46,20 @@ class TaskOutputTool(Tool):
         "lines or 50 KB keeps its head and tail and names the file holding all of it. Also says whether "
         "the task still runs. Without task_id, lists this thread's tasks."
     )
-    parameters = {
-        "type": "object",
-        "properties": {
-            "task_id": {"type": "string", "description": "the task's id (task_...)"},
-            "since": {"type": "integer", "minimum": 0, "description": "output offset to read from (default 0)"},
-        },
-        "additionalProperties": False,
-    }
+    arguments_model = TaskOutputArguments
     kind = "read"
     read_only = True
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         try:
+            args = parse_arguments(TaskOutputArguments, call)
             board = _board(ctx)
-            if call.arguments.get("task_id") is None:
+            if args.task_id is None:
                 rows = [describe(info) for info in board.list()]
                 return ToolResult(id=call.id, name=call.name, text="\n".join(rows) or "this thread has no background tasks")
-            task_id = _task_id(call)
-            since = call.arguments.get("since", 0)
-            if isinstance(since, bool) or not isinstance(since, int) or since < 0:
-                raise ValueError("since must be a whole number, 0 or more (the `next` of a previous read)")
+            task_id = args.task_id.strip()
             info = board.get(task_id)
-            chunk = board.output(task_id, since)
+            chunk = board.output(task_id, args.since)
         except (ValueError, KeyError) as exc:
             return ToolResult.error(call, str(exc).strip("'\""))
         footer = f"[{describe(info)} · next={chunk.next} · full output: {chunk.path}]"
@@ -76,20 +74,15 @@ class TaskKillTool(Tool):
         "Stop a background task of this thread: its command and everything it started are killed "
         "(SIGTERM, then SIGKILL), or its agent's turn is interrupted. Returns the end of its output."
     )
-    parameters = {
-        "type": "object",
-        "properties": {"task_id": {"type": "string", "description": "the task's id (task_...)"}},
-        "required": ["task_id"],
-        "additionalProperties": False,
-    }
+    arguments_model = TaskKillArguments
     kind = "execute"
     # It only stops what this thread itself started: nothing to approve in any mode.
     read_only = True
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         try:
+            task_id = parse_arguments(TaskKillArguments, call).task_id.strip()
             board = _board(ctx)
-            task_id = _task_id(call)
             before = board.get(task_id)
             info = await board.cancel(task_id)
         except (ValueError, KeyError) as exc:

@@ -81,57 +81,6 @@ class Question:
         return ", ".join(parts) if parts else "(no answer)"
 
 
-def _text(value: Any, where: str, *, required: bool = True) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise ValueError(f"{where} must be a non-empty string")
-    return value.strip()
-
-
-def parse_questions(raw: Any) -> list[Question]:
-    """The ``questions`` argument of ``ask_user``, checked; ``ValueError`` says what to fix."""
-    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_QUESTIONS:
-        raise ValueError(f"questions must be a list of 1 to {MAX_QUESTIONS} questions")
-    questions = []
-    for index, item in enumerate(raw):
-        where = f"questions[{index}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where} must be an object with question, header and options")
-        options_raw = item.get("options")
-        if not isinstance(options_raw, list) or not MIN_OPTIONS <= len(options_raw) <= MAX_OPTIONS:
-            raise ValueError(f"{where}.options must list {MIN_OPTIONS} to {MAX_OPTIONS} options")
-        options = []
-        for o_index, option in enumerate(options_raw):
-            if isinstance(option, str):
-                option = {"label": option}
-            if not isinstance(option, dict):
-                raise ValueError(f"{where}.options[{o_index}] must be an object with a label")
-            options.append(
-                Option(
-                    _text(option.get("label"), f"{where}.options[{o_index}].label"),
-                    _text(option.get("description"), f"{where}.options[{o_index}].description", required=False),
-                )
-            )
-        if len({o.label for o in options}) != len(options):
-            raise ValueError(f"{where}.options must have different labels")
-        multi = item.get("multi_select", item.get("multiSelect", False))
-        free = item.get("allow_free_text", item.get("allowFreeText", True))
-        if not isinstance(multi, bool) or not isinstance(free, bool):
-            raise ValueError(f"{where}: multi_select and allow_free_text must be true or false")
-        questions.append(
-            Question(
-                id=f"q{index + 1}",
-                question=_text(item.get("question"), f"{where}.question"),
-                header=_text(item.get("header"), f"{where}.header", required=False)[:MAX_HEADER],
-                options=tuple(options),
-                multi_select=multi,
-                allow_free_text=free,
-            )
-        )
-    return questions
-
-
 @dataclass
 class AnswerSheet:
     """The answers to one request, read against its questions."""

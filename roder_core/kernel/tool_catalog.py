@@ -70,30 +70,13 @@ class ToolInfo:
     read_only: bool
     parameters: dict[str, Any]
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "source": self.source,
-            "extension": self.extension,
-            "kind": self.kind,
-            "readOnly": self.read_only,
-            "parameters": self.parameters,
-        }
-
 
 @dataclass
 class ToolCatalog:
     tools: list[ToolInfo]
     sources: list[SourceStatus]
-    errors: list[str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tools": [t.to_json() for t in self.tools],
-            "sources": [s.to_json() for s in self.sources],
-            "errors": list(self.errors),
-        }
+    #: Contributors that failed to list their tools: source -> error.
+    errors: dict[str, str]
 
 
 def dynamic_sources(registry: ExtensionRegistry) -> list[DynamicToolSource]:
@@ -124,8 +107,8 @@ async def build_catalog(registry: ExtensionRegistry, wait: float = 0.0) -> ToolC
     """The current tool list; with ``wait`` > 0, first give dynamic sources time to connect."""
     if wait > 0:
         await wait_for_sources(registry, wait)
-    errors: list[str] = []
-    tools = registry.tool_registry(on_error=lambda source, exc: errors.append(f"{source}: {exc}"))
+    errors: dict[str, str] = {}
+    tools = registry.tool_registry(on_error=lambda source, exc: errors.__setitem__(source, str(exc)))
     rows = []
     for name in tools.names():
         tool = tools.get(name)

@@ -14,6 +14,7 @@ from roder_core.settings.config import RoderConfig
 if TYPE_CHECKING:
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.providers.limits import LearnedLimits
+    from roder_core.providers.selection import DefaultChoice
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +26,16 @@ class ModelDirectory:
         self.registry = registry
         self.config = config
         self.learned_limits = learned_limits
+        #: The choice ``default_provider`` made, with its reason (None until asked).
+        self.default_choice: DefaultChoice | None = None
 
     def default_provider(self) -> str:
         """config.toml's provider, else the first with a key, else a local server, else mock
         (roder_core.providers.selection says why)."""
         from roder_core.providers.selection import choose_default_provider
 
-        return choose_default_provider(self.registry.inference_engines, self.config).provider
+        self.default_choice = choose_default_provider(self.registry.inference_engines, self.config)
+        return self.default_choice.provider
 
     def engine(self, provider: str) -> InferenceEngine:
         engine = self.registry.inference_engine(provider)

@@ -99,11 +99,20 @@ class InitializeResult(ProtocolModel):
 # --------------------------------------------------------------------------- discovery
 
 
+class SkippedExtensionInfo(ProtocolModel):
+    source: str
+    reason: str
+    #: Left out because the capability profile denies what it needs (what the user chose).
+    expected: bool = False
+
+
 class ExtensionsListResult(ProtocolModel):
     """Seed 003's ``extensions/list`` shape: manifests plus capability statuses per extension."""
 
     extensions: list[dict[str, Any]]
     capability_statuses: dict[str, list[dict[str, Any]]]
+    #: Extensions found but not loaded at start-up, and why.
+    skipped: list[SkippedExtensionInfo] = Field(default_factory=list)
 
 
 class ProviderInfo(ProtocolModel):
@@ -114,6 +123,8 @@ class ProviderInfo(ProtocolModel):
     #: Where the key in use comes from: "env" (its environment variable) or "stored"
     #: (providers/configure, ``roder providers login``). The key itself is never sent.
     auth_source: Literal["env", "stored"] | None = None
+    #: The environment variable its key is read from (``OPENAI_API_KEY``); never the key.
+    auth_label: str | None = None
     recommended: bool = False
     description: str | None = None
     dialect: str = ""
@@ -126,19 +137,37 @@ class ProvidersListResult(ProtocolModel):
     providers: list[ProviderInfo]
     provider: str
     model: str
+    #: Why ``provider`` was chosen when the server was started without one ("OPENAI_API_KEY is
+    #: set", "provider in config.toml", ...); None when it was given explicitly.
+    default_reason: str | None = None
 
 
 class ModelListParams(ProtocolModel):
     provider: str | None = None
 
 
+class ModelNotes(ProtocolModel):
+    """What Roder makes of one listed model."""
+
+    id: str
+    #: False: not in the built-in table; its limits are defaults until a
+    #: ``[models."provider/model"]`` table in config.toml sets them.
+    known: bool = True
+    #: The output limit Roder sends for it; None: the server decides.
+    sent_output_limit: int | None = None
+
+
 class ModelListResult(ProtocolModel):
     provider: str
     models: list[ModelProfile]
+    #: One per model, in the same order.
+    notes: list[ModelNotes] = Field(default_factory=list)
 
 
 class ToolsListParams(ProtocolModel):
     thread_id: str | None = None
+    #: Seconds to give dynamic sources (MCP servers) to connect before listing; 0: list now.
+    wait: float = Field(default=0.0, ge=0.0, le=120.0)
 
 
 class ToolInfo(ProtocolModel):
@@ -146,6 +175,8 @@ class ToolInfo(ProtocolModel):
     description: str
     parameters: dict[str, Any]
     source: str = ""
+    #: The extension that contributed it (``roder-ext-mcp`` for every MCP server's tools).
+    extension: str = ""
     kind: str = "other"
     read_only: bool = False
 
@@ -430,6 +461,8 @@ class ProvidersConfigureResult(ProtocolModel):
     restart_required: bool = True
     #: Whether a key is now stored for this provider (after storing or removing one).
     key_stored: bool = False
+    #: An empty ``apiKey`` removed a stored key (False: there was none).
+    key_removed: bool = False
     #: Where the provider's key comes from now: "env", "stored" or None (none yet).
     auth_source: Literal["env", "stored"] | None = None
     warnings: list[str] = Field(default_factory=list)

@@ -1,6 +1,8 @@
 """``roder audit verify|tail``: check the audit log's hash chain, or show its last records.
 
 ``verify`` exits 0 when the chain is intact and 1 (naming every broken line) when it is not.
+The work is the ``audit/verify`` and ``audit/tail`` handlers' (``roder_core.server.methods.audit``),
+called on the file directly: reading a log needs no runtime, so none is started.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from roder_core.policy.audit import verify
+from roder_core.server.methods.audit import tail_log, verify_log
 from roder_core.settings.paths import RoderPaths
 
 
@@ -26,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     path = args.file or RoderPaths.from_env().audit_file
     if args.action == "verify":
-        report = verify(path)
+        report = verify_log(path)
         if report.ok:
             print(f"ok: {report.records} records, chain intact, head {report.head_hash[:16]}  ({path})")
             return 0
@@ -34,20 +36,17 @@ def run(args: argparse.Namespace) -> int:
         for problem in report.problems:
             print(f"  {problem}")
         return 1
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()[-args.n :]
-    except FileNotFoundError:
+    tail = tail_log(path, max(args.n, 1))
+    if not tail.exists:
         print(f"no audit log yet at {path}")
         return 1
-    for line in lines:
+    for line in tail.lines:
+        record = line.record
         if args.json:
-            print(line)
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            print(f"(unreadable line) {line[:120]}")
-            continue
-        extra = {k: v for k, v in record.items() if k not in ("seq", "ts", "kind", "prev", "hash")}
-        print(f"{record.get('seq'):>6} {record.get('kind', '?'):<20} {json.dumps(extra, ensure_ascii=False)[:200]}")
+            print(line.raw)
+        elif record is None:
+            print(f"(unreadable line) {line.raw[:120]}")
+        else:
+            extra = {k: v for k, v in record.items() if k not in ("seq", "ts", "kind", "prev", "hash")}
+            print(f"{record.get('seq'):>6} {record.get('kind', '?'):<20} {json.dumps(extra, ensure_ascii=False)[:200]}")
     return 0

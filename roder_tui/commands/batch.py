@@ -143,15 +143,11 @@ def _drive(args: argparse.Namespace, tasks: list[Task], settings: RunSettings, f
             advance(bool(final.result.get("passed")))
             return None
 
+        def notice(text: str) -> None:
+            sys.stderr.write(f"roder batch: {text}\n")
+
         try:
-            run_backend(
-                args.backend,
-                todo,
-                args.workers,
-                on_done,
-                ray_address=args.ray_address,
-                notice=lambda text: sys.stderr.write(f"roder batch: {text}\n"),
-            )
+            run_backend(args.backend, todo, args.workers, on_done, ray_address=args.ray_address, notice=notice)
         except KeyboardInterrupt:
             sys.stderr.write("roder batch: interrupted; run the same command again to resume\n")
             status = EXIT_INTERRUPTED

@@ -1,11 +1,21 @@
-"""``roder extensions list [--json]``: manifests and capability statuses (seed 003 shape)."""
+"""``roder extensions list [--json]``: manifests and capability statuses (seed 003 shape).
+
+The listing is ``extensions/list`` through an in-process client; ``--json`` prints seed 003's
+shape (``extensions``, ``capability_statuses``) plus the extensions that did not load."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 
-from roder_core.kernel.distribution import build_distribution, make_host
+from roder_core.errors import RoderError
+from roder_core.kernel.registry import RegistryError
+from roder_core.runtime.bootstrap import StartSettings
+from roder_core.server.errors import RpcError
+from roder_core.server.protocol import EXTENSIONS_LIST, ExtensionsListResult
+from roder_core.settings.config import ConfigError
+from roder_tui.commands.control import fail, local_client
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,24 +26,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     listing.add_argument("--trust", action="store_true", help="include this folder's project extensions")
 
 
+def settings_for(args: argparse.Namespace) -> StartSettings:
+    """A headless start-up evaluating ``--profile``, with the folder's own items only on ``--trust``
+    (or when the folder is trusted already)."""
+    return StartSettings(profile=args.profile, trust=True if args.trust else None, interactive=False)
+
+
+async def _listing(args: argparse.Namespace) -> ExtensionsListResult:
+    async with local_client(settings_for(args)) as client:
+        return await client.call(EXTENSIONS_LIST)
+
+
 def run(args: argparse.Namespace) -> int:
-    host = make_host(trust=True if args.trust else None, profile=args.profile)
-    dist = build_distribution(host)
-    data = dist.registry.to_json()
-    data["skipped"] = [{"source": s.source, "reason": s.reason} for s in dist.skipped]
+    try:
+        result = asyncio.run(_listing(args))
+    except RpcError as exc:
+        return fail(exc.message)
+    except (RoderError, RegistryError, ConfigError) as exc:
+        return fail(str(exc))
+    skipped = [{"source": s.source, "reason": s.reason} for s in result.skipped]
     if args.json:
+        data = {"extensions": result.extensions, "capability_statuses": result.capability_statuses, "skipped": skipped}
         print(json.dumps(data, indent=2))
         return 0
-    statuses = data["capability_statuses"]
-    for ext in data["extensions"]:
+    for ext in result.extensions:
         provides = ", ".join(f"{k}({v})" for svc in ext["provides"] for k, v in svc.items())
         print(f"{ext['id']} {ext['version']}  {ext['name']}")
         if ext.get("description"):
             print(f"    {ext['description']}")
         print(f"    provides: {provides or '-'}")
-        caps = statuses.get(ext["id"], [])
+        caps = result.capability_statuses.get(ext["id"], [])
         if caps:
             print("    capabilities: " + ", ".join(f"{c['id']} ({c['decision']})" for c in caps))
-    for entry in data["skipped"]:
+    for entry in skipped:
         print(f"not loaded: {entry['source']}: {entry['reason']}")
     return 0

@@ -1,17 +1,17 @@
 """``roder mcp list [--json] [-v]``: configured MCP servers, their status, errors, tools, prompts
 (as their ``/mcp__server__prompt`` commands) and resources (as ``@server:uri`` mentions).
 
-Connects to every server as a session would (project servers only when the folder is trusted
-or with ``--trust``), so a misconfigured or crashing server shows its error here.
+The MCP sources of ``tools/list`` (through an in-process client): every server is connected as a
+session would (project servers only when the folder is trusted or with ``--trust``), so a
+misconfigured or crashing server shows its error here.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 
-from roder_tui.commands.tools import _source_line, add_common, load_catalog
+from roder_tui.commands.tools import add_common, load_listing, source_line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,8 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    catalog = asyncio.run(load_catalog(args))
-    sources = [s.to_json() for s in catalog.sources if s.kind == "mcp"]
+    listing = load_listing(args)
+    if isinstance(listing, int):
+        return listing
+    sources = [source.wire() for source in listing.sources if source.kind == "mcp"]
     if args.json:
         print(json.dumps({"servers": sources}, indent=2))
         return 0
@@ -31,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         print("no MCP servers configured (add [mcp.servers.NAME] to config.toml or a .mcp.json to a trusted folder)")
         return 0
     for source in sources:
-        print(_source_line(source))
+        print(source_line(source))
         for tool in source["tools"]:
             description = " ".join(source["descriptions"].get(tool, "").split())
             print(f"    {tool}" + (f": {description}" if args.verbose and description else ""))

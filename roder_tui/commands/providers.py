@@ -4,22 +4,35 @@
 never a key; its last line says which provider a run without ``--provider`` would use, and why.
 ``login PROVIDER`` stores a key in the user's private credentials file, read from stdin when it
 is piped and from a hidden prompt otherwise (never from the command line, where it would land in
-shell history and ``ps``); ``logout PROVIDER`` removes it.
+shell history and ``ps``); ``logout PROVIDER`` removes it. All three are ``providers/list``,
+``extensions/list`` and ``providers/configure`` through an in-process client.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
+from collections.abc import Coroutine
 from typing import Any
 
 from roder_core.errors import RoderError
-from roder_core.kernel.distribution import Distribution, build_distribution, make_host
 from roder_core.kernel.registry import RegistryError
-from roder_core.providers.selection import choose_default_provider
+from roder_core.runtime.bootstrap import StartSettings
+from roder_core.server.client import LocalAppClient
+from roder_core.server.errors import RpcError
+from roder_core.server.protocol import (
+    EXTENSIONS_LIST,
+    PROVIDERS_CONFIGURE,
+    PROVIDERS_LIST,
+    ProviderInfo,
+    ProvidersConfigureParams,
+    ProvidersListResult,
+)
 from roder_core.settings.config import ConfigError
 from roder_core.settings.credentials import CredentialsError, CredentialStore, check_key
+from roder_tui.commands.control import local_client
 
 PROVIDER_EXTENSION_PREFIX = "roder-ext-provider-"
 #: Entry points of the dialect extensions: a broken [providers.NAME] table makes its factory fail.
@@ -39,62 +52,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     logout.add_argument("provider", help="provider id")
 
 
-def load(args: argparse.Namespace) -> Distribution:
-    host = make_host(trust=True if args.trust else None, profile=getattr(args, "profile", "developer"), interactive=False)
-    return build_distribution(host)
+def settings_for(args: argparse.Namespace) -> StartSettings:
+    trust = True if getattr(args, "trust", False) else None
+    return StartSettings(profile=getattr(args, "profile", "developer"), trust=trust, interactive=False)
 
 
-def key_status(meta: Any) -> str:
-    if meta.auth_type != "api_key":
+def key_status(info: ProviderInfo) -> str:
+    if info.auth_type != "api_key":
         return "no key needed"
-    if meta.auth_source == "stored":
+    if info.auth_source == "stored":
         return "stored key"
-    return f"{meta.auth_label or 'key'} {'set' if meta.auth_configured else 'missing'}"
+    return f"{info.auth_label or 'key'} {'set' if info.auth_configured else 'missing'}"
 
 
-def provider_rows(dist: Distribution) -> list[dict[str, Any]]:
-    engines = sorted(dist.registry.inference_engines, key=lambda e: e.metadata().sort_order)
-    rows = []
-    for engine in engines:
-        meta = engine.metadata()
-        rows.append(
-            {
-                "id": engine.id(),
-                "name": meta.name,
-                "dialect": meta.dialect,
-                "baseUrl": meta.base_url,
-                "keyEnv": meta.auth_label,
-                "keySet": bool(meta.auth_configured) if meta.auth_type == "api_key" else None,
-                "keySource": meta.auth_source,
-                "key": key_status(meta),
-                "defaultModel": engine.default_model() or None,
-            }
-        )
-    return rows
+def provider_row(info: ProviderInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "name": info.name,
+        "dialect": info.dialect,
+        "baseUrl": info.base_url,
+        "keyEnv": info.auth_label,
+        "keySet": bool(info.auth_configured) if info.auth_type == "api_key" else None,
+        "keySource": info.auth_source,
+        "key": key_status(info),
+        "defaultModel": info.default_model or None,
+    }
+
+
+async def _listing(args: argparse.Namespace) -> tuple[ProvidersListResult, list[dict[str, str]]]:
+    async with local_client(settings_for(args)) as client:
+        providers = await client.call(PROVIDERS_LIST)
+        extensions = await client.call(EXTENSIONS_LIST)
+    skipped = [
+        {"id": s.source.removeprefix(PROVIDER_EXTENSION_PREFIX), "reason": s.reason}
+        for s in extensions.skipped
+        if s.source.startswith(PROVIDER_EXTENSION_PREFIX) or s.source in DIALECT_ENTRY_POINTS
+    ]
+    return providers, skipped
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "login":
-        return login(args)
+        return _guarded(login(args), "; nothing stored")
     if args.action == "logout":
-        return logout(args)
+        return _guarded(logout(args), "")
     try:
-        dist = load(args)
-        rows = provider_rows(dist)
-        choice = choose_default_provider(dist.registry.inference_engines, dist.host.config)
+        listing, skipped = asyncio.run(_listing(args))
+    except RpcError as exc:
+        print(f"roder: {exc.message}")
+        return 2
     except (ConfigError, RegistryError, RoderError) as exc:
         print(f"roder: {exc}")
         return 2
-    skipped = [
-        {"id": s.source.removeprefix(PROVIDER_EXTENSION_PREFIX), "reason": s.reason}
-        for s in dist.skipped
-        if s.source.startswith(PROVIDER_EXTENSION_PREFIX) or s.source in DIALECT_ENTRY_POINTS
-    ]
+    rows = [provider_row(info) for info in listing.providers]
+    reason = listing.default_reason or "chosen with --provider"
     if args.json:
         print(
-            json.dumps(
-                {"providers": rows, "default": {"id": choice.provider, "reason": choice.reason}, "notLoaded": skipped}, indent=2
-            )
+            json.dumps({"providers": rows, "default": {"id": listing.provider, "reason": reason}, "notLoaded": skipped}, indent=2)
         )
         return 0
     headers = ("PROVIDER", "DIALECT", "BASE URL", "KEY", "DEFAULT MODEL")
@@ -104,8 +118,19 @@ def run(args: argparse.Namespace) -> int:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
     for entry in skipped:
         print(f"not loaded: {entry['id']}: {entry['reason']}")
-    print(f"default: {choice.provider} ({choice.reason})")
+    print(f"default: {listing.provider} ({reason})")
     return 0
+
+
+def _guarded(action: Coroutine[Any, Any, int], suffix: str) -> int:
+    """Run a login/logout coroutine; start-up and call failures end with exit code 2."""
+    try:
+        return asyncio.run(action)
+    except RpcError as exc:
+        print(f"roder: {exc.message}{suffix}", file=sys.stderr)
+    except (ConfigError, RegistryError, RoderError) as exc:
+        print(f"roder: {exc}", file=sys.stderr)
+    return 2
 
 
 def read_key(provider: str) -> str:
@@ -117,52 +142,49 @@ def read_key(provider: str) -> str:
     return getpass.getpass(f"API key for {provider} (input hidden): ")
 
 
-def login(args: argparse.Namespace) -> int:
+async def _known(client: LocalAppClient, provider: str) -> bool:
+    """Whether ``provider`` is configured; says so on stderr when it is not (before any prompt)."""
+    listed = await client.call(PROVIDERS_LIST)
+    if any(info.id == provider for info in listed.providers):
+        return True
+    names = ", ".join(info.id for info in listed.providers if info.id != "mock")
+    print(
+        f"roder: unknown provider {provider!r} (configured: {names or 'none'}); add a [providers.{provider}] "
+        "table to config.toml first",
+        file=sys.stderr,
+    )
+    return False
+
+
+async def login(args: argparse.Namespace) -> int:
     provider = args.provider
     if provider == "mock":
         print("roder: 'mock' is the built-in offline model; it takes no key", file=sys.stderr)
         return 2
-    try:
-        dist = load(args)
-    except (ConfigError, RegistryError, RoderError) as exc:
-        print(f"roder: {exc}", file=sys.stderr)
-        return 2
-    engine = next((e for e in dist.registry.inference_engines if e.id() == provider), None)
-    if engine is None:
-        names = ", ".join(e.id() for e in dist.registry.inference_engines if e.id() != "mock")
-        print(
-            f"roder: unknown provider {provider!r} (configured: {names or 'none'}); add a [providers.{provider}] "
-            "table to config.toml first",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        key = read_key(provider)
-    except (EOFError, KeyboardInterrupt):
-        print("\nroder: no key given; nothing stored", file=sys.stderr)
-        return 1
-    store = CredentialStore.for_env(dist.host.env)
-    try:
-        store.set(provider, check_key(provider, key))
-    except CredentialsError as exc:
-        print(f"roder: {exc}; nothing stored", file=sys.stderr)
-        return 2
-    print(f"stored the {provider} key in {store.path} (readable by you only); `roder providers logout {provider}` removes it")
-    env_name = engine.metadata().auth_label
-    if env_name and dist.host.env.get(env_name):
-        print(f"note: {env_name} is set in this environment and takes precedence over the stored key")
+    async with local_client(settings_for(args), persist_config=True) as client:
+        if not await _known(client, provider):
+            return 2
+        try:
+            key = check_key(provider, read_key(provider))  # refused here: an empty key would remove one
+        except (EOFError, KeyboardInterrupt):
+            print("\nroder: no key given; nothing stored", file=sys.stderr)
+            return 1
+        except CredentialsError as exc:
+            print(f"roder: {exc}; nothing stored", file=sys.stderr)
+            return 2
+        stored = await client.call(PROVIDERS_CONFIGURE, ProvidersConfigureParams(provider=provider, api_key=key))
+    path = CredentialStore.for_env().path
+    print(f"stored the {provider} key in {path} (readable by you only); `roder providers logout {provider}` removes it")
+    for warning in stored.warnings:
+        print(f"note: {warning}")
     return 0
 
 
-def logout(args: argparse.Namespace) -> int:
-    store = CredentialStore.for_env()
-    try:
-        removed = store.remove(args.provider)
-    except CredentialsError as exc:
-        print(f"roder: {exc}", file=sys.stderr)
-        return 2
-    if not removed:
+async def logout(args: argparse.Namespace) -> int:
+    async with local_client(StartSettings(interactive=False), persist_config=True) as client:
+        removed = await client.call(PROVIDERS_CONFIGURE, ProvidersConfigureParams(provider=args.provider, api_key=""))
+    if not removed.key_removed:
         print(f"roder: no key is stored for {args.provider}", file=sys.stderr)
         return 1
-    print(f"removed the stored {args.provider} key from {store.path}")
+    print(f"removed the stored {args.provider} key from {CredentialStore.for_env().path}")
     return 0

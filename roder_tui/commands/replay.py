@@ -1,7 +1,8 @@
 """``roder replay ID --provider P --model M``: re-run a thread's user turns against another model.
 
 The prompts of the original turns (with their attachments) are sent, in order, into a new thread
-in the original workspace; tools run as in any headless run (``--mode`` decides what may change;
+in the original workspace (``thread/start``, ``turn/start`` through an in-process client, waiting
+for each ``turn/completed``); tools run as in any headless run (``--mode`` decides what may change;
 nothing is ever approved by a person). For each turn the final answers and the sequence of tool
 calls are compared and the differences printed. The new thread records what it replays (custom
 state ``roder.replay``) and can be inspected with ``roder sessions show``.
@@ -20,12 +21,30 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.errors import RoderError
-from roder_core.ir import AgentMessageItem, ToolCallItem, Turn, UserMessageItem
+from roder_core.ir import AgentMessageItem, Thread, ToolCallItem, Turn, UserMessageItem
 from roder_core.kernel.registry import RegistryError
-from roder_core.runtime.bootstrap import settings_from_args, start_runtime
-from roder_core.runtime.runtime import Runtime
+from roder_core.runtime.bootstrap import settings_from_args
+from roder_core.server.app_client import AppClient
+from roder_core.server.errors import RpcError
+from roder_core.server.fanout import NotificationQueue
+from roder_core.server.protocol import (
+    INITIALIZE,
+    THREAD_READ,
+    THREAD_START,
+    TURN_START,
+    ClientInfo,
+    InitializeParams,
+    InputItem,
+    ThreadReadParams,
+    ThreadStartParams,
+    TurnStartParams,
+)
+from roder_core.server.protocol_media import MEDIA_READ, MediaReadParams
+from roder_core.server.protocol_sessions import THREAD_CUSTOM_SET, THREAD_FIND, ThreadCustomSetParams, ThreadFindParams
 from roder_core.settings.config import ConfigError
+from roder_core.threads.events import TurnCompleted
 from roder_tui.cli import add_runtime_flags
+from roder_tui.commands.control import local_client
 
 #: Lines of an answer diff printed per turn.
 DIFF_LINES = 40
@@ -112,44 +131,74 @@ class TurnComparison:
         return out
 
 
-async def replay(runtime: Runtime, wanted: str) -> tuple[str, str, list[TurnComparison]]:
-    """Replay the stored thread ``wanted`` on the runtime's provider/model; returns (source id,
-    new thread id, one comparison per replayed turn)."""
-    if runtime.store is None:
-        raise RoderError("no thread store is installed")
-    source = await runtime.store.load(await runtime.find_thread(wanted))
+async def _input_items(client: AppClient, source: Thread, message: UserMessageItem) -> list[InputItem]:
+    """The message's attachments as turn input: stored images are read back (media/read),
+    text is sent as it was."""
+    items = []
+    for attachment in message.attachments:
+        data = attachment.data_base64
+        if data is None and attachment.media_id is not None:
+            read = MediaReadParams(thread_id=source.id, media_id=attachment.media_id)
+            data = (await client.call(MEDIA_READ, read)).data_base64
+        if data is not None:
+            items.append(InputItem(type="image", name=attachment.name, mime_type=attachment.mime_type, data_base64=data))
+        else:
+            items.append(
+                InputItem(
+                    type="file", name=attachment.name, mime_type=attachment.mime_type, text=attachment.text, path=attachment.path
+                )
+            )
+    return items
+
+
+async def _run_turn(client: AppClient, events: NotificationQueue, thread_id: str, message: TurnStartParams) -> Turn:
+    """Start a turn, wait for its turn/completed, and read it back with its items."""
+    started = (await client.call(TURN_START, message)).turn
+    async for event in events:
+        if isinstance(event, TurnCompleted) and event.turn.id == started.id:
+            thread = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id, include_turns=True))).thread
+            return next(turn for turn in thread.turns if turn.id == started.id)
+    raise RoderError(f"the connection closed before turn {started.id} of {thread_id} completed")
+
+
+async def replay(client: AppClient, wanted: str, provider: str, model: str) -> tuple[str, str, list[TurnComparison]]:
+    """Replay the stored thread ``wanted`` on ``provider``/``model`` through the control plane;
+    returns (source id, new thread id, one comparison per replayed turn)."""
+    source_id = (await client.call(THREAD_FIND, ThreadFindParams(query=wanted))).thread_id
+    source = (await client.call(THREAD_READ, ThreadReadParams(thread_id=source_id, include_turns=True))).thread
     prompts = [(n, t) for n, t in enumerate(source.turns, start=1) if t.items and isinstance(t.items[0], UserMessageItem)]
     if not prompts:
         raise RoderError(f"thread {source.id} has no user turns to replay")
     if not Path(source.cwd).is_dir():
         raise RoderError(f"the thread's folder {source.cwd} no longer exists; nothing can be replayed there")
-    target = await runtime.start_thread(
-        Path(source.cwd), runtime.provider, runtime.model, title=f"Replay of {source.title or source.id}"
+    start = ThreadStartParams(
+        cwd=source.cwd, model_provider=provider, model=model, title=f"Replay of {source.title or source.id}"
     )
-    await runtime.save_custom(
-        target.id,
-        "roder.replay",
-        {
-            "source": source.id,
-            "provider": runtime.provider,
-            "model": runtime.model,
-        },
-    )
+    target = (await client.call(THREAD_START, start)).thread
+    state = {"source": source.id, "provider": provider, "model": model}
+    await client.call(THREAD_CUSTOM_SET, ThreadCustomSetParams(thread_id=target.id, namespace="roder.replay", data=state))
+    events = client.subscribe(target.id)
     results = []
-    for index, turn in prompts:
-        first = turn.items[0]
-        assert isinstance(first, UserMessageItem)
-        replayed = await runtime.run_turn(target.id, first.text, list(first.attachments))
-        results.append(TurnComparison(index, first.text, turn, replayed))
+    try:
+        for index, turn in prompts:
+            first = turn.items[0]
+            assert isinstance(first, UserMessageItem)
+            message = TurnStartParams(thread_id=target.id, prompt=first.text, input=await _input_items(client, source, first))
+            replayed = await _run_turn(client, events, target.id, message)
+            results.append(TurnComparison(index, first.text, turn, replayed))
+    finally:
+        events.close()
     return source.id, target.id, results
 
 
 async def _run(args: argparse.Namespace) -> int:
-    runtime = start_runtime(settings_from_args(args, interactive=False)).runtime
-    try:
-        source_id, target_id, results = await replay(runtime, args.id)
-    finally:
-        await runtime.close()
+    async with local_client(settings_from_args(args, interactive=False)) as client:
+        info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-replay")))
+        provider, model = info.provider, info.model
+        try:
+            source_id, target_id, results = await replay(client, args.id, provider, model)
+        except RpcError as exc:
+            raise RoderError(exc.message) from None
     failed = any(r.replay.status != "completed" for r in results)
     differ = sum(1 for r in results if not (r.same_answer and r.same_tools))
     if args.json:
@@ -158,8 +207,8 @@ async def _run(args: argparse.Namespace) -> int:
                 {
                     "source": source_id,
                     "replay": target_id,
-                    "provider": runtime.provider,
-                    "model": runtime.model,
+                    "provider": provider,
+                    "model": model,
                     "differ": differ,
                     "turns": [r.to_json() for r in results],
                 },
@@ -168,7 +217,7 @@ async def _run(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(f"replayed {len(results)} turn(s) of {source_id} with {runtime.provider}/{runtime.model} into {target_id}")
+        print(f"replayed {len(results)} turn(s) of {source_id} with {provider}/{model} into {target_id}")
         for result in results:
             print("\n".join(result.lines()))
         print(f"{differ} of {len(results)} turn(s) differ")

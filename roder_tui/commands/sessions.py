@@ -1,5 +1,9 @@
 """``roder sessions list|show|fork|export|rm``: the stored threads, from the command line.
 
+Each action is control-plane calls (``thread/find``, ``thread/read``, ``thread/fork``,
+``thread/export``, ``thread/delete``, ``thread/list``) through an in-process client. ``list``
+first tries the JSONL index directly (``session_listing``): same rows, no start-up.
+
 Thread ids may be shortened to any unambiguous prefix (``thr_3f2a``, or just ``3f2a``). Exit
 codes: 0 done, 1 the thread or turn does not exist (or another error, explained on stderr).
 """
@@ -12,13 +16,15 @@ import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from roder_core.errors import RoderError
 from roder_tui.commands.session_listing import indexed_rows, print_rows
 
 if TYPE_CHECKING:  # loaded by the commands that start a runtime; `list` usually does not
-    from roder_core.runtime.runtime import Runtime
+    from roder_core.ir import Thread
+    from roder_core.server.client import LocalAppClient
+    from roder_core.server.protocol_sessions import ExportFormat
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,34 +53,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     remove.add_argument("id", help="thread id (or an unambiguous prefix)")
 
 
-async def _list(runtime: Runtime, args: argparse.Namespace) -> int:
-    cwd = None if args.all else str(runtime.options.cwd)
-    rows = await runtime.list_threads(cwd, args.limit)
-    print_rows([row.wire() for row in rows], runtime.options.cwd, every_workspace=args.all, as_json=args.json)
+async def _list(client: LocalAppClient, args: argparse.Namespace) -> int:
+    from roder_core.server.protocol import THREAD_LIST, ThreadListParams
+
+    cwd = Path.cwd().resolve()  # the folder the client's runtime was started in
+    listed = await client.call(THREAD_LIST, ThreadListParams(cwd=None if args.all else str(cwd), limit=args.limit))
+    print_rows([row.wire() for row in listed.threads], cwd, every_workspace=args.all, as_json=args.json)
     return 0
 
 
-async def _load(runtime: Runtime, wanted: str) -> Any:
-    if runtime.store is None:
-        raise RoderError("no thread store is installed")
-    return await runtime.store.load(await runtime.find_thread(wanted))
+async def _find(client: LocalAppClient, wanted: str) -> str:
+    from roder_core.server.protocol_sessions import THREAD_FIND, ThreadFindParams
+
+    return (await client.call(THREAD_FIND, ThreadFindParams(query=wanted))).thread_id
 
 
-async def _show(runtime: Runtime, args: argparse.Namespace) -> int:
-    from roder_core.threads.transcript import render_markdown
+async def _read(client: LocalAppClient, wanted: str) -> Thread:
+    from roder_core.server.protocol import THREAD_READ, ThreadReadParams
 
-    thread = await _load(runtime, args.id)
-    print(json.dumps(thread.wire(), indent=2, ensure_ascii=False) if args.json else render_markdown(thread), end="\n")
+    thread_id = await _find(client, wanted)
+    return (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id, include_turns=True))).thread
+
+
+async def _show(client: LocalAppClient, args: argparse.Namespace) -> int:
+    if args.json:
+        thread = await _read(client, args.id)
+        print(json.dumps(thread.wire(), indent=2, ensure_ascii=False))
+        return 0
+    sys.stdout.write(await _export_text(client, args.id, "markdown") + "\n")
     return 0
 
 
-async def _fork(runtime: Runtime, args: argparse.Namespace) -> int:
+async def _fork(client: LocalAppClient, args: argparse.Namespace) -> int:
+    from roder_core.server.protocol import THREAD_FORK, ThreadForkParams
     from roder_core.threads.sessions import turn_id_at
 
-    parent = await _load(runtime, args.id)
+    parent = await _read(client, args.id)
     turn_id = turn_id_at(parent, args.turn) if args.turn is not None else None
-    thread = await runtime.fork_thread(parent.id, turn_id)
+    thread = (await client.call(THREAD_FORK, ThreadForkParams(thread_id=parent.id, turn_id=turn_id))).thread
     if args.json:
+        thread = await _read(client, thread.id)  # thread/fork answers without the turns
         print(
             json.dumps({"id": thread.id, "parent": thread.parent.wire() if thread.parent else None, "turns": len(thread.turns)})
         )
@@ -83,20 +101,15 @@ async def _fork(runtime: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _export(runtime: Runtime, args: argparse.Namespace) -> int:
-    thread = await _load(runtime, args.id)
-    if args.format == "markdown":
-        from roder_core.threads.transcript import render_markdown
+async def _export_text(client: LocalAppClient, wanted: str, form: ExportFormat) -> str:
+    from roder_core.server.protocol_sessions import THREAD_EXPORT, ThreadExportParams
 
-        text = render_markdown(thread)
-    elif args.format == "atif":
-        from roder_core.threads.atif import build_atif
+    thread_id = await _find(client, wanted)
+    return (await client.call(THREAD_EXPORT, ThreadExportParams(thread_id=thread_id, format=form))).text
 
-        text = json.dumps(build_atif(thread, await runtime.store.events(thread.id)), indent=2, ensure_ascii=False) + "\n"
-    else:
-        from roder_core.threads.trajectory import build_trajectory
 
-        text = json.dumps(build_trajectory(thread, await runtime.store.events(thread.id)), indent=2, ensure_ascii=False) + "\n"
+async def _export(client: LocalAppClient, args: argparse.Namespace) -> int:
+    text = await _export_text(client, args.id, args.format)
     if args.output is None:
         sys.stdout.write(text)
     else:
@@ -105,14 +118,16 @@ async def _export(runtime: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _remove(runtime: Runtime, args: argparse.Namespace) -> int:
-    thread_id = await runtime.find_thread(args.id)
-    await runtime.delete_thread(thread_id)
-    print(f"deleted {thread_id}")
+async def _remove(client: LocalAppClient, args: argparse.Namespace) -> int:
+    from roder_core.server.protocol_sessions import THREAD_DELETE, ThreadIdParams
+
+    thread_id = await _find(client, args.id)
+    deleted = await client.call(THREAD_DELETE, ThreadIdParams(thread_id=thread_id))
+    print(f"deleted {deleted.thread_id}")
     return 0
 
 
-ACTIONS: dict[str, Callable[[Runtime, argparse.Namespace], Awaitable[int]]] = {
+ACTIONS: dict[str, Callable[[LocalAppClient, argparse.Namespace], Awaitable[int]]] = {
     "list": _list,
     "show": _show,
     "fork": _fork,
@@ -122,18 +137,22 @@ ACTIONS: dict[str, Callable[[Runtime, argparse.Namespace], Awaitable[int]]] = {
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from roder_core.runtime.bootstrap import StartSettings, start_runtime
+    from roder_core.server.errors import RpcError
+    from roder_tui.commands.control import fail, local_client
 
-    runtime = start_runtime(StartSettings(interactive=False)).runtime
-    try:
-        return await ACTIONS[args.action](runtime, args)
-    finally:
-        await runtime.close()
+    async with local_client() as client:
+        try:
+            return await ACTIONS[args.action](client, args)
+        except RpcError as exc:
+            return fail(exc.message)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
+            # The fast path: the JSONL index read in a process that loads neither pydantic, the
+            # control plane nor any extension; its rows are the ones thread/list returns
+            # (tests/sessions/test_listing_fast_path.py compares both).
             cwd = Path.cwd().resolve()
             rows = indexed_rows(cwd, args.all, args.limit)
             if rows is not None:

@@ -1,7 +1,8 @@
 """``roder tools list [--json]``: every tool (built-in, extension, MCP) with its source.
 
-Waits for MCP servers to connect (``--wait`` seconds at most) so their tools are listed too;
-servers that failed are listed with their error.
+The listing is ``tools/list`` through an in-process client, which first gives MCP servers
+``--wait`` seconds to connect so their tools are listed too; servers that failed are listed
+with their error.
 """
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ import asyncio
 import json
 from typing import Any
 
-from roder_core.kernel.distribution import build_distribution, make_host
-from roder_core.kernel.tool_catalog import ToolCatalog, build_catalog
+from roder_core.errors import RoderError
+from roder_core.kernel.registry import RegistryError
+from roder_core.server.errors import RpcError
+from roder_core.server.protocol import TOOLS_LIST, ToolsListParams, ToolsListResult
+from roder_core.settings.config import ConfigError
+from roder_tui.commands.control import fail, local_client
+from roder_tui.commands.extensions import settings_for
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -27,18 +33,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(sub.add_parser("list", help="list every tool with its source"))
 
 
-async def load_catalog(args: argparse.Namespace) -> ToolCatalog:
-    """Build the distribution as a session would, wait for dynamic sources, then close them."""
-    host = make_host(trust=True if args.trust else None, profile=args.profile, interactive=False)
-    registry = build_distribution(host).registry
+async def _listing(args: argparse.Namespace) -> ToolsListResult:
+    async with local_client(settings_for(args)) as client:
+        return await client.call(TOOLS_LIST, ToolsListParams(wait=min(max(args.wait, 0.0), 120.0)))
+
+
+def load_listing(args: argparse.Namespace) -> ToolsListResult | int:
+    """The listing, or the exit code after printing why there is none."""
     try:
-        return await build_catalog(registry, wait=args.wait)
-    finally:
-        for service in registry.closeable_services():
-            await service.aclose()
+        return asyncio.run(_listing(args))
+    except RpcError as exc:
+        return fail(exc.message)
+    except (RoderError, RegistryError, ConfigError) as exc:
+        return fail(str(exc))
 
 
-def _source_line(source: dict[str, Any]) -> str:
+def source_line(source: dict[str, Any]) -> str:
     line = f"{source['name']}  {source['status']}  {source['toolCount']} tools  ({source.get('target', '')})"
     if source.get("error"):
         line += "\n    " + source["error"].replace("\n", "\n    ")
@@ -46,19 +56,22 @@ def _source_line(source: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    catalog = asyncio.run(load_catalog(args))
-    data = catalog.to_json()
+    listing = load_listing(args)
+    if isinstance(listing, int):
+        return listing
+    sources = [source.wire() for source in listing.sources]
+    errors = [f"{source}: {error}" for source, error in listing.errors.items()]
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps({"tools": [tool.wire() for tool in listing.tools], "sources": sources, "errors": errors}, indent=2))
         return 0
-    width = max((len(t.name) for t in catalog.tools), default=10)
-    for tool in catalog.tools:
+    width = max((len(t.name) for t in listing.tools), default=10)
+    for tool in listing.tools:
         description = " ".join(tool.description.split())
         tag = "" if not tool.read_only else " [read-only]"
         print(f"{tool.name:<{width}}  {tool.source}{tag}  {description[:100]}")
-    for source in data["sources"]:
+    for source in sources:
         if source["status"] != "connected":
-            print("not available: " + _source_line(source))
-    for error in catalog.errors:
+            print("not available: " + source_line(source))
+    for error in errors:
         print(f"error: {error}")
     return 0

@@ -11,6 +11,7 @@ import json
 
 from rich.console import Group
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
@@ -50,7 +51,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         self.request = request
         self.rule = next((o.rule for o in request.options if o.id == "allow_always" and o.rule), None) or request.tool
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         req = self.request
         with Vertical():
             with Vertical(id="approval-head"):
@@ -103,4 +104,5 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
 
     def action_decide(self, decision: str) -> None:
         rule = self.rule if decision == "allow_always" else None
-        self.dismiss(ApprovalDecision(decision=decision, rule=rule))  # type: ignore[arg-type]
+        # the binding's argument is a plain string: checked against ApprovalDecisionKind here
+        self.dismiss(ApprovalDecision.model_validate({"decision": decision, "rule": rule}))

@@ -7,6 +7,7 @@ rows; up/down move; enter chooses.
 from __future__ import annotations
 
 from textual import events
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -45,7 +46,7 @@ class ChoiceScreen(ModalScreen[str | None]):
         self.initial = highlight
         self.placeholder = placeholder
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = f"{self.title_text} · enter to choose, esc to close"
             if self.note:

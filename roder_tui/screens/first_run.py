@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
@@ -49,7 +50,7 @@ class FirstRunScreen(ModalScreen[str]):
         super().__init__()
         self.config_file = config_file
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with VerticalScroll() as box:
             box.border_title = "Welcome to Roder"
             yield Static(FIRST_RUN_TEXT.format(config=self.config_file), markup=False)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
@@ -48,7 +49,7 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with VerticalScroll() as scroll:
             scroll.border_title = "Keys · esc to close"
             yield Static(help_table(getattr(self.app, "_keymap", {})))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
@@ -22,7 +23,7 @@ class InfoScreen(ModalScreen[None]):
         super().__init__()
         self.title_text, self.text = title, text
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with VerticalScroll() as box:
             box.border_title = f"{self.title_text} · esc to close"
             yield Static(self.text, markup=False)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markdown import Markdown
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from roder_core.ir import Mode
 from roder_core.policy.plan_review import PlanComment, PlanReview
 from roder_core.server.protocol import MethodSpec, ProtocolModel
 from roder_core.server.protocol_plan_review import (
@@ -35,7 +35,7 @@ from roder_core.server.protocol_plan_review import (
 )
 
 if TYPE_CHECKING:
-    from roder_core.server.client import LocalAppClient
+    from roder_core.server.app_client import AppClient
 
 #: What the screen ended with: "approved", "rejected", "rewrite", or None (left waiting).
 Outcome = str | None
@@ -123,13 +123,13 @@ class PlanReviewScreen(ModalScreen[Outcome]):
     PlanReviewScreen #plan-keys { dock: bottom; height: auto; }
     """
 
-    def __init__(self, review: PlanReview, client: LocalAppClient, *, agent: str | None = None) -> None:
+    def __init__(self, review: PlanReview, client: AppClient, *, agent: str | None = None) -> None:
         super().__init__()
         self.review = review
         self.client = client
         self.agent = agent
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self._head(), id="plan-head", markup=False)
             yield VerticalScroll(id="plan-blocks")
@@ -253,7 +253,8 @@ class PlanReviewScreen(ModalScreen[Outcome]):
         mode = await self.app.push_screen_wait(ChoiceScreen("Approve the plan into which mode?", list(MODES)))
         if not mode:
             return
-        params = PlanReviewApproveParams(review_id=self.review.review_id, mode=Mode(mode))  # type: ignore[arg-type]
+        # the choice is a plain string: the params model checks it is one of the approvable modes
+        params = PlanReviewApproveParams.model_validate({"reviewId": self.review.review_id, "mode": mode})
         if await self._call(PLAN_REVIEW_APPROVE, params) is not None:
             self.dismiss("approved")
 

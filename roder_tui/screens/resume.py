@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from textual import events
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -31,7 +33,7 @@ class ResumePicker(ModalScreen[str | None]):
         super().__init__()
         self.threads = threads
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = "Resume a thread · enter to open, esc to close"
             yield Input(placeholder="filter by title or id", id="resume-filter")
@@ -69,7 +71,7 @@ class ResumePicker(ModalScreen[str | None]):
         if options.highlighted is not None and options.option_count:
             self.dismiss(options.get_option_at_index(options.highlighted).id)
 
-    def on_key(self, event) -> None:  # type: ignore[no-untyped-def]
+    def on_key(self, event: events.Key) -> None:
         options = self.query_one(OptionList)
         if event.key in ("up", "down") and options.option_count:
             event.stop()

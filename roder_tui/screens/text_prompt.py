@@ -5,6 +5,7 @@ Returns the text on enter, or None on esc. ``required`` keeps enter from accepti
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -27,7 +28,7 @@ class TextPromptScreen(ModalScreen[str | None]):
         super().__init__()
         self.title_text, self.note, self.placeholder, self.required = title, note, placeholder, required
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = f"{self.title_text} · enter to send, esc to cancel"
             if self.note:

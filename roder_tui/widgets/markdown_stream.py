@@ -27,11 +27,13 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.containers import Lines
 from rich.markdown import Heading, Markdown
 from rich.segment import Segment
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Span, Text
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -289,7 +291,7 @@ class CodeView(ScrollView, can_focus=False):
         super().__init__()
         self.lang = lang
         self.lines: list[str] = code.split("\n")
-        self.styled: list[Text] | None = None
+        self.styled: Lines | None = None
         self._rows: list[tuple[int, int, int]] = []  # (line index, start, end)
         self._rows_done = 0  # rows belonging to complete lines (all but the last)
         self._lines_done = 0
@@ -412,7 +414,7 @@ class MarkdownBody(SingleLayout, Vertical):
         self._live_code: CodeView | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         if not self.streaming:
             yield from _static_widgets(self._initial)
 

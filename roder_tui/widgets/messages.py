@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.text import Text
-from textual.binding import Binding
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
@@ -36,7 +37,7 @@ from roder_core.ir import (
 )
 from roder_tui.widgets.markdown_stream import MarkdownBody
 from roder_tui.widgets.media import MediaPreview, attachment_card
-from roder_tui.widgets.single_layout import SingleLayout
+from roder_tui.widgets.transcript import EntryWidget
 
 if TYPE_CHECKING:
     from roder_tui.widgets.transcript import Entry
@@ -49,33 +50,15 @@ INTERRUPTED = "interrupted"
 PREVIEW_LINES = 4
 EXPANDED_LINES = 4000
 
-ENTRY_BINDINGS: ClassVar = [
-    Binding("y", "copy_entry", "Copy", show=False),
+ENTRY_BINDINGS: list[BindingType] = [
+    # the focused entry is this one: the app copies it (and says where it went)
+    Binding("y", "app.copy_focused", "Copy", show=False),
     Binding("enter", "toggle_entry", "Expand", show=False),
     Binding("f", "app.fork_here", "Fork here", show=False),
 ]
 
 
-class EntryMixin(SingleLayout):
-    """What every transcript entry widget offers the transcript and the key bindings."""
-
-    entry: Entry
-
-    def copy_text(self) -> str:
-        return self.entry.copy_text()
-
-    def action_copy_entry(self) -> None:
-        self.app.action_copy_text(self.copy_text())  # type: ignore[attr-defined]
-
-    def action_toggle_entry(self) -> None:
-        self.entry.expanded = not self.entry.expanded
-        self.refresh_entry()
-
-    def refresh_entry(self) -> None:
-        """Re-render from ``self.entry`` (after new data or a toggle)."""
-
-
-class StaticEntry(EntryMixin, Static, can_focus=True):
+class StaticEntry(EntryWidget, Static, can_focus=True):
     """An entry drawn as one renderable from its items; ``_render_item`` says how."""
 
     BINDINGS = ENTRY_BINDINGS
@@ -120,7 +103,7 @@ def user_message_text(entry: Entry) -> Text:
     return text
 
 
-class UserMessageMediaView(EntryMixin, Vertical, can_focus=True):
+class UserMessageMediaView(EntryWidget, Vertical, can_focus=True):
     """A prompt with images, in a terminal that draws them: the message, then each picture."""
 
     BINDINGS = ENTRY_BINDINGS
@@ -139,7 +122,7 @@ class UserMessageMediaView(EntryMixin, Vertical, can_focus=True):
         self._widget_class = widget_class
         self.text = Static(user_message_text(entry))
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield self.text
         item = self.entry.items[0]
         assert isinstance(item, UserMessageItem)
@@ -151,7 +134,7 @@ class UserMessageMediaView(EntryMixin, Vertical, can_focus=True):
         self.text.update(user_message_text(self.entry))
 
 
-class AssistantMessageView(EntryMixin, Vertical, can_focus=True):
+class AssistantMessageView(EntryWidget, Vertical, can_focus=True):
     BINDINGS = ENTRY_BINDINGS
     DEFAULT_CSS = """
     AssistantMessageView { height: auto; margin: 1 0 0 0; padding: 0 1; layout: stream; }
@@ -165,7 +148,7 @@ class AssistantMessageView(EntryMixin, Vertical, can_focus=True):
         assert isinstance(item, AgentMessageItem)
         self.body = MarkdownBody(item.text, streaming=streaming)
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield self.body
 
     def action_toggle_entry(self) -> None:  # nothing to fold in an answer

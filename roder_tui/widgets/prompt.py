@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import events
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import TextArea
@@ -157,14 +158,8 @@ class PromptInput(TextArea):
     class RecallQueued(Message):
         """``up`` on an empty prompt while steer messages wait: take the newest one back."""
 
-    def __init__(self, history: PromptHistory, **kwargs: object) -> None:
-        super().__init__(
-            soft_wrap=True,
-            show_line_numbers=False,
-            tab_behavior="focus",  # type: ignore[arg-type]
-            placeholder=PLACEHOLDER,
-            **kwargs,
-        )
+    def __init__(self, history: PromptHistory, *, id: str | None = None) -> None:
+        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", placeholder=PLACEHOLDER, id=id)
         self.prompt_history = history
         self.cursor_blink = False
         self.completion: CompletionPopup | None = None  # created on the first completion
@@ -247,7 +242,7 @@ class PromptBar(Vertical):
         #: Set when the workspace is on the host, not here: ``@`` completion lists it through this.
         self.read_directory: ReadDirectory | None = None
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield self.input
 
     @property

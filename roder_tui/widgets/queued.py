@@ -24,8 +24,8 @@ class QueuedSteers(Static):
     QueuedSteers { height: auto; max-height: 5; padding: 0 2; color: $text-muted; display: none; }
     """
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__("", **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id)
         self.queued: list[Queued] = []
 
     def add(self, item_id: str, text: str) -> None:

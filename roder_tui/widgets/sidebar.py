@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 #: The wall clock ages are measured against (a seam for deterministic snapshots).
 clock = time.time
-STATUS_MARK = {ThreadStatus.ACTIVE: "●", ThreadStatus.WAITING_APPROVAL: "?", ThreadStatus.ERROR: "✗"}
+STATUS_MARK: dict[str, str] = {ThreadStatus.ACTIVE: "●", ThreadStatus.WAITING_APPROVAL: "?", ThreadStatus.ERROR: "✗"}
 #: Marks a fork (a thread with a parent) in the list and the tree.
 FORK_MARK = "⑂"
 #: Ages ("3m") are redrawn this often; nothing else in the sidebar moves while idle.
@@ -46,9 +47,12 @@ def fork_family(threads: list[ThreadSummary], current: str) -> tuple[str, dict[s
         if t.parent is not None:
             children.setdefault(t.parent.thread_id, []).append(t.id)
     root, seen = current, set()
-    while root in by_id and by_id[root].parent is not None and root not in seen:
+    while root in by_id and root not in seen:
+        parent = by_id[root].parent
+        if parent is None:
+            break
         seen.add(root)
-        root = by_id[root].parent.thread_id  # type: ignore[union-attr]
+        root = parent.thread_id
     return root, children
 
 
@@ -91,7 +95,7 @@ class Sidebar(Vertical):
         if self.fork_tree is not None:
             self._show_tree()  # labels are fitted to the width
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield Label("Threads", id="threads-label")
         yield Label("Fork tree", id="forks-label")
 
@@ -153,12 +157,12 @@ class Sidebar(Vertical):
 
         add(tree.root, root, 0)
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:  # type: ignore[name-defined]
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         if event.option.id:
             self.post_message(self.Selected(event.option.id))
 
-    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:  # type: ignore[name-defined]
+    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:
         event.stop()
         if event.node.data:
             self.post_message(self.Selected(event.node.data))

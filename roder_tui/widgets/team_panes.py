@@ -14,10 +14,11 @@ import asyncio
 from typing import Any
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import RichLog
 
-from roder_core.ir import Item, Usage
+from roder_core.ir import AgentMessageItem, ErrorItem, Item, ToolCallItem, ToolResultItem, Usage, UserMessageItem
 from roder_core.teams.model import MemberStatus, Team, TeamMember
 
 #: Narrowest useful pane; below (members + lead) times this, panes are shown one at a time.
@@ -44,22 +45,21 @@ def usage_text(usage: Usage) -> str:
 
 def item_lines(item: Item) -> Text | None:
     """One compact entry per finished item of a member's thread."""
-    kind = item.type
-    if kind == "userMessage":
-        return Text(f"▸ {item.text.strip()}", style="bold")  # type: ignore[union-attr]
-    if kind == "agentMessage" and item.text.strip():  # type: ignore[union-attr]
-        return Text(item.text.strip())  # type: ignore[union-attr]
-    if kind == "toolCall":
+    if isinstance(item, UserMessageItem):
+        return Text(f"▸ {item.text.strip()}", style="bold")
+    if isinstance(item, AgentMessageItem) and item.text.strip():
+        return Text(item.text.strip())
+    if isinstance(item, ToolCallItem):
         import json
 
-        args = json.dumps(item.arguments, ensure_ascii=False)  # type: ignore[union-attr]
-        return Text(f"→ {item.name} {args[:200]}", style="cyan")  # type: ignore[union-attr]
-    if kind == "toolResult":
-        first = (item.text.strip().splitlines() or [""])[0]  # type: ignore[union-attr]
-        mark = "✗" if item.is_error else "✓"  # type: ignore[union-attr]
-        return Text(f"  {mark} {first[:200]}", style="red" if item.is_error else "green")  # type: ignore[union-attr]
-    if kind == "error":
-        return Text(f"✗ {item.message}", style="bold red")  # type: ignore[union-attr]
+        args = json.dumps(item.arguments, ensure_ascii=False)
+        return Text(f"→ {item.name} {args[:200]}", style="cyan")
+    if isinstance(item, ToolResultItem):
+        first = (item.text.strip().splitlines() or [""])[0]
+        mark = "✗" if item.is_error else "✓"
+        return Text(f"  {mark} {first[:200]}", style="red" if item.is_error else "green")
+    if isinstance(item, ErrorItem):
+        return Text(f"✗ {item.message}", style="bold red")
     return None
 
 
@@ -76,7 +76,7 @@ class MemberPane(Vertical):
         self.log_view = RichLog(wrap=True, markup=False, auto_scroll=True)
         self.entries: list[str] = []
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield self.log_view
 
     def on_mount(self) -> None:
@@ -116,7 +116,7 @@ class TeamPanes(Vertical):
         #: Team events and commands change the panes from different workers: one at a time.
         self._changing = asyncio.Lock()
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield self.row
 
     def panes(self) -> list[MemberPane]:

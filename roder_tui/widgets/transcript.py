@@ -10,20 +10,30 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from roder_core.ir import ItemStatus
+from roder_core.ir import (
+    AgentMessageItem,
+    ApprovalItem,
+    CommandExecutionItem,
+    FileChangeItem,
+    ItemStatus,
+    ToolCallItem,
+    ToolResultItem,
+)
 from roder_tui.widgets.single_layout import SingleLayout
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
 
     from roder_core.ir import Item
+    from roder_tui.widgets.messages import AssistantMessageView
 
 EntryKind = Literal["user", "assistant", "reasoning", "tool", "notice"]
 
@@ -48,7 +58,7 @@ class Entry:
     started_monotonic: float = 0.0
     #: The turn that made this entry is over: a tool call still without a result never will have one.
     ended: bool = False
-    widget: Widget | None = field(default=None, repr=False)
+    widget: EntryWidget | None = field(default=None, repr=False)
 
     def find(self, item_type: str) -> Any | None:
         """The entry's item of one IR ``type`` (``"toolResult"``, ``"commandExecution"``...)."""
@@ -171,16 +181,33 @@ def _key_of(item: Item) -> tuple[str, EntryKind]:
     kind = _KINDS.get(item.type)
     if kind is not None:
         return item.id, kind
-    if item.type in ("toolCall", "toolResult") or (
-        item.type in ("commandExecution", "fileChange") and item.call_id  # type: ignore[union-attr]
+    if isinstance(item, ToolCallItem | ToolResultItem) or (
+        isinstance(item, CommandExecutionItem | FileChangeItem) and item.call_id
     ):
-        return f"call:{item.call_id}", "tool"  # type: ignore[union-attr]
-    if item.type == "approval":
-        return f"call:{item.request.call_id}", "tool"  # type: ignore[union-attr]
+        return f"call:{item.call_id}", "tool"
+    if isinstance(item, ApprovalItem):
+        return f"call:{item.request.call_id}", "tool"
     return item.id, "notice"
 
 
-def build_widget(entry: Entry) -> Widget:
+class EntryWidget(SingleLayout, Widget):
+    """What every transcript entry's widget offers the transcript and the key bindings
+    (``roder_tui.widgets.messages`` has the kinds). Laid out once per update (``SingleLayout``)."""
+
+    entry: Entry
+
+    def copy_text(self) -> str:
+        return self.entry.copy_text()
+
+    def action_toggle_entry(self) -> None:
+        self.entry.expanded = not self.entry.expanded
+        self.refresh_entry()
+
+    def refresh_entry(self) -> None:
+        """Re-render from ``self.entry`` (after new data or a toggle)."""
+
+
+def build_widget(entry: Entry) -> EntryWidget:
     # Imported on first use: the message widgets pull in Rich markdown, Pygments and the IR,
     # none of which the first frame needs.
     from roder_tui.widgets.messages import (
@@ -191,7 +218,7 @@ def build_widget(entry: Entry) -> Widget:
     )
 
     if entry.kind == "user":
-        widget: Widget = _user_view(entry)
+        widget: EntryWidget = _user_view(entry)
     elif entry.kind == "assistant":
         widget = AssistantMessageView(entry, streaming=entry.live)
     elif entry.kind == "reasoning":
@@ -204,7 +231,7 @@ def build_widget(entry: Entry) -> Widget:
     return widget
 
 
-def _user_view(entry: Entry) -> Widget:
+def _user_view(entry: Entry) -> EntryWidget:
     """A prompt with stored images gets inline previews where the terminal draws them."""
     from roder_tui.widgets.messages import UserMessageMediaView, UserMessageView
 
@@ -256,7 +283,7 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
         #: last turns); called once, when scrolling or jumping reaches the top.
         self.older: Callable[[], Awaitable[list[Item]]] | None = None
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield self._hint
 
     def on_mount(self) -> None:
@@ -289,7 +316,7 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
                 continue
             entry.ended = True
             if entry.widget is not None and entry.widget.is_attached:
-                entry.widget.refresh_entry()  # type: ignore[attr-defined]
+                entry.widget.refresh_entry()
 
     async def _remount(self, lo: int, hi: int) -> None:
         for entry in self.model.entries[self.lo : self.hi]:
@@ -343,14 +370,14 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
         if not live and entry.kind in ("assistant", "reasoning") and entry.live:
             entry.live = False
             widget = entry.widget
-            if _streams(widget) and widget is not None and widget.is_attached:
-                await widget.body.finish(item.text)  # type: ignore[attr-defined]
+            if _streams(widget) and widget.is_attached and isinstance(item, AgentMessageItem):
+                await widget.body.finish(item.text)
                 entry.live_text = ""
                 return entry
             entry.live_text = ""
         widget = entry.widget
         if widget is not None and widget.is_attached:
-            widget.refresh_entry()  # type: ignore[attr-defined]
+            widget.refresh_entry()
         return entry
 
     async def stream(self, key: str, text: str) -> None:
@@ -360,16 +387,16 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
             if entry is not None and entry.kind == "tool":
                 entry.live_text += text
                 if entry.widget is not None and entry.widget.is_attached:
-                    entry.widget.refresh_entry()  # type: ignore[attr-defined]
+                    entry.widget.refresh_entry()
             return
         entry.live_text += text
         widget = entry.widget
         if widget is None or not widget.is_attached:
             return
         if _streams(widget):
-            await widget.body.feed(text)  # type: ignore[attr-defined]
+            await widget.body.feed(text)
         else:
-            widget.refresh_entry()  # type: ignore[attr-defined]
+            widget.refresh_entry()
 
     async def resume_stream(self, key: str, text: str) -> None:
         """An answer or reasoning of a running turn, shown mid-stream (a thread opened while
@@ -387,7 +414,7 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
         await self.mount(widget, after=old)
         await old.remove()
         if _streams(widget):
-            await widget.body.feed(text)  # type: ignore[attr-defined]
+            await widget.body.feed(text)
 
     def resume_tool_output(self, key: str, output: str) -> None:
         """The live output a running tool printed before this view opened."""
@@ -396,7 +423,7 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
             return
         entry.live_text, entry.ended = output, False
         if entry.widget is not None and entry.widget.is_attached:
-            entry.widget.refresh_entry()  # type: ignore[attr-defined]
+            entry.widget.refresh_entry()
 
     async def _prune_top(self) -> None:
         excess = (self.hi - self.lo) - MAX_MOUNTED
@@ -473,7 +500,7 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
 
     # -------------------------------------------------------------- keyboard
 
-    def _entry_widgets(self) -> list[Widget]:
+    def _entry_widgets(self) -> list[EntryWidget]:
         return [e.widget for e in self.model.entries[self.lo : self.hi] if e.widget is not None]
 
     async def action_focus_next_entry(self) -> None:
@@ -525,14 +552,18 @@ class Transcript(SingleLayout, VerticalScroll, can_focus=True):
         """The theme changed: static renders pick up the new colours and code style."""
         for widget in self._entry_widgets():
             if _streams(widget):
-                widget.rerender()  # type: ignore[attr-defined]
+                widget.rerender()
             else:
-                widget.refresh_entry()  # type: ignore[attr-defined]
+                widget.refresh_entry()
 
 
-def _streams(widget: Widget | None) -> bool:
+def _streams(widget: Widget | None) -> TypeGuard[AssistantMessageView]:
     """Assistant message views take streamed markdown (they have a MarkdownBody)."""
-    return hasattr(widget, "body")
+    if widget is None:
+        return False
+    from roder_tui.widgets.messages import AssistantMessageView  # loaded with the widget itself
+
+    return isinstance(widget, AssistantMessageView)
 
 
 def _outer_height(widget: Widget | None) -> int:

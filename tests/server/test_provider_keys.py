@@ -89,6 +89,7 @@ async def test_configure_key_in_process_then_turn_sends_it(provider: str, roder_
                 "persisted": True,
                 "restartRequired": False,
                 "keyStored": True,
+                "keyRemoved": False,
                 "authSource": "stored",
                 "warnings": [],
             }
@@ -125,7 +126,10 @@ async def test_env_key_wins_and_empty_key_logs_out(roder_home: Path, workspace: 
         ]
         removed = await client.request("providers/configure", {"provider": "openrouter", "apiKey": ""})
         assert not removed.key_stored
+        assert removed.key_removed
         assert removed.auth_source == "env"
+        again = await client.request("providers/configure", {"provider": "openrouter", "apiKey": ""})
+        assert not again.key_removed  # nothing was stored any more
         for bad, why in (
             ({"provider": "nowhere", "apiKey": KEY}, "unknown provider"),
             ({"provider": "mock", "apiKey": KEY}, "mock"),

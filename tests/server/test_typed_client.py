@@ -83,6 +83,7 @@ from roder_core.server.protocol_attach import (
     ThreadHeadlessParams,
     ThreadLiveParams,
 )
+from roder_core.server.protocol_audit import AUDIT_TAIL, AUDIT_VERIFY, AuditTailParams
 from roder_core.server.protocol_changes import (
     GIT_CHANGES_LIST,
     GIT_CHANGES_READ,
@@ -181,6 +182,16 @@ from roder_core.server.protocol_runners import (
     RunnersSnapshotParams,
     RunnerTarget,
 )
+from roder_core.server.protocol_sessions import (
+    THREAD_CUSTOM_SET,
+    THREAD_DELETE,
+    THREAD_EXPORT,
+    THREAD_FIND,
+    ThreadCustomSetParams,
+    ThreadExportParams,
+    ThreadFindParams,
+    ThreadIdParams,
+)
 from roder_core.server.protocol_tasks import (
     TASKS_CANCEL,
     TASKS_GET,
@@ -216,6 +227,7 @@ from roder_core.server.protocol_teams import (
     TeamResult,
     TeamStartParams,
 )
+from roder_core.server.protocol_trust import TRUST_LIST
 from roder_core.server.rpc_client import ConnectionLost, RpcClient, StdioRpcClient, WebSocketRpcClient
 from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
@@ -343,6 +355,9 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         await typed(SESSION_GET, SessionGetParams())
         await typed(TRUST_GET, TrustGetParams())
         await typed(TRUST_SET, TrustSetParams(trusted=True))
+        assert [d.trusted for d in (await typed(TRUST_LIST, NoParams())).decisions] == [True]
+        assert (await typed(AUDIT_VERIFY, NoParams())).ok
+        assert (await typed(AUDIT_TAIL, AuditTailParams(limit=1))).lines[0].record["kind"] == "trust.set"
         await typed(SETTINGS_SET_WEB_SEARCH, SetWebSearchParams(mode="off"))
         await typed(SETTINGS_SET_DEFAULT_MODE, SetDefaultModeParams(mode=protocol.Mode.ASK))
         await typed(PROVIDERS_SELECT, ProvidersSelectParams(provider="mock"))
@@ -419,6 +434,10 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         assert fork.parent.thread_id == thread.id
         assert (await typed(THREAD_CLOSE, ThreadCloseParams(thread_id=fork.id))).closed
         assert (await typed(THREAD_RESUME, ThreadResumeParams(thread_id=fork.id))).thread.id == fork.id
+        assert (await typed(THREAD_FIND, ThreadFindParams(query=fork.id[4:14]))).thread_id == fork.id
+        assert (await typed(THREAD_EXPORT, ThreadExportParams(thread_id=thread.id))).text.startswith("# ")
+        await typed(THREAD_CUSTOM_SET, ThreadCustomSetParams(thread_id=fork.id, namespace="typed.test", data={"n": 1}))
+        assert (await typed(THREAD_DELETE, ThreadIdParams(thread_id=fork.id))).thread_id == fork.id
 
         # The edit's hunk: listed, read, rolled back and applied again.
         changes = ThreadChangesParams(thread_id=thread.id, turn_id=turn.id)

@@ -16,6 +16,9 @@ from typing import Any, Literal
 import pytest
 import roder_ext_builtin_coding_tools as coding_tools
 from pydantic import Field
+from roder_ext_ask_user import AskUserTool
+from roder_ext_ask_user.arguments import AskUserArguments
+from roder_ext_background_tasks.tools import TaskKillTool, TaskOutputTool
 from roder_ext_memory.tools import MemorySave, MemorySearch
 from roder_ext_plan_mode import ExitPlanTool
 from roder_ext_skills import SkillTool
@@ -52,6 +55,9 @@ def first_party_tools() -> list[Any]:
         TodoTool(None),  # type: ignore[arg-type]
         SkillTool(skills),  # type: ignore[arg-type]
         TaskTool(agents),  # type: ignore[arg-type]
+        TaskOutputTool(),
+        TaskKillTool(),
+        AskUserTool(),
     ]
 
 
@@ -68,7 +74,20 @@ def test_every_first_party_tool_declares_an_argument_model() -> None:
 
 
 def test_schemas_use_only_keywords_every_provider_accepts() -> None:
-    allowed = {"type", "properties", "required", "additionalProperties", "description", "items", "enum", "minimum", "maximum"}
+    allowed = {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "description",
+        "items",
+        "enum",
+        "minimum",
+        "maximum",
+        # ask_user bounds its questions and options (every provider Roder speaks to accepts these)
+        "minItems",
+        "maxItems",
+    }
 
     def keywords(node: Any) -> set[str]:
         if isinstance(node, list):
@@ -228,6 +247,58 @@ def test_nested_arguments_are_checked_before_the_tool_runs() -> None:
     )
     good = ToolCall(id="c2", name="todo", arguments={"todos": [{"content": "write it", "status": "pending"}]})
     assert argument_problem(todo, good) is None
+
+
+def test_background_task_tools_check_their_arguments_before_running() -> None:
+    output, kill = TaskOutputTool(), TaskKillTool()
+    negative = argument_problem(output, ToolCall(id="c1", name="task_output", arguments={"task_id": "task_1", "since": -1}))
+    assert negative is not None
+    assert negative.text == "invalid arguments for task_output: since: input should be greater than or equal to 0 (got -1)"
+    assert argument_problem(output, ToolCall(id="c2", name="task_output", arguments={})) is None  # lists the tasks
+    blank = argument_problem(kill, ToolCall(id="c3", name="task_kill", arguments={"task_id": " "}))
+    assert blank is not None
+    assert blank.text == "invalid arguments for task_kill: task_id: must not be empty (got ' ')"
+    missing = argument_problem(kill, ToolCall(id="c4", name="task_kill", arguments={}))
+    assert missing is not None
+    assert missing.text == "invalid arguments for task_kill: missing required argument 'task_id'"
+
+
+def test_ask_user_arguments_become_questions() -> None:
+    questions = {
+        "questions": [
+            {
+                "question": "Which database? ",
+                "header": "A header longer than twenty characters",
+                "options": ["Postgres", {"label": "SQLite", "description": "a file"}],
+                "multiSelect": True,
+            }
+        ]
+    }
+    parsed = parse_arguments(AskUserArguments, ToolCall(id="c1", name="ask_user", arguments=questions))
+    (question,) = parsed.to_questions()
+    assert question.id == "q1"
+    assert question.question == "Which database?"
+    assert question.header == "A header longer than"
+    assert [(o.label, o.description) for o in question.options] == [("Postgres", ""), ("SQLite", "a file")]
+    assert question.multi_select is True
+    assert question.allow_free_text is True
+
+
+@pytest.mark.parametrize(
+    ("questions", "expected"),
+    [
+        ([], "questions: list should have at least 1 item after validation, not 0"),
+        ([{"question": "Q?", "options": ["only one"]}], "questions.0.options: list should have at least 2 items"),
+        ([{"question": "Q?", "options": ["same", "same"]}], "questions.0: options must have different labels"),
+        ([{"question": " ", "options": ["a", "b"]}], "questions.0.question: must not be empty"),
+    ],
+)
+def test_ask_user_refuses_questions_a_dialog_cannot_show(questions: list[Any], expected: str) -> None:
+    problem = argument_problem(AskUserTool(), ToolCall(id="c1", name="ask_user", arguments={"questions": questions}))
+    assert problem is not None
+    assert problem.is_error
+    assert problem.text.startswith("invalid arguments for ask_user: ")
+    assert expected in problem.text
 
 
 if __name__ == "__main__":

@@ -11,11 +11,10 @@ from typing import Any
 from roder_core import __version__
 from roder_core.brokers.secrets import SecretRedactor
 from roder_core.customization.mentions import MentionError, mention_attachments
-from roder_core.ir import ApprovalDecision, Attachment, Thread
-from roder_core.kernel.tool_catalog import source_statuses
-from roder_core.kernel.tools import is_read_only, tool_kind
+from roder_core.ir import ApprovalDecision, Attachment, ModelProfile, Thread
+from roder_core.kernel.services import InferenceEngine
+from roder_core.kernel.tool_catalog import build_catalog
 from roder_core.media.images import MediaError, sniff_image
-from roder_core.policy.trust import TrustStore, project_items
 from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles, load_method_modules
 from roder_core.server.errors import InvalidParams
 from roder_core.server.protocol import (
@@ -28,6 +27,7 @@ from roder_core.server.protocol import (
     MethodGroup,
     ModelListParams,
     ModelListResult,
+    ModelNotes,
     NoParams,
     ProviderInfo,
     ProvidersConfigureParams,
@@ -46,6 +46,7 @@ from roder_core.server.protocol import (
     SetDefaultModeParams,
     SettingsResult,
     SetWebSearchParams,
+    SkippedExtensionInfo,
     ThreadCloseParams,
     ThreadCloseResult,
     ThreadForkParams,
@@ -59,9 +60,6 @@ from roder_core.server.protocol import (
     ToolsListParams,
     ToolsListResult,
     ToolSourceInfo,
-    TrustGetParams,
-    TrustResult,
-    TrustSetParams,
     TurnInterruptParams,
     TurnInterruptResult,
     TurnResult,
@@ -129,7 +127,12 @@ async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext
 
 @handles("extensions/list")
 async def extensions_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> ExtensionsListResult:
-    return ExtensionsListResult.model_validate(app.runtime.registry.to_json())
+    listing = ExtensionsListResult.model_validate(app.runtime.registry.to_json())
+    if app.started is not None:
+        listing.skipped = [
+            SkippedExtensionInfo(source=s.source, reason=s.reason, expected=s.expected) for s in app.started.distribution.skipped
+        ]
+    return listing
 
 
 @handles("providers/list")
@@ -145,6 +148,7 @@ async def providers_list(app: Dispatcher, params: NoParams, ctx: CallContext) ->
                 auth_type=meta.auth_type,
                 auth_configured=meta.auth_configured,
                 auth_source=meta.auth_source,
+                auth_label=meta.auth_label,
                 recommended=meta.recommended,
                 description=meta.description,
                 dialect=meta.dialect,
@@ -154,38 +158,47 @@ async def providers_list(app: Dispatcher, params: NoParams, ctx: CallContext) ->
             )
         )
     rows.sort(key=lambda p: (p.id == "mock", p.id))
-    return ProvidersListResult(providers=rows, provider=runtime.provider, model=runtime.model)
+    choice = runtime.models.default_choice
+    reason = choice.reason if choice is not None and choice.provider == runtime.provider else None
+    return ProvidersListResult(providers=rows, provider=runtime.provider, model=runtime.model, default_reason=reason)
 
 
 @handles("model/list")
 async def model_list(app: Dispatcher, params: ModelListParams, ctx: CallContext) -> ModelListResult:
     provider = params.provider or app.runtime.provider
     engine = app.runtime.engine(provider)
-    return ModelListResult(provider=provider, models=await engine.list_models())
+    models = await engine.list_models()
+    return ModelListResult(provider=provider, models=models, notes=[model_notes(engine, m) for m in models])
+
+
+def model_notes(engine: InferenceEngine, profile: ModelProfile) -> ModelNotes:
+    """Whether the engine's built-in table knows the model, and the output limit it sends."""
+    knows = getattr(engine, "knows", None)
+    limit = getattr(engine, "sent_output_limit", None)
+    return ModelNotes(
+        id=profile.id,
+        known=bool(knows(profile.id)) if knows is not None else True,
+        sent_output_limit=limit(profile) if limit is not None else profile.max_output_tokens,
+    )
 
 
 @handles("tools/list")
 async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext) -> ToolsListResult:
-    errors: dict[str, str] = {}
-    tools = app.runtime.registry.tool_registry(on_error=lambda source, exc: errors.__setitem__(source, str(exc)))
-    rows = []
-    for name in tools.names():
-        tool = tools.get(name)
-        if tool is None:
-            continue
-        spec = tool.spec()
-        rows.append(
-            ToolInfo(
-                name=spec.name,
-                description=spec.description,
-                parameters=spec.parameters,
-                source=tools.source_of(name),
-                kind=tool_kind(tool),
-                read_only=is_read_only(tool),
-            )
+    catalog = await build_catalog(app.runtime.registry, wait=params.wait)
+    rows = [
+        ToolInfo(
+            name=tool.name,
+            description=tool.description,
+            parameters=tool.parameters,
+            source=tool.source,
+            extension=tool.extension,
+            kind=tool.kind,
+            read_only=tool.read_only,
         )
-    sources = [ToolSourceInfo.model_validate(status.to_json()) for status in source_statuses(app.runtime.registry)]
-    return ToolsListResult(tools=rows, errors=errors, sources=sources)
+        for tool in catalog.tools
+    ]
+    sources = [ToolSourceInfo.model_validate(status.to_json()) for status in catalog.sources]
+    return ToolsListResult(tools=rows, errors=catalog.errors, sources=sources)
 
 
 # --------------------------------------------------------------------------- threads
@@ -396,41 +409,6 @@ async def session_get(app: Dispatcher, params: SessionGetParams, ctx: CallContex
     )
 
 
-def _trust(app: Dispatcher, cwd: str | None) -> tuple[Path, TrustStore, TrustResult]:
-    runtime = app.runtime
-    folder = absolute_path(cwd, "cwd") if cwd is not None else Path(runtime.options.cwd)
-    if not folder.is_dir():
-        raise InvalidParams(f"cwd {str(folder)!r} is not a directory")
-    store = TrustStore(runtime.options.paths)
-    found = store.effective_decision(folder)
-    here = TrustStore.canonical(folder) == TrustStore.canonical(Path(runtime.options.cwd))
-    result = TrustResult(
-        cwd=TrustStore.canonical(folder),
-        trusted=bool(found and found[0]),
-        decided_at=found[1] if found else None,
-        items=project_items(folder),
-        loaded=here and runtime.options.trusted,
-    )
-    return folder, store, result
-
-
-@handles("trust/get")
-async def trust_get(app: Dispatcher, params: TrustGetParams, ctx: CallContext) -> TrustResult:
-    return _trust(app, params.cwd)[2]
-
-
-@handles("trust/set")
-async def trust_set(app: Dispatcher, params: TrustSetParams, ctx: CallContext) -> TrustResult:
-    """Recorded in the user's data dir (never the project) and audited, like ``roder trust``."""
-    folder, store, _ = _trust(app, params.cwd)
-    store.set(folder, params.trusted)
-    app.runtime.audit.record(
-        "trust.set",
-        {"folder": TrustStore.canonical(folder), "trusted": params.trusted, "client": ctx.client_name or ctx.connection_id},
-    )
-    return _trust(app, params.cwd)[2]
-
-
 @handles("session/set_mode")
 async def session_set_mode(app: Dispatcher, params: SessionSetModeParams, ctx: CallContext) -> SessionModeResult:
     await app.runtime.set_mode(params.mode, params.reason)
@@ -507,7 +485,7 @@ async def providers_configure(app: Dispatcher, params: ProvidersConfigureParams,
             writer.set(f"providers.{params.provider}.{name}", value)
     result = ProvidersConfigureResult(provider=params.provider, persisted=True, restart_required=bool(fields))
     if key is not None:
-        _store_key(app, params.provider, key, ctx)
+        result.key_removed = _store_key(app, params.provider, key, ctx)
     result.key_stored = bool(CredentialStore.for_env(_runtime_env(runtime)).get(params.provider))
     if engine is None:
         result.restart_required = True
@@ -538,20 +516,22 @@ def _checked_key(provider: str, api_key: str | None) -> str | None:
         raise InvalidParams(str(exc)) from None
 
 
-def _store_key(app: Dispatcher, provider: str, key: str, ctx: CallContext) -> None:
+def _store_key(app: Dispatcher, provider: str, key: str, ctx: CallContext) -> bool:
     """Store (or, given "", remove) a key; the runtime's redactor learns it before anything can
-    use it."""
+    use it. True when a stored key was removed."""
     runtime = app.runtime
     store = CredentialStore.for_env(_runtime_env(runtime))
+    removed = False
     if key:
         if isinstance(runtime.redact, SecretRedactor):
             runtime.redact.add(redaction_label(provider), key)
         store.set(provider, key)
         action = "provider.key_stored"
     else:
-        store.remove(provider)
+        removed = store.remove(provider)
         action = "provider.key_removed"
     runtime.audit.record(action, {"provider": provider, "client": ctx.client_name or ctx.connection_id})
+    return removed
 
 
 def _settings(app: Dispatcher) -> SettingsResult:
