@@ -37,7 +37,7 @@ from roder_core.kernel.services import (
 )
 from roder_core.settings.runners import RunnerConfig
 
-from .launcher import GroupSniffer, kill_argv, launcher_argv
+from .launcher import GROUP_WAIT, GroupSniffer, kill_argv, launcher_argv
 from .local import run_local
 
 ENGINES = ("podman", "docker")
@@ -82,11 +82,12 @@ class ContainerCommands:
         *,
         cwd: str,
         env: dict[str, str],
-        timeout: float,
+        timeout: float | None,
         on_stdout: Callable[[bytes], None],
         on_stderr: Callable[[bytes], None],
+        on_group: Callable[[int], None] | None = None,
     ) -> CommandExit:
-        sniffer = GroupSniffer(on_stderr)
+        sniffer = GroupSniffer(on_stderr, on_group)
         command = launcher_argv(argv, self.container_path(cwd), env, setsid=self._setsid)
         proc = await asyncio.create_subprocess_exec(
             self._engine,
@@ -107,7 +108,7 @@ class ContainerCommands:
             except TimeoutError:
                 timed_out = True
         finally:
-            await asyncio.shield(self._kill(sniffer.pgid))
+            await asyncio.shield(self._kill(sniffer, running=proc.returncode is None))
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await asyncio.shield(proc.wait())
@@ -116,7 +117,9 @@ class ContainerCommands:
             sniffer.flush()
         return CommandExit(None if timed_out else proc.returncode, timed_out)
 
-    async def _kill(self, pgid: int | None) -> None:
+    async def _kill(self, sniffer: GroupSniffer, *, running: bool) -> None:
+        pgid = await sniffer.group(GROUP_WAIT) if running else sniffer.pgid
+        sniffer.stopping()
         if pgid is not None:
             await run_local([self._engine, "exec", self._container, *kill_argv(pgid)], 30)
 
