@@ -256,7 +256,10 @@ class ContainerSession:
         engine, container = self._engine, self.container
 
         async def bridge(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            script = f"exec 3<>/dev/tcp/127.0.0.1/{port} || exit 1; cat <&3 & cat >&3; wait"
+            # the port's answers are copied in the foreground: when the port closes, the upstream
+            # copy is stopped too, so the script ends and the local client sees the close. (A
+            # background job's stdin is /dev/null unless given another: hence fd 4.)
+            script = f"exec 3<>/dev/tcp/127.0.0.1/{port} || exit 1; exec 4<&0; cat <&4 >&3 & up=$!; cat <&3; kill $up 2>/dev/null"
             proc = await asyncio.create_subprocess_exec(
                 *engine, "exec", "-i", container, "bash", "-c", script,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,

@@ -10,6 +10,7 @@ test says why it skips, in Podman's own words.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ from tests.brokers.helpers import assert_gone, marker, running
 from tests.server.support import PipePeer, RpcPeer, call, trusted_workspace
 
 pytestmark = pytest.mark.e2e
-PROGRAMS = ("bash", "sh", "env", "cat", "ls", "pwd", "touch", "kill", "setsid", "sleep", "id", "printf")
+PROGRAMS = ("bash", "sh", "env", "cat", "ls", "pwd", "touch", "kill", "setsid", "sleep", "id", "printf", "busybox")
 
 
 def _rootfs_tarball(folder: Path) -> Path:
@@ -157,6 +158,45 @@ async def test_commands_run_in_the_container_with_the_workspace_mounted(tmp_path
 
         session = (await peer.call("runners/session", {"threadId": thread["id"]}))["session"]
         assert session["details"]["runtime"] == (podman.runtime or "the engine's default")
+        await peer.call("runners/delete", {"runner": "box"})
+    finally:
+        code, stderr = await peer.close()
+    assert code == 0, stderr
+
+
+async def test_a_container_port_is_forwarded_while_its_network_stays_off(
+    tmp_path: Path, podman: Podman, roder_home: Path
+) -> None:
+    if shutil.which("busybox") is None:
+        pytest.skip("busybox is missing here, so the test image has no server (apt-get install busybox-static)")
+    (roder_home / "config.toml").write_text(podman.runner_table("box"))
+    workspace, env = trusted_workspace(tmp_path)
+    (workspace / "www").mkdir(parents=True)
+    (workspace / "www" / "index.txt").write_text("served from the container\n")
+    peer = await PipePeer.start(workspace, env, "--mode", "bypass")
+    try:
+        await peer.call("initialize")
+        thread = (await peer.call("thread/start", {"cwd": str(workspace)}))["thread"]["id"]
+        await peer.call("runners/select", {"threadId": thread, "runner": "box"})
+        server = {"command": "busybox httpd -f -p 127.0.0.1:8080 -h /workspace/www"}
+        task = (await peer.call("tasks/submit", {"executorId": "shell", "threadId": thread, "params": server}))["task"]
+        listed: list[dict[str, Any]] = []
+        for _attempt in range(600):  # each listing is a round trip into the container
+            listed = (await peer.call("runners/ports", {"threadId": thread}, timeout=60))["ports"]
+            if any(p["port"] == 8080 for p in listed):
+                break
+        assert [(p["port"], p["loopbackOnly"]) for p in listed] == [(8080, True)], listed
+        forwarded = (await peer.call("runners/ports", {"threadId": thread, "forward": 8080}, timeout=60))["forwarded"]
+        assert forwarded["localHost"] == "127.0.0.1" and "exec bridge" in forwarded["how"]
+        reader, writer = await asyncio.open_connection(forwarded["localHost"], forwarded["localPort"])
+        writer.write(b"GET /index.txt HTTP/1.0\r\nHost: box\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 60)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.") and answer.endswith(b"served from the container\n"), answer
+        session = (await peer.call("runners/session", {"threadId": thread}))["session"]
+        assert session["details"]["network"] is False and [p["port"] for p in session["forwardedPorts"]] == [8080]
+        await peer.call("tasks/cancel", {"taskId": task["id"]})
         await peer.call("runners/delete", {"runner": "box"})
     finally:
         code, stderr = await peer.close()
