@@ -75,9 +75,18 @@ async def test_a_subagents_tools_act_on_the_parents_ssh_workspace(tmp_path: Path
         assert "hello from the remote side" in child["read"]["text"]
         assert str(remote.resolve()) in child["bash"]["text"] and not child["bash"]["isError"]
         assert str(workspace) not in child["bash"]["text"]
+
+        # an agent background task's child thread works there too
+        await peer.call("tasks/subscribe", {})
+        agent = await peer.call("tasks/submit", {"executorId": "agent", "threadId": thread["id"], "params": {"prompt": "go"}})
+        while True:
+            update = (await peer.next_notification("tasks/updated", timeout=120))["task"]
+            if update["id"] == agent["task"]["id"] and update["status"] not in ("queued", "running"):
+                break
+        assert update["status"] == "completed", update
     finally:
         code, stderr = await peer.close()
     assert code == 0, stderr
-    # both the parent's and the child's command ran on the ssh host, none here
-    assert (remote / "ran.txt").read_text() == "one-more\none-more\n"
+    # the parent's, the subagent's and the agent task's commands all ran on the ssh host, none here
+    assert (remote / "ran.txt").read_text() == "one-more\n" * 3
     assert not (workspace / "ran.txt").exists()
