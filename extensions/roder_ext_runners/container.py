@@ -8,7 +8,7 @@ command is one ``exec`` in it through the launcher (``launcher``), with the scru
 and nothing else; its process group is killed in the container when it ends, times out or is
 interrupted. Files are the mounted folder, so the file tools use the local workspace broker
 (same scope and protections as the local runner) and see exactly what commands see. Resource
-limits are set within Roder's own (``container_ulimits``), and ``runtime`` picks the OCI
+limits are set within Roder's own (``container_ulimits``), and ``oci_runtime`` picks the OCI
 runtime (``runc`` where crun refuses a machine's cgroup layout).
 
 The container is the sandbox: there is no bubblewrap inside it.
@@ -85,11 +85,11 @@ def container_ulimits() -> list[str]:
     return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
 
 
-def _start_hint(said: str, runner: str) -> str:
+def start_hint(said: str, runner: str) -> str:
     """What to change in ``[runners.NAME]`` for the engine failures with a known remedy."""
     if "cgroups in hybrid mode" in said:
         return (
-            f'; crun cannot run with cgroups in hybrid mode here: set runtime = "runc" in [runners.{runner}] '
+            f'; crun cannot run with cgroups in hybrid mode here: set oci_runtime = "runc" in [runners.{runner}] '
             "(apt-get install runc)"
         )
     if "setrlimit" in said or "error setting rlimit" in said:
@@ -230,7 +230,7 @@ class ContainerSession:
     def describe(self) -> dict[str, Any]:
         return {
             "engine": Path(self._engine[0]).name,
-            "runtime": self._config.runtime or "the engine's default",
+            "ociRuntime": self._config.oci_runtime or "the engine's default",
             "engineVersion": self._version,
             "image": self._config.image,
             "container": self.container,
@@ -358,9 +358,10 @@ class ContainerRunnerProvider:
         network = config.network or context.network
         mount = config.workspace or "/workspace"
         name = f"roder-{definition.name}-{secrets.token_hex(4)}"
-        engine_argv = [binary, "--runtime", config.runtime] if config.runtime and engine == "podman" else [binary]
+        oci = config.oci_runtime
+        engine_argv = [binary, "--runtime", oci] if oci and engine == "podman" else [binary]
         argv = [*engine_argv, "run", "-d", "--rm", "--pull=never", "--name", name]
-        argv += ["--runtime", config.runtime] if config.runtime and engine == "docker" else []
+        argv += ["--runtime", oci] if oci and engine == "docker" else []
         argv += [] if network else ["--network", "none"]
         argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges", *container_ulimits()]
         argv += ["-v", f"{context.local_workspace}:{mount}", "-w", mount, *config.run_args]
@@ -368,7 +369,7 @@ class ContainerRunnerProvider:
         started = await run_local(argv, 120)
         if started.exit_code != 0:
             said = (started.stderr or started.stdout).strip()
-            raise OSError(f"{engine} could not start a container from {image}: {said[-500:]}{_start_hint(said, definition.name)}")
+            raise OSError(f"{engine} could not start a container from {image}: {said[-500:]}{start_hint(said, definition.name)}")
         session = ContainerSession(definition.name, config, context, engine_argv, detail, name, network)
         try:
             await session.probe()

@@ -617,7 +617,7 @@ class SshRunnerProvider:
 
     def check(self, definition: RunnerDefinition) -> None:
         config = RunnerConfig.of("ssh", definition.settings)
-        for key in ("engine", "image", "network", "run_args", "runtime"):
+        for key in ("engine", "image", "network", "run_args", "oci_runtime"):
             if key in definition.settings:
                 raise ValueError(f"{key} is a container setting; an ssh runner does not take it")
         if config.identity_file and not Path(os.path.expanduser(config.identity_file)).is_file():

@@ -55,7 +55,7 @@ class RunnerConfig(BaseModel):
     #: The OCI runtime the engine starts the container with (``podman --runtime``, ``docker
     #: run --runtime``), a name or a path: ``runc`` where crun cannot run (cgroups in hybrid
     #: mode); unset, the engine's default.
-    runtime: str | None = Field(default=None, min_length=1, pattern=r"^\S+$")
+    oci_runtime: str | None = Field(default=None, min_length=1, pattern=r"^\S+$")
 
     @model_validator(mode="after")
     def _required(self) -> RunnerConfig:

@@ -3,7 +3,7 @@
 No image is pulled from anywhere: the test builds one from a local root filesystem (this
 machine's own bash, coreutils and their libraries, ``podman import``ed under a tag of its own,
 removed afterwards). The container is started with the runner's own ``--ulimit`` options; where
-crun cannot run (cgroups in hybrid mode) and runc is installed, the runner's ``runtime = "runc"``
+crun cannot run (cgroups in hybrid mode) and runc is installed, the runner's ``oci_runtime = "runc"``
 setting is used, as a user would. When Podman is missing or cannot start a container here, the
 test says why it skips, in Podman's own words.
 """
@@ -59,11 +59,11 @@ def _rootfs_tarball(folder: Path) -> Path:
 @dataclass(frozen=True)
 class Podman:
     image: str
-    #: The ``runtime`` setting the runner needs here (None: Podman's default works).
+    #: The ``oci_runtime`` setting the runner needs here (None: Podman's default works).
     runtime: str | None
 
     def runner_table(self, name: str) -> str:
-        runtime = f'runtime = "{self.runtime}"\n' if self.runtime else ""
+        runtime = f'oci_runtime = "{self.runtime}"\n' if self.runtime else ""
         return f'[runners.{name}]\nkind = "container"\nengine = "podman"\nimage = "{self.image}"\n{runtime}'
 
 
@@ -157,7 +157,7 @@ async def test_commands_run_in_the_container_with_the_workspace_mounted(tmp_path
         assert_gone(mark, within=30)
 
         session = (await peer.call("runners/session", {"threadId": thread["id"]}))["session"]
-        assert session["details"]["runtime"] == (podman.runtime or "the engine's default")
+        assert session["details"]["ociRuntime"] == (podman.runtime or "the engine's default")
         await peer.call("runners/delete", {"runner": "box"})
     finally:
         code, stderr = await peer.close()
