@@ -201,3 +201,35 @@ async def test_a_container_port_is_forwarded_while_its_network_stays_off(
     finally:
         code, stderr = await peer.close()
     assert code == 0, stderr
+
+
+async def test_a_batch_runs_its_tools_in_the_container(tmp_path: Path, podman: Podman, roder_home: Path) -> None:
+    from roder_tui.cli import main
+    from tests.batch.conftest import result, write_jsonl, write_script
+
+    (roder_home / "config.toml").write_text(podman.runner_table("box"))
+    source = tmp_path / "calc"
+    source.mkdir()
+    (source / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    steps = [
+        {"text": "Where am I?", "tool_calls": [call("bash", command="pwd > where.txt")]},
+        {"text": "Fixing.", "tool_calls": [call("edit", path="calc.py", old_string="a - b", new_string="a + b")]},
+        {"text": "Fixed."},
+    ]
+    task = {
+        "id": "fix",
+        "prompt": "Fix add.",
+        "workspace": str(source),
+        "score": "grep -q 'a + b' calc.py",
+        "env": {"RODER_MOCK_SCRIPT": str(write_script(tmp_path / "fix.json", steps))},
+    }
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [task])
+    out = tmp_path / "out"
+    args = ["batch", str(tasks), "--out", str(out), "--workers", "1", "--no-progress", "--provider", "mock", "--runner", "box"]
+    assert await asyncio.to_thread(main, args) == 0
+    fix = result(out, "fix")
+    assert fix["passed"], fix
+    assert fix["runner"]["name"] == "box" and fix["runner"]["kind"] == "container"
+    diff = (out / "rollouts/fix/0/workspace.diff").read_text()
+    assert "+    return a + b" in diff and "+/workspace" in diff  # the command ran in the mounted copy
+    assert (source / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
