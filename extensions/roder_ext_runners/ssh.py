@@ -101,8 +101,8 @@ class _LoopThread:
             def transfer() -> None:
                 if finished.done():
                     return
-                if task.cancelled():
-                    finished.cancel()
+                if task.cancelled():  # not by us: the session is closing under it
+                    finished.set_exception(ConnectionError("the runner's ssh session was closed"))
                 elif (error := task.exception()) is not None:
                     finished.set_exception(error)
                 else:
@@ -527,6 +527,14 @@ class SshSession:
 
     async def close(self) -> None:
         async def close() -> None:
+            # running commands and background tasks first: each kills its process group on
+            # the host while the connection still can
+            current = asyncio.current_task()
+            running = [task for task in asyncio.all_tasks() if task is not current]
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(running, timeout=30)
             for listener in self._listeners.values():
                 listener.close()
             self._sftp.exit()

@@ -94,6 +94,17 @@ async def test_background_tasks_run_and_die_on_the_ssh_host(tmp_path: Path, sshd
         ]
         failed = await until_task(peer, failing["id"], lambda t: t["status"] in ("completed", "failed"))
         assert failed["status"] == "failed" and "code 3" in failed["error"]
+
+        # closing the runner's session stops what still runs there, and says why
+        third = marker()
+        orphan = (
+            await peer.call("tasks/submit", {"executorId": "shell", "threadId": thread, "params": {"command": sleeper(third)}})
+        )["task"]
+        await until_task(peer, orphan["id"], lambda t: t["lastLine"] == "ready")
+        assert (await peer.call("runners/delete", {"runner": "box"}))["closed"] == 1
+        ended = await until_task(peer, orphan["id"], lambda t: t["status"] not in ("queued", "running"))
+        assert ended["status"] == "failed" and "ssh session was closed" in ended["error"], ended
+        assert_gone(third, within=30)
     finally:
         code, stderr = await peer.close()
     assert code == 0, stderr
