@@ -288,6 +288,8 @@ class ApprovalRequest(IRModel):
     cwd: str | None = None
     diff: str | None = None
     options: list[ApprovalOption] = Field(default_factory=list)
+    #: Who asks, when it is not the thread's own user-driven agent: a team member's name.
+    agent: str | None = None
 
 
 #: The plan-mode tool whose approval request is a plan review (``policy.plan_review``).

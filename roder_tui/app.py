@@ -33,6 +33,7 @@ from roder_ext_tui.segments import cache_state  # noqa: E402
 from textual import on, work  # noqa: E402
 from textual.app import App  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
+from textual.widgets import Static  # noqa: E402
 
 from roder_core.ir import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
@@ -52,6 +53,7 @@ from roder_tui.widgets.prompt import PromptBar, PromptHistory, PromptInput, atta
 from roder_tui.widgets.queued import QueuedSteers  # noqa: E402
 from roder_tui.widgets.sidebar import Sidebar  # noqa: E402
 from roder_tui.widgets.status_bar import StatusBar  # noqa: E402
+from roder_tui.widgets.team_panes import TeamPanes  # noqa: E402
 from roder_tui.widgets.transcript import Transcript  # noqa: E402
 
 if TYPE_CHECKING:
@@ -61,10 +63,12 @@ if TYPE_CHECKING:
     from roder_core.server.protocol_attach import ThreadLive
     from roder_core.server.protocol_features import CommandInfoModel
     from roder_tui import rewind as rewind_mod
+    from roder_tui.team_control import TeamControl
 
 log = logging.getLogger(__name__)
 
 MODES = tuple(Mode)
+PLAN_TOOL = "exit_plan"
 SIDEBAR_MIN_WIDTH = 80
 CTRL_C_WINDOW = 2.0
 ESC_ESC_WINDOW = 0.8
@@ -131,6 +135,8 @@ class RoderApp(App[int]):
     Screen { layout: vertical; }
     #body { height: 1fr; }
     #chat { width: 1fr; height: 1fr; }
+    #work { height: 1fr; }
+    #team-bar { height: 1; display: none; padding: 0 1; background: $panel; }
     /* Toasts at the top right: at the bottom they covered the prompt and the completion list. */
     ToastRack { dock: top; align: right top; margin-bottom: 0; }
     """
@@ -167,6 +173,7 @@ class RoderApp(App[int]):
         self._approval_open: str | None = None
         self.questions = QuestionQueue(self, self._client)
         self.tasks_view = TasksView(self, self._client)
+        self._teams: TeamControl | None = None
         self._left_running: set[str] = set()
         #: Threads shown here and the child threads (subagents) they started: whose approvals we answer.
         self._family: set[str] = set()
@@ -196,13 +203,18 @@ class RoderApp(App[int]):
         self.status_bar = StatusBar(id="status")
         self.queued = QueuedSteers(id="queued")
         self.pending_media = PendingMedia(id="pending-media")
+        self.team_panes = TeamPanes(id="team-panes")
+        self.team_bar = Static("", id="team-bar")
         self.prompt_bar.input.has_queued = lambda: bool(self.queued.queued)
         if self.files_remote:
             self.prompt_bar.read_directory = self._read_host_directory
         with Horizontal(id="body"):
             yield self.sidebar
             with Vertical(id="chat"):
-                yield self.transcript
+                with Horizontal(id="work"):
+                    yield self.transcript
+                    yield self.team_panes
+                yield self.team_bar
                 yield self.queued
                 yield self.pending_media
                 yield self.prompt_bar
@@ -226,6 +238,16 @@ class RoderApp(App[int]):
 
     def _layout_for_width(self, width: int) -> None:
         self.sidebar.display = self.sidebar_wanted and width >= SIDEBAR_MIN_WIDTH
+        self._arrange_team(width)
+
+    def _arrange_team(self, width: int | None = None) -> None:
+        """Panes beside the transcript when they fit, else the focused one in its place."""
+        width = width if width is not None else self.size.width
+        chat = width - (self.sidebar.outer_size.width if self.sidebar.display else 0)
+        self.transcript.display = self.team_panes.lay_out(chat)
+        self.team_bar.display = self.team_panes.team is not None
+        if self.team_panes.team is not None:
+            self.team_bar.update(self.team_panes.summary())
 
     # ------------------------------------------------------------------ startup
 
@@ -250,6 +272,8 @@ class RoderApp(App[int]):
                 made = self._client_factory()
                 self.client = await made if inspect.isawaitable(made) else made
             client = self.client
+            client.serve_locally("team/pane/focus", self.teams.pane_focus)
+            client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
             info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version="0.1.0")))
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
             self.exit_message = f"roder: {exc}"
@@ -442,6 +466,16 @@ class RoderApp(App[int]):
         if method == "tasks/updated":
             self.tasks_view.task_updated(event.task)
             return
+        if isinstance(event, ev.PlanReviewUpdated):
+            await self._on_plan_review(event)
+            return
+        if isinstance(event, ev.TeamUpdated):
+            if thread_id == self.thread_id:
+                await self.teams.on_updated(event.team)
+            return
+        if isinstance(event, ev.ItemCompleted) and self.team_panes.member_of_thread(thread_id or ""):
+            self.team_panes.add_item(thread_id or "", event.item)
+            return
         if thread_id not in (self.thread_id, "", None):
             if isinstance(event, ev.TurnCompleted) and thread_id in self._left_running:
                 self._left_running.discard(thread_id)
@@ -463,7 +497,8 @@ class RoderApp(App[int]):
             self.turn_id = None
             status = event.turn.status
             self.transcript.settle()
-            self._return_unsent([m.text for m in event.unsent_steers])
+            mine = {q.item_id for q in self.queued.queued}  # a team's messages are the team's to deliver again
+            self._return_unsent([m.text for m in event.unsent_steers if m.id in mine])
             if status == "interrupted":
                 from roder_tui.widgets.messages import interrupted_marker
 
@@ -501,10 +536,12 @@ class RoderApp(App[int]):
         self._approvals = [r for r in self._approvals if r.approval_id != event.approval_id]
         if self._approval_open == event.approval_id:
             from roder_tui.screens.approval import ApprovalScreen
+            from roder_tui.screens.plan_review import PlanReviewScreen
 
-            if isinstance(self.screen, ApprovalScreen):
+            if isinstance(self.screen, ApprovalScreen | PlanReviewScreen):
                 self._approval_open = None
                 self.pop_screen()
+                self._next_approval()
         if self.turn_id:
             self._set_activity("working")
 
@@ -561,6 +598,9 @@ class RoderApp(App[int]):
 
         request = self._approvals.pop(0)
         self._approval_open = request.approval_id
+        if request.tool == PLAN_TOOL and "reviewId" in request.arguments:
+            self.run_worker(self.open_plan_review(str(request.arguments["reviewId"]), request), group="plan-review")
+            return
 
         def answered(decision: ApprovalDecision | None) -> None:
             self._approval_open = None
@@ -575,6 +615,56 @@ class RoderApp(App[int]):
 
         params = ResolveApprovalParams(approval_id=request.approval_id, decision=decision.decision, rule=decision.rule)
         await self._client().call(SESSION_RESOLVE_APPROVAL, params)
+
+    # ------------------------------------------------------------------ plan review
+
+    async def open_plan_review(self, review_id: str | None = None, request: ApprovalRequest | None = None) -> None:
+        """Show a plan review (the thread's latest without an id): rendered blocks, comments, keys."""
+        from roder_core.server.errors import RpcError
+        from roder_core.server.protocol_plan_review import PLAN_REVIEW_READ, PlanReviewReadParams
+        from roder_tui.screens.plan_review import PlanReviewScreen
+
+        params = PlanReviewReadParams(review_id=review_id) if review_id else PlanReviewReadParams(thread_id=self._thread())
+        try:
+            review = (await self._client().call(PLAN_REVIEW_READ, params)).review
+        except RpcError as exc:
+            if request is not None:
+                self._approval_open = None
+            self.notify(exc.message, title="plan review", severity="error", timeout=10)
+            return
+
+        def closed(outcome: str | None) -> None:
+            if request is not None and self._approval_open == request.approval_id:
+                self._approval_open = None
+                if outcome is None:
+                    self.notify("The plan waits for your review; /plan-review opens it again.", title="plan review")
+                self._next_approval()
+
+        self.push_screen(PlanReviewScreen(review, self._client(), agent=request.agent if request else None), closed)
+
+    async def _on_plan_review(self, event: Any) -> None:
+        from roder_tui.screens.plan_review import PlanReviewScreen
+
+        screen = self.screen
+        if isinstance(screen, PlanReviewScreen) and screen.review.review_id == event.review.review_id:
+            if event.change == "abandoned":
+                self.pop_screen()
+                self.notify("The plan's turn ended before an answer.", title="plan review")
+            else:
+                await screen.show(event.review)
+
+    # ------------------------------------------------------------------ teams (team_control.py)
+
+    @property
+    def teams(self) -> TeamControl:
+        if self._teams is None:
+            from roder_tui.team_control import TeamControl
+
+            self._teams = TeamControl(self)
+        return self._teams
+
+    async def action_team_next_pane(self) -> None:
+        await self.teams.next_pane()
 
     # ------------------------------------------------------------------ threads
 
@@ -610,6 +700,7 @@ class RoderApp(App[int]):
         self.turn_id = None
         live_calls = frozenset(f"call:{i.call_id}" for i in running.items if i.type == "toolCall") if running else frozenset()
         await self.transcript.load(self._with_shell_cards(thread.id, shown_items(thread)), live_calls)
+        await self.teams.show_team_of(thread.id)
         await self._load_pending_media(thread.id)
         # The live state comes back as a thread/live notification too, in order with the deltas.
         from roder_core.server.protocol_attach import THREAD_LIVE, ThreadLiveParams
@@ -729,6 +820,8 @@ class RoderApp(App[int]):
                 await self.run_shell(stripped[1:].strip())
             elif stripped.startswith("/") and len(stripped) > 1 and not stripped.startswith("//"):
                 await self.run_slash(stripped)
+            elif self.team_panes.focused is not None and self.team_panes.team is not None:
+                await self.teams.message_focused(text)
             elif self.turn_id is not None:
                 steer = TurnSteerParams(thread_id=self._thread(), expected_turn_id=self.turn_id, prompt=text)
                 steered = await self._client().call(TURN_STEER, steer)
@@ -858,6 +951,8 @@ class RoderApp(App[int]):
             "plugins": self._open_plugins,
             "trust": self._trust_folder,
             "paste-image": self.action_paste_image,
+            "team": lambda: self.teams.command(arguments),
+            "plan-review": self.open_plan_review,
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
         }

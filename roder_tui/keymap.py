@@ -71,6 +71,13 @@ KEYS: tuple[Key, ...] = (
     Key("ctrl+g", "external_editor", "edit the prompt in $VISUAL / $EDITOR", "app", "external_editor", priority=True),
     Key("alt+v", "paste_image", "attach the image on the system clipboard to the next prompt", "app", "paste_image"),
     Key("ctrl+shift+c", "copy_focused", "copy the focused message (or the last answer)", "app", "copy_focused"),
+    Key(
+        "ctrl+o",
+        "team_next_pane",
+        "agent team: focus the next pane (the lead, then each member); the prompt goes to the focused one",
+        "app",
+        "team_next_pane",
+    ),
     # prompt
     Key("enter", "", "send; while a turn runs, queue it as a steer message", "prompt"),
     Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see README)", "prompt"),
@@ -94,6 +101,14 @@ KEYS: tuple[Key, ...] = (
     Key("a", "", "always allow: saves the exact rule shown to config.toml", "approval"),
     Key("n", "", "deny (the model is told)", "approval"),
     Key("escape", "", "deny and interrupt the turn", "approval"),
+    # plan review
+    Key("j,down", "", "next block of the plan", "plan"),
+    Key("k,up", "", "previous block of the plan", "plan"),
+    Key("c", "", "comment on the focused block (a heading: its whole section)", "plan"),
+    Key("w", "", "send the plan back for a rewrite with the comments (and instructions)", "plan"),
+    Key("a", "", "approve, then choose the mode to continue in (ask, auto-edit, bypass)", "plan"),
+    Key("r", "", "reject, with a reason", "plan"),
+    Key("escape", "", "later: the plan keeps waiting (/plan-review opens it again)", "plan"),
     # pickers and screens
     Key("enter", "", "choose", "picker"),
     Key("escape", "", "close", "picker"),
@@ -104,6 +119,7 @@ SCOPE_TITLES = {
     "prompt": "Prompt",
     "transcript": "Transcript (ctrl+t to focus)",
     "approval": "Approval dialog",
+    "plan": "Plan review",
     "picker": "Pickers, help and palette",
 }
 

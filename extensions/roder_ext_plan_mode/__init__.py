@@ -1,9 +1,11 @@
-"""Plan mode: read-only research, then a plan the user approves before any edit.
+"""Plan mode: read-only research, then a plan the user reviews before any edit.
 
 The mode itself is policy (``plan`` allows read-only tools only). This extension adds:
-- ``exit_plan``: the model proposes its plan; the user approves it (the session continues in ask
-  or auto-edit mode, or bypass via ``session/exit_plan``) or rejects it with feedback (the model
-  stays in plan mode and revises). The plan is recorded as a plan item in the thread.
+- ``exit_plan``: the model proposes its plan, which becomes a reviewable document
+  (``plan/review/*``): the user comments on lines or sections, asks for a rewrite (the model gets
+  the comments back and its next ``exit_plan`` is the plan's next version), approves it into an
+  explicit next mode (ask, auto-edit or bypass), or rejects it with a reason. Each version is
+  recorded as a plan item in the thread.
 - instructions in the system prompt while the thread is in plan mode.
 """
 
@@ -25,18 +27,19 @@ from roder_core import (
     ToolExecutionContext,
     ToolResult,
 )
-from roder_core.ir import ApprovalOption, ApprovalRequest, PlanItem
+from roder_core.ir import PlanItem
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
-from roder_core.policy.plan_review import MODE_BY_DECISION, PLAN_TOOL
+from roder_core.policy.plan_review import PLAN_TOOL
 
 PLAN_MODE_INSTRUCTIONS = (
     "You are in plan mode. Only read-only tools run: explore the code, ask questions, and work out a "
     "plan. Do not try to edit files or run commands that change anything. When the plan is ready, "
-    f"call the {PLAN_TOOL} tool with the complete plan in markdown; the user approves it (then you "
-    "may implement it) or rejects it with feedback (then revise it and call the tool again)."
+    f"call the {PLAN_TOOL} tool with the complete plan in markdown; the user reviews it: they approve it "
+    "(then you may implement it), send it back with comments (revise it and call the tool again with the "
+    "whole revised plan), or reject it with a reason."
 )
 
 
@@ -47,9 +50,9 @@ class ExitPlanArguments(ToolArguments):
 class ExitPlanTool(Tool):
     name = PLAN_TOOL
     description = (
-        "Present your implementation plan to the user for approval and leave plan mode. Call this only "
-        "in plan mode, once the plan is complete. The user approves it (you may then start editing) or "
-        "rejects it with feedback (stay in plan mode and revise)."
+        "Present your implementation plan to the user for review and leave plan mode. Call this only "
+        "in plan mode, once the plan is complete. The user approves it (you may then start editing), asks "
+        "for a revision with comments (call this again with the complete revised plan), or rejects it."
     )
     arguments_model = ExitPlanArguments
     read_only = True  # it must run in plan mode; it changes nothing but the mode, after approval
@@ -71,35 +74,26 @@ class ExitPlanTool(Tool):
                 data={"approved": False},
                 text="Nobody can approve a plan in this headless run; stay in plan mode and give the plan as your final answer.",
             )
-        request = ApprovalRequest(
-            thread_id=ctx.thread_id,
-            turn_id=ctx.turn_id,
-            call_id=call.id,
-            tool=PLAN_TOOL,
-            arguments={"plan": plan},
-            reason="The agent finished planning. Approve the plan to let it start editing.",
-            options=[
-                ApprovalOption(id="allow_session", label="Approve and auto-accept edits (auto-edit mode)"),
-                ApprovalOption(id="allow_once", label="Approve; ask before each edit (ask mode)"),
-                ApprovalOption(id="deny", label="Keep planning (tell the agent what to change)"),
-            ],
-        )
-        decision = await host.request_approval(request)
-        feedback = f" Feedback: {decision.reason}" if decision.reason else ""
-        if not decision.allowed:
+        verdict = await host.review_plan(call.id, plan)
+        data = {"reviewId": verdict.review_id, "version": verdict.version, "outcome": verdict.outcome}
+        if verdict.outcome == "rewrite":
+            return ToolResult(id=call.id, name=call.name, data={**data, "approved": False}, text=verdict.feedback)
+        if verdict.outcome == "rejected":
+            reason = f" Reason: {verdict.feedback}" if verdict.feedback else ""
             return ToolResult(
                 id=call.id,
                 name=call.name,
-                data={"approved": False, "feedback": decision.reason},
-                text=f"The user rejected the plan.{feedback} Stay in plan mode, revise the plan and call {PLAN_TOOL} again.",
+                data={**data, "approved": False, "feedback": verdict.feedback},
+                text=f"The user rejected the plan.{reason} Stay in plan mode, rethink it and call {PLAN_TOOL} again.",
             )
-        mode = MODE_BY_DECISION[decision.decision]
+        mode = verdict.next_mode or "ask"
         await host.set_mode(mode, reason="plan approved")
+        note = f" Note from the user: {verdict.feedback}" if verdict.feedback else ""
         return ToolResult(
             id=call.id,
             name=call.name,
-            data={"approved": True, "mode": mode},
-            text=f"The user approved the plan; the session is now in {mode} mode.{feedback} Start implementing it.",
+            data={**data, "approved": True, "mode": str(mode)},
+            text=f"The user approved the plan; the session is now in {mode} mode.{note} Start implementing it.",
         )
 
 

@@ -27,9 +27,8 @@ from roder_core import (
     ToolExecutionContext,
     ToolResult,
 )
-from roder_core.customization.definitions import AgentDefinition
-from roder_core.customization.slash_commands import split_model
-from roder_core.customization.subagents import CHILD_EXCLUDED_TOOLS, TraceRecord, child_mode, list_agents
+from roder_core.customization.definitions import AgentDefinition, split_model
+from roder_core.customization.subagents import TraceRecord, agent_tools, child_mode, list_agents
 from roder_core.ir import AgentMessageItem, ToolCallItem, ToolResultItem, new_id
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
@@ -60,15 +59,6 @@ def progress_line(event: RuntimeEvent) -> str | None:
     return None
 
 
-def child_tools(available: list[str], agent: AgentDefinition) -> frozenset[str]:
-    """The agent's tool list (Claude Code names like ``Read`` match ``read``), never task/exit_plan."""
-    names = [n for n in available if n not in CHILD_EXCLUDED_TOOLS]
-    if agent.tools is None:
-        return frozenset(names)
-    wanted = {t.split("(")[0].strip().lower() for t in agent.tools}
-    return frozenset(n for n in names if n.lower() in wanted or any(n.lower().startswith(w) for w in wanted if w.endswith("__")))
-
-
 class SubagentRunner:
     """Runs one child thread for a parent tool call; shared by the task tool and the dispatcher."""
 
@@ -88,7 +78,7 @@ class SubagentRunner:
             title=f"{agent.name}: {description}",
             provider=provider,
             model=model or host.model,
-            tools=child_tools(host.tool_names(), agent),
+            tools=agent_tools(host.tool_names(), agent),
             mode=child_mode(ctx.mode, agent.mode),
         )
         record = TraceRecord(new_id("trace"), agent.name, description, ctx.thread_id, ctx.turn_id, ctx.call_id, child_id)

@@ -227,3 +227,14 @@ def discover(roots: DefinitionRoots) -> Definitions:
     _scan(roots, "commands", "**/*.md", load_command, found.commands, found.problems)
     _scan(roots, "agents", "*.md", lambda p, _root, scope: load_agent(p, scope), found.agents, found.problems)
     return found
+
+
+def split_model(spec: str | None, default_provider: str) -> tuple[str, str | None]:
+    """``"openai/gpt-5"`` -> ``("openai", "gpt-5")``; ``"gpt-5"`` keeps the current provider;
+    no spec -> ``(default_provider, None)``."""
+    if not spec:
+        return default_provider, None
+    if "/" in spec:
+        provider, _, model = spec.partition("/")
+        return provider, model
+    return default_provider, spec

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from roder_core.customization.definitions import CommandTemplate, DefinitionRoots, Definitions, Skill
+from roder_core.customization.definitions import CommandTemplate, DefinitionRoots, Definitions, Skill, split_model
 from roder_core.customization.injection import expand_injections, injected_commands
 from roder_core.errors import RoderError
 from roder_core.plugins.components import discover_with_plugins
@@ -87,6 +87,12 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
         ("agents", "list subagents", ""),
         ("paste-image", "attach the image on the system clipboard to the next prompt", ""),
         ("plugin", "browse marketplaces, preview and install plugins", ""),
+        (
+            "team",
+            "agent teams: start, add, msg, stop, focus, list, cleanup, hide (no argument: show the team)",
+            "[start NAME[=AGENT],... TASK|add|msg|stop|focus|list|cleanup|hide]",
+        ),
+        ("plan-review", "open this thread's plan review", ""),
         ("trust", "trust this folder (loads its config, hooks, skills, commands, agents, MCP servers)", ""),
         ("help", "list commands", ""),
         ("quit", "leave Roder", ""),
@@ -368,14 +374,3 @@ def _command_info(command: CommandTemplate) -> CommandInfo:
     return CommandInfo(
         command.name, command.description, "custom", command.argument_hint, command.scope, command.model, str(command.path)
     )
-
-
-def split_model(spec: str | None, default_provider: str) -> tuple[str, str | None]:
-    """``"openai/gpt-5"`` -> ``("openai", "gpt-5")``; ``"gpt-5"`` keeps the current provider;
-    no spec -> ``(default_provider, None)``."""
-    if not spec:
-        return default_provider, None
-    if "/" in spec:
-        provider, _, model = spec.partition("/")
-        return provider, model
-    return default_provider, spec

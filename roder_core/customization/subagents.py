@@ -61,6 +61,16 @@ def child_mode(parent_mode: str, agent_mode: str | None) -> str:
     return min(parent_mode, agent_mode, key=lambda m: _MODE_RANK.get(m, 1))
 
 
+def agent_tools(available: list[str], agent: AgentDefinition | None) -> frozenset[str]:
+    """The tools a child runs with: the agent's list (Claude Code names like ``Read`` match
+    ``read``; ``mcp__server__`` matches that server's tools), never task or exit_plan."""
+    names = [n for n in available if n not in CHILD_EXCLUDED_TOOLS]
+    if agent is None or agent.tools is None:
+        return frozenset(names)
+    wanted = {t.split("(")[0].strip().lower() for t in agent.tools}
+    return frozenset(n for n in names if n.lower() in wanted or any(n.lower().startswith(w) for w in wanted if w.endswith("__")))
+
+
 def list_agents(cwd: Path, paths: RoderPaths, trusted: bool) -> list[AgentDefinition]:
     """Built-in agents, overridden by user and (trusted) project definitions of the same name,
     plus enabled plugins' agents (``plugin:agent``)."""

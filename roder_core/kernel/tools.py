@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from roder_core.customization.subagents import TraceRecord
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Turn
     from roder_core.kernel.tasks import TaskBoard
+    from roder_core.kernel.teams import TeamChannel
+    from roder_core.policy.plan_review import PlanVerdict
     from roder_core.threads.events import RuntimeEvent
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
@@ -153,6 +155,15 @@ class ToolHost(Protocol):
         """This thread's background tasks: start one, read its output, stop it."""
         ...
 
+    async def review_plan(self, call_id: str, plan: str) -> PlanVerdict:
+        """Put a plan up for review (``plan/review/*``) and wait for the verdict: approved into
+        a next mode, rejected with a reason, or sent back for a rewrite with the user's comments."""
+        ...
+
+    def team(self) -> TeamChannel | None:
+        """The team this call's thread belongs to (as a member or as the lead), else None."""
+        ...
+
 
 @dataclass
 class ToolExecutionContext:
@@ -202,6 +213,8 @@ class Tool:
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
     kind: ToolKind = "other"
     read_only: bool = False
+    #: Offered only to threads in a team (their ``ToolHost.team()`` is not None).
+    team_only: bool = False
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.schema())
@@ -253,6 +266,10 @@ def tool_kind(tool: ToolExecutor) -> ToolKind:
 
 def is_read_only(tool: ToolExecutor) -> bool:
     return bool(getattr(tool, "read_only", False))
+
+
+def is_team_only(tool: ToolExecutor) -> bool:
+    return bool(getattr(tool, "team_only", False))
 
 
 def validate_spec(spec: ToolSpec) -> None:
@@ -311,6 +328,10 @@ class ToolRegistry:
                 copy._tools[name] = tool
                 copy._sources[name] = self._sources[name]
         return copy
+
+    def outside_teams(self) -> ToolRegistry:
+        """A copy without the tools only team threads are offered."""
+        return self.restricted(name for name, tool in self._tools.items() if not is_team_only(tool))
 
     def contribute_from(self, source: str, contribute: Callable[[ToolRegistry], None]) -> None:
         self._current_source = source

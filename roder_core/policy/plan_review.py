@@ -1,45 +1,137 @@
-"""Plan reviews: the ``exit_plan`` tool asks the user to approve a plan; clients answer here.
+"""Plan reviews: the plan ``exit_plan`` proposes, as a document the user reviews before any edit.
 
-A plan review is an approval request whose tool is ``exit_plan`` (so every client already
-renders it: the plan is in ``arguments["plan"]``). ``session/exit_plan`` resolves it by request
-id with approved / rejected, an optional mode to continue in and optional feedback for the model.
+A review holds every version of the plan (the model's first draft, then each rewrite), the
+user's comments (on a line range or a markdown section of one version), and how it ended:
+approved into an explicit next mode, or rejected with a reason. ``roder_core.policy.plan_review_book``
+keeps the reviews of a runtime and drives them; this module is only the vocabulary, so the event
+module can name it.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import re
+from enum import StrEnum
+from typing import Literal
 
-from roder_core.errors import RoderError
+from pydantic import Field
+
 from roder_core.ir import PLAN_TOOL as PLAN_TOOL  # re-exported: plan mode names it here
-from roder_core.ir import ApprovalDecision, ApprovalDecisionKind, ApprovalRequest
+from roder_core.ir import IRModel, Mode, new_id, now
+
+#: The modes a plan may be approved into (plan mode itself is what the review leaves).
+NEXT_MODES: tuple[Mode, ...] = (Mode.ASK, Mode.AUTO_EDIT, Mode.BYPASS)
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
-class ApprovalTable(Protocol):
-    """Where approvals wait for an answer (the ``Runtime`` provides it)."""
-
-    def pending_approvals(self, thread_id: str | None = None) -> list[ApprovalRequest]: ...
-
-    def resolve_approval(self, approval_id: str, decision: ApprovalDecision) -> bool: ...
-
-
-#: The mode the session continues in after approval, encoded as the approval's decision kind.
-MODE_BY_DECISION: dict[str, str] = {"allow_once": "ask", "allow_session": "auto-edit", "allow_always": "bypass"}
-_DECISION_BY_MODE: dict[str, ApprovalDecisionKind] = {"ask": "allow_once", "auto-edit": "allow_session", "bypass": "allow_always"}
+class PlanReviewStatus(StrEnum):
+    #: The model's ``exit_plan`` call waits for the user's answer.
+    PENDING = "pending"
+    #: The user asked for a rewrite; the model is revising (its next ``exit_plan`` is the new version).
+    REWRITING = "rewriting"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    #: The turn ended (interrupted, failed, or the model did not resubmit) before an answer.
+    ABANDONED = "abandoned"
 
 
-def pending_plans(runtime: ApprovalTable, thread_id: str | None = None) -> list[ApprovalRequest]:
-    return [r for r in runtime.pending_approvals(thread_id) if r.tool == PLAN_TOOL]
+class PlanVersion(IRModel):
+    version: int
+    text: str
+    source: Literal["model", "rewrite"] = "model"
+    #: Comments the user asked this version to address, and the instructions given (rewrites only).
+    addresses: list[str] = Field(default_factory=list)
+    instructions: str = ""
+    created_at: float = Field(default_factory=now)
 
 
-def resolve_plan(runtime: ApprovalTable, request_id: str, approved: bool, *, mode: str | None = None, feedback: str = "") -> None:
-    """Approve (continuing in ``mode``: ask by default, auto-edit or bypass) or reject a plan."""
-    if not any(r.approval_id == request_id for r in pending_plans(runtime)):
-        raise RoderError(f"no plan review {request_id!r} is waiting (it may have been answered or timed out)")
-    if approved:
-        target = mode or "ask"
-        if target not in _DECISION_BY_MODE:
-            raise RoderError(f"after a plan, continue in ask, auto-edit or bypass mode, not {target!r}")
-        decision = ApprovalDecision(decision=_DECISION_BY_MODE[target], reason=feedback)
-    else:
-        decision = ApprovalDecision(decision="deny", reason=feedback)
-    runtime.resolve_approval(request_id, decision)
+class PlanComment(IRModel):
+    comment_id: str = Field(default_factory=lambda: new_id("pcom"))
+    #: The version commented on, and where: lines ``line``..``end_line`` (1-based) of its text.
+    version: int
+    line: int
+    end_line: int
+    #: The heading of the section commented on, when the comment was made on a section.
+    section: str | None = None
+    #: The commented lines as they read then (a later version may have moved them).
+    quote: str = ""
+    text: str
+    created_at: float = Field(default_factory=now)
+
+
+class PlanReview(IRModel):
+    review_id: str = Field(default_factory=lambda: new_id("plan"))
+    thread_id: str
+    turn_id: str
+    status: PlanReviewStatus = PlanReviewStatus.PENDING
+    versions: list[PlanVersion] = Field(default_factory=list)
+    comments: list[PlanComment] = Field(default_factory=list)
+    #: The approval the current version waits on (answerable by ``session/resolve_approval`` too).
+    approval_id: str | None = None
+    #: Set on approval: the mode the session continues in. Explicit, never read from a decision kind.
+    next_mode: Mode | None = None
+    #: The rejection reason, or the note given with the approval.
+    reason: str = ""
+    #: While rewriting: the comments and instructions the next version is asked to address.
+    rewrite_asked: list[str] = Field(default_factory=list)
+    rewrite_instructions: str = ""
+    created_at: float = Field(default_factory=now)
+    updated_at: float = Field(default_factory=now)
+
+    @property
+    def current(self) -> PlanVersion:
+        return self.versions[-1]
+
+    @property
+    def open(self) -> bool:
+        return self.status in (PlanReviewStatus.PENDING, PlanReviewStatus.REWRITING)
+
+    def unaddressed(self) -> list[PlanComment]:
+        """Comments no rewrite was asked to address yet."""
+        done = {c for v in self.versions for c in v.addresses}
+        return [c for c in self.comments if c.comment_id not in done]
+
+
+class PlanVerdict(IRModel):
+    """How a review round ended, as the ``exit_plan`` tool sees it."""
+
+    outcome: Literal["approved", "rejected", "rewrite"]
+    #: For ``approved``: the mode to continue in.
+    next_mode: Mode | None = None
+    #: Rejection reason, approval note, or the rewrite request (comments and instructions).
+    feedback: str = ""
+    review_id: str = ""
+    version: int = 1
+
+
+def sections(text: str) -> list[tuple[str, int, int]]:
+    """The markdown sections of a plan: (heading, first line, last line), 1-based, in order.
+    A section runs from its heading to the line before the next heading of the same or a
+    higher level (or the end)."""
+    lines = text.splitlines()
+    heads = [(i + 1, len(m.group(1)), m.group(2)) for i, line in enumerate(lines) if (m := _HEADING.match(line))]
+    found = []
+    for index, (start, level, title) in enumerate(heads):
+        end = len(lines)
+        for later_start, later_level, _ in heads[index + 1 :]:
+            if later_level <= level:
+                end = later_start - 1
+                break
+        found.append((title, start, end))
+    return found
+
+
+def rewrite_request(review: PlanReview, instructions: str) -> str:
+    """What the model is asked to change: each comment with the lines it is about, then the
+    user's own instructions."""
+    parts = [f"The user reviewed version {review.current.version} of your plan and asks you to revise it."]
+    for comment in review.unaddressed():
+        where = f"section {comment.section!r}" if comment.section else f"lines {comment.line}-{comment.end_line}"
+        if comment.line == comment.end_line and not comment.section:
+            where = f"line {comment.line}"
+        quote = "\n".join(f"> {line}" for line in comment.quote.splitlines()[:12])
+        parts.append(f"Comment on {where} (version {comment.version}):\n{quote}\n{comment.text}".strip())
+    if instructions.strip():
+        parts.append(f"Instructions: {instructions.strip()}")
+    parts.append(f"Call {PLAN_TOOL} again with the complete revised plan (not only the changes).")
+    return "\n\n".join(parts)

@@ -40,6 +40,7 @@ from roder_core.kernel.tools import ToolHost
 from roder_core.media.library import MediaLibrary, require_vision
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
+from roder_core.policy.plan_review_book import PlanReviewBook
 from roder_core.policy.rules import RuleSet
 from roder_core.runtime.event_audit import PolicyEventAudit
 from roder_core.runtime.event_pipeline import EventPipeline
@@ -49,6 +50,8 @@ from roder_core.runtime.options import BrokerScope, RuntimeOptions
 from roder_core.runtime.pending import PendingRequests
 from roder_core.runtime.thread_table import ThreadTable
 from roder_core.settings.config import MODES, ConfigWriter
+from roder_core.teams.files import TeamFiles
+from roder_core.teams.manager import TeamManager
 from roder_core.threads.events import (
     CustomEntrySaved,
     ErrorEvent,
@@ -76,6 +79,7 @@ if TYPE_CHECKING:
     from roder_core.brokers.sandbox import SandboxStatus
     from roder_core.customization.subagents import TraceRecord
     from roder_core.kernel.registry import ExtensionRegistry
+    from roder_core.kernel.teams import TeamChannel
     from roder_core.runtime.tasks import BackgroundTasks
     from roder_core.threads.sessions import Migration, ThreadNode
 
@@ -140,6 +144,10 @@ class Runtime:
         for sink in registry.event_sinks:
             self.bus.add_listener(sink.on_event)
         self.bus.add_listener(PolicyEventAudit(self.audit))
+        #: Plans ``exit_plan`` proposed, as documents under review (``plan/review/*``).
+        self.plan_reviews = PlanReviewBook(self, self.bus.add_listener)
+        #: Agent teams led by threads of this runtime (``team/*``).
+        self.teams = TeamManager(self, TeamFiles(options.paths.data_dir / "teams"))
 
     # ------------------------------------------------------------------ providers and models
 
@@ -386,12 +394,24 @@ class Runtime:
     async def list_threads(self, cwd: str | None = None, limit: int | None = None) -> list[ThreadSummary]:
         return await self.threads.summaries(cwd, limit)
 
-    def restrict_thread(self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None) -> None:
-        """Give one thread (a subagent's) its own tool set and policy mode."""
+    def restrict_thread(
+        self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None, agent: str | None = None
+    ) -> None:
+        """Give one thread (a subagent's, a team member's) its own tool set and policy mode, and
+        the agent name its approvals carry."""
         _check_mode(mode)
         state = self.threads.get(thread_id)
         state.allowed_tools = tools
         state.mode = mode
+        state.agent = agent
+
+    def tool_names(self) -> list[str]:
+        """Every tool the registry offers now (a child thread's tools are chosen from these)."""
+        return self.registry.tool_registry(on_error=lambda *_: None).names()
+
+    def team_channel(self, thread_id: str) -> TeamChannel | None:
+        """The team a thread belongs to (as member or lead), as its tools see it."""
+        return self.teams.channel(thread_id)
 
     def set_tool_extra(self, thread_id: str, key: str, value: Any) -> None:
         """Offer a front-end service to the tools of one thread (under ``ctx.extra[key]``)."""

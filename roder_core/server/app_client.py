@@ -9,6 +9,7 @@ module imports only the protocol models, so a client of a host never loads the r
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from roder_core.server.errors import METHOD_NOT_FOUND, RpcError
@@ -28,6 +29,16 @@ class AppClient:
 
     #: True when other clients share the runtime (a host): threads are left open for them.
     shared: bool = False
+    #: Methods this client answers itself (see ``serve_locally``); each subclass starts it empty.
+    _served: dict[str, Callable[[Any], Awaitable[ProtocolModel]]]
+
+    def serve_locally(self, method: str, handler: Callable[[Any], Awaitable[ProtocolModel]]) -> None:
+        """Answer ``method`` here, in the client, instead of the server: for the seed-004 methods
+        that are a client concern (``team/pane/*``: only the client draws panes). The handler
+        gets the typed params and returns the method's result model."""
+        if method not in METHODS:
+            raise ValueError(f"{method!r} is not a protocol method")
+        self._served[method] = handler
 
     @overload
     async def call(self, spec: MethodSpec[NoParams, R]) -> R: ...

@@ -24,12 +24,13 @@ params model, and returns its result model; mypy checks both. The remote clients
 from __future__ import annotations
 
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from roder_core.server.app_client import AppClient
 from roder_core.server.dispatcher import CallContext, Dispatcher
 from roder_core.server.fanout import DEFAULT_MAXSIZE, NotificationQueue
-from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel
+from roder_core.server.protocol import METHODS, MethodSpec, NoParams, ProtocolModel
 
 if TYPE_CHECKING:
     from roder_core.kernel.services import StatusSegment
@@ -53,6 +54,8 @@ class LocalAppClient(AppClient):
         self._owns_runtime = owns_runtime
         self._queues: list[NotificationQueue] = []
         self.context = CallContext(connection_id=f"local-{next(_ids)}", notify=self._notify)
+        #: Methods this client implements itself (client concerns, like the TUI's team panes).
+        self._served: dict[str, Callable[[Any], Awaitable[ProtocolModel]]] = {}
 
     @classmethod
     def start(cls, settings: StartSettings, *, persist_config: bool = True) -> LocalAppClient:
@@ -94,6 +97,12 @@ class LocalAppClient(AppClient):
     async def request(self, method: str, params: ProtocolModel | dict[str, Any] | None = None) -> ProtocolModel:
         """Any method by name with wire-shaped (camelCase) dict params, as a remote client sends
         them; the result is that method's result model. Prefer ``call`` when the method is known."""
+        return await self._dispatch(method, params)
+
+    async def _dispatch(self, method: str, params: ProtocolModel | dict[str, Any] | None) -> ProtocolModel:
+        handler = self._served.get(method)
+        if handler is not None:
+            return await handler(self.dispatcher.parse_params(METHODS[method], params))
         return await self.dispatcher.call(method, params, self.context)
 
     @overload
@@ -104,7 +113,7 @@ class LocalAppClient(AppClient):
 
     async def call(self, spec: MethodSpec[Any, R], params: ProtocolModel | None = None) -> R:
         """Run ``spec``'s method with typed params; returns its typed result (one call for all)."""
-        return spec.result_of(await self.dispatcher.call(spec.name, params, self.context))
+        return spec.result_of(await self._dispatch(spec.name, params))
 
     def status_segments(self, workspace: str | None = None) -> list[StatusSegment]:
         return list(self.dispatcher.runtime.registry.status_segments)

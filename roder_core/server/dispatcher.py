@@ -68,6 +68,8 @@ METHOD_MODULES = (
     "roder_core.server.methods.media",
     "roder_core.server.methods.plugins",
     "roder_core.server.methods.attach",
+    "roder_core.server.methods.plan_review",
+    "roder_core.server.methods.teams",
 )
 
 

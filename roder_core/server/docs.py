@@ -30,7 +30,11 @@ arrive in the order the runtime emitted them (so per thread in order); a client 
 behind its queue gets `server/error` with code {client_behind} (a WebSocket client is then disconnected
 with close code 1013) and should re-read its threads with `thread/read`. Approvals still pending
 are sent again as `approval/requested` to every client that calls `initialize`; a plan review
-(tool `exit_plan`) also carries `requestId`, the id to pass to `session/exit_plan`.
+(tool `exit_plan`) names its review in `arguments.reviewId` (answer it with `plan/review/*`) and
+also carries `requestId`, the id `session/exit_plan` takes. An approval raised by a team member
+names it in `request.agent`. `team/pane/focus` and `team/pane/cleanup` are implemented by
+clients (only a client draws panes): this server answers them with -32601 and
+`data.clientConcern: true`.
 
 Batches: a JSON array of requests gets one JSON array holding the responses of its requests (in
 any order; match them by `id`); a batch of only notifications gets no reply; an empty array gets

@@ -696,13 +696,8 @@ def register(spec: MethodSpec[P, R]) -> MethodSpec[P, R]:
 
 #: Seed-004 method groups this release does not offer: group -> (methods or prefixes, why).
 UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
-    "teams": (
-        ("team/",),
-        "multi-agent teams are not available in this release (subagents are: agents/list, turn/subagentTraces/list)",
-    ),
     "workflows": (("workflow/", "workflows/"), "workflows are not available in this release"),
     "auth": (("auth/",), "provider OAuth logins are not available in this release; use API keys"),
-    "planReview": (("plan/review/",), "plan review methods are not available in this release; use session/exit_plan"),
 }
 
 

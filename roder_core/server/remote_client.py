@@ -19,11 +19,12 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from roder_core.server.app_client import AppClient
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
 from roder_core.server.fanout import DEFAULT_MAXSIZE, Notification, NotificationQueue
+from roder_core.server.protocol import METHODS
 from roder_core.server.rpc_client import MAX_MESSAGE, REMOTE_SUBPROTOCOL, RpcClient, load_protocol
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ class RemoteAppClient(RpcClient, AppClient):
         load_protocol()
         self.transport = transport
         self._queues: list[NotificationQueue] = []
+        self._served = {}
         self._segments: list[StatusSegment] | None = None
         #: Why the connection ended (set once it has).
         self.disconnected: str | None = None
@@ -135,6 +137,14 @@ class RemoteAppClient(RpcClient, AppClient):
     @property
     def address(self) -> str:
         return self.transport.address
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Methods served here (``serve_locally``) never reach the host; the rest go to it."""
+        handler = self._served.get(method)
+        if handler is None:
+            return await super().request(method, params)
+        result = await handler(METHODS[method].params.model_validate(params or {}))
+        return result.wire()
 
     async def _send(self, text: str) -> None:
         try:

@@ -31,6 +31,12 @@ Step keys:
   ``open_gate(NAME)``; ``gate_reached(NAME)`` is set once a stream waits there), so a test acts
   at an exact point of an answer without waiting for time to pass.
 
+Steps are taken in order. A step may be reserved for some requests: ``when`` (a string, or a
+list of strings that must all occur) and ``unless`` (none may occur) are matched against the
+request's text (every string in its JSON body), and such a step is taken by the first matching
+request. Parallel callers (the members of an agent team) are scripted this way: each request
+takes the first step not yet taken that it matches.
+
 When the script runs out, every further call answers "(fake server script finished)".
 
 In tests: ``async with FakeModelServer(steps) as server:`` (``server.base_url``,
@@ -79,6 +85,25 @@ REASONS = {
 
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value (what ``when`` and ``unless`` are matched against)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _matches(step: dict[str, Any], text: str) -> bool:
+    def listed(key: str) -> list[str]:
+        value = step.get(key, [])
+        return [value] if isinstance(value, str) else list(value)
+
+    return all(part in text for part in listed("when")) and not any(part in text for part in listed("unless"))
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -486,7 +511,7 @@ class FakeModelServer:
 
     def __post_init__(self) -> None:
         self.requests: list[RecordedRequest] = []
-        self._next_step = 0
+        self._taken: set[int] = set()
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._gates: dict[str, asyncio.Event] = {}
@@ -543,11 +568,24 @@ class FakeModelServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _take_step(self) -> dict[str, Any]:
-        if self._next_step < len(self.steps):
-            self._next_step += 1
-            return self.steps[self._next_step - 1]
+    def _take_step(self, record: RecordedRequest) -> dict[str, Any]:
+        text: str | None = None
+        for index, step in enumerate(self.steps):
+            if index in self._taken:
+                continue
+            if "when" in step or "unless" in step:
+                if text is None:
+                    text = "\n".join(_strings(record.json))
+                if not _matches(step, text):
+                    continue
+            self._taken.add(index)
+            return step
         return FINISHED_STEP
+
+    @property
+    def steps_left(self) -> int:
+        """Steps no request has taken yet."""
+        return len(self.steps) - len(self._taken)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -617,7 +655,7 @@ class FakeModelServer:
         await writer.drain()
 
     async def _model_call(self, writer: asyncio.StreamWriter, record: RecordedRequest, dialect: str) -> bool:
-        step = self._take_step()
+        step = self._take_step(record)
         if "status" in step and int(step["status"]) >= 400:
             status = int(step["status"])
             await self._plain(writer, status, error_body(dialect, status, step.get("error") or {}), step.get("headers"))

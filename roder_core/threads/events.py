@@ -32,6 +32,8 @@ from roder_core.ir import (
     UserMessageItem,
     now,
 )
+from roder_core.policy.plan_review import PlanReview
+from roder_core.teams.model import Team
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +213,30 @@ class ModeChanged(EventBase):
     reason: str = ""
 
 
+class PlanReviewUpdated(EventBase):
+    """A plan review changed (opened, revised, commented on, approved, rejected, abandoned).
+
+    Live only: the review itself is kept in the thread (``thread/custom/saved``), so a client
+    that reconnects reads it with ``plan/review/read``."""
+
+    method: Literal["plan/review/updated"] = "plan/review/updated"
+    change: Literal["opened", "revised", "commented", "rewriting", "approved", "rejected", "abandoned"]
+    review: PlanReview
+    persisted: bool = Field(default=False, exclude=True)
+
+
+class TeamUpdated(EventBase):
+    """A team changed: a member started, worked, finished or stopped, a task or a message moved.
+    ``threadId`` is the lead's. Live only: the team is kept in its own file (``team/read``)."""
+
+    method: Literal["team/updated"] = "team/updated"
+    change: str
+    team: Team
+    #: The member the change is about, when there is one.
+    member: str | None = None
+    persisted: bool = Field(default=False, exclude=True)
+
+
 class ErrorEvent(EventBase):
     method: Literal["error"] = "error"
     turn_id: str | None = None
@@ -258,6 +284,8 @@ RuntimeEvent = Annotated[
     | ModeChanged
     | MediaAdded
     | MediaDeleted
+    | PlanReviewUpdated
+    | TeamUpdated
     | ErrorEvent,
     Field(discriminator="method"),
 ]

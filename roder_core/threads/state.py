@@ -33,6 +33,9 @@ class ThreadState:
     allowed_tools: frozenset[str] | None = None
     #: Subagent threads: the policy mode of this thread (None: the runtime's mode).
     mode: str | None = None
+    #: The agent running this thread when it is not the user's own (a team member's name):
+    #: its approval requests carry it, so the person answering knows who asks.
+    agent: str | None = None
     #: Front-end services copied into every tool call's ``ToolExecutionContext.extra`` in this
     #: thread (e.g. ``tools.CLIENT_TEXT_READER`` from ``roder acp``); see ``set_tool_extra``.
     tool_extra: dict[str, Any] = field(default_factory=dict)
@@ -56,7 +59,9 @@ class ThreadState:
     def steer(self, text: str, expected_turn_id: str | None = None) -> UserMessageItem:
         """Queue a message for the running turn; it is delivered at the next model call."""
         active = self.active_turn_id
-        if active is None:
+        if active is None or self.finishing:
+            # A turn that already reported its end only finishes saving: a steer queued now would
+            # be neither delivered nor handed back.
             raise RoderError("no turn is running on this thread; start a new turn instead")
         if expected_turn_id is not None and expected_turn_id != active:
             raise RoderError(f"turn {expected_turn_id} is not the running turn ({active})")

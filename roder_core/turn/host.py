@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.services import InferenceEngine, ThreadStore
     from roder_core.kernel.tasks import TaskBoards
+    from roder_core.kernel.teams import TeamChannel
     from roder_core.kernel.tools import ToolHost
     from roder_core.policy.engine import PolicyEngine
     from roder_core.runtime.options import RuntimeOptions
@@ -102,3 +103,7 @@ class TurnHost(Protocol):
         ...
 
     def thread_interactive(self, thread_id: str) -> bool: ...
+
+    def team_channel(self, thread_id: str) -> TeamChannel | None:
+        """The team the thread belongs to: its team-only tools are offered only then."""
+        ...

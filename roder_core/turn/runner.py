@@ -316,6 +316,8 @@ class TurnRunner:
             )
             if self.state.allowed_tools is not None:
                 tools = tools.restricted(self.state.allowed_tools)
+            if runtime.team_channel(self.tid) is None:
+                tools = tools.outside_teams()
             output = await self._call_fitting(tools)
             self.compactor.observe(output.usage)
             self.turn.stop_reason = output.stop_reason
@@ -729,6 +731,8 @@ class TurnRunner:
         Tools that need a person's decision (exit_plan's plan review) use this too, so every
         client renders and answers them like any approval."""
         runtime = self.runtime
+        if self.state.agent and not request.agent:
+            request = request.model_copy(update={"agent": self.state.agent})
         async with self._approval_lock:
             item = ApprovalItem(request=request)
 

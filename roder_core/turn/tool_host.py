@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from roder_core.ir import ApprovalDecision, ApprovalRequest, Item, ParentRef, Thread, Turn
+from roder_core.ir import PLAN_TOOL, ApprovalDecision, ApprovalOption, ApprovalRequest, Item, ParentRef, Thread, Turn
 from roder_core.kernel.tools import ChildThreadRun
+from roder_core.policy.plan_review import PlanVerdict
 from roder_core.threads.events import EventBus, ItemCompleted, ItemStarted, RuntimeEvent
 from roder_core.turn.host import Approver
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from roder_core.customization.subagents import TraceRecord
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.tasks import TaskBoard, TaskBoards
+    from roder_core.kernel.teams import TeamChannel
+    from roder_core.policy.plan_review_book import PlanReviewBook
     from roder_core.runtime.options import RuntimeOptions
 
 
@@ -62,7 +65,16 @@ class ThreadHost(Protocol):
         parent: ParentRef | None = None,
     ) -> Thread: ...
 
-    def restrict_thread(self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None) -> None: ...
+    def restrict_thread(
+        self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None, agent: str | None = None
+    ) -> None: ...
+
+    def tool_names(self) -> list[str]: ...
+
+    @property
+    def plan_reviews(self) -> PlanReviewBook: ...
+
+    def team_channel(self, thread_id: str) -> TeamChannel | None: ...
 
     async def run_turn(self, thread_id: str, text: str) -> Turn: ...
 
@@ -137,7 +149,7 @@ class TurnToolHost:
         await self._host.set_mode(mode, reason=reason)
 
     def tool_names(self) -> list[str]:
-        return self._host.registry.tool_registry(on_error=lambda *_: None).names()
+        return self._host.tool_names()
 
     async def start_child_thread(self, *, title: str, provider: str, model: str, tools: frozenset[str], mode: str) -> str:
         child = await self._host.start_thread(
@@ -174,3 +186,24 @@ class TurnToolHost:
     @property
     def tasks(self) -> TaskBoard:
         return self._host.tasks.board(self._thread_id, self._turn_id)
+
+    async def review_plan(self, call_id: str, plan: str) -> PlanVerdict:
+        book = self._host.plan_reviews
+        request = ApprovalRequest(
+            thread_id=self._thread_id,
+            turn_id=self._turn_id,
+            call_id=call_id,
+            tool=PLAN_TOOL,
+            reason="The agent finished planning: approve the plan into a mode, comment on it, ask for a rewrite or reject it.",
+            options=[
+                ApprovalOption(id="allow_once", label="Approve the plan (continue in ask mode)"),
+                ApprovalOption(id="deny", label="Reject the plan (say why)"),
+            ],
+        )
+        review = await book.submit(self._thread_id, self._turn_id, plan, request.approval_id)
+        request.arguments = {"plan": plan, "reviewId": review.review_id, "version": review.current.version}
+        decision = await self._approve(request)
+        return await book.settle(review.review_id, decision)
+
+    def team(self) -> TeamChannel | None:
+        return self._host.team_channel(self._thread_id)

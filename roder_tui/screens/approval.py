@@ -54,7 +54,8 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         req = self.request
         with Vertical():
             with Vertical(id="approval-head"):
-                yield Static(f"Allow {req.tool}?", id="approval-title", markup=False)
+                asker = f"{req.agent} asks: " if req.agent else ""
+                yield Static(f"{asker}Allow {req.tool}?", id="approval-title", markup=False)
                 if req.reason:
                     yield Static(req.reason, id="approval-reason", markup=False)
             with VerticalScroll(id="approval-preview"):

@@ -125,7 +125,9 @@ def agent(workspace: Path, env: dict[str, str], client: EditorClient, *args: str
         *args,
         cwd=workspace,
         env=env,
-        transport_kwargs={"limit": BIG},
+        # The agent exits on its own once stdin closes; under load that can take longer than the
+        # library's 2 s default, after which it signals a process that may just have exited.
+        transport_kwargs={"limit": BIG, "shutdown_timeout": 120.0},
         use_unstable_protocol=True,
     )
 

@@ -80,9 +80,9 @@ async def test_every_error_code_and_the_connection_stays_usable(tmp_path: Path) 
 
         missing = await peer.request("no/such/method")
         assert missing["error"]["code"] == -32601
-        teams = await peer.request("team/start", {"leadThreadId": "x"})
-        assert teams["error"]["code"] == -32601
-        assert "not available" in teams["error"]["message"]
+        auth = await peer.request("auth/codex/login", {})
+        assert auth["error"]["code"] == -32601
+        assert "not available" in auth["error"]["message"]
         bad = await peer.request("thread/read", {})
         assert bad["error"]["code"] == -32602
         assert "threadId" in bad["error"]["message"]

@@ -3,16 +3,18 @@ taskLedgerRequired checkpoint."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import roder_ext_plan_mode
 import roder_ext_task_ledger
 
-from roder_core.errors import RoderError
-from roder_core.ir import AgentInferenceRequest, PlanItem, ToolResultItem, UserMessageItem
+from roder_core.ir import AgentInferenceRequest, Mode, PlanItem, ToolResultItem, UserMessageItem
 from roder_core.kernel.services import HookPoint
-from roder_core.policy.plan_review import pending_plans, resolve_plan
+from roder_core.policy.plan_review import PlanReviewStatus
+from roder_core.policy.plan_review_book import PlanReviewError
 from roder_core.threads.events import ApprovalRequested
 from tests.core.harness import call
 from tests.ecosystem.harness import host_for, items, runtime_with
@@ -25,6 +27,21 @@ def plan_runtime(workspace: Path, script: list, interactive: bool = True):
     return runtime_with(host, [roder_ext_plan_mode.create(host)], script, mode="plan", interactive=interactive)
 
 
+def answer_plans(runtime, answer: Callable[[str], Awaitable[object]]) -> list:
+    """Answer every plan review as it opens (``answer(review_id)``); returns the requests seen."""
+    seen: list = []
+    tasks: set = set()
+
+    def on_event(event) -> None:
+        if isinstance(event, ApprovalRequested) and event.request.tool == "exit_plan":
+            seen.append(event.request)
+            task = asyncio.get_running_loop().create_task(answer(event.request.arguments["reviewId"]))
+            tasks.add(task)
+
+    runtime.bus.add_listener(on_event)
+    return seen
+
+
 async def test_plan_mode_refuses_writes_until_the_plan_is_approved(workspace: Path) -> None:
     runtime = plan_runtime(
         workspace,
@@ -35,15 +52,7 @@ async def test_plan_mode_refuses_writes_until_the_plan_is_approved(workspace: Pa
             {"text": "implemented"},
         ],
     )
-    reviews: list = []
-
-    def approve(event):
-        if isinstance(event, ApprovalRequested) and event.request.tool == "exit_plan":
-            reviews.append(event.request)
-            assert [r.approval_id for r in pending_plans(runtime, event.thread_id)] == [event.request.approval_id]
-            resolve_plan(runtime, event.request.approval_id, True, mode="auto-edit", feedback="looks good")
-
-    runtime.bus.add_listener(approve)
+    reviews = answer_plans(runtime, lambda rid: runtime.plan_reviews.approve(rid, Mode.AUTO_EDIT, "looks good"))
     thread = await runtime.start_thread()
     turn = await runtime.run_turn(thread.id, "add a function")
     assert turn.status == "completed"
@@ -55,10 +64,13 @@ async def test_plan_mode_refuses_writes_until_the_plan_is_approved(workspace: Pa
     assert reviews[0].arguments["plan"] == PLAN
     assert [p.text for p in items(runtime, thread.id, PlanItem)] == [PLAN]
     approved = next(r for r in results if r.name == "exit_plan")
-    assert approved.data == {"approved": True, "mode": "auto-edit"}
+    assert approved.data["approved"] is True
+    assert approved.data["mode"] == "auto-edit"
     assert "looks good" in approved.text
     assert runtime.mode == "auto-edit"
     assert "slept late-write" in by_label  # the write ran only after approval
+    review = await runtime.plan_reviews.read(approved.data["reviewId"], None)
+    assert review.status is PlanReviewStatus.APPROVED and review.next_mode is Mode.AUTO_EDIT and review.reason == "looks good"
 
 
 async def test_rejected_plan_stays_in_plan_mode(workspace: Path) -> None:
@@ -70,13 +82,7 @@ async def test_rejected_plan_stays_in_plan_mode(workspace: Path) -> None:
             {"text": "ok, revising"},
         ],
     )
-    runtime.bus.add_listener(
-        lambda ev: (
-            resolve_plan(runtime, ev.request.approval_id, False, feedback="add tests first")
-            if isinstance(ev, ApprovalRequested)
-            else None
-        )
-    )
+    answer_plans(runtime, lambda rid: runtime.plan_reviews.reject(rid, "add tests first"))
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "plan it")
     rejected, write = items(runtime, thread.id, ToolResultItem)
@@ -87,10 +93,73 @@ async def test_rejected_plan_stays_in_plan_mode(workspace: Path) -> None:
     assert runtime.mode == "plan"
 
 
+async def test_a_plain_approval_answer_approves_into_ask_mode(workspace: Path) -> None:
+    """Clients that only know approvals (ACP, older ones) still answer a plan: allow is ask mode."""
+    from roder_core.ir import ApprovalDecision
+
+    runtime = plan_runtime(workspace, [{"tool_calls": [call("exit_plan", plan=PLAN)]}, {"text": "go"}])
+    runtime.bus.add_listener(
+        lambda ev: (
+            runtime.resolve_approval(ev.request.approval_id, ApprovalDecision(decision="allow_session"))
+            if isinstance(ev, ApprovalRequested)
+            else None
+        )
+    )
+    thread = await runtime.start_thread()
+    await runtime.run_turn(thread.id, "plan it")
+    [result] = items(runtime, thread.id, ToolResultItem)
+    assert result.data["approved"] is True and result.data["mode"] == "ask" and runtime.mode == "ask"
+
+
+async def test_comments_and_a_rewrite_make_the_next_version(workspace: Path) -> None:
+    revised = "# Plan\n1. write tests\n2. add the function\n3. test it"
+    runtime = plan_runtime(
+        workspace,
+        [
+            {"tool_calls": [call("exit_plan", plan="# Plan\n1. add the function\n2. test it")]},
+            {"tool_calls": [call("exit_plan", plan=revised)]},
+            {"text": "done"},
+        ],
+    )
+    rounds: list[str] = []
+
+    async def review(review_id: str) -> None:
+        book = runtime.plan_reviews
+        rounds.append(review_id)
+        if len(rounds) == 1:
+            with pytest.raises(PlanReviewError, match="outside version 1"):
+                await book.comment(review_id, "what?", line=9)
+            with pytest.raises(PlanReviewError, match="no section 'Risks'"):
+                await book.comment(review_id, "what?", section="Risks")
+            await book.comment(review_id, "tests come first", line=2)
+            await book.comment(review_id, "whole plan: keep it short", section="plan")
+            await book.rewrite(review_id, "and number the steps")
+        else:
+            await book.approve(review_id, Mode.ASK)
+
+    answer_plans(runtime, review)
+    thread = await runtime.start_thread()
+    await runtime.run_turn(thread.id, "plan it")
+    first, second = items(runtime, thread.id, ToolResultItem)
+    assert first.data["outcome"] == "rewrite" and "tests come first" in first.text and "> 1. add the function" in first.text
+    assert "number the steps" in first.text and "complete revised plan" in first.text
+    assert second.data["approved"] is True and rounds[0] == rounds[1], "the rewrite is the same review's next version"
+    review = await runtime.plan_reviews.read(rounds[0], None)
+    assert [v.text for v in review.versions][1] == revised and review.versions[1].source == "rewrite"
+    assert set(review.versions[1].addresses) == {c.comment_id for c in review.comments}
+    assert review.comments[1].section == "Plan" and (review.comments[1].line, review.comments[1].end_line) == (1, 3)
+    assert review.versions[1].instructions == "and number the steps" and review.unaddressed() == []
+    # Saved in the thread: read back from the stored custom state by a fresh book.
+    stored = runtime.thread(thread.id).custom["roder.plan-reviews"].data["reviews"]
+    assert stored[0]["status"] == "approved" and len(stored[0]["versions"]) == 2
+
+
 async def test_plan_review_errors_and_headless(workspace: Path) -> None:
     runtime = plan_runtime(workspace, [{"tool_calls": [call("exit_plan", plan=PLAN)]}, {"text": "plan above"}], interactive=False)
-    with pytest.raises(RoderError, match="no plan review"):
-        resolve_plan(runtime, "appr_nope", True)
+    with pytest.raises(PlanReviewError, match="no plan review"):
+        await runtime.plan_reviews.approve("plan_nope", Mode.ASK)
+    with pytest.raises(PlanReviewError, match="no plan review"):
+        runtime.plan_reviews.waiting_on("appr_nope")
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "plan")
     [result] = items(runtime, thread.id, ToolResultItem)

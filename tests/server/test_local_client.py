@@ -68,7 +68,10 @@ async def test_thread_and_turn_with_typed_events(workspace: Path) -> None:
     assert info.provider == "mock"
     assert info.cwd == str(workspace)
     assert {g.name for g in info.method_groups if g.available} >= {"threads", "session", "discovery"}
-    assert any(g.name == "teams" and not g.available for g in info.method_groups)
+    assert any(g.name == "teams" and g.available for g in info.method_groups)
+    assert any(g.name == "planReview" and g.available for g in info.method_groups)
+    assert any(g.name == "media" and g.available for g in info.method_groups)
+    assert any(g.name == "workflows" and not g.available for g in info.method_groups)
     events = client.subscribe()
     thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hi"))).turn
@@ -158,7 +161,12 @@ async def test_steer_and_interrupt(workspace: Path) -> None:
 
 async def test_errors_are_typed(workspace: Path) -> None:
     client = LocalAppClient.for_runtime(make_runtime(workspace))
-    for method, code in [("no/such", METHOD_NOT_FOUND), ("team/start", METHOD_NOT_FOUND), ("thread/read", INVALID_PARAMS)]:
+    for method, code in [
+        ("no/such", METHOD_NOT_FOUND),
+        ("auth/codex/login", METHOD_NOT_FOUND),
+        ("team/start", INVALID_PARAMS),
+        ("thread/read", INVALID_PARAMS),
+    ]:
         with pytest.raises(RpcError) as err:
             await client.request(method, {})
         assert err.value.code == code

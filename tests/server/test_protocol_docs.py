@@ -21,10 +21,12 @@ tasks/subscribe runners/list runners/select runners/session runners/snapshot run
 media/list media/read media/thumbnail media/delete media/attachToTurn
 marketplaces/list marketplaces/install_default marketplaces/add marketplaces/remove
 marketplaces/refresh marketplaces/search marketplaces/plugin plugins/preview_install plugins/install
-plugins/install_all_variants plugins/list_installed plugins/disable plugins/uninstall"""
+plugins/install_all_variants plugins/list_installed plugins/disable plugins/uninstall
+team/start team/list team/read team/member/start team/member/message team/member/interrupt
+team/member/focus team/cleanup team/pane/focus team/pane/cleanup plan/review/read plan/review/comment
+plan/review/rewrite plan/review/approve plan/review/reject"""
 OFFERED_METHODS = OFFERED.split()
-NOT_OFFERED = """team/start team/list team/member/message
-workflow/scan workflows/list auth/codex/login plan/review/read"""
+NOT_OFFERED = """workflow/scan workflows/list auth/codex/login"""
 
 
 def test_docs_are_generated_from_the_models() -> None:

@@ -156,6 +156,18 @@ from roder_core.server.protocol_media import (
     MediaReadParams,
     MediaThumbnailParams,
 )
+from roder_core.server.protocol_plan_review import (
+    PLAN_REVIEW_APPROVE,
+    PLAN_REVIEW_COMMENT,
+    PLAN_REVIEW_READ,
+    PLAN_REVIEW_REJECT,
+    PLAN_REVIEW_REWRITE,
+    PlanReviewApproveParams,
+    PlanReviewCommentParams,
+    PlanReviewReadParams,
+    PlanReviewRejectParams,
+    PlanReviewRewriteParams,
+)
 from roder_core.server.protocol_runners import (
     RUNNERS_DELETE,
     RUNNERS_LIST,
@@ -184,6 +196,26 @@ from roder_core.server.protocol_tasks import (
     TasksSubmitParams,
     TasksSubscribeParams,
 )
+from roder_core.server.protocol_teams import (
+    TEAM_CLEANUP,
+    TEAM_LIST,
+    TEAM_MEMBER_FOCUS,
+    TEAM_MEMBER_INTERRUPT,
+    TEAM_MEMBER_MESSAGE,
+    TEAM_MEMBER_START,
+    TEAM_PANE_CLEANUP,
+    TEAM_PANE_FOCUS,
+    TEAM_READ,
+    TEAM_START,
+    TeamFocusParams,
+    TeamIdParams,
+    TeamListParams,
+    TeamMemberMessageParams,
+    TeamMemberParams,
+    TeamMemberStartParams,
+    TeamResult,
+    TeamStartParams,
+)
 from roder_core.server.rpc_client import ConnectionLost, RpcClient, StdioRpcClient, WebSocketRpcClient
 from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
@@ -204,6 +236,10 @@ SCRIPT: list[dict[str, Any]] = [
     {"text": "the explorer says: fine"},
     {"tool_calls": [call("exit_plan", plan="1. do it")]},  # in plan mode
     {"text": "starting"},
+    {"tool_calls": [call("exit_plan", plan="1. do it\n2. test it")]},  # reviewed: rewritten,
+    {"tool_calls": [call("exit_plan", plan="1. test it\n2. do it")]},  # rejected,
+    {"tool_calls": [call("exit_plan", plan="1. test it first\n2. do it")]},  # approved
+    {"text": "starting again"},
     {"text": "word " * 20_000, "chunk_size": 5, "delay_ms": 20},  # long enough to steer and interrupt
 ]
 
@@ -346,6 +382,22 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         await typed(SESSION_EXIT_PLAN, ExitPlanParams(request_id=review.request.approval_id, approved=True, mode="ask"))
         await _next(events, TurnCompleted, thread_id=thread.id)
 
+        # A plan reviewed: read, commented on, rewritten, rejected, and the next one approved.
+        await typed(SESSION_SET_MODE, SessionSetModeParams(mode=protocol.Mode.PLAN))
+        await typed(TURN_START, TurnStartParams(thread_id=thread.id, prompt="plan again"))
+        review_id = (await _next(events, ApprovalRequested, thread_id=thread.id)).request.arguments["reviewId"]
+        assert (await typed(PLAN_REVIEW_READ, PlanReviewReadParams(review_id=review_id))).review.current.version == 1
+        comment = PlanReviewCommentParams(review_id=review_id, text="test first", line=2)
+        assert (await typed(PLAN_REVIEW_COMMENT, comment)).comment.quote == "2. test it"
+        await typed(PLAN_REVIEW_REWRITE, PlanReviewRewriteParams(review_id=review_id))
+        await _next(events, ApprovalRequested, thread_id=thread.id)
+        rejected = await typed(PLAN_REVIEW_REJECT, PlanReviewRejectParams(review_id=review_id, reason="still vague"))
+        assert rejected.review.current.version == 2
+        last = (await _next(events, ApprovalRequested, thread_id=thread.id)).request.arguments["reviewId"]
+        approve_plan = PlanReviewApproveParams(review_id=last, mode="ask")
+        assert (await typed(PLAN_REVIEW_APPROVE, approve_plan)).review.next_mode == "ask"
+        await _next(events, TurnCompleted, thread_id=thread.id)
+
         # A long answer: steered, the steer taken back, then interrupted.
         long_turn = (await typed(TURN_START, TurnStartParams(thread_id=thread.id, prompt="long"))).turn
         await _next(events, AgentMessageDelta, thread_id=thread.id)
@@ -434,6 +486,39 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
             await client.call(HOST_STOP)
         assert refused.value.code == -32004
         called.add(HOST_STOP.name)
+        # A team led by the thread (its script is used up: the lead only acknowledges).
+        await typed(SESSION_SET_MODE, SessionSetModeParams(mode=protocol.Mode.BYPASS))
+        team = (await typed(TEAM_START, TeamStartParams(lead_thread_id=thread.id, members=[{"name": "m1"}]))).team
+        which_team = TeamIdParams(team_id=team.team_id)
+        await typed(TEAM_MEMBER_START, TeamMemberStartParams(team_id=team.team_id, member={"name": "m2"}))
+        message = TeamMemberMessageParams(team_id=team.team_id, name="m1", text="say hi")
+        assert (await typed(TEAM_MEMBER_MESSAGE, message)).message.delivery == {"m1": "turn"}
+        await typed(TEAM_MEMBER_INTERRUPT, TeamMemberParams(team_id=team.team_id, name="m1"))
+        assert (await typed(TEAM_MEMBER_FOCUS, TeamFocusParams(team_id=team.team_id, name="m2"))).team.focused == "m2"
+        assert [m.name for m in (await typed(TEAM_READ, which_team)).team.members] == ["m1", "m2"]
+        assert team.team_id in [t.team_id for t in (await typed(TEAM_LIST, TeamListParams())).teams]
+
+        # The pane methods are a client's own: the server refuses them, a client serves them.
+        with pytest.raises(RpcError) as refused:
+            await client.call(TEAM_PANE_FOCUS, TeamFocusParams(team_id=team.team_id, name="m1"))
+        assert refused.value.code == METHOD_NOT_FOUND
+        assert refused.value.data["clientConcern"] is True
+        panes: list[str] = []
+
+        async def pane_focus(params: TeamFocusParams) -> TeamResult:
+            panes.append(f"focus {params.name}")
+            return TeamResult(team=team)
+
+        async def pane_cleanup(params: TeamIdParams) -> TeamResult:
+            panes.append("cleanup")
+            return TeamResult(team=team)
+
+        client.serve_locally("team/pane/focus", pane_focus)
+        client.serve_locally("team/pane/cleanup", pane_cleanup)
+        await typed(TEAM_PANE_FOCUS, TeamFocusParams(team_id=team.team_id, name="m1"))
+        await typed(TEAM_PANE_CLEANUP, which_team)
+        assert panes == ["focus m1", "cleanup"]
+        assert (await typed(TEAM_CLEANUP, which_team)).team.status == "cleanedUp"
         events.close()
 
     unreached = set(METHODS) - called
@@ -472,9 +557,9 @@ async def _drive(client: RpcClient, workspace: Path) -> None:
         await client.call(THREAD_READ, ThreadReadParams(thread_id="thr_missing"))
     assert missing.value.code == INVALID_PARAMS
     with pytest.raises(RpcError) as unknown:
-        await client.request("team/start", {})
+        await client.request("auth/codex/login", {})
     assert unknown.value.code == METHOD_NOT_FOUND
-    assert unknown.value.data == {"group": "teams", "available": False}
+    assert unknown.value.data == {"group": "auth", "available": False}
 
 
 @pytest.mark.e2e

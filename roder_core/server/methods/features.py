@@ -7,9 +7,10 @@ from typing import Any
 
 from roder_core.customization.slash_commands import CommandError, CommandRegistry
 from roder_core.customization.subagents import agent_json, list_agents, list_traces, read_trace
+from roder_core.ir import Mode
 from roder_core.kernel.services import ContextBlock, ContextQuery, resolve_memory_store
 from roder_core.kernel.tool_catalog import restart_source, source_statuses, wait_for_sources
-from roder_core.policy.plan_review import resolve_plan
+from roder_core.policy.plan_review_book import PlanReviewError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.methods.core import absolute_path
@@ -152,9 +153,15 @@ async def resolve_user_input(app: Dispatcher, params: ResolveUserInputParams, ct
 
 @handles("session/exit_plan")
 async def exit_plan(app: Dispatcher, params: ExitPlanParams, ctx: CallContext) -> Ok:
+    """The short form of plan/review/approve and plan/review/reject, by the approval's id."""
+    book = app.runtime.plan_reviews
     try:
-        resolve_plan(app.runtime, params.request_id, params.approved, mode=params.mode, feedback=params.feedback)
-    except Exception as exc:
+        review = book.waiting_on(params.request_id)
+        if params.approved:
+            await book.approve(review.review_id, Mode(params.mode or Mode.ASK), params.feedback)
+        else:
+            await book.reject(review.review_id, params.feedback)
+    except PlanReviewError as exc:
         raise InvalidParams(str(exc)) from None
     return Ok()
 
