@@ -7,7 +7,9 @@ or ``[network] commands`` grants it, every capability dropped and ``no-new-privi
 command is one ``exec`` in it through the launcher (``launcher``), with the scrubbed environment
 and nothing else; its process group is killed in the container when it ends, times out or is
 interrupted. Files are the mounted folder, so the file tools use the local workspace broker
-(same scope and protections as the local runner) and see exactly what commands see.
+(same scope and protections as the local runner) and see exactly what commands see. Resource
+limits are set within Roder's own (``container_ulimits``), and ``oci_runtime`` picks the OCI
+runtime (``runc`` where crun refuses a machine's cgroup layout).
 
 The container is the sandbox: there is no bubblewrap inside it.
 """
@@ -37,7 +39,7 @@ from roder_core.kernel.services import (
 )
 from roder_core.settings.runners import RunnerConfig
 
-from .launcher import GroupSniffer, kill_argv, launcher_argv
+from .launcher import GROUP_WAIT, GroupSniffer, kill_argv, launcher_argv
 from .local import run_local
 
 ENGINES = ("podman", "docker")
@@ -59,10 +61,47 @@ async def probe_engine(engine: str) -> tuple[bool, str, str]:
     return True, result.stdout.strip(), binary
 
 
+#: The most ``RLIMIT_NPROC`` a container is given. A rootful Podman lowers its own limit to this
+#: before it starts the OCI runtime (seen with strace: Debian 12, Podman 4.3), and without
+#: CAP_SYS_RESOURCE the runtime can only lower limits, never raise them.
+MAX_NPROC = 32768
+#: The most ``RLIMIT_NOFILE`` a container is given (Podman's own default).
+MAX_NOFILE = 1048576
+
+
+def container_ulimits() -> list[str]:
+    """``--ulimit`` options within Roder's own hard limits. Podman's defaults (1048576 open
+    files and processes) make crun and runc fail with "setrlimit ... Operation not permitted"
+    wherever the engine may not raise its limits that high (inside a VM or another container).
+    ``run_args`` come after these, so a ``--ulimit`` there replaces them."""
+    import resource
+
+    def within(limit: int, ceiling: int) -> int:
+        hard = resource.getrlimit(limit)[1]
+        return ceiling if hard == resource.RLIM_INFINITY else min(hard, ceiling)
+
+    nofile = within(resource.RLIMIT_NOFILE, MAX_NOFILE)
+    nproc = within(resource.RLIMIT_NPROC, MAX_NPROC)
+    return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
+
+
+def start_hint(said: str, runner: str) -> str:
+    """What to change in ``[runners.NAME]`` for the engine failures with a known remedy."""
+    if "cgroups in hybrid mode" in said:
+        return (
+            f'; crun cannot run with cgroups in hybrid mode here: set oci_runtime = "runc" in [runners.{runner}] '
+            "(apt-get install runc)"
+        )
+    if "setrlimit" in said or "error setting rlimit" in said:
+        lower = '["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]'
+        return f"; lower the limits with run_args = {lower} in [runners.{runner}]"
+    return ""
+
+
 class ContainerCommands:
     """``CommandTransport``: one ``exec`` per command, killed by process group in the container."""
 
-    def __init__(self, engine: str, container: str, mount: str, local_workspace: str, *, setsid: bool) -> None:
+    def __init__(self, engine: list[str], container: str, mount: str, local_workspace: str, *, setsid: bool) -> None:
         self._engine = engine
         self._container = container
         self._mount = mount
@@ -82,14 +121,15 @@ class ContainerCommands:
         *,
         cwd: str,
         env: dict[str, str],
-        timeout: float,
+        timeout: float | None,
         on_stdout: Callable[[bytes], None],
         on_stderr: Callable[[bytes], None],
+        on_group: Callable[[int], None] | None = None,
     ) -> CommandExit:
-        sniffer = GroupSniffer(on_stderr)
+        sniffer = GroupSniffer(on_stderr, on_group)
         command = launcher_argv(argv, self.container_path(cwd), env, setsid=self._setsid)
         proc = await asyncio.create_subprocess_exec(
-            self._engine,
+            *self._engine,
             "exec",
             "-i",
             self._container,
@@ -107,7 +147,7 @@ class ContainerCommands:
             except TimeoutError:
                 timed_out = True
         finally:
-            await asyncio.shield(self._kill(sniffer.pgid))
+            await asyncio.shield(self._kill(sniffer, running=proc.returncode is None))
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await asyncio.shield(proc.wait())
@@ -116,9 +156,11 @@ class ContainerCommands:
             sniffer.flush()
         return CommandExit(None if timed_out else proc.returncode, timed_out)
 
-    async def _kill(self, pgid: int | None) -> None:
+    async def _kill(self, sniffer: GroupSniffer, *, running: bool) -> None:
+        pgid = await sniffer.group(GROUP_WAIT) if running else sniffer.pgid
+        sniffer.stopping()
         if pgid is not None:
-            await run_local([self._engine, "exec", self._container, *kill_argv(pgid)], 30)
+            await run_local([*self._engine, "exec", self._container, *kill_argv(pgid)], 30)
 
 
 async def _pump(stream: asyncio.StreamReader, sink: Callable[[bytes], None]) -> None:
@@ -135,7 +177,7 @@ class ContainerSession:
         name: str,
         config: RunnerConfig,
         context: RunnerOpenContext,
-        engine: str,
+        engine: list[str],
         version: str,
         container: str,
         network: bool,
@@ -187,7 +229,8 @@ class ContainerSession:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "engine": Path(self._engine).name,
+            "engine": Path(self._engine[0]).name,
+            "ociRuntime": self._config.oci_runtime or "the engine's default",
             "engineVersion": self._version,
             "image": self._config.image,
             "container": self.container,
@@ -202,7 +245,7 @@ class ContainerSession:
         }
 
     async def run_internal(self, argv: list[str], *, timeout: float = 60.0) -> InternalCommandResult:
-        return await run_local([self._engine, "exec", self.container, *argv], timeout)
+        return await run_local([*self._engine, "exec", self.container, *argv], timeout)
 
     async def forward_port(self, port: int, local_port: int = 0) -> ForwardedPort:
         """A local listener; each connection is bridged by an ``exec`` into the container that
@@ -213,9 +256,12 @@ class ContainerSession:
         engine, container = self._engine, self.container
 
         async def bridge(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            script = f"exec 3<>/dev/tcp/127.0.0.1/{port} || exit 1; cat <&3 & cat >&3; wait"
+            # the port's answers are copied in the foreground: when the port closes, the upstream
+            # copy is stopped too, so the script ends and the local client sees the close. (A
+            # background job's stdin is /dev/null unless given another: hence fd 4.)
+            script = f"exec 3<>/dev/tcp/127.0.0.1/{port} || exit 1; exec 4<&0; cat <&4 >&3 & up=$!; cat <&3; kill $up 2>/dev/null"
             proc = await asyncio.create_subprocess_exec(
-                engine, "exec", "-i", container, "bash", "-c", script,
+                *engine, "exec", "-i", container, "bash", "-c", script,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
             )  # fmt: skip
             assert proc.stdin is not None and proc.stdout is not None
@@ -248,7 +294,7 @@ class ContainerSession:
         self._bridges[port] = server
         bound = server.sockets[0].getsockname()[1]
         return ForwardedPort(
-            port, "127.0.0.1", int(bound), f"{Path(engine).name} exec bridge to 127.0.0.1:{port} in the container"
+            port, "127.0.0.1", int(bound), f"{Path(engine[0]).name} exec bridge to 127.0.0.1:{port} in the container"
         )
 
     async def push(self, local: Path) -> None:
@@ -260,7 +306,7 @@ class ContainerSession:
     async def close(self) -> None:
         for server in self._bridges.values():
             server.close()
-        await run_local([self._engine, "rm", "-f", "-t", "0", self.container], 60)
+        await run_local([*self._engine, "rm", "-f", "-t", "0", self.container], 60)
 
 
 class ContainerRunnerProvider:
@@ -312,17 +358,19 @@ class ContainerRunnerProvider:
         network = config.network or context.network
         mount = config.workspace or "/workspace"
         name = f"roder-{definition.name}-{secrets.token_hex(4)}"
-        argv = [binary, "run", "-d", "--rm", "--pull=never", "--name", name]
+        oci = config.oci_runtime
+        engine_argv = [binary, "--runtime", oci] if oci and engine == "podman" else [binary]
+        argv = [*engine_argv, "run", "-d", "--rm", "--pull=never", "--name", name]
+        argv += ["--runtime", oci] if oci and engine == "docker" else []
         argv += [] if network else ["--network", "none"]
-        argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+        argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges", *container_ulimits()]
         argv += ["-v", f"{context.local_workspace}:{mount}", "-w", mount, *config.run_args]
         argv += ["--entrypoint", "sleep", image, "infinity"]
         started = await run_local(argv, 120)
         if started.exit_code != 0:
-            raise OSError(
-                f"{engine} could not start a container from {image}: {(started.stderr or started.stdout).strip()[-500:]}"
-            )
-        session = ContainerSession(definition.name, config, context, binary, detail, name, network)
+            said = (started.stderr or started.stdout).strip()
+            raise OSError(f"{engine} could not start a container from {image}: {said[-500:]}{start_hint(said, definition.name)}")
+        session = ContainerSession(definition.name, config, context, engine_argv, detail, name, network)
         try:
             await session.probe()
         except BaseException:

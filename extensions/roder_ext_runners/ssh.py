@@ -49,9 +49,10 @@ from roder_core.kernel.services import (
 )
 from roder_core.settings.runners import RunnerConfig
 
-from .launcher import GroupSniffer, kill_argv, launcher_argv
+from .launcher import GROUP_WAIT, GroupSniffer, kill_argv, launcher_argv
 
 T = TypeVar("T")
+A = TypeVar("A")
 #: After the command exits, how long background children may keep writing before the kill.
 EXIT_GRACE = 0.5
 #: Programs whose location the tools ask for (``ProcessBroker.which``).
@@ -89,8 +90,40 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` there and await it here; cancelling here cancels it there."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+        """Run ``coro`` there and await it here. Cancelling here cancels it there and waits
+        until it has finished its cleanup (a command's kill on the host), so a stopped command
+        is gone when the cancellation returns."""
+        here = asyncio.get_running_loop()
+        finished: asyncio.Future[T] = here.create_future()
+        started: list[asyncio.Task[T]] = []
+
+        def settle(task: asyncio.Task[T]) -> None:
+            def transfer() -> None:
+                if finished.done():
+                    return
+                if task.cancelled():  # not by us: the session is closing under it
+                    finished.set_exception(ConnectionError("the runner's ssh session was closed"))
+                elif (error := task.exception()) is not None:
+                    finished.set_exception(error)
+                else:
+                    finished.set_result(task.result())
+
+            here.call_soon_threadsafe(transfer)
+
+        def start() -> None:
+            task = self.loop.create_task(coro)
+            started.append(task)
+            task.add_done_callback(settle)
+
+        self.loop.call_soon_threadsafe(start)
+        try:
+            return await asyncio.shield(finished)
+        except asyncio.CancelledError:
+            # ``start`` was queued first, so the task exists when this runs there
+            self.loop.call_soon_threadsafe(lambda: started[0].cancel())
+            with contextlib.suppress(BaseException):
+                await finished
+            raise
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -218,23 +251,30 @@ class SshCommands:
         *,
         cwd: str,
         env: dict[str, str],
-        timeout: float,
+        timeout: float | None,
         on_stdout: Callable[[bytes], None],
         on_stderr: Callable[[bytes], None],
+        on_group: Callable[[int], None] | None = None,
     ) -> CommandExit:
         main = asyncio.get_running_loop()
-        # the output callbacks belong to the caller's loop: hand each chunk over to it
+        # the callbacks belong to the caller's loop: hand each call over to it
         stdout = _handover(main, on_stdout)
         stderr = _handover(main, on_stderr)
+        group = _handover(main, on_group) if on_group is not None else None
         command = shlex.join(launcher_argv(argv, cwd, env, setsid=self._setsid))
-        return await self._loop.run(self._execute(command, timeout, stdout, stderr))
+        return await self._loop.run(self._execute(command, timeout, stdout, stderr, group))
 
     async def _execute(
-        self, command: str, timeout: float, on_stdout: Callable[[bytes], None], on_stderr: Callable[[bytes], None]
+        self,
+        command: str,
+        timeout: float | None,
+        on_stdout: Callable[[bytes], None],
+        on_stderr: Callable[[bytes], None],
+        on_group: Callable[[int], None] | None,
     ) -> CommandExit:
         import asyncssh
 
-        sniffer = GroupSniffer(on_stderr)
+        sniffer = GroupSniffer(on_stderr, on_group)
         loop = asyncio.get_running_loop()
         exited: asyncio.Future[int | None] = loop.create_future()
         closed: asyncio.Future[None] = loop.create_future()
@@ -271,13 +311,15 @@ class SshCommands:
                     await asyncio.wait_for(asyncio.shield(closed), EXIT_GRACE)
         finally:
             # timeout, interrupt or done: nothing the command started outlives it
-            await asyncio.shield(self._kill(sniffer.pgid))
+            await asyncio.shield(self._kill(sniffer, running=not (exited.done() or closed.done())))
             channel.close()
             sniffer.flush()
         code = exited.result() if exited.done() else None
         return CommandExit(None if timed_out else code, timed_out)
 
-    async def _kill(self, pgid: int | None) -> None:
+    async def _kill(self, sniffer: GroupSniffer, *, running: bool) -> None:
+        pgid = await sniffer.group(GROUP_WAIT) if running else sniffer.pgid
+        sniffer.stopping()
         if pgid is None:
             return
         with contextlib.suppress(Exception):
@@ -309,9 +351,9 @@ def _untar(data: bytes, folder: Path) -> None:
         archive.extractall(folder, filter="data")
 
 
-def _handover(loop: asyncio.AbstractEventLoop, callback: Callable[[bytes], None]) -> Callable[[bytes], None]:
-    def deliver(data: bytes) -> None:
-        loop.call_soon_threadsafe(callback, data)
+def _handover(loop: asyncio.AbstractEventLoop, callback: Callable[[A], None]) -> Callable[[A], None]:
+    def deliver(value: A) -> None:
+        loop.call_soon_threadsafe(callback, value)
 
     return deliver
 
@@ -485,6 +527,14 @@ class SshSession:
 
     async def close(self) -> None:
         async def close() -> None:
+            # running commands and background tasks first: each kills its process group on
+            # the host while the connection still can
+            current = asyncio.current_task()
+            running = [task for task in asyncio.all_tasks() if task is not current]
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(running, timeout=30)
             for listener in self._listeners.values():
                 listener.close()
             self._sftp.exit()
@@ -575,7 +625,7 @@ class SshRunnerProvider:
 
     def check(self, definition: RunnerDefinition) -> None:
         config = RunnerConfig.of("ssh", definition.settings)
-        for key in ("engine", "image", "network", "run_args"):
+        for key in ("engine", "image", "network", "run_args", "oci_runtime"):
             if key in definition.settings:
                 raise ValueError(f"{key} is a container setting; an ssh runner does not take it")
         if config.identity_file and not Path(os.path.expanduser(config.identity_file)).is_file():

@@ -574,12 +574,12 @@ class HostProcessBroker:
         """Start a long-running command and return at once. Its merged, redacted output flows
         into ``output``; it has no timeout (resource limits still hold) and ends when it exits
         or is killed (``BackgroundProcess.kill``), taking everything it started with it."""
-        sink = _RedactedSink(output, self._redactor.byte_stream())
+        sink = RedactedSink(output, self._redactor.byte_stream())
         launched = await self._launch(command, cwd=cwd, timeout=None, env=None, stdout=sink, stderr=None)
         return BackgroundProcess(self, launched, sink, _show(command))
 
 
-class _RedactedSink:
+class RedactedSink:
     """Known secret values removed from a stream before ``sink`` sees it."""
 
     def __init__(self, sink: OutputSink, redactor: StreamRedactor[bytes]) -> None:
@@ -613,7 +613,7 @@ class _Launched:
 class BackgroundProcess:
     """A command started by ``HostProcessBroker.spawn``: wait for it, or kill it and all it started."""
 
-    def __init__(self, broker: HostProcessBroker, launched: _Launched, sink: _RedactedSink, command: str) -> None:
+    def __init__(self, broker: HostProcessBroker, launched: _Launched, sink: RedactedSink, command: str) -> None:
         self._broker = broker
         self._launched = launched
         self._sink = sink

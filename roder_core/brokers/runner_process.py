@@ -8,10 +8,16 @@ known secret values removed from the output before anything keeps it, output cap
 with the rest spilled to a local file, audit records, and the working folder resolved through
 the runner's file broker (so it never leaves the workspace). The runner's sandbox (bubblewrap
 on an ssh host) wraps the argv through ``wrap``.
+
+Background commands (``spawn``: bash's ``run_in_background``, ``tasks/submit shell``) are the
+same ``execute`` without a timeout, run as a task of their own: their redacted output flows into
+the task's log (which caps it and spills the rest), and killing one cancels that task, which
+kills the command's process group in the runner before it returns.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -19,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from roder_core.brokers import BrokerDenied, FileSystemBroker, OutputSink, ProcessResult, RunningProcess
-from roder_core.brokers.process import DEFAULT_TIMEOUT, OutputCollector
+from roder_core.brokers.process import DEFAULT_TIMEOUT, OutputCollector, RedactedSink
 from roder_core.brokers.secrets import SecretRedactor, scrubbed_env
 
 AuditFn = Callable[[str, dict[str, Any]], None]
@@ -34,8 +40,9 @@ class CommandExit:
 class CommandTransport(Protocol):
     """Runs one argv in the runner with exactly ``env`` (nothing inherited) in ``cwd``.
 
-    Must kill the command and everything it started on timeout, on cancellation and when it
-    ends (background children do not outlive it)."""
+    Must kill the command and everything it started on timeout (None: never), on cancellation
+    (before the cancellation returns) and when it ends (background children do not outlive it).
+    ``on_group`` hears the id of the command's process group in the runner once it is known."""
 
     async def execute(
         self,
@@ -43,19 +50,15 @@ class CommandTransport(Protocol):
         *,
         cwd: str,
         env: dict[str, str],
-        timeout: float,
+        timeout: float | None,
         on_stdout: Callable[[bytes], None],
         on_stderr: Callable[[bytes], None],
+        on_group: Callable[[int], None] | None = None,
     ) -> CommandExit: ...
 
 
 class RunnerProcessBroker:
     """``ProcessBroker`` over a ``CommandTransport``."""
-
-    async def spawn(self, command: str | list[str], *, output: OutputSink, cwd: Path | None = None) -> RunningProcess:
-        """Background tasks run on the local runner only: refusing says so, where running the
-        command on this machine instead would put it outside the thread's runner."""
-        raise BrokerDenied("background tasks run only on the local runner; run the command without run_in_background")
 
     def __init__(
         self,
@@ -122,6 +125,45 @@ class RunnerProcessBroker:
             env.update(extra)
         return env, dropped
 
+    async def _prepare(
+        self, command: str | list[str], cwd: Path | None, env: dict[str, str] | None, **audit: Any
+    ) -> tuple[list[str], Path, dict[str, str]]:
+        """Checked, wrapped and audited: the argv to run, its working folder and environment."""
+        self._check(command)
+        workdir = self._fs.resolve(str(cwd) if cwd is not None else ".")
+        argv = [self._shell, "-c", command] if isinstance(command, str) else list(command)
+        if self._wrap is not None:
+            argv = await self._wrap(argv, workdir.as_posix())
+        child_env, dropped = self.child_env(env)
+        self._record(
+            "process.start",
+            command=_show(command),
+            cwd=self._fs.display(workdir),
+            sandbox=self.sandbox_level,
+            env_dropped=dropped,
+            **audit,
+        )
+        return argv, workdir, child_env
+
+    async def spawn(self, command: str | list[str], *, output: OutputSink, cwd: Path | None = None) -> RunningProcess:
+        """Start a long-running command in the runner and return at once: no timeout, its
+        merged, redacted output flowing into ``output``, ended by ``kill`` (the whole group)."""
+        argv, workdir, child_env = await self._prepare(command, cwd, None, background=True)
+        sink = RedactedSink(output, self._redactor.byte_stream())
+        process = RunnerBackgroundProcess(self, _show(command), sink)
+        process.start(
+            self._transport.execute(
+                argv,
+                cwd=workdir.as_posix(),
+                env=child_env,
+                timeout=None,
+                on_stdout=sink.feed,
+                on_stderr=sink.feed,
+                on_group=process.group_known,
+            )
+        )
+        return process
+
     async def run(
         self,
         command: str | list[str],
@@ -133,21 +175,8 @@ class RunnerProcessBroker:
         separate_stderr: bool = False,
         on_stderr: Callable[[str], None] | None = None,
     ) -> ProcessResult:
-        self._check(command)
-        workdir = self._fs.resolve(str(cwd) if cwd is not None else ".")
         timeout = float(timeout or self._default_timeout)
-        argv = [self._shell, "-c", command] if isinstance(command, str) else list(command)
-        if self._wrap is not None:
-            argv = await self._wrap(argv, workdir.as_posix())
-        child_env, dropped = self.child_env(env)
-        self._record(
-            "process.start",
-            command=_show(command),
-            cwd=self._fs.display(workdir),
-            sandbox=self.sandbox_level,
-            timeout=timeout,
-            env_dropped=dropped,
-        )
+        argv, workdir, child_env = await self._prepare(command, cwd, env, timeout=timeout)
         collector = OutputCollector(self._spill_dir, on_output, self._redactor.byte_stream())
         err_collector = (
             OutputCollector(self._spill_dir, on_stderr, self._redactor.byte_stream()) if separate_stderr else collector
@@ -194,6 +223,90 @@ class RunnerProcessBroker:
             total_bytes=collector.total_bytes,
             total_lines=collector.total_lines,
         )
+
+
+class RunnerBackgroundProcess:
+    """A command ``RunnerProcessBroker.spawn`` started: wait for it, or kill it and all it started."""
+
+    def __init__(self, broker: RunnerProcessBroker, command: str, sink: RedactedSink) -> None:
+        self._broker = broker
+        self._command = command
+        self._sink = sink
+        self._started = time.monotonic()
+        self._task: asyncio.Task[CommandExit] | None = None
+        self._group = 0
+        self._killed = False
+        self._result: ProcessResult | None = None
+
+    def start(self, execution: Awaitable[CommandExit]) -> None:
+        async def run() -> CommandExit:
+            return await execution
+
+        self._task = asyncio.create_task(run())
+
+    def group_known(self, pgid: int) -> None:
+        self._group = pgid
+
+    @property
+    def pid(self) -> int:
+        """The command's process group id in the runner (0 until it reported it)."""
+        return self._group
+
+    @property
+    def sandbox(self) -> str:
+        return self._broker.sandbox_level
+
+    async def wait(self) -> ProcessResult:
+        """Until the command exits (or is killed); cancelling the wait kills it. A runner that
+        failed under it (a lost connection) raises its error."""
+        assert self._task is not None
+        try:
+            await asyncio.wait([self._task])  # cancelling this wait leaves the task to ``kill``
+        except asyncio.CancelledError:
+            await asyncio.shield(self.kill())
+            raise
+        result = self._finish(self._outcome())
+        if not self._task.cancelled() and (error := self._task.exception()) is not None:
+            raise error
+        return result
+
+    async def kill(self) -> ProcessResult:
+        """Stop it: its process group in the runner is killed before this returns."""
+        assert self._task is not None
+        if not self._task.done():
+            self._killed = True
+            self._task.cancel()
+        await asyncio.wait([self._task])
+        return self._finish(self._outcome())
+
+    def _outcome(self) -> CommandExit | None:
+        task = self._task
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return None
+        return task.result()
+
+    def _finish(self, done: CommandExit | None) -> ProcessResult:
+        if self._result is not None:
+            return self._result
+        self._sink.flush()
+        duration_ms = int((time.monotonic() - self._started) * 1000)
+        exit_code = None if done is None else done.exit_code
+        self._broker._record(
+            "process.exit",
+            command=self._command,
+            exit_code=exit_code,
+            killed=self._killed,
+            duration_ms=duration_ms,
+            background=True,
+        )
+        self._result = ProcessResult(
+            exit_code=exit_code,
+            output="",
+            duration_ms=duration_ms,
+            interrupted=self._killed,
+            sandbox=self._broker.sandbox_level,
+        )
+        return self._result
 
 
 def _show(command: str | list[str]) -> str:

@@ -181,12 +181,20 @@ class Runtime:
     # ------------------------------------------------------------------ brokers and tool hosts
 
     def brokers_for(
-        self, workspace: Path, extension_id: str, capabilities: frozenset[str] | None = None, *, thread_id: str | None = None
+        self,
+        workspace: Path,
+        extension_id: str,
+        capabilities: frozenset[str] | None = None,
+        *,
+        thread_id: str | None = None,
+        runner: str | None = None,
     ) -> Brokers:
         """Brokers scoped to a workspace and an extension's grants; ``capabilities`` replaces the
         grants for callers that are not extensions (the control plane's fs/* and command/exec).
-        With ``thread_id``, the brokers of that thread's runner (opened by ``open_runner``)."""
-        runner = self.thread_runner(thread_id) if thread_id is not None else None
+        With ``thread_id``, the brokers of that thread's runner (opened by ``open_runner``);
+        ``runner`` names one explicitly (its session for ``workspace`` must be open)."""
+        if runner is None and thread_id is not None:
+            runner = self.thread_runner(thread_id)
         key = (str(workspace), extension_id, runner or "")
         if key not in self._brokers:
             granted = self.registry.granted_capabilities(extension_id) if capabilities is None else capabilities
@@ -248,14 +256,21 @@ class Runtime:
     # ------------------------------------------------------------------ runners
 
     def thread_runner(self, thread_id: str) -> str | None:
-        """The runner a thread selected (saved in the thread), or None for the default."""
+        """The runner a thread selected (saved in the thread), else its parent's, up to the root
+        thread (subagents, agent tasks and other child threads work where their parent works
+        unless they were given a runner of their own); None for the default."""
         from roder_core.runtime.runners import RUNNER_NAMESPACE
 
         state = self.threads.find(thread_id)
-        if state is None:
-            return None
-        saved = self.custom_state(thread_id, RUNNER_NAMESPACE)
-        return saved.get("name") if isinstance(saved, dict) and saved.get("name") else None
+        seen: set[str] = set()
+        while state is not None and state.thread.id not in seen:
+            seen.add(state.thread.id)
+            saved = self.custom_state(state.thread.id, RUNNER_NAMESPACE)
+            if isinstance(saved, dict) and saved.get("name"):
+                return str(saved["name"])
+            parent = state.thread.parent
+            state = self.threads.find(parent.thread_id) if parent is not None else None
+        return None
 
     async def open_runner(self, thread_id: str) -> None:
         """Open the thread's runner session if it is not live (a turn's tools need it)."""

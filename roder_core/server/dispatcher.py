@@ -221,8 +221,10 @@ class Dispatcher:
             return None
         return {"jsonrpc": "2.0", "id": request_id, "result": result.wire()}
 
-    def brokers(self, workspace: Path) -> Brokers:
-        return self.runtime.brokers_for(workspace, SERVER_EXTENSION_ID, SERVER_CAPABILITIES)
+    def brokers(self, workspace: Path, *, runner: str | None = None) -> Brokers:
+        """The control plane's brokers for ``workspace``: this machine's, or runner ``runner``'s
+        (its session for ``workspace`` must be open)."""
+        return self.runtime.brokers_for(workspace, SERVER_EXTENSION_ID, SERVER_CAPABILITIES, runner=runner)
 
     def connect(self, maxsize: int | None = None, thread_id: str | None = None) -> NotificationQueue:
         """Open a bounded notification queue for a new client."""

@@ -1,7 +1,9 @@
 """Protocol models of the host methods: fs/*, command/exec and tools/call (seed 004).
 
 Paths are absolute; file contents travel as base64. Every method here is evaluated by the
-policy engine first and answers ``POLICY_DENIED`` when policy denies it.
+policy engine first and answers ``POLICY_DENIED`` when policy denies it. ``fs/*`` and
+``command/exec`` act where a thread's tools act when given its ``threadId`` (its runner), or in
+the runner named by ``runner`` (``server/methods/host_place.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from roder_core.server.protocol import MethodSpec, ProtocolModel, ServerNotifica
 DEFAULT_TIMEOUT_MS = 30_000
 
 
-class FsReadFileParams(ProtocolModel):
+class HostTarget(ProtocolModel):
+    """Where a request acts: this machine (neither set), a thread's runner, or a named runner."""
+
+    #: Act where this thread's tools act (its runner and its mode).
+    thread_id: str | None = None
+    #: Act in this runner (``runners/list``), for the thread's workspace or the server's folder.
+    runner: str | None = None
+
+
+class FsReadFileParams(HostTarget):
     path: str
     #: Refuse files larger than this many bytes (default 32 MiB).
     max_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
@@ -28,7 +39,7 @@ class FsReadFileResult(ProtocolModel):
     size: int
 
 
-class FsReadDirectoryParams(ProtocolModel):
+class FsReadDirectoryParams(HostTarget):
     path: str
     respect_gitignore: bool = False
 
@@ -46,7 +57,7 @@ class FsReadDirectoryResult(ProtocolModel):
     entries: list[DirectoryEntry]
 
 
-class CommandExecParams(ProtocolModel):
+class CommandExecParams(HostTarget):
     command: list[str] = Field(min_length=1)
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)

@@ -50,7 +50,12 @@ class RunnerConfig(BaseModel):
     #: Commands in the container reach the network (off by default: ``--network none``).
     network: bool = False
     #: Extra ``podman run`` / ``docker run`` options (``--memory 2g``); never a shell string.
+    #: They come after Roder's own, so ``--ulimit nofile=1024:1024`` here replaces Roder's.
     run_args: list[str] = Field(default_factory=list)
+    #: The OCI runtime the engine starts the container with (``podman --runtime``, ``docker
+    #: run --runtime``), a name or a path: ``runc`` where crun cannot run (cgroups in hybrid
+    #: mode); unset, the engine's default.
+    oci_runtime: str | None = Field(default=None, min_length=1, pattern=r"^\S+$")
 
     @model_validator(mode="after")
     def _required(self) -> RunnerConfig:

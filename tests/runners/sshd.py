@@ -1,20 +1,25 @@
 """A real OpenSSH server for the ssh runner tests: loopback only, throwaway keys, no system config.
 
-``sshd -D -e -f <config>`` runs as a child of the test with a host key and an authorized user
-key generated in a temporary folder; it accepts only that key, only for the user running the
-tests (root or not), only on 127.0.0.1. Nothing under /etc is read or written: the config names
-every file it needs. When sshd cannot start here the fixture skips with sshd's own words.
+``sshd -D -e -f <config>`` runs as a child of the test session with a host key and an
+authorized user key generated in a temporary folder; it accepts only that key, only for the user
+running the tests (root or not), only on 127.0.0.1. Nothing under /etc is read or written: the
+config names every file it needs. One server serves every test of ``tests/runners`` (the
+``sshd`` fixture of ``conftest.py``); each test brings its own remote workspace folder. When
+sshd cannot start here the fixture skips with sshd's own words.
+
+The server is a plain ``subprocess.Popen`` with a thread reading its log, not an asyncio
+subprocess: each test has its own event loop, and the server outlives them all.
 """
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import os
 import shutil
 import socket
 import subprocess
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
@@ -27,10 +32,10 @@ class Sshd:
     user: str
     identity_file: Path
     known_hosts: Path
-    process: asyncio.subprocess.Process
-    log: list[str]
+    process: subprocess.Popen[bytes]
+    log: list[str] = field(default_factory=list)
     #: Reads sshd's log for as long as it runs.
-    drain: asyncio.Future[None] | None = None
+    drain: threading.Thread | None = None
 
     def runner_table(self, name: str, workspace: Path, **extra: str) -> str:
         """A ``[runners.NAME]`` table reaching this server."""
@@ -47,12 +52,12 @@ class Sshd:
         ]
         return "\n".join(lines) + "\n"
 
-    async def stop(self) -> None:
-        if self.process.returncode is None:
+    def stop(self) -> None:
+        if self.process.poll() is None:
             self.process.terminate()
-            await self.process.wait()
+            self.process.wait(timeout=60)
         if self.drain is not None:
-            await self.drain
+            self.drain.join(timeout=60)
 
 
 def _free_port() -> int:
@@ -74,7 +79,7 @@ def why_not() -> str | None:
     return None
 
 
-async def start_sshd(folder: Path) -> Sshd:
+def start_sshd(folder: Path) -> Sshd:
     """Start the server and wait until it says it listens (its own log line, no sleeping)."""
     folder.mkdir(parents=True, exist_ok=True)
     host_key, user_key = folder / "host_key", folder / "user_key"
@@ -104,33 +109,34 @@ async def start_sshd(folder: Path) -> Sshd:
                 f"AllowUsers {user}",
                 f"Subsystem sftp {sftp}",
                 "LogLevel VERBOSE",
+                # every test of the session shares this server: room for their connections
+                "MaxStartups 100",
+                "MaxSessions 100",
                 "",
             ]
         )
     )
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # privilege separation needs it (empty)
-    process = await asyncio.create_subprocess_exec(
-        SSHD, "-D", "-e", "-f", str(config), stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
-    )
+    process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert process.stderr is not None
-    log: list[str] = []
-    while True:
-        line = (await asyncio.wait_for(process.stderr.readline(), 60)).decode(errors="replace")
-        if not line:
-            raise RuntimeError("sshd exited: " + "".join(log).strip())
-        log.append(line)
-        if "Server listening on" in line:
-            break
-    host_pub = host_key.with_suffix(".pub").read_text().split()
-    known_hosts = folder / "known_hosts"
-    known_hosts.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    server = Sshd(port, user, user_key, folder / "known_hosts", process)
+    listening = threading.Event()
 
-    async def drain() -> None:  # keep reading its log so it never blocks on a full pipe
+    def drain() -> None:  # keep reading its log so it never blocks on a full pipe
         assert process.stderr is not None
-        while line := await process.stderr.readline():
-            log.append(line.decode(errors="replace"))
+        for raw in process.stderr:
+            line = raw.decode(errors="replace")
+            server.log.append(line)
+            if "Server listening on" in line:
+                listening.set()
+        listening.set()  # it exited: stop waiting
 
-    server = Sshd(port, user, user_key, known_hosts, process, log)
-    server.drain = asyncio.ensure_future(drain())
+    server.drain = threading.Thread(target=drain, name="sshd-log", daemon=True)
+    server.drain.start()
+    if not listening.wait(60) or process.poll() is not None:
+        server.stop()
+        raise RuntimeError("sshd did not start: " + "".join(server.log).strip())
+    host_pub = host_key.with_suffix(".pub").read_text().split()
+    server.known_hosts.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
     return server

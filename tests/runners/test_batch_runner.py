@@ -4,30 +4,14 @@ result, diff and score come back to this machine as for a local run, and the fol
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tests.batch.conftest import result, write_jsonl, write_script
-from tests.runners.sshd import Sshd, start_sshd, why_not
+from tests.runners.sshd import Sshd
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-async def sshd(tmp_path: Path) -> AsyncIterator[Sshd]:
-    reason = why_not()
-    if reason is not None:
-        pytest.skip(f"no OpenSSH server for the ssh runner test: {reason}")
-    try:
-        server = await start_sshd(tmp_path / "sshd")
-    except RuntimeError as exc:
-        pytest.skip(f"sshd cannot run on this machine: {exc}")
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def test_a_batch_runs_its_tools_on_the_ssh_host(tmp_path: Path, sshd: Sshd, roder_home: Path) -> None:

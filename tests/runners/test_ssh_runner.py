@@ -7,31 +7,15 @@ over the connection."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.runners.sshd import Sshd, start_sshd, why_not
+from tests.runners.sshd import Sshd
 from tests.server.support import PipePeer, call, trusted_workspace
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-async def sshd(tmp_path: Path) -> AsyncIterator[Sshd]:
-    reason = why_not()
-    if reason is not None:
-        pytest.skip(f"no OpenSSH server for the ssh runner test: {reason}")
-    try:
-        server = await start_sshd(tmp_path / "sshd")
-    except RuntimeError as exc:
-        pytest.skip(f"sshd cannot run on this machine: {exc}")
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def _remote(tmp_path: Path) -> Path:

@@ -2,14 +2,14 @@
 
 The caller is a client acting for the user, so a policy verdict of "ask" counts as approved by
 that call; "deny" (plan mode, deny rules, protected or outside-workspace paths) answers ``POLICY_DENIED``.
-Files are read and commands run only through the workspace-scoped brokers.
+Files are read and commands run only through the workspace-scoped brokers: this machine's, or
+those of the runner a ``threadId`` or ``runner`` names (``host_place``).
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
-import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +23,7 @@ from roder_core.policy.engine import subjects_of
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams, PolicyDenied
 from roder_core.server.methods.core import absolute_path
+from roder_core.server.methods.host_place import HostPlace, containing_workspace, host_place
 from roder_core.server.protocol_host import (
     CommandExecOutputDelta,
     CommandExecParams,
@@ -55,28 +56,33 @@ class _Probe(Tool):
 
 def workspace_of(app: Dispatcher, path: Path) -> Path:
     """The workspace (server cwd or an open thread's cwd) that contains ``path``; ``POLICY_DENIED`` if none."""
-    real = Path(os.path.realpath(path))
-    roots = [app.runtime.options.cwd, *(Path(t.cwd) for t in app.runtime.open_threads())]
-    for root in roots:
-        resolved = Path(os.path.realpath(root))
-        if real == resolved or real.is_relative_to(resolved):
-            return resolved
-    raise PolicyDenied(f"{path} is outside the workspace ({app.runtime.options.cwd})")
+    found = containing_workspace(app, path)
+    if found is None:
+        raise PolicyDenied(f"{path} is outside the workspace ({app.runtime.options.cwd})")
+    return found
 
 
-async def check_policy(app: Dispatcher, workspace: Path, name: str, arguments: dict[str, Any], probe: _Probe) -> None:
-    """Evaluate a direct request like the matching tool call; raise ``POLICY_DENIED`` when denied."""
+async def check_policy(
+    app: Dispatcher,
+    workspace: Path,
+    name: str,
+    arguments: dict[str, Any],
+    probe: _Probe,
+    place: HostPlace | None = None,
+) -> None:
+    """Evaluate a direct request like the matching tool call (in ``place``'s mode, with its
+    brokers); raise ``POLICY_DENIED`` when denied."""
     runtime = app.runtime
     tools = runtime.registry.tool_registry(on_error=lambda _source, _exc: None)
     tool = tools.get(name) or probe
     call = ToolCall(id=f"direct_{next(_calls)}", name=name, arguments=arguments)
     ctx = ToolExecutionContext(
-        thread_id="app-server",
+        thread_id=(place.thread_id if place is not None else None) or "app-server",
         turn_id="",
         call_id=call.id,
         workspace=workspace,
-        mode=runtime.mode,
-        brokers=app.brokers(workspace),
+        mode=place.mode if place is not None else runtime.mode,
+        brokers=place.brokers(app) if place is not None else app.brokers(workspace),
     )
     if tool is not probe and not subjects_of(tool, call, workspace):
         tool = probe
@@ -93,18 +99,20 @@ async def check_tool_policy(app: Dispatcher, workspace: Path, name: str, argumen
     await check_policy(app, workspace, name, arguments, probe)
 
 
-async def _readable(app: Dispatcher, raw: str) -> tuple[Path, Path]:
-    path = absolute_path(raw)
-    workspace = workspace_of(app, path)
+async def _readable(app: Dispatcher, raw: str, thread_id: str | None, runner: str | None) -> tuple[Path, HostPlace]:
+    """The local-workspace path to read (policy's view; the runner's broker maps it) and where."""
+    requested = absolute_path(raw)
+    place = await host_place(app, thread_id=thread_id, runner=runner, path=requested)
+    path = place.local(requested)
     probe = _Probe("read", "read", PolicySubject(tool="read", value=str(path), kind="path", writes=False), read_only=True)
-    await check_policy(app, workspace, "read", {"path": str(path)}, probe)
-    return path, workspace
+    await check_policy(app, place.workspace, "read", {"path": str(path)}, probe, place)
+    return path, place
 
 
 @handles("fs/readFile")
 async def fs_read_file(app: Dispatcher, params: FsReadFileParams, ctx: CallContext) -> FsReadFileResult:
-    path, workspace = await _readable(app, params.path)
-    fs = app.brokers(workspace).fs
+    path, place = await _readable(app, params.path, params.thread_id, params.runner)
+    fs = place.brokers(app).fs
     try:
         info = fs.stat(str(path))
     except FileNotFoundError as exc:
@@ -114,31 +122,32 @@ async def fs_read_file(app: Dispatcher, params: FsReadFileParams, ctx: CallConte
     if info.size > params.max_bytes:
         raise InvalidParams(f"{params.path} is {info.size} bytes, more than maxBytes={params.max_bytes}")
     data = fs.read_bytes(str(path))
-    return FsReadFileResult(path=str(path), data_base64=base64.b64encode(data).decode("ascii"), size=len(data))
+    return FsReadFileResult(path=str(Path(params.path)), data_base64=base64.b64encode(data).decode("ascii"), size=len(data))
 
 
 @handles("fs/readDirectory")
 async def fs_read_directory(app: Dispatcher, params: FsReadDirectoryParams, ctx: CallContext) -> FsReadDirectoryResult:
-    path, workspace = await _readable(app, params.path)
-    fs = app.brokers(workspace).fs
+    path, place = await _readable(app, params.path, params.thread_id, params.runner)
+    fs = place.brokers(app).fs
     try:
         infos = fs.list_dir(str(path), respect_gitignore=params.respect_gitignore)
     except (FileNotFoundError, NotADirectoryError) as exc:
         raise InvalidParams(str(exc)) from None
     entries = [DirectoryEntry(name=i.path.name, path=str(i.path), kind=i.kind, size=i.size, mtime=i.mtime) for i in infos]
     entries.sort(key=lambda e: (e.kind != "dir", e.name))
-    return FsReadDirectoryResult(path=str(path), entries=entries)
+    return FsReadDirectoryResult(path=str(Path(params.path)), entries=entries)
 
 
 @handles("command/exec")
 async def command_exec(app: Dispatcher, params: CommandExecParams, ctx: CallContext) -> CommandExecResult:
     if params.stream_stdout_stderr and not params.process_id:
         raise InvalidParams("streamStdoutStderr needs a processId to tag the output notifications")
-    cwd = absolute_path(params.cwd, "cwd") if params.cwd else app.runtime.options.cwd
-    workspace = workspace_of(app, cwd)
+    requested = absolute_path(params.cwd, "cwd") if params.cwd else None
+    place = await host_place(app, thread_id=params.thread_id, runner=params.runner, path=requested or app.runtime.options.cwd)
+    cwd = place.local(requested) if requested is not None else place.workspace
     line = shlex.join(params.command)
     probe = _Probe("bash", "execute", PolicySubject(tool="bash", value=line, kind="command"), read_only=False)
-    await check_policy(app, workspace, "bash", {"command": line}, probe)
+    await check_policy(app, place.workspace, "bash", {"command": line}, probe, place)
     on_stdout = on_stderr = None
     if params.stream_stdout_stderr:
         process_id = params.process_id or ""
@@ -152,7 +161,7 @@ async def command_exec(app: Dispatcher, params: CommandExecParams, ctx: CallCont
 
         on_stdout, on_stderr = streamer("stdout"), streamer("stderr")
 
-    result = await app.brokers(workspace).process.run(
+    result = await place.brokers(app).process.run(
         list(params.command),
         cwd=cwd,
         timeout=params.timeout_ms / 1000,

@@ -86,6 +86,8 @@ async def tasks_submit(app: Dispatcher, params: TasksSubmitParams, ctx: CallCont
             raise InvalidParams(f"{params.executor_id}: {exc}") from None
         if call is not None:
             await check_tool_policy(app, workspace, call[0], call[1])
+    if params.thread_id:
+        await runtime.open_runner(params.thread_id)  # the thread's runner runs its tasks
     try:
         info = await tasks.submit(
             params.executor_id,
