@@ -42,7 +42,6 @@ from textual.widgets import Static
 
 from roder_tui.theming import CodeStyle
 from roder_tui.widgets.incremental_markdown import BlockCache, IncrementalMarkdown
-from roder_tui.widgets.single_layout import SingleLayout
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -230,7 +229,7 @@ def _foreground_only(style: str | Style) -> Style:
     return Style(color=style.color, bold=style.bold, italic=style.italic, underline=style.underline)
 
 
-class ProseBlock(SingleLayout, Static):
+class ProseBlock(Static):
     """A prose segment: one Rich markdown render, cached by Textual per width. While it is the
     live tail of a streaming answer, ``append`` re-renders it, block by block (only the block
     that grew is rendered again, ``incremental_markdown``), and asks for a new layout only when
@@ -397,7 +396,7 @@ def _wrap_spans(index: int, line: str, width: int) -> list[tuple[int, int, int]]
 # --------------------------------------------------------------------------- the message body
 
 
-class MarkdownBody(SingleLayout, Vertical):
+class MarkdownBody(Vertical):
     """The body of an assistant message: live while streaming, static once finished."""
 
     DEFAULT_CSS = """

@@ -27,7 +27,6 @@ from roder_core.ir import (
     ToolCallItem,
     ToolResultItem,
 )
-from roder_tui.widgets.single_layout import SingleLayout
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
@@ -190,9 +189,9 @@ def _key_of(item: Item) -> tuple[str, EntryKind]:
     return item.id, "notice"
 
 
-class EntryWidget(SingleLayout, Widget):
+class EntryWidget(Widget):
     """What every transcript entry's widget offers the transcript and the key bindings
-    (``roder_tui.widgets.messages`` has the kinds). Laid out once per update (``SingleLayout``)."""
+    (``roder_tui.widgets.messages`` has the kinds)."""
 
     entry: Entry
 
@@ -260,7 +259,7 @@ class EarlierHint(Static):
     """
 
 
-class Transcript(SingleLayout, VerticalScroll, can_focus=True):
+class Transcript(VerticalScroll, can_focus=True):
     BINDINGS = [
         Binding("j,down", "focus_next_entry", "Next message", show=False),
         Binding("k,up", "focus_previous_entry", "Previous message", show=False),
