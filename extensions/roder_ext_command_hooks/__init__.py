@@ -371,8 +371,8 @@ class CommandHooksExtension(RoderExtension):
 
 def plugin_command_hooks(host: HostContext) -> list[CommandHook]:
     """Command hooks of the enabled plugins (only while enabled; a trusted project's settings
-    count only in a trusted folder), with ``${CLAUDE_PLUGIN_ROOT}`` filled in and the plugin's
-    variables in their environment. A hook with a bad matcher is skipped with one log line."""
+    count only in a trusted folder), with the plugin's variables (``CLAUDE_PLUGIN_ROOT``, ...) in
+    their environment for the shell to expand. A hook with a bad matcher is skipped with one log line."""
     active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
     found = []
     for hook in plugin_hooks(active, host.cwd):

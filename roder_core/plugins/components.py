@@ -179,7 +179,10 @@ def discover_with_plugins(roots: DefinitionRoots, active: ActivePlugins | None =
 
 @dataclass(frozen=True)
 class PluginHook:
-    """A plugin's command hook with its placeholders filled and its environment."""
+    """A plugin's command hook and its environment. The hook runs through a shell outside the
+    sandbox, so ``${CLAUDE_PLUGIN_ROOT}`` and friends stay in the command for the shell to expand
+    from the environment: pasted into the text, a folder named ``x$(...)`` (or a plugin version
+    holding one) would be parsed as code."""
 
     plugin: str
     spec: HookSpec
@@ -192,7 +195,7 @@ def plugin_hooks(active: ActivePlugins, project: Path) -> list[PluginHook]:
     for plugin in active.plugins:
         values = plugin.variables(project)
         for spec in plugin.layout.hooks:
-            hooks.append(PluginHook(plugin.id, spec, substitute(spec.command, values), values))
+            hooks.append(PluginHook(plugin.id, spec, spec.command, values))
     return hooks
 
 
