@@ -116,12 +116,13 @@ class StallMonitor:
 
 class PacedEngine:
     """An inference engine that streams ``text`` at ``tokens_per_s`` (0: as fast as the loop
-    allows), in 40-character deltas, catching up in bursts when the loop was busy, as a network
+    allows), in ``chunk``-character deltas (40 unless told), catching up in bursts when the loop was busy, as a network
     stream does. The mock engine's fixed per-delta sleeps cannot hold a rate under load."""
 
-    def __init__(self) -> None:
+    def __init__(self, chunk: int = 40) -> None:
         self.text = ""
         self.tokens_per_s = 0.0
+        self.chunk = chunk
 
     def id(self) -> str:
         return "paced"
@@ -151,7 +152,7 @@ class PacedEngine:
             await asyncio.sleep(0.005 if rate else 0)
             due = min(len(text), int((time.perf_counter() - start) * rate)) if rate else min(len(text), sent + 400)
             while sent < due:
-                piece = text[sent : sent + 40]
+                piece = text[sent : sent + self.chunk]
                 sent += len(piece)
                 yield MessageDelta(text=piece)
         yield UsageEvent(usage=Usage(input_tokens=100, output_tokens=tokens_of(text)))

@@ -5,9 +5,18 @@ loopback fake model server, which streams a Markdown prose answer in 4-character
 "token" each) with a pause before each, 100 deltas a second. ``tmux pipe-pane`` copies every byte
 the app writes to the pane into a file; the app's CPU is read from ``/proc/PID/stat`` (user +
 system ticks). Three phases: idle before the prompt, the streamed answer (from Enter to the answer's
-last word on screen), idle after it.
+last word on screen), idle after it. A short first turn comes before them (``--cold-turn`` skips
+it), so the figures are those of streaming, not of setting up the session's model client.
+``stream_cpu_pct`` is the CPU of the whole turn (Enter to idle: the prompt, the answer's
+widgets, the final render); ``text_cpu_pct`` only that of the text streaming in (from the
+answer's first line on screen to its last), the steady cost the issue's goal is about. The idle
+phase after the turn starts 1 s after the status bar says idle (the sidebar's thread list is
+refreshed just after a turn ends).
+Installed packages are byte-compiled first, as pip does (this machine's uv venvs are not, and
+``PYTHONDONTWRITEBYTECODE`` is set here, which would otherwise recompile every import).
 
     python bench/tui_ssh_bytes.py [--lines 40] [--idle 5] [--tokens-per-s 100] [--runs 3] [--ssh] [--baseline DIR]
+        [--profile DIR]
 
 `--baseline DIR` also runs another checkout (``git archive REV | tar -x -C DIR``), alternating
 run by run. Peers (``claude``, ``codex``) are reported as not installed when they are not on PATH.
@@ -16,11 +25,14 @@ run by run. Peers (``claude``, ``codex``) are reported as not installed when the
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import uuid
@@ -35,6 +47,8 @@ from roder_core.testing.fake_server import ThreadedFakeServer
 
 ROOT = Path(__file__).resolve().parents[1]
 END_MARK = "STREAM-END-MARK"
+WARM_MARK = "WARM-MARK"
+FIRST_MARK = "Section 1"  # the answer's first line (a heading)
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -42,12 +56,12 @@ def tmux(socket: str, *args: str) -> str:
     return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True, timeout=20).stdout
 
 
-def wait_for(socket: str, text: str, timeout: float) -> None:
+def wait_for(socket: str, text: str, timeout: float, step: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if text in tmux(socket, "capture-pane", "-p", "-t", "roder"):
             return
-        time.sleep(0.1)
+        time.sleep(step)
     raise SystemExit(f"{text!r} never appeared:\n{tmux(socket, 'capture-pane', '-p', '-t', 'roder')}")
 
 
@@ -63,7 +77,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def one_run(home: Path, cwd: Path, extra_path: str | None, idle: float, deltas: int, ssh: bool) -> dict[str, float]:
+def one_run(
+    home: Path,
+    cwd: Path,
+    extra_path: str | None,
+    idle: float,
+    deltas: int,
+    ssh: bool,
+    profile: Path | None = None,
+    warm: bool = True,
+) -> dict[str, float]:
     socket = f"roder-bytes-{uuid.uuid4().hex[:8]}"
     capture = home.parent / f"{socket}.bytes"
     env_vars = {"RODER_HOME": str(home), "LOCAL_API_KEY": "sk-local-test"}
@@ -96,6 +119,11 @@ def one_run(home: Path, cwd: Path, extra_path: str | None, idle: float, deltas: 
     )
     try:
         wait_for(socket, "idle", 60)
+        if warm:  # a first short turn: the model client and its imports are then paid for
+            tmux(socket, "send-keys", "-t", "roder", "-l", "warm up")
+            tmux(socket, "send-keys", "-t", "roder", "Enter")
+            wait_for(socket, WARM_MARK, 60)
+            wait_for(socket, "idle", 60)
         time.sleep(1.0)  # let the first screen settle
         pid = app_pid(socket)
         tmux(socket, "pipe-pane", "-t", "roder", "-o", f"cat >> {capture}")
@@ -104,12 +132,21 @@ def one_run(home: Path, cwd: Path, extra_path: str | None, idle: float, deltas: 
 
         b0, c0, t0 = size(), cpu_seconds(pid), time.monotonic()
         time.sleep(idle)
+        spy = start_profiler(pid, profile) if profile else None
         b1, c1, t1 = size(), cpu_seconds(pid), time.monotonic()
         tmux(socket, "send-keys", "-t", "roder", "-l", "write the notes")
         tmux(socket, "send-keys", "-t", "roder", "Enter")
-        wait_for(socket, END_MARK, 300)
+        wait_for(socket, FIRST_MARK, 60, step=0.05)
+        cf, tf = cpu_seconds(pid), time.monotonic()
+        wait_for(socket, END_MARK, 300, step=0.05)
+        ce, te = cpu_seconds(pid), time.monotonic()
         wait_for(socket, "idle", 60)
         b2, c2, t2 = size(), cpu_seconds(pid), time.monotonic()
+        time.sleep(1.0)  # the turn's own last writes (the sidebar's thread list, refreshed after it)
+        b2s, c2s, t2s = size(), cpu_seconds(pid), time.monotonic()
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
         time.sleep(idle)
         b3, c3, t3 = size(), cpu_seconds(pid), time.monotonic()
         tmux(socket, "send-keys", "-t", "roder", "C-q")
@@ -124,9 +161,19 @@ def one_run(home: Path, cwd: Path, extra_path: str | None, idle: float, deltas: 
         "stream_s": stream_s,
         "tokens_s": deltas / stream_s,
         "stream_cpu_pct": 100 * (c2 - c1) / stream_s,
-        "idle_after_bytes_s": (b3 - b2) / (t3 - t2),
-        "idle_cpu_pct": 100 * ((c1 - c0) + (c3 - c2)) / ((t1 - t0) + (t3 - t2)),
+        "text_cpu_pct": 100 * (ce - cf) / (te - tf),
+        "idle_after_bytes_s": (b3 - b2s) / (t3 - t2s),
+        "idle_cpu_pct": 100 * ((c1 - c0) + (c3 - c2s)) / ((t1 - t0) + (t3 - t2s)),
     }
+
+
+def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling the app (raw folded stacks, idle frames dropped) until interrupted."""
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if spy is None:
+        raise SystemExit("--profile needs py-spy (pip install py-spy)")
+    command = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "--output", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def main() -> None:
@@ -137,6 +184,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--ssh", action="store_true", help="run the app as sshd would (SSH_CONNECTION set)")
     parser.add_argument("--baseline", type=Path, help="another checkout of Roder to compare, alternating")
+    parser.add_argument(
+        "--cold-turn",
+        action="store_true",
+        help="measure the session's first turn (model client set-up and its imports included) instead of a second one",
+    )
+    parser.add_argument("--profile", type=Path, help="py-spy folded stacks of the streaming phase: DIR/VARIANT-RUN.txt")
     opts = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed")
@@ -145,9 +198,13 @@ def main() -> None:
             print(f"{peer}: not installed on this machine; not measured")
     text = prose(opts.lines) + f"\n{END_MARK}\n"
     deltas = -(-len(text) // 4)
-    steps = [{"text": text, "chunk_size": 4, "delay_ms": 1000 / opts.tokens_per_s}] * (opts.runs * 2 + 2)
+    answer = {"text": text, "chunk_size": 4, "delay_ms": 1000 / opts.tokens_per_s}
+    per_run = [answer] if opts.cold_turn else [{"text": f"{WARM_MARK}\n"}, answer]
+    runs_total = opts.runs * (2 if opts.baseline else 1)
+    steps = per_run * runs_total + [answer] * 2
     variants: dict[str, str | None] = {"this": None}
     compile_bytecode(ROOT)
+    compileall.compile_dir(sysconfig.get_paths()["purelib"], quiet=1)
     if opts.baseline:
         compile_bytecode(opts.baseline)
         base = opts.baseline.resolve()
@@ -164,7 +221,12 @@ def main() -> None:
                     f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{server.base_url}"\n'
                     'api_key_env = "LOCAL_API_KEY"\nmodels = ["my-model"]\n'
                 )
-                results.setdefault(name, []).append(one_run(home, cwd, extra, opts.idle, deltas, opts.ssh))
+                profile = opts.profile / f"{name}-{run}.txt" if opts.profile else None
+                if profile is not None:
+                    profile.parent.mkdir(parents=True, exist_ok=True)
+                results.setdefault(name, []).append(
+                    one_run(home, cwd, extra, opts.idle, deltas, opts.ssh, profile, not opts.cold_turn)
+                )
         print(f"load average after: {load_average()}")
     keys = list(next(iter(results.values()))[0])
     print(f"{'variant':<9} " + " ".join(f"{k:>20}" for k in keys))

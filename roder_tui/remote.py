@@ -2,12 +2,18 @@
 
 Must run before Textual is imported (it reads ``TEXTUAL_FPS`` and ``TEXTUAL_ANIMATIONS`` once).
 Explicit user settings always win.
+
+Streamed text is what costs over SSH: every transcript update lays the answer out, composes the
+frame and sends its changed rows. At 100 tokens/s, 10 updates a second cost the app about a fifth
+of a core (bench/README.md, goal 5); 5 a second still shows a line or so at a time, halves that
+part, and halves the bytes of rows that scroll. ``RODER_STREAM_FPS`` sets the rate either way.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 SSH_FPS = "15"
 LOCAL_FPS = "60"
@@ -28,6 +34,22 @@ def tune_for_link(env: MutableMapping[str, str] | None = None) -> bool:
     return remote
 
 
-def stream_fps(remote: bool) -> float:
-    """Transcript repaints per second while text streams (the coalescer's rate)."""
-    return 10.0 if remote else 30.0
+#: Transcript updates per second while text streams, over SSH and locally.
+SSH_STREAM_FPS = 5.0
+LOCAL_STREAM_FPS = 30.0
+
+
+def stream_fps(remote: bool, env: Mapping[str, str] | None = None) -> float:
+    """Transcript repaints per second while text streams (the coalescer's rate):
+    ``RODER_STREAM_FPS`` when it is a number from 1 to 120, else the link's default."""
+    env = os.environ if env is None else env
+    wanted = env.get("RODER_STREAM_FPS")
+    if wanted:
+        try:
+            fps = float(wanted)
+        except ValueError:
+            fps = 0.0
+        if 1.0 <= fps <= 120.0:
+            return fps
+        logging.getLogger(__name__).warning("RODER_STREAM_FPS=%r is not a number from 1 to 120; ignored", wanted)
+    return SSH_STREAM_FPS if remote else LOCAL_STREAM_FPS

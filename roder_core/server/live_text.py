@@ -57,9 +57,12 @@ class LiveText:
         self._threads: dict[str, _ThreadPieces] = {}
 
     def observe(self, event: RuntimeEvent) -> None:
-        if isinstance(event, AgentMessageDelta):
-            live = self._threads.setdefault(event.thread_id, _ThreadPieces())
-            live.items.setdefault(event.item_id, _Pieces(event.kind)).add(event.delta)
+        if isinstance(event, AgentMessageDelta):  # every delta: build containers only when new
+            live = self._threads.get(event.thread_id) or self._threads.setdefault(event.thread_id, _ThreadPieces())
+            pieces = live.items.get(event.item_id)
+            if pieces is None:
+                pieces = live.items[event.item_id] = _Pieces(event.kind)
+            pieces.add(event.delta)
         elif isinstance(event, ToolOutputDelta):
             live = self._threads.setdefault(event.thread_id, _ThreadPieces())
             live.tool_output.setdefault(event.call_id, _Pieces()).add(event.delta, MAX_TOOL_OUTPUT)

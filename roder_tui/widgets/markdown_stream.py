@@ -25,9 +25,8 @@ import asyncio
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from rich.console import RenderableType
 from rich.markdown import Heading, Markdown
 from rich.segment import Segment
 from rich.style import Style
@@ -40,6 +39,11 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from roder_tui.theming import CodeStyle
+from roder_tui.widgets.incremental_markdown import BlockCache, IncrementalMarkdown
+from roder_tui.widgets.single_layout import SingleLayout
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 #: Lines after which a live prose segment is sealed at the next blank line...
 SEAL_LINES = 16
@@ -187,8 +191,14 @@ class RoderMarkdown(Markdown):
     elements: ClassVar = {**Markdown.elements, "heading_open": _LeftHeading}
 
 
-def render_markdown(text: str) -> RenderableType:
+def render_markdown(text: str) -> RoderMarkdown:
     return RoderMarkdown(text, code_theme=CodeStyle.name, hyperlinks=False)
+
+
+def incremental_markdown(text: str, cache: BlockCache) -> IncrementalMarkdown:
+    """``render_markdown(text)``, drawn block by block: blocks ``cache`` has already drawn at
+    this width are reused (a live segment re-renders only the block that grew)."""
+    return IncrementalMarkdown(text, cache, render_markdown, RoderMarkdown.elements)
 
 
 _HIGHLIGHTS: OrderedDict[tuple[str, str, str], Text] = OrderedDict()
@@ -218,28 +228,48 @@ def _foreground_only(style: str | Style) -> Style:
     return Style(color=style.color, bold=style.bold, italic=style.italic, underline=style.underline)
 
 
-class ProseBlock(Static):
+class ProseBlock(SingleLayout, Static):
     """A prose segment: one Rich markdown render, cached by Textual per width. While it is the
-    live tail of a streaming answer, ``append`` re-renders it; once sealed it never changes."""
+    live tail of a streaming answer, ``append`` re-renders it, block by block (only the block
+    that grew is rendered again, ``incremental_markdown``), and asks for a new layout only when
+    its height changed; once sealed it never changes."""
 
     DEFAULT_CSS = """
     ProseBlock { height: auto; }
     ProseBlock.-after-prose { margin-top: 1; }
     """
 
-    def __init__(self, text: str, *, after_prose: bool = False) -> None:
-        super().__init__(render_markdown(text))
+    def __init__(self, text: str, *, after_prose: bool = False, live: bool = False) -> None:
+        self._blocks = BlockCache() if live else None
+        super().__init__(self._markdown(text))
         self.source = text
         # A block sealed at a paragraph break is followed by a new paragraph: Rich drops the
         # trailing blank line of the first, so the gap is put back here (live and after reload).
         self.set_class(after_prose, "-after-prose")
 
+    def _markdown(self, text: str) -> RenderableType:
+        return render_markdown(text) if self._blocks is None else incremental_markdown(text, self._blocks)
+
     def append(self, text: str) -> None:
         self.source += text
-        self.update(render_markdown(self.source))
+        markdown = self._markdown(self.source)
+        self.update(markdown, layout=self._height_changes(markdown))
+
+    def _height_changes(self, markdown: RenderableType) -> bool:
+        """Whether ``markdown`` is taller or shorter than what is laid out now. Measured the way
+        Textual measures it; the blocks rendered here are reused by the render that follows. A
+        same-height update repaints this block alone instead of laying out the transcript."""
+        width, height = self.content_size
+        if not width or not self.is_attached:
+            return True
+        options = self.app.console_options.update_width(width).update(highlight=False)
+        lines = sum(text.count("\n") for text, _, _ in self.app.console.render(markdown, options))
+        return lines != height
 
     def rerender(self) -> None:
-        self.update(render_markdown(self.source))
+        if self._blocks is not None:
+            self._blocks.clear()
+        self.update(self._markdown(self.source))
 
 
 class CodeView(ScrollView, can_focus=False):
@@ -265,8 +295,9 @@ class CodeView(ScrollView, can_focus=False):
         self._lines_done = 0
         self._width = 0
         self._strips: dict[int, Strip] = {}
-        if highlighted:
-            self.styled = highlight_code(code, lang).split("\n", allow_blank=True)
+        #: Highlight on first paint: a block scrolled out of view (most of a long thread's
+        #: mounted window) never pays for Pygments. Its rows wrap the same either way.
+        self._highlight_pending = highlighted
 
     @property
     def code(self) -> str:
@@ -291,7 +322,7 @@ class CodeView(ScrollView, can_focus=False):
             self.refresh()
 
     def rerender(self) -> None:
-        if self.styled is not None:
+        if self.styled is not None and not self._highlight_pending:
             self.set_highlighted(highlight_code(self.code, self.lang))
 
     def _content_width(self) -> int:
@@ -330,6 +361,9 @@ class CodeView(ScrollView, can_focus=False):
         return max(len(self._rows), 1)
 
     def render_line(self, y: int) -> Strip:
+        if self._highlight_pending:
+            self._highlight_pending = False
+            self.styled = highlight_code(self.code, self.lang).split("\n", allow_blank=True)
         strip = self._strips.get(y)
         if strip is None:
             strip = self._render_row(y)
@@ -361,7 +395,7 @@ def _wrap_spans(index: int, line: str, width: int) -> list[tuple[int, int, int]]
 # --------------------------------------------------------------------------- the message body
 
 
-class MarkdownBody(Vertical):
+class MarkdownBody(SingleLayout, Vertical):
     """The body of an assistant message: live while streaming, static once finished."""
 
     DEFAULT_CSS = """
@@ -427,7 +461,7 @@ class MarkdownBody(Vertical):
         if op.kind == "prose":
             if self._live_prose is None:
                 after = bool(self.children) and isinstance(self.children[-1], ProseBlock)
-                self._live_prose = ProseBlock("", after_prose=after)
+                self._live_prose = ProseBlock("", after_prose=after, live=True)
                 await self.mount(self._live_prose)
             self._live_prose.append(op.text)
         elif op.kind in ("seal", "fence"):
@@ -482,6 +516,7 @@ __all__ = [
     "Op",
     "ProseBlock",
     "highlight_code",
+    "incremental_markdown",
     "render_markdown",
     "split_markdown",
 ]

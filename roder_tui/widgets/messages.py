@@ -36,6 +36,7 @@ from roder_core.ir import (
 )
 from roder_tui.widgets.markdown_stream import MarkdownBody
 from roder_tui.widgets.media import MediaPreview, attachment_card
+from roder_tui.widgets.single_layout import SingleLayout
 
 if TYPE_CHECKING:
     from roder_tui.widgets.transcript import Entry
@@ -55,7 +56,7 @@ ENTRY_BINDINGS: ClassVar = [
 ]
 
 
-class EntryMixin:
+class EntryMixin(SingleLayout):
     """What every transcript entry widget offers the transcript and the key bindings."""
 
     entry: Entry

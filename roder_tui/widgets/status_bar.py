@@ -79,4 +79,6 @@ class StatusBar(Static):
             if index:
                 parts.append((separator, "dim"))
             parts.append(Content.styled(view.text, view.style) if view.style else Content(view.text))
-        self.update(Content.assemble(*parts))
+        # One row, docked: new text never changes its size, so no layout of the whole screen
+        # (the elapsed-seconds counter updates it every second while a turn runs).
+        self.update(Content.assemble(*parts), layout=False)

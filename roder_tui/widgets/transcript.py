@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from roder_core.ir import ItemStatus
+from roder_tui.widgets.single_layout import SingleLayout
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -221,7 +222,7 @@ class EarlierHint(Static):
     """
 
 
-class Transcript(VerticalScroll, can_focus=True):
+class Transcript(SingleLayout, VerticalScroll, can_focus=True):
     BINDINGS = [
         Binding("j,down", "focus_next_entry", "Next message", show=False),
         Binding("k,up", "focus_previous_entry", "Previous message", show=False),

@@ -17,7 +17,7 @@ from extensions.roder_ext_tui.segments import STATUS_SEGMENTS
 from roder_core.kernel.services import StatusView
 from roder_tui.coalesce import DeltaCoalescer
 from roder_tui.keymap import KEYS, markdown_table
-from roder_tui.remote import tune_for_link
+from roder_tui.remote import stream_fps, tune_for_link
 from roder_tui.theming import ThemeFileError, load_themes, parse_theme
 from roder_tui.widgets.markdown_stream import FenceSplitter, split_markdown
 from roder_tui.widgets.prompt import PromptHistory, match_files, workspace_files
@@ -189,6 +189,15 @@ def test_ssh_lowers_the_frame_rate_and_turns_animations_off() -> None:
     local: dict[str, str] = {}
     assert not tune_for_link(local)
     assert "TEXTUAL_FPS" not in local
+
+
+def test_stream_rate_follows_the_link_and_the_environment(caplog: pytest.LogCaptureFixture) -> None:
+    assert stream_fps(True, {}) == 5.0
+    assert stream_fps(False, {}) == 30.0
+    assert stream_fps(True, {"RODER_STREAM_FPS": "12.5"}) == 12.5
+    assert stream_fps(True, {"RODER_STREAM_FPS": "fast"}) == 5.0
+    assert stream_fps(False, {"RODER_STREAM_FPS": "0"}) == 30.0
+    assert "RODER_STREAM_FPS='fast' is not a number from 1 to 120" in caplog.text
 
 
 def test_prompt_history_persists_and_file_matching(tmp_path: Path) -> None:
