@@ -437,9 +437,10 @@ class CommandHooksExtension(RoderExtension):
 
 
 def plugin_command_hooks(host: HostContext, active: ActivePlugins) -> list[CommandHook]:
-    """Hooks of the enabled plugins (``active``: only while enabled; a trusted project's settings
-    count only in a trusted folder), with ``${CLAUDE_PLUGIN_ROOT}`` filled in and the plugin's
-    variables in their environment. A hook with a bad matcher is skipped with one log line."""
+    """Command hooks of the enabled plugins (``active``: only while enabled; a trusted project's
+    settings count only in a trusted folder), with the plugin's variables (``CLAUDE_PLUGIN_ROOT``,
+    ...) in their environment for the shell to expand. A hook with a bad matcher is skipped with
+    one log line."""
     found = []
     for hook in plugin_hooks(active, host.cwd):
         pattern = hook.spec.matcher

@@ -32,6 +32,7 @@ from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
+from roder_core.brokers.private_files import open_private
 from roder_core.brokers.redaction import StreamRedactor
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv
 from roder_core.brokers.secret_paths import default_deny_read, masks
@@ -158,10 +159,9 @@ class OutputCollector:
         self._live(data)
 
     def _start_spill(self) -> None:
-        self._spill_dir.mkdir(parents=True, exist_ok=True)
         name = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(4) + ".log"
         self.spill_path = self._spill_dir / name
-        self._spill = open(self.spill_path, "wb")  # noqa: SIM115 - closed in close()
+        self._spill = open_private(self.spill_path)
         data = bytes(self._buffer)
         self._buffer = bytearray()
         self._head = data[: MAX_BYTES // 2]

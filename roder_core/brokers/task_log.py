@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from roder_core.brokers.private_files import open_private
 from roder_core.brokers.process import MAX_BYTES, MAX_LINES, SPILL_CAP_BYTES
 
 #: The last line shown in task lists is cut to this many characters.
@@ -42,10 +43,9 @@ class TaskLog:
     """Append-only output of one task. ``feed`` takes bytes (a process), ``write`` text (an agent)."""
 
     def __init__(self, path: Path, cap_bytes: int = SPILL_CAP_BYTES) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._cap = cap_bytes
-        self._file: BinaryIO | None = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._file: BinaryIO | None = open_private(path)
         #: Stream offset of the file's first byte.
         self._base = 0
         self.total_bytes = 0

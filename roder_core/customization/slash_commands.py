@@ -16,6 +16,7 @@ One registry answers the TUI's ``/`` completion and the app server's ``commands/
 from __future__ import annotations
 
 import builtins
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -121,8 +122,12 @@ class Expansion:
 
     @property
     def injections(self) -> list[str]:
-        """The ``!`cmd``` lines running this command would execute first."""
-        return injected_commands(self.text) if self.command is not None else []
+        """The ``!`cmd``` lines running this command would execute first: the template's own,
+        with the placeholders they name filled (never a ``!`...``` inside the arguments)."""
+        if self.command is None:
+            return []
+        positional = split_arguments(self.arguments)
+        return [_fill(line, self.arguments, positional) for line in injected_commands(self.command.template)]
 
 
 @dataclass
@@ -167,14 +172,28 @@ def split_arguments(arguments: str) -> list[str]:
         return arguments.split()
 
 
+#: ``$ARGUMENTS`` or ``$1``...``$9``.
+_PLACEHOLDER = re.compile(r"\$(ARGUMENTS|[1-9])")
+
+
+def _fill(text: str, arguments: str, positional: list[str]) -> str:
+    """The placeholders of ``text`` filled in one pass (a ``$1`` inside the arguments stays)."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name == "ARGUMENTS":
+            return arguments
+        index = int(name)
+        return positional[index - 1] if index <= len(positional) else ""
+
+    return _PLACEHOLDER.sub(value, text)
+
+
 def expand_template(template: str, arguments: str) -> str:
     """Fill ``$ARGUMENTS`` and ``$1``...``$9``. A template without placeholders gets the
     arguments appended, so nothing the user typed is silently dropped."""
-    positional = split_arguments(arguments)
-    used = "$ARGUMENTS" in template or any(f"${i}" in template for i in range(1, 10))
-    text = template.replace("$ARGUMENTS", arguments)
-    for index in range(9, 0, -1):  # $9 before $1 so "$1" never eats the start of "$10"-like text
-        text = text.replace(f"${index}", positional[index - 1] if index <= len(positional) else "")
+    used = _PLACEHOLDER.search(template) is not None
+    text = _fill(template, arguments, split_arguments(arguments))
     if not used and arguments.strip():
         text = f"{text.rstrip()}\n\nARGUMENTS: {arguments.strip()}"
     return text
@@ -304,7 +323,9 @@ class CommandRegistry:
         if expansion.injections and expansion.command is not None:
             allowed = expansion.command.allowed_tools
             cwd = Path(runtime.thread(thread_id).cwd)
-            text = await expand_injections(text, lambda line: run_injected(runtime, thread_id, cwd, line, allowed))
+            text = await expand_injections(
+                text, expansion.injections, lambda line: run_injected(runtime, thread_id, cwd, line, allowed)
+            )
         provider, model = split_model(expansion.model, runtime.thread(thread_id).provider)
         turn = await runtime.start_turn(thread_id, text, provider=provider if model else None, model=model)
         return CommandOutcome("turn", expansion.name, turn=turn)

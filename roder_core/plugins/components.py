@@ -187,7 +187,10 @@ def discover_with_plugins(roots: DefinitionRoots, active: ActivePlugins | None =
 
 @dataclass(frozen=True)
 class PluginHook:
-    """A plugin's command hook with its placeholders filled and its environment."""
+    """A plugin's command hook and its environment. The hook runs through a shell outside the
+    sandbox, so ``${CLAUDE_PLUGIN_ROOT}`` and friends stay in the command for the shell to expand
+    from the environment: pasted into the text, a folder named ``x$(...)`` (or a plugin version
+    holding one) would be parsed as code."""
 
     plugin: str
     spec: HookSpec
@@ -205,7 +208,9 @@ def plugin_hooks(active: ActivePlugins, project: Path) -> list[PluginHook]:
         env = plugin.process_env(project)
         for spec in plugin.layout.hooks:
             filled = replace(spec, config=fill_options(spec.config, values, plugin.options))
-            command = substitute_options(substitute(spec.command, values), plugin.options)
+            # ${CLAUDE_PLUGIN_ROOT} and friends stay in the command for the shell to expand from
+            # the hook's environment: pasted in, a folder or version named x$(...) would run.
+            command = substitute_options(spec.command, plugin.options)
             hooks.append(PluginHook(plugin.id, filled, command, env))
     return hooks
 

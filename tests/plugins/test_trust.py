@@ -40,7 +40,10 @@ def hook_commands(workspace: Path, trusted: bool) -> list[str]:
 def test_hooks_and_servers_run_only_while_the_plugin_is_enabled(tmp_path: Path, workspace: Path) -> None:
     plugins = installed_hookify(tmp_path)
     commands = hook_commands(workspace, trusted=False)
-    assert len(commands) == 4 and all("hookify/" in c and "${CLAUDE_PLUGIN_ROOT}" not in c for c in commands)
+    # the shell expands the plugin's root from the hook's environment (never pasted into the text)
+    assert len(commands) == 4 and all('"${CLAUDE_PLUGIN_ROOT}/hooks/' in c for c in commands)
+    extension = roder_ext_command_hooks.create(make_host(workspace, trust=False))
+    assert extension is not None and all("hookify/" in dict(h.env)["CLAUDE_PLUGIN_ROOT"] for h in extension.hooks.hooks)
     plugins.set_enabled("hookify@claude-plugins-official", False)
     assert hook_commands(workspace, trusted=False) == []
     fixture = marketplace(tmp_path / "srv", "srv-market", [{"name": "srv", "source": "./srv"}])
