@@ -208,9 +208,13 @@ def plugin_hooks(active: ActivePlugins, project: Path) -> list[PluginHook]:
         env = plugin.process_env(project)
         for spec in plugin.layout.hooks:
             filled = replace(spec, config=fill_options(spec.config, values, plugin.options))
-            # ${CLAUDE_PLUGIN_ROOT} and friends stay in the command for the shell to expand from
-            # the hook's environment: pasted in, a folder or version named x$(...) would run.
-            command = substitute_options(spec.command, plugin.options)
+            if spec.argv is not None:
+                # Exec form: each argument filled in, then quoted, so a value stays one argument.
+                command = shlex.join(substitute_options(substitute(arg, values), plugin.options) for arg in spec.argv)
+            else:
+                # Shell form: ${CLAUDE_PLUGIN_ROOT} and friends stay in the text for the shell to
+                # expand from the hook's environment; pasted in, a folder named x$(...) would run.
+                command = spec.command
             hooks.append(PluginHook(plugin.id, filled, command, env))
     return hooks
 

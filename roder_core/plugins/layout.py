@@ -91,6 +91,9 @@ class HookSpec:
     kind: str = "command"
     #: The handler as written (``url``, ``headers``, ``allowedEnvVars``, ``prompt``, ``model``).
     config: dict[str, Any] = field(default_factory=dict)
+    #: An exec-form command hook's program and arguments (``command`` plus ``args``), kept apart
+    #: so placeholders are filled per argument and then quoted; ``command`` shows them joined.
+    argv: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -503,12 +506,14 @@ def _hook_group(layout: PluginLayout, origin: str, event: str, group: Any) -> No
             layout.problems.append(f"{origin}: a {event} hook has no command; skipped")
             continue
         args = handler.get("args")
-        if isinstance(args, list):  # exec form
-            command = shlex.join([command, *(str(a) for a in args)])
+        argv = (command, *(str(a) for a in args)) if isinstance(args, list) else None  # exec form
+        if argv is not None:
+            command = shlex.join(argv)
         if "${user_config." in command and not isinstance(args, list):
             layout.problems.append(f"{origin}: {event} hook uses ${{user_config.*}} in shell form; skipped")
             continue
-        layout.hooks.append(HookSpec(event, matcher, command, _timeout(handler, group, origin, layout.problems), origin))
+        timeout = _timeout(handler, group, origin, layout.problems)
+        layout.hooks.append(HookSpec(event, matcher, command, timeout, origin, argv=argv))
 
 
 def _typed_hook(
