@@ -232,8 +232,7 @@ def _foreground_only(style: str | Style) -> Style:
 class ProseBlock(Static):
     """A prose segment: one Rich markdown render, cached by Textual per width. While it is the
     live tail of a streaming answer, ``append`` re-renders it, block by block (only the block
-    that grew is rendered again, ``incremental_markdown``), and asks for a new layout only when
-    its height changed; once sealed it never changes."""
+    that grew is rendered again, ``incremental_markdown``); once sealed it never changes."""
 
     DEFAULT_CSS = """
     ProseBlock { height: auto; }
@@ -254,18 +253,7 @@ class ProseBlock(Static):
     def append(self, text: str) -> None:
         self.source += text
         markdown = self._markdown(self.source)
-        self.update(markdown, layout=self._height_changes(markdown))
-
-    def _height_changes(self, markdown: RenderableType) -> bool:
-        """Whether ``markdown`` is taller or shorter than what is laid out now. Measured the way
-        Textual measures it; the blocks rendered here are reused by the render that follows. A
-        same-height update repaints this block alone instead of laying out the transcript."""
-        width, height = self.content_size
-        if not width or not self.is_attached:
-            return True
-        options = self.app.console_options.update_width(width).update(highlight=False)
-        lines = sum(text.count("\n") for text, _, _ in self.app.console.render(markdown, options))
-        return lines != height
+        self.update(markdown)
 
     def rerender(self) -> None:
         if self._blocks is not None:
