@@ -57,3 +57,22 @@ async def test_folder_names_and_versions_are_data_in_plugin_hooks(tmp_path: Path
     assert seen.read_text() == f"{workspace}|{record.install_path}\n"
     assert not (workspace / "pwned-by-folder").exists() and not (workspace / "pwned-by-version").exists()
     assert not list(tmp_path.rglob("pwned-by-*"))
+
+
+def test_exec_form_hook_arguments_stay_one_argument_each(tmp_path: Path) -> None:
+    """Attack: values pasted into an exec-form hook's argv (a project folder named with ``$(...)``,
+    a plugin root with backticks, an option with ``;``) must not become shell code when the argv
+    is joined for the shell. Stopped by: each argument is filled in, then quoted on its own."""
+    import shlex
+    import subprocess
+
+    from roder_core.plugins.components import substitute
+    from roder_core.plugins.options import substitute_options
+
+    project = tmp_path / "ws$(touch PWNED1)"
+    values = {"CLAUDE_PROJECT_DIR": str(project), "CLAUDE_PLUGIN_ROOT": str(tmp_path / "r`touch PWNED2`")}
+    argv = ("printf", "%s\\n", "${CLAUDE_PROJECT_DIR}", "${CLAUDE_PLUGIN_ROOT}", "${user_config.R}")
+    command = shlex.join(substitute_options(substitute(a, values), {"R": "eu; touch PWNED3"}) for a in argv)
+    out = subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [str(project), values["CLAUDE_PLUGIN_ROOT"], "eu; touch PWNED3"]
+    assert not list(tmp_path.glob("PWNED*"))
