@@ -140,3 +140,14 @@ def claude_home(tmp_path: Path) -> Path:
 def file_stamps(folder: Path) -> dict[Path, int]:
     """Every file under ``folder`` with its modification time (to prove a folder was only read)."""
     return {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+
+
+def formatter_variants(root: Path) -> list[Path]:
+    """Two catalogs, ``alpha`` and ``beta``, offering a plugin of the same name (commands only)."""
+    found = []
+    for name in ("alpha", "beta"):
+        catalog = marketplace(root / name, name, [{"name": "formatter", "source": "./formatter"}])
+        write_json(catalog / "formatter" / ".claude-plugin" / "plugin.json", {"name": "formatter", "version": "1.0.0"})
+        write(catalog / "formatter" / "commands" / "fmt.md", "Format the code.")
+        found.append(catalog)
+    return found

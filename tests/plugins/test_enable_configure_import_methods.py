@@ -14,7 +14,7 @@ import pytest
 
 from roder_core.plugins.store import PluginStore
 from roder_core.settings.paths import RoderPaths
-from tests.plugins.support import claude_home, file_stamps, marketplace, write, write_json
+from tests.plugins.support import claude_home, file_stamps, formatter_variants, write, write_json
 from tests.plugins.test_options_and_dependencies import TOKEN, configured_plugin
 from tests.server.support import PipePeer
 
@@ -22,17 +22,6 @@ pytestmark = pytest.mark.e2e
 NEW_METHODS = {"plugins/read", "plugins/enable", "plugins/configure", "plugins/preview_import_claude", "plugins/import_claude"}
 RUNTIME_ERROR = -32000
 HOOKIFY = "hookify@claude-plugins-official"
-
-
-def formatter_variants(root: Path) -> list[Path]:
-    """Two catalogs offering a plugin of the same name."""
-    found = []
-    for name in ("alpha", "beta"):
-        catalog = marketplace(root / name, name, [{"name": "formatter", "source": "./formatter"}])
-        write_json(catalog / "formatter" / ".claude-plugin" / "plugin.json", {"name": "formatter", "version": "1.0.0"})
-        write(catalog / "formatter" / "commands" / "fmt.md", "Format the code.")
-        found.append(catalog)
-    return found
 
 
 async def refused(peer: PipePeer, method: str, params: dict[str, Any]) -> str:
