@@ -1,8 +1,9 @@
-"""``roder plugin import-claude``: the plugins a user already has in Claude Code, in Roder.
+"""``plugins/preview_import_claude`` and ``plugins/import_claude`` (``roder plugin import-claude``):
+the plugins a user already has in Claude Code, in Roder.
 
 Reads (never writes) ``~/.claude/plugins/installed_plugins.json`` (version 1 or 2),
 ``~/.claude/plugins/known_marketplaces.json`` and ``enabledPlugins`` of ``~/.claude/settings.json``.
-``plan`` says what would happen; ``apply`` copies each enabled plugin's installed folder into
+``plan`` says what would happen (with a consent token naming exactly that); ``apply`` copies each enabled plugin's installed folder into
 Roder's cache (no network: Claude Code already fetched it), records it enabled, and adds the
 catalogs Claude Code has cloned, so search and updates work from Roder too.
 """
