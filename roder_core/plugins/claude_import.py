@@ -3,9 +3,10 @@ the plugins a user already has in Claude Code, in Roder.
 
 Reads (never writes) ``~/.claude/plugins/installed_plugins.json`` (version 1 or 2),
 ``~/.claude/plugins/known_marketplaces.json`` and ``enabledPlugins`` of ``~/.claude/settings.json``.
-``plan`` says what would happen (with a consent token naming exactly that); ``apply`` copies each enabled plugin's installed folder into
-Roder's cache (no network: Claude Code already fetched it), records it enabled, and adds the
-catalogs Claude Code has cloned, so search and updates work from Roder too.
+``plan`` says what would happen (with a consent token naming exactly that); ``apply`` copies
+each enabled plugin's installed folder into Roder's cache (no network: Claude Code already
+fetched it), records it enabled, and adds the catalogs Claude Code has cloned, so search and
+updates work from Roder too.
 """
 
 from __future__ import annotations
