@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from roder_core.brokers import Brokers
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.network import AllowlistNetworkBroker
+from roder_core.brokers.own_folders import OwnFolders
 from roder_core.brokers.process import HostProcessBroker, ResourceLimits
 from roder_core.brokers.sandbox import sandbox_status
 from roder_core.brokers.secret_paths import default_deny_read, expand
@@ -79,6 +80,8 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         allow_unix_sockets=config.sandboxing.allow_unix_sockets,
         # installed plugins' code (roder_core.plugins.records: the cache dir's plugins/)
         shown=[plugin_code, *(b for b in bins if not b.resolve().is_relative_to(plugin_code.resolve()))],
+        # Roder's config, data, cache and host folders: hidden, but for a thread's own files
+        own_folders=OwnFolders.of(options.paths, env),
     )
     network = AllowlistNetworkBroker(
         config.network.allow, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id
