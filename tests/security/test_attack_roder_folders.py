@@ -53,7 +53,8 @@ def lab(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
         home.mkdir()
         runtime_dir = base / "run"
         runtime_dir.mkdir(mode=0o700)  # not under /run/user, which the sandbox masks anyway
-        env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LOCAL_API_KEY": "sk-local-xyz12345", "XDG_RUNTIME_DIR": str(runtime_dir)}
+        env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LOCAL_API_KEY": "sk-local-xyz12345"}
+        env["XDG_RUNTIME_DIR"] = str(runtime_dir)
         for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("HOME", str(home))
@@ -141,7 +142,7 @@ async def test_a_thread_sees_its_own_files_and_nothing_else_of_roders_folders(la
             # the owner's commands read its own spilled output and task log (read-only)
             own = (
                 f"grep -c {mark}-spilled {spill}; cat {info.output_path}; "
-                f"python3 -c 'open(\"{spill}\", \"a\").write(\"tamper\")' 2>/dev/null || echo READ-ONLY"
+                f'python3 -c \'open("{spill}", "a").write("tamper")\' 2>/dev/null || echo READ-ONLY'
             )
             steps += [{"tool_calls": [call("bash", command=own)]}, {"text": "read"}]
             await runtime.run_turn(owner.id, "read your output")
@@ -151,7 +152,8 @@ async def test_a_thread_sees_its_own_files_and_nothing_else_of_roders_folders(la
             assert "tamper" not in spill.read_text()
 
             other = await runtime.start_thread()
-            folders = " ".join(str(p) for p in (lab.paths.config_dir, lab.paths.data_dir, lab.paths.cache_dir, lab.host.directory))
+            paths = lab.paths
+            folders = " ".join(str(p) for p in (paths.config_dir, paths.data_dir, paths.cache_dir, lab.host.directory))
             snoop = (
                 f"grep -raoh '{mark}-[a-z]*' {folders} 2>/dev/null | sort -u; "
                 f"ls -A {lab.paths.task_logs_dir} {lab.paths.spill_dir} {lab.paths.data_dir} 2>&1; "
