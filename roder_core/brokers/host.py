@@ -31,12 +31,16 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
     config = options.config
     env = dict(options.env) if options.env is not None else dict(os.environ)
     audit: Callable[[str, dict[str, Any]], None] | None = getattr(runtime, "audit", None)
+    # Roder's config, data, cache and host folders: hidden from commands (but for a thread's
+    # own files) and out of the file tools' reach, even inside the workspace
+    own = OwnFolders.of(options.paths, env)
     fs = WorkspaceFileSystem(
         scope.workspace,
         extra_roots=[Path(root) for root in config.fs.extra_roots],
         capabilities=scope.capabilities,
         audit=audit,
         extension_id=scope.extension_id,
+        hidden=own.hidden,
     )
     redactor = getattr(runtime, "redact", None)
     if not isinstance(redactor, SecretRedactor):
@@ -80,8 +84,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         allow_unix_sockets=config.sandboxing.allow_unix_sockets,
         # installed plugins' code (roder_core.plugins.records: the cache dir's plugins/)
         shown=[plugin_code, *(b for b in bins if not b.resolve().is_relative_to(plugin_code.resolve()))],
-        # Roder's config, data, cache and host folders: hidden, but for a thread's own files
-        own_folders=OwnFolders.of(options.paths, env),
+        own_folders=own,
     )
     network = AllowlistNetworkBroker(
         config.network.allow, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id

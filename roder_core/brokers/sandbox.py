@@ -288,6 +288,8 @@ def bubblewrap_argv(bwrap: str, probe: BubblewrapProbe | None, plan: Confinement
     for path in plan.shown:
         argv += ["--ro-bind", str(path), str(path)]
     for path in plan.masked:
+        if not visible(path, hidden, plan.roots) and not any(path.is_relative_to(s) for s in plan.shown):
+            continue  # inside a hidden folder already: a mask there would only leave a stub behind
         if os.path.isdir(path):
             argv += ["--perms", "0500", "--tmpfs", str(path), "--remount-ro", str(path)]
         else:

@@ -90,7 +90,7 @@ async def test_arguments_holding_shell_code_reach_the_bang_lines_as_data(workspa
             registry = CommandRegistry.for_runtime(runtime)
             # the preview lists the code that runs: the template's lines, placeholders and all
             assert (await registry.expand("quoteme", arguments)).injections == [
-                "printf '[%s]' \"$1\" \"$2\" \"$3\" \"$4\" \"$ARGUMENTS\"",
+                'printf \'[%s]\' "$1" "$2" "$3" "$4" "$ARGUMENTS"',
                 "echo $1 $ARGUMENTS",
                 "echo '$1'",
             ]

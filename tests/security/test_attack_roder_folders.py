@@ -160,9 +160,20 @@ async def test_a_thread_sees_its_own_files_and_nothing_else_of_roders_folders(la
                 f"test -S {lab.host.socket} && echo SOCKET-SEEN; "
                 f"echo written > {lab.workspace}/proof.txt; true"
             )
-            steps += [{"tool_calls": [call("bash", command=snoop)]}, {"text": "looked"}]
+            tools = [
+                call("bash", command=snoop),
+                call("read", path=str(paths.data_dir / "credentials.json")),
+                call("glob", pattern="**/*"),
+                call("grep", pattern=f"{mark}-[a-z]+"),
+            ]
+            steps += [{"tool_calls": tools}, {"text": "looked"}]
             await runtime.run_turn(other.id, "look around")
-            looked = results(runtime, other.id)[0]
+            by_tool = {r.name: r for r in results(runtime, other.id)}
+            looked, read, globbed, grepped = (by_tool[name] for name in ("bash", "read", "glob", "grep"))
+            # the file tools do not reach Roder's folders either, even inside the workspace
+            assert read.is_error and mark not in read.text, read.text
+            assert "credentials.json" not in globbed.text and "audit.jsonl" not in globbed.text, globbed.text
+            assert grepped.text.startswith("no matches"), grepped.text
             assert mark not in looked.text, looked.text
             assert "redacted" not in looked.text, looked.text  # hidden, not merely redacted
             assert owner.id not in looked.text, looked.text
