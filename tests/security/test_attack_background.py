@@ -113,7 +113,9 @@ async def test_a_thread_cannot_read_another_threads_task_log_or_spilled_output_t
             assert_private(Path(big.data["full_output_path"]))
 
             other = await runtime.start_thread()
-            snoop = f"cat {cache}/tasks/*/*.log {cache}/tool-output/*/* 2>&1 | grep -o '{mark}-[a-z]*' ; ls -la {cache} 2>&1; true"
+            snoop = (
+                f"cat {cache}/tasks/*/*.log {cache}/tool-output/*/* 2>&1 | grep -o '{mark}-[a-z]*' ; ls -la {cache} 2>&1; true"
+            )
             steps += [{"tool_calls": [call("bash", command=snoop)]}, {"text": "looked"}]
             await runtime.run_turn(other.id, "look around")
             looked = results(runtime, other.id)[0]
