@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from roder_core.policy.shell_argv import script_index
+
 Transport = Literal["stdio", "http", "sse"]
 
 #: Longest the first turn waits for connecting servers (kept under the default hook timeout).
@@ -55,6 +57,20 @@ def expand_vars(value: str, env: Mapping[str, str], where: str) -> str:
         raise McpConfigError(f"{where}: environment variable {name} is not set (use ${{{name}:-default}})")
 
     return _VAR.sub(sub, value)
+
+
+def script_variables(script: str, env: Mapping[str, str], where: str) -> tuple[tuple[str, str], ...]:
+    """The variables a shell's ``-c`` script names, for its environment: the script keeps
+    ``${VAR}`` and ``${VAR:-default}`` for the shell to expand (pasted in, a value holding
+    ``$(...)`` or ``;`` would be code); an unset VAR without default is an error, as elsewhere."""
+    exported: dict[str, str] = {}
+    for match in _VAR.finditer(script):
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            exported[name] = env[name]
+        elif default is None:
+            raise McpConfigError(f"{where}: environment variable {name} is not set (use ${{{name}:-default}})")
+    return tuple(exported.items())
 
 
 @dataclass(frozen=True)
@@ -142,13 +158,17 @@ def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> Se
             args = raw.get("args", [])
             if not isinstance(args, list):
                 raise McpConfigError(f"{where}: 'args' must be a list of strings")
+            program = expand_vars(command, env, f"{where}.command")
+            script = script_index([program, *map(str, args)])
+            filled = [str(a) if n + 1 == script else expand_vars(str(a), env, f"{where}.args") for n, a in enumerate(args)]
+            exported = script_variables(filled[script - 1], env, f"{where}.args") if script is not None else ()
             return ServerConfig(
                 name,
                 "stdio",
                 origin,
-                command=expand_vars(command, env, f"{where}.command"),
-                args=tuple(expand_vars(str(a), env, f"{where}.args") for a in args),
-                env=_str_map(raw.get("env"), f"{where}.env", env),
+                command=program,
+                args=tuple(filled),
+                env=(*exported, *_str_map(raw.get("env"), f"{where}.env", env)),
                 cwd=expand_vars(str(raw["cwd"]), env, f"{where}.cwd") if raw.get("cwd") else None,
                 **common,
             )

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 from roder_core.brokers import BrokerDenied, FileInfo, FileKind
 from roder_core.brokers.git_dirs import git_refusal, would_look_like_git_dir
 from roder_core.brokers.gitignore import IgnoreMatcher, parse_rules
+from roder_core.brokers.own_folders import visible
 from roder_core.brokers.protected_names import PROTECTED_DIRS, PROTECTED_FILES, protected_reason
 
 __all__ = ["PROTECTED_DIRS", "PROTECTED_FILES", "WorkspaceFileSystem", "protected_reason"]
@@ -72,12 +73,16 @@ class WorkspaceFileSystem:
         capabilities: frozenset[str] = frozenset({"fs.read.workspace", "fs.write.workspace"}),
         audit: AuditFn | None = None,
         extension_id: str = "",
+        hidden: Iterable[Path] = (),
     ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
         self.roots: tuple[Path, ...] = (
             self.workspace,
             *(Path(os.path.realpath(os.path.expanduser(r))) for r in extra_roots),
         )
+        #: Roder's own folders (``own_folders``): out of the tools' reach even inside a root,
+        #: unless a root lies inside one of them (a runner's worktree in the cache).
+        self._hidden = tuple(Path(os.path.realpath(h)) for h in hidden)
         self._can_read = any(c.startswith(("fs.read.", "fs.readwrite.", "fs.write.")) for c in capabilities)
         self._can_write = any(c.startswith(("fs.write.", "fs.readwrite.")) for c in capabilities)
         self._audit = audit
@@ -145,12 +150,23 @@ class WorkspaceFileSystem:
                 action,
             )
 
+    def _is_hidden(self, real: Path) -> bool:
+        return bool(self._hidden) and not visible(real, self._hidden, self.roots)
+
+    def _check_hidden(self, path: str, real: Path, action: str) -> None:
+        if self._is_hidden(real):
+            raise self._deny(
+                f"{path}: inside Roder's own folders (threads, logs, credentials), which tools never reach", path, action
+            )
+
     def resolve(self, path: str, *, write: bool = False) -> Path:
-        """The real path for ``path``, or BrokerDenied (escape, protected for writes, no grant)."""
+        """The real path for ``path``, or BrokerDenied (escape, Roder's own folders, protected
+        for writes, no grant)."""
         self._check_capability(write, path)
         lexical = self._lexical(path)
         real = settled_realpath(lexical)
         root = self._inside(path, real, "write" if write else "read")
+        self._check_hidden(path, real, "write" if write else "read")
         if write:
             self._check_protected(path, lexical, real, root, "write")
         return real
@@ -161,6 +177,7 @@ class WorkspaceFileSystem:
         lexical = Path(os.path.normpath(self._lexical(path)))
         entry = settled_realpath(lexical.parent) / lexical.name
         root = self._inside(path, entry, "write")
+        self._check_hidden(path, entry, "write")
         if entry == root:
             raise self._deny(f"{path}: refusing to remove or move a workspace root", path, "write")
         self._check_protected(path, lexical, entry, root, "write")
@@ -416,6 +433,8 @@ class WorkspaceFileSystem:
                 if entry.name == ".git":
                     continue
                 info = self._info(entry, real)
+                if self._is_hidden(info.path):
+                    continue
                 rel = info.path.relative_to(root).as_posix()
                 if respect_gitignore and matcher.ignored(rel, info.kind == "dir"):
                     continue
@@ -446,6 +465,8 @@ class WorkspaceFileSystem:
             try:
                 info = self._info(entry, folder)
             except OSError:
+                continue
+            if self._is_hidden(info.path):
                 continue
             rel = info.path.relative_to(root).as_posix()
             if respect and matcher.ignored(rel, info.kind == "dir"):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from roder_core.brokers import Brokers
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.network import AllowlistNetworkBroker
+from roder_core.brokers.own_folders import OwnFolders
 from roder_core.brokers.process import HostProcessBroker, ResourceLimits
 from roder_core.brokers.sandbox import sandbox_status
 from roder_core.brokers.secret_paths import default_deny_read, expand
@@ -30,12 +31,16 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
     config = options.config
     env = dict(options.env) if options.env is not None else dict(os.environ)
     audit: Callable[[str, dict[str, Any]], None] | None = getattr(runtime, "audit", None)
+    # Roder's config, data, cache and host folders: hidden from commands (but for a thread's
+    # own files) and out of the file tools' reach, even inside the workspace
+    own = OwnFolders.of(options.paths, env)
     fs = WorkspaceFileSystem(
         scope.workspace,
         extra_roots=[Path(root) for root in config.fs.extra_roots],
         capabilities=scope.capabilities,
         audit=audit,
         extension_id=scope.extension_id,
+        hidden=own.hidden,
     )
     redactor = getattr(runtime, "redact", None)
     if not isinstance(redactor, SecretRedactor):
@@ -79,6 +84,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         allow_unix_sockets=config.sandboxing.allow_unix_sockets,
         # installed plugins' code (roder_core.plugins.records: the cache dir's plugins/)
         shown=[plugin_code, *(b for b in bins if not b.resolve().is_relative_to(plugin_code.resolve()))],
+        own_folders=own,
     )
     network = AllowlistNetworkBroker(
         config.network.allow, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id

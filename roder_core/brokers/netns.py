@@ -213,10 +213,11 @@ class ThreadNetworks:
             self.release(owner)
 
 
-def bind_thread_network(brokers: Brokers, network: ThreadNetwork) -> Brokers:
-    """``brokers`` whose process broker runs sandboxed commands in ``network``. Only a broker
-    whose class defines ``with_network`` is bound (a wrapper that merely forwards attributes to
-    another broker would hand back the inner one and lose itself); others are left as they are."""
-    if getattr(type(brokers.process), "with_network", None) is None:
+def bind_thread(brokers: Brokers, thread_id: str, network: ThreadNetwork | None) -> Brokers:
+    """``brokers`` whose process broker works for one thread: sandboxed commands in ``network``
+    and shown that thread's own files of Roder's folders (``own_folders``). Only a broker whose
+    class defines ``for_thread`` is bound (a wrapper that merely forwards attributes to another
+    broker would hand back the inner one and lose itself); others are left as they are."""
+    if getattr(type(brokers.process), "for_thread", None) is None:
         return brokers
-    return replace(brokers, process=brokers.process.with_network(network))  # type: ignore[attr-defined]
+    return replace(brokers, process=brokers.process.for_thread(thread_id, network))  # type: ignore[attr-defined]

@@ -32,6 +32,7 @@ from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
+from roder_core.brokers.own_folders import OwnFolders, thread_folder
 from roder_core.brokers.private_files import open_private
 from roder_core.brokers.redaction import StreamRedactor
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv
@@ -261,6 +262,7 @@ class HostProcessBroker:
         allow_unix_sockets: bool = False,
         cgroups: CgroupSupport | None = None,
         shown: Iterable[Path] = (),
+        own_folders: OwnFolders | None = None,
     ) -> None:
         self._fs = fs
         #: Folders outside the workspace commands may read (installed plugins' code, whose
@@ -289,8 +291,12 @@ class HostProcessBroker:
         self._deny_read = list(default_deny_read(home) if deny_read is None else deny_read)
         self._allow_unix_sockets = allow_unix_sockets
         self._cgroups = cgroups
-        #: The thread whose loopback network sandboxed commands share (``with_network``).
+        #: Roder's folders, hidden in the sandbox but for the bound thread's own (``own_folders``).
+        self._own = own_folders or OwnFolders()
+        #: The thread whose loopback network sandboxed commands share and whose own files they
+        #: see (``for_thread``); output spills into that thread's folder.
         self._thread_network: ThreadNetwork | None = None
+        self._thread_id: str | None = None
         if sandbox.effective == "off":
             mark_non_dumpable()  # no sandbox between Roder and its children: keep /proc/<pid> closed
 
@@ -336,11 +342,19 @@ class HostProcessBroker:
             env.update(extra)
         return env, dropped
 
-    def with_network(self, network: ThreadNetwork) -> HostProcessBroker:
-        """This broker for one thread: its sandboxed commands share ``network`` (``netns``)."""
+    def for_thread(self, thread_id: str, network: ThreadNetwork | None) -> HostProcessBroker:
+        """This broker for one thread: its sandboxed commands share ``network`` (``netns``),
+        its output spills into the thread's own folder, and of Roder's folders its commands see
+        that thread's files alone (``own_folders``)."""
         bound = copy.copy(self)
         bound._thread_network = network
+        bound._thread_id = thread_id
         return bound
+
+    @property
+    def spill_dir(self) -> Path:
+        """Where output too long for a result is spilled: the bound thread's own folder."""
+        return thread_folder(self._spill_dir, self._thread_id)
 
     async def _shared_network(self, level: str) -> LoopbackNetwork | None:
         """The thread's loopback network for a sandboxed command, or None: the command then
@@ -416,7 +430,8 @@ class HostProcessBroker:
                 cwd=workdir,
                 readonly=tuple(guard.readonly_paths()) if guard is not None else (),
                 masked=tuple(masks(self._deny_read, roots)),
-                shown=tuple(p for p in self._shown if p.is_dir()),
+                shown=(*(p for p in self._shown if p.is_dir()), *self._own.for_thread(self._thread_id)),
+                hidden=tuple(self._own.existing()),
                 network=self._network,
                 seccomp_fd=seccomp_fd,
                 join_network=network is not None,
@@ -499,8 +514,8 @@ class HostProcessBroker:
         on_stderr: Callable[[str], None] | None = None,
     ) -> ProcessResult:
         timeout = float(timeout or self._default_timeout)
-        collector = OutputCollector(self._spill_dir, on_output, self._redactor.byte_stream())
-        err_collector = OutputCollector(self._spill_dir, on_stderr, self._redactor.byte_stream())
+        collector = OutputCollector(self.spill_dir, on_output, self._redactor.byte_stream())
+        err_collector = OutputCollector(self.spill_dir, on_stderr, self._redactor.byte_stream())
         try:
             launched = await self._launch(
                 command,

@@ -3,7 +3,8 @@
 Levels:
 - ``workspace-write``: the whole filesystem read-only, the workspace (and granted extra roots)
   and a private ``/tmp`` writable, protected paths at any depth, every git dir and what they refer
-  to re-bound read-only (``tree_guard``), secrets masked (``secret_paths``), no network, a private
+  to re-bound read-only (``tree_guard``), secrets masked (``secret_paths``), Roder's own folders
+  hidden but for the command's own thread's files (``own_folders``), no network, a private
   PID namespace with a fresh ``/proc`` (its ``/proc/sys`` read-only), a new session, no
   capabilities, a user namespace where the kernel allows one, the seccomp filter (``seccomp``),
   and the sandbox dies with Roder.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roder_core.brokers import seccomp
+from roder_core.brokers.own_folders import visible
 
 SANDBOX_LEVELS: tuple[str, ...] = ("workspace-write", "read-only", "off")
 
@@ -212,6 +214,13 @@ def sandbox_status(requested: str | None, bwrap: str | None = None, cache_file: 
 # ---------------------------------------------------------------------------- the command line
 
 
+def _hidden_in_sight(hidden: tuple[Path, ...], roots: tuple[Path, ...]) -> list[Path]:
+    """The hidden folders a command could otherwise see: the private /tmp already hides those
+    under it, unless a root (bound from the host) holds them."""
+    tmp = Path("/tmp")
+    return [path for path in hidden if not path.is_relative_to(tmp) or any(path.is_relative_to(root) for root in roots)]
+
+
 @dataclass(frozen=True)
 class Confinement:
     """Everything one bwrap command line is made of, besides the command."""
@@ -225,6 +234,9 @@ class Confinement:
     masked: tuple[Path, ...] = ()
     #: Folders outside the roots bound read-only (under the private /tmp too); masks still win.
     shown: tuple[Path, ...] = ()
+    #: Roder's own folders (``own_folders``): covered by an empty tmpfs even when they hold a
+    #: root (the root is bound back on top); ``shown`` folders inside them are bound back.
+    hidden: tuple[Path, ...] = ()
     network: bool = False
     #: File descriptor of the seccomp program, passed to the child.
     seccomp_fd: int | None = None
@@ -262,18 +274,30 @@ def bubblewrap_argv(bwrap: str, probe: BubblewrapProbe | None, plan: Confinement
     if os.path.exists("/proc/sysrq-trigger"):
         argv += ["--ro-bind", "/dev/null", "/proc/sysrq-trigger"]
     bind = "--bind" if plan.level == "workspace-write" else "--ro-bind"
-    for root in plan.roots:
-        argv += [bind, str(root), str(root)]
+    hidden = _hidden_in_sight(plan.hidden, plan.roots)
+    # Roder's folders and the roots, outer first: a folder hides everything in it, and a root
+    # inside one (or the same path) is bound back on top; a folder inside a root hides in it
+    layers = [(len(p.parts), 0, ["--perms", "0755", "--tmpfs", str(p)]) for p in hidden]
+    layers += [(len(r.parts), 1, [bind, str(r), str(r)]) for r in plan.roots]
+    for _depth, _order, op in sorted(layers, key=lambda layer: (layer[0], layer[1])):
+        argv += op
     if plan.level == "workspace-write":
         for path in plan.readonly:
-            argv += ["--ro-bind", str(path), str(path)]
+            if visible(path, hidden, plan.roots):
+                argv += ["--ro-bind", str(path), str(path)]
     for path in plan.shown:
         argv += ["--ro-bind", str(path), str(path)]
     for path in plan.masked:
+        if not visible(path, hidden, plan.roots) and not any(path.is_relative_to(s) for s in plan.shown):
+            continue  # inside a hidden folder already: a mask there would only leave a stub behind
         if os.path.isdir(path):
             argv += ["--perms", "0500", "--tmpfs", str(path), "--remount-ro", str(path)]
         else:
             argv += ["--ro-bind", "/dev/null", str(path)]
+    # read-only once everything inside is bound (a root bound on the same path stays writable)
+    for path in hidden:
+        if path not in plan.roots:
+            argv += ["--remount-ro", str(path)]
     if plan.seccomp_fd is not None:
         argv += ["--seccomp", str(plan.seccomp_fd)]
     argv += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(plan.cwd), "--"]

@@ -87,6 +87,7 @@ def sandbox_report(
     status: SandboxStatus, config: RoderConfig, paths: RoderPaths, env: dict[str, str] | None = None, *, live: bool = True
 ) -> list[ReportLine]:
     """The lines of ``roder doctor``'s sandbox section."""
+    from roder_core.brokers.own_folders import OwnFolders
     from roder_core.brokers.secret_paths import default_deny_read, expand, masks
 
     env = dict(os.environ if env is None else env)
@@ -132,6 +133,15 @@ def sandbox_report(
     candidates = [*default_deny_read(home, paths.data_dir, paths.config_file), *expand(config.sandboxing.deny_read, home)]
     masked = masks(candidates, [])
     lines.append(ReportLine("masked", ", ".join(str(p) for p in masked) or "nothing on this machine"))
+    own = OwnFolders.of(paths, env)
+    lines.append(
+        ReportLine(
+            "roder folders",
+            "hidden: "
+            + (", ".join(str(p) for p in own.existing()) or "none exist yet")
+            + "; a thread's commands see only its own task logs and spilled output",
+        )
+    )
     if live:
         lines.append(ReportLine("live check", _live(status, config, paths, env).replace("\n", "; ")))
     return [*lines, *_limit_lines(config)]

@@ -8,7 +8,7 @@ process broker, see ``slash_commands``), so a preview can list exactly what woul
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 #: ``!`cmd``` not preceded by a word character or another backtick (so ``a!`b``` inside code
 #: spans and Markdown like `` `!` `` stay text).
@@ -20,22 +20,22 @@ def injected_commands(text: str) -> list[str]:
     return [match.group(1).strip() for match in INJECTION.finditer(text) if match.group(1).strip()]
 
 
-async def expand_injections(text: str, commands: Sequence[str], run: Callable[[str], Awaitable[str]]) -> str:
-    """``text`` with each ``!`cmd``` replaced by what ``run(cmd)`` returns (run one by one, in order).
+async def render(template: str, fill: Callable[[str], str], run: Callable[[str], Awaitable[str]]) -> str:
+    """``template`` with each of its own ``!`cmd``` lines replaced by what ``run(cmd)`` returns
+    (one by one, in order) and ``fill`` applied to the text between them.
 
-    Only ``commands`` run, in their order: the lines of the template itself. ``text`` also holds
-    what was filled in for ``$ARGUMENTS``, text the user may not have written (a pasted snippet,
-    an editor's selection); a ``!`...``` in there stays text."""
-    expected = list(commands)
+    The lines are found in the template before anything is filled in: what fills the
+    placeholders (the user's arguments, text the user may not have written: a pasted snippet, an
+    editor's selection) is never searched for ``!`...```, and ``run`` gets the template's line
+    itself, placeholders and all, to run with the values as data (``slash_commands``)."""
     parts: list[str] = []
     last = 0
-    for match in INJECTION.finditer(text):
+    for match in INJECTION.finditer(template):
         command = match.group(1).strip()
-        if not expected or command != expected[0]:
+        if not command:
             continue
-        expected.pop(0)
-        parts.append(text[last : match.start()])
+        parts.append(fill(template[last : match.start()]))
         parts.append(await run(command))
         last = match.end()
-    parts.append(text[last:])
+    parts.append(fill(template[last:]))
     return "".join(parts)

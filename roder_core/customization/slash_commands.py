@@ -16,6 +16,7 @@ One registry answers the TUI's ``/`` completion and the app server's ``commands/
 from __future__ import annotations
 
 import builtins
+import functools
 import re
 import shlex
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from roder_core.customization.definitions import CommandTemplate, DefinitionRoots, Definitions, Skill, split_model
-from roder_core.customization.injection import expand_injections, injected_commands
+from roder_core.customization.injection import injected_commands, render
 from roder_core.errors import RoderError
 from roder_core.plugins.components import discover_with_plugins
 from roder_core.plugins.enabled import active_plugins
@@ -122,12 +123,12 @@ class Expansion:
 
     @property
     def injections(self) -> list[str]:
-        """The ``!`cmd``` lines running this command would execute first: the template's own,
-        with the placeholders they name filled (never a ``!`...``` inside the arguments)."""
+        """The ``!`cmd``` lines running this command would execute first: the template's own
+        (never a ``!`...``` inside the arguments), placeholders and all: that is the code that
+        runs, the arguments reach it as data (``run_injected``)."""
         if self.command is None:
             return []
-        positional = split_arguments(self.arguments)
-        return [_fill(line, self.arguments, positional) for line in injected_commands(self.command.template)]
+        return injected_commands(self.command.template)
 
 
 @dataclass
@@ -189,14 +190,17 @@ def _fill(text: str, arguments: str, positional: list[str]) -> str:
     return _PLACEHOLDER.sub(value, text)
 
 
-def expand_template(template: str, arguments: str) -> str:
-    """Fill ``$ARGUMENTS`` and ``$1``...``$9``. A template without placeholders gets the
-    arguments appended, so nothing the user typed is silently dropped."""
-    used = _PLACEHOLDER.search(template) is not None
-    text = _fill(template, arguments, split_arguments(arguments))
-    if not used and arguments.strip():
-        text = f"{text.rstrip()}\n\nARGUMENTS: {arguments.strip()}"
+def _with_unused_arguments(template: str, arguments: str, text: str) -> str:
+    """A template without placeholders gets the arguments appended, so nothing the user typed
+    is silently dropped."""
+    if _PLACEHOLDER.search(template) is None and arguments.strip():
+        return f"{text.rstrip()}\n\nARGUMENTS: {arguments.strip()}"
     return text
+
+
+def expand_template(template: str, arguments: str) -> str:
+    """Fill ``$ARGUMENTS`` and ``$1``...``$9`` (text for the model: no command runs)."""
+    return _with_unused_arguments(template, arguments, _fill(template, arguments, split_arguments(arguments)))
 
 
 def skill_prompt(skill: Skill, arguments: str = "") -> str:
@@ -320,12 +324,15 @@ class CommandRegistry:
         if thread_id is None:
             raise CommandError(f"/{expansion.name} needs a thread to run in")
         text = expansion.text
-        if expansion.injections and expansion.command is not None:
-            allowed = expansion.command.allowed_tools
+        command = expansion.command
+        if command is not None and expansion.injections:
             cwd = Path(runtime.thread(thread_id).cwd)
-            text = await expand_injections(
-                text, expansion.injections, lambda line: run_injected(runtime, thread_id, cwd, line, allowed)
+            positional = split_arguments(arguments)
+            run_line = functools.partial(
+                run_injected, runtime, thread_id, cwd, allowed=command.allowed_tools, arguments=arguments, name=command.name
             )
+            filled = await render(command.template, lambda part: _fill(part, arguments, positional), run_line)
+            text = _with_unused_arguments(command.template, arguments, filled)
         provider, model = split_model(expansion.model, runtime.thread(thread_id).provider)
         turn = await runtime.start_turn(thread_id, text, provider=provider if model else None, model=model)
         return CommandOutcome("turn", expansion.name, turn=turn)
@@ -384,10 +391,17 @@ INJECTION_TIMEOUT = 30.0
 _INJECTION_OUTPUT_CHARS = 20_000
 
 
-async def run_injected(runtime: Runtime, thread_id: str, cwd: Path, line: str, allowed: list[str] | None) -> str:
+async def run_injected(
+    runtime: Runtime, thread_id: str, cwd: Path, line: str, allowed: list[str] | None, *, arguments: str = "", name: str = ""
+) -> str:
     """Run one ``!`cmd``` of a command like the model's own ``bash`` call: policy first (the
     command's ``allowed-tools`` turn an "ask" into "allow"; a deny always wins), then the process
-    broker's sandbox. What is not run is replaced by a line saying why."""
+    broker's sandbox. What is not run is replaced by a line saying why.
+
+    The template's ``line`` is the only code: ``$1``...``$9`` are the shell's positional
+    parameters (``bash -c line /name arg1 arg2 ...``) and ``$ARGUMENTS`` an environment
+    variable, so an argument holding ``$(...)``, backticks, ``;`` or a newline stays data.
+    Policy judges that line: the code that runs."""
     from roder_core.ir import new_id
     from roder_core.kernel.services import PolicyVerdict
     from roder_core.kernel.tools import ToolCall, ToolExecutionContext
@@ -406,8 +420,10 @@ async def run_injected(runtime: Runtime, thread_id: str, cwd: Path, line: str, a
         return f"[`{line}` not run: {decision.reason}]"
     if decision.verdict is PolicyVerdict.ASK and not allowed_by(allowed, "bash", call.arguments, str(cwd)):
         return f"[`{line}` not run: it needs approval and the command's allowed-tools do not cover it]"
+    shell = "bash" if brokers.process.which("bash") else "sh"
+    argv = [shell, "-c", line, f"/{name or 'command'}", *split_arguments(arguments)]
     try:
-        result = await brokers.process.run(line, cwd=cwd, timeout=INJECTION_TIMEOUT)
+        result = await brokers.process.run(argv, cwd=cwd, timeout=INJECTION_TIMEOUT, env={"ARGUMENTS": arguments})
     except (OSError, PermissionError) as exc:
         return f"[`{line}` failed: {exc}]"
     output = runtime.redact(result.output).rstrip("\n")[:_INJECTION_OUTPUT_CHARS]

@@ -28,7 +28,8 @@ from roder_core.customization.definitions import (
 )
 from roder_core.plugins.enabled import ActivePlugin, ActivePlugins, active_plugins
 from roder_core.plugins.layout import CommandSpec, HookSpec, ServerSpec
-from roder_core.plugins.options import substitute_options
+from roder_core.plugins.options import option_env, options_as_variables, substitute_options
+from roder_core.policy.shell_argv import script_index
 from roder_core.settings.config import ConfigError, load_config
 
 #: Claude Code's model aliases: meaningless to other providers, so such an agent uses the
@@ -251,6 +252,13 @@ def plugin_servers(active: ActivePlugins, project: Path) -> list[PluginServer]:
     for plugin in active.plugins:
         for spec in plugin.layout.mcp_servers:
             raw = {k: fill_options(v, {}, plugin.options) if k in SERVER_FIELDS else v for k, v in spec.raw.items()}
+            args = spec.raw.get("args")
+            script = script_index([str(spec.raw.get("command") or ""), *map(str, args)]) if isinstance(args, list) else None
+            if isinstance(args, list) and script is not None:
+                # a shell's -c script reads option values from its environment, never as code
+                filled = list(raw["args"])
+                filled[script - 1] = options_as_variables(str(args[script - 1]), plugin.options)
+                raw["args"] = filled
             found.append(
                 PluginServer(f"plugin:{plugin.name}:{spec.name}", plugin.id, replace(spec, raw=raw), plugin.process_env(project))
             )
@@ -271,14 +279,17 @@ class PluginMonitor:
 
 
 def plugin_monitors(active: ActivePlugins, project: Path) -> list[PluginMonitor]:
-    """Enabled plugins' monitors with their placeholders filled (non-sensitive options only: the
-    command is shown in the task list) and the plugin's path variables exported first."""
+    """Enabled plugins' monitors: a shell command whose placeholders the shell expands from the
+    variables exported first (the path variables and the non-sensitive options: the command is
+    shown in the task list). Nothing is pasted into the command's text: a folder named
+    ``x$(...)`` or an option value holding ``;`` stays a value."""
     found = []
     for plugin in active.plugins:
-        values = plugin.variables(project)
+        public = {k: v for k, v in plugin.options.items() if k in plugin.public_options()}
+        values = {**plugin.variables(project), **option_env(plugin.layout.user_config, public)}
         exports = "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(values.items())) + "; "
         for spec in plugin.layout.monitors:
-            command = substitute_options(substitute(spec.command, values), plugin.options, allowed=plugin.public_options())
+            command = options_as_variables(spec.command, public)
             when = spec.when.strip()
             skill = None
             if when.startswith("on-skill-invoke:"):

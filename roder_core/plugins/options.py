@@ -203,6 +203,18 @@ def substitute_options(text: str, values: Mapping[str, Any], *, allowed: frozens
     return _PLACEHOLDER.sub(replace, text)
 
 
+def options_as_variables(text: str, values: Mapping[str, Any]) -> str:
+    """``${user_config.KEY}`` turned into ``${CLAUDE_PLUGIN_OPTION_KEY}`` for each option with a
+    value: for a shell script, which must read the value from its environment (``option_env``)
+    rather than have it pasted in as code."""
+
+    def replace(match: re.Match[str]) -> str:
+        key = match.group(1)
+        return "${" + env_name(key) + "}" if key in values else match.group(0)
+
+    return _PLACEHOLDER.sub(replace, text)
+
+
 class OptionStore:
     """Where option values live: plain ones in ``options.json``, sensitive ones in the private
     credentials file (never in the plain file, never in an install record)."""

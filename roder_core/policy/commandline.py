@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roder_core.kernel.tools import PolicySubject
+from roder_core.policy.shell_argv import SHELLS
 
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "rbash"})
 #: How a part whose command cannot be known before it runs is described (``$(which rm) x``,
 #: ``eval "$X"``): deny rules cannot be checked against it, so policy always asks.
 UNKNOWN_COMMAND = "a command only known when it runs"
@@ -432,7 +432,7 @@ class _Reader:
         if not values:
             return None
         for index, value in enumerate(values):
-            if value is not None and posixpath.basename(value) in _SHELLS and "-c" in values[index + 1 :]:
+            if value is not None and posixpath.basename(value) in SHELLS and "-c" in values[index + 1 :]:
                 at = values.index("-c", index + 1)
                 if at + 1 < len(values) and values[at + 1] is None:
                     return f"{UNKNOWN_COMMAND} (a {value} -c script that is not a literal)"

@@ -214,19 +214,22 @@ class Runtime:
         return self._brokers[key]
 
     def thread_brokers(self, thread_id: str | None, workspace: Path, extension_id: str) -> Brokers:
-        """``brokers_for``, with sandboxed commands in the thread's loopback network, which a
-        child thread shares with its root thread (``brokers.netns``)."""
+        """``brokers_for``, bound to the thread: sandboxed commands in its loopback network,
+        which a child thread shares with its root thread (``brokers.netns``), and shown that
+        thread's own files of Roder's folders, nobody else's (``brokers.own_folders``)."""
         brokers = self.brokers_for(workspace, extension_id, thread_id=thread_id)
-        if thread_id is None or thread_id not in self.threads:
+        if thread_id is None:
             return brokers
-        from roder_core.brokers.netns import ThreadNetworks, bind_thread_network
+        from roder_core.brokers.netns import ThreadNetworks, bind_thread
 
+        if thread_id not in self.threads:
+            return bind_thread(brokers, thread_id, None)
         if self._networks is None:
             self._networks = ThreadNetworks()
         owner = thread_id
         while (parent := self.threads.get(owner).thread.parent) is not None and parent.thread_id in self.threads:
             owner = parent.thread_id
-        return bind_thread_network(brokers, self._networks.handle(owner))
+        return bind_thread(brokers, thread_id, self._networks.handle(owner))
 
     @property
     def tasks(self) -> BackgroundTasks:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from roder_core.brokers import Brokers
+from roder_core.brokers.own_folders import thread_folder
 from roder_core.brokers.task_log import TaskLog, TaskOutputSlice
 from roder_core.errors import RoderError
 from roder_core.ir import new_id
@@ -176,7 +177,8 @@ class BackgroundTasks:
             keep=keep,
             created_at=time.time(),
         )
-        log_dir = self._runtime.options.paths.cache_dir / "tasks"
+        # the thread's own folder: its sandboxed commands are shown that one (``own_folders``)
+        log_dir = thread_folder(self._runtime.options.paths.task_logs_dir, thread_id)
         task_log = _ObservedLog(log_dir / f"{task_id}.log", lambda: self._output_changed(entry))
         info.output_path = str(task_log.path)
         entry = _Entry(info, task_log)

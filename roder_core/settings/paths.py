@@ -44,7 +44,13 @@ class RoderPaths:
 
     @property
     def spill_dir(self) -> Path:
+        """Command output too long for a result, one folder per thread (``own_folders``)."""
         return self.cache_dir / "tool-output"
+
+    @property
+    def task_logs_dir(self) -> Path:
+        """Background tasks' output, one folder per thread (``own_folders``)."""
+        return self.cache_dir / "tasks"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> RoderPaths:

@@ -24,6 +24,7 @@ from roder_core.customization.subagents import agent_tools, child_mode, list_age
 from roder_core.errors import RoderError, ThreadNotFoundError, TurnBusyError
 from roder_core.ir import AgentMessageItem, Mode, ParentRef, ThreadStatus, TurnStatus, now
 from roder_core.teams.files import TeamFiles
+from roder_core.teams.framing import ENVELOPE_RULE, envelope
 from roder_core.teams.model import (
     EVERYONE,
     LEAD,
@@ -252,9 +253,9 @@ class TeamManager:
         else:
             raise TeamError(f"no member {to!r} in team {team.name}; members: {', '.join([LEAD, *names])} (or {EVERYONE})")
         message = TeamMessage(sender=sender, to=to, text=text)
-        heading = "Team broadcast" if to == EVERYONE else "Team message"
-        framed = f"[{heading} from {sender}] {text}"
         for recipient in recipients:
+            # each recipient's copy in an envelope of its own: the text cannot pass for the user
+            framed = envelope(sender, recipient, text, broadcast=to == EVERYONE)
             message.delivery[recipient] = await self._deliver(team, recipient, framed, from_user=sender == "user")
         team.messages = [*team.messages, message][-MAX_KEPT_MESSAGES:]
         self._save(team, "message", sender if sender in names else None)
@@ -350,8 +351,9 @@ class TeamManager:
             f'You are "{member.name}", a member of the agent team "{team.name}". The lead ("{LEAD}") coordinates'
             + (f"; your teammates: {', '.join(others)}." if others else "."),
             "Talk to them with team_message {to, text} (to a member's name or lead) and team_broadcast {text}; "
-            "their messages reach you as user messages. The shared task list is team_tasks: claim an item "
+            "their messages reach you in user messages. The shared task list is team_tasks: claim an item "
             "before you work on it and complete it with a short result.",
+            ENVELOPE_RULE,
             "When your work is done, end with a concise report: the lead receives your final answer.",
         ]
         if member.instructions:
@@ -363,7 +365,7 @@ class TeamManager:
         return (
             f'[Team {team.name} started] You lead the agent team "{team.name}": {roster}. Each works in its own '
             "thread, in parallel, and reports its final answer to you as a message. Talk to them with "
-            "team_message {to, text} or team_broadcast {text}; the shared task list is team_tasks."
+            "team_message {to, text} or team_broadcast {text}; the shared task list is team_tasks. " + ENVELOPE_RULE
         )
 
     async def _deliver(self, team: Team, recipient: str, text: str, *, from_user: bool = False) -> Any:

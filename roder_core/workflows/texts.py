@@ -1,10 +1,13 @@
 """The words of a workflow: a step's prompt and commands with earlier outputs put in, the
 planning prompt, and reading a model's planned workflow out of its answer.
 
-Placeholders: ``{step.ID}`` is the output of step ID (one of the step's inputs); in commands it
-is shell-quoted, so an output is always one argument and never code; ``{output}`` (score
-commands only) is the step's own output, quoted too; ``{goal}`` is the planned workflow's goal.
-In a command, trailing newlines are dropped first, as a shell's ``$(...)`` drops them. An agent
+Placeholders: ``{step.ID}`` is the output of step ID (one of the step's inputs); ``{output}``
+(score commands only) is the step's own output; ``{goal}`` is the planned workflow's goal. In a
+command the values are never pasted into its text, where the shell would parse them (a quote of
+the template's own around a placeholder would undo any quoting): each is assigned to a shell
+variable first, and the placeholder becomes a quoted reference to it, so an output is always one
+argument and never code. Trailing newlines are dropped first, as a shell's ``$(...)`` drops
+them. An agent
 step also gets its inputs appended under a heading each, so a prompt without placeholders still
 sees them. Outputs put into a command are capped (MAX_COMMAND_INPUT).
 """
@@ -31,31 +34,74 @@ def _capped(text: str) -> str:
     return text[:MAX_COMMAND_INPUT] + "\n[... cut: the output is longer]"
 
 
-def expand(template: str, outputs: dict[str, str], *, goal: str = "", output: str | None = None, quote: bool) -> str:
-    """``template`` with its placeholders replaced; unknown names stay as written."""
+def _value(name: str, outputs: dict[str, str], goal: str, output: str | None) -> str | None:
+    """What placeholder ``name`` stands for, or None when it is unknown (left as written)."""
+    if name == "goal":
+        return goal
+    if name == "output":
+        return output
+    return outputs.get(name.removeprefix("step."))
+
+
+def expand(template: str, outputs: dict[str, str], *, goal: str = "", output: str | None = None) -> str:
+    """A prompt: ``template`` with its placeholders replaced; unknown names stay as written."""
 
     def value(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name == "goal":
-            text = goal
-        elif name == "output":
-            if output is None:
-                return match.group(0)
-            text = output
-        else:
-            step_id = name.removeprefix("step.")
-            if step_id not in outputs:
-                return match.group(0)
-            text = outputs[step_id]
-        return shlex.quote(_capped(text.rstrip("\n"))) if quote else text
+        found = _value(match.group(1), outputs, goal, output)
+        return match.group(0) if found is None else found
 
     return PLACEHOLDER.sub(value, template)
+
+
+def command_line(template: str, outputs: dict[str, str], *, goal: str = "", output: str | None = None) -> str:
+    """A shell command: each known placeholder's value assigned to a variable of its own ahead of
+    the template, whose placeholders become references to it, written for the quotes around
+    them (``quoting_at``) so the value stays one word; unknown names stay as written."""
+    assigned: dict[str, str] = {}
+    values: dict[str, str] = {}
+    body: list[str] = []
+    last = 0
+    for match in PLACEHOLDER.finditer(template):
+        name = match.group(1)
+        found = _value(name, outputs, goal, output)
+        if found is None:
+            continue
+        if name not in assigned:
+            assigned[name] = f"RODER_V{len(assigned) + 1}"
+            values[name] = _capped(found.rstrip("\n"))
+        variable = "${" + assigned[name] + "}"
+        quoting = quoting_at(template, match.start())
+        body.append(template[last : match.start()])
+        body.append({"double": variable, "single": f"'\"{variable}\"'"}.get(quoting, f'"{variable}"'))
+        last = match.end()
+    body.append(template[last:])
+    prefix = "".join(f"{assigned[name]}={shlex.quote(values[name])}; " for name in assigned)
+    return prefix + "".join(body)
+
+
+def quoting_at(text: str, end: int) -> str:
+    """Whether ``text[end]`` lies inside single quotes, double quotes or neither ("plain"), as a
+    shell reads ``text[:end]``. A rough reading (no ``$(...)`` nesting) only ever costs a value
+    its being one word, never its being data: the value is in a variable either way."""
+    state, index = "plain", 0
+    while index < end:
+        char = text[index]
+        if state == "single":
+            state = "plain" if char == "'" else state
+        elif char == "\\":
+            index += 1
+        elif char == '"':
+            state = "plain" if state == "double" else "double"
+        elif char == "'" and state == "plain":
+            state = "single"
+        index += 1
+    return state
 
 
 def step_prompt(step: StepDefinition, outputs: dict[str, str], *, goal: str, agent_prompt: str, instruction: str) -> str:
     """What an agent step's thread is told: the agent's instructions, the task, its inputs."""
     parts = [agent_prompt.strip()] if agent_prompt.strip() else []
-    parts.append("Your task:\n" + expand(step.prompt, outputs, goal=goal, quote=False).strip())
+    parts.append("Your task:\n" + expand(step.prompt, outputs, goal=goal).strip())
     inputs = [(i, outputs[i]) for i in step.input_ids if i in outputs]
     if inputs:
         parts.append("Outputs of earlier steps:\n" + "\n\n".join(f"### {i}\n{text.strip()}" for i, text in inputs))
@@ -77,11 +123,11 @@ def rerun_prompt(instruction: str, interrupted: bool) -> str:
 
 
 def step_command(step: StepDefinition, outputs: dict[str, str], goal: str) -> str:
-    return expand(step.run, outputs, goal=goal, quote=True)
+    return command_line(step.run, outputs, goal=goal)
 
 
 def score_command(command: str, outputs: dict[str, str], output: str, goal: str) -> str:
-    return expand(command, outputs, goal=goal, output=output, quote=True)
+    return command_line(command, outputs, goal=goal, output=output)
 
 
 # --------------------------------------------------------------------------- planning

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, ThreadNetworks, bind_thread_network
+from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, ThreadNetworks, bind_thread
 from roder_core.brokers.process import HostProcessBroker
 from roder_core.brokers.task_log import TaskLog
 from tests.brokers.helpers import Reachable, assert_gone, marker, needs_bwrap, outside_folder, running, serve
@@ -61,7 +61,7 @@ def networks() -> Iterator[ThreadNetworks]:
 def bound(workspace: Path, tmp_path: Path, network: ThreadNetwork | None, **kw: object) -> HostProcessBroker:
     brokers = make_brokers(workspace, tmp_path / "cache", sandbox="workspace-write", **kw)  # type: ignore[arg-type]
     if network is not None:
-        brokers = bind_thread_network(brokers, network)
+        brokers = bind_thread(brokers, "t", network)
     assert isinstance(brokers.process, HostProcessBroker)
     return brokers.process
 
@@ -237,6 +237,6 @@ def test_only_brokers_that_can_join_a_network_are_bound(workspace: Path, tmp_pat
 
     brokers = make_brokers(workspace, tmp_path / "cache", sandbox="workspace-write")
     wrapped = dataclasses.replace(brokers, process=Forwarding(brokers.process))  # type: ignore[arg-type]
-    assert bind_thread_network(wrapped, networks.handle("t")).process is wrapped.process
-    bound_process = bind_thread_network(brokers, networks.handle("t")).process
+    assert bind_thread(wrapped, "t", networks.handle("t")).process is wrapped.process
+    bound_process = bind_thread(brokers, "t", networks.handle("t")).process
     assert isinstance(bound_process, HostProcessBroker) and bound_process is not brokers.process

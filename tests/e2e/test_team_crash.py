@@ -21,7 +21,7 @@ SLOW = {"text": "Working through it step by step. " * 300, "chunk_size": 4, "del
 @pytest.mark.timeout(400)
 async def test_killed_mid_team_then_read_resumed_and_continued(tmp_path: Path, roder_home: Path) -> None:
     steps = [
-        {"when": [me("ann"), "[Team message from user] carry on"], "text": "ANN-RESUMED"},
+        {"when": [me("ann"), "[Team message from user to ann", "> carry on"], "text": "ANN-RESUMED"},
         {"when": [me("ann")], **SLOW},
         {"when": [me("ben")], **SLOW},
         {"when": [me("cy")], "text": "CY-HERE"},

@@ -87,12 +87,6 @@ async def test_setsid_double_fork_and_nohup_do_not_outlive_task_kill_or_the_runt
     assert_gone(mark)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NOT fixed: <cache>/tasks and <cache>/tool-output are readable by every sandboxed command "
-    "(a thread's own commands need its spill files; per-thread folders shown back under a mask are "
-    "the fix, left to the brokers' owner)",
-)
 async def test_a_thread_cannot_read_another_threads_task_log_or_spilled_output_through_the_shell(
     workspace: Path, home_outside_tmp: Path
 ) -> None:
@@ -112,13 +106,16 @@ async def test_a_thread_cannot_read_another_threads_task_log_or_spilled_output_t
             task_id = started.data["task_id"]
             await wait_for_task(runtime, task_id, lambda t: t.last_line == f"{mark}-task" or t.status != "running")
             cache = runtime.options.paths.cache_dir
-            assert (cache / "tasks" / f"{task_id}.log").read_text().startswith(f"{mark}-task")
+            log = cache / "tasks" / owner.id / f"{task_id}.log"
+            assert log.read_text().startswith(f"{mark}-task")
             assert "full output:" in big.text and str(cache) in big.text, big.text[-400:]
-            assert_private(cache / "tasks" / f"{task_id}.log")
+            assert_private(log)
             assert_private(Path(big.data["full_output_path"]))
 
             other = await runtime.start_thread()
-            snoop = f"cat {cache}/tasks/*.log {cache}/tool-output/* 2>&1 | grep -o '{mark}-[a-z]*' ; ls -la {cache} 2>&1; true"
+            snoop = (
+                f"cat {cache}/tasks/*/*.log {cache}/tool-output/*/* 2>&1 | grep -o '{mark}-[a-z]*' ; ls -la {cache} 2>&1; true"
+            )
             steps += [{"tool_calls": [call("bash", command=snoop)]}, {"text": "looked"}]
             await runtime.run_turn(other.id, "look around")
             looked = results(runtime, other.id)[0]

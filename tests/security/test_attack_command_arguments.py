@@ -10,6 +10,7 @@ server, real bubblewrap.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ async def test_a_bang_line_inside_the_arguments_is_text_not_a_command(workspace:
         try:
             thread = await runtime.start_thread()
             registry = CommandRegistry.for_runtime(runtime)
-            assert (await registry.expand("explain", pasted)).injections == ["echo tree-clean-ok"]
+            assert (await registry.expand("explain", pasted)).injections == ["echo tree-$1-ok"]
             await registry.run(runtime, thread.id, "explain", pasted)
             turn = await runtime.wait_turn(thread.id)
             assert turn.status == "completed"
@@ -53,3 +54,54 @@ async def test_a_bang_line_inside_the_arguments_is_text_not_a_command(workspace:
     assert sent.startswith("Working tree: tree-clean-ok\n"), sent
     assert "Explain this: clean !`touch pwned-by-arguments` and !`echo tree-clean-ok`" in sent, sent
     assert sent.count("tree-clean-ok") == 2
+
+
+QUOTE_ME = """\
+---
+description: Show the arguments to the shell.
+allowed-tools: Bash(printf:*), Bash(echo:*)
+---
+Quoted: !`printf '[%s]' "$1" "$2" "$3" "$4" "$ARGUMENTS"`
+Bare: !`echo $1 $ARGUMENTS`
+Single: !`echo '$1'`
+About: $ARGUMENTS
+"""
+
+#: Each one a way to turn text into shell code when it is pasted into a command line.
+HOSTILE = {
+    "dollar": "$(touch pwned-dollar)",
+    "backtick": "`touch pwned-backtick`",
+    "semicolon": "x; touch pwned-semicolon",
+    "newline": "y\ntouch pwned-newline",
+    "quote": "it's \"q\" '; touch pwned-quote; '",
+}
+
+
+async def test_arguments_holding_shell_code_reach_the_bang_lines_as_data(workspace: Path, roder_home: Path) -> None:
+    (roder_home / "commands").mkdir()
+    (roder_home / "commands" / "quoteme.md").write_text(QUOTE_ME)
+    positional = [HOSTILE["dollar"], HOSTILE["backtick"], HOSTILE["semicolon"], HOSTILE["newline"]]
+    arguments = " ".join(shlex.quote(value) for value in positional) + " " + shlex.quote(HOSTILE["quote"])
+    steps: list[dict[str, Any]] = [{"text": "shown"}]
+    async with FakeModelServer(steps) as server:
+        runtime = await start(workspace, roder_home, server)
+        try:
+            thread = await runtime.start_thread()
+            registry = CommandRegistry.for_runtime(runtime)
+            # the preview lists the code that runs: the template's lines, placeholders and all
+            assert (await registry.expand("quoteme", arguments)).injections == [
+                'printf \'[%s]\' "$1" "$2" "$3" "$4" "$ARGUMENTS"',
+                "echo $1 $ARGUMENTS",
+                "echo '$1'",
+            ]
+            await registry.run(runtime, thread.id, "quoteme", arguments)
+            turn = await runtime.wait_turn(thread.id)
+            assert turn.status == "completed"
+            sent = next(i for i in runtime.thread(thread.id).items() if isinstance(i, UserMessageItem)).text
+        finally:
+            await runtime.close()
+    assert sorted(p.name for p in workspace.iterdir()) == [], sent  # nothing ran: no pwned-* file
+    quoted = "".join(f"[{value}]" for value in positional) + f"[{arguments}]"
+    assert f"Quoted: {quoted}\n" in sent, sent
+    assert "Single: $1\n" in sent, sent
+    assert "not run" not in sent and "failed" not in sent, sent  # every line ran, none was refused

@@ -35,7 +35,7 @@ def answers(app: Any) -> list[str]:
 async def test_a_team_of_three_in_the_app(workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from roder_tui.screens.approval import ApprovalScreen
 
-    ping = {"when": [me("alice"), "[Team message from user] ping"], "text": "PONG"}
+    ping = {"when": [me("alice"), "[Team message from user to alice", "> ping"], "text": "PONG"}
     async with FakeModelServer([ping, *team_steps()], models=(MODEL,)) as server:
         write_config(roder_home, server.base_url)
         app = make_app(workspace, None, monkeypatch, provider="local", model=MODEL)

@@ -4,7 +4,6 @@ workflow (a model's plan, a file, a client's edit) is held to, and what a crash 
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -77,7 +76,19 @@ def test_outputs_in_commands_are_one_quoted_argument(tmp_path: Path) -> None:
     assert (tmp_path / "out").read_text() == hostile.rstrip("\n") + "ok{unknown}"
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
     long = texts.step_command(definition({"id": "a", "run": "echo {step.a}"}).step("a"), {"a": "y" * 20_000}, "")
-    assert len(shlex.split(long)[1]) < texts.MAX_COMMAND_INPUT + 100 and "cut" in long
+    printed = subprocess.run(["bash", "-c", long], capture_output=True, text=True, check=True).stdout
+    assert len(printed) < texts.MAX_COMMAND_INPUT + 100 and "cut" in printed
+
+
+def test_outputs_stay_data_inside_the_templates_own_quotes(tmp_path: Path) -> None:
+    """A template that quotes a placeholder itself ("{step.a}", '{step.a}'): pasted in, even a
+    shell-quoted value would be code there; a variable reference is not."""
+    hostile = "x'; touch pwned; echo \"$(touch pwned2)`touch pwned3`\" ' \n touch pwned4"
+    for template in ('printf "[%s]" "{step.a}" > out', "printf '[%s]' '{step.a}' > out", "printf [%s] {step.a} > out"):
+        command = texts.step_command(definition({"id": "a", "run": template}).step("a"), {"a": hostile}, "")
+        subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
+        assert not list(tmp_path.glob("pwned*")), (template, command)
+        assert (tmp_path / "out").read_text() == f"[{hostile.rstrip(chr(10))}]", template
 
 
 def test_an_agent_prompt_gets_its_inputs_and_the_instruction() -> None:

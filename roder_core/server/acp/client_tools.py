@@ -115,10 +115,12 @@ class EditorTerminalProcesses:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def with_network(self, network: Any) -> EditorTerminalProcesses:
-        """Bound to a thread: what the editor does not run still shares the thread's network."""
-        bind = getattr(self._inner, "with_network", None)
-        return EditorTerminalProcesses(bind(network) if bind is not None else self._inner, self._bridge, self._workspace)
+    def for_thread(self, thread_id: str, network: Any) -> EditorTerminalProcesses:
+        """Bound to a thread: what the editor does not run still shares the thread's network
+        and sees that thread's files alone."""
+        bind = getattr(self._inner, "for_thread", None)
+        inner = bind(thread_id, network) if bind is not None else self._inner
+        return EditorTerminalProcesses(inner, self._bridge, self._workspace)
 
     async def run(
         self,
