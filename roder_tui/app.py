@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from roder_tui.remote import stream_fps, tune_for_link
+from roder_tui.remote import stream_budget, stream_fps, tune_for_link
 
 REMOTE = tune_for_link()
 
@@ -191,7 +191,7 @@ class RoderApp(App[int]):
         self._shell_cards: dict[str, list[tuple[str | None, Any]]] = {}
         self._elapsed_timer: Any = None
         self._pushed_theme = False
-        self.coalescer = DeltaCoalescer(self._flush_deltas, stream_fps(REMOTE))
+        self.coalescer = DeltaCoalescer(self._flush_deltas, stream_fps(REMOTE), stream_budget(REMOTE))
         for theme in self.themes.themes.values():
             self.register_theme(theme.to_textual())
         # Chosen before the first stylesheet parse: switching later re-parses all CSS (~40 ms).
