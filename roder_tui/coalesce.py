@@ -23,8 +23,9 @@ class CpuBudget:
     budget is measured, not predicted: at each flush, the thread's CPU since the previous one
     over the wall time since then is the share the stream really used, frames and deltas alike;
     the next interval is stretched (or shrunk back) by how far that share is from the budget,
-    between ``1/fastest`` and ``1/slowest`` seconds. A gap longer than twice the slowest
-    interval is a pause in the stream, not a measurement, and changes nothing.
+    between ``1/fastest`` and ``1/slowest`` seconds. Spans shorter than the fastest interval (a
+    drain forcing a flush right after another) are measured together with the next one; a gap
+    longer than twice the slowest interval is a pause in the stream, not a measurement.
     """
 
     def __init__(self, share: float, fastest: float, slowest: float, cpu_clock: Callable[[], float] = time.thread_time) -> None:
@@ -37,8 +38,11 @@ class CpuBudget:
     def next_interval(self, interval: float, now: float) -> float:
         """The interval to wait after the flush starting at ``now`` (monotonic seconds)."""
         cpu = self._cpu_clock()
-        mark, self._mark = self._mark, (now, cpu)
-        if mark is None or not 0.0 < now - mark[0] <= 2 * self.longest:
+        mark = self._mark
+        if mark is not None and now - mark[0] < self.shortest:
+            return interval  # a flush forced right after another (a drain): measure a longer span
+        self._mark = (now, cpu)
+        if mark is None or now - mark[0] > 2 * self.longest:
             return interval
         used = (cpu - mark[1]) / (now - mark[0])
         wanted = interval * used / self.share

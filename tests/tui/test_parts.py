@@ -120,6 +120,11 @@ def test_cpu_budget_stretches_and_shrinks_the_flush_interval() -> None:
         cpu[0] += 0.01 * interval
         interval = budget.next_interval(interval, now)
     assert interval == pytest.approx(0.2)  # back to the fastest rate, never beyond it
+    cpu[0] += 0.05  # a flush forced 10 ms after the last one (a drain) is measured with the next
+    assert budget.next_interval(interval, now + 0.01) == interval
+    now += interval
+    cpu[0] += 0.01 * interval
+    assert budget.next_interval(interval, now) > interval  # (0.05 + 0.002) s over 0.2 s: 26% of a core
     now += 10.0  # a pause in the stream (the next turn) is not a measurement
     cpu[0] += 5.0
     assert budget.next_interval(interval, now) == interval
