@@ -4,7 +4,8 @@ The app drives the runtime only through a control-plane client (``AppClient``): 
 (``LocalAppClient``) or attached to a host (``RemoteAppClient``, ``roder attach``); every action
 here is a method a remote client could call too. Runtime work never runs on the
 event loop's critical path: the first frame is painted before the runtime is even imported, and
-stream deltas are coalesced to at most ~30 repaints a second (5 over SSH).
+stream deltas are coalesced to at most ~30 repaints a second (over SSH 5, fewer when a CPU budget
+says so: ``roder_tui.remote``).
 """
 
 from __future__ import annotations
