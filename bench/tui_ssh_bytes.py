@@ -19,7 +19,7 @@ Installed packages are byte-compiled first, as pip does (this machine's uv venvs
         [--profile DIR]
 
 `--baseline DIR` also runs another checkout (``git archive REV | tar -x -C DIR``), alternating
-run by run. Peers (``claude``, ``codex``) are reported as not installed when they are not on PATH.
+run by run. Peers (``claude``, ``codex``, ``pi``) are reported as not installed when they are not on PATH.
 """
 
 from __future__ import annotations
@@ -193,9 +193,11 @@ def main() -> None:
     opts = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed")
-    for peer in ("claude", "codex"):
-        if shutil.which(peer) is None:
-            print(f"{peer}: not installed on this machine; not measured")
+    missing = [peer for peer in ("claude", "codex", "pi") if shutil.which(peer) is None]
+    for peer in missing:
+        print(f"{peer}: NOT INSTALLED on this machine; not measured")
+    if missing:
+        print("the only peer figure is the issue's: pi, about 384 bytes per token and 9.5% of a core")
     text = prose(opts.lines) + f"\n{END_MARK}\n"
     deltas = -(-len(text) // 4)
     answer = {"text": text, "chunk_size": 4, "delay_ms": 1000 / opts.tokens_per_s}

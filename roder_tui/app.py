@@ -4,14 +4,15 @@ The app drives the runtime only through a control-plane client (``AppClient``): 
 (``LocalAppClient``) or attached to a host (``RemoteAppClient``, ``roder attach``); every action
 here is a method a remote client could call too. Runtime work never runs on the
 event loop's critical path: the first frame is painted before the runtime is even imported, and
-stream deltas are coalesced to at most ~30 repaints a second (5 over SSH).
+stream deltas are coalesced to at most ~30 repaints a second (over SSH 5, fewer when a CPU budget
+says so: ``roder_tui.remote``).
 """
 
 from __future__ import annotations
 
 import os
 
-from roder_tui.remote import stream_fps, tune_for_link
+from roder_tui.remote import stream_budget, stream_fps, tune_for_link
 
 REMOTE = tune_for_link()
 
@@ -191,7 +192,7 @@ class RoderApp(App[int]):
         self._shell_cards: dict[str, list[tuple[str | None, Any]]] = {}
         self._elapsed_timer: Any = None
         self._pushed_theme = False
-        self.coalescer = DeltaCoalescer(self._flush_deltas, stream_fps(REMOTE))
+        self.coalescer = DeltaCoalescer(self._flush_deltas, stream_fps(REMOTE), stream_budget(REMOTE))
         for theme in self.themes.themes.values():
             self.register_theme(theme.to_textual())
         # Chosen before the first stylesheet parse: switching later re-parses all CSS (~40 ms).

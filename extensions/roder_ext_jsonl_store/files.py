@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 try:  # POSIX; elsewhere files are simply not locked
     import fcntl
@@ -42,8 +41,11 @@ def header_line(header: dict[str, Any]) -> bytes:
     return encode({"type": HEADER_TYPE, **header})
 
 
-@dataclass
-class LineProblem:
+# Plain classes, not dataclasses: `sessions list` imports this module without the runtime, and
+# `dataclasses` (with the `inspect` it pulls) was a tenth of that command's start-up.
+
+
+class LineProblem(NamedTuple):
     """A line that was skipped, with enough to find it again (1-based line number)."""
 
     line: int
@@ -53,16 +55,23 @@ class LineProblem:
         return f"line {self.line}: {self.reason}"
 
 
-@dataclass
 class RawThreadFile:
     """A thread file split into its header, its event lines and what could not be read."""
 
-    header: dict[str, Any] | None
-    events: list[tuple[int, bytes]] = field(default_factory=list)
-    problems: list[LineProblem] = field(default_factory=list)
-    #: Bytes after the last newline (a write cut short by a crash), or b"" when the file is whole.
-    torn_tail: bytes = b""
-    size: int = 0
+    def __init__(
+        self,
+        header: dict[str, Any] | None,
+        events: list[tuple[int, bytes]] | None = None,
+        problems: list[LineProblem] | None = None,
+        torn_tail: bytes = b"",
+        size: int = 0,
+    ) -> None:
+        self.header = header
+        self.events: list[tuple[int, bytes]] = [] if events is None else events
+        self.problems: list[LineProblem] = [] if problems is None else problems
+        #: Bytes after the last newline (a write cut short by a crash), or b"" when the file is whole.
+        self.torn_tail = torn_tail
+        self.size = size
 
 
 def split_file(data: bytes, *, first_line: int = 1) -> RawThreadFile:

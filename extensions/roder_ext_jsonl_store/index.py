@@ -14,9 +14,8 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roder_core.settings.paths import create_private
 
@@ -55,27 +54,31 @@ CREATE INDEX IF NOT EXISTS threads_by_parent ON threads (parent_thread);
 _COLUMNS = "id, cwd, title, created_at, updated_at, provider, model, parent_thread, parent_turn, turn_count, status"
 
 
-@dataclass(frozen=True)
-class FileStamp:
+# A named tuple and a plain class rather than dataclasses: `sessions list` reads this index
+# without starting the runtime, and importing `dataclasses` (and the `inspect` it pulls) was a
+# tenth of that command's CPU.
+
+
+class FileStamp(NamedTuple):
     size: int
     mtime_ns: int
 
 
-@dataclass
 class SummaryFold:
     """Builds a listing row from header and event dicts (wire form) without the full reducer."""
 
-    id: str = ""
-    cwd: str = ""
-    title: str = ""
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    provider: str = ""
-    model: str = ""
-    parent: dict[str, Any] | None = None
-    turn_count: int = 0
-    status: str = "idle"
-    _turns: set[str] = field(default_factory=set)
+    def __init__(self) -> None:
+        self.id = ""
+        self.cwd = ""
+        self.title = ""
+        self.created_at = 0.0
+        self.updated_at = 0.0
+        self.provider = ""
+        self.model = ""
+        self.parent: dict[str, Any] | None = None
+        self.turn_count = 0
+        self.status = "idle"
+        self._turns: set[str] = set()
 
     def header(self, data: dict[str, Any]) -> None:
         self.id = data.get("id", self.id)

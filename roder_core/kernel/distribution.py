@@ -8,7 +8,6 @@ an untrusted project's files are never imported.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import logging
 import os
@@ -95,7 +94,7 @@ def make_host(
     cwd = (cwd or Path.cwd()).resolve()
     paths = RoderPaths.from_env(env)
     if data_dir is not None:
-        paths = dataclasses.replace(paths, data_dir=data_dir)
+        paths = paths._replace(data_dir=data_dir)
     trusted = TrustStore(paths).is_trusted(cwd) if trust is None else trust
     if profile not in PROFILES:
         raise RegistryError(f"unknown capability profile {profile!r}; choose one of {', '.join(PROFILES)}")

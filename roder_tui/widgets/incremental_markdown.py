@@ -83,12 +83,24 @@ class BlockCache:
         self._width = -1
         self._segments: dict[tuple[str, bool], list[Segment]] = {}
         self._lead: list[Segment] | None = None
+        #: The last document drawn, (source, width, segments): Textual draws each update twice,
+        #: once to measure its height and once for its rows, so the second costs no parse.
+        self._last: tuple[str, int, list[Segment]] | None = None
         self.hits = 0
         self.misses = 0
 
     def clear(self) -> None:
         self._segments.clear()
         self._lead = None
+        self._last = None
+
+    def last(self, source: str, width: int) -> list[Segment] | None:
+        """The segments of ``source`` at ``width`` if it was the last document drawn."""
+        last = self._last
+        return last[2] if last is not None and last[1] == width and last[0] == source else None
+
+    def remember(self, source: str, width: int, segments: list[Segment]) -> None:
+        self._last = (source, width, segments)
 
     def render(
         self,
@@ -160,10 +172,14 @@ class IncrementalMarkdown:
         self._elements = elements
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
-        blocks = top_level_blocks(self.source, self._elements)
-        segments = None if blocks is None else self._cache.render(blocks, self._render_block, console, options)
+        segments = self._cache.last(self.source, options.max_width)
         if segments is None:
-            segments = list(console.render(self._render_block(self.source), options))
+            blocks = top_level_blocks(self.source, self._elements)
+            segments = None if blocks is None else self._cache.render(blocks, self._render_block, console, options)
+            if segments is None:
+                segments = list(console.render(self._render_block(self.source), options))
+            else:
+                self._cache.remember(self.source, options.max_width, segments)
         yield from segments
 
 

@@ -72,6 +72,32 @@ def test_unchanged_blocks_are_not_rendered_again() -> None:
     assert (cache.misses, cache.hits) == (4, 2)  # only the grown list is rendered
 
 
+def test_the_same_document_drawn_twice_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual draws every update twice (its height, then its rows): the second draw of the same
+    source at the same width reuses the first's segments, without parsing the source again."""
+    import roder_tui.widgets.incremental_markdown as incremental
+
+    parses: list[str] = []
+    real_parse = incremental.top_level_blocks
+
+    def counted(source: str, elements: dict[str, type]) -> Any:
+        parses.append(source)
+        return real_parse(source, elements)
+
+    monkeypatch.setattr(incremental, "top_level_blocks", counted)
+    cache = BlockCache()
+    text = "First paragraph.\n\n- a list\n- of two"
+    wide, narrow = _console(60), _console(30)
+    first = list(wide.render(incremental_markdown(text, cache), wide.options))
+    again = list(wide.render(incremental_markdown(text, cache), wide.options))
+    assert again == first == _whole(wide, text)
+    assert parses == [text]
+    assert list(narrow.render(incremental_markdown(text, cache), narrow.options)) == _whole(narrow, text)
+    grown = text + "\n- three"
+    assert list(narrow.render(incremental_markdown(grown, cache), narrow.options)) == _whole(narrow, grown)
+    assert parses == [text, text, grown]  # another width, another source: parsed again
+
+
 def test_documents_that_cannot_be_split_are_rendered_whole() -> None:
     elements = RoderMarkdown.elements
     assert top_level_blocks("[a][r]\n\n[r]: http://x.invalid", elements) is None

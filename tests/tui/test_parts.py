@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from extensions.roder_ext_tui.palette import PALETTE_SOURCES
 from extensions.roder_ext_tui.segments import STATUS_SEGMENTS
 from roder_core.kernel.services import StatusView
-from roder_tui.coalesce import DeltaCoalescer
+from roder_tui.coalesce import CpuBudget, DeltaCoalescer
 from roder_tui.keymap import KEYS, markdown_table
-from roder_tui.remote import stream_fps, tune_for_link
+from roder_tui.remote import SSH_STREAM_CPU, stream_budget, stream_fps, tune_for_link
 from roder_tui.theming import ThemeFileError, load_themes, parse_theme
 from roder_tui.widgets.markdown_stream import FenceSplitter, split_markdown
 from roder_tui.widgets.prompt import PromptHistory, match_files, workspace_files
@@ -97,6 +97,64 @@ async def test_coalescer_caps_the_repaint_rate_and_keeps_order() -> None:
     # Nothing pending: no timer scheduled and no task running, so an idle app wakes for nothing.
     assert coalescer._handle is None
     assert coalescer._task is None or coalescer._task.done()
+
+
+def test_cpu_budget_stretches_and_shrinks_the_flush_interval() -> None:
+    """Over SSH the flush rate follows what the stream really costs: the thread's CPU between two
+    flushes over the wall time between them, against the budget (a fake CPU clock here)."""
+    cpu = [0.0]
+    budget = CpuBudget(0.05, fastest=5.0, slowest=1.0, cpu_clock=lambda: cpu[0])
+    interval, now = 0.2, 100.0
+    assert budget.next_interval(interval, now) == 0.2  # the first flush: nothing measured yet
+    costly = []
+    for _ in range(8):  # 20% of a core used: four times the budget
+        now += interval
+        cpu[0] += 0.2 * interval
+        interval = budget.next_interval(interval, now)
+        costly.append(interval)
+    assert costly == sorted(costly)
+    assert costly[0] == pytest.approx((0.2 + 0.8) / 2)  # halfway to the wanted interval at a time
+    assert costly[-1] == 1.0  # never slower than the slowest rate
+    for _ in range(8):  # then cheap: 1% of a core
+        now += interval
+        cpu[0] += 0.01 * interval
+        interval = budget.next_interval(interval, now)
+    assert interval == pytest.approx(0.2)  # back to the fastest rate, never beyond it
+    cpu[0] += 0.05  # a flush forced 10 ms after the last one (a drain) is measured with the next
+    assert budget.next_interval(interval, now + 0.01) == interval
+    now += interval
+    cpu[0] += 0.01 * interval
+    assert budget.next_interval(interval, now) > interval  # (0.05 + 0.002) s over 0.2 s: 26% of a core
+    now += 10.0  # a pause in the stream (the next turn) is not a measurement
+    cpu[0] += 5.0
+    assert budget.next_interval(interval, now) == interval
+
+
+async def test_coalescer_paced_by_a_budget_keeps_every_delta_in_order() -> None:
+    batches: list[dict[str, str]] = []
+    flushed = asyncio.Event()
+
+    async def flush(batch: dict[str, str]) -> None:
+        batches.append(batch)
+        flushed.set()
+
+    clock = [0.0]
+
+    def cpu() -> float:  # every flush looks expensive
+        clock[0] += 1.0
+        return clock[0]
+
+    coalescer = DeltaCoalescer(flush, fps=50, budget=CpuBudget(0.05, fastest=50.0, slowest=20.0, cpu_clock=cpu))
+    for burst in range(4):
+        flushed.clear()
+        for i in range(burst * 10, burst * 10 + 10):
+            coalescer.push("a", f"{i},")
+        await asyncio.wait_for(flushed.wait(), 30)
+    await coalescer.drain()
+    assert "".join(b.get("a", "") for b in batches) == "".join(f"{i}," for i in range(40))
+    # Paced between its fastest and slowest rates (how far it got depends on the flushes' spacing,
+    # which the deterministic test above pins down).
+    assert 1 / 50 <= coalescer.interval <= 1 / 20
 
 
 def test_themes_load_override_and_report_errors(tmp_path: Path) -> None:
@@ -198,6 +256,11 @@ def test_stream_rate_follows_the_link_and_the_environment(caplog: pytest.LogCapt
     assert stream_fps(True, {"RODER_STREAM_FPS": "fast"}) == 5.0
     assert stream_fps(False, {"RODER_STREAM_FPS": "0"}) == 30.0
     assert "RODER_STREAM_FPS='fast' is not a number from 1 to 120" in caplog.text
+    ssh = stream_budget(True, {})
+    assert ssh is not None and ssh.share == SSH_STREAM_CPU
+    assert stream_budget(True, {"RODER_STREAM_FPS": "fast"}) is not None  # an invalid rate fixes nothing
+    assert stream_budget(True, {"RODER_STREAM_FPS": "5"}) is None  # a rate the user chose is kept
+    assert stream_budget(False, {}) is None  # a local terminal streams at its full rate
 
 
 def test_prompt_history_persists_and_file_matching(tmp_path: Path) -> None:
