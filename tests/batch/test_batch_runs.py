@@ -176,7 +176,9 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
     assert slow["timings"]["agent_s"] < 30  # cut at its 1 s deadline, not streamed for 45 s
 
     reserve = result(out, "reserve")
-    assert reserve["passed"] and reserve["exit_reason"] == "completed" and reserve["reserve_s"] == 12, reserve
+    assert reserve["exit_reason"] == "completed", (reserve["exit_reason"], reserve["failure_cause"], reserve["timings"])
+    assert reserve["passed"], (reserve["failure_cause"], reserve["score"])
+    assert reserve["reserve_s"] == 12
     told = [s["text"] for s in steps(out, "reserve") if s["type"] == "user"]
     assert told[1] == RESERVE_NOTICE + LEDGER_NOTICE  # told to finish (and checkpoint) once the reserve began
 
@@ -225,14 +227,15 @@ def test_mock_batch_locally_and_on_ray_gives_identical_outputs(
     code, stdout, _ = _batch(capsys, tasks, tmp_path / "ray", "--provider", "mock", "--backend", "ray")
     assert code == 0
     _check_mock_batch(tmp_path / "ray", stdout)
-    # Everything but the rollouts cut by the clock (their output holds timings) is identical.
-    timed = frozenset({"slow", "clamped"})
+    # Everything but the rollouts the clock cuts is identical: their output holds timings, and
+    # how much of a long answer had streamed at each checkpoint depends on the machine's speed.
+    timed = frozenset({"slow", "clamped", "reserve"})
     local = normalized_outputs(tmp_path / "local", skip_tasks=timed)
     assert local == normalized_outputs(tmp_path / "ray", skip_tasks=timed)
     # result, thread, trajectory, atif, diff and model.patch per rollout; score.log for three; no
     # roder.log, since a clean rollout logs nothing (the profile leaving out network extensions is
     # not a warning)
-    assert len(local) == 4 * 6 + 3
+    assert len(local) == 3 * 6 + 3
     assert not any(key.endswith("roder.log") for key in local)
     assert (calc / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"  # the source is untouched
 
