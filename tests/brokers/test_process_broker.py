@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from roder_core.brokers import BrokerDenied
-from roder_core.brokers.process import MAX_BYTES, HostProcessBroker, ResourceLimits
+from roder_core.brokers.command_output import MAX_BYTES
+from roder_core.brokers.process import HostProcessBroker, ResourceLimits
 from tests.brokers.helpers import assert_gone, marker
 from tests.tools.harness import make_brokers
 
