@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import until
 from tests.ecosystem.harness import FIXTURE_SERVER
 from tests.server.support import PipePeer, RemoteServer, RpcPeer, WsPeer, call, trusted_workspace
 
@@ -123,12 +124,8 @@ async def test_plan_review_names_the_request_id_for_exit_plan(transport: str, tm
 async def wait_unmatched(peer: RpcPeer, count: int) -> list[dict[str, Any]]:
     """Replies nobody asked for (``id`` null), once ``count`` of them arrived."""
 
-    async def arrived() -> list[dict[str, Any]]:
-        while len(peer.unmatched) < count:
-            await asyncio.sleep(0.02)
-        return peer.unmatched
-
-    return await asyncio.wait_for(arrived(), 30)
+    await until(lambda: len(peer.unmatched) >= count)
+    return peer.unmatched
 
 
 @pytest.mark.parametrize("transport", ["stdio", "ws"])
