@@ -7,13 +7,14 @@ The tools live in a project extension (``.roder/extensions/testtools.py``), load
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -435,3 +436,29 @@ class RawWsClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+#: The bearer token of ``app_server_peer``'s WebSocket servers.
+PEER_TOKEN = "peer-token-0123456789"
+
+
+@contextlib.asynccontextmanager
+async def app_server_peer(transport: str, workspace: Path, env: dict[str, str], *args: str) -> AsyncIterator[RpcPeer]:
+    """A client of a real ``roder app-server`` for ``workspace``, over ``transport``: ``stdio``
+    (its pipes), anything else a WebSocket (``--remote`` with a bearer token); the server ends
+    with it."""
+    if transport == "stdio":
+        pipe = await PipePeer.start(workspace, env, *args)
+        try:
+            yield pipe
+        finally:
+            await pipe.close()
+        return
+    env = {**env, "RODER_PEER_TOKEN": PEER_TOKEN}
+    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_PEER_TOKEN", "--print-qr=false", *args)
+    socket = await WsPeer.connect(server.url, PEER_TOKEN)
+    try:
+        yield socket
+    finally:
+        await socket.close()
+        await server.stop()
