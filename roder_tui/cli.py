@@ -38,7 +38,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "exec": ("roder_tui.commands.exec", "run one task (fresh workspace, setup, score) with JSONL events on stdout"),
     "plugin": (
         "roder_tui.commands.plugin",
-        "Claude Code plugins: marketplace add|list|remove|refresh, search, install, list, disable, uninstall, import-claude",
+        "Claude Code plugins: marketplace add|list|remove|refresh, search, preview, install, list, enable, disable, "
+        "configure, uninstall, import-claude",
     ),
     "dev": ("roder_tui.commands.dev", "developer tools: `roder dev fake-server` (a loopback model server)"),
 }

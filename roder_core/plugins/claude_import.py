@@ -1,14 +1,18 @@
-"""``roder plugin import-claude``: the plugins a user already has in Claude Code, in Roder.
+"""``plugins/preview_import_claude`` and ``plugins/import_claude`` (``roder plugin import-claude``):
+the plugins a user already has in Claude Code, in Roder.
 
 Reads (never writes) ``~/.claude/plugins/installed_plugins.json`` (version 1 or 2),
 ``~/.claude/plugins/known_marketplaces.json`` and ``enabledPlugins`` of ``~/.claude/settings.json``.
-``plan`` says what would happen; ``apply`` copies each enabled plugin's installed folder into
-Roder's cache (no network: Claude Code already fetched it), records it enabled, and adds the
-catalogs Claude Code has cloned, so search and updates work from Roder too.
+``plan`` says what would happen (with a consent token naming exactly that); ``apply`` copies
+each enabled plugin's installed folder into Roder's cache (no network: Claude Code already
+fetched it), records it enabled, and adds the catalogs Claude Code has cloned, so search and
+updates work from Roder too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,9 +43,32 @@ class ImportItem:
 
 @dataclass
 class ImportPlan:
+    root: Path
     marketplaces: dict[str, Path] = field(default_factory=dict)
     plugins: list[ImportItem] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as ``plugins/preview_import_claude`` answers it (camelCase), with its consent."""
+        shown: dict[str, Any] = {
+            "claudeDir": str(self.root),
+            "marketplaces": [{"name": name, "location": str(location)} for name, location in self.marketplaces.items()],
+            "plugins": [
+                {"id": item.id, "version": item.version, "runsCode": item.runs_code, "skip": item.skip} for item in self.plugins
+            ],
+            "problems": self.problems,
+        }
+        return {**shown, "consent": _consent(shown)}
+
+    def consent(self) -> str:
+        return str(self.to_json()["consent"])
+
+
+def _consent(shown: Mapping[str, Any]) -> str:
+    """A token naming exactly what a preview showed: importing needs it, so a client imports
+    only what it showed (a plan that changed since, such as a plugin that now runs more, needs
+    a new look)."""
+    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:24]
 
 
 def _records(plugins_dir: Path) -> dict[str, dict[str, Any]]:
@@ -58,7 +85,7 @@ def _records(plugins_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def plan(store: PluginStore, root: Path) -> ImportPlan:
-    result = ImportPlan()
+    result = ImportPlan(root)
     plugins_dir = root / "plugins"
     settings = read_json(root / "settings.json", {})
     enabled = settings.get("enabledPlugins") if isinstance(settings, dict) else None

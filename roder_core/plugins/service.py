@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roder_core.plugins import claude_import
 from roder_core.plugins.enabled import active_plugins, installed_layout, project_plugins
 from roder_core.plugins.fetch import FetchSettings
 from roder_core.plugins.manifest import split_id
@@ -138,7 +139,12 @@ class PluginService:
             "sensitiveOptions": sorted(self.store.options.secrets.plugin_options(record.id)),
             "dependencies": record.dependencies,
             "autoInstalled": record.auto_installed,
+            "missingOptions": [spec.to_json() for spec in self.store.unset_required(record.id, layout)] if layout else [],
         }
+
+    def read(self, identifier: str) -> dict[str, Any]:
+        """One installed plugin, by id or by a name only one installed variant has."""
+        return self.installed_json(self.store.installed_record(identifier))
 
     def install(
         self, identifier: str, consent: str | None, preview: Preview | None = None, options: Mapping[str, Any] | None = None
@@ -181,12 +187,40 @@ class PluginService:
 
     def set_enabled(self, identifier: str, enabled: bool) -> dict[str, Any]:
         if enabled:
-            record = self.store.installed().get(identifier)
-            name = record.name if record else split_id(identifier)[0]
-            for other in self.store.installed().values():
-                if other.name == name and other.enabled and other.id != (record.id if record else identifier):
-                    self.store.set_enabled(other.id, False)
+            self._disable_namesakes(identifier)
         return self.installed_json(self.store.set_enabled(identifier, enabled))
+
+    def _disable_namesakes(self, identifier: str) -> list[str]:
+        """Disable the other enabled variants of the plugin's name (they would claim the same
+        command, agent and server names); returns their ids."""
+        record = self.store.installed_record(identifier)
+        others = [o.id for o in self.store.installed().values() if o.name == record.name and o.enabled and o.id != record.id]
+        for other in others:
+            self.store.set_enabled(other, False)
+        return others
+
+    def enable(self, identifier: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Set the given options, then enable the plugin (and its dependencies) and disable its
+        same-named variants; a required option that would stay without a value refuses, naming
+        it, before anything changes. Returns the plugin and the variants disabled."""
+        if options or self.store.missing_options(identifier):
+            self.store.configure(identifier, options)
+        switched_off = self._disable_namesakes(identifier)
+        return self.installed_json(self.store.set_enabled(identifier, True)), switched_off
+
+    # ------------------------------------------------------------------ Claude Code's plugins
+
+    def preview_import(self, claude_dir: Path) -> dict[str, Any]:
+        """What importing from Claude Code's folder would add (read only), with a consent token."""
+        return claude_import.plan(self.store, claude_dir).to_json()
+
+    def import_claude(self, claude_dir: Path, consent: str) -> dict[str, Any]:
+        """Carry out the plan its preview showed; refused when the plan changed since."""
+        found = claude_import.plan(self.store, claude_dir)
+        if consent != found.consent():
+            raise PluginError("what import-claude would do changed since its preview (or the consent is wrong); preview again")
+        imported, problems = claude_import.apply(self.store, found)
+        return {"imported": imported, "problems": problems}
 
     def uninstall(self, identifier: str, keep_data: bool, *, prune: bool = False) -> tuple[str, list[str]]:
         """Uninstall; with ``prune`` also the automatic dependencies nothing needs any more."""

@@ -653,7 +653,11 @@ class PluginStore:
     def missing_options(self, identifier: str) -> list[OptionSpec]:
         """Required options of an installed plugin that have no value (asked for at enable)."""
         record, layout = self._installed_layout(identifier)
-        stored = self.options.values(record.id)
+        return self.unset_required(record.id, layout)
+
+    def unset_required(self, plugin: str, layout: PluginLayout) -> list[OptionSpec]:
+        """The required options of ``layout`` with neither a stored value nor a default."""
+        stored = self.options.values(plugin)
         return [s for k, s in layout.user_config.items() if s.required and s.default is None and k not in stored]
 
     def _record(
@@ -725,6 +729,11 @@ class PluginStore:
 
     def installed(self) -> dict[str, InstallRecord]:
         return read_installed(self.dirs)
+
+    def installed_record(self, identifier: str) -> InstallRecord:
+        """The install record of ``identifier`` (an id, or a name only one variant has)."""
+        records = read_installed(self.dirs)
+        return records.get(identifier) or _by_name(records, identifier)
 
     def set_enabled(self, identifier: str, enabled: bool) -> InstallRecord:
         """Enabling a plugin enables its dependencies; disabling one an enabled plugin depends

@@ -210,6 +210,9 @@ class InstalledPlugin(ProtocolModel):
     #: Ids of the installed plugins it depends on, and whether it came only as a dependency.
     dependencies: list[str] = Field(default_factory=list)
     auto_installed: bool = False
+    #: Required options with neither a value nor a default: plugins/enable needs them (as
+    #: ``options``) before it turns the plugin on.
+    missing_options: list[PluginOption] = Field(default_factory=list)
 
 
 class InstallResult(ProtocolModel):
@@ -245,6 +248,73 @@ class ListInstalledResult(ProtocolModel):
 
 class DisableResult(ProtocolModel):
     plugin: InstalledPlugin
+    restart_required: bool = True
+
+
+class PluginResult(ProtocolModel):
+    plugin: InstalledPlugin
+
+
+class PluginOptionsParams(ProtocolModel):
+    #: ``name@marketplace`` (or a name only one installed variant has).
+    plugin: str
+    #: Values of its ``userConfig`` options by key, over the stored ones (a list option takes a
+    #: list or comma-separated text). Sensitive values are stored with Roder's keys, never echoed.
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class EnableResult(ProtocolModel):
+    plugin: InstalledPlugin
+    #: Same-named variants that were enabled and are now disabled (only one variant is enabled).
+    disabled_variants: list[str] = Field(default_factory=list)
+    restart_required: bool = True
+
+
+class ConfigureResult(ProtocolModel):
+    plugin: InstalledPlugin
+    restart_required: bool = True
+
+
+class ImportClaudeParams(ProtocolModel):
+    #: Claude Code's folder; relative to the server's folder. Default: ``$CLAUDE_CONFIG_DIR`` or
+    #: ``~/.claude`` of the server's environment.
+    claude_dir: str | None = None
+
+
+class ImportMarketplace(ProtocolModel):
+    name: str
+    #: Claude Code's clone of the catalog, added to Roder as a folder.
+    location: str
+
+
+class ImportCandidate(ProtocolModel):
+    id: str
+    version: str
+    #: What it would run once enabled (hooks, servers, bin/, ``!`` lines).
+    runs_code: list[str] = Field(default_factory=list)
+    #: Why it will not be imported (not enabled in Claude Code, already installed, files missing);
+    #: empty: it will be imported and enabled.
+    skip: str = ""
+
+
+class ImportPreviewResult(ProtocolModel):
+    claude_dir: str
+    marketplaces: list[ImportMarketplace] = Field(default_factory=list)
+    plugins: list[ImportCandidate] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+    #: Pass to plugins/import_claude to import exactly what is listed here.
+    consent: str
+
+
+class ImportClaudeApplyParams(ImportClaudeParams):
+    #: The preview's consent token.
+    consent: str
+
+
+class ImportClaudeResult(ProtocolModel):
+    imported: list[str] = Field(default_factory=list)
+    #: Catalogs or plugins that could not be imported, one line each (the rest were).
+    problems: list[str] = Field(default_factory=list)
     restart_required: bool = True
 
 
@@ -369,6 +439,49 @@ PLUGINS_UNINSTALL = MethodSpec(
     "another plugin depends on it (prune also removes unused automatic dependencies).",
 )
 
+PLUGINS_READ = MethodSpec(
+    "plugins/read",
+    "marketplaces",
+    PluginParams,
+    PluginResult,
+    "One installed plugin (by id, or a name only one installed variant has): state, components, options and the "
+    "required options still missing.",
+)
+
+PLUGINS_ENABLE = MethodSpec(
+    "plugins/enable",
+    "marketplaces",
+    PluginOptionsParams,
+    EnableResult,
+    "Enable an installed plugin and its dependencies (options sets its userConfig first; a required option still "
+    "without a value refuses); its same-named variants are disabled.",
+)
+
+PLUGINS_CONFIGURE = MethodSpec(
+    "plugins/configure",
+    "marketplaces",
+    PluginOptionsParams,
+    ConfigureResult,
+    "Set an installed plugin's userConfig options (checked like at install); applies to sessions started afterwards.",
+)
+
+PLUGINS_PREVIEW_IMPORT_CLAUDE = MethodSpec(
+    "plugins/preview_import_claude",
+    "marketplaces",
+    ImportClaudeParams,
+    ImportPreviewResult,
+    "What importing Claude Code's enabled plugins and cloned catalogs would do (reads only); returns a consent token.",
+)
+
+PLUGINS_IMPORT_CLAUDE = MethodSpec(
+    "plugins/import_claude",
+    "marketplaces",
+    ImportClaudeApplyParams,
+    ImportClaudeResult,
+    "Import what the preview listed (needs its consent token): copies each plugin from Claude Code's cache, enabled, "
+    "and adds its catalogs; Claude Code's files are only read.",
+)
+
 _SPECS: list[MethodSpec[Any, Any]] = [
     MARKETPLACES_LIST,
     MARKETPLACES_INSTALL_DEFAULT,
@@ -383,6 +496,11 @@ _SPECS: list[MethodSpec[Any, Any]] = [
     PLUGINS_LIST_INSTALLED,
     PLUGINS_DISABLE,
     PLUGINS_UNINSTALL,
+    PLUGINS_READ,
+    PLUGINS_ENABLE,
+    PLUGINS_CONFIGURE,
+    PLUGINS_PREVIEW_IMPORT_CLAUDE,
+    PLUGINS_IMPORT_CLAUDE,
 ]
 for _spec in _SPECS:
     register(_spec)

@@ -10,23 +10,63 @@ Installing shows everything the plugin (and each dependency it brings) would run
 installed without it). A plugin's ``userConfig`` options are given with ``--option``; on a
 terminal, required ones not given are asked for (sensitive ones without echo). Changes apply to
 sessions started afterwards. Exit codes: 0 done, 1 failed (the reason on stderr), 2 declined.
+
+Each subcommand is a client of the ``marketplaces/*`` and ``plugins/*`` control-plane methods
+(``client.call(SPEC, params)`` through the in-process client of ``commands.control``), the same
+methods an app-server client calls: what ``--json`` prints is what the method answers.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from roder_core.errors import RoderError
-from roder_core.kernel.distribution import make_host
-from roder_core.plugins import claude_import
-from roder_core.plugins.fetch import FetchError
-from roder_core.plugins.manifest import ManifestError
-from roder_core.plugins.service import PluginService
+from roder_core.kernel.registry import RegistryError
+from roder_core.server.app_client import AppClient
+from roder_core.server.errors import RpcError
+from roder_core.server.protocol_plugins import (
+    MARKETPLACES_ADD,
+    MARKETPLACES_INSTALL_DEFAULT,
+    MARKETPLACES_LIST,
+    MARKETPLACES_REFRESH,
+    MARKETPLACES_REMOVE,
+    MARKETPLACES_SEARCH,
+    PLUGINS_CONFIGURE,
+    PLUGINS_DISABLE,
+    PLUGINS_ENABLE,
+    PLUGINS_IMPORT_CLAUDE,
+    PLUGINS_INSTALL,
+    PLUGINS_LIST_INSTALLED,
+    PLUGINS_PREVIEW_IMPORT_CLAUDE,
+    PLUGINS_PREVIEW_INSTALL,
+    PLUGINS_READ,
+    PLUGINS_UNINSTALL,
+    ImportClaudeApplyParams,
+    ImportClaudeParams,
+    InstallDefaultParams,
+    InstallParams,
+    MarketplaceAddParams,
+    MarketplaceInfo,
+    MarketplaceNameParams,
+    MarketplaceRefreshParams,
+    PluginOption,
+    PluginOptionsParams,
+    PluginParams,
+    PreviewComponents,
+    PreviewResult,
+    SearchParams,
+    UninstallParams,
+)
 from roder_core.settings.config import ConfigError
+from roder_tui.commands.control import local_client
+
+Action = Callable[[AppClient, argparse.Namespace], Awaitable[int]]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +122,8 @@ def _option_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _options(pairs: list[str]) -> dict[str, str]:
-    found = {}
+def _options(pairs: list[str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq or not key.strip():
@@ -92,7 +132,7 @@ def _options(pairs: list[str]) -> dict[str, str]:
     return found
 
 
-def _ask_options(specs: list[dict[str, Any]], given: dict[str, str]) -> dict[str, str]:
+def _ask_options(specs: list[PluginOption], given: dict[str, Any]) -> dict[str, Any]:
     """On a terminal, ask for required options that were not given (sensitive ones unechoed)."""
     if not sys.stdin.isatty():
         return given
@@ -100,15 +140,15 @@ def _ask_options(specs: list[dict[str, Any]], given: dict[str, str]) -> dict[str
 
     answers = dict(given)
     for spec in specs:
-        if spec["key"] in answers or not spec.get("required") or spec.get("default") is not None:
+        if spec.key in answers or not spec.required or spec.default is not None:
             continue
-        question = f"{spec.get('title') or spec['key']}" + (f" ({spec['description']})" if spec.get("description") else "")
+        question = f"{spec.title or spec.key}" + (f" ({spec.description})" if spec.description else "")
         try:
-            value = getpass.getpass(f"{question}: ") if spec.get("sensitive") else input(f"{question}: ")
+            value = getpass.getpass(f"{question}: ") if spec.sensitive else input(f"{question}: ")
         except EOFError:
             break
         if value:
-            answers[spec["key"]] = value
+            answers[spec.key] = value
     return answers
 
 
@@ -124,138 +164,181 @@ def _confirm(question: str, assume_yes: bool) -> bool:
         return False
 
 
-def _print_components(components: dict[str, Any]) -> None:
-    for key, label in (("commands", "commands"), ("skills", "skills"), ("agents", "agents")):
-        if components.get(key):
-            print(f"  {label}: {', '.join(components[key])}")
-    for key, label in (("mcpServers", "MCP servers"), ("lspServers", "LSP servers")):
-        for server in components.get(key) or []:
+def _print_components(components: PreviewComponents) -> None:
+    for values, label in ((components.commands, "commands"), (components.skills, "skills"), (components.agents, "agents")):
+        if values:
+            print(f"  {label}: {', '.join(values)}")
+    for servers, label in ((components.mcp_servers, "MCP servers"), (components.lsp_servers, "LSP servers")):
+        for server in servers:
             print(f"  {label}: {server.get('id', server['name'])}  {server['target']}")
-    if components.get("unsupported"):
-        print(f"  not used by Roder: {', '.join(components['unsupported'])}")
+    if components.unsupported:
+        print(f"  not used by Roder: {', '.join(components.unsupported)}")
 
 
-def _print_preview(data: dict[str, Any]) -> None:
-    plugin = data["plugin"]
-    print(f"{plugin['id']}  version {data['version']}  ({plugin['sourceDescription']})")
-    if plugin.get("description"):
-        print(f"  {plugin['description']}")
-    if data["componentsKnown"]:
-        _print_components(data["components"])
+def _print_preview(data: PreviewResult) -> None:
+    plugin = data.plugin
+    print(f"{plugin.id}  version {data.version}  ({plugin.source_description})")
+    if plugin.description:
+        print(f"  {plugin.description}")
+    if data.components_known:
+        _print_components(data.components)
     else:
         print("  components: known once the command source has run")
-    for dependency in data.get("dependencies") or []:
-        print(f"  installs dependency {dependency['id']} {dependency['version']}")
-    for option in data.get("userConfig") or []:
-        need = "required" if option.get("required") else "optional"
-        print(f"  option {option['key']} ({option['type']}, {need}{', sensitive' if option.get('sensitive') else ''})")
-    if data["runsCode"]:
+    for dependency in data.dependencies:
+        print(f"  installs dependency {dependency.id} {dependency.version}")
+    for option in data.user_config:
+        need = "required" if option.required else "optional"
+        print(f"  option {option.key} ({option.type}, {need}{', sensitive' if option.sensitive else ''})")
+    if data.runs_code:
         print("Runs code while enabled:")
-        for line in data["runsCode"]:
+        for line in data.runs_code:
             print(f"  - {line}")
     else:
         print("Runs no code of its own (commands, skills and agents only).")
-    for problem in data["problems"]:
+    for problem in data.problems:
         print(f"  ! {problem}")
 
 
-def _market_line(row: dict[str, Any]) -> str:
-    source = row["source"]
+def _market_line(row: MarketplaceInfo) -> str:
+    source = row.source
     where = source.get("path") or source.get("url") or source.get("repo") or ""
-    count = f"{row.get('pluginCount', 0)} plugins" if row.get("added", True) else "declared by this project, not added"
-    return f"{row['name']}  {count}  ({source.get('source')} {where})"
+    count = f"{row.plugin_count} plugins" if row.added else "declared by this project, not added"
+    return f"{row.name}  {count}  ({source.get('source')} {where})"
 
 
-def _marketplace(service: PluginService, args: argparse.Namespace) -> int:
+def _print_market(row: MarketplaceInfo, prefix: str = "") -> None:
+    print(prefix + _market_line(row))
+    for problem in row.problems:
+        print(f"  ! {problem}")
+
+
+async def _marketplace(client: AppClient, args: argparse.Namespace) -> int:
     action = args.market_action
     if action == "list":
-        rows = service.list_marketplaces()
+        rows = (await client.call(MARKETPLACES_LIST)).marketplaces
         if args.json:
-            print(json.dumps(rows, indent=2))
-        elif not rows:
+            print(json.dumps([row.wire() for row in rows], indent=2))
+            return 0
+        if not rows:
             print("No marketplaces. Add one: roder plugin marketplace add SOURCE (or add-default).")
-        for row in [] if args.json else rows:
-            print(_market_line(row))
-            for problem in row.get("problems") or []:
-                print(f"  ! {problem}")
+        for row in rows:
+            _print_market(row)
         return 0
     if action in ("add", "add-default"):
-        row = service.add(args.source) if action == "add" else service.install_default(args.path)
-        print(f"added {_market_line(row)}")
-        for problem in row.get("problems") or []:
-            print(f"  ! {problem}")
+        added = await (
+            client.call(MARKETPLACES_ADD, MarketplaceAddParams(source=args.source))
+            if action == "add"
+            else client.call(MARKETPLACES_INSTALL_DEFAULT, InstallDefaultParams(path=args.path))
+        )
+        _print_market(added.marketplace, "added ")
         return 0
     if action == "remove":
-        result = service.remove(args.name)
-        print(f"removed {args.name}" + (f"; uninstalled {', '.join(result['uninstalled'])}" if result["uninstalled"] else ""))
+        removed = await client.call(MARKETPLACES_REMOVE, MarketplaceNameParams(name=args.name))
+        print(f"removed {args.name}" + (f"; uninstalled {', '.join(removed.uninstalled)}" if removed.uninstalled else ""))
         return 0
-    for row in service.refresh(args.name):
+    for row in (await client.call(MARKETPLACES_REFRESH, MarketplaceRefreshParams(name=args.name))).marketplaces:
         print(f"refreshed {_market_line(row)}")
     return 0
 
 
-def _install(service: PluginService, args: argparse.Namespace) -> int:
-    preview, data = service.preview(args.plugin)
+async def _preview(client: AppClient, args: argparse.Namespace) -> int:
+    data = await client.call(PLUGINS_PREVIEW_INSTALL, PluginParams(plugin=args.plugin))
+    print(json.dumps(data.wire(), indent=2)) if args.json else _print_preview(data)
+    return 0
+
+
+async def _install(client: AppClient, args: argparse.Namespace) -> int:
+    data = await client.call(PLUGINS_PREVIEW_INSTALL, PluginParams(plugin=args.plugin))
     _print_preview(data)
     consent = None
-    if data["runsCode"]:
-        if not _confirm(f"Install {data['plugin']['id']} and let it run the above?", args.yes):
-            service.store.discard(preview)
+    if data.runs_code:
+        if not _confirm(f"Install {data.plugin.id} and let it run the above?", args.yes):
             print("not installed", file=sys.stderr)
             return 2
-        consent = preview.consent
-    options = _ask_options(data.get("userConfig") or [], _options(args.option))
-    row = service.install(args.plugin, consent, preview, options)
-    for dependency in data.get("dependencies") or []:
-        print(f"installed dependency {dependency['id']} {dependency['version']}")
-    print(f"installed {row['id']} {row['version']} (enabled; start a new session to use it)")
-    for note in row["problems"]:
+        consent = data.consent
+    options = _ask_options(data.user_config, _options(args.option))
+    # The previewed variant's id: the install is of exactly what was shown and accepted.
+    row = (await client.call(PLUGINS_INSTALL, InstallParams(plugin=data.plugin.id, consent=consent, options=options))).installed
+    for dependency in data.dependencies:
+        print(f"installed dependency {dependency.id} {dependency.version}")
+    print(f"installed {row.id} {row.version} (enabled; start a new session to use it)")
+    for note in row.problems:
         print(f"  ! {note}")
     return 0
 
 
-def _list(service: PluginService, args: argparse.Namespace) -> int:
-    data = service.list_installed()
+async def _list(client: AppClient, args: argparse.Namespace) -> int:
+    data = await client.call(PLUGINS_LIST_INSTALLED)
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(data.wire(), indent=2))
         return 0
-    if not data["plugins"]:
+    if not data.plugins:
         print("No plugins installed. Find some: roder plugin search QUERY")
-    for row in data["plugins"]:
-        state = "enabled" if row["enabled"] else "disabled"
-        print(f"{row['id']}  {row['version']}  {state}{'' if row['active'] or not row['enabled'] else ' (not loaded here)'}")
-        _print_components(row["components"])
-        for problem in row["problems"]:
+    for row in data.plugins:
+        state = "enabled" if row.enabled else "disabled"
+        print(f"{row.id}  {row.version}  {state}{'' if row.active or not row.enabled else ' (not loaded here)'}")
+        _print_components(row.components)
+        for problem in row.problems:
             print(f"  ! {problem}")
-    for problem in data["problems"]:
+    for problem in data.problems:
         print(f"! {problem}")
     return 0
 
 
-def _search(service: PluginService, args: argparse.Namespace) -> int:
-    data = service.search(" ".join(args.query))
+async def _search(client: AppClient, args: argparse.Namespace) -> int:
+    data = await client.call(MARKETPLACES_SEARCH, SearchParams(query=" ".join(args.query)))
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(data.wire(), indent=2))
         return 0
-    if not data["results"]:
-        print("No plugins match." if service.store.known() else "No marketplaces yet: roder plugin marketplace add-default")
-    for result in data["results"]:
-        print(f"{result['name']}  {' '.join(result['description'].split())[:90]}")
-        for variant in result["variants"]:
-            mark = " [installed]" if variant["installed"] else ""
-            print(f"  {variant['id']}  {variant['version'] or '-'}  {variant['sourceDescription']}{mark}")
-    for problem in data["problems"]:
+    if not data.results:
+        added = [m for m in (await client.call(MARKETPLACES_LIST)).marketplaces if m.added]
+        print("No plugins match." if added else "No marketplaces yet: roder plugin marketplace add-default")
+    for result in data.results:
+        print(f"{result.name}  {' '.join(result.description.split())[:90]}")
+        for variant in result.variants:
+            mark = " [installed]" if variant.installed else ""
+            print(f"  {variant.id}  {variant.version or '-'}  {variant.source_description}{mark}")
+    for problem in data.problems:
         print(f"! {problem}", file=sys.stderr)
     return 0
 
 
-def _import(service: PluginService, args: argparse.Namespace) -> int:
-    root = args.claude_dir or claude_import.claude_dir()
-    found = claude_import.plan(service.store, root)
+async def _enable(client: AppClient, args: argparse.Namespace) -> int:
+    given = _options(args.option)
+    if sys.stdin.isatty():  # ask for required options that have no value yet
+        missing = (await client.call(PLUGINS_READ, PluginParams(plugin=args.plugin))).plugin.missing_options
+        given = _ask_options(missing, given)
+    row = (await client.call(PLUGINS_ENABLE, PluginOptionsParams(plugin=args.plugin, options=given))).plugin
+    print(f"enabled {row.id} (applies to sessions started from now on)")
+    return 0
+
+
+async def _disable(client: AppClient, args: argparse.Namespace) -> int:
+    row = (await client.call(PLUGINS_DISABLE, PluginParams(plugin=args.plugin))).plugin
+    print(f"disabled {row.id} (applies to sessions started from now on)")
+    return 0
+
+
+async def _configure(client: AppClient, args: argparse.Namespace) -> int:
+    await client.call(PLUGINS_CONFIGURE, PluginOptionsParams(plugin=args.plugin, options=_options(args.option)))
+    print(f"configured {args.plugin} (applies to sessions started from now on)")
+    return 0
+
+
+async def _uninstall(client: AppClient, args: argparse.Namespace) -> int:
+    params = UninstallParams(plugin=args.plugin, keep_data=args.keep_data, prune=args.prune)
+    done = await client.call(PLUGINS_UNINSTALL, params)
+    print(f"uninstalled {done.uninstalled}" + (f"; pruned {', '.join(done.pruned)}" if done.pruned else ""))
+    return 0
+
+
+async def _import(client: AppClient, args: argparse.Namespace) -> int:
+    where = ImportClaudeParams(claude_dir=str(args.claude_dir) if args.claude_dir else None)
+    found = await client.call(PLUGINS_PREVIEW_IMPORT_CLAUDE, where)
     todo = [p for p in found.plugins if not p.skip]
-    print(f"From {root}:")
-    for name, location in found.marketplaces.items():
-        print(f"  marketplace {name}  ({location})")
+    print(f"From {found.claude_dir}:")
+    for market in found.marketplaces:
+        print(f"  marketplace {market.name}  ({market.location})")
     for item in found.plugins:
         print(f"  {item.id}  {item.version}  " + (f"skipped: {item.skip}" if item.skip else "will be enabled"))
         for line in item.runs_code if not item.skip else []:
@@ -268,44 +351,37 @@ def _import(service: PluginService, args: argparse.Namespace) -> int:
     if not _confirm(f"Import {len(todo)} plugin(s) and {len(found.marketplaces)} marketplace(s)?", args.yes):
         print("nothing imported", file=sys.stderr)
         return 2
-    imported, problems = claude_import.apply(service.store, found)
-    print(f"imported {len(imported)} plugin(s): {', '.join(imported) or 'none'}")
-    for problem in problems:
+    done = await client.call(PLUGINS_IMPORT_CLAUDE, ImportClaudeApplyParams(claude_dir=found.claude_dir, consent=found.consent))
+    print(f"imported {len(done.imported)} plugin(s): {', '.join(done.imported) or 'none'}")
+    for problem in done.problems:
         print(f"! {problem}", file=sys.stderr)
-    return 0 if not problems else 1
+    return 0 if not done.problems else 1
+
+
+ACTIONS: dict[str, Action] = {
+    "marketplace": _marketplace,
+    "search": _search,
+    "preview": _preview,
+    "install": _install,
+    "list": _list,
+    "enable": _enable,
+    "disable": _disable,
+    "configure": _configure,
+    "uninstall": _uninstall,
+    "import-claude": _import,
+}
+
+
+async def _session(args: argparse.Namespace) -> int:
+    async with local_client() as client:
+        return await ACTIONS[args.action](client, args)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        host = make_host(Path.cwd(), interactive=False)
-        service = PluginService(host.paths, host.cwd, host.trusted, host.config.model_extra)
-        if args.action == "marketplace":
-            return _marketplace(service, args)
-        if args.action == "preview":
-            preview, data = service.preview(args.plugin)
-            service.store.discard(preview)
-            print(json.dumps(data, indent=2)) if args.json else _print_preview(data)
-            return 0
-        if args.action == "enable":
-            missing = [spec.to_json() for spec in service.store.missing_options(args.plugin)]
-            given = _ask_options(missing, _options(args.option))
-            if given or missing:  # a required option still missing refuses, naming it
-                service.configure(args.plugin, given)
-        if args.action == "configure":
-            service.configure(args.plugin, _options(args.option))
-        if args.action == "configure":
-            print(f"configured {args.plugin} (applies to sessions started from now on)")
-            return 0
-        if args.action in ("enable", "disable"):
-            row = service.set_enabled(args.plugin, args.action == "enable")
-            print(f"{args.action}d {row['id']} (applies to sessions started from now on)")
-            return 0
-        if args.action == "uninstall":
-            removed, pruned = service.uninstall(args.plugin, args.keep_data, prune=args.prune)
-            print(f"uninstalled {removed}" + (f"; pruned {', '.join(pruned)}" if pruned else ""))
-            return 0
-        handlers = {"install": _install, "list": _list, "search": _search, "import-claude": _import}
-        return handlers[args.action](service, args)
-    except (RoderError, FetchError, ManifestError, ConfigError) as exc:
+        return asyncio.run(_session(args))
+    except RpcError as exc:
+        print(f"roder plugin: {exc.message}", file=sys.stderr)
+    except (RoderError, RegistryError, ConfigError) as exc:
         print(f"roder plugin: {exc}", file=sys.stderr)
-        return 1
+    return 1

@@ -5,8 +5,10 @@ Typing searches (``marketplaces/search``); up/down move; enter previews the high
 would run code); ``v`` picks the next variant (``name@marketplace``) when several catalogs offer
 the name; ``i`` installs after the preview, asking first when the plugin runs code (``y`` to
 accept) and then, when it declares ``userConfig`` options, asking for them in a dialog
-(``PluginOptionsScreen``; sensitive ones are typed unechoed); ``d`` disables an installed one;
-esc closes. Everything goes through the app server's typed methods (``client.call``).
+(``PluginOptionsScreen``; sensitive ones are typed unechoed); ``e`` enables an installed one
+(``plugins/enable``, after the same dialog for required options it still lacks, from
+``plugins/read``); ``d`` disables one; esc closes. Everything goes through the app server's
+typed methods (``client.call``), the ones ``roder plugin`` calls too.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ from roder_core.server.app_client import AppClient
 from roder_core.server.protocol_plugins import (
     MARKETPLACES_SEARCH,
     PLUGINS_DISABLE,
+    PLUGINS_ENABLE,
     PLUGINS_INSTALL,
     PLUGINS_PREVIEW_INSTALL,
+    PLUGINS_READ,
     InstallParams,
     PluginOption,
+    PluginOptionsParams,
     PluginParams,
     PluginVariant,
     PreviewResult,
@@ -62,13 +67,14 @@ def preview_text(data: PreviewResult) -> str:
         lines.append("Runs no code of its own.")
     lines += [f"! {p}" for p in data.problems]
     if plugin.installed:
-        lines.append(f"installed ({'enabled' if plugin.enabled else 'disabled'}) · d disables")
+        lines.append("installed (enabled) · d disables" if plugin.enabled else "installed (disabled) · e enables")
     return "\n".join(lines)
 
 
 class PluginOptionsScreen(ModalScreen[dict[str, str] | None]):
     """The plugin's ``userConfig`` options, one field each; enter in the last field (or
-    ctrl+s) sends, esc cancels the install. Sensitive fields do not show what is typed."""
+    ctrl+s) sends, esc cancels the install (or the enable). Sensitive fields do not show what is
+    typed."""
 
     BINDINGS = [Binding("ctrl+s", "send", "Send"), Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
@@ -125,6 +131,7 @@ class PluginScreen(ModalScreen[None]):
         Binding("y", "accept", "Accept", show=False),
         Binding("n", "refuse", "Refuse", show=False),
         Binding("v", "variant", "Variant", show=False),
+        Binding("e", "enable", "Enable", show=False),
         Binding("d", "disable", "Disable", show=False),
     ]
     DEFAULT_CSS = """
@@ -148,7 +155,7 @@ class PluginScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
-            box.border_title = "/plugin · type to search · enter preview · i install · v variant · d disable · esc close"
+            box.border_title = "/plugin · type to search · enter preview · i install · v variant · e/d enable/disable · esc close"
             yield Input(placeholder="search plugins", id="plugin-filter")
             yield OptionList(id="plugin-list")
             yield Static("", id="plugin-status", markup=False)
@@ -307,6 +314,34 @@ class PluginScreen(ModalScreen[None]):
         if await self.attempt("disable", self.client.call(PLUGINS_DISABLE, PluginParams(plugin=variant.id))) is not None:
             await self.refresh_results()
             self.status(f"disabled {variant.id} (from the next session on)")
+
+    async def action_enable(self) -> None:
+        """Enable the highlighted installed variant, asking first for required options it lacks."""
+        variant = self.selected()
+        if variant is None or not variant.installed or variant.enabled:
+            return
+        read = await self.attempt("enable", self.client.call(PLUGINS_READ, PluginParams(plugin=variant.id)))
+        if read is None:
+            return
+        if not read.plugin.missing_options:
+            await self._enable(variant.id, {})
+            return
+
+        async def answered(options: dict[str, str] | None) -> None:
+            if options is None:
+                self.status("not enabled")
+            else:
+                await self._enable(variant.id, options)
+
+        self.app.push_screen(PluginOptionsScreen(variant.id, read.plugin.missing_options), answered)
+
+    async def _enable(self, identifier: str, options: dict[str, str]) -> None:
+        params = PluginOptionsParams(plugin=identifier, options=options)
+        result = await self.attempt("enable", self.client.call(PLUGINS_ENABLE, params))
+        if result is not None:
+            await self.refresh_results()
+            switched = f"; disabled {', '.join(result.disabled_variants)}" if result.disabled_variants else ""
+            self.status(f"enabled {identifier} (from the next session on){switched}")
 
     def action_close(self) -> None:
         self.dismiss(None)

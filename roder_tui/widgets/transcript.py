@@ -267,8 +267,13 @@ class Transcript(VerticalScroll, can_focus=True):
         Binding("end,G", "jump_end", "Last message", show=False),
         Binding("question_mark", "app.help", "Help", show=False),
     ]
+    # Vertical, not Textual's stream layout: the stream layout reuses the placements of children
+    # before the first one that asked for a layout, and Textual 8.2 does not record an entry as
+    # asking when only a widget nested inside it did (an answer's text) and a later entry asked
+    # in the same frame (its tool card mounting). The answer then kept its old height: drawn
+    # blank, the screen above it one row off (tests/tui/test_transcript_layout.py).
     DEFAULT_CSS = """
-    Transcript { layout: stream; height: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
+    Transcript { layout: vertical; height: 1fr; padding: 0 1; scrollbar-size-vertical: 1; }
     """
 
     def __init__(self, **kwargs: Any) -> None:

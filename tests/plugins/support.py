@@ -112,3 +112,42 @@ def serve_folder(folder: Path) -> Iterator[str]:
 def allow_loopback(roder_home: Path, extra: str = "") -> None:
     """The user's config.toml lets downloads reach this machine (the tests' servers)."""
     write(roder_home / "config.toml", f"[plugins]\nallow_loopback_http = true\n{extra}")
+
+
+def claude_home(tmp_path: Path) -> Path:
+    """A Claude Code folder with hookify installed from its cache and enabled, a second enabled
+    plugin whose files are gone, and the official catalog cloned."""
+    claude = tmp_path / "claude-home"
+    cached = claude / "plugins" / "cache" / OFFICIAL_NAME / "hookify" / "0.9.0"
+    source = copy_official(tmp_path / "src", ["hookify"])
+    shutil.copytree(source / "plugins" / "hookify", cached)
+    clone = claude / "plugins" / "marketplaces" / OFFICIAL_NAME
+    shutil.copytree(source / ".claude-plugin", clone / ".claude-plugin")
+    records = {
+        f"hookify@{OFFICIAL_NAME}": [{"scope": "user", "installPath": str(cached), "version": "0.9.0"}],
+        f"gone@{OFFICIAL_NAME}": [{"scope": "user", "installPath": str(claude / "nowhere"), "version": "1"}],
+    }
+    write_json(claude / "plugins" / "installed_plugins.json", {"version": 2, "plugins": records})
+    write_json(
+        claude / "plugins" / "known_marketplaces.json",
+        {OFFICIAL_NAME: {"source": {"source": "github"}, "installLocation": str(clone)}},
+    )
+    enabled = {f"hookify@{OFFICIAL_NAME}": True, f"gone@{OFFICIAL_NAME}": True}
+    write_json(claude / "settings.json", {"enabledPlugins": enabled})
+    return claude
+
+
+def file_stamps(folder: Path) -> dict[Path, int]:
+    """Every file under ``folder`` with its modification time (to prove a folder was only read)."""
+    return {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+
+
+def formatter_variants(root: Path) -> list[Path]:
+    """Two catalogs, ``alpha`` and ``beta``, offering a plugin of the same name (commands only)."""
+    found = []
+    for name in ("alpha", "beta"):
+        catalog = marketplace(root / name, name, [{"name": "formatter", "source": "./formatter"}])
+        write_json(catalog / "formatter" / ".claude-plugin" / "plugin.json", {"name": "formatter", "version": "1.0.0"})
+        write(catalog / "formatter" / "commands" / "fmt.md", "Format the code.")
+        found.append(catalog)
+    return found

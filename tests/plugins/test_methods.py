@@ -1,4 +1,4 @@
-"""The 13 marketplace and plugin methods over real stdio pipes and a real WebSocket."""
+"""The marketplace and plugin methods over real stdio pipes and a real WebSocket."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ METHODS = {
     "plugins/list_installed",
     "plugins/disable",
     "plugins/uninstall",
+    "plugins/read",
+    "plugins/enable",
+    "plugins/configure",
+    "plugins/preview_import_claude",
+    "plugins/import_claude",
 }
 
 

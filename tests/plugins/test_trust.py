@@ -19,7 +19,7 @@ from roder_core.plugins.enabled import active_plugins
 from roder_core.plugins.service import PluginService
 from roder_core.plugins.store import PluginStore
 from roder_core.settings.paths import RoderPaths
-from tests.plugins.support import copy_official, marketplace, write, write_json
+from tests.plugins.support import claude_home, copy_official, file_stamps, marketplace, write, write_json
 from tests.server.support import roder_command
 
 
@@ -130,33 +130,8 @@ async def test_bang_lines_follow_policy_and_allowed_tools(tmp_path: Path, worksp
 
 
 def test_import_claude_reads_records_and_shows_first(tmp_path: Path, workspace: Path, roder_home: Path) -> None:
-    claude = tmp_path / "claude-home"
-    cached = claude / "plugins" / "cache" / "claude-plugins-official" / "hookify" / "0.9.0"
-    copy_official(tmp_path / "src", ["hookify"])
-    import shutil
-
-    shutil.copytree(tmp_path / "src" / "claude-plugins-official" / "plugins" / "hookify", cached)
-    clone = claude / "plugins" / "marketplaces" / "claude-plugins-official"
-    shutil.copytree(tmp_path / "src" / "claude-plugins-official" / ".claude-plugin", clone / ".claude-plugin")
-    write_json(
-        claude / "plugins" / "installed_plugins.json",
-        {
-            "version": 2,
-            "plugins": {
-                "hookify@claude-plugins-official": [{"scope": "user", "installPath": str(cached), "version": "0.9.0"}],
-                "gone@claude-plugins-official": [{"scope": "user", "installPath": str(claude / "nowhere"), "version": "1"}],
-            },
-        },
-    )
-    write_json(
-        claude / "plugins" / "known_marketplaces.json",
-        {"claude-plugins-official": {"source": {"source": "github"}, "installLocation": str(clone)}},
-    )
-    write_json(
-        claude / "settings.json",
-        {"enabledPlugins": {"hookify@claude-plugins-official": True, "gone@claude-plugins-official": True}},
-    )
-    before = {p: p.stat().st_mtime_ns for p in claude.rglob("*") if p.is_file()}
+    claude = claude_home(tmp_path)
+    before = file_stamps(claude)
     env = {**os.environ}
     declined = subprocess.run(
         roder_command("plugin", "import-claude", "--claude-dir", str(claude)),
@@ -178,6 +153,6 @@ def test_import_claude_reads_records_and_shows_first(tmp_path: Path, workspace: 
     assert done.returncode == 0, done.stderr
     records = json.loads((roder_home / "data" / "plugins" / "installed_plugins.json").read_text())["plugins"]
     assert list(records) == ["hookify@claude-plugins-official"] and records["hookify@claude-plugins-official"][0]["enabled"]
-    assert {p: p.stat().st_mtime_ns for p in claude.rglob("*") if p.is_file()} == before  # only read
+    assert file_stamps(claude) == before  # only read
     found = discover_with_plugins(DefinitionRoots(workspace, RoderPaths.from_env(), False))
     assert "hookify:hookify" in found.commands

@@ -56,6 +56,9 @@ async def test_browse_preview_and_install_with_keys(
         await pilot.press("d")
         await until(pilot, lambda: "disabled hookify" in shown(screen, "#plugin-status"), what="disable")
         assert json.loads(records.read_text())["plugins"]["hookify@claude-plugins-official"][0]["enabled"] is False
+        await pilot.press("e")  # no options to ask for: plugins/enable at once
+        await until(pilot, lambda: "enabled hookify" in shown(screen, "#plugin-status"), what="enable")
+        assert json.loads(records.read_text())["plugins"]["hookify@claude-plugins-official"][0]["enabled"] is True
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
 
@@ -119,3 +122,37 @@ async def test_a_plugins_theme_joins_the_themes_and_can_be_the_chosen_one(
         assert theme.dark and theme.colors["primary"].lower() == "#ff00aa" and theme.colors["background"].lower() == "#001122"
         assert "no Roder colour for: shimmer" in theme.source
         assert app.theme == "tinted:ocean"
+
+
+async def test_enabling_asks_for_the_required_options_it_lacks(
+    tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = PluginStore(RoderPaths.from_env())
+    store.add_marketplace(str(options_catalog(tmp_path / "opts")))
+    store.install("configured@opts", options={"API_TOKEN": "tok-old-0123456789"})
+    store.set_enabled("configured@opts", False)
+    store.options.forget("configured@opts")
+    app = make_app(workspace, [], monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await app.run_slash("/plugin")
+        await until(pilot, lambda: isinstance(app.screen, PluginScreen), what="the plugin screen")
+        screen = app.screen
+        assert isinstance(screen, PluginScreen)
+        await until(pilot, lambda: [r.name for r in screen.results] == ["configured"], what="the catalog listed")
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.preview is not None, what="the preview")
+        assert "installed (disabled) · e enables" in shown(screen, "#plugin-preview")
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, PluginOptionsScreen), what="the options dialog")
+        dialog = app.screen
+        assert [field.id for field in dialog.query(Input)] == ["option-API_TOKEN"]  # only what is missing
+        await pilot.press("escape")
+        await until(pilot, lambda: shown(screen, "#plugin-status") == "not enabled", what="the refusal")
+        assert not store.installed()["configured@opts"].enabled
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, PluginOptionsScreen), what="the options dialog again")
+        await pilot.press(*"tok-new-0123456789", "enter")
+        await until(pilot, lambda: shown(screen, "#plugin-status").startswith("enabled configured@opts"), what="enable")
+    assert store.installed()["configured@opts"].enabled
+    assert store.options.values("configured@opts")["API_TOKEN"] == "tok-new-0123456789"

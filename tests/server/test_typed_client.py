@@ -277,12 +277,19 @@ async def _plugin_calls(typed: Any, tmp_path: Path) -> None:
         MARKETPLACES_REFRESH,
         MARKETPLACES_REMOVE,
         MARKETPLACES_SEARCH,
+        PLUGINS_CONFIGURE,
         PLUGINS_DISABLE,
+        PLUGINS_ENABLE,
+        PLUGINS_IMPORT_CLAUDE,
         PLUGINS_INSTALL,
         PLUGINS_INSTALL_ALL_VARIANTS,
         PLUGINS_LIST_INSTALLED,
+        PLUGINS_PREVIEW_IMPORT_CLAUDE,
         PLUGINS_PREVIEW_INSTALL,
+        PLUGINS_READ,
         PLUGINS_UNINSTALL,
+        ImportClaudeApplyParams,
+        ImportClaudeParams,
         InstallAllParams,
         InstallDefaultParams,
         InstallParams,
@@ -290,6 +297,7 @@ async def _plugin_calls(typed: Any, tmp_path: Path) -> None:
         MarketplaceNameParams,
         MarketplacePluginParams,
         MarketplaceRefreshParams,
+        PluginOptionsParams,
         PluginParams,
         SearchParams,
         UninstallParams,
@@ -310,6 +318,13 @@ async def _plugin_calls(typed: Any, tmp_path: Path) -> None:
     await typed(PLUGINS_INSTALL_ALL_VARIANTS, InstallAllParams(name="notes"))
     assert len((await typed(PLUGINS_LIST_INSTALLED, Empty())).plugins) == 2
     assert not (await typed(PLUGINS_DISABLE, PluginParams(plugin="notes@team"))).plugin.enabled
+    assert not (await typed(PLUGINS_READ, PluginParams(plugin="notes"))).plugin.enabled
+    assert (await typed(PLUGINS_ENABLE, PluginOptionsParams(plugin="notes@team"))).plugin.enabled
+    await typed(PLUGINS_CONFIGURE, PluginOptionsParams(plugin="commit-commands"))
+    nothing = ImportClaudeParams(claude_dir=str(tmp_path / "no-claude-here"))
+    plan = await typed(PLUGINS_PREVIEW_IMPORT_CLAUDE, nothing)
+    apply = ImportClaudeApplyParams(claude_dir=plan.claude_dir, consent=plan.consent)
+    assert (await typed(PLUGINS_IMPORT_CLAUDE, apply)).imported == []
     await typed(PLUGINS_UNINSTALL, UninstallParams(plugin="commit-commands"))
     await typed(MARKETPLACES_REFRESH, MarketplaceRefreshParams(name="team"))
     assert (await typed(MARKETPLACES_REMOVE, MarketplaceNameParams(name="team"))).uninstalled == ["notes@team"]

@@ -1,4 +1,5 @@
-"""marketplaces/* and plugins/*: catalogs, search, preview, install, disable, uninstall.
+"""marketplaces/* and plugins/*: catalogs, search, preview, install, enable, configure, disable,
+uninstall, and importing Claude Code's plugins. ``roder plugin`` is a client of these methods.
 
 The work is file and process I/O (git, downloads, copies), so each call runs in a worker thread.
 Changes take effect when a runtime next starts (``restartRequired``): hooks, servers, commands
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
+from roder_core.plugins.claude_import import claude_dir
 from roder_core.plugins.fetch import FetchError
 from roder_core.plugins.manifest import ManifestError
 from roder_core.plugins.service import PluginService
@@ -20,7 +23,13 @@ from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
 from roder_core.server.protocol import NoParams
 from roder_core.server.protocol_plugins import (
+    ConfigureResult,
     DisableResult,
+    EnableResult,
+    ImportClaudeApplyParams,
+    ImportClaudeParams,
+    ImportClaudeResult,
+    ImportPreviewResult,
     InstallAllParams,
     InstallAllResult,
     InstallDefaultParams,
@@ -37,7 +46,9 @@ from roder_core.server.protocol_plugins import (
     MarketplaceRemoveResult,
     MarketplaceResult,
     MarketplacesListResult,
+    PluginOptionsParams,
     PluginParams,
+    PluginResult,
     PreviewResult,
     SearchParams,
     SearchResultList,
@@ -137,3 +148,41 @@ async def plugins_disable(app: Dispatcher, params: PluginParams, ctx: CallContex
 async def plugins_uninstall(app: Dispatcher, params: UninstallParams, ctx: CallContext) -> UninstallResult:
     removed, pruned = await _run(lambda: _service(app).uninstall(params.plugin, params.keep_data, prune=params.prune))
     return UninstallResult(uninstalled=removed, pruned=pruned)
+
+
+@handles("plugins/read")
+async def plugins_read(app: Dispatcher, params: PluginParams, ctx: CallContext) -> PluginResult:
+    return PluginResult(plugin=InstalledPlugin.model_validate(await _run(lambda: _service(app).read(params.plugin))))
+
+
+@handles("plugins/enable")
+async def plugins_enable(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> EnableResult:
+    row, switched_off = await _run(lambda: _service(app).enable(params.plugin, params.options))
+    return EnableResult(plugin=InstalledPlugin.model_validate(row), disabled_variants=switched_off)
+
+
+@handles("plugins/configure")
+async def plugins_configure(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> ConfigureResult:
+    row = await _run(lambda: _service(app).configure(params.plugin, params.options))
+    return ConfigureResult(plugin=InstalledPlugin.model_validate(row))
+
+
+def _claude_dir(app: Dispatcher, params: ImportClaudeParams) -> Path:
+    """The folder asked for (relative to the server's folder), or Claude Code's own by the
+    server's environment."""
+    options = app.runtime.options
+    if params.claude_dir is None:
+        return claude_dir(options.env)
+    return options.cwd / Path(params.claude_dir).expanduser()
+
+
+@handles("plugins/preview_import_claude")
+async def plugins_preview_import_claude(app: Dispatcher, params: ImportClaudeParams, ctx: CallContext) -> ImportPreviewResult:
+    root = _claude_dir(app, params)
+    return ImportPreviewResult.model_validate(await _run(lambda: _service(app).preview_import(root)))
+
+
+@handles("plugins/import_claude")
+async def plugins_import_claude(app: Dispatcher, params: ImportClaudeApplyParams, ctx: CallContext) -> ImportClaudeResult:
+    root = _claude_dir(app, params)
+    return ImportClaudeResult.model_validate(await _run(lambda: _service(app).import_claude(root, params.consent)))
