@@ -309,12 +309,14 @@ class HostProcessBroker(CommandBroker):
                 os.close(err_write_fd)
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
-        transport, pump = await _pipe_pump(read_fd, stdout)
-        transports, pumps = [transport], [pump]
-        if stderr is not None:
-            err_transport, err_pump = await _pipe_pump(err_read_fd, stderr)
-            transports.append(err_transport)
-            pumps.append(err_pump)
+        pipes = asyncio.ensure_future(_pipe_pumps(read_fd, stdout, err_read_fd if stderr is not None else None, stderr))
+        try:
+            transports, pumps = await asyncio.shield(pipes)
+        except BaseException:
+            # Cancelled (a turn interrupt) after the command started but before this call owned
+            # its pipes: the command and everything it started end before the error goes on.
+            await asyncio.shield(_abandon(proc, pipes, level, cgroup))
+            raise
         reader = asyncio.ensure_future(asyncio.gather(*pumps))
         return _Launched(proc, reader, transports, guard, cgroup, level, started, roots)
 
@@ -481,6 +483,38 @@ async def _pipe_pump(read_fd: int, collector: OutputSink) -> tuple[asyncio.BaseT
         lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
     )
     return transport, asyncio.create_task(_pump(stream, collector))
+
+
+async def _pipe_pumps(
+    read_fd: int, stdout: OutputSink, err_read_fd: int | None, stderr: OutputSink | None
+) -> tuple[list[asyncio.BaseTransport], list[asyncio.Task[None]]]:
+    """Pumps for a command's stdout pipe and, when it has one of its own, its stderr pipe."""
+    transport, pump = await _pipe_pump(read_fd, stdout)
+    transports, pumps = [transport], [pump]
+    if err_read_fd is not None and stderr is not None:
+        err_transport, err_pump = await _pipe_pump(err_read_fd, stderr)
+        transports.append(err_transport)
+        pumps.append(err_pump)
+    return transports, pumps
+
+
+async def _abandon(
+    proc: asyncio.subprocess.Process,
+    pipes: asyncio.Future[tuple[list[asyncio.BaseTransport], list[asyncio.Task[None]]]],
+    level: str,
+    cgroup: CommandCgroup | None,
+) -> None:
+    """End a command whose launch was cancelled: its group killed, reaped, its pipes closed."""
+    _kill_group(proc.pid, sweep_session=level == "off")
+    await proc.wait()
+    with contextlib.suppress(BaseException):
+        transports, pumps = await pipes
+        for pump in pumps:
+            pump.cancel()
+        for pipe in transports:
+            pipe.close()
+    if cgroup is not None:
+        cgroup.remove()
 
 
 async def _pump(stream: asyncio.StreamReader, collector: OutputSink) -> None:
