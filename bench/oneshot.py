@@ -75,6 +75,14 @@ def compile_bytecode(root: Path) -> None:
         compileall.compile_dir(root / folder, quiet=1)
 
 
+def checkout_env(root: Path) -> dict[str, str]:
+    """What runs another checkout of Roder (a baseline, a candidate) instead of the installed
+    one: its folders on PYTHONPATH, its bytecode compiled first (see ``compile_bytecode``)."""
+    root = root.resolve()
+    compile_bytecode(root)
+    return {"PYTHONPATH": f"{root}:{root / 'extensions'}"}
+
+
 def compile_dependencies() -> None:
     """pip compiles every dependency's bytecode at install; uv does not unless asked
     (``--compile-bytecode``), and under PYTHONDONTWRITEBYTECODE nothing writes it later, so every
@@ -178,12 +186,9 @@ def main() -> None:
         mock_script.write_text(json.dumps(script(opts.rounds)))
         variants: dict[str, dict[str, str]] = {"this": {}}
         if opts.candidate:
-            cand = opts.candidate.resolve()
-            compile_bytecode(cand)
-            variants["this"] = {"PYTHONPATH": f"{cand}:{cand / 'extensions'}"}
+            variants["this"] = checkout_env(opts.candidate)
         if opts.baseline:
-            base = opts.baseline.resolve()
-            variants["baseline"] = {"PYTHONPATH": f"{base}:{base / 'extensions'}"}
+            variants["baseline"] = checkout_env(opts.baseline)
         http_runs = opts.runs * len(variants) * (1 if opts.no_host else 2) + 2 * opts.runs
         server, url = start_fake_server(script(opts.rounds)["steps"] * http_runs, scratch)  # type: ignore[operator]
         home.mkdir()

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oneshot import compile_bytecode, load_average, run_once, write_big_thread
+from oneshot import checkout_env, compile_bytecode, load_average, run_once, write_big_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,9 +37,7 @@ def main() -> None:
     compile_bytecode(ROOT)
     variants: dict[str, dict[str, str]] = {"this": {}}
     if opts.baseline:
-        base = opts.baseline.resolve()
-        compile_bytecode(base)
-        variants["baseline"] = {"PYTHONPATH": f"{base}:{base / 'extensions'}"}
+        variants["baseline"] = checkout_env(opts.baseline)
     with tempfile.TemporaryDirectory(prefix="roder-resume-") as tmp:
         ws, home = Path(tmp) / "ws", Path(tmp) / "home"
         ws.mkdir()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from oneshot import compile_bytecode, load_average, run_once
+from oneshot import checkout_env, compile_bytecode, load_average, run_once
 from sessions import EVENTS_PER_TURN, write_thread
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,9 +52,7 @@ def main() -> None:
     compile_bytecode(ROOT)
     variants: dict[str, dict[str, str]] = {"this": {}}
     if opts.baseline:
-        compile_bytecode(opts.baseline)
-        base = opts.baseline.resolve()
-        variants = {"baseline": {"PYTHONPATH": f"{base}:{base / 'extensions'}"}, **variants}
+        variants = {"baseline": checkout_env(opts.baseline), **variants}
     with tempfile.TemporaryDirectory(prefix="roder-bench-") as scratch:
         home, cwd = Path(scratch) / "home", Path(scratch) / "ws"
         cwd.mkdir()

@@ -12,21 +12,15 @@ Roder's bytecode is compiled first, as pip does when it installs the package.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
-import pty
-import select
 import statistics
-import struct
-import subprocess
 import sys
 import tempfile
-import termios
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oneshot import compile_bytecode
+from oneshot import checkout_env, compile_bytecode
+from pty_timing import timed_run
 
 BARE_APP = """
 from textual.app import App
@@ -40,46 +34,12 @@ Bare().run()
 """
 
 
-def timed_run(argv: list[str], markers: list[bytes], env: dict[str, str], cwd: str) -> list[float]:
-    """Seconds from spawn until each marker appears on the terminal; then ctrl+q and reap."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    started = time.perf_counter()
-    process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, close_fds=True)
-    os.close(slave)
-    seen, found = b"", []
-    deadline = started + 60
-    try:
-        while len(found) < len(markers) and time.perf_counter() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.05)
-            if ready:
-                try:
-                    seen += os.read(master, 65536)
-                except OSError:
-                    break
-                while len(found) < len(markers) and markers[len(found)] in seen:
-                    found.append(time.perf_counter() - started)
-        os.write(master, b"\x11")  # ctrl+q
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    finally:
-        os.close(master)
-    if len(found) < len(markers):
-        raise RuntimeError(f"{argv} never showed {markers[len(found)]!r}")
-    return found
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--baseline", type=Path, help="another checkout of Roder, started in the same alternation")
     opts = parser.parse_args()
     compile_bytecode(Path(__file__).resolve().parents[1])  # as pip does at install time
-    if opts.baseline:
-        compile_bytecode(opts.baseline)
     home = tempfile.mkdtemp(prefix="roder-tui-bench-home-")
     workspace = tempfile.mkdtemp(prefix="roder-tui-bench-ws-")
     bare = Path(home) / "bare_app.py"
@@ -87,19 +47,17 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(RODER_HOME=home, TERM="xterm-256color", COLUMNS="120", LINES="40")
     bare_times, roder_frame, roder_ready, base_frame = [], [], [], []
-    base_env = (
-        {**env, "PYTHONPATH": f"{opts.baseline.resolve()}:{opts.baseline.resolve() / 'extensions'}"} if opts.baseline else {}
-    )
+    base_env = {**env, **checkout_env(opts.baseline)} if opts.baseline else {}
     for _ in range(opts.runs):
-        bare_times.append(timed_run([sys.executable, str(bare)], [b"bare-first-frame"], env, workspace)[0])
-        frame, ready = timed_run(
+        bare_times.append(timed_run([sys.executable, str(bare)], [b"bare-first-frame"], env, workspace)[0][0])
+        (frame, _), (ready, _) = timed_run(
             [sys.executable, "-m", "roder_tui.cli", "--provider", "mock"], [b"Threads", b"idle"], env, workspace
         )
         roder_frame.append(frame)
         roder_ready.append(ready)
         if base_env:
             argv = [sys.executable, "-m", "roder_tui.cli", "--provider", "mock"]
-            base_frame.append(timed_run(argv, [b"Threads", b"idle"], base_env, workspace)[0])
+            base_frame.append(timed_run(argv, [b"Threads", b"idle"], base_env, workspace)[0][0])
     b, r, rd = statistics.median(bare_times), statistics.median(roder_frame), statistics.median(roder_ready)
     print(f"runs: {opts.runs} each, alternating; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print("| program | first frame (median) | min | max |")

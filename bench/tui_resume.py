@@ -14,62 +14,17 @@ too when given: `git archive main | tar -x -C DIR`), with the load average befor
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
-import pty
-import select
 import statistics
-import struct
-import subprocess
 import sys
 import tempfile
-import termios
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oneshot import compile_bytecode, load_average, run_once, write_big_thread
+from oneshot import checkout_env, compile_bytecode, load_average, run_once, write_big_thread
+from pty_timing import timed_run
 
 ROOT = Path(__file__).resolve().parents[1]
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a running process so far (clock-tick resolution)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def timed_run(argv: list[str], markers: list[bytes], env: dict[str, str], cwd: str) -> list[tuple[float, float]]:
-    """(wall, CPU) seconds from spawn until each marker appears on the terminal; then ctrl+q.
-    Under load the wall clock mostly measures waiting for a core; the process's CPU does not."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    started = time.perf_counter()
-    process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, close_fds=True)
-    os.close(slave)
-    seen, found = b"", []
-    try:
-        while len(found) < len(markers) and time.perf_counter() < started + 120:
-            ready, _, _ = select.select([master], [], [], 0.05)
-            if ready:
-                try:
-                    seen += os.read(master, 65536)
-                except OSError:
-                    break
-                while len(found) < len(markers) and markers[len(found)] in seen:
-                    found.append((time.perf_counter() - started, cpu_seconds(process.pid)))
-        os.write(master, b"\x11")  # ctrl+q
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    finally:
-        os.close(master)
-    if len(found) < len(markers):
-        raise RuntimeError(f"{argv} never showed {markers[len(found)]!r}")
-    return found
 
 
 def main() -> None:
@@ -81,9 +36,7 @@ def main() -> None:
     compile_bytecode(ROOT)
     variants: dict[str, dict[str, str]] = {"this": {}}
     if opts.baseline:
-        base = opts.baseline.resolve()
-        compile_bytecode(base)
-        variants["baseline"] = {"PYTHONPATH": f"{base}:{base / 'extensions'}"}
+        variants["baseline"] = checkout_env(opts.baseline)
     with tempfile.TemporaryDirectory(prefix="roder-tui-resume-") as tmp:
         ws, home = Path(tmp) / "ws", Path(tmp) / "home"
         ws.mkdir()
@@ -101,8 +54,8 @@ def main() -> None:
         for _ in range(opts.runs):
             for variant, extra in variants.items():
                 run_env = {**env, **extra}
-                times.setdefault(("fresh idle", variant), []).append(timed_run(roder, [b"idle"], run_env, str(ws))[0])
-                shown, ready = timed_run([*roder, "-r", thread_id], [marker, b"idle"], run_env, str(ws))
+                times.setdefault(("fresh idle", variant), []).append(timed_run(roder, [b"idle"], run_env, str(ws), limit=120)[0])
+                shown, ready = timed_run([*roder, "-r", thread_id], [marker, b"idle"], run_env, str(ws), limit=120)
                 times.setdefault(("last screen", variant), []).append(shown)
                 times.setdefault(("resumed idle", variant), []).append(ready)
         after = load_average()

@@ -40,7 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from oneshot import compile_bytecode, load_average
+from oneshot import checkout_env, compile_bytecode, load_average
+from pty_timing import cpu_seconds
 from tui_harness import prose
 
 from roder_core.testing.fake_server import ThreadedFakeServer
@@ -49,7 +50,6 @@ ROOT = Path(__file__).resolve().parents[1]
 END_MARK = "STREAM-END-MARK"
 WARM_MARK = "WARM-MARK"
 FIRST_MARK = "Section 1"  # the answer's first line (a heading)
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def tmux(socket: str, *args: str) -> str:
@@ -70,11 +70,6 @@ def app_pid(socket: str) -> int:
     shell = int(tmux(socket, "display", "-p", "-t", "roder", "#{pane_pid}").strip())
     children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
     return int(children[0]) if children else shell
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def one_run(
@@ -208,9 +203,7 @@ def main() -> None:
     compile_bytecode(ROOT)
     compileall.compile_dir(sysconfig.get_paths()["purelib"], quiet=1)
     if opts.baseline:
-        compile_bytecode(opts.baseline)
-        base = opts.baseline.resolve()
-        variants = {"baseline": f"{base}:{base / 'extensions'}", **variants}
+        variants = {"baseline": checkout_env(opts.baseline)["PYTHONPATH"], **variants}
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="roder-bench-") as scratch, ThreadedFakeServer(steps, models=("my-model",)) as server:
         print(f"answer: {len(text)} characters, {deltas} deltas of 4 characters; load average before: {load_average()}")

@@ -11,9 +11,10 @@ never wrong.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from roder_ext_mock import MockProviderExtension
 
@@ -24,6 +25,8 @@ from roder_core.server.client import LocalAppClient
 from roder_core.settings.config import RoderConfig
 from roder_core.settings.paths import RoderPaths
 from roder_core.threads.events import RuntimeEvent
+
+T = TypeVar("T")
 
 #: How long an event wait may take before the test fails (generous: the suite runs under load).
 EVENT_TIMEOUT = 30.0
@@ -114,3 +117,14 @@ async def until(condition: Callable[[], bool], timeout: float = EVENT_TIMEOUT) -
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.02)
+
+
+def wait_until(condition: Callable[[], T], what: str, timeout: float = EVENT_TIMEOUT) -> T:
+    """``until`` for synchronous tests watching another process (a batch driver's workers, a
+    file it writes): checked every 20 ms until it returns something true, which it returns;
+    fails with ``what`` only after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
+        time.sleep(0.02)
+    return value

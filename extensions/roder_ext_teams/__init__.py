@@ -11,9 +11,9 @@ The tools are offered only to threads in a team and speak for their caller throu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Generic, TypeVar, cast
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field
 
 from roder_core import (
     EXTENSION_API_VERSION,
@@ -29,35 +29,21 @@ from roder_core.errors import RoderError
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
 from roder_core.kernel.teams import TeamChannel
+from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
 from roder_core.teams.model import EVERYONE, TeamTask
 
 
-def _channel(ctx: ToolExecutionContext, call: ToolCall) -> TeamChannel | ToolResult:
-    team = ctx.host.team() if ctx.host is not None else None
-    if team is None:
-        return ToolResult.error(call, f"{call.name} works only in an agent team (a client starts one with team/start)")
-    return team
-
-
-def _arguments(model: type[BaseModel], call: ToolCall) -> BaseModel | ToolResult:
-    try:
-        return model.model_validate(call.arguments)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
-        return ToolResult.error(call, f"invalid arguments for {call.name}: {problems}")
-
-
-class MessageArgs(BaseModel):
+class MessageArgs(ToolArguments):
     to: str = Field(min_length=1, description="a member's name, or lead")
     text: str = Field(min_length=1, description="the message")
 
 
-class BroadcastArgs(BaseModel):
+class BroadcastArgs(ToolArguments):
     text: str = Field(min_length=1, description="the message for everyone else in the team")
 
 
-class TasksArgs(BaseModel):
+class TasksArgs(ToolArguments):
     action: str = Field(description="list, add, claim or complete")
     title: str = Field(default="", description="add: the task's title")
     detail: str = Field(default="", description="add: what exactly to do")
@@ -65,60 +51,54 @@ class TasksArgs(BaseModel):
     result: str = Field(default="", description="complete: the outcome, in a line or two")
 
 
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-    return schema
+ArgsT = TypeVar("ArgsT", bound=ToolArguments)
 
 
-class TeamMessageTool(Tool):
-    name = "team_message"
-    description = (
-        "Send a message to one member of your agent team, or to the lead (to: 'lead'). It reaches them at "
-        "their next model call. Use it to hand over findings, ask a teammate something, or report to the lead."
-    )
-    parameters = _schema(MessageArgs)
+class TeamTool(Tool, Generic[ArgsT]):
+    """A tool that speaks for its caller in the caller's team: ``execute`` finds the team and
+    checks the arguments, ``act`` does the one thing the tool is for (a ``RoderError`` it
+    raises, such as an unknown member, becomes the call's error result)."""
+
     read_only = True  # it changes nothing outside the team: every teammate's own work is under policy
     team_only = True
     kind = "other"
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        team = _channel(ctx, call)
-        args = _arguments(MessageArgs, call)
-        if isinstance(team, ToolResult):
-            return team
-        if isinstance(args, ToolResult):
-            return args
-        assert isinstance(args, MessageArgs)
+        team = ctx.host.team() if ctx.host is not None else None
+        if team is None:
+            return ToolResult.error(call, f"{call.name} works only in an agent team (a client starts one with team/start)")
+        model = self.arguments_model
+        assert model is not None
         try:
-            how = await team.send(args.to, args.text)
-        except RoderError as exc:
+            args = parse_arguments(model, call)
+            return await self.act(team, cast(ArgsT, args), call)
+        except (ToolArgumentError, RoderError) as exc:
             return ToolResult.error(call, str(exc))
+
+    async def act(self, team: TeamChannel, args: ArgsT, call: ToolCall) -> ToolResult:
+        raise NotImplementedError  # abstract: every team tool overrides this
+
+
+class TeamMessageTool(TeamTool[MessageArgs]):
+    name = "team_message"
+    description = (
+        "Send a message to one member of your agent team, or to the lead (to: 'lead'). It reaches them at "
+        "their next model call. Use it to hand over findings, ask a teammate something, or report to the lead."
+    )
+    arguments_model = MessageArgs
+
+    async def act(self, team: TeamChannel, args: MessageArgs, call: ToolCall) -> ToolResult:
+        how = await team.send(args.to, args.text)
         return ToolResult(id=call.id, name=call.name, text=f"sent to {args.to} ({how})", data={"to": args.to})
 
 
-class TeamBroadcastTool(Tool):
+class TeamBroadcastTool(TeamTool[BroadcastArgs]):
     name = "team_broadcast"
     description = "Send one message to everyone else in your agent team (the lead included)."
-    parameters = _schema(BroadcastArgs)
-    read_only = True
-    team_only = True
-    kind = "other"
+    arguments_model = BroadcastArgs
 
-    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        team = _channel(ctx, call)
-        args = _arguments(BroadcastArgs, call)
-        if isinstance(team, ToolResult):
-            return team
-        if isinstance(args, ToolResult):
-            return args
-        assert isinstance(args, BroadcastArgs)
-        try:
-            how = await team.send(EVERYONE, args.text)
-        except RoderError as exc:
-            return ToolResult.error(call, str(exc))
+    async def act(self, team: TeamChannel, args: BroadcastArgs, call: ToolCall) -> ToolResult:
+        how = await team.send(EVERYONE, args.text)
         return ToolResult(id=call.id, name=call.name, text=f"broadcast ({how})")
 
 
@@ -128,40 +108,27 @@ def _task_line(task: TeamTask) -> str:
     return f"{task.task_id} {task.status}{owner}: {task.title}{result}"
 
 
-class TeamTasksTool(Tool):
+class TeamTasksTool(TeamTool[TasksArgs]):
     name = "team_tasks"
     description = (
         "Your agent team's shared task list. action=list shows every item; add {title, detail} adds one; "
         "claim {task_id} takes an open item before you work on it; complete {task_id, result} marks your item done."
     )
-    parameters = _schema(TasksArgs)
-    read_only = True
-    team_only = True
-    kind = "other"
+    arguments_model = TasksArgs
 
-    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        team = _channel(ctx, call)
-        args = _arguments(TasksArgs, call)
-        if isinstance(team, ToolResult):
-            return team
-        if isinstance(args, ToolResult):
-            return args
-        assert isinstance(args, TasksArgs)
-        try:
-            if args.action == "list":
-                tasks = team.tasks()
-                text = "\n".join(_task_line(t) for t in tasks) or "the task list is empty"
-                return ToolResult(id=call.id, name=call.name, text=text, data={"tasks": [t.wire() for t in tasks]})
-            if args.action == "add":
-                task = team.add_task(args.title, args.detail)
-            elif args.action == "claim":
-                task = team.claim_task(args.task_id)
-            elif args.action == "complete":
-                task = team.complete_task(args.task_id, args.result)
-            else:
-                return ToolResult.error(call, f"unknown action {args.action!r}: use list, add, claim or complete")
-        except RoderError as exc:
-            return ToolResult.error(call, str(exc))
+    async def act(self, team: TeamChannel, args: TasksArgs, call: ToolCall) -> ToolResult:
+        if args.action == "list":
+            tasks = team.tasks()
+            text = "\n".join(_task_line(t) for t in tasks) or "the task list is empty"
+            return ToolResult(id=call.id, name=call.name, text=text, data={"tasks": [t.wire() for t in tasks]})
+        if args.action == "add":
+            task = team.add_task(args.title, args.detail)
+        elif args.action == "claim":
+            task = team.claim_task(args.task_id)
+        elif args.action == "complete":
+            task = team.complete_task(args.task_id, args.result)
+        else:
+            return ToolResult.error(call, f"unknown action {args.action!r}: use list, add, claim or complete")
         return ToolResult(id=call.id, name=call.name, text=_task_line(task), data={"task": task.wire()})
 
 

@@ -11,47 +11,35 @@ when the command ends, the whole process group is killed, so nothing it started 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import copy
 import functools
 import os
 import resource
-import secrets
 import shutil
 import signal
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, seccomp, tree_guard
+from roder_core.brokers import OutputSink, ProcessResult, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
+from roder_core.brokers.command_broker import DEFAULT_TIMEOUT, AuditFn, CommandBroker, CommandEnd, show_command
+from roder_core.brokers.command_output import CommandOutput, RedactedSink
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
 from roder_core.brokers.own_folders import OwnFolders, thread_folder
-from roder_core.brokers.private_files import open_private
-from roder_core.brokers.redaction import StreamRedactor
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv
 from roder_core.brokers.secret_paths import default_deny_read, masks
-from roder_core.brokers.secrets import SecretRedactor, scrubbed_env
+from roder_core.brokers.secrets import SecretRedactor
 from roder_core.brokers.self_protection import drop_ptrace_capability, mark_non_dumpable
 
-MAX_LINES = 2000
-MAX_BYTES = 50_000
-#: The whole output is kept on disk up to this size; beyond it only the tail is kept in memory.
-SPILL_CAP_BYTES = 64 * 1024 * 1024
-LIVE_OUTPUT_BUDGET = 256 * 1024
-LIVE_OUTPUT_INTERVAL = 0.1
-DEFAULT_TIMEOUT = 120.0
 #: After the main process exits, how long background children may keep writing before the
 #: group is killed.
 EXIT_GRACE = 0.5
-
-AuditFn = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -109,136 +97,7 @@ def count_user_processes(uid: int | None = None) -> int:
     return count
 
 
-class OutputCollector:
-    """Keeps a command's output bounded: everything up to the limits, then head + tail in memory
-    and the whole stream in a spill file."""
-
-    def __init__(
-        self,
-        spill_dir: Path,
-        on_output: Callable[[str], None] | None = None,
-        redactor: StreamRedactor[bytes] | None = None,
-    ) -> None:
-        self._spill_dir = spill_dir
-        self._redactor = redactor
-        self._buffer = bytearray()
-        self._head = b""
-        self._tail: deque[bytes] = deque()
-        self._tail_size = 0
-        self._spill: BinaryIO | None = None
-        self.spill_path: Path | None = None
-        self.spill_complete = True
-        self.total_bytes = 0
-        self.total_lines = 0
-        self._on_output = on_output
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
-        self._live_sent = 0
-        self._live_stopped = False
-        self._last_emit = 0.0
-
-    @property
-    def spilled(self) -> bool:
-        return self.spill_path is not None
-
-    def feed(self, data: bytes) -> None:
-        """Take a chunk of output (secret values are removed before anything keeps it)."""
-        if self._redactor is not None:
-            data = self._redactor.feed(data)
-        self._take(data)
-
-    def _take(self, data: bytes) -> None:
-        self.total_bytes += len(data)
-        self.total_lines += data.count(b"\n")
-        if not self.spilled:
-            self._buffer += data
-            if len(self._buffer) > MAX_BYTES or self._buffer.count(b"\n") > MAX_LINES:
-                self._start_spill()
-        else:
-            self._write_spill(data)
-            self._push_tail(data)
-        self._live(data)
-
-    def _start_spill(self) -> None:
-        name = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(4) + ".log"
-        self.spill_path = self._spill_dir / name
-        self._spill = open_private(self.spill_path)
-        data = bytes(self._buffer)
-        self._buffer = bytearray()
-        self._head = data[: MAX_BYTES // 2]
-        self._write_spill(data)
-        self._push_tail(data)
-
-    def _write_spill(self, data: bytes) -> None:
-        if self._spill is None:
-            return
-        room = SPILL_CAP_BYTES - self._spill.tell()
-        if room <= 0:
-            self.spill_complete = False
-            return
-        self._spill.write(data[:room])
-        if len(data) > room:
-            self.spill_complete = False
-
-    def _push_tail(self, data: bytes) -> None:
-        self._tail.append(data)
-        self._tail_size += len(data)
-        while self._tail and self._tail_size - len(self._tail[0]) >= MAX_BYTES // 2:
-            self._tail_size -= len(self._tail.popleft())
-
-    def _live(self, data: bytes) -> None:
-        room = LIVE_OUTPUT_BUDGET - self._live_sent - len(self._pending)
-        if self._on_output is None or self._live_stopped:
-            return
-        if room <= 0:
-            self._live_stopped = True
-            self._pending += "\n[live output stopped after 256 KB; the result holds the head and tail]\n"
-            self.flush_live()
-            return
-        self._pending += self._decoder.decode(data[:room])
-        if time.monotonic() - self._last_emit >= LIVE_OUTPUT_INTERVAL:
-            self.flush_live()
-
-    def flush_live(self) -> None:
-        if self._on_output is None or not self._pending:
-            return
-        text, self._pending = self._pending, ""
-        self._live_sent += len(text)
-        self._last_emit = time.monotonic()
-        self._on_output(text)
-
-    def close(self) -> None:
-        if self._redactor is not None:
-            self._take(self._redactor.flush())
-            self._redactor = None
-        self.flush_live()
-        if self._spill is not None:
-            self._spill.close()
-            self._spill = None
-
-    def text(self) -> tuple[str, bool]:
-        """The output for the model and whether it was truncated."""
-        if not self.spilled:
-            return bytes(self._buffer).decode("utf-8", errors="replace"), False
-        head_lines = self._head.decode("utf-8", errors="replace").split("\n")[: MAX_LINES // 2]
-        tail_bytes = b"".join(self._tail)[-(MAX_BYTES // 2) :]
-        tail_lines = tail_bytes.decode("utf-8", errors="replace").split("\n")
-        if len(tail_lines) > 1:
-            tail_lines = tail_lines[1:]  # drop the partial first line
-        tail_lines = tail_lines[-(MAX_LINES // 2) :]
-        head, tail = "\n".join(head_lines), "\n".join(tail_lines)
-        shown = len(head.encode()) + len(tail.encode())
-        where = f"full output: {self.spill_path}"
-        if not self.spill_complete:
-            where += f" (first {SPILL_CAP_BYTES // (1024 * 1024)} MB only)"
-        marker = (
-            f"\n\n[... output truncated: {self.total_lines} lines, {self.total_bytes} bytes in total; "
-            f"{self.total_bytes - shown} bytes omitted here; {where} ...]\n\n"
-        )
-        return head + marker + tail, True
-
-
-class HostProcessBroker:
+class HostProcessBroker(CommandBroker):
     """``ProcessBroker`` for one workspace and one extension's grants."""
 
     def __init__(
@@ -264,6 +123,17 @@ class HostProcessBroker:
         shown: Iterable[Path] = (),
         own_folders: OwnFolders | None = None,
     ) -> None:
+        super().__init__(
+            env=os.environ if env is None else env,
+            spill_dir=spill_dir,
+            capabilities=capabilities,
+            pass_env=pass_env,
+            secret_names=secret_names,
+            redactor=redactor,
+            audit=audit,
+            extension_id=extension_id,
+            default_timeout=default_timeout,
+        )
         self._fs = fs
         #: Folders outside the workspace commands may read (installed plugins' code, whose
         #: skills run their own scripts); bound read-only, so visible even under a private /tmp.
@@ -272,19 +142,8 @@ class HostProcessBroker:
         self._network = network
         self.sandbox = sandbox
         self.sandbox_level = "blocked" if sandbox.blocked else sandbox.effective
-        self._spill_dir = spill_dir
         self._quarantine_dir = quarantine_dir
-        self._capabilities = capabilities
-        self._env = dict(os.environ if env is None else env)
-        granted = {c.removeprefix("secret.read.") for c in capabilities if c.startswith("secret.read.")}
-        self._pass_env = granted | set(pass_env)
-        self._secret_names = set(secret_names)
         self._limits = limits or ResourceLimits()
-        self._default_timeout = default_timeout
-        #: Known secret values never reach the result, the live output or the spill file.
-        self._redactor = redactor or SecretRedactor.from_env(self._env, self._secret_names)
-        self._audit = audit
-        self._extension_id = extension_id
         self._shell = shutil.which("bash") or "/bin/sh"
         home = Path(self._env.get("HOME") or os.path.expanduser("~"))
         #: Candidates for masking inside the sandbox (``secret_paths``); existing ones are masked.
@@ -300,20 +159,10 @@ class HostProcessBroker:
         if sandbox.effective == "off":
             mark_non_dumpable()  # no sandbox between Roder and its children: keep /proc/<pid> closed
 
-    def _record(self, kind: str, **fields: Any) -> None:
-        if self._audit is not None:
-            self._audit(kind, {"extension": self._extension_id, **fields})
-
-    def _check(self, command: str | list[str]) -> None:
-        spawn = [c for c in self._capabilities if c.startswith("process.spawn.")]
-        needs_shell = isinstance(command, str)
-        if not spawn or (needs_shell and "process.spawn.shell" not in spawn):
-            cap = "process.spawn.shell" if needs_shell else "process.spawn.*"
-            self._record("process.denied", command=_show(command), reason=f"no {cap} grant")
-            raise BrokerDenied(f"this extension was not granted {cap}; it cannot run commands")
-        if self.sandbox.blocked:
-            self._record("process.denied", command=_show(command), reason="sandbox unavailable")
-            raise BrokerDenied(self.sandbox.notice or "the requested sandbox is unavailable")
+    def _blocked(self) -> tuple[str, str] | None:
+        if not self.sandbox.blocked:
+            return None
+        return "sandbox unavailable", self.sandbox.notice or "the requested sandbox is unavailable"
 
     def _command_cgroup(self) -> CommandCgroup | None:
         """A cgroup for the next command when one is writable here (see ``cgroups``)."""
@@ -335,12 +184,6 @@ class HostProcessBroker:
     def which(self, program: str) -> str | None:
         """Where ``program`` is on the PATH commands get (the sandbox sees the same files)."""
         return shutil.which(program, path=self._env.get("PATH", os.defpath))
-
-    def child_env(self, extra: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
-        env, dropped = scrubbed_env(self._env, self._pass_env, self._secret_names, self._redactor.values(exclude=self._pass_env))
-        if extra:
-            env.update(extra)
-        return env, dropped
 
     def for_thread(self, thread_id: str, network: ThreadNetwork | None) -> HostProcessBroker:
         """This broker for one thread: its sandboxed commands share ``network`` (``netns``),
@@ -442,7 +285,7 @@ class HostProcessBroker:
         preexec = _chain(hooks) if hooks else None
         self._record(
             "process.start",
-            command=_show(command),
+            command=show_command(command),
             cwd=self._fs.display(workdir),
             sandbox=level,
             timeout=timeout,
@@ -481,12 +324,14 @@ class HostProcessBroker:
                 os.close(err_write_fd)
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
-        transport, pump = await _pipe_pump(read_fd, stdout)
-        transports, pumps = [transport], [pump]
-        if stderr is not None:
-            err_transport, err_pump = await _pipe_pump(err_read_fd, stderr)
-            transports.append(err_transport)
-            pumps.append(err_pump)
+        pipes = asyncio.ensure_future(_pipe_pumps(read_fd, stdout, err_read_fd if stderr is not None else None, stderr))
+        try:
+            transports, pumps = await asyncio.shield(pipes)
+        except BaseException:
+            # Cancelled (a turn interrupt) after the command started but before this call owned
+            # its pipes: the command and everything it started end before the error goes on.
+            await asyncio.shield(_abandon(proc, pipes, level, cgroup))
+            raise
         reader = asyncio.ensure_future(asyncio.gather(*pumps))
         return _Launched(proc, reader, transports, guard, cgroup, level, started, roots)
 
@@ -502,33 +347,11 @@ class HostProcessBroker:
         created = tree_guard.changed(launched.guard, await asyncio.to_thread(tree_guard.scan, launched.roots))
         return tree_guard.quarantine(created, launched.guard, self._quarantine_dir)
 
-    async def run(
-        self,
-        command: str | list[str],
-        *,
-        cwd: Path | None = None,
-        timeout: float | None = None,
-        env: dict[str, str] | None = None,
-        on_output: Callable[[str], None] | None = None,
-        separate_stderr: bool = False,
-        on_stderr: Callable[[str], None] | None = None,
-    ) -> ProcessResult:
-        timeout = float(timeout or self._default_timeout)
-        collector = OutputCollector(self.spill_dir, on_output, self._redactor.byte_stream())
-        err_collector = OutputCollector(self.spill_dir, on_stderr, self._redactor.byte_stream())
-        try:
-            launched = await self._launch(
-                command,
-                cwd=cwd,
-                timeout=timeout,
-                env=env,
-                stdout=collector,
-                stderr=err_collector if separate_stderr else None,
-            )
-        except BaseException:
-            collector.close()
-            err_collector.close()
-            raise
+    async def _execute(
+        self, command: str | list[str], *, cwd: Path | None, timeout: float, env: dict[str, str] | None, output: CommandOutput
+    ) -> CommandEnd:
+        stderr = output.stderr if output.separate else None
+        launched = await self._launch(command, cwd=cwd, timeout=timeout, env=env, stdout=output.stdout, stderr=stderr)
         proc, reader = launched.proc, launched.reader
         timed_out = False
         try:
@@ -545,45 +368,18 @@ class HostProcessBroker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(reader), 2.0)
         except asyncio.CancelledError:
-            await asyncio.shield(_cleanup_cancelled(proc, reader, collector))
+            await asyncio.shield(_cleanup_cancelled(proc, reader, output))
             for pipe in launched.transports:
                 pipe.close()
             if launched.cgroup is not None:
                 launched.cgroup.remove()
-            self._record("process.exit", command=_show(command), interrupted=True, duration_ms=launched.elapsed_ms())
+            self._record("process.exit", command=show_command(command), interrupted=True, duration_ms=launched.elapsed_ms())
             raise
         finally:
             if not reader.done():
                 reader.cancel()
-            collector.close()
-            err_collector.close()
         quarantined = await self._settle(launched)
-        duration_ms = launched.elapsed_ms()
-        output, truncated = collector.text()
-        stderr, stderr_truncated = err_collector.text() if separate_stderr else ("", False)
-        exit_code = proc.returncode
-        self._record(
-            "process.exit",
-            command=_show(command),
-            exit_code=exit_code,
-            timed_out=timed_out,
-            duration_ms=duration_ms,
-            output_bytes=collector.total_bytes,
-            quarantined=quarantined,
-        )
-        return ProcessResult(
-            exit_code=None if timed_out else exit_code,
-            output=output,
-            stderr=stderr,
-            duration_ms=duration_ms,
-            timed_out=timed_out,
-            truncated=truncated or stderr_truncated,
-            full_output_path=str(collector.spill_path) if collector.spill_path else None,
-            sandbox=launched.level,
-            quarantined=quarantined,
-            total_bytes=collector.total_bytes,
-            total_lines=collector.total_lines,
-        )
+        return CommandEnd(proc.returncode, timed_out, launched.elapsed_ms(), launched.level, quarantined)
 
     async def spawn(self, command: str | list[str], *, output: OutputSink, cwd: Path | None = None) -> BackgroundProcess:
         """Start a long-running command and return at once. Its merged, redacted output flows
@@ -591,21 +387,7 @@ class HostProcessBroker:
         or is killed (``BackgroundProcess.kill``), taking everything it started with it."""
         sink = RedactedSink(output, self._redactor.byte_stream())
         launched = await self._launch(command, cwd=cwd, timeout=None, env=None, stdout=sink, stderr=None)
-        return BackgroundProcess(self, launched, sink, _show(command))
-
-
-class RedactedSink:
-    """Known secret values removed from a stream before ``sink`` sees it."""
-
-    def __init__(self, sink: OutputSink, redactor: StreamRedactor[bytes]) -> None:
-        self._sink = sink
-        self._redactor = redactor
-
-    def feed(self, data: bytes) -> None:
-        self._sink.feed(self._redactor.feed(data))
-
-    def flush(self) -> None:
-        self._sink.feed(self._redactor.flush())
+        return BackgroundProcess(self, launched, sink, show_command(command))
 
 
 @dataclass
@@ -709,10 +491,6 @@ def _chain(hooks: list[Callable[[], None]]) -> Callable[[], None]:
     return run_all
 
 
-def _show(command: str | list[str]) -> str:
-    return command if isinstance(command, str) else " ".join(command)
-
-
 async def _pipe_pump(read_fd: int, collector: OutputSink) -> tuple[asyncio.BaseTransport, asyncio.Task[None]]:
     """Feed a pipe's bytes into ``collector`` from a task; returns the transport and the task."""
     stream = asyncio.StreamReader(limit=1 << 20)
@@ -720,6 +498,38 @@ async def _pipe_pump(read_fd: int, collector: OutputSink) -> tuple[asyncio.BaseT
         lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
     )
     return transport, asyncio.create_task(_pump(stream, collector))
+
+
+async def _pipe_pumps(
+    read_fd: int, stdout: OutputSink, err_read_fd: int | None, stderr: OutputSink | None
+) -> tuple[list[asyncio.BaseTransport], list[asyncio.Task[None]]]:
+    """Pumps for a command's stdout pipe and, when it has one of its own, its stderr pipe."""
+    transport, pump = await _pipe_pump(read_fd, stdout)
+    transports, pumps = [transport], [pump]
+    if err_read_fd is not None and stderr is not None:
+        err_transport, err_pump = await _pipe_pump(err_read_fd, stderr)
+        transports.append(err_transport)
+        pumps.append(err_pump)
+    return transports, pumps
+
+
+async def _abandon(
+    proc: asyncio.subprocess.Process,
+    pipes: asyncio.Future[tuple[list[asyncio.BaseTransport], list[asyncio.Task[None]]]],
+    level: str,
+    cgroup: CommandCgroup | None,
+) -> None:
+    """End a command whose launch was cancelled: its group killed, reaped, its pipes closed."""
+    _kill_group(proc.pid, sweep_session=level == "off")
+    await proc.wait()
+    with contextlib.suppress(BaseException):
+        transports, pumps = await pipes
+        for pump in pumps:
+            pump.cancel()
+        for pipe in transports:
+            pipe.close()
+    if cgroup is not None:
+        cgroup.remove()
 
 
 async def _pump(stream: asyncio.StreamReader, collector: OutputSink) -> None:
@@ -770,7 +580,7 @@ async def _terminate(proc: asyncio.subprocess.Process) -> None:
     await proc.wait()
 
 
-async def _cleanup_cancelled(proc: asyncio.subprocess.Process, reader: asyncio.Future[Any], collector: OutputCollector) -> None:
+async def _cleanup_cancelled(proc: asyncio.subprocess.Process, reader: asyncio.Future[Any], output: CommandOutput) -> None:
     _kill_group(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
@@ -778,4 +588,4 @@ async def _cleanup_cancelled(proc: asyncio.subprocess.Process, reader: asyncio.F
     reader.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await reader
-    collector.close()
+    output.close()

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from roder_core.brokers import BrokerDenied, FileSystemBroker, OutputSink, ProcessResult, RunningProcess
-from roder_core.brokers.process import DEFAULT_TIMEOUT, OutputCollector, RedactedSink
-from roder_core.brokers.secrets import SecretRedactor, scrubbed_env
-
-AuditFn = Callable[[str, dict[str, Any]], None]
+from roder_core.brokers import FileSystemBroker, OutputSink, ProcessResult, RunningProcess
+from roder_core.brokers.command_broker import DEFAULT_TIMEOUT, AuditFn, CommandBroker, CommandEnd, show_command
+from roder_core.brokers.command_output import CommandOutput, RedactedSink
+from roder_core.brokers.secrets import SecretRedactor
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ class CommandTransport(Protocol):
     ) -> CommandExit: ...
 
 
-class RunnerProcessBroker:
+class RunnerProcessBroker(CommandBroker):
     """``ProcessBroker`` over a ``CommandTransport``."""
 
     def __init__(
@@ -80,50 +79,31 @@ class RunnerProcessBroker:
         default_timeout: float = DEFAULT_TIMEOUT,
         shell: str = "bash",
     ) -> None:
+        super().__init__(
+            env=base_env,
+            spill_dir=spill_dir,
+            capabilities=capabilities,
+            pass_env=pass_env,
+            secret_names=secret_names,
+            redactor=redactor,
+            audit=audit,
+            extension_id=extension_id,
+            default_timeout=default_timeout,
+        )
         self._fs = fs
         self._transport = transport
-        self._base_env = dict(base_env)
-        self._spill_dir = spill_dir
         self.sandbox_level = "blocked" if blocked else sandbox_level
         self._wrap = wrap
-        self._blocked = blocked
+        self._blocked_reason = blocked
         self._programs = dict(programs or {})
-        self._capabilities = capabilities
-        granted = {c.removeprefix("secret.read.") for c in capabilities if c.startswith("secret.read.")}
-        self._pass_env = granted | set(pass_env)
-        self._secret_names = set(secret_names)
-        self._redactor = redactor or SecretRedactor.from_env(self._base_env, self._secret_names)
-        self._audit = audit
-        self._extension_id = extension_id
-        self._default_timeout = default_timeout
         self._shell = shell
 
-    def _record(self, kind: str, **fields: Any) -> None:
-        if self._audit is not None:
-            self._audit(kind, {"extension": self._extension_id, **fields})
-
-    def _check(self, command: str | list[str]) -> None:
-        spawn = [c for c in self._capabilities if c.startswith("process.spawn.")]
-        needs_shell = isinstance(command, str)
-        if not spawn or (needs_shell and "process.spawn.shell" not in spawn):
-            cap = "process.spawn.shell" if needs_shell else "process.spawn.*"
-            self._record("process.denied", command=_show(command), reason=f"no {cap} grant")
-            raise BrokerDenied(f"this extension was not granted {cap}; it cannot run commands")
-        if self._blocked:
-            self._record("process.denied", command=_show(command), reason=self._blocked)
-            raise BrokerDenied(self._blocked)
+    def _blocked(self) -> tuple[str, str] | None:
+        return (self._blocked_reason, self._blocked_reason) if self._blocked_reason else None
 
     def which(self, program: str) -> str | None:
         """Where ``program`` is in the runner (probed when the session opened)."""
         return self._programs.get(program)
-
-    def child_env(self, extra: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
-        env, dropped = scrubbed_env(
-            self._base_env, self._pass_env, self._secret_names, self._redactor.values(exclude=self._pass_env)
-        )
-        if extra:
-            env.update(extra)
-        return env, dropped
 
     async def _prepare(
         self, command: str | list[str], cwd: Path | None, env: dict[str, str] | None, **audit: Any
@@ -137,7 +117,7 @@ class RunnerProcessBroker:
         child_env, dropped = self.child_env(env)
         self._record(
             "process.start",
-            command=_show(command),
+            command=show_command(command),
             cwd=self._fs.display(workdir),
             sandbox=self.sandbox_level,
             env_dropped=dropped,
@@ -150,7 +130,7 @@ class RunnerProcessBroker:
         merged, redacted output flowing into ``output``, ended by ``kill`` (the whole group)."""
         argv, workdir, child_env = await self._prepare(command, cwd, None, background=True)
         sink = RedactedSink(output, self._redactor.byte_stream())
-        process = RunnerBackgroundProcess(self, _show(command), sink)
+        process = RunnerBackgroundProcess(self, show_command(command), sink)
         process.start(
             self._transport.execute(
                 argv,
@@ -164,23 +144,10 @@ class RunnerProcessBroker:
         )
         return process
 
-    async def run(
-        self,
-        command: str | list[str],
-        *,
-        cwd: Path | None = None,
-        timeout: float | None = None,
-        env: dict[str, str] | None = None,
-        on_output: Callable[[str], None] | None = None,
-        separate_stderr: bool = False,
-        on_stderr: Callable[[str], None] | None = None,
-    ) -> ProcessResult:
-        timeout = float(timeout or self._default_timeout)
+    async def _execute(
+        self, command: str | list[str], *, cwd: Path | None, timeout: float, env: dict[str, str] | None, output: CommandOutput
+    ) -> CommandEnd:
         argv, workdir, child_env = await self._prepare(command, cwd, env, timeout=timeout)
-        collector = OutputCollector(self._spill_dir, on_output, self._redactor.byte_stream())
-        err_collector = (
-            OutputCollector(self._spill_dir, on_stderr, self._redactor.byte_stream()) if separate_stderr else collector
-        )
         started = time.monotonic()
         try:
             done = await self._transport.execute(
@@ -188,41 +155,13 @@ class RunnerProcessBroker:
                 cwd=workdir.as_posix(),
                 env=child_env,
                 timeout=timeout,
-                on_stdout=collector.feed,
-                on_stderr=err_collector.feed,
+                on_stdout=output.stdout.feed,
+                on_stderr=output.stderr.feed,
             )
         except BaseException:
-            collector.close()
-            err_collector.close()
-            self._record(
-                "process.exit", command=_show(command), interrupted=True, duration_ms=int((time.monotonic() - started) * 1000)
-            )
+            self._record("process.exit", command=show_command(command), interrupted=True, duration_ms=_ms_since(started))
             raise
-        collector.close()
-        err_collector.close()
-        duration_ms = int((time.monotonic() - started) * 1000)
-        output, truncated = collector.text()
-        stderr, stderr_truncated = err_collector.text() if separate_stderr else ("", False)
-        self._record(
-            "process.exit",
-            command=_show(command),
-            exit_code=done.exit_code,
-            timed_out=done.timed_out,
-            duration_ms=duration_ms,
-            output_bytes=collector.total_bytes,
-        )
-        return ProcessResult(
-            exit_code=None if done.timed_out else done.exit_code,
-            output=output,
-            stderr=stderr,
-            duration_ms=duration_ms,
-            timed_out=done.timed_out,
-            truncated=truncated or stderr_truncated,
-            full_output_path=str(collector.spill_path) if collector.spill_path else None,
-            sandbox=self.sandbox_level,
-            total_bytes=collector.total_bytes,
-            total_lines=collector.total_lines,
-        )
+        return CommandEnd(done.exit_code, done.timed_out, _ms_since(started), self.sandbox_level)
 
 
 class RunnerBackgroundProcess:
@@ -289,7 +228,7 @@ class RunnerBackgroundProcess:
         if self._result is not None:
             return self._result
         self._sink.flush()
-        duration_ms = int((time.monotonic() - self._started) * 1000)
+        duration_ms = _ms_since(self._started)
         exit_code = None if done is None else done.exit_code
         self._broker._record(
             "process.exit",
@@ -309,5 +248,5 @@ class RunnerBackgroundProcess:
         return self._result
 
 
-def _show(command: str | list[str]) -> str:
-    return command if isinstance(command, str) else " ".join(command)
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from roder_core.brokers.command_output import MAX_BYTES, MAX_LINES, SPILL_CAP_BYTES
 from roder_core.brokers.private_files import open_private
-from roder_core.brokers.process import MAX_BYTES, MAX_LINES, SPILL_CAP_BYTES
 
 #: The last line shown in task lists is cut to this many characters.
 LAST_LINE_CHARS = 200

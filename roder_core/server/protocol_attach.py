@@ -60,18 +60,10 @@ class ThreadLiveResult(ProtocolModel):
     context_window: int | None = None
 
 
-class ThreadLive(ServerNotification):
+class ThreadLive(ServerNotification, ThreadLiveResult):
     """The ``thread/live`` snapshot, placed in the caller's notification stream."""
 
     method: Literal["thread/live"] = "thread/live"
-    thread_id: str
-    turn_id: str | None = None
-    streaming: list[StreamingText] = Field(default_factory=list)
-    tool_output: dict[str, str] = Field(default_factory=dict)
-    queued_steers: list[UserMessageItem] = Field(default_factory=list)
-    pending_approvals: list[ApprovalRequest] = Field(default_factory=list)
-    pending_user_inputs: list[UserInputRequest] = Field(default_factory=list)
-    context_window: int | None = None
 
 
 class SteerQueued(ServerNotification):

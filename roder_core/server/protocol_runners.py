@@ -14,6 +14,8 @@ from pydantic import Field
 
 from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel, register
 
+GROUP = "runners"
+
 
 class RunnerTarget(ProtocolModel):
     thread_id: str | None = None
@@ -136,36 +138,36 @@ class RunnersPortsResult(ProtocolModel):
 RunnerSessionInfo.model_rebuild()
 
 RUNNERS_LIST = register(
-    MethodSpec("runners/list", "runners", NoParams, RunnersListResult, "Runners: defined, available or why not, live sessions.")
+    MethodSpec("runners/list", GROUP, NoParams, RunnersListResult, "Runners: defined, available or why not, live sessions.")
 )
 RUNNERS_SELECT = register(
     MethodSpec(
         "runners/select",
-        "runners",
+        GROUP,
         RunnersSelectParams,
         RunnersSelectResult,
         "Run a thread's tools in a runner (opens its session; saved with the thread).",
     )
 )
 RUNNERS_SESSION = register(
-    MethodSpec("runners/session", "runners", RunnerTarget, RunnersSessionResult, "Describe a runner's session (live or not).")
+    MethodSpec("runners/session", GROUP, RunnerTarget, RunnersSessionResult, "Describe a runner's session (live or not).")
 )
 RUNNERS_SNAPSHOT = register(
     MethodSpec(
         "runners/snapshot",
-        "runners",
+        GROUP,
         RunnersSnapshotParams,
         RunnersSnapshotResult,
         "Git-based snapshots of a runner's workspace: create, list, restore, delete.",
     )
 )
 RUNNERS_DELETE = register(
-    MethodSpec("runners/delete", "runners", RunnersDeleteParams, RunnersDeleteResult, "Close and remove a runner's session(s).")
+    MethodSpec("runners/delete", GROUP, RunnersDeleteParams, RunnersDeleteResult, "Close and remove a runner's session(s).")
 )
 RUNNERS_PORTS = register(
     MethodSpec(
         "runners/ports",
-        "runners",
+        GROUP,
         RunnersPortsParams,
         RunnersPortsResult,
         "Ports listening in a runner; forward one to this machine.",

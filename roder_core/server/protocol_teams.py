@@ -28,6 +28,8 @@ class TeamResult(ProtocolModel):
 
 
 class TeamIdParams(ProtocolModel):
+    """Names a team; the base of every params model about one team (or one of its members)."""
+
     team_id: str
 
 
@@ -40,8 +42,7 @@ class TeamListResult(ProtocolModel):
     teams: list[Team]
 
 
-class TeamMemberStartParams(ProtocolModel):
-    team_id: str
+class TeamMemberStartParams(TeamIdParams):
     member: MemberSpec
 
 
@@ -50,20 +51,17 @@ class TeamMemberResult(ProtocolModel):
     member: TeamMember
 
 
-class TeamMemberMessageParams(ProtocolModel):
-    team_id: str
-    name: str
-    text: str = Field(min_length=1)
-
-
 class TeamMessageResult(ProtocolModel):
     team_id: str
     message: TeamMessage
 
 
-class TeamMemberParams(ProtocolModel):
-    team_id: str
+class TeamMemberParams(TeamIdParams):
     name: str
+
+
+class TeamMemberMessageParams(TeamMemberParams):
+    text: str = Field(min_length=1)
 
 
 class TeamInterruptResult(ProtocolModel):
@@ -71,8 +69,7 @@ class TeamInterruptResult(ProtocolModel):
     interrupted: bool
 
 
-class TeamFocusParams(ProtocolModel):
-    team_id: str
+class TeamFocusParams(TeamIdParams):
     #: A member's name; omitted or ``lead`` focuses the lead.
     name: str | None = None
 

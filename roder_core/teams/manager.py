@@ -49,6 +49,7 @@ from roder_core.threads.events import (
     TokenUsageUpdated,
     TurnCompleted,
 )
+from roder_core.threads.starter import ThreadStarter
 
 if TYPE_CHECKING:
     from roder_core.ir import Thread, Turn, UserMessageItem
@@ -64,7 +65,7 @@ MAX_MESSAGE_CHARS = 20_000
 MAX_KEPT_MESSAGES = 500
 
 
-class TeamRuntime(Protocol):
+class TeamRuntime(ThreadStarter, Protocol):
     """The runtime as the team manager drives it (``Runtime`` provides it)."""
 
     @property
@@ -82,23 +83,6 @@ class TeamRuntime(Protocol):
     def thread(self, thread_id: str) -> Thread: ...
 
     async def resume_thread(self, thread_id: str) -> Thread: ...
-
-    async def start_thread(
-        self,
-        cwd: Path | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        *,
-        title: str = "",
-        ephemeral: bool = False,
-        parent: ParentRef | None = None,
-    ) -> Thread: ...
-
-    def restrict_thread(
-        self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None, agent: str | None = None
-    ) -> None: ...
-
-    def thread_mode(self, thread_id: str) -> str: ...
 
     def tool_names(self) -> list[str]: ...
 

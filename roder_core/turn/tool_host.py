@@ -17,6 +17,7 @@ from roder_core.ir import PLAN_TOOL, ApprovalDecision, ApprovalOption, ApprovalR
 from roder_core.kernel.tools import ChildThreadRun
 from roder_core.policy.plan_review import PlanVerdict
 from roder_core.threads.events import EventBus, ItemCompleted, ItemStarted, RuntimeEvent
+from roder_core.threads.starter import ThreadStarter
 from roder_core.turn.host import Approver
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from roder_core.runtime.options import RuntimeOptions
 
 
-class ThreadHost(Protocol):
+class ThreadHost(ThreadStarter, Protocol):
     """The runtime as a tool call's host sees it: events, questions, mode and child threads."""
 
     @property
@@ -51,23 +52,6 @@ class ThreadHost(Protocol):
     async def ask_user(self, thread_id: str, turn_id: str, questions: list[dict[str, Any]]) -> dict[str, Any]: ...
 
     async def set_mode(self, mode: str, reason: str = "") -> None: ...
-
-    def thread_mode(self, thread_id: str) -> str: ...
-
-    async def start_thread(
-        self,
-        cwd: Path | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        *,
-        title: str = "",
-        ephemeral: bool = False,
-        parent: ParentRef | None = None,
-    ) -> Thread: ...
-
-    def restrict_thread(
-        self, thread_id: str, *, tools: frozenset[str] | None = None, mode: str | None = None, agent: str | None = None
-    ) -> None: ...
 
     def tool_names(self) -> list[str]: ...
 

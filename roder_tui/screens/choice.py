@@ -6,17 +6,15 @@ rows; up/down move; enter chooses.
 
 from __future__ import annotations
 
-from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from roder_tui.screens.filtered_list import FilteredListScreen
 
-class ChoiceScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Close")]
+
+class ChoiceScreen(FilteredListScreen):
     DEFAULT_CSS = """
     ChoiceScreen { align: center middle; }
     ChoiceScreen > Vertical {
@@ -73,24 +71,3 @@ class ChoiceScreen(ModalScreen[str | None]):
             options.add_option(Option(label.replace("[", r"\["), id=row_id))
         if options.option_count:
             options.highlighted = len(self._shown) - 1 if self.initial == "@last" else 0
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        self._fill(event.value)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        options = self.query_one(OptionList)
-        if options.highlighted is not None and options.option_count:
-            self.dismiss(options.get_option_at_index(options.highlighted).id)
-
-    def on_key(self, event: events.Key) -> None:
-        options = self.query_one(OptionList)
-        if event.key in ("up", "down") and options.option_count:
-            event.stop()
-            current = options.highlighted or 0
-            options.highlighted = (current + (1 if event.key == "down" else -1)) % options.option_count
-
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import time
 
-from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from roder_core.ir import ThreadSummary
+from roder_tui.screens.filtered_list import FilteredListScreen
 from roder_tui.widgets.messages import plural
 from roder_tui.widgets.sidebar import age
 
 
-class ResumePicker(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Close")]
+class ResumePicker(FilteredListScreen):
     DEFAULT_CSS = """
     ResumePicker { align: center middle; }
     ResumePicker > Vertical {
@@ -62,24 +59,3 @@ class ResumePicker(ModalScreen[str | None]):
             )
         if options.option_count:
             options.highlighted = 0
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        self._fill(event.value)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        options = self.query_one(OptionList)
-        if options.highlighted is not None and options.option_count:
-            self.dismiss(options.get_option_at_index(options.highlighted).id)
-
-    def on_key(self, event: events.Key) -> None:
-        options = self.query_one(OptionList)
-        if event.key in ("up", "down") and options.option_count:
-            event.stop()
-            current = options.highlighted or 0
-            options.highlighted = (current + (1 if event.key == "down" else -1)) % options.option_count
-
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -92,3 +93,42 @@ def steps(out: Path, task: str, index: int = 0) -> list[dict[str, Any]]:
     """The trajectory steps of a rollout (every turn's, in order)."""
     trajectory = json.loads((out / "rollouts" / task / str(index) / "trajectory.json").read_text())
     return [step for turn in trajectory["turns"] for step in turn["steps"]]
+
+
+def children(pid: int) -> set[int]:
+    """The live child processes of ``pid`` (all its threads')."""
+    found: set[int] = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found.update(int(child) for child in handle.read().split())
+    except OSError:
+        pass
+    return found
+
+
+def pool_workers(pid: int) -> set[int]:
+    """The batch driver's pool worker processes (not multiprocessing's resource tracker)."""
+    found = set()
+    for child in children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as handle:
+                if b"spawn_main" in handle.read():
+                    found.add(child)
+        except OSError:
+            pass
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ", 1)[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+def scratch_of(pid: int) -> list[Path]:
+    """The scratch copies of a worker's rollout: there while it is inside one."""
+    return list(Path(tempfile.gettempdir()).glob(f"roder-rollout-{pid}-*"))

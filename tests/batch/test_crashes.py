@@ -8,20 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from roder_core.batch.summary import pass_at_k
 from roder_core.batch.tasks import TaskFileError, parse_tasks, select_tasks
-from tests.batch.conftest import result, run_cli, write_jsonl, write_script
-from tests.batch.test_resume import _pool_workers
-
-
-def _scratch_of(pid: int) -> list[Path]:
-    return list(Path(tempfile.gettempdir()).glob(f"roder-rollout-{pid}-*"))
+from tests.batch.conftest import pool_workers, result, run_cli, scratch_of, write_jsonl, write_script
+from tests.builders import wait_until
 
 
 def test_a_killed_worker_loses_only_its_own_rollout(tmp_path: Path) -> None:
@@ -50,13 +44,12 @@ def test_a_killed_worker_loses_only_its_own_rollout(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    victim = None
-    while victim is None:  # a worker that is inside a rollout (its scratch copy exists)
+
+    def in_a_rollout() -> int | None:  # a worker whose scratch copy exists
         assert batch.poll() is None, batch.communicate()
-        assert time.monotonic() < deadline, "no worker started a rollout"
-        victim = next((pid for pid in _pool_workers(batch.pid) if _scratch_of(pid)), None)
-        time.sleep(0.02)
+        return next((pid for pid in pool_workers(batch.pid) if scratch_of(pid)), None)
+
+    victim = wait_until(in_a_rollout, "a worker inside a rollout", timeout=120)
     os.kill(victim, signal.SIGKILL)  # no cleanup possible in the worker
     _out, err = batch.communicate(timeout=180)
     assert batch.returncode == 0, err
@@ -69,7 +62,7 @@ def test_a_killed_worker_loses_only_its_own_rollout(tmp_path: Path) -> None:
     [discarded] = retried[0]["discarded_attempts"]
     assert discarded["cause"] == "infra_failure"
     assert "SIGKILL" in discarded["error"]
-    assert not _scratch_of(victim)  # the dead worker's workspace copy is gone
+    assert not scratch_of(victim)  # the dead worker's workspace copy is gone
     summary = json.loads((out / "summary.json").read_text())
     assert summary["passed"] == 6
     assert summary["attempts"]["retried_rollouts"] == 1
@@ -187,23 +180,19 @@ def test_a_score_dies_with_its_killed_worker(tmp_path: Path, sandbox: str) -> No
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    started: list[Path] = []
-    while not started:  # the score is running
+
+    def score_started() -> list[Path]:
         assert batch.poll() is None, batch.communicate()
-        assert time.monotonic() < deadline, "the score never started"
-        started = [p for pid in _pool_workers(batch.pid) for s in _scratch_of(pid) for p in s.glob("workspace/score-started")]
-        time.sleep(0.02)
+        return [p for pid in pool_workers(batch.pid) for s in scratch_of(pid) for p in s.glob("workspace/score-started")]
+
+    started = wait_until(score_started, "the score to start", timeout=120)
     scratch = started[0].parent.parent
     score_processes = _pids_in(scratch)
     assert score_processes, "the score's processes run in the scratch copy"
     victim = int(scratch.name.split("-")[2])
     os.kill(victim, signal.SIGKILL)
     _out, err = batch.communicate(timeout=120)
-    until = time.monotonic() + 30
-    while _pids_in(scratch) and time.monotonic() < until:
-        time.sleep(0.05)
-    assert not _pids_in(scratch), "the score outlived its worker"
+    wait_until(lambda: not _pids_in(scratch), "the score to end with its worker")
     assert not scratch.exists()
     assert batch.returncode == 1
     assert "lost" in err  # one attempt allowed: recorded as infra_failure

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,39 +14,8 @@ import pytest
 from roder_core.batch.outputs import BatchFolder, BatchFolderError
 from roder_core.batch.tasks import parse_tasks
 from roder_core.batch.worker import RunSettings
-from tests.batch.conftest import result, write_jsonl, write_script
-
-
-def _children(pid: int) -> set[int]:
-    found: set[int] = set()
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as handle:
-                found.update(int(child) for child in handle.read().split())
-    except OSError:
-        pass
-    return found
-
-
-def _pool_workers(pid: int) -> set[int]:
-    """The driver's pool worker processes (not multiprocessing's resource tracker)."""
-    found = set()
-    for child in _children(pid):
-        try:
-            with open(f"/proc/{child}/cmdline", "rb") as handle:
-                if b"spawn_main" in handle.read():
-                    found.add(child)
-        except OSError:
-            pass
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(") ", 1)[1][0] not in "ZX"
-    except OSError:
-        return False
+from tests.batch.conftest import alive, pool_workers, result, scratch_of, write_jsonl, write_script
+from tests.builders import wait_until
 
 
 def _batch(tasks: Path, out: Path) -> list[str]:
@@ -76,22 +44,20 @@ def test_a_killed_batch_resumes_where_it_stopped(tmp_path: Path) -> None:
     )
     out = tmp_path / "out"
     first = subprocess.Popen(_batch(tasks, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not list(out.glob("rollouts/*/0/result.json")):
+
+    def finished() -> list[Path]:
         assert first.poll() is None, first.communicate()
-        assert time.monotonic() < deadline, "no rollout finished in time"
-        time.sleep(0.05)
-    workers = _pool_workers(first.pid)
+        return list(out.glob("rollouts/*/0/result.json"))
+
+    wait_until(finished, "a finished rollout", timeout=60)
+    workers = pool_workers(first.pid)
     assert workers, "the local backend runs rollouts in worker processes"
     first.send_signal(signal.SIGKILL)
     first.wait()
     first.stdout.close()  # type: ignore[union-attr]
     first.stderr.close()  # type: ignore[union-attr]
     # Workers die with the driver (no orphans keep burning CPU).
-    until = time.monotonic() + 15
-    while any(_alive(pid) for pid in workers) and time.monotonic() < until:
-        time.sleep(0.05)
-    assert not any(_alive(pid) for pid in workers)
+    wait_until(lambda: not any(alive(pid) for pid in workers), "the workers to end with their driver")
     recorded = {p.parent.parent.name: p.read_bytes() for p in out.glob("rollouts/*/0/result.json")}
     assert 1 <= len(recorded) < 4
 
@@ -156,17 +122,17 @@ def test_ctrl_c_stops_the_batch_promptly(tmp_path: Path) -> None:
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    until = time.monotonic() + 60
-    while len(_pool_workers(batch.pid)) < 2 and time.monotonic() < until:
-        time.sleep(0.05)
-    workers = _pool_workers(batch.pid)
-    assert len(workers) == 2
-    time.sleep(1)
+
+    def both_in_a_rollout() -> bool:
+        workers = pool_workers(batch.pid)
+        return len(workers) == 2 and all(scratch_of(pid) for pid in workers)
+
+    wait_until(both_in_a_rollout, "two workers inside a rollout", timeout=60)
+    workers = pool_workers(batch.pid)
     os.killpg(batch.pid, signal.SIGINT)  # what a terminal sends on Ctrl-C
-    interrupted_at = time.monotonic()
     _out, err = batch.communicate(timeout=60)
     assert batch.returncode == 130
     assert "interrupted; run the same command again to resume" in err
-    assert time.monotonic() - interrupted_at < 10  # the running 20-second rollouts were not waited for
-    assert not [pid for pid in workers if _alive(pid)]
+    assert not [pid for pid in workers if alive(pid)]
+    assert not list(out.glob("rollouts/*/*/result.json"))  # the running 20-second rollouts were stopped, not waited for
     assert json.loads((out / "summary.json").read_text())["rollouts"] == 0

@@ -42,7 +42,7 @@ def running(mark: str) -> list[int]:
     return found
 
 
-def assert_gone(mark: str, within: float = 3.0) -> None:
+def assert_gone(mark: str, within: float = 10.0) -> None:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if not running(mark):

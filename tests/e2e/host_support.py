@@ -1,6 +1,5 @@
 """A real ``roder serve`` host for tests: a provider on the loopback model server, started as its
-own process, stopped (or killed) afterwards; plus a wait for a condition that polls, never a
-fixed sleep."""
+own process, stopped (or killed) afterwards."""
 
 from __future__ import annotations
 
@@ -8,14 +7,9 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from roder_core.server.host_paths import HostPaths
-
-T = TypeVar("T")
 
 LOCAL_KEY = "sk-local-test"
 
@@ -32,17 +26,6 @@ def host_env(roder_home: Path) -> dict[str, str]:
     env.update(RODER_HOME=str(roder_home), LOCAL_API_KEY=LOCAL_KEY, PYTHONUNBUFFERED="1")
     env.pop("RODER_NO_HOST", None)
     return env
-
-
-def wait_until(check: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
-    """Poll ``check`` until it returns something truthy (the event happened)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} never happened")
 
 
 class HostProcess:

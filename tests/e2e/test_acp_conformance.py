@@ -8,7 +8,6 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from acp import RequestError, text_block
@@ -23,19 +22,12 @@ from acp.schema import (
     ToolCallStart,
 )
 
+from tests.builders import until
 from tests.e2e.test_acp import EditorClient, agent
 from tests.ecosystem.harness import FIXTURE_SERVER, start_http_fixture
 from tests.server.support import call, trusted_workspace
 
 pytestmark = pytest.mark.e2e
-
-
-async def wait_until(predicate: Any, timeout: float = 30) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 def statuses(client: EditorClient, call_id: str) -> list[str]:
@@ -70,7 +62,7 @@ async def test_tool_calls_run_in_progress_and_a_cancelled_call_is_closed(tmp_pat
         await conn.initialize(protocol_version=1)
         sid = (await conn.new_session(cwd=str(workspace))).session_id
         running = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("run both")]))
-        await wait_until(
+        await until(
             lambda: (
                 len(client.of(ToolCallStart)) == 2 and "in_progress" in statuses(client, client.of(ToolCallStart)[1].tool_call_id)
             )
@@ -162,7 +154,7 @@ async def test_slash_commands_mcp_prompts_and_resources_in_the_editor(tmp_path: 
             updates = client.of(AvailableCommandsUpdate)
             return {c.name for c in updates[-1].available_commands} if updates else set()
 
-        await wait_until(lambda: "mcp__editor__review" in offered())
+        await until(lambda: "mcp__editor__review" in offered())
         assert {"explain", "compact", "mode", "help"} <= offered()
         assert "new" not in offered()
         review = next(c for c in client.of(AvailableCommandsUpdate)[-1].available_commands if c.name == "mcp__editor__review")

@@ -7,40 +7,24 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.builders import until
 from tests.ecosystem.harness import FIXTURE_SERVER
-from tests.server.support import PipePeer, RemoteServer, RpcPeer, WsPeer, call, trusted_workspace
+from tests.server.support import RpcPeer, app_server_peer, call, trusted_workspace
 
 pytestmark = pytest.mark.e2e
-TOKEN = "edge-token-0123456789"
 LONG_ID = "t" * 300
 
 
-@contextlib.asynccontextmanager
-async def peer_over(
+def peer_over(
     transport: str, tmp_path: Path, steps: list[dict[str, Any]] | None = None, *args: str
-) -> AsyncIterator[RpcPeer]:
+) -> contextlib.AbstractAsyncContextManager[RpcPeer]:
     workspace, env = trusted_workspace(tmp_path, steps or [{"text": "ok"}])
-    if transport == "stdio":
-        pipe = await PipePeer.start(workspace, env, *args)
-        try:
-            yield pipe
-        finally:
-            await pipe.close()
-        return
-    env["RODER_EDGE_TOKEN"] = TOKEN
-    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_EDGE_TOKEN", "--print-qr=false", *args)
-    socket = await WsPeer.connect(server.url, TOKEN)
-    try:
-        yield socket
-    finally:
-        await socket.close()
-        await server.stop()
+    return app_server_peer(transport, workspace, env, *args)
 
 
 def request(request_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -123,12 +107,8 @@ async def test_plan_review_names_the_request_id_for_exit_plan(transport: str, tm
 async def wait_unmatched(peer: RpcPeer, count: int) -> list[dict[str, Any]]:
     """Replies nobody asked for (``id`` null), once ``count`` of them arrived."""
 
-    async def arrived() -> list[dict[str, Any]]:
-        while len(peer.unmatched) < count:
-            await asyncio.sleep(0.02)
-        return peer.unmatched
-
-    return await asyncio.wait_for(arrived(), 30)
+    await until(lambda: len(peer.unmatched) >= count)
+    return peer.unmatched
 
 
 @pytest.mark.parametrize("transport", ["stdio", "ws"])

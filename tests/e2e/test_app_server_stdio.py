@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import until
 from tests.server.support import PipePeer, call, trusted_workspace
 
 pytestmark = pytest.mark.e2e
@@ -68,10 +69,7 @@ async def test_every_error_code_and_the_connection_stays_usable(tmp_path: Path) 
         await peer.send_line("[1, 2")
         await peer.send_line('"just a string"')
         await peer.send_line('{"jsonrpc": "2.0", "id": 7}')
-        for _ in range(300):
-            if len(peer.unmatched) >= 5:
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: len(peer.unmatched) >= 5)
         codes = [m["error"]["code"] for m in peer.unmatched]
         assert codes.count(-32700) == 3
         assert codes.count(-32600) == 2

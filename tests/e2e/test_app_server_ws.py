@@ -3,19 +3,15 @@ approvals that survive a disconnect, a slow client cut off without hurting the o
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import json
-import socket
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import InvalidStatus
 
-from tests.server.support import RemoteServer, WsPeer, call, trusted_workspace
+from tests.server.support import RawWsClient, RemoteServer, WsPeer, call, trusted_workspace
 
 pytestmark = pytest.mark.e2e
 TOKEN = "test-token-0123456789"
@@ -106,55 +102,52 @@ async def test_pending_approval_survives_the_client_that_saw_it(served) -> None:
         await later.close()
 
 
+def kernel_send_room() -> int:
+    """The most a server's TCP socket buffers before its writes wait: Linux autotunes a send
+    buffer up to ``tcp_wmem``'s maximum (``wmem_max`` bounds one set by hand)."""
+    autotuned = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    return max(autotuned, int(Path("/proc/sys/net/core/wmem_max").read_text()))
+
+
 async def test_slow_client_is_cut_off_and_others_continue(tmp_path: Path) -> None:
-    # Uncompressed and larger than what the kernel holds for the slow reader (its 64 KB receive
-    # buffer below plus the server's autotuned send buffer: 2 MB was not enough here, 4 MB was) and
-    # the server's 20-frame queue, so the slow reader really stalls. Few, large deltas: each delta
-    # costs the runtime work in proportion to the answer so far, which a loaded machine feels.
-    size = 6_000_000
-    workspace, env = trusted_workspace(tmp_path, [{"text": "x" * size, "chunk_size": 64_000}])
+    queue_size, deltas = 20, 200  # ten times the queue: a stalled client overflows it whatever the timing
+    workspace, env = trusted_workspace(tmp_path, [{"text": "y" * 50 * deltas, "chunk_size": 50}])
     env["RODER_TEST_TOKEN"] = TOKEN
     server = await RemoteServer.start(
-        workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false", "--queue-size", "20"
+        workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false", "--queue-size", str(queue_size)
     )
+    slow = await RawWsClient.connect(server.url, TOKEN, receive_buffer=64 * 1024)
     try:
-        # A small, fixed receive buffer: with Linux's autotuning (up to 32 MB here) the kernel would
-        # absorb the whole stream and the server's queue would never fill.
-        where = urlsplit(server.url)
-        raw = socket.create_connection((where.hostname, where.port))
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-        raw.setblocking(False)
-        slow = await WsPeer.connect(server.url, TOKEN, max_queue=1, compression=None, sock=raw)
-        slow.reader.cancel()  # never reads again: frames pile up until the server gives up on it
+        # The slow client asks for an answer larger than everything the kernel can hold between
+        # the server and it (plus a megabyte for the transport's own buffer), then never reads:
+        # once its first bytes arrive, the server's writer for it waits on a full socket.
+        big = workspace / "big.bin"
+        big.write_bytes(b"x" * (kernel_send_room() + slow.buffered_bytes + 1024 * 1024))
+        await slow.request("fs/readFile", {"path": str(big)})
+        await slow.readable()
         fast = await WsPeer.connect(server.url, TOKEN)
         thread = (await fast.call("thread/start"))["thread"]
         await fast.call("turn/start", {"threadId": thread["id"], "prompt": "stream a lot"})
         done = await fast.next_notification("turn/completed", threadId=thread["id"], timeout=120)
         assert done["turn"]["status"] == "completed"
-        deltas = [m for m in fast.seen if m["method"] == "item/agentMessage/delta"]
-        assert sum(len(d["params"]["delta"]) for d in deltas) == size
-        messages: list[dict] = []
-
-        async def read_rest() -> None:
-            async for raw in slow.socket:
-                messages.append(json.loads(raw))
-
-        with contextlib.suppress(ConnectionClosed):
-            await asyncio.wait_for(read_rest(), 60)
-        deltas_seen = [m for m in messages if m.get("method") == "item/agentMessage/delta"]
-        assert sum(len(m["params"]["delta"]) for m in deltas_seen) < size  # it was cut off, not served
+        streamed = [m for m in fast.seen if m["method"] == "item/agentMessage/delta"]
+        assert len(streamed) == deltas  # the fast client missed nothing
+        messages = await slow.read_to_end()
+        seen = [m for m in messages if m.get("method") == "item/agentMessage/delta"]
+        assert len(seen) < deltas  # the slow one was cut off, not served
         errors = [m for m in messages if m.get("method") == "server/error"]
         if errors:
             # The error and the close frame queue behind what the kernel already holds for a reader
             # that stopped reading; when the server's close handshake times out first, the client
             # sees an abnormal close (1006) without them.
             assert errors[0]["params"]["code"] == -32001
-            assert slow.socket.close_code == 1013
+            assert slow.close_code == 1013
         else:
-            assert slow.socket.close_code in (1006, 1013)
+            assert slow.close_code in (1006, 1013)
         assert (await fast.call("session/get"))["mode"] == "ask"
         await fast.close()
     finally:
+        slow.close()
         await server.stop()
 
 

@@ -23,7 +23,8 @@ from roder_core.server.protocol_attach import (
 )
 from roder_core.server.remote_client import RemoteAppClient
 from roder_core.testing.fake_server import ThreadedFakeServer
-from tests.e2e.host_support import HostProcess, wait_until, write_local_provider
+from tests.builders import wait_until
+from tests.e2e.host_support import HostProcess, write_local_provider
 from tests.e2e.test_tui_tmux import Tmux
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
@@ -77,7 +78,9 @@ def test_a_turn_outlives_its_terminal_and_a_new_terminal_finds_it(roder_home: Pa
             first.wait_for("Starting the slow step.")
             first.wait_for("working")
             _kill(first)  # the terminal is gone
-            active, _others = wait_until(lambda: (s := asyncio.run(_session(host)))[1] == 0 and s, "the first client leaving")
+            active, _others = wait_until(
+                lambda: (s := asyncio.run(_session(host)))[1] == 0 and s, "the first client leaving", timeout=60
+            )
             assert len(active) == 1, "the turn stopped with its terminal"
             (thread_id,) = active
 
@@ -130,10 +133,12 @@ def test_an_approval_raised_while_nobody_was_attached_is_answered_from_a_new_ter
             first.run("send-keys", "-t", "roder", "Enter")
             assert server.gate_reached("g").wait(60), "the model was never called"
             _kill(first)
-            wait_until(lambda: asyncio.run(_session(host))[1] == 0, "the first client leaving")
+            wait_until(lambda: asyncio.run(_session(host))[1] == 0, "the first client leaving", timeout=60)
             server.open_gate("g")  # the approval is raised now, with nobody attached
             threads = roder_home / "data" / "threads"
-            wait_until(lambda: any("approval/requested" in p.read_text() for p in threads.rglob("*.jsonl")), "the approval")
+            wait_until(
+                lambda: any("approval/requested" in p.read_text() for p in threads.rglob("*.jsonl")), "the approval", timeout=60
+            )
             assert asyncio.run(_session(host))[1] == 0
 
             second = _attach_in_tmux(host, workspace)

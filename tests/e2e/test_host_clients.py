@@ -40,7 +40,8 @@ from roder_core.server.remote_client import RemoteAppClient
 from roder_core.server.rpc_client import ConnectionLost
 from roder_core.testing.fake_server import ThreadedFakeServer
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, ItemCompleted, TurnCompleted
-from tests.e2e.host_support import HostProcess, wait_until, write_local_provider
+from tests.builders import wait_until
+from tests.e2e.host_support import HostProcess, write_local_provider
 
 pytestmark = pytest.mark.e2e
 
@@ -126,7 +127,9 @@ async def test_an_approval_raised_with_nobody_attached_waits_for_the_next_client
             server.open_gate("g")
             stored = roder_home / "data" / "threads"
             wait_until(
-                lambda: any("approval/requested" in p.read_text() for p in stored.rglob("*.jsonl")), "the approval request"
+                lambda: any("approval/requested" in p.read_text() for p in stored.rglob("*.jsonl")),
+                "the approval request",
+                timeout=60,
             )
             later = await RemoteAppClient.connect_unix(host.socket)
             events = later.subscribe()

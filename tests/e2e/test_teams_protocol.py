@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 
 from roder_core.testing.fake_server import FakeModelServer
-from tests.server.support import PipePeer, RemoteServer, RpcPeer, WsPeer, trusted_workspace
+from tests.server.support import RpcPeer, app_server_peer, trusted_workspace
 from tests.teams.scenario import MODEL, SUMMARY, TASK, call, members, team_steps, write_config
 
 pytestmark = pytest.mark.e2e
-TOKEN = "team-token-0123456789"
 
 
 @contextlib.asynccontextmanager
@@ -25,21 +24,8 @@ async def peer_over(transport: str, tmp_path: Path, roder_home: Path, steps: lis
         write_config(roder_home, server.base_url)
         workspace, env = trusted_workspace(tmp_path)
         args = ("--provider", "local", "--model", MODEL, "--mode", "ask", "--sandbox", "off")
-        if transport == "stdio":
-            pipe = await PipePeer.start(workspace, env, *args)
-            try:
-                yield pipe
-            finally:
-                await pipe.close()
-            return
-        env["RODER_TEAM_TOKEN"] = TOKEN
-        remote = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_TEAM_TOKEN", "--print-qr=false", *args)
-        socket = await WsPeer.connect(remote.url, TOKEN)
-        try:
-            yield socket
-        finally:
-            await socket.close()
-            await remote.stop()
+        async with app_server_peer(transport, workspace, env, *args) as peer:
+            yield peer
 
 
 async def error_of(peer: RpcPeer, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -50,14 +50,7 @@ class Tmux:
         raise AssertionError(f"{what} never happened; the screen was:\n{screen}")
 
     def wait_for(self, text: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+        return self.wait_until(lambda screen: text in screen, f"{text!r} appearing", timeout)
 
 
 def test_prompt_approve_bash_and_see_the_answer(roder_home: Path, workspace: Path) -> None:

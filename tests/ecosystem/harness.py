@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +65,6 @@ def start_http_fixture(token: str) -> tuple[subprocess.Popen[bytes], str]:
         proc.kill()
         raise RuntimeError(f"fixture server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
     return proc, f"http://127.0.0.1:{int(line)}/mcp"
-
-
-async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 class RoutedMockEngine(MockEngine):

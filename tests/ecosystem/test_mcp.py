@@ -17,8 +17,9 @@ from roder_core.ir import ApprovalDecision, ToolResultItem
 from roder_core.kernel.tool_catalog import build_catalog, restart_source, source_statuses
 from roder_core.server.protocol import TOOLS_LIST, ToolsListParams
 from roder_core.threads.events import ApprovalRequested
+from tests.builders import until
 from tests.core.harness import call
-from tests.ecosystem.harness import FIXTURE_SERVER, host_for, items, runtime_with, start_http_fixture, wait_for
+from tests.ecosystem.harness import FIXTURE_SERVER, host_for, items, runtime_with, start_http_fixture
 
 # The first turn waits for servers still connecting; the fixture is a Python process whose start
 # can take longer than the default 5 s on a loaded machine.
@@ -384,7 +385,7 @@ async def test_closing_the_runtime_stops_server_processes(workspace: Path, roder
     assert len(_fixture_children()) == 1
     await runtime.close()
     assert connection.status == "stopped"
-    await wait_for(lambda: not _fixture_children())
+    await until(lambda: not _fixture_children())
 
 
 async def test_app_server_tools_list_shows_mcp_servers(workspace: Path, roder_home: Path) -> None:

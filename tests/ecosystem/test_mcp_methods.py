@@ -12,7 +12,7 @@ from roder_ext_mcp import McpPalette
 
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import INVALID_PARAMS, RpcError
-from tests.ecosystem.harness import wait_for
+from tests.builders import until
 from tests.ecosystem.test_mcp import STDIO_SERVER, _fixture_children, mcp_runtime, write_config
 from tests.server.support import PipePeer
 
@@ -35,7 +35,7 @@ async def test_list_and_restart_in_process_after_the_server_is_killed(workspace:
 
         [first_pid] = _fixture_children()
         os.kill(first_pid, signal.SIGKILL)
-        await wait_for(lambda: first_pid not in _fixture_children())
+        await until(lambda: first_pid not in _fixture_children())
 
         restarted = (await client.request("mcp/restart", {"server": "fixture"})).server
         assert restarted.status == "connected"

@@ -11,8 +11,9 @@ import roder_ext_subagents
 from roder_core.customization.subagents import child_mode, list_traces, read_trace
 from roder_core.ir import ToolCallItem, ToolResultItem
 from roder_core.threads.events import ToolOutputDelta
+from tests.builders import until
 from tests.core.harness import call
-from tests.ecosystem.harness import RoutedMockExtension, host_for, items, runtime_with, wait_for
+from tests.ecosystem.harness import RoutedMockExtension, host_for, items, runtime_with
 
 MARKER = "Your task:"
 
@@ -108,12 +109,12 @@ async def test_interrupting_the_parent_interrupts_the_child(workspace: Path) -> 
     )
     thread = await runtime.start_thread()
     await runtime.start_turn(thread.id, "go")
-    await wait_for(lambda: any(t.parent is not None for t in runtime.open_threads()))
+    await until(lambda: any(t.parent is not None for t in runtime.open_threads()))
     child = next(t for t in runtime.open_threads() if t.parent is not None)
     running = await list_traces(runtime, thread.id)
     assert running[0]["status"] == "running"
     assert running[0]["childThreadId"] == child.id
-    await wait_for(lambda: any(isinstance(i, ToolCallItem) for i in child.items()))  # the child's tool is called
+    await until(lambda: any(isinstance(i, ToolCallItem) for i in child.items()))  # the child's tool is called
     assert await runtime.interrupt(thread.id)
     assert runtime.thread(thread.id).turns[-1].status == "interrupted"
     assert child.turns[-1].status == "interrupted"

@@ -3,13 +3,13 @@ tree through the real loop, sandboxed or not, and the turn ends as interrupted."
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from roder_core.brokers.sandbox import probe_bubblewrap
 from tests.brokers.helpers import assert_gone, marker, running
+from tests.builders import until
 from tests.tools.harness import call, start
 
 
@@ -23,10 +23,7 @@ async def test_interrupt_kills_the_running_command(workspace: Path, sandbox: str
     runtime = start(workspace, steps, mode="bypass", sandbox=sandbox).runtime
     thread = await runtime.start_thread()
     await runtime.start_turn(thread.id, "go")
-    for _ in range(200):
-        if (workspace / "started").exists():
-            break
-        await asyncio.sleep(0.05)
+    await until((workspace / "started").exists)
     assert running(mark)
     assert await runtime.interrupt(thread.id)
     turn = await runtime.wait_turn(thread.id)

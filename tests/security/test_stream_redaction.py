@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from roder_ext_mock import MockEngine
 
 import roder_core.turn.runner as turn_module
 from roder_core import Tool, ToolResult
@@ -19,6 +21,7 @@ from roder_core.brokers.redaction import FORMAT_MARKER, MAX_FORMAT_HOLD, PEM_BEG
 from roder_core.brokers.secrets import SecretRedactor
 from roder_core.ir import AgentMessageItem, ReasoningItem
 from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ItemStarted, ItemUpdated, ToolOutputDelta
+from tests.builders import EVENT_TIMEOUT
 from tests.core.harness import call, make_runtime
 
 KEY = "Zq9xTt4Lm2Pp8Rr1Vv6Nn3"  # no token format: only knowing the value can catch it
@@ -217,16 +220,30 @@ async def test_runtime_deltas_checkpoints_and_tool_output_never_show_a_secret(
     assert all(item.text == "" for item in started)  # as emitted, not as grown later
 
 
-async def test_an_interrupted_stream_still_shows_its_held_end_redacted(workspace: Path) -> None:
-    runtime = make_runtime(workspace, [{"text": f"partial {KEY[:12]}", "chunk_size": 4, "delay_ms": 30}], redactor=redactor())
+async def test_an_interrupted_stream_still_shows_its_held_end_redacted(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    handled = asyncio.Event()
+    stream_turn = MockEngine.stream_turn
+
+    async def counted(engine: MockEngine, ctx: Any, request: Any) -> AsyncIterator[Any]:
+        """The mock's stream, telling the test once the runner has handled the key's first two
+        chunks (a generator resumes only when its consumer asks for the next event), then going
+        quiet mid-key, as a stalled model would, until the interrupt ends the turn."""
+        count = 0
+        async for event in stream_turn(engine, ctx, request):
+            yield event
+            count += 1
+            if count == 4:  # "part", "ial ", then two of the key's chunks
+                handled.set()
+                await asyncio.Event().wait()
+
+    monkeypatch.setattr(MockEngine, "stream_turn", counted)
+    runtime = make_runtime(workspace, [{"text": f"partial {KEY[:12]}", "chunk_size": 4}], redactor=redactor())
     thread = await runtime.start_thread()
     shown: list[str] = []
     runtime.bus.add_listener(lambda e: shown.append(e.delta) if isinstance(e, AgentMessageDelta) else None)
     await runtime.start_turn(thread.id, "go")
-    while "".join(shown) != "partial ":
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)  # the key's first chunks arrive and are held
-    assert "".join(shown) == "partial "
+    await asyncio.wait_for(handled.wait(), EVENT_TIMEOUT)
+    assert "".join(shown) == "partial "  # the key's chunks arrived and are held
     live = [i.text for i in runtime.thread(thread.id).items() if isinstance(i, AgentMessageItem)]
     assert live
     assert all(KEY[:4] not in text for text in live)  # thread/read mid-stream: nothing raw

@@ -7,13 +7,17 @@ The tools live in a project extension (``.roder/extensions/testtools.py``), load
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 TOOLS_EXTENSION = """
 from roder_core import (EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService,
@@ -331,3 +335,130 @@ class WsPeer(RpcPeer):
     async def close(self) -> None:
         await self.socket.close()
         await self.reader
+
+
+class RawWsClient:
+    """A WebSocket client whose socket is read only when the test asks (websockets' sans-I/O
+    protocol over a plain socket). A client library reads ahead into its own memory; this one
+    does not, so once it stops reading, the kernel's buffers are all that stands between the
+    server and a client that fell behind, and the test can say how large they are."""
+
+    def __init__(self, sock: socket.socket, protocol: Any) -> None:
+        self.sock = sock
+        self.protocol = protocol
+        self._ids = itertools.count(1)
+
+    @classmethod
+    async def connect(cls, url: str, token: str, *, receive_buffer: int) -> RawWsClient:
+        from websockets.client import ClientProtocol
+        from websockets.http11 import Response
+        from websockets.protocol import State
+        from websockets.typing import Subprotocol
+        from websockets.uri import parse_uri
+
+        where = urlsplit(url)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)  # before connecting: fixes the window
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        await loop.sock_connect(sock, (where.hostname, where.port))
+        protocol = ClientProtocol(parse_uri(url), subprotocols=[Subprotocol("roder.remote.v1")], max_size=None)
+        request = protocol.connect()
+        request.headers["Authorization"] = f"Bearer {token}"
+        protocol.send_request(request)
+        client = cls(sock, protocol)
+        await client._flush()
+        while protocol.state is State.CONNECTING:
+            data = await loop.sock_recv(sock, 65536)
+            if not data:
+                raise ConnectionError("the server closed the connection during the handshake")
+            protocol.receive_data(data)
+        response = protocol.events_received()[0]
+        assert isinstance(response, Response) and response.status_code == 101, response
+        return client
+
+    @property
+    def buffered_bytes(self) -> int:
+        """What the kernel holds for this socket, at most: its receive buffer."""
+        return self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> int:
+        """Send a request (its answer is read with ``read_to_end``); returns its id."""
+        request_id = next(self._ids)
+        self.protocol.send_text(
+            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}).encode()
+        )
+        await self._flush()
+        return request_id
+
+    async def readable(self) -> None:
+        """Until the server's first bytes have arrived (nothing is read)."""
+        loop = asyncio.get_running_loop()
+        arrived: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(self.sock.fileno(), lambda: arrived.done() or arrived.set_result(None))
+        try:
+            await asyncio.wait_for(arrived, 60)
+        finally:
+            loop.remove_reader(self.sock.fileno())
+
+    async def read_to_end(self, timeout: float = 60) -> list[dict[str, Any]]:
+        """Every message until the server ends the connection (a close frame, or an abort)."""
+        loop = asyncio.get_running_loop()
+        messages: list[dict[str, Any]] = []
+        async with asyncio.timeout(timeout):
+            while True:
+                try:
+                    data = await loop.sock_recv(self.sock, 1 << 20)
+                except ConnectionResetError:
+                    data = b""
+                if data:
+                    self.protocol.receive_data(data)
+                else:
+                    self.protocol.receive_eof()
+                messages.extend(
+                    json.loads(frame.data) for frame in self.protocol.events_received() if frame.opcode.name == "TEXT"
+                )
+                if not data or self.protocol.close_rcvd is not None:
+                    return messages
+
+    @property
+    def close_code(self) -> int:
+        """After ``read_to_end``: the code of the server's close frame, or 1006 (abnormal
+        closure) when it ended the connection without one."""
+        received = self.protocol.close_rcvd
+        return 1006 if received is None else int(received.code)
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        for data in self.protocol.data_to_send():
+            if data:
+                await loop.sock_sendall(self.sock, data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+#: The bearer token of ``app_server_peer``'s WebSocket servers.
+PEER_TOKEN = "peer-token-0123456789"
+
+
+@contextlib.asynccontextmanager
+async def app_server_peer(transport: str, workspace: Path, env: dict[str, str], *args: str) -> AsyncIterator[RpcPeer]:
+    """A client of a real ``roder app-server`` for ``workspace``, over ``transport``: ``stdio``
+    (its pipes), anything else a WebSocket (``--remote`` with a bearer token); the server ends
+    with it."""
+    if transport == "stdio":
+        pipe = await PipePeer.start(workspace, env, *args)
+        try:
+            yield pipe
+        finally:
+            await pipe.close()
+        return
+    env = {**env, "RODER_PEER_TOKEN": PEER_TOKEN}
+    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_PEER_TOKEN", "--print-qr=false", *args)
+    socket = await WsPeer.connect(server.url, PEER_TOKEN)
+    try:
+        yield socket
+    finally:
+        await socket.close()
+        await server.stop()

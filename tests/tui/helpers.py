@@ -14,6 +14,7 @@ from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.protocol import THREAD_START, ThreadStartParams
 from roder_tui.app import RoderApp
+from tests.builders import EVENT_TIMEOUT
 
 
 def make_app(workspace: Path, steps: list[dict[str, Any]] | None = None, monkeypatch: Any = None, **args: Any) -> RoderApp:
@@ -36,7 +37,7 @@ def make_app(workspace: Path, steps: list[dict[str, Any]] | None = None, monkeyp
     return app
 
 
-async def until(pilot: Any, predicate: Callable[[], object], timeout: float = 15.0, what: str = "") -> None:
+async def until(pilot: Any, predicate: Callable[[], object], timeout: float = EVENT_TIMEOUT, what: str = "") -> None:
     """Let the app run until ``predicate()`` holds; fail with ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -95,12 +96,30 @@ async def write_long_thread(workspace: Path, messages: int) -> str:
         await client.close()
 
 
+def palette_searched(app: Any) -> bool:
+    """The command palette is open and its search for what was typed has finished (every
+    source's hits are listed): the palette gathers them in a worker of its own group."""
+    from textual.command import CommandPalette
+    from textual.worker import WorkerState
+
+    if not isinstance(app.screen, CommandPalette) or not app.screen.query("CommandInput:focus"):
+        return False  # not open, or not mounted yet
+    searching = (WorkerState.PENDING, WorkerState.RUNNING)
+    group = CommandPalette._GATHER_COMMANDS_GROUP
+    return not any(w.group == group and w.state in searching for w in app.workers)
+
+
+async def open_palette(pilot: Any, query: str) -> None:
+    """Open the command palette and type ``query``; returns once its hits are listed."""
+    await pilot.press("ctrl+p")
+    await until(pilot, lambda: palette_searched(pilot.app), what="the command palette")
+    await pilot.press(*query)
+    await until(pilot, lambda: palette_searched(pilot.app), what=f"the palette's hits for {query!r}")
+
+
 async def palette(pilot: Any, query: str) -> None:
     """Open the command palette, type ``query`` and run the best match."""
-    await pilot.press("ctrl+p")
-    await pilot.pause(0.3)
-    await pilot.press(*query)
-    await pilot.pause(0.3)
+    await open_palette(pilot, query)
     await pilot.press("enter")
 
 

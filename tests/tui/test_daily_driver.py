@@ -316,8 +316,12 @@ async def test_long_diff_keeps_keys_and_rule_visible(
         await ready(pilot)
         await pilot.press(*"write notes", "enter")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval dialog")
-        await pilot.pause(0.2)
         screen = app.screen
+        await until(
+            pilot,
+            lambda: bool(screen.query("#approval-keys")) and screen.query_one("#approval-keys").region.height > 0,
+            what="the dialog laid out",
+        )
         keys = screen.query_one("#approval-keys")
         visible = screen.region
         title = screen.query_one("#approval-title")
@@ -554,8 +558,11 @@ async def test_toasts_leave_the_prompt_and_completion_visible(workspace: Path, m
         await pilot.press("/")
         await until(pilot, lambda: app.prompt_bar.popup_open, what="the completion list")
         app.notify("a long notification that would cover whatever is under it", timeout=30)
-        await until(pilot, lambda: bool(app.screen.query("Toast")), what="the toast")
-        await pilot.pause(0.2)
+        await until(
+            pilot,
+            lambda: bool(app.screen.query("Toast")) and app.screen.query("Toast").first().region.height > 0,
+            what="the toast",
+        )
         toast = app.screen.query("Toast").first().region
         assert not toast.overlaps(app.prompt_bar.input.region)
         assert not toast.overlaps(app.prompt_bar.popup.region)  # type: ignore[union-attr]
@@ -564,12 +571,15 @@ async def test_toasts_leave_the_prompt_and_completion_visible(workspace: Path, m
 async def test_help_shows_remapped_keys(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path) -> None:
     from textual.widgets import Static
 
+    from roder_tui.screens.help import HelpScreen
+
     (roder_home / "config.toml").write_text('[keys]\ntoggle_sidebar = "ctrl+e"\n')
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await pilot.press("f1")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        await pilot.pause()  # composed
         rows = [line for line in _plain(app.screen.query_one(Static)) if "sidebar (threads" in line]
         assert rows
         assert "ctrl+e" in rows[0]
@@ -713,10 +723,14 @@ async def test_singular_counts(workspace: Path, monkeypatch: pytest.MonkeyPatch)
         thought = next(e for e in app.transcript.model.entries if e.kind == "reasoning")
         assert "1 word " in thought.widget._render_item().plain  # type: ignore[union-attr]
         await pilot.press("ctrl+r")
-        await until(pilot, lambda: isinstance(app.screen, ResumePicker), what="the picker")
-        await pilot.pause(0.2)
         from textual.widgets import OptionList
 
+        await until(pilot, lambda: isinstance(app.screen, ResumePicker), what="the picker")
+        await until(
+            pilot,
+            lambda: bool(app.screen.query(OptionList)) and app.screen.query_one(OptionList).option_count > 0,
+            what="the picker's threads",
+        )
         options = app.screen.query_one(OptionList)
         assert "1 turn ·" in str(options.get_option_at_index(0).prompt)
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from roder_tui.screens.approval import ApprovalScreen
-from tests.tui.helpers import entries_of, make_app, ready, turn_done, until
+from roder_tui.screens.help import HelpScreen
+from tests.tui.helpers import entries_of, make_app, palette_searched, ready, turn_done, until
 
 SIZES = [(120, 40), (50, 24)]
 USAGE = {"input_tokens": 1200, "output_tokens": 80}
@@ -124,12 +125,13 @@ def test_command_palette(
     async def run_before(pilot: Any) -> None:
         await ready(pilot)
         await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: palette_searched(app), what="the command palette")
         from textual.widgets import Input
 
         app.screen.query_one(Input).cursor_blink = False  # a blinking cursor makes two snapshots differ
         await pilot.press(*"Mode:")
-        await pilot.pause(1.0)  # let every source's hits arrive and the list settle
+        await until(pilot, lambda: palette_searched(app), what="every source's hits")
+        await pilot.pause()  # the list drawn with them
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
@@ -140,6 +142,7 @@ def test_narrow_layout_with_help(snap_compare: Any, fixed_workspace: Path, monke
     async def run_before(pilot: Any) -> None:
         await ready(pilot)
         await pilot.press("f1")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        await pilot.pause()  # drawn
 
     assert snap_compare(app, terminal_size=(50, 24), run_before=run_before)

@@ -1,0 +1,152 @@
+"""What every process broker does around a command, whatever runs it.
+
+``process.HostProcessBroker`` starts commands on this machine; ``runner_process.RunnerProcessBroker``
+hands them to a runner's transport (ssh, a container). The protections the user relies on must
+not drift apart between the two, so they live here once: the ``process.spawn.*`` grants, the
+environment scrubbed of secrets, the audit records, and ``run``'s collection of redacted, capped
+output into a ``ProcessResult``. A broker supplies only how a command is executed
+(``_execute``) and why it may be blocked (``_blocked``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roder_core.brokers import BrokerDenied, ProcessResult
+from roder_core.brokers.command_output import CommandOutput
+from roder_core.brokers.secrets import SecretRedactor, scrubbed_env
+
+DEFAULT_TIMEOUT = 120.0
+
+AuditFn = Callable[[str, dict[str, Any]], None]
+
+
+def show_command(command: str | list[str]) -> str:
+    """A command as the audit log and results show it."""
+    return command if isinstance(command, str) else " ".join(command)
+
+
+@dataclass(frozen=True)
+class CommandEnd:
+    """How one executed command ended, as ``_execute`` reports it."""
+
+    exit_code: int | None
+    timed_out: bool
+    duration_ms: int
+    #: The sandbox level it actually ran under.
+    sandbox: str
+    #: Protected paths it created that were moved aside; None where the broker does not guard
+    #: the tree (a runner), so the audit record leaves the field out.
+    quarantined: list[str] | None = None
+
+
+class CommandBroker(ABC):
+    """Base of the process brokers: grants, scrubbed environment, audit and ``run``."""
+
+    sandbox_level: str
+
+    def __init__(
+        self,
+        *,
+        env: Mapping[str, str],
+        spill_dir: Path,
+        capabilities: frozenset[str],
+        pass_env: Iterable[str],
+        secret_names: Iterable[str],
+        redactor: SecretRedactor | None,
+        audit: AuditFn | None,
+        extension_id: str,
+        default_timeout: float,
+    ) -> None:
+        self._env = dict(env)
+        self._spill_dir = spill_dir
+        self._capabilities = capabilities
+        granted = {c.removeprefix("secret.read.") for c in capabilities if c.startswith("secret.read.")}
+        self._pass_env = granted | set(pass_env)
+        self._secret_names = set(secret_names)
+        #: Known secret values never reach the result, the live output or the spill file.
+        self._redactor = redactor or SecretRedactor.from_env(self._env, self._secret_names)
+        self._audit = audit
+        self._extension_id = extension_id
+        self._default_timeout = default_timeout
+
+    @property
+    def spill_dir(self) -> Path:
+        """Where output too long for a result is spilled."""
+        return self._spill_dir
+
+    def _record(self, kind: str, **fields: Any) -> None:
+        if self._audit is not None:
+            self._audit(kind, {"extension": self._extension_id, **fields})
+
+    @abstractmethod
+    def _blocked(self) -> tuple[str, str] | None:
+        """Why no command may run at all (the audit reason, the error), or None."""
+
+    def _check(self, command: str | list[str]) -> None:
+        """Refuse a command the extension has no grant for, or any command while blocked."""
+        spawn = [c for c in self._capabilities if c.startswith("process.spawn.")]
+        needs_shell = isinstance(command, str)
+        if not spawn or (needs_shell and "process.spawn.shell" not in spawn):
+            cap = "process.spawn.shell" if needs_shell else "process.spawn.*"
+            self._record("process.denied", command=show_command(command), reason=f"no {cap} grant")
+            raise BrokerDenied(f"this extension was not granted {cap}; it cannot run commands")
+        blocked = self._blocked()
+        if blocked is not None:
+            reason, message = blocked
+            self._record("process.denied", command=show_command(command), reason=reason)
+            raise BrokerDenied(message)
+
+    def child_env(self, extra: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+        """The environment a command gets (scrubbed of secrets) and the names dropped from it."""
+        env, dropped = scrubbed_env(self._env, self._pass_env, self._secret_names, self._redactor.values(exclude=self._pass_env))
+        if extra:
+            env.update(extra)
+        return env, dropped
+
+    async def run(
+        self,
+        command: str | list[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        on_output: Callable[[str], None] | None = None,
+        separate_stderr: bool = False,
+        on_stderr: Callable[[str], None] | None = None,
+    ) -> ProcessResult:
+        """Run ``command`` to its end or its timeout; its output redacted, capped and spilled."""
+        timeout = float(timeout or self._default_timeout)
+        output = CommandOutput(self.spill_dir, self._redactor, on_output, on_stderr, separate=separate_stderr)
+        try:
+            end = await self._execute(command, cwd=cwd, timeout=timeout, env=env, output=output)
+        finally:
+            output.close()
+        quarantined = {} if end.quarantined is None else {"quarantined": end.quarantined}
+        self._record(
+            "process.exit",
+            command=show_command(command),
+            exit_code=end.exit_code,
+            timed_out=end.timed_out,
+            duration_ms=end.duration_ms,
+            output_bytes=output.stdout.total_bytes,
+            **quarantined,
+        )
+        return output.result(
+            exit_code=end.exit_code,
+            timed_out=end.timed_out,
+            duration_ms=end.duration_ms,
+            sandbox=end.sandbox,
+            quarantined=end.quarantined or [],
+        )
+
+    @abstractmethod
+    async def _execute(
+        self, command: str | list[str], *, cwd: Path | None, timeout: float, env: dict[str, str] | None, output: CommandOutput
+    ) -> CommandEnd:
+        """Check, start and wait for ``command``, its output flowing into ``output``; kill it
+        and everything it started on timeout and on cancellation (then audit the interruption)."""
