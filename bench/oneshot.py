@@ -16,11 +16,17 @@ Cases (medians of --runs):
 `--baseline DIR` runs every case also against another checkout of Roder (e.g.
 `git archive main | tar -x -C DIR`), interleaved run by run with this one (A, B, A, B...), so
 both see the same machine load; the load average is printed with each table. Roder's own packages and
-the interpreter's site-packages are byte-compiled first, as a pip install leaves them. Peers (`codex`,
-`claude`, `pi`) are listed as not installed when they are not on PATH; they need a loopback
-model configured by hand, so this script does not run them.
+the interpreter's site-packages are byte-compiled first, as a pip install leaves them.
+
+Peers: first, `roder -p` and every installed peer (`codex exec`, `claude -p`, `pi -p`, found on
+PATH or in `--peer-bin DIR`) play the same 10 shell rounds and answer against a fresh loopback
+fake server each, interleaved run by run; a peer's run counts only when the server's request log
+shows the rounds happened (see bench/oneshot_peers.py). The table gives each program's median
+wall, median CPU and peak RSS, and roder's ratio to each (issue 22: at most 0.4x `codex exec`);
+a missing peer is printed as NOT INSTALLED.
 
     python bench/oneshot.py [--runs 5] [--rounds 10] [--resume-events 10000,100000] [--baseline DIR] [--no-host]
+                             [--peer-bin DIR] [--peers-only]
 """
 
 from __future__ import annotations
@@ -30,15 +36,15 @@ import asyncio
 import compileall
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import oneshot_peers
+
 ROOT = Path(__file__).resolve().parents[1]
-PEERS = ("codex", "claude", "pi")
 WRAPPER = (
     "import resource,subprocess,sys,json,time;t=time.perf_counter();"
     "p=subprocess.run(sys.argv[1:],capture_output=True,text=True);"
@@ -58,14 +64,21 @@ def script(rounds: int) -> dict[str, object]:
     return {"steps": steps}
 
 
-def run_once(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one run, in a fresh
-    wrapper so RUSAGE_CHILDREN is its own. Under load, CPU time is the steadier figure."""
+def measure(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, object]:
+    """Wall seconds, CPU seconds (user + system, children included) and peak RSS (MiB, of the
+    largest single process) of one run, in a fresh wrapper so RUSAGE_CHILDREN is its own; with
+    its exit code and the tail of its stderr. Under load, CPU time is the steadier figure."""
     done = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], cwd=cwd, env=env, capture_output=True, text=True)
-    result = json.loads(done.stdout)
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def run_once(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+    """``measure``, stopping the benchmark when the run failed."""
+    result = measure(cmd, env, cwd)
     if result["rc"] != 0:
         raise SystemExit(f"{' '.join(cmd[:6])}... failed: {result['err']}")
-    return result["wall"], result["cpu"], result["peak"]
+    return result["wall"], result["cpu"], result["peak"]  # type: ignore[return-value]
 
 
 def compile_bytecode(root: Path) -> None:
@@ -150,18 +163,128 @@ def measure_with_host(
     return results
 
 
-def report_peers() -> None:
-    """Say plainly which peers are on PATH, and that no peer figure comes from this run."""
-    found = {peer: shutil.which(peer) for peer in PEERS}
-    for peer, path in found.items():
-        state = f"found at {path} (not run: it needs a loopback model configured by hand)" if path else "NOT INSTALLED"
-        print(f"peer {peer}: {state}")
-    missing = [peer for peer, path in found.items() if path is None]
-    why = f"{', '.join(missing)} not installed on this machine" if missing else "peers are not run by this script"
+def compare_peers(opts: argparse.Namespace, scratch: Path) -> None:
+    """`roder -p` and every installed peer on the same rounds, interleaved run by run (roder,
+    codex, claude, pi, roder, ...), each run against a fresh scripted server whose request log
+    must show the rounds really happened (``oneshot_peers.check_rounds``)."""
+    path = oneshot_peers.search_path(opts.peer_bin)
+    found = {peer: oneshot_peers.find(peer, path) for peer in oneshot_peers.PEERS}
+    for peer, binary in found.items():
+        state = f"{binary} ({oneshot_peers.version(binary, path)})" if binary else "NOT INSTALLED"
+        print(f"peer {peer.binary}: {state}")
+    programs = [(oneshot_peers.RODER, Path(sys.executable))] + [(p, b) for p, b in found.items() if b is not None]
+    ws = scratch / "peers-ws"
+    ws.mkdir()
+    samples: dict[str, list[tuple[float, float, float]]] = {}
+    failures: dict[str, list[str]] = {}
+    print(f"load average before the comparison: {load_average()}")
+    for run in range(opts.runs):
+        for program, binary in programs:
+            home = scratch / "peers" / f"{program.binary}-{run}"
+            home.mkdir(parents=True)
+            with oneshot_peers.ScriptedServer(program.steps(opts.rounds), home / "server") as server:
+                cmd, extra = program.configure(binary, server.url, home)
+                result = measure(cmd, {**oneshot_peers.clean_env(path, home), **extra}, ws)
+            problem = f"exit {result['rc']}: {result['err']}" if result["rc"] != 0 else None
+            problem = problem or oneshot_peers.check_rounds(server.log, opts.rounds)
+            if problem:
+                failures.setdefault(program.label, []).append(problem)
+            else:
+                samples.setdefault(program.label, []).append((result["wall"], result["cpu"], result["peak"]))  # type: ignore[arg-type]
+    print(f"load average after the comparison: {load_average()}")
+    print(f"\n{opts.rounds} shell rounds + an answer, loopback server, {opts.runs} interleaved runs:")
     print(
-        f"NOTE: {why}: no peer figure in this run, so issue 22's goal (roder -p in at most 0.4x "
-        "`codex exec`, same run) cannot be checked from it; ../shared/anchors.md has the peers' figures."
+        f"{'program':<12} {'runs ok':>7} {'wall med':>9} {'CPU med':>8} {'peak MiB':>9} "
+        f"{'roder wall/it':>14} {'roder CPU/it':>13}"
     )
+    roder = samples.get(oneshot_peers.RODER.label)
+    for program, binary in [(oneshot_peers.RODER, sys.executable), *found.items()]:
+        rows = samples.get(program.label, [])
+        if binary is None:
+            print(f"{program.label:<12} NOT INSTALLED (not on PATH nor in --peer-bin)")
+            continue
+        if not rows:
+            print(f"{program.label:<12} FAILED every run: {failures.get(program.label, ['?'])[0][:200]}")
+            continue
+        wall, cpu = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+        ratios = ""
+        if roder and program is not oneshot_peers.RODER:
+            ratios = (
+                f"{statistics.median(r[0] for r in roder) / wall:>13.2f}x {statistics.median(r[1] for r in roder) / cpu:>12.2f}x"
+            )
+        print(f"{program.label:<12} {len(rows):>7} {wall:>9.3f} {cpu:>8.3f} {max(r[2] for r in rows):>9.1f} {ratios}")
+        for problem in failures.get(program.label, []):
+            print(f"    a failed run, not counted: {problem[:200]}")
+    if found[oneshot_peers.PEERS[0]] is None:
+        print("NOTE: codex is not installed: issue 22's goal (roder -p at most 0.4x `codex exec`) is not checked by this run.")
+
+
+def measure_roder(opts: argparse.Namespace, scratch: Path) -> None:
+    """Roder's own cases (see the module's docstring), against a baseline checkout if given."""
+    ws, home = scratch / "ws", scratch / "home"
+    ws.mkdir()
+    mock_script = scratch / "script.json"
+    mock_script.write_text(json.dumps(script(opts.rounds)))
+    variants: dict[str, dict[str, str]] = {"this": {}}
+    if opts.candidate:
+        variants["this"] = checkout_env(opts.candidate)
+    if opts.baseline:
+        variants["baseline"] = checkout_env(opts.baseline)
+    http_runs = opts.runs * len(variants) * (1 if opts.no_host else 2) + 2 * opts.runs
+    server, url = start_fake_server(script(opts.rounds)["steps"] * http_runs, scratch)  # type: ignore[operator]
+    home.mkdir()
+    (home / "config.toml").write_text(f'[providers.loop]\ndialect = "chat-completions"\nbase_url = "{url}"\nmodels = ["m"]\n')
+    base_env = {k: v for k, v in os.environ.items() if k not in ("RODER_MOCK_SCRIPT", "PYTHONPATH")}
+    base_env["RODER_HOME"] = str(home)
+    host_env = dict(base_env)
+    base_env["RODER_NO_HOST"] = "1"
+    roder = [sys.executable, "-m", "roder_tui.cli"]
+    cases: dict[str, tuple[list[str], dict[str, str]]] = {
+        "python -c pass (interpreter floor)": ([sys.executable, "-c", "pass"], {}),
+        "roder -p hi (mock, no tools)": ([*roder, "-p", "hi", "--provider", "mock"], {}),
+        f"roder -p, {opts.rounds} bash rounds (mock)": (
+            [*roder, "-p", "go", "--provider", "mock", "--mode", "bypass"],
+            {"RODER_MOCK_SCRIPT": str(mock_script)},
+        ),
+        f"roder -p, {opts.rounds} bash rounds (HTTP)": (
+            [*roder, "-p", "go", "--provider", "loop", "--model", "m", "--mode", "bypass"],
+            {},
+        ),
+    }
+    hosted: dict[str, tuple[list[str], dict[str, str]]] = {}
+    if not opts.no_host:
+        hosted = {
+            "roder -p hi (HTTP, with a host)": ([*roder, "-p", "hi", "--provider", "loop", "--model", "m"], {}),
+            f"roder -p, {opts.rounds} bash rounds (HTTP, with a host)": (
+                [*roder, "-p", "go", "--provider", "loop", "--model", "m", "--mode", "bypass"],
+                {},
+            ),
+            "roder -p hi (HTTP, cold)": ([*roder, "-p", "hi", "--provider", "loop", "--model", "m"], {}),
+        }
+    for size in [int(s) for s in opts.resume_events.split(",") if s.strip()]:
+        thread_id = write_big_thread(home, ws, size)
+        cases[f"roder -p hi -r, {size} events (mock)"] = ([*roder, "-p", "hi", "-r", thread_id, "--provider", "mock"], {})
+    try:
+        results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+        print(f"load average before: {load_average()}")
+        for name, (cmd, extra) in cases.items():
+            for _ in range(opts.runs):
+                for variant, venv in variants.items():
+                    sample = run_once(cmd, {**base_env, **extra, **venv}, ws)
+                    results.setdefault((name, variant), []).append(sample)
+        if hosted:
+            results.update(measure_with_host(hosted, host_env, ws, opts.runs))
+        print(f"load average after: {load_average()}")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print(f"{'case':<44} {'variant':<9} {'wall med':>9} {'wall min':>9} {'CPU med':>8} {'peak MiB':>9}")
+    for (name, variant), rows in results.items():
+        walls, cpus = [w for w, _, _ in rows], [c for _, c, _ in rows]
+        print(
+            f"{name:<44} {variant:<9} {statistics.median(walls):>9.3f} {min(walls):>9.3f} "
+            f"{statistics.median(cpus):>8.3f} {max(p for _, _, p in rows):>9.1f}"
+        )
 
 
 def main() -> None:
@@ -172,79 +295,18 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout of Roder to compare, interleaved")
     parser.add_argument("--candidate", type=Path, help="measure this checkout instead of the installed one")
     parser.add_argument("--no-host", action="store_true", help="skip the cases with a running `roder serve` host")
+    parser.add_argument("--peer-bin", type=Path, help="a folder holding codex, claude and pi (e.g. an npm prefix's bin)")
+    parser.add_argument("--peers-only", action="store_true", help="run only the comparison with the peers")
     opts = parser.parse_args()
     compile_dependencies()
     compile_bytecode(ROOT)
     if opts.baseline:
         compile_bytecode(opts.baseline)
-    report_peers()
     with tempfile.TemporaryDirectory(prefix="roder-oneshot-") as tmp:
         scratch = Path(tmp)
-        ws, home = scratch / "ws", scratch / "home"
-        ws.mkdir()
-        mock_script = scratch / "script.json"
-        mock_script.write_text(json.dumps(script(opts.rounds)))
-        variants: dict[str, dict[str, str]] = {"this": {}}
-        if opts.candidate:
-            variants["this"] = checkout_env(opts.candidate)
-        if opts.baseline:
-            variants["baseline"] = checkout_env(opts.baseline)
-        http_runs = opts.runs * len(variants) * (1 if opts.no_host else 2) + 2 * opts.runs
-        server, url = start_fake_server(script(opts.rounds)["steps"] * http_runs, scratch)  # type: ignore[operator]
-        home.mkdir()
-        (home / "config.toml").write_text(f'[providers.loop]\ndialect = "chat-completions"\nbase_url = "{url}"\nmodels = ["m"]\n')
-        base_env = {k: v for k, v in os.environ.items() if k not in ("RODER_MOCK_SCRIPT", "PYTHONPATH")}
-        base_env["RODER_HOME"] = str(home)
-        host_env = dict(base_env)
-        base_env["RODER_NO_HOST"] = "1"
-        roder = [sys.executable, "-m", "roder_tui.cli"]
-        cases: dict[str, tuple[list[str], dict[str, str]]] = {
-            "python -c pass (interpreter floor)": ([sys.executable, "-c", "pass"], {}),
-            "roder -p hi (mock, no tools)": ([*roder, "-p", "hi", "--provider", "mock"], {}),
-            f"roder -p, {opts.rounds} bash rounds (mock)": (
-                [*roder, "-p", "go", "--provider", "mock", "--mode", "bypass"],
-                {"RODER_MOCK_SCRIPT": str(mock_script)},
-            ),
-            f"roder -p, {opts.rounds} bash rounds (HTTP)": (
-                [*roder, "-p", "go", "--provider", "loop", "--model", "m", "--mode", "bypass"],
-                {},
-            ),
-        }
-        hosted: dict[str, tuple[list[str], dict[str, str]]] = {}
-        if not opts.no_host:
-            hosted = {
-                "roder -p hi (HTTP, with a host)": ([*roder, "-p", "hi", "--provider", "loop", "--model", "m"], {}),
-                f"roder -p, {opts.rounds} bash rounds (HTTP, with a host)": (
-                    [*roder, "-p", "go", "--provider", "loop", "--model", "m", "--mode", "bypass"],
-                    {},
-                ),
-                "roder -p hi (HTTP, cold)": ([*roder, "-p", "hi", "--provider", "loop", "--model", "m"], {}),
-            }
-        for size in [int(s) for s in opts.resume_events.split(",") if s.strip()]:
-            thread_id = write_big_thread(home, ws, size)
-            cases[f"roder -p hi -r, {size} events (mock)"] = ([*roder, "-p", "hi", "-r", thread_id, "--provider", "mock"], {})
-        try:
-            results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-            print(f"load average before: {load_average()}")
-            for name, (cmd, extra) in cases.items():
-                for _ in range(opts.runs):
-                    for variant, venv in variants.items():
-                        sample = run_once(cmd, {**base_env, **extra, **venv}, ws)
-                        results.setdefault((name, variant), []).append(sample)
-            if hosted:
-                results.update(measure_with_host(hosted, host_env, ws, opts.runs))
-            print(f"load average after: {load_average()}")
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
-        report_peers()
-        print(f"{'case':<44} {'variant':<9} {'wall med':>9} {'wall min':>9} {'CPU med':>8} {'peak MiB':>9}")
-        for (name, variant), rows in results.items():
-            walls, cpus = [w for w, _, _ in rows], [c for _, c, _ in rows]
-            print(
-                f"{name:<44} {variant:<9} {statistics.median(walls):>9.3f} {min(walls):>9.3f} "
-                f"{statistics.median(cpus):>8.3f} {max(p for _, _, p in rows):>9.1f}"
-            )
+        compare_peers(opts, scratch)
+        if not opts.peers_only:
+            measure_roder(opts, scratch)
 
 
 if __name__ == "__main__":
