@@ -51,9 +51,12 @@ class Program:
 
 
 def _codex(binary: Path, url: str, home: Path) -> tuple[list[str], dict[str, str]]:
-    """`codex exec` with a Responses-API provider at the server, sandbox and approvals off."""
+    """`codex exec` with a Responses-API provider at the server, sandbox and approvals off. Left
+    to itself it also looks up api.github.com (its curated plugins sync) and ab.chatgpt.com (its
+    metrics exporter) at every start (strace of 0.169.0); plugins and analytics off stop both."""
     (home / "config.toml").write_text(
         'model = "m"\nmodel_provider = "loop"\ncheck_for_update_on_startup = false\n'
+        "[features]\nplugins = false\n[analytics]\nenabled = false\n"
         '[model_providers.loop]\nname = "loop"\n'
         f'base_url = "{url}"\nwire_api = "responses"\nenv_key = "LOOP_API_KEY"\n'
     )
@@ -160,6 +163,7 @@ class ScriptedServer:
         script = scratch / "script.json"
         script.write_text(json.dumps({"steps": steps}))
         self.log = scratch / "requests.jsonl"
+        self.log.unlink(missing_ok=True)  # the server appends: a stale log would count old requests
         self.process = subprocess.Popen(
             [
                 sys.executable,
