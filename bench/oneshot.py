@@ -164,23 +164,24 @@ def measure_with_host(
 
 
 def compare_peers(opts: argparse.Namespace, scratch: Path) -> None:
-    """`roder -p` and every installed peer on the same rounds, interleaved run by run (roder,
-    codex, claude, pi, roder, ...), each run against a fresh scripted server whose request log
-    must show the rounds really happened (``oneshot_peers.check_rounds``)."""
+    """`roder -p` (sandboxed and not) and every installed peer on the same rounds, interleaved run
+    by run (roder, roder unsandboxed, codex, claude, pi, roder, ...), each run against a fresh
+    scripted server whose request log must show the rounds really happened
+    (``oneshot_peers.check_rounds``)."""
     path = oneshot_peers.search_path(opts.peer_bin)
     found = {peer: oneshot_peers.find(peer, path) for peer in oneshot_peers.PEERS}
     for peer, binary in found.items():
         state = f"{binary} ({oneshot_peers.version(binary, path)})" if binary else "NOT INSTALLED"
         print(f"peer {peer.binary}: {state}")
-    programs = [(oneshot_peers.RODER, Path(sys.executable))] + [(p, b) for p, b in found.items() if b is not None]
+    programs = [(r, Path(sys.executable)) for r in oneshot_peers.RODERS] + [(p, b) for p, b in found.items() if b]
     ws = scratch / "peers-ws"
     ws.mkdir()
     samples: dict[str, list[tuple[float, float, float]]] = {}
     failures: dict[str, list[str]] = {}
     print(f"load average before the comparison: {load_average()}")
     for run in range(opts.runs):
-        for program, binary in programs:
-            home = scratch / "peers" / f"{program.binary}-{run}"
+        for index, (program, binary) in enumerate(programs):
+            home = scratch / "peers" / f"{index}-{program.binary}-{run}"
             home.mkdir(parents=True)
             with oneshot_peers.ScriptedServer(program.steps(opts.rounds), home / "server") as server:
                 cmd, extra = program.configure(binary, server.url, home)
@@ -193,30 +194,36 @@ def compare_peers(opts: argparse.Namespace, scratch: Path) -> None:
                 samples.setdefault(program.label, []).append((result["wall"], result["cpu"], result["peak"]))  # type: ignore[arg-type]
     print(f"load average after the comparison: {load_average()}")
     print(f"\n{opts.rounds} shell rounds + an answer, loopback server, {opts.runs} interleaved runs:")
-    print(
-        f"{'program':<12} {'runs ok':>7} {'wall med':>9} {'CPU med':>8} {'peak MiB':>9} "
-        f"{'roder wall/it':>14} {'roder CPU/it':>13}"
-    )
-    roder = samples.get(oneshot_peers.RODER.label)
-    for program, binary in [(oneshot_peers.RODER, sys.executable), *found.items()]:
+    print_comparison(samples, failures, {**{r: Path(sys.executable) for r in oneshot_peers.RODERS}, **found})
+
+
+def print_comparison(
+    samples: dict[str, list[tuple[float, float, float]]],
+    failures: dict[str, list[str]],
+    programs: dict[oneshot_peers.Program, Path | None],
+) -> None:
+    """One row per program: runs that passed the check, median wall and CPU, peak RSS, and its
+    medians over `codex exec`'s (issue 22's goal: `roder -p` at most 0.4x)."""
+    codex = samples.get(oneshot_peers.PEERS[0].label)
+    print(f"{'program':<23} {'runs ok':>7} {'wall med':>9} {'CPU med':>8} {'peak MiB':>9} {'wall/codex':>11} {'CPU/codex':>10}")
+    for program, binary in programs.items():
         rows = samples.get(program.label, [])
         if binary is None:
-            print(f"{program.label:<12} NOT INSTALLED (not on PATH nor in --peer-bin)")
+            print(f"{program.label:<23} NOT INSTALLED (not on PATH nor in --peer-bin)")
             continue
         if not rows:
-            print(f"{program.label:<12} FAILED every run: {failures.get(program.label, ['?'])[0][:200]}")
+            print(f"{program.label:<23} FAILED every run: {failures.get(program.label, ['?'])[0][:200]}")
             continue
         wall, cpu = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
         ratios = ""
-        if roder and program is not oneshot_peers.RODER:
-            ratios = (
-                f"{statistics.median(r[0] for r in roder) / wall:>13.2f}x {statistics.median(r[1] for r in roder) / cpu:>12.2f}x"
-            )
-        print(f"{program.label:<12} {len(rows):>7} {wall:>9.3f} {cpu:>8.3f} {max(r[2] for r in rows):>9.1f} {ratios}")
+        if codex:
+            codex_wall, codex_cpu = statistics.median(r[0] for r in codex), statistics.median(r[1] for r in codex)
+            ratios = f"{wall / codex_wall:>10.2f}x {cpu / codex_cpu:>9.2f}x"
+        print(f"{program.label:<23} {len(rows):>7} {wall:>9.3f} {cpu:>8.3f} {max(r[2] for r in rows):>9.1f} {ratios}")
         for problem in failures.get(program.label, []):
             print(f"    a failed run, not counted: {problem[:200]}")
-    if found[oneshot_peers.PEERS[0]] is None:
-        print("NOTE: codex is not installed: issue 22's goal (roder -p at most 0.4x `codex exec`) is not checked by this run.")
+    if not codex:
+        print("NOTE: no run of codex passed: issue 22's goal (roder -p at most 0.4x `codex exec`) is not checked by this run.")
 
 
 def measure_roder(opts: argparse.Namespace, scratch: Path) -> None:

@@ -88,13 +88,23 @@ def _pi(binary: Path, url: str, home: Path) -> tuple[list[str], dict[str, str]]:
 
 
 def _roder(binary: Path, url: str, home: Path) -> tuple[list[str], dict[str, str]]:
-    """`roder -p` with a chat-completions provider in its config, bypass mode, in process."""
+    """`roder -p` with a chat-completions provider in its config, bypass mode, in process; each
+    command in its sandbox as probed (bubblewrap here)."""
     (home / "config.toml").write_text(f'[providers.loop]\ndialect = "chat-completions"\nbase_url = "{url}"\nmodels = ["m"]\n')
     command = [sys.executable, "-m", "roder_tui.cli", "-p", "go", "--provider", "loop", "--model", "m", "--mode", "bypass"]
     return command, {"RODER_HOME": str(home), "RODER_NO_HOST": "1"}
 
 
-RODER = Program("roder -p", "roder", "bash", "command", "chat-completions", _roder)
+def _roder_unsandboxed(binary: Path, url: str, home: Path) -> tuple[list[str], dict[str, str]]:
+    """`roder -p` as above with `--sandbox off`: the peers' conditions (their sandboxes are off)."""
+    command, env = _roder(binary, url, home)
+    return [*command, "--sandbox", "off"], env
+
+
+RODERS = (
+    Program("roder -p", "roder", "bash", "command", "chat-completions", _roder),
+    Program("roder -p --sandbox off", "roder", "bash", "command", "chat-completions", _roder_unsandboxed),
+)
 PEERS = (
     Program("codex exec", "codex", "exec_command", "cmd", "responses", _codex),
     Program("claude -p", "claude", "Bash", "command", "anthropic-messages", _claude),
