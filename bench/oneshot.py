@@ -174,6 +174,7 @@ def compare_peers(opts: argparse.Namespace, scratch: Path) -> None:
         state = f"{binary} ({oneshot_peers.version(binary, path)})" if binary else "NOT INSTALLED"
         print(f"peer {peer.binary}: {state}")
     programs = [(r, Path(sys.executable)) for r in oneshot_peers.RODERS] + [(p, b) for p, b in found.items() if b]
+    candidate = checkout_env(opts.candidate) if opts.candidate else {}  # roder's rows run --candidate if given
     ws = scratch / "peers-ws"
     ws.mkdir()
     samples: dict[str, list[tuple[float, float, float]]] = {}
@@ -185,7 +186,8 @@ def compare_peers(opts: argparse.Namespace, scratch: Path) -> None:
             home.mkdir(parents=True)
             with oneshot_peers.ScriptedServer(program.steps(opts.rounds), home / "server") as server:
                 cmd, extra = program.configure(binary, server.url, home)
-                result = measure(cmd, {**oneshot_peers.clean_env(path, home), **extra}, ws)
+                own = candidate if program in oneshot_peers.RODERS else {}
+                result = measure(cmd, {**oneshot_peers.clean_env(path, home), **extra, **own}, ws)
             problem = f"exit {result['rc']}: {result['err']}" if result["rc"] != 0 else None
             problem = problem or oneshot_peers.check_rounds(server.log, opts.rounds)
             if problem:
