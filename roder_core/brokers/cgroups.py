@@ -7,6 +7,13 @@ to move out), ``pids.max`` makes ``fork`` fail past the limit and the memory lim
 kill what is over it. Roder uses one when it can write a cgroup hierarchy: cgroup v2 with the
 ``pids`` and ``memory`` controllers delegated, or the v1 ``pids`` and ``memory`` hierarchies
 (hybrid layouts). Each command gets its own child group of Roder's own group, removed when it ends.
+
+The memory cap covers swap too: a group that may swap holds its RAM limit while the rest of its
+memory goes to swap, so six processes of 64 MiB each live happily under a 200 MiB cap on a
+machine with swap. v2 sets ``memory.swap.max`` to 0; v1 caps RAM plus swap (``memsw``) and sets
+the group's swappiness to 0, which keeps the group's own reclaim from swapping even where the
+kernel keeps no swap accounts. Where neither is possible (v2 without swap accounting) the
+sandbox report says the cap leaves swap out.
 """
 
 from __future__ import annotations
@@ -68,6 +75,8 @@ class CgroupSupport:
     pids_parent: Path | None = None
     memory_parent: Path | None = None
     reason: str = ""
+    #: Whether a group's memory cap keeps it out of swap as well (see the module's docstring).
+    swap_capped: bool = False
 
     @property
     def available(self) -> bool:
@@ -93,7 +102,10 @@ def detect() -> CgroupSupport:
     if pids or memory:
         for parent in {p for p in (pids, memory) if p is not None}:
             _sweep_stale(parent)
-        return CgroupSupport("v1", pids, memory)
+        swap_capped = memory is not None and any(
+            (memory / name).exists() for name in ("memory.memsw.limit_in_bytes", "memory.swappiness")
+        )
+        return CgroupSupport("v1", pids, memory, swap_capped=swap_capped)
     if not mounts:
         return CgroupSupport(reason="no cgroup file system is mounted")
     return CgroupSupport(reason="no cgroup hierarchy is writable by this user")
@@ -117,7 +129,22 @@ def _detect_v2(mount: Path, own: str) -> CgroupSupport:
     if not (pids or memory):
         return CgroupSupport(reason="cgroup v2 is writable but the pids and memory controllers are not delegated")
     _sweep_stale(parent)
-    return CgroupSupport("v2", pids, memory)
+    return CgroupSupport("v2", pids, memory, swap_capped=memory is not None and _child_has(parent, "memory.swap.max"))
+
+
+def _child_has(parent: Path, filename: str) -> bool:
+    """Whether a new child group of ``parent`` gets ``filename`` (the root group lacks files its
+    children have, so the parent alone cannot tell)."""
+    probe = parent / f"roder-probe-{os.getpid()}-{next(_counter)}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    try:
+        return (probe / filename).exists()
+    finally:
+        with contextlib.suppress(OSError):
+            probe.rmdir()
 
 
 def _sweep_stale(parent: Path) -> None:
@@ -156,14 +183,14 @@ class CommandCgroup:
             if support.version == "v2":
                 files = [("memory.max", limit), ("memory.swap.max", 0)]
             else:
-                files = [("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)]
+                files = [("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit), ("memory.swappiness", 0)]
             wanted.setdefault(support.memory_parent, []).extend(files)
         for parent, settings in wanted.items():
             group = parent / name
             group.mkdir(exist_ok=True)
             self.groups.append(group)
             for filename, value in settings:
-                with contextlib.suppress(FileNotFoundError):  # no swap accounting: nothing to cap
+                with contextlib.suppress(FileNotFoundError):  # no swap accounting: see swap_capped
                     (group / filename).write_text(str(value))
             self.procs_files.append(str(group / "cgroup.procs"))
 
@@ -206,5 +233,6 @@ def describe(support: CgroupSupport) -> str:
     if support.pids_parent is not None:
         parts.append(f"pids under {support.pids_parent}")
     if support.memory_parent is not None:
-        parts.append(f"memory under {support.memory_parent}")
+        swap = "" if support.swap_capped else " (swap not capped: this kernel keeps no swap accounts)"
+        parts.append(f"memory under {support.memory_parent}{swap}")
     return f"cgroup {support.version}: " + ", ".join(parts)

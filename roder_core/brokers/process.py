@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from roder_core.brokers import OutputSink, ProcessResult, seccomp, tree_guard
+from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.command_broker import DEFAULT_TIMEOUT, AuditFn, CommandBroker, CommandEnd, show_command
@@ -176,9 +176,14 @@ class HostProcessBroker(CommandBroker):
         try:
             cgroup.create()
         except OSError as exc:
+            # Fail closed: the limits were promised (the sandbox report says they hold), so a
+            # command does not run without them.
             cgroup.remove()
-            self._record("process.limits", cgroup="unavailable", reason=str(exc))
-            return None
+            self._record("process.denied", reason=f"cgroup limits could not be set: {exc}")
+            raise BrokerDenied(
+                f"the command's process and memory limits could not be set ({exc}); it was not run. "
+                "Set [limits] processes = 0 and memory_mb = 0 to run commands without them."
+            ) from exc
         return cgroup
 
     def which(self, program: str) -> str | None:

@@ -53,6 +53,8 @@ def _limit_lines(config: RoderConfig) -> list[ReportLine]:
         memory = "off ([limits] memory_mb = 0)"
     elif cgroups.memory_parent is not None:
         memory = f"{limits.memory_mb} MB per command, all its processes together (memory cgroup)"
+        if not cgroups.swap_capped:
+            memory += "; NOT counting swap (this kernel keeps no swap accounts for cgroups)"
     else:
         memory = "NOT ENFORCED across processes (no writable memory cgroup); per process only, see address space"
     per_process = (

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from roder_core.brokers import seccomp, tree_guard
+from roder_core.brokers import BrokerDenied, seccomp, tree_guard
+from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.process import HostProcessBroker, ResourceLimits
@@ -73,6 +74,38 @@ async def test_each_command_gets_its_own_cgroup_removed_after(workspace: Path, t
         name = line.rsplit("/", 1)[1]
         for parent in (support.pids_parent, support.memory_parent):
             assert parent is None or not (parent / name).exists()
+
+
+@pytest.mark.skipif(detect_cgroups().memory_parent is None, reason="no writable memory cgroup for this user")
+def test_a_memory_cap_keeps_the_command_out_of_swap() -> None:
+    """Without this a machine with swap lets a command hold far more than its cap (the kernel
+    swaps the rest out instead of killing): CI caught six 64 MiB processes under a 200 MiB cap."""
+    support = detect_cgroups()
+    group = CommandCgroup(support, processes=0, memory_mb=200)
+    group.create()
+    try:
+        (folder,) = group.groups
+        if support.version == "v2":
+            swap_max = folder / "memory.swap.max"
+            assert swap_max.exists() == support.swap_capped
+            assert not swap_max.exists() or swap_max.read_text().strip() == "0"
+        else:
+            assert support.swap_capped
+            assert (folder / "memory.swappiness").read_text().strip() == "0"
+            memsw = folder / "memory.memsw.limit_in_bytes"
+            assert not memsw.exists() or int(memsw.read_text()) == 200 << 20
+    finally:
+        group.remove()
+    assert not folder.exists()
+
+
+async def test_limits_that_cannot_be_set_refuse_the_command(workspace: Path, tmp_path: Path) -> None:
+    """A command never runs without the limits the sandbox report promised."""
+    gone = CgroupSupport("v1", memory_parent=tmp_path / "no-such-cgroup", swap_capped=True)
+    proc = broker(workspace, tmp_path, sandbox="off", limits=ResourceLimits(memory_mb=256), cgroups=gone)
+    with pytest.raises(BrokerDenied, match="limits could not be set"):
+        await proc.run("touch ran")
+    assert not (workspace / "ran").exists()
 
 
 def test_scrubbed_by_value_but_passed_secrets_stay(workspace: Path, tmp_path: Path) -> None:

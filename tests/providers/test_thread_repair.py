@@ -25,6 +25,7 @@ from roder_core.ir import (
     TextPart,
     ThreadHeader,
     Turn,
+    TurnStatus,
     UserMessageItem,
 )
 from roder_core.providers.extension import ProviderExtension
@@ -58,19 +59,21 @@ async def write_interrupted_thread(workspace: Path, dialect: str, *, earlier_ans
     header = ThreadHeader(cwd=str(workspace.resolve()), provider="fake", model=MODELS[dialect])
     tid = header.id
 
-    async def turn(items: list[Any], status: str) -> None:
+    async def turn(items: list[Any], status: TurnStatus) -> None:
         started = Turn()
         await store.append(header, TurnStarted(thread_id=tid, turn_id=started.id))
         for item in items:
             await store.append(header, ItemCompleted(thread_id=tid, turn_id=started.id, item=item))
-        done = started.model_copy(update={"status": status, "stop_reason": "cancelled" if status != "completed" else None})
+        done = started.model_copy(
+            update={"status": status, "stop_reason": "cancelled" if status != TurnStatus.COMPLETED else None}
+        )
         await store.append(header, TurnCompleted(thread_id=tid, turn=done))
 
     await store.append(header, ThreadStarted(thread_id=tid, thread=header))
     if earlier_answer:
-        await turn([UserMessageItem(text="hello"), AgentMessageItem(text="Hi.")], "completed")
+        await turn([UserMessageItem(text="hello"), AgentMessageItem(text="Hi.")], TurnStatus.COMPLETED)
     reasoning = ReasoningItem(text="Plan: read the file.", provider_data=REASONING_DATA[dialect])
-    await turn([UserMessageItem(text="read notes.txt"), reasoning], "interrupted")
+    await turn([UserMessageItem(text="read notes.txt"), reasoning], TurnStatus.INTERRUPTED)
     await store.close()
     return tid
 
