@@ -20,16 +20,25 @@ from roder_core.testing.fake_server import ThreadedFakeServer
 from roder_core.turn.runner import LEDGER_NOTICE, RESERVE_NOTICE
 from tests.batch.conftest import normalized_outputs, result, run_cli, steps, write_jsonl, write_script
 
+# Usage is given: otherwise the model (mock or loopback server) counts about a token per four
+# prompt characters, and the prompt holds the rollout's scratch path, whose length follows the
+# worker's pid (pids wrap at pid_max, so a local and a Ray worker can differ by a digit).
+USAGE = {"input_tokens": 1000, "output_tokens": 10}
 FIX = [
     {
         "text": "Fixing add.",
         "tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"}}],
+        "usage": USAGE,
     },
-    {"text": "Fixed: add now adds."},
+    {"text": "Fixed: add now adds.", "usage": USAGE},
 ]
 WRONG = [
-    {"text": "Taking notes.", "tool_calls": [{"name": "write", "arguments": {"path": "notes.txt", "content": "looked\n"}}]},
-    {"text": "Done."},
+    {
+        "text": "Taking notes.",
+        "tool_calls": [{"name": "write", "arguments": {"path": "notes.txt", "content": "looked\n"}}],
+        "usage": USAGE,
+    },
+    {"text": "Done.", "usage": USAGE},
 ]
 SCORE = "grep -q 'a + b' calc.py"
 
