@@ -43,9 +43,18 @@ def _process_limit_reason() -> str | None:
 
 
 def _memory_limit_reason() -> str | None:
-    if CGROUPS.memory_parent is not None:
-        return None
-    return f"a total memory cap needs a writable memory cgroup ({CGROUPS.reason or 'not delegated'})"
+    if CGROUPS.memory_parent is None:
+        return f"a total memory cap needs a writable memory cgroup ({CGROUPS.reason or 'not delegated'})"
+    if not CGROUPS.swap_capped and _swap_active():
+        return "swap is on and this kernel keeps no swap accounts for cgroups (roder doctor says so)"
+    return None
+
+
+def _swap_active() -> bool:
+    try:
+        return len(Path("/proc/swaps").read_text().splitlines()) > 1
+    except OSError:
+        return False
 
 
 @dataclass
