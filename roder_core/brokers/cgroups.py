@@ -226,6 +226,14 @@ class CommandCgroup:
         self.groups.clear()
 
 
+def swap_active() -> bool:
+    """Whether the machine has swap on (``/proc/swaps`` lists a device or file)."""
+    try:
+        return len(Path("/proc/swaps").read_text().splitlines()) > 1
+    except OSError:
+        return False
+
+
 def describe(support: CgroupSupport) -> str:
     if not support.available:
         return support.reason
@@ -233,6 +241,7 @@ def describe(support: CgroupSupport) -> str:
     if support.pids_parent is not None:
         parts.append(f"pids under {support.pids_parent}")
     if support.memory_parent is not None:
-        swap = "" if support.swap_capped else " (swap not capped: this kernel keeps no swap accounts)"
+        uncapped = not support.swap_capped and swap_active()
+        swap = " (swap not capped: this kernel keeps no swap accounts)" if uncapped else ""
         parts.append(f"memory under {support.memory_parent}{swap}")
     return f"cgroup {support.version}: " + ", ".join(parts)

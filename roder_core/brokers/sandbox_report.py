@@ -16,6 +16,7 @@ from pathlib import Path
 from roder_core.brokers import seccomp
 from roder_core.brokers.cgroups import describe as describe_cgroups
 from roder_core.brokers.cgroups import detect as detect_cgroups
+from roder_core.brokers.cgroups import swap_active
 from roder_core.brokers.sandbox import SandboxStatus
 from roder_core.settings.config import RoderConfig
 from roder_core.settings.paths import RoderPaths
@@ -53,7 +54,7 @@ def _limit_lines(config: RoderConfig) -> list[ReportLine]:
         memory = "off ([limits] memory_mb = 0)"
     elif cgroups.memory_parent is not None:
         memory = f"{limits.memory_mb} MB per command, all its processes together (memory cgroup)"
-        if not cgroups.swap_capped:
+        if not cgroups.swap_capped and swap_active():
             memory += "; NOT counting swap (this kernel keeps no swap accounts for cgroups)"
     else:
         memory = "NOT ENFORCED across processes (no writable memory cgroup); per process only, see address space"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roder_core.brokers import BrokerDenied, seccomp, tree_guard
+from roder_core.brokers import BrokerDenied, cgroups, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.fs import WorkspaceFileSystem
@@ -97,6 +97,16 @@ def test_a_memory_cap_keeps_the_command_out_of_swap() -> None:
     finally:
         group.remove()
     assert not folder.exists()
+
+
+@pytest.mark.parametrize("swap_on", [True, False])
+def test_the_report_says_when_swap_escapes_the_memory_cap(monkeypatch: pytest.MonkeyPatch, swap_on: bool) -> None:
+    """v2 without swap accounting cannot keep a group out of swap: said only where swap is on."""
+    monkeypatch.setattr(cgroups, "swap_active", lambda: swap_on)
+    uncapped = CgroupSupport("v2", memory_parent=Path("/sys/fs/cgroup/x"), swap_capped=False)
+    capped = CgroupSupport("v2", memory_parent=Path("/sys/fs/cgroup/x"), swap_capped=True)
+    assert ("swap not capped" in cgroups.describe(uncapped)) == swap_on
+    assert "swap not capped" not in cgroups.describe(capped)
 
 
 async def test_limits_that_cannot_be_set_refuse_the_command(workspace: Path, tmp_path: Path) -> None:

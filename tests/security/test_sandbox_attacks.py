@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from roder_core.brokers.cgroups import detect as detect_cgroups
+from roder_core.brokers.cgroups import swap_active
 from roder_core.brokers.sandbox import probe_bubblewrap
 from roder_core.ir import ToolResultItem
 from tests.brokers.helpers import assert_gone, marker, outside_folder
@@ -45,16 +46,9 @@ def _process_limit_reason() -> str | None:
 def _memory_limit_reason() -> str | None:
     if CGROUPS.memory_parent is None:
         return f"a total memory cap needs a writable memory cgroup ({CGROUPS.reason or 'not delegated'})"
-    if not CGROUPS.swap_capped and _swap_active():
+    if not CGROUPS.swap_capped and swap_active():
         return "swap is on and this kernel keeps no swap accounts for cgroups (roder doctor says so)"
     return None
-
-
-def _swap_active() -> bool:
-    try:
-        return len(Path("/proc/swaps").read_text().splitlines()) > 1
-    except OSError:
-        return False
 
 
 @dataclass
