@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from roder_core.brokers.secret_paths import outermost
 from roder_core.server.host_paths import HostPaths
 from roder_core.settings.paths import RoderPaths
 
@@ -77,18 +78,8 @@ class OwnFolders:
     def existing(self) -> list[Path]:
         """The hidden folders on this machine, resolved (a symlink is hidden at its target),
         outermost first and without those inside another."""
-        chosen: list[Path] = []
-        for folder in self.hidden:
-            real = Path(os.path.realpath(folder))
-            if not real.is_dir() or real == Path("/") or real in chosen:
-                continue
-            chosen.append(real)
-        chosen.sort(key=lambda p: (len(p.parts), str(p)))
-        outer: list[Path] = []
-        for path in chosen:
-            if not any(path.is_relative_to(o) for o in outer):
-                outer.append(path)
-        return outer
+        real = (Path(os.path.realpath(folder)) for folder in self.hidden)
+        return outermost(path for path in real if path.is_dir() and path != Path("/"))
 
 
 def visible(path: Path, hidden: Iterable[Path], roots: Iterable[Path]) -> bool:

@@ -133,9 +133,14 @@ def masks(candidates: Iterable[Path], roots: Iterable[Path]) -> list[Path]:
         if real not in chosen:
             chosen.append(real)
     # a folder masked hides everything below it: no need to mask those again
-    chosen.sort(key=lambda p: (len(p.parts), str(p)))
+    return outermost(chosen)
+
+
+def outermost(paths: Iterable[Path]) -> list[Path]:
+    """``paths`` outermost first, without those inside another (a folder covered covers all
+    below it)."""
     outer: list[Path] = []
-    for path in chosen:
+    for path in sorted(set(paths), key=lambda p: (len(p.parts), str(p))):
         if not any(path.is_relative_to(o) for o in outer):
             outer.append(path)
     return outer

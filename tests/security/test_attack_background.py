@@ -19,7 +19,7 @@ import pytest
 
 from roder_core.testing.fake_server import FakeModelServer
 from tests.brokers.helpers import assert_gone, marker, needs_bwrap, running
-from tests.security.test_background_network import call, results, start, wait_for_task
+from tests.security.test_background_network import call, results, start, task_and_spill_steps, wait_for_task
 
 pytestmark = needs_bwrap
 
@@ -91,12 +91,7 @@ async def test_a_thread_cannot_read_another_threads_task_log_or_spilled_output_t
     workspace: Path, home_outside_tmp: Path
 ) -> None:
     mark = marker()
-    spilled = f'python3 -c \'print("{mark}-spilled"); print("x" * 200_000)\''
-    steps: list[dict[str, Any]] = [
-        {"tool_calls": [call("bash", command=f"echo {mark}-task; sleep 600", run_in_background=True)]},
-        {"tool_calls": [call("bash", command=spilled)]},
-        {"text": "started"},
-    ]
+    steps = task_and_spill_steps(mark)
     async with FakeModelServer(steps) as server:
         runtime = await start(workspace, home_outside_tmp, server)
         try:

@@ -17,7 +17,6 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,7 +26,7 @@ from roder_core.server.host_paths import HostPaths
 from roder_core.settings.paths import RoderPaths
 from roder_core.testing.fake_server import FakeModelServer
 from tests.brokers.helpers import marker, needs_bwrap, outside_folder, running
-from tests.security.test_background_network import call, results, wait_for_task
+from tests.security.test_background_network import call, results, task_and_spill_steps, wait_for_task
 
 pytestmark = needs_bwrap
 
@@ -120,12 +119,7 @@ async def start(lab: Lab, server: FakeModelServer) -> Runtime:
 async def test_a_thread_sees_its_own_files_and_nothing_else_of_roders_folders(lab: Lab) -> None:
     mark = marker()
     listener = plant(lab, mark)
-    spilled = f'python3 -c \'print("{mark}-spilled"); print("x" * 200_000)\''
-    steps: list[dict[str, Any]] = [
-        {"tool_calls": [call("bash", command=f"echo {mark}-task; sleep 600", run_in_background=True)]},
-        {"tool_calls": [call("bash", command=spilled)]},
-        {"text": "started"},
-    ]
+    steps = task_and_spill_steps(mark)
     async with FakeModelServer(steps) as server:
         runtime = await start(lab, server)
         try:

@@ -76,6 +76,17 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
+def task_and_spill_steps(mark: str) -> list[dict[str, Any]]:
+    """A turn that leaves ``mark`` in a background task's log and in spilled command output
+    (too long for a result): what another thread must never read."""
+    spilled = f'python3 -c \'print("{mark}-spilled"); print("x" * 200_000)\''
+    return [
+        {"tool_calls": [call("bash", command=f"echo {mark}-task; sleep 600", run_in_background=True)]},
+        {"tool_calls": [call("bash", command=spilled)]},
+        {"text": "started"},
+    ]
+
+
 def results(runtime: Runtime, thread_id: str) -> list[ToolResultItem]:
     return [i for i in runtime.thread(thread_id).items() if isinstance(i, ToolResultItem)]
 
