@@ -7,9 +7,8 @@ command the values are never pasted into its text, where the shell would parse t
 the template's own around a placeholder would undo any quoting): each is assigned to a shell
 variable first, and the placeholder becomes a quoted reference to it, so an output is always one
 argument and never code. Trailing newlines are dropped first, as a shell's ``$(...)`` drops
-them. An agent
-step also gets its inputs appended under a heading each, so a prompt without placeholders still
-sees them. Outputs put into a command are capped (MAX_COMMAND_INPUT).
+them. An agent step also gets its inputs appended under a heading each, so a prompt without
+placeholders still sees them. Outputs put into a command are capped (MAX_COMMAND_INPUT).
 """
 
 from __future__ import annotations
