@@ -58,6 +58,8 @@ def settings_for(args: argparse.Namespace) -> StartSettings:
 
 
 def key_status(info: ProviderInfo) -> str:
+    if info.auth_source == "oauth":
+        return "signed in"
     if info.auth_type != "api_key":
         return "no key needed"
     if info.auth_source == "stored":
