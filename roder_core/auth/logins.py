@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 from roder_core.auth.oauth import DeviceCode, Endpoints, OAuthClient, OAuthError, Pkce, TokenSet
 from roder_core.auth.redirect import LoopbackRedirect
-from roder_core.settings.config import AuthLoginConfig
+from roder_core.settings.config import AuthLoginConfig, load_config
 from roder_core.settings.credentials import CredentialStore
+from roder_core.settings.paths import RoderPaths
 
 #: The seed's vendor logins and the provider each one signs in for unless ``provider`` says otherwise.
 DEFAULT_PROVIDERS = {"codex": "openai", "supergrok": "xai"}
@@ -62,6 +63,12 @@ class LoginStatus:
     refreshable: bool = False
     in_progress: bool = False
     reason: str | None = None
+
+
+def user_logins(paths: RoderPaths) -> dict[str, AuthLoginConfig]:
+    """The ``[auth.NAME]`` tables of the user's own config.toml. A project's config, even a
+    trusted one, never names the server a sign-in goes to (it could send the user to its own)."""
+    return dict(load_config(paths).auth)
 
 
 def provider_for(name: str, config: AuthLoginConfig | None) -> str:
@@ -139,8 +146,7 @@ class LoginService:
         """Until the sign-in in progress for ``name`` ends (its outcome went to ``on_done``)."""
         task = self._flows.get(name)
         if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(task)
+            await asyncio.wait({task})  # a cancelled caller is cancelled; the flow's end is not an error here
 
     async def cancel(self, name: str) -> bool:
         task = self._flows.pop(name, None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from roder_core.auth.logins import LoginNotConfigured, LoginService
+from roder_core.auth.logins import LoginNotConfigured, LoginService, user_logins
 from roder_core.auth.oauth import OAuthError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, InvalidParams, RpcError
@@ -35,7 +35,7 @@ def login_service(app: Dispatcher) -> LoginService:
     service = app.services.get(SERVICE)
     if service is None:
         runtime = app.runtime
-        service = LoginService(dict(runtime.options.config.auth), CredentialStore.for_env(runtime_env(runtime)))
+        service = LoginService(user_logins(runtime.options.paths), CredentialStore.for_env(runtime_env(runtime)))
         app.services[SERVICE] = service
     assert isinstance(service, LoginService)
     return service
