@@ -1,5 +1,5 @@
 """The app's parts on their own: markdown splitting, delta coalescing, themes, status segments,
-palette sources and the key table in the README."""
+palette sources and the key table in docs/app.md."""
 
 from __future__ import annotations
 
@@ -230,9 +230,9 @@ async def test_palette_sources_name_control_plane_methods() -> None:
     assert any(r.method == "tui/slash" and r.params == {"name": "compact"} for r in rows)
 
 
-def test_readme_lists_every_key() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert markdown_table() in readme, "README key table is out of date: paste roder_tui.keymap.markdown_table()"
+def test_the_app_page_lists_every_key() -> None:
+    page = (REPO / "docs" / "app.md").read_text()
+    assert markdown_table() in page, "docs/app.md key table is out of date: paste roder_tui.keymap.markdown_table()"
     assert len(KEYS) > 25
 
 
