@@ -81,7 +81,7 @@ KEYS: tuple[Key, ...] = (
     ),
     # prompt
     Key("enter", "", "send; while a turn runs, queue it as a steer message", "prompt"),
-    Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see docs/app.md)", "prompt"),
+    Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see docs)", "prompt"),
     Key("up,down", "", "previous / next prompt from history (on the first / last line)", "prompt"),
     Key("/", "", "command completion (built-in and custom commands)", "prompt"),
     Key("@", "", "complete a workspace file; it is attached when you send (images as pictures)", "prompt"),
