@@ -86,7 +86,8 @@ async def test_coalescer_caps_the_repaint_rate_and_keeps_order() -> None:
         flushed.clear()
         for i in range(burst * 100, burst * 100 + 100):
             coalescer.push("a", f"{i},")
-        await asyncio.wait_for(flushed.wait(), 30)  # the timer's flush, however late it comes
+        async with asyncio.timeout(30):
+            await flushed.wait()  # the timer's flush, however late it comes
     await coalescer.drain()
     assert "".join(b.get("a", "") for b in batches) == "".join(f"{i}," for i in range(500))
     assert len(batches) == 5  # one repaint per burst, never one per delta
@@ -149,7 +150,8 @@ async def test_coalescer_paced_by_a_budget_keeps_every_delta_in_order() -> None:
         flushed.clear()
         for i in range(burst * 10, burst * 10 + 10):
             coalescer.push("a", f"{i},")
-        await asyncio.wait_for(flushed.wait(), 30)
+        async with asyncio.timeout(30):
+            await flushed.wait()
     await coalescer.drain()
     assert "".join(b.get("a", "") for b in batches) == "".join(f"{i}," for i in range(40))
     # Paced between its fastest and slowest rates (how far it got depends on the flushes' spacing,
