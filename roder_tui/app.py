@@ -1021,7 +1021,7 @@ class RoderApp(App[int]):
     async def _list_skills(self) -> None:
         skills = [c for c in self.slash_commands if c.kind == "skill"]
         text = "\n".join(f"/{c.name}  {c.description}" for c in skills)
-        self._show_info("/skills", text or "no Agent Skills found (see README: Agent Skills)")
+        self._show_info("/skills", text or "no Agent Skills found (see docs/customization.md: Agent Skills)")
 
     async def _list_agents(self) -> None:
         from roder_core.server.protocol_features import AGENTS_LIST, AgentsListParams

@@ -546,7 +546,7 @@ EXTENSIONS_LIST = MethodSpec(
     "discovery",
     NoParams,
     ExtensionsListResult,
-    "Installed extension manifests and capability statuses (seed 003 shape).",
+    "Installed extension manifests and capability statuses.",
 )
 
 PROVIDERS_LIST = MethodSpec(

@@ -348,7 +348,8 @@ async def _next(events: Any, kind: type[Any], **match: Any) -> Any:
                 return event
         raise AssertionError("the notification stream ended")
 
-    return await asyncio.wait_for(find(), 60)
+    async with asyncio.timeout(60):
+        return await find()
 
 
 @pytest.fixture
@@ -610,7 +611,8 @@ async def _drive(client: RpcClient, workspace: Path) -> None:
     assert "mock" in [p.id for p in (await client.call(PROVIDERS_LIST)).providers]
     thread = (await client.call(THREAD_START, ThreadStartParams())).thread
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hello"))).turn
-    done = await asyncio.wait_for(client.next_notification("turn/completed"), 60)
+    async with asyncio.timeout(60):
+        done = await client.next_notification("turn/completed")
     assert isinstance(done, TurnCompleted)
     assert done.turn.id == turn.id
     assert done.turn.status == "completed"
