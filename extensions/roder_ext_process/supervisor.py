@@ -79,6 +79,7 @@ def confine(
     if status.effective == "off" or status.bwrap is None:
         return Confinement(argv, child_env, sandboxed=False)
     reads = bool(granted & {"fs.read.workspace", "fs.write.workspace"})
+    shown = tuple(p for p in program_folders(argv, config.env) if not p.is_relative_to(workspace))
     home = Path(env.get("HOME") or Path.home())
     plan = Plan(
         level="workspace-write" if "fs.write.workspace" in granted else "read-only",
@@ -88,8 +89,28 @@ def confine(
         # Roder's own folders, and the workspace itself unless reading it was granted.
         hidden=tuple(hidden) + (() if reads else (workspace,)),
         network=any(cap.startswith("network.") for cap in granted),
+        shown=shown,
     )
     return Confinement(bubblewrap_argv(status.bwrap, status.probe, plan) + argv, child_env, sandboxed=True)
+
+
+def program_folders(argv: list[str], env: Mapping[str, str]) -> list[Path]:
+    """Folders the process needs to see to run at all, bound read-only: where its program and the
+    files named on its command line or in its ``env`` live (the sandbox's private /tmp would
+    otherwise hide a program kept under /tmp), and a virtualenv's root for its interpreter."""
+    folders: set[Path] = set()
+    for value in [*argv, *env.values()]:
+        if not value.startswith("/"):
+            continue
+        path = Path(value)
+        if path.is_dir():
+            folders.add(path.resolve())
+        elif path.exists():
+            folders.add(path.parent.resolve())
+            if path.parent.name == "bin" and (path.parent.parent / "pyvenv.cfg").exists():
+                folders.add(path.parent.parent.resolve())
+    tmp = Path("/tmp")
+    return sorted(f for f in folders if f.is_relative_to(tmp))
 
 
 @dataclass

@@ -7,19 +7,20 @@ import asyncio
 import os
 import socket
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.environ["RODER_SDK_PATH"])
 
-from roder_extension_sdk import Extension, ToolContext  # noqa: E402
+from roder_extension_sdk import Extension, ToolContext
 
 ext = Extension("probe", "Probe", "0.1.0", capabilities=[c for c in os.environ.get("PROBE_REQUIRES", "").split(",") if c])
 MARKS = Path(os.environ["PROBE_MARKS"])
 
 
 def mark(name: str) -> None:
-    (MARKS / name).write_text(str(os.getpid()))
+    (MARKS / name).write_text(INSTANCE)
 
 
 @ext.tool("crash", "Exit the process at once.")
@@ -46,9 +47,12 @@ async def wait_for_cancel(arguments: dict[str, Any], ctx: ToolContext) -> str:
     return "unreachable"
 
 
-@ext.tool("pid", "The extension's process id.", read_only=True)
-async def pid(arguments: dict[str, Any], ctx: ToolContext) -> str:
-    return str(os.getpid())
+INSTANCE = uuid.uuid4().hex  # pids repeat inside the sandbox's own pid namespace
+
+
+@ext.tool("instance", "Which start of the extension process answers.", read_only=True)
+async def instance(arguments: dict[str, Any], ctx: ToolContext) -> str:
+    return INSTANCE
 
 
 @ext.tool("probe", "Say what the process can reach.", read_only=True)
@@ -68,7 +72,8 @@ async def probe(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         found["secret_file"] = secret.read_text()
     except OSError as exc:
         found["secret_file"] = f"error: {exc.strerror}"
-    found["secret_env"] = os.environ.get("PROBE_TOKEN", "<unset>")
+    found["secret_env"] = "present" if os.environ.get("PROBE_TOKEN") else "unset"
+    found["secret_echo"] = os.environ.get("PROBE_TOKEN", "")  # what a careless extension might print
     try:
         with socket.create_connection(("127.0.0.1", int(os.environ["PROBE_PORT"])), timeout=5):
             found["network"] = "connected"

@@ -51,8 +51,10 @@ def declare(home: Path, name: str, command: list[str], capabilities: list[str], 
 
 
 @pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    folder = tmp_path / "marks"
+def marks(workspace: Path) -> Path:
+    """Where the probe leaves marks: in the workspace, the one folder a granted process can
+    write that the test also sees (the sandbox's /tmp is its own)."""
+    folder = workspace / "marks"
     folder.mkdir()
     return folder
 
@@ -102,14 +104,21 @@ async def test_the_python_example_runs_a_tool_with_streamed_output_and_its_hook_
         declare(roder_home, "wordcount", [sys.executable, str(WORDCOUNT)], ["fs.read.workspace"], {})
         async with client(workspace, steps, tmp_path, provider="fk") as app:
             listing = await app.call(EXTENSIONS_LIST)
-            assert [(p.id, p.state, p.granted) for p in listing.processes] == [("acme-wordcount", "running", ["fs.read.workspace"])]
+            assert [(p.id, p.state, p.granted) for p in listing.processes] == [
+                ("acme-wordcount", "running", ["fs.read.workspace"])
+            ]
             manifest = next(m for m in listing.extensions if m["id"] == "acme-wordcount")
             assert {"ToolProvider": "acme-wordcount"} in manifest["provides"]
             results = await run_turn(app)
             segments = [s.render({}) for s in app.runtime.registry.status_segments if s.id() == "wordcount-calls"]
         first_request = json.dumps(model.calls[0].json)
     counted, pushed, locked = results
-    assert (counted.name, counted.text, counted.data, counted.is_error) == ("word_count", "4 words, 2 lines", {"words": 4, "lines": 2}, False)
+    assert (counted.name, counted.text, counted.data, counted.is_error) == (
+        "word_count",
+        "4 words, 2 lines",
+        {"words": 4, "lines": 2},
+        False,
+    )
     assert pushed.is_error and "force pushes are not allowed here" in pushed.text
     assert locked.is_error and "lock files are written by the package manager" in locked.text
     assert not (workspace / "yarn.lock").exists()
@@ -121,7 +130,7 @@ async def test_a_crash_fails_only_the_call_and_the_next_call_restarts_the_proces
     roder_home: Path, workspace: Path, tmp_path: Path, marks: Path
 ) -> None:
     declare(roder_home, "probe", [sys.executable, str(PROBE)], [], probe_env(marks))
-    async with client(workspace, [call("pid"), call("crash"), call("pid"), {"text": "done"}], tmp_path) as app:
+    async with client(workspace, [call("instance"), call("crash"), call("instance"), {"text": "done"}], tmp_path) as app:
         before, crashed, after = await run_turn(app)
         state = (await app.call(EXTENSIONS_LIST)).processes[0]
     assert crashed.is_error
@@ -134,8 +143,8 @@ async def test_a_crash_fails_only_the_call_and_the_next_call_restarts_the_proces
 async def test_a_hung_call_times_out_with_a_clear_error_and_the_process_is_replaced(
     roder_home: Path, workspace: Path, tmp_path: Path, marks: Path
 ) -> None:
-    declare(roder_home, "probe", [sys.executable, str(PROBE)], [], probe_env(marks), extra="timeout = 1\n")
-    async with client(workspace, [call("hang"), call("pid"), {"text": "done"}], tmp_path) as app:
+    declare(roder_home, "probe", [sys.executable, str(PROBE)], ["fs.write.workspace"], probe_env(marks), extra="timeout = 1\n")
+    async with client(workspace, [call("hang"), call("instance"), {"text": "done"}], tmp_path) as app:
         hung, answered = await run_turn(app)
     assert hung.is_error and hung.text == "hang failed: extension probe did not answer tool/execute within 1 s"
     assert not answered.is_error and answered.text != (marks / "hang-started").read_text()
@@ -144,7 +153,7 @@ async def test_a_hung_call_times_out_with_a_clear_error_and_the_process_is_repla
 async def test_an_interrupted_call_is_cancelled_in_the_extension(
     roder_home: Path, workspace: Path, tmp_path: Path, marks: Path
 ) -> None:
-    declare(roder_home, "probe", [sys.executable, str(PROBE)], [], probe_env(marks))
+    declare(roder_home, "probe", [sys.executable, str(PROBE)], ["fs.write.workspace"], probe_env(marks))
     async with client(workspace, [call("wait_for_cancel"), {"text": "done"}], tmp_path) as app:
         thread = (await app.call(THREAD_START, ThreadStartParams())).thread
         events = app.subscribe(thread.id)
@@ -171,9 +180,17 @@ def listener() -> Iterator[int]:
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed: process extensions run unconfined")
-@pytest.mark.parametrize("granted", [[], ["fs.read.workspace", "network.loopback", "secret.read.PROBE_TOKEN"], ["fs.write.workspace"]])
+@pytest.mark.parametrize(
+    "granted", [[], ["fs.read.workspace", "network.loopback", "secret.read.PROBE_TOKEN"], ["fs.write.workspace"]]
+)
 async def test_the_process_gets_exactly_what_was_granted(
-    roder_home: Path, workspace: Path, tmp_path: Path, marks: Path, listener: int, granted: list[str], monkeypatch: pytest.MonkeyPatch
+    roder_home: Path,
+    workspace: Path,
+    tmp_path: Path,
+    marks: Path,
+    listener: int,
+    granted: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     (workspace / "visible.txt").write_text("hello")
     secret = Path.home() / ".ssh" / "roder-probe-secret"
@@ -196,7 +213,8 @@ async def test_the_process_gets_exactly_what_was_granted(
     assert ("visible.txt" in found["workspace"]) is reads
     assert (found["write"] == "ok") is ("fs.write.workspace" in granted)
     assert (found["network"] == "connected") is ("network.loopback" in granted)
-    assert (found["secret_env"] == "tok-DONOTLEAK-1234567890") is ("secret.read.PROBE_TOKEN" in granted)
+    assert (found["secret_env"] == "present") is ("secret.read.PROBE_TOKEN" in granted)
+    assert "tok-DONOTLEAK" not in json.dumps(found)  # redacted from the transcript like any tool output
 
 
 async def test_a_manifest_that_requires_more_than_was_granted_is_refused(
@@ -240,9 +258,7 @@ TS_EXAMPLE = REPO / "sdk" / "typescript" / "dist" / "examples" / "loopback_engin
 
 
 @pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
-def test_a_typescript_extension_provides_the_engine_and_a_tool_of_a_one_shot_turn(
-    roder_home: Path, workspace: Path
-) -> None:
+def test_a_typescript_extension_provides_the_engine_and_a_tool_of_a_one_shot_turn(roder_home: Path, workspace: Path) -> None:
     """`roder -p` on an engine that lives in a Node.js process, talking to the loopback model
     server in Chat Completions, with a tool from the same process."""
     import subprocess
