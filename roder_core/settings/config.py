@@ -122,6 +122,55 @@ class AuthLoginConfig(BaseModel):
     revocation_endpoint: str | None = None
 
 
+class ProcessExtensionConfig(BaseModel):
+    """One ``[extensions.process.NAME]`` table: an extension in any language, run as a process
+    that speaks the extension protocol (docs/extension-protocol.md) on its stdin and stdout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The program and its arguments (no shell); relative paths are taken from the config's folder.
+    command: list[str] = Field(min_length=1)
+    #: Capabilities the user grants it: the only ones its process gets (fs.read.workspace,
+    #: fs.write.workspace, network.loopback, network.api.HOST, network.web, secret.read.VAR).
+    #: A manifest that requires more is refused: the host decides, never the manifest.
+    capabilities: list[str] = Field(default_factory=list)
+    #: Extra environment variables for the process (secrets still need ``secret.read.VAR``).
+    env: dict[str, str] = Field(default_factory=dict)
+    #: Seconds one call may take before it fails (the process is then restarted).
+    timeout: float = Field(default=60.0, gt=0)
+    #: Seconds the process has to announce its manifest.
+    startup_timeout: float = Field(default=10.0, gt=0)
+    enabled: bool = True
+
+
+class WasmToolConfig(BaseModel):
+    """One ``[extensions.wasm.NAME]`` table: a tool implemented as a WebAssembly module."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The ``.wasm`` (or ``.wat``) file.
+    module: str
+    #: What the user grants it: ``fs.read.workspace`` (the workspace preopened read-only),
+    #: ``fs.write.workspace`` (read-write), ``clock`` (wall-clock time). Nothing else exists for
+    #: a module: no network, no environment, no other files.
+    capabilities: list[str] = Field(default_factory=list)
+    #: Fuel (about one unit per instruction) one call may burn before it is stopped.
+    fuel: int = Field(default=2_000_000_000, gt=0)
+    #: Memory the module may grow to, in MiB.
+    memory_mb: int = Field(default=256, gt=0)
+    #: Seconds of wall time one call may take.
+    timeout: float = Field(default=30.0, gt=0)
+    enabled: bool = True
+
+
+class ExtensionsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    process: dict[str, ProcessExtensionConfig] = Field(default_factory=dict)
+    #: ``[extensions.wasm.NAME]``: WebAssembly tools (``roder_ext_wasm``).
+    wasm: dict[str, WasmToolConfig] = Field(default_factory=dict)
+
+
 class RoderConfig(Section):
     provider: str | None = None
     model: str | None = None
@@ -153,6 +202,8 @@ class RoderConfig(Section):
     runners: dict[str, RunnerConfig] = Field(default_factory=dict)
     #: ``[auth.NAME]``: OAuth sign-ins (``auth/codex/*``, ``auth/supergrok/*``, ``roder providers login NAME``).
     auth: dict[str, AuthLoginConfig] = Field(default_factory=dict)
+    #: ``[extensions.process.NAME]`` and ``[extensions.wasm.NAME]``: extensions in other languages.
+    extensions: ExtensionsConfig = Field(default_factory=ExtensionsConfig)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
