@@ -36,6 +36,7 @@ from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
+from roder_core import __version__  # noqa: E402
 from roder_core.ir import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.keymap import app_bindings  # noqa: E402
@@ -282,7 +283,7 @@ class RoderApp(App[int]):
             client = self.client
             client.serve_locally("team/pane/focus", self.teams.pane_focus)
             client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
-            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version="0.1.0")))
+            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__)))
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
             self.exit_message = f"roder: {exc}"
             self.exit(2)

@@ -26,6 +26,7 @@ from roder_core import (
     ToolCall,
     ToolExecutionContext,
     ToolResult,
+    __version__,
 )
 from roder_core.ir import PlanItem
 from roder_core.kernel.distribution import HostContext
@@ -119,7 +120,7 @@ class PlanModeExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-plan-mode",
             name="Plan mode",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="exit_plan: the model proposes a plan, the user approves it before edits start",
             provides=[ProvidedService.ToolProvider("plan-mode"), ProvidedService.Hook("plan-mode-instructions")],
