@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader, notice, project_reader, project_root
+from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader, notice, project_root
 from roder_core.kernel.services import ContextBlock, ContextQuery
-from roder_core.settings.config import RoderConfig
+from roder_core.settings.config import RoderConfig, config_reader
 from roder_core.settings.paths import RoderPaths
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
@@ -71,8 +71,8 @@ class ProjectInstructions:
 
     async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
         cwd = Path(query.cwd).resolve()
-        user = project_reader(self.paths.config_dir, config=self.config, paths=self.paths, env=self.env)
-        project = project_reader(project_root(cwd), config=self.config, paths=self.paths, env=self.env)
+        user = config_reader(self.paths.config_dir, self.config, self.paths, self.env)
+        project = config_reader(project_root(cwd), self.config, self.paths, self.env)
         sections = []
         for reader, path in instruction_files(cwd, user, project):
             text = _read(reader, path)

@@ -30,17 +30,12 @@ import os
 import stat as stat_mod
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from roder_core.brokers import BrokerDenied
 from roder_core.brokers.content_gate import ContentGate, ReadRules
 from roder_core.brokers.fs import WorkspaceFileSystem
-from roder_core.brokers.path_rules import ConfigReadRules
 from roder_core.brokers.secret_paths import default_deny_read, expand
-
-if TYPE_CHECKING:
-    from roder_core.settings.config import RoderConfig
-    from roder_core.settings.paths import RoderPaths
+from roder_core.settings.paths import RoderPaths
 
 log = logging.getLogger(__name__)
 
@@ -179,21 +174,16 @@ def project_root(cwd: Path) -> Path:
 def project_reader(
     root: Path,
     *,
-    config: RoderConfig,
-    paths: RoderPaths,
+    paths: RoderPaths | None = None,
     env: Mapping[str, str] | None = None,
+    deny_read: Iterable[str] = (),
     rules: ReadRules | None = None,
-    extra_masks: Iterable[Path] = (),
 ) -> ProjectReader:
-    """A reader of ``root`` with the masks and read rules of ``config`` (``rules`` replaces the
-    config's: the runtime's live rules)."""
+    """A reader of ``root`` with the secret masks (the built-in list for this home folder and
+    Roder's folders, plus ``deny_read`` entries) and ``rules`` (``[policy]`` read rules:
+    ``settings.config.config_reader`` passes a config's, the runtime its live ones)."""
     environ = os.environ if env is None else env
     home = Path(environ.get("HOME") or os.path.expanduser("~"))
-    masked = [
-        *default_deny_read(home, paths.data_dir, paths.config_file),
-        *expand(config.sandboxing.deny_read, home),
-        *extra_masks,
-    ]
-    if rules is None:
-        rules = ConfigReadRules(config.policy.ask, config.policy.deny)
+    where = paths or RoderPaths.from_env(dict(environ))
+    masked = [*default_deny_read(home, where.data_dir, where.config_file), *expand(deny_read, home)]
     return ProjectReader(root, gate=ContentGate(root, rules=rules, masked=masked))

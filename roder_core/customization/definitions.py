@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader, project_reader
-from roder_core.settings.config import RoderConfig
+from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader
+from roder_core.settings.config import RoderConfig, config_reader
 from roder_core.settings.paths import RoderPaths
 
 _FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
@@ -138,7 +138,7 @@ class DefinitionRoots:
     def reader(self, scope: str) -> ProjectReader:
         """The project reader for a scope's folders: the user's config folder or the project."""
         root = self.paths.config_dir if scope == "user" else self.cwd
-        return project_reader(root, config=self.config or RoderConfig(), paths=self.paths)
+        return config_reader(root, self.config or RoderConfig(), self.paths)
 
     def folders(self, kind: str) -> list[tuple[str, Path]]:
         user = [("user", self.paths.config_dir / kind)]
@@ -148,7 +148,7 @@ class DefinitionRoots:
         return user + [("project", self.cwd / d / kind) for d in project_dirs]
 
 
-def _read(path: Path, reader: ProjectReader | None = None) -> tuple[dict[str, Any], str]:
+def read_definition_file(path: Path, reader: ProjectReader | None = None) -> tuple[dict[str, Any], str]:
     """A definition file's frontmatter and body, read through the project reader (a link out of
     its folder, a secret or an oversized file is a problem naming it, never read)."""
     source = reader or ProjectReader(path.parent)
@@ -166,7 +166,7 @@ def _checked_name(name: str, path: Path) -> str:
 
 
 def load_skill(path: Path, scope: str, reader: ProjectReader | None = None) -> Skill:
-    meta, body = _read(path, reader)
+    meta, body = read_definition_file(path, reader)
     name = _checked_name(_text(meta, "name") or path.parent.name, path)
     description = _text(meta, "description")
     if not description:
@@ -175,7 +175,7 @@ def load_skill(path: Path, scope: str, reader: ProjectReader | None = None) -> S
 
 
 def load_command(path: Path, root: Path, scope: str, reader: ProjectReader | None = None) -> CommandTemplate:
-    meta, body = _read(path, reader)
+    meta, body = read_definition_file(path, reader)
     relative = path.relative_to(root).with_suffix("")
     name = _checked_name(":".join(relative.parts), path)
     description = _text(meta, "description") or (body.strip().splitlines() or [""])[0][:80]
@@ -192,7 +192,7 @@ def load_command(path: Path, root: Path, scope: str, reader: ProjectReader | Non
 
 
 def load_agent(path: Path, scope: str, reader: ProjectReader | None = None) -> AgentDefinition:
-    meta, body = _read(path, reader)
+    meta, body = read_definition_file(path, reader)
     name = _checked_name(_text(meta, "name") or path.stem, path)
     description = _text(meta, "description")
     if not description:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roder_core.brokers.project_reader import ProjectReader
 from roder_core.customization.injection import injected_commands
 from roder_core.plugins.dependencies import Dependency, parse_dependencies
 from roder_core.plugins.manifest import ManifestError, MarketplaceEntry, PluginManifest, load_json
@@ -185,8 +186,8 @@ def _injections(command: CommandSpec) -> list[str]:
     text = command.content
     if text is None and command.path is not None:
         try:
-            text = command.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = ProjectReader(command.path.parent).read_text(command.path)
+        except (OSError, UnicodeDecodeError):  # refused (a link out, a FIFO) or unreadable
             return []
     return injected_commands(text or "")
 
@@ -218,8 +219,8 @@ def _paths(value: Any) -> list[str]:
 def _markdown_files(folder: Path) -> list[tuple[str, Path]]:
     """``(name, file)`` for every ``.md`` below ``folder``; subfolders become ``a:b`` names."""
     found = []
-    for path in sorted(folder.rglob("*.md")):
-        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts):
+    for path in ProjectReader(folder).files(folder, "**/*.md", recursive=True):
+        if not any(part.startswith(".") for part in path.relative_to(folder).parts):
             found.append((":".join(path.relative_to(folder).with_suffix("").parts), path))
     return found
 
@@ -612,7 +613,7 @@ def _bin_and_scripts(layout: PluginLayout) -> None:
     package = layout.root / "package.json"
     if package.is_file():
         try:
-            scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
+            scripts = json.loads(ProjectReader(layout.root).read_text(package)).get("scripts") or {}
         except (OSError, ValueError, AttributeError):
             scripts = {}
         for name in _LIFECYCLE_SCRIPTS:
