@@ -98,10 +98,11 @@ class ProjectReader:
         return self._lstat(path) is not None
 
     def is_file(self, path: Path) -> bool:
-        """Whether ``path`` names a file to read: a regular file or a link (which ``read_bytes``
-        follows only while it stays inside the root)."""
+        """Whether ``path`` names an entry other than a folder: a file to read, or one that
+        ``read_bytes`` refuses with the reason (a link out of the root, a FIFO, a device), so
+        that it is skipped with a notice rather than in silence."""
         st = self._lstat(path)
-        return st is not None and (stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISLNK(st.st_mode))
+        return st is not None and not stat_mod.S_ISDIR(st.st_mode)
 
     def is_dir(self, path: Path) -> bool:
         """Whether ``path`` is a folder that may be listed: reached inside the root (no link
@@ -128,6 +129,11 @@ class ProjectReader:
         a linked folder is not entered, and is named in ``skipped``; linked files are listed and
         checked when read."""
         if not self.is_dir(folder):
+            if skipped is not None and self.exists(folder):
+                try:
+                    self._fs.resolve(self._key(folder))
+                except (BrokerDenied, OSError) as exc:
+                    skipped.append(str(self._refused(folder, exc)))
             return []
         base = Path(os.path.realpath(self._key(folder)))
         found: list[Path] = []

@@ -151,9 +151,9 @@ class DefinitionRoots:
 def read_definition_file(path: Path, reader: ProjectReader | None = None) -> tuple[dict[str, Any], str]:
     """A definition file's frontmatter and body, read through the project reader (a link out of
     its folder, a secret or an oversized file is a problem naming it, never read)."""
-    source = reader or ProjectReader(path.parent)
+    reader = reader or ProjectReader(path.parent)
     try:
-        text = source.read_text(path)
+        text = reader.read_text(path)
     except (ProjectFileRefused, OSError, UnicodeDecodeError) as exc:
         raise DefinitionError(f"{path}: cannot read: {exc}") from exc
     return parse_frontmatter(text, str(path))

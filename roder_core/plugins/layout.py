@@ -290,7 +290,7 @@ def _themes(layout: PluginLayout, declared: Any) -> None:
         if target.is_file():
             layout.themes.append(target)
         elif target.is_dir():
-            layout.themes.extend(sorted(p for p in target.glob("*.json") if p.is_file()))
+            layout.themes.extend(ProjectReader(layout.root).files(target, "*.json"))
         elif declared is not None:
             layout.problems.append(f"themes path {entry!r} does not exist; skipped")
 
@@ -404,7 +404,7 @@ def _agents(layout: PluginLayout, declared: dict[str, Any]) -> None:
 def _skill_folders(folder: Path) -> list[tuple[str, Path]]:
     if (folder / "SKILL.md").is_file():  # the path names one skill folder
         return [(folder.name, folder / "SKILL.md")]
-    return [(p.parent.name, p) for p in sorted(folder.glob("*/SKILL.md"))]
+    return [(p.parent.name, p) for p in ProjectReader(folder).files(folder, "*/SKILL.md")]
 
 
 def _skills(layout: PluginLayout, declared: dict[str, Any], *, replace_default: bool) -> None:
@@ -606,7 +606,8 @@ def _server_table(layout: PluginLayout, origin: str, key: str, data: Any, found:
 def _bin_and_scripts(layout: PluginLayout) -> None:
     bin_dir = layout.root / "bin"
     if bin_dir.is_dir():
-        layout.bin = sorted(p.name for p in bin_dir.iterdir() if p.is_file())
+        reader = ProjectReader(layout.root)
+        layout.bin = [name for name in reader.names(bin_dir) if reader.is_file(bin_dir / name)]
     command = install_command(layout.root)
     if command is not None:
         layout.install_scripts.append(f"node dependencies installed at install: {' '.join(command)}")
