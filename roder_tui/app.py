@@ -108,8 +108,10 @@ def git_branch(cwd: Path) -> str | None:
     for folder in (cwd, *cwd.parents):
         head = folder / ".git" / "HEAD"
         if head.is_file():
-            try:
-                ref = head.read_text(encoding="utf-8").strip()
+            from roder_core.brokers.project_reader import ProjectReader
+
+            try:  # through the project reader: a HEAD linked out of the repository is not read
+                ref = ProjectReader(folder).read_text(head, max_bytes=4096, errors="replace").strip()
             except OSError:
                 return None
             return ref.removeprefix("ref: refs/heads/") if ref.startswith("ref: ") else ref[:8]

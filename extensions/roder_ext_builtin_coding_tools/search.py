@@ -76,13 +76,14 @@ class GrepTool(_SearchTool):
         root = fs.resolve(path)
         shown = fs.display(root)
         engine = "ripgrep"
+        withheld: list[str] = []
         try:
-            lines = await self._ripgrep(ctx, pattern, shown, file_glob, ignore_case)
+            lines = await self._ripgrep(ctx, pattern, shown, file_glob, ignore_case, withheld)
         except BrokerDenied:
             lines = None
         if lines is None:
             engine = "python"
-            lines = self._python(fs, path, pattern, file_glob, ignore_case)
+            lines = self._python(fs, path, pattern, file_glob, ignore_case, withheld)
         more = len(lines) - MAX_MATCHES
         shown_lines = [_cut(line) for line in lines[:MAX_MATCHES]]
         if not shown_lines:
@@ -91,15 +92,16 @@ class GrepTool(_SearchTool):
             text = "\n".join(shown_lines)
             if more > 0:
                 text += f"\n\n[{more} more matching lines not shown; narrow the pattern, path or glob]"
+        text += withheld_note(withheld)
         return ToolResult(
             id=call.id,
             name=call.name,
             text=text,
-            data={"matches": len(lines), "shown": len(shown_lines), "engine": engine},
+            data={"matches": len(lines), "shown": len(shown_lines), "engine": engine, "withheld": len(set(withheld))},
         )
 
     async def _ripgrep(
-        self, ctx: ToolExecutionContext, pattern: str, target: str, file_glob: str, ignore_case: bool
+        self, ctx: ToolExecutionContext, pattern: str, target: str, file_glob: str, ignore_case: bool, withheld: list[str]
     ) -> list[str] | None:
         process = ctx.brokers.process
         if process.which("rg") is None:
@@ -109,6 +111,7 @@ class GrepTool(_SearchTool):
             "--line-number",
             "--no-heading",
             "--with-filename",
+            "--null",
             "--color=never",
             "--hidden",
             "--no-require-git",
@@ -131,17 +134,28 @@ class GrepTool(_SearchTool):
             if result.timed_out:
                 message = f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob"
             raise ToolInputError(message)
-        lines = result.output.splitlines()
-        return [line.removeprefix("./") for line in lines if line and not line.startswith("[... output truncated")]
+        found: list[str] = []
+        for line in result.output.splitlines():
+            name, nul, rest = line.partition("\0")
+            if not nul:  # not a match line (a note of the broker's)
+                continue
+            name = name.removeprefix("./")
+            if ctx.brokers.fs.withheld(name) is not None:
+                withheld.append(name)
+                continue
+            found.append(f"{name}:{rest}")
+        return found
 
-    def _python(self, fs: FileSystemBroker, path: str, pattern: str, file_glob: str, ignore_case: bool) -> list[str]:
+    def _python(
+        self, fs: FileSystemBroker, path: str, pattern: str, file_glob: str, ignore_case: bool, withheld: list[str]
+    ) -> list[str]:
         try:
             regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
             raise ToolInputError(f"invalid regular expression {pattern!r}: {exc}") from None
         matcher = name_glob(file_glob) if file_glob else None
         found: list[str] = []
-        for info in fs.walk(path):
+        for info in fs.walk(path, withheld=withheld):
             if info.kind != "file" or info.size > MAX_SCAN_BYTES:
                 continue
             if matcher is not None and not matcher.match(info.display):
@@ -158,6 +172,16 @@ class GrepTool(_SearchTool):
                     if len(found) > MAX_MATCHES:
                         return found
         return found
+
+
+def withheld_note(withheld: list[str]) -> str:
+    """Say that files were left out by the content gate (read rules, secret masks), so the
+    model never takes a withheld file for a missing one."""
+    count = len(set(withheld))
+    if not count:
+        return ""
+    files = "file was" if count == 1 else "files were"
+    return f"\n\n[{count} {files} left out: withheld from the model by read rules or secret masks]"
 
 
 def _cut(line: str) -> str:
@@ -182,7 +206,8 @@ class GlobTool(_SearchTool):
         prefix = "" if base == "." else base.rstrip("/") + "/"
         matcher = name_glob(pattern)
         hits: list[FileInfo] = []
-        for info in fs.walk(path):
+        withheld: list[str] = []
+        for info in fs.walk(path, withheld=withheld):
             relative = info.display[len(prefix) :] if prefix and info.display.startswith(prefix) else info.display
             if matcher.match(relative):
                 hits.append(info)
@@ -194,6 +219,7 @@ class GlobTool(_SearchTool):
             text = "\n".join(i.display for i in shown)
             if len(hits) > MAX_FILES:
                 text += f"\n\n[{len(hits) - MAX_FILES} more files not shown; narrow the pattern]"
+        text += withheld_note([w for w in withheld if matcher.match(w[len(prefix) :] if prefix and w.startswith(prefix) else w)])
         return ToolResult(id=call.id, name=call.name, text=text, data={"count": len(hits)})
 
 
@@ -209,7 +235,8 @@ class LsTool(_SearchTool):
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         path = parse_arguments(LsArguments, call).path or "."
         fs = ctx.brokers.fs
-        entries = fs.list_dir(path)
+        withheld: list[str] = []
+        entries = fs.list_dir(path, withheld=withheld)
         lines = []
         for info in entries[:MAX_ENTRIES]:
             name = info.path.name
@@ -226,6 +253,7 @@ class LsTool(_SearchTool):
             text = f"{folder}:\n" + "\n".join(lines)
             if len(entries) > MAX_ENTRIES:
                 text += f"\n\n[{len(entries) - MAX_ENTRIES} more entries not shown; use glob to narrow down]"
+        text += withheld_note(withheld)
         return ToolResult(id=call.id, name=call.name, text=text, data={"count": len(entries)})
 
 

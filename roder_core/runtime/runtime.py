@@ -180,6 +180,11 @@ class Runtime:
 
     # ------------------------------------------------------------------ brokers and tool hosts
 
+    @property
+    def read_rules(self) -> RuleSet:
+        """The live ``[policy]`` rules the content gate consults (``brokers.content_gate``)."""
+        return self.policy.rules
+
     def brokers_for(
         self,
         workspace: Path,

@@ -8,14 +8,18 @@ extensions can own their own sections (``[mcp]``, ``[hooks]``, ...).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from roder_core.ir import Mode
 from roder_core.settings.paths import RoderPaths
 from roder_core.settings.runners import RunnerConfig
+
+if TYPE_CHECKING:
+    from roder_core.brokers.project_reader import ProjectReader
 
 #: Every policy mode, strictest first (``Mode`` is defined once, in the IR).
 MODES: tuple[Mode, ...] = tuple(Mode)
@@ -236,17 +240,54 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+def config_reader(
+    root: Path, config: RoderConfig, paths: RoderPaths | None = None, env: Mapping[str, str] | None = None
+) -> ProjectReader:
+    """The project reader (``brokers.project_reader``) for ``root`` with ``config``'s secret masks
+    (``[sandboxing] deny_read``) and read rules (``[policy]``)."""
+    from roder_core.brokers.path_rules import ConfigReadRules
+    from roder_core.brokers.project_reader import project_reader
+
+    rules = ConfigReadRules(config.policy.ask, config.policy.deny)
+    return project_reader(root, paths=paths, env=env, deny_read=config.sandboxing.deny_read, rules=rules)
+
+
+def read_project_toml(project: Path, user: RoderConfig, paths: RoderPaths) -> dict[str, Any]:
+    """A trusted project's ``.roder/config.toml``, read through the project reader (a link out
+    of the project, a secret or a withheld file is an error naming it, never read)."""
+    import tomllib
+
+    from roder_core.brokers.project_reader import ProjectFileRefused
+
+    path = project / ".roder" / "config.toml"
+    try:
+        text = config_reader(project, user, paths).read_text(path)
+    except FileNotFoundError:
+        return {}
+    except (ProjectFileRefused, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not read: {exc}") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
 def load_config(paths: RoderPaths, project: Path | None = None, trusted: bool = False) -> RoderConfig:
     """The effective config: user file, then the project's ``.roder/config.toml`` if trusted."""
     data = read_toml(paths.config_file)
-    if project is not None and trusted:
-        data = _merge(data, read_toml(project / ".roder" / "config.toml"))
+    config = _validated(data, paths.config_file)
+    if project is None or not trusted:
+        return config
+    return _validated(_merge(data, read_project_toml(project, config, paths)), paths.config_file)
+
+
+def _validated(data: dict[str, Any], source: Path) -> RoderConfig:
     try:
         return RoderConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{paths.config_file}: {where}: {first['msg']}") from exc
+        raise ConfigError(f"{source}: {where}: {first['msg']}") from exc
 
 
 class ConfigWriter:
