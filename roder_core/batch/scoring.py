@@ -202,7 +202,7 @@ def score_sandbox(requested: str | None, roots: list[Path], cwd: Path, *, networ
         level="workspace-write",
         roots=tuple(roots),
         cwd=cwd,
-        readonly=tuple(tree_guard.scan(roots).readonly_paths()),
+        readonly=tuple(tree_guard.scan(roots, next_action=False).readonly_paths()),  # the operator's own command
         masked=tuple(masks(hidden, roots)),
         network=network,
     )

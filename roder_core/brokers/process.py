@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, seccomp, tree_guard
+from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, next_action, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.command_broker import DEFAULT_TIMEOUT, AuditFn, CommandBroker, CommandEnd, show_command
@@ -254,7 +254,9 @@ class HostProcessBroker(CommandBroker):
             limits = replace(limits, cpu_seconds=max(cpu, int(timeout) + 5))
         roots = self._fs.roots
         # walked in a thread: a large tree takes a while, the event loop keeps going
-        guard = await asyncio.to_thread(tree_guard.scan, roots) if level != "read-only" else None
+        guarded = not next_action.writes_are_allowed()
+        walk = functools.partial(tree_guard.scan, roots, next_action=guarded)
+        guard = await asyncio.to_thread(walk) if level != "read-only" else None
         if guard is not None and guard.unlistable:
             folder, why = guard.unlistable[0]
             reason = f"Roder cannot list {self._fs.display(folder)} ({why}) to protect what is in it"
@@ -364,7 +366,8 @@ class HostProcessBroker(CommandBroker):
         # again while something moved under the repair (a running task swapping folders), so
         # what a refused move left behind is looked for where it went
         for _round in range(_SETTLE_ROUNDS):
-            after = await asyncio.to_thread(tree_guard.scan, launched.roots)
+            walk = functools.partial(tree_guard.scan, launched.roots, next_action=launched.guard.next_action)
+            after = await asyncio.to_thread(walk)
             found = tree_guard.changed_while_running(launched.guard, after)
             lines = tree_guard.quarantine(found, launched.guard, self._quarantine_dir) if found else []
             quarantined += lines

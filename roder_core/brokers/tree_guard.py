@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roder_core.brokers import repairs
+from roder_core.brokers.next_action import VENV_MARK, is_next_action_name
 from roder_core.brokers.protected_names import (
     PROTECTED_NAMES,
     config_paths,
@@ -55,6 +56,8 @@ class TreeGuard:
     """Protected entries of the roots (path -> identity), plus what else must stay read-only."""
 
     roots: tuple[Path, ...]
+    #: Files that run code at the user's next action (``next_action``) are guarded too.
+    next_action: bool = True
     entries: dict[Path, Identity] = field(default_factory=dict)
     #: Symlinks among the entries and where they point (restored if replaced).
     links: dict[Path, str] = field(default_factory=dict)
@@ -128,9 +131,10 @@ def _listing(folder: Path, root: Path) -> Iterator[list[os.DirEntry[str]]]:
         os.close(fd)
 
 
-def scan(roots: Iterable[Path]) -> TreeGuard:
-    """Walk the roots completely and collect what must stay read-only."""
-    guard = TreeGuard(tuple(roots))
+def scan(roots: Iterable[Path], *, next_action: bool = True) -> TreeGuard:
+    """Walk the roots completely and collect what must stay read-only; with ``next_action``
+    (unless the person approved the command) the files of ``next_action`` as well."""
+    guard = TreeGuard(tuple(roots), next_action)
     for root in guard.roots:
         _enclosing_repository(guard, root)
     stack = [(root, root) for root in guard.roots]
@@ -157,9 +161,13 @@ def _visit(guard: TreeGuard, folder: Path, root: Path, entries: list[os.DirEntry
             guard._add(folder, os.lstat(folder) if len(str(folder)) < _PATH_MAX else _long_lstat(root, folder))
             guard._git_dir(folder, folder.parent)
         return
+    if guard.next_action and VENV_MARK in names and folder not in guard.roots:
+        with contextlib.suppress(OSError):
+            guard._add(folder, os.lstat(folder) if len(str(folder)) < _PATH_MAX else _long_lstat(root, folder))
+        return  # a virtualenv, whatever it is called
     for entry in entries:
         path = folder / entry.name
-        if entry.name in PROTECTED_NAMES:
+        if entry.name in PROTECTED_NAMES or (guard.next_action and is_next_action_name(entry.name, folder.name)):
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -247,7 +255,8 @@ def changed_while_running(before: TreeGuard, after: TreeGuard) -> list[Path]:
     """``changed`` since ``before``, and since the start of every command still running on
     the same roots."""
     found: list[Path] = []
-    for guard in [before, *(g for g in RUNNING if g.roots == before.roots and g is not before)]:
+    others = (g for g in RUNNING if g.roots == before.roots and g.next_action == before.next_action and g is not before)
+    for guard in [before, *others]:
         found += [p for p in changed(guard, after) if p not in found]
     found.sort(key=lambda p: (len(p.parts), str(p)))
     return [p for i, p in enumerate(found) if not any(p.is_relative_to(o) for o in found[:i])]
