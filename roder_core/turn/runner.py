@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roder_core.brokers import next_action
 from roder_core.errors import InferenceError, RoderError
 from roder_core.ir import (
     AgentInferenceRequest,
@@ -23,6 +24,7 @@ from roder_core.ir import (
     ApprovalRequest,
     ErrorItem,
     Item,
+    Mode,
     ModelProfile,
     ReasoningItem,
     ThreadStatus,
@@ -633,11 +635,15 @@ class TurnRunner:
             approved = await self._ask(tool, call, ctx, decision.reason)
             if approved is not None:
                 return approved
+        # a person approved this very call (or the mode bypasses asking): only then may its
+        # commands change files that run code at the user's next action
+        person = decision.verdict is PolicyVerdict.ASK or ctx.mode == Mode.BYPASS
         paths = _mutated_paths(tool, call, ctx)
         try:
             async with runtime.mutations.hold(paths):
                 runtime.publish_live(ToolCallStarted(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, name=call.name))
-                result = await tool.execute(ctx, call)
+                with next_action.writes_allowed(person):
+                    result = await tool.execute(ctx, call)
         except asyncio.CancelledError:
             raise
         except ToolArgumentError as exc:
