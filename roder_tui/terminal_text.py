@@ -174,7 +174,7 @@ def guard_textual() -> None:
     if getattr(Strip.render, "roder_guarded", False):
         return
     Strip.render = _guarded_render(Strip.render)  # type: ignore[method-assign]
-    rich.text.strip_control_codes = visible  # type: ignore[assignment]
+    rich.text.strip_control_codes = visible  # type: ignore[attr-defined,assignment]
     textual.content._strip_control_codes = visible  # type: ignore[assignment]
 
 
