@@ -10,7 +10,6 @@ give the server ``EXIT_GRACE`` seconds, then SIGTERM and finally SIGKILL to its 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -112,7 +111,7 @@ def _refusal(mcp_types: Any, line: str, problem: bounded_json.JSONTooDeep) -> An
         raise problem
     error = {"code": -32600, "message": f"the MCP server's answer was refused: {problem.msg}"}
     return mcp_types.jsonrpc_message_adapter.validate_python(
-        {"jsonrpc": "2.0", "id": json.loads(found.group(1)), "error": error}, by_name=False
+        {"jsonrpc": "2.0", "id": bounded_json.loads(found.group(1)), "error": error}, by_name=False
     )
 
 

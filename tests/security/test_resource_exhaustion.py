@@ -152,3 +152,39 @@ def test_a_reply_that_never_ends_is_cut_off_in_time(roder_home: Path, workspace:
     done, _sent = _ask(steps, roder_home, workspace, config="\n[limits]\nresponse_seconds = 1\n")
     assert done.returncode == 1
     assert "was still streaming after 1 s" in done.stderr and "response_seconds" in done.stderr, done.stderr
+
+
+#: Modules where JSON from a model, an MCP server or a client is parsed.
+BOUNDARIES = [
+    "roder_core/providers/wire.py",
+    "roder_core/providers/failures.py",
+    "roder_core/providers/transport.py",
+    "roder_core/providers/engine.py",
+    "roder_core/server/connection.py",
+    "roder_core/server/rpc_client.py",
+    "extensions/roder_ext_mcp/stdio.py",
+    "extensions/roder_ext_chat_completions/decode.py",
+    "extensions/roder_ext_anthropic/decode.py",
+    "extensions/roder_ext_openai_responses/decode.py",
+]
+
+
+def test_boundaries_parse_json_through_one_helper() -> None:
+    """A boundary module that parses JSON itself would let nesting without end through."""
+    root = Path(__file__).resolve().parents[2]
+    for name in BOUNDARIES:
+        source = (root / name).read_text(encoding="utf-8")
+        assert "json.loads(" not in source.replace("bounded_json.loads(", ""), f"{name} parses JSON without the depth limit"
+        assert "validate_json(" not in source or "depth_problem(" in source, name
+
+
+def test_the_depth_limit_is_linear_and_exact() -> None:
+    from roder_core import bounded_json
+
+    assert bounded_json.loads("[" * 128 + "]" * 128) is not None
+    with pytest.raises(json.JSONDecodeError, match="nested deeper than 128"):
+        bounded_json.loads("[" * 129 + "]" * 129)
+    # brackets inside strings are not nesting
+    assert bounded_json.loads(json.dumps({"a": "[" * 10_000})) == {"a": "[" * 10_000}
+    with pytest.raises(json.JSONDecodeError):
+        bounded_json.loads('{"a": ' + "[" * 200_000)
