@@ -188,3 +188,15 @@ def test_the_depth_limit_is_linear_and_exact() -> None:
     assert bounded_json.loads(json.dumps({"a": "[" * 10_000})) == {"a": "[" * 10_000}
     with pytest.raises(json.JSONDecodeError):
         bounded_json.loads('{"a": ' + "[" * 200_000)
+
+
+def test_a_deeply_nested_mcp_result_fails_its_call_at_once(roder_home: Path, workspace: Path) -> None:
+    """A real MCP server process answers a tool call with JSON nested 100,000 deep: the call
+    gets an error naming the limit (instead of waiting out its timeout), the turn goes on."""
+    server = Path(__file__).with_name("mcp_deep_server.py")
+    config = f'\n[mcp.servers.deep]\ncommand = "{sys.executable}"\nargs = ["{server}"]\ntool_timeout = 60\n'
+    steps = [{"text": "Asking.", "tool_calls": [{"name": "mcp__deep__deep", "arguments": {}}]}, {"text": "MCP-HANDLED"}]
+    done, sent = _ask(steps, roder_home, workspace, "--mode", "bypass", config=config)
+    assert done.returncode == 0, done.stderr
+    assert "MCP-HANDLED" in done.stdout
+    assert "nested deeper than 128 levels" in sent[1], sent[1][-3000:]
