@@ -157,7 +157,9 @@ class RoderApp(App[int]):
         *,
         files_remote: bool = False,
     ) -> None:
+        from roder_tui.terminal_text import guard_textual
 
+        guard_textual()  # every character drawn passes the terminal-text sanitizer
         super().__init__()
         self.args = args or argparse.Namespace()
         #: The workspace: the host's folder when attached (it may not exist on this machine).

@@ -84,7 +84,7 @@ class SandboxingConfig(Section):
 
 
 class LimitsConfig(Section):
-    """Resource limits for every command (0 = unlimited)."""
+    """Resource limits for every command, and for each model response (0 = unlimited)."""
 
     cpu_seconds: int = Field(default=600, ge=0)
     address_space_mb: int = Field(default=16_384, ge=0)
@@ -93,6 +93,10 @@ class LimitsConfig(Section):
     #: Memory of a command and everything it starts, together (needs a writable cgroup).
     memory_mb: int = Field(default=8_192, ge=0)
     bash_timeout: float = Field(default=120.0, gt=0)
+    #: One model response's size as received (its text, reasoning and tool calls, framing
+    #: included) and duration: past either it is cut off and the turn fails with the reason.
+    response_mb: float = Field(default=16.0, ge=0)
+    response_seconds: float = Field(default=3600.0, ge=0)
 
 
 class ContextConfig(Section):

@@ -188,7 +188,7 @@ class TurnRunner:
     async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile) -> str:
         """One model call outside the loop (a compaction summary): its text, its usage accounted."""
         engine = self.runtime.engine(self.provider)
-        ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
+        ctx = self._inference_context()
         folder = StreamFolder(SilentListener())
         async for event in engine.stream_turn(ctx, request):
             await folder.feed(event)
@@ -439,6 +439,16 @@ class TurnRunner:
                 request = payload.request
         return request
 
+    def _inference_context(self) -> InferenceTurnContext:
+        limits = self.runtime.options.config.limits
+        return InferenceTurnContext(
+            thread_id=self.tid,
+            turn_id=self.turn.id,
+            deadline=self.deadline,
+            max_response_bytes=int(limits.response_mb * 1024 * 1024),
+            max_response_seconds=limits.response_seconds,
+        )
+
     async def _call_model(self, tools: ToolRegistry) -> ModelOutput:
         runtime = self.runtime
         provider, model = self.provider, self.model
@@ -448,7 +458,7 @@ class TurnRunner:
         from roder_core.turn.tokens import request_tokens
 
         self._last_prompt_tokens = request_tokens(request)
-        ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
+        ctx = self._inference_context()
         folder = StreamFolder(_TurnStreamView(self))
         stream = engine.stream_turn(ctx, request)
         try:
