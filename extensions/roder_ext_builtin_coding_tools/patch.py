@@ -15,12 +15,15 @@ The format::
     *** End Patch
 
 Hunks are located after the previous hunk, matching exactly, then ignoring trailing
-whitespace, then ignoring surrounding whitespace. Every change is computed before anything is
+whitespace, then ignoring surrounding whitespace (added lines are then re-indented to the
+file's indentation), then also reading typographic punctuation as ASCII; context lines keep
+the file's own text. Every change is computed before anything is
 written; if a write fails, the files already written are restored.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -33,6 +36,8 @@ from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
 from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, unified_diff
+from .matching import IndentMismatch, Reindenter, normalize_punctuation
+from .validity import syntax_regression
 from .write import current_text
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
@@ -115,19 +120,29 @@ def parse_patch(patch: str) -> list[Operation]:
     return ops
 
 
-def _seek(lines: list[str], needle: list[str], start: int, at_eof: bool) -> int | None:
-    """Where ``needle`` occurs in ``lines`` at or after ``start``: exact, then ignoring trailing
-    whitespace, then ignoring surrounding whitespace."""
+def _loose(line: str) -> str:
+    return normalize_punctuation(line).strip()
+
+
+#: How hunk lines are compared with the file's, strictest first; from the third on, indentation
+#: differs and the added lines are re-indented.
+_COMPARISONS: tuple[Callable[[str], str], ...] = (lambda s: s, str.rstrip, str.strip, _loose)
+
+
+def _seek(lines: list[str], needle: list[str], start: int, at_eof: bool) -> tuple[int, int] | None:
+    """(where ``needle`` occurs in ``lines`` at or after ``start``, which comparison matched):
+    exact, then ignoring trailing whitespace, then surrounding whitespace, then also typographic
+    punctuation."""
     if not needle:
-        return len(lines) if at_eof else start
+        return (len(lines) if at_eof else start), 0
     last = len(lines) - len(needle)
     candidates = [last] if at_eof and last >= start else []
     candidates += list(range(start, last + 1))
-    for normalize in (lambda s: s, str.rstrip, str.strip):
+    for level, normalize in enumerate(_COMPARISONS):
         wanted = [normalize(x) for x in needle]
         for index in candidates:
             if [normalize(x) for x in lines[index : index + len(needle)]] == wanted:
-                return index
+                return index, level
     return None
 
 
@@ -140,18 +155,26 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
     edits: list[tuple[int, int, list[str]]] = []
     for number, hunk in enumerate(hunks, start=1):
         if hunk.header:
-            found = _seek(lines, [hunk.header], cursor, False)
-            if found is None:
+            header = _seek(lines, [hunk.header], cursor, False)
+            if header is None:
                 raise PatchError(f"{path}, hunk {number}: cannot find the line {hunk.header!r}")
-            cursor = found + 1
+            cursor = header[0] + 1
         if not hunk.lines:
             continue
         old = hunk.old
-        start = _seek(lines, old, cursor, hunk.at_eof)
-        if start is None:
+        found = _seek(lines, old, cursor, hunk.at_eof)
+        if found is None:
             preview = "\n".join(old[:4])
             raise PatchError(f"{path}, hunk {number}: these lines were not found (read the file again):\n{preview}")
-        edits.append((start, len(old), _new_lines(hunk, lines[start : start + len(old)])))
+        start, level = found
+        matched = lines[start : start + len(old)]
+        try:
+            edits.append((start, len(old), _new_lines(hunk, matched, lines if level >= 2 else None)))
+        except IndentMismatch as exc:
+            raise PatchError(
+                f"{path}, hunk {number}: its lines match line {start + 1} only up to indentation, and no "
+                f"re-indentation fits them all ({exc}); read the file and copy its indentation"
+            ) from None
         cursor = start + len(old)
     for start, length, new in reversed(edits):
         lines[start : start + length] = new
@@ -159,14 +182,19 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
     return result + "\n" if ends_with_newline or (result and not text) else result
 
 
-def _new_lines(hunk: Hunk, matched: list[str]) -> list[str]:
+def _new_lines(hunk: Hunk, matched: list[str], whole_file: list[str] | None) -> list[str]:
     """The hunk's new lines, with context lines kept exactly as the file has them (a fuzzy
-    match must not rewrite their whitespace)."""
-    original = iter(matched)
+    match must not rewrite their whitespace or punctuation). When the hunk matched only up to
+    indentation (``whole_file`` given), added lines are re-indented the way the hunk's old lines
+    map onto the file's."""
+    added = [text for op, text in hunk.lines if op == "+"]
+    if whole_file is not None:
+        added = Reindenter(hunk.old, matched, added, whole_file).lines(added)
+    original, fitted = iter(matched), iter(added)
     out: list[str] = []
-    for op, text in hunk.lines:
+    for op, _text in hunk.lines:
         if op == "+":
-            out.append(text)
+            out.append(next(fitted))
             continue
         line = next(original)
         if op == " ":
@@ -315,9 +343,16 @@ class ApplyPatchTool(BuiltinTool):
         letters = {"add": "A", "delete": "D", "update": "M", "move": "R"}
         summary = "\n".join(f"{letters[c.kind]} {c.path}" + (f" -> {c.move_path}" if c.move_path else "") for c in changes)
         diffs = "".join(c.diff for c in changes)
+        warnings = [
+            warning
+            for change, shown in zip(planned, changes, strict=True)
+            if change.before is not None
+            and (warning := syntax_regression(shown.move_path or shown.path, change.before.text, change.after))
+        ]
+        head = "".join(f"{warning}\n" for warning in warnings)
         return file_change_result(
             call,
-            f"applied the patch:\n{summary}\n\n{diffs}",
+            f"{head}applied the patch:\n{summary}\n\n{diffs}",
             changes,
-            {"files": [c.path for c in changes], "kinds": [c.kind for c in changes]},
+            {"files": [c.path for c in changes], "kinds": [c.kind for c in changes], "invalid_after": len(warnings)},
         )

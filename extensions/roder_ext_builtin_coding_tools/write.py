@@ -20,6 +20,7 @@ from .common import (
     looks_binary,
     unified_diff,
 )
+from .validity import syntax_regression
 
 
 class BinaryFileError(ToolInputError):
@@ -88,10 +89,13 @@ class WriteTool(FileEditTool):
             summary = f"{shown} already had this content; nothing changed"
         else:
             summary = f"updated {shown}: +{added} -{removed} lines (now {lines} lines)"
+        warning = syntax_regression(shown, before.text if before else None, new_text)
+        if warning:
+            summary = f"{warning}\n{summary}"
         change = FileChange(path=shown, kind="update" if existed else "add", diff=unified_diff(old_text, new_text, shown))
         return file_change_result(
             call,
             summary,
             [change],
-            {"path": shown, "created": not existed, "added": added, "removed": removed},
+            {"path": shown, "created": not existed, "added": added, "removed": removed, "invalid_after": warning is not None},
         )
