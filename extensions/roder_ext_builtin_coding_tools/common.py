@@ -86,9 +86,12 @@ class TextFile:
     text: str  # LF line endings, no BOM
     bom: bool
     crlf: bool
+    #: The file's bytes as read (empty for a file that does not exist yet).
+    source: bytes = b""
 
     @classmethod
     def decode(cls, data: bytes) -> TextFile:
+        source = data
         bom = data.startswith(b"\xef\xbb\xbf")
         if bom:
             data = data[3:]
@@ -96,7 +99,7 @@ class TextFile:
         crlf = "\r\n" in text and text.count("\r\n") >= text.count("\n") / 2
         if crlf:
             text = text.replace("\r\n", "\n")
-        return cls(text, bom, crlf)
+        return cls(text, bom, crlf, source)
 
     def encode(self, text: str | None = None) -> bytes:
         body = self.text if text is None else text

@@ -16,10 +16,12 @@ from typing import Any
 from pydantic import Field
 
 from roder_core.ir import FileChange
+from roder_core.kernel.file_ledger import digest_of
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
 from .common import FileEditTool, TextFile, ToolInputError, file_change_result, unified_diff
+from .freshness import changed_since_note, record
 from .matching import (
     IndentMismatch,
     Reindenter,
@@ -176,7 +178,11 @@ class EditTool(FileEditTool):
         before = current_text(fs, args.path)
         if before is None:
             raise ToolInputError(f"{shown} does not exist; use write to create it")
-        return args.path, shown, before, apply_edit(before.text, old, new, args.replace_all, shown)
+        try:
+            outcome = apply_edit(before.text, old, new, args.replace_all, shown)
+        except ToolInputError as exc:
+            raise ToolInputError(f"{exc}{changed_since_note(ctx, args.path, before.source)}") from None
+        return args.path, shown, before, outcome
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         _path, shown, before, outcome = self._plan(ctx, call)
@@ -184,7 +190,8 @@ class EditTool(FileEditTool):
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         path, shown, before, outcome = self._plan(ctx, call)
-        ctx.brokers.fs.write_bytes(path, before.encode(outcome.text))
+        written = before.encode(outcome.text)
+        real = ctx.brokers.fs.write_bytes(path, written)
         diff = unified_diff(before.text, outcome.text, shown)
         count = outcome.count
         head = f"edited {shown}: {count} replacement{'s' if count != 1 else ''}"
@@ -197,5 +204,11 @@ class EditTool(FileEditTool):
             call,
             f"{head}\n\n{diff}",
             [FileChange(path=shown, kind="update", diff=diff)],
-            {"path": shown, "replacements": count, "tolerance": outcome.tolerance, "invalid_after": warning is not None},
+            {
+                "path": shown,
+                "replacements": count,
+                "tolerance": outcome.tolerance,
+                "invalid_after": warning is not None,
+                **record(ctx, {str(real): digest_of(written)}),
+            },
         )

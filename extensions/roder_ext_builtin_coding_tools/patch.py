@@ -32,10 +32,12 @@ from pydantic import Field
 
 from roder_core.brokers import FileSystemBroker
 from roder_core.ir import FileChange
+from roder_core.kernel.file_ledger import digest_of
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
 from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, unified_diff
+from .freshness import changed_since_note, record
 from .matching import IndentMismatch, Reindenter, normalize_punctuation
 from .validity import syntax_regression
 from .write import current_text
@@ -211,8 +213,11 @@ class PlannedChange:
     after: str | None
 
 
-def plan_changes(fs: FileSystemBroker, ops: list[Operation]) -> list[PlannedChange]:
-    """Compute every file's new content without writing anything."""
+def plan_changes(
+    fs: FileSystemBroker, ops: list[Operation], changed_since: Callable[[str, bytes], str] = lambda _path, _data: ""
+) -> list[PlannedChange]:
+    """Compute every file's new content without writing anything. ``changed_since(path, bytes)``
+    adds to a hunk's "not found" whether the file changed since the thread last saw it."""
     seen: set[str] = set()
     planned: list[PlannedChange] = []
     for op in ops:
@@ -239,31 +244,39 @@ def plan_changes(fs: FileSystemBroker, ops: list[Operation]) -> list[PlannedChan
             continue
         if op.move_to and fs.exists(op.move_to):
             raise PatchError(f"cannot move {shown} to {op.move_to}: it already exists")
-        after = apply_hunks(before.text, op.hunks, shown) if op.hunks else before.text
+        try:
+            after = apply_hunks(before.text, op.hunks, shown) if op.hunks else before.text
+        except PatchError as exc:
+            raise PatchError(f"{exc}{changed_since(op.path, before.source)}") from None
         planned.append(PlannedChange(op, shown, op.move_to or op.path, before, after))
     return planned
 
 
-def commit_changes(fs: FileSystemBroker, planned: list[PlannedChange]) -> None:
-    """Write every planned change; on any failure, restore what was already written."""
+def commit_changes(fs: FileSystemBroker, planned: list[PlannedChange]) -> dict[str, str | None]:
+    """Write every planned change; on any failure, restore what was already written. Returns
+    each touched file's digest (None: deleted or moved away) for the thread's file ledger."""
     undo: list[tuple[str, bytes | None]] = []  # (path, original bytes or None = did not exist)
+    digests: dict[str, str | None] = {}
     try:
         for change in planned:
             op = change.op
             if op.kind == "delete":
                 undo.append((op.path, fs.read_bytes(op.path)))
+                digests[str(fs.resolve(op.path))] = None
                 fs.delete(op.path)
                 continue
             assert change.target is not None and change.after is not None
             encoder = change.before or TextFile("", bom=False, crlf=False)
+            data = encoder.encode(change.after)
             if op.move_to:
                 undo.append((op.path, fs.read_bytes(op.path)))
                 undo.append((op.move_to, None))
-                fs.write_bytes(op.move_to, encoder.encode(change.after))
+                digests[str(fs.write_bytes(op.move_to, data))] = digest_of(data)
+                digests[str(fs.resolve(op.path))] = None
                 fs.delete(op.path)
             else:
                 undo.append((change.target, fs.read_bytes(change.target) if change.before else None))
-                fs.write_bytes(change.target, encoder.encode(change.after))
+                digests[str(fs.write_bytes(change.target, data))] = digest_of(data)
     except Exception:
         for path, original in reversed(undo):
             try:
@@ -275,6 +288,7 @@ def commit_changes(fs: FileSystemBroker, planned: list[PlannedChange]) -> None:
             except Exception:  # keep restoring the others; the error below says what failed
                 continue
         raise
+    return digests
 
 
 def _operations(arguments: dict[str, Any]) -> list[Operation]:
@@ -337,9 +351,10 @@ class ApplyPatchTool(BuiltinTool):
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         fs = ctx.brokers.fs
-        planned = plan_changes(fs, parse_patch(parse_arguments(ApplyPatchArguments, call).patch))
+        ops = parse_patch(parse_arguments(ApplyPatchArguments, call).patch)
+        planned = plan_changes(fs, ops, lambda path, data: changed_since_note(ctx, path, data))
         changes = self._changes(planned, fs)
-        commit_changes(fs, planned)
+        digests = commit_changes(fs, planned)
         letters = {"add": "A", "delete": "D", "update": "M", "move": "R"}
         summary = "\n".join(f"{letters[c.kind]} {c.path}" + (f" -> {c.move_path}" if c.move_path else "") for c in changes)
         diffs = "".join(c.diff for c in changes)
@@ -354,5 +369,10 @@ class ApplyPatchTool(BuiltinTool):
             call,
             f"{head}applied the patch:\n{summary}\n\n{diffs}",
             changes,
-            {"files": [c.path for c in changes], "kinds": [c.kind for c in changes], "invalid_after": len(warnings)},
+            {
+                "files": [c.path for c in changes],
+                "kinds": [c.kind for c in changes],
+                "invalid_after": len(warnings),
+                **record(ctx, digests),
+            },
         )

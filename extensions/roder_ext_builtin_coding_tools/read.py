@@ -15,6 +15,7 @@ from roder_core.kernel.tools import CLIENT_TEXT_READER, PolicySubject, ToolCall,
 from roder_core.media.images import MAX_INPUT_BYTES, sniff_image
 
 from .common import BuiltinTool, looks_binary, path_subject
+from .freshness import digest_on_disk, key_of, record
 
 DEFAULT_LIMIT = 2000
 MAX_BYTES = 50_000
@@ -46,6 +47,14 @@ class ReadTool(BuiltinTool):
         return [path_subject(self.name, str(arguments.get("path", "")), writes=False)]
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        result = await self._read(ctx, call)
+        if not result.is_error and not result.attachments:  # the thread has now seen this text file
+            path = parse_arguments(ReadArguments, call).path
+            seen = record(ctx, {key_of(ctx.brokers.fs, path): digest_on_disk(ctx.brokers.fs, path)})
+            result.data = {**(result.data or {}), **seen}
+        return result
+
+    async def _read(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         args = parse_arguments(ReadArguments, call)
         path, offset, limit = args.path, args.offset, args.limit
         fs = ctx.brokers.fs

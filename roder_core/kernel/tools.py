@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from roder_core.ir import Attachment, Item, ModelProfile, ToolSpec
+from roder_core.kernel.file_ledger import FileLedger
 from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, arguments_schema, parse_arguments
 
 if TYPE_CHECKING:
@@ -194,6 +195,8 @@ class ToolExecutionContext:
     #: The runtime, scoped to this call; None when a tool runs outside a runtime (unit tests).
     host: ToolHost | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What this thread last read or wrote of each file; None outside a thread (no check).
+    files: FileLedger | None = None
 
 
 @runtime_checkable

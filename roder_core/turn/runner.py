@@ -575,6 +575,7 @@ class TurnRunner:
             ),
             host=runtime.tool_host(self.tid, self.turn.id, workspace, self.provider, self.model, self.await_decision),
             extra=dict(self.state.tool_extra),
+            files=self.state.files,
         )
 
     async def _execute(self, tools: ToolRegistry, call: ToolCall, arguments_error: str | None) -> ToolResult:
