@@ -3,6 +3,7 @@ process broker, or start it as a background task (the ``shell`` task executor)."
 
 from __future__ import annotations
 
+import posixpath
 import time
 from pathlib import PurePath
 from typing import Annotated, Any
@@ -17,6 +18,7 @@ from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContex
 from roder_core.policy.commandline import shell_subjects
 
 from .common import BuiltinTool
+from .patch import patch_in_command, rebase_patch
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 3600
@@ -59,6 +61,17 @@ class BashTool(BuiltinTool):
 
     def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
         return shell_subjects(self.name, str(arguments.get("command", "")), str(arguments.get("workdir") or ""))
+
+    def redirect(self, arguments: dict[str, Any]) -> ToolCall | None:
+        """``apply_patch <<'EOF' ... EOF`` (the form Codex-trained models use) runs as the
+        apply_patch tool, under its policy and approvals; a ``cd DIR &&`` before it and
+        ``workdir`` make the patch's paths relative to that folder."""
+        found = patch_in_command(str(arguments.get("command", "")))
+        if found is None or not found.is_command:
+            return None
+        folder = posixpath.join(str(arguments.get("workdir") or ""), found.folder or "")
+        patch = rebase_patch(found.patch, folder) if folder.strip("./") else found.patch
+        return ToolCall(id="", name="apply_patch", arguments={"patch": patch})
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         return {"command": str(call.arguments.get("command", "")), "cwd": str(call.arguments.get("workdir") or ".")}

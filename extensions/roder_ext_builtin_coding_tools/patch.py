@@ -23,6 +23,8 @@ written; if a write fails, the files already written are restored.
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -70,7 +72,64 @@ class Operation:
     hunks: list[Hunk] = field(default_factory=list)  # update
 
 
+#: ``[cd DIR &&] apply_patch <<'EOF'`` or ``apply_patch "$(cat <<'EOF'``, up to the end of its line.
+_HEREDOC = re.compile(
+    r"""^(?:cd[ \t]+(?P<dir>'[^']*'|"[^"]*"|[^\s;&|'"]+)[ \t]*&&[ \t]*)?"""
+    r"""(?P<command>apply_?patch[ \t]*)?(?P<subshell>(?P<quote>["']?)\$\([ \t]*cat[ \t]*)?"""
+    r"""<<-?[ \t]*(?P<q>['"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]*)(?P=q)[ \t]*\n"""
+)
+#: ``apply_patch '*** Begin Patch ... *** End Patch'`` (the patch as one single-quoted word).
+_QUOTED = re.compile(r"^(?:cd[ \t]+(?P<dir>[^\s;&|'\"]+)[ \t]*&&[ \t]*)?(?P<command>apply_?patch)[ \t]+'(?P<body>[^']*)'$")
+
+
+@dataclass
+class PatchCommand:
+    """A patch found inside a shell command (or a patch argument wrapped like one)."""
+
+    patch: str
+    folder: str | None  # the ``cd`` folder before it, if any
+    is_command: bool  # it ran the ``apply_patch`` command (not just a bare heredoc)
+
+
+def patch_in_command(command: str) -> PatchCommand | None:
+    """The patch of ``apply_patch <<'EOF' ... EOF`` (any quoting of the tag, ``<<-``), of
+    ``apply_patch "$(cat <<'EOF' ... EOF\n)"``, of ``apply_patch '<patch>'``, each optionally
+    after ``cd DIR &&``; None when ``command`` is anything else (or something follows)."""
+    text = command.strip()
+    quoted = _QUOTED.match(text)
+    if quoted is not None:
+        return PatchCommand(quoted["body"], quoted["dir"], True)
+    opened = _HEREDOC.match(text)
+    if opened is None:
+        return None
+    lines = text[opened.end() :].split("\n")
+    end = next((i for i, line in enumerate(lines) if line.strip() == opened["tag"]), None)
+    if end is None:
+        return None
+    after = "".join("\n".join(lines[end + 1 :]).split())
+    if after != (")" + opened["quote"] if opened["subshell"] else ""):
+        return None
+    folder = opened["dir"].strip("'\"") if opened["dir"] else None
+    return PatchCommand("\n".join(lines[:end]), folder, bool(opened["command"]))
+
+
+def rebase_patch(patch: str, folder: str) -> str:
+    """``patch`` with its relative file paths taken as relative to ``folder``."""
+    out = []
+    for line in patch.split("\n"):
+        for marker in (ADD, DELETE, UPDATE, MOVE):
+            if line.startswith(marker):
+                path = line[len(marker) :].strip()
+                line = marker + (path if posixpath.isabs(path) else posixpath.normpath(posixpath.join(folder, path)))
+                break
+        out.append(line)
+    return "\n".join(out)
+
+
 def parse_patch(patch: str) -> list[Operation]:
+    wrapped = patch_in_command(patch) if not patch.strip().startswith(BEGIN) else None
+    if wrapped is not None:  # the shell form pasted as the argument: <<'EOF' ... EOF around it
+        patch = rebase_patch(wrapped.patch, wrapped.folder) if wrapped.folder else wrapped.patch
     lines = patch.strip().splitlines()
     if not lines or lines[0].strip() != BEGIN:
         raise PatchError(f"the patch must start with {BEGIN!r}")

@@ -251,6 +251,13 @@ class Tool:
         """Extra approval preview fields (``command``, ``cwd``, ``diff``) for the client."""
         return {}
 
+    def redirect(self, arguments: dict[str, Any]) -> ToolCall | None:
+        """Another tool's call that these arguments really are (``bash`` running an
+        ``apply_patch`` heredoc), or None. The turn runs the returned call in its place, under
+        that tool's own argument checks, policy, approvals and mutation queue; the result keeps
+        this call's id."""
+        return None
+
 
 def arguments_model_of(tool: ToolExecutor) -> type[ToolArguments] | None:
     """The tool's argument model, when it declares one (``Tool.arguments_model``)."""

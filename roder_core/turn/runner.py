@@ -127,6 +127,8 @@ class TurnRunner:
         self._approval_lock = asyncio.Lock()
         #: Seconds each call spent waiting for approval (left out of its duration).
         self._approval_wait: dict[str, float] = {}
+        #: Calls run as another tool (``Tool.redirect``): call id -> that tool's name.
+        self._ran_as: dict[str, str] = {}
         #: Streaming items: when each was last saved and how long its text was (see _checkpoint).
         self._checkpoints: dict[str, tuple[float, int]] = {}
         #: Estimated size of the last request sent (a refused one tells how large is too large).
@@ -537,6 +539,9 @@ class TurnRunner:
         # The call's own time: waiting for a person's approval is not part of it.
         took = time.monotonic() - started - self._approval_wait.pop(call.id, 0.0)
         text, attachments = result.text, result.attachments
+        ran_as = self._ran_as.pop(call.id, None)
+        if ran_as is not None:
+            text = f"[this {call.name} call ran as the {ran_as} tool]\n{text}"
         try:  # screenshots and images a tool returns become media items of the thread
             attachments = await self.runtime.store_media(self.tid, attachments, source=f"tool:{call.name}", turn_id=self.turn.id)
         except MediaError as exc:
@@ -605,6 +610,10 @@ class TurnRunner:
             hook_permission = payload.permission
         else:
             hook_permission = None
+        redirected = _redirected(tools, tool, call)
+        if redirected is not None:
+            tool, call = redirected
+            self._ran_as[call.id] = call.name
         # Arguments that do not fit the tool's model are the model's to fix: no policy check,
         # no approval prompt, an error result naming each wrong field.
         problem = argument_problem(tool, call)
@@ -797,6 +806,16 @@ def _with_hook_permission(decision: PolicyDecision, permission: Any) -> PolicyDe
     if permission == "allow" and decision.verdict is PolicyVerdict.ASK and decision.source not in ("floor", "repeat"):
         return PolicyDecision(PolicyVerdict.ALLOW, "allowed by a hook", "hook")
     return decision
+
+
+def _redirected(tools: ToolRegistry, tool: Any, call: ToolCall) -> tuple[Any, ToolCall] | None:
+    """The tool and call to run instead when ``call`` is really another tool's (``Tool.redirect``)
+    and that tool is offered to this thread; its result says it ran that way."""
+    redirect = getattr(tool, "redirect", None)
+    target = redirect(call.arguments) if redirect is not None else None
+    if target is None or target.name not in tools:
+        return None
+    return tools.get(target.name), ToolCall(id=call.id, name=target.name, arguments=target.arguments)
 
 
 def _mutated_paths(tool: Any, call: ToolCall, ctx: ToolExecutionContext) -> list[str]:
