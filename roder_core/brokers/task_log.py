@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from roder_core.brokers.command_output import MAX_BYTES, MAX_LINES, SPILL_CAP_BYTES
 from roder_core.brokers.private_files import open_private
+from roder_core.brokers.terminal_text import terminal_text
 
 #: The last line shown in task lists is cut to this many characters.
 LAST_LINE_CHARS = 200
@@ -111,7 +112,7 @@ class TaskLog:
         if since < self._base:
             text = f"[output before byte {self._base} was discarded: the log keeps the last {self._cap} bytes]\n" + text
         return TaskOutputSlice(
-            text=text,
+            text=terminal_text(text),
             since=since,
             next=end,
             total_bytes=self.total_bytes,
