@@ -160,6 +160,7 @@ class OutputCollector:
         where = f"full output: {self.spill_path}"
         if not self.spill_complete:
             where += f" (first {SPILL_CAP_BYTES // (1024 * 1024)} MB only)"
+        where += f"; read parts of it with bash: sed -n '1000,1100p' {self.spill_path} or grep -n PATTERN {self.spill_path}"
         marker = (
             f"\n\n[... output truncated: {self.total_lines} lines, {self.total_bytes} bytes in total; "
             f"{self.total_bytes - shown} bytes omitted here; {where} ...]\n\n"

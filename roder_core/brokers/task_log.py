@@ -105,7 +105,10 @@ class TaskLog:
         tail_lines = tail.decode("utf-8", errors="replace").split("\n")
         tail_text = "\n".join(tail_lines[1:][-(MAX_LINES // 2) :] if len(tail_lines) > 1 else tail_lines)
         omitted = size - len(head_text.encode()) - len(tail_text.encode())
-        marker = f"\n\n[... {omitted} bytes omitted here; full output: {self.path} ...]\n\n"
+        marker = (
+            f"\n\n[... {omitted} bytes omitted here; full output: {self.path}; read parts of it with bash: "
+            f"sed -n '1000,1100p' {self.path} or grep -n PATTERN {self.path} ...]\n\n"
+        )
         return self._slice(head_text + marker + tail_text, since, end, omitted)
 
     def _slice(self, text: str, since: int, end: int, omitted: int) -> TaskOutputSlice:

@@ -298,11 +298,16 @@ class TurnRunner:
                 ),
             )
             item = item.model_copy(update={"text": payload.text})
+        commands = self.runtime.command_conditions()
         query = ContextQuery(
             thread_id=self.tid,
             cwd=Path(self.thread.cwd),
             prompt=item.text,
             model=self.runtime.model_profile(self.provider, self.model),
+            mode=self.mode,
+            approver=self.runtime.thread_interactive(self.tid),
+            sandbox=commands.sandbox,
+            network=commands.network,
         )
         item = item.model_copy(update={"context": await self.runtime.context.turn_context(query)})
         await self._item(item)
