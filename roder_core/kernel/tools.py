@@ -227,6 +227,8 @@ class Tool:
     read_only: bool = False
     #: Offered only to threads in a team (their ``ToolHost.team()`` is not None).
     team_only: bool = False
+    #: Offered only in these policy modes (``exit_plan``: plan mode); None: in every mode.
+    modes: ClassVar[frozenset[str] | None] = None
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.schema())
@@ -285,6 +287,11 @@ def tool_kind(tool: ToolExecutor) -> ToolKind:
 
 def is_read_only(tool: ToolExecutor) -> bool:
     return bool(getattr(tool, "read_only", False))
+
+
+def offered_in(tool: ToolExecutor, mode: str) -> bool:
+    modes = getattr(tool, "modes", None)
+    return modes is None or mode in modes
 
 
 def is_team_only(tool: ToolExecutor) -> bool:
@@ -351,6 +358,10 @@ class ToolRegistry:
     def outside_teams(self) -> ToolRegistry:
         """A copy without the tools only team threads are offered."""
         return self.restricted(name for name, tool in self._tools.items() if not is_team_only(tool))
+
+    def for_mode(self, mode: str) -> ToolRegistry:
+        """A copy without the tools not offered in policy mode ``mode`` (``Tool.modes``)."""
+        return self.restricted(name for name, tool in self._tools.items() if offered_in(tool, mode))
 
     def contribute_from(self, source: str, contribute: Callable[[ToolRegistry], None]) -> None:
         self._current_source = source

@@ -336,6 +336,7 @@ class TurnRunner:
                 tools = tools.restricted(self.state.allowed_tools)
             if runtime.team_channel(self.tid) is None:
                 tools = tools.outside_teams()
+            tools = tools.for_mode(self.mode)
             output = await self._call_fitting(tools)
             self.compactor.observe(output.usage)
             self.turn.stop_reason = output.stop_reason
@@ -700,10 +701,7 @@ class TurnRunner:
                 name=call.name,
                 is_error=True,
                 data={"policy_denied": True},
-                text=(
-                    f"denied: {call.name} needs approval ({reason}) and nobody can approve in this "
-                    f"headless run; {self._headless_remedy(tool, call, ctx, subjects)}"
-                ),
+                text=headless_denial(call.name, reason, self._headless_remedy(tool, call, ctx, subjects)),
             )
         preview: dict[str, Any] = {}
         make_preview = getattr(tool, "preview", None)
@@ -811,6 +809,17 @@ def _with_hook_permission(decision: PolicyDecision, permission: Any) -> PolicyDe
     if permission == "allow" and decision.verdict is PolicyVerdict.ASK and decision.source not in ("floor", "repeat"):
         return PolicyDecision(PolicyVerdict.ALLOW, "allowed by a hook", "hook")
     return decision
+
+
+def headless_denial(tool: str, reason: str, remedy: str) -> str:
+    """What the model is told when a call needs approval in a run nobody can approve: that it
+    was not run, not to retry or route around it, and what to tell the user (the remedy is the
+    user's to apply)."""
+    return (
+        f"denied: {tool} needs approval ({reason}) and nobody can approve in this headless run, so it was not "
+        "run. Do not retry it or get around it with another tool: do what you can without it, and tell the "
+        f"user what was left undone and how they can allow it ({remedy})."
+    )
 
 
 def _redirected(tools: ToolRegistry, tool: Any, call: ToolCall) -> tuple[Any, ToolCall] | None:
