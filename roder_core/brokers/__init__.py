@@ -67,6 +67,11 @@ class FileSystemBroker(Protocol):
 
     def walk(self, path: str, *, respect_gitignore: bool = True) -> Iterator[FileInfo]: ...
 
+    def find_files(self, path: str, pattern: str, *, limit: int) -> tuple[list[FileInfo], int]:
+        """Files below ``path`` whose path relative to it matches the glob ``pattern``, ignored
+        ones left out: the ``limit`` newest (ties by path) and how many matched in all."""
+        ...
+
 
 @dataclass
 class ProcessResult:

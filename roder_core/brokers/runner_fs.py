@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileKind
+from roder_core.brokers.file_glob import walk_matches
 from roder_core.brokers.git_dirs import config_programs, gitdir_pointer
 from roder_core.brokers.gitignore import IgnoreMatcher, IgnoreRule, parse_rules
 from roder_core.brokers.protected_names import protected_reason
@@ -377,7 +378,7 @@ class TransportFileSystem:
             if name == ".git":
                 continue
             info = self._info(real, name, st)
-            if respect_gitignore and matcher.ignored(posixpath.relpath(info.path.as_posix(), self._root), st.kind == "dir"):
+            if respect_gitignore and matcher.excluded(posixpath.relpath(info.path.as_posix(), self._root), st.kind == "dir"):
                 continue
             entries.append(info)
         entries.sort(key=lambda e: (e.kind != "dir", e.display))
@@ -391,6 +392,10 @@ class TransportFileSystem:
             return
         yield from self._walk(real, self._matcher_for(real), respect_gitignore)
 
+    def find_files(self, path: str, pattern: str, *, limit: int) -> tuple[list[FileInfo], int]:
+        """By this broker's walk (over the transport), from the pattern's literal folder."""
+        return walk_matches(self, path, pattern, limit)
+
     def _walk(self, folder: str, matcher: IgnoreMatcher, respect: bool) -> Iterator[FileInfo]:
         try:
             entries = sorted(self._transport.listdir(folder))
@@ -401,7 +406,7 @@ class TransportFileSystem:
                 continue
             info = self._info(folder, name, st)
             rel = posixpath.relpath(info.path.as_posix(), self._root)
-            if respect and matcher.ignored(rel, st.kind == "dir"):
+            if respect and matcher.excluded(rel, st.kind == "dir"):
                 continue
             if st.kind != "dir":
                 yield info
