@@ -448,6 +448,12 @@ class RoderApp(App[int]):
         if method == "turn/steer/cancelled":
             self.queued.discard(event.item_id)
             return
+        if method == "auth/login/completed":
+            from roder_tui.sign_in_view import completion_message
+
+            text, severity = completion_message(event)
+            self.notify(text, title="/login", severity=severity, timeout=12)  # type: ignore[arg-type]
+            return
         thread_id = getattr(event, "thread_id", None)
         if isinstance(event, ev.AgentMessageDelta):
             if thread_id == self.thread_id:
@@ -962,6 +968,8 @@ class RoderApp(App[int]):
 
     def _local_slash(self, name: str, arguments: str) -> Callable[[], Any] | None:
         """Built-ins that act on the screen; None for the ones the runtime performs."""
+        from roder_tui import sign_in_view
+
         if name == "model" and not arguments.strip():
             return self.pick_model
         actions: dict[str, Callable[[], Any]] = {
@@ -983,6 +991,7 @@ class RoderApp(App[int]):
             "paste-image": self.action_paste_image,
             "team": lambda: self.teams.command(arguments),
             "plan-review": self.open_plan_review,
+            "login": lambda: sign_in_view.start_sign_in(self, arguments),
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
         }
@@ -1012,7 +1021,7 @@ class RoderApp(App[int]):
     async def _list_skills(self) -> None:
         skills = [c for c in self.slash_commands if c.kind == "skill"]
         text = "\n".join(f"/{c.name}  {c.description}" for c in skills)
-        self._show_info("/skills", text or "no Agent Skills found (see README: Agent Skills)")
+        self._show_info("/skills", text or "no Agent Skills found (see docs/customization.md: Agent Skills)")
 
     async def _list_agents(self) -> None:
         from roder_core.server.protocol_features import AGENTS_LIST, AgentsListParams

@@ -60,7 +60,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MOCK_HINT = (
     "roder: no provider configured, using the offline mock model. Store a key with "
     "`roder providers login PROVIDER` (e.g. anthropic, openai), set OPENAI_API_KEY or "
-    "ANTHROPIC_API_KEY, or add a [providers.NAME] table to config.toml (see README)."
+    "ANTHROPIC_API_KEY, or add a [providers.NAME] table to config.toml (see docs/providers.md)."
 )
 #: Notifications one-shot mode may fall behind by before the stream is cut (it prints inline).
 ASK_QUEUE_SIZE = 100_000
@@ -162,7 +162,7 @@ class Printer:
             "turn_id": turn.id,
             "turns": model_calls,
             "usage": turn.usage.wire(),
-            # What the prompt cache saved, and what the turn cost with it (see README, Providers).
+            # What the prompt cache saved, and what the turn cost with it (see docs/providers.md).
             "cache_read_tokens": turn.usage.cached_input_tokens,
             "cache_write_tokens": turn.usage.cache_write_tokens,
             "cost_usd": round(turn.usage.cost_usd, 6),

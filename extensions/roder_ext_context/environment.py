@@ -72,7 +72,8 @@ async def git_state(cwd: Path) -> str:
     except OSError as exc:
         return f"a git repository (git failed: {exc})"
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT)
+        async with asyncio.timeout(GIT_TIMEOUT):
+            out, _ = await proc.communicate()
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

@@ -93,7 +93,8 @@ class ServerConnection:
         if self._task is None:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._settled.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
 
     async def stop(self) -> None:
         task = self._task
@@ -103,11 +104,16 @@ class ServerConnection:
         try:
             if self.status == "connecting":  # a handshake is never waited for: the server is stopped now
                 raise TimeoutError
-            await asyncio.wait_for(asyncio.shield(task), 10)
+            async with asyncio.timeout(10):
+                await asyncio.shield(task)
         except (TimeoutError, asyncio.CancelledError):
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+            self._task = None
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():  # stop() itself was cancelled: pass it on
+                raise
         self._task = None
 
     async def restart(self, timeout: float | None = None) -> None:

@@ -4,7 +4,7 @@ Three providers, one per kind a ``[runners.NAME]`` table may name: ``local`` (th
 the bubblewrap sandbox), ``ssh`` (a workspace on another machine, over asyncssh) and
 ``container`` (a Podman or Docker container with the workspace mounted). Each supplies the
 file, process and network brokers of its sessions; policy, approvals, secret redaction and
-environment scrubbing stay in the core, above them. See README's "Runners" section.
+environment scrubbing stay in the core, above them. See docs/runners.md.
 """
 
 from __future__ import annotations

@@ -361,17 +361,20 @@ class HostProcessBroker(CommandBroker):
         timed_out = False
         try:
             try:
-                await asyncio.wait_for(proc.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await proc.wait()
             except TimeoutError:
                 timed_out = True
                 await _terminate(proc)
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(reader), EXIT_GRACE)
+                    async with asyncio.timeout(EXIT_GRACE):
+                        await asyncio.shield(reader)
             # Sandboxed, the PID namespace already took every straggler with it.
             _kill_group(proc.pid, sweep_session=launched.level == "off")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(reader), 2.0)
+                async with asyncio.timeout(2.0):
+                    await asyncio.shield(reader)
         except asyncio.CancelledError:
             await asyncio.shield(_cleanup_cancelled(proc, reader, output))
             for pipe in launched.transports:
@@ -439,7 +442,8 @@ class BackgroundProcess:
         try:
             await launched.proc.wait()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(launched.reader), EXIT_GRACE)
+                async with asyncio.timeout(EXIT_GRACE):
+                    await asyncio.shield(launched.reader)
         except asyncio.CancelledError:
             await asyncio.shield(self.kill())
             raise
@@ -458,7 +462,8 @@ class BackgroundProcess:
         launched = self._launched
         _kill_group(launched.proc.pid, sweep_session=launched.level == "off")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(launched.reader), 2.0)
+            async with asyncio.timeout(2.0):
+                await asyncio.shield(launched.reader)
         if not launched.reader.done():
             launched.reader.cancel()
         self._sink.flush()
@@ -578,7 +583,8 @@ async def _terminate(proc: asyncio.subprocess.Process) -> None:
     """Timeout: SIGTERM to the group, a moment to clean up, then SIGKILL."""
     _kill_group(proc.pid, signal.SIGTERM)
     try:
-        await asyncio.wait_for(proc.wait(), 1.0)
+        async with asyncio.timeout(1.0):
+            await proc.wait()
     except TimeoutError:
         pass
     _kill_group(proc.pid, signal.SIGKILL)

@@ -40,7 +40,7 @@ class InferenceProviderMetadata:
     auth_label: str | None = None
     auth_configured: bool | None = None
     #: Where the key in use comes from: "env" (its variable) or "stored" (roder providers login).
-    auth_source: Literal["env", "stored"] | None = None
+    auth_source: Literal["env", "stored", "oauth"] | None = None
     recommended: bool = False
     sort_order: int = 100
     description: str | None = None

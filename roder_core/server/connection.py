@@ -151,6 +151,10 @@ class Connection:
             task.cancel()
         if self._writer is not None:
             try:
-                await asyncio.wait_for(self._writer, flush_timeout)
+                async with asyncio.timeout(flush_timeout):
+                    await self._writer
             except (TimeoutError, asyncio.CancelledError):
                 self._writer.cancel()
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():  # close() itself was cancelled: pass it on
+                    raise

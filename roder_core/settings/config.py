@@ -97,6 +97,31 @@ class ContextConfig(Section):
     keep_recent_tokens: int = 20_000
 
 
+class AuthLoginConfig(BaseModel):
+    """One ``[auth.NAME]`` table: an OAuth 2.1 sign-in whose token a provider uses as its key.
+
+    Roder ships no client ids: a vendor publishes values for third-party applications or the
+    user registers their own, and both go here. Unknown keys are errors (a typo is never ignored).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The authorization server; its endpoints are discovered (RFC 8414, then OpenID) unless
+    #: ``token_endpoint`` is given.
+    issuer: str | None = None
+    client_id: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    #: "device" (a code typed on another device) or "browser" (PKCE with a loopback redirect);
+    #: unset: the device flow where the server offers it, else the browser.
+    flow: Literal["device", "browser"] | None = None
+    #: The provider whose requests carry the token (``[providers.NAME]`` or a built-in).
+    provider: str | None = None
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    device_authorization_endpoint: str | None = None
+    revocation_endpoint: str | None = None
+
+
 class RoderConfig(Section):
     provider: str | None = None
     model: str | None = None
@@ -126,6 +151,8 @@ class RoderConfig(Section):
     context: ContextConfig = Field(default_factory=ContextConfig)
     #: ``[runners.NAME]``: where threads' tools may execute (``roder_core.settings.runners``).
     runners: dict[str, RunnerConfig] = Field(default_factory=dict)
+    #: ``[auth.NAME]``: OAuth sign-ins (``auth/codex/*``, ``auth/supergrok/*``, ``roder providers login NAME``).
+    auth: dict[str, AuthLoginConfig] = Field(default_factory=dict)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
