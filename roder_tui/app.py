@@ -55,7 +55,7 @@ from roder_tui.widgets.prompt import PromptBar, PromptHistory, PromptInput, atta
 from roder_tui.widgets.queued import QueuedSteers  # noqa: E402
 from roder_tui.widgets.sidebar import Sidebar  # noqa: E402
 from roder_tui.widgets.status_bar import StatusBar  # noqa: E402
-from roder_tui.widgets.team_panes import TeamPanes  # noqa: E402
+from roder_tui.widgets.team_panes import TeamPanes, WorkArea  # noqa: E402
 from roder_tui.widgets.transcript import Transcript  # noqa: E402
 from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
@@ -140,7 +140,6 @@ class RoderApp(App[int]):
     Screen { layout: vertical; }
     #body { height: 1fr; }
     #chat { width: 1fr; height: 1fr; }
-    #work { height: 1fr; }
     #team-bar { height: 1; display: none; padding: 0 1; background: $panel; }
     /* Toasts at the top right: at the bottom they covered the prompt and the completion list. */
     ToastRack { dock: top; align: right top; margin-bottom: 0; }
@@ -212,15 +211,14 @@ class RoderApp(App[int]):
         self.pending_media = PendingMedia(id="pending-media")
         self.team_panes = TeamPanes(id="team-panes")
         self.team_bar = Static("", id="team-bar")
+        self.work = WorkArea(self.transcript, self.team_panes, id="work")
         self.prompt_bar.input.has_queued = lambda: bool(self.queued.queued)
         if self.files_remote:
             self.prompt_bar.read_directory = self._read_host_directory
         with Horizontal(id="body"):
             yield self.sidebar
             with Vertical(id="chat"):
-                with Horizontal(id="work"):
-                    yield self.transcript
-                    yield self.team_panes
+                yield self.work
                 yield self.team_bar
                 yield self.queued
                 yield self.pending_media
@@ -246,13 +244,11 @@ class RoderApp(App[int]):
 
     def _layout_for_width(self, width: int) -> None:
         self.sidebar.display = self.sidebar_wanted and width >= SIDEBAR_MIN_WIDTH
-        self._arrange_team(width)
 
-    def _arrange_team(self, width: int | None = None) -> None:
-        """Panes beside the transcript when they fit, else the focused one in its place."""
-        width = width if width is not None else self.size.width
-        chat = width - (self.sidebar.outer_size.width if self.sidebar.display else 0)
-        self.transcript.display = self.team_panes.lay_out(chat)
+    def _arrange_team(self) -> None:
+        """After a team change: the panes laid out again for the work area's width (its own
+        resizes do that for every resize and sidebar toggle), and the team bar."""
+        self.work.arrange_panes()
         self.team_bar.display = self.team_panes.team is not None
         if self.team_panes.team is not None:
             self.team_bar.update(self.team_panes.summary())

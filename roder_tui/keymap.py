@@ -107,7 +107,7 @@ KEYS: tuple[Key, ...] = (
     Key("k,up", "", "previous block of the plan", "plan"),
     Key("c", "", "comment on the focused block (a heading: its whole section)", "plan"),
     Key("w", "", "send the plan back for a rewrite with the comments (and instructions)", "plan"),
-    Key("a", "", "approve, then choose the mode to continue in (ask, auto-edit, bypass)", "plan"),
+    Key("a", "", "approve, then choose the mode to continue in (ask, auto-edit, bypass); open comments go with it", "plan"),
     Key("r", "", "reject, with a reason", "plan"),
     Key("escape", "", "later: the plan keeps waiting (/plan-review opens it again)", "plan"),
     # pickers and screens
