@@ -86,7 +86,7 @@ KEYS: tuple[Key, ...] = (
     Key("/", "", "command completion (built-in and custom commands)", "prompt"),
     Key("@", "", "complete a workspace file; it is attached when you send (images as pictures)", "prompt"),
     Key("!", "", "!cmd runs a shell command through the policy and shows it", "prompt"),
-    Key("tab", "", "accept a completion (enter too); esc closes it", "prompt"),
+    Key("tab", "", "accept a completion; enter accepts it too, and on a /command runs it at once; esc closes it", "prompt"),
     # transcript
     Key("j,down", "", "next message", "transcript"),
     Key("k,up", "", "previous message", "transcript"),

@@ -1,8 +1,10 @@
 """The input box: multiline prompt with history, ``/`` command and ``@`` file completion.
 
 Enter sends; shift+enter or ctrl+j inserts a newline; up/down walk the history when the cursor is
-on the first/last line; tab or enter accepts a completion, esc closes it. Everything else is a
-normal text area. The cursor does not blink (no idle repaints over slow links).
+on the first/last line; tab accepts a completion, esc closes it. Enter on a ``/command`` completion
+accepts it and runs the command at once (as Claude Code does: a typed or uniquely completed command
+never needs a second enter); enter on an ``@file`` completion only inserts the file. Everything
+else is a normal text area. The cursor does not blink (no idle repaints over slow links).
 """
 
 from __future__ import annotations
@@ -173,7 +175,10 @@ class PromptInput(TextArea):
             if key in ("tab", "enter"):
                 event.stop()
                 event.prevent_default()
+                command = popup.completes_command
                 popup.accept()
+                if key == "enter" and command:
+                    self._submit()
                 return
             if key in ("up", "down"):
                 event.stop()
@@ -188,11 +193,7 @@ class PromptInput(TextArea):
         if key == "enter":
             event.stop()
             event.prevent_default()
-            text = self.text
-            if text.strip():
-                self.prompt_history.add(text)
-                self.post_message(self.Submitted(text))
-                self.clear()
+            self._submit()
             return
         if key in ("shift+enter", "ctrl+j"):
             event.stop()
@@ -213,6 +214,13 @@ class PromptInput(TextArea):
                 self._replace_all(recalled)
                 return
         await super()._on_key(event)
+
+    def _submit(self) -> None:
+        text = self.text
+        if text.strip():
+            self.prompt_history.add(text)
+            self.post_message(self.Submitted(text))
+            self.clear()
 
     def _replace_all(self, text: str) -> None:
         self.text = text

@@ -1,0 +1,54 @@
+"""Pilot tests of the working-day flows that must work on the first keypress and drop nothing:
+a slash command runs on the first enter, history walks past ``@file`` entries, a refused send
+keeps the prompt, and the other rough edges of a day in the app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tui.helpers import make_app, ready, until
+
+
+def _screen_name(app: object) -> str:
+    return type(app.screen).__name__  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("typed", ["/tools", "/too", "/mc"])
+async def test_enter_runs_a_typed_or_uniquely_completed_command(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, typed: str
+) -> None:
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*typed)
+        await until(pilot, lambda: app.prompt_bar.popup_open, what="the completion list")
+        await pilot.press("enter")
+        await until(pilot, lambda: _screen_name(app) == "InfoScreen", what=f"{typed} to run on the first enter")
+        assert app.prompt_bar.input.text == ""
+        assert app.screen.title_text == ("/mcp" if typed == "/mc" else "/tools")  # type: ignore[attr-defined]
+
+
+async def test_enter_on_a_full_name_picks_it_over_longer_names(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/plan`` also prefixes ``/plan-review``: enter runs what was typed, /plan."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"/plan")
+        await until(pilot, lambda: app.prompt_bar.popup_open, what="the completion list")
+        assert len(app.prompt_bar.popup.items) > 1  # type: ignore[union-attr]
+        await pilot.press("enter")
+        await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
+
+
+async def test_enter_on_a_file_completion_only_inserts_it(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (workspace / "notes.md").write_text("x\n")
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"read @not")
+        await until(pilot, lambda: app.prompt_bar.popup_open and app.prompt_bar.popup.items, what="the file list")
+        await pilot.press("enter")
+        assert app.prompt_bar.input.text == "read @notes.md "
+        assert app.thread_id is not None and not app.transcript.model.entries
