@@ -167,11 +167,17 @@ class PromptInput(TextArea):
         self.completion: CompletionPopup | None = None  # created on the first completion
         #: Whether steer messages are queued (set by the app); ``up`` on an empty prompt recalls them.
         self.has_queued: Callable[[], bool] = lambda: False
+        #: The text is an entry recalled from the history and not edited since: up/down keep
+        #: walking the history and no completion opens (an entry ending in ``@file`` would
+        #: otherwise open one that takes the arrows, and the walk could not go on).
+        self.walking_history = False
 
     async def _on_key(self, event: events.Key) -> None:
         key = event.key
         popup = self.completion
-        if popup is not None and popup.display:
+        if key not in ("up", "down"):
+            self.walking_history = False
+        if popup is not None and popup.display and not self.walking_history:
             if key in ("tab", "enter"):
                 event.stop()
                 event.prevent_default()
@@ -211,6 +217,9 @@ class PromptInput(TextArea):
             if recalled is not None:
                 event.stop()
                 event.prevent_default()
+                self.walking_history = True
+                if popup is not None:
+                    popup.close()
                 self._replace_all(recalled)
                 return
         await super()._on_key(event)
@@ -282,6 +291,9 @@ class PromptBar(Vertical):
         self.mentions = list(mentions)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if self.input.walking_history:
+            self.close_popup()
+            return
         before = self.input.token_before_cursor()
         row = self.input.cursor_location[0]
         if row == 0 and before.startswith("/") and " " not in before:

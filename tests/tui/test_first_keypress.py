@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.helpers import make_app, ready, until
+from tests.tui.helpers import ask, make_app, ready, turn_done, until
 
 
 def _screen_name(app: object) -> str:
@@ -52,3 +52,24 @@ async def test_enter_on_a_file_completion_only_inserts_it(workspace: Path, monke
         await pilot.press("enter")
         assert app.prompt_bar.input.text == "read @notes.md "
         assert app.thread_id is not None and not app.transcript.model.entries
+
+
+async def test_history_walks_past_an_entry_ending_in_a_file(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (workspace / "notes.md").write_text("x\n")
+    app = make_app(workspace, [{"text": "one"}, {"text": "two"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "first")
+        await pilot.press(*"read @notes.md")
+        await until(pilot, lambda: app.prompt_bar.popup_open, what="the file list")
+        await pilot.press("escape", "enter")
+        await turn_done(pilot, 2)
+        prompt = app.prompt_bar.input
+        await pilot.press(*"my draft")
+        for key, expected in (("up", "read @notes.md"), ("up", "first"), ("down", "read @notes.md"), ("down", "my draft")):
+            await pilot.press(key)
+            await pilot.pause()
+            assert prompt.text == expected, key
+            assert not app.prompt_bar.popup_open
+        await pilot.press("backspace", *"t @no")  # editing again: completion is back
+        await until(pilot, lambda: app.prompt_bar.popup_open, what="the file list after an edit")
