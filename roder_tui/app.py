@@ -864,7 +864,15 @@ class RoderApp(App[int]):
                 await self._client().call(TURN_START, params)
                 self.pending_media.show_items([])  # the turn took them
         except RpcError as exc:
+            # Refused (an image for a model that cannot see, a bad command...): nothing typed is lost.
+            self._give_back([text])
             self.notify(exc.message, severity="error", timeout=10)
+
+    def _give_back(self, texts: list[str]) -> None:
+        """Put text that was not sent back into the prompt, before anything typed since."""
+        prompt = self.prompt_bar.input
+        prompt.text = "\n\n".join([*texts, prompt.text] if prompt.text.strip() else texts)
+        prompt.move_cursor(prompt.document.end)
 
     def _return_unsent(self, texts: list[str]) -> None:
         """Steer messages the turn never delivered go back into the prompt (before any draft),
@@ -872,9 +880,7 @@ class RoderApp(App[int]):
         self.queued.take_all()
         if not texts:
             return
-        prompt = self.prompt_bar.input
-        prompt.text = "\n\n".join([*texts, prompt.text] if prompt.text.strip() else texts)
-        prompt.move_cursor(prompt.document.end)
+        self._give_back(texts)
         self.notify("queued messages were not sent; they are back in the prompt", title="steer")
 
     @on(PromptInput.RecallQueued)

@@ -73,3 +73,20 @@ async def test_history_walks_past_an_entry_ending_in_a_file(workspace: Path, mon
             assert not app.prompt_bar.popup_open
         await pilot.press("backspace", *"t @no")  # editing again: completion is back
         await until(pilot, lambda: app.prompt_bar.popup_open, what="the file list after an edit")
+
+
+async def test_a_refused_send_keeps_the_prompt(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path) -> None:
+    """An image for a model that cannot see it is refused with the reason; the prompt keeps it."""
+    import base64
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    (workspace / "shot.png").write_bytes(base64.b64decode(png))
+    (roder_home / "config.toml").write_text('[models."mock/mock"]\nimages = false\n')
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press(*"what is in @shot.png")
+        await pilot.press("escape", "enter")
+        await until(pilot, lambda: any("does not accept images" in n.message for n in app._notifications), what="the refusal")
+        assert app.prompt_bar.input.text == "what is in @shot.png"
+        assert not app.transcript.model.entries
