@@ -595,7 +595,8 @@ class RoderApp(App[int]):
         for steer in live.queued_steers:
             self.queued.add(steer.id, steer.text)
         if live.turn_id is not None and self.turn_id != live.turn_id:
-            self.turn_id, self.turn_started = live.turn_id, time.monotonic()
+            # The counter goes on from the turn's age on the host, not from when we attached.
+            self.turn_id, self.turn_started = live.turn_id, time.monotonic() - (live.turn_elapsed_ms or 0) / 1000
             self._set_activity("working")
         for request in live.pending_approvals:
             self._queue_approval(request)

@@ -356,6 +356,13 @@ class Runtime:
         state = self.threads.find(thread_id)
         return state.active_turn_id if state is not None else None
 
+    def turn_started_at(self, thread_id: str) -> float | None:
+        """When the turn running on an open thread began (wall clock), if one runs."""
+        state = self.threads.find(thread_id)
+        if state is None or state.active_turn_id is None or state.runner is None:
+            return None
+        return state.runner.turn.started_at
+
     async def start_thread(
         self,
         cwd: Path | None = None,

@@ -90,3 +90,20 @@ async def test_a_refused_send_keeps_the_prompt(workspace: Path, monkeypatch: pyt
         await until(pilot, lambda: any("does not accept images" in n.message for n in app._notifications), what="the refusal")
         assert app.prompt_bar.input.text == "what is in @shot.png"
         assert not app.transcript.model.entries
+
+
+async def test_reopening_a_running_turn_keeps_its_elapsed_time(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attached (or reopened) mid-turn, the status bar counts from the turn's start on the host,
+    not from the moment the app caught up with it."""
+    steps = [{"text": "x" * 400, "chunk_size": 1, "delay_ms": 50}]
+    app = make_app(workspace, steps, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: app.turn_id is not None, what="the turn")
+        runtime = app.client.runtime  # type: ignore[union-attr]
+        runtime.threads.find(app.thread_id).runner.turn.started_at -= 14  # the host began it 14 s ago
+        assert await app.switch_thread(app.thread_id or "")
+        await until(pilot, lambda: app.turn_id is not None, what="the caught-up turn")
+        assert (app.status_bar.state.get("elapsed") or 0) >= 14
+        await pilot.press("escape")
