@@ -11,7 +11,8 @@ each turn boundary, and whenever ``FOLD_BYTES`` were appended, it folds the line
 its last checkpoint (read back from the file, so the fold works on its own copy of the events,
 never the runtime's) and drops the turns the latest compaction left out. Its memory is the
 recent part plus at most ``FOLD_BYTES`` of lines; the snapshot is written (atomically) every
-``RECENT_REFRESH_BYTES`` and when the writer closes, so no resume folds the whole file.
+``RECENT_REFRESH_BYTES`` and when the writer closes, so no resume folds the whole file. A
+thread under ``MIN_BYTES`` costs the writer nothing: it is folded once it grows past that.
 """
 
 from __future__ import annotations
@@ -225,8 +226,8 @@ class JsonlThreadStore:
         """Fold the lines up to ``end`` into the writer's recent snapshot and write it when
         ``RECENT_REFRESH_BYTES`` were added since the last one (or at ``final``). Never raises:
         a snapshot only saves time, the file stays the truth."""
-        if writer.untracked:
-            return
+        if writer.untracked or (writer.recent is None and end < MIN_BYTES):
+            return  # a short thread is folded whole at load about as fast: the writer waits
         try:
             with _collector_paused():
                 self._fold_recent(thread_id, writer, end)
@@ -261,15 +262,16 @@ class JsonlThreadStore:
 
     def _fold_start(self, thread_id: str, writer: _Writer) -> Snapshot | None:
         """Where the writer's fold begins: the empty thread of a file it created, else the recent
-        snapshot a resume read (or left); None for a long file with neither, which only a whole
-        fold could start (a load does that, and leaves the snapshot for the next writer)."""
+        snapshot a resume read (or left), else a fold of a file still under ``FOLD_BYTES``; None
+        for a longer file with neither, which only an unbounded fold could start (a load does
+        that, and leaves the snapshot for the next writer)."""
         if writer.header is not None:
             empty = Thread.model_validate(writer.header.model_dump())
             return Snapshot(0, 0, fingerprint(b"", b""), [], empty)
         snapshot = read_snapshot(recent_path(self.directory, thread_id))
         if snapshot is not None:
             return snapshot
-        if writer.size >= MIN_BYTES:
+        if writer.size >= FOLD_BYTES:
             return None
         thread, position = self._load_folded(thread_id)
         return None if position is None else position.snapshot(thread)
