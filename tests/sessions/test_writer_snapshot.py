@@ -159,3 +159,23 @@ async def test_a_resumed_writer_continues_from_the_snapshot_and_a_rewritten_file
     path.write_bytes(path.read_bytes().replace(b"question 12", b"QUESTION 12"))  # same size, other bytes
     reloaded = await _store().load_recent(header.id)
     assert reloaded.older_turns == 0 and reloaded.thread.turns[-1].items[0].text == "QUESTION 12"  # type: ignore[union-attr]
+
+
+async def test_a_short_thread_costs_its_writer_no_fold_until_it_grows_long(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "MIN_BYTES", 6_000)
+    store = _store()
+    header = ThreadHeader(cwd=str(workspace), provider="mock", model="mock")
+    await _write(store, header, range(3))
+    writer = store._writers[header.id]
+    assert writer.recent is None and not recent_path(store.directory, header.id).exists()
+    await _write(store, header, range(3, 12))  # past MIN_BYTES: folded from the start, once
+    assert writer.recent is not None and writer.recent.offset == writer.size
+    await store.release(header.id)
+    whole = await _whole(header.id)
+    with monkeypatch.context() as patch:
+        _no_whole_fold(patch)
+        loaded = await _store().load_recent(header.id)
+    assert loaded.older_turns == 10
+    assert _state(loaded.thread) == _state(whole.model_copy(update={"turns": whole.turns[10:]}))
