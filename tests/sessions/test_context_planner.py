@@ -136,3 +136,17 @@ async def test_the_runtime_uses_the_configured_reserve(workspace: Path) -> None:
     runtime, _ = make_runtime(workspace, config=config)
     assert runtime.context.planner.budget(ModelProfile(id="m", context_window=100_000)) == 95_000
     await runtime.close()
+
+
+def test_a_request_counted_again_gives_the_same_answer_and_a_changed_one_a_new_one() -> None:
+    """One model call counts the same request several times; the count is kept for the same
+    parts and taken again for any copy with other messages, system text or tools."""
+    messages = [Message(role="user", parts=[TextPart(text="x" * 400)])]
+    request = AgentInferenceRequest(model="m", messages=messages, system="s" * 40)
+    first = request_tokens(request)
+    assert request_tokens(request) == first == 4 + 100 + 10
+    planned = request.model_copy(update={"system": "s" * 80})  # what the planner does
+    assert request_tokens(planned) == first + 10
+    longer = planned.model_copy(update={"messages": [*messages, Message(role="user", parts=[TextPart(text="y" * 40)])]})
+    assert request_tokens(longer) == first + 10 + 4 + 10
+    assert request_tokens(request) == first  # the earlier request again, after others were counted
