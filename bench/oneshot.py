@@ -82,6 +82,19 @@ def run_once(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, flo
     return result["wall"], result["cpu"], result["peak"]  # type: ignore[return-value]
 
 
+#: The columns ``run_summary`` fills.
+SUMMARY_HEADER = f"{'wall med':>9} {'cpu med':>8} {'cpu min':>8} {'peak MiB':>9}"
+
+
+def run_summary(rows: list[tuple[float, float, float]]) -> str:
+    """Median wall, median and least CPU, and peak memory of ``run_once`` results."""
+    cpus = [c for _, c, _ in rows]
+    return (
+        f"{statistics.median(w for w, _, _ in rows):>9.3f} {statistics.median(cpus):>8.3f} "
+        f"{min(cpus):>8.3f} {max(p for _, _, p in rows):>9.1f}"
+    )
+
+
 def compile_bytecode(root: Path) -> None:
     """pip compiles bytecode when it installs a package; an editable checkout under
     PYTHONDONTWRITEBYTECODE would recompile every module at every start, so compile once first."""

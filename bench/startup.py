@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from oneshot import checkout_env, compile_dependencies, load_average, run_once
+from oneshot import SUMMARY_HEADER, checkout_env, compile_dependencies, load_average, run_once, run_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {
@@ -56,14 +55,10 @@ def main() -> None:
                 for name, extra in variants.items() if case != "python -c pass" else [("floor", {})]:
                     results.setdefault((case, name), []).append(run_once(command, {**base_env, **extra}, cwd))
         print(f"load average after: {load_average()}")
-        print(f"{'case':<20} {'variant':<9} {'wall med':>9} {'cpu med':>8} {'cpu min':>8} {'peak MiB':>9} {'modules':>8}")
+        print(f"{'case':<20} {'variant':<9} {SUMMARY_HEADER} {'modules':>8}")
         for (case, name), rows in results.items():
-            extra = variants.get(name, {})
-            cpus = [c for _, c, _ in rows]
-            print(
-                f"{case:<20} {name:<9} {statistics.median(w for w, _, _ in rows):>9.3f} {statistics.median(cpus):>8.3f} "
-                f"{min(cpus):>8.3f} {max(p for _, _, p in rows):>9.1f} {module_count(CASES[case], {**base_env, **extra}, cwd):>8}"
-            )
+            modules = module_count(CASES[case], {**base_env, **variants.get(name, {})}, cwd)
+            print(f"{case:<20} {name:<9} {run_summary(rows)} {modules:>8}")
 
 
 if __name__ == "__main__":
