@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from roder_core.ir import (
     AgentInferenceRequest,
@@ -126,15 +127,15 @@ def _image_parts(attachments: list[Attachment], resolve: ImageResolver) -> tuple
 
 
 def _user_message(item: UserMessageItem, resolve: ImageResolver) -> Message:
-    parts: list[Part] = [TextPart(text=CONTEXT_OPEN + item.context + CONTEXT_CLOSE)] if item.context else []
-    parts.append(TextPart(text=item.text))
+    parts: list[Part] = [TextPart.model_construct(text=CONTEXT_OPEN + item.context + CONTEXT_CLOSE)] if item.context else []
+    parts.append(TextPart.model_construct(text=item.text))
     images, notes = _image_parts(item.attachments, resolve)
-    parts.extend(TextPart(text=note) for note in notes)
+    parts.extend(TextPart.model_construct(text=note) for note in notes)
     parts.extend(images)
     for att in item.attachments:
         if not att.is_image and att.text is not None:
-            parts.append(TextPart(text=f"\n<attachment name={att.name!r}>\n{att.text}\n</attachment>"))
-    return Message(role="user", parts=parts)
+            parts.append(TextPart.model_construct(text=f"\n<attachment name={att.name!r}>\n{att.text}\n</attachment>"))
+    return Message.model_construct(role="user", parts=parts)
 
 
 def history_to_messages(
@@ -151,18 +152,27 @@ def history_to_messages(
     return conversation(items, resolve=resolve)[0]
 
 
+def _copied(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A part's own copy of an item's dict (as validating it made), so an encoder that edits a
+    request's parts never edits the thread's items."""
+    return None if data is None else dict(data)
+
+
 def conversation(
     items: Sequence[Item], turn_start_item: str | None = None, *, resolve: ImageResolver = inline_images
 ) -> tuple[list[Message], int]:
     """The messages for ``items`` and the index of the message where the running turn begins
     (the one made from ``turn_start_item``; right after the summary when compaction hid it).
-    ``resolve`` loads stored images (or says why one is not sent)."""
+    ``resolve`` loads stored images (or says why one is not sent).
+
+    Built at every model call from the whole history, so the parts are made without validation
+    (``model_construct``): their fields come from items that were validated when they were made."""
     messages: list[Message] = []
     turn_start: int | None = None
 
     def open_message(role: str) -> Message:
         if not messages or messages[-1].role != role:
-            messages.append(Message(role=role))  # type: ignore[arg-type]
+            messages.append(Message.model_construct(role=role, parts=[]))
         return messages[-1]
 
     visible = visible_items(items)
@@ -172,30 +182,34 @@ def conversation(
         if isinstance(item, UserMessageItem):
             messages.append(_user_message(item, resolve))
         elif isinstance(item, CompactionItem):
-            messages.append(Message(role="user", parts=[TextPart(text=COMPACTION_PREFIX + item.summary)]))
+            messages.append(
+                Message.model_construct(role="user", parts=[TextPart.model_construct(text=COMPACTION_PREFIX + item.summary)])
+            )
         elif isinstance(item, AgentMessageItem):
             if item.text:
-                open_message("assistant").parts.append(TextPart(text=item.text))
+                open_message("assistant").parts.append(TextPart.model_construct(text=item.text))
         elif isinstance(item, ReasoningItem):
             if not (item.text or item.summary or item.provider_data):
                 continue  # voided by a stream restart
             open_message("assistant").parts.append(
-                ReasoningPart(text=item.text, summary=item.summary, provider_data=item.provider_data)
+                ReasoningPart.model_construct(text=item.text, summary=item.summary, provider_data=_copied(item.provider_data))
             )
         elif isinstance(item, ToolCallItem):
             open_message("assistant").parts.append(
-                ToolCallPart(
+                ToolCallPart.model_construct(
                     call_id=item.call_id,
                     name=item.name,
-                    arguments=item.arguments,
-                    provider_data=item.provider_data,
+                    arguments=dict(item.arguments),
+                    provider_data=_copied(item.provider_data),
                 )
             )
         elif isinstance(item, ToolResultItem):
             images, notes = _image_parts(item.attachments, resolve)
             text = "\n".join([item.text, *notes]) if notes else item.text
             open_message("tool").parts.append(
-                ToolResultPart(call_id=item.call_id, name=item.name, text=text, is_error=item.is_error, images=images)
+                ToolResultPart.model_construct(
+                    call_id=item.call_id, name=item.name, text=text, is_error=item.is_error, images=images
+                )
             )
     if turn_start is None:
         if turn_start_item is not None and visible and isinstance(visible[0], CompactionItem):
@@ -224,7 +238,9 @@ def _close_dangling_calls(messages: list[Message]) -> list[Message]:
             else set()
         )
         missing: list[Part] = [
-            ToolResultPart(call_id=c.call_id, name=c.name, text="(no result: the turn was interrupted)", is_error=True)
+            ToolResultPart.model_construct(
+                call_id=c.call_id, name=c.name, text="(no result: the turn was interrupted)", is_error=True
+            )
             for c in calls
             if c.call_id not in answered
         ]
@@ -232,7 +248,7 @@ def _close_dangling_calls(messages: list[Message]) -> list[Message]:
             if following is not None and following.role == "tool":
                 following.parts.extend(missing)
             else:
-                fixed.append(Message(role="tool", parts=missing))
+                fixed.append(Message.model_construct(role="tool", parts=missing))
     return fixed
 
 
