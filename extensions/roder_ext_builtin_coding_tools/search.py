@@ -44,6 +44,27 @@ MAX_FILES = 500
 MAX_ENTRIES = 500
 MAX_SCAN_BYTES = 2_000_000
 RG_TIMEOUT = 60.0
+#: Files with matches the content gate may sift on one ripgrep command line; past it, the Python
+#: search (which asks the gate file by file as it walks) runs instead.
+MAX_GATED_FILES = 20_000
+#: What every ripgrep run of grep shares: ignore rules as git applies them, path order, no colours.
+RG_BASE = (
+    "rg",
+    "--no-config",
+    "--line-number",
+    "--no-heading",
+    "--with-filename",
+    "--color=never",
+    "--hidden",
+    "--no-require-git",
+    "--no-ignore-dot",
+    "--no-ignore-global",
+    "--no-messages",
+    "--sort=path",
+    "--glob=!.git",
+    f"--max-columns={MAX_LINE_CHARS}",
+    "--max-columns-preview",
+)
 #: Starts the count line awk prints after the page (a control character no path begins with).
 _COUNT_MARK = "\x1eroder-grep-count "
 
@@ -100,13 +121,15 @@ class GrepTool(_SearchTool):
         root = fs.resolve(args.path or ".")
         shown = fs.display(root)
         engine = "ripgrep"
+        withheld: list[str] = []
         try:
-            page = await self._ripgrep(ctx, args, root)
+            page = await self._ripgrep(ctx, args, root, withheld)
         except BrokerDenied:
             page = None
         if page is None:
             engine = "python"
-            page = self._python(fs, shown, args)
+            withheld.clear()
+            page = self._python(fs, shown, args, withheld)
         lines = [_cut(line) for line in page.lines]
         if lines:
             text = "\n".join(lines) + _page_notice(page, args.offset, len(lines))
@@ -114,6 +137,7 @@ class GrepTool(_SearchTool):
             text = f"no matching lines past offset {args.offset}; there are {_count(page)} in all (offsets 0-{page.total - 1})"
         else:
             text = f"no matches for {args.pattern!r} in {shown}" + (f" (files matching {args.glob!r})" if args.glob else "")
+        text += withheld_note(withheld)
         return ToolResult(
             id=call.id,
             name=call.name,
@@ -124,10 +148,11 @@ class GrepTool(_SearchTool):
                 "offset": args.offset,
                 "shown": len(lines),
                 "engine": engine,
+                "withheld": len(set(withheld)),
             },
         )
 
-    def _targets(self, fs: FileSystemBroker, root: Path, args: GrepArguments) -> tuple[list[str], list[str]]:
+    def _targets(self, fs: FileSystemBroker, root: Path, args: GrepArguments, withheld: list[str]) -> tuple[list[str], list[str]]:
         """What ripgrep searches (absolute paths: ripgrep 13 drops anchored rules of ignore files
         above a relative folder) and the options that narrow it to ``glob``. A glob ripgrep cannot
         take as a folder, a depth and a file-name type (its ``--glob`` would override the ignore
@@ -142,7 +167,7 @@ class GrepTool(_SearchTool):
             if query.max_depth is not None:
                 options.append(f"--max-depth={query.max_depth}")
             return [str(PurePath(root, query.literal))], options
-        infos, total = fs.find_files(fs.display(root), args.glob, limit=MAX_GLOB_FILES)
+        infos, total = fs.find_files(fs.display(root), args.glob, limit=MAX_GLOB_FILES, withheld=withheld)
         if total > MAX_GLOB_FILES:
             raise ToolInputError(
                 f"the glob {args.glob!r} matches {total} files, more than the {MAX_GLOB_FILES} grep takes as a list; "
@@ -150,31 +175,23 @@ class GrepTool(_SearchTool):
             )
         return [str(info.path) for info in sorted(infos, key=lambda i: i.display.split("/"))], []
 
-    async def _ripgrep(self, ctx: ToolExecutionContext, args: GrepArguments, root: Path) -> _Page | None:
+    async def _ripgrep(self, ctx: ToolExecutionContext, args: GrepArguments, root: Path, withheld: list[str]) -> _Page | None:
         process, fs = ctx.brokers.process, ctx.brokers.fs
         if process.which("rg") is None or process.which("awk") is None:
             return None
-        targets, options = self._targets(fs, root, args)
+        targets, options = self._targets(fs, root, args, withheld)
         if not targets:
             return _Page([], 0, True)
-        argv = [
-            "rg",
-            "--no-config",
-            "--line-number",
-            "--no-heading",
-            "--with-filename",
-            "--color=never",
-            "--hidden",
-            "--no-require-git",
-            "--no-ignore-dot",
-            "--no-ignore-global",
-            "--no-messages",
-            "--sort=path",
-            "--glob=!.git",
-            f"--max-columns={MAX_LINE_CHARS}",
-            "--max-columns-preview",
-            *options,
-        ]
+        if fs.may_withhold():
+            # The content gate decides per file: the files with matches are asked first, and the
+            # page is then cut from the ones it lets through (counts stay true).
+            allowed = await self._gated_files(ctx, args, targets, options, withheld)
+            if allowed is None:
+                return None  # too many files for one command line: the Python search gates as it goes
+            if not allowed:
+                return _Page([], 0, True)
+            targets, options = allowed, [o for o in options if not o.startswith(("--type", "--max-depth"))]
+        argv = [*RG_BASE, *options]
         if args.case_insensitive:
             argv.append("--ignore-case")
         argv += ["--regexp", args.pattern, "--", *targets]
@@ -197,7 +214,33 @@ class GrepTool(_SearchTool):
         lines = [line.removeprefix(prefix) for line in body.splitlines() if line]
         return _Page(lines, total, not stopped)
 
-    def _python(self, fs: FileSystemBroker, path: str, args: GrepArguments) -> _Page:
+    async def _gated_files(
+        self, ctx: ToolExecutionContext, args: GrepArguments, targets: list[str], options: list[str], withheld: list[str]
+    ) -> list[str] | None:
+        """The files with matches that the content gate lets through (the refused ones named in
+        ``withheld``); None when they are too many to pass on one command line."""
+        argv = [*RG_BASE, *options, "--files-with-matches", "--null"]
+        if args.case_insensitive:
+            argv.append("--ignore-case")
+        argv += ["--regexp", args.pattern, "--", *targets]
+        result = await ctx.brokers.process.run(argv, cwd=ctx.workspace, timeout=RG_TIMEOUT, separate_stderr=True)
+        if result.timed_out:
+            raise ToolInputError(f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob")
+        files = [name for name in result.output.split("\0") if name.strip()]
+        if result.truncated or len(files) > MAX_GATED_FILES:
+            return None
+        fs = ctx.brokers.fs
+        prefix = str(fs.resolve(".")).rstrip("/") + "/"
+        allowed = []
+        for name in files:
+            shown = name.strip("\n").removeprefix(prefix)
+            if fs.withheld(shown) is not None:
+                withheld.append(shown)
+            else:
+                allowed.append(name.strip("\n"))
+        return allowed
+
+    def _python(self, fs: FileSystemBroker, path: str, args: GrepArguments, withheld: list[str]) -> _Page:
         try:
             regex = re.compile(args.pattern, re.IGNORECASE if args.case_insensitive else 0)
         except re.error as exc:
@@ -205,7 +248,7 @@ class GrepTool(_SearchTool):
         stop = args.offset + MAX_MATCHES + COUNT_CAP
         lines: list[str] = []
         size = total = 0
-        for info in self._python_files(fs, path, args.glob):
+        for info in self._python_files(fs, path, args.glob, withheld):
             for match in _matching_lines(fs, info, regex):
                 total += 1
                 if total > args.offset and len(lines) < MAX_MATCHES and size + len(match) < MAX_PAGE_BYTES:
@@ -215,11 +258,11 @@ class GrepTool(_SearchTool):
                     return _Page(lines, total, False)
         return _Page(lines, total, True)
 
-    def _python_files(self, fs: FileSystemBroker, path: str, file_glob: str | None) -> Iterator[FileInfo]:
+    def _python_files(self, fs: FileSystemBroker, path: str, file_glob: str | None, withheld: list[str]) -> Iterator[FileInfo]:
         if not file_glob:
-            yield from fs.walk(path)
+            yield from fs.walk(path, withheld=withheld)
             return
-        infos, _total = fs.find_files(path, file_glob, limit=2**31)
+        infos, _total = fs.find_files(path, file_glob, limit=2**31, withheld=withheld)
         yield from sorted(infos, key=lambda info: info.display.split("/"))
 
 
@@ -282,13 +325,15 @@ class GlobTool(_SearchTool):
         args = parse_arguments(GlobArguments, call)
         fs = ctx.brokers.fs
         base = fs.display(fs.resolve(args.path or "."))
-        found, total = fs.find_files(args.path or ".", args.pattern, limit=MAX_FILES)
+        withheld: list[str] = []
+        found, total = fs.find_files(args.path or ".", args.pattern, limit=MAX_FILES, withheld=withheld)
         if not found:
             text = f"no files match {args.pattern!r} in {base}"
         else:
             text = "\n".join(info.display for info in found)
             if total > MAX_FILES:
                 text += f"\n\n[{total - MAX_FILES} more files not shown; narrow the pattern]"
+        text += withheld_note(withheld)
         return ToolResult(id=call.id, name=call.name, text=text, data={"count": total})
 
 
@@ -304,7 +349,8 @@ class LsTool(_SearchTool):
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         path = parse_arguments(LsArguments, call).path or "."
         fs = ctx.brokers.fs
-        entries = fs.list_dir(path)
+        withheld: list[str] = []
+        entries = fs.list_dir(path, withheld=withheld)
         lines = []
         for info in entries[:MAX_ENTRIES]:
             name = info.path.name
@@ -321,6 +367,7 @@ class LsTool(_SearchTool):
             text = f"{folder}:\n" + "\n".join(lines)
             if len(entries) > MAX_ENTRIES:
                 text += f"\n\n[{len(entries) - MAX_ENTRIES} more entries not shown; use glob to narrow down]"
+        text += withheld_note(withheld)
         return ToolResult(id=call.id, name=call.name, text=text, data={"count": len(entries)})
 
 
@@ -330,3 +377,13 @@ def _size(size: int) -> str:
             return f"{size} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024  # type: ignore[assignment]
     return f"{size} B"
+
+
+def withheld_note(withheld: list[str]) -> str:
+    """Say that files were left out by the content gate (read rules, secret masks), so the
+    model never takes a withheld file for a missing one."""
+    count = len(set(withheld))
+    if not count:
+        return ""
+    files = "file was" if count == 1 else "files were"
+    return f"\n\n[{count} {files} left out: withheld from the model by read rules or secret masks]"

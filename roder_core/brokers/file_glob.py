@@ -149,16 +149,23 @@ def newest_first(found: list[FileInfo], limit: int) -> tuple[list[FileInfo], int
     return found[:limit], len(found)
 
 
-def walk_matches(fs: FileSystemBroker, path: str, pattern: str, limit: int) -> tuple[list[FileInfo], int]:
+def walk_matches(
+    fs: FileSystemBroker, path: str, pattern: str, limit: int, withheld: list[str] | None = None
+) -> tuple[list[FileInfo], int]:
     """``find_files`` by the broker's own walk, from the pattern's literal folder: for a
-    runner's files, and where ripgrep is not installed."""
+    runner's files, and where ripgrep is not installed. Matching files the content gate refuses
+    are named in ``withheld``."""
     base = fs.display(fs.resolve(path))
     literal, _depth = literal_folder(pattern)
     regex = pattern_regex(pattern)
+    refused: list[str] = []
     try:
-        found = [info for info in fs.walk(start_folder(base, literal)) if regex.match(relative_to(info.display, base))]
+        walked = fs.walk(start_folder(base, literal), withheld=refused)
+        found = [info for info in walked if regex.match(relative_to(info.display, base))]
     except (FileNotFoundError, NotADirectoryError, BrokerDenied):
         if not literal:
             raise
         found = []  # the literal folder is missing, or a symlink the walk would not follow
+    if withheld is not None:
+        withheld += [name for name in refused if regex.match(relative_to(name, base))]
     return newest_first(found, limit)

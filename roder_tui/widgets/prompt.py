@@ -1,8 +1,10 @@
 """The input box: multiline prompt with history, ``/`` command and ``@`` file completion.
 
 Enter sends; shift+enter or ctrl+j inserts a newline; up/down walk the history when the cursor is
-on the first/last line; tab or enter accepts a completion, esc closes it. Everything else is a
-normal text area. The cursor does not blink (no idle repaints over slow links).
+on the first/last line; tab accepts a completion, esc closes it. Enter on a ``/command`` completion
+accepts it and runs the command at once (as Claude Code does: a typed or uniquely completed command
+never needs a second enter); enter on an ``@file`` completion only inserts the file. Everything
+else is a normal text area. The cursor does not blink (no idle repaints over slow links).
 """
 
 from __future__ import annotations
@@ -187,15 +189,24 @@ class PromptInput(TextArea):
         self.completion: CompletionPopup | None = None  # created on the first completion
         #: Whether steer messages are queued (set by the app); ``up`` on an empty prompt recalls them.
         self.has_queued: Callable[[], bool] = lambda: False
+        #: The text is an entry recalled from the history and not edited since: up/down keep
+        #: walking the history and no completion opens (an entry ending in ``@file`` would
+        #: otherwise open one that takes the arrows, and the walk could not go on).
+        self.walking_history = False
 
     async def _on_key(self, event: events.Key) -> None:
         key = event.key
         popup = self.completion
-        if popup is not None and popup.display:
+        if key not in ("up", "down"):
+            self.walking_history = False
+        if popup is not None and popup.display and not self.walking_history:
             if key in ("tab", "enter"):
                 event.stop()
                 event.prevent_default()
+                command = popup.completes_command
                 popup.accept()
+                if key == "enter" and command:
+                    self._submit()
                 return
             if key in ("up", "down"):
                 event.stop()
@@ -210,11 +221,7 @@ class PromptInput(TextArea):
         if key == "enter":
             event.stop()
             event.prevent_default()
-            text = self.text
-            if text.strip():
-                self.prompt_history.add(text)
-                self.post_message(self.Submitted(text))
-                self.clear()
+            self._submit()
             return
         if key in ("shift+enter", "ctrl+j"):
             event.stop()
@@ -232,9 +239,19 @@ class PromptInput(TextArea):
             if recalled is not None:
                 event.stop()
                 event.prevent_default()
+                self.walking_history = True
+                if popup is not None:
+                    popup.close()
                 self._replace_all(recalled)
                 return
         await super()._on_key(event)
+
+    def _submit(self) -> None:
+        text = self.text
+        if text.strip():
+            self.prompt_history.add(text)
+            self.post_message(self.Submitted(text))
+            self.clear()
 
     def _replace_all(self, text: str) -> None:
         self.text = text
@@ -296,6 +313,9 @@ class PromptBar(Vertical):
         self.mentions = list(mentions)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if self.input.walking_history:
+            self.close_popup()
+            return
         before = self.input.token_before_cursor()
         row = self.input.cursor_location[0]
         if row == 0 and before.startswith("/") and " " not in before:
