@@ -5,6 +5,7 @@ of the cached conversation when that fits the window."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ async def test_trimming_near_the_window_breaks_the_cache_only_at_step_boundaries
     assert len(breaks) == steps, (breaks, shortened)
     assert len(breaks) <= len(requests) // 8
     # each break frees at least a quarter of the window (6,000 tokens: four outputs)
-    jumps = [b - a for a, b in zip(shortened, shortened[1:], strict=False) if b != a]
+    jumps = [b - a for a, b in itertools.pairwise(shortened) if b != a]
     assert min(jumps) >= 4
 
 
