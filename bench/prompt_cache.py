@@ -162,8 +162,41 @@ def measure(bodies: list[dict[str, Any]], dialect: str, rule: str) -> list[tuple
     return results
 
 
-async def run_case(number: int, dialect: str, model: str, table: dict[str, Any], turns: int, home: Path) -> list[dict[str, Any]]:
+async def play(
+    base_url: str,
+    workspace: Path,
+    dialect: str,
+    model: str,
+    table: dict[str, Any],
+    turns: int,
+    home: Path,
+    prompt: str,
+    more_config: str = "",
+) -> None:
+    """``turns`` turns of one thread through the real runtime, with every built-in extension and
+    the provider ``bench`` at ``base_url``; ``prompt`` is formatted with the turn's number."""
     from roder_core.runtime.bootstrap import StartSettings, start_runtime
+
+    extra = "".join(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
+    (home / "config.toml").write_text(
+        f'[providers.bench]\ndialect = "{dialect}"\nbase_url = "{base_url}"\n'
+        f'models = ["{model}"]\nreasoning_effort = "medium"\n{extra}\n{more_config}'
+    )
+    env = {"RODER_HOME": str(home), "PATH": os.environ.get("PATH", ""), "HOME": str(home)}
+    settings = StartSettings(
+        cwd=workspace, provider="bench", model=model, mode="bypass", sandbox="off", interactive=False, trust=False, env=env
+    )
+    runtime = start_runtime(settings).runtime
+    thread = await runtime.start_thread()
+    for turn in range(1, turns + 1):
+        done = await runtime.run_turn(thread.id, prompt.format(turn=turn))
+        if done.status != "completed":
+            raise SystemExit(f"{dialect}: turn {turn} {done.status}: {done.error}")
+    await runtime.close()
+    (home / "config.toml").unlink()
+
+
+async def run_case(number: int, dialect: str, model: str, table: dict[str, Any], turns: int, home: Path) -> list[dict[str, Any]]:
     from roder_core.testing.fake_server import FakeModelServer
 
     workspace = home / f"ws-{number}"
@@ -175,32 +208,7 @@ async def run_case(number: int, dialect: str, model: str, table: dict[str, Any],
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "start"], check=True)
     async with FakeModelServer(script(turns), models=(model,)) as server:
-        extra = "".join(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
-        (home / "config.toml").write_text(
-            f'[providers.bench]\ndialect = "{dialect}"\nbase_url = "{server.base_url}"\n'
-            f'models = ["{model}"]\nreasoning_effort = "medium"\n{extra}'
-        )
-        env = {"RODER_HOME": str(home), "PATH": os.environ.get("PATH", ""), "HOME": str(home)}
-        started = start_runtime(
-            StartSettings(
-                cwd=workspace,
-                provider="bench",
-                model=model,
-                mode="bypass",
-                sandbox="off",
-                interactive=False,
-                trust=False,
-                env=env,
-            )
-        )
-        runtime = started.runtime
-        thread = await runtime.start_thread()
-        for turn in range(1, turns + 1):
-            done = await runtime.run_turn(thread.id, f"Step {turn}: bump the counter in app.py.")
-            if done.status != "completed":
-                raise SystemExit(f"{dialect}: turn {turn} {done.status}: {done.error}")
-        await runtime.close()
-        (home / "config.toml").unlink()
+        await play(server.base_url, workspace, dialect, model, table, turns, home, "Step {turn}: bump the counter in app.py.")
     if "COUNTER = 20" not in (workspace / "app.py").read_text() and turns == 20:
         raise SystemExit(f"{dialect}: the edits did not happen")
     return [call.json for call in server.calls]
@@ -228,7 +236,6 @@ def window_script(turns: int) -> list[dict[str, Any]]:
 async def run_window_case(
     number: int, dialect: str, model: str, table: dict[str, Any], turns: int, home: Path, window: int = WINDOW
 ) -> list[dict[str, Any]]:
-    from roder_core.runtime.bootstrap import StartSettings, start_runtime
     from roder_core.testing.fake_server import FakeModelServer
 
     workspace = home / f"win-{number}"
@@ -239,24 +246,8 @@ async def run_window_case(
             (workspace / "data" / f"f{turn}-{read}.txt").write_text("\n".join(lines) + "\n")
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     async with FakeModelServer(window_script(turns), models=(model,)) as server:
-        extra = "".join(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
-        (home / "config.toml").write_text(
-            f'[providers.bench]\ndialect = "{dialect}"\nbase_url = "{server.base_url}"\n'
-            f'models = ["{model}"]\nreasoning_effort = "medium"\n{extra}\n'
-            f'[models."{model}"]\ncontext_window = {window}\n'
-        )
-        env = {"RODER_HOME": str(home), "PATH": os.environ.get("PATH", ""), "HOME": str(home)}
-        settings = StartSettings(
-            cwd=workspace, provider="bench", model=model, mode="bypass", sandbox="off", interactive=False, trust=False, env=env
-        )
-        runtime = start_runtime(settings).runtime
-        thread = await runtime.start_thread()
-        for turn in range(1, turns + 1):
-            done = await runtime.run_turn(thread.id, f"Turn {turn}: read the next files.")
-            if done.status != "completed":
-                raise SystemExit(f"{dialect}: turn {turn} {done.status}: {done.error}")
-        await runtime.close()
-        (home / "config.toml").unlink()
+        models = f'[models."{model}"]\ncontext_window = {window}\n'
+        await play(server.base_url, workspace, dialect, model, table, turns, home, "Turn {turn}: read the next files.", models)
     return [call.json for call in server.calls]
 
 
