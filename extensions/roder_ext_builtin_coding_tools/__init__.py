@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from roder_core import EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService, RoderExtension
+from roder_core import EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService, RoderExtension, __version__
 from roder_core.brokers.command_conditions import CommandConditions
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
@@ -48,7 +48,7 @@ class BuiltinCodingToolsExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-builtin-coding-tools",
             name="Built-in coding tools",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="Workspace file, search, patch, edit, and shell tools",
             provides=[ProvidedService.ToolProvider("builtin-coding-tools")],
@@ -78,7 +78,7 @@ class WebFetchExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-web-fetch",
             name="Web fetch",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="web_fetch: pages from allowlisted hosts as text",
             provides=[ProvidedService.ToolProvider("web-fetch")],

@@ -163,8 +163,10 @@ class BashTool(BuiltinTool):
         if result.quarantined:
             footer += (
                 "\n[refused by the sandbox's protected-path guard: the command created or replaced protected "
-                "paths (git dirs, .roder, .envrc, .mcp.json, editor and agent folders, at any depth), which "
-                "Roder moved out of the workspace: " + "; ".join(result.quarantined) + "]"
+                "paths (git dirs, .roder, .envrc, .mcp.json, editor and agent folders, at any depth; and, "
+                "unless the user approved this command, files that run code at their next action: "
+                "virtualenvs, *.pth, pre-commit and lefthook configs, ...), which Roder moved out of the "
+                "workspace: " + "; ".join(result.quarantined) + "]"
             )
         for note in refusal_notes(result.output, result.sandbox, result.exit_code):
             footer += "\n" + note

@@ -20,10 +20,9 @@ from collections import OrderedDict
 from pathlib import Path
 
 from roder_core.brokers.command_conditions import CommandConditions
+from roder_core.brokers.project_reader import repository_root
 from roder_core.brokers.safe_git import git_argv, git_env
 from roder_core.kernel.services import ContextBlock, ContextQuery
-
-from .project import git_root
 
 GIT_TIMEOUT = 3.0
 _CACHE_SIZE = 64
@@ -57,7 +56,7 @@ def describe_git_status(output: str) -> str:
 
 
 async def git_state(cwd: Path) -> str:
-    if git_root(cwd) is None:
+    if repository_root(cwd) is None:
         return "not a git repository"
     git = shutil.which("git")
     if git is None:

@@ -26,6 +26,7 @@ from roder_core import (
     ToolCall,
     ToolExecutionContext,
     ToolResult,
+    __version__,
 )
 from roder_core.ir import PlanItem
 from roder_core.kernel.distribution import HostContext
@@ -89,12 +90,13 @@ class ExitPlanTool(Tool):
             )
         mode = verdict.next_mode or "ask"
         await host.set_mode(mode, reason="plan approved")
-        note = f" Note from the user: {verdict.feedback}" if verdict.feedback else ""
+        # The feedback is the user's note and any open review comments: instructions to follow.
+        note = f"\n\n{verdict.feedback}" if verdict.feedback else ""
         return ToolResult(
             id=call.id,
             name=call.name,
             data={**data, "approved": True, "mode": str(mode)},
-            text=f"The user approved the plan; the session is now in {mode} mode.{note} Start implementing it.",
+            text=f"The user approved the plan; the session is now in {mode} mode. Start implementing it.{note}",
         )
 
 
@@ -120,7 +122,7 @@ class PlanModeExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-plan-mode",
             name="Plan mode",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="exit_plan: the model proposes a plan, the user approves it before edits start",
             provides=[ProvidedService.ToolProvider("plan-mode"), ProvidedService.Hook("plan-mode-instructions")],

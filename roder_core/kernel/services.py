@@ -56,6 +56,11 @@ class InferenceTurnContext:
     #: work, retries included, should end by then; None means no deadline.
     deadline: float | None = None
     attempt: int = 0
+    #: Ceilings on one model response, 0 for none: bytes received and seconds since the request
+    #: (``[limits] response_mb`` and ``response_seconds``). HTTP engines enforce them as the
+    #: body arrives (``providers.transport``), so a reply that never ends is cut off.
+    max_response_bytes: int = 0
+    max_response_seconds: float = 0.0
 
 
 @runtime_checkable

@@ -13,10 +13,32 @@ import logging
 import re
 from typing import Any
 
+from roder_core import bounded_json
 from roder_core.ir import ImagePart, ReasoningPart, ToolCallEvent
 from roder_core.providers.sse import SSEEvent
 
 log = logging.getLogger(__name__)
+
+
+class Pieces:
+    """Text that arrives in pieces (a tool call's arguments, a thinking block), joined when read.
+
+    ``text += piece`` on an attribute or a dict value copies everything received so far at each
+    piece: a reply's cost would grow with the square of its size.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, text: str = "") -> None:
+        self._parts = [text] if text else []
+
+    def add(self, piece: str) -> None:
+        self._parts.append(piece)
+
+    def text(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
 
 
 def data_url(image: ImagePart) -> str:
@@ -28,7 +50,7 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     if not text.strip():
         return {}, None
     try:
-        value = json.loads(text)
+        value = bounded_json.loads(text)
     except json.JSONDecodeError as exc:
         return {}, f"{exc.msg} at position {exc.pos}"
     if not isinstance(value, dict):
@@ -99,7 +121,7 @@ def event_json(event: SSEEvent, provider: str) -> dict[str, Any] | None:
     good, and a stream that ends without its terminal event is retried anyway.
     """
     try:
-        value = json.loads(event.data)
+        value = bounded_json.loads(event.data)
     except json.JSONDecodeError as exc:
         log.warning("%s: skipped a malformed stream event (%s): %.80r", provider, exc.msg, event.data)
         return None

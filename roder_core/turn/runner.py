@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roder_core.brokers import next_action
 from roder_core.errors import InferenceError, RoderError
 from roder_core.ir import (
     AgentInferenceRequest,
@@ -23,6 +24,7 @@ from roder_core.ir import (
     ApprovalRequest,
     ErrorItem,
     Item,
+    Mode,
     ModelProfile,
     ReasoningItem,
     ThreadStatus,
@@ -191,7 +193,7 @@ class TurnRunner:
         if finish:
             request = await self.finish_request(request)
         engine = self.runtime.engine(self.provider)
-        ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
+        ctx = self._inference_context()
         folder = StreamFolder(SilentListener())
         async for event in engine.stream_turn(ctx, request):
             await folder.feed(event)
@@ -315,7 +317,8 @@ class TurnRunner:
         item = item.model_copy(update={"context": await self.runtime.context.turn_context(query)})
         await self._item(item)
         if not self.thread.title:
-            title = " ".join(item.text.split())[:80] or "untitled"
+            # Only what the user typed names a thread; a sent message (a team's briefing) says who sent it.
+            title = item.sender or " ".join(item.text.split())[:80] or "untitled"
             await self.runtime.emit(ThreadTitleChanged(thread_id=self.tid, title=title))
 
     # ------------------------------------------------------------------ the loop
@@ -455,6 +458,16 @@ class TurnRunner:
                 request = payload.request
         return request
 
+    def _inference_context(self) -> InferenceTurnContext:
+        limits = self.runtime.options.config.limits
+        return InferenceTurnContext(
+            thread_id=self.tid,
+            turn_id=self.turn.id,
+            deadline=self.deadline,
+            max_response_bytes=int(limits.response_mb * 1024 * 1024),
+            max_response_seconds=limits.response_seconds,
+        )
+
     async def _call_model(self, tools: ToolRegistry) -> ModelOutput:
         runtime = self.runtime
         provider, model = self.provider, self.model
@@ -464,7 +477,7 @@ class TurnRunner:
         from roder_core.turn.tokens import request_tokens
 
         self._last_prompt_tokens = request_tokens(request)
-        ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
+        ctx = self._inference_context()
         folder = StreamFolder(_TurnStreamView(self))
         stream = engine.stream_turn(ctx, request)
         try:
@@ -659,11 +672,15 @@ class TurnRunner:
             approved = await self._ask(tool, call, ctx, decision.reason)
             if approved is not None:
                 return approved
+        # a person approved this very call (or the mode bypasses asking): only then may its
+        # commands change files that run code at the user's next action
+        person = decision.verdict is PolicyVerdict.ASK or ctx.mode == Mode.BYPASS
         paths = _mutated_paths(tool, call, ctx)
         try:
             async with runtime.mutations.hold(paths):
                 runtime.publish_live(ToolCallStarted(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, name=call.name))
-                result = await tool.execute(ctx, call)
+                with next_action.writes_allowed(person):
+                    result = await tool.execute(ctx, call)
         except asyncio.CancelledError:
             raise
         except ToolArgumentError as exc:
