@@ -134,10 +134,10 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> 
         )
     numbered = _without_line_numbers(old)
     if numbered is not None:  # copied from read's output with its line numbers
-        outcome = apply_edit(text, numbered, _without_line_numbers(new) or new, replace_all, shown)
+        unnumbered = apply_edit(text, numbered, _without_line_numbers(new) or new, replace_all, shown)
         said = "the line numbers copied from read's output were left out"
-        outcome.tolerance = f"{said}; {outcome.tolerance}" if outcome.tolerance else said
-        return outcome
+        unnumbered.tolerance = f"{said}; {unnumbered.tolerance}" if unnumbered.tolerance else said
+        return unnumbered
     outcome = _line_edit(text, old, new, replace_all, loose=False)
     if outcome is None and "\n" not in old and "\n" not in new:
         outcome = _spans_edit(text, old, new, replace_all, whitespace_spans(text, old), "up to spacing", keep=False)
