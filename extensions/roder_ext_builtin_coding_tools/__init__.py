@@ -13,7 +13,7 @@ from typing import Any
 
 from roder_core import EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService, RoderExtension, __version__
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import ToolRegistry
 
 from .bash import BashTool
@@ -54,7 +54,7 @@ class BuiltinCodingToolsExtension(RoderExtension):
             ],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         tools = [ReadTool(), WriteTool(), EditTool(), ApplyPatchTool(), BashTool(), GrepTool(), GlobTool(), LsTool()]
         registry.tool_contributor(_Contributor("builtin-coding-tools", tools))
 
@@ -71,7 +71,7 @@ class WebFetchExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("network.web")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(_Contributor("web-fetch", [WebFetchTool()]))
 
 

@@ -44,7 +44,7 @@ from roder_core.ir import (
     UsageEvent,
 )
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.turn.context import estimate_tokens, is_turn_context
 
 MOCK_MODELS = ("mock", "mock-large")
@@ -174,7 +174,7 @@ class MockProviderExtension(RoderExtension):
             required_capabilities=[],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.inference_engine(self.engine)
 
 
