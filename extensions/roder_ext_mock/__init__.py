@@ -115,8 +115,9 @@ class MockEngine:
                 else ""
             )
             first_line = last_user.strip().splitlines()[0] if last_user.strip() else ""
+            words = len(last_user.split())
             return {
-                "text": f"Mock reply: I received {len(last_user.split())} words, starting with "
+                "text": f"Mock reply: I received {words} {'word' if words == 1 else 'words'}, starting with "
                 f'"{first_line[:120]}". Configure a real provider to get real answers.'
             }
         position = self._positions.get(ctx.thread_id, 0)
