@@ -3,6 +3,7 @@ lost: the real ``roder`` program in a subprocess (or on a pseudo-terminal for th
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -10,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -156,3 +158,67 @@ def test_ctrl_c_during_start_up_is_one_line(workspace: Path) -> None:
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err
     assert messages == ["roder: interrupted"]
+
+
+@pytest.fixture
+def fake_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """``roder dev fake-server`` as its own process, requiring a key, answering a model call with
+    the 404 a server's web pages give; yields (its /v1 URL, script)."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"status": 404, "error": {"message": "404 page not found"}}]}))
+    flags = ["--port", "0", "--model", "served-model", "--api-key", "sk-right-key-0123456789"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "roder_tui.cli", "dev", "fake-server", "--script", str(script), *flags],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.endswith("/v1")
+        yield url, script
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _endpoint(home: Path, base_url: str, *, models: bool) -> None:
+    (home / "config.toml").write_text(
+        f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{base_url}"\napi_key_env = "LOCAL_API_KEY"\n'
+        + ('models = ["served-model"]\n' if models else "")
+    )
+
+
+def test_a_base_url_without_v1_is_named_in_the_hint(fake_server: tuple[str, Path], roder_home: Path, workspace: Path) -> None:
+    url, _ = fake_server
+    root = url.removesuffix("/v1")
+    _endpoint(roder_home, root, models=True)
+    done = roder("-p", "hi", "--provider", "local", cwd=workspace, env={"LOCAL_API_KEY": "sk-right-key-0123456789"})
+    assert done.returncode == 1
+    assert f"is base_url right? {root} has no /v1" in done.stderr
+    assert "is the model name right" not in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_refused_key_is_reported_even_without_a_models_list(
+    fake_server: tuple[str, Path], roder_home: Path, workspace: Path
+) -> None:
+    url, _ = fake_server
+    _endpoint(roder_home, url, models=False)
+    done = roder("-p", "hi", "--provider", "local", cwd=workspace, env={"LOCAL_API_KEY": "sk-wrong-key-0123456789"})
+    assert done.returncode == 1
+    assert "rejected the credentials (HTTP 401)" in done.stderr
+    assert "no model chosen" not in done.stderr
+    assert "sk-wrong-key-0123456789" not in done.stderr
+
+
+def test_without_a_model_the_hint_lists_what_the_endpoint_serves(
+    fake_server: tuple[str, Path], roder_home: Path, workspace: Path
+) -> None:
+    url, _ = fake_server
+    _endpoint(roder_home, url, models=False)
+    done = roder("-p", "hi", "--provider", "local", cwd=workspace, env={"LOCAL_API_KEY": "sk-right-key-0123456789"})
+    assert done.returncode == 1
+    assert "no model chosen" in done.stderr
+    assert "it serves served-model" in done.stderr
