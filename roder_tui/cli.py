@@ -109,6 +109,8 @@ NO_HOME_SUBCOMMANDS = frozenset({"dev"})
 FAST_EXIT_SUBCOMMANDS = frozenset(
     {"tools", "extensions", "providers", "models", "audit", "sessions", "trust", "untrust", "plugin"}
 )
+#: Subcommands whose stdio carries a protocol (JSON-RPC, ACP) for a program, not text for a person.
+PROTOCOL_SUBCOMMANDS = frozenset({"app-server", "acp"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,6 +121,10 @@ def _guarded(args_list: list[str]) -> tuple[int, bool]:
     """Run one command; a closed stdout (``roder ... | head``) ends it quietly, as Unix tools do."""
     import logging
 
+    from roder_tui.terminal_text import guard_stdio
+
+    if not (args_list and args_list[0] in PROTOCOL_SUBCOMMANDS):
+        guard_stdio()  # before logging holds on to stderr: nothing printed to a terminal goes raw
     # Log records (warnings from extensions, MCP servers) reach stderr once, with one prefix.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="roder: %(message)s")
     try:

@@ -9,9 +9,11 @@ drop web access alone: ``roder-ext-builtin-coding-tools`` (files and shell) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from roder_core import EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService, RoderExtension, __version__
+from roder_core.brokers.command_conditions import CommandConditions
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import ToolRegistry
@@ -39,6 +41,9 @@ class _Contributor:
 
 
 class BuiltinCodingToolsExtension(RoderExtension):
+    def __init__(self, conditions: Callable[[], CommandConditions] | None = None) -> None:
+        self._conditions = conditions
+
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
             id="roder-ext-builtin-coding-tools",
@@ -55,7 +60,16 @@ class BuiltinCodingToolsExtension(RoderExtension):
         )
 
     def install(self, registry: ServiceRegistrar) -> None:
-        tools = [ReadTool(), WriteTool(), EditTool(), ApplyPatchTool(), BashTool(), GrepTool(), GlobTool(), LsTool()]
+        tools = [
+            ReadTool(),
+            WriteTool(),
+            EditTool(),
+            ApplyPatchTool(),
+            BashTool(self._conditions),
+            GrepTool(),
+            GlobTool(),
+            LsTool(),
+        ]
         registry.tool_contributor(_Contributor("builtin-coding-tools", tools))
 
 
@@ -76,4 +90,12 @@ class WebFetchExtension(RoderExtension):
 
 
 def create(host: HostContext) -> list[RoderExtension]:
-    return [BuiltinCodingToolsExtension(), WebFetchExtension()]
+    return [BuiltinCodingToolsExtension(lambda: host_conditions(host)), WebFetchExtension()]
+
+
+def host_conditions(host: HostContext) -> CommandConditions:
+    """What commands may do under the host's config (the bubblewrap probe is cached on disk)."""
+    from roder_core.brokers.sandbox import sandbox_status
+
+    status = sandbox_status(host.config.sandbox, cache_file=host.paths.cache_dir / "sandbox-probe.json")
+    return CommandConditions.of("blocked" if status.blocked else status.effective, host.config.network.commands)

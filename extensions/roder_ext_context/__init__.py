@@ -11,8 +11,6 @@ planner (roder_core.turn.planner) fits them and the history into the model's win
 
 from __future__ import annotations
 
-from typing import Any
-
 from roder_core import (
     EXTENSION_API_VERSION,
     CapabilityRequest,
@@ -31,8 +29,12 @@ from .project import ProjectInstructions
 
 
 class ContextExtension(RoderExtension):
-    def __init__(self, config_dir: Any) -> None:
-        self.providers: list[ContextProvider] = [BaseInstructions(), ProjectInstructions(config_dir), Environment()]
+    def __init__(self, host: HostContext) -> None:
+        self.providers: list[ContextProvider] = [
+            BaseInstructions(),
+            ProjectInstructions(host.config, host.paths, host.env),
+            Environment(),
+        ]
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
@@ -51,4 +53,4 @@ class ContextExtension(RoderExtension):
 
 
 def create(host: HostContext) -> ContextExtension:
-    return ContextExtension(host.paths.config_dir)
+    return ContextExtension(host)

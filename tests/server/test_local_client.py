@@ -73,7 +73,7 @@ async def test_thread_and_turn_with_typed_events(workspace: Path) -> None:
     assert any(g.name == "media" and g.available for g in info.method_groups)
     assert any(g.name == "workflows" and g.available for g in info.method_groups)
     assert any(g.name == "workflowImports" and g.available for g in info.method_groups)
-    assert any(g.name == "auth" and not g.available for g in info.method_groups)
+    assert any(g.name == "auth" and g.available for g in info.method_groups)
     events = client.subscribe()
     thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hi"))).turn
@@ -170,7 +170,7 @@ async def test_errors_are_typed(workspace: Path) -> None:
     client = LocalAppClient.for_runtime(make_runtime(workspace))
     for method, code in [
         ("no/such", METHOD_NOT_FOUND),
-        ("auth/codex/login", METHOD_NOT_FOUND),
+        ("auth/codex/login", INVALID_PARAMS),
         ("team/start", INVALID_PARAMS),
         ("thread/read", INVALID_PARAMS),
     ]:
@@ -179,7 +179,7 @@ async def test_errors_are_typed(workspace: Path) -> None:
         assert err.value.code == code
     with pytest.raises(RpcError) as err:
         await client.request("auth/codex/login", {})
-    assert "not available" in err.value.message
+    assert "set issuer and client_id under [auth.codex]" in err.value.message
     with pytest.raises(RpcError) as err:
         await client.request("turn/start", {"threadId": "thr_missing", "prompt": "x"})
     assert err.value.code == INVALID_PARAMS
