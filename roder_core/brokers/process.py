@@ -32,7 +32,7 @@ from roder_core.brokers.command_output import CommandOutput, RedactedSink
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
 from roder_core.brokers.own_folders import OwnFolders, thread_folder
-from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv
+from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv, path_folders_under_private_tmp
 from roder_core.brokers.secret_paths import default_deny_read, masks
 from roder_core.brokers.secrets import SecretRedactor
 from roder_core.brokers.self_protection import drop_ptrace_capability, mark_non_dumpable
@@ -287,7 +287,11 @@ class HostProcessBroker(CommandBroker):
                 cwd=workdir,
                 readonly=tuple(guard.readonly_paths()) if guard is not None else (),
                 masked=tuple(masks(self._deny_read, roots)),
-                shown=(*(p for p in self._shown if p.is_dir()), *self._own.for_thread(self._thread_id)),
+                shown=(
+                    *(p for p in self._shown if p.is_dir()),
+                    *self._own.for_thread(self._thread_id),
+                    *path_folders_under_private_tmp(child_env.get("PATH", ""), tuple(self._own.existing())),
+                ),
                 hidden=tuple(self._own.existing()),
                 network=self._network,
                 seccomp_fd=seccomp_fd,

@@ -723,16 +723,27 @@ class Runtime:
     def resolve_user_input(self, request_id: str, answers: dict[str, Any]) -> bool:
         return self.questions.resolve(request_id, answers)
 
-    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> None:
+    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> str | None:
         """'Always' answers write the exact rules shown to the user (one per line) into
-        config.toml's ``[policy] allow`` (or ``deny``) and apply them at once."""
+        config.toml's ``[policy] allow`` (or ``deny``) and apply them at once.
+
+        The rules apply for this process whatever happens to the file. When the file cannot be
+        written (a read-only or broken config.toml), the answer still counts: the one-line reason
+        the rule was not saved is returned for the caller to tell the user, never raised into
+        the turn (where it failed the whole call)."""
         writer = ConfigWriter(self.options.paths.config_file)
-        for line in (r.strip() for r in rule.splitlines()):
-            if not line:
-                continue
+        lines = [line for line in (r.strip() for r in rule.splitlines()) if line]
+        for line in lines:
             self.policy.add_rule(verdict, line)
-            writer.append_unique(f"policy.{verdict}", line)
-            self.audit.record("policy.rule_saved", {"list": verdict, "rule": line, "file": str(writer.path)})
+        try:
+            for line in lines:
+                writer.append_unique(f"policy.{verdict}", line)
+                self.audit.record("policy.rule_saved", {"list": verdict, "rule": line, "file": str(writer.path)})
+        except (OSError, ValueError) as exc:  # tomlkit's parse errors are ValueErrors
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.audit.record("policy.rule_not_saved", {"list": verdict, "rule": rule, "error": reason})
+            return f"the rule {', '.join(lines)} applies to this session but was not saved to {writer.path}: {reason}"
+        return None
 
     # ------------------------------------------------------------------ session
 

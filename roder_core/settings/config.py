@@ -7,8 +7,10 @@ extensions can own their own sections (``[mcp]``, ``[hooks]``, ...).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import stat
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -330,58 +332,93 @@ def _validated(data: dict[str, Any], source: Path) -> RoderConfig:
 
 
 class ConfigWriter:
-    """Edits the user's config.toml in place with tomlkit, keeping comments and layout."""
+    """Edits the user's config.toml in place with tomlkit, keeping comments and layout.
+
+    Every edit is one chokepoint (``_edit``): under an exclusive lock beside the file, the file is
+    read afresh, changed and written back, so two processes editing at once keep both changes.
+    A symlinked config.toml (a dotfiles checkout) is written through the link, at its target; the
+    file keeps its mode (0600 stays 0600); the new text goes to a temporary file in the target's
+    folder, synced, then renamed over the target, so a crash leaves the old file or the new one."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def _document(self) -> Any:
-        import tomlkit
-
-        try:
-            return tomlkit.parse(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return tomlkit.document()
-
-    def _write(self, doc: Any) -> None:
-        import tomlkit
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".toml.tmp")
-        tmp.write_text(tomlkit.dumps(doc), encoding="utf-8")
-        os.replace(tmp, self.path)
-
     def set(self, dotted_key: str, value: Any) -> None:
         """Set ``a.b.c = value``, creating tables as needed."""
-        import tomlkit
-
-        doc = self._document()
         *tables, leaf = dotted_key.split(".")
-        node = doc
-        for name in tables:
-            if name not in node:
-                node[name] = tomlkit.table()
-            node = node[name]
-        node[leaf] = value
-        self._write(doc)
+
+        def change(doc: Any) -> bool:
+            _table(doc, tables)[leaf] = value
+            return True
+
+        self._edit(change)
 
     def append_unique(self, dotted_key: str, value: str) -> bool:
         """Append to a list (``policy.allow``) unless present; True when it was added."""
         import tomlkit
 
-        doc = self._document()
         *tables, leaf = dotted_key.split(".")
-        node = doc
-        for name in tables:
-            if name not in node:
-                node[name] = tomlkit.table()
-            node = node[name]
-        current = node.get(leaf)
-        if current is None:
-            current = tomlkit.array()
-            node[leaf] = current
-        if value in current:
-            return False
-        current.append(value)
-        self._write(doc)
-        return True
+
+        def change(doc: Any) -> bool:
+            node = _table(doc, tables)
+            current = node.get(leaf)
+            if current is None:
+                current = tomlkit.array()
+                node[leaf] = current
+            if value in current:
+                return False
+            current.append(value)
+            return True
+
+        return self._edit(change)
+
+    def _edit(self, change: Callable[[Any], bool]) -> bool:
+        """Apply ``change`` to the current document under the lock; write when it says it changed."""
+        import fcntl
+
+        import tomlkit
+
+        target = Path(os.path.realpath(self.path))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.with_name(f".{target.name}.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                text = target.read_text(encoding="utf-8")
+                mode = stat.S_IMODE(target.stat().st_mode)
+            except FileNotFoundError:
+                text, mode = "", 0o600
+            doc = tomlkit.parse(text)
+            if not change(doc):
+                return False
+            _replace_atomically(target, tomlkit.dumps(doc), mode)
+            return True
+
+
+def _table(doc: Any, names: list[str]) -> Any:
+    """The (nested) table ``names`` of ``doc``, created where missing."""
+    import tomlkit
+
+    node = doc
+    for name in names:
+        if name not in node:
+            node[name] = tomlkit.table()
+        node = node[name]
+    return node
+
+
+def _replace_atomically(target: Path, text: str, mode: int) -> None:
+    """Write ``text`` to a temporary file beside ``target`` with ``mode``, sync it, rename it over."""
+    import tempfile
+
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            os.fchmod(out.fileno(), mode)
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise

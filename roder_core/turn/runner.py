@@ -55,6 +55,7 @@ from roder_core.threads.events import (
     AgentMessageDelta,
     ApprovalRequested,
     ApprovalResolved,
+    ErrorEvent,
     ItemCompleted,
     ItemStarted,
     ItemUpdated,
@@ -213,8 +214,7 @@ class TurnRunner:
         status: TurnStatus = TurnStatus.COMPLETED
         error: TurnError | None = None
         try:
-            await self._accept_user_message()
-            await self._loop()
+            await self._body()
         except asyncio.CancelledError:
             status = TurnStatus.INTERRUPTED
         except TurnInterrupted:
@@ -230,6 +230,17 @@ class TurnRunner:
             status, error = TurnStatus.FAILED, TurnError(message=f"{type(exc).__name__}: {exc}", kind="internal")
         await asyncio.shield(self._finish(status, error))
         return self.turn
+
+    async def _body(self) -> None:
+        """The turn's work. A failure inside a task group (tool calls run in one) arrives as an
+        ExceptionGroup: it is re-raised as its first leaf, so ``run`` classifies the real error
+        (an interrupt, a provider error, a bug by its type and message) and the user never reads
+        "unhandled errors in a TaskGroup"."""
+        try:
+            await self._accept_user_message()
+            await self._loop()
+        except BaseExceptionGroup as group:
+            raise first_leaf(group) from group
 
     async def _finish(self, status: TurnStatus, error: TurnError | None) -> None:
         runtime = self.runtime
@@ -770,8 +781,8 @@ class TurnRunner:
             runtime.policy.allow_for_session(subjects)
         elif decision.decision == "allow_always":
             runtime.policy.allow_for_session(subjects)
-            if decision.rule or rule:
-                runtime.persist_rule(decision.rule or rule)
+            if (decision.rule or rule) and (unsaved := runtime.persist_rule(decision.rule or rule)):
+                await runtime.emit(ErrorEvent(thread_id=self.tid, turn_id=self.turn.id, message=unsaved, kind="config"))
         if decision.allowed:
             return None
         if decision.decision == "deny_interrupt":
@@ -917,3 +928,11 @@ class _LazyBrokers:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
+
+
+def first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception a task group's failure stands for: its first leaf, nested groups opened."""
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
