@@ -14,6 +14,7 @@ InferenceErrorKind = Literal[
     "network",
     "stream_dropped",
     "provider",
+    "response_limit",
 ]
 
 

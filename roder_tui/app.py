@@ -36,6 +36,7 @@ from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
+from roder_core import __version__  # noqa: E402
 from roder_core.ir import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.keymap import app_bindings  # noqa: E402
@@ -156,7 +157,9 @@ class RoderApp(App[int]):
         *,
         files_remote: bool = False,
     ) -> None:
+        from roder_tui.terminal_text import guard_textual
 
+        guard_textual()  # every character drawn passes the terminal-text sanitizer
         super().__init__()
         self.args = args or argparse.Namespace()
         #: The workspace: the host's folder when attached (it may not exist on this machine).
@@ -284,7 +287,7 @@ class RoderApp(App[int]):
             client = self.client
             client.serve_locally("team/pane/focus", self.teams.pane_focus)
             client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
-            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version="0.1.0")))
+            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__)))
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
             self.exit_message = f"roder: {exc}"
             self.exit(2)
@@ -449,6 +452,12 @@ class RoderApp(App[int]):
             return
         if method == "turn/steer/cancelled":
             self.queued.discard(event.item_id)
+            return
+        if method == "auth/login/completed":
+            from roder_tui.sign_in_view import completion_message
+
+            text, severity = completion_message(event)
+            self.notify(text, title="/login", severity=severity, timeout=12)  # type: ignore[arg-type]
             return
         thread_id = getattr(event, "thread_id", None)
         if isinstance(event, ev.AgentMessageDelta):
@@ -964,6 +973,8 @@ class RoderApp(App[int]):
 
     def _local_slash(self, name: str, arguments: str) -> Callable[[], Any] | None:
         """Built-ins that act on the screen; None for the ones the runtime performs."""
+        from roder_tui import sign_in_view
+
         if name == "model" and not arguments.strip():
             return self.pick_model
         actions: dict[str, Callable[[], Any]] = {
@@ -985,6 +996,7 @@ class RoderApp(App[int]):
             "paste-image": self.action_paste_image,
             "team": lambda: self.teams.command(arguments),
             "plan-review": self.open_plan_review,
+            "login": lambda: sign_in_view.start_sign_in(self, arguments),
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
         }
@@ -1014,7 +1026,7 @@ class RoderApp(App[int]):
     async def _list_skills(self) -> None:
         skills = [c for c in self.slash_commands if c.kind == "skill"]
         text = "\n".join(f"/{c.name}  {c.description}" for c in skills)
-        self._show_info("/skills", text or "no Agent Skills found (see README: Agent Skills)")
+        self._show_info("/skills", text or "no Agent Skills found (see docs/customization.md: Agent Skills)")
 
     async def _list_agents(self) -> None:
         from roder_core.server.protocol_features import AGENTS_LIST, AgentsListParams

@@ -18,6 +18,7 @@ from roder_core import (
     ExtensionManifest,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
@@ -39,7 +40,7 @@ class ContextExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-context",
             name="Context providers",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="Base instructions, AGENTS.md/CLAUDE.md project instructions, environment",
             provides=[ProvidedService.ContextProvider(p.id()) for p in self.providers],

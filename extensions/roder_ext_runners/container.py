@@ -143,7 +143,8 @@ class ContainerCommands:
         timed_out = False
         try:
             try:
-                await asyncio.wait_for(proc.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await proc.wait()
             except TimeoutError:
                 timed_out = True
         finally:
@@ -152,7 +153,8 @@ class ContainerCommands:
                 proc.kill()
             await asyncio.shield(proc.wait())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(pumps), EXIT_GRACE * 4)
+                async with asyncio.timeout(EXIT_GRACE * 4):
+                    await asyncio.shield(pumps)
             sniffer.flush()
         return CommandExit(None if timed_out else proc.returncode, timed_out)
 

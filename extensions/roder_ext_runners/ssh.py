@@ -305,12 +305,14 @@ class SshCommands:
         try:
             try:
                 ending: set[asyncio.Future[Any]] = {exited, closed}
-                await asyncio.wait_for(asyncio.shield(asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)), timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED))
             except TimeoutError:
                 timed_out = True
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(closed), EXIT_GRACE)
+                    async with asyncio.timeout(EXIT_GRACE):
+                        await asyncio.shield(closed)
         finally:
             # timeout, interrupt or done: nothing the command started outlives it
             await asyncio.shield(self._kill(sniffer, running=not (exited.done() or closed.done())))
@@ -325,7 +327,8 @@ class SshCommands:
         if pgid is None:
             return
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._conn.run(shlex.join(kill_argv(pgid)), check=False), 15)
+            async with asyncio.timeout(15):
+                await self._conn.run(shlex.join(kill_argv(pgid)), check=False)
 
 
 def _tar(folder: Path) -> bytes:
@@ -485,9 +488,8 @@ class SshSession:
 
     async def run_internal(self, argv: list[str], *, timeout: float = 60.0) -> InternalCommandResult:
         async def run() -> InternalCommandResult:
-            result = await asyncio.wait_for(
-                self._conn.run(shlex.join(argv), check=False, encoding="utf-8", errors="replace"), timeout
-            )
+            async with asyncio.timeout(timeout):
+                result = await self._conn.run(shlex.join(argv), check=False, encoding="utf-8", errors="replace")
             return InternalCommandResult(result.exit_status, str(result.stdout or ""), str(result.stderr or ""))
 
         try:
@@ -543,7 +545,8 @@ class SshSession:
             self._sftp.exit()
             self._conn.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._conn.wait_closed(), 10)
+                async with asyncio.timeout(10):
+                    await self._conn.wait_closed()
 
         try:
             await self._loop.run(close())

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.workspace import Baseline, WorkspaceError, git
-from roder_core.brokers import seccomp, tree_guard
+from roder_core.brokers import repairs, seccomp, tree_guard
 from roder_core.brokers.sandbox import BubblewrapProbe, Confinement, bubblewrap_argv, sandbox_status
 from roder_core.brokers.secret_paths import default_deny_read, masks
 
@@ -94,32 +94,6 @@ def _files(root: Path) -> Iterator[str]:
             yield (base / name).as_posix()
 
 
-def _place(root: Path, relative: str) -> Path:
-    """The path to write ``relative`` at inside ``root``, with every folder on the way made a
-    real folder (a symlink or file the agent put there is removed), so a restore never writes
-    through a link to somewhere outside the workspace."""
-    current = root
-    parts = relative.split("/")
-    for part in parts[:-1]:
-        current = current / part
-        if os.path.islink(current) or (os.path.lexists(current) and not current.is_dir()):
-            os.unlink(current)
-        current.mkdir(exist_ok=True)
-    target = current / parts[-1]
-    if os.path.islink(target) or target.is_file():
-        os.unlink(target)
-    elif target.is_dir():
-        shutil.rmtree(target)
-    return target
-
-
-def _remove(root: Path, relative: str) -> None:
-    """Remove a file found by ``_files`` (which never descends through a symlinked folder)."""
-    path = root / relative
-    if os.path.islink(path) or path.is_file():
-        os.unlink(path)
-
-
 @dataclass
 class ScoreGuard:
     """The hidden tests and protected originals of one rollout, kept in its scratch folder."""
@@ -161,11 +135,11 @@ class ScoreGuard:
             if (matches(relative, globs) and relative not in self.hidden) or (
                 matches(relative, self.protect) and relative not in self.originals
             ):
-                _remove(self.workspace, relative)  # planted by the agent
+                repairs.remove_file(self.workspace, Path(relative))  # planted by the agent
                 restored.append(f"removed {relative}")
         for kind, names in (("tests", self.hidden), ("protected", self.originals)):
             for relative in names:
-                shutil.copy2(self.store / kind / relative, _place(self.workspace, relative), follow_symlinks=False)
+                repairs.copy_in(self.store / kind / relative, self.workspace, Path(relative))
                 restored.append(f"restored {relative}")
         if isinstance(self.tests, str):
             restored += self._apply_patch(baseline)
@@ -185,9 +159,9 @@ class ScoreGuard:
         for relative in paths:
             original = baseline.original(relative)
             if original is None:
-                _remove(self.workspace, relative)
+                repairs.remove_file(self.workspace, Path(relative))
             else:
-                _place(self.workspace, relative).write_bytes(original)
+                repairs.write_file(self.workspace, Path(relative), original)
             restored.append(f"reset {relative}")
         try:
             git("apply", "--whitespace=nowarn", str(patch), cwd=self.workspace)
@@ -228,7 +202,7 @@ def score_sandbox(requested: str | None, roots: list[Path], cwd: Path, *, networ
         level="workspace-write",
         roots=tuple(roots),
         cwd=cwd,
-        readonly=tuple(tree_guard.scan(roots).readonly_paths()),
+        readonly=tuple(tree_guard.scan(roots, next_action=False).readonly_paths()),  # the operator's own command
         masked=tuple(masks(hidden, roots)),
         network=network,
     )

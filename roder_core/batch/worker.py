@@ -423,7 +423,8 @@ class _Rollout:
                 task_ledger_required=bool(self.task.task_ledger_required or settings.task_ledger_required),
             )
             try:
-                await asyncio.wait_for(runtime.wait_turn(thread.id), None if hard_end is None else hard_end - time.time())
+                async with asyncio.timeout(None if hard_end is None else hard_end - time.time()):
+                    await runtime.wait_turn(thread.id)
             except TimeoutError:
                 run.timed_out = True
                 await runtime.interrupt(thread.id)

@@ -85,7 +85,7 @@ class ProcessResult:
     full_output_path: str | None = None
     #: The sandbox level the command actually ran under.
     sandbox: str = "off"
-    #: Protected paths the command created and Roder moved aside (see README).
+    #: Protected paths the command created and Roder moved aside (see docs/security.md).
     quarantined: list[str] = field(default_factory=list)
     total_bytes: int = 0
     total_lines: int = 0

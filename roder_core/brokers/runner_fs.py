@@ -12,7 +12,7 @@ so a hard link is replaced, never written through). Every write and refusal is a
 Absolute paths under the thread's *local* workspace are mapped to the runner's workspace, so a
 model that copies a path from the environment block still lands in the runner.
 
-What a transport cannot give is weaker than locally and is said so in README's runner section:
+What a transport cannot give is weaker than locally and is said so in docs/runners.md:
 the checks and the operation are separate round trips (no directory-fd walk), and a transport
 that does not report link counts (SFTP version 3) cannot refuse reading a hard-linked file.
 """

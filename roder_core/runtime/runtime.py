@@ -75,6 +75,7 @@ from roder_core.turn.tool_host import TurnToolHost
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
+    from roder_core.brokers.command_conditions import CommandConditions
     from roder_core.brokers.netns import ThreadNetworks
     from roder_core.brokers.sandbox import SandboxStatus
     from roder_core.customization.subagents import TraceRecord
@@ -335,6 +336,13 @@ class Runtime:
         from roder_core.brokers.sandbox import sandbox_status
 
         return sandbox_status(self.options.config.sandbox, cache_file=self.options.paths.cache_dir / "sandbox-probe.json")
+
+    def command_conditions(self) -> CommandConditions:
+        """What shell commands may do here (the environment block and the bash tool say it)."""
+        from roder_core.brokers.command_conditions import CommandConditions
+
+        status = self.sandbox
+        return CommandConditions.of("blocked" if status.blocked else status.effective, self.options.config.network.commands)
 
     # ------------------------------------------------------------------ events
 

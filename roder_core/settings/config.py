@@ -85,7 +85,7 @@ class SandboxingConfig(Section):
 
 
 class LimitsConfig(Section):
-    """Resource limits for every command (0 = unlimited)."""
+    """Resource limits for every command, and for each model response (0 = unlimited)."""
 
     cpu_seconds: int = Field(default=600, ge=0)
     address_space_mb: int = Field(default=16_384, ge=0)
@@ -94,12 +94,90 @@ class LimitsConfig(Section):
     #: Memory of a command and everything it starts, together (needs a writable cgroup).
     memory_mb: int = Field(default=8_192, ge=0)
     bash_timeout: float = Field(default=120.0, gt=0)
+    #: One model response's size as received (its text, reasoning and tool calls, framing
+    #: included) and duration: past either it is cut off and the turn fails with the reason.
+    response_mb: float = Field(default=16.0, ge=0)
+    response_seconds: float = Field(default=3600.0, ge=0)
 
 
 class ContextConfig(Section):
     auto_compact: bool = True
     reserve_tokens: int = 16_384
     keep_recent_tokens: int = 20_000
+
+
+class AuthLoginConfig(BaseModel):
+    """One ``[auth.NAME]`` table: an OAuth 2.1 sign-in whose token a provider uses as its key.
+
+    Roder ships no client ids: a vendor publishes values for third-party applications or the
+    user registers their own, and both go here. Unknown keys are errors (a typo is never ignored).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The authorization server; its endpoints are discovered (RFC 8414, then OpenID) unless
+    #: ``token_endpoint`` is given.
+    issuer: str | None = None
+    client_id: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    #: "device" (a code typed on another device) or "browser" (PKCE with a loopback redirect);
+    #: unset: the device flow where the server offers it, else the browser.
+    flow: Literal["device", "browser"] | None = None
+    #: The provider whose requests carry the token (``[providers.NAME]`` or a built-in).
+    provider: str | None = None
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    device_authorization_endpoint: str | None = None
+    revocation_endpoint: str | None = None
+
+
+class ProcessExtensionConfig(BaseModel):
+    """One ``[extensions.process.NAME]`` table: an extension in any language, run as a process
+    that speaks the extension protocol (docs/extension-protocol.md) on its stdin and stdout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The program and its arguments (no shell); relative paths are taken from the config's folder.
+    command: list[str] = Field(min_length=1)
+    #: Capabilities the user grants it: the only ones its process gets (fs.read.workspace,
+    #: fs.write.workspace, network.loopback, network.api.HOST, network.web, secret.read.VAR).
+    #: A manifest that requires more is refused: the host decides, never the manifest.
+    capabilities: list[str] = Field(default_factory=list)
+    #: Extra environment variables for the process (secrets still need ``secret.read.VAR``).
+    env: dict[str, str] = Field(default_factory=dict)
+    #: Seconds one call may take before it fails (the process is then restarted).
+    timeout: float = Field(default=60.0, gt=0)
+    #: Seconds the process has to announce its manifest.
+    startup_timeout: float = Field(default=10.0, gt=0)
+    enabled: bool = True
+
+
+class WasmToolConfig(BaseModel):
+    """One ``[extensions.wasm.NAME]`` table: a tool implemented as a WebAssembly module."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The ``.wasm`` (or ``.wat``) file.
+    module: str
+    #: What the user grants it: ``fs.read.workspace`` (the workspace preopened read-only),
+    #: ``fs.write.workspace`` (read-write), ``clock`` (wall-clock time). Nothing else exists for
+    #: a module: no network, no environment, no other files.
+    capabilities: list[str] = Field(default_factory=list)
+    #: Fuel (about one unit per instruction) one call may burn before it is stopped.
+    fuel: int = Field(default=2_000_000_000, gt=0)
+    #: Memory the module may grow to, in MiB.
+    memory_mb: int = Field(default=256, gt=0)
+    #: Seconds of wall time one call may take.
+    timeout: float = Field(default=30.0, gt=0)
+    enabled: bool = True
+
+
+class ExtensionsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    process: dict[str, ProcessExtensionConfig] = Field(default_factory=dict)
+    #: ``[extensions.wasm.NAME]``: WebAssembly tools (``roder_ext_wasm``).
+    wasm: dict[str, WasmToolConfig] = Field(default_factory=dict)
 
 
 #: Tables where an ignored mistake weakens a protection: an unknown key in one, or an unknown
@@ -140,6 +218,10 @@ class RoderConfig(Section):
     context: ContextConfig = Field(default_factory=ContextConfig)
     #: ``[runners.NAME]``: where threads' tools may execute (``roder_core.settings.runners``).
     runners: dict[str, RunnerConfig] = Field(default_factory=dict)
+    #: ``[auth.NAME]``: OAuth sign-ins (``auth/codex/*``, ``auth/supergrok/*``, ``roder providers login NAME``).
+    auth: dict[str, AuthLoginConfig] = Field(default_factory=dict)
+    #: ``[extensions.process.NAME]`` and ``[extensions.wasm.NAME]``: extensions in other languages.
+    extensions: ExtensionsConfig = Field(default_factory=ExtensionsConfig)
     #: Unknown tables and keys outside the security tables (``key_problems``): shown as warnings.
     _problems: list[str] = PrivateAttr(default_factory=list)
 

@@ -1,5 +1,5 @@
 """The app's parts on their own: markdown splitting, delta coalescing, themes, status segments,
-palette sources and the key table in the README."""
+palette sources and the key table in docs/app.md."""
 
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ async def test_coalescer_caps_the_repaint_rate_and_keeps_order() -> None:
         flushed.clear()
         for i in range(burst * 100, burst * 100 + 100):
             coalescer.push("a", f"{i},")
-        await asyncio.wait_for(flushed.wait(), 30)  # the timer's flush, however late it comes
+        async with asyncio.timeout(30):
+            await flushed.wait()  # the timer's flush, however late it comes
     await coalescer.drain()
     assert "".join(b.get("a", "") for b in batches) == "".join(f"{i}," for i in range(500))
     assert len(batches) == 5  # one repaint per burst, never one per delta
@@ -149,7 +150,8 @@ async def test_coalescer_paced_by_a_budget_keeps_every_delta_in_order() -> None:
         flushed.clear()
         for i in range(burst * 10, burst * 10 + 10):
             coalescer.push("a", f"{i},")
-        await asyncio.wait_for(flushed.wait(), 30)
+        async with asyncio.timeout(30):
+            await flushed.wait()
     await coalescer.drain()
     assert "".join(b.get("a", "") for b in batches) == "".join(f"{i}," for i in range(40))
     # Paced between its fastest and slowest rates (how far it got depends on the flushes' spacing,
@@ -230,9 +232,9 @@ async def test_palette_sources_name_control_plane_methods() -> None:
     assert any(r.method == "tui/slash" and r.params == {"name": "compact"} for r in rows)
 
 
-def test_readme_lists_every_key() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert markdown_table() in readme, "README key table is out of date: paste roder_tui.keymap.markdown_table()"
+def test_the_app_page_lists_every_key() -> None:
+    page = (REPO / "docs" / "app.md").read_text()
+    assert markdown_table() in page, "docs/app.md key table is out of date: paste roder_tui.keymap.markdown_table()"
     assert len(KEYS) > 25
 
 
