@@ -94,9 +94,10 @@ async def test_client_ids_that_are_paths_are_refused_and_touch_nothing(workspace
         for method in ("thread/resume", "thread/read", "thread/delete", "thread/fork"):
             with pytest.raises(RpcError) as caught:
                 await client.request(method, {"threadId": relative})
-            assert "no thread" in caught.value.message or "not a plain name" in caught.value.message, (
+            message = caught.value.message
+            assert "no thread" in message or "not a thread id" in message or "not a plain name" in message, (
                 method,
-                caught.value.message,
+                message,
             )
     finally:
         await client.close()

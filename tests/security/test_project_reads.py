@@ -43,6 +43,7 @@ ALLOWED: dict[str, str] = {
     "roder_core/brokers/process.py": "/proc and the quarantine of the tree guard",
     "roder_core/brokers/protected_names.py": "the tree guard's fd-relative checks",
     "roder_core/brokers/tree_guard.py": "the tree guard's fd-relative walk",
+    "roder_core/brokers/repairs.py": "Roder's repairs (quarantine, restore) through directory fds",
     "roder_core/brokers/git_dirs.py": "git config checked for programs (never shown to the model)",
     "roder_core/brokers/safe_git.py": "git internals read to run git safely (never shown to the model)",
     "roder_core/brokers/sandbox.py": "the sandbox probe's cache and kernel settings",
@@ -72,6 +73,7 @@ ALLOWED: dict[str, str] = {
     "extensions/roder_ext_jsonl_store/store.py": "the thread store",
     "extensions/roder_ext_mcp/manager.py": "MCP server logs in Roder's cache",
     "extensions/roder_ext_mcp/tools.py": "MCP tool-list cache in Roder's cache",
+    "extensions/roder_ext_wasm/__init__.py": "the WebAssembly module the user configured, and its output files",
     "extensions/roder_ext_runners/ssh.py": "the runner's upload of Roder's own helper files",
     # batch runs: the operator's task files and outputs, never a workspace
     "roder_core/batch/harbor.py": "batch task folders given by the operator",
