@@ -268,6 +268,8 @@ def key_problems(data: Mapping[str, Any]) -> list[tuple[str, bool]]:
             for inner in value:
                 if inner not in known:
                     line = f"unknown key {inner!r} in [{key}]{did_you_mean(nearest(inner, known))}"
+                    if inner in top:
+                        line += " (TOML puts every key written after a [table] header into that table: move it above)"
                     found.append((line, key in SECURITY_TABLES))
     return found
 

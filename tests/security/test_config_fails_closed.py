@@ -39,6 +39,8 @@ FATAL = {
     "misspelt-limits": ("[limits]\nmemory = 100\n", "'memory' in [limits]"),
     "trust-table": ('[trust]\nfolders = ["/"]\n', "[trust]"),
     "misspelt-sandboxing": ('[sandboxng]\ndeny_read = ["~/x"]\n', "did you mean 'sandboxing'?"),
+    "top-level-key-after-a-table": ('[network]\nallow = []\nmode = "plan"\n', "'mode' in [network]"),
+    "capitalised-table": ('[Policy]\ndeny = ["bash(*)"]\n', "did you mean 'policy'?"),
 }
 
 

@@ -43,6 +43,7 @@ def _project(ws: Path, mark: str) -> None:
     (ws / "src").mkdir()
     (ws / "src" / "app.py").write_text('import os\nURL = os.environ["DATABASE_URL"]\n')
     (ws / "env-link").symlink_to(".env")
+    os.link(ws / ".env", ws / "notes.txt")  # another name for .env, as `ln .env notes.txt` makes
 
 
 def _config(server: FakeModelServer, ws: Path) -> str:

@@ -14,8 +14,10 @@ one reader unnoticed.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -342,3 +344,33 @@ def test_a_workflow_folder_swapped_for_a_link_is_not_entered(workspace: Path, tm
     (workspace / ".roder" / "workflows" / "x.toml").symlink_to(outside / "x.toml")
     _sha, definition, error = read_definition(workspace / ".roder" / "workflows" / "x.toml")
     assert definition is None and "outside the workspace" in error, error
+
+
+def test_a_file_flipping_into_a_link_while_being_read_never_leaks(workspace: Path, tmp_path: Path) -> None:
+    from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader
+
+    mark = marker()
+    secret = _secret(tmp_path, mark)
+    target = workspace / "AGENTS.md"
+    stop = threading.Event()
+
+    def flip() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            target.write_text("benign\n")
+            target.unlink()
+            target.symlink_to(secret)
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    reader = ProjectReader(workspace)
+    texts = []
+    try:
+        for _ in range(500):
+            with contextlib.suppress(ProjectFileRefused, FileNotFoundError):
+                texts.append(reader.read_text(target))
+    finally:
+        stop.set()
+        flipper.join()
+    assert all(mark not in text for text in texts)
