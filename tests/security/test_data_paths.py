@@ -107,8 +107,10 @@ async def test_client_ids_that_are_paths_are_refused_and_touch_nothing(workspace
 def test_stores_keyed_by_ids_refuse_path_ids(tmp_path: Path) -> None:
     from roder_ext_jsonl_store.files import thread_path
 
-    from roder_core.media.library import MediaError, MediaLibrary
-    from roder_core.teams.files import TeamError, TeamFiles
+    from roder_core.media.images import MediaError
+    from roder_core.media.library import MediaLibrary
+    from roder_core.teams.files import TeamFiles
+    from roder_core.teams.model import TeamError
     from roder_core.workflows.journal import WorkflowJournal
     from roder_core.workflows.model import WorkflowError
 

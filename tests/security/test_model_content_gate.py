@@ -83,7 +83,7 @@ async def test_read_rules_and_masks_hold_on_every_tool_that_reveals_content(work
         "read-link": call("read", path="env-link"),
         "read-masked": call("read", path="private/token.txt"),
     }
-    steps = [{"tool_calls": [dict(c, id=name) for name, c in calls.items()]}, {"text": "done"}]
+    steps: list[dict[str, Any]] = [{"tool_calls": [dict(c, id=name) for name, c in calls.items()]}, {"text": "done"}]
     async with FakeModelServer(steps) as server:
         client = await _client(workspace, roder_home, server)
         try:
@@ -137,7 +137,7 @@ async def test_at_file_and_the_app_servers_fs_methods_obey_the_same_decision(wor
 async def test_an_ask_rule_withholds_from_searches_but_an_explicit_read_asks(workspace: Path, roder_home: Path) -> None:
     mark = marker()
     _project(workspace, mark)
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"tool_calls": [dict(call("grep", pattern="DATABASE_URL", path="secrets"), id="g")]},
         {"tool_calls": [dict(call("read", path="secrets/ask.txt"), id="r")]},
         {"text": "done"},
