@@ -19,10 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from roder_core.kernel.tools import ToolCall, ToolExecutionContext
-from roder_core.settings.config import ProcessExtensionConfig
 from roder_ext_process.services import ProcessTool
 from roder_ext_process.supervisor import Supervisor, confine
+
+from roder_core.kernel.tools import ToolCall, ToolExecutionContext
+from roder_core.settings.config import ProcessExtensionConfig
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "sdk" / "python" / "examples" / "wordcount.py"
 

@@ -90,12 +90,13 @@ class ExitPlanTool(Tool):
             )
         mode = verdict.next_mode or "ask"
         await host.set_mode(mode, reason="plan approved")
-        note = f" Note from the user: {verdict.feedback}" if verdict.feedback else ""
+        # The feedback is the user's note and any open review comments: instructions to follow.
+        note = f"\n\n{verdict.feedback}" if verdict.feedback else ""
         return ToolResult(
             id=call.id,
             name=call.name,
             data={**data, "approved": True, "mode": str(mode)},
-            text=f"The user approved the plan; the session is now in {mode} mode.{note} Start implementing it.",
+            text=f"The user approved the plan; the session is now in {mode} mode. Start implementing it.{note}",
         )
 
 

@@ -58,7 +58,7 @@ A = TypeVar("A")
 #: After the command exits, how long background children may keep writing before the kill.
 EXIT_GRACE = 0.5
 #: Programs whose location the tools ask for (``ProcessBroker.which``).
-PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "bwrap", "setsid", "python3")
+PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "awk", "bwrap", "setsid", "python3")
 #: Left out of commands' environment: with them, bash sources the remote ~/.bashrc for every
 #: command (it takes them as a sign that sshd started it).
 _SESSION_VARIABLES = frozenset({"SSH_CLIENT", "SSH2_CLIENT", "SSH_CONNECTION", "SSH_TTY"})

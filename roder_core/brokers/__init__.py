@@ -67,8 +67,18 @@ class FileSystemBroker(Protocol):
 
     def walk(self, path: str, *, respect_gitignore: bool = True, withheld: list[str] | None = None) -> Iterator[FileInfo]: ...
 
+    def may_withhold(self) -> bool:
+        """Whether the content gate could refuse any file at all (searches skip asking otherwise)."""
+        ...
+
     def withheld(self, path: str) -> str | None:
         """Why a file a search found must not reach the model (``content_gate``), or None."""
+        ...
+
+    def find_files(self, path: str, pattern: str, *, limit: int, withheld: list[str] | None = None) -> tuple[list[FileInfo], int]:
+        """Files below ``path`` whose path relative to it matches the glob ``pattern``, ignored
+        ones left out: the ``limit`` newest (ties by path) and how many matched in all. Files the
+        content gate refuses are left out too, and named in ``withheld``."""
         ...
 
 

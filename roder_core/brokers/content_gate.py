@@ -35,6 +35,10 @@ class ReadRules(Protocol):
         (workspace-relative posix, or absolute), or None."""
         ...
 
+    def has_refusals(self) -> bool:
+        """Whether any deny or ask rule exists (so ``read_rule`` could ever answer)."""
+        ...
+
 
 class ContentGate:
     """May the content (or the name) of a file reach the model? One instance per workspace."""
@@ -59,6 +63,11 @@ class ContentGate:
                 if any(form.is_relative_to(r) and form != r for r in reach) and form not in chosen:
                     chosen.append(form)
         self._masked = tuple(chosen)
+
+    def may_refuse(self) -> bool:
+        """Whether anything could be refused at all: a mask inside a root, or a deny or ask rule.
+        Searches skip asking file by file when nothing could be refused."""
+        return bool(self._masked) or (self._rules is not None and self._rules.has_refusals())
 
     def _shown(self, path: Path) -> str:
         return path.relative_to(self.workspace).as_posix() if path.is_relative_to(self.workspace) else str(path)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import heapq
 import os
 import secrets
 import stat as stat_mod
@@ -28,6 +29,12 @@ from typing import Any, BinaryIO
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileKind
 from roder_core.brokers.content_gate import ContentGate
+from roder_core.brokers.file_glob import (
+    pattern_regex,
+    ripgrep_files,
+    ripgrep_query,
+    walk_matches,
+)
 from roder_core.brokers.git_dirs import git_refusal, would_look_like_git_dir
 from roder_core.brokers.gitignore import IgnoreMatcher, parse_rules
 from roder_core.brokers.own_folders import visible
@@ -179,6 +186,9 @@ class WorkspaceFileSystem:
             if reason is not None:
                 raise self._deny(reason, path, "read")
         return real
+
+    def may_withhold(self) -> bool:
+        return self.gate is not None and self.gate.may_refuse()
 
     def withheld(self, path: str) -> str | None:
         """Why the content of ``path`` (as a search printed it) must not reach the model, or None
@@ -470,7 +480,7 @@ class WorkspaceFileSystem:
                 if self._is_hidden(info.path):
                     continue
                 rel = info.path.relative_to(root).as_posix()
-                if respect_gitignore and matcher.ignored(rel, info.kind == "dir"):
+                if respect_gitignore and matcher.excluded(rel, info.kind == "dir"):
                     continue
                 if self._gated(info, withheld):
                     entries.append(info)
@@ -488,6 +498,47 @@ class WorkspaceFileSystem:
         root, matcher = self._matcher_for(real)
         with self._folder_fd(path, real) as folder:
             yield from self._walk(folder, real, root, matcher, respect_gitignore, withheld)
+
+    def find_files(self, path: str, pattern: str, *, limit: int, withheld: list[str] | None = None) -> tuple[list[FileInfo], int]:
+        """Files below ``path`` matching ``pattern``, newest first: ripgrep lists the candidates
+        from the pattern's literal folder (``file_glob``), only the matches are stat'ed, and only
+        the ``limit`` shown become ``FileInfo``s. Without ripgrep, the broker's own walk. Files the
+        content gate refuses are left out and named in ``withheld``."""
+        real = self.resolve(path)
+        query = ripgrep_query(pattern)
+        start = real / query.literal if query.literal else real
+        if not real.is_dir() or (query.literal and os.path.realpath(start) != str(start)):
+            # a file, or a literal folder that is missing or a symlink (never followed)
+            return walk_matches(self, path, pattern, limit, withheld)
+        root, matcher = self._matcher_for(start)
+        below = real.relative_to(root).as_posix()
+        if query.literal and matcher.ignored(start.relative_to(root).as_posix(), True, below=below):
+            return [], 0  # the pattern names an ignored folder (the folder asked for is searched as asked)
+        if self._is_hidden(start):
+            return [], 0
+        listed = ripgrep_files(start, max_depth=query.max_depth, name=query.name)
+        if listed is None:
+            return walk_matches(self, path, pattern, limit, withheld)
+        if not query.exact:
+            regex, skip = pattern_regex(pattern), len(str(real)) + 1
+            listed = [absolute for absolute in listed if regex.match(absolute[skip:])]
+        if any(h == start or h.is_relative_to(start) or start.is_relative_to(h) for h in self._hidden):
+            listed = [absolute for absolute in listed if not self._is_hidden(Path(absolute))]
+        stamped: list[tuple[float, str]] = []
+        for absolute in listed:
+            if self.gate is not None and self.gate.refusal(Path(absolute)) is not None:
+                if withheld is not None:
+                    withheld.append(self.display(Path(absolute)))
+                continue
+            with contextlib.suppress(OSError):  # removed since it was listed
+                stamped.append((-os.lstat(absolute).st_mtime, absolute))
+        shown = []
+        for _, absolute in heapq.nsmallest(limit, stamped):
+            with contextlib.suppress(OSError):
+                full = Path(absolute)
+                st = os.lstat(full)
+                shown.append(FileInfo(full, self.display(full), _kind(st.st_mode), st.st_size, st.st_mtime, st.st_nlink))
+        return shown, len(stamped)
 
     def _walk(
         self, fd: int, folder: Path, root: Path, matcher: IgnoreMatcher, respect: bool, withheld: list[str] | None
@@ -507,7 +558,7 @@ class WorkspaceFileSystem:
             if self._is_hidden(info.path):
                 continue
             rel = info.path.relative_to(root).as_posix()
-            if respect and matcher.ignored(rel, info.kind == "dir"):
+            if respect and matcher.excluded(rel, info.kind == "dir"):
                 continue
             if not self._gated(info, withheld):
                 continue

@@ -58,6 +58,9 @@ class ConfigReadRules:
                 spec = match.group(2)
                 self._rules.append((verdict, text.strip(), spec.strip() if spec is not None else None))
 
+    def has_refusals(self) -> bool:
+        return bool(self._rules)
+
     def read_rule(self, path: str, workspace: Path) -> tuple[str, str] | None:
         for verdict, text, spec in self._rules:
             if spec is None or (not spec.startswith("domain:") and path_matches(spec, path, workspace)):

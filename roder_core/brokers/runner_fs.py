@@ -28,6 +28,7 @@ from typing import Any, BinaryIO, Protocol
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileKind
 from roder_core.brokers.content_gate import ContentGate
+from roder_core.brokers.file_glob import walk_matches
 from roder_core.brokers.git_dirs import config_programs, gitdir_pointer
 from roder_core.brokers.gitignore import IgnoreMatcher, IgnoreRule, parse_rules
 from roder_core.brokers.protected_names import protected_reason
@@ -221,6 +222,9 @@ class TransportFileSystem:
                 raise self._deny(reason, path, "read")
         return Path(real)
 
+    def may_withhold(self) -> bool:
+        return self.gate is not None and self.gate.may_refuse()
+
     def withheld(self, path: str) -> str | None:
         """Why the content of ``path`` (as a search printed it) must not reach the model, or None."""
         if self.gate is None:
@@ -401,7 +405,7 @@ class TransportFileSystem:
             if name == ".git":
                 continue
             info = self._info(real, name, st)
-            if respect_gitignore and matcher.ignored(posixpath.relpath(info.path.as_posix(), self._root), st.kind == "dir"):
+            if respect_gitignore and matcher.excluded(posixpath.relpath(info.path.as_posix(), self._root), st.kind == "dir"):
                 continue
             if self._gated(info, withheld):
                 entries.append(info)
@@ -416,6 +420,10 @@ class TransportFileSystem:
             return
         yield from self._walk(real, self._matcher_for(real), respect_gitignore, withheld)
 
+    def find_files(self, path: str, pattern: str, *, limit: int, withheld: list[str] | None = None) -> tuple[list[FileInfo], int]:
+        """By this broker's walk (over the transport), from the pattern's literal folder."""
+        return walk_matches(self, path, pattern, limit, withheld)
+
     def _walk(self, folder: str, matcher: IgnoreMatcher, respect: bool, withheld: list[str] | None) -> Iterator[FileInfo]:
         try:
             entries = sorted(self._transport.listdir(folder))
@@ -426,7 +434,7 @@ class TransportFileSystem:
                 continue
             info = self._info(folder, name, st)
             rel = posixpath.relpath(info.path.as_posix(), self._root)
-            if respect and matcher.ignored(rel, st.kind == "dir"):
+            if respect and matcher.excluded(rel, st.kind == "dir"):
                 continue
             if not self._gated(info, withheld):
                 continue

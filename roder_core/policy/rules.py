@@ -190,6 +190,9 @@ class RuleSet:
                     return rule.text
         return None
 
+    def has_refusals(self) -> bool:
+        return bool(self.rules[PolicyVerdict.DENY] or self.rules[PolicyVerdict.ASK])
+
     def read_rule(self, path: str, workspace: Path) -> tuple[str, str] | None:
         """The strongest deny or ask rule about reading ``path`` (workspace-relative posix or
         absolute), as ("deny" | "ask", its text): what ``brokers.content_gate`` withholds."""

@@ -369,6 +369,13 @@ class Runtime:
         state = self.threads.find(thread_id)
         return state.active_turn_id if state is not None else None
 
+    def turn_started_at(self, thread_id: str) -> float | None:
+        """When the turn running on an open thread began (wall clock), if one runs."""
+        state = self.threads.find(thread_id)
+        if state is None or state.active_turn_id is None or state.runner is None:
+            return None
+        return state.runner.turn.started_at
+
     async def start_thread(
         self,
         cwd: Path | None = None,
@@ -591,13 +598,14 @@ class Runtime:
         provider: str | None = None,
         model: str | None = None,
         scripted: Sequence[ToolCall] | None = None,
+        sender: str = "",
     ) -> Turn:
         """Start a turn in the background and return it as soon as it has started.
 
         ``provider``/``model`` override the thread's model for this turn only (slash commands
         with a ``model`` frontmatter). ``scripted`` calls replace the model: the turn runs them
         one by one through policy and the brokers, like a model's calls (a workflow's commands,
-        ``turn.scripted``)."""
+        ``turn.scripted``). ``sender`` names who sent ``text`` when the user did not type it."""
         state = self.threads.get(thread_id)
         if state.busy:
             if not state.finishing:
@@ -612,7 +620,7 @@ class Runtime:
         given = await self.store_media(thread.id, given, source="user")
         self.media.take_pending(thread.id)
         await self.open_runner(thread_id)
-        message = UserMessageItem(text=text, attachments=given)
+        message = UserMessageItem(text=text, attachments=given, sender=sender)
         await self._turn_snapshot(state, message.id)
         if scripted is not None:
             from roder_core.turn.scripted import ScriptedTurnRunner
@@ -660,9 +668,9 @@ class Runtime:
         await self.start_turn(thread_id, text, attachments, **kw)
         return await self.wait_turn(thread_id)
 
-    def steer(self, thread_id: str, text: str, expected_turn_id: str | None = None) -> UserMessageItem:
+    def steer(self, thread_id: str, text: str, expected_turn_id: str | None = None, *, sender: str = "") -> UserMessageItem:
         """Queue a message for the running turn; it is delivered at the next model call."""
-        return self.threads.get(thread_id).steer(text, expected_turn_id)
+        return self.threads.get(thread_id).steer(text, expected_turn_id, sender=sender)
 
     def queued_steers(self, thread_id: str) -> list[UserMessageItem]:
         """Messages queued for the running turn that the model has not seen yet."""

@@ -314,7 +314,8 @@ class TurnRunner:
         item = item.model_copy(update={"context": await self.runtime.context.turn_context(query)})
         await self._item(item)
         if not self.thread.title:
-            title = " ".join(item.text.split())[:80] or "untitled"
+            # Only what the user typed names a thread; a sent message (a team's briefing) says who sent it.
+            title = item.sender or " ".join(item.text.split())[:80] or "untitled"
             await self.runtime.emit(ThreadTitleChanged(thread_id=self.tid, title=title))
 
     # ------------------------------------------------------------------ the loop

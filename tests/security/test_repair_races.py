@@ -159,6 +159,8 @@ REPAIRERS = [
     ("roder_core/brokers/tree_guard.py", None),
     ("roder_core/batch/scoring.py", "restore"),
     ("roder_core/batch/scoring.py", "_apply_patch"),
+    ("roder_core/batch/globs.py", "remove_file"),
+    ("roder_core/batch/runner_guard.py", "reset"),
 ]
 
 
