@@ -371,7 +371,7 @@ class HostProcessBroker(CommandBroker):
             found = tree_guard.changed_while_running(launched.guard, after)
             lines = tree_guard.quarantine(found, launched.guard, self._quarantine_dir) if found else []
             quarantined += lines
-            if all(" -> " in line or ": removed" in line for line in lines):
+            if all(" -> " in line or ": renamed to " in line for line in lines):
                 break
         if quarantined:
             self._record("process.quarantine", paths=quarantined)

@@ -275,7 +275,8 @@ def quarantine(paths: Iterable[Path], before: TreeGuard, quarantine_dir: Path) -
     """Move ``paths`` out of the workspace (kept, not deleted) and put replaced symlinks back;
     returns one line per path for the tool result. Every step goes through ``repairs``: a path
     whose folders were swapped for symlinks meanwhile is refused, never followed. What cannot be
-    moved is removed (fail closed); only what can be neither is left, and the line says so."""
+    moved (a tree too deep to copy to another file system) is renamed where it is, so its name no
+    longer runs anything; only what can be neither is left, and the line says so."""
     moved: list[str] = []
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{time.monotonic_ns() % 1_000_000}"
     for path in paths:
@@ -296,13 +297,14 @@ def quarantine(paths: Iterable[Path], before: TreeGuard, quarantine_dir: Path) -
             moved.append(f"{shown}: not moved, nothing followed: {exc.strerror} while Roder moved it")
             continue
         except (OSError, RecursionError) as exc:
+            # too deep to copy to another file system, say: defuse the name where it is
+            aside = f"{relative.name}.roder-quarantined-{stamp}"
             try:
-                with repairs.parent_of(root, relative) as (folder, name):
-                    repairs.remove_at(folder, name)
-            except (OSError, RecursionError) as again:
-                moved.append(f"{shown}: could neither be moved out ({exc}) nor removed ({again}); remove it yourself")
+                repairs.rename_aside(root, relative, aside)
+            except OSError as again:
+                moved.append(f"{shown}: could neither be moved out ({exc}) nor renamed ({again}); remove it yourself")
                 continue
-            line = f"{shown}: removed (it could not be moved out: {exc})"
+            line = f"{shown}: renamed to {aside} where it was (it could not be moved out: {exc}); delete it yourself"
         if path in before.links:
             with contextlib.suppress(OSError):
                 repairs.put_symlink(root, relative, before.links[path])

@@ -13,7 +13,7 @@ than the kernel takes. CI runs this file as root and as an unprivileged user.
 from __future__ import annotations
 
 import os
-import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,7 +45,7 @@ def big_workspace() -> Iterator[Path]:
     try:
         yield folder
     finally:
-        shutil.rmtree(folder.parent, ignore_errors=True)
+        subprocess.run(["rm", "-rf", str(folder.parent)], check=False)  # deeper than rmtree recurses
 
 
 def node_modules(workspace: Path) -> list[Path]:
@@ -167,3 +167,20 @@ async def test_a_name_deeper_than_the_kernel_takes_in_one_path_is_quarantined(wo
         assert ".envrc" not in os.listdir(fd)
     finally:
         os.close(fd)
+
+
+async def test_a_planted_tree_too_deep_to_copy_is_defused_where_it_is(big_workspace: Path, roder_home: Path) -> None:
+    """``.roder/`` holding a chain of 3,000 folders: too deep to copy to the quarantine on
+    another file system (the workspace here is on tmpfs), so it is renamed in place."""
+    deep = (
+        'python3 -c "import os\n'
+        "os.makedirs('.roder/extensions'); open('.roder/extensions/x.py', 'w').write('import os')\n"
+        "os.chdir('.roder')\n"
+        "for _ in range(3000):\n"
+        "    os.mkdir('d'); os.chdir('d')\n"
+        "print('deep')\""
+    )
+    (result,) = await run_commands(big_workspace, roder_home, deep)
+    assert "deep" in result.text, result.text
+    assert not os.path.lexists(big_workspace / ".roder"), result.data["quarantined"]
+    assert any(line.startswith(".roder") for line in result.data["quarantined"]), result.data
