@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 import time
@@ -52,6 +51,7 @@ from roder_core.server.protocol import (
 from roder_core.server.protocol_attach import THREAD_HEADLESS, ThreadHeadlessParams
 from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ModelRetrying, ThreadStarted, TurnCompleted
 from roder_tui.startup import end_startup
+from roder_tui.terminal_text import json_line
 
 if TYPE_CHECKING:
     from roder_core.server.app_client import AppClient
@@ -130,7 +130,7 @@ class Printer:
             self._write("\n")
 
     def _line(self, data: dict[str, Any]) -> None:
-        self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+        self.out.write(json_line(data) + "\n")
         self.out.flush()
 
     def failure(self, reason: str, thread_id: str | None, started: float) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from roder_core import __version__
 from roder_ext_mcp.config import ServerConfig
 from roder_ext_mcp.stdio import stdio_streams
 
@@ -208,7 +209,7 @@ class ServerConnection:
             async with contextlib.AsyncExitStack() as stack:
                 client = Client(
                     self._transport(),
-                    client_info=Implementation(name="roder", version="0.1.0"),
+                    client_info=Implementation(name="roder", version=__version__),
                     read_timeout_seconds=self.config.tool_timeout,
                 )
                 async with asyncio.timeout(self.config.startup_timeout):

@@ -266,7 +266,7 @@ class HttpEngine:
             try:
                 async with self.transport.stream(self.path, payload, headers) as response:
                     decoder = self.decoder()
-                    async for sse in self.transport.events(response):
+                    async for sse in self.transport.events(response, ctx.max_response_bytes, ctx.max_response_seconds):
                         for event in decoder.feed(sse):
                             for out in guard.admit(event):
                                 yield out
