@@ -165,9 +165,11 @@ def _visit(guard: TreeGuard, folder: Path, root: Path, entries: list[os.DirEntry
         with contextlib.suppress(OSError):
             guard._add(folder, os.lstat(folder) if len(str(folder)) < _PATH_MAX else _long_lstat(root, folder))
         return  # a virtualenv, whatever it is called
+    parent = folder.name
     for entry in entries:
-        path = folder / entry.name
-        if entry.name in PROTECTED_NAMES or (guard.next_action and is_next_action_name(entry.name, folder.name)):
+        name = entry.name
+        if name in PROTECTED_NAMES or (guard.next_action and is_next_action_name(name, parent)):
+            path = folder / name
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -184,7 +186,7 @@ def _visit(guard: TreeGuard, folder: Path, root: Path, entries: list[os.DirEntry
             continue
         try:
             if entry.is_dir(follow_symlinks=False):  # from the directory listing: no stat
-                stack.append((path, root))
+                stack.append((folder / name, root))
         except OSError:
             continue
 
