@@ -262,6 +262,11 @@ class HostProcessBroker(CommandBroker):
             reason = f"Roder cannot list {self._fs.display(folder)} ({why}) to protect what is in it"
             self._record("process.denied", reason=reason)
             raise BrokerDenied(f"{reason}; the command was not run. Make the folder readable, or remove it.")
+        too_long = [p for p in guard.readonly_paths() if len(str(p)) >= tree_guard.BIND_MAX] if guard else []
+        if too_long and level != "off":
+            reason = f"a protected entry lies at a path too long to mount read-only ({str(too_long[0])[:80]}...)"
+            self._record("process.denied", reason=reason)
+            raise BrokerDenied(f"{reason}; the command was not run. Move it, or remove it.")
         network = await self._shared_network(level)
         cgroup = self._command_cgroup()
         if cgroup is not None and cgroup.support.pids_parent is not None:

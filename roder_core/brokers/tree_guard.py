@@ -146,7 +146,7 @@ def scan(roots: Iterable[Path], *, next_action: bool = True) -> TreeGuard:
         except FileNotFoundError:
             continue  # removed while the walk ran: nothing left to protect there
         except OSError as exc:
-            if _could_write(folder):
+            if len(str(folder)) >= _PATH_MAX or _could_write(folder):  # unknown: fail closed
                 guard.unlistable.append((folder, exc.strerror or str(exc)))
     return guard
 
@@ -193,6 +193,9 @@ def _visit(guard: TreeGuard, folder: Path, root: Path, entries: list[os.DirEntry
 
 #: Paths at least this long are handed to the kernel one component at a time.
 _PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+#: bubblewrap takes mount paths whole: a protected entry this deep cannot be re-bound read-only,
+#: so the command is refused instead (``HostProcessBroker._launch``).
+BIND_MAX = _PATH_MAX - 1
 
 
 def _long_lstat(root: Path, path: Path) -> os.stat_result:

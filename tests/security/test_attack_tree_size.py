@@ -194,3 +194,19 @@ async def test_what_a_running_background_task_plants_is_caught_when_any_command_
         (unrelated,) = await running.turn(call("bash", command="echo unrelated"))
         assert any(line.startswith("late/.envrc -> ") for line in unrelated.data["quarantined"]), unrelated.text
         assert not (workspace / "late/.envrc").exists()
+
+
+async def test_a_protected_entry_too_deep_to_mount_read_only_refuses_the_command(workspace: Path, roder_home: Path) -> None:
+    fd = os.open(workspace, os.O_RDONLY)
+    try:
+        for _ in range(45):
+            os.mkdir("d" * 120, dir_fd=fd)
+            following = os.open("d" * 120, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = following
+        os.close(os.open(".envrc", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    (result,) = await run_commands(workspace, roder_home, "echo ran > ran.txt")
+    assert "too long to mount read-only" in result.text, result.text
+    assert not (workspace / "ran.txt").exists()

@@ -142,6 +142,9 @@ PATH_BASED = {
 #: Where Roder repairs a workspace: whole modules, or (module, function) pairs.
 REPAIRERS = [
     ("roder_core/brokers/tree_guard.py", None),
+    ("roder_core/server/methods/changes.py", None),  # hunk rollback (rewind, /undo): the fs broker
+    ("roder_core/runtime/runner_snapshots.py", None),  # snapshot restore: git read-tree
+    ("extensions/roder_ext_builtin_coding_tools/patch.py", None),  # a failed patch's restore
     ("roder_core/batch/scoring.py", "restore"),
     ("roder_core/batch/scoring.py", "_apply_patch"),
 ]
