@@ -147,6 +147,8 @@ REPAIRERS = [
     ("extensions/roder_ext_builtin_coding_tools/patch.py", None),  # a failed patch's restore
     ("roder_core/batch/scoring.py", "restore"),
     ("roder_core/batch/scoring.py", "_apply_patch"),
+    ("roder_core/batch/globs.py", "remove_file"),
+    ("roder_core/batch/runner_guard.py", "reset"),
 ]
 
 
