@@ -721,6 +721,8 @@ class TurnRunner:
             if mode == ctx.mode:
                 continue
             if self.runtime.policy.allows_in(mode, tool, call, ctx.workspace):
+                if self.runtime.policy.has_floor(subjects, ctx.workspace):
+                    return f"rerun with --mode {mode}"  # no rule lifts a floor
                 return f"rerun with --mode {mode}, or add an allow rule to [policy]"
         policy = self.runtime.policy
         rules = [] if policy.has_floor(subjects, ctx.workspace) else policy.suggest_rules(subjects, ctx.workspace)
