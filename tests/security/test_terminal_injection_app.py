@@ -93,24 +93,35 @@ def test_the_app_shows_hostile_text_and_never_sends_it(roder_home: Path, workspa
 
 
 async def test_every_surface_draws_through_the_sanitizer(roder_home: Path, workspace: Path) -> None:
-    """Toast, modal, sidebar title, status bar and transcript, rendered as the terminal gets it."""
+    """Toasts, sidebar title, status bar and a modal, rendered as the terminal would get them."""
     from roder_tui.app import RoderApp
     from roder_tui.screens.info import InfoScreen
     from roder_tui.terminal_text import textual_guarded
 
     app = RoderApp(cwd=workspace)
     assert textual_guarded()
-    async with app.run_test(size=(120, 40)) as pilot:
+
+    def frame() -> str:
+        update = app.screen._compositor.render_update(full=True)
+        assert update is not None
+        return str(update.render_segments(app.console))
+
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
         await pilot.pause()
-        app.notify(HOSTILE, title="toast " + HOSTILE)
+        app.notify(HOSTILE, title="toast " + HOSTILE, timeout=60)
+        app.notify("[@click=app.quit]PWNBUTTON[/] [black on black]PWNHIDDEN[/]", timeout=60)
         app.status_bar.update_state(activity=HOSTILE, git_branch=HOSTILE)
         row = ThreadSummary(id="t-hostile", cwd=str(workspace), title=HOSTILE, created_at=0.0, updated_at=0.0)
         app.sidebar.show([row], current=row.id)
+        await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+        main = frame()
         app.push_screen(InfoScreen("info " + HOSTILE, HOSTILE))
         await pilot.pause()
-        console = app.console
-        update = app.screen._compositor.render_update(full=True)
-        assert update is not None
-        frame = update.render_segments(console)
-        assert payload_sequences(frame.encode()) == []
-        assert "␛]0;PWNTITLE" in frame
+        modal = frame()
+    for shown in (main, modal):
+        assert payload_sequences(shown.encode()) == []
+        assert "␛]0;PWNTITLE" in shown
+    # a toast quoting data shows markup as text: no button, nothing hidden
+    drawn = re.sub("\x1b\\[[0-9;]*[A-Za-z]", "", main)
+    assert "[@click=app.quit]PWNBUTTON[/]" in drawn and "black]PWNHIDDEN[/]" in drawn, drawn
