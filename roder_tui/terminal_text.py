@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.segment import Segment
+    from rich.style import Style
 
 #: Every character a terminal could interpret or that hides text (newline and tab excepted).
 UNSAFE = re.compile(
@@ -139,17 +141,35 @@ def guard_stdio() -> None:
             setattr(sys, name, TerminalStream(stream))
 
 
-def _guarded_render(original: Any) -> Any:
+def _unsafe_segment(segment: Segment) -> bool:
+    text, style, control = segment
+    if control is not None:  # a library's own sequence (an image's graphics): passed as it is
+        return False
+    return UNSAFE.search(text) is not None or (style is not None and _unsafe_link(style))
+
+
+def _unsafe_link(style: Style) -> bool:
+    """A hyperlink (OSC 8) whose target could end the sequence and start another."""
+    return bool(style.link) and UNSAFE.search(style.link or "") is not None
+
+
+def _shown(segment: Segment) -> Segment:
     from rich.segment import Segment
+
+    text, style, control = segment
+    if control is not None:
+        return segment
+    if style is not None and _unsafe_link(style):
+        style = style.update_link(None)
+    return Segment(visible(text), style, control)
+
+
+def _guarded_render(original: Any) -> Any:
     from textual.strip import Strip
 
     def render(self: Strip, console: Console) -> str:
-        if self._render_cache is None and any(
-            control is None and UNSAFE.search(text) is not None for text, _, control in self._segments
-        ):
-            shown = Strip(
-                [Segment(visible(text) if control is None else text, style, control) for text, style, control in self._segments]
-            )
+        if self._render_cache is None and any(_unsafe_segment(segment) for segment in self._segments):
+            shown = Strip([_shown(segment) for segment in self._segments])
             # a stand-in is wider than the character it stands for (which Rich measures as 0
             # cells): the row keeps the width it was laid out with
             self._render_cache = original(shown.crop(0, self.cell_length), console)
