@@ -60,6 +60,7 @@ from roder_core import (
     HookPoint,
     ProvidedService,
     RoderExtension,
+    bounded_json,
 )
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.secrets import scrubbed_env
@@ -135,7 +136,7 @@ class HookRun:
         if not text.startswith("{"):
             return {}
         try:
-            data = json.loads(text)
+            data = bounded_json.loads(text)
         except json.JSONDecodeError:
             return {}
         return data if isinstance(data, dict) else {}
