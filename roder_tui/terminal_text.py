@@ -141,6 +141,23 @@ def guard_stdio() -> None:
             setattr(sys, name, TerminalStream(stream))
 
 
+def _guard_rich_text() -> None:
+    """Rich's ``Text`` drops a few control codes as text is laid out; show all of them instead."""
+    import rich.text
+
+    rich.text.strip_control_codes = visible  # type: ignore[attr-defined,assignment]
+
+
+def rich_console(stream: TextIO, **options: Any) -> Console:
+    """A Rich console for Roder's own styled output outside the app (tables, progress bars): its
+    styling reaches the terminal (past ``guard_stdio``'s wrapper), the text it lays out passes
+    ``visible`` first."""
+    import rich.console
+
+    _guard_rich_text()
+    return rich.console.Console(file=stream.stream if isinstance(stream, TerminalStream) else stream, **options)
+
+
 def _unsafe_segment(segment: Segment) -> bool:
     text, style, control = segment
     if control is not None:  # a library's own sequence (an image's graphics): passed as it is
@@ -187,14 +204,13 @@ def guard_textual() -> None:
     way. Rich's ``Text`` and Textual's ``Content`` strip a few control codes as text is laid out;
     they show all of them instead, so the stand-ins take their place in the layout.
     """
-    import rich.text
     import textual.content
     from textual.strip import Strip
 
     if getattr(Strip.render, "roder_guarded", False):
         return
     Strip.render = _guarded_render(Strip.render)  # type: ignore[method-assign]
-    rich.text.strip_control_codes = visible  # type: ignore[attr-defined,assignment]
+    _guard_rich_text()
     textual.content._strip_control_codes = visible  # type: ignore[assignment]
 
 

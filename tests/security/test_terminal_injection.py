@@ -154,3 +154,23 @@ def test_the_frame_writer_shows_text_and_drops_hostile_links() -> None:
     assert links.endswith("\x1b7")
     text = Strip([Segment(HOSTILE)]).render(Console())
     assert payload_sequences(text.encode()) == [] and text.startswith("hostile: ␛]0;PWNTITLE␇")
+
+
+def test_roders_own_styled_output_keeps_its_styles_and_shows_the_data() -> None:
+    """A table printed by a subcommand (``roder batch``'s summary) on a guarded terminal: the
+    table's styling reaches the terminal, a hostile cell does not."""
+    import io
+
+    from rich.table import Table
+
+    from roder_tui.terminal_text import TerminalStream, rich_console
+
+    raw = io.StringIO()
+    console = rich_console(TerminalStream(raw), force_terminal=True, width=400)
+    table = Table(title="summary")
+    table.add_column("cause", style="bold")
+    table.add_row(HOSTILE)
+    console.print(table)
+    out = raw.getvalue()
+    assert "\x1b[1m" in out  # Roder's bold
+    assert payload_sequences(out.encode()) == [] and "␛]0;PWNTITLE" in out
