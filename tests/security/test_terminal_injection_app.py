@@ -94,11 +94,11 @@ def test_the_app_shows_hostile_text_and_never_sends_it(roder_home: Path, workspa
 
 async def test_every_surface_draws_through_the_sanitizer(roder_home: Path, workspace: Path) -> None:
     """Toasts, sidebar title, status bar and a modal, rendered as the terminal would get them."""
-    from roder_tui.app import RoderApp
     from roder_tui.screens.info import InfoScreen
     from roder_tui.terminal_text import textual_guarded
+    from tests.tui.helpers import make_app, until
 
-    app = RoderApp(cwd=workspace)
+    app = make_app(workspace)
     assert textual_guarded()
 
     def frame() -> str:
@@ -107,7 +107,7 @@ async def test_every_surface_draws_through_the_sanitizer(roder_home: Path, works
         return str(update.render_segments(app.console))
 
     async with app.run_test(size=(160, 50), notifications=True) as pilot:
-        await pilot.pause()
+        await until(pilot, app.ready.is_set, what="the app's start")
         app.notify(HOSTILE, title="toast " + HOSTILE, timeout=60)
         app.notify("[@click=app.quit]PWNBUTTON[/] [black on black]PWNHIDDEN[/]", timeout=60)
         app.status_bar.update_state(activity=HOSTILE, git_branch=HOSTILE)
@@ -125,3 +125,34 @@ async def test_every_surface_draws_through_the_sanitizer(roder_home: Path, works
     # a toast quoting data shows markup as text: no button, nothing hidden
     drawn = re.sub("\x1b\\[[0-9;]*[A-Za-z]", "", main)
     assert "[@click=app.quit]PWNBUTTON[/]" in drawn and "black]PWNHIDDEN[/]" in drawn, drawn
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("echo hi" + "\n" * 80 + "touch pwned", "the command is 81 lines long"),
+        ("echo hi\u202e; touch pwned", "contains control or invisible characters"),
+        ("echo hi\r; touch pwned", "contains control or invisible characters"),
+    ],
+    ids=["padded-with-lines", "bidi", "carriage-return"],
+)
+async def test_the_approval_head_says_what_the_preview_may_hide(
+    roder_home: Path, workspace: Path, command: str, said: str
+) -> None:
+    """A command pushed below the fold by blank lines, or holding characters a terminal hides:
+    the dialog's docked head (always on screen, however small) says so."""
+    from roder_core.ir import ApprovalRequest
+    from roder_tui.screens.approval import ApprovalScreen
+    from tests.tui.helpers import make_app, until
+
+    app = make_app(workspace)
+    request = ApprovalRequest(thread_id="t", turn_id="u", call_id="c", tool="bash", command=command)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await until(pilot, app.ready.is_set, what="the app's start")
+        app.push_screen(ApprovalScreen(request))
+        await pilot.pause()
+        update = app.screen._compositor.render_update(full=True)
+        assert update is not None
+        drawn = re.sub("\x1b\\[[0-9;]*[A-Za-z]", "", str(update.render_segments(app.console)))
+    assert said.split()[-1] in drawn and said.split()[0] in drawn, drawn
+    assert "touch pwned" not in drawn or "<U+202E>" in drawn or "␍" in drawn
