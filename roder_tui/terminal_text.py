@@ -117,6 +117,18 @@ class TerminalStream(io.TextIOBase):
     def isatty(self) -> bool:
         return True
 
+    @property
+    def encoding(self) -> Any:  # type: ignore[override]
+        return self.stream.encoding
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return self.stream.errors
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.stream.closed)
+
     def fileno(self) -> int:
         return self.stream.fileno()
 

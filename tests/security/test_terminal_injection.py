@@ -166,7 +166,9 @@ def test_roders_own_styled_output_keeps_its_styles_and_shows_the_data() -> None:
     from roder_tui.terminal_text import TerminalStream, rich_console
 
     raw = io.StringIO()
-    console = rich_console(TerminalStream(raw), force_terminal=True, width=400)
+    guarded = TerminalStream(raw)
+    assert guarded.encoding == raw.encoding and not guarded.closed  # it stands in for the stream
+    console = rich_console(guarded, force_terminal=True, width=400)
     table = Table(title="summary")
     table.add_column("cause", style="bold")
     table.add_row(HOSTILE)
