@@ -14,15 +14,18 @@ It is applied at the two places where text becomes terminal output:
 
 - the full-screen app (and ``roder attach``, ``roder web``, which run the same app):
   ``guard_textual`` makes ``Strip.render``, where Textual turns every segment of every widget into
-  the characters it writes, pass segment text through ``visible`` (segments a library marks as
-  control sequences, such as an image's graphics, and Roder's own writes to the driver, its OSC
-  52 copy, pass as they are; styling is in segment styles, not text). Rich's and Textual's own
+  the characters it writes, pass segment text through ``visible``, and drops a hyperlink whose
+  target holds such characters (segments a library marks as control sequences, such as an
+  image's graphics, and Roder's own writes to the driver, its OSC 52 copy, pass as they are;
+  styling is in segment styles, not text). Rich's and Textual's own
   control-code filters, which drop a few C0 characters when text is laid out, are replaced by
   ``visible`` too, so the stand-ins are part of the layout instead of widening a line after it;
 - everything else Roder prints (``roder -p``, ``roder sessions show``, the other subcommands,
   their error messages): ``guard_stdio`` wraps ``sys.stdout`` and ``sys.stderr`` when they are
   terminals. Output to a pipe or a file is left byte for byte as it was (a script reading
-  ``roder -p`` gets the model's text exactly).
+  ``roder -p`` gets the model's text exactly). Roder's own styled output there (``roder
+  batch``'s tables) comes from ``rich_console``, past the wrapper, with its text laid out
+  through ``visible``; JSON lines come from ``json_line``, with ``\\uXXXX`` escapes.
 """
 
 from __future__ import annotations
