@@ -56,3 +56,8 @@ class ThreadNotFoundError(RoderError):
 
 class TurnBusyError(RoderError):
     """A turn is already running on this thread."""
+
+
+class UnsafePathError(RoderError, ValueError):
+    """A path component taken from data (a manifest, a client's params, a task file) that is
+    not one plain file name, or a destination outside its root (``brokers.data_paths``)."""

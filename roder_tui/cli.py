@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from roder_core import __version__
 from roder_tui.startup import end_startup
 
 #: name -> (module with ``add_arguments(parser)`` and ``run(args) -> int``, one-line help)
@@ -90,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the app on a background host that outlives this terminal (started if none runs; see `roder attach`)",
     )
-    parser.add_argument("--version", action="version", version="roder 0.1.0")
+    parser.add_argument("--version", action="version", version=f"roder {__version__}")
     add_runtime_flags(parser)
     return parser
 

@@ -86,7 +86,7 @@ KEYS: tuple[Key, ...] = (
     Key("/", "", "command completion (built-in and custom commands)", "prompt"),
     Key("@", "", "complete a workspace file; it is attached when you send (images as pictures)", "prompt"),
     Key("!", "", "!cmd runs a shell command through the policy and shows it", "prompt"),
-    Key("tab", "", "accept a completion (enter too); esc closes it", "prompt"),
+    Key("tab", "", "accept a completion; enter accepts it too, and on a /command runs it at once; esc closes it", "prompt"),
     # transcript
     Key("j,down", "", "next message", "transcript"),
     Key("k,up", "", "previous message", "transcript"),
@@ -107,7 +107,7 @@ KEYS: tuple[Key, ...] = (
     Key("k,up", "", "previous block of the plan", "plan"),
     Key("c", "", "comment on the focused block (a heading: its whole section)", "plan"),
     Key("w", "", "send the plan back for a rewrite with the comments (and instructions)", "plan"),
-    Key("a", "", "approve, then choose the mode to continue in (ask, auto-edit, bypass)", "plan"),
+    Key("a", "", "approve, then choose the mode to continue in (ask, auto-edit, bypass); open comments go with it", "plan"),
     Key("r", "", "reject, with a reason", "plan"),
     Key("escape", "", "later: the plan keeps waiting (/plan-review opens it again)", "plan"),
     # pickers and screens

@@ -60,6 +60,7 @@ from roder_core import (
     HookPoint,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
 from roder_core.brokers import bounded_json
 from roder_core.brokers.network import AllowlistNetworkBroker
@@ -416,7 +417,7 @@ class CommandHooksExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-command-hooks",
             name="Command hooks",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="External commands at PreToolUse, PostToolUse, UserPromptSubmit, Stop, ... (Claude Code style)",
             provides=[

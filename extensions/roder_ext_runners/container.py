@@ -46,7 +46,7 @@ ENGINES = ("podman", "docker")
 EXIT_GRACE = 0.5
 #: The environment commands start from (the image's own is replaced by the scrubbed one).
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
-PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "setsid", "python3")
+PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "awk", "setsid", "python3")
 
 
 async def probe_engine(engine: str) -> tuple[bool, str, str]:

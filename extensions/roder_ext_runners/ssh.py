@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from roder_core.brokers import Brokers
+from roder_core.brokers.content_gate import ContentGate
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.protected_names import PROTECTED_DIRS, PROTECTED_FILES
 from roder_core.brokers.runner_fs import RemoteStat, TransportFileSystem
@@ -47,6 +48,7 @@ from roder_core.kernel.services import (
     RunnerOpenContext,
     RunnerScope,
 )
+from roder_core.policy.rules import RuleSet
 from roder_core.settings.runners import RunnerConfig
 
 from .launcher import GROUP_WAIT, GroupSniffer, kill_argv, launcher_argv
@@ -56,7 +58,7 @@ A = TypeVar("A")
 #: After the command exits, how long background children may keep writing before the kill.
 EXIT_GRACE = 0.5
 #: Programs whose location the tools ask for (``ProcessBroker.which``).
-PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "bwrap", "setsid", "python3")
+PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "awk", "bwrap", "setsid", "python3")
 #: Left out of commands' environment: with them, bash sources the remote ~/.bashrc for every
 #: command (it takes them as a sign that sshd started it).
 _SESSION_VARIABLES = frozenset({"SSH_CLIENT", "SSH2_CLIENT", "SSH_CONNECTION", "SSH_TTY"})
@@ -410,6 +412,7 @@ class SshSession:
             capabilities=scope.capabilities,
             audit=audit,
             extension_id=scope.extension_id,
+            gate=ContentGate(Path(self.workspace), rules=RuleSet(config.policy.allow, config.policy.ask, config.policy.deny)),
         )
         local_env = dict(scope.env)
         redactor = scope.redactor if isinstance(scope.redactor, SecretRedactor) else runtime_redactor(local_env, config)

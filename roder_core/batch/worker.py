@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from roder_core.batch.environment import child_environment, value_redactor
 from roder_core.batch.rewards import RewardError, read_reward
+from roder_core.batch.runner_guard import RunnerGuard
 from roder_core.batch.scoring import ScoreGuard, ScoringError, credential_paths, run_score, score_sandbox
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.swebench import patch_paths, swe_report
@@ -310,7 +311,10 @@ class _Rollout:
                 return
         if setup_log:
             self.files["setup.log"] = "".join(setup_log).encode()
-        guard = ScoreGuard(workspace, self.scratch / "guarded", tests=self.task.tests, protect=self.task.protect)
+        runner = None
+        if self.task.score:
+            runner = RunnerGuard(workspace, self.scratch / "runner", agent_files=self.task.agent_files, score=self.task.score)
+        guard = ScoreGuard(workspace, self.scratch / "guarded", tests=self.task.tests, protect=self.task.protect, runner=runner)
         guard.hide()
         baseline = Baseline(self.scratch / "baseline.git", workspace)
         baseline.record()
@@ -323,24 +327,28 @@ class _Rollout:
         changes = baseline.changes()
         kept = patch_paths(changes)
         self.files["workspace.diff"] = diff.encode()
-        self.files["model.patch"] = (diff if len(kept) == len(changes) else baseline.diff(kept)).encode()
 
         score: ShellOutcome | None = None
         if self.task.score:
-            score = self._score(workspace, guard, baseline, command_env, base_env.get("HOME"))
+            score, kept = self._score(workspace, guard, baseline, kept, command_env, base_env.get("HOME"))
             timings["score_s"] = round(score.duration_s, 3)
+        # The prediction is what the score saw: the agent's changes minus what the score reset.
+        self.files["model.patch"] = (diff if kept == [path for _, path in changes] else baseline.diff(kept)).encode()
         self._conclude(agent, score)
 
     def _score(
-        self, workspace: Path, guard: ScoreGuard, baseline: Baseline, env: dict[str, str], home: str | None
-    ) -> ShellOutcome:
-        """Put the hidden tests and protected files back, then run the score in the sandbox."""
+        self, workspace: Path, guard: ScoreGuard, baseline: Baseline, kept: list[str], env: dict[str, str], home: str | None
+    ) -> tuple[ShellOutcome, list[str]]:
+        """Make the workspace the scoring copy (base plus prediction, the runner's files and the
+        tests put back), then run the score in the sandbox. Returns the outcome and the
+        prediction's paths."""
         assert self.task.score is not None
         verifier = self.scratch / "verifier"
         (verifier / "logs" / "verifier").mkdir(parents=True)
         env = {**env, "LOGS_DIR": str(verifier / "logs")}
         try:
-            restored = guard.restore(baseline)
+            settled, kept = guard.settle(kept, sweep=not self.spec.in_place)
+            restored = settled + guard.restore(baseline)
             if self.task.tests_folder is not None:
                 shutil.copytree(self.task.tests_folder, verifier / "tests", symlinks=True)
                 env["TESTS_DIR"] = str(verifier / "tests")
@@ -348,9 +356,16 @@ class _Rollout:
             outcome = ShellOutcome(self.task.score, None, f"scoring copy not prepared: {exc}\n", 0.0)
             restored = []
         else:
-            sandbox = score_sandbox(self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home)
+            shown = [Path(path) for path in self.task.score_paths]
+            if self.task.python is not None:
+                shown.append(Path(self.task.python).parent.parent)  # the environment it belongs to
+            sandbox = score_sandbox(
+                self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home, shown=tuple(shown)
+            )
             self.result["score_sandbox"] = sandbox.level
-            outcome = run_score(self.task.score, workspace, env, self.task.score_timeout, sandbox)
+            outcome = run_score(
+                self.task.score, workspace, env, self.task.score_timeout, sandbox, verifier, python=self.task.python
+            )
         preamble = "".join(f"# {line}\n" for line in restored)
         self.files["score.log"] = (preamble + outcome.log()).encode()
         self.result["score"] = {"command": outcome.command, "exit_code": outcome.exit_code, "timed_out": outcome.timed_out}
@@ -363,7 +378,7 @@ class _Rollout:
                 self.result["reward"] = reward
         if self.task.fail_to_pass or self.task.pass_to_pass:
             self.result["tests"] = swe_report(outcome.output, self.task.fail_to_pass, self.task.pass_to_pass)
-        return outcome
+        return outcome, kept
 
     def _workspace(self) -> Path:
         source = self.task.workspace

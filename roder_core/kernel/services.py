@@ -98,6 +98,13 @@ class ContextQuery:
     #: False for every model request's "system" blocks. A provider whose blocks consume
     #: something (new output since last time) hands it on only when this is True.
     turn_start: bool = False
+    #: What the turn's tools may do, for the environment block: the policy mode, whether a
+    #: person can approve, the sandbox level in effect and whether commands reach the network
+    #: (empty / None when not known).
+    mode: str = ""
+    approver: bool = True
+    sandbox: str = ""
+    network: bool | None = None
 
 
 @dataclass

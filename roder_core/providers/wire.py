@@ -7,8 +7,10 @@ several blocks merged into one reasoning item stay separate and another dialect 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import re
 from typing import Any
 
 from roder_core.brokers import bounded_json
@@ -67,6 +69,29 @@ TRUNCATED_CALL = (
 def truncated(call: ToolCallEvent) -> ToolCallEvent:
     """``call`` marked as cut off by the output limit."""
     return call.model_copy(update={"truncated": True, "arguments_error": TRUNCATED_CALL})
+
+
+#: Characters no dialect's tool-call id may hold (Anthropic documents ``^[a-zA-Z0-9_-]+$``; the
+#: OpenAI dialects accept it too).
+_NOT_IN_CALL_IDS = re.compile(r"[^A-Za-z0-9_-]")
+#: Longest ids each dialect accepts (Chat Completions refuses ids over 40 characters).
+ANTHROPIC_CALL_ID_LENGTH = 64
+RESPONSES_CALL_ID_LENGTH = 64
+CHAT_CALL_ID_LENGTH = 40
+
+
+def wire_call_id(call_id: str, max_length: int) -> str:
+    """``call_id`` in the form every dialect accepts, for a call and its result alike.
+
+    A thread keeps the ids its first provider gave (``functions.bash:0`` from some
+    chat-completions hosts, 70-character ids from others); a dialect that refuses them gets a
+    stand-in: the id with other characters as ``_``, cut to fit, and a hash of the whole id, so
+    the mapping is stable across requests (the prompt cache) and two ids never share a stand-in.
+    Valid ids go through unchanged."""
+    if call_id and len(call_id) <= max_length and not _NOT_IN_CALL_IDS.search(call_id):
+        return call_id
+    suffix = "_" + hashlib.sha256(call_id.encode()).hexdigest()[:12]
+    return (_NOT_IN_CALL_IDS.sub("_", call_id)[: max_length - len(suffix)] or "call") + suffix
 
 
 def arguments_json(arguments: dict[str, Any]) -> str:

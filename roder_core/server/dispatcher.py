@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from roder_core.errors import RoderError, ThreadNotFoundError, UnknownProviderError
+from roder_core.errors import RoderError, ThreadNotFoundError, UnknownProviderError, UnsafePathError
 from roder_core.server.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -184,7 +184,7 @@ class Dispatcher:
             raise
         except ValidationError as exc:
             raise RpcError(INVALID_PARAMS, _validation_message(exc)) from None
-        except (ThreadNotFoundError, UnknownProviderError) as exc:
+        except (ThreadNotFoundError, UnknownProviderError, UnsafePathError) as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         except PermissionError as exc:  # brokers refuse with BrokerDenied (a PermissionError)
             raise RpcError(POLICY_DENIED, f"denied: {exc}") from None

@@ -106,6 +106,19 @@ class SkippedExtensionInfo(ProtocolModel):
     expected: bool = False
 
 
+class ExtensionProcessInfo(ProtocolModel):
+    """An extension that runs outside Roder's process: a program or a WebAssembly module."""
+
+    id: str
+    kind: Literal["process", "wasm"]
+    state: Literal["running", "stopped", "restarting", "failed"]
+    #: Confined to what was granted (bubblewrap for a process; always for WebAssembly).
+    sandboxed: bool
+    granted: list[str] = Field(default_factory=list)
+    restarts: int = 0
+    last_error: str | None = None
+
+
 class ExtensionsListResult(ProtocolModel):
     """Seed 003's ``extensions/list`` shape: manifests plus capability statuses per extension."""
 
@@ -113,6 +126,8 @@ class ExtensionsListResult(ProtocolModel):
     capability_statuses: dict[str, list[dict[str, Any]]]
     #: Extensions found but not loaded at start-up, and why.
     skipped: list[SkippedExtensionInfo] = Field(default_factory=list)
+    #: Process and WebAssembly extensions, with their state.
+    processes: list[ExtensionProcessInfo] = Field(default_factory=list)
 
 
 class ProviderInfo(ProtocolModel):

@@ -113,8 +113,9 @@ def test_a_reward_hacking_agent_scores_as_failed(
             {**base, "id": "honest", "env": script("honest", fix)},
             {**base, "id": "rewrite", "env": script("rewrite", rewrite)},
             {**base, "id": "plant", "env": script("plant", plant)},
-            # Without `protect` the planted conftest.py wins the score: what the sandbox still stops.
-            {**base, "id": "unprotected", "protect": [], "env": script("unprotected", plant[:1])},
+            # Declared the agent's to change, the planted conftest.py wins the score: what the
+            # sandbox still stops.
+            {**base, "id": "unprotected", "protect": [], "agent_files": ["conftest.py"], "env": script("unprotected", plant[:1])},
         ],
     )
     out = tmp_path / "out"
@@ -146,7 +147,7 @@ def test_a_reward_hacking_agent_scores_as_failed(
 
     unprotected = result(out, "unprotected")
     log = (out / "rollouts/unprotected/0/score.log").read_text()
-    assert unprotected["passed"]  # forced by the conftest: `protect` is what stops this
+    assert unprotected["passed"]  # forced by the conftest the task let the agent change
     assert "SEEN no-write-outside pat=none dsn=none ray=hidden" in log, log
     assert not outside.exists()
     assert (calc / "calc.py").read_text() == CALC
@@ -166,7 +167,7 @@ def test_a_reward_hacking_agent_scores_as_failed(
 
 
 def test_globs_match_names_at_any_depth_and_paths_from_the_root() -> None:
-    from roder_core.batch.scoring import matches
+    from roder_core.batch.globs import matches
 
     assert matches("conftest.py", ["conftest.py"])
     assert matches("pkg/sub/conftest.py", ["conftest.py"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import shutil
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 from extensions.roder_ext_tui.palette import PALETTE_SOURCES
 from extensions.roder_ext_tui.segments import STATUS_SEGMENTS
+from roder_core.brokers import file_glob
 from roder_core.kernel.services import StatusView
 from roder_tui.coalesce import CpuBudget, DeltaCoalescer
 from roder_tui.keymap import KEYS, markdown_table
@@ -284,3 +286,20 @@ def test_prompt_history_persists_and_file_matching(tmp_path: Path) -> None:
     assert "src/app.py" in files
     assert not any(f.startswith(".git/") for f in files)
     assert match_files(["docs/app.md", "src/app.py", "tests/test_app.py"], "app")[:2] == ["src/app.py", "docs/app.md"]
+
+
+@pytest.mark.parametrize("walker", ["ripgrep", "python"])
+def test_file_completion_shares_the_tools_walker(tmp_path: Path, walker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if walker == "ripgrep" and shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed")
+    if walker == "python":
+        monkeypatch.setattr(file_glob, "ripgrep", lambda: None)
+    names = ("src/app.py", "src/z/deep.py", "src/secret.key", "node_modules/lib/x.js", ".cache/c.txt", ".github/ci.yml", ".env")
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / ".gitignore").write_text("*.key\n")
+    files = workspace_files(tmp_path)
+    expected = [".env", ".github/ci.yml", ".gitignore", "src/app.py", "src/z/deep.py"]
+    assert files == expected  # in path order, what .gitignore leaves out not offered
+    assert workspace_files(tmp_path, limit=2) == files[:2]

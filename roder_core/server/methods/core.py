@@ -19,6 +19,7 @@ from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, hand
 from roder_core.server.errors import InvalidParams
 from roder_core.server.protocol import (
     METHODS,
+    ExtensionProcessInfo,
     ExtensionsListResult,
     InitializeParams,
     InitializeResult,
@@ -123,6 +124,7 @@ async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext
 @handles("extensions/list")
 async def extensions_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> ExtensionsListResult:
     listing = ExtensionsListResult.model_validate(app.runtime.registry.to_json())
+    listing.processes = [ExtensionProcessInfo.model_validate(state.to_json()) for state in app.runtime.registry.process_states()]
     if app.started is not None:
         listing.skipped = [
             SkippedExtensionInfo(source=s.source, reason=s.reason, expected=s.expected) for s in app.started.distribution.skipped
