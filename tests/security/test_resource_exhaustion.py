@@ -167,6 +167,7 @@ BOUNDARIES = [
     "extensions/roder_ext_anthropic/decode.py",
     "extensions/roder_ext_openai_responses/decode.py",
     "extensions/roder_ext_command_hooks/__init__.py",
+    "extensions/roder_ext_process/connection.py",
 ]
 
 
