@@ -61,6 +61,8 @@ from roder_tui.widgets.transcript import Transcript  # noqa: E402
 from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
     from roder_core.kernel.services import PaletteCommand
     from roder_core.server.app_client import AppClient
@@ -204,6 +206,20 @@ class RoderApp(App[int]):
         keymap = self.config_data.get("keys")
         if isinstance(keymap, dict):
             self.set_keymap({str(k): str(v) for k, v in keymap.items()})
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast shows its text as it is: messages quote data (a server's warning, an error
+        naming a file), and as markup, ``[@click=...]`` in them would be a button running an
+        app action and ``[black on black]`` would hide text."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # ------------------------------------------------------------------ layout
 

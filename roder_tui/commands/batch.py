@@ -203,10 +203,11 @@ class ProgressBar:
     """A rich progress bar on stderr (only on a terminal); ``advance(passed)`` counts one rollout."""
 
     def __init__(self, total: int, *, disabled: bool) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        console = Console(stderr=True)
+        from roder_tui.terminal_text import rich_console
+
+        console = rich_console(sys.stderr)
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -235,11 +236,12 @@ class ProgressBar:
 
 
 def print_summary(summary: dict[str, Any], path: Path) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    from roder_tui.terminal_text import rich_console
+
+    console = rich_console(sys.stdout)
     table = Table(title="roder batch", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")

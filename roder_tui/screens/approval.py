@@ -46,6 +46,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     ApprovalScreen #approval-head { dock: top; height: auto; }
     ApprovalScreen #approval-title { text-style: bold; color: $warning; }
     ApprovalScreen #approval-reason { color: $text-muted; max-height: 3; }
+    ApprovalScreen #approval-notice { color: $error; text-style: bold; }
     ApprovalScreen VerticalScroll { height: auto; max-height: 100%; background: $background; margin: 1 0; }
     ApprovalScreen #approval-keys { dock: bottom; height: auto; }
     """
@@ -63,6 +64,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
                 yield Static(f"{asker}Allow {req.tool}?", id="approval-title", markup=False)
                 if req.reason:
                     yield Static(req.reason, id="approval-reason", markup=False)
+                notice = self._notice()
+                if notice:
+                    yield Static(notice, id="approval-notice", markup=False)
             with VerticalScroll(id="approval-preview"):
                 yield Static(self._preview(), markup=False)
             yield Static(self._keys(), id="approval-keys")
@@ -80,14 +84,24 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             text.append(visible(req.command, line_endings=False), style="bold")
             if req.cwd and req.cwd != ".":
                 text.append(f"\nin {visible(req.cwd)}", style="dim")
-            if has_unsafe(req.command) or "\r" in req.command:
-                text.append(f"\n{HIDDEN_WARNING}", style="bold red")
             return text
         arguments = json.dumps(req.arguments, indent=2, ensure_ascii=False)
         text = Text(arguments[:ARGUMENTS_LIMIT])
         if len(arguments) > ARGUMENTS_LIMIT:
             text.append(f"\n… {len(arguments) - ARGUMENTS_LIMIT} more characters", style="dim")
         return text
+
+    def _notice(self) -> str:
+        """Said above the preview (which may scroll) when the command is not all in plain sight:
+        it holds characters a terminal would hide or act on, or runs over several lines."""
+        command = self.request.command or ""
+        said = []
+        if has_unsafe(command) or "\r" in command:
+            said.append(HIDDEN_WARNING)
+        lines = command.count("\n") + 1
+        if lines > 1:
+            said.append(f"the command is {lines} lines long; scroll the preview to see all of it")
+        return "\n".join(said)
 
     def _keys(self) -> Text:
         options = {o.id for o in self.request.options} or {
