@@ -179,6 +179,30 @@ def _logprobs(pieces: list[str], top: int) -> list[dict[str, Any]]:
     return out
 
 
+def token_id(piece: str) -> int:
+    """The fake tokenizer's id of a piece of text (stable across runs, below 50,000)."""
+    return sum((i + 1) * b for i, b in enumerate(piece.encode())) % 50_000
+
+
+def _add_token_ids(events: list[Event], request: dict[str, Any]) -> None:
+    """vLLM's ``return_token_ids``: ``prompt_token_ids`` at the top of the first chunk (one id
+    per word of the request's messages), ``token_ids`` on every choice that carries generated
+    text or tool-call arguments (one id per piece)."""
+    words = " ".join(str(m.get("content") or "") for m in request.get("messages", []) if isinstance(m, dict)).split()
+    first = events[0][1]
+    assert isinstance(first, dict)
+    first["prompt_token_ids"] = [token_id(word) for word in words]
+    for _, data in events:
+        assert isinstance(data, dict)
+        for choice in data.get("choices", []):
+            delta = choice.get("delta", {})
+            pieces = [delta.get("content") or ""] + [
+                c.get("function", {}).get("arguments") or "" for c in delta.get("tool_calls", [])
+            ]
+            generated = [piece for piece in pieces if piece]
+            choice["token_ids"] = [token_id(piece) for piece in generated] if generated else []
+
+
 def render_chat(step: dict[str, Any], request: dict[str, Any], number: int) -> list[Event]:
     size = int(step.get("chunk_size", 8))
     base = {
@@ -239,6 +263,8 @@ def render_chat(step: dict[str, Any], request: dict[str, Any], number: int) -> l
         ]
     finish = {"max_tokens": "length"}.get(step.get("stop_reason", ""), "tool_calls" if calls else "stop")
     events.append(chunk({}, finish))
+    if request.get("return_token_ids"):
+        _add_token_ids(events, request)
     if (request.get("stream_options") or {}).get("include_usage"):
         usage = _usage(step, request)
         events.append(
