@@ -378,6 +378,7 @@ class _Rollout:
         home: str | None,
     ) -> None:
         timings = self.result["timings"]
+        timings["agent_s"] = round(agent.duration_s, 3)
         baseline.stage()
         diff = baseline.diff()
         changes = baseline.changes()

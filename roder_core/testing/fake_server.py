@@ -3,7 +3,9 @@
 It answers ``POST .../responses`` (OpenAI Responses), ``POST .../chat/completions`` (Chat
 Completions) and ``POST .../messages`` (Anthropic Messages) with server-sent events shaped as the
 providers document them (``event:``/``data:`` framing, chunked transfer encoding, keep-alive), and
-``GET .../models`` with a model listing. Each POST consumes the next *step* of a script:
+``GET .../models`` with a model listing (a Chat Completions request without ``"stream": true``
+gets the whole answer as one JSON object, as OpenAI sends it). Each POST consumes the next *step*
+of a script:
 
     {"steps": [
       {"text": "Let me look.", "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]},
@@ -471,6 +473,32 @@ def render_anthropic(step: dict[str, Any], request: dict[str, Any], number: int)
     return events
 
 
+def chat_completion(step: dict[str, Any], request: dict[str, Any], number: int) -> dict[str, Any]:
+    """A Chat Completions answer without ``stream`` (one JSON object), as clients such as
+    LiteLLM ask for by default."""
+    calls = _calls(step, "call_fake", number)
+    usage = _usage(step, request)
+    message: dict[str, Any] = {"role": "assistant", "content": step.get("text", ""), "refusal": None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls
+        ]
+    finish = {"max_tokens": "length"}.get(step.get("stop_reason", ""), "tool_calls" if calls else "stop")
+    return {
+        "id": f"chatcmpl-fake{number}",
+        "object": "chat.completion",
+        "created": 1_760_000_000 + number,
+        "model": request.get("model", "fake-model"),
+        "system_fingerprint": "fp_fake",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        },
+    }
+
+
 RENDERERS = {"chat-completions": render_chat, "responses": render_responses, "anthropic-messages": render_anthropic}
 
 
@@ -685,6 +713,9 @@ class FakeModelServer:
         if "status" in step and int(step["status"]) >= 400:
             status = int(step["status"])
             await self._plain(writer, status, error_body(dialect, status, step.get("error") or {}), step.get("headers"))
+            return True
+        if dialect == "chat-completions" and not (record.json or {}).get("stream") and "raw" not in step:
+            await self._plain(writer, 200, _json(chat_completion(step, record.json or {}, len(self.calls))).encode())
             return True
         content_type = step.get("content_type", "text/event-stream; charset=utf-8")
         head = [

@@ -95,7 +95,7 @@ def test_a_config_defined_provider_reaches_ray_workers_and_a_killed_worker_is_re
     assert outcome["code"] == 0, outcome["err"]
     assert "Traceback" not in outcome["err"]
     fixed = result(out, "fix")
-    assert fixed["passed"]
+    assert fixed["passed"], fixed
     assert fixed["provider"] == "fk" and fixed["model"] == "fk-model"
     assert fixed["attempts"] == 2
     [lost] = fixed["discarded_attempts"]

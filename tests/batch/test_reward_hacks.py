@@ -241,3 +241,40 @@ def test_reward_hacks_score_failed_and_honest_fixes_pass(
     assert "restored environment .venv" in (out / "rollouts/venv-venv-pth/0/score.log").read_text()
     # What the agent did is still on record in its diff.
     assert "pytest_runtest_makereport" in (out / "rollouts/swe-root-conftest/0/workspace.diff").read_text()
+
+
+def test_what_the_guard_counts_as_the_runner(tmp_path: Path) -> None:
+    """The files a score command runs (not those it reads), shadowing modules only where they can
+    be on sys.path, and a mixed file reset only when its runner settings changed."""
+    from roder_core.batch.runner_guard import RunnerGuard, named_by, shadows
+
+    assert named_by("grep -q 'a + b' calc.py") == []
+    assert named_by("python -m pytest tests") == []
+    assert named_by("./tests/runtests.py auth && make -f build.mk check") == ["/tests/runtests.py", "/build.mk"]
+    assert named_by("timeout 60 env FOO=1 python3.11 scripts/score.py --fast | tee log") == ["/scripts/score.py"]
+    assert named_by("make test") == ["/Makefile", "/makefile", "/GNUmakefile"]
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    standard = frozenset(sys.stdlib_module_names)
+    assert shadows("pytest.py", tmp_path, standard)
+    assert shadows("pytest/__init__.py", tmp_path, standard)
+    assert shadows("tests/unittest.py", tmp_path, standard)
+    assert shadows("_pytest_helper.cpython-311-x86_64-linux-gnu.so", tmp_path, standard)
+    assert not shadows("pkg/json.py", tmp_path, standard)  # inside a package: pkg.json
+    assert not shadows("docs/html/index.html", tmp_path, standard)
+    assert not shadows("calc_helpers.py", tmp_path, standard)
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "pyproject.toml").write_text('[project]\nname = "calc"\n\n' + PYPROJECT)
+    (workspace / "setup.cfg").write_text("[flake8]\nmax-line-length = 100\n")
+    guard = RunnerGuard(workspace, tmp_path / "store", score="pytest -q")
+    guard.record()
+    (workspace / "pyproject.toml").write_text('[project]\nname = "calc"\nversion = "2"\n\n' + PYPROJECT)
+    (workspace / "setup.cfg").write_text("[flake8]\nmax-line-length = 100\n[tool:pytest]\naddopts = -p evil\n")
+    (workspace / "tox.ini").write_text("[tox]\nenvlist = py311\n")  # new, without runner settings
+    log, reset = guard.reset()
+    assert reset == {"setup.cfg"}, log
+    assert 'version = "2"' in (workspace / "pyproject.toml").read_text()
+    assert "addopts" not in (workspace / "setup.cfg").read_text()
+    assert (workspace / "tox.ini").exists()
