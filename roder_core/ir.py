@@ -178,6 +178,10 @@ class UserMessageItem(ItemBase):
     text: str
     attachments: list[Attachment] = Field(default_factory=list)
     steer: bool = False
+    #: Who sent it when the user did not type it (e.g. ``team "x"`` for what an agent team
+    #: delivers: the lead's briefing, members' reports). Clients show such a message as what it
+    #: is, not as the user's prompt, and it never titles a thread.
+    sender: str = ""
     #: What changes between turns (environment, recalled memories), computed when the turn began
     #: and sent to the model before ``text`` in this message, the same bytes on every later request
     #: (see ContextBlock.placement). Clients show ``text``.

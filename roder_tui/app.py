@@ -36,6 +36,7 @@ from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
+from roder_core import __version__  # noqa: E402
 from roder_core.ir import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.keymap import app_bindings  # noqa: E402
@@ -55,7 +56,7 @@ from roder_tui.widgets.prompt import PromptBar, PromptHistory, PromptInput, atta
 from roder_tui.widgets.queued import QueuedSteers  # noqa: E402
 from roder_tui.widgets.sidebar import Sidebar  # noqa: E402
 from roder_tui.widgets.status_bar import StatusBar  # noqa: E402
-from roder_tui.widgets.team_panes import TeamPanes  # noqa: E402
+from roder_tui.widgets.team_panes import TeamPanes, WorkArea  # noqa: E402
 from roder_tui.widgets.transcript import Transcript  # noqa: E402
 from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
@@ -107,8 +108,10 @@ def git_branch(cwd: Path) -> str | None:
     for folder in (cwd, *cwd.parents):
         head = folder / ".git" / "HEAD"
         if head.is_file():
-            try:
-                ref = head.read_text(encoding="utf-8").strip()
+            from roder_core.brokers.project_reader import ProjectReader
+
+            try:  # through the project reader: a HEAD linked out of the repository is not read
+                ref = ProjectReader(folder).read_text(head, max_bytes=4096, errors="replace").strip()
             except OSError:
                 return None
             return ref.removeprefix("ref: refs/heads/") if ref.startswith("ref: ") else ref[:8]
@@ -140,7 +143,6 @@ class RoderApp(App[int]):
     Screen { layout: vertical; }
     #body { height: 1fr; }
     #chat { width: 1fr; height: 1fr; }
-    #work { height: 1fr; }
     #team-bar { height: 1; display: none; padding: 0 1; background: $panel; }
     /* Toasts at the top right: at the bottom they covered the prompt and the completion list. */
     ToastRack { dock: top; align: right top; margin-bottom: 0; }
@@ -154,7 +156,9 @@ class RoderApp(App[int]):
         *,
         files_remote: bool = False,
     ) -> None:
+        from roder_tui.terminal_text import guard_textual
 
+        guard_textual()  # every character drawn passes the terminal-text sanitizer
         super().__init__()
         self.args = args or argparse.Namespace()
         #: The workspace: the host's folder when attached (it may not exist on this machine).
@@ -212,15 +216,14 @@ class RoderApp(App[int]):
         self.pending_media = PendingMedia(id="pending-media")
         self.team_panes = TeamPanes(id="team-panes")
         self.team_bar = Static("", id="team-bar")
+        self.work = WorkArea(self.transcript, self.team_panes, id="work")
         self.prompt_bar.input.has_queued = lambda: bool(self.queued.queued)
         if self.files_remote:
             self.prompt_bar.read_directory = self._read_host_directory
         with Horizontal(id="body"):
             yield self.sidebar
             with Vertical(id="chat"):
-                with Horizontal(id="work"):
-                    yield self.transcript
-                    yield self.team_panes
+                yield self.work
                 yield self.team_bar
                 yield self.queued
                 yield self.pending_media
@@ -246,13 +249,11 @@ class RoderApp(App[int]):
 
     def _layout_for_width(self, width: int) -> None:
         self.sidebar.display = self.sidebar_wanted and width >= SIDEBAR_MIN_WIDTH
-        self._arrange_team(width)
 
-    def _arrange_team(self, width: int | None = None) -> None:
-        """Panes beside the transcript when they fit, else the focused one in its place."""
-        width = width if width is not None else self.size.width
-        chat = width - (self.sidebar.outer_size.width if self.sidebar.display else 0)
-        self.transcript.display = self.team_panes.lay_out(chat)
+    def _arrange_team(self) -> None:
+        """After a team change: the panes laid out again for the work area's width (its own
+        resizes do that for every resize and sidebar toggle), and the team bar."""
+        self.work.arrange_panes()
         self.team_bar.display = self.team_panes.team is not None
         if self.team_panes.team is not None:
             self.team_bar.update(self.team_panes.summary())
@@ -282,7 +283,7 @@ class RoderApp(App[int]):
             client = self.client
             client.serve_locally("team/pane/focus", self.teams.pane_focus)
             client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
-            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version="0.1.0")))
+            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__)))
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
             self.exit_message = f"roder: {exc}"
             self.exit(2)
@@ -448,6 +449,12 @@ class RoderApp(App[int]):
         if method == "turn/steer/cancelled":
             self.queued.discard(event.item_id)
             return
+        if method == "auth/login/completed":
+            from roder_tui.sign_in_view import completion_message
+
+            text, severity = completion_message(event)
+            self.notify(text, title="/login", severity=severity, timeout=12)  # type: ignore[arg-type]
+            return
         thread_id = getattr(event, "thread_id", None)
         if isinstance(event, ev.AgentMessageDelta):
             if thread_id == self.thread_id:
@@ -599,7 +606,8 @@ class RoderApp(App[int]):
         for steer in live.queued_steers:
             self.queued.add(steer.id, steer.text)
         if live.turn_id is not None and self.turn_id != live.turn_id:
-            self.turn_id, self.turn_started = live.turn_id, time.monotonic()
+            # The counter goes on from the turn's age on the host, not from when we attached.
+            self.turn_id, self.turn_started = live.turn_id, time.monotonic() - (live.turn_elapsed_ms or 0) / 1000
             self._set_activity("working")
         for request in live.pending_approvals:
             self._queue_approval(request)
@@ -868,7 +876,15 @@ class RoderApp(App[int]):
                 await self._client().call(TURN_START, params)
                 self.pending_media.show_items([])  # the turn took them
         except RpcError as exc:
+            # Refused (an image for a model that cannot see, a bad command...): nothing typed is lost.
+            self._give_back([text])
             self.notify(exc.message, severity="error", timeout=10)
+
+    def _give_back(self, texts: list[str]) -> None:
+        """Put text that was not sent back into the prompt, before anything typed since."""
+        prompt = self.prompt_bar.input
+        prompt.text = "\n\n".join([*texts, prompt.text] if prompt.text.strip() else texts)
+        prompt.move_cursor(prompt.document.end)
 
     def _return_unsent(self, texts: list[str]) -> None:
         """Steer messages the turn never delivered go back into the prompt (before any draft),
@@ -876,9 +892,7 @@ class RoderApp(App[int]):
         self.queued.take_all()
         if not texts:
             return
-        prompt = self.prompt_bar.input
-        prompt.text = "\n\n".join([*texts, prompt.text] if prompt.text.strip() else texts)
-        prompt.move_cursor(prompt.document.end)
+        self._give_back(texts)
         self.notify("queued messages were not sent; they are back in the prompt", title="steer")
 
     @on(PromptInput.RecallQueued)
@@ -962,6 +976,8 @@ class RoderApp(App[int]):
 
     def _local_slash(self, name: str, arguments: str) -> Callable[[], Any] | None:
         """Built-ins that act on the screen; None for the ones the runtime performs."""
+        from roder_tui import sign_in_view
+
         if name == "model" and not arguments.strip():
             return self.pick_model
         actions: dict[str, Callable[[], Any]] = {
@@ -983,6 +999,7 @@ class RoderApp(App[int]):
             "paste-image": self.action_paste_image,
             "team": lambda: self.teams.command(arguments),
             "plan-review": self.open_plan_review,
+            "login": lambda: sign_in_view.start_sign_in(self, arguments),
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
         }
@@ -1012,7 +1029,7 @@ class RoderApp(App[int]):
     async def _list_skills(self) -> None:
         skills = [c for c in self.slash_commands if c.kind == "skill"]
         text = "\n".join(f"/{c.name}  {c.description}" for c in skills)
-        self._show_info("/skills", text or "no Agent Skills found (see README: Agent Skills)")
+        self._show_info("/skills", text or "no Agent Skills found (see docs/customization.md: Agent Skills)")
 
     async def _list_agents(self) -> None:
         from roder_core.server.protocol_features import AGENTS_LIST, AgentsListParams

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from roder_core import __version__
 from roder_tui.startup import end_startup
 
 #: name -> (module with ``add_arguments(parser)`` and ``run(args) -> int``, one-line help)
@@ -90,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the app on a background host that outlives this terminal (started if none runs; see `roder attach`)",
     )
-    parser.add_argument("--version", action="version", version="roder 0.1.0")
+    parser.add_argument("--version", action="version", version=f"roder {__version__}")
     add_runtime_flags(parser)
     return parser
 
@@ -103,6 +104,8 @@ EXIT_BROKEN_PIPE = 141
 FAST_EXIT_SUBCOMMANDS = frozenset(
     {"tools", "extensions", "providers", "models", "audit", "sessions", "trust", "untrust", "plugin"}
 )
+#: Subcommands whose stdio carries a protocol (JSON-RPC, ACP) for a program, not text for a person.
+PROTOCOL_SUBCOMMANDS = frozenset({"app-server", "acp"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,6 +116,10 @@ def _guarded(args_list: list[str]) -> tuple[int, bool]:
     """Run one command; a closed stdout (``roder ... | head``) ends it quietly, as Unix tools do."""
     import logging
 
+    from roder_tui.terminal_text import guard_stdio
+
+    if not (args_list and args_list[0] in PROTOCOL_SUBCOMMANDS):
+        guard_stdio()  # before logging holds on to stderr: nothing printed to a terminal goes raw
     # Log records (warnings from extensions, MCP servers) reach stderr once, with one prefix.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="roder: %(message)s")
     try:

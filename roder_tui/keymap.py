@@ -1,6 +1,6 @@
 """Every key binding of the app, in one table.
 
-The app's bindings, the help screen (``?``/F1) and the README's key table all come from here, so
+The app's bindings, the help screen (``?``/F1) and the key table in docs/app.md all come from here, so
 they cannot drift apart. App-level bindings have ids; ``[keys]`` in config.toml remaps them, e.g.
 ``toggle_sidebar = "ctrl+e"``.
 """
@@ -81,12 +81,12 @@ KEYS: tuple[Key, ...] = (
     ),
     # prompt
     Key("enter", "", "send; while a turn runs, queue it as a steer message", "prompt"),
-    Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see README)", "prompt"),
+    Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see docs)", "prompt"),
     Key("up,down", "", "previous / next prompt from history (on the first / last line)", "prompt"),
     Key("/", "", "command completion (built-in and custom commands)", "prompt"),
     Key("@", "", "complete a workspace file; it is attached when you send (images as pictures)", "prompt"),
     Key("!", "", "!cmd runs a shell command through the policy and shows it", "prompt"),
-    Key("tab", "", "accept a completion (enter too); esc closes it", "prompt"),
+    Key("tab", "", "accept a completion; enter accepts it too, and on a /command runs it at once; esc closes it", "prompt"),
     # transcript
     Key("j,down", "", "next message", "transcript"),
     Key("k,up", "", "previous message", "transcript"),
@@ -107,7 +107,7 @@ KEYS: tuple[Key, ...] = (
     Key("k,up", "", "previous block of the plan", "plan"),
     Key("c", "", "comment on the focused block (a heading: its whole section)", "plan"),
     Key("w", "", "send the plan back for a rewrite with the comments (and instructions)", "plan"),
-    Key("a", "", "approve, then choose the mode to continue in (ask, auto-edit, bypass)", "plan"),
+    Key("a", "", "approve, then choose the mode to continue in (ask, auto-edit, bypass); open comments go with it", "plan"),
     Key("r", "", "reject, with a reason", "plan"),
     Key("escape", "", "later: the plan keeps waiting (/plan-review opens it again)", "plan"),
     # pickers and screens
@@ -141,7 +141,7 @@ def keys_by_scope() -> dict[str, list[Key]]:
 
 
 def markdown_table() -> str:
-    """The README's key table (tests check the README contains every row)."""
+    """The key table of docs/app.md (a test checks the page contains every row)."""
     lines: list[str] = []
     for scope, keys in keys_by_scope().items():
         lines.append(f"**{SCOPE_TITLES[scope]}**\n")

@@ -70,9 +70,10 @@ class Undone:
 
 
 async def rewind_points(client: AppClient, thread_id: str) -> list[UserMessageItem]:
-    """The thread's prompts (steer messages are part of their turn, not rewind points)."""
+    """The thread's prompts (steer messages are part of their turn, and messages the user did not
+    type, such as a team's, are no prompt of theirs: neither is a rewind point)."""
     thread = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id, include_turns=True))).thread
-    return [i for i in thread.items() if isinstance(i, UserMessageItem) and not i.steer]
+    return [i for i in thread.items() if isinstance(i, UserMessageItem) and not i.steer and not i.sender]
 
 
 async def changes_since(client: AppClient, thread_id: str, item_id: str) -> HunkListResult:

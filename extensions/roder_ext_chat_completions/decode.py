@@ -26,7 +26,7 @@ from roder_core.ir import (
 )
 from roder_core.providers.failures import ErrorFactory
 from roder_core.providers.sse import SSEEvent
-from roder_core.providers.wire import event_json, parse_arguments, token_logprobs, truncated
+from roder_core.providers.wire import Pieces, event_json, parse_arguments, token_logprobs, truncated
 from roder_ext_chat_completions.encode import DETAILS_KEY, EXTRA_CONTENT_KEY
 
 FINISH_REASONS: dict[str, StopReason] = {
@@ -57,7 +57,7 @@ class _Call:
     def __init__(self) -> None:
         self.id = ""
         self.name = ""
-        self.arguments = ""
+        self.arguments = Pieces()
         self.extra: dict[str, Any] | None = None
 
 
@@ -153,9 +153,9 @@ class ChatDecoder:
         if isinstance(delta.get("extra_content"), dict):  # Gemini 3: the call's thought signature
             call.extra = delta["extra_content"]
         if isinstance(arguments, dict):  # a few servers send the object itself
-            call.arguments = json.dumps(arguments)
+            call.arguments = Pieces(json.dumps(arguments))
         elif isinstance(arguments, str):
-            call.arguments += arguments
+            call.arguments.add(arguments)
 
     def finish(self) -> list[InferenceEvent]:
         if self._finish is None:
@@ -172,7 +172,7 @@ class ChatDecoder:
         last = max(self._calls, default=None)
         for index in sorted(self._calls):
             call = self._calls[index]
-            arguments, problem = parse_arguments(call.arguments)
+            arguments, problem = parse_arguments(call.arguments.text())
             event = ToolCallEvent(
                 call_id=call.id or f"call_{uuid.uuid4().hex[:24]}",
                 name=call.name,

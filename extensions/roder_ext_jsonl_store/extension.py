@@ -10,6 +10,7 @@ from roder_core import (
     ExtensionManifest,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
@@ -25,7 +26,7 @@ class JsonlThreadStoreExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-jsonl-store",
             name="JSONL thread store",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="Crash-safe append-only JSONL threads with resume, fork and a rebuildable index",
             provides=[ProvidedService.ThreadStore("jsonl"), ProvidedService.CheckpointStore("jsonl")],

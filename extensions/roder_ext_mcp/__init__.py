@@ -22,6 +22,7 @@ from roder_core import (
     PaletteCommand,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
@@ -88,7 +89,7 @@ class McpExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-mcp",
             name="MCP client",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="Tools from MCP servers (stdio and streamable HTTP) as mcp__<server>__<tool>",
             provides=[

@@ -16,6 +16,7 @@ from roder_core import (
     ExtensionManifest,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.registry import ExtensionRegistryBuilder
@@ -49,7 +50,7 @@ class MemoryExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-memory",
             name="Local Memory",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="SQLite-backed project and global memory store",
             provides=[

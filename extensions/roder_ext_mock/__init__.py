@@ -28,6 +28,7 @@ from roder_core import (
     InferenceTurnContext,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
 from roder_core.errors import InferenceError
 from roder_core.ir import (
@@ -166,7 +167,7 @@ class MockProviderExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-mock",
             name="Mock provider",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="Deterministic offline inference engine (scriptable with RODER_MOCK_SCRIPT)",
             provides=[ProvidedService.InferenceEngine("mock")],

@@ -26,6 +26,7 @@ from roder_core import (
     ToolCall,
     ToolExecutionContext,
     ToolResult,
+    __version__,
 )
 from roder_core.ir import PlanItem
 from roder_core.kernel.distribution import HostContext
@@ -50,13 +51,14 @@ class ExitPlanArguments(ToolArguments):
 class ExitPlanTool(Tool):
     name = PLAN_TOOL
     description = (
-        "Present your implementation plan to the user for review and leave plan mode. Call this only "
-        "in plan mode, once the plan is complete. The user approves it (you may then start editing), asks "
+        "Present your implementation plan to the user for review and leave plan mode, once the plan is "
+        "complete. The user approves it (you may then start editing), asks "
         "for a revision with comments (call this again with the complete revised plan), or rejects it."
     )
     arguments_model = ExitPlanArguments
     read_only = True  # it must run in plan mode; it changes nothing but the mode, after approval
     kind = "think"
+    modes = frozenset({"plan"})  # offered in plan mode only: elsewhere there is no plan to leave
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         host = ctx.host
@@ -88,12 +90,13 @@ class ExitPlanTool(Tool):
             )
         mode = verdict.next_mode or "ask"
         await host.set_mode(mode, reason="plan approved")
-        note = f" Note from the user: {verdict.feedback}" if verdict.feedback else ""
+        # The feedback is the user's note and any open review comments: instructions to follow.
+        note = f"\n\n{verdict.feedback}" if verdict.feedback else ""
         return ToolResult(
             id=call.id,
             name=call.name,
             data={**data, "approved": True, "mode": str(mode)},
-            text=f"The user approved the plan; the session is now in {mode} mode.{note} Start implementing it.",
+            text=f"The user approved the plan; the session is now in {mode} mode. Start implementing it.{note}",
         )
 
 
@@ -119,7 +122,7 @@ class PlanModeExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-plan-mode",
             name="Plan mode",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="exit_plan: the model proposes a plan, the user approves it before edits start",
             provides=[ProvidedService.ToolProvider("plan-mode"), ProvidedService.Hook("plan-mode-instructions")],

@@ -29,6 +29,7 @@ from roder_core import (
     ToolExecutionContext,
     ToolRegistry,
     ToolResult,
+    __version__,
 )
 from roder_core.customization.definitions import DefinitionRoots, Skill
 from roder_core.customization.slash_commands import skill_prompt
@@ -188,7 +189,7 @@ class SkillsExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-skills",
             name="Agent Skills",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="SKILL.md discovery, skills list in context, the skill tool",
             provides=[

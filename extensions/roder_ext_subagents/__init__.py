@@ -26,6 +26,7 @@ from roder_core import (
     ToolCall,
     ToolExecutionContext,
     ToolResult,
+    __version__,
 )
 from roder_core.customization.definitions import AgentDefinition, split_model
 from roder_core.customization.subagents import TraceRecord, agent_tools, child_mode, list_agents
@@ -170,7 +171,7 @@ class SubagentsExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-subagents",
             name="Subagents",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="task tool: child threads with their own context, tools and policy",
             provides=[ProvidedService.ToolProvider("subagents"), ProvidedService.SubagentDispatcher("subagents")],

@@ -25,6 +25,7 @@ from roder_core import (
     ToolCall,
     ToolExecutionContext,
     ToolResult,
+    __version__,
 )
 from roder_core.ir import PlanItem, PlanStep, StepStatus, Thread
 from roder_core.kernel.distribution import HostContext
@@ -148,7 +149,7 @@ class TaskLedgerExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-task-ledger",
             name="Task ledger",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="todo tool (task list with status); checkpoint reminder for taskLedgerRequired turns",
             provides=[ProvidedService.ToolProvider("task-ledger"), ProvidedService.Hook("task-ledger-finalization")],

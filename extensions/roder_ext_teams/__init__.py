@@ -24,6 +24,7 @@ from roder_core import (
     ToolCall,
     ToolExecutionContext,
     ToolResult,
+    __version__,
 )
 from roder_core.errors import RoderError
 from roder_core.kernel.distribution import HostContext
@@ -137,7 +138,7 @@ class TeamsExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-teams",
             name="Agent teams",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="team_message, team_broadcast and team_tasks: how team members talk and share work",
             provides=[ProvidedService.ToolProvider("teams")],

@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from roder_core.brokers import repairs
 
 
 @functools.cache
@@ -57,27 +58,7 @@ def files_under(root: Path) -> Iterator[str]:
             yield (base / name).as_posix()
 
 
-def place(root: Path, relative: str) -> Path:
-    """The path to write ``relative`` at inside ``root``, with every folder on the way made a
-    real folder (a symlink or file the agent put there is removed), so a restore never writes
-    through a link to somewhere outside the workspace."""
-    current = root
-    parts = relative.split("/")
-    for part in parts[:-1]:
-        current = current / part
-        if os.path.islink(current) or (os.path.lexists(current) and not current.is_dir()):
-            os.unlink(current)
-        current.mkdir(exist_ok=True)
-    target = current / parts[-1]
-    if os.path.islink(target) or target.is_file():
-        os.unlink(target)
-    elif target.is_dir():
-        shutil.rmtree(target)
-    return target
-
-
 def remove_file(root: Path, relative: str) -> None:
-    """Remove a file found by ``files_under`` (which never descends through a symlinked folder)."""
-    path = root / relative
-    if os.path.islink(path) or path.is_file():
-        os.unlink(path)
+    """Remove a file found by ``files_under``, through folder handles (``brokers.repairs``): a
+    folder on the way that became a link since is never followed out of the workspace."""
+    repairs.remove_file(root, Path(relative))

@@ -41,7 +41,8 @@ from importlib.machinery import all_suffixes
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from roder_core.batch.globs import files_under, matches, place, remove_file
+from roder_core.batch.globs import files_under, matches, remove_file
+from roder_core.brokers import repairs
 
 #: Files that configure or extend a test runner, at any depth.
 RUNNER_FILES = (
@@ -315,7 +316,7 @@ class RunnerGuard:
             current = self.workspace / relative
             if _same(original, current) or self._other_settings_only(relative, original, current, runner):
                 continue
-            shutil.copy2(original, place(self.workspace, relative), follow_symlinks=False)
+            repairs.copy_in(original, self.workspace, Path(relative))
             log.append(f"restored {relative} (configures the test runner)")
             reset.add(relative)
         return log, reset

@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from roder_core.batch.globs import files_under, matches, place, remove_file
+from roder_core.batch.globs import files_under, matches, remove_file
 from roder_core.batch.runner_guard import RunnerGuard
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.workspace import Baseline, WorkspaceError, git
-from roder_core.brokers import seccomp, tree_guard
+from roder_core.brokers import repairs, seccomp, tree_guard
 from roder_core.brokers.sandbox import BubblewrapProbe, Confinement, bubblewrap_argv, sandbox_status
 from roder_core.brokers.secret_paths import default_deny_read, masks
 
@@ -126,11 +126,11 @@ class ScoreGuard:
             if (matches(relative, globs) and relative not in self.hidden) or (
                 matches(relative, self.protect) and relative not in self.originals
             ):
-                remove_file(self.workspace, relative)  # planted by the agent
+                repairs.remove_file(self.workspace, Path(relative))  # planted by the agent
                 restored.append(f"removed {relative}")
         for kind, names in (("tests", self.hidden), ("protected", self.originals)):
             for relative in names:
-                shutil.copy2(self.store / kind / relative, place(self.workspace, relative), follow_symlinks=False)
+                repairs.copy_in(self.store / kind / relative, self.workspace, Path(relative))
                 restored.append(f"restored {relative}")
         if isinstance(self.tests, str):
             restored += self._apply_patch(baseline)
@@ -158,9 +158,9 @@ class ScoreGuard:
         for relative in paths:
             original = baseline.original(relative)
             if original is None:
-                remove_file(self.workspace, relative)
+                repairs.remove_file(self.workspace, Path(relative))
             else:
-                place(self.workspace, relative).write_bytes(original)
+                repairs.write_file(self.workspace, Path(relative), original)
             restored.append(f"reset {relative}")
         try:
             git("apply", "--whitespace=nowarn", str(patch), cwd=self.workspace)
@@ -203,7 +203,7 @@ def score_sandbox(
         level="workspace-write",
         roots=tuple(roots),
         cwd=cwd,
-        readonly=tuple(tree_guard.scan(roots).readonly_paths()),
+        readonly=tuple(tree_guard.scan(roots, next_action=False).readonly_paths()),  # the operator's own command
         masked=tuple(masks(hidden, roots)),
         shown=shown,
         network=network,

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from roder_core.brokers.data_paths import component
 from roder_core.ir import Mode
 
 
@@ -168,7 +169,7 @@ def task_dir_name(task_id: str) -> str:
     """A folder name for a task id: the id itself when it is filesystem-safe, otherwise a
     cleaned id plus a short hash so two ids never share a folder."""
     if _SAFE_ID.fullmatch(task_id) and not task_id.endswith("."):
-        return task_id
+        return component(task_id, "task id")
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("._")[:80] or "task"
     return f"{cleaned}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from roder_core.kernel.registry import ExtensionRegistryBuilder
@@ -160,6 +160,39 @@ class ExtensionManifest:
             "provides": [service.to_json() for service in self.provides],
             "required_capabilities": [cap.to_json() for cap in self.required_capabilities],
         }
+
+
+@dataclass(frozen=True)
+class ProcessState:
+    """How an extension that lives outside Roder's process is doing (``extensions/list``)."""
+
+    extension_id: str
+    #: "process" (a program speaking the extension protocol) or "wasm" (a WebAssembly module).
+    kind: Literal["process", "wasm"]
+    state: Literal["running", "stopped", "restarting", "failed"]
+    #: Whether it runs confined to what the user granted (bubblewrap for processes; always for wasm).
+    sandboxed: bool
+    granted: tuple[str, ...] = ()
+    restarts: int = 0
+    last_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.extension_id,
+            "kind": self.kind,
+            "state": self.state,
+            "sandboxed": self.sandboxed,
+            "granted": list(self.granted),
+            "restarts": self.restarts,
+            "lastError": self.last_error,
+        }
+
+
+@runtime_checkable
+class SupervisedService(Protocol):
+    """A service backed by something Roder runs apart (a process, a WebAssembly instance)."""
+
+    def process_state(self) -> ProcessState: ...
 
 
 class RoderExtension(ABC):

@@ -24,8 +24,10 @@ from roder_core.kernel.extension import (
     CapabilityGrant,
     CapabilityStatus,
     ExtensionManifest,
+    ProcessState,
     ProvidedService,
     RoderExtension,
+    SupervisedService,
 )
 from roder_core.kernel.services import (
     CheckpointStore,
@@ -310,6 +312,15 @@ class ExtensionRegistry:
 
     def extension_of(self, implementation: object) -> str | None:
         return next((s.extension_id for s in self._services if s.implementation is implementation), None)
+
+    def process_states(self) -> list[ProcessState]:
+        """One state per extension that runs outside Roder's process (first service of each)."""
+        states: dict[str, ProcessState] = {}
+        for installed in self._services:
+            impl = installed.implementation
+            if isinstance(impl, SupervisedService) and installed.extension_id not in states:
+                states[installed.extension_id] = impl.process_state()
+        return list(states.values())
 
     def to_json(self) -> dict[str, Any]:
         """The ``extensions/list`` shape of seed 003."""

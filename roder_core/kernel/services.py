@@ -40,7 +40,7 @@ class InferenceProviderMetadata:
     auth_label: str | None = None
     auth_configured: bool | None = None
     #: Where the key in use comes from: "env" (its variable) or "stored" (roder providers login).
-    auth_source: Literal["env", "stored"] | None = None
+    auth_source: Literal["env", "stored", "oauth"] | None = None
     recommended: bool = False
     sort_order: int = 100
     description: str | None = None
@@ -56,6 +56,11 @@ class InferenceTurnContext:
     #: work, retries included, should end by then; None means no deadline.
     deadline: float | None = None
     attempt: int = 0
+    #: Ceilings on one model response, 0 for none: bytes received and seconds since the request
+    #: (``[limits] response_mb`` and ``response_seconds``). HTTP engines enforce them as the
+    #: body arrives (``providers.transport``), so a reply that never ends is cut off.
+    max_response_bytes: int = 0
+    max_response_seconds: float = 0.0
 
 
 @runtime_checkable
@@ -93,6 +98,13 @@ class ContextQuery:
     #: False for every model request's "system" blocks. A provider whose blocks consume
     #: something (new output since last time) hands it on only when this is True.
     turn_start: bool = False
+    #: What the turn's tools may do, for the environment block: the policy mode, whether a
+    #: person can approve, the sandbox level in effect and whether commands reach the network
+    #: (empty / None when not known).
+    mode: str = ""
+    approver: bool = True
+    sandbox: str = ""
+    network: bool | None = None
 
 
 @dataclass

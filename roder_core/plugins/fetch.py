@@ -2,9 +2,10 @@
 
 Everything here is blocking (callers run it in a worker thread) and runs only when the user asked
 for an install, an add or a refresh. Git runs as ``git`` with prompts off; an archive is fetched
-over HTTPS (loopback and link-local hosts are refused unless ``[plugins] allow_loopback_http`` is
-set, which the tests use); an npm package is fetched with ``npm pack --ignore-scripts`` (no
-lifecycle script runs) and unpacked; a ``command`` source runs the exact command the user
+over HTTPS through ``brokers.outbound`` (addresses off the public internet are refused after
+resolution, the connection pinned to the checked address; loopback hosts are let through only
+when ``[plugins] allow_loopback_http`` is set, which the tests use); an npm package is fetched
+with ``npm pack --ignore-scripts`` (no lifecycle script runs) and unpacked; a ``command`` source runs the exact command the user
 accepted, from ``$HOME``, and must print one absolute directory.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from roder_core.brokers.addresses import is_loopback_host
+from roder_core.brokers.outbound import OutboundRefused, OutboundRule, normal_host, sync_transport
 from roder_core.plugins.manifest import PluginSource
 
 DEFAULT_GITHUB_URL = "https://github.com/{repo}.git"
@@ -132,10 +134,16 @@ def download(url: str, dest: Path, settings: FetchSettings, *, limit: int = MAX_
     import httpx
 
     check_url(url, settings)
+    host = normal_host(urlsplit(url).hostname or "")
+    named = {host} if settings.allow_loopback_http and is_loopback_host(host) else set()
+    rule = OutboundRule(frozenset(named), "[plugins] allow_loopback_http")
     digest = hashlib.sha256()
     size = 0
     try:
-        with httpx.stream("GET", url, follow_redirects=False, timeout=60.0, trust_env=False) as response:
+        with (
+            httpx.Client(follow_redirects=False, timeout=60.0, trust_env=False, transport=sync_transport(rule)) as client,
+            client.stream("GET", url) as response,
+        ):
             if response.status_code != 200:
                 raise FetchError(f"{url}: HTTP {response.status_code}")
             with open(dest, "wb") as out:
@@ -147,6 +155,8 @@ def download(url: str, dest: Path, settings: FetchSettings, *, limit: int = MAX_
                     out.write(chunk)
     except httpx.HTTPError as exc:
         raise FetchError(f"{url}: {type(exc).__name__}: {exc}") from exc
+    except OutboundRefused as exc:
+        raise FetchError(f"{url}: {exc}") from exc
     return digest.hexdigest()
 
 

@@ -121,17 +121,35 @@ def sections(text: str) -> list[tuple[str, int, int]]:
     return found
 
 
-def rewrite_request(review: PlanReview, instructions: str) -> str:
-    """What the model is asked to change: each comment with the lines it is about, then the
-    user's own instructions."""
-    parts = [f"The user reviewed version {review.current.version} of your plan and asks you to revise it."]
+def _open_comments(review: PlanReview) -> list[str]:
+    """Each comment no rewrite addressed yet, with the lines it is about."""
+    parts = []
     for comment in review.unaddressed():
         where = f"section {comment.section!r}" if comment.section else f"lines {comment.line}-{comment.end_line}"
         if comment.line == comment.end_line and not comment.section:
             where = f"line {comment.line}"
         quote = "\n".join(f"> {line}" for line in comment.quote.splitlines()[:12])
         parts.append(f"Comment on {where} (version {comment.version}):\n{quote}\n{comment.text}".strip())
+    return parts
+
+
+def rewrite_request(review: PlanReview, instructions: str) -> str:
+    """What the model is asked to change: each comment with the lines it is about, then the
+    user's own instructions."""
+    parts = [f"The user reviewed version {review.current.version} of your plan and asks you to revise it."]
+    parts += _open_comments(review)
     if instructions.strip():
         parts.append(f"Instructions: {instructions.strip()}")
     parts.append(f"Call {PLAN_TOOL} again with the complete revised plan (not only the changes).")
+    return "\n\n".join(parts)
+
+
+def approval_note(review: PlanReview, note: str) -> str:
+    """What the model is told with an approval: the user's note, then every comment no rewrite
+    addressed, as instructions for the implementation (an approval never drops a comment)."""
+    comments = _open_comments(review)
+    parts = [note.strip()] if note.strip() else []
+    if comments:
+        parts.append("The user approved the plan with these comments; follow them while implementing it:")
+        parts += comments
     return "\n\n".join(parts)

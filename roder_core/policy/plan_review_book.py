@@ -24,6 +24,7 @@ from roder_core.policy.plan_review import (
     PlanReviewStatus,
     PlanVerdict,
     PlanVersion,
+    approval_note,
     rewrite_request,
     sections,
 )
@@ -104,7 +105,8 @@ class PlanReviewBook:
         review.approval_id = None
         if verdict is None:
             if decision.allowed:
-                verdict = PlanVerdict(outcome="approved", next_mode=Mode.ASK, feedback=decision.reason)
+                feedback = approval_note(review, decision.reason)
+                verdict = PlanVerdict(outcome="approved", next_mode=Mode.ASK, feedback=feedback)
                 review.status, review.next_mode, review.reason = PlanReviewStatus.APPROVED, Mode.ASK, decision.reason
             else:
                 verdict = PlanVerdict(outcome="rejected", feedback=decision.reason)
@@ -212,7 +214,8 @@ class PlanReviewBook:
             raise PlanReviewError(f"a plan is approved into ask, auto-edit or bypass mode, not {mode!r}")
         review, approval_id = self._waiting(review_id, "approve")
         review.status, review.next_mode, review.reason = PlanReviewStatus.APPROVED, Mode(mode), note
-        self._verdicts[review_id] = PlanVerdict(outcome="approved", next_mode=Mode(mode), feedback=note)
+        verdict = PlanVerdict(outcome="approved", next_mode=Mode(mode), feedback=approval_note(review, note))
+        self._verdicts[review_id] = verdict
         await self._changed(review, "approved")
         self._host.resolve_approval(approval_id, ApprovalDecision(decision="allow_once", reason=note))
         return review

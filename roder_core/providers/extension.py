@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roder_core import __version__
 from roder_core.kernel.extension import (
     EXTENSION_API_VERSION,
     CapabilityRequest,
@@ -30,7 +31,7 @@ class ProviderExtension(RoderExtension):
         return ExtensionManifest(
             id=f"roder-ext-provider-{spec.name}",
             name=f"{spec.title} ({spec.dialect})",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description=f"{spec.description or spec.dialect} at {spec.base_url}",
             provides=[ProvidedService.InferenceEngine(spec.name)],

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from roder_core import bounded_json
 from roder_core.errors import InferenceError, InferenceErrorKind
 from roder_core.providers.limits import context_limit_from
 
@@ -56,7 +57,7 @@ def _one_line(text: str) -> str:
 def error_detail(body: str) -> tuple[str, str]:
     """(message, code-or-type) from an OpenAI- or Anthropic-shaped error body, else the raw text."""
     try:
-        data: Any = json.loads(body)
+        data: Any = bounded_json.loads(body)
     except (ValueError, TypeError):
         return body.strip(), ""
     if isinstance(data, list) and data and isinstance(data[0], dict):

@@ -75,6 +75,7 @@ from roder_core.turn.tool_host import TurnToolHost
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
+    from roder_core.brokers.command_conditions import CommandConditions
     from roder_core.brokers.netns import ThreadNetworks
     from roder_core.brokers.sandbox import SandboxStatus
     from roder_core.customization.subagents import TraceRecord
@@ -179,6 +180,11 @@ class Runtime:
         await self.emit(ThreadModelChanged(thread_id=state.thread.id, provider=provider, model=model or engine.default_model()))
 
     # ------------------------------------------------------------------ brokers and tool hosts
+
+    @property
+    def read_rules(self) -> RuleSet:
+        """The live ``[policy]`` rules the content gate consults (``brokers.content_gate``)."""
+        return self.policy.rules
 
     def brokers_for(
         self,
@@ -331,6 +337,13 @@ class Runtime:
 
         return sandbox_status(self.options.config.sandbox, cache_file=self.options.paths.cache_dir / "sandbox-probe.json")
 
+    def command_conditions(self) -> CommandConditions:
+        """What shell commands may do here (the environment block and the bash tool say it)."""
+        from roder_core.brokers.command_conditions import CommandConditions
+
+        status = self.sandbox
+        return CommandConditions.of("blocked" if status.blocked else status.effective, self.options.config.network.commands)
+
     # ------------------------------------------------------------------ events
 
     async def emit(self, event: RuntimeEvent) -> None:
@@ -355,6 +368,13 @@ class Runtime:
         """The id of the turn running on an open thread, if any (session/get, ACP cancel)."""
         state = self.threads.find(thread_id)
         return state.active_turn_id if state is not None else None
+
+    def turn_started_at(self, thread_id: str) -> float | None:
+        """When the turn running on an open thread began (wall clock), if one runs."""
+        state = self.threads.find(thread_id)
+        if state is None or state.active_turn_id is None or state.runner is None:
+            return None
+        return state.runner.turn.started_at
 
     async def start_thread(
         self,
@@ -578,13 +598,14 @@ class Runtime:
         provider: str | None = None,
         model: str | None = None,
         scripted: Sequence[ToolCall] | None = None,
+        sender: str = "",
     ) -> Turn:
         """Start a turn in the background and return it as soon as it has started.
 
         ``provider``/``model`` override the thread's model for this turn only (slash commands
         with a ``model`` frontmatter). ``scripted`` calls replace the model: the turn runs them
         one by one through policy and the brokers, like a model's calls (a workflow's commands,
-        ``turn.scripted``)."""
+        ``turn.scripted``). ``sender`` names who sent ``text`` when the user did not type it."""
         state = self.threads.get(thread_id)
         if state.busy:
             if not state.finishing:
@@ -599,7 +620,7 @@ class Runtime:
         given = await self.store_media(thread.id, given, source="user")
         self.media.take_pending(thread.id)
         await self.open_runner(thread_id)
-        message = UserMessageItem(text=text, attachments=given)
+        message = UserMessageItem(text=text, attachments=given, sender=sender)
         await self._turn_snapshot(state, message.id)
         if scripted is not None:
             from roder_core.turn.scripted import ScriptedTurnRunner
@@ -647,9 +668,9 @@ class Runtime:
         await self.start_turn(thread_id, text, attachments, **kw)
         return await self.wait_turn(thread_id)
 
-    def steer(self, thread_id: str, text: str, expected_turn_id: str | None = None) -> UserMessageItem:
+    def steer(self, thread_id: str, text: str, expected_turn_id: str | None = None, *, sender: str = "") -> UserMessageItem:
         """Queue a message for the running turn; it is delivered at the next model call."""
-        return self.threads.get(thread_id).steer(text, expected_turn_id)
+        return self.threads.get(thread_id).steer(text, expected_turn_id, sender=sender)
 
     def queued_steers(self, thread_id: str) -> list[UserMessageItem]:
         """Messages queued for the running turn that the model has not seen yet."""

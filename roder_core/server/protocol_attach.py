@@ -58,6 +58,9 @@ class ThreadLiveResult(ProtocolModel):
     pending_user_inputs: list[UserInputRequest] = Field(default_factory=list)
     #: The context window of the thread's model (from the host's profile table), if known.
     context_window: int | None = None
+    #: How long the running turn has been going, in milliseconds, measured on the host (a
+    #: client's clock may differ): an attaching client's elapsed counter continues from it.
+    turn_elapsed_ms: int | None = None
 
 
 class ThreadLive(ServerNotification, ThreadLiveResult):

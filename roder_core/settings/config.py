@@ -8,14 +8,18 @@ extensions can own their own sections (``[mcp]``, ``[hooks]``, ...).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from roder_core.ir import Mode
 from roder_core.settings.paths import RoderPaths
 from roder_core.settings.runners import RunnerConfig
+
+if TYPE_CHECKING:
+    from roder_core.brokers.project_reader import ProjectReader
 
 #: Every policy mode, strictest first (``Mode`` is defined once, in the IR).
 MODES: tuple[Mode, ...] = tuple(Mode)
@@ -80,7 +84,7 @@ class SandboxingConfig(Section):
 
 
 class LimitsConfig(Section):
-    """Resource limits for every command (0 = unlimited)."""
+    """Resource limits for every command, and for each model response (0 = unlimited)."""
 
     cpu_seconds: int = Field(default=600, ge=0)
     address_space_mb: int = Field(default=16_384, ge=0)
@@ -89,12 +93,90 @@ class LimitsConfig(Section):
     #: Memory of a command and everything it starts, together (needs a writable cgroup).
     memory_mb: int = Field(default=8_192, ge=0)
     bash_timeout: float = Field(default=120.0, gt=0)
+    #: One model response's size as received (its text, reasoning and tool calls, framing
+    #: included) and duration: past either it is cut off and the turn fails with the reason.
+    response_mb: float = Field(default=16.0, ge=0)
+    response_seconds: float = Field(default=3600.0, ge=0)
 
 
 class ContextConfig(Section):
     auto_compact: bool = True
     reserve_tokens: int = 16_384
     keep_recent_tokens: int = 20_000
+
+
+class AuthLoginConfig(BaseModel):
+    """One ``[auth.NAME]`` table: an OAuth 2.1 sign-in whose token a provider uses as its key.
+
+    Roder ships no client ids: a vendor publishes values for third-party applications or the
+    user registers their own, and both go here. Unknown keys are errors (a typo is never ignored).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The authorization server; its endpoints are discovered (RFC 8414, then OpenID) unless
+    #: ``token_endpoint`` is given.
+    issuer: str | None = None
+    client_id: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    #: "device" (a code typed on another device) or "browser" (PKCE with a loopback redirect);
+    #: unset: the device flow where the server offers it, else the browser.
+    flow: Literal["device", "browser"] | None = None
+    #: The provider whose requests carry the token (``[providers.NAME]`` or a built-in).
+    provider: str | None = None
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    device_authorization_endpoint: str | None = None
+    revocation_endpoint: str | None = None
+
+
+class ProcessExtensionConfig(BaseModel):
+    """One ``[extensions.process.NAME]`` table: an extension in any language, run as a process
+    that speaks the extension protocol (docs/extension-protocol.md) on its stdin and stdout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The program and its arguments (no shell); relative paths are taken from the config's folder.
+    command: list[str] = Field(min_length=1)
+    #: Capabilities the user grants it: the only ones its process gets (fs.read.workspace,
+    #: fs.write.workspace, network.loopback, network.api.HOST, network.web, secret.read.VAR).
+    #: A manifest that requires more is refused: the host decides, never the manifest.
+    capabilities: list[str] = Field(default_factory=list)
+    #: Extra environment variables for the process (secrets still need ``secret.read.VAR``).
+    env: dict[str, str] = Field(default_factory=dict)
+    #: Seconds one call may take before it fails (the process is then restarted).
+    timeout: float = Field(default=60.0, gt=0)
+    #: Seconds the process has to announce its manifest.
+    startup_timeout: float = Field(default=10.0, gt=0)
+    enabled: bool = True
+
+
+class WasmToolConfig(BaseModel):
+    """One ``[extensions.wasm.NAME]`` table: a tool implemented as a WebAssembly module."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The ``.wasm`` (or ``.wat``) file.
+    module: str
+    #: What the user grants it: ``fs.read.workspace`` (the workspace preopened read-only),
+    #: ``fs.write.workspace`` (read-write), ``clock`` (wall-clock time). Nothing else exists for
+    #: a module: no network, no environment, no other files.
+    capabilities: list[str] = Field(default_factory=list)
+    #: Fuel (about one unit per instruction) one call may burn before it is stopped.
+    fuel: int = Field(default=2_000_000_000, gt=0)
+    #: Memory the module may grow to, in MiB.
+    memory_mb: int = Field(default=256, gt=0)
+    #: Seconds of wall time one call may take.
+    timeout: float = Field(default=30.0, gt=0)
+    enabled: bool = True
+
+
+class ExtensionsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    process: dict[str, ProcessExtensionConfig] = Field(default_factory=dict)
+    #: ``[extensions.wasm.NAME]``: WebAssembly tools (``roder_ext_wasm``).
+    wasm: dict[str, WasmToolConfig] = Field(default_factory=dict)
 
 
 class RoderConfig(Section):
@@ -129,6 +211,10 @@ class RoderConfig(Section):
     context: ContextConfig = Field(default_factory=ContextConfig)
     #: ``[runners.NAME]``: where threads' tools may execute (``roder_core.settings.runners``).
     runners: dict[str, RunnerConfig] = Field(default_factory=dict)
+    #: ``[auth.NAME]``: OAuth sign-ins (``auth/codex/*``, ``auth/supergrok/*``, ``roder providers login NAME``).
+    auth: dict[str, AuthLoginConfig] = Field(default_factory=dict)
+    #: ``[extensions.process.NAME]`` and ``[extensions.wasm.NAME]``: extensions in other languages.
+    extensions: ExtensionsConfig = Field(default_factory=ExtensionsConfig)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -161,17 +247,54 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+def config_reader(
+    root: Path, config: RoderConfig, paths: RoderPaths | None = None, env: Mapping[str, str] | None = None
+) -> ProjectReader:
+    """The project reader (``brokers.project_reader``) for ``root`` with ``config``'s secret masks
+    (``[sandboxing] deny_read``) and read rules (``[policy]``)."""
+    from roder_core.brokers.path_rules import ConfigReadRules
+    from roder_core.brokers.project_reader import project_reader
+
+    rules = ConfigReadRules(config.policy.ask, config.policy.deny)
+    return project_reader(root, paths=paths, env=env, deny_read=config.sandboxing.deny_read, rules=rules)
+
+
+def read_project_toml(project: Path, user: RoderConfig, paths: RoderPaths) -> dict[str, Any]:
+    """A trusted project's ``.roder/config.toml``, read through the project reader (a link out
+    of the project, a secret or a withheld file is an error naming it, never read)."""
+    import tomllib
+
+    from roder_core.brokers.project_reader import ProjectFileRefused
+
+    path = project / ".roder" / "config.toml"
+    try:
+        text = config_reader(project, user, paths).read_text(path)
+    except FileNotFoundError:
+        return {}
+    except (ProjectFileRefused, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not read: {exc}") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
 def load_config(paths: RoderPaths, project: Path | None = None, trusted: bool = False) -> RoderConfig:
     """The effective config: user file, then the project's ``.roder/config.toml`` if trusted."""
     data = read_toml(paths.config_file)
-    if project is not None and trusted:
-        data = _merge(data, read_toml(project / ".roder" / "config.toml"))
+    config = _validated(data, paths.config_file)
+    if project is None or not trusted:
+        return config
+    return _validated(_merge(data, read_project_toml(project, config, paths)), paths.config_file)
+
+
+def _validated(data: dict[str, Any], source: Path) -> RoderConfig:
     try:
         return RoderConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{paths.config_file}: {where}: {first['msg']}") from exc
+        raise ConfigError(f"{source}: {where}: {first['msg']}") from exc
 
 
 class ConfigWriter:

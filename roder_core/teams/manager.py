@@ -86,9 +86,9 @@ class TeamRuntime(ThreadStarter, Protocol):
 
     def tool_names(self) -> list[str]: ...
 
-    async def start_turn(self, thread_id: str, text: str) -> Turn: ...
+    async def start_turn(self, thread_id: str, text: str, *, sender: str = "") -> Turn: ...
 
-    def steer(self, thread_id: str, text: str, expected_turn_id: str | None = None) -> UserMessageItem: ...
+    def steer(self, thread_id: str, text: str, expected_turn_id: str | None = None, *, sender: str = "") -> UserMessageItem: ...
 
     async def interrupt(self, thread_id: str, turn_id: str | None = None) -> bool: ...
 
@@ -97,6 +97,11 @@ class TeamRuntime(ThreadStarter, Protocol):
     def active_turn_id(self, thread_id: str) -> str | None: ...
 
     def publish_live(self, event: RuntimeEvent) -> None: ...
+
+
+def sender(team: Team) -> str:
+    """How what a team delivers is labelled in its threads (``UserMessageItem.sender``)."""
+    return f'team "{team.name}"'
 
 
 class TeamManager:
@@ -361,12 +366,12 @@ class TeamManager:
             for _attempt in range(3):  # a turn may end, or start, between the check and the call
                 if self._rt.active_turn_id(thread_id) is not None:
                     try:
-                        self._lead_steers[self._rt.steer(thread_id, text).id] = team.team_id
+                        self._lead_steers[self._rt.steer(thread_id, text, sender=sender(team)).id] = team.team_id
                         return "steer"
                     except RoderError:
                         pass  # it ended just now: a new turn
                 try:
-                    await self._rt.start_turn(thread_id, text)
+                    await self._rt.start_turn(thread_id, text, sender=sender(team))
                     return "turn"
                 except TurnBusyError:
                     continue  # another message started one first: steer into it
@@ -375,7 +380,7 @@ class TeamManager:
         await self._open(team, member)
         if self._rt.active_turn_id(member.thread_id) is not None:
             try:
-                self._rt.steer(member.thread_id, text)
+                self._rt.steer(member.thread_id, text, sender=sender(team))
                 return "steer"
             except RoderError:
                 pass
@@ -396,11 +401,11 @@ class TeamManager:
         self._save(team, "member/working", member.name)
         for _attempt in range(3):  # a turn may start, or end, between the two calls
             try:
-                await self._rt.start_turn(member.thread_id, text)
+                await self._rt.start_turn(member.thread_id, text, sender=sender(team))
                 return
             except TurnBusyError:
                 try:
-                    self._rt.steer(member.thread_id, text)  # handed back if that turn ends first
+                    self._rt.steer(member.thread_id, text, sender=sender(team))  # handed back if that turn ends first
                     return
                 except RoderError:
                     continue

@@ -16,6 +16,7 @@ from roder_core.kernel.services import PolicyVerdict
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
+    from roder_core.brokers.command_conditions import CommandConditions
     from roder_core.errors import InferenceError
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Attachment, ModelProfile, ThreadStatus
     from roder_core.kernel.registry import ExtensionRegistry
@@ -103,6 +104,10 @@ class TurnHost(Protocol):
         ...
 
     def thread_interactive(self, thread_id: str) -> bool: ...
+
+    def command_conditions(self) -> CommandConditions:
+        """The sandbox level in effect and whether commands reach the network."""
+        ...
 
     def team_channel(self, thread_id: str) -> TeamChannel | None:
         """The team the thread belongs to: its team-only tools are offered only then."""

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roder_core.brokers import next_action
 from roder_core.errors import InferenceError, RoderError
 from roder_core.ir import (
     AgentInferenceRequest,
@@ -23,6 +24,7 @@ from roder_core.ir import (
     ApprovalRequest,
     ErrorItem,
     Item,
+    Mode,
     ModelProfile,
     ReasoningItem,
     ThreadStatus,
@@ -127,6 +129,8 @@ class TurnRunner:
         self._approval_lock = asyncio.Lock()
         #: Seconds each call spent waiting for approval (left out of its duration).
         self._approval_wait: dict[str, float] = {}
+        #: Calls run as another tool (``Tool.redirect``): call id -> that tool's name.
+        self._ran_as: dict[str, str] = {}
         #: Streaming items: when each was last saved and how long its text was (see _checkpoint).
         self._checkpoints: dict[str, tuple[float, int]] = {}
         #: Estimated size of the last request sent (a refused one tells how large is too large).
@@ -186,7 +190,7 @@ class TurnRunner:
     async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile) -> str:
         """One model call outside the loop (a compaction summary): its text, its usage accounted."""
         engine = self.runtime.engine(self.provider)
-        ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
+        ctx = self._inference_context()
         folder = StreamFolder(SilentListener())
         async for event in engine.stream_turn(ctx, request):
             await folder.feed(event)
@@ -296,16 +300,22 @@ class TurnRunner:
                 ),
             )
             item = item.model_copy(update={"text": payload.text})
+        commands = self.runtime.command_conditions()
         query = ContextQuery(
             thread_id=self.tid,
             cwd=Path(self.thread.cwd),
             prompt=item.text,
             model=self.runtime.model_profile(self.provider, self.model),
+            mode=self.mode,
+            approver=self.runtime.thread_interactive(self.tid),
+            sandbox=commands.sandbox,
+            network=commands.network,
         )
         item = item.model_copy(update={"context": await self.runtime.context.turn_context(query)})
         await self._item(item)
         if not self.thread.title:
-            title = " ".join(item.text.split())[:80] or "untitled"
+            # Only what the user typed names a thread; a sent message (a team's briefing) says who sent it.
+            title = item.sender or " ".join(item.text.split())[:80] or "untitled"
             await self.runtime.emit(ThreadTitleChanged(thread_id=self.tid, title=title))
 
     # ------------------------------------------------------------------ the loop
@@ -329,6 +339,7 @@ class TurnRunner:
                 tools = tools.restricted(self.state.allowed_tools)
             if runtime.team_channel(self.tid) is None:
                 tools = tools.outside_teams()
+            tools = tools.for_mode(self.mode)
             output = await self._call_fitting(tools)
             self.compactor.observe(output.usage)
             self.turn.stop_reason = output.stop_reason
@@ -438,6 +449,16 @@ class TurnRunner:
                 request = payload.request
         return request
 
+    def _inference_context(self) -> InferenceTurnContext:
+        limits = self.runtime.options.config.limits
+        return InferenceTurnContext(
+            thread_id=self.tid,
+            turn_id=self.turn.id,
+            deadline=self.deadline,
+            max_response_bytes=int(limits.response_mb * 1024 * 1024),
+            max_response_seconds=limits.response_seconds,
+        )
+
     async def _call_model(self, tools: ToolRegistry) -> ModelOutput:
         runtime = self.runtime
         provider, model = self.provider, self.model
@@ -447,7 +468,7 @@ class TurnRunner:
         from roder_core.turn.tokens import request_tokens
 
         self._last_prompt_tokens = request_tokens(request)
-        ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
+        ctx = self._inference_context()
         folder = StreamFolder(_TurnStreamView(self))
         stream = engine.stream_turn(ctx, request)
         try:
@@ -544,6 +565,9 @@ class TurnRunner:
         # The call's own time: waiting for a person's approval is not part of it.
         took = time.monotonic() - started - self._approval_wait.pop(call.id, 0.0)
         text, attachments = result.text, result.attachments
+        ran_as = self._ran_as.pop(call.id, None)
+        if ran_as is not None:
+            text = f"[this {call.name} call ran as the {ran_as} tool]\n{text}"
         try:  # screenshots and images a tool returns become media items of the thread
             attachments = await self.runtime.store_media(self.tid, attachments, source=f"tool:{call.name}", turn_id=self.turn.id)
         except MediaError as exc:
@@ -582,6 +606,7 @@ class TurnRunner:
             ),
             host=runtime.tool_host(self.tid, self.turn.id, workspace, self.provider, self.model, self.await_decision),
             extra=dict(self.state.tool_extra),
+            files=self.state.files,
         )
 
     async def _execute(self, tools: ToolRegistry, call: ToolCall, arguments_error: str | None) -> ToolResult:
@@ -611,6 +636,10 @@ class TurnRunner:
             hook_permission = payload.permission
         else:
             hook_permission = None
+        redirected = _redirected(tools, tool, call)
+        if redirected is not None:
+            tool, call = redirected
+            self._ran_as[call.id] = call.name
         # Arguments that do not fit the tool's model are the model's to fix: no policy check,
         # no approval prompt, an error result naming each wrong field.
         problem = argument_problem(tool, call)
@@ -640,11 +669,15 @@ class TurnRunner:
             approved = await self._ask(tool, call, ctx, decision.reason)
             if approved is not None:
                 return approved
+        # a person approved this very call (or the mode bypasses asking): only then may its
+        # commands change files that run code at the user's next action
+        person = decision.verdict is PolicyVerdict.ASK or ctx.mode == Mode.BYPASS
         paths = _mutated_paths(tool, call, ctx)
         try:
             async with runtime.mutations.hold(paths):
                 runtime.publish_live(ToolCallStarted(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, name=call.name))
-                result = await tool.execute(ctx, call)
+                with next_action.writes_allowed(person):
+                    result = await tool.execute(ctx, call)
         except asyncio.CancelledError:
             raise
         except ToolArgumentError as exc:
@@ -692,10 +725,7 @@ class TurnRunner:
                 name=call.name,
                 is_error=True,
                 data={"policy_denied": True},
-                text=(
-                    f"denied: {call.name} needs approval ({reason}) and nobody can approve in this "
-                    f"headless run; {self._headless_remedy(tool, call, ctx, subjects)}"
-                ),
+                text=headless_denial(call.name, reason, self._headless_remedy(tool, call, ctx, subjects)),
             )
         preview: dict[str, Any] = {}
         make_preview = getattr(tool, "preview", None)
@@ -803,6 +833,27 @@ def _with_hook_permission(decision: PolicyDecision, permission: Any) -> PolicyDe
     if permission == "allow" and decision.verdict is PolicyVerdict.ASK and decision.source not in ("floor", "repeat"):
         return PolicyDecision(PolicyVerdict.ALLOW, "allowed by a hook", "hook")
     return decision
+
+
+def headless_denial(tool: str, reason: str, remedy: str) -> str:
+    """What the model is told when a call needs approval in a run nobody can approve: that it
+    was not run, not to retry or route around it, and what to tell the user (the remedy is the
+    user's to apply)."""
+    return (
+        f"denied: {tool} needs approval ({reason}) and nobody can approve in this headless run, so it was not "
+        "run. Do not retry it or get around it with another tool: do what you can without it, and tell the "
+        f"user what was left undone and how they can allow it ({remedy})."
+    )
+
+
+def _redirected(tools: ToolRegistry, tool: Any, call: ToolCall) -> tuple[Any, ToolCall] | None:
+    """The tool and call to run instead when ``call`` is really another tool's (``Tool.redirect``)
+    and that tool is offered to this thread; its result says it ran that way."""
+    redirect = getattr(tool, "redirect", None)
+    target = redirect(call.arguments) if redirect is not None else None
+    if target is None or target.name not in tools:
+        return None
+    return tools.get(target.name), ToolCall(id=call.id, name=target.name, arguments=target.arguments)
 
 
 def _mutated_paths(tool: Any, call: ToolCall, ctx: ToolExecutionContext) -> list[str]:

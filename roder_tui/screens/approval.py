@@ -18,9 +18,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from roder_core.ir import ApprovalDecision, ApprovalRequest
+from roder_tui.terminal_text import has_unsafe, visible
 from roder_tui.widgets.messages import diff_lines
 
 PREVIEW_LIMIT = 2000
+ARGUMENTS_LIMIT = 20_000
+#: Said under a command that holds characters a terminal would hide or interpret.
+HIDDEN_WARNING = "this command contains control or invisible characters, shown above as ␛, ␍ or <U+…>"
 
 
 class ApprovalScreen(ModalScreen[ApprovalDecision]):
@@ -71,12 +75,19 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             shown = lines[:PREVIEW_LIMIT] + ([Text(f"… {extra} more lines", style="dim")] if extra > 0 else [])
             return Group(*shown)
         if req.command:
+            # exactly what will run: every control, bidi or invisible character shown (a \r too)
             text = Text("$ ", style="bold")
-            text.append(req.command, style="bold")
+            text.append(visible(req.command, line_endings=False), style="bold")
             if req.cwd and req.cwd != ".":
-                text.append(f"\nin {req.cwd}", style="dim")
+                text.append(f"\nin {visible(req.cwd)}", style="dim")
+            if has_unsafe(req.command) or "\r" in req.command:
+                text.append(f"\n{HIDDEN_WARNING}", style="bold red")
             return text
-        return Text(json.dumps(req.arguments, indent=2, ensure_ascii=False)[:20_000])
+        arguments = json.dumps(req.arguments, indent=2, ensure_ascii=False)
+        text = Text(arguments[:ARGUMENTS_LIMIT])
+        if len(arguments) > ARGUMENTS_LIMIT:
+            text.append(f"\n… {len(arguments) - ARGUMENTS_LIMIT} more characters", style="dim")
+        return text
 
     def _keys(self) -> Text:
         options = {o.id for o in self.request.options} or {

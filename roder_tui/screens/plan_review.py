@@ -3,9 +3,10 @@
 The plan is split into its markdown blocks (headings, paragraphs, list items, code); one block has
 the focus (j/k or up/down). ``c`` comments on the focused block (a heading: on its whole section),
 ``w`` sends the plan back for a rewrite with the comments, ``a`` approves it into a mode chosen from
-a list, ``r`` rejects it with a reason, esc leaves it waiting (``/plan-review`` opens it again). Every
-action is a ``plan/review/*`` method; the screen only shows the review and calls them. It fits a
-40-column terminal: blocks wrap, and the key legend stays docked at the bottom.
+a list (open comments go with the approval, as instructions for the implementation), ``r``
+rejects it with a reason, esc leaves it waiting (``/plan-review`` opens it again). Every action is
+a ``plan/review/*`` method; the screen only shows the review and calls them. It fits a 40-column
+terminal: blocks wrap, and the key legend stays docked at the bottom.
 """
 
 from __future__ import annotations
@@ -250,7 +251,10 @@ class PlanReviewScreen(ModalScreen[Outcome]):
     async def _approve(self) -> None:
         from roder_tui.screens.choice import ChoiceScreen
 
-        mode = await self.app.push_screen_wait(ChoiceScreen("Approve the plan into which mode?", list(MODES)))
+        count = len(self.review.unaddressed())
+        # Open comments go with the approval (the model follows them while implementing): say so.
+        note = f"Your {count} open comment(s) go with the approval, as instructions for the implementation." if count else ""
+        mode = await self.app.push_screen_wait(ChoiceScreen("Approve the plan into which mode?", list(MODES), note=note))
         if not mode:
             return
         # the choice is a plain string: the params model checks it is one of the approvable modes

@@ -44,8 +44,14 @@ class CompletionPopup(OptionList):
             self.display = False
             return
         self.add_options([Option(f"{c.label}  [dim]{c.help}[/dim]" if c.help else c.label) for c in items])
-        self.highlighted = 0
+        # What is typed in full is the choice, even where longer names share it (/plan, /plan-review).
+        self.highlighted = next((i for i, c in enumerate(items) if c.value.strip() == token), 0)
         self.display = True
+
+    @property
+    def completes_command(self) -> bool:
+        """Completing a ``/command`` (enter then runs it), not an ``@file``."""
+        return self._token.startswith("/")
 
     def move(self, step: int) -> None:
         if self.items:

@@ -323,6 +323,13 @@ class NoticeView(StaticEntry):
             if item.text and not item.steps:
                 lines.append(Text(item.text))
             return Group(*lines)
+        if isinstance(item, UserMessageItem):  # one the user did not type (``sender`` says who sent it)
+            head = Text.assemble(("◆ ", "roder.accent"), (f"from {item.sender}", "bold"), ("  · not typed by you", "dim"))
+            sent = item.text.splitlines()
+            if self.entry.expanded or len(sent) <= PREVIEW_LINES:
+                return Group(head, Text(item.text))
+            more = Text(f"… {plural(len(sent) - PREVIEW_LINES, 'more line')} · enter to expand", style="dim")
+            return Group(head, Text("\n".join(sent[:PREVIEW_LINES])), more)
         if isinstance(item, ApprovalItem):
             decision = item.decision.decision.replace("_", " ") if item.decision else "pending"
             return Text(f"approval for {item.request.tool}: {decision}")

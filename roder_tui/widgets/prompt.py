@@ -1,14 +1,15 @@
 """The input box: multiline prompt with history, ``/`` command and ``@`` file completion.
 
 Enter sends; shift+enter or ctrl+j inserts a newline; up/down walk the history when the cursor is
-on the first/last line; tab or enter accepts a completion, esc closes it. Everything else is a
-normal text area. The cursor does not blink (no idle repaints over slow links).
+on the first/last line; tab accepts a completion, esc closes it. Enter on a ``/command`` completion
+accepts it and runs the command at once (as Claude Code does: a typed or uniquely completed command
+never needs a second enter); enter on an ``@file`` completion only inserts the file. Everything
+else is a normal text area. The cursor does not blink (no idle repaints over slow links).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import TextArea
+
+from roder_core.brokers.file_glob import ListingTimeout, ripgrep_files
 
 if TYPE_CHECKING:
     from roder_tui.widgets.completion import Completion, CompletionPopup
@@ -113,16 +116,37 @@ async def remote_workspace_files(read_directory: ReadDirectory, root: str, limit
     return found
 
 
+def _offered(path: str) -> bool:
+    """Whether a file is worth offering: not inside VCS, caches or virtualenvs."""
+    folders = path.split("/")[:-1]
+    return not any((part in _SKIP_DIRS or part.startswith(".")) and part != ".github" for part in folders)
+
+
 def workspace_files(root: Path, limit: int = FILE_SCAN_LIMIT) -> list[str]:
-    """Relative paths of the workspace's files (skipping VCS, caches and virtualenvs)."""
+    """Relative paths of the workspace's files: the tools' walker (ripgrep, with the same ignore
+    rules as ``glob``), in path order, without VCS, caches and virtualenvs."""
+    real = root.resolve()
+    try:
+        listed = ripgrep_files(real)
+    except ListingTimeout:
+        listed = None
+    if listed is None:
+        return _walked_files(root, limit)
+    prefix = str(real) + "/"
+    relative = sorted((path[len(prefix) :] for path in listed if path.startswith(prefix)), key=lambda p: p.split("/"))
+    return [path for path in relative if _offered(path)][:limit]
+
+
+def _walked_files(root: Path, limit: int) -> list[str]:
+    """The same files from the file broker's own walk (its ignore rules are ripgrep's)."""
+    from roder_core.brokers.fs import WorkspaceFileSystem
+
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if (d not in _SKIP_DIRS and not d.startswith(".")) or d == ".github")
-        rel = os.path.relpath(dirpath, root)
-        for name in sorted(filenames):
-            found.append(name if rel == "." else f"{rel}/{name}")
+    for info in WorkspaceFileSystem(root).walk("."):
+        if info.kind == "file" and _offered(info.display):
+            found.append(info.display)
             if len(found) >= limit:
-                return found
+                break
     return found
 
 
@@ -165,15 +189,24 @@ class PromptInput(TextArea):
         self.completion: CompletionPopup | None = None  # created on the first completion
         #: Whether steer messages are queued (set by the app); ``up`` on an empty prompt recalls them.
         self.has_queued: Callable[[], bool] = lambda: False
+        #: The text is an entry recalled from the history and not edited since: up/down keep
+        #: walking the history and no completion opens (an entry ending in ``@file`` would
+        #: otherwise open one that takes the arrows, and the walk could not go on).
+        self.walking_history = False
 
     async def _on_key(self, event: events.Key) -> None:
         key = event.key
         popup = self.completion
-        if popup is not None and popup.display:
+        if key not in ("up", "down"):
+            self.walking_history = False
+        if popup is not None and popup.display and not self.walking_history:
             if key in ("tab", "enter"):
                 event.stop()
                 event.prevent_default()
+                command = popup.completes_command
                 popup.accept()
+                if key == "enter" and command:
+                    self._submit()
                 return
             if key in ("up", "down"):
                 event.stop()
@@ -188,11 +221,7 @@ class PromptInput(TextArea):
         if key == "enter":
             event.stop()
             event.prevent_default()
-            text = self.text
-            if text.strip():
-                self.prompt_history.add(text)
-                self.post_message(self.Submitted(text))
-                self.clear()
+            self._submit()
             return
         if key in ("shift+enter", "ctrl+j"):
             event.stop()
@@ -210,9 +239,19 @@ class PromptInput(TextArea):
             if recalled is not None:
                 event.stop()
                 event.prevent_default()
+                self.walking_history = True
+                if popup is not None:
+                    popup.close()
                 self._replace_all(recalled)
                 return
         await super()._on_key(event)
+
+    def _submit(self) -> None:
+        text = self.text
+        if text.strip():
+            self.prompt_history.add(text)
+            self.post_message(self.Submitted(text))
+            self.clear()
 
     def _replace_all(self, text: str) -> None:
         self.text = text
@@ -274,6 +313,9 @@ class PromptBar(Vertical):
         self.mentions = list(mentions)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if self.input.walking_history:
+            self.close_popup()
+            return
         before = self.input.token_before_cursor()
         row = self.input.cursor_location[0]
         if row == 0 and before.startswith("/") and " " not in before:

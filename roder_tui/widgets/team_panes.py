@@ -1,11 +1,18 @@
 """The panes of an agent team: each member's work beside the lead's transcript.
 
-When the terminal is wide enough every member gets a pane side by side with the lead's
-transcript; when it is not, one thing is shown at a time (the lead's transcript or one member's
-pane) and ``ctrl+o`` cycles through them. The focused pane is also where the prompt goes: text
-sent while a member is focused is a ``team/member/message`` to it. A one-line team bar above the
-prompt shows each member's state and the team's tokens and cost; each pane's title shows the
-member's own.
+The work area (``WorkArea``: the lead's transcript and the panes) lays the panes out again on
+every change of its size, whatever caused it (a terminal resize, the sidebar shown or hidden), so
+there is one place that decides, for the width the chat really has:
+
+- wide enough for the lead and every member side by side (``PANE_MIN_WIDTH`` each): all in a row;
+- wide enough for two columns: the lead on the left, the members stacked on the right;
+- narrower (down to 40 columns): the lead on top, the members stacked below it.
+
+``ctrl+o`` moves the focus from the lead to each member and back; unless all are side by side,
+the focused member's pane takes the whole work area. The focused pane is also where the prompt
+goes: text sent while a member is focused is a ``team/member/message`` to it. A one-line team bar
+above the prompt shows each member's state and the team's tokens and cost; each pane's title shows
+the member's own. A pane's lines wrap at its width, and wrap again when the width changes.
 """
 
 from __future__ import annotations
@@ -15,14 +22,21 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container, Vertical
+from textual.events import Resize
+from textual.widget import Widget
 from textual.widgets import RichLog
 
 from roder_core.ir import AgentMessageItem, ErrorItem, Item, ToolCallItem, ToolResultItem, Usage, UserMessageItem
 from roder_core.teams.model import MemberStatus, Team, TeamMember
 
-#: Narrowest useful pane; below (members + lead) times this, panes are shown one at a time.
+#: Narrowest useful pane beside another: below (members + lead) times this the members stack,
+#: below twice this they stack under the lead.
 PANE_MIN_WIDTH = 32
+#: Lines of a message the team sent a member (its briefing, a teammate's message) shown in its pane.
+SENT_LINES = 6
+#: How the work area is arranged (``TeamPanes.arrangement``).
+SIDE, COLUMN, STACK, ZOOM = "side", "column", "stack", "zoom"
 
 STATUS_MARKS = {
     MemberStatus.WORKING: "●",
@@ -45,6 +59,10 @@ def usage_text(usage: Usage) -> str:
 
 def item_lines(item: Item) -> Text | None:
     """One compact entry per finished item of a member's thread."""
+    if isinstance(item, UserMessageItem) and item.sender:  # the team's briefing or a teammate's message
+        lines = item.text.strip().splitlines()
+        more = f"\n… {len(lines) - SENT_LINES} more lines" if len(lines) > SENT_LINES else ""
+        return Text(f"◆ from {item.sender}\n" + "\n".join(lines[:SENT_LINES]) + more, style="dim")
     if isinstance(item, UserMessageItem):
         return Text(f"▸ {item.text.strip()}", style="bold")
     if isinstance(item, AgentMessageItem) and item.text.strip():
@@ -63,17 +81,41 @@ def item_lines(item: Item) -> Text | None:
     return None
 
 
+class WrappingLog(RichLog):
+    """A log whose lines wrap at its own width and wrap again when that width changes (RichLog
+    renders each line once, at least ``min_width`` wide, so a narrow pane cut its lines)."""
+
+    def __init__(self) -> None:
+        super().__init__(wrap=True, markup=False, auto_scroll=True, min_width=1)
+        self.texts: list[Text] = []
+        self._wrapped_at = 0
+
+    def add(self, text: Text) -> None:
+        self.texts.append(text)
+        self.write(text)
+
+    def on_resize(self, event: Resize) -> None:
+        width = event.size.width
+        if width and self._size_known and width != self._wrapped_at and self.texts:
+            self.clear()
+            for text in self.texts:
+                self.write(text, scroll_end=False)
+            self.call_after_refresh(self.scroll_end, animate=False)
+        if width:
+            self._wrapped_at = width
+
+
 class MemberPane(Vertical):
     DEFAULT_CSS = """
-    MemberPane { width: 1fr; height: 1fr; border: round $panel-lighten-2; padding: 0 0; }
+    MemberPane { width: 1fr; height: 1fr; min-height: 3; border: round $panel-lighten-2; padding: 0 0; }
     MemberPane.-focused { border: round $accent; }
-    MemberPane RichLog { height: 1fr; background: $background; scrollbar-size-vertical: 1; }
+    MemberPane WrappingLog { height: 1fr; background: $background; scrollbar-size-vertical: 1; overflow-x: hidden; }
     """
 
     def __init__(self, member: TeamMember) -> None:
         super().__init__()
         self.member = member
-        self.log_view = RichLog(wrap=True, markup=False, auto_scroll=True)
+        self.log_view = WrappingLog()
         self.entries: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -93,7 +135,7 @@ class MemberPane(Vertical):
         line = item_lines(item)
         if line is not None:
             self.entries.append(line.plain)
-            self.log_view.write(line)
+            self.log_view.add(line)
 
 
 class TeamPanes(Vertical):
@@ -101,7 +143,8 @@ class TeamPanes(Vertical):
 
     DEFAULT_CSS = """
     TeamPanes { width: 1fr; height: 1fr; display: none; }
-    TeamPanes > Horizontal { height: 1fr; }
+    TeamPanes > Container { height: 1fr; layout: horizontal; }
+    TeamPanes.-stacked > Container { layout: vertical; }
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -111,8 +154,9 @@ class TeamPanes(Vertical):
         self.focused: str | None = None
         #: A team whose panes the user closed (``team/pane/cleanup``): its updates do not reopen them.
         self.hidden: str | None = None
-        self.wide = True
-        self.row = Horizontal()
+        #: How the work area was last arranged: SIDE, COLUMN, STACK or ZOOM (a member fills it).
+        self.arrangement = SIDE
+        self.row = Container()
         #: Team events and commands change the panes from different workers: one at a time.
         self._changing = asyncio.Lock()
 
@@ -181,17 +225,28 @@ class TeamPanes(Vertical):
         return self.focused
 
     def lay_out(self, width: int) -> bool:
-        """Lay the panes out for ``width`` cells; returns whether the lead's transcript shows."""
+        """Lay the panes out for a work area ``width`` cells wide; returns whether the lead's
+        transcript shows (``WorkArea`` reads ``arrangement`` for its own direction)."""
         panes = self.panes()
         if self.team is None or not panes:
             self.display = False
+            self.arrangement = SIDE
             return True
-        self.wide = width >= PANE_MIN_WIDTH * (len(panes) + 1)
+        if width >= PANE_MIN_WIDTH * (len(panes) + 1):
+            self.arrangement = SIDE
+        elif self.focused is not None:
+            self.arrangement = ZOOM
+        else:
+            self.arrangement = COLUMN if width >= 2 * PANE_MIN_WIDTH else STACK
+        side = self.arrangement == SIDE
         for pane in panes:
             pane.set_class(pane.member.name == self.focused, "-focused")
-            pane.display = self.wide or pane.member.name == self.focused
-        self.display = self.wide or self.focused is not None
-        return self.wide or self.focused is None
+            pane.display = self.arrangement != ZOOM or pane.member.name == self.focused
+        self.set_class(not side, "-stacked")
+        # Side by side every pane is as wide as the lead's transcript; stacked, the panes take half.
+        self.styles.width = f"{len(panes)}fr" if side else "1fr"
+        self.display = True
+        return self.arrangement != ZOOM
 
     def summary(self) -> Text:
         """The team bar: name, each member's state, the team's tokens and cost, the pane key."""
@@ -208,3 +263,36 @@ class TeamPanes(Vertical):
         target = f"to {self.focused}" if self.focused else "to lead"
         text.append(f"  · prompt {target} · ctrl+o next pane", style="dim")
         return text
+
+
+class WorkArea(Container):
+    """The lead's transcript and the team's panes. Every change of its size (terminal resized,
+    sidebar shown or hidden, toasts aside) lays the panes out again: the one place that does."""
+
+    DEFAULT_CSS = """
+    WorkArea { height: 1fr; layout: horizontal; }
+    WorkArea.-stacked { layout: vertical; }
+    """
+
+    def __init__(self, transcript: Widget, panes: TeamPanes, **kwargs: Any) -> None:
+        super().__init__(transcript, panes, **kwargs)
+        self.transcript = transcript
+        self.panes = panes
+
+    def arrange_panes(self, width: int | None = None) -> None:
+        width = width if width is not None else self.size.width
+        if not width:
+            return  # not laid out yet: its first Resize arranges it
+        self.transcript.display = self.panes.lay_out(width)
+        self.set_class(self.panes.arrangement == STACK, "-stacked")
+
+    def on_resize(self, event: Resize) -> None:
+        self.arrange_panes(event.size.width)
+
+    def on_mount(self) -> None:
+        self.app.screen_change_signal.subscribe(self, self._screen_changed)
+
+    def _screen_changed(self, screen: Any) -> None:
+        """A member's pane never shows through a dialog: while one covers the main screen the
+        panes are hidden (their place kept, so nothing moves when it closes)."""
+        self.panes.visible = screen is self.screen

@@ -26,6 +26,7 @@ from roder_core.ir import (
     ItemStatus,
     ToolCallItem,
     ToolResultItem,
+    UserMessageItem,
 )
 
 if TYPE_CHECKING:
@@ -178,6 +179,8 @@ _KINDS: dict[str, EntryKind] = {"userMessage": "user", "agentMessage": "assistan
 def _key_of(item: Item) -> tuple[str, EntryKind]:
     """Entries are keyed by item id, except a tool call's items, which share one card."""
     kind = _KINDS.get(item.type)
+    if kind == "user" and isinstance(item, UserMessageItem) and item.sender:
+        return item.id, "notice"  # sent on the user's behalf (a team's briefing): not their prompt
     if kind is not None:
         return item.id, kind
     if isinstance(item, ToolCallItem | ToolResultItem) or (

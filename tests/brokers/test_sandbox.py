@@ -201,7 +201,8 @@ async def test_interrupt_kills_the_sandbox(workspace: Path, tmp_path: Path) -> N
     started = asyncio.Event()
     command = f"setsid bash -c 'exec -a {mark} sleep 300' & echo started; wait"
     task = asyncio.create_task(sandboxed(workspace, tmp_path).run(command, on_output=lambda text: started.set()))
-    await asyncio.wait_for(started.wait(), 30)  # the sandbox runs the command
+    async with asyncio.timeout(30):
+        await started.wait()  # the sandbox runs the command
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -111,6 +111,36 @@ async def test_a_plain_approval_answer_approves_into_ask_mode(workspace: Path) -
     assert result.data["approved"] is True and result.data["mode"] == "ask" and runtime.mode == "ask"
 
 
+async def test_open_comments_go_with_an_approval_of_either_kind(workspace: Path) -> None:
+    """A comment not sent back for a rewrite is never dropped by approving: the model gets it
+    with the approval, whether the review method or a plain approval answer approved it."""
+    from roder_core.ir import ApprovalDecision
+
+    plan_step = {"tool_calls": [call("exit_plan", plan=PLAN)]}
+    runtime = plan_runtime(workspace, [plan_step, {"text": "go"}, plan_step, {"text": "go"}])
+    answers = iter(["review", "plain"])
+
+    async def review(review_id: str) -> None:
+        book = runtime.plan_reviews
+        await book.comment(review_id, "name it parse_all", line=1)
+        if next(answers) == "review":
+            await book.approve(review_id, Mode.ASK, "fine")
+        else:
+            runtime.resolve_approval(book.get(review_id).approval_id or "", ApprovalDecision(decision="allow_once"))
+
+    answer_plans(runtime, review)
+    thread = await runtime.start_thread()
+    await runtime.run_turn(thread.id, "plan it")
+    await runtime.set_mode(Mode.PLAN)
+    await runtime.run_turn(thread.id, "plan it again")
+    by_method, plain = items(runtime, thread.id, ToolResultItem)
+    for result in (by_method, plain):
+        assert result.data["approved"] is True
+        assert "name it parse_all" in result.text and "> 1. add the function" in result.text
+        assert "follow them while implementing" in result.text
+    assert "fine" in by_method.text
+
+
 async def test_comments_and_a_rewrite_make_the_next_version(workspace: Path) -> None:
     revised = "# Plan\n1. write tests\n2. add the function\n3. test it"
     runtime = plan_runtime(

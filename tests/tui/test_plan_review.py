@@ -95,3 +95,33 @@ async def test_reviewing_a_plan_with_keys_on_a_narrow_screen(workspace: Path, mo
         reviews = await runtime.plan_reviews.of_thread(app.thread_id)
         assert [r.status for r in reviews] == [PlanReviewStatus.REJECTED, PlanReviewStatus.APPROVED]
         assert reviews[0].reason == "too vague" and reviews[1].next_mode == "auto-edit"
+
+
+async def test_approving_a_plan_sends_its_open_comments_with_the_approval(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A comment made and then approved (not rewritten) reaches the model as an instruction for
+    the implementation, and the mode choice says it will."""
+    from roder_core.server.protocol import THREAD_READ, ThreadReadParams
+    from roder_tui.screens.choice import ChoiceScreen
+    from roder_tui.screens.text_prompt import TextPromptScreen
+
+    app = make_app(workspace, [exit_plan(PLAN_1), {"text": "implementing"}], monkeypatch, mode="plan")
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"plan it", "enter")
+        await until(pilot, lambda: plan_screen(app) is not None, what="the plan review")
+        await pilot.press("j", "j", "c")
+        await until(pilot, lambda: isinstance(app.screen, TextPromptScreen), what="the comment prompt")
+        await type_and_enter(pilot, "use a dataclass")
+        await until(pilot, lambda: plan_screen(app) is not None and plan_screen(app).review.comments, what="the comment")
+
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, ChoiceScreen), what="the mode choice")
+        assert "1 open comment(s) go with the approval" in str(app.screen.query_one("#choice-note").render())
+        await type_and_enter(pilot, "ask")
+        await until(pilot, lambda: app.turn_id is None and plan_screen(app) is None, what="the turn to end")
+        thread = (await app.client.call(THREAD_READ, ThreadReadParams(thread_id=app.thread_id, include_turns=True))).thread
+        [result] = [i for t in thread.turns for i in t.items if i.type == "toolResult" and i.name == "exit_plan"]
+        assert "The user approved the plan" in result.text
+        assert "use a dataclass" in result.text and "> 2. test it" in result.text

@@ -1,6 +1,6 @@
 """Agent teams in the app, keyboard only, against the loopback model server: a team of three
-started with /team, its members side by side when the terminal is wide and cycled one at a time
-when it is narrow, a member's approval answered in the app under the member's name, the lead
+started with /team, its members side by side when the terminal is wide, stacked under the lead
+when it is narrow and one at a time with ctrl+o, a member's approval answered in the app under the member's name, the lead
 collecting the results, and every team method reachable from the app (the pane methods
 implemented by the app itself)."""
 
@@ -73,10 +73,11 @@ async def test_a_team_of_three_in_the_app(workspace: Path, roder_home: Path, mon
             carol = app.team_panes.pane("carol")
             assert "$" in str(carol.border_subtitle) and "tok" in str(carol.border_subtitle)
 
-            # Narrow: one at a time, cycled with ctrl+o; the prompt goes to the focused member.
+            # Narrow: the members stacked under the lead; ctrl+o gives one member the whole work
+            # area, and the prompt goes to the focused member.
             await pilot.resize_terminal(60, 30)
             await pilot.pause()
-            assert app.transcript.display and not app.team_panes.display
+            assert app.transcript.display and app.team_panes.display and app.team_panes.arrangement == "stack"
             await pilot.press("ctrl+o")
             await until(pilot, lambda: app.team_panes.focused == "alice", what="alice's pane")
             assert not app.transcript.display and [p.member.name for p in app.team_panes.panes() if p.display] == ["alice"]

@@ -249,8 +249,8 @@ class RoderAcpAgent:
                 if provider.auth_configured is False:
                     continue
                 try:
-                    listing = self.app.call(MODEL_LIST, ModelListParams(provider=provider.id))
-                    models = (await asyncio.wait_for(listing, 5.0)).models
+                    async with asyncio.timeout(5.0):
+                        models = (await self.app.call(MODEL_LIST, ModelListParams(provider=provider.id))).models
                 except (RpcError, TimeoutError):
                     models = []
                 ids = [m.id for m in models if m.id] or [provider.default_model]

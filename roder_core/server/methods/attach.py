@@ -4,6 +4,7 @@ attach to a running host need (see ``roder_core.server.protocol_attach``)."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from roder_core import __version__
@@ -38,6 +39,7 @@ async def thread_live(app: Dispatcher, params: ThreadLiveParams, ctx: CallContex
     thread = runtime.thread(params.thread_id)
     live = app.live.of(params.thread_id)
     turn_id = runtime.active_turn_id(params.thread_id)
+    started = runtime.turn_started_at(params.thread_id)
     result = ThreadLiveResult(
         thread_id=params.thread_id,
         turn_id=turn_id,
@@ -50,6 +52,7 @@ async def thread_live(app: Dispatcher, params: ThreadLiveParams, ctx: CallContex
             for e in runtime.pending_user_inputs(params.thread_id)
         ],
         context_window=_context_window(app, thread.provider, thread.model),
+        turn_elapsed_ms=max(0, int((time.time() - started) * 1000)) if started is not None else None,
     )
     ctx.notify(ThreadLive.model_validate(result.model_dump()))
     return result

@@ -1,0 +1,109 @@
+"""Pilot tests of the working-day flows that must work on the first keypress and drop nothing:
+a slash command runs on the first enter, history walks past ``@file`` entries, a refused send
+keeps the prompt, and the other rough edges of a day in the app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tui.helpers import ask, make_app, ready, turn_done, until
+
+
+def _screen_name(app: object) -> str:
+    return type(app.screen).__name__  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("typed", ["/tools", "/too", "/mc"])
+async def test_enter_runs_a_typed_or_uniquely_completed_command(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, typed: str
+) -> None:
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*typed)
+        await until(pilot, lambda: app.prompt_bar.popup_open, what="the completion list")
+        await pilot.press("enter")
+        await until(pilot, lambda: _screen_name(app) == "InfoScreen", what=f"{typed} to run on the first enter")
+        assert app.prompt_bar.input.text == ""
+        assert app.screen.title_text == ("/mcp" if typed == "/mc" else "/tools")  # type: ignore[attr-defined]
+
+
+async def test_enter_on_a_full_name_picks_it_over_longer_names(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/plan`` also prefixes ``/plan-review``: enter runs what was typed, /plan."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"/plan")
+        await until(pilot, lambda: app.prompt_bar.popup_open, what="the completion list")
+        assert len(app.prompt_bar.popup.items) > 1  # type: ignore[union-attr]
+        await pilot.press("enter")
+        await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
+
+
+async def test_enter_on_a_file_completion_only_inserts_it(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (workspace / "notes.md").write_text("x\n")
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"read @not")
+        await until(pilot, lambda: app.prompt_bar.popup_open and app.prompt_bar.popup.items, what="the file list")
+        await pilot.press("enter")
+        assert app.prompt_bar.input.text == "read @notes.md "
+        assert app.thread_id is not None and not app.transcript.model.entries
+
+
+async def test_history_walks_past_an_entry_ending_in_a_file(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (workspace / "notes.md").write_text("x\n")
+    app = make_app(workspace, [{"text": "one"}, {"text": "two"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "first")
+        await pilot.press(*"read @notes.md")
+        await until(pilot, lambda: app.prompt_bar.popup_open, what="the file list")
+        await pilot.press("escape", "enter")
+        await turn_done(pilot, 2)
+        prompt = app.prompt_bar.input
+        await pilot.press(*"my draft")
+        for key, expected in (("up", "read @notes.md"), ("up", "first"), ("down", "read @notes.md"), ("down", "my draft")):
+            await pilot.press(key)
+            await pilot.pause()
+            assert prompt.text == expected, key
+            assert not app.prompt_bar.popup_open
+        await pilot.press("backspace", *"t @no")  # editing again: completion is back
+        await until(pilot, lambda: app.prompt_bar.popup_open, what="the file list after an edit")
+
+
+async def test_a_refused_send_keeps_the_prompt(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path) -> None:
+    """An image for a model that cannot see it is refused with the reason; the prompt keeps it."""
+    import base64
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    (workspace / "shot.png").write_bytes(base64.b64decode(png))
+    (roder_home / "config.toml").write_text('[models."mock/mock"]\nimages = false\n')
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press(*"what is in @shot.png")
+        await pilot.press("escape", "enter")
+        await until(pilot, lambda: any("does not accept images" in n.message for n in app._notifications), what="the refusal")
+        assert app.prompt_bar.input.text == "what is in @shot.png"
+        assert not app.transcript.model.entries
+
+
+async def test_reopening_a_running_turn_keeps_its_elapsed_time(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attached (or reopened) mid-turn, the status bar counts from the turn's start on the host,
+    not from the moment the app caught up with it."""
+    steps = [{"text": "x" * 400, "chunk_size": 1, "delay_ms": 50}]
+    app = make_app(workspace, steps, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: app.turn_id is not None, what="the turn")
+        runtime = app.client.runtime  # type: ignore[union-attr]
+        runtime.threads.find(app.thread_id).runner.turn.started_at -= 14  # the host began it 14 s ago
+        assert await app.switch_thread(app.thread_id or "")
+        await until(pilot, lambda: app.turn_id is not None, what="the caught-up turn")
+        assert (app.status_bar.state.get("elapsed") or 0) >= 14
+        await pilot.press("escape")
