@@ -447,6 +447,7 @@ class _Rollout:
         shown = [Path(path) for path in self.task.score_paths]
         if self.task.python is not None:
             shown.append(Path(self.task.python).parent.parent)  # the environment it belongs to
+        shown = [path for path in shown if path.exists()]  # what is missing fails below, saying so
         sandbox = score_sandbox(
             self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home, shown=tuple(shown)
         )
