@@ -32,7 +32,9 @@ from typing import Any
 MINI_VERSION = "2.4.6"
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIX = "sed -i 's/a - b/a + b/' calc.py && echo FIXED-OK"
-SCORE = "python3 -c 'from calc import add; assert add(2, 3) == 5'"
+#: The same interpreter for both harnesses' scores, by absolute path (a version manager's shim
+#: on PATH would cost more than the score itself).
+SCORE = f"{sys.executable} -c 'from calc import add; assert add(2, 3) == 5'"
 
 #: The mini-swe-agent side: its agent, its local environment, its model class, a thread pool.
 MINI_DRIVER = r"""
