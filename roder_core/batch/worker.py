@@ -336,7 +336,7 @@ class _Rollout:
         if setup_log:
             self.files["setup.log"] = "".join(setup_log).encode()
         runner = None
-        if self.task.score:
+        if self.task.score and not self.spec.in_place:  # in place: the user's own folder, never reset
             runner = RunnerGuard(workspace, self.scratch / "runner", agent_files=self.task.agent_files, score=self.task.score)
         guard = ScoreGuard(workspace, self.scratch / "guarded", tests=self.task.tests, protect=self.task.protect, runner=runner)
         guard.hide()
