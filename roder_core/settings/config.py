@@ -242,6 +242,9 @@ class RoderConfig(Section):
     #: (0: the sampled token only). Chat Completions and Responses providers return them; they
     #: are kept per model call in the thread (``thread/tokenUsage/updated``) and in trajectories.
     logprobs: int | None = Field(default=None, ge=0, le=20)
+    #: Ask the server for the token ids of each call's prompt and answer (vLLM's
+    #: ``return_token_ids``); kept per model call like ``logprobs``.
+    token_ids: bool = False
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models_override: dict[str, dict[str, Any]] = Field(default_factory=dict, alias="models")
     policy: PolicyConfig = Field(default_factory=PolicyConfig)

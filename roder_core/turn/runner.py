@@ -452,6 +452,7 @@ class TurnRunner:
             request.reasoning_effort = runtime.options.config.reasoning_effort  # providers/select, config.toml
         if request.logprobs is None:
             request.logprobs = runtime.options.config.logprobs  # config.toml or a batch task
+        request.token_ids = request.token_ids or runtime.options.config.token_ids
         for point in (HookPoint.CONTEXT, HookPoint.BEFORE_PROVIDER_REQUEST):
             if runtime.hooks.has(point):
                 payload = await runtime.hooks.run(
@@ -501,7 +502,7 @@ class TurnRunner:
             close_stream = getattr(stream, "aclose", None)
             if close_stream is not None:  # close the HTTP stream now, not when garbage collected
                 await asyncio.shield(close_stream())
-        await self._account(folder.output.usage, profile, request, folder.output.logprobs)
+        await self._account(folder.output.usage, profile, request, folder.output.logprobs, folder.output.token_ids)
         return folder.output
 
     def _announce_retry(self, retry: dict[str, Any]) -> None:
@@ -537,7 +538,12 @@ class TurnRunner:
         await self.runtime.emit(ItemUpdated(thread_id=self.tid, turn_id=self.turn.id, item=item))
 
     async def _account(
-        self, usage: Usage, profile: ModelProfile, request: Any, logprobs: list[dict[str, Any]] | None = None
+        self,
+        usage: Usage,
+        profile: ModelProfile,
+        request: Any,
+        logprobs: list[dict[str, Any]] | None = None,
+        token_ids: dict[str, list[int]] | None = None,
     ) -> None:
         if usage.total_tokens == 0:  # the provider said nothing: estimate the prompt (tools included)
             from roder_core.turn.tokens import request_tokens
@@ -554,6 +560,7 @@ class TurnRunner:
                 context_tokens=usage.input_tokens + usage.output_tokens,
                 context_window=profile.context_window,
                 logprobs=logprobs or None,
+                token_ids=token_ids or None,
             )
         )
 
