@@ -141,8 +141,11 @@ class RoderApp(App[int]):
     #body { height: 1fr; }
     #chat { width: 1fr; height: 1fr; }
     #team-bar { height: 1; display: none; padding: 0 1; background: $panel; }
-    /* Toasts at the top right: at the bottom they covered the prompt and the completion list. */
-    ToastRack { dock: top; align: right top; margin-bottom: 0; }
+    /* Toasts at the top right, in the upper half: at the bottom they covered the prompt and the
+       completion list. As wide as the screen allows (half of 40 columns wrapped a toast into a
+       column that reached the prompt). */
+    ToastRack { dock: top; align: right top; margin-bottom: 0; max-height: 50%; }
+    Toast { max-width: 100%; padding: 0 1; }
     """
 
     def __init__(
@@ -387,6 +390,15 @@ class RoderApp(App[int]):
         self.prompt_bar.set_mentions([ref.removeprefix("@") for s in servers for ref in s.resources])
         if any(s.prompts for s in servers):
             await self._load_commands()
+
+    def _on_notify(self, event: Any) -> None:
+        """One toast per title: a newer one replaces the older (a provider's retries, each a
+        toast, stacked down over the prompt on a small terminal)."""
+        title = event.notification.title
+        if title:
+            for older in [n for n in self._notifications if n.title == title]:
+                self._unnotify(older, refresh=False)
+        super()._on_notify(event)
 
     def on_worker_state_changed(self, event: Any) -> None:
         """A background action failed unexpectedly: say so instead of dying or staying silent."""

@@ -107,3 +107,37 @@ async def test_reopening_a_running_turn_keeps_its_elapsed_time(workspace: Path, 
         await until(pilot, lambda: app.turn_id is not None, what="the caught-up turn")
         assert (app.status_bar.state.get("elapsed") or 0) >= 14
         await pilot.press("escape")
+
+
+async def test_retry_toasts_replace_each_other_clear_of_the_prompt(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 40x20 a provider's retries show as one toast (the latest), in the upper half, never
+    over the prompt."""
+    from roder_core.threads.events import ModelRetrying
+
+    steps = [{"text": "x" * 300, "chunk_size": 1, "delay_ms": 30}]
+    app = make_app(workspace, steps, monkeypatch)
+    async with app.run_test(size=(40, 20), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press(*"hello", "enter")
+        await until(pilot, lambda: app.turn_id is not None, what="the turn")
+        runtime = app.client.runtime  # type: ignore[union-attr]
+        reason = "HTTP 503 from the provider: the service is overloaded right now, try again later"
+        for attempt in (1, 2, 3):
+            event = ModelRetrying(
+                thread_id=app.thread_id, turn_id=app.turn_id, attempt=attempt, max_attempts=4, wait=30.0, reason=reason
+            )
+            await runtime.emit(event)
+        await until(pilot, lambda: any("retry 3 of 4" in n.message for n in app._notifications), what="the third notice")
+        await until(
+            pilot,
+            lambda: [t for t in app.screen.query("Toast") if t.region.height > 0],
+            what="the toast drawn",
+        )
+        await pilot.pause()
+        toasts = [t for t in app.screen.query("Toast") if t.region.height > 0]
+        assert len([n for n in app._notifications if n.title == "retrying"]) == 1
+        assert len(toasts) == 1
+        prompt = app.prompt_bar.input.region
+        for toast in toasts:
+            assert not toast.region.overlaps(prompt) and toast.region.bottom <= 10, toast.region
+        await pilot.press("escape")
