@@ -141,3 +141,30 @@ async def test_retry_toasts_replace_each_other_clear_of_the_prompt(workspace: Pa
         for toast in toasts:
             assert not toast.region.overlaps(prompt) and toast.region.bottom <= 10, toast.region
         await pilot.press("escape")
+
+
+@pytest.mark.parametrize("size", [(40, 20), (50, 20), (100, 30), (120, 40)])
+async def test_the_first_run_screen_fits_every_size(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """The key legend is on screen without scrolling, every line of the text is reachable (it
+    wraps and scrolls, nothing is cut), and nothing of the app shows around it."""
+    from textual.containers import VerticalScroll
+
+    from roder_tui.screens.first_run import FirstRunScreen
+
+    app = make_app(workspace, None, monkeypatch, provider=None)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        screen = app.screen
+        keys = screen.query_one("#first-run-keys")
+        await until(pilot, lambda: keys.region.height > 0, what="the screen laid out")
+        assert screen.region.contains_region(keys.region) and keys.region.height == 2
+        assert "continue with the mock model" in keys.render().plain  # type: ignore[attr-defined]
+        text = screen.query_one(VerticalScroll)
+        assert screen.region.contains_region(text.region) and not text.region.overlaps(keys.region)
+        assert text.virtual_size.width <= text.scrollable_content_region.width  # wrapped, not cut
+        assert screen.styles.background.a == 1  # opaque: the sidebar does not show around it
+        await pilot.press("enter")
+        await ready(pilot)
+        assert app.status_bar.state["provider"] == "mock"
