@@ -199,9 +199,26 @@ class RoderApp(App[int]):
             self.register_theme(theme.to_textual())
         # Chosen before the first stylesheet parse: switching later re-parses all CSS (~40 ms).
         self.apply_theme(self.roder_theme, save=False)
+        #: What the user's [keys] remaps take over or cannot do (shown once the app is up).
+        self.keymap_notes: list[str] = []
         keymap = self.config_data.get("keys")
         if isinstance(keymap, dict):
-            self.set_keymap({str(k): str(v) for k, v in keymap.items()})
+            self._apply_keymap({str(k): str(v) for k, v in keymap.items()})
+
+    def _apply_keymap(self, keymap: dict[str, str]) -> None:
+        """The user's remaps, each winning everywhere: a remapped key is a priority binding, so a
+        focused widget that binds the same key (the prompt's f6, ctrl+e...) does not swallow it;
+        a key that types a character stays the prompt's while typing."""
+        from dataclasses import replace
+
+        from roder_tui.keymap import keymap_notes, typed
+
+        self.set_keymap(keymap)
+        wins = {bid for bid, keys in keymap.items() if not any(typed(k.strip()) for k in keys.split(","))}
+        table = self._bindings.key_to_bindings
+        for key, bindings in table.items():
+            table[key] = [replace(b, priority=True) if b.id in wins else b for b in bindings]
+        self.keymap_notes = keymap_notes(keymap)
 
     # ------------------------------------------------------------------ layout
 
@@ -237,6 +254,8 @@ class RoderApp(App[int]):
             self._driver.write = self.screen_diff.write  # type: ignore[method-assign]
         for problem in self.themes.errors:
             self.notify(problem, title="theme skipped", severity="warning", timeout=8)
+        if self.keymap_notes:
+            self.notify("\n".join(self.keymap_notes), title="keys", severity="warning", timeout=12)
         self.status_bar.update_state(cwd=str(self.cwd), git_branch=git_branch(self.cwd), activity="starting")
         self.prompt_bar.input.focus()
         self._layout_for_width(self.size.width)

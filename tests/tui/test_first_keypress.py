@@ -168,3 +168,21 @@ async def test_the_first_run_screen_fits_every_size(
         await pilot.press("enter")
         await ready(pilot)
         assert app.status_bar.state["provider"] == "mock"
+
+
+async def test_a_remapped_key_the_prompt_also_binds_works_while_typing(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path
+) -> None:
+    (roder_home / "config.toml").write_text('[keys]\ntoggle_sidebar = "f6"\nhelp = "f2"\nnope = "f9"\n')
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press(*"half a thought")
+        assert app.focused is app.prompt_bar.input and app.sidebar.display
+        await pilot.press("f6")
+        assert not app.sidebar.display, "f6 toggles the sidebar while typing"
+        assert app.prompt_bar.input.text == "half a thought" and not app.prompt_bar.input.selected_text
+        notes = "\n".join(n.message for n in app._notifications if n.title == "keys")
+        assert "f6 now runs toggle_sidebar also while typing" in notes
+        assert "f2 is bound to both help and tasks" in notes
+        assert "nope: no such key binding" in notes
