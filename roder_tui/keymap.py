@@ -170,12 +170,8 @@ def keymap_notes(keymap: dict[str, str]) -> list[str]:
     from textual.widgets import TextArea
 
     known = {k.binding_id: k for k in KEYS if k.binding_id}
-    prompt_keys = {
-        key.strip(): b.description for b in TextArea.BINDINGS if isinstance(b, Binding) for key in b.key.split(",")
-    }
-    final = {
-        binding_id: [key.strip() for key in keymap.get(binding_id, k.keys).split(",")] for binding_id, k in known.items()
-    }
+    prompt_keys = {key.strip(): b.description for b in TextArea.BINDINGS if isinstance(b, Binding) for key in b.key.split(",")}
+    final = {binding_id: [key.strip() for key in keymap.get(binding_id, k.keys).split(",")] for binding_id, k in known.items()}
     notes: list[str] = []
     for binding_id, keys in keymap.items():
         key = known.get(binding_id)
