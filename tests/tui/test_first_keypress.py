@@ -186,3 +186,36 @@ async def test_a_remapped_key_the_prompt_also_binds_works_while_typing(
         assert "f6 now runs toggle_sidebar also while typing" in notes
         assert "f2 is bound to both help and tasks" in notes
         assert "nope: no such key binding" in notes
+
+
+async def test_typing_on_the_focused_transcript_reaches_the_prompt(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(workspace, [{"text": "an answer"}], monkeypatch)
+    async with app.run_test(size=(50, 24)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "hello")
+        await pilot.click("#transcript")
+        entry = app.transcript._entry_widgets()[-1]
+        entry.focus()
+        await pilot.pause()
+        assert app.focused is entry
+        await pilot.press(*"why is that")  # y is a message key: the first letter that is not goes on
+        await until(pilot, lambda: app.focused is app.prompt_bar.input, what="the prompt to take the focus")
+        assert app.prompt_bar.input.text.endswith("hy is that")
+
+
+async def test_in_a_browser_a_tap_on_the_transcript_keeps_the_prompt_focused(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from textual.app import App
+
+    app = make_app(workspace, [{"text": "an answer"}], monkeypatch)
+    monkeypatch.setattr(App, "is_web", property(lambda _self: True))
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "hello")
+        entry = app.transcript._entry_widgets()[-1]
+        await pilot.click(entry)
+        await pilot.pause()
+        assert app.focused is app.prompt_bar.input
+        await pilot.press(*"more")
+        assert app.prompt_bar.input.text == "more"
