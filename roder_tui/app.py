@@ -1079,10 +1079,12 @@ class RoderApp(App[int]):
         else:
             self.action_resume_picker()
 
-    async def fork_thread(self, *, turn_id: str | None = None, before_item: str | None = None, quiet: bool = False) -> None:
+    async def fork_thread(
+        self, *, turn_id: str | None = None, before_item: str | None = None, quiet: bool = False, title: str | None = None
+    ) -> None:
         from roder_core.server.protocol import THREAD_FORK, ThreadForkParams
 
-        params = ThreadForkParams(thread_id=self._thread(), turn_id=turn_id, before_item_id=before_item)
+        params = ThreadForkParams(thread_id=self._thread(), turn_id=turn_id, before_item_id=before_item, title=title)
         thread = (await self._client().call(THREAD_FORK, params)).thread
         if not quiet:
             self.notify(f"forked into {thread.id}", title="fork")
@@ -1426,8 +1428,9 @@ class RoderApp(App[int]):
         from roder_tui.screens.choice import ChoiceScreen
 
         client, thread_id = self._client(), self._thread()
-        points = await rewind.rewind_points(client, thread_id)
-        rows = [(p.id, rewind.label(p, i)) for i, p in enumerate(points)]
+        labelled = await rewind.rewind_rows(client, thread_id)
+        points = [point for point, _label in labelled]
+        rows = [(point.id, text) for point, text in labelled]
         chosen = await self.push_screen_wait(
             ChoiceScreen("Rewind to before a prompt", rows, highlight="@last", empty="no prompts in this thread yet")
         )
@@ -1458,7 +1461,8 @@ class RoderApp(App[int]):
             restored = await rewind.restore_code(client, thread_id, point.id)
             self._show_restore(restored)
         if how in (rewind.BOTH, rewind.CONVERSATION):
-            await self.fork_thread(before_item=point.id, quiet=True)
+            title = await rewind.fork_title(client, thread_id, point.id)
+            await self.fork_thread(before_item=point.id, quiet=True, title=title)
             self.prompt_bar.input.text = point.text
             self.prompt_bar.input.move_cursor(self.prompt_bar.input.document.end)
             self.prompt_bar.input.focus()

@@ -219,3 +219,54 @@ async def test_in_a_browser_a_tap_on_the_transcript_keeps_the_prompt_focused(
         assert app.focused is app.prompt_bar.input
         await pilot.press(*"more")
         assert app.prompt_bar.input.text == "more"
+
+
+async def test_rewind_and_resume_tell_rows_apart(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same prompt twice: numbered rows with their age; a pure ``echo`` is not "not
+    restorable"; each /undo's fork has its own title; the resume picker marks forks."""
+    from roder_tui.screens.choice import ChoiceScreen
+    from roder_tui.screens.resume import ResumePicker
+
+    steps = [
+        {"text": "Looking.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo checking && ls"}}]},
+        {"text": "Fixed."},
+        {"text": "Again.", "tool_calls": [{"name": "write", "arguments": {"path": "a.txt", "content": "x\n"}}]},
+        {"text": "Fixed again."},
+    ]
+    app = make_app(workspace, steps, monkeypatch, mode="bypass")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "fix it")
+        await ask(pilot, "fix it", answers=2)
+        await pilot.press("escape", "escape")
+        await until(pilot, lambda: isinstance(app.screen, ChoiceScreen), what="the rewind list")
+        labels = [label for _id, label in app.screen.choices]  # type: ignore[attr-defined]
+        assert len(labels) == 2 and labels[0] != labels[1]
+        assert labels[0].startswith("1. fix it") and labels[1].startswith("2. fix it") and "ago" in labels[0]
+        first = app.screen
+        await pilot.press("down", "up", "enter")  # the first prompt
+        await until(pilot, lambda: isinstance(app.screen, ChoiceScreen) and app.screen is not first, what="the restore list")
+        assert "not restorable" not in app.screen.note  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, ChoiceScreen), what="the list closed")
+
+        original = app.thread_id
+        await app.undo()
+        first_fork = app.thread_id
+        await app.undo()
+        from roder_core.server.protocol import THREAD_READ, ThreadReadParams
+
+        titles = [
+            (await app.client.call(THREAD_READ, ThreadReadParams(thread_id=t or ""))).thread.title  # type: ignore[union-attr]
+            for t in (original, first_fork, app.thread_id)
+        ]
+        assert len(set(titles)) == 3, titles
+        assert titles[1:] == ["fix it · before 2. “fix it”", "fix it · before 1. “fix it”"]
+
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: isinstance(app.screen, ResumePicker), what="the resume picker")
+        from textual.widgets import OptionList
+
+        shown = [str(o.prompt) for o in app.screen.query_one(OptionList).options]
+        assert sum(1 for row in shown if row.startswith("⑂ ") and "fork ·" in row) == 2
+        assert sum(1 for row in shown if not row.startswith("⑂ ")) == 1
