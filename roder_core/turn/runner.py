@@ -739,9 +739,20 @@ class TurnRunner:
         return "this target (protected, or outside the workspace) always needs a person's approval; run interactively"
 
     async def _ask(self, tool: Any, call: ToolCall, ctx: ToolExecutionContext, reason: str) -> ToolResult | None:
-        """Ask the user; returns an error result when denied, None when allowed."""
+        """Ask the user; returns an error result when denied, None when allowed. A call that
+        cannot apply (its preview says so: an edit whose old_string is not in the file) fails at
+        once with the tool's own error: nobody is asked to approve what would fail anyway."""
         runtime = self.runtime
         subjects = subjects_of(tool, call, ctx.workspace)
+        preview: dict[str, Any] = {}
+        make_preview = getattr(tool, "preview", None)
+        if make_preview is not None:
+            try:
+                preview = await make_preview(ctx, call)
+            except ToolArgumentError as exc:
+                return ToolResult.error(call, str(exc))
+            except Exception as exc:
+                preview = {"diff": f"(no preview: {exc})"}
         if not runtime.thread_interactive(self.tid):
             return ToolResult(
                 id=call.id,
@@ -750,13 +761,6 @@ class TurnRunner:
                 data={"policy_denied": True},
                 text=headless_denial(call.name, reason, self._headless_remedy(tool, call, ctx, subjects)),
             )
-        preview: dict[str, Any] = {}
-        make_preview = getattr(tool, "preview", None)
-        if make_preview is not None:
-            try:
-                preview = await make_preview(ctx, call)
-            except Exception as exc:
-                preview = {"diff": f"(no preview: {exc})"}
         # The exact rules "always" saves, one per line (a compound command may need several);
         # none for protected or outside-workspace targets, which always ask.
         rules = runtime.policy.suggest_rules(subjects, ctx.workspace)
