@@ -10,9 +10,10 @@ The writer also keeps the thread's recent snapshot (``snapshots.py``) current as
 each turn boundary, and whenever ``FOLD_BYTES`` were appended, it folds the lines written since
 its last checkpoint (read back from the file, so the fold works on its own copy of the events,
 never the runtime's) and drops the turns the latest compaction left out. Its memory is the
-recent part plus at most ``FOLD_BYTES`` of lines; the snapshot is written (atomically) every
-``RECENT_REFRESH_BYTES`` and when the writer closes, so no resume folds the whole file. A
-thread under ``MIN_BYTES`` costs the writer nothing: it is folded once it grows past that.
+recent part plus at most ``FOLD_BYTES`` of lines; the snapshot is written (atomically) once a
+quarter of its size (at least ``RECENT_REFRESH_BYTES``) was appended, and when the writer
+closes, so no resume folds the whole file. A thread under ``MIN_BYTES`` costs the writer
+nothing: it is folded once it grows past that.
 """
 
 from __future__ import annotations
@@ -93,8 +94,9 @@ class _Writer:
     recent: Snapshot | None = None
     #: Set when the fold cannot be continued here (no valid starting point); loads then fold.
     untracked: bool = False
-    #: Where the recent snapshot on disk ends (0: none written by this writer).
+    #: Where the recent snapshot on disk ends (0: none written by this writer), and its size.
     written_at: int = 0
+    written_size: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sync(self) -> None:
@@ -228,8 +230,8 @@ class JsonlThreadStore:
             self._checkpoint(thread_id, writer, end, final=final)
 
     def _checkpoint(self, thread_id: str, writer: _Writer, end: int, *, final: bool) -> None:
-        """Fold the lines up to ``end`` into the writer's recent snapshot and write it when
-        ``RECENT_REFRESH_BYTES`` were added since the last one (or at ``final``). Never raises:
+        """Fold the lines up to ``end`` into the writer's recent snapshot and write it when enough
+        was added since the last one (or at ``final``). Never raises:
         a snapshot only saves time, the file stays the truth."""
         if writer.untracked or (writer.recent is None and end < MIN_BYTES):
             return  # a short thread is folded whole at load about as fast: the writer waits
@@ -239,8 +241,10 @@ class JsonlThreadStore:
             recent = writer.recent
             if recent is None or recent.offset < MIN_BYTES or recent.offset == writer.written_at:
                 return
-            if final or recent.offset - writer.written_at >= RECENT_REFRESH_BYTES:
-                write_snapshot(recent_path(self.directory, thread_id), recent)
+            # Rewritten once a quarter of its own size was appended (at least RECENT_REFRESH_BYTES):
+            # rewriting a large recent part every few turns would cost more than it saves.
+            if final or recent.offset - writer.written_at >= max(RECENT_REFRESH_BYTES, writer.written_size // 4):
+                writer.written_size = write_snapshot(recent_path(self.directory, thread_id), recent)
                 writer.written_at = recent.offset
         except (OSError, RoderError) as exc:
             log.info("thread %s: recent snapshot not kept (%s)", thread_id, exc)
