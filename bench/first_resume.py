@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oneshot import checkout_env, compile_bytecode, load_average, measure, run_once
+from oneshot import load_average, measure, run_once, variants_with
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,10 +55,7 @@ def main() -> None:
     parser.add_argument("--compact-every", type=int, default=50, help="turns between compactions (0: never)")
     parser.add_argument("--baseline", type=Path, help="another checkout of Roder, run interleaved")
     opts = parser.parse_args()
-    compile_bytecode(ROOT)
-    variants: dict[str, dict[str, str]] = {"this": {}}
-    if opts.baseline:
-        variants["baseline"] = checkout_env(opts.baseline)
+    variants = variants_with(opts.baseline)
     rows: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="roder-first-resume-") as tmp:
         ws = Path(tmp) / "ws"

@@ -14,6 +14,7 @@ from roder_ext_jsonl_store import JsonlThreadStore
 from roder_ext_jsonl_store.snapshots import read_snapshot, recent_path, snapshot_path
 
 from roder_core.ir import AgentMessageItem, CompactionItem, Thread, ThreadHeader, Turn, TurnStatus, UserMessageItem
+from roder_core.kernel.services import RecentThread
 from roder_core.settings.paths import RoderPaths
 from roder_core.threads.events import ItemCompleted, ItemStarted, RuntimeEvent, TurnCompleted, TurnStarted
 
@@ -43,11 +44,20 @@ async def _whole(thread_id: str) -> Thread:
     return await _store().load(thread_id)
 
 
-def _no_whole_fold(monkeypatch: pytest.MonkeyPatch) -> None:
+async def _resume_reads_no_whole_file(thread_id: str, monkeypatch: pytest.MonkeyPatch, older: int) -> RecentThread:
+    """A fresh store's ``load_recent``, which must not fold the whole file, and must give the
+    turns from ``older`` on exactly as a full fold does."""
+    whole = await _whole(thread_id)
+
     def refuse(*_args: object) -> object:
         raise AssertionError("the whole file was folded")
 
-    monkeypatch.setattr(JsonlThreadStore, "_load_whole", refuse)
+    with monkeypatch.context() as patch:
+        patch.setattr(JsonlThreadStore, "_load_whole", refuse)
+        loaded = await _store().load_recent(thread_id)
+    assert loaded.older_turns == older
+    assert _state(loaded.thread) == _state(whole.model_copy(update={"turns": whole.turns[older:]}))
+    return loaded
 
 
 def _turn(thread_id: str, n: int, *, compacts: bool = False) -> list[RuntimeEvent]:
@@ -82,12 +92,7 @@ async def test_the_first_resume_of_a_compacted_thread_reads_the_writers_snapshot
     await runtime.compact(thread.id)
     await runtime.run_turn(thread.id, "three")
     await runtime.close()
-    whole = await _whole(thread.id)
-    with monkeypatch.context() as patch:
-        _no_whole_fold(patch)
-        first = await _store().load_recent(thread.id)
-    assert first.older_turns > 0
-    assert _state(first.thread) == _state(whole.model_copy(update={"turns": whole.turns[first.older_turns :]}))
+    await _resume_reads_no_whole_file(thread.id, monkeypatch, older=1)  # /compact keeps part of turn two
 
 
 async def test_the_writer_holds_only_the_recent_part_even_within_one_long_turn(
@@ -102,12 +107,8 @@ async def test_the_writer_holds_only_the_recent_part_even_within_one_long_turn(
     assert len(writer.recent.thread.turns) <= 5 + 5  # the turns since the latest compaction, and at most a fold's worth
     assert len(writer.recent.older) >= 30
     await store.release(header.id)
-    whole = await _whole(header.id)
-    with monkeypatch.context() as patch:
-        _no_whole_fold(patch)
-        loaded = await _store().load_recent(header.id)
-    assert loaded.older_turns == 35 and len(loaded.thread.turns) == 5
-    assert _state(loaded.thread) == _state(whole.model_copy(update={"turns": whole.turns[35:]}))
+    loaded = await _resume_reads_no_whole_file(header.id, monkeypatch, older=35)
+    assert len(loaded.thread.turns) == 5
 
 
 async def test_a_writer_killed_after_a_checkpoint_loses_nothing(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,12 +120,8 @@ async def test_a_writer_killed_after_a_checkpoint_loses_nothing(workspace: Path,
     path = recent_path(store.directory, header.id)
     snapshot = read_snapshot(path)
     assert snapshot is not None and snapshot.offset < thread_file(header.id).stat().st_size
-    whole = await _whole(header.id)
-    with monkeypatch.context() as patch:
-        _no_whole_fold(patch)
-        loaded = await _store().load_recent(header.id)
-    assert [t.items[-1].text for t in loaded.thread.turns][-1].startswith("answer 13")  # type: ignore[union-attr]
-    assert _state(loaded.thread) == _state(whole.model_copy(update={"turns": whole.turns[loaded.older_turns :]}))
+    loaded = await _resume_reads_no_whole_file(header.id, monkeypatch, older=10)
+    assert loaded.thread.turns[-1].items[-1].text.startswith("answer 13")  # type: ignore[union-attr]
 
 
 async def test_a_torn_writer_snapshot_is_ignored_and_the_file_is_folded(workspace: Path) -> None:
@@ -149,12 +146,7 @@ async def test_a_resumed_writer_continues_from_the_snapshot_and_a_rewritten_file
     second = _store()  # another session continues the thread
     await _write(second, header, range(8, 13))
     await second.release(header.id)
-    whole = await _whole(header.id)
-    with monkeypatch.context() as patch:
-        _no_whole_fold(patch)
-        loaded = await _store().load_recent(header.id)
-    assert loaded.older_turns == 10
-    assert _state(loaded.thread) == _state(whole.model_copy(update={"turns": whole.turns[10:]}))
+    await _resume_reads_no_whole_file(header.id, monkeypatch, older=10)
     path = thread_file(header.id)
     path.write_bytes(path.read_bytes().replace(b"question 12", b"QUESTION 12"))  # same size, other bytes
     reloaded = await _store().load_recent(header.id)
@@ -173,9 +165,4 @@ async def test_a_short_thread_costs_its_writer_no_fold_until_it_grows_long(
     await _write(store, header, range(3, 12))  # past MIN_BYTES: folded from the start, once
     assert writer.recent is not None and writer.recent.offset == writer.size
     await store.release(header.id)
-    whole = await _whole(header.id)
-    with monkeypatch.context() as patch:
-        _no_whole_fold(patch)
-        loaded = await _store().load_recent(header.id)
-    assert loaded.older_turns == 10
-    assert _state(loaded.thread) == _state(whole.model_copy(update={"turns": whole.turns[10:]}))
+    await _resume_reads_no_whole_file(header.id, monkeypatch, older=10)
