@@ -477,9 +477,7 @@ class JsonlThreadStore:
     def _list(self, cwd: str | None, limit: int | None) -> list[ThreadSummary]:
         from .index import ThreadIndex  # sqlite3 is only needed to list
 
-        index = ThreadIndex(self.directory)
-        index.refresh()
-        return index.query(cwd, limit)
+        return [ThreadSummary.model_validate(wire) for wire in ThreadIndex(self.directory).listing(cwd, limit)]
 
     # ------------------------------------------------------------------ delete, fork
 
