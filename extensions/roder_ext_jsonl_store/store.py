@@ -246,8 +246,8 @@ class JsonlThreadStore:
             if final or recent.offset - writer.written_at >= max(RECENT_REFRESH_BYTES, writer.written_size // 4):
                 writer.written_size = write_snapshot(recent_path(self.directory, thread_id), recent)
                 writer.written_at = recent.offset
-        except (OSError, RoderError) as exc:
-            log.info("thread %s: recent snapshot not kept (%s)", thread_id, exc)
+        except (OSError, ValueError, RoderError) as exc:  # ValueError: pydantic's validation errors
+            log.warning("thread %s: recent snapshot not kept (%s); a resume will read the file", thread_id, exc)
             writer.recent, writer.untracked = None, True
 
     def _fold_recent(self, thread_id: str, writer: _Writer, end: int) -> None:
