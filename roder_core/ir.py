@@ -16,18 +16,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from roder_core.policy.modes import Mode as Mode  # apart, so the command line names the modes without pydantic
+
 # --------------------------------------------------------------------------- states
 # Each state is defined once, here; the values are the wire strings (seed 004), and a StrEnum
 # member equals its string, so stored threads and clients' JSON read back unchanged.
-
-
-class Mode(StrEnum):
-    """Policy modes, strictest first."""
-
-    PLAN = "plan"
-    ASK = "ask"
-    AUTO_EDIT = "auto-edit"
-    BYPASS = "bypass"
 
 
 class ThreadStatus(StrEnum):

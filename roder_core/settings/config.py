@@ -179,6 +179,39 @@ class ExtensionsConfig(BaseModel):
     wasm: dict[str, WasmToolConfig] = Field(default_factory=dict)
 
 
+class LspServerConfig(BaseModel):
+    """One ``[lsp.servers.NAME]`` table (the shape of a plugin's ``.lsp.json`` entry)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    command: str
+    args: list[str] = Field(default_factory=list)
+    #: File extension -> LSP language id, e.g. ``{".py" = "python"}``.
+    extension_to_language: dict[str, str] = Field(alias="extensionToLanguage")
+    env: dict[str, str] = Field(default_factory=dict)
+    initialization_options: dict[str, Any] = Field(default_factory=dict, alias="initializationOptions")
+    settings: dict[str, Any] = Field(default_factory=dict)
+    #: Seconds the server has to answer ``initialize``.
+    startup_timeout: float = Field(default=30.0, gt=0)
+
+
+class LspConfig(BaseModel):
+    """``[lsp]``: language servers that tell the model what its edits broke."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    #: Seconds to wait for a server's diagnostics after an edit before answering without them.
+    diagnostics_timeout: float = Field(default=10.0, gt=0)
+    #: After a server's first diagnostics for an edit, wait this long for more (a later pass).
+    settle_seconds: float = Field(default=1.0, ge=0)
+    #: A server with no request for this many seconds is stopped (started again on next use).
+    idle_seconds: float = Field(default=600.0, gt=0)
+    #: Use the built-in table of servers found on PATH (pyright, typescript-language-server, ...).
+    builtin: bool = True
+    servers: dict[str, LspServerConfig] = Field(default_factory=dict)
+
+
 class RoderConfig(Section):
     provider: str | None = None
     model: str | None = None
@@ -215,6 +248,8 @@ class RoderConfig(Section):
     auth: dict[str, AuthLoginConfig] = Field(default_factory=dict)
     #: ``[extensions.process.NAME]`` and ``[extensions.wasm.NAME]``: extensions in other languages.
     extensions: ExtensionsConfig = Field(default_factory=ExtensionsConfig)
+    #: ``[lsp]``: language servers (``roder_ext_lsp``).
+    lsp: LspConfig = Field(default_factory=LspConfig)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -187,8 +187,11 @@ class TurnRunner:
     async def complete_history(self) -> None:
         await self.state.complete_history()
 
-    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile) -> str:
-        """One model call outside the loop (a compaction summary): its text, its usage accounted."""
+    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile, *, finish: bool = False) -> str:
+        """One model call outside the loop (a compaction summary): its text, its usage accounted;
+        ``finish``: sent as the loop's requests are (``finish_request``)."""
+        if finish:
+            request = await self.finish_request(request)
         engine = self.runtime.engine(self.provider)
         ctx = self._inference_context()
         folder = StreamFolder(SilentListener())
@@ -427,6 +430,13 @@ class TurnRunner:
         loaded_all = self.state.history_complete
         if await self.compactor.maybe_compact(request, profile) or self.state.history_complete != loaded_all:
             request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+        return await self.finish_request(request)
+
+    async def finish_request(self, request: AgentInferenceRequest) -> AgentInferenceRequest:
+        """The planned request as it is sent: configured defaults, then the request hooks. A
+        compaction request that extends the conversation goes through the same steps, so its
+        prefix is byte for byte the one the provider cached."""
+        runtime = self.runtime
         if request.reasoning_effort is None and runtime.options.config.reasoning_effort:
             request.reasoning_effort = runtime.options.config.reasoning_effort  # providers/select, config.toml
         if request.logprobs is None:

@@ -48,6 +48,7 @@ ALLOWED: dict[str, str] = {
     "roder_core/brokers/sandbox.py": "the sandbox probe's cache and kernel settings",
     "roder_core/brokers/private_files.py": "Roder's own output files",
     "roder_core/brokers/task_log.py": "Roder's own task logs",
+    "roder_core/brokers/repairs.py": "Roder's repairs: folder-handle walks with O_NOFOLLOW (quarantine, restores)",
     # Roder's own data, config and caches (out of the tools' reach: own_folders)
     "roder_core/settings/config.py": "the user's config.toml (the project's goes through the reader)",
     "roder_core/settings/credentials.py": "Roder's stored credentials",
@@ -72,12 +73,15 @@ ALLOWED: dict[str, str] = {
     "extensions/roder_ext_jsonl_store/store.py": "the thread store",
     "extensions/roder_ext_mcp/manager.py": "MCP server logs in Roder's cache",
     "extensions/roder_ext_mcp/tools.py": "MCP tool-list cache in Roder's cache",
+    "extensions/roder_ext_wasm/__init__.py": "WebAssembly modules and manifests the user's config names; a module's output files",
     "extensions/roder_ext_runners/ssh.py": "the runner's upload of Roder's own helper files",
     # batch runs: the operator's task files and outputs, never a workspace
     "roder_core/batch/harbor.py": "batch task folders given by the operator",
     "roder_core/batch/outputs.py": "batch outputs",
     "roder_core/batch/rewards.py": "batch reward files",
     "roder_core/batch/scoring.py": "batch scoring copies",
+    "roder_core/batch/globs.py": "batch scoring copies (the operator's task workspace)",
+    "roder_core/batch/runner_guard.py": "batch scoring: the runner's files compared with the task's base",
     "roder_core/batch/tasks.py": "batch task files given by the operator",
     "roder_core/batch/worker.py": "batch workers' /proc and thread files",
     # the terminal client: the user's own files and Roder's
