@@ -417,6 +417,8 @@ class JsonlThreadStore:
         wire_header = new_header.wire()
         body = [header_line(wire_header)]
         for data in kept:
+            if data.get("method") == "thread/title/changed":
+                continue  # the fork's header holds its title (a rewind's names the prompt it went back before)
             data["threadId"] = new_id
             if data.get("method") == "thread/started":
                 data["thread"] = wire_header

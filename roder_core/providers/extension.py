@@ -18,6 +18,7 @@ from roder_core.kernel.extension import (
     RoderExtension,
 )
 from roder_core.kernel.registry import RegistryError
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.providers.catalog import providers_for
 from roder_core.providers.engine import HttpEngine
 from roder_core.settings.credentials import CredentialStore
@@ -39,7 +40,7 @@ class ProviderExtension(RoderExtension):
             required_capabilities=[CapabilityRequest(cap) for cap in spec.capabilities()],
         )
 
-    def install(self, registry: Any) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.inference_engine(self.engine)
 
 
