@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from roder_core.policy.modes import Mode as Mode  # apart, so the command line names the modes without pydantic
+from roder_core.modes import Mode as Mode  # apart, so the command line names the modes without pydantic
 
 # --------------------------------------------------------------------------- states
 # Each state is defined once, here; the values are the wire strings (seed 004), and a StrEnum

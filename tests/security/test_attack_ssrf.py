@@ -284,6 +284,6 @@ def test_a_plugin_catalog_cannot_send_git_to_this_machine(tmp_path: Path) -> Non
     from roder_core.plugins.fetch import clone
 
     for url in ("http://127.0.0.1:9/repo.git", "https://2130706433/repo.git", "git@localhost:repo.git", "ssh://[::1]/r.git"):
-        with pytest.raises(FetchError, match="public internet|could not be resolved"):
+        with pytest.raises(FetchError, match=r"public internet|could not be resolved"):
             clone(url, tmp_path / "clone")
     assert not (tmp_path / "clone").exists()
