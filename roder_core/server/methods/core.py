@@ -14,7 +14,7 @@ from roder_core.customization.mentions import MentionError, mention_attachments
 from roder_core.ir import ApprovalDecision, Attachment, ModelProfile, Thread
 from roder_core.kernel.services import InferenceEngine
 from roder_core.kernel.tool_catalog import build_catalog
-from roder_core.media.images import MediaError, sniff_image
+from roder_core.media.images import MAX_INPUT_BYTES, MediaError, sniff_image
 from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles, load_method_modules
 from roder_core.server.errors import InvalidParams
 from roder_core.server.protocol import (
@@ -284,9 +284,13 @@ async def thread_fork(app: Dispatcher, params: ThreadForkParams, ctx: CallContex
 
 
 def _read_input_file(app: Dispatcher, thread: Thread, item: InputItem) -> bytes:
-    """Files named by path are read through the workspace fs broker (so its policy applies)."""
+    """Files named by path (``@file``) are read through the workspace fs broker, so its rules
+    and the content gate apply, and never past ``MAX_INPUT_BYTES``."""
     path = absolute_path(item.path or "", "input path")
-    return app.brokers(Path(thread.cwd)).fs.read_bytes(str(path))
+    data = app.brokers(Path(thread.cwd)).fs.read_bytes(str(path), max_bytes=MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise InvalidParams(f"{item.path} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MB; attach a part of it")
+    return data
 
 
 def build_input(app: Dispatcher, thread: Thread, prompt: str | None, items: list[InputItem]) -> tuple[str, list[Attachment]]:
