@@ -92,6 +92,7 @@ from roder_core.server.protocol import (
     TurnSteerParams,
     TurnSteerResult,
     UserInputRequest,
+    from_domain,
 )
 from roder_core.server.protocol_attach import SteerCancelled, SteerQueued
 from roder_core.settings.config import ConfigWriter
@@ -146,8 +147,8 @@ async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext
 
 @handles(EXTENSIONS_LIST)
 async def extensions_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> ExtensionsListResult:
-    listing = ExtensionsListResult.model_validate(app.runtime.registry.to_json())
-    listing.processes = [ExtensionProcessInfo.model_validate(state.to_json()) for state in app.runtime.registry.process_states()]
+    listing = from_domain(ExtensionsListResult, app.runtime.registry.to_json())
+    listing.processes = [from_domain(ExtensionProcessInfo, state.to_json()) for state in app.runtime.registry.process_states()]
     if app.started is not None:
         listing.skipped = [
             SkippedExtensionInfo(source=s.source, reason=s.reason, expected=s.expected) for s in app.started.distribution.skipped
@@ -217,7 +218,7 @@ async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext)
         )
         for tool in catalog.tools
     ]
-    sources = [ToolSourceInfo.model_validate(status.to_json()) for status in catalog.sources]
+    sources = [from_domain(ToolSourceInfo, status.to_json()) for status in catalog.sources]
     return ToolsListResult(tools=rows, errors=catalog.errors, sources=sources)
 
 

@@ -14,7 +14,7 @@ from roder_core.policy.plan_review_book import PlanReviewError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.methods.core import absolute_path
-from roder_core.server.protocol import NoParams, Ok, ResolvedResult
+from roder_core.server.protocol import NoParams, Ok, ResolvedResult, from_domain
 from roder_core.server.protocol_features import (
     AGENTS_LIST,
     COMMANDS_EXPAND,
@@ -87,6 +87,8 @@ def _commands(app: Dispatcher, workspace: str | None) -> CommandRegistry:
 #: Seconds a command not (yet) known waits for tool sources still connecting (an MCP server's
 #: prompts are commands only once it is connected).
 SOURCE_WAIT = 5.0
+#: A tool source's `kind` is always "mcp" in the MCP listing, so McpServerStatus has no field for it.
+MCP_LISTING_OMITS = frozenset({"kind"})
 
 
 async def _commands_knowing(app: Dispatcher, workspace: str | None, name: str) -> CommandRegistry:
@@ -101,7 +103,7 @@ async def _commands_knowing(app: Dispatcher, workspace: str | None, name: str) -
 async def commands_list(app: Dispatcher, params: CommandsListParams, ctx: CallContext) -> CommandsListResult:
     registry = _commands(app, params.workspace)
     return CommandsListResult(
-        commands=[CommandInfoModel.model_validate(c.to_json()) for c in registry.list()], problems=registry.problems
+        commands=[from_domain(CommandInfoModel, c.to_json()) for c in registry.list()], problems=registry.problems
     )
 
 
@@ -147,7 +149,7 @@ async def commands_run(app: Dispatcher, params: CommandsRunParams, ctx: CallCont
 async def agents_list(app: Dispatcher, params: AgentsListParams, ctx: CallContext) -> AgentsListResult:
     options = app.runtime.options
     agents = list_agents(_workspace(app, params.workspace), options.paths, options.trusted)
-    return AgentsListResult(agents=[AgentInfo.model_validate(agent_json(a)) for a in agents])
+    return AgentsListResult(agents=[from_domain(AgentInfo, agent_json(a)) for a in agents])
 
 
 @handles(TURN_SUBAGENT_TRACES_LIST)
@@ -207,7 +209,7 @@ def _memory(app: Dispatcher) -> tuple[str, Any]:
 
 
 def _model(record: Any) -> MemoryModel:
-    return MemoryModel.model_validate(record.to_json())
+    return from_domain(MemoryModel, record.to_json())
 
 
 def _project(app: Dispatcher, workspace: str | None) -> str:
@@ -322,7 +324,8 @@ async def mcp_list(app: Dispatcher, params: McpListParams, ctx: CallContext) -> 
     """The ``mcp`` sources of the tool catalog; waiting also starts servers not yet started."""
     registry = app.runtime.registry
     await wait_for_sources(registry, params.wait_ms / 1000)
-    servers = [McpServerStatus.model_validate(s.to_json()) for s in source_statuses(registry) if s.kind == "mcp"]
+    mcp = [status for status in source_statuses(registry) if status.kind == "mcp"]
+    servers = [from_domain(McpServerStatus, status.to_json(), omit=MCP_LISTING_OMITS) for status in mcp]
     return McpListResult(servers=servers)
 
 
@@ -333,4 +336,4 @@ async def mcp_restart(app: Dispatcher, params: McpRestartParams, ctx: CallContex
         names = ", ".join(s.name for s in source_statuses(registry) if s.kind == "mcp") or "none configured"
         raise InvalidParams(f"no MCP server named {params.server!r} (known: {names})")
     status = await restart_source(registry, params.server)
-    return McpRestartResult(server=McpServerStatus.model_validate(status.to_json()))
+    return McpRestartResult(server=from_domain(McpServerStatus, status.to_json(), omit=MCP_LISTING_OMITS))

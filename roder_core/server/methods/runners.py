@@ -18,7 +18,7 @@ from roder_core.runtime.runners import LiveRunner, RunnerError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, InvalidParams, PolicyDenied, RpcError
 from roder_core.server.methods.core import absolute_path
-from roder_core.server.protocol import NoParams
+from roder_core.server.protocol import NoParams, from_domain
 from roder_core.server.protocol_runners import (
     RUNNERS_DELETE,
     RUNNERS_LIST,
@@ -137,7 +137,7 @@ async def runners_session(app: Dispatcher, params: RunnerTarget, ctx: CallContex
 
 
 def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:
-    return SnapshotInfo.model_validate(snapshot.to_json())
+    return from_domain(SnapshotInfo, snapshot.to_json())
 
 
 @handles(RUNNERS_SNAPSHOT)

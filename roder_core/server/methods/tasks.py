@@ -17,7 +17,7 @@ from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.methods.core import absolute_path
 from roder_core.server.methods.host import check_tool_policy, workspace_of
-from roder_core.server.protocol import Ok
+from roder_core.server.protocol import Ok, from_domain
 from roder_core.server.protocol_tasks import (
     TASKS_CANCEL,
     TASKS_GET,
@@ -41,7 +41,8 @@ from roder_core.server.protocol_tasks import (
 
 
 def task_model(info: TaskInfo) -> TaskModel:
-    return TaskModel.model_validate(
+    return from_domain(
+        TaskModel,
         {
             "id": info.id,
             "executor_id": info.executor_id,
@@ -59,7 +60,7 @@ def task_model(info: TaskInfo) -> TaskModel:
             "last_line": info.last_line,
             "output_bytes": info.output_bytes,
             "output_path": info.output_path,
-        }
+        },
     )
 
 
