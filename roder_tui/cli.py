@@ -50,7 +50,7 @@ OUTPUT_FORMATS = ("text", "json", "stream-json")
 
 def add_runtime_flags(parser: argparse.ArgumentParser, *, trust_flag: bool = True) -> None:
     """Flags shared by the app, one-shot mode, servers and batch runs (which never trust a folder)."""
-    from roder_core.ir import Mode  # pydantic: not loaded by subcommands that need no runtime
+    from roder_core.modes import Mode
 
     parser.add_argument("--provider", help="inference provider id (see `roder providers list`)")
     parser.add_argument("--model", help="model id for the provider")

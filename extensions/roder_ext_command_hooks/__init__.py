@@ -62,6 +62,7 @@ from roder_core import (
     RoderExtension,
     __version__,
 )
+from roder_core.brokers import bounded_json
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.secrets import scrubbed_env
 from roder_core.kernel.distribution import HostContext
@@ -136,7 +137,7 @@ class HookRun:
         if not text.startswith("{"):
             return {}
         try:
-            data = json.loads(text)
+            data = bounded_json.loads(text)
         except json.JSONDecodeError:
             return {}
         return data if isinstance(data, dict) else {}

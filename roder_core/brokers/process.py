@@ -262,6 +262,11 @@ class HostProcessBroker(CommandBroker):
             reason = f"Roder cannot list {self._fs.display(folder)} ({why}) to protect what is in it"
             self._record("process.denied", reason=reason)
             raise BrokerDenied(f"{reason}; the command was not run. Make the folder readable, or remove it.")
+        too_long = [p for p in guard.readonly_paths() if len(str(p)) >= tree_guard.BIND_MAX] if guard else []
+        if too_long and level != "off":
+            reason = f"a protected entry lies at a path too long to mount read-only ({str(too_long[0])[:80]}...)"
+            self._record("process.denied", reason=reason)
+            raise BrokerDenied(f"{reason}; the command was not run. Move it, or remove it.")
         network = await self._shared_network(level)
         cgroup = self._command_cgroup()
         if cgroup is not None and cgroup.support.pids_parent is not None:
@@ -375,7 +380,7 @@ class HostProcessBroker(CommandBroker):
             found = tree_guard.changed_while_running(launched.guard, after)
             lines = tree_guard.quarantine(found, launched.guard, self._quarantine_dir) if found else []
             quarantined += lines
-            if all(" -> " in line or ": removed" in line for line in lines):
+            if all(" -> " in line or ": renamed to " in line for line in lines):
                 break
         if quarantined:
             self._record("process.quarantine", paths=quarantined)

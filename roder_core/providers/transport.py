@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from roder_core.brokers import bounded_json
 from roder_core.brokers.httpx_loader import load_httpx
 from roder_core.errors import InferenceError
 from roder_core.providers.catalog import ProviderSpec
@@ -216,7 +217,7 @@ class HttpTransport:
         if response.status_code >= 400:
             raise self.errors.from_status(response.status_code, response.text[:MAX_ERROR_BODY], base_url=self.spec.base_url)
         try:
-            return response.json()
+            return bounded_json.loads(response.text)
         except json.JSONDecodeError as exc:
             raise self.errors.make("bad_request", f"GET {path} did not return JSON", str(exc)) from None
 
