@@ -1,7 +1,7 @@
 """What redacting live deltas as streams costs, with and without a configured secret.
 
 Runs whole turns through ``Runtime.run_turn`` with the mock engine streaming 20,000 characters of
-real markdown (this repository's README) in 4-character deltas (5,000 deltas, a token each), with
+real markdown (the documentation page docs/security.md) in 4-character deltas (5,000 deltas, a token each), with
 a bus subscriber reading every event like a transport, under four redactor setups: none at all,
 token formats only (no secret known), two known secrets (an environment key and a stored
 provider key) and twenty. Then, per delta: the stream redactor alone, the chunk-by-chunk event
@@ -111,13 +111,13 @@ def old_chunk_redaction(redactor: Any) -> float:
 
 
 def command_output_rates(redactor: Any) -> str:
-    """MB/s of the byte stream redactor over 10 MB of Python sources and of this README (which
+    """MB/s of the byte stream redactor over 10 MB of Python sources and of docs/security.md (which
     mentions token formats, so it takes the slow path more often), in 64 KB reads."""
     import asyncio as stdlib_asyncio
 
     sources = b"".join(p.read_bytes() for p in sorted(Path(stdlib_asyncio.__file__).parent.glob("*.py")))
     rates = []
-    for sample in (sources, (REPO / "README.md").read_bytes()):
+    for sample in (sources, (REPO / "docs" / "security.md").read_bytes()):
         data = (sample * (10_000_000 // len(sample) + 1))[:10_000_000]
         stream = redactor.byte_stream()
         started = time.perf_counter()
@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=20_000)
     parser.add_argument("--chunk", type=int, default=4)
     args = parser.parse_args()
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "security.md").read_text()
     text = (readme * (args.chars // len(readme) + 1))[: args.chars]
     deltas = len(text) // args.chunk
     print(f"{deltas} deltas of {args.chunk} characters per turn, {args.turns} turns per setup (median)\n")
@@ -183,7 +183,7 @@ def main() -> None:
                     f"{old_chunk_redaction(redactor):.1f} µs",
                 ]
             print(f"| {label} | {cpu * 1000:.0f} ms | {deltas / cpu:,.0f} | {wall * 1000:.0f} ms | " + " | ".join(detail) + " |")
-    print("\n| command output redaction (sources / README) | MB/s |")
+    print("\n| command output redaction (sources / docs page) | MB/s |")
     print("| --- | --- |")
     for label, redactor in list(setups().items())[1:]:
         print(f"| {label} | {command_output_rates(redactor)} |")

@@ -14,6 +14,7 @@ InferenceErrorKind = Literal[
     "network",
     "stream_dropped",
     "provider",
+    "response_limit",
 ]
 
 
@@ -55,3 +56,8 @@ class ThreadNotFoundError(RoderError):
 
 class TurnBusyError(RoderError):
     """A turn is already running on this thread."""
+
+
+class UnsafePathError(RoderError, ValueError):
+    """A path component taken from data (a manifest, a client's params, a task file) that is
+    not one plain file name, or a destination outside its root (``brokers.data_paths``)."""

@@ -36,6 +36,7 @@ from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
+from roder_core import __version__  # noqa: E402
 from roder_core.ir import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.keymap import app_bindings  # noqa: E402
@@ -60,6 +61,8 @@ from roder_tui.widgets.transcript import Transcript  # noqa: E402
 from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
     from roder_core.kernel.services import PaletteCommand
     from roder_core.server.app_client import AppClient
@@ -107,8 +110,10 @@ def git_branch(cwd: Path) -> str | None:
     for folder in (cwd, *cwd.parents):
         head = folder / ".git" / "HEAD"
         if head.is_file():
-            try:
-                ref = head.read_text(encoding="utf-8").strip()
+            from roder_core.brokers.project_reader import ProjectReader
+
+            try:  # through the project reader: a HEAD linked out of the repository is not read
+                ref = ProjectReader(folder).read_text(head, max_bytes=4096, errors="replace").strip()
             except OSError:
                 return None
             return ref.removeprefix("ref: refs/heads/") if ref.startswith("ref: ") else ref[:8]
@@ -156,7 +161,9 @@ class RoderApp(App[int]):
         *,
         files_remote: bool = False,
     ) -> None:
+        from roder_tui.terminal_text import guard_textual
 
+        guard_textual()  # every character drawn passes the terminal-text sanitizer
         super().__init__()
         self.args = args or argparse.Namespace()
         #: The workspace: the host's folder when attached (it may not exist on this machine).
@@ -219,6 +226,20 @@ class RoderApp(App[int]):
         for key, bindings in table.items():
             table[key] = [replace(b, priority=True) if b.id in wins else b for b in bindings]
         self.keymap_notes = keymap_notes(keymap)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast shows its text as it is: messages quote data (a server's warning, an error
+        naming a file), and as markup, ``[@click=...]`` in them would be a button running an
+        app action and ``[black on black]`` would hide text."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # ------------------------------------------------------------------ layout
 
@@ -300,7 +321,7 @@ class RoderApp(App[int]):
             client = self.client
             client.serve_locally("team/pane/focus", self.teams.pane_focus)
             client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
-            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version="0.1.0")))
+            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__)))
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
             self.exit_message = f"roder: {exc}"
             self.exit(2)
@@ -474,6 +495,12 @@ class RoderApp(App[int]):
             return
         if method == "turn/steer/cancelled":
             self.queued.discard(event.item_id)
+            return
+        if method == "auth/login/completed":
+            from roder_tui.sign_in_view import completion_message
+
+            text, severity = completion_message(event)
+            self.notify(text, title="/login", severity=severity, timeout=12)  # type: ignore[arg-type]
             return
         thread_id = getattr(event, "thread_id", None)
         if isinstance(event, ev.AgentMessageDelta):
@@ -996,6 +1023,8 @@ class RoderApp(App[int]):
 
     def _local_slash(self, name: str, arguments: str) -> Callable[[], Any] | None:
         """Built-ins that act on the screen; None for the ones the runtime performs."""
+        from roder_tui import sign_in_view
+
         if name == "model" and not arguments.strip():
             return self.pick_model
         actions: dict[str, Callable[[], Any]] = {
@@ -1017,6 +1046,7 @@ class RoderApp(App[int]):
             "paste-image": self.action_paste_image,
             "team": lambda: self.teams.command(arguments),
             "plan-review": self.open_plan_review,
+            "login": lambda: sign_in_view.start_sign_in(self, arguments),
             "quit": lambda: self.exit(0),
             "exit": lambda: self.exit(0),
         }
@@ -1046,7 +1076,7 @@ class RoderApp(App[int]):
     async def _list_skills(self) -> None:
         skills = [c for c in self.slash_commands if c.kind == "skill"]
         text = "\n".join(f"/{c.name}  {c.description}" for c in skills)
-        self._show_info("/skills", text or "no Agent Skills found (see README: Agent Skills)")
+        self._show_info("/skills", text or "no Agent Skills found (see docs/customization.md: Agent Skills)")
 
     async def _list_agents(self) -> None:
         from roder_core.server.protocol_features import AGENTS_LIST, AgentsListParams

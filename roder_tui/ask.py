@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 import time
@@ -52,6 +51,7 @@ from roder_core.server.protocol import (
 from roder_core.server.protocol_attach import THREAD_HEADLESS, ThreadHeadlessParams
 from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ModelRetrying, ThreadStarted, TurnCompleted
 from roder_tui.startup import end_startup
+from roder_tui.terminal_text import json_line
 
 if TYPE_CHECKING:
     from roder_core.server.app_client import AppClient
@@ -60,7 +60,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MOCK_HINT = (
     "roder: no provider configured, using the offline mock model. Store a key with "
     "`roder providers login PROVIDER` (e.g. anthropic, openai), set OPENAI_API_KEY or "
-    "ANTHROPIC_API_KEY, or add a [providers.NAME] table to config.toml (see README)."
+    "ANTHROPIC_API_KEY, or add a [providers.NAME] table to config.toml (see docs/providers.md)."
 )
 #: Notifications one-shot mode may fall behind by before the stream is cut (it prints inline).
 ASK_QUEUE_SIZE = 100_000
@@ -130,7 +130,7 @@ class Printer:
             self._write("\n")
 
     def _line(self, data: dict[str, Any]) -> None:
-        self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+        self.out.write(json_line(data) + "\n")
         self.out.flush()
 
     def failure(self, reason: str, thread_id: str | None, started: float) -> None:
@@ -162,7 +162,7 @@ class Printer:
             "turn_id": turn.id,
             "turns": model_calls,
             "usage": turn.usage.wire(),
-            # What the prompt cache saved, and what the turn cost with it (see README, Providers).
+            # What the prompt cache saved, and what the turn cost with it (see docs/providers.md).
             "cache_read_tokens": turn.usage.cached_input_tokens,
             "cache_write_tokens": turn.usage.cache_write_tokens,
             "cost_usd": round(turn.usage.cost_usd, 6),

@@ -1,6 +1,6 @@
 """Every key binding of the app, in one table.
 
-The app's bindings, the help screen (``?``/F1) and the README's key table all come from here, so
+The app's bindings, the help screen (``?``/F1) and the key table in docs/app.md all come from here, so
 they cannot drift apart. App-level bindings have ids; ``[keys]`` in config.toml remaps them, e.g.
 ``toggle_sidebar = "ctrl+e"``. A key the user chose wins everywhere, also while typing in the
 prompt (which binds keys of its own, such as f6 and ctrl+e); ``keymap_notes`` says what a remap
@@ -83,7 +83,7 @@ KEYS: tuple[Key, ...] = (
     ),
     # prompt
     Key("enter", "", "send; while a turn runs, queue it as a steer message", "prompt"),
-    Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see README)", "prompt"),
+    Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see docs)", "prompt"),
     Key("up,down", "", "previous / next prompt from history (on the first / last line)", "prompt"),
     Key("/", "", "command completion (built-in and custom commands)", "prompt"),
     Key("@", "", "complete a workspace file; it is attached when you send (images as pictures)", "prompt"),
@@ -143,7 +143,7 @@ def keys_by_scope() -> dict[str, list[Key]]:
 
 
 def markdown_table() -> str:
-    """The README's key table (tests check the README contains every row)."""
+    """The key table of docs/app.md (a test checks the page contains every row)."""
     lines: list[str] = []
     for scope, keys in keys_by_scope().items():
         lines.append(f"**{SCOPE_TITLES[scope]}**\n")

@@ -93,7 +93,8 @@ async def bus_event(
     remove = runtime.bus.add_listener(listen)
     try:
         await start()
-        return await asyncio.wait_for(seen, EVENT_TIMEOUT)
+        async with asyncio.timeout(EVENT_TIMEOUT):
+            return await seen
     finally:
         remove()
 
@@ -107,7 +108,8 @@ async def next_event(events: AsyncIterator[Any], method: str, **match: Any) -> A
                 return event
         raise AssertionError(f"the event stream ended before {method}")
 
-    return await asyncio.wait_for(find(), EVENT_TIMEOUT)
+    async with asyncio.timeout(EVENT_TIMEOUT):
+        return await find()
 
 
 async def until(condition: Callable[[], bool], timeout: float = EVENT_TIMEOUT) -> None:

@@ -41,3 +41,45 @@ def test_mypy_strict_passes() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _asyncio_wait_for_calls(source: str) -> list[int]:
+    """Lines that reach ``asyncio.wait_for`` (by attribute, an alias of the module, or a from-import)."""
+    import ast
+
+    tree = ast.parse(source)
+    modules = {"asyncio"}
+    found: list[int] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.asname or alias.name for alias in node.names if alias.name == "asyncio"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("asyncio"):
+            found += [node.lineno for alias in node.names if alias.name == "wait_for"]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "wait_for":
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in modules:
+                found.append(node.lineno)
+    return found
+
+
+def test_the_detector_finds_each_way_of_reaching_wait_for() -> None:
+    assert _asyncio_wait_for_calls("import asyncio\nasync def f(x):\n    await asyncio.wait_for(x, 1)\n") == [3]
+    assert _asyncio_wait_for_calls("import asyncio as aio\nasync def f(x):\n    await aio.wait_for(x, 1)\n") == [3]
+    assert _asyncio_wait_for_calls("from asyncio import wait_for\n") == [1]
+    assert _asyncio_wait_for_calls("import asyncio\nasyncio.tasks.wait_for\n") == [2]
+    assert _asyncio_wait_for_calls("async def f(log):\n    await log.wait_for('up')\n") == []
+
+
+def test_nothing_uses_asyncio_wait_for() -> None:
+    """On Python 3.11 ``asyncio.wait_for`` can swallow a cancel that lands as the awaited thing
+    finishes (a turn's interrupt lost while a command exits): use ``async with asyncio.timeout(...)``."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for folder in ("roder_core", "roder_tui", "extensions", "tests", "bench")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line in _asyncio_wait_for_calls(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, offenders

@@ -23,7 +23,7 @@ from roder_core.ir import (
 )
 from roder_core.providers.failures import ErrorFactory
 from roder_core.providers.sse import SSEEvent
-from roder_core.providers.wire import event_json, parse_arguments, reasoning_key, truncated
+from roder_core.providers.wire import Pieces, event_json, parse_arguments, reasoning_key, truncated
 from roder_ext_anthropic.encode import DIALECT
 
 STOP_REASONS: dict[str, StopReason] = {
@@ -78,13 +78,13 @@ class AnthropicDecoder:
             return [MessageDelta(text=block["text"])] if block.get("text") else []
         if block_type == "thinking":
             thinking = str(block.get("thinking") or "")
-            self._blocks[index] = {"type": "thinking", "thinking": thinking, "signature": block.get("signature") or ""}
+            self._blocks[index] = {"type": "thinking", "thinking": Pieces(thinking), "signature": block.get("signature") or ""}
             return [ReasoningDelta(text=thinking)] if thinking else []
         if block_type == "redacted_thinking":
             stored = {"type": "redacted_thinking", "data": block.get("data", "")}
             return [ReasoningDelta(provider_data={reasoning_key(DIALECT, index): stored})]
         if block_type == "tool_use":
-            self._blocks[index] = {"type": "tool_use", "id": block.get("id", ""), "name": block.get("name", ""), "json": ""}
+            self._blocks[index] = {"type": "tool_use", "id": block.get("id", ""), "name": block.get("name", ""), "json": Pieces()}
         return []
 
     def _delta(self, index: int, delta: dict[str, Any]) -> list[InferenceEvent]:
@@ -93,12 +93,12 @@ class AnthropicDecoder:
         if delta_type == "text_delta":
             return [MessageDelta(text=delta["text"])] if delta.get("text") else []
         if delta_type == "thinking_delta" and block:
-            block["thinking"] += delta.get("thinking", "")
+            block["thinking"].add(delta.get("thinking", ""))
             return [ReasoningDelta(text=delta["thinking"])] if delta.get("thinking") else []
         if delta_type == "signature_delta" and block:
             block["signature"] = delta.get("signature", "")
         elif delta_type == "input_json_delta" and block:
-            block["json"] += delta.get("partial_json", "")
+            block["json"].add(delta.get("partial_json", ""))
         return []
 
     def _stop_block(self, index: int) -> list[InferenceEvent]:
@@ -106,10 +106,10 @@ class AnthropicDecoder:
         if block is None:
             return []
         if block["type"] == "thinking":
-            stored = {"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}
+            stored = {"type": "thinking", "thinking": block["thinking"].text(), "signature": block["signature"]}
             return [ReasoningDelta(provider_data={reasoning_key(DIALECT, index): stored})]
         if block["type"] == "tool_use":
-            arguments, problem = parse_arguments(block["json"])
+            arguments, problem = parse_arguments(block["json"].text())
             # Held until the stop reason is known: a call cut by max_tokens is never run.
             self._calls.append(
                 ToolCallEvent(call_id=block["id"], name=block["name"], arguments=arguments, arguments_error=problem)

@@ -20,7 +20,7 @@ from roder_core.ir import (
     ToolCallPart,
     ToolResultPart,
 )
-from roder_core.providers.wire import stored_blocks
+from roder_core.providers.wire import ANTHROPIC_CALL_ID_LENGTH, stored_blocks, wire_call_id
 
 DIALECT = "anthropic-messages"
 EPHEMERAL = {"type": "ephemeral"}
@@ -61,7 +61,14 @@ def _assistant_blocks(message: Message, thinking: bool) -> list[dict[str, Any]]:
         elif isinstance(part, TextPart) and part.text:
             blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, ToolCallPart):
-            blocks.append({"type": "tool_use", "id": part.call_id, "name": part.name, "input": part.arguments})
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": wire_call_id(part.call_id, ANTHROPIC_CALL_ID_LENGTH),
+                    "name": part.name,
+                    "input": part.arguments,
+                }
+            )
     return _sendable(blocks)
 
 
@@ -82,7 +89,7 @@ def _result_blocks(message: Message) -> list[dict[str, Any]]:
     for part in message.parts:
         if not isinstance(part, ToolResultPart):
             continue
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id}
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": wire_call_id(part.call_id, ANTHROPIC_CALL_ID_LENGTH)}
         if part.images:
             block["content"] = [
                 *([{"type": "text", "text": part.text}] if part.text else []),

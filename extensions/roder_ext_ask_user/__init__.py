@@ -11,11 +11,11 @@ assumed.
 
 from __future__ import annotations
 
-from roder_core import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension
+from roder_core import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension, __version__
 from roder_core.errors import RoderError
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.questions import MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS, AnswerSheet
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolResult, ToolSet
 from roder_ext_ask_user.arguments import AskUserArguments
@@ -77,13 +77,13 @@ class AskUserExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-ask-user",
             name="Ask the user",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="ask_user: multiple-choice questions to the person at the client",
             provides=[ProvidedService.ToolProvider("ask-user")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(ToolSet("ask-user", [AskUserTool()]))
 
 

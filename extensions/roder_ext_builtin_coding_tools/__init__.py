@@ -9,11 +9,13 @@ drop web access alone: ``roder-ext-builtin-coding-tools`` (files and shell) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from roder_core import EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService, RoderExtension
+from roder_core import EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService, RoderExtension, __version__
+from roder_core.brokers.command_conditions import CommandConditions
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import ToolRegistry
 
 from .bash import BashTool
@@ -39,11 +41,14 @@ class _Contributor:
 
 
 class BuiltinCodingToolsExtension(RoderExtension):
+    def __init__(self, conditions: Callable[[], CommandConditions] | None = None) -> None:
+        self._conditions = conditions
+
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
             id="roder-ext-builtin-coding-tools",
             name="Built-in coding tools",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="Workspace file, search, patch, edit, and shell tools",
             provides=[ProvidedService.ToolProvider("builtin-coding-tools")],
@@ -54,8 +59,17 @@ class BuiltinCodingToolsExtension(RoderExtension):
             ],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
-        tools = [ReadTool(), WriteTool(), EditTool(), ApplyPatchTool(), BashTool(), GrepTool(), GlobTool(), LsTool()]
+    def install(self, registry: ServiceRegistrar) -> None:
+        tools = [
+            ReadTool(),
+            WriteTool(),
+            EditTool(),
+            ApplyPatchTool(),
+            BashTool(self._conditions),
+            GrepTool(),
+            GlobTool(),
+            LsTool(),
+        ]
         registry.tool_contributor(_Contributor("builtin-coding-tools", tools))
 
 
@@ -64,16 +78,24 @@ class WebFetchExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-web-fetch",
             name="Web fetch",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="web_fetch: pages from allowlisted hosts as text",
             provides=[ProvidedService.ToolProvider("web-fetch")],
             required_capabilities=[CapabilityRequest("network.web")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(_Contributor("web-fetch", [WebFetchTool()]))
 
 
 def create(host: HostContext) -> list[RoderExtension]:
-    return [BuiltinCodingToolsExtension(), WebFetchExtension()]
+    return [BuiltinCodingToolsExtension(lambda: host_conditions(host)), WebFetchExtension()]
+
+
+def host_conditions(host: HostContext) -> CommandConditions:
+    """What commands may do under the host's config (the bubblewrap probe is cached on disk)."""
+    from roder_core.brokers.sandbox import sandbox_status
+
+    status = sandbox_status(host.config.sandbox, cache_file=host.paths.cache_dir / "sandbox-probe.json")
+    return CommandConditions.of("blocked" if status.blocked else status.effective, host.config.network.commands)

@@ -3,20 +3,25 @@ process broker, or start it as a background task (the ``shell`` task executor)."
 
 from __future__ import annotations
 
+import posixpath
+import re
 import time
+from collections.abc import Callable
 from pathlib import PurePath
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from roder_core.brokers.command_conditions import CommandConditions, no_network_note
 from roder_core.brokers.refusal_notes import refusal_notes
 from roder_core.errors import RoderError
-from roder_core.ir import CommandExecutionItem, ItemStatus
+from roder_core.ir import CommandExecutionItem, ItemStatus, ToolSpec
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 from roder_core.policy.commandline import shell_subjects
 
 from .common import BuiltinTool
+from .patch import patch_in_command, rebase_patch
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 3600
@@ -32,12 +37,49 @@ class BashArguments(ToolArguments):
     command: NonBlank = Field(description="the command line, run with bash -c")
     # A validator rather than ``gt=0``: the schema keeps the keywords every provider accepts.
     timeout: Annotated[float, AfterValidator(_positive)] | None = Field(
-        None, description=f"seconds before the command is killed (default {DEFAULT_TIMEOUT})"
+        None, description=f"seconds (not milliseconds) before the command is killed (default {DEFAULT_TIMEOUT})"
     )
     workdir: str | None = Field(None, description="folder to run in, relative to the workspace")
     run_in_background: bool = Field(
         False, description="start it as a background task and return its task_id at once (default false)"
     )
+
+
+#: Commands that serve or watch until stopped (the start of the command, or of a part after && or ;).
+_SERVER_COMMAND = re.compile(
+    r"(?:^|&&|;|\|\|)\s*(?:\S+=\S*\s+)*(?:"
+    r"(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|watch|preview)\b|npx\s+(?:vite|next|serve|nodemon)\b|"
+    r"(?:vite|next\s+(?:dev|start)|nodemon|webpack\s+serve|ng\s+serve|serve)\b|"
+    r"python3?\s+-m\s+http\.server\b|python3?\s+manage\.py\s+runserver\b|flask\s+run\b|uvicorn\b|gunicorn\b|"
+    r"hypercorn\b|rails\s+s(?:erver)?\b|php\s+-S\b|jekyll\s+serve\b|hugo\s+server\b|mkdocs\s+serve\b|"
+    r"docker(?:-|\s+)compose\s+up(?![^;&|]*\s-d\b)|tail\s+-[fF]\b|watch\s|cargo\s+watch\b|"
+    r"(?:node|deno|bun)\s+\S*(?:server|app|index)\.[cm]?[jt]s\b)"
+)
+_SERVER_OUTPUT = re.compile(
+    r"listening on|listening at|running on https?://|server (?:is )?running|serving (?:http|at|on)|"
+    r"local:\s+https?://|started server|development server|watching for (?:file )?changes|press ctrl\+c",
+    re.IGNORECASE,
+)
+SERVER_NOTE = (
+    "[this looks like a server or watcher, which runs until stopped, so it held the call until the timeout: "
+    "start it with run_in_background: true, then read its output with task_output and stop it with task_kill]"
+)
+
+
+def looks_like_a_server(command: str, output: str) -> bool:
+    return bool(_SERVER_COMMAND.search(command) or _SERVER_OUTPUT.search(output[-4000:]))
+
+
+def timeout_in_milliseconds(value: float) -> str:
+    """The answer to a timeout over the maximum: the unit is seconds (a value like 30000 is the
+    millisecond habit of other agents)."""
+    seconds = value / 1000
+    shown = f"{seconds:g}"
+    if seconds <= MAX_TIMEOUT:
+        hint = f"{value:g} looks like milliseconds; for {shown} seconds send timeout={shown}"
+    else:
+        hint = f"use run_in_background for commands that run longer than {MAX_TIMEOUT} seconds"
+    return f"not run: timeout is in seconds, at most {MAX_TIMEOUT}; {hint}"
 
 
 class BashTool(BuiltinTool):
@@ -47,18 +89,50 @@ class BashTool(BuiltinTool):
         f"merged. timeout is in seconds (default {DEFAULT_TIMEOUT}, at most {MAX_TIMEOUT}); on timeout the "
         "command and everything it started are killed, and so are background processes still running when "
         "it ends. Output over 2000 lines or 50 KB keeps the head and tail and the full output is saved to "
-        "a file whose path is given. The result states the exit code and duration. Commands may run in a "
-        "sandbox without network access where only the workspace is writable; the commands of one thread share "
-        "a private loopback network, so a server started in the background is reachable on 127.0.0.1 by later "
-        "commands. With run_in_background the command (a dev server, a watcher, a long test run) starts as a "
-        "background task and the result gives its task_id at once: read its output with task_output, stop it "
-        "with task_kill; it has no timeout and is stopped when the thread is closed."
+        "a file whose path is given. The result states the exit code and duration. {conditions} The commands "
+        "of one thread share a private loopback network, so a server started in the background is reachable on "
+        "127.0.0.1 by later commands. With run_in_background the command (a dev server, a watcher, a long test "
+        "run) starts as a background task and the result gives its task_id at once: read its output with "
+        "task_output, stop it with task_kill; it has no timeout and is stopped when the thread is closed."
     )
     arguments_model = BashArguments
     kind = "execute"
 
+    def __init__(self, conditions: Callable[[], CommandConditions] | None = None) -> None:
+        #: What commands may do here (sandbox, network), asked once when first needed; None
+        #: outside a configured host (the description then names both cases).
+        self._conditions_source = conditions
+        self._conditions: CommandConditions | None = None
+
+    def conditions(self) -> CommandConditions | None:
+        if self._conditions is None and self._conditions_source is not None:
+            self._conditions = self._conditions_source()
+        return self._conditions
+
+    def spec(self) -> ToolSpec:
+        conditions = self.conditions()
+        if conditions is None:
+            said = (
+                "Commands may run in a sandbox without network access where only the workspace is writable "
+                "(the turn's environment says which)."
+            )
+        else:
+            said = f"Sandbox {conditions.sandbox_text()}; network: {conditions.network_text()}."
+        return ToolSpec(name=self.name, description=self.description.format(conditions=said), parameters=self.schema())
+
     def policy_subjects(self, arguments: dict[str, Any], workspace: PurePath) -> list[PolicySubject]:
         return shell_subjects(self.name, str(arguments.get("command", "")), str(arguments.get("workdir") or ""))
+
+    def redirect(self, arguments: dict[str, Any]) -> ToolCall | None:
+        """``apply_patch <<'EOF' ... EOF`` (the form Codex-trained models use) runs as the
+        apply_patch tool, under its policy and approvals; a ``cd DIR &&`` before it and
+        ``workdir`` make the patch's paths relative to that folder."""
+        found = patch_in_command(str(arguments.get("command", "")))
+        if found is None or not found.is_command:
+            return None
+        folder = posixpath.join(str(arguments.get("workdir") or ""), found.folder or "")
+        patch = rebase_patch(found.patch, folder) if folder.strip("./") else found.patch
+        return ToolCall(id="", name="apply_patch", arguments={"patch": patch})
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         return {"command": str(call.arguments.get("command", "")), "cwd": str(call.arguments.get("workdir") or ".")}
@@ -66,7 +140,9 @@ class BashTool(BuiltinTool):
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         args = parse_arguments(BashArguments, call)
         command, workdir = args.command, args.workdir or "."
-        timeout = min(args.timeout, MAX_TIMEOUT) if args.timeout is not None else None
+        if args.timeout is not None and args.timeout > MAX_TIMEOUT:
+            return ToolResult.error(call, timeout_in_milliseconds(args.timeout))
+        timeout = args.timeout
         if args.run_in_background:
             return await self._start_background(ctx, call, command, workdir)
         if ctx.deadline is not None:
@@ -87,11 +163,19 @@ class BashTool(BuiltinTool):
         if result.quarantined:
             footer += (
                 "\n[refused by the sandbox's protected-path guard: the command created or replaced protected "
-                "paths (git dirs, .roder, .envrc, .mcp.json, editor and agent folders, at any depth), which "
-                "Roder moved out of the workspace: " + "; ".join(result.quarantined) + "]"
+                "paths (git dirs, .roder, .envrc, .mcp.json, editor and agent folders, at any depth; and, "
+                "unless the user approved this command, files that run code at their next action: "
+                "virtualenvs, *.pth, pre-commit and lefthook configs, ...), which Roder moved out of the "
+                "workspace: " + "; ".join(result.quarantined) + "]"
             )
         for note in refusal_notes(result.output, result.sandbox, result.exit_code):
             footer += "\n" + note
+        conditions = self.conditions() or CommandConditions.of(result.sandbox, False)
+        network_note = no_network_note(result.output, conditions, result.exit_code)
+        if network_note:
+            footer += "\n" + network_note
+        if result.timed_out and looks_like_a_server(command, result.output):
+            footer += "\n" + SERVER_NOTE
         output = result.output
         text = f"{output}\n{footer}" if output else f"(no output)\n{footer}"
         failed = result.timed_out or result.exit_code != 0

@@ -66,17 +66,52 @@ def path_subject(tool: str, path: str, *, writes: bool) -> PolicySubject:
     return PolicySubject(tool=tool, value=path, kind="path", writes=writes)
 
 
-def looks_binary(data: bytes) -> bool:
-    """NUL bytes or mostly undecodable bytes in the first 8 KB."""
-    sample = data[:8192]
+#: Tried in order when a file is not UTF-8: Windows' Western code page, then ISO 8859-1 (which
+#: decodes any byte, so it is last).
+FALLBACK_ENCODINGS = ("cp1252", "latin-1")
+_CONTROL = bytes(set(range(32)) - {8, 9, 10, 12, 13, 27})
+
+
+def text_encoding(sample: bytes) -> str | None:
+    """The encoding a file starting with ``sample`` (its first 8 KB) is text in, or None for
+    binary: UTF-8 (with or without a BOM), UTF-16 with a BOM, else a single-byte fallback
+    when the bytes look like text (few control bytes, mostly ASCII)."""
+    sample = sample[:8192]
+    if sample.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
     if b"\x00" in sample:
-        return True
+        return None
     try:
         sample.decode("utf-8")
-        return False
+        return "utf-8"
     except UnicodeDecodeError as exc:
-        # a multi-byte character cut at the sample's end is fine
-        return exc.start < len(sample) - 4
+        if exc.start >= len(sample) - 4 and exc.reason == "unexpected end of data":
+            return "utf-8"  # a multi-byte character cut at the sample's end
+    controls = len(sample) - len(sample.translate(None, _CONTROL))
+    high = sum(1 for byte in sample if byte >= 0x80)
+    if controls * 20 > len(sample) or high * 3 > len(sample):
+        return None
+    return decode_fallback(sample)[0]
+
+
+def decode_fallback(data: bytes) -> tuple[str, str]:
+    """(encoding, text) of text that is not UTF-8, in the first fallback encoding that fits."""
+    for encoding in FALLBACK_ENCODINGS:
+        try:
+            return encoding, data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return "latin-1", data.decode("latin-1")  # latin-1 decodes every byte: never reached
+
+
+def looks_binary(data: bytes) -> bool:
+    """Not text in any encoding ``text_encoding`` knows (NUL bytes, control bytes)."""
+    return text_encoding(data) is None
+
+
+def encoding_note(encoding: str) -> str:
+    """What a result says about a file that is not UTF-8."""
+    return f"[not UTF-8: decoded as {encoding}; edit and write keep this encoding]"
 
 
 @dataclass
@@ -86,22 +121,42 @@ class TextFile:
     text: str  # LF line endings, no BOM
     bom: bool
     crlf: bool
+    #: The file's bytes as read (empty for a file that does not exist yet).
+    source: bytes = b""
+    #: What the bytes are in (see ``text_encoding``); writes use it again.
+    encoding: str = "utf-8"
 
     @classmethod
     def decode(cls, data: bytes) -> TextFile:
+        """UTF-8, else the encoding ``text_encoding`` finds (UnicodeDecodeError for binary)."""
+        source = data
         bom = data.startswith(b"\xef\xbb\xbf")
         if bom:
             data = data[3:]
-        text = data.decode("utf-8")
+        encoding = "utf-16" if data.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8"
+        try:
+            text = data.decode(encoding).removeprefix("\ufeff")
+        except UnicodeDecodeError:
+            if encoding == "utf-16" or looks_binary(data):
+                raise
+            encoding, text = decode_fallback(data)
         crlf = "\r\n" in text and text.count("\r\n") >= text.count("\n") / 2
         if crlf:
             text = text.replace("\r\n", "\n")
-        return cls(text, bom, crlf)
+        return cls(text, bom, crlf, source, encoding)
 
     def encode(self, text: str | None = None) -> bytes:
         body = self.text if text is None else text
         if self.crlf:
             body = body.replace("\r\n", "\n").replace("\n", "\r\n")
+        if self.encoding != "utf-8":
+            try:
+                return body.encode(self.encoding)
+            except UnicodeEncodeError as exc:
+                raise ToolInputError(
+                    f"the new text has {exc.object[exc.start : exc.end]!r}, which this file's encoding "
+                    f"({self.encoding}) cannot hold; nothing was written"
+                ) from None
         return (b"\xef\xbb\xbf" if self.bom else b"") + body.encode("utf-8")
 
 

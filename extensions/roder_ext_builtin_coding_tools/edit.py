@@ -1,7 +1,9 @@
 """``edit {path, old_string, new_string, replace_all?}``: exact string replacement in a file.
 
-The exact text must occur once (or ``replace_all``). When it does not occur at all, a match
-that differs only in whitespace is tried and reported as such. Edits that change nothing are
+The exact text must occur once (or ``replace_all``). When it does not occur at all, the
+tolerant passes of ``matching`` are tried (indentation and spacing with re-indentation, then
+typographic punctuation) and the result says which one matched; a match that cannot be fitted
+safely is refused. Edits that change nothing are
 refused. Line endings (CRLF) and a UTF-8 byte order mark are kept.
 """
 
@@ -9,25 +11,31 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
 
 from roder_core.ir import FileChange
+from roder_core.kernel.file_ledger import digest_of
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
-from .common import FileEditTool, ToolInputError, file_change_result, unified_diff
+from .common import FileEditTool, TextFile, ToolInputError, file_change_result, unified_diff
+from .freshness import changed_since_note, record
+from .matching import (
+    IndentMismatch,
+    Reindenter,
+    collapse,
+    has_special_punctuation,
+    keep_file_characters,
+    line_blocks,
+    normalize_punctuation,
+    punctuation_spans,
+    whitespace_spans,
+)
+from .validity import syntax_regression
 from .write import current_text
-
-
-def whitespace_spans(text: str, needle: str) -> list[tuple[int, int]]:
-    """Spans of ``text`` equal to ``needle`` up to the amount and kind of whitespace."""
-    tokens = needle.split()
-    if not tokens:
-        return []
-    pattern = re.compile(r"\s+".join(re.escape(token) for token in tokens))
-    return [(m.start(), m.end()) for m in pattern.finditer(text)]
 
 
 def closest_line(text: str, needle: str) -> str:
@@ -40,34 +48,126 @@ def closest_line(text: str, needle: str) -> str:
     return f" The closest line is {number}: {lines[number - 1].strip()!r}; read the file to copy the text exactly."
 
 
-def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> tuple[str, int, bool]:
-    """(new text, replacements, whether whitespace had to be normalized); ToolInputError if not applicable."""
+@dataclass
+class EditOutcome:
+    text: str
+    count: int
+    #: None for an exact match; else how the match was found, said in the result.
+    tolerance: str | None = None
+
+
+def _too_many(count: int, what: str) -> ToolInputError:
+    return ToolInputError(
+        f"old_string was not found exactly, and {count} places match it {what}; include more surrounding lines or set replace_all"
+    )
+
+
+def _line_edit(text: str, old: str, new: str, replace_all: bool, *, loose: bool) -> EditOutcome | None:
+    """Replace whole lines that match ``old`` up to indentation and spacing (``loose``: and
+    punctuation), re-indenting ``new`` the way the quoted lines map onto the file's. Lines that
+    ``new`` keeps from ``old`` are written exactly as the file has them."""
+    quoted = (old[:-1] if old.endswith("\n") else old).split("\n")
+    replacement = (new[:-1] if old.endswith("\n") and new.endswith("\n") else new).split("\n")
+    lines = text.split("\n")
+    starts: list[int] = []
+    for start in line_blocks(lines, quoted, loose=loose):
+        if not starts or start >= starts[-1] + len(quoted):
+            starts.append(start)
+    if not starts:
+        return None
+    what = "up to indentation, spacing and punctuation" if loose else "up to indentation and spacing"
+    if len(starts) > 1 and not replace_all:
+        raise _too_many(len(starts), what)
+    keys = [collapse(normalize_punctuation(line)) for line in quoted]
+    new_keys = [collapse(normalize_punctuation(line)) for line in replacement]
+    kept = difflib.SequenceMatcher(None, keys, new_keys, autojunk=False).get_opcodes()
+    for start in reversed(starts):
+        found = lines[start : start + len(quoted)]
+        try:
+            fitted = Reindenter(quoted, found, replacement, lines).lines(replacement)
+        except IndentMismatch as exc:
+            raise ToolInputError(
+                f"old_string matches line {start + 1} only {what}, and was not changed: {exc}. "
+                "Read the file and copy the lines exactly."
+            ) from None
+        out: list[str] = []
+        for tag, i1, i2, j1, j2 in kept:
+            out += found[i1:i2] if tag == "equal" else fitted[j1:j2]
+        lines[start : start + len(quoted)] = out
+    first, last = starts[0] + 1, starts[0] + len(quoted)
+    where = f"line {first}" if first == last else f"lines {first}-{last}"
+    if len(starts) > 1:
+        where += f" and {len(starts) - 1} more place{'s' if len(starts) > 2 else ''}"
+    note = f"old_string matched {where} only {what}; new_string was re-indented to the file's indentation"
+    return EditOutcome("\n".join(lines), len(starts), note)
+
+
+_READ_PREFIX = re.compile(r"^ *\d+\t", re.MULTILINE)
+
+
+def _without_line_numbers(text: str) -> str | None:
+    """``text`` without the ``     12\t`` prefixes read puts before each line, when every
+    non-empty line has one; None otherwise."""
+    lines = [line for line in text.split("\n") if line]
+    if not lines or not all(_READ_PREFIX.match(line) for line in lines):
+        return None
+    return _READ_PREFIX.sub("", text)
+
+
+def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> EditOutcome:
+    """The file's text after the edit; ToolInputError when it cannot be applied safely.
+
+    Tried in order: the exact text; whole lines up to indentation and spacing (re-indented); a
+    fragment of one line up to spacing; then the same with typographic punctuation read as
+    ASCII (the file's own characters kept in what does not change)."""
     if not old:
         raise ToolInputError("old_string is empty; use write to create a file or to replace all of it")
     if old == new:
         raise ToolInputError("old_string and new_string are identical; the edit would change nothing")
     count = text.count(old)
     if count == 1 or (count > 1 and replace_all):
-        return (text.replace(old, new) if replace_all else text.replace(old, new, 1)), count, False
+        return EditOutcome(text.replace(old, new) if replace_all else text.replace(old, new, 1), count)
     if count > 1:
         raise ToolInputError(
             f"old_string occurs {count} times in {shown}; include more surrounding lines to make it unique, "
             "or set replace_all to change every occurrence"
         )
-    spans = whitespace_spans(text, old)
-    if not spans:
+    numbered = _without_line_numbers(old)
+    if numbered is not None:  # copied from read's output with its line numbers
+        unnumbered = apply_edit(text, numbered, _without_line_numbers(new) or new, replace_all, shown)
+        said = "the line numbers copied from read's output were left out"
+        unnumbered.tolerance = f"{said}; {unnumbered.tolerance}" if unnumbered.tolerance else said
+        return unnumbered
+    outcome = _line_edit(text, old, new, replace_all, loose=False)
+    if outcome is None and "\n" not in old and "\n" not in new:
+        outcome = _spans_edit(text, old, new, replace_all, whitespace_spans(text, old), "up to spacing", keep=False)
+    if outcome is None and (has_special_punctuation(text) or has_special_punctuation(old)):
+        spans = punctuation_spans(text, old)
+        outcome = _spans_edit(text, old, new, replace_all, spans, "with typographic punctuation read as ASCII", keep=True)
+        if outcome is None:
+            outcome = _line_edit(text, old, new, replace_all, loose=True)
+    if outcome is None:
         raise ToolInputError(f"old_string was not found in {shown}.{closest_line(text, old)}")
+    if outcome.text == text:
+        raise ToolInputError("the edit would change nothing")
+    return outcome
+
+
+def _spans_edit(
+    text: str, old: str, new: str, replace_all: bool, spans: list[tuple[int, int]], what: str, *, keep: bool
+) -> EditOutcome | None:
+    if not spans:
+        return None
     if len(spans) > 1 and not replace_all:
-        raise ToolInputError(
-            f"old_string was not found exactly, and {len(spans)} places match it up to whitespace; "
-            "include more surrounding lines or set replace_all"
-        )
+        raise _too_many(len(spans), what)
     result = text
     for start, end in reversed(spans):
-        result = result[:start] + new + result[end:]
-    if result == text:
-        raise ToolInputError("the edit would change nothing")
-    return result, len(spans), True
+        replacement = keep_file_characters(text[start:end], old, new) if keep else new
+        result = result[:start] + replacement + result[end:]
+    note = f"old_string matched only {what}"
+    if keep:
+        note += "; the file's own characters were kept where the text did not change"
+    return EditOutcome(result, len(spans), note)
 
 
 class EditArguments(ToolArguments):
@@ -81,38 +181,53 @@ class EditTool(FileEditTool):
     name = "edit"
     description = (
         "Replace text in a file: old_string must match the file exactly (including indentation) and be "
-        "unique, unless replace_all is true. If no exact match exists, a match differing only in "
-        "whitespace is used and reported. Keeps the file's line endings. Returns a unified diff."
+        "unique, unless replace_all is true. Without an exact match, whole lines matching up to "
+        "indentation and spacing are replaced with new_string re-indented to the file's indentation, "
+        "and typographic quotes, dashes and special spaces match their ASCII forms; the result says so. "
+        "Keeps the file's line endings. Returns a unified diff."
     )
     arguments_model = EditArguments
 
-    def _plan(self, ctx: ToolExecutionContext, call: ToolCall) -> tuple[str, str, str, Any, int, bool]:
+    def _plan(self, ctx: ToolExecutionContext, call: ToolCall) -> tuple[str, str, TextFile, EditOutcome]:
         args = parse_arguments(EditArguments, call)
-        path, replace_all = args.path, args.replace_all
         old = args.old_string.replace("\r\n", "\n")
         new = args.new_string.replace("\r\n", "\n")
         fs = ctx.brokers.fs
-        shown = fs.display(fs.resolve(path, write=True))
-        before = current_text(fs, path)
+        shown = fs.display(fs.resolve(args.path, write=True))
+        before = current_text(fs, args.path)
         if before is None:
             raise ToolInputError(f"{shown} does not exist; use write to create it")
-        after, count, fuzzy = apply_edit(before.text, old, new, replace_all, shown)
-        return path, shown, after, before, count, fuzzy
+        try:
+            outcome = apply_edit(before.text, old, new, args.replace_all, shown)
+        except ToolInputError as exc:
+            raise ToolInputError(f"{exc}{changed_since_note(ctx, args.path, before.source)}") from None
+        return args.path, shown, before, outcome
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
-        _path, shown, after, before, _count, _fuzzy = self._plan(ctx, call)
-        return {"diff": unified_diff(before.text, after, shown)}
+        _path, shown, before, outcome = self._plan(ctx, call)
+        return {"diff": unified_diff(before.text, outcome.text, shown)}
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        path, shown, after, before, count, fuzzy = self._plan(ctx, call)
-        ctx.brokers.fs.write_bytes(path, before.encode(after))
-        diff = unified_diff(before.text, after, shown)
+        path, shown, before, outcome = self._plan(ctx, call)
+        written = before.encode(outcome.text)
+        real = ctx.brokers.fs.write_bytes(path, written)
+        diff = unified_diff(before.text, outcome.text, shown)
+        count = outcome.count
         head = f"edited {shown}: {count} replacement{'s' if count != 1 else ''}"
-        if fuzzy:
-            head += " (no exact match; matched after normalizing whitespace, check the result)"
+        if outcome.tolerance:
+            head += f" ({outcome.tolerance}; check the diff)"
+        warning = syntax_regression(shown, before.text, outcome.text)
+        if warning:
+            head = f"{warning}\n{head}"
         return file_change_result(
             call,
             f"{head}\n\n{diff}",
             [FileChange(path=shown, kind="update", diff=diff)],
-            {"path": shown, "replacements": count, "whitespace_normalized": fuzzy},
+            {
+                "path": shown,
+                "replacements": count,
+                "tolerance": outcome.tolerance,
+                "invalid_after": warning is not None,
+                **record(ctx, {str(real): digest_of(written)}),
+            },
         )

@@ -15,12 +15,17 @@ The format::
     *** End Patch
 
 Hunks are located after the previous hunk, matching exactly, then ignoring trailing
-whitespace, then ignoring surrounding whitespace. Every change is computed before anything is
+whitespace, then ignoring surrounding whitespace (added lines are then re-indented to the
+file's indentation), then also reading typographic punctuation as ASCII; context lines keep
+the file's own text. Every change is computed before anything is
 written; if a write fails, the files already written are restored.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -29,10 +34,14 @@ from pydantic import Field
 
 from roder_core.brokers import FileSystemBroker
 from roder_core.ir import FileChange
+from roder_core.kernel.file_ledger import digest_of
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
 from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, unified_diff
+from .freshness import changed_since_note, record
+from .matching import IndentMismatch, Reindenter, normalize_punctuation
+from .validity import syntax_regression
 from .write import current_text
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
@@ -63,7 +72,67 @@ class Operation:
     hunks: list[Hunk] = field(default_factory=list)  # update
 
 
+#: ``[cd DIR &&] apply_patch <<'EOF'`` or ``apply_patch "$(cat <<'EOF'``, up to the end of its line.
+_HEREDOC = re.compile(
+    r"""^(?:cd[ \t]+(?P<dir>'[^']*'|"[^"]*"|[^\s;&|'"]+)[ \t]*&&[ \t]*)?"""
+    r"""(?P<command>apply_?patch[ \t]*)?(?P<subshell>(?P<quote>["']?)\$\([ \t]*cat[ \t]*)?"""
+    r"""<<-?[ \t]*(?P<q>['"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]*)(?P=q)[ \t]*\n"""
+)
+#: ``apply_patch '*** Begin Patch ... *** End Patch'`` (the patch as one single-quoted word).
+_QUOTED = re.compile(r"^(?:cd[ \t]+(?P<dir>[^\s;&|'\"]+)[ \t]*&&[ \t]*)?(?P<command>apply_?patch)[ \t]+'(?P<body>[^']*)'$")
+
+
+_UNIFIED_RANGE = re.compile(r"^\s*-\d+(?:,\d+)?\s+\+\d+(?:,\d+)?\s*@@")
+
+
+@dataclass
+class PatchCommand:
+    """A patch found inside a shell command (or a patch argument wrapped like one)."""
+
+    patch: str
+    folder: str | None  # the ``cd`` folder before it, if any
+    is_command: bool  # it ran the ``apply_patch`` command (not just a bare heredoc)
+
+
+def patch_in_command(command: str) -> PatchCommand | None:
+    """The patch of ``apply_patch <<'EOF' ... EOF`` (any quoting of the tag, ``<<-``), of
+    ``apply_patch "$(cat <<'EOF' ... EOF\n)"``, of ``apply_patch '<patch>'``, each optionally
+    after ``cd DIR &&``; None when ``command`` is anything else (or something follows)."""
+    text = command.strip()
+    quoted = _QUOTED.match(text)
+    if quoted is not None:
+        return PatchCommand(quoted["body"], quoted["dir"], True)
+    opened = _HEREDOC.match(text)
+    if opened is None:
+        return None
+    lines = text[opened.end() :].split("\n")
+    end = next((i for i, line in enumerate(lines) if line.strip() == opened["tag"]), None)
+    if end is None:
+        return None
+    after = "".join("\n".join(lines[end + 1 :]).split())
+    if after != (")" + opened["quote"] if opened["subshell"] else ""):
+        return None
+    folder = opened["dir"].strip("'\"") if opened["dir"] else None
+    return PatchCommand("\n".join(lines[:end]), folder, bool(opened["command"]))
+
+
+def rebase_patch(patch: str, folder: str) -> str:
+    """``patch`` with its relative file paths taken as relative to ``folder``."""
+    out = []
+    for line in patch.split("\n"):
+        for marker in (ADD, DELETE, UPDATE, MOVE):
+            if line.startswith(marker):
+                path = line[len(marker) :].strip()
+                line = marker + (path if posixpath.isabs(path) else posixpath.normpath(posixpath.join(folder, path)))
+                break
+        out.append(line)
+    return "\n".join(out)
+
+
 def parse_patch(patch: str) -> list[Operation]:
+    wrapped = patch_in_command(patch) if not patch.strip().startswith(BEGIN) else None
+    if wrapped is not None:  # the shell form pasted as the argument: <<'EOF' ... EOF around it
+        patch = rebase_patch(wrapped.patch, wrapped.folder) if wrapped.folder else wrapped.patch
     lines = patch.strip().splitlines()
     if not lines or lines[0].strip() != BEGIN:
         raise PatchError(f"the patch must start with {BEGIN!r}")
@@ -99,7 +168,10 @@ def parse_patch(patch: str) -> list[Operation]:
                 raise PatchError(f"line {number}: '{EOF}' outside a hunk")
             hunk.at_eof = True
         elif line.startswith("@@"):
-            hunk = Hunk(header=line[2:].strip() or None)
+            # "@@ -12,4 +12,5 @@ def f():" (a unified diff's range, a common habit): the line
+            # numbers are not used; the text after them is the line to find first.
+            header = _UNIFIED_RANGE.sub("", line[2:]).strip()
+            hunk = Hunk(header=header or None)
             current.hunks.append(hunk)
         else:
             if hunk is None:
@@ -115,19 +187,29 @@ def parse_patch(patch: str) -> list[Operation]:
     return ops
 
 
-def _seek(lines: list[str], needle: list[str], start: int, at_eof: bool) -> int | None:
-    """Where ``needle`` occurs in ``lines`` at or after ``start``: exact, then ignoring trailing
-    whitespace, then ignoring surrounding whitespace."""
+def _loose(line: str) -> str:
+    return normalize_punctuation(line).strip()
+
+
+#: How hunk lines are compared with the file's, strictest first; from the third on, indentation
+#: differs and the added lines are re-indented.
+_COMPARISONS: tuple[Callable[[str], str], ...] = (lambda s: s, str.rstrip, str.strip, _loose)
+
+
+def _seek(lines: list[str], needle: list[str], start: int, at_eof: bool) -> tuple[int, int] | None:
+    """(where ``needle`` occurs in ``lines`` at or after ``start``, which comparison matched):
+    exact, then ignoring trailing whitespace, then surrounding whitespace, then also typographic
+    punctuation."""
     if not needle:
-        return len(lines) if at_eof else start
+        return (len(lines) if at_eof else start), 0
     last = len(lines) - len(needle)
     candidates = [last] if at_eof and last >= start else []
     candidates += list(range(start, last + 1))
-    for normalize in (lambda s: s, str.rstrip, str.strip):
+    for level, normalize in enumerate(_COMPARISONS):
         wanted = [normalize(x) for x in needle]
         for index in candidates:
             if [normalize(x) for x in lines[index : index + len(needle)]] == wanted:
-                return index
+                return index, level
     return None
 
 
@@ -140,18 +222,26 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
     edits: list[tuple[int, int, list[str]]] = []
     for number, hunk in enumerate(hunks, start=1):
         if hunk.header:
-            found = _seek(lines, [hunk.header], cursor, False)
-            if found is None:
+            header = _seek(lines, [hunk.header], cursor, False)
+            if header is None:
                 raise PatchError(f"{path}, hunk {number}: cannot find the line {hunk.header!r}")
-            cursor = found + 1
+            cursor = header[0] + 1
         if not hunk.lines:
             continue
         old = hunk.old
-        start = _seek(lines, old, cursor, hunk.at_eof)
-        if start is None:
+        found = _seek(lines, old, cursor, hunk.at_eof)
+        if found is None:
             preview = "\n".join(old[:4])
             raise PatchError(f"{path}, hunk {number}: these lines were not found (read the file again):\n{preview}")
-        edits.append((start, len(old), _new_lines(hunk, lines[start : start + len(old)])))
+        start, level = found
+        matched = lines[start : start + len(old)]
+        try:
+            edits.append((start, len(old), _new_lines(hunk, matched, lines if level >= 2 else None)))
+        except IndentMismatch as exc:
+            raise PatchError(
+                f"{path}, hunk {number}: its lines match line {start + 1} only up to indentation, and no "
+                f"re-indentation fits them all ({exc}); read the file and copy its indentation"
+            ) from None
         cursor = start + len(old)
     for start, length, new in reversed(edits):
         lines[start : start + length] = new
@@ -159,14 +249,19 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
     return result + "\n" if ends_with_newline or (result and not text) else result
 
 
-def _new_lines(hunk: Hunk, matched: list[str]) -> list[str]:
+def _new_lines(hunk: Hunk, matched: list[str], whole_file: list[str] | None) -> list[str]:
     """The hunk's new lines, with context lines kept exactly as the file has them (a fuzzy
-    match must not rewrite their whitespace)."""
-    original = iter(matched)
+    match must not rewrite their whitespace or punctuation). When the hunk matched only up to
+    indentation (``whole_file`` given), added lines are re-indented the way the hunk's old lines
+    map onto the file's."""
+    added = [text for op, text in hunk.lines if op == "+"]
+    if whole_file is not None:
+        added = Reindenter(hunk.old, matched, added, whole_file).lines(added)
+    original, fitted = iter(matched), iter(added)
     out: list[str] = []
-    for op, text in hunk.lines:
+    for op, _text in hunk.lines:
         if op == "+":
-            out.append(text)
+            out.append(next(fitted))
             continue
         line = next(original)
         if op == " ":
@@ -183,8 +278,11 @@ class PlannedChange:
     after: str | None
 
 
-def plan_changes(fs: FileSystemBroker, ops: list[Operation]) -> list[PlannedChange]:
-    """Compute every file's new content without writing anything."""
+def plan_changes(
+    fs: FileSystemBroker, ops: list[Operation], changed_since: Callable[[str, bytes], str] = lambda _path, _data: ""
+) -> list[PlannedChange]:
+    """Compute every file's new content without writing anything. ``changed_since(path, bytes)``
+    adds to a hunk's "not found" whether the file changed since the thread last saw it."""
     seen: set[str] = set()
     planned: list[PlannedChange] = []
     for op in ops:
@@ -211,31 +309,39 @@ def plan_changes(fs: FileSystemBroker, ops: list[Operation]) -> list[PlannedChan
             continue
         if op.move_to and fs.exists(op.move_to):
             raise PatchError(f"cannot move {shown} to {op.move_to}: it already exists")
-        after = apply_hunks(before.text, op.hunks, shown) if op.hunks else before.text
+        try:
+            after = apply_hunks(before.text, op.hunks, shown) if op.hunks else before.text
+        except PatchError as exc:
+            raise PatchError(f"{exc}{changed_since(op.path, before.source)}") from None
         planned.append(PlannedChange(op, shown, op.move_to or op.path, before, after))
     return planned
 
 
-def commit_changes(fs: FileSystemBroker, planned: list[PlannedChange]) -> None:
-    """Write every planned change; on any failure, restore what was already written."""
+def commit_changes(fs: FileSystemBroker, planned: list[PlannedChange]) -> dict[str, str | None]:
+    """Write every planned change; on any failure, restore what was already written. Returns
+    each touched file's digest (None: deleted or moved away) for the thread's file ledger."""
     undo: list[tuple[str, bytes | None]] = []  # (path, original bytes or None = did not exist)
+    digests: dict[str, str | None] = {}
     try:
         for change in planned:
             op = change.op
             if op.kind == "delete":
                 undo.append((op.path, fs.read_bytes(op.path)))
+                digests[str(fs.resolve(op.path))] = None
                 fs.delete(op.path)
                 continue
             assert change.target is not None and change.after is not None
             encoder = change.before or TextFile("", bom=False, crlf=False)
+            data = encoder.encode(change.after)
             if op.move_to:
                 undo.append((op.path, fs.read_bytes(op.path)))
                 undo.append((op.move_to, None))
-                fs.write_bytes(op.move_to, encoder.encode(change.after))
+                digests[str(fs.write_bytes(op.move_to, data))] = digest_of(data)
+                digests[str(fs.resolve(op.path))] = None
                 fs.delete(op.path)
             else:
                 undo.append((change.target, fs.read_bytes(change.target) if change.before else None))
-                fs.write_bytes(change.target, encoder.encode(change.after))
+                digests[str(fs.write_bytes(change.target, data))] = digest_of(data)
     except Exception:
         for path, original in reversed(undo):
             try:
@@ -247,6 +353,7 @@ def commit_changes(fs: FileSystemBroker, planned: list[PlannedChange]) -> None:
             except Exception:  # keep restoring the others; the error below says what failed
                 continue
         raise
+    return digests
 
 
 def _operations(arguments: dict[str, Any]) -> list[Operation]:
@@ -309,15 +416,28 @@ class ApplyPatchTool(BuiltinTool):
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         fs = ctx.brokers.fs
-        planned = plan_changes(fs, parse_patch(parse_arguments(ApplyPatchArguments, call).patch))
+        ops = parse_patch(parse_arguments(ApplyPatchArguments, call).patch)
+        planned = plan_changes(fs, ops, lambda path, data: changed_since_note(ctx, path, data))
         changes = self._changes(planned, fs)
-        commit_changes(fs, planned)
+        digests = commit_changes(fs, planned)
         letters = {"add": "A", "delete": "D", "update": "M", "move": "R"}
         summary = "\n".join(f"{letters[c.kind]} {c.path}" + (f" -> {c.move_path}" if c.move_path else "") for c in changes)
         diffs = "".join(c.diff for c in changes)
+        warnings = [
+            warning
+            for change, shown in zip(planned, changes, strict=True)
+            if change.before is not None
+            and (warning := syntax_regression(shown.move_path or shown.path, change.before.text, change.after))
+        ]
+        head = "".join(f"{warning}\n" for warning in warnings)
         return file_change_result(
             call,
-            f"applied the patch:\n{summary}\n\n{diffs}",
+            f"{head}applied the patch:\n{summary}\n\n{diffs}",
             changes,
-            {"files": [c.path for c in changes], "kinds": [c.kind for c in changes]},
+            {
+                "files": [c.path for c in changes],
+                "kinds": [c.kind for c in changes],
+                "invalid_after": len(warnings),
+                **record(ctx, digests),
+            },
         )

@@ -14,11 +14,14 @@ from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import CLIENT_TEXT_READER, PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 from roder_core.media.images import MAX_INPUT_BYTES, sniff_image
 
-from .common import BuiltinTool, looks_binary, path_subject
+from .common import BuiltinTool, TextFile, encoding_note, path_subject, text_encoding
+from .freshness import digest_on_disk, key_of, record
 
 DEFAULT_LIMIT = 2000
 MAX_BYTES = 50_000
 MAX_LINE_CHARS = 2000
+#: A UTF-16 file is decoded whole, up to this size.
+MAX_WHOLE_BYTES = 16 * 1024 * 1024
 #: Larger images are refused; smaller ones are stored as media items and scaled to what every
 #: vision API accepts (``roder_core.media.images``).
 MAX_IMAGE_BYTES = MAX_INPUT_BYTES
@@ -35,7 +38,8 @@ class ReadTool(BuiltinTool):
     description = (
         "Read a file from the workspace. Returns numbered lines (cat -n style): by default the first "
         f"{DEFAULT_LIMIT} lines or {MAX_BYTES // 1000} KB; pass offset (1-based line number) and limit to read "
-        f"other parts. Lines longer than {MAX_LINE_CHARS} characters are cut. Binary files are refused; "
+        f"other parts. Lines longer than {MAX_LINE_CHARS} characters are cut. Text that is not UTF-8 is decoded "
+        "(Latin-1, Windows-1252, UTF-16) and the result says which encoding; binary files are refused; "
         "images are returned as attachments when the model accepts images. Paths are relative to the workspace."
     )
     arguments_model = ReadArguments
@@ -46,6 +50,14 @@ class ReadTool(BuiltinTool):
         return [path_subject(self.name, str(arguments.get("path", "")), writes=False)]
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        result = await self._read(ctx, call)
+        if not result.is_error and not result.attachments:  # the thread has now seen this text file
+            path = parse_arguments(ReadArguments, call).path
+            seen = record(ctx, {key_of(ctx.brokers.fs, path): digest_on_disk(ctx.brokers.fs, path)})
+            result.data = {**(result.data or {}), **seen}
+        return result
+
+    async def _read(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         args = parse_arguments(ReadArguments, call)
         path, offset, limit = args.path, args.offset, args.limit
         fs = ctx.brokers.fs
@@ -56,7 +68,8 @@ class ReadTool(BuiltinTool):
             mime = sniff_image(head)
             if mime is not None:
                 return self._image(ctx, call, shown, mime, head + handle.read(MAX_IMAGE_BYTES + 1 - len(head)))
-            if looks_binary(head):
+            encoding = text_encoding(head)
+            if encoding is None:
                 size = fs.stat(path).size
                 return ToolResult.error(
                     call,
@@ -72,7 +85,16 @@ class ReadTool(BuiltinTool):
                 lines = _memory_lines(data)
                 return self._window(call, shown, lines, lambda: sum(1 for _ in lines), offset, limit)
             handle.seek(0)
-            return self._window(call, shown, iter(handle), lambda: _count_lines(handle), offset, limit)
+            if encoding == "utf-16":  # not line-by-line in bytes: decode it whole (bounded)
+                data = TextFile.decode(handle.read(MAX_WHOLE_BYTES)).text.encode("utf-8")
+                lines = _memory_lines(data)
+                result = self._window(call, shown, lines, lambda: sum(1 for _ in lines), offset, limit)
+            else:
+                result = self._window(call, shown, iter(handle), lambda: _count_lines(handle), offset, limit, encoding)
+            if encoding != "utf-8" and not result.is_error:
+                result.text = f"{encoding_note(encoding)}\n{result.text}"
+                result.data["encoding"] = encoding
+            return result
 
     def _image(self, ctx: ToolExecutionContext, call: ToolCall, shown: str, mime: str, data: bytes) -> ToolResult:
         if ctx.model is None or not ctx.model.images:
@@ -90,7 +112,14 @@ class ReadTool(BuiltinTool):
         )
 
     def _window(
-        self, call: ToolCall, shown: str, lines: Iterator[bytes], count_rest: Callable[[], int], offset: int, limit: int
+        self,
+        call: ToolCall,
+        shown: str,
+        lines: Iterator[bytes],
+        count_rest: Callable[[], int],
+        offset: int,
+        limit: int,
+        encoding: str = "utf-8",
     ) -> ToolResult:
         """Numbered lines ``offset``.. of ``lines``; ``count_rest`` counts the lines not consumed."""
         out: list[str] = []
@@ -104,7 +133,7 @@ class ReadTool(BuiltinTool):
             if total >= offset + limit:
                 total += count_rest()
                 break
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            line = _decode_line(raw, encoding).rstrip("\r\n")
             if len(line) > MAX_LINE_CHARS:
                 line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
                 cut_lines = True
@@ -129,6 +158,15 @@ class ReadTool(BuiltinTool):
             text += "\n[some lines were longer than 2000 characters and were cut]"
         data["truncated"] = last < total
         return ToolResult(id=call.id, name=call.name, text=text, data=data)
+
+
+def _decode_line(raw: bytes, encoding: str) -> str:
+    if encoding == "utf-8":
+        return raw.decode("utf-8", errors="replace")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError:  # cp1252 leaves five bytes undefined
+        return raw.decode("latin-1")
 
 
 def _memory_lines(data: bytes) -> Iterator[bytes]:

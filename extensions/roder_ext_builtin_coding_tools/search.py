@@ -1,20 +1,31 @@
 """``grep``, ``glob`` and ``ls``: finding things in the workspace, respecting .gitignore.
 
 grep runs ripgrep through the process broker when it is installed and the extension may spawn
-processes, and a Python search over the broker's file walk otherwise; both skip ignored files and
-``.git`` and cap their results.
+processes, and a Python search over the broker's file walk otherwise. glob asks the file broker
+(``find_files``: ripgrep's walker from the pattern's literal folder). All three skip ignored
+files and ``.git``, cap their results in total and say what they left out.
+
+grep's results are numbered in path order, so a long result can be paged with ``offset``;
+ripgrep's output goes through ``awk``, which prints only the requested page and counts the
+rest, so the command's output stays small whatever the number of matches. Counting stops at
+``COUNT_CAP`` lines past the page (the text then says "at least").
+
+What a listing may show is decided in one place, the file broker's ``find_files`` and ``walk``
+(ignore rules, Roder's own folders); ``ls`` goes through ``list_dir``.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import PurePath
+import shlex
+from collections.abc import Iterator
+from pathlib import Path, PurePath
 from typing import Any
 
 from pydantic import Field
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileSystemBroker
-from roder_core.brokers.gitignore import glob_to_regex
+from roder_core.brokers.file_glob import ripgrep_query
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolKind, ToolResult
 
@@ -22,17 +33,40 @@ from .common import BuiltinTool, ToolInputError, looks_binary, path_subject
 
 MAX_MATCHES = 200
 MAX_LINE_CHARS = 400
+#: A page of grep results stays under the process broker's 50 KB output limit.
+MAX_PAGE_BYTES = 45_000
+#: How many matching lines past the page grep counts before saying "at least".
+COUNT_CAP = 100_000
+#: A glob grep cannot hand to ripgrep as a folder and a file name is resolved to a file list
+#: first; at most this many files.
+MAX_GLOB_FILES = 5_000
 MAX_FILES = 500
 MAX_ENTRIES = 500
 MAX_SCAN_BYTES = 2_000_000
 RG_TIMEOUT = 60.0
-
-
-def name_glob(pattern: str) -> re.Pattern[str]:
-    """A gitignore-style glob: without ``/`` it matches a name at any depth, ``**`` spans folders."""
-    body = pattern.strip().removeprefix("./")
-    head = "^" if "/" in body else "^(?:.*/)?"
-    return re.compile(head + glob_to_regex(body) + "$", re.DOTALL)
+#: Files with matches the content gate may sift on one ripgrep command line; past it, the Python
+#: search (which asks the gate file by file as it walks) runs instead.
+MAX_GATED_FILES = 20_000
+#: What every ripgrep run of grep shares: ignore rules as git applies them, path order, no colours.
+RG_BASE = (
+    "rg",
+    "--no-config",
+    "--line-number",
+    "--no-heading",
+    "--with-filename",
+    "--color=never",
+    "--hidden",
+    "--no-require-git",
+    "--no-ignore-dot",
+    "--no-ignore-global",
+    "--no-messages",
+    "--sort=path",
+    "--glob=!.git",
+    f"--max-columns={MAX_LINE_CHARS}",
+    "--max-columns-preview",
+)
+#: Starts the count line awk prints after the page (a control character no path begins with).
+_COUNT_MARK = "\x1eroder-grep-count "
 
 
 class GrepArguments(ToolArguments):
@@ -40,6 +74,7 @@ class GrepArguments(ToolArguments):
     path: str | None = Field(None, description="folder or file to search (default: the workspace)")
     glob: str | None = Field(None, description="only search files matching this glob")
     case_insensitive: bool = Field(False, description="ignore case (default false)")
+    offset: int = Field(0, ge=0, description="skip this many matching lines, to page through a long result (default 0)")
 
 
 class GlobArguments(ToolArguments):
@@ -59,105 +94,218 @@ class _SearchTool(BuiltinTool):
         return [path_subject(self.name, str(arguments.get("path") or "."), writes=False)]
 
 
+class _Page:
+    """One page of grep's matching lines and what is known of the rest."""
+
+    def __init__(self, lines: list[str], total: int, complete: bool) -> None:
+        self.lines = lines
+        self.total = total
+        #: False when counting stopped at ``COUNT_CAP``: ``total`` is a lower bound.
+        self.complete = complete
+
+
 class GrepTool(_SearchTool):
     name = "grep"
     description = (
         "Search file contents with a regular expression (ripgrep syntax). Returns path:line:text for up "
-        f"to {MAX_MATCHES} matching lines, skipping .gitignored files and .git. Optional: path (folder or "
-        "file to search, default the workspace), glob (only files matching it, e.g. '*.py' or 'src/**/*.ts'), "
-        "case_insensitive."
+        f"to {MAX_MATCHES} matching lines in all, in path order, skipping .gitignored files and .git; says "
+        "how many more there are, and offset pages through them. Optional: path (folder or file to search, "
+        "default the workspace), glob (only files matching it, relative to path, e.g. '*.py' or "
+        "'src/**/*.ts'), case_insensitive, offset."
     )
     arguments_model = GrepArguments
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         args = parse_arguments(GrepArguments, call)
-        pattern, path, file_glob, ignore_case = args.pattern, args.path or ".", args.glob or "", args.case_insensitive
         fs = ctx.brokers.fs
-        root = fs.resolve(path)
+        root = fs.resolve(args.path or ".")
         shown = fs.display(root)
         engine = "ripgrep"
+        withheld: list[str] = []
         try:
-            lines = await self._ripgrep(ctx, pattern, shown, file_glob, ignore_case)
+            page = await self._ripgrep(ctx, args, root, withheld)
         except BrokerDenied:
-            lines = None
-        if lines is None:
+            page = None
+        if page is None:
             engine = "python"
-            lines = self._python(fs, path, pattern, file_glob, ignore_case)
-        more = len(lines) - MAX_MATCHES
-        shown_lines = [_cut(line) for line in lines[:MAX_MATCHES]]
-        if not shown_lines:
-            text = f"no matches for {pattern!r} in {shown}"
+            withheld.clear()
+            page = self._python(fs, shown, args, withheld)
+        lines = [_cut(line) for line in page.lines]
+        if lines:
+            text = "\n".join(lines) + _page_notice(page, args.offset, len(lines))
+        elif page.total:
+            text = f"no matching lines past offset {args.offset}; there are {_count(page)} in all (offsets 0-{page.total - 1})"
         else:
-            text = "\n".join(shown_lines)
-            if more > 0:
-                text += f"\n\n[{more} more matching lines not shown; narrow the pattern, path or glob]"
+            text = f"no matches for {args.pattern!r} in {shown}" + (f" (files matching {args.glob!r})" if args.glob else "")
+        text += withheld_note(withheld)
         return ToolResult(
             id=call.id,
             name=call.name,
             text=text,
-            data={"matches": len(lines), "shown": len(shown_lines), "engine": engine},
+            data={
+                "matches": page.total,
+                "complete": page.complete,
+                "offset": args.offset,
+                "shown": len(lines),
+                "engine": engine,
+                "withheld": len(set(withheld)),
+            },
         )
 
-    async def _ripgrep(
-        self, ctx: ToolExecutionContext, pattern: str, target: str, file_glob: str, ignore_case: bool
-    ) -> list[str] | None:
-        process = ctx.brokers.process
-        if process.which("rg") is None:
-            return None
-        argv = [
-            "rg",
-            "--line-number",
-            "--no-heading",
-            "--with-filename",
-            "--color=never",
-            "--hidden",
-            "--no-require-git",
-            "--sort=path",
-            "--glob=!.git",
-            f"--max-columns={MAX_LINE_CHARS}",
-            "--max-columns-preview",
-            f"--max-count={MAX_MATCHES}",
-        ]
-        if ignore_case:
-            argv.append("--ignore-case")
-        if file_glob:
-            argv.append(f"--glob={file_glob}")
-        argv += ["--regexp", pattern, "--", target]
-        result = await process.run(argv, cwd=ctx.workspace, timeout=RG_TIMEOUT)
-        if result.exit_code == 1 and not result.output.strip():
-            return []
-        if result.exit_code not in (0, 1):
-            message = result.output.strip() or f"ripgrep failed (exit code {result.exit_code})"
-            if result.timed_out:
-                message = f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob"
-            raise ToolInputError(message)
-        lines = result.output.splitlines()
-        return [line.removeprefix("./") for line in lines if line and not line.startswith("[... output truncated")]
+    def _targets(self, fs: FileSystemBroker, root: Path, args: GrepArguments, withheld: list[str]) -> tuple[list[str], list[str]]:
+        """What ripgrep searches (absolute paths: ripgrep 13 drops anchored rules of ignore files
+        above a relative folder) and the options that narrow it to ``glob``. A glob ripgrep cannot
+        take as a folder, a depth and a file-name type (its ``--glob`` would override the ignore
+        rules) becomes the list of files ``find_files`` matches."""
+        if not args.glob or fs.stat(fs.display(root)).kind != "dir":
+            return [str(root)], []
+        query = ripgrep_query(args.glob)
+        if query.exact and query.name is not None:
+            if query.literal and not _folders_listed(fs, fs.display(root), query.literal):
+                return [], []
+            options = [f"--type-add=roderglob:{query.name}", "--type=roderglob"]
+            if query.max_depth is not None:
+                options.append(f"--max-depth={query.max_depth}")
+            return [str(PurePath(root, query.literal))], options
+        infos, total = fs.find_files(fs.display(root), args.glob, limit=MAX_GLOB_FILES, withheld=withheld)
+        if total > MAX_GLOB_FILES:
+            raise ToolInputError(
+                f"the glob {args.glob!r} matches {total} files, more than the {MAX_GLOB_FILES} grep takes as a list; "
+                "use a glob of a folder and a file name ('src/**/*.ts', '*.py') or a narrower path"
+            )
+        return [str(info.path) for info in sorted(infos, key=lambda i: i.display.split("/"))], []
 
-    def _python(self, fs: FileSystemBroker, path: str, pattern: str, file_glob: str, ignore_case: bool) -> list[str]:
+    async def _ripgrep(self, ctx: ToolExecutionContext, args: GrepArguments, root: Path, withheld: list[str]) -> _Page | None:
+        process, fs = ctx.brokers.process, ctx.brokers.fs
+        if process.which("rg") is None or process.which("awk") is None:
+            return None
+        targets, options = self._targets(fs, root, args, withheld)
+        if not targets:
+            return _Page([], 0, True)
+        if fs.may_withhold():
+            # The content gate decides per file: the files with matches are asked first, and the
+            # page is then cut from the ones it lets through (counts stay true).
+            allowed = await self._gated_files(ctx, args, targets, options, withheld)
+            if allowed is None:
+                return None  # too many files for one command line: the Python search gates as it goes
+            if not allowed:
+                return _Page([], 0, True)
+            targets, options = allowed, [o for o in options if not o.startswith(("--type", "--max-depth"))]
+        argv = [*RG_BASE, *options]
+        if args.case_insensitive:
+            argv.append("--ignore-case")
+        argv += ["--regexp", args.pattern, "--", *targets]
+        stop = args.offset + MAX_MATCHES + COUNT_CAP
+        page = (
+            f"NR > {args.offset} && n < {MAX_MATCHES} && size + length($0) < {MAX_PAGE_BYTES} "
+            "{ print; n++; size += length($0) + 1 } "
+            f"NR >= {stop} {{ exit }} "
+            f'END {{ printf "{_COUNT_MARK}%d %d\\n", NR, (NR >= {stop}) }}'
+        )
+        command = f"{shlex.join(argv)} | LC_ALL=C awk {shlex.quote(page)}"
+        result = await process.run(command, cwd=ctx.workspace, timeout=RG_TIMEOUT, separate_stderr=True)
+        if result.timed_out:
+            raise ToolInputError(f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob")
+        body, _, count = result.output.rstrip("\n").rpartition(_COUNT_MARK)
+        total, stopped = (int(field) for field in count.split()) if count else (0, 0)
+        if not count or (total == 0 and result.stderr.strip()):  # a bad pattern: rg says why on stderr
+            raise ToolInputError(result.stderr.strip() or result.output.strip() or "ripgrep failed")
+        prefix = str(fs.resolve(".")).rstrip("/") + "/"
+        lines = [line.removeprefix(prefix) for line in body.splitlines() if line]
+        return _Page(lines, total, not stopped)
+
+    async def _gated_files(
+        self, ctx: ToolExecutionContext, args: GrepArguments, targets: list[str], options: list[str], withheld: list[str]
+    ) -> list[str] | None:
+        """The files with matches that the content gate lets through (the refused ones named in
+        ``withheld``); None when they are too many to pass on one command line."""
+        argv = [*RG_BASE, *options, "--files-with-matches", "--null"]
+        if args.case_insensitive:
+            argv.append("--ignore-case")
+        argv += ["--regexp", args.pattern, "--", *targets]
+        result = await ctx.brokers.process.run(argv, cwd=ctx.workspace, timeout=RG_TIMEOUT, separate_stderr=True)
+        if result.timed_out:
+            raise ToolInputError(f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob")
+        files = [name for name in result.output.split("\0") if name.strip()]
+        if result.truncated or len(files) > MAX_GATED_FILES:
+            return None
+        fs = ctx.brokers.fs
+        prefix = str(fs.resolve(".")).rstrip("/") + "/"
+        allowed = []
+        for name in files:
+            shown = name.strip("\n").removeprefix(prefix)
+            if fs.withheld(shown) is not None:
+                withheld.append(shown)
+            else:
+                allowed.append(name.strip("\n"))
+        return allowed
+
+    def _python(self, fs: FileSystemBroker, path: str, args: GrepArguments, withheld: list[str]) -> _Page:
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+            regex = re.compile(args.pattern, re.IGNORECASE if args.case_insensitive else 0)
         except re.error as exc:
-            raise ToolInputError(f"invalid regular expression {pattern!r}: {exc}") from None
-        matcher = name_glob(file_glob) if file_glob else None
-        found: list[str] = []
-        for info in fs.walk(path):
-            if info.kind != "file" or info.size > MAX_SCAN_BYTES:
-                continue
-            if matcher is not None and not matcher.match(info.display):
-                continue
-            try:
-                data = fs.read_bytes(info.display)
-            except (BrokerDenied, OSError):
-                continue
-            if looks_binary(data):
-                continue
-            for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
-                if regex.search(line):
-                    found.append(f"{info.display}:{number}:{line}")
-                    if len(found) > MAX_MATCHES:
-                        return found
-        return found
+            raise ToolInputError(f"invalid regular expression {args.pattern!r}: {exc}") from None
+        stop = args.offset + MAX_MATCHES + COUNT_CAP
+        lines: list[str] = []
+        size = total = 0
+        for info in self._python_files(fs, path, args.glob, withheld):
+            for match in _matching_lines(fs, info, regex):
+                total += 1
+                if total > args.offset and len(lines) < MAX_MATCHES and size + len(match) < MAX_PAGE_BYTES:
+                    lines.append(match)
+                    size += len(match) + 1
+                if total >= stop:
+                    return _Page(lines, total, False)
+        return _Page(lines, total, True)
+
+    def _python_files(self, fs: FileSystemBroker, path: str, file_glob: str | None, withheld: list[str]) -> Iterator[FileInfo]:
+        if not file_glob:
+            yield from fs.walk(path, withheld=withheld)
+            return
+        infos, _total = fs.find_files(path, file_glob, limit=2**31, withheld=withheld)
+        yield from sorted(infos, key=lambda info: info.display.split("/"))
+
+
+def _folders_listed(fs: FileSystemBroker, base: str, literal: str) -> bool:
+    """Whether each folder of ``literal`` below ``base`` is listed there: it exists, is a real
+    folder (not a symlink) and no ignore rule leaves it out."""
+    here = base
+    for part in literal.split("/"):
+        if not any(info.kind == "dir" and info.path.name == part for info in fs.list_dir(here)):
+            return False
+        here = part if here == "." else f"{here}/{part}"
+    return True
+
+
+def _matching_lines(fs: FileSystemBroker, info: FileInfo, regex: re.Pattern[str]) -> Iterator[str]:
+    if info.kind != "file" or info.size > MAX_SCAN_BYTES:
+        return
+    try:
+        data = fs.read_bytes(info.display)
+    except (BrokerDenied, OSError):
+        return
+    if looks_binary(data):
+        return
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+        if regex.search(line):
+            yield f"{info.display}:{number}:{line}"
+
+
+def _count(page: _Page) -> str:
+    return f"{page.total}" if page.complete else f"at least {page.total}"
+
+
+def _page_notice(page: _Page, offset: int, shown: int) -> str:
+    """What the page leaves out, in numbers, and how to get the rest; empty when it is all."""
+    after = offset + shown
+    where = f"lines {offset + 1}-{after} of {_count(page)} shown"
+    if page.complete and after >= page.total:
+        return "" if offset == 0 else f"\n\n[{where}; this is the last page]"
+    rest = f"{page.total - after}" if page.complete else f"at least {page.total - after}"
+    return (
+        f"\n\n[{rest} more matching lines not shown ({where}); to see them call grep again with "
+        f"offset={after}, or narrow the pattern, path or glob]"
+    )
 
 
 def _cut(line: str) -> str:
@@ -175,26 +323,18 @@ class GlobTool(_SearchTool):
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         args = parse_arguments(GlobArguments, call)
-        pattern, path = args.pattern, args.path or "."
         fs = ctx.brokers.fs
-        root = fs.resolve(path)
-        base = fs.display(root)
-        prefix = "" if base == "." else base.rstrip("/") + "/"
-        matcher = name_glob(pattern)
-        hits: list[FileInfo] = []
-        for info in fs.walk(path):
-            relative = info.display[len(prefix) :] if prefix and info.display.startswith(prefix) else info.display
-            if matcher.match(relative):
-                hits.append(info)
-        hits.sort(key=lambda i: (-i.mtime, i.display))
-        shown = hits[:MAX_FILES]
-        if not shown:
-            text = f"no files match {pattern!r} in {base}"
+        base = fs.display(fs.resolve(args.path or "."))
+        withheld: list[str] = []
+        found, total = fs.find_files(args.path or ".", args.pattern, limit=MAX_FILES, withheld=withheld)
+        if not found:
+            text = f"no files match {args.pattern!r} in {base}"
         else:
-            text = "\n".join(i.display for i in shown)
-            if len(hits) > MAX_FILES:
-                text += f"\n\n[{len(hits) - MAX_FILES} more files not shown; narrow the pattern]"
-        return ToolResult(id=call.id, name=call.name, text=text, data={"count": len(hits)})
+            text = "\n".join(info.display for info in found)
+            if total > MAX_FILES:
+                text += f"\n\n[{total - MAX_FILES} more files not shown; narrow the pattern]"
+        text += withheld_note(withheld)
+        return ToolResult(id=call.id, name=call.name, text=text, data={"count": total})
 
 
 class LsTool(_SearchTool):
@@ -209,7 +349,8 @@ class LsTool(_SearchTool):
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         path = parse_arguments(LsArguments, call).path or "."
         fs = ctx.brokers.fs
-        entries = fs.list_dir(path)
+        withheld: list[str] = []
+        entries = fs.list_dir(path, withheld=withheld)
         lines = []
         for info in entries[:MAX_ENTRIES]:
             name = info.path.name
@@ -226,6 +367,7 @@ class LsTool(_SearchTool):
             text = f"{folder}:\n" + "\n".join(lines)
             if len(entries) > MAX_ENTRIES:
                 text += f"\n\n[{len(entries) - MAX_ENTRIES} more entries not shown; use glob to narrow down]"
+        text += withheld_note(withheld)
         return ToolResult(id=call.id, name=call.name, text=text, data={"count": len(entries)})
 
 
@@ -235,3 +377,13 @@ def _size(size: int) -> str:
             return f"{size} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024  # type: ignore[assignment]
     return f"{size} B"
+
+
+def withheld_note(withheld: list[str]) -> str:
+    """Say that files were left out by the content gate (read rules, secret masks), so the
+    model never takes a withheld file for a missing one."""
+    count = len(set(withheld))
+    if not count:
+        return ""
+    files = "file was" if count == 1 else "files were"
+    return f"\n\n[{count} {files} left out: withheld from the model by read rules or secret masks]"

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from roder_core.brokers import FileSystemBroker
 from roder_core.ir import FileChange
+from roder_core.kernel.file_ledger import digest_of
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
@@ -20,6 +21,8 @@ from .common import (
     looks_binary,
     unified_diff,
 )
+from .freshness import check_whole_write, record
+from .validity import syntax_regression
 
 
 class BinaryFileError(ToolInputError):
@@ -57,7 +60,9 @@ class WriteTool(FileEditTool):
     name = "write"
     description = (
         "Create a file or replace its whole content; missing parent folders are created. Prefer edit "
-        "for changing part of an existing file. Returns a summary of the change."
+        "for changing part of an existing file. Replacing an existing file needs a read of it first in this "
+        "conversation, and is refused if the file changed on disk since you last read or wrote it. Returns "
+        "a summary of the change."
     )
     arguments_model = WriteArguments
 
@@ -71,11 +76,13 @@ class WriteTool(FileEditTool):
         args = parse_arguments(WriteArguments, call)
         path, content = args.path, args.content
         fs = ctx.brokers.fs
+        check_whole_write(ctx, path, fs.display(fs.resolve(path, write=True)), fs.read_bytes(path) if fs.exists(path) else None)
         before, existed = previous_text(fs, path)
         # An existing file keeps its line endings and byte order mark.
         encoder = before or TextFile(text="", bom=False, crlf=False)
         new_text = content.replace("\r\n", "\n") if encoder.crlf else content
-        real = fs.write_bytes(path, encoder.encode(new_text))
+        written = encoder.encode(new_text)
+        real = fs.write_bytes(path, written)
         shown = fs.display(real)
         old_text = before.text if before else ""
         added, removed = diff_stats(old_text, new_text)
@@ -88,10 +95,20 @@ class WriteTool(FileEditTool):
             summary = f"{shown} already had this content; nothing changed"
         else:
             summary = f"updated {shown}: +{added} -{removed} lines (now {lines} lines)"
+        warning = syntax_regression(shown, before.text if before else None, new_text)
+        if warning:
+            summary = f"{warning}\n{summary}"
         change = FileChange(path=shown, kind="update" if existed else "add", diff=unified_diff(old_text, new_text, shown))
         return file_change_result(
             call,
             summary,
             [change],
-            {"path": shown, "created": not existed, "added": added, "removed": removed},
+            {
+                "path": shown,
+                "created": not existed,
+                "added": added,
+                "removed": removed,
+                "invalid_after": warning is not None,
+                **record(ctx, {str(real): digest_of(written)}),
+            },
         )

@@ -19,13 +19,14 @@ from roder_core.ir import (
     MessageDelta,
     ReasoningDelta,
     StopReason,
+    TokenIdsEvent,
     ToolCallEvent,
     Usage,
     UsageEvent,
 )
 from roder_core.providers.failures import ErrorFactory
 from roder_core.providers.sse import SSEEvent
-from roder_core.providers.wire import event_json, parse_arguments, token_logprobs, truncated
+from roder_core.providers.wire import Pieces, event_json, parse_arguments, token_logprobs, truncated
 from roder_ext_chat_completions.encode import DETAILS_KEY, EXTRA_CONTENT_KEY
 
 FINISH_REASONS: dict[str, StopReason] = {
@@ -56,7 +57,7 @@ class _Call:
     def __init__(self) -> None:
         self.id = ""
         self.name = ""
-        self.arguments = ""
+        self.arguments = Pieces()
         self.extra: dict[str, Any] | None = None
 
 
@@ -72,6 +73,13 @@ def merge_detail(details: dict[int, dict[str, Any]], fragment: dict[str, Any]) -
             merged[key] += value
         elif value is not None:
             merged[key] = value
+
+
+def _ids(value: Any) -> list[int] | None:
+    """A list of token ids as vLLM sends them (None: absent or not a list of integers)."""
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    return None
 
 
 class ChatDecoder:
@@ -100,6 +108,9 @@ class ChatDecoder:
         if isinstance(usage, dict):
             self._usage = chat_usage(usage)
         events: list[InferenceEvent] = []
+        prompt_ids = _ids(chunk.get("prompt_token_ids"))
+        if prompt_ids is not None:
+            events.append(TokenIdsEvent(prompt=prompt_ids))
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
@@ -117,6 +128,9 @@ class ChatDecoder:
             tokens = token_logprobs((choice.get("logprobs") or {}).get("content"))
             if tokens:
                 events.append(LogprobsEvent(tokens=tokens))
+            completion_ids = _ids(choice.get("token_ids"))
+            if completion_ids:
+                events.append(TokenIdsEvent(completion=completion_ids))
             for call in delta.get("tool_calls") or []:
                 if isinstance(call, dict):
                     self._tool_delta(call)
@@ -139,9 +153,9 @@ class ChatDecoder:
         if isinstance(delta.get("extra_content"), dict):  # Gemini 3: the call's thought signature
             call.extra = delta["extra_content"]
         if isinstance(arguments, dict):  # a few servers send the object itself
-            call.arguments = json.dumps(arguments)
+            call.arguments = Pieces(json.dumps(arguments))
         elif isinstance(arguments, str):
-            call.arguments += arguments
+            call.arguments.add(arguments)
 
     def finish(self) -> list[InferenceEvent]:
         if self._finish is None:
@@ -158,7 +172,7 @@ class ChatDecoder:
         last = max(self._calls, default=None)
         for index in sorted(self._calls):
             call = self._calls[index]
-            arguments, problem = parse_arguments(call.arguments)
+            arguments, problem = parse_arguments(call.arguments.text())
             event = ToolCallEvent(
                 call_id=call.id or f"call_{uuid.uuid4().hex[:24]}",
                 name=call.name,

@@ -14,7 +14,7 @@ from roder_core.ir import (
     ToolResultPart,
 )
 from roder_core.providers.catalog import Quirks
-from roder_core.providers.wire import arguments_json, data_url, stored_blocks
+from roder_core.providers.wire import CHAT_CALL_ID_LENGTH, arguments_json, data_url, stored_blocks, wire_call_id
 
 DIALECT = "chat-completions"
 #: Where a tool call's ``extra_content`` (Gemini's thought signature) is kept in provider_data.
@@ -41,7 +41,7 @@ def _user_content(message: Message) -> str | list[dict[str, Any]]:
 
 def _tool_call(part: ToolCallPart) -> dict[str, Any]:
     call: dict[str, Any] = {
-        "id": part.call_id,
+        "id": wire_call_id(part.call_id, CHAT_CALL_ID_LENGTH),
         "type": "function",
         "function": {"name": part.name, "arguments": arguments_json(part.arguments)},
     }
@@ -80,7 +80,13 @@ def _tool_results(message: Message) -> list[dict[str, Any]]:
     images: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, ToolResultPart):
-            out.append({"role": "tool", "tool_call_id": part.call_id, "content": part.text or "(no output)"})
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": wire_call_id(part.call_id, CHAT_CALL_ID_LENGTH),
+                    "content": part.text or "(no output)",
+                }
+            )
             images.extend(_image(image) for image in part.images)
     if images:
         out.append({"role": "user", "content": [{"type": "text", "text": "Images returned by the tools above:"}, *images]})
@@ -171,4 +177,6 @@ def encode_request(
         body["logprobs"] = True
         if request.logprobs > 0:
             body["top_logprobs"] = request.logprobs
+    if request.token_ids:  # vLLM: the prompt's and the answer's token ids, in the stream
+        body["return_token_ids"] = True
     return body

@@ -60,11 +60,13 @@ from roder_core import (
     HookPoint,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
+from roder_core.brokers import bounded_json
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.secrets import scrubbed_env
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import ToolHost
 from roder_core.plugins.components import plugin_hooks, plugin_monitors
 from roder_core.plugins.enabled import ActivePlugins, active_plugins
@@ -135,7 +137,7 @@ class HookRun:
         if not text.startswith("{"):
             return {}
         try:
-            data = json.loads(text)
+            data = bounded_json.loads(text)
         except json.JSONDecodeError:
             return {}
         return data if isinstance(data, dict) else {}
@@ -187,7 +189,8 @@ async def run_command(hook: CommandHook, payload: dict[str, Any], cwd: Path, env
     )
     data = json.dumps(payload, ensure_ascii=False, default=str).encode()
     try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(data), hook.timeout)
+        async with asyncio.timeout(hook.timeout):
+            stdout, stderr = await proc.communicate(data)
     except (TimeoutError, asyncio.CancelledError) as exc:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -232,9 +235,10 @@ class CommandHooks:
             if hook.kind == "http":
                 code, out, err = await run_http(hook.config, stdin, env, self.network, hook.timeout)
             elif hook.kind in ("prompt", "agent"):
-                code, out, err = await asyncio.wait_for(
-                    run_model_hook(hook.kind, hook.config, event, stdin, self.host_for, self.hook_threads.add), hook.timeout
-                )
+                async with asyncio.timeout(hook.timeout):
+                    code, out, err = await run_model_hook(
+                        hook.kind, hook.config, event, stdin, self.host_for, self.hook_threads.add
+                    )
             else:
                 return await run_command(hook, stdin, self.project, env)
         except TimeoutError:
@@ -413,7 +417,7 @@ class CommandHooksExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-command-hooks",
             name="Command hooks",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="External commands at PreToolUse, PostToolUse, UserPromptSubmit, Stop, ... (Claude Code style)",
             provides=[
@@ -428,7 +432,7 @@ class CommandHooksExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("process.spawn.hooks")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.hook(self.hooks)
         registry.context_provider(self.hooks.context)
         if self.monitors is not None:

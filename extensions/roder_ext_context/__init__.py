@@ -11,8 +11,6 @@ planner (roder_core.turn.planner) fits them and the history into the model's win
 
 from __future__ import annotations
 
-from typing import Any
-
 from roder_core import (
     EXTENSION_API_VERSION,
     CapabilityRequest,
@@ -20,9 +18,10 @@ from roder_core import (
     ExtensionManifest,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 
 from .base import BaseInstructions
 from .environment import Environment
@@ -30,24 +29,28 @@ from .project import ProjectInstructions
 
 
 class ContextExtension(RoderExtension):
-    def __init__(self, config_dir: Any) -> None:
-        self.providers: list[ContextProvider] = [BaseInstructions(), ProjectInstructions(config_dir), Environment()]
+    def __init__(self, host: HostContext) -> None:
+        self.providers: list[ContextProvider] = [
+            BaseInstructions(),
+            ProjectInstructions(host.config, host.paths, host.env),
+            Environment(),
+        ]
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
             id="roder-ext-context",
             name="Context providers",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="Base instructions, AGENTS.md/CLAUDE.md project instructions, environment",
             provides=[ProvidedService.ContextProvider(p.id()) for p in self.providers],
             required_capabilities=[CapabilityRequest("fs.read.workspace"), CapabilityRequest("process.spawn.git")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         for provider in self.providers:
             registry.context_provider(provider)
 
 
 def create(host: HostContext) -> ContextExtension:
-    return ContextExtension(host.paths.config_dir)
+    return ContextExtension(host)

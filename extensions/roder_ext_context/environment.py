@@ -1,4 +1,5 @@
-"""The environment block: working directory, OS, shell, date, git branch and dirty state.
+"""The environment block: working directory, OS, shell, date, git branch and dirty state, and
+what the turn's tools may do (sandbox level, network, approval mode).
 
 It changes between turns (any edit changes the git state), so it is a turn block: recorded with
 the turn's user message, never in the system prompt, whose bytes must not change for provider
@@ -18,10 +19,10 @@ import shutil
 from collections import OrderedDict
 from pathlib import Path
 
+from roder_core.brokers.command_conditions import CommandConditions
+from roder_core.brokers.project_reader import repository_root
 from roder_core.brokers.safe_git import git_argv, git_env
 from roder_core.kernel.services import ContextBlock, ContextQuery
-
-from .project import git_root
 
 GIT_TIMEOUT = 3.0
 _CACHE_SIZE = 64
@@ -55,7 +56,7 @@ def describe_git_status(output: str) -> str:
 
 
 async def git_state(cwd: Path) -> str:
-    if git_root(cwd) is None:
+    if repository_root(cwd) is None:
         return "not a git repository"
     git = shutil.which("git")
     if git is None:
@@ -72,7 +73,8 @@ async def git_state(cwd: Path) -> str:
     except OSError as exc:
         return f"a git repository (git failed: {exc})"
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT)
+        async with asyncio.timeout(GIT_TIMEOUT):
+            out, _ = await proc.communicate()
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
@@ -83,25 +85,49 @@ async def git_state(cwd: Path) -> str:
     return describe_git_status(out.decode("utf-8", errors="replace"))
 
 
+#: What each policy mode lets tools do without a person's approval.
+MODES = {
+    "plan": "plan: reading only; file changes and commands are refused",
+    "ask": "ask: reading runs; file changes and commands need the user's approval",
+    "auto-edit": "auto-edit: reading and file changes run; commands need the user's approval",
+    "bypass": "bypass: every tool call runs without asking",
+}
+
+
+def limits_lines(query: ContextQuery) -> list[str]:
+    """What the turn's tools may do: the sandbox, the network, the approval mode."""
+    lines = []
+    if query.sandbox:
+        conditions = CommandConditions(query.sandbox, bool(query.network))
+        lines.append(f"- Sandbox: {conditions.sandbox_text()}")
+        lines.append(f"- Network: {conditions.network_text()}")
+    if query.mode:
+        mode = MODES.get(query.mode, query.mode)
+        if not query.approver and query.mode != "bypass":
+            mode += "; nobody can approve in this run, so calls that need approval are denied"
+        lines.append(f"- Approval mode: {mode}")
+    return lines
+
+
 class Environment:
     def __init__(self) -> None:
-        self._cache: OrderedDict[tuple[str, str, str], ContextBlock] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, str, str, bool, str, bool | None], ContextBlock] = OrderedDict()
 
     def id(self) -> str:
         return "environment"
 
     async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
-        key = (query.thread_id, str(query.cwd), query.prompt)
+        key = (query.thread_id, str(query.cwd), query.prompt, query.mode, query.approver, query.sandbox, query.network)
         block = self._cache.get(key)
         if block is None:
-            block = await self._build(query.cwd)
+            block = await self._build(query)
             self._cache[key] = block
             while len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
         return [block]
 
-    async def _build(self, cwd: Path) -> ContextBlock:
-        cwd = cwd.resolve()
+    async def _build(self, query: ContextQuery) -> ContextBlock:
+        cwd = query.cwd.resolve()
         today = datetime.date.today().isoformat()
         system = f"{platform.system()} {platform.release()} ({platform.machine()})"
         shell = os.environ.get("SHELL") or os.environ.get("COMSPEC") or "unknown"
@@ -113,4 +139,5 @@ class Environment:
             f"- Date: {today}",
             f"- Git: {await git_state(cwd)}",
         ]
+        lines += limits_lines(query)
         return ContextBlock(source="environment", kind="environment", text="\n".join(lines), priority=60, placement="turn")

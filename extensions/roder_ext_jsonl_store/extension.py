@@ -10,9 +10,10 @@ from roder_core import (
     ExtensionManifest,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 
 from .store import JsonlThreadStore
 
@@ -25,14 +26,14 @@ class JsonlThreadStoreExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-jsonl-store",
             name="JSONL thread store",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="Crash-safe append-only JSONL threads with resume, fork and a rebuildable index",
             provides=[ProvidedService.ThreadStore("jsonl"), ProvidedService.CheckpointStore("jsonl")],
             required_capabilities=[CapabilityRequest("fs.readwrite.roder-home")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.thread_store(self.store)
         registry.checkpoint_store(self.store)
 

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from roder_core.brokers.data_paths import component
+
 try:  # POSIX; elsewhere files are simply not locked
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -29,7 +31,9 @@ TORN_SUFFIX = ".torn"
 
 
 def thread_path(directory: Path, thread_id: str) -> Path:
-    return directory / f"{thread_id}{SUFFIX}"
+    """The thread's file; the id comes from clients and stored data, so it must be one plain
+    name (``brokers.data_paths``)."""
+    return directory / (component(thread_id, "thread id") + SUFFIX)
 
 
 def encode(data: dict[str, Any]) -> bytes:

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roder_core.brokers.data_paths import component
 from roder_core.ir import CompactionItem, Thread
 
 from .files import CLOEXEC, LineProblem, write_all
@@ -58,11 +59,11 @@ class Snapshot:
 
 
 def snapshot_path(directory: Path, thread_id: str) -> Path:
-    return directory / SNAPSHOT_DIR / f"{thread_id}{SNAPSHOT_SUFFIX}"
+    return directory / SNAPSHOT_DIR / (component(thread_id, "thread id") + SNAPSHOT_SUFFIX)
 
 
 def recent_path(directory: Path, thread_id: str) -> Path:
-    return directory / SNAPSHOT_DIR / f"{thread_id}{RECENT_SUFFIX}"
+    return directory / SNAPSHOT_DIR / (component(thread_id, "thread id") + RECENT_SUFFIX)
 
 
 def fingerprint(head: bytes, tail: bytes) -> str:

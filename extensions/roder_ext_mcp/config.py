@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
 from roder_core.policy.shell_argv import script_index
 
 Transport = Literal["stdio", "http", "sse"]
@@ -236,11 +237,13 @@ def load_settings(config_extra: Mapping[str, Any] | None, project: Path, trusted
 
 
 def _load_project_file(path: Path, settings: McpSettings, env: Mapping[str, str]) -> None:
+    """A trusted project's ``.mcp.json``, through the project reader (a link out of the project,
+    a secret or a FIFO is a problem naming it, never read)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(project_reader(path.parent, env=env).read_text(path))
     except FileNotFoundError:
         return
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ProjectFileRefused, OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         settings.problems.append(f"{path}: cannot read: {exc}")
         return
     servers = data.get("mcpServers") if isinstance(data, dict) else None

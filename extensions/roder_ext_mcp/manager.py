@@ -17,13 +17,32 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from roder_core import __version__
 from roder_ext_mcp.config import ServerConfig
 from roder_ext_mcp.stdio import stdio_streams
 
 log = logging.getLogger(__name__)
 
 _STDERR_TAIL_LINES = 8
+
+
+def _mcp_http_client(url: str, headers: dict[str, str] | None, timeout: Any = None, auth: Any = None) -> Any:
+    """The MCP client library's HTTP client, connecting through Roder's outbound rule: the
+    configured server's own host is named (a local server works); a redirect or any other
+    connection to a non-public address is refused."""
+    import httpx2
+
+    from roder_core.brokers.outbound import OutboundRule, async_transport, normal_host
+
+    rule = OutboundRule(frozenset({normal_host(urlsplit(url).hostname or "")}), "the MCP server's url")
+    return httpx2.AsyncClient(
+        headers=headers,
+        timeout=timeout or httpx2.Timeout(30.0, read=300.0),
+        auth=auth,
+        transport=async_transport(rule, flavor="httpx2"),
+    )
 
 
 class ServerUnavailable(Exception):
@@ -93,7 +112,8 @@ class ServerConnection:
         if self._task is None:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._settled.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
 
     async def stop(self) -> None:
         task = self._task
@@ -103,11 +123,16 @@ class ServerConnection:
         try:
             if self.status == "connecting":  # a handshake is never waited for: the server is stopped now
                 raise TimeoutError
-            await asyncio.wait_for(asyncio.shield(task), 10)
+            async with asyncio.timeout(10):
+                await asyncio.shield(task)
         except (TimeoutError, asyncio.CancelledError):
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+            self._task = None
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():  # stop() itself was cancelled: pass it on
+                raise
         self._task = None
 
     async def restart(self, timeout: float | None = None) -> None:
@@ -148,17 +173,19 @@ class ServerConnection:
                     yield streams
         elif cfg.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
 
             async with (
-                create_mcp_http_client(headers=dict(cfg.headers) or None) as http,
+                _mcp_http_client(cfg.url, dict(cfg.headers) or None) as http,
                 streamable_http_client(cfg.url, http_client=http) as streams,
             ):
                 yield streams
         else:
             from mcp.client.sse import sse_client
 
-            async with sse_client(cfg.url, headers=dict(cfg.headers) or None) as streams:
+            def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
+                return _mcp_http_client(cfg.url, headers, timeout, auth)
+
+            async with sse_client(cfg.url, headers=dict(cfg.headers) or None, httpx_client_factory=factory) as streams:
                 yield streams
 
     def _spawned(self, pid: int) -> None:
@@ -182,7 +209,7 @@ class ServerConnection:
             async with contextlib.AsyncExitStack() as stack:
                 client = Client(
                     self._transport(),
-                    client_info=Implementation(name="roder", version="0.1.0"),
+                    client_info=Implementation(name="roder", version=__version__),
                     read_timeout_seconds=self.config.tool_timeout,
                 )
                 async with asyncio.timeout(self.config.startup_timeout):

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TextIO
 
+from roder_core.brokers import bounded_json
 from roder_ext_mcp.config import ServerConfig
 
 #: Seconds a connected server gets to exit on its own once its stdin is closed.
@@ -55,14 +57,20 @@ async def stdio_streams(
         assert process.stdout is not None
         with contextlib.suppress(*closed):
             async with to_session:
-                buffer = ""
+                pending: list[str] = []  # the line being received, in pieces (joined once, at its end)
                 async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-                    *lines, buffer = (buffer + chunk).split("\n")
+                    *ends, rest = chunk.split("\n")
+                    lines = ["".join([*pending, ends[0]]), *ends[1:]] if ends else []
+                    pending = [*pending, rest] if not ends else [rest]
                     for line in lines:
                         if not line.strip():
                             continue
+                        too_deep = bounded_json.depth_problem(line)
                         try:
-                            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                            if too_deep is not None:
+                                message = _refusal(mcp_types, line, too_deep)
+                            else:
+                                message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                         except ValueError:
                             on_noise(line)
                             continue
@@ -89,6 +97,22 @@ async def stdio_streams(
                 from_server.close()
                 to_server.close()
             group.cancel_scope.cancel()
+
+
+_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"[^"\\]{0,200}")')
+
+
+def _refusal(mcp_types: Any, line: str, problem: bounded_json.JSONTooDeep) -> Any:
+    """A message nested too deep to parse, as the error answer to the request it answers (its
+    id read from its start), so the call fails at once with the reason instead of waiting for
+    an answer that was dropped. ValueError (reported as noise) when no id can be read."""
+    found = _ID.match(line)
+    if found is None:
+        raise problem
+    error = {"code": -32600, "message": f"the MCP server's answer was refused: {problem.msg}"}
+    return mcp_types.jsonrpc_message_adapter.validate_python(
+        {"jsonrpc": "2.0", "id": bounded_json.loads(found.group(1)), "error": error}, by_name=False
+    )
 
 
 async def _stop(process: Any, grace: float) -> None:

@@ -16,9 +16,10 @@ from roder_core import (
     ExtensionManifest,
     ProvidedService,
     RoderExtension,
+    __version__,
 )
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 
 from .recall import MemoryContextProvider
 from .store import SqliteMemoryStore, project_key
@@ -49,7 +50,7 @@ class MemoryExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-memory",
             name="Local Memory",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="SQLite-backed project and global memory store",
             provides=[
@@ -60,7 +61,7 @@ class MemoryExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("fs.readwrite.roder-home")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         factory = SqliteMemoryStoreFactory(self.base_path, self.default_project)
         store = factory.create()
         registry.memory_store_factory(factory)

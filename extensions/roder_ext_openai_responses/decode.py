@@ -24,7 +24,7 @@ from roder_core.ir import (
 )
 from roder_core.providers.failures import ErrorFactory
 from roder_core.providers.sse import SSEEvent
-from roder_core.providers.wire import event_json, parse_arguments, reasoning_key, token_logprobs, truncated
+from roder_core.providers.wire import Pieces, event_json, parse_arguments, reasoning_key, token_logprobs, truncated
 from roder_ext_openai_responses.encode import DIALECT
 
 INCOMPLETE_REASONS: dict[str, StopReason] = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
@@ -45,7 +45,7 @@ class ResponsesDecoder:
         self.done = False
         self._streamed: set[str] = set()  # items whose text or summary came as deltas
         self._summary_parts: dict[str, int] = {}
-        self._arguments: dict[str, str] = {}
+        self._arguments: dict[str, Pieces] = {}
         self._calls: list[ToolCallEvent] = []
         #: Function calls begun but not finished (a response cut by its output limit).
         self._open_calls: dict[str, dict[str, Any]] = {}
@@ -67,7 +67,7 @@ class ResponsesDecoder:
             self._streamed.add(item_id)
             return [ReasoningDelta(text=data["delta"])] if data.get("delta") else []
         if kind == "response.function_call_arguments.delta":
-            self._arguments[item_id] = self._arguments.get(item_id, "") + str(data.get("delta", ""))
+            self._arguments.setdefault(item_id, Pieces()).add(str(data.get("delta", "")))
             return []
         if kind == "response.output_item.added":
             item = data.get("item") or {}
@@ -120,7 +120,7 @@ class ResponsesDecoder:
 
     def _call(self, item: dict[str, Any]) -> ToolCallEvent:
         item_id = str(item.get("id", ""))
-        arguments, problem = parse_arguments(item.get("arguments") or self._arguments.get(item_id, ""))
+        arguments, problem = parse_arguments(item.get("arguments") or self._arguments.get(item_id, Pieces()).text())
         return ToolCallEvent(
             call_id=str(item.get("call_id") or item_id),
             name=str(item.get("name", "")),

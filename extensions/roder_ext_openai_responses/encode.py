@@ -19,7 +19,7 @@ from roder_core.ir import (
     ToolCallPart,
     ToolResultPart,
 )
-from roder_core.providers.wire import arguments_json, data_url, stored_items
+from roder_core.providers.wire import RESPONSES_CALL_ID_LENGTH, arguments_json, data_url, stored_items, wire_call_id
 
 DIALECT = "responses"
 
@@ -52,7 +52,12 @@ def _assistant(message: Message, reasoning: bool) -> list[dict[str, Any]]:
             items.append({"role": "assistant", "content": part.text})
         elif isinstance(part, ToolCallPart):
             items.append(
-                {"type": "function_call", "call_id": part.call_id, "name": part.name, "arguments": arguments_json(part.arguments)}
+                {
+                    "type": "function_call",
+                    "call_id": wire_call_id(part.call_id, RESPONSES_CALL_ID_LENGTH),
+                    "name": part.name,
+                    "arguments": arguments_json(part.arguments),
+                }
             )
     # A reasoning item must be followed by the message or call it led to ("provided without its
     # required following item"); an interrupt right after the reasoning leaves it alone.
@@ -68,7 +73,7 @@ def _tool_output(part: ToolResultPart) -> dict[str, Any]:
             {"type": "input_text", "text": part.text},
             *({"type": "input_image", "image_url": data_url(image)} for image in part.images),
         ]
-    return {"type": "function_call_output", "call_id": part.call_id, "output": output}
+    return {"type": "function_call_output", "call_id": wire_call_id(part.call_id, RESPONSES_CALL_ID_LENGTH), "output": output}
 
 
 def encode_input(request: AgentInferenceRequest, *, reasoning: bool) -> list[dict[str, Any]]:

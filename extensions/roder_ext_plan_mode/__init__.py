@@ -26,10 +26,11 @@ from roder_core import (
     ToolCall,
     ToolExecutionContext,
     ToolResult,
+    __version__,
 )
 from roder_core.ir import PlanItem
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
 from roder_core.policy.plan_review import PLAN_TOOL
@@ -50,13 +51,14 @@ class ExitPlanArguments(ToolArguments):
 class ExitPlanTool(Tool):
     name = PLAN_TOOL
     description = (
-        "Present your implementation plan to the user for review and leave plan mode. Call this only "
-        "in plan mode, once the plan is complete. The user approves it (you may then start editing), asks "
+        "Present your implementation plan to the user for review and leave plan mode, once the plan is "
+        "complete. The user approves it (you may then start editing), asks "
         "for a revision with comments (call this again with the complete revised plan), or rejects it."
     )
     arguments_model = ExitPlanArguments
     read_only = True  # it must run in plan mode; it changes nothing but the mode, after approval
     kind = "think"
+    modes = frozenset({"plan"})  # offered in plan mode only: elsewhere there is no plan to leave
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         host = ctx.host
@@ -120,13 +122,13 @@ class PlanModeExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-plan-mode",
             name="Plan mode",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="exit_plan: the model proposes a plan, the user approves it before edits start",
             provides=[ProvidedService.ToolProvider("plan-mode"), ProvidedService.Hook("plan-mode-instructions")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(ToolSet("plan-mode", [ExitPlanTool()]))
         registry.hook(PlanModeInstructions())
 

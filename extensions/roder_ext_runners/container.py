@@ -46,7 +46,7 @@ ENGINES = ("podman", "docker")
 EXIT_GRACE = 0.5
 #: The environment commands start from (the image's own is replaced by the scrubbed one).
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
-PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "setsid", "python3")
+PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "awk", "setsid", "python3")
 
 
 async def probe_engine(engine: str) -> tuple[bool, str, str]:
@@ -143,7 +143,8 @@ class ContainerCommands:
         timed_out = False
         try:
             try:
-                await asyncio.wait_for(proc.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await proc.wait()
             except TimeoutError:
                 timed_out = True
         finally:
@@ -152,7 +153,8 @@ class ContainerCommands:
                 proc.kill()
             await asyncio.shield(proc.wait())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(pumps), EXIT_GRACE * 4)
+                async with asyncio.timeout(EXIT_GRACE * 4):
+                    await asyncio.shield(pumps)
             sniffer.flush()
         return CommandExit(None if timed_out else proc.returncode, timed_out)
 

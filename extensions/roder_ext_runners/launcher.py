@@ -48,7 +48,8 @@ class GroupSniffer:
         (a command stopped right after it started must still be killed as a whole)."""
         if not self._done:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._settled.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._settled.wait()
         return self.pgid
 
     def stopping(self) -> None:

@@ -24,7 +24,8 @@ async def run_local(argv: list[str], timeout: float) -> InternalCommandResult:
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        async with asyncio.timeout(timeout):
+            out, err = await proc.communicate()
     except TimeoutError:
         proc.kill()
         await proc.wait()

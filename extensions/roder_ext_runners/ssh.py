@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from roder_core.brokers import Brokers
+from roder_core.brokers.content_gate import ContentGate
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.protected_names import PROTECTED_DIRS, PROTECTED_FILES
 from roder_core.brokers.runner_fs import RemoteStat, TransportFileSystem
@@ -47,6 +48,7 @@ from roder_core.kernel.services import (
     RunnerOpenContext,
     RunnerScope,
 )
+from roder_core.policy.rules import RuleSet
 from roder_core.settings.runners import RunnerConfig
 
 from .launcher import GROUP_WAIT, GroupSniffer, kill_argv, launcher_argv
@@ -56,7 +58,7 @@ A = TypeVar("A")
 #: After the command exits, how long background children may keep writing before the kill.
 EXIT_GRACE = 0.5
 #: Programs whose location the tools ask for (``ProcessBroker.which``).
-PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "bwrap", "setsid", "python3")
+PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "awk", "bwrap", "setsid", "python3")
 #: Left out of commands' environment: with them, bash sources the remote ~/.bashrc for every
 #: command (it takes them as a sign that sshd started it).
 _SESSION_VARIABLES = frozenset({"SSH_CLIENT", "SSH2_CLIENT", "SSH_CONNECTION", "SSH_TTY"})
@@ -303,12 +305,14 @@ class SshCommands:
         try:
             try:
                 ending: set[asyncio.Future[Any]] = {exited, closed}
-                await asyncio.wait_for(asyncio.shield(asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)), timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED))
             except TimeoutError:
                 timed_out = True
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(closed), EXIT_GRACE)
+                    async with asyncio.timeout(EXIT_GRACE):
+                        await asyncio.shield(closed)
         finally:
             # timeout, interrupt or done: nothing the command started outlives it
             await asyncio.shield(self._kill(sniffer, running=not (exited.done() or closed.done())))
@@ -323,7 +327,8 @@ class SshCommands:
         if pgid is None:
             return
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._conn.run(shlex.join(kill_argv(pgid)), check=False), 15)
+            async with asyncio.timeout(15):
+                await self._conn.run(shlex.join(kill_argv(pgid)), check=False)
 
 
 def _tar(folder: Path) -> bytes:
@@ -407,6 +412,7 @@ class SshSession:
             capabilities=scope.capabilities,
             audit=audit,
             extension_id=scope.extension_id,
+            gate=ContentGate(Path(self.workspace), rules=RuleSet(config.policy.allow, config.policy.ask, config.policy.deny)),
         )
         local_env = dict(scope.env)
         redactor = scope.redactor if isinstance(scope.redactor, SecretRedactor) else runtime_redactor(local_env, config)
@@ -482,9 +488,8 @@ class SshSession:
 
     async def run_internal(self, argv: list[str], *, timeout: float = 60.0) -> InternalCommandResult:
         async def run() -> InternalCommandResult:
-            result = await asyncio.wait_for(
-                self._conn.run(shlex.join(argv), check=False, encoding="utf-8", errors="replace"), timeout
-            )
+            async with asyncio.timeout(timeout):
+                result = await self._conn.run(shlex.join(argv), check=False, encoding="utf-8", errors="replace")
             return InternalCommandResult(result.exit_status, str(result.stdout or ""), str(result.stderr or ""))
 
         try:
@@ -540,7 +545,8 @@ class SshSession:
             self._sftp.exit()
             self._conn.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._conn.wait_closed(), 10)
+                async with asyncio.timeout(10):
+                    await self._conn.wait_closed()
 
         try:
             await self._loop.run(close())

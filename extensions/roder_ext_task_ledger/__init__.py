@@ -25,10 +25,11 @@ from roder_core import (
     ToolCall,
     ToolExecutionContext,
     ToolResult,
+    __version__,
 )
 from roder_core.ir import PlanItem, PlanStep, StepStatus, Thread
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
 
@@ -148,13 +149,13 @@ class TaskLedgerExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-task-ledger",
             name="Task ledger",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="todo tool (task list with status); checkpoint reminder for taskLedgerRequired turns",
             provides=[ProvidedService.ToolProvider("task-ledger"), ProvidedService.Hook("task-ledger-finalization")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(ToolSet("task-ledger", [TodoTool(self.ledger)]))
         registry.hook(LedgerFinalization(self.ledger))
 

@@ -24,10 +24,11 @@ from roder_core import (
     ToolCall,
     ToolExecutionContext,
     ToolResult,
+    __version__,
 )
 from roder_core.errors import RoderError
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.teams import TeamChannel
 from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
@@ -137,13 +138,13 @@ class TeamsExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-teams",
             name="Agent teams",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="team_message, team_broadcast and team_tasks: how team members talk and share work",
             provides=[ProvidedService.ToolProvider("teams")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(ToolSet("teams", [TeamMessageTool(), TeamBroadcastTool(), TeamTasksTool()]))
 
 

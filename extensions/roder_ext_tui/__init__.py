@@ -9,9 +9,9 @@ turn it into commands naming a control-plane method (``session/set_mode``, ``pro
 
 from __future__ import annotations
 
-from roder_core import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension
+from roder_core import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension, __version__
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_ext_tui.palette import PALETTE_SOURCES
 from roder_ext_tui.segments import STATUS_SEGMENTS
 
@@ -21,7 +21,7 @@ class DefaultTuiExtension(RoderExtension):
         return ExtensionManifest(
             id="roder-ext-tui",
             name="Default TUI surfaces",
-            version="0.1.0",
+            version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="Status-bar segments and command-palette sources of the Roder app",
             provides=[
@@ -31,7 +31,7 @@ class DefaultTuiExtension(RoderExtension):
             required_capabilities=[],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         for segment in STATUS_SEGMENTS:
             registry.status_segment(segment)
         for source in PALETTE_SOURCES:

@@ -8,26 +8,23 @@ removed, when there was none), a SWE-bench ``test_patch`` is applied after the f
 put back to their baseline content, and the score command runs under the command sandbox's
 bubblewrap profile: the workspace (and the verifier folder) writable, the rest of the filesystem
 read-only, credential folders hidden, no network unless the task grants it, an allowlisted
-environment, and everything it starts killed with it.
-
-Glob rules: a pattern without ``/`` matches a name at any depth (``conftest.py``); a pattern
-with ``/`` matches from the workspace root (``tests/**``, ``src/pkg/test_*.py``); a pattern
-that names a folder covers everything in it. ``.git`` is never matched.
+environment, and everything it starts killed with it. (Glob rules: ``globs``.)
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import re
+import shlex
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from roder_core.batch.globs import files_under, matches, remove_file
+from roder_core.batch.runner_guard import RunnerGuard
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.workspace import Baseline, WorkspaceError, git
-from roder_core.brokers import seccomp, tree_guard
+from roder_core.brokers import repairs, seccomp, tree_guard
 from roder_core.brokers.sandbox import BubblewrapProbe, Confinement, bubblewrap_argv, sandbox_status
 from roder_core.brokers.secret_paths import default_deny_read, masks
 
@@ -54,72 +51,6 @@ class ScoringError(RuntimeError):
     """The scoring copy could not be prepared (a test patch that does not apply)."""
 
 
-@functools.cache
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    body = pattern.strip("/")
-    if "/" not in body:
-        body = "**/" + body
-    out = []
-    i = 0
-    while i < len(body):
-        if body.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif body.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif body[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif body[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(body[i]))
-            i += 1
-    return re.compile("".join(out) + "(?:/.*)?")
-
-
-def matches(relative: str, patterns: Iterable[str]) -> bool:
-    """Whether a workspace-relative POSIX path is covered by one of the globs."""
-    return any(_glob_regex(p).fullmatch(relative) for p in patterns)
-
-
-def _files(root: Path) -> Iterator[str]:
-    """Every file and symlink under ``root`` as a relative POSIX path (``.git`` left out)."""
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != ".git" or Path(folder) != root]
-        base = Path(folder).relative_to(root)
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
-            yield (base / name).as_posix()
-
-
-def _place(root: Path, relative: str) -> Path:
-    """The path to write ``relative`` at inside ``root``, with every folder on the way made a
-    real folder (a symlink or file the agent put there is removed), so a restore never writes
-    through a link to somewhere outside the workspace."""
-    current = root
-    parts = relative.split("/")
-    for part in parts[:-1]:
-        current = current / part
-        if os.path.islink(current) or (os.path.lexists(current) and not current.is_dir()):
-            os.unlink(current)
-        current.mkdir(exist_ok=True)
-    target = current / parts[-1]
-    if os.path.islink(target) or target.is_file():
-        os.unlink(target)
-    elif target.is_dir():
-        shutil.rmtree(target)
-    return target
-
-
-def _remove(root: Path, relative: str) -> None:
-    """Remove a file found by ``_files`` (which never descends through a symlinked folder)."""
-    path = root / relative
-    if os.path.islink(path) or path.is_file():
-        os.unlink(path)
-
-
 @dataclass
 class ScoreGuard:
     """The hidden tests and protected originals of one rollout, kept in its scratch folder."""
@@ -130,11 +61,13 @@ class ScoreGuard:
     protect: list[str] = field(default_factory=list)
     hidden: list[str] = field(default_factory=list)
     originals: list[str] = field(default_factory=list)
+    #: The runner's configuration and environment (None: the task has no score to guard).
+    runner: RunnerGuard | None = None
 
     def hide(self) -> None:
         """Move the test files out and keep copies of the protected files (before the agent)."""
         if isinstance(self.tests, list) and self.tests:
-            for relative in sorted(r for r in _files(self.workspace) if matches(r, self.tests)):
+            for relative in sorted(r for r in files_under(self.workspace) if matches(r, self.tests)):
                 destination = self.store / "tests" / relative
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(self.workspace / relative, destination)
@@ -147,47 +80,87 @@ class ScoreGuard:
                         folder.rmdir()  # only folders the hiding emptied
                     except OSError:
                         break
-        for relative in sorted(r for r in _files(self.workspace) if matches(r, self.protect)) if self.protect else ():
+        for relative in sorted(r for r in files_under(self.workspace) if matches(r, self.protect)) if self.protect else ():
             destination = self.store / "protected" / relative
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(self.workspace / relative, destination, follow_symlinks=False)
             self.originals.append(relative)
+        if self.runner is not None:
+            self.runner.record()
+
+    def settle(self, prediction: list[str], *, sweep: bool) -> tuple[list[str], list[str]]:
+        """Make the workspace the base plus the prediction, minus what the score resets: the
+        runner's files go back to their base version, and (``sweep``) every new file the
+        prediction leaves out (scratch, ignored files) is removed. Returns the log lines and the
+        prediction without the paths the score resets, so the prediction is what was scored."""
+        log: list[str] = []
+        reset: set[str] = set()
+        if self.runner is not None:
+            log, reset = self.runner.reset()
+            if sweep:
+                log += self._sweep(set(prediction))
+        globs = [*(self.tests if isinstance(self.tests, list) else []), *self.protect]
+        patched = set(self._patch_paths()) if isinstance(self.tests, str) else set()
+        kept = [
+            path
+            for path in prediction
+            if not matches(path, globs) and path not in patched and not any(path == r or path.startswith(r + "/") for r in reset)
+        ]
+        return log, kept
+
+    def _sweep(self, prediction: set[str]) -> list[str]:
+        assert self.runner is not None
+        removed = [r for r in files_under(self.workspace) if r not in self.runner.before and r not in prediction]
+        for relative in removed:
+            remove_file(self.workspace, relative)
+        if not removed:
+            return []
+        shown = ", ".join(sorted(removed)[:5]) + (f" and {len(removed) - 5} more" if len(removed) > 5 else "")
+        return [f"removed {len(removed)} new file(s) the prediction leaves out (scratch or ignored): {shown}"]
 
     def restore(self, baseline: Baseline) -> list[str]:
         """Turn the agent's workspace into the scoring copy; returns what was put back."""
         restored: list[str] = []
         globs = self.tests if isinstance(self.tests, list) else []
-        for relative in _files(self.workspace) if globs or self.protect else ():
+        for relative in files_under(self.workspace) if globs or self.protect else ():
             if (matches(relative, globs) and relative not in self.hidden) or (
                 matches(relative, self.protect) and relative not in self.originals
             ):
-                _remove(self.workspace, relative)  # planted by the agent
+                repairs.remove_file(self.workspace, Path(relative))  # planted by the agent
                 restored.append(f"removed {relative}")
         for kind, names in (("tests", self.hidden), ("protected", self.originals)):
             for relative in names:
-                shutil.copy2(self.store / kind / relative, _place(self.workspace, relative), follow_symlinks=False)
+                repairs.copy_in(self.store / kind / relative, self.workspace, Path(relative))
                 restored.append(f"restored {relative}")
         if isinstance(self.tests, str):
             restored += self._apply_patch(baseline)
         return restored
 
-    def _apply_patch(self, baseline: Baseline) -> list[str]:
+    def _patch_file(self) -> Path:
         self.store.mkdir(parents=True, exist_ok=True)
         patch = self.store / "test.patch"
         tests = self.tests if isinstance(self.tests, str) else ""
         patch.write_text(tests if tests.endswith("\n") else f"{tests}\n")
+        return patch
+
+    def _patch_paths(self) -> list[str]:
+        """The files the test patch touches."""
         try:
-            touched = [line for line in git("apply", "--numstat", "-z", str(patch)).split("\0") if line]
+            touched = [line for line in git("apply", "--numstat", "-z", str(self._patch_file())).split("\0") if line]
         except WorkspaceError as exc:
             raise ScoringError(f"the test patch is not a valid patch: {exc}") from exc
-        paths = [line.split("\t", 2)[-1] for line in touched]
+        return [line.split("\t", 2)[-1] for line in touched]
+
+    def _apply_patch(self, baseline: Baseline) -> list[str]:
+        paths = self._patch_paths()
+        patch = self._patch_file()
         restored = []
         for relative in paths:
             original = baseline.original(relative)
             if original is None:
-                _remove(self.workspace, relative)
+                repairs.remove_file(self.workspace, Path(relative))
             else:
-                _place(self.workspace, relative).write_bytes(original)
+                repairs.write_file(self.workspace, Path(relative), original)
             restored.append(f"reset {relative}")
         try:
             git("apply", "--whitespace=nowarn", str(patch), cwd=self.workspace)
@@ -214,7 +187,9 @@ class ScoreSandbox:
     refused: str | None = None
 
 
-def score_sandbox(requested: str | None, roots: list[Path], cwd: Path, *, network: bool, home: str | None) -> ScoreSandbox:
+def score_sandbox(
+    requested: str | None, roots: list[Path], cwd: Path, *, network: bool, home: str | None, shown: tuple[Path, ...] = ()
+) -> ScoreSandbox:
     """The command sandbox's profile, always writable in the scoring copy (the score needs to
     write caches and reports there). ``--sandbox off`` turns it off; a bubblewrap level that was
     asked for and is unavailable refuses the score, like the agent's commands."""
@@ -228,17 +203,59 @@ def score_sandbox(requested: str | None, roots: list[Path], cwd: Path, *, networ
         level="workspace-write",
         roots=tuple(roots),
         cwd=cwd,
-        readonly=tuple(tree_guard.scan(roots).readonly_paths()),
+        readonly=tuple(tree_guard.scan(roots, next_action=False).readonly_paths()),  # the operator's own command
         masked=tuple(masks(hidden, roots)),
+        shown=shown,
         network=network,
     )
     return ScoreSandbox("workspace-write", status.bwrap, status.probe, plan)
 
 
-def run_score(command: str, cwd: Path, env: Mapping[str, str], timeout: float, sandbox: ScoreSandbox) -> ShellOutcome:
-    """Run the score under its sandbox, with the seccomp filter when bubblewrap accepts one."""
+def score_environment(env: Mapping[str, str], private: Path) -> dict[str, str]:
+    """The score's environment: relative ``PATH`` entries dropped (they would find the runner in
+    the workspace), and Python's bytecode cache moved to the score's own folder, so a compiled
+    file the agent left in a ``__pycache__`` is never run in place of the source."""
+    clean = dict(env)
+    if "PATH" in clean:
+        clean["PATH"] = os.pathsep.join(p for p in clean["PATH"].split(os.pathsep) if os.path.isabs(p))
+    clean["PYTHONPYCACHEPREFIX"] = str(private / "pycache")
+    return clean
+
+
+def python_check(python: str) -> str:
+    """A shell prefix that stops the score, saying why, when ``python`` is not the interpreter
+    the task named (its environment hidden from the score, or shadowed on PATH)."""
+    quoted = shlex.quote(python)
+    return (
+        '_roder_python="$(command -v python)"; '
+        f'if [ "$_roder_python" != {quoted} ]; then '
+        f'echo "roder: the score\'s python is ${{_roder_python:-missing}}, not {python} that the task names" >&2; exit 125; fi; '
+    )
+
+
+def run_score(
+    command: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    sandbox: ScoreSandbox,
+    private: Path,
+    python: str | None = None,
+) -> ShellOutcome:
+    """Run the score under its sandbox, with the seccomp filter when bubblewrap accepts one.
+    ``private`` is a folder of the score's own; ``python`` the interpreter the task names."""
     if sandbox.refused is not None:
         return ShellOutcome(command, None, f"score refused: {sandbox.refused}\n", 0.0)
+    env = score_environment(env, private)
+    if python is not None and not os.path.exists(python):
+        return ShellOutcome(command, 125, f"roder: the task's python {python} does not exist (did setup make it?)\n", 0.0)
+    if python is not None:
+        env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
+    outcome = _run_sandboxed(python_check(python) + command if python else command, cwd, env, timeout, sandbox)
+    return replace(outcome, command=command)
+
+
+def _run_sandboxed(command: str, cwd: Path, env: Mapping[str, str], timeout: float, sandbox: ScoreSandbox) -> ShellOutcome:
     if sandbox.plan is None or sandbox.bwrap is None:
         return run_shell(command, cwd, env, timeout)
     fd = seccomp.filter_fd(allow_unix_sockets=False) if sandbox.probe is not None and sandbox.probe.seccomp else None

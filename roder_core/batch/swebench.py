@@ -52,7 +52,9 @@ def pytest_score(tests: Iterable[str]) -> str | None:
             files.append(path)
     if not files:
         return None
-    return "python -m pytest -rA -p no:cacheprovider " + " ".join(shlex.quote(f) for f in files)
+    # The ``pytest`` entry point of the score's environment: ``python -m pytest`` would put the
+    # workspace first on sys.path, where a ``pytest.py`` the agent left would replace pytest.
+    return "pytest -rA -p no:cacheprovider " + " ".join(shlex.quote(f) for f in files)
 
 
 def instance_to_task(data: dict[str, Any], repo_cache: Path | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from roder_core.brokers.data_paths import component
 from roder_core.ir import Mode
 
 
@@ -73,6 +74,9 @@ class Task(TaskModel):
     network: bool = False
     #: Extra environment for setup, score and the runtime (e.g. RODER_MOCK_SCRIPT for a scripted model).
     env: dict[str, str] = Field(default_factory=dict)
+    #: Environment for the score alone (Harbor's ``[verifier] env``): never given to setup, the
+    #: runtime or the agent's commands, and its values are redacted from every output file.
+    score_env: dict[str, str] = Field(default_factory=dict)
     #: Seed 004 taskLedgerRequired: ask the model to checkpoint scoreable work before the reserve.
     task_ledger_required: bool | None = None
     setup_timeout: float = Field(default=600.0, gt=0)
@@ -82,18 +86,48 @@ class Task(TaskModel):
     tests: list[str] | str | None = None
     #: Globs reverted to their original content (or removed, when new) before the score runs.
     protect: list[str] = Field(default_factory=list)
+    #: Globs of runner files that are the agent's to change (``runner_guard``); ``["**"]``: none
+    #: is reset (the guard is off).
+    agent_files: list[str] = Field(default_factory=list)
+    #: The interpreter the score must run with (made by setup, e.g. a venv under /tmp): its
+    #: environment is shown to the score's sandbox, its bin folder leads PATH, and a score whose
+    #: ``python`` is another one fails, saying so.
+    python: str | None = None
+    #: Folders outside the workspace that setup made and the score reads (shown read-only).
+    score_paths: list[str] = Field(default_factory=list)
     #: A folder of tests copied in only after the agent finishes; the score finds it in $TESTS_DIR.
     tests_folder: str | None = None
     #: SWE-bench's test lists: each test's status is recorded; all must pass for the rollout to pass.
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
-    #: A Dockerfile the task needs its environment built from (run by a container runner only).
+    #: A Dockerfile the task's environment is built from (Podman, base images local): the agent's
+    #: tools and the score run in a container of it (``containers``).
     container: str | None = None
+    #: A local image the task runs in, instead of a Dockerfile.
+    image: str | None = None
     #: Ask the model for its tokens' log probabilities with this many alternatives (0: sampled
     #: token only); recorded per model call in the trajectories (Chat Completions, Responses).
     logprobs: int | None = Field(default=None, ge=0, le=20)
+    #: Ask the server for each call's prompt and answer token ids (vLLM's ``return_token_ids``);
+    #: recorded per model call in the trajectories (``tokenIds``; ATIF's token id metrics).
+    token_ids: bool = False
 
-    @field_validator("tests", "protect", mode="before")
+    @field_validator("python", mode="after")
+    @classmethod
+    def _absolute_python(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).is_absolute():
+            raise ValueError(f"{value!r} is not an absolute path to an interpreter")
+        return value
+
+    @field_validator("score_paths", mode="after")
+    @classmethod
+    def _absolute_paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not Path(path).is_absolute():
+                raise ValueError(f"{path!r} is not an absolute path")
+        return value
+
+    @field_validator("tests", "protect", "agent_files", mode="before")
     @classmethod
     def _glob_list(cls, value: Any) -> Any:
         if isinstance(value, list):
@@ -135,7 +169,7 @@ def task_dir_name(task_id: str) -> str:
     """A folder name for a task id: the id itself when it is filesystem-safe, otherwise a
     cleaned id plus a short hash so two ids never share a folder."""
     if _SAFE_ID.fullmatch(task_id) and not task_id.endswith("."):
-        return task_id
+        return component(task_id, "task id")
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("._")[:80] or "task"
     return f"{cleaned}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
 

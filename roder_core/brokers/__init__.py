@@ -63,9 +63,23 @@ class FileSystemBroker(Protocol):
 
     def move(self, source: str, target: str) -> Path: ...
 
-    def list_dir(self, path: str, *, respect_gitignore: bool = True) -> list[FileInfo]: ...
+    def list_dir(self, path: str, *, respect_gitignore: bool = True, withheld: list[str] | None = None) -> list[FileInfo]: ...
 
-    def walk(self, path: str, *, respect_gitignore: bool = True) -> Iterator[FileInfo]: ...
+    def walk(self, path: str, *, respect_gitignore: bool = True, withheld: list[str] | None = None) -> Iterator[FileInfo]: ...
+
+    def may_withhold(self) -> bool:
+        """Whether the content gate could refuse any file at all (searches skip asking otherwise)."""
+        ...
+
+    def withheld(self, path: str) -> str | None:
+        """Why a file a search found must not reach the model (``content_gate``), or None."""
+        ...
+
+    def find_files(self, path: str, pattern: str, *, limit: int, withheld: list[str] | None = None) -> tuple[list[FileInfo], int]:
+        """Files below ``path`` whose path relative to it matches the glob ``pattern``, ignored
+        ones left out: the ``limit`` newest (ties by path) and how many matched in all. Files the
+        content gate refuses are left out too, and named in ``withheld``."""
+        ...
 
 
 @dataclass
@@ -81,7 +95,7 @@ class ProcessResult:
     full_output_path: str | None = None
     #: The sandbox level the command actually ran under.
     sandbox: str = "off"
-    #: Protected paths the command created and Roder moved aside (see README).
+    #: Protected paths the command created and Roder moved aside (see docs/security.md).
     quarantined: list[str] = field(default_factory=list)
     total_bytes: int = 0
     total_lines: int = 0

@@ -2,7 +2,8 @@
 
 Both process brokers (``process.HostProcessBroker`` on this machine, ``runner_process`` in a
 runner) collect output the same way, so a command's result reads the same wherever it ran:
-known secret values removed before anything keeps the bytes, everything up to 2000 lines or
+known secret values removed before anything keeps the bytes, colours and carriage-return
+rewrites reduced to what a terminal would show (``terminal_text``), everything up to 2000 lines or
 50 KB, beyond that the head and the tail with the whole stream spilled to a private file, and
 live output to the client capped at 256 KB.
 """
@@ -21,6 +22,7 @@ from roder_core.brokers import OutputSink, ProcessResult
 from roder_core.brokers.private_files import open_private
 from roder_core.brokers.redaction import StreamRedactor
 from roder_core.brokers.secrets import SecretRedactor
+from roder_core.brokers.terminal_text import TerminalText
 
 MAX_LINES = 2000
 MAX_BYTES = 50_000
@@ -57,6 +59,7 @@ class OutputCollector:
         self._live_sent = 0
         self._live_stopped = False
         self._last_emit = 0.0
+        self._terminal = TerminalText()
 
     @property
     def spilled(self) -> bool:
@@ -69,6 +72,11 @@ class OutputCollector:
         self._take(data)
 
     def _take(self, data: bytes) -> None:
+        self._live(data)
+        self._keep(self._terminal.feed(data))
+
+    def _keep(self, data: bytes) -> None:
+        """Keep output as the model will read it (``terminal_text``)."""
         self.total_bytes += len(data)
         self.total_lines += data.count(b"\n")
         if not self.spilled:
@@ -78,7 +86,6 @@ class OutputCollector:
         else:
             self._write_spill(data)
             self._push_tail(data)
-        self._live(data)
 
     def _start_spill(self) -> None:
         name = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(4) + ".log"
@@ -132,6 +139,7 @@ class OutputCollector:
         if self._redactor is not None:
             self._take(self._redactor.flush())
             self._redactor = None
+        self._keep(self._terminal.flush())
         self.flush_live()
         if self._spill is not None:
             self._spill.close()
@@ -152,6 +160,7 @@ class OutputCollector:
         where = f"full output: {self.spill_path}"
         if not self.spill_complete:
             where += f" (first {SPILL_CAP_BYTES // (1024 * 1024)} MB only)"
+        where += f"; read parts of it with bash: sed -n '1000,1100p' {self.spill_path} or grep -n PATTERN {self.spill_path}"
         marker = (
             f"\n\n[... output truncated: {self.total_lines} lines, {self.total_bytes} bytes in total; "
             f"{self.total_bytes - shown} bytes omitted here; {where} ...]\n\n"

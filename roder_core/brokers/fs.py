@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import heapq
 import os
 import secrets
 import stat as stat_mod
@@ -27,6 +28,13 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileKind
+from roder_core.brokers.content_gate import ContentGate
+from roder_core.brokers.file_glob import (
+    pattern_regex,
+    ripgrep_files,
+    ripgrep_query,
+    walk_matches,
+)
 from roder_core.brokers.git_dirs import git_refusal, would_look_like_git_dir
 from roder_core.brokers.gitignore import IgnoreMatcher, parse_rules
 from roder_core.brokers.own_folders import visible
@@ -74,6 +82,7 @@ class WorkspaceFileSystem:
         audit: AuditFn | None = None,
         extension_id: str = "",
         hidden: Iterable[Path] = (),
+        gate: ContentGate | None = None,
     ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
         self.roots: tuple[Path, ...] = (
@@ -87,6 +96,8 @@ class WorkspaceFileSystem:
         self._can_write = any(c.startswith(("fs.write.", "fs.readwrite.")) for c in capabilities)
         self._audit = audit
         self._extension_id = extension_id
+        #: What may reach the model (read rules, secret masks): ``content_gate``.
+        self.gate = gate
 
     # ------------------------------------------------------------------ decisions
 
@@ -169,7 +180,39 @@ class WorkspaceFileSystem:
         self._check_hidden(path, real, "write" if write else "read")
         if write:
             self._check_protected(path, lexical, real, root, "write")
+        elif self.gate is not None:
+            # an explicit read of one path: the policy engine asked about it already
+            reason = self.gate.refusal(lexical, asked=True)
+            if reason is not None:
+                raise self._deny(reason, path, "read")
         return real
+
+    def may_withhold(self) -> bool:
+        return self.gate is not None and self.gate.may_refuse()
+
+    def withheld(self, path: str) -> str | None:
+        """Why the content of ``path`` (as a search printed it) must not reach the model, or None
+        (``content_gate``: read rules and secret masks; nobody was asked about this file)."""
+        lexical = self._lexical(path)
+        try:
+            st = os.lstat(lexical)
+        except OSError:
+            st = None
+        if st is not None and stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            # another name of this file may be a withheld one (``ln .env notes.txt``), and the
+            # read tool refuses hard-linked files too
+            return f"{path}: hard-linked file ({st.st_nlink} names), which Roder does not read"
+        return None if self.gate is None else self.gate.refusal(lexical)
+
+    def _gated(self, info: FileInfo, withheld: list[str] | None) -> bool:
+        """Whether a listed entry passes the content gate; a refused one is counted in ``withheld``."""
+        if self.gate is None:
+            return True
+        if self.gate.refusal(info.path, resolved=info.kind != "symlink") is None:
+            return True
+        if withheld is not None:
+            withheld.append(info.display)
+        return False
 
     def _resolve_entry(self, path: str) -> Path:
         """For delete/move: the directory entry itself (a symlink is removed, not its target)."""
@@ -420,9 +463,10 @@ class WorkspaceFileSystem:
             rules.extend(_read_rules(root / base / ".gitignore", base))
         return root, IgnoreMatcher(rules)
 
-    def list_dir(self, path: str, *, respect_gitignore: bool = True) -> list[FileInfo]:
+    def list_dir(self, path: str, *, respect_gitignore: bool = True, withheld: list[str] | None = None) -> list[FileInfo]:
         """Entries of a folder, listed through a directory fd (a folder swapped for a symlink
-        after the check is refused, not followed)."""
+        after the check is refused, not followed); entries the content gate refuses are left
+        out (and named in ``withheld``)."""
         real = self.resolve(path)
         if not real.is_dir():
             raise NotADirectoryError(f"{path} is not a folder")
@@ -436,24 +480,69 @@ class WorkspaceFileSystem:
                 if self._is_hidden(info.path):
                     continue
                 rel = info.path.relative_to(root).as_posix()
-                if respect_gitignore and matcher.ignored(rel, info.kind == "dir"):
+                if respect_gitignore and matcher.excluded(rel, info.kind == "dir"):
                     continue
-                entries.append(info)
+                if self._gated(info, withheld):
+                    entries.append(info)
         entries.sort(key=lambda e: (e.kind != "dir", e.display))
         return entries
 
-    def walk(self, path: str, *, respect_gitignore: bool = True) -> Iterator[FileInfo]:
+    def walk(self, path: str, *, respect_gitignore: bool = True, withheld: list[str] | None = None) -> Iterator[FileInfo]:
         """Files below ``path`` (depth first, sorted), skipping .git, ignored paths and never
-        following symlinked folders: the walk descends by directory fds with ``O_NOFOLLOW``."""
+        following symlinked folders: the walk descends by directory fds with ``O_NOFOLLOW``.
+        Files and folders the content gate refuses are left out (and named in ``withheld``)."""
         real = self.resolve(path)
         if real.is_file():
             yield FileInfo(real, self.display(real), "file", real.stat().st_size, real.stat().st_mtime)
             return
         root, matcher = self._matcher_for(real)
         with self._folder_fd(path, real) as folder:
-            yield from self._walk(folder, real, root, matcher, respect_gitignore)
+            yield from self._walk(folder, real, root, matcher, respect_gitignore, withheld)
 
-    def _walk(self, fd: int, folder: Path, root: Path, matcher: IgnoreMatcher, respect: bool) -> Iterator[FileInfo]:
+    def find_files(self, path: str, pattern: str, *, limit: int, withheld: list[str] | None = None) -> tuple[list[FileInfo], int]:
+        """Files below ``path`` matching ``pattern``, newest first: ripgrep lists the candidates
+        from the pattern's literal folder (``file_glob``), only the matches are stat'ed, and only
+        the ``limit`` shown become ``FileInfo``s. Without ripgrep, the broker's own walk. Files the
+        content gate refuses are left out and named in ``withheld``."""
+        real = self.resolve(path)
+        query = ripgrep_query(pattern)
+        start = real / query.literal if query.literal else real
+        if not real.is_dir() or (query.literal and os.path.realpath(start) != str(start)):
+            # a file, or a literal folder that is missing or a symlink (never followed)
+            return walk_matches(self, path, pattern, limit, withheld)
+        root, matcher = self._matcher_for(start)
+        below = real.relative_to(root).as_posix()
+        if query.literal and matcher.ignored(start.relative_to(root).as_posix(), True, below=below):
+            return [], 0  # the pattern names an ignored folder (the folder asked for is searched as asked)
+        if self._is_hidden(start):
+            return [], 0
+        listed = ripgrep_files(start, max_depth=query.max_depth, name=query.name)
+        if listed is None:
+            return walk_matches(self, path, pattern, limit, withheld)
+        if not query.exact:
+            regex, skip = pattern_regex(pattern), len(str(real)) + 1
+            listed = [absolute for absolute in listed if regex.match(absolute[skip:])]
+        if any(h == start or h.is_relative_to(start) or start.is_relative_to(h) for h in self._hidden):
+            listed = [absolute for absolute in listed if not self._is_hidden(Path(absolute))]
+        stamped: list[tuple[float, str]] = []
+        for absolute in listed:
+            if self.gate is not None and self.gate.refusal(Path(absolute)) is not None:
+                if withheld is not None:
+                    withheld.append(self.display(Path(absolute)))
+                continue
+            with contextlib.suppress(OSError):  # removed since it was listed
+                stamped.append((-os.lstat(absolute).st_mtime, absolute))
+        shown = []
+        for _, absolute in heapq.nsmallest(limit, stamped):
+            with contextlib.suppress(OSError):
+                full = Path(absolute)
+                st = os.lstat(full)
+                shown.append(FileInfo(full, self.display(full), _kind(st.st_mode), st.st_size, st.st_mtime, st.st_nlink))
+        return shown, len(stamped)
+
+    def _walk(
+        self, fd: int, folder: Path, root: Path, matcher: IgnoreMatcher, respect: bool, withheld: list[str] | None
+    ) -> Iterator[FileInfo]:
         try:
             with os.scandir(fd) as scan:
                 entries = sorted(scan, key=lambda e: e.name)
@@ -469,7 +558,9 @@ class WorkspaceFileSystem:
             if self._is_hidden(info.path):
                 continue
             rel = info.path.relative_to(root).as_posix()
-            if respect and matcher.ignored(rel, info.kind == "dir"):
+            if respect and matcher.excluded(rel, info.kind == "dir"):
+                continue
+            if not self._gated(info, withheld):
                 continue
             if info.kind != "dir":
                 yield info
@@ -480,7 +571,7 @@ class WorkspaceFileSystem:
                 continue  # vanished, or swapped for a symlink: not followed
             try:
                 inner = matcher.extend(_read_rules_at(child, rel)) if respect else matcher
-                yield from self._walk(child, info.path, root, inner, respect)
+                yield from self._walk(child, info.path, root, inner, respect, withheld)
             finally:
                 os.close(child)
 

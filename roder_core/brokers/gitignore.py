@@ -2,7 +2,11 @@
 
 Implements the gitignore pattern rules (comments, ``!`` negation, trailing ``/`` for folders,
 anchoring when a ``/`` appears, ``*``, ``?``, ``[...]`` and ``**``). Rules from nested
-``.gitignore`` files apply below their folder; the last matching rule wins.
+``.gitignore`` files apply below their folder; the last matching rule wins, and a path inside an
+ignored folder stays ignored whatever rule names it (git never looks inside such a folder, so a
+``!`` cannot bring a file back from it). A pattern git cannot parse (an unclosed ``[``) matches
+nothing, as in git. ``tests/brokers/test_ignore_rules_vs_git.py`` checks these rules, and
+ripgrep's (the ``glob`` tool's walker), against ``git check-ignore`` on the same tree.
 """
 
 from __future__ import annotations
@@ -14,9 +18,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class IgnoreRule:
     base: str  # posix folder the rule file lives in, relative to the walk root ("" for the root)
-    #: Matches the path itself or anything below it.
-    regex: re.Pattern[str]
-    #: Matches the path itself only (a dir-only rule must not match a file of that name).
+    #: Matches the path itself (relative to ``base``); what lies below is decided by its folders.
     exact: re.Pattern[str]
     negate: bool
     dir_only: bool
@@ -73,7 +75,7 @@ def parse_rule(line: str, base: str = "") -> IgnoreRule | None:
         text = text[1:]
     dir_only = text.endswith("/")
     text = text.rstrip("/")
-    if not text:
+    if not text or _unclosed_class(text):
         return None
     anchored = "/" in text
     text = text.lstrip("/")
@@ -81,11 +83,23 @@ def parse_rule(line: str, base: str = "") -> IgnoreRule | None:
     head = "^" if anchored else "^(?:.*/)?"
     return IgnoreRule(
         base=base,
-        regex=re.compile(f"{head}{body}(?:/.*)?$", re.DOTALL),
         exact=re.compile(f"{head}{body}$", re.DOTALL),
         negate=negate,
         dir_only=dir_only,
     )
+
+
+def _unclosed_class(pattern: str) -> bool:
+    """Whether a ``[`` opens a class that never closes (git's matcher then matches nothing)."""
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "[" and pattern.find("]", i + 1) == -1:
+            return True
+        i += 1
+    return False
 
 
 def parse_rules(text: str, base: str = "") -> list[IgnoreRule]:
@@ -101,14 +115,23 @@ class IgnoreMatcher:
     def extend(self, rules: list[IgnoreRule]) -> IgnoreMatcher:
         return IgnoreMatcher([*self.rules, *rules])
 
-    def ignored(self, rel_path: str, is_dir: bool) -> bool:
-        """Whether ``rel_path`` (posix, relative to the walk root) is ignored.
+    def ignored(self, rel_path: str, is_dir: bool, *, below: str = "") -> bool:
+        """Whether ``rel_path`` (posix, relative to the walk root) is ignored: one of its folders
+        is, or the last rule matching the path itself is not a ``!`` rule. Folders down to
+        ``below`` are not asked (a folder named explicitly is listed as asked)."""
+        parts = rel_path.split("/")
+        skip = len(below.split("/")) if below not in ("", ".") else 0
+        for depth in range(skip + 1, len(parts)):
+            if self.excluded("/".join(parts[:depth]), True):
+                return True
+        return self.excluded(rel_path, is_dir)
 
-        A rule ending in ``/`` only matches the folder itself; what lies inside is ignored
-        because walkers do not descend into ignored folders.
-        """
-        verdict = False
-        for rule in self.rules:
+    def excluded(self, rel_path: str, is_dir: bool) -> bool:
+        """The path's own verdict, its folders taken as not ignored: what a walker asks, since it
+        never descends into an ignored folder. A rule ending in ``/`` matches folders only."""
+        for rule in reversed(self.rules):
+            if rule.dir_only and not is_dir:
+                continue
             if rule.base:
                 prefix = rule.base + "/"
                 if not rel_path.startswith(prefix):
@@ -116,10 +139,6 @@ class IgnoreMatcher:
                 local = rel_path[len(prefix) :]
             else:
                 local = rel_path
-            if rule.regex.match(local) is None:
-                continue
-            # A dir-only rule matches a folder itself, or a path below a matched folder.
-            if rule.dir_only and not is_dir and rule.exact.match(local) is not None:
-                continue
-            verdict = not rule.negate
-        return verdict
+            if rule.exact.match(local) is not None:
+                return not rule.negate
+        return False

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roder_core.brokers import Brokers
+from roder_core.brokers.content_gate import ContentGate
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.own_folders import OwnFolders
@@ -34,19 +35,34 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
     # Roder's config, data, cache and host folders: hidden from commands (but for a thread's
     # own files) and out of the file tools' reach, even inside the workspace
     own = OwnFolders.of(options.paths, env)
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    deny_read = [
+        *default_deny_read(home, options.paths.data_dir, options.paths.config_file),
+        *expand(config.sandboxing.deny_read, home),
+        # paths the embedding program hides too (a batch hides the operator's credentials)
+        *options.hidden_paths,
+    ]
+    extra_roots = [Path(root) for root in config.fs.extra_roots]
     fs = WorkspaceFileSystem(
         scope.workspace,
-        extra_roots=[Path(root) for root in config.fs.extra_roots],
+        extra_roots=extra_roots,
         capabilities=scope.capabilities,
         audit=audit,
         extension_id=scope.extension_id,
         hidden=own.hidden,
+        # the one decision of what reaches the model: the runtime's live rules (rules added
+        # from an approval apply at once) and the secret masks
+        gate=ContentGate(
+            scope.workspace,
+            roots=extra_roots,
+            rules=runtime.read_rules,
+            masked=deny_read,
+        ),
     )
     redactor = getattr(runtime, "redact", None)
     if not isinstance(redactor, SecretRedactor):
         redactor = runtime_redactor(env, config)
     limits = config.limits
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
     command_env = dict(options.command_env) if options.command_env is not None else env
     plugin_code = options.paths.cache_dir / "plugins"
     # enabled plugins' bin/ folders come first on the commands' PATH (and are shown read-only
@@ -75,12 +91,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         audit=audit,
         extension_id=scope.extension_id,
         network=config.network.commands,
-        deny_read=[
-            *default_deny_read(home, options.paths.data_dir, options.paths.config_file),
-            *expand(config.sandboxing.deny_read, home),
-            # paths the embedding program hides too (a batch hides the operator's credentials)
-            *options.hidden_paths,
-        ],
+        deny_read=deny_read,
         allow_unix_sockets=config.sandboxing.allow_unix_sockets,
         # installed plugins' code (roder_core.plugins.records: the cache dir's plugins/)
         shown=[plugin_code, *(b for b in bins if not b.resolve().is_relative_to(plugin_code.resolve()))],

@@ -2,19 +2,25 @@
 
 The allowlist comes from ``[network] allow`` in config.toml. An empty list means no network.
 Entries are exact host names (``docs.python.org``), ``*.python.org`` for any subdomain, or ``*``
-for any host. Every redirect hop is checked against the list again, proxies and ``.netrc`` from
-the environment are ignored (they could add credentials), and bodies are size-capped.
+for any host on the public internet. Every connection is made by ``outbound`` (the one place
+Roder's outbound addresses are checked): loopback, private, link-local and metadata addresses are
+refused after resolution unless an entry names that exact host, and the connection is pinned to
+the checked address. Every redirect hop is checked against the list again, proxies and
+``.netrc`` from the environment are ignored (they could add credentials), and bodies are
+size-capped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable
 from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from roder_core.brokers import BrokerDenied, FetchResult
 from roder_core.brokers.httpx_loader import load_httpx
+from roder_core.brokers.outbound import OutboundRefused, OutboundRule, async_transport
 
 AuditFn = Callable[[str, dict[str, Any]], None]
 MAX_REDIRECTS = 5
@@ -49,6 +55,7 @@ class AllowlistNetworkBroker:
         extension_id: str = "",
     ) -> None:
         self.allow = [a for a in allow if a.strip()]
+        self.outbound = OutboundRule.from_allow(self.allow)
         self._granted = any(c == "network.web" or c.startswith("network.web.") for c in capabilities)
         self._audit = audit
         self._extension_id = extension_id
@@ -84,14 +91,18 @@ class AllowlistNetworkBroker:
 
         current = url
         async with httpx.AsyncClient(
-            follow_redirects=False, timeout=timeout, trust_env=False, headers={"User-Agent": USER_AGENT}
+            follow_redirects=False,
+            timeout=timeout,
+            trust_env=False,
+            headers={"User-Agent": USER_AGENT},
+            transport=async_transport(self.outbound),
         ) as client:
             for _hop in range(MAX_REDIRECTS + 1):
                 reason = self.refusal(current)
                 if reason is not None:
                     self._record("network.denied", url=current, reason=reason)
                     raise BrokerDenied(f"{current}: {reason}")
-                async with client.stream("GET", current) as response:
+                async with self._refusals(current), client.stream("GET", current) as response:
                     if response.is_redirect and "location" in response.headers:
                         current = urljoin(current, response.headers["location"])
                         continue
@@ -114,6 +125,15 @@ class AllowlistNetworkBroker:
                     )
         raise BrokerDenied(f"{url}: more than {MAX_REDIRECTS} redirects")
 
+    @contextlib.asynccontextmanager
+    async def _refusals(self, url: str) -> AsyncIterator[None]:
+        """An address the outbound rule refused: audited, and named with the URL."""
+        try:
+            yield
+        except OutboundRefused as exc:
+            self._record("network.denied", url=url, reason=str(exc))
+            raise OutboundRefused(f"{url}: {exc}") from None
+
     async def post_json(
         self, url: str, body: Any, *, headers: dict[str, str] | None = None, max_bytes: int = 1_000_000, timeout: float = 30.0
     ) -> FetchResult:
@@ -129,7 +149,10 @@ class AllowlistNetworkBroker:
         sent = {"User-Agent": USER_AGENT, "Content-Type": "application/json", **(headers or {})}
         data = json.dumps(body, ensure_ascii=False, default=str).encode()
         async with (
-            httpx.AsyncClient(follow_redirects=False, timeout=timeout, trust_env=False) as client,
+            self._refusals(url),
+            httpx.AsyncClient(
+                follow_redirects=False, timeout=timeout, trust_env=False, transport=async_transport(self.outbound)
+            ) as client,
             client.stream("POST", url, content=data, headers=sent) as response,
         ):
             received = bytearray()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, seccomp, tree_guard
+from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, next_action, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.command_broker import DEFAULT_TIMEOUT, AuditFn, CommandBroker, CommandEnd, show_command
@@ -32,11 +32,13 @@ from roder_core.brokers.command_output import CommandOutput, RedactedSink
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
 from roder_core.brokers.own_folders import OwnFolders, thread_folder
-from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv
+from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv, path_folders_under_private_tmp
 from roder_core.brokers.secret_paths import default_deny_read, masks
 from roder_core.brokers.secrets import SecretRedactor
 from roder_core.brokers.self_protection import drop_ptrace_capability, mark_non_dumpable
 
+#: Walks after a command while its repairs keep finding the tree changed under them.
+_SETTLE_ROUNDS = 3
 #: After the main process exits, how long background children may keep writing before the
 #: group is killed.
 EXIT_GRACE = 0.5
@@ -250,6 +252,21 @@ class HostProcessBroker(CommandBroker):
         limits = self._limits
         if timeout is not None and cpu > 0:
             limits = replace(limits, cpu_seconds=max(cpu, int(timeout) + 5))
+        roots = self._fs.roots
+        # walked in a thread: a large tree takes a while, the event loop keeps going
+        guarded = not next_action.writes_are_allowed()
+        walk = functools.partial(tree_guard.scan, roots, next_action=guarded)
+        guard = await asyncio.to_thread(walk) if level != "read-only" else None
+        if guard is not None and guard.unlistable:
+            folder, why = guard.unlistable[0]
+            reason = f"Roder cannot list {self._fs.display(folder)} ({why}) to protect what is in it"
+            self._record("process.denied", reason=reason)
+            raise BrokerDenied(f"{reason}; the command was not run. Make the folder readable, or remove it.")
+        too_long = [p for p in guard.readonly_paths() if len(str(p)) >= tree_guard.BIND_MAX] if guard else []
+        if too_long and level != "off":
+            reason = f"a protected entry lies at a path too long to mount read-only ({str(too_long[0])[:80]}...)"
+            self._record("process.denied", reason=reason)
+            raise BrokerDenied(f"{reason}; the command was not run. Move it, or remove it.")
         network = await self._shared_network(level)
         cgroup = self._command_cgroup()
         if cgroup is not None and cgroup.support.pids_parent is not None:
@@ -265,9 +282,6 @@ class HostProcessBroker(CommandBroker):
         else:
             hooks.append(functools.partial(limits.apply, existing))
         child_env, dropped = self.child_env(env)
-        roots = self._fs.roots
-        # walked in a thread: a large tree takes tens of milliseconds, the event loop keeps going
-        guard = await asyncio.to_thread(tree_guard.scan, roots) if level != "read-only" else None
         seccomp_fd: int | None = None
         if level != "off" and self.sandbox.bwrap:
             if probe is not None and probe.seccomp:
@@ -278,7 +292,11 @@ class HostProcessBroker(CommandBroker):
                 cwd=workdir,
                 readonly=tuple(guard.readonly_paths()) if guard is not None else (),
                 masked=tuple(masks(self._deny_read, roots)),
-                shown=(*(p for p in self._shown if p.is_dir()), *self._own.for_thread(self._thread_id)),
+                shown=(
+                    *(p for p in self._shown if p.is_dir()),
+                    *self._own.for_thread(self._thread_id),
+                    *path_folders_under_private_tmp(child_env.get("PATH", ""), tuple(self._own.existing())),
+                ),
                 hidden=tuple(self._own.existing()),
                 network=self._network,
                 seccomp_fd=seccomp_fd,
@@ -338,6 +356,8 @@ class HostProcessBroker(CommandBroker):
             await asyncio.shield(_abandon(proc, pipes, level, cgroup))
             raise
         reader = asyncio.ensure_future(asyncio.gather(*pumps))
+        if guard is not None:
+            tree_guard.RUNNING.append(guard)
         return _Launched(proc, reader, transports, guard, cgroup, level, started, roots)
 
     async def _settle(self, launched: _Launched) -> list[str]:
@@ -349,8 +369,22 @@ class HostProcessBroker(CommandBroker):
             await asyncio.to_thread(launched.cgroup.remove)
         if launched.guard is None:
             return []
-        created = tree_guard.changed(launched.guard, await asyncio.to_thread(tree_guard.scan, launched.roots))
-        return tree_guard.quarantine(created, launched.guard, self._quarantine_dir)
+        with contextlib.suppress(ValueError):
+            tree_guard.RUNNING.remove(launched.guard)
+        quarantined: list[str] = []
+        # again while something moved under the repair (a running task swapping folders), so
+        # what a refused move left behind is looked for where it went
+        for _round in range(_SETTLE_ROUNDS):
+            walk = functools.partial(tree_guard.scan, launched.roots, next_action=launched.guard.next_action)
+            after = await asyncio.to_thread(walk)
+            found = tree_guard.changed_while_running(launched.guard, after)
+            lines = tree_guard.quarantine(found, launched.guard, self._quarantine_dir) if found else []
+            quarantined += lines
+            if all(" -> " in line or ": renamed to " in line for line in lines):
+                break
+        if quarantined:
+            self._record("process.quarantine", paths=quarantined)
+        return quarantined
 
     async def _execute(
         self, command: str | list[str], *, cwd: Path | None, timeout: float, env: dict[str, str] | None, output: CommandOutput
@@ -361,24 +395,31 @@ class HostProcessBroker(CommandBroker):
         timed_out = False
         try:
             try:
-                await asyncio.wait_for(proc.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await proc.wait()
             except TimeoutError:
                 timed_out = True
                 await _terminate(proc)
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(reader), EXIT_GRACE)
+                    async with asyncio.timeout(EXIT_GRACE):
+                        await asyncio.shield(reader)
             # Sandboxed, the PID namespace already took every straggler with it.
             _kill_group(proc.pid, sweep_session=launched.level == "off")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(reader), 2.0)
+                async with asyncio.timeout(2.0):
+                    await asyncio.shield(reader)
         except asyncio.CancelledError:
             await asyncio.shield(_cleanup_cancelled(proc, reader, output))
-            for pipe in launched.transports:
-                pipe.close()
-            if launched.cgroup is not None:
-                launched.cgroup.remove()
-            self._record("process.exit", command=show_command(command), interrupted=True, duration_ms=launched.elapsed_ms())
+            # an interrupted command is checked like any other: what it made is still there
+            quarantined = await asyncio.shield(self._settle(launched))
+            self._record(
+                "process.exit",
+                command=show_command(command),
+                interrupted=True,
+                duration_ms=launched.elapsed_ms(),
+                quarantined=quarantined,
+            )
             raise
         finally:
             if not reader.done():
@@ -439,7 +480,8 @@ class BackgroundProcess:
         try:
             await launched.proc.wait()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(launched.reader), EXIT_GRACE)
+                async with asyncio.timeout(EXIT_GRACE):
+                    await asyncio.shield(launched.reader)
         except asyncio.CancelledError:
             await asyncio.shield(self.kill())
             raise
@@ -458,7 +500,8 @@ class BackgroundProcess:
         launched = self._launched
         _kill_group(launched.proc.pid, sweep_session=launched.level == "off")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(launched.reader), 2.0)
+            async with asyncio.timeout(2.0):
+                await asyncio.shield(launched.reader)
         if not launched.reader.done():
             launched.reader.cancel()
         self._sink.flush()
@@ -578,7 +621,8 @@ async def _terminate(proc: asyncio.subprocess.Process) -> None:
     """Timeout: SIGTERM to the group, a moment to clean up, then SIGKILL."""
     _kill_group(proc.pid, signal.SIGTERM)
     try:
-        await asyncio.wait_for(proc.wait(), 1.0)
+        async with asyncio.timeout(1.0):
+            await proc.wait()
     except TimeoutError:
         pass
     _kill_group(proc.pid, signal.SIGKILL)

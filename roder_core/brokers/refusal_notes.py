@@ -14,7 +14,9 @@ _GIT = (
 )
 _READ_ONLY = (
     "[protection: sandbox read-only paths. Only the workspace and a private /tmp are writable; inside the "
-    "workspace, git dirs and protected names (.roder, .envrc, .mcp.json, .vscode, ... at any depth) are not.]"
+    "workspace, git dirs and protected names (.roder, .envrc, .mcp.json, .vscode, ... at any depth) are not, "
+    "nor files that run code at the user's next action (virtualenvs, site-packages, *.pth, pre-commit and "
+    "lefthook configs, ...) unless the user approved this very command: ask them to run it, or to approve it.]"
 )
 _BUSY = (
     "[protection: sandbox read-only mounts. Git dirs and protected names are mounted read-only in place, "

@@ -12,7 +12,7 @@ so a hard link is replaced, never written through). Every write and refusal is a
 Absolute paths under the thread's *local* workspace are mapped to the runner's workspace, so a
 model that copies a path from the environment block still lands in the runner.
 
-What a transport cannot give is weaker than locally and is said so in README's runner section:
+What a transport cannot give is weaker than locally and is said so in docs/runners.md:
 the checks and the operation are separate round trips (no directory-fd walk), and a transport
 that does not report link counts (SFTP version 3) cannot refuse reading a hard-linked file.
 """
@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileKind
+from roder_core.brokers.content_gate import ContentGate
+from roder_core.brokers.file_glob import walk_matches
 from roder_core.brokers.git_dirs import config_programs, gitdir_pointer
 from roder_core.brokers.gitignore import IgnoreMatcher, IgnoreRule, parse_rules
 from roder_core.brokers.protected_names import protected_reason
@@ -83,8 +85,11 @@ class TransportFileSystem:
         capabilities: frozenset[str] = frozenset({"fs.read.workspace", "fs.write.workspace"}),
         audit: AuditFn | None = None,
         extension_id: str = "",
+        gate: ContentGate | None = None,
     ) -> None:
         self._transport = transport
+        #: What may reach the model (``content_gate``); paths here are the runner's.
+        self.gate = gate
         self.workspace = Path(transport.realpath(workspace))
         self._root = self.workspace.as_posix()
         self._local = local_workspace.as_posix() if local_workspace is not None else None
@@ -209,7 +214,30 @@ class TransportFileSystem:
             )
         if write:
             self._check_write(path, lexical, real)
+        elif self.gate is not None:
+            reason = self.gate.refusal(Path(real), asked=True, resolved=True) or self.gate.refusal(
+                Path(lexical), asked=True, resolved=True
+            )
+            if reason is not None:
+                raise self._deny(reason, path, "read")
         return Path(real)
+
+    def may_withhold(self) -> bool:
+        return self.gate is not None and self.gate.may_refuse()
+
+    def withheld(self, path: str) -> str | None:
+        """Why the content of ``path`` (as a search printed it) must not reach the model, or None."""
+        if self.gate is None:
+            return None
+        lexical = self._lexical(path)
+        return self.gate.refusal(Path(lexical), resolved=True) or self.gate.refusal(Path(self._real(lexical)), resolved=True)
+
+    def _gated(self, info: FileInfo, withheld: list[str] | None) -> bool:
+        if self.gate is None or self.gate.refusal(info.path, resolved=True) is None:
+            return True
+        if withheld is not None:
+            withheld.append(info.display)
+        return False
 
     def _entry(self, path: str) -> str:
         """For delete/move: the entry itself (a symlink is removed, not its target)."""
@@ -364,7 +392,7 @@ class TransportFileSystem:
         real = Path(posixpath.join(folder, name))
         return FileInfo(real, self.display(real), st.kind, st.size, st.mtime, st.links or 1)
 
-    def list_dir(self, path: str, *, respect_gitignore: bool = True) -> list[FileInfo]:
+    def list_dir(self, path: str, *, respect_gitignore: bool = True, withheld: list[str] | None = None) -> list[FileInfo]:
         real = self.resolve(path).as_posix()
         try:
             if self._transport.lstat(real).kind != "dir":
@@ -377,21 +405,26 @@ class TransportFileSystem:
             if name == ".git":
                 continue
             info = self._info(real, name, st)
-            if respect_gitignore and matcher.ignored(posixpath.relpath(info.path.as_posix(), self._root), st.kind == "dir"):
+            if respect_gitignore and matcher.excluded(posixpath.relpath(info.path.as_posix(), self._root), st.kind == "dir"):
                 continue
-            entries.append(info)
+            if self._gated(info, withheld):
+                entries.append(info)
         entries.sort(key=lambda e: (e.kind != "dir", e.display))
         return entries
 
-    def walk(self, path: str, *, respect_gitignore: bool = True) -> Iterator[FileInfo]:
+    def walk(self, path: str, *, respect_gitignore: bool = True, withheld: list[str] | None = None) -> Iterator[FileInfo]:
         real = self.resolve(path).as_posix()
         st = self._transport.lstat(real)
         if st.kind == "file":
             yield self._info(posixpath.dirname(real), posixpath.basename(real), st)
             return
-        yield from self._walk(real, self._matcher_for(real), respect_gitignore)
+        yield from self._walk(real, self._matcher_for(real), respect_gitignore, withheld)
 
-    def _walk(self, folder: str, matcher: IgnoreMatcher, respect: bool) -> Iterator[FileInfo]:
+    def find_files(self, path: str, pattern: str, *, limit: int, withheld: list[str] | None = None) -> tuple[list[FileInfo], int]:
+        """By this broker's walk (over the transport), from the pattern's literal folder."""
+        return walk_matches(self, path, pattern, limit, withheld)
+
+    def _walk(self, folder: str, matcher: IgnoreMatcher, respect: bool, withheld: list[str] | None) -> Iterator[FileInfo]:
         try:
             entries = sorted(self._transport.listdir(folder))
         except (FileNotFoundError, PermissionError, NotADirectoryError):
@@ -401,10 +434,12 @@ class TransportFileSystem:
                 continue
             info = self._info(folder, name, st)
             rel = posixpath.relpath(info.path.as_posix(), self._root)
-            if respect and matcher.ignored(rel, st.kind == "dir"):
+            if respect and matcher.excluded(rel, st.kind == "dir"):
+                continue
+            if not self._gated(info, withheld):
                 continue
             if st.kind != "dir":
                 yield info
                 continue
             inner = matcher.extend(self._rules(info.path.as_posix(), rel)) if respect else matcher
-            yield from self._walk(info.path.as_posix(), inner, respect)
+            yield from self._walk(info.path.as_posix(), inner, respect, withheld)

@@ -49,8 +49,8 @@ def provider_key_names(config: RoderConfig) -> list[str]:
 
 
 def runtime_redactor(env: Mapping[str, str], config: RoderConfig) -> SecretRedactor:
-    """The redactor of a run: secret environment variables plus every stored provider key and
-    sensitive plugin option (those never enter Roder's environment, so only this keeps them out
+    """The redactor of a run: secret environment variables plus every stored provider key, OAuth
+    sign-in token and sensitive plugin option (those never enter Roder's environment, so only this keeps them out
     of transcripts and logs)."""
     from roder_core.settings.credentials import CredentialsError, CredentialStore, redaction_label
 
@@ -59,10 +59,15 @@ def runtime_redactor(env: Mapping[str, str], config: RoderConfig) -> SecretRedac
     try:
         stored = store.keys()
         options = store.all_plugin_options()
+        logins = store.all_oauth()
     except CredentialsError:
-        stored, options = {}, {}  # unreadable: no engine can use its keys either, and says so
+        stored, options, logins = {}, {}, {}  # unreadable: no engine can use its keys either, and says so
     for provider, key in stored.items():
         redactor.add(redaction_label(provider), key)
+    for name, record in logins.items():  # OAuth sign-ins (roder_core.auth.logins)
+        for field in ("access_token", "refresh_token"):
+            if isinstance(record.get(field), str) and record[field]:
+                redactor.add(f"{name} sign-in {field.replace('_', ' ')}", record[field])
     for plugin, values in options.items():  # sensitive plugin options (roder_core.plugins.options)
         for key, value in values.items():
             redactor.add(f"{plugin} option {key}", value)

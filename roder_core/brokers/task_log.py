@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from roder_core.brokers.command_output import MAX_BYTES, MAX_LINES, SPILL_CAP_BYTES
 from roder_core.brokers.private_files import open_private
+from roder_core.brokers.terminal_text import terminal_text
 
 #: The last line shown in task lists is cut to this many characters.
 LAST_LINE_CHARS = 200
@@ -104,14 +105,17 @@ class TaskLog:
         tail_lines = tail.decode("utf-8", errors="replace").split("\n")
         tail_text = "\n".join(tail_lines[1:][-(MAX_LINES // 2) :] if len(tail_lines) > 1 else tail_lines)
         omitted = size - len(head_text.encode()) - len(tail_text.encode())
-        marker = f"\n\n[... {omitted} bytes omitted here; full output: {self.path} ...]\n\n"
+        marker = (
+            f"\n\n[... {omitted} bytes omitted here; full output: {self.path}; read parts of it with bash: "
+            f"sed -n '1000,1100p' {self.path} or grep -n PATTERN {self.path} ...]\n\n"
+        )
         return self._slice(head_text + marker + tail_text, since, end, omitted)
 
     def _slice(self, text: str, since: int, end: int, omitted: int) -> TaskOutputSlice:
         if since < self._base:
             text = f"[output before byte {self._base} was discarded: the log keeps the last {self._cap} bytes]\n" + text
         return TaskOutputSlice(
-            text=text,
+            text=terminal_text(text),
             since=since,
             next=end,
             total_bytes=self.total_bytes,

@@ -12,11 +12,13 @@ A file that cannot be parsed is reported in ``problems`` and skipped; it never s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader
+from roder_core.settings.config import RoderConfig, config_reader
 from roder_core.settings.paths import RoderPaths
 
 _FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
@@ -130,6 +132,13 @@ class DefinitionRoots:
     cwd: Path
     paths: RoderPaths
     trusted: bool
+    #: Masks and read rules for the project reader (the defaults when not given).
+    config: RoderConfig | None = None
+
+    def reader(self, scope: str) -> ProjectReader:
+        """The project reader for a scope's folders: the user's config folder or the project."""
+        root = self.paths.config_dir if scope == "user" else self.cwd
+        return config_reader(root, self.config or RoderConfig(), self.paths)
 
     def folders(self, kind: str) -> list[tuple[str, Path]]:
         user = [("user", self.paths.config_dir / kind)]
@@ -139,10 +148,13 @@ class DefinitionRoots:
         return user + [("project", self.cwd / d / kind) for d in project_dirs]
 
 
-def _read(path: Path) -> tuple[dict[str, Any], str]:
+def read_definition_file(path: Path, reader: ProjectReader | None = None) -> tuple[dict[str, Any], str]:
+    """A definition file's frontmatter and body, read through the project reader (a link out of
+    its folder, a secret or an oversized file is a problem naming it, never read)."""
+    reader = reader or ProjectReader(path.parent)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = reader.read_text(path)
+    except (ProjectFileRefused, OSError, UnicodeDecodeError) as exc:
         raise DefinitionError(f"{path}: cannot read: {exc}") from exc
     return parse_frontmatter(text, str(path))
 
@@ -153,8 +165,8 @@ def _checked_name(name: str, path: Path) -> str:
     return name
 
 
-def load_skill(path: Path, scope: str) -> Skill:
-    meta, body = _read(path)
+def load_skill(path: Path, scope: str, reader: ProjectReader | None = None) -> Skill:
+    meta, body = read_definition_file(path, reader)
     name = _checked_name(_text(meta, "name") or path.parent.name, path)
     description = _text(meta, "description")
     if not description:
@@ -162,8 +174,8 @@ def load_skill(path: Path, scope: str) -> Skill:
     return Skill(name, description, body.strip(), path, scope, tool_list(meta.get("allowed-tools")))
 
 
-def load_command(path: Path, root: Path, scope: str) -> CommandTemplate:
-    meta, body = _read(path)
+def load_command(path: Path, root: Path, scope: str, reader: ProjectReader | None = None) -> CommandTemplate:
+    meta, body = read_definition_file(path, reader)
     relative = path.relative_to(root).with_suffix("")
     name = _checked_name(":".join(relative.parts), path)
     description = _text(meta, "description") or (body.strip().splitlines() or [""])[0][:80]
@@ -179,8 +191,8 @@ def load_command(path: Path, root: Path, scope: str) -> CommandTemplate:
     )
 
 
-def load_agent(path: Path, scope: str) -> AgentDefinition:
-    meta, body = _read(path)
+def load_agent(path: Path, scope: str, reader: ProjectReader | None = None) -> AgentDefinition:
+    meta, body = read_definition_file(path, reader)
     name = _checked_name(_text(meta, "name") or path.stem, path)
     description = _text(meta, "description")
     if not description:
@@ -198,34 +210,33 @@ def load_agent(path: Path, scope: str) -> AgentDefinition:
     )
 
 
-def _files(folder: Path, pattern: str) -> Iterable[Path]:
-    return sorted(folder.glob(pattern)) if folder.is_dir() else []
-
-
 def _scan(
     roots: DefinitionRoots,
     kind: str,
     pattern: str,
-    load: Callable[[Path, Path, str], Any],
+    load: Callable[[Path, Path, str, ProjectReader], Any],
     into: dict[str, Any],
     problems: list[str],
 ) -> None:
     for scope, folder in roots.folders(kind):
-        for path in _files(folder, pattern):
+        reader = roots.reader(scope)
+        skipped: list[str] = []
+        for path in reader.files(folder, pattern, recursive=pattern.startswith("**"), skipped=skipped):
             try:
-                found = load(path, folder, scope)
+                found = load(path, folder, scope, reader)
             except DefinitionError as exc:
                 problems.append(str(exc))
                 continue
             into[found.name] = found
+        problems.extend(f"{kind}: skipped {line}" for line in skipped)
 
 
 def discover(roots: DefinitionRoots) -> Definitions:
     """Scan every folder once. Later (more specific) folders override earlier ones by name."""
     found = Definitions()
-    _scan(roots, "skills", "*/SKILL.md", lambda p, _root, scope: load_skill(p, scope), found.skills, found.problems)
+    _scan(roots, "skills", "*/SKILL.md", lambda p, _root, scope, r: load_skill(p, scope, r), found.skills, found.problems)
     _scan(roots, "commands", "**/*.md", load_command, found.commands, found.problems)
-    _scan(roots, "agents", "*.md", lambda p, _root, scope: load_agent(p, scope), found.agents, found.problems)
+    _scan(roots, "agents", "*.md", lambda p, _root, scope, r: load_agent(p, scope, r), found.agents, found.problems)
     return found
 
 

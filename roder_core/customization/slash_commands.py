@@ -98,6 +98,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
             "[start NAME[=AGENT],... TASK|add|msg|stop|focus|list|cleanup|hide]",
         ),
         ("plan-review", "open this thread's plan review", ""),
+        ("login", "sign in to a provider with OAuth ([auth.NAME] in config.toml)", "codex|supergrok [device|browser]"),
         ("trust", "trust this folder (loads its config, hooks, skills, commands, agents, MCP servers)", ""),
         ("help", "list commands", ""),
         ("quit", "leave Roder", ""),

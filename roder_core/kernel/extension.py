@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from roder_core.kernel.registry import ExtensionRegistryBuilder
+    from roder_core.kernel.services import ServiceRegistrar
 
 #: The extension API version this core implements.
 EXTENSION_API_VERSION = "0.1.0"
@@ -26,18 +26,15 @@ SERVICE_KINDS: tuple[str, ...] = (
     "ThreadStore",
     "CheckpointStore",
     "MemoryStore",
-    "EmbeddingProvider",
     "ToolProvider",
     "TaskExecutor",
     "SubagentDispatcher",
     "RemoteRunnerProvider",
     "PolicyContributor",
     "EventSink",
-    "NotificationSink",
     "Hook",
     "StatusSegment",
     "PaletteSource",
-    "InteractiveRegionHandler",
 )
 
 
@@ -58,18 +55,15 @@ class ProvidedService:
     ThreadStore: ClassVar[Any]
     CheckpointStore: ClassVar[Any]
     MemoryStore: ClassVar[Any]
-    EmbeddingProvider: ClassVar[Any]
     ToolProvider: ClassVar[Any]
     TaskExecutor: ClassVar[Any]
     SubagentDispatcher: ClassVar[Any]
     RemoteRunnerProvider: ClassVar[Any]
     PolicyContributor: ClassVar[Any]
     EventSink: ClassVar[Any]
-    NotificationSink: ClassVar[Any]
     Hook: ClassVar[Any]
     StatusSegment: ClassVar[Any]
     PaletteSource: ClassVar[Any]
-    InteractiveRegionHandler: ClassVar[Any]
 
     def __post_init__(self) -> None:
         if self.kind not in SERVICE_KINDS:
@@ -162,16 +156,49 @@ class ExtensionManifest:
         }
 
 
+@dataclass(frozen=True)
+class ProcessState:
+    """How an extension that lives outside Roder's process is doing (``extensions/list``)."""
+
+    extension_id: str
+    #: "process" (a program speaking the extension protocol) or "wasm" (a WebAssembly module).
+    kind: Literal["process", "wasm"]
+    state: Literal["running", "stopped", "restarting", "failed"]
+    #: Whether it runs confined to what the user granted (bubblewrap for processes; always for wasm).
+    sandboxed: bool
+    granted: tuple[str, ...] = ()
+    restarts: int = 0
+    last_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.extension_id,
+            "kind": self.kind,
+            "state": self.state,
+            "sandboxed": self.sandboxed,
+            "granted": list(self.granted),
+            "restarts": self.restarts,
+            "lastError": self.last_error,
+        }
+
+
+@runtime_checkable
+class SupervisedService(Protocol):
+    """A service backed by something Roder runs apart (a process, a WebAssembly instance)."""
+
+    def process_state(self) -> ProcessState: ...
+
+
 class RoderExtension(ABC):
     """Base class of every extension: publish a manifest, then install services.
 
-    ``install`` receives the registry builder and calls its registration methods
-    (``registry.inference_engine(...)``, ``registry.tool_contributor(...)``, ...). The extension
-    never receives the turn loop: the runtime decides when its services are used.
+    ``install`` receives the registry builder, seen as a ``ServiceRegistrar``, and calls its
+    registration methods (``registry.inference_engine(...)``, ``registry.tool_contributor(...)``,
+    ...). The extension never receives the turn loop: the runtime decides when its services are used.
     """
 
     @abstractmethod
     def manifest(self) -> ExtensionManifest: ...
 
     @abstractmethod
-    def install(self, registry: ExtensionRegistryBuilder) -> None: ...
+    def install(self, registry: ServiceRegistrar) -> None: ...

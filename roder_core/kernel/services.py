@@ -40,7 +40,7 @@ class InferenceProviderMetadata:
     auth_label: str | None = None
     auth_configured: bool | None = None
     #: Where the key in use comes from: "env" (its variable) or "stored" (roder providers login).
-    auth_source: Literal["env", "stored"] | None = None
+    auth_source: Literal["env", "stored", "oauth"] | None = None
     recommended: bool = False
     sort_order: int = 100
     description: str | None = None
@@ -56,6 +56,11 @@ class InferenceTurnContext:
     #: work, retries included, should end by then; None means no deadline.
     deadline: float | None = None
     attempt: int = 0
+    #: Ceilings on one model response, 0 for none: bytes received and seconds since the request
+    #: (``[limits] response_mb`` and ``response_seconds``). HTTP engines enforce them as the
+    #: body arrives (``providers.transport``), so a reply that never ends is cut off.
+    max_response_bytes: int = 0
+    max_response_seconds: float = 0.0
 
 
 @runtime_checkable
@@ -93,6 +98,13 @@ class ContextQuery:
     #: False for every model request's "system" blocks. A provider whose blocks consume
     #: something (new output since last time) hands it on only when this is True.
     turn_start: bool = False
+    #: What the turn's tools may do, for the environment block: the policy mode, whether a
+    #: person can approve, the sandbox level in effect and whether commands reach the network
+    #: (empty / None when not known).
+    mode: str = ""
+    approver: bool = True
+    sandbox: str = ""
+    network: bool | None = None
 
 
 @dataclass
@@ -272,13 +284,6 @@ def resolve_memory_store(service: MemoryStore | MemoryStoreFactory) -> MemorySto
     ``create()`` gives the store; this returns the store whichever way it was installed."""
     create = getattr(service, "create", None)
     return cast(MemoryStore, create() if callable(create) else service)
-
-
-@runtime_checkable
-class EmbeddingProvider(Protocol):
-    def id(self) -> str: ...
-
-    async def embed(self, texts: list[str]) -> list[list[float]]: ...
 
 
 # --------------------------------------------------------------------------- actions
@@ -491,15 +496,6 @@ class EventSink(Protocol):
     def on_event(self, event: RuntimeEvent) -> None: ...
 
 
-@runtime_checkable
-class NotificationSink(Protocol):
-    """Tells the user something happened while they looked away (turn done, approval needed)."""
-
-    def id(self) -> str: ...
-
-    async def notify(self, title: str, body: str) -> None: ...
-
-
 class HookPoint(StrEnum):
     BEFORE_TURN = "before_turn"
     CONTEXT = "context"
@@ -579,6 +575,44 @@ class PaletteSource(Protocol):
     async def commands(self, state: dict[str, Any]) -> list[PaletteCommand]: ...
 
 
-@runtime_checkable
-class InteractiveRegionHandler(Protocol):
-    def id(self) -> str: ...
+# --------------------------------------------------------------------------- installing
+
+
+class ServiceRegistrar(Protocol):
+    """What ``RoderExtension.install`` receives: the registration half of the registry builder.
+
+    Extensions name this narrow protocol, not ``kernel.registry.ExtensionRegistryBuilder``, so
+    the extension contract (``kernel.extension``) does not depend on the builder that validates
+    it; the builder satisfies it (mypy checks that where the builder calls ``install(self)``)."""
+
+    def inference_engine(self, engine: InferenceEngine) -> None: ...
+
+    def context_provider(self, provider: ContextProvider) -> None: ...
+
+    def context_planner(self, planner: ContextPlanner) -> None: ...
+
+    def thread_store(self, store: ThreadStore) -> None: ...
+
+    def checkpoint_store(self, store: CheckpointStore) -> None: ...
+
+    def memory_store(self, store: MemoryStore) -> None: ...
+
+    def memory_store_factory(self, factory: MemoryStoreFactory) -> None: ...
+
+    def tool_contributor(self, contributor: ToolContributor) -> None: ...
+
+    def task_executor(self, executor: TaskExecutor) -> None: ...
+
+    def subagent_dispatcher(self, dispatcher: SubagentDispatcher) -> None: ...
+
+    def remote_runner_provider(self, provider: RemoteRunnerProvider) -> None: ...
+
+    def policy_contributor(self, contributor: PolicyContributor) -> None: ...
+
+    def event_sink(self, sink: EventSink) -> None: ...
+
+    def hook(self, hook: Hook) -> None: ...
+
+    def status_segment(self, segment: StatusSegment) -> None: ...
+
+    def palette_source(self, source: PaletteSource) -> None: ...

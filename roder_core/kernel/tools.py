@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from roder_core.ir import Attachment, Item, ModelProfile, ToolSpec
+from roder_core.kernel.file_ledger import FileLedger
 from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, arguments_schema, parse_arguments
 
 if TYPE_CHECKING:
@@ -194,6 +195,8 @@ class ToolExecutionContext:
     #: The runtime, scoped to this call; None when a tool runs outside a runtime (unit tests).
     host: ToolHost | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What this thread last read or wrote of each file; None outside a thread (no check).
+    files: FileLedger | None = None
 
 
 @runtime_checkable
@@ -224,6 +227,8 @@ class Tool:
     read_only: bool = False
     #: Offered only to threads in a team (their ``ToolHost.team()`` is not None).
     team_only: bool = False
+    #: Offered only in these policy modes (``exit_plan``: plan mode); None: in every mode.
+    modes: ClassVar[frozenset[str] | None] = None
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.schema())
@@ -247,6 +252,13 @@ class Tool:
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         """Extra approval preview fields (``command``, ``cwd``, ``diff``) for the client."""
         return {}
+
+    def redirect(self, arguments: dict[str, Any]) -> ToolCall | None:
+        """Another tool's call that these arguments really are (``bash`` running an
+        ``apply_patch`` heredoc), or None. The turn runs the returned call in its place, under
+        that tool's own argument checks, policy, approvals and mutation queue; the result keeps
+        this call's id."""
+        return None
 
 
 def arguments_model_of(tool: ToolExecutor) -> type[ToolArguments] | None:
@@ -275,6 +287,11 @@ def tool_kind(tool: ToolExecutor) -> ToolKind:
 
 def is_read_only(tool: ToolExecutor) -> bool:
     return bool(getattr(tool, "read_only", False))
+
+
+def offered_in(tool: ToolExecutor, mode: str) -> bool:
+    modes = getattr(tool, "modes", None)
+    return modes is None or mode in modes
 
 
 def is_team_only(tool: ToolExecutor) -> bool:
@@ -341,6 +358,10 @@ class ToolRegistry:
     def outside_teams(self) -> ToolRegistry:
         """A copy without the tools only team threads are offered."""
         return self.restricted(name for name, tool in self._tools.items() if not is_team_only(tool))
+
+    def for_mode(self, mode: str) -> ToolRegistry:
+        """A copy without the tools not offered in policy mode ``mode`` (``Tool.modes``)."""
+        return self.restricted(name for name, tool in self._tools.items() if offered_in(tool, mode))
 
     def contribute_from(self, source: str, contribute: Callable[[ToolRegistry], None]) -> None:
         self._current_source = source

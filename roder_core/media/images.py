@@ -10,6 +10,8 @@ those limits once, when it is stored, so no request is ever refused for its pict
 from __future__ import annotations
 
 import io
+import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,13 @@ MAX_INPUT_BYTES = 25 * 1024 * 1024
 MAX_SENT_BYTES = 5 * 1024 * 1024
 MAX_SIDE = 8000
 THUMBNAIL_SIDE = 256
+#: Largest image decoded at all, in pixels, checked from the header before any pixel is decoded:
+#: a 0.7 MB PNG can declare 8000x22000 pixels (700 MB once decoded). 50 megapixels is a large
+#: camera photo (8000x6250); decoded as RGBA it takes 200 MB at most.
+MAX_PIXELS = 50_000_000
+#: One decode at a time in this process, so that images in parallel tool calls or attachments
+#: never add their decoded sizes up.
+_DECODING = threading.Lock()
 
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -63,14 +72,34 @@ def _pil() -> Any:
     return Image
 
 
-def _open(data: bytes, what: str) -> Any:
+def _open(data: bytes, what: str, side: int) -> Any:
+    """The image decoded, reduced while decoding where the format allows (JPEG's draft mode
+    decodes at 1/2, 1/4 or 1/8 scale) to about ``side`` pixels on its longer edge, after its
+    header's size was checked against ``MAX_PIXELS``. Callers hold ``_DECODING``."""
     image_module = _pil()
     try:
-        image = image_module.open(io.BytesIO(data))
+        with warnings.catch_warnings():  # Pillow warns of what check_pixels refuses
+            warnings.simplefilter("ignore", image_module.DecompressionBombWarning)
+            image = image_module.open(io.BytesIO(data))  # reads the header only
+        check_pixels(image.size, what)
+        if max(image.size) > side:
+            image.draft(None, (side, side))
         image.load()
-    except (image_module.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
+    except image_module.DecompressionBombError as exc:  # Pillow's own, far higher limit, in open()
+        raise MediaError(f"{what} is over {MAX_PIXELS // 1_000_000} megapixels, the most Roder decodes ({exc})") from None
+    except (OSError, ValueError, SyntaxError) as exc:
         raise MediaError(f"{what} is not an image Roder can read ({exc})") from None
     return image
+
+
+def check_pixels(size: tuple[int, int], what: str) -> None:
+    """Refuse an image whose header declares more than ``MAX_PIXELS`` (before decoding it)."""
+    width, height = size
+    if width * height > MAX_PIXELS:
+        raise MediaError(
+            f"{what} is {width}x{height} pixels ({width * height / 1e6:.0f} megapixels); "
+            f"images up to {MAX_PIXELS // 1_000_000} megapixels can be used"
+        )
 
 
 def _encode(image: Any, mime: str) -> bytes:
@@ -91,7 +120,12 @@ def prepare(data: bytes, what: str = "the attachment") -> PreparedImage:
         raise MediaError(
             f"{what} is {len(data) // (1024 * 1024)} MB; images up to {MAX_INPUT_BYTES // (1024 * 1024)} MB can be attached"
         )
-    image = _open(data, what)
+    with _DECODING:
+        return _prepare(data, what)
+
+
+def _prepare(data: bytes, what: str) -> PreparedImage:
+    image = _open(data, what, MAX_SIDE)
     width, height = image.size
     mime = sniff_image(data[:16])
     if mime is not None and len(data) <= MAX_SENT_BYTES and max(width, height) <= MAX_SIDE:
@@ -123,7 +157,12 @@ def measure(data: bytes) -> tuple[int, int] | None:
 
 def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> PreparedImage:
     """A PNG preview at most ``side`` pixels on its longer edge (never enlarged)."""
-    image = _open(data, "the media item")
+    with _DECODING:
+        return _thumbnail(data, side)
+
+
+def _thumbnail(data: bytes, side: int) -> PreparedImage:
+    image = _open(data, "the media item", side)
     if getattr(image, "is_animated", False):
         image.seek(0)
     if image.mode not in ("RGB", "RGBA", "L", "LA"):

@@ -28,6 +28,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from roder_core.brokers.data_paths import child
 from roder_core.ir import Attachment, MediaArtifact, MediaKind, ModelProfile
 from roder_core.media.images import EXTENSIONS, THUMBNAIL_SIDE, MediaError, prepare, thumbnail
 
@@ -73,7 +74,7 @@ class MediaLibrary:
     def folder(self, thread_id: str) -> Path:
         if not _THREAD_ID.match(thread_id):
             raise MediaError(f"{thread_id!r} is not a thread id")
-        return self.root / thread_id
+        return child(self.root, thread_id, what="thread id")
 
     def _index_path(self, thread_id: str) -> Path:
         return self.folder(thread_id) / "index.json"

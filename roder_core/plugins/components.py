@@ -24,6 +24,7 @@ from roder_core.customization.definitions import (
     Skill,
     discover,
     parse_frontmatter,
+    read_definition_file,
     tool_list,
 )
 from roder_core.plugins.enabled import ActivePlugin, ActivePlugins, active_plugins
@@ -59,14 +60,6 @@ def _text(meta: dict[str, Any], key: str) -> str:
     return "" if value is None else str(value).strip()
 
 
-def _read(path: Path) -> tuple[dict[str, Any], str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DefinitionError(f"{path}: cannot read: {exc}") from exc
-    return parse_frontmatter(text, str(path))
-
-
 def _scope(plugin: ActivePlugin) -> str:
     return f"plugin:{plugin.id}"
 
@@ -78,7 +71,7 @@ def _body(plugin: ActivePlugin, text: str, values: dict[str, str]) -> str:
 
 
 def _skill(plugin: ActivePlugin, folder_name: str, path: Path, values: dict[str, str]) -> Skill:
-    meta, body = _read(path)
+    meta, body = read_definition_file(path)
     name = _text(meta, "name") or folder_name
     local = {**values, "CLAUDE_SKILL_DIR": str(path.parent)}
     return Skill(
@@ -96,7 +89,7 @@ def _command(plugin: ActivePlugin, spec: CommandSpec, values: dict[str, str]) ->
         meta, body = parse_frontmatter(spec.content, f"{plugin.id} command {spec.name}")
     else:
         assert spec.path is not None
-        meta, body = _read(spec.path)
+        meta, body = read_definition_file(spec.path)
     allowed = spec.allowed_tools if spec.allowed_tools is not None else meta.get("allowed-tools")
     return CommandTemplate(
         name=f"{plugin.name}:{spec.name}",
@@ -111,7 +104,7 @@ def _command(plugin: ActivePlugin, spec: CommandSpec, values: dict[str, str]) ->
 
 
 def _agent(plugin: ActivePlugin, name: str, path: Path, values: dict[str, str], problems: list[str]) -> AgentDefinition:
-    meta, body = _read(path)
+    meta, body = read_definition_file(path)
     ignored = [key for key in IGNORED_AGENT_KEYS if key in meta]
     if ignored:
         problems.append(

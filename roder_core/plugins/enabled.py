@@ -10,15 +10,17 @@ is not installed is reported, never fetched: the user installs it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
 from roder_core.plugins.layout import PluginLayout, resolve_layout
 from roder_core.plugins.manifest import entry_of, load_manifest, split_id
 from roder_core.plugins.options import OptionStore, option_env
-from roder_core.plugins.records import InstallRecord, PluginDirs, read_installed, read_json
+from roder_core.plugins.records import InstallRecord, PluginDirs, read_installed
 from roder_core.settings.paths import RoderPaths
 
 PROJECT_SETTINGS = (".claude/settings.json", ".claude/settings.local.json")
@@ -81,11 +83,18 @@ def project_plugins(cwd: Path, trusted: bool) -> ProjectPlugins:
     found = ProjectPlugins()
     if not trusted:
         return found
+    reader = project_reader(cwd)
     for relative in PROJECT_SETTINGS:
         path = cwd / relative
-        if not path.is_file():
+        if not reader.is_file(path):
             continue
-        data = read_json(path, None)
+        try:
+            data = json.loads(reader.read_text(path))
+        except ProjectFileRefused as exc:
+            found.problems.append(f"{exc}; its plugin settings are ignored")
+            continue
+        except (OSError, UnicodeDecodeError, ValueError):
+            data = None
         if not isinstance(data, dict):
             found.problems.append(f"{path}: not a JSON object; its plugin settings are ignored")
             continue
@@ -169,9 +178,6 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
             )
         result.plugins.append(ActivePlugin(record, root, dirs.data_dir(identifier), layout, values))
         result.problems.extend(f"plugin {identifier}: {p}" for p in layout.problems)
-        if layout.lsp_servers:
-            names = ", ".join(s.name for s in layout.lsp_servers)
-            result.problems.append(f"plugin {identifier}: LSP servers ({names}) are not started: Roder has no LSP client")
 
     return result
 

@@ -2,9 +2,10 @@
 
 Everything here is blocking (callers run it in a worker thread) and runs only when the user asked
 for an install, an add or a refresh. Git runs as ``git`` with prompts off; an archive is fetched
-over HTTPS (loopback and link-local hosts are refused unless ``[plugins] allow_loopback_http`` is
-set, which the tests use); an npm package is fetched with ``npm pack --ignore-scripts`` (no
-lifecycle script runs) and unpacked; a ``command`` source runs the exact command the user
+over HTTPS through ``brokers.outbound`` (addresses off the public internet are refused after
+resolution, the connection pinned to the checked address; loopback hosts are let through only
+when ``[plugins] allow_loopback_http`` is set, which the tests use); an npm package is fetched
+with ``npm pack --ignore-scripts`` (no lifecycle script runs) and unpacked; a ``command`` source runs the exact command the user
 accepted, from ``$HOME``, and must print one absolute directory.
 """
 
@@ -14,15 +15,18 @@ import hashlib
 import ipaddress
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from roder_core.brokers.addresses import is_loopback_host
+from roder_core.brokers.outbound import OutboundRefused, OutboundRule, normal_host, sync_transport
 from roder_core.plugins.manifest import PluginSource
 
 DEFAULT_GITHUB_URL = "https://github.com/{repo}.git"
@@ -77,14 +81,46 @@ def git_url(source: PluginSource, settings: FetchSettings) -> str:
     return source.url
 
 
-def clone(url: str, dest: Path, *, ref: str | None = None, sha: str | None = None) -> str:
+#: git over the network follows no redirect (the host checked is the host reached).
+_GIT_NO_REDIRECTS = ["-c", "http.followRedirects=false"]
+
+
+def check_git_host(url: str, settings: FetchSettings) -> None:
+    """Refuse a network git URL whose host resolves off the public internet (the outbound
+    rule; loopback only with ``[plugins] allow_loopback_http``). git resolves the name again
+    itself, so this is checked, not pinned; local paths and ``file://`` are not network."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if not parts.scheme and "@" in url.split(":", 1)[0] and ":" in url:  # scp-like user@host:path
+        host = url.split("@", 1)[1].split(":", 1)[0]
+    elif parts.scheme not in ("http", "https", "git", "ssh", "git+ssh", "ssh+git"):
+        return
+    host = normal_host(host)
+    named = {host} if settings.allow_loopback_http and is_loopback_host(host) else set()
+    rule = OutboundRule(frozenset(named), "[plugins] allow_loopback_http")
+    try:
+        rule.check(host, _resolved(host, parts.port or 443))
+    except OutboundRefused as exc:
+        raise FetchError(f"{url}: {exc}") from exc
+
+
+def _resolved(host: str, port: int) -> list[tuple[Any, ...]]:
+    try:
+        return list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+    except (OSError, UnicodeError) as exc:
+        raise OutboundRefused(f"{host} could not be resolved ({exc})") from exc
+
+
+def clone(url: str, dest: Path, *, ref: str | None = None, sha: str | None = None, settings: FetchSettings | None = None) -> str:
     """Clone ``url`` into ``dest`` at ``sha`` (wins) or ``ref``; returns the commit checked out."""
     what = f"cloning {url}"
+    check_git_host(url, settings or FetchSettings())
     if sha is None:
-        argv = ["git", "clone", "--quiet", "--depth", "1", *(["--branch", ref] if ref else []), url, str(dest)]
+        branch = ["--branch", ref] if ref else []
+        argv = ["git", *_GIT_NO_REDIRECTS, "clone", "--quiet", "--depth", "1", *branch, url, str(dest)]
         _run(argv, timeout=GIT_TIMEOUT, what=what)
     else:
-        _run(["git", "clone", "--quiet", url, str(dest)], timeout=GIT_TIMEOUT, what=what)
+        _run(["git", *_GIT_NO_REDIRECTS, "clone", "--quiet", url, str(dest)], timeout=GIT_TIMEOUT, what=what)
         _run(["git", "checkout", "--quiet", sha], cwd=dest, timeout=GIT_TIMEOUT, what=f"checking out {sha}")
     return _run(["git", "rev-parse", "HEAD"], cwd=dest, timeout=60, what="reading the commit").strip()
 
@@ -132,10 +168,16 @@ def download(url: str, dest: Path, settings: FetchSettings, *, limit: int = MAX_
     import httpx
 
     check_url(url, settings)
+    host = normal_host(urlsplit(url).hostname or "")
+    named = {host} if settings.allow_loopback_http and is_loopback_host(host) else set()
+    rule = OutboundRule(frozenset(named), "[plugins] allow_loopback_http")
     digest = hashlib.sha256()
     size = 0
     try:
-        with httpx.stream("GET", url, follow_redirects=False, timeout=60.0, trust_env=False) as response:
+        with (
+            httpx.Client(follow_redirects=False, timeout=60.0, trust_env=False, transport=sync_transport(rule)) as client,
+            client.stream("GET", url) as response,
+        ):
             if response.status_code != 200:
                 raise FetchError(f"{url}: HTTP {response.status_code}")
             with open(dest, "wb") as out:
@@ -147,6 +189,8 @@ def download(url: str, dest: Path, settings: FetchSettings, *, limit: int = MAX_
                     out.write(chunk)
     except httpx.HTTPError as exc:
         raise FetchError(f"{url}: {type(exc).__name__}: {exc}") from exc
+    except OutboundRefused as exc:
+        raise FetchError(f"{url}: {exc}") from exc
     return digest.hexdigest()
 
 

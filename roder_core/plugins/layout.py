@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roder_core.brokers.project_reader import ProjectReader
 from roder_core.customization.injection import injected_commands
 from roder_core.plugins.dependencies import Dependency, parse_dependencies
 from roder_core.plugins.manifest import ManifestError, MarketplaceEntry, PluginManifest, load_json
@@ -173,7 +174,8 @@ class PluginLayout:
             for h in self.hooks
         ]
         lines += [f"MCP server {s.name}: {s.describe()}" for s in self.mcp_servers]
-        lines += [f"LSP server {s.name}: {s.describe()} (not started by Roder)" for s in self.lsp_servers]
+        started = "started for its languages when a file is edited"
+        lines += [f"LSP server {s.name}: {s.describe()} ({started})" for s in self.lsp_servers]
         lines += [f"monitor {m.name} ({m.when}): {m.command} (a sandboxed background task)" for m in self.monitors]
         lines += [f"bin/{name} (an executable on the PATH of commands while enabled)" for name in self.bin]
         lines += self.install_scripts
@@ -185,8 +187,8 @@ def _injections(command: CommandSpec) -> list[str]:
     text = command.content
     if text is None and command.path is not None:
         try:
-            text = command.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = ProjectReader(command.path.parent).read_text(command.path)
+        except (OSError, UnicodeDecodeError):  # refused (a link out, a FIFO) or unreadable
             return []
     return injected_commands(text or "")
 
@@ -218,8 +220,8 @@ def _paths(value: Any) -> list[str]:
 def _markdown_files(folder: Path) -> list[tuple[str, Path]]:
     """``(name, file)`` for every ``.md`` below ``folder``; subfolders become ``a:b`` names."""
     found = []
-    for path in sorted(folder.rglob("*.md")):
-        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts):
+    for path in ProjectReader(folder).files(folder, "**/*.md", recursive=True):
+        if not any(part.startswith(".") for part in path.relative_to(folder).parts):
             found.append((":".join(path.relative_to(folder).with_suffix("").parts), path))
     return found
 
@@ -289,7 +291,7 @@ def _themes(layout: PluginLayout, declared: Any) -> None:
         if target.is_file():
             layout.themes.append(target)
         elif target.is_dir():
-            layout.themes.extend(sorted(p for p in target.glob("*.json") if p.is_file()))
+            layout.themes.extend(ProjectReader(layout.root).files(target, "*.json"))
         elif declared is not None:
             layout.problems.append(f"themes path {entry!r} does not exist; skipped")
 
@@ -403,7 +405,7 @@ def _agents(layout: PluginLayout, declared: dict[str, Any]) -> None:
 def _skill_folders(folder: Path) -> list[tuple[str, Path]]:
     if (folder / "SKILL.md").is_file():  # the path names one skill folder
         return [(folder.name, folder / "SKILL.md")]
-    return [(p.parent.name, p) for p in sorted(folder.glob("*/SKILL.md"))]
+    return [(p.parent.name, p) for p in ProjectReader(folder).files(folder, "*/SKILL.md")]
 
 
 def _skills(layout: PluginLayout, declared: dict[str, Any], *, replace_default: bool) -> None:
@@ -605,14 +607,15 @@ def _server_table(layout: PluginLayout, origin: str, key: str, data: Any, found:
 def _bin_and_scripts(layout: PluginLayout) -> None:
     bin_dir = layout.root / "bin"
     if bin_dir.is_dir():
-        layout.bin = sorted(p.name for p in bin_dir.iterdir() if p.is_file())
+        reader = ProjectReader(layout.root)
+        layout.bin = [name for name in reader.names(bin_dir) if reader.is_file(bin_dir / name)]
     command = install_command(layout.root)
     if command is not None:
         layout.install_scripts.append(f"node dependencies installed at install: {' '.join(command)}")
     package = layout.root / "package.json"
     if package.is_file():
         try:
-            scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
+            scripts = json.loads(ProjectReader(layout.root).read_text(package)).get("scripts") or {}
         except (OSError, ValueError, AttributeError):
             scripts = {}
         for name in _LIFECYCLE_SCRIPTS:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from roder_core.brokers.project_reader import ProjectReader
+
 SourceKind = Literal["relative", "github", "url", "git-subdir", "npm", "archive", "command"]
 
 #: Names only Anthropic's own catalogs may use (spec section 1).
@@ -87,7 +89,7 @@ def load_json(path: Path, problems: list[str]) -> Any:
         return result
 
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = ProjectReader(path.parent).read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path}: cannot read: {exc}") from exc
     try:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from roder_core.customization.definitions import DefinitionError, parse_frontmatter
+from roder_core.brokers.project_reader import ProjectReader
+from roder_core.customization.definitions import DefinitionError, read_definition_file
 from roder_core.plugins.enabled import ActivePlugins
 from roder_core.plugins.manifest import boolean
 from roder_core.plugins.records import PluginDirs, read_json, write_json
@@ -43,7 +44,7 @@ def plugin_output_styles(active: ActivePlugins, problems: list[str] | None = Non
     for plugin in active.plugins:
         for stem, path in plugin.layout.output_styles:
             try:
-                meta, body = parse_frontmatter(path.read_text(encoding="utf-8"), str(path))
+                meta, body = read_definition_file(path, ProjectReader(plugin.layout.root))
             except (OSError, UnicodeDecodeError, DefinitionError) as exc:
                 if problems is not None:
                     problems.append(f"plugin {plugin.id}: output style {path.name}: {exc}")

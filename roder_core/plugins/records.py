@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roder_core.brokers.data_paths import child
 from roder_core.plugins.manifest import data_id, split_id
 from roder_core.settings.paths import RoderPaths
 
@@ -86,13 +87,15 @@ class PluginDirs:
         return self.root / "accepted_commands.json"
 
     def marketplace_dir(self, name: str) -> Path:
-        return self.root / "marketplaces" / name
+        return child(self.root / "marketplaces", name, what="marketplace name")
 
     def cache_dir(self, marketplace: str, plugin: str, version: str) -> Path:
-        return self.code / marketplace / plugin / version
+        """Where one version of a plugin is installed; every part comes from a catalog or a
+        manifest, so each is checked as one plain name (``brokers.data_paths``)."""
+        return child(self.code, marketplace, plugin, version, what="plugin marketplace, name or version")
 
     def data_dir(self, identifier: str) -> Path:
-        return self.root / "data" / data_id(identifier)
+        return child(self.root / "data", data_id(identifier), what="plugin id")
 
 
 @dataclass

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roder_core.brokers.project_reader import ProjectReader
 from roder_core.plugins import claude_import
 from roder_core.plugins.enabled import active_plugins, installed_layout, project_plugins
 from roder_core.plugins.fetch import FetchSettings
@@ -98,9 +100,11 @@ class PluginService:
         readme = ""
         source = variant.entry.source
         if not source.external:
-            candidate = (variant.marketplace.root / source.path / "README.md").resolve()
-            if candidate.is_relative_to(variant.marketplace.root.resolve()) and candidate.is_file():
-                readme = candidate.read_text(encoding="utf-8", errors="replace")[:20_000]
+            candidate = variant.marketplace.root / source.path / "README.md"
+            reader = ProjectReader(variant.marketplace.root)
+            if reader.is_file(candidate):
+                with contextlib.suppress(OSError):  # refused (a link out, too large) or unreadable
+                    readme = reader.read_text(candidate, errors="replace")[:20_000]
         return {"plugin": variant.to_json(installed), "entry": variant.entry.raw, "readme": readme}
 
     def preview(self, identifier: str) -> tuple[Preview, dict[str, Any]]:

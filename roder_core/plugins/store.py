@@ -10,6 +10,7 @@ it, so what runs is what the user saw.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roder_core.errors import RoderError
+from roder_core.brokers.data_paths import component, remove_tree
+from roder_core.errors import RoderError, UnsafePathError
 from roder_core.plugins import fetch
 from roder_core.plugins.dependencies import Dependency, satisfies
 from roder_core.plugins.fetch import Fetched, FetchError, FetchSettings
@@ -191,8 +193,7 @@ class PluginStore:
             self._check_name(market.name, official)
             if location.is_relative_to(work):
                 final = self.dirs.marketplace_dir(market.name)
-                if final.exists():
-                    shutil.rmtree(final)
+                remove_tree(self.dirs.root / "marketplaces", final, "marketplace folder")
                 location.rename(final)
                 location = final
                 market.root = final
@@ -278,7 +279,7 @@ class PluginStore:
                 fetch.download(source["url"], target, self.settings, limit=16 * 1024 * 1024)
                 return work / "catalog", self._read_folder(work / "catalog"), True
             url = self.settings.github_url.format(repo=source["repo"]) if kind == "github" else source["url"]
-            fetch.clone(url, work / "clone", ref=source.get("ref"))
+            fetch.clone(url, work / "clone", ref=source.get("ref"), settings=self.settings)
             return work / "clone", self._read_folder(work / "clone"), False
         except FetchError as exc:
             raise PluginError(str(exc)) from exc
@@ -293,8 +294,8 @@ class PluginStore:
         for identifier in removed:
             self.uninstall(identifier, force=True)
         own = self.dirs.marketplace_dir(name)
-        if Path(entry.install_location) == own and own.exists():
-            shutil.rmtree(own)
+        if Path(entry.install_location) == own:
+            remove_tree(self.dirs.root / "marketplaces", own, "marketplace folder")
         write_known(self.dirs, known)
         return removed
 
@@ -413,6 +414,14 @@ class PluginStore:
         return target, target == root
 
     def _version(self, variant: Variant, folder: Path, fetched: Fetched | None) -> str:
+        """The version to install as: it names a folder, so it must be one plain name."""
+        version = self._stated_version(variant, folder, fetched)
+        try:
+            return component(version, f"{variant.id}: version")
+        except UnsafePathError as exc:
+            raise PluginError(str(exc)) from None
+
+    def _stated_version(self, variant: Variant, folder: Path, fetched: Fetched | None) -> str:
         manifest = load_manifest(folder)
         if manifest.version:
             return manifest.version
@@ -438,7 +447,9 @@ class PluginStore:
     def _fetch_into(self, source: PluginSource, work: Path) -> Fetched:
         try:
             if source.kind in ("github", "url", "git-subdir"):
-                commit = fetch.clone(fetch.git_url(source, self.settings), work / "clone", ref=source.ref, sha=source.sha)
+                commit = fetch.clone(
+                    fetch.git_url(source, self.settings), work / "clone", ref=source.ref, sha=source.sha, settings=self.settings
+                )
                 folder = work / "clone"
                 if source.path:
                     folder = (work / "clone" / source.path.strip("/")).resolve()
@@ -601,8 +612,7 @@ class PluginStore:
                 install_path = folder
             else:
                 install_path = self.dirs.cache_dir(variant.marketplace.name, variant.entry.name, version)
-                if install_path.exists():
-                    shutil.rmtree(install_path)
+                remove_tree(self.dirs.code, install_path, "installed plugin")
                 fetch.copy_plugin(folder, install_path, boundary, problems)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -709,8 +719,7 @@ class PluginStore:
         except PluginError:
             entry = {}
         install_path = self.dirs.cache_dir(market, name, version)
-        if install_path.exists():
-            shutil.rmtree(install_path)
+        remove_tree(self.dirs.code, install_path, "installed plugin")
         problems: list[str] = []
         fetch.copy_plugin(folder, install_path, folder, problems)
         return self._record(identifier, install_path, version, None, {"source": "claude-import", "path": str(folder)}, entry)
@@ -780,7 +789,8 @@ class PluginStore:
         write_installed(self.dirs, records)
         _remove_cached(Path(record.install_path), self.dirs.code)
         if not keep_data:
-            shutil.rmtree(self.dirs.data_dir(record.id), ignore_errors=True)
+            with contextlib.suppress(OSError):
+                remove_tree(self.dirs.root / "data", self.dirs.data_dir(record.id), "plugin data")
             self.options.forget(record.id)
         return record
 
@@ -816,7 +826,8 @@ def _by_name(records: dict[str, InstallRecord], identifier: str, *, pop: bool = 
 def _remove_cached(path: Path, cache_root: Path) -> None:
     """Delete an installed copy, only ever inside the cache (a linked command source is not ours)."""
     if path.exists() and path.resolve().is_relative_to(cache_root.resolve()):
-        shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(cache_root, path, "installed plugin")
 
 
 def _staging_root(path: Path, staging: Path) -> Path:

@@ -24,6 +24,7 @@ from typing import Any
 from roder_core.brokers import BrokerDenied
 from roder_core.brokers.fs import settled_realpath
 from roder_core.brokers.git_dirs import git_refusal
+from roder_core.brokers.next_action import next_action_reason
 from roder_core.brokers.protected_names import protected_reason
 from roder_core.ir import Mode
 from roder_core.kernel.services import PolicyContributor, PolicyDecision, PolicyVerdict
@@ -139,8 +140,9 @@ class PolicyEngine:
     def _roots(self, workspace: Path) -> list[Path]:
         return [Path(os.path.realpath(workspace)), *self._extra_roots]
 
-    def _write_floor(self, subject: PolicySubject, workspace: Path) -> PolicyDecision | None:
-        """Protected paths, git dirs, paths outside the workspace and unknowable shell targets."""
+    def _write_floor(self, subject: PolicySubject, workspace: Path, mode: str = Mode.ASK) -> PolicyDecision | None:
+        """Protected paths, git dirs, paths outside the workspace and unknowable shell targets;
+        outside bypass, files that run code at the user's next action (``next_action``)."""
         if subject.kind != "path" or not subject.writes:
             return None
         shell = subject.tool == "bash"
@@ -166,10 +168,22 @@ class PolicyEngine:
             if found:
                 reason = f"{subject.value}: {found} (git-dir protection)"
         if reason is None:
-            return None
+            return self._next_action_floor(subject, workspace, mode)
         if shell:
             return PolicyDecision(PolicyVerdict.ASK, f"a shell redirect writes to {reason}; never auto-approved", "floor")
         return PolicyDecision(PolicyVerdict.DENY, f"{reason}; file tools never write there", "floor")
+
+    def _next_action_floor(self, subject: PolicySubject, workspace: Path, mode: str) -> PolicyDecision | None:
+        """A write to a file that runs code at the user's next ordinary action asks a person in
+        every mode but bypass (a headless run refuses it)."""
+        if mode == Mode.BYPASS:
+            return None
+        for form in self._forms(subject.value, workspace):
+            root = next((r for r in self._roots(workspace) if form == r or form.is_relative_to(r)), None)
+            found = next_action_reason(form.relative_to(root).parts, root) if root is not None else None
+            if found:
+                return PolicyDecision(PolicyVerdict.ASK, f"{subject.value}: {found}; never auto-approved", "floor")
+        return None
 
     def _unknowable_floor(self, subjects: list[PolicySubject]) -> PolicyDecision | None:
         """Deny and ask rules must hold wherever a command hides; a command only known when it
@@ -281,7 +295,7 @@ class PolicyEngine:
                 )
         if decision.verdict is PolicyVerdict.ASK and self._session_allows(subjects):
             decision = PolicyDecision(PolicyVerdict.ALLOW, "allowed for this session", "session")
-        floors = [self._write_floor(subject, workspace) for subject in subjects]
+        floors = [self._write_floor(subject, workspace, mode) for subject in subjects]
         floors.append(self._unknowable_floor(subjects))
         for floor in floors:
             # A floor replaces an equal verdict too: its reason is the one the user must see, and

@@ -18,19 +18,17 @@ Deny wins over ask, ask over allow.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
 
-from roder_core.brokers.gitignore import glob_to_regex
+from roder_core.brokers.path_rules import RULE_SYNTAX, path_matches
 from roder_core.kernel.services import PolicyVerdict
 from roder_core.kernel.tools import PolicySubject
 from roder_core.settings.config import ConfigError
 
-_RULE = re.compile(r"^\s*([A-Za-z0-9_.*?\-\[\]]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 #: Strongest first: the first verdict with a matching rule wins.
 VERDICTS = (PolicyVerdict.DENY, PolicyVerdict.ASK, PolicyVerdict.ALLOW)
 
@@ -139,7 +137,7 @@ class Rule:
 
     @classmethod
     def parse(cls, text: str) -> Rule:
-        match = _RULE.match(text)
+        match = RULE_SYNTAX.match(text)
         if match is None:
             raise PolicyRuleError(f"policy rule {text!r}: expected tool or tool(pattern), e.g. bash(git status*)")
         tool, spec = match.group(1), match.group(2)
@@ -168,30 +166,6 @@ class Rule:
         return subject.kind != "domain" and fnmatchcase(subject.value, self.spec)
 
 
-def path_matches(pattern: str, value: str, workspace: Path) -> bool:
-    """Whether a path (workspace-relative posix, or absolute) matches a rule's path pattern."""
-    absolute = Path(value) if os.path.isabs(value) else Path(workspace) / value
-    if pattern.startswith("~/"):
-        pattern = os.path.expanduser(pattern)
-    if pattern.startswith("/"):
-        target, body = absolute.as_posix(), pattern
-        head = "^"
-    else:
-        try:
-            target = absolute.relative_to(workspace).as_posix()
-        except ValueError:
-            return False
-        body = pattern.removeprefix("./")
-        anchored = pattern.startswith("./") or "/" in body.rstrip("/")
-        head = "^" if anchored else "^(?:.*/)?"
-    return _path_regex(head, body.rstrip("/")).match(target) is not None
-
-
-@lru_cache(maxsize=1024)
-def _path_regex(head: str, glob: str) -> re.Pattern[str]:
-    return re.compile(head + glob_to_regex(glob) + "(?:/.*)?$", re.DOTALL)
-
-
 class RuleSet:
     """The allow / ask / deny rules in effect (user config plus a trusted project's)."""
 
@@ -214,6 +188,19 @@ class RuleSet:
             for rule in self.rules[verdict]:
                 if rule.spec is not None and fnmatchcase(tool, rule.tool):
                     return rule.text
+        return None
+
+    def has_refusals(self) -> bool:
+        return bool(self.rules[PolicyVerdict.DENY] or self.rules[PolicyVerdict.ASK])
+
+    def read_rule(self, path: str, workspace: Path) -> tuple[str, str] | None:
+        """The strongest deny or ask rule about reading ``path`` (workspace-relative posix or
+        absolute), as ("deny" | "ask", its text): what ``brokers.content_gate`` withholds."""
+        subject = PolicySubject(tool="read", value=path, kind="path", writes=False)
+        for verdict in (PolicyVerdict.DENY, PolicyVerdict.ASK):
+            for rule in self.rules[verdict]:
+                if rule.matches(subject, workspace):
+                    return verdict.value, rule.text
         return None
 
     def verdict(self, subject: PolicySubject, workspace: Path) -> tuple[PolicyVerdict | None, Rule | None]:

@@ -28,7 +28,7 @@ from roder_core.providers.retry import RetryPolicy
 from roder_core.providers.sse import SSEEvent
 from roder_core.providers.transport import HttpTransport, Secret
 from roder_core.settings.config import ConfigError
-from roder_core.settings.credentials import CredentialStore
+from roder_core.settings.credentials import CredentialsError, CredentialStore
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,8 @@ class HttpEngine:
         self._credentials = credentials
         self.errors = ErrorFactory(spec.name, spec.api_key_env)
         self.key = Secret("")
-        #: "env", "stored" or None: where ``key`` came from.
-        self.key_source: Literal["env", "stored"] | None = None
+        #: "env", "oauth", "stored" or None: where ``key`` came from.
+        self.key_source: Literal["env", "stored", "oauth"] | None = None
         self.reload_key()
         self.transport = HttpTransport(spec, self.auth_headers, self.errors)
         self.retry = retry or RetryPolicy(max_retries=spec.max_retries)
@@ -96,12 +96,16 @@ class HttpEngine:
 
     def reload_key(self) -> None:
         """Resolve the API key, the one place every engine does: the provider's environment
-        variable first, then the key stored for this provider id (``roder providers login``,
+        variable first, then an OAuth sign-in for this provider (``[auth.NAME]``, ``auth/*/login``),
+        then the key stored for this provider id (``roder providers login``,
         ``providers/configure``). Called again when a key is stored while Roder runs."""
         name = self.spec.api_key_env
-        source: Literal["env", "stored"] | None
+        source: Literal["env", "stored", "oauth"] | None
+        signed_in = self._signed_in()
         if name and self._env.get(name):
             value, source, hint = self._env[name], "env", name
+        elif signed_in is not None:
+            value, source, hint = signed_in, "oauth", f"the sign-in of `roder providers login` for {self.spec.name}"
         elif self._credentials is not None and (stored := self._credentials.get(self.spec.name)):
             value, source, hint = stored, "stored", f"the key stored by `roder providers login {self.spec.name}`"
         else:
@@ -109,6 +113,34 @@ class HttpEngine:
         self.key = Secret(value)
         self.key_source = source
         self.errors.use_key(value, hint)
+
+    def _signed_in(self) -> str | None:
+        """The stored access token of an OAuth sign-in for this provider (refreshed before use)."""
+        if self._credentials is None:
+            return None
+        try:
+            records = self._credentials.all_oauth()
+        except CredentialsError:
+            return None
+        for record in records.values():
+            if record.get("provider") == self.spec.name and record.get("access_token"):
+                return str(record["access_token"])
+        return None
+
+    async def refresh_sign_in(self) -> None:
+        """Before a request: a signed-in provider's token is refreshed when it is about to expire."""
+        if self.key_source != "oauth" or self._credentials is None:
+            return
+        from roder_core.auth.logins import fresh_access_token
+        from roder_core.auth.oauth import OAuthError
+
+        try:
+            token = await fresh_access_token(self._credentials, self.spec.name)
+        except OAuthError as exc:
+            raise self.errors.make("auth", str(exc), f"sign in again: `roder providers login` ({exc})", retryable=False) from None
+        if token and token != self.key.reveal():
+            self.key = Secret(token)
+            self.errors.use_key(token, f"the sign-in for {self.spec.name}")
 
     # ------------------------------------------------------------------ dialect hooks
 
@@ -141,12 +173,12 @@ class HttpEngine:
         and it is unset); so does any provider a key was stored for."""
         if self.spec.key_optional:
             return self.key_source is not None
-        return self.spec.api_key_env is not None or self.key_source == "stored"
+        return self.spec.api_key_env is not None or self.key_source in ("stored", "oauth")
 
     def metadata(self) -> InferenceProviderMetadata:
         return InferenceProviderMetadata(
             name=self.spec.title,
-            auth_type="api_key" if self.needs_key else "none",
+            auth_type="oauth" if self.key_source == "oauth" else ("api_key" if self.needs_key else "none"),
             auth_label=self.spec.api_key_env,
             auth_configured=bool(self.key) if self.needs_key else True,
             auth_source=self.key_source,
@@ -194,9 +226,25 @@ class HttpEngine:
             ids = list(self.spec.models)
         else:
             self._require_key()
+            await self.refresh_sign_in()
             ids = self.parse_model_ids(await self.transport.get_json(self.models_path))
             self._served = ids
         return [self.model_profile(model) for model in ids]
+
+    async def _no_model_chosen(self) -> InferenceError:
+        """The error for a request without a model. An endpoint with no ``models`` list is asked
+        for its listing first, so a key it refuses (a 401) or a wrong ``base_url`` is reported as
+        itself rather than hidden behind "no model chosen"; what it serves goes into the hint."""
+        served = ""
+        if not self.spec.models:
+            ids = [profile.id for profile in await self.list_models()]  # raises the endpoint's own error
+            served = f"; it serves {', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}" if ids else ""
+        return self.errors.make(
+            "bad_request",
+            "no model chosen",
+            f"pass --model or set default_model in [providers.{self.spec.name}]{served} "
+            f"(see `roder models --provider {self.spec.name}`)",
+        )
 
     def _require_key(self) -> None:
         if self.needs_key and not self.key:
@@ -215,13 +263,9 @@ class HttpEngine:
     async def stream_turn(self, ctx: InferenceTurnContext, request: AgentInferenceRequest) -> AsyncIterator[InferenceEvent]:
         """Send the request, stream canonical events, retry transient failures (see module doc)."""
         self._require_key()
+        await self.refresh_sign_in()
         if not request.model:
-            raise self.errors.make(
-                "bad_request",
-                "no model chosen",
-                f"pass --model or set default_model in [providers.{self.spec.name}] "
-                f"(see `roder models --provider {self.spec.name}`)",
-            )
+            raise await self._no_model_chosen()
         profile = self.model_profile(request.model)
         body = self.encode(request, profile)
         headers = self.request_headers(body, profile)
@@ -232,7 +276,7 @@ class HttpEngine:
             try:
                 async with self.transport.stream(self.path, payload, headers) as response:
                     decoder = self.decoder()
-                    async for sse in self.transport.events(response):
+                    async for sse in self.transport.events(response, ctx.max_response_bytes, ctx.max_response_seconds):
                         for event in decoder.feed(sse):
                             for out in guard.admit(event):
                                 yield out

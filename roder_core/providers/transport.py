@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from roder_core.brokers import bounded_json
 from roder_core.brokers.httpx_loader import load_httpx
+from roder_core.errors import InferenceError
 from roder_core.providers.catalog import ProviderSpec
 from roder_core.providers.failures import ErrorFactory, error_detail
 from roder_core.providers.retry import parse_retry_after
@@ -67,6 +70,15 @@ def needs_tls(base_url: str, trust_env: bool) -> bool:
     from urllib.request import getproxies  # httpx imports it too; loaded only with httpx
 
     return trust_env and bool(getproxies())
+
+
+def response_limit(what: str, setting: str) -> InferenceError:
+    """The error of a model response cut off at a ceiling of ``[limits]`` (never retried: the
+    same request would stream the same way)."""
+    return InferenceError(
+        f"the model's response {what} and was cut off (raise [limits] {setting} in config.toml to allow more)",
+        "response_limit",
+    )
 
 
 class HttpTransport:
@@ -131,7 +143,10 @@ class HttpTransport:
         try:
             if response.status_code >= 400:
                 raise self.errors.from_status(
-                    response.status_code, await self._error_body(response), parse_retry_after(response.headers)
+                    response.status_code,
+                    await self._error_body(response),
+                    parse_retry_after(response.headers),
+                    base_url=self.spec.base_url,
                 )
             content_type = response.headers.get("content-type", "")
             if "html" in content_type:
@@ -168,13 +183,23 @@ class HttpTransport:
             pass  # the status alone still says what happened
         return bytes(data[:MAX_ERROR_BODY]).decode("utf-8", errors="replace")
 
-    async def events(self, response: httpx.Response) -> AsyncIterator[SSEEvent]:
-        """The response body as SSE events; a broken connection becomes ``stream_dropped``."""
+    async def events(self, response: httpx.Response, max_bytes: int = 0, max_seconds: float = 0.0) -> AsyncIterator[SSEEvent]:
+        """The response body as SSE events; a broken connection becomes ``stream_dropped``.
+
+        The one place a model server's bytes arrive: a body past ``max_bytes`` or still coming
+        after ``max_seconds`` (0: no ceiling) is cut off with a ``response_limit`` error.
+        """
         httpx = load_httpx()
 
         decoder = SSEDecoder()
+        started, received = time.monotonic(), 0
         try:
             async for chunk in response.aiter_bytes():
+                received += len(chunk)
+                if max_bytes and received > max_bytes:
+                    raise response_limit(f"exceeded {max_bytes / (1024 * 1024):.4g} MB", "response_mb")
+                if max_seconds and time.monotonic() - started > max_seconds:
+                    raise response_limit(f"was still streaming after {max_seconds:g} s", "response_seconds")
                 for event in decoder.feed(chunk):
                     yield event
         except httpx.HTTPError as exc:
@@ -190,9 +215,9 @@ class HttpTransport:
         except httpx.HTTPError as exc:
             raise self.errors.from_transport(exc, streaming=False, base_url=self.spec.base_url) from None
         if response.status_code >= 400:
-            raise self.errors.from_status(response.status_code, response.text[:MAX_ERROR_BODY])
+            raise self.errors.from_status(response.status_code, response.text[:MAX_ERROR_BODY], base_url=self.spec.base_url)
         try:
-            return response.json()
+            return bounded_json.loads(response.text)
         except json.JSONDecodeError as exc:
             raise self.errors.make("bad_request", f"GET {path} did not return JSON", str(exc)) from None
 

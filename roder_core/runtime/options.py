@@ -16,6 +16,7 @@ from roder_core.settings.paths import RoderPaths
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
+    from roder_core.brokers.content_gate import ReadRules
     from roder_core.brokers.sandbox import SandboxStatus
     from roder_core.policy.audit import AuditLog
 
@@ -34,6 +35,9 @@ class BrokerHost(Protocol):
 
     @property
     def sandbox(self) -> SandboxStatus: ...
+
+    @property
+    def read_rules(self) -> ReadRules: ...
 
 
 @dataclass(frozen=True)

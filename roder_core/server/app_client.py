@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from roder_core.server.errors import METHOD_NOT_FOUND, RpcError
 from roder_core.server.fanout import DEFAULT_MAXSIZE, NotificationQueue
-from roder_core.server.protocol import METHODS, MethodSpec, NoParams, ProtocolModel, unavailable_group
+from roder_core.server.protocol import METHODS, MethodSpec, NoParams, ProtocolModel
 
 if TYPE_CHECKING:
     from roder_core.kernel.services import StatusSegment
@@ -60,8 +60,7 @@ class AppClient:
             load_method_modules()
             spec = METHODS.get(method)
         if spec is None:
-            unavailable = unavailable_group(method)
-            raise RpcError(METHOD_NOT_FOUND, f"{method}: {unavailable[1]}" if unavailable else f"method not found: {method!r}")
+            raise RpcError(METHOD_NOT_FOUND, f"method not found: {method!r}")
         from pydantic import ValidationError
 
         from roder_core.server.errors import INVALID_PARAMS

@@ -15,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from roder_core.brokers import bounded_json
 from roder_core.server.dispatcher import CallContext, Dispatcher, error_response, parse_error
 from roder_core.server.errors import CLIENT_BEHIND, INVALID_REQUEST, RpcError
 from roder_core.server.fanout import NotificationQueue, Reply
@@ -46,7 +47,7 @@ def decode(raw: str | bytes) -> tuple[Any, dict[str, Any] | None]:
     """(message, None) or (None, parse-error response)."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        return json.loads(text, parse_constant=_reject_constant), None
+        return bounded_json.loads(text, parse_constant=_reject_constant), None
     except UnicodeDecodeError as exc:
         return None, parse_error(f"not UTF-8 ({exc.reason} at byte {exc.start})")
     except json.JSONDecodeError as exc:
@@ -151,6 +152,10 @@ class Connection:
             task.cancel()
         if self._writer is not None:
             try:
-                await asyncio.wait_for(self._writer, flush_timeout)
+                async with asyncio.timeout(flush_timeout):
+                    await self._writer
             except (TimeoutError, asyncio.CancelledError):
                 self._writer.cancel()
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():  # close() itself was cancelled: pass it on
+                    raise

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from roder_core.errors import RoderError, ThreadNotFoundError, UnknownProviderError
+from roder_core.errors import RoderError, ThreadNotFoundError, UnknownProviderError, UnsafePathError
 from roder_core.server.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -30,7 +30,7 @@ from roder_core.server.errors import (
 )
 from roder_core.server.fanout import DEFAULT_MAXSIZE, Fanout, Notification, NotificationQueue
 from roder_core.server.live_text import LiveText
-from roder_core.server.protocol import METHODS, MethodSpec, ProtocolModel, RemoteInfo, unavailable_group
+from roder_core.server.protocol import METHODS, MethodSpec, ProtocolModel, RemoteInfo
 from roder_core.settings.config import ConfigError
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ METHOD_MODULES = (
     "roder_core.server.methods.plan_review",
     "roder_core.server.methods.teams",
     "roder_core.server.methods.workflows",
+    "roder_core.server.methods.auth",
 )
 
 
@@ -153,10 +154,6 @@ class Dispatcher:
             load_method_modules()
         spec = METHODS.get(method)
         if spec is None or method not in HANDLERS:
-            unavailable = unavailable_group(method)
-            if unavailable is not None:
-                group, why = unavailable
-                raise RpcError(METHOD_NOT_FOUND, f"{method}: {why}", {"group": group, "available": False})
             raise RpcError(METHOD_NOT_FOUND, f"method not found: {method!r}")
         return spec
 
@@ -187,7 +184,7 @@ class Dispatcher:
             raise
         except ValidationError as exc:
             raise RpcError(INVALID_PARAMS, _validation_message(exc)) from None
-        except (ThreadNotFoundError, UnknownProviderError) as exc:
+        except (ThreadNotFoundError, UnknownProviderError, UnsafePathError) as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         except PermissionError as exc:  # brokers refuse with BrokerDenied (a PermissionError)
             raise RpcError(POLICY_DENIED, f"denied: {exc}") from None

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from roder_core.server.errors import CLIENT_BEHIND, ERROR_CODES, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
-from roder_core.server.protocol import PROTOCOL_VERSION, UNAVAILABLE
+from roder_core.server.errors import CLIENT_BEHIND, ERROR_CODES, INVALID_PARAMS, INVALID_REQUEST
+from roder_core.server.protocol import PROTOCOL_VERSION
 from roder_core.server.schema import load_methods, notification_models
 
 INTRO = """# Roder app-server protocol
@@ -121,8 +121,6 @@ def render() -> str:
     for spec in methods.values():
         groups.setdefault(spec.group, []).append(spec.name)
     lines += [f"- **{group}**: " + ", ".join(f"`{m}`" for m in names) for group, names in groups.items()]
-    lines += ["", f"Not offered by this release (they answer {METHOD_NOT_FOUND} naming the group):", ""]
-    lines += [f"- **{group}** (`{'`, `'.join(p)}`): {why}" for group, (p, why) in UNAVAILABLE.items()]
     lines += ["", "## Methods", ""]
     for spec in methods.values():
         lines += [f"### `{spec.name}`", "", spec.summary, "", f"Params (`{spec.params.__name__}`):", ""]

@@ -106,6 +106,19 @@ class SkippedExtensionInfo(ProtocolModel):
     expected: bool = False
 
 
+class ExtensionProcessInfo(ProtocolModel):
+    """An extension that runs outside Roder's process: a program or a WebAssembly module."""
+
+    id: str
+    kind: Literal["process", "wasm"]
+    state: Literal["running", "stopped", "restarting", "failed"]
+    #: Confined to what was granted (bubblewrap for a process; always for WebAssembly).
+    sandboxed: bool
+    granted: list[str] = Field(default_factory=list)
+    restarts: int = 0
+    last_error: str | None = None
+
+
 class ExtensionsListResult(ProtocolModel):
     """Seed 003's ``extensions/list`` shape: manifests plus capability statuses per extension."""
 
@@ -113,6 +126,8 @@ class ExtensionsListResult(ProtocolModel):
     capability_statuses: dict[str, list[dict[str, Any]]]
     #: Extensions found but not loaded at start-up, and why.
     skipped: list[SkippedExtensionInfo] = Field(default_factory=list)
+    #: Process and WebAssembly extensions, with their state.
+    processes: list[ExtensionProcessInfo] = Field(default_factory=list)
 
 
 class ProviderInfo(ProtocolModel):
@@ -122,7 +137,7 @@ class ProviderInfo(ProtocolModel):
     auth_configured: bool | None = None
     #: Where the key in use comes from: "env" (its environment variable) or "stored"
     #: (providers/configure, ``roder providers login``). The key itself is never sent.
-    auth_source: Literal["env", "stored"] | None = None
+    auth_source: Literal["env", "stored", "oauth"] | None = None
     #: The environment variable its key is read from (``OPENAI_API_KEY``); never the key.
     auth_label: str | None = None
     recommended: bool = False
@@ -464,7 +479,7 @@ class ProvidersConfigureResult(ProtocolModel):
     #: An empty ``apiKey`` removed a stored key (False: there was none).
     key_removed: bool = False
     #: Where the provider's key comes from now: "env", "stored" or None (none yet).
-    auth_source: Literal["env", "stored"] | None = None
+    auth_source: Literal["env", "stored", "oauth"] | None = None
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -531,7 +546,7 @@ EXTENSIONS_LIST = MethodSpec(
     "discovery",
     NoParams,
     ExtensionsListResult,
-    "Installed extension manifests and capability statuses (seed 003 shape).",
+    "Installed extension manifests and capability statuses.",
 )
 
 PROVIDERS_LIST = MethodSpec(
@@ -735,20 +750,6 @@ def register(spec: MethodSpec[P, R]) -> MethodSpec[P, R]:
         raise ValueError(f"method {spec.name!r} is already defined")
     METHODS[spec.name] = spec
     return spec
-
-
-#: Seed-004 method groups this release does not offer: group -> (methods or prefixes, why).
-UNAVAILABLE: dict[str, tuple[tuple[str, ...], str]] = {
-    "auth": (("auth/",), "provider OAuth logins are not available in this release; use API keys"),
-}
-
-
-def unavailable_group(method: str) -> tuple[str, str] | None:
-    """The group and reason when ``method`` belongs to a seed-004 group this release lacks."""
-    for group, (patterns, why) in UNAVAILABLE.items():
-        if any(method == p or (p.endswith("/") and method.startswith(p)) for p in patterns):
-            return group, why
-    return None
 
 
 # --------------------------------------------------------------------------- server notifications

@@ -30,6 +30,7 @@ from typing import Any, Self, TypeVar, overload
 
 from pydantic import BaseModel
 
+from roder_core.brokers import bounded_json
 from roder_core.errors import RoderError
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
 from roder_core.server.fanout import Notification
@@ -120,7 +121,7 @@ class RpcClient(ABC):
             self._pending.pop(request_id, None)
 
     def _receive(self, text: str | bytes) -> None:
-        message = json.loads(text)
+        message = bounded_json.loads(text)
         if not isinstance(message, dict):
             return
         if "method" in message:

@@ -18,7 +18,6 @@ from roder_core.server.protocol import (
     METHODS,
     PROTOCOL_VERSION,
     SERVER_NOTIFICATIONS,
-    UNAVAILABLE,
     MethodSpec,
 )
 from roder_core.threads.events import RuntimeEvent
@@ -61,7 +60,6 @@ def protocol_schema() -> dict[str, Any]:
             for name, spec in methods.items()
         },
         "notifications": {name: ref[(name, "notification")] for name in notifications},
-        "unavailable": {group: {"methods": list(patterns), "reason": why} for group, (patterns, why) in UNAVAILABLE.items()},
         "errors": {str(code): meaning for code, meaning in ERROR_CODES.items()},
         "$defs": schema.get("$defs", {}),
     }

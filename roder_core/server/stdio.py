@@ -124,7 +124,8 @@ async def deny_unanswerable_approvals(dispatcher: Dispatcher) -> None:
             for question in runtime.pending_user_inputs():  # nobody can answer: end that turn
                 await runtime.interrupt(question.thread_id)
             try:
-                event = await asyncio.wait_for(queue.get(), 0.2)
+                async with asyncio.timeout(0.2):
+                    event = await queue.get()
             except TimeoutError:
                 continue
             if isinstance(event, ApprovalRequested):

@@ -129,7 +129,8 @@ class UnixHost:
             writer.close()  # ends that client's reader too
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+                async with asyncio.timeout(2.0):
+                    await self._server.wait_closed()
         for path in (self.paths.socket, self.paths.record):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

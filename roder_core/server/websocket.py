@@ -300,7 +300,8 @@ class RemoteServer:
                 message="client fell behind: notifications were dropped; reconnect and re-read open threads with thread/read",
             )
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(websocket.send(encode(notification_message(error))), BEHIND_GRACE)
+                async with asyncio.timeout(BEHIND_GRACE):
+                    await websocket.send(encode(notification_message(error)))
         await websocket.close(1013, "client fell behind; reconnect and re-read threads")
 
     async def start(self) -> int:

@@ -8,8 +8,9 @@ folder. It is written atomically (a private temp file renamed over it, mode 0600
 exclusive lock, so two logins at once lose neither key and a crash leaves the old file whole.
 
 Format: ``{"version": 1, "keys": {"openrouter": "sk-or-..."}, "pluginOptions": {"name@mkt": {"KEY":
-"value"}}}``: keys by provider id, and the sensitive ``userConfig`` values of installed plugins
-(``roder_core.plugins.options``) by plugin id.
+"value"}}, "oauth": {"codex": {...}}}``: keys by provider id, the sensitive ``userConfig`` values
+of installed plugins (``roder_core.plugins.options``) by plugin id, and OAuth sign-ins by login
+name (``roder_core.auth.logins``: tokens, expiry, and the endpoints needed to refresh and revoke).
 """
 
 from __future__ import annotations
@@ -123,17 +124,53 @@ class CredentialStore:
                 options[plugin] = dict(values)
             else:
                 options.pop(plugin, None)
-            self._write(self.keys(), options)
+            self._write(self.keys(), options, self.all_oauth())
 
     def get(self, provider: str) -> str:
         return self.keys().get(provider, "")
+
+    def all_oauth(self) -> dict[str, dict[str, Any]]:
+        """login name -> its stored sign-in record (tokens and the endpoints to refresh them)."""
+        raw = self._data().get("oauth")
+        if not isinstance(raw, dict):
+            return {}
+        return {str(name): dict(record) for name, record in raw.items() if isinstance(record, dict)}
+
+    def oauth(self, name: str) -> dict[str, Any] | None:
+        return self.all_oauth().get(name)
+
+    def set_oauth(self, name: str, record: Mapping[str, Any] | None) -> bool:
+        """Store (or, given None, forget) a sign-in; False when there was nothing to forget."""
+        with self._locked():
+            logins = self.all_oauth()
+            if record is None:
+                if logins.pop(name, None) is None:
+                    return False
+            else:
+                logins[name] = dict(record)
+            self._write(self.keys(), self.all_plugin_options(), logins)
+        return True
+
+    @contextlib.contextmanager
+    def refresh_lock(self, name: str) -> Iterator[None]:
+        """Held while a sign-in is refreshed, so two processes never spend one refresh token
+        (servers that rotate them would end the second's grant)."""
+        import fcntl
+
+        self._ensure_folder()
+        fd = os.open(self.path.with_name(f"{FILE_NAME}.{name}.refresh.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def set(self, provider: str, key: str) -> None:
         value = check_key(provider, key)
         with self._locked():
             keys = self.keys()
             keys[provider] = value
-            self._write(keys, self.all_plugin_options())
+            self._write(keys, self.all_plugin_options(), self.all_oauth())
 
     def remove(self, provider: str) -> bool:
         """Forget ``provider``'s key; False when none was stored."""
@@ -141,7 +178,7 @@ class CredentialStore:
             keys = self.keys()
             if keys.pop(provider, None) is None:
                 return False
-            self._write(keys, self.all_plugin_options())
+            self._write(keys, self.all_plugin_options(), self.all_oauth())
         return True
 
     @contextlib.contextmanager
@@ -162,10 +199,12 @@ class CredentialStore:
         if not folder.is_dir():
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
-    def _write(self, keys: dict[str, str], plugin_options: dict[str, dict[str, str]]) -> None:
+    def _write(self, keys: dict[str, str], plugin_options: dict[str, dict[str, str]], oauth: dict[str, dict[str, Any]]) -> None:
         content: dict[str, Any] = {"version": FORMAT_VERSION, "keys": dict(sorted(keys.items()))}
         if plugin_options:
             content["pluginOptions"] = dict(sorted(plugin_options.items()))
+        if oauth:
+            content["oauth"] = dict(sorted(oauth.items()))
         data = json.dumps(content, indent=2) + "\n"
         tmp = self.path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
         try:

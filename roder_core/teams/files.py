@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from roder_core.brokers.data_paths import component
 from roder_core.teams.model import Team, TeamError
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ class TeamFiles:
     def _path(self, team_id: str) -> Path:
         if not team_id.replace("_", "").replace("-", "").isalnum():
             raise TeamError(f"invalid team id {team_id!r}")
-        return self.folder / f"{team_id}.json"
+        return self.folder / (component(team_id, "team id") + ".json")
 
     def save(self, team: Team) -> None:
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)

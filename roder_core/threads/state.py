@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from roder_core.errors import RoderError
-from roder_core.ir import Thread, Turn, TurnStatus, UserMessageItem
+from roder_core.ir import Thread, ToolResultItem, Turn, TurnStatus, UserMessageItem
+from roder_core.kernel.file_ledger import FileLedger
 
 
 class RunningTurn(Protocol):
@@ -59,7 +60,17 @@ class ThreadState:
     headless: bool = False
     #: Turns before ``thread.turns`` not loaded yet (a thread resumed from its recent turns).
     older: OlderTurns | None = None
+    _files: FileLedger | None = field(default=None, repr=False)
     _history_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    @property
+    def files(self) -> FileLedger:
+        """What this thread last read or wrote of each file; a resumed thread's is rebuilt from
+        its loaded tool results the first time a tool asks."""
+        if self._files is None:
+            results = (i.data for i in self.thread.items() if isinstance(i, ToolResultItem) and i.data)
+            self._files = FileLedger.from_results(results)
+        return self._files
 
     @property
     def turn_count(self) -> int:

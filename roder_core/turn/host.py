@@ -16,6 +16,7 @@ from roder_core.kernel.services import PolicyVerdict
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
+    from roder_core.brokers.command_conditions import CommandConditions
     from roder_core.errors import InferenceError
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Attachment, ModelProfile, ThreadStatus
     from roder_core.kernel.registry import ExtensionRegistry
@@ -96,13 +97,17 @@ class TurnHost(Protocol):
 
     async def set_status(self, state: ThreadState, status: ThreadStatus) -> None: ...
 
-    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> None: ...
+    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> str | None: ...
 
     def tool_host(self, thread_id: str, turn_id: str, workspace: Path, provider: str, model: str, approve: Approver) -> ToolHost:
         """The ``ToolHost`` for one call of this turn (approvals go through ``approve``)."""
         ...
 
     def thread_interactive(self, thread_id: str) -> bool: ...
+
+    def command_conditions(self) -> CommandConditions:
+        """The sandbox level in effect and whether commands reach the network."""
+        ...
 
     def team_channel(self, thread_id: str) -> TeamChannel | None:
         """The team the thread belongs to: its team-only tools are offered only then."""

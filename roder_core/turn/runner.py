@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roder_core.brokers import next_action
 from roder_core.errors import InferenceError, RoderError
 from roder_core.ir import (
     AgentInferenceRequest,
@@ -23,6 +24,7 @@ from roder_core.ir import (
     ApprovalRequest,
     ErrorItem,
     Item,
+    Mode,
     ModelProfile,
     ReasoningItem,
     ThreadStatus,
@@ -53,6 +55,7 @@ from roder_core.threads.events import (
     AgentMessageDelta,
     ApprovalRequested,
     ApprovalResolved,
+    ErrorEvent,
     ItemCompleted,
     ItemStarted,
     ItemUpdated,
@@ -127,6 +130,8 @@ class TurnRunner:
         self._approval_lock = asyncio.Lock()
         #: Seconds each call spent waiting for approval (left out of its duration).
         self._approval_wait: dict[str, float] = {}
+        #: Calls run as another tool (``Tool.redirect``): call id -> that tool's name.
+        self._ran_as: dict[str, str] = {}
         #: Streaming items: when each was last saved and how long its text was (see _checkpoint).
         self._checkpoints: dict[str, tuple[float, int]] = {}
         #: Estimated size of the last request sent (a refused one tells how large is too large).
@@ -183,10 +188,13 @@ class TurnRunner:
     async def complete_history(self) -> None:
         await self.state.complete_history()
 
-    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile) -> str:
-        """One model call outside the loop (a compaction summary): its text, its usage accounted."""
+    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile, *, finish: bool = False) -> str:
+        """One model call outside the loop (a compaction summary): its text, its usage accounted;
+        ``finish``: sent as the loop's requests are (``finish_request``)."""
+        if finish:
+            request = await self.finish_request(request)
         engine = self.runtime.engine(self.provider)
-        ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
+        ctx = self._inference_context()
         folder = StreamFolder(SilentListener())
         async for event in engine.stream_turn(ctx, request):
             await folder.feed(event)
@@ -206,8 +214,7 @@ class TurnRunner:
         status: TurnStatus = TurnStatus.COMPLETED
         error: TurnError | None = None
         try:
-            await self._accept_user_message()
-            await self._loop()
+            await self._body()
         except asyncio.CancelledError:
             status = TurnStatus.INTERRUPTED
         except TurnInterrupted:
@@ -223,6 +230,17 @@ class TurnRunner:
             status, error = TurnStatus.FAILED, TurnError(message=f"{type(exc).__name__}: {exc}", kind="internal")
         await asyncio.shield(self._finish(status, error))
         return self.turn
+
+    async def _body(self) -> None:
+        """The turn's work. A failure inside a task group (tool calls run in one) arrives as an
+        ExceptionGroup: it is re-raised as its first leaf, so ``run`` classifies the real error
+        (an interrupt, a provider error, a bug by its type and message) and the user never reads
+        "unhandled errors in a TaskGroup"."""
+        try:
+            await self._accept_user_message()
+            await self._loop()
+        except BaseExceptionGroup as group:
+            raise first_leaf(group) from group
 
     async def _finish(self, status: TurnStatus, error: TurnError | None) -> None:
         runtime = self.runtime
@@ -296,11 +314,16 @@ class TurnRunner:
                 ),
             )
             item = item.model_copy(update={"text": payload.text})
+        commands = self.runtime.command_conditions()
         query = ContextQuery(
             thread_id=self.tid,
             cwd=Path(self.thread.cwd),
             prompt=item.text,
             model=self.runtime.model_profile(self.provider, self.model),
+            mode=self.mode,
+            approver=self.runtime.thread_interactive(self.tid),
+            sandbox=commands.sandbox,
+            network=commands.network,
         )
         item = item.model_copy(update={"context": await self.runtime.context.turn_context(query)})
         await self._item(item)
@@ -330,6 +353,7 @@ class TurnRunner:
                 tools = tools.restricted(self.state.allowed_tools)
             if runtime.team_channel(self.tid) is None:
                 tools = tools.outside_teams()
+            tools = tools.for_mode(self.mode)
             output = await self._call_fitting(tools)
             self.compactor.observe(output.usage)
             self.turn.stop_reason = output.stop_reason
@@ -417,10 +441,18 @@ class TurnRunner:
         loaded_all = self.state.history_complete
         if await self.compactor.maybe_compact(request, profile) or self.state.history_complete != loaded_all:
             request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+        return await self.finish_request(request)
+
+    async def finish_request(self, request: AgentInferenceRequest) -> AgentInferenceRequest:
+        """The planned request as it is sent: configured defaults, then the request hooks. A
+        compaction request that extends the conversation goes through the same steps, so its
+        prefix is byte for byte the one the provider cached."""
+        runtime = self.runtime
         if request.reasoning_effort is None and runtime.options.config.reasoning_effort:
             request.reasoning_effort = runtime.options.config.reasoning_effort  # providers/select, config.toml
         if request.logprobs is None:
             request.logprobs = runtime.options.config.logprobs  # config.toml or a batch task
+        request.token_ids = request.token_ids or runtime.options.config.token_ids
         for point in (HookPoint.CONTEXT, HookPoint.BEFORE_PROVIDER_REQUEST):
             if runtime.hooks.has(point):
                 payload = await runtime.hooks.run(
@@ -438,6 +470,16 @@ class TurnRunner:
                 request = payload.request
         return request
 
+    def _inference_context(self) -> InferenceTurnContext:
+        limits = self.runtime.options.config.limits
+        return InferenceTurnContext(
+            thread_id=self.tid,
+            turn_id=self.turn.id,
+            deadline=self.deadline,
+            max_response_bytes=int(limits.response_mb * 1024 * 1024),
+            max_response_seconds=limits.response_seconds,
+        )
+
     async def _call_model(self, tools: ToolRegistry) -> ModelOutput:
         runtime = self.runtime
         provider, model = self.provider, self.model
@@ -447,8 +489,9 @@ class TurnRunner:
         from roder_core.turn.tokens import request_tokens
 
         self._last_prompt_tokens = request_tokens(request)
-        ctx = InferenceTurnContext(thread_id=self.tid, turn_id=self.turn.id, deadline=self.deadline)
-        folder = StreamFolder(_TurnStreamView(self))
+        ctx = self._inference_context()
+        view = _TurnStreamView(self)
+        folder = view.folder = StreamFolder(view)
         stream = engine.stream_turn(ctx, request)
         try:
             async for event in stream:
@@ -459,7 +502,7 @@ class TurnRunner:
             close_stream = getattr(stream, "aclose", None)
             if close_stream is not None:  # close the HTTP stream now, not when garbage collected
                 await asyncio.shield(close_stream())
-        await self._account(folder.output.usage, profile, request, folder.output.logprobs)
+        await self._account(folder.output.usage, profile, request, folder.output.logprobs, folder.output.token_ids)
         return folder.output
 
     def _announce_retry(self, retry: dict[str, Any]) -> None:
@@ -476,14 +519,12 @@ class TurnRunner:
             )
         )
 
-    async def _checkpoint(self, item: AgentMessageItem | ReasoningItem) -> None:
+    async def _checkpoint(self, item: AgentMessageItem | ReasoningItem, folder: StreamFolder) -> None:
         """Save a snapshot of a streaming item now and then, so a crash keeps most of its text:
         at most once a second, and only once the text has doubled or ten seconds have passed, so
         the snapshots of one item add up to about twice its final size."""
         now_ = time.monotonic()
-        # Per delta: no getattr with a default here, a missing attribute on a pydantic model
-        # goes through its __getattr__ and an exception (a quarter of this call's cost).
-        size = len(item.text) + (len(item.summary) if isinstance(item, ReasoningItem) else 0)
+        size = folder.open_size
         last_at, last_size = self._checkpoints.get(item.id, (now_, 0))
         if item.id not in self._checkpoints:
             self._checkpoints[item.id] = (now_, 0)
@@ -493,10 +534,16 @@ class TurnRunner:
         if size < 2 * last_size and now_ - last_at < CHECKPOINT_MAX_SECONDS:
             return
         self._checkpoints[item.id] = (now_, size)
+        folder.settle()
         await self.runtime.emit(ItemUpdated(thread_id=self.tid, turn_id=self.turn.id, item=item))
 
     async def _account(
-        self, usage: Usage, profile: ModelProfile, request: Any, logprobs: list[dict[str, Any]] | None = None
+        self,
+        usage: Usage,
+        profile: ModelProfile,
+        request: Any,
+        logprobs: list[dict[str, Any]] | None = None,
+        token_ids: dict[str, list[int]] | None = None,
     ) -> None:
         if usage.total_tokens == 0:  # the provider said nothing: estimate the prompt (tools included)
             from roder_core.turn.tokens import request_tokens
@@ -513,6 +560,7 @@ class TurnRunner:
                 context_tokens=usage.input_tokens + usage.output_tokens,
                 context_window=profile.context_window,
                 logprobs=logprobs or None,
+                token_ids=token_ids or None,
             )
         )
 
@@ -538,6 +586,9 @@ class TurnRunner:
         # The call's own time: waiting for a person's approval is not part of it.
         took = time.monotonic() - started - self._approval_wait.pop(call.id, 0.0)
         text, attachments = result.text, result.attachments
+        ran_as = self._ran_as.pop(call.id, None)
+        if ran_as is not None:
+            text = f"[this {call.name} call ran as the {ran_as} tool]\n{text}"
         try:  # screenshots and images a tool returns become media items of the thread
             attachments = await self.runtime.store_media(self.tid, attachments, source=f"tool:{call.name}", turn_id=self.turn.id)
         except MediaError as exc:
@@ -576,6 +627,7 @@ class TurnRunner:
             ),
             host=runtime.tool_host(self.tid, self.turn.id, workspace, self.provider, self.model, self.await_decision),
             extra=dict(self.state.tool_extra),
+            files=self.state.files,
         )
 
     async def _execute(self, tools: ToolRegistry, call: ToolCall, arguments_error: str | None) -> ToolResult:
@@ -605,6 +657,10 @@ class TurnRunner:
             hook_permission = payload.permission
         else:
             hook_permission = None
+        redirected = _redirected(tools, tool, call)
+        if redirected is not None:
+            tool, call = redirected
+            self._ran_as[call.id] = call.name
         # Arguments that do not fit the tool's model are the model's to fix: no policy check,
         # no approval prompt, an error result naming each wrong field.
         problem = argument_problem(tool, call)
@@ -634,11 +690,15 @@ class TurnRunner:
             approved = await self._ask(tool, call, ctx, decision.reason)
             if approved is not None:
                 return approved
+        # a person approved this very call (or the mode bypasses asking): only then may its
+        # commands change files that run code at the user's next action
+        person = decision.verdict is PolicyVerdict.ASK or ctx.mode == Mode.BYPASS
         paths = _mutated_paths(tool, call, ctx)
         try:
             async with runtime.mutations.hold(paths):
                 runtime.publish_live(ToolCallStarted(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, name=call.name))
-                result = await tool.execute(ctx, call)
+                with next_action.writes_allowed(person):
+                    result = await tool.execute(ctx, call)
         except asyncio.CancelledError:
             raise
         except ToolArgumentError as exc:
@@ -668,6 +728,8 @@ class TurnRunner:
             if mode == ctx.mode:
                 continue
             if self.runtime.policy.allows_in(mode, tool, call, ctx.workspace):
+                if self.runtime.policy.has_floor(subjects, ctx.workspace):
+                    return f"rerun with --mode {mode}"  # no rule lifts a floor
                 return f"rerun with --mode {mode}, or add an allow rule to [policy]"
         policy = self.runtime.policy
         rules = [] if policy.has_floor(subjects, ctx.workspace) else policy.suggest_rules(subjects, ctx.workspace)
@@ -697,10 +759,7 @@ class TurnRunner:
                 name=call.name,
                 is_error=True,
                 data={"policy_denied": True},
-                text=(
-                    f"denied: {call.name} needs approval ({reason}) and nobody can approve in this "
-                    f"headless run; {self._headless_remedy(tool, call, ctx, subjects)}"
-                ),
+                text=headless_denial(call.name, reason, self._headless_remedy(tool, call, ctx, subjects)),
             )
         # The exact rules "always" saves, one per line (a compound command may need several);
         # none for protected or outside-workspace targets, which always ask.
@@ -735,8 +794,8 @@ class TurnRunner:
             runtime.policy.allow_for_session(subjects)
         elif decision.decision == "allow_always":
             runtime.policy.allow_for_session(subjects)
-            if decision.rule or rule:
-                runtime.persist_rule(decision.rule or rule)
+            if (decision.rule or rule) and (unsaved := runtime.persist_rule(decision.rule or rule)):
+                await runtime.emit(ErrorEvent(thread_id=self.tid, turn_id=self.turn.id, message=unsaved, kind="config"))
         if decision.allowed:
             return None
         if decision.decision == "deny_interrupt":
@@ -803,6 +862,27 @@ def _with_hook_permission(decision: PolicyDecision, permission: Any) -> PolicyDe
     return decision
 
 
+def headless_denial(tool: str, reason: str, remedy: str) -> str:
+    """What the model is told when a call needs approval in a run nobody can approve: that it
+    was not run, not to retry or route around it, and what to tell the user (the remedy is the
+    user's to apply)."""
+    return (
+        f"denied: {tool} needs approval ({reason}) and nobody can approve in this headless run, so it was not "
+        "run. Do not retry it or get around it with another tool: do what you can without it, and tell the "
+        f"user what was left undone and how they can allow it ({remedy})."
+    )
+
+
+def _redirected(tools: ToolRegistry, tool: Any, call: ToolCall) -> tuple[Any, ToolCall] | None:
+    """The tool and call to run instead when ``call`` is really another tool's (``Tool.redirect``)
+    and that tool is offered to this thread; its result says it ran that way."""
+    redirect = getattr(tool, "redirect", None)
+    target = redirect(call.arguments) if redirect is not None else None
+    if target is None or target.name not in tools:
+        return None
+    return tools.get(target.name), ToolCall(id=call.id, name=target.name, arguments=target.arguments)
+
+
 def _mutated_paths(tool: Any, call: ToolCall, ctx: ToolExecutionContext) -> list[str]:
     describe = getattr(tool, "mutated_paths", None)
     if describe is None:
@@ -819,6 +899,7 @@ class _TurnStreamView:
 
     def __init__(self, runner: TurnRunner) -> None:
         self.runner = runner
+        self.folder: StreamFolder | None = None
 
     async def item_started(self, item: StreamedItem) -> None:
         await self.runner._item_started(item)
@@ -834,7 +915,8 @@ class _TurnStreamView:
                 kind=kind,
             )
         )
-        await runner._checkpoint(item)
+        if self.folder is not None:
+            await runner._checkpoint(item, self.folder)
 
     async def item_completed(self, item: Item) -> None:
         await self.runner._item_completed(item)
@@ -861,3 +943,11 @@ class _LazyBrokers:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
+
+
+def first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception a task group's failure stands for: its first leaf, nested groups opened."""
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf

@@ -33,6 +33,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
 from roder_core.workflows.model import WorkflowDefinition, WorkflowError
 
 FOLDER = Path(".roder") / "workflows"
@@ -52,18 +53,19 @@ class WorkflowFile:
 
 
 def workflow_paths(workspace: Path) -> list[Path]:
-    folder = workspace / FOLDER
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.glob("*.toml") if p.is_file())
+    """The workflow files of ``workspace``, listed through the project reader (a linked folder
+    is not entered)."""
+    return project_reader(workspace).files(workspace / FOLDER, "*.toml")
 
 
 def read_definition(path: Path) -> tuple[str, WorkflowDefinition | None, str]:
-    """(sha256, definition, error): a file that does not parse or validate has the error."""
+    """(sha256, definition, error): a file that does not parse or validate has the error. Read
+    through the project reader rooted at its folder: a link out of it, a FIFO, a hard link or
+    an oversized file is an error naming why, never read."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return "", None, f"larger than {MAX_FILE_BYTES // 1024} KB"
-        raw = path.read_bytes()
+        raw = project_reader(path.parent).read_bytes(path, max_bytes=MAX_FILE_BYTES)
+    except ProjectFileRefused as exc:
+        return "", None, f"not read: {exc}"
     except OSError as exc:
         return "", None, f"unreadable: {exc.strerror or exc}"
     digest = hashlib.sha256(raw).hexdigest()

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from roder_core.brokers.data_paths import component
 from roder_core.ir import now
 from roder_core.workflows.model import StepState, WorkflowDefinition, WorkflowError, WorkflowRun, WorkflowStatus, fresh_steps
 
@@ -33,7 +34,7 @@ class WorkflowJournal:
     def path(self, workflow_id: str) -> Path:
         if not workflow_id or "/" in workflow_id or workflow_id.startswith("."):
             raise WorkflowError(f"invalid workflow id {workflow_id!r}")
-        return self.folder / f"{workflow_id}.jsonl"
+        return self.folder / (component(workflow_id, "workflow id") + ".jsonl")
 
     # ------------------------------------------------------------------ writing
 
@@ -99,7 +100,7 @@ class WorkflowJournal:
         if workflow_id in self._locks:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / f"{workflow_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.path(workflow_id).with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -118,7 +119,7 @@ class WorkflowJournal:
         """Whether another process runs this workflow now."""
         if workflow_id in self._locks:
             return False
-        lock = self.folder / f"{workflow_id}.lock"
+        lock = self.path(workflow_id).with_suffix(".lock")
         if not lock.exists():
             return False
         fd = os.open(lock, os.O_RDWR)

@@ -28,7 +28,7 @@ EXIT_OK, EXIT_LOST, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from roder_core.batch.backends import BACKENDS
 
-    parser.add_argument("tasks", type=Path, help="task file: one JSON object per line (see README)")
+    parser.add_argument("tasks", type=Path, help="task file: one JSON object per line (see docs/batch.md)")
     parser.add_argument("--out", type=Path, required=True, help="output folder (re-run with the same one to resume)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="rollouts at a time (default: CPUs)")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="local process pool or Ray")
@@ -129,6 +129,7 @@ def _drive(args: argparse.Namespace, tasks: list[Task], settings: RunSettings, f
         def on_done(spec: RolloutSpec, outcome: RolloutOutcome | None, error: BaseException | None) -> RolloutSpec | None:
             retry, final = retries.judge(spec, outcome, error)
             if retry is not None:
+                folder.record_attempts(retry)  # on disk before the retry can run
                 sys.stderr.write(
                     f"roder batch: rollout {spec.task.id}#{spec.index} attempt {spec.attempt} "
                     f"failed ({retries.describe(outcome, error)}); trying again\n"
@@ -203,10 +204,11 @@ class ProgressBar:
     """A rich progress bar on stderr (only on a terminal); ``advance(passed)`` counts one rollout."""
 
     def __init__(self, total: int, *, disabled: bool) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        console = Console(stderr=True)
+        from roder_tui.terminal_text import rich_console
+
+        console = rich_console(sys.stderr)
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -235,11 +237,12 @@ class ProgressBar:
 
 
 def print_summary(summary: dict[str, Any], path: Path) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    from roder_tui.terminal_text import rich_console
+
+    console = rich_console(sys.stdout)
     table = Table(title="roder batch", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")

@@ -1,6 +1,6 @@
 """``roder dev fake-server``: the loopback model server that speaks the three wire dialects.
 
-It ships inside the package (``roder_core.testing.fake_server``), so the README's "try a real
+It ships inside the package (``roder_core.testing.fake_server``), so the documentation's "try a real
 engine offline" steps work from a wheel install as well as from a checkout.
 """
 

@@ -1,7 +1,8 @@
 """``roder extensions list [--json]``: manifests and capability statuses (seed 003 shape).
 
 The listing is ``extensions/list`` through an in-process client; ``--json`` prints seed 003's
-shape (``extensions``, ``capability_statuses``) plus the extensions that did not load."""
+shape (``extensions``, ``capability_statuses``) plus the extensions that did not load and the
+state of those that run outside Roder's process (programs, WebAssembly modules)."""
 
 from __future__ import annotations
 
@@ -45,8 +46,14 @@ def run(args: argparse.Namespace) -> int:
     except (RoderError, RegistryError, ConfigError) as exc:
         return fail(str(exc))
     skipped = [{"source": s.source, "reason": s.reason} for s in result.skipped]
+    processes = {p.id: p for p in result.processes}
     if args.json:
-        data = {"extensions": result.extensions, "capability_statuses": result.capability_statuses, "skipped": skipped}
+        data = {
+            "extensions": result.extensions,
+            "capability_statuses": result.capability_statuses,
+            "skipped": skipped,
+            "processes": [p.wire() for p in result.processes],
+        }
         print(json.dumps(data, indent=2))
         return 0
     for ext in result.extensions:
@@ -58,6 +65,12 @@ def run(args: argparse.Namespace) -> int:
         caps = result.capability_statuses.get(ext["id"], [])
         if caps:
             print("    capabilities: " + ", ".join(f"{c['id']} ({c['decision']})" for c in caps))
+        if (process := processes.get(ext["id"])) is not None:
+            confined = "sandboxed" if process.sandboxed else "NOT sandboxed (no bubblewrap)"
+            restarts = f", {process.restarts} restarts" if process.restarts else ""
+            print(f"    {process.kind}: {process.state}, {confined}{restarts}")
+            if process.last_error:
+                print(f"    last error: {process.last_error}")
     for entry in skipped:
         print(f"not loaded: {entry['source']}: {entry['reason']}")
     return 0

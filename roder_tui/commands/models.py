@@ -50,7 +50,8 @@ async def _listing(client: LocalAppClient, info: ProviderInfo) -> Listing:
     if info.auth_type == "api_key" and not info.auth_configured:
         return Listing(info.id, error=f"{info.auth_label or 'its key'} is not set and no key is stored (roder providers login)")
     try:
-        listed = await asyncio.wait_for(client.call(MODEL_LIST, ModelListParams(provider=info.id)), LIST_TIMEOUT)
+        async with asyncio.timeout(LIST_TIMEOUT):
+            listed = await client.call(MODEL_LIST, ModelListParams(provider=info.id))
     except TimeoutError:
         return Listing(info.id, error=f"no answer from {info.base_url} within {LIST_TIMEOUT:.0f} s")
     except RpcError as exc:

@@ -4,7 +4,8 @@
 never a key; its last line says which provider a run without ``--provider`` would use, and why.
 ``login PROVIDER`` stores a key in the user's private credentials file, read from stdin when it
 is piped and from a hidden prompt otherwise (never from the command line, where it would land in
-shell history and ``ps``); ``logout PROVIDER`` removes it. All three are ``providers/list``,
+shell history and ``ps``); ``logout PROVIDER`` removes it. ``login NAME`` of an ``[auth.NAME]``
+table runs that OAuth sign-in instead (``commands/sign_in.py``), and ``logout NAME`` ends it. All three are ``providers/list``,
 ``extensions/list`` and ``providers/configure`` through an in-process client.
 """
 
@@ -45,11 +46,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.add_argument("--profile", default="developer", help="capability profile to evaluate")
     listing.add_argument("--trust", action="store_true", help="include this folder's .roder/config.toml")
-    login = sub.add_parser("login", help="store a provider's API key (read from stdin or a hidden prompt)")
-    login.add_argument("provider", help="provider id (see `roder providers list`)")
+    login = sub.add_parser(
+        "login", help="sign in ([auth.NAME] in config.toml) or store a provider's API key (read from stdin or a hidden prompt)"
+    )
+    login.add_argument("provider", help="provider id (see `roder providers list`), or the NAME of an [auth.NAME] sign-in")
     login.add_argument("--trust", action="store_true", help="include this folder's .roder/config.toml")
-    logout = sub.add_parser("logout", help="remove a provider's stored API key")
-    logout.add_argument("provider", help="provider id")
+    flow = login.add_mutually_exclusive_group()
+    flow.add_argument("--device", action="store_true", help="sign in with a code typed on another device")
+    flow.add_argument("--browser", action="store_true", help="sign in in the browser (loopback redirect)")
+    login.add_argument("--no-browser", action="store_true", help="print the sign-in address instead of opening it")
+    logout = sub.add_parser("logout", help="sign out, or remove a provider's stored API key")
+    logout.add_argument("provider", help="provider id or sign-in NAME")
 
 
 def settings_for(args: argparse.Namespace) -> StartSettings:
@@ -58,6 +65,8 @@ def settings_for(args: argparse.Namespace) -> StartSettings:
 
 
 def key_status(info: ProviderInfo) -> str:
+    if info.auth_source == "oauth":
+        return "signed in"
     if info.auth_type != "api_key":
         return "no key needed"
     if info.auth_source == "stored":
@@ -92,8 +101,14 @@ async def _listing(args: argparse.Namespace) -> tuple[ProvidersListResult, list[
 
 
 def run(args: argparse.Namespace) -> int:
+    from roder_tui.commands.sign_in import has_sign_in, run_sign_in, sign_in_names, sign_out
+
+    if args.action == "login" and args.provider in sign_in_names():
+        return run_sign_in(args)
     if args.action == "login":
-        return _guarded(login(args), "; nothing stored")
+        return login(args)
+    if args.action == "logout" and has_sign_in(args.provider):
+        return _guarded(sign_out(args.provider), "")
     if args.action == "logout":
         return _guarded(logout(args), "")
     try:
@@ -156,22 +171,35 @@ async def _known(client: LocalAppClient, provider: str) -> bool:
     return False
 
 
-async def login(args: argparse.Namespace) -> int:
+def login(args: argparse.Namespace) -> int:
+    """Check the provider, prompt for its key, store it. The prompt runs with no event loop, so
+    Ctrl+C or Ctrl+D there ends the command with one line (an event loop would turn Ctrl+C into a
+    pending cancel that the blocked prompt never sees)."""
     provider = args.provider
     if provider == "mock":
         print("roder: 'mock' is the built-in offline model; it takes no key", file=sys.stderr)
         return 2
+    if status := _guarded(_check_known(args), "; nothing stored"):
+        return status
+    try:
+        key = check_key(provider, read_key(provider))  # refused here: an empty key would remove one
+    except (EOFError, KeyboardInterrupt):
+        print("\nroder: no key given; nothing stored", file=sys.stderr)
+        return 1
+    except CredentialsError as exc:
+        print(f"roder: {exc}; nothing stored", file=sys.stderr)
+        return 2
+    return _guarded(_store_key(args, key), "; nothing stored")
+
+
+async def _check_known(args: argparse.Namespace) -> int:
     async with local_client(settings_for(args), persist_config=True) as client:
-        if not await _known(client, provider):
-            return 2
-        try:
-            key = check_key(provider, read_key(provider))  # refused here: an empty key would remove one
-        except (EOFError, KeyboardInterrupt):
-            print("\nroder: no key given; nothing stored", file=sys.stderr)
-            return 1
-        except CredentialsError as exc:
-            print(f"roder: {exc}; nothing stored", file=sys.stderr)
-            return 2
+        return 0 if await _known(client, args.provider) else 2
+
+
+async def _store_key(args: argparse.Namespace, key: str) -> int:
+    provider = args.provider
+    async with local_client(settings_for(args), persist_config=True) as client:
         stored = await client.call(PROVIDERS_CONFIGURE, ProvidersConfigureParams(provider=provider, api_key=key))
     path = CredentialStore.for_env().path
     print(f"stored the {provider} key in {path} (readable by you only); `roder providers logout {provider}` removes it")

@@ -21,10 +21,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from roder_core.ir import ApprovalDecision, ApprovalRequest
+from roder_tui.terminal_text import has_unsafe, visible
 from roder_tui.widgets.messages import numbered_diff
 
 PREVIEW_LIMIT = 2000
 BACKGROUND_NOTE = "\nruns in the background: it keeps running after this call returns (the tasks panel lists it)"
+ARGUMENTS_LIMIT = 20_000
+#: Said under a command that holds characters a terminal would hide or interpret.
+HIDDEN_WARNING = "this command contains control or invisible characters, shown above as ␛, ␍ or <U+…>"
 
 
 class ApprovalScreen(ModalScreen[ApprovalDecision]):
@@ -46,6 +50,7 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     ApprovalScreen #approval-head { dock: top; height: auto; }
     ApprovalScreen #approval-title { text-style: bold; color: $warning; }
     ApprovalScreen #approval-reason { color: $text-muted; margin-bottom: 1; }
+    ApprovalScreen #approval-notice { color: $error; text-style: bold; }
     ApprovalScreen VerticalScroll { height: auto; max-height: 100%; margin: 1 0; }
     ApprovalScreen #approval-what { background: $background; }
     ApprovalScreen #approval-keys { dock: bottom; height: auto; }
@@ -62,6 +67,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             with Vertical(id="approval-head"):
                 asker = f"{req.agent} asks: " if req.agent else ""
                 yield Static(f"{asker}Allow {req.tool}?", id="approval-title", markup=False)
+                notice = self._notice()
+                if notice:
+                    yield Static(notice, id="approval-notice", markup=False)
             with VerticalScroll(id="approval-preview"):
                 if req.reason:
                     yield Static(req.reason, id="approval-reason", markup=False)
@@ -74,21 +82,34 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             lines: list[Text] = []
             for part in re.split(r"(?m)^(?=--- )", req.diff):  # one part per file
                 path = next((line[4:].removeprefix("b/") for line in part.splitlines() if line.startswith("+++ ")), "")
-                lines += ([Text(path, style="bold")] if path else []) + numbered_diff(part, context=True)
+                lines += ([Text(visible(path), style="bold")] if path else []) + numbered_diff(part, context=True)
             extra = len(lines) - PREVIEW_LIMIT
             shown = lines[:PREVIEW_LIMIT] + ([Text(f"… {extra} more lines", style="dim")] if extra > 0 else [])
             return Group(*shown)
         if req.command:
+            # exactly what will run: every control, bidi or invisible character shown (a \r too)
             text = Text("$ ", style="bold")
-            text.append(req.command, style="bold")
+            text.append(visible(req.command, line_endings=False), style="bold")
             if req.cwd and req.cwd != ".":
-                text.append(f"\nin {req.cwd}", style="dim")
+                text.append(f"\nin {visible(req.cwd)}", style="dim")
             if req.arguments.get("run_in_background"):
                 text.append(BACKGROUND_NOTE, style="bold")
             return text
         if req.diff is not None:  # a preview that changes nothing (the file already reads so)
             return Text("no change: the file already has this content", style="bold")
         return argument_text(req.arguments)
+
+    def _notice(self) -> str:
+        """Said above the preview (which may scroll) when the command is not all in plain sight:
+        it holds characters a terminal would hide or act on, or runs over several lines."""
+        command = self.request.command or ""
+        said = []
+        if has_unsafe(command) or "\r" in command:
+            said.append(HIDDEN_WARNING)
+        lines = command.count("\n") + 1
+        if lines > 1:
+            said.append(f"the command is {lines} lines long; scroll the preview to see all of it")
+        return "\n".join(said)
 
     def _keys(self) -> Text:
         options = {o.id for o in self.request.options} or {
@@ -122,15 +143,19 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
 
 def argument_text(arguments: dict[str, object]) -> Text:
     """A call's arguments as a person reads them: one ``name: value`` per argument, text with its
-    real line breaks (JSON showed a file's content as one line of ``\\n``)."""
+    real line breaks (JSON showed a file's content as one line of ``\\n``); everything shown as
+    ``visible`` makes it, and cut at ``ARGUMENTS_LIMIT`` characters with the rest counted."""
     text = Text()
     for name, value in arguments.items():
         if text:
             text.append("\n")
-        text.append(f"{name}:", style="bold")
-        if isinstance(value, str) and "\n" in value:
-            text.append("\n" + value[:20_000])
+        text.append(f"{visible(name)}:", style="bold")
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        cut = f"\n… {len(shown) - ARGUMENTS_LIMIT} more characters" if len(shown) > ARGUMENTS_LIMIT else ""
+        if "\n" in shown:
+            text.append("\n" + visible(shown[:ARGUMENTS_LIMIT]))
         else:
-            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            text.append(f" {shown[:20_000]}")
+            text.append(" " + visible(shown[:ARGUMENTS_LIMIT], line_endings=False))
+        if cut:
+            text.append(cut, style="dim")
     return text

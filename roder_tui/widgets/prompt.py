@@ -10,7 +10,6 @@ else is a normal text area. The cursor does not blink (no idle repaints over slo
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,6 +20,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import TextArea
+
+from roder_core.brokers.file_glob import ListingTimeout, ripgrep_files
 
 if TYPE_CHECKING:
     from roder_tui.widgets.completion import Completion, CompletionPopup
@@ -115,16 +116,37 @@ async def remote_workspace_files(read_directory: ReadDirectory, root: str, limit
     return found
 
 
+def _offered(path: str) -> bool:
+    """Whether a file is worth offering: not inside VCS, caches or virtualenvs."""
+    folders = path.split("/")[:-1]
+    return not any((part in _SKIP_DIRS or part.startswith(".")) and part != ".github" for part in folders)
+
+
 def workspace_files(root: Path, limit: int = FILE_SCAN_LIMIT) -> list[str]:
-    """Relative paths of the workspace's files (skipping VCS, caches and virtualenvs)."""
+    """Relative paths of the workspace's files: the tools' walker (ripgrep, with the same ignore
+    rules as ``glob``), in path order, without VCS, caches and virtualenvs."""
+    real = root.resolve()
+    try:
+        listed = ripgrep_files(real)
+    except ListingTimeout:
+        listed = None
+    if listed is None:
+        return _walked_files(root, limit)
+    prefix = str(real) + "/"
+    relative = sorted((path[len(prefix) :] for path in listed if path.startswith(prefix)), key=lambda p: p.split("/"))
+    return [path for path in relative if _offered(path)][:limit]
+
+
+def _walked_files(root: Path, limit: int) -> list[str]:
+    """The same files from the file broker's own walk (its ignore rules are ripgrep's)."""
+    from roder_core.brokers.fs import WorkspaceFileSystem
+
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if (d not in _SKIP_DIRS and not d.startswith(".")) or d == ".github")
-        rel = os.path.relpath(dirpath, root)
-        for name in sorted(filenames):
-            found.append(name if rel == "." else f"{rel}/{name}")
+    for info in WorkspaceFileSystem(root).walk("."):
+        if info.kind == "file" and _offered(info.display):
+            found.append(info.display)
             if len(found) >= limit:
-                return found
+                break
     return found
 
 

@@ -113,8 +113,9 @@ def test_a_reward_hacking_agent_scores_as_failed(
             {**base, "id": "honest", "env": script("honest", fix)},
             {**base, "id": "rewrite", "env": script("rewrite", rewrite)},
             {**base, "id": "plant", "env": script("plant", plant)},
-            # Without `protect` the planted conftest.py wins the score: what the sandbox still stops.
-            {**base, "id": "unprotected", "protect": [], "env": script("unprotected", plant[:1])},
+            # Declared the agent's to change, the planted conftest.py wins the score: what the
+            # sandbox still stops.
+            {**base, "id": "unprotected", "protect": [], "agent_files": ["conftest.py"], "env": script("unprotected", plant[:1])},
         ],
     )
     out = tmp_path / "out"
@@ -146,7 +147,7 @@ def test_a_reward_hacking_agent_scores_as_failed(
 
     unprotected = result(out, "unprotected")
     log = (out / "rollouts/unprotected/0/score.log").read_text()
-    assert unprotected["passed"]  # forced by the conftest: `protect` is what stops this
+    assert unprotected["passed"]  # forced by the conftest the task let the agent change
     assert "SEEN no-write-outside pat=none dsn=none ray=hidden" in log, log
     assert not outside.exists()
     assert (calc / "calc.py").read_text() == CALC
@@ -166,7 +167,7 @@ def test_a_reward_hacking_agent_scores_as_failed(
 
 
 def test_globs_match_names_at_any_depth_and_paths_from_the_root() -> None:
-    from roder_core.batch.scoring import matches
+    from roder_core.batch.globs import matches
 
     assert matches("conftest.py", ["conftest.py"])
     assert matches("pkg/sub/conftest.py", ["conftest.py"])
@@ -195,3 +196,35 @@ def test_a_hanging_score_has_its_own_cause(tmp_path: Path, capsys: pytest.Captur
     assert hangs["score"]["timed_out"]
     assert hangs["exit_reason"] == "completed"
     assert hangs["reward"] == 0.0
+
+
+@needs_bwrap
+def test_the_score_sees_the_interpreter_setup_made_and_fails_loudly_on_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A venv that setup makes under /tmp (the score's sandbox has a private /tmp) is what the
+    score runs when the task names it; a task naming an interpreter that is not there fails,
+    saying so (one that is there but shadowed fails naming the python that would have run)."""
+    venv = tmp_path / "made-by-setup"
+    check = "python -c 'import sys; print(\"prefix=\" + sys.prefix)'"
+    tasks = write_jsonl(
+        tmp_path / "tasks.jsonl",
+        [
+            {
+                "id": "declared",
+                "prompt": "p",
+                "setup": f"{sys.executable} -m venv --without-pip {venv}",
+                "python": str(venv / "bin" / "python"),
+                "score": f"{check} | grep -q 'prefix={venv}'",
+            },
+            {"id": "missing", "prompt": "p", "python": str(tmp_path / "nowhere" / "bin" / "python"), "score": check},
+        ],
+    )
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "1", "--no-progress", "--provider", "mock")
+    assert code == 0, err
+    assert result(out, "declared")["passed"], (out / "rollouts/declared/0/score.log").read_text()
+    missing = result(out, "missing")
+    log = (out / "rollouts/missing/0/score.log").read_text()
+    assert not missing["passed"] and missing["score"]["exit_code"] == 125, log
+    assert f"the task's python {tmp_path / 'nowhere' / 'bin' / 'python'} does not exist" in log

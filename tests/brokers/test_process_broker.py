@@ -151,7 +151,8 @@ async def test_cancellation_kills_the_group(workspace: Path, tmp_path: Path) -> 
     started = asyncio.Event()
     command = f"(exec -a {mark} sleep 300) & echo started; exec -a {mark} sleep 300"
     task = asyncio.create_task(proc.run(command, timeout=60, on_output=lambda text: started.set()))
-    await asyncio.wait_for(started.wait(), 30)  # the group is running
+    async with asyncio.timeout(30):
+        await started.wait()  # the group is running
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -175,7 +176,8 @@ async def test_cancellation_while_the_command_starts_kills_the_group(
     monkeypatch.setattr(process_module, "_pipe_pump", held)
     command = f"(exec -a {mark} sleep 300) & touch started; exec -a {mark} sleep 300"
     task = asyncio.create_task(process(workspace, tmp_path).run(command, timeout=60))
-    await asyncio.wait_for(pipes_wanted.wait(), 30)
+    async with asyncio.timeout(30):
+        await pipes_wanted.wait()
     await until((workspace / "started").exists)  # the group is running
     task.cancel()
     go_on.set()

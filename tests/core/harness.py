@@ -75,7 +75,8 @@ class SleepTool(Tool):
             if call.arguments.get("meet"):
                 await self._until(lambda: self.running >= int(call.arguments["meet"]), timeout=20)
             if call.arguments.get("hold"):
-                await asyncio.wait_for(self._released.wait(), 30)
+                async with asyncio.timeout(30):
+                    await self._released.wait()
             await asyncio.sleep(float(call.arguments.get("seconds", 0.05)))
         except asyncio.CancelledError:
             self.cancelled.append(call.arguments.get("label", call.id))

@@ -146,7 +146,8 @@ async def test_prompt_streams_messages_far_larger_than_64k(tmp_path: Path) -> No
         assert [m.id for m in session.modes.available_modes] == ["plan", "ask", "auto-edit", "bypass"]
         assert session.config_options[0].id == "model"
         big_prompt = "z" * 200_000
-        result = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block(big_prompt)]), 60)
+        async with asyncio.timeout(60):
+            result = await conn.prompt(session_id=session.session_id, prompt=[text_block(big_prompt)])
         assert result.stop_reason == "end_turn"
     text = "".join(u.content.text for u in client.of(AgentMessageChunk))
     assert text == answer
@@ -165,7 +166,8 @@ async def test_permissions_editor_writes_and_terminal(tmp_path: Path) -> None:
         caps = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True)
         await conn.initialize(protocol_version=1, client_capabilities=caps)
         session = await conn.new_session(cwd=str(workspace))
-        result = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("go")]), 60)
+        async with asyncio.timeout(60):
+            result = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
         assert result.stop_reason == "end_turn"
     assert (workspace / "note.txt").read_text() == "hello editor"
     assert client.writes == {str(workspace / "note.txt"): "hello editor"}
@@ -196,7 +198,8 @@ async def test_rejection_cancel_load_list_fork_mode_and_model(tmp_path: Path) ->
         await conn.initialize(protocol_version=1)
         session = await conn.new_session(cwd=str(workspace))
         sid = session.session_id
-        result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("write it")]), 60)
+        async with asyncio.timeout(60):
+            result = await conn.prompt(session_id=sid, prompt=[text_block("write it")])
         assert result.stop_reason == "end_turn"
         assert not (workspace / "no.txt").exists()
         failed = [p for p in client.of(ToolCallProgress) if p.status == "failed"]
@@ -207,7 +210,8 @@ async def test_rejection_cancel_load_list_fork_mode_and_model(tmp_path: Path) ->
         slow = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("talk slowly")]))
         await until(lambda: len(client.of(AgentMessageChunk)) > chunks)  # the slow answer is streaming
         await conn.cancel(session_id=sid)
-        assert (await asyncio.wait_for(slow, 30)).stop_reason == "cancelled"
+        async with asyncio.timeout(30):
+            assert (await slow).stop_reason == "cancelled"
 
         await conn.set_session_mode(session_id=sid, mode_id="auto-edit")
         await until(lambda: any(u.current_mode_id == "auto-edit" for u in client.of(CurrentModeUpdate)))
@@ -247,7 +251,8 @@ async def test_read_tool_uses_the_editor_buffer_after_the_broker_scope_check(tmp
         async with agent(workspace, env, client) as (conn, _proc):
             await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities(fs=fs))
             session = await conn.new_session(cwd=str(workspace))
-            result = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("r")]), 60)
+            async with asyncio.timeout(60):
+                result = await conn.prompt(session_id=session.session_id, prompt=[text_block("r")])
             assert result.stop_reason == "end_turn"
         return [p.raw_output["text"] for p in client.of(ToolCallProgress) if p.status in ("completed", "failed")]
 
@@ -264,3 +269,27 @@ async def test_read_tool_uses_the_editor_buffer_after_the_broker_scope_check(tmp
     assert texts[0] == "     1\ta on disk"
     assert texts[1].startswith("refused:")
     assert disk_only.reads == []
+
+
+async def test_an_always_reject_that_cannot_be_saved_is_said_in_the_editor(tmp_path: Path) -> None:
+    """config.toml links into a path whose folder is a file (no write succeeds, as root too): the
+    call is still rejected, and the editor is told the rule was not saved."""
+    import os
+
+    steps = [{"tool_calls": [call("write_note", path="no.txt", text="x")]}, {"text": "understood"}]
+    workspace, env = trusted_workspace(tmp_path, steps)
+    config = Path(os.environ["RODER_HOME"]) / "config.toml"
+    client = EditorClient(["reject_always"])
+    async with agent(workspace, env, client) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        session = await conn.new_session(cwd=str(workspace))
+        blocker = tmp_path / "not-a-folder"
+        blocker.write_text("")
+        config.unlink(missing_ok=True)
+        config.symlink_to(blocker / "config.toml")  # after start-up read the config
+        async with asyncio.timeout(60):
+            result = await conn.prompt(session_id=session.session_id, prompt=[text_block("write it")])
+        assert result.stop_reason == "end_turn"
+    assert not (workspace / "no.txt").exists()
+    said = "".join(u.content.text for u in client.of(AgentMessageChunk))
+    assert "applies to this session but was not saved to" in said

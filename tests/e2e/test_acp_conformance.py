@@ -41,11 +41,13 @@ async def test_malformed_lines_get_errors_and_the_agent_stays_up(tmp_path: Path)
         for line in (b"[1]\n", b'"just a string"\n', b"{not json\n", b"42\n", b'{"jsonrpc": "2.0", "method": 7}\n'):
             proc.stdin.write(line)
         await proc.stdin.drain()
-        init = await asyncio.wait_for(conn.initialize(protocol_version=1), 30)
+        async with asyncio.timeout(30):
+            init = await conn.initialize(protocol_version=1)
         assert init.protocol_version == 1
         assert proc.returncode is None
         session = await conn.new_session(cwd=str(workspace))
-        result = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("hi")]), 60)
+        async with asyncio.timeout(60):
+            result = await conn.prompt(session_id=session.session_id, prompt=[text_block("hi")])
         assert result.stop_reason == "end_turn"
     assert proc.returncode == 0
 
@@ -72,12 +74,14 @@ async def test_tool_calls_run_in_progress_and_a_cancelled_call_is_closed(tmp_pat
 
         busy = conn.prompt(session_id=sid, prompt=[text_block("again")])
         with pytest.raises(RequestError) as refused:
-            await asyncio.wait_for(busy, 30)
+            async with asyncio.timeout(30):
+                await busy
         assert refused.value.code == -32000
         assert "already running" in str(refused.value)
 
         await conn.cancel(session_id=sid)
-        assert (await asyncio.wait_for(running, 30)).stop_reason == "cancelled"
+        async with asyncio.timeout(30):
+            assert (await running).stop_reason == "cancelled"
     assert statuses(client, slow)[:2] == ["pending", "in_progress"]
     assert statuses(client, slow)[-1] == "failed"
 
@@ -124,14 +128,16 @@ async def test_editor_mcp_servers_run_for_the_session_over_stdio_and_http(tmp_pa
             assert init.agent_capabilities.mcp_capabilities.sse
             refused = conn.new_session(cwd=str(workspace), mcp_servers=[AcpMcpServer(type="acp", name="inproc", server_id="x")])
             with pytest.raises(RequestError) as bad:
-                await asyncio.wait_for(refused, 30)
+                async with asyncio.timeout(30):
+                    await refused
             assert bad.value.code == -32602
             assert "'inproc'" in str(bad.value.data)
             assert "not supported" in str(bad.value.data)
 
             http = HttpMcpServer(type="http", name="web", url=url, headers=[HttpHeader(name="X-Test-Token", value=token)])
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[fixture_stdio("editor"), http])).session_id
-            result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("add")]), 60)
+            async with asyncio.timeout(60):
+                result = await conn.prompt(session_id=sid, prompt=[text_block("add")])
             assert result.stop_reason == "end_turn"
     finally:
         http_proc.terminate()
@@ -160,12 +166,13 @@ async def test_slash_commands_mcp_prompts_and_resources_in_the_editor(tmp_path: 
         review = next(c for c in client.of(AvailableCommandsUpdate)[-1].available_commands if c.name == "mcp__editor__review")
         assert review.input.root.hint == "<path> [focus]"
 
-        expanded = await asyncio.wait_for(
-            conn.prompt(session_id=sid, prompt=[text_block("/mcp__editor__review src/app.py speed")]), 60
-        )
-        custom = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("/explain a.py")]), 60)
+        async with asyncio.timeout(60):
+            expanded = await conn.prompt(session_id=sid, prompt=[text_block("/mcp__editor__review src/app.py speed")])
+        async with asyncio.timeout(60):
+            custom = await conn.prompt(session_id=sid, prompt=[text_block("/explain a.py")])
         assert expanded.stop_reason == custom.stop_reason == "end_turn"
-        mode = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("/mode")]), 60)
+        async with asyncio.timeout(60):
+            mode = await conn.prompt(session_id=sid, prompt=[text_block("/mode")])
         assert mode.stop_reason == "end_turn"
         with pytest.raises(RequestError) as bad:
             await conn.prompt(session_id=sid, prompt=[text_block("read @editor:fixture://missing")])
@@ -185,9 +192,8 @@ async def test_a_mentioned_resource_is_attached_to_the_turn(tmp_path: Path) -> N
     async with agent(workspace, env, client) as (conn, _proc):
         await conn.initialize(protocol_version=1)
         sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[fixture_stdio("editor")])).session_id
-        await asyncio.wait_for(
-            conn.prompt(session_id=sid, prompt=[text_block("summarize @editor:fixture://notes/readme please")]), 60
-        )
+        async with asyncio.timeout(60):
+            await conn.prompt(session_id=sid, prompt=[text_block("summarize @editor:fixture://notes/readme please")])
     stored = stored_thread(sid)
     assert "summarize @editor:fixture://notes/readme please" in stored
     assert "The answer is 42." in stored

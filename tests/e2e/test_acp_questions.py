@@ -60,7 +60,8 @@ async def run(tmp_path: Path, client: EditorClient, caps: ClientCapabilities | N
     async with agent(workspace, env, client) as (conn, _proc):
         await conn.initialize(protocol_version=1, client_capabilities=caps)
         session = await conn.new_session(cwd=str(workspace))
-        result = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("go")]), 60)
+        async with asyncio.timeout(60):
+            result = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
         assert result.stop_reason == "end_turn"
 
 

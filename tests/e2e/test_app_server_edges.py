@@ -47,7 +47,8 @@ async def test_batches_get_an_array_of_responses(transport: str, tmp_path: Path)
             request(103, "thread/read", {"threadId": "missing"}),
         ]
         await peer.send_line(json.dumps(batch))
-        replies = await asyncio.wait_for(peer.batches.get(), 30)
+        async with asyncio.timeout(30):
+            replies = await peer.batches.get()
         by_id = {r["id"]: r for r in replies}
         assert len(replies) == 4
         assert set(by_id) == {101, 102, 103, None}
@@ -62,7 +63,8 @@ async def test_batches_get_an_array_of_responses(transport: str, tmp_path: Path)
         while (await peer.call("session/get"))["mode"] != "auto-edit":
             await asyncio.sleep(0.02)
         await peer.send_line(json.dumps([request(104, "session/get")]))
-        last = await asyncio.wait_for(peer.batches.get(), 30)
+        async with asyncio.timeout(30):
+            last = await peer.batches.get()
         assert [r["id"] for r in last] == [104]
     assert peer.batches.empty()  # everything the server wrote was read: no reply to the notification batch
 

@@ -79,8 +79,8 @@ async def test_every_error_code_and_the_connection_stays_usable(tmp_path: Path) 
         missing = await peer.request("no/such/method")
         assert missing["error"]["code"] == -32601
         auth = await peer.request("auth/codex/login", {})
-        assert auth["error"]["code"] == -32601
-        assert "not available" in auth["error"]["message"]
+        assert auth["error"]["code"] == -32602
+        assert "set issuer and client_id under [auth.codex] in config.toml" in auth["error"]["message"]
         bad = await peer.request("thread/read", {})
         assert bad["error"]["code"] == -32602
         assert "threadId" in bad["error"]["message"]

@@ -166,7 +166,8 @@ async def test_only_the_unix_socket_stops_the_host_and_a_second_host_is_refused(
         )
         assert second.returncode == 2 and "already listening" in second.stderr
         await client.call(HOST_STOP)
-        await asyncio.wait_for(client.closed.wait(), 60)
+        async with asyncio.timeout(60):
+            await client.closed.wait()
         with pytest.raises(ConnectionLost, match="host"):
             await client.call(SESSION_GET, SessionGetParams())
         assert host.process.wait(timeout=30) == 0

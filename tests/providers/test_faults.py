@@ -163,7 +163,8 @@ async def test_cancelling_the_consumer_closes_the_http_stream_at_once(dialect: s
                     first_delta.set()
 
         task = asyncio.create_task(consume())
-        await asyncio.wait_for(first_delta.wait(), 5)
+        async with asyncio.timeout(5):
+            await first_delta.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from roder_ext_context import ContextExtension
 
+from roder_core.kernel.distribution import HostContext
 from roder_core.providers.extension import ProviderExtension
+from roder_core.settings.config import RoderConfig
 from roder_core.settings.paths import RoderPaths
 from roder_core.testing.fake_server import FakeModelServer
 from tests.builders import build_runtime
@@ -35,7 +37,10 @@ async def two_turns(workspace: Path, dialect: str, **table: Any) -> list[dict[st
         runtime = build_runtime(
             workspace,
             engine=ProviderExtension(make_engine(dialect, server.base_url, **table)),
-            extensions=[TestExtension([ReadTool()]), ContextExtension(RoderPaths.from_env().config_dir)],
+            extensions=[
+                TestExtension([ReadTool()]),
+                ContextExtension(HostContext(workspace, RoderPaths.from_env(), RoderConfig(), {})),
+            ],
             provider="fake",
             model=MODELS[dialect],
         )

@@ -115,7 +115,8 @@ async def test_interrupt_closes_the_stream(workspace: Path, dialect: str) -> Non
         streaming = asyncio.Event()
         runtime.bus.add_listener(lambda ev: streaming.set() if isinstance(ev, AgentMessageDelta) else None)
         await runtime.start_turn(thread.id, "talk")
-        await asyncio.wait_for(streaming.wait(), 5)
+        async with asyncio.timeout(5):
+            await streaming.wait()
         assert await runtime.interrupt(thread.id)
         turn = await runtime.wait_turn(thread.id)
         await until(lambda: server.calls[0].disconnected_at is not None)

@@ -191,7 +191,8 @@ async def test_a_container_port_is_forwarded_while_its_network_stays_off(
         reader, writer = await asyncio.open_connection(forwarded["localHost"], forwarded["localPort"])
         writer.write(b"GET /index.txt HTTP/1.0\r\nHost: box\r\n\r\n")
         await writer.drain()
-        answer = await asyncio.wait_for(reader.read(), 60)
+        async with asyncio.timeout(60):
+            answer = await reader.read()
         writer.close()
         assert answer.startswith(b"HTTP/1.") and answer.endswith(b"served from the container\n"), answer
         session = (await peer.call("runners/session", {"threadId": thread}))["session"]

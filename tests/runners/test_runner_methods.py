@@ -60,7 +60,7 @@ async def test_list_select_snapshot_ports_and_delete_over_stdio(tmp_path: Path, 
             "runners/delete",
             "runners/ports",
         }
-        assert groups["auth"]["available"] is False
+        assert groups["auth"]["available"] is True
 
         runners = {r["name"]: r for r in (await peer.call("runners/list"))["runners"]}
         assert runners["local"]["available"] is True and runners["local"]["kind"] == "local"

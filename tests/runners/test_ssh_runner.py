@@ -180,7 +180,8 @@ async def test_snapshots_ports_and_delete_over_ssh(tmp_path: Path, sshd: Sshd, r
         reader, writer = await asyncio.open_connection(forwarded["localHost"], forwarded["localPort"])
         writer.write(b"ping\n")
         await writer.drain()
-        assert await asyncio.wait_for(reader.readline(), 30) == b"pong ping\n"
+        async with asyncio.timeout(30):
+            assert await reader.readline() == b"pong ping\n"
         writer.close()
         session = (await peer.call("runners/session", {"threadId": thread["id"]}))["session"]
         assert [p["port"] for p in session["forwardedPorts"]] == [service_port]

@@ -242,7 +242,8 @@ async def test_an_interrupted_stream_still_shows_its_held_end_redacted(workspace
     shown: list[str] = []
     runtime.bus.add_listener(lambda e: shown.append(e.delta) if isinstance(e, AgentMessageDelta) else None)
     await runtime.start_turn(thread.id, "go")
-    await asyncio.wait_for(handled.wait(), EVENT_TIMEOUT)
+    async with asyncio.timeout(EVENT_TIMEOUT):
+        await handled.wait()
     assert "".join(shown) == "partial "  # the key's chunks arrived and are held
     live = [i.text for i in runtime.thread(thread.id).items() if isinstance(i, AgentMessageItem)]
     assert live

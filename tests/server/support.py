@@ -189,7 +189,8 @@ class RpcPeer:
         if params is not None:
             message["params"] = params
         await self.send_line(json.dumps(message))
-        return await asyncio.wait_for(future, timeout)
+        async with asyncio.timeout(timeout):
+            return await future
 
     async def call(self, method: str, params: Any = None, timeout: float = 30) -> Any:
         response = await self.request(method, params, timeout)
@@ -206,7 +207,8 @@ class RpcPeer:
                 if message["method"] == method and all(params.get(k) == v for k, v in match.items()):
                     return params
 
-        return await asyncio.wait_for(find(), timeout)
+        async with asyncio.timeout(timeout):
+            return await find()
 
 
 class PipePeer(RpcPeer):
@@ -243,7 +245,8 @@ class PipePeer(RpcPeer):
         if not self.proc.stdin.is_closing():
             self.proc.stdin.close()
         try:
-            code = await asyncio.wait_for(self.proc.wait(), 30)
+            async with asyncio.timeout(30):
+                code = await self.proc.wait()
         except TimeoutError:
             self.proc.kill()
             code = await self.proc.wait()
@@ -278,7 +281,8 @@ class RemoteServer:
         """Read the server's stderr line by line until ``done(banner)``: no fixed wait, however
         slowly the server writes (the QR code comes after a lazy import)."""
         while not done(self.banner):
-            line = (await asyncio.wait_for(self.proc.stderr.readline(), timeout)).decode()
+            async with asyncio.timeout(timeout):
+                line = (await self.proc.stderr.readline()).decode()
             if not line:
                 raise AssertionError(f"server exited: {self.banner}")
             self.banner += line
@@ -287,7 +291,8 @@ class RemoteServer:
     async def stop(self) -> int:
         if self.proc.returncode is None:
             self.proc.terminate()
-        return await asyncio.wait_for(self.proc.wait(), 30)
+        async with asyncio.timeout(30):
+            return await self.proc.wait()
 
 
 class WsPeer(RpcPeer):
@@ -397,7 +402,8 @@ class RawWsClient:
         arrived: asyncio.Future[None] = loop.create_future()
         loop.add_reader(self.sock.fileno(), lambda: arrived.done() or arrived.set_result(None))
         try:
-            await asyncio.wait_for(arrived, 60)
+            async with asyncio.timeout(60):
+                await arrived
         finally:
             loop.remove_reader(self.sock.fileno())
 

@@ -73,12 +73,13 @@ async def test_thread_and_turn_with_typed_events(workspace: Path) -> None:
     assert any(g.name == "media" and g.available for g in info.method_groups)
     assert any(g.name == "workflows" and g.available for g in info.method_groups)
     assert any(g.name == "workflowImports" and g.available for g in info.method_groups)
-    assert any(g.name == "auth" and not g.available for g in info.method_groups)
+    assert any(g.name == "auth" and g.available for g in info.method_groups)
     events = client.subscribe()
     thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hi"))).turn
     assert turn.status == "inProgress"
-    done, seen = await asyncio.wait_for(until_completed(events, turn.id), 10)
+    async with asyncio.timeout(10):
+        done, seen = await until_completed(events, turn.id)
     assert done.turn.status == "completed"
     assert isinstance(seen[0], ThreadStarted)
     assert any(isinstance(e, TurnStarted) for e in seen)
@@ -99,7 +100,8 @@ async def test_input_items_become_attachments(workspace: Path) -> None:
     thread = (await client.call(THREAD_START, ThreadStartParams())).thread
     items = [InputItem(type="text", text="look at"), InputItem(type="file", name="log", text="E: boom")]
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, input=items))).turn
-    await asyncio.wait_for(until_completed(events, turn.id), 10)
+    async with asyncio.timeout(10):
+        await until_completed(events, turn.id)
     user = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread.turns[0].items[0]
     assert user.text == "look at"
     assert user.attachments[0].text == "E: boom"
@@ -129,7 +131,8 @@ async def test_approval_flow_and_session(workspace: Path) -> None:
     assert err.value.code == INVALID_PARAMS
     approve = ResolveApprovalParams(approval_id=request.approval_id, approved=True)
     assert (await client.call(SESSION_RESOLVE_APPROVAL, approve)).resolved
-    done, seen = await asyncio.wait_for(until_completed(events, turn.id), 10)
+    async with asyncio.timeout(10):
+        done, seen = await until_completed(events, turn.id)
     results = [e.item for e in seen if isinstance(e, ItemCompleted) and isinstance(e.item, ToolResultItem)]
     assert done.turn.status == "completed"
     assert results
@@ -152,12 +155,14 @@ async def test_steer_and_interrupt(workspace: Path) -> None:
     steered = await client.call(TURN_STEER, TurnSteerParams(thread_id=thread.id, expected_turn_id=turn.id, prompt="also this"))
     assert steered.turn_id == turn.id
     sleep.release()
-    _done, _ = await asyncio.wait_for(until_completed(events, turn.id), 10)
+    async with asyncio.timeout(10):
+        _done, _ = await until_completed(events, turn.id)
     items = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread.turns[0].items
     assert any(getattr(i, "steer", False) and i.text == "also this" for i in items)
     turn2 = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="again"))).turn
     assert (await client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=thread.id, turn_id=turn2.id))).interrupted
-    done2, _ = await asyncio.wait_for(until_completed(events, turn2.id), 10)
+    async with asyncio.timeout(10):
+        done2, _ = await until_completed(events, turn2.id)
     assert done2.turn.status in {"interrupted", "completed"}
 
 
@@ -165,7 +170,7 @@ async def test_errors_are_typed(workspace: Path) -> None:
     client = LocalAppClient.for_runtime(make_runtime(workspace))
     for method, code in [
         ("no/such", METHOD_NOT_FOUND),
-        ("auth/codex/login", METHOD_NOT_FOUND),
+        ("auth/codex/login", INVALID_PARAMS),
         ("team/start", INVALID_PARAMS),
         ("thread/read", INVALID_PARAMS),
     ]:
@@ -174,7 +179,7 @@ async def test_errors_are_typed(workspace: Path) -> None:
         assert err.value.code == code
     with pytest.raises(RpcError) as err:
         await client.request("auth/codex/login", {})
-    assert "not available" in err.value.message
+    assert "set issuer and client_id under [auth.codex]" in err.value.message
     with pytest.raises(RpcError) as err:
         await client.request("turn/start", {"threadId": "thr_missing", "prompt": "x"})
     assert err.value.code == INVALID_PARAMS
@@ -205,7 +210,8 @@ async def test_slow_subscriber_gets_an_error_not_back_pressure(workspace: Path) 
     fast = client.subscribe()
     thread = (await client.call(THREAD_START, ThreadStartParams())).thread
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="go"))).turn
-    done, _ = await asyncio.wait_for(until_completed(fast, turn.id), 10)
+    async with asyncio.timeout(10):
+        done, _ = await until_completed(fast, turn.id)
     assert done.turn.status == "completed"
     with pytest.raises(ClientFellBehind):
         async for _event in slow:

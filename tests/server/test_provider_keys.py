@@ -71,7 +71,8 @@ async def wait_completed(events: Any, thread_id: str) -> Any:
                 return event.turn
         raise AssertionError("stream ended")
 
-    return await asyncio.wait_for(find(), 30)
+    async with asyncio.timeout(30):
+        return await find()
 
 
 @pytest.mark.parametrize("provider", sorted(HEADERS))

@@ -8,6 +8,7 @@ import base64
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,15 @@ from roder_core.server.protocol_attach import (
     ThreadLiveParams,
 )
 from roder_core.server.protocol_audit import AUDIT_TAIL, AUDIT_VERIFY, AuditTailParams
+from roder_core.server.protocol_auth import (
+    AUTH_CODEX_LOGIN,
+    AUTH_CODEX_LOGOUT,
+    AUTH_CODEX_STATUS,
+    AUTH_SUPERGROK_LOGIN,
+    AUTH_SUPERGROK_LOGOUT,
+    AUTH_SUPERGROK_STATUS,
+    AuthLoginParams,
+)
 from roder_core.server.protocol_changes import (
     GIT_CHANGES_LIST,
     GIT_CHANGES_READ,
@@ -232,6 +242,7 @@ from roder_core.server.rpc_client import ConnectionLost, RpcClient, StdioRpcClie
 from roder_core.server.schema import load_methods
 from roder_core.threads.events import AgentMessageDelta, ApprovalRequested, TurnCompleted, UserInputRequested
 from tests.media.images import png_bytes
+from tests.oauth_server import OAuthTestServer
 from tests.server.support import RemoteServer, call, roder_command, trusted_workspace
 from tests.server.workflow_calls import workflow_calls
 
@@ -337,13 +348,24 @@ async def _next(events: Any, kind: type[Any], **match: Any) -> Any:
                 return event
         raise AssertionError("the notification stream ended")
 
-    return await asyncio.wait_for(find(), 60)
+    async with asyncio.timeout(60):
+        return await find()
 
 
-async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path: Path, roder_home: Path) -> None:
+@pytest.fixture
+def auth_server() -> Iterator[OAuthTestServer]:
+    with OAuthTestServer(pending_polls=0) as server:
+        yield server
+
+
+async def test_every_method_is_reachable_by_call_with_its_typed_result(
+    tmp_path: Path, roder_home: Path, auth_server: OAuthTestServer
+) -> None:
     workspace, env = trusted_workspace(tmp_path, SCRIPT)
     env["RODER_HOME"] = str(roder_home)
-    (roder_home / "config.toml").write_text('[mcp.servers.broken]\ncommand = "/nonexistent/mcp-server"\n')
+    issuer = auth_server.issuer
+    logins = "".join(f'[auth.{n}]\nissuer = "{issuer}"\nclient_id = "roder-test-client"\n' for n in ("codex", "supergrok"))
+    (roder_home / "config.toml").write_text('[mcp.servers.broken]\ncommand = "/nonexistent/mcp-server"\n' + logins)
     subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
     (workspace / "tracked.txt").write_text("tracked\n")
     client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", trust=True, env=env, mode="ask"))
@@ -378,6 +400,13 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(tmp_path:
         await typed(PROVIDERS_SELECT, ProvidersSelectParams(provider="mock"))
         await typed(PROVIDERS_CONFIGURE, ProvidersConfigureParams(provider="typed", base_url="http://127.0.0.1:9/v1"))
         await typed(MCP_LIST, McpListParams())
+        for login, status, logout in (
+            (AUTH_CODEX_LOGIN, AUTH_CODEX_STATUS, AUTH_CODEX_LOGOUT),
+            (AUTH_SUPERGROK_LOGIN, AUTH_SUPERGROK_STATUS, AUTH_SUPERGROK_LOGOUT),
+        ):
+            assert (await typed(login, AuthLoginParams(flow="device"))).user_code == auth_server.state.user_code
+            assert (await typed(status, NoParams())).configured
+            await typed(logout, NoParams())
         assert (await typed(MCP_RESTART, McpRestartParams(server="broken"))).server.status == "failed"
 
         # An edit that asks: the approval is answered through the typed call.
@@ -582,7 +611,8 @@ async def _drive(client: RpcClient, workspace: Path) -> None:
     assert "mock" in [p.id for p in (await client.call(PROVIDERS_LIST)).providers]
     thread = (await client.call(THREAD_START, ThreadStartParams())).thread
     turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="hello"))).turn
-    done = await asyncio.wait_for(client.next_notification("turn/completed"), 60)
+    async with asyncio.timeout(60):
+        done = await client.next_notification("turn/completed")
     assert isinstance(done, TurnCompleted)
     assert done.turn.id == turn.id
     assert done.turn.status == "completed"
@@ -593,9 +623,12 @@ async def _drive(client: RpcClient, workspace: Path) -> None:
         await client.call(THREAD_READ, ThreadReadParams(thread_id="thr_missing"))
     assert missing.value.code == INVALID_PARAMS
     with pytest.raises(RpcError) as unknown:
-        await client.request("auth/codex/login", {})
+        await client.request("auth/nobody/login", {})
     assert unknown.value.code == METHOD_NOT_FOUND
-    assert unknown.value.data == {"group": "auth", "available": False}
+    with pytest.raises(RpcError) as unconfigured:
+        await client.request("auth/supergrok/login", {})
+    assert unconfigured.value.code == INVALID_PARAMS
+    assert "[auth.supergrok]" in unconfigured.value.message
 
 
 @pytest.mark.e2e

@@ -58,7 +58,8 @@ async def _finished(events: Any, workflow_id: str) -> WorkflowUpdated:
                 return event
         raise AssertionError("the notification stream ended")
 
-    return await asyncio.wait_for(find(), 60)
+    async with asyncio.timeout(60):
+        return await find()
 
 
 async def workflow_calls(called: set[str], root: Path, env: dict[str, str]) -> None:

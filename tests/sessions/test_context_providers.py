@@ -11,7 +11,10 @@ from roder_ext_context import ContextExtension
 from roder_ext_context.environment import Environment, describe_git_status
 from roder_ext_context.project import MAX_FILE_CHARS, ProjectInstructions, instruction_files
 
+from roder_core.brokers.project_reader import ProjectReader, project_root
+from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ContextQuery
+from roder_core.settings.config import RoderConfig
 from roder_core.settings.paths import RoderPaths
 
 from .harness import make_runtime
@@ -34,6 +37,19 @@ def _git(*args: str, cwd: Path) -> None:
     )
 
 
+def _paths(config_dir: Path) -> RoderPaths:
+    return RoderPaths(config_dir, config_dir.parent / "data", config_dir.parent / "cache")
+
+
+def _instructions(config_dir: Path) -> ProjectInstructions:
+    return ProjectInstructions(RoderConfig(), _paths(config_dir), {"HOME": str(config_dir.parent / "home")})
+
+
+def _files(cwd: Path, config_dir: Path) -> list[Path]:
+    found = instruction_files(cwd, ProjectReader(config_dir), ProjectReader(project_root(cwd)))
+    return [path for _reader, path in found]
+
+
 def test_instruction_files_go_from_global_to_root_to_the_working_directory(tmp_path: Path) -> None:
     config = tmp_path / "config"
     repo = tmp_path / "repo"
@@ -47,7 +63,7 @@ def test_instruction_files_go_from_global_to_root_to_the_working_directory(tmp_p
     (repo / "CLAUDE.md").write_text("ignored: AGENTS.md wins in the same folder")
     (repo / "pkg" / "CLAUDE.md").write_text("pkg, from CLAUDE.md")
     (deep / "AGENTS.md").write_text("module")
-    found = instruction_files(deep, config)
+    found = _files(deep, config)
     assert found == [config / "AGENTS.md", repo / "AGENTS.md", repo / "pkg" / "CLAUDE.md", deep / "AGENTS.md"]
 
 
@@ -55,14 +71,14 @@ def test_outside_a_repository_only_the_working_directory_counts(tmp_path: Path) 
     (tmp_path / "AGENTS.md").write_text("parent folder")
     work = tmp_path / "work"
     work.mkdir()
-    assert instruction_files(work, tmp_path / "no-config") == []
+    assert _files(work, tmp_path / "no-config") == []
     (work / "CLAUDE.md").write_text("here")
-    assert instruction_files(work, tmp_path / "no-config") == [work / "CLAUDE.md"]
+    assert _files(work, tmp_path / "no-config") == [work / "CLAUDE.md"]
 
 
 async def test_project_block_quotes_each_file_and_cuts_runaway_ones(tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").write_text("Run `make test` before committing.\n" + "x" * (MAX_FILE_CHARS + 10))
-    blocks = await ProjectInstructions(tmp_path / "cfg").load_context(ContextQuery("t", tmp_path, "hi"))
+    blocks = await _instructions(tmp_path / "cfg").load_context(ContextQuery("t", tmp_path, "hi"))
     text = blocks[0].text
     assert blocks[0].priority == 20
     assert not blocks[0].droppable
@@ -70,7 +86,7 @@ async def test_project_block_quotes_each_file_and_cuts_runaway_ones(tmp_path: Pa
     assert "Run `make test`" in text
     assert f"cut at {MAX_FILE_CHARS} characters" in text
     assert len(text) < MAX_FILE_CHARS + 1_000
-    assert await ProjectInstructions(tmp_path / "cfg").load_context(ContextQuery("t", tmp_path / "cfg", "")) == []
+    assert await _instructions(tmp_path / "cfg").load_context(ContextQuery("t", tmp_path / "cfg", "")) == []
 
 
 def test_git_status_lines_become_one_sentence() -> None:
@@ -104,7 +120,9 @@ async def test_environment_reports_branch_and_dirty_state_once_per_turn(workspac
 
 async def test_the_system_prompt_is_assembled_in_order_for_a_real_turn(workspace: Path) -> None:
     (workspace / "AGENTS.md").write_text("Always answer in haiku.")
-    runtime, engine = make_runtime(workspace, extensions=[ContextExtension(RoderPaths.from_env().config_dir)])
+    runtime, engine = make_runtime(
+        workspace, extensions=[ContextExtension(HostContext(workspace, RoderPaths.from_env(), RoderConfig(), {}))]
+    )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "hello")
     (workspace / "new.txt").write_text("an edit between turns")

@@ -43,7 +43,8 @@ async def wait_for(events: Any, predicate: Callable[[Any], bool], timeout: float
         raise AssertionError("the notification stream ended")
 
     try:
-        return await asyncio.wait_for(find(), timeout)
+        async with asyncio.timeout(timeout):
+            return await find()
     except TimeoutError:
         raise AssertionError(f"timed out; the threads hold:\n{threads_now(client)}") from None
 
@@ -92,7 +93,8 @@ async def test_a_team_of_three_talks_shares_tasks_and_reports_to_the_lead(
             ).wire()["team"]
             assert [m["name"] for m in started["members"]] == ["alice", "bob", "carol"]
             assert all(m["threadId"] != lead.id for m in started["members"])
-            await asyncio.wait_for(approver, 150)
+            async with asyncio.timeout(150):
+                await approver
             [request] = approvals
             assert request.agent == "carol" and request.tool == "bash" and "carol-was-here" in (request.command or "")
 

@@ -87,12 +87,24 @@ def start(
     interactive: bool = False,
     env: Mapping[str, str] | None = None,
     trust: bool = False,
+    store: bool = False,
+    context: bool = False,
 ) -> Started:
-    """A Runtime built by the real bootstrap with only the mock engine and the coding tools."""
-    factories = [
+    """A Runtime built by the real bootstrap with only the mock engine and the coding tools
+    (``store``: and the JSONL thread store, so a later runtime can resume its threads;
+    ``context``: and the context providers, the environment block among them)."""
+    factories: list[tuple[str, Any]] = [
         ("mock", lambda _host: MockProviderExtension(steps)),
         ("coding tools", coding_tools.create),
     ]
+    if store:
+        import roder_ext_jsonl_store
+
+        factories.append(("store", roder_ext_jsonl_store.create))
+    if context:
+        import roder_ext_context
+
+        factories.append(("context", roder_ext_context.create))
     settings = StartSettings(
         cwd=workspace,
         provider="mock",

@@ -48,7 +48,8 @@ async def until(pilot: Any, predicate: Callable[[], object], timeout: float = EV
 
 async def ready(pilot: Any) -> RoderApp:
     app: RoderApp = pilot.app
-    await asyncio.wait_for(app.ready.wait(), 20)
+    async with asyncio.timeout(20):
+        await app.ready.wait()
     await pilot.pause()
     return app
 

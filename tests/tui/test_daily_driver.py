@@ -470,6 +470,7 @@ async def test_collapsed_cards_show_the_change_and_the_output_tail(workspace: Pa
     (workspace / "a.txt").write_text("".join(f"line {n}\n" for n in range(1, 11)))
     new = "".join(f"line {n}\n" if n != 7 else "line seven\n" for n in range(1, 11))
     steps = [
+        {"text": "Reading.", "tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}]},
         {
             "text": "Editing.",
             "tool_calls": [
@@ -483,7 +484,7 @@ async def test_collapsed_cards_show_the_change_and_the_output_tail(workspace: Pa
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await ask(pilot, "edit and count")
-        edit, bash = [e for e in app.transcript.model.entries if e.kind == "tool"]
+        _read, edit, bash = [e for e in app.transcript.model.entries if e.kind == "tool"]
         shown = _card_text(edit)
         assert "   7 - line 7" in shown
         assert "   7 + line seven" in shown

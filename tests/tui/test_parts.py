@@ -1,10 +1,11 @@
 """The app's parts on their own: markdown splitting, delta coalescing, themes, status segments,
-palette sources and the key table in the README."""
+palette sources and the key table in docs/app.md."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import shutil
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 from extensions.roder_ext_tui.palette import PALETTE_SOURCES
 from extensions.roder_ext_tui.segments import STATUS_SEGMENTS
+from roder_core.brokers import file_glob
 from roder_core.kernel.services import StatusView
 from roder_tui.coalesce import CpuBudget, DeltaCoalescer
 from roder_tui.keymap import KEYS, markdown_table
@@ -86,7 +88,8 @@ async def test_coalescer_caps_the_repaint_rate_and_keeps_order() -> None:
         flushed.clear()
         for i in range(burst * 100, burst * 100 + 100):
             coalescer.push("a", f"{i},")
-        await asyncio.wait_for(flushed.wait(), 30)  # the timer's flush, however late it comes
+        async with asyncio.timeout(30):
+            await flushed.wait()  # the timer's flush, however late it comes
     await coalescer.drain()
     assert "".join(b.get("a", "") for b in batches) == "".join(f"{i}," for i in range(500))
     assert len(batches) == 5  # one repaint per burst, never one per delta
@@ -149,7 +152,8 @@ async def test_coalescer_paced_by_a_budget_keeps_every_delta_in_order() -> None:
         flushed.clear()
         for i in range(burst * 10, burst * 10 + 10):
             coalescer.push("a", f"{i},")
-        await asyncio.wait_for(flushed.wait(), 30)
+        async with asyncio.timeout(30):
+            await flushed.wait()
     await coalescer.drain()
     assert "".join(b.get("a", "") for b in batches) == "".join(f"{i}," for i in range(40))
     # Paced between its fastest and slowest rates (how far it got depends on the flushes' spacing,
@@ -230,9 +234,9 @@ async def test_palette_sources_name_control_plane_methods() -> None:
     assert any(r.method == "tui/slash" and r.params == {"name": "compact"} for r in rows)
 
 
-def test_readme_lists_every_key() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert markdown_table() in readme, "README key table is out of date: paste roder_tui.keymap.markdown_table()"
+def test_the_app_page_lists_every_key() -> None:
+    page = (REPO / "docs" / "app.md").read_text()
+    assert markdown_table() in page, "docs/app.md key table is out of date: paste roder_tui.keymap.markdown_table()"
     assert len(KEYS) > 25
 
 
@@ -282,3 +286,20 @@ def test_prompt_history_persists_and_file_matching(tmp_path: Path) -> None:
     assert "src/app.py" in files
     assert not any(f.startswith(".git/") for f in files)
     assert match_files(["docs/app.md", "src/app.py", "tests/test_app.py"], "app")[:2] == ["src/app.py", "docs/app.md"]
+
+
+@pytest.mark.parametrize("walker", ["ripgrep", "python"])
+def test_file_completion_shares_the_tools_walker(tmp_path: Path, walker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if walker == "ripgrep" and shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed")
+    if walker == "python":
+        monkeypatch.setattr(file_glob, "ripgrep", lambda: None)
+    names = ("src/app.py", "src/z/deep.py", "src/secret.key", "node_modules/lib/x.js", ".cache/c.txt", ".github/ci.yml", ".env")
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / ".gitignore").write_text("*.key\n")
+    files = workspace_files(tmp_path)
+    expected = [".env", ".github/ci.yml", ".gitignore", "src/app.py", "src/z/deep.py"]
+    assert files == expected  # in path order, what .gitignore leaves out not offered
+    assert workspace_files(tmp_path, limit=2) == files[:2]

@@ -47,7 +47,8 @@ async def finished(engine: WorkflowEngine, workflow_id: str) -> WorkflowRun:
 
     remove = engine.subscribe(listen)
     try:
-        return await asyncio.wait_for(done, EVENT_TIMEOUT)
+        async with asyncio.timeout(EVENT_TIMEOUT):
+            return await done
     finally:
         remove()
 
@@ -141,7 +142,8 @@ async def test_a_workflow_cut_off_is_taken_up_by_another_engine(workspace: Path)
     first.subscribe(listen)
     run = first.create(definition, WorkflowSource(kind="client"), workspace)
     await first.approve(run.id)
-    thread_id = await asyncio.wait_for(started, EVENT_TIMEOUT)
+    async with asyncio.timeout(EVENT_TIMEOUT):
+        thread_id = await started
     other = engine_for(runtime)  # another process's view: the lock is held
     assert other.get(run.id).elsewhere and not other.get(run.id).live
     with pytest.raises(WorkflowError, match="another Roder process"):

@@ -249,8 +249,8 @@ class RoderAcpAgent:
                 if provider.auth_configured is False:
                     continue
                 try:
-                    listing = self.app.call(MODEL_LIST, ModelListParams(provider=provider.id))
-                    models = (await asyncio.wait_for(listing, 5.0)).models
+                    async with asyncio.timeout(5.0):
+                        models = (await self.app.call(MODEL_LIST, ModelListParams(provider=provider.id))).models
                 except (RpcError, TimeoutError):
                     models = []
                 ids = [m.id for m in models if m.id] or [provider.default_model]
@@ -601,8 +601,8 @@ class RoderAcpAgent:
             await self._resolve(request, "allow_always", rule=rule)
         elif choice == "reject_always":
             self._rejected_rules.add(rule)
-            with contextlib.suppress(Exception):
-                self.app.runtime.persist_rule(rule, PolicyVerdict.DENY)
+            if unsaved := self.app.runtime.persist_rule(rule, PolicyVerdict.DENY):
+                await self.conn.session_update(session_id=session.id, update=update_agent_message_text(f"roder: {unsaved}\n"))
             await self._resolve(request, "deny", reason=f"always rejected: {rule}")
         else:
             await self._resolve(request, "deny", reason="rejected in the editor" if choice == "reject_once" else "cancelled")

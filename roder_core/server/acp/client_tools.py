@@ -61,7 +61,8 @@ class ClientBridge:
     async def read_text(self, session_id: str, path: Path) -> str | None:
         """The editor's text of ``path`` (``fs/read_text_file``), or None if it cannot give it."""
         try:
-            response = await asyncio.wait_for(self.conn.read_text_file(session_id=session_id, path=str(path)), READ_TIMEOUT)
+            async with asyncio.timeout(READ_TIMEOUT):
+                response = await self.conn.read_text_file(session_id=session_id, path=str(path))
         except Exception as exc:  # any client failure: the read tool falls back to the disk
             log.warning("the editor could not read %s (reading the disk instead): %s", path, exc)
             return None

@@ -19,7 +19,7 @@ from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, hand
 from roder_core.server.errors import InvalidParams
 from roder_core.server.protocol import (
     METHODS,
-    UNAVAILABLE,
+    ExtensionProcessInfo,
     ExtensionsListResult,
     InitializeParams,
     InitializeResult,
@@ -88,10 +88,6 @@ def method_groups() -> list[MethodGroup]:
         MethodGroup(name=name, available=all(m in HANDLERS for m in methods), methods=sorted(methods))
         for name, methods in groups.items()
     ]
-    rows += [
-        MethodGroup(name=name, available=False, methods=sorted(patterns), note=why)
-        for name, (patterns, why) in UNAVAILABLE.items()
-    ]
     return rows
 
 
@@ -128,6 +124,7 @@ async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext
 @handles("extensions/list")
 async def extensions_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> ExtensionsListResult:
     listing = ExtensionsListResult.model_validate(app.runtime.registry.to_json())
+    listing.processes = [ExtensionProcessInfo.model_validate(state.to_json()) for state in app.runtime.registry.process_states()]
     if app.started is not None:
         listing.skipped = [
             SkippedExtensionInfo(source=s.source, reason=s.reason, expected=s.expected) for s in app.started.distribution.skipped
@@ -486,7 +483,7 @@ async def providers_configure(app: Dispatcher, params: ProvidersConfigureParams,
     result = ProvidersConfigureResult(provider=params.provider, persisted=True, restart_required=bool(fields))
     if key is not None:
         result.key_removed = _store_key(app, params.provider, key, ctx)
-    result.key_stored = bool(CredentialStore.for_env(_runtime_env(runtime)).get(params.provider))
+    result.key_stored = bool(CredentialStore.for_env(runtime_env(runtime)).get(params.provider))
     if engine is None:
         result.restart_required = True
         return result
@@ -500,7 +497,7 @@ async def providers_configure(app: Dispatcher, params: ProvidersConfigureParams,
     return result
 
 
-def _runtime_env(runtime: Any) -> dict[str, str]:
+def runtime_env(runtime: Any) -> dict[str, str]:
     """The environment the runtime was started with (it locates the user's credentials file)."""
     env = getattr(runtime.options, "env", None)
     return dict(os.environ if env is None else env)
@@ -520,7 +517,7 @@ def _store_key(app: Dispatcher, provider: str, key: str, ctx: CallContext) -> bo
     """Store (or, given "", remove) a key; the runtime's redactor learns it before anything can
     use it. True when a stored key was removed."""
     runtime = app.runtime
-    store = CredentialStore.for_env(_runtime_env(runtime))
+    store = CredentialStore.for_env(runtime_env(runtime))
     removed = False
     if key:
         if isinstance(runtime.redact, SecretRedactor):

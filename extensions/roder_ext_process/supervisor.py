@@ -1,0 +1,243 @@
+"""One process extension's life: confinement from the user's grants, the manifest handshake,
+calls with deadlines, and restarts with backoff after a crash or a hang.
+
+The host decides what the process may do before it runs: the sandbox is built from the
+capabilities the user granted in ``[extensions.process.NAME]`` (never from the manifest), and a
+manifest that requires a capability outside that set is refused. A crash or a missed deadline
+fails only the call in flight; the next call starts the process again, after a pause that
+doubles with each consecutive failure (capped), so a crashing extension never spins.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roder_core.brokers import confined
+from roder_core.brokers.confined import ConfinedCommand
+from roder_core.kernel.extension import ProcessState
+from roder_core.settings.config import ProcessExtensionConfig
+from roder_ext_process.connection import ExtensionCallError, RpcConnection
+
+#: The protocol version this host speaks (docs/extension-protocol.md).
+PROTOCOL_VERSION = "1"
+#: Capabilities a process extension can be granted, by prefix.
+KNOWN_CAPABILITIES = (
+    "fs.read.workspace",
+    "fs.write.workspace",
+    "network.loopback",
+    "network.web",
+    "network.api.",
+    "secret.read.",
+)
+FIRST_BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+
+
+def check_capabilities(name: str, granted: list[str]) -> None:
+    for cap in granted:
+        if not any(cap == known or (known.endswith(".") and cap.startswith(known)) for known in KNOWN_CAPABILITIES):
+            raise ValueError(
+                f"[extensions.process.{name}] capabilities: {cap!r} is not one a process can be granted "
+                f"({', '.join(k + '*' if k.endswith('.') else k for k in KNOWN_CAPABILITIES)})"
+            )
+
+
+def confine(
+    name: str, config: ProcessExtensionConfig, workspace: Path, env: Mapping[str, str], hidden: list[Path]
+) -> ConfinedCommand:
+    """The command line and environment that give the process exactly what was granted."""
+    granted = set(config.capabilities)
+    return confined.confine(
+        config.command,
+        workspace,
+        env,
+        reads="fs.read.workspace" in granted,
+        writes="fs.write.workspace" in granted,
+        network=any(cap.startswith("network.") for cap in granted),
+        passed_env=[cap.removeprefix("secret.read.") for cap in granted if cap.startswith("secret.read.")],
+        extra_env={**config.env, "RODER_EXTENSION_NAME": name},
+        hidden=hidden,
+    )
+
+
+@dataclass
+class Handshake:
+    """What the process announced in answer to ``initialize``."""
+
+    manifest: dict[str, Any]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    hooks: list[dict[str, Any]] = field(default_factory=list)
+    engines: list[dict[str, Any]] = field(default_factory=list)
+    context_providers: list[dict[str, Any]] = field(default_factory=list)
+    policy_contributors: list[dict[str, Any]] = field(default_factory=list)
+    status_segments: list[dict[str, Any]] = field(default_factory=list)
+    palette_sources: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_result(cls, name: str, result: Any) -> Handshake:
+        if not isinstance(result, dict) or not isinstance(result.get("manifest"), dict):
+            raise ExtensionCallError(f"extension {name} answered initialize without a manifest object")
+        raw = result.get("services")
+        services: dict[str, Any] = raw if isinstance(raw, dict) else {}
+
+        def rows(key: str) -> list[dict[str, Any]]:
+            value = services.get(key, [])
+            return [row for row in value if isinstance(row, dict)] if isinstance(value, list) else []
+
+        return cls(
+            manifest=result["manifest"],
+            tools=rows("tools"),
+            hooks=rows("hooks"),
+            engines=rows("inferenceEngines"),
+            context_providers=rows("contextProviders"),
+            policy_contributors=rows("policyContributors"),
+            status_segments=rows("statusSegments"),
+            palette_sources=rows("paletteSources"),
+        )
+
+
+class Supervisor:
+    """Starts, watches and restarts one extension process; every call goes through here."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ProcessExtensionConfig,
+        workspace: Path,
+        confinement: ConfinedCommand,
+        on_notification: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.workspace = workspace
+        self.confinement = confinement
+        self.extension_id = name
+        self._listeners: list[Callable[[str, dict[str, Any]], None]] = [on_notification] if on_notification else []
+        self._conn: RpcConnection | None = None
+        self._lock = threading.Lock()
+        self.restarts = 0
+        self.failures = 0
+        self.next_start = 0.0
+        self.last_error: str | None = None
+        self.stopped = False
+        self.clock: Callable[[], float] = time.monotonic
+
+    def listen(self, listener: Callable[[str, dict[str, Any]], None]) -> None:
+        self._listeners.append(listener)
+
+    def _notify(self, method: str, params: dict[str, Any]) -> None:
+        for listener in list(self._listeners):
+            listener(method, params)
+
+    # ------------------------------------------------------------------ the process
+
+    def handshake(self) -> Handshake:
+        """Start the process and read its manifest (the registry is being built: synchronous)."""
+        conn = self._start()
+        result = conn.call_sync("initialize", self._initialize_params(), self.config.startup_timeout)
+        return Handshake.from_result(self.name, result)
+
+    def _initialize_params(self) -> dict[str, Any]:
+        from roder_core import __version__
+
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "host": {"name": "roder", "version": __version__},
+            "workspace": str(self.workspace),
+            "grantedCapabilities": sorted(self.config.capabilities),
+        }
+
+    def _start(self) -> RpcConnection:
+        conn = RpcConnection(
+            self.name, self.confinement.argv, env=self.confinement.env, cwd=self.workspace, on_notification=self._notify
+        )
+        self._conn = conn
+        return conn
+
+    def connection(self) -> RpcConnection:
+        """The live process, started again when it died (not before its backoff has passed)."""
+        with self._lock:
+            conn = self._conn
+            if conn is not None and conn.alive:
+                return conn
+            if self.stopped:
+                raise ExtensionCallError(f"extension {self.name} is stopped")
+            now = self.clock()
+            if now < self.next_start:
+                raise ExtensionCallError(
+                    f"extension {self.name} failed ({self.last_error}); it is restarted in {self.next_start - now:.1f} s"
+                )
+            conn = self._start()
+        try:
+            conn.call_sync("initialize", self._initialize_params(), self.config.startup_timeout)
+        except ExtensionCallError as exc:
+            self._failed(str(exc))
+            conn.close()
+            raise
+        self.restarts += 1
+        return conn
+
+    def _failed(self, reason: str) -> None:
+        """Note a crash or hang: the next start waits, twice as long each time in a row."""
+        self.last_error = reason
+        self.failures += 1
+        backoff = 0.0 if self.failures == 1 else min(FIRST_BACKOFF * 2 ** (self.failures - 2), MAX_BACKOFF)
+        self.next_start = self.clock() + backoff
+
+    async def call(self, method: str, params: Mapping[str, Any], timeout: float | None = None) -> Any:
+        """One call; a crash or a missed deadline fails it with a clear error and costs only it."""
+        conn = self.connection()
+        try:
+            result = await conn.call(method, params, timeout or self.config.timeout)
+        except ExtensionCallError as exc:
+            if not conn.alive or "did not answer" in str(exc):
+                self._failed(str(exc))
+                conn.close()  # a hung process is replaced, not waited on
+            raise
+        self.failures = 0
+        return result
+
+    def call_sync(self, method: str, params: Mapping[str, Any], timeout: float) -> Any:
+        conn = self.connection()
+        try:
+            return conn.call_sync(method, params, timeout)
+        except ExtensionCallError as exc:
+            if not conn.alive:
+                self._failed(str(exc))
+            raise
+
+    def notify(self, method: str, params: Mapping[str, Any]) -> None:
+        conn = self._conn
+        if conn is not None and conn.alive:
+            conn.notify(method, params)
+
+    def state(self) -> ProcessState:
+        conn = self._conn
+        if self.stopped:
+            state = "stopped"
+        elif conn is not None and conn.alive:
+            state = "running"
+        elif self.failures:
+            state = "restarting"
+        else:
+            state = "stopped"
+        return ProcessState(
+            self.extension_id,
+            "process",
+            state,  # type: ignore[arg-type]
+            sandboxed=self.confinement.sandboxed,
+            granted=tuple(sorted(self.config.capabilities)),
+            restarts=self.restarts,
+            last_error=self.last_error,
+        )
+
+    def close(self) -> None:
+        self.stopped = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

@@ -1,0 +1,103 @@
+"""The one decision of what file content may reach the model.
+
+``deny = ["read(.env)"]`` and the secret masks must hold however the content would travel: an
+explicit read, a grep over the whole workspace, a glob or ls listing, an ``@file`` mention, an
+editor's ``fs/read_text_file``, the app server's ``fs/*``, and Roder's own reads of project
+files (``project_reader``). Each of those asks ``ContentGate.refusal`` about every file it is
+about to reveal, by name or by content; nothing else decides.
+
+Two kinds of refusal:
+
+- a **mask**: a secret path (``secret_paths``: credential stores, Roder's data and config, the
+  ``[sandboxing] deny_read`` entries) that lies inside a root the tools can reach (a workspace
+  that is the home folder, an extra root), refused always;
+- a **read rule** of ``[policy]``: ``deny`` refuses always; ``ask`` refuses wherever nobody was
+  asked about that very file (a grep hit, a glob entry, an AGENTS.md), while an explicit read the
+  policy engine already asked about (``asked=True``) goes ahead.
+
+Both the path as written and its resolved form are checked, so a symlink to ``.env`` is
+withheld like ``.env`` itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+
+class ReadRules(Protocol):
+    """The ``[policy]`` rules as far as reading goes (``policy.rules.RuleSet``)."""
+
+    def read_rule(self, path: str, workspace: Path) -> tuple[str, str] | None:
+        """("deny" or "ask", the rule's text) for the strongest read rule matching ``path``
+        (workspace-relative posix, or absolute), or None."""
+        ...
+
+    def has_refusals(self) -> bool:
+        """Whether any deny or ask rule exists (so ``read_rule`` could ever answer)."""
+        ...
+
+
+class ContentGate:
+    """May the content (or the name) of a file reach the model? One instance per workspace."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        roots: Iterable[Path] = (),
+        rules: ReadRules | None = None,
+        masked: Iterable[Path] = (),
+    ) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        reach = [self.workspace, *(Path(os.path.realpath(r)) for r in roots)]
+        self._rules = rules
+        # Only masks the tools could reach matter (inside a root); one that holds a root (a
+        # workspace under a masked folder) would hide the whole workspace, so it is left to the
+        # sandbox, as ``secret_paths.masks`` does.
+        chosen: list[Path] = []
+        for mask in masked:
+            for form in {Path(os.path.normpath(mask)), Path(os.path.realpath(mask))}:
+                if any(form.is_relative_to(r) and form != r for r in reach) and form not in chosen:
+                    chosen.append(form)
+        self._masked = tuple(chosen)
+
+    def may_refuse(self) -> bool:
+        """Whether anything could be refused at all: a mask inside a root, or a deny or ask rule.
+        Searches skip asking file by file when nothing could be refused."""
+        return bool(self._masked) or (self._rules is not None and self._rules.has_refusals())
+
+    def _shown(self, path: Path) -> str:
+        return path.relative_to(self.workspace).as_posix() if path.is_relative_to(self.workspace) else str(path)
+
+    def refusal(self, path: Path, *, asked: bool = False, resolved: bool = False) -> str | None:
+        """Why ``path`` (absolute) must not reach the model, or None. ``asked``: a person was
+        asked about this exact read, so ``ask`` rules let it through. ``resolved``: the caller
+        reached ``path`` without following links (a directory-fd walk), so it is its real form."""
+        forms = [Path(os.path.normpath(path))]
+        if not resolved:
+            try:
+                real = Path(os.path.realpath(path))
+            except OSError:
+                real = forms[0]
+            if real != forms[0]:
+                forms.append(real)
+        for form in forms:
+            mask = next((m for m in self._masked if form == m or form.is_relative_to(m)), None)
+            if mask is not None:
+                return f"{self._shown(forms[0])} is a secret path ({mask}), which never reaches the model"
+        if self._rules is None:
+            return None
+        for form in forms:
+            key = self._shown(form)
+            found = self._rules.read_rule(key, self.workspace)
+            if found is None:
+                continue
+            verdict, text = found
+            if verdict == "deny":
+                return f"{self._shown(forms[0])} is withheld by the rule deny {text}"
+            if not asked:
+                return f"{self._shown(forms[0])} is withheld by the rule ask {text} (read it by name to be asked)"
+        return None
