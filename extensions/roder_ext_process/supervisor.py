@@ -10,8 +10,6 @@ doubles with each consecutive failure (capped), so a crashing extension never sp
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roder_core.brokers import confined
+from roder_core.brokers.confined import ConfinedCommand
 from roder_core.kernel.extension import ProcessState
 from roder_core.settings.config import ProcessExtensionConfig
 from roder_ext_process.connection import ExtensionCallError, RpcConnection
@@ -47,70 +47,22 @@ def check_capabilities(name: str, granted: list[str]) -> None:
             )
 
 
-@dataclass
-class Confinement:
-    """How the process is started: its argv (wrapped in bubblewrap where it runs) and environment."""
-
-    argv: list[str]
-    env: dict[str, str]
-    sandboxed: bool
-
-
 def confine(
     name: str, config: ProcessExtensionConfig, workspace: Path, env: Mapping[str, str], hidden: list[Path]
-) -> Confinement:
+) -> ConfinedCommand:
     """The command line and environment that give the process exactly what was granted."""
-    from roder_core.brokers.sandbox import Confinement as Plan
-    from roder_core.brokers.sandbox import bubblewrap_argv, sandbox_status
-    from roder_core.brokers.secret_paths import default_deny_read, masks
-    from roder_core.brokers.secrets import scrubbed_env
-
     granted = set(config.capabilities)
-    passed = [cap.removeprefix("secret.read.") for cap in granted if cap.startswith("secret.read.")]
-    child_env, _ = scrubbed_env(env, passed)
-    child_env.update(config.env)
-    child_env["RODER_EXTENSION_NAME"] = name
-    argv = list(config.command)
-    if not os.path.isabs(argv[0]) and os.sep in argv[0]:
-        argv[0] = str((workspace / argv[0]).resolve())
-    elif not os.path.isabs(argv[0]):
-        argv[0] = shutil.which(argv[0], path=child_env.get("PATH")) or argv[0]
-    status = sandbox_status(None)
-    if status.effective == "off" or status.bwrap is None:
-        return Confinement(argv, child_env, sandboxed=False)
-    reads = bool(granted & {"fs.read.workspace", "fs.write.workspace"})
-    shown = tuple(p for p in program_folders(argv, config.env) if not p.is_relative_to(workspace))
-    home = Path(env.get("HOME") or Path.home())
-    plan = Plan(
-        level="workspace-write" if "fs.write.workspace" in granted else "read-only",
-        roots=(workspace,) if reads else (),
-        cwd=workspace if reads else Path("/"),
-        masked=tuple(masks(default_deny_read(home), (workspace,) if reads else ())),
-        # Roder's own folders, and the workspace itself unless reading it was granted.
-        hidden=tuple(hidden) + (() if reads else (workspace,)),
+    return confined.confine(
+        config.command,
+        workspace,
+        env,
+        reads="fs.read.workspace" in granted,
+        writes="fs.write.workspace" in granted,
         network=any(cap.startswith("network.") for cap in granted),
-        shown=shown,
+        passed_env=[cap.removeprefix("secret.read.") for cap in granted if cap.startswith("secret.read.")],
+        extra_env={**config.env, "RODER_EXTENSION_NAME": name},
+        hidden=hidden,
     )
-    return Confinement(bubblewrap_argv(status.bwrap, status.probe, plan) + argv, child_env, sandboxed=True)
-
-
-def program_folders(argv: list[str], env: Mapping[str, str]) -> list[Path]:
-    """Folders the process needs to see to run at all, bound read-only: where its program and the
-    files named on its command line or in its ``env`` live (the sandbox's private /tmp would
-    otherwise hide a program kept under /tmp), and a virtualenv's root for its interpreter."""
-    folders: set[Path] = set()
-    for value in [*argv, *env.values()]:
-        if not value.startswith("/"):
-            continue
-        path = Path(value)
-        if path.is_dir():
-            folders.add(path.resolve())
-        elif path.exists():
-            folders.add(path.parent.resolve())
-            if path.parent.name == "bin" and (path.parent.parent / "pyvenv.cfg").exists():
-                folders.add(path.parent.parent.resolve())
-    tmp = Path("/tmp")
-    return sorted(f for f in folders if f.is_relative_to(tmp))
 
 
 @dataclass
@@ -157,7 +109,7 @@ class Supervisor:
         name: str,
         config: ProcessExtensionConfig,
         workspace: Path,
-        confinement: Confinement,
+        confinement: ConfinedCommand,
         on_notification: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.name = name

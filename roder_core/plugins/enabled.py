@@ -178,9 +178,6 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
             )
         result.plugins.append(ActivePlugin(record, root, dirs.data_dir(identifier), layout, values))
         result.problems.extend(f"plugin {identifier}: {p}" for p in layout.problems)
-        if layout.lsp_servers:
-            names = ", ".join(s.name for s in layout.lsp_servers)
-            result.problems.append(f"plugin {identifier}: LSP servers ({names}) are not started: Roder has no LSP client")
 
     return result
 

@@ -174,7 +174,8 @@ class PluginLayout:
             for h in self.hooks
         ]
         lines += [f"MCP server {s.name}: {s.describe()}" for s in self.mcp_servers]
-        lines += [f"LSP server {s.name}: {s.describe()} (not started by Roder)" for s in self.lsp_servers]
+        started = "started for its languages when a file is edited"
+        lines += [f"LSP server {s.name}: {s.describe()} ({started})" for s in self.lsp_servers]
         lines += [f"monitor {m.name} ({m.when}): {m.command} (a sandboxed background task)" for m in self.monitors]
         lines += [f"bin/{name} (an executable on the PATH of commands while enabled)" for name in self.bin]
         lines += self.install_scripts

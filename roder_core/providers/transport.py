@@ -143,7 +143,10 @@ class HttpTransport:
         try:
             if response.status_code >= 400:
                 raise self.errors.from_status(
-                    response.status_code, await self._error_body(response), parse_retry_after(response.headers)
+                    response.status_code,
+                    await self._error_body(response),
+                    parse_retry_after(response.headers),
+                    base_url=self.spec.base_url,
                 )
             content_type = response.headers.get("content-type", "")
             if "html" in content_type:
@@ -212,7 +215,7 @@ class HttpTransport:
         except httpx.HTTPError as exc:
             raise self.errors.from_transport(exc, streaming=False, base_url=self.spec.base_url) from None
         if response.status_code >= 400:
-            raise self.errors.from_status(response.status_code, response.text[:MAX_ERROR_BODY])
+            raise self.errors.from_status(response.status_code, response.text[:MAX_ERROR_BODY], base_url=self.spec.base_url)
         try:
             return bounded_json.loads(response.text)
         except json.JSONDecodeError as exc:

@@ -26,6 +26,7 @@ from roder_core.ir import (
     ReasoningItem,
     StopReason,
     StreamRestartEvent,
+    TokenIdsEvent,
     ToolCallEvent,
     ToolCallItem,
     Usage,
@@ -90,6 +91,8 @@ class ModelOutput:
     stop_reason: StopReason = "end_turn"
     metadata: dict[str, Any] = field(default_factory=dict)
     logprobs: list[dict[str, Any]] = field(default_factory=list)
+    #: ``{"prompt": [...], "completion": [...]}`` when the server returned token ids.
+    token_ids: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -128,6 +131,10 @@ class StreamFolder:
                 self.output.usage = event.usage
             case LogprobsEvent():
                 self.output.logprobs.extend(event.tokens)
+            case TokenIdsEvent():
+                if event.prompt is not None:
+                    self.output.token_ids["prompt"] = list(event.prompt)
+                self.output.token_ids.setdefault("completion", []).extend(event.completion)
             case ProviderMetadataEvent():
                 self.output.metadata.update(event.data)
                 retry = event.data.get("retry")

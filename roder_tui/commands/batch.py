@@ -129,6 +129,7 @@ def _drive(args: argparse.Namespace, tasks: list[Task], settings: RunSettings, f
         def on_done(spec: RolloutSpec, outcome: RolloutOutcome | None, error: BaseException | None) -> RolloutSpec | None:
             retry, final = retries.judge(spec, outcome, error)
             if retry is not None:
+                folder.record_attempts(retry)  # on disk before the retry can run
                 sys.stderr.write(
                     f"roder batch: rollout {spec.task.id}#{spec.index} attempt {spec.attempt} "
                     f"failed ({retries.describe(outcome, error)}); trying again\n"

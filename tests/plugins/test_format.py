@@ -262,7 +262,7 @@ def test_non_strict_entries_and_a_marketplace_root_plugin(tmp_path: Path) -> Non
     sheets = plugins.preview("sheets")
     assert sheets.layout is not None and [n for n, _ in sheets.layout.skills] == ["xlsx"]
     lsp = plugins.preview("lsp-only")
-    assert lsp.runs_code == ["LSP server x: xls (not started by Roder)"]
+    assert lsp.runs_code == ["LSP server x: xls (started for its languages when a file is edited)"]
     write_json(root / "lsp" / ".claude-plugin" / "plugin.json", {"name": "lsp-only", "commands": "./commands"})
     conflict = plugins.preview("lsp-only")
     assert any("conflicting manifests" in p for p in conflict.problems)

@@ -1,0 +1,262 @@
+"""Code intelligence from language servers: what an edit broke, in the same tool result.
+
+Servers come from ``[lsp.servers.NAME]`` in config.toml, from enabled plugins' ``.lsp.json``
+(``lspServers``), and from a built-in table of well-known servers found on PATH (nothing is
+downloaded). A server starts for a language the first time a file of it is edited or asked
+about, runs confined like a command (the workspace read-only, no network), and stops when idle
+and at exit. Around ``edit``, ``write`` and ``apply_patch`` a hook records the file's diagnostics
+before the call and appends, after it, the ones the change introduced (errors first, bounded).
+The read-only ``lsp`` tool (definition, references, hover, document symbols) is offered only
+while a server runs. A status segment names the running servers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from roder_core.kernel.distribution import HostContext
+from roder_core.kernel.extension import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension
+from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import HookOutcome, HookPoint, StatusView
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
+from roder_ext_lsp.client import LspError, path_of, uri_of
+from roder_ext_lsp.manager import LspManager
+from roder_ext_lsp.servers import ServerSpec, available, from_plugin
+
+log = logging.getLogger(__name__)
+
+EDIT_TOOLS = frozenset({"edit", "write", "apply_patch"})
+_PATCH_PATHS = re.compile(r"^\*\*\* (?:Add|Update) File: (.+)$|^\*\*\* Move to: (.+)$|^\+\+\+ (?:b/)?(.+)$", re.MULTILINE)
+
+
+def edited_paths(tool: str, arguments: dict[str, Any], workspace: Path) -> list[Path]:
+    """The files an edit tool call writes (as the model named them)."""
+    if tool in ("edit", "write"):
+        names = [str(arguments.get("path") or "")]
+    elif tool == "apply_patch":
+        names = [next(g for g in m.groups() if g) for m in _PATCH_PATHS.finditer(str(arguments.get("patch") or ""))]
+    else:
+        names = []
+    paths = []
+    for name in names:
+        name = name.strip()
+        if name and name != "/dev/null":
+            path = Path(name) if Path(name).is_absolute() else workspace / name
+            if path not in paths:
+                paths.append(path)
+    return paths
+
+
+class DiagnosticsHook:
+    """Before an edit: remember the files' diagnostics; after it: add what the edit introduced."""
+
+    def __init__(self, manager: LspManager, hook_timeout: float) -> None:
+        self.manager = manager
+        #: What the diagnostics may take of the hook's own deadline (past it the result goes
+        #: out without them, saying so, rather than the runner dropping the hook's answer).
+        self.budget = max(min(manager.config.diagnostics_timeout, hook_timeout - 2.0), 1.0)
+
+    def id(self) -> str:
+        return "lsp-diagnostics"
+
+    def points(self) -> frozenset[HookPoint]:
+        return frozenset({HookPoint.TOOL_CALL_BEFORE, HookPoint.TOOL_RESULT_AFTER})
+
+    async def run(self, point: HookPoint, payload: dict[str, Any]) -> HookOutcome | None:
+        tool = str(payload.get("tool", ""))
+        if tool not in EDIT_TOOLS:
+            return None
+        paths = [
+            p for p in edited_paths(tool, payload.get("arguments") or {}, self.manager.workspace) if self.manager.spec_for(p)
+        ]
+        if not paths:
+            return None
+        thread = str(payload.get("thread_id", ""))
+        if point is HookPoint.TOOL_CALL_BEFORE:
+            self.manager.remember(thread, paths)
+            return None
+        if payload.get("is_error"):
+            for path in paths:
+                self.manager.before.pop((thread, path), None)
+            return None
+        report = await self.manager.introduced(thread, paths, self.budget)
+        if not report:
+            return None
+        return HookOutcome(replace={"text": f"{payload.get('text', '')}\n\n{report}"})
+
+
+class LspArguments(ToolArguments):
+    operation: Literal["definition", "references", "hover", "symbols"] = Field(
+        description="definition / references / hover of the symbol at line:character, or symbols of the file"
+    )
+    path: NonBlank = Field(description="file (relative to the workspace)")
+    line: int = Field(1, ge=1, description="1-based line (not needed for symbols)")
+    character: int = Field(1, ge=1, description="1-based column (not needed for symbols)")
+
+
+class LspTool(Tool):
+    name = "lsp"
+    description = (
+        "Ask the language server about code: definition, references or hover (type and docs) of the symbol at "
+        "path:line:character (1-based), or the symbols of a file. Read-only. Only for languages whose server runs."
+    )
+    arguments_model = LspArguments
+    read_only = True
+    kind = "read"
+
+    def __init__(self, manager: LspManager) -> None:
+        self.manager = manager
+
+    async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        args = parse_arguments(LspArguments, call)
+        path = (ctx.workspace / args.path).resolve() if not Path(args.path).is_absolute() else Path(args.path)
+        if not path.is_relative_to(ctx.workspace.resolve()):
+            return ToolResult.error(call, f"{args.path} is outside the workspace")
+        client = await self.manager.client_for(path)
+        if client is None:
+            return ToolResult.error(call, f"no language server runs for {path.suffix or args.path} files")
+        text = self.manager._text(path)
+        if text is None:
+            return ToolResult.error(call, f"{args.path} cannot be read (missing, or withheld from the model)")
+        client.sync(path, text)
+        position = {"line": args.line - 1, "character": args.character - 1}
+        document = {"uri": uri_of(path)}
+        method, params = {
+            "definition": ("textDocument/definition", {"textDocument": document, "position": position}),
+            "references": (
+                "textDocument/references",
+                {"textDocument": document, "position": position, "context": {"includeDeclaration": True}},
+            ),
+            "hover": ("textDocument/hover", {"textDocument": document, "position": position}),
+            "symbols": ("textDocument/documentSymbol", {"textDocument": document}),
+        }[args.operation]
+        try:
+            result = await client.request(method, params, 30.0)
+        except LspError as exc:
+            return ToolResult.error(call, str(exc))
+        return ToolResult(id=call.id, name=call.name, text=self._render(args.operation, result, ctx.workspace))
+
+    def _render(self, operation: str, result: Any, workspace: Path) -> str:
+        if not result:
+            return f"the server found no {operation} here"
+        if operation == "hover":
+            contents = result.get("contents") if isinstance(result, dict) else result
+            if isinstance(contents, dict):
+                return str(contents.get("value", ""))
+            if isinstance(contents, list):
+                return "\n".join(str(c.get("value", c)) if isinstance(c, dict) else str(c) for c in contents)
+            return str(contents)
+        if operation == "symbols":
+            return "\n".join(_symbols(result if isinstance(result, list) else [], 0)[:300])
+        locations = result if isinstance(result, list) else [result]
+        lines = []
+        for location in locations[:200]:
+            uri = location.get("uri") or location.get("targetUri", "")
+            start = (location.get("range") or location.get("targetSelectionRange") or {}).get("start", {})
+            shown = path_of(uri)
+            with_root = shown.relative_to(workspace).as_posix() if shown.is_relative_to(workspace) else str(shown)
+            lines.append(f"{with_root}:{start.get('line', 0) + 1}:{start.get('character', 0) + 1}")
+        more = f"\n(+{len(locations) - 200} more)" if len(locations) > 200 else ""
+        return "\n".join(lines) + more
+
+
+SYMBOL_KINDS = {5: "class", 6: "method", 12: "function", 13: "variable", 14: "constant", 23: "struct", 11: "interface"}
+
+
+def _symbols(rows: list[dict[str, Any]], depth: int) -> list[str]:
+    lines = []
+    for row in rows:
+        start = (row.get("range") or row.get("location", {}).get("range") or {}).get("start", {})
+        kind = SYMBOL_KINDS.get(int(row.get("kind", 0)), "symbol")
+        lines.append(f"{'  ' * depth}{kind} {row.get('name')} (line {start.get('line', 0) + 1})")
+        lines += _symbols(row.get("children") or [], depth + 1)
+    return lines
+
+
+class LspTools:
+    """Offers ``lsp`` while at least one server runs (asked each turn)."""
+
+    def __init__(self, manager: LspManager) -> None:
+        self.manager = manager
+        self.tool = LspTool(manager)
+
+    def id(self) -> str:
+        return "lsp-tools"
+
+    def contribute(self, registry: ToolRegistry) -> None:
+        if self.manager.running():
+            registry.register(self.tool)
+
+    async def aclose(self) -> None:
+        await self.manager.aclose()
+
+
+class LspStatus:
+    def __init__(self, manager: LspManager) -> None:
+        self.manager = manager
+
+    def id(self) -> str:
+        return "lsp"
+
+    def render(self, state: dict[str, Any]) -> StatusView | None:
+        running = self.manager.running()
+        return StatusView(text="lsp: " + ", ".join(running), priority=20) if running else None
+
+
+class LspExtension(RoderExtension):
+    def __init__(self, manager: LspManager, hook_timeout: float) -> None:
+        self.manager = manager
+        self.hook_timeout = hook_timeout
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-lsp",
+            name="Language servers",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description="Diagnostics after edits and a code-intelligence tool, from language servers",
+            provides=[
+                ProvidedService.Hook("lsp-diagnostics"),
+                ProvidedService.ToolProvider("lsp-tools"),
+                ProvidedService.StatusSegment("lsp"),
+            ],
+        )
+
+    def install(self, registry: ExtensionRegistryBuilder) -> None:
+        registry.hook(DiagnosticsHook(self.manager, self.hook_timeout))
+        registry.tool_contributor(LspTools(self.manager))
+        registry.status_segment(LspStatus(self.manager))
+
+
+def plugin_specs(host: HostContext) -> list[ServerSpec]:
+    from roder_core.plugins.enabled import active_plugins
+
+    specs = []
+    try:
+        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    except Exception as exc:  # a broken plugin folder must not take the editor tools down
+        log.warning("plugins' language servers not read: %s", exc)
+        return []
+    for plugin in active.plugins:
+        for server in plugin.layout.lsp_servers:
+            spec = from_plugin(plugin.name, server.name, dict(server.raw))
+            if spec is not None:
+                specs.append(spec)
+    return specs
+
+
+def create(host: HostContext) -> LspExtension | None:
+    from roder_core.brokers.own_folders import OwnFolders
+
+    config = host.config.lsp
+    if not config.enabled:
+        return None
+    specs, hints = available(config, plugin_specs(host), host.env.get("PATH"))
+    manager = LspManager(config, specs, hints, host.cwd, host.env, OwnFolders.of(host.paths, host.env).existing())
+    return LspExtension(manager, host.config.hook_timeout)

@@ -1,0 +1,317 @@
+"""One language server over stdio: LSP's ``Content-Length`` framing, requests, the server's own
+requests (configuration, progress, registrations), document sync and published diagnostics.
+
+The server runs confined (``brokers.confined``: the workspace read-only, no network, secrets
+hidden). Diagnostics are kept per document with the version they were computed for, so a caller
+that changed a document waits for the server's answer about *that* version, not an older one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import signal
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from roder_core.bounded_json import loads as bounded_loads
+
+MAX_MESSAGE = 64 * 1024 * 1024
+
+
+class LspError(Exception):
+    """The server failed a request, exited, or did not answer in time."""
+
+
+def uri_of(path: Path) -> str:
+    return path.resolve().as_uri()
+
+
+def path_of(uri: str) -> Path:
+    return Path(unquote(urlsplit(uri).path))
+
+
+@dataclass
+class Diagnostic:
+    line: int  # 1-based
+    character: int  # 1-based
+    severity: int  # 1 error, 2 warning, 3 information, 4 hint
+    message: str
+    code: str = ""
+    source: str = ""
+
+    @classmethod
+    def from_lsp(cls, raw: dict[str, Any]) -> Diagnostic:
+        start = raw.get("range", {}).get("start", {})
+        code = raw.get("code")
+        return cls(
+            line=int(start.get("line", 0)) + 1,
+            character=int(start.get("character", 0)) + 1,
+            severity=int(raw.get("severity") or 1),
+            message=str(raw.get("message", "")).strip(),
+            code=str(code) if code is not None else "",
+            source=str(raw.get("source") or ""),
+        )
+
+    @property
+    def key(self) -> tuple[int, str, str]:
+        """What identifies a problem across edits that move lines."""
+        return self.severity, self.message, self.code
+
+
+@dataclass
+class _Document:
+    version: int
+    text: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    diagnosed_version: int = -1
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class LspClient:
+    """A running language server for one workspace."""
+
+    def __init__(self, name: str, language_ids: dict[str, str], settings: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self.language_ids = language_ids
+        self.settings = settings or {}
+        self.process: asyncio.subprocess.Process | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._documents: dict[str, _Document] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self.exit_reason: str | None = None
+        self.capabilities: dict[str, Any] = {}
+        self._stderr: deque[str] = deque(maxlen=6)
+        self._stderr_reader: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.returncode is None and self.exit_reason is None
+
+    async def start(self, argv: list[str], env: dict[str, str], root: Path, init_options: Any, timeout: float) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=root,
+            start_new_session=True,
+        )
+        loop = asyncio.get_running_loop()
+        self._reader = loop.create_task(self._read(), name=f"lsp {self.name}")
+        self._stderr_reader = loop.create_task(self._drain_stderr(), name=f"lsp {self.name} stderr")
+        params = {
+            # None: inside the sandbox's own pid namespace Roder's pid names no process, and
+            # servers that watch their parent would take that for its death and exit.
+            "processId": None,
+            "rootUri": uri_of(root),
+            "workspaceFolders": [{"uri": uri_of(root), "name": root.name}],
+            "initializationOptions": init_options,
+            "capabilities": {
+                "textDocument": {
+                    "synchronization": {"didSave": False, "dynamicRegistration": False},
+                    "publishDiagnostics": {"versionSupport": True, "relatedInformation": False},
+                    "definition": {"linkSupport": False},
+                    "references": {},
+                    "hover": {"contentFormat": ["plaintext", "markdown"]},
+                    "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
+                },
+                "workspace": {"configuration": True, "workspaceFolders": True},
+                "window": {"workDoneProgress": False},
+            },
+        }
+        result = await self.request("initialize", params, timeout)
+        self.capabilities = result.get("capabilities", {}) if isinstance(result, dict) else {}
+        self.notify("initialized", {})
+        if self.settings:
+            self.notify("workspace/didChangeConfiguration", {"settings": self.settings})
+
+    # ------------------------------------------------------------------ messages
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self.process is None or self.process.stdin is None or not self.alive:
+            raise LspError(f"language server {self.name} is not running ({self.exit_reason or 'stopped'})")
+        body = json.dumps({"jsonrpc": "2.0", **message}, ensure_ascii=False).encode("utf-8")
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    def notify(self, method: str, params: Any) -> None:
+        self._send({"method": method, "params": params})
+
+    async def request(self, method: str, params: Any, timeout: float) -> Any:
+        request_id = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            self._send({"id": request_id, "method": method, "params": params})
+            async with asyncio.timeout(timeout):
+                return await future
+        except TimeoutError:
+            raise LspError(f"language server {self.name} did not answer {method} within {timeout:g} s") from None
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def _drain_stderr(self) -> None:
+        """The last lines the server wrote to stderr: they say why it exited."""
+        assert self.process is not None and self.process.stderr is not None
+        while line := await self.process.stderr.readline():
+            self._stderr.append(line.decode("utf-8", "replace").rstrip()[:300])
+
+    async def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        stdout = self.process.stdout
+        problem = None
+        try:
+            while True:
+                length = None
+                while (line := await stdout.readline()) not in (b"\r\n", b"\n"):
+                    if not line:
+                        raise EOFError
+                    name, _, value = line.decode("ascii", "replace").partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value.strip())
+                if length is None or length > MAX_MESSAGE:
+                    problem = f"language server {self.name} sent a message without a valid Content-Length"
+                    break
+                message = bounded_loads((await stdout.readexactly(length)).decode("utf-8", "replace"))
+                if isinstance(message, dict):
+                    self._dispatch(message)
+        except (EOFError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except ValueError as exc:
+            problem = f"language server {self.name} sent a bad message: {exc}"
+        code = await self.process.wait() if problem is None else None
+        if self._stderr_reader is not None:
+            await asyncio.wait({self._stderr_reader}, timeout=1.0)
+        tail = " | ".join(line for line in self._stderr if line)
+        self.exit_reason = problem or f"language server {self.name} exited with status {code}" + (f" ({tail})" if tail else "")
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(LspError(self.exit_reason))
+        for document in self._documents.values():
+            document.changed.set()
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        if "id" in message and method is None:
+            future = self._pending.get(message["id"]) if isinstance(message["id"], int) else None
+            if future is not None and not future.done():
+                if "error" in message:
+                    error = message["error"] or {}
+                    future.set_exception(LspError(f"{self.name}: {error.get('message', 'error')}"))
+                else:
+                    future.set_result(message.get("result"))
+            return
+        if "id" in message:  # a request from the server: answer what a plain client answers
+            self._answer(message["id"], str(method), message.get("params"))
+        elif method == "textDocument/publishDiagnostics":
+            self._diagnostics(message.get("params") or {})
+
+    def _answer(self, request_id: Any, method: str, params: Any) -> None:
+        result: Any = None
+        if method == "workspace/configuration":
+            items = params.get("items", []) if isinstance(params, dict) else []
+            result = [self._setting(item.get("section")) for item in items]
+        elif method == "workspace/workspaceFolders":
+            result = []
+        with contextlib.suppress(LspError):
+            self._send({"id": request_id, "result": result})
+
+    def _setting(self, section: str | None) -> Any:
+        value: Any = self.settings
+        for part in (section or "").split("."):
+            if not part:
+                continue
+            value = value.get(part) if isinstance(value, dict) else None
+        return value if value is not None else {}
+
+    def _diagnostics(self, params: dict[str, Any]) -> None:
+        document = self._documents.get(str(params.get("uri")))
+        if document is None:
+            return
+        version = params.get("version")
+        if isinstance(version, int) and version < document.version:
+            return  # about an older text than the one we sent last
+        document.diagnostics = [Diagnostic.from_lsp(d) for d in params.get("diagnostics", []) if isinstance(d, dict)]
+        document.diagnosed_version = document.version
+        document.changed.set()
+
+    # ------------------------------------------------------------------ documents
+
+    def language_of(self, path: Path) -> str:
+        return self.language_ids.get(path.suffix, self.language_ids.get(path.suffix.lower(), "plaintext"))
+
+    def sync(self, path: Path, text: str) -> _Document:
+        """Tell the server the document's current text (open it the first time)."""
+        uri = uri_of(path)
+        document = self._documents.get(uri)
+        if document is None:
+            document = _Document(1, text)
+            self._documents[uri] = document
+            self.notify(
+                "textDocument/didOpen",
+                {"textDocument": {"uri": uri, "languageId": self.language_of(path), "version": 1, "text": text}},
+            )
+        elif document.text != text:
+            document.version += 1
+            document.text = text
+            document.changed.clear()
+            self.notify(
+                "textDocument/didChange",
+                {"textDocument": {"uri": uri, "version": document.version}, "contentChanges": [{"text": text}]},
+            )
+        return document
+
+    def known(self, path: Path, text: str) -> list[Diagnostic] | None:
+        """The diagnostics already published for exactly this text, if any (no waiting)."""
+        document = self._documents.get(uri_of(path))
+        if document is None or document.text != text or document.diagnosed_version < document.version:
+            return None
+        return list(document.diagnostics)
+
+    async def diagnostics(self, path: Path, text: str, timeout: float, settle: float = 0.0) -> list[Diagnostic]:
+        """The server's diagnostics for ``text``: its first answer about this very text, then any
+        further ones that follow within ``settle`` seconds of each other (servers such as
+        typescript-language-server publish the syntax pass first and the type check after)."""
+        document = self.sync(path, text)
+        async with asyncio.timeout(timeout):
+            while document.diagnosed_version < document.version and self.alive:
+                document.changed.clear()
+                await document.changed.wait()
+            while settle > 0 and self.alive:
+                document.changed.clear()
+                try:
+                    async with asyncio.timeout(settle):
+                        await document.changed.wait()
+                except TimeoutError:
+                    break
+        if not self.alive:
+            raise LspError(self.exit_reason or f"language server {self.name} stopped")
+        return list(document.diagnostics)
+
+    async def stop(self) -> None:
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(LspError, ConnectionError):
+            await self.request("shutdown", None, 2.0)
+            self.notify("exit", None)
+        try:
+            async with asyncio.timeout(2.0):
+                await process.wait()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+        for task in (self._reader, self._stderr_reader):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -1,0 +1,201 @@
+"""The language servers of one runtime: started per language on first use, confined like
+commands, stopped when idle and at exit; and what an edit introduced, by diagnostics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from roder_core.brokers import confined
+from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
+from roder_core.settings.config import LspConfig
+from roder_ext_lsp.client import Diagnostic, LspClient, LspError
+from roder_ext_lsp.servers import ServerSpec, server_for
+
+log = logging.getLogger(__name__)
+
+SEVERITY = {1: "error", 2: "warning", 3: "info", 4: "hint"}
+#: Diagnostics listed in one tool result at most; the rest are counted.
+MAX_LISTED = 20
+
+
+@dataclass
+class ServerState:
+    spec: ServerSpec
+    client: LspClient | None = None
+    error: str | None = None
+    last_used: float = 0.0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class LspManager:
+    def __init__(
+        self,
+        config: LspConfig,
+        specs: list[ServerSpec],
+        hints: list[str],
+        workspace: Path,
+        env: Mapping[str, str],
+        hidden: list[Path],
+    ) -> None:
+        self.config = config
+        self.specs = specs
+        self.hints = hints
+        self.workspace = workspace
+        self.env = dict(env)
+        self.hidden = hidden
+        self.states = {spec.name: ServerState(spec) for spec in specs}
+        self.reader = project_reader(workspace, env=env)
+        #: Each file's text before the edit now running: (thread, path) -> text.
+        self.before: dict[tuple[str, Path], str | None] = {}
+        self._warming: set[asyncio.Task[LspClient | None]] = set()
+
+    def running(self) -> list[str]:
+        return [name for name, state in self.states.items() if state.client is not None and state.client.alive]
+
+    def spec_for(self, path: Path) -> ServerSpec | None:
+        return server_for(self.specs, path.suffix)
+
+    async def client_for(self, path: Path) -> LspClient | None:
+        """The running server for ``path``'s language, started on first use; None when no server
+        claims it or it failed to start (the failure is kept and shown in ``roder doctor``-style
+        listings, not raised into a tool call)."""
+        spec = self.spec_for(path)
+        if spec is None:
+            return None
+        state = self.states[spec.name]
+        async with state.lock:
+            state.last_used = time.monotonic()
+            if state.client is not None and state.client.alive:
+                return state.client
+            client = LspClient(spec.name, spec.extension_to_language, spec.settings)
+            command = confined.confine(
+                [spec.command, *spec.args],
+                self.workspace,
+                self.env,
+                reads=True,
+                writes=False,
+                network=False,
+                extra_env=spec.env,
+                hidden=self.hidden,
+            )
+            try:
+                await client.start(command.argv, command.env, self.workspace, spec.initialization_options, spec.startup_timeout)
+            except (LspError, OSError) as exc:
+                state.error = str(exc)
+                await client.stop()
+                log.warning("language server %s did not start: %s", spec.name, exc)
+                return None
+            state.client, state.error = client, None
+        await self._stop_idle()
+        return client
+
+    async def _stop_idle(self) -> None:
+        now = time.monotonic()
+        for state in self.states.values():
+            if state.client is not None and state.client.alive and now - state.last_used > self.config.idle_seconds:
+                client, state.client = state.client, None
+                await client.stop()
+
+    def _text(self, path: Path) -> str | None:
+        try:
+            return self.reader.read_text(path, errors="replace")
+        except (ProjectFileRefused, FileNotFoundError):
+            return None
+
+    async def diagnostics(self, path: Path) -> tuple[str, list[Diagnostic]] | None:
+        """(server name, diagnostics of the file as it is on disk now), or None without a server."""
+        client = await self.client_for(path)
+        if client is None:
+            return None
+        text = self._text(path)
+        if text is None:
+            return client.name, []
+        if (known := client.known(path, text)) is not None:
+            return client.name, known
+        try:
+            return client.name, await client.diagnostics(path, text, self.config.diagnostics_timeout, self.config.settle_seconds)
+        except (LspError, TimeoutError):
+            return None
+
+    def remember(self, thread: str, paths: list[Path]) -> None:
+        """Before an edit: each file's text (no waiting on a server: an edit is never held up by
+        one), and the server for it started in the background so it is warm by the end."""
+        for path in paths:
+            self.before[(thread, path)] = self._text(path) if path.exists() else ""
+            task = asyncio.get_running_loop().create_task(self.client_for(path), name=f"lsp warm-up {path.suffix}")
+            self._warming.add(task)
+            task.add_done_callback(self._warming.discard)
+
+    async def introduced(self, thread: str, paths: list[Path], budget: float) -> str:
+        """After an edit: the diagnostics it introduced (the server's answer about the text after,
+        less its answer about the text before), errors first, bounded; "" when none. A server
+        that does not answer within ``budget`` seconds is named instead of blocking the result."""
+        lines: list[str] = []
+        servers: set[str] = set()
+        late: set[str] = set()
+        try:
+            async with asyncio.timeout(budget):
+                for path in paths:
+                    old = self.before.pop((thread, path), None)
+                    new = self._text(path)
+                    client = await self.client_for(path)
+                    if client is None or new is None:
+                        continue
+                    late.add(client.name)
+                    settle = self.config.settle_seconds
+                    before = [] if not old else client.known(path, old)
+                    if before is None:
+                        before = await client.diagnostics(path, old or "", budget, settle)
+                    after = await client.diagnostics(path, new, budget, settle)
+                    late.discard(client.name)
+                    servers.add(client.name)
+                    lines += [_line(self._shown(path), d) for d in _new_ones(before, after)]
+        except TimeoutError:
+            pass
+        except LspError as exc:
+            return f"(no diagnostics: {exc})"
+        note = f"(no diagnostics: {', '.join(sorted(late))} did not answer within {budget:g} s)" if late else ""
+        if not lines:
+            return note
+        lines.sort(key=lambda line: 0 if " error: " in line else 1)
+        extra = f"\n  (+{len(lines) - MAX_LISTED} more)" if len(lines) > MAX_LISTED else ""
+        head = f"Diagnostics this change introduced ({', '.join(sorted(servers))}):"
+        report = head + "\n" + "\n".join(f"  {line}" for line in lines[:MAX_LISTED]) + extra
+        return report + (f"\n{note}" if note else "")
+
+    def _shown(self, path: Path) -> str:
+        with contextlib.suppress(ValueError):
+            return path.relative_to(self.workspace).as_posix()
+        return str(path)
+
+    async def aclose(self) -> None:
+        for task in list(self._warming):
+            task.cancel()
+        for state in self.states.values():
+            client, state.client = state.client, None
+            if client is not None:
+                await client.stop()
+
+
+def _new_ones(before: list[Diagnostic], after: list[Diagnostic]) -> list[Diagnostic]:
+    """What ``after`` has that ``before`` did not (by severity, message and code: lines move)."""
+    old = Counter(d.key for d in before)
+    new: list[Diagnostic] = []
+    for diagnostic in sorted(after, key=lambda d: (d.severity, d.line, d.character)):
+        if old[diagnostic.key] > 0:
+            old[diagnostic.key] -= 1
+        else:
+            new.append(diagnostic)
+    return new
+
+
+def _line(shown: str, d: Diagnostic) -> str:
+    code = f" [{d.code}]" if d.code else ""
+    return f"{shown}:{d.line}:{d.character} {SEVERITY.get(d.severity, 'error')}: {d.message.splitlines()[0]}{code}"

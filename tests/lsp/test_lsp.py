@@ -1,0 +1,126 @@
+"""Language servers through the real loop: pyright and typescript-language-server (from npm),
+started by Roder on first use, confined like commands. An edit that breaks types returns the
+diagnostic in the same tool result; the read-only lsp tool answers; a plugin's .lsp.json server
+serves diagnostics too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roder_core.runtime.bootstrap import StartSettings
+from roder_core.server.client import LocalAppClient
+from roder_core.server.protocol import (
+    THREAD_READ,
+    THREAD_START,
+    TURN_START,
+    ThreadReadParams,
+    ThreadStartParams,
+    TurnStartParams,
+)
+
+
+def tools_path() -> str:
+    """PATH with the language servers: .ci/run installs them with npm into RODER_TEST_LSP_BIN."""
+    extra = os.environ.get("RODER_TEST_LSP_BIN", "")
+    return os.pathsep.join(p for p in (extra, os.environ.get("PATH", "")) if p)
+
+
+def need(command: str) -> None:
+    if shutil.which(command, path=tools_path()) is None:
+        message = f"{command} is not installed (.ci/run installs it: npm install pyright typescript typescript-language-server)"
+        if os.environ.get("RODER_REQUIRE_LSP"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+#: Generous: a language server's first analysis on a loaded 2-core machine takes tens of seconds.
+SLOW_MACHINE = "hook_timeout = 300\n[lsp]\ndiagnostics_timeout = 280\nsettle_seconds = 3\n"
+
+
+async def tool_results(workspace: Path, tmp_path: Path, calls: list[dict[str, Any]]) -> tuple[list[Any], str]:
+    config = Path(os.environ["RODER_HOME"]) / "config.toml"
+    if "[lsp]" not in (config.read_text() if config.exists() else ""):
+        config.write_text((config.read_text() if config.exists() else "") + SLOW_MACHINE)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"tool_calls": [c]} for c in calls] + [{"text": "done"}]}))
+    env = {**os.environ, "RODER_MOCK_SCRIPT": str(script), "PATH": tools_path()}
+    settings = StartSettings(cwd=workspace, provider="mock", mode="bypass", interactive=False, env=env)
+    async with LocalAppClient.start(settings) as app:
+        thread = (await app.call(THREAD_START, ThreadStartParams())).thread
+        events = app.subscribe(thread.id)
+        await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="go"))
+        async with asyncio.timeout(600):
+            async for note in events:
+                if note.method == "turn/completed":
+                    break
+        read = (await app.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
+        views = [s.render({}) for s in app.runtime.registry.status_segments if s.id() == "lsp"]
+        status = " ".join(view.text for view in views if view is not None)
+    return [item for turn in read.turns for item in turn.items if item.type == "toolResult"], status
+
+
+def edit(path: str, old: str, new: str) -> dict[str, Any]:
+    return {"name": "edit", "arguments": {"path": path, "old_string": old, "new_string": new}}
+
+
+async def test_an_edit_that_breaks_types_returns_the_diagnostic(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+    need("pyright-langserver")
+    (workspace / "m.py").write_text(
+        "def double(n: int) -> int:\n    return n * 2\n\n\nvalue: int = double(2)\nunused = undefined_name\n"
+    )
+    calls = [
+        edit("m.py", "value: int = double(2)", 'value: int = double("two")'),
+        edit("m.py", 'double("two")', "double(3)"),
+        {"name": "lsp", "arguments": {"operation": "hover", "path": "m.py", "line": 1, "character": 5}},
+    ]
+    (broke, fixed, hover), status = await tool_results(workspace, tmp_path, calls)
+    assert not broke.is_error, broke.text
+    report = broke.text.split("\n\nDiagnostics this change introduced (pyright):\n", 1)
+    assert len(report) == 2, broke.text
+    first = report[1].splitlines()[0]
+    assert first.startswith("  m.py:5:21 error: ") and "\"Literal['two']\"" in first and "int" in first, first
+    assert "undefined_name" not in report[1]  # there before the edit: not the edit's doing
+    assert "Diagnostics this change introduced" not in fixed.text
+    assert "def double(n: int) -> int" in hover.text
+    assert status == "lsp: pyright"
+
+
+async def test_a_typescript_edit_reports_its_type_error(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+    need("typescript-language-server")
+    (workspace / "a.ts").write_text("export function greet(name: string): string {\n  return `hi ${name}`;\n}\ngreet('x');\n")
+    (broke,), _ = await tool_results(workspace, tmp_path, [edit("a.ts", "greet('x');", "greet(42);")])
+    assert "Diagnostics this change introduced (typescript):" in broke.text, broke.text
+    assert "a.ts:4:7 error: Argument of type 'number' is not assignable to parameter of type 'string'." in broke.text
+
+
+async def test_a_plugins_lsp_json_server_serves_diagnostics(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+    """A server declared only by a plugin (the official pyright-lsp entry's shape), with the
+    built-in table switched off so nothing else could have answered."""
+    need("pyright-langserver")
+    from roder_core.plugins.store import PluginStore
+    from roder_core.settings.paths import RoderPaths
+    from tests.plugins.support import copy_official
+
+    root = copy_official(tmp_path / "catalog", ["pyright-lsp"])
+    store = PluginStore(RoderPaths.from_env())
+    _known, market = store.add_marketplace(str(root), official=True)
+    identifier = f"pyright-lsp@{market.name}"
+    store.install(identifier, store.preview(identifier).consent)
+    (roder_home / "config.toml").write_text(SLOW_MACHINE + "builtin = false\n")
+    (workspace / "p.py").write_text("count: int = 1\n")
+    (broke,), _ = await tool_results(workspace, tmp_path, [edit("p.py", "count: int = 1", 'count: int = "1"')])
+    assert "Diagnostics this change introduced (pyright):" in broke.text, broke.text
+
+
+async def test_without_a_server_nothing_changes(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+    (roder_home / "config.toml").write_text("[lsp]\nbuiltin = false\n")
+    (workspace / "m.py").write_text("value: int = 1\n")
+    (result,), status = await tool_results(workspace, tmp_path, [edit("m.py", "value: int = 1", 'value: int = "x"')])
+    assert "Diagnostics" not in result.text and status == ""
