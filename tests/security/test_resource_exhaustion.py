@@ -181,7 +181,7 @@ def test_boundaries_parse_json_through_one_helper() -> None:
 
 
 def test_the_depth_limit_is_linear_and_exact() -> None:
-    from roder_core.brokers import bounded_json
+    from roder_core import bounded_json
 
     assert bounded_json.loads("[" * 128 + "]" * 128) is not None
     with pytest.raises(json.JSONDecodeError, match="nested deeper than 128"):
