@@ -20,7 +20,13 @@ from typing import Any, Literal
 from pydantic import Field
 
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.extension import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension
+from roder_core.kernel.extension import (
+    EXTENSION_API_VERSION,
+    CapabilityRequest,
+    ExtensionManifest,
+    ProvidedService,
+    RoderExtension,
+)
 from roder_core.kernel.services import HookOutcome, HookPoint, ServiceRegistrar, StatusView
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
@@ -225,6 +231,8 @@ class LspExtension(RoderExtension):
                 ProvidedService.ToolProvider("lsp-tools"),
                 ProvidedService.StatusSegment("lsp"),
             ],
+            # Language servers are programs Roder starts (confined: the workspace read-only).
+            required_capabilities=[CapabilityRequest("process.spawn.lsp"), CapabilityRequest("fs.read.workspace")],
         )
 
     def install(self, registry: ServiceRegistrar) -> None:

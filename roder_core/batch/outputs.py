@@ -91,7 +91,9 @@ class BatchFolder:
                 recorded = json.loads(self.batch_file.read_text(encoding="utf-8")).get("settings", {})
             except (OSError, ValueError) as exc:
                 raise BatchFolderError(f"{self.batch_file} is unreadable ({exc}); use another --out") from exc
-            differ = [f"{k}: {recorded.get(k)!r} before, {v!r} now" for k, v in wanted.items() if recorded.get(k) != v]
+            # A setting a batch folder predates was at its default then (older Roder versions).
+            before = {**RunSettings().as_dict(), **recorded}
+            differ = [f"{k}: {before.get(k)!r} before, {v!r} now" for k, v in wanted.items() if before.get(k) != v]
             if differ:
                 raise BatchFolderError(
                     f"{self.root} holds a batch run with other settings ({'; '.join(differ)}); "
