@@ -110,6 +110,16 @@ def checkout_env(root: Path) -> dict[str, str]:
     return {"PYTHONPATH": f"{root}:{root / 'extensions'}"}
 
 
+def variants_with(baseline: Path | None) -> dict[str, dict[str, str]]:
+    """The environments to compare: this checkout (its bytecode compiled first) and, when given,
+    a baseline checkout, each run interleaved with the other."""
+    compile_bytecode(ROOT)
+    found: dict[str, dict[str, str]] = {"this": {}}
+    if baseline is not None:
+        found["baseline"] = checkout_env(baseline)
+    return found
+
+
 def compile_dependencies() -> None:
     """pip compiles every dependency's bytecode at install; uv does not unless asked
     (``--compile-bytecode``), and under PYTHONDONTWRITEBYTECODE nothing writes it later, so every

@@ -32,9 +32,12 @@ from pathlib import Path
 EVENTS_PER_TURN = 14
 
 
-def _turn_events(thread_id: str, n: int) -> list:
+def _turn_events(thread_id: str, n: int, compacts: bool = False) -> list:
+    """One coding turn's events; ``compacts`` opens it with a compaction that keeps nothing
+    older, as the runtime's automatic compaction leaves a thread that outgrew the window."""
     from roder_core.ir import (
         AgentMessageItem,
+        CompactionItem,
         ReasoningItem,
         ToolCallItem,
         ToolResultItem,
@@ -59,7 +62,10 @@ def _turn_events(thread_id: str, n: int) -> list:
     result = ToolResultItem(call_id=f"call_{n}", name="read", text="    def f(x):\n        return x\n" * 64, duration_ms=3)
     answer = AgentMessageItem(text="I fixed the off-by-one error in the loop and the test passes now. " * 6)
     events = [TurnStarted(thread_id=thread_id, turn_id=turn.id), ThreadStatusChanged(thread_id=thread_id, status="active")]
-    for item in (user, thinking, call, result, answer):
+    items = (user, thinking, call, result, answer)
+    if compacts:
+        items = (CompactionItem(summary=f"## Goal\nfix module {n}\n" + "Progress so far. " * 40), *items)
+    for item in items:
         events.append(ItemStarted(thread_id=thread_id, turn_id=turn.id, item=item))
         events.append(ItemCompleted(thread_id=thread_id, turn_id=turn.id, item=item))
     events.append(TokenUsageUpdated(thread_id=thread_id, turn_id=turn.id, usage=usage, total=usage))
@@ -68,7 +74,9 @@ def _turn_events(thread_id: str, n: int) -> list:
     return events
 
 
-async def write_thread(store: object, cwd: Path, events: int, title: str) -> str:
+async def write_thread(store: object, cwd: Path, events: int, title: str, compact_every: int = 0) -> str:
+    """A thread of ``events`` events; with ``compact_every``, every so many turns open with a
+    compaction (a thread the runtime kept within the model's window as it grew)."""
     from roder_core.ir import ThreadHeader
     from roder_core.threads.events import ThreadStarted, ThreadTitleChanged
 
@@ -77,9 +85,12 @@ async def write_thread(store: object, cwd: Path, events: int, title: str) -> str
     await store.append(header, ThreadTitleChanged(thread_id=header.id, title=title))
     written, n = 2, 0
     while written < events:
-        for event in _turn_events(header.id, n):
+        compacts = compact_every > 0 and n > 0 and n % compact_every == 0
+        for event in _turn_events(header.id, n, compacts):
             await store.append(header, event)
             written += 1
+        if compacts:
+            await store.sync(header.id)  # the runtime syncs at every turn boundary
         n += 1
     await store.sync(header.id)
     await store.release(header.id)

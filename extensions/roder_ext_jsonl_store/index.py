@@ -288,28 +288,39 @@ class ThreadIndex:
 
     def refresh(self) -> int:
         """Bring the rows in line with the files; returns how many rows were (re)built."""
-        files = scan_directory(self.directory)
         with self._db() as db:
-            known = {row[0]: FileStamp(row[1], row[2]) for row in db.execute("SELECT id, size, mtime_ns FROM threads")}
-            gone = [(thread_id,) for thread_id in known if thread_id not in files]
-            if gone:
-                db.executemany("DELETE FROM threads WHERE id = ?", gone)
-            rows = []
-            for thread_id, (path, stamp) in files.items():
-                if known.get(thread_id) == stamp:
-                    continue
-                try:
-                    row = summarize_file(Path(path), stamp)
-                except OSError as exc:
-                    log.warning("could not read thread file %s: %s", path, exc)
-                    continue
-                if row is not None:
-                    rows.append(row)
-            if rows:
-                db.executemany(
-                    f"INSERT OR REPLACE INTO threads ({_COLUMNS}, size, mtime_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
+            return self._refresh(db)
+
+    def listing(self, cwd: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """``refresh`` then ``query_wire`` over one connection (a listing's whole work)."""
+        with self._db() as db:
+            self._refresh(db)
+            return self._query(db, cwd, limit)
+
+    def _refresh(self, db: sqlite3.Connection) -> int:
+        files = scan_directory(self.directory)
+        # Plain (size, mtime_ns) tuples: a FileStamp compares equal to one, and building one per
+        # row was a tenth of a listing.
+        known = {row[0]: row[1:] for row in db.execute("SELECT id, size, mtime_ns FROM threads")}
+        gone = [(thread_id,) for thread_id in known if thread_id not in files]
+        if gone:
+            db.executemany("DELETE FROM threads WHERE id = ?", gone)
+        rows = []
+        for thread_id, (path, stamp) in files.items():
+            if known.get(thread_id) == stamp:
+                continue
+            try:
+                row = summarize_file(Path(path), stamp)
+            except OSError as exc:
+                log.warning("could not read thread file %s: %s", path, exc)
+                continue
+            if row is not None:
+                rows.append(row)
+        if rows:
+            db.executemany(
+                f"INSERT OR REPLACE INTO threads ({_COLUMNS}, size, mtime_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
         return len(rows)
 
     def query(self, cwd: str | None = None, limit: int | None = None) -> list[ThreadSummary]:
@@ -319,6 +330,11 @@ class ThreadIndex:
 
     def query_wire(self, cwd: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Rows newest first in wire form: plain dicts, so ``roder sessions list`` needs no pydantic."""
+        with self._db() as db:
+            return self._query(db, cwd, limit)
+
+    @staticmethod
+    def _query(db: sqlite3.Connection, cwd: str | None, limit: int | None) -> list[dict[str, Any]]:
         sql = f"SELECT {_COLUMNS} FROM threads"
         params: list[Any] = []
         if cwd is not None:
@@ -328,5 +344,4 @@ class ThreadIndex:
         if limit:
             sql += " LIMIT ?"
             params.append(int(limit))
-        with self._db() as db:
-            return [_wire(row) for row in db.execute(sql, params)]
+        return [_wire(row) for row in db.execute(sql, params)]

@@ -126,8 +126,9 @@ def read_snapshot(path: Path) -> Snapshot | None:
         return None
 
 
-def write_snapshot(path: Path, snapshot: Snapshot) -> None:
-    """Write atomically (temporary file, rename); a failure only costs the next load time."""
+def write_snapshot(path: Path, snapshot: Snapshot) -> int:
+    """Write atomically (temporary file, rename); a failure only costs the next load time.
+    Returns the bytes written (0 on a failure)."""
     meta = {
         "format": FORMAT,
         "offset": snapshot.offset,
@@ -152,6 +153,8 @@ def write_snapshot(path: Path, snapshot: Snapshot) -> None:
         log.info("%s: snapshot not written (%s)", path.name, exc)
         with contextlib.suppress(OSError):
             temp.unlink()
+        return 0
+    return len(body)
 
 
 def remove_snapshot(path: Path) -> None:

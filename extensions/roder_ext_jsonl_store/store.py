@@ -5,6 +5,15 @@ leaves nothing behind; until then its events wait in memory. Every event is then
 one ``write`` (flushed to the OS, so a killed process loses nothing it reported) and the file is
 fsynced at turn boundaries. Loading folds the events with the runtime's own reducer. Forks copy
 the parent's lines up to a turn into a new file; the parent's bytes are only ever read.
+
+The writer also keeps the thread's recent snapshot (``snapshots.py``) current as it writes: at
+each turn boundary, and whenever ``FOLD_BYTES`` were appended, it folds the lines written since
+its last checkpoint (read back from the file, so the fold works on its own copy of the events,
+never the runtime's) and drops the turns the latest compaction left out. Its memory is the
+recent part plus at most ``FOLD_BYTES`` of lines; the snapshot is written (atomically) once a
+quarter of its size (at least ``RECENT_REFRESH_BYTES``) was appended, and when the writer
+closes, so no resume folds the whole file. A thread under ``MIN_BYTES`` costs the writer
+nothing: it is folded once it grows past that.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import contextlib
 import gc
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +56,7 @@ from .snapshots import (
     MIN_BYTES,
     RECENT_REFRESH_BYTES,
     Snapshot,
+    fingerprint,
     fingerprint_of_bytes,
     fingerprint_of_fd,
     read_snapshot,
@@ -57,6 +68,10 @@ from .snapshots import (
 )
 
 log = logging.getLogger(__name__)
+
+#: The writer folds what it appended into its recent snapshot at least every this many bytes,
+#: even within a turn, so the lines it reads back at once stay bounded.
+FOLD_BYTES = 1024 * 1024
 
 
 class ThreadInUseError(RoderError):
@@ -70,6 +85,19 @@ class _Writer:
     fd: int
     path: Path
     new_file: bool = False
+    #: Bytes in the file (every write goes through this writer, on the event loop).
+    size: int = 0
+    #: The header of a file this writer created (its recent snapshot starts from it).
+    header: ThreadHeader | None = None
+    #: The folded recent part of the thread up to ``recent.offset``; None until the first
+    #: checkpoint (or after one that could not continue the fold).
+    recent: Snapshot | None = None
+    #: Set when the fold cannot be continued here (no valid starting point); loads then fold.
+    untracked: bool = False
+    #: Where the recent snapshot on disk ends (0: none written by this writer), and its size.
+    written_at: int = 0
+    written_size: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sync(self) -> None:
         os.fsync(self.fd)
@@ -127,16 +155,25 @@ class JsonlThreadStore:
                     self._pending.setdefault(event.thread_id, []).append(line)
                     return
                 pending = self._pending.pop(event.thread_id, [])
-                self._writers[event.thread_id] = self._create(path, header_line(header.wire()) + b"".join(pending))
+                writer = self._create(path, header_line(header.wire()) + b"".join(pending))
+                writer.header = header
+                self._writers[event.thread_id] = writer
             writer = self._open(event.thread_id)
         write_all(writer.fd, line)
+        writer.size += len(line)
+        folded = writer.recent.offset if writer.recent is not None else 0
+        if writer.size - folded >= FOLD_BYTES and writer.lock.acquire(blocking=False):
+            try:  # a long turn: fold now (a checkpoint already running on a thread will do it)
+                self._checkpoint(event.thread_id, writer, writer.size, final=False)
+            finally:
+                writer.lock.release()
 
     def _create(self, path: Path, first_lines: bytes) -> _Writer:
         self.directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | CLOEXEC, 0o600)
         try_lock(fd)
         write_all(fd, first_lines)
-        return _Writer(fd, path, new_file=True)
+        return _Writer(fd, path, new_file=True, size=len(first_lines))
 
     def _open(self, thread_id: str) -> _Writer:
         """The locked writer for an existing file, repairing a torn tail first."""
@@ -160,7 +197,7 @@ class JsonlThreadStore:
         except OSError:
             os.close(fd)
             raise
-        writer = self._writers[thread_id] = _Writer(fd, path)
+        writer = self._writers[thread_id] = _Writer(fd, path, size=os.fstat(fd).st_size)
         return writer
 
     async def claim(self, thread_id: str) -> None:
@@ -169,16 +206,84 @@ class JsonlThreadStore:
             self._open(thread_id)
 
     async def sync(self, thread_id: str) -> None:
+        """Make the file durable and bring the recent snapshot up to this turn boundary."""
         writer = self._writers.get(thread_id)
         if writer is not None:
-            await asyncio.to_thread(writer.sync)
+            await asyncio.to_thread(self._sync, thread_id, writer, writer.size, False)
 
     async def release(self, thread_id: str) -> None:
-        """Close this process's writer (and forget unsaved pre-turn events) for a thread."""
+        """Close this process's writer (and forget unsaved pre-turn events) for a thread, leaving
+        its recent snapshot written up to the file's end."""
         self._pending.pop(thread_id, None)
         writer = self._writers.pop(thread_id, None)
         if writer is not None:
-            await asyncio.to_thread(writer.close)
+            await asyncio.to_thread(self._sync, thread_id, writer, writer.size, True)
+
+    def _sync(self, thread_id: str, writer: _Writer, end: int, final: bool) -> None:
+        """fsync (and close, when ``final``), then checkpoint up to ``end``: the file's size when
+        this was asked for, on the event loop, so always a line boundary."""
+        with writer.lock:
+            if final:
+                writer.close()
+            else:
+                writer.sync()
+            self._checkpoint(thread_id, writer, end, final=final)
+
+    def _checkpoint(self, thread_id: str, writer: _Writer, end: int, *, final: bool) -> None:
+        """Fold the lines up to ``end`` into the writer's recent snapshot and write it when enough
+        was added since the last one (or at ``final``). Never raises:
+        a snapshot only saves time, the file stays the truth."""
+        if writer.untracked or (writer.recent is None and end < MIN_BYTES):
+            return  # a short thread is folded whole at load about as fast: the writer waits
+        try:
+            with _collector_paused():
+                self._fold_recent(thread_id, writer, end)
+            recent = writer.recent
+            if recent is None or recent.offset < MIN_BYTES or recent.offset == writer.written_at:
+                return
+            # Rewritten once a quarter of its own size was appended (at least RECENT_REFRESH_BYTES):
+            # rewriting a large recent part every few turns would cost more than it saves.
+            if final or recent.offset - writer.written_at >= max(RECENT_REFRESH_BYTES, writer.written_size // 4):
+                writer.written_size = write_snapshot(recent_path(self.directory, thread_id), recent)
+                writer.written_at = recent.offset
+        except (OSError, ValueError, RoderError) as exc:  # ValueError: pydantic's validation errors
+            log.warning("thread %s: recent snapshot not kept (%s); a resume will read the file", thread_id, exc)
+            writer.recent, writer.untracked = None, True
+
+    def _fold_recent(self, thread_id: str, writer: _Writer, end: int) -> None:
+        start = writer.recent or self._fold_start(thread_id, writer)
+        if start is None:
+            writer.untracked = True
+            return
+        if start.offset == end:
+            writer.recent = start
+            return
+        after = self._load_after(thread_id, start, set(start.older), size=end)
+        position = after[1] if after is not None else None
+        if after is None or position is None:  # the file changed under us, or a torn line
+            writer.recent, writer.untracked = None, True
+            return
+        thread = after[0]
+        cut = recent_start(thread)
+        older = [*start.older, *(turn.id for turn in thread.turns[:cut])]
+        thread.turns = thread.turns[cut:]
+        writer.recent = position.snapshot(thread, older)
+
+    def _fold_start(self, thread_id: str, writer: _Writer) -> Snapshot | None:
+        """Where the writer's fold begins: the empty thread of a file it created, else the recent
+        snapshot a resume read (or left), else a fold of a file still under ``FOLD_BYTES``; None
+        for a longer file with neither, which only an unbounded fold could start (a load does
+        that, and leaves the snapshot for the next writer)."""
+        if writer.header is not None:
+            empty = Thread.model_validate(writer.header.model_dump())
+            return Snapshot(0, 0, fingerprint(b"", b""), [], empty)
+        snapshot = read_snapshot(recent_path(self.directory, thread_id))
+        if snapshot is not None:
+            return snapshot
+        if writer.size >= FOLD_BYTES:
+            return None
+        thread, position = self._load_folded(thread_id)
+        return None if position is None else position.snapshot(thread)
 
     async def close(self) -> None:
         for thread_id in list(self._writers):
@@ -306,11 +411,8 @@ class JsonlThreadStore:
     def _write_recent(path: Path, thread: Thread, position: _Position, older: list[str]) -> list[str]:
         """Snapshot the recent part of ``thread`` (whose turns follow the ``older`` ones); the ids
         of every turn it leaves out. A thread never compacted has no recent part of its own: its
-        recent snapshot would be the whole snapshot again, so none is kept."""
+        recent snapshot is the whole thread (the writer keeps it the same way)."""
         cut = recent_start(thread)
-        if cut == 0 and not older:
-            remove_snapshot(path)
-            return older
         older = [*older, *(turn.id for turn in thread.turns[:cut])]
         recent = thread.model_copy(update={"turns": thread.turns[cut:]})
         write_snapshot(path, position.snapshot(recent, older))
@@ -334,18 +436,19 @@ class JsonlThreadStore:
         return thread, position
 
     def _load_after(
-        self, thread_id: str, snapshot: Snapshot, older: set[str] | None = None
+        self, thread_id: str, snapshot: Snapshot, older: set[str] | None = None, size: int | None = None
     ) -> tuple[Thread, _Position | None, int] | None:
-        """The snapshot's thread with the lines after its offset folded in, where the fold
-        ended (when on a line boundary) and how many bytes were appended; None when the file
-        no longer starts with the bytes the snapshot was taken from, or an appended line
-        touches one of the ``older`` turns the snapshot left out."""
+        """The snapshot's thread with the lines after its offset (up to ``size``, else the
+        file's end) folded in, where the fold ended (when on a line boundary) and how many
+        bytes were appended; None when the file no longer starts with the bytes the snapshot
+        was taken from, or an appended line touches one of the ``older`` turns the snapshot
+        left out."""
         try:
             fd = os.open(self.path(thread_id), os.O_RDONLY | CLOEXEC)
         except FileNotFoundError:
             raise ThreadNotFoundError(f"no stored thread {thread_id} (see `roder sessions list --all`)") from None
         try:
-            size = os.fstat(fd).st_size
+            size = os.fstat(fd).st_size if size is None else size
             if size < snapshot.offset or fingerprint_of_fd(fd, snapshot.offset) != snapshot.fingerprint:
                 return None
             appended = os.pread(fd, size - snapshot.offset, snapshot.offset)
@@ -374,9 +477,7 @@ class JsonlThreadStore:
     def _list(self, cwd: str | None, limit: int | None) -> list[ThreadSummary]:
         from .index import ThreadIndex  # sqlite3 is only needed to list
 
-        index = ThreadIndex(self.directory)
-        index.refresh()
-        return index.query(cwd, limit)
+        return [ThreadSummary.model_validate(wire) for wire in ThreadIndex(self.directory).listing(cwd, limit)]
 
     # ------------------------------------------------------------------ delete, fork
 

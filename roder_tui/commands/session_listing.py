@@ -30,9 +30,7 @@ def indexed_rows(cwd: Path, every_workspace: bool, limit: int | None, profile: s
         return None
     from roder_ext_jsonl_store.index import ThreadIndex
 
-    index = ThreadIndex(directory)
-    index.refresh()
-    return index.query_wire(None if every_workspace else str(cwd), limit)
+    return ThreadIndex(directory).listing(None if every_workspace else str(cwd), limit)
 
 
 def print_rows(rows: list[Row], cwd: Path, *, every_workspace: bool, as_json: bool) -> None:

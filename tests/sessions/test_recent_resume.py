@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import roder_ext_jsonl_store.store as store_module
 from roder_ext_jsonl_store import JsonlThreadStore
-from roder_ext_jsonl_store.snapshots import recent_path, snapshot_path
+from roder_ext_jsonl_store.snapshots import read_snapshot, recent_path, snapshot_path
 
 from roder_core.ir import CompactionItem, Thread
 from roder_core.server.client import LocalAppClient
@@ -81,7 +81,8 @@ async def _compacted_thread(workspace: Path) -> str:
 async def test_a_compacted_thread_resumes_with_its_recent_turns_only(workspace: Path) -> None:
     thread_id = await _compacted_thread(workspace)
     whole = await _full_fold(thread_id)
-    first = await _store().load_recent(thread_id)  # no recent snapshot yet: everything, and one is left
+    _recent(thread_id).unlink()  # as a thread written before writers kept the recent snapshot
+    first = await _store().load_recent(thread_id)  # no recent snapshot: everything, and one is left
     assert first.older_turns == 0 and _state(first.thread) == _state(whole)
     assert _recent(thread_id).exists()
 
@@ -99,7 +100,8 @@ async def test_the_next_request_is_the_same_as_from_the_whole_thread_and_nothing
     thread_id = await _compacted_thread(workspace)
     threads = RoderPaths.from_env().threads_dir
     saved = tmp_path / "saved"
-    shutil.copytree(threads, saved)  # no recent snapshot in it: a resume from it loads everything
+    shutil.copytree(threads, saved)
+    shutil.rmtree(saved / ".snapshots")  # no snapshot in it: a resume from it loads everything
 
     await _store().load_recent(thread_id)  # leaves the recent snapshot
     runtime, engine = make_runtime(workspace, [{"text": "r5"}])
@@ -281,7 +283,7 @@ async def test_a_corrupt_middle_line_stays_reported_through_the_recent_snapshot(
     assert [p.line for p in store.problems[thread_id]] == [bad]
 
 
-async def test_a_thread_never_compacted_is_loaded_whole_and_gets_no_recent_snapshot(workspace: Path) -> None:
+async def test_a_thread_never_compacted_is_loaded_whole_from_its_recent_snapshot(workspace: Path) -> None:
     runtime, _ = make_runtime(workspace)
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "one")
@@ -290,7 +292,8 @@ async def test_a_thread_never_compacted_is_loaded_whole_and_gets_no_recent_snaps
     for _ in range(2):
         loaded = await _store().load_recent(thread.id)
         assert loaded.older_turns == 0 and _texts(loaded.thread) == ["one", "two"]
-    assert not _recent(thread.id).exists()
+    snapshot = read_snapshot(_recent(thread.id))  # the writer's: every turn is recent
+    assert snapshot is not None and snapshot.older == [] and len(snapshot.thread.turns) == 2
 
 
 async def test_deleting_a_thread_removes_its_recent_snapshot(workspace: Path) -> None:
