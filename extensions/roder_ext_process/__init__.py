@@ -113,12 +113,51 @@ class ProcessExtension(RoderExtension):
             registry.palette_source(ProcessPaletteSource(sup, str(row["id"])))
 
 
+def plugin_extensions(host: HostContext) -> dict[str, ProcessExtensionConfig | str]:
+    """Enabled plugins' process extensions (``roderExtensions``), named ``plugin:NAME``: the
+    command and arguments with ``${CLAUDE_PLUGIN_ROOT}`` and friends filled in as whole values
+    (never through a shell); a malformed one maps to its one-line problem."""
+    from roder_core.plugins.enabled import active_plugins
+
+    found: dict[str, ProcessExtensionConfig | str] = {}
+    try:
+        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    except Exception as exc:  # a broken plugin folder must not take the other extensions down
+        log.warning("plugins' process extensions not read: %s", exc)
+        return found
+    for plugin in active.plugins:
+        variables = plugin.variables(host.cwd)
+
+        def fill(value: object, variables: dict[str, str] = variables) -> str:
+            text = str(value)
+            for name, replacement in variables.items():
+                text = text.replace("${" + name + "}", replacement)
+            return text
+
+        for spec in plugin.layout.process_extensions:
+            name = f"{plugin.name}:{spec.name}"
+            raw = spec.raw
+            try:
+                found[name] = ProcessExtensionConfig(
+                    command=[fill(raw.get("command", "")), *(fill(a) for a in raw.get("args") or [])],
+                    capabilities=[str(c) for c in raw.get("capabilities") or []],
+                    env={**plugin.process_env(host.cwd), **{str(k): fill(v) for k, v in (raw.get("env") or {}).items()}},
+                )
+            except ValueError as exc:
+                found[name] = f"plugin {plugin.id}: extension {spec.name} is malformed ({exc})"
+    return found
+
+
 def create(host: HostContext) -> list[RoderExtension]:
     from roder_core.brokers.own_folders import OwnFolders
 
     extensions: list[RoderExtension] = []
     hidden = OwnFolders.of(host.paths, host.env).existing()
-    for name, config in host.config.extensions.process.items():
+    declared: dict[str, ProcessExtensionConfig | str] = {**host.config.extensions.process, **plugin_extensions(host)}
+    for name, config in declared.items():
+        if isinstance(config, str):
+            extensions.append(ProcessExtension(name, None, config))
+            continue
         if not config.enabled:
             continue
         try:

@@ -132,6 +132,8 @@ class PluginLayout:
     hooks: list[HookSpec] = field(default_factory=list)
     mcp_servers: list[ServerSpec] = field(default_factory=list)
     lsp_servers: list[ServerSpec] = field(default_factory=list)
+    #: Roder process extensions (``.roder-extensions.json`` / ``roderExtensions``: a Roder key).
+    process_extensions: list[ServerSpec] = field(default_factory=list)
     bin: list[str] = field(default_factory=list)
     install_scripts: list[str] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
@@ -158,6 +160,7 @@ class PluginLayout:
             ],
             "mcpServers": [{"name": s.name, "id": f"plugin:{name}:{s.name}", "target": s.describe()} for s in self.mcp_servers],
             "lspServers": [{"name": s.name, "target": s.describe()} for s in self.lsp_servers],
+            "roderExtensions": [{"name": s.name, "target": s.describe()} for s in self.process_extensions],
             "bin": self.bin,
             "unsupported": self.unsupported,
             "outputStyles": [f"{name}:{style}" for style, _ in self.output_styles],
@@ -176,6 +179,7 @@ class PluginLayout:
         lines += [f"MCP server {s.name}: {s.describe()}" for s in self.mcp_servers]
         started = "started for its languages when a file is edited"
         lines += [f"LSP server {s.name}: {s.describe()} ({started})" for s in self.lsp_servers]
+        lines += [f"extension {s.name}: {s.describe()} ({_extension_grants(s)})" for s in self.process_extensions]
         lines += [f"monitor {m.name} ({m.when}): {m.command} (a sandboxed background task)" for m in self.monitors]
         lines += [f"bin/{name} (an executable on the PATH of commands while enabled)" for name in self.bin]
         lines += self.install_scripts
@@ -257,6 +261,7 @@ def resolve_layout(
     _hooks(layout, declared.get("hooks"))
     _servers(layout, ".mcp.json", "mcpServers", declared.get("mcpServers"), layout.mcp_servers)
     _servers(layout, ".lsp.json", "lspServers", declared.get("lspServers"), layout.lsp_servers)
+    _servers(layout, ".roder-extensions.json", "roderExtensions", declared.get("roderExtensions"), layout.process_extensions)
     _bin_and_scripts(layout)
     layout.output_styles = _markdown_folder(layout, declared, "outputStyles", "./output-styles")
     _themes(layout, declared.get("themes"))
@@ -602,6 +607,12 @@ def _server_table(layout: PluginLayout, origin: str, key: str, data: Any, found:
         if name in found and found[name].origin != origin:
             layout.problems.append(f"{origin}: server {name!r} is also defined in {found[name].origin}; {origin} is used")
         found[name] = ServerSpec(str(name), raw, origin)
+
+
+def _extension_grants(spec: ServerSpec) -> str:
+    """How a plugin's process extension is shown before install: what it would be granted."""
+    granted = ", ".join(str(c) for c in spec.raw.get("capabilities") or []) or "no capabilities"
+    return f"a sandboxed process; {granted}"
 
 
 def _bin_and_scripts(layout: PluginLayout) -> None:

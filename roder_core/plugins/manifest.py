@@ -42,7 +42,17 @@ RESERVED_MARKETPLACES = frozenset(
 OFFICIAL_MARKETPLACE = "claude-plugins-official"
 
 #: Manifest keys naming components (everything else is metadata).
-COMPONENT_KEYS = ("skills", "commands", "agents", "hooks", "mcpServers", "lspServers", "outputStyles", "workflows")
+COMPONENT_KEYS = (
+    "skills",
+    "commands",
+    "agents",
+    "hooks",
+    "mcpServers",
+    "lspServers",
+    "roderExtensions",
+    "outputStyles",
+    "workflows",
+)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
 _COMMAND_TIMEOUT_MAX = 600.0

@@ -307,3 +307,37 @@ def test_roder_extensions_list_shows_the_process_and_its_state(roder_home: Path,
     block = listing.stdout.split("acme-wordcount 0.1.0  Word count", 1)[1].split("\n\n")[0]
     assert "provides: ToolProvider(acme-wordcount), Hook(no-force-push), ContextProvider(house-rules)" in block
     assert "process: running, sandboxed" in block or "process: running, NOT sandboxed (no bubblewrap)" in block
+
+
+async def test_a_plugin_declares_a_process_extension(roder_home: Path, workspace: Path, tmp_path: Path, marks: Path) -> None:
+    """``roderExtensions`` in a plugin (``.roder-extensions.json``): shown before install with its
+    grants, started from the installed copy with ``${CLAUDE_PLUGIN_ROOT}`` filled in, listed."""
+    import shutil as files
+
+    from roder_core.plugins.store import PluginStore
+    from roder_core.settings.paths import RoderPaths
+    from tests.plugins.support import marketplace, write_json
+
+    folder = tmp_path / "catalog" / "probe-plugin"
+    write_json(folder / ".claude-plugin" / "plugin.json", {"name": "probe-plugin", "version": "1.0.0"})
+    files.copy(PROBE, folder / "probe_extension.py")
+    table = {
+        "probe": {
+            "command": sys.executable,
+            "args": ["${CLAUDE_PLUGIN_ROOT}/probe_extension.py"],
+            "capabilities": ["fs.write.workspace"],
+            "env": probe_env(marks),
+        }
+    }
+    write_json(folder / ".roder-extensions.json", table)
+    marketplace(tmp_path / "catalog", "probe-market", [{"name": "probe-plugin", "source": "./probe-plugin"}])
+    store = PluginStore(RoderPaths.from_env())
+    store.add_marketplace(str(tmp_path / "catalog"))
+    preview = store.preview("probe-plugin@probe-market")
+    assert any("extension probe:" in line and "fs.write.workspace" in line for line in preview.runs_code), preview.runs_code
+    store.install("probe-plugin@probe-market", preview.consent)
+    async with client(workspace, [call("instance"), {"text": "done"}], tmp_path) as app:
+        (answered,) = await run_turn(app)
+        listing = await app.call(EXTENSIONS_LIST)
+    assert not answered.is_error and len(answered.text) == 32
+    assert [(p.id, p.state, p.granted) for p in listing.processes] == [("probe", "running", ["fs.write.workspace"])]
