@@ -19,14 +19,15 @@ both see the same machine load; the load average is printed with each table. Rod
 the interpreter's site-packages are byte-compiled first, as a pip install leaves them.
 
 Peers: first, `roder -p` and every installed peer (`codex exec`, `claude -p`, `pi -p`, found on
-PATH or in `--peer-bin DIR`) play the same 10 shell rounds and answer against a fresh loopback
+PATH, in `--peer-bin DIR` or in the folder `--install-peers` installs them into with npm,
+$TMPDIR/roder-bench-peers) play the same 10 shell rounds and answer against a fresh loopback
 fake server each, interleaved run by run; a peer's run counts only when the server's request log
 shows the rounds happened (see bench/oneshot_peers.py). The table gives each program's median
 wall, median CPU and peak RSS, and roder's ratio to each (issue 22: at most 0.4x `codex exec`);
 a missing peer is printed as NOT INSTALLED.
 
     python bench/oneshot.py [--runs 5] [--rounds 10] [--resume-events 10000,100000] [--baseline DIR] [--no-host]
-                             [--peer-bin DIR] [--peers-only]
+                             [--peer-bin DIR] [--peers-only] [--install-peers]
 """
 
 from __future__ import annotations
@@ -79,6 +80,19 @@ def run_once(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, flo
     if result["rc"] != 0:
         raise SystemExit(f"{' '.join(cmd[:6])}... failed: {result['err']}")
     return result["wall"], result["cpu"], result["peak"]  # type: ignore[return-value]
+
+
+#: The columns ``run_summary`` fills.
+SUMMARY_HEADER = f"{'wall med':>9} {'cpu med':>8} {'cpu min':>8} {'peak MiB':>9}"
+
+
+def run_summary(rows: list[tuple[float, float, float]]) -> str:
+    """Median wall, median and least CPU, and peak memory of ``run_once`` results."""
+    cpus = [c for _, c, _ in rows]
+    return (
+        f"{statistics.median(w for w, _, _ in rows):>9.3f} {statistics.median(cpus):>8.3f} "
+        f"{min(cpus):>8.3f} {max(p for _, _, p in rows):>9.1f}"
+    )
 
 
 def compile_bytecode(root: Path) -> None:
@@ -173,6 +187,8 @@ def compare_peers(opts: argparse.Namespace, scratch: Path) -> None:
     for peer, binary in found.items():
         state = f"{binary} ({oneshot_peers.version(binary, path)})" if binary else "NOT INSTALLED"
         print(f"peer {peer.binary}: {state}")
+    for name, why in oneshot_peers.UNMEASURED.items():
+        print(f"peer {name}: NOT MEASURED ({why})")
     programs = [(r, Path(sys.executable)) for r in oneshot_peers.RODERS] + [(p, b) for p, b in found.items() if b]
     candidate = checkout_env(opts.candidate) if opts.candidate else {}  # roder's rows run --candidate if given
     ws = scratch / "peers-ws"
@@ -211,7 +227,8 @@ def print_comparison(
     for program, binary in programs.items():
         rows = samples.get(program.label, [])
         if binary is None:
-            print(f"{program.label:<23} NOT INSTALLED (not on PATH nor in --peer-bin)")
+            where = f"not on PATH, in --peer-bin nor in {oneshot_peers.PEERS_DIR}; --install-peers installs it"
+            print(f"{program.label:<23} NOT INSTALLED ({where})")
             continue
         if not rows:
             print(f"{program.label:<23} FAILED every run: {failures.get(program.label, ['?'])[0][:200]}")
@@ -306,7 +323,12 @@ def main() -> None:
     parser.add_argument("--no-host", action="store_true", help="skip the cases with a running `roder serve` host")
     parser.add_argument("--peer-bin", type=Path, help="a folder holding codex, claude and pi (e.g. an npm prefix's bin)")
     parser.add_argument("--peers-only", action="store_true", help="run only the comparison with the peers")
+    parser.add_argument(
+        "--install-peers", action="store_true", help=f"npm install the peers into {oneshot_peers.PEERS_DIR} first"
+    )
     opts = parser.parse_args()
+    if opts.install_peers:
+        oneshot_peers.install()
     compile_dependencies()
     compile_bytecode(ROOT)
     if opts.baseline:

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,9 +113,26 @@ PEERS = (
 )
 
 
+#: Where ``--install-peers`` installs them (``npm install`` into this folder), and where they are
+#: looked for first.
+PEERS_DIR = Path(tempfile.gettempdir()) / "roder-bench-peers"
+#: The npm packages of the peers. opencode is installed too, but not run: it has no
+#: configuration here that keeps it on loopback.
+PACKAGES = ("@openai/codex", "@anthropic-ai/claude-code", "@mariozechner/pi-coding-agent", "opencode-ai")
+UNMEASURED = {"opencode": "installed by --install-peers, but not run: no configuration here keeps it on loopback"}
+
+
+def install() -> None:
+    """``npm install`` the peers into ``PEERS_DIR`` (the registry is npm's usual one)."""
+    PEERS_DIR.mkdir(parents=True, exist_ok=True)
+    print(f"installing {' '.join(PACKAGES)} into {PEERS_DIR} ...")
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", *PACKAGES], cwd=PEERS_DIR, check=True)
+
+
 def search_path(peer_bin: Path | None) -> str:
-    """PATH to find the peers on: --peer-bin first (an npm prefix's bin, e.g. /opt/peers/bin)."""
-    path = os.environ.get("PATH", "")
+    """PATH to find the peers on: --peer-bin first (an npm prefix's bin, e.g. /opt/peers/bin),
+    then ``PEERS_DIR``'s, then PATH."""
+    path = f"{PEERS_DIR / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     return f"{peer_bin.resolve()}{os.pathsep}{path}" if peer_bin else path
 
 

@@ -20,7 +20,13 @@ from its cache:
 Sizes are estimated at four characters a token over each block's JSON. The goal (issue 13): at
 least 90% after the first turn.
 
-Usage: python bench/prompt_cache.py [--turns 20] [--json]
+``--scenario window``: a session that reaches the context window. The model's window is 32,768
+tokens (``--window``); each turn reads three files of about 1,500 tokens each, so the planner shortens old tool
+outputs and automatic compaction summarizes older turns again and again (the fake server
+answers every summary request, whichever form it takes, with a fixed summary). Every request is
+counted, the summary requests too.
+
+Usage: python bench/prompt_cache.py [--turns 20] [--scenario session|window] [--window 32768] [--json]
 """
 
 from __future__ import annotations
@@ -156,8 +162,41 @@ def measure(bodies: list[dict[str, Any]], dialect: str, rule: str) -> list[tuple
     return results
 
 
-async def run_case(number: int, dialect: str, model: str, table: dict[str, Any], turns: int, home: Path) -> list[dict[str, Any]]:
+async def play(
+    base_url: str,
+    workspace: Path,
+    dialect: str,
+    model: str,
+    table: dict[str, Any],
+    turns: int,
+    home: Path,
+    prompt: str,
+    more_config: str = "",
+) -> None:
+    """``turns`` turns of one thread through the real runtime, with every built-in extension and
+    the provider ``bench`` at ``base_url``; ``prompt`` is formatted with the turn's number."""
     from roder_core.runtime.bootstrap import StartSettings, start_runtime
+
+    extra = "".join(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
+    (home / "config.toml").write_text(
+        f'[providers.bench]\ndialect = "{dialect}"\nbase_url = "{base_url}"\n'
+        f'models = ["{model}"]\nreasoning_effort = "medium"\n{extra}\n{more_config}'
+    )
+    env = {"RODER_HOME": str(home), "PATH": os.environ.get("PATH", ""), "HOME": str(home)}
+    settings = StartSettings(
+        cwd=workspace, provider="bench", model=model, mode="bypass", sandbox="off", interactive=False, trust=False, env=env
+    )
+    runtime = start_runtime(settings).runtime
+    thread = await runtime.start_thread()
+    for turn in range(1, turns + 1):
+        done = await runtime.run_turn(thread.id, prompt.format(turn=turn))
+        if done.status != "completed":
+            raise SystemExit(f"{dialect}: turn {turn} {done.status}: {done.error}")
+    await runtime.close()
+    (home / "config.toml").unlink()
+
+
+async def run_case(number: int, dialect: str, model: str, table: dict[str, Any], turns: int, home: Path) -> list[dict[str, Any]]:
     from roder_core.testing.fake_server import FakeModelServer
 
     workspace = home / f"ws-{number}"
@@ -169,34 +208,46 @@ async def run_case(number: int, dialect: str, model: str, table: dict[str, Any],
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "start"], check=True)
     async with FakeModelServer(script(turns), models=(model,)) as server:
-        extra = "".join(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
-        (home / "config.toml").write_text(
-            f'[providers.bench]\ndialect = "{dialect}"\nbase_url = "{server.base_url}"\n'
-            f'models = ["{model}"]\nreasoning_effort = "medium"\n{extra}'
-        )
-        env = {"RODER_HOME": str(home), "PATH": os.environ.get("PATH", ""), "HOME": str(home)}
-        started = start_runtime(
-            StartSettings(
-                cwd=workspace,
-                provider="bench",
-                model=model,
-                mode="bypass",
-                sandbox="off",
-                interactive=False,
-                trust=False,
-                env=env,
-            )
-        )
-        runtime = started.runtime
-        thread = await runtime.start_thread()
-        for turn in range(1, turns + 1):
-            done = await runtime.run_turn(thread.id, f"Step {turn}: bump the counter in app.py.")
-            if done.status != "completed":
-                raise SystemExit(f"{dialect}: turn {turn} {done.status}: {done.error}")
-        await runtime.close()
-        (home / "config.toml").unlink()
+        await play(server.base_url, workspace, dialect, model, table, turns, home, "Step {turn}: bump the counter in app.py.")
     if "COUNTER = 20" not in (workspace / "app.py").read_text() and turns == 20:
         raise SystemExit(f"{dialect}: the edits did not happen")
+    return [call.json for call in server.calls]
+
+
+WINDOW = 32_768
+WINDOW_READS = 3
+#: Both summary request forms ask for a "handoff"; no other request of the scenario says it.
+SUMMARY_MARK = "handoff"
+SUMMARY = "## Goal\nRead the files\n## Constraints\nnone\n## Progress\nreading\n## Decisions\nnone\n## Next steps\nread on"
+
+
+def window_script(turns: int) -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = []
+    for turn in range(1, turns + 1):
+        for read in range(WINDOW_READS):
+            path = f"data/f{turn}-{read}.txt"
+            call = {"name": "read", "arguments": {"path": path}}
+            steps.append({"text": f"Reading {path}.", "tool_calls": [call], "unless": SUMMARY_MARK})
+        steps.append({"text": f"Turn {turn}: read {WINDOW_READS} files.", "unless": SUMMARY_MARK})
+    steps += [{"text": SUMMARY, "when": SUMMARY_MARK} for _ in range(turns)]
+    return steps
+
+
+async def run_window_case(
+    number: int, dialect: str, model: str, table: dict[str, Any], turns: int, home: Path, window: int = WINDOW
+) -> list[dict[str, Any]]:
+    from roder_core.testing.fake_server import FakeModelServer
+
+    workspace = home / f"win-{number}"
+    (workspace / "data").mkdir(parents=True)
+    for turn in range(1, turns + 1):
+        for read in range(WINDOW_READS):
+            lines = [f"file {turn}-{read} line {n}: " + "lorem ipsum dolor sit amet " * 2 for n in range(80)]
+            (workspace / "data" / f"f{turn}-{read}.txt").write_text("\n".join(lines) + "\n")
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    async with FakeModelServer(window_script(turns), models=(model,)) as server:
+        models = f'[models."{model}"]\ncontext_window = {window}\n'
+        await play(server.base_url, workspace, dialect, model, table, turns, home, "Turn {turn}: read the next files.", models)
     return [call.json for call in server.calls]
 
 
@@ -215,6 +266,8 @@ def summarize(label: str, rule: str, bodies: list[dict[str, Any]], dialect: str)
         "token_weighted_after_first_turn": sum(r for _, r, _ in rows[CALLS_PER_TURN:])
         / sum(t for t, _, _ in rows[CALLS_PER_TURN:]),
         "written_tokens": sum(w for _, _, w in rows),
+        "breaks": sum(1 for share in later if share < 0.5),
+        "summary_requests": sum(1 for body in bodies if SUMMARY_MARK in json.dumps(body)),
         "shares": [round(s, 4) for s in shares],
     }
 
@@ -223,7 +276,10 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     summaries = []
     with tempfile.TemporaryDirectory(prefix="roder-bench-cache-") as tmp:
         for number, (label, dialect, model, table, rule) in enumerate(CASES):
-            bodies = await run_case(number, dialect, model, table, args.turns, Path(tmp))
+            if args.scenario == "window":
+                bodies = await run_window_case(number, dialect, model, table, args.turns, Path(tmp), args.window)
+            else:
+                bodies = await run_case(number, dialect, model, table, args.turns, Path(tmp))
             summaries.append(summarize(label, rule, bodies, dialect))
     return summaries
 
@@ -231,6 +287,8 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--scenario", choices=["session", "window"], default="session")
+    parser.add_argument("--window", type=int, default=WINDOW, help="the model's context window (--scenario window)")
     parser.add_argument("--json", action="store_true", help="print the per-request shares too, as JSON")
     args = parser.parse_args()
     summaries = asyncio.run(main_async(args))
@@ -238,14 +296,15 @@ def main() -> None:
         print(json.dumps(summaries, indent=2))
         return
     print(
-        "| case | rule | requests | prompt tokens (first -> last) | min after turn 1 | median | token-weighted | tokens written |"
+        "| case | rule | requests (summaries) | prompt tokens (first -> last) | min after turn 1 | median | "
+        "token-weighted | requests under 50% | tokens written |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for s in summaries:
         print(
-            f"| {s['case']} | {s['rule']} | {s['requests']} | {s['first_request_tokens']:,} -> "
+            f"| {s['case']} | {s['rule']} | {s['requests']} ({s['summary_requests']}) | {s['first_request_tokens']:,} -> "
             f"{s['last_request_tokens']:,} | {s['min_after_first_turn']:.1%} | {s['median_after_first_turn']:.1%} | "
-            f"{s['token_weighted_after_first_turn']:.1%} | {s['written_tokens']:,} |"
+            f"{s['token_weighted_after_first_turn']:.1%} | {s['breaks']} | {s['written_tokens']:,} |"
         )
 
 

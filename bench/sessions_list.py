@@ -20,14 +20,13 @@ import argparse
 import asyncio
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from oneshot import checkout_env, compile_bytecode, load_average, run_once
+from oneshot import SUMMARY_HEADER, checkout_env, compile_bytecode, load_average, run_once, run_summary
 from sessions import EVENTS_PER_TURN, write_thread
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,13 +77,9 @@ def main() -> None:
                             Path(f"{index}{suffix}").unlink(missing_ok=True)
                     results.setdefault((case, name), []).append(run_once(command, {**os.environ, **extra}, cwd))
         print(f"load average after: {load_average()}")
-        print(f"{'case':<10} {'variant':<9} {'wall med':>9} {'cpu med':>8} {'cpu min':>8} {'peak MiB':>9}")
+        print(f"{'case':<10} {'variant':<9} {SUMMARY_HEADER}")
         for (case, name), rows in results.items():
-            cpus = [c for _, c, _ in rows]
-            print(
-                f"{case:<10} {name:<9} {statistics.median(w for w, _, _ in rows):>9.3f} "
-                f"{statistics.median(cpus):>8.3f} {min(cpus):>8.3f} {max(p for _, _, p in rows):>9.1f}"
-            )
+            print(f"{case:<10} {name:<9} {run_summary(rows)}")
 
 
 if __name__ == "__main__":

@@ -16,18 +16,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from roder_core.modes import Mode as Mode  # apart, so the command line names the modes without pydantic
+
 # --------------------------------------------------------------------------- states
 # Each state is defined once, here; the values are the wire strings (seed 004), and a StrEnum
 # member equals its string, so stored threads and clients' JSON read back unchanged.
-
-
-class Mode(StrEnum):
-    """Policy modes, strictest first."""
-
-    PLAN = "plan"
-    ASK = "ask"
-    AUTO_EDIT = "auto-edit"
-    BYPASS = "bypass"
 
 
 class ThreadStatus(StrEnum):
@@ -529,6 +522,9 @@ class AgentInferenceRequest(IRModel):
     #: Ask for the sampled tokens' log probabilities with this many alternatives each (0: the
     #: sampled token only; None: do not ask). Dialects that cannot return them ignore it.
     logprobs: int | None = None
+    #: Ask for the prompt's and the answer's token ids (vLLM's ``return_token_ids``); servers
+    #: and dialects without them ignore it.
+    token_ids: bool = False
 
 
 class MessageDelta(IRModel):
@@ -573,6 +569,15 @@ class LogprobsEvent(IRModel):
     tokens: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class TokenIdsEvent(IRModel):
+    """Token ids the server returned: the whole prompt's (once per call) and the answer's, in
+    order, as they arrive."""
+
+    type: Literal["token_ids"] = "token_ids"
+    prompt: list[int] | None = None
+    completion: list[int] = Field(default_factory=list)
+
+
 class ProviderMetadataEvent(IRModel):
     type: Literal["provider_metadata"] = "provider_metadata"
     data: dict[str, Any] = Field(default_factory=dict)
@@ -607,6 +612,7 @@ InferenceEvent = Annotated[
     | ToolCallEvent
     | UsageEvent
     | LogprobsEvent
+    | TokenIdsEvent
     | ProviderMetadataEvent
     | CompletedEvent
     | InferenceErrorEvent

@@ -61,6 +61,8 @@ from roder_tui.widgets.transcript import Transcript  # noqa: E402
 from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
     from roder_core.kernel.services import PaletteCommand
     from roder_core.server.app_client import AppClient
@@ -144,8 +146,11 @@ class RoderApp(App[int]):
     #body { height: 1fr; }
     #chat { width: 1fr; height: 1fr; }
     #team-bar { height: 1; display: none; padding: 0 1; background: $panel; }
-    /* Toasts at the top right: at the bottom they covered the prompt and the completion list. */
-    ToastRack { dock: top; align: right top; margin-bottom: 0; }
+    /* Toasts at the top right, in the upper half: at the bottom they covered the prompt and the
+       completion list. As wide as the screen allows (half of 40 columns wrapped a toast into a
+       column that reached the prompt). */
+    ToastRack { dock: top; align: right top; margin-bottom: 0; max-height: 50%; }
+    Toast { max-width: 100%; padding: 0 1; }
     """
 
     def __init__(
@@ -201,9 +206,40 @@ class RoderApp(App[int]):
             self.register_theme(theme.to_textual())
         # Chosen before the first stylesheet parse: switching later re-parses all CSS (~40 ms).
         self.apply_theme(self.roder_theme, save=False)
+        #: What the user's [keys] remaps take over or cannot do (shown once the app is up).
+        self.keymap_notes: list[str] = []
         keymap = self.config_data.get("keys")
         if isinstance(keymap, dict):
-            self.set_keymap({str(k): str(v) for k, v in keymap.items()})
+            self._apply_keymap({str(k): str(v) for k, v in keymap.items()})
+
+    def _apply_keymap(self, keymap: dict[str, str]) -> None:
+        """The user's remaps, each winning everywhere: a remapped key is a priority binding, so a
+        focused widget that binds the same key (the prompt's f6, ctrl+e...) does not swallow it;
+        a key that types a character stays the prompt's while typing."""
+        from dataclasses import replace
+
+        from roder_tui.keymap import keymap_notes, typed
+
+        self.set_keymap(keymap)
+        wins = {bid for bid, keys in keymap.items() if not any(typed(k.strip()) for k in keys.split(","))}
+        table = self._bindings.key_to_bindings
+        for key, bindings in table.items():
+            table[key] = [replace(b, priority=True) if b.id in wins else b for b in bindings]
+        self.keymap_notes = keymap_notes(keymap)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast shows its text as it is: messages quote data (a server's warning, an error
+        naming a file), and as markup, ``[@click=...]`` in them would be a button running an
+        app action and ``[black on black]`` would hide text."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # ------------------------------------------------------------------ layout
 
@@ -239,6 +275,8 @@ class RoderApp(App[int]):
             self._driver.write = self.screen_diff.write  # type: ignore[method-assign]
         for problem in self.themes.errors:
             self.notify(problem, title="theme skipped", severity="warning", timeout=8)
+        if self.keymap_notes:
+            self.notify("\n".join(self.keymap_notes), title="keys", severity="warning", timeout=12)
         self.status_bar.update_state(cwd=str(self.cwd), git_branch=git_branch(self.cwd), activity="starting")
         self.prompt_bar.input.focus()
         self._layout_for_width(self.size.width)
@@ -392,6 +430,15 @@ class RoderApp(App[int]):
         self.prompt_bar.set_mentions([ref.removeprefix("@") for s in servers for ref in s.resources])
         if any(s.prompts for s in servers):
             await self._load_commands()
+
+    def _on_notify(self, event: Any) -> None:
+        """One toast per title: a newer one replaces the older (a provider's retries, each a
+        toast, stacked down over the prompt on a small terminal)."""
+        title = event.notification.title
+        if title:
+            for older in [n for n in self._notifications if n.title == title]:
+                self._unnotify(older, refresh=False)
+        super()._on_notify(event)
 
     def on_worker_state_changed(self, event: Any) -> None:
         """A background action failed unexpectedly: say so instead of dying or staying silent."""
@@ -1062,10 +1109,12 @@ class RoderApp(App[int]):
         else:
             self.action_resume_picker()
 
-    async def fork_thread(self, *, turn_id: str | None = None, before_item: str | None = None, quiet: bool = False) -> None:
+    async def fork_thread(
+        self, *, turn_id: str | None = None, before_item: str | None = None, quiet: bool = False, title: str | None = None
+    ) -> None:
         from roder_core.server.protocol import THREAD_FORK, ThreadForkParams
 
-        params = ThreadForkParams(thread_id=self._thread(), turn_id=turn_id, before_item_id=before_item)
+        params = ThreadForkParams(thread_id=self._thread(), turn_id=turn_id, before_item_id=before_item, title=title)
         thread = (await self._client().call(THREAD_FORK, params)).thread
         if not quiet:
             self.notify(f"forked into {thread.id}", title="fork")
@@ -1409,8 +1458,9 @@ class RoderApp(App[int]):
         from roder_tui.screens.choice import ChoiceScreen
 
         client, thread_id = self._client(), self._thread()
-        points = await rewind.rewind_points(client, thread_id)
-        rows = [(p.id, rewind.label(p, i)) for i, p in enumerate(points)]
+        labelled = await rewind.rewind_rows(client, thread_id)
+        points = [point for point, _label in labelled]
+        rows = [(point.id, text) for point, text in labelled]
         chosen = await self.push_screen_wait(
             ChoiceScreen("Rewind to before a prompt", rows, highlight="@last", empty="no prompts in this thread yet")
         )
@@ -1441,7 +1491,8 @@ class RoderApp(App[int]):
             restored = await rewind.restore_code(client, thread_id, point.id)
             self._show_restore(restored)
         if how in (rewind.BOTH, rewind.CONVERSATION):
-            await self.fork_thread(before_item=point.id, quiet=True)
+            title = await rewind.fork_title(client, thread_id, point.id)
+            await self.fork_thread(before_item=point.id, quiet=True, title=title)
             self.prompt_bar.input.text = point.text
             self.prompt_bar.input.move_cursor(self.prompt_bar.input.document.end)
             self.prompt_bar.input.focus()

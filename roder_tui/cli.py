@@ -50,11 +50,12 @@ OUTPUT_FORMATS = ("text", "json", "stream-json")
 
 def add_runtime_flags(parser: argparse.ArgumentParser, *, trust_flag: bool = True) -> None:
     """Flags shared by the app, one-shot mode, servers and batch runs (which never trust a folder)."""
-    from roder_core.ir import Mode  # pydantic: not loaded by subcommands that need no runtime
+    from roder_core.modes import Mode
 
     parser.add_argument("--provider", help="inference provider id (see `roder providers list`)")
     parser.add_argument("--model", help="model id for the provider")
-    parser.add_argument("--mode", choices=tuple(Mode), help="policy mode")
+    # The values, not the members: argparse prints choices with repr() in its error.
+    parser.add_argument("--mode", choices=[mode.value for mode in Mode], help="policy mode")
     parser.add_argument("--sandbox", choices=("workspace-write", "read-only", "off"), help="sandbox level for commands")
     parser.add_argument("--profile", default="developer", help="capability profile (developer, eval-sandbox, offline)")
     if trust_flag:
@@ -99,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
 #: Exit status after the reader of stdout went away (128 + SIGPIPE, what a shell reports for
 #: ``yes | head``).
 EXIT_BROKEN_PIPE = 141
+#: Exit status after Ctrl+C (128 + SIGINT), as a shell reports it.
+EXIT_INTERRUPTED = 130
+#: Subcommands that never touch Roder's folders (the loopback model server).
+NO_HOME_SUBCOMMANDS = frozenset({"dev"})
 #: Subcommands that leave no thread, child process or server behind when they return, so the
 #: process may skip the interpreter's teardown (see ``exit_now``).
 FAST_EXIT_SUBCOMMANDS = frozenset(
@@ -129,6 +134,16 @@ def _guarded(args_list: list[str]) -> tuple[int, bool]:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE, False
+    except KeyboardInterrupt:  # Ctrl+C before a command could handle it (start-up): one line, no traceback
+        print("\nroder: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED, False
+
+
+def _home_problem() -> str | None:
+    """Why Roder's folders cannot be used (see ``RoderPaths.unusable_reason``), or None."""
+    from roder_core.settings.paths import RoderPaths
+
+    return RoderPaths.from_env().unusable_reason()
 
 
 def _silence_stdout() -> None:
@@ -146,8 +161,15 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
         end_startup()
         sub = argparse.ArgumentParser(prog=f"roder {args_list[0]}", description=help_)
         module.add_arguments(sub)
-        return int(module.run(sub.parse_args(args_list[1:])) or 0), args_list[0] in FAST_EXIT_SUBCOMMANDS
+        sub_args = sub.parse_args(args_list[1:])
+        if args_list[0] not in NO_HOME_SUBCOMMANDS and (problem := _home_problem()):
+            print(f"roder: {problem}", file=sys.stderr)
+            return 1, False
+        return int(module.run(sub_args) or 0), args_list[0] in FAST_EXIT_SUBCOMMANDS
     args = build_parser().parse_args(args_list)
+    if problem := _home_problem():
+        print(f"roder: {problem}", file=sys.stderr)
+        return 1, False
     if args.print_prompt is not None:
         from roder_tui.ask import run_ask
 

@@ -2,7 +2,9 @@
 
 The app's bindings, the help screen (``?``/F1) and the key table in docs/app.md all come from here, so
 they cannot drift apart. App-level bindings have ids; ``[keys]`` in config.toml remaps them, e.g.
-``toggle_sidebar = "ctrl+e"``.
+``toggle_sidebar = "ctrl+e"``. A key the user chose wins everywhere, also while typing in the
+prompt (which binds keys of its own, such as f6 and ctrl+e); ``keymap_notes`` says what a remap
+takes over or cannot do, so no remap is silently dead.
 """
 
 from __future__ import annotations
@@ -152,3 +154,37 @@ def markdown_table() -> str:
             lines.append(f"| `{shown}` | {key.description} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def typed(key: str) -> bool:
+    """A key that types a character into the prompt: it cannot also be an app key there."""
+    from textual.keys import key_to_character
+
+    character = key_to_character(key)
+    return character is not None and character.isprintable()
+
+
+def keymap_notes(keymap: dict[str, str]) -> list[str]:
+    """One line per remap that is not plainly fine: an unknown binding id, a key two actions
+    share, a prompt key it takes over, a typed character (it works outside the prompt only)."""
+    from textual.widgets import TextArea
+
+    known = {k.binding_id: k for k in KEYS if k.binding_id}
+    prompt_keys = {key.strip(): b.description for b in TextArea.BINDINGS if isinstance(b, Binding) for key in b.key.split(",")}
+    final = {binding_id: [key.strip() for key in keymap.get(binding_id, k.keys).split(",")] for binding_id, k in known.items()}
+    notes: list[str] = []
+    for binding_id, keys in keymap.items():
+        key = known.get(binding_id)
+        if key is None:
+            notes.append(f"[keys] {binding_id}: no such key binding (known: {', '.join(sorted(known))})")
+            continue
+        for chosen in (k.strip() for k in keys.split(",")):
+            others = [other for other, taken in final.items() if other != binding_id and chosen in taken]
+            if others:
+                notes.append(f"[keys] {chosen} is bound to both {binding_id} and {', '.join(others)}")
+            elif typed(chosen):
+                notes.append(f"[keys] {chosen} types into the prompt: it runs {binding_id} only outside the prompt")
+            elif chosen in prompt_keys:
+                yielded = prompt_keys[chosen].lower()
+                notes.append(f"[keys] {chosen} now runs {binding_id} also while typing (the prompt's {yielded} gives way)")
+    return notes

@@ -13,6 +13,7 @@ and returns to the thread that still holds the undone turn.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 #: How a rewind restores: ids of the choices the rewind screen offers.
 BOTH, CONVERSATION, CODE = "both", "conversation", "code"
+#: Between a fork's title and the prompt its rewind went back before.
+REWOUND = " · before "
 
 
 @dataclass
@@ -72,8 +75,35 @@ class Undone:
 async def rewind_points(client: AppClient, thread_id: str) -> list[UserMessageItem]:
     """The thread's prompts (steer messages are part of their turn, and messages the user did not
     type, such as a team's, are no prompt of theirs: neither is a rewind point)."""
+    return [item for item, _started in await _prompts(client, thread_id)]
+
+
+async def rewind_rows(client: AppClient, thread_id: str) -> list[tuple[UserMessageItem, str]]:
+    """The rewind points with their labels: number, prompt, and how long ago its turn began (the
+    same prompt sent twice reads as two different rows)."""
+    now = time.time()
+    return [(item, label(item, index, now - started)) for index, (item, started) in enumerate(await _prompts(client, thread_id))]
+
+
+async def _prompts(client: AppClient, thread_id: str) -> list[tuple[UserMessageItem, float]]:
     thread = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id, include_turns=True))).thread
-    return [i for i in thread.items() if isinstance(i, UserMessageItem) and not i.steer and not i.sender]
+    return [
+        (item, turn.started_at)
+        for turn in thread.turns
+        for item in turn.items
+        if isinstance(item, UserMessageItem) and not item.steer and not item.sender
+    ]
+
+
+async def fork_title(client: AppClient, thread_id: str, point_id: str) -> str:
+    """The title of the fork a rewind (or /undo) makes: the thread's own, then which prompt (by
+    number and text) it went back before, so each rewind's fork reads differently in the sidebar
+    and the picker."""
+    title = (await client.call(THREAD_READ, ThreadReadParams(thread_id=thread_id))).thread.title or "untitled"
+    prompts = await _prompts(client, thread_id)
+    number, text = next(((n + 1, item.text) for n, (item, _s) in enumerate(prompts) if item.id == point_id), (0, ""))
+    first = " ".join(text.split())
+    return f"{title.split(REWOUND)[0]}{REWOUND}{number}. “{first[:40]}{'…' if len(first) > 40 else ''}”"
 
 
 async def changes_since(client: AppClient, thread_id: str, item_id: str) -> HunkListResult:
@@ -138,6 +168,8 @@ async def reapply(client: AppClient, undone: Undone) -> list[str]:
     return problems
 
 
-def label(item: UserMessageItem, index: int) -> str:
+def label(item: UserMessageItem, index: int, seconds_ago: float) -> str:
+    from roder_tui.widgets.sidebar import age
+
     first = " ".join(item.text.split())
-    return f"{index + 1}. {first[:100]}{'…' if len(first) > 100 else ''}"
+    return f"{index + 1}. {first[:100]}{'…' if len(first) > 100 else ''}  · {age(seconds_ago)} ago"

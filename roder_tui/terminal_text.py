@@ -14,15 +14,18 @@ It is applied at the two places where text becomes terminal output:
 
 - the full-screen app (and ``roder attach``, ``roder web``, which run the same app):
   ``guard_textual`` makes ``Strip.render``, where Textual turns every segment of every widget into
-  the characters it writes, pass segment text through ``visible`` (segments a library marks as
-  control sequences, such as an image's graphics, and Roder's own writes to the driver, its OSC
-  52 copy, pass as they are; styling is in segment styles, not text). Rich's and Textual's own
+  the characters it writes, pass segment text through ``visible``, and drops a hyperlink whose
+  target holds such characters (segments a library marks as control sequences, such as an
+  image's graphics, and Roder's own writes to the driver, its OSC 52 copy, pass as they are;
+  styling is in segment styles, not text). Rich's and Textual's own
   control-code filters, which drop a few C0 characters when text is laid out, are replaced by
   ``visible`` too, so the stand-ins are part of the layout instead of widening a line after it;
 - everything else Roder prints (``roder -p``, ``roder sessions show``, the other subcommands,
   their error messages): ``guard_stdio`` wraps ``sys.stdout`` and ``sys.stderr`` when they are
   terminals. Output to a pipe or a file is left byte for byte as it was (a script reading
-  ``roder -p`` gets the model's text exactly).
+  ``roder -p`` gets the model's text exactly). Roder's own styled output there (``roder
+  batch``'s tables) comes from ``rich_console``, past the wrapper, with its text laid out
+  through ``visible``; JSON lines come from ``json_line``, with ``\\uXXXX`` escapes.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.segment import Segment
+    from rich.style import Style
 
 #: Every character a terminal could interpret or that hides text (newline and tab excepted).
 UNSAFE = re.compile(
@@ -115,6 +120,18 @@ class TerminalStream(io.TextIOBase):
     def isatty(self) -> bool:
         return True
 
+    @property
+    def encoding(self) -> Any:  # type: ignore[override]
+        return self.stream.encoding
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return self.stream.errors
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.stream.closed)
+
     def fileno(self) -> int:
         return self.stream.fileno()
 
@@ -139,17 +156,52 @@ def guard_stdio() -> None:
             setattr(sys, name, TerminalStream(stream))
 
 
-def _guarded_render(original: Any) -> Any:
+def _guard_rich_text() -> None:
+    """Rich's ``Text`` drops a few control codes as text is laid out; show all of them instead."""
+    import rich.text
+
+    rich.text.strip_control_codes = visible  # type: ignore[attr-defined,assignment]
+
+
+def rich_console(stream: TextIO, **options: Any) -> Console:
+    """A Rich console for Roder's own styled output outside the app (tables, progress bars): its
+    styling reaches the terminal (past ``guard_stdio``'s wrapper), the text it lays out passes
+    ``visible`` first."""
+    import rich.console
+
+    _guard_rich_text()
+    return rich.console.Console(file=stream.stream if isinstance(stream, TerminalStream) else stream, **options)
+
+
+def _unsafe_segment(segment: Segment) -> bool:
+    text, style, control = segment
+    if control is not None:  # a library's own sequence (an image's graphics): passed as it is
+        return False
+    return UNSAFE.search(text) is not None or (style is not None and _unsafe_link(style))
+
+
+def _unsafe_link(style: Style) -> bool:
+    """A hyperlink (OSC 8) whose target could end the sequence and start another."""
+    return bool(style.link) and UNSAFE.search(style.link or "") is not None
+
+
+def _shown(segment: Segment) -> Segment:
     from rich.segment import Segment
+
+    text, style, control = segment
+    if control is not None:
+        return segment
+    if style is not None and _unsafe_link(style):
+        style = style.update_link(None)
+    return Segment(visible(text), style, control)
+
+
+def _guarded_render(original: Any) -> Any:
     from textual.strip import Strip
 
     def render(self: Strip, console: Console) -> str:
-        if self._render_cache is None and any(
-            control is None and UNSAFE.search(text) is not None for text, _, control in self._segments
-        ):
-            shown = Strip(
-                [Segment(visible(text) if control is None else text, style, control) for text, style, control in self._segments]
-            )
+        if self._render_cache is None and any(_unsafe_segment(segment) for segment in self._segments):
+            shown = Strip([_shown(segment) for segment in self._segments])
             # a stand-in is wider than the character it stands for (which Rich measures as 0
             # cells): the row keeps the width it was laid out with
             self._render_cache = original(shown.crop(0, self.cell_length), console)
@@ -167,14 +219,13 @@ def guard_textual() -> None:
     way. Rich's ``Text`` and Textual's ``Content`` strip a few control codes as text is laid out;
     they show all of them instead, so the stand-ins take their place in the layout.
     """
-    import rich.text
     import textual.content
     from textual.strip import Strip
 
     if getattr(Strip.render, "roder_guarded", False):
         return
     Strip.render = _guarded_render(Strip.render)  # type: ignore[method-assign]
-    rich.text.strip_control_codes = visible  # type: ignore[attr-defined,assignment]
+    _guard_rich_text()
     textual.content._strip_control_codes = visible  # type: ignore[assignment]
 
 

@@ -25,3 +25,18 @@ def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
     return ws
+
+
+#: Areas whose tests start whole programs, servers, containers, ssh daemons or batch runs, or
+#: attack the sandbox through the real loop: ``pytest -m "not slow"`` (the contributors' quick
+#: lane, see CONTRIBUTING.md) leaves them out; CI and the README's command run everything.
+SLOW_AREAS = frozenset({"e2e", "runners", "batch", "security"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark as ``slow`` every test of a slow area and every end-to-end (``e2e``) test."""
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        relative = item.path.resolve().relative_to(tests)
+        if relative.parts[0] in SLOW_AREAS or item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.slow)

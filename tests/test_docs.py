@@ -84,3 +84,25 @@ async def test_the_extension_example_of_the_docs_works(workspace: Path) -> None:
     results = [i for i in runtime.thread(thread.id).items() if isinstance(i, ToolResultItem)]
     assert [r.text for r in results] == ["HELLO"]
     await runtime.close()
+
+
+def test_the_quick_lane_leaves_out_the_slow_areas() -> None:
+    """CONTRIBUTING's `-m "not slow"` lane selects no end-to-end, runner, batch, security or
+    packaging test, and keeps the rest."""
+    import subprocess
+    import sys
+
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    assert 'python -m pytest -q -m "not slow"' in contributing
+    areas = ["tests/e2e", "tests/runners", "tests/batch", "tests/security", "tests/test_packaging.py", "tests/test_readme.py"]
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow", "-p", "no:cacheprovider", *areas],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    selected = [line for line in listed.stdout.splitlines() if "::" in line]
+    assert selected, listed.stdout + listed.stderr
+    assert all(line.startswith("tests/test_readme.py::") for line in selected), selected

@@ -7,7 +7,7 @@ from typing import Any
 from roder_core.ir import AgentInferenceRequest, ModelProfile
 from roder_core.kernel.distribution import HostContext
 from roder_core.providers.engine import HttpEngine
-from roder_core.providers.extension import ProviderExtension, provider_extensions
+from roder_core.providers.extension import BrokenProviderTable, ProviderExtension, provider_extensions
 from roder_ext_anthropic.decode import AnthropicDecoder
 from roder_ext_anthropic.encode import DIALECT, INTERLEAVED_BETA, encode_request
 
@@ -43,5 +43,5 @@ class AnthropicEngine(HttpEngine):
         return AnthropicDecoder(self.errors)
 
 
-def create(host: HostContext) -> list[ProviderExtension]:
+def create(host: HostContext) -> list[ProviderExtension | BrokenProviderTable]:
     return provider_extensions(host, DIALECT, AnthropicEngine)

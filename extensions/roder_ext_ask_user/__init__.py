@@ -15,7 +15,7 @@ from roder_core import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService
 from roder_core.errors import RoderError
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.questions import MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS, AnswerSheet
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolResult, ToolSet
 from roder_ext_ask_user.arguments import AskUserArguments
@@ -83,7 +83,7 @@ class AskUserExtension(RoderExtension):
             provides=[ProvidedService.ToolProvider("ask-user")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(ToolSet("ask-user", [AskUserTool()]))
 
 

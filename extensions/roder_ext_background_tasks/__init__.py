@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from roder_core import EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService, RoderExtension, __version__
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import ToolSet
 
 from .executors import AgentExecutor, ShellExecutor
@@ -38,7 +38,7 @@ class BackgroundTasksExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("fs.read.workspace"), CapabilityRequest("process.spawn.shell")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.task_executor(ShellExecutor())
         registry.task_executor(AgentExecutor())
         registry.tool_contributor(ToolSet("background-tasks", [TaskOutputTool(), TaskKillTool()]))

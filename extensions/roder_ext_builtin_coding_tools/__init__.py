@@ -15,7 +15,7 @@ from typing import Any
 from roder_core import EXTENSION_API_VERSION, CapabilityRequest, ExtensionManifest, ProvidedService, RoderExtension, __version__
 from roder_core.brokers.command_conditions import CommandConditions
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import ToolRegistry
 
 from .bash import BashTool
@@ -59,7 +59,7 @@ class BuiltinCodingToolsExtension(RoderExtension):
             ],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         tools = [
             ReadTool(),
             WriteTool(),
@@ -85,7 +85,7 @@ class WebFetchExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("network.web")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(_Contributor("web-fetch", [WebFetchTool()]))
 
 

@@ -10,6 +10,7 @@ refused. Line endings (CRLF) and a UTF-8 byte order mark are kept.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +102,18 @@ def _line_edit(text: str, old: str, new: str, replace_all: bool, *, loose: bool)
     return EditOutcome("\n".join(lines), len(starts), note)
 
 
+_READ_PREFIX = re.compile(r"^ *\d+\t", re.MULTILINE)
+
+
+def _without_line_numbers(text: str) -> str | None:
+    """``text`` without the ``     12\t`` prefixes read puts before each line, when every
+    non-empty line has one; None otherwise."""
+    lines = [line for line in text.split("\n") if line]
+    if not lines or not all(_READ_PREFIX.match(line) for line in lines):
+        return None
+    return _READ_PREFIX.sub("", text)
+
+
 def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> EditOutcome:
     """The file's text after the edit; ToolInputError when it cannot be applied safely.
 
@@ -119,6 +132,12 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> 
             f"old_string occurs {count} times in {shown}; include more surrounding lines to make it unique, "
             "or set replace_all to change every occurrence"
         )
+    numbered = _without_line_numbers(old)
+    if numbered is not None:  # copied from read's output with its line numbers
+        unnumbered = apply_edit(text, numbered, _without_line_numbers(new) or new, replace_all, shown)
+        said = "the line numbers copied from read's output were left out"
+        unnumbered.tolerance = f"{said}; {unnumbered.tolerance}" if unnumbered.tolerance else said
+        return unnumbered
     outcome = _line_edit(text, old, new, replace_all, loose=False)
     if outcome is None and "\n" not in old and "\n" not in new:
         outcome = _spans_edit(text, old, new, replace_all, whitespace_spans(text, old), "up to spacing", keep=False)

@@ -82,6 +82,9 @@ _HEREDOC = re.compile(
 _QUOTED = re.compile(r"^(?:cd[ \t]+(?P<dir>[^\s;&|'\"]+)[ \t]*&&[ \t]*)?(?P<command>apply_?patch)[ \t]+'(?P<body>[^']*)'$")
 
 
+_UNIFIED_RANGE = re.compile(r"^\s*-\d+(?:,\d+)?\s+\+\d+(?:,\d+)?\s*@@")
+
+
 @dataclass
 class PatchCommand:
     """A patch found inside a shell command (or a patch argument wrapped like one)."""
@@ -165,7 +168,10 @@ def parse_patch(patch: str) -> list[Operation]:
                 raise PatchError(f"line {number}: '{EOF}' outside a hunk")
             hunk.at_eof = True
         elif line.startswith("@@"):
-            hunk = Hunk(header=line[2:].strip() or None)
+            # "@@ -12,4 +12,5 @@ def f():" (a unified diff's range, a common habit): the line
+            # numbers are not used; the text after them is the line to find first.
+            header = _UNIFIED_RANGE.sub("", line[2:]).strip()
+            hunk = Hunk(header=header or None)
             current.hunks.append(hunk)
         else:
             if hunk is None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any
 
 from pydantic import Field
@@ -118,12 +118,11 @@ class GrepTool(_SearchTool):
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         args = parse_arguments(GrepArguments, call)
         fs = ctx.brokers.fs
-        root = fs.resolve(args.path or ".")
-        shown = fs.display(root)
+        shown = fs.display(fs.resolve(args.path or "."))
         engine = "ripgrep"
         withheld: list[str] = []
         try:
-            page = await self._ripgrep(ctx, args, root, withheld)
+            page = await self._ripgrep(ctx, args, shown, withheld)
         except BrokerDenied:
             page = None
         if page is None:
@@ -152,22 +151,23 @@ class GrepTool(_SearchTool):
             },
         )
 
-    def _targets(self, fs: FileSystemBroker, root: Path, args: GrepArguments, withheld: list[str]) -> tuple[list[str], list[str]]:
+    def _targets(self, fs: FileSystemBroker, base: str, args: GrepArguments, withheld: list[str]) -> tuple[list[str], list[str]]:
         """What ripgrep searches (absolute paths: ripgrep 13 drops anchored rules of ignore files
         above a relative folder) and the options that narrow it to ``glob``. A glob ripgrep cannot
         take as a folder, a depth and a file-name type (its ``--glob`` would override the ignore
-        rules) becomes the list of files ``find_files`` matches."""
-        if not args.glob or fs.stat(fs.display(root)).kind != "dir":
+        rules) becomes the list of files ``find_files`` matches. ``base`` is the folder as shown."""
+        root = fs.resolve(base)
+        if not args.glob or fs.stat(base).kind != "dir":
             return [str(root)], []
         query = ripgrep_query(args.glob)
         if query.exact and query.name is not None:
-            if query.literal and not _folders_listed(fs, fs.display(root), query.literal):
+            if query.literal and not _folders_listed(fs, base, query.literal):
                 return [], []
             options = [f"--type-add=roderglob:{query.name}", "--type=roderglob"]
             if query.max_depth is not None:
                 options.append(f"--max-depth={query.max_depth}")
             return [str(PurePath(root, query.literal))], options
-        infos, total = fs.find_files(fs.display(root), args.glob, limit=MAX_GLOB_FILES, withheld=withheld)
+        infos, total = fs.find_files(base, args.glob, limit=MAX_GLOB_FILES, withheld=withheld)
         if total > MAX_GLOB_FILES:
             raise ToolInputError(
                 f"the glob {args.glob!r} matches {total} files, more than the {MAX_GLOB_FILES} grep takes as a list; "
@@ -175,11 +175,11 @@ class GrepTool(_SearchTool):
             )
         return [str(info.path) for info in sorted(infos, key=lambda i: i.display.split("/"))], []
 
-    async def _ripgrep(self, ctx: ToolExecutionContext, args: GrepArguments, root: Path, withheld: list[str]) -> _Page | None:
+    async def _ripgrep(self, ctx: ToolExecutionContext, args: GrepArguments, base: str, withheld: list[str]) -> _Page | None:
         process, fs = ctx.brokers.process, ctx.brokers.fs
         if process.which("rg") is None or process.which("awk") is None:
             return None
-        targets, options = self._targets(fs, root, args, withheld)
+        targets, options = self._targets(fs, base, args, withheld)
         if not targets:
             return _Page([], 0, True)
         if fs.may_withhold():

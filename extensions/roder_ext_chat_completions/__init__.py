@@ -11,7 +11,7 @@ from typing import Any
 from roder_core.ir import AgentInferenceRequest, ModelProfile
 from roder_core.kernel.distribution import HostContext
 from roder_core.providers.engine import HttpEngine
-from roder_core.providers.extension import ProviderExtension, provider_extensions
+from roder_core.providers.extension import BrokenProviderTable, ProviderExtension, provider_extensions
 from roder_ext_chat_completions.decode import ChatDecoder
 from roder_ext_chat_completions.encode import encode_request
 
@@ -29,5 +29,5 @@ class ChatCompletionsEngine(HttpEngine):
         return ChatDecoder(self.errors)
 
 
-def create(host: HostContext) -> list[ProviderExtension]:
+def create(host: HostContext) -> list[ProviderExtension | BrokenProviderTable]:
     return provider_extensions(host, "chat-completions", ChatCompletionsEngine)

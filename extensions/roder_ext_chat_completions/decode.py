@@ -19,6 +19,7 @@ from roder_core.ir import (
     MessageDelta,
     ReasoningDelta,
     StopReason,
+    TokenIdsEvent,
     ToolCallEvent,
     Usage,
     UsageEvent,
@@ -74,6 +75,13 @@ def merge_detail(details: dict[int, dict[str, Any]], fragment: dict[str, Any]) -
             merged[key] = value
 
 
+def _ids(value: Any) -> list[int] | None:
+    """A list of token ids as vLLM sends them (None: absent or not a list of integers)."""
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    return None
+
+
 class ChatDecoder:
     def __init__(self, errors: ErrorFactory) -> None:
         self.errors = errors
@@ -100,6 +108,9 @@ class ChatDecoder:
         if isinstance(usage, dict):
             self._usage = chat_usage(usage)
         events: list[InferenceEvent] = []
+        prompt_ids = _ids(chunk.get("prompt_token_ids"))
+        if prompt_ids is not None:
+            events.append(TokenIdsEvent(prompt=prompt_ids))
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
@@ -117,6 +128,9 @@ class ChatDecoder:
             tokens = token_logprobs((choice.get("logprobs") or {}).get("content"))
             if tokens:
                 events.append(LogprobsEvent(tokens=tokens))
+            completion_ids = _ids(choice.get("token_ids"))
+            if completion_ids:
+                events.append(TokenIdsEvent(completion=completion_ids))
             for call in delta.get("tool_calls") or []:
                 if isinstance(call, dict):
                     self._tool_delta(call)

@@ -177,4 +177,6 @@ def encode_request(
         body["logprobs"] = True
         if request.logprobs > 0:
             body["top_logprobs"] = request.logprobs
+    if request.token_ids:  # vLLM: the prompt's and the answer's token ids, in the stream
+        body["return_token_ids"] = True
     return body

@@ -62,10 +62,11 @@ from roder_core import (
     RoderExtension,
     __version__,
 )
+from roder_core.brokers import bounded_json
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.secrets import scrubbed_env
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import ToolHost
 from roder_core.plugins.components import plugin_hooks, plugin_monitors
 from roder_core.plugins.enabled import ActivePlugins, active_plugins
@@ -136,7 +137,7 @@ class HookRun:
         if not text.startswith("{"):
             return {}
         try:
-            data = json.loads(text)
+            data = bounded_json.loads(text)
         except json.JSONDecodeError:
             return {}
         return data if isinstance(data, dict) else {}
@@ -431,7 +432,7 @@ class CommandHooksExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("process.spawn.hooks")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.hook(self.hooks)
         registry.context_provider(self.hooks.context)
         if self.monitors is not None:

@@ -21,7 +21,7 @@ from roder_core import (
     __version__,
 )
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 
 from .base import BaseInstructions
 from .environment import Environment
@@ -47,7 +47,7 @@ class ContextExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("fs.read.workspace"), CapabilityRequest("process.spawn.git")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         for provider in self.providers:
             registry.context_provider(provider)
 

@@ -13,7 +13,7 @@ from roder_core import (
     __version__,
 )
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 
 from .store import JsonlThreadStore
 
@@ -33,7 +33,7 @@ class JsonlThreadStoreExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("fs.readwrite.roder-home")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.thread_store(self.store)
         registry.checkpoint_store(self.store)
 

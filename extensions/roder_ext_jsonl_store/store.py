@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roder_core.errors import RoderError, ThreadNotFoundError
+from roder_core.brokers.data_paths import component
+from roder_core.errors import RoderError, ThreadNotFoundError, UnsafePathError
 from roder_core.ir import Thread, ThreadHeader, ThreadSummary, now
 from roder_core.kernel.services import RecentThread
 from roder_core.threads.events import RuntimeEvent, TurnCompleted, TurnStarted, parse_event_json
@@ -104,8 +105,12 @@ class JsonlThreadStore:
         return "jsonl"
 
     def path(self, thread_id: str) -> Path:
-        if not thread_id or "/" in thread_id or thread_id.startswith("."):
+        if thread_id.startswith("."):
             raise ThreadNotFoundError(f"{thread_id!r} is not a thread id")
+        try:
+            component(thread_id, "thread id")
+        except UnsafePathError as exc:
+            raise ThreadNotFoundError(f"{thread_id!r} is not a thread id: {exc}") from None
         return thread_path(self.directory, thread_id)
 
     # ------------------------------------------------------------------ writing
@@ -258,6 +263,7 @@ class JsonlThreadStore:
         """Fold the thread: from its snapshot plus the lines appended since when one is valid,
         else from the whole file (leaving a snapshot behind for a long one). Also where the
         fold ended, when that is a line boundary a snapshot may be taken at."""
+        self.path(thread_id)  # a clear error for an id that is not one
         snap_path = snapshot_path(self.directory, thread_id)
         snapshot = read_snapshot(snap_path)
         if snapshot is not None:
@@ -276,6 +282,7 @@ class JsonlThreadStore:
         return await asyncio.to_thread(self._load_recent, thread_id)
 
     def _load_recent(self, thread_id: str) -> RecentThread:
+        self.path(thread_id)  # a clear error for an id that is not one
         path = recent_path(self.directory, thread_id)
         with _collector_paused():
             snapshot = read_snapshot(path)
@@ -410,6 +417,8 @@ class JsonlThreadStore:
         wire_header = new_header.wire()
         body = [header_line(wire_header)]
         for data in kept:
+            if data.get("method") == "thread/title/changed":
+                continue  # the fork's header holds its title (a rewind's names the prompt it went back before)
             data["threadId"] = new_id
             if data.get("method") == "thread/started":
                 data["thread"] = wire_header

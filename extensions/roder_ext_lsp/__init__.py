@@ -20,9 +20,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.extension import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension
-from roder_core.kernel.registry import ExtensionRegistryBuilder
-from roder_core.kernel.services import HookOutcome, HookPoint, StatusView
+from roder_core.kernel.extension import (
+    EXTENSION_API_VERSION,
+    CapabilityRequest,
+    ExtensionManifest,
+    ProvidedService,
+    RoderExtension,
+)
+from roder_core.kernel.services import HookOutcome, HookPoint, ServiceRegistrar, StatusView
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 from roder_ext_lsp.client import LspError, path_of, uri_of
@@ -226,9 +231,11 @@ class LspExtension(RoderExtension):
                 ProvidedService.ToolProvider("lsp-tools"),
                 ProvidedService.StatusSegment("lsp"),
             ],
+            # Language servers are programs Roder starts (confined: the workspace read-only).
+            required_capabilities=[CapabilityRequest("process.spawn.lsp"), CapabilityRequest("fs.read.workspace")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.hook(DiagnosticsHook(self.manager, self.hook_timeout))
         registry.tool_contributor(LspTools(self.manager))
         registry.status_segment(LspStatus(self.manager))

@@ -25,7 +25,7 @@ from roder_core import (
     __version__,
 )
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.plugins.components import plugin_servers
 from roder_core.plugins.enabled import active_plugins
 from roder_ext_mcp.client_features import RootSet
@@ -101,7 +101,7 @@ class McpExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("process.spawn.mcp"), CapabilityRequest("network.mcp")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(self.contributor)
         registry.hook(McpStartupHook(self.manager))
         registry.palette_source(McpPalette(self.manager))

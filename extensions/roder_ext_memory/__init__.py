@@ -19,7 +19,7 @@ from roder_core import (
     __version__,
 )
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 
 from .recall import MemoryContextProvider
 from .store import SqliteMemoryStore, project_key
@@ -61,7 +61,7 @@ class MemoryExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("fs.readwrite.roder-home")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         factory = SqliteMemoryStoreFactory(self.base_path, self.default_project)
         store = factory.create()
         registry.memory_store_factory(factory)

@@ -44,7 +44,7 @@ from roder_core.ir import (
     UsageEvent,
 )
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.turn.context import estimate_tokens, is_turn_context
 
 MOCK_MODELS = ("mock", "mock-large")
@@ -115,8 +115,9 @@ class MockEngine:
                 else ""
             )
             first_line = last_user.strip().splitlines()[0] if last_user.strip() else ""
+            words = len(last_user.split())
             return {
-                "text": f"Mock reply: I received {len(last_user.split())} words, starting with "
+                "text": f"Mock reply: I received {words} {'word' if words == 1 else 'words'}, starting with "
                 f'"{first_line[:120]}". Configure a real provider to get real answers.'
             }
         position = self._positions.get(ctx.thread_id, 0)
@@ -174,7 +175,7 @@ class MockProviderExtension(RoderExtension):
             required_capabilities=[],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.inference_engine(self.engine)
 
 

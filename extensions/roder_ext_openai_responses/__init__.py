@@ -7,7 +7,7 @@ from typing import Any
 from roder_core.ir import AgentInferenceRequest, ModelProfile
 from roder_core.kernel.distribution import HostContext
 from roder_core.providers.engine import HttpEngine
-from roder_core.providers.extension import ProviderExtension, provider_extensions
+from roder_core.providers.extension import BrokenProviderTable, ProviderExtension, provider_extensions
 from roder_ext_openai_responses.decode import ResponsesDecoder
 from roder_ext_openai_responses.encode import DIALECT, encode_request
 
@@ -25,5 +25,5 @@ class ResponsesEngine(HttpEngine):
         return ResponsesDecoder(self.errors)
 
 
-def create(host: HostContext) -> list[ProviderExtension]:
+def create(host: HostContext) -> list[ProviderExtension | BrokenProviderTable]:
     return provider_extensions(host, DIALECT, ResponsesEngine)

@@ -30,7 +30,7 @@ from roder_core import (
 )
 from roder_core.ir import PlanItem
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
 from roder_core.policy.plan_review import PLAN_TOOL
@@ -128,7 +128,7 @@ class PlanModeExtension(RoderExtension):
             provides=[ProvidedService.ToolProvider("plan-mode"), ProvidedService.Hook("plan-mode-instructions")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(ToolSet("plan-mode", [ExitPlanTool()]))
         registry.hook(PlanModeInstructions())
 

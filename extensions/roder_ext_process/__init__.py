@@ -21,7 +21,8 @@ from roder_core.kernel.extension import (
     ProvidedService,
     RoderExtension,
 )
-from roder_core.kernel.registry import ExtensionRegistryBuilder, RegistryError
+from roder_core.kernel.registry import RegistryError
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.settings.config import ProcessExtensionConfig
 from roder_ext_process.connection import ExtensionCallError
 from roder_ext_process.services import (
@@ -81,7 +82,7 @@ class ProcessExtension(RoderExtension):
     def manifest(self) -> ExtensionManifest:
         return self._manifest
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         if self.problem is not None or self.handshake is None or self.supervisor is None:
             raise RegistryError(f"process extension {self.name} did not start: {self.problem}")
         granted = set(self.supervisor.config.capabilities)

@@ -24,10 +24,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from roder_core.brokers import bounded_json
+
 #: A line longer than this from the extension is a protocol error (it ends the connection).
 MAX_LINE = 32 * 1024 * 1024
-#: JSON nested deeper than this from the extension is refused (a hostile or broken process).
-MAX_DEPTH = 256
 STDERR_TAIL = 40
 
 
@@ -37,19 +37,6 @@ class ExtensionCallError(Exception):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return False
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return True
 
 
 class RpcConnection:
@@ -176,13 +163,16 @@ class RpcConnection:
             if len(line) > MAX_LINE:
                 problem = f"extension {self.name} sent a line over {MAX_LINE} bytes"
                 break
-            try:
-                message = json.loads(line)
-            except (ValueError, RecursionError):
+            try:  # nesting past bounded_json.MAX_DEPTH is refused before parsing
+                message = bounded_json.loads(line)
+            except bounded_json.JSONTooDeep as exc:
+                problem = f"extension {self.name} sent a message refused: {exc.msg}"
+                break
+            except ValueError:
                 problem = f"extension {self.name} wrote something that is not JSON-RPC to stdout: {line[:80]!r}"
                 break
-            if not isinstance(message, dict) or not _depth_ok(message):
-                problem = f"extension {self.name} sent a message that is not a JSON object of sane depth"
+            if not isinstance(message, dict):
+                problem = f"extension {self.name} sent a message that is not a JSON object"
                 break
             self._dispatch(message)
         code = self.process.wait()

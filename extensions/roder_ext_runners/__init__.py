@@ -12,7 +12,7 @@ from __future__ import annotations
 from roder_core import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension, __version__
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.extension import CapabilityRequest
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 
 from .container import ContainerRunnerProvider
 from .local import LocalRunnerProvider
@@ -35,7 +35,7 @@ class RunnersExtension(RoderExtension):
             required_capabilities=[CapabilityRequest("process.spawn.exec"), CapabilityRequest("network.ssh")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.remote_runner_provider(LocalRunnerProvider())
         registry.remote_runner_provider(SshRunnerProvider())
         registry.remote_runner_provider(ContainerRunnerProvider())

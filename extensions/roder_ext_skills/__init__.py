@@ -34,7 +34,7 @@ from roder_core import (
 from roder_core.customization.definitions import DefinitionRoots, Skill
 from roder_core.customization.slash_commands import skill_prompt
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import ToolArguments, arguments_schema, parse_arguments
 from roder_core.plugins.components import discover_with_plugins
 from roder_core.plugins.enabled import active_plugins
@@ -200,7 +200,7 @@ class SkillsExtension(RoderExtension):
             ],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(SkillTools(self.catalog))
         registry.context_provider(SkillsContext(self.catalog))
         registry.context_provider(self.styles)

@@ -32,7 +32,7 @@ from roder_core.customization.definitions import AgentDefinition, split_model
 from roder_core.customization.subagents import TraceRecord, agent_tools, child_mode, list_agents
 from roder_core.ir import AgentMessageItem, ToolCallItem, ToolResultItem, new_id
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, arguments_schema, parse_arguments
 from roder_core.kernel.tools import ToolSet
 from roder_core.threads.events import ItemCompleted, RuntimeEvent
@@ -177,7 +177,7 @@ class SubagentsExtension(RoderExtension):
             provides=[ProvidedService.ToolProvider("subagents"), ProvidedService.SubagentDispatcher("subagents")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(ToolSet("subagents", [TaskTool(self.runner)]))
         registry.subagent_dispatcher(SubagentDispatch(self.runner))
 

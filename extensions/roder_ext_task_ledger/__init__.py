@@ -29,7 +29,7 @@ from roder_core import (
 )
 from roder_core.ir import PlanItem, PlanStep, StepStatus, Thread
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
 
@@ -155,7 +155,7 @@ class TaskLedgerExtension(RoderExtension):
             provides=[ProvidedService.ToolProvider("task-ledger"), ProvidedService.Hook("task-ledger-finalization")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(ToolSet("task-ledger", [TodoTool(self.ledger)]))
         registry.hook(LedgerFinalization(self.ledger))
 

@@ -28,7 +28,7 @@ from roder_core import (
 )
 from roder_core.errors import RoderError
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.teams import TeamChannel
 from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
@@ -144,7 +144,7 @@ class TeamsExtension(RoderExtension):
             provides=[ProvidedService.ToolProvider("teams")],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         registry.tool_contributor(ToolSet("teams", [TeamMessageTool(), TeamBroadcastTool(), TeamTasksTool()]))
 
 

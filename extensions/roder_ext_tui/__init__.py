@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from roder_core import EXTENSION_API_VERSION, ExtensionManifest, ProvidedService, RoderExtension, __version__
 from roder_core.kernel.distribution import HostContext
-from roder_core.kernel.registry import ExtensionRegistryBuilder
+from roder_core.kernel.services import ServiceRegistrar
 from roder_ext_tui.palette import PALETTE_SOURCES
 from roder_ext_tui.segments import STATUS_SEGMENTS
 
@@ -31,7 +31,7 @@ class DefaultTuiExtension(RoderExtension):
             required_capabilities=[],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         for segment in STATUS_SEGMENTS:
             registry.status_segment(segment)
         for source in PALETTE_SOURCES:

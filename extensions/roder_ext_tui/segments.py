@@ -136,9 +136,13 @@ class CwdSegment(_Segment):
         cwd = state.get("cwd")
         if not cwd:
             return None
-        home = os.path.expanduser("~")
-        shown = "~" + cwd[len(home) :] if home != "/" and cwd.startswith(home) else cwd
-        return StatusView(shown, priority=20, style="$text-muted")
+        return StatusView(home_relative(cwd), priority=20, style="$text-muted")
+
+
+def home_relative(path: str) -> str:
+    """``path`` with the home folder shown as ``~`` (shorter, and the same on every machine)."""
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if home != "/" and path.startswith(home) else path
 
 
 def _tokens(n: int) -> str:

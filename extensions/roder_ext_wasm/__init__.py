@@ -32,7 +32,8 @@ from roder_core.kernel.extension import (
     ProvidedService,
     RoderExtension,
 )
-from roder_core.kernel.registry import ExtensionRegistryBuilder, RegistryError
+from roder_core.kernel.registry import RegistryError
+from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 from roder_core.settings.config import WasmToolConfig
 
@@ -266,7 +267,7 @@ class WasmExtension(RoderExtension):
             required_capabilities=[],
         )
 
-    def install(self, registry: ExtensionRegistryBuilder) -> None:
+    def install(self, registry: ServiceRegistrar) -> None:
         if self.problem is not None or self.manifest_data is None:
             raise RegistryError(f"WebAssembly tool {self.name}: {self.problem}")
         unknown = [c for c in self.config.capabilities if c not in WASM_CAPABILITIES]

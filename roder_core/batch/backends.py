@@ -26,6 +26,21 @@ class BackendUnavailable(RuntimeError):
     """The chosen backend cannot start (Ray not installed, cluster unreachable)."""
 
 
+class RayTaskLost(RuntimeError):
+    """A rollout's Ray task ended without an outcome (its worker died, its node went away)."""
+
+
+def one_line(exc: BaseException) -> str:
+    """What went wrong, on one line: Ray's errors carry the remote traceback in their text."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        return one_line(cause)
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith(("Traceback", "File ", "^"))]
+    text = useful[-1] if useful else type(exc).__name__
+    return text if text.startswith(type(exc).__name__) else f"{type(exc).__name__}: {text}"
+
+
 def _preflight_nodes(ray: Any, specs: Sequence[RolloutSpec]) -> None:
     """Run ``node_preflight`` once on every alive node; refuse the batch if one cannot run it."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -43,7 +58,11 @@ def _preflight_nodes(ray: Any, specs: Sequence[RolloutSpec]) -> None:
         )
         for n in nodes
     ]
-    failed = [r for r in ray.get(refs) if r["problem"]]
+    try:
+        reports = ray.get(refs)
+    except Exception as exc:  # the check itself could not run on a node (Ray lost it)
+        raise BackendUnavailable(f"preflight could not run on every Ray node: {one_line(exc)}; nothing was run") from None
+    failed = [r for r in reports if r["problem"]]
     if failed:
         lines = "; ".join(f"node {r['host']['hostname']} ({r['host'].get('ray_node', '?')[:12]}): {r['problem']}" for r in failed)
         raise BackendUnavailable(
@@ -97,7 +116,9 @@ def run_ray(
         if started_here:
             ray.shutdown()
         raise
-    remote_rollout = ray.remote(num_cpus=1)(run_rollout)
+    # Ray's own retries are off: a retry it made on its own would leave no trace of the lost
+    # attempt, so every retry goes through the driver's ``on_done``, which records it first.
+    remote_rollout = ray.remote(num_cpus=1, max_retries=0, retry_exceptions=False)(run_rollout)
     pending = {remote_rollout.remote(spec): spec for spec in specs}
     try:
         while pending:
@@ -107,7 +128,7 @@ def run_ray(
                 try:
                     outcome = ray.get(ref)
                 except Exception as exc:  # the task's worker died or Ray lost it
-                    retry = on_done(spec, None, exc)
+                    retry = on_done(spec, None, RayTaskLost(one_line(exc)))
                 else:
                     retry = on_done(spec, outcome, None)
                 if retry is not None:

@@ -73,10 +73,15 @@ def _looks_like_credential(value: str) -> bool:
     return _CREDENTIAL_LIKE.fullmatch(value) is not None or ("://" in value and "@" in value)
 
 
-def value_redactor(environ: Mapping[str, str], declared: Mapping[str, str] | None = None) -> SecretRedactor:
+def value_redactor(
+    environ: Mapping[str, str], declared: Mapping[str, str] | None = None, score_only: Mapping[str, str] | None = None
+) -> SecretRedactor:
     """Redacts the secret values of the worker's environment (secret-named, or dropped by the
-    allowlist and credential-like) and the secret-named values of the task's ``env``."""
+    allowlist and credential-like), the secret-named values of the task's ``env`` and every
+    value of its ``score_env`` (the verifier's, whatever its name)."""
     redactor = SecretRedactor()
+    for name, value in (score_only or {}).items():
+        redactor.add(name, value)
     for name, value in environ.items():
         if is_secret_name(name) or (not is_allowed(name) and _looks_like_credential(value)):
             redactor.add(name, value)

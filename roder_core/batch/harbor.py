@@ -6,12 +6,15 @@ A task folder holds ``task.toml`` (``[agent] timeout_sec``, ``[verifier] timeout
 and ``environment/`` (the Docker build context). ``roder batch DIR`` runs DIR itself when it is
 a task folder, else every task folder directly inside it.
 
-On the host there is no container: the workspace is a copy of ``environment/`` (an empty folder
-without one), ``tests/`` is copied in only after the agent finishes and the score runs
-``bash "$TESTS_DIR/test.sh"`` in the workspace, sandboxed, with ``$LOGS_DIR/verifier`` for its
-``reward.txt`` or ``reward.json``. A task whose ``environment/`` has a Dockerfile needs the image
-it describes; until Roder has a container runner such a task is recorded as not run, with the
-reason, instead of being run on a host that lacks the image's tools.
+A task whose ``environment/`` has a Dockerfile (or whose ``[environment] docker_image`` names a
+local image) runs in a container of that image (``containers``): the agent's tools there, the
+tests at ``/tests`` and the logs at ``/logs`` as Harbor has them. Without one there is no
+container: the workspace is a copy of ``environment/`` (an empty folder without one), ``tests/``
+is copied in only after the agent finishes and the score runs ``bash "$TESTS_DIR/test.sh"`` in
+the workspace, sandboxed, with ``$LOGS_DIR/verifier`` for its ``reward.txt`` or ``reward.json``.
+
+Terminal-Bench 1 folders (``task.yaml``, ``run-tests.sh``, a root ``Dockerfile``) are the older
+layout: each is refused with a message that says so and what to convert.
 """
 
 from __future__ import annotations
@@ -27,8 +30,20 @@ class HarborError(ValueError):
     """A task folder that cannot be read; the message names the folder."""
 
 
+TERMINAL_BENCH_1 = (
+    "{folder}: a Terminal-Bench 1 task folder (task.yaml, run-tests.sh), the older layout; convert it to "
+    "Harbor's: task.toml ([agent] / [verifier] timeout_sec), instruction.md (task.yaml's instruction), "
+    "environment/Dockerfile (with its files), tests/test.sh (run-tests.sh, writing /logs/verifier/reward.txt) "
+    "and solution/solve.sh (Harbor's terminal-bench adapter does this)"
+)
+
+
 def is_task_folder(path: Path) -> bool:
-    return (path / "task.toml").is_file()
+    return (path / "task.toml").is_file() or _is_terminal_bench_1(path)
+
+
+def _is_terminal_bench_1(path: Path) -> bool:
+    return not (path / "task.toml").is_file() and (path / "task.yaml").is_file()
 
 
 def task_folders(root: Path) -> list[Path]:
@@ -36,7 +51,7 @@ def task_folders(root: Path) -> list[Path]:
         return [root]
     found = sorted(p for p in root.iterdir() if p.is_dir() and is_task_folder(p))
     if not found:
-        raise HarborError(f"{root}: no task.toml in it or in the folders directly inside it")
+        raise HarborError(f"{root}: no task.toml (or Terminal-Bench 1 task.yaml) in it or in the folders directly inside it")
     return found
 
 
@@ -51,6 +66,8 @@ def _seconds(table: dict[str, Any], key: str, where: str) -> float | None:
 
 def folder_to_task(folder: Path) -> dict[str, Any]:
     """The task line for one task folder."""
+    if _is_terminal_bench_1(folder):
+        raise HarborError(TERMINAL_BENCH_1.format(folder=folder))
     where = str(folder / "task.toml")
     try:
         config = tomllib.loads((folder / "task.toml").read_text(encoding="utf-8"))
@@ -72,7 +89,7 @@ def folder_to_task(folder: Path) -> dict[str, Any]:
         "score": SCORE,
         "tests_folder": str(folder / "tests"),
         "metadata": {**config.get("metadata", {}), "format": "harbor", "task_folder": str(folder)},
-        "env": {str(k): str(v) for k, v in verifier.get("env", {}).items()},
+        "score_env": {str(k): str(v) for k, v in verifier.get("env", {}).items()},
         "network": bool(environment.get("allow_internet", False)),
     }
     for key, table, field in (
@@ -86,6 +103,8 @@ def folder_to_task(folder: Path) -> dict[str, Any]:
     context = folder / "environment"
     if (context / "Dockerfile").is_file():
         line["container"] = str(context / "Dockerfile")
+    elif isinstance(environment.get("docker_image"), str):
+        line["image"] = environment["docker_image"]
     elif context.is_dir():
         line["workspace"] = str(context)
     return line

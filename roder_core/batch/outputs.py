@@ -8,9 +8,13 @@ Layout::
     OUT/rollouts/<task>/<k>/result.json the record (written last: its presence means finished)
                             thread.jsonl, trajectory.json, atif.json, workspace.diff,
                             model.patch, setup.log, score.log
+    OUT/rollouts/<task>/<k>.attempts.json the discarded attempts of a rollout still to finish
 
 A rollout folder is written under a temporary name and renamed into place, so a batch killed
-at any moment leaves each rollout either finished or absent, never half-recorded.
+at any moment leaves each rollout either finished or absent, never half-recorded. An attempt lost
+to an infrastructure failure is written (and synced) to the rollout's attempts file before its
+retry is scheduled, so a driver killed before the retry finishes loses no attempt: the resumed
+batch carries the file's attempts into the rollout's record, which replaces the file.
 """
 
 from __future__ import annotations
@@ -52,6 +56,32 @@ class BatchFolder:
     def rollout_dir(self, task_id: str, index: int) -> Path:
         return self.rollouts / task_dir_name(task_id) / str(index)
 
+    def attempts_file(self, task_id: str, index: int) -> Path:
+        return self.rollouts / task_dir_name(task_id) / f"{index}.attempts.json"
+
+    def record_attempts(self, spec: RolloutSpec) -> None:
+        """Durably keep the attempts a retry carries (``spec.discarded``), before it runs."""
+        path = self.attempts_file(spec.task.id, spec.index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"task_digest": spec.task.digest(), "discarded": list(spec.discarded)}
+        tmp = path.with_name(path.name + _TMP_MARK + str(os.getpid()))
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        _sync_folder(path.parent)
+
+    def _discarded(self, task: Task, index: int) -> tuple[dict[str, Any], ...]:
+        """The attempts an earlier run of the batch lost for this rollout (none for another task text)."""
+        try:
+            data = json.loads(self.attempts_file(task.id, index).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ()
+        if not isinstance(data, dict) or data.get("task_digest") != task.digest():
+            return ()
+        return tuple(d for d in data.get("discarded", []) if isinstance(d, dict))
+
     def claim(self, settings: RunSettings, tasks_file: str) -> None:
         """Create the folder for these settings, or check that an existing one used the same."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -61,7 +91,9 @@ class BatchFolder:
                 recorded = json.loads(self.batch_file.read_text(encoding="utf-8")).get("settings", {})
             except (OSError, ValueError) as exc:
                 raise BatchFolderError(f"{self.batch_file} is unreadable ({exc}); use another --out") from exc
-            differ = [f"{k}: {recorded.get(k)!r} before, {v!r} now" for k, v in wanted.items() if recorded.get(k) != v]
+            # A setting a batch folder predates was at its default then (older Roder versions).
+            before = {**RunSettings().as_dict(), **recorded}
+            differ = [f"{k}: {before.get(k)!r} before, {v!r} now" for k, v in wanted.items() if before.get(k) != v]
             if differ:
                 raise BatchFolderError(
                     f"{self.root} holds a batch run with other settings ({'; '.join(differ)}); "
@@ -90,8 +122,10 @@ class BatchFolder:
             return
         for task_dir in self.rollouts.iterdir():
             for entry in task_dir.iterdir() if task_dir.is_dir() else ():
-                if _TMP_MARK in entry.name:
+                if _TMP_MARK in entry.name and entry.is_dir():
                     shutil.rmtree(entry, ignore_errors=True)
+                elif _TMP_MARK in entry.name:
+                    entry.unlink(missing_ok=True)
 
     def recorded(self, task: Task, index: int) -> dict[str, Any] | None:
         """The finished result for this task and rollout, unless missing or made for another task text."""
@@ -113,13 +147,21 @@ class BatchFolder:
             for index in range(repeat):
                 result = self.recorded(task, index)
                 if result is None or rerun == "all" or (rerun == "failed" and not result.get("passed")):
-                    todo.append(RolloutSpec(task=task, index=index, settings=settings, env=env))
+                    discarded = self._discarded(task, index)
+                    todo.append(
+                        RolloutSpec(
+                            task=task, index=index, settings=settings, env=env, attempt=len(discarded) + 1, discarded=discarded
+                        )
+                    )
                 else:
                     done.append(result)
         return todo, done
 
     def record(self, outcome: RolloutOutcome) -> Path:
-        return write_rollout(self.rollout_dir(outcome.result["task_id"], outcome.result["rollout"]), outcome)
+        task_id, index = outcome.result["task_id"], outcome.result["rollout"]
+        written = write_rollout(self.rollout_dir(task_id, index), outcome)
+        self.attempts_file(task_id, index).unlink(missing_ok=True)  # the record holds them now
+        return written
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         _write_json(self.summary_file, summary)
@@ -145,6 +187,14 @@ class BatchFolder:
         tmp.write_text("".join(lines), encoding="utf-8")
         os.replace(tmp, path)
         return path
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_rollout(final: Path, outcome: RolloutOutcome) -> Path:

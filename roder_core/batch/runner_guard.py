@@ -30,6 +30,7 @@ from __future__ import annotations
 import configparser
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -121,25 +122,63 @@ def _runner_settings(name: str, data: bytes) -> Any:
     return settings
 
 
+#: Programs that run the file named by their first argument.
+_INTERPRETER = re.compile(r"(python[\d.]*|pypy[\d.]*|bash|sh|dash|zsh|node|ruby|perl|php)")
+
+
 def named_by(command: str | None) -> list[str]:
-    """Workspace-relative paths a score command names (its scripts), plus the Makefiles of a
-    ``make`` command: they decide how the score runs as much as a config file does."""
+    """Workspace files a score command runs (``./run_tests.sh``, ``python tests/runtests.py``)
+    and the Makefiles of a ``make`` command: they decide how the score runs as much as a config
+    file does. A file the command only reads (``grep x calc.py``) is not one."""
     if not command:
         return []
     try:
-        words = shlex.split(command, comments=True)
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
     except ValueError:
         words = command.split()
-    named = []
-    for word in words:
-        path = PurePosixPath(word)
-        if word.startswith("-") or path.is_absolute() or ".." in path.parts or "$" in word or not path.parts:
-            continue
-        if "/" in word or path.suffix in {".py", ".sh", ".js", ".mjs", ".ts", ".cfg", ".ini", ".toml"}:
-            named.append("/" + path.as_posix())  # a path from the root, not a name at any depth
-    if words and PurePosixPath(words[0]).name == "make":
-        named += ["/Makefile", "/makefile", "/GNUmakefile"]
+    named: list[str] = []
+    simple: list[str] = []
+    for word in [*words, ";"]:
+        if word and set(word) <= set(";&|()<>\n"):
+            named += _runs(simple)
+            simple = []
+        else:
+            simple.append(word)
     return named
+
+
+def _runs(words: list[str]) -> list[str]:
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        words = words[1:]  # VAR=value before the program
+    if not words:
+        return []
+    program, arguments = words[0], words[1:]
+    name = PurePosixPath(program).name
+    if name in {"env", "exec", "nice", "timeout", "time", "xvfb-run"}:  # runs the command after it
+        rest = [w for w in arguments if not w.startswith("-")]
+        return _runs(rest[1:] if name == "timeout" else rest)
+    if name in {"make", "gmake"}:
+        given = [arguments[i + 1] for i, w in enumerate(arguments[:-1]) if w == "-f"]
+        return [_from_root(f) for f in given if _relative(f)] or ["/Makefile", "/makefile", "/GNUmakefile"]
+    if _INTERPRETER.fullmatch(name):
+        for argument in arguments:
+            if argument in {"-c", "-m", "-e", "--eval"}:
+                return []
+            if not argument.startswith("-"):
+                return [_from_root(argument)] if _relative(argument) else []
+        return []
+    return [_from_root(program)] if "/" in program and _relative(program) else []
+
+
+def _relative(word: str) -> bool:
+    path = PurePosixPath(word)
+    return bool(path.parts) and not path.is_absolute() and ".." not in path.parts and "$" not in word
+
+
+def _from_root(word: str) -> str:
+    return "/" + PurePosixPath(word).as_posix()  # a path from the root, not a name at any depth
 
 
 def _is_environment(folder: Path) -> bool:

@@ -247,6 +247,8 @@ def run_score(
     if sandbox.refused is not None:
         return ShellOutcome(command, None, f"score refused: {sandbox.refused}\n", 0.0)
     env = score_environment(env, private)
+    if python is not None and not os.path.exists(python):
+        return ShellOutcome(command, 125, f"roder: the task's python {python} does not exist (did setup make it?)\n", 0.0)
     if python is not None:
         env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
     outcome = _run_sandboxed(python_check(python) + command if python else command, cwd, env, timeout, sandbox)

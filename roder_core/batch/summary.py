@@ -6,7 +6,7 @@ from collections import Counter
 from math import comb
 from typing import Any
 
-from roder_core.batch.worker import FAILURE_CAUSES, RunSettings
+from roder_core.batch.worker import FAILURE_CAUSES, NOT_RUN, RunSettings
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -33,7 +33,11 @@ def pass_at(by_task: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
 def summarize(
     results: list[dict[str, Any]], *, settings: RunSettings, repeat: int, wall_time_s: float, ran: int, skipped: int
 ) -> dict[str, Any]:
-    """``results`` are every recorded rollout of the task file (this run's and earlier ones)."""
+    """``results`` are every recorded rollout of the task file (this run's and earlier ones).
+    Rollouts that could not run here (no container engine, an image that cannot be built) are
+    reported apart, with their reasons, and left out of every rate: they say nothing of the agent."""
+    not_run = [r for r in results if r.get("exit_reason") == NOT_RUN]
+    results = [r for r in results if r.get("exit_reason") != NOT_RUN]
     rollouts = len(results)
     passed = sum(1 for r in results if r.get("passed"))
     by_task: dict[str, list[dict[str, Any]]] = {}
@@ -71,6 +75,10 @@ def summarize(
             "mean": round(sum(agent_times) / len(agent_times), 3) if agent_times else 0.0,
         },
         "failures_by_cause": {cause: causes.get(cause, 0) for cause in FAILURE_CAUSES},
+        "not_run": {
+            "rollouts": len(not_run),
+            "reasons": {f"{r['task_id']}#{r['rollout']}": (r.get("error") or {}).get("message") for r in not_run},
+        },
         "per_task": {
             task_id: {
                 "rollouts": len(rs),

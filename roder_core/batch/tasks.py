@@ -74,6 +74,9 @@ class Task(TaskModel):
     network: bool = False
     #: Extra environment for setup, score and the runtime (e.g. RODER_MOCK_SCRIPT for a scripted model).
     env: dict[str, str] = Field(default_factory=dict)
+    #: Environment for the score alone (Harbor's ``[verifier] env``): never given to setup, the
+    #: runtime or the agent's commands, and its values are redacted from every output file.
+    score_env: dict[str, str] = Field(default_factory=dict)
     #: Seed 004 taskLedgerRequired: ask the model to checkpoint scoreable work before the reserve.
     task_ledger_required: bool | None = None
     setup_timeout: float = Field(default=600.0, gt=0)
@@ -97,11 +100,17 @@ class Task(TaskModel):
     #: SWE-bench's test lists: each test's status is recorded; all must pass for the rollout to pass.
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
-    #: A Dockerfile the task needs its environment built from (run by a container runner only).
+    #: A Dockerfile the task's environment is built from (Podman, base images local): the agent's
+    #: tools and the score run in a container of it (``containers``).
     container: str | None = None
+    #: A local image the task runs in, instead of a Dockerfile.
+    image: str | None = None
     #: Ask the model for its tokens' log probabilities with this many alternatives (0: sampled
     #: token only); recorded per model call in the trajectories (Chat Completions, Responses).
     logprobs: int | None = Field(default=None, ge=0, le=20)
+    #: Ask the server for each call's prompt and answer token ids (vLLM's ``return_token_ids``);
+    #: recorded per model call in the trajectories (``tokenIds``; ATIF's token id metrics).
+    token_ids: bool = False
 
     @field_validator("python", mode="after")
     @classmethod

@@ -27,6 +27,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
+from roder_core.batch.containers import (
+    TASK_RUNNER,
+    ContainerUnavailable,
+    TaskImage,
+    VerifierMounts,
+    engine_argv,
+    export_workdir,
+    prepare_image,
+    run_in_container,
+)
 from roder_core.batch.environment import child_environment, value_redactor
 from roder_core.batch.rewards import RewardError, read_reward
 from roder_core.batch.runner_guard import RunnerGuard
@@ -35,8 +45,8 @@ from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.swebench import patch_paths, swe_report
 from roder_core.batch.tasks import Task
 from roder_core.batch.workspace import Baseline, WorkspaceError, prepare_workspace
-from roder_core.brokers.secrets import SecretRedactor, redact_data
-from roder_core.errors import InferenceErrorKind
+from roder_core.brokers.secrets import SecretRedactor, is_secret_name, redact_data
+from roder_core.errors import InferenceErrorKind, RoderError
 from roder_core.ir import AgentMessageItem, Thread, ToolCallItem, ToolResultItem, Turn
 from roder_core.threads.atif import build_atif
 from roder_core.threads.events import RuntimeEvent
@@ -61,11 +71,9 @@ FAILURE_CAUSES = (
 #: Provider errors of the machine or the network rather than of the model or the task: a rollout
 #: that ends with one is run again (up to the batch's --attempts).
 INFRA_ERROR_KINDS = frozenset({"auth", "network", "server", "stream_dropped", "timeout", "rate_limit"})
-CONTAINER_UNAVAILABLE = (
-    "this task needs its environment built from {} and run in a container; Roder has no container "
-    "runner yet, so it cannot run here (it would run on the host without the image's tools)"
-)
 PROVIDER_ERROR_KINDS = frozenset(get_args(InferenceErrorKind))
+#: The exit reason of a rollout that could not run here; summaries count it apart.
+NOT_RUN = "not_run"
 #: Environment variables the driver forwards to workers (other variables come from the worker's
 #: own environment, so API keys never travel inside a task description).
 FORWARDED_ENV_PREFIX = "RODER_"
@@ -88,9 +96,22 @@ class RunSettings:
     max_iterations: int | None = None
     #: Where the agent's tools execute (``[runners.NAME]``; None: this machine).
     runner: str | None = None
+    #: The provider's ``[providers.NAME]`` table as the driver resolved it (no key, no secret
+    #: header) and the ``[models]`` tables of its model: every node runs the same provider,
+    #: whatever its own config.toml says. Keys still come from each node's environment.
+    provider_table: dict[str, Any] | None = None
+    model_tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The ``--runner`` table as the driver resolved it: a container runner's engine settings
+    #: (OCI runtime, run options) are also used for tasks that bring their own image.
+    runner_table: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def start_tables(self) -> dict[str, Any]:
+        """``StartSettings`` keywords that carry the resolved provider to a worker's runtime."""
+        tables = {str(self.provider): self.provider_table} if self.provider_table is not None and self.provider else {}
+        return {"provider_tables": tables, "model_tables": self.model_tables}
 
 
 @dataclass(frozen=True)
@@ -218,6 +239,8 @@ class _AgentRun:
     context: dict[str, Any] = field(default_factory=dict)
     #: The persisted events of the run, for the trajectory's per-item timings and per-call usage.
     events: list[RuntimeEvent] = field(default_factory=list)
+    #: The runtime, still open: a task container's session is where its score runs.
+    runtime: Runtime | None = None
 
 
 class _Rollout:
@@ -228,7 +251,11 @@ class _Rollout:
         self.scratch = scratch
         self.on_event = on_event
         self.files: dict[str, bytes] = {}
-        self.redactor = value_redactor(os.environ)
+        #: The task's own image and the engine that runs it (None: the task runs on this machine).
+        self.image: TaskImage | None = None
+        self.engine: list[str] = []
+        self.mounts: VerifierMounts | None = None
+        self.redactor = value_redactor(os.environ, score_only=self.task.score_env)
         self.started = time.monotonic()
         self.deadline = self.task.deadline or self.settings.deadline
         self.result: dict[str, Any] = {
@@ -278,19 +305,16 @@ class _Rollout:
         inherited = {k: v for k, v in os.environ.items() if not k.startswith(FORWARDED_ENV_PREFIX)}
         base_env = {**inherited, **self.spec.env}
         command_env = child_environment(base_env, self.task.env)
-        self.redactor = value_redactor(base_env, self.task.env)
+        self.redactor = value_redactor(base_env, self.task.env, self.task.score_env)
         self.result["timings"] = timings = {}
-        if self.task.container is not None:
-            self._record(
-                passed=False,
-                cause="environment_unavailable",
-                exit_reason="not_run",
-                error={"message": CONTAINER_UNAVAILABLE.format(self.task.container), "kind": "environment"},
-            )
-            return
         setup_started = time.monotonic()
         try:
+            if self.task.container is not None or self.task.image is not None:
+                self._prepare_image()
             workspace = self._workspace()
+        except ContainerUnavailable as exc:
+            self._not_run(str(exc))
+            return
         except WorkspaceError as exc:
             self._record(
                 passed=False, cause="setup_failure", exit_reason="setup_failed", error={"message": str(exc), "kind": "workspace"}
@@ -312,7 +336,7 @@ class _Rollout:
         if setup_log:
             self.files["setup.log"] = "".join(setup_log).encode()
         runner = None
-        if self.task.score:
+        if self.task.score and not self.spec.in_place:  # in place: the user's own folder, never reset
             runner = RunnerGuard(workspace, self.scratch / "runner", agent_files=self.task.agent_files, score=self.task.score)
         guard = ScoreGuard(workspace, self.scratch / "guarded", tests=self.task.tests, protect=self.task.protect, runner=runner)
         guard.hide()
@@ -320,7 +344,40 @@ class _Rollout:
         baseline.record()
         timings["setup_s"] = round(time.monotonic() - setup_started, 3)
 
-        agent = await self._run_agent(workspace, {**base_env, **self.task.env}, command_env)
+        try:
+            agent = await self._run_agent(workspace, {**base_env, **self.task.env}, command_env)
+        except ContainerUnavailable as exc:
+            self._not_run(str(exc))
+            return
+        try:
+            await self._after_agent(agent, workspace, guard, baseline, command_env, base_env.get("HOME"))
+        finally:
+            if agent.runtime is not None:  # kept open for a score in the task's container
+                await agent.runtime.close()
+
+    def _not_run(self, reason: str) -> None:
+        """This machine cannot run the task (its container): recorded apart from failures."""
+        self._record(
+            passed=False, cause="environment_unavailable", exit_reason=NOT_RUN, error={"message": reason, "kind": "environment"}
+        )
+
+    def _prepare_image(self) -> None:
+        runner = self.settings.runner_table or {}
+        oci = runner.get("oci_runtime") if runner.get("kind") == "container" else None
+        self.engine = engine_argv(oci)
+        self.image = prepare_image(self.task.container, self.task.image, self.engine, self.task.setup_timeout)
+        self.result["container"] = {"image": self.image.tag, "source": self.image.source, "workdir": self.image.workdir}
+
+    async def _after_agent(
+        self,
+        agent: _AgentRun,
+        workspace: Path,
+        guard: ScoreGuard,
+        baseline: Baseline,
+        command_env: dict[str, str],
+        home: str | None,
+    ) -> None:
+        timings = self.result["timings"]
         timings["agent_s"] = round(agent.duration_s, 3)
         baseline.stage()
         diff = baseline.diff()
@@ -330,14 +387,22 @@ class _Rollout:
 
         score: ShellOutcome | None = None
         if self.task.score:
-            score, kept = self._score(workspace, guard, baseline, kept, command_env, base_env.get("HOME"))
+            score_env = {**command_env, **self.task.score_env}  # the verifier's, for the score alone
+            score, kept = await self._score(workspace, guard, baseline, kept, score_env, home, agent.runtime)
             timings["score_s"] = round(score.duration_s, 3)
         # The prediction is what the score saw: the agent's changes minus what the score reset.
         self.files["model.patch"] = (diff if kept == [path for _, path in changes] else baseline.diff(kept)).encode()
         self._conclude(agent, score)
 
-    def _score(
-        self, workspace: Path, guard: ScoreGuard, baseline: Baseline, kept: list[str], env: dict[str, str], home: str | None
+    async def _score(
+        self,
+        workspace: Path,
+        guard: ScoreGuard,
+        baseline: Baseline,
+        kept: list[str],
+        env: dict[str, str],
+        home: str | None,
+        runtime: Runtime | None,
     ) -> tuple[ShellOutcome, list[str]]:
         """Make the workspace the scoring copy (base plus prediction, the runner's files and the
         tests put back), then run the score in the sandbox. Returns the outcome and the
@@ -349,23 +414,14 @@ class _Rollout:
         try:
             settled, kept = guard.settle(kept, sweep=not self.spec.in_place)
             restored = settled + guard.restore(baseline)
-            if self.task.tests_folder is not None:
+            if self.image is None and self.task.tests_folder is not None:
                 shutil.copytree(self.task.tests_folder, verifier / "tests", symlinks=True)
                 env["TESTS_DIR"] = str(verifier / "tests")
         except (ScoringError, OSError) as exc:
             outcome = ShellOutcome(self.task.score, None, f"scoring copy not prepared: {exc}\n", 0.0)
             restored = []
         else:
-            shown = [Path(path) for path in self.task.score_paths]
-            if self.task.python is not None:
-                shown.append(Path(self.task.python).parent.parent)  # the environment it belongs to
-            sandbox = score_sandbox(
-                self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home, shown=tuple(shown)
-            )
-            self.result["score_sandbox"] = sandbox.level
-            outcome = run_score(
-                self.task.score, workspace, env, self.task.score_timeout, sandbox, verifier, python=self.task.python
-            )
+            outcome = await self._run_score(workspace, verifier, env, home, runtime)
         preamble = "".join(f"# {line}\n" for line in restored)
         self.files["score.log"] = (preamble + outcome.log()).encode()
         self.result["score"] = {"command": outcome.command, "exit_code": outcome.exit_code, "timed_out": outcome.timed_out}
@@ -380,8 +436,52 @@ class _Rollout:
             self.result["tests"] = swe_report(outcome.output, self.task.fail_to_pass, self.task.pass_to_pass)
         return outcome, kept
 
+    async def _run_score(
+        self, workspace: Path, verifier: Path, env: dict[str, str], home: str | None, runtime: Runtime | None
+    ) -> ShellOutcome:
+        """The score in the task's container, or on this machine in the score's sandbox."""
+        assert self.task.score is not None
+        if self.image is not None:
+            assert runtime is not None
+            return await self._score_in_container(runtime, workspace, verifier)
+        shown = [Path(path) for path in self.task.score_paths]
+        if self.task.python is not None:
+            shown.append(Path(self.task.python).parent.parent)  # the environment it belongs to
+        shown = [path for path in shown if path.exists()]  # what is missing fails below, saying so
+        sandbox = score_sandbox(
+            self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home, shown=tuple(shown)
+        )
+        self.result["score_sandbox"] = sandbox.level
+        return run_score(self.task.score, workspace, env, self.task.score_timeout, sandbox, verifier, python=self.task.python)
+
+    async def _score_in_container(self, runtime: Runtime, workspace: Path, verifier: Path) -> ShellOutcome:
+        """Harbor's way: the tests at ``/tests``, the logs at ``/logs``, in the agent's container,
+        with the task's environment and the verifier's (read from a file, never a command line)."""
+        assert self.image is not None and self.task.score is not None
+        session = runtime.runners.session_for(TASK_RUNNER, workspace)
+        if session is None:
+            raise OSError("the task's container is gone before its score")
+        env = {k: v for k, v in self.task.env.items() if not is_secret_name(k)}
+        env.update({**self.task.score_env, "TESTS_DIR": "/tests", "LOGS_DIR": "/logs"})
+        tests = Path(self.task.tests_folder) if self.task.tests_folder else None
+        self.result["score_sandbox"] = "container"
+        began = time.monotonic()
+        mounts = self.mounts
+        assert mounts is not None
+        code, output = await run_in_container(
+            session, self.image.workdir, self.task.score, self.task.score_timeout, mounts, tests, env
+        )
+        shutil.copytree(mounts.logs, verifier / "logs", symlinks=True, dirs_exist_ok=True)
+        return ShellOutcome(self.task.score, code, output, time.monotonic() - began, timed_out=code is None)
+
     def _workspace(self) -> Path:
         source = self.task.workspace
+        if self.image is not None:
+            if self.spec.in_place:
+                raise WorkspaceError("a task with its own image cannot work in place")
+            workspace = self.scratch / "workspace"
+            export_workdir(self.engine, self.image, workspace)  # what the Dockerfile put there
+            return workspace
         if not self.spec.in_place:
             return prepare_workspace(source, self.scratch / "workspace")
         if source is None or source.path is None or not Path(source.path).is_dir():
@@ -410,6 +510,8 @@ class _Rollout:
                 command_env=command_env,
                 hidden_paths=credential_paths(os.environ.get("HOME")),
                 logprobs=self.task.logprobs,
+                token_ids=self.task.token_ids,
+                **settings.start_tables(),
             )
         )
         runtime = started.runtime
@@ -427,8 +529,15 @@ class _Rollout:
         began = time.monotonic()
         try:
             thread = await runtime.start_thread()
-            if settings.runner:
-                pulled = await self._use_runner(runtime, thread.id, workspace)
+            runner = self._container_runner(runtime) if self.image is not None else settings.runner
+            if runner:
+                try:
+                    pulled = await self._use_runner(runtime, thread.id, workspace, runner)
+                except (OSError, RoderError) as exc:
+                    if self.image is None:
+                        raise
+                    raise ContainerUnavailable(f"the task's container did not start: {_first_line(exc)}") from None
+                run.runtime = runtime if self.image is not None else None
             hard_end = time.time() + self.deadline if self.deadline else None
             work_deadline = hard_end - (self._reserve() or 0.0) if hard_end is not None else None
             await runtime.start_turn(
@@ -445,22 +554,37 @@ class _Rollout:
                 await runtime.interrupt(thread.id)
             run.reserve_hit = work_deadline is not None and time.time() >= work_deadline
             run.thread = runtime.thread(thread.id).model_copy(deep=True)
-            if settings.runner:
+            if runner:
                 await pulled()
         finally:
             run.duration_s = time.monotonic() - began
             remove()
-            await runtime.close()
+            if run.runtime is None:  # a task container's stays open for its score
+                await runtime.close()
         if runtime.store is not None and run.thread is not None:
             run.thread_file = self.scratch / "data" / "threads" / f"{run.thread.id}.jsonl"
         return run
 
-    async def _use_runner(self, runtime: Runtime, thread_id: str, workspace: Path) -> Callable[[], Awaitable[None]]:
+    def _container_runner(self, runtime: Runtime) -> str:
+        """Define the task's container as a runner of this rollout's runtime: its image, the
+        workspace mounted at its working folder, the batch's container runner's engine settings."""
+        from roder_core.settings.runners import RunnerConfig
+
+        assert self.image is not None
+        base = self.settings.runner_table or {}
+        own = base.get("kind") == "container"
+        table: dict[str, Any] = {key: base[key] for key in ("engine", "oci_runtime", "run_args") if own and key in base}
+        self.mounts = VerifierMounts.under(self.scratch)
+        table["run_args"] = [*table.get("run_args", []), *self.mounts.run_args()]
+        table.update(kind="container", image=self.image.tag, workspace=self.image.workdir, network=self.task.network)
+        runtime.options.config.runners[TASK_RUNNER] = RunnerConfig.model_validate(table)
+        return TASK_RUNNER
+
+    async def _use_runner(self, runtime: Runtime, thread_id: str, workspace: Path, name: str) -> Callable[[], Awaitable[None]]:
         """Run the agent's tools in the ``--runner`` runner. A runner whose workspace is not
         the local folder (ssh) gets a folder of this rollout's own there, filled with the
         prepared workspace; the returned coroutine brings the files back (the diff and the
         score are computed here, as for local runs) and removes that folder."""
-        name = str(self.settings.runner)
         definition = runtime.runners.definition(name)
         base = definition.settings.get("workspace")
         remote = None
@@ -614,6 +738,7 @@ def node_preflight(settings: RunSettings, declared_env: dict[str, str]) -> dict[
                     interactive=False,
                     data_dir=Path(scratch) / "data",
                     env={**inherited, **declared_env},
+                    **settings.start_tables(),
                 )
             ).runtime
         except Exception as exc:  # any reason the runtime cannot start is this node's problem
@@ -671,4 +796,41 @@ def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:
     notices += [line.strip() for line in log.lines if " not loaded: " not in line]
     if started.fell_back_to_mock:
         notices.append("no provider configured: using the offline mock model (set --provider)")
-    return replace(settings, provider=runtime.provider, model=runtime.model), notices
+    table, models = provider_tables(runtime.options.config, runtime.provider, runtime.model)
+    runner = runtime.options.config.runners.get(settings.runner) if settings.runner else None
+    pinned = replace(
+        settings,
+        provider=runtime.provider,
+        model=runtime.model,
+        provider_table=table,
+        model_tables=models,
+        runner_table=runner.model_dump(mode="json", exclude_none=True) if runner is not None else None,
+    )
+    return pinned, notices
+
+
+def provider_tables(config: Any, provider: str, model: str | None) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+    """The chosen provider's ``[providers.NAME]`` table (None: a built-in left as is) without
+    headers that carry credentials, and the ``[models]`` tables that describe its model."""
+    from roder_core.brokers.secrets import is_secret_name
+
+    raw = config.providers.get(provider)
+    table = None
+    if raw is not None:
+        table = raw.model_dump(mode="json", exclude_none=True)
+        table["headers"] = {k: v for k, v in table.get("headers", {}).items() if not _credential_header(k, is_secret_name)}
+    names = {f"{provider}/{model}", str(model)} if model else set()
+    models = {name: dict(value) for name, value in config.models_override.items() if name in names}
+    return table, models
+
+
+def _credential_header(name: str, is_secret_name: Callable[[str], bool]) -> bool:
+    lowered = name.lower()
+    return lowered in {"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"} or is_secret_name(
+        name.replace("-", "_")
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

@@ -193,9 +193,16 @@ class WorkspaceFileSystem:
     def withheld(self, path: str) -> str | None:
         """Why the content of ``path`` (as a search printed it) must not reach the model, or None
         (``content_gate``: read rules and secret masks; nobody was asked about this file)."""
-        if self.gate is None:
-            return None
-        return self.gate.refusal(self._lexical(path))
+        lexical = self._lexical(path)
+        try:
+            st = os.lstat(lexical)
+        except OSError:
+            st = None
+        if st is not None and stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            # another name of this file may be a withheld one (``ln .env notes.txt``), and the
+            # read tool refuses hard-linked files too
+            return f"{path}: hard-linked file ({st.st_nlink} names), which Roder does not read"
+        return None if self.gate is None else self.gate.refusal(lexical)
 
     def _gated(self, info: FileInfo, withheld: list[str] | None) -> bool:
         """Whether a listed entry passes the content gate; a refused one is counted in ``withheld``."""

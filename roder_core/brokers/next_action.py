@@ -83,14 +83,15 @@ NEXT_ACTION_CHILDREN = {".yarn": frozenset({"releases", "plugins", "sdks"})}
 
 _DIRS = frozenset(name.casefold() for name in NEXT_ACTION_DIRS)
 _FILES = frozenset(name.casefold() for name in NEXT_ACTION_FILES)
+_NAMES = _DIRS | _FILES
 
 
 def is_next_action_name(name: str, parent: str = "") -> bool:
     """Whether an entry called ``name`` (in a folder called ``parent``) is of the class."""
     folded = name.casefold()
-    if folded in NEXT_ACTION_CHILDREN.get(parent.casefold(), ()):
+    if folded in _NAMES or folded.endswith(NEXT_ACTION_SUFFIXES):
         return True
-    return folded in _DIRS or folded in _FILES or folded.endswith(NEXT_ACTION_SUFFIXES)
+    return bool(parent) and parent.casefold() in NEXT_ACTION_CHILDREN and folded in NEXT_ACTION_CHILDREN[parent.casefold()]
 
 
 _WRITES_ALLOWED: ContextVar[bool] = ContextVar("next_action_writes_allowed", default=False)

@@ -32,7 +32,7 @@ from roder_core.brokers.command_output import CommandOutput, RedactedSink
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
 from roder_core.brokers.own_folders import OwnFolders, thread_folder
-from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv
+from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv, path_folders_under_private_tmp
 from roder_core.brokers.secret_paths import default_deny_read, masks
 from roder_core.brokers.secrets import SecretRedactor
 from roder_core.brokers.self_protection import drop_ptrace_capability, mark_non_dumpable
@@ -262,6 +262,11 @@ class HostProcessBroker(CommandBroker):
             reason = f"Roder cannot list {self._fs.display(folder)} ({why}) to protect what is in it"
             self._record("process.denied", reason=reason)
             raise BrokerDenied(f"{reason}; the command was not run. Make the folder readable, or remove it.")
+        too_long = [p for p in guard.readonly_paths() if len(str(p)) >= tree_guard.BIND_MAX] if guard else []
+        if too_long and level != "off":
+            reason = f"a protected entry lies at a path too long to mount read-only ({str(too_long[0])[:80]}...)"
+            self._record("process.denied", reason=reason)
+            raise BrokerDenied(f"{reason}; the command was not run. Move it, or remove it.")
         network = await self._shared_network(level)
         cgroup = self._command_cgroup()
         if cgroup is not None and cgroup.support.pids_parent is not None:
@@ -287,7 +292,11 @@ class HostProcessBroker(CommandBroker):
                 cwd=workdir,
                 readonly=tuple(guard.readonly_paths()) if guard is not None else (),
                 masked=tuple(masks(self._deny_read, roots)),
-                shown=(*(p for p in self._shown if p.is_dir()), *self._own.for_thread(self._thread_id)),
+                shown=(
+                    *(p for p in self._shown if p.is_dir()),
+                    *self._own.for_thread(self._thread_id),
+                    *path_folders_under_private_tmp(child_env.get("PATH", ""), tuple(self._own.existing())),
+                ),
                 hidden=tuple(self._own.existing()),
                 network=self._network,
                 seccomp_fd=seccomp_fd,
@@ -371,7 +380,7 @@ class HostProcessBroker(CommandBroker):
             found = tree_guard.changed_while_running(launched.guard, after)
             lines = tree_guard.quarantine(found, launched.guard, self._quarantine_dir) if found else []
             quarantined += lines
-            if all(" -> " in line or ": removed" in line for line in lines):
+            if all(" -> " in line or ": renamed to " in line for line in lines):
                 break
         if quarantined:
             self._record("process.quarantine", paths=quarantined)

@@ -148,6 +148,13 @@ def _copy_at(src_folder: int, name: str, dst_folder: int, dst_name: str) -> None
             os.close(src)
 
 
+def rename_aside(root: Path, relative: Path, new_name: str) -> None:
+    """Rename ``root/relative`` within its own folder (the one move that can neither cross file
+    systems nor run out of depth), so a name that would run code stops being that name."""
+    with parent_of(root, relative) as (folder, name):
+        os.rename(name, _component(new_name), src_dir_fd=folder, dst_dir_fd=folder)
+
+
 def put_symlink(root: Path, relative: Path, target: str) -> None:
     """Create the symlink ``root/relative`` -> ``target`` (the folder reached without links)."""
     with parent_of(root, relative) as (folder, name):

@@ -221,6 +221,26 @@ def _hidden_in_sight(hidden: tuple[Path, ...], roots: tuple[Path, ...]) -> list[
     return [path for path in hidden if not path.is_relative_to(tmp) or any(path.is_relative_to(root) for root in roots)]
 
 
+def path_folders_under_private_tmp(path_value: str, hidden: tuple[Path, ...]) -> list[Path]:
+    """The folders of a command's ``PATH`` that live under /tmp, to show read-only in the sandbox.
+
+    The sandbox mounts a private /tmp, which would hide a virtualenv made in a clone under /tmp:
+    `python` or `pytest` on the command's PATH would not be found. A virtualenv's ``bin`` brings
+    the environment around it (``pyvenv.cfg``, its packages). /tmp itself, relative entries and
+    any folder holding one of Roder's hidden folders are never shown."""
+    tmp = Path("/tmp")
+    shown: list[Path] = []
+    for entry in path_value.split(os.pathsep):
+        folder = Path(entry)
+        if not folder.is_absolute() or folder == tmp or not folder.is_relative_to(tmp) or not folder.is_dir():
+            continue
+        if (folder.parent / "pyvenv.cfg").is_file() and folder.parent != tmp:
+            folder = folder.parent
+        if folder not in shown and not any(secret.is_relative_to(folder) for secret in hidden):
+            shown.append(folder)
+    return shown
+
+
 @dataclass(frozen=True)
 class Confinement:
     """Everything one bwrap command line is made of, besides the command."""

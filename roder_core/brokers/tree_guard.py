@@ -146,7 +146,7 @@ def scan(roots: Iterable[Path], *, next_action: bool = True) -> TreeGuard:
         except FileNotFoundError:
             continue  # removed while the walk ran: nothing left to protect there
         except OSError as exc:
-            if _could_write(folder):
+            if len(str(folder)) >= _PATH_MAX or _could_write(folder):  # unknown: fail closed
                 guard.unlistable.append((folder, exc.strerror or str(exc)))
     return guard
 
@@ -165,9 +165,11 @@ def _visit(guard: TreeGuard, folder: Path, root: Path, entries: list[os.DirEntry
         with contextlib.suppress(OSError):
             guard._add(folder, os.lstat(folder) if len(str(folder)) < _PATH_MAX else _long_lstat(root, folder))
         return  # a virtualenv, whatever it is called
+    parent = folder.name
     for entry in entries:
-        path = folder / entry.name
-        if entry.name in PROTECTED_NAMES or (guard.next_action and is_next_action_name(entry.name, folder.name)):
+        name = entry.name
+        if name in PROTECTED_NAMES or (guard.next_action and is_next_action_name(name, parent)):
+            path = folder / name
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -184,13 +186,16 @@ def _visit(guard: TreeGuard, folder: Path, root: Path, entries: list[os.DirEntry
             continue
         try:
             if entry.is_dir(follow_symlinks=False):  # from the directory listing: no stat
-                stack.append((path, root))
+                stack.append((folder / name, root))
         except OSError:
             continue
 
 
 #: Paths at least this long are handed to the kernel one component at a time.
 _PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+#: bubblewrap takes mount paths whole: a protected entry this deep cannot be re-bound read-only,
+#: so the command is refused instead (``HostProcessBroker._launch``).
+BIND_MAX = _PATH_MAX - 1
 
 
 def _long_lstat(root: Path, path: Path) -> os.stat_result:
@@ -275,7 +280,8 @@ def quarantine(paths: Iterable[Path], before: TreeGuard, quarantine_dir: Path) -
     """Move ``paths`` out of the workspace (kept, not deleted) and put replaced symlinks back;
     returns one line per path for the tool result. Every step goes through ``repairs``: a path
     whose folders were swapped for symlinks meanwhile is refused, never followed. What cannot be
-    moved is removed (fail closed); only what can be neither is left, and the line says so."""
+    moved (a tree too deep to copy to another file system) is renamed where it is, so its name no
+    longer runs anything; only what can be neither is left, and the line says so."""
     moved: list[str] = []
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{time.monotonic_ns() % 1_000_000}"
     for path in paths:
@@ -296,13 +302,14 @@ def quarantine(paths: Iterable[Path], before: TreeGuard, quarantine_dir: Path) -
             moved.append(f"{shown}: not moved, nothing followed: {exc.strerror} while Roder moved it")
             continue
         except (OSError, RecursionError) as exc:
+            # too deep to copy to another file system, say: defuse the name where it is
+            aside = f"{relative.name}.roder-quarantined-{stamp}"
             try:
-                with repairs.parent_of(root, relative) as (folder, name):
-                    repairs.remove_at(folder, name)
-            except (OSError, RecursionError) as again:
-                moved.append(f"{shown}: could neither be moved out ({exc}) nor removed ({again}); remove it yourself")
+                repairs.rename_aside(root, relative, aside)
+            except OSError as again:
+                moved.append(f"{shown}: could neither be moved out ({exc}) nor renamed ({again}); remove it yourself")
                 continue
-            line = f"{shown}: removed (it could not be moved out: {exc})"
+            line = f"{shown}: renamed to {aside} where it was (it could not be moved out: {exc}); delete it yourself"
         if path in before.links:
             with contextlib.suppress(OSError):
                 repairs.put_symlink(root, relative, before.links[path])

@@ -70,8 +70,10 @@ class Distribution:
 
     @property
     def warnings(self) -> list[str]:
-        """One line per extension that did not load for a reason the user did not choose."""
-        return [s.describe() for s in self.skipped if not s.expected]
+        """One line per unknown config key outside the security tables (those stop Roder:
+        ``settings.config.key_problems``) and per extension that did not load for a reason the
+        user did not choose."""
+        return [*self.host.config.problems, *(s.describe() for s in self.skipped if not s.expected)]
 
 
 def make_host(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from roder_core.kernel.registry import ExtensionRegistryBuilder
+    from roder_core.kernel.services import ServiceRegistrar
 
 #: The extension API version this core implements.
 EXTENSION_API_VERSION = "0.1.0"
@@ -26,18 +26,15 @@ SERVICE_KINDS: tuple[str, ...] = (
     "ThreadStore",
     "CheckpointStore",
     "MemoryStore",
-    "EmbeddingProvider",
     "ToolProvider",
     "TaskExecutor",
     "SubagentDispatcher",
     "RemoteRunnerProvider",
     "PolicyContributor",
     "EventSink",
-    "NotificationSink",
     "Hook",
     "StatusSegment",
     "PaletteSource",
-    "InteractiveRegionHandler",
 )
 
 
@@ -58,18 +55,15 @@ class ProvidedService:
     ThreadStore: ClassVar[Any]
     CheckpointStore: ClassVar[Any]
     MemoryStore: ClassVar[Any]
-    EmbeddingProvider: ClassVar[Any]
     ToolProvider: ClassVar[Any]
     TaskExecutor: ClassVar[Any]
     SubagentDispatcher: ClassVar[Any]
     RemoteRunnerProvider: ClassVar[Any]
     PolicyContributor: ClassVar[Any]
     EventSink: ClassVar[Any]
-    NotificationSink: ClassVar[Any]
     Hook: ClassVar[Any]
     StatusSegment: ClassVar[Any]
     PaletteSource: ClassVar[Any]
-    InteractiveRegionHandler: ClassVar[Any]
 
     def __post_init__(self) -> None:
         if self.kind not in SERVICE_KINDS:
@@ -198,13 +192,13 @@ class SupervisedService(Protocol):
 class RoderExtension(ABC):
     """Base class of every extension: publish a manifest, then install services.
 
-    ``install`` receives the registry builder and calls its registration methods
-    (``registry.inference_engine(...)``, ``registry.tool_contributor(...)``, ...). The extension
-    never receives the turn loop: the runtime decides when its services are used.
+    ``install`` receives the registry builder, seen as a ``ServiceRegistrar``, and calls its
+    registration methods (``registry.inference_engine(...)``, ``registry.tool_contributor(...)``,
+    ...). The extension never receives the turn loop: the runtime decides when its services are used.
     """
 
     @abstractmethod
     def manifest(self) -> ExtensionManifest: ...
 
     @abstractmethod
-    def install(self, registry: ExtensionRegistryBuilder) -> None: ...
+    def install(self, registry: ServiceRegistrar) -> None: ...

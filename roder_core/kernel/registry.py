@@ -33,14 +33,11 @@ from roder_core.kernel.services import (
     CheckpointStore,
     ContextPlanner,
     ContextProvider,
-    EmbeddingProvider,
     EventSink,
     Hook,
     InferenceEngine,
-    InteractiveRegionHandler,
     MemoryStore,
     MemoryStoreFactory,
-    NotificationSink,
     PaletteSource,
     PolicyContributor,
     RemoteRunnerProvider,
@@ -69,18 +66,15 @@ CONTEXT_PLANNER: ServiceKind[ContextPlanner] = ServiceKind("ContextPlanner")
 THREAD_STORE: ServiceKind[ThreadStore] = ServiceKind("ThreadStore")
 CHECKPOINT_STORE: ServiceKind[CheckpointStore] = ServiceKind("CheckpointStore")
 MEMORY_STORE: ServiceKind[MemoryStore | MemoryStoreFactory] = ServiceKind("MemoryStore")
-EMBEDDING_PROVIDER: ServiceKind[EmbeddingProvider] = ServiceKind("EmbeddingProvider")
 TOOL_PROVIDER: ServiceKind[ToolContributor] = ServiceKind("ToolProvider")
 TASK_EXECUTOR: ServiceKind[TaskExecutor] = ServiceKind("TaskExecutor")
 SUBAGENT_DISPATCHER: ServiceKind[SubagentDispatcher] = ServiceKind("SubagentDispatcher")
 REMOTE_RUNNER_PROVIDER: ServiceKind[RemoteRunnerProvider] = ServiceKind("RemoteRunnerProvider")
 POLICY_CONTRIBUTOR: ServiceKind[PolicyContributor] = ServiceKind("PolicyContributor")
 EVENT_SINK: ServiceKind[EventSink] = ServiceKind("EventSink")
-NOTIFICATION_SINK: ServiceKind[NotificationSink] = ServiceKind("NotificationSink")
 HOOK: ServiceKind[Hook] = ServiceKind("Hook")
 STATUS_SEGMENT: ServiceKind[StatusSegment] = ServiceKind("StatusSegment")
 PALETTE_SOURCE: ServiceKind[PaletteSource] = ServiceKind("PaletteSource")
-INTERACTIVE_REGION_HANDLER: ServiceKind[InteractiveRegionHandler] = ServiceKind("InteractiveRegionHandler")
 
 
 class Closeable(Protocol):
@@ -201,9 +195,6 @@ class ExtensionRegistryBuilder:
         """Seed 003 installs memory as a factory; it provides the MemoryStore service id."""
         self._register(MEMORY_STORE, factory)
 
-    def embedding_provider(self, provider: EmbeddingProvider) -> None:
-        self._register(EMBEDDING_PROVIDER, provider)
-
     def tool_contributor(self, contributor: ToolContributor) -> None:
         self._register(TOOL_PROVIDER, contributor)
 
@@ -222,9 +213,6 @@ class ExtensionRegistryBuilder:
     def event_sink(self, sink: EventSink) -> None:
         self._register(EVENT_SINK, sink)
 
-    def notification_sink(self, sink: NotificationSink) -> None:
-        self._register(NOTIFICATION_SINK, sink)
-
     def hook(self, hook: Hook) -> None:
         self._register(HOOK, hook)
 
@@ -233,9 +221,6 @@ class ExtensionRegistryBuilder:
 
     def palette_source(self, source: PaletteSource) -> None:
         self._register(PALETTE_SOURCE, source)
-
-    def interactive_region_handler(self, handler: InteractiveRegionHandler) -> None:
-        self._register(INTERACTIVE_REGION_HANDLER, handler)
 
     # ------------------------------------------------------------------ capabilities
 
@@ -395,10 +380,6 @@ class ExtensionRegistry:
     @property
     def event_sinks(self) -> list[EventSink]:
         return list(self.services(EVENT_SINK))
-
-    @property
-    def notification_sinks(self) -> list[NotificationSink]:
-        return list(self.services(NOTIFICATION_SINK))
 
     @property
     def hooks(self) -> list[Hook]:

@@ -286,13 +286,6 @@ def resolve_memory_store(service: MemoryStore | MemoryStoreFactory) -> MemorySto
     return cast(MemoryStore, create() if callable(create) else service)
 
 
-@runtime_checkable
-class EmbeddingProvider(Protocol):
-    def id(self) -> str: ...
-
-    async def embed(self, texts: list[str]) -> list[list[float]]: ...
-
-
 # --------------------------------------------------------------------------- actions
 
 
@@ -503,15 +496,6 @@ class EventSink(Protocol):
     def on_event(self, event: RuntimeEvent) -> None: ...
 
 
-@runtime_checkable
-class NotificationSink(Protocol):
-    """Tells the user something happened while they looked away (turn done, approval needed)."""
-
-    def id(self) -> str: ...
-
-    async def notify(self, title: str, body: str) -> None: ...
-
-
 class HookPoint(StrEnum):
     BEFORE_TURN = "before_turn"
     CONTEXT = "context"
@@ -591,6 +575,44 @@ class PaletteSource(Protocol):
     async def commands(self, state: dict[str, Any]) -> list[PaletteCommand]: ...
 
 
-@runtime_checkable
-class InteractiveRegionHandler(Protocol):
-    def id(self) -> str: ...
+# --------------------------------------------------------------------------- installing
+
+
+class ServiceRegistrar(Protocol):
+    """What ``RoderExtension.install`` receives: the registration half of the registry builder.
+
+    Extensions name this narrow protocol, not ``kernel.registry.ExtensionRegistryBuilder``, so
+    the extension contract (``kernel.extension``) does not depend on the builder that validates
+    it; the builder satisfies it (mypy checks that where the builder calls ``install(self)``)."""
+
+    def inference_engine(self, engine: InferenceEngine) -> None: ...
+
+    def context_provider(self, provider: ContextProvider) -> None: ...
+
+    def context_planner(self, planner: ContextPlanner) -> None: ...
+
+    def thread_store(self, store: ThreadStore) -> None: ...
+
+    def checkpoint_store(self, store: CheckpointStore) -> None: ...
+
+    def memory_store(self, store: MemoryStore) -> None: ...
+
+    def memory_store_factory(self, factory: MemoryStoreFactory) -> None: ...
+
+    def tool_contributor(self, contributor: ToolContributor) -> None: ...
+
+    def task_executor(self, executor: TaskExecutor) -> None: ...
+
+    def subagent_dispatcher(self, dispatcher: SubagentDispatcher) -> None: ...
+
+    def remote_runner_provider(self, provider: RemoteRunnerProvider) -> None: ...
+
+    def policy_contributor(self, contributor: PolicyContributor) -> None: ...
+
+    def event_sink(self, sink: EventSink) -> None: ...
+
+    def hook(self, hook: Hook) -> None: ...
+
+    def status_segment(self, segment: StatusSegment) -> None: ...
+
+    def palette_source(self, source: PaletteSource) -> None: ...

@@ -15,12 +15,14 @@ import hashlib
 import ipaddress
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from roder_core.brokers.addresses import is_loopback_host
@@ -79,14 +81,46 @@ def git_url(source: PluginSource, settings: FetchSettings) -> str:
     return source.url
 
 
-def clone(url: str, dest: Path, *, ref: str | None = None, sha: str | None = None) -> str:
+#: git over the network follows no redirect (the host checked is the host reached).
+_GIT_NO_REDIRECTS = ["-c", "http.followRedirects=false"]
+
+
+def check_git_host(url: str, settings: FetchSettings) -> None:
+    """Refuse a network git URL whose host resolves off the public internet (the outbound
+    rule; loopback only with ``[plugins] allow_loopback_http``). git resolves the name again
+    itself, so this is checked, not pinned; local paths and ``file://`` are not network."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if not parts.scheme and "@" in url.split(":", 1)[0] and ":" in url:  # scp-like user@host:path
+        host = url.split("@", 1)[1].split(":", 1)[0]
+    elif parts.scheme not in ("http", "https", "git", "ssh", "git+ssh", "ssh+git"):
+        return
+    host = normal_host(host)
+    named = {host} if settings.allow_loopback_http and is_loopback_host(host) else set()
+    rule = OutboundRule(frozenset(named), "[plugins] allow_loopback_http")
+    try:
+        rule.check(host, _resolved(host, parts.port or 443))
+    except OutboundRefused as exc:
+        raise FetchError(f"{url}: {exc}") from exc
+
+
+def _resolved(host: str, port: int) -> list[tuple[Any, ...]]:
+    try:
+        return list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+    except (OSError, UnicodeError) as exc:
+        raise OutboundRefused(f"{host} could not be resolved ({exc})") from exc
+
+
+def clone(url: str, dest: Path, *, ref: str | None = None, sha: str | None = None, settings: FetchSettings | None = None) -> str:
     """Clone ``url`` into ``dest`` at ``sha`` (wins) or ``ref``; returns the commit checked out."""
     what = f"cloning {url}"
+    check_git_host(url, settings or FetchSettings())
     if sha is None:
-        argv = ["git", "clone", "--quiet", "--depth", "1", *(["--branch", ref] if ref else []), url, str(dest)]
+        branch = ["--branch", ref] if ref else []
+        argv = ["git", *_GIT_NO_REDIRECTS, "clone", "--quiet", "--depth", "1", *branch, url, str(dest)]
         _run(argv, timeout=GIT_TIMEOUT, what=what)
     else:
-        _run(["git", "clone", "--quiet", url, str(dest)], timeout=GIT_TIMEOUT, what=what)
+        _run(["git", *_GIT_NO_REDIRECTS, "clone", "--quiet", url, str(dest)], timeout=GIT_TIMEOUT, what=what)
         _run(["git", "checkout", "--quiet", sha], cwd=dest, timeout=GIT_TIMEOUT, what=f"checking out {sha}")
     return _run(["git", "rev-parse", "HEAD"], cwd=dest, timeout=60, what="reading the commit").strip()
 

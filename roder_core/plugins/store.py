@@ -279,7 +279,7 @@ class PluginStore:
                 fetch.download(source["url"], target, self.settings, limit=16 * 1024 * 1024)
                 return work / "catalog", self._read_folder(work / "catalog"), True
             url = self.settings.github_url.format(repo=source["repo"]) if kind == "github" else source["url"]
-            fetch.clone(url, work / "clone", ref=source.get("ref"))
+            fetch.clone(url, work / "clone", ref=source.get("ref"), settings=self.settings)
             return work / "clone", self._read_folder(work / "clone"), False
         except FetchError as exc:
             raise PluginError(str(exc)) from exc
@@ -447,7 +447,9 @@ class PluginStore:
     def _fetch_into(self, source: PluginSource, work: Path) -> Fetched:
         try:
             if source.kind in ("github", "url", "git-subdir"):
-                commit = fetch.clone(fetch.git_url(source, self.settings), work / "clone", ref=source.ref, sha=source.sha)
+                commit = fetch.clone(
+                    fetch.git_url(source, self.settings), work / "clone", ref=source.ref, sha=source.sha, settings=self.settings
+                )
                 folder = work / "clone"
                 if source.path:
                     folder = (work / "clone" / source.path.strip("/")).resolve()

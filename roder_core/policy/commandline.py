@@ -538,3 +538,68 @@ def shell_subjects(tool: str, command: str, workdir: str = "") -> list[PolicySub
         )
         subjects.insert(0, whole)
     return subjects
+
+
+#: Commands that never change a file, whatever their arguments (no output option, no subcommand
+#: that writes): a shell line made only of these, with no redirect into a file, changes nothing.
+_PURE_COMMANDS = frozenset(
+    [
+        "echo",
+        "printf",
+        "true",
+        "false",
+        ":",
+        "pwd",
+        "ls",
+        "cat",
+        "head",
+        "tail",
+        "wc",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "which",
+        "type",
+        "date",
+        "sleep",
+        "test",
+        "[",
+        "whoami",
+        "id",
+        "uname",
+        "basename",
+        "dirname",
+        "realpath",
+        "readlink",
+        "stat",
+        "du",
+        "df",
+        "diff",
+        "cmp",
+        "nproc",
+        "printenv",
+    ]
+)
+#: git subcommands that only read.
+_PURE_GIT = frozenset(["status", "log", "diff", "show", "rev-parse", "ls-files", "blame", "describe", "shortlog"])
+
+
+def changes_nothing(command: str) -> bool:
+    """Whether a shell line certainly changes no file: fully understood, every part a pure
+    command (``_PURE_COMMANDS``, or git with a reading subcommand), every redirect a read or
+    ``/dev/null``. In doubt, False: a rewind then names it as not restorable."""
+    split = split_command(command)
+    if not split.understood or not split.parts:
+        return False
+    for part in split.parts:
+        words = part.words
+        if not words:
+            return False
+        name = words[0].rsplit("/", 1)[-1]
+        if name == "git":
+            if len(words) < 2 or words[1] not in _PURE_GIT or any(w.startswith("--output") for w in words):
+                return False
+        elif name not in _PURE_COMMANDS:
+            return False
+    return all(not r.write or r.target == "/dev/null" for r in split.redirects)

@@ -8,7 +8,7 @@ Layers, combined so that deny wins over ask over allow:
 3. approvals the user granted for this session;
 4. floors no mode or rule can lift: file tools never write protected paths or outside the
    workspace (denied), shell redirects to such paths always ask, and the same call repeated
-   three times in a row asks even in auto-edit and bypass;
+   three times in a row within a turn asks even in auto-edit and bypass;
 5. PolicyContributor extensions, which may only make a decision stricter.
 Every decision is written to the audit log.
 """
@@ -106,7 +106,8 @@ class PolicyEngine:
         self._audit = audit
         self._extra_roots = [Path(os.path.realpath(os.path.expanduser(r))) for r in extra_roots]
         self._session_allowed: set[tuple[str, str]] = set()
-        self._streaks: dict[str, tuple[str, int]] = {}
+        #: Per thread: the turn, the last call's key and how many times in a row it came.
+        self._streaks: dict[str, tuple[str, str, int]] = {}
         self._forms_memo: dict[tuple[str, str], tuple[Path, Path]] = {}
 
     # ------------------------------------------------------------------ session state
@@ -117,11 +118,13 @@ class PolicyEngine:
     def _session_allows(self, subjects: list[PolicySubject]) -> bool:
         return bool(subjects) and all((s.tool, s.value) in self._session_allowed for s in subjects)
 
-    def _repeat_count(self, thread_id: str, call: ToolCall) -> int:
+    def _repeat_count(self, thread_id: str, turn_id: str, call: ToolCall) -> int:
+        """How many times in a row this turn made this exact call: a new prompt starts over (the
+        user asking again for the same change is no loop)."""
         key = call.name + "\0" + json.dumps(call.arguments, sort_keys=True, default=str)
-        last, count = self._streaks.get(thread_id, ("", 0))
-        count = count + 1 if last == key else 1
-        self._streaks[thread_id] = (key, count)
+        turn, last, count = self._streaks.get(thread_id, ("", "", 0))
+        count = count + 1 if (turn, last) == (turn_id, key) else 1
+        self._streaks[thread_id] = (turn_id, key, count)
         return count
 
     # ------------------------------------------------------------------ subjects
@@ -224,7 +227,7 @@ class PolicyEngine:
         mode = ctx.mode or self.mode
         subjects = self._subjects(tool, call, workspace)
         decision = self._decide(mode, tool, call, subjects, workspace)
-        if self._repeat_count(ctx.thread_id, call) >= REPEAT_LIMIT:
+        if self._repeat_count(ctx.thread_id, ctx.turn_id, call) >= REPEAT_LIMIT:
             repeat = PolicyDecision(PolicyVerdict.ASK, f"the same {call.name} call {REPEAT_LIMIT} times in a row", "repeat")
             if _RANK[repeat.verdict] >= _RANK[decision.verdict]:
                 decision = repeat

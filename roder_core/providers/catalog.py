@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from roder_core.brokers.addresses import is_loopback_url
-from roder_core.settings.config import ConfigError, RoderConfig
+from roder_core.settings.config import ConfigError, RoderConfig, did_you_mean, nearest
 
 Dialect = Literal["responses", "chat-completions", "anthropic-messages"]
 DIALECTS: tuple[str, ...] = ("responses", "chat-completions", "anthropic-messages")
@@ -200,7 +200,9 @@ def _table(name: str, raw: Any) -> ProviderTable:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        message = first["msg"]
+        if first["type"] == "extra_forbidden":
+            message = "unknown key" + did_you_mean(nearest(where, ProviderTable.model_fields))
         raise ConfigError(f"config.toml [providers.{name}] {where}: {message}") from exc
 
 
@@ -279,9 +281,25 @@ def _declared_dialect(name: str, raw: Any) -> str:
     return str(data.get("dialect") or (builtin.spec.dialect if builtin else "chat-completions"))
 
 
-def providers_for(config: RoderConfig, env: Mapping[str, str], dialect: str) -> list[ProviderSpec]:
-    """The providers of one dialect; only their tables are validated, so a broken table takes
-    down its own dialect's extension factory and no other."""
+def providers_for(
+    config: RoderConfig, env: Mapping[str, str], dialect: str, broken: dict[str, str] | None = None
+) -> list[ProviderSpec]:
+    """The providers of one dialect. Each table is validated on its own: a broken one (a
+    misspelt key, a wrong value) leaves out that provider alone, named with its error in
+    ``broken``, and never another (without ``broken`` the first error is raised)."""
     own = {name: raw for name, raw in config.providers.items() if _declared_dialect(name, raw) == dialect}
-    scoped = config.model_copy(update={"providers": own})
-    return [spec for spec in resolve_providers(scoped, env) if spec.dialect == dialect]
+    good: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    for name, raw in own.items():
+        try:
+            resolve_providers(config.model_copy(update={"providers": {name: raw}}), env)
+        except ConfigError as exc:
+            if broken is None:
+                raise
+            failed[name] = str(exc)
+            continue
+        good[name] = raw
+    if broken is not None:
+        broken.update(failed)
+    scoped = config.model_copy(update={"providers": good})
+    return [spec for spec in resolve_providers(scoped, env) if spec.dialect == dialect and spec.name not in failed]

@@ -231,6 +231,21 @@ class HttpEngine:
             self._served = ids
         return [self.model_profile(model) for model in ids]
 
+    async def _no_model_chosen(self) -> InferenceError:
+        """The error for a request without a model. An endpoint with no ``models`` list is asked
+        for its listing first, so a key it refuses (a 401) or a wrong ``base_url`` is reported as
+        itself rather than hidden behind "no model chosen"; what it serves goes into the hint."""
+        served = ""
+        if not self.spec.models:
+            ids = [profile.id for profile in await self.list_models()]  # raises the endpoint's own error
+            served = f"; it serves {', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}" if ids else ""
+        return self.errors.make(
+            "bad_request",
+            "no model chosen",
+            f"pass --model or set default_model in [providers.{self.spec.name}]{served} "
+            f"(see `roder models --provider {self.spec.name}`)",
+        )
+
     def _require_key(self) -> None:
         if self.needs_key and not self.key:
             raise self.errors.make(
@@ -250,12 +265,7 @@ class HttpEngine:
         self._require_key()
         await self.refresh_sign_in()
         if not request.model:
-            raise self.errors.make(
-                "bad_request",
-                "no model chosen",
-                f"pass --model or set default_model in [providers.{self.spec.name}] "
-                f"(see `roder models --provider {self.spec.name}`)",
-            )
+            raise await self._no_model_chosen()
         profile = self.model_profile(request.model)
         body = self.encode(request, profile)
         headers = self.request_headers(body, profile)

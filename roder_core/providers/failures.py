@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from roder_core import bounded_json
+from roder_core.brokers import bounded_json
 from roder_core.errors import InferenceError, InferenceErrorKind
 from roder_core.providers.limits import context_limit_from
 
@@ -77,6 +77,17 @@ def is_overflow(message: str, code: str = "") -> bool:
     return any(hint in text for hint in _OVERFLOW_HINTS)
 
 
+def _not_found(detail: str, base_url: str | None) -> str:
+    """What a 404 most likely means: a ``base_url`` without its API version (the server's web
+    pages answered) unless the provider named the model."""
+    from urllib.parse import urlsplit
+
+    if base_url and "model" not in detail.lower() and not re.search(r"/v\d", urlsplit(base_url).path):
+        root = base_url.rstrip("/")
+        return f"not found (is base_url right? {root} has no /v1; compatible servers usually answer under {root}/v1)"
+    return "not found (is the model name right? see `roder models`)"
+
+
 class ErrorFactory:
     """Builds InferenceErrors for one provider: its name, key env var and secret values."""
 
@@ -129,8 +140,10 @@ class ErrorFactory:
             return "the conversation no longer fits the model's context window; compact it or start a new thread"
         return ""
 
-    def from_status(self, status: int, body: str, retry_after: float | None = None) -> InferenceError:
-        """Classify an HTTP error response."""
+    def from_status(
+        self, status: int, body: str, retry_after: float | None = None, *, base_url: str | None = None
+    ) -> InferenceError:
+        """Classify an HTTP error response (``base_url``: the endpoint, for a 404's hint)."""
         message, code = error_detail(body)
         if status in (401, 403):
             return self.make("auth", "the provider rejected the credentials", message, status=status)
@@ -149,7 +162,7 @@ class ErrorFactory:
                 context_limit=context_limit_from(f"{message} {body}"),
             )
         if status == 404:
-            return self.make("bad_request", "not found (is the model name right? see `roder models`)", message, status=status)
+            return self.make("bad_request", _not_found(f"{message} {body}", base_url), message, status=status)
         if 400 <= status < 500:
             return self.make("bad_request", "the request was refused", message, status=status)
         return self.make("server", "the provider failed", message, status=status, retry_after=retry_after)

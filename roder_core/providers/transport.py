@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from roder_core.brokers import bounded_json
 from roder_core.brokers.httpx_loader import load_httpx
 from roder_core.errors import InferenceError
 from roder_core.providers.catalog import ProviderSpec
@@ -142,7 +143,10 @@ class HttpTransport:
         try:
             if response.status_code >= 400:
                 raise self.errors.from_status(
-                    response.status_code, await self._error_body(response), parse_retry_after(response.headers)
+                    response.status_code,
+                    await self._error_body(response),
+                    parse_retry_after(response.headers),
+                    base_url=self.spec.base_url,
                 )
             content_type = response.headers.get("content-type", "")
             if "html" in content_type:
@@ -211,9 +215,9 @@ class HttpTransport:
         except httpx.HTTPError as exc:
             raise self.errors.from_transport(exc, streaming=False, base_url=self.spec.base_url) from None
         if response.status_code >= 400:
-            raise self.errors.from_status(response.status_code, response.text[:MAX_ERROR_BODY])
+            raise self.errors.from_status(response.status_code, response.text[:MAX_ERROR_BODY], base_url=self.spec.base_url)
         try:
-            return response.json()
+            return bounded_json.loads(response.text)
         except json.JSONDecodeError as exc:
             raise self.errors.make("bad_request", f"GET {path} did not return JSON", str(exc)) from None
 

@@ -13,7 +13,7 @@ import logging
 import re
 from typing import Any
 
-from roder_core import bounded_json
+from roder_core.brokers import bounded_json
 from roder_core.ir import ImagePart, ReasoningPart, ToolCallEvent
 from roder_core.providers.sse import SSEEvent
 
@@ -140,6 +140,9 @@ def token_logprobs(raw: Any) -> list[dict[str, Any]]:
     for entry in raw:
         if isinstance(entry, dict) and isinstance(entry.get("logprob"), int | float):
             keep = {k: entry[k] for k in ("token", "logprob", "bytes", "id") if k in entry}
+            token = entry.get("token")
+            if "id" not in keep and isinstance(token, str) and token.startswith("token_id:") and token[9:].isdigit():
+                keep["id"] = int(token[9:])  # vLLM's --return-tokens-as-token-ids
             top = entry.get("top_logprobs")
             if isinstance(top, list) and top:
                 keep["top_logprobs"] = [{k: t[k] for k in ("token", "logprob") if k in t} for t in top if isinstance(t, dict)]

@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from roder_core.brokers.secrets import runtime_redactor
 from roder_core.errors import UnknownProviderError
 from roder_core.kernel.distribution import Distribution, ExtensionFactory, build_distribution, make_host
 from roder_core.runtime.options import RuntimeOptions
 from roder_core.runtime.runtime import Runtime
+from roder_core.settings.config import ProviderConfig
 
 
 @dataclass
@@ -43,6 +45,12 @@ class StartSettings:
     hidden_paths: tuple[Path, ...] = ()
     #: Ask for token log probabilities (a batch task's ``logprobs``); None: config.toml decides.
     logprobs: int | None = None
+    #: Ask for prompt and answer token ids (a batch task's ``token_ids``); False: config.toml decides.
+    token_ids: bool = False
+    #: ``[providers.NAME]`` and ``[models."..."]`` tables that win over this machine's config.toml
+    #: (a batch's resolved provider, without keys, on a Ray node whose config lacks it).
+    provider_tables: Mapping[str, Mapping[str, Any]] | None = None
+    model_tables: Mapping[str, Mapping[str, Any]] | None = None
 
 
 @dataclass
@@ -67,8 +75,14 @@ def start_runtime(settings: StartSettings, factories: Iterable[tuple[str, Extens
     )
     if settings.sandbox:
         host.config.sandbox = settings.sandbox  # type: ignore[assignment]
+    for name, table in (settings.provider_tables or {}).items():
+        host.config.providers[name] = ProviderConfig.model_validate(dict(table))
+    for name, table in (settings.model_tables or {}).items():
+        host.config.models_override[name] = dict(table)
     if settings.logprobs is not None:
         host.config.logprobs = settings.logprobs
+    if settings.token_ids:
+        host.config.token_ids = True
     if settings.network:
         host.config.network.commands = True
         host.config.network.allow = ["*"]

@@ -11,6 +11,7 @@ the services it orchestrates.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -50,8 +51,6 @@ from roder_core.runtime.options import BrokerScope, RuntimeOptions
 from roder_core.runtime.pending import PendingRequests
 from roder_core.runtime.thread_table import ThreadTable
 from roder_core.settings.config import MODES, ConfigWriter
-from roder_core.teams.files import TeamFiles
-from roder_core.teams.manager import TeamManager
 from roder_core.threads.events import (
     CustomEntrySaved,
     ErrorEvent,
@@ -82,6 +81,7 @@ if TYPE_CHECKING:
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.teams import TeamChannel
     from roder_core.runtime.tasks import BackgroundTasks
+    from roder_core.teams.manager import TeamManager
     from roder_core.threads.sessions import Migration, ThreadNode
 
 log = logging.getLogger(__name__)
@@ -150,8 +150,6 @@ class Runtime:
         self.bus.add_listener(PolicyEventAudit(self.audit))
         #: Plans ``exit_plan`` proposed, as documents under review (``plan/review/*``).
         self.plan_reviews = PlanReviewBook(self, self.bus.add_listener)
-        #: Agent teams led by threads of this runtime (``team/*``).
-        self.teams = TeamManager(self, TeamFiles(options.paths.data_dir / "teams"))
 
     # ------------------------------------------------------------------ providers and models
 
@@ -460,8 +458,20 @@ class Runtime:
         """Every tool the registry offers now (a child thread's tools are chosen from these)."""
         return self.registry.tool_registry(on_error=lambda *_: None).names()
 
+    @functools.cached_property
+    def teams(self) -> TeamManager:
+        """Agent teams led by threads of this runtime (``team/*``), set up at first use: a run that forms no team (a
+        one-shot) does not import them."""
+        from roder_core.teams.files import TeamFiles
+        from roder_core.teams.manager import TeamManager
+
+        return TeamManager(self, TeamFiles(self.options.paths.data_dir / "teams"))
+
     def team_channel(self, thread_id: str) -> TeamChannel | None:
-        """The team a thread belongs to (as member or lead), as its tools see it."""
+        """The team a thread belongs to (as member or lead), as its tools see it; none before
+        any team was formed in this process."""
+        if "teams" not in self.__dict__:
+            return None
         return self.teams.channel(thread_id)
 
     def set_tool_extra(self, thread_id: str, key: str, value: Any) -> None:
@@ -713,16 +723,27 @@ class Runtime:
     def resolve_user_input(self, request_id: str, answers: dict[str, Any]) -> bool:
         return self.questions.resolve(request_id, answers)
 
-    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> None:
+    def persist_rule(self, rule: str, verdict: PolicyVerdict = PolicyVerdict.ALLOW) -> str | None:
         """'Always' answers write the exact rules shown to the user (one per line) into
-        config.toml's ``[policy] allow`` (or ``deny``) and apply them at once."""
+        config.toml's ``[policy] allow`` (or ``deny``) and apply them at once.
+
+        The rules apply for this process whatever happens to the file. When the file cannot be
+        written (a read-only or broken config.toml), the answer still counts: the one-line reason
+        the rule was not saved is returned for the caller to tell the user, never raised into
+        the turn (where it failed the whole call)."""
         writer = ConfigWriter(self.options.paths.config_file)
-        for line in (r.strip() for r in rule.splitlines()):
-            if not line:
-                continue
+        lines = [line for line in (r.strip() for r in rule.splitlines()) if line]
+        for line in lines:
             self.policy.add_rule(verdict, line)
-            writer.append_unique(f"policy.{verdict}", line)
-            self.audit.record("policy.rule_saved", {"list": verdict, "rule": line, "file": str(writer.path)})
+        try:
+            for line in lines:
+                writer.append_unique(f"policy.{verdict}", line)
+                self.audit.record("policy.rule_saved", {"list": verdict, "rule": line, "file": str(writer.path)})
+        except (OSError, ValueError) as exc:  # tomlkit's parse errors are ValueErrors
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.audit.record("policy.rule_not_saved", {"list": verdict, "rule": rule, "error": reason})
+            return f"the rule {', '.join(lines)} applies to this session but was not saved to {writer.path}: {reason}"
+        return None
 
     # ------------------------------------------------------------------ session
 

@@ -1,18 +1,21 @@
 """config.toml: typed reading, comment-preserving writing.
 
 The user file lives at ``RoderPaths.config_file``. A trusted project may add ``.roder/config.toml``
-on top (merged table by table); an untrusted one is never read. Unknown tables are kept, so
-extensions can own their own sections (``[mcp]``, ``[hooks]``, ...).
+on top (merged table by table); an untrusted one is never read. Extensions own a few tables
+(``EXTENSION_TABLES``: ``[mcp]``, ``[hooks]``, ...); any other unknown table or key is an error
+naming the nearest valid one (``key_problems``), fatal in the security tables.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import stat
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from roder_core.ir import Mode
 from roder_core.settings.paths import RoderPaths
@@ -212,6 +215,15 @@ class LspConfig(BaseModel):
     servers: dict[str, LspServerConfig] = Field(default_factory=dict)
 
 
+#: Tables where an ignored mistake weakens a protection: an unknown key in one, or an unknown
+#: table whose nearest valid name is one of them (``[polcy]``), stops Roder before it starts.
+#: There is no ``[trust]`` table (folders are trusted with ``roder trust``); writing one is
+#: such a mistake too.
+SECURITY_TABLES = frozenset({"policy", "sandboxing", "network", "limits", "trust"})
+#: Top-level tables owned and checked by extensions and the terminal client.
+EXTENSION_TABLES = frozenset({"mcp", "hooks", "plugins", "keys"})
+
+
 class RoderConfig(Section):
     provider: str | None = None
     model: str | None = None
@@ -230,6 +242,9 @@ class RoderConfig(Section):
     #: (0: the sampled token only). Chat Completions and Responses providers return them; they
     #: are kept per model call in the thread (``thread/tokenUsage/updated``) and in trajectories.
     logprobs: int | None = Field(default=None, ge=0, le=20)
+    #: Ask the server for the token ids of each call's prompt and answer (vLLM's
+    #: ``return_token_ids``); kept per model call like ``logprobs``.
+    token_ids: bool = False
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models_override: dict[str, dict[str, Any]] = Field(default_factory=dict, alias="models")
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
@@ -247,6 +262,56 @@ class RoderConfig(Section):
     extensions: ExtensionsConfig = Field(default_factory=ExtensionsConfig)
     #: ``[lsp]``: language servers (``roder_ext_lsp``).
     lsp: LspConfig = Field(default_factory=LspConfig)
+    #: Unknown tables and keys outside the security tables (``key_problems``): shown as warnings.
+    _problems: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        return self._problems
+
+    @problems.setter
+    def problems(self, lines: list[str]) -> None:
+        self._problems = list(lines)
+
+
+def nearest(name: str, valid: Iterable[str]) -> str | None:
+    """The valid name closest to a misspelt one, if any is close."""
+    import difflib
+
+    found = difflib.get_close_matches(name, sorted(valid), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(near: str | None) -> str:
+    return f"; did you mean {near!r}?" if near else ""
+
+
+def key_problems(data: Mapping[str, Any]) -> list[tuple[str, bool]]:
+    """Unknown tables and keys of a config.toml as (one-line message, in a security table).
+    Provider, runner and model tables are checked by their own models (a broken provider table
+    disables that provider alone); extension tables by their extensions."""
+    fields = {(info.alias or name): info for name, info in RoderConfig.model_fields.items()}
+    top = set(fields) | EXTENSION_TABLES
+    found: list[tuple[str, bool]] = []
+    for key, value in data.items():
+        if key in EXTENSION_TABLES:
+            continue
+        info = fields.get(key)
+        if info is None:
+            near = nearest(key, top)
+            kind = "table" if isinstance(value, dict) else "key"
+            found.append((f"unknown {kind} [{key}]{did_you_mean(near)}", key in SECURITY_TABLES or near in SECURITY_TABLES))
+            continue
+        model = info.annotation
+        if isinstance(model, type) and issubclass(model, Section) and isinstance(value, dict):
+            known = {(f.alias or n) for n, f in model.model_fields.items()}
+            for inner in value:
+                if inner not in known:
+                    line = f"unknown key {inner!r} in [{key}]{did_you_mean(nearest(inner, known))}"
+                    if inner in top:
+                        line += " (TOML puts every key written after a [table] header into that table: move it above)"
+                    found.append((line, key in SECURITY_TABLES))
+    return found
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -321,67 +386,111 @@ def load_config(paths: RoderPaths, project: Path | None = None, trusted: bool = 
 
 
 def _validated(data: dict[str, Any], source: Path) -> RoderConfig:
+    """The config of ``data``; unknown tables and keys are errors naming the nearest valid one:
+    in a security table Roder refuses to start (``ConfigError``), elsewhere the line is kept in
+    ``RoderConfig.problems`` and shown as a warning."""
+    problems = key_problems(data)
+    fatal = [line for line, security in problems if security]
+    if fatal:
+        raise ConfigError(f"{source}: {fatal[0]} (Roder will not start with a security setting it would ignore)")
     try:
-        return RoderConfig.model_validate(data)
+        config = RoderConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"{source}: {where}: {first['msg']}") from exc
+    config.problems = [f"{source}: {line}" for line, _security in problems]
+    return config
 
 
 class ConfigWriter:
-    """Edits the user's config.toml in place with tomlkit, keeping comments and layout."""
+    """Edits the user's config.toml in place with tomlkit, keeping comments and layout.
+
+    Every edit is one chokepoint (``_edit``): under an exclusive lock beside the file, the file is
+    read afresh, changed and written back, so two processes editing at once keep both changes.
+    A symlinked config.toml (a dotfiles checkout) is written through the link, at its target; the
+    file keeps its mode (0600 stays 0600); the new text goes to a temporary file in the target's
+    folder, synced, then renamed over the target, so a crash leaves the old file or the new one."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def _document(self) -> Any:
-        import tomlkit
-
-        try:
-            return tomlkit.parse(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return tomlkit.document()
-
-    def _write(self, doc: Any) -> None:
-        import tomlkit
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".toml.tmp")
-        tmp.write_text(tomlkit.dumps(doc), encoding="utf-8")
-        os.replace(tmp, self.path)
-
     def set(self, dotted_key: str, value: Any) -> None:
         """Set ``a.b.c = value``, creating tables as needed."""
-        import tomlkit
-
-        doc = self._document()
         *tables, leaf = dotted_key.split(".")
-        node = doc
-        for name in tables:
-            if name not in node:
-                node[name] = tomlkit.table()
-            node = node[name]
-        node[leaf] = value
-        self._write(doc)
+
+        def change(doc: Any) -> bool:
+            _table(doc, tables)[leaf] = value
+            return True
+
+        self._edit(change)
 
     def append_unique(self, dotted_key: str, value: str) -> bool:
         """Append to a list (``policy.allow``) unless present; True when it was added."""
         import tomlkit
 
-        doc = self._document()
         *tables, leaf = dotted_key.split(".")
-        node = doc
-        for name in tables:
-            if name not in node:
-                node[name] = tomlkit.table()
-            node = node[name]
-        current = node.get(leaf)
-        if current is None:
-            current = tomlkit.array()
-            node[leaf] = current
-        if value in current:
-            return False
-        current.append(value)
-        self._write(doc)
-        return True
+
+        def change(doc: Any) -> bool:
+            node = _table(doc, tables)
+            current = node.get(leaf)
+            if current is None:
+                current = tomlkit.array()
+                node[leaf] = current
+            if value in current:
+                return False
+            current.append(value)
+            return True
+
+        return self._edit(change)
+
+    def _edit(self, change: Callable[[Any], bool]) -> bool:
+        """Apply ``change`` to the current document under the lock; write when it says it changed."""
+        import fcntl
+
+        import tomlkit
+
+        target = Path(os.path.realpath(self.path))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.with_name(f".{target.name}.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                text = target.read_text(encoding="utf-8")
+                mode = stat.S_IMODE(target.stat().st_mode)
+            except FileNotFoundError:
+                text, mode = "", 0o600
+            doc = tomlkit.parse(text)
+            if not change(doc):
+                return False
+            _replace_atomically(target, tomlkit.dumps(doc), mode)
+            return True
+
+
+def _table(doc: Any, names: list[str]) -> Any:
+    """The (nested) table ``names`` of ``doc``, created where missing."""
+    import tomlkit
+
+    node = doc
+    for name in names:
+        if name not in node:
+            node[name] = tomlkit.table()
+        node = node[name]
+    return node
+
+
+def _replace_atomically(target: Path, text: str, mode: int) -> None:
+    """Write ``text`` to a temporary file beside ``target`` with ``mode``, sync it, rename it over."""
+    import tempfile
+
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            os.fchmod(out.fileno(), mode)
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise

@@ -55,6 +55,24 @@ class RoderPaths(NamedTuple):
         """Background tasks' output, one folder per thread (``own_folders``)."""
         return self.cache_dir / "tasks"
 
+    def unusable_reason(self) -> str | None:
+        """Why Roder cannot keep its files in these folders (one line), or None when it can.
+
+        Each folder is created if missing and must be writable. Checked once when a command
+        starts, so a read-only home or a ``RODER_HOME`` that names a file fails before a model is
+        called, instead of losing the thread (or printing a traceback) once the turn is written."""
+        origin = " (RODER_HOME)" if os.environ.get("RODER_HOME") else ""
+        for label, folder in (("config", self.config_dir), ("data", self.data_dir), ("cache", self.cache_dir)):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                return f"cannot keep Roder's {label} files in {folder}{origin}: it is a file, not a folder"
+            except OSError as exc:
+                return f"cannot keep Roder's {label} files in {folder}{origin}: {exc.strerror or exc}"
+            if not os.access(folder, os.W_OK | os.X_OK):
+                return f"cannot keep Roder's {label} files in {folder}{origin}: the folder is not writable"
+        return None
+
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> RoderPaths:
         env = dict(os.environ) if env is None else env

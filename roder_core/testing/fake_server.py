@@ -3,7 +3,9 @@
 It answers ``POST .../responses`` (OpenAI Responses), ``POST .../chat/completions`` (Chat
 Completions) and ``POST .../messages`` (Anthropic Messages) with server-sent events shaped as the
 providers document them (``event:``/``data:`` framing, chunked transfer encoding, keep-alive), and
-``GET .../models`` with a model listing. Each POST consumes the next *step* of a script:
+``GET .../models`` with a model listing (a Chat Completions request without ``"stream": true``
+gets the whole answer as one JSON object, as OpenAI sends it). Each POST consumes the next *step*
+of a script:
 
     {"steps": [
       {"text": "Let me look.", "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]},
@@ -179,6 +181,30 @@ def _logprobs(pieces: list[str], top: int) -> list[dict[str, Any]]:
     return out
 
 
+def token_id(piece: str) -> int:
+    """The fake tokenizer's id of a piece of text (stable across runs, below 50,000)."""
+    return sum((i + 1) * b for i, b in enumerate(piece.encode())) % 50_000
+
+
+def _add_token_ids(events: list[Event], request: dict[str, Any]) -> None:
+    """vLLM's ``return_token_ids``: ``prompt_token_ids`` at the top of the first chunk (one id
+    per word of the request's messages), ``token_ids`` on every choice that carries generated
+    text or tool-call arguments (one id per piece)."""
+    words = " ".join(str(m.get("content") or "") for m in request.get("messages", []) if isinstance(m, dict)).split()
+    first = events[0][1]
+    assert isinstance(first, dict)
+    first["prompt_token_ids"] = [token_id(word) for word in words]
+    for _, data in events:
+        assert isinstance(data, dict)
+        for choice in data.get("choices", []):
+            delta = choice.get("delta", {})
+            pieces = [delta.get("content") or ""] + [
+                c.get("function", {}).get("arguments") or "" for c in delta.get("tool_calls", [])
+            ]
+            generated = [piece for piece in pieces if piece]
+            choice["token_ids"] = [token_id(piece) for piece in generated] if generated else []
+
+
 def render_chat(step: dict[str, Any], request: dict[str, Any], number: int) -> list[Event]:
     size = int(step.get("chunk_size", 8))
     base = {
@@ -239,6 +265,8 @@ def render_chat(step: dict[str, Any], request: dict[str, Any], number: int) -> l
         ]
     finish = {"max_tokens": "length"}.get(step.get("stop_reason", ""), "tool_calls" if calls else "stop")
     events.append(chunk({}, finish))
+    if request.get("return_token_ids"):
+        _add_token_ids(events, request)
     if (request.get("stream_options") or {}).get("include_usage"):
         usage = _usage(step, request)
         events.append(
@@ -443,6 +471,32 @@ def render_anthropic(step: dict[str, Any], request: dict[str, Any], number: int)
     emit("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage={"output_tokens": usage.output_tokens})
     emit("message_stop")
     return events
+
+
+def chat_completion(step: dict[str, Any], request: dict[str, Any], number: int) -> dict[str, Any]:
+    """A Chat Completions answer without ``stream`` (one JSON object), as clients such as
+    LiteLLM ask for by default."""
+    calls = _calls(step, "call_fake", number)
+    usage = _usage(step, request)
+    message: dict[str, Any] = {"role": "assistant", "content": step.get("text", ""), "refusal": None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls
+        ]
+    finish = {"max_tokens": "length"}.get(step.get("stop_reason", ""), "tool_calls" if calls else "stop")
+    return {
+        "id": f"chatcmpl-fake{number}",
+        "object": "chat.completion",
+        "created": 1_760_000_000 + number,
+        "model": request.get("model", "fake-model"),
+        "system_fingerprint": "fp_fake",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        },
+    }
 
 
 RENDERERS = {"chat-completions": render_chat, "responses": render_responses, "anthropic-messages": render_anthropic}
@@ -659,6 +713,9 @@ class FakeModelServer:
         if "status" in step and int(step["status"]) >= 400:
             status = int(step["status"])
             await self._plain(writer, status, error_body(dialect, status, step.get("error") or {}), step.get("headers"))
+            return True
+        if dialect == "chat-completions" and not (record.json or {}).get("stream") and "raw" not in step:
+            await self._plain(writer, 200, _json(chat_completion(step, record.json or {}, len(self.calls))).encode())
             return True
         content_type = step.get("content_type", "text/event-stream; charset=utf-8")
         head = [

@@ -57,6 +57,11 @@ def _metrics(call: dict[str, Any] | None) -> dict[str, Any] | None:
         }
         if all("id" in t for t in tokens):
             metrics["completion_token_ids"] = [t["id"] for t in tokens]
+    ids = call.get("tokenIds") or {}
+    if ids.get("prompt") is not None:
+        metrics["prompt_token_ids"] = ids["prompt"]
+    if ids.get("completion"):  # the server's own ids win over those read from logprob tokens
+        metrics["completion_token_ids"] = ids["completion"]
     return metrics
 
 

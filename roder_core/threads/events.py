@@ -188,6 +188,9 @@ class TokenUsageUpdated(EventBase):
     #: The sampled tokens' log probabilities of this model call, when they were asked for
     #: (``logprobs`` in config.toml or a batch task) and the provider returned them.
     logprobs: list[dict[str, Any]] | None = None
+    #: ``{"prompt": [...], "completion": [...]}``: the call's token ids, when they were asked for
+    #: (``token_ids`` in config.toml or a batch task) and the server returned them.
+    token_ids: dict[str, list[int]] | None = None
 
 
 class ModelRetrying(EventBase):

@@ -48,6 +48,8 @@ class Timings:
                 call = {"at": event.ts, "usage": event.usage.wire(), "contextTokens": event.context_tokens}
                 if event.logprobs:
                     call["logprobs"] = event.logprobs
+                if event.token_ids:
+                    call["tokenIds"] = event.token_ids
                 self.calls.setdefault(event.turn_id, []).append(call)
 
     def stamp(self, step: dict[str, Any], item: Item) -> dict[str, Any]:
@@ -147,8 +149,9 @@ def _turn(index: int, turn: Turn, timings: Timings) -> dict[str, Any]:
         }
         if number < len(calls):
             response["usage"] = calls[number]["usage"]
-            if "logprobs" in calls[number]:
-                response["logprobs"] = calls[number]["logprobs"]
+            for key in ("logprobs", "tokenIds"):
+                if key in calls[number]:
+                    response[key] = calls[number][key]
         responses.append(response)
         for item in group:
             step = _step(item, results, timings)

@@ -249,8 +249,9 @@ class ModelCaller(Protocol):
 
     def model_profile(self) -> ModelProfile: ...
 
-    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile) -> str:
-        """The answer's text, with its usage accounted to the turn."""
+    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile, *, finish: bool = False) -> str:
+        """The answer's text, with its usage accounted to the turn; ``finish``: the request gets
+        the defaults and hooks the turn's own requests get (so it extends the cached prefix)."""
         ...
 
 
@@ -286,8 +287,12 @@ async def summarize(
     plan: CompactionPlan,
     instructions: str | None,
     files: tuple[list[str], list[str]],
+    cached: AgentInferenceRequest | None = None,
 ) -> str:
-    """The summary body: a compaction hook's, else the thread's own model's."""
+    """The summary body: a compaction hook's, else the thread's own model's. ``cached``: the
+    request the turn was about to send; when the summary request fits the window as that
+    request plus one more user message, it is sent that way, so the provider serves the whole
+    conversation from its prompt cache instead of reading a fresh transcript."""
     previous = plan.previous.summary if plan.previous is not None else ""
     if runner.hooks.has(HookPoint.COMPACTION):
         payload = await runner.hooks.run(
@@ -305,6 +310,10 @@ async def summarize(
         if payload.summary is not None and payload.summary.strip():
             return payload.summary
     profile = model.model_profile()
+    if cached is not None:
+        body = await _summarize_in_place(model, profile, cached, previous, instructions)
+        if body.strip():
+            return body
     room = prompt_budget(profile, SUMMARY_OUTPUT_TOKENS) - 1_000
     transcript = render_transcript(plan.summarize, max(room, 1_000) * CHARS_PER_TOKEN - len(previous))
     prompt = []
@@ -322,6 +331,36 @@ async def summarize(
         parallel_tool_calls=False,
     )
     return await model.ask_model(request, profile)
+
+
+IN_PLACE_PROMPT = (
+    "[roder: the conversation has reached the context window and will be compacted. Do not call any "
+    "tool and do not continue the task now: reply only with a handoff summary of everything above "
+    "(the most recent messages will also be kept verbatim after it).]\n\n"
+)
+
+
+async def _summarize_in_place(
+    model: ModelCaller,
+    profile: ModelProfile,
+    cached: AgentInferenceRequest,
+    previous: str,
+    instructions: str | None,
+) -> str:
+    """The summary asked as the next message of the cached conversation; "" when that request
+    would not fit the window (the caller then sends the transcript form)."""
+    prompt = IN_PLACE_PROMPT + SUMMARY_SYSTEM
+    if instructions:
+        prompt += f"\n\nAdditional instructions from the user for this summary: {instructions}"
+    request = cached.model_copy(
+        update={
+            "messages": [*cached.messages, Message(role="user", parts=[TextPart(text=prompt)])],
+            "max_output_tokens": min(profile.max_output_tokens, SUMMARY_OUTPUT_TOKENS),
+        }
+    )
+    if request_tokens(request) + SUMMARY_OUTPUT_TOKENS > profile.context_window:
+        return ""
+    return await model.ask_model(request, profile, finish=True)
 
 
 # --------------------------------------------------------------------------- in the turn loop
@@ -360,7 +399,9 @@ class Compactor:
         budget = prompt_budget(profile, self.settings.reserve_tokens)
         self.auto_runs += 1
         try:
-            item = await self.compact(keep_tokens=min(self.settings.keep_recent_tokens, budget // 2))
+            # At most a quarter of the budget kept verbatim: each compaction frees most of the window,
+            # so they come rarely (each one starts a new cached prefix).
+            item = await self.compact(keep_tokens=min(self.settings.keep_recent_tokens, budget // 4), cached=request)
         except (RoderError, ValueError, OSError) as exc:
             log.warning("automatic compaction failed: %s", exc)
             await self.runner.record(ErrorItem(message=f"automatic compaction failed: {exc}", kind="compaction"))
@@ -380,7 +421,9 @@ class Compactor:
             log.warning("compaction after a context overflow failed: %s", exc)
             return False
 
-    async def compact(self, *, keep_tokens: int, instructions: str | None = None) -> CompactionItem | None:
+    async def compact(
+        self, *, keep_tokens: int, instructions: str | None = None, cached: AgentInferenceRequest | None = None
+    ) -> CompactionItem | None:
         runner = self.runner
         await runner.complete_history()  # the summary covers every turn since the last one
         plan = plan_compaction(runner.thread.items(), keep_tokens)
@@ -390,7 +433,7 @@ class Compactor:
         if plan.previous is not None:
             read = _merge(plan.previous.files_read, read)
             modified = _merge(plan.previous.files_modified, modified)
-        body = await summarize(runner, self.model, plan, instructions, (read, modified))
+        body = await summarize(runner, self.model, plan, instructions, (read, modified), cached)
         first = runner.turn.items[0] if runner.turn.items else None
         current = first.text if isinstance(first, UserMessageItem) and any(i is first for i in plan.summarize) else None
         item = CompactionItem(

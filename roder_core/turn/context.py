@@ -15,6 +15,8 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
 
 from roder_core.ir import (
     AgentInferenceRequest,
@@ -126,15 +128,15 @@ def _image_parts(attachments: list[Attachment], resolve: ImageResolver) -> tuple
 
 
 def _user_message(item: UserMessageItem, resolve: ImageResolver) -> Message:
-    parts: list[Part] = [TextPart(text=CONTEXT_OPEN + item.context + CONTEXT_CLOSE)] if item.context else []
-    parts.append(TextPart(text=item.text))
+    parts: list[Part] = [TextPart.model_construct(text=CONTEXT_OPEN + item.context + CONTEXT_CLOSE)] if item.context else []
+    parts.append(TextPart.model_construct(text=item.text))
     images, notes = _image_parts(item.attachments, resolve)
-    parts.extend(TextPart(text=note) for note in notes)
+    parts.extend(TextPart.model_construct(text=note) for note in notes)
     parts.extend(images)
     for att in item.attachments:
         if not att.is_image and att.text is not None:
-            parts.append(TextPart(text=f"\n<attachment name={att.name!r}>\n{att.text}\n</attachment>"))
-    return Message(role="user", parts=parts)
+            parts.append(TextPart.model_construct(text=f"\n<attachment name={att.name!r}>\n{att.text}\n</attachment>"))
+    return Message.model_construct(role="user", parts=parts)
 
 
 def history_to_messages(
@@ -151,18 +153,74 @@ def history_to_messages(
     return conversation(items, resolve=resolve)[0]
 
 
+def _copied(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A part's own copy of an item's dict (as validating it made), so an encoder that edits a
+    request's parts never edits the thread's items."""
+    return None if data is None else dict(data)
+
+
+def _reasoning_part(item: ReasoningItem) -> ReasoningPart:
+    return ReasoningPart.model_construct(text=item.text, summary=item.summary, provider_data=_copied(item.provider_data))
+
+
+def _call_part(item: ToolCallItem) -> ToolCallPart:
+    return ToolCallPart.model_construct(
+        call_id=item.call_id, name=item.name, arguments=dict(item.arguments), provider_data=_copied(item.provider_data)
+    )
+
+
+def _result_part(item: ToolResultItem, resolve: ImageResolver) -> ToolResultPart:
+    images, notes = _image_parts(item.attachments, resolve)
+    text = "\n".join([item.text, *notes]) if notes else item.text
+    return ToolResultPart.model_construct(call_id=item.call_id, name=item.name, text=text, is_error=item.is_error, images=images)
+
+
+class PartCache:
+    """The parts made for one thread's items at its earlier model calls.
+
+    Every model call turns the whole history into messages; the history only grows, so each
+    item's part is made once and reused while the item is the same object with the same field
+    objects (an edited or replaced item is made again). Items with attachments are always made
+    again (their images depend on the model). Only what the last call used is kept."""
+
+    def __init__(self) -> None:
+        self._parts: dict[str, tuple[tuple[object, ...], Any]] = {}
+        self._used: dict[str, tuple[tuple[object, ...], Any]] = {}
+
+    def get(self, item: Item, fields: tuple[object, ...], make: Callable[[], Any]) -> Any:
+        key = (item, *fields)
+        hit = self._parts.get(item.id)
+        if hit is None or len(hit[0]) != len(key) or any(a is not b for a, b in zip(hit[0], key, strict=True)):
+            hit = (key, make())
+        self._used[item.id] = hit
+        return hit[1]
+
+    def settle(self) -> None:
+        """Keep only the parts of this call (a compacted or rewound history lets the rest go)."""
+        self._parts, self._used = self._used, {}
+
+
 def conversation(
-    items: Sequence[Item], turn_start_item: str | None = None, *, resolve: ImageResolver = inline_images
+    items: Sequence[Item],
+    turn_start_item: str | None = None,
+    *,
+    resolve: ImageResolver = inline_images,
+    parts: PartCache | None = None,
 ) -> tuple[list[Message], int]:
     """The messages for ``items`` and the index of the message where the running turn begins
     (the one made from ``turn_start_item``; right after the summary when compaction hid it).
-    ``resolve`` loads stored images (or says why one is not sent)."""
+    ``resolve`` loads stored images (or says why one is not sent); ``parts`` keeps the parts
+    made at a thread's earlier calls.
+
+    Built at every model call from the whole history, so the parts are made without validation
+    (``model_construct``): their fields come from items that were validated when they were made."""
     messages: list[Message] = []
     turn_start: int | None = None
+    cache = parts or PartCache()
 
     def open_message(role: str) -> Message:
         if not messages or messages[-1].role != role:
-            messages.append(Message(role=role))  # type: ignore[arg-type]
+            messages.append(Message.model_construct(role=role, parts=[]))
         return messages[-1]
 
     visible = visible_items(items)
@@ -170,33 +228,33 @@ def conversation(
         if turn_start is None and item.id == turn_start_item:
             turn_start = len(messages)
         if isinstance(item, UserMessageItem):
-            messages.append(_user_message(item, resolve))
+            if item.attachments:
+                messages.append(_user_message(item, resolve))
+            else:
+                messages.append(cache.get(item, (item.text, item.context), partial(_user_message, item, resolve)))
         elif isinstance(item, CompactionItem):
-            messages.append(Message(role="user", parts=[TextPart(text=COMPACTION_PREFIX + item.summary)]))
+            messages.append(
+                Message.model_construct(role="user", parts=[TextPart.model_construct(text=COMPACTION_PREFIX + item.summary)])
+            )
         elif isinstance(item, AgentMessageItem):
             if item.text:
-                open_message("assistant").parts.append(TextPart(text=item.text))
+                text = cache.get(item, (item.text,), partial(TextPart.model_construct, text=item.text))
+                open_message("assistant").parts.append(text)
         elif isinstance(item, ReasoningItem):
             if not (item.text or item.summary or item.provider_data):
                 continue  # voided by a stream restart
             open_message("assistant").parts.append(
-                ReasoningPart(text=item.text, summary=item.summary, provider_data=item.provider_data)
+                cache.get(item, (item.text, item.summary, item.provider_data), partial(_reasoning_part, item))
             )
         elif isinstance(item, ToolCallItem):
-            open_message("assistant").parts.append(
-                ToolCallPart(
-                    call_id=item.call_id,
-                    name=item.name,
-                    arguments=item.arguments,
-                    provider_data=item.provider_data,
-                )
-            )
+            call = (item.call_id, item.name, item.arguments, item.provider_data)
+            open_message("assistant").parts.append(cache.get(item, call, partial(_call_part, item)))
         elif isinstance(item, ToolResultItem):
-            images, notes = _image_parts(item.attachments, resolve)
-            text = "\n".join([item.text, *notes]) if notes else item.text
-            open_message("tool").parts.append(
-                ToolResultPart(call_id=item.call_id, name=item.name, text=text, is_error=item.is_error, images=images)
-            )
+            if item.attachments:
+                open_message("tool").parts.append(_result_part(item, resolve))
+            else:
+                result = (item.call_id, item.name, item.text, item.is_error)
+                open_message("tool").parts.append(cache.get(item, result, partial(_result_part, item, resolve)))
     if turn_start is None:
         if turn_start_item is not None and visible and isinstance(visible[0], CompactionItem):
             turn_start = 1  # the turn's start was summarized: protect all that follows the summary
@@ -224,7 +282,9 @@ def _close_dangling_calls(messages: list[Message]) -> list[Message]:
             else set()
         )
         missing: list[Part] = [
-            ToolResultPart(call_id=c.call_id, name=c.name, text="(no result: the turn was interrupted)", is_error=True)
+            ToolResultPart.model_construct(
+                call_id=c.call_id, name=c.name, text="(no result: the turn was interrupted)", is_error=True
+            )
             for c in calls
             if c.call_id not in answered
         ]
@@ -232,8 +292,12 @@ def _close_dangling_calls(messages: list[Message]) -> list[Message]:
             if following is not None and following.role == "tool":
                 following.parts.extend(missing)
             else:
-                fixed.append(Message(role="tool", parts=missing))
+                fixed.append(Message.model_construct(role="tool", parts=missing))
     return fixed
+
+
+#: How many threads' parts ``ContextAssembler`` keeps between model calls.
+PART_CACHE_THREADS = 32
 
 
 class ContextAssembler:
@@ -251,6 +315,8 @@ class ContextAssembler:
         self._planner = planner or BudgetPlanner()
         self.planner = self._planner
         self._media = media
+        #: Each thread's parts from its last model call (``PartCache``), for the busiest threads.
+        self._part_caches: dict[str, PartCache] = {}
 
     def image_resolver(self, thread_id: str, model: ModelProfile) -> ImageResolver:
         """How images of ``thread_id`` reach ``model``: loaded from the media store, or replaced
@@ -296,7 +362,12 @@ class ContextAssembler:
     ) -> AgentInferenceRequest:
         """``turn_start_item`` is the first item of the running turn, which planners never shorten."""
         resolve = self.image_resolver(query.thread_id, model)
-        messages, turn_start = conversation(items, turn_start_item, resolve=resolve)
+        parts = self._part_caches.pop(query.thread_id, None) or PartCache()
+        messages, turn_start = conversation(items, turn_start_item, resolve=resolve, parts=parts)
+        parts.settle()
+        self._part_caches[query.thread_id] = parts  # the most recently used last
+        while len(self._part_caches) > PART_CACHE_THREADS:
+            self._part_caches.pop(next(iter(self._part_caches)))
         request = AgentInferenceRequest(
             model=model.id,
             messages=messages,

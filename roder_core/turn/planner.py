@@ -3,8 +3,10 @@
 The prompt may use the model's context window minus a reserve kept for the answer and the next
 steps (``[context] reserve_tokens``). Over budget, the planner first leaves out droppable blocks
 when the system prompt alone is too large, then shortens the oldest tool outputs (never those of
-the running turn), each with a marker saying so. What it cannot fit is left to compaction, which
-the turn loop runs when the planned request is still over budget.
+the running turn), each with a marker saying so, in large sticky steps (a quarter of the window
+at a time) so consecutive requests stay extensions of each other for the prompt cache. What it
+cannot fit is left to compaction, which the turn loop runs when the planned request is still
+over budget.
 """
 
 from __future__ import annotations
@@ -28,38 +30,55 @@ def prompt_budget(model: ModelProfile, reserve_tokens: int) -> int:
     return model.context_window - reserve
 
 
-def shorten_old_tool_outputs(messages: list[Message], protect_from: int, excess: int) -> list[Message]:
-    """Shorten tool outputs before ``protect_from``, oldest first, until ``excess`` tokens are saved."""
-    result = list(messages)
+def shorten_old_tool_outputs(messages: list[Message], protect_from: int, excess: int, step: int = 1) -> list[Message]:
+    """Shorten tool outputs before ``protect_from``, oldest first, until ``excess`` tokens are saved,
+    in whole steps of at least ``step`` tokens.
+
+    The outputs that may be shortened and what each saves depend only on the messages before
+    them, so the step boundaries (the first outputs saving ``step``, ``2 * step``, ... together)
+    stay where they are as the conversation grows. Shortening up to the first boundary that
+    saves enough is therefore sticky: the next request shortens the same outputs until it needs
+    a whole step more, and each request stays an extension of the previous one (the prompt cache
+    breaks once a step, not at every request)."""
+    candidates: list[tuple[int, int, str]] = []  # (message, part, shortened text)
+    savings: list[int] = []
     for index in range(min(protect_from, len(messages))):
-        if excess <= 0:
-            break
         message = messages[index]
         if message.role != "tool":
             continue
-        parts = list(message.parts)
-        changed = False
-        for position, part in enumerate(parts):
-            if excess <= 0:
-                break
+        for position, part in enumerate(message.parts):
             if not isinstance(part, ToolResultPart) or len(part.text) <= KEEP_HEAD_CHARS * 2:
                 continue
             removed = len(part.text) - KEEP_HEAD_CHARS
             text = part.text[:KEEP_HEAD_CHARS] + SHORTENED_MARKER.format(removed=removed)
-            excess -= estimate_tokens(part.text) - estimate_tokens(text)
-            parts[position] = part.model_copy(update={"text": text})
-            changed = True
-        if changed:
-            result[index] = message.model_copy(update={"parts": parts})
+            candidates.append((index, position, text))
+            savings.append(estimate_tokens(part.text) - estimate_tokens(text))
+    count, saved, boundary = 0, 0, max(step, 1)
+    for number, saving in enumerate(savings, start=1):
+        saved += saving
+        if saved >= boundary:  # a step boundary: stop here if it saves enough
+            count = number
+            if saved >= excess:
+                break
+            boundary = (saved // max(step, 1) + 1) * max(step, 1)
+    else:
+        count = len(savings)
+    result = list(messages)
+    for index, position, text in candidates[:count]:
+        parts = list(result[index].parts)
+        parts[position] = parts[position].model_copy(update={"text": text})
+        result[index] = result[index].model_copy(update={"parts": parts})
     return result
 
 
 class BudgetPlanner:
     """Default ContextPlanner (an extension providing a ContextPlanner replaces it)."""
 
-    def __init__(self, reserve_tokens: int = 16_384, system_share: float = 0.25) -> None:
+    def __init__(self, reserve_tokens: int = 16_384, system_share: float = 0.25, trim_step_share: float = 0.25) -> None:
         self.reserve_tokens = reserve_tokens
         self.system_share = system_share
+        #: Old tool outputs are shortened in steps freeing at least this share of the window.
+        self.trim_step_share = trim_step_share
 
     def id(self) -> str:
         return "budget-planner"
@@ -83,6 +102,7 @@ class BudgetPlanner:
         request = request.model_copy(update={"system": self.system_prompt(blocks, model)})
         excess = request_tokens(request) - self.budget(model)
         if excess > 0:
-            messages = shorten_old_tool_outputs(request.messages, request.turn_start, excess)
+            step = int(model.context_window * self.trim_step_share)
+            messages = shorten_old_tool_outputs(request.messages, request.turn_start, excess, step)
             request = request.model_copy(update={"messages": messages})
         return request

@@ -55,6 +55,7 @@ from roder_core.threads.events import (
     AgentMessageDelta,
     ApprovalRequested,
     ApprovalResolved,
+    ErrorEvent,
     ItemCompleted,
     ItemStarted,
     ItemUpdated,
@@ -187,8 +188,11 @@ class TurnRunner:
     async def complete_history(self) -> None:
         await self.state.complete_history()
 
-    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile) -> str:
-        """One model call outside the loop (a compaction summary): its text, its usage accounted."""
+    async def ask_model(self, request: AgentInferenceRequest, profile: ModelProfile, *, finish: bool = False) -> str:
+        """One model call outside the loop (a compaction summary): its text, its usage accounted;
+        ``finish``: sent as the loop's requests are (``finish_request``)."""
+        if finish:
+            request = await self.finish_request(request)
         engine = self.runtime.engine(self.provider)
         ctx = self._inference_context()
         folder = StreamFolder(SilentListener())
@@ -210,8 +214,7 @@ class TurnRunner:
         status: TurnStatus = TurnStatus.COMPLETED
         error: TurnError | None = None
         try:
-            await self._accept_user_message()
-            await self._loop()
+            await self._body()
         except asyncio.CancelledError:
             status = TurnStatus.INTERRUPTED
         except TurnInterrupted:
@@ -227,6 +230,17 @@ class TurnRunner:
             status, error = TurnStatus.FAILED, TurnError(message=f"{type(exc).__name__}: {exc}", kind="internal")
         await asyncio.shield(self._finish(status, error))
         return self.turn
+
+    async def _body(self) -> None:
+        """The turn's work. A failure inside a task group (tool calls run in one) arrives as an
+        ExceptionGroup: it is re-raised as its first leaf, so ``run`` classifies the real error
+        (an interrupt, a provider error, a bug by its type and message) and the user never reads
+        "unhandled errors in a TaskGroup"."""
+        try:
+            await self._accept_user_message()
+            await self._loop()
+        except BaseExceptionGroup as group:
+            raise first_leaf(group) from group
 
     async def _finish(self, status: TurnStatus, error: TurnError | None) -> None:
         runtime = self.runtime
@@ -427,10 +441,18 @@ class TurnRunner:
         loaded_all = self.state.history_complete
         if await self.compactor.maybe_compact(request, profile) or self.state.history_complete != loaded_all:
             request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+        return await self.finish_request(request)
+
+    async def finish_request(self, request: AgentInferenceRequest) -> AgentInferenceRequest:
+        """The planned request as it is sent: configured defaults, then the request hooks. A
+        compaction request that extends the conversation goes through the same steps, so its
+        prefix is byte for byte the one the provider cached."""
+        runtime = self.runtime
         if request.reasoning_effort is None and runtime.options.config.reasoning_effort:
             request.reasoning_effort = runtime.options.config.reasoning_effort  # providers/select, config.toml
         if request.logprobs is None:
             request.logprobs = runtime.options.config.logprobs  # config.toml or a batch task
+        request.token_ids = request.token_ids or runtime.options.config.token_ids
         for point in (HookPoint.CONTEXT, HookPoint.BEFORE_PROVIDER_REQUEST):
             if runtime.hooks.has(point):
                 payload = await runtime.hooks.run(
@@ -468,7 +490,8 @@ class TurnRunner:
 
         self._last_prompt_tokens = request_tokens(request)
         ctx = self._inference_context()
-        folder = StreamFolder(_TurnStreamView(self))
+        view = _TurnStreamView(self)
+        folder = view.folder = StreamFolder(view)
         stream = engine.stream_turn(ctx, request)
         try:
             async for event in stream:
@@ -479,7 +502,7 @@ class TurnRunner:
             close_stream = getattr(stream, "aclose", None)
             if close_stream is not None:  # close the HTTP stream now, not when garbage collected
                 await asyncio.shield(close_stream())
-        await self._account(folder.output.usage, profile, request, folder.output.logprobs)
+        await self._account(folder.output.usage, profile, request, folder.output.logprobs, folder.output.token_ids)
         return folder.output
 
     def _announce_retry(self, retry: dict[str, Any]) -> None:
@@ -496,14 +519,12 @@ class TurnRunner:
             )
         )
 
-    async def _checkpoint(self, item: AgentMessageItem | ReasoningItem) -> None:
+    async def _checkpoint(self, item: AgentMessageItem | ReasoningItem, folder: StreamFolder) -> None:
         """Save a snapshot of a streaming item now and then, so a crash keeps most of its text:
         at most once a second, and only once the text has doubled or ten seconds have passed, so
         the snapshots of one item add up to about twice its final size."""
         now_ = time.monotonic()
-        # Per delta: no getattr with a default here, a missing attribute on a pydantic model
-        # goes through its __getattr__ and an exception (a quarter of this call's cost).
-        size = len(item.text) + (len(item.summary) if isinstance(item, ReasoningItem) else 0)
+        size = folder.open_size
         last_at, last_size = self._checkpoints.get(item.id, (now_, 0))
         if item.id not in self._checkpoints:
             self._checkpoints[item.id] = (now_, 0)
@@ -513,10 +534,16 @@ class TurnRunner:
         if size < 2 * last_size and now_ - last_at < CHECKPOINT_MAX_SECONDS:
             return
         self._checkpoints[item.id] = (now_, size)
+        folder.settle()
         await self.runtime.emit(ItemUpdated(thread_id=self.tid, turn_id=self.turn.id, item=item))
 
     async def _account(
-        self, usage: Usage, profile: ModelProfile, request: Any, logprobs: list[dict[str, Any]] | None = None
+        self,
+        usage: Usage,
+        profile: ModelProfile,
+        request: Any,
+        logprobs: list[dict[str, Any]] | None = None,
+        token_ids: dict[str, list[int]] | None = None,
     ) -> None:
         if usage.total_tokens == 0:  # the provider said nothing: estimate the prompt (tools included)
             from roder_core.turn.tokens import request_tokens
@@ -533,6 +560,7 @@ class TurnRunner:
                 context_tokens=usage.input_tokens + usage.output_tokens,
                 context_window=profile.context_window,
                 logprobs=logprobs or None,
+                token_ids=token_ids or None,
             )
         )
 
@@ -700,6 +728,8 @@ class TurnRunner:
             if mode == ctx.mode:
                 continue
             if self.runtime.policy.allows_in(mode, tool, call, ctx.workspace):
+                if self.runtime.policy.has_floor(subjects, ctx.workspace):
+                    return f"rerun with --mode {mode}"  # no rule lifts a floor
                 return f"rerun with --mode {mode}, or add an allow rule to [policy]"
         policy = self.runtime.policy
         rules = [] if policy.has_floor(subjects, ctx.workspace) else policy.suggest_rules(subjects, ctx.workspace)
@@ -709,9 +739,20 @@ class TurnRunner:
         return "this target (protected, or outside the workspace) always needs a person's approval; run interactively"
 
     async def _ask(self, tool: Any, call: ToolCall, ctx: ToolExecutionContext, reason: str) -> ToolResult | None:
-        """Ask the user; returns an error result when denied, None when allowed."""
+        """Ask the user; returns an error result when denied, None when allowed. A call that
+        cannot apply (its preview says so: an edit whose old_string is not in the file) fails at
+        once with the tool's own error: nobody is asked to approve what would fail anyway."""
         runtime = self.runtime
         subjects = subjects_of(tool, call, ctx.workspace)
+        preview: dict[str, Any] = {}
+        make_preview = getattr(tool, "preview", None)
+        if make_preview is not None:
+            try:
+                preview = await make_preview(ctx, call)
+            except ToolArgumentError as exc:
+                return ToolResult.error(call, str(exc))
+            except Exception as exc:
+                preview = {"diff": f"(no preview: {exc})"}
         if not runtime.thread_interactive(self.tid):
             return ToolResult(
                 id=call.id,
@@ -720,13 +761,6 @@ class TurnRunner:
                 data={"policy_denied": True},
                 text=headless_denial(call.name, reason, self._headless_remedy(tool, call, ctx, subjects)),
             )
-        preview: dict[str, Any] = {}
-        make_preview = getattr(tool, "preview", None)
-        if make_preview is not None:
-            try:
-                preview = await make_preview(ctx, call)
-            except Exception as exc:
-                preview = {"diff": f"(no preview: {exc})"}
         # The exact rules "always" saves, one per line (a compound command may need several);
         # none for protected or outside-workspace targets, which always ask.
         rules = runtime.policy.suggest_rules(subjects, ctx.workspace)
@@ -760,8 +794,8 @@ class TurnRunner:
             runtime.policy.allow_for_session(subjects)
         elif decision.decision == "allow_always":
             runtime.policy.allow_for_session(subjects)
-            if decision.rule or rule:
-                runtime.persist_rule(decision.rule or rule)
+            if (decision.rule or rule) and (unsaved := runtime.persist_rule(decision.rule or rule)):
+                await runtime.emit(ErrorEvent(thread_id=self.tid, turn_id=self.turn.id, message=unsaved, kind="config"))
         if decision.allowed:
             return None
         if decision.decision == "deny_interrupt":
@@ -865,6 +899,7 @@ class _TurnStreamView:
 
     def __init__(self, runner: TurnRunner) -> None:
         self.runner = runner
+        self.folder: StreamFolder | None = None
 
     async def item_started(self, item: StreamedItem) -> None:
         await self.runner._item_started(item)
@@ -880,7 +915,8 @@ class _TurnStreamView:
                 kind=kind,
             )
         )
-        await runner._checkpoint(item)
+        if self.folder is not None:
+            await runner._checkpoint(item, self.folder)
 
     async def item_completed(self, item: Item) -> None:
         await self.runner._item_completed(item)
@@ -907,3 +943,11 @@ class _LazyBrokers:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
+
+
+def first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception a task group's failure stands for: its first leaf, nested groups opened."""
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf

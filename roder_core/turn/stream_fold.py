@@ -26,6 +26,7 @@ from roder_core.ir import (
     ReasoningItem,
     StopReason,
     StreamRestartEvent,
+    TokenIdsEvent,
     ToolCallEvent,
     ToolCallItem,
     Usage,
@@ -44,7 +45,8 @@ class FoldListener(Protocol):
         ...
 
     async def item_delta(self, item: StreamedItem, delta: str, kind: DeltaKind) -> None:
-        """``item`` grew by ``delta`` (already applied to it)."""
+        """``item`` grew by ``delta``: its fields catch up at ``StreamFolder.settle`` (always
+        before ``item_completed``)."""
         ...
 
     async def item_completed(self, item: Item) -> None:
@@ -89,6 +91,8 @@ class ModelOutput:
     stop_reason: StopReason = "end_turn"
     metadata: dict[str, Any] = field(default_factory=dict)
     logprobs: list[dict[str, Any]] = field(default_factory=list)
+    #: ``{"prompt": [...], "completion": [...]}`` when the server returned token ids.
+    token_ids: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -108,6 +112,12 @@ class StreamFolder:
         self.listener = listener
         self.output = ModelOutput()
         self._open: StreamedItem | None = None
+        #: Deltas of the open item not yet joined into its fields, per field: appending each one
+        #: to a str field copies the whole text every time, so a reply's cost would grow with the
+        #: square of its size (8 MB of 64-character deltas: minutes of CPU).
+        self._unsettled: dict[str, list[str]] = {}
+        #: Characters of the open item's text and summary, settled or not.
+        self.open_size = 0
 
     async def feed(self, event: InferenceEvent) -> None:
         match event:
@@ -121,6 +131,10 @@ class StreamFolder:
                 self.output.usage = event.usage
             case LogprobsEvent():
                 self.output.logprobs.extend(event.tokens)
+            case TokenIdsEvent():
+                if event.prompt is not None:
+                    self.output.token_ids["prompt"] = list(event.prompt)
+                self.output.token_ids.setdefault("completion", []).extend(event.completion)
             case ProviderMetadataEvent():
                 self.output.metadata.update(event.data)
                 retry = event.data.get("retry")
@@ -136,8 +150,23 @@ class StreamFolder:
     async def close(self) -> None:
         """Complete the item still open (a partial answer is kept as a completed item)."""
         if self._open is not None:
+            self.settle()
             item, self._open = self._open, None
+            self.open_size = 0
             await self.listener.item_completed(item)
+
+    def settle(self) -> None:
+        """Bring the open item's fields up to date with every delta fed so far."""
+        item = self._open
+        if item is None or not self._unsettled:
+            return
+        for name, pieces in self._unsettled.items():
+            setattr(item, name, getattr(item, name) + "".join(pieces))
+        self._unsettled.clear()
+
+    def _grow(self, name: str, piece: str) -> None:
+        self._unsettled.setdefault(name, []).append(piece)
+        self.open_size += len(piece)
 
     async def _opened(self, kind: type[AgentMessageItem] | type[ReasoningItem]) -> StreamedItem:
         """The open item if it is of ``kind``; else the open one is completed and a new one opened."""
@@ -152,16 +181,13 @@ class StreamFolder:
 
     async def _message(self, event: MessageDelta) -> None:
         item = await self._opened(AgentMessageItem)
-        item.text += event.text
+        self._grow("text", event.text)
         await self.listener.item_delta(item, event.text, "text")
 
     async def _reasoning(self, event: ReasoningDelta) -> None:
         item = await self._opened(ReasoningItem)
         assert isinstance(item, ReasoningItem)
-        if event.summary:
-            item.summary += event.text
-        else:
-            item.text += event.text
+        self._grow("summary" if event.summary else "text", event.text)
         if event.provider_data:
             item.provider_data = {**(item.provider_data or {}), **event.provider_data}
         if event.text:
@@ -177,7 +203,7 @@ class StreamFolder:
     async def _restart(self) -> None:
         """The engine retried a broken stream and got a different answer: blank what this call
         showed (clients replace items by id), then fold the new answer from scratch."""
-        self._open = None
+        self._open, self._unsettled, self.open_size = None, {}, 0
         for item in self.output.items:
             if isinstance(item, AgentMessageItem):
                 await self.listener.item_completed(item.model_copy(update={"text": ""}))

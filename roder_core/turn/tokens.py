@@ -65,10 +65,27 @@ def messages_tokens(messages: Iterable[Message]) -> int:
     return sum(message_tokens(m) for m in messages)
 
 
+class _LastCount:
+    """The last request counted, by the identity of its parts: one model call asks for the
+    same request's count four or five times (the planner, compaction's check and its record,
+    the call, usage accounting), and each count walks the whole conversation. The parts are
+    held, so their identities cannot be reused; requests are copied on change (``model_copy``),
+    never edited in place."""
+
+    key: tuple[object, ...] = ()
+    tokens = 0
+
+
 def request_tokens(request: AgentInferenceRequest) -> int:
     """The prompt side of a request: system text, every message and the tool schemas."""
+    key = (request.messages, request.system, request.tools, len(request.messages), len(request.tools))
+    last = _LastCount.key
+    if last and all(a is b for a, b in zip(key[:3], last[:3], strict=True)) and key[3:] == last[3:]:
+        return _LastCount.tokens
     tools = sum(estimate_tokens(t.name) + estimate_tokens(t.description) + _json_tokens(t.parameters) for t in request.tools)
-    return estimate_tokens(request.system) + messages_tokens(request.messages) + tools
+    tokens = estimate_tokens(request.system) + messages_tokens(request.messages) + tools
+    _LastCount.key, _LastCount.tokens = key, tokens
+    return tokens
 
 
 def item_tokens(item: Item) -> int:

@@ -129,6 +129,7 @@ def _drive(args: argparse.Namespace, tasks: list[Task], settings: RunSettings, f
         def on_done(spec: RolloutSpec, outcome: RolloutOutcome | None, error: BaseException | None) -> RolloutSpec | None:
             retry, final = retries.judge(spec, outcome, error)
             if retry is not None:
+                folder.record_attempts(retry)  # on disk before the retry can run
                 sys.stderr.write(
                     f"roder batch: rollout {spec.task.id}#{spec.index} attempt {spec.attempt} "
                     f"failed ({retries.describe(outcome, error)}); trying again\n"
@@ -203,10 +204,11 @@ class ProgressBar:
     """A rich progress bar on stderr (only on a terminal); ``advance(passed)`` counts one rollout."""
 
     def __init__(self, total: int, *, disabled: bool) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        console = Console(stderr=True)
+        from roder_tui.terminal_text import rich_console
+
+        console = rich_console(sys.stderr)
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -235,11 +237,12 @@ class ProgressBar:
 
 
 def print_summary(summary: dict[str, Any], path: Path) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    from roder_tui.terminal_text import rich_console
+
+    console = rich_console(sys.stdout)
     table = Table(title="roder batch", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "login" and args.provider in sign_in_names():
         return run_sign_in(args)
     if args.action == "login":
-        return _guarded(login(args), "; nothing stored")
+        return login(args)
     if args.action == "logout" and has_sign_in(args.provider):
         return _guarded(sign_out(args.provider), "")
     if args.action == "logout":
@@ -171,22 +171,35 @@ async def _known(client: LocalAppClient, provider: str) -> bool:
     return False
 
 
-async def login(args: argparse.Namespace) -> int:
+def login(args: argparse.Namespace) -> int:
+    """Check the provider, prompt for its key, store it. The prompt runs with no event loop, so
+    Ctrl+C or Ctrl+D there ends the command with one line (an event loop would turn Ctrl+C into a
+    pending cancel that the blocked prompt never sees)."""
     provider = args.provider
     if provider == "mock":
         print("roder: 'mock' is the built-in offline model; it takes no key", file=sys.stderr)
         return 2
+    if status := _guarded(_check_known(args), "; nothing stored"):
+        return status
+    try:
+        key = check_key(provider, read_key(provider))  # refused here: an empty key would remove one
+    except (EOFError, KeyboardInterrupt):
+        print("\nroder: no key given; nothing stored", file=sys.stderr)
+        return 1
+    except CredentialsError as exc:
+        print(f"roder: {exc}; nothing stored", file=sys.stderr)
+        return 2
+    return _guarded(_store_key(args, key), "; nothing stored")
+
+
+async def _check_known(args: argparse.Namespace) -> int:
     async with local_client(settings_for(args), persist_config=True) as client:
-        if not await _known(client, provider):
-            return 2
-        try:
-            key = check_key(provider, read_key(provider))  # refused here: an empty key would remove one
-        except (EOFError, KeyboardInterrupt):
-            print("\nroder: no key given; nothing stored", file=sys.stderr)
-            return 1
-        except CredentialsError as exc:
-            print(f"roder: {exc}; nothing stored", file=sys.stderr)
-            return 2
+        return 0 if await _known(client, args.provider) else 2
+
+
+async def _store_key(args: argparse.Namespace, key: str) -> int:
+    provider = args.provider
+    async with local_client(settings_for(args), persist_config=True) as client:
         stored = await client.call(PROVIDERS_CONFIGURE, ProvidersConfigureParams(provider=provider, api_key=key))
     path = CredentialStore.for_env().path
     print(f"stored the {provider} key in {path} (readable by you only); `roder providers logout {provider}` removes it")

@@ -2,12 +2,15 @@
 
 ``y`` allow once, ``s`` allow for this session, ``a`` always (the exact rule it saves is shown),
 ``n`` deny, ``esc`` deny and interrupt. It fits a 40x20 terminal: however long the diff, the keys
-and the rule stay on screen and the preview scrolls inside its own area.
+and the rule stay on screen; the reason and the preview scroll inside their own area, so neither
+is ever cut. An edit shows its changed lines with their line numbers (as its transcript card does),
+a command says when it would keep running in the background.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from rich.console import Group
 from rich.text import Text
@@ -19,9 +22,10 @@ from textual.widgets import Static
 
 from roder_core.ir import ApprovalDecision, ApprovalRequest
 from roder_tui.terminal_text import has_unsafe, visible
-from roder_tui.widgets.messages import diff_lines
+from roder_tui.widgets.messages import numbered_diff
 
 PREVIEW_LIMIT = 2000
+BACKGROUND_NOTE = "\nruns in the background: it keeps running after this call returns (the tasks panel lists it)"
 ARGUMENTS_LIMIT = 20_000
 #: Said under a command that holds characters a terminal would hide or interpret.
 HIDDEN_WARNING = "this command contains control or invisible characters, shown above as ␛, ␍ or <U+…>"
@@ -45,8 +49,10 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     }
     ApprovalScreen #approval-head { dock: top; height: auto; }
     ApprovalScreen #approval-title { text-style: bold; color: $warning; }
-    ApprovalScreen #approval-reason { color: $text-muted; max-height: 3; }
-    ApprovalScreen VerticalScroll { height: auto; max-height: 100%; background: $background; margin: 1 0; }
+    ApprovalScreen #approval-reason { color: $text-muted; margin-bottom: 1; }
+    ApprovalScreen #approval-notice { color: $error; text-style: bold; }
+    ApprovalScreen VerticalScroll { height: auto; max-height: 100%; margin: 1 0; }
+    ApprovalScreen #approval-what { background: $background; }
     ApprovalScreen #approval-keys { dock: bottom; height: auto; }
     """
 
@@ -61,16 +67,22 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             with Vertical(id="approval-head"):
                 asker = f"{req.agent} asks: " if req.agent else ""
                 yield Static(f"{asker}Allow {req.tool}?", id="approval-title", markup=False)
+                notice = self._notice()
+                if notice:
+                    yield Static(notice, id="approval-notice", markup=False)
+            with VerticalScroll(id="approval-preview"):
                 if req.reason:
                     yield Static(req.reason, id="approval-reason", markup=False)
-            with VerticalScroll(id="approval-preview"):
-                yield Static(self._preview(), markup=False)
+                yield Static(self._preview(), id="approval-what", markup=False)
             yield Static(self._keys(), id="approval-keys")
 
     def _preview(self) -> Group | Text:
         req = self.request
         if req.diff:
-            lines = diff_lines(req.diff)
+            lines: list[Text] = []
+            for part in re.split(r"(?m)^(?=--- )", req.diff):  # one part per file
+                path = next((line[4:].removeprefix("b/") for line in part.splitlines() if line.startswith("+++ ")), "")
+                lines += ([Text(visible(path), style="bold")] if path else []) + numbered_diff(part, context=True)
             extra = len(lines) - PREVIEW_LIMIT
             shown = lines[:PREVIEW_LIMIT] + ([Text(f"… {extra} more lines", style="dim")] if extra > 0 else [])
             return Group(*shown)
@@ -80,14 +92,24 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             text.append(visible(req.command, line_endings=False), style="bold")
             if req.cwd and req.cwd != ".":
                 text.append(f"\nin {visible(req.cwd)}", style="dim")
-            if has_unsafe(req.command) or "\r" in req.command:
-                text.append(f"\n{HIDDEN_WARNING}", style="bold red")
+            if req.arguments.get("run_in_background"):
+                text.append(BACKGROUND_NOTE, style="bold")
             return text
-        arguments = json.dumps(req.arguments, indent=2, ensure_ascii=False)
-        text = Text(arguments[:ARGUMENTS_LIMIT])
-        if len(arguments) > ARGUMENTS_LIMIT:
-            text.append(f"\n… {len(arguments) - ARGUMENTS_LIMIT} more characters", style="dim")
-        return text
+        if req.diff is not None:  # a preview that changes nothing (the file already reads so)
+            return Text("no change: the file already has this content", style="bold")
+        return argument_text(req.arguments)
+
+    def _notice(self) -> str:
+        """Said above the preview (which may scroll) when the command is not all in plain sight:
+        it holds characters a terminal would hide or act on, or runs over several lines."""
+        command = self.request.command or ""
+        said = []
+        if has_unsafe(command) or "\r" in command:
+            said.append(HIDDEN_WARNING)
+        lines = command.count("\n") + 1
+        if lines > 1:
+            said.append(f"the command is {lines} lines long; scroll the preview to see all of it")
+        return "\n".join(said)
 
     def _keys(self) -> Text:
         options = {o.id for o in self.request.options} or {
@@ -117,3 +139,23 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         rule = self.rule if decision == "allow_always" else None
         # the binding's argument is a plain string: checked against ApprovalDecisionKind here
         self.dismiss(ApprovalDecision.model_validate({"decision": decision, "rule": rule}))
+
+
+def argument_text(arguments: dict[str, object]) -> Text:
+    """A call's arguments as a person reads them: one ``name: value`` per argument, text with its
+    real line breaks (JSON showed a file's content as one line of ``\\n``); everything shown as
+    ``visible`` makes it, and cut at ``ARGUMENTS_LIMIT`` characters with the rest counted."""
+    text = Text()
+    for name, value in arguments.items():
+        if text:
+            text.append("\n")
+        text.append(f"{visible(name)}:", style="bold")
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        cut = f"\n… {len(shown) - ARGUMENTS_LIMIT} more characters" if len(shown) > ARGUMENTS_LIMIT else ""
+        if "\n" in shown:
+            text.append("\n" + visible(shown[:ARGUMENTS_LIMIT]))
+        else:
+            text.append(" " + visible(shown[:ARGUMENTS_LIMIT], line_endings=False))
+        if cut:
+            text.append(cut, style="dim")
+    return text

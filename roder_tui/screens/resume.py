@@ -51,11 +51,10 @@ class ResumePicker(FilteredListScreen):
             if q and q not in (t.title or "").lower() and q not in t.id:
                 continue
             title = (t.title or "untitled").replace("[", r"\[")
-            options.add_option(
-                Option(
-                    f"{title}\n[dim]{age(now - t.updated_at)} ago · {plural(t.turn_count, 'turn')} · {t.model} · {t.id}[/dim]",
-                    id=t.id,
-                )
+            fork = "⑂ " if t.parent is not None else ""  # a fork (a rewind's, an /undo's) is marked
+            meta = (
+                f"{'fork · ' if fork else ''}{age(now - t.updated_at)} ago · {plural(t.turn_count, 'turn')} · {t.model} · {t.id}"
             )
+            options.add_option(Option(f"{fork}{title}\n[dim]{meta}[/dim]", id=t.id))
         if options.option_count:
             options.highlighted = 0

@@ -382,23 +382,6 @@ def numbered_diff(diff: str, *, context: bool = False) -> list[Text]:
     return out
 
 
-def diff_lines(diff: str) -> list[Text]:
-    """A unified diff as coloured lines (theme styles diff.added / diff.removed / diff.hunk)."""
-    out: list[Text] = []
-    for line in diff.splitlines():
-        if line.startswith(("+++", "---")):
-            out.append(Text(line, style="bold"))
-        elif line.startswith("+"):
-            out.append(Text(line, style="diff.added"))
-        elif line.startswith("-"):
-            out.append(Text(line, style="diff.removed"))
-        elif line.startswith("@@"):
-            out.append(Text(line, style="diff.hunk"))
-        else:
-            out.append(Text(line))
-    return out
-
-
 def summarize_arguments(name: str, arguments: dict[str, Any], command: CommandExecutionItem | None = None) -> str:
     """One line that says what a call does: the command, the path, or the first argument."""
     if command is not None:

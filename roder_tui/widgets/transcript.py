@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -192,6 +193,13 @@ def _key_of(item: Item) -> tuple[str, EntryKind]:
     return item.id, "notice"
 
 
+def reading_by_click(widget: Widget) -> bool:
+    """Whether a click (a tap) on the transcript takes the focus from the prompt. Not in a
+    browser: on a phone a tap is for reading and scrolling, and the keyboard that comes up must
+    keep typing into the prompt."""
+    return not widget.app.is_web
+
+
 class EntryWidget(Widget):
     """What every transcript entry's widget offers the transcript and the key bindings
     (``roder_tui.widgets.messages`` has the kinds)."""
@@ -204,6 +212,9 @@ class EntryWidget(Widget):
     def action_toggle_entry(self) -> None:
         self.entry.expanded = not self.entry.expanded
         self.refresh_entry()
+
+    def focus_on_click(self) -> bool:
+        return reading_by_click(self)
 
     def refresh_entry(self) -> None:
         """Re-render from ``self.entry`` (after new data or a toggle)."""
@@ -296,6 +307,26 @@ class Transcript(VerticalScroll, can_focus=True):
     def on_mount(self) -> None:
         self.anchor()
         self._update_hint()
+
+    def focus_on_click(self) -> bool:
+        return reading_by_click(self)
+
+    def on_key(self, event: events.Key) -> None:
+        """A character typed while the transcript (or a message in it) has the focus, that no key
+        of theirs takes, goes to the prompt, which takes the focus: typing never goes nowhere."""
+        if not (event.is_printable and event.character):
+            return
+        focused = self.screen.focused
+        chain = focused.ancestors_with_self if focused is not None else [self]
+        if any(event.key in node._bindings.key_to_bindings for node in chain):
+            return
+        prompt = getattr(self.app, "prompt_bar", None)
+        if prompt is None:
+            return
+        event.stop()
+        event.prevent_default()
+        prompt.input.focus()
+        prompt.input.insert(event.character)
 
     # -------------------------------------------------------------- loading
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +133,63 @@ def alive(pid: int) -> bool:
 def scratch_of(pid: int) -> list[Path]:
     """The scratch copies of a worker's rollout: there while it is inside one."""
     return list(Path(tempfile.gettempdir()).glob(f"roder-rollout-{pid}-*"))
+
+
+#: What pytest needs to run (its own packages and their dependencies), nothing else: a score
+#: that imports the whole test environment's plugins starts many times slower.
+LEAN_PACKAGES = ("pytest", "_pytest", "py.py", "pluggy", "iniconfig", "packaging", "pygments")
+
+
+@pytest.fixture(scope="session")
+def lean_pytest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Python environment with pytest alone (its packages linked from this one), its
+    ``pytest`` entry point included: ``bin/python``, ``bin/pytest``."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    env = tmp_path_factory.mktemp("lean") / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    packages = env / "lean-packages"  # inside the environment: a score shown it sees them
+    packages.mkdir()
+    site = Path(sysconfig.get_paths()["purelib"])
+    for entry in site.iterdir():
+        name = entry.name.split("-", 1)[0] if entry.name.endswith(".dist-info") else entry.name
+        if name in LEAN_PACKAGES:
+            (packages / entry.name).symlink_to(entry)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    (env / "lib" / version / "site-packages" / "lean.pth").write_text(f"{packages}\n")
+    script = env / "bin" / "pytest"
+    script.write_text(f"#!{env / 'bin' / 'python'}\nimport sys\nfrom pytest import console_main\nsys.exit(console_main())\n")
+    script.chmod(0o755)
+    return env
+
+
+@pytest.fixture(scope="session")
+def ray_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One local Ray instance for every Ray test (it takes seconds to start), started with
+    no provider keys and a throwaway RODER_HOME in its environment. Ray is the optional ``ray``
+    extra, not part of ``test``: without it the Ray tests skip, saying so (.ci/run installs it)."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' runs the Ray backend tests")
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key in list(os.environ):
+            if key.endswith("_API_KEY") or key.startswith("RODER_") or key.endswith("_BASE_URL"):
+                patch.delenv(key)
+        patch.setenv("RODER_HOME", str(tmp_path_factory.mktemp("ray-home")))
+        _start_ray(ray)
+    yield
+    ray.shutdown()
+
+
+def _start_ray(ray: Any, attempts: int = 5) -> None:
+    """``ray.init`` gives its raylet a fixed 30 s to register, which a loaded machine (the suite
+    beside two CPU burners) can exceed; a second start finds its files cached and is quicker."""
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            return
+        except Exception as exc:  # Ray raises a bare Exception for this timeout
+            ray.shutdown()
+            if attempt == attempts or "timed out during startup" not in str(exc):
+                raise

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,36 +40,6 @@ WRONG = [
     {"text": "Done.", "usage": USAGE},
 ]
 SCORE = "grep -q 'a + b' calc.py"
-
-
-@pytest.fixture(scope="session")
-def ray_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One local Ray instance for every Ray test (it takes seconds to start), started with
-    no provider keys and a throwaway RODER_HOME in its environment. Ray is the optional ``ray``
-    extra, not part of ``test``: without it the Ray tests skip, saying so (.ci/run installs it)."""
-    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' runs the Ray backend tests")
-
-    with pytest.MonkeyPatch.context() as patch:
-        for key in list(os.environ):
-            if key.endswith("_API_KEY") or key.startswith("RODER_") or key.endswith("_BASE_URL"):
-                patch.delenv(key)
-        patch.setenv("RODER_HOME", str(tmp_path_factory.mktemp("ray-home")))
-        _start_ray(ray)
-    yield
-    ray.shutdown()
-
-
-def _start_ray(ray: Any, attempts: int = 5) -> None:
-    """``ray.init`` gives its raylet a fixed 30 s to register, which a loaded machine (the suite
-    beside two CPU burners) can exceed; a second start finds its files cached and is quicker."""
-    for attempt in range(1, attempts + 1):
-        try:
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            return
-        except Exception as exc:  # Ray raises a bare Exception for this timeout
-            ray.shutdown()
-            if attempt == attempts or "timed out during startup" not in str(exc):
-                raise
 
 
 @pytest.fixture

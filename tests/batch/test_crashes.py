@@ -199,3 +199,39 @@ def test_a_score_dies_with_its_killed_worker(tmp_path: Path, sandbox: str) -> No
     lost = result(tmp_path / "out", "hang")
     assert lost["failure_cause"] == "infra_failure"
     assert lost["attempts"] == 1
+
+
+def test_a_lost_attempt_is_on_disk_before_its_retry_and_survives_a_killed_driver(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    slow = write_script(tmp_path / "slow.json", [{"text": "x" * 30, "chunk_size": 3, "delay_ms": 100}])
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [{"id": "t", "prompt": "p", "env": {"RODER_MOCK_SCRIPT": str(slow)}}])
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "roder_tui.cli", "batch", str(tasks), "--out", str(out), "--workers", "1"]
+    batch = subprocess.Popen(
+        [*command, "--provider", "mock", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+    def in_a_rollout() -> int | None:
+        assert batch.poll() is None, batch.communicate()
+        return next((pid for pid in pool_workers(batch.pid) if scratch_of(pid)), None)
+
+    first = wait_until(in_a_rollout, "a worker inside a rollout", timeout=120)
+    os.kill(first, signal.SIGKILL)
+    attempts = out / "rollouts" / "t" / "0.attempts.json"
+    wait_until(attempts.exists, "the lost attempt on disk")
+    recorded = json.loads(attempts.read_text())["discarded"]
+    assert [a["attempt"] for a in recorded] == [1] and "SIGKILL" in recorded[0]["error"]
+    wait_until(lambda: (pid := in_a_rollout()) is not None and pid != first, "the retry inside a rollout", timeout=120)
+    os.kill(batch.pid, signal.SIGKILL)  # the driver dies while the retry runs
+    batch.communicate()
+    assert not (out / "rollouts" / "t" / "0" / "result.json").exists()
+
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "1", "--provider", "mock", "--no-progress")
+    assert code == 0, err
+    finished = result(out, "t")
+    assert finished["passed"]
+    assert finished["attempts"] == 2
+    assert [a["attempt"] for a in finished["discarded_attempts"]] == [1]
+    assert "SIGKILL" in finished["discarded_attempts"][0]["error"]
+    assert not attempts.exists()

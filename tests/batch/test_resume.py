@@ -14,7 +14,7 @@ import pytest
 from roder_core.batch.outputs import BatchFolder, BatchFolderError
 from roder_core.batch.tasks import parse_tasks
 from roder_core.batch.worker import RunSettings
-from tests.batch.conftest import alive, pool_workers, result, scratch_of, write_jsonl, write_script
+from tests.batch.conftest import alive, pool_workers, result, run_cli, scratch_of, write_jsonl, write_script
 from tests.builders import wait_until
 
 
@@ -136,3 +136,21 @@ def test_ctrl_c_stops_the_batch_promptly(tmp_path: Path) -> None:
     assert not [pid for pid in workers if alive(pid)]
     assert not list(out.glob("rollouts/*/*/result.json"))  # the running 20-second rollouts were stopped, not waited for
     assert json.loads((out / "summary.json").read_text())["rollouts"] == 0
+
+
+def test_a_batch_folder_from_before_the_newer_settings_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Settings a folder predates (the carried provider, model and runner tables) count as their
+    defaults, so an older batch resumes; a setting that really changed is still refused."""
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [{"id": "t", "prompt": "p"}])
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "1", "--no-progress", "--provider", "mock")
+    assert code == 0, err
+    recorded = json.loads((out / "batch.json").read_text())
+    for newer in ("provider_table", "model_tables", "runner_table"):
+        del recorded["settings"][newer]
+    (out / "batch.json").write_text(json.dumps(recorded))
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "1", "--no-progress", "--provider", "mock")
+    assert code == 0, err
+    assert "1 already recorded, 0 to run" in err
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--no-progress", "--provider", "mock", "--deadline", "30")
+    assert code == 2 and "deadline: None before, 30.0 now" in err

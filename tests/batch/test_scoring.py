@@ -196,3 +196,35 @@ def test_a_hanging_score_has_its_own_cause(tmp_path: Path, capsys: pytest.Captur
     assert hangs["score"]["timed_out"]
     assert hangs["exit_reason"] == "completed"
     assert hangs["reward"] == 0.0
+
+
+@needs_bwrap
+def test_the_score_sees_the_interpreter_setup_made_and_fails_loudly_on_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A venv that setup makes under /tmp (the score's sandbox has a private /tmp) is what the
+    score runs when the task names it; a task naming an interpreter that is not there fails,
+    saying so (one that is there but shadowed fails naming the python that would have run)."""
+    venv = tmp_path / "made-by-setup"
+    check = "python -c 'import sys; print(\"prefix=\" + sys.prefix)'"
+    tasks = write_jsonl(
+        tmp_path / "tasks.jsonl",
+        [
+            {
+                "id": "declared",
+                "prompt": "p",
+                "setup": f"{sys.executable} -m venv --without-pip {venv}",
+                "python": str(venv / "bin" / "python"),
+                "score": f"{check} | grep -q 'prefix={venv}'",
+            },
+            {"id": "missing", "prompt": "p", "python": str(tmp_path / "nowhere" / "bin" / "python"), "score": check},
+        ],
+    )
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "1", "--no-progress", "--provider", "mock")
+    assert code == 0, err
+    assert result(out, "declared")["passed"], (out / "rollouts/declared/0/score.log").read_text()
+    missing = result(out, "missing")
+    log = (out / "rollouts/missing/0/score.log").read_text()
+    assert not missing["passed"] and missing["score"]["exit_code"] == 125, log
+    assert f"the task's python {tmp_path / 'nowhere' / 'bin' / 'python'} does not exist" in log

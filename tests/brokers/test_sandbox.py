@@ -4,6 +4,7 @@ work on this machine), and the probe/fallback logic, which always runs."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 from collections.abc import Iterator
@@ -229,3 +230,37 @@ def test_probe_answer_is_cached_on_disk_until_bwrap_changes(tmp_path: Path) -> N
     assert not probe.works
     assert "No permissions" in probe.reason
     assert calls.read_text().count("x") == probes + 1
+
+
+@needs_bwrap
+async def test_a_virtualenv_under_tmp_on_the_path_stays_visible(workspace: Path, tmp_path: Path) -> None:
+    """A clone under /tmp with its .venv there: the private /tmp must not hide the interpreter
+    and the tools on the command's PATH (they are shown read-only), while the rest of /tmp stays
+    private."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="roder-clone-") as clone:
+        venv = Path(clone) / ".venv"
+        (venv / "bin").mkdir(parents=True)
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (venv / "lib").mkdir()
+        (venv / "lib" / "module.txt").write_text("from the venv\n")
+        tool = venv / "bin" / "venv-tool"
+        tool.write_text('#!/bin/sh\necho "tool ran: $(cat "$(dirname "$0")/../lib/module.txt")"\n')
+        tool.chmod(0o755)
+        (Path(clone) / "beside.txt").write_text("private\n")
+        env = {**os.environ, "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
+        broker = make_brokers(workspace, tmp_path / "cache", sandbox="workspace-write", env=env).process
+        result = await broker.run(f"venv-tool; cat {clone}/beside.txt || echo hidden; touch {venv}/x || echo read-only")
+    assert "tool ran: from the venv" in result.output
+    assert "hidden" in result.output  # the clone's other files are still behind the private /tmp
+    assert "read-only" in result.output
+
+
+def test_only_path_folders_strictly_under_tmp_are_shown(tmp_path: Path) -> None:
+    from roder_core.brokers.sandbox import path_folders_under_private_tmp
+
+    assert path_folders_under_private_tmp("/tmp:/usr/bin:relative/bin", ()) == []
+    hidden = (tmp_path / "roder-home",)
+    assert path_folders_under_private_tmp(str(tmp_path), hidden) == []  # it holds Roder's hidden folder
+    assert path_folders_under_private_tmp(str(tmp_path), ()) == ([tmp_path] if tmp_path.is_relative_to("/tmp") else [])

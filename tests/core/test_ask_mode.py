@@ -47,7 +47,7 @@ def script(tmp_path: Path) -> Path:
 def test_text_output_prints_answer(workspace: Path) -> None:
     proc = roder("-p", "hello", "--provider", "mock", cwd=workspace)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith('Mock reply: I received 1 words, starting with "hello"')
+    assert proc.stdout.startswith('Mock reply: I received 1 word, starting with "hello"')
 
 
 def test_stdin_is_attached_to_the_prompt(workspace: Path) -> None:

@@ -13,9 +13,53 @@ from pathlib import Path
 import roder_core
 
 CORE = Path(roder_core.__file__).parent
-#: seed 003's contract is mutual: ``RoderExtension.install(builder)`` names the builder, and the
-#: builder validates manifests. Extension and registry form the kernel's one allowed pair.
-ALLOWED_PAIRS = {frozenset({"roder_core.kernel.extension", "roder_core.kernel.registry"})}
+#: No two core modules may import each other (``RoderExtension.install`` names the narrow
+#: ``kernel.services.ServiceRegistrar``, not the registry builder that validates extensions).
+ALLOWED_PAIRS: set[frozenset[str]] = set()
+#: The layering contract of roder_core's packages, top to bottom (docs/architecture.md draws it).
+#: A package may import packages of its own layer and of the layers below; ``roder_core`` itself is
+#: a lazy facade outside the layers (modules import ``__version__`` from it).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("server",),
+    ("batch", "workflows"),
+    ("runtime",),
+    ("teams",),
+    ("turn",),
+    ("customization", "plugins"),
+    ("policy",),
+    ("providers",),
+    ("auth",),
+    ("kernel",),
+    ("threads", "media"),
+    ("brokers",),
+    ("settings", "testing"),
+    ("ir", "errors", "modes"),
+)
+#: The known imports against the layers, each with why it stays for now. A new one fails
+#: ``test_no_package_imports_a_higher_layer``: move the shared type down instead, or name a
+#: narrow protocol in the lower package.
+ALLOWED_BACK_EDGES: dict[tuple[str, str], str] = {
+    ("roder_core.brokers.host", "roder_core.plugins.enabled"): "enabled plugins' bin/ folders join the command PATH",
+    ("roder_core.brokers.host", "roder_core.runtime.options"): "BrokerScope, the broker factory's argument (type only)",
+    ("roder_core.brokers.live_redaction", "roder_core.threads.events"): "redacts the delta events it is handed",
+    ("roder_core.brokers.own_folders", "roder_core.server.host_paths"): "the background host's folder is hidden too",
+    ("roder_core.customization.mentions", "roder_core.runtime.runtime"): "the Runtime it reads resources through (type only)",
+    ("roder_core.customization.slash_commands", "roder_core.runtime.runtime"): "the Runtime it expands for (type only)",
+    ("roder_core.kernel.distribution", "roder_core.policy.trust"): "the default distribution loads project items by trust",
+    ("roder_core.kernel.teams", "roder_core.teams.model"): "the tools' team channel speaks the team model",
+    ("roder_core.kernel.tools", "roder_core.customization.subagents"): "TraceRecord of a child run (type only)",
+    ("roder_core.kernel.tools", "roder_core.policy.plan_review"): "PlanVerdict a plan tool returns (type only)",
+    ("roder_core.settings.config", "roder_core.brokers.path_rules"): "a project's config is read under the brokers' rules",
+    ("roder_core.settings.config", "roder_core.brokers.project_reader"): "a project's config is read by the project reader",
+    ("roder_core.teams.manager", "roder_core.runtime.options"): "RuntimeOptions of member threads (type only)",
+    ("roder_core.threads.state", "roder_core.kernel.file_ledger"): "a thread's state keeps the ledger of files its tools read",
+    ("roder_core.threads.events", "roder_core.policy.plan_review"): "plan-review events carry the review",
+    ("roder_core.threads.events", "roder_core.teams.model"): "team events carry the team",
+    ("roder_core.threads.trajectory", "roder_core.turn.context"): "a trajectory renders history as the model saw it",
+    ("roder_core.turn.host", "roder_core.runtime.options"): "the TurnHost protocol names RuntimeOptions (type only)",
+    ("roder_core.turn.host", "roder_core.runtime.pending"): "the TurnHost protocol names the approval table (type only)",
+    ("roder_core.turn.tool_host", "roder_core.runtime.options"): "RuntimeOptions of a call's host (type only)",
+}
 #: What the core must never import: the UI, UI toolkits, extensions, provider SDKs.
 FORBIDDEN_ROOTS = ("textual", "rich", "roder_tui", "extensions", "roder_ext_", "openai", "anthropic", "google")
 
@@ -122,6 +166,63 @@ def test_no_import_circle_of_any_length_in_core() -> None:
     assert unexpected == [], f"import circles in roder_core: {unexpected}"
 
 
+def package_of(module: str) -> str | None:
+    """``roder_core.turn.runner`` -> ``turn``; the facade ``roder_core`` itself has none."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def layer_back_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Module imports that reach a package of a higher layer than the importer's."""
+    rank = {package: index for index, layer in enumerate(LAYERS) for package in layer}
+    edges = set()
+    for module, targets in graph.items():
+        for target in targets:
+            source, dest = package_of(module), package_of(target)
+            if source is not None and dest is not None and rank[dest] < rank[source]:
+                edges.add((module, target))
+    return edges
+
+
+def test_every_core_package_has_a_layer() -> None:
+    packages = {package_of(module) for module in core_graph()} - {None}
+    layered = {package for layer in LAYERS for package in layer}
+    assert packages == layered, {"without a layer": sorted(packages - layered), "gone": sorted(layered - packages)}
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    graph = {"roder_core.ir": {"roder_core.server.dispatcher"}, "roder_core.server.dispatcher": {"roder_core.ir"}}
+    assert layer_back_edges(graph) == {("roder_core.ir", "roder_core.server.dispatcher")}
+
+
+def test_no_package_imports_a_higher_layer() -> None:
+    """The contract: imports point down the layers, but for the listed, explained exceptions."""
+    edges = layer_back_edges(core_graph())
+    assert sorted(edges - ALLOWED_BACK_EDGES.keys()) == [], "new imports against the layers (docs/architecture.md)"
+    assert sorted(ALLOWED_BACK_EDGES.keys() - edges) == [], "gone: remove them from ALLOWED_BACK_EDGES and the doc"
+
+
+def render_back_edges() -> str:
+    """The back-edge table docs/architecture.md shows (a test checks the page has it verbatim)."""
+    rows = ["| import | why it stays |", "|---|---|"]
+    for (module, target), why in sorted(ALLOWED_BACK_EDGES.items()):
+        rows.append(f"| `{module.removeprefix('roder_core.')}` -> `{target.removeprefix('roder_core.')}` | {why} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_the_architecture_page_draws_the_contract() -> None:
+    """The package map lists the packages in layer order, and the exceptions table is current."""
+    page = (CORE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    diagram = page[page.index("```\nroder_tui") : page.index("```", page.index("```\nroder_tui") + 3)]
+    drawn = []
+    for line in diagram.splitlines():
+        for name in line.split("   ")[0].replace(",", " ").split():
+            if name.startswith("roder_core."):
+                drawn.append(name.removeprefix("roder_core."))
+    assert drawn == [package for layer in LAYERS for package in layer]
+    assert render_back_edges() in page, "paste tests.core.test_layering.render_back_edges() into docs/architecture.md"
+
+
 def test_core_imports_no_ui_extension_or_provider_sdk() -> None:
     offenders = []
     for module, path in core_modules().items():
@@ -134,7 +235,7 @@ def test_core_imports_no_ui_extension_or_provider_sdk() -> None:
 def test_core_has_no_loose_top_level_modules() -> None:
     """Modules are grouped by concern; only the shared vocabulary stays at the top."""
     top = sorted(p.stem for p in CORE.glob("*.py") if p.stem != "__init__")
-    assert top == ["errors", "ir"]
+    assert top == ["errors", "ir", "modes"]
 
 
 EXTENSIONS = CORE.parent / "extensions"

@@ -269,3 +269,27 @@ async def test_read_tool_uses_the_editor_buffer_after_the_broker_scope_check(tmp
     assert texts[0] == "     1\ta on disk"
     assert texts[1].startswith("refused:")
     assert disk_only.reads == []
+
+
+async def test_an_always_reject_that_cannot_be_saved_is_said_in_the_editor(tmp_path: Path) -> None:
+    """config.toml links into a path whose folder is a file (no write succeeds, as root too): the
+    call is still rejected, and the editor is told the rule was not saved."""
+    import os
+
+    steps = [{"tool_calls": [call("write_note", path="no.txt", text="x")]}, {"text": "understood"}]
+    workspace, env = trusted_workspace(tmp_path, steps)
+    config = Path(os.environ["RODER_HOME"]) / "config.toml"
+    client = EditorClient(["reject_always"])
+    async with agent(workspace, env, client) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        session = await conn.new_session(cwd=str(workspace))
+        blocker = tmp_path / "not-a-folder"
+        blocker.write_text("")
+        config.unlink(missing_ok=True)
+        config.symlink_to(blocker / "config.toml")  # after start-up read the config
+        async with asyncio.timeout(60):
+            result = await conn.prompt(session_id=session.session_id, prompt=[text_block("write it")])
+        assert result.stop_reason == "end_turn"
+    assert not (workspace / "no.txt").exists()
+    said = "".join(u.content.text for u in client.of(AgentMessageChunk))
+    assert "applies to this session but was not saved to" in said

@@ -162,3 +162,52 @@ async def test_headless_denial_hints_what_would_allow_the_call(workspace: Path, 
     assert not (tmp_path / "outside.txt").exists()
     assert not (workspace / "f.txt").exists()
     assert not (workspace / "made-by-bash").exists()
+
+
+async def test_always_allow_with_an_unwritable_config_runs_the_call_and_says_the_rule_was_not_saved(
+    workspace: Path, roder_home: Path, tmp_path: Path
+) -> None:
+    """config.toml links into a path whose folder is a file: no write can succeed, as root too."""
+    from roder_core.threads.events import ErrorEvent
+
+    steps = [
+        {"tool_calls": [call("bash", command="echo allowed-ran")]},
+        {"tool_calls": [call("bash", command="echo allowed-ran")]},
+        {"text": "done"},
+    ]
+    runtime = start(workspace, steps, mode="ask", interactive=True).runtime
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    (roder_home / "config.toml").symlink_to(blocker / "config.toml")  # after start-up read the config
+    seen: list[Any] = []
+    errors: list[ErrorEvent] = []
+    runtime.bus.add_listener(lambda event: errors.append(event) if isinstance(event, ErrorEvent) else None)
+    answer_with(runtime, [ApprovalDecision(decision="allow_always")], seen)
+    thread = await runtime.start_thread()
+    turn = await runtime.run_turn(thread.id, "go")
+    assert turn.status == "completed", turn.error
+    assert len(seen) == 1  # the rule still applies for the session
+    assert [r.is_error for r in results(runtime, thread.id)] == [False, False]
+    assert "allowed-ran" in results(runtime, thread.id)[0].text
+    [unsaved] = errors
+    assert unsaved.kind == "config"
+    assert "bash(echo allowed-ran) applies to this session but was not saved to" in unsaved.message
+    assert str(roder_home / "config.toml") in unsaved.message
+
+
+async def test_an_unexpected_error_in_a_tool_group_is_reported_by_its_real_type(workspace: Path) -> None:
+    """The last-resort handler opens an ExceptionGroup: the turn's error names the real exception."""
+    steps = [{"tool_calls": [call("bash", command="echo x")]}, {"text": "done"}]
+    runtime = start(workspace, steps, mode="ask", interactive=True).runtime
+
+    def broken(rule: str, verdict: Any = None) -> str | None:
+        raise LookupError("the policy table is gone")
+
+    runtime.persist_rule = broken  # type: ignore[method-assign]
+    answer_with(runtime, [ApprovalDecision(decision="allow_always")], [])
+    thread = await runtime.start_thread()
+    turn = await runtime.run_turn(thread.id, "go")
+    assert turn.status == "failed"
+    assert turn.error is not None
+    assert turn.error.message == "LookupError: the policy table is gone"
+    assert "TaskGroup" not in turn.error.message

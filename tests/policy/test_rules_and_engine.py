@@ -269,3 +269,26 @@ def test_suggested_rules_are_exact(workspace: Path) -> None:
     assert engine.suggest_rules(write, workspace) == ["edit(./setup.py)"]
     fetch = WebFetchTool().policy_subjects({"url": "https://docs.python.org/3/"}, workspace)
     assert engine.suggest_rules(fetch, workspace) == ["web_fetch(domain:docs.python.org)"]
+
+
+@pytest.mark.parametrize(
+    ("command", "pure"),
+    [
+        ("echo hi", True),
+        ("ls -la && git status && cat a | grep b", True),
+        ("echo hi > /dev/null", True),
+        ("echo hi > out.txt", False),
+        ("printf x >> f", False),
+        ("git commit -m x", False),
+        ("git diff --output=patch.txt", False),
+        ("rm -rf x", False),
+        ("echo $(rm x)", False),
+        ("python -c 1", False),
+        ("", False),
+    ],
+)
+def test_which_commands_change_nothing(command: str, pure: bool) -> None:
+    """A rewind names every command that may have changed files as not restorable, and only those."""
+    from roder_core.policy.commandline import changes_nothing
+
+    assert changes_nothing(command) is pure

@@ -112,6 +112,24 @@ def test_a_broken_table_only_takes_down_its_own_dialect() -> None:
         providers_for(config, {}, "anthropic-messages")
 
 
+def test_a_typo_in_one_provider_table_disables_that_provider_alone() -> None:
+    config = RoderConfig.model_validate(
+        {
+            "providers": {
+                "typo": {"dialect": "chat-completions", "base_url": "http://127.0.0.1:9/v1", "api_key_evn": "X"},
+                "fine": {"dialect": "chat-completions", "base_url": "http://127.0.0.1:8080/v1"},
+                "openrouter": {"default_modle": "x"},
+            }
+        }
+    )
+    broken: dict[str, str] = {}
+    names = [s.name for s in providers_for(config, {}, "chat-completions", broken)]
+    assert names == ["fine", "ollama"]
+    assert set(broken) == {"typo", "openrouter"}
+    assert "api_key_evn: unknown key; did you mean 'api_key_env'?" in broken["typo"]
+    assert "did you mean 'default_model'?" in broken["openrouter"]
+
+
 def test_model_table_matches_snapshots_vendor_prefixes_and_tags() -> None:
     assert table_row("claude-haiku-4-5-20251001") == "claude-haiku-4-5"
     assert table_row("anthropic/claude-sonnet-4.6") == "claude-sonnet-4-6"

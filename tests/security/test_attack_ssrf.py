@@ -276,3 +276,14 @@ def test_every_outbound_client_connects_through_the_outbound_rule() -> None:
             if found is not None:
                 offenders.append(f"{relative}:{node.lineno} {found}")
     assert offenders == [], offenders
+
+
+def test_a_plugin_catalog_cannot_send_git_to_this_machine(tmp_path: Path) -> None:
+    """git does its own networking: its host is checked before it runs, and it follows no
+    redirect (checked, not pinned; the security docs say so)."""
+    from roder_core.plugins.fetch import clone
+
+    for url in ("http://127.0.0.1:9/repo.git", "https://2130706433/repo.git", "git@localhost:repo.git", "ssh://[::1]/r.git"):
+        with pytest.raises(FetchError, match=r"public internet|could not be resolved"):
+            clone(url, tmp_path / "clone")
+    assert not (tmp_path / "clone").exists()

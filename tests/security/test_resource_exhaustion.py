@@ -166,6 +166,8 @@ BOUNDARIES = [
     "extensions/roder_ext_chat_completions/decode.py",
     "extensions/roder_ext_anthropic/decode.py",
     "extensions/roder_ext_openai_responses/decode.py",
+    "extensions/roder_ext_command_hooks/__init__.py",
+    "extensions/roder_ext_process/connection.py",
 ]
 
 
@@ -179,7 +181,7 @@ def test_boundaries_parse_json_through_one_helper() -> None:
 
 
 def test_the_depth_limit_is_linear_and_exact() -> None:
-    from roder_core import bounded_json
+    from roder_core.brokers import bounded_json
 
     assert bounded_json.loads("[" * 128 + "]" * 128) is not None
     with pytest.raises(json.JSONDecodeError, match="nested deeper than 128"):

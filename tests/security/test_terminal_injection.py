@@ -126,3 +126,53 @@ def test_piped_output_is_the_models_text_exactly(roder_home: Path, workspace: Pa
     assert done.returncode == 0, done.stderr
     assert HOSTILE.encode() in done.stdout
     assert re.search(rb"\x1b\]0;PWNTITLE", done.stdout)
+
+
+def test_the_frame_writer_shows_text_and_drops_hostile_links() -> None:
+    """``Strip.render`` (where every frame's characters are made) once guarded: segment text is
+    shown, a hyperlink whose target would break out of its OSC 8 loses the link (its text stays),
+    a safe link and a library's control segment pass."""
+    from rich.console import Console
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual.strip import Strip
+
+    from roder_tui.terminal_text import guard_textual, textual_guarded
+
+    guard_textual()
+    assert textual_guarded()
+    hostile_link = Style(link="http://x\x1b\\\x1b]52;c;UFdOQ0xJUA==\x07")
+    links = Strip(
+        [
+            Segment("docs", hostile_link),
+            Segment(" home", Style(link="https://example.org/")),
+            Segment("\x1b7", None, []),  # a control segment (textual-image's sixel draws with these)
+        ]
+    ).render(Console())
+    assert payload_sequences(links.encode()) == [] and "http://x" not in links
+    assert "docs" in links and "\x1b]8;id=" in links and "https://example.org/" in links
+    assert links.endswith("\x1b7")
+    text = Strip([Segment(HOSTILE)]).render(Console())
+    assert payload_sequences(text.encode()) == [] and text.startswith("hostile: ␛]0;PWNTITLE␇")
+
+
+def test_roders_own_styled_output_keeps_its_styles_and_shows_the_data() -> None:
+    """A table printed by a subcommand (``roder batch``'s summary) on a guarded terminal: the
+    table's styling reaches the terminal, a hostile cell does not."""
+    import io
+
+    from rich.table import Table
+
+    from roder_tui.terminal_text import TerminalStream, rich_console
+
+    raw = io.StringIO()
+    guarded = TerminalStream(raw)
+    assert guarded.encoding == raw.encoding and not guarded.closed  # it stands in for the stream
+    console = rich_console(guarded, force_terminal=True, width=400)
+    table = Table(title="summary")
+    table.add_column("cause", style="bold")
+    table.add_row(HOSTILE)
+    console.print(table)
+    out = raw.getvalue()
+    assert "\x1b[1m" in out  # Roder's bold
+    assert payload_sequences(out.encode()) == [] and "␛]0;PWNTITLE" in out

@@ -93,24 +93,66 @@ def test_the_app_shows_hostile_text_and_never_sends_it(roder_home: Path, workspa
 
 
 async def test_every_surface_draws_through_the_sanitizer(roder_home: Path, workspace: Path) -> None:
-    """Toast, modal, sidebar title, status bar and transcript, rendered as the terminal gets it."""
-    from roder_tui.app import RoderApp
+    """Toasts, sidebar title, status bar and a modal, rendered as the terminal would get them."""
     from roder_tui.screens.info import InfoScreen
     from roder_tui.terminal_text import textual_guarded
+    from tests.tui.helpers import make_app, until
 
-    app = RoderApp(cwd=workspace)
+    app = make_app(workspace)
     assert textual_guarded()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        app.notify(HOSTILE, title="toast " + HOSTILE)
+
+    def frame() -> str:
+        update = app.screen._compositor.render_update(full=True)
+        assert update is not None
+        return str(update.render_segments(app.console))
+
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await until(pilot, app.ready.is_set, what="the app's start")
+        app.notify(HOSTILE, title="toast " + HOSTILE, timeout=60)
+        app.notify("[@click=app.quit]PWNBUTTON[/] [black on black]PWNHIDDEN[/]", timeout=60)
         app.status_bar.update_state(activity=HOSTILE, git_branch=HOSTILE)
         row = ThreadSummary(id="t-hostile", cwd=str(workspace), title=HOSTILE, created_at=0.0, updated_at=0.0)
         app.sidebar.show([row], current=row.id)
+        await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+        main = frame()
         app.push_screen(InfoScreen("info " + HOSTILE, HOSTILE))
         await pilot.pause()
-        console = app.console
+        modal = frame()
+    for shown in (main, modal):
+        assert payload_sequences(shown.encode()) == []
+        assert "␛]0;PWNTITLE" in shown
+    # a toast quoting data shows markup as text: no button, nothing hidden
+    drawn = re.sub("\x1b\\[[0-9;]*[A-Za-z]", "", main)
+    assert "[@click=app.quit]PWNBUTTON[/]" in drawn and "black]PWNHIDDEN[/]" in drawn, drawn
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("echo hi" + "\n" * 80 + "touch pwned", "the command is 81 lines long"),
+        ("echo hi\u202e; touch pwned", "contains control or invisible characters"),
+        ("echo hi\r; touch pwned", "contains control or invisible characters"),
+    ],
+    ids=["padded-with-lines", "bidi", "carriage-return"],
+)
+async def test_the_approval_head_says_what_the_preview_may_hide(
+    roder_home: Path, workspace: Path, command: str, said: str
+) -> None:
+    """A command pushed below the fold by blank lines, or holding characters a terminal hides:
+    the dialog's docked head (always on screen, however small) says so."""
+    from roder_core.ir import ApprovalRequest
+    from roder_tui.screens.approval import ApprovalScreen
+    from tests.tui.helpers import make_app, until
+
+    app = make_app(workspace)
+    request = ApprovalRequest(thread_id="t", turn_id="u", call_id="c", tool="bash", command=command)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await until(pilot, app.ready.is_set, what="the app's start")
+        app.push_screen(ApprovalScreen(request))
+        await pilot.pause()
         update = app.screen._compositor.render_update(full=True)
         assert update is not None
-        frame = update.render_segments(console)
-        assert payload_sequences(frame.encode()) == []
-        assert "␛]0;PWNTITLE" in frame
+        drawn = re.sub("\x1b\\[[0-9;]*[A-Za-z]", "", str(update.render_segments(app.console)))
+    assert said.split()[-1] in drawn and said.split()[0] in drawn, drawn
+    assert "touch pwned" not in drawn or "<U+202E>" in drawn or "␍" in drawn

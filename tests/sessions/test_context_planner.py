@@ -10,6 +10,7 @@ from roder_core.ir import (
     Attachment,
     CompactionItem,
     ImagePart,
+    Item,
     Message,
     ModelProfile,
     TextPart,
@@ -20,7 +21,7 @@ from roder_core.ir import (
 )
 from roder_core.kernel.services import ContextBlock
 from roder_core.settings.config import RoderConfig
-from roder_core.turn.context import conversation, history_to_messages, visible_items
+from roder_core.turn.context import PartCache, conversation, history_to_messages, visible_items
 from roder_core.turn.planner import SHORTENED_MARKER, BudgetPlanner, prompt_budget
 from roder_core.turn.tokens import IMAGE_TOKENS, item_tokens, message_tokens, request_tokens
 
@@ -136,3 +137,35 @@ async def test_the_runtime_uses_the_configured_reserve(workspace: Path) -> None:
     runtime, _ = make_runtime(workspace, config=config)
     assert runtime.context.planner.budget(ModelProfile(id="m", context_window=100_000)) == 95_000
     await runtime.close()
+
+
+def test_a_request_counted_again_gives_the_same_answer_and_a_changed_one_a_new_one() -> None:
+    """One model call counts the same request several times; the count is kept for the same
+    parts and taken again for any copy with other messages, system text or tools."""
+    messages = [Message(role="user", parts=[TextPart(text="x" * 400)])]
+    request = AgentInferenceRequest(model="m", messages=messages, system="s" * 40)
+    first = request_tokens(request)
+    assert request_tokens(request) == first == 4 + 100 + 10
+    planned = request.model_copy(update={"system": "s" * 80})  # what the planner does
+    assert request_tokens(planned) == first + 10
+    longer = planned.model_copy(update={"messages": [*messages, Message(role="user", parts=[TextPart(text="y" * 40)])]})
+    assert request_tokens(longer) == first + 10 + 4 + 10
+    assert request_tokens(request) == first  # the earlier request again, after others were counted
+
+
+def test_parts_are_made_once_per_item_and_again_when_the_item_changes() -> None:
+    """A thread's model calls reuse the parts made for its items at earlier calls, while each
+    item is the same object with the same fields; the messages equal a build from scratch."""
+    cache = PartCache()
+    items: list[Item] = [UserMessageItem(text="task"), *_tool_round(1, 100), AgentMessageItem(text="done")]
+    first, _ = conversation(items, parts=cache)
+    cache.settle()
+    again, _ = conversation(items, parts=cache)
+    cache.settle()
+    assert again == first == conversation(items)[0]
+    assert again[0] is first[0]  # reused, not rebuilt
+    assert again[1].parts[0] is first[1].parts[0]
+    edited = items[-1].model_copy(update={"text": "done, edited"})
+    changed, _ = conversation([*items[:-1], edited], parts=cache)
+    assert changed[-1].parts[-1].text == "done, edited"
+    assert changed == conversation([*items[:-1], edited])[0]

@@ -151,3 +151,22 @@ async def test_patch_with_typographic_quotes_keeps_file_context(workspace: Path)
     _rt, [result] = await run_script(workspace, [{"tool_calls": [call("apply_patch", patch=text)]}, {"text": "ok"}])
     assert not result.is_error, result.text
     assert (workspace / "d.md").read_text() == "Title \u2014 \u201cquoted\u201d\nnew line\n"
+
+
+async def test_edit_with_line_numbers_copied_from_read(workspace: Path) -> None:
+    (workspace / "n.py").write_text("def f():\n    return 1\n")
+    edit = call("edit", path="n.py", old_string="     2\t    return 1", new_string="     2\t    return 2")
+    _rt, [result] = await run_script(workspace, [{"tool_calls": [edit]}, {"text": "ok"}])
+    assert not result.is_error, result.text
+    assert (workspace / "n.py").read_text() == "def f():\n    return 2\n"
+    assert result.text.startswith(
+        "edited n.py: 1 replacement (the line numbers copied from read's output were left out; check the diff)"
+    )
+
+
+async def test_patch_hunk_headers_with_unified_diff_ranges(workspace: Path) -> None:
+    (workspace / "u.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 1\n")
+    text = patch("*** Update File: u.py", "@@ -5,2 +5,2 @@ def g():", "-    return 1", "+    return 2")
+    _rt, [result] = await run_script(workspace, [{"tool_calls": [call("apply_patch", patch=text)]}, {"text": "ok"}])
+    assert not result.is_error, result.text
+    assert (workspace / "u.py").read_text() == "def f():\n    return 1\n\n\ndef g():\n    return 2\n"

@@ -107,3 +107,166 @@ async def test_reopening_a_running_turn_keeps_its_elapsed_time(workspace: Path, 
         await until(pilot, lambda: app.turn_id is not None, what="the caught-up turn")
         assert (app.status_bar.state.get("elapsed") or 0) >= 14
         await pilot.press("escape")
+
+
+async def test_retry_toasts_replace_each_other_clear_of_the_prompt(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 40x20 a provider's retries show as one toast (the latest), in the upper half, never
+    over the prompt."""
+    from roder_core.threads.events import ModelRetrying
+
+    steps = [{"text": "x" * 300, "chunk_size": 1, "delay_ms": 30}]
+    app = make_app(workspace, steps, monkeypatch)
+    async with app.run_test(size=(40, 20), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press(*"hello", "enter")
+        await until(pilot, lambda: app.turn_id is not None, what="the turn")
+        runtime = app.client.runtime  # type: ignore[union-attr]
+        reason = "HTTP 503 from the provider: the service is overloaded right now, try again later"
+        for attempt in (1, 2, 3):
+            event = ModelRetrying(
+                thread_id=app.thread_id, turn_id=app.turn_id, attempt=attempt, max_attempts=4, wait=30.0, reason=reason
+            )
+            await runtime.emit(event)
+        await until(pilot, lambda: any("retry 3 of 4" in n.message for n in app._notifications), what="the third notice")
+        await until(
+            pilot,
+            lambda: [t for t in app.screen.query("Toast") if t.region.height > 0],
+            what="the toast drawn",
+        )
+        await pilot.pause()
+        toasts = [t for t in app.screen.query("Toast") if t.region.height > 0]
+        assert len([n for n in app._notifications if n.title == "retrying"]) == 1
+        assert len(toasts) == 1
+        prompt = app.prompt_bar.input.region
+        for toast in toasts:
+            assert not toast.region.overlaps(prompt) and toast.region.bottom <= 10, toast.region
+        await pilot.press("escape")
+
+
+@pytest.mark.parametrize("size", [(40, 20), (50, 20), (100, 30), (120, 40)])
+async def test_the_first_run_screen_fits_every_size(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """The key legend is on screen without scrolling, every line of the text is reachable (it
+    wraps and scrolls, nothing is cut), and nothing of the app shows around it."""
+    from textual.containers import VerticalScroll
+
+    from roder_tui.screens.first_run import FirstRunScreen
+
+    app = make_app(workspace, None, monkeypatch, provider=None)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        screen = app.screen
+        keys = screen.query_one("#first-run-keys")
+        await until(pilot, lambda: keys.region.height > 0, what="the screen laid out")
+        assert screen.region.contains_region(keys.region) and keys.region.height == 2
+        assert "continue with the mock model" in keys.render().plain  # type: ignore[attr-defined]
+        text = screen.query_one(VerticalScroll)
+        assert screen.region.contains_region(text.region) and not text.region.overlaps(keys.region)
+        assert text.virtual_size.width <= text.scrollable_content_region.width  # wrapped, not cut
+        assert screen.styles.background.a == 1  # opaque: the sidebar does not show around it
+        await pilot.press("enter")
+        await ready(pilot)
+        assert app.status_bar.state["provider"] == "mock"
+
+
+async def test_a_remapped_key_the_prompt_also_binds_works_while_typing(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path
+) -> None:
+    (roder_home / "config.toml").write_text('[keys]\ntoggle_sidebar = "f6"\nhelp = "f2"\nnope = "f9"\n')
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press(*"half a thought")
+        assert app.focused is app.prompt_bar.input and app.sidebar.display
+        await pilot.press("f6")
+        assert not app.sidebar.display, "f6 toggles the sidebar while typing"
+        assert app.prompt_bar.input.text == "half a thought" and not app.prompt_bar.input.selected_text
+        notes = "\n".join(n.message for n in app._notifications if n.title == "keys")
+        assert "f6 now runs toggle_sidebar also while typing" in notes
+        assert "f2 is bound to both help and tasks" in notes
+        assert "nope: no such key binding" in notes
+
+
+async def test_typing_on_the_focused_transcript_reaches_the_prompt(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(workspace, [{"text": "an answer"}], monkeypatch)
+    async with app.run_test(size=(50, 24)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "hello")
+        await pilot.click("#transcript")
+        entry = app.transcript._entry_widgets()[-1]
+        entry.focus()
+        await pilot.pause()
+        assert app.focused is entry
+        await pilot.press(*"why is that")  # y is a message key: the first letter that is not goes on
+        await until(pilot, lambda: app.focused is app.prompt_bar.input, what="the prompt to take the focus")
+        assert app.prompt_bar.input.text.endswith("hy is that")
+
+
+async def test_in_a_browser_a_tap_on_the_transcript_keeps_the_prompt_focused(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from textual.app import App
+
+    app = make_app(workspace, [{"text": "an answer"}], monkeypatch)
+    monkeypatch.setattr(App, "is_web", property(lambda _self: True))
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "hello")
+        entry = app.transcript._entry_widgets()[-1]
+        await pilot.click(entry)
+        await pilot.pause()
+        assert app.focused is app.prompt_bar.input
+        await pilot.press(*"more")
+        assert app.prompt_bar.input.text == "more"
+
+
+async def test_rewind_and_resume_tell_rows_apart(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same prompt twice: numbered rows with their age; a pure ``echo`` is not "not
+    restorable"; each /undo's fork has its own title; the resume picker marks forks."""
+    from roder_tui.screens.choice import ChoiceScreen
+    from roder_tui.screens.resume import ResumePicker
+
+    steps = [
+        {"text": "Looking.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo checking && ls"}}]},
+        {"text": "Fixed."},
+        {"text": "Again.", "tool_calls": [{"name": "write", "arguments": {"path": "a.txt", "content": "x\n"}}]},
+        {"text": "Fixed again."},
+    ]
+    app = make_app(workspace, steps, monkeypatch, mode="bypass")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "fix it")
+        await ask(pilot, "fix it", answers=2)
+        await pilot.press("escape", "escape")
+        await until(pilot, lambda: isinstance(app.screen, ChoiceScreen), what="the rewind list")
+        labels = [label for _id, label in app.screen.choices]  # type: ignore[attr-defined]
+        assert len(labels) == 2 and labels[0] != labels[1]
+        assert labels[0].startswith("1. fix it") and labels[1].startswith("2. fix it") and "ago" in labels[0]
+        first = app.screen
+        await pilot.press("down", "up", "enter")  # the first prompt
+        await until(pilot, lambda: isinstance(app.screen, ChoiceScreen) and app.screen is not first, what="the restore list")
+        assert "not restorable" not in app.screen.note  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, ChoiceScreen), what="the list closed")
+
+        original = app.thread_id
+        await app.undo()
+        first_fork = app.thread_id
+        await app.undo()
+        from roder_core.server.protocol import THREAD_READ, ThreadReadParams
+
+        titles = [
+            (await app.client.call(THREAD_READ, ThreadReadParams(thread_id=t or ""))).thread.title  # type: ignore[union-attr]
+            for t in (original, first_fork, app.thread_id)
+        ]
+        assert len(set(titles)) == 3, titles
+        assert titles[1:] == ["fix it · before 2. “fix it”", "fix it · before 1. “fix it”"]
+
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: isinstance(app.screen, ResumePicker), what="the resume picker")
+        from textual.widgets import OptionList
+
+        shown = [str(o.prompt) for o in app.screen.query_one(OptionList).options]
+        assert sum(1 for row in shown if row.startswith("⑂ ") and "fork ·" in row) == 2
+        assert sum(1 for row in shown if not row.startswith("⑂ ")) == 1

@@ -9,6 +9,7 @@ gives usage), ages, tool durations and the turn's elapsed seconds.
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,39 @@ def test_narrow_layout_with_help(snap_compare: Any, fixed_workspace: Path, monke
         await pilot.pause()  # drawn
 
     assert snap_compare(app, terminal_size=(50, 24), run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+def test_toasts(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    """Toasts in the upper half, clear of the prompt; a second retry notice replaces the first."""
+    app = make_app(fixed_workspace, None, monkeypatch)
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        await _settle(app)
+        reason = "HTTP 503 from the provider: overloaded, try again later"
+        app.notify(f"{reason}; retry 1 of 4 in 2.0 s", title="retrying", severity="warning", timeout=300)
+        app.notify(f"{reason}; retry 2 of 4 in 4.0 s", title="retrying", severity="warning", timeout=300)
+        app.notify("copied 120 characters to the clipboard", timeout=300)
+        await until(pilot, lambda: len([t for t in app.screen.query("Toast") if t.region.height > 0]) == 2, what="two toasts")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+def test_first_run_screen(
+    snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    from roder_tui.screens.first_run import FirstRunScreen
+
+    monkeypatch.setenv("RODER_HOME", str(fixed_workspace.parent / "home"))  # the config path it names is fixed
+    for key in [k for k in os.environ if k.endswith("_API_KEY")]:
+        monkeypatch.delenv(key)
+    app = make_app(fixed_workspace, None, monkeypatch, provider=None)
+
+    async def run_before(pilot: Any) -> None:
+        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -601,8 +601,8 @@ class RoderAcpAgent:
             await self._resolve(request, "allow_always", rule=rule)
         elif choice == "reject_always":
             self._rejected_rules.add(rule)
-            with contextlib.suppress(Exception):
-                self.app.runtime.persist_rule(rule, PolicyVerdict.DENY)
+            if unsaved := self.app.runtime.persist_rule(rule, PolicyVerdict.DENY):
+                await self.conn.session_update(session_id=session.id, update=update_agent_message_text(f"roder: {unsaved}\n"))
             await self._resolve(request, "deny", reason=f"always rejected: {rule}")
         else:
             await self._resolve(request, "deny", reason="rejected in the editor" if choice == "reject_once" else "cancelled")

@@ -15,6 +15,7 @@ from roder_core.brokers import ProcessResult
 from roder_core.brokers.safe_git import env_argv_prefix, git_argv
 from roder_core.ir import CommandExecutionItem, FileChangeItem, Item, Thread
 from roder_core.kernel.tools import PolicySubject
+from roder_core.policy.commandline import changes_nothing
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, InvalidParams, RpcError
 from roder_core.server.methods.core import absolute_path
@@ -255,7 +256,8 @@ async def hunk_list(app: Dispatcher, params: ThreadChangesParams, ctx: CallConte
     unrestorable = [
         UnrestorableChange(call_id=item.call_id, turn_id=tid, item_id=item.id, command=item.command)
         for tid, item in _span(thread, params.turn_id, params.since_item_id)
-        if isinstance(item, CommandExecutionItem)
+        # a command that certainly changes no file (echo, ls, git status) has nothing to restore
+        if isinstance(item, CommandExecutionItem) and not changes_nothing(item.command)
     ]
     return HunkListResult(
         hunks=[h.info for h in thread_hunks(thread, params.turn_id, params.since_item_id)], unrestorable=unrestorable

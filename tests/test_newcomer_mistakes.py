@@ -1,0 +1,224 @@
+"""A newcomer's mistakes, each met by one clear line, a non-zero exit where it fails, and nothing
+lost: the real ``roder`` program in a subprocess (or on a pseudo-terminal for the key prompt)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.builders import wait_until
+
+
+def roder(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_roder_home_naming_a_file_is_one_line_and_exit_1(tmp_path: Path, workspace: Path) -> None:
+    home = tmp_path / "home-file"
+    home.write_text("not a folder\n")
+    done = roder("-p", "hello", "--provider", "mock", cwd=workspace, env={"RODER_HOME": str(home)})
+    assert done.returncode == 1
+    assert done.stdout == ""  # the model was never called
+    line = one_line(done.stderr)
+    assert str(home) in line
+    assert "it is a file, not a folder" in line
+    assert home.read_text() == "not a folder\n"  # nothing written over it
+
+
+def test_a_subcommand_checks_the_home_too(tmp_path: Path, workspace: Path) -> None:
+    home = tmp_path / "home-file"
+    home.write_text("")
+    done = roder("sessions", "list", cwd=workspace, env={"RODER_HOME": str(home / "inside")})
+    assert done.returncode == 1
+    assert "RODER_HOME" in one_line(done.stderr)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes the read-only mount")
+def test_a_read_only_home_fails_before_the_model_is_called(tmp_path: Path, workspace: Path) -> None:
+    """A read-only mount stops root as well as a user (a folder's mode bits would not stop root)."""
+    home = tmp_path / "ro-home"
+    home.mkdir()
+    done = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(home), str(home), sys.executable, "-m", "roder_tui.cli", "-p", "hi"],
+        cwd=workspace,
+        env={**os.environ, "RODER_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    if "bwrap:" in done.stderr:
+        pytest.skip(f"bubblewrap cannot mount here: {done.stderr.strip()}")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "is not writable" in one_line(done.stderr) or "Read-only file system" in done.stderr
+    assert list(home.iterdir()) == []
+
+
+def test_mode_choices_are_printed_as_their_names(workspace: Path) -> None:
+    done = roder("-p", "hi", "--mode", "yolo", cwd=workspace)
+    assert done.returncode == 2
+    assert "choose from 'plan', 'ask', 'auto-edit', 'bypass'" in done.stderr
+    assert "<Mode." not in done.stderr
+
+
+def test_the_mock_counts_one_word_in_the_singular(workspace: Path) -> None:
+    done = roder("-p", "hello", "--provider", "mock", cwd=workspace)
+    assert done.stdout.startswith("Mock reply: I received 1 word, starting with")
+
+
+def _on_terminal(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, int]:
+    """(pid, master fd) of ``argv`` running on a new pseudo-terminal."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: become roder
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-m", "roder_tui.cli", *argv], env)
+    return pid, fd
+
+
+def _read_until(fd: int, marker: bytes) -> bytes:
+    seen = b""
+
+    def arrived() -> bool:
+        nonlocal seen
+        while select.select([fd], [], [], 0)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                return marker in seen
+            if not chunk:
+                break
+            seen += chunk
+        return marker in seen
+
+    wait_until(arrived, f"{marker!r} on the terminal (so far: {seen!r})", timeout=120)
+    return seen
+
+
+@pytest.mark.parametrize(("key", "name"), [(b"\x03", "ctrl+c"), (b"\x04", "ctrl+d")])
+def test_leaving_the_login_prompt_stores_nothing_and_says_so(key: bytes, name: str, roder_home: Path, workspace: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    pid, fd = _on_terminal(["providers", "login", "openai"], workspace, env)
+    try:
+        _read_until(fd, b"(input hidden): ")
+        os.write(fd, key)
+        output = _read_until(fd, b"nothing stored")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 1, name
+    assert b"roder: no key given; nothing stored" in output
+    assert b"Traceback" not in output
+    assert not (roder_home / "data" / "credentials.json").exists()
+
+
+def test_ctrl_c_during_start_up_is_one_line(workspace: Path) -> None:
+    """SIGINT while the command is still importing and building its runtime: exit 130, no traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "roder_tui.cli", "-p", "hello", "--provider", "mock"],
+        cwd=workspace,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    # -X importtime reports each import on stderr as it completes: once one-shot mode's module is
+    # in, the process is building its runtime (extensions, providers, the thread) when SIGINT lands.
+    wait_until(lambda: "roder_tui.ask" in proc.stderr.readline(), "one-shot mode's import")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    # (the parent's reader kept part of the import report buffered: look only at Roder's lines)
+    messages = [line.strip() for line in err.splitlines() if "roder:" in line]
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert messages == ["roder: interrupted"]
+
+
+@pytest.fixture
+def fake_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """``roder dev fake-server`` as its own process, requiring a key, answering a model call with
+    the 404 a server's web pages give; yields (its /v1 URL, script)."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"status": 404, "error": {"message": "404 page not found"}}]}))
+    flags = ["--port", "0", "--model", "served-model", "--api-key", "sk-right-key-0123456789"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "roder_tui.cli", "dev", "fake-server", "--script", str(script), *flags],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.endswith("/v1")
+        yield url, script
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _endpoint(home: Path, base_url: str, *, models: bool) -> None:
+    (home / "config.toml").write_text(
+        f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{base_url}"\napi_key_env = "LOCAL_API_KEY"\n'
+        + ('models = ["served-model"]\n' if models else "")
+    )
+
+
+def test_a_base_url_without_v1_is_named_in_the_hint(fake_server: tuple[str, Path], roder_home: Path, workspace: Path) -> None:
+    url, _ = fake_server
+    root = url.removesuffix("/v1")
+    _endpoint(roder_home, root, models=True)
+    done = roder("-p", "hi", "--provider", "local", cwd=workspace, env={"LOCAL_API_KEY": "sk-right-key-0123456789"})
+    assert done.returncode == 1
+    assert f"is base_url right? {root} has no /v1" in done.stderr
+    assert "is the model name right" not in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_refused_key_is_reported_even_without_a_models_list(
+    fake_server: tuple[str, Path], roder_home: Path, workspace: Path
+) -> None:
+    url, _ = fake_server
+    _endpoint(roder_home, url, models=False)
+    done = roder("-p", "hi", "--provider", "local", cwd=workspace, env={"LOCAL_API_KEY": "sk-wrong-key-0123456789"})
+    assert done.returncode == 1
+    assert "rejected the credentials (HTTP 401)" in done.stderr
+    assert "no model chosen" not in done.stderr
+    assert "sk-wrong-key-0123456789" not in done.stderr
+
+
+def test_without_a_model_the_hint_lists_what_the_endpoint_serves(
+    fake_server: tuple[str, Path], roder_home: Path, workspace: Path
+) -> None:
+    url, _ = fake_server
+    _endpoint(roder_home, url, models=False)
+    done = roder("-p", "hi", "--provider", "local", cwd=workspace, env={"LOCAL_API_KEY": "sk-right-key-0123456789"})
+    assert done.returncode == 1
+    assert "no model chosen" in done.stderr
+    assert "it serves served-model" in done.stderr

@@ -1,0 +1,79 @@
+"""What ``roder -p`` and ``roder --version`` import: a list, not a clock.
+
+A one-shot must start fast, and start-up time is mostly imports. Timing them in a test would
+fail on a loaded machine and pass a slow change on a quiet one, so this test lists the modules
+a real run imports (``python -X importtime`` names every one) and fails when one that the run
+does not use creeps in: the app's UI libraries, transports of other front ends, optional
+remote and batch dependencies, and Roder's parts a one-shot never needs. ``bench/startup.py``
+has the timings.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+#: Never imported by a one-shot with the mock provider (the prefix matches submodules too).
+NOT_IN_ONESHOT = (
+    "textual",
+    "rich",
+    "httpx",  # no remote provider in this run
+    "websockets",
+    "asyncssh",
+    "segno",
+    "textual_serve",
+    "aiohttp",
+    "ray",
+    "roder_tui.app",
+    "roder_tui.widgets",
+    "roder_core.teams.manager",
+    "roder_core.server.websocket",
+    "roder_core.server.methods",
+    "roder_core.batch",
+    "roder_core.workflows",
+)
+#: ``roder --version`` builds the parser and nothing more.
+NOT_IN_VERSION = ("pydantic", "roder_core.ir", "roder_core.kernel", "asyncio", "roder_tui.ask")
+
+
+def imported(args: list[str], cwd: Path) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "roder_tui.cli", *args],
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = set()
+    for line in done.stderr.splitlines():
+        fields = line.split("|")
+        if line.startswith("import time:") and len(fields) == 3 and fields[1].strip().isdigit():
+            names.add(fields[2].strip())
+    assert "roder_tui.startup" in names  # the listing worked (the command line imports it)
+    return names
+
+
+def offenders(names: set[str], banned: tuple[str, ...]) -> list[str]:
+    return sorted(name for name in names if any(name == b or name.startswith(b + ".") for b in banned))
+
+
+def test_oneshot_imports_only_what_it_uses(workspace: Path) -> None:
+    names = imported(["-p", "hi", "--provider", "mock"], workspace)
+    assert "roder_tui.ask" in names  # it did run the one-shot
+    assert offenders(names, NOT_IN_ONESHOT) == []
+
+
+def test_version_imports_no_runtime(workspace: Path) -> None:
+    assert offenders(imported(["--version"], workspace), NOT_IN_VERSION) == []
+
+
+def test_the_list_catches_a_module_that_creeps_in() -> None:
+    assert offenders({"roder_core.teams.manager", "textual.app", "roder_core.teams.model"}, NOT_IN_ONESHOT) == [
+        "roder_core.teams.manager",
+        "textual.app",
+    ]
