@@ -115,6 +115,31 @@ async def test_tools_added_after_the_handshake_are_listed_again_and_callable(wor
         await runtime.close()
 
 
+async def test_roots_are_the_workspace_and_configured_folders_and_follow_changes(
+    workspace: Path, roder_home: Path, tmp_path: Path
+) -> None:
+    """The server asks for the roots after the handshake and again on roots/list_changed (it
+    logs how many it received, at info level)."""
+    notes, other = tmp_path / "notes", tmp_path / "other"
+    notes.mkdir()
+    other.mkdir()
+    write_config(roder_home, everything_config(extra=f"roots = [{json.dumps(str(notes))}]", server='log_level = "info"'))
+    script = [{"tool_calls": [tool("get-roots-list")]}, {"text": "done"}]
+    runtime, ext = everything_runtime(workspace, script, interactive=False)
+    log_file = runtime.options.paths.cache_dir / "mcp-logs" / "everything.log"
+    try:
+        await ext.manager.wait_ready(60)
+        await until(lambda: log_file.exists() and "Roots updated: 2 root(s)" in log_file.read_text(), timeout=30)
+        ext.manager.roots.add(other)  # a thread in another folder called the server
+        await until(lambda: "Roots updated: 3 root(s)" in log_file.read_text(), timeout=30)
+        [result] = await run_one(runtime)
+        assert not result.is_error, result.text
+        for folder in (workspace, notes, other):
+            assert folder.resolve().as_uri() in result.text
+    finally:
+        await runtime.close()
+
+
 # --------------------------------------------------------------------------- sampling
 
 
