@@ -327,7 +327,8 @@ class ServerConnection:
             return  # a server connecting later lists the roots when it asks
 
         async def announce() -> None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception), warnings.catch_warnings():  # deprecated only from 2026-07-28
+                warnings.simplefilter("ignore")
                 await client.send_roots_list_changed()
 
         task = asyncio.get_running_loop().create_task(announce(), name=f"mcp roots {self.name}")
