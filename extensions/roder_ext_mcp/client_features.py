@@ -297,6 +297,24 @@ class ClientFeatures:
             self._decline(f"elicitation declined: {exc}")
             return ElicitResult(action="decline")
 
+    async def url_elicitations(self, data: Any) -> bool:
+        """The addresses of a "URL elicitation required" error (-32042), each shown as a URL
+        elicitation; True when the user went to every one (the call is then made again)."""
+        from mcp_types import ElicitRequestURLParams
+
+        raw = data.get("elicitations") if isinstance(data, dict) else None
+        if not isinstance(raw, list) or not raw:
+            return False
+        for entry in raw:
+            try:
+                params = ElicitRequestURLParams.model_validate(entry)
+            except ValueError:
+                self._decline("elicitation declined: the server's URL elicitation is malformed")
+                return False
+            if (await self.elicitation(None, params)).action != "accept":
+                return False
+        return True
+
     async def _elicit_url(self, host: Any, header: str, params: Any) -> Any:
         from mcp_types import ElicitResult
 

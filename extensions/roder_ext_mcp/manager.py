@@ -372,12 +372,16 @@ class ServerConnection:
 
     # ------------------------------------------------------------------ calls
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any], ctx: ToolExecutionContext | None = None) -> Any:
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], ctx: ToolExecutionContext | None = None, *, retry: bool = True
+    ) -> Any:
         """Call one tool; a closed connection marks the server ``exited`` and raises. With the
         call's context, the server's sampling, elicitation, log messages and progress during the
-        call reach that call's user and tool card, and its workspace becomes a root."""
+        call reach that call's user and tool card, and its workspace becomes a root. A call the
+        server refuses until the user visits an address (-32042) shows the address, and once the
+        user says they went there, is made again (once)."""
         from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
+        from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED
 
         await self.ensure_connected()
         client = self._client
@@ -392,6 +396,9 @@ class ServerConnection:
                 progress_callback=self.features.progress_for(ctx) if ctx is not None else None,
             )
         except MCPError as exc:
+            url_required = exc.code == URL_ELICITATION_REQUIRED and retry and ctx is not None
+            if url_required and await self.features.url_elicitations(exc.data):
+                return await self.call_tool(tool, arguments, ctx, retry=False)
             if exc.code != CONNECTION_CLOSED:
                 raise
             self._mark_exited()

@@ -314,6 +314,32 @@ async def test_url_elicitation_shows_the_address(workspace: Path, roder_home: Pa
         await runtime.close()
 
 
+async def test_url_elicitation_required_error_asks_then_calls_again(workspace: Path, roder_home: Path) -> None:
+    """The error path (-32042): the address is shown; once the user went there the call is made again."""
+    write_config(roder_home, everything_config())
+    call_args = {"url": "http://127.0.0.1:9/authorize", "errorPath": True}
+    script = [{"tool_calls": [tool("trigger-url-elicitation", **call_args)]}, {"text": "done"}]
+    runtime, _ = everything_runtime(workspace, script, interactive=True)
+    approving(runtime, [])
+    asked: list[str] = []
+
+    def answer(event: object) -> None:
+        if isinstance(event, UserInputRequested):
+            [question] = event.questions
+            asked.append(question["question"])
+            runtime.resolve_user_input(event.request_id, {question["id"]: question["options"][0]["label"]})
+
+    runtime.bus.add_listener(answer)
+    try:
+        [result] = await run_one(runtime)
+        assert not result.is_error, result.text
+        first, again = asked  # the error's address, then the retried call's own elicitation
+        assert "Open this address in your browser: https://modelcontextprotocol.io" in first
+        assert "http://127.0.0.1:9/authorize" in again
+    finally:
+        await runtime.close()
+
+
 # --------------------------------------------------------------------------- progress, logging, templates
 
 
