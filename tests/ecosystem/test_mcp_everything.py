@@ -19,6 +19,7 @@ import roder_ext_mcp
 
 from roder_core.ir import ApprovalDecision, ApprovalRequest, ToolResultItem
 from roder_core.runtime.runtime import Runtime
+from roder_core.server.client import LocalAppClient
 from roder_core.threads.events import ApprovalRequested, ToolOutputDelta, UserInputRequested
 from tests.builders import until
 from tests.core.harness import call
@@ -386,8 +387,10 @@ async def test_resource_templates_are_listed_and_offered_as_mentions(workspace: 
         assert templates, "the everything server offers resource templates"
         mentions = ext.contributor.mentions()
         assert f"everything:{templates[0]}" in mentions
-        [status] = ext.contributor.source_statuses()
-        assert f"@everything:{templates[0]}" in status.detail["resourceTemplates"]
+        listing = await LocalAppClient.for_runtime(runtime).request("mcp/list", {"waitMs": 60_000})
+        [server] = listing.servers
+        assert f"@everything:{templates[0]}" in server.resource_templates
+        assert server.sampling == "ask"
         # A template filled in is read like any resource.
         uri = templates[0].split("{")[0] + "1"
         attachment = await ext.contributor.read_mention("everything", uri)
