@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -391,6 +392,10 @@ async def test_resource_templates_are_listed_and_offered_as_mentions(workspace: 
         [server] = listing.servers
         assert f"@everything:{templates[0]}" in server.resource_templates
         assert server.sampling == "ask"
+        listed = subprocess.run(
+            ["roder", "mcp", "list"], cwd=workspace, capture_output=True, text=True, timeout=120, check=True
+        ).stdout
+        assert f"@everything:{templates[0]}  (resource template" in listed
         # A template filled in is read like any resource.
         uri = templates[0].split("{")[0] + "1"
         attachment = await ext.contributor.read_mention("everything", uri)
