@@ -59,3 +59,55 @@ def timed_run(
     if len(found) < len(markers):
         raise RuntimeError(f"{argv} never showed {markers[len(found)]!r}")
     return found
+
+
+class PtySession:
+    """A program running in a 120x40 pseudo-terminal that the benchmark types into: ``wait``
+    for text to appear, ``press`` bytes and time until given text appears (an echo, a screen)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, *, columns: int = 120, lines: int = 40) -> None:
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+        self.process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, close_fds=True)
+        os.close(slave)
+        self.seen = b""
+
+    def wait(self, marker: bytes, limit: float = 60.0) -> float:
+        """Seconds until ``marker`` appears in what the program writes from now on."""
+        started = time.perf_counter()
+        self.seen = b""
+        while time.perf_counter() < started + limit:
+            ready, _, _ = select.select([self.master], [], [], 0.01)
+            if ready:
+                self.seen += os.read(self.master, 65536)
+                if marker in self.seen:
+                    return time.perf_counter() - started
+        raise RuntimeError(f"never showed {marker!r}")
+
+    def press(self, keys: bytes, marker: bytes, limit: float = 60.0) -> float:
+        """Send ``keys`` and return the seconds until ``marker`` appears on the terminal."""
+        self.drain()
+        os.write(self.master, keys)
+        return self.wait(marker, limit)
+
+    def send(self, keys: bytes) -> None:
+        """Send ``keys`` and let the screen settle (nothing more written for a moment)."""
+        os.write(self.master, keys)
+        self.drain(0.3)
+
+    def drain(self, quiet: float = 0.05) -> None:
+        """Read what is pending, so the next ``wait`` sees only what comes after."""
+        while select.select([self.master], [], [], quiet)[0]:
+            try:
+                os.read(self.master, 65536)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        os.write(self.master, b"\x11")  # ctrl+q
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.close(self.master)

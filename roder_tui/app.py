@@ -1040,8 +1040,8 @@ class RoderApp(App[int]):
             "mcp": lambda: self._list_tools(mcp_only=True),
             "skills": self._list_skills,
             "agents": self._list_agents,
-            "plugin": self._open_plugins,
-            "plugins": self._open_plugins,
+            "plugin": lambda: self._open_plugins(arguments),
+            "plugins": lambda: self._open_plugins(arguments),
             "trust": self._trust_folder,
             "paste-image": self.action_paste_image,
             "team": lambda: self.teams.command(arguments),
@@ -1085,10 +1085,18 @@ class RoderApp(App[int]):
         text = "\n".join(f"{a.name}  ({a.scope})  {a.description}" for a in result.agents)
         self._show_info("/agents", text or "no subagents defined")
 
-    async def _open_plugins(self) -> None:
+    async def _open_plugins(self, arguments: str = "") -> None:
+        """``/plugin``; ``/plugin marketplace add SOURCE`` adds a marketplace, then shows it."""
         from roder_tui.screens.plugins import PluginScreen
 
-        self.push_screen(PluginScreen(self._client()))
+        words = arguments.split()
+        if words and (words[:2] != ["marketplace", "add"] or len(words) != 3):
+            self.notify("usage: /plugin, or /plugin marketplace add SOURCE", title="/plugin", severity="error")
+            return
+        screen = PluginScreen(self._client())
+        await self.push_screen(screen)
+        if words:
+            await screen.add_marketplace(words[2])
 
     async def _trust_folder(self) -> None:
         from roder_core.server.protocol import TRUST_SET, TrustSetParams

@@ -83,3 +83,39 @@ def test_nothing_uses_asyncio_wait_for() -> None:
         for line in _asyncio_wait_for_calls(path.read_text(encoding="utf-8"))
     ]
     assert not offenders, offenders
+
+
+HANDLER_SNIPPET = """
+from roder_core.server.dispatcher import CallContext, Dispatcher, handles
+from roder_core.server.protocol import THREAD_START, ThreadResult, ThreadStartParams, TurnResult, TurnStartParams
+
+
+@handles(THREAD_START)
+async def {name}(app: Dispatcher, params: {params}, ctx: CallContext) -> {result}:
+    raise NotImplementedError
+"""
+
+
+@pytest.mark.parametrize(
+    ("params", "result", "agrees"),
+    [
+        ("ThreadStartParams", "ThreadResult", True),
+        ("TurnStartParams", "ThreadResult", False),  # the params of another method
+        ("ThreadStartParams", "TurnResult", False),  # the result of another method
+    ],
+)
+def test_mypy_checks_a_handler_against_its_method_spec(tmp_path: Path, params: str, result: str, agrees: bool) -> None:
+    """``@handles(SPEC)`` is typed by the spec: a handler whose params or result disagree fails
+    ``mypy --strict``."""
+    module = tmp_path / "handler_under_test.py"
+    module.write_text(HANDLER_SNIPPET.format(name="thread_start", params=params, result=result))
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(ROOT / ".mypy_cache"), str(module)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (checked.returncode == 0) is agrees, checked.stdout + checked.stderr
+    if not agrees:
+        assert "Argument 1 has incompatible type" in checked.stdout or "incompatible type" in checked.stdout, checked.stdout

@@ -80,9 +80,12 @@ def syntax_regression(shown: str, before: str | None, after: str | None) -> str 
     if len(before) > MAX_CHECKED_CHARS or len(after) > MAX_CHECKED_CHARS:
         return None
     language, problem_of = check
-    if problem_of(before) is not None:
+    try:
+        if problem_of(before) is not None:
+            return None
+        problem = problem_of(after)
+    except (RecursionError, MemoryError):  # nested deeper than the parser follows: no verdict
         return None
-    problem = problem_of(after)
     if problem is None:
         return None
     return f"WARNING: {shown} is no longer valid {language} after this change ({problem}). The change was written; fix the file."

@@ -61,8 +61,8 @@ from roder_core import (
     ProvidedService,
     RoderExtension,
     __version__,
+    bounded_json,
 )
-from roder_core.brokers import bounded_json
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.secrets import scrubbed_env
 from roder_core.kernel.distribution import HostContext

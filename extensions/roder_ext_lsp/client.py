@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from roder_core.brokers.bounded_json import loads as bounded_loads
+from roder_core.bounded_json import loads as bounded_loads
 
 MAX_MESSAGE = 64 * 1024 * 1024
 

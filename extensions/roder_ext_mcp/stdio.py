@@ -16,7 +16,7 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TextIO
 
-from roder_core.brokers import bounded_json
+from roder_core import bounded_json
 from roder_ext_mcp.config import ServerConfig
 
 #: Seconds a connected server gets to exit on its own once its stdin is closed.

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from roder_core.brokers import bounded_json
+from roder_core import bounded_json
 
 #: A line longer than this from the extension is a protocol error (it ends the connection).
 MAX_LINE = 32 * 1024 * 1024

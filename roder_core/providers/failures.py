@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from roder_core.brokers import bounded_json
+from roder_core import bounded_json
 from roder_core.errors import InferenceError, InferenceErrorKind
 from roder_core.providers.limits import context_limit_from
 

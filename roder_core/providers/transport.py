@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from roder_core.brokers import bounded_json
+from roder_core import bounded_json
 from roder_core.brokers.httpx_loader import load_httpx
 from roder_core.errors import InferenceError
 from roder_core.providers.catalog import ProviderSpec

@@ -13,7 +13,7 @@ import logging
 import re
 from typing import Any
 
-from roder_core.brokers import bounded_json
+from roder_core import bounded_json
 from roder_core.ir import ImagePart, ReasoningPart, ToolCallEvent
 from roder_core.providers.sse import SSEEvent
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from roder_core.brokers import bounded_json
+from roder_core import bounded_json
 from roder_core.server.dispatcher import CallContext, Dispatcher, error_response, parse_error
 from roder_core.server.errors import CLIENT_BEHIND, INVALID_REQUEST, RpcError
 from roder_core.server.fanout import NotificationQueue, Reply

@@ -42,9 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 P = TypeVar("P", bound=ProtocolModel)
+R = TypeVar("R", bound=ProtocolModel)
 Handler = Callable[["Dispatcher", Any, "CallContext"], Awaitable[ProtocolModel]]
-#: A handler with its own params and result types (kept through ``@handles``).
-H = TypeVar("H", bound=Callable[..., Awaitable[ProtocolModel]])
+#: The handler of one method: its spec's params in, its spec's result out.
+TypedHandler = Callable[["Dispatcher", P, "CallContext"], Awaitable[R]]
 
 #: method name -> handler; filled by the modules in ``roder_core.server.methods``.
 HANDLERS: dict[str, Handler] = {}
@@ -89,13 +90,16 @@ def load_method_modules() -> None:
         importlib.import_module(module)
 
 
-def handles(method: str) -> Callable[[H], H]:
-    """Register the decorated coroutine as the handler of ``method`` (a name in METHODS)."""
+def handles(spec: MethodSpec[P, R]) -> Callable[[TypedHandler[P, R]], TypedHandler[P, R]]:
+    """Register the decorated coroutine as the handler of ``spec``'s method.
 
-    def register(func: H) -> H:
-        if method not in METHODS:
-            raise ValueError(f"{method!r} has no protocol models in roder_core.server.protocol")
-        HANDLERS[method] = func
+    Typed by the spec: a handler whose params or result disagree with its ``MethodSpec`` fails
+    ``mypy --strict``, and "find references" from a client's ``call(SPEC, ...)`` reaches it."""
+
+    def register(func: TypedHandler[P, R]) -> TypedHandler[P, R]:
+        if METHODS.get(spec.name) is not spec:
+            raise ValueError(f"{spec.name!r} is not a registered method of roder_core.server.protocol")
+        HANDLERS[spec.name] = func
         return func
 
     return register

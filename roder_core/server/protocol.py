@@ -12,6 +12,7 @@ notification name) plus the few the server itself emits, defined at the bottom o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -34,6 +35,44 @@ SERVER_NAME = "roder-app-server"
 
 class ProtocolModel(IRModel):
     """Base of params and results: camelCase on the wire, unknown fields ignored."""
+
+
+M = TypeVar("M", bound=ProtocolModel)
+
+
+def from_domain(model: type[M], data: Mapping[str, Any], omit: frozenset[str] = frozenset()) -> M:
+    """The protocol model of a domain object's JSON (its ``to_json()``, a store's row): the one
+    conversion at the boundary for results built from domain data.
+
+    Protocol models ignore unknown keys (files and peers from a newer Roder still load), so a key
+    renamed on one side would be dropped while the model's field silently kept its default. Here
+    every key the domain sends, at any depth, must survive into the model (by its camelCase alias
+    or its Python name), or the conversion raises naming the keys it would drop. ``omit`` names
+    the top-level keys the caller leaves out on purpose (said at the call site, never silently)."""
+    data = {key: value for key, value in data.items() if key not in omit}
+    result = model.model_validate(data)
+    dropped = _dropped(data, result.model_dump(mode="json", by_alias=True), "")
+    if dropped:
+        raise TypeError(f"{model.__name__} would drop {', '.join(dropped)}: add the fields to the protocol model")
+    return result
+
+
+def _dropped(sent: Any, kept: Any, where: str) -> list[str]:
+    """Keys of ``sent`` missing from ``kept`` (the model's dump), walked through dicts and lists."""
+    from pydantic.alias_generators import to_camel
+
+    if isinstance(sent, Mapping) and isinstance(kept, Mapping):
+        found: list[str] = []
+        for key, value in sent.items():
+            name = key if key in kept else to_camel(key) if isinstance(key, str) else key
+            if name not in kept:
+                found.append(f"{where}{key}")
+            else:
+                found += _dropped(value, kept[name], f"{where}{key}.")
+        return found
+    if isinstance(sent, list | tuple) and isinstance(kept, list) and len(sent) == len(kept):
+        return [key for index, (a, b) in enumerate(zip(sent, kept, strict=True)) for key in _dropped(a, b, f"{where}{index}.")]
+    return []
 
 
 class NoParams(ProtocolModel):

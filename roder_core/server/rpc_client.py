@@ -30,7 +30,7 @@ from typing import Any, Self, TypeVar, overload
 
 from pydantic import BaseModel
 
-from roder_core.brokers import bounded_json
+from roder_core import bounded_json
 from roder_core.errors import RoderError
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
 from roder_core.server.fanout import Notification

@@ -7,7 +7,9 @@ the name; ``i`` installs after the preview, asking first when the plugin runs co
 accept) and then, when it declares ``userConfig`` options, asking for them in a dialog
 (``PluginOptionsScreen``; sensitive ones are typed unechoed); ``e`` enables an installed one
 (``plugins/enable``, after the same dialog for required options it still lacks, from
-``plugins/read``); ``d`` disables one; esc closes. Everything goes through the app server's
+``plugins/read``); ``d`` disables one; ``ctrl+o`` adds what is typed in the search field (a folder,
+a git URL, ``owner/repo`` or an https URL) as a marketplace (``marketplaces/add``, as ``/plugin
+marketplace add SOURCE`` does); esc closes. Everything goes through the app server's
 typed methods (``client.call``), the ones ``roder plugin`` calls too.
 """
 
@@ -25,6 +27,7 @@ from textual.widgets.option_list import Option
 
 from roder_core.server.app_client import AppClient
 from roder_core.server.protocol_plugins import (
+    MARKETPLACES_ADD,
     MARKETPLACES_SEARCH,
     PLUGINS_DISABLE,
     PLUGINS_ENABLE,
@@ -32,6 +35,7 @@ from roder_core.server.protocol_plugins import (
     PLUGINS_PREVIEW_INSTALL,
     PLUGINS_READ,
     InstallParams,
+    MarketplaceAddParams,
     PluginOption,
     PluginOptionsParams,
     PluginParams,
@@ -133,6 +137,7 @@ class PluginScreen(ModalScreen[None]):
         Binding("v", "variant", "Variant", show=False),
         Binding("e", "enable", "Enable", show=False),
         Binding("d", "disable", "Disable", show=False),
+        Binding("ctrl+o", "add_marketplace", "Add marketplace", show=False),
     ]
     DEFAULT_CSS = """
     PluginScreen { align: center middle; }
@@ -155,7 +160,10 @@ class PluginScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
-            box.border_title = "/plugin · type to search · enter preview · i install · v variant · e/d enable/disable · esc close"
+            box.border_title = (
+                "/plugin · type to search · enter preview · i install · v variant · e/d enable/disable"
+                " · ctrl+o add what is typed as a marketplace · esc close"
+            )
             yield Input(placeholder="search plugins", id="plugin-filter")
             yield OptionList(id="plugin-list")
             yield Static("", id="plugin-status", markup=False)
@@ -196,7 +204,11 @@ class PluginScreen(ModalScreen[None]):
             options.highlighted = 0
             self.status(f"{len(self.results)} plugins")
         else:
-            self.status("no plugins match" if query else "no marketplaces: `roder plugin marketplace add-default` adds one")
+            self.status(
+                "no plugins match (ctrl+o adds what you typed as a marketplace)"
+                if query
+                else "no marketplaces yet: type a folder, a git URL or owner/repo and press ctrl+o to add one"
+            )
 
     def selected(self) -> PluginVariant | None:
         options = self.query_one(OptionList)
@@ -295,7 +307,9 @@ class PluginScreen(ModalScreen[None]):
         result = await self.attempt("install", self.client.call(PLUGINS_INSTALL, params))
         if result is not None:
             await self.refresh_results()
-            self.status(f"installed {identifier} {result.installed.version}: restart roder to use it")
+            version = result.installed.version
+            shown = f" {version}" if version and version != "unknown" else ""
+            self.status(f"installed {identifier}{shown}: its commands, skills and agents load when roder starts next")
             self.app.notify(f"installed {identifier}", title="/plugin")
 
     async def refresh_results(self) -> None:
@@ -342,6 +356,25 @@ class PluginScreen(ModalScreen[None]):
             await self.refresh_results()
             switched = f"; disabled {', '.join(result.disabled_variants)}" if result.disabled_variants else ""
             self.status(f"enabled {identifier} (from the next session on){switched}")
+
+    async def action_add_marketplace(self) -> None:
+        source = self.query_one(Input).value.strip()
+        if not source:
+            self.status("type a marketplace to add (a folder, a git URL, owner/repo or an https URL), then ctrl+o")
+            return
+        await self.add_marketplace(source)
+
+    async def add_marketplace(self, source: str) -> None:
+        """``marketplaces/add``, then list what it offers."""
+        self.status(f"adding the marketplace {source}…")
+        added = await self.attempt(
+            "adding the marketplace", self.client.call(MARKETPLACES_ADD, MarketplaceAddParams(source=source))
+        )
+        if added is None:
+            return
+        self.query_one(Input).value = ""
+        await self.search("")
+        self.status(f"added the marketplace {added.marketplace.name}: {len(self.results)} plugins")
 
     def action_close(self) -> None:
         self.dismiss(None)

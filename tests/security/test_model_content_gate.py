@@ -123,6 +123,14 @@ async def test_at_file_and_the_app_servers_fs_methods_obey_the_same_decision(wor
                         "turn/start",
                         {"threadId": thread.id, "prompt": "see", "input": [{"type": "file", "path": str(workspace / path)}]},
                     )
+            big = workspace / "big.log"
+            with big.open("wb") as handle:
+                handle.truncate(26 * 1024 * 1024)  # sparse: larger than an @file may be
+            with pytest.raises(RpcError) as caught:
+                await client.request(
+                    "turn/start", {"threadId": thread.id, "prompt": "see", "input": [{"type": "file", "path": str(big)}]}
+                )
+            assert "larger than 25 MB" in caught.value.message
             listing = await client.request("fs/readDirectory", {"path": str(workspace)})
             names = {e.name for e in listing.entries}  # type: ignore[attr-defined]
             assert "src" in names and ".env" not in names and "env-link" not in names

@@ -79,6 +79,7 @@ ALLOWED: dict[str, str] = {
     "extensions/roder_ext_runners/ssh.py": "the runner's upload of Roder's own helper files",
     # batch runs: the operator's task files and outputs, never a workspace
     "roder_core/batch/harbor.py": "batch task folders given by the operator",
+    "roder_core/batch/containers.py": "batch tasks' image build contexts given by the operator",
     "roder_core/batch/globs.py": "batch scoring's listing of a rollout workspace (never shown to the model)",
     "roder_core/batch/runner_guard.py": "batch scoring's record of a rollout workspace's runner files (never shown to the model)",
     "roder_core/batch/outputs.py": "batch outputs",

@@ -181,7 +181,7 @@ def test_boundaries_parse_json_through_one_helper() -> None:
 
 
 def test_the_depth_limit_is_linear_and_exact() -> None:
-    from roder_core.brokers import bounded_json
+    from roder_core import bounded_json
 
     assert bounded_json.loads("[" * 128 + "]" * 128) is not None
     with pytest.raises(json.JSONDecodeError, match="nested deeper than 128"):
@@ -202,3 +202,24 @@ def test_a_deeply_nested_mcp_result_fails_its_call_at_once(roder_home: Path, wor
     assert done.returncode == 0, done.stderr
     assert "MCP-HANDLED" in done.stdout
     assert "nested deeper than 128 levels" in sent[1], sent[1][-3000:]
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("deep.py", "x = " + "-" * 100_000 + "1\n"), ("deep.json", "[" * 100_000 + "]" * 100_000)],
+    ids=["python", "json"],
+)
+def test_writing_a_file_nested_without_end(name: str, content: str, roder_home: Path, workspace: Path) -> None:
+    """The write tool checks that a change keeps a file parsable; a file nested deeper than a
+    parser follows gets no verdict instead of ending the call with MemoryError/RecursionError."""
+    (workspace / name).write_text("x = 1\n" if name.endswith(".py") else "{}")
+    steps = [
+        {"text": "Reading.", "tool_calls": [{"name": "read", "arguments": {"path": name}}]},
+        {"text": "Writing.", "tool_calls": [{"name": "write", "arguments": {"path": name, "content": content}}]},
+        {"text": "WRITE-HANDLED"},
+    ]
+    done, sent = _ask(steps, roder_home, workspace, "--mode", "bypass")
+    assert done.returncode == 0, done.stderr
+    assert "WRITE-HANDLED" in done.stdout
+    assert (workspace / name).read_text() == content
+    assert "MemoryError" not in sent[2] and "RecursionError" not in sent[2]

@@ -270,3 +270,29 @@ async def test_rewind_and_resume_tell_rows_apart(workspace: Path, monkeypatch: p
         shown = [str(o.prompt) for o in app.screen.query_one(OptionList).options]
         assert sum(1 for row in shown if row.startswith("⑂ ") and "fork ·" in row) == 2
         assert sum(1 for row in shown if not row.startswith("⑂ ")) == 1
+
+
+@pytest.mark.parametrize("how", ["slash", "key"])
+async def test_plugin_adds_a_marketplace_in_the_app(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path, tmp_path: Path, how: str
+) -> None:
+    """``/plugin marketplace add SOURCE``, or typing the source in /plugin and ctrl+o, adds it and
+    lists its plugins."""
+    from tests.plugins.support import marketplace, write_json
+
+    source = marketplace(tmp_path / "shop", "shop", [{"name": "greeter", "source": "./greeter", "description": "says hello"}])
+    write_json(source / "greeter" / ".claude-plugin" / "plugin.json", {"name": "greeter", "description": "says hello"})
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        if how == "slash":
+            await app.send(f"/plugin marketplace add {source}")
+        else:
+            await pilot.press(*"/plugin")
+            await pilot.press("escape", "enter")
+            await until(pilot, lambda: _screen_name(app) == "PluginScreen", what="/plugin")
+            app.screen.query_one("#plugin-filter").value = str(source)  # type: ignore[attr-defined]
+            await pilot.press("ctrl+o")
+        await until(pilot, lambda: _screen_name(app) == "PluginScreen" and app.screen.results, what="the new catalog's plugins")  # type: ignore[attr-defined]
+        assert [r.name for r in app.screen.results] == ["greeter"]  # type: ignore[attr-defined]
+        assert "added the marketplace shop" in str(app.screen.query_one("#plugin-status").render())

@@ -14,6 +14,11 @@ from roder_core.server.errors import PolicyDenied
 from roder_core.server.host_paths import config_stamp
 from roder_core.server.protocol import PROTOCOL_VERSION, NoParams, Ok, UserInputRequest
 from roder_core.server.protocol_attach import (
+    HOST_STATUS,
+    HOST_STOP,
+    PALETTE_COMMANDS,
+    THREAD_HEADLESS,
+    THREAD_LIVE,
     HostStatusResult,
     PaletteCommandModel,
     PaletteCommandsParams,
@@ -31,7 +36,7 @@ TRANSPORT = "transport"
 HOST_SERVICE = "host"
 
 
-@handles("thread/live")
+@handles(THREAD_LIVE)
 async def thread_live(app: Dispatcher, params: ThreadLiveParams, ctx: CallContext) -> ThreadLiveResult:
     """Read everything synchronously (no await from here to the return), so the notification
     sits exactly between the deltas it includes and the ones after it."""
@@ -67,7 +72,7 @@ def _context_window(app: Dispatcher, provider: str, model: str) -> int | None:
         return None
 
 
-@handles("thread/headless")
+@handles(THREAD_HEADLESS)
 async def thread_headless(app: Dispatcher, params: ThreadHeadlessParams, ctx: CallContext) -> Ok:
     app.runtime.set_headless(params.thread_id, params.headless)
     if params.mode is not None:
@@ -75,7 +80,7 @@ async def thread_headless(app: Dispatcher, params: ThreadHeadlessParams, ctx: Ca
     return Ok()
 
 
-@handles("palette/commands")
+@handles(PALETTE_COMMANDS)
 async def palette_commands(app: Dispatcher, params: PaletteCommandsParams, ctx: CallContext) -> PaletteCommandsResult:
     """Every source of the host's registry; one that fails is reported, the others still answer."""
     rows: list[PaletteCommandModel] = []
@@ -90,7 +95,7 @@ async def palette_commands(app: Dispatcher, params: PaletteCommandsParams, ctx: 
     return PaletteCommandsResult(commands=rows, errors=errors)
 
 
-@handles("host/status")
+@handles(HOST_STATUS)
 async def host_status(app: Dispatcher, params: NoParams, ctx: CallContext) -> HostStatusResult:
     runtime = app.runtime
     host: Any = app.services.get(HOST_SERVICE)
@@ -119,7 +124,7 @@ async def host_status(app: Dispatcher, params: NoParams, ctx: CallContext) -> Ho
     )
 
 
-@handles("host/stop")
+@handles(HOST_STOP)
 async def host_stop(app: Dispatcher, params: NoParams, ctx: CallContext) -> Ok:
     """Only a process of this user on this machine (the private unix socket) may stop the host;
     a WebSocket or browser client, however authenticated, may not."""

@@ -13,7 +13,14 @@ from pathlib import Path
 from roder_core.policy.audit import verify
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.protocol import NoParams
-from roder_core.server.protocol_audit import AuditLine, AuditTailParams, AuditTailResult, AuditVerifyResult
+from roder_core.server.protocol_audit import (
+    AUDIT_TAIL,
+    AUDIT_VERIFY,
+    AuditLine,
+    AuditTailParams,
+    AuditTailResult,
+    AuditVerifyResult,
+)
 
 
 def verify_log(path: Path) -> AuditVerifyResult:
@@ -39,11 +46,11 @@ def tail_log(path: Path, limit: int) -> AuditTailResult:
     return AuditTailResult(path=str(path), exists=True, lines=[_line(raw) for raw in lines])
 
 
-@handles("audit/verify")
+@handles(AUDIT_VERIFY)
 async def audit_verify(app: Dispatcher, params: NoParams, ctx: CallContext) -> AuditVerifyResult:
     return verify_log(app.runtime.options.paths.audit_file)
 
 
-@handles("audit/tail")
+@handles(AUDIT_TAIL)
 async def audit_tail(app: Dispatcher, params: AuditTailParams, ctx: CallContext) -> AuditTailResult:
     return tail_log(app.runtime.options.paths.audit_file, params.limit)

@@ -9,7 +9,6 @@ with its one-line reason.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from roder_core.auth.logins import LoginNotConfigured, LoginService, user_logins
 from roder_core.auth.oauth import OAuthError
@@ -18,6 +17,12 @@ from roder_core.server.errors import RUNTIME_ERROR, InvalidParams, RpcError
 from roder_core.server.methods.core import runtime_env
 from roder_core.server.protocol import NoParams
 from roder_core.server.protocol_auth import (
+    AUTH_CODEX_LOGIN,
+    AUTH_CODEX_LOGOUT,
+    AUTH_CODEX_STATUS,
+    AUTH_SUPERGROK_LOGIN,
+    AUTH_SUPERGROK_LOGOUT,
+    AUTH_SUPERGROK_STATUS,
     LOGIN_NAMES,
     AuthLoginCompleted,
     AuthLoginParams,
@@ -112,13 +117,17 @@ def _logout(name: str) -> Callable[[Dispatcher, NoParams, CallContext], Awaitabl
 
 
 def _register() -> None:
-    handlers: dict[str, Any] = {}
-    for name in LOGIN_NAMES:
-        handlers[f"auth/{name}/login"] = _login(name)
-        handlers[f"auth/{name}/status"] = _status(name)
-        handlers[f"auth/{name}/logout"] = _logout(name)
-    for method, handler in handlers.items():
-        handles(method)(handler)
+    """Each sign-in's three handlers, registered by their specs (typed like ``@handles``)."""
+    signins = (
+        ("codex", AUTH_CODEX_LOGIN, AUTH_CODEX_STATUS, AUTH_CODEX_LOGOUT),
+        ("supergrok", AUTH_SUPERGROK_LOGIN, AUTH_SUPERGROK_STATUS, AUTH_SUPERGROK_LOGOUT),
+    )
+    if {name for name, *_ in signins} != set(LOGIN_NAMES):
+        raise RuntimeError("every sign-in of LOGIN_NAMES needs its three handlers here")
+    for name, login, status, logout in signins:
+        handles(login)(_login(name))
+        handles(status)(_status(name))
+        handles(logout)(_logout(name))
 
 
 _register()

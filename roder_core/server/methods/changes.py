@@ -21,6 +21,13 @@ from roder_core.server.errors import RUNTIME_ERROR, InvalidParams, RpcError
 from roder_core.server.methods.core import absolute_path
 from roder_core.server.methods.host import _Probe, check_policy, workspace_of
 from roder_core.server.protocol_changes import (
+    GIT_CHANGES_LIST,
+    GIT_CHANGES_READ,
+    HUNK_APPLY,
+    HUNK_LIST,
+    HUNK_READ,
+    HUNK_ROLLBACK,
+    WORKSPACE_CHANGES_LIST,
     GitChangesListParams,
     GitChangesListResult,
     GitChangesReadParams,
@@ -101,7 +108,7 @@ def _git_workspace(app: Dispatcher, value: str) -> Path:
     return path
 
 
-@handles("git/changes/list")
+@handles(GIT_CHANGES_LIST)
 async def git_changes_list(app: Dispatcher, params: GitChangesListParams, ctx: CallContext) -> GitChangesListResult:
     workspace = _git_workspace(app, params.workspace)
     status = await _git(app, workspace, "status", "--porcelain=v1", "--untracked-files=all")
@@ -130,7 +137,7 @@ async def git_changes_list(app: Dispatcher, params: GitChangesListParams, ctx: C
     return GitChangesListResult(workspace=str(workspace), files=files)
 
 
-@handles("git/changes/read")
+@handles(GIT_CHANGES_READ)
 async def git_changes_read(app: Dispatcher, params: GitChangesReadParams, ctx: CallContext) -> GitChangesReadResult:
     workspace = _git_workspace(app, params.workspace)
     relative = params.path
@@ -229,7 +236,7 @@ def thread_hunks(thread: Thread, turn_id: str | None, since_item_id: str | None 
     return hunks
 
 
-@handles("workspace/changes/list")
+@handles(WORKSPACE_CHANGES_LIST)
 async def workspace_changes(app: Dispatcher, params: ThreadChangesParams, ctx: CallContext) -> WorkspaceChangesListResult:
     thread = await _thread(app, params.thread_id)
     files = []
@@ -250,7 +257,7 @@ async def workspace_changes(app: Dispatcher, params: ThreadChangesParams, ctx: C
     return WorkspaceChangesListResult(files=files)
 
 
-@handles("hunk/list")
+@handles(HUNK_LIST)
 async def hunk_list(app: Dispatcher, params: ThreadChangesParams, ctx: CallContext) -> HunkListResult:
     thread = await _thread(app, params.thread_id)
     unrestorable = [
@@ -272,7 +279,7 @@ async def _hunk(app: Dispatcher, params: HunkParams) -> tuple[Thread, Hunk]:
     return thread, hunk
 
 
-@handles("hunk/read")
+@handles(HUNK_READ)
 async def hunk_read(app: Dispatcher, params: HunkParams, ctx: CallContext) -> HunkReadResult:
     _, hunk = await _hunk(app, params)
     return HunkReadResult(
@@ -308,7 +315,7 @@ def _replace(text: str, path: Path, find: list[str], put: list[str], near: int) 
     return "\n".join(changed) + (ending if changed else "")
 
 
-@handles("hunk/rollback")
+@handles(HUNK_ROLLBACK)
 async def hunk_rollback(app: Dispatcher, params: HunkParams, ctx: CallContext) -> HunkRollbackResult:
     thread, hunk = await _hunk(app, params)
     path = await _writable(app, thread, hunk)
@@ -325,7 +332,7 @@ async def hunk_rollback(app: Dispatcher, params: HunkParams, ctx: CallContext) -
     return HunkRollbackResult(hunk=hunk.info, path=str(path))
 
 
-@handles("hunk/apply")
+@handles(HUNK_APPLY)
 async def hunk_apply(app: Dispatcher, params: HunkParams, ctx: CallContext) -> HunkApplyResult:
     """The inverse of hunk/rollback (``/redo``): put the hunk's new lines back in place."""
     thread, hunk = await _hunk(app, params)

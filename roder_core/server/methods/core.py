@@ -14,11 +14,34 @@ from roder_core.customization.mentions import MentionError, mention_attachments
 from roder_core.ir import ApprovalDecision, Attachment, ModelProfile, Thread
 from roder_core.kernel.services import InferenceEngine
 from roder_core.kernel.tool_catalog import build_catalog
-from roder_core.media.images import MediaError, sniff_image
+from roder_core.media.images import MAX_INPUT_BYTES, MediaError, sniff_image
 from roder_core.server.dispatcher import HANDLERS, CallContext, Dispatcher, handles, load_method_modules
 from roder_core.server.errors import InvalidParams
 from roder_core.server.protocol import (
+    EXTENSIONS_LIST,
+    INITIALIZE,
     METHODS,
+    MODEL_LIST,
+    PROVIDERS_CONFIGURE,
+    PROVIDERS_LIST,
+    PROVIDERS_SELECT,
+    SESSION_GET,
+    SESSION_RESOLVE_APPROVAL,
+    SESSION_SET_MODE,
+    SETTINGS_GET,
+    SETTINGS_SET_DEFAULT_MODE,
+    SETTINGS_SET_WEB_SEARCH,
+    THREAD_CLOSE,
+    THREAD_FORK,
+    THREAD_LIST,
+    THREAD_READ,
+    THREAD_RESUME,
+    THREAD_START,
+    TOOLS_LIST,
+    TURN_INTERRUPT,
+    TURN_START,
+    TURN_STEER,
+    TURN_STEER_CANCEL,
     ExtensionProcessInfo,
     ExtensionsListResult,
     InitializeParams,
@@ -69,6 +92,7 @@ from roder_core.server.protocol import (
     TurnSteerParams,
     TurnSteerResult,
     UserInputRequest,
+    from_domain,
 )
 from roder_core.server.protocol_attach import SteerCancelled, SteerQueued
 from roder_core.settings.config import ConfigWriter
@@ -91,7 +115,7 @@ def method_groups() -> list[MethodGroup]:
     return rows
 
 
-@handles("initialize")
+@handles(INITIALIZE)
 async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext) -> InitializeResult:
     runtime = app.runtime
     if params.client_info is not None:
@@ -121,10 +145,10 @@ async def initialize(app: Dispatcher, params: InitializeParams, ctx: CallContext
 # --------------------------------------------------------------------------- discovery
 
 
-@handles("extensions/list")
+@handles(EXTENSIONS_LIST)
 async def extensions_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> ExtensionsListResult:
-    listing = ExtensionsListResult.model_validate(app.runtime.registry.to_json())
-    listing.processes = [ExtensionProcessInfo.model_validate(state.to_json()) for state in app.runtime.registry.process_states()]
+    listing = from_domain(ExtensionsListResult, app.runtime.registry.to_json())
+    listing.processes = [from_domain(ExtensionProcessInfo, state.to_json()) for state in app.runtime.registry.process_states()]
     if app.started is not None:
         listing.skipped = [
             SkippedExtensionInfo(source=s.source, reason=s.reason, expected=s.expected) for s in app.started.distribution.skipped
@@ -132,7 +156,7 @@ async def extensions_list(app: Dispatcher, params: NoParams, ctx: CallContext) -
     return listing
 
 
-@handles("providers/list")
+@handles(PROVIDERS_LIST)
 async def providers_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> ProvidersListResult:
     runtime = app.runtime
     rows = []
@@ -160,7 +184,7 @@ async def providers_list(app: Dispatcher, params: NoParams, ctx: CallContext) ->
     return ProvidersListResult(providers=rows, provider=runtime.provider, model=runtime.model, default_reason=reason)
 
 
-@handles("model/list")
+@handles(MODEL_LIST)
 async def model_list(app: Dispatcher, params: ModelListParams, ctx: CallContext) -> ModelListResult:
     provider = params.provider or app.runtime.provider
     engine = app.runtime.engine(provider)
@@ -179,7 +203,7 @@ def model_notes(engine: InferenceEngine, profile: ModelProfile) -> ModelNotes:
     )
 
 
-@handles("tools/list")
+@handles(TOOLS_LIST)
 async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext) -> ToolsListResult:
     catalog = await build_catalog(app.runtime.registry, wait=params.wait)
     rows = [
@@ -194,7 +218,7 @@ async def tools_list(app: Dispatcher, params: ToolsListParams, ctx: CallContext)
         )
         for tool in catalog.tools
     ]
-    sources = [ToolSourceInfo.model_validate(status.to_json()) for status in catalog.sources]
+    sources = [from_domain(ToolSourceInfo, status.to_json()) for status in catalog.sources]
     return ToolsListResult(tools=rows, errors=catalog.errors, sources=sources)
 
 
@@ -215,7 +239,7 @@ def _thread_view(thread: Thread, include_turns: bool) -> Thread:
     return thread.model_copy(update={"turns": []})
 
 
-@handles("thread/start")
+@handles(THREAD_START)
 async def thread_start(app: Dispatcher, params: ThreadStartParams, ctx: CallContext) -> ThreadResult:
     cwd = None
     if params.cwd is not None:
@@ -228,7 +252,7 @@ async def thread_start(app: Dispatcher, params: ThreadStartParams, ctx: CallCont
     return ThreadResult(thread=_thread_view(thread, False))
 
 
-@handles("thread/list")
+@handles(THREAD_LIST)
 async def thread_list(app: Dispatcher, params: ThreadListParams, ctx: CallContext) -> ThreadListResult:
     return ThreadListResult(threads=await app.runtime.list_threads(params.cwd, params.limit))
 
@@ -238,7 +262,7 @@ async def open_thread(app: Dispatcher, thread_id: str) -> Thread:
     return await app.runtime.resume_thread(thread_id)
 
 
-@handles("thread/read")
+@handles(THREAD_READ)
 async def thread_read(app: Dispatcher, params: ThreadReadParams, ctx: CallContext) -> ThreadResult:
     runtime = app.runtime
     if params.thread_id in {t.id for t in runtime.open_threads()}:
@@ -250,7 +274,7 @@ async def thread_read(app: Dispatcher, params: ThreadReadParams, ctx: CallContex
     return ThreadResult(thread=_thread_view(thread, params.include_turns))
 
 
-@handles("thread/resume")
+@handles(THREAD_RESUME)
 async def thread_resume(app: Dispatcher, params: ThreadResumeParams, ctx: CallContext) -> ThreadResult:
     thread = await open_thread(app, params.thread_id)
     if not params.include_turns:
@@ -261,7 +285,7 @@ async def thread_resume(app: Dispatcher, params: ThreadResumeParams, ctx: CallCo
     return ThreadResult(thread=_thread_view(thread.model_copy(update={"turns": turns}), True), older_turns=older)
 
 
-@handles("thread/close")
+@handles(THREAD_CLOSE)
 async def thread_close(app: Dispatcher, params: ThreadCloseParams, ctx: CallContext) -> ThreadCloseResult:
     """Release the store's write claim: without this a long-lived client keeps every thread it
     ever visited locked against ``roder -c``/``-r`` in other processes until it exits."""
@@ -271,7 +295,7 @@ async def thread_close(app: Dispatcher, params: ThreadCloseParams, ctx: CallCont
     return ThreadCloseResult(closed=is_open)
 
 
-@handles("thread/fork")
+@handles(THREAD_FORK)
 async def thread_fork(app: Dispatcher, params: ThreadForkParams, ctx: CallContext) -> ThreadResult:
     """Fork through the runtime, which copies the stored events and never touches the parent."""
     thread = await app.runtime.fork_thread(
@@ -284,9 +308,13 @@ async def thread_fork(app: Dispatcher, params: ThreadForkParams, ctx: CallContex
 
 
 def _read_input_file(app: Dispatcher, thread: Thread, item: InputItem) -> bytes:
-    """Files named by path are read through the workspace fs broker (so its policy applies)."""
+    """Files named by path (``@file``) are read through the workspace fs broker, so its rules
+    and the content gate apply, and never past ``MAX_INPUT_BYTES``."""
     path = absolute_path(item.path or "", "input path")
-    return app.brokers(Path(thread.cwd)).fs.read_bytes(str(path))
+    data = app.brokers(Path(thread.cwd)).fs.read_bytes(str(path), max_bytes=MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise InvalidParams(f"{item.path} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MB; attach a part of it")
+    return data
 
 
 def build_input(app: Dispatcher, thread: Thread, prompt: str | None, items: list[InputItem]) -> tuple[str, list[Attachment]]:
@@ -333,7 +361,7 @@ def build_input(app: Dispatcher, thread: Thread, prompt: str | None, items: list
     return text, attachments
 
 
-@handles("turn/start")
+@handles(TURN_START)
 async def turn_start(app: Dispatcher, params: TurnStartParams, ctx: CallContext) -> TurnResult:
     thread = await open_thread(app, params.thread_id)
     text, attachments = build_input(app, thread, params.prompt, params.input)
@@ -348,7 +376,7 @@ async def turn_start(app: Dispatcher, params: TurnStartParams, ctx: CallContext)
     return TurnResult(turn=turn.model_copy(deep=True))
 
 
-@handles("turn/steer")
+@handles(TURN_STEER)
 async def turn_steer(app: Dispatcher, params: TurnSteerParams, ctx: CallContext) -> TurnSteerResult:
     if any(item.type != "text" for item in params.input):
         raise InvalidParams("turn/steer takes text only; attach files with the next turn/start")
@@ -362,7 +390,7 @@ async def turn_steer(app: Dispatcher, params: TurnSteerParams, ctx: CallContext)
     return TurnSteerResult(turn_id=params.expected_turn_id, item_id=item.id)
 
 
-@handles("turn/steer/cancel")
+@handles(TURN_STEER_CANCEL)
 async def turn_steer_cancel(app: Dispatcher, params: TurnSteerCancelParams, ctx: CallContext) -> TurnSteerCancelResult:
     item = app.runtime.cancel_steer(params.thread_id, params.item_id)
     if item is not None:
@@ -370,7 +398,7 @@ async def turn_steer_cancel(app: Dispatcher, params: TurnSteerCancelParams, ctx:
     return TurnSteerCancelResult(cancelled=item is not None, text=item.text if item is not None else None)
 
 
-@handles("turn/interrupt")
+@handles(TURN_INTERRUPT)
 async def turn_interrupt(app: Dispatcher, params: TurnInterruptParams, ctx: CallContext) -> TurnInterruptResult:
     app.runtime.thread(params.thread_id)
     return TurnInterruptResult(interrupted=await app.runtime.interrupt(params.thread_id, params.turn_id))
@@ -379,7 +407,7 @@ async def turn_interrupt(app: Dispatcher, params: TurnInterruptParams, ctx: Call
 # --------------------------------------------------------------------------- session
 
 
-@handles("session/get")
+@handles(SESSION_GET)
 async def session_get(app: Dispatcher, params: SessionGetParams, ctx: CallContext) -> SessionGetResult:
     runtime = app.runtime
     threads = [t.id for t in runtime.open_threads()]
@@ -406,13 +434,13 @@ async def session_get(app: Dispatcher, params: SessionGetParams, ctx: CallContex
     )
 
 
-@handles("session/set_mode")
+@handles(SESSION_SET_MODE)
 async def session_set_mode(app: Dispatcher, params: SessionSetModeParams, ctx: CallContext) -> SessionModeResult:
     await app.runtime.set_mode(params.mode, params.reason)
     return SessionModeResult(mode=app.runtime.mode)
 
 
-@handles("session/resolve_approval")
+@handles(SESSION_RESOLVE_APPROVAL)
 async def session_resolve_approval(app: Dispatcher, params: ResolveApprovalParams, ctx: CallContext) -> ResolvedResult:
     kind = params.decision or ({True: "allow_once", False: "deny"}.get(params.approved) if params.approved is not None else None)
     if kind is None:
@@ -435,7 +463,7 @@ def _writer(app: Dispatcher) -> ConfigWriter:
     return ConfigWriter(app.runtime.options.paths.config_file)
 
 
-@handles("providers/select")
+@handles(PROVIDERS_SELECT)
 async def providers_select(app: Dispatcher, params: ProvidersSelectParams, ctx: CallContext) -> ProvidersSelectResult:
     runtime = app.runtime
     if params.thread_id is not None:
@@ -456,7 +484,7 @@ async def providers_select(app: Dispatcher, params: ProvidersSelectParams, ctx: 
     )
 
 
-@handles("providers/configure")
+@handles(PROVIDERS_CONFIGURE)
 async def providers_configure(app: Dispatcher, params: ProvidersConfigureParams, ctx: CallContext) -> ProvidersConfigureResult:
     """Settings go to config.toml, the key to the private credentials file (seed 004: both
     persist only when the server persists configuration)."""
@@ -545,12 +573,12 @@ def _settings(app: Dispatcher) -> SettingsResult:
     )
 
 
-@handles("settings/get")
+@handles(SETTINGS_GET)
 async def settings_get(app: Dispatcher, params: NoParams, ctx: CallContext) -> SettingsResult:
     return _settings(app)
 
 
-@handles("settings/set_web_search")
+@handles(SETTINGS_SET_WEB_SEARCH)
 async def settings_set_web_search(app: Dispatcher, params: SetWebSearchParams, ctx: CallContext) -> SettingsResult:
     app.runtime.options.config.web_search = params.mode
     if app.persist_config:
@@ -558,7 +586,7 @@ async def settings_set_web_search(app: Dispatcher, params: SetWebSearchParams, c
     return _settings(app)
 
 
-@handles("settings/set_default_mode")
+@handles(SETTINGS_SET_DEFAULT_MODE)
 async def settings_set_default_mode(app: Dispatcher, params: SetDefaultModeParams, ctx: CallContext) -> SettingsResult:
     app.runtime.options.config.mode = params.mode
     if app.persist_config:

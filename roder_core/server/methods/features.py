@@ -14,8 +14,27 @@ from roder_core.policy.plan_review_book import PlanReviewError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.methods.core import absolute_path
-from roder_core.server.protocol import NoParams, Ok, ResolvedResult
+from roder_core.server.protocol import NoParams, Ok, ResolvedResult, from_domain
 from roder_core.server.protocol_features import (
+    AGENTS_LIST,
+    COMMANDS_EXPAND,
+    COMMANDS_LIST,
+    COMMANDS_RUN,
+    MCP_LIST,
+    MCP_RESTART,
+    MEMORY_DELETE,
+    MEMORY_LIST,
+    MEMORY_PROVIDER_LIST,
+    MEMORY_PROVIDER_SET,
+    MEMORY_QUERY,
+    MEMORY_READ,
+    MEMORY_RECALL_PREVIEW,
+    MEMORY_SAVE,
+    MEMORY_UPDATE,
+    SESSION_EXIT_PLAN,
+    SESSION_RESOLVE_USER_INPUT,
+    TURN_SUBAGENT_TRACE_READ,
+    TURN_SUBAGENT_TRACES_LIST,
     AgentInfo,
     AgentsListParams,
     AgentsListResult,
@@ -68,6 +87,8 @@ def _commands(app: Dispatcher, workspace: str | None) -> CommandRegistry:
 #: Seconds a command not (yet) known waits for tool sources still connecting (an MCP server's
 #: prompts are commands only once it is connected).
 SOURCE_WAIT = 5.0
+#: A tool source's `kind` is always "mcp" in the MCP listing, so McpServerStatus has no field for it.
+MCP_LISTING_OMITS = frozenset({"kind"})
 
 
 async def _commands_knowing(app: Dispatcher, workspace: str | None, name: str) -> CommandRegistry:
@@ -78,15 +99,15 @@ async def _commands_knowing(app: Dispatcher, workspace: str | None, name: str) -
     return registry
 
 
-@handles("commands/list")
+@handles(COMMANDS_LIST)
 async def commands_list(app: Dispatcher, params: CommandsListParams, ctx: CallContext) -> CommandsListResult:
     registry = _commands(app, params.workspace)
     return CommandsListResult(
-        commands=[CommandInfoModel.model_validate(c.to_json()) for c in registry.list()], problems=registry.problems
+        commands=[from_domain(CommandInfoModel, c.to_json()) for c in registry.list()], problems=registry.problems
     )
 
 
-@handles("commands/expand")
+@handles(COMMANDS_EXPAND)
 async def commands_expand(app: Dispatcher, params: CommandsExpandParams, ctx: CallContext) -> CommandsExpandResult:
     try:
         registry = await _commands_knowing(app, params.workspace, params.name)
@@ -103,7 +124,7 @@ async def commands_expand(app: Dispatcher, params: CommandsExpandParams, ctx: Ca
     )
 
 
-@handles("commands/run")
+@handles(COMMANDS_RUN)
 async def commands_run(app: Dispatcher, params: CommandsRunParams, ctx: CallContext) -> CommandsRunResult:
     cwd = None
     if params.thread_id is not None:
@@ -124,19 +145,19 @@ async def commands_run(app: Dispatcher, params: CommandsRunParams, ctx: CallCont
     )
 
 
-@handles("agents/list")
+@handles(AGENTS_LIST)
 async def agents_list(app: Dispatcher, params: AgentsListParams, ctx: CallContext) -> AgentsListResult:
     options = app.runtime.options
     agents = list_agents(_workspace(app, params.workspace), options.paths, options.trusted)
-    return AgentsListResult(agents=[AgentInfo.model_validate(agent_json(a)) for a in agents])
+    return AgentsListResult(agents=[from_domain(AgentInfo, agent_json(a)) for a in agents])
 
 
-@handles("turn/subagentTraces/list")
+@handles(TURN_SUBAGENT_TRACES_LIST)
 async def subagent_traces(app: Dispatcher, params: SubagentTracesParams, ctx: CallContext) -> SubagentTracesResult:
     return SubagentTracesResult(traces=await list_traces(app.runtime, params.thread_id, params.turn_id))
 
 
-@handles("turn/subagentTrace/read")
+@handles(TURN_SUBAGENT_TRACE_READ)
 async def subagent_trace(app: Dispatcher, params: SubagentTraceReadParams, ctx: CallContext) -> SubagentTraceResult:
     return SubagentTraceResult(trace=await read_trace(app.runtime, params.thread_id, params.trace_id))
 
@@ -144,14 +165,14 @@ async def subagent_trace(app: Dispatcher, params: SubagentTraceReadParams, ctx: 
 # --------------------------------------------------------------------------- user input, plans
 
 
-@handles("session/resolve_user_input")
+@handles(SESSION_RESOLVE_USER_INPUT)
 async def resolve_user_input(app: Dispatcher, params: ResolveUserInputParams, ctx: CallContext) -> ResolvedResult:
     if not any(e.request_id == params.request_id for e in app.runtime.pending_user_inputs()):
         raise InvalidParams(f"no pending user-input request {params.request_id!r}")
     return ResolvedResult(resolved=app.runtime.resolve_user_input(params.request_id, params.answers))
 
 
-@handles("session/exit_plan")
+@handles(SESSION_EXIT_PLAN)
 async def exit_plan(app: Dispatcher, params: ExitPlanParams, ctx: CallContext) -> Ok:
     """The short form of plan/review/approve and plan/review/reject, by the approval's id."""
     book = app.runtime.plan_reviews
@@ -188,14 +209,14 @@ def _memory(app: Dispatcher) -> tuple[str, Any]:
 
 
 def _model(record: Any) -> MemoryModel:
-    return MemoryModel.model_validate(record.to_json())
+    return from_domain(MemoryModel, record.to_json())
 
 
 def _project(app: Dispatcher, workspace: str | None) -> str:
     return str(_workspace(app, workspace))
 
 
-@handles("memory/list")
+@handles(MEMORY_LIST)
 async def memory_list(app: Dispatcher, params: MemoryListParams, ctx: CallContext) -> MemoryListResult:
     name, store = _memory(app)
     records = await store.list(project=_project(app, params.workspace), scope=params.scope, limit=params.limit)
@@ -209,13 +230,13 @@ async def _get(store: Any, memory_id: str) -> Any:
     return record
 
 
-@handles("memory/read")
+@handles(MEMORY_READ)
 async def memory_read(app: Dispatcher, params: MemoryIdParams, ctx: CallContext) -> MemoryResult:
     _name, store = _memory(app)
     return MemoryResult(memory=_model(await _get(store, params.id)))
 
 
-@handles("memory/save")
+@handles(MEMORY_SAVE)
 async def memory_save(app: Dispatcher, params: MemorySaveParams, ctx: CallContext) -> MemoryResult:
     _name, store = _memory(app)
     memory_id = await store.save(params.text, params.scope, params.tags, project=_project(app, params.workspace))
@@ -224,7 +245,7 @@ async def memory_save(app: Dispatcher, params: MemorySaveParams, ctx: CallContex
     return MemoryResult(memory=memory)
 
 
-@handles("memory/update")
+@handles(MEMORY_UPDATE)
 async def memory_update(app: Dispatcher, params: MemoryUpdateParams, ctx: CallContext) -> MemoryResult:
     _name, store = _memory(app)
     await _get(store, params.id)
@@ -233,7 +254,7 @@ async def memory_update(app: Dispatcher, params: MemoryUpdateParams, ctx: CallCo
     return MemoryResult(memory=memory)
 
 
-@handles("memory/delete")
+@handles(MEMORY_DELETE)
 async def memory_delete(app: Dispatcher, params: MemoryIdParams, ctx: CallContext) -> Ok:
     _name, store = _memory(app)
     if not await store.delete(params.id):
@@ -242,7 +263,7 @@ async def memory_delete(app: Dispatcher, params: MemoryIdParams, ctx: CallContex
     return Ok()
 
 
-@handles("memory/query")
+@handles(MEMORY_QUERY)
 async def memory_query(app: Dispatcher, params: MemoryQueryParams, ctx: CallContext) -> MemoryListResult:
     name, store = _memory(app)
     records = await store.search(
@@ -256,7 +277,7 @@ async def memory_query(app: Dispatcher, params: MemoryQueryParams, ctx: CallCont
     return MemoryListResult(provider=name, memories=[_model(r) for r in records])
 
 
-@handles("memory/provider/list")
+@handles(MEMORY_PROVIDER_LIST)
 async def memory_providers(app: Dispatcher, params: NoParams, ctx: CallContext) -> MemoryProvidersResult:
     stores = _memory_stores(app)
     active = _memory(app)[0] if stores else None
@@ -265,7 +286,7 @@ async def memory_providers(app: Dispatcher, params: NoParams, ctx: CallContext) 
     )
 
 
-@handles("memory/provider/set")
+@handles(MEMORY_PROVIDER_SET)
 async def memory_provider_set(app: Dispatcher, params: MemoryProviderSetParams, ctx: CallContext) -> MemoryProvidersResult:
     stores = _memory_stores(app)
     if params.provider not in stores:
@@ -276,7 +297,7 @@ async def memory_provider_set(app: Dispatcher, params: MemoryProviderSetParams, 
     return await memory_providers(app, NoParams(), ctx)
 
 
-@handles("memory/recall/preview")
+@handles(MEMORY_RECALL_PREVIEW)
 async def memory_recall_preview(
     app: Dispatcher, params: MemoryRecallPreviewParams, ctx: CallContext
 ) -> MemoryRecallPreviewResult:
@@ -298,20 +319,21 @@ async def memory_recall_preview(
 # --------------------------------------------------------------------------- MCP servers
 
 
-@handles("mcp/list")
+@handles(MCP_LIST)
 async def mcp_list(app: Dispatcher, params: McpListParams, ctx: CallContext) -> McpListResult:
     """The ``mcp`` sources of the tool catalog; waiting also starts servers not yet started."""
     registry = app.runtime.registry
     await wait_for_sources(registry, params.wait_ms / 1000)
-    servers = [McpServerStatus.model_validate(s.to_json()) for s in source_statuses(registry) if s.kind == "mcp"]
+    mcp = [status for status in source_statuses(registry) if status.kind == "mcp"]
+    servers = [from_domain(McpServerStatus, status.to_json(), omit=MCP_LISTING_OMITS) for status in mcp]
     return McpListResult(servers=servers)
 
 
-@handles("mcp/restart")
+@handles(MCP_RESTART)
 async def mcp_restart(app: Dispatcher, params: McpRestartParams, ctx: CallContext) -> McpRestartResult:
     registry = app.runtime.registry
     if not any(s.name == params.server and s.kind == "mcp" for s in source_statuses(registry)):
         names = ", ".join(s.name for s in source_statuses(registry) if s.kind == "mcp") or "none configured"
         raise InvalidParams(f"no MCP server named {params.server!r} (known: {names})")
     status = await restart_source(registry, params.server)
-    return McpRestartResult(server=McpServerStatus.model_validate(status.to_json()))
+    return McpRestartResult(server=from_domain(McpServerStatus, status.to_json(), omit=MCP_LISTING_OMITS))

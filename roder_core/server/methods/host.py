@@ -25,6 +25,10 @@ from roder_core.server.errors import InvalidParams, PolicyDenied
 from roder_core.server.methods.core import absolute_path
 from roder_core.server.methods.host_place import HostPlace, containing_workspace, host_place
 from roder_core.server.protocol_host import (
+    COMMAND_EXEC,
+    FS_READ_DIRECTORY,
+    FS_READ_FILE,
+    TOOLS_CALL,
     CommandExecOutputDelta,
     CommandExecParams,
     CommandExecResult,
@@ -109,7 +113,7 @@ async def _readable(app: Dispatcher, raw: str, thread_id: str | None, runner: st
     return path, place
 
 
-@handles("fs/readFile")
+@handles(FS_READ_FILE)
 async def fs_read_file(app: Dispatcher, params: FsReadFileParams, ctx: CallContext) -> FsReadFileResult:
     path, place = await _readable(app, params.path, params.thread_id, params.runner)
     fs = place.brokers(app).fs
@@ -125,7 +129,7 @@ async def fs_read_file(app: Dispatcher, params: FsReadFileParams, ctx: CallConte
     return FsReadFileResult(path=str(Path(params.path)), data_base64=base64.b64encode(data).decode("ascii"), size=len(data))
 
 
-@handles("fs/readDirectory")
+@handles(FS_READ_DIRECTORY)
 async def fs_read_directory(app: Dispatcher, params: FsReadDirectoryParams, ctx: CallContext) -> FsReadDirectoryResult:
     path, place = await _readable(app, params.path, params.thread_id, params.runner)
     fs = place.brokers(app).fs
@@ -138,7 +142,7 @@ async def fs_read_directory(app: Dispatcher, params: FsReadDirectoryParams, ctx:
     return FsReadDirectoryResult(path=str(Path(params.path)), entries=entries)
 
 
-@handles("command/exec")
+@handles(COMMAND_EXEC)
 async def command_exec(app: Dispatcher, params: CommandExecParams, ctx: CallContext) -> CommandExecResult:
     if params.stream_stdout_stderr and not params.process_id:
         raise InvalidParams("streamStdoutStderr needs a processId to tag the output notifications")
@@ -193,7 +197,7 @@ def _capped(text: str, cap: int | None) -> tuple[str, bool]:
     return encoded[:cap].decode("utf-8", errors="ignore"), True
 
 
-@handles("tools/call")
+@handles(TOOLS_CALL)
 async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext) -> ToolsCallResult:
     runtime = app.runtime
     tools = runtime.registry.tool_registry(on_error=lambda _source, _exc: None)

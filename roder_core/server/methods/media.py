@@ -19,6 +19,11 @@ from roder_core.server.errors import InvalidParams
 from roder_core.server.methods.core import absolute_path, open_thread
 from roder_core.server.protocol import InputItem
 from roder_core.server.protocol_media import (
+    MEDIA_ATTACH_TO_TURN,
+    MEDIA_DELETE,
+    MEDIA_LIST,
+    MEDIA_READ,
+    MEDIA_THUMBNAIL,
     MediaAttachParams,
     MediaAttachResult,
     MediaDeleteResult,
@@ -44,13 +49,13 @@ def _record(app: Dispatcher, thread_id: str, media_id: str) -> MediaArtifact:
         raise InvalidParams(str(exc)) from None
 
 
-@handles("media/list")
+@handles(MEDIA_LIST)
 async def media_list(app: Dispatcher, params: MediaListParams, ctx: CallContext) -> MediaListResult:
     thread_id = await _thread_id(app, params.thread_id)
     return MediaListResult(media=app.runtime.media.list_media(thread_id, params.kind))
 
 
-@handles("media/read")
+@handles(MEDIA_READ)
 async def media_read(app: Dispatcher, params: MediaReadParams, ctx: CallContext) -> MediaReadResult:
     thread_id = await _thread_id(app, params.thread_id)
     record = _record(app, thread_id, params.media_id)
@@ -63,7 +68,7 @@ async def media_read(app: Dispatcher, params: MediaReadParams, ctx: CallContext)
     return MediaReadResult(media=record, data_base64=base64.b64encode(data).decode("ascii"))
 
 
-@handles("media/thumbnail")
+@handles(MEDIA_THUMBNAIL)
 async def media_thumbnail(app: Dispatcher, params: MediaThumbnailParams, ctx: CallContext) -> MediaThumbnailResult:
     thread_id = await _thread_id(app, params.thread_id)
     record = _record(app, thread_id, params.media_id)
@@ -74,7 +79,7 @@ async def media_thumbnail(app: Dispatcher, params: MediaThumbnailParams, ctx: Ca
     return MediaThumbnailResult(media=record, width=width, height=height, data_base64=base64.b64encode(data).decode("ascii"))
 
 
-@handles("media/delete")
+@handles(MEDIA_DELETE)
 async def media_delete(app: Dispatcher, params: MediaIdParams, ctx: CallContext) -> MediaDeleteResult:
     thread_id = await _thread_id(app, params.thread_id)
     try:
@@ -102,7 +107,7 @@ def _attach_bytes(app: Dispatcher, params: MediaAttachParams, cwd: str) -> tuple
     raise AssertionError("mediaId is handled by the caller")
 
 
-@handles("media/attachToTurn")
+@handles(MEDIA_ATTACH_TO_TURN)
 async def media_attach(app: Dispatcher, params: MediaAttachParams, ctx: CallContext) -> MediaAttachResult:
     runtime = app.runtime
     thread = await open_thread(app, params.thread_id)

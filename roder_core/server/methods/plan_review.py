@@ -7,6 +7,11 @@ from roder_core.policy.plan_review_book import PlanReviewError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.protocol_plan_review import (
+    PLAN_REVIEW_APPROVE,
+    PLAN_REVIEW_COMMENT,
+    PLAN_REVIEW_READ,
+    PLAN_REVIEW_REJECT,
+    PLAN_REVIEW_REWRITE,
     PlanReviewApproveParams,
     PlanReviewCommentParams,
     PlanReviewCommentResult,
@@ -17,7 +22,7 @@ from roder_core.server.protocol_plan_review import (
 )
 
 
-@handles("plan/review/read")
+@handles(PLAN_REVIEW_READ)
 async def read(app: Dispatcher, params: PlanReviewReadParams, ctx: CallContext) -> PlanReviewResult:
     try:
         review = await app.runtime.plan_reviews.read(params.review_id, params.thread_id)
@@ -26,7 +31,7 @@ async def read(app: Dispatcher, params: PlanReviewReadParams, ctx: CallContext) 
     return PlanReviewResult(review=review)
 
 
-@handles("plan/review/comment")
+@handles(PLAN_REVIEW_COMMENT)
 async def comment(app: Dispatcher, params: PlanReviewCommentParams, ctx: CallContext) -> PlanReviewCommentResult:
     book = app.runtime.plan_reviews
     try:
@@ -43,7 +48,7 @@ async def comment(app: Dispatcher, params: PlanReviewCommentParams, ctx: CallCon
     return PlanReviewCommentResult(review=book.get(params.review_id), comment=added)
 
 
-@handles("plan/review/rewrite")
+@handles(PLAN_REVIEW_REWRITE)
 async def rewrite(app: Dispatcher, params: PlanReviewRewriteParams, ctx: CallContext) -> PlanReviewResult:
     try:
         return PlanReviewResult(review=await app.runtime.plan_reviews.rewrite(params.review_id, params.instructions))
@@ -51,7 +56,7 @@ async def rewrite(app: Dispatcher, params: PlanReviewRewriteParams, ctx: CallCon
         raise InvalidParams(str(exc)) from None
 
 
-@handles("plan/review/approve")
+@handles(PLAN_REVIEW_APPROVE)
 async def approve(app: Dispatcher, params: PlanReviewApproveParams, ctx: CallContext) -> PlanReviewResult:
     try:
         return PlanReviewResult(review=await app.runtime.plan_reviews.approve(params.review_id, Mode(params.mode), params.note))
@@ -59,7 +64,7 @@ async def approve(app: Dispatcher, params: PlanReviewApproveParams, ctx: CallCon
         raise InvalidParams(str(exc)) from None
 
 
-@handles("plan/review/reject")
+@handles(PLAN_REVIEW_REJECT)
 async def reject(app: Dispatcher, params: PlanReviewRejectParams, ctx: CallContext) -> PlanReviewResult:
     try:
         return PlanReviewResult(review=await app.runtime.plan_reviews.reject(params.review_id, params.reason))

@@ -21,8 +21,26 @@ from roder_core.plugins.service import PluginService
 from roder_core.plugins.store import PluginError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
-from roder_core.server.protocol import NoParams
+from roder_core.server.protocol import NoParams, from_domain
 from roder_core.server.protocol_plugins import (
+    MARKETPLACES_ADD,
+    MARKETPLACES_INSTALL_DEFAULT,
+    MARKETPLACES_LIST,
+    MARKETPLACES_PLUGIN,
+    MARKETPLACES_REFRESH,
+    MARKETPLACES_REMOVE,
+    MARKETPLACES_SEARCH,
+    PLUGINS_CONFIGURE,
+    PLUGINS_DISABLE,
+    PLUGINS_ENABLE,
+    PLUGINS_IMPORT_CLAUDE,
+    PLUGINS_INSTALL,
+    PLUGINS_INSTALL_ALL_VARIANTS,
+    PLUGINS_LIST_INSTALLED,
+    PLUGINS_PREVIEW_IMPORT_CLAUDE,
+    PLUGINS_PREVIEW_INSTALL,
+    PLUGINS_READ,
+    PLUGINS_UNINSTALL,
     ConfigureResult,
     DisableResult,
     EnableResult,
@@ -71,100 +89,100 @@ async def _run(work: Callable[[], T]) -> T:
         raise RpcError(RUNTIME_ERROR, str(exc)) from None
 
 
-@handles("marketplaces/list")
+@handles(MARKETPLACES_LIST)
 async def marketplaces_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> MarketplacesListResult:
     rows = await _run(_service(app).list_marketplaces)
-    return MarketplacesListResult(marketplaces=[MarketplaceInfo.model_validate(r) for r in rows])
+    return MarketplacesListResult(marketplaces=[from_domain(MarketplaceInfo, r) for r in rows])
 
 
-@handles("marketplaces/install_default")
+@handles(MARKETPLACES_INSTALL_DEFAULT)
 async def marketplaces_install_default(app: Dispatcher, params: InstallDefaultParams, ctx: CallContext) -> MarketplaceResult:
     row = await _run(lambda: _service(app).install_default(params.path))
-    return MarketplaceResult(marketplace=MarketplaceInfo.model_validate(row))
+    return MarketplaceResult(marketplace=from_domain(MarketplaceInfo, row))
 
 
-@handles("marketplaces/add")
+@handles(MARKETPLACES_ADD)
 async def marketplaces_add(app: Dispatcher, params: MarketplaceAddParams, ctx: CallContext) -> MarketplaceResult:
     row = await _run(lambda: _service(app).add(params.source))
-    return MarketplaceResult(marketplace=MarketplaceInfo.model_validate(row))
+    return MarketplaceResult(marketplace=from_domain(MarketplaceInfo, row))
 
 
-@handles("marketplaces/remove")
+@handles(MARKETPLACES_REMOVE)
 async def marketplaces_remove(app: Dispatcher, params: MarketplaceNameParams, ctx: CallContext) -> MarketplaceRemoveResult:
-    return MarketplaceRemoveResult.model_validate(await _run(lambda: _service(app).remove(params.name)))
+    return from_domain(MarketplaceRemoveResult, await _run(lambda: _service(app).remove(params.name)))
 
 
-@handles("marketplaces/refresh")
+@handles(MARKETPLACES_REFRESH)
 async def marketplaces_refresh(app: Dispatcher, params: MarketplaceRefreshParams, ctx: CallContext) -> MarketplacesListResult:
     rows = await _run(lambda: _service(app).refresh(params.name))
-    return MarketplacesListResult(marketplaces=[MarketplaceInfo.model_validate(r) for r in rows])
+    return MarketplacesListResult(marketplaces=[from_domain(MarketplaceInfo, r) for r in rows])
 
 
-@handles("marketplaces/search")
+@handles(MARKETPLACES_SEARCH)
 async def marketplaces_search(app: Dispatcher, params: SearchParams, ctx: CallContext) -> SearchResultList:
-    return SearchResultList.model_validate(await _run(lambda: _service(app).search(params.query, params.limit)))
+    return from_domain(SearchResultList, await _run(lambda: _service(app).search(params.query, params.limit)))
 
 
-@handles("marketplaces/plugin")
+@handles(MARKETPLACES_PLUGIN)
 async def marketplaces_plugin(app: Dispatcher, params: MarketplacePluginParams, ctx: CallContext) -> MarketplacePluginResult:
-    return MarketplacePluginResult.model_validate(await _run(lambda: _service(app).plugin(params.plugin)))
+    return from_domain(MarketplacePluginResult, await _run(lambda: _service(app).plugin(params.plugin)))
 
 
-@handles("plugins/preview_install")
+@handles(PLUGINS_PREVIEW_INSTALL)
 async def plugins_preview_install(app: Dispatcher, params: PluginParams, ctx: CallContext) -> PreviewResult:
     service = _service(app)
 
     def preview() -> PreviewResult:
         found, data = service.preview(params.plugin)
         service.store.discard(found)  # the install fetches again; a preview leaves nothing behind
-        return PreviewResult.model_validate(data)
+        return from_domain(PreviewResult, data)
 
     return await _run(preview)
 
 
-@handles("plugins/install")
+@handles(PLUGINS_INSTALL)
 async def plugins_install(app: Dispatcher, params: InstallParams, ctx: CallContext) -> InstallResult:
     row = await _run(lambda: _service(app).install(params.plugin, params.consent, options=params.options))
-    return InstallResult(installed=InstalledPlugin.model_validate(row))
+    return InstallResult(installed=from_domain(InstalledPlugin, row))
 
 
-@handles("plugins/install_all_variants")
+@handles(PLUGINS_INSTALL_ALL_VARIANTS)
 async def plugins_install_all_variants(app: Dispatcher, params: InstallAllParams, ctx: CallContext) -> InstallAllResult:
-    return InstallAllResult.model_validate(await _run(lambda: _service(app).install_all(params.name, params.consents)))
+    return from_domain(InstallAllResult, await _run(lambda: _service(app).install_all(params.name, params.consents)))
 
 
-@handles("plugins/list_installed")
+@handles(PLUGINS_LIST_INSTALLED)
 async def plugins_list_installed(app: Dispatcher, params: NoParams, ctx: CallContext) -> ListInstalledResult:
-    return ListInstalledResult.model_validate(await _run(_service(app).list_installed))
+    return from_domain(ListInstalledResult, await _run(_service(app).list_installed))
 
 
-@handles("plugins/disable")
+@handles(PLUGINS_DISABLE)
 async def plugins_disable(app: Dispatcher, params: PluginParams, ctx: CallContext) -> DisableResult:
     row = await _run(lambda: _service(app).set_enabled(params.plugin, False))
-    return DisableResult(plugin=InstalledPlugin.model_validate(row))
+    return DisableResult(plugin=from_domain(InstalledPlugin, row))
 
 
-@handles("plugins/uninstall")
+@handles(PLUGINS_UNINSTALL)
 async def plugins_uninstall(app: Dispatcher, params: UninstallParams, ctx: CallContext) -> UninstallResult:
     removed, pruned = await _run(lambda: _service(app).uninstall(params.plugin, params.keep_data, prune=params.prune))
     return UninstallResult(uninstalled=removed, pruned=pruned)
 
 
-@handles("plugins/read")
+@handles(PLUGINS_READ)
 async def plugins_read(app: Dispatcher, params: PluginParams, ctx: CallContext) -> PluginResult:
-    return PluginResult(plugin=InstalledPlugin.model_validate(await _run(lambda: _service(app).read(params.plugin))))
+    return PluginResult(plugin=from_domain(InstalledPlugin, await _run(lambda: _service(app).read(params.plugin))))
 
 
-@handles("plugins/enable")
+@handles(PLUGINS_ENABLE)
 async def plugins_enable(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> EnableResult:
     row, switched_off = await _run(lambda: _service(app).enable(params.plugin, params.options))
-    return EnableResult(plugin=InstalledPlugin.model_validate(row), disabled_variants=switched_off)
+    return EnableResult(plugin=from_domain(InstalledPlugin, row), disabled_variants=switched_off)
 
 
-@handles("plugins/configure")
+@handles(PLUGINS_CONFIGURE)
 async def plugins_configure(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> ConfigureResult:
     row = await _run(lambda: _service(app).configure(params.plugin, params.options))
-    return ConfigureResult(plugin=InstalledPlugin.model_validate(row))
+    return ConfigureResult(plugin=from_domain(InstalledPlugin, row))
 
 
 def _claude_dir(app: Dispatcher, params: ImportClaudeParams) -> Path:
@@ -176,13 +194,13 @@ def _claude_dir(app: Dispatcher, params: ImportClaudeParams) -> Path:
     return options.cwd / Path(params.claude_dir).expanduser()
 
 
-@handles("plugins/preview_import_claude")
+@handles(PLUGINS_PREVIEW_IMPORT_CLAUDE)
 async def plugins_preview_import_claude(app: Dispatcher, params: ImportClaudeParams, ctx: CallContext) -> ImportPreviewResult:
     root = _claude_dir(app, params)
-    return ImportPreviewResult.model_validate(await _run(lambda: _service(app).preview_import(root)))
+    return from_domain(ImportPreviewResult, await _run(lambda: _service(app).preview_import(root)))
 
 
-@handles("plugins/import_claude")
+@handles(PLUGINS_IMPORT_CLAUDE)
 async def plugins_import_claude(app: Dispatcher, params: ImportClaudeApplyParams, ctx: CallContext) -> ImportClaudeResult:
     root = _claude_dir(app, params)
-    return ImportClaudeResult.model_validate(await _run(lambda: _service(app).import_claude(root, params.consent)))
+    return from_domain(ImportClaudeResult, await _run(lambda: _service(app).import_claude(root, params.consent)))

@@ -18,8 +18,14 @@ from roder_core.runtime.runners import LiveRunner, RunnerError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, InvalidParams, PolicyDenied, RpcError
 from roder_core.server.methods.core import absolute_path
-from roder_core.server.protocol import NoParams
+from roder_core.server.protocol import NoParams, from_domain
 from roder_core.server.protocol_runners import (
+    RUNNERS_DELETE,
+    RUNNERS_LIST,
+    RUNNERS_PORTS,
+    RUNNERS_SELECT,
+    RUNNERS_SESSION,
+    RUNNERS_SNAPSHOT,
     ForwardedPortInfo,
     ListeningPortInfo,
     RunnerInfo,
@@ -77,7 +83,7 @@ def _session_info(runner: str, kind: str, workspace: Path, live: LiveRunner | No
     )
 
 
-@handles("runners/list")
+@handles(RUNNERS_LIST)
 async def runners_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> RunnersListResult:
     table = app.runtime.runners
     rows = []
@@ -98,7 +104,7 @@ async def runners_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> R
     return RunnersListResult(runners=rows)
 
 
-@handles("runners/select")
+@handles(RUNNERS_SELECT)
 async def runners_select(app: Dispatcher, params: RunnersSelectParams, ctx: CallContext) -> RunnersSelectResult:
     runtime = app.runtime
     try:
@@ -115,7 +121,7 @@ async def runners_select(app: Dispatcher, params: RunnersSelectParams, ctx: Call
     )
 
 
-@handles("runners/session")
+@handles(RUNNERS_SESSION)
 async def runners_session(app: Dispatcher, params: RunnerTarget, ctx: CallContext) -> RunnersSessionResult:
     runtime = app.runtime
     runner, workspace = _target(app, params)
@@ -131,10 +137,10 @@ async def runners_session(app: Dispatcher, params: RunnerTarget, ctx: CallContex
 
 
 def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:
-    return SnapshotInfo.model_validate(snapshot.to_json())
+    return from_domain(SnapshotInfo, snapshot.to_json())
 
 
-@handles("runners/snapshot")
+@handles(RUNNERS_SNAPSHOT)
 async def runners_snapshot(app: Dispatcher, params: RunnersSnapshotParams, ctx: CallContext) -> RunnersSnapshotResult:
     runtime = app.runtime
     runner, workspace = _target(app, params)
@@ -162,7 +168,7 @@ async def runners_snapshot(app: Dispatcher, params: RunnersSnapshotParams, ctx: 
     return result
 
 
-@handles("runners/delete")
+@handles(RUNNERS_DELETE)
 async def runners_delete(app: Dispatcher, params: RunnersDeleteParams, ctx: CallContext) -> RunnersDeleteResult:
     runtime = app.runtime
     if not params.runner and not params.thread_id:
@@ -179,7 +185,7 @@ async def runners_delete(app: Dispatcher, params: RunnersDeleteParams, ctx: Call
     return RunnersDeleteResult(runner=runner, closed=closed)
 
 
-@handles("runners/ports")
+@handles(RUNNERS_PORTS)
 async def runners_ports(app: Dispatcher, params: RunnersPortsParams, ctx: CallContext) -> RunnersPortsResult:
     runner, workspace = _target(app, params)
     live = await _open(app, runner, workspace)

@@ -11,6 +11,10 @@ from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.protocol import Ok
 from roder_core.server.protocol_sessions import (
+    THREAD_CUSTOM_SET,
+    THREAD_DELETE,
+    THREAD_EXPORT,
+    THREAD_FIND,
     ThreadCustomSetParams,
     ThreadDeleteResult,
     ThreadExportParams,
@@ -28,7 +32,7 @@ def _store(app: Dispatcher) -> ThreadStore:
     return store
 
 
-@handles("thread/find")
+@handles(THREAD_FIND)
 async def thread_find(app: Dispatcher, params: ThreadFindParams, ctx: CallContext) -> ThreadFindResult:
     return ThreadFindResult(thread_id=await app.runtime.find_thread(params.query))
 
@@ -38,7 +42,7 @@ async def _stored(app: Dispatcher, thread_id: str) -> Thread:
     return await _store(app).load(thread_id)
 
 
-@handles("thread/export")
+@handles(THREAD_EXPORT)
 async def thread_export(app: Dispatcher, params: ThreadExportParams, ctx: CallContext) -> ThreadExportResult:
     thread = await _stored(app, params.thread_id)
     if params.format == "markdown":
@@ -59,7 +63,7 @@ async def thread_export(app: Dispatcher, params: ThreadExportParams, ctx: CallCo
     return ThreadExportResult(thread_id=thread.id, format=params.format, text=text)
 
 
-@handles("thread/delete")
+@handles(THREAD_DELETE)
 async def thread_delete(app: Dispatcher, params: ThreadIdParams, ctx: CallContext) -> ThreadDeleteResult:
     _store(app)
     thread_id = await app.runtime.find_thread(params.thread_id)
@@ -67,7 +71,7 @@ async def thread_delete(app: Dispatcher, params: ThreadIdParams, ctx: CallContex
     return ThreadDeleteResult(thread_id=thread_id)
 
 
-@handles("thread/custom/set")
+@handles(THREAD_CUSTOM_SET)
 async def thread_custom_set(app: Dispatcher, params: ThreadCustomSetParams, ctx: CallContext) -> Ok:
     await app.runtime.resume_thread(params.thread_id)
     await app.runtime.save_custom(params.thread_id, params.namespace, params.data, params.version)

@@ -17,8 +17,15 @@ from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.methods.core import absolute_path
 from roder_core.server.methods.host import check_tool_policy, workspace_of
-from roder_core.server.protocol import Ok
+from roder_core.server.protocol import Ok, from_domain
 from roder_core.server.protocol_tasks import (
+    TASKS_CANCEL,
+    TASKS_GET,
+    TASKS_KEEP,
+    TASKS_LIST,
+    TASKS_OUTPUT,
+    TASKS_SUBMIT,
+    TASKS_SUBSCRIBE,
     TaskIdParams,
     TaskModel,
     TaskResult,
@@ -34,7 +41,8 @@ from roder_core.server.protocol_tasks import (
 
 
 def task_model(info: TaskInfo) -> TaskModel:
-    return TaskModel.model_validate(
+    return from_domain(
+        TaskModel,
         {
             "id": info.id,
             "executor_id": info.executor_id,
@@ -52,7 +60,7 @@ def task_model(info: TaskInfo) -> TaskModel:
             "last_line": info.last_line,
             "output_bytes": info.output_bytes,
             "output_path": info.output_path,
-        }
+        },
     )
 
 
@@ -67,7 +75,7 @@ def _info(app: Dispatcher, task_id: str) -> TaskInfo:
         raise InvalidParams(str(exc)) from None
 
 
-@handles("tasks/submit")
+@handles(TASKS_SUBMIT)
 async def tasks_submit(app: Dispatcher, params: TasksSubmitParams, ctx: CallContext) -> TaskResult:
     runtime = app.runtime
     tasks = _tasks(app)
@@ -102,25 +110,25 @@ async def tasks_submit(app: Dispatcher, params: TasksSubmitParams, ctx: CallCont
     return TaskResult(task=task_model(info))
 
 
-@handles("tasks/list")
+@handles(TASKS_LIST)
 async def tasks_list(app: Dispatcher, params: TasksListParams, ctx: CallContext) -> TasksListResult:
     tasks = _tasks(app)
     rows = tasks.list(status=params.status, thread_id=params.thread_id)
     return TasksListResult(tasks=[task_model(t) for t in rows], executors=tasks.executor_ids())
 
 
-@handles("tasks/get")
+@handles(TASKS_GET)
 async def tasks_get(app: Dispatcher, params: TaskIdParams, ctx: CallContext) -> TaskResult:
     return TaskResult(task=task_model(_info(app, params.task_id)))
 
 
-@handles("tasks/cancel")
+@handles(TASKS_CANCEL)
 async def tasks_cancel(app: Dispatcher, params: TaskIdParams, ctx: CallContext) -> TaskResult:
     _info(app, params.task_id)
     return TaskResult(task=task_model(await _tasks(app).cancel(params.task_id)))
 
 
-@handles("tasks/output")
+@handles(TASKS_OUTPUT)
 async def tasks_output(app: Dispatcher, params: TasksOutputParams, ctx: CallContext) -> TasksOutputResult:
     info = _info(app, params.task_id)
     chunk = _tasks(app).output(params.task_id, params.since)
@@ -134,7 +142,7 @@ async def tasks_output(app: Dispatcher, params: TasksOutputParams, ctx: CallCont
     )
 
 
-@handles("tasks/keep")
+@handles(TASKS_KEEP)
 async def tasks_keep(app: Dispatcher, params: TasksKeepParams, ctx: CallContext) -> TaskResult:
     _info(app, params.task_id)
     return TaskResult(task=task_model(_tasks(app).keep(params.task_id, params.keep)))
@@ -152,7 +160,7 @@ class _Subscriptions:
         self.removers.clear()
 
 
-@handles("tasks/subscribe")
+@handles(TASKS_SUBSCRIBE)
 async def tasks_subscribe(app: Dispatcher, params: TasksSubscribeParams, ctx: CallContext) -> Ok:
     if params.task_id is not None:
         _info(app, params.task_id)

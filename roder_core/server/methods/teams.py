@@ -9,6 +9,16 @@ from typing import TypeVar
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import METHOD_NOT_FOUND, InvalidParams, RpcError
 from roder_core.server.protocol_teams import (
+    TEAM_CLEANUP,
+    TEAM_LIST,
+    TEAM_MEMBER_FOCUS,
+    TEAM_MEMBER_INTERRUPT,
+    TEAM_MEMBER_MESSAGE,
+    TEAM_MEMBER_START,
+    TEAM_PANE_CLEANUP,
+    TEAM_PANE_FOCUS,
+    TEAM_READ,
+    TEAM_START,
     TeamFocusParams,
     TeamIdParams,
     TeamInterruptResult,
@@ -34,19 +44,19 @@ async def _checked(call: Callable[[], Awaitable[T]]) -> T:
         raise InvalidParams(str(exc)) from None
 
 
-@handles("team/start")
+@handles(TEAM_START)
 async def team_start(app: Dispatcher, params: TeamStartParams, ctx: CallContext) -> TeamResult:
     teams = app.runtime.teams
     team = await _checked(lambda: teams.start(params.lead_thread_id, params.members, name=params.name, tasks=params.tasks))
     return TeamResult(team=teams.read(team.team_id))
 
 
-@handles("team/list")
+@handles(TEAM_LIST)
 async def team_list(app: Dispatcher, params: TeamListParams, ctx: CallContext) -> TeamListResult:
     return TeamListResult(teams=app.runtime.teams.list_teams(params.lead_thread_id, params.limit))
 
 
-@handles("team/read")
+@handles(TEAM_READ)
 async def team_read(app: Dispatcher, params: TeamIdParams, ctx: CallContext) -> TeamResult:
     async def read() -> TeamResult:
         return TeamResult(team=app.runtime.teams.read(params.team_id))
@@ -54,31 +64,31 @@ async def team_read(app: Dispatcher, params: TeamIdParams, ctx: CallContext) -> 
     return await _checked(read)
 
 
-@handles("team/member/start")
+@handles(TEAM_MEMBER_START)
 async def member_start(app: Dispatcher, params: TeamMemberStartParams, ctx: CallContext) -> TeamMemberResult:
     teams = app.runtime.teams
     member = await _checked(lambda: teams.add_member(params.team_id, params.member))
     return TeamMemberResult(team=teams.read(params.team_id), member=member)
 
 
-@handles("team/member/message")
+@handles(TEAM_MEMBER_MESSAGE)
 async def member_message(app: Dispatcher, params: TeamMemberMessageParams, ctx: CallContext) -> TeamMessageResult:
     message = await _checked(lambda: app.runtime.teams.message(params.team_id, params.name, params.text))
     return TeamMessageResult(team_id=params.team_id, message=message)
 
 
-@handles("team/member/interrupt")
+@handles(TEAM_MEMBER_INTERRUPT)
 async def member_interrupt(app: Dispatcher, params: TeamMemberParams, ctx: CallContext) -> TeamInterruptResult:
     return TeamInterruptResult(interrupted=await _checked(lambda: app.runtime.teams.interrupt(params.team_id, params.name)))
 
 
-@handles("team/member/focus")
+@handles(TEAM_MEMBER_FOCUS)
 async def member_focus(app: Dispatcher, params: TeamFocusParams, ctx: CallContext) -> TeamResult:
     team = await _checked(lambda: app.runtime.teams.focus(params.team_id, params.name))
     return TeamResult(team=team.model_copy(deep=True))
 
 
-@handles("team/cleanup")
+@handles(TEAM_CLEANUP)
 async def team_cleanup(app: Dispatcher, params: TeamIdParams, ctx: CallContext) -> TeamResult:
     team = await _checked(lambda: app.runtime.teams.cleanup(params.team_id))
     return TeamResult(team=team.model_copy(deep=True))
@@ -93,11 +103,11 @@ def _client_concern(method: str) -> RpcError:
     )
 
 
-@handles("team/pane/focus")
+@handles(TEAM_PANE_FOCUS)
 async def pane_focus(app: Dispatcher, params: TeamFocusParams, ctx: CallContext) -> TeamResult:
     raise _client_concern("team/pane/focus")
 
 
-@handles("team/pane/cleanup")
+@handles(TEAM_PANE_CLEANUP)
 async def pane_cleanup(app: Dispatcher, params: TeamIdParams, ctx: CallContext) -> TeamResult:
     raise _client_concern("team/pane/cleanup")

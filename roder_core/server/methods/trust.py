@@ -16,8 +16,8 @@ from roder_core.policy.trust import TrustStore, project_items
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.methods.core import absolute_path
-from roder_core.server.protocol import NoParams, TrustGetParams, TrustResult, TrustSetParams
-from roder_core.server.protocol_trust import TrustDecision, TrustListResult
+from roder_core.server.protocol import TRUST_GET, TRUST_SET, NoParams, TrustGetParams, TrustResult, TrustSetParams
+from roder_core.server.protocol_trust import TRUST_LIST, TrustDecision, TrustListResult
 from roder_core.settings.paths import RoderPaths
 
 #: Appends one audit record: ``(kind, fields)`` (``AuditLog.record``).
@@ -62,12 +62,12 @@ def _state(app: Dispatcher, folder: Path) -> TrustResult:
     return trust_state(options.paths, folder, loaded=here and options.trusted)
 
 
-@handles("trust/get")
+@handles(TRUST_GET)
 async def trust_get(app: Dispatcher, params: TrustGetParams, ctx: CallContext) -> TrustResult:
     return _state(app, _folder(app, params.cwd))
 
 
-@handles("trust/set")
+@handles(TRUST_SET)
 async def trust_set(app: Dispatcher, params: TrustSetParams, ctx: CallContext) -> TrustResult:
     folder = _folder(app, params.cwd)
     runtime = app.runtime
@@ -75,6 +75,6 @@ async def trust_set(app: Dispatcher, params: TrustSetParams, ctx: CallContext) -
     return _state(app, folder)
 
 
-@handles("trust/list")
+@handles(TRUST_LIST)
 async def trust_list(app: Dispatcher, params: NoParams, ctx: CallContext) -> TrustListResult:
     return trust_decisions(app.runtime.options.paths)

@@ -17,6 +17,21 @@ from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams
 from roder_core.server.methods.core import absolute_path
 from roder_core.server.protocol_workflows import (
+    WORKFLOW_ENABLE,
+    WORKFLOW_IGNORE,
+    WORKFLOW_PREVIEW,
+    WORKFLOW_REFRESH,
+    WORKFLOW_REMOVE,
+    WORKFLOW_SCAN,
+    WORKFLOWS_APPROVE,
+    WORKFLOWS_CREATE,
+    WORKFLOWS_GET,
+    WORKFLOWS_LIST,
+    WORKFLOWS_PAUSE,
+    WORKFLOWS_PLAN,
+    WORKFLOWS_RESTART_AGENT,
+    WORKFLOWS_RESUME,
+    WORKFLOWS_STOP,
     StepSummary,
     WorkflowFileInfo,
     WorkflowFileResult,
@@ -164,17 +179,17 @@ async def _scan(app: Dispatcher, params: WorkflowScanParams, *, refresh: bool) -
     return WorkflowScanResult(workspace=str(workspace), trusted=True, files=files, removed=removed)
 
 
-@handles("workflow/scan")
+@handles(WORKFLOW_SCAN)
 async def workflow_scan(app: Dispatcher, params: WorkflowScanParams, ctx: CallContext) -> WorkflowScanResult:
     return await _scan(app, params, refresh=False)
 
 
-@handles("workflow/refresh")
+@handles(WORKFLOW_REFRESH)
 async def workflow_refresh(app: Dispatcher, params: WorkflowScanParams, ctx: CallContext) -> WorkflowScanResult:
     return await _scan(app, params, refresh=True)
 
 
-@handles("workflow/preview")
+@handles(WORKFLOW_PREVIEW)
 async def workflow_preview(app: Dispatcher, params: WorkflowPathParams, ctx: CallContext) -> WorkflowPreviewResult:
     service, path = _file(app, params)
     found = service.files.read(path)
@@ -184,20 +199,20 @@ async def workflow_preview(app: Dispatcher, params: WorkflowPathParams, ctx: Cal
     )
 
 
-@handles("workflow/enable")
+@handles(WORKFLOW_ENABLE)
 async def workflow_enable(app: Dispatcher, params: WorkflowPathParams, ctx: CallContext) -> WorkflowFileResult:
     service, path = _file(app, params)
     with _invalid():
         return WorkflowFileResult(file=_file_info(service.files.enable(path)))
 
 
-@handles("workflow/ignore")
+@handles(WORKFLOW_IGNORE)
 async def workflow_ignore(app: Dispatcher, params: WorkflowPathParams, ctx: CallContext) -> WorkflowFileResult:
     service, path = _file(app, params)
     return WorkflowFileResult(file=_file_info(service.files.ignore(path)))
 
 
-@handles("workflow/remove")
+@handles(WORKFLOW_REMOVE)
 async def workflow_remove(app: Dispatcher, params: WorkflowPathParams, ctx: CallContext) -> WorkflowRemoveResult:
     service, workspace = _service(app), _workspace(app, params.workspace)
     raw = Path(params.path)
@@ -214,13 +229,13 @@ def _engine(app: Dispatcher) -> WorkflowEngine:
     return _service(app).engine
 
 
-@handles("workflows/plan")
+@handles(WORKFLOWS_PLAN)
 async def workflows_plan(app: Dispatcher, params: WorkflowsPlanParams, ctx: CallContext) -> WorkflowResult:
     with _invalid():
         return _result(await _engine(app).plan(params.goal, _workspace(app, params.workspace)))
 
 
-@handles("workflows/create")
+@handles(WORKFLOWS_CREATE)
 async def workflows_create(app: Dispatcher, params: WorkflowsCreateParams, ctx: CallContext) -> WorkflowResult:
     engine = _engine(app)
     with _invalid():
@@ -236,44 +251,44 @@ async def workflows_create(app: Dispatcher, params: WorkflowsCreateParams, ctx: 
         return _result(engine.create(definition, source, workspace))
 
 
-@handles("workflows/approve")
+@handles(WORKFLOWS_APPROVE)
 async def workflows_approve(app: Dispatcher, params: WorkflowsApproveParams, ctx: CallContext) -> WorkflowResult:
     with _invalid():
         run = await _engine(app).approve(params.workflow_id, definition=params.workflow, mode=params.mode)
     return _result(run)
 
 
-@handles("workflows/list")
+@handles(WORKFLOWS_LIST)
 async def workflows_list(app: Dispatcher, params: WorkflowsListParams, ctx: CallContext) -> WorkflowsListResult:
     runs = _engine(app).runs(status=params.status, limit=params.limit)
     return WorkflowsListResult(workflows=[_summary(r) for r in runs])
 
 
-@handles("workflows/get")
+@handles(WORKFLOWS_GET)
 async def workflows_get(app: Dispatcher, params: WorkflowIdParams, ctx: CallContext) -> WorkflowResult:
     with _invalid():
         return _result(_engine(app).get(params.workflow_id))
 
 
-@handles("workflows/pause")
+@handles(WORKFLOWS_PAUSE)
 async def workflows_pause(app: Dispatcher, params: WorkflowIdParams, ctx: CallContext) -> WorkflowResult:
     with _invalid():
         return _result(await _engine(app).pause(params.workflow_id))
 
 
-@handles("workflows/resume")
+@handles(WORKFLOWS_RESUME)
 async def workflows_resume(app: Dispatcher, params: WorkflowIdParams, ctx: CallContext) -> WorkflowResult:
     with _invalid():
         return _result(await _engine(app).resume(params.workflow_id))
 
 
-@handles("workflows/stop")
+@handles(WORKFLOWS_STOP)
 async def workflows_stop(app: Dispatcher, params: WorkflowIdParams, ctx: CallContext) -> WorkflowResult:
     with _invalid():
         return _result(await _engine(app).stop(params.workflow_id))
 
 
-@handles("workflows/restartAgent")
+@handles(WORKFLOWS_RESTART_AGENT)
 async def workflows_restart_agent(app: Dispatcher, params: WorkflowsRestartAgentParams, ctx: CallContext) -> WorkflowResult:
     with _invalid():
         run = await _engine(app).restart_step(params.workflow_id, params.step_id, params.instruction)
