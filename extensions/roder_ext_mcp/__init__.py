@@ -28,6 +28,7 @@ from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.plugins.components import plugin_servers
 from roder_core.plugins.enabled import active_plugins
+from roder_ext_mcp.client_features import RootSet
 from roder_ext_mcp.config import McpSettings, add_plugin_server, load_settings
 from roder_ext_mcp.manager import McpManager
 from roder_ext_mcp.tools import McpToolContributor, ReviewStore
@@ -113,5 +114,6 @@ def create(host: HostContext) -> McpExtension:
         add_plugin_server(settings, server.id, server.spec.raw, f"plugin {server.plugin}", host.env, server.env)
     for problem in settings.problems:
         logging.getLogger(__name__).warning("%s", problem)
-    manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait)
+    roots = RootSet((host.cwd, *settings.roots))
+    manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait, roots)
     return McpExtension(settings, manager, ReviewStore(host.paths.data_dir / "mcp-reviewed.json"))

@@ -33,6 +33,10 @@ from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
 from roder_core.policy.shell_argv import script_index
 
 Transport = Literal["stdio", "http", "sse"]
+SamplingPolicy = Literal["ask", "allow", "deny"]
+SAMPLING_POLICIES: tuple[SamplingPolicy, ...] = ("ask", "allow", "deny")
+#: ``logging/setLevel`` levels (RFC 5424, as the spec names them).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 #: Longest the first turn waits for connecting servers (kept under the default hook timeout).
 MAX_STARTUP_WAIT = 25.0
@@ -90,6 +94,13 @@ class ServerConfig:
     tool_timeout: float = 600.0
     #: Tools of this server the user declares read-only (run in plan mode, no approval in ask).
     read_only_tools: frozenset[str] = frozenset()
+    #: What a ``sampling/createMessage`` request from this server gets: ``ask`` (an approval that
+    #: shows the request), ``allow`` (run on the user's model without asking) or ``deny``.
+    sampling: SamplingPolicy = "ask"
+    #: The most tokens a sampling request may ask for; larger requests are refused.
+    sampling_max_tokens: int = 4096
+    #: The level sent with ``logging/setLevel`` when the server offers logging.
+    log_level: str = "warning"
     #: Why the definition cannot be used (unset variable, bad key); shown as the server's error.
     error: str | None = None
 
@@ -113,6 +124,8 @@ class McpSettings:
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     #: Seconds the first turn waits for servers still connecting.
     startup_wait: float = 5.0
+    #: Folders offered to every server as roots besides the workspace (``[mcp] roots``).
+    roots: tuple[Path, ...] = ()
     problems: list[str] = field(default_factory=list)
 
 
@@ -128,6 +141,20 @@ def _seconds(raw: dict[str, Any], key: str, default: float) -> float:
     """A timeout under its Roder name or Codex's ``<key>_sec`` spelling."""
     value: Any = raw.get(key, raw.get(f"{key}_sec", default))
     return float(value)
+
+
+def _client_features(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """The sampling policy and limit and the log level, checked."""
+    sampling = str(raw.get("sampling", "ask")).lower()
+    if sampling not in SAMPLING_POLICIES:
+        raise McpConfigError(f"{where}: sampling must be one of {', '.join(SAMPLING_POLICIES)}, not {sampling!r}")
+    limit = raw.get("sampling_max_tokens", 4096)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise McpConfigError(f"{where}: sampling_max_tokens must be a positive whole number")
+    level = str(raw.get("log_level", "warning")).lower()
+    if level not in LOG_LEVELS:
+        raise McpConfigError(f"{where}: log_level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
+    return {"sampling": sampling, "sampling_max_tokens": limit, "log_level": level}
 
 
 def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> ServerConfig:
@@ -152,6 +179,7 @@ def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> Se
         "read_only_tools": frozenset(str(t) for t in raw.get("read_only_tools", [])),
     }
     try:
+        common.update(_client_features(raw, where))
         if transport == "stdio":
             command = raw.get("command")
             if not command or not isinstance(command, str):
@@ -225,6 +253,13 @@ def load_settings(config_extra: Mapping[str, Any] | None, project: Path, trusted
     if "startup_wait" in section:
         # capped below the hook timeout: the wait runs in a gating hook, which must never time out
         settings.startup_wait = min(max(float(section["startup_wait"]), 0.0), MAX_STARTUP_WAIT)
+    roots = section.get("roots") or []
+    try:
+        if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+            raise McpConfigError("config.toml: [mcp] roots must be a list of folders")
+        settings.roots = tuple(Path(expand_vars(r, env, "[mcp] roots")).expanduser() for r in roots)
+    except McpConfigError as exc:
+        settings.problems.append(str(exc))
     servers = section.get("servers") or {}
     if not isinstance(servers, dict):
         settings.problems.append("config.toml: [mcp.servers] must be a table of servers")

@@ -14,12 +14,15 @@ import asyncio
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from roder_core import __version__
+from roder_core.kernel.tools import ToolExecutionContext
+from roder_ext_mcp.client_features import ClientFeatures, RootSet
 from roder_ext_mcp.config import ServerConfig
 from roder_ext_mcp.stdio import stdio_streams
 
@@ -63,14 +66,25 @@ def describe_error(exc: BaseException) -> str:
     return text if type(leaf).__name__ in text else f"{type(leaf).__name__}: {text}"
 
 
+#: The listings a ``notifications/<kind>/list_changed`` names, and what is listed again.
+_LIST_CHANGED = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
+
+
 class ServerConnection:
-    def __init__(self, config: ServerConfig, log_dir: Path) -> None:
+    def __init__(self, config: ServerConfig, log_dir: Path, roots: RootSet | None = None) -> None:
         self.config = config
         self.name = config.name
         self.tools: list[Any] = []
-        #: The server's prompts and resources (empty when it offers none).
+        #: The server's prompts, resources and resource templates (empty when it offers none).
         self.prompts: list[Any] = []
         self.resources: list[Any] = []
+        self.resource_templates: list[Any] = []
+        #: How many times a list_changed notification made Roder list again.
+        self.relists = 0
         self.server_version = ""
         self.connected_at: float | None = None
         self.starts = 0
@@ -80,6 +94,11 @@ class ServerConnection:
         self.noise_lines = 0
         self.noise = ""
         self._log_path = log_dir / f"{config.name}.log"
+        self.roots = roots if roots is not None else RootSet(())
+        self.roots.listen(self._roots_changed)
+        #: Sampling, elicitation, roots, logging and progress: what this server may ask of Roder.
+        self.features = ClientFeatures(config, self.roots, self._log_path)
+        self._relisting: set[asyncio.Task[None]] = set()
         self._log_offset = 0
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
@@ -109,11 +128,14 @@ class ServerConnection:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp server {self.name}")
 
     async def wait_settled(self, timeout: float) -> None:
+        """Until connected (or failed), and any listing a list_changed started has finished."""
         if self._task is None:
             return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._settled.wait()
+                while self._relisting:
+                    await asyncio.gather(*self._relisting, return_exceptions=True)
 
     async def stop(self) -> None:
         task = self._task
@@ -205,18 +227,27 @@ class ServerConnection:
     async def _run(self) -> None:
         from mcp import Client, Implementation
 
+        features = self.features
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = Client(
                     self._transport(),
                     client_info=Implementation(name="roder", version=__version__),
                     read_timeout_seconds=self.config.tool_timeout,
+                    sampling_callback=features.sampling,
+                    elicitation_callback=features.elicitation,
+                    list_roots_callback=features.list_roots,
+                    logging_callback=features.logging,
+                    log_level=self.config.log_level,  # type: ignore[arg-type]
+                    message_handler=self._on_message,
                 )
                 async with asyncio.timeout(self.config.startup_timeout):
                     await stack.enter_async_context(client)
                     self.tools = await self._list_tools(client)
                     self.prompts = await _list_optional(client.list_prompts, "prompts")
                     self.resources = await _list_optional(client.list_resources, "resources")
+                    self.resource_templates = await _list_optional(client.list_resource_templates, "resource_templates")
+                    await self._set_log_level(client)
                 info = client.server_info
                 self.server_version = f"{info.name} {info.version}".strip() if info is not None else ""
                 self._client = client
@@ -242,6 +273,68 @@ class ServerConnection:
             self._client = None
             self._settled.set()
 
+    async def _set_log_level(self, client: Any) -> None:
+        """``logging/setLevel`` from config, for a server that offers logging."""
+        from mcp import MCPError
+
+        capabilities = client.session.server_capabilities
+        if capabilities is None or capabilities.logging is None:
+            return
+        try:
+            with warnings.catch_warnings():  # deprecated from 2026-07-28; 2025-11-25 servers still use it
+                warnings.simplefilter("ignore")
+                await client.set_logging_level(self.config.log_level)
+        except MCPError as exc:
+            log.debug("MCP server %s: logging/setLevel: %s", self.name, exc)
+
+    async def _on_message(self, message: Any) -> None:
+        """Server notifications: a list_changed lists that kind again (in its own task: the
+        handler runs on the connection's reader, which must keep reading to get the answer)."""
+        kind = _LIST_CHANGED.get(str(getattr(message, "method", "")))
+        if kind is None:
+            if isinstance(message, Exception):
+                log.debug("MCP server %s: %s", self.name, describe_error(message))
+            return
+        task = asyncio.get_running_loop().create_task(self._relist(kind), name=f"mcp relist {self.name} {kind}")
+        self._relisting.add(task)
+        task.add_done_callback(self._relisting.discard)
+
+    async def _relist(self, kind: str) -> None:
+        """The new listing replaces the old one: running threads see it at their next model call."""
+        from mcp import MCPError
+
+        client = self._client
+        if client is None:  # still connecting: the first listing is after the handshake anyway
+            await self._settled.wait()
+            client = self._client
+            if client is None:
+                return
+        try:
+            if kind == "tools":
+                self.tools = await self._list_tools(client, refresh=True)
+            elif kind == "prompts":
+                self.prompts = await _list_optional(client.list_prompts, "prompts", refresh=True)
+            else:
+                self.resources = await _list_optional(client.list_resources, "resources", refresh=True)
+                self.resource_templates = await _list_optional(client.list_resource_templates, "resource_templates", refresh=True)
+            self.relists += 1
+        except (MCPError, OSError) as exc:
+            log.warning("MCP server %r: listing %s again failed: %s", self.name, kind, describe_error(exc))
+
+    def _roots_changed(self) -> None:
+        client = self._client
+        if self.status != "connected" or client is None:
+            return  # a server connecting later lists the roots when it asks
+
+        async def announce() -> None:
+            with contextlib.suppress(Exception), warnings.catch_warnings():  # deprecated only from 2026-07-28
+                warnings.simplefilter("ignore")
+                await client.send_roots_list_changed()
+
+        task = asyncio.get_running_loop().create_task(announce(), name=f"mcp roots {self.name}")
+        self._relisting.add(task)
+        task.add_done_callback(self._relisting.discard)
+
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> Any:
         await self.ensure_connected()
         return await self._client.get_prompt(name, arguments)
@@ -251,11 +344,11 @@ class ServerConnection:
         return await self._client.read_resource(uri)
 
     @staticmethod
-    async def _list_tools(client: Any) -> list[Any]:
+    async def _list_tools(client: Any, refresh: bool = False) -> list[Any]:
         tools: list[Any] = []
         cursor: str | None = None
         for _ in range(100):  # a server whose pagination never ends cannot hang startup
-            page = await client.list_tools(cursor=cursor)
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
@@ -279,22 +372,42 @@ class ServerConnection:
 
     # ------------------------------------------------------------------ calls
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call one tool; a closed connection marks the server ``exited`` and raises."""
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], ctx: ToolExecutionContext | None = None, *, retry: bool = True
+    ) -> Any:
+        """Call one tool; a closed connection marks the server ``exited`` and raises. With the
+        call's context, the server's sampling, elicitation, log messages and progress during the
+        call reach that call's user and tool card, and its workspace becomes a root. A call the
+        server refuses until the user visits an address (-32042) shows the address, and once the
+        user says they went there, is made again (once)."""
         from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
+        from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED
 
         await self.ensure_connected()
         client = self._client
+        if ctx is not None:
+            self.roots.add(ctx.workspace)
+            self.features.calls.enter(ctx)
         try:
-            return await client.call_tool(tool, arguments, read_timeout_seconds=self.config.tool_timeout)
+            return await client.call_tool(
+                tool,
+                arguments,
+                read_timeout_seconds=self.config.tool_timeout,
+                progress_callback=self.features.progress_for(ctx) if ctx is not None else None,
+            )
         except MCPError as exc:
+            url_required = exc.code == URL_ELICITATION_REQUIRED and retry and ctx is not None
+            if url_required and await self.features.url_elicitations(exc.data):
+                return await self.call_tool(tool, arguments, ctx, retry=False)
             if exc.code != CONNECTION_CLOSED:
                 raise
             self._mark_exited()
             raise ServerUnavailable(
                 f"{self.unavailable_reason()}\nIt will be restarted the next time one of its tools is called."
             ) from exc
+        finally:
+            if ctx is not None:
+                self.features.calls.leave(ctx)
 
     def _mark_exited(self) -> None:
         self.status = "exited"
@@ -322,7 +435,7 @@ class ServerConnection:
             self.error = f"did not answer within {timeout:g}s"
 
 
-async def _list_optional(fetch: Any, attribute: str) -> list[Any]:
+async def _list_optional(fetch: Any, attribute: str, refresh: bool = False) -> list[Any]:
     """Every page of an optional listing (prompts, resources); a server without it gives []."""
     from mcp import MCPError
 
@@ -330,7 +443,7 @@ async def _list_optional(fetch: Any, attribute: str) -> list[Any]:
     cursor: str | None = None
     try:
         for _ in range(100):  # a server whose pagination never ends cannot hang startup
-            page = await fetch(cursor=cursor)
+            page = await fetch(cursor=cursor, cache_mode="refresh" if refresh else "use")
             rows.extend(getattr(page, attribute))
             cursor = page.next_cursor
             if not cursor:
@@ -343,8 +456,11 @@ async def _list_optional(fetch: Any, attribute: str) -> list[Any]:
 class McpManager:
     """All configured servers of one runtime."""
 
-    def __init__(self, servers: dict[str, ServerConfig], log_dir: Path, startup_wait: float = 5.0) -> None:
-        self.connections = {name: ServerConnection(cfg, log_dir) for name, cfg in servers.items()}
+    def __init__(
+        self, servers: dict[str, ServerConfig], log_dir: Path, startup_wait: float = 5.0, roots: RootSet | None = None
+    ) -> None:
+        self.roots = roots if roots is not None else RootSet(())
+        self.connections = {name: ServerConnection(cfg, log_dir, self.roots) for name, cfg in servers.items()}
         self.startup_wait = startup_wait
         self._log_dir = log_dir
         self._retired: set[asyncio.Task[None]] = set()
@@ -374,7 +490,7 @@ class McpManager:
             retired = asyncio.get_running_loop().create_task(existing.stop(), name=f"mcp stop {config.name}")
             self._retired.add(retired)
             retired.add_done_callback(self._retired.discard)
-        connection = ServerConnection(config, self._log_dir)
+        connection = ServerConnection(config, self._log_dir, self.roots)
         self.connections[config.name] = connection
         connection.start()
         return connection

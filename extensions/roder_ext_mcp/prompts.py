@@ -100,7 +100,9 @@ def mention_servers(manager: McpManager) -> set[str]:
 
 
 def mentions(manager: McpManager) -> list[str]:
-    return [f"{c.name}:{r.uri}" for c in _connected(manager) for r in c.resources]
+    """Resources, then resource templates (``{variable}`` parts for the user to fill in)."""
+    resources = [f"{c.name}:{r.uri}" for c in _connected(manager) for r in c.resources]
+    return resources + [f"{c.name}:{t.uri_template}" for c in _connected(manager) for t in c.resource_templates]
 
 
 async def read_mention(manager: McpManager, server: str, uri: str) -> Attachment:

@@ -138,7 +138,7 @@ class McpTool(Tool):
         if refused is not None:
             return refused
         try:
-            result = await self.connection.call_tool(self.mcp_name, call.arguments)
+            result = await self.connection.call_tool(self.mcp_name, call.arguments, ctx)
         except ServerUnavailable as exc:
             return ToolResult.error(call, str(exc))
         except TimeoutError:
@@ -267,5 +267,7 @@ def status_of(connection: ServerConnection) -> SourceStatus:
             "descriptions": {tool_name(connection, t.name): t.description or "" for t in connection.tools},
             "prompts": [f"/{prompts.command_name(connection, p.name)}" for p in connection.prompts],
             "resources": [f"@{connection.name}:{r.uri}" for r in connection.resources],
+            "resourceTemplates": [f"@{connection.name}:{t.uri_template}" for t in connection.resource_templates],
+            "sampling": connection.config.sampling,
         },
     )

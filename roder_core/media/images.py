@@ -10,8 +10,11 @@ those limits once, when it is stored, so no request is ever refused for its pict
 from __future__ import annotations
 
 import io
+import re
+import struct
 import threading
 import warnings
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +67,38 @@ class PreparedImage:
     height: int
 
 
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: Pillow names its in-memory file in some errors; the user and the model read "the data".
+_BUFFER_REPR = re.compile(r"<_io\.BytesIO object at 0x[0-9a-fA-F]+>")
+
+
+def without_bad_ancillary_chunks(data: bytes) -> bytes:
+    """A PNG whose optional (ancillary) chunks have a wrong CRC, which browsers and other
+    viewers accept, without those chunks; the image data itself stays checked. Anything else,
+    including a PNG whose critical chunks are damaged, comes back unchanged."""
+    if not data.startswith(_PNG_SIGNATURE):
+        return data
+    kept = [_PNG_SIGNATURE]
+    offset = len(_PNG_SIGNATURE)
+    dropped = False
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        end = offset + 12 + length
+        if end > len(data):
+            return data  # truncated: left to the decoder to report
+        kind = data[offset + 4 : offset + 8]
+        (crc,) = struct.unpack(">I", data[end - 4 : end])
+        ancillary = bool(kind[0] & 0x20)  # lowercase first letter: the chunk may be skipped (PNG spec 5.4)
+        if ancillary and zlib.crc32(data[offset + 4 : end - 4]) != crc:
+            dropped = True
+        else:
+            kept.append(data[offset:end])
+        offset = end
+        if kind == b"IEND":
+            break
+    return b"".join(kept) if dropped else data
+
+
 def _pil() -> Any:
     try:
         from PIL import Image
@@ -88,7 +123,8 @@ def _open(data: bytes, what: str, side: int) -> Any:
     except image_module.DecompressionBombError as exc:  # Pillow's own, far higher limit, in open()
         raise MediaError(f"{what} is over {MAX_PIXELS // 1_000_000} megapixels, the most Roder decodes ({exc})") from None
     except (OSError, ValueError, SyntaxError) as exc:
-        raise MediaError(f"{what} is not an image Roder can read ({exc})") from None
+        reason = _BUFFER_REPR.sub("the data", str(exc))
+        raise MediaError(f"{what} is not an image Roder can read ({reason})") from None
     return image
 
 
@@ -121,7 +157,7 @@ def prepare(data: bytes, what: str = "the attachment") -> PreparedImage:
             f"{what} is {len(data) // (1024 * 1024)} MB; images up to {MAX_INPUT_BYTES // (1024 * 1024)} MB can be attached"
         )
     with _DECODING:
-        return _prepare(data, what)
+        return _prepare(without_bad_ancillary_chunks(data), what)
 
 
 def _prepare(data: bytes, what: str) -> PreparedImage:
@@ -149,7 +185,7 @@ def measure(data: bytes) -> tuple[int, int] | None:
     """Width and height read from the header (None when Pillow cannot tell)."""
     image_module = _pil()
     try:
-        with image_module.open(io.BytesIO(data)) as image:
+        with image_module.open(io.BytesIO(without_bad_ancillary_chunks(data))) as image:
             return int(image.size[0]), int(image.size[1])
     except (OSError, ValueError, SyntaxError):
         return None
@@ -158,7 +194,7 @@ def measure(data: bytes) -> tuple[int, int] | None:
 def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> PreparedImage:
     """A PNG preview at most ``side`` pixels on its longer edge (never enlarged)."""
     with _DECODING:
-        return _thumbnail(data, side)
+        return _thumbnail(without_bad_ancillary_chunks(data), side)
 
 
 def _thumbnail(data: bytes, side: int) -> PreparedImage:

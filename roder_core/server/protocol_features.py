@@ -248,6 +248,10 @@ class McpServerStatus(ProtocolModel):
     prompts: list[str] = Field(default_factory=list)
     #: The server's resources as prompt mentions (``@<server>:<uri>``), when connected.
     resources: list[str] = Field(default_factory=list)
+    #: The server's resource templates as mentions to fill in (``@<server>:<uri template>``).
+    resource_templates: list[str] = Field(default_factory=list)
+    #: What the server's sampling requests get: ask, allow or deny.
+    sampling: str = "ask"
 
 
 class McpListResult(ProtocolModel):

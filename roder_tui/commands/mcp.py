@@ -41,4 +41,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"    {prompt}  (prompt)")
         for resource in source.get("resources", []):
             print(f"    {resource}  (resource)")
+        for template in source.get("resourceTemplates", []):
+            print(f"    {template}  (resource template: fill in the {{...}} parts)")
     return 0

@@ -173,7 +173,12 @@ async def test_a_forked_thread_keeps_its_images_after_the_parent_deletes_them(wo
     assert encoded not in parent_request and "a.png (image/png, 16x16) is no longer available: it was deleted" in parent_request
 
 
-async def test_a_screenshot_from_an_mcp_tool_becomes_a_media_item_the_model_sees(workspace: Path, roder_home: Path) -> None:
+@pytest.mark.parametrize("variant", ["clean", "bad-crc"])
+async def test_a_screenshot_from_an_mcp_tool_becomes_a_media_item_the_model_sees(
+    workspace: Path, roder_home: Path, variant: str
+) -> None:
+    """Also a PNG whose optional text chunk has a wrong CRC (which viewers accept): it is used,
+    without that chunk, instead of being dropped."""
     import roder_ext_mcp
 
     from roder_core.kernel.distribution import make_host
@@ -182,7 +187,7 @@ async def test_a_screenshot_from_an_mcp_tool_becomes_a_media_item_the_model_sees
     (roder_home / "config.toml").write_text(
         # The server starts in the background; the first model call waits this long for its tools.
         f"[mcp]\nstartup_wait = 25\n[mcp.servers.browser]\n"
-        f"command = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(server_script))}]\n"
+        f"command = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(server_script))}, {json.dumps(variant)}]\n"
     )
     steps = [{"tool_calls": [{"name": "mcp__browser__screenshot", "arguments": {}}]}, {"text": "An orange page."}]
     async with FakeModelServer(steps, dialect="responses") as server:
@@ -206,3 +211,5 @@ async def test_a_screenshot_from_an_mcp_tool_becomes_a_media_item_the_model_sees
     assert (shot.source, shot.mime_type, shot.width, shot.height) == ("tool:mcp__browser__screenshot", "image/png", 32, 24)
     sent = tool_result_images("responses", server.calls[1].json)
     assert [hashlib.sha256(base64.b64decode(s)).hexdigest() for s in sent] == [shot.id]
+    assert b"tEXt" not in base64.b64decode(sent[0])
+    assert "BytesIO" not in json.dumps(server.calls[1].json)
