@@ -372,7 +372,8 @@ class PluginScreen(ModalScreen[None]):
         )
         if added is None:
             return
-        self.query_one(Input).value = ""
+        with self.prevent(Input.Changed):  # the search below is the one the cleared field would start
+            self.query_one(Input).value = ""
         await self.search("")
         self.status(f"added the marketplace {added.marketplace.name}: {len(self.results)} plugins")
 
