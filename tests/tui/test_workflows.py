@@ -80,12 +80,10 @@ async def test_a_workflow_is_approved_paused_resumed_restarted_and_stopped_with_
         await until(pilot, lambda: isinstance(app.screen, TextPromptScreen), what="the instruction prompt")
         await pilot.press(*"be thorough", "enter")
         await until(pilot, lambda: screen.run_state.state("join").attempts == 2, timeout=30, what="join again")
-        # the third identical "sleep 60" in check's thread is one the loop guard asks about: the
-        # approval dialog opens in the app like any other, and is answered with a key
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), timeout=30, what="the loop guard's approval")
-        assert app.screen.request.thread_id == screen.run_state.state("check").thread_id
-        await pilot.press("y")
+        # check runs again after it; its "sleep 60" is asked about by nobody: the loop guard counts
+        # the same call within one turn, and each run of a step is a turn of its own
         await until(pilot, lambda: step_status(screen, "check") == "running", timeout=30, what="check again")
+        assert not isinstance(app.screen, ApprovalScreen)
         await pilot.press("s")
         await until(pilot, lambda: screen.run_state.status == "stopped", what="stopped again")
 
