@@ -74,6 +74,7 @@ ALLOWED: dict[str, str] = {
     "extensions/roder_ext_jsonl_store/snapshots.py": "the thread store",
     "extensions/roder_ext_jsonl_store/store.py": "the thread store",
     "extensions/roder_ext_mcp/manager.py": "MCP server logs in Roder's cache",
+    "extensions/roder_ext_mcp/client_features.py": "MCP servers' log messages appended to their log in Roder's cache",
     "extensions/roder_ext_mcp/tools.py": "MCP tool-list cache in Roder's cache",
     "extensions/roder_ext_wasm/__init__.py": "the WebAssembly module the user configured, and its output files",
     "extensions/roder_ext_runners/ssh.py": "the runner's upload of Roder's own helper files",
