@@ -142,6 +142,8 @@ class PreviewComponents(ProtocolModel):
     hooks: list[dict[str, Any]] = Field(default_factory=list)
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     lsp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    #: Roder process extensions the plugin ships (``roderExtensions``).
+    roder_extensions: list[dict[str, Any]] = Field(default_factory=list)
     bin: list[str] = Field(default_factory=list)
     unsupported: list[str] = Field(default_factory=list)
     #: ``plugin:style`` names, selectable with ``/output-style``.
