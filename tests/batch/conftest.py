@@ -61,7 +61,8 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int,
 
 def normalize(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: normalize(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+        # keys too: a thread's file ledger keys its digests by the rollout's absolute paths
+        return {_VOLATILE_TEXT.sub("<id>", k): normalize(v) for k, v in value.items() if k not in VOLATILE_KEYS}
     if isinstance(value, list):
         return [normalize(v) for v in value]
     if isinstance(value, str):
