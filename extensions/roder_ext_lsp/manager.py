@@ -161,7 +161,9 @@ class LspManager:
             pass
         except LspError as exc:
             return f"(no diagnostics: {exc})"
-        note = f"(no diagnostics: {', '.join(sorted(late))} did not answer within {budget:g} s)" if late else ""
+        # Said as it is: some servers publish nothing when a change leaves the diagnostics as they
+        # were, so silence is not proof of a slow server, nor of a clean change.
+        note = f"(no diagnostics: {', '.join(sorted(late))} sent none for this change within {budget:g} s)" if late else ""
         if not lines:
             return note
         lines.sort(key=lambda line: 0 if " error: " in line else 1)
