@@ -9,7 +9,6 @@ response ceiling; each gets a clear error and the turn (or the next call) goes o
 from __future__ import annotations
 
 import json
-import resource
 import struct
 import subprocess
 import sys
@@ -90,12 +89,35 @@ def _ask(
     steps: list[dict[str, object]], home: Path, workspace: Path, *flags: str, config: str = ""
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """``roder -p go`` on the loopback server with ``steps``; the run, and each request's JSON."""
+    done, sent, _peak = _ask_measured(steps, home, workspace, *flags, config=config)
+    return done, sent
+
+
+#: Runs argv[2:] and writes its peak resident KiB to argv[1]. A fresh, small interpreter forks
+#: the measured process: a child forked straight from pytest would inherit pytest's own
+#: high-water mark (Linux carries the pre-exec resident size into ``ru_maxrss``).
+_PEAK_WRAPPER = (
+    "import os, sys, subprocess\n"
+    "child = subprocess.Popen(sys.argv[2:])\n"
+    "_pid, status, usage = os.wait4(child.pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
+def _ask_measured(
+    steps: list[dict[str, object]], home: Path, workspace: Path, *flags: str, config: str = ""
+) -> tuple[subprocess.CompletedProcess[str], list[str], int]:
+    """As :func:`_ask`, plus the peak resident KiB of that one ``roder`` process (and what it
+    waited for); ``RUSAGE_CHILDREN`` would also count leftovers of other tests reaped meanwhile."""
     with ThreadedFakeServer(steps, models=("my-model",)) as server:
         env = provider_config(home, server.base_url)
         with (home / "config.toml").open("a") as file:
             file.write(config)
+        command = [sys.executable, "-m", "roder_tui.cli", "-p", "go", "--provider", "local", "--model", "my-model"]
+        peak_file = home / "peak-kib"
         done = subprocess.run(
-            [sys.executable, "-m", "roder_tui.cli", "-p", "go", "--provider", "local", "--model", "my-model", *flags],
+            [sys.executable, "-c", _PEAK_WRAPPER, str(peak_file), *command, *flags],
             env=env,
             cwd=workspace,
             capture_output=True,
@@ -103,7 +125,7 @@ def _ask(
             timeout=300,
         )
         sent = [json.dumps(call.json) for call in server.calls]
-    return done, sent
+    return done, sent, int(peak_file.read_text())
 
 
 def test_four_bombs_in_one_reply_leave_the_turn_running(roder_home: Path, workspace: Path) -> None:
@@ -112,14 +134,11 @@ def test_four_bombs_in_one_reply_leave_the_turn_running(roder_home: Path, worksp
     (workspace / "again.png").write_bytes(BOMBS["tall.png"])
     calls = [{"name": "read", "arguments": {"path": name}} for name in [*BOMBS, "again.png"]]
     steps = [{"text": "Looking.", "tool_calls": calls}, {"text": "IMAGES-HANDLED"}]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    done, sent = _ask(steps, roder_home, workspace, "--mode", "bypass", config=VISION)
+    done, sent, peak_kb = _ask_measured(steps, roder_home, workspace, "--mode", "bypass", config=VISION)
     assert done.returncode == 0, done.stderr
     assert "IMAGES-HANDLED" in done.stdout
     assert sent[1].count("megapixels") >= 4, sent[1][:2000]  # the model was told, per image
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if peak_kb > before:  # this child set a new high: no decode of a bomb (hundreds of MB) happened
-        assert peak_kb < 600 * 1024
+    assert peak_kb < 300 * 1024, peak_kb  # no bomb was decoded (that takes hundreds of MB)
 
 
 def test_tool_arguments_nested_without_end(roder_home: Path, workspace: Path) -> None:
