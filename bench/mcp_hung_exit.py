@@ -1,10 +1,13 @@
-"""What an MCP server stuck in ``initialize`` adds to `roder -p`: the real program, offline (mock
-provider), with no MCP server, with one healthy server (tests/ecosystem/mcp_fixture_server.py) and
-with one server that never answers its handshake (tests/ecosystem/mcp_hanging_server.py).
+"""What a hung MCP server adds to `roder -p`: the real program, offline (mock provider), with no
+MCP server, with one healthy server (tests/ecosystem/mcp_fixture_server.py), with one server that
+never answers its handshake and with one that is connected but ignores the end of its stdin and
+SIGTERM at shutdown (tests/ecosystem/mcp_hanging_server.py, plain and ``at-exit``).
 
-``[mcp] startup_wait = 0`` so the turn does not wait for the server (that wait is documented and
-configurable); what remains is loading the MCP SDK, spawning the server and shutdown, which must
-not wait on the hung handshake: "hung" minus "healthy" is what the hang itself costs.
+For the handshake case ``[mcp] startup_wait = 0`` so the turn does not wait for the server (that
+wait is documented and configurable); what remains is loading the MCP SDK, spawning the server and
+shutdown, which must not wait on the hung handshake. For the shutdown case the turn waits until
+the server is connected (``startup_wait = 25``, as for its healthy twin), so what differs is the
+shutdown alone. "hung" minus its "healthy" twin is what the hang itself costs.
 
     python bench/mcp_hung_exit.py [--runs 5]
 """
@@ -49,13 +52,16 @@ def main() -> None:
         cwd.mkdir()
         config = home / "config.toml"
         configs = {"no MCP server": "[mcp]\nstartup_wait = 0\n"}
-        for label, args in (
-            ("one healthy server", ["mcp_fixture_server.py", "stdio"]),
-            ("one server hung in initialize", ["mcp_hanging_server.py", str(root / "pid")]),
+        for label, wait, args in (
+            ("one healthy server", 0, ["mcp_fixture_server.py", "stdio"]),
+            ("one server hung in initialize", 0, ["mcp_hanging_server.py", str(root / "pid")]),
+            ("healthy, connected first", 25, ["mcp_fixture_server.py", "stdio"]),
+            ("hung at exit, connected first", 25, ["mcp_hanging_server.py", str(root / "pid"), "at-exit"]),
         ):
             argv = [str(FIXTURES / args[0]), *args[1:]]
             configs[label] = (
-                f"[mcp]\nstartup_wait = 0\n\n[mcp.servers.s]\ncommand = {json.dumps(sys.executable)}\nargs = {json.dumps(argv)}\n"
+                f"[mcp]\nstartup_wait = {wait}\n\n[mcp.servers.s]\ncommand = {json.dumps(sys.executable)}\n"
+                f"args = {json.dumps(argv)}\n"
             )
         figures: dict[str, list[float]] = {label: [] for label in configs}
         for _ in range(runs):  # interleaved, so a burst of load on the machine hits every case alike

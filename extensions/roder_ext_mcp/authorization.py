@@ -69,6 +69,8 @@ class ServerAuth:
         self.store = store
         #: Set when the server refused the connection for want of a (valid) sign-in.
         self.needs_login: str | None = None
+        #: Set when the server answered 401 without asking for a sign-in.
+        self.unauthorized: str | None = None
 
     async def token(self, rejected: str | None = None) -> str | None:
         """The access token to send (refreshed when due or ``rejected``); None without one."""
@@ -82,10 +84,20 @@ class ServerAuth:
             self.needs_login = f"{login_hint(self.config.name)} ({exc})"
             return None
 
-    def refused(self, challenge: Mapping[str, str]) -> None:
-        if self.needs_login is None:
+    def refused(self, challenge: Mapping[str, str], sent_token: bool) -> None:
+        """The server answered 401. With a Bearer challenge (or to Roder's own token) that means
+        a sign-in is needed; a bare 401 to a request Roder sent no token with is about the
+        headers the user configured, and is said so."""
+        if self.needs_login is not None:
+            return
+        if challenge or sent_token:
             detail = challenge.get("error_description") or challenge.get("error")
             self.needs_login = login_hint(self.config.name) + (f" (the server said: {detail[:200]})" if detail else "")
+        else:
+            self.unauthorized = (
+                "the server answered HTTP 401 Unauthorized without an OAuth challenge: check the headers "
+                f"configured for it (or, if it uses OAuth, run `roder mcp login {self.config.name}`)"
+            )
 
 
 class BearerAuth(httpx2.Auth):
@@ -110,7 +122,7 @@ class BearerAuth(httpx2.Auth):
                 response = yield request
                 if response.status_code != 401:
                     return
-        self.auth.refused(bearer_challenge(response.headers.get("www-authenticate", "")))
+        self.auth.refused(bearer_challenge(response.headers.get("www-authenticate", "")), sent_token=bool(token))
 
 
 async def _challenge(config: ServerConfig, rule: OutboundRule) -> dict[str, str]:

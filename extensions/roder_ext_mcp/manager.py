@@ -289,7 +289,8 @@ class ServerConnection:
             elif self.status != "exited":
                 self.status = "failed"
                 noise = f" (its stdout had {self.noise_lines} non-JSON line(s), first: {self.noise})" if self.noise_lines else ""
-                self.error = self._with_stderr(f"could not connect: {describe_error(exc)}{noise}")
+                why = self.auth.unauthorized if self.auth is not None and self.auth.unauthorized else describe_error(exc)
+                self.error = self._with_stderr(f"could not connect: {why}{noise}")
             log.debug("MCP server %s: %s", self.name, self.error)
         finally:
             self._client = None

@@ -312,7 +312,9 @@ startup_timeout = 10
             await ext.manager.wait_ready(15)
             assert statuses["wrongtoken"].status != "connected" or ext.manager.connections["wrongtoken"].status == "failed"
             assert ext.manager.connections["wrongtoken"].status == "failed"
-            assert ext.manager.connections["wrongtoken"].error
+            assert "HTTP 401 Unauthorized without an OAuth challenge: check the headers" in (
+                ext.manager.connections["wrongtoken"].error or ""
+            )
         finally:
             await runtime.close()
     finally:
