@@ -43,14 +43,13 @@ async def _login(app: Any, name: str) -> None:
 
     from roder_core.auth.logins import LoginService
     from roder_core.auth.oauth import OAuthError
-    from roder_core.kernel.distribution import make_host
     from roder_core.settings.credentials import CredentialStore
     from roder_tui.screens.info import InfoScreen
 
     outcome: list[str | None] = []
     service = LoginService({}, CredentialStore.for_env(), lambda _name, error: outcome.append(error))
     try:
-        config = configured_server(make_host(app.cwd), name)
+        config = configured_server(app.cwd, name)
         start = await start_login(config, service)
     except OAuthError as exc:
         await service.aclose()
@@ -79,11 +78,10 @@ async def _logout(app: Any, name: str) -> None:
     from roder_ext_mcp.authorization import configured_server, logout
 
     from roder_core.auth.oauth import OAuthError
-    from roder_core.kernel.distribution import make_host
     from roder_core.settings.credentials import CredentialStore
 
     try:
-        signed_out, revoked = await logout(configured_server(make_host(app.cwd), name), CredentialStore.for_env())
+        signed_out, revoked = await logout(configured_server(app.cwd, name), CredentialStore.for_env())
     except OAuthError as exc:
         app.notify(str(exc), title="/mcp logout", severity="error", timeout=12)
         return

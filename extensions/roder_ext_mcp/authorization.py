@@ -21,7 +21,7 @@ server, its metadata and its authorization server) goes through the outbound rul
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
-from typing import TYPE_CHECKING
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx2
@@ -31,9 +31,6 @@ from roder_core.auth.oauth import OAuthClient, OAuthError, bearer_challenge
 from roder_core.brokers.outbound import OutboundRule, normal_host
 from roder_core.settings.credentials import CredentialsError, CredentialStore
 from roder_ext_mcp.config import ServerConfig
-
-if TYPE_CHECKING:
-    from roder_core.kernel.distribution import HostContext
 
 #: The client name Roder registers under (RFC 7591 ``client_name``).
 CLIENT_NAME = "Roder"
@@ -184,11 +181,15 @@ async def logout(config: ServerConfig, store: CredentialStore) -> tuple[bool, bo
     return await LoginService({}, store).logout(credential_name(config.name), rule)
 
 
-def configured_server(host: HostContext, name: str) -> ServerConfig:
-    """The server ``name`` as the host would run it; a clear error naming the known ones."""
+def configured_server(cwd: Path, name: str, *, trust: bool | None = None) -> ServerConfig:
+    """The server ``name`` as a session in ``cwd`` would run it (``trust=None``: as the user
+    decided for the folder); a clear error naming the known ones. Signing in is a credential
+    operation on the user's own machine, like ``roder providers login``: it needs the server's
+    definition, not a running session."""
+    from roder_core.kernel.distribution import make_host
     from roder_ext_mcp import host_settings
 
-    servers = host_settings(host).servers
+    servers = host_settings(make_host(cwd, trust=trust, interactive=False)).servers
     config = servers.get(name)
     if config is None:
         known = ", ".join(sorted(servers)) or "none configured"

@@ -274,8 +274,10 @@ class ServerConnection:
                 self.connected_at = time.time()
                 self._settled.set()
                 await self._stop.wait()
-                if self.status == "connected":
-                    self.status = "stopped"
+            # Only now, with the transport closed: while it closes, a connected server is still
+            # "connected", so it gets the graceful shutdown (stdin closed, a short grace) first.
+            if self.status == "connected":
+                self.status = "stopped"
         except asyncio.CancelledError:
             if self.status != "exited":
                 self.status = "stopped"

@@ -39,13 +39,12 @@ async def sign_in(name: str, *, trust: bool, open_browser: bool) -> int:
 
     from roder_core.auth.logins import LoginService
     from roder_core.auth.oauth import OAuthError
-    from roder_core.kernel.distribution import make_host
     from roder_core.settings.credentials import CredentialStore
 
     outcome: list[str | None] = []
     service = LoginService({}, CredentialStore.for_env(), lambda _name, error: outcome.append(error))
     try:
-        config = configured_server(make_host(Path.cwd(), trust=True if trust else None, interactive=False), name)
+        config = configured_server(Path.cwd(), name, trust=True if trust else None)
         start = await start_login(config, service, open_browser=open_browser)
         opened = "opened in your browser" if start.browser_opened else "open it in a browser on this machine"
         print(f"Sign in to MCP server {name} at this address ({opened}):\n{start.authorization_url}", flush=True)
@@ -68,11 +67,10 @@ async def sign_out(name: str, *, trust: bool) -> int:
     from roder_ext_mcp.authorization import configured_server, logout
 
     from roder_core.auth.oauth import OAuthError
-    from roder_core.kernel.distribution import make_host
     from roder_core.settings.credentials import CredentialStore
 
     try:
-        config = configured_server(make_host(Path.cwd(), trust=True if trust else None, interactive=False), name)
+        config = configured_server(Path.cwd(), name, trust=True if trust else None)
         signed_out, revoked = await logout(config, CredentialStore.for_env())
     except OAuthError as exc:
         print(f"roder: {exc}", file=sys.stderr)

@@ -65,6 +65,7 @@ def main() -> None:
         if transport == "noisy-stdio":
             print("Fixture MCP server v1 ready!", flush=True)
         server.run("stdio")
+        print("fixture server: stdin closed, exiting", file=sys.stderr, flush=True)
         return
     import anyio
     import uvicorn

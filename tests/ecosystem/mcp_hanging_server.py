@@ -5,7 +5,8 @@ answers ``initialize`` (as a server blocked on a slow start would).
 
 ``python mcp_hanging_server.py PIDFILE at-exit`` completes its handshake and answers every request
 (one tool, ``ping``), but ignores the end of its stdin and SIGTERM, as a server whose shutdown is
-stuck (a blocked worker thread, a hung flush) does: only SIGKILL ends it.
+stuck (a blocked worker thread, a hung flush) does: only SIGKILL ends it. ``exits`` is its healthy
+twin (the same server, which exits when its stdin ends), for measurements.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import time
 from pathlib import Path
 
 Path(sys.argv[1]).write_text(str(os.getpid()), encoding="utf-8")
-if sys.argv[2:] != ["at-exit"]:
+if sys.argv[2:] not in (["at-exit"], ["exits"]):
     print("hanging server: blocked before initialize", file=sys.stderr, flush=True)
     while True:
         time.sleep(3600)
 
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
+hangs = sys.argv[2] == "at-exit"
+if hangs:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 TOOL = {"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object", "properties": {}}}
 for line in sys.stdin:
     message = json.loads(line)
@@ -44,6 +47,6 @@ for line in sys.stdin:
     else:
         reply = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": f"no method {method}"}}
     print(json.dumps(reply), flush=True)
-print("hanging server: stdin closed; not exiting", file=sys.stderr, flush=True)
-while True:
+print(f"hanging server: stdin closed; {'not exiting' if hangs else 'exiting'}", file=sys.stderr, flush=True)
+while hangs:
     time.sleep(3600)

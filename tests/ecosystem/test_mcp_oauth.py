@@ -63,6 +63,7 @@ def browse(url: str) -> None:
     assert "Signed in." in landed.text
 
 
+@pytest.mark.timeout(400)  # seven `roder` processes, each loading the MCP SDK
 def test_cli_login_use_refresh_on_401_and_logout(
     protected: tuple[OAuthTestServer, str], roder_home: Path, workspace: Path
 ) -> None:
