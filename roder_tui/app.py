@@ -1037,7 +1037,7 @@ class RoderApp(App[int]):
             "redo": self.redo,
             "export": lambda: self.export_thread(*(arguments.split() or ["md"])[:2]),
             "tools": lambda: self._list_tools(mcp_only=False),
-            "mcp": lambda: self._list_tools(mcp_only=True),
+            "mcp": lambda: self._mcp(arguments),
             "skills": self._list_skills,
             "agents": self._list_agents,
             "plugin": lambda: self._open_plugins(arguments),
@@ -1056,6 +1056,13 @@ class RoderApp(App[int]):
         from roder_tui.screens.info import InfoScreen
 
         self.push_screen(InfoScreen(title, text))
+
+    async def _mcp(self, arguments: str) -> None:
+        """``/mcp`` lists the servers; ``/mcp login NAME`` and ``/mcp logout NAME`` sign in and out."""
+        from roder_tui.mcp_sign_in import mcp_command
+
+        if not await mcp_command(self, arguments):
+            await self._list_tools(mcp_only=True)
 
     async def _list_tools(self, *, mcp_only: bool) -> None:
         from roder_core.server.protocol import TOOLS_LIST, ToolsListParams
