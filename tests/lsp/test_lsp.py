@@ -5,8 +5,6 @@ serves diagnostics too."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import shutil
 from pathlib import Path
@@ -14,16 +12,7 @@ from typing import Any
 
 import pytest
 
-from roder_core.runtime.bootstrap import StartSettings
-from roder_core.server.client import LocalAppClient
-from roder_core.server.protocol import (
-    THREAD_READ,
-    THREAD_START,
-    TURN_START,
-    ThreadReadParams,
-    ThreadStartParams,
-    TurnStartParams,
-)
+from tests.builders import scripted_client, tool_steps, turn_tool_results
 
 
 def tools_path() -> str:
@@ -45,25 +34,15 @@ SLOW_MACHINE = "hook_timeout = 300\n[lsp]\ndiagnostics_timeout = 280\nsettle_sec
 
 
 async def tool_results(workspace: Path, tmp_path: Path, calls: list[dict[str, Any]]) -> tuple[list[Any], str]:
+    """The tool results of one turn making ``calls``, and the status bar's lsp segment after it."""
     config = Path(os.environ["RODER_HOME"]) / "config.toml"
     if "[lsp]" not in (config.read_text() if config.exists() else ""):
         config.write_text((config.read_text() if config.exists() else "") + SLOW_MACHINE)
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"steps": [{"tool_calls": [c]} for c in calls] + [{"text": "done"}]}))
-    env = {**os.environ, "RODER_MOCK_SCRIPT": str(script), "PATH": tools_path()}
-    settings = StartSettings(cwd=workspace, provider="mock", mode="bypass", interactive=False, env=env)
-    async with LocalAppClient.start(settings) as app:
-        thread = (await app.call(THREAD_START, ThreadStartParams())).thread
-        events = app.subscribe(thread.id)
-        await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="go"))
-        async with asyncio.timeout(600):
-            async for note in events:
-                if note.method == "turn/completed":
-                    break
-        read = (await app.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
+    async with scripted_client(workspace, tmp_path, tool_steps(calls), env={"PATH": tools_path()}) as app:
+        results = await turn_tool_results(app, timeout=600)
         views = [s.render({}) for s in app.runtime.registry.status_segments if s.id() == "lsp"]
         status = " ".join(view.text for view in views if view is not None)
-    return [item for turn in read.turns for item in turn.items if item.type == "toolResult"], status
+    return results, status
 
 
 def edit(path: str, old: str, new: str) -> dict[str, Any]:
