@@ -411,7 +411,8 @@ class ApplyPatchTool(BuiltinTool):
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         fs = ctx.brokers.fs
-        planned = plan_changes(fs, parse_patch(parse_arguments(ApplyPatchArguments, call).patch))
+        ops = parse_patch(parse_arguments(ApplyPatchArguments, call).patch)
+        planned = plan_changes(fs, ops, lambda path, data: changed_since_note(ctx, path, data))
         return {"diff": "".join(c.diff for c in self._changes(planned, fs))}
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:

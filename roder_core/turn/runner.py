@@ -750,8 +750,9 @@ class TurnRunner:
 
     async def _ask(self, tool: Any, call: ToolCall, ctx: ToolExecutionContext, reason: str) -> ToolResult | None:
         """Ask the user; returns an error result when denied, None when allowed. A call that
-        cannot apply (its preview says so: an edit whose old_string is not in the file) fails at
-        once with the tool's own error: nobody is asked to approve what would fail anyway."""
+        cannot apply (its preview says so: an edit whose old_string is not in the file, a write
+        to a file changed on disk since it was read) fails at once with the tool's own error:
+        nobody is asked to approve what would fail anyway."""
         runtime = self.runtime
         subjects = subjects_of(tool, call, ctx.workspace)
         preview: dict[str, Any] = {}
