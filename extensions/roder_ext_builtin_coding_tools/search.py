@@ -108,6 +108,10 @@ class BadPatternError(ToolInputError):
     """The pattern is not a valid regular expression (the message is the engine's reason)."""
 
 
+#: A character class (``[^\n]`` matches within a line: it is no line break).
+_CHARACTER_CLASS = re.compile(r"\[(?:\\.|[^\]\\])*\]")
+#: ``\n`` written as a regular-expression escape (an odd number of backslashes before ``n``).
+_NEWLINE_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\n")
 #: Characters that make a pattern mean something else as a regular expression than as text.
 _REGEX_SPECIAL = frozenset("\\.^$*+?()[]{}|")
 
@@ -128,6 +132,12 @@ class GrepTool(_SearchTool):
         characters and matches nothing, is searched for as literal text (models often mean
         ``foo(bar)`` or ``a.b[0]`` as written); the result's first line says so."""
         args = parse_arguments(GrepArguments, call)
+        if "\n" in args.pattern or _NEWLINE_ESCAPE.search(_CHARACTER_CLASS.sub("", args.pattern)):
+            first = next((part for part in re.split(r"\n|\\n", args.pattern) if part.strip()), "")
+            raise ToolInputError(
+                "grep matches one line at a time, so a pattern with a line break (\\n) never matches; search for "
+                f"one line of it ({first.strip()!r}) and read the lines around the match"
+            )
         shown = ctx.brokers.fs.display(ctx.brokers.fs.resolve(args.path or "."))
         withheld: list[str] = []
         head = ""

@@ -134,3 +134,20 @@ async def test_grep_regular_expressions_that_match_stay_regular_expressions(work
     assert regex.text == "a.py:2:y = a.b[0]\na.py:4:w = a+b"
     assert none.text == "no matches for 'q{5}' in ."
     assert [r.data["literal"] for r in (escaped, regex, none)] == [False, False, False]
+
+
+@pytest.mark.parametrize("engine", ["ripgrep", "python"])
+async def test_grep_with_a_line_break_says_it_matches_line_by_line(workspace: Path, engine: str) -> None:
+    (workspace / "a.py").write_text(SOURCE)
+    patterns = ["x = 1\n    y = 2", "x = 1\\n", r"x[^\n]*1"]
+    steps = [{"tool_calls": [call("grep", pattern=p)]} for p in patterns] + [{"text": "ok"}]
+    _rt, [real, escaped, in_class] = await run_script(
+        workspace, steps, env=None if engine == "ripgrep" else {"PATH": "/nonexistent"}
+    )
+    for result in (real, escaped):
+        assert result.is_error
+        assert result.text == (
+            "grep matches one line at a time, so a pattern with a line break (\\n) never matches; search for one "
+            "line of it ('x = 1') and read the lines around the match"
+        )
+    assert in_class.text == "a.py:2:    x = 1", "a class excluding line breaks matches within a line"
