@@ -35,7 +35,7 @@ from roder_core.brokers.file_glob import (
     ripgrep_query,
     walk_matches,
 )
-from roder_core.brokers.fs_policy import FsPolicy
+from roder_core.brokers.fs_policy import DEFAULT_GRANTS, FsPolicy
 from roder_core.brokers.git_dirs import git_refusal, would_look_like_git_dir
 from roder_core.brokers.gitignore import IgnoreMatcher
 from roder_core.brokers.protected_names import PROTECTED_DIRS, PROTECTED_FILES, protected_reason
@@ -79,7 +79,7 @@ class WorkspaceFileSystem:
         workspace: Path,
         *,
         extra_roots: Iterable[Path] = (),
-        capabilities: frozenset[str] = frozenset({"fs.read.workspace", "fs.write.workspace"}),
+        capabilities: frozenset[str] = DEFAULT_GRANTS,
         audit: AuditFn | None = None,
         extension_id: str = "",
         hidden: Iterable[Path] = (),
@@ -99,24 +99,15 @@ class WorkspaceFileSystem:
         self.gate = gate
 
     def _lexical(self, path: str) -> Path:
-        expanded = Path(os.path.expanduser(self.policy.check_text(path)))
+        expanded = Path(self.policy.check_text(path))
         return expanded if expanded.is_absolute() else self.workspace / expanded
 
     def resolve(self, path: str, *, write: bool = False) -> Path:
         """The real path for ``path``, or BrokerDenied (escape, Roder's own folders, protected
         for writes, no grant, the content gate for reads)."""
-        action = "write" if write else "read"
         self.policy.check_capability(path, write=write)
         lexical = self._lexical(path)
-        real = settled_realpath(lexical)
-        root = self.policy.inside(path, lexical, real, action)
-        self.policy.check_hidden(path, real, action)
-        if write:
-            self.policy.check_protected(path, lexical, real, root)
-            self.policy.check_git(path, git_refusal(real, root))
-        else:
-            self.policy.check_read(path, lexical, real)
-        return real
+        return self.policy.admit(path, lexical, settled_realpath(lexical), write=write, git=git_refusal)
 
     def may_withhold(self) -> bool:
         return self.policy.may_withhold()
@@ -135,13 +126,7 @@ class WorkspaceFileSystem:
         """For delete/move: the directory entry itself (a symlink is removed, not its target)."""
         self.policy.check_capability(path, write=True)
         lexical = Path(os.path.normpath(self._lexical(path)))
-        entry = settled_realpath(lexical.parent) / lexical.name
-        root = self.policy.inside(path, lexical, entry, "write")
-        self.policy.check_hidden(path, entry, "write")
-        self.policy.check_entry(path, entry, root)
-        self.policy.check_protected(path, lexical, entry, root)
-        self.policy.check_git(path, git_refusal(entry, root))
-        return entry
+        return self.policy.admit_entry(path, lexical, settled_realpath(lexical.parent) / lexical.name, git=git_refusal)
 
     # ------------------------------------------------------------------ race-free walking
 

@@ -30,6 +30,8 @@ AuditFn = Callable[[str, dict[str, Any]], None]
 #: The ignore files that apply at a folder: (file relative to the root, the folder its rules
 #: are relative to). Below the root, each folder's own ``.gitignore`` follows.
 _ROOT_IGNORE_FILES = ((".git/info/exclude", ""), (".gitignore", ""))
+#: What a file broker is granted when nobody says otherwise.
+DEFAULT_GRANTS = frozenset({"fs.read.workspace", "fs.write.workspace"})
 _GRANT_READ = ("fs.read.", "fs.readwrite.", "fs.write.")
 _GRANT_WRITE = ("fs.write.", "fs.readwrite.")
 
@@ -37,8 +39,9 @@ _GRANT_WRITE = ("fs.write.", "fs.readwrite.")
 class FsPolicy:
     """The decisions of one file broker: one workspace (plus extra roots), one extension's grants.
 
-    ``links_resolve_here``: the broker's paths are this machine's, so the content gate may
-    resolve a symlink itself (a runner's are not: only the paths the runner resolved count)."""
+    ``local``: the broker's paths are this machine's, so ``~`` is the home folder here and the
+    content gate may resolve a symlink itself. A runner's are not: ``~`` is refused (the
+    runner's home is never its workspace) and only the paths the runner resolved count."""
 
     def __init__(
         self,
@@ -51,7 +54,7 @@ class FsPolicy:
         hidden: Iterable[Path] = (),
         gate: ContentGate | None = None,
         audit_fields: Mapping[str, Any] | None = None,
-        links_resolve_here: bool = True,
+        local: bool = True,
     ) -> None:
         self.workspace = workspace
         self.roots: tuple[Path, ...] = (workspace, *roots)
@@ -65,7 +68,7 @@ class FsPolicy:
         self._audit = audit
         self._extension_id = extension_id
         self._audit_fields = dict(audit_fields or {})
-        self._links_here = links_resolve_here
+        self._local = local
 
     # ------------------------------------------------------------------ audit and refusals
 
@@ -102,12 +105,17 @@ class FsPolicy:
         return str(real)
 
     def check_text(self, path: str) -> str:
-        """``path`` when it can name a file at all (a non-empty string without NUL)."""
+        """``path`` when it can name a file at all (a non-empty string without NUL), with ``~``
+        expanded to the home folder here (refused on a runner)."""
         if not isinstance(path, str) or not path.strip():
             raise BrokerDenied("empty path")
         if "\x00" in path:
             raise BrokerDenied("path contains a NUL byte")
-        return path
+        if self._local:
+            return os.path.expanduser(path)
+        if path != "~" and not path.startswith("~/"):
+            return path
+        raise self.deny(f"{path}: the home folder is outside the runner's workspace {self.workspace}", path, "read")
 
     def root_of(self, real: Path) -> Path | None:
         return next((root for root in self.roots if real == root or real.is_relative_to(root)), None)
@@ -139,6 +147,31 @@ class FsPolicy:
                 f"{path}: inside Roder's own folders (threads, logs, credentials), which tools never reach", path, action
             )
 
+    def admit(self, path: str, lexical: Path, real: Path, *, write: bool, git: Callable[[Path, Path], str | None]) -> Path:
+        """After the broker resolved ``lexical`` to ``real``: refuse anything outside every root
+        or in Roder's own folders; a write of a protected name or a git dir (``git(real, root)``
+        says why, read by the broker's own means); a read the content gate withholds."""
+        action = "write" if write else "read"
+        root = self.inside(path, lexical, real, action)
+        self.check_hidden(path, real, action)
+        if write:
+            self.check_protected(path, lexical, real, root)
+            self.check_git(path, git(real, root))
+        else:
+            self.check_read(path, lexical, real)
+        return real
+
+    def admit_entry(self, path: str, lexical: Path, entry: Path, *, git: Callable[[Path, Path], str | None]) -> Path:
+        """For delete and move: the entry itself (a symlink, not its target) below a root,
+        never a root, never a protected name or a git dir."""
+        root = self.inside(path, lexical, entry, "write")
+        self.check_hidden(path, entry, "write")
+        if entry == root:
+            raise self.deny(f"{path}: refusing to remove or move a workspace root", path, "write")
+        self.check_protected(path, lexical, entry, root)
+        self.check_git(path, git(entry, root))
+        return entry
+
     def check_protected(self, path: str, lexical: Path, real: Path, root: Path) -> None:
         """Refuse writing a protected name (``protected_names``) at any depth, as the path
         resolves or as it was written."""
@@ -163,11 +196,6 @@ class FsPolicy:
                 path,
                 "write",
             )
-
-    def check_entry(self, path: str, entry: Path, root: Path) -> None:
-        """What delete and move may take: an entry below a root, never the root itself."""
-        if entry == root:
-            raise self.deny(f"{path}: refusing to remove or move a workspace root", path, "write")
 
     def changed(self, path: str, where: Path) -> BrokerDenied:
         """A folder on the way turned into a symlink or a file while the broker used it."""
@@ -209,6 +237,11 @@ class FsPolicy:
         if links is not None and links > 1:
             raise self.deny(f"{path}: hard-linked file ({links} names); Roder will not write through it", path, "write")
 
+    def check_held(self, path: str, size: int, limit: int) -> None:
+        """A broker that holds a whole file in memory to read it takes ``limit`` bytes at most."""
+        if size > limit:
+            raise self.deny(f"{path}: {size} bytes is more than a runner file read holds; read it with bash", path, "read")
+
     def check_deletable(self, path: str, kind: FileKind) -> None:
         """Delete takes a file (or a symlink, never its target), never a folder."""
         if kind == "dir":
@@ -236,14 +269,14 @@ class FsPolicy:
     def _refusal(self, lexical: Path, real: Path | None, *, asked: bool) -> str | None:
         if self.gate is None:
             return None
-        if real is None and self._links_here:
+        if real is None and self._local:
             return self.gate.refusal(lexical, asked=asked)  # the gate resolves it here
         forms = [lexical] if real is None else [lexical, real]
         return next((r for form in forms if (r := self.gate.refusal(form, asked=asked, resolved=True))), None)
 
     def check_read(self, path: str, lexical: Path, real: Path) -> None:
         """An explicit read of one path: the policy engine asked about it already."""
-        reason = self._refusal(lexical, None if self._links_here else real, asked=True)
+        reason = self._refusal(lexical, None if self._local else real, asked=True)
         if reason is not None:
             raise self.deny(reason, path, "read")
 
@@ -260,7 +293,7 @@ class FsPolicy:
         """Whether a listed entry passes the content gate; a refused one is named in ``withheld``."""
         if self.gate is None:
             return True
-        resolved = info.kind != "symlink" or not self._links_here
+        resolved = info.kind != "symlink" or not self._local
         if self.gate.refusal(info.path, resolved=resolved) is None:
             return True
         if withheld is not None:
