@@ -24,8 +24,11 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 import pytest
 
+from roder_core import ir
 from roder_core.auth.logins import LoginStatus
-from roder_core.customization.slash_commands import CommandInfo
+from roder_core.customization.slash_commands import CommandInfo, CommandOutcome
+from roder_core.customization.subagents import TraceRecord
+from roder_core.ir import Turn, UserMessageItem
 from roder_core.kernel.extension import ProcessState
 from roder_core.kernel.services import MemoryRecord
 from roder_core.kernel.tool_catalog import SourceStatus
@@ -39,7 +42,7 @@ from roder_core.runtime.runner_snapshots import Snapshot
 from roder_core.server.methods.auth import status_result
 from roder_core.server.protocol import ExtensionProcessInfo, ProtocolModel, ToolSourceInfo, from_domain
 from roder_core.server.protocol_auth import AuthStatusResult
-from roder_core.server.protocol_features import CommandInfoModel, MemoryModel
+from roder_core.server.protocol_features import CommandInfoModel, CommandsRunResult, MemoryModel, SubagentTrace
 from roder_core.server.protocol_plugins import (
     ImportPreviewResult,
     InstalledPlugin,
@@ -65,7 +68,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def sample(cls: type[Any], _stack: tuple[type[Any], ...] = (), **overrides: Any) -> Any:
     """An instance of dataclass ``cls`` with every field set to a value that is not its default
     (so a key written only when set is written), nested dataclasses built the same way."""
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, localns=vars(ir))  # ``Turn`` may be imported for type checking only
     values = dict(overrides)
     for spec in dataclasses.fields(cls):
         if spec.init and spec.name not in values:
@@ -168,6 +171,10 @@ CROSSINGS: dict[type[Any], Crossing] = {
     PluginLayout: Crossing(PreviewComponents, _layout),
     Variant: Crossing(PluginVariant, lambda: sample(Variant)),
     Preview: Crossing(PreviewResult, _preview),
+    CommandOutcome: Crossing(
+        CommandsRunResult, lambda: sample(CommandOutcome, kind="action", turn=Turn(items=[UserMessageItem(text="hi")]))
+    ),
+    TraceRecord: Crossing(SubagentTrace, lambda: sample(TraceRecord)),
     ImportPlan: Crossing(ImportPreviewResult, lambda: sample(ImportPlan, plugins=[sample(ImportItem)])),
     # a marketplace row: the record's keys plus what the service reads from the catalog
     KnownMarketplace: Crossing(
@@ -199,8 +206,6 @@ NOT_A_MODEL: dict[str, str] = {
     "IndexedEntryPoint": "the entry-point index cache file; never sent",
     "InstallRecord": "an installed_plugins.json entry (Claude Code's format); installed rows are PluginService's",
     "PluginSource": "a plugin's source, carried verbatim (its kind's own keys)",
-    "CommandOutcome": "commands/run's result, carried verbatim",
-    "TraceRecord": "turn/subagentTraces/list, carried verbatim",
 }
 
 
