@@ -62,6 +62,7 @@ from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
+    from textual.screen import Screen
 
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
     from roder_core.kernel.services import PaletteCommand
@@ -82,6 +83,8 @@ SIDEBAR_STEP = 4
 SIDEBAR_MIN_CELLS = 16
 #: Turns a thread opens with; older ones are fetched when the transcript is scrolled back to them.
 RECENT_TURNS = 30
+#: The name the command palette's screen is installed under.
+PALETTE_SCREEN = "command-palette"
 #: Makes the app's control-plane client: in process by default, a host's client when attached.
 ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
@@ -130,17 +133,11 @@ def _preimport() -> None:
     discovered_factories()
 
 
-def _palette_provider() -> type:
-    """The palette provider, imported when the palette first opens (not before the first frame)."""
-    from roder_tui.palette import PaletteSourcesProvider
-
-    return PaletteSourcesProvider
-
-
 class RoderApp(App[int]):
     TITLE = "Roder"
     BINDINGS = app_bindings()
-    COMMANDS = {_palette_provider}
+    #: Roder's palette (screens/command_palette.py) replaces Textual's: it is built once, not per open.
+    ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: vertical; }
     #body { height: 1fr; }
@@ -356,6 +353,7 @@ class RoderApp(App[int]):
         gen0, gen1, _gen2 = gc.get_threshold()
         gc.set_threshold(gen0, gen1, 100)
         self.ready.set()
+        self._palette_screen()  # built now, while idle: ctrl+p then only shows it
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
             await self.send(prompt)
@@ -1194,6 +1192,25 @@ class RoderApp(App[int]):
         self.notify(str(target), title="exported")
 
     # ------------------------------------------------------------------ palette
+
+    def action_command_palette(self) -> None:
+        from roder_tui.screens.command_palette import CommandPaletteScreen
+
+        if not isinstance(self.screen, CommandPaletteScreen):
+            self.push_screen(self._palette_screen())
+
+    def _palette_screen(self) -> Screen[Any]:
+        """The palette, installed (composed and styled) on first use and reused on every open."""
+        from roder_tui.screens.command_palette import CommandPaletteScreen
+
+        if not self.is_screen_installed(PALETTE_SCREEN):
+            self.install_screen(CommandPaletteScreen(self._palette_rows, self.run_palette_command), PALETTE_SCREEN)
+        return self.get_screen(PALETTE_SCREEN)
+
+    async def _palette_rows(self) -> list[PaletteCommand]:
+        from roder_tui.palette import palette_rows
+
+        return await palette_rows(self._client(), await self.palette_state())
 
     async def palette_state(self) -> dict[str, Any]:
         from roder_core.server.protocol import MODEL_LIST, PROVIDERS_LIST, THREAD_LIST, ModelListParams, ThreadListParams
