@@ -85,6 +85,7 @@ SIDEBAR_MIN_CELLS = 16
 RECENT_TURNS = 30
 #: The name the command palette's screen is installed under.
 PALETTE_SCREEN = "command-palette"
+HELP_SCREEN = "help"
 #: Makes the app's control-plane client: in process by default, a host's client when attached.
 ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
@@ -278,6 +279,7 @@ class RoderApp(App[int]):
         self.prompt_bar.input.focus()
         self._layout_for_width(self.size.width)
         self.set_timer(0.05, self._boot)
+        self.call_after_refresh(self._build_modals)
 
     def on_resize(self, event: Any) -> None:
         self._layout_for_width(event.size.width)
@@ -353,7 +355,6 @@ class RoderApp(App[int]):
         gen0, gen1, _gen2 = gc.get_threshold()
         gc.set_threshold(gen0, gen1, 100)
         self.ready.set()
-        self._palette_screen()  # built now, while idle: ctrl+p then only shows it
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
             await self.send(prompt)
@@ -1200,16 +1201,31 @@ class RoderApp(App[int]):
             self.push_screen(self._palette_screen())
 
     def _palette_screen(self) -> Screen[Any]:
-        """The palette, installed (composed and styled) on first use and reused on every open."""
         from roder_tui.screens.command_palette import CommandPaletteScreen
 
-        if not self.is_screen_installed(PALETTE_SCREEN):
-            self.install_screen(CommandPaletteScreen(self._palette_rows, self.run_palette_command), PALETTE_SCREEN)
-        return self.get_screen(PALETTE_SCREEN)
+        return self._installed(PALETTE_SCREEN, lambda: CommandPaletteScreen(self._palette_rows, self.run_palette_command))
+
+    def _installed(self, name: str, make: Callable[[], Screen[Any]]) -> Screen[Any]:
+        """A modal opened often (palette, help), installed on first use and reused on every open:
+        composing and styling one costs far more than showing it."""
+        if not self.is_screen_installed(name):
+            self.install_screen(make(), name)
+        return self.get_screen(name)
+
+    def _build_modals(self) -> None:
+        """Compose, style and mount the palette and help after the first frame, while the runtime
+        starts, so ctrl+p and F1 only show them (Textual starts an installed screen when it is
+        first pushed; ``_get_screen`` is that step). The palette's rows load once the runtime is
+        ready."""
+        from roder_tui.screens.help import HelpScreen
+
+        self._get_screen(self._palette_screen())
+        self._get_screen(self._installed(HELP_SCREEN, HelpScreen))
 
     async def _palette_rows(self) -> list[PaletteCommand]:
         from roder_tui.palette import palette_rows
 
+        await self.ready.wait()
         return await palette_rows(self._client(), await self.palette_state())
 
     async def palette_state(self) -> dict[str, Any]:
@@ -1416,7 +1432,7 @@ class RoderApp(App[int]):
         from roder_tui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(self._installed(HELP_SCREEN, HelpScreen))
 
     async def action_new_thread(self) -> None:
         if self.client is not None:

@@ -55,9 +55,7 @@ class CommandPaletteScreen(ModalScreen[None]):
     CommandPaletteScreen OptionList > .option-list--option-highlighted { text-style: bold; }
     """
 
-    def __init__(
-        self, load_rows: Callable[[], Awaitable[list[PaletteCommand]]], run: Callable[[PaletteCommand], object]
-    ) -> None:
+    def __init__(self, load_rows: Callable[[], Awaitable[list[PaletteCommand]]], run: Callable[[PaletteCommand], object]) -> None:
         super().__init__(id="command-palette")
         self._load_rows = load_rows
         self._run = run
@@ -93,15 +91,23 @@ class CommandPaletteScreen(ModalScreen[None]):
         self.reload()
 
     def on_screen_resume(self) -> None:
-        """Each open starts from an empty search over the rows at hand, and refreshes them."""
+        """Each open starts from an empty search over the rows at hand; fresh rows are asked for
+        once the palette is drawn, so the sources never delay its first frame."""
         query = self.query_input
         if query.value:
             query.value = ""  # lists every row (Input.Changed)
-        else:
+        elif self.shown != self.rows:
             self._list("")
+        elif self.shown:
+            self.row_list.highlighted = 0
+            self.row_list.scroll_home(animate=False, immediate=True)
         query.focus()
+        # Built while hidden at the app's size, the screen is not laid out again when pushed
+        # (Textual lays a resumed screen out only when its size changed): without this, the rows
+        # of the first open stayed undrawn until the next key.
+        self.refresh(layout=True)
         if self.is_mounted:
-            self.reload()
+            self.call_after_refresh(self.reload)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
