@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from roder_ext_jsonl_store.index import SETTLED_NS, ThreadIndex, summarize
+from roder_ext_jsonl_store.index import _ROW, SETTLED_NS, ThreadIndex, summarize
 
 from roder_core.settings.paths import RoderPaths
 from tests.sessions.harness import make_runtime
@@ -152,9 +152,7 @@ def _row_state(directory: Path, thread_id: str) -> tuple[int, int]:
 
 def test_a_writer_killed_mid_turn_is_settled_by_the_next_listing(workspace: Path, tmp_path: Path) -> None:
     directory = RoderPaths.from_env().threads_dir
-    writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(directory), str(workspace)], stdout=subprocess.PIPE, text=True
-    )
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(directory), str(workspace)], stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout is not None
         thread_id = writer.stdout.readline().strip()
@@ -172,9 +170,7 @@ def test_a_writer_killed_mid_turn_is_settled_by_the_next_listing(workspace: Path
     assert [row] == _fresh_rows(directory, tmp_path)
 
 
-async def test_a_process_killed_while_rebuilding_the_index_leaves_it_right_or_rebuilt(
-    workspace: Path, tmp_path: Path
-) -> None:
+async def test_a_process_killed_while_rebuilding_the_index_leaves_it_right_or_rebuilt(workspace: Path, tmp_path: Path) -> None:
     directory = await _threads(workspace, 4)
     expected = _fresh_rows(directory, tmp_path)
     for _ in range(3):
@@ -190,7 +186,7 @@ def test_a_row_continues_from_its_folded_bytes_and_a_rewritten_file_is_read_agai
     directory = RoderPaths.from_env().threads_dir
     directory.mkdir(parents=True)
     thread = "thr_" + "b" * 20
-    head = {"type": "header", "id": thread, "cwd": str(workspace), "createdAt": 10.0, "title": "", "provider": "mock", "model": "m"}
+    head = {"type": "header", "id": thread, "cwd": str(workspace), "createdAt": 10.0, "provider": "mock", "model": "m"}
     path = directory / f"{thread}.jsonl"
 
     def line(**fields: Any) -> bytes:
@@ -201,7 +197,8 @@ def test_a_row_continues_from_its_folded_bytes_and_a_rewritten_file_is_read_agai
     index.taken(thread, path)
     index.catch_up(thread, path, live=True)
     with path.open("ab") as handle:  # a turn's start written twice counts once
-        handle.write(line(ts=12.0, method="turn/started", turnId="turn_1") + line(ts=13.0, method="turn/started", turnId="turn_2"))
+        handle.write(line(ts=12.0, method="turn/started", turnId="turn_1"))
+        handle.write(line(ts=13.0, method="turn/started", turnId="turn_2"))
         handle.write(line(ts=14.0, method="thread/title/changed", title="two turns"))
     index.catch_up(thread, path, live=False)
     [row] = index.listing()
@@ -218,5 +215,4 @@ def _stored(directory: Path, thread_id: str) -> tuple[Any, ...]:
     import sqlite3
 
     with sqlite3.connect(ThreadIndex(directory).path) as db:
-        columns = "id, cwd, title, created_at, updated_at, provider, model, parent_thread, parent_turn, turn_count, status, last_turn, size, inode, open"
-        return tuple(db.execute(f"SELECT {columns} FROM threads WHERE id = ?", (thread_id,)).fetchone())
+        return tuple(db.execute(f"SELECT {_ROW} FROM threads WHERE id = ?", (thread_id,)).fetchone())
