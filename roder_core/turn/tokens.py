@@ -43,7 +43,28 @@ def _json_tokens(value: object) -> int:
     return estimate_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
+#: Token counts of the parts counted lately, by identity (with the part, so its id cannot be
+#: reused while it is here). Every model call counts its whole conversation, and the parts of
+#: the earlier turns are the same objects from call to call (``context.PartCache``): counting
+#: each once keeps a call's count from costing more as the thread grows. Parts are never edited
+#: in place (a planner that shortens one makes a copy), so a count stays right for its part.
+_COUNTED: dict[int, tuple[object, int]] = {}
+#: Past this many parts the counts start over (a bound on the memory, not a tuning knob).
+_COUNTED_LIMIT = 100_000
+
+
 def part_tokens(part: object) -> int:
+    hit = _COUNTED.get(id(part))
+    if hit is not None and hit[0] is part:
+        return hit[1]
+    tokens = _count_part(part)
+    if len(_COUNTED) >= _COUNTED_LIMIT:
+        _COUNTED.clear()
+    _COUNTED[id(part)] = (part, tokens)
+    return tokens
+
+
+def _count_part(part: object) -> int:
     if isinstance(part, TextPart):
         return estimate_tokens(part.text)
     if isinstance(part, ImagePart):
