@@ -35,6 +35,7 @@ from roder_core.ir import (
     AgentInferenceRequest,
     CompletedEvent,
     InferenceEvent,
+    Message,
     MessageDelta,
     ModelProfile,
     ReasoningDelta,
@@ -46,6 +47,7 @@ from roder_core.ir import (
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.turn.context import estimate_tokens, is_turn_context
+from roder_core.turn.tokens import CHARS_PER_TOKEN
 
 MOCK_MODELS = ("mock", "mock-large")
 
@@ -73,6 +75,19 @@ class MockEngine:
     def __init__(self, script: list[dict[str, Any]] | None = None) -> None:
         self._script = script
         self._positions: dict[str, int] = {}
+        #: The encoded length of each message sent lately, by identity (held, so the id stays its
+        #: own): a thread's earlier messages are the same objects at every call (the context
+        #: assembler reuses them), so each is encoded once, as a wire encoder caching its
+        #: messages would; a request's prompt count no longer grows in cost with the thread.
+        self._encoded: dict[int, tuple[Message, int]] = {}
+
+    def _encoded_length(self, message: Message) -> int:
+        hit = self._encoded.get(id(message))
+        if hit is None or hit[0] is not message:
+            if len(self._encoded) >= 100_000:
+                self._encoded.clear()
+            hit = self._encoded[id(message)] = (message, len(message.model_dump_json()))
+        return hit[1]
 
     def id(self) -> str:
         return "mock"
@@ -147,7 +162,8 @@ class MockEngine:
                 name=call["name"],
                 arguments=call.get("arguments", {}),
             )
-        prompt_tokens = estimate_tokens(request.system + "".join(m.model_dump_json() for m in request.messages))
+        characters = len(request.system) + sum(map(self._encoded_length, request.messages))
+        prompt_tokens = (characters + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN  # estimate_tokens of it all
         usage = (
             Usage(**step["usage"])
             if "usage" in step
