@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -75,18 +76,19 @@ class MockEngine:
     def __init__(self, script: list[dict[str, Any]] | None = None) -> None:
         self._script = script
         self._positions: dict[str, int] = {}
-        #: The encoded length of each message sent lately, by identity (held, so the id stays its
-        #: own): a thread's earlier messages are the same objects at every call (the context
-        #: assembler reuses them), so each is encoded once, as a wire encoder caching its
-        #: messages would; a request's prompt count no longer grows in cost with the thread.
-        self._encoded: dict[int, tuple[Message, int]] = {}
+        #: The encoded length of each message sent, by identity, with a weak reference to it (the
+        #: entry goes with the message): a thread's earlier messages are the same objects at
+        #: every call (the context assembler reuses them), so each is encoded once, as a wire
+        #: encoder caching its messages would; a request's prompt count no longer grows in cost
+        #: with the thread.
+        self._encoded: dict[int, tuple[weakref.ref[Message], int]] = {}
 
     def _encoded_length(self, message: Message) -> int:
-        hit = self._encoded.get(id(message))
-        if hit is None or hit[0] is not message:
-            if len(self._encoded) >= 100_000:
-                self._encoded.clear()
-            hit = self._encoded[id(message)] = (message, len(message.model_dump_json()))
+        key = id(message)
+        hit = self._encoded.get(key)
+        if hit is None or hit[0]() is not message:
+            gone = weakref.ref(message, lambda _gone: self._encoded.pop(key, None))
+            hit = self._encoded[key] = (gone, len(message.model_dump_json()))
         return hit[1]
 
     def id(self) -> str:

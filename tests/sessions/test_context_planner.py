@@ -192,3 +192,23 @@ def test_messages_of_unchanged_items_are_the_same_objects_and_never_edited_later
     assert third[1] is second[1], "the same parts give the same assistant message"
     assert [p.call_id for p in third[-1].parts] == ["c0", "c1"], "the shared tool message was not extended twice"
     assert part_tokens(third[1].parts[0]) == part_tokens(TextPart(text="reading"))
+
+
+def test_counts_are_kept_per_part_and_message_only_while_they_live() -> None:
+    """A conversation's parts and messages are counted once each; the counts hold no part or
+    message alive (a long-running server counting many threads keeps no old conversation)."""
+    import gc
+    import weakref
+
+    from roder_core.turn import tokens
+
+    message = Message(role="user", parts=[TextPart(text="x" * 400)])
+    gone = weakref.ref(message)
+    assert message_tokens(message) == message_tokens(message) == 4 + 100
+    assert id(message) in tokens._COUNTED
+    shorter = message.model_copy(update={"parts": [TextPart(text="x" * 40)]})  # what a planner does
+    assert message_tokens(shorter) == 4 + 10
+    key = id(message)
+    del message
+    gc.collect()
+    assert gone() is None and key not in tokens._COUNTED
