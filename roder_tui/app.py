@@ -30,14 +30,13 @@ from collections.abc import Awaitable, Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
-from roder_ext_tui.segments import cache_state  # noqa: E402
 from textual import on, work  # noqa: E402
 from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
 from roder_core import __version__  # noqa: E402
-from roder_core.ir import Mode  # noqa: E402
+from roder_core.modes import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.keymap import app_bindings  # noqa: E402
 from roder_tui.questions import QuestionQueue  # noqa: E402
@@ -575,6 +574,8 @@ class RoderApp(App[int]):
             self.status_bar.update_state(git_branch=git_branch(self.cwd))
             self.refresh_sidebar()
         elif isinstance(event, ev.TokenUsageUpdated):
+            from roder_ext_tui.segments import cache_state
+
             self.status_bar.update_state(
                 context_tokens=event.context_tokens,
                 context_window=event.context_window,
@@ -792,6 +793,8 @@ class RoderApp(App[int]):
 
         live = await self._client().call(THREAD_LIVE, ThreadLiveParams(thread_id=thread.id))
         last = next((t for t in reversed(thread.turns) if t.usage.total_tokens), None)
+        from roder_ext_tui.segments import cache_state
+
         self.status_bar.update_state(
             provider=thread.provider or self.status_bar.state.get("provider"),
             model=thread.model or self.status_bar.state.get("model"),
