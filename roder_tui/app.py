@@ -120,13 +120,17 @@ def git_branch(cwd: Path) -> str | None:
 
 
 def _preimport() -> None:
-    """Import the runtime, the message renderers and the extensions on a thread while the first
-    frame paints, so neither startup nor the first streamed answer waits for an import."""
+    """Import the runtime and the extensions on a thread while the first frame paints."""
     import roder_core.server.client  # noqa: F401
-    import roder_tui.widgets.messages  # noqa: F401
     from roder_core.kernel.distribution import discovered_factories
 
     discovered_factories()
+
+
+def _preimport_renderers() -> None:
+    """The message renderers (Markdown, Pygments), imported on a thread once the app is idle, so
+    the first streamed answer does not wait for them and start-up does not share a core with them."""
+    import roder_tui.widgets.messages  # noqa: F401
 
 
 def _palette_provider() -> type:
@@ -279,7 +283,8 @@ class RoderApp(App[int]):
         self.status_bar.update_state(cwd=str(self.cwd), git_branch=git_branch(self.cwd), activity="starting")
         self.prompt_bar.input.focus()
         self._layout_for_width(self.size.width)
-        self.set_timer(0.05, self._boot)
+        # The runtime starts once the first frame is on the screen: nothing of it delays that frame.
+        self.call_after_refresh(self._boot)
 
     def on_resize(self, event: Any) -> None:
         self._layout_for_width(event.size.width)
@@ -320,17 +325,23 @@ class RoderApp(App[int]):
             client = self.client
             client.serve_locally("team/pane/focus", self.teams.pane_focus)
             client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
-            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__)))
+            # No method table: listing it imports every handler module of the server, which the
+            # app does not read (the others load on their first call).
+            hello = InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__), include_method_groups=False)
+            info = await client.call(INITIALIZE, hello)
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
             self.exit_message = f"roder: {exc}"
             self.exit(2)
             return
         for warning in info.warnings:
             self.notify(warning, severity="warning", timeout=8)
-        await self._add_plugin_themes()
         # Segments render on this side; palette rows come from the host (palette/commands).
         self.status_bar.set_segments(await asyncio.to_thread(client.status_segments, info.cwd))
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
+        # What the prompt does not need comes after "idle": the renderers of answers, plugins'
+        # themes, the sandbox probe's verdict, commands, MCP completions, the thread list.
+        renderers = asyncio.create_task(asyncio.to_thread(_preimport_renderers))
+        await self._add_plugin_themes()
         await self._show_sandbox()
         if REMOTE:
             from roder_tui.widgets.messages import ToolCardView
@@ -347,6 +358,7 @@ class RoderApp(App[int]):
             if choice == "quit":
                 self.exit(0)
                 return
+        await renderers
         await self._open_initial_thread()
         # Everything alive now lives as long as the app: keep it out of the cyclic collector's
         # full passes, which otherwise stall streaming for 100+ ms on a large heap; and make full
