@@ -135,6 +135,15 @@ def worker_context() -> Any:
     return context
 
 
+def start_worker_server() -> None:
+    """Start the fork server now, so its import of the runtime runs beside the driver's own
+    start (the preflight) instead of after it; ``run_local`` forks from the same server."""
+    if worker_context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 def run_local(specs: Sequence[RolloutSpec], workers: int, on_done: OnDone) -> None:
     context = worker_context()
     queue = deque(specs)
