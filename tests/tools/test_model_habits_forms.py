@@ -151,3 +151,72 @@ async def test_grep_with_a_line_break_says_it_matches_line_by_line(workspace: Pa
             "line of it ('x = 1') and read the lines around the match"
         )
     assert in_class.text == "a.py:2:    x = 1", "a class excluding line breaks matches within a line"
+
+
+async def test_a_patch_in_a_markdown_fence_or_as_a_unified_diff_applies(workspace: Path) -> None:
+    (workspace / "a.py").write_text(SOURCE)
+    (workspace / "q.sql").write_text("select 1;\n-- old note\nselect 2;\n")
+    (workspace / "gone.txt").write_text("bye\n")
+    (workspace / "old.txt").write_text("keep\n")
+    fenced = "```diff\n" + patch("*** Update File: a.py", "@@", "-    x = 1", "+    x = 5") + "\n```"
+    git_diff = "\n".join(
+        [
+            "diff --git a/a.py b/a.py",
+            "index 1111111..2222222 100644",
+            "--- a/a.py",
+            "+++ b/a.py",
+            "@@ -2,3 +2,3 @@ def f():",
+            "     x = 5",
+            "-    y = 2",
+            "+    y = 6",
+            "     return x + y",
+            "--- q.sql\t2026-11-27 10:00:00",
+            "+++ q.sql\t2026-11-27 10:01:00",
+            "@@ -1,3 +1,3 @@",
+            " select 1;",
+            "--- old note",
+            "+-- new note",
+            " select 2;",
+            "--- /dev/null",
+            "+++ b/new.txt",
+            "@@ -0,0 +1,2 @@",
+            "+hello",
+            "+world",
+            "\\ No newline at end of file",
+            "--- a/gone.txt",
+            "+++ /dev/null",
+            "@@ -1 +0,0 @@",
+            "-bye",
+            "diff --git a/old.txt b/moved.txt",
+            "similarity index 100%",
+            "--- a/old.txt",
+            "+++ b/moved.txt",
+            "@@ -1 +1 @@",
+            "-keep",
+            "+kept",
+        ]
+    )
+    steps = [
+        {"tool_calls": [call("apply_patch", patch=fenced)]},
+        {"tool_calls": [call("apply_patch", patch=git_diff)]},
+        {"text": "ok"},
+    ]
+    _rt, [first, second] = await run_script(workspace, steps)
+    assert not first.is_error, first.text
+    assert not second.is_error, second.text
+    assert second.text.startswith("applied the patch:\nM a.py\nM q.sql\nA new.txt\nD gone.txt\nR old.txt -> moved.txt\n")
+    assert (workspace / "a.py").read_text() == SOURCE.replace("x = 1", "x = 5").replace("y = 2", "y = 6")
+    assert (workspace / "q.sql").read_text() == "select 1;\n-- new note\nselect 2;\n"
+    assert (workspace / "new.txt").read_text() == "hello\nworld\n"
+    assert not (workspace / "gone.txt").exists()
+    assert not (workspace / "old.txt").exists()
+    assert (workspace / "moved.txt").read_text() == "kept\n"
+
+
+async def test_a_unified_diff_asks_approval_for_the_files_it_names(workspace: Path) -> None:
+    from roder_ext_builtin_coding_tools.patch import ApplyPatchTool
+
+    diff = "--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-x\n+y\n"
+    subjects = ApplyPatchTool().policy_subjects({"patch": diff}, workspace)
+    assert [(s.value, s.writes) for s in subjects] == [("src/a.py", True)]
+    assert ApplyPatchTool().mutated_paths({"patch": "```\n" + diff + "```"}, workspace) == [str(workspace / "src" / "a.py")]
