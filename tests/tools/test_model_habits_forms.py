@@ -72,23 +72,27 @@ async def test_edit_leaves_out_line_numbers_in_the_arrow_form(workspace: Path) -
     assert (workspace / "a.py").read_text() == SOURCE.replace("y = 2", "y = 7")
 
 
-async def test_paths_with_dot_slash_absolute_inside_and_tilde(workspace: Path) -> None:
+async def test_paths_with_dot_slash_absolute_inside_and_tilde(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(workspace.parent))  # the workspace is ~/ws
     (workspace / "sub").mkdir()
     (workspace / "sub" / "b.txt").write_text("hi\n")
     steps = [
         {"tool_calls": [call("read", path="./sub/b.txt")]},
         {"tool_calls": [call("edit", path=str(workspace / "sub" / "b.txt"), old_string="hi", new_string="ho")]},
         {"tool_calls": [call("write", path="./sub/c.txt", content="c\n")]},
+        {"tool_calls": [call("edit", path="~/ws/sub/c.txt", old_string="c", new_string="d")]},
         {"tool_calls": [call("read", path="~/b.txt")]},
         {"text": "ok"},
     ]
-    _rt, [read, edit, write, home] = await run_script(workspace, steps)
+    _rt, [read, edit, write, tilde, home] = await run_script(workspace, steps)
     assert read.text == "     1\thi"
     assert edit.text.startswith("edited sub/b.txt: 1 replacement")
     assert write.text == "created sub/c.txt (1 lines, 2 bytes)"
+    assert tilde.text.startswith("edited sub/c.txt: 1 replacement")
     assert home.is_error
     assert home.text == f"refused: ~/b.txt: outside the workspace {workspace}; Roder's file tools only reach the workspace"
     assert (workspace / "sub" / "b.txt").read_text() == "ho\n"
+    assert (workspace / "sub" / "c.txt").read_text() == "d\n"
 
 
 async def test_read_past_the_end_or_from_zero_says_so(workspace: Path) -> None:
