@@ -224,3 +224,25 @@ async def test_a_unified_diff_asks_approval_for_the_files_it_names(workspace: Pa
     subjects = ApplyPatchTool().policy_subjects({"patch": diff}, workspace)
     assert [(s.value, s.writes) for s in subjects] == [("src/a.py", True)]
     assert ApplyPatchTool().mutated_paths({"patch": "```\n" + diff + "```"}, workspace) == [str(workspace / "src" / "a.py")]
+
+
+async def test_glob_and_grep_take_absolute_globs_and_a_glob_given_as_path(workspace: Path) -> None:
+    (workspace / "src" / "deep").mkdir(parents=True)
+    (workspace / "src" / "a.py").write_text("x = 1\n")
+    (workspace / "src" / "deep" / "b.py").write_text("x = 2\n")
+    steps = [
+        {"tool_calls": [call("glob", pattern=f"{workspace}/src/*.py")]},
+        {"tool_calls": [call("glob", pattern="/etc/*.conf")]},
+        {"tool_calls": [call("grep", pattern="x", path="src/*.py")]},
+        {"tool_calls": [call("grep", pattern="x", glob=f"{workspace}/src/**/*.py")]},
+        {"tool_calls": [call("grep", pattern="x", path="nope")]},
+        {"text": "ok"},
+    ]
+    _rt, [absolute, outside, as_path, absolute_glob, missing] = await run_script(workspace, steps)
+    assert absolute.text == "src/a.py"
+    assert outside.is_error
+    assert outside.text == f"refused: /etc: outside the workspace {workspace}; Roder's file tools only reach the workspace"
+    assert as_path.text == "(path 'src/*.py' is a glob: searched the files matching 'src/*.py')\nsrc/a.py:1:x = 1"
+    assert absolute_glob.text == "src/a.py:1:x = 1\nsrc/deep/b.py:1:x = 2"
+    assert missing.is_error
+    assert missing.text == "nope: no such file or folder"
