@@ -71,6 +71,8 @@ class WriteTool(FileEditTool):
         refuse the call: the preview and the run share them, so a write that would be refused
         is refused before anyone is asked to approve it."""
         args = parse_arguments(WriteArguments, call)
+        if args.path.endswith(("/", "\\")):
+            raise ToolInputError(f"{args.path} names a folder (it ends with '/'); give the path of the file to write")
         fs = ctx.brokers.fs
         data = fs.read_bytes(args.path) if fs.exists(args.path) else None
         check_whole_write(ctx, args.path, fs.display(fs.resolve(args.path, write=True)), data)

@@ -246,3 +246,21 @@ async def test_glob_and_grep_take_absolute_globs_and_a_glob_given_as_path(worksp
     assert absolute_glob.text == "src/a.py:1:x = 1\nsrc/deep/b.py:1:x = 2"
     assert missing.is_error
     assert missing.text == "nope: no such file or folder"
+
+
+async def test_a_location_after_a_path_a_missing_folder_and_a_folder_to_write(workspace: Path) -> None:
+    (workspace / "a.py").write_text("".join(f"line {n}\n" for n in range(1, 30)))
+    steps = [
+        {"tool_calls": [call("read", path="a.py:12")]},
+        {"tool_calls": [call("read", path="a.py#L10-L12")]},
+        {"tool_calls": [call("ls", path="nope")]},
+        {"tool_calls": [call("write", path="sub/", content="x")]},
+        {"text": "ok"},
+    ]
+    _rt, [colon, anchor, folder, write] = await run_script(workspace, steps)
+    assert colon.text == "a.py:12: no such file; to read a.py from line 12, send path='a.py' and offset=12"
+    assert anchor.text == "a.py#L10-L12: no such file; to read a.py from line 10, send path='a.py' and offset=10"
+    assert folder.text == "nope: no such folder"
+    assert write.text == "sub/ names a folder (it ends with '/'); give the path of the file to write"
+    assert all(r.is_error for r in (colon, anchor, folder, write))
+    assert not (workspace / "sub").exists()
