@@ -485,7 +485,7 @@ class ApplyPatchTool(BuiltinTool):
                 )
         return changes
 
-    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+    async def show(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         fs = ctx.brokers.fs
         ops = parse_patch(parse_arguments(ApplyPatchArguments, call).patch)
         planned = plan_changes(fs, ops, lambda path, data: changed_since_note(ctx, path, data))
