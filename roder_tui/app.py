@@ -291,7 +291,7 @@ class RoderApp(App[int]):
     def _layout_for_width(self, width: int) -> None:
         self.sidebar.display = self.sidebar_wanted and width >= SIDEBAR_MIN_WIDTH
 
-    def _arrange_team(self) -> None:
+    def arrange_team(self) -> None:
         """After a team change: the panes laid out again for the work area's width (its own
         resizes do that for every resize and sidebar toggle), and the team bar."""
         self.work.arrange_panes()
@@ -704,7 +704,7 @@ class RoderApp(App[int]):
         from roder_core.server.protocol_plan_review import PLAN_REVIEW_READ, PlanReviewReadParams
         from roder_tui.screens.plan_review import PlanReviewScreen
 
-        params = PlanReviewReadParams(review_id=review_id) if review_id else PlanReviewReadParams(thread_id=self._thread())
+        params = PlanReviewReadParams(review_id=review_id) if review_id else PlanReviewReadParams(thread_id=self.open_thread())
         try:
             review = (await self._client().call(PLAN_REVIEW_READ, params)).review
         except RpcError as exc:
@@ -740,7 +740,7 @@ class RoderApp(App[int]):
         if self._teams is None:
             from roder_tui.team_control import TeamControl
 
-            self._teams = TeamControl(self)
+            self._teams = TeamControl(self, self.team_panes, self._client, self._family)
         return self._teams
 
     async def action_team_next_pane(self) -> None:
@@ -834,7 +834,7 @@ class RoderApp(App[int]):
             self.notify(str(exc), title="paste image", severity="warning", timeout=10)
             return
         params = MediaAttachParams(
-            thread_id=self._thread(),
+            thread_id=self.open_thread(),
             data_base64=base64.b64encode(data).decode("ascii"),
             name=f"clipboard-{len(self.pending_media.items) + 1}.png",
             source="clipboard",
@@ -922,7 +922,7 @@ class RoderApp(App[int]):
             elif self.team_panes.focused is not None and self.team_panes.team is not None:
                 await self.teams.message_focused(text)
             elif self.turn_id is not None:
-                steer = TurnSteerParams(thread_id=self._thread(), expected_turn_id=self.turn_id, prompt=text)
+                steer = TurnSteerParams(thread_id=self.open_thread(), expected_turn_id=self.turn_id, prompt=text)
                 steered = await self._client().call(TURN_STEER, steer)
                 self.queued.add(steered.item_id, text)
             else:
@@ -933,7 +933,7 @@ class RoderApp(App[int]):
                 files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd, known) if p not in images]
                 await self.transcript.action_jump_end()  # a new prompt: follow the new turn
                 self._redo.clear()
-                params = TurnStartParams(thread_id=self._thread(), prompt=text, input=[*image_inputs(text, self.cwd), *files])
+                params = TurnStartParams(thread_id=self.open_thread(), prompt=text, input=[*image_inputs(text, self.cwd), *files])
                 await self._client().call(TURN_START, params)
                 self.pending_media.show_items([])  # the turn took them
         except RpcError as exc:
@@ -974,7 +974,8 @@ class RoderApp(App[int]):
         else:
             self.notify("the model already received it", title="steer")
 
-    def _thread(self) -> str:
+    def open_thread(self) -> str:
+        """The open thread's id (an error when none is open)."""
         if self.thread_id is None:
             raise RuntimeError("no thread is open")
         return self.thread_id
@@ -1026,7 +1027,7 @@ class RoderApp(App[int]):
         elif outcome.kind == "done" and outcome.message:
             message = outcome.message
             if message.count("\n") > 3:
-                self._show_info(f"/{name}", message)
+                self.show_info(f"/{name}", message)
             else:
                 self.notify(message, title=f"/{name}", timeout=8)
             data = outcome.data
@@ -1066,7 +1067,7 @@ class RoderApp(App[int]):
         }
         return actions.get(name)
 
-    def _show_info(self, title: str, text: str) -> None:
+    def show_info(self, title: str, text: str) -> None:
         from roder_tui.screens.info import InfoScreen
 
         self.push_screen(InfoScreen(title, text))
@@ -1092,19 +1093,19 @@ class RoderApp(App[int]):
                 for t in result.tools
             ]
         lines += [f"{source} failed: {error}" for source, error in result.errors.items()]
-        self._show_info("/mcp" if mcp_only else "/tools", "\n".join(lines) or "none configured")
+        self.show_info("/mcp" if mcp_only else "/tools", "\n".join(lines) or "none configured")
 
     async def _list_skills(self) -> None:
         skills = [c for c in self.slash_commands if c.kind == "skill"]
         text = "\n".join(f"/{c.name}  {c.description}" for c in skills)
-        self._show_info("/skills", text or "no Agent Skills found (see docs/customization.md: Agent Skills)")
+        self.show_info("/skills", text or "no Agent Skills found (see docs/customization.md: Agent Skills)")
 
     async def _list_agents(self) -> None:
         from roder_core.server.protocol_features import AGENTS_LIST, AgentsListParams
 
         result = await self._client().call(AGENTS_LIST, AgentsListParams(workspace=str(self.cwd)))
         text = "\n".join(f"{a.name}  ({a.scope})  {a.description}" for a in result.agents)
-        self._show_info("/agents", text or "no subagents defined")
+        self.show_info("/agents", text or "no subagents defined")
 
     async def _open_plugins(self, arguments: str = "") -> None:
         """``/plugin``; ``/plugin marketplace add SOURCE`` adds a marketplace, then shows it."""
@@ -1143,7 +1144,7 @@ class RoderApp(App[int]):
     ) -> None:
         from roder_core.server.protocol import THREAD_FORK, ThreadForkParams
 
-        params = ThreadForkParams(thread_id=self._thread(), turn_id=turn_id, before_item_id=before_item, title=title)
+        params = ThreadForkParams(thread_id=self.open_thread(), turn_id=turn_id, before_item_id=before_item, title=title)
         thread = (await self._client().call(THREAD_FORK, params)).thread
         if not quiet:
             self.notify(f"forked into {thread.id}", title="fork")
@@ -1199,7 +1200,9 @@ class RoderApp(App[int]):
     async def export_thread(self, fmt: str = "md", path: str | None = None) -> None:
         from roder_core.server.protocol import THREAD_READ, ThreadReadParams
 
-        thread = (await self._client().call(THREAD_READ, ThreadReadParams(thread_id=self._thread(), include_turns=True))).thread
+        thread = (
+            await self._client().call(THREAD_READ, ThreadReadParams(thread_id=self.open_thread(), include_turns=True))
+        ).thread
         fmt = "json" if fmt.lower() in ("json", "jsonl") else "md"
         here = Path.cwd() if self.files_remote else self.cwd  # the file is written on this machine
         target = Path(path) if path else here / f"roder-{thread.id}.{fmt}"
@@ -1520,7 +1523,7 @@ class RoderApp(App[int]):
         from roder_tui import rewind
         from roder_tui.screens.choice import ChoiceScreen
 
-        client, thread_id = self._client(), self._thread()
+        client, thread_id = self._client(), self.open_thread()
         labelled = await rewind.rewind_rows(client, thread_id)
         points = [point for point, _label in labelled]
         rows = [(point.id, text) for point, text in labelled]
@@ -1548,7 +1551,7 @@ class RoderApp(App[int]):
     async def rewind_to(self, point: UserMessageItem, how: str) -> rewind_mod.CodeRestore | None:
         from roder_tui import rewind
 
-        client, thread_id = self._client(), self._thread()
+        client, thread_id = self._client(), self.open_thread()
         restored = None
         if how in (rewind.BOTH, rewind.CODE):
             restored = await rewind.restore_code(client, thread_id, point.id)
@@ -1563,7 +1566,7 @@ class RoderApp(App[int]):
 
     def _show_restore(self, restored: rewind_mod.CodeRestore) -> None:
         if restored.failed or restored.unrestorable:
-            self._show_info("rewind: code", restored.summary())
+            self.show_info("rewind: code", restored.summary())
         else:
             self.notify(restored.summary(), title="rewind")
 
@@ -1571,7 +1574,7 @@ class RoderApp(App[int]):
         """``/undo``: revert the last prompt's file changes and its messages (redo with /redo)."""
         from roder_tui import rewind
 
-        client, thread_id = self._client(), self._thread()
+        client, thread_id = self._client(), self.open_thread()
         points = await rewind.rewind_points(client, thread_id)
         if not points:
             self.notify("nothing to undo in this thread", title="/undo")
@@ -1592,7 +1595,7 @@ class RoderApp(App[int]):
         if await self.switch_thread(undone.thread_id) and self.prompt_bar.input.text == undone.text:
             self.prompt_bar.input.clear()
         if problems:
-            self._show_info("redo", "\n".join(problems))
+            self.show_info("redo", "\n".join(problems))
         else:
             self.notify(f"re-applied {len(undone.hunk_ids)} change(s)", title="/redo")
 
