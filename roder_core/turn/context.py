@@ -407,8 +407,14 @@ class ContextAssembler:
         tools: list[ToolSpec],
         model: ModelProfile,
         turn_start_item: str | None = None,
+        *,
+        shorten: bool = True,
     ) -> AgentInferenceRequest:
-        """``turn_start_item`` is the first item of the running turn, which planners never shorten."""
+        """``turn_start_item`` is the first item of the running turn, which planners never shorten.
+        ``shorten=False``: the planner shortens nothing (the request says the whole conversation
+        is to be kept verbatim), because compaction, not shortening, will make room: a shortening
+        step rewrites the history from the first output it shortens, and the compaction that
+        follows soon after rewrites it again (two prompt-cache breaks for one)."""
         resolve = self.image_resolver(query.thread_id, model)
         parts = self._part_caches.pop(query.thread_id, None) or PartCache()
         messages, turn_start = conversation(items, turn_start_item, resolve=resolve, parts=parts)
@@ -422,7 +428,7 @@ class ContextAssembler:
             tools=tools,
             max_output_tokens=model.max_output_tokens,
             parallel_tool_calls=model.parallel_tools,
-            turn_start=turn_start,
+            turn_start=turn_start if shorten else 0,
             cache_key=query.thread_id or None,
         )
         system = [b for b in await self.blocks(query) if b.placement == "system"]

@@ -66,6 +66,8 @@ from roder_core.server.protocol_features import (
     MemoryUpdated,
     MemoryUpdateParams,
     ResolveUserInputParams,
+    SubagentTrace,
+    SubagentTraceDetail,
     SubagentTraceReadParams,
     SubagentTraceResult,
     SubagentTracesParams,
@@ -84,9 +86,11 @@ def _commands(app: Dispatcher, workspace: str | None) -> CommandRegistry:
     return CommandRegistry.for_runtime(app.runtime, _workspace(app, workspace))
 
 
-#: Seconds a command not (yet) known waits for tool sources still connecting (an MCP server's
-#: prompts are commands only once it is connected).
-SOURCE_WAIT = 5.0
+#: Seconds a command not (yet) known waits at most for tool sources still connecting (an MCP
+#: server's prompts are commands only once it is connected). Each source settles, connected or
+#: failed, within its own ``startup_timeout`` (30 s by default), so this only bounds one that
+#: misbehaves; a shorter fixed wait failed a real server's prompt on a loaded machine.
+SOURCE_WAIT = 120.0
 #: A tool source's `kind` is always "mcp" in the MCP listing, so McpServerStatus has no field for it.
 MCP_LISTING_OMITS = frozenset({"kind"})
 
@@ -134,15 +138,7 @@ async def commands_run(app: Dispatcher, params: CommandsRunParams, ctx: CallCont
         outcome = await registry.run(app.runtime, params.thread_id, params.name, params.arguments)
     except CommandError as exc:
         raise InvalidParams(str(exc)) from None
-    return CommandsRunResult(
-        kind=outcome.kind,
-        name=outcome.name,
-        message=outcome.message,
-        turn=outcome.turn.model_copy(deep=True) if outcome.turn else None,
-        action=outcome.action,
-        arguments=outcome.arguments,
-        data=outcome.data,
-    )
+    return from_domain(CommandsRunResult, outcome.to_json())
 
 
 @handles(AGENTS_LIST)
@@ -154,12 +150,15 @@ async def agents_list(app: Dispatcher, params: AgentsListParams, ctx: CallContex
 
 @handles(TURN_SUBAGENT_TRACES_LIST)
 async def subagent_traces(app: Dispatcher, params: SubagentTracesParams, ctx: CallContext) -> SubagentTracesResult:
-    return SubagentTracesResult(traces=await list_traces(app.runtime, params.thread_id, params.turn_id))
+    rows = await list_traces(app.runtime, params.thread_id, params.turn_id)
+    return SubagentTracesResult(traces=[from_domain(SubagentTrace, row) for row in rows])
 
 
 @handles(TURN_SUBAGENT_TRACE_READ)
 async def subagent_trace(app: Dispatcher, params: SubagentTraceReadParams, ctx: CallContext) -> SubagentTraceResult:
-    return SubagentTraceResult(trace=await read_trace(app.runtime, params.thread_id, params.trace_id))
+    return SubagentTraceResult(
+        trace=from_domain(SubagentTraceDetail, await read_trace(app.runtime, params.thread_id, params.trace_id))
+    )
 
 
 # --------------------------------------------------------------------------- user input, plans
