@@ -209,6 +209,6 @@ class SkillsExtension(RoderExtension):
 
 def create(host: HostContext) -> SkillsExtension:
     active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
-    found = discover_with_plugins(DefinitionRoots(host.cwd, host.paths, host.trusted), active)
+    found = discover_with_plugins(DefinitionRoots(host.cwd, host.paths, host.trusted, host.config), active)
     styles = OutputStyleContext(host.paths, plugin_output_styles(active, found.problems))
     return SkillsExtension(SkillCatalog(found.skills, found.problems), styles)
