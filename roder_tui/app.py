@@ -61,6 +61,7 @@ from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
+    from textual.screen import Screen
 
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
     from roder_core.kernel.services import PaletteCommand
@@ -81,6 +82,9 @@ SIDEBAR_STEP = 4
 SIDEBAR_MIN_CELLS = 16
 #: Turns a thread opens with; older ones are fetched when the transcript is scrolled back to them.
 RECENT_TURNS = 30
+#: The name the command palette's screen is installed under.
+PALETTE_SCREEN = "command-palette"
+HELP_SCREEN = "help"
 #: Makes the app's control-plane client: in process by default, a host's client when attached.
 ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
@@ -133,17 +137,11 @@ def _preimport_renderers() -> None:
     import roder_tui.widgets.messages  # noqa: F401
 
 
-def _palette_provider() -> type:
-    """The palette provider, imported when the palette first opens (not before the first frame)."""
-    from roder_tui.palette import PaletteSourcesProvider
-
-    return PaletteSourcesProvider
-
-
 class RoderApp(App[int]):
     TITLE = "Roder"
     BINDINGS = app_bindings()
-    COMMANDS = {_palette_provider}
+    #: Roder's palette (screens/command_palette.py) replaces Textual's: it is built once, not per open.
+    ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: vertical; }
     #body { height: 1fr; }
@@ -285,6 +283,7 @@ class RoderApp(App[int]):
         self._layout_for_width(self.size.width)
         # The runtime starts once the first frame is on the screen: nothing of it delays that frame.
         self.call_after_refresh(self._boot)
+        self.call_after_refresh(self._build_modals)
 
     def on_resize(self, event: Any) -> None:
         self._layout_for_width(event.size.width)
@@ -1052,7 +1051,7 @@ class RoderApp(App[int]):
             "redo": self.redo,
             "export": lambda: self.export_thread(*(arguments.split() or ["md"])[:2]),
             "tools": lambda: self._list_tools(mcp_only=False),
-            "mcp": lambda: self._list_tools(mcp_only=True),
+            "mcp": lambda: self._mcp(arguments),
             "skills": self._list_skills,
             "agents": self._list_agents,
             "plugin": lambda: self._open_plugins(arguments),
@@ -1071,6 +1070,13 @@ class RoderApp(App[int]):
         from roder_tui.screens.info import InfoScreen
 
         self.push_screen(InfoScreen(title, text))
+
+    async def _mcp(self, arguments: str) -> None:
+        """``/mcp`` lists the servers; ``/mcp login NAME`` and ``/mcp logout NAME`` sign in and out."""
+        from roder_tui.mcp_sign_in import mcp_command
+
+        if not await mcp_command(self, arguments):
+            await self._list_tools(mcp_only=True)
 
     async def _list_tools(self, *, mcp_only: bool) -> None:
         from roder_core.server.protocol import TOOLS_LIST, ToolsListParams
@@ -1209,6 +1215,40 @@ class RoderApp(App[int]):
         self.notify(str(target), title="exported")
 
     # ------------------------------------------------------------------ palette
+
+    def action_command_palette(self) -> None:
+        from roder_tui.screens.command_palette import CommandPaletteScreen
+
+        if not isinstance(self.screen, CommandPaletteScreen):
+            self.push_screen(self._palette_screen())
+
+    def _palette_screen(self) -> Screen[Any]:
+        from roder_tui.screens.command_palette import CommandPaletteScreen
+
+        return self._installed(PALETTE_SCREEN, lambda: CommandPaletteScreen(self._palette_rows, self.run_palette_command))
+
+    def _installed(self, name: str, make: Callable[[], Screen[Any]]) -> Screen[Any]:
+        """A modal opened often (palette, help), installed on first use and reused on every open:
+        composing and styling one costs far more than showing it."""
+        if not self.is_screen_installed(name):
+            self.install_screen(make(), name)
+        return self.get_screen(name)
+
+    def _build_modals(self) -> None:
+        """Compose, style and mount the palette and help after the first frame, while the runtime
+        starts, so ctrl+p and F1 only show them (Textual starts an installed screen when it is
+        first pushed; ``_get_screen`` is that step). The palette's rows load once the runtime is
+        ready."""
+        from roder_tui.screens.help import HelpScreen
+
+        self._get_screen(self._palette_screen())
+        self._get_screen(self._installed(HELP_SCREEN, HelpScreen))
+
+    async def _palette_rows(self) -> list[PaletteCommand]:
+        from roder_tui.palette import palette_rows
+
+        await self.ready.wait()
+        return await palette_rows(self._client(), await self.palette_state())
 
     async def palette_state(self) -> dict[str, Any]:
         from roder_core.server.protocol import MODEL_LIST, PROVIDERS_LIST, THREAD_LIST, ModelListParams, ThreadListParams
@@ -1414,7 +1454,7 @@ class RoderApp(App[int]):
         from roder_tui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(self._installed(HELP_SCREEN, HelpScreen))
 
     async def action_new_thread(self) -> None:
         if self.client is not None:

@@ -4,13 +4,17 @@
 provider extension speaking to a loopback server) into a real registry and builds a real
 ``Runtime``; the area harnesses (``tests/core/harness.py``, ``tests/sessions/harness.py``, ...)
 only choose what to install. ``build_client`` starts a ``LocalAppClient`` the way ``roder``
-does. ``bus_event`` and ``next_event`` wait for an event: a slow machine makes a test slower,
-never wrong.
+does; ``scripted_client`` does that with the mock engine playing a script of steps, and
+``turn_tool_results`` runs one turn on it and collects the tool results the turn produced.
+``bus_event`` and ``next_event`` wait for an event: a slow machine makes a test slower, never
+wrong.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
@@ -22,6 +26,14 @@ from roder_core import ExtensionRegistryBuilder, RoderExtension
 from roder_core.runtime.bootstrap import StartSettings
 from roder_core.runtime.runtime import Runtime, RuntimeOptions
 from roder_core.server.client import LocalAppClient
+from roder_core.server.protocol import (
+    THREAD_READ,
+    THREAD_START,
+    TURN_START,
+    ThreadReadParams,
+    ThreadStartParams,
+    TurnStartParams,
+)
 from roder_core.settings.config import RoderConfig
 from roder_core.settings.paths import RoderPaths
 from roder_core.threads.events import RuntimeEvent
@@ -78,6 +90,42 @@ def build_client(workspace: Path, **settings: Any) -> LocalAppClient:
     (``provider`` defaults to the mock engine)."""
     settings.setdefault("provider", "mock")
     return LocalAppClient.start(StartSettings(cwd=workspace, **settings))
+
+
+def scripted_client(
+    workspace: Path,
+    tmp_path: Path,
+    steps: list[dict[str, Any]],
+    *,
+    provider: str = "mock",
+    env: dict[str, str] | None = None,
+) -> LocalAppClient:
+    """An in-process client (bypass mode, headless) whose mock engine plays ``steps`` (each a
+    step of the mock's script: ``{"tool_calls": [...]}`` or ``{"text": ...}``); ``env`` is
+    added to the test's own environment."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": steps}))
+    full_env = {**os.environ, **(env or {}), "RODER_MOCK_SCRIPT": str(script)}
+    settings = StartSettings(cwd=workspace, provider=provider, mode="bypass", interactive=False, env=full_env)
+    return LocalAppClient.start(settings)
+
+
+def tool_steps(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A script that makes each call in its own model step, then answers "done"."""
+    return [{"tool_calls": [call]} for call in calls] + [{"text": "done"}]
+
+
+async def turn_tool_results(app: LocalAppClient, prompt: str = "go", timeout: float = 120.0) -> list[Any]:
+    """Run one turn in a new thread until ``turn/completed``; the tool results it produced, in order."""
+    thread = (await app.call(THREAD_START, ThreadStartParams())).thread
+    events = app.subscribe(thread.id)
+    await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt=prompt))
+    async with asyncio.timeout(timeout):
+        async for note in events:
+            if note.method == "turn/completed":
+                break
+    read = (await app.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
+    return [item for turn in read.turns for item in turn.items if item.type == "toolResult"]
 
 
 async def bus_event(

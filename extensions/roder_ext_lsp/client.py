@@ -3,7 +3,18 @@ requests (configuration, progress, registrations), document sync and published d
 
 The server runs confined (``brokers.confined``: the workspace read-only, no network, secrets
 hidden). Diagnostics are kept per document with the version they were computed for, so a caller
-that changed a document waits for the server's answer about *that* version, not an older one.
+that changed a document gets the server's answer about *that* version, not an older one.
+
+How a document's diagnostics are asked for, most exact first:
+
+1. pull (``textDocument/diagnostic``, LSP 3.17) where the server offers it, statically
+   (``diagnosticProvider``), by a dynamic registration (pyright), or by answering a first try;
+   the answer is about the text sent before the request, whatever it contains, even nothing;
+2. the server's own request for the same (typescript-language-server has no pull, and publishes
+   nothing when a clean file stays clean: its ``typescript.tsserverRequest`` command asks
+   tsserver for the file's syntactic, semantic and suggestion diagnostics, ordered after the
+   change like any request);
+3. otherwise wait for ``publishDiagnostics`` about this version, where silence proves nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +38,20 @@ MAX_MESSAGE = 64 * 1024 * 1024
 
 class LspError(Exception):
     """The server failed a request, exited, or did not answer in time."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        #: The JSON-RPC error code when the server answered with an error.
+        self.code = code
+
+
+#: JSON-RPC's "method not found": the server has no such request.
+METHOD_NOT_FOUND = -32601
+#: typescript-language-server's command that forwards a request to tsserver.
+TSSERVER_REQUEST = "typescript.tsserverRequest"
+#: tsserver's diagnostics of one file, the three kinds its editors show.
+TSSERVER_DIAGNOSTICS = ("syntacticDiagnosticsSync", "semanticDiagnosticsSync", "suggestionDiagnosticsSync")
+TSSERVER_SEVERITY = {"error": 1, "warning": 2, "suggestion": 4, "message": 3}
 
 
 def uri_of(path: Path) -> str:
@@ -57,6 +82,20 @@ class Diagnostic:
             message=str(raw.get("message", "")).strip(),
             code=str(code) if code is not None else "",
             source=str(raw.get("source") or ""),
+        )
+
+    @classmethod
+    def from_tsserver(cls, raw: dict[str, Any]) -> Diagnostic:
+        """tsserver's own shape: 1-based ``start``, ``text``, ``category``, a numeric ``code``."""
+        start = raw.get("start", {})
+        code = raw.get("code")
+        return cls(
+            line=int(start.get("line", 1)),
+            character=int(start.get("offset", 1)),
+            severity=TSSERVER_SEVERITY.get(str(raw.get("category")), 1),
+            message=str(raw.get("text", "")).strip(),
+            code=str(code) if code is not None else "",
+            source=str(raw.get("source") or "typescript"),
         )
 
     @property
@@ -90,6 +129,9 @@ class LspClient:
         self.capabilities: dict[str, Any] = {}
         self._stderr: deque[str] = deque(maxlen=6)
         self._stderr_reader: asyncio.Task[None] | None = None
+        #: Whether the server answers ``textDocument/diagnostic``: None until it says (by its
+        #: capabilities, a registration, or its answer to a first try).
+        self.pulls: bool | None = None
 
     @property
     def alive(self) -> bool:
@@ -119,6 +161,9 @@ class LspClient:
                 "textDocument": {
                     "synchronization": {"didSave": False, "dynamicRegistration": False},
                     "publishDiagnostics": {"versionSupport": True, "relatedInformation": False},
+                    # Pull diagnostics (LSP 3.17); pyright offers them only to clients that
+                    # accept a dynamic registration.
+                    "diagnostic": {"dynamicRegistration": True, "relatedDocumentSupport": False},
                     "definition": {"linkSupport": False},
                     "references": {},
                     "hover": {"contentFormat": ["plaintext", "markdown"]},
@@ -130,6 +175,8 @@ class LspClient:
         }
         result = await self.request("initialize", params, timeout)
         self.capabilities = result.get("capabilities", {}) if isinstance(result, dict) else {}
+        if self.capabilities.get("diagnosticProvider"):
+            self.pulls = True
         self.notify("initialized", {})
         if self.settings:
             self.notify("workspace/didChangeConfiguration", {"settings": self.settings})
@@ -145,7 +192,8 @@ class LspClient:
     def notify(self, method: str, params: Any) -> None:
         self._send({"method": method, "params": params})
 
-    async def request(self, method: str, params: Any, timeout: float) -> Any:
+    async def request(self, method: str, params: Any, timeout: float | None) -> Any:
+        """The server's answer (``timeout`` None: the caller's own deadline governs)."""
         request_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
@@ -154,7 +202,7 @@ class LspClient:
             async with asyncio.timeout(timeout):
                 return await future
         except TimeoutError:
-            raise LspError(f"language server {self.name} did not answer {method} within {timeout:g} s") from None
+            raise LspError(f"language server {self.name} did not answer {method} within {timeout or 0:g} s") from None
         finally:
             self._pending.pop(request_id, None)
 
@@ -205,7 +253,8 @@ class LspClient:
             if future is not None and not future.done():
                 if "error" in message:
                     error = message["error"] or {}
-                    future.set_exception(LspError(f"{self.name}: {error.get('message', 'error')}"))
+                    code = error.get("code") if isinstance(error.get("code"), int) else None
+                    future.set_exception(LspError(f"{self.name}: {error.get('message', 'error')}", code))
                 else:
                     future.set_result(message.get("result"))
             return
@@ -221,6 +270,10 @@ class LspClient:
             result = [self._setting(item.get("section")) for item in items]
         elif method == "workspace/workspaceFolders":
             result = []
+        elif method == "client/registerCapability":
+            registrations = params.get("registrations") if isinstance(params, dict) else None
+            if any(isinstance(r, dict) and r.get("method") == "textDocument/diagnostic" for r in registrations or []):
+                self.pulls = True
         with contextlib.suppress(LspError):
             self._send({"id": request_id, "result": result})
 
@@ -232,9 +285,16 @@ class LspClient:
             value = value.get(part) if isinstance(value, dict) else None
         return value if value is not None else {}
 
+    @property
+    def asks(self) -> bool:
+        """Whether diagnostics are asked for (then published ones, which may be about an older
+        text when they carry no version, are not used)."""
+        commands = (self.capabilities.get("executeCommandProvider") or {}).get("commands") or []
+        return bool(self.pulls) or TSSERVER_REQUEST in commands
+
     def _diagnostics(self, params: dict[str, Any]) -> None:
         document = self._documents.get(str(params.get("uri")))
-        if document is None:
+        if document is None or self.asks:
             return
         version = params.get("version")
         if isinstance(version, int) and version < document.version:
@@ -277,11 +337,18 @@ class LspClient:
         return list(document.diagnostics)
 
     async def diagnostics(self, path: Path, text: str, timeout: float, settle: float = 0.0) -> list[Diagnostic]:
-        """The server's diagnostics for ``text``: its first answer about this very text, then any
+        """The server's diagnostics for ``text``: asked for (pull, or the server's own request)
+        where it can answer, else its first published answer about this very text, then any
         further ones that follow within ``settle`` seconds of each other (servers such as
         typescript-language-server publish the syntax pass first and the type check after)."""
         document = self.sync(path, text)
+        version = document.version
         async with asyncio.timeout(timeout):
+            asked = await self._ask(path)
+            if asked is not None:
+                if document.version == version:  # not changed again meanwhile: keep it
+                    document.diagnostics, document.diagnosed_version = asked, version
+                return list(asked)
             while document.diagnosed_version < document.version and self.alive:
                 document.changed.clear()
                 await document.changed.wait()
@@ -295,6 +362,39 @@ class LspClient:
         if not self.alive:
             raise LspError(self.exit_reason or f"language server {self.name} stopped")
         return list(document.diagnostics)
+
+    async def _ask(self, path: Path) -> list[Diagnostic] | None:
+        """The file's diagnostics by a request sent after its last change (so about that text),
+        or None when the server has no such request and only publishes."""
+        document = {"uri": uri_of(path)}
+        if self.pulls is not False:
+            try:
+                report = await self.request("textDocument/diagnostic", {"textDocument": document}, None)
+            except LspError as exc:
+                if exc.code != METHOD_NOT_FOUND or self.pulls:
+                    raise
+                self.pulls = False
+            else:
+                self.pulls = True
+                items = report.get("items", []) if isinstance(report, dict) else []
+                return [Diagnostic.from_lsp(d) for d in items if isinstance(d, dict)]
+        if self.asks:
+            found: list[Diagnostic] = []
+            for command in TSSERVER_DIAGNOSTICS:
+                answer = await self.request(
+                    "workspace/executeCommand",
+                    {
+                        "command": TSSERVER_REQUEST,
+                        "arguments": [command, {"file": document["uri"], "includeLinePosition": False}],
+                    },
+                    None,
+                )
+                body = answer.get("body") if isinstance(answer, dict) else None
+                if not isinstance(answer, dict) or not answer.get("success") or not isinstance(body, list):
+                    raise LspError(f"language server {self.name} could not give {command} ({answer!r:.200})")
+                found += [Diagnostic.from_tsserver(d) for d in body if isinstance(d, dict)]
+            return found
+        return None
 
     async def stop(self) -> None:
         process = self.process

@@ -26,7 +26,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-_MARKERS = ("HEAD", "objects", "refs", "commondir")
+#: The names whose presence together makes a folder a git dir (``is_git_dir_shape``).
+GIT_MARKERS = ("HEAD", "objects", "refs", "commondir")
 #: Config keys whose value is a program (or folder of programs) git runs.
 _PROGRAM_KEYS = re.compile(
     r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass|gitproxy)|sequence\.editor|gpg\.program|"
@@ -37,7 +38,7 @@ _SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\
 _ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?$")
 
 
-def _is_git_dir_shape(names: set[str]) -> bool:
+def is_git_dir_shape(names: set[str]) -> bool:
     """Git's test, minus parsing HEAD: a HEAD plus objects/ and refs/, or plus a ``commondir``
     file (a linked worktree's git dir, whose objects and refs live in the common dir)."""
     return "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names)
@@ -45,20 +46,26 @@ def _is_git_dir_shape(names: set[str]) -> bool:
 
 def looks_like_git_dir(folder: Path) -> bool:
     try:
-        return _is_git_dir_shape({name for name in _MARKERS if os.path.lexists(folder / name)})
+        return is_git_dir_shape({name for name in GIT_MARKERS if os.path.lexists(folder / name)})
     except OSError:
         return False
 
 
 def would_look_like_git_dir(folder: Path, new_name: str) -> bool:
     """Whether creating ``new_name`` in ``folder`` makes it look like a git dir."""
-    if new_name not in _MARKERS:
+    if new_name not in GIT_MARKERS:
         return False
     try:
-        present = {name for name in _MARKERS if name == new_name or os.path.lexists(folder / name)}
+        present = {name for name in GIT_MARKERS if os.path.lexists(folder / name)}
     except OSError:
         return False
-    return _is_git_dir_shape(present)
+    return completes_git_dir(present, new_name)
+
+
+def completes_git_dir(present: set[str], new_name: str) -> bool:
+    """Whether adding ``new_name`` to a folder holding the markers ``present`` gives it a git
+    dir's shape (the test of both file brokers, whatever reaches the folder's names)."""
+    return new_name in GIT_MARKERS and is_git_dir_shape(present | {new_name})
 
 
 def gitdir_pointer(data: bytes) -> bool:

@@ -5,8 +5,6 @@ serves diagnostics too."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import shutil
 from pathlib import Path
@@ -14,16 +12,7 @@ from typing import Any
 
 import pytest
 
-from roder_core.runtime.bootstrap import StartSettings
-from roder_core.server.client import LocalAppClient
-from roder_core.server.protocol import (
-    THREAD_READ,
-    THREAD_START,
-    TURN_START,
-    ThreadReadParams,
-    ThreadStartParams,
-    TurnStartParams,
-)
+from tests.builders import scripted_client, tool_steps, turn_tool_results
 
 
 def tools_path() -> str:
@@ -45,25 +34,15 @@ SLOW_MACHINE = "hook_timeout = 300\n[lsp]\ndiagnostics_timeout = 280\nsettle_sec
 
 
 async def tool_results(workspace: Path, tmp_path: Path, calls: list[dict[str, Any]]) -> tuple[list[Any], str]:
+    """The tool results of one turn making ``calls``, and the status bar's lsp segment after it."""
     config = Path(os.environ["RODER_HOME"]) / "config.toml"
     if "[lsp]" not in (config.read_text() if config.exists() else ""):
         config.write_text((config.read_text() if config.exists() else "") + SLOW_MACHINE)
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"steps": [{"tool_calls": [c]} for c in calls] + [{"text": "done"}]}))
-    env = {**os.environ, "RODER_MOCK_SCRIPT": str(script), "PATH": tools_path()}
-    settings = StartSettings(cwd=workspace, provider="mock", mode="bypass", interactive=False, env=env)
-    async with LocalAppClient.start(settings) as app:
-        thread = (await app.call(THREAD_START, ThreadStartParams())).thread
-        events = app.subscribe(thread.id)
-        await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="go"))
-        async with asyncio.timeout(600):
-            async for note in events:
-                if note.method == "turn/completed":
-                    break
-        read = (await app.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
+    async with scripted_client(workspace, tmp_path, tool_steps(calls), env={"PATH": tools_path()}) as app:
+        results = await turn_tool_results(app, timeout=600)
         views = [s.render({}) for s in app.runtime.registry.status_segments if s.id() == "lsp"]
         status = " ".join(view.text for view in views if view is not None)
-    return [item for turn in read.turns for item in turn.items if item.type == "toolResult"], status
+    return results, status
 
 
 def edit(path: str, old: str, new: str) -> dict[str, Any]:
@@ -88,6 +67,7 @@ async def test_an_edit_that_breaks_types_returns_the_diagnostic(roder_home: Path
     assert first.startswith("  m.py:5:21 error: ") and "\"Literal['two']\"" in first and "int" in first, first
     assert "undefined_name" not in report[1]  # there before the edit: not the edit's doing
     assert "Diagnostics this change introduced" not in fixed.text
+    assert "no diagnostics" not in fixed.text  # asked for (pull), so silence never stands in for an answer
     assert "def double(n: int) -> int" in hover.text
     assert status == "lsp: pyright"
 
@@ -98,6 +78,32 @@ async def test_a_typescript_edit_reports_its_type_error(roder_home: Path, worksp
     (broke,), _ = await tool_results(workspace, tmp_path, [edit("a.ts", "greet('x');", "greet(42);")])
     assert "Diagnostics this change introduced (typescript):" in broke.text, broke.text
     assert "a.ts:4:7 error: Argument of type 'number' is not assignable to parameter of type 'string'." in broke.text
+
+
+async def test_a_typescript_edit_that_changes_no_diagnostics_is_answered_and_a_breaking_one_still_reported(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """typescript-language-server publishes nothing when a clean file stays clean, so a client
+    that waits for a publication waits out its whole deadline and then cannot say whether the
+    change was clean. Asked instead (tsserver's diagnostics, ordered after the change), a clean
+    edit is answered as clean, with no note about a silent server, and a breaking one reports
+    its error. The deadline here is minutes: a wait on silence would show as that note."""
+    need("typescript-language-server")
+    (workspace / "clean.ts").write_text("export function add(a: number, b: number): number {\n  return a + b;\n}\nadd(1, 2);\n")
+    calls = [
+        edit("clean.ts", "add(1, 2);", "// still clean\nadd(3, 4);"),
+        edit("clean.ts", "add(3, 4);", "add(5, 6);"),
+        edit("clean.ts", "add(5, 6);", "add(5, '6');"),
+    ]
+    (first, second, broke), status = await tool_results(workspace, tmp_path, calls)
+    for clean in (first, second):
+        assert not clean.is_error, clean.text
+        assert "Diagnostics" not in clean.text and "no diagnostics" not in clean.text, clean.text
+    assert "Diagnostics this change introduced (typescript):" in broke.text, broke.text
+    assert (
+        "clean.ts:5:8 error: Argument of type 'string' is not assignable to parameter of type 'number'. [2345]" in broke.text
+    ), broke.text
+    assert status == "lsp: typescript"
 
 
 async def test_a_plugins_lsp_json_server_serves_diagnostics(roder_home: Path, workspace: Path, tmp_path: Path) -> None:

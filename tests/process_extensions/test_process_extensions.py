@@ -16,20 +16,17 @@ from typing import Any
 
 import pytest
 
-from roder_core.runtime.bootstrap import StartSettings
-from roder_core.server.client import LocalAppClient
 from roder_core.server.protocol import (
     EXTENSIONS_LIST,
-    THREAD_READ,
     THREAD_START,
     TURN_INTERRUPT,
     TURN_START,
-    ThreadReadParams,
     ThreadStartParams,
     TurnInterruptParams,
     TurnStartParams,
 )
 from roder_core.testing.fake_server import ThreadedFakeServer
+from tests.builders import scripted_client, turn_tool_results
 
 REPO = Path(__file__).resolve().parents[2]
 SDK = REPO / "sdk" / "python"
@@ -63,26 +60,6 @@ def probe_env(marks: Path, **extra: str) -> dict[str, str]:
     return {"RODER_SDK_PATH": str(SDK), "PROBE_MARKS": str(marks), **extra}
 
 
-def client(workspace: Path, steps: list[dict[str, Any]], tmp_path: Path, provider: str = "mock") -> LocalAppClient:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"steps": steps}))
-    env = {**os.environ, "RODER_MOCK_SCRIPT": str(script)}
-    return LocalAppClient.start(StartSettings(cwd=workspace, provider=provider, mode="bypass", interactive=False, env=env))
-
-
-async def run_turn(app: LocalAppClient, prompt: str = "go") -> list[Any]:
-    """One turn; the tool results it produced, in order."""
-    thread = (await app.call(THREAD_START, ThreadStartParams())).thread
-    events = app.subscribe(thread.id)
-    await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt=prompt))
-    async with asyncio.timeout(60):
-        async for note in events:
-            if note.method == "turn/completed":
-                break
-    read = (await app.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
-    return [item for turn in read.turns for item in turn.items if item.type == "toolResult"]
-
-
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
@@ -102,14 +79,14 @@ async def test_the_python_example_runs_a_tool_with_streamed_output_and_its_hook_
             f'[providers.fk]\ndialect = "chat-completions"\nbase_url = "{model.base_url}"\nmodels = ["m1"]\n', encoding="utf-8"
         )
         declare(roder_home, "wordcount", [sys.executable, str(WORDCOUNT)], ["fs.read.workspace"], {})
-        async with client(workspace, steps, tmp_path, provider="fk") as app:
+        async with scripted_client(workspace, tmp_path, steps, provider="fk") as app:
             listing = await app.call(EXTENSIONS_LIST)
             assert [(p.id, p.state, p.granted) for p in listing.processes] == [
                 ("acme-wordcount", "running", ["fs.read.workspace"])
             ]
             manifest = next(m for m in listing.extensions if m["id"] == "acme-wordcount")
             assert {"ToolProvider": "acme-wordcount"} in manifest["provides"]
-            results = await run_turn(app)
+            results = await turn_tool_results(app)
             segments = [s.render({}) for s in app.runtime.registry.status_segments if s.id() == "wordcount-calls"]
         first_request = json.dumps(model.calls[0].json)
     counted, pushed, locked = results
@@ -130,8 +107,8 @@ async def test_a_crash_fails_only_the_call_and_the_next_call_restarts_the_proces
     roder_home: Path, workspace: Path, tmp_path: Path, marks: Path
 ) -> None:
     declare(roder_home, "probe", [sys.executable, str(PROBE)], [], probe_env(marks))
-    async with client(workspace, [call("instance"), call("crash"), call("instance"), {"text": "done"}], tmp_path) as app:
-        before, crashed, after = await run_turn(app)
+    async with scripted_client(workspace, tmp_path, [call("instance"), call("crash"), call("instance"), {"text": "done"}]) as app:
+        before, crashed, after = await turn_tool_results(app)
         state = (await app.call(EXTENSIONS_LIST)).processes[0]
     assert crashed.is_error
     assert crashed.text == "crash failed: extension probe exited with status 3 (stderr: about to crash: goodbye)"
@@ -144,8 +121,8 @@ async def test_a_hung_call_times_out_with_a_clear_error_and_the_process_is_repla
     roder_home: Path, workspace: Path, tmp_path: Path, marks: Path
 ) -> None:
     declare(roder_home, "probe", [sys.executable, str(PROBE)], ["fs.write.workspace"], probe_env(marks), extra="timeout = 1\n")
-    async with client(workspace, [call("hang"), call("instance"), {"text": "done"}], tmp_path) as app:
-        hung, answered = await run_turn(app)
+    async with scripted_client(workspace, tmp_path, [call("hang"), call("instance"), {"text": "done"}]) as app:
+        hung, answered = await turn_tool_results(app)
     assert hung.is_error and hung.text == "hang failed: extension probe did not answer tool/execute within 1 s"
     assert not answered.is_error and answered.text != (marks / "hang-started").read_text()
 
@@ -154,7 +131,7 @@ async def test_an_interrupted_call_is_cancelled_in_the_extension(
     roder_home: Path, workspace: Path, tmp_path: Path, marks: Path
 ) -> None:
     declare(roder_home, "probe", [sys.executable, str(PROBE)], ["fs.write.workspace"], probe_env(marks))
-    async with client(workspace, [call("wait_for_cancel"), {"text": "done"}], tmp_path) as app:
+    async with scripted_client(workspace, tmp_path, [call("wait_for_cancel"), {"text": "done"}]) as app:
         thread = (await app.call(THREAD_START, ThreadStartParams())).thread
         events = app.subscribe(thread.id)
         turn = (await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="go"))).turn
@@ -201,8 +178,8 @@ async def test_the_process_gets_exactly_what_was_granted(
     declare(roder_home, "probe", [sys.executable, str(PROBE)], granted, env)
     secret.write_text("ssh-secret")
     try:
-        async with client(workspace, [call("probe"), {"text": "done"}], tmp_path) as app:
-            (probed,) = await run_turn(app)
+        async with scripted_client(workspace, tmp_path, [call("probe"), {"text": "done"}]) as app:
+            (probed,) = await turn_tool_results(app)
             sandboxed = (await app.call(EXTENSIONS_LIST)).processes[0].sandboxed
     finally:
         secret.unlink()
@@ -221,7 +198,7 @@ async def test_a_manifest_that_requires_more_than_was_granted_is_refused(
     roder_home: Path, workspace: Path, tmp_path: Path, marks: Path
 ) -> None:
     declare(roder_home, "probe", [sys.executable, str(PROBE)], [], probe_env(marks, PROBE_REQUIRES="network.web"))
-    async with client(workspace, [{"text": "done"}], tmp_path) as app:
+    async with scripted_client(workspace, tmp_path, [{"text": "done"}]) as app:
         listing = await app.call(EXTENSIONS_LIST)
     assert [s.reason for s in listing.skipped if s.source == "probe"] == [
         "process extension probe requires network.web, which config.toml does not grant "
@@ -237,7 +214,7 @@ async def test_an_untrusted_project_starts_no_process(workspace: Path, roder_hom
     (workspace / ".roder" / "config.toml").write_text(
         f"[extensions.process.evil]\ncommand = {toml_list([sys.executable, str(starter)])}\n", encoding="utf-8"
     )
-    async with client(workspace, [{"text": "done"}], tmp_path) as app:
+    async with scripted_client(workspace, tmp_path, [{"text": "done"}]) as app:
         listing = await app.call(EXTENSIONS_LIST)
     assert listing.processes == []
     assert not (marks / "started").exists()
@@ -246,7 +223,7 @@ async def test_an_untrusted_project_starts_no_process(workspace: Path, roder_hom
 async def test_a_broken_command_is_listed_with_its_reason(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
     declare(roder_home, "gone", ["/nonexistent/extension"], [], {})
     declare(roder_home, "odd", [sys.executable, "-c", "pass"], ["fs.read.everything"], {})
-    async with client(workspace, [{"text": "done"}], tmp_path) as app:
+    async with scripted_client(workspace, tmp_path, [{"text": "done"}]) as app:
         reasons = {s.source: s.reason for s in (await app.call(EXTENSIONS_LIST)).skipped}
     assert reasons["process:gone"].startswith("process extension gone did not start: ")
     assert "No such file or directory" in reasons["process:gone"]
@@ -336,8 +313,8 @@ async def test_a_plugin_declares_a_process_extension(roder_home: Path, workspace
     preview = store.preview("probe-plugin@probe-market")
     assert any("extension probe:" in line and "fs.write.workspace" in line for line in preview.runs_code), preview.runs_code
     store.install("probe-plugin@probe-market", preview.consent)
-    async with client(workspace, [call("instance"), {"text": "done"}], tmp_path) as app:
-        (answered,) = await run_turn(app)
+    async with scripted_client(workspace, tmp_path, [call("instance"), {"text": "done"}]) as app:
+        (answered,) = await turn_tool_results(app)
         listing = await app.call(EXTENSIONS_LIST)
     assert not answered.is_error and len(answered.text) == 32
     assert [(p.id, p.state, p.granted) for p in listing.processes] == [("probe", "running", ["fs.write.workspace"])]

@@ -4,26 +4,17 @@ deadline and the memory cap, and reaches no file, path or clock it was not grant
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from roder_core.runtime.bootstrap import StartSettings
-from roder_core.server.client import LocalAppClient
 from roder_core.server.protocol import (
     EXTENSIONS_LIST,
-    THREAD_READ,
-    THREAD_START,
-    TURN_START,
-    ThreadReadParams,
-    ThreadStartParams,
-    TurnStartParams,
 )
+from tests.builders import scripted_client, tool_steps, turn_tool_results
 
 pytest.importorskip("wasmtime", reason="the wasmtime package is not installed (pip install 'roder[wasm]')")
 
@@ -48,22 +39,10 @@ def declare(home: Path, name: str, module: str, capabilities: list[str], extra: 
 
 
 async def tool_results(workspace: Path, tmp_path: Path, calls: list[dict[str, Any]]) -> list[Any]:
-    script = tmp_path / "script.json"
-    steps = [{"tool_calls": [c]} for c in calls] + [{"text": "done"}]
-    script.write_text(json.dumps({"steps": steps}))
-    env = {**os.environ, "RODER_MOCK_SCRIPT": str(script)}
-    settings = StartSettings(cwd=workspace, provider="mock", mode="bypass", interactive=False, env=env)
-    async with LocalAppClient.start(settings) as app:
-        thread = (await app.call(THREAD_START, ThreadStartParams())).thread
-        events = app.subscribe(thread.id)
-        await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="go"))
-        async with asyncio.timeout(120):
-            async for note in events:
-                if note.method == "turn/completed":
-                    break
-        read = (await app.call(THREAD_READ, ThreadReadParams(thread_id=thread.id, include_turns=True))).thread
+    """The tool results of one turn making ``calls``, then the extensions listing."""
+    async with scripted_client(workspace, tmp_path, tool_steps(calls)) as app:
+        results = await turn_tool_results(app)
         listing = await app.call(EXTENSIONS_LIST)
-    results = [item for turn in read.turns for item in turn.items if item.type == "toolResult"]
     return [*results, listing]
 
 
