@@ -15,8 +15,10 @@ Absolute paths under the thread's *local* workspace are mapped to the runner's w
 model that copies a path from the environment block still lands in the runner.
 
 What a transport cannot give is weaker than locally and is said so in docs/runners.md:
-the checks and the operation are separate round trips (no directory-fd walk), and a transport
-that does not report link counts (SFTP version 3) cannot refuse reading a hard-linked file.
+the checks and the operation are separate round trips (no directory-fd walk), a transport
+that does not report link counts (SFTP version 3) cannot refuse reading a hard-linked file, and
+the git-dir rules (``git_dirs``, read through ``TransportProbe``) do not know the remote user's
+global git config.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from roder_core.brokers import FileInfo, FileKind
 from roder_core.brokers.content_gate import ContentGate
 from roder_core.brokers.file_glob import walk_matches
 from roder_core.brokers.fs_policy import DEFAULT_GRANTS, FsPolicy
-from roder_core.brokers.git_dirs import GIT_MARKERS, completes_git_dir, config_programs, gitdir_pointer, is_git_dir_shape
+from roder_core.brokers.git_dirs import git_refusal, would_look_like_git_dir
 from roder_core.brokers.gitignore import IgnoreMatcher
 
 AuditFn = Callable[[str, dict[str, Any]], None]
@@ -68,6 +70,44 @@ class FileTransport(Protocol):
     def rename(self, source: str, target: str) -> None: ...
 
     def listdir(self, path: str) -> list[tuple[str, RemoteStat]]: ...
+
+
+class TransportProbe:
+    """``git_dirs.GitProbe`` of a runner's files, for one decision (answers are kept, so asking
+    whether ``.git`` is a folder and then a file costs one round trip). The runner user's own
+    git configs are not known here; the repositories' configs are read."""
+
+    def __init__(self, transport: FileTransport) -> None:
+        self._transport = transport
+        self._kinds: dict[tuple[str, bool], FileKind | None] = {}
+
+    def _kind(self, path: Path, *, follow: bool) -> FileKind | None:
+        key = (path.as_posix(), follow)
+        if key not in self._kinds:
+            try:
+                where = self._transport.realpath(key[0]) if follow else key[0]
+                self._kinds[key] = self._transport.lstat(where).kind
+            except OSError:
+                self._kinds[key] = None
+        return self._kinds[key]
+
+    def exists(self, path: Path) -> bool:
+        return self._kind(path, follow=False) is not None
+
+    def is_dir(self, path: Path) -> bool:
+        return self._kind(path, follow=True) == "dir"
+
+    def is_file(self, path: Path) -> bool:
+        return self._kind(path, follow=True) == "file"
+
+    def read(self, path: Path, limit: int) -> str:
+        try:
+            return self._transport.read(path.as_posix(), limit).decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def user_configs(self) -> list[Path]:
+        return []
 
 
 class TransportFileSystem:
@@ -118,7 +158,7 @@ class TransportFileSystem:
             try:
                 real = self._transport.realpath(current)
                 break
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # missing, or below a file
                 parent, name = posixpath.split(current)
                 if parent == current:
                     raise
@@ -129,37 +169,9 @@ class TransportFileSystem:
     def _inside(self, real: str) -> bool:
         return real == self._root or real.startswith(self._root.rstrip("/") + "/")
 
-    def _present_markers(self, folder: str) -> set[str]:
-        present = set()
-        for name in GIT_MARKERS:
-            try:
-                self._transport.lstat(posixpath.join(folder, name))
-                present.add(name)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-        return present
-
     def _git_refusal(self, target: Path, root: Path, data: bytes | None = None) -> str | None:
-        """``git_dirs.git_refusal`` read through the transport: a git-dir-shaped ancestor inside
-        the workspace, a name completing one, a program path of the workspace repository's
-        config, a ``gitdir:`` pointer."""
-        folder, name = posixpath.split(target.as_posix())
-        ancestor = folder
-        while self._inside(ancestor):
-            if is_git_dir_shape(self._present_markers(ancestor)):
-                return f"{ancestor} is a git directory (HEAD with objects/ and refs/, or with commondir)"
-            if ancestor == root.as_posix():
-                break
-            ancestor = posixpath.dirname(ancestor)
-        if completes_git_dir(self._present_markers(folder), name):
-            return f"creating {name} would make {folder} look like a git directory"
-        config = self._read_text(posixpath.join(self._root, ".git", "config"), 256 * 1024) or ""
-        for program in config_programs(config, Path(self._root)):
-            if target == program or target.is_relative_to(program):
-                return f"{program} is a program path in the workspace repository's git config"
-        if data is not None and gitdir_pointer(data):
-            return "a file starting with 'gitdir:' points git at another git directory"
-        return None
+        """``git_dirs.git_refusal``, the local broker's rules, read through the transport."""
+        return git_refusal(target, root, data, TransportProbe(self._transport))
 
     def resolve(self, path: str, *, write: bool = False) -> Path:
         """The runner's real path for ``path``, or BrokerDenied."""
@@ -249,7 +261,8 @@ class TransportFileSystem:
             break
         for folder_path in missing:
             parent, name = posixpath.split(folder_path)
-            self.policy.check_new_folder(path, Path(parent), name, completes_git_dir(self._present_markers(parent), name))
+            makes_git_dir = would_look_like_git_dir(Path(parent), name, TransportProbe(self._transport))
+            self.policy.check_new_folder(path, Path(parent), name, makes_git_dir)
             self._transport.mkdir(folder_path)
 
     def mkdir(self, path: str) -> Path:

@@ -102,6 +102,10 @@ def tree(workspace: Path, tmp_path: Path) -> Path:
         (workspace / shaped / "objects").mkdir(parents=True)
         (workspace / shaped / "refs").mkdir()
     (workspace / "bare" / "HEAD").write_text("ref: refs/heads/main\n")
+    # the workspace is a worktree whose git dir lives in store/, whose config names a hook folder
+    (workspace / ".git").write_text("gitdir: store\n")
+    (workspace / "store").mkdir()
+    (workspace / "store" / "config").write_text("[core]\n\thooksPath = tools/hooks\n")
     (workspace / ".gitignore").write_text("build/\n*.log\n")
     (workspace / "build").mkdir()
     (workspace / "build" / "out.o").write_text("o")
@@ -126,6 +130,8 @@ REFUSALS: dict[str, tuple[Op, dict[str, Any]]] = {
     "inside a git dir": (lambda fs: fs.write_bytes("bare/config", b"[core]"), {}),
     "completing a git dir": (lambda fs: fs.write_bytes("almost/HEAD", b"ref: x"), {}),
     "folder completing a git dir": (lambda fs: fs.mkdir("almost/HEAD/x"), {}),
+    "the git dir a .git file points at": (lambda fs: fs.write_bytes("store/hooks/pre-commit", b"#!/bin/sh"), {}),
+    "a program path of the git config": (lambda fs: fs.write_bytes("tools/hooks/pre-commit", b"#!/bin/sh"), {}),
     "gitdir pointer": (lambda fs: fs.write_bytes("notes.txt", b"gitdir: /elsewhere/.git"), {}),
     "hard-linked read": (lambda fs: fs.read_bytes("hard.txt"), {}),
     "hard-linked write": (lambda fs: fs.write_bytes("hard.txt", b"mine"), {}),
