@@ -165,6 +165,9 @@ def _codex(peer: oneshot_peers.Program, binary: Path, path: str) -> Contender:
         _, env = peer.configure(binary, url, home)
         with (home / "config.toml").open("a") as config:  # the workspace trusted: no trust dialog first
             config.write(f'[projects."{home.parent / ("ws-" + home.name.removeprefix("home-"))}"]\ntrust_level = "trusted"\n')
+        # --no-daemon: codex otherwise talks to a background app server of its own, which did not
+        # come up in time under this machine's load (codex then exits, asking for this flag), and
+        # which would keep running after the pane is closed.
         return [str(binary), "--no-daemon", "--dangerously-bypass-approvals-and-sandbox"], {
             **env,
             "HOME": str(home),
