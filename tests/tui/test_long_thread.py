@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from roder_tui.app import RECENT_TURNS
+from roder_tui.app_state import RECENT_TURNS
 from roder_tui.widgets.transcript import MAX_MOUNTED
 from tests.tui.helpers import make_app, ready, until, write_long_thread
 

@@ -1,0 +1,276 @@
+"""The app's slash commands, listings and command palette: local commands run here, the rest
+through the client."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roder_tui import listings
+from roder_tui.app_rewind import AppRewind
+from roder_tui.app_state import HELP_SCREEN, PALETTE_SCREEN
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+
+    from roder_core.kernel.services import PaletteCommand
+
+
+log = logging.getLogger(__name__)
+
+
+class AppCommands(AppRewind):
+    async def run_slash(self, line: str) -> None:
+        from roder_core.server.errors import METHOD_NOT_FOUND, RpcError
+        from roder_core.server.protocol_features import COMMANDS_RUN, CommandsRunParams
+
+        name, _, arguments = line[1:].partition(" ")
+        client = self._client()
+        local = self._local_slash(name, arguments)
+        if local is not None:
+            await _perform(local)
+            return
+        try:
+            outcome = await client.call(COMMANDS_RUN, CommandsRunParams(thread_id=self.thread_id, name=name, arguments=arguments))
+        except RpcError as exc:
+            if exc.code != METHOD_NOT_FOUND:
+                raise
+            self.notify(f"/{name} is not available in this build", severity="error")
+            return
+        if outcome.kind == "action":
+            action = self._local_slash(outcome.action or name, outcome.arguments)
+            if action is not None:
+                await _perform(action)
+            else:
+                self.notify(outcome.message or f"/{name} done")
+        elif outcome.kind == "done" and outcome.message:
+            message = outcome.message
+            if message.count("\n") > 3:
+                self.show_info(f"/{name}", message)
+            else:
+                self.notify(message, title=f"/{name}", timeout=8)
+            data = outcome.data
+            if "mode" in data:
+                self.status_bar.update_state(mode=data["mode"])
+            if "model" in data:
+                self.status_bar.update_state(provider=data.get("provider"), model=data["model"])
+
+    def _local_slash(self, name: str, arguments: str) -> Callable[[], Any] | None:
+        """Built-ins that act on the screen; None for the ones the runtime performs."""
+        from roder_tui import sign_in_view
+
+        if name == "model" and not arguments.strip():
+            return self.pick_model
+        actions: dict[str, Callable[[], Any]] = {
+            "new": self.new_thread,
+            "clear": self.new_thread,
+            "resume": lambda: self._resume(arguments.strip()),
+            "fork": self.fork_thread,
+            "rewind": self.action_rewind,
+            "undo": self.undo,
+            "redo": self.redo,
+            "export": lambda: self.export_thread(*(arguments.split() or ["md"])[:2]),
+            "tools": lambda: self._list_tools(mcp_only=False),
+            "mcp": lambda: self._mcp(arguments),
+            "skills": self._list_skills,
+            "agents": self._list_agents,
+            "plugin": lambda: self._open_plugins(arguments),
+            "plugins": lambda: self._open_plugins(arguments),
+            "trust": self._trust_folder,
+            "paste-image": self.action_paste_image,
+            "team": lambda: self.teams.command(arguments),
+            "plan-review": self.open_plan_review,
+            "login": lambda: sign_in_view.start_sign_in(self, arguments),
+            "quit": lambda: self.exit(0),
+            "exit": lambda: self.exit(0),
+        }
+        return actions.get(name)
+
+    async def _mcp(self, arguments: str) -> None:
+        """``/mcp`` lists the servers; ``/mcp login NAME`` and ``/mcp logout NAME`` sign in and out."""
+        from roder_tui.mcp_sign_in import mcp_command
+
+        if not await mcp_command(self, arguments):
+            await self._list_tools(mcp_only=True)
+
+    async def _list_tools(self, *, mcp_only: bool) -> None:
+        text = await listings.tools_text(self._client(), self.thread_id, mcp_only=mcp_only)
+        self.show_info("/mcp" if mcp_only else "/tools", text)
+
+    async def _list_skills(self) -> None:
+        self.show_info("/skills", listings.skills_text(self.slash_commands))
+
+    async def _list_agents(self) -> None:
+        self.show_info("/agents", await listings.agents_text(self._client(), str(self.cwd)))
+
+    async def _open_plugins(self, arguments: str = "") -> None:
+        """``/plugin``; ``/plugin marketplace add SOURCE`` adds a marketplace, then shows it."""
+        from roder_tui.screens.plugins import PluginScreen
+
+        words = arguments.split()
+        if words and (words[:2] != ["marketplace", "add"] or len(words) != 3):
+            self.notify("usage: /plugin, or /plugin marketplace add SOURCE", title="/plugin", severity="error")
+            return
+        screen = PluginScreen(self._client())
+        await self.push_screen(screen)
+        if words:
+            await screen.add_marketplace(words[2])
+
+    async def _trust_folder(self) -> None:
+        from roder_core.server.protocol import TRUST_SET, TrustSetParams
+
+        result = await self._client().call(TRUST_SET, TrustSetParams(cwd=str(self.cwd), trusted=True))
+        if result.loaded:
+            self.notify("This folder is trusted and its own items are loaded.", title="/trust")
+        else:
+            self.notify(
+                "This folder is trusted: restart roder to load its config, hooks, skills, commands, agents and MCP servers.",
+                title="/trust",
+                timeout=10,
+            )
+
+    async def pick_model(self, provider: str | None = None) -> None:
+        """``/model`` without an argument: choose among every configured provider's models; the
+        open thread switches at once (``providers/select`` with its id)."""
+        from roder_core.server.protocol import MODEL_LIST, PROVIDERS_LIST, ModelListParams
+        from roder_tui.screens.choice import ChoiceScreen
+
+        client = self._client()
+        providers = await client.call(PROVIDERS_LIST)
+        rows: list[tuple[str, str]] = []
+        for entry in providers.providers:
+            if entry.auth_configured is False or (provider and entry.id != provider):
+                continue
+            try:
+                listed = (await client.call(MODEL_LIST, ModelListParams(provider=entry.id))).models
+            except Exception as exc:  # one unreachable provider must not hide the others
+                log.info("model/list %s: %s", entry.id, exc)
+                continue
+            rows += [(f"{entry.id}/{m.id}", f"{entry.id}/{m.id}") for m in listed]
+        current = f"{self.status_bar.state.get('provider')}/{self.status_bar.state.get('model')}"
+        chosen = await self.push_screen_wait(
+            ChoiceScreen("Model for this thread", rows, highlight=current, empty="no configured provider lists models")
+        )
+        if not chosen:
+            return
+        provider_id, _, model = chosen.partition("/")
+        from roder_core.kernel.services import PaletteCommand
+
+        await self._run_palette_command(
+            PaletteCommand(
+                "model",
+                chosen,
+                "providers/select",
+                {"provider": provider_id, "model": model, **({"threadId": self.thread_id} if self.thread_id else {})},
+            )
+        )
+
+    async def export_thread(self, fmt: str = "md", path: str | None = None) -> None:
+        from roder_core.server.protocol import THREAD_READ, ThreadReadParams
+
+        thread = (
+            await self._client().call(THREAD_READ, ThreadReadParams(thread_id=self.open_thread(), include_turns=True))
+        ).thread
+        fmt = "json" if fmt.lower() in ("json", "jsonl") else "md"
+        here = Path.cwd() if self.files_remote else self.cwd  # the file is written on this machine
+        target = Path(path) if path else here / f"roder-{thread.id}.{fmt}"
+        target = target if target.is_absolute() else here / target
+        from roder_core.threads.transcript import render_markdown  # the one renderer, with safe fences
+
+        text = json.dumps(thread.wire(), indent=2) if fmt == "json" else render_markdown(thread)
+        try:
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"could not write {target}: {exc}", severity="error")
+            return
+        self.notify(str(target), title="exported")
+
+    def action_command_palette(self) -> None:
+        from roder_tui.screens.command_palette import CommandPaletteScreen
+
+        if not isinstance(self.screen, CommandPaletteScreen):
+            self.push_screen(self._palette_screen())
+
+    def _palette_screen(self) -> Screen[Any]:
+        from roder_tui.screens.command_palette import CommandPaletteScreen
+
+        return self._installed(PALETTE_SCREEN, lambda: CommandPaletteScreen(self._palette_rows, self.run_palette_command))
+
+    def _build_modals(self) -> None:
+        """Compose, style and mount the palette and help after the first frame, while the runtime
+        starts, so ctrl+p and F1 only show them (Textual starts an installed screen when it is
+        first pushed; ``_get_screen`` is that step). The palette's rows load once the runtime is
+        ready."""
+        from roder_tui.screens.help import HelpScreen
+
+        self._get_screen(self._palette_screen())
+        self._get_screen(self._installed(HELP_SCREEN, HelpScreen))
+
+    async def _palette_rows(self) -> list[PaletteCommand]:
+        from roder_tui.palette import palette_rows
+
+        await self.ready.wait()
+        return await palette_rows(self._client(), await self.palette_state())
+
+    async def palette_state(self) -> dict[str, Any]:
+        """What the palette's sources build their rows from (``roder_tui.palette.palette_state``)."""
+        from roder_tui.palette import palette_state
+
+        return await palette_state(
+            self._client(),
+            cwd=str(self.cwd),
+            thread_id=self.thread_id,
+            mode=self.status_bar.state.get("mode"),
+            themes=sorted(self.themes.themes),
+            theme=self.roder_theme.name,
+            commands=self.slash_commands,
+        )
+
+    def run_palette_command(self, command: PaletteCommand) -> None:
+        self.run_worker(self._run_palette_command(command), group="palette", exit_on_error=False)
+
+    async def _run_palette_command(self, command: PaletteCommand) -> None:
+        from roder_core.server.errors import RpcError
+        from roder_core.server.protocol import ProvidersSelectResult, SessionModeResult
+
+        params, method = dict(command.params), command.method
+        local: dict[str, Callable[[], Any]] = {
+            "tui/thread/new": self.new_thread,
+            "tui/thread/pick": self.action_resume_picker,
+            "tui/thread/fork": self.fork_thread,
+            "tui/rewind": self.action_rewind,
+            "tui/thread/switch": lambda: self.switch_thread(params["threadId"]),
+            "tui/model/pick": lambda: self.pick_model(params.get("provider")),
+            "tui/theme/set": lambda: self._set_theme_async(params["name"]),
+            "tui/export": lambda: self.export_thread(params.get("format", "md")),
+            "tui/slash": lambda: self.run_slash(f"/{params['name']}"),
+            "tui/copy_last": self.action_copy_focused,
+            "tui/sidebar": self.action_toggle_sidebar,
+            "tui/help": self.action_help,
+            "tui/tasks": self.action_tasks,
+            "tui/workflows": self.action_workflows,
+        }
+        try:
+            if method in local:
+                await _perform(local[method])
+                return
+            result = await self._client().call_method(method, params)
+        except RpcError as exc:
+            self.notify(exc.message, severity="error", timeout=10)
+            return
+        if isinstance(result, SessionModeResult):
+            self.status_bar.update_state(mode=result.mode)
+        elif isinstance(result, ProvidersSelectResult):
+            self.status_bar.update_state(provider=result.provider, model=result.model)
+            self.notify(f"{result.provider}/{result.model}", title="model")
+
+
+async def _perform(action: Callable[[], Any]) -> None:
+    """Run an app action that may or may not be a coroutine."""
+    result = action()
+    if inspect.isawaitable(result):
+        await result

@@ -1,0 +1,222 @@
+"""The app's turns: the prompt's submissions (prompts, ``!`` shell lines, slash commands, queued
+steers) and the runtime's events that stream a turn into the transcript."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual import on
+
+from roder_tui.app_commands import AppCommands
+from roder_tui.home_config import git_branch
+from roder_tui.widgets.prompt import PromptInput, attachments_in
+
+
+class AppTurns(AppCommands):
+    async def _on_event(self, event: Any) -> None:
+        from roder_core.threads import events as ev
+
+        method = getattr(event, "method", "")
+        if method == "thread/live":
+            if event.thread_id == self.thread_id:
+                await self._catch_up(event)
+            return
+        if method == "turn/steer/queued":
+            if event.thread_id == self.thread_id:
+                self.queued.add(event.item.id, event.item.text)
+            return
+        if method == "turn/steer/cancelled":
+            self.queued.discard(event.item_id)
+            return
+        if method == "auth/login/completed":
+            from roder_tui.sign_in_view import completion_message
+
+            text, severity = completion_message(event)
+            self.notify(text, title="/login", severity=severity, timeout=12)  # type: ignore[arg-type]
+            return
+        thread_id = getattr(event, "thread_id", None)
+        if isinstance(event, ev.AgentMessageDelta):
+            if thread_id == self.thread_id:
+                self.coalescer.push(event.item_id, event.delta)
+            return
+        if isinstance(event, ev.ToolOutputDelta):
+            if thread_id == self.thread_id:
+                self.coalescer.push(f"call:{event.call_id}", event.delta)
+            return
+        if (
+            isinstance(event, ev.ThreadStarted)
+            and event.thread.parent is not None
+            and event.thread.parent.thread_id in self._family
+        ):
+            self._family.add(event.thread.id)
+        if isinstance(event, ev.ApprovalRequested | ev.ApprovalResolved) and thread_id in self._family:
+            await self.coalescer.drain()
+            self._on_approval_event(event)
+            return
+        if isinstance(event, ev.UserInputRequested) and thread_id in self._family:
+            self.questions.add(event)
+            return
+        if isinstance(event, ev.TurnCompleted):
+            self.questions.turn_ended(event.turn.id)
+        if method == "tasks/updated":
+            self.tasks_view.task_updated(event.task)
+            return
+        if method == "workflows/updated":
+            self.workflows_view.updated(event)
+            return
+        if isinstance(event, ev.PlanReviewUpdated):
+            await self._on_plan_review(event)
+            return
+        if isinstance(event, ev.TeamUpdated):
+            if thread_id == self.thread_id:
+                await self.teams.on_updated(event.team)
+            return
+        if isinstance(event, ev.ItemCompleted) and self.team_panes.member_of_thread(thread_id or ""):
+            self.team_panes.add_item(thread_id or "", event.item)
+            return
+        if thread_id not in (self.thread_id, "", None):
+            if isinstance(event, ev.TurnCompleted) and thread_id in self._left_running:
+                self._left_running.discard(thread_id)
+                await self._release_thread(thread_id)
+            if method in ("thread/status/changed", "thread/title/changed", "thread/started"):
+                self.refresh_sidebar()
+            return
+        await self.coalescer.drain()
+        if isinstance(event, ev.ItemStarted):
+            if event.item.type == "userMessage":
+                self.queued.discard(event.item.id)  # a steer reached the model
+            await self.transcript.add_item(event.item, live=True)
+        elif isinstance(event, ev.ItemCompleted):
+            await self.transcript.add_item(event.item, live=False)
+        elif isinstance(event, ev.TurnStarted):
+            self.turn_id, self.turn_started = event.turn_id, time.monotonic()
+            self._set_activity("working")
+        elif isinstance(event, ev.TurnCompleted):
+            self.turn_id = None
+            status = event.turn.status
+            self.transcript.settle()
+            mine = {q.item_id for q in self.queued.queued}  # a team's messages are the team's to deliver again
+            self._return_unsent([m.text for m in event.unsent_steers if m.id in mine])
+            if status == "interrupted":
+                from roder_tui.widgets.messages import interrupted_marker
+
+                await self.transcript.add_item(interrupted_marker(event.turn.id))
+            if status == "failed" and event.turn.error is not None:
+                self.notify(event.turn.error.message, title="turn failed", severity="error", timeout=10)
+            self._set_activity("idle")
+            self.status_bar.update_state(git_branch=git_branch(self.cwd))
+            self.refresh_sidebar()
+        elif isinstance(event, ev.TokenUsageUpdated):
+            from roder_ext_tui.segments import cache_state
+
+            self.status_bar.update_state(
+                context_tokens=event.context_tokens,
+                context_window=event.context_window,
+                cost_usd=event.total.cost_usd,
+                **cache_state(event.usage, event.total),
+            )
+        elif isinstance(event, ev.ModelRetrying):
+            self.notify(event.notice(), title="retrying", severity="warning", timeout=max(event.wait, 5.0))
+        elif isinstance(event, ev.ModeChanged):
+            self.status_bar.update_state(mode=event.mode)
+        elif isinstance(event, ev.ThreadModelChanged):
+            self.status_bar.update_state(provider=event.provider, model=event.model, context_window=None)
+        elif isinstance(event, ev.ThreadTitleChanged | ev.ThreadStatusChanged):
+            self.refresh_sidebar()
+        elif isinstance(event, ev.ErrorEvent):
+            self.notify(event.message, title=event.kind, severity="error", timeout=10)
+
+    @on(PromptInput.Submitted)
+    def _submitted(self, event: PromptInput.Submitted) -> None:
+        # A worker, so a long ``!cmd`` or a slow call never blocks keys (esc must still work).
+        self.run_worker(self.send(event.text), group="send", exit_on_error=False)
+
+    async def send(self, text: str) -> None:
+        """Send what the user typed: ``!cmd``, ``/command``, a steer during a turn, or a prompt."""
+        from roder_core.server.errors import RpcError
+        from roder_core.server.protocol import TURN_START, TURN_STEER, InputItem, TurnStartParams, TurnSteerParams
+
+        if not self.ready.is_set():
+            await self.ready.wait()
+        stripped = text.strip()
+        try:
+            if stripped.startswith("!") and len(stripped) > 1:
+                await self.run_shell(stripped[1:].strip())
+            elif stripped.startswith("/") and len(stripped) > 1 and not stripped.startswith("//"):
+                await self.run_slash(stripped)
+            elif self.team_panes.focused is not None and self.team_panes.team is not None:
+                await self.teams.message_focused(text)
+            elif self.turn_id is not None:
+                steer = TurnSteerParams(thread_id=self.open_thread(), expected_turn_id=self.turn_id, prompt=text)
+                steered = await self._client().call(TURN_STEER, steer)
+                self.queued.add(steered.item_id, text)
+            else:
+                from roder_tui.media_input import image_inputs, prompt_images
+
+                images = prompt_images(text, self.cwd)
+                known = set(await self.prompt_bar.known_files()) if self.files_remote and "@" in text else None
+                files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd, known) if p not in images]
+                await self.transcript.action_jump_end()  # a new prompt: follow the new turn
+                self._redo.clear()
+                params = TurnStartParams(thread_id=self.open_thread(), prompt=text, input=[*image_inputs(text, self.cwd), *files])
+                await self._client().call(TURN_START, params)
+                self.pending_media.show_items([])  # the turn took them
+        except RpcError as exc:
+            # Refused (an image for a model that cannot see, a bad command...): nothing typed is lost.
+            self._give_back([text])
+            self.notify(exc.message, severity="error", timeout=10)
+
+    def _give_back(self, texts: list[str]) -> None:
+        """Put text that was not sent back into the prompt, before anything typed since."""
+        prompt = self.prompt_bar.input
+        prompt.text = "\n\n".join([*texts, prompt.text] if prompt.text.strip() else texts)
+        prompt.move_cursor(prompt.document.end)
+
+    def _return_unsent(self, texts: list[str]) -> None:
+        """Steer messages the turn never delivered go back into the prompt (before any draft),
+        never into the next turn."""
+        self.queued.take_all()
+        if not texts:
+            return
+        self._give_back(texts)
+        self.notify("queued messages were not sent; they are back in the prompt", title="steer")
+
+    @on(PromptInput.RecallQueued)
+    async def _recall_queued(self) -> None:
+        from roder_core.server.protocol import TURN_STEER_CANCEL, TurnSteerCancelParams
+
+        if not self.queued.queued or self.thread_id is None:
+            return
+        newest = self.queued.queued[-1]
+        taken = await self._client().call(
+            TURN_STEER_CANCEL, TurnSteerCancelParams(thread_id=self.thread_id, item_id=newest.item_id)
+        )
+        self.queued.discard(newest.item_id)
+        if taken.cancelled and taken.text is not None:
+            prompt = self.prompt_bar.input
+            prompt.text = taken.text
+            prompt.move_cursor(prompt.document.end)
+        else:
+            self.notify("the model already received it", title="steer")
+
+    async def run_shell(self, command: str) -> None:
+        """``!cmd``: the control plane's command/exec runs it after policy evaluation."""
+        from roder_core.ir import CommandExecutionItem
+        from roder_core.server.protocol_host import COMMAND_EXEC, CommandExecParams
+
+        result = await self._client().call(COMMAND_EXEC, CommandExecParams(command=["bash", "-lc", command], cwd=str(self.cwd)))
+        last = self.transcript.model.entries[-1].items[-1].id if len(self.transcript.model) else None
+        card = CommandExecutionItem(
+            command=command,
+            cwd=str(self.cwd),
+            exit_code=result.exit_code,
+            output=result.stdout + result.stderr,
+            duration_ms=result.duration_ms,
+            timed_out=result.timed_out,
+            call_id=f"shell-{time.monotonic_ns()}",
+        )
+        # Not part of the thread (the model never saw it): kept here so it survives switching away.
+        if self.thread_id is not None:
+            self._shell_cards.setdefault(self.thread_id, []).append((last, card))
+        await self.transcript.add_item(card)
