@@ -47,6 +47,8 @@ def _preimport_renderers() -> None:
 
 
 class RoderApp(AppTurns):
+    """The top layer: start-up, the runtime connection and its notification stream."""
+
     TITLE = "Roder"
     BINDINGS = app_bindings()
     #: Roder's palette (screens/command_palette.py) replaces Textual's: it is built once, not per open.

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 
 class AppApprovals(AppThreads):
+    """Approval requests and plan reviews, shown one at a time and answered through the client."""
+
     def _on_approval_event(self, event: Any) -> None:
         """Approvals of the visible thread and of subagents it (or a thread left running) started."""
         from roder_core.threads import events as ev

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class AppCommands(AppRewind):
+    """Slash commands, listings and the command palette, each running a layer below's action."""
+
     async def run_slash(self, line: str) -> None:
         from roder_core.server.errors import METHOD_NOT_FOUND, RpcError
         from roder_core.server.protocol_features import COMMANDS_RUN, CommandsRunParams

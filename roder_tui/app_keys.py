@@ -10,6 +10,8 @@ from roder_tui.widgets.prompt import PromptInput
 
 
 class AppKeys(AppState):
+    """Key actions that need nothing but the state: quit, copy, mode, sidebar, help, focus."""
+
     async def action_ctrl_c(self) -> None:
         """Copy a selection; else interrupt the running turn; else clear the prompt; on an idle,
         empty prompt, a second press within two seconds quits."""

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 
 class AppRewind(AppApprovals):
+    """Interrupt, rewind, undo, redo and fork-here: the ways back to an earlier point."""
+
     async def action_interrupt(self) -> None:
         """esc: close the completion list, else interrupt the running turn, else (twice on an
         empty prompt) open the rewind list."""

@@ -77,6 +77,9 @@ ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
 
 class AppState(App[int]):
+    """The bottom layer: the app's state (client, thread, turn), its widgets (``compose``), its
+    layout and themes, and the helpers every layer above uses (``_client``, ``notify``...)."""
+
     def __init__(
         self,
         args: argparse.Namespace | None = None,

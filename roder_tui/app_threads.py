@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 
 class AppThreads(AppKeys):
+    """Opening, switching, forking and leaving threads; the sidebar; a team's panes."""
+
     async def action_team_next_pane(self) -> None:
         await self.teams.next_pane()
 

@@ -14,6 +14,8 @@ from roder_tui.widgets.prompt import PromptInput, attachments_in
 
 
 class AppTurns(AppCommands):
+    """The prompt's submissions and the runtime's events that stream a turn into the transcript."""
+
     async def _on_event(self, event: Any) -> None:
         from roder_core.threads import events as ev
 
