@@ -286,16 +286,20 @@ class LspClient:
         return value if value is not None else {}
 
     @property
-    def asks(self) -> bool:
-        """Whether diagnostics are asked for (then published ones, which may be about an older
-        text when they carry no version, are not used)."""
+    def _tsserver(self) -> bool:
         commands = (self.capabilities.get("executeCommandProvider") or {}).get("commands") or []
-        return bool(self.pulls) or TSSERVER_REQUEST in commands
+        return TSSERVER_REQUEST in commands
+
+    @property
+    def asks(self) -> bool:
+        """Whether diagnostics are asked for (or a first pull is being tried), rather than
+        waited for as published."""
+        return self.pulls is not False or self._tsserver
 
     def _diagnostics(self, params: dict[str, Any]) -> None:
         document = self._documents.get(str(params.get("uri")))
-        if document is None or self.asks:
-            return
+        if document is None or self.pulls or self._tsserver:
+            return  # asked for: published ones may be about an older text when unversioned
         version = params.get("version")
         if isinstance(version, int) and version < document.version:
             return  # about an older text than the one we sent last
@@ -378,7 +382,7 @@ class LspClient:
                 self.pulls = True
                 items = report.get("items", []) if isinstance(report, dict) else []
                 return [Diagnostic.from_lsp(d) for d in items if isinstance(d, dict)]
-        if self.asks:
+        if self._tsserver:
             found: list[Diagnostic] = []
             for command in TSSERVER_DIAGNOSTICS:
                 answer = await self.request(
