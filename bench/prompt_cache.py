@@ -21,8 +21,8 @@ Sizes are estimated at four characters a token over each block's JSON. The goal 
 least 90% after the first turn.
 
 ``--scenario window``: a session that reaches the context window. The model's window is 32,768
-tokens (``--window``); each turn reads three files of about 1,500 tokens each, so the planner shortens old tool
-outputs and automatic compaction summarizes older turns again and again (the fake server
+tokens (``--window``); each turn reads three files of about 1,500 tokens each, so automatic
+compaction summarizes older turns again and again (the fake server
 answers every summary request, whichever form it takes, with a fixed summary). Every request is
 counted, the summary requests too.
 

@@ -514,7 +514,8 @@ class AgentInferenceRequest(IRModel):
     temperature: float | None = None
     parallel_tool_calls: bool = True
     metadata: dict[str, Any] = Field(default_factory=dict)
-    #: Index of the first message of the running turn: planners keep it and what follows verbatim.
+    #: Index of the first message of the running turn: planners keep it and what follows verbatim
+    #: (0 when the whole conversation is to be kept: automatic compaction will make room).
     turn_start: int = 0
     #: Stable per thread: lets a provider route requests sharing a prefix to the same cache
     #: (Responses ``prompt_cache_key``).

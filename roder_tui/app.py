@@ -30,14 +30,13 @@ from collections.abc import Awaitable, Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
-from roder_ext_tui.segments import cache_state  # noqa: E402
 from textual import on, work  # noqa: E402
 from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
 from roder_core import __version__  # noqa: E402
-from roder_core.ir import Mode  # noqa: E402
+from roder_core.modes import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.keymap import app_bindings  # noqa: E402
 from roder_tui.questions import QuestionQueue  # noqa: E402
@@ -62,6 +61,7 @@ from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
+    from textual.screen import Screen
 
     from roder_core.ir import ApprovalDecision, ApprovalRequest, Thread, UserMessageItem
     from roder_core.kernel.services import PaletteCommand
@@ -82,6 +82,9 @@ SIDEBAR_STEP = 4
 SIDEBAR_MIN_CELLS = 16
 #: Turns a thread opens with; older ones are fetched when the transcript is scrolled back to them.
 RECENT_TURNS = 30
+#: The name the command palette's screen is installed under.
+PALETTE_SCREEN = "command-palette"
+HELP_SCREEN = "help"
 #: Makes the app's control-plane client: in process by default, a host's client when attached.
 ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
@@ -121,26 +124,24 @@ def git_branch(cwd: Path) -> str | None:
 
 
 def _preimport() -> None:
-    """Import the runtime, the message renderers and the extensions on a thread while the first
-    frame paints, so neither startup nor the first streamed answer waits for an import."""
+    """Import the runtime and the extensions on a thread while the first frame paints."""
     import roder_core.server.client  # noqa: F401
-    import roder_tui.widgets.messages  # noqa: F401
     from roder_core.kernel.distribution import discovered_factories
 
     discovered_factories()
 
 
-def _palette_provider() -> type:
-    """The palette provider, imported when the palette first opens (not before the first frame)."""
-    from roder_tui.palette import PaletteSourcesProvider
-
-    return PaletteSourcesProvider
+def _preimport_renderers() -> None:
+    """The message renderers (Markdown, Pygments), imported on a thread once the app is idle, so
+    the first streamed answer does not wait for them and start-up does not share a core with them."""
+    import roder_tui.widgets.messages  # noqa: F401
 
 
 class RoderApp(App[int]):
     TITLE = "Roder"
     BINDINGS = app_bindings()
-    COMMANDS = {_palette_provider}
+    #: Roder's palette (screens/command_palette.py) replaces Textual's: it is built once, not per open.
+    ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: vertical; }
     #body { height: 1fr; }
@@ -280,7 +281,9 @@ class RoderApp(App[int]):
         self.status_bar.update_state(cwd=str(self.cwd), git_branch=git_branch(self.cwd), activity="starting")
         self.prompt_bar.input.focus()
         self._layout_for_width(self.size.width)
-        self.set_timer(0.05, self._boot)
+        # The runtime starts once the first frame is on the screen: nothing of it delays that frame.
+        self.call_after_refresh(self._boot)
+        self.call_after_refresh(self._build_modals)
 
     def on_resize(self, event: Any) -> None:
         self._layout_for_width(event.size.width)
@@ -321,17 +324,23 @@ class RoderApp(App[int]):
             client = self.client
             client.serve_locally("team/pane/focus", self.teams.pane_focus)
             client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
-            info = await client.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__)))
+            # No method table: listing it imports every handler module of the server, which the
+            # app does not read (the others load on their first call).
+            hello = InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__), include_method_groups=False)
+            info = await client.call(INITIALIZE, hello)
         except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
             self.exit_message = f"roder: {exc}"
             self.exit(2)
             return
         for warning in info.warnings:
             self.notify(warning, severity="warning", timeout=8)
-        await self._add_plugin_themes()
         # Segments render on this side; palette rows come from the host (palette/commands).
         self.status_bar.set_segments(await asyncio.to_thread(client.status_segments, info.cwd))
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
+        # What the prompt does not need comes after "idle": the renderers of answers, plugins'
+        # themes, the sandbox probe's verdict, commands, MCP completions, the thread list.
+        renderers = asyncio.create_task(asyncio.to_thread(_preimport_renderers))
+        await self._add_plugin_themes()
         await self._show_sandbox()
         if REMOTE:
             from roder_tui.widgets.messages import ToolCardView
@@ -348,6 +357,7 @@ class RoderApp(App[int]):
             if choice == "quit":
                 self.exit(0)
                 return
+        await renderers
         await self._open_initial_thread()
         # Everything alive now lives as long as the app: keep it out of the cyclic collector's
         # full passes, which otherwise stall streaming for 100+ ms on a large heap; and make full
@@ -575,6 +585,8 @@ class RoderApp(App[int]):
             self.status_bar.update_state(git_branch=git_branch(self.cwd))
             self.refresh_sidebar()
         elif isinstance(event, ev.TokenUsageUpdated):
+            from roder_ext_tui.segments import cache_state
+
             self.status_bar.update_state(
                 context_tokens=event.context_tokens,
                 context_window=event.context_window,
@@ -792,6 +804,8 @@ class RoderApp(App[int]):
 
         live = await self._client().call(THREAD_LIVE, ThreadLiveParams(thread_id=thread.id))
         last = next((t for t in reversed(thread.turns) if t.usage.total_tokens), None)
+        from roder_ext_tui.segments import cache_state
+
         self.status_bar.update_state(
             provider=thread.provider or self.status_bar.state.get("provider"),
             model=thread.model or self.status_bar.state.get("model"),
@@ -1037,7 +1051,7 @@ class RoderApp(App[int]):
             "redo": self.redo,
             "export": lambda: self.export_thread(*(arguments.split() or ["md"])[:2]),
             "tools": lambda: self._list_tools(mcp_only=False),
-            "mcp": lambda: self._list_tools(mcp_only=True),
+            "mcp": lambda: self._mcp(arguments),
             "skills": self._list_skills,
             "agents": self._list_agents,
             "plugin": lambda: self._open_plugins(arguments),
@@ -1056,6 +1070,13 @@ class RoderApp(App[int]):
         from roder_tui.screens.info import InfoScreen
 
         self.push_screen(InfoScreen(title, text))
+
+    async def _mcp(self, arguments: str) -> None:
+        """``/mcp`` lists the servers; ``/mcp login NAME`` and ``/mcp logout NAME`` sign in and out."""
+        from roder_tui.mcp_sign_in import mcp_command
+
+        if not await mcp_command(self, arguments):
+            await self._list_tools(mcp_only=True)
 
     async def _list_tools(self, *, mcp_only: bool) -> None:
         from roder_core.server.protocol import TOOLS_LIST, ToolsListParams
@@ -1194,6 +1215,40 @@ class RoderApp(App[int]):
         self.notify(str(target), title="exported")
 
     # ------------------------------------------------------------------ palette
+
+    def action_command_palette(self) -> None:
+        from roder_tui.screens.command_palette import CommandPaletteScreen
+
+        if not isinstance(self.screen, CommandPaletteScreen):
+            self.push_screen(self._palette_screen())
+
+    def _palette_screen(self) -> Screen[Any]:
+        from roder_tui.screens.command_palette import CommandPaletteScreen
+
+        return self._installed(PALETTE_SCREEN, lambda: CommandPaletteScreen(self._palette_rows, self.run_palette_command))
+
+    def _installed(self, name: str, make: Callable[[], Screen[Any]]) -> Screen[Any]:
+        """A modal opened often (palette, help), installed on first use and reused on every open:
+        composing and styling one costs far more than showing it."""
+        if not self.is_screen_installed(name):
+            self.install_screen(make(), name)
+        return self.get_screen(name)
+
+    def _build_modals(self) -> None:
+        """Compose, style and mount the palette and help after the first frame, while the runtime
+        starts, so ctrl+p and F1 only show them (Textual starts an installed screen when it is
+        first pushed; ``_get_screen`` is that step). The palette's rows load once the runtime is
+        ready."""
+        from roder_tui.screens.help import HelpScreen
+
+        self._get_screen(self._palette_screen())
+        self._get_screen(self._installed(HELP_SCREEN, HelpScreen))
+
+    async def _palette_rows(self) -> list[PaletteCommand]:
+        from roder_tui.palette import palette_rows
+
+        await self.ready.wait()
+        return await palette_rows(self._client(), await self.palette_state())
 
     async def palette_state(self) -> dict[str, Any]:
         from roder_core.server.protocol import MODEL_LIST, PROVIDERS_LIST, THREAD_LIST, ModelListParams, ThreadListParams
@@ -1399,7 +1454,7 @@ class RoderApp(App[int]):
         from roder_tui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(self._installed(HELP_SCREEN, HelpScreen))
 
     async def action_new_thread(self) -> None:
         if self.client is not None:

@@ -20,7 +20,7 @@ from roder_tui.startup import end_startup
 #: name -> (module with ``add_arguments(parser)`` and ``run(args) -> int``, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tools": ("roder_tui.commands.tools", "list every tool (built-in, extension, MCP) with its source"),
-    "mcp": ("roder_tui.commands.mcp", "list MCP servers with their status, errors and tools"),
+    "mcp": ("roder_tui.commands.mcp", "list MCP servers with their status, errors and tools; sign in to (out of) one"),
     "trust": ("roder_tui.commands.trust", "trust a folder: load its config, hooks, skills, commands, agents, MCP"),
     "untrust": ("roder_tui.commands.untrust", "stop loading a folder's own config, hooks and extensions"),
     "extensions": ("roder_tui.commands.extensions", "list installed extensions and their capabilities"),

@@ -2,8 +2,9 @@
 
 It speaks the standard wire format (RFC 8414 metadata, RFC 8628 device flow with
 ``authorization_pending`` and ``slow_down``, RFC 6749 authorization code with RFC 7636 PKCE S256
-checked for real, refresh with rotation, RFC 7009 revocation, RFC 7591 registration) and
-records what it was sent, so tests can check what Roder did. It runs on a thread with the
+checked for real, refresh with rotation, RFC 7009 revocation, RFC 7591 registration, RFC 7662
+introspection for a resource server such as the OAuth-protected MCP fixture) and records what it
+was sent, so tests can check what Roder did. It runs on a thread with the
 standard library's HTTP server: nothing here shares the event loop of the code under test.
 """
 
@@ -42,6 +43,8 @@ class AuthState:
     user_code: str = "WDJB-MJHT"
     device_code: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     approved_redirect: list[str] = field(default_factory=list)
+    #: Access tokens the server no longer accepts (as if revoked at the server's side).
+    invalidated: set[str] = field(default_factory=set)
 
 
 class OAuthTestServer:
@@ -77,6 +80,11 @@ class OAuthTestServer:
         if self.state.offer_revocation:
             meta["revocation_endpoint"] = f"{self.issuer}/revoke"
         return meta
+
+    def sent(self, path: str) -> list[dict[str, str]]:
+        """The query (GET) or form (POST) of every request to ``path``, in order."""
+        with self.lock:
+            return [form for where, _method, form in self.state.requests if where == path]
 
     def grant_types(self) -> list[str]:
         return [grant for _path, _method, form in self.state.requests if (grant := form.get("grant_type", ""))]
@@ -148,6 +156,10 @@ class OAuthTestServer:
 
     def _post(self, path: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
         state = self.state
+        if path == "/introspect":  # RFC 7662, for the resource server (which has no client id here)
+            token = form.get("token", "")
+            active = token in state.issued and token not in state.invalidated and token not in state.revoked
+            return 200, {"active": active}
         if path == "/register":
             body = json.loads(form["json"])
             state.registered.append(body)

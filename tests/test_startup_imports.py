@@ -77,3 +77,56 @@ def test_the_list_catches_a_module_that_creeps_in() -> None:
         "roder_core.teams.manager",
         "textual.app",
     ]
+
+
+#: Not imported before the app's first frame is drawn: the runtime and the IR (pydantic) come
+#: with the runtime after it, a team's panes (``RichLog``, ``rich.pretty``, ``attrs``) with a team.
+NOT_BEFORE_FIRST_FRAME = (
+    "pydantic",
+    "roder_core.ir",
+    "roder_core.kernel.services",
+    "roder_core.kernel.distribution",
+    "roder_core.runtime",
+    "roder_core.teams.model",
+    "roder_ext_tui",
+    "httpx",
+    "rich.pretty",
+    "attr",
+    "roder_tui.widgets.member_pane",
+)
+FIRST_FRAME_PROBE = """
+import asyncio, sys
+from roder_tui.app import RoderApp
+
+async def main():
+    app = RoderApp()
+
+    async def no_runtime():  # stop where the runtime would start: after the first frame
+        pass
+
+    app._boot = no_runtime
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.screen.query_one("#sidebar").region.width > 0  # laid out and drawn
+    print("\\n".join(sorted(sys.modules)))
+
+asyncio.run(main())
+"""
+
+
+def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> None:
+    """The app draws its first frame (sidebar, transcript, prompt, status bar) with Textual and
+    its own widgets only; everything the runtime brings loads after it (``bench/tui_first_frame.py``)."""
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_FRAME_PROBE],
+        cwd=workspace,
+        env={**os.environ, "RODER_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = set(done.stdout.split())
+    assert "roder_tui.widgets.transcript" in names  # the probe did build the app
+    assert offenders(names, NOT_BEFORE_FIRST_FRAME) == []

@@ -20,7 +20,7 @@ from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 from roder_core.policy.commandline import shell_subjects
 
-from .common import BuiltinTool
+from .common import BuiltinTool, ToolInputError
 from .patch import patch_in_command, rebase_patch
 
 DEFAULT_TIMEOUT = 120
@@ -134,22 +134,28 @@ class BashTool(BuiltinTool):
         patch = rebase_patch(found.patch, folder) if folder.strip("./") else found.patch
         return ToolCall(id="", name="apply_patch", arguments={"patch": patch})
 
+    def _checked(self, ctx: ToolExecutionContext, call: ToolCall) -> BashArguments:
+        """The arguments, after the checks that refuse the call before it starts (shared by the
+        preview and the run, so nobody is asked to approve a command that would be refused)."""
+        args = parse_arguments(BashArguments, call)
+        if args.timeout is not None and args.timeout > MAX_TIMEOUT:
+            raise ToolInputError(timeout_in_milliseconds(args.timeout))
+        if not args.run_in_background and ctx.deadline is not None and ctx.deadline - time.time() <= 1:
+            raise ToolInputError("not started: the turn's time budget is used up; give your final answer")
+        return args
+
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
-        return {"command": str(call.arguments.get("command", "")), "cwd": str(call.arguments.get("workdir") or ".")}
+        args = self._checked(ctx, call)
+        return {"command": args.command, "cwd": args.workdir or "."}
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        args = parse_arguments(BashArguments, call)
+        args = self._checked(ctx, call)
         command, workdir = args.command, args.workdir or "."
-        if args.timeout is not None and args.timeout > MAX_TIMEOUT:
-            return ToolResult.error(call, timeout_in_milliseconds(args.timeout))
         timeout = args.timeout
         if args.run_in_background:
             return await self._start_background(ctx, call, command, workdir)
         if ctx.deadline is not None:
-            left = ctx.deadline - time.time()
-            if left <= 1:
-                return ToolResult.error(call, "not started: the turn's time budget is used up; give your final answer")
-            timeout = min(timeout or DEFAULT_TIMEOUT, left)
+            timeout = min(timeout or DEFAULT_TIMEOUT, ctx.deadline - time.time())
         fs = ctx.brokers.fs
         cwd = fs.resolve(workdir)
         result = await ctx.brokers.process.run(command, cwd=cwd, timeout=timeout, on_output=ctx.emit_output)

@@ -102,12 +102,14 @@ def _line_edit(text: str, old: str, new: str, replace_all: bool, *, loose: bool)
     return EditOutcome("\n".join(lines), len(starts), note)
 
 
-_READ_PREFIX = re.compile(r"^ *\d+\t", re.MULTILINE)
+#: A line-number prefix: read's ``     12\t``, or ``    12→`` (the numbered form another agent's
+#: read tool shows, which models trained on it copy).
+_READ_PREFIX = re.compile(r"^ *\d+(?:\t|\u2192)", re.MULTILINE)
 
 
 def _without_line_numbers(text: str) -> str | None:
-    """``text`` without the ``     12\t`` prefixes read puts before each line, when every
-    non-empty line has one; None otherwise."""
+    """``text`` without the line-number prefixes a numbered listing puts before each line
+    (``     12\t``, ``    12→``), when every non-empty line has one; None otherwise."""
     lines = [line for line in text.split("\n") if line]
     if not lines or not all(_READ_PREFIX.match(line) for line in lines):
         return None

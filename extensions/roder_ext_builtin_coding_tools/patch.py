@@ -39,6 +39,7 @@ from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
 from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, unified_diff
+from .edit import closest_line
 from .freshness import changed_since_note, record
 from .matching import IndentMismatch, Reindenter, normalize_punctuation
 from .validity import syntax_regression
@@ -213,6 +214,19 @@ def _seek(lines: list[str], needle: list[str], start: int, at_eof: bool) -> tupl
     return None
 
 
+def _mismatch(lines: list[str], old: list[str]) -> str:
+    """Which of a hunk's context or removed lines is not in the file (and the file's closest
+    line), or that each is there but not together in this order."""
+    present = {line.strip() for line in lines}
+    absent = [line for line in old if line.strip() not in present]
+    missing = next((line for line in absent if line.strip()), None)
+    if missing is None:
+        if absent:
+            return "\nThe file has no empty line, and the hunk has one."
+        return "\nEach of these lines is in the file, but not together in this order."
+    return f"\nThe line {missing.strip()!r} is not in the file.{closest_line(chr(10).join(lines), missing)}"
+
+
 def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
     ends_with_newline = text.endswith("\n")
     lines = text.split("\n") if text else []
@@ -232,7 +246,9 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
         found = _seek(lines, old, cursor, hunk.at_eof)
         if found is None:
             preview = "\n".join(old[:4])
-            raise PatchError(f"{path}, hunk {number}: these lines were not found (read the file again):\n{preview}")
+            raise PatchError(
+                f"{path}, hunk {number}: these lines were not found (read the file again):\n{preview}{_mismatch(lines, old)}"
+            )
         start, level = found
         matched = lines[start : start + len(old)]
         try:
@@ -411,7 +427,8 @@ class ApplyPatchTool(BuiltinTool):
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         fs = ctx.brokers.fs
-        planned = plan_changes(fs, parse_patch(parse_arguments(ApplyPatchArguments, call).patch))
+        ops = parse_patch(parse_arguments(ApplyPatchArguments, call).patch)
+        planned = plan_changes(fs, ops, lambda path, data: changed_since_note(ctx, path, data))
         return {"diff": "".join(c.diff for c in self._changes(planned, fs))}
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:

@@ -104,6 +104,18 @@ class _Page:
         self.complete = complete
 
 
+class BadPatternError(ToolInputError):
+    """The pattern is not a valid regular expression (the message is the engine's reason)."""
+
+
+#: A character class (``[^\n]`` matches within a line: it is no line break).
+_CHARACTER_CLASS = re.compile(r"\[(?:\\.|[^\]\\])*\]")
+#: ``\n`` written as a regular-expression escape (an odd number of backslashes before ``n``).
+_NEWLINE_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\n")
+#: Characters that make a pattern mean something else as a regular expression than as text.
+_REGEX_SPECIAL = frozenset("\\.^$*+?()[]{}|")
+
+
 class GrepTool(_SearchTool):
     name = "grep"
     description = (
@@ -116,19 +128,33 @@ class GrepTool(_SearchTool):
     arguments_model = GrepArguments
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        """A pattern that is not a valid regular expression, or that has regular-expression
+        characters and matches nothing, is searched for as literal text (models often mean
+        ``foo(bar)`` or ``a.b[0]`` as written); the result's first line says so."""
         args = parse_arguments(GrepArguments, call)
-        fs = ctx.brokers.fs
-        shown = fs.display(fs.resolve(args.path or "."))
-        engine = "ripgrep"
+        if "\n" in args.pattern or _NEWLINE_ESCAPE.search(_CHARACTER_CLASS.sub("", args.pattern)):
+            first = next((part for part in re.split(r"\n|\\n", args.pattern) if part.strip()), "")
+            raise ToolInputError(
+                "grep matches one line at a time, so a pattern with a line break (\\n) never matches; search for "
+                f"one line of it ({first.strip()!r}) and read the lines around the match"
+            )
+        shown = ctx.brokers.fs.display(ctx.brokers.fs.resolve(args.path or "."))
         withheld: list[str] = []
+        head = ""
+        literal = False
         try:
-            page = await self._ripgrep(ctx, args, shown, withheld)
-        except BrokerDenied:
-            page = None
-        if page is None:
-            engine = "python"
+            page, engine = await self._search(ctx, args, shown, withheld, literal=False)
+            if not page.total and _REGEX_SPECIAL.intersection(args.pattern):
+                withheld.clear()
+                as_text, engine_text = await self._search(ctx, args, shown, withheld, literal=True)
+                if as_text.total:
+                    page, engine, literal = as_text, engine_text, True
+                    head = f"no matches for the regular expression {args.pattern!r}; as literal text it matches:\n"
+        except BadPatternError as exc:
             withheld.clear()
-            page = self._python(fs, shown, args, withheld)
+            page, engine = await self._search(ctx, args, shown, withheld, literal=True)
+            literal = True
+            head = f"{args.pattern!r} is not a valid regular expression ({exc}); searched for it as literal text:\n"
         lines = [_cut(line) for line in page.lines]
         if lines:
             text = "\n".join(lines) + _page_notice(page, args.offset, len(lines))
@@ -136,6 +162,7 @@ class GrepTool(_SearchTool):
             text = f"no matching lines past offset {args.offset}; there are {_count(page)} in all (offsets 0-{page.total - 1})"
         else:
             text = f"no matches for {args.pattern!r} in {shown}" + (f" (files matching {args.glob!r})" if args.glob else "")
+        text = head + text
         text += withheld_note(withheld)
         return ToolResult(
             id=call.id,
@@ -147,9 +174,23 @@ class GrepTool(_SearchTool):
                 "offset": args.offset,
                 "shown": len(lines),
                 "engine": engine,
+                "literal": literal,
                 "withheld": len(set(withheld)),
             },
         )
+
+    async def _search(
+        self, ctx: ToolExecutionContext, args: GrepArguments, shown: str, withheld: list[str], *, literal: bool
+    ) -> tuple[_Page, str]:
+        """One page of matches and the engine that found them: ripgrep, else Python."""
+        try:
+            page = await self._ripgrep(ctx, args, shown, withheld, literal)
+        except BrokerDenied:
+            page = None
+        if page is not None:
+            return page, "ripgrep"
+        withheld.clear()
+        return self._python(ctx.brokers.fs, shown, args, withheld, literal), "python"
 
     def _targets(self, fs: FileSystemBroker, base: str, args: GrepArguments, withheld: list[str]) -> tuple[list[str], list[str]]:
         """What ripgrep searches (absolute paths: ripgrep 13 drops anchored rules of ignore files
@@ -175,7 +216,9 @@ class GrepTool(_SearchTool):
             )
         return [str(info.path) for info in sorted(infos, key=lambda i: i.display.split("/"))], []
 
-    async def _ripgrep(self, ctx: ToolExecutionContext, args: GrepArguments, base: str, withheld: list[str]) -> _Page | None:
+    async def _ripgrep(
+        self, ctx: ToolExecutionContext, args: GrepArguments, base: str, withheld: list[str], literal: bool
+    ) -> _Page | None:
         process, fs = ctx.brokers.process, ctx.brokers.fs
         if process.which("rg") is None or process.which("awk") is None:
             return None
@@ -185,16 +228,13 @@ class GrepTool(_SearchTool):
         if fs.may_withhold():
             # The content gate decides per file: the files with matches are asked first, and the
             # page is then cut from the ones it lets through (counts stay true).
-            allowed = await self._gated_files(ctx, args, targets, options, withheld)
+            allowed = await self._gated_files(ctx, args, targets, options, withheld, literal)
             if allowed is None:
                 return None  # too many files for one command line: the Python search gates as it goes
             if not allowed:
                 return _Page([], 0, True)
             targets, options = allowed, [o for o in options if not o.startswith(("--type", "--max-depth"))]
-        argv = [*RG_BASE, *options]
-        if args.case_insensitive:
-            argv.append("--ignore-case")
-        argv += ["--regexp", args.pattern, "--", *targets]
+        argv = [*RG_BASE, *options, *_rg_pattern(args, literal), "--", *targets]
         stop = args.offset + MAX_MATCHES + COUNT_CAP
         page = (
             f"NR > {args.offset} && n < {MAX_MATCHES} && size + length($0) < {MAX_PAGE_BYTES} "
@@ -209,20 +249,26 @@ class GrepTool(_SearchTool):
         body, _, count = result.output.rstrip("\n").rpartition(_COUNT_MARK)
         total, stopped = (int(field) for field in count.split()) if count else (0, 0)
         if not count or (total == 0 and result.stderr.strip()):  # a bad pattern: rg says why on stderr
-            raise ToolInputError(result.stderr.strip() or result.output.strip() or "ripgrep failed")
+            why = result.stderr.strip() or result.output.strip()
+            if "regex" in why:
+                raise BadPatternError(why.splitlines()[-1].removeprefix("error: "))
+            raise ToolInputError(why or "ripgrep failed")
         prefix = str(fs.resolve(".")).rstrip("/") + "/"
         lines = [line.removeprefix(prefix) for line in body.splitlines() if line]
         return _Page(lines, total, not stopped)
 
     async def _gated_files(
-        self, ctx: ToolExecutionContext, args: GrepArguments, targets: list[str], options: list[str], withheld: list[str]
+        self,
+        ctx: ToolExecutionContext,
+        args: GrepArguments,
+        targets: list[str],
+        options: list[str],
+        withheld: list[str],
+        literal: bool,
     ) -> list[str] | None:
         """The files with matches that the content gate lets through (the refused ones named in
         ``withheld``); None when they are too many to pass on one command line."""
-        argv = [*RG_BASE, *options, "--files-with-matches", "--null"]
-        if args.case_insensitive:
-            argv.append("--ignore-case")
-        argv += ["--regexp", args.pattern, "--", *targets]
+        argv = [*RG_BASE, *options, "--files-with-matches", "--null", *_rg_pattern(args, literal), "--", *targets]
         result = await ctx.brokers.process.run(argv, cwd=ctx.workspace, timeout=RG_TIMEOUT, separate_stderr=True)
         if result.timed_out:
             raise ToolInputError(f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob")
@@ -240,11 +286,12 @@ class GrepTool(_SearchTool):
                 allowed.append(name.strip("\n"))
         return allowed
 
-    def _python(self, fs: FileSystemBroker, path: str, args: GrepArguments, withheld: list[str]) -> _Page:
+    def _python(self, fs: FileSystemBroker, path: str, args: GrepArguments, withheld: list[str], literal: bool) -> _Page:
+        pattern = re.escape(args.pattern) if literal else args.pattern
         try:
-            regex = re.compile(args.pattern, re.IGNORECASE if args.case_insensitive else 0)
+            regex = re.compile(pattern, re.IGNORECASE if args.case_insensitive else 0)
         except re.error as exc:
-            raise ToolInputError(f"invalid regular expression {args.pattern!r}: {exc}") from None
+            raise BadPatternError(str(exc)) from None
         stop = args.offset + MAX_MATCHES + COUNT_CAP
         lines: list[str] = []
         size = total = 0
@@ -264,6 +311,16 @@ class GrepTool(_SearchTool):
             return
         infos, _total = fs.find_files(path, file_glob, limit=2**31, withheld=withheld)
         yield from sorted(infos, key=lambda info: info.display.split("/"))
+
+
+def _rg_pattern(args: GrepArguments, literal: bool) -> list[str]:
+    """ripgrep's options for the pattern: as a regular expression, or as literal text."""
+    return [
+        *(["--ignore-case"] if args.case_insensitive else []),
+        *(["--fixed-strings"] if literal else []),
+        "--regexp",
+        args.pattern,
+    ]
 
 
 def _folders_listed(fs: FileSystemBroker, base: str, literal: str) -> bool:

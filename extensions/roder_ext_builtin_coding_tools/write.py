@@ -66,18 +66,24 @@ class WriteTool(FileEditTool):
     )
     arguments_model = WriteArguments
 
-    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+    def _plan(self, ctx: ToolExecutionContext, call: ToolCall) -> tuple[str, str, TextFile | None, bool]:
+        """(path, content, the old text or None, whether a file existed), after the checks that
+        refuse the call: the preview and the run share them, so a write that would be refused
+        is refused before anyone is asked to approve it."""
         args = parse_arguments(WriteArguments, call)
-        path, content = args.path, args.content
-        before, _existed = previous_text(ctx.brokers.fs, path)
+        fs = ctx.brokers.fs
+        data = fs.read_bytes(args.path) if fs.exists(args.path) else None
+        check_whole_write(ctx, args.path, fs.display(fs.resolve(args.path, write=True)), data)
+        before, existed = previous_text(fs, args.path)
+        return args.path, args.content, before, existed
+
+    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+        path, content, before, _existed = self._plan(ctx, call)
         return {"diff": unified_diff(before.text if before else "", content, path)}
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
-        args = parse_arguments(WriteArguments, call)
-        path, content = args.path, args.content
+        path, content, before, existed = self._plan(ctx, call)
         fs = ctx.brokers.fs
-        check_whole_write(ctx, path, fs.display(fs.resolve(path, write=True)), fs.read_bytes(path) if fs.exists(path) else None)
-        before, existed = previous_text(fs, path)
         # An existing file keeps its line endings and byte order mark.
         encoder = before or TextFile(text="", bom=False, crlf=False)
         new_text = content.replace("\r\n", "\n") if encoder.crlf else content

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from roder_core.brokers.data_paths import component
-
 try:  # POSIX; elsewhere files are simply not locked
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -32,7 +30,9 @@ TORN_SUFFIX = ".torn"
 
 def thread_path(directory: Path, thread_id: str) -> Path:
     """The thread's file; the id comes from clients and stored data, so it must be one plain
-    name (``brokers.data_paths``)."""
+    name (``brokers.data_paths``; imported here, as ``sessions list`` reads the index without it)."""
+    from roder_core.brokers.data_paths import component
+
     return directory / (component(thread_id, "thread id") + SUFFIX)
 
 

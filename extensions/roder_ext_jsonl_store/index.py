@@ -1,25 +1,55 @@
-"""The thread index: one SQLite row per thread file so listing never opens the files.
+"""The thread index: one SQLite row per thread file, kept current as threads are written, so a
+listing neither opens nor stats the files.
 
-The index is a cache. Each row remembers the size and mtime of the file it was built from; a
-listing compares them with a directory scan and re-reads only files that changed (a crashed
-process never got to update its row), adds new ones and drops deleted ones. A missing or corrupt
-index is rebuilt from the files, so deleting ``index.sqlite`` while no Roder runs is always safe.
+Who keeps the rows current:
+
+- The store's writer, the one place Roder changes a thread file. When it takes a file (creates it,
+  or opens it to append) it marks the row *open* before it appends a byte; at each turn boundary
+  it folds the lines appended since the row into it (``catch_up``), and when it closes the file it
+  folds the rest and clears the mark.
+- A listing. The folder's mtime tells it when files were added, removed or replaced behind the
+  index's back (a copy, a rename, a deleted file, a writer that died before its first row); only
+  then does it read the folder's names and inode numbers (no ``stat`` per file) and summarize the
+  files that are new or replaced. Rows marked open are looked at one by one: the file's size and
+  whether a writer still holds it. A writer killed mid-turn leaves its mark, so the next listing
+  folds what it appended and settles the row (a dead writer's running turn lists as idle, as
+  loading it settles it).
+
+A row holds how many bytes of its file it has folded (always up to a line boundary): the files
+only grow by whole lines, so bringing a row up to date reads only the bytes past it. A file that
+is shorter than its row, or whose byte before the row's end is not a newline, was rewritten: it
+is summarized again from the start. Summarizing reads a file's header line and finds its event
+lines with one regular expression over the bytes; only the few lines that change a summary
+(start, title, model, status, a turn's start) are parsed as JSON.
+
+Crash safety: every change is one SQLite transaction, so a killed process leaves the index as it
+was before or after. A writer marks a row open before it appends and clears the mark after its
+last fold; a listing that folds rows holds the write lock from its first look to its last row, so
+a writer taking a file meanwhile marks it after the listing is done. The index is a cache: a
+missing, damaged or older-version index is rebuilt from the files, so deleting the ``.index``
+folder is always safe.
+
+Files changed in place by something other than Roder (an editor writing into the same file
+without renaming it) are not noticed until the folder itself changes; deleting ``.index`` makes
+the next listing read every file again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
 import sqlite3
-from collections.abc import Callable
+import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from roder_core.settings.paths import create_private
 
-from .files import SUFFIX, RawThreadFile, held_by_writer, iter_event_dicts, read_file
+from .files import CLOEXEC, HEADER_TYPE, SUFFIX, held_by_writer, try_lock
 
 try:
     import fcntl
@@ -31,7 +61,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: The index's folder inside the threads folder: its own files (the database, its WAL, the lock)
+#: come and go there, so they never move the threads folder's mtime, which listings watch.
+INDEX_FOLDER = ".index"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
     id TEXT PRIMARY KEY,
@@ -45,27 +78,48 @@ CREATE TABLE IF NOT EXISTS threads (
     parent_turn TEXT,
     turn_count INTEGER NOT NULL DEFAULT 0,
     status TEXT NOT NULL DEFAULT 'idle',
+    last_turn TEXT NOT NULL DEFAULT '',
     size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL
+    inode INTEGER NOT NULL,
+    open INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS threads_by_cwd ON threads (cwd, updated_at);
-CREATE INDEX IF NOT EXISTS threads_by_parent ON threads (parent_thread);
+CREATE INDEX IF NOT EXISTS threads_open ON threads (open);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 _COLUMNS = "id, cwd, title, created_at, updated_at, provider, model, parent_thread, parent_turn, turn_count, status"
+#: A row as stored: the listing columns, then what keeping it current needs.
+_ROW = f"{_COLUMNS}, last_turn, size, inode, open"
+_INSERT = f"INSERT OR REPLACE INTO threads ({_ROW}) VALUES ({', '.join('?' * 15)})"
+#: The folder's mtime is trusted only once it is this old: a change within the same tick of a
+#: coarse clock would not move it, so a younger one is looked at again by the next listing.
+SETTLED_NS = 2_000_000_000
+_FOLDER_KEY = "folder_mtime_ns"
+
+#: A newline and the start of an event line as ``files.encode`` writes it (``threadId``, ``ts``,
+#: ``method`` first). A JSON string holds no raw newline, so every match starts a line; the
+#: leading newline lets the search skip ahead to the next newline (five times faster than ``^``).
+#: A turn's start and a status change are read from the match too (their ``turnId`` or ``status``
+#: follows the method); only a thread's start, title and model changes are parsed as JSON.
+_EVENT_LINE = re.compile(
+    rb'\n\{"threadId":"[^"\\\n]*","ts":(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?),"method":"([^"\\\n]+)"'
+    rb'(?:,"(turnId|status)":"([^"\\\n]*)")?'
+)
+_QUICK_KEY = {b"turn/started": b"turnId", b"thread/status/changed": b"status"}
+_NEWLINE = ord("\n")
+_CLOSING = ord("}")
+_SUMMARY_METHODS = frozenset(
+    {b"thread/started", b"thread/title/changed", b"thread/model/changed", b"thread/status/changed", b"turn/started"}
+)
 
 
-# A named tuple and a plain class rather than dataclasses: `sessions list` reads this index
-# without starting the runtime, and importing `dataclasses` (and the `inspect` it pulls) was a
-# tenth of that command's CPU.
-
-
-class FileStamp(NamedTuple):
-    size: int
-    mtime_ns: int
+# A plain class rather than a dataclass: `sessions list` reads this index without starting the
+# runtime, and importing `dataclasses` (and the `inspect` it pulls) was a tenth of that command.
 
 
 class SummaryFold:
-    """Builds a listing row from header and event dicts (wire form) without the full reducer."""
+    """A listing row folded from a thread file's header and event lines (wire form), without
+    the reducer; it can continue from a stored row."""
 
     def __init__(self) -> None:
         self.id = ""
@@ -75,10 +129,31 @@ class SummaryFold:
         self.updated_at = 0.0
         self.provider = ""
         self.model = ""
-        self.parent: dict[str, Any] | None = None
+        self.parent_thread: str | None = None
+        self.parent_turn: str | None = None
         self.turn_count = 0
         self.status = "idle"
-        self._turns: set[str] = set()
+        #: The last turn started: a repeated ``turn/started`` (a line folded twice) counts once.
+        self.last_turn = ""
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> SummaryFold:
+        fold = cls()
+        (
+            fold.id,
+            fold.cwd,
+            fold.title,
+            fold.created_at,
+            fold.updated_at,
+            fold.provider,
+            fold.model,
+            fold.parent_thread,
+            fold.parent_turn,
+            fold.turn_count,
+            fold.status,
+            fold.last_turn,
+        ) = row[:12]
+        return fold
 
     def header(self, data: dict[str, Any]) -> None:
         self.id = data.get("id", self.id)
@@ -88,7 +163,9 @@ class SummaryFold:
         self.title = data.get("title") or self.title
         self.provider = data.get("provider", self.provider)
         self.model = data.get("model", self.model)
-        self.parent = data.get("parent") or self.parent
+        parent = data.get("parent")
+        if isinstance(parent, dict) and parent.get("threadId"):
+            self.parent_thread, self.parent_turn = parent["threadId"], parent.get("turnId")
 
     def event(self, data: dict[str, Any]) -> None:
         method = data.get("method")
@@ -106,17 +183,55 @@ class SummaryFold:
             self.status = str(data.get("status", self.status))
         elif method == "turn/started":
             turn_id = str(data.get("turnId", ""))
-            if turn_id not in self._turns:
-                self._turns.add(turn_id)
+            if turn_id != self.last_turn:
+                self.last_turn = turn_id
                 self.turn_count += 1
 
-    def row(self, stamp: FileStamp, *, live: Callable[[], bool]) -> tuple[Any, ...]:
-        """The index row (``_COLUMNS``, then size and mtime). ``live()`` says a writer still
-        holds the file (asked only for a thread saved mid-turn: most are idle, and asking opens
-        the file again); otherwise a thread caught mid-turn by a crash is reported idle, as
-        loading it will settle that turn as interrupted."""
-        status = self.status if self.status in ("idle", "error") or live() else "idle"
-        parent = self.parent or {}
+    def lines(self, data: bytes, start: int = 0, end: int | None = None) -> None:
+        """Fold the event lines of ``data[start:end]`` (whole lines). Lines that only move
+        ``updated_at`` (items, usage) have their ``ts`` read by the regular expression and are
+        never parsed; rebuilding the index spent most of its time in ``json.loads`` before."""
+        end = len(data) if end is None else end
+        if start < end and (start == 0 or data[start - 1] != _NEWLINE):
+            first_end = data.find(b"\n", start, end)  # a first line with no newline before it
+            first_end = end if first_end < 0 else first_end
+            self._parse_line(data[start:first_end])
+            start = first_end + 1
+        position = start
+        for match in _EVENT_LINE.finditer(data, start - 1, end) if start < end else ():
+            line_start = match.start() + 1
+            if line_start > position:  # lines written in another form: parsed whole
+                self._parse_lines(data[position : line_start - 1])
+            line_end = data.find(b"\n", match.end(), end)
+            line_end = end if line_end < 0 else line_end
+            method = match[2]
+            if method not in _SUMMARY_METHODS:
+                self.updated_at = max(self.updated_at, float(match[1]))
+            elif match[3] is not None and match[3] == _QUICK_KEY.get(method) and data[line_end - 1] == _CLOSING:
+                self.event({"ts": float(match[1]), "method": method.decode(), match[3].decode(): match[4].decode()})
+            else:
+                self._parse_line(data[line_start:line_end])
+            position = line_end + 1
+        if position < end:
+            self._parse_lines(data[position:end])
+
+    def _parse_lines(self, chunk: bytes) -> None:
+        for line in chunk.split(b"\n"):
+            if line.strip():
+                self._parse_line(line)
+
+    def _parse_line(self, line: bytes) -> None:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return  # an unreadable line: loading the thread reports it
+        if isinstance(data, dict):
+            self.event(data)
+
+    def row(self, size: int, inode: int, live: bool) -> tuple[Any, ...]:
+        """The stored row. A thread not held by a live writer that was caught mid-turn lists as
+        idle: loading it will settle that turn as interrupted."""
+        status = self.status if self.status in ("idle", "error") or live else "idle"
         return (
             self.id,
             self.cwd,
@@ -125,62 +240,53 @@ class SummaryFold:
             self.updated_at,
             self.provider,
             self.model,
-            parent.get("threadId"),
-            parent.get("turnId"),
+            self.parent_thread,
+            self.parent_turn,
             self.turn_count,
             status,
-            stamp.size,
-            stamp.mtime_ns,
+            self.last_turn,
+            size,
+            inode,
+            int(live),
         )
 
 
-#: The start of a line as ``files.encode`` writes an event (``threadId``, ``ts``, ``method`` first):
-#: most lines (items, usage, deltas) only move ``updated_at``, so their ``ts`` is read from these
-#: bytes and the rest of the line is never parsed; any other line is parsed whole. Rebuilding the
-#: index of 1,000 threads spent over half its time in ``json.loads`` before.
-_QUICK_EVENT = re.compile(rb'\{"threadId":"[^"\\]*","ts":(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?),"method":"([^"\\]+)"')
-_SUMMARY_METHODS = frozenset(
-    {b"thread/started", b"thread/title/changed", b"thread/model/changed", b"thread/status/changed", b"turn/started"}
-)
-
-
-def summarize_file(path: Path, stamp: FileStamp) -> tuple[Any, ...] | None:
-    """Read one thread file into an index row; None when it has no usable header."""
-    raw = read_file(path)
+def summarize(path: Path, thread_id: str, live: bool | None = None) -> tuple[Any, ...] | None:
+    """A thread file as a fresh row (None when it has no usable header). ``live`` says whether
+    a writer holds the file; asked of the file when None."""
+    fd = os.open(path, os.O_RDONLY | CLOEXEC)
+    try:
+        inode = os.fstat(fd).st_ino
+        with open(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+        if live is None:  # the lock test ``held_by_writer`` makes, on the descriptor at hand
+            live = not try_lock(fd, exclusive=False)
+    finally:
+        os.close(fd)
     fold = SummaryFold()
-    if raw.header is not None:
-        fold.header(raw.header)
-    for line in raw.events:
-        quick = _QUICK_EVENT.match(line[1])
-        if quick is not None and quick[2] not in _SUMMARY_METHODS:
-            fold.updated_at = max(fold.updated_at, float(quick[1]))
-            continue
-        for _number, data in iter_event_dicts(RawThreadFile(header=None, events=[line])):
-            if data is not None:
-                fold.event(data)
+    folded = data.rfind(b"\n") + 1  # the whole lines; a torn tail waits for its writer or a repair
+    first_end = data.find(b"\n")
+    body_start = 0
+    if first_end > 0:
+        with contextlib.suppress(ValueError):
+            header = json.loads(data[:first_end])
+            if isinstance(header, dict) and header.get("type") == HEADER_TYPE:
+                fold.header(header)
+                body_start = first_end + 1
+    fold.lines(data, body_start, folded)
+    _fold_tail(fold, data[folded:])
     if not fold.id:
-        fold.id = path.name[: -len(SUFFIX)]
+        fold.id = thread_id
     if not fold.cwd:
         return None
-    return fold.row(stamp, live=lambda: held_by_writer(path))
+    return fold.row(folded, inode, live)
 
 
-def scan_directory(directory: Path) -> dict[str, tuple[str, FileStamp]]:
-    """Every thread file in the directory (path, size and mtime: one stat each)."""
-    found: dict[str, tuple[str, FileStamp]] = {}
-    try:
-        entries = list(os.scandir(directory))
-    except FileNotFoundError:
-        return found
-    for entry in entries:
-        if not entry.name.endswith(SUFFIX) or not entry.is_file():
-            continue
-        try:
-            stat = entry.stat()
-        except FileNotFoundError:  # deleted while scanning
-            continue
-        found[entry.name[: -len(SUFFIX)]] = (entry.path, FileStamp(stat.st_size, stat.st_mtime_ns))
-    return found
+def _fold_tail(fold: SummaryFold, tail: bytes) -> None:
+    """A last line that parses but lacks its newline counts, as loading keeps it; it stays past
+    the row's folded bytes, so it is folded again (harmlessly) once the newline is added."""
+    if tail.strip():
+        fold._parse_line(tail)
 
 
 def _wire(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -202,15 +308,17 @@ def _wire(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 class ThreadIndex:
-    """SQLite rows for the thread files of one directory (safe for several processes)."""
+    """The SQLite rows for the thread files of one directory (safe for several processes)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.path = directory / "index.sqlite"
+        self.folder = directory / INDEX_FOLDER
+        self.path = self.folder / "threads.sqlite"
+
+    # ------------------------------------------------------------------ connection
 
     @contextlib.contextmanager
-    def _db(self) -> Any:
-        self.directory.mkdir(parents=True, exist_ok=True)
+    def _db(self) -> Iterator[sqlite3.Connection]:
         try:
             conn = self._open()
         except sqlite3.OperationalError:
@@ -222,16 +330,15 @@ class ThreadIndex:
                 self._create()
             conn = self._open()
         try:
-            with conn:
-                yield conn
+            yield conn
         finally:
             conn.close()
 
     @contextlib.contextmanager
-    def _exclusive(self) -> Any:
+    def _exclusive(self) -> Iterator[None]:
         """Serialize index creation and rebuilds across processes with a lock file beside the
         index, so one process never drops or re-creates the table under another's feet."""
-        lock_path = self.directory / "index.lock"
+        lock_path = self.folder / "lock"
         create_private(lock_path)
         with open(lock_path, "a+b") as handle:
             if fcntl is not None:
@@ -255,21 +362,25 @@ class ThreadIndex:
         finally:
             conn.close()
         os.replace(tmp, self.path)
+        for old in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.lock"):
+            with contextlib.suppress(OSError):  # the previous format's index, beside the files
+                os.unlink(self.directory / old)
 
     def _open(self) -> sqlite3.Connection:
         if not self.path.exists():
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             with self._exclusive():
                 if not self.path.exists():
                     self._create()
-        conn = sqlite3.connect(self.path, timeout=10)
+        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 # an index written by another Roder version: rebuilt, once, under the lock
                 conn.close()
                 with self._exclusive():
-                    conn = sqlite3.connect(self.path, timeout=10)
+                    conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
                     if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                        conn.executescript("DROP TABLE IF EXISTS threads;" + _SCHEMA)
+                        conn.executescript("DROP TABLE IF EXISTS threads; DROP TABLE IF EXISTS meta;" + _SCHEMA)
                         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.DatabaseError:
@@ -277,14 +388,49 @@ class ThreadIndex:
             raise
         return conn
 
+    @staticmethod
+    @contextlib.contextmanager
+    def _writing(db: sqlite3.Connection) -> Iterator[None]:
+        """One write transaction, taken before anything is read, so no other process changes a
+        row between this one's look at it and its update."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
     def drop(self) -> None:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
 
+    # ------------------------------------------------------------------ the writer's side
+
+    def taken(self, thread_id: str, path: Path) -> None:
+        """A writer took the thread's file (it holds its lock and has appended nothing since):
+        mark the row open, creating it for a new file. Called before the writer appends, so a
+        writer killed later leaves a row the next listing looks at."""
+        with self._db() as db, self._writing(db):
+            row = db.execute(f"SELECT {_ROW} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+            if row is None:
+                self._summarize_into(db, thread_id, path, live=True)
+            else:
+                db.execute("UPDATE threads SET open = 1 WHERE id = ?", (thread_id,))
+
+    def catch_up(self, thread_id: str, path: Path, *, live: bool) -> None:
+        """Fold what the writer appended since the row into it (at a turn boundary, and after
+        closing the file with ``live=False``, which clears the open mark)."""
+        with self._db() as db, self._writing(db):
+            row = db.execute(f"SELECT {_ROW} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+            self._bring_up(db, thread_id, path, row, live=live)
+
     def remove(self, thread_id: str) -> None:
-        with self._db() as db:
+        with self._db() as db, self._writing(db):
             db.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
+
+    # ------------------------------------------------------------------ listing
 
     def refresh(self) -> int:
         """Bring the rows in line with the files; returns how many rows were (re)built."""
@@ -292,36 +438,131 @@ class ThreadIndex:
             return self._refresh(db)
 
     def listing(self, cwd: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """``refresh`` then ``query_wire`` over one connection (a listing's whole work)."""
+        """``refresh`` then the rows newest first, over one connection (a listing's whole work)."""
+        return self.page(cwd, limit)[0]
+
+    def page(self, cwd: str | None = None, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """The newest ``limit`` rows (every row when None or 0) and how many rows there are."""
         with self._db() as db:
             self._refresh(db)
-            return self._query(db, cwd, limit)
+            rows = self._query(db, cwd, limit)
+            if not limit or len(rows) < limit:
+                return rows, len(rows)
+            where, params = ("WHERE cwd = ?", (cwd,)) if cwd is not None else ("", ())
+            total = db.execute(f"SELECT COUNT(*) FROM threads {where}", params).fetchone()[0]
+            return rows, int(total)
 
     def _refresh(self, db: sqlite3.Connection) -> int:
-        files = scan_directory(self.directory)
-        # Plain (size, mtime_ns) tuples: a FileStamp compares equal to one, and building one per
-        # row was a tenth of a listing.
-        known = {row[0]: row[1:] for row in db.execute("SELECT id, size, mtime_ns FROM threads")}
+        """A look without the write lock first: most listings find nothing to do."""
+        if not self._stale(db):
+            return 0
+        with self._writing(db):
+            rebuilt = self._rescan(db) if self._folder_moved(db) is not None else 0
+            for row in db.execute(f"SELECT {_ROW} FROM threads WHERE open = 1").fetchall():
+                thread_id = row[0]
+                rebuilt += self._bring_up(db, thread_id, self.directory / f"{thread_id}{SUFFIX}", row, live=None)
+            return rebuilt
+
+    def _stale(self, db: sqlite3.Connection) -> bool:
+        if self._folder_moved(db) is not None:
+            return True
+        for thread_id, size, inode in db.execute("SELECT id, size, inode FROM threads WHERE open = 1").fetchall():
+            path = self.directory / f"{thread_id}{SUFFIX}"
+            try:
+                stat = os.stat(path)
+            except FileNotFoundError:
+                return True
+            if (stat.st_size, stat.st_ino) != (size, inode) or not held_by_writer(path):
+                return True
+        return False
+
+    def _folder_moved(self, db: sqlite3.Connection) -> int | None:
+        """The folder's mtime when it differs from the one recorded at the last scan, else None."""
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except FileNotFoundError:
+            return None
+        recorded = db.execute("SELECT value FROM meta WHERE key = ?", (_FOLDER_KEY,)).fetchone()
+        return None if recorded is not None and recorded[0] == mtime else mtime
+
+    def _rescan(self, db: sqlite3.Connection) -> int:
+        """Rows for files added, replaced or removed behind the index's back: the folder's names
+        and inode numbers (``scandir`` reads both without a ``stat``), a summary of each new or
+        replaced file. The folder's mtime is taken before the names, so a change made during
+        the scan is seen by the next listing."""
+        mtime = os.stat(self.directory).st_mtime_ns
+        settled = time.time_ns() - mtime >= SETTLED_NS
+        files: dict[str, tuple[str, int]] = {}
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                if entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False):
+                    files[entry.name[: -len(SUFFIX)]] = (entry.path, entry.inode())
+        known = dict(db.execute("SELECT id, inode FROM threads").fetchall())
         gone = [(thread_id,) for thread_id in known if thread_id not in files]
         if gone:
             db.executemany("DELETE FROM threads WHERE id = ?", gone)
         rows = []
-        for thread_id, (path, stamp) in files.items():
-            if known.get(thread_id) == stamp:
-                continue
-            try:
-                row = summarize_file(Path(path), stamp)
-            except OSError as exc:
-                log.warning("could not read thread file %s: %s", path, exc)
-                continue
-            if row is not None:
-                rows.append(row)
-        if rows:
-            db.executemany(
-                f"INSERT OR REPLACE INTO threads ({_COLUMNS}, size, mtime_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+        for thread_id, (path, inode) in files.items():
+            if known.get(thread_id) != inode:
+                row = self._summary(db, thread_id, Path(path), live=None)
+                if row is not None:
+                    rows.append(row)
+        db.executemany(_INSERT, rows)
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_FOLDER_KEY, mtime if settled else 0))
         return len(rows)
+
+    def _summarize_into(self, db: sqlite3.Connection, thread_id: str, path: Path, *, live: bool | None) -> int:
+        row = self._summary(db, thread_id, path, live=live)
+        if row is None:
+            return 0
+        db.execute(_INSERT, row)
+        return 1
+
+    @staticmethod
+    def _summary(db: sqlite3.Connection, thread_id: str, path: Path, *, live: bool | None) -> tuple[Any, ...] | None:
+        """The file's fresh row; None (its row dropped) when it is gone or has no usable header."""
+        try:
+            row = summarize(path, thread_id, live)
+        except FileNotFoundError:
+            row = None
+        except OSError as exc:
+            log.warning("could not read thread file %s: %s", path, exc)
+            return None
+        if row is None:
+            db.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
+        return row
+
+    def _bring_up(
+        self, db: sqlite3.Connection, thread_id: str, path: Path, row: tuple[Any, ...] | None, *, live: bool | None
+    ) -> int:
+        """Fold the bytes of ``path`` past ``row`` into it (the whole file when the row is
+        missing or the file was rewritten); ``live`` as for ``summarize``. Inside a write
+        transaction."""
+        if row is None:
+            return self._summarize_into(db, thread_id, path, live=live)
+        size, inode = row[12], row[13]
+        try:
+            fd = os.open(path, os.O_RDONLY | CLOEXEC)
+        except FileNotFoundError:
+            db.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
+            return 0
+        try:
+            stat = os.fstat(fd)
+            rewritten = stat.st_ino != inode or stat.st_size < size or (size > 0 and os.pread(fd, 1, size - 1) != b"\n")
+            appended = b"" if rewritten else os.pread(fd, stat.st_size - size, size)
+        finally:
+            os.close(fd)
+        if rewritten:
+            return self._summarize_into(db, thread_id, path, live=live)
+        live = held_by_writer(path) if live is None else live
+        if not appended and bool(row[14]) == live:
+            return 0
+        fold = SummaryFold.from_row(row)
+        whole = appended.rfind(b"\n") + 1
+        fold.lines(appended, 0, whole)
+        _fold_tail(fold, appended[whole:])
+        db.execute(_INSERT, fold.row(size + whole, inode, live))
+        return 1
 
     def query(self, cwd: str | None = None, limit: int | None = None) -> list[ThreadSummary]:
         from roder_core.ir import ThreadSummary

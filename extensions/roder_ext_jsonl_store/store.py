@@ -24,10 +24,10 @@ import gc
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roder_core.brokers.data_paths import component
 from roder_core.errors import RoderError, ThreadNotFoundError, UnsafePathError
@@ -66,6 +66,9 @@ from .snapshots import (
     snapshot_path,
     write_snapshot,
 )
+
+if TYPE_CHECKING:
+    from .index import ThreadIndex
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +122,7 @@ class LoadedEvents:
 
 
 class JsonlThreadStore:
-    """Thread files under ``directory`` (``<id>.jsonl``) plus a rebuildable ``index.sqlite``."""
+    """Thread files under ``directory`` (``<id>.jsonl``) plus the thread index (``index.py``) their writers keep current."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -158,6 +161,7 @@ class JsonlThreadStore:
                 writer = self._create(path, header_line(header.wire()) + b"".join(pending))
                 writer.header = header
                 self._writers[event.thread_id] = writer
+                self._note_in_index(self._index().taken, event.thread_id, path)
             writer = self._open(event.thread_id)
         write_all(writer.fd, line)
         writer.size += len(line)
@@ -198,6 +202,7 @@ class JsonlThreadStore:
             os.close(fd)
             raise
         writer = self._writers[thread_id] = _Writer(fd, path, size=os.fstat(fd).st_size)
+        self._note_in_index(self._index().taken, thread_id, path)
         return writer
 
     async def claim(self, thread_id: str) -> None:
@@ -228,6 +233,24 @@ class JsonlThreadStore:
             else:
                 writer.sync()
             self._checkpoint(thread_id, writer, end, final=final)
+            self._note_in_index(self._index().catch_up, thread_id, writer.path, live=not final)
+
+    def _index(self) -> ThreadIndex:
+        from .index import ThreadIndex  # sqlite3 loads once a thread is written or listed
+
+        return ThreadIndex(self.directory)
+
+    @staticmethod
+    def _note_in_index(change: Callable[..., None], thread_id: str, path: Path, **options: bool) -> None:
+        """Tell the thread index what the writer did (``ThreadIndex.taken`` or ``catch_up``).
+        Never raises: the index is a cache, and a row it could not update is one a listing
+        brings up to date (an open row, or a file it has no row for, is looked at)."""
+        import sqlite3  # loaded already: by ``_index``'s module
+
+        try:
+            change(thread_id, path, **options)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("thread %s: the thread index was not updated (%s); listings read the file", thread_id, exc)
 
     def _checkpoint(self, thread_id: str, writer: _Writer, end: int, *, final: bool) -> None:
         """Fold the lines up to ``end`` into the writer's recent snapshot and write it when enough
@@ -475,9 +498,7 @@ class JsonlThreadStore:
         return await asyncio.to_thread(self._list, cwd, limit)
 
     def _list(self, cwd: str | None, limit: int | None) -> list[ThreadSummary]:
-        from .index import ThreadIndex  # sqlite3 is only needed to list
-
-        return [ThreadSummary.model_validate(wire) for wire in ThreadIndex(self.directory).listing(cwd, limit)]
+        return [ThreadSummary.model_validate(wire) for wire in self._index().listing(cwd, limit)]
 
     # ------------------------------------------------------------------ delete, fork
 
@@ -493,9 +514,7 @@ class JsonlThreadStore:
             path.with_suffix(TORN_SUFFIX).unlink()
         remove_snapshot(snapshot_path(self.directory, thread_id))
         remove_snapshot(recent_path(self.directory, thread_id))
-        from .index import ThreadIndex
-
-        ThreadIndex(self.directory).remove(thread_id)
+        self._index().remove(thread_id)
 
     async def fork(
         self, thread_id: str, turn_id: str | None, new_header: ThreadHeader, *, before_item: str | None = None

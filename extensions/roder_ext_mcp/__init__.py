@@ -28,6 +28,7 @@ from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.plugins.components import plugin_servers
 from roder_core.plugins.enabled import active_plugins
+from roder_core.settings.credentials import CredentialStore
 from roder_ext_mcp.client_features import RootSet
 from roder_ext_mcp.config import McpSettings, add_plugin_server, load_settings
 from roder_ext_mcp.manager import McpManager
@@ -107,13 +108,20 @@ class McpExtension(RoderExtension):
         registry.palette_source(McpPalette(self.manager))
 
 
-def create(host: HostContext) -> McpExtension:
+def host_settings(host: HostContext) -> McpSettings:
+    """Every server the host would run: config.toml, a trusted folder's ``.mcp.json``, plugins."""
     settings = load_settings(host.config.model_extra, host.cwd, host.trusted, host.env)
     active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
     for server in plugin_servers(active, host.cwd):
         add_plugin_server(settings, server.id, server.spec.raw, f"plugin {server.plugin}", host.env, server.env)
+    return settings
+
+
+def create(host: HostContext) -> McpExtension:
+    settings = host_settings(host)
     for problem in settings.problems:
         logging.getLogger(__name__).warning("%s", problem)
     roots = RootSet((host.cwd, *settings.roots))
-    manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait, roots)
+    store = CredentialStore.for_env(host.env)
+    manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait, roots, store)
     return McpExtension(settings, manager, ReviewStore(host.paths.data_dir / "mcp-reviewed.json"))

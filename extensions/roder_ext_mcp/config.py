@@ -101,6 +101,11 @@ class ServerConfig:
     sampling_max_tokens: int = 4096
     #: The level sent with ``logging/setLevel`` when the server offers logging.
     log_level: str = "warning"
+    #: An HTTP server's OAuth client id (``oauth.client_id``); without one Roder registers
+    #: itself (RFC 7591) when the server asks for a sign-in.
+    oauth_client_id: str | None = None
+    #: Scopes to ask for (``oauth.scopes``); by default those the server's 401 or metadata names.
+    oauth_scopes: tuple[str, ...] = ()
     #: Why the definition cannot be used (unset variable, bad key); shown as the server's error.
     error: str | None = None
 
@@ -144,7 +149,7 @@ def _seconds(raw: dict[str, Any], key: str, default: float) -> float:
 
 
 def _client_features(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """The sampling policy and limit and the log level, checked."""
+    """The sampling policy and limit, the log level and the OAuth client, checked."""
     sampling = str(raw.get("sampling", "ask")).lower()
     if sampling not in SAMPLING_POLICIES:
         raise McpConfigError(f"{where}: sampling must be one of {', '.join(SAMPLING_POLICIES)}, not {sampling!r}")
@@ -154,7 +159,22 @@ def _client_features(raw: dict[str, Any], where: str) -> dict[str, Any]:
     level = str(raw.get("log_level", "warning")).lower()
     if level not in LOG_LEVELS:
         raise McpConfigError(f"{where}: log_level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
-    return {"sampling": sampling, "sampling_max_tokens": limit, "log_level": level}
+    oauth = raw.get("oauth") or {}
+    if not isinstance(oauth, dict):
+        raise McpConfigError(f"{where}: oauth must be a table (client_id, scopes)")
+    client_id = oauth.get("client_id", oauth.get("clientId"))
+    scopes = oauth.get("scopes", [])
+    if client_id is not None and (not isinstance(client_id, str) or not client_id.strip()):
+        raise McpConfigError(f"{where}: oauth.client_id must be a non-empty string")
+    if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+        raise McpConfigError(f"{where}: oauth.scopes must be a list of strings")
+    return {
+        "sampling": sampling,
+        "sampling_max_tokens": limit,
+        "log_level": level,
+        "oauth_client_id": client_id.strip() if client_id else None,
+        "oauth_scopes": tuple(scopes),
+    }
 
 
 def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> ServerConfig:

@@ -17,14 +17,17 @@ import time
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
 from roder_core import __version__
 from roder_core.kernel.tools import ToolExecutionContext
+from roder_core.settings.credentials import CredentialStore
 from roder_ext_mcp.client_features import ClientFeatures, RootSet
 from roder_ext_mcp.config import ServerConfig
 from roder_ext_mcp.stdio import stdio_streams
+
+if TYPE_CHECKING:
+    from roder_ext_mcp.authorization import ServerAuth
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +40,14 @@ def _mcp_http_client(url: str, headers: dict[str, str] | None, timeout: Any = No
     connection to a non-public address is refused."""
     import httpx2
 
-    from roder_core.brokers.outbound import OutboundRule, async_transport, normal_host
+    from roder_core.brokers.outbound import async_transport
+    from roder_ext_mcp.authorization import server_rule
 
-    rule = OutboundRule(frozenset({normal_host(urlsplit(url).hostname or "")}), "the MCP server's url")
     return httpx2.AsyncClient(
         headers=headers,
         timeout=timeout or httpx2.Timeout(30.0, read=300.0),
         auth=auth,
-        transport=async_transport(rule, flavor="httpx2"),
+        transport=async_transport(server_rule(url), flavor="httpx2"),
     )
 
 
@@ -75,7 +78,9 @@ _LIST_CHANGED = {
 
 
 class ServerConnection:
-    def __init__(self, config: ServerConfig, log_dir: Path, roots: RootSet | None = None) -> None:
+    def __init__(
+        self, config: ServerConfig, log_dir: Path, roots: RootSet | None = None, store: CredentialStore | None = None
+    ) -> None:
         self.config = config
         self.name = config.name
         self.tools: list[Any] = []
@@ -98,6 +103,10 @@ class ServerConnection:
         self.roots.listen(self._roots_changed)
         #: Sampling, elicitation, roots, logging and progress: what this server may ask of Roder.
         self.features = ClientFeatures(config, self.roots, self._log_path)
+        #: Where an HTTP server's sign-in is kept (the user's credentials file).
+        self.store = store if store is not None else CredentialStore.for_env()
+        #: The HTTP server's sign-in state for this connection (None on stdio).
+        self.auth: ServerAuth | None = None
         self._relisting: set[asyncio.Task[None]] = set()
         self._log_offset = 0
         self._client: Any = None
@@ -124,6 +133,7 @@ class ServerConnection:
         self._settled = asyncio.Event()
         self._stop = asyncio.Event()
         self.status, self.error = "connecting", None
+        self.auth = None
         self.starts += 1
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp server {self.name}")
 
@@ -177,6 +187,8 @@ class ServerConnection:
             raise ServerUnavailable(self.unavailable_reason())
 
     def unavailable_reason(self) -> str:
+        if self.status == "needs-login":
+            return f"MCP server {self.name!r} {self.error}"
         detail = f": {self.error}" if self.error else ""
         return f"MCP server {self.name!r} is {self.status}{detail}"
 
@@ -193,22 +205,29 @@ class ServerConnection:
                     cfg, errlog, handshake_done=lambda: self.status == "connected", on_noise=self._noise, on_spawn=self._spawned
                 ) as streams:
                     yield streams
-        elif cfg.transport == "http":
-            from mcp.client.streamable_http import streamable_http_client
-
-            async with (
-                _mcp_http_client(cfg.url, dict(cfg.headers) or None) as http,
-                streamable_http_client(cfg.url, http_client=http) as streams,
-            ):
-                yield streams
         else:
-            from mcp.client.sse import sse_client
+            from roder_ext_mcp.authorization import BearerAuth, ServerAuth
 
-            def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
-                return _mcp_http_client(cfg.url, headers, timeout, auth)
+            self.auth = ServerAuth(cfg, self.store)
+            bearer = BearerAuth(self.auth)
+            if cfg.transport == "http":
+                from mcp.client.streamable_http import streamable_http_client
 
-            async with sse_client(cfg.url, headers=dict(cfg.headers) or None, httpx_client_factory=factory) as streams:
-                yield streams
+                async with (
+                    _mcp_http_client(cfg.url, dict(cfg.headers) or None, auth=bearer) as http,
+                    streamable_http_client(cfg.url, http_client=http) as streams,
+                ):
+                    yield streams
+            else:
+                from mcp.client.sse import sse_client
+
+                def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
+                    return _mcp_http_client(cfg.url, headers, timeout, auth)
+
+                async with sse_client(
+                    cfg.url, headers=dict(cfg.headers) or None, httpx_client_factory=factory, auth=bearer
+                ) as streams:
+                    yield streams
 
     def _spawned(self, pid: int) -> None:
         self.pid = pid
@@ -255,8 +274,10 @@ class ServerConnection:
                 self.connected_at = time.time()
                 self._settled.set()
                 await self._stop.wait()
-                if self.status == "connected":
-                    self.status = "stopped"
+            # Only now, with the transport closed: while it closes, a connected server is still
+            # "connected", so it gets the graceful shutdown (stdin closed, a short grace) first.
+            if self.status == "connected":
+                self.status = "stopped"
         except asyncio.CancelledError:
             if self.status != "exited":
                 self.status = "stopped"
@@ -264,10 +285,14 @@ class ServerConnection:
         except BaseException as exc:  # the SDK raises exception groups from its task groups
             if not isinstance(exc, Exception | BaseExceptionGroup):
                 raise
-            if self.status != "exited":
+            if self.auth is not None and self.auth.needs_login:
+                self.status, self.error = "needs-login", self.auth.needs_login
+                log.warning("MCP server %r %s", self.name, self.error)  # a headless run says what to run here
+            elif self.status != "exited":
                 self.status = "failed"
                 noise = f" (its stdout had {self.noise_lines} non-JSON line(s), first: {self.noise})" if self.noise_lines else ""
-                self.error = self._with_stderr(f"could not connect: {describe_error(exc)}{noise}")
+                why = self.auth.unauthorized if self.auth is not None and self.auth.unauthorized else describe_error(exc)
+                self.error = self._with_stderr(f"could not connect: {why}{noise}")
             log.debug("MCP server %s: %s", self.name, self.error)
         finally:
             self._client = None
@@ -396,6 +421,11 @@ class ServerConnection:
                 progress_callback=self.features.progress_for(ctx) if ctx is not None else None,
             )
         except MCPError as exc:
+            if self.auth is not None and self.auth.needs_login:  # the sign-in expired and could not be refreshed
+                self.status, self.error = "needs-login", self.auth.needs_login
+                self._client = None
+                self._stop.set()
+                raise ServerUnavailable(self.unavailable_reason()) from exc
             url_required = exc.code == URL_ELICITATION_REQUIRED and retry and ctx is not None
             if url_required and await self.features.url_elicitations(exc.data):
                 return await self.call_tool(tool, arguments, ctx, retry=False)
@@ -457,10 +487,16 @@ class McpManager:
     """All configured servers of one runtime."""
 
     def __init__(
-        self, servers: dict[str, ServerConfig], log_dir: Path, startup_wait: float = 5.0, roots: RootSet | None = None
+        self,
+        servers: dict[str, ServerConfig],
+        log_dir: Path,
+        startup_wait: float = 5.0,
+        roots: RootSet | None = None,
+        store: CredentialStore | None = None,
     ) -> None:
         self.roots = roots if roots is not None else RootSet(())
-        self.connections = {name: ServerConnection(cfg, log_dir, self.roots) for name, cfg in servers.items()}
+        self.store = store if store is not None else CredentialStore.for_env()
+        self.connections = {name: ServerConnection(cfg, log_dir, self.roots, self.store) for name, cfg in servers.items()}
         self.startup_wait = startup_wait
         self._log_dir = log_dir
         self._retired: set[asyncio.Task[None]] = set()
@@ -490,7 +526,7 @@ class McpManager:
             retired = asyncio.get_running_loop().create_task(existing.stop(), name=f"mcp stop {config.name}")
             self._retired.add(retired)
             retired.add_done_callback(self._retired.discard)
-        connection = ServerConnection(config, self._log_dir, self.roots)
+        connection = ServerConnection(config, self._log_dir, self.roots, self.store)
         self.connections[config.name] = connection
         connection.start()
         return connection

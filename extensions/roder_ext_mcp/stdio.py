@@ -5,6 +5,9 @@ finished its handshake (a server stuck in ``initialize`` is terminated at once, 
 on it), and a line on stdout that is not JSON-RPC is reported once, as one line naming the server,
 instead of a logged traceback per line. Shutdown otherwise follows the MCP lifecycle: close stdin,
 give the server ``EXIT_GRACE`` seconds, then SIGTERM and finally SIGKILL to its process group.
+The graces are short and bounded (a server that exits on the end of its stdin does so in
+milliseconds), so a server that ignores both its stdin and SIGTERM holds up Roder's exit by at
+most ``EXIT_GRACE + TERM_GRACE``; every server is stopped at the same time (``McpManager.aclose``).
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from roder_core import bounded_json
 from roder_ext_mcp.config import ServerConfig
 
 #: Seconds a connected server gets to exit on its own once its stdin is closed.
-EXIT_GRACE = 2.0
+EXIT_GRACE = 0.3
 #: Seconds between SIGTERM and SIGKILL.
-TERM_GRACE = 0.5
+TERM_GRACE = 0.2
 
 
 @contextlib.asynccontextmanager

@@ -205,8 +205,9 @@ class McpToolContributor:
     def contribute(self, registry: ToolRegistry) -> None:
         self.manager.start()
         for connection in self.manager.connections.values():
-            # An exited server keeps offering its last known tools: calling one restarts it.
-            if connection.status not in ("connected", "exited"):
+            # An exited server keeps offering its last known tools: calling one restarts it (one
+            # whose sign-in lapsed keeps them too: calling one says which command signs in).
+            if connection.status not in ("connected", "exited", "needs-login"):
                 continue
             for mcp_tool in connection.tools:
                 registry.register(McpTool(connection, mcp_tool, self.reviews))

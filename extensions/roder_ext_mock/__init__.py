@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from roder_core.ir import (
     AgentInferenceRequest,
     CompletedEvent,
     InferenceEvent,
+    Message,
     MessageDelta,
     ModelProfile,
     ReasoningDelta,
@@ -46,6 +48,7 @@ from roder_core.ir import (
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.turn.context import estimate_tokens, is_turn_context
+from roder_core.turn.tokens import CHARS_PER_TOKEN
 
 MOCK_MODELS = ("mock", "mock-large")
 
@@ -73,6 +76,20 @@ class MockEngine:
     def __init__(self, script: list[dict[str, Any]] | None = None) -> None:
         self._script = script
         self._positions: dict[str, int] = {}
+        #: The encoded length of each message sent, by identity, with a weak reference to it (the
+        #: entry goes with the message): a thread's earlier messages are the same objects at
+        #: every call (the context assembler reuses them), so each is encoded once, as a wire
+        #: encoder caching its messages would; a request's prompt count no longer grows in cost
+        #: with the thread.
+        self._encoded: dict[int, tuple[weakref.ref[Message], int]] = {}
+
+    def _encoded_length(self, message: Message) -> int:
+        key = id(message)
+        hit = self._encoded.get(key)
+        if hit is None or hit[0]() is not message:
+            gone = weakref.ref(message, lambda _gone: self._encoded.pop(key, None))
+            hit = self._encoded[key] = (gone, len(message.model_dump_json()))
+        return hit[1]
 
     def id(self) -> str:
         return "mock"
@@ -147,7 +164,8 @@ class MockEngine:
                 name=call["name"],
                 arguments=call.get("arguments", {}),
             )
-        prompt_tokens = estimate_tokens(request.system + "".join(m.model_dump_json() for m in request.messages))
+        characters = len(request.system) + sum(map(self._encoded_length, request.messages))
+        prompt_tokens = (characters + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN  # estimate_tokens of it all
         usage = (
             Usage(**step["usage"])
             if "usage" in step

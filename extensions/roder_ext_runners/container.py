@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.brokers import Brokers
-from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.runner_process import CommandExit, RunnerProcessBroker
 from roder_core.brokers.secrets import EnvSecretBroker, SecretRedactor, provider_key_names, runtime_redactor
@@ -206,7 +205,9 @@ class ContainerSession:
     def brokers(self, scope: RunnerScope) -> Brokers:
         config = scope.config
         audit = scope.audit
-        fs = WorkspaceFileSystem(scope.workspace, capabilities=scope.capabilities, audit=audit, extension_id=scope.extension_id)
+        # the files are this machine's (the mounted folder): the local file broker serves them,
+        # with every rule of the local one (the content gate, Roder's own folders, extra roots)
+        fs = scope.local_brokers().fs
         local_env = dict(scope.env)
         redactor = scope.redactor if isinstance(scope.redactor, SecretRedactor) else runtime_redactor(local_env, config)
         process = RunnerProcessBroker(

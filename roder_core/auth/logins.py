@@ -15,15 +15,18 @@ import contextlib
 import secrets
 import time
 import webbrowser
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from roder_core.auth.oauth import DeviceCode, Endpoints, OAuthClient, OAuthError, Pkce, TokenSet
 from roder_core.auth.redirect import LoopbackRedirect
 from roder_core.settings.config import AuthLoginConfig, load_config
 from roder_core.settings.credentials import CredentialStore
 from roder_core.settings.paths import RoderPaths
+
+if TYPE_CHECKING:
+    from roder_core.brokers.outbound import OutboundRule
 
 #: The seed's vendor logins and the provider each one signs in for unless ``provider`` says otherwise.
 DEFAULT_PROVIDERS = {"codex": "openai", "supergrok": "xai"}
@@ -119,9 +122,9 @@ class LoginService:
         endpoints = await endpoints_for(name, config)
         client = OAuthClient(endpoints, config.client_id or "", tuple(config.scopes))
         chosen: Flow = flow or config.flow or ("device" if endpoints.device_authorization else "browser")
-        await self.cancel(name)
         provider = provider_for(name, config)
         if chosen == "device":
+            await self.cancel(name)
             code = await client.start_device()
             self._run(name, self._finish_device(name, provider, client, code))
             return LoginStart(
@@ -133,12 +136,35 @@ class LoginService:
                 verification_uri_complete=code.verification_uri_complete,
                 expires_at=code.expires_at,
             )
+        return await self.start_browser(name, provider, client, open_browser=open_browser)
+
+    async def start_browser(
+        self,
+        name: str,
+        provider: str,
+        client: OAuthClient | Callable[[str], Awaitable[OAuthClient]],
+        *,
+        resource: str | None = None,
+        open_browser: bool = True,
+        extra: Mapping[str, Any] | None = None,
+    ) -> LoginStart:
+        """The authorization-code flow with PKCE and a loopback redirect, finished in the
+        background. ``client`` may be a function of the redirect URI (a client registered for
+        it, RFC 7591); ``resource`` is the RFC 8707 indicator sent with the authorization and
+        token requests and kept for refreshes; ``extra`` is stored with the tokens."""
+        await self.cancel(name)
         state = secrets.token_urlsafe(24)
         redirect = LoopbackRedirect(state)
         await redirect.start()
-        pkce = Pkce.new()
-        url = client.authorization_url(redirect.redirect_uri, state, pkce)
-        self._run(name, self._finish_browser(name, provider, client, redirect, pkce))
+        try:
+            oauth = client if isinstance(client, OAuthClient) else await client(redirect.redirect_uri)
+            pkce = Pkce.new()
+            url = oauth.authorization_url(redirect.redirect_uri, state, pkce, resource)
+        except BaseException:
+            await redirect.close()
+            raise
+        kept = {**(extra or {}), **({"resource": resource} if resource else {})}
+        self._run(name, self._finish_browser(name, provider, oauth, redirect, pkce, kept))
         opened = self.open_browser(url) if open_browser else False
         return LoginStart(name, "browser", provider, authorization_url=url, browser_opened=opened)
 
@@ -186,7 +212,7 @@ class LoginService:
             reason="the sign-in expired and cannot be refreshed; sign in again" if expired and not tokens.refresh_token else None,
         )
 
-    async def logout(self, name: str) -> tuple[bool, bool]:
+    async def logout(self, name: str, rule: OutboundRule | None = None) -> tuple[bool, bool]:
         """(signed out, revoked): stops a flow in progress, revokes at the server, forgets the tokens.
 
         The tokens are forgotten even when revocation fails; the error is raised afterwards so
@@ -201,7 +227,8 @@ class LoginService:
             token=str(record.get("token_endpoint") or ""),
             revocation=str(record["revocation_endpoint"]) if record.get("revocation_endpoint") else None,
         )
-        revoked = await OAuthClient(endpoints, str(record.get("client_id") or "")).revoke(TokenSet.from_json(record))
+        client = OAuthClient(endpoints, str(record.get("client_id") or ""), rule=rule)
+        revoked = await client.revoke(TokenSet.from_json(record))
         return True, revoked
 
     # ------------------------------------------------------------------ the background halves
@@ -211,33 +238,34 @@ class LoginService:
         self._flows[name] = task
 
     async def _finish_device(self, name: str, provider: str, client: OAuthClient, code: DeviceCode) -> None:
-        await self._finish(name, provider, client, client.poll_device(code))
+        await self._finish(name, provider, client, client.poll_device(code), {})
 
     async def _finish_browser(
-        self, name: str, provider: str, client: OAuthClient, redirect: LoopbackRedirect, pkce: Pkce
+        self, name: str, provider: str, client: OAuthClient, redirect: LoopbackRedirect, pkce: Pkce, extra: dict[str, Any]
     ) -> None:
         async def tokens() -> TokenSet:
             code = await redirect.code()
-            return await client.exchange_code(code, redirect.redirect_uri, pkce)
+            return await client.exchange_code(code, redirect.redirect_uri, pkce, extra.get("resource"))
 
         try:
-            await self._finish(name, provider, client, tokens())
+            await self._finish(name, provider, client, tokens(), extra)
         finally:
             await redirect.close()
 
-    async def _finish(self, name: str, provider: str, client: OAuthClient, pending: Any) -> None:
+    async def _finish(self, name: str, provider: str, client: OAuthClient, pending: Any, extra: dict[str, Any]) -> None:
         try:
             tokens: TokenSet = await pending
         except OAuthError as exc:
             self.on_done(name, str(exc))
             return
-        self.store.set_oauth(name, record_for(provider, client, tokens))
+        self.store.set_oauth(name, record_for(provider, client, tokens, extra))
         self.on_done(name, None)
 
 
-def record_for(provider: str, client: OAuthClient, tokens: TokenSet) -> dict[str, Any]:
+def record_for(provider: str, client: OAuthClient, tokens: TokenSet, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What the credentials file keeps of a sign-in: enough to refresh and revoke later."""
     record: dict[str, Any] = {
+        **(extra or {}),
         "provider": provider,
         "issuer": client.endpoints.issuer,
         "client_id": client.client_id,
@@ -259,25 +287,40 @@ def signed_in_for(store: CredentialStore, provider: str) -> tuple[str, dict[str,
 
 async def fresh_access_token(store: CredentialStore, provider: str) -> str | None:
     """The provider's access token, refreshed first when it is about to expire; None when the
-    provider has no sign-in. Refreshes are serialised across processes by a file lock and
-    re-read under it, so a token another process just refreshed is used, not refreshed again."""
+    provider has no sign-in."""
     found = signed_in_for(store, provider)
     if found is None:
         return None
-    name, record = found
+    return await fresh_token(store, found[0])
+
+
+async def fresh_token(
+    store: CredentialStore, name: str, *, rejected: str | None = None, rule: OutboundRule | None = None
+) -> str | None:
+    """The access token of sign-in ``name``, refreshed first when it is about to expire or when
+    it is ``rejected`` (the server answered 401 to it); None when there is no sign-in. Refreshes
+    are serialised across processes by a file lock and re-read under it, so a token another
+    process just refreshed is used, not refreshed again. A stored ``resource`` (RFC 8707) is
+    sent with the refresh. Raises ``OAuthError`` when the refresh fails."""
+    record = store.oauth(name)
+    if record is None:
+        return None
     tokens = TokenSet.from_json(record)
-    if not tokens.expired(time.time()):
+    if not tokens.expired(time.time()) and tokens.access_token != rejected:
         return tokens.access_token
     lock = store.refresh_lock(name)
     await asyncio.to_thread(lock.__enter__)
     try:
-        record = store.oauth(name) or record
+        record = store.oauth(name)
+        if record is None:  # signed out meanwhile
+            return None
         tokens = TokenSet.from_json(record)
-        if not tokens.expired(time.time()):
+        if not tokens.expired(time.time()) and tokens.access_token != rejected:
             return tokens.access_token
         endpoints = Endpoints(issuer=str(record.get("issuer") or ""), token=str(record.get("token_endpoint") or ""))
-        client = OAuthClient(endpoints, str(record.get("client_id") or ""))
-        fresh = await client.refresh(tokens)
+        client = OAuthClient(endpoints, str(record.get("client_id") or ""), rule=rule)
+        resource = record.get("resource")
+        fresh = await client.refresh(tokens, str(resource) if resource else None)
         kept = {k: v for k, v in record.items() if k not in TOKEN_FIELDS}
         store.set_oauth(name, {**kept, **fresh.to_json()})
         return fresh.access_token

@@ -6,7 +6,11 @@ RFC 8252 (a redirect to ``http://127.0.0.1:PORT/callback`` on a port chosen per 
 7636 PKCE with S256 on every authorization-code request, RFC 8628 for the device flow (a code the
 user types on another device, polled at the interval the server asks for and slowed on
 ``slow_down``), RFC 8414 / OpenID discovery of the endpoints from the issuer, RFC 7009
-revocation. One client serves vendor logins (``auth/*``) and MCP servers over HTTP.
+revocation, RFC 7591 dynamic registration, RFC 8707 resource indicators and RFC 9728
+protected-resource metadata (what an MCP server over HTTP names in its 401). One client serves
+vendor logins (``auth/*``) and MCP servers over HTTP; the latter pass an ``OutboundRule`` so
+every endpoint a server's metadata names is reached under the SSRF rules of
+``brokers/outbound.py`` (a server cannot point the sign-in at the user's private network).
 
 Tokens never appear in messages: errors quote the server's ``error`` code and description only.
 httpx is imported when a flow runs, never at import time.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,6 +35,8 @@ from roder_core.errors import RoderError
 if TYPE_CHECKING:
     import httpx
 
+    from roder_core.brokers.outbound import OutboundRule
+
 #: How long one HTTP exchange with the authorization server may take.
 HTTP_TIMEOUT = 30.0
 #: The device flow's default poll interval (RFC 8628 section 3.5) and its slow_down step.
@@ -39,6 +46,9 @@ SLOW_DOWN_STEP = 5.0
 REFRESH_MARGIN = 60.0
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 WELL_KNOWN = ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
+#: RFC 9728: where a protected resource publishes which authorization servers it trusts.
+RESOURCE_WELL_KNOWN = "/.well-known/oauth-protected-resource"
+_CHALLENGE_PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
 
 
 class OAuthError(RoderError):
@@ -136,6 +146,28 @@ class Pkce:
         return cls(verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii"))
 
 
+@dataclass(frozen=True)
+class ProtectedResource:
+    """RFC 9728 metadata of a protected resource: its canonical URI (the RFC 8707 ``resource``
+    sent with every authorization and token request) and the authorization servers it trusts."""
+
+    resource: str
+    authorization_servers: tuple[str, ...]
+    scopes: tuple[str, ...] = ()
+
+
+def bearer_challenge(header: str) -> dict[str, str]:
+    """The parameters of a ``WWW-Authenticate: Bearer ...`` challenge (RFC 6750 3, RFC 9728 5.1):
+    ``resource_metadata``, ``scope``, ``error``; empty when the header has no Bearer challenge."""
+    start = header.lower().find("bearer")
+    if start < 0:
+        return {}
+    return {
+        m.group(1).lower(): m.group(2) if m.group(2) is not None else m.group(3)
+        for m in _CHALLENGE_PARAM.finditer(header[start + 6 :])
+    }
+
+
 def _server_error(what: str, response: httpx.Response) -> OAuthError:
     """One line naming the step, the status and the server's own error code and description."""
     detail = ""
@@ -163,30 +195,65 @@ def _checked_url(url: str, what: str) -> str:
 class OAuthClient:
     """The sign-in steps against one authorization server, for one public client id."""
 
-    def __init__(self, endpoints: Endpoints, client_id: str, scopes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, endpoints: Endpoints, client_id: str, scopes: tuple[str, ...] = (), rule: OutboundRule | None = None
+    ) -> None:
         self.endpoints = endpoints
         self.client_id = client_id
         self.scopes = scopes
+        #: The outbound rule every request goes through (None: a vendor login's configured issuer).
+        self.rule = rule
         self.clock: Callable[[], float] = time.time
 
     # ------------------------------------------------------------------ discovery
 
     @staticmethod
-    async def discover(issuer: str) -> Endpoints:
+    async def discover(issuer: str, rule: OutboundRule | None = None) -> Endpoints:
         """RFC 8414 metadata, then OpenID discovery, both tried at the issuer's path."""
         issuer = _checked_url(issuer.rstrip("/"), "issuer")
         parts = urlsplit(issuer)
         base = f"{parts.scheme}://{parts.netloc}"
-        async with _client(issuer) as http:
+        async with _client(issuer, rule) as http:
             for suffix in WELL_KNOWN:
                 url = base + suffix + parts.path if suffix.endswith("authorization-server") else issuer + suffix
-                try:
-                    response = await http.get(url)
-                except load_httpx().HTTPError as exc:
-                    raise OAuthError(f"cannot reach the issuer {issuer}: {exc}") from None
+                response = await _get(http, url, f"the issuer {issuer}")
                 if response.status_code == 200:
                     return endpoints_from_metadata(issuer, _json(response, "discovery"))
         raise OAuthError(f"{issuer} publishes no authorization server metadata ({', '.join(WELL_KNOWN)})")
+
+    @staticmethod
+    async def protected_resource(url: str, metadata_url: str | None, rule: OutboundRule | None = None) -> ProtectedResource:
+        """RFC 9728 metadata of the resource at ``url``: from ``metadata_url`` (the 401's
+        ``resource_metadata``) or else the well-known addresses at the resource's path and root.
+        The metadata's ``resource`` must be ``url`` or a prefix of it on the same origin
+        (RFC 9728 3.3): metadata naming another resource is refused, not used."""
+        parts = urlsplit(_checked_url(url, "the server url"))
+        base = f"{parts.scheme}://{parts.netloc}"
+        path = parts.path.rstrip("/")
+        candidates = [metadata_url] if metadata_url else [base + RESOURCE_WELL_KNOWN + path, base + RESOURCE_WELL_KNOWN]
+        async with _client(url, rule) as http:
+            for candidate in dict.fromkeys(candidates):
+                response = await _get(http, _checked_url(candidate, "resource_metadata"), urlsplit(candidate).netloc)
+                if response.status_code == 200:
+                    break
+            else:
+                raise OAuthError(
+                    f"{url} publishes no protected resource metadata ({candidates[0]} answered {response.status_code})"
+                )
+        meta = _json(response, "the protected resource metadata")
+        resource = meta.get("resource")
+        servers = meta.get("authorization_servers")
+        if not isinstance(resource, str) or not isinstance(servers, list) or not servers:
+            raise OAuthError("the protected resource metadata lacks resource or authorization_servers")
+        same_origin = urlsplit(resource)[:2] == parts[:2]
+        if not same_origin or not url.rstrip("/").startswith(resource.rstrip("/")):
+            raise OAuthError(f"the protected resource metadata names {resource!r}, not {url!r}; refused")
+        scopes = meta.get("scopes_supported")
+        return ProtectedResource(
+            resource=resource,
+            authorization_servers=tuple(str(s) for s in servers),
+            scopes=tuple(str(s) for s in scopes) if isinstance(scopes, list) else (),
+        )
 
     # ------------------------------------------------------------------ device flow (RFC 8628)
 
@@ -235,7 +302,7 @@ class OAuthClient:
 
     # ------------------------------------------------------------------ authorization code + PKCE
 
-    def authorization_url(self, redirect_uri: str, state: str, pkce: Pkce) -> str:
+    def authorization_url(self, redirect_uri: str, state: str, pkce: Pkce, resource: str | None = None) -> str:
         url = self.endpoints.authorization
         if not url:
             raise OAuthError(f"{self.endpoints.issuer} offers no authorization endpoint; use the device sign-in")
@@ -248,6 +315,8 @@ class OAuthClient:
             "code_challenge_method": "S256",
             **self._scope(),
         }
+        if resource:
+            query["resource"] = resource
         return url + ("&" if "?" in url else "?") + urlencode(query)
 
     async def exchange_code(self, code: str, redirect_uri: str, pkce: Pkce, resource: str | None = None) -> TokenSet:
@@ -290,7 +359,7 @@ class OAuthClient:
     # ------------------------------------------------------------------ dynamic registration (RFC 7591)
 
     @staticmethod
-    async def register(endpoint: str, name: str, redirect_uris: list[str]) -> str:
+    async def register(endpoint: str, name: str, redirect_uris: list[str], rule: OutboundRule | None = None) -> str:
         """Register a public client and return its id (MCP servers expect this)."""
         body = {
             "client_name": name,
@@ -299,10 +368,10 @@ class OAuthClient:
             "response_types": ["code"],
             "token_endpoint_auth_method": "none",
         }
-        async with _client(endpoint) as http:
+        async with _client(endpoint, rule) as http:
             try:
                 response = await http.post(_checked_url(endpoint, "registration endpoint"), json=body)
-            except load_httpx().HTTPError as exc:
+            except _unreachable() as exc:
                 raise OAuthError(f"client registration failed: {exc}") from None
         if response.status_code >= 400:
             raise _server_error("client registration", response)
@@ -317,10 +386,10 @@ class OAuthClient:
         return {"scope": " ".join(self.scopes)} if self.scopes else {}
 
     async def _raw_post(self, url: str, form: Mapping[str, str]) -> httpx.Response:
-        async with _client(url) as http:
+        async with _client(url, self.rule) as http:
             try:
                 return await http.post(_checked_url(url, "endpoint"), data=dict(form), headers={"accept": "application/json"})
-            except load_httpx().HTTPError as exc:
+            except _unreachable() as exc:
                 raise OAuthError(f"cannot reach {urlsplit(url).netloc}: {exc}") from None
 
     async def _post(self, url: str, form: Mapping[str, str], what: str) -> dict[str, Any]:
@@ -349,11 +418,34 @@ def endpoints_from_metadata(issuer: str, meta: Mapping[str, Any]) -> Endpoints:
     )
 
 
-def _client(url: str = "") -> httpx.AsyncClient:
-    """A client for one exchange; proxies from the environment apply except on loopback."""
+def _client(url: str = "", rule: OutboundRule | None = None) -> httpx.AsyncClient:
+    """A client for one exchange; proxies from the environment apply except on loopback. With a
+    rule, every connection goes through it (and no proxy is used)."""
+    module = load_httpx()
+    if rule is not None:
+        from roder_core.brokers.outbound import async_transport
+
+        ruled: httpx.AsyncClient = module.AsyncClient(
+            timeout=HTTP_TIMEOUT, follow_redirects=False, transport=async_transport(rule)
+        )
+        return ruled
     loopback = urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")
-    client: httpx.AsyncClient = load_httpx().AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False, trust_env=not loopback)
+    client: httpx.AsyncClient = module.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False, trust_env=not loopback)
     return client
+
+
+def _unreachable() -> tuple[type[Exception], ...]:
+    """What a request raises when its server cannot be reached (or the outbound rule refused it)."""
+    from roder_core.brokers.outbound import OutboundRefused
+
+    return (load_httpx().HTTPError, OutboundRefused)
+
+
+async def _get(http: httpx.AsyncClient, url: str, what: str) -> httpx.Response:
+    try:
+        return await http.get(url, headers={"accept": "application/json"})
+    except _unreachable() as exc:
+        raise OAuthError(f"cannot reach {what}: {exc}") from None
 
 
 def _json(response: httpx.Response, what: str) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from roder_core.brokers import BrokerDenied, ProcessResult
+from roder_core.brokers import BrokerDenied, FileSystemBroker, ProcessResult
 from roder_core.brokers.command_output import CommandOutput
 from roder_core.brokers.secrets import SecretRedactor, scrubbed_env
 
@@ -44,24 +44,44 @@ class CommandEnd:
     quarantined: list[str] | None = None
 
 
+class CommandGrants(TypedDict, total=False):
+    """What one extension's commands get, said the same way to every process broker (the
+    defaults are ``CommandBroker``'s)."""
+
+    capabilities: frozenset[str]
+    pass_env: Iterable[str]
+    secret_names: Iterable[str]
+    redactor: SecretRedactor | None
+    audit: AuditFn | None
+    extension_id: str
+    default_timeout: float
+
+
 class CommandBroker(ABC):
-    """Base of the process brokers: grants, scrubbed environment, audit and ``run``."""
+    """Base of the process brokers: grants, the working folder, scrubbed environment, audit
+    records and ``run``."""
 
     sandbox_level: str
 
     def __init__(
         self,
+        files: FileSystemBroker,
         *,
         env: Mapping[str, str],
         spill_dir: Path,
-        capabilities: frozenset[str],
-        pass_env: Iterable[str],
-        secret_names: Iterable[str],
-        redactor: SecretRedactor | None,
-        audit: AuditFn | None,
-        extension_id: str,
-        default_timeout: float,
+        shell: str,
+        capabilities: frozenset[str] = frozenset({"process.spawn.shell"}),
+        pass_env: Iterable[str] = (),
+        secret_names: Iterable[str] = (),
+        redactor: SecretRedactor | None = None,
+        audit: AuditFn | None = None,
+        extension_id: str = "",
+        default_timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
+        #: The working folder of every command resolves through the file broker (never outside
+        #: the workspace, never into Roder's own folders).
+        self._files = files
+        self._shell = shell
         self._env = dict(env)
         self._spill_dir = spill_dir
         self._capabilities = capabilities
@@ -100,6 +120,56 @@ class CommandBroker(ABC):
             reason, message = blocked
             self._record("process.denied", command=show_command(command), reason=reason)
             raise BrokerDenied(message)
+
+    def _admit(self, command: str | list[str], cwd: Path | None) -> tuple[list[str], Path]:
+        """A command that may run: checked (``_check``), its working folder resolved inside the
+        workspace (and a folder), its argv (a string runs in the broker's shell)."""
+        self._check(command)
+        try:
+            folder = self._files.stat(str(cwd) if cwd is not None else ".")
+        except FileNotFoundError:
+            folder = None
+        if folder is None or folder.kind != "dir":
+            raise NotADirectoryError(f"working folder {cwd} is not a folder")
+        argv = [self._shell, "-c", command] if isinstance(command, str) else list(command)
+        return argv, folder.path
+
+    def _started(self, command: str | list[str], workdir: Path, sandbox: str, env_dropped: list[str], **fields: Any) -> None:
+        """The audit record of a command about to start."""
+        self._record(
+            "process.start",
+            command=show_command(command),
+            cwd=self._files.display(workdir),
+            sandbox=sandbox,
+            env_dropped=env_dropped,
+            **fields,
+        )
+
+    def _interrupted(self, command: str | list[str], duration_ms: int, **fields: Any) -> None:
+        """The audit record of a command cancelled while it ran (a turn interrupt)."""
+        self._record("process.exit", command=show_command(command), interrupted=True, duration_ms=duration_ms, **fields)
+
+    def _background_ended(
+        self, command: str, *, exit_code: int | None, killed: bool, duration_ms: int, sandbox: str, **fields: Any
+    ) -> ProcessResult:
+        """A background command's end: its audit record and its result (the output went to its log)."""
+        self._record(
+            "process.exit",
+            command=command,
+            exit_code=exit_code,
+            killed=killed,
+            duration_ms=duration_ms,
+            background=True,
+            **fields,
+        )
+        return ProcessResult(
+            exit_code=exit_code,
+            output="",
+            duration_ms=duration_ms,
+            interrupted=killed,
+            sandbox=sandbox,
+            quarantined=list(fields.get("quarantined", [])),
+        )
 
     def child_env(self, extra: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
         """The environment a command gets (scrubbed of secrets) and the names dropped from it."""

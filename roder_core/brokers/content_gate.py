@@ -17,12 +17,18 @@ Two kinds of refusal:
 
 Both the path as written and its resolved form are checked, so a symlink to ``.env`` is
 withheld like ``.env`` itself.
+
+Callers take their gate from ``shared_gate``: one object per workspace and inputs (roots, read
+rules, masks), built once and handed to every reader of that workspace, since building one
+resolves every mask (a runtime's start asked for a dozen, at tens of ms each).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Protocol
 
@@ -37,6 +43,11 @@ class ReadRules(Protocol):
 
     def has_refusals(self) -> bool:
         """Whether any deny or ask rule exists (so ``read_rule`` could ever answer)."""
+        ...
+
+    def gate_key(self) -> Hashable:
+        """What tells these rules apart for ``shared_gate``: equal keys must mean equal answers
+        for as long as the gate lives (fixed rules: their texts; live rules: the object)."""
         ...
 
 
@@ -101,3 +112,42 @@ class ContentGate:
             if not asked:
                 return f"{self._shown(forms[0])} is withheld by the rule ask {text} (read it by name to be asked)"
         return None
+
+
+#: How many gates ``shared_gate`` keeps (a batch worker meets a new workspace every rollout).
+SHARED_GATES = 32
+_gates: OrderedDict[Hashable, ContentGate] = OrderedDict()
+_gates_lock = threading.Lock()
+
+
+def shared_gate(
+    workspace: Path,
+    *,
+    roots: Iterable[Path] = (),
+    rules: ReadRules | None = None,
+    masked: Iterable[Path] = (),
+) -> ContentGate:
+    """The one gate for ``workspace`` with these roots, read rules and masks: the same object
+    for every caller that passes the same inputs, a new one as soon as any of them differs (a
+    rule added to a config, another ``deny_read`` entry, another home folder). Live rules (the
+    runtime's) are keyed by the object, so the gate sees their changes as they happen."""
+    roots = tuple(roots)
+    masked = tuple(masked)
+    key = (
+        os.path.realpath(workspace),
+        tuple(os.path.normpath(r) for r in roots),
+        None if rules is None else (type(rules), rules.gate_key()),
+        tuple(os.path.normpath(m) for m in masked),
+    )
+    with _gates_lock:
+        gate = _gates.get(key)
+        if gate is not None:
+            _gates.move_to_end(key)
+            return gate
+    gate = ContentGate(workspace, roots=roots, rules=rules, masked=masked)
+    with _gates_lock:
+        gate = _gates.setdefault(key, gate)  # a racing caller's gate wins: still one per key
+        _gates.move_to_end(key)
+        while len(_gates) > SHARED_GATES:
+            _gates.popitem(last=False)
+    return gate

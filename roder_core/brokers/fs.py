@@ -35,9 +35,9 @@ from roder_core.brokers.file_glob import (
     ripgrep_query,
     walk_matches,
 )
+from roder_core.brokers.fs_policy import DEFAULT_GRANTS, FsPolicy
 from roder_core.brokers.git_dirs import git_refusal, would_look_like_git_dir
-from roder_core.brokers.gitignore import IgnoreMatcher, parse_rules
-from roder_core.brokers.own_folders import visible
+from roder_core.brokers.gitignore import IgnoreMatcher
 from roder_core.brokers.protected_names import PROTECTED_DIRS, PROTECTED_FILES, protected_reason
 
 __all__ = ["PROTECTED_DIRS", "PROTECTED_FILES", "WorkspaceFileSystem", "protected_reason"]
@@ -71,160 +71,62 @@ def _kind(mode: int) -> FileKind:
 
 
 class WorkspaceFileSystem:
-    """``FileSystemBroker`` for one workspace (plus extra roots) and one extension's grants."""
+    """``FileSystemBroker`` for one workspace (plus extra roots) and one extension's grants:
+    the I/O on this machine; every decision is its ``FsPolicy``'s (``fs_policy``)."""
 
     def __init__(
         self,
         workspace: Path,
         *,
         extra_roots: Iterable[Path] = (),
-        capabilities: frozenset[str] = frozenset({"fs.read.workspace", "fs.write.workspace"}),
+        capabilities: frozenset[str] = DEFAULT_GRANTS,
         audit: AuditFn | None = None,
         extension_id: str = "",
         hidden: Iterable[Path] = (),
         gate: ContentGate | None = None,
     ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
-        self.roots: tuple[Path, ...] = (
+        self.policy = FsPolicy(
             self.workspace,
-            *(Path(os.path.realpath(os.path.expanduser(r))) for r in extra_roots),
+            roots=(Path(os.path.realpath(os.path.expanduser(r))) for r in extra_roots),
+            capabilities=capabilities,
+            audit=audit,
+            extension_id=extension_id,
+            hidden=(Path(os.path.realpath(h)) for h in hidden),
+            gate=gate,
         )
-        #: Roder's own folders (``own_folders``): out of the tools' reach even inside a root,
-        #: unless a root lies inside one of them (a runner's worktree in the cache).
-        self._hidden = tuple(Path(os.path.realpath(h)) for h in hidden)
-        self._can_read = any(c.startswith(("fs.read.", "fs.readwrite.", "fs.write.")) for c in capabilities)
-        self._can_write = any(c.startswith(("fs.write.", "fs.readwrite.")) for c in capabilities)
-        self._audit = audit
-        self._extension_id = extension_id
-        #: What may reach the model (read rules, secret masks): ``content_gate``.
+        self.roots = self.policy.roots
         self.gate = gate
 
-    # ------------------------------------------------------------------ decisions
-
-    def _record(self, kind: str, **fields: Any) -> None:
-        if self._audit is not None:
-            self._audit(kind, {"extension": self._extension_id, **fields})
-
-    def _deny(self, message: str, path: str, action: str) -> BrokerDenied:
-        self._record("fs.denied", path=path, action=action, reason=message)
-        return BrokerDenied(message)
-
     def _lexical(self, path: str) -> Path:
-        if not isinstance(path, str) or not path.strip():
-            raise BrokerDenied("empty path")
-        if "\x00" in path:
-            raise BrokerDenied("path contains a NUL byte")
-        expanded = Path(os.path.expanduser(path))
+        expanded = Path(self.policy.check_text(path))
         return expanded if expanded.is_absolute() else self.workspace / expanded
-
-    def _root_of(self, real: Path) -> Path | None:
-        return next((root for root in self.roots if real == root or real.is_relative_to(root)), None)
-
-    def _check_capability(self, write: bool, path: str) -> None:
-        if write and not self._can_write:
-            raise self._deny(f"{path}: this extension was not granted fs.write.workspace", path, "write")
-        if not write and not self._can_read:
-            raise self._deny(f"{path}: this extension was not granted fs.read.workspace", path, "read")
-
-    def _inside(self, path: str, real: Path, action: str) -> Path:
-        root = self._root_of(real)
-        if root is None:
-            where = "" if str(real) == os.path.normpath(self._lexical(path)) else f" (it resolves to {real})"
-            raise self._deny(
-                f"{path}: outside the workspace {self.workspace}{where}; Roder's file tools only reach the workspace",
-                path,
-                action,
-            )
-        return root
-
-    def _check_protected(self, path: str, lexical: Path, real: Path, root: Path, action: str) -> None:
-        reasons = [protected_reason(real.relative_to(root).parts)]
-        normal = Path(os.path.normpath(lexical))
-        if normal.is_relative_to(root):
-            reasons.append(protected_reason(normal.relative_to(root).parts))
-        reason = next((r for r in reasons if r), None)
-        if reason:
-            raise self._deny(
-                f"{path}: {reason}; Roder's tools never write git internals, .roder/, agent and editor "
-                "folders, or shell and tool dotfiles, at any depth (edit it yourself if you mean to)",
-                path,
-                action,
-            )
-        self._check_git(path, real, root, action)
-
-    def _check_git(self, path: str, real: Path, root: Path, action: str, data: bytes | None = None) -> None:
-        reason = git_refusal(real, root, data)
-        if reason:
-            raise self._deny(
-                f"{path}: {reason}; git would run code from there, so Roder's tools never write it (git-dir protection)",
-                path,
-                action,
-            )
-
-    def _is_hidden(self, real: Path) -> bool:
-        return bool(self._hidden) and not visible(real, self._hidden, self.roots)
-
-    def _check_hidden(self, path: str, real: Path, action: str) -> None:
-        if self._is_hidden(real):
-            raise self._deny(
-                f"{path}: inside Roder's own folders (threads, logs, credentials), which tools never reach", path, action
-            )
 
     def resolve(self, path: str, *, write: bool = False) -> Path:
         """The real path for ``path``, or BrokerDenied (escape, Roder's own folders, protected
-        for writes, no grant)."""
-        self._check_capability(write, path)
+        for writes, no grant, the content gate for reads)."""
+        self.policy.check_capability(path, write=write)
         lexical = self._lexical(path)
-        real = settled_realpath(lexical)
-        root = self._inside(path, real, "write" if write else "read")
-        self._check_hidden(path, real, "write" if write else "read")
-        if write:
-            self._check_protected(path, lexical, real, root, "write")
-        elif self.gate is not None:
-            # an explicit read of one path: the policy engine asked about it already
-            reason = self.gate.refusal(lexical, asked=True)
-            if reason is not None:
-                raise self._deny(reason, path, "read")
-        return real
+        return self.policy.admit(path, lexical, settled_realpath(lexical), write=write, git=git_refusal)
 
     def may_withhold(self) -> bool:
-        return self.gate is not None and self.gate.may_refuse()
+        return self.policy.may_withhold()
 
     def withheld(self, path: str) -> str | None:
-        """Why the content of ``path`` (as a search printed it) must not reach the model, or None
-        (``content_gate``: read rules and secret masks; nobody was asked about this file)."""
+        """Why the content of ``path`` (as a search printed it) must not reach the model, or None."""
         lexical = self._lexical(path)
         try:
             st = os.lstat(lexical)
         except OSError:
             st = None
-        if st is not None and stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
-            # another name of this file may be a withheld one (``ln .env notes.txt``), and the
-            # read tool refuses hard-linked files too
-            return f"{path}: hard-linked file ({st.st_nlink} names), which Roder does not read"
-        return None if self.gate is None else self.gate.refusal(lexical)
-
-    def _gated(self, info: FileInfo, withheld: list[str] | None) -> bool:
-        """Whether a listed entry passes the content gate; a refused one is counted in ``withheld``."""
-        if self.gate is None:
-            return True
-        if self.gate.refusal(info.path, resolved=info.kind != "symlink") is None:
-            return True
-        if withheld is not None:
-            withheld.append(info.display)
-        return False
+        links = st.st_nlink if st is not None and stat_mod.S_ISREG(st.st_mode) else None
+        return self.policy.withheld(path, lexical, None, links)
 
     def _resolve_entry(self, path: str) -> Path:
         """For delete/move: the directory entry itself (a symlink is removed, not its target)."""
-        self._check_capability(True, path)
+        self.policy.check_capability(path, write=True)
         lexical = Path(os.path.normpath(self._lexical(path)))
-        entry = settled_realpath(lexical.parent) / lexical.name
-        root = self._inside(path, entry, "write")
-        self._check_hidden(path, entry, "write")
-        if entry == root:
-            raise self._deny(f"{path}: refusing to remove or move a workspace root", path, "write")
-        self._check_protected(path, lexical, entry, root, "write")
-        return entry
+        return self.policy.admit_entry(path, lexical, settled_realpath(lexical.parent) / lexical.name, git=git_refusal)
 
     # ------------------------------------------------------------------ race-free walking
 
@@ -234,9 +136,7 @@ class WorkspaceFileSystem:
         one component at a time without following symlinks; missing folders are created when
         ``create`` (never one that would complete a git dir). A component swapped for a
         symlink or a file on the way is refused, not followed."""
-        root = self._root_of(folder)
-        if root is None:
-            raise self._deny(f"{path}: outside the workspace {self.workspace}", path, "write")
+        root = self.policy.inside(path, folder, folder, "write")
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
         try:
             here = root
@@ -246,19 +146,13 @@ class WorkspaceFileSystem:
                 except FileNotFoundError:
                     if not create:
                         raise FileNotFoundError(f"{path}: no such folder {self.display(here / part)}") from None
-                    if would_look_like_git_dir(here, part):
-                        raise self._deny(
-                            f"{path}: creating {part}/ would make {self.display(here)} look like a git directory "
-                            "(git-dir protection)",
-                            path,
-                            "write",
-                        ) from None
+                    self.policy.check_new_folder(path, here, part, would_look_like_git_dir(here, part))
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o755, dir_fd=fd)
                     nxt = self._open_child_dir(path, fd, part, here)
                 except OSError as exc:
                     if exc.errno in _SWAPPED:
-                        raise self._changed(path, here / part) from None
+                        raise self.policy.changed(path, here / part) from None
                     raise
                 os.close(fd)
                 fd, here = nxt, here / part
@@ -273,24 +167,11 @@ class WorkspaceFileSystem:
             raise FileNotFoundError(f"{path}: {self.display(here / part)} vanished while being created") from None
         except OSError as exc:
             if exc.errno in _SWAPPED:
-                raise self._changed(path, here / part) from None
+                raise self.policy.changed(path, here / part) from None
             raise
 
-    def _changed(self, path: str, where: Path) -> BrokerDenied:
-        return self._deny(
-            f"{path}: {self.display(where)} is not a plain folder any more (it changed into a symlink or a file "
-            "while Roder was using it); nothing was written through it",
-            path,
-            "write",
-        )
-
     def display(self, path: Path) -> str:
-        real = Path(path)
-        if real == self.workspace:
-            return "."
-        if real.is_relative_to(self.workspace):
-            return real.relative_to(self.workspace).as_posix()
-        return str(real)
+        return self.policy.display(path)
 
     # ------------------------------------------------------------------ reading
 
@@ -317,21 +198,11 @@ class WorkspaceFileSystem:
             raise FileNotFoundError(f"{path}: no such file") from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:  # the last component became a symlink after resolve
-                raise self._deny(f"{path}: changed into a symlink while opening", path, "read") from None
+                self.policy.check_readable(path, "symlink", None)
             raise
         try:
             st = os.fstat(fd)
-            if stat_mod.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(f"{path} is a folder; use ls or glob to list it")
-            if not stat_mod.S_ISREG(st.st_mode):
-                raise self._deny(f"{path}: not a regular file (device, socket or pipe)", path, "read")
-            if st.st_nlink > 1:
-                raise self._deny(
-                    f"{path}: hard-linked file ({st.st_nlink} names); its other names may lie outside "
-                    "the workspace, so Roder will not read or write through it",
-                    path,
-                    "read",
-                )
+            self.policy.check_readable(path, _kind(st.st_mode), st.st_nlink)
             os.set_blocking(fd, True)
             return os.fdopen(fd, "rb")
         except BaseException:
@@ -346,25 +217,14 @@ class WorkspaceFileSystem:
 
     def write_bytes(self, path: str, data: bytes) -> Path:
         real = self.resolve(path, write=True)
-        root = self._root_of(real) or self.workspace
-        self._check_git(path, real, root, "write", data)
+        self.policy.check_git(path, git_refusal(real, self.policy.root_of(real) or self.workspace, data))
         with self._folder_fd(path, real.parent, create=True) as folder:
             st = self._entry_stat(path, folder, real.name)
-            mode = 0o644
-            if st is not None:
-                if stat_mod.S_ISDIR(st.st_mode):
-                    raise IsADirectoryError(f"{path} is a folder")
-                if stat_mod.S_ISLNK(st.st_mode):
-                    raise self._changed(path, real)
-                if not stat_mod.S_ISREG(st.st_mode):
-                    raise self._deny(f"{path}: not a regular file", path, "write")
-                if st.st_nlink > 1:
-                    raise self._deny(
-                        f"{path}: hard-linked file ({st.st_nlink} names); Roder will not write through it",
-                        path,
-                        "write",
-                    )
-                mode = stat_mod.S_IMODE(st.st_mode)
+            if st is None:
+                self.policy.check_writable(path, real, None, None)
+            else:
+                self.policy.check_writable(path, real, _kind(st.st_mode), st.st_nlink)
+            mode = 0o644 if st is None else stat_mod.S_IMODE(st.st_mode)
             tmp = f".{real.name}.roder-{secrets.token_hex(4)}.tmp"
             with self._vanishing(path, real.parent):
                 fd = os.open(
@@ -382,7 +242,7 @@ class WorkspaceFileSystem:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=folder)
                 raise
-        self._record("fs.write", path=self.display(real), bytes=len(data), created=st is None)
+        self.policy.wrote(real, len(data), created=st is None)
         return real
 
     @contextlib.contextmanager
@@ -406,7 +266,7 @@ class WorkspaceFileSystem:
         real = self.resolve(path, write=True)
         with self._folder_fd(path, real, create=True):
             pass
-        self._record("fs.mkdir", path=self.display(real))
+        self.policy.made_folder(real)
         return real
 
     def delete(self, path: str) -> Path:
@@ -415,11 +275,10 @@ class WorkspaceFileSystem:
             st = self._entry_stat(path, folder, entry.name)
             if st is None:
                 raise FileNotFoundError(f"{path}: no such file")
-            if stat_mod.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(f"{path} is a folder; only files are deleted")
+            self.policy.check_deletable(path, _kind(st.st_mode))
             with self._vanishing(path, entry.parent):
                 os.unlink(entry.name, dir_fd=folder)
-        self._record("fs.delete", path=self.display(entry))
+        self.policy.deleted(entry)
         return entry
 
     def move(self, source: str, target: str) -> Path:
@@ -430,8 +289,7 @@ class WorkspaceFileSystem:
                 raise FileNotFoundError(f"{source}: no such file")
             with self._folder_fd(target, dst.parent, create=True) as dst_folder:
                 found = self._entry_stat(target, dst_folder, dst.name)
-                if found is not None and stat_mod.S_ISDIR(found.st_mode):
-                    raise IsADirectoryError(f"{target} is a folder")
+                self.policy.check_move_target(target, None if found is None else _kind(found.st_mode))
                 try:
                     with self._vanishing(source, src.parent):
                         os.rename(src.name, dst.name, src_dir_fd=src_folder, dst_dir_fd=dst_folder)
@@ -440,7 +298,7 @@ class WorkspaceFileSystem:
                         raise
                     self.write_bytes(target, self.read_bytes(source))
                     os.unlink(src.name, dir_fd=src_folder)
-        self._record("fs.move", path=self.display(src), to=self.display(dst))
+        self.policy.moved(src, dst)
         return dst
 
     # ------------------------------------------------------------------ listing
@@ -453,15 +311,8 @@ class WorkspaceFileSystem:
     def _matcher_for(self, start: Path) -> tuple[Path, IgnoreMatcher]:
         """Ignore rules that apply at ``start``: root .git/info/exclude and every .gitignore on
         the way from the root down to ``start``."""
-        root = self._root_of(start) or self.workspace
-        rules = []
-        for ignore_file, base in ((root / ".git" / "info" / "exclude", ""), (root / ".gitignore", "")):
-            rules.extend(_read_rules(ignore_file, base))
-        rel_parts = start.relative_to(root).parts if start != root else ()
-        for depth in range(1, len(rel_parts) + 1):
-            base = "/".join(rel_parts[:depth])
-            rules.extend(_read_rules(root / base / ".gitignore", base))
-        return root, IgnoreMatcher(rules)
+        root = self.policy.root_of(start) or self.workspace
+        return root, self.policy.ignore_matcher(root, start, lambda name: _read_text(root / name))
 
     def list_dir(self, path: str, *, respect_gitignore: bool = True, withheld: list[str] | None = None) -> list[FileInfo]:
         """Entries of a folder, listed through a directory fd (a folder swapped for a symlink
@@ -474,15 +325,8 @@ class WorkspaceFileSystem:
         entries: list[FileInfo] = []
         with self._folder_fd(path, real) as folder, os.scandir(folder) as scan:
             for entry in scan:
-                if entry.name == ".git":
-                    continue
                 info = self._info(entry, real)
-                if self._is_hidden(info.path):
-                    continue
-                rel = info.path.relative_to(root).as_posix()
-                if respect_gitignore and matcher.excluded(rel, info.kind == "dir"):
-                    continue
-                if self._gated(info, withheld):
+                if self.policy.shown(info, root, matcher if respect_gitignore else None, withheld):
                     entries.append(info)
         entries.sort(key=lambda e: (e.kind != "dir", e.display))
         return entries
@@ -514,7 +358,7 @@ class WorkspaceFileSystem:
         below = real.relative_to(root).as_posix()
         if query.literal and matcher.ignored(start.relative_to(root).as_posix(), True, below=below):
             return [], 0  # the pattern names an ignored folder (the folder asked for is searched as asked)
-        if self._is_hidden(start):
+        if self.policy.is_hidden(start):
             return [], 0
         listed = ripgrep_files(start, max_depth=query.max_depth, name=query.name)
         if listed is None:
@@ -522,13 +366,12 @@ class WorkspaceFileSystem:
         if not query.exact:
             regex, skip = pattern_regex(pattern), len(str(real)) + 1
             listed = [absolute for absolute in listed if regex.match(absolute[skip:])]
-        if any(h == start or h.is_relative_to(start) or start.is_relative_to(h) for h in self._hidden):
-            listed = [absolute for absolute in listed if not self._is_hidden(Path(absolute))]
+        if any(h == start or h.is_relative_to(start) or start.is_relative_to(h) for h in self.policy.hidden):
+            listed = [absolute for absolute in listed if not self.policy.is_hidden(Path(absolute))]
         stamped: list[tuple[float, str]] = []
         for absolute in listed:
-            if self.gate is not None and self.gate.refusal(Path(absolute)) is not None:
-                if withheld is not None:
-                    withheld.append(self.display(Path(absolute)))
+            # ripgrep lists regular files only, never through a symlink
+            if not self.policy.gated(FileInfo(Path(absolute), self.display(Path(absolute)), "file"), withheld):
                 continue
             with contextlib.suppress(OSError):  # removed since it was listed
                 stamped.append((-os.lstat(absolute).st_mtime, absolute))
@@ -549,18 +392,11 @@ class WorkspaceFileSystem:
         except (PermissionError, FileNotFoundError):
             return
         for entry in entries:
-            if entry.name == ".git":
-                continue
             try:
                 info = self._info(entry, folder)
             except OSError:
                 continue
-            if self._is_hidden(info.path):
-                continue
-            rel = info.path.relative_to(root).as_posix()
-            if respect and matcher.excluded(rel, info.kind == "dir"):
-                continue
-            if not self._gated(info, withheld):
+            if not self.policy.shown(info, root, matcher if respect else None, withheld):
                 continue
             if info.kind != "dir":
                 yield info
@@ -570,31 +406,31 @@ class WorkspaceFileSystem:
             except OSError:
                 continue  # vanished, or swapped for a symlink: not followed
             try:
-                inner = matcher.extend(_read_rules_at(child, rel)) if respect else matcher
+                rel = info.path.relative_to(root).as_posix()
+                inner = self.policy.ignore_below(matcher, rel, _read_text_at(child)) if respect else matcher
                 yield from self._walk(child, info.path, root, inner, respect, withheld)
             finally:
                 os.close(child)
 
 
-def _read_rules_at(folder: int, base: str) -> list[Any]:
+def _read_text_at(folder: int) -> str | None:
     """A folder's .gitignore, opened relative to its fd (never through a symlink)."""
     try:
         fd = os.open(".gitignore", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
     except OSError:
-        return []
+        return None
     try:
         if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
-            return []
+            return None
         with os.fdopen(os.dup(fd), "rb") as handle:
-            text = handle.read(1024 * 1024).decode("utf-8", errors="replace")
+            return handle.read(1024 * 1024).decode("utf-8", errors="replace")
     finally:
         os.close(fd)
-    return parse_rules(text, base)
 
 
-def _read_rules(path: Path, base: str) -> list[Any]:
+def _read_text(path: Path) -> str | None:
+    """An ignore file's text, or None where there is none to read."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return path.read_text(encoding="utf-8", errors="replace")
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
-        return []
-    return parse_rules(text, base)
+        return None

@@ -15,6 +15,9 @@ run the next time anyone uses git there. So the file tools refuse:
   (``core.hooksPath``, and ``core.fsmonitor``, ``core.sshCommand``, filters, textconv, ...
   when their value is a path), for every repository that contains the target.
 
+The tree is read through a ``GitProbe``: this machine's by default, a runner's files through
+its transport (``runner_fs.TransportProbe``), so both file brokers refuse the same writes.
+
 ``.git`` itself is also a protected name (``protected_names``), so ``sub/.git/hooks`` is refused
 by name before any of this runs.
 """
@@ -25,8 +28,10 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
-_MARKERS = ("HEAD", "objects", "refs", "commondir")
+#: The names whose presence together makes a folder a git dir (``is_git_dir_shape``).
+GIT_MARKERS = ("HEAD", "objects", "refs", "commondir")
 #: Config keys whose value is a program (or folder of programs) git runs.
 _PROGRAM_KEYS = re.compile(
     r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass|gitproxy)|sequence\.editor|gpg\.program|"
@@ -37,28 +42,79 @@ _SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\
 _ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?$")
 
 
-def _is_git_dir_shape(names: set[str]) -> bool:
+class GitProbe(Protocol):
+    """What the rules below need to know about a folder tree: this machine's (``LOCAL``), or a
+    runner's through its file transport, so both file brokers refuse the same writes."""
+
+    def exists(self, path: Path) -> bool:
+        """Whether anything is there (a dangling symlink counts)."""
+        ...
+
+    def is_dir(self, path: Path) -> bool:
+        """A folder, or a symlink to one."""
+        ...
+
+    def is_file(self, path: Path) -> bool:
+        """A regular file, or a symlink to one."""
+        ...
+
+    def read(self, path: Path, limit: int) -> str:
+        """The start of a file's text; empty when it cannot be read."""
+        ...
+
+    def user_configs(self) -> list[Path]:
+        """The global and system git configs of the user git runs as there."""
+        ...
+
+
+class LocalProbe:
+    """``GitProbe`` of this machine."""
+
+    def exists(self, path: Path) -> bool:
+        return os.path.lexists(path)
+
+    def is_dir(self, path: Path) -> bool:
+        return path.is_dir()
+
+    def is_file(self, path: Path) -> bool:
+        return path.is_file()
+
+    def read(self, path: Path, limit: int) -> str:
+        return _read(path, limit)
+
+    def user_configs(self) -> list[Path]:
+        return _user_configs()
+
+
+LOCAL = LocalProbe()
+
+
+def is_git_dir_shape(names: set[str]) -> bool:
     """Git's test, minus parsing HEAD: a HEAD plus objects/ and refs/, or plus a ``commondir``
     file (a linked worktree's git dir, whose objects and refs live in the common dir)."""
     return "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names)
 
 
-def looks_like_git_dir(folder: Path) -> bool:
+def _markers(folder: Path, probe: GitProbe) -> set[str]:
     try:
-        return _is_git_dir_shape({name for name in _MARKERS if os.path.lexists(folder / name)})
+        return {name for name in GIT_MARKERS if probe.exists(folder / name)}
     except OSError:
-        return False
+        return set()
 
 
-def would_look_like_git_dir(folder: Path, new_name: str) -> bool:
+def looks_like_git_dir(folder: Path, probe: GitProbe = LOCAL) -> bool:
+    return is_git_dir_shape(_markers(folder, probe))
+
+
+def would_look_like_git_dir(folder: Path, new_name: str, probe: GitProbe = LOCAL) -> bool:
     """Whether creating ``new_name`` in ``folder`` makes it look like a git dir."""
-    if new_name not in _MARKERS:
-        return False
-    try:
-        present = {name for name in _MARKERS if name == new_name or os.path.lexists(folder / name)}
-    except OSError:
-        return False
-    return _is_git_dir_shape(present)
+    return new_name in GIT_MARKERS and completes_git_dir(_markers(folder, probe), new_name)
+
+
+def completes_git_dir(present: set[str], new_name: str) -> bool:
+    """Whether adding ``new_name`` to a folder holding the markers ``present`` gives it a git
+    dir's shape (the test of both file brokers, whatever reaches the folder's names)."""
+    return new_name in GIT_MARKERS and is_git_dir_shape(present | {new_name})
 
 
 def gitdir_pointer(data: bytes) -> bool:
@@ -74,13 +130,13 @@ def _read(path: Path, limit: int = 256 * 1024) -> str:
         return ""
 
 
-def _git_dir_of(worktree: Path) -> Path | None:
+def _git_dir_of(worktree: Path, probe: GitProbe) -> Path | None:
     """The git dir of a folder holding ``.git`` (a folder, or a ``gitdir:`` file)."""
     dot_git = worktree / ".git"
-    if dot_git.is_dir():
+    if probe.is_dir(dot_git):
         return dot_git
-    if dot_git.is_file():
-        text = _read(dot_git, 4096).strip()
+    if probe.is_file(dot_git):
+        text = probe.read(dot_git, 4096).strip()
         if text.lower().startswith("gitdir:"):
             target = Path(text[7:].strip())
             return Path(os.path.normpath(worktree / target))
@@ -119,7 +175,9 @@ def _programs_cached(config: str, base: str, _stamp: tuple[int, int]) -> tuple[P
     return tuple(config_programs(_read(Path(config)), Path(base)))
 
 
-def _programs(config: Path, base: Path) -> tuple[Path, ...]:
+def _programs(config: Path, base: Path, probe: GitProbe) -> tuple[Path, ...]:
+    if probe is not LOCAL:  # nothing to key a cache on: read it
+        return tuple(config_programs(probe.read(config, 256 * 1024), base))
     try:
         st = os.stat(config)
     except OSError:
@@ -134,7 +192,7 @@ def _user_configs() -> list[Path]:
     return [Path(os.path.expanduser("~/.gitconfig")), Path(xdg) / "git" / "config", Path("/etc/gitconfig")]
 
 
-def git_dirs_around(target: Path, root: Path) -> list[tuple[Path, str]]:
+def git_dirs_around(target: Path, root: Path, probe: GitProbe = LOCAL) -> list[tuple[Path, str]]:
     """Git dirs (and config-named program paths) that protect ``target``: for every folder from
     the filesystem root down to ``target``'s parent that holds a ``.git``, its git dir, that git
     dir's ``commondir`` and the paths its config names as programs; plus every ancestor inside
@@ -143,34 +201,34 @@ def git_dirs_around(target: Path, root: Path) -> list[tuple[Path, str]]:
     folder = target.parent
     chain = [folder, *folder.parents]
     for ancestor in chain:
-        git_dir = _git_dir_of(ancestor)
+        git_dir = _git_dir_of(ancestor, probe)
         if git_dir is None:
             continue
         found.append((git_dir, f"the git dir of {ancestor}"))
-        common = _read(git_dir / "commondir", 4096).strip()
+        common = probe.read(git_dir / "commondir", 4096).strip()
         dirs = [git_dir]
         if common:
             common_dir = Path(os.path.normpath(git_dir / common))
             found.append((common_dir, f"the common git dir of {ancestor}"))
             dirs.append(common_dir)
-        for config in [*(d / "config" for d in dirs), *_user_configs()]:
-            for program in _programs(config, ancestor):
+        for config in [*(d / "config" for d in dirs), *probe.user_configs()]:
+            for program in _programs(config, ancestor, probe):
                 found.append((program, f"a program path in {config}"))
     for ancestor in chain:
         if ancestor == root or not ancestor.is_relative_to(root):
             break
-        if looks_like_git_dir(ancestor):
+        if looks_like_git_dir(ancestor, probe):
             found.append((ancestor, "a git directory (HEAD with objects/ and refs/, or with commondir)"))
     return found
 
 
-def git_refusal(target: Path, root: Path, data: bytes | None = None) -> str | None:
+def git_refusal(target: Path, root: Path, data: bytes | None = None, probe: GitProbe = LOCAL) -> str | None:
     """Why writing ``target`` (a real, absolute path under ``root``) would touch or plant a git
-    dir or a program git runs, or None."""
-    for protected, why in git_dirs_around(target, root):
+    dir or a program git runs, or None; ``probe`` reads the tree (this machine's by default)."""
+    for protected, why in git_dirs_around(target, root, probe):
         if target == protected or target.is_relative_to(protected):
             return f"{protected} is {why}"
-    if would_look_like_git_dir(target.parent, target.name):
+    if would_look_like_git_dir(target.parent, target.name, probe):
         return f"creating {target.name} would make {target.parent} look like a git directory"
     if data is not None and gitdir_pointer(data):
         return "a file starting with 'gitdir:' points git at another git directory"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roder_core.brokers import Brokers
-from roder_core.brokers.content_gate import ContentGate
+from roder_core.brokers.content_gate import shared_gate
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.own_folders import OwnFolders
@@ -52,7 +52,7 @@ def default_broker_factory(scope: BrokerScope) -> Brokers:
         hidden=own.hidden,
         # the one decision of what reaches the model: the runtime's live rules (rules added
         # from an approval apply at once) and the secret masks
-        gate=ContentGate(
+        gate=shared_gate(
             scope.workspace,
             roots=extra_roots,
             rules=runtime.read_rules,

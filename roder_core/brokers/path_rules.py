@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
@@ -60,6 +60,10 @@ class ConfigReadRules:
 
     def has_refusals(self) -> bool:
         return bool(self._rules)
+
+    def gate_key(self) -> Hashable:
+        """Fixed rules: equal texts answer alike, so readers of one config share a gate."""
+        return tuple(self._rules)
 
     def read_rule(self, path: str, workspace: Path) -> tuple[str, str] | None:
         for verdict, text, spec in self._rules:

@@ -22,19 +22,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, next_action, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
-from roder_core.brokers.command_broker import DEFAULT_TIMEOUT, AuditFn, CommandBroker, CommandEnd, show_command
+from roder_core.brokers.command_broker import CommandBroker, CommandEnd, CommandGrants, show_command
 from roder_core.brokers.command_output import CommandOutput, RedactedSink
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
 from roder_core.brokers.own_folders import OwnFolders, thread_folder
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv, path_folders_under_private_tmp
 from roder_core.brokers.secret_paths import default_deny_read, masks
-from roder_core.brokers.secrets import SecretRedactor
 from roder_core.brokers.self_protection import drop_ptrace_capability, mark_non_dumpable
 
 #: Walks after a command while its repairs keep finding the tree changed under them.
@@ -109,32 +108,18 @@ class HostProcessBroker(CommandBroker):
         sandbox: SandboxStatus,
         spill_dir: Path,
         quarantine_dir: Path,
-        capabilities: frozenset[str] = frozenset({"process.spawn.shell"}),
         env: Mapping[str, str] | None = None,
-        pass_env: Iterable[str] = (),
-        secret_names: Iterable[str] = (),
         limits: ResourceLimits | None = None,
-        default_timeout: float = DEFAULT_TIMEOUT,
-        redactor: SecretRedactor | None = None,
-        audit: AuditFn | None = None,
-        extension_id: str = "",
         network: bool = False,
         deny_read: Iterable[Path] | None = None,
         allow_unix_sockets: bool = False,
         cgroups: CgroupSupport | None = None,
         shown: Iterable[Path] = (),
         own_folders: OwnFolders | None = None,
+        **grants: Unpack[CommandGrants],
     ) -> None:
         super().__init__(
-            env=os.environ if env is None else env,
-            spill_dir=spill_dir,
-            capabilities=capabilities,
-            pass_env=pass_env,
-            secret_names=secret_names,
-            redactor=redactor,
-            audit=audit,
-            extension_id=extension_id,
-            default_timeout=default_timeout,
+            fs, env=os.environ if env is None else env, spill_dir=spill_dir, shell=shutil.which("bash") or "/bin/sh", **grants
         )
         self._fs = fs
         #: Folders outside the workspace commands may read (installed plugins' code, whose
@@ -146,7 +131,6 @@ class HostProcessBroker(CommandBroker):
         self.sandbox_level = "blocked" if sandbox.blocked else sandbox.effective
         self._quarantine_dir = quarantine_dir
         self._limits = limits or ResourceLimits()
-        self._shell = shutil.which("bash") or "/bin/sh"
         home = Path(self._env.get("HOME") or os.path.expanduser("~"))
         #: Candidates for masking inside the sandbox (``secret_paths``); existing ones are masked.
         self._deny_read = list(default_deny_read(home) if deny_read is None else deny_read)
@@ -237,11 +221,7 @@ class HostProcessBroker(CommandBroker):
     ) -> _Launched:
         """Check, confine and start a command whose output flows into ``stdout`` (and
         ``stderr``, when given its own sink). ``timeout`` raises the CPU-time limit to match."""
-        self._check(command)
-        workdir = self._fs.resolve(str(cwd) if cwd is not None else ".")
-        if not workdir.is_dir():
-            raise NotADirectoryError(f"working folder {cwd} is not a folder")
-        argv = [self._shell, "-c", command] if isinstance(command, str) else list(command)
+        argv, workdir = self._admit(command, cwd)
         level = self.sandbox.effective
         probe = self.sandbox.probe
         in_userns = level != "off" and self.sandbox.bwrap is not None and probe is not None and probe.userns
@@ -306,15 +286,7 @@ class HostProcessBroker(CommandBroker):
         elif os.geteuid() == 0:
             hooks.append(drop_ptrace_capability)
         preexec = _chain(hooks) if hooks else None
-        self._record(
-            "process.start",
-            command=show_command(command),
-            cwd=self._fs.display(workdir),
-            sandbox=level,
-            timeout=timeout,
-            env_dropped=dropped,
-            shared_network=network is not None,
-        )
+        self._started(command, workdir, level, dropped, timeout=timeout, shared_network=network is not None)
         started = time.monotonic()
         # Our own pipe, not asyncio's: asyncio's wait() would also wait for every holder of the
         # pipe (background children) to close it, and a finished command must not wait for them.
@@ -413,13 +385,7 @@ class HostProcessBroker(CommandBroker):
             await asyncio.shield(_cleanup_cancelled(proc, reader, output))
             # an interrupted command is checked like any other: what it made is still there
             quarantined = await asyncio.shield(self._settle(launched))
-            self._record(
-                "process.exit",
-                command=show_command(command),
-                interrupted=True,
-                duration_ms=launched.elapsed_ms(),
-                quarantined=quarantined,
-            )
+            self._interrupted(command, launched.elapsed_ms(), quarantined=quarantined)
             raise
         finally:
             if not reader.done():
@@ -506,23 +472,12 @@ class BackgroundProcess:
             launched.reader.cancel()
         self._sink.flush()
         quarantined = await self._broker._settle(launched)
-        duration_ms = launched.elapsed_ms()
-        exit_code = launched.proc.returncode
-        self._broker._record(
-            "process.exit",
-            command=self._command,
-            exit_code=exit_code,
-            killed=self._killed,
-            duration_ms=duration_ms,
-            quarantined=quarantined,
-            background=True,
-        )
         if self._result is None:
-            self._result = ProcessResult(
-                exit_code=exit_code,
-                output="",
-                duration_ms=duration_ms,
-                interrupted=self._killed,
+            self._result = self._broker._background_ended(
+                self._command,
+                exit_code=launched.proc.returncode,
+                killed=self._killed,
+                duration_ms=launched.elapsed_ms(),
                 sandbox=launched.level,
                 quarantined=quarantined,
             )

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from roder_core.brokers import BrokerDenied
-from roder_core.brokers.content_gate import ContentGate, ReadRules
+from roder_core.brokers.content_gate import ContentGate, ReadRules, shared_gate
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.brokers.secret_paths import default_deny_read, expand
 from roder_core.settings.paths import RoderPaths
@@ -192,4 +192,4 @@ def project_reader(
     home = Path(environ.get("HOME") or os.path.expanduser("~"))
     where = paths or RoderPaths.from_env(dict(environ))
     masked = [*default_deny_read(home, where.data_dir, where.config_file), *expand(deny_read, home)]
-    return ProjectReader(root, gate=ContentGate(root, rules=rules, masked=masked))
+    return ProjectReader(root, gate=shared_gate(root, rules=rules, masked=masked))

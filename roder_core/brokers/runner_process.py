@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from roder_core.brokers import FileSystemBroker, OutputSink, ProcessResult, RunningProcess
-from roder_core.brokers.command_broker import DEFAULT_TIMEOUT, AuditFn, CommandBroker, CommandEnd, show_command
+from roder_core.brokers.command_broker import CommandBroker, CommandEnd, CommandGrants, show_command
 from roder_core.brokers.command_output import CommandOutput, RedactedSink
-from roder_core.brokers.secrets import SecretRedactor
 
 
 @dataclass(frozen=True)
@@ -70,33 +69,15 @@ class RunnerProcessBroker(CommandBroker):
         wrap: Callable[[list[str], str], Awaitable[list[str]]] | None = None,
         blocked: str | None = None,
         programs: Mapping[str, str] | None = None,
-        capabilities: frozenset[str] = frozenset({"process.spawn.shell"}),
-        pass_env: Iterable[str] = (),
-        secret_names: Iterable[str] = (),
-        redactor: SecretRedactor | None = None,
-        audit: AuditFn | None = None,
-        extension_id: str = "",
-        default_timeout: float = DEFAULT_TIMEOUT,
         shell: str = "bash",
+        **grants: Unpack[CommandGrants],
     ) -> None:
-        super().__init__(
-            env=base_env,
-            spill_dir=spill_dir,
-            capabilities=capabilities,
-            pass_env=pass_env,
-            secret_names=secret_names,
-            redactor=redactor,
-            audit=audit,
-            extension_id=extension_id,
-            default_timeout=default_timeout,
-        )
-        self._fs = fs
+        super().__init__(fs, env=base_env, spill_dir=spill_dir, shell=shell, **grants)
         self._transport = transport
         self.sandbox_level = "blocked" if blocked else sandbox_level
         self._wrap = wrap
         self._blocked_reason = blocked
         self._programs = dict(programs or {})
-        self._shell = shell
 
     def _blocked(self) -> tuple[str, str] | None:
         return (self._blocked_reason, self._blocked_reason) if self._blocked_reason else None
@@ -109,20 +90,11 @@ class RunnerProcessBroker(CommandBroker):
         self, command: str | list[str], cwd: Path | None, env: dict[str, str] | None, **audit: Any
     ) -> tuple[list[str], Path, dict[str, str]]:
         """Checked, wrapped and audited: the argv to run, its working folder and environment."""
-        self._check(command)
-        workdir = self._fs.resolve(str(cwd) if cwd is not None else ".")
-        argv = [self._shell, "-c", command] if isinstance(command, str) else list(command)
+        argv, workdir = self._admit(command, cwd)
         if self._wrap is not None:
             argv = await self._wrap(argv, workdir.as_posix())
         child_env, dropped = self.child_env(env)
-        self._record(
-            "process.start",
-            command=show_command(command),
-            cwd=self._fs.display(workdir),
-            sandbox=self.sandbox_level,
-            env_dropped=dropped,
-            **audit,
-        )
+        self._started(command, workdir, self.sandbox_level, dropped, **audit)
         return argv, workdir, child_env
 
     async def spawn(self, command: str | list[str], *, output: OutputSink, cwd: Path | None = None) -> RunningProcess:
@@ -159,7 +131,7 @@ class RunnerProcessBroker(CommandBroker):
                 on_stderr=output.stderr.feed,
             )
         except BaseException:
-            self._record("process.exit", command=show_command(command), interrupted=True, duration_ms=_ms_since(started))
+            self._interrupted(command, _ms_since(started))
             raise
         return CommandEnd(done.exit_code, done.timed_out, _ms_since(started), self.sandbox_level)
 
@@ -228,21 +200,11 @@ class RunnerBackgroundProcess:
         if self._result is not None:
             return self._result
         self._sink.flush()
-        duration_ms = _ms_since(self._started)
-        exit_code = None if done is None else done.exit_code
-        self._broker._record(
-            "process.exit",
-            command=self._command,
-            exit_code=exit_code,
+        self._result = self._broker._background_ended(
+            self._command,
+            exit_code=None if done is None else done.exit_code,
             killed=self._killed,
-            duration_ms=duration_ms,
-            background=True,
-        )
-        self._result = ProcessResult(
-            exit_code=exit_code,
-            output="",
-            duration_ms=duration_ms,
-            interrupted=self._killed,
+            duration_ms=_ms_since(self._started),
             sandbox=self._broker.sandbox_level,
         )
         return self._result

@@ -86,7 +86,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
         ("plan", "switch to plan mode (read-only until you approve a plan)", ""),
         ("export", "export the thread as markdown or JSON", "[md|json] [path]"),
         ("tools", "list available tools and MCP servers", ""),
-        ("mcp", "show MCP servers, their status and tools", ""),
+        ("mcp", "show MCP servers, their status and tools; sign in to or out of one over HTTP", "[login|logout NAME]"),
         ("skills", "list Agent Skills", ""),
         ("agents", "list subagents", ""),
         ("paste-image", "attach the image on the system clipboard to the next prompt", ""),

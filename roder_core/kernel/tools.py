@@ -250,7 +250,11 @@ class Tool:
         return []
 
     async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
-        """Extra approval preview fields (``command``, ``cwd``, ``diff``) for the client."""
+        """Extra approval preview fields (``command``, ``cwd``, ``diff``) for the client. A call
+        that cannot apply (a refused write, an edit whose text is not in the file) raises
+        ``ToolArgumentError`` here with the refusal ``execute`` would give: the turn then fails
+        the call at once and nobody is asked to approve it. So a tool's preview runs the same
+        checks as its execution."""
         return {}
 
     def redirect(self, arguments: dict[str, Any]) -> ToolCall | None:

@@ -53,7 +53,7 @@ class PluginService:
     # ------------------------------------------------------------------ marketplaces
 
     def _market_json(self, known: KnownMarketplace) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": known.name, **known.to_json()}
+        data: dict[str, Any] = {"name": known.name, **known.to_json(), "declaredBy": "user", "added": True}
         try:
             market = self.store.marketplace(known.name)
             data.update(

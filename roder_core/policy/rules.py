@@ -19,6 +19,7 @@ Deny wins over ask, ask over allow.
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -192,6 +193,10 @@ class RuleSet:
 
     def has_refusals(self) -> bool:
         return bool(self.rules[PolicyVerdict.DENY] or self.rules[PolicyVerdict.ASK])
+
+    def gate_key(self) -> Hashable:
+        """Live rules (``add`` changes them): a shared content gate is keyed by this object."""
+        return self
 
     def read_rule(self, path: str, workspace: Path) -> tuple[str, str] | None:
         """The strongest deny or ask rule about reading ``path`` (workspace-relative posix or

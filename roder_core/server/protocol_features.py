@@ -96,8 +96,27 @@ class SubagentTracesParams(ProtocolModel):
     turn_id: str | None = None
 
 
+class SubagentTrace(ProtocolModel):
+    """One subagent run: who ran it for which call, its child thread, how it ended."""
+
+    trace_id: str
+    agent: str
+    description: str
+    #: The parent's thread and turn, and the ``task`` call that started it.
+    thread_id: str
+    turn_id: str
+    call_id: str
+    child_thread_id: str
+    #: running | completed | failed | interrupted
+    status: str = "running"
+    started_at: float
+    completed_at: float | None = None
+    #: The child's final answer, as the parent's tool result holds it.
+    result: str = ""
+
+
 class SubagentTracesResult(ProtocolModel):
-    traces: list[dict[str, Any]]
+    traces: list[SubagentTrace]
 
 
 class SubagentTraceReadParams(ProtocolModel):
@@ -105,8 +124,13 @@ class SubagentTraceReadParams(ProtocolModel):
     trace_id: str
 
 
+class SubagentTraceDetail(SubagentTrace):
+    #: The child thread's items (live while it runs, stored once it ended), in wire form.
+    items: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class SubagentTraceResult(ProtocolModel):
-    trace: dict[str, Any]
+    trace: SubagentTraceDetail
 
 
 # --------------------------------------------------------------------------- user input, plans

@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 #: Automatic compactions allowed in one turn (a summary that does not shrink enough must not loop).
 MAX_AUTO_PER_TURN = 2
+#: An automatic compaction keeps at most this fraction (1/N) of the prompt budget verbatim.
+KEEP_SHARE = 8
 #: Room left in the summarizer's own window for its instructions and its answer.
 SUMMARY_OUTPUT_TOKENS = 4_096
 
@@ -380,33 +382,48 @@ class Compactor:
         self.ratio = 1.0
         self._last_estimate = 0
 
+    def sending(self, request: AgentInferenceRequest) -> None:
+        """``request`` is the one sent next: ``observe`` compares the provider's count with its estimate."""
+        self._last_estimate = request_tokens(request)
+
     def observe(self, usage: Usage) -> None:
-        """Learn from the provider's count for the request last checked."""
+        """Learn from the provider's count for the request last sent."""
         if not usage.estimated and usage.input_tokens > 0 and self._last_estimate > 0:
             self.ratio = min(max(usage.input_tokens / self._last_estimate, 0.5), 3.0)
 
+    def can_compact(self) -> bool:
+        """Whether automatic compaction may still run in this turn. While it may, it (and not the
+        planner's shortening of old tool outputs) makes room when the window fills: the runner
+        asks for the request unshortened."""
+        return self.settings.auto_compact and self.auto_runs < MAX_AUTO_PER_TURN
+
+    def over_budget(self, request: AgentInferenceRequest, profile: ModelProfile) -> bool:
+        """Whether ``request`` exceeds the prompt budget, counted as the provider counts."""
+        return request_tokens(request) * self.ratio > prompt_budget(profile, self.settings.reserve_tokens)
+
     def would_compact(self, request: AgentInferenceRequest, profile: ModelProfile) -> bool:
         """Whether ``maybe_compact`` would compact before sending ``request``."""
-        if not self.settings.auto_compact or self.auto_runs >= MAX_AUTO_PER_TURN:
-            return False
-        return request_tokens(request) * self.ratio > prompt_budget(profile, self.settings.reserve_tokens)
+        return self.can_compact() and self.over_budget(request, profile)
 
     async def maybe_compact(self, request: AgentInferenceRequest, profile: ModelProfile) -> bool:
         """Compact when the planned request is still over budget; True when it did."""
-        self._last_estimate = request_tokens(request)
         if not self.would_compact(request, profile):
             return False
-        budget = prompt_budget(profile, self.settings.reserve_tokens)
         self.auto_runs += 1
         try:
-            # At most a quarter of the budget kept verbatim: each compaction frees most of the window,
-            # so they come rarely (each one starts a new cached prefix).
-            item = await self.compact(keep_tokens=min(self.settings.keep_recent_tokens, budget // 4), cached=request)
+            item = await self.compact(keep_tokens=self.keep_tokens(profile), cached=request)
         except (RoderError, ValueError, OSError) as exc:
             log.warning("automatic compaction failed: %s", exc)
             await self.runner.record(ErrorItem(message=f"automatic compaction failed: {exc}", kind="compaction"))
             return False
         return item is not None
+
+    def keep_tokens(self, profile: ModelProfile) -> int:
+        """What an automatic compaction keeps verbatim: at most an eighth of the budget. Each
+        compaction then frees most of the window, so they come rarely, and the part it rewrites
+        (the summary and the kept messages start a new cached prefix) is small."""
+        budget = prompt_budget(profile, self.settings.reserve_tokens)
+        return min(self.settings.keep_recent_tokens, budget // KEEP_SHARE)
 
     async def after_overflow(self, profile: ModelProfile, *, smaller_window: bool = False) -> bool:
         """The provider said the prompt is too long: compact harder to fit ``profile``'s window,
@@ -414,9 +431,8 @@ class Compactor:
         if self.overflow_retried and not smaller_window:
             return False
         self.overflow_retried = True
-        budget = prompt_budget(profile, self.settings.reserve_tokens)
         try:
-            return await self.compact(keep_tokens=min(self.settings.keep_recent_tokens, budget // 4)) is not None
+            return await self.compact(keep_tokens=self.keep_tokens(profile)) is not None
         except (RoderError, ValueError, OSError) as exc:
             log.warning("compaction after a context overflow failed: %s", exc)
             return False

@@ -15,7 +15,6 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 from roder_core.ir import (
@@ -169,6 +168,10 @@ def _call_part(item: ToolCallItem) -> ToolCallPart:
     )
 
 
+def _text_part(text: str) -> TextPart:
+    return TextPart.model_construct(text=text)
+
+
 def _result_part(item: ToolResultItem, resolve: ImageResolver) -> ToolResultPart:
     images, notes = _image_parts(item.attachments, resolve)
     text = "\n".join([item.text, *notes]) if notes else item.text
@@ -186,18 +189,45 @@ class PartCache:
     def __init__(self) -> None:
         self._parts: dict[str, tuple[tuple[object, ...], Any]] = {}
         self._used: dict[str, tuple[tuple[object, ...], Any]] = {}
+        self._messages: dict[tuple[object, ...], tuple[list[Part], Message]] = {}
+        self._messages_used: dict[tuple[object, ...], tuple[list[Part], Message]] = {}
 
-    def get(self, item: Item, fields: tuple[object, ...], make: Callable[[], Any]) -> Any:
+    def get(self, item: Item, fields: tuple[object, ...], make: Callable[..., Any], *args: Any) -> Any:
+        """The part ``make(*args)`` made for ``item`` with these ``fields`` (made now if not).
+        The keys are compared as tuples, in C: each element by identity first (the usual hit),
+        by equality otherwise (an equal replacement makes the same part)."""
         key = (item, *fields)
         hit = self._parts.get(item.id)
-        if hit is None or len(hit[0]) != len(key) or any(a is not b for a, b in zip(hit[0], key, strict=True)):
-            hit = (key, make())
+        if hit is None or hit[0] != key:
+            hit = (key, make(*args))
         self._used[item.id] = hit
+        return hit[1]
+
+    def message(self, role: str, parts: list[Part]) -> Message:
+        """The message of these very parts, the one made at an earlier call when there was one
+        (so what counts or encodes a message once, by identity, does it once per thread). Keyed
+        by the parts' ids: the entry holds the parts, so no other object can have those ids."""
+        key = (role, *map(id, parts))
+        hit = self._messages.get(key)
+        if hit is None:
+            hit = (parts, Message.model_construct(role=role, parts=parts))
+        self._messages_used[key] = hit
         return hit[1]
 
     def settle(self) -> None:
         """Keep only the parts of this call (a compacted or rewound history lets the rest go)."""
         self._parts, self._used = self._used, {}
+        self._messages, self._messages_used = self._messages_used, {}
+
+
+class _Group:
+    """An assistant or tool message while its parts are gathered (``PartCache.message`` makes it)."""
+
+    __slots__ = ("parts", "role")
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.parts: list[Part] = []
 
 
 def conversation(
@@ -214,14 +244,17 @@ def conversation(
 
     Built at every model call from the whole history, so the parts are made without validation
     (``model_construct``): their fields come from items that were validated when they were made."""
-    messages: list[Message] = []
+    messages: list[Message | _Group] = []
     turn_start: int | None = None
     cache = parts or PartCache()
 
-    def open_message(role: str) -> Message:
-        if not messages or messages[-1].role != role:
-            messages.append(Message.model_construct(role=role, parts=[]))
-        return messages[-1]
+    def open_message(role: str) -> _Group:
+        last = messages[-1] if messages else None
+        if isinstance(last, _Group) and last.role == role:
+            return last
+        group = _Group(role)
+        messages.append(group)
+        return group
 
     visible = visible_items(items)
     for item in visible:
@@ -231,42 +264,45 @@ def conversation(
             if item.attachments:
                 messages.append(_user_message(item, resolve))
             else:
-                messages.append(cache.get(item, (item.text, item.context), partial(_user_message, item, resolve)))
+                messages.append(cache.get(item, (item.text, item.context), _user_message, item, resolve))
         elif isinstance(item, CompactionItem):
             messages.append(
                 Message.model_construct(role="user", parts=[TextPart.model_construct(text=COMPACTION_PREFIX + item.summary)])
             )
         elif isinstance(item, AgentMessageItem):
             if item.text:
-                text = cache.get(item, (item.text,), partial(TextPart.model_construct, text=item.text))
+                text = cache.get(item, (item.text,), _text_part, item.text)
                 open_message("assistant").parts.append(text)
         elif isinstance(item, ReasoningItem):
             if not (item.text or item.summary or item.provider_data):
                 continue  # voided by a stream restart
             open_message("assistant").parts.append(
-                cache.get(item, (item.text, item.summary, item.provider_data), partial(_reasoning_part, item))
+                cache.get(item, (item.text, item.summary, item.provider_data), _reasoning_part, item)
             )
         elif isinstance(item, ToolCallItem):
             call = (item.call_id, item.name, item.arguments, item.provider_data)
-            open_message("assistant").parts.append(cache.get(item, call, partial(_call_part, item)))
+            open_message("assistant").parts.append(cache.get(item, call, _call_part, item))
         elif isinstance(item, ToolResultItem):
             if item.attachments:
                 open_message("tool").parts.append(_result_part(item, resolve))
             else:
                 result = (item.call_id, item.name, item.text, item.is_error)
-                open_message("tool").parts.append(cache.get(item, result, partial(_result_part, item, resolve)))
+                open_message("tool").parts.append(cache.get(item, result, _result_part, item, resolve))
     if turn_start is None:
         if turn_start_item is not None and visible and isinstance(visible[0], CompactionItem):
             turn_start = 1  # the turn's start was summarized: protect all that follows the summary
         else:
             users = [i for i, m in enumerate(messages) if m.role == "user"]
             turn_start = users[-1] if users else 0
-    return _close_dangling_calls(messages), turn_start
+    made = [cache.message(m.role, m.parts) if isinstance(m, _Group) else m for m in messages]
+    return _close_dangling_calls(made), turn_start
 
 
 def _close_dangling_calls(messages: list[Message]) -> list[Message]:
     """Every tool call needs a result (providers reject the request otherwise). A turn that was
-    interrupted between call and result gets a synthetic 'interrupted' result."""
+    interrupted between call and result gets a synthetic 'interrupted' result. Messages are
+    replaced, never edited: the same message objects serve the thread's later calls."""
+    messages = list(messages)
     fixed: list[Message] = []
     for index, message in enumerate(messages):
         fixed.append(message)
@@ -290,7 +326,7 @@ def _close_dangling_calls(messages: list[Message]) -> list[Message]:
         ]
         if missing:
             if following is not None and following.role == "tool":
-                following.parts.extend(missing)
+                messages[index + 1] = Message.model_construct(role="tool", parts=[*following.parts, *missing])
             else:
                 fixed.append(Message.model_construct(role="tool", parts=missing))
     return fixed
@@ -359,8 +395,14 @@ class ContextAssembler:
         tools: list[ToolSpec],
         model: ModelProfile,
         turn_start_item: str | None = None,
+        *,
+        shorten: bool = True,
     ) -> AgentInferenceRequest:
-        """``turn_start_item`` is the first item of the running turn, which planners never shorten."""
+        """``turn_start_item`` is the first item of the running turn, which planners never shorten.
+        ``shorten=False``: the planner shortens nothing (the request says the whole conversation
+        is to be kept verbatim), because compaction, not shortening, will make room: a shortening
+        step rewrites the history from the first output it shortens, and the compaction that
+        follows soon after rewrites it again (two prompt-cache breaks for one)."""
         resolve = self.image_resolver(query.thread_id, model)
         parts = self._part_caches.pop(query.thread_id, None) or PartCache()
         messages, turn_start = conversation(items, turn_start_item, resolve=resolve, parts=parts)
@@ -374,7 +416,7 @@ class ContextAssembler:
             tools=tools,
             max_output_tokens=model.max_output_tokens,
             parallel_tool_calls=model.parallel_tools,
-            turn_start=turn_start,
+            turn_start=turn_start if shorten else 0,
             cache_key=query.thread_id or None,
         )
         system = [b for b in await self.blocks(query) if b.placement == "system"]

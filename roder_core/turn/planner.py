@@ -6,7 +6,8 @@ when the system prompt alone is too large, then shortens the oldest tool outputs
 the running turn), each with a marker saying so, in large sticky steps (a quarter of the window
 at a time) so consecutive requests stay extensions of each other for the prompt cache. What it
 cannot fit is left to compaction, which the turn loop runs when the planned request is still
-over budget.
+over budget. While automatic compaction may run, the turn loop asks for the request with
+``turn_start`` 0 (keep everything verbatim): compaction alone makes room then.
 """
 
 from __future__ import annotations

@@ -431,16 +431,26 @@ class TurnRunner:
             model=profile,
         )
         turn_start = self.turn.items[0].id if self.turn.items else None
-        request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+        # While automatic compaction may run, it alone makes room near the window (rarely, and
+        # deep); the planner's shortening is the fallback when it cannot.
+        verbatim = self.compactor.can_compact()
+
+        async def build(shorten: bool) -> AgentInferenceRequest:
+            return await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start, shorten=shorten)
+
+        request = await build(not verbatim)
         # Resumed from its recent turns, and the model would see older ones too: when even the
         # recent ones are over budget, compaction reads the rest; otherwise read it now.
         partial = not (self.state.history_complete or shows_all_visible(self.thread.items()))
         if partial and not self.compactor.would_compact(request, profile):
             await self.state.complete_history()
-            request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+            request = await build(not verbatim)
         loaded_all = self.state.history_complete
         if await self.compactor.maybe_compact(request, profile) or self.state.history_complete != loaded_all:
-            request = await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start)
+            request = await build(True)
+        elif verbatim and self.compactor.over_budget(request, profile):
+            request = await build(True)  # compaction found nothing to summarize, or failed
+        self.compactor.sending(request)
         return await self.finish_request(request)
 
     async def finish_request(self, request: AgentInferenceRequest) -> AgentInferenceRequest:
@@ -740,8 +750,9 @@ class TurnRunner:
 
     async def _ask(self, tool: Any, call: ToolCall, ctx: ToolExecutionContext, reason: str) -> ToolResult | None:
         """Ask the user; returns an error result when denied, None when allowed. A call that
-        cannot apply (its preview says so: an edit whose old_string is not in the file) fails at
-        once with the tool's own error: nobody is asked to approve what would fail anyway."""
+        cannot apply (its preview says so: an edit whose old_string is not in the file, a write
+        to a file changed on disk since it was read) fails at once with the tool's own error:
+        nobody is asked to approve what would fail anyway."""
         runtime = self.runtime
         subjects = subjects_of(tool, call, ctx.workspace)
         preview: dict[str, Any] = {}

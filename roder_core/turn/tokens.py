@@ -8,7 +8,9 @@ enough to decide when to shorten or compact; displayed usage prefers provider-re
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Iterable
+from typing import Any
 
 from roder_core.ir import (
     AgentInferenceRequest,
@@ -43,7 +45,35 @@ def _json_tokens(value: object) -> int:
     return estimate_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
+#: Token counts of the parts and messages counted, by identity, each entry with a weak reference
+#: to its object (the entry goes when the object does, and an id reused by a newer object is
+#: told apart). Every model call counts its whole conversation, and the parts and messages of
+#: the earlier turns are the same objects from call to call (``context.PartCache``): counting
+#: each once keeps a call's count from costing more as the thread grows. Parts and messages are
+#: never edited in place (a planner that shortens one makes a copy), so a count stays right.
+_COUNTED: dict[int, tuple[weakref.ref[Any], int]] = {}
+
+
+def _remembered(obj: object) -> int | None:
+    hit = _COUNTED.get(id(obj))
+    return hit[1] if hit is not None and hit[0]() is obj else None
+
+
+def _remember(obj: object, tokens: int) -> int:
+    key = id(obj)
+    try:
+        _COUNTED[key] = (weakref.ref(obj, lambda _gone: _COUNTED.pop(key, None)), tokens)
+    except TypeError:  # an object without weak references (not a part): counted each time
+        pass
+    return tokens
+
+
 def part_tokens(part: object) -> int:
+    known = _remembered(part)
+    return known if known is not None else _remember(part, _count_part(part))
+
+
+def _count_part(part: object) -> int:
     if isinstance(part, TextPart):
         return estimate_tokens(part.text)
     if isinstance(part, ImagePart):
@@ -58,11 +88,14 @@ def part_tokens(part: object) -> int:
 
 
 def message_tokens(message: Message) -> int:
-    return MESSAGE_OVERHEAD + sum(part_tokens(p) for p in message.parts)
+    """Counted once per message object, as parts are: the context assembler reuses the messages
+    of unchanged parts and makes a new message for any change (``context.PartCache.message``)."""
+    known = _remembered(message)
+    return known if known is not None else _remember(message, MESSAGE_OVERHEAD + sum(map(part_tokens, message.parts)))
 
 
 def messages_tokens(messages: Iterable[Message]) -> int:
-    return sum(message_tokens(m) for m in messages)
+    return sum(map(message_tokens, messages))
 
 
 class _LastCount:

@@ -33,14 +33,33 @@ def indexed_rows(cwd: Path, every_workspace: bool, limit: int | None, profile: s
     return ThreadIndex(directory).listing(None if every_workspace else str(cwd), limit)
 
 
-def print_rows(rows: list[Row], cwd: Path, *, every_workspace: bool, as_json: bool) -> None:
+#: The text listing's default length: the newest threads, and a line saying how to see more.
+#: (A listing of 10,000 threads printed all of them: half of the command's time.)
+DEFAULT_PAGE = 50
+
+
+def page_limit(limit: int | None, as_json: bool) -> int | None:
+    """How many rows to show: ``--limit`` (0: all), else every row as JSON, else a page."""
+    if limit is None:
+        return None if as_json else DEFAULT_PAGE
+    return limit or None
+
+
+def print_rows(rows: list[Row], cwd: Path, *, every_workspace: bool, as_json: bool, limit: int | None = None) -> None:
+    """Print the rows of a listing asked with ``limit + 1`` (when ``limit`` is set), so a text
+    listing can say that older threads were left out and how to see them."""
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit] if limit is not None else rows
     if as_json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        # One row per line: readable, and written by the C encoder (``indent`` is pure Python).
+        print("[\n" + ",\n".join(f"  {json.dumps(row, ensure_ascii=False)}" for row in rows) + "\n]" if rows else "[]")
     elif not rows:
         where = "anywhere" if every_workspace else f"in {cwd} (`roder sessions list --all` shows every workspace)"
         print(f"No threads {where}.")
     else:
         print("\n".join(_tree_lines(_roots(rows), show_cwd=every_workspace)))
+        if more:
+            print(f"(only the newest {limit} shown: `--limit N` shows more, `--limit 0` every thread)")
 
 
 def _roots(rows: list[Row]) -> list[tuple[Row, list[Any]]]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roder_core.errors import RoderError
-from roder_tui.commands.session_listing import indexed_rows, print_rows
+from roder_tui.commands.session_listing import DEFAULT_PAGE, indexed_rows, page_limit, print_rows
 
 if TYPE_CHECKING:  # loaded by the commands that start a runtime; `list` usually does not
     from roder_core.ir import Thread
@@ -32,7 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     listing = sub.add_parser("list", help="threads of this workspace, newest first, forks under their parent")
     listing.add_argument("--all", action="store_true", help="threads of every workspace")
     listing.add_argument("--json", action="store_true", help="print the rows as JSON")
-    listing.add_argument("--limit", type=int, help="at most this many threads")
+    listing.add_argument(
+        "--limit",
+        type=int,
+        help=f"at most this many threads (default: the newest {DEFAULT_PAGE}, every thread with --json; 0: every thread)",
+    )
     show = sub.add_parser("show", help="print a thread as a Markdown transcript")
     show.add_argument("id", help="thread id (or an unambiguous prefix)")
     show.add_argument("--json", action="store_true", help="print the whole thread as JSON")
@@ -57,8 +61,10 @@ async def _list(client: LocalAppClient, args: argparse.Namespace) -> int:
     from roder_core.server.protocol import THREAD_LIST, ThreadListParams
 
     cwd = Path.cwd().resolve()  # the folder the client's runtime was started in
-    listed = await client.call(THREAD_LIST, ThreadListParams(cwd=None if args.all else str(cwd), limit=args.limit))
-    print_rows([row.wire() for row in listed.threads], cwd, every_workspace=args.all, as_json=args.json)
+    limit = page_limit(args.limit, args.json)
+    asked = ThreadListParams(cwd=None if args.all else str(cwd), limit=None if limit is None else limit + 1)
+    listed = await client.call(THREAD_LIST, asked)
+    print_rows([row.wire() for row in listed.threads], cwd, every_workspace=args.all, as_json=args.json, limit=limit)
     return 0
 
 
@@ -154,9 +160,10 @@ def run(args: argparse.Namespace) -> int:
             # control plane nor any extension; its rows are the ones thread/list returns
             # (tests/sessions/test_listing_fast_path.py compares both).
             cwd = Path.cwd().resolve()
-            rows = indexed_rows(cwd, args.all, args.limit)
+            limit = page_limit(args.limit, args.json)
+            rows = indexed_rows(cwd, args.all, None if limit is None else limit + 1)
             if rows is not None:
-                print_rows(rows, cwd, every_workspace=args.all, as_json=args.json)
+                print_rows(rows, cwd, every_workspace=args.all, as_json=args.json, limit=limit)
                 return 0
         return _run_started(args)
     except BrokenPipeError:

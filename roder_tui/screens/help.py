@@ -54,8 +54,13 @@ class HelpScreen(ModalScreen[None]):
             scroll.border_title = "Keys · esc to close"
             yield Static(help_table(getattr(self.app, "_keymap", {})))
 
-    def on_mount(self) -> None:
-        self.query_one(VerticalScroll).focus()
+    def on_screen_resume(self) -> None:
+        """Shown again (the app builds it once and reuses it): from the top, focused, and laid out
+        anew (a screen built while hidden is not laid out again when pushed at the same size)."""
+        scroll = self.query_one(VerticalScroll)
+        scroll.scroll_home(animate=False, immediate=True)
+        scroll.focus()
+        self.refresh(layout=True)
 
     def action_dismiss_help(self) -> None:
         self.dismiss(None)

@@ -251,9 +251,16 @@ class ProseBlock(Static):
         return render_markdown(text) if self._blocks is None else incremental_markdown(text, self._blocks)
 
     def append(self, text: str) -> None:
+        """Grow the live block. Most streamed updates only lengthen its last line: its height
+        at the width it was laid out at stays the same, so only its own rows are repainted.
+        A layout (the whole transcript region placed and drawn again, twice while the view is
+        anchored) happens only when the block gains or loses a row."""
         self.source += text
         markdown = self._markdown(self.source)
-        self.update(markdown)
+        laid_out_width, height = self._content_height_cache
+        self.update(markdown, layout=False)
+        if not isinstance(laid_out_width, int) or self.get_content_height(self.size, self.size, laid_out_width) != height:
+            self.refresh(layout=True)
 
     def rerender(self) -> None:
         if self._blocks is not None:

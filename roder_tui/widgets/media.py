@@ -15,9 +15,8 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from roder_core.ir import Attachment, MediaArtifact
-
 if TYPE_CHECKING:
+    from roder_core.ir import Attachment, MediaArtifact
     from roder_tui.graphics import Protocol
 
 #: Longest edge of the thumbnail asked for (the widget scales it into a few cells).

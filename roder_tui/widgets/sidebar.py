@@ -15,8 +15,6 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label
 
-from roder_core.ir import ThreadStatus
-
 if TYPE_CHECKING:
     from textual.widgets import OptionList, Tree
 
@@ -24,7 +22,8 @@ if TYPE_CHECKING:
 
 #: The wall clock ages are measured against (a seam for deterministic snapshots).
 clock = time.time
-STATUS_MARK: dict[str, str] = {ThreadStatus.ACTIVE: "●", ThreadStatus.WAITING_APPROVAL: "?", ThreadStatus.ERROR: "✗"}
+#: By ``ThreadStatus`` value (the wire's strings: the IR, and pydantic with it, loads after the first frame).
+STATUS_MARK: dict[str, str] = {"active": "●", "waitingApproval": "?", "error": "✗"}
 #: Marks a fork (a thread with a parent) in the list and the tree.
 FORK_MARK = "⑂"
 #: Ages ("3m") are redrawn this often; nothing else in the sidebar moves while idle.

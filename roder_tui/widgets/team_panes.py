@@ -18,33 +18,33 @@ the member's own. A pane's lines wrap at its width, and wrap again when the widt
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.events import Resize
 from textual.widget import Widget
-from textual.widgets import RichLog
 
-from roder_core.ir import AgentMessageItem, ErrorItem, Item, ToolCallItem, ToolResultItem, Usage, UserMessageItem
-from roder_core.teams.model import MemberStatus, Team, TeamMember
+if TYPE_CHECKING:  # the IR (and pydantic) load after the first frame, with the runtime
+    from roder_core.ir import Item, Usage
+    from roder_core.teams.model import Team
+    from roder_tui.widgets.member_pane import MemberPane
 
 #: Narrowest useful pane beside another: below (members + lead) times this the members stack,
 #: below twice this they stack under the lead.
 PANE_MIN_WIDTH = 32
-#: Lines of a message the team sent a member (its briefing, a teammate's message) shown in its pane.
-SENT_LINES = 6
 #: How the work area is arranged (``TeamPanes.arrangement``).
 SIDE, COLUMN, STACK, ZOOM = "side", "column", "stack", "zoom"
 
+#: By ``MemberStatus`` value (the wire's strings).
 STATUS_MARKS = {
-    MemberStatus.WORKING: "●",
-    MemberStatus.WAITING_APPROVAL: "?",
-    MemberStatus.IDLE: "○",
-    MemberStatus.FAILED: "✗",
-    MemberStatus.INTERRUPTED: "■",
-    MemberStatus.STOPPED: "-",
+    "working": "●",
+    "waitingApproval": "?",
+    "idle": "○",
+    "failed": "✗",
+    "interrupted": "■",
+    "stopped": "-",
 }
 
 
@@ -55,87 +55,6 @@ def tokens(usage: Usage) -> str:
 
 def usage_text(usage: Usage) -> str:
     return f"{tokens(usage)} · ${usage.cost_usd:.4f}"
-
-
-def item_lines(item: Item) -> Text | None:
-    """One compact entry per finished item of a member's thread."""
-    if isinstance(item, UserMessageItem) and item.sender:  # the team's briefing or a teammate's message
-        lines = item.text.strip().splitlines()
-        more = f"\n… {len(lines) - SENT_LINES} more lines" if len(lines) > SENT_LINES else ""
-        return Text(f"◆ from {item.sender}\n" + "\n".join(lines[:SENT_LINES]) + more, style="dim")
-    if isinstance(item, UserMessageItem):
-        return Text(f"▸ {item.text.strip()}", style="bold")
-    if isinstance(item, AgentMessageItem) and item.text.strip():
-        return Text(item.text.strip())
-    if isinstance(item, ToolCallItem):
-        import json
-
-        args = json.dumps(item.arguments, ensure_ascii=False)
-        return Text(f"→ {item.name} {args[:200]}", style="cyan")
-    if isinstance(item, ToolResultItem):
-        first = (item.text.strip().splitlines() or [""])[0]
-        mark = "✗" if item.is_error else "✓"
-        return Text(f"  {mark} {first[:200]}", style="red" if item.is_error else "green")
-    if isinstance(item, ErrorItem):
-        return Text(f"✗ {item.message}", style="bold red")
-    return None
-
-
-class WrappingLog(RichLog):
-    """A log whose lines wrap at its own width and wrap again when that width changes (RichLog
-    renders each line once, at least ``min_width`` wide, so a narrow pane cut its lines)."""
-
-    def __init__(self) -> None:
-        super().__init__(wrap=True, markup=False, auto_scroll=True, min_width=1)
-        self.texts: list[Text] = []
-        self._wrapped_at = 0
-
-    def add(self, text: Text) -> None:
-        self.texts.append(text)
-        self.write(text)
-
-    def on_resize(self, event: Resize) -> None:
-        width = event.size.width
-        if width and self._size_known and width != self._wrapped_at and self.texts:
-            self.clear()
-            for text in self.texts:
-                self.write(text, scroll_end=False)
-            self.call_after_refresh(self.scroll_end, animate=False)
-        if width:
-            self._wrapped_at = width
-
-
-class MemberPane(Vertical):
-    DEFAULT_CSS = """
-    MemberPane { width: 1fr; height: 1fr; min-height: 3; border: round $panel-lighten-2; padding: 0 0; }
-    MemberPane.-focused { border: round $accent; }
-    MemberPane WrappingLog { height: 1fr; background: $background; scrollbar-size-vertical: 1; overflow-x: hidden; }
-    """
-
-    def __init__(self, member: TeamMember) -> None:
-        super().__init__()
-        self.member = member
-        self.log_view = WrappingLog()
-        self.entries: list[str] = []
-
-    def compose(self) -> ComposeResult:
-        yield self.log_view
-
-    def on_mount(self) -> None:
-        self.show_member(self.member)
-
-    def show_member(self, member: TeamMember) -> None:
-        self.member = member
-        agent = f" ({member.agent})" if member.agent else ""
-        mark = STATUS_MARKS.get(member.status, "")
-        self.border_title = f"{mark} {member.name}{agent} · {member.status}"
-        self.border_subtitle = f"{member.mode} · {usage_text(member.usage)}"
-
-    def add_item(self, item: Item) -> None:
-        line = item_lines(item)
-        if line is not None:
-            self.entries.append(line.plain)
-            self.log_view.add(line)
 
 
 class TeamPanes(Vertical):
@@ -164,6 +83,10 @@ class TeamPanes(Vertical):
         yield self.row
 
     def panes(self) -> list[MemberPane]:
+        if not self.row.children:
+            return []  # no team shown: the panes' module (RichLog, rich.pretty) is not loaded for nothing
+        from roder_tui.widgets.member_pane import MemberPane
+
         return list(self.row.query(MemberPane))
 
     def pane(self, name: str) -> MemberPane | None:
@@ -182,7 +105,9 @@ class TeamPanes(Vertical):
             self.team, self.focused = team, None
             if team is None:
                 return
-            panes = [MemberPane(m) for m in team.members if m.status is not MemberStatus.STOPPED]
+            from roder_tui.widgets.member_pane import MemberPane
+
+            panes = [MemberPane(m) for m in team.members if m.status != "stopped"]
             await self.row.mount_all(panes)
             for pane in panes:
                 for item in (history or {}).get(pane.member.name, []):
@@ -195,7 +120,9 @@ class TeamPanes(Vertical):
                 return
             self.team = team
             known = {p.member.name for p in self.panes()}
-            new = [MemberPane(m) for m in team.members if m.name not in known and m.status is not MemberStatus.STOPPED]
+            from roder_tui.widgets.member_pane import MemberPane
+
+            new = [MemberPane(m) for m in team.members if m.name not in known and m.status != "stopped"]
             if new:
                 await self.row.mount_all(new)
             for pane in self.panes():

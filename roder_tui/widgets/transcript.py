@@ -19,17 +19,6 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from roder_core.ir import (
-    AgentMessageItem,
-    ApprovalItem,
-    CommandExecutionItem,
-    FileChangeItem,
-    ItemStatus,
-    ToolCallItem,
-    ToolResultItem,
-    UserMessageItem,
-)
-
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
 
@@ -86,6 +75,8 @@ class Entry:
                 return "interrupted"
             return "error" if result.is_error else "done"
         command = self.find("commandExecution")
+        from roder_core.ir import ItemStatus  # loaded after the first frame, with the runtime
+
         if command is not None and command.status != ItemStatus.IN_PROGRESS:
             failed = command.status in ("failed", "declined") or command.exit_code not in (0, None)
             return "error" if failed else "done"
@@ -179,6 +170,8 @@ _KINDS: dict[str, EntryKind] = {"userMessage": "user", "agentMessage": "assistan
 
 def _key_of(item: Item) -> tuple[str, EntryKind]:
     """Entries are keyed by item id, except a tool call's items, which share one card."""
+    from roder_core.ir import ApprovalItem, CommandExecutionItem, FileChangeItem, ToolCallItem, ToolResultItem, UserMessageItem
+
     kind = _KINDS.get(item.type)
     if kind == "user" and isinstance(item, UserMessageItem) and item.sender:
         return item.id, "notice"  # sent on the user's behalf (a team's briefing): not their prompt
@@ -408,6 +401,8 @@ class Transcript(VerticalScroll, can_focus=True):
         if not live and entry.kind in ("assistant", "reasoning") and entry.live:
             entry.live = False
             widget = entry.widget
+            from roder_core.ir import AgentMessageItem
+
             if _streams(widget) and widget.is_attached and isinstance(item, AgentMessageItem):
                 await widget.body.finish(item.text)
                 entry.live_text = ""

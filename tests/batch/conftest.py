@@ -143,8 +143,9 @@ LEAN_PACKAGES = ("pytest", "_pytest", "py.py", "pluggy", "iniconfig", "packaging
 
 @pytest.fixture(scope="session")
 def lean_pytest(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Python environment with pytest alone (its packages linked from this one), its
+    """A Python environment with pytest alone (its packages copied from this one), its
     ``pytest`` entry point included: ``bin/python``, ``bin/pytest``."""
+    import shutil
     import subprocess
     import sys
     import sysconfig
@@ -156,8 +157,11 @@ def lean_pytest(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = Path(sysconfig.get_paths()["purelib"])
     for entry in site.iterdir():
         name = entry.name.split("-", 1)[0] if entry.name.endswith(".dist-info") else entry.name
-        if name in LEAN_PACKAGES:
-            (packages / entry.name).symlink_to(entry)
+        # Copied, not linked: a link into a checkout under /tmp dangles in the score's private /tmp.
+        if name in LEAN_PACKAGES and entry.is_dir():
+            shutil.copytree(entry, packages / entry.name)
+        elif name in LEAN_PACKAGES:
+            shutil.copy2(entry, packages / entry.name)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     (env / "lib" / version / "site-packages" / "lean.pth").write_text(f"{packages}\n")
     script = env / "bin" / "pytest"

@@ -154,3 +154,29 @@ def test_rewind_restores_code_and_conversation(roder_home: Path, workspace: Path
             tmux.wait_for("roder-exited-0", timeout=15)
         finally:
             subprocess.run(["tmux", "-L", tmux.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def test_palette_and_help_draw_whole_on_every_open(roder_home: Path, workspace: Path) -> None:
+    """The palette and help are built once while the app starts and shown again on each open: in
+    a real terminal each open draws the whole screen, rows included, without another key (a
+    screen built while hidden was once shown with its rows undrawn until a key was pressed)."""
+    with ThreadedFakeServer(STEPS, models=("my-model",)) as server:
+        tmux = _start(server, roder_home, workspace)
+        try:
+            tmux.wait_for("idle")
+            for _ in range(2):
+                tmux.run("send-keys", "-t", "roder", "C-p")
+                screen = tmux.wait_until(lambda s: "Search for commands" in s and "New thread" in s, "the palette's rows")
+                assert "start an empty thread in this folder" in screen
+                tmux.run("send-keys", "-t", "roder", "-l", "Mode: plan")
+                tmux.wait_until(lambda s: "read-only: the agent explores" in s and "New thread" not in s, "the search")
+                tmux.run("send-keys", "-t", "roder", "Escape")
+                tmux.wait_until(lambda s: "Search for commands" not in s and "Mode: plan" not in s, "the palette closed")
+                tmux.run("send-keys", "-t", "roder", "F1")
+                tmux.wait_until(lambda s: "Keys · esc to close" in s and "this help" in s, "the help screen")
+                tmux.run("send-keys", "-t", "roder", "Escape")
+                tmux.wait_until(lambda s: "Keys · esc to close" not in s, "the help closed")
+            tmux.run("send-keys", "-t", "roder", "C-q")
+            tmux.wait_for("roder-exited-0", timeout=15)
+        finally:
+            subprocess.run(["tmux", "-L", tmux.socket, "kill-server"], capture_output=True, timeout=10)

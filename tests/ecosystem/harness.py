@@ -50,12 +50,14 @@ def items(runtime: Runtime, thread_id: str, kind: type) -> list[Any]:
     return [i for i in runtime.thread(thread_id).items() if isinstance(i, kind)]
 
 
-def start_http_fixture(token: str) -> tuple[subprocess.Popen[bytes], str]:
-    """The fixture MCP server over streamable HTTP on loopback; returns (process, url) once the
-    server's socket listens (it prints the port then)."""
+def start_http_fixture(
+    token: str = "", mode: str = "http", env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The fixture MCP server over HTTP on loopback (``mode``: ``http``, ``http-oauth``,
+    ``sse-oauth``); returns (process, url) once the server's socket listens (it prints the port then)."""
     proc = subprocess.Popen(
-        [sys.executable, str(FIXTURE_SERVER), "http"],
-        env={**os.environ, "FIXTURE_TOKEN": token},
+        [sys.executable, str(FIXTURE_SERVER), mode],
+        env={**os.environ, "FIXTURE_TOKEN": token, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -64,7 +66,7 @@ def start_http_fixture(token: str) -> tuple[subprocess.Popen[bytes], str]:
     if not line.isdigit():
         proc.kill()
         raise RuntimeError(f"fixture server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-    return proc, f"http://127.0.0.1:{int(line)}/mcp"
+    return proc, f"http://127.0.0.1:{int(line)}/{'sse' if mode.startswith('sse') else 'mcp'}"
 
 
 class RoutedMockEngine(MockEngine):

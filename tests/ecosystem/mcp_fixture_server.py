@@ -4,7 +4,11 @@
 banner line that is not JSON-RPC to stdout, as a misbehaving server does);
 ``python mcp_fixture_server.py http`` serves streamable HTTP on 127.0.0.1:PORT/mcp, printing PORT
 (chosen by the kernel) once the socket listens, and requires the ``X-Test-Token`` header to equal
-$FIXTURE_TOKEN when that variable is set.
+$FIXTURE_TOKEN when that variable is set. ``http-oauth`` and ``sse-oauth`` serve streamable HTTP
+(``/mcp``) or SSE (``/sse``) as an OAuth-protected resource of the authorization server at
+$FIXTURE_ISSUER (tests/oauth_server.py): without a bearer token that server's introspection calls
+active they answer 401 with ``WWW-Authenticate: Bearer resource_metadata=...``, and they publish
+their RFC 9728 metadata at ``/.well-known/oauth-protected-resource/<mcp|sse>``.
 """
 
 from __future__ import annotations
@@ -61,29 +65,53 @@ def main() -> None:
         if transport == "noisy-stdio":
             print("Fixture MCP server v1 ready!", flush=True)
         server.run("stdio")
+        print("fixture server: stdin closed, exiting", file=sys.stderr, flush=True)
         return
     import anyio
     import uvicorn
     from starlette.middleware.base import BaseHTTPMiddleware
-    from starlette.responses import PlainTextResponse
+    from starlette.responses import JSONResponse, PlainTextResponse
 
-    app = server.streamable_http_app()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    port = listener.getsockname()[1]
+    path = "/sse" if transport.startswith("sse") else "/mcp"
+    app = server.sse_app() if transport.startswith("sse") else server.streamable_http_app()
     token = os.environ.get("FIXTURE_TOKEN")
+    issuer = os.environ.get("FIXTURE_ISSUER", "")
+    base = f"http://127.0.0.1:{port}"
+    metadata_path = "/.well-known/oauth-protected-resource" + path
 
     async def check_token(request, call_next):  # type: ignore[no-untyped-def]
         if token and request.headers.get("x-test-token") != token:
             return PlainTextResponse("bad token", status_code=401)
+        if transport.endswith("-oauth"):
+            if request.url.path == metadata_path:
+                return JSONResponse({"resource": base + path, "authorization_servers": [issuer], "scopes_supported": ["tools"]})
+            bearer = request.headers.get("authorization", "")
+            if not bearer.startswith("Bearer ") or not await anyio.to_thread.run_sync(active, issuer, bearer[7:]):
+                challenge = f'Bearer resource_metadata="{base}{metadata_path}", scope="tools"'
+                return PlainTextResponse("unauthorized", status_code=401, headers={"www-authenticate": challenge})
         return await call_next(request)
 
     app.add_middleware(BaseHTTPMiddleware, dispatch=check_token)
     # Listen before announcing the port: a client that connects before uvicorn runs waits in the
     # backlog instead of being refused, so the caller needs no retry loop.
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    print(listener.getsockname()[1], flush=True)
+    print(port, flush=True)
     config = uvicorn.Config(app, log_level="warning")
     anyio.run(uvicorn.Server(config).serve, [listener])
+
+
+def active(issuer: str, token: str) -> bool:
+    """RFC 7662 introspection at the test authorization server."""
+    import json
+    import urllib.parse
+    import urllib.request
+
+    body = urllib.parse.urlencode({"token": token}).encode()
+    with urllib.request.urlopen(urllib.request.Request(issuer + "/introspect", data=body), timeout=30) as answer:
+        return bool(json.loads(answer.read()).get("active"))
 
 
 if __name__ == "__main__":

@@ -312,7 +312,9 @@ startup_timeout = 10
             await ext.manager.wait_ready(15)
             assert statuses["wrongtoken"].status != "connected" or ext.manager.connections["wrongtoken"].status == "failed"
             assert ext.manager.connections["wrongtoken"].status == "failed"
-            assert ext.manager.connections["wrongtoken"].error
+            assert "HTTP 401 Unauthorized without an OAuth challenge: check the headers" in (
+                ext.manager.connections["wrongtoken"].error or ""
+            )
         finally:
             await runtime.close()
     finally:
@@ -386,6 +388,8 @@ async def test_closing_the_runtime_stops_server_processes(workspace: Path, roder
     await runtime.close()
     assert connection.status == "stopped"
     await until(lambda: not _fixture_children())
+    # The MCP lifecycle: a connected server is first told by the end of its stdin, and exits by itself.
+    assert "fixture server: stdin closed, exiting" in connection._log_path.read_text()
 
 
 async def test_app_server_tools_list_shows_mcp_servers(workspace: Path, roder_home: Path) -> None:

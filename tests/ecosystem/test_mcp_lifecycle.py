@@ -1,5 +1,6 @@
-"""MCP servers that misbehave, as real processes: one stuck before its handshake must not hold up
-`roder -p`'s exit (and is killed), one writing non-JSON to stdout is reported in one line."""
+"""MCP servers that misbehave, as real processes: one stuck before its handshake and one that
+ignores the end of its stdin and SIGTERM at shutdown must not hold up `roder -p`'s exit (both are
+killed), one writing non-JSON to stdout is reported in one line."""
 
 from __future__ import annotations
 
@@ -41,6 +42,22 @@ def test_print_mode_exits_and_kills_a_server_hung_in_initialize(workspace: Path,
     assert "Mock reply" in done.stdout
     pid = int(pid_file.read_text())
     assert not alive(pid), "the hung server outlived roder"
+    assert "Traceback" not in done.stderr
+
+
+def test_print_mode_exits_and_kills_a_connected_server_that_ignores_shutdown(workspace: Path, roder_home: Path) -> None:
+    pid_file = roder_home / "hung.pid"
+    (roder_home / "config.toml").write_text(
+        f"[mcp]\nstartup_wait = 25\n\n[mcp.servers.stuck]\ncommand = {json.dumps(sys.executable)}\n"
+        f'args = [{json.dumps(str(HANGING_SERVER))}, {json.dumps(str(pid_file))}, "at-exit"]\n'
+    )
+    done = roder("-p", "hello", "--provider", "mock", home=roder_home, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    assert "Mock reply" in done.stdout
+    pid = int(pid_file.read_text())
+    assert not alive(pid), "the server that ignored SIGTERM outlived roder"
+    [log] = roder_home.rglob("stuck.log")
+    assert "hanging server: stdin closed; not exiting" in log.read_text()  # it was connected, then told to stop
     assert "Traceback" not in done.stderr
 
 

@@ -110,14 +110,17 @@ async def until_task(peer: RpcPeer, task_id: str, predicate: Any) -> dict[str, A
 
 
 async def test_commands_run_in_the_container_with_the_workspace_mounted(tmp_path: Path, podman: Podman, roder_home: Path) -> None:
-    (roder_home / "config.toml").write_text('[policy]\ndeny = ["bash(rm *)"]\n\n' + podman.runner_table("box"))
+    config = '[policy]\ndeny = ["bash(rm *)", "read(secret.env)"]\n\n'
+    (roder_home / "config.toml").write_text(config + podman.runner_table("box"))
     steps = [
         {"text": "Where?", "tool_calls": [call("bash", command="pwd; echo made-inside > inside.txt; cat /proc/net/dev")]},
         {"text": "Remove.", "tool_calls": [call("bash", command="rm -f keep.txt")]},
+        {"text": "Search.", "tool_calls": [call("grep", pattern="TOKEN_VALUE", path=".")]},
         {"text": "Done."},
     ]
     workspace, env = trusted_workspace(tmp_path, steps)
     (workspace / "keep.txt").write_text("keep\n")
+    (workspace / "secret.env").write_text("TOKEN_VALUE=hidden\n")
     peer = await PipePeer.start(workspace, env, "--mode", "bypass")
     try:
         await peer.call("initialize")
@@ -137,6 +140,8 @@ async def test_commands_run_in_the_container_with_the_workspace_mounted(tmp_path
         assert interfaces == ["lo"]  # --network none: loopback only
         assert (workspace / "inside.txt").read_text() == "made-inside\n"
         assert results[1]["isError"] and (workspace / "keep.txt").exists()  # policy still decides
+        # the local file rules hold for the mounted folder: a denied file's content stays out
+        assert "hidden" not in results[2]["text"] and "withheld from the model" in results[2]["text"], results[2]
 
         # command/exec for the thread runs in the container too (a container path or a local one)
         ran = await peer.call("command/exec", {"threadId": thread["id"], "command": ["cat", "/workspace/inside.txt"]})

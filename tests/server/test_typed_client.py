@@ -430,9 +430,9 @@ async def test_every_method_is_reachable_by_call_with_its_typed_result(
         await typed(TURN_START, TurnStartParams(thread_id=thread.id, prompt="delegate"))
         delegated = (await _next(events, TurnCompleted, thread_id=thread.id)).turn
         traces = (await typed(TURN_SUBAGENT_TRACES_LIST, SubagentTracesParams(thread_id=thread.id))).traces
-        assert [t["agent"] for t in traces] == ["explore"]
-        read = SubagentTraceReadParams(thread_id=thread.id, trace_id=traces[0]["traceId"])
-        assert (await typed(TURN_SUBAGENT_TRACE_READ, read)).trace["traceId"] == traces[0]["traceId"]
+        assert [t.agent for t in traces] == ["explore"]
+        read = SubagentTraceReadParams(thread_id=thread.id, trace_id=traces[0].trace_id)
+        assert (await typed(TURN_SUBAGENT_TRACE_READ, read)).trace.trace_id == traces[0].trace_id
         assert delegated.status == "completed"
 
         # A plan approved into ask mode.

@@ -39,9 +39,11 @@ def make_runtime(
     config: RoderConfig | None = None,
     store: bool = True,
     mode: str = "bypass",
+    engine: RecordingEngine | None = None,
 ) -> tuple[Runtime, RecordingEngine]:
+    """``engine``: a recording engine of the test's own (it brings its script)."""
     mock = MockProviderExtension(script)
-    engine = RecordingEngine(script)
+    engine = engine or RecordingEngine(script)
     mock.engine = engine
     runtime = build_runtime(workspace, engine=mock, extensions=extensions, store=store, config=config, mode=mode)
     return runtime, engine

@@ -23,7 +23,7 @@ from roder_core.kernel.services import ContextBlock
 from roder_core.settings.config import RoderConfig
 from roder_core.turn.context import PartCache, conversation, history_to_messages, visible_items
 from roder_core.turn.planner import SHORTENED_MARKER, BudgetPlanner, prompt_budget
-from roder_core.turn.tokens import IMAGE_TOKENS, item_tokens, message_tokens, request_tokens
+from roder_core.turn.tokens import IMAGE_TOKENS, item_tokens, message_tokens, part_tokens, request_tokens
 
 from .harness import make_runtime
 
@@ -169,3 +169,46 @@ def test_parts_are_made_once_per_item_and_again_when_the_item_changes() -> None:
     changed, _ = conversation([*items[:-1], edited], parts=cache)
     assert changed[-1].parts[-1].text == "done, edited"
     assert changed == conversation([*items[:-1], edited])[0]
+
+
+def test_messages_of_unchanged_items_are_the_same_objects_and_never_edited_later() -> None:
+    """Messages made of the same parts are reused across a thread's calls (so what counts or
+    encodes a message once keeps its answer), and closing an interrupted call's result makes a
+    new tool message instead of extending one an earlier request holds."""
+    cache = PartCache()
+    call = ToolCallItem(call_id="c1", name="read", arguments={"path": "a"})
+    items: list[Item] = [UserMessageItem(text="task"), AgentMessageItem(text="reading"), call]
+    first, _ = conversation(items, parts=cache)
+    cache.settle()
+    assert [m.role for m in first] == ["user", "assistant", "tool"]  # the interrupted call's result
+    partial = ToolResultItem(call_id="c0", name="read", text="other")
+    earlier_call = ToolCallItem(call_id="c0", name="read", arguments={"path": "b"})
+    items = [UserMessageItem(text="task"), AgentMessageItem(text="reading"), earlier_call, call, partial]
+    second, _ = conversation(items, parts=cache)
+    cache.settle()
+    tool = second[-1]
+    assert [p.call_id for p in tool.parts] == ["c0", "c1"] and tool.parts[1].is_error
+    third, _ = conversation(items, parts=cache)
+    assert third[1] is second[1], "the same parts give the same assistant message"
+    assert [p.call_id for p in third[-1].parts] == ["c0", "c1"], "the shared tool message was not extended twice"
+    assert part_tokens(third[1].parts[0]) == part_tokens(TextPart(text="reading"))
+
+
+def test_counts_are_kept_per_part_and_message_only_while_they_live() -> None:
+    """A conversation's parts and messages are counted once each; the counts hold no part or
+    message alive (a long-running server counting many threads keeps no old conversation)."""
+    import gc
+    import weakref
+
+    from roder_core.turn import tokens
+
+    message = Message(role="user", parts=[TextPart(text="x" * 400)])
+    gone = weakref.ref(message)
+    assert message_tokens(message) == message_tokens(message) == 4 + 100
+    assert id(message) in tokens._COUNTED
+    shorter = message.model_copy(update={"parts": [TextPart(text="x" * 40)]})  # what a planner does
+    assert message_tokens(shorter) == 4 + 10
+    key = id(message)
+    del message
+    gc.collect()
+    assert gone() is None and key not in tokens._COUNTED

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from roder_ext_jsonl_store import JsonlThreadStore, ThreadInUseError
+from roder_ext_jsonl_store.index import ThreadIndex
 
 from roder_core.errors import RoderError, ThreadNotFoundError
 from roder_core.ir import AgentMessageItem, ToolCallItem, ToolResultItem, UserMessageItem
@@ -60,7 +61,9 @@ async def test_first_turn_writes_header_then_every_event(workspace: Path) -> Non
     assert agent
     assert agent[0]["text"].startswith("Mock reply")
     await runtime.list_threads()
-    for private in (thread_file(thread.id), thread_file(thread.id).parent / "index.sqlite"):
+    index = ThreadIndex(thread_file(thread.id).parent)
+    assert index.folder.stat().st_mode & 0o777 == 0o700
+    for private in (thread_file(thread.id), index.path):
         assert private.stat().st_mode & 0o777 == 0o600, f"{private.name} is readable by others"
     await runtime.close()
 
@@ -187,7 +190,7 @@ async def test_listing_is_by_workspace_newest_first_and_the_index_rebuilds(works
     assert rows[0].turn_count == 1
     assert rows[0].provider == "mock"
     assert [r.id for r in await store.list_threads(limit=1)] == [elsewhere.id]
-    index = store.directory / "index.sqlite"
+    index = ThreadIndex(store.directory).path
     assert index.exists()
     index.unlink()
     assert len(await store.list_threads()) == 3, "a deleted index is rebuilt from the files"

@@ -121,11 +121,13 @@ async def test_grep_caps_results(workspace: Path, tmp_path: Path) -> None:
     assert "more matching lines not shown" in result.text
 
 
-async def test_grep_bad_regex(workspace: Path, tmp_path: Path) -> None:
+async def test_grep_bad_regex_is_searched_as_text_saying_so(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "a.txt").write_text("call(unclosed\n")
     ctx = context(workspace, make_brokers(workspace, tmp_path / "c", env={"PATH": "/nonexistent"}))
     result = await run_tool(GrepTool(), ctx, pattern="(unclosed")
-    assert result.is_error
-    assert "invalid regular expression" in result.text
+    assert not result.is_error
+    assert result.text.startswith("'(unclosed' is not a valid regular expression (missing ), unterminated subpattern")
+    assert result.text.endswith("); searched for it as literal text:\na.txt:1:call(unclosed")
 
 
 async def test_glob_patterns_newest_first(tree: Path, tmp_path: Path) -> None:

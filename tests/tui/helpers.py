@@ -98,16 +98,17 @@ async def write_long_thread(workspace: Path, messages: int) -> str:
 
 
 def palette_searched(app: Any) -> bool:
-    """The command palette is open and its search for what was typed has finished (every
-    source's hits are listed): the palette gathers them in a worker of its own group."""
-    from textual.command import CommandPalette
+    """The command palette is open with its search box focused, and its rows are loaded (the
+    screen fetches them in a worker of its own group on each open; a search filters them at once)."""
     from textual.worker import WorkerState
 
-    if not isinstance(app.screen, CommandPalette) or not app.screen.query("CommandInput:focus"):
+    from roder_tui.screens.command_palette import CommandPaletteScreen
+
+    screen = app.screen
+    if not isinstance(screen, CommandPaletteScreen) or not screen.query("#palette-query:focus"):
         return False  # not open, or not mounted yet
     searching = (WorkerState.PENDING, WorkerState.RUNNING)
-    group = CommandPalette._GATHER_COMMANDS_GROUP
-    return not any(w.group == group and w.state in searching for w in app.workers)
+    return bool(screen.rows) and not any(w.group == "palette-rows" and w.state in searching for w in screen.workers)
 
 
 async def open_palette(pilot: Any, query: str) -> None:

@@ -156,3 +156,15 @@ def test_team_panes_snapshot(snap_compare: Any, fixed_workspace: Path, monkeypat
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_status_marks_name_every_status_by_its_wire_value() -> None:
+    """The panes and the sidebar key their marks by the statuses' strings (the IR loads after
+    the first frame): every member status has a mark, and every thread status but idle."""
+    from roder_core.ir import ThreadStatus
+    from roder_core.teams.model import MemberStatus
+    from roder_tui.widgets.sidebar import STATUS_MARK
+    from roder_tui.widgets.team_panes import STATUS_MARKS
+
+    assert set(STATUS_MARKS) == {status.value for status in MemberStatus}
+    assert set(STATUS_MARK) == {status.value for status in ThreadStatus} - {ThreadStatus.IDLE.value}

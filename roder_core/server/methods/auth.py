@@ -8,14 +8,15 @@ with its one-line reason.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 
-from roder_core.auth.logins import LoginNotConfigured, LoginService, user_logins
+from roder_core.auth.logins import LoginNotConfigured, LoginService, LoginStatus, user_logins
 from roder_core.auth.oauth import OAuthError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, InvalidParams, RpcError
 from roder_core.server.methods.core import runtime_env
-from roder_core.server.protocol import NoParams
+from roder_core.server.protocol import NoParams, from_domain
 from roder_core.server.protocol_auth import (
     AUTH_CODEX_LOGIN,
     AUTH_CODEX_LOGOUT,
@@ -96,9 +97,15 @@ def _status(name: str) -> Callable[[Dispatcher, NoParams, CallContext], Awaitabl
             state = login_service(app).status(name)
         except OAuthError as exc:
             raise _rpc_error(exc) from None
-        return AuthStatusResult(**vars(state))
+        return status_result(state)
 
     return status
+
+
+def status_result(state: LoginStatus) -> AuthStatusResult:
+    """The protocol's view of a sign-in's status (``auth/NAME/status``): ``LoginStatus`` is the
+    domain's, and every one of its fields crosses (``from_domain`` refuses one the model lacks)."""
+    return from_domain(AuthStatusResult, dataclasses.asdict(state))
 
 
 def _logout(name: str) -> Callable[[Dispatcher, NoParams, CallContext], Awaitable[AuthLogoutResult]]:

@@ -66,6 +66,8 @@ from roder_core.server.protocol_features import (
     MemoryUpdated,
     MemoryUpdateParams,
     ResolveUserInputParams,
+    SubagentTrace,
+    SubagentTraceDetail,
     SubagentTraceReadParams,
     SubagentTraceResult,
     SubagentTracesParams,
@@ -134,15 +136,7 @@ async def commands_run(app: Dispatcher, params: CommandsRunParams, ctx: CallCont
         outcome = await registry.run(app.runtime, params.thread_id, params.name, params.arguments)
     except CommandError as exc:
         raise InvalidParams(str(exc)) from None
-    return CommandsRunResult(
-        kind=outcome.kind,
-        name=outcome.name,
-        message=outcome.message,
-        turn=outcome.turn.model_copy(deep=True) if outcome.turn else None,
-        action=outcome.action,
-        arguments=outcome.arguments,
-        data=outcome.data,
-    )
+    return from_domain(CommandsRunResult, outcome.to_json())
 
 
 @handles(AGENTS_LIST)
@@ -154,12 +148,15 @@ async def agents_list(app: Dispatcher, params: AgentsListParams, ctx: CallContex
 
 @handles(TURN_SUBAGENT_TRACES_LIST)
 async def subagent_traces(app: Dispatcher, params: SubagentTracesParams, ctx: CallContext) -> SubagentTracesResult:
-    return SubagentTracesResult(traces=await list_traces(app.runtime, params.thread_id, params.turn_id))
+    rows = await list_traces(app.runtime, params.thread_id, params.turn_id)
+    return SubagentTracesResult(traces=[from_domain(SubagentTrace, row) for row in rows])
 
 
 @handles(TURN_SUBAGENT_TRACE_READ)
 async def subagent_trace(app: Dispatcher, params: SubagentTraceReadParams, ctx: CallContext) -> SubagentTraceResult:
-    return SubagentTraceResult(trace=await read_trace(app.runtime, params.thread_id, params.trace_id))
+    return SubagentTraceResult(
+        trace=from_domain(SubagentTraceDetail, await read_trace(app.runtime, params.thread_id, params.trace_id))
+    )
 
 
 # --------------------------------------------------------------------------- user input, plans

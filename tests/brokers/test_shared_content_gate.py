@@ -1,0 +1,88 @@
+"""One content gate per workspace and inputs (``content_gate.shared_gate``).
+
+Every reader of a workspace with the same read rules and secret masks gets the same gate
+object (a runtime's start asked for a dozen), and a reader made after any of those inputs
+changed (a rule added to the config, a ``deny_read`` entry, the runtime's live rules) refuses
+what the new inputs refuse.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roder_core.brokers.content_gate import shared_gate
+from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader
+from roder_core.policy.rules import RuleSet
+from roder_core.settings.config import RoderConfig, config_reader
+from roder_core.settings.paths import RoderPaths
+
+
+def _config(deny: list[str], deny_read: list[str] = ()) -> RoderConfig:  # type: ignore[assignment]
+    return RoderConfig.model_validate({"policy": {"deny": deny}, "sandboxing": {"deny_read": list(deny_read)}})
+
+
+def _gate(reader: ProjectReader) -> object:
+    return reader._fs.gate
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (root / name).write_text(f"content of {name}\n")
+    return root
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> RoderPaths:
+    return RoderPaths.from_env({"RODER_HOME": str(tmp_path / "home"), "HOME": str(tmp_path)})
+
+
+def test_readers_with_the_same_inputs_share_one_gate(project: Path, paths: RoderPaths) -> None:
+    env = {"HOME": str(project.parent)}
+    first = config_reader(project, _config(["read(a.txt)"]), paths, env)
+    again = config_reader(project, _config(["read(a.txt)"]), paths, env)  # an equal config, another object
+    assert _gate(first) is _gate(again)
+    with pytest.raises(ProjectFileRefused, match=r"a\.txt is withheld by the rule deny read"):
+        again.read_text(project / "a.txt")
+
+
+def test_a_changed_rule_or_mask_is_seen_by_the_next_reader(project: Path, paths: RoderPaths) -> None:
+    env = {"HOME": str(project.parent)}
+    before = config_reader(project, _config(["read(a.txt)"]), paths, env)
+    assert before.read_text(project / "b.txt") == "content of b.txt\n"
+
+    denied = config_reader(project, _config(["read(a.txt)", "read(b.txt)"]), paths, env)
+    assert _gate(denied) is not _gate(before)
+    with pytest.raises(ProjectFileRefused, match=r"b\.txt is withheld by the rule deny read"):
+        denied.read_text(project / "b.txt")
+
+    masked = config_reader(project, _config(["read(a.txt)"], [str(project / "c.txt")]), paths, env)
+    with pytest.raises(ProjectFileRefused, match=r"c\.txt is a secret path"):
+        masked.read_text(project / "c.txt")
+    # the earlier inputs still get their own gate, which still answers as before
+    assert config_reader(project, _config(["read(a.txt)"]), paths, env).read_text(project / "c.txt") == "content of c.txt\n"
+
+
+def test_live_rules_are_shared_and_their_changes_seen(project: Path) -> None:
+    rules = RuleSet(deny=["read(a.txt)"])
+    gate = shared_gate(project, rules=rules)
+    assert shared_gate(project, rules=rules) is gate
+    assert gate.refusal(project / "c.txt") is None
+    rules.add("deny", "read(c.txt)")  # a rule added from an approval applies at once
+    assert shared_gate(project, rules=rules) is gate
+    assert gate.refusal(project / "c.txt") == "c.txt is withheld by the rule deny read(c.txt)"
+    # another live rule set (another runtime) is another gate, whatever it holds
+    assert shared_gate(project, rules=RuleSet(deny=["read(a.txt)"])) is not gate
+
+
+def test_another_workspace_or_home_is_another_gate(project: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    assert shared_gate(project, masked=[tmp_path / "k"]) is not shared_gate(other, masked=[tmp_path / "k"])
+    assert shared_gate(project, masked=[project / "a.txt"]) is not shared_gate(project, masked=[project / "b.txt"])
+    refused = shared_gate(project, masked=[project / "b.txt"]).refusal(project / "b.txt")
+    assert refused is not None and "secret path" in refused

@@ -1,0 +1,184 @@
+"""OAuth 2.1 sign-in to MCP servers over HTTP, for real: the fixture MCP server (a separate
+process, streamable HTTP or SSE) protects itself with the loopback authorization server of
+tests/oauth_server.py (it introspects every bearer token there). Roder finds the authorization
+server from the 401's protected-resource metadata, registers itself, runs the authorization-code
+flow with PKCE through its loopback redirect (the test plays the browser by fetching the
+authorization address with an HTTP client), sends ``resource``, uses and refreshes the token,
+says plainly when a sign-in is needed, and revokes the tokens at logout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import roder_ext_mcp
+from roder_ext_mcp.authorization import credential_name, start_login
+
+from roder_core.auth.logins import LoginService
+from roder_core.ir import ToolResultItem
+from roder_core.settings.credentials import CredentialStore
+from tests.core.harness import call
+from tests.ecosystem.harness import host_for, items, runtime_with, start_http_fixture
+from tests.oauth_server import OAuthTestServer
+
+
+def roder(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RODER_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def protected(request: pytest.FixtureRequest) -> Iterator[tuple[OAuthTestServer, str]]:
+    """(authorization server, MCP server url) for ``mode`` (``http-oauth`` by default)."""
+    mode = getattr(request, "param", "http-oauth")
+    with OAuthTestServer(offer_device=False) as auth:
+        proc, url = start_http_fixture(mode=mode, env={"FIXTURE_ISSUER": auth.issuer})
+        try:
+            yield auth, url
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def configure(home: Path, url: str) -> None:
+    (home / "config.toml").write_text(
+        f'[mcp]\nstartup_wait = 25\n\n[mcp.servers.remote]\nurl = "{url}"\nstartup_timeout = 60\n', encoding="utf-8"
+    )
+
+
+def browse(url: str) -> None:
+    """The user's browser: the authorization server approves and redirects to Roder's loopback."""
+    with httpx.Client(follow_redirects=True, timeout=30, trust_env=False) as browser:
+        landed = browser.get(url)
+    assert landed.status_code == 200, landed.text
+    assert "Signed in." in landed.text
+
+
+@pytest.mark.timeout(400)  # seven `roder` processes, each loading the MCP SDK
+def test_cli_login_use_refresh_on_401_and_logout(
+    protected: tuple[OAuthTestServer, str], roder_home: Path, workspace: Path
+) -> None:
+    auth, url = protected
+    configure(roder_home, url)
+
+    before = roder(roder_home, workspace, "mcp", "list", "--json")
+    assert before.returncode == 0, before.stderr
+    [server] = json.loads(before.stdout)["servers"]
+    assert server["status"] == "needs-login"
+    assert "needs a sign-in: run `roder mcp login remote`" in server["error"]
+    assert "Server returned an error response" not in before.stdout + before.stderr
+
+    login = subprocess.Popen(
+        [sys.executable, "-m", "roder_tui.cli", "mcp", "login", "remote", "--no-browser"],
+        cwd=workspace,
+        env={**os.environ, "RODER_HOME": str(roder_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert login.stdout is not None
+    assert login.stdout.readline().startswith("Sign in to MCP server remote at this address")
+    address = login.stdout.readline().strip()
+    browse(address)
+    out, err = login.communicate(timeout=120)
+    assert login.returncode == 0, err
+    assert "signed in to MCP server remote" in out
+
+    # RFC 7591 registration for the loopback redirect, PKCE S256, and the RFC 8707 resource.
+    [registered] = auth.state.registered
+    assert registered["redirect_uris"][0].startswith("http://127.0.0.1:")
+    assert registered["token_endpoint_auth_method"] == "none"
+    [authorize] = auth.sent("/authorize")
+    assert authorize["resource"] == url
+    assert authorize["code_challenge_method"] == "S256"
+    assert authorize["scope"] == "tools"  # from the 401's challenge
+    [exchange] = [form for form in auth.sent("/token") if form.get("grant_type") == "authorization_code"]
+    assert exchange["resource"] == url
+    token = auth.state.issued[-1]
+    assert token not in out + err
+
+    store = CredentialStore.for_env({"RODER_HOME": str(roder_home)})
+    stored = store.oauth(credential_name("remote"))
+    assert stored is not None
+    assert stored["access_token"] == token
+    assert stored["server_url"] == url
+
+    listed = roder(roder_home, workspace, "mcp", "list")
+    assert "remote  connected  5 tools" in listed.stdout, listed.stdout + listed.stderr
+
+    # The server stops accepting the access token: the 401 makes Roder refresh and retry.
+    auth.state.invalidated.add(token)
+    again = roder(roder_home, workspace, "mcp", "list")
+    assert "remote  connected  5 tools" in again.stdout, again.stdout + again.stderr
+    refresh = [form for form in auth.sent("/token") if form.get("grant_type") == "refresh_token"]
+    assert refresh and refresh[0]["resource"] == url
+
+    logout = roder(roder_home, workspace, "mcp", "logout", "remote")
+    assert logout.returncode == 0, logout.stderr
+    assert "signed out of MCP server remote; the server revoked the tokens" in logout.stdout
+    assert auth.state.issued[-1] in auth.state.revoked
+    assert store.oauth(credential_name("remote")) is None
+    after = roder(roder_home, workspace, "mcp", "list")
+    assert "needs a sign-in: run `roder mcp login remote`" in after.stdout
+
+
+def test_headless_run_names_the_login_command_and_opens_no_browser(
+    protected: tuple[OAuthTestServer, str], roder_home: Path, workspace: Path
+) -> None:
+    auth, url = protected
+    configure(roder_home, url)
+    done = roder(roder_home, workspace, "-p", "hello", "--provider", "mock")
+    assert done.returncode == 0, done.stderr
+    assert "MCP server 'remote' needs a sign-in: run `roder mcp login remote`" in done.stderr
+    assert auth.sent("/authorize") == []  # nobody was sent to sign in
+    assert auth.state.registered == []
+
+
+@pytest.mark.parametrize("protected", ["sse-oauth", "http-oauth"], indirect=True)
+async def test_token_is_used_refreshed_when_due_and_kept_out_of_transcripts(
+    protected: tuple[OAuthTestServer, str], roder_home: Path, workspace: Path
+) -> None:
+    auth, url = protected
+    auth.state.expires_in = 1  # every token is due for refresh at once (a minute's margin)
+    (roder_home / "config.toml").write_text(
+        f'[mcp]\nstartup_wait = 25\n\n[mcp.servers.remote]\nurl = "{url}"\nstartup_timeout = 60\n'
+        f'type = "{"sse" if url.endswith("/sse") else "http"}"\noauth = {{ client_id = "{auth.state.client_id}" }}\n',
+        encoding="utf-8",
+    )
+    host = host_for(workspace, trusted=False)
+    extension = roder_ext_mcp.create(host)
+    config = extension.settings.servers["remote"]
+    outcome: list[str | None] = []
+    service = LoginService({}, CredentialStore.for_env(host.env), lambda _name, error: outcome.append(error))
+    opened: list[str] = []
+    service.open_browser = lambda address: bool(opened.append(address)) or True
+    start = await start_login(config, service)
+    assert start.browser_opened and opened == [start.authorization_url]
+    await asyncio.to_thread(browse, start.authorization_url or "")
+    await service.wait(credential_name("remote"))
+    assert outcome == [None]
+    assert auth.state.registered == []  # a configured client id is used as it is
+
+    runtime = runtime_with(host, [extension], [{"tool_calls": [call("mcp__remote__add", a=20, b=22)]}, {"text": "42"}])
+    try:
+        thread = await runtime.start_thread()
+        await runtime.run_turn(thread.id, "add remotely")
+        [result] = items(runtime, thread.id, ToolResultItem)
+        connection = extension.manager.connections["remote"]
+        assert result.text == "42", (result.text, connection.status, connection.error)
+        assert "refresh_token" in auth.grant_types()
+        kept = CredentialStore.for_env(host.env).path
+        stored = "".join(p.read_text(errors="replace") for p in roder_home.rglob("*") if p.is_file() and p != kept)
+        for token in auth.state.issued:
+            assert token not in stored
+    finally:
+        await runtime.close()
