@@ -45,8 +45,6 @@ class LspError(Exception):
         self.code = code
 
 
-#: JSON-RPC's "method not found": the server has no such request.
-METHOD_NOT_FOUND = -32601
 #: typescript-language-server's command that forwards a request to tsserver.
 TSSERVER_REQUEST = "typescript.tsserverRequest"
 #: tsserver's diagnostics of one file, the three kinds its editors show.
@@ -375,7 +373,9 @@ class LspClient:
             try:
                 report = await self.request("textDocument/diagnostic", {"textDocument": document}, None)
             except LspError as exc:
-                if exc.code != METHOD_NOT_FOUND or self.pulls:
+                # Offered and failed: say so. Only tried: any error answer (normally "method not
+                # found") means the server does not pull; one that exited raises below anyway.
+                if self.pulls or exc.code is None:
                     raise
                 self.pulls = False
             else:
