@@ -25,7 +25,6 @@ import inspect  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import time  # noqa: E402
-import tomllib  # noqa: E402
 from collections.abc import Awaitable, Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
@@ -37,7 +36,9 @@ from textual.widgets import Static  # noqa: E402
 
 from roder_core import __version__  # noqa: E402
 from roder_core.modes import Mode  # noqa: E402
+from roder_tui import listings  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
+from roder_tui.home_config import configured, git_branch, roder_home_paths  # noqa: E402
 from roder_tui.keymap import app_bindings  # noqa: E402
 from roder_tui.questions import QuestionQueue  # noqa: E402
 from roder_tui.tasks_view import TasksView  # noqa: E402
@@ -87,40 +88,6 @@ PALETTE_SCREEN = "command-palette"
 HELP_SCREEN = "help"
 #: Makes the app's control-plane client: in process by default, a host's client when attached.
 ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
-
-
-def _roder_home_paths() -> tuple[Path, Path, Path]:
-    """(config dir, data dir, themes dir) without importing the runtime (first-frame speed)."""
-    home = os.environ.get("RODER_HOME")
-    if home:
-        root = Path(home).expanduser()
-        return root, root / "data", root / "themes"
-    from roder_core.settings.paths import RoderPaths
-
-    paths = RoderPaths.from_env()
-    return paths.config_dir, paths.data_dir, paths.themes_dir
-
-
-def _configured(config_dir: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads((config_dir / "config.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}  # the runtime reports a broken config with a precise message when it starts
-
-
-def git_branch(cwd: Path) -> str | None:
-    """The checked-out branch, read from .git/HEAD (no subprocess)."""
-    for folder in (cwd, *cwd.parents):
-        head = folder / ".git" / "HEAD"
-        if head.is_file():
-            from roder_core.brokers.project_reader import ProjectReader
-
-            try:  # through the project reader: a HEAD linked out of the repository is not read
-                ref = ProjectReader(folder).read_text(head, max_bytes=4096, errors="replace").strip()
-            except OSError:
-                return None
-            return ref.removeprefix("ref: refs/heads/") if ref.startswith("ref: ") else ref[:8]
-    return None
 
 
 def _preimport() -> None:
@@ -173,8 +140,8 @@ class RoderApp(App[int]):
         self.files_remote = files_remote
         self._client_factory = client_factory
         self.client: AppClient | None = None
-        self.config_dir, self.data_dir, themes_dir = _roder_home_paths()
-        self.config_data = _configured(self.config_dir)
+        self.config_dir, self.data_dir, themes_dir = roder_home_paths()
+        self.config_data = configured(self.config_dir)
         self.themes: ThemeSet = load_themes(themes_dir)
         self.roder_theme: RoderTheme = self.themes.get(str(self.config_data.get("theme") or ""))
         self.thread_id: str | None = None
@@ -291,7 +258,7 @@ class RoderApp(App[int]):
     def _layout_for_width(self, width: int) -> None:
         self.sidebar.display = self.sidebar_wanted and width >= SIDEBAR_MIN_WIDTH
 
-    def _arrange_team(self) -> None:
+    def arrange_team(self) -> None:
         """After a team change: the panes laid out again for the work area's width (its own
         resizes do that for every resize and sidebar toggle), and the team bar."""
         self.work.arrange_panes()
@@ -704,7 +671,7 @@ class RoderApp(App[int]):
         from roder_core.server.protocol_plan_review import PLAN_REVIEW_READ, PlanReviewReadParams
         from roder_tui.screens.plan_review import PlanReviewScreen
 
-        params = PlanReviewReadParams(review_id=review_id) if review_id else PlanReviewReadParams(thread_id=self._thread())
+        params = PlanReviewReadParams(review_id=review_id) if review_id else PlanReviewReadParams(thread_id=self.open_thread())
         try:
             review = (await self._client().call(PLAN_REVIEW_READ, params)).review
         except RpcError as exc:
@@ -740,7 +707,7 @@ class RoderApp(App[int]):
         if self._teams is None:
             from roder_tui.team_control import TeamControl
 
-            self._teams = TeamControl(self)
+            self._teams = TeamControl(self, self.team_panes, self._client, self._family)
         return self._teams
 
     async def action_team_next_pane(self) -> None:
@@ -834,7 +801,7 @@ class RoderApp(App[int]):
             self.notify(str(exc), title="paste image", severity="warning", timeout=10)
             return
         params = MediaAttachParams(
-            thread_id=self._thread(),
+            thread_id=self.open_thread(),
             data_base64=base64.b64encode(data).decode("ascii"),
             name=f"clipboard-{len(self.pending_media.items) + 1}.png",
             source="clipboard",
@@ -922,7 +889,7 @@ class RoderApp(App[int]):
             elif self.team_panes.focused is not None and self.team_panes.team is not None:
                 await self.teams.message_focused(text)
             elif self.turn_id is not None:
-                steer = TurnSteerParams(thread_id=self._thread(), expected_turn_id=self.turn_id, prompt=text)
+                steer = TurnSteerParams(thread_id=self.open_thread(), expected_turn_id=self.turn_id, prompt=text)
                 steered = await self._client().call(TURN_STEER, steer)
                 self.queued.add(steered.item_id, text)
             else:
@@ -933,7 +900,7 @@ class RoderApp(App[int]):
                 files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd, known) if p not in images]
                 await self.transcript.action_jump_end()  # a new prompt: follow the new turn
                 self._redo.clear()
-                params = TurnStartParams(thread_id=self._thread(), prompt=text, input=[*image_inputs(text, self.cwd), *files])
+                params = TurnStartParams(thread_id=self.open_thread(), prompt=text, input=[*image_inputs(text, self.cwd), *files])
                 await self._client().call(TURN_START, params)
                 self.pending_media.show_items([])  # the turn took them
         except RpcError as exc:
@@ -974,7 +941,8 @@ class RoderApp(App[int]):
         else:
             self.notify("the model already received it", title="steer")
 
-    def _thread(self) -> str:
+    def open_thread(self) -> str:
+        """The open thread's id (an error when none is open)."""
         if self.thread_id is None:
             raise RuntimeError("no thread is open")
         return self.thread_id
@@ -1026,7 +994,7 @@ class RoderApp(App[int]):
         elif outcome.kind == "done" and outcome.message:
             message = outcome.message
             if message.count("\n") > 3:
-                self._show_info(f"/{name}", message)
+                self.show_info(f"/{name}", message)
             else:
                 self.notify(message, title=f"/{name}", timeout=8)
             data = outcome.data
@@ -1066,7 +1034,7 @@ class RoderApp(App[int]):
         }
         return actions.get(name)
 
-    def _show_info(self, title: str, text: str) -> None:
+    def show_info(self, title: str, text: str) -> None:
         from roder_tui.screens.info import InfoScreen
 
         self.push_screen(InfoScreen(title, text))
@@ -1079,32 +1047,14 @@ class RoderApp(App[int]):
             await self._list_tools(mcp_only=True)
 
     async def _list_tools(self, *, mcp_only: bool) -> None:
-        from roder_core.server.protocol import TOOLS_LIST, ToolsListParams
-
-        result = await self._client().call(TOOLS_LIST, ToolsListParams(thread_id=self.thread_id))
-        lines: list[str] = []
-        for source in result.sources:
-            error = f" ({source.error})" if source.error else ""
-            lines.append(f"MCP {source.name}: {source.status}, {source.tool_count} tools{error}")
-        if not mcp_only:
-            lines += [
-                f"{t.name}  [{t.kind}{', read-only' if t.read_only else ''}]  {t.description.splitlines()[0]}"
-                for t in result.tools
-            ]
-        lines += [f"{source} failed: {error}" for source, error in result.errors.items()]
-        self._show_info("/mcp" if mcp_only else "/tools", "\n".join(lines) or "none configured")
+        text = await listings.tools_text(self._client(), self.thread_id, mcp_only=mcp_only)
+        self.show_info("/mcp" if mcp_only else "/tools", text)
 
     async def _list_skills(self) -> None:
-        skills = [c for c in self.slash_commands if c.kind == "skill"]
-        text = "\n".join(f"/{c.name}  {c.description}" for c in skills)
-        self._show_info("/skills", text or "no Agent Skills found (see docs/customization.md: Agent Skills)")
+        self.show_info("/skills", listings.skills_text(self.slash_commands))
 
     async def _list_agents(self) -> None:
-        from roder_core.server.protocol_features import AGENTS_LIST, AgentsListParams
-
-        result = await self._client().call(AGENTS_LIST, AgentsListParams(workspace=str(self.cwd)))
-        text = "\n".join(f"{a.name}  ({a.scope})  {a.description}" for a in result.agents)
-        self._show_info("/agents", text or "no subagents defined")
+        self.show_info("/agents", await listings.agents_text(self._client(), str(self.cwd)))
 
     async def _open_plugins(self, arguments: str = "") -> None:
         """``/plugin``; ``/plugin marketplace add SOURCE`` adds a marketplace, then shows it."""
@@ -1143,7 +1093,7 @@ class RoderApp(App[int]):
     ) -> None:
         from roder_core.server.protocol import THREAD_FORK, ThreadForkParams
 
-        params = ThreadForkParams(thread_id=self._thread(), turn_id=turn_id, before_item_id=before_item, title=title)
+        params = ThreadForkParams(thread_id=self.open_thread(), turn_id=turn_id, before_item_id=before_item, title=title)
         thread = (await self._client().call(THREAD_FORK, params)).thread
         if not quiet:
             self.notify(f"forked into {thread.id}", title="fork")
@@ -1199,7 +1149,9 @@ class RoderApp(App[int]):
     async def export_thread(self, fmt: str = "md", path: str | None = None) -> None:
         from roder_core.server.protocol import THREAD_READ, ThreadReadParams
 
-        thread = (await self._client().call(THREAD_READ, ThreadReadParams(thread_id=self._thread(), include_turns=True))).thread
+        thread = (
+            await self._client().call(THREAD_READ, ThreadReadParams(thread_id=self.open_thread(), include_turns=True))
+        ).thread
         fmt = "json" if fmt.lower() in ("json", "jsonl") else "md"
         here = Path.cwd() if self.files_remote else self.cwd  # the file is written on this machine
         target = Path(path) if path else here / f"roder-{thread.id}.{fmt}"
@@ -1251,38 +1203,18 @@ class RoderApp(App[int]):
         return await palette_rows(self._client(), await self.palette_state())
 
     async def palette_state(self) -> dict[str, Any]:
-        from roder_core.server.protocol import MODEL_LIST, PROVIDERS_LIST, THREAD_LIST, ModelListParams, ThreadListParams
+        """What the palette's sources build their rows from (``roder_tui.palette.palette_state``)."""
+        from roder_tui.palette import palette_state
 
-        client = self._client()
-        threads = (await client.call(THREAD_LIST, ThreadListParams(cwd=str(self.cwd), limit=100))).threads
-        providers = await client.call(PROVIDERS_LIST)
-        models: list[dict[str, str]] = []
-        for provider in providers.providers:
-            if provider.auth_configured is False:
-                continue
-            with contextlib.suppress(Exception):
-                listed = await client.call(MODEL_LIST, ModelListParams(provider=provider.id))
-                models.extend({"provider": provider.id, "id": m.id} for m in listed.models)
-        return {
-            "threads": [
-                {"id": t.id, "title": t.title, "updated_at": t.updated_at, "parent_id": t.parent.thread_id if t.parent else None}
-                for t in threads
-            ],
-            "thread_id": self.thread_id,
-            "providers": [
-                {"id": p.id, "name": p.name, "default_model": p.default_model, "auth_configured": p.auth_configured}
-                for p in providers.providers
-            ],
-            "models": models,
-            "provider": providers.provider,
-            "model": providers.model,
-            "mode": self.status_bar.state.get("mode"),
-            "themes": sorted(self.themes.themes),
-            "theme": self.roder_theme.name,
-            "commands": [
-                {"name": c.name, "description": c.description, "argument_hint": c.argument_hint} for c in self.slash_commands
-            ],
-        }
+        return await palette_state(
+            self._client(),
+            cwd=str(self.cwd),
+            thread_id=self.thread_id,
+            mode=self.status_bar.state.get("mode"),
+            themes=sorted(self.themes.themes),
+            theme=self.roder_theme.name,
+            commands=self.slash_commands,
+        )
 
     def run_palette_command(self, command: PaletteCommand) -> None:
         self.run_worker(self._run_palette_command(command), group="palette", exit_on_error=False)
@@ -1520,7 +1452,7 @@ class RoderApp(App[int]):
         from roder_tui import rewind
         from roder_tui.screens.choice import ChoiceScreen
 
-        client, thread_id = self._client(), self._thread()
+        client, thread_id = self._client(), self.open_thread()
         labelled = await rewind.rewind_rows(client, thread_id)
         points = [point for point, _label in labelled]
         rows = [(point.id, text) for point, text in labelled]
@@ -1548,7 +1480,7 @@ class RoderApp(App[int]):
     async def rewind_to(self, point: UserMessageItem, how: str) -> rewind_mod.CodeRestore | None:
         from roder_tui import rewind
 
-        client, thread_id = self._client(), self._thread()
+        client, thread_id = self._client(), self.open_thread()
         restored = None
         if how in (rewind.BOTH, rewind.CODE):
             restored = await rewind.restore_code(client, thread_id, point.id)
@@ -1563,7 +1495,7 @@ class RoderApp(App[int]):
 
     def _show_restore(self, restored: rewind_mod.CodeRestore) -> None:
         if restored.failed or restored.unrestorable:
-            self._show_info("rewind: code", restored.summary())
+            self.show_info("rewind: code", restored.summary())
         else:
             self.notify(restored.summary(), title="rewind")
 
@@ -1571,7 +1503,7 @@ class RoderApp(App[int]):
         """``/undo``: revert the last prompt's file changes and its messages (redo with /redo)."""
         from roder_tui import rewind
 
-        client, thread_id = self._client(), self._thread()
+        client, thread_id = self._client(), self.open_thread()
         points = await rewind.rewind_points(client, thread_id)
         if not points:
             self.notify("nothing to undo in this thread", title="/undo")
@@ -1592,7 +1524,7 @@ class RoderApp(App[int]):
         if await self.switch_thread(undone.thread_id) and self.prompt_bar.input.text == undone.text:
             self.prompt_bar.input.clear()
         if problems:
-            self._show_info("redo", "\n".join(problems))
+            self.show_info("redo", "\n".join(problems))
         else:
             self.notify(f"re-applied {len(undone.hunk_ids)} change(s)", title="/redo")
 
@@ -1650,5 +1582,5 @@ def _prepare_image_previews() -> None:
     from roder_tui.graphics import image_protocol, prepare_previews
     from roder_tui.widgets.transcript import PREVIEWS
 
-    setting = str(_configured(_roder_home_paths()[0]).get("image_preview") or "")
+    setting = str(configured(roder_home_paths()[0]).get("image_preview") or "")
     PREVIEWS.protocol = prepare_previews(image_protocol(os.environ, setting))

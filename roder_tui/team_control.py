@@ -5,7 +5,8 @@ draws panes). Every team action is a typed ``team/*`` call through the in-proces
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roder_core.server.errors import InvalidParams, RpcError
 from roder_core.server.protocol import THREAD_READ, ThreadReadParams
@@ -30,10 +31,29 @@ from roder_core.server.protocol_teams import (
     TeamStartParams,
 )
 from roder_core.teams.model import MemberSpec, Team, TeamStatus
-from roder_tui.widgets.team_panes import usage_text
+from roder_tui.widgets.team_status import usage_text
 
 if TYPE_CHECKING:
-    from roder_tui.app import RoderApp
+    from roder_core.server.app_client import AppClient
+    from roder_tui.widgets.team_panes import TeamPanes
+
+
+class TeamHost(Protocol):
+    """What team control asks of the app (``RoderApp`` is it): named here so this module never
+    imports the app or reaches into its private state."""
+
+    def open_thread(self) -> str:
+        """The open thread, which a new team is led from (an error when none is open)."""
+        ...
+
+    def arrange_team(self) -> None:
+        """Lay the panes and the team bar out again after a team change."""
+        ...
+
+    def show_info(self, title: str, text: str) -> None: ...
+
+    def notify(self, message: str, *, title: str = ...) -> None: ...
+
 
 USAGE = (
     "/team start NAME[=AGENT],NAME... TASK | add NAME[=AGENT] TASK | msg NAME TEXT | stop NAME | focus NAME"
@@ -48,12 +68,12 @@ def member_spec(text: str, task: str) -> MemberSpec:
 
 
 class TeamControl:
-    def __init__(self, app: RoderApp) -> None:
-        self.app = app
-
-    @property
-    def panes(self) -> Any:
-        return self.app.team_panes
+    def __init__(self, host: TeamHost, panes: TeamPanes, client: Callable[[], AppClient], family: set[str]) -> None:
+        self.host = host
+        self.panes = panes
+        self._client = client
+        #: The app's threads whose approvals it answers: each member's thread joins them.
+        self._family = family
 
     def team_id(self) -> str:
         team = self.panes.team
@@ -66,7 +86,7 @@ class TeamControl:
     async def show_team_of(self, thread_id: str) -> None:
         """The active team the shown thread leads (if any), with its members' work so far."""
         try:
-            teams = (await self.app._client().call(TEAM_LIST, TeamListParams(lead_thread_id=thread_id))).teams
+            teams = (await self._client().call(TEAM_LIST, TeamListParams(lead_thread_id=thread_id))).teams
         except RpcError:
             teams = []
         await self.load(next((t for t in teams if t.status is TeamStatus.ACTIVE), None))
@@ -75,14 +95,14 @@ class TeamControl:
         self.panes.hidden = None
         history: dict[str, list[Any]] = {}
         for member in team.members if team is not None else []:
-            self.app._family.add(member.thread_id)  # its approvals are answered here
+            self._family.add(member.thread_id)  # its approvals are answered here
             try:
                 params = ThreadReadParams(thread_id=member.thread_id, include_turns=True)
-                history[member.name] = list((await self.app._client().call(THREAD_READ, params)).thread.items())
+                history[member.name] = list((await self._client().call(THREAD_READ, params)).thread.items())
             except RpcError:
                 history[member.name] = []
         await self.panes.show_team(team, history)
-        self.app._arrange_team()
+        self.host.arrange_team()
 
     async def on_updated(self, team: Team) -> None:
         """A ``team/updated`` for the shown lead: new panes, new states, the team bar."""
@@ -94,8 +114,8 @@ class TeamControl:
         else:
             await self.panes.update_team(team)
         for member in team.members:
-            self.app._family.add(member.thread_id)
-        self.app._arrange_team()
+            self._family.add(member.thread_id)
+        self.host.arrange_team()
 
     # ------------------------------------------------------------------ the app's own methods
 
@@ -110,8 +130,8 @@ class TeamControl:
             self.panes.focus_member(name)
         except ValueError as exc:
             raise InvalidParams(str(exc)) from None
-        result = await self.app._client().call(TEAM_MEMBER_FOCUS, TeamFocusParams(team_id=team.team_id, name=name))
-        self.app._arrange_team()
+        result = await self._client().call(TEAM_MEMBER_FOCUS, TeamFocusParams(team_id=team.team_id, name=name))
+        self.host.arrange_team()
         return result
 
     async def pane_cleanup(self, params: TeamIdParams) -> TeamResult:
@@ -121,27 +141,30 @@ class TeamControl:
             raise InvalidParams(f"team {params.team_id} has no panes here")
         await self.panes.show_team(None)
         self.panes.hidden = team.team_id  # its updates no longer reopen the panes
-        self.app._arrange_team()
+        self.host.arrange_team()
         return TeamResult(team=team)
 
     async def next_pane(self) -> None:
         team = self.panes.team
         if team is None:
-            self.app.notify("no team here: /team start NAME,NAME TASK", title="panes")
+            self.host.notify("no team here: /team start NAME,NAME TASK", title="panes")
             return
         name = self.panes.cycle()
-        await self.app._client().call(TEAM_PANE_FOCUS, TeamFocusParams(team_id=team.team_id, name=name))
+        await self._client().call(TEAM_PANE_FOCUS, TeamFocusParams(team_id=team.team_id, name=name))
 
     async def message_focused(self, text: str) -> None:
         """What is typed while a member's pane has the focus goes to that member."""
-        params = TeamMemberMessageParams(team_id=self.team_id(), name=self.panes.focused, text=text)
-        await self.app._client().call(TEAM_MEMBER_MESSAGE, params)
+        member = self.panes.focused
+        if member is None:
+            raise RuntimeError("no member's pane has the focus (the lead's prompt sends turns)")
+        params = TeamMemberMessageParams(team_id=self.team_id(), name=member, text=text)
+        await self._client().call(TEAM_MEMBER_MESSAGE, params)
 
     # ------------------------------------------------------------------ /team
 
     async def command(self, arguments: str) -> None:
         """``/team [start|add|msg|stop|focus|list|cleanup|hide] ...``; without arguments, the team."""
-        client = self.app._client()
+        client = self._client()
         verb, _, rest = arguments.strip().partition(" ")
         rest = rest.strip()
         if verb in ("", "read", "show"):
@@ -151,7 +174,7 @@ class TeamControl:
             members = [member_spec(part, task.strip()) for part in names.split(",") if part.strip()]
             if not members:
                 raise InvalidParams(USAGE)
-            params = TeamStartParams(lead_thread_id=self.app._thread(), members=members)
+            params = TeamStartParams(lead_thread_id=self.host.open_thread(), members=members)
             await self.load((await client.call(TEAM_START, params)).team)
         elif verb == "add":
             spec, _, task = rest.partition(" ")
@@ -163,13 +186,13 @@ class TeamControl:
         elif verb == "stop":
             stopped = await client.call(TEAM_MEMBER_INTERRUPT, TeamMemberParams(team_id=self.team_id(), name=rest))
             if not stopped.interrupted:
-                self.app.notify(f"{rest} had no turn running", title="/team stop")
+                self.host.notify(f"{rest} had no turn running", title="/team stop")
         elif verb == "focus":
             await client.call(TEAM_PANE_FOCUS, TeamFocusParams(team_id=self.team_id(), name=rest or None))
         elif verb == "list":
             teams = (await client.call(TEAM_LIST, TeamListParams())).teams
             lines = [f"{t.team_id}  {t.name}  ({t.status}, {len(t.members)} members)" for t in teams]
-            self.app._show_info("/team list", "\n".join(lines) or "no teams yet")
+            self.host.show_info("/team list", "\n".join(lines) or "no teams yet")
         elif verb == "cleanup":
             team_id = self.team_id()
             await client.call(TEAM_CLEANUP, TeamIdParams(team_id=team_id))
@@ -180,7 +203,7 @@ class TeamControl:
             raise InvalidParams(f"unknown /team command {verb!r}; {USAGE}")
 
     async def show_info(self) -> None:
-        team = (await self.app._client().call(TEAM_READ, TeamIdParams(team_id=self.team_id()))).team
+        team = (await self._client().call(TEAM_READ, TeamIdParams(team_id=self.team_id()))).team
         lines = [f"team {team.name} ({team.status}) · {usage_text(team.usage)}", ""]
         for m in team.members:
             agent = f" ({m.agent})" if m.agent else ""
@@ -190,4 +213,4 @@ class TeamControl:
         if team.tasks:
             lines += ["", "tasks:"]
             lines += [f"  {t.status} {t.title}" + (f" [{t.owner}]" if t.owner else "") for t in team.tasks]
-        self.app._show_info("/team", "\n".join(lines))
+        self.host.show_info("/team", "\n".join(lines))

@@ -144,7 +144,7 @@ class BashTool(BuiltinTool):
             raise ToolInputError("not started: the turn's time budget is used up; give your final answer")
         return args
 
-    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+    async def show(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         args = self._checked(ctx, call)
         return {"command": args.command, "cwd": args.workdir or "."}
 

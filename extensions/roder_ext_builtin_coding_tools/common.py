@@ -24,6 +24,10 @@ class ToolInputError(ToolArgumentError):
     a URL without a scheme); the message says what to send instead."""
 
 
+#: File failures a built-in tool reports as a plain error (the message says what is wrong).
+FILE_FAILURES = (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError)
+
+
 class BuiltinTool(Tool):
     """Base of the built-in tools: expected failures become error results the model can act on.
 
@@ -36,11 +40,25 @@ class BuiltinTool(Tool):
             return await self.run(ctx, call)
         except BrokerDenied as exc:
             return ToolResult(id=call.id, name=call.name, text=f"refused: {exc}", data={"refused": True}, is_error=True)
-        except (ToolArgumentError, FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError) as exc:
+        except (ToolArgumentError, *FILE_FAILURES) as exc:
             return ToolResult.error(call, str(exc))
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         raise NotImplementedError  # abstract: every built-in tool overrides this
+
+    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+        """The approval preview (``show``); a file failure the run would report (a folder where
+        a file is meant, a missing parent) refuses the call as the run would, so nobody is asked
+        to approve it."""
+        try:
+            return await self.show(ctx, call)
+        except FILE_FAILURES as exc:
+            raise ToolInputError(str(exc)) from None
+
+    async def show(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+        """Preview fields for the approval (``diff``, ``command``, ``cwd``), after the same checks
+        as ``run``; none by default."""
+        return {}
 
 
 class FileEditTool(BuiltinTool):

@@ -205,7 +205,7 @@ class EditTool(FileEditTool):
             raise ToolInputError(f"{exc}{changed_since_note(ctx, args.path, before.source)}") from None
         return args.path, shown, before, outcome
 
-    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+    async def show(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         _path, shown, before, outcome = self._plan(ctx, call)
         return {"diff": unified_diff(before.text, outcome.text, shown)}
 

@@ -14,6 +14,9 @@ The format::
     *** End of File             (optional: the hunk ends at the end of the file)
     *** End Patch
 
+A unified diff (``--- a/x`` / ``+++ b/x`` / ``@@`` hunks) and a patch in a Markdown code fence
+are read as the same changes (``from_unified_diff``, ``_unfenced``).
+
 Hunks are located after the previous hunk, matching exactly, then ignoring trailing
 whitespace, then ignoring surrounding whitespace (added lines are then re-indented to the
 file's indentation), then also reading typographic punctuation as ASCII; context lines keep
@@ -130,10 +133,67 @@ def rebase_patch(patch: str, folder: str) -> str:
     return "\n".join(out)
 
 
+def _unfenced(patch: str) -> str:
+    """The patch without a Markdown code fence around it (```diff ... ```)."""
+    lines = patch.strip().splitlines()
+    if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
+        return "\n".join(lines[1:-1])
+    return patch
+
+
+def _diff_path(field: str, prefix: str) -> str | None:
+    """A unified diff header's path without ``prefix`` (git's ``a/``, ``b/``): None for
+    /dev/null; the date after a tab is dropped."""
+    path = field.split("\t", 1)[0].strip()
+    return None if path == "/dev/null" else path.removeprefix(prefix)
+
+
+_GIT_EXTENDED = ("diff --git ", "index ", "new file mode", "deleted file mode", "old mode", "new mode", "similarity index")
+
+
+def from_unified_diff(text: str) -> str | None:
+    """A unified diff (``--- a/x`` / ``+++ b/x`` / ``@@ ... @@`` hunks, as ``git diff`` and
+    ``diff -u`` write it, the form many models send) in this tool's format; None when ``text``
+    is not one. Its hunks are the same lines; the ``a/`` and ``b/`` prefixes of a git diff go."""
+    lines = text.strip().splitlines()
+    # git writes a/ and b/ before every path (/dev/null aside)
+    git = any(line.startswith(("diff --git ", "--- a/")) for line in lines)
+    out = [BEGIN]
+    kind: str | None = None
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if line.startswith("--- ") and index + 1 < len(lines) and lines[index + 1].startswith("+++ "):
+            old, new = _diff_path(line[4:], "a/" if git else ""), _diff_path(lines[index + 1][4:], "b/" if git else "")
+            if old is None and new is not None:
+                kind, header = "add", [ADD + new]
+            elif new is None and old is not None:
+                kind, header = "delete", [DELETE + old]
+            elif old is not None and new is not None:
+                kind, header = "update", [UPDATE + old, *([MOVE + new] if new != old else [])]
+            else:
+                return None
+            out += header
+            index += 2
+            continue
+        index += 1
+        if kind is None:
+            if line.strip() and not line.startswith(_GIT_EXTENDED):
+                return None  # text before the first file header: not a diff
+        elif line.startswith(_GIT_EXTENDED) or line.startswith("\\"):  # "\ No newline at end of file"
+            continue
+        elif kind == "update" or (kind == "add" and not line.startswith("@@")):
+            out.append(line)
+    return "\n".join([*out, END]) if kind is not None else None
+
+
 def parse_patch(patch: str) -> list[Operation]:
+    patch = _unfenced(patch)
     wrapped = patch_in_command(patch) if not patch.strip().startswith(BEGIN) else None
     if wrapped is not None:  # the shell form pasted as the argument: <<'EOF' ... EOF around it
         patch = rebase_patch(wrapped.patch, wrapped.folder) if wrapped.folder else wrapped.patch
+    elif not patch.strip().startswith(BEGIN):
+        patch = from_unified_diff(patch) or patch
     lines = patch.strip().splitlines()
     if not lines or lines[0].strip() != BEGIN:
         raise PatchError(f"the patch must start with {BEGIN!r}")
@@ -425,7 +485,7 @@ class ApplyPatchTool(BuiltinTool):
                 )
         return changes
 
-    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+    async def show(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         fs = ctx.brokers.fs
         ops = parse_patch(parse_arguments(ApplyPatchArguments, call).patch)
         planned = plan_changes(fs, ops, lambda path, data: changed_since_note(ctx, path, data))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable, Iterator
 from pathlib import PurePath
 from typing import Any
@@ -14,10 +15,12 @@ from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import CLIENT_TEXT_READER, PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 from roder_core.media.images import MAX_INPUT_BYTES, sniff_image
 
-from .common import BuiltinTool, TextFile, encoding_note, path_subject, text_encoding
+from .common import BuiltinTool, TextFile, ToolInputError, encoding_note, path_subject, text_encoding
 from .freshness import digest_on_disk, key_of, record
 
 DEFAULT_LIMIT = 2000
+#: A path with a line location after it: ``a.py:12``, ``a.py:12:5``, ``a.py:10-20``, ``a.py#L10-L20``.
+_LINE_SUFFIX = re.compile(r"(?P<path>.+?)(?::|#L)(?P<line>\d+)(?::\d+|-L?\d+)?")
 MAX_BYTES = 50_000
 MAX_LINE_CHARS = 2000
 #: A UTF-16 file is decoded whole, up to this size.
@@ -63,6 +66,13 @@ class ReadTool(BuiltinTool):
         fs = ctx.brokers.fs
         real = fs.resolve(path)
         shown = fs.display(real)
+        located = _LINE_SUFFIX.fullmatch(path)
+        if located and not fs.exists(path) and fs.exists(located["path"]):
+            # "a.py:12", "a.py#L10-L20": a location copied from grep's output or a link
+            raise ToolInputError(
+                f"{path}: no such file; to read {located['path']} from line {located['line']}, send "
+                f"path={located['path']!r} and offset={located['line']}"
+            )
         with fs.open_read(path) as handle:
             head = handle.read(8192)
             mime = sniff_image(head)

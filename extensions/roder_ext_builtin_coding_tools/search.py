@@ -104,6 +104,26 @@ class _Page:
         self.complete = complete
 
 
+_GLOB_CHARS = frozenset("*?[{")
+
+
+def split_glob_path(fs: FileSystemBroker, value: str) -> tuple[str, str]:
+    """A path with glob characters, or an absolute or ``~`` glob, as (".", the glob relative to
+    the workspace): its literal leading folders are resolved (refused outside the workspace) and
+    shown relative to the workspace, so ``/abs/ws/src/*.py`` and ``src/*.py`` match the same
+    files, at the same depth."""
+    parts = value.split("/")
+    cut = next((i for i, part in enumerate(parts) if _GLOB_CHARS.intersection(part)), len(parts))
+    folder = "/".join(parts[:cut]) or ("/" if value.startswith("/") else ".")
+    shown = fs.display(fs.resolve(folder))
+    rest = "/".join(parts[cut:])
+    return ".", rest if shown == "." else f"{shown}/{rest}"
+
+
+def _absolute(pattern: str) -> bool:
+    return pattern.startswith(("/", "~"))
+
+
 class BadPatternError(ToolInputError):
     """The pattern is not a valid regular expression (the message is the engine's reason)."""
 
@@ -132,15 +152,25 @@ class GrepTool(_SearchTool):
         characters and matches nothing, is searched for as literal text (models often mean
         ``foo(bar)`` or ``a.b[0]`` as written); the result's first line says so."""
         args = parse_arguments(GrepArguments, call)
+        fs = ctx.brokers.fs
+        head = ""
+        if args.glob and _absolute(args.glob):
+            path, glob = split_glob_path(fs, args.glob)
+            args = args.model_copy(update={"path": path, "glob": glob})
+        elif args.path and not fs.exists(args.path):
+            if not _GLOB_CHARS.intersection(args.path) or args.glob:
+                raise ToolInputError(f"{args.path}: no such file or folder")
+            path, glob = split_glob_path(fs, args.path)
+            head = f"(path {args.path!r} is a glob: searched the files matching {glob!r})\n"
+            args = args.model_copy(update={"path": path, "glob": glob})
         if "\n" in args.pattern or _NEWLINE_ESCAPE.search(_CHARACTER_CLASS.sub("", args.pattern)):
             first = next((part for part in re.split(r"\n|\\n", args.pattern) if part.strip()), "")
             raise ToolInputError(
                 "grep matches one line at a time, so a pattern with a line break (\\n) never matches; search for "
                 f"one line of it ({first.strip()!r}) and read the lines around the match"
             )
-        shown = ctx.brokers.fs.display(ctx.brokers.fs.resolve(args.path or "."))
+        shown = fs.display(fs.resolve(args.path or "."))
         withheld: list[str] = []
-        head = ""
         literal = False
         try:
             page, engine = await self._search(ctx, args, shown, withheld, literal=False)
@@ -149,12 +179,12 @@ class GrepTool(_SearchTool):
                 as_text, engine_text = await self._search(ctx, args, shown, withheld, literal=True)
                 if as_text.total:
                     page, engine, literal = as_text, engine_text, True
-                    head = f"no matches for the regular expression {args.pattern!r}; as literal text it matches:\n"
+                    head += f"no matches for the regular expression {args.pattern!r}; as literal text it matches:\n"
         except BadPatternError as exc:
             withheld.clear()
             page, engine = await self._search(ctx, args, shown, withheld, literal=True)
             literal = True
-            head = f"{args.pattern!r} is not a valid regular expression ({exc}); searched for it as literal text:\n"
+            head += f"{args.pattern!r} is not a valid regular expression ({exc}); searched for it as literal text:\n"
         lines = [_cut(line) for line in page.lines]
         if lines:
             text = "\n".join(lines) + _page_notice(page, args.offset, len(lines))
@@ -381,6 +411,9 @@ class GlobTool(_SearchTool):
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         args = parse_arguments(GlobArguments, call)
         fs = ctx.brokers.fs
+        if _absolute(args.pattern):
+            path, pattern = split_glob_path(fs, args.pattern)
+            args = args.model_copy(update={"path": path, "pattern": pattern})
         base = fs.display(fs.resolve(args.path or "."))
         withheld: list[str] = []
         found, total = fs.find_files(args.path or ".", args.pattern, limit=MAX_FILES, withheld=withheld)

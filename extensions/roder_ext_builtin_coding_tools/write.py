@@ -71,13 +71,18 @@ class WriteTool(FileEditTool):
         refuse the call: the preview and the run share them, so a write that would be refused
         is refused before anyone is asked to approve it."""
         args = parse_arguments(WriteArguments, call)
+        if args.path.endswith(("/", "\\")):
+            raise ToolInputError(f"{args.path} names a folder (it ends with '/'); give the path of the file to write")
         fs = ctx.brokers.fs
-        data = fs.read_bytes(args.path) if fs.exists(args.path) else None
+        exists = fs.exists(args.path)
+        if exists and fs.stat(args.path).kind == "dir":
+            raise ToolInputError(f"{args.path} is a folder; give the path of the file to write")
+        data = fs.read_bytes(args.path) if exists else None
         check_whole_write(ctx, args.path, fs.display(fs.resolve(args.path, write=True)), data)
         before, existed = previous_text(fs, args.path)
         return args.path, args.content, before, existed
 
-    async def preview(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
+    async def show(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         path, content, before, _existed = self._plan(ctx, call)
         return {"diff": unified_diff(before.text if before else "", content, path)}
 

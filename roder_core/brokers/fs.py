@@ -320,7 +320,7 @@ class WorkspaceFileSystem:
         out (and named in ``withheld``)."""
         real = self.resolve(path)
         if not real.is_dir():
-            raise NotADirectoryError(f"{path} is not a folder")
+            raise NotADirectoryError(f"{path} is not a folder" if real.exists() else f"{path}: no such folder")
         root, matcher = self._matcher_for(real)
         entries: list[FileInfo] = []
         with self._folder_fd(path, real) as folder, os.scandir(folder) as scan:

@@ -23,7 +23,7 @@ class SourceStatus:
 
     name: str
     kind: str
-    status: str  # pending | connecting | connected | failed | exited | disabled
+    status: str  # pending | connecting | connected | needs-login | failed | exited | disabled
     error: str | None = None
     tools: list[str] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)

@@ -253,7 +253,7 @@ class McpServerStatus(ProtocolModel):
     """One configured MCP server as Roder's MCP client sees it."""
 
     name: str
-    #: pending | connecting | connected | failed | exited | stopped | disabled
+    #: pending | connecting | connected | needs-login (asks for an OAuth sign-in) | failed | exited | stopped | disabled
     status: str
     #: Why it failed or exited (with the tail of a stdio server's stderr).
     error: str | None = None

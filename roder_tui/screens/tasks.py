@@ -8,7 +8,7 @@ it), ``esc`` closes. Both screens use the whole width on narrow terminals.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,8 +19,23 @@ from textual.widgets import Log, OptionList, Static
 from textual.widgets.option_list import Option
 
 if TYPE_CHECKING:
-    from roder_core.server.protocol_tasks import TaskModel
-    from roder_tui.tasks_view import TasksView
+    from roder_core.server.protocol_tasks import TaskModel, TasksOutputResult
+
+
+class TaskSource(Protocol):
+    """What the tasks screens ask of the app's task data (``roder_tui.tasks_view.TasksView``
+    is it): named here so the screens never import the app's side."""
+
+    tasks: dict[str, TaskModel]
+
+    def ordered(self) -> list[TaskModel]: ...
+
+    async def output(self, task_id: str, since: int) -> TasksOutputResult: ...
+
+    async def kill(self, task_id: str) -> TaskModel: ...
+
+    async def keep(self, task_id: str, keep: bool) -> TaskModel: ...
+
 
 STATUS_MARKS = {"running": "●", "queued": "○", "completed": "✓", "failed": "✗", "cancelled": "■"}
 
@@ -58,7 +73,7 @@ class TasksScreen(ModalScreen[None]):
     TasksScreen #tasks-keys { color: $text-muted; }
     """
 
-    def __init__(self, view: TasksView) -> None:
+    def __init__(self, view: TaskSource) -> None:
         super().__init__()
         self.view = view
 
@@ -130,7 +145,7 @@ class TaskOutputScreen(ModalScreen[None]):
     TaskOutputScreen #output-keys { color: $text-muted; }
     """
 
-    def __init__(self, view: TasksView, task_id: str) -> None:
+    def __init__(self, view: TaskSource, task_id: str) -> None:
         super().__init__()
         self.view = view
         self.task_id = task_id

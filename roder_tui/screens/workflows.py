@@ -10,7 +10,7 @@ Everything is a key and every row wraps, so the screens work at 40 columns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -25,7 +25,26 @@ from roder_core.workflows.model import levels
 if TYPE_CHECKING:
     from roder_core.server.protocol_workflows import WorkflowSummary
     from roder_core.workflows.model import StepState, WorkflowRun
-    from roder_tui.workflows_view import WorkflowsView
+
+
+class WorkflowSource(Protocol):
+    """What the workflow screens ask of the app's workflow data (``roder_tui.workflows_view.
+    WorkflowsView`` is it): named here so the screens never import the app's side."""
+
+    workflows: list[WorkflowSummary]
+
+    async def refresh(self) -> None: ...
+
+    async def get(self, workflow_id: str) -> WorkflowRun: ...
+
+    async def plan(self, goal: str) -> WorkflowRun: ...
+
+    async def approve(self, workflow_id: str) -> WorkflowRun: ...
+
+    async def control(self, action: str, workflow_id: str) -> WorkflowRun: ...
+
+    async def restart(self, workflow_id: str, step_id: str, instruction: str) -> WorkflowRun: ...
+
 
 MARKS = {
     "pending": "○",
@@ -102,7 +121,7 @@ class WorkflowsScreen(ModalScreen[None]):
     ]
     DEFAULT_CSS = _CSS.format(name="WorkflowsScreen", lines=DETAIL_LINES)
 
-    def __init__(self, view: WorkflowsView) -> None:
+    def __init__(self, view: WorkflowSource) -> None:
         super().__init__()
         self.view = view
         self._refilling = False
@@ -190,7 +209,7 @@ class WorkflowScreen(ModalScreen[None]):
     ]
     DEFAULT_CSS = _CSS.format(name="WorkflowScreen", lines=DETAIL_LINES + 2)
 
-    def __init__(self, view: WorkflowsView, run: WorkflowRun) -> None:
+    def __init__(self, view: WorkflowSource, run: WorkflowRun) -> None:
         super().__init__()
         self.view = view
         self.run_state = run

@@ -12,7 +12,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 if TYPE_CHECKING:
-    from roder_tui.widgets.prompt import PromptInput
+    from textual.widgets import TextArea
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class CompletionPopup(OptionList):
     CompletionPopup { height: auto; max-height: 8; border: none; background: $panel; display: none; }
     """
 
-    def __init__(self, prompt: PromptInput) -> None:
+    def __init__(self, prompt: TextArea) -> None:
+        """``prompt``: the text area it completes in (the app's ``PromptInput``)."""
         super().__init__()
         self.prompt = prompt
         self.can_focus = False

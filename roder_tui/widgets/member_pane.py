@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.events import Resize
 from textual.widgets import RichLog
 
-from roder_tui.widgets.team_panes import STATUS_MARKS, usage_text
+from roder_tui.widgets.team_status import STATUS_MARKS, usage_text
 
 if TYPE_CHECKING:
     from roder_core.ir import Item

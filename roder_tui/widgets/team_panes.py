@@ -26,8 +26,10 @@ from textual.containers import Container, Vertical
 from textual.events import Resize
 from textual.widget import Widget
 
+from roder_tui.widgets.team_status import STATUS_MARKS, usage_text
+
 if TYPE_CHECKING:  # the IR (and pydantic) load after the first frame, with the runtime
-    from roder_core.ir import Item, Usage
+    from roder_core.ir import Item
     from roder_core.teams.model import Team
     from roder_tui.widgets.member_pane import MemberPane
 
@@ -37,26 +39,8 @@ PANE_MIN_WIDTH = 32
 #: How the work area is arranged (``TeamPanes.arrangement``).
 SIDE, COLUMN, STACK, ZOOM = "side", "column", "stack", "zoom"
 
+
 #: By ``MemberStatus`` value (the wire's strings).
-STATUS_MARKS = {
-    "working": "●",
-    "waitingApproval": "?",
-    "idle": "○",
-    "failed": "✗",
-    "interrupted": "■",
-    "stopped": "-",
-}
-
-
-def tokens(usage: Usage) -> str:
-    count = usage.total_tokens
-    return f"{count / 1000:.1f}k tok" if count >= 1000 else f"{count} tok"
-
-
-def usage_text(usage: Usage) -> str:
-    return f"{tokens(usage)} · ${usage.cost_usd:.4f}"
-
-
 class TeamPanes(Vertical):
     """The member panes of the team the shown thread leads (hidden when there is none)."""
 

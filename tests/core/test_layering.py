@@ -65,9 +65,14 @@ FORBIDDEN_ROOTS = ("textual", "rich", "roder_tui", "extensions", "roder_ext_", "
 
 
 def core_modules() -> dict[str, Path]:
+    return package_modules(CORE)
+
+
+def package_modules(root: Path) -> dict[str, Path]:
+    """Every module of the package at ``root``, by dotted name."""
     modules = {}
-    for path in CORE.rglob("*.py"):
-        parts = list(path.relative_to(CORE.parent).with_suffix("").parts)
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         modules[".".join(parts)] = path
@@ -92,7 +97,12 @@ def imported_names(module: str, path: Path) -> set[str]:
 
 
 def core_graph() -> dict[str, set[str]]:
-    modules = core_modules()
+    return package_graph(CORE)
+
+
+def package_graph(root: Path) -> dict[str, set[str]]:
+    """Which of the package's own modules each of its modules imports."""
+    modules = package_modules(root)
     graph = {}
     for module, path in modules.items():
         targets = set()
@@ -164,6 +174,28 @@ def test_no_import_circle_of_any_length_in_core() -> None:
     allowed = [sorted(pair) for pair in ALLOWED_PAIRS]
     unexpected = [group for group in import_cycles(core_graph()) if group not in allowed]
     assert unexpected == [], f"import circles in roder_core: {unexpected}"
+
+
+#: Module circles inside the app (roder_tui) that stay for now, each with why.
+TUI_ALLOWED_CIRCLES: dict[tuple[str, ...], str] = {
+    ("roder_tui.widgets.messages", "roder_tui.widgets.transcript"): (
+        "the message views subclass the transcript's EntryWidget, which loads them lazily by kind;"
+        " the base class moves out with the streaming-widget work in progress there"
+    ),
+}
+
+
+def test_no_import_circle_of_any_length_in_the_app() -> None:
+    """The app's helpers (palette, team control, tasks and workflow screens, completion, member
+    panes) name a narrow protocol or take callables instead of importing the module that uses
+    them, so no chain of imports inside roder_tui leads back to where it started."""
+    import roder_tui
+
+    found = import_cycles(package_graph(Path(roder_tui.__file__).parent))
+    unexpected = [group for group in found if tuple(group) not in TUI_ALLOWED_CIRCLES]
+    assert unexpected == [], f"import circles in roder_tui: {unexpected}"
+    stale = [group for group in TUI_ALLOWED_CIRCLES if list(group) not in found]
+    assert stale == [], f"allowed circles that are gone (drop them from TUI_ALLOWED_CIRCLES): {stale}"
 
 
 def package_of(module: str) -> str | None:

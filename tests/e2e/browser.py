@@ -24,6 +24,7 @@ TAP = """
 (() => {
   const Real = window.WebSocket;
   window.__roderFrames = [];
+  window.__roderSent = [];
   const encode = (bytes) => { let s = ""; for (const b of bytes) s += String.fromCharCode(b); return btoa(s); };
   function Tapped(url, protocols) {
     const socket = protocols === undefined ? new Real(url) : new Real(url, protocols);
@@ -34,6 +35,7 @@ TAP = """
     socket.send = (data) => {
       try {
         const message = JSON.parse(data);
+        window.__roderSent.push(data);
         if (message[0] === "resize") window.__roderFrames.push(["size", message[1].width, message[1].height]);
       } catch (e) {}
       return send(data);
@@ -103,6 +105,10 @@ class Browser:
 
         self.driver.find_element(By.CSS_SELECTOR, ".xterm-helper-textarea").send_keys(text)
 
+    def sent(self) -> list[str]:
+        """What the page sent the app (stdin, resizes), in order."""
+        return list(self.driver.execute_script("return window.__roderSent || []"))
+
     def resize(self, width: int, height: int) -> None:
         self.driver.set_window_size(width, height)
 
@@ -112,6 +118,12 @@ class Browser:
             "Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": scale, "mobile": True}
         )
         self.driver.execute_script("window.dispatchEvent(new Event('resize'))")
+
+    def tap(self, x: float, y: float) -> None:
+        """A finger's tap at (x, y) CSS pixels (touch emulation on): the browser makes the mouse
+        events of a tap from it, which xterm.js reports to the app as a click."""
+        self.driver.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+        self.driver.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
 
     def painted(self) -> None:
         """Wait until the browser has drawn what it received (two animation frames)."""

@@ -7,6 +7,7 @@ phone size (where the narrow layout takes over). A wrong token gets no app.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -140,6 +141,42 @@ def test_the_app_in_a_browser_streams_answers_and_takes_approvals_at_desktop_and
                 assert _png_size(shot)[0] >= DESKTOP[0] * 0.9
             assert _png_size(phone) == PHONE  # the phone viewport, in CSS pixels
             _keep(tmp_path)
+        finally:
+            if browser is not None:
+                browser.close()
+            if web is not None:
+                web.stop()
+            host.stop()
+
+
+def test_on_a_phone_typing_after_a_tap_on_the_transcript_reaches_the_prompt(roder_home: Path, workspace: Path) -> None:
+    """At 390x844 a tap on the transcript (to read or scroll) must not take the typing with it:
+    the letters typed next show in the prompt and are sent with enter."""
+    steps = [{"text": "First answer, long enough to tap on. PHONE-ONE"}, {"text": "Second answer. PHONE-TWO"}]
+    with ThreadedFakeServer(steps, models=("my-model",)) as server:
+        write_local_provider(roder_home, server.base_url)
+        host = HostProcess(workspace, roder_home, "--provider", "local", "--model", "my-model", "--sandbox", "off")
+        web = browser = None
+        try:
+            web = WebProcess(host.env, workspace)
+            browser = Browser(*PHONE)
+            browser.emulate_phone(*PHONE)
+            browser.driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
+            browser.open(web.url)
+            browser.wait_for(lambda s: 0 < browser.columns <= 50 and "idle" in s)
+            browser.type("first question\n")
+            screen = browser.wait_for("PHONE-ONE")
+            rows = screen.splitlines()
+            answer_row = next(i for i, line in enumerate(rows) if "PHONE-ONE" in line or "First answer" in line)
+            row_height = browser.driver.execute_script("return window.innerHeight") / len(rows)
+            browser.tap(60, (answer_row + 0.5) * row_height)  # on the answer, in the transcript
+            browser.painted()
+            assert any(re.search(r"\[<0;\d+;\d+M", message) for message in browser.sent())  # the app got the tap as a click
+            browser.type("typed-after-tap")
+            browser.wait_for(lambda s: any("typed-after-tap" in line for line in s.splitlines()[-6:]))  # in the prompt
+            browser.type("\n")
+            browser.wait_for("PHONE-TWO")
+            assert "typed-after-tap" in json.dumps(server.calls[-1].json["messages"])  # sent as the prompt
         finally:
             if browser is not None:
                 browser.close()

@@ -89,10 +89,10 @@ ALLOWED: dict[str, str] = {
     "roder_core/batch/tasks.py": "batch task files given by the operator",
     "roder_core/batch/worker.py": "batch workers' /proc and thread files",
     # the terminal client: the user's own files and Roder's
-    "roder_tui/app.py": "the user's config.toml (its theme line)",
     "roder_tui/cli.py": "the terminal",
     "roder_tui/commands/exec.py": "an output folder the user named",
     "roder_tui/external_editor.py": "the user's editor's temporary file",
+    "roder_tui/home_config.py": "the user's config.toml (its theme line), before the runtime starts",
     "roder_tui/host.py": "the background host's stamps",
     "roder_tui/media_input.py": "a picture the user pasted from outside the workspace",
     "roder_tui/theming.py": "built-in and user themes",

@@ -2,7 +2,7 @@
 model on the loopback server, in ``ask`` mode (writes and commands need a person), the approval
 requests answered as a client would. A ``write`` to a file that changed on disk since the model
 read it, an ``edit`` or ``apply_patch`` whose text no longer matches, a ``bash`` timeout in
-milliseconds: the model gets the tool's own refusal at once, and the person is asked about
+milliseconds, a ``write`` to a folder: the model gets the tool's own refusal at once, and the person is asked about
 nothing that would then fail."""
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ async def run(workspace: Path, home: Path, steps: list[dict[str, Any]]) -> tuple
 async def test_a_stale_write_edit_or_patch_is_refused_without_asking_anyone(workspace: Path, roder_home: Path) -> None:
     (workspace / "notes.txt").write_text("one\ntwo\n")
     (workspace / "a.py").write_text("x = 1\ny = 2\n")
+    (workspace / "src").mkdir()
     steps = [
         {"tool_calls": [call("read", path="notes.txt"), call("read", path="a.py")]},
         # a formatter, the user or another agent changes both files (allowed by the person)
@@ -73,6 +74,8 @@ async def test_a_stale_write_edit_or_patch_is_refused_without_asking_anyone(work
         {"tool_calls": [call("edit", path="a.py", old_string="x = 1\n", new_string="x = 3\n")]},
         {"tool_calls": [call("apply_patch", patch="*** Begin Patch\n*** Update File: a.py\n-x = 1\n+x = 3\n*** End Patch")]},
         {"tool_calls": [call("bash", command="sleep 1", timeout=30000)]},  # Claude Code's milliseconds
+        {"tool_calls": [call("write", path="src", content="x\n")]},  # a folder, not a file
+        {"tool_calls": [call("edit", path="src", old_string="a", new_string="b")]},  # the broker says why
         {"tool_calls": [call("write", path="fresh.txt", content="new\n")]},  # applies: the person is asked
         {"text": "ok"},
     ]
@@ -80,7 +83,11 @@ async def test_a_stale_write_edit_or_patch_is_refused_without_asking_anyone(work
     assert [r.tool for r in seen] == ["bash", "write"], "only calls that can apply are offered for approval"
     assert seen[1].arguments["path"] == "fresh.txt"
     assert seen[1].diff is not None and "+new" in seen[1].diff
-    write, edit, patch, slow = results[3], results[4], results[5], results[6]
+    write, edit, patch, slow, folder = results[3], results[4], results[5], results[6], results[7]
+    assert folder.is_error
+    assert folder.text == "src is a folder; give the path of the file to write"
+    assert results[8].is_error
+    assert results[8].text == "src is a folder; use ls or glob to list it"
     assert slow.is_error
     assert slow.text == (
         "not run: timeout is in seconds, at most 3600; 30000 looks like milliseconds; for 30 seconds send timeout=30"

@@ -72,23 +72,27 @@ async def test_edit_leaves_out_line_numbers_in_the_arrow_form(workspace: Path) -
     assert (workspace / "a.py").read_text() == SOURCE.replace("y = 2", "y = 7")
 
 
-async def test_paths_with_dot_slash_absolute_inside_and_tilde(workspace: Path) -> None:
+async def test_paths_with_dot_slash_absolute_inside_and_tilde(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(workspace.parent))  # the workspace is ~/ws
     (workspace / "sub").mkdir()
     (workspace / "sub" / "b.txt").write_text("hi\n")
     steps = [
         {"tool_calls": [call("read", path="./sub/b.txt")]},
         {"tool_calls": [call("edit", path=str(workspace / "sub" / "b.txt"), old_string="hi", new_string="ho")]},
         {"tool_calls": [call("write", path="./sub/c.txt", content="c\n")]},
+        {"tool_calls": [call("edit", path="~/ws/sub/c.txt", old_string="c", new_string="d")]},
         {"tool_calls": [call("read", path="~/b.txt")]},
         {"text": "ok"},
     ]
-    _rt, [read, edit, write, home] = await run_script(workspace, steps)
+    _rt, [read, edit, write, tilde, home] = await run_script(workspace, steps)
     assert read.text == "     1\thi"
     assert edit.text.startswith("edited sub/b.txt: 1 replacement")
     assert write.text == "created sub/c.txt (1 lines, 2 bytes)"
+    assert tilde.text.startswith("edited sub/c.txt: 1 replacement")
     assert home.is_error
     assert home.text == f"refused: ~/b.txt: outside the workspace {workspace}; Roder's file tools only reach the workspace"
     assert (workspace / "sub" / "b.txt").read_text() == "ho\n"
+    assert (workspace / "sub" / "c.txt").read_text() == "d\n"
 
 
 async def test_read_past_the_end_or_from_zero_says_so(workspace: Path) -> None:
@@ -151,3 +155,112 @@ async def test_grep_with_a_line_break_says_it_matches_line_by_line(workspace: Pa
             "line of it ('x = 1') and read the lines around the match"
         )
     assert in_class.text == "a.py:2:    x = 1", "a class excluding line breaks matches within a line"
+
+
+async def test_a_patch_in_a_markdown_fence_or_as_a_unified_diff_applies(workspace: Path) -> None:
+    (workspace / "a.py").write_text(SOURCE)
+    (workspace / "q.sql").write_text("select 1;\n-- old note\nselect 2;\n")
+    (workspace / "gone.txt").write_text("bye\n")
+    (workspace / "old.txt").write_text("keep\n")
+    fenced = "```diff\n" + patch("*** Update File: a.py", "@@", "-    x = 1", "+    x = 5") + "\n```"
+    git_diff = "\n".join(
+        [
+            "diff --git a/a.py b/a.py",
+            "index 1111111..2222222 100644",
+            "--- a/a.py",
+            "+++ b/a.py",
+            "@@ -2,3 +2,3 @@ def f():",
+            "     x = 5",
+            "-    y = 2",
+            "+    y = 6",
+            "     return x + y",
+            "--- q.sql\t2026-11-27 10:00:00",
+            "+++ q.sql\t2026-11-27 10:01:00",
+            "@@ -1,3 +1,3 @@",
+            " select 1;",
+            "--- old note",
+            "+-- new note",
+            " select 2;",
+            "--- /dev/null",
+            "+++ b/new.txt",
+            "@@ -0,0 +1,2 @@",
+            "+hello",
+            "+world",
+            "\\ No newline at end of file",
+            "--- a/gone.txt",
+            "+++ /dev/null",
+            "@@ -1 +0,0 @@",
+            "-bye",
+            "diff --git a/old.txt b/moved.txt",
+            "similarity index 100%",
+            "--- a/old.txt",
+            "+++ b/moved.txt",
+            "@@ -1 +1 @@",
+            "-keep",
+            "+kept",
+        ]
+    )
+    steps = [
+        {"tool_calls": [call("apply_patch", patch=fenced)]},
+        {"tool_calls": [call("apply_patch", patch=git_diff)]},
+        {"text": "ok"},
+    ]
+    _rt, [first, second] = await run_script(workspace, steps)
+    assert not first.is_error, first.text
+    assert not second.is_error, second.text
+    assert second.text.startswith("applied the patch:\nM a.py\nM q.sql\nA new.txt\nD gone.txt\nR old.txt -> moved.txt\n")
+    assert (workspace / "a.py").read_text() == SOURCE.replace("x = 1", "x = 5").replace("y = 2", "y = 6")
+    assert (workspace / "q.sql").read_text() == "select 1;\n-- new note\nselect 2;\n"
+    assert (workspace / "new.txt").read_text() == "hello\nworld\n"
+    assert not (workspace / "gone.txt").exists()
+    assert not (workspace / "old.txt").exists()
+    assert (workspace / "moved.txt").read_text() == "kept\n"
+
+
+async def test_a_unified_diff_asks_approval_for_the_files_it_names(workspace: Path) -> None:
+    from roder_ext_builtin_coding_tools.patch import ApplyPatchTool
+
+    diff = "--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-x\n+y\n"
+    subjects = ApplyPatchTool().policy_subjects({"patch": diff}, workspace)
+    assert [(s.value, s.writes) for s in subjects] == [("src/a.py", True)]
+    assert ApplyPatchTool().mutated_paths({"patch": "```\n" + diff + "```"}, workspace) == [str(workspace / "src" / "a.py")]
+
+
+async def test_glob_and_grep_take_absolute_globs_and_a_glob_given_as_path(workspace: Path) -> None:
+    (workspace / "src" / "deep").mkdir(parents=True)
+    (workspace / "src" / "a.py").write_text("x = 1\n")
+    (workspace / "src" / "deep" / "b.py").write_text("x = 2\n")
+    steps = [
+        {"tool_calls": [call("glob", pattern=f"{workspace}/src/*.py")]},
+        {"tool_calls": [call("glob", pattern="/etc/*.conf")]},
+        {"tool_calls": [call("grep", pattern="x", path="src/*.py")]},
+        {"tool_calls": [call("grep", pattern="x", glob=f"{workspace}/src/**/*.py")]},
+        {"tool_calls": [call("grep", pattern="x", path="nope")]},
+        {"text": "ok"},
+    ]
+    _rt, [absolute, outside, as_path, absolute_glob, missing] = await run_script(workspace, steps)
+    assert absolute.text == "src/a.py"
+    assert outside.is_error
+    assert outside.text == f"refused: /etc: outside the workspace {workspace}; Roder's file tools only reach the workspace"
+    assert as_path.text == "(path 'src/*.py' is a glob: searched the files matching 'src/*.py')\nsrc/a.py:1:x = 1"
+    assert absolute_glob.text == "src/a.py:1:x = 1\nsrc/deep/b.py:1:x = 2"
+    assert missing.is_error
+    assert missing.text == "nope: no such file or folder"
+
+
+async def test_a_location_after_a_path_a_missing_folder_and_a_folder_to_write(workspace: Path) -> None:
+    (workspace / "a.py").write_text("".join(f"line {n}\n" for n in range(1, 30)))
+    steps = [
+        {"tool_calls": [call("read", path="a.py:12")]},
+        {"tool_calls": [call("read", path="a.py#L10-L12")]},
+        {"tool_calls": [call("ls", path="nope")]},
+        {"tool_calls": [call("write", path="sub/", content="x")]},
+        {"text": "ok"},
+    ]
+    _rt, [colon, anchor, folder, write] = await run_script(workspace, steps)
+    assert colon.text == "a.py:12: no such file; to read a.py from line 12, send path='a.py' and offset=12"
+    assert anchor.text == "a.py#L10-L12: no such file; to read a.py from line 10, send path='a.py' and offset=10"
+    assert folder.text == "nope: no such folder"
+    assert write.text == "sub/ names a folder (it ends with '/'); give the path of the file to write"
+    assert all(r.is_error for r in (colon, anchor, folder, write))
+    assert not (workspace / "sub").exists()

@@ -164,7 +164,7 @@ def test_status_marks_name_every_status_by_its_wire_value() -> None:
     from roder_core.ir import ThreadStatus
     from roder_core.teams.model import MemberStatus
     from roder_tui.widgets.sidebar import STATUS_MARK
-    from roder_tui.widgets.team_panes import STATUS_MARKS
+    from roder_tui.widgets.team_status import STATUS_MARKS
 
     assert set(STATUS_MARKS) == {status.value for status in MemberStatus}
     assert set(STATUS_MARK) == {status.value for status in ThreadStatus} - {ThreadStatus.IDLE.value}

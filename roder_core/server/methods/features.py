@@ -86,9 +86,11 @@ def _commands(app: Dispatcher, workspace: str | None) -> CommandRegistry:
     return CommandRegistry.for_runtime(app.runtime, _workspace(app, workspace))
 
 
-#: Seconds a command not (yet) known waits for tool sources still connecting (an MCP server's
-#: prompts are commands only once it is connected).
-SOURCE_WAIT = 5.0
+#: Seconds a command not (yet) known waits at most for tool sources still connecting (an MCP
+#: server's prompts are commands only once it is connected). Each source settles, connected or
+#: failed, within its own ``startup_timeout`` (30 s by default), so this only bounds one that
+#: misbehaves; a shorter fixed wait failed a real server's prompt on a loaded machine.
+SOURCE_WAIT = 120.0
 #: A tool source's `kind` is always "mcp" in the MCP listing, so McpServerStatus has no field for it.
 MCP_LISTING_OMITS = frozenset({"kind"})
 
