@@ -756,6 +756,25 @@ class Runtime:
         if not self.threads:
             self.bus.publish(ModeChanged(thread_id="", mode=mode, reason=reason))
 
+    async def plugins_changed(self) -> list[str]:
+        """Hand the enabled plugins, read again, to every service that reads them (the
+        ``PluginAware`` ones: skills, MCP servers, ...) after a plugin was installed, enabled,
+        disabled, configured or removed: the running session uses the change from its next turn.
+        Commands and agents are read per use and need nothing. Returns one line per problem."""
+        from roder_core.plugins.enabled import PluginAware, active_plugins
+
+        options = self.options
+        active = await asyncio.to_thread(active_plugins, options.paths, options.cwd, options.trusted, options.config.model_extra)
+        problems: list[str] = []
+        for service in self.registry.unique_implementations():
+            if not isinstance(service, PluginAware):
+                continue
+            try:
+                problems.extend(service.reload_plugins(active))
+            except Exception as exc:  # one failing service must not keep the others on the old set
+                problems.append(f"{type(service).__name__}: {exc}")
+        return problems
+
     async def _observe(self, point: HookPoint, payload: HookPayload) -> None:
         if self.hooks.has(point):
             await self.hooks.run(point, payload)
