@@ -12,9 +12,14 @@ with the score as a plain subprocess (unsandboxed). Wall time covers everything 
 for, interpreter start included, from the command to its exit.
 
 mini-swe-agent is installed from PyPI into its own virtual environment the first time
-(`--mini-venv`, default `~/.cache/roder-bench/mini-swe-agent-<version>`).
+(`--mini-venv`, default `~/.cache/roder-bench/mini-swe-agent-<version>`), so pip has compiled
+its modules' bytecode, as it does at any install. Roder's modules get the same before the runs:
+a checkout installed in editable mode has none, and under `PYTHONDONTWRITEBYTECODE=1` it never
+gets any, so every process would compile every module it imports (`--no-bytecode` measures that).
+`--baseline TREE` adds a third harness, `roder batch` from another checkout's sources (say
+`git archive main | tar -x -C TREE`), in the same rounds: before and after in one run.
 
-    python bench/batch_vs_mini.py [--tasks 100] [--workers 2] [--rounds 2] [--phases]
+    python bench/batch_vs_mini.py [--tasks 100] [--workers 2] [--rounds 2] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -119,7 +124,28 @@ def run_mini(python: Path, base_url: str, source: Path, count: int, workers: int
     return wall, json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_roder(base_url: str, source: Path, count: int, workers: int, root: Path, tag: str) -> tuple[float, dict[str, Any]]:
+def compile_bytecode(tree: Path | None) -> None:
+    """Compile Roder's packages as pip does when it installs them: the folders ``roder`` imports
+    them from (``tree``'s, or this interpreter's), asked from a neutral folder."""
+    code = (
+        "import compileall, os, roder_core, roder_tui, roder_ext_mock\n"
+        "for module in (roder_core, roder_tui):\n"
+        "    compileall.compile_dir(os.path.dirname(module.__file__), quiet=1)\n"
+        "compileall.compile_dir(os.path.dirname(os.path.dirname(roder_ext_mock.__file__)), quiet=1)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tempfile.gettempdir(), env=_roder_env(tree, {}))
+
+
+def _roder_env(tree: Path | None, extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RODER_")} | extra
+    if tree is not None:  # that checkout's packages and built-in extensions first
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), str(tree / "extensions"), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def run_roder(
+    base_url: str, source: Path, count: int, workers: int, root: Path, tag: str, tree: Path | None = None
+) -> tuple[float, dict[str, Any]]:
     home = root / f"home-{tag}"
     home.mkdir()
     (home / "config.toml").write_text(
@@ -141,11 +167,11 @@ def run_roder(base_url: str, source: Path, count: int, workers: int, root: Path,
         )
     )
     out = root / f"out-{tag}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RODER_")} | {"RODER_HOME": str(home)}
+    env = _roder_env(tree, {"RODER_HOME": str(home)})
     argv = [sys.executable, "-m", "roder_tui.cli", "batch", str(tasks), "--out", str(out), "--workers", str(workers)]
     argv += ["--provider", "fk", "--no-progress"]
     started = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=root)
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"roder batch failed: {done.stderr[-2000:]}")
@@ -173,11 +199,17 @@ def main() -> None:
     parser.add_argument(
         "--mini-venv", type=Path, default=Path.home() / ".cache" / "roder-bench" / f"mini-swe-agent-{MINI_VERSION}"
     )
+    parser.add_argument("--baseline", type=Path, help="also run `roder batch` from this checkout's sources, interleaved")
+    parser.add_argument("--no-bytecode", action="store_true", help="leave Roder's modules without compiled bytecode")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from roder_core.testing.fake_server import ThreadedFakeServer
 
     python = mini_python(args.mini_venv)
+    baseline = args.baseline.resolve() if args.baseline else None
+    if not args.no_bytecode:
+        for tree in (None, baseline) if baseline else (None,):
+            compile_bytecode(tree)
     rows = []
     with tempfile.TemporaryDirectory(prefix="roder-bench-mini-") as scratch:
         root = Path(scratch)
@@ -185,20 +217,31 @@ def main() -> None:
         source.mkdir()
         (source / "calc.py").write_text(BUGGY)
         for round_ in range(args.rounds):
+            load = os.getloadavg()[0]
             with ThreadedFakeServer(steps(args.tasks, mini=True)) as server:
                 wall, info = run_mini(python, server.base_url, source, args.tasks, args.workers, root)
-            rows.append(("mini-swe-agent " + MINI_VERSION + " (unsandboxed)", round_, wall, info))
+            rows.append(("mini-swe-agent " + MINI_VERSION + " (unsandboxed)", round_, wall, load, info))
+            load = os.getloadavg()[0]
             with ThreadedFakeServer(steps(args.tasks, mini=False)) as server:
                 wall, info = run_roder(server.base_url, source, args.tasks, args.workers, root, f"r{round_}")
-            rows.append(("roder batch, local pool (sandboxed score)", round_, wall, info))
-    load = os.getloadavg()
-    print(f"{args.tasks} tasks, {args.workers} at a time; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    print("| harness | round | wall s | rollouts/s | passed | details |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, round_, wall, info in rows:
+            rows.append(("roder batch, local pool (sandboxed score)", round_, wall, load, info))
+            if baseline is not None:
+                load = os.getloadavg()[0]
+                with ThreadedFakeServer(steps(args.tasks, mini=False)) as server:
+                    wall, info = run_roder(server.base_url, source, args.tasks, args.workers, root, f"b{round_}", baseline)
+                rows.append((f"roder batch from {baseline}", round_, wall, load, info))
+    load_now = os.getloadavg()
+    averages = " ".join(f"{value:.1f}" for value in load_now)
+    print(f"{args.tasks} tasks, {args.workers} at a time; load average {averages} at the end")
+    print("| harness | round | load before | wall s | rollouts/s | passed | details |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, round_, wall, load, info in rows:
         details = {k: v for k, v in info.items() if k != "passed"}
         rate = args.tasks / wall
-        print(f"| {name} | {round_ + 1} | {wall:.1f} | {rate:.2f} | {info['passed']}/{args.tasks} | {json.dumps(details)} |")
+        print(
+            f"| {name} | {round_ + 1} | {load:.1f} | {wall:.1f} | {rate:.2f} | {info['passed']}/{args.tasks} "
+            f"| {json.dumps(details)} |"
+        )
 
 
 if __name__ == "__main__":

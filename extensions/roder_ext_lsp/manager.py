@@ -10,10 +10,11 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from roder_core.brokers import confined
-from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
+from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader, project_reader
 from roder_core.settings.config import LspConfig
 from roder_ext_lsp.client import Diagnostic, LspClient, LspError
 from roder_ext_lsp.servers import ServerSpec, server_for
@@ -51,10 +52,14 @@ class LspManager:
         self.env = dict(env)
         self.hidden = hidden
         self.states = {spec.name: ServerState(spec) for spec in specs}
-        self.reader = project_reader(workspace, env=env)
         #: Each file's text before the edit now running: (thread, path) -> text.
         self.before: dict[tuple[str, Path], str | None] = {}
         self._warming: set[asyncio.Task[LspClient | None]] = set()
+
+    @cached_property
+    def reader(self) -> ProjectReader:
+        """Made at the first file an edit shows a server (most runs never need one)."""
+        return project_reader(self.workspace, env=self.env)
 
     def running(self) -> list[str]:
         return [name for name, state in self.states.items() if state.client is not None and state.client.alive]

@@ -1,11 +1,18 @@
 """The local backend: worker processes on this machine, where a crash costs one rollout.
 
 ``concurrent.futures.ProcessPoolExecutor`` marks the whole pool broken when one worker dies, and
-every rollout queued or running in it is lost with it. Here each worker is a spawned process
+every rollout queued or running in it is lost with it. Here each worker is a process of its own
 with its own pipe: the driver hands it one rollout at a time and waits on the pipes and on the
 processes' sentinels together, so a worker that dies (``kill -9``, the OOM killer, a segfault)
 is noticed at once, only the rollout it held is reported lost (and retried, if the driver
 says so), its scratch folder is removed, and a fresh worker takes its place.
+
+Workers are forked from a fork server (``multiprocessing``'s ``forkserver``, a clean process
+started once per batch) that imported the rollout code, the runtime and the extensions first
+(``batch.preload``): a worker costs a fork, not an interpreter start and a full import as a
+spawned one did. Each worker takes the driver's environment and working folder when it starts,
+as a spawned one would (the server's are those of the moment it started). Where there is no fork
+server, workers are spawned.
 
 Workers never outlive the driver: the kernel sends them SIGTERM when it dies (Linux's
 ``PR_SET_PDEATHSIG``), and a thread waiting on the driver's sentinel does the same wherever that
@@ -63,7 +70,7 @@ def _die_with_driver() -> None:
     parent = multiprocessing.parent_process()
     if parent is None:
         return
-    if os.getppid() != parent.pid:  # the driver died while this worker was starting
+    if wait([parent.sentinel], timeout=0):  # the driver died while this worker was starting
         os._exit(1)
 
     def watch() -> None:
@@ -73,12 +80,15 @@ def _die_with_driver() -> None:
     threading.Thread(target=watch, name="roder-driver-watch", daemon=True).start()
 
 
-def _serve(conn: Connection) -> None:
+def _serve(conn: Connection, environ: dict[str, str], cwd: str) -> None:
     """A worker's life: run the rollouts the driver sends until it sends None or goes away.
     Ctrl-C is the driver's to handle (it stops the workers)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _stop)
     _die_with_driver()
+    os.environ.clear()  # the driver's, as now: a forked worker has the fork server's
+    os.environ.update(environ)
+    os.chdir(cwd)
     try:
         while True:
             spec = conn.recv()
@@ -95,7 +105,9 @@ def _serve(conn: Connection) -> None:
 class _Worker:
     def __init__(self, context: Any) -> None:
         self.conn, child = context.Pipe()
-        self.process: BaseProcess = context.Process(target=_serve, args=(child,), name="roder-rollout-worker", daemon=True)
+        self.process: BaseProcess = context.Process(
+            target=_serve, args=(child, dict(os.environ), os.getcwd()), name="roder-rollout-worker", daemon=True
+        )
         self.process.start()
         child.close()
         self.pid = self.process.pid
@@ -113,8 +125,27 @@ class _Worker:
         return f"worker process {self.pid} died ({how})"
 
 
+def worker_context() -> Any:
+    """Forked from a fork server that imported the runtime once (``batch.preload``), or
+    spawned where the platform has no fork server."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["roder_core.batch.preload"])
+    return context
+
+
+def start_worker_server() -> None:
+    """Start the fork server now, so its import of the runtime runs beside the driver's own
+    start (the preflight) instead of after it; ``run_local`` forks from the same server."""
+    if worker_context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 def run_local(specs: Sequence[RolloutSpec], workers: int, on_done: OnDone) -> None:
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     queue = deque(specs)
     idle: list[_Worker] = []
     busy: dict[_Worker, RolloutSpec] = {}

@@ -76,11 +76,23 @@ def visible_items(items: Sequence[Item]) -> list[Item]:
     for index in range(len(items) - 1, -1, -1):
         item = items[index]
         if isinstance(item, CompactionItem):
-            keep_from = next((i for i, it in enumerate(items) if it.id == item.first_kept_item_id), index + 1)
-            start = keep_from if keep_from < index else index + 1
+            kept_at = _position_before(items, index, item.first_kept_item_id)
+            start = index + 1 if kept_at is None else kept_at
             kept = [it for it in items[start:] if not isinstance(it, CompactionItem)]
             return [item, *kept]
     return list(items)
+
+
+def _position_before(items: Sequence[Item], index: int, item_id: str | None) -> int | None:
+    """Where ``item_id`` is among ``items[:index]``, searched backwards from ``index``: a
+    compaction's first kept item sits shortly before it, so the search costs what was kept,
+    not the whole thread's history (ids are unique, so the first found is the only one)."""
+    if item_id is None:
+        return None
+    for position in range(index - 1, -1, -1):
+        if items[position].id == item_id:
+            return position
+    return None
 
 
 def shows_all_visible(items: Sequence[Item]) -> bool:
@@ -91,7 +103,7 @@ def shows_all_visible(items: Sequence[Item]) -> bool:
         item = items[index]
         if isinstance(item, CompactionItem):
             kept = item.first_kept_item_id
-            return kept is None or any(it.id == kept for it in items[:index])
+            return kept is None or _position_before(items, index, kept) is not None
     return False
 
 

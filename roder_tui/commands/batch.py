@@ -90,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         )
     except TaskFileError as exc:
         return _usage(str(exc))
+    if args.backend == "local" and tasks:
+        from roder_core.batch.pool import start_worker_server
+
+        start_worker_server()  # the workers' server loads the runtime while the preflight runs
     settings = preflight(settings_from_args(args), "roder batch")
     if isinstance(settings, str):
         return _usage(settings)

@@ -110,15 +110,19 @@ def children(pid: int) -> set[int]:
 
 
 def pool_workers(pid: int) -> set[int]:
-    """The batch driver's pool worker processes (not multiprocessing's resource tracker)."""
+    """The batch driver's pool worker processes: its fork server's children (spawned workers
+    are its own children running ``spawn_main``), never multiprocessing's resource tracker."""
     found = set()
     for child in children(pid):
         try:
             with open(f"/proc/{child}/cmdline", "rb") as handle:
-                if b"spawn_main" in handle.read():
-                    found.add(child)
+                command = handle.read()
         except OSError:
-            pass
+            continue
+        if b"multiprocessing.forkserver" in command:
+            found |= children(child)
+        elif b"spawn_main" in command:
+            found.add(child)
     return found
 
 

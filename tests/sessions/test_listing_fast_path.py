@@ -55,6 +55,26 @@ def test_listing_reads_the_index_and_prints_what_a_started_runtime_prints(here: 
     assert (paths.cache_dir / RECORD_NAME).exists(), "the started listing recorded the store again"
 
 
+def test_the_text_listing_is_a_page_that_says_what_it_left_out_on_both_paths(
+    here: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thread_id = _thread_and_fork(capsys)
+    monkeypatch.setattr("roder_tui.commands.session_listing.DEFAULT_PAGE", 1)
+    cases = [(), ("--limit", "1"), ("--limit", "0"), ("--limit", "5"), ("--json",), ("--json", "--limit", "1")]
+    fast = {args: _out(capsys, "sessions", "list", *args) for args in cases}
+    (RoderPaths.from_env().cache_dir / RECORD_NAME).unlink()  # the started runtime's listing
+    started = {args: _out(capsys, "sessions", "list", *args) for args in cases}
+    assert fast == started
+    page = fast[()].splitlines()
+    assert len(page) == 2 and page[-1] == "(only the newest 1 shown: `--limit N` shows more, `--limit 0` every thread)"
+    assert fast[("--limit", "1")] == fast[()]
+    assert len(fast[("--limit", "0")].splitlines()) == 2 and "only the newest" not in fast[("--limit", "0")]
+    assert fast[("--limit", "5")] == fast[("--limit", "0")], "no note when nothing was left out"
+    assert len(json.loads(fast[("--json",)])) == 2, "JSON lists every row unless --limit is given"
+    rows = json.loads(fast[("--json",)])
+    assert json.loads(fast[("--json", "--limit", "1")]) == rows[:1] and rows[1]["id"] == thread_id
+
+
 def test_the_record_is_ignored_when_distributions_profile_or_folder_differ(
     here: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,0 +1,51 @@
+"""What the local pool's fork server imports once, before it forks any worker.
+
+Each worker of ``roder batch``'s local pool is forked from that server (``batch.pool``), so it
+starts with the rollout code, the runtime and the installed extensions already imported. Spawned
+workers imported all of it again, each one, and their first rollout paid for it: over a second
+of CPU per worker, which a batch of short rollouts on a busy machine waits for in full.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures.thread
+import contextlib
+import importlib
+from importlib.metadata import entry_points
+
+import roder_core.batch.worker
+import roder_core.brokers.host
+import roder_core.runtime.bootstrap
+import roder_core.runtime.runners
+import roder_core.threads.sessions
+from roder_core.brokers.httpx_loader import load_httpx
+from roder_core.kernel.distribution import ENTRY_POINT_GROUP
+
+#: Imported here for the workers forked from this process (what a rollout imports lazily).
+PRELOADED = (
+    roder_core.batch.worker,
+    roder_core.brokers.host,
+    roder_core.runtime.bootstrap,
+    roder_core.runtime.runners,
+    roder_core.threads.sessions,
+    concurrent.futures.thread,
+)
+
+
+def import_extensions() -> None:
+    """Import every installed extension's module, as a runtime's start would. An extension that
+    fails to import is left for the runtime, which reports it; the workers import lazily anyway."""
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        with contextlib.suppress(Exception):
+            entry.load()
+
+
+def import_model_client() -> None:
+    """httpx and the asyncio backend its connection pool starts on at a rollout's first call."""
+    load_httpx()
+    with contextlib.suppress(ImportError):
+        importlib.import_module("anyio._backends._asyncio")
+
+
+import_extensions()
+import_model_client()
