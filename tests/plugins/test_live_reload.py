@@ -133,3 +133,30 @@ async def test_what_waits_for_a_restart_is_named(
             status_of(screen)
             == "installed live-kit@live-market 1.0.0: in use from the next message; its hooks load when roder starts next"
         )
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+async def test_a_reload_reads_a_projects_plugin_settings_only_in_a_trusted_folder(
+    tmp_path: Path, workspace: Path, trusted: bool
+) -> None:
+    """The project enables a plugin the user disabled: after ``plugins_changed`` its skill is
+    offered in a trusted folder and not in an untrusted one, exactly as at start."""
+    from roder_core.runtime.bootstrap import StartSettings, start_runtime
+
+    store = PluginStore(RoderPaths.from_env())
+    store.add_marketplace(str(live_kit(tmp_path / "catalog")))
+    started = start_runtime(StartSettings(cwd=workspace, provider="mock", mode="ask", sandbox="off", trust=trusted))
+    runtime = started.runtime
+    try:
+        assert "skill" not in runtime.tool_names()
+        store.install("live-kit", store.preview("live-kit").consent)
+        store.set_enabled("live-kit@live-market", False)
+        write_json(workspace / ".claude" / "settings.json", {"enabledPlugins": {"live-kit@live-market": True}})
+        await runtime.plugins_changed()
+        assert ("skill" in runtime.tool_names()) is trusted
+        store.set_enabled("live-kit@live-market", True)
+        (workspace / ".claude" / "settings.json").unlink()
+        await runtime.plugins_changed()
+        assert "skill" in runtime.tool_names()  # the user's own choice applies in any folder
+    finally:
+        await runtime.close()
