@@ -99,8 +99,9 @@ def _preimport() -> None:
 
 
 def _preimport_renderers() -> None:
-    """The message renderers (Markdown, Pygments), imported on a thread once the app is idle, so
-    the first streamed answer does not wait for them and start-up does not share a core with them."""
+    """The message renderers (Markdown, Pygments), imported on a thread once the in-process
+    runtime is idle (where ``_preimport`` imported them before), so the first streamed answer does
+    not wait for them and start-up does not share a core with them."""
     import roder_tui.widgets.messages  # noqa: F401
 
 
@@ -306,7 +307,7 @@ class RoderApp(App[int]):
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
         # What the prompt does not need comes after "idle": the renderers of answers, plugins'
         # themes, the sandbox probe's verdict, commands, MCP completions, the thread list.
-        renderers = asyncio.create_task(asyncio.to_thread(_preimport_renderers))
+        renderers = asyncio.create_task(asyncio.to_thread(_preimport_renderers)) if self._client_factory is None else None
         await self._add_plugin_themes()
         await self._show_sandbox()
         if REMOTE:
@@ -324,7 +325,8 @@ class RoderApp(App[int]):
             if choice == "quit":
                 self.exit(0)
                 return
-        await renderers
+        if renderers is not None:
+            await renderers
         await self._open_initial_thread()
         # Everything alive now lives as long as the app: keep it out of the cyclic collector's
         # full passes, which otherwise stall streaming for 100+ ms on a large heap; and make full

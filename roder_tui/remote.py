@@ -7,8 +7,10 @@ Streamed text is what costs over SSH: every transcript update lays the answer ou
 frame and sends its changed rows. At 100 tokens/s, 10 updates a second cost the app about a fifth
 of a core (bench/README.md, goal 5). Over SSH the rate is therefore paced by a CPU budget: at
 most 5 updates a second, fewer when the app's thread would use more than 5% of a core (a slow
-or busy machine, a long transcript), never fewer than one a second. ``RODER_STREAM_FPS`` sets a
-fixed rate instead, either way.
+or busy machine, a long transcript), never fewer than one a second. A local terminal gets up to
+30 updates a second under a budget of its own: 10% of a core, never fewer than 5 updates a
+second (a streamed answer should not cost more than the peers' apps do; bench/README.md,
+issue 30). ``RODER_STREAM_FPS`` sets a fixed rate instead, either way.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ LOCAL_STREAM_FPS = 30.0
 #: updates a second it falls to when frames cost more than that.
 SSH_STREAM_CPU = 0.05
 SSH_SLOWEST_FPS = 1.0
+#: In a local terminal: the same, with a larger share and a floor that still reads as motion.
+LOCAL_STREAM_CPU = 0.10
+LOCAL_SLOWEST_FPS = 5.0
 
 
 def stream_fps(remote: bool, env: Mapping[str, str] | None = None) -> float:
@@ -59,11 +64,13 @@ def stream_fps(remote: bool, env: Mapping[str, str] | None = None) -> float:
 
 
 def stream_budget(remote: bool, env: Mapping[str, str] | None = None) -> CpuBudget | None:
-    """The CPU budget pacing streamed updates: over SSH unless ``RODER_STREAM_FPS`` fixes the rate."""
+    """The CPU budget pacing streamed updates, for the link, unless ``RODER_STREAM_FPS`` fixes the rate."""
     env = os.environ if env is None else env
-    if not remote or _wanted_fps(env, warn=False) is not None:
+    if _wanted_fps(env, warn=False) is not None:
         return None
-    return CpuBudget(SSH_STREAM_CPU, fastest=SSH_STREAM_FPS, slowest=SSH_SLOWEST_FPS)
+    if remote:
+        return CpuBudget(SSH_STREAM_CPU, fastest=SSH_STREAM_FPS, slowest=SSH_SLOWEST_FPS)
+    return CpuBudget(LOCAL_STREAM_CPU, fastest=LOCAL_STREAM_FPS, slowest=LOCAL_SLOWEST_FPS)
 
 
 def _wanted_fps(env: Mapping[str, str], *, warn: bool = True) -> float | None:

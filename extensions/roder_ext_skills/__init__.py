@@ -223,7 +223,7 @@ class SkillsExtension(RoderExtension):
 
 def create(host: HostContext) -> SkillsExtension:
     active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
-    roots = DefinitionRoots(host.cwd, host.paths, host.trusted)
+    roots = DefinitionRoots(host.cwd, host.paths, host.trusted, host.config)
     found = discover_with_plugins(roots, active)
     styles = OutputStyleContext(host.paths, plugin_output_styles(active, found.problems))
     return SkillsExtension(SkillCatalog(found.skills, found.problems), styles, roots)

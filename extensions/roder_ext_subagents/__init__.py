@@ -183,4 +183,4 @@ class SubagentsExtension(RoderExtension):
 
 
 def create(host: HostContext) -> SubagentsExtension:
-    return SubagentsExtension({a.name: a for a in list_agents(host.cwd, host.paths, host.trusted)})
+    return SubagentsExtension({a.name: a for a in list_agents(host.cwd, host.paths, host.trusted, host.config)})

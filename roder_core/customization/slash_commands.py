@@ -35,6 +35,7 @@ from roder_core.settings.paths import RoderPaths
 if TYPE_CHECKING:
     from roder_core.ir import Turn
     from roder_core.runtime.runtime import Runtime
+    from roder_core.settings.config import RoderConfig
 
 CommandKind = Literal["builtin", "custom", "skill", "prompt"]
 
@@ -234,16 +235,18 @@ class CommandRegistry:
         trusted: bool,
         definitions: Definitions | None = None,
         sources: Sequence[CommandSource] = (),
+        config: RoderConfig | None = None,
     ) -> None:
         self.cwd = cwd
-        self.definitions = definitions if definitions is not None else discover_with_plugins(DefinitionRoots(cwd, paths, trusted))
+        roots = DefinitionRoots(cwd, paths, trusted, config)
+        self.definitions = definitions if definitions is not None else discover_with_plugins(roots)
         self.sources = list(sources)
 
     @classmethod
     def for_runtime(cls, runtime: Runtime, cwd: Path | None = None) -> CommandRegistry:
         opts = runtime.options
         sources = [c for c in runtime.registry.tools if isinstance(c, CommandSource)]
-        return cls((cwd or opts.cwd).resolve(), opts.paths, opts.trusted, sources=sources)
+        return cls((cwd or opts.cwd).resolve(), opts.paths, opts.trusted, sources=sources, config=opts.config)
 
     @property
     def problems(self) -> list[str]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from roder_core.ir import Thread
+    from roder_core.settings.config import RoderConfig
     from roder_core.settings.paths import RoderPaths
 
 #: Tools a child never gets: no recursion, no leaving plan mode on the parent's behalf.
@@ -71,11 +72,12 @@ def agent_tools(available: list[str], agent: AgentDefinition | None) -> frozense
     return frozenset(n for n in names if n.lower() in wanted or any(n.lower().startswith(w) for w in wanted if w.endswith("__")))
 
 
-def list_agents(cwd: Path, paths: RoderPaths, trusted: bool) -> list[AgentDefinition]:
+def list_agents(cwd: Path, paths: RoderPaths, trusted: bool, config: RoderConfig | None = None) -> list[AgentDefinition]:
     """Built-in agents, overridden by user and (trusted) project definitions of the same name,
-    plus enabled plugins' agents (``plugin:agent``)."""
+    plus enabled plugins' agents (``plugin:agent``). ``config``'s read rules and ``deny_read``
+    apply to the definition files as to every other read of Roder's."""
     agents = {a.name: a for a in BUILTIN_AGENTS}
-    agents.update(discover_with_plugins(DefinitionRoots(cwd, paths, trusted)).agents)
+    agents.update(discover_with_plugins(DefinitionRoots(cwd, paths, trusted, config)).agents)
     return sorted(agents.values(), key=lambda a: (a.scope != "builtin", a.name))
 
 

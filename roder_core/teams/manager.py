@@ -296,7 +296,7 @@ class TeamManager:
 
     def _agent(self, name: str) -> AgentDefinition:
         options = self._rt.options
-        agents = {a.name: a for a in list_agents(options.cwd, options.paths, options.trusted)}
+        agents = {a.name: a for a in list_agents(options.cwd, options.paths, options.trusted, options.config)}
         if name not in agents:
             raise TeamError(f"unknown agent {name!r}; agents: {', '.join(sorted(agents))}")
         return agents[name]

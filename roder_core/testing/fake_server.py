@@ -27,7 +27,9 @@ Step keys:
   ``malformed_after`` N (a garbage line and an unparsable data line after event N);
   ``delay_ms`` (pause before every event); ``content_type`` (of a 200 answer, with ``raw``: a
   proxy's HTML page); ``byte_chunk`` (write events in pieces of this many
-  bytes, pausing ``delay_ms`` between pieces: a slow trickle); ``stall_after`` N with
+  bytes, pausing ``delay_ms`` between pieces: a slow trickle); ``split_at`` K (with ``raw``:
+  write the body as two HTTP chunks cut at byte K, which the client's HTTP layer hands over as
+  two pieces however the network delivers them); ``stall_after`` N with
   ``stall_ms`` (go silent mid-stream); ``raw`` (send this exact SSE body); ``gate`` NAME with
   ``gate_after`` N (hold the stream before event N, default 0, until the test calls
   ``open_gate(NAME)``; ``gate_reached(NAME)`` is set once a stream waits there), so a test acts
@@ -737,7 +739,13 @@ class FakeModelServer:
     async def _stream(self, writer: asyncio.StreamWriter, step: dict[str, Any], record: RecordedRequest, dialect: str) -> bool:
         """Write the step's events; False when the connection was deliberately broken."""
         if "raw" in step:
-            await self._chunk(writer, step["raw"].encode(), step)
+            body = step["raw"].encode()
+            if "split_at" in step:
+                cut = int(step["split_at"])
+                await self._chunk(writer, body[:cut], step)
+                await self._chunk(writer, body[cut:], step)
+            else:
+                await self._chunk(writer, body, step)
             await self._end(writer)
             return True
         events = RENDERERS[dialect](step, record.json or {}, len(self.calls))

@@ -1,11 +1,15 @@
-"""SSE framing: every chunking of a stream yields the same events."""
+"""SSE framing: every chunking of a stream yields the same events, in the decoder and through
+the real engine over HTTP from the loopback model server."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roder_core.ir import CompletedEvent
 from roder_core.providers.sse import SSEDecoder, SSEEvent
+from roder_core.testing.fake_server import FakeModelServer
+from tests.providers.helpers import collect, make_engine, make_request, text_of
 
 STREAM = (
     b"\xef\xbb\xbf: keep-alive comment\n"
@@ -57,3 +61,38 @@ def test_unknown_fields_and_colonless_lines_are_ignored() -> None:
     events, pending = decode([b"garbage line\nfoo: bar\ndata: ok\n\n"])
     assert events == [SSEEvent("message", "ok")]
     assert not pending
+
+
+def test_a_cut_at_every_byte_offset_is_the_same() -> None:
+    """The stream read in two pieces, cut at each offset in turn: inside a field name, a value,
+    a UTF-8 character, between the ``\\r`` and ``\\n`` of a line end and between two events."""
+    for cut in range(len(STREAM) + 1):
+        assert decode([STREAM[:cut], STREAM[cut:]]) == (EXPECTED, True), cut
+
+
+#: One chat-completions answer as a model server sends it: a text delta with a two-byte
+#: character, a finish event with usage, the end marker; CRLF line ends in the middle event.
+ANSWER_STREAM = (
+    'data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"Caf\u00e9 ok"}}]}\n\n'
+    'data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+    '"usage":{"prompt_tokens":3,"completion_tokens":2}}\r\n\r\n'
+    "data: [DONE]\n\n"
+)
+
+
+async def test_an_event_split_across_reads_at_every_byte_offset_through_the_loopback_server() -> None:
+    """The real engine over HTTP, the body cut into two chunks at every byte offset (each cut a
+    request of its own): the same text, the same finish, whatever the cut."""
+    size = len(ANSWER_STREAM.encode())
+    steps: list[dict[str, object]] = [{"raw": ANSWER_STREAM, "split_at": cut} for cut in range(1, size)]
+    async with FakeModelServer(steps) as server:
+        engine = make_engine("chat-completions", server.base_url)
+        try:
+            for cut in range(1, size):
+                events = await collect(engine, make_request())
+                assert text_of(events) == "Café ok", cut
+                assert isinstance(events[-1], CompletedEvent), (cut, events[-1])
+                assert events[-2].usage.output_tokens == 2, cut  # type: ignore[union-attr]
+        finally:
+            await engine.aclose()
+    assert len(server.calls) == size - 1

@@ -309,6 +309,50 @@ async def test_linked_skills_commands_and_agents_are_skipped_with_a_notice(
     assert "a fine skill" in body
 
 
+@pytest.mark.parametrize(
+    "rules",
+    [
+        '[policy]\ndeny = ["read(.claude/skills/private/**)", "read(.claude/agents/private.md)",'
+        ' "read(.claude/commands/private.md)"]\n',
+        '[sandboxing]\ndeny_read = ["{ws}/.claude/skills/private", "{ws}/.claude/agents/private.md",'
+        ' "{ws}/.claude/commands/private.md"]\n',
+    ],
+    ids=["policy-deny", "deny-read"],
+)
+async def test_the_users_read_rules_withhold_skills_agents_and_commands(workspace: Path, roder_home: Path, rules: str) -> None:
+    """Definitions are read by Roder itself: the user's own read rules apply to them as to any
+    read, in every place that lists them (the skills in the prompt, agents, slash commands)."""
+    from roder_core.customization.slash_commands import CommandRegistry
+    from roder_core.customization.subagents import list_agents
+
+    mark = marker()
+    claude = workspace / ".claude"
+    for name in ("private", "public"):
+        (claude / "skills" / name).mkdir(parents=True, exist_ok=True)
+        (claude / "skills" / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: skill {name} {mark}\n---\nbody\n")
+        (claude / "agents").mkdir(exist_ok=True)
+        (claude / "agents" / f"{name}.md").write_text(
+            f"---\nname: {name}-agent\ndescription: agent {name}\n---\nyou are {name}\n"
+        )
+        (claude / "commands").mkdir(exist_ok=True)
+        (claude / "commands" / f"{name}.md").write_text(f"command {name}\n")
+    extra = rules.replace("{ws}", str(workspace))
+    async with FakeModelServer([{"text": "ok"}]) as server:
+        runtime = _start(workspace, roder_home, server, trust=True, extra=extra)
+        try:
+            options = runtime.options
+            agents = {a.name for a in list_agents(options.cwd, options.paths, options.trusted, options.config)}
+            commands = {c.name for c in CommandRegistry.for_runtime(runtime).list()}
+            thread = await runtime.start_thread()
+            await runtime.run_turn(thread.id, "hello")
+        finally:
+            await runtime.close()
+        body = server.calls[0].body.decode("utf-8")
+    assert "public-agent" in agents and "private-agent" not in agents, agents
+    assert "public" in commands and "private" not in commands, commands
+    assert f"skill public {mark}" in body and f"skill private {mark}" not in body
+
+
 async def test_a_linked_project_config_stops_startup_naming_it(workspace: Path, roder_home: Path, tmp_path: Path) -> None:
     mark = marker()
     secret = _secret(tmp_path, mark)

@@ -46,6 +46,13 @@ async def until(pilot: Any, predicate: Callable[[], object], timeout: float = EV
         await pilot.pause(0.02)
 
 
+def shown(app: Any, kind: type) -> Any:
+    """The app's screen if it is a ``kind`` and mounted (its children composed), else None: a
+    pushed screen is ``app.screen`` a moment before its widgets exist, longer on a loaded machine."""
+    screen = app.screen
+    return screen if isinstance(screen, kind) and screen.is_mounted else None
+
+
 async def ready(pilot: Any) -> RoderApp:
     app: RoderApp = pilot.app
     async with asyncio.timeout(20):

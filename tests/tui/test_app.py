@@ -15,7 +15,7 @@ from roder_tui.screens.help import HelpScreen
 from roder_tui.screens.resume import ResumePicker
 from roder_tui.widgets.markdown_stream import CodeView, ProseBlock
 from roder_tui.widgets.messages import ReasoningView, ToolCardView
-from tests.tui.helpers import ask, entries_of, make_app, palette, palette_searched, ready, turn_done, until
+from tests.tui.helpers import ask, entries_of, make_app, palette, palette_searched, ready, shown, turn_done, until
 
 BASH_STEPS = [
     {"text": "Let me check.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi-from-bash"}}]},
@@ -258,7 +258,7 @@ async def test_resume_flag_without_id_opens_the_picker(workspace: Path, monkeypa
 async def test_first_run_offers_the_mock_provider(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = make_app(workspace, None, monkeypatch, provider=None)
     async with app.run_test(size=(60, 24)) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        await until(pilot, lambda: shown(app, FirstRunScreen), what="the first-run screen")
         await pilot.press("enter")
         await ready(pilot)
         assert app.status_bar.state["provider"] == "mock"

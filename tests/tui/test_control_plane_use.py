@@ -10,7 +10,7 @@ from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import RpcError
 from roder_core.server.protocol import THREAD_READ, THREAD_RESUME, ThreadReadParams, ThreadResumeParams
-from tests.tui.helpers import ask, make_app, ready, until
+from tests.tui.helpers import ask, make_app, ready, shown, until
 
 
 async def _resume_elsewhere(workspace: Path, thread_id: str) -> None:
@@ -49,13 +49,13 @@ async def test_first_run_screen_mentions_stored_keys(workspace: Path, monkeypatc
 
     app = make_app(workspace, None, monkeypatch, provider=None)
     async with app.run_test(size=(100, 40)) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        await until(pilot, lambda: shown(app, FirstRunScreen), what="the first-run screen")
 
-        def shown() -> str:
+        def drawn() -> str:
             return "\n".join(str(s.render()) for s in app.screen.query(Static))
 
         # The screen is pushed before its text is composed: wait for the words, not the screen.
-        await until(pilot, lambda: "roder providers login anthropic" in shown(), what="the stored-keys hint")
+        await until(pilot, lambda: "roder providers login anthropic" in drawn(), what="the stored-keys hint")
         await pilot.press("q")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.helpers import ask, make_app, ready, turn_done, until
+from tests.tui.helpers import ask, make_app, ready, shown, turn_done, until
 
 
 def _screen_name(app: object) -> str:
@@ -155,7 +155,7 @@ async def test_the_first_run_screen_fits_every_size(
 
     app = make_app(workspace, None, monkeypatch, provider=None)
     async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        await until(pilot, lambda: shown(app, FirstRunScreen), what="the first-run screen")
         screen = app.screen
         keys = screen.query_one("#first-run-keys")
         await until(pilot, lambda: keys.region.height > 0, what="the screen laid out")

@@ -19,7 +19,7 @@ from roder_core.brokers import file_glob
 from roder_core.kernel.services import StatusView
 from roder_tui.coalesce import CpuBudget, DeltaCoalescer
 from roder_tui.keymap import KEYS, markdown_table
-from roder_tui.remote import SSH_STREAM_CPU, stream_budget, stream_fps, tune_for_link
+from roder_tui.remote import LOCAL_STREAM_CPU, SSH_STREAM_CPU, stream_budget, stream_fps, tune_for_link
 from roder_tui.theming import ThemeFileError, load_themes, parse_theme
 from roder_tui.widgets.markdown_stream import FenceSplitter, split_markdown
 from roder_tui.widgets.prompt import PromptHistory, match_files, workspace_files
@@ -264,7 +264,9 @@ def test_stream_rate_follows_the_link_and_the_environment(caplog: pytest.LogCapt
     assert ssh is not None and ssh.share == SSH_STREAM_CPU
     assert stream_budget(True, {"RODER_STREAM_FPS": "fast"}) is not None  # an invalid rate fixes nothing
     assert stream_budget(True, {"RODER_STREAM_FPS": "5"}) is None  # a rate the user chose is kept
-    assert stream_budget(False, {}) is None  # a local terminal streams at its full rate
+    local = stream_budget(False, {})  # a local terminal: a larger share, at most 30 updates a second
+    assert local is not None and local.share == LOCAL_STREAM_CPU and local.shortest == 1 / 30
+    assert stream_budget(False, {"RODER_STREAM_FPS": "30"}) is None
 
 
 def test_prompt_history_persists_and_file_matching(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from roder_core.policy.plan_review import PlanReviewStatus
-from tests.tui.helpers import make_app, ready, until
+from tests.tui.helpers import make_app, ready, shown, until
 
 PLAN_1 = "# Plan\n\n1. add the function\n2. test it\n\n## Risks\n\nNone known."
 PLAN_2 = "# Plan\n\n1. write the test first\n2. add the function"
@@ -23,7 +23,7 @@ def exit_plan(plan: str) -> dict:
 def plan_screen(app):
     from roder_tui.screens.plan_review import PlanReviewScreen
 
-    return app.screen if isinstance(app.screen, PlanReviewScreen) else None
+    return shown(app, PlanReviewScreen)
 
 
 async def type_and_enter(pilot, text: str) -> None:

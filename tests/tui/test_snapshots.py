@@ -17,7 +17,7 @@ import pytest
 
 from roder_tui.screens.approval import ApprovalScreen
 from roder_tui.screens.help import HelpScreen
-from tests.tui.helpers import entries_of, make_app, palette_searched, ready, turn_done, until
+from tests.tui.helpers import entries_of, make_app, palette_searched, ready, shown, turn_done, until
 
 SIZES = [(120, 40), (50, 24)]
 USAGE = {"input_tokens": 1200, "output_tokens": 80}
@@ -179,7 +179,7 @@ def test_first_run_screen(
     app = make_app(fixed_workspace, None, monkeypatch, provider=None)
 
     async def run_before(pilot: Any) -> None:
-        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        await until(pilot, lambda: shown(app, FirstRunScreen), what="the first-run screen")
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

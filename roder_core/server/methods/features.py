@@ -144,7 +144,7 @@ async def commands_run(app: Dispatcher, params: CommandsRunParams, ctx: CallCont
 @handles(AGENTS_LIST)
 async def agents_list(app: Dispatcher, params: AgentsListParams, ctx: CallContext) -> AgentsListResult:
     options = app.runtime.options
-    agents = list_agents(_workspace(app, params.workspace), options.paths, options.trusted)
+    agents = list_agents(_workspace(app, params.workspace), options.paths, options.trusted, options.config)
     return AgentsListResult(agents=[from_domain(AgentInfo, agent_json(a)) for a in agents])
 
 

@@ -69,7 +69,9 @@ class WorkflowService:
         self.app = app
         self.files = WorkflowFiles(WorkflowDecisions(paths.data_dir / "workflow-decisions.json"))
         self.engine = WorkflowEngine(
-            runtime, WorkflowJournal(paths.data_dir / "workflows"), lambda cwd: list_agents(cwd, paths, self.trusted(cwd))
+            runtime,
+            WorkflowJournal(paths.data_dir / "workflows"),
+            lambda cwd: list_agents(cwd, paths, self.trusted(cwd), runtime.options.config),
         )
         self._remove = self.engine.subscribe(
             lambda run, change, step: app.broadcast(
