@@ -200,30 +200,6 @@ class RoderApp(AppTurns):
             wanted = [t.id for t in (await client.call(THREAD_LIST, ThreadListParams(cwd=str(self.cwd), limit=1))).threads]
         return bool(wanted) and await self.switch_thread(wanted[0])
 
-    async def _load_commands(self) -> None:
-        from roder_core.server.errors import RpcError
-        from roder_core.server.protocol_features import COMMANDS_LIST, CommandsListParams
-
-        try:
-            self.slash_commands = (await self._client().call(COMMANDS_LIST, CommandsListParams())).commands
-        except RpcError:
-            self.slash_commands = []
-        self.prompt_bar.set_commands([(c.name, c.argument_hint, c.description) for c in self.slash_commands])
-
-    async def _load_mcp_completions(self) -> None:
-        """Once MCP servers still connecting have settled, their prompts join ``/`` completion
-        and their resources ``@`` completion (as ``@server:uri``)."""
-        from roder_core.server.errors import RpcError
-        from roder_core.server.protocol_features import MCP_LIST, McpListParams
-
-        try:
-            servers = (await self._client().call(MCP_LIST, McpListParams(wait_ms=10_000))).servers
-        except RpcError:
-            return
-        self.prompt_bar.set_mentions([ref.removeprefix("@") for s in servers for ref in s.resources])
-        if any(s.prompts for s in servers):
-            await self._load_commands()
-
     def _on_notify(self, event: Any) -> None:
         """One toast per title: a newer one replaces the older (a provider's retries, each a
         toast, stacked down over the prompt on a small terminal)."""

@@ -26,6 +26,30 @@ log = logging.getLogger(__name__)
 class AppCommands(AppRewind):
     """Slash commands, listings and the command palette, each running a layer below's action."""
 
+    async def _load_commands(self) -> None:
+        from roder_core.server.errors import RpcError
+        from roder_core.server.protocol_features import COMMANDS_LIST, CommandsListParams
+
+        try:
+            self.slash_commands = (await self._client().call(COMMANDS_LIST, CommandsListParams())).commands
+        except RpcError:
+            self.slash_commands = []
+        self.prompt_bar.set_commands([(c.name, c.argument_hint, c.description) for c in self.slash_commands])
+
+    async def _load_mcp_completions(self) -> None:
+        """Once MCP servers still connecting have settled, their prompts join ``/`` completion
+        and their resources ``@`` completion (as ``@server:uri``)."""
+        from roder_core.server.errors import RpcError
+        from roder_core.server.protocol_features import MCP_LIST, McpListParams
+
+        try:
+            servers = (await self._client().call(MCP_LIST, McpListParams(wait_ms=10_000))).servers
+        except RpcError:
+            return
+        self.prompt_bar.set_mentions([ref.removeprefix("@") for s in servers for ref in s.resources])
+        if any(s.prompts for s in servers):
+            await self._load_commands()
+
     async def run_slash(self, line: str) -> None:
         from roder_core.server.errors import METHOD_NOT_FOUND, RpcError
         from roder_core.server.protocol_features import COMMANDS_RUN, CommandsRunParams

@@ -67,6 +67,10 @@ class AppTurns(AppCommands):
         if method == "workflows/updated":
             self.workflows_view.updated(event)
             return
+        if method == "plugins/changed":  # the server reloaded its plugins: their commands join `/` now
+            self.run_worker(self._load_mcp_completions(), group="mcp-completions", exit_on_error=False)
+            await self._load_commands()
+            return
         if isinstance(event, ev.PlanReviewUpdated):
             await self._on_plan_review(event)
             return

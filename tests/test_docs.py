@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,6 +87,7 @@ async def test_the_extension_example_of_the_docs_works(workspace: Path) -> None:
     await runtime.close()
 
 
+@pytest.mark.timeout(700)  # a collection of several areas in a child, on a loaded machine
 def test_the_quick_lane_leaves_out_the_slow_areas() -> None:
     """CONTRIBUTING's `-m "not slow"` lane selects no end-to-end, runner, batch, security or
     packaging test, and keeps the rest."""

@@ -356,6 +356,9 @@ class ThreadIndex:
         create_private(tmp)
         conn = sqlite3.connect(tmp)
         try:
+            # No syncs while building a private, empty file: a crash before the rename leaves a
+            # stray temporary file, after it at worst an unreadable index, which is rebuilt.
+            conn.execute("PRAGMA synchronous = OFF")
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("PRAGMA journal_mode = WAL")

@@ -7,7 +7,8 @@ about, runs confined like a command (the workspace read-only, no network), and s
 and at exit. Around ``edit``, ``write`` and ``apply_patch`` a hook records the file's diagnostics
 before the call and appends, after it, the ones the change introduced (errors first, bounded).
 The read-only ``lsp`` tool (definition, references, hover, document symbols) is offered only
-while a server runs. A status segment names the running servers.
+while a server runs. A status segment names the running servers. In a folder the user has not
+trusted, only servers that can start without running the project's code start (``launch``).
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ class LspTool(Tool):
             return ToolResult.error(call, f"{args.path} is outside the workspace")
         client = await self.manager.client_for(path)
         if client is None:
-            return ToolResult.error(call, f"no language server runs for {path.suffix or args.path} files")
+            why = self.manager.withheld(path) or f"no language server runs for {path.suffix or args.path} files"
+            return ToolResult.error(call, why)
         text = self.manager._text(path)
         if text is None:
             return ToolResult.error(call, f"{args.path} cannot be read (missing, or withheld from the model)")
@@ -211,7 +213,9 @@ class LspStatus:
 
     def render(self, state: dict[str, Any]) -> StatusView | None:
         running = self.manager.running()
-        return StatusView(text="lsp: " + ", ".join(running), priority=20) if running else None
+        waiting = [f"{name} (waits for trust)" for name, state in self.manager.states.items() if state.withheld]
+        shown = running + waiting
+        return StatusView(text="lsp: " + ", ".join(shown), priority=20) if shown else None
 
 
 class LspExtension(RoderExtension):
@@ -265,5 +269,6 @@ def create(host: HostContext) -> LspExtension | None:
     if not config.enabled:
         return None
     specs, hints = available(config, plugin_specs(host), host.env.get("PATH"))
-    manager = LspManager(config, specs, hints, host.cwd, host.env, OwnFolders.of(host.paths, host.env).existing())
+    hidden = OwnFolders.of(host.paths, host.env).existing()
+    manager = LspManager(config, specs, hints, host.cwd, host.env, hidden, host.trusted)
     return LspExtension(manager, host.config.hook_timeout)

@@ -45,8 +45,6 @@ class LspError(Exception):
         self.code = code
 
 
-#: JSON-RPC's "method not found": the server has no such request.
-METHOD_NOT_FOUND = -32601
 #: typescript-language-server's command that forwards a request to tsserver.
 TSSERVER_REQUEST = "typescript.tsserverRequest"
 #: tsserver's diagnostics of one file, the three kinds its editors show.
@@ -286,16 +284,20 @@ class LspClient:
         return value if value is not None else {}
 
     @property
-    def asks(self) -> bool:
-        """Whether diagnostics are asked for (then published ones, which may be about an older
-        text when they carry no version, are not used)."""
+    def _tsserver(self) -> bool:
         commands = (self.capabilities.get("executeCommandProvider") or {}).get("commands") or []
-        return bool(self.pulls) or TSSERVER_REQUEST in commands
+        return TSSERVER_REQUEST in commands
+
+    @property
+    def asks(self) -> bool:
+        """Whether diagnostics are asked for (or a first pull is being tried), rather than
+        waited for as published."""
+        return self.pulls is not False or self._tsserver
 
     def _diagnostics(self, params: dict[str, Any]) -> None:
         document = self._documents.get(str(params.get("uri")))
-        if document is None or self.asks:
-            return
+        if document is None or self.pulls or self._tsserver:
+            return  # asked for: published ones may be about an older text when unversioned
         version = params.get("version")
         if isinstance(version, int) and version < document.version:
             return  # about an older text than the one we sent last
@@ -371,14 +373,16 @@ class LspClient:
             try:
                 report = await self.request("textDocument/diagnostic", {"textDocument": document}, None)
             except LspError as exc:
-                if exc.code != METHOD_NOT_FOUND or self.pulls:
+                # Offered and failed: say so. Only tried: any error answer (normally "method not
+                # found") means the server does not pull; one that exited raises below anyway.
+                if self.pulls or exc.code is None:
                     raise
                 self.pulls = False
             else:
                 self.pulls = True
                 items = report.get("items", []) if isinstance(report, dict) else []
                 return [Diagnostic.from_lsp(d) for d in items if isinstance(d, dict)]
-        if self.asks:
+        if self._tsserver:
             found: list[Diagnostic] = []
             for command in TSSERVER_DIAGNOSTICS:
                 answer = await self.request(

@@ -1,5 +1,6 @@
 """The language servers of one runtime: started per language on first use, confined like
-commands, stopped when idle and at exit; and what an edit introduced, by diagnostics."""
+commands (and, in a folder the user has not trusted, only as ``launch`` allows), stopped when
+idle and at exit; and what an edit introduced, by diagnostics."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from roder_core.brokers import confined
 from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader, project_reader
 from roder_core.settings.config import LspConfig
 from roder_ext_lsp.client import Diagnostic, LspClient, LspError
+from roder_ext_lsp.launch import plan
 from roder_ext_lsp.servers import ServerSpec, server_for
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,8 @@ class ServerState:
     spec: ServerSpec
     client: LspClient | None = None
     error: str | None = None
+    #: Why the server does not start in this folder (untrusted), said with each edit.
+    withheld: str | None = None
     last_used: float = 0.0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -44,6 +48,7 @@ class LspManager:
         workspace: Path,
         env: Mapping[str, str],
         hidden: list[Path],
+        trusted: bool,
     ) -> None:
         self.config = config
         self.specs = specs
@@ -51,6 +56,7 @@ class LspManager:
         self.workspace = workspace
         self.env = dict(env)
         self.hidden = hidden
+        self.trusted = trusted
         self.states = {spec.name: ServerState(spec) for spec in specs}
         #: Each file's text before the edit now running: (thread, path) -> text.
         self.before: dict[tuple[str, Path], str | None] = {}
@@ -79,19 +85,24 @@ class LspManager:
             state.last_used = time.monotonic()
             if state.client is not None and state.client.alive:
                 return state.client
+            launch = plan(spec, self.workspace, self.env, self.trusted)
+            if isinstance(launch, str):
+                state.withheld = launch
+                return None
             client = LspClient(spec.name, spec.extension_to_language, spec.settings)
             command = confined.confine(
-                [spec.command, *spec.args],
+                launch.argv,
                 self.workspace,
-                self.env,
+                launch.env,
                 reads=True,
                 writes=False,
                 network=False,
-                extra_env=spec.env,
+                extra_env=launch.extra_env,
                 hidden=self.hidden,
+                needs=launch.needs,
             )
             try:
-                await client.start(command.argv, command.env, self.workspace, spec.initialization_options, spec.startup_timeout)
+                await client.start(command.argv, command.env, self.workspace, launch.initialization_options, spec.startup_timeout)
             except (LspError, OSError) as exc:
                 state.error = str(exc)
                 await client.stop()
@@ -100,6 +111,11 @@ class LspManager:
             state.client, state.error = client, None
         await self._stop_idle()
         return client
+
+    def withheld(self, path: Path) -> str | None:
+        """Why no server runs for ``path`` in this folder, when it is withheld for want of trust."""
+        spec = self.spec_for(path)
+        return self.states[spec.name].withheld if spec is not None else None
 
     async def _stop_idle(self) -> None:
         now = time.monotonic()
@@ -143,17 +159,22 @@ class LspManager:
         less its answer about the text before), errors first, bounded; "" when none. A server
         that does not answer within ``budget`` seconds is named instead of blocking the result."""
         lines: list[str] = []
+        asked = True
         servers: set[str] = set()
         late: set[str] = set()
+        withheld: set[str] = set()
         try:
             async with asyncio.timeout(budget):
                 for path in paths:
                     old = self.before.pop((thread, path), None)
                     new = self._text(path)
                     client = await self.client_for(path)
+                    if client is None and (why := self.withheld(path)):
+                        withheld.add(f"(no diagnostics: {why})")
                     if client is None or new is None:
                         continue
                     late.add(client.name)
+                    asked = asked and client.asks
                     settle = self.config.settle_seconds
                     before = [] if not old else client.known(path, old)
                     if before is None:
@@ -168,7 +189,8 @@ class LspManager:
             return f"(no diagnostics: {exc})"
         # Said as it is: some servers publish nothing when a change leaves the diagnostics as they
         # were, so silence is not proof of a slow server, nor of a clean change.
-        note = f"(no diagnostics: {', '.join(sorted(late))} sent none for this change within {budget:g} s)" if late else ""
+        note = f"(no diagnostics: {', '.join(sorted(late))} {_silence(asked)} within {budget:g} s)" if late else ""
+        note = "\n".join([*sorted(withheld), *([note] if note else [])])
         if not lines:
             return note
         lines.sort(key=lambda line: 0 if " error: " in line else 1)
@@ -189,6 +211,12 @@ class LspManager:
             client, state.client = state.client, None
             if client is not None:
                 await client.stop()
+
+
+def _silence(asked: bool) -> str:
+    """What a server's silence was: it did not answer a request, or published nothing (which
+    some servers do when a change leaves the diagnostics as they were: no proof of anything)."""
+    return "did not answer" if asked else "sent none for this change"
 
 
 def _new_ones(before: list[Diagnostic], after: list[Diagnostic]) -> list[Diagnostic]:

@@ -4,10 +4,8 @@ ever downloaded). When two servers claim an extension, the first one wins."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from roder_core.settings.config import LspConfig, LspServerConfig
@@ -105,25 +103,10 @@ def available(config: LspConfig, plugin_specs: list[ServerSpec], path: str | Non
     if config.builtin:
         for name, command, args, extensions, hint in BUILTIN:
             if shutil.which(command, path=path):
-                options = tsserver_option(path) if name == "typescript" else {}
-                chosen.append(
-                    ServerSpec(
-                        name, command, args, dict(extensions), "built-in", initialization_options=options, install_hint=hint
-                    )
-                )
+                chosen.append(ServerSpec(name, command, args, dict(extensions), "built-in", install_hint=hint))
             else:
                 hints.append(f"{name}: {hint}")
     return chosen, hints
-
-
-def tsserver_option(path: str | None) -> dict[str, Any]:
-    """typescript-language-server needs a TypeScript to run: the workspace's own when it has one
-    (the server looks there first), else the one whose ``tsc`` is on PATH."""
-    tsc = shutil.which("tsc", path=path)
-    if tsc is None:
-        return {}
-    server = Path(os.path.realpath(tsc)).parent.parent / "lib" / "tsserver.js"
-    return {"tsserver": {"fallbackPath": str(server)}} if server.exists() else {}
 
 
 def server_for(specs: list[ServerSpec], suffix: str) -> ServerSpec | None:

@@ -11,6 +11,7 @@ command.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from roder_core import (
@@ -27,7 +28,7 @@ from roder_core import (
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.plugins.components import plugin_servers
-from roder_core.plugins.enabled import active_plugins
+from roder_core.plugins.enabled import ActivePlugins, active_plugins
 from roder_core.settings.credentials import CredentialStore
 from roder_ext_mcp.client_features import RootSet
 from roder_ext_mcp.config import McpSettings, add_plugin_server, load_settings
@@ -82,10 +83,16 @@ class McpPalette:
 
 
 class McpExtension(RoderExtension):
-    def __init__(self, settings: McpSettings, manager: McpManager, reviews: ReviewStore) -> None:
+    def __init__(
+        self,
+        settings: McpSettings,
+        manager: McpManager,
+        reviews: ReviewStore,
+        plugin_servers: Callable[[ActivePlugins], McpSettings] | None = None,
+    ) -> None:
         self.settings = settings
         self.manager = manager
-        self.contributor = McpToolContributor(manager, reviews)
+        self.contributor = McpToolContributor(manager, reviews, plugin_servers)
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
@@ -112,6 +119,13 @@ def host_settings(host: HostContext) -> McpSettings:
     """Every server the host would run: config.toml, a trusted folder's ``.mcp.json``, plugins."""
     settings = load_settings(host.config.model_extra, host.cwd, host.trusted, host.env)
     active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    add_plugin_servers(settings, host, active)
+    return settings
+
+
+def add_plugin_servers(settings: McpSettings, host: HostContext, active: ActivePlugins) -> McpSettings:
+    """The enabled plugins' servers added to ``settings``: at start, and again (into empty
+    settings) when plugins change while running."""
     for server in plugin_servers(active, host.cwd):
         add_plugin_server(settings, server.id, server.spec.raw, f"plugin {server.plugin}", host.env, server.env)
     return settings
@@ -124,4 +138,5 @@ def create(host: HostContext) -> McpExtension:
     roots = RootSet((host.cwd, *settings.roots))
     store = CredentialStore.for_env(host.env)
     manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait, roots, store)
-    return McpExtension(settings, manager, ReviewStore(host.paths.data_dir / "mcp-reviewed.json"))
+    reviews = ReviewStore(host.paths.data_dir / "mcp-reviewed.json")
+    return McpExtension(settings, manager, reviews, lambda active: add_plugin_servers(McpSettings(), host, active))

@@ -516,20 +516,35 @@ class McpManager:
         return True
 
     def add(self, config: ServerConfig) -> ServerConnection:
-        """Add (or replace) a server while running and start it: servers an editor passes for a
-        session. The same definition again keeps the running connection."""
+        """Add (or replace) a server while running: servers an editor passes for a session, a
+        plugin's enabled meanwhile. It starts now when the others run, else with them (a one-shot
+        command that installs a plugin spawns nothing). The same definition again keeps the
+        running connection."""
         existing = self.connections.get(config.name)
         if existing is not None and existing.config == config:
-            existing.start()
+            if self._started:
+                existing.start()
             return existing
         if existing is not None:  # a new definition under the same name replaces the old server
-            retired = asyncio.get_running_loop().create_task(existing.stop(), name=f"mcp stop {config.name}")
-            self._retired.add(retired)
-            retired.add_done_callback(self._retired.discard)
+            self._retire(existing)
         connection = ServerConnection(config, self._log_dir, self.roots, self.store)
         self.connections[config.name] = connection
-        connection.start()
+        if self._started:
+            connection.start()
         return connection
+
+    def remove(self, name: str) -> None:
+        """Stop a server and forget it (its plugin was disabled or removed while running): its
+        tools leave the next turn."""
+        existing = self.connections.pop(name, None)
+        if existing is not None:
+            self._retire(existing)
+
+    def _retire(self, connection: ServerConnection) -> None:
+        """Stop a connection in the background; ``aclose`` still waits for it."""
+        retired = asyncio.get_running_loop().create_task(connection.stop(), name=f"mcp stop {connection.name}")
+        self._retired.add(retired)
+        retired.add_done_callback(self._retired.discard)
 
     async def wait_ready(self, timeout: float) -> None:
         self.start()

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,10 @@ from roder_core.customization.slash_commands import CommandInfo
 from roder_core.ir import ApprovalOption, ApprovalRequest, Attachment
 from roder_core.kernel.tool_catalog import SourceStatus
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
+from roder_core.plugins.components import PLUGIN_SERVER_PREFIX
+from roder_core.plugins.enabled import ActivePlugins
 from roder_ext_mcp import prompts
-from roder_ext_mcp.config import parse_server
+from roder_ext_mcp.config import McpSettings, parse_server
 from roder_ext_mcp.manager import McpManager, ServerConnection, ServerUnavailable, describe_error
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -195,9 +197,12 @@ class McpToolContributor:
     is also a CommandSource (prompts as ``/mcp__server__prompt``) and a MentionSource
     (resources as ``@server:uri``)."""
 
-    def __init__(self, manager: McpManager, reviews: ReviewStore) -> None:
+    def __init__(
+        self, manager: McpManager, reviews: ReviewStore, plugin_servers: Callable[[ActivePlugins], McpSettings] | None = None
+    ) -> None:
         self.manager = manager
         self.reviews = reviews
+        self._plugin_servers = plugin_servers
 
     def id(self) -> str:
         return "mcp"
@@ -235,6 +240,18 @@ class McpToolContributor:
                 continue
             self.manager.add(config)
         return problems
+
+    def reload_plugins(self, active: ActivePlugins) -> list[str]:
+        """PluginAware: start the servers of plugins enabled while running and stop those of
+        plugins disabled or removed (``plugin:<p>:<s>``; an unchanged definition keeps running)."""
+        if self._plugin_servers is None:
+            return []
+        settings = self._plugin_servers(active)
+        for name in [n for n in self.manager.connections if n.startswith(PLUGIN_SERVER_PREFIX) and n not in settings.servers]:
+            self.manager.remove(name)
+        for config in settings.servers.values():
+            self.manager.add(config)
+        return list(settings.problems)
 
     # CommandSource and MentionSource (roder_ext_mcp.prompts)
     def source_commands(self) -> list[CommandInfo]:

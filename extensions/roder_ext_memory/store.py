@@ -208,8 +208,8 @@ class SqliteMemoryStore:
         self, query: str, limit: int = 5, *, project: str | None = None, include_global: bool = True
     ) -> list[MemoryRecord]:
         terms = search_terms(query)
-        if not terms or limit <= 0:
-            return []
+        if not terms or limit <= 0 or not self.path.exists():
+            return []  # no store yet, nothing to find: a search never creates one (every turn searches)
         owner = self._project(project)
         return await asyncio.to_thread(self._search, terms, int(limit), owner, include_global)
 

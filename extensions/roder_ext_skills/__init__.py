@@ -37,7 +37,7 @@ from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import ToolArguments, arguments_schema, parse_arguments
 from roder_core.plugins.components import discover_with_plugins
-from roder_core.plugins.enabled import active_plugins
+from roder_core.plugins.enabled import ActivePlugins, active_plugins
 from roder_core.plugins.output_styles import OutputStyle, chosen_style, plugin_output_styles, style_instructions
 from roder_core.policy.allowed_tools import allowed_by
 from roder_core.settings.paths import RoderPaths
@@ -104,11 +104,24 @@ class SkillTool(Tool):
 
 
 class SkillTools:
-    def __init__(self, catalog: SkillCatalog) -> None:
+    """The ``skill`` tool's contributor; also the extension's ``PluginAware`` service: a plugin
+    installed, enabled or disabled while the session runs changes the skills (and output styles)
+    of its next turn."""
+
+    def __init__(self, catalog: SkillCatalog, roots: DefinitionRoots, styles: OutputStyleContext) -> None:
         self.catalog = catalog
+        self.roots = roots
+        self.styles = styles
 
     def id(self) -> str:
         return "skills"
+
+    def reload_plugins(self, active: ActivePlugins) -> list[str]:
+        found = discover_with_plugins(self.roots, active)
+        self.catalog.skills = found.skills
+        self.catalog.problems = found.problems
+        self.styles.styles = plugin_output_styles(active, found.problems)
+        return list(found.problems)
 
     def contribute(self, registry: ToolRegistry) -> None:
         if self.catalog.skills:
@@ -181,9 +194,10 @@ class OutputStyleContext:
 
 
 class SkillsExtension(RoderExtension):
-    def __init__(self, catalog: SkillCatalog, styles: OutputStyleContext) -> None:
+    def __init__(self, catalog: SkillCatalog, styles: OutputStyleContext, roots: DefinitionRoots) -> None:
         self.catalog = catalog
         self.styles = styles
+        self.roots = roots
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
@@ -201,7 +215,7 @@ class SkillsExtension(RoderExtension):
         )
 
     def install(self, registry: ServiceRegistrar) -> None:
-        registry.tool_contributor(SkillTools(self.catalog))
+        registry.tool_contributor(SkillTools(self.catalog, self.roots, self.styles))
         registry.context_provider(SkillsContext(self.catalog))
         registry.context_provider(self.styles)
         registry.hook(SkillPermissions(self.catalog))
@@ -209,6 +223,7 @@ class SkillsExtension(RoderExtension):
 
 def create(host: HostContext) -> SkillsExtension:
     active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
-    found = discover_with_plugins(DefinitionRoots(host.cwd, host.paths, host.trusted, host.config), active)
+    roots = DefinitionRoots(host.cwd, host.paths, host.trusted, host.config)
+    found = discover_with_plugins(roots, active)
     styles = OutputStyleContext(host.paths, plugin_output_styles(active, found.problems))
-    return SkillsExtension(SkillCatalog(found.skills, found.problems), styles)
+    return SkillsExtension(SkillCatalog(found.skills, found.problems), styles, roots)

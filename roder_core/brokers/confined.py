@@ -26,12 +26,13 @@ class ConfinedCommand:
     sandboxed: bool
 
 
-def program_folders(argv: list[str], env: Mapping[str, str]) -> list[Path]:
+def program_folders(argv: list[str], env: Mapping[str, str], needs: Iterable[Path] = ()) -> list[Path]:
     """Folders the process needs to see to run at all, bound read-only: where its program and the
-    files named on its command line or in its ``env`` live (the sandbox's private /tmp would
-    otherwise hide a program kept under /tmp), and a virtualenv's root for its interpreter."""
+    files named on its command line, in its ``env`` or in ``needs`` live (the sandbox's private
+    /tmp would otherwise hide a program kept under /tmp), and a virtualenv's root for its
+    interpreter."""
     folders: set[Path] = set()
-    for value in [*argv, *env.values()]:
+    for value in [*argv, *env.values(), *map(str, needs)]:
         if not value.startswith("/"):
             continue
         path = Path(value)
@@ -56,12 +57,15 @@ def confine(
     passed_env: Iterable[str] = (),
     extra_env: Mapping[str, str] | None = None,
     hidden: Iterable[Path] = (),
+    needs: Iterable[Path] = (),
 ) -> ConfinedCommand:
     """The command line and environment that give the process exactly these grants.
 
     ``argv[0]`` is looked up on the PATH of the environment it gets; ``hidden`` are Roder's own
-    folders (``own_folders``). Where bubblewrap is not available the process runs unconfined,
-    with the environment still scrubbed, and ``sandboxed`` says so.
+    folders (``own_folders``); ``needs`` are other files or folders the program reads to run
+    (a language server's TypeScript named in its initialization options). Where bubblewrap is
+    not available the process runs unconfined, with the environment still scrubbed, and
+    ``sandboxed`` says so.
     """
     from roder_core.brokers.sandbox import Confinement, bubblewrap_argv, sandbox_status
     from roder_core.brokers.secret_paths import default_deny_read, masks
@@ -78,7 +82,7 @@ def confine(
     if status.effective == "off" or status.bwrap is None:
         return ConfinedCommand(argv, child_env, sandboxed=False)
     sees = reads or writes
-    shown = tuple(p for p in program_folders(argv, extra_env or {}) if not p.is_relative_to(workspace))
+    shown = tuple(p for p in program_folders(argv, extra_env or {}, needs) if not p.is_relative_to(workspace))
     home = Path(env.get("HOME") or Path.home())
     plan = Confinement(
         level="workspace-write" if writes else "read-only",

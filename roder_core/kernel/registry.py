@@ -401,6 +401,14 @@ class ExtensionRegistry:
     def palette_sources(self) -> list[PaletteSource]:
         return list(self.services(PALETTE_SOURCE))
 
+    def unique_implementations(self) -> list[object]:
+        """Every installed service object once, even one installed under two kinds: callers
+        pick those implementing a protocol (``Runtime.plugins_changed``)."""
+        seen: dict[int, object] = {}
+        for installed in self._services:
+            seen.setdefault(id(installed.implementation), installed.implementation)
+        return list(seen.values())
+
     def closeable_services(self) -> list[Closeable]:
         """Services holding resources (MCP connections) that expose ``async aclose()``; the
         runtime closes them once when it closes. A service installed under two kinds is listed once."""

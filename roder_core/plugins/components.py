@@ -234,6 +234,9 @@ class PluginServer:
     env: dict[str, str]
 
 
+#: How a plugin's MCP server id starts: ``plugin:<plugin>:<server>``.
+PLUGIN_SERVER_PREFIX = "plugin:"
+
 #: The server fields placeholders are filled in (Claude Code's list).
 SERVER_FIELDS = ("command", "args", "env", "url", "headers", "headersHelper")
 
@@ -253,7 +256,12 @@ def plugin_servers(active: ActivePlugins, project: Path) -> list[PluginServer]:
                 filled[script - 1] = options_as_variables(str(args[script - 1]), plugin.options)
                 raw["args"] = filled
             found.append(
-                PluginServer(f"plugin:{plugin.name}:{spec.name}", plugin.id, replace(spec, raw=raw), plugin.process_env(project))
+                PluginServer(
+                    f"{PLUGIN_SERVER_PREFIX}{plugin.name}:{spec.name}",
+                    plugin.id,
+                    replace(spec, raw=raw),
+                    plugin.process_env(project),
+                )
             )
     return found
 

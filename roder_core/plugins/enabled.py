@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
 from roder_core.plugins.layout import PluginLayout, resolve_layout
@@ -76,6 +76,15 @@ class ActivePlugins:
     plugins: list[ActivePlugin] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     project: ProjectPlugins = field(default_factory=ProjectPlugins)
+
+
+@runtime_checkable
+class PluginAware(Protocol):
+    """A service that reads the enabled plugins: ``Runtime.plugins_changed`` hands it the new set
+    after a plugin is installed, enabled, disabled, configured or removed, so the running session
+    uses it from the next turn. Returns one problem line per component it could not load."""
+
+    def reload_plugins(self, active: ActivePlugins) -> list[str]: ...
 
 
 def project_plugins(cwd: Path, trusted: bool) -> ProjectPlugins:

@@ -148,6 +148,7 @@ class Runtime:
         for sink in registry.event_sinks:
             self.bus.add_listener(sink.on_event)
         self.bus.add_listener(PolicyEventAudit(self.audit))
+        self._plugins_lock = asyncio.Lock()
         #: Plans ``exit_plan`` proposed, as documents under review (``plan/review/*``).
         self.plan_reviews = PlanReviewBook(self, self.bus.add_listener)
 
@@ -755,6 +756,28 @@ class Runtime:
             await self.emit(ModeChanged(thread_id=state.thread.id, mode=mode, reason=reason))
         if not self.threads:
             self.bus.publish(ModeChanged(thread_id="", mode=mode, reason=reason))
+
+    async def plugins_changed(self) -> list[str]:
+        """Hand the enabled plugins, read again, to every service that reads them (the
+        ``PluginAware`` ones: skills, MCP servers, ...) after a plugin was installed, enabled,
+        disabled, configured or removed: the running session uses the change from its next turn.
+        Commands and agents are read per use and need nothing. Returns one line per problem."""
+        from roder_core.plugins.enabled import PluginAware, active_plugins
+
+        options = self.options
+        problems: list[str] = []
+        # One reload at a time: two changes at once must not apply an older read after a newer one.
+        async with self._plugins_lock:
+            extra = options.config.model_extra
+            active = await asyncio.to_thread(active_plugins, options.paths, options.cwd, options.trusted, extra)
+            for service in self.registry.unique_implementations():
+                if not isinstance(service, PluginAware):
+                    continue
+                try:
+                    problems.extend(service.reload_plugins(active))
+                except Exception as exc:  # one failing service must not keep the others on the old set
+                    problems.append(f"{type(service).__name__}: {exc}")
+        return problems
 
     async def _observe(self, point: HookPoint, payload: HookPayload) -> None:
         if self.hooks.has(point):

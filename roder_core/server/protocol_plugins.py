@@ -9,11 +9,11 @@ preview that listed what runs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
-from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel, register
+from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel, ServerNotification, register, register_notification
 
 
 class MarketplaceInfo(ProtocolModel):
@@ -217,10 +217,28 @@ class InstalledPlugin(ProtocolModel):
     missing_options: list[PluginOption] = Field(default_factory=list)
 
 
-class InstallResult(ProtocolModel):
-    installed: InstalledPlugin
-    #: Components load when a runtime starts: restart the session to use it.
+class LiveChange(ProtocolModel):
+    """How a plugin change reaches the running server: its commands, skills, agents, output
+    styles and MCP servers apply from the next turn; ``nextStart`` names what still waits for
+    roder to start again (hooks, LSP servers, Roder extensions), and ``restartRequired`` is set
+    when that list is not empty."""
+
     restart_required: bool = True
+    next_start: list[str] = Field(default_factory=list)
+
+
+class PluginsChanged(ServerNotification):
+    """Plugins were installed, enabled, disabled, configured or removed and the server reloaded
+    them: clients read their command lists again (``commands/list``)."""
+
+    method: Literal["plugins/changed"] = "plugins/changed"
+    #: Ids of the plugins the change was about.
+    plugins: list[str] = Field(default_factory=list)
+    next_start: list[str] = Field(default_factory=list)
+
+
+class InstallResult(LiveChange):
+    installed: InstalledPlugin
 
 
 class InstallAllParams(ProtocolModel):
@@ -235,12 +253,11 @@ class SkippedVariant(ProtocolModel):
     reason: str
 
 
-class InstallAllResult(ProtocolModel):
+class InstallAllResult(LiveChange):
     installed: list[InstalledPlugin]
     skipped: list[SkippedVariant] = Field(default_factory=list)
     #: How same-named variants coexist (only one is enabled).
     note: str = ""
-    restart_required: bool = True
 
 
 class ListInstalledResult(ProtocolModel):
@@ -248,9 +265,8 @@ class ListInstalledResult(ProtocolModel):
     problems: list[str] = Field(default_factory=list)
 
 
-class DisableResult(ProtocolModel):
+class DisableResult(LiveChange):
     plugin: InstalledPlugin
-    restart_required: bool = True
 
 
 class PluginResult(ProtocolModel):
@@ -265,16 +281,14 @@ class PluginOptionsParams(ProtocolModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class EnableResult(ProtocolModel):
+class EnableResult(LiveChange):
     plugin: InstalledPlugin
     #: Same-named variants that were enabled and are now disabled (only one variant is enabled).
     disabled_variants: list[str] = Field(default_factory=list)
-    restart_required: bool = True
 
 
-class ConfigureResult(ProtocolModel):
+class ConfigureResult(LiveChange):
     plugin: InstalledPlugin
-    restart_required: bool = True
 
 
 class ImportClaudeParams(ProtocolModel):
@@ -313,11 +327,10 @@ class ImportClaudeApplyParams(ImportClaudeParams):
     consent: str
 
 
-class ImportClaudeResult(ProtocolModel):
+class ImportClaudeResult(LiveChange):
     imported: list[str] = Field(default_factory=list)
     #: Catalogs or plugins that could not be imported, one line each (the rest were).
     problems: list[str] = Field(default_factory=list)
-    restart_required: bool = True
 
 
 class UninstallParams(ProtocolModel):
@@ -328,10 +341,9 @@ class UninstallParams(ProtocolModel):
     prune: bool = False
 
 
-class UninstallResult(ProtocolModel):
+class UninstallResult(LiveChange):
     uninstalled: str
     pruned: list[str] = Field(default_factory=list)
-    restart_required: bool = True
 
 
 MARKETPLACES_LIST = MethodSpec(
@@ -506,3 +518,4 @@ _SPECS: list[MethodSpec[Any, Any]] = [
 ]
 for _spec in _SPECS:
     register(_spec)
+register_notification(PluginsChanged)

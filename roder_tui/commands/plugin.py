@@ -261,7 +261,7 @@ async def _install(client: AppClient, args: argparse.Namespace) -> int:
     row = (await client.call(PLUGINS_INSTALL, InstallParams(plugin=data.plugin.id, consent=consent, options=options))).installed
     for dependency in data.dependencies:
         print(f"installed dependency {dependency.id} {dependency.version}")
-    print(f"installed {row.id} {row.version} (enabled; start a new session to use it)")
+    print(f"installed {row.id} {row.version} (enabled; new sessions load it, and /plugin applies changes in a running one)")
     for note in row.problems:
         print(f"  ! {note}")
     return 0

@@ -127,6 +127,15 @@ class PluginOptionsScreen(ModalScreen[dict[str, str] | None]):
         self.dismiss(None)
 
 
+def live_note(next_start: list[str], verb: str) -> str:
+    """What of a plugin change applies now and what waits for roder to start again: the server
+    reloads commands, skills, agents and MCP servers at once (``plugins/changed``)."""
+    now = "in use from the next message" if verb == "load" else "gone from the next message"
+    if not next_start:
+        return now
+    return f"{now}; its {' and '.join(next_start)} {verb} when roder starts next"
+
+
 class PluginScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape", "close", "Close"),
@@ -309,7 +318,7 @@ class PluginScreen(ModalScreen[None]):
             await self.refresh_results()
             version = result.installed.version
             shown = f" {version}" if version and version != "unknown" else ""
-            self.status(f"installed {identifier}{shown}: its commands, skills and agents load when roder starts next")
+            self.status(f"installed {identifier}{shown}: {live_note(result.next_start, 'load')}")
             self.app.notify(f"installed {identifier}", title="/plugin")
 
     async def refresh_results(self) -> None:
@@ -325,9 +334,10 @@ class PluginScreen(ModalScreen[None]):
         variant = self.selected()
         if variant is None or not variant.installed:
             return
-        if await self.attempt("disable", self.client.call(PLUGINS_DISABLE, PluginParams(plugin=variant.id))) is not None:
+        result = await self.attempt("disable", self.client.call(PLUGINS_DISABLE, PluginParams(plugin=variant.id)))
+        if result is not None:
             await self.refresh_results()
-            self.status(f"disabled {variant.id} (from the next session on)")
+            self.status(f"disabled {variant.id}: {live_note(result.next_start, 'stop')}")
 
     async def action_enable(self) -> None:
         """Enable the highlighted installed variant, asking first for required options it lacks."""
@@ -355,7 +365,7 @@ class PluginScreen(ModalScreen[None]):
         if result is not None:
             await self.refresh_results()
             switched = f"; disabled {', '.join(result.disabled_variants)}" if result.disabled_variants else ""
-            self.status(f"enabled {identifier} (from the next session on){switched}")
+            self.status(f"enabled {identifier}: {live_note(result.next_start, 'load')}{switched}")
 
     async def action_add_marketplace(self) -> None:
         source = self.query_one(Input).value.strip()

@@ -5,48 +5,11 @@ serves diagnostics too."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-from tests.builders import scripted_client, tool_steps, turn_tool_results
-
-
-def tools_path() -> str:
-    """PATH with the language servers: .ci/run installs them with npm into RODER_TEST_LSP_BIN."""
-    extra = os.environ.get("RODER_TEST_LSP_BIN", "")
-    return os.pathsep.join(p for p in (extra, os.environ.get("PATH", "")) if p)
-
-
-def need(command: str) -> None:
-    if shutil.which(command, path=tools_path()) is None:
-        message = f"{command} is not installed (.ci/run installs it: npm install pyright typescript typescript-language-server)"
-        if os.environ.get("RODER_REQUIRE_LSP"):
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-#: Generous: a language server's first analysis on a loaded 2-core machine takes tens of seconds.
-SLOW_MACHINE = "hook_timeout = 300\n[lsp]\ndiagnostics_timeout = 280\nsettle_seconds = 3\n"
-
-
-async def tool_results(workspace: Path, tmp_path: Path, calls: list[dict[str, Any]]) -> tuple[list[Any], str]:
-    """The tool results of one turn making ``calls``, and the status bar's lsp segment after it."""
-    config = Path(os.environ["RODER_HOME"]) / "config.toml"
-    if "[lsp]" not in (config.read_text() if config.exists() else ""):
-        config.write_text((config.read_text() if config.exists() else "") + SLOW_MACHINE)
-    async with scripted_client(workspace, tmp_path, tool_steps(calls), env={"PATH": tools_path()}) as app:
-        results = await turn_tool_results(app, timeout=600)
-        views = [s.render({}) for s in app.runtime.registry.status_segments if s.id() == "lsp"]
-        status = " ".join(view.text for view in views if view is not None)
-    return results, status
-
-
-def edit(path: str, old: str, new: str) -> dict[str, Any]:
-    return {"name": "edit", "arguments": {"path": path, "old_string": old, "new_string": new}}
+from roder_core.policy.trust import TrustStore
+from roder_core.settings.paths import RoderPaths
+from tests.lsp.support import SLOW_MACHINE, edit, need, tool_results
 
 
 async def test_an_edit_that_breaks_types_returns_the_diagnostic(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
@@ -111,7 +74,6 @@ async def test_a_plugins_lsp_json_server_serves_diagnostics(roder_home: Path, wo
     built-in table switched off so nothing else could have answered."""
     need("pyright-langserver")
     from roder_core.plugins.store import PluginStore
-    from roder_core.settings.paths import RoderPaths
     from tests.plugins.support import copy_official
 
     root = copy_official(tmp_path / "catalog", ["pyright-lsp"])
@@ -121,7 +83,15 @@ async def test_a_plugins_lsp_json_server_serves_diagnostics(roder_home: Path, wo
     store.install(identifier, store.preview(identifier).consent)
     (roder_home / "config.toml").write_text(SLOW_MACHINE + "builtin = false\n")
     (workspace / "p.py").write_text("count: int = 1\n")
-    (broke,), _ = await tool_results(workspace, tmp_path, [edit("p.py", "count: int = 1", 'count: int = "1"')])
+    # Not trusted yet: a plugin's server may run what the project configures, so it waits.
+    (waiting,), status = await tool_results(workspace, tmp_path, [edit("p.py", "count: int = 1", "count: int = 2")])
+    assert waiting.text.endswith(
+        "\n\n(no diagnostics: pyright starts only in trusted folders (it can run the project's own code): "
+        "`roder trust` to allow it)"
+    ), waiting.text
+    assert status == "lsp: pyright (waits for trust)"
+    TrustStore(RoderPaths.from_env()).set(workspace, True)
+    (broke,), _ = await tool_results(workspace, tmp_path, [edit("p.py", "count: int = 2", 'count: int = "1"')])
     assert "Diagnostics this change introduced (pyright):" in broke.text, broke.text
 
 

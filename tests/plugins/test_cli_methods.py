@@ -106,7 +106,7 @@ def test_each_subcommand_prints_what_its_method_answers(tmp_path: Path, here: Pa
     assert answer(here, lambda c: c.call(PLUGINS_LIST_INSTALLED)).plugins == []
     assert f"installed {HOOKIFY} " in out(capsys, "install", "hookify", "--yes")
     assert out(capsys, "install", "formatter@alpha").endswith(
-        "installed formatter@alpha 1.0.0 (enabled; start a new session to use it)\n"
+        "installed formatter@alpha 1.0.0 (enabled; new sessions load it, and /plugin applies changes in a running one)\n"
     )
     installed = answer(here, lambda c: c.call(PLUGINS_LIST_INSTALLED))
     assert json.loads(out(capsys, "list", "--json")) == installed.wire()

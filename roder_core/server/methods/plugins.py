@@ -2,14 +2,17 @@
 uninstall, and importing Claude Code's plugins. ``roder plugin`` is a client of these methods.
 
 The work is file and process I/O (git, downloads, copies), so each call runs in a worker thread.
-Changes take effect when a runtime next starts (``restartRequired``): hooks, servers, commands
-and agents of a plugin load with the session, and a disabled plugin's stop with the next one.
-A failed operation answers -32000 with the reason; nothing is left half-installed.
+Every change (install, enable, disable, configure, uninstall, import) ends in one step,
+``_applied``: ``Runtime.plugins_changed`` hands the new set of enabled plugins to every service
+that reads them, so commands, skills, agents, output styles and MCP servers apply from the next
+turn; what only loads when a runtime starts (hooks, LSP servers, Roder extensions) is named in
+``nextStart``. A failed operation answers -32000 with the reason; nothing is left half-installed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -55,6 +58,7 @@ from roder_core.server.protocol_plugins import (
     InstallParams,
     InstallResult,
     ListInstalledResult,
+    LiveChange,
     MarketplaceAddParams,
     MarketplaceInfo,
     MarketplaceNameParams,
@@ -67,6 +71,8 @@ from roder_core.server.protocol_plugins import (
     PluginOptionsParams,
     PluginParams,
     PluginResult,
+    PluginsChanged,
+    PreviewComponents,
     PreviewResult,
     SearchParams,
     SearchResultList,
@@ -75,6 +81,12 @@ from roder_core.server.protocol_plugins import (
 )
 
 T = TypeVar("T")
+L = TypeVar("L", bound=LiveChange)
+
+log = logging.getLogger(__name__)
+
+#: What of a plugin loads only when a runtime starts, by its field in the components.
+_NEXT_START = (("hooks", "hooks"), ("lsp_servers", "LSP servers"), ("roder_extensions", "Roder extensions"))
 
 
 def _service(app: Dispatcher) -> PluginService:
@@ -87,6 +99,23 @@ async def _run(work: Callable[[], T]) -> T:
         return await asyncio.to_thread(work)
     except (PluginError, FetchError, ManifestError) as exc:
         raise RpcError(RUNTIME_ERROR, str(exc)) from None
+
+
+def next_start(components: PreviewComponents) -> list[str]:
+    """The parts of a plugin that a running session does not pick up."""
+    return [label for field, label in _NEXT_START if getattr(components, field)]
+
+
+async def _applied(app: Dispatcher, result: L, plugins: list[InstalledPlugin]) -> L:
+    """The one step after every plugin change: the running runtime reloads its plugins, and the
+    result says which parts of ``plugins`` wait for the next start."""
+    for problem in await app.runtime.plugins_changed():
+        log.warning("reloading plugins: %s", problem)
+    waiting = [label for _, label in _NEXT_START if any(label in next_start(p.components) for p in plugins)]
+    result.next_start = waiting
+    result.restart_required = bool(waiting)
+    app.broadcast(PluginsChanged(plugins=[p.id for p in plugins], next_start=waiting))
+    return result
 
 
 @handles(MARKETPLACES_LIST)
@@ -143,12 +172,14 @@ async def plugins_preview_install(app: Dispatcher, params: PluginParams, ctx: Ca
 @handles(PLUGINS_INSTALL)
 async def plugins_install(app: Dispatcher, params: InstallParams, ctx: CallContext) -> InstallResult:
     row = await _run(lambda: _service(app).install(params.plugin, params.consent, options=params.options))
-    return InstallResult(installed=from_domain(InstalledPlugin, row))
+    installed = from_domain(InstalledPlugin, row)
+    return await _applied(app, InstallResult(installed=installed), [installed])
 
 
 @handles(PLUGINS_INSTALL_ALL_VARIANTS)
 async def plugins_install_all_variants(app: Dispatcher, params: InstallAllParams, ctx: CallContext) -> InstallAllResult:
-    return from_domain(InstallAllResult, await _run(lambda: _service(app).install_all(params.name, params.consents)))
+    result = from_domain(InstallAllResult, await _run(lambda: _service(app).install_all(params.name, params.consents)))
+    return await _applied(app, result, result.installed)
 
 
 @handles(PLUGINS_LIST_INSTALLED)
@@ -159,13 +190,16 @@ async def plugins_list_installed(app: Dispatcher, params: NoParams, ctx: CallCon
 @handles(PLUGINS_DISABLE)
 async def plugins_disable(app: Dispatcher, params: PluginParams, ctx: CallContext) -> DisableResult:
     row = await _run(lambda: _service(app).set_enabled(params.plugin, False))
-    return DisableResult(plugin=from_domain(InstalledPlugin, row))
+    plugin = from_domain(InstalledPlugin, row)
+    return await _applied(app, DisableResult(plugin=plugin), [plugin])
 
 
 @handles(PLUGINS_UNINSTALL)
 async def plugins_uninstall(app: Dispatcher, params: UninstallParams, ctx: CallContext) -> UninstallResult:
-    removed, pruned = await _run(lambda: _service(app).uninstall(params.plugin, params.keep_data, prune=params.prune))
-    return UninstallResult(uninstalled=removed, pruned=pruned)
+    service = _service(app)
+    before = from_domain(InstalledPlugin, await _run(lambda: service.read(params.plugin)))
+    removed, pruned = await _run(lambda: service.uninstall(params.plugin, params.keep_data, prune=params.prune))
+    return await _applied(app, UninstallResult(uninstalled=removed, pruned=pruned), [before])
 
 
 @handles(PLUGINS_READ)
@@ -176,13 +210,15 @@ async def plugins_read(app: Dispatcher, params: PluginParams, ctx: CallContext) 
 @handles(PLUGINS_ENABLE)
 async def plugins_enable(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> EnableResult:
     row, switched_off = await _run(lambda: _service(app).enable(params.plugin, params.options))
-    return EnableResult(plugin=from_domain(InstalledPlugin, row), disabled_variants=switched_off)
+    plugin = from_domain(InstalledPlugin, row)
+    return await _applied(app, EnableResult(plugin=plugin, disabled_variants=switched_off), [plugin])
 
 
 @handles(PLUGINS_CONFIGURE)
 async def plugins_configure(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> ConfigureResult:
     row = await _run(lambda: _service(app).configure(params.plugin, params.options))
-    return ConfigureResult(plugin=from_domain(InstalledPlugin, row))
+    plugin = from_domain(InstalledPlugin, row)
+    return await _applied(app, ConfigureResult(plugin=plugin), [plugin])
 
 
 def _claude_dir(app: Dispatcher, params: ImportClaudeParams) -> Path:
@@ -203,4 +239,8 @@ async def plugins_preview_import_claude(app: Dispatcher, params: ImportClaudePar
 @handles(PLUGINS_IMPORT_CLAUDE)
 async def plugins_import_claude(app: Dispatcher, params: ImportClaudeApplyParams, ctx: CallContext) -> ImportClaudeResult:
     root = _claude_dir(app, params)
-    return from_domain(ImportClaudeResult, await _run(lambda: _service(app).import_claude(root, params.consent)))
+    service = _service(app)
+    result = from_domain(ImportClaudeResult, await _run(lambda: service.import_claude(root, params.consent)))
+    rows = await _run(lambda: [service.read(identifier) for identifier in result.imported])
+    imported = [from_domain(InstalledPlugin, row) for row in rows]
+    return await _applied(app, result, imported)

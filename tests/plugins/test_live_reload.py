@@ -1,0 +1,162 @@
+"""A plugin installed, disabled or enabled in the running app is used from the next message:
+its command runs, its skill is offered and its MCP server's tool reaches the model, with no
+restart. Pilot drives the real ``/plugin`` screen; the model is the loopback server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from textual.widgets import Static
+
+from roder_core.plugins.store import PluginStore
+from roder_core.settings.paths import RoderPaths
+from roder_core.testing.fake_server import FakeModelServer, RecordedRequest
+from roder_tui.app import RoderApp
+from roder_tui.screens.plugins import PluginScreen
+from tests.plugins.support import marketplace, write, write_json
+from tests.tui.helpers import make_app, ready, turn_done, until
+
+FIXTURE_SERVER = Path(__file__).resolve().parents[1] / "ecosystem" / "mcp_fixture_server.py"
+MCP_TOOL = "mcp__plugin_live-kit_fixture__echo"
+
+
+def live_kit(root: Path, hooks: bool = False) -> Path:
+    """A catalog with one plugin: a command, a skill and an MCP server (and a hook if asked)."""
+    plugin = root / "live-kit"
+    write_json(plugin / ".claude-plugin" / "plugin.json", {"name": "live-kit", "version": "1.0.0"})
+    write(plugin / "commands" / "hello.md", "---\ndescription: Greet someone\n---\nSay a warm hello to $ARGUMENTS.\n")
+    write(plugin / "skills" / "greeting" / "SKILL.md", "---\nname: greeting\ndescription: How to greet politely\n---\nBow.\n")
+    shutil.copy(FIXTURE_SERVER, plugin / "server.py")
+    write_json(
+        plugin / ".mcp.json", {"fixture": {"command": sys.executable, "args": ["${CLAUDE_PLUGIN_ROOT}/server.py", "stdio"]}}
+    )
+    if hooks:
+        hook = {"hooks": [{"type": "command", "command": "true"}]}
+        write_json(plugin / "hooks" / "hooks.json", {"hooks": {"Stop": [hook]}})
+    return marketplace(root, "live-market", [{"name": "live-kit", "source": "./live-kit"}])
+
+
+def status_of(screen: PluginScreen) -> str:
+    return str(screen.query_one("#plugin-status", Static).render())
+
+
+def offered(request: RecordedRequest) -> tuple[list[str], str]:
+    """The tool names and the system prompt of one chat-completions request."""
+    body = request.json
+    tools = [t["function"]["name"] for t in body.get("tools") or []]
+    system = " ".join(str(m.get("content")) for m in body["messages"] if m["role"] == "system")
+    return tools, system
+
+
+async def open_plugins(app: RoderApp, pilot: object) -> PluginScreen:
+    await app.run_slash("/plugin")
+    await until(pilot, lambda: isinstance(app.screen, PluginScreen), what="the plugin screen")
+    screen = app.screen
+    assert isinstance(screen, PluginScreen)
+    await until(pilot, lambda: [r.name for r in screen.results] == ["live-kit"], what="the catalog listed")
+    return screen
+
+
+async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_disabled(
+    tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    PluginStore(RoderPaths.from_env()).add_marketplace(str(live_kit(tmp_path / "catalog")))
+    steps = [{"text": "Hello before."}, {"text": "Hello, Ada!"}, {"text": "Plain again."}]
+    async with FakeModelServer(steps) as model:
+        write(
+            roder_home / "config.toml",
+            f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{model.base_url}"\n'
+            'api_key_env = "LOCAL_API_KEY"\nmodels = ["my-model"]\n'
+            "[mcp]\nstartup_wait = 25\n",  # the next turn waits for the new server as for one at start
+        )
+        monkeypatch.setenv("LOCAL_API_KEY", "sk-local-test-0123456789")
+        app = make_app(workspace, None, monkeypatch, provider="local")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot)
+            await app.send("hi")
+            await turn_done(pilot, 1)
+            tools, system = offered(model.calls[0])
+            assert MCP_TOOL not in tools and "live-kit:greeting" not in system
+
+            screen = await open_plugins(app, pilot)
+            await pilot.press("enter")
+            await until(pilot, lambda: screen.preview is not None, what="the preview")
+            await pilot.press("i")  # its MCP server runs code: asked first
+            await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
+            await pilot.press("y")
+            await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
+            assert status_of(screen) == "installed live-kit@live-market 1.0.0: in use from the next message"
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+            await until(pilot, lambda: "live-kit:hello" in [c.name for c in app.slash_commands], what="the command listed")
+
+            await app.run_slash("/live-kit:hello Ada")  # the plugin's command, in this session
+            await turn_done(pilot, 2)
+            tools, system = offered(model.calls[1])
+            assert "Say a warm hello to Ada." in json.dumps(model.calls[1].json["messages"])
+            assert "live-kit:greeting: How to greet politely" in system  # its skill is offered
+            assert MCP_TOOL in tools  # its MCP server started and its tool reaches the model
+
+            screen = await open_plugins(app, pilot)
+            await pilot.press("enter")  # from the search box to the list
+            await until(pilot, lambda: screen.preview is not None, what="the preview")
+            await pilot.press("d")
+            await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
+            assert status_of(screen) == "disabled live-kit@live-market: gone from the next message"
+            await pilot.press("escape")
+            await until(pilot, lambda: "live-kit:hello" not in [c.name for c in app.slash_commands], what="the command gone")
+            await app.send("hi again")
+            await turn_done(pilot, 3)
+            tools, system = offered(model.calls[2])
+            assert MCP_TOOL not in tools and "live-kit:greeting" not in system
+
+
+async def test_what_waits_for_a_restart_is_named(
+    tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    PluginStore(RoderPaths.from_env()).add_marketplace(str(live_kit(tmp_path / "catalog", hooks=True)))
+    app = make_app(workspace, [], monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        screen = await open_plugins(app, pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.preview is not None, what="the preview")
+        await pilot.press("i")
+        await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
+        await pilot.press("y")
+        await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
+        assert (
+            status_of(screen)
+            == "installed live-kit@live-market 1.0.0: in use from the next message; its hooks load when roder starts next"
+        )
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+async def test_a_reload_reads_a_projects_plugin_settings_only_in_a_trusted_folder(
+    tmp_path: Path, workspace: Path, trusted: bool
+) -> None:
+    """The project enables a plugin the user disabled: after ``plugins_changed`` its skill is
+    offered in a trusted folder and not in an untrusted one, exactly as at start."""
+    from roder_core.runtime.bootstrap import StartSettings, start_runtime
+
+    store = PluginStore(RoderPaths.from_env())
+    store.add_marketplace(str(live_kit(tmp_path / "catalog")))
+    started = start_runtime(StartSettings(cwd=workspace, provider="mock", mode="ask", sandbox="off", trust=trusted))
+    runtime = started.runtime
+    try:
+        assert "skill" not in runtime.tool_names()
+        store.install("live-kit", store.preview("live-kit").consent)
+        store.set_enabled("live-kit@live-market", False)
+        write_json(workspace / ".claude" / "settings.json", {"enabledPlugins": {"live-kit@live-market": True}})
+        await runtime.plugins_changed()
+        assert ("skill" in runtime.tool_names()) is trusted
+        store.set_enabled("live-kit@live-market", True)
+        (workspace / ".claude" / "settings.json").unlink()
+        await runtime.plugins_changed()
+        assert "skill" in runtime.tool_names()  # the user's own choice applies in any folder
+    finally:
+        await runtime.close()
