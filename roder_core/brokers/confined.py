@@ -26,11 +26,17 @@ class ConfinedCommand:
     sandboxed: bool
 
 
+#: Files that mark a package's root: a program's imports reach anywhere in its package (a
+#: script in ``examples/`` imports the SDK one folder up; Node.js resolves ``node_modules`` upwards).
+PACKAGE_MARKERS = ("package.json", "pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
 def program_folders(argv: list[str], env: Mapping[str, str], needs: Iterable[Path] = ()) -> list[Path]:
-    """Folders the process needs to see to run at all, bound read-only: where its program and the
-    files named on its command line, in its ``env`` or in ``needs`` live (the sandbox's private
-    /tmp would otherwise hide a program kept under /tmp), and a virtualenv's root for its
-    interpreter."""
+    """Folders the process needs to see to run at all, bound read-only: the packages its program
+    and the files named on its command line, in its ``env`` or in ``needs`` belong to (the
+    sandbox's private /tmp would otherwise hide a program kept under /tmp, say in a clone there),
+    and a virtualenv's root for its interpreter."""
+    tmp = Path("/tmp")
     folders: set[Path] = set()
     for value in [*argv, *env.values(), *map(str, needs)]:
         if not value.startswith("/"):
@@ -39,11 +45,21 @@ def program_folders(argv: list[str], env: Mapping[str, str], needs: Iterable[Pat
         if path.is_dir():
             folders.add(path.resolve())
         elif path.exists():
-            folders.add(path.parent.resolve())
+            folders.add(_package_root(path.parent.resolve(), tmp))
             if path.parent.name == "bin" and (path.parent.parent / "pyvenv.cfg").exists():
-                folders.add(path.parent.parent.resolve())
-    tmp = Path("/tmp")
+                folders.add(_package_root(path.parent.parent.resolve(), tmp))
     return sorted(f for f in folders if f.is_relative_to(tmp))
+
+
+def _package_root(folder: Path, tmp: Path) -> Path:
+    """The nearest folder at or above ``folder`` (below /tmp) that holds a package marker, else
+    ``folder`` itself."""
+    for candidate in (folder, *folder.parents):
+        if candidate == tmp or not candidate.is_relative_to(tmp):
+            break
+        if any((candidate / marker).exists() for marker in PACKAGE_MARKERS):
+            return candidate
+    return folder
 
 
 def confine(
