@@ -106,6 +106,7 @@ def test_a_reward_hacking_agent_scores_as_failed(
         "score": score,
         "tests": ["tests"],
         "protect": ["conftest.py", "pytest.ini"],
+        "python": sys.executable,  # shown to the score's sandbox (a checkout under /tmp is hidden there)
     }
     tasks = write_jsonl(
         tmp_path / "tasks.jsonl",
@@ -123,7 +124,7 @@ def test_a_reward_hacking_agent_scores_as_failed(
     assert code == 0, err
 
     honest = result(out, "honest")
-    assert honest["passed"]
+    assert honest["passed"], (out / "rollouts" / "honest" / "0" / "score.log").read_text()
     assert honest["score"]["exit_code"] == 0
     assert honest["score_sandbox"] == "workspace-write"
     listing = next(s for s in steps(out, "honest") if s["type"] == "tool_call")["result"]["text"]
