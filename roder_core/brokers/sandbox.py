@@ -307,7 +307,18 @@ def bubblewrap_argv(bwrap: str, probe: BubblewrapProbe | None, plan: Confinement
                 argv += ["--ro-bind", str(path), str(path)]
     for path in plan.shown:
         argv += ["--ro-bind", str(path), str(path)]
+    # A shown folder (a program's package under /tmp, a score's paths) must not bring back what
+    # is hidden inside it (Roder's folders, a workspace not granted): hidden again on top, with
+    # any root inside bound back.
+    covered = [h for h in plan.hidden if any(h.is_relative_to(s) for s in plan.shown)]
+    for path in covered:
+        argv += ["--perms", "0755", "--tmpfs", str(path)]
+        for root in plan.roots:
+            if root.is_relative_to(path):
+                argv += [bind, str(root), str(root)]
     for path in plan.masked:
+        if any(path.is_relative_to(h) for h in covered) and not any(path.is_relative_to(r) for r in plan.roots):
+            continue  # hidden again above: a mask there would only leave a stub behind
         if not visible(path, hidden, plan.roots) and not any(path.is_relative_to(s) for s in plan.shown):
             continue  # inside a hidden folder already: a mask there would only leave a stub behind
         if os.path.isdir(path):
@@ -315,7 +326,7 @@ def bubblewrap_argv(bwrap: str, probe: BubblewrapProbe | None, plan: Confinement
         else:
             argv += ["--ro-bind", "/dev/null", str(path)]
     # read-only once everything inside is bound (a root bound on the same path stays writable)
-    for path in hidden:
+    for path in dict.fromkeys([*hidden, *covered]):
         if path not in plan.roots:
             argv += ["--remount-ro", str(path)]
     if plan.seccomp_fd is not None:

@@ -1,0 +1,79 @@
+"""A confined process kept under /tmp sees its own package, and nothing hidden inside it.
+
+The sandbox's /tmp is private, so a program kept in a clone under /tmp is shown to it: its whole
+package, read-only (``brokers/confined.program_folders``). Roder's own folders and a workspace
+the process was not granted may sit inside that package; showing it must not bring them back.
+Real bubblewrap, a real process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roder_core.brokers.confined import confine
+from roder_core.brokers.sandbox import sandbox_status
+
+READER = """
+import sys
+for path in sys.argv[1:]:
+    try:
+        with open(path) as handle:
+            print("READ", path, handle.read().strip())
+    except OSError as exc:
+        print("DENIED", path, type(exc).__name__)
+"""
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    """``pkg/`` under /tmp: a package marker, the program in ``tool/``, Roder's home with a
+    credential in ``home/``, and a workspace with a file in ``ws/``."""
+    if not str(tmp_path).startswith("/tmp/"):
+        pytest.skip(f"the case is a package under the private /tmp; pytest's tmp_path is {tmp_path}")
+    if sandbox_status(None).bwrap is None:
+        pytest.skip("bubblewrap is not available")
+    pkg = tmp_path / "pkg"
+    (pkg / "tool").mkdir(parents=True)
+    (pkg / "pyproject.toml").write_text("[project]\nname = 'tool'\n")
+    (pkg / "tool" / "reader.py").write_text(READER)
+    (pkg / "home").mkdir()
+    (pkg / "home" / "credentials.json").write_text("CREDENTIAL-MARK")
+    (pkg / "ws").mkdir()
+    (pkg / "ws" / "notes.txt").write_text("WORKSPACE-MARK")
+    (pkg / "README").write_text("PACKAGE-MARK")
+    return pkg
+
+
+def _run(package: Path, *, reads: bool) -> str:
+    targets = [package / "README", package / "home" / "credentials.json", package / "ws" / "notes.txt"]
+    command = confine(
+        [sys.executable, str(package / "tool" / "reader.py"), *map(str, targets)],
+        package / "ws",
+        dict(os.environ),
+        reads=reads,
+        writes=False,
+        network=False,
+        hidden=[package / "home"],
+    )
+    assert command.sandboxed
+    done = subprocess.run(command.argv, env=command.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_shown_package_brings_back_nothing_hidden_in_it(package: Path) -> None:
+    out = _run(package, reads=False)
+    assert "PACKAGE-MARK" in out  # the package is shown: the program ran from it
+    assert "CREDENTIAL-MARK" not in out and f"DENIED {package / 'home' / 'credentials.json'}" in out
+    assert "WORKSPACE-MARK" not in out  # the workspace was not granted
+
+
+def test_a_granted_workspace_inside_a_shown_package_is_bound_back(package: Path) -> None:
+    out = _run(package, reads=True)
+    assert "WORKSPACE-MARK" in out and "PACKAGE-MARK" in out
+    assert "CREDENTIAL-MARK" not in out
