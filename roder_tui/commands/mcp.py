@@ -38,27 +38,21 @@ async def sign_in(name: str, *, trust: bool, open_browser: bool) -> int:
     from roder_ext_mcp.authorization import configured_server, credential_name, start_login
 
     from roder_core.auth.logins import LoginService
-    from roder_core.auth.oauth import OAuthError
     from roder_core.settings.credentials import CredentialStore
+    from roder_tui.commands.sign_in import finish_sign_in, show_address
 
     outcome: list[str | None] = []
     service = LoginService({}, CredentialStore.for_env(), lambda _name, error: outcome.append(error))
-    try:
+
+    async def begin() -> str:
         config = configured_server(Path.cwd(), name, trust=True if trust else None)
         start = await start_login(config, service, open_browser=open_browser)
-        opened = "opened in your browser" if start.browser_opened else "open it in a browser on this machine"
-        print(f"Sign in to MCP server {name} at this address ({opened}):\n{start.authorization_url}", flush=True)
-        print("waiting for the sign-in to finish (Ctrl+C to stop)...", file=sys.stderr, flush=True)
-        await service.wait(credential_name(name))
-    except OAuthError as exc:
-        print(f"roder: {exc}; nothing stored", file=sys.stderr)
-        return 2
-    finally:
-        await service.aclose()
-    error = outcome[0] if outcome else "the sign-in did not finish"
-    if error is not None:
-        print(f"roder: {error}; nothing stored", file=sys.stderr)
-        return 1
+        show_address(f"MCP server {name}", start.authorization_url or "", start.browser_opened)
+        return credential_name(name)
+
+    code = await finish_sign_in(service, outcome, begin)
+    if code:
+        return code
     print(f"signed in to MCP server {name}; the tokens are in {service.store.path} (readable by you only)")
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
 
 from roder_core.auth.logins import Flow, LoginService, user_logins
 from roder_core.auth.oauth import OAuthError
@@ -33,20 +34,15 @@ def has_sign_in(name: str) -> bool:
         return False
 
 
-async def sign_in(args: argparse.Namespace) -> int:
-    outcome: list[str | None] = []
-    service = LoginService(user_logins(RoderPaths.from_env()), CredentialStore.for_env(), lambda _n, error: outcome.append(error))
-    flow: Flow | None = "device" if args.device else "browser" if args.browser else None
+async def finish_sign_in(service: LoginService, outcome: list[str | None], begin: Callable[[], Awaitable[str]]) -> int:
+    """The part every OAuth sign-in command shares: ``begin`` starts the flow and shows the user
+    where to go (it returns the credential's name); then wait for it, and say how it ended.
+    0 when the tokens are stored; 1 when the flow failed; 2 when it could not start. ``outcome``
+    is where ``service``'s finish callback put the error (None: stored)."""
     try:
-        start = await service.start(args.provider, flow, open_browser=not args.no_browser)
-        if start.flow == "device":
-            where = start.verification_uri_complete or start.verification_uri
-            print(f"To sign in to {args.provider}, open {where}\nand enter the code: {start.user_code}", flush=True)
-        else:
-            opened = "opened in your browser" if start.browser_opened else "open it in a browser on this machine"
-            print(f"Sign in to {args.provider} at this address ({opened}):\n{start.authorization_url}", flush=True)
+        name = await begin()
         print("waiting for the sign-in to finish (Ctrl+C to stop)...", file=sys.stderr, flush=True)
-        await service.wait(args.provider)
+        await service.wait(name)
     except OAuthError as exc:
         print(f"roder: {exc}; nothing stored", file=sys.stderr)
         return 2
@@ -56,6 +52,31 @@ async def sign_in(args: argparse.Namespace) -> int:
     if error is not None:
         print(f"roder: {error}; nothing stored", file=sys.stderr)
         return 1
+    return 0
+
+
+def show_address(what: str, address: str, browser_opened: bool) -> None:
+    opened = "opened in your browser" if browser_opened else "open it in a browser on this machine"
+    print(f"Sign in to {what} at this address ({opened}):\n{address}", flush=True)
+
+
+async def sign_in(args: argparse.Namespace) -> int:
+    outcome: list[str | None] = []
+    service = LoginService(user_logins(RoderPaths.from_env()), CredentialStore.for_env(), lambda _n, error: outcome.append(error))
+    flow: Flow | None = "device" if args.device else "browser" if args.browser else None
+
+    async def begin() -> str:
+        start = await service.start(args.provider, flow, open_browser=not args.no_browser)
+        if start.flow == "device":
+            where = start.verification_uri_complete or start.verification_uri
+            print(f"To sign in to {args.provider}, open {where}\nand enter the code: {start.user_code}", flush=True)
+        else:
+            show_address(args.provider, start.authorization_url or "", start.browser_opened)
+        return str(args.provider)
+
+    code = await finish_sign_in(service, outcome, begin)
+    if code:
+        return code
     status = service.status(args.provider)
     print(
         f"signed in to {args.provider} for provider {status.provider}; the tokens are in {service.store.path} "
