@@ -12,7 +12,6 @@ misconfigured or crashing server shows its error here.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -80,20 +79,12 @@ async def sign_out(name: str, *, trust: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from roder_core.settings.config import ConfigError
-    from roder_core.settings.credentials import CredentialsError
+    if args.action in ("login", "logout"):
+        from roder_tui.commands.sign_in import run_guarded
 
-    try:
         if args.action == "login":
-            return asyncio.run(sign_in(args.server, trust=args.trust, open_browser=not args.no_browser))
-        if args.action == "logout":
-            return asyncio.run(sign_out(args.server, trust=args.trust))
-    except KeyboardInterrupt:
-        print("\nroder: sign-in stopped; nothing stored", file=sys.stderr)
-        return 1
-    except (ConfigError, CredentialsError) as exc:
-        print(f"roder: {exc}", file=sys.stderr)
-        return 2
+            return run_guarded(sign_in(args.server, trust=args.trust, open_browser=not args.no_browser))
+        return run_guarded(sign_out(args.server, trust=args.trust))
     return list_servers(args)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from roder_core.auth.logins import Flow, LoginService, user_logins
 from roder_core.auth.oauth import OAuthError
@@ -97,8 +98,14 @@ async def sign_out(name: str) -> int:
 
 
 def run_sign_in(args: argparse.Namespace) -> int:
+    return run_guarded(sign_in(args))
+
+
+def run_guarded(command: Coroutine[Any, Any, int]) -> int:
+    """Run a sign-in or sign-out command: Ctrl+C and a broken config or credentials file each end
+    it with one line (nothing was stored) instead of a traceback."""
     try:
-        return asyncio.run(sign_in(args))
+        return asyncio.run(command)
     except KeyboardInterrupt:
         print("\nroder: sign-in stopped; nothing stored", file=sys.stderr)
         return 1
