@@ -294,39 +294,36 @@ def bubblewrap_argv(bwrap: str, probe: BubblewrapProbe | None, plan: Confinement
     if os.path.exists("/proc/sysrq-trigger"):
         argv += ["--ro-bind", "/dev/null", "/proc/sysrq-trigger"]
     bind = "--bind" if plan.level == "workspace-write" else "--ro-bind"
-    hidden = _hidden_in_sight(plan.hidden, plan.roots)
-    # Roder's folders and the roots, outer first: a folder hides everything in it, and a root
-    # inside one (or the same path) is bound back on top; a folder inside a root hides in it
+    # Roder's folders in sight, and those inside a shown folder (which would bring them back)
+    hidden = list(
+        dict.fromkeys(
+            [
+                *_hidden_in_sight(plan.hidden, plan.roots),
+                *(h for h in plan.hidden if any(h.is_relative_to(s) for s in plan.shown)),
+            ]
+        )
+    )
+    # Roder's folders, the roots and the shown folders, outer first: a folder hides everything in
+    # it, and a root or shown folder inside one (or the same path) is bound back on top; a folder
+    # inside a root or a shown folder hides in it, and a root inside a shown folder keeps its grant
     layers = [(len(p.parts), 0, ["--perms", "0755", "--tmpfs", str(p)]) for p in hidden]
     layers += [(len(r.parts), 1, [bind, str(r), str(r)]) for r in plan.roots]
+    layers += [(len(s.parts), 2, ["--ro-bind", str(s), str(s)]) for s in plan.shown]
     for _depth, _order, op in sorted(layers, key=lambda layer: (layer[0], layer[1])):
         argv += op
     if plan.level == "workspace-write":
         for path in plan.readonly:
             if visible(path, hidden, plan.roots):
                 argv += ["--ro-bind", str(path), str(path)]
-    for path in plan.shown:
-        argv += ["--ro-bind", str(path), str(path)]
-    # A shown folder (a program's package under /tmp, a score's paths) must not bring back what
-    # is hidden inside it (Roder's folders, a workspace not granted): hidden again on top, with
-    # any root inside bound back.
-    covered = [h for h in plan.hidden if any(h.is_relative_to(s) for s in plan.shown)]
-    for path in covered:
-        argv += ["--perms", "0755", "--tmpfs", str(path)]
-        for root in plan.roots:
-            if root.is_relative_to(path):
-                argv += [bind, str(root), str(root)]
     for path in plan.masked:
-        if any(path.is_relative_to(h) for h in covered) and not any(path.is_relative_to(r) for r in plan.roots):
-            continue  # hidden again above: a mask there would only leave a stub behind
-        if not visible(path, hidden, plan.roots) and not any(path.is_relative_to(s) for s in plan.shown):
+        if not visible(path, hidden, [*plan.roots, *plan.shown]):
             continue  # inside a hidden folder already: a mask there would only leave a stub behind
         if os.path.isdir(path):
             argv += ["--perms", "0500", "--tmpfs", str(path), "--remount-ro", str(path)]
         else:
             argv += ["--ro-bind", "/dev/null", str(path)]
     # read-only once everything inside is bound (a root bound on the same path stays writable)
-    for path in dict.fromkeys([*hidden, *covered]):
+    for path in hidden:
         if path not in plan.roots:
             argv += ["--remount-ro", str(path)]
     if plan.seccomp_fd is not None:

@@ -21,6 +21,14 @@ from roder_core.brokers.sandbox import sandbox_status
 READER = """
 import sys
 for path in sys.argv[1:]:
+    if path.startswith("write:"):
+        try:
+            with open(path[6:], "w") as handle:
+                handle.write("WRITTEN")
+            print("WROTE", path[6:])
+        except OSError as exc:
+            print("DENIED", path[6:], type(exc).__name__)
+        continue
     try:
         with open(path) as handle:
             print("READ", path, handle.read().strip())
@@ -49,14 +57,15 @@ def package(tmp_path: Path) -> Path:
     return pkg
 
 
-def _run(package: Path, *, reads: bool) -> str:
+def _run(package: Path, *, reads: bool, writes: bool = False) -> str:
     targets = [package / "README", package / "home" / "credentials.json", package / "ws" / "notes.txt"]
+    targets.append(Path(f"write:{package / 'ws' / 'out.txt'}"))
     command = confine(
         [sys.executable, str(package / "tool" / "reader.py"), *map(str, targets)],
         package / "ws",
         dict(os.environ),
         reads=reads,
-        writes=False,
+        writes=writes,
         network=False,
         hidden=[package / "home"],
     )
@@ -76,4 +85,13 @@ def test_a_shown_package_brings_back_nothing_hidden_in_it(package: Path) -> None
 def test_a_granted_workspace_inside_a_shown_package_is_bound_back(package: Path) -> None:
     out = _run(package, reads=True)
     assert "WORKSPACE-MARK" in out and "PACKAGE-MARK" in out
+    assert "CREDENTIAL-MARK" not in out
+
+
+def test_a_writable_workspace_inside_a_shown_package_keeps_its_grant(package: Path) -> None:
+    """The package holding the workspace is shown read-only; the workspace bound inside it
+    stays writable (the outer bind must not cover the grant)."""
+    out = _run(package, reads=True, writes=True)
+    assert f"WROTE {package / 'ws' / 'out.txt'}" in out, out
+    assert (package / "ws" / "out.txt").read_text() == "WRITTEN"
     assert "CREDENTIAL-MARK" not in out
