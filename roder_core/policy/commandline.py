@@ -583,6 +583,8 @@ _PURE_COMMANDS = frozenset(
 )
 #: git subcommands that only read.
 _PURE_GIT = frozenset(["status", "log", "diff", "show", "rev-parse", "ls-files", "blame", "describe", "shortlog"])
+#: Options that make an otherwise pure command run another program or write a file.
+_IMPURE_OPTIONS = {"rg": ("--pre",), "git": ("--output", "--ext-diff", "--textconv")}
 
 
 def changes_nothing(command: str) -> bool:
@@ -597,8 +599,10 @@ def changes_nothing(command: str) -> bool:
         if not words:
             return False
         name = words[0].rsplit("/", 1)[-1]
+        if any(w.startswith(_IMPURE_OPTIONS.get(name, ())) for w in words[1:]):
+            return False
         if name == "git":
-            if len(words) < 2 or words[1] not in _PURE_GIT or any(w.startswith("--output") for w in words):
+            if len(words) < 2 or words[1] not in _PURE_GIT:
                 return False
         elif name not in _PURE_COMMANDS:
             return False

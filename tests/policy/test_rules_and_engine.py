@@ -284,6 +284,10 @@ def test_suggested_rules_are_exact(workspace: Path) -> None:
         ("rm -rf x", False),
         ("echo $(rm x)", False),
         ("python -c 1", False),
+        ("rg --pre=./touch-all foo", False),
+        ("rg --pre ./touch-all foo", False),
+        ("git log --ext-diff -p", False),
+        ("rg -n foo src", True),
         ("", False),
     ],
 )
