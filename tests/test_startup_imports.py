@@ -32,6 +32,12 @@ NOT_IN_ONESHOT = (
     "roder_core.teams",  # agent teams load with the first team (team events name their model lazily)
     "roder_core.policy.plan_review",  # plan reviews load with the first exit_plan call
     "roder_core.policy.plan_review_book",
+    "roder_ext_process.supervisor",  # process extensions load only when one is declared
+    "roder_ext_process.services",
+    "roder_ext_process.connection",
+    "roder_ext_runners.ssh",  # runners other than this machine load when first checked or opened
+    "roder_ext_runners.container",
+    "html",  # web_fetch's HTML parser loads with the first page
     "roder_core.server.websocket",
     "roder_core.server.methods",  # but the handlers of the core methods a one-shot calls (below)
     "roder_core.batch",
