@@ -57,4 +57,30 @@ async def test_completion_rows_show_brackets_as_text(workspace: Path, monkeypatc
 
 def painted(widget: Widget) -> str:
     """The widget's rows as drawn."""
-    return "\n".join(line.text for line in widget.render_lines(Region(0, 0, widget.size.width, widget.size.height)))
+    return "\n".join(line.text for line in widget.render_lines(Region(0, 0, widget.outer_size.width, widget.outer_size.height)))
+
+
+async def test_a_long_output_line_takes_one_row_until_expanded(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 3,000-character line in a collapsed card is one row ending in "…" (it filled 75 rows at
+    40 columns); expanded, it is shown whole."""
+    command = "printf 'Z%.0s' $(seq 3000); echo; echo tail"
+    steps = [
+        {"text": "Printing.", "tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
+        {"text": "Done."},
+    ]
+    app = make_app(workspace, steps, monkeypatch, mode="bypass")
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"print it", "enter")
+        await turn_done(pilot)
+        [card] = [e for e in app.transcript.model.entries if e.kind == "tool"]
+        await pilot.pause()
+        rows = painted(card.widget).splitlines()
+        assert len(rows) <= 6, rows
+        assert any(row.rstrip().endswith("Z…") for row in rows), rows
+        assert rows[-1].split() == ["▌", "tail"]
+        card.widget.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: card.widget.size.height > 70, what="the whole line when expanded")
+        whole = painted(card.widget).splitlines()
+        assert sum(row.count("Z") for row in whole if set(row[2:].strip()) == {"Z"}) == 3000
