@@ -47,6 +47,7 @@ NOT_IN_ONESHOT = (
     "roder_core.plugins.dependencies",
     "roder_core.plugins.node_deps",
     "roder_core.server.websocket",
+    "roder_core.server.protocol_attach",  # other clients' vocabulary (a host's client loads it)
     "roder_core.server.methods",  # but the handlers of the core methods a one-shot calls (below)
     "roder_core.batch",
     "roder_core.workflows",
