@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import re
 import sqlite3
@@ -60,7 +59,6 @@ except ImportError:  # pragma: no cover - Windows has no flock; the index is the
 if TYPE_CHECKING:
     from roder_core.ir import ThreadSummary
 
-log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 #: The index's folder inside the threads folder: its own files (the database, its WAL, the lock)
@@ -369,6 +367,14 @@ def summarize(path: str | Path, thread_id: str, live: bool | None = None) -> tup
     return fold.row(folded, inode, live)
 
 
+def _warn(message: str, *args: object) -> None:
+    """Log a warning; ``logging`` is imported only then (``roder sessions list`` reads the
+    index without it: importing it was a sixth of that command)."""
+    import logging
+
+    logging.getLogger(__name__).warning(message, *args)
+
+
 def _json_object(line: bytes) -> dict[str, Any] | None:
     """A line's JSON object, or None when it is not one. The C scanner ``json.loads`` ends in,
     without its two Python layers (a rebuild parses two lines of every file)."""
@@ -430,7 +436,7 @@ class ThreadIndex:
         except sqlite3.OperationalError:
             raise  # busy or locked: another process is using a healthy index; never drop it
         except sqlite3.DatabaseError as exc:
-            log.warning("thread index %s is unreadable (%s); rebuilding it from the files", self.path, exc)
+            _warn("thread index %s is unreadable (%s); rebuilding it from the files", self.path, exc)
             with self._exclusive():
                 self.drop()
                 self._create()
@@ -635,7 +641,7 @@ class ThreadIndex:
         except FileNotFoundError:
             row = None
         except OSError as exc:
-            log.warning("could not read thread file %s: %s", path, exc)
+            _warn("could not read thread file %s: %s", path, exc)
             return None
         if row is None:
             db.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
