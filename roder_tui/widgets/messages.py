@@ -49,6 +49,11 @@ INTERRUPTED = "interrupted"
 #: Lines of tool output shown while a card is collapsed, and at most when expanded.
 PREVIEW_LINES = 4
 EXPANDED_LINES = 4000
+#: A prompt longer than this many lines is shown folded to its first PROMPT_PREVIEW_LINES lines
+#: (and to PROMPT_PREVIEW_CHARS characters) until expanded.
+PROMPT_FOLD_LINES = 16
+PROMPT_PREVIEW_LINES = 12
+PROMPT_PREVIEW_CHARS = 600
 
 ENTRY_BINDINGS: list[BindingType] = [
     # the focused entry is this one: the app copies it (and says where it went)
@@ -88,10 +93,16 @@ class UserMessageView(StaticEntry):
 
 
 def user_message_text(entry: Entry) -> Text:
-    """The prompt, then a card per image and a ``+ name`` line per other attachment."""
+    """The prompt, then a card per image and a ``+ name`` line per other attachment. A long
+    prompt (a pasted log or file) is folded to its start until expanded, as a tool card's output
+    is, so that it does not push the conversation off the screen."""
     item = entry.items[0]
     assert isinstance(item, UserMessageItem)
-    text = Text(item.text)
+    text = Text(item.text if entry.expanded else _folded_prompt(item.text))
+    if len(text) < len(item.text):
+        hidden = item.text.count("\n") - text.plain.count("\n")
+        more = plural(hidden, "more line") if hidden else plural(len(item.text) - len(text), "more character")
+        text.append(f"\n… {more} (enter to expand)", style="dim")
     if item.steer:
         text = Text.assemble(("steer: ", "roder.steer"), text)
     for attachment in item.attachments:
@@ -101,6 +112,14 @@ def user_message_text(entry: Entry) -> Text:
         else:
             text.append(f"\n+ {attachment.name}", style="dim")
     return text
+
+
+def _folded_prompt(text: str) -> str:
+    """The start of a long prompt: its first lines, and at most a few screens' worth of characters."""
+    lines = text.split("\n")
+    if len(lines) > PROMPT_FOLD_LINES:
+        text = "\n".join(lines[:PROMPT_PREVIEW_LINES])
+    return text if len(text) <= PROMPT_PREVIEW_CHARS else text[:PROMPT_PREVIEW_CHARS]
 
 
 class UserMessageMediaView(EntryWidget, Vertical, can_focus=True):

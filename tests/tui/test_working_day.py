@@ -84,3 +84,35 @@ async def test_a_long_output_line_takes_one_row_until_expanded(workspace: Path, 
         await until(pilot, lambda: card.widget.size.height > 70, what="the whole line when expanded")
         whole = painted(card.widget).splitlines()
         assert sum(row.count("Z") for row in whole if set(row[2:].strip()) == {"Z"}) == 3000
+
+
+@pytest.mark.parametrize(
+    ("pasted", "hint"),
+    [
+        ("\n".join(f"pasted line {n}" for n in range(2000)), "… 1988 more lines (enter to expand)"),
+        ("x" * 100_000, "… 99400 more characters"),
+    ],
+)
+async def test_a_long_pasted_prompt_is_folded_in_the_transcript(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, pasted: str, hint: str
+) -> None:
+    """A 2,000-line paste (or one 100,000-character line) is sent whole but shown folded to its
+    start, so the answer stays on the screen; enter on the message shows all of it."""
+    app = make_app(workspace, [{"text": "ANSWER-SHOWN"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+l")
+        app.prompt_bar.input.insert(pasted)
+        await pilot.press("enter")
+        await turn_done(pilot)
+        [user] = entries_of(app, "user")
+        assert user.items[0].text == pasted  # the model got all of it
+        await pilot.pause()
+        shown = painted(user.widget)
+        assert len(shown.splitlines()) <= 20
+        assert hint in shown
+        user.widget.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: user.widget.size.height > 100, what="the whole prompt when expanded")
+        assert hint not in painted(user.widget)
+        assert user.widget.copy_text() == pasted  # y copies the whole prompt
