@@ -14,7 +14,8 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -384,6 +385,31 @@ def _one_row(line: Text) -> Text:
     return clipped
 
 
+class DiffRow(Text):
+    """A diff line: its gutter (line number and sign), then the code, which wraps under the code
+    rather than under the gutter, so a long line on a narrow screen still reads as one changed
+    line beside its number. Everything else about it is the plain ``Text`` of the whole row."""
+
+    gutter = 0
+
+    @classmethod
+    def of(cls, gutter: str, code: str, style: str) -> DiffRow:
+        row = cls.assemble((gutter, "dim"), (code, style))
+        row.gutter = len(gutter)
+        return row
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width - self.gutter
+        if width < 8:  # too narrow to indent: wrap the whole row
+            yield from super().__rich_console__(console, options)
+            return
+        rows = self[self.gutter :].wrap(console, width, overflow="fold")
+        for index, row in enumerate(rows):
+            yield from (self[: self.gutter] if index == 0 else Text(" " * self.gutter)).render(console)
+            yield from row.render(console)
+            yield Segment.line()
+
+
 def numbered_diff(diff: str, *, context: bool = False) -> list[Text]:
     """A unified diff as its changed lines with their line numbers (the old file's for removed
     lines, the new file's for added ones); ``context`` keeps unchanged lines too. No ``---``,
@@ -401,14 +427,14 @@ def numbered_diff(diff: str, *, context: bool = False) -> list[Text]:
                 out.append(Text("   ⋮", style="dim"))
             continue
         if line.startswith("+"):
-            out.append(Text.assemble((f"{new:>{width}} + ", "dim"), (line[1:], "diff.added")))
+            out.append(DiffRow.of(f"{new:>{width}} + ", line[1:], "diff.added"))
             new += 1
         elif line.startswith("-"):
-            out.append(Text.assemble((f"{old:>{width}} - ", "dim"), (line[1:], "diff.removed")))
+            out.append(DiffRow.of(f"{old:>{width}} - ", line[1:], "diff.removed"))
             old += 1
         else:
             if context:
-                out.append(Text.assemble((f"{new:>{width}}   ", "dim"), line[1:]))
+                out.append(DiffRow.of(f"{new:>{width}}   ", line[1:], ""))
             old += 1
             new += 1
     return out

@@ -116,3 +116,40 @@ async def test_a_long_pasted_prompt_is_folded_in_the_transcript(
         await until(pilot, lambda: user.widget.size.height > 100, what="the whole prompt when expanded")
         assert hint not in painted(user.widget)
         assert user.widget.copy_text() == pasted  # y copies the whole prompt
+
+
+async def test_a_long_changed_line_wraps_under_its_code_at_40_columns(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the approval dialog and on the card, a changed line too long for 40 columns goes on
+    under the code, not under the line number, so the number column stays readable."""
+    from roder_tui.screens.approval import ApprovalScreen
+
+    (workspace / "notes.txt").write_text("line1\nline2\nline3\n")
+    longer = "line two, a much longer replacement that needs wrapping at forty columns 你好世界 🎉 WRAPPED-END"
+    steps = [
+        {"tool_calls": [{"name": "edit", "arguments": {"path": "notes.txt", "old_string": "line2", "new_string": longer}}]},
+        {"text": "Edited."},
+    ]
+    app = make_app(workspace, steps, monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"edit it", "enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval dialog")
+        what = app.screen.query_one("#approval-what")
+        await until(pilot, lambda: what.region.width > 0, what="the diff drawn")
+        assert_hanging(painted(what), "   2 + line two")
+        await pilot.press("y")
+        await turn_done(pilot)
+        [card] = [e for e in app.transcript.model.entries if e.kind == "tool"]
+        await pilot.pause()
+        assert_hanging(painted(card.widget), "   2 + line two")
+
+
+def assert_hanging(shown: str, first: str) -> None:
+    """The row starting with ``first`` goes on, to WRAPPED-END, in rows indented to its code."""
+    rows = [row.replace("▌", " ").replace("│", " ").rstrip() for row in shown.splitlines()]
+    start = next(i for i, row in enumerate(rows) if row.lstrip().startswith(first.lstrip()))
+    indent = rows[start].index(first.lstrip()) + len("2 + ")
+    end = next(i for i, row in enumerate(rows) if "WRAPPED-END" in row)
+    assert end > start + 1, rows
+    for row in rows[start + 1 : end + 1]:
+        assert row[:indent].strip() == "" and row[indent] != " ", (row, rows)
