@@ -257,6 +257,7 @@ class Runtime:
             redactor=self.redact,
             audit=self.audit.record,
             local_brokers=local,
+            read_rules=self.read_rules,
         )
 
     # ------------------------------------------------------------------ runners
