@@ -16,8 +16,9 @@ mini-swe-agent is installed from PyPI into its own virtual environment the first
 its modules' bytecode, as it does at any install. Roder's modules get the same before the runs:
 a checkout installed in editable mode has none, and under `PYTHONDONTWRITEBYTECODE=1` it never
 gets any, so every process would compile every module it imports (`--no-bytecode` measures that).
-`--baseline TREE` adds a third harness, `roder batch` from another checkout's sources (say
-`git archive main | tar -x -C TREE`), in the same rounds: before and after in one run.
+`--ray` adds `roder batch --backend ray` (a local Ray instance started by the batch, so its
+start is in the wall time). `--baseline TREE` adds `roder batch` from another checkout's sources
+(say `git archive main | tar -x -C TREE`) in the same rounds: before and after in one run.
 
 `--cpu N` measures the other thing that decides a long batch: CPU per rollout. Each harness runs
 N rollouts one after another in one process (its agent, its score, the model server apart), and
@@ -186,13 +187,13 @@ def _roder_env(tree: Path | None, extra: dict[str, str]) -> dict[str, str]:
 
 
 def run_roder(
-    base_url: str, source: Path, count: int, workers: int, root: Path, tag: str, tree: Path | None = None
+    base_url: str, source: Path, count: int, workers: int, root: Path, tag: str, tree: Path | None = None, backend: str = "local"
 ) -> tuple[float, dict[str, Any]]:
     home, tasks = _roder_inputs(base_url, source, count, root, tag)
     out = root / f"out-{tag}"
     env = _roder_env(tree, {"RODER_HOME": str(home)})
     argv = [sys.executable, "-m", "roder_tui.cli", "batch", str(tasks), "--out", str(out), "--workers", str(workers)]
-    argv += ["--provider", "fk", "--no-progress"]
+    argv += ["--provider", "fk", "--no-progress", "--backend", backend]
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=root)
     wall = time.monotonic() - started
@@ -261,6 +262,7 @@ def main() -> None:
     )
     parser.add_argument("--baseline", type=Path, help="also run `roder batch` from this checkout's sources, interleaved")
     parser.add_argument("--no-bytecode", action="store_true", help="leave Roder's modules without compiled bytecode")
+    parser.add_argument("--ray", action="store_true", help="also run `roder batch --backend ray` (needs ray installed)")
     parser.add_argument("--cpu", type=int, default=0, metavar="N", help="also: CPU per warm rollout over N rollouts in turn")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -286,6 +288,11 @@ def main() -> None:
             with ThreadedFakeServer(steps(args.tasks, mini=False)) as server:
                 wall, info = run_roder(server.base_url, source, args.tasks, args.workers, root, f"r{round_}")
             rows.append(("roder batch, local pool (sandboxed score)", round_, wall, load, info))
+            if args.ray:
+                load = os.getloadavg()[0]
+                with ThreadedFakeServer(steps(args.tasks, mini=False)) as server:
+                    wall, info = run_roder(server.base_url, source, args.tasks, args.workers, root, f"ray{round_}", backend="ray")
+                rows.append(("roder batch, Ray local instance (sandboxed score)", round_, wall, load, info))
             if baseline is not None:
                 load = os.getloadavg()[0]
                 with ThreadedFakeServer(steps(args.tasks, mini=False)) as server:

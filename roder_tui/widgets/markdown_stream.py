@@ -42,6 +42,7 @@ from textual.widgets import Static
 
 from roder_tui.theming import CodeStyle
 from roder_tui.widgets.incremental_markdown import BlockCache, IncrementalMarkdown
+from roder_tui.widgets.one_pass_layout import OnePassLayout
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -236,7 +237,7 @@ def _foreground_only(style: str | Style) -> Style:
     return Style(color=style.color, bold=style.bold, italic=style.italic, underline=style.underline)
 
 
-class ProseBlock(Static):
+class ProseBlock(OnePassLayout, Static):
     """A prose segment: one Rich markdown render, cached by Textual per width. While it is the
     live tail of a streaming answer, ``append`` re-renders it, block by block (only the block
     that grew is rendered again, ``incremental_markdown``); once sealed it never changes."""
@@ -422,7 +423,7 @@ def _wrap_spans(index: int, line: str, width: int) -> list[tuple[int, int, int]]
 # --------------------------------------------------------------------------- the message body
 
 
-class MarkdownBody(Vertical):
+class MarkdownBody(OnePassLayout, Vertical):
     """The body of an assistant message: live while streaming, static once finished."""
 
     DEFAULT_CSS = """
@@ -487,10 +488,12 @@ class MarkdownBody(Vertical):
     async def _apply(self, op: Op) -> None:
         if op.kind == "prose":
             if self._live_prose is None:
+                # Mounted with its first text: one layout, not one for an empty block and another for the text.
                 after = bool(self.children) and isinstance(self.children[-1], ProseBlock)
-                self._live_prose = ProseBlock("", after_prose=after, live=True)
+                self._live_prose = ProseBlock(op.text, after_prose=after, live=True)
                 await self.mount(self._live_prose)
-            self._live_prose.append(op.text)
+            else:
+                self._live_prose.append(op.text)
         elif op.kind in ("seal", "fence"):
             self._seal()
         if op.kind == "fence":
