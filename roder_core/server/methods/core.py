@@ -94,7 +94,6 @@ from roder_core.server.protocol import (
     UserInputRequest,
     from_domain,
 )
-from roder_core.server.protocol_attach import SteerCancelled, SteerQueued
 from roder_core.settings.config import ConfigWriter
 from roder_core.settings.credentials import CredentialsError, CredentialStore, check_key, redaction_label
 from roder_core.threads.events import ApprovalRequested
@@ -390,6 +389,8 @@ async def turn_steer(app: Dispatcher, params: TurnSteerParams, ctx: CallContext)
         attachments = await app.runtime.user_attachments(thread.id, attachments)
     except (MentionError, MediaError) as exc:
         raise InvalidParams(str(exc)) from None
+    from roder_core.server.protocol_attach import SteerQueued  # the attach vocabulary loads with the first steer
+
     item = app.runtime.steer(params.thread_id, text, params.expected_turn_id, attachments=attachments)
     turn_id = app.runtime.active_turn_id(params.thread_id) or params.expected_turn_id
     app.broadcast(SteerQueued(thread_id=params.thread_id, turn_id=turn_id, item=item))  # every client shows the queue
@@ -398,6 +399,8 @@ async def turn_steer(app: Dispatcher, params: TurnSteerParams, ctx: CallContext)
 
 @handles(TURN_STEER_CANCEL)
 async def turn_steer_cancel(app: Dispatcher, params: TurnSteerCancelParams, ctx: CallContext) -> TurnSteerCancelResult:
+    from roder_core.server.protocol_attach import SteerCancelled
+
     item = app.runtime.cancel_steer(params.thread_id, params.item_id)
     if item is not None:
         app.broadcast(SteerCancelled(thread_id=params.thread_id, item_id=item.id))
