@@ -506,6 +506,7 @@ class _Rollout:
                 max_iterations=settings.max_iterations,
                 env=env,
                 data_dir=self.scratch / "data",
+                scratch_data=True,
                 network=self.task.network,
                 command_env=command_env,
                 hidden_paths=credential_paths(os.environ.get("HOME")),
@@ -737,6 +738,7 @@ def node_preflight(settings: RunSettings, declared_env: dict[str, str]) -> dict[
                     trust=False,
                     interactive=False,
                     data_dir=Path(scratch) / "data",
+                    scratch_data=True,
                     env={**inherited, **declared_env},
                     **settings.start_tables(),
                 )
@@ -781,6 +783,7 @@ def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:
                     trust=False,
                     interactive=False,
                     data_dir=Path(scratch) / "data",
+                    scratch_data=True,
                 )
             )
             runtime = started.runtime
