@@ -5,6 +5,7 @@ same worker: not its files, its saved memories or its thread."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,30 @@ def test_two_rollouts_in_one_worker_see_independent_state(tmp_path: Path, capsys
     thread = (out / "rollouts/second/0/thread.jsonl").read_text()
     assert one["thread_id"] not in thread and "Leave traces." not in thread
     assert "leak.txt" not in (out / "rollouts/second/0/workspace.diff").read_text()
+
+
+def test_a_finished_rollouts_folder_leaves_its_name_at_once_and_a_dead_workers_is_swept(tmp_path: Path) -> None:
+    """The removal runs in the background, so the folder is renamed first: a rollout in progress
+    is never mistaken for it; one a killed worker had not finished removing is swept like the
+    folders of its rollouts in progress."""
+    import subprocess
+    import sys
+    import tempfile
+    import threading
+
+    from roder_core.batch.worker import DISCARDED_PREFIX, SCRATCH_PREFIX, discard_scratch, sweep_orphaned_scratch
+
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+    (scratch / "workspace").mkdir()
+    (scratch / "workspace" / "file.txt").write_text("x\n")
+    discard_scratch(scratch)
+    assert not scratch.exists()
+    for thread in [t for t in threading.enumerate() if t.name == "roder-discard"]:
+        thread.join()
+    assert not list(Path(tempfile.gettempdir()).glob(f"{DISCARDED_PREFIX}{os.getpid()}-*"))
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    left = Path(tempfile.gettempdir()) / f"{DISCARDED_PREFIX}{dead.stdout.strip()}-left"
+    (left / "workspace").mkdir(parents=True)
+    sweep_orphaned_scratch()
+    assert not left.exists()
