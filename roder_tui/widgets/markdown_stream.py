@@ -42,6 +42,7 @@ from textual.widgets import Static
 
 from roder_tui.theming import CodeStyle
 from roder_tui.widgets.incremental_markdown import BlockCache, IncrementalMarkdown
+from roder_tui.widgets.one_pass_layout import OnePassLayout
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -50,6 +51,13 @@ if TYPE_CHECKING:
 SEAL_LINES = 16
 #: ...and after which it is sealed at the next line break even without one (no quadratic tail).
 HARD_SEAL_LINES = 96
+#: A streaming answer's live block grows by a quarter of the screen's height at a time (at least
+#: ``HEADROOM`` rows): it keeps up to that many blank rows below its text, so the transcript
+#: (anchored at the bottom) scrolls once every few rows instead of once a row. A scroll moves
+#: every visible row, and Textual then lays out and draws the whole transcript region again:
+#: most of what a streamed answer cost (bench/README.md, "Rows 2 and 8"). Between two scrolls
+#: an update repaints only the block's own rows, without a layout.
+HEADROOM = 4
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
 
 
@@ -229,7 +237,7 @@ def _foreground_only(style: str | Style) -> Style:
     return Style(color=style.color, bold=style.bold, italic=style.italic, underline=style.underline)
 
 
-class ProseBlock(Static):
+class ProseBlock(OnePassLayout, Static):
     """A prose segment: one Rich markdown render, cached by Textual per width. While it is the
     live tail of a streaming answer, ``append`` re-renders it, block by block (only the block
     that grew is rendered again, ``incremental_markdown``); once sealed it never changes."""
@@ -241,6 +249,11 @@ class ProseBlock(Static):
 
     def __init__(self, text: str, *, after_prose: bool = False, live: bool = False) -> None:
         self._blocks = BlockCache() if live else None
+        #: Rows this block takes while live: its text's, rounded up by ``HEADROOM``; 0 once sealed.
+        self._reserved = 0
+        self._reserving = live
+        #: (width, height) last given to the layout.
+        self._reported: tuple[int | None, int] = (None, 0)
         super().__init__(self._markdown(text))
         self.source = text
         # A block sealed at a paragraph break is followed by a new paragraph: Rich drops the
@@ -250,16 +263,35 @@ class ProseBlock(Static):
     def _markdown(self, text: str) -> RenderableType:
         return render_markdown(text) if self._blocks is None else incremental_markdown(text, self._blocks)
 
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """The text's height; while live, rounded up to the rows reserved so far (when the text
+        outgrows them, ``HEADROOM`` more are reserved at once)."""
+        height = super().get_content_height(container, viewport, width)
+        if self._reserving:
+            if height > self._reserved:
+                self._reserved = height + max(HEADROOM, self.app.size.height // 4) - 1
+            height = self._reserved
+        self._reported = (width, height)
+        return height
+
     def append(self, text: str) -> None:
-        """Grow the live block. Most streamed updates only lengthen its last line: its height
-        at the width it was laid out at stays the same, so only its own rows are repainted.
-        A layout (the whole transcript region placed and drawn again, twice while the view is
-        anchored) happens only when the block gains or loses a row."""
+        """Grow the live block. Most streamed updates fill rows it already has (the last line
+        lengthens, or the text reaches a reserved blank row): its height at the width it was
+        laid out at stays the same, so only its own rows are repainted. A layout (the whole
+        transcript region placed and drawn again, twice while the view is anchored) happens
+        only when the text outgrows the reserved rows."""
         self.source += text
         markdown = self._markdown(self.source)
-        laid_out_width, height = self._content_height_cache
+        laid_out_width, height = self._reported
         self.update(markdown, layout=False)
-        if not isinstance(laid_out_width, int) or self.get_content_height(self.size, self.size, laid_out_width) != height:
+        if laid_out_width is None or self.get_content_height(self.size, self.size, laid_out_width) != height:
+            self.refresh(layout=True)
+
+    def seal(self) -> None:
+        """The block is final: it gives back the blank rows it reserved."""
+        self._reserving = False
+        if self._reserved:
+            self._reserved = 0
             self.refresh(layout=True)
 
     def rerender(self) -> None:
@@ -391,7 +423,7 @@ def _wrap_spans(index: int, line: str, width: int) -> list[tuple[int, int, int]]
 # --------------------------------------------------------------------------- the message body
 
 
-class MarkdownBody(Vertical):
+class MarkdownBody(OnePassLayout, Vertical):
     """The body of an assistant message: live while streaming, static once finished."""
 
     DEFAULT_CSS = """
@@ -456,10 +488,12 @@ class MarkdownBody(Vertical):
     async def _apply(self, op: Op) -> None:
         if op.kind == "prose":
             if self._live_prose is None:
+                # Mounted with its first text: one layout, not one for an empty block and another for the text.
                 after = bool(self.children) and isinstance(self.children[-1], ProseBlock)
-                self._live_prose = ProseBlock("", after_prose=after, live=True)
+                self._live_prose = ProseBlock(op.text, after_prose=after, live=True)
                 await self.mount(self._live_prose)
-            self._live_prose.append(op.text)
+            else:
+                self._live_prose.append(op.text)
         elif op.kind in ("seal", "fence"):
             self._seal()
         if op.kind == "fence":
@@ -486,6 +520,8 @@ class MarkdownBody(Vertical):
         block, self._live_prose = self._live_prose, None
         if block is not None and not block.source.strip():
             block.remove()
+        elif block is not None:
+            block.seal()
 
     def rerender(self) -> None:
         """Theme changed: static segments re-render with the new code style and colours."""
