@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
@@ -394,11 +395,13 @@ class DiffRow(Text):
 
     @classmethod
     def of(cls, gutter: str, code: str, style: str) -> DiffRow:
-        row = cls.assemble((gutter, "dim"), (code, style))
+        row = cls()
+        row.append(gutter, style="dim")
+        row.append(code, style=style)
         row.gutter = len(gutter)
         return row
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
         width = options.max_width - self.gutter
         if width < 8:  # too narrow to indent: wrap the whole row
             yield from super().__rich_console__(console, options)

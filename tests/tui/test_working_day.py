@@ -153,3 +153,24 @@ def assert_hanging(shown: str, first: str) -> None:
     assert end > start + 1, rows
     for row in rows[start + 1 : end + 1]:
         assert row[:indent].strip() == "" and row[indent] != " ", (row, rows)
+
+
+async def test_a_queued_message_attaches_the_files_it_names(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``@notes.md`` typed while a turn runs is attached when the model takes the message, as in
+    a prompt (the queued message went as text only, the file silently left out)."""
+    (workspace / "notes.md").write_text("QUEUED-NOTES\n")
+    wait = "until [ -f go ]; do sleep 0.05; done"  # the call runs until the test says go
+    steps = [{"text": "Waiting.", "tool_calls": [{"name": "bash", "arguments": {"command": wait}}]}, {"text": "Read them."}]
+    app = make_app(workspace, steps, monkeypatch, mode="bypass")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"start", "enter")
+        await until(pilot, lambda: bool(entries_of(app, "tool")), what="the call to run")
+        await pilot.press(*"also read @notes.md ", "enter")  # the space ends the mention: no completion open
+        await until(pilot, lambda: app.queued.display, what="the queued line")
+        (workspace / "go").write_text("")
+        await turn_done(pilot, 2)
+        steer = entries_of(app, "user")[-1].items[0]
+        assert steer.steer and steer.text == "also read @notes.md"
+        assert [(a.name, a.text) for a in steer.attachments] == [("notes.md", "QUEUED-NOTES\n")]
+        assert "+ notes.md" in painted(entries_of(app, "user")[-1].widget)
