@@ -440,6 +440,28 @@ def _wire(row: tuple[Any, ...]) -> dict[str, Any]:
     return wire
 
 
+def listing_without_index(directory: Path, cwd: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """The listing a ``ThreadIndex`` gives, read from the files themselves with no SQLite: for a
+    store whose data folder is thrown away after one run (a batch rollout), where keeping rows
+    would cost every thread a transaction that no listing ever reads."""
+    rows = []
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        if not (entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False)):
+            continue
+        try:
+            row = summarize(entry.path, entry.name[: -len(SUFFIX)])
+        except FileNotFoundError:  # deleted since the scan
+            continue
+        if row is not None and (cwd is None or row[1] == cwd):
+            rows.append(row)
+    rows.sort(key=lambda row: row[4] or "", reverse=True)  # newest first, as the index's query orders
+    return [_wire(row) for row in rows[: limit or None]]
+
+
 class ThreadIndex:
     """The SQLite rows for the thread files of one directory (safe for several processes)."""
 
