@@ -9,14 +9,20 @@ before the call and appends, after it, the ones the change introduced (errors fi
 The read-only ``lsp`` tool (definition, references, hover, document symbols) is offered only
 while a server runs. A status segment names the running servers. In a folder the user has not
 trusted, only servers that can start without running the project's code start (``launch``).
+
+The servers' manager (and the client, the launch plans, the table of servers found on PATH) is
+made at the first edit or ``lsp`` call (``ManagerSlot``): a run that edits nothing (``roder -p``
+answering a question, running commands) never imports or scans for them.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -31,9 +37,10 @@ from roder_core.kernel.extension import (
 from roder_core.kernel.services import HookOutcome, HookPoint, ServiceRegistrar, StatusView
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
-from roder_ext_lsp.client import LspError, path_of, uri_of
-from roder_ext_lsp.manager import LspManager
-from roder_ext_lsp.servers import ServerSpec, available, from_plugin
+
+if TYPE_CHECKING:
+    from roder_ext_lsp.manager import LspManager
+    from roder_ext_lsp.servers import ServerSpec
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +66,31 @@ def edited_paths(tool: str, arguments: dict[str, Any], workspace: Path) -> list[
     return paths
 
 
+class ManagerSlot:
+    """The extension's ``LspManager``, made when first needed: an edit tool's call, the ``lsp``
+    tool. Until then no server runs, so what asks only whether one does gets ``made`` (None)."""
+
+    def __init__(self, make: Callable[[], LspManager]) -> None:
+        self._make = make
+
+    @functools.cached_property
+    def manager(self) -> LspManager:
+        return self._make()
+
+    @property
+    def made(self) -> LspManager | None:
+        made: LspManager | None = self.__dict__.get("manager")
+        return made
+
+
 class DiagnosticsHook:
     """Before an edit: remember the files' diagnostics; after it: add what the edit introduced."""
 
-    def __init__(self, manager: LspManager, hook_timeout: float) -> None:
-        self.manager = manager
+    def __init__(self, slot: ManagerSlot, diagnostics_timeout: float, hook_timeout: float) -> None:
+        self.slot = slot
         #: What the diagnostics may take of the hook's own deadline (past it the result goes
         #: out without them, saying so, rather than the runner dropping the hook's answer).
-        self.budget = max(min(manager.config.diagnostics_timeout, hook_timeout - 2.0), 1.0)
+        self.budget = max(min(diagnostics_timeout, hook_timeout - 2.0), 1.0)
 
     def id(self) -> str:
         return "lsp-diagnostics"
@@ -78,20 +102,19 @@ class DiagnosticsHook:
         tool = str(payload.get("tool", ""))
         if tool not in EDIT_TOOLS:
             return None
-        paths = [
-            p for p in edited_paths(tool, payload.get("arguments") or {}, self.manager.workspace) if self.manager.spec_for(p)
-        ]
+        manager = self.slot.manager
+        paths = [p for p in edited_paths(tool, payload.get("arguments") or {}, manager.workspace) if manager.spec_for(p)]
         if not paths:
             return None
         thread = str(payload.get("thread_id", ""))
         if point is HookPoint.TOOL_CALL_BEFORE:
-            self.manager.remember(thread, paths)
+            manager.remember(thread, paths)
             return None
         if payload.get("is_error"):
             for path in paths:
-                self.manager.before.pop((thread, path), None)
+                manager.before.pop((thread, path), None)
             return None
-        report = await self.manager.introduced(thread, paths, self.budget)
+        report = await manager.introduced(thread, paths, self.budget)
         if not report:
             return None
         return HookOutcome(replace={"text": f"{payload.get('text', '')}\n\n{report}"})
@@ -116,19 +139,22 @@ class LspTool(Tool):
     read_only = True
     kind = "read"
 
-    def __init__(self, manager: LspManager) -> None:
-        self.manager = manager
+    def __init__(self, slot: ManagerSlot) -> None:
+        self.slot = slot
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        from roder_ext_lsp.client import LspError, uri_of
+
         args = parse_arguments(LspArguments, call)
         path = (ctx.workspace / args.path).resolve() if not Path(args.path).is_absolute() else Path(args.path)
         if not path.is_relative_to(ctx.workspace.resolve()):
             return ToolResult.error(call, f"{args.path} is outside the workspace")
-        client = await self.manager.client_for(path)
+        manager = self.slot.manager
+        client = await manager.client_for(path)
         if client is None:
-            why = self.manager.withheld(path) or f"no language server runs for {path.suffix or args.path} files"
+            why = manager.withheld(path) or f"no language server runs for {path.suffix or args.path} files"
             return ToolResult.error(call, why)
-        text = self.manager._text(path)
+        text = manager._text(path)
         if text is None:
             return ToolResult.error(call, f"{args.path} cannot be read (missing, or withheld from the model)")
         client.sync(path, text)
@@ -161,6 +187,8 @@ class LspTool(Tool):
             return str(contents)
         if operation == "symbols":
             return "\n".join(_symbols(result if isinstance(result, list) else [], 0)[:300])
+        from roder_ext_lsp.client import path_of
+
         locations = result if isinstance(result, list) else [result]
         lines = []
         for location in locations[:200]:
@@ -189,38 +217,45 @@ def _symbols(rows: list[dict[str, Any]], depth: int) -> list[str]:
 class LspTools:
     """Offers ``lsp`` while at least one server runs (asked each turn)."""
 
-    def __init__(self, manager: LspManager) -> None:
-        self.manager = manager
-        self.tool = LspTool(manager)
+    def __init__(self, slot: ManagerSlot) -> None:
+        self.slot = slot
+        self.tool = LspTool(slot)
 
     def id(self) -> str:
         return "lsp-tools"
 
     def contribute(self, registry: ToolRegistry) -> None:
-        if self.manager.running():
+        manager = self.slot.made
+        if manager is not None and manager.running():
             registry.register(self.tool)
 
     async def aclose(self) -> None:
-        await self.manager.aclose()
+        manager = self.slot.made
+        if manager is not None:
+            await manager.aclose()
 
 
 class LspStatus:
-    def __init__(self, manager: LspManager) -> None:
-        self.manager = manager
+    def __init__(self, slot: ManagerSlot) -> None:
+        self.slot = slot
 
     def id(self) -> str:
         return "lsp"
 
     def render(self, state: dict[str, Any]) -> StatusView | None:
-        running = self.manager.running()
-        waiting = [f"{name} (waits for trust)" for name, state in self.manager.states.items() if state.withheld]
+        manager = self.slot.made
+        if manager is None:
+            return None
+        running = manager.running()
+        waiting = [f"{name} (waits for trust)" for name, state in manager.states.items() if state.withheld]
         shown = running + waiting
         return StatusView(text="lsp: " + ", ".join(shown), priority=20) if shown else None
 
 
 class LspExtension(RoderExtension):
-    def __init__(self, manager: LspManager, hook_timeout: float) -> None:
-        self.manager = manager
+    def __init__(self, slot: ManagerSlot, diagnostics_timeout: float, hook_timeout: float) -> None:
+        self.slot = slot
+        self.diagnostics_timeout = diagnostics_timeout
         self.hook_timeout = hook_timeout
 
     def manifest(self) -> ExtensionManifest:
@@ -240,9 +275,9 @@ class LspExtension(RoderExtension):
         )
 
     def install(self, registry: ServiceRegistrar) -> None:
-        registry.hook(DiagnosticsHook(self.manager, self.hook_timeout))
-        registry.tool_contributor(LspTools(self.manager))
-        registry.status_segment(LspStatus(self.manager))
+        registry.hook(DiagnosticsHook(self.slot, self.diagnostics_timeout, self.hook_timeout))
+        registry.tool_contributor(LspTools(self.slot))
+        registry.status_segment(LspStatus(self.slot))
 
 
 def plugin_specs(host: HostContext) -> list[ServerSpec]:
@@ -256,6 +291,8 @@ def plugin_specs(host: HostContext) -> list[ServerSpec]:
         return []
     for plugin in active.plugins:
         for server in plugin.layout.lsp_servers:
+            from roder_ext_lsp.servers import from_plugin
+
             spec = from_plugin(plugin.name, server.name, dict(server.raw))
             if spec is not None:
                 specs.append(spec)
@@ -263,12 +300,18 @@ def plugin_specs(host: HostContext) -> list[ServerSpec]:
 
 
 def create(host: HostContext) -> LspExtension | None:
-    from roder_core.brokers.own_folders import OwnFolders
-
     config = host.config.lsp
     if not config.enabled:
         return None
-    specs, hints = available(config, plugin_specs(host), host.env.get("PATH"))
-    hidden = OwnFolders.of(host.paths, host.env).existing()
-    manager = LspManager(config, specs, hints, host.cwd, host.env, hidden, host.trusted)
-    return LspExtension(manager, host.config.hook_timeout)
+    plugins = plugin_specs(host)
+
+    def make() -> LspManager:
+        from roder_core.brokers.own_folders import OwnFolders
+        from roder_ext_lsp.manager import LspManager
+        from roder_ext_lsp.servers import available
+
+        specs, hints = available(config, plugins, host.env.get("PATH"))
+        hidden = OwnFolders.of(host.paths, host.env).existing()
+        return LspManager(config, specs, hints, host.cwd, host.env, hidden, host.trusted)
+
+    return LspExtension(ManagerSlot(make), config.diagnostics_timeout, host.config.hook_timeout)

@@ -6,12 +6,15 @@ manifest (seed 003's, as JSON) and the services it provides, checks the manifest
 grants, and installs one ordinary registry service per declared service: tools, hooks, context
 providers, policy contributors, inference engines, status segments and palette sources.
 The protocol is in docs/extension-protocol.md; SDKs for Python and TypeScript are in ``sdk/``.
+
+The supervisor, the connection and the services load only when a process extension is declared:
+a run without one (most runs, ``roder -p`` among them) does not import them.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.extension import (
@@ -24,18 +27,9 @@ from roder_core.kernel.extension import (
 from roder_core.kernel.registry import RegistryError
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.settings.config import ProcessExtensionConfig
-from roder_ext_process.connection import ExtensionCallError
-from roder_ext_process.services import (
-    ProcessContextProvider,
-    ProcessEngine,
-    ProcessHook,
-    ProcessPaletteSource,
-    ProcessPolicyContributor,
-    ProcessStatusSegment,
-    ProcessTool,
-    ProcessToolSet,
-)
-from roder_ext_process.supervisor import Handshake, Supervisor, check_capabilities, confine
+
+if TYPE_CHECKING:
+    from roder_ext_process.supervisor import Handshake, Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +64,8 @@ class ProcessExtension(RoderExtension):
         self._manifest = ExtensionManifest(id=f"process:{name}", name=name, version="0.0.0", api_version=EXTENSION_API_VERSION)
         if supervisor is None:
             return
+        from roder_ext_process.connection import ExtensionCallError
+
         try:
             self.handshake = supervisor.handshake()
             self._manifest = manifest_from(name, self.handshake.manifest)
@@ -93,6 +89,17 @@ class ProcessExtension(RoderExtension):
                 f"process extension {self.name} requires {', '.join(missing)}, which config.toml does not grant "
                 f"(add to capabilities in [extensions.process.{self.name}] to allow)"
             )
+        from roder_ext_process.services import (
+            ProcessContextProvider,
+            ProcessEngine,
+            ProcessHook,
+            ProcessPaletteSource,
+            ProcessPolicyContributor,
+            ProcessStatusSegment,
+            ProcessTool,
+            ProcessToolSet,
+        )
+
         sup, shake = self.supervisor, self.handshake
         tool_ids = [p.id for p in self._manifest.provides if p.kind == "ToolProvider"]
         if shake.tools:
@@ -149,11 +156,14 @@ def plugin_extensions(host: HostContext) -> dict[str, ProcessExtensionConfig | s
 
 
 def create(host: HostContext) -> list[RoderExtension]:
+    declared: dict[str, ProcessExtensionConfig | str] = {**host.config.extensions.process, **plugin_extensions(host)}
+    if not declared:
+        return []
     from roder_core.brokers.own_folders import OwnFolders
+    from roder_ext_process.supervisor import Supervisor, check_capabilities, confine
 
     extensions: list[RoderExtension] = []
     hidden = OwnFolders.of(host.paths, host.env).existing()
-    declared: dict[str, ProcessExtensionConfig | str] = {**host.config.extensions.process, **plugin_extensions(host)}
     for name, config in declared.items():
         if isinstance(config, str):
             extensions.append(ProcessExtension(name, None, config))

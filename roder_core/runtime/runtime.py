@@ -41,7 +41,6 @@ from roder_core.kernel.tools import HostedHook, ToolCall, ToolHost
 from roder_core.media.library import MediaLibrary, require_vision
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
-from roder_core.policy.plan_review_book import PlanReviewBook
 from roder_core.policy.rules import RuleSet
 from roder_core.runtime.event_audit import PolicyEventAudit
 from roder_core.runtime.event_pipeline import EventPipeline
@@ -80,6 +79,7 @@ if TYPE_CHECKING:
     from roder_core.customization.subagents import TraceRecord
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.teams import TeamChannel
+    from roder_core.policy.plan_review_book import PlanReviewBook
     from roder_core.runtime.tasks import BackgroundTasks
     from roder_core.teams.manager import TeamManager
     from roder_core.threads.sessions import Migration, ThreadNode
@@ -149,8 +149,6 @@ class Runtime:
             self.bus.add_listener(sink.on_event)
         self.bus.add_listener(PolicyEventAudit(self.audit))
         self._plugins_lock = asyncio.Lock()
-        #: Plans ``exit_plan`` proposed, as documents under review (``plan/review/*``).
-        self.plan_reviews = PlanReviewBook(self, self.bus.add_listener)
 
     # ------------------------------------------------------------------ providers and models
 
@@ -259,6 +257,7 @@ class Runtime:
             redactor=self.redact,
             audit=self.audit.record,
             local_brokers=local,
+            read_rules=self.read_rules,
         )
 
     # ------------------------------------------------------------------ runners
@@ -460,6 +459,15 @@ class Runtime:
         return self.registry.tool_registry(on_error=lambda *_: None).names()
 
     @functools.cached_property
+    def plan_reviews(self) -> PlanReviewBook:
+        """Plans ``exit_plan`` proposed, as documents under review (``plan/review/*``), set up at
+        first use: a run that reviews no plan (a one-shot) does not import them. The book
+        listens to the bus from then on; before, it held no review that an event could end."""
+        from roder_core.policy.plan_review_book import PlanReviewBook
+
+        return PlanReviewBook(self, self.bus.add_listener)
+
+    @functools.cached_property
     def teams(self) -> TeamManager:
         """Agent teams led by threads of this runtime (``team/*``), set up at first use: a run that forms no team (a
         one-shot) does not import them."""
@@ -627,8 +635,7 @@ class Runtime:
         pending = [m.attachment() for m in self.media.list_media(thread.id) if m.pending]
         given = [*(attachments or []), *pending]
         given = list({a.media_id or id(a): a for a in given}.values())  # pending and explicit: once
-        require_vision(self.model_profile(provider or thread.provider, model or thread.model), given)
-        given = await self.store_media(thread.id, given, source="user")
+        given = await self.user_attachments(thread.id, given, provider=provider, model=model)
         self.media.take_pending(thread.id)
         await self.open_runner(thread_id)
         message = UserMessageItem(text=text, attachments=given, sender=sender)
@@ -679,9 +686,28 @@ class Runtime:
         await self.start_turn(thread_id, text, attachments, **kw)
         return await self.wait_turn(thread_id)
 
-    def steer(self, thread_id: str, text: str, expected_turn_id: str | None = None, *, sender: str = "") -> UserMessageItem:
-        """Queue a message for the running turn; it is delivered at the next model call."""
-        return self.threads.get(thread_id).steer(text, expected_turn_id, sender=sender)
+    async def user_attachments(
+        self, thread_id: str, attachments: list[Attachment], *, provider: str | None = None, model: str | None = None
+    ) -> list[Attachment]:
+        """What a user attached to a prompt or a queued message, ready for the thread: refused
+        (``MediaError``) when the model cannot see a picture among them, pictures moved into the
+        thread's media store. Turns and steers both take their attachments through here."""
+        thread = self.thread(thread_id)
+        require_vision(self.model_profile(provider or thread.provider, model or thread.model), attachments)
+        return await self.store_media(thread_id, attachments, source="user")
+
+    def steer(
+        self,
+        thread_id: str,
+        text: str,
+        expected_turn_id: str | None = None,
+        *,
+        sender: str = "",
+        attachments: list[Attachment] | None = None,
+    ) -> UserMessageItem:
+        """Queue a message for the running turn; it is delivered at the next model call.
+        ``attachments`` come from ``user_attachments``."""
+        return self.threads.get(thread_id).steer(text, expected_turn_id, sender=sender, attachments=attachments)
 
     def queued_steers(self, thread_id: str) -> list[UserMessageItem]:
         """Messages queued for the running turn that the model has not seen yet."""
