@@ -46,6 +46,7 @@ from roder_tui.widgets.one_pass_layout import OnePassLayout
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+    from textual.selection import Selection
 
 #: Lines after which a live prose segment is sealed at the next blank line...
 SEAL_LINES = 16
@@ -263,6 +264,11 @@ class ProseBlock(OnePassLayout, Static):
     def _markdown(self, text: str) -> RenderableType:
         return render_markdown(text) if self._blocks is None else incremental_markdown(text, self._blocks)
 
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """Rich draws the block, so the screen holds no character positions in it: a drag over
+        it selects the whole block, and ctrl+c copies its markdown."""
+        return selection.extract(self.source), "\n"
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         """The text's height; while live, rounded up to the rows reserved so far (when the text
         outgrows them, ``HEADROOM`` more are reserved at once)."""
@@ -326,6 +332,11 @@ class CodeView(ScrollView, can_focus=False):
         #: Highlight on first paint: a block scrolled out of view (most of a long thread's
         #: mounted window) never pays for Pygments. Its rows wrap the same either way.
         self._highlight_pending = highlighted
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The code under a drag: the whole block (its rows are drawn line by line, without
+        character positions)."""
+        return selection.extract("\n".join(self.lines)), "\n"
 
     @property
     def code(self) -> str:

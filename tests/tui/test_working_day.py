@@ -174,3 +174,34 @@ async def test_a_queued_message_attaches_the_files_it_names(workspace: Path, mon
         assert steer.steer and steer.text == "also read @notes.md"
         assert [(a.name, a.text) for a in steer.attachments] == [("notes.md", "QUEUED-NOTES\n")]
         assert "+ notes.md" in painted(entries_of(app, "user")[-1].widget)
+
+
+async def test_ctrl_c_copies_text_selected_in_the_transcript(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text dragged over in the transcript is copied by ctrl+c, as in any Textual app (ctrl+c
+    only offered to quit, and a second press did)."""
+    app = make_app(workspace, [{"text": "An **answer** paragraph.\n\n```sh\nmake COPY-CODE\n```"}], monkeypatch)
+    copied: list[str] = []
+    monkeypatch.setattr("roder_tui.clipboard.copy_text", lambda _app, text: copied.append(text) or "clipboard")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"SELECT-THIS prompt text", "enter")
+        await turn_done(pilot)
+        [user] = entries_of(app, "user")
+        await pilot.mouse_down(user.widget, offset=(2, 0))
+        await pilot.hover(user.widget, offset=(13, 0))
+        await pilot.mouse_up(user.widget, offset=(13, 0))
+        await until(pilot, lambda: bool(app.screen.get_selected_text()), what="a selection")
+        await pilot.press("ctrl+c")
+        assert [text.strip() for text in copied] == ["SELECT-THIS"]
+        # An answer is drawn by Rich (no character positions): a drag selects its blocks whole.
+        answer = app.transcript.last_answer()
+        assert answer is not None and answer.widget is not None
+        await pilot.mouse_down(answer.widget, offset=(3, 0))
+        await pilot.hover(answer.widget, offset=(5, 3))
+        await pilot.mouse_up(answer.widget, offset=(5, 3))
+        await until(pilot, lambda: bool(app.screen.get_selected_text()), what="a selection in the answer")
+        await pilot.press("ctrl+c")
+        assert copied[1] == "An **answer** paragraph.\n\nmake COPY-CODE"
+        await pilot.press("ctrl+c")  # the selection is gone: this is the first press towards quitting
+        await pilot.pause()
+        assert app.is_running
