@@ -205,3 +205,34 @@ async def test_ctrl_c_copies_text_selected_in_the_transcript(workspace: Path, mo
         await pilot.press("ctrl+c")  # the selection is gone: this is the first press towards quitting
         await pilot.pause()
         assert app.is_running
+
+
+@pytest.mark.parametrize("key", ["escape", "ctrl+c"])
+async def test_a_running_shell_command_shows_and_stops(workspace: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    """``!cmd`` shows its card at once, running (nothing showed until it ended, the status bar
+    said idle, and no key stopped it); esc or ctrl+c stops it, and its process ends."""
+    import os
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"!echo $$ > pid; until [ -f go ]; do sleep 0.05; done", "enter")
+        await until(
+            pilot, lambda: (workspace / "pid").exists() and (workspace / "pid").read_text().strip() != "", what="the command"
+        )
+        [card] = [e for e in app.transcript.model.entries if e.kind == "tool"]
+        assert card.status == "running"
+        await pilot.press(key)
+        await until(pilot, lambda: card.status == "error", what="the card to end")
+        assert "stopped" in painted(card.widget)
+        pid = int((workspace / "pid").read_text())
+
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            return False
+
+        await until(pilot, gone, what="the command's process to end")
+        assert app.is_running and app.prompt_bar.input.text == ""
