@@ -124,8 +124,11 @@ class LoadedEvents:
 class JsonlThreadStore:
     """Thread files under ``directory`` (``<id>.jsonl``) plus the thread index (``index.py``) their writers keep current."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, indexed: bool = True) -> None:
         self.directory = directory
+        #: False for a data folder thrown away after one run (a batch rollout's): no SQLite
+        #: index is kept, and a listing reads the files (``listing_without_index``).
+        self.indexed = indexed
         self._writers: dict[str, _Writer] = {}
         self._pending: dict[str, list[bytes]] = {}
         #: Threads whose writer is being taken or released (see ``_opening``).
@@ -210,7 +213,8 @@ class JsonlThreadStore:
         thread, never the event loop. The writer is kept even if the wait is cancelled: its
         file is open and locked, and ``release`` must close it."""
         try:
-            await asyncio.to_thread(self._note_in_index, self._index().taken, thread_id, writer.path)
+            if self.indexed:
+                await asyncio.to_thread(self._note_in_index, self._index().taken, thread_id, writer.path)
         finally:
             self._writers[thread_id] = writer
 
@@ -277,7 +281,8 @@ class JsonlThreadStore:
             else:
                 writer.sync()
             self._checkpoint(thread_id, writer, end, final=final)
-            self._note_in_index(self._index().catch_up, thread_id, writer.path, live=not final)
+            if self.indexed:
+                self._note_in_index(self._index().catch_up, thread_id, writer.path, live=not final)
 
     def _index(self) -> ThreadIndex:
         from .index import ThreadIndex  # sqlite3 loads once a thread is written or listed
@@ -542,7 +547,10 @@ class JsonlThreadStore:
         return await asyncio.to_thread(self._list, cwd, limit)
 
     def _list(self, cwd: str | None, limit: int | None) -> list[ThreadSummary]:
-        return [ThreadSummary.model_validate(wire) for wire in self._index().listing(cwd, limit)]
+        from .index import listing_without_index
+
+        wires = self._index().listing(cwd, limit) if self.indexed else listing_without_index(self.directory, cwd, limit)
+        return [ThreadSummary.model_validate(wire) for wire in wires]
 
     # ------------------------------------------------------------------ delete, fork
 
@@ -558,7 +566,8 @@ class JsonlThreadStore:
             path.with_suffix(TORN_SUFFIX).unlink()
         remove_snapshot(snapshot_path(self.directory, thread_id))
         remove_snapshot(recent_path(self.directory, thread_id))
-        await asyncio.to_thread(self._index().remove, thread_id)  # a SQLite write: off the event loop
+        if self.indexed:
+            await asyncio.to_thread(self._index().remove, thread_id)  # a SQLite write: off the event loop
 
     async def fork(
         self, thread_id: str, turn_id: str | None, new_header: ThreadHeader, *, before_item: str | None = None
