@@ -1,5 +1,6 @@
-"""Pilot tests of daily-use flows beyond the listed ones: files with spaces and brackets in their
-paths, long single-line output, long pasted prompts and narrow diffs, each as a user meets them."""
+"""Pilot tests of daily-use flows beyond the listed ones, each as a user meets them: files with
+spaces and brackets in their paths, long single-line output, a long pasted prompt, diffs at 40
+columns, a queued message naming a file, copying a mouse selection, and a long ``!cmd``."""
 
 from __future__ import annotations
 
