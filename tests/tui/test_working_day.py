@@ -237,3 +237,25 @@ async def test_a_running_shell_command_shows_and_stops(workspace: Path, monkeypa
 
         await until(pilot, gone, what="the command's process to end")
         assert app.is_running and app.prompt_bar.input.text == ""
+
+
+async def test_a_burst_typed_at_the_transcript_lands_whole_in_the_prompt(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys that arrive together while the transcript has the focus all reach the prompt: the
+    first takes the focus there at once, so a ``k`` or ``j`` behind it is typed, not taken as
+    transcript navigation (``look`` arrived as ``loo``)."""
+    from textual import events
+
+    app = make_app(workspace, [{"text": "An answer."}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"first", "enter")
+        await turn_done(pilot)
+        await pilot.press("ctrl+t")
+        await until(pilot, lambda: app.focused is not None and app.focused is not app.prompt_bar.input, what="the transcript")
+        for character in "look jk":
+            app.post_message(events.Key("space" if character == " " else character, character))
+        await until(
+            pilot, lambda: app.prompt_bar.input.text == "look jk", what=f"the burst in the prompt: {app.prompt_bar.input.text!r}"
+        )
