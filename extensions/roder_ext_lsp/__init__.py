@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -34,6 +34,9 @@ from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRe
 from roder_ext_lsp.client import LspError, path_of, uri_of
 from roder_ext_lsp.manager import LspManager
 from roder_ext_lsp.servers import ServerSpec, available, from_plugin
+
+if TYPE_CHECKING:
+    from roder_core.plugins.enabled import ActivePlugins
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +190,11 @@ def _symbols(rows: list[dict[str, Any]], depth: int) -> list[str]:
 
 
 class LspTools:
-    """Offers ``lsp`` while at least one server runs (asked each turn)."""
+    """Offers ``lsp`` while at least one server runs (asked each turn). Also the ``PluginAware``
+    face of the language servers: a plugin's server is known from the next edit after it was
+    enabled, and stopped when its plugin goes."""
+
+    plugin_parts = frozenset({"lsp_servers"})
 
     def __init__(self, manager: LspManager) -> None:
         self.manager = manager
@@ -195,6 +202,10 @@ class LspTools:
 
     def id(self) -> str:
         return "lsp-tools"
+
+    async def reload_plugins(self, active: ActivePlugins) -> list[str]:
+        await self.manager.use_servers(*available(self.manager.config, plugin_specs(active), self.manager.env.get("PATH")))
+        return []
 
     def contribute(self, registry: ToolRegistry) -> None:
         if self.manager.running():
@@ -245,15 +256,9 @@ class LspExtension(RoderExtension):
         registry.status_segment(LspStatus(self.manager))
 
 
-def plugin_specs(host: HostContext) -> list[ServerSpec]:
-    from roder_core.plugins.enabled import active_plugins
-
+def plugin_specs(active: ActivePlugins) -> list[ServerSpec]:
+    """The language servers of the enabled plugins (``.lsp.json`` / ``lspServers``)."""
     specs = []
-    try:
-        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
-    except Exception as exc:  # a broken plugin folder must not take the editor tools down
-        log.warning("plugins' language servers not read: %s", exc)
-        return []
     for plugin in active.plugins:
         for server in plugin.layout.lsp_servers:
             spec = from_plugin(plugin.name, server.name, dict(server.raw))
@@ -264,11 +269,17 @@ def plugin_specs(host: HostContext) -> list[ServerSpec]:
 
 def create(host: HostContext) -> LspExtension | None:
     from roder_core.brokers.own_folders import OwnFolders
+    from roder_core.plugins.enabled import ActivePlugins, active_plugins
 
     config = host.config.lsp
     if not config.enabled:
         return None
-    specs, hints = available(config, plugin_specs(host), host.env.get("PATH"))
+    try:
+        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    except Exception as exc:  # a broken plugin folder must not take the editor tools down
+        log.warning("plugins' language servers not read: %s", exc)
+        active = ActivePlugins()
+    specs, hints = available(config, plugin_specs(active), host.env.get("PATH"))
     hidden = OwnFolders.of(host.paths, host.env).existing()
     manager = LspManager(config, specs, hints, host.cwd, host.env, hidden, host.trusted)
     return LspExtension(manager, host.config.hook_timeout)

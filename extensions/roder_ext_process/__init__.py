@@ -11,7 +11,8 @@ The protocol is in docs/extension-protocol.md; SDKs for Python and TypeScript ar
 from __future__ import annotations
 
 import logging
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.extension import (
@@ -36,6 +37,9 @@ from roder_ext_process.services import (
     ProcessToolSet,
 )
 from roder_ext_process.supervisor import Handshake, Supervisor, check_capabilities, confine
+
+if TYPE_CHECKING:
+    from roder_core.plugins.enabled import ActivePlugins
 
 log = logging.getLogger(__name__)
 
@@ -113,18 +117,11 @@ class ProcessExtension(RoderExtension):
             registry.palette_source(ProcessPaletteSource(sup, str(row["id"])))
 
 
-def plugin_extensions(host: HostContext) -> dict[str, ProcessExtensionConfig | str]:
+def plugin_extensions(host: HostContext, active: ActivePlugins) -> dict[str, ProcessExtensionConfig | str]:
     """Enabled plugins' process extensions (``roderExtensions``), named ``plugin:NAME``: the
     command and arguments with ``${CLAUDE_PLUGIN_ROOT}`` and friends filled in as whole values
     (never through a shell); a malformed one maps to its one-line problem."""
-    from roder_core.plugins.enabled import active_plugins
-
     found: dict[str, ProcessExtensionConfig | str] = {}
-    try:
-        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
-    except Exception as exc:  # a broken plugin folder must not take the other extensions down
-        log.warning("plugins' process extensions not read: %s", exc)
-        return found
     for plugin in active.plugins:
         variables = plugin.variables(host.cwd)
 
@@ -148,26 +145,73 @@ def plugin_extensions(host: HostContext) -> dict[str, ProcessExtensionConfig | s
     return found
 
 
+def _started(name: str, config: ProcessExtensionConfig | str, host: HostContext, hidden: list[Path]) -> ProcessExtension | None:
+    """One declared process extension, started and asked for its manifest (None when disabled);
+    one that cannot start carries its problem, which the registry reports when it refuses it."""
+    if isinstance(config, str):
+        return ProcessExtension(name, None, config)
+    if not config.enabled:
+        return None
+    try:
+        check_capabilities(name, config.capabilities)
+    except ValueError as exc:
+        return ProcessExtension(name, None, str(exc))
+    return ProcessExtension(name, Supervisor(name, config, host.cwd, confine(name, config, host.cwd, host.env, hidden)))
+
+
+class PluginProcessSource(RoderExtension):
+    """Starts the process extensions of the enabled plugins, at start and again after each plugin
+    change (``plugins.sources.PluginExtensionSource``): a new one is started, one whose plugin
+    was disabled or removed is stopped once no turn uses it, an unchanged one keeps running."""
+
+    plugin_parts = frozenset({"process_extensions"})
+
+    def __init__(self, host: HostContext, hidden: list[Path]) -> None:
+        self.host = host
+        self.hidden = hidden
+        self.current: list[RoderExtension] = []
+        self._configs: dict[str, ProcessExtensionConfig | str] = {}
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-plugin-processes",
+            name="Plugins' process extensions",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description="Starts the process extensions of the enabled plugins, again after each plugin change",
+        )
+
+    def install(self, registry: ServiceRegistrar) -> None:
+        """Its extensions are installed beside it (``plugin_extensions``)."""
+
+    def plugin_extensions(self, active: ActivePlugins) -> list[RoderExtension]:
+        before = {e.name: e for e in self.current if isinstance(e, ProcessExtension)}
+        declared = plugin_extensions(self.host, active)
+        made: list[RoderExtension] = []
+        for name, config in declared.items():
+            old = before.get(name)
+            if old is not None and old.problem is None and self._configs.get(name) == config:
+                made.append(old)
+                continue
+            if (started := _started(name, config, self.host, self.hidden)) is not None:
+                made.append(started)
+        self.current, self._configs = made, declared
+        return made
+
+
 def create(host: HostContext) -> list[RoderExtension]:
     from roder_core.brokers.own_folders import OwnFolders
+    from roder_core.plugins.enabled import active_plugins
 
-    extensions: list[RoderExtension] = []
     hidden = OwnFolders.of(host.paths, host.env).existing()
-    declared: dict[str, ProcessExtensionConfig | str] = {**host.config.extensions.process, **plugin_extensions(host)}
-    for name, config in declared.items():
-        if isinstance(config, str):
-            extensions.append(ProcessExtension(name, None, config))
-            continue
-        if not config.enabled:
-            continue
-        try:
-            check_capabilities(name, config.capabilities)
-        except ValueError as exc:
-            extensions.append(ProcessExtension(name, None, str(exc)))
-            continue
-        supervisor = Supervisor(name, config, host.cwd, confine(name, config, host.cwd, host.env, hidden))
-        extensions.append(ProcessExtension(name, supervisor))
-    return extensions
+    extensions = [e for name, config in host.config.extensions.process.items() if (e := _started(name, config, host, hidden))]
+    source = PluginProcessSource(host, hidden)
+    try:
+        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    except Exception as exc:  # a broken plugin folder must not take the other extensions down
+        log.warning("plugins' process extensions not read: %s", exc)
+        return [*extensions, source]
+    return [*extensions, source, *source.plugin_extensions(active)]
 
 
 __all__ = ["ProcessExtension", "ProcessExtensionConfig", "create"]

@@ -82,9 +82,12 @@ class ActivePlugins:
 class PluginAware(Protocol):
     """A service that reads the enabled plugins: ``Runtime.plugins_changed`` hands it the new set
     after a plugin is installed, enabled, disabled, configured or removed, so the running session
-    uses it from the next turn. Returns one problem line per component it could not load."""
+    uses it from the next turn. Returns one problem line per component it could not load.
+    ``plugin_parts`` names the parts of a plugin it takes (its layout's fields)."""
 
-    def reload_plugins(self, active: ActivePlugins) -> list[str]: ...
+    plugin_parts: frozenset[str]
+
+    async def reload_plugins(self, active: ActivePlugins) -> list[str]: ...
 
 
 def project_plugins(cwd: Path, trusted: bool) -> ProjectPlugins:

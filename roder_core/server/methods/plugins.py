@@ -85,8 +85,13 @@ L = TypeVar("L", bound=LiveChange)
 
 log = logging.getLogger(__name__)
 
-#: What of a plugin loads only when a runtime starts, by its field in the components.
-_NEXT_START = (("hooks", "hooks"), ("lsp_servers", "LSP servers"), ("roder_extensions", "Roder extensions"))
+#: Parts of a plugin a runtime may take only at start, unless a service of it reloads them:
+#: (field in the components, field of the plugin's layout, what the user reads).
+_NEXT_START = (
+    ("hooks", "hooks", "hooks"),
+    ("lsp_servers", "lsp_servers", "LSP servers"),
+    ("roder_extensions", "process_extensions", "Roder extensions"),
+)
 
 
 def _service(app: Dispatcher) -> PluginService:
@@ -101,17 +106,20 @@ async def _run(work: Callable[[], T]) -> T:
         raise RpcError(RUNTIME_ERROR, str(exc)) from None
 
 
-def next_start(components: PreviewComponents) -> list[str]:
-    """The parts of a plugin that a running session does not pick up."""
-    return [label for field, label in _NEXT_START if getattr(components, field)]
+def next_start(components: PreviewComponents, live: frozenset[str]) -> list[str]:
+    """The parts of a plugin that a running session with ``live`` (``Runtime.live_plugin_parts``)
+    does not pick up."""
+    return [label for field, part, label in _NEXT_START if getattr(components, field) and part not in live]
 
 
 async def _applied(app: Dispatcher, result: L, plugins: list[InstalledPlugin]) -> L:
     """The one step after every plugin change: the running runtime reloads its plugins, and the
-    result says which parts of ``plugins`` wait for the next start."""
+    result says which parts of ``plugins`` wait for the next start (none, where every part has a
+    service that reloads it)."""
     for problem in await app.runtime.plugins_changed():
         log.warning("reloading plugins: %s", problem)
-    waiting = [label for _, label in _NEXT_START if any(label in next_start(p.components) for p in plugins)]
+    live = app.runtime.live_plugin_parts()
+    waiting = [label for *_, label in _NEXT_START if any(label in next_start(p.components, live) for p in plugins)]
     result.next_start = waiting
     result.restart_required = bool(waiting)
     app.broadcast(PluginsChanged(plugins=[p.id for p in plugins], next_start=waiting))
