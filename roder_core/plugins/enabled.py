@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
 from roder_core.plugins.layout import PluginLayout, resolve_layout
 from roder_core.plugins.manifest import entry_of, load_manifest, split_id
-from roder_core.plugins.options import OptionStore, option_env
+from roder_core.plugins.options import OPTIONS_FILE, OptionStore, option_env
 from roder_core.plugins.records import InstallRecord, PluginDirs, read_installed
 from roder_core.settings.paths import RoderPaths
 
@@ -192,6 +192,14 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
         result.problems.extend(f"plugin {identifier}: {p}" for p in layout.problems)
 
     return result
+
+
+def plugin_state_files(paths: RoderPaths, cwd: Path, trusted: bool) -> list[Path]:
+    """The files ``active_plugins`` reads the enabled set from (the install records, the options,
+    a trusted project's settings): a running session watches them, so a change another process
+    made (``roder plugin install`` in another terminal) reaches it too."""
+    dirs = PluginDirs.of(paths)
+    return [dirs.installed_file, dirs.root / OPTIONS_FILE, *((cwd / p) for p in PROJECT_SETTINGS if trusted)]
 
 
 def plugin_bin_dirs(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Mapping[str, Any] | None = None) -> list[Path]:

@@ -22,6 +22,7 @@ from tests.tui.helpers import make_app, ready, turn_done, until
 
 FIXTURE_SERVER = Path(__file__).resolve().parents[1] / "ecosystem" / "mcp_fixture_server.py"
 MCP_TOOL = "mcp__plugin_live-kit_fixture__echo"
+HOOK_MARK = "live-hook-context-4417"
 
 
 def live_kit(root: Path, hooks: bool = False) -> Path:
@@ -34,9 +35,9 @@ def live_kit(root: Path, hooks: bool = False) -> Path:
     write_json(
         plugin / ".mcp.json", {"fixture": {"command": sys.executable, "args": ["${CLAUDE_PLUGIN_ROOT}/server.py", "stdio"]}}
     )
-    if hooks:
-        hook = {"hooks": [{"type": "command", "command": "true"}]}
-        write_json(plugin / "hooks" / "hooks.json", {"hooks": {"Stop": [hook]}})
+    if hooks:  # plain text a UserPromptSubmit hook prints is context for the model
+        hook = {"hooks": [{"type": "command", "command": f"echo {HOOK_MARK}"}]}
+        write_json(plugin / "hooks" / "hooks.json", {"hooks": {"UserPromptSubmit": [hook]}})
     return marketplace(root, "live-market", [{"name": "live-kit", "source": "./live-kit"}])
 
 
@@ -89,7 +90,10 @@ async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_d
             await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
             await pilot.press("y")
             await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
-            assert status_of(screen) == "installed live-kit@live-market 1.0.0: in use from the next message"
+            assert (
+                status_of(screen)
+                == "installed live-kit@live-market 1.0.0: commands, skills and MCP servers in use from the next message"
+            )
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
             await until(pilot, lambda: "live-kit:hello" in [c.name for c in app.slash_commands], what="the command listed")
@@ -106,7 +110,7 @@ async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_d
             await until(pilot, lambda: screen.preview is not None, what="the preview")
             await pilot.press("d")
             await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
-            assert status_of(screen) == "disabled live-kit@live-market: gone from the next message"
+            assert status_of(screen) == "disabled live-kit@live-market: commands, skills and MCP servers gone from the next message"
             await pilot.press("escape")
             await until(pilot, lambda: "live-kit:hello" not in [c.name for c in app.slash_commands], what="the command gone")
             await app.send("hi again")
@@ -115,24 +119,50 @@ async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_d
             assert MCP_TOOL not in tools and "live-kit:greeting" not in system
 
 
-async def test_what_waits_for_a_restart_is_named(
+async def test_a_plugins_hook_fires_from_the_next_message_after_a_live_install_and_stops_when_disabled(
     tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No restart: the note names the hooks among what applies, the next message runs the hook
+    (its output reaches the model), and after a disable the next message runs it no more."""
     PluginStore(RoderPaths.from_env()).add_marketplace(str(live_kit(tmp_path / "catalog", hooks=True)))
-    app = make_app(workspace, [], monkeypatch)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await ready(pilot)
-        screen = await open_plugins(app, pilot)
-        await pilot.press("enter")
-        await until(pilot, lambda: screen.preview is not None, what="the preview")
-        await pilot.press("i")
-        await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
-        await pilot.press("y")
-        await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
-        assert (
-            status_of(screen)
-            == "installed live-kit@live-market 1.0.0: in use from the next message; its hooks load when roder starts next"
+    steps = [{"text": "one"}, {"text": "two"}]
+    async with FakeModelServer(steps) as model:
+        write(
+            roder_home / "config.toml",
+            f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{model.base_url}"\n'
+            'api_key_env = "LOCAL_API_KEY"\nmodels = ["my-model"]\n',
         )
+        monkeypatch.setenv("LOCAL_API_KEY", "sk-local-test-0123456789")
+        app = make_app(workspace, None, monkeypatch, provider="local")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot)
+            screen = await open_plugins(app, pilot)
+            await pilot.press("enter")
+            await until(pilot, lambda: screen.preview is not None, what="the preview")
+            await pilot.press("i")
+            await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
+            await pilot.press("y")
+            await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
+            assert status_of(screen) == (
+                "installed live-kit@live-market 1.0.0: commands, skills, hooks and MCP servers in use from the next message"
+            )
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+            await app.send("hi")
+            await turn_done(pilot, 1)
+            assert HOOK_MARK in json.dumps(model.calls[0].json["messages"])  # the hook ran for this message
+
+            screen = await open_plugins(app, pilot)
+            await pilot.press("enter")
+            await until(pilot, lambda: screen.preview is not None, what="the preview")
+            await pilot.press("d")
+            await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+            await app.send("hi again")
+            await turn_done(pilot, 2)
+            last = model.calls[1].json["messages"][-1]
+            assert last["role"] == "user" and "hi again" in json.dumps(last) and HOOK_MARK not in json.dumps(last)
 
 
 @pytest.mark.parametrize("trusted", [True, False])

@@ -24,6 +24,7 @@ from roder_core.plugins.service import PluginService
 from roder_core.plugins.store import PluginError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
+from roder_core.server.plugin_watch import PluginWatch
 from roder_core.server.protocol import NoParams, from_domain
 from roder_core.server.protocol_plugins import (
     MARKETPLACES_ADD,
@@ -85,12 +86,19 @@ L = TypeVar("L", bound=LiveChange)
 
 log = logging.getLogger(__name__)
 
-#: Parts of a plugin a runtime may take only at start, unless a service of it reloads them:
-#: (field in the components, field of the plugin's layout, what the user reads).
-_NEXT_START = (
+#: The parts of a plugin a running session may take: (field of its components, field of its
+#: layout that a service must reload, or None for what is read at each use, what the user reads).
+#: A part no service of the runtime reloads waits for the next start.
+_PARTS = (
+    ("commands", None, "commands"),
+    ("skills", "skills", "skills"),
+    ("agents", None, "agents"),
     ("hooks", "hooks", "hooks"),
+    ("mcp_servers", "mcp_servers", "MCP servers"),
     ("lsp_servers", "lsp_servers", "LSP servers"),
     ("roder_extensions", "process_extensions", "Roder extensions"),
+    ("output_styles", "output_styles", "output styles"),
+    ("monitors", "monitors", "monitors"),
 )
 
 
@@ -106,23 +114,52 @@ async def _run(work: Callable[[], T]) -> T:
         raise RpcError(RUNTIME_ERROR, str(exc)) from None
 
 
-def next_start(components: PreviewComponents, live: frozenset[str]) -> list[str]:
-    """The parts of a plugin that a running session with ``live`` (``Runtime.live_plugin_parts``)
-    does not pick up."""
-    return [label for field, part, label in _NEXT_START if getattr(components, field) and part not in live]
+def live_parts(components: PreviewComponents, live: frozenset[str]) -> tuple[list[str], list[str]]:
+    """The parts a plugin has that a running session with ``live`` (``Runtime.live_plugin_parts``)
+    applies now, and those that wait for the next start."""
+    now: list[str] = []
+    later: list[str] = []
+    for field, part, label in _PARTS:
+        if getattr(components, field):
+            (now if part is None or part in live else later).append(label)
+    return now, later
+
+
+async def apply_change(
+    app: Dispatcher, plugins: list[InstalledPlugin], *, elsewhere: bool = False, gone: list[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """The one step after every plugin change, made through this server or by another process
+    (``server.plugin_watch``): the runtime reloads its plugins and clients hear which parts of
+    ``plugins`` applied and which wait for the next start. Returns (applied, waiting)."""
+    watch = app.services.get(PluginWatch.KEY)
+    looked = watch.look() if isinstance(watch, PluginWatch) else None
+    for problem in await app.runtime.plugins_changed():
+        log.warning("reloading plugins: %s", problem)
+    if isinstance(watch, PluginWatch) and looked is not None:
+        watch.seen(looked)  # this change is applied: the watcher must not apply it a second time
+    live = app.runtime.live_plugin_parts()
+    parts = [live_parts(p.components, live) for p in plugins]
+    applied = [label for *_, label in _PARTS if any(label in now for now, _ in parts)]
+    waiting = [label for *_, label in _PARTS if any(label in later for _, later in parts)]
+    ids = [p.id for p in plugins] + (gone or [])
+    app.broadcast(PluginsChanged(plugins=ids, applied=applied, next_start=waiting, elsewhere=elsewhere))
+    return applied, waiting
+
+
+async def changed_elsewhere(app: Dispatcher, ids: list[str]) -> None:
+    """Another process changed the plugins ``ids`` (``server.plugin_watch``): apply it as a
+    change made here. A removed plugin is named without parts (its files are gone)."""
+    service = _service(app)
+    listing = from_domain(ListInstalledResult, await _run(service.list_installed))
+    rows = [row for row in listing.plugins if row.id in ids]
+    gone = [identifier for identifier in ids if identifier not in {row.id for row in rows}]
+    await apply_change(app, rows, elsewhere=True, gone=gone)
 
 
 async def _applied(app: Dispatcher, result: L, plugins: list[InstalledPlugin]) -> L:
-    """The one step after every plugin change: the running runtime reloads its plugins, and the
-    result says which parts of ``plugins`` wait for the next start (none, where every part has a
-    service that reloads it)."""
-    for problem in await app.runtime.plugins_changed():
-        log.warning("reloading plugins: %s", problem)
-    live = app.runtime.live_plugin_parts()
-    waiting = [label for *_, label in _NEXT_START if any(label in next_start(p.components, live) for p in plugins)]
-    result.next_start = waiting
-    result.restart_required = bool(waiting)
-    app.broadcast(PluginsChanged(plugins=[p.id for p in plugins], next_start=waiting))
+    """A change made through this server: ``apply_change``, told in the result too."""
+    result.applied, result.next_start = await apply_change(app, plugins)
+    result.restart_required = bool(result.next_start)
     return result
 
 
