@@ -110,7 +110,8 @@ async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_d
             await until(pilot, lambda: screen.preview is not None, what="the preview")
             await pilot.press("d")
             await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
-            assert status_of(screen) == "disabled live-kit@live-market: commands, skills and MCP servers gone from the next message"
+            gone = "commands, skills and MCP servers gone from the next message"
+            assert status_of(screen) == f"disabled live-kit@live-market: {gone}"
             await pilot.press("escape")
             await until(pilot, lambda: "live-kit:hello" not in [c.name for c in app.slash_commands], what="the command gone")
             await app.send("hi again")
