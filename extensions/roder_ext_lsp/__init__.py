@@ -204,7 +204,9 @@ class LspTools:
         return "lsp-tools"
 
     async def reload_plugins(self, active: ActivePlugins) -> list[str]:
-        await self.manager.use_servers(*available(self.manager.config, plugin_specs(active), self.manager.env.get("PATH")))
+        await self.manager.use_servers(
+            *available(self.manager.config, plugin_specs(active, self.manager.workspace), self.manager.env.get("PATH"))
+        )
         return []
 
     def contribute(self, registry: ToolRegistry) -> None:
@@ -256,12 +258,20 @@ class LspExtension(RoderExtension):
         registry.status_segment(LspStatus(self.manager))
 
 
-def plugin_specs(active: ActivePlugins) -> list[ServerSpec]:
-    """The language servers of the enabled plugins (``.lsp.json`` / ``lspServers``)."""
+def plugin_specs(active: ActivePlugins, project: Path) -> list[ServerSpec]:
+    """The language servers of the enabled plugins (``.lsp.json`` / ``lspServers``), with
+    ``${CLAUDE_PLUGIN_ROOT}`` and friends filled in their command, arguments and environment as
+    whole values (never through a shell), and set in their environment too."""
+    from roder_core.plugins.components import fill_options
+
     specs = []
     for plugin in active.plugins:
+        variables = plugin.variables(project)
         for server in plugin.layout.lsp_servers:
-            spec = from_plugin(plugin.name, server.name, dict(server.raw))
+            raw = {k: fill_options(v, variables, {}) if k in ("command", "args", "env") else v for k, v in server.raw.items()}
+            env = raw.get("env")
+            raw["env"] = {**variables, **(env if isinstance(env, dict) else {})}
+            spec = from_plugin(plugin.name, server.name, raw)
             if spec is not None:
                 specs.append(spec)
     return specs
@@ -279,7 +289,7 @@ def create(host: HostContext) -> LspExtension | None:
     except Exception as exc:  # a broken plugin folder must not take the editor tools down
         log.warning("plugins' language servers not read: %s", exc)
         active = ActivePlugins()
-    specs, hints = available(config, plugin_specs(active), host.env.get("PATH"))
+    specs, hints = available(config, plugin_specs(active, host.cwd), host.env.get("PATH"))
     hidden = OwnFolders.of(host.paths, host.env).existing()
     manager = LspManager(config, specs, hints, host.cwd, host.env, hidden, host.trusted)
     return LspExtension(manager, host.config.hook_timeout)
