@@ -497,6 +497,10 @@ class PluginHooksSource(RoderExtension):
     def install(self, registry: ServiceRegistrar) -> None:
         """Its extensions are installed beside it (``plugin_extensions``)."""
 
+    def refused(self, extension: RoderExtension, reason: str) -> None:
+        """Nothing runs until a hook's event: nothing to stop (made again at the next change)."""
+        self.current = [e for e in self.current if e is not extension]
+
     def plugin_extensions(self, active: ActivePlugins) -> list[RoderExtension]:
         before = {e.plugin: e for e in self.current if isinstance(e, PluginHooksExtension)}
         made: list[RoderExtension] = []

@@ -184,6 +184,13 @@ class PluginProcessSource(RoderExtension):
     def install(self, registry: ServiceRegistrar) -> None:
         """Its extensions are installed beside it (``plugin_extensions``)."""
 
+    def refused(self, extension: RoderExtension, reason: str) -> None:
+        """Its process stops; it is started again only when its plugin changes."""
+        if isinstance(extension, ProcessExtension):
+            extension.problem = extension.problem or reason
+            if extension.supervisor is not None:
+                extension.supervisor.close()
+
     def plugin_extensions(self, active: ActivePlugins) -> list[RoderExtension]:
         before = {e.name: e for e in self.current if isinstance(e, ProcessExtension)}
         declared = plugin_extensions(self.host, active)

@@ -212,11 +212,14 @@ def admit(
     source: str,
     extension: RoderExtension,
     skipped: list[SkippedExtension],
+    *,
+    running: bool = False,
 ) -> None:
     """The one door into a registry, at start and when plugins change while Roder runs
     (``rebuild``): an extension needing a capability the profile denies is skipped, one the
     registry refuses is skipped with the reason, and what it requires is granted as the profile
-    allows."""
+    allows. ``running``: Roder runs already, so a tool clash skips the extension here rather
+    than failing the build of the registry in use."""
     manifest = extension.manifest()
     denied = [(cap.id, reason) for cap in manifest.required_capabilities if (reason := profile.denial_reason(cap.id)) is not None]
     if denied:
@@ -225,6 +228,8 @@ def admit(
         return
     try:
         builder.install(extension)
+        if running and any(service.kind == "ToolProvider" for service in manifest.provides):
+            builder.refuse_tool_clash(manifest.id)
     except RegistryError as exc:
         skipped.append(SkippedExtension(manifest.id or source, str(exc)))
         return
@@ -242,7 +247,7 @@ def rebuild(
     profile = registry.profile or _NO_PROFILE
     skipped: list[SkippedExtension] = []
     for extension in add:
-        admit(builder, profile, "plugins", extension, skipped)
+        admit(builder, profile, "plugins", extension, skipped, running=True)
     for entry in skipped:
         log.debug("%s", entry.describe())
     return builder.build(profile=registry.profile), skipped

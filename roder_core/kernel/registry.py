@@ -156,6 +156,26 @@ class ExtensionRegistryBuilder:
         self._manifests[manifest.id] = manifest
         self._extensions[manifest.id] = extension
 
+    def refuse_tool_clash(self, extension_id: str) -> None:
+        """Rule 6 for an extension just installed, before the build: its tools must register
+        beside the others' (a plugin's extension naming a tool Roder has). On a clash it is
+        taken out again and RegistryError says why, so the build never fails for it."""
+        tools = ToolRegistry()
+        others = [s for s in self._services if s.kind == TOOL_PROVIDER.name and s.extension_id != extension_id]
+        for installed in others:
+            try:
+                tools.contribute_from(installed.id, cast(ToolContributor, installed.implementation).contribute)
+            except Exception:  # another's fault is not this extension's; the build reports it
+                continue
+        for installed in [s for s in self._services if s.kind == TOOL_PROVIDER.name and s.extension_id == extension_id]:
+            try:
+                tools.contribute_from(installed.id, cast(ToolContributor, installed.implementation).contribute)
+            except Exception as exc:
+                self._services = [s for s in self._services if s.extension_id != extension_id]
+                self._manifests.pop(extension_id, None)
+                self._extensions.pop(extension_id, None)
+                raise RegistryError(f"extension {extension_id!r}: tool contributor {installed.id!r}: {exc}") from exc
+
     def _check_manifest(self, manifest: ExtensionManifest) -> None:
         if not manifest.id or not manifest.id.strip():
             raise RegistryError("extension id must not be empty")

@@ -27,3 +27,7 @@ class PluginExtensionSource(Protocol):
     current: list[RoderExtension]
 
     def plugin_extensions(self, active: ActivePlugins) -> list[RoderExtension]: ...
+
+    def refused(self, extension: RoderExtension, reason: str) -> None:
+        """The registry did not admit ``extension`` (a capability the profile denies, a tool
+        named like another's): stop what it started (the next plugin change may offer it again)."""

@@ -832,7 +832,7 @@ class Runtime:
         registry = self.registry
         sources = [e for e in registry.extensions().values() if isinstance(e, PluginExtensionSource)]
         removed: set[str] = set()
-        added: list[RoderExtension] = []
+        added: list[tuple[PluginExtensionSource, RoderExtension]] = []
         problems: list[str] = []
         for source in sources:
             before = {id(e): e.manifest().id for e in source.current}
@@ -842,12 +842,17 @@ class Runtime:
                 problems.append(f"{source.manifest().id}: {exc}")
                 continue
             removed |= {ident for key, ident in before.items() if key not in {id(e) for e in now}}
-            added += [e for e in now if id(e) not in before]
+            added += [(source, e) for e in now if id(e) not in before]
         if not removed and not added:
             return problems
-        updated, skipped = rebuild(registry, removed, added)
+        updated, skipped = rebuild(registry, removed, [e for _, e in added])
         problems += [s.describe() for s in skipped if not s.expected]
-        gone = set(registry.extensions()) - set(updated.extensions())
+        for maker, extension in added:
+            if updated.extensions().get(extension.manifest().id) is not extension:
+                why = next((s.reason for s in skipped if s.source == extension.manifest().id), "not admitted")
+                maker.refused(extension, why)
+        # By object: a plugin's changed extension comes back under the same id, as a new object.
+        gone = {ident for ident in removed if registry.extensions().get(ident) is not updated.extensions().get(ident)}
         old = self._adopt(updated)
         await old.retire([cast(Closing, s) for s in registry.services_of(gone) if callable(getattr(s, "aclose", None))])
         return problems
