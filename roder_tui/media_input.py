@@ -17,8 +17,8 @@ from urllib.parse import unquote, urlsplit
 
 from roder_core.media.images import sniff_image
 from roder_core.server.protocol import InputItem
+from roder_tui.file_mentions import mentioned_paths
 
-_MENTION = re.compile(r"(?:^|\s)@([^\s@]+)")
 _QUOTED = re.compile(r"""(?:^|\s)(['"])((?:/|~/|file://)[^'"\n]+)\1""")
 _TRAILING = ",.;:!?)]}'\""
 _BARE = re.compile(r"(?:^|\s)((?:/|~/|\./|file://)(?:\\ |[^\s])+)")
@@ -27,7 +27,7 @@ _BARE = re.compile(r"(?:^|\s)((?:/|~/|\./|file://)(?:\\ |[^\s])+)")
 def _candidates(text: str, workspace: Path) -> list[Path]:
     """Every path-like token, in the order it appears; a token ending in punctuation also
     counts without it (``@shot.png,``)."""
-    found: list[tuple[int, str]] = [(m.start(1), m.group(1)) for m in _MENTION.finditer(text)]
+    found: list[tuple[int, str]] = mentioned_paths(text)
     found += [(m.start(2), m.group(2)) for m in _QUOTED.finditer(text)]
     found += [(m.start(1), m.group(1).replace("\\ ", " ")) for m in _BARE.finditer(text)]
     paths: list[Path] = []

@@ -18,9 +18,10 @@ Who keeps the rows current:
 A row holds how many bytes of its file it has folded (always up to a line boundary): the files
 only grow by whole lines, so bringing a row up to date reads only the bytes past it. A file that
 is shorter than its row, or whose byte before the row's end is not a newline, was rewritten: it
-is summarized again from the start. Summarizing reads a file's header line and finds its event
-lines with one regular expression over the bytes; only the few lines that change a summary
-(start, title, model, status, a turn's start) are parsed as JSON.
+is summarized again from the start. Summarizing reads a file's header line; when every line
+starts as the store writes it, searches in C find each turn's start and the last title, model
+and status change, and no other line is visited (``SummaryFold._summary_lines``); a file with
+lines in another form is folded line by line, the few that change a summary parsed as JSON.
 
 Crash safety: every change is one SQLite transaction, so a killed process leaves the index as it
 was before or after. A writer marks a row open before it appends and clears the mark after its
@@ -43,7 +44,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,11 +107,27 @@ _EVENT_LINE = re.compile(
     rb'(?:,"(turnId|status)":"([^"\\\n]*)")?'
 )
 _QUICK_KEY = {b"turn/started": b"turnId", b"thread/status/changed": b"status"}
+#: The decoder's C scanner (a JSON value at an offset: the value and where it ends); the stubs
+#: leave the attribute out.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _NEWLINE = ord("\n")
 _CLOSING = ord("}")
 _SUMMARY_METHODS = frozenset(
     {b"thread/started", b"thread/title/changed", b"thread/model/changed", b"thread/status/changed", b"turn/started"}
 )
+#: Summary methods as the store writes them (after the ``ts``): every turn's start counts, of the
+#: others only the last one matters. ``SummaryFold._summary_lines`` searches for them in C.
+_TURN_MARK = b',"method":"turn/started"'
+_LAST_WINS_MARKS = tuple(
+    b',"method":"%s"' % method for method in (b"thread/title/changed", b"thread/model/changed", b"thread/status/changed")
+)
+
+
+def _regular(data: bytes, start: int, end: int, thread_id: str) -> bool:
+    """Whether every line of ``data[start:end]`` (whole lines, ``data[start - 1]`` a newline)
+    starts as the store writes an event of this thread: its id, then its ``ts``. Two counts in C."""
+    prefix = b'\n{"threadId":"' + thread_id.encode() + b'","ts":'
+    return data.count(prefix, start - 1, end) == data.count(b"\n", start - 1, end - 1)
 
 
 # A plain class rather than a dataclass: `sessions list` reads this index without starting the
@@ -135,6 +152,9 @@ class SummaryFold:
         self.status = "idle"
         #: The last turn started: a repeated ``turn/started`` (a line folded twice) counts once.
         self.last_turn = ""
+        #: Whether the thread's header was read: a ``thread/started`` line repeats it, so only
+        #: its ``ts`` is needed then.
+        self.has_header = False
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> SummaryFold:
@@ -153,9 +173,11 @@ class SummaryFold:
             fold.status,
             fold.last_turn,
         ) = row[:12]
+        fold.has_header = True
         return fold
 
     def header(self, data: dict[str, Any]) -> None:
+        self.has_header = True
         self.id = data.get("id", self.id)
         self.cwd = data.get("cwd", self.cwd)
         self.created_at = float(data.get("createdAt", self.created_at) or 0.0)
@@ -182,51 +204,117 @@ class SummaryFold:
         elif method == "thread/status/changed":
             self.status = str(data.get("status", self.status))
         elif method == "turn/started":
-            turn_id = str(data.get("turnId", ""))
-            if turn_id != self.last_turn:
-                self.last_turn = turn_id
-                self.turn_count += 1
+            self._turn_started(str(data.get("turnId", "")))
+
+    def _turn_started(self, turn_id: str) -> None:
+        if turn_id != self.last_turn:
+            self.last_turn = turn_id
+            self.turn_count += 1
 
     def lines(self, data: bytes, start: int = 0, end: int | None = None) -> None:
         """Fold the event lines of ``data[start:end]`` (whole lines). Lines that only move
-        ``updated_at`` (items, usage) have their ``ts`` read by the regular expression and are
-        never parsed; rebuilding the index spent most of its time in ``json.loads`` before."""
+        ``updated_at`` (items, usage) are never parsed; when every line starts as the store
+        writes it, they are not even visited one by one (``_summary_lines``)."""
         end = len(data) if end is None else end
         if start < end and (start == 0 or data[start - 1] != _NEWLINE):
             first_end = data.find(b"\n", start, end)  # a first line with no newline before it
             first_end = end if first_end < 0 else first_end
             self._parse_line(data[start:first_end])
             start = first_end + 1
+        if start >= end:
+            return
+        if self.id and _regular(data, start, end, self.id):
+            self._summary_lines(data, start, end)
+        else:
+            self._every_line(data, start, end)
+
+    def _summary_lines(self, data: bytes, start: int, end: int) -> None:
+        """Fold lines that all start as ``files.encode`` writes them (``_regular``) without
+        visiting them one by one: searches in C find each turn's start, and the last title,
+        model and status change (the earlier ones are overwritten); each hit is checked to be
+        its line's own method, not text inside an item or a tool's arguments. Of the other
+        lines only the last one's ``ts`` is read, so ``updated_at`` is the latest of the lines
+        read, the same as the latest of every line's while the clock only moves on (each line
+        is stamped as it is written). The header was read (``_regular`` needs the thread's
+        id), so a ``thread/started`` line would add nothing."""
         position = start
-        for match in _EVENT_LINE.finditer(data, start - 1, end) if start < end else ():
+        while (hit := data.find(_TURN_MARK, position, end)) >= 0:
+            position = hit + len(_TURN_MARK)
+            self._fold_own_line(data, start, end, hit, position)
+        for mark in _LAST_WINS_MARKS:
+            limit = end
+            while (hit := data.rfind(mark, start, limit)) >= 0:
+                limit = hit
+                if self._fold_own_line(data, start, end, hit, hit + len(mark)):
+                    break
+        line_end = end - 1
+        while line_end >= start:  # the last line that is not a summary line gives its ts
+            line_start = data.rfind(b"\n", start - 1, line_end) + 1
+            match = _EVENT_LINE.match(data, line_start - 1)
+            if match is not None and match[2] not in _SUMMARY_METHODS:
+                self.updated_at = max(self.updated_at, float(match[1]))
+                return
+            line_end = line_start - 1
+
+    def _fold_own_line(self, data: bytes, start: int, end: int, hit: int, hit_end: int) -> bool:
+        """Fold the line holding ``data[hit:hit_end]`` (a summary method's mark) when the mark is
+        the line's own method; whether it was folded."""
+        line_start = data.rfind(b"\n", start - 1, hit) + 1
+        match = _EVENT_LINE.match(data, line_start - 1)
+        if match is None or match.end(2) + 1 != hit_end:
+            return False  # the mark is text inside the line
+        line_end = data.find(b"\n", hit_end, end)
+        return self._summary_line(data, match, line_start, end if line_end < 0 else line_end)
+
+    def _every_line(self, data: bytes, start: int, end: int) -> None:
+        """Fold every line, in whatever form it was written: one regular expression finds the
+        lines written as the store writes them (their ``ts`` read from the match), the others
+        are parsed whole."""
+        position = start
+        for match in _EVENT_LINE.finditer(data, start - 1, end):
             line_start = match.start() + 1
             if line_start > position:  # lines written in another form: parsed whole
                 self._parse_lines(data[position : line_start - 1])
             line_end = data.find(b"\n", match.end(), end)
             line_end = end if line_end < 0 else line_end
-            method = match[2]
-            if method not in _SUMMARY_METHODS:
+            if match[2] not in _SUMMARY_METHODS:
                 self.updated_at = max(self.updated_at, float(match[1]))
-            elif match[3] is not None and match[3] == _QUICK_KEY.get(method) and data[line_end - 1] == _CLOSING:
-                self.event({"ts": float(match[1]), "method": method.decode(), match[3].decode(): match[4].decode()})
             else:
-                self._parse_line(data[line_start:line_end])
+                self._summary_line(data, match, line_start, line_end)
             position = line_end + 1
         if position < end:
             self._parse_lines(data[position:end])
+
+    def _summary_line(self, data: bytes, match: re.Match[bytes], line_start: int, line_end: int) -> bool:
+        """Fold a line that changes the summary (whether it could be read): a turn's start or a
+        status change read from the match itself, a thread's start only for its ``ts`` once
+        the header was read, the rest parsed."""
+        method = match[2]
+        if match[3] is not None and match[3] == _QUICK_KEY.get(method) and data[line_end - 1] == _CLOSING:
+            self.updated_at = max(self.updated_at, float(match[1]))
+            if method == b"turn/started":
+                self._turn_started(match[4].decode())
+            else:
+                self.status = match[4].decode()
+        elif method == b"thread/started" and self.has_header and data[line_end - 1] == _CLOSING:
+            self.updated_at = max(self.updated_at, float(match[1]))
+        else:
+            return self._parse_line(data[line_start:line_end])
+        return True
 
     def _parse_lines(self, chunk: bytes) -> None:
         for line in chunk.split(b"\n"):
             if line.strip():
                 self._parse_line(line)
 
-    def _parse_line(self, line: bytes) -> None:
-        try:
-            data = json.loads(line)
-        except ValueError:
-            return  # an unreadable line: loading the thread reports it
-        if isinstance(data, dict):
-            self.event(data)
+    def _parse_line(self, line: bytes) -> bool:
+        """Fold one line parsed whole; whether it could be read (an unreadable line is skipped:
+        loading the thread reports it)."""
+        data = _json_object(line)
+        if data is None:
+            return False
+        self.event(data)
+        return True
 
     def row(self, size: int, inode: int, live: bool) -> tuple[Any, ...]:
         """The stored row. A thread not held by a live writer that was caught mid-turn lists as
@@ -251,28 +339,27 @@ class SummaryFold:
         )
 
 
-def summarize(path: Path, thread_id: str, live: bool | None = None) -> tuple[Any, ...] | None:
+def summarize(path: str | Path, thread_id: str, live: bool | None = None) -> tuple[Any, ...] | None:
     """A thread file as a fresh row (None when it has no usable header). ``live`` says whether
     a writer holds the file; asked of the file when None."""
     fd = os.open(path, os.O_RDONLY | CLOEXEC)
     try:
-        inode = os.fstat(fd).st_ino
-        with open(fd, "rb", closefd=False) as handle:
-            data = handle.read()
+        stat = os.fstat(fd)
+        data = _read_all(fd, stat.st_size)
         if live is None:  # the lock test ``held_by_writer`` makes, on the descriptor at hand
             live = not try_lock(fd, exclusive=False)
     finally:
         os.close(fd)
+    inode = stat.st_ino
     fold = SummaryFold()
     folded = data.rfind(b"\n") + 1  # the whole lines; a torn tail waits for its writer or a repair
     first_end = data.find(b"\n")
     body_start = 0
     if first_end > 0:
-        with contextlib.suppress(ValueError):
-            header = json.loads(data[:first_end])
-            if isinstance(header, dict) and header.get("type") == HEADER_TYPE:
-                fold.header(header)
-                body_start = first_end + 1
+        header = _json_object(data[:first_end])
+        if header is not None and header.get("type") == HEADER_TYPE:
+            fold.header(header)
+            body_start = first_end + 1
     fold.lines(data, body_start, folded)
     _fold_tail(fold, data[folded:])
     if not fold.id:
@@ -280,6 +367,25 @@ def summarize(path: Path, thread_id: str, live: bool | None = None) -> tuple[Any
     if not fold.cwd:
         return None
     return fold.row(folded, inode, live)
+
+
+def _json_object(line: bytes) -> dict[str, Any] | None:
+    """A line's JSON object, or None when it is not one. The C scanner ``json.loads`` ends in,
+    without its two Python layers (a rebuild parses two lines of every file)."""
+    try:
+        text = line.decode().strip()
+        value, end = _SCAN(text, 0)
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):  # a bad number or escape; deep nesting
+        return None
+    return value if end == len(text) and isinstance(value, dict) else None
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The file's bytes: one ``read`` of the size ``fstat`` gave, more while it keeps growing."""
+    chunks = [os.read(fd, size + 1)]  # one byte over: a file grown since the stat is read on
+    while len(chunks[-1]) > (size if len(chunks) == 1 else 0):
+        chunks.append(os.read(fd, 1 << 20))
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _fold_tail(fold: SummaryFold, tail: bytes) -> None:
@@ -507,7 +613,7 @@ class ThreadIndex:
         rows = []
         for thread_id, (path, inode) in files.items():
             if known.get(thread_id) != inode:
-                row = self._summary(db, thread_id, Path(path), live=None)
+                row = self._summary(db, thread_id, path, live=None)
                 if row is not None:
                     rows.append(row)
         db.executemany(_INSERT, rows)
@@ -522,7 +628,7 @@ class ThreadIndex:
         return 1
 
     @staticmethod
-    def _summary(db: sqlite3.Connection, thread_id: str, path: Path, *, live: bool | None) -> tuple[Any, ...] | None:
+    def _summary(db: sqlite3.Connection, thread_id: str, path: str | Path, *, live: bool | None) -> tuple[Any, ...] | None:
         """The file's fresh row; None (its row dropped) when it is gone or has no usable header."""
         try:
             row = summarize(path, thread_id, live)

@@ -52,7 +52,8 @@ class Launch:
     env: dict[str, str]
     extra_env: dict[str, str] = field(default_factory=dict)
     initialization_options: dict[str, Any] = field(default_factory=dict)
-    #: Folders the server reads to run that its command line does not name (its TypeScript).
+    #: Folders the server reads to run that its command line does not name (its TypeScript);
+    #: the program's own package, wherever its link leads, is ``confined.program_folders``'.
     needs: tuple[Path, ...] = ()
 
 
@@ -62,8 +63,7 @@ def plan(spec: ServerSpec, workspace: Path, env: Mapping[str, str], trusted: boo
         configured = dict(spec.initialization_options)
         if spec.source == "built-in" and spec.name == "typescript":
             configured = {**_typescript_options(env.get("PATH"), None, None), **configured}
-        needs = _typescript_of(configured) + _program_root(shutil.which(spec.command, path=env.get("PATH")))
-        return Launch([spec.command, *spec.args], dict(env), dict(spec.env), configured, needs)
+        return Launch([spec.command, *spec.args], dict(env), dict(spec.env), configured, _typescript_of(configured))
     if spec.source != "built-in" or spec.name not in SAFE_WHEN_UNTRUSTED:
         return f"{spec.name} starts only in trusted folders (it can run the project's own code): `roder trust` to allow it"
     root = workspace.resolve()
@@ -78,17 +78,7 @@ def plan(spec: ServerSpec, workspace: Path, env: Mapping[str, str], trusted: boo
         options = _typescript_options(path, program, root)
         if "path" not in options.get("tsserver", {}):
             return "typescript has no TypeScript installed outside this untrusted folder to run"
-    return Launch([program, *spec.args], child_env, {}, options, _typescript_of(options) + _program_root(program))
-
-
-def _program_root(program: str | None) -> tuple[Path, ...]:
-    """Where the program really lives, for the sandbox to show when that is under /tmp: npm's
-    ``node_modules/.bin/NAME`` is a link into its package (the nearest folder with a
-    ``package.json``), which the sandbox's private /tmp would otherwise hide."""
-    if program is None:
-        return ()
-    real = Path(os.path.realpath(program))
-    return next(((folder,) for folder in list(real.parents)[:3] if (folder / "package.json").is_file()), (real.parent,))
+    return Launch([program, *spec.args], child_env, {}, options, _typescript_of(options))
 
 
 def _typescript_of(options: dict[str, Any]) -> tuple[Path, ...]:

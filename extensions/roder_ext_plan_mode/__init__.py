@@ -28,12 +28,11 @@ from roder_core import (
     ToolResult,
     __version__,
 )
-from roder_core.ir import PlanItem
+from roder_core.ir import PLAN_TOOL, PlanItem
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
-from roder_core.policy.plan_review import PLAN_TOOL
 
 PLAN_MODE_INSTRUCTIONS = (
     "You are in plan mode. Only read-only tools run: explore the code, ask questions, and work out a "

@@ -6,6 +6,9 @@ manifest (seed 003's, as JSON) and the services it provides, checks the manifest
 grants, and installs one ordinary registry service per declared service: tools, hooks, context
 providers, policy contributors, inference engines, status segments and palette sources.
 The protocol is in docs/extension-protocol.md; SDKs for Python and TypeScript are in ``sdk/``.
+
+The supervisor, the connection and the services load only when a process extension is declared:
+a run without one (most runs, ``roder -p`` among them) does not import them.
 """
 
 from __future__ import annotations
@@ -25,21 +28,10 @@ from roder_core.kernel.extension import (
 from roder_core.kernel.registry import RegistryError
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.settings.config import ProcessExtensionConfig
-from roder_ext_process.connection import ExtensionCallError
-from roder_ext_process.services import (
-    ProcessContextProvider,
-    ProcessEngine,
-    ProcessHook,
-    ProcessPaletteSource,
-    ProcessPolicyContributor,
-    ProcessStatusSegment,
-    ProcessTool,
-    ProcessToolSet,
-)
-from roder_ext_process.supervisor import Handshake, Supervisor, check_capabilities, confine
 
 if TYPE_CHECKING:
     from roder_core.plugins.enabled import ActivePlugins
+    from roder_ext_process.supervisor import Handshake, Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +66,8 @@ class ProcessExtension(RoderExtension):
         self._manifest = ExtensionManifest(id=f"process:{name}", name=name, version="0.0.0", api_version=EXTENSION_API_VERSION)
         if supervisor is None:
             return
+        from roder_ext_process.connection import ExtensionCallError
+
         try:
             self.handshake = supervisor.handshake()
             self._manifest = manifest_from(name, self.handshake.manifest)
@@ -97,6 +91,17 @@ class ProcessExtension(RoderExtension):
                 f"process extension {self.name} requires {', '.join(missing)}, which config.toml does not grant "
                 f"(add to capabilities in [extensions.process.{self.name}] to allow)"
             )
+        from roder_ext_process.services import (
+            ProcessContextProvider,
+            ProcessEngine,
+            ProcessHook,
+            ProcessPaletteSource,
+            ProcessPolicyContributor,
+            ProcessStatusSegment,
+            ProcessTool,
+            ProcessToolSet,
+        )
+
         sup, shake = self.supervisor, self.handshake
         tool_ids = [p.id for p in self._manifest.provides if p.kind == "ToolProvider"]
         if shake.tools:
@@ -152,6 +157,8 @@ def _started(name: str, config: ProcessExtensionConfig | str, host: HostContext,
         return ProcessExtension(name, None, config)
     if not config.enabled:
         return None
+    from roder_ext_process.supervisor import Supervisor, check_capabilities, confine
+
     try:
         check_capabilities(name, config.capabilities)
     except ValueError as exc:
@@ -166,9 +173,8 @@ class PluginProcessSource(RoderExtension):
 
     plugin_parts = frozenset({"process_extensions"})
 
-    def __init__(self, host: HostContext, hidden: list[Path]) -> None:
+    def __init__(self, host: HostContext) -> None:
         self.host = host
-        self.hidden = hidden
         self.current: list[RoderExtension] = []
         self._configs: dict[str, ProcessExtensionConfig | str] = {}
 
@@ -191,6 +197,11 @@ class PluginProcessSource(RoderExtension):
             if extension.supervisor is not None:
                 extension.supervisor.close()
 
+    def hidden_folders(self) -> list[Path]:
+        from roder_core.brokers.own_folders import OwnFolders
+
+        return OwnFolders.of(self.host.paths, self.host.env).existing()
+
     def plugin_extensions(self, active: ActivePlugins) -> list[RoderExtension]:
         before = {e.name: e for e in self.current if isinstance(e, ProcessExtension)}
         declared = plugin_extensions(self.host, active)
@@ -200,25 +211,28 @@ class PluginProcessSource(RoderExtension):
             if old is not None and old.problem is None and self._configs.get(name) == config:
                 made.append(old)
                 continue
-            if (started := _started(name, config, self.host, self.hidden)) is not None:
+            if (started := _started(name, config, self.host, self.hidden_folders())) is not None:
                 made.append(started)
         self.current, self._configs = made, declared
         return made
 
 
 def create(host: HostContext) -> list[RoderExtension]:
-    from roder_core.brokers.own_folders import OwnFolders
-    from roder_core.plugins.enabled import active_plugins
+    """The ``[extensions.process.*]`` of config.toml, and the plugins' ones through
+    ``PluginProcessSource`` (which starts them again when plugins change). The supervisor and
+    its parts are imported only when one is declared."""
+    from roder_core.plugins.enabled import ActivePlugins, active_plugins
 
-    hidden = OwnFolders.of(host.paths, host.env).existing()
-    extensions = [e for name, config in host.config.extensions.process.items() if (e := _started(name, config, host, hidden))]
-    source = PluginProcessSource(host, hidden)
+    source = PluginProcessSource(host)
     try:
         active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
     except Exception as exc:  # a broken plugin folder must not take the other extensions down
         log.warning("plugins' process extensions not read: %s", exc)
-        return [*extensions, source]
-    return [*extensions, source, *source.plugin_extensions(active)]
+        active = ActivePlugins()
+    declared = host.config.extensions.process
+    hidden = source.hidden_folders() if declared else []
+    configured = [e for name, config in declared.items() if (e := _started(name, config, host, hidden)) is not None]
+    return [*configured, source, *source.plugin_extensions(active)]
 
 
 __all__ = ["ProcessExtension", "ProcessExtensionConfig", "create"]

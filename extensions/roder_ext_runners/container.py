@@ -38,6 +38,7 @@ from roder_core.kernel.services import (
 )
 from roder_core.settings.runners import RunnerConfig
 
+from . import CONTAINER_DESCRIPTION
 from .launcher import GROUP_WAIT, GroupSniffer, kill_argv, launcher_argv
 from .local import run_local
 
@@ -320,7 +321,7 @@ class ContainerRunnerProvider:
         return "container"
 
     def description(self) -> str:
-        return "commands in a Podman or Docker container, the workspace mounted, no network unless granted"
+        return CONTAINER_DESCRIPTION
 
     async def _engine(self, wanted: str = "auto") -> tuple[bool, str, str, str]:
         """(works, version or reason, binary, engine name)."""

@@ -51,6 +51,7 @@ from roder_core.kernel.services import (
 from roder_core.policy.rules import RuleSet
 from roder_core.settings.runners import RunnerConfig
 
+from . import SSH_DESCRIPTION
 from .launcher import GROUP_WAIT, GroupSniffer, kill_argv, launcher_argv
 
 T = TypeVar("T")
@@ -618,7 +619,7 @@ class SshRunnerProvider:
         return "ssh"
 
     def description(self) -> str:
-        return "a workspace on another machine over SSH (asyncssh), commands in bubblewrap when it works there"
+        return SSH_DESCRIPTION
 
     async def availability(self) -> RunnerAvailability:
         try:

@@ -11,7 +11,7 @@ The tools are offered only to threads in a team and speak for their caller throu
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from pydantic import Field
 
@@ -32,7 +32,9 @@ from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.teams import TeamChannel
 from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolSet
-from roder_core.teams.model import EVERYONE, TeamTask
+
+if TYPE_CHECKING:  # the team model loads with the first team (a run without one never needs it)
+    from roder_core.teams.model import TeamTask
 
 
 class MessageArgs(ToolArguments):
@@ -99,6 +101,8 @@ class TeamBroadcastTool(TeamTool[BroadcastArgs]):
     arguments_model = BroadcastArgs
 
     async def act(self, team: TeamChannel, args: BroadcastArgs, call: ToolCall) -> ToolResult:
+        from roder_core.teams.model import EVERYONE
+
         how = await team.send(EVERYONE, args.text)
         return ToolResult(id=call.id, name=call.name, text=f"broadcast ({how})")
 

@@ -35,7 +35,8 @@ def program_folders(argv: list[str], env: Mapping[str, str], needs: Iterable[Pat
     """Folders the process needs to see to run at all, bound read-only: the packages its program
     and the files named on its command line, in its ``env`` or in ``needs`` belong to (the
     sandbox's private /tmp would otherwise hide a program kept under /tmp, say in a clone there),
-    and a virtualenv's root for its interpreter."""
+    and a virtualenv's root for its interpreter. A file that is a link counts where it is named
+    and where it leads: npm's ``node_modules/.bin/NAME`` is a link into its own package."""
     tmp = Path("/tmp")
     folders: set[Path] = set()
     for value in [*argv, *env.values(), *map(str, needs)]:
@@ -46,6 +47,7 @@ def program_folders(argv: list[str], env: Mapping[str, str], needs: Iterable[Pat
             folders.add(path.resolve())
         elif path.exists():
             folders.add(_package_root(path.parent.resolve(), tmp))
+            folders.add(_package_root(path.resolve().parent, tmp))
             if path.parent.name == "bin" and (path.parent.parent / "pyvenv.cfg").exists():
                 folders.add(_package_root(path.parent.parent.resolve(), tmp))
     return sorted(f for f in folders if f.is_relative_to(tmp))

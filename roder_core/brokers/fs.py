@@ -105,9 +105,13 @@ class WorkspaceFileSystem:
     def resolve(self, path: str, *, write: bool = False) -> Path:
         """The real path for ``path``, or BrokerDenied (escape, Roder's own folders, protected
         for writes, no grant, the content gate for reads)."""
+        return self._admit(path, write=write)
+
+    def _admit(self, path: str, *, write: bool, data: bytes | None = None) -> Path:
+        """``resolve``, with the bytes a write would put there (refused if a git-dir pointer)."""
         self.policy.check_capability(path, write=write)
         lexical = self._lexical(path)
-        return self.policy.admit(path, lexical, settled_realpath(lexical), write=write, git=git_refusal)
+        return self.policy.admit(path, lexical, settled_realpath(lexical), write=write, git=git_refusal, data=data)
 
     def may_withhold(self) -> bool:
         return self.policy.may_withhold()
@@ -216,8 +220,7 @@ class WorkspaceFileSystem:
     # ------------------------------------------------------------------ writing
 
     def write_bytes(self, path: str, data: bytes) -> Path:
-        real = self.resolve(path, write=True)
-        self.policy.check_git(path, git_refusal(real, self.policy.root_of(real) or self.workspace, data))
+        real = self._admit(path, write=True, data=data)
         with self._folder_fd(path, real.parent, create=True) as folder:
             st = self._entry_stat(path, folder, real.name)
             if st is None:

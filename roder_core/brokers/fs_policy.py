@@ -22,6 +22,7 @@ from typing import Any
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileKind
 from roder_core.brokers.content_gate import ContentGate
+from roder_core.brokers.git_dirs import pointer_refusal
 from roder_core.brokers.gitignore import IgnoreMatcher, parse_rules
 from roder_core.brokers.own_folders import visible
 from roder_core.brokers.protected_names import protected_reason
@@ -147,16 +148,26 @@ class FsPolicy:
                 f"{path}: inside Roder's own folders (threads, logs, credentials), which tools never reach", path, action
             )
 
-    def admit(self, path: str, lexical: Path, real: Path, *, write: bool, git: Callable[[Path, Path], str | None]) -> Path:
+    def admit(
+        self,
+        path: str,
+        lexical: Path,
+        real: Path,
+        *,
+        write: bool,
+        git: Callable[[Path, Path], str | None],
+        data: bytes | None = None,
+    ) -> Path:
         """After the broker resolved ``lexical`` to ``real``: refuse anything outside every root
         or in Roder's own folders; a write of a protected name or a git dir (``git(real, root)``
-        says why, read by the broker's own means); a read the content gate withholds."""
+        says why, read by the broker's own means: the one walk of the git-dir rules a write
+        costs) or of ``data`` that is a git-dir pointer; a read the content gate withholds."""
         action = "write" if write else "read"
         root = self.inside(path, lexical, real, action)
         self.check_hidden(path, real, action)
         if write:
             self.check_protected(path, lexical, real, root)
-            self.check_git(path, git(real, root))
+            self.check_git(path, git(real, root) or (None if data is None else pointer_refusal(data)))
         else:
             self.check_read(path, lexical, real)
         return real

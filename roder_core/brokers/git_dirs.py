@@ -222,14 +222,20 @@ def git_dirs_around(target: Path, root: Path, probe: GitProbe = LOCAL) -> list[t
     return found
 
 
-def git_refusal(target: Path, root: Path, data: bytes | None = None, probe: GitProbe = LOCAL) -> str | None:
+def git_refusal(target: Path, root: Path, *, probe: GitProbe = LOCAL) -> str | None:
     """Why writing ``target`` (a real, absolute path under ``root``) would touch or plant a git
-    dir or a program git runs, or None; ``probe`` reads the tree (this machine's by default)."""
+    dir or a program git runs, or None; ``probe`` reads the tree (this machine's by default).
+    What the bytes written say is ``pointer_refusal``'s, which needs no walk."""
     for protected, why in git_dirs_around(target, root, probe):
         if target == protected or target.is_relative_to(protected):
             return f"{protected} is {why}"
     if would_look_like_git_dir(target.parent, target.name, probe):
         return f"creating {target.name} would make {target.parent} look like a git directory"
-    if data is not None and gitdir_pointer(data):
+    return None
+
+
+def pointer_refusal(data: bytes) -> str | None:
+    """Why writing ``data`` anywhere would plant a git-dir pointer, or None."""
+    if gitdir_pointer(data):
         return "a file starting with 'gitdir:' points git at another git directory"
     return None

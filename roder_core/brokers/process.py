@@ -201,7 +201,7 @@ class HostProcessBroker(CommandBroker):
         problem = await asyncio.to_thread(shared_network_problem, probe_argv)
         if problem is None:
             try:
-                return await self._thread_network.get()
+                return await self._thread_network.get(self.sandbox.bwrap)
             except OSError as exc:
                 problem = str(exc)
         if not self._thread_network.notice_given:

@@ -169,15 +169,20 @@ class TransportFileSystem:
     def _inside(self, real: str) -> bool:
         return real == self._root or real.startswith(self._root.rstrip("/") + "/")
 
-    def _git_refusal(self, target: Path, root: Path, data: bytes | None = None) -> str | None:
+    def _git_refusal(self, target: Path, root: Path) -> str | None:
         """``git_dirs.git_refusal``, the local broker's rules, read through the transport."""
-        return git_refusal(target, root, data, TransportProbe(self._transport))
+        return git_refusal(target, root, probe=TransportProbe(self._transport))
 
     def resolve(self, path: str, *, write: bool = False) -> Path:
         """The runner's real path for ``path``, or BrokerDenied."""
+        return self._admit(path, write=write)
+
+    def _admit(self, path: str, *, write: bool, data: bytes | None = None) -> Path:
+        """``resolve``, with the bytes a write would put there (refused if a git-dir pointer)."""
         self.policy.check_capability(path, write=write)
         lexical = self._lexical(path)
-        return self.policy.admit(path, Path(lexical), Path(self._real(lexical)), write=write, git=self._git_refusal)
+        real = Path(self._real(lexical))
+        return self.policy.admit(path, Path(lexical), real, write=write, git=self._git_refusal, data=data)
 
     def may_withhold(self) -> bool:
         return self.policy.may_withhold()
@@ -233,9 +238,8 @@ class TransportFileSystem:
     # ------------------------------------------------------------------ writing
 
     def write_bytes(self, path: str, data: bytes) -> Path:
-        real = self.resolve(path, write=True)
+        real = self._admit(path, write=True, data=data)
         target = real.as_posix()
-        self.policy.check_git(path, self._git_refusal(real, self.workspace, data))
         try:
             st: RemoteStat | None = self._transport.lstat(target)
         except FileNotFoundError:

@@ -23,7 +23,8 @@ from roder_core.ir import AgentInferenceRequest
 class HookPayload(BaseModel):
     """Base of every payload: the thread it concerns."""
 
-    model_config = ConfigDict(extra="ignore")
+    # Built at first use: a run builds only the payloads of the points it reaches.
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     thread_id: str
 

@@ -7,9 +7,10 @@ one thread of one team.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from roder_core.teams.model import TeamMember, TeamTask
+if TYPE_CHECKING:
+    from roder_core.teams.model import TeamMember, TeamTask
 
 
 class TeamChannel(Protocol):

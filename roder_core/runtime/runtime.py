@@ -41,7 +41,6 @@ from roder_core.kernel.tools import HostedHook, ToolCall, ToolHost
 from roder_core.media.library import MediaLibrary, require_vision
 from roder_core.policy.audit import AuditLog
 from roder_core.policy.engine import PolicyEngine
-from roder_core.policy.plan_review_book import PlanReviewBook
 from roder_core.policy.rules import RuleSet
 from roder_core.runtime.event_audit import PolicyEventAudit
 from roder_core.runtime.event_pipeline import EventPipeline
@@ -83,6 +82,7 @@ if TYPE_CHECKING:
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.teams import TeamChannel
     from roder_core.plugins.enabled import ActivePlugins
+    from roder_core.policy.plan_review_book import PlanReviewBook
     from roder_core.runtime.tasks import BackgroundTasks
     from roder_core.teams.manager import TeamManager
     from roder_core.threads.sessions import Migration, ThreadNode
@@ -151,8 +151,6 @@ class Runtime:
         self._plugins_lock = asyncio.Lock()
         #: What a turn starting now runs with (``turn.service_set``); replaced when plugins change.
         self.services = ServiceSet(registry, self.hooks)
-        #: Plans ``exit_plan`` proposed, as documents under review (``plan/review/*``).
-        self.plan_reviews = PlanReviewBook(self, self.bus.add_listener)
 
     # ------------------------------------------------------------------ providers and models
 
@@ -460,6 +458,15 @@ class Runtime:
     def tool_names(self) -> list[str]:
         """Every tool the registry offers now (a child thread's tools are chosen from these)."""
         return self.registry.tool_registry(on_error=lambda *_: None).names()
+
+    @functools.cached_property
+    def plan_reviews(self) -> PlanReviewBook:
+        """Plans ``exit_plan`` proposed, as documents under review (``plan/review/*``), set up at
+        first use: a run that reviews no plan (a one-shot) does not import them. The book
+        listens to the bus from then on; before, it held no review that an event could end."""
+        from roder_core.policy.plan_review_book import PlanReviewBook
+
+        return PlanReviewBook(self, self.bus.add_listener)
 
     @functools.cached_property
     def teams(self) -> TeamManager:

@@ -13,9 +13,10 @@ import functools
 import logging
 import re
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast, get_args
 
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import BaseModel, Field, GetCoreSchemaHandler, TypeAdapter, model_validator
+from pydantic_core import CoreSchema
 
 from roder_core.ir import (
     PLAN_TOOL,
@@ -33,10 +34,45 @@ from roder_core.ir import (
     UserMessageItem,
     now,
 )
-from roder_core.policy.plan_review import PlanReview
-from roder_core.teams.model import Team
 
 log = logging.getLogger(__name__)
+
+
+class LateModel:
+    """A field's model, imported when the field's schema is first built rather than with this module.
+
+    Plan-review and team events carry models of packages a run that never reviews a plan or forms a
+    team does not otherwise load (``roder -p`` among them). The events build at first use
+    (``defer_build``), so a field annotated ``Annotated[Any, LateModel(load)]`` costs nothing until
+    such an event is validated, built or described: then ``load`` imports the model and the field
+    validates, serializes and appears in JSON schemas exactly as the model named directly would.
+    """
+
+    def __init__(self, load: Callable[[], type[BaseModel]]) -> None:
+        self._load = load
+
+    def __get_pydantic_core_schema__(self, _source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return handler.generate_schema(self._load())
+
+
+def _plan_review() -> type[BaseModel]:
+    from roder_core.policy.plan_review import PlanReview
+
+    return PlanReview
+
+
+def _team() -> type[BaseModel]:
+    from roder_core.teams.model import Team
+
+    return Team
+
+
+if TYPE_CHECKING:
+    from roder_core.policy.plan_review import PlanReview
+    from roder_core.teams.model import Team
+else:  # the same types for pydantic, imported at first use (see LateModel)
+    PlanReview = Annotated[Any, LateModel(_plan_review)]
+    Team = Annotated[Any, LateModel(_team)]
 
 
 class EventBase(IRModel):

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from roder_core.ir import PLAN_TOOL, ApprovalDecision, ApprovalOption, ApprovalRequest, Item, ParentRef, Thread, Turn
 from roder_core.kernel.tools import ChildThreadRun
-from roder_core.policy.plan_review import PlanVerdict
 from roder_core.threads.events import EventBus, ItemCompleted, ItemStarted, RuntimeEvent
 from roder_core.threads.starter import ThreadStarter
 from roder_core.turn.host import Approver
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.tasks import TaskBoard, TaskBoards
     from roder_core.kernel.teams import TeamChannel
+    from roder_core.policy.plan_review import PlanVerdict
     from roder_core.policy.plan_review_book import PlanReviewBook
     from roder_core.runtime.options import RuntimeOptions
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -44,7 +45,8 @@ class CompletionPopup(OptionList):
         if not items:
             self.display = False
             return
-        self.add_options([Option(f"{c.label}  [dim]{c.help}[/dim]" if c.help else c.label) for c in items])
+        # Content, not markup: a path (``app/[id]/page.tsx``) or a hint (``[instructions]``) is text.
+        self.add_options([Option(Content.assemble(c.label, ("  " + c.help, "dim") if c.help else "")) for c in items])
         # What is typed in full is the choice, even where longer names share it (/plan, /plan-review).
         self.highlighted = next((i for i, c in enumerate(items) if c.value.strip() == token), 0)
         self.display = True

@@ -50,6 +50,13 @@ if TYPE_CHECKING:
 SEAL_LINES = 16
 #: ...and after which it is sealed at the next line break even without one (no quadratic tail).
 HARD_SEAL_LINES = 96
+#: A streaming answer's live block grows by a quarter of the screen's height at a time (at least
+#: ``HEADROOM`` rows): it keeps up to that many blank rows below its text, so the transcript
+#: (anchored at the bottom) scrolls once every few rows instead of once a row. A scroll moves
+#: every visible row, and Textual then lays out and draws the whole transcript region again:
+#: most of what a streamed answer cost (bench/README.md, "Rows 2 and 8"). Between two scrolls
+#: an update repaints only the block's own rows, without a layout.
+HEADROOM = 4
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
 
 
@@ -241,6 +248,11 @@ class ProseBlock(Static):
 
     def __init__(self, text: str, *, after_prose: bool = False, live: bool = False) -> None:
         self._blocks = BlockCache() if live else None
+        #: Rows this block takes while live: its text's, rounded up by ``HEADROOM``; 0 once sealed.
+        self._reserved = 0
+        self._reserving = live
+        #: (width, height) last given to the layout.
+        self._reported: tuple[int | None, int] = (None, 0)
         super().__init__(self._markdown(text))
         self.source = text
         # A block sealed at a paragraph break is followed by a new paragraph: Rich drops the
@@ -250,16 +262,35 @@ class ProseBlock(Static):
     def _markdown(self, text: str) -> RenderableType:
         return render_markdown(text) if self._blocks is None else incremental_markdown(text, self._blocks)
 
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """The text's height; while live, rounded up to the rows reserved so far (when the text
+        outgrows them, ``HEADROOM`` more are reserved at once)."""
+        height = super().get_content_height(container, viewport, width)
+        if self._reserving:
+            if height > self._reserved:
+                self._reserved = height + max(HEADROOM, self.app.size.height // 4) - 1
+            height = self._reserved
+        self._reported = (width, height)
+        return height
+
     def append(self, text: str) -> None:
-        """Grow the live block. Most streamed updates only lengthen its last line: its height
-        at the width it was laid out at stays the same, so only its own rows are repainted.
-        A layout (the whole transcript region placed and drawn again, twice while the view is
-        anchored) happens only when the block gains or loses a row."""
+        """Grow the live block. Most streamed updates fill rows it already has (the last line
+        lengthens, or the text reaches a reserved blank row): its height at the width it was
+        laid out at stays the same, so only its own rows are repainted. A layout (the whole
+        transcript region placed and drawn again, twice while the view is anchored) happens
+        only when the text outgrows the reserved rows."""
         self.source += text
         markdown = self._markdown(self.source)
-        laid_out_width, height = self._content_height_cache
+        laid_out_width, height = self._reported
         self.update(markdown, layout=False)
-        if not isinstance(laid_out_width, int) or self.get_content_height(self.size, self.size, laid_out_width) != height:
+        if laid_out_width is None or self.get_content_height(self.size, self.size, laid_out_width) != height:
+            self.refresh(layout=True)
+
+    def seal(self) -> None:
+        """The block is final: it gives back the blank rows it reserved."""
+        self._reserving = False
+        if self._reserved:
+            self._reserved = 0
             self.refresh(layout=True)
 
     def rerender(self) -> None:
@@ -486,6 +517,8 @@ class MarkdownBody(Vertical):
         block, self._live_prose = self._live_prose, None
         if block is not None and not block.source.strip():
             block.remove()
+        elif block is not None:
+            block.seal()
 
     def rerender(self) -> None:
         """Theme changed: static segments re-render with the new code style and colours."""

@@ -251,6 +251,7 @@ class ToolCardView(StaticEntry):
             header.append("  [interrupted]", style="roder.warning")
         parts: list[RenderableType] = [header]
         lead, body, tail = self._body_lines(result, command, change)
+        diff = change is not None and bool(change.changes)
         limit = EXPANDED_LINES if entry.expanded else PREVIEW_LINES
         parts.extend(lead)
         if body:
@@ -259,6 +260,11 @@ class ToolCardView(StaticEntry):
             from_end = tail or status == "running"
             shown = body[-limit:] if from_end else body[:limit]
             hidden = len(body) - len(shown)
+            if not entry.expanded and not diff:
+                # A collapsed card is a few rows, however long a line: one minified line or a
+                # 3,000-character log line would otherwise fill the screen. Each shown line is cut
+                # to one row ending in "…"; enter shows it whole.
+                shown = [_one_row(line) for line in shown]
             hint = "enter to expand" if not entry.expanded else "output capped"
             if hidden > 0 and from_end:
                 parts.append(Text(f"… {hidden} earlier lines ({hint})", style="dim"))
@@ -350,6 +356,13 @@ def shown_items(thread: Thread) -> list[Item]:
         if turn.status == "interrupted":
             items.append(interrupted_marker(turn.id))
     return items
+
+
+def _one_row(line: Text) -> Text:
+    """``line`` drawn on one row, cut with an ellipsis where it does not fit."""
+    clipped = line.copy()
+    clipped.no_wrap, clipped.overflow = True, "ellipsis"
+    return clipped
 
 
 def numbered_diff(diff: str, *, context: bool = False) -> list[Text]:

@@ -10,7 +10,6 @@ else is a normal text area. The cursor does not blink (no idle repaints over slo
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from textual.message import Message
 from textual.widgets import TextArea
 
 from roder_core.brokers.file_glob import ListingTimeout, ripgrep_files
+from roder_tui.file_mentions import mention, mention_being_typed, mentioned_paths
 
 if TYPE_CHECKING:
     from roder_tui.widgets.completion import Completion, CompletionPopup
@@ -43,7 +43,6 @@ _SKIP_DIRS = {
     ".idea",
     ".roder",
 }
-_AT_TOKEN = re.compile(r"@([^\s@]*)$")
 #: What an empty prompt says (a new thread's first screen has no other hint).
 PLACEHOLDER = "Ask anything · / commands · @ files · ctrl+j new line · F1 keys · ctrl+p palette"
 
@@ -322,8 +321,9 @@ class PromptBar(Vertical):
             prefix = before[1:]
             self._show(before, [c for c in self.commands if c.value[1:].startswith(prefix)][:30])
             return
-        match = _AT_TOKEN.search(before)
-        if match and (match.start() == 0 or before[match.start() - 1].isspace()):
+        typing = mention_being_typed(before)
+        if typing is not None:
+            token, query = typing
             if self._files is None:
                 self._files = []
                 if self.read_directory is not None:
@@ -332,12 +332,12 @@ class PromptBar(Vertical):
                     self.run_worker(self._scan_files, thread=True, exclusive=True, group="file-scan")
             from roder_tui.widgets.completion import Completion
 
-            names = match_files(self._files, match.group(1))
-            resources = [m for m in self.mentions if m.startswith(match.group(1))][:10]
+            names = match_files(self._files, query)
+            resources = [m for m in self.mentions if m.startswith(query)][:10]
             self._show(
-                match.group(0),
+                token,
                 [Completion(f"@{m} ", f"@{m}", "MCP resource") for m in resources]
-                + [Completion(f"@{n} ", f"@{n}") for n in names],
+                + [Completion(f"{mention(n)} ", f"@{n}") for n in names],
             )
             return
         self.close_popup()
@@ -363,15 +363,16 @@ class PromptBar(Vertical):
 
 
 def attachments_in(text: str, workspace: Path, known: set[str] | None = None) -> list[Path]:
-    """Workspace files named as ``@path`` in a prompt (missing ones are left as text). With
-    ``known`` (the relative paths of a workspace on the host), those are the files that exist."""
+    """Workspace files named as ``@path`` or ``@"a path"`` in a prompt (missing ones are left as
+    text). With ``known`` (the relative paths of a workspace on the host), those are the files
+    that exist."""
     found: list[Path] = []
-    for match in re.finditer(r"(?:^|\s)@([^\s@]+)", text):
+    for _, name in mentioned_paths(text):
         if known is not None:
-            if match.group(1) in known and workspace / match.group(1) not in found:
-                found.append(workspace / match.group(1))
+            if name in known and workspace / name not in found:
+                found.append(workspace / name)
             continue
-        path = (workspace / match.group(1)).resolve()
+        path = (workspace / name).resolve()
         try:
             path.relative_to(workspace.resolve())
         except ValueError:

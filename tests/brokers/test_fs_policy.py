@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import roder_core.brokers.fs as local_fs
+import roder_core.brokers.git_dirs as git_dirs
 import roder_core.brokers.runner_fs as runner_fs
 from roder_core.brokers import BrokerDenied, FileKind, FileSystemBroker
 from roder_core.brokers.content_gate import ContentGate
@@ -193,9 +194,48 @@ def test_the_same_audit_records_for_what_was_done(tree: Path) -> None:
     assert [k for k, _f in here] == ["fs.write", "fs.mkdir", "fs.move", "fs.delete"]
 
 
+def test_a_write_walks_the_git_dir_rules_once(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk reads the workspace's ``.git`` pointer file; on a runner every read is an SFTP
+    round trip, so a write (whose bytes are checked for a pointer too) reads it once, as a
+    resolve does, through either broker."""
+    reads: list[str] = []
+    local_read = git_dirs.LocalProbe.read
+    transport_read = HereTransport.read
+
+    def counted_local(probe: git_dirs.LocalProbe, path: Path, limit: int) -> str:
+        reads.append(str(path))
+        return local_read(probe, path, limit)
+
+    def counted_transport(transport: HereTransport, path: str, max_bytes: int | None) -> bytes:
+        reads.append(path)
+        return transport_read(transport, path, max_bytes)
+
+    monkeypatch.setattr(git_dirs.LocalProbe, "read", counted_local)
+    monkeypatch.setattr(HereTransport, "read", counted_transport)
+    pointer = str(tree / ".git")
+    for fs, _records in both(tree):
+        reads.clear()
+        fs.write_bytes("src/new.py", b"x = 1\n")
+        assert reads.count(pointer) == 1
+        with pytest.raises(BrokerDenied, match="gitdir:"):
+            fs.write_bytes("src/other.py", b"gitdir: ../store\n")
+        assert reads.count(pointer) == 2
+        assert not (tree / "src" / "other.py").exists()
+
+
 #: What only the policy decides: no I/O class builds a refusal, writes an audit record, asks
 #: the content gate, reads protected names or ignore files' rules, or looks at Roder's folders.
-_DECISIONS = {"BrokerDenied", "protected_reason", "parse_rules", "visible", "IgnoreMatcher", "refusal", "_audit"}
+_DECISIONS = {
+    "BrokerDenied",
+    "pointer_refusal",
+    "gitdir_pointer",
+    "protected_reason",
+    "parse_rules",
+    "visible",
+    "IgnoreMatcher",
+    "refusal",
+    "_audit",
+}
 
 
 @pytest.mark.parametrize(("module", "name"), [(local_fs, "WorkspaceFileSystem"), (runner_fs, "TransportFileSystem")])

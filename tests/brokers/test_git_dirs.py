@@ -12,6 +12,7 @@ from roder_core.brokers.git_dirs import (
     git_refusal,
     gitdir_pointer,
     looks_like_git_dir,
+    pointer_refusal,
     would_look_like_git_dir,
 )
 
@@ -63,8 +64,9 @@ def test_git_refusal_follows_worktree_pointers_and_commondir(tmp_path: Path) -> 
     assert git_refusal(ws / "meta" / "wt1" / "config", ws) is not None  # the gitdir: target
     assert git_refusal(ws / "tree" / "src" / "a.py", ws) is None  # the worktree itself is fine
     assert git_refusal(ws / "store" / "config", ws) is not None  # the common dir (a git dir by shape)
-    assert git_refusal(ws / "notes" / "a.txt", ws, b"gitdir: ../store") is not None
-    assert git_refusal(ws / "notes" / "a.txt", ws, b"hello") is None
+    assert git_refusal(ws / "notes" / "a.txt", ws) is None
+    assert pointer_refusal(b"gitdir: ../store") is not None
+    assert pointer_refusal(b"hello") is None
 
 
 def test_a_global_hooks_path_protects_that_folder_in_every_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

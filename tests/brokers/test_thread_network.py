@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, ThreadNetworks, bind_thread
+from roder_core.brokers.netns import LoopbackNetwork, NetworkNamespaceError, ThreadNetwork, ThreadNetworks, bind_thread
 from roder_core.brokers.process import HostProcessBroker
 from roder_core.brokers.task_log import TaskLog
 from tests.brokers.helpers import Reachable, assert_gone, marker, needs_bwrap, outside_folder, running, serve
@@ -174,14 +175,29 @@ def namespace_fds() -> list[str]:
     return sorted(found)
 
 
+@needs_bwrap
 def test_a_loopback_network_holds_only_descriptors(tmp_path: Path) -> None:
-    """No process holds the namespace: the helper exits once Roder opened it."""
+    """No process holds the namespace: the holder exits once Roder opened it."""
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None
     before = namespace_fds()
-    network = LoopbackNetwork.create()
+    network = LoopbackNetwork.create(bwrap)
     opened = [t for t in namespace_fds() if t not in before]
     assert sorted(t.split(":")[0] for t in opened) == (["net"] if os.geteuid() == 0 else ["net", "user"])
     network.close()
     assert network.closed and namespace_fds() == before
+
+
+def test_a_network_bubblewrap_cannot_create_says_why(tmp_path: Path) -> None:
+    """A bubblewrap that refuses (here a stand-in that exits 1 saying so) is reported in one
+    line, and no namespace descriptor is left open."""
+    refusing = tmp_path / "bwrap"
+    refusing.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    refusing.chmod(0o755)
+    before = namespace_fds()
+    with pytest.raises(NetworkNamespaceError, match=r"^bubblewrap could not create the network \(bwrap: setting up uid map"):
+        LoopbackNetwork.create(str(refusing))
+    assert namespace_fds() == before
 
 
 async def test_background_output_is_redacted_and_the_whole_tree_is_killed(workspace: Path, tmp_path: Path) -> None:

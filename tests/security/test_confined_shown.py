@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from roder_core.brokers.confined import confine
+from roder_core.brokers.confined import confine, program_folders
 from roder_core.brokers.sandbox import sandbox_status
 
 READER = """
@@ -95,3 +95,24 @@ def test_a_writable_workspace_inside_a_shown_package_keeps_its_grant(package: Pa
     assert f"WROTE {package / 'ws' / 'out.txt'}" in out, out
     assert (package / "ws" / "out.txt").read_text() == "WRITTEN"
     assert "CREDENTIAL-MARK" not in out
+
+
+def test_a_program_linked_into_another_package_under_tmp_runs(package: Path) -> None:
+    """npm's ``node_modules/.bin/NAME`` is a link into the program's own package: both the
+    folder it is named in and the package it leads to are shown, so the program starts and
+    reads its package's files (the folder of the link alone would leave the link dangling)."""
+    tools = package.parent / "tools"
+    server = tools / "node_modules" / "server"
+    (server / "lib").mkdir(parents=True)
+    (server / "package.json").write_text('{"name": "server"}')
+    (server / "data.txt").write_text("SERVER-MARK")
+    script = server / "lib" / "cli.sh"
+    script.write_text('#!/bin/sh\ncat "$(dirname "$(readlink -f "$0")")/../data.txt"\n')
+    script.chmod(0o755)
+    links = package.parent / "links" / "bin"
+    links.mkdir(parents=True)
+    (links / "server").symlink_to(script)
+    assert program_folders([str(links / "server")], {}) == [links, server]
+    command = confine([str(links / "server")], package / "ws", {"PATH": "/usr/bin:/bin"}, reads=True, writes=False, network=False)
+    done = subprocess.run(command.argv, env=command.env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "SERVER-MARK"), done.stderr

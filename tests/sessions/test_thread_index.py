@@ -216,3 +216,51 @@ def _stored(directory: Path, thread_id: str) -> tuple[Any, ...]:
 
     with sqlite3.connect(ThreadIndex(directory).path) as db:
         return tuple(db.execute(f"SELECT {_ROW} FROM threads WHERE id = ?", (thread_id,)).fetchone())
+
+
+def test_the_search_fold_of_regular_lines_equals_visiting_every_line(workspace: Path) -> None:
+    """A file written as the store writes it is folded by searching for the summary methods;
+    text or tool arguments that spell a method, a line that does not parse and repeated starts
+    give the same row as folding line by line."""
+    from roder_ext_jsonl_store.index import SummaryFold, _regular
+
+    thread = "thr_" + "d" * 20
+    head = {"type": "header", "id": thread, "cwd": str(workspace), "createdAt": 10.0, "title": "", "provider": "p", "model": "m"}
+    lines = [json.dumps(head, separators=(",", ":")).encode()]
+    ts = 10.0
+
+    def line(method: str, **fields: Any) -> None:
+        nonlocal ts
+        ts += 1
+        lines.append(json.dumps({"threadId": thread, "ts": ts, "method": method, **fields}, separators=(",", ":")).encode())
+
+    line("thread/started", thread={k: v for k, v in head.items() if k != "type"})
+    line("thread/title/changed", title="first")
+    for turn in ("turn_1", "turn_1", "turn_2"):  # a start written twice counts once
+        line("turn/started", turnId=turn)
+        line("thread/status/changed", status="active")
+        spelled = {"threadId": thread, "ts": 1e9, "method": "turn/started", "turnId": "turn_fake"}
+        line("item/completed", turnId=turn, item={"type": "toolCall", "arguments": spelled, "text": ',"method":"turn/started"'})
+        line("item/completed", turnId=turn, item={"type": "agentMessage", "text": '"method":"thread/title/changed"'})
+        line("thread/status/changed", status="idle")
+    line("thread/model/changed", provider="q", model="n")
+    line("thread/title/changed", title="second")
+    line("item/started", turnId="turn_2", item={"title": "x", "method": "thread/title/changed"})
+    lines.append(b'{"threadId":"' + thread.encode() + b'","ts":99.0,"method":"thread/title/changed","ti')  # unreadable
+    data = b"\n".join(lines) + b"\n"
+    body = len(lines[0]) + 1
+    assert _regular(data, body, len(data), thread), "the file is in the store's form: the search fold is taken"
+
+    def fold(every_line: bool) -> tuple[Any, ...]:
+        summary = SummaryFold()
+        summary.header(head)
+        if every_line:
+            summary._every_line(data, body, len(data))
+        else:
+            summary.lines(data, body, len(data))
+        return summary.row(len(data), 1, live=False)
+
+    searched = fold(every_line=False)
+    assert searched == fold(every_line=True)
+    assert searched[2] == "second" and searched[5:7] == ("q", "n") and searched[9] == 2 and searched[10] == "idle"
+    assert searched[4] == ts, "the latest readable line's ts; the unreadable line's is not taken"

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from roder_ext_builtin_coding_tools.bash import BashTool
+from roder_ext_builtin_coding_tools.html_text import html_to_text
 from roder_ext_builtin_coding_tools.search import GlobTool, GrepTool, LsTool
-from roder_ext_builtin_coding_tools.web import WebFetchTool, html_to_text
+from roder_ext_builtin_coding_tools.web import WebFetchTool
 
 from tests.brokers.helpers import QuietHandler, serve
 from tests.tools.harness import context, make_brokers, run_tool
