@@ -192,3 +192,30 @@ async def test_a_plugin_installed_by_the_command_in_another_terminal_reaches_the
         assert changed.elsewhere and changed.plugins == [identifier]
         assert changed.applied == ["commands", "hooks"] and changed.next_start == []
         assert any(isinstance(e, PluginHooksExtension) for e in app.runtime.registry.extensions().values())
+
+
+async def test_a_turn_in_flight_keeps_the_hooks_it_started_with_and_the_next_turn_runs_the_new_ones(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """A PostToolUse hook installed while a call runs does not run for that call (the turn's set
+    is the one it started with), and runs for the next turn's call."""
+    hook = {"hooks": [{"type": "command", "command": 'echo "$CLAUDE_PLUGIN_ROOT" >> "$CLAUDE_PROJECT_DIR/post.log"'}]}
+    identifier = plugin_catalog(tmp_path / "catalog", "audit-kit", {}, {"hooks/hooks.json": {"hooks": {"PostToolUse": [hook]}}})
+    waiting = "touch holding; while [ ! -e release ]; do sleep 0.05; done; echo released"
+    steps = [call("bash", command=waiting), {"text": "done"}, call("bash", command="echo again"), {"text": "done"}]
+    async with scripted_client(workspace, tmp_path, steps) as app:
+        thread = (await app.call(THREAD_START, ThreadStartParams())).thread
+        events = app.subscribe(thread.id)
+        await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="go"))
+        await until(lambda: (workspace / "holding").exists())  # the call runs
+        installed = await install(app, identifier)
+        assert installed.applied == ["hooks"] and installed.next_start == []
+        (workspace / "release").write_text("go")
+        await next_event(events, "turn/completed")
+        (first,) = await tool_results(app, thread.id)
+        assert "released" in first.text
+        assert not (workspace / "post.log").exists()  # not for the call that began before the install
+
+        await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="again"))
+        await next_event(events, "turn/completed")
+        assert len((workspace / "post.log").read_text().splitlines()) == 1  # the next turn's call

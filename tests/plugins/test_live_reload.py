@@ -171,11 +171,12 @@ async def test_a_reload_reads_a_projects_plugin_settings_only_in_a_trusted_folde
     tmp_path: Path, workspace: Path, trusted: bool
 ) -> None:
     """The project enables a plugin the user disabled: after ``plugins_changed`` its skill is
-    offered in a trusted folder and not in an untrusted one, exactly as at start."""
+    offered and its hook loaded in a trusted folder and neither in an untrusted one, exactly as
+    at start."""
     from roder_core.runtime.bootstrap import StartSettings, start_runtime
 
     store = PluginStore(RoderPaths.from_env())
-    store.add_marketplace(str(live_kit(tmp_path / "catalog")))
+    store.add_marketplace(str(live_kit(tmp_path / "catalog", hooks=True)))
     started = start_runtime(StartSettings(cwd=workspace, provider="mock", mode="ask", sandbox="off", trust=trusted))
     runtime = started.runtime
     try:
@@ -185,9 +186,11 @@ async def test_a_reload_reads_a_projects_plugin_settings_only_in_a_trusted_folde
         write_json(workspace / ".claude" / "settings.json", {"enabledPlugins": {"live-kit@live-market": True}})
         await runtime.plugins_changed()
         assert ("skill" in runtime.tool_names()) is trusted
+        assert ("plugin:live-kit:hooks" in runtime.registry.extensions()) is trusted
         store.set_enabled("live-kit@live-market", True)
         (workspace / ".claude" / "settings.json").unlink()
         await runtime.plugins_changed()
         assert "skill" in runtime.tool_names()  # the user's own choice applies in any folder
+        assert "plugin:live-kit:hooks" in runtime.registry.extensions()
     finally:
         await runtime.close()
