@@ -4,6 +4,7 @@ restart. Pilot drives the real ``/plugin`` screen; the model is the loopback ser
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -194,3 +195,33 @@ async def test_a_reload_reads_a_projects_plugin_settings_only_in_a_trusted_folde
         assert "plugin:live-kit:hooks" in runtime.registry.extensions()
     finally:
         await runtime.close()
+
+
+async def test_a_plugin_installed_from_another_terminal_is_announced_and_its_command_works(
+    tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``roder plugin install`` in another process: the running app says what applied, and the
+    plugin's command joins ``/`` without a restart."""
+    from tests.server.support import roder_command
+
+    PluginStore(RoderPaths.from_env()).add_marketplace(str(live_kit(tmp_path / "catalog", hooks=True)))
+    app = make_app(workspace, [], monkeypatch)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        assert "live-kit:hello" not in [c.name for c in app.slash_commands]
+        process = await asyncio.create_subprocess_exec(
+            *roder_command("plugin", "install", "live-kit@live-market", "--yes"),
+            cwd=workspace,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        notes = lambda: [n.message for n in app._notifications if "outside this session" in n.message]  # noqa: E731
+        await until(pilot, lambda: bool(notes()), what="the notice")
+        assert notes() == [
+            "plugins changed outside this session (live-kit@live-market): "
+            "commands, skills, hooks and MCP servers applied from the next message"
+        ]
+        await until(pilot, lambda: "live-kit:hello" in [c.name for c in app.slash_commands], what="the command listed")
