@@ -73,7 +73,7 @@ class AppTurns(AppCommands):
             if event.elsewhere:  # made by another process (`roder plugin` elsewhere): say what applied
                 from roder_tui.screens.plugins import live_note
 
-                note = live_note(event.applied, event.next_start, "change")
+                note = live_note(event, "change")
                 self.notify(
                     f"plugins changed outside this session ({', '.join(event.plugins) or 'settings'}): {note}", title="/plugin"
                 )

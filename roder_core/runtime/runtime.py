@@ -149,6 +149,8 @@ class Runtime:
         self._sinks = {id(sink): self.bus.add_listener(sink.on_event) for sink in registry.event_sinks}
         self.bus.add_listener(PolicyEventAudit(self.audit))
         self._plugins_lock = asyncio.Lock()
+        #: What plugins brought that the last reload did not admit, one line each (said to the user).
+        self.plugin_refusals: list[str] = []
         #: What a turn starting now runs with (``turn.service_set``); replaced when plugins change.
         self.services = ServiceSet(registry, self.hooks)
 
@@ -837,6 +839,7 @@ class Runtime:
         from roder_core.plugins.sources import PluginExtensionSource
 
         registry = self.registry
+        self.plugin_refusals = []
         sources = [e for e in registry.extensions().values() if isinstance(e, PluginExtensionSource)]
         removed: set[str] = set()
         added: list[tuple[PluginExtensionSource, RoderExtension]] = []
@@ -858,6 +861,7 @@ class Runtime:
             if updated.extensions().get(extension.manifest().id) is not extension:
                 why = next((s.reason for s in skipped if s.source == extension.manifest().id), "not admitted")
                 maker.refused(extension, why)
+                self.plugin_refusals.append(f"{extension.manifest().name} not loaded: {why}")
         # By object: a plugin's changed extension comes back under the same id, as a new object.
         gone = {ident for ident in removed if registry.extensions().get(ident) is not updated.extensions().get(ident)}
         old = self._adopt(updated)

@@ -227,6 +227,8 @@ class LiveChange(ProtocolModel):
     restart_required: bool = True
     applied: list[str] = Field(default_factory=list)
     next_start: list[str] = Field(default_factory=list)
+    #: What the plugins brought that the session did not load (an extension refused), one line each.
+    not_loaded: list[str] = Field(default_factory=list)
 
 
 class PluginsChanged(ServerNotification):
@@ -239,6 +241,7 @@ class PluginsChanged(ServerNotification):
     plugins: list[str] = Field(default_factory=list)
     applied: list[str] = Field(default_factory=list)
     next_start: list[str] = Field(default_factory=list)
+    not_loaded: list[str] = Field(default_factory=list)
     #: The change was made by another process (``roder plugin`` in another terminal).
     elsewhere: bool = False
 

@@ -35,10 +35,12 @@ from roder_core.server.protocol_plugins import (
     PLUGINS_PREVIEW_INSTALL,
     PLUGINS_READ,
     InstallParams,
+    LiveChange,
     MarketplaceAddParams,
     PluginOption,
     PluginOptionsParams,
     PluginParams,
+    PluginsChanged,
     PluginVariant,
     PreviewResult,
     SearchParams,
@@ -127,15 +129,16 @@ class PluginOptionsScreen(ModalScreen[dict[str, str] | None]):
         self.dismiss(None)
 
 
-def live_note(applied: list[str], next_start: list[str], verb: str) -> str:
+def live_note(change: LiveChange | PluginsChanged, verb: str) -> str:
     """What of a plugin change applies now (``applied``: commands, skills, hooks, MCP and LSP
-    servers, Roder extensions, ...) and what waits for roder to start again (``next_start``:
-    only a part no service of the session reloads). ``verb``: load, stop or change."""
+    servers, Roder extensions, ...), what waits for roder to start again (``next_start``: only a
+    part no service of the session reloads) and what was refused (``not_loaded``).
+    ``verb``: load, stop or change."""
     when = {"load": "in use", "stop": "gone", "change": "applied"}[verb] + " from the next message"
-    now = f"{_listed(applied)} {when}" if applied else when
-    if not next_start:
-        return now
-    return f"{now}; its {' and '.join(next_start)} {'stop' if verb == 'stop' else 'load'} when roder starts next"
+    note = f"{_listed(change.applied)} {when}" if change.applied else when
+    if change.next_start:
+        note += f"; its {' and '.join(change.next_start)} {'stop' if verb == 'stop' else 'load'} when roder starts next"
+    return "; ".join([note, *change.not_loaded])
 
 
 def _listed(parts: list[str]) -> str:
@@ -324,7 +327,7 @@ class PluginScreen(ModalScreen[None]):
             await self.refresh_results()
             version = result.installed.version
             shown = f" {version}" if version and version != "unknown" else ""
-            self.status(f"installed {identifier}{shown}: {live_note(result.applied, result.next_start, 'load')}")
+            self.status(f"installed {identifier}{shown}: {live_note(result, 'load')}")
             self.app.notify(f"installed {identifier}", title="/plugin")
 
     async def refresh_results(self) -> None:
@@ -343,7 +346,7 @@ class PluginScreen(ModalScreen[None]):
         result = await self.attempt("disable", self.client.call(PLUGINS_DISABLE, PluginParams(plugin=variant.id)))
         if result is not None:
             await self.refresh_results()
-            self.status(f"disabled {variant.id}: {live_note(result.applied, result.next_start, 'stop')}")
+            self.status(f"disabled {variant.id}: {live_note(result, 'stop')}")
 
     async def action_enable(self) -> None:
         """Enable the highlighted installed variant, asking first for required options it lacks."""
@@ -371,7 +374,7 @@ class PluginScreen(ModalScreen[None]):
         if result is not None:
             await self.refresh_results()
             switched = f"; disabled {', '.join(result.disabled_variants)}" if result.disabled_variants else ""
-            self.status(f"enabled {identifier}: {live_note(result.applied, result.next_start, 'load')}{switched}")
+            self.status(f"enabled {identifier}: {live_note(result, 'load')}{switched}")
 
     async def action_add_marketplace(self) -> None:
         source = self.query_one(Input).value.strip()

@@ -219,3 +219,33 @@ async def test_a_turn_in_flight_keeps_the_hooks_it_started_with_and_the_next_tur
         await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="again"))
         await next_event(events, "turn/completed")
         assert len((workspace / "post.log").read_text().splitlines()) == 1  # the next turn's call
+
+
+async def test_a_plugins_extension_the_registry_refuses_is_said_and_its_process_stopped(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """Two plugins shipping the same extension (one id): the second is not loaded, the result
+    and the notification say why, its process does not stay behind, the first keeps working."""
+    marks = marks_folder(workspace)
+    extension = {
+        "probe": {
+            "command": sys.executable,
+            "args": ["${CLAUDE_PLUGIN_ROOT}/probe_extension.py"],
+            "capabilities": ["fs.write.workspace"],
+            "env": probe_env(marks),
+        }
+    }
+    first = plugin_catalog(tmp_path / "one", "probe-one", {"probe_extension.py": PROBE}, {".roder-extensions.json": extension})
+    second = plugin_catalog(tmp_path / "two", "probe-two", {"probe_extension.py": PROBE}, {".roder-extensions.json": extension})
+    async with scripted_client(workspace, tmp_path, [{"text": "done"}]) as app:
+        notes = app.subscribe()
+        assert (await install(app, first)).not_loaded == []
+        refused = await install(app, second)
+        assert refused.not_loaded == ["Probe not loaded: extension id 'probe' is already installed"]
+        changed = await next_event(notes, "plugins/changed", plugins=[second])
+        assert changed.not_loaded == refused.not_loaded
+        source = app.runtime.registry.extensions()["roder-ext-plugin-processes"]
+        [kept] = [e for e in source.current if e.name == "probe-one:probe"]
+        [dropped] = [e for e in source.current if e.name == "probe-two:probe"]
+        assert app.runtime.registry.extensions()["probe"] is kept
+        assert dropped.supervisor.state().state != "running" and kept.supervisor.state().state == "running"

@@ -127,10 +127,11 @@ def live_parts(components: PreviewComponents, live: frozenset[str]) -> tuple[lis
 
 async def apply_change(
     app: Dispatcher, plugins: list[InstalledPlugin], *, elsewhere: bool = False, gone: list[str] | None = None
-) -> tuple[list[str], list[str]]:
+) -> PluginsChanged:
     """The one step after every plugin change, made through this server or by another process
     (``server.plugin_watch``): the runtime reloads its plugins and clients hear which parts of
-    ``plugins`` applied and which wait for the next start. Returns (applied, waiting)."""
+    ``plugins`` applied, which wait for the next start and what was not loaded (the
+    notification, also returned)."""
     watch = app.services.get(PluginWatch.KEY)
     looked = watch.look() if isinstance(watch, PluginWatch) else None
     for problem in await app.runtime.plugins_changed():
@@ -142,8 +143,10 @@ async def apply_change(
     applied = [label for *_, label in _PARTS if any(label in now for now, _ in parts)]
     waiting = [label for *_, label in _PARTS if any(label in later for _, later in parts)]
     ids = [p.id for p in plugins] + (gone or [])
-    app.broadcast(PluginsChanged(plugins=ids, applied=applied, next_start=waiting, elsewhere=elsewhere))
-    return applied, waiting
+    refused = list(app.runtime.plugin_refusals)
+    changed = PluginsChanged(plugins=ids, applied=applied, next_start=waiting, not_loaded=refused, elsewhere=elsewhere)
+    app.broadcast(changed)
+    return changed
 
 
 async def changed_elsewhere(app: Dispatcher, ids: list[str]) -> None:
@@ -158,7 +161,8 @@ async def changed_elsewhere(app: Dispatcher, ids: list[str]) -> None:
 
 async def _applied(app: Dispatcher, result: L, plugins: list[InstalledPlugin]) -> L:
     """A change made through this server: ``apply_change``, told in the result too."""
-    result.applied, result.next_start = await apply_change(app, plugins)
+    changed = await apply_change(app, plugins)
+    result.applied, result.next_start, result.not_loaded = changed.applied, changed.next_start, changed.not_loaded
     result.restart_required = bool(result.next_start)
     return result
 
