@@ -62,6 +62,8 @@ class PluginWatch:
         #: The install records as last applied, by plugin id: what changed is told by them.
         self.records = records()
         self._task: asyncio.Task[None] | None = None
+        #: Held by a change through this server from its first write until it is applied.
+        self.lock = asyncio.Lock()
 
     @classmethod
     def of(cls, paths: RoderPaths, cwd: Path, trusted: bool, on_change: Callable[[list[str]], Awaitable[None]]) -> PluginWatch:
@@ -95,14 +97,15 @@ class PluginWatch:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            now = signature(self.files)
-            if now == self._seen:
-                continue
-            try:
-                await self.on_change(self.changed_ids())  # ends in ``seen``
-            except Exception as exc:  # a broken record must not stop the watching
-                log.warning("applying a plugin change made elsewhere failed: %s", exc)
-                self.seen(now)
+            async with self.lock:
+                now = signature(self.files)
+                if now == self._seen:
+                    continue
+                try:
+                    await self.on_change(self.changed_ids())  # ends in ``seen``
+                except Exception as exc:  # a broken record must not stop the watching
+                    log.warning("applying a plugin change made elsewhere failed: %s", exc)
+                    self.seen(now)
 
     async def aclose(self) -> None:
         if self._task is not None:

@@ -12,10 +12,11 @@ turn; what only loads when a runtime starts (hooks, LSP servers, Roder extension
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from roder_core.plugins.claude_import import claude_dir
 from roder_core.plugins.fetch import FetchError
@@ -159,8 +160,30 @@ async def changed_elsewhere(app: Dispatcher, ids: list[str]) -> None:
     await apply_change(app, rows, elsewhere=True, gone=gone)
 
 
+H = TypeVar("H", bound=Callable[..., Awaitable[Any]])
+
+
+def _changes(handler: H) -> H:
+    """A method that changes the plugins, from its first write to ``_applied``, holds the watch
+    of plugin files (``server.plugin_watch``) off: the watcher never takes this server's own
+    change for one made elsewhere, nor reloads in the middle of it."""
+
+    @functools.wraps(handler)
+    async def changing(app: Dispatcher, params: Any, ctx: CallContext) -> Any:
+        watch = app.services.get(PluginWatch.KEY)
+        if not isinstance(watch, PluginWatch):
+            return await handler(app, params, ctx)
+        async with watch.lock:
+            return await handler(app, params, ctx)
+
+    return cast(H, changing)
+
+
 async def _applied(app: Dispatcher, result: L, plugins: list[InstalledPlugin]) -> L:
     """A change made through this server: ``apply_change``, told in the result too."""
+    watch = app.services.get(PluginWatch.KEY)
+    if isinstance(watch, PluginWatch) and not watch.lock.locked():
+        raise RuntimeError("a method changing plugins must be decorated with @_changes (the watch would race it)")
     changed = await apply_change(app, plugins)
     result.applied, result.next_start, result.not_loaded = changed.applied, changed.next_start, changed.not_loaded
     result.restart_required = bool(result.next_start)
@@ -219,6 +242,7 @@ async def plugins_preview_install(app: Dispatcher, params: PluginParams, ctx: Ca
 
 
 @handles(PLUGINS_INSTALL)
+@_changes
 async def plugins_install(app: Dispatcher, params: InstallParams, ctx: CallContext) -> InstallResult:
     row = await _run(lambda: _service(app).install(params.plugin, params.consent, options=params.options))
     installed = from_domain(InstalledPlugin, row)
@@ -226,6 +250,7 @@ async def plugins_install(app: Dispatcher, params: InstallParams, ctx: CallConte
 
 
 @handles(PLUGINS_INSTALL_ALL_VARIANTS)
+@_changes
 async def plugins_install_all_variants(app: Dispatcher, params: InstallAllParams, ctx: CallContext) -> InstallAllResult:
     result = from_domain(InstallAllResult, await _run(lambda: _service(app).install_all(params.name, params.consents)))
     return await _applied(app, result, result.installed)
@@ -237,6 +262,7 @@ async def plugins_list_installed(app: Dispatcher, params: NoParams, ctx: CallCon
 
 
 @handles(PLUGINS_DISABLE)
+@_changes
 async def plugins_disable(app: Dispatcher, params: PluginParams, ctx: CallContext) -> DisableResult:
     row = await _run(lambda: _service(app).set_enabled(params.plugin, False))
     plugin = from_domain(InstalledPlugin, row)
@@ -244,6 +270,7 @@ async def plugins_disable(app: Dispatcher, params: PluginParams, ctx: CallContex
 
 
 @handles(PLUGINS_UNINSTALL)
+@_changes
 async def plugins_uninstall(app: Dispatcher, params: UninstallParams, ctx: CallContext) -> UninstallResult:
     service = _service(app)
     before = from_domain(InstalledPlugin, await _run(lambda: service.read(params.plugin)))
@@ -257,6 +284,7 @@ async def plugins_read(app: Dispatcher, params: PluginParams, ctx: CallContext) 
 
 
 @handles(PLUGINS_ENABLE)
+@_changes
 async def plugins_enable(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> EnableResult:
     row, switched_off = await _run(lambda: _service(app).enable(params.plugin, params.options))
     plugin = from_domain(InstalledPlugin, row)
@@ -264,6 +292,7 @@ async def plugins_enable(app: Dispatcher, params: PluginOptionsParams, ctx: Call
 
 
 @handles(PLUGINS_CONFIGURE)
+@_changes
 async def plugins_configure(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> ConfigureResult:
     row = await _run(lambda: _service(app).configure(params.plugin, params.options))
     plugin = from_domain(InstalledPlugin, row)
@@ -286,6 +315,7 @@ async def plugins_preview_import_claude(app: Dispatcher, params: ImportClaudePar
 
 
 @handles(PLUGINS_IMPORT_CLAUDE)
+@_changes
 async def plugins_import_claude(app: Dispatcher, params: ImportClaudeApplyParams, ctx: CallContext) -> ImportClaudeResult:
     root = _claude_dir(app, params)
     service = _service(app)
