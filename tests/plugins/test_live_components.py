@@ -249,3 +249,21 @@ async def test_a_plugins_extension_the_registry_refuses_is_said_and_its_process_
         [dropped] = [e for e in source.current if e.name == "probe-two:probe"]
         assert app.runtime.registry.extensions()["probe"] is kept
         assert dropped.supervisor.state().state != "running" and kept.supervisor.state().state == "running"
+
+
+async def test_what_truly_waits_for_a_restart_is_named_and_nothing_else(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """A plugin's bin/ folder joins the commands' PATH when a session's brokers are made: named
+    as waiting, while its command and hook applied."""
+    hook = {"hooks": [{"type": "command", "command": "true"}]}
+    identifier = plugin_catalog(
+        tmp_path / "catalog",
+        "tool-kit",
+        {"commands/go.md": "Go.\n", "bin/kit-tool": "#!/bin/sh\necho kit\n"},
+        {"hooks/hooks.json": {"hooks": {"Stop": [hook]}}},
+    )
+    async with scripted_client(workspace, tmp_path, [{"text": "done"}]) as app:
+        installed = await install(app, identifier)
+    assert installed.applied == ["commands", "hooks"]
+    assert installed.next_start == ["bin/ commands"] and installed.restart_required

@@ -100,6 +100,10 @@ _PARTS = (
     ("roder_extensions", "process_extensions", "Roder extensions"),
     ("output_styles", "output_styles", "output styles"),
     ("monitors", "monitors", "monitors"),
+    # Not reloaded: the commands' PATH is set when a thread's brokers are made, the theme list
+    # when the app starts.
+    ("bin", "bin", "bin/ commands"),
+    ("themes", "themes", "themes"),
 )
 
 
