@@ -72,6 +72,18 @@ async def tool_results(app: LocalAppClient, thread_id: str) -> list[Any]:
     return [item for turn in read.turns for item in turn.items if item.type == "toolResult"]
 
 
+def probe_table(marks: Path) -> dict[str, Any]:
+    """A plugin's ``.roder-extensions.json`` running the SDK's probe from the installed copy."""
+    return {
+        "probe": {
+            "command": sys.executable,
+            "args": ["${CLAUDE_PLUGIN_ROOT}/probe_extension.py"],
+            "capabilities": ["fs.write.workspace"],
+            "env": probe_env(marks),
+        }
+    }
+
+
 def marks_folder(workspace: Path) -> Path:
     folder = workspace / "marks"
     folder.mkdir()
@@ -82,14 +94,7 @@ async def test_a_plugins_process_extension_starts_live_and_stops_only_after_the_
     roder_home: Path, workspace: Path, tmp_path: Path
 ) -> None:
     marks = marks_folder(workspace)
-    extension = {
-        "probe": {
-            "command": sys.executable,
-            "args": ["${CLAUDE_PLUGIN_ROOT}/probe_extension.py"],
-            "capabilities": ["fs.write.workspace"],
-            "env": probe_env(marks),
-        }
-    }
+    extension = probe_table(marks)
     identifier = plugin_catalog(
         tmp_path / "catalog", "probe-plugin", {"probe_extension.py": PROBE}, {".roder-extensions.json": extension}
     )
@@ -227,14 +232,7 @@ async def test_a_plugins_extension_the_registry_refuses_is_said_and_its_process_
     """Two plugins shipping the same extension (one id): the second is not loaded, the result
     and the notification say why, its process does not stay behind, the first keeps working."""
     marks = marks_folder(workspace)
-    extension = {
-        "probe": {
-            "command": sys.executable,
-            "args": ["${CLAUDE_PLUGIN_ROOT}/probe_extension.py"],
-            "capabilities": ["fs.write.workspace"],
-            "env": probe_env(marks),
-        }
-    }
+    extension = probe_table(marks)
     first = plugin_catalog(tmp_path / "one", "probe-one", {"probe_extension.py": PROBE}, {".roder-extensions.json": extension})
     second = plugin_catalog(tmp_path / "two", "probe-two", {"probe_extension.py": PROBE}, {".roder-extensions.json": extension})
     async with scripted_client(workspace, tmp_path, [{"text": "done"}]) as app:

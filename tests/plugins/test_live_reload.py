@@ -9,6 +9,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import Static
@@ -63,6 +64,33 @@ async def open_plugins(app: RoderApp, pilot: object) -> PluginScreen:
     return screen
 
 
+async def install_on_screen(app: RoderApp, pilot: Any) -> str:
+    """Open ``/plugin``, preview the listed plugin, install it accepting what it runs; the status."""
+    screen = await open_plugins(app, pilot)
+    await pilot.press("enter")
+    await until(pilot, lambda: screen.preview is not None, what="the preview")
+    await pilot.press("i")
+    await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
+    await pilot.press("y")
+    await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
+    return status_of(screen)
+
+
+async def disable_on_screen(app: RoderApp, pilot: Any) -> str:
+    """Open ``/plugin`` and disable the listed plugin; the status."""
+    screen = await open_plugins(app, pilot)
+    await pilot.press("enter")
+    await until(pilot, lambda: screen.preview is not None, what="the preview")
+    await pilot.press("d")
+    await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
+    return status_of(screen)
+
+
+async def close_screen(app: RoderApp, pilot: Any) -> None:
+    await pilot.press("escape")
+    await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+
+
 async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_disabled(
     tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,19 +112,9 @@ async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_d
             tools, system = offered(model.calls[0])
             assert MCP_TOOL not in tools and "live-kit:greeting" not in system
 
-            screen = await open_plugins(app, pilot)
-            await pilot.press("enter")
-            await until(pilot, lambda: screen.preview is not None, what="the preview")
-            await pilot.press("i")  # its MCP server runs code: asked first
-            await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
-            await pilot.press("y")
-            await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
-            assert (
-                status_of(screen)
-                == "installed live-kit@live-market 1.0.0: commands, skills and MCP servers in use from the next message"
-            )
-            await pilot.press("escape")
-            await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+            status = await install_on_screen(app, pilot)  # its MCP server runs code: asked first
+            assert status == "installed live-kit@live-market 1.0.0: commands, skills and MCP servers in use from the next message"
+            await close_screen(app, pilot)
             await until(pilot, lambda: "live-kit:hello" in [c.name for c in app.slash_commands], what="the command listed")
 
             await app.run_slash("/live-kit:hello Ada")  # the plugin's command, in this session
@@ -106,13 +124,8 @@ async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_d
             assert "live-kit:greeting: How to greet politely" in system  # its skill is offered
             assert MCP_TOOL in tools  # its MCP server started and its tool reaches the model
 
-            screen = await open_plugins(app, pilot)
-            await pilot.press("enter")  # from the search box to the list
-            await until(pilot, lambda: screen.preview is not None, what="the preview")
-            await pilot.press("d")
-            await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
             gone = "commands, skills and MCP servers gone from the next message"
-            assert status_of(screen) == f"disabled live-kit@live-market: {gone}"
+            assert await disable_on_screen(app, pilot) == f"disabled live-kit@live-market: {gone}"
             await pilot.press("escape")
             await until(pilot, lambda: "live-kit:hello" not in [c.name for c in app.slash_commands], what="the command gone")
             await app.send("hi again")
@@ -138,29 +151,16 @@ async def test_a_plugins_hook_fires_from_the_next_message_after_a_live_install_a
         app = make_app(workspace, None, monkeypatch, provider="local")
         async with app.run_test(size=(120, 40)) as pilot:
             await ready(pilot)
-            screen = await open_plugins(app, pilot)
-            await pilot.press("enter")
-            await until(pilot, lambda: screen.preview is not None, what="the preview")
-            await pilot.press("i")
-            await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
-            await pilot.press("y")
-            await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
-            assert status_of(screen) == (
+            assert await install_on_screen(app, pilot) == (
                 "installed live-kit@live-market 1.0.0: commands, skills, hooks and MCP servers in use from the next message"
             )
-            await pilot.press("escape")
-            await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+            await close_screen(app, pilot)
             await app.send("hi")
             await turn_done(pilot, 1)
             assert HOOK_MARK in json.dumps(model.calls[0].json["messages"])  # the hook ran for this message
 
-            screen = await open_plugins(app, pilot)
-            await pilot.press("enter")
-            await until(pilot, lambda: screen.preview is not None, what="the preview")
-            await pilot.press("d")
-            await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
-            await pilot.press("escape")
-            await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+            await disable_on_screen(app, pilot)
+            await close_screen(app, pilot)
             await app.send("hi again")
             await turn_done(pilot, 2)
             last = model.calls[1].json["messages"][-1]
