@@ -16,10 +16,15 @@ mini-swe-agent is installed from PyPI into its own virtual environment the first
 its modules' bytecode, as it does at any install. Roder's modules get the same before the runs:
 a checkout installed in editable mode has none, and under `PYTHONDONTWRITEBYTECODE=1` it never
 gets any, so every process would compile every module it imports (`--no-bytecode` measures that).
-`--baseline TREE` adds a third harness, `roder batch` from another checkout's sources (say
-`git archive main | tar -x -C TREE`), in the same rounds: before and after in one run.
+`--ray` adds `roder batch --backend ray` (a local Ray instance started by the batch, so its
+start is in the wall time). `--baseline TREE` adds `roder batch` from another checkout's sources
+(say `git archive main | tar -x -C TREE`) in the same rounds: before and after in one run.
 
-    python bench/batch_vs_mini.py [--tasks 100] [--workers 2] [--rounds 2] [--baseline TREE]
+`--cpu N` measures the other thing that decides a long batch: CPU per rollout. Each harness runs
+N rollouts one after another in one process (its agent, its score, the model server apart), and
+the median CPU of a warm rollout is reported, the process's own and its children's.
+
+    python bench/batch_vs_mini.py [--tasks 100] [--workers 2] [--rounds 2] [--baseline TREE] [--cpu N]
 """
 
 from __future__ import annotations
@@ -69,9 +74,47 @@ def rollout(index):
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
+if workers == 0:  # --cpu: one at a time, CPU per warm rollout
+    print(json.dumps(cpu_per_rollout(lambda index: rollout(index)[1], count)))
+    raise SystemExit
 with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
     results = list(pool.map(rollout, range(count)))
 print(json.dumps({"passed": sum(1 for _, ok in results if ok), "exits": sorted({e for e, _ in results})}))
+"""
+
+#: Both ``--cpu`` drivers: run ``count`` rollouts in turn; the median CPU of the warm ones (all
+#: but the first), this process's own and its waited-for children's.
+CPU_LOOP = r"""
+def cpu_per_rollout(run, count):
+    import os, statistics
+    samples = []
+    for index in range(count):
+        before = os.times()
+        if not run(index):
+            raise SystemExit(f"rollout {index} failed")
+        after = os.times()
+        own = after.user + after.system - before.user - before.system
+        children = after.children_user + after.children_system - before.children_user - before.children_system
+        if index:
+            samples.append((own, children))
+    own, children = (round(statistics.median(s[i] for s in samples) * 1000) for i in (0, 1))
+    return {"own_ms": own, "children_ms": children, "total_ms": own + children}
+"""
+
+#: The Roder side of ``--cpu``: the batch worker's own rollout function, in this process.
+RODER_CPU_DRIVER = r"""
+import json, sys
+from pathlib import Path
+from roder_core.batch.tasks import load_tasks
+from roder_core.batch.worker import RolloutSpec, RunSettings, resolve_settings, run_rollout
+
+tasks = load_tasks(Path(sys.argv[1]))
+settings, _ = resolve_settings(RunSettings(provider="fk"))
+
+def rollout(index):
+    return run_rollout(RolloutSpec(task=tasks[index], index=0, settings=settings)).result["passed"]
+
+print(json.dumps(cpu_per_rollout(rollout, len(tasks))))
 """
 
 
@@ -103,7 +146,7 @@ def mini_python(venv: Path) -> Path:
 
 def run_mini(python: Path, base_url: str, source: Path, count: int, workers: int, root: Path) -> tuple[float, dict[str, Any]]:
     driver = root / "mini_driver.py"
-    driver.write_text(MINI_DRIVER)
+    driver.write_text(CPU_LOOP + MINI_DRIVER)
     env = {
         **os.environ,
         "MSWEA_CONFIGURED": "true",
@@ -144,8 +187,26 @@ def _roder_env(tree: Path | None, extra: dict[str, str]) -> dict[str, str]:
 
 
 def run_roder(
-    base_url: str, source: Path, count: int, workers: int, root: Path, tag: str, tree: Path | None = None
+    base_url: str, source: Path, count: int, workers: int, root: Path, tag: str, tree: Path | None = None, backend: str = "local"
 ) -> tuple[float, dict[str, Any]]:
+    home, tasks = _roder_inputs(base_url, source, count, root, tag)
+    out = root / f"out-{tag}"
+    env = _roder_env(tree, {"RODER_HOME": str(home)})
+    argv = [sys.executable, "-m", "roder_tui.cli", "batch", str(tasks), "--out", str(out), "--workers", str(workers)]
+    argv += ["--provider", "fk", "--no-progress", "--backend", backend]
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=root)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"roder batch failed: {done.stderr[-2000:]}")
+    summary = json.loads((out / "summary.json").read_text())
+    sandboxes = {json.loads(p.read_text()).get("score_sandbox") for p in out.glob("rollouts/*/0/result.json")}
+    phases = _phases(out)
+    return wall, {"passed": summary["passed"], "score_sandbox": sorted(s for s in sandboxes if s), "phases": phases}
+
+
+def _roder_inputs(base_url: str, source: Path, count: int, root: Path, tag: str) -> tuple[Path, Path]:
+    """A ``RODER_HOME`` whose config defines the provider ``fk`` (the model server), and the tasks."""
     home = root / f"home-{tag}"
     home.mkdir()
     (home / "config.toml").write_text(
@@ -166,19 +227,19 @@ def run_roder(
             for i in range(count)
         )
     )
-    out = root / f"out-{tag}"
+    return home, tasks
+
+
+def roder_cpu(base_url: str, source: Path, count: int, root: Path, tag: str, tree: Path | None = None) -> dict[str, Any]:
+    """``--cpu``: Roder's batch rollouts one after another in one process (``RODER_CPU_DRIVER``)."""
+    home, tasks = _roder_inputs(base_url, source, count, root, tag)
+    driver = root / "roder_cpu_driver.py"
+    driver.write_text(CPU_LOOP + RODER_CPU_DRIVER)
     env = _roder_env(tree, {"RODER_HOME": str(home)})
-    argv = [sys.executable, "-m", "roder_tui.cli", "batch", str(tasks), "--out", str(out), "--workers", str(workers)]
-    argv += ["--provider", "fk", "--no-progress"]
-    started = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=root)
-    wall = time.monotonic() - started
+    done = subprocess.run([sys.executable, str(driver), str(tasks)], capture_output=True, text=True, env=env, cwd=root)
     if done.returncode != 0:
-        raise SystemExit(f"roder batch failed: {done.stderr[-2000:]}")
-    summary = json.loads((out / "summary.json").read_text())
-    sandboxes = {json.loads(p.read_text()).get("score_sandbox") for p in out.glob("rollouts/*/0/result.json")}
-    phases = _phases(out)
-    return wall, {"passed": summary["passed"], "score_sandbox": sorted(s for s in sandboxes if s), "phases": phases}
+        raise SystemExit(f"roder's rollouts failed: {done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def _phases(out: Path) -> dict[str, float]:
@@ -201,6 +262,8 @@ def main() -> None:
     )
     parser.add_argument("--baseline", type=Path, help="also run `roder batch` from this checkout's sources, interleaved")
     parser.add_argument("--no-bytecode", action="store_true", help="leave Roder's modules without compiled bytecode")
+    parser.add_argument("--ray", action="store_true", help="also run `roder batch --backend ray` (needs ray installed)")
+    parser.add_argument("--cpu", type=int, default=0, metavar="N", help="also: CPU per warm rollout over N rollouts in turn")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from roder_core.testing.fake_server import ThreadedFakeServer
@@ -225,11 +288,26 @@ def main() -> None:
             with ThreadedFakeServer(steps(args.tasks, mini=False)) as server:
                 wall, info = run_roder(server.base_url, source, args.tasks, args.workers, root, f"r{round_}")
             rows.append(("roder batch, local pool (sandboxed score)", round_, wall, load, info))
+            if args.ray:
+                load = os.getloadavg()[0]
+                with ThreadedFakeServer(steps(args.tasks, mini=False)) as server:
+                    wall, info = run_roder(server.base_url, source, args.tasks, args.workers, root, f"ray{round_}", backend="ray")
+                rows.append(("roder batch, Ray local instance (sandboxed score)", round_, wall, load, info))
             if baseline is not None:
                 load = os.getloadavg()[0]
                 with ThreadedFakeServer(steps(args.tasks, mini=False)) as server:
                     wall, info = run_roder(server.base_url, source, args.tasks, args.workers, root, f"b{round_}", baseline)
                 rows.append((f"roder batch from {baseline}", round_, wall, load, info))
+        cpu_rows = []
+        for round_ in range(args.rounds if args.cpu else 0):
+            with ThreadedFakeServer(steps(args.cpu, mini=True)) as server:
+                _wall, cpu = run_mini(python, server.base_url, source, args.cpu, 0, root)
+            cpu_rows.append(("mini-swe-agent " + MINI_VERSION, round_, cpu))
+            harnesses = [("roder", None), *([(f"roder from {baseline}", baseline)] if baseline else [])]
+            for name, tree in harnesses:
+                with ThreadedFakeServer(steps(args.cpu, mini=False)) as server:
+                    cpu = roder_cpu(server.base_url, source, args.cpu, root, f"cpu{round_}{tree is not None}", tree)
+                cpu_rows.append((name, round_, cpu))
     load_now = os.getloadavg()
     averages = " ".join(f"{value:.1f}" for value in load_now)
     print(f"{args.tasks} tasks, {args.workers} at a time; load average {averages} at the end")
@@ -242,6 +320,12 @@ def main() -> None:
             f"| {name} | {round_ + 1} | {load:.1f} | {wall:.1f} | {rate:.2f} | {info['passed']}/{args.tasks} "
             f"| {json.dumps(details)} |"
         )
+    if cpu_rows:
+        print(f"\nCPU per warm rollout, {args.cpu} rollouts in turn in one process (medians, ms)")
+        print("| harness | round | own | children | total |")
+        print("| --- | --- | --- | --- | --- |")
+        for name, round_, cpu in cpu_rows:
+            print(f"| {name} | {round_ + 1} | {cpu['own_ms']} | {cpu['children_ms']} | {cpu['total_ms']} |")
 
 
 if __name__ == "__main__":

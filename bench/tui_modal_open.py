@@ -1,12 +1,16 @@
 """How fast a modal screen opens compared with a typed character's echo, in a pseudo-terminal.
 
-    .venv/bin/python bench/tui_modal_open.py [--runs 5] [--burn 2]
+    .venv/bin/python bench/tui_modal_open.py [--runs 5] [--burn 2] [--baseline DIR]
 
-The app (mock model, 120x40) is started as a user starts it; once idle, a character is typed and
-timed until it shows, then the command palette (ctrl+p) and the help screen (F1) are opened and
-timed until their text shows, each closed with esc before the next. ``--burn N`` runs N
-CPU-burning processes beside it (the load under which a user saw 1.0-1.3 s). The goal: the
-palette opens within 2x a keystroke's echo (the first open of a run included).
+The app (mock model, 120x40) is started as a user starts it. The moment it says "idle" a
+character is typed and timed until it shows ("first echo": what a user typing at once gets,
+while the app still finishes starting). Once the app has settled (nothing written for a while),
+``ECHOES`` more characters are typed one at a time and timed; their median is the yardstick
+("echo"). Then the command palette (ctrl+p) and the help screen (F1) are opened and timed until
+their text shows, each closed with esc before the next. ``--burn N`` runs N CPU-burning processes
+beside it (the load under which a user saw 1.0-1.3 s); ``--baseline DIR`` also runs another
+checkout (``git archive REV | tar -x -C DIR``), alternating run by run. The goal: the palette
+(its first open of a run included) and help open within 2x a keystroke's echo.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oneshot import compile_bytecode
+from oneshot import variants_with
 from pty_timing import PtySession, cpu_seconds
 
 PALETTE = b"\x10"  # ctrl+p
@@ -32,6 +36,12 @@ F1 = b"\x1bOP"
 #: The sidebar's title, drawn again when a modal closes. Waiting for it (not for a quiet moment)
 #: keeps the next key from reaching a busy app together with the esc, which reads as alt+key.
 CLOSED = b"Threads"
+#: Characters typed once the app has settled, one at a time: the median of their echoes is the
+#: yardstick. Letters that appear nowhere else on the start screen.
+ECHOES = b"qzxjv"
+#: Seconds without output after which the app counts as settled (its start-up work done: the
+#: first thread opened, the palette's rows loaded, the answer renderers imported).
+SETTLED = 1.0
 
 
 def burn() -> None:
@@ -39,12 +49,12 @@ def burn() -> None:
         pass
 
 
-def one_run() -> tuple[dict[str, float], dict[str, float]]:
+def one_run(variant_env: dict[str, str]) -> tuple[dict[str, float], dict[str, float]]:
     """(wall seconds, the app's CPU seconds) from each key until its screen shows."""
     home = tempfile.mkdtemp(prefix="roder-modal-bench-home-")
     workspace = tempfile.mkdtemp(prefix="roder-modal-bench-ws-")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(RODER_HOME=home, TERM="xterm-256color", COLUMNS="120", LINES="40")
+    env.update(RODER_HOME=home, TERM="xterm-256color", COLUMNS="120", LINES="40", **variant_env)
     session = PtySession([sys.executable, "-m", "roder_tui.cli", "--provider", "mock"], env, workspace)
     times: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -57,8 +67,16 @@ def one_run() -> tuple[dict[str, float], dict[str, float]]:
 
     try:
         session.wait(b"idle")
-        timed("echo", b"q", b"q")
+        timed("first echo", b"q", b"q")
+        session.drain(SETTLED)
         session.send(b"\x7f")  # backspace
+        echoes: list[tuple[float, float]] = []
+        for key in ECHOES:
+            timed("echo", bytes([key]), bytes([key]))
+            echoes.append((times["echo"], cpu["echo"]))
+        times["echo"] = statistics.median(wall for wall, _cpu in echoes)
+        cpu["echo"] = statistics.median(used for _wall, used in echoes)
+        session.send(b"\x7f" * len(ECHOES))
         timed("palette (first)", PALETTE, PALETTE_SHOWN)
         session.press(b"\x1b", CLOSED)
         timed("palette (again)", PALETTE, PALETTE_SHOWN)
@@ -73,27 +91,34 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--burn", type=int, default=0, help="CPU-burning processes beside the app")
+    parser.add_argument("--baseline", type=Path, help="another checkout of Roder, run alternately with this one")
     opts = parser.parse_args()
-    compile_bytecode(Path(__file__).resolve().parents[1])
+    variants = variants_with(opts.baseline)
     burners = [multiprocessing.Process(target=burn, daemon=True) for _ in range(opts.burn)]
     for process in burners:
         process.start()
+    before = os.getloadavg()[0]
+    results: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = {name: [] for name in variants}
     try:
-        results = [one_run() for _ in range(opts.runs)]
+        for _ in range(opts.runs):
+            for name, variant_env in variants.items():
+                results[name].append(one_run(variant_env))
     finally:
         for process in burners:
             process.terminate()
-    runs = [wall for wall, _cpu in results]
-    print(f"runs: {opts.runs}; burners: {opts.burn}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print("| what | median | min | max | app CPU (median) |")
-    print("|---|---|---|---|---|")
-    for key in runs[0]:
-        ms = [r[key] * 1000 for r in runs]
-        cpu_ms = statistics.median([c[key] * 1000 for _wall, c in results])
-        print(f"| {key} | {statistics.median(ms):.0f} ms | {min(ms):.0f} ms | {max(ms):.0f} ms | {cpu_ms:.0f} ms |")
-    echo = statistics.median([r["echo"] for r in runs])
-    first = statistics.median([r["palette (first)"] for r in runs])
-    print(f"\nfirst palette open / keystroke echo: {first / echo:.1f}x (goal <= 2x)")
+    after = os.getloadavg()[0]
+    print(f"runs: {opts.runs}; burners: {opts.burn}; load average {before:.1f} before, {after:.1f} after, {os.cpu_count()} cores")
+    for name, runs in results.items():
+        walls = [wall for wall, _cpu in runs]
+        print(f"\n{name}\n| what | median | min | max | app CPU (median) |")
+        print("|---|---|---|---|---|")
+        for key in walls[0]:
+            ms = [r[key] * 1000 for r in walls]
+            cpu_ms = statistics.median([c[key] * 1000 for _wall, c in runs])
+            print(f"| {key} | {statistics.median(ms):.0f} ms | {min(ms):.0f} ms | {max(ms):.0f} ms | {cpu_ms:.0f} ms |")
+        echo = statistics.median([r["echo"] for r in walls])
+        for key in ("palette (first)", "palette (again)", "help (F1)"):
+            print(f"{key} / keystroke echo: {statistics.median([r[key] for r in walls]) / echo:.1f}x (goal <= 2x)")
 
 
 if __name__ == "__main__":

@@ -163,6 +163,13 @@ class MediaArtifact(IRModel):
 
 
 class ItemBase(IRModel):
+    """Base of the thread's items. Unlike the other IR models they build with their class: every
+    turn, thread and item event holds the union of them, and a container built before its items
+    would generate all of them again (four times in a one-shot: ``Thread``, ``Turn``,
+    ``ItemStarted``, ``ItemCompleted``) where a built item's schema is reused."""
+
+    model_config = ConfigDict(defer_build=False)
+
     id: str = Field(default_factory=lambda: new_id("item"))
 
 

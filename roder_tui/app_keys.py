@@ -13,13 +13,18 @@ class AppKeys(AppState):
     """Key actions that need nothing but the state: quit, copy, mode, sidebar, help, focus."""
 
     async def action_ctrl_c(self) -> None:
-        """Copy a selection; else interrupt the running turn; else clear the prompt; on an idle,
+        """Copy a selection (in the prompt, or text dragged over with the mouse anywhere, as in
+        any Textual app); else interrupt the running turn; else clear the prompt; on an idle,
         empty prompt, a second press within two seconds quits."""
         from roder_core.server.protocol import TURN_INTERRUPT, TurnInterruptParams
 
         focused = self.focused
         if isinstance(focused, PromptInput) and focused.selected_text:
             self.action_copy_text(focused.selected_text)
+            return
+        if selected := self.screen.get_selected_text():
+            self.action_copy_text(selected)
+            self.screen.clear_selection()
             return
         if self.client is not None and self.thread_id and self.turn_id:
             self._ctrl_c_at = 0.0

@@ -4,13 +4,16 @@ steers) and the runtime's events that stream a turn into the transcript."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on
 
 from roder_tui.app_commands import AppCommands
 from roder_tui.home_config import git_branch
 from roder_tui.widgets.prompt import PromptInput, attachments_in
+
+if TYPE_CHECKING:
+    from roder_core.server.protocol import InputItem
 
 
 class AppTurns(AppCommands):
@@ -148,7 +151,7 @@ class AppTurns(AppCommands):
     async def send(self, text: str) -> None:
         """Send what the user typed: ``!cmd``, ``/command``, a steer during a turn, or a prompt."""
         from roder_core.server.errors import RpcError
-        from roder_core.server.protocol import TURN_START, TURN_STEER, InputItem, TurnStartParams, TurnSteerParams
+        from roder_core.server.protocol import TURN_START, TURN_STEER, TurnStartParams, TurnSteerParams
 
         if not self.ready.is_set():
             await self.ready.wait()
@@ -161,24 +164,31 @@ class AppTurns(AppCommands):
             elif self.team_panes.focused is not None and self.team_panes.team is not None:
                 await self.teams.message_focused(text)
             elif self.turn_id is not None:
-                steer = TurnSteerParams(thread_id=self.open_thread(), expected_turn_id=self.turn_id, prompt=text)
+                inputs = await self._prompt_inputs(text)
+                steer = TurnSteerParams(thread_id=self.open_thread(), expected_turn_id=self.turn_id, prompt=text, input=inputs)
                 steered = await self._client().call(TURN_STEER, steer)
                 self.queued.add(steered.item_id, text)
             else:
-                from roder_tui.media_input import image_inputs, prompt_images
-
-                images = prompt_images(text, self.cwd)
-                known = set(await self.prompt_bar.known_files()) if self.files_remote and "@" in text else None
-                files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd, known) if p not in images]
+                inputs = await self._prompt_inputs(text)
                 await self.transcript.action_jump_end()  # a new prompt: follow the new turn
                 self._redo.clear()
-                params = TurnStartParams(thread_id=self.open_thread(), prompt=text, input=[*image_inputs(text, self.cwd), *files])
+                params = TurnStartParams(thread_id=self.open_thread(), prompt=text, input=inputs)
                 await self._client().call(TURN_START, params)
                 self.pending_media.show_items([])  # the turn took them
         except RpcError as exc:
             # Refused (an image for a model that cannot see, a bad command...): nothing typed is lost.
             self._give_back([text])
             self.notify(exc.message, severity="error", timeout=10)
+
+    async def _prompt_inputs(self, text: str) -> list[InputItem]:
+        """The pictures and ``@files`` a prompt or a queued message names, attached when it is sent."""
+        from roder_core.server.protocol import InputItem
+        from roder_tui.media_input import image_inputs, prompt_images
+
+        images = prompt_images(text, self.cwd)
+        known = set(await self.prompt_bar.known_files()) if self.files_remote and "@" in text else None
+        files = [InputItem(type="file", path=str(p)) for p in attachments_in(text, self.cwd, known) if p not in images]
+        return [*image_inputs(text, self.cwd), *files]
 
     def _give_back(self, texts: list[str]) -> None:
         """Put text that was not sent back into the prompt, before anything typed since."""

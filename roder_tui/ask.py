@@ -48,7 +48,6 @@ from roder_core.server.protocol import (
     TurnInterruptParams,
     TurnStartParams,
 )
-from roder_core.server.protocol_attach import THREAD_HEADLESS, ThreadHeadlessParams
 from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ModelRetrying, ThreadStarted, TurnCompleted
 from roder_tui.startup import end_startup
 from roder_tui.terminal_text import json_line
@@ -233,6 +232,8 @@ async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputIte
                 err.write("roder: no earlier thread in this folder to continue\n")
                 return EXIT_USAGE
             if host_mode is not None:  # as headless as in process, in the mode it would have had
+                from roder_core.server.protocol_attach import THREAD_HEADLESS, ThreadHeadlessParams
+
                 await client.call(THREAD_HEADLESS, ThreadHeadlessParams(thread_id=thread_id, mode=Mode(host_mode)))
             prompt = await _expand_command(client, prompt)
             turn_id = (

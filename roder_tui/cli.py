@@ -6,16 +6,18 @@ subcommands below are loaded only when named, so ``roder -p`` never imports Text
 
 from __future__ import annotations
 
-import argparse
 import gc
 import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from roder_core import __version__
 from roder_tui.startup import end_startup
+
+if TYPE_CHECKING:  # argparse loads when a command line is parsed: `roder sessions list` parses none
+    import argparse
 
 #: name -> (module with ``add_arguments(parser)`` and ``run(args) -> int``, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -64,6 +66,8 @@ def add_runtime_flags(parser: argparse.ArgumentParser, *, trust_flag: bool = Tru
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="roder",
         description="Roder: a terminal coding agent. `roder` opens the app; `roder -p PROMPT` answers once.",
@@ -119,16 +123,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _guarded(args_list: list[str]) -> tuple[int, bool]:
     """Run one command; a closed stdout (``roder ... | head``) ends it quietly, as Unix tools do."""
-    import logging
-
-    from roder_tui.terminal_text import guard_stdio
-
     if not (args_list and args_list[0] in PROTOCOL_SUBCOMMANDS):
-        guard_stdio()  # before logging holds on to stderr: nothing printed to a terminal goes raw
-    # Log records (warnings from extensions, MCP servers) reach stderr once, with one prefix.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="roder: %(message)s")
+        _guard_terminals()  # before logging holds on to stderr: nothing printed to a terminal goes raw
     try:
-        status, fast = _dispatch(args_list)
+        status = _listed_from_index(args_list)
+        if status is None:
+            # Log records (warnings from extensions, MCP servers) reach stderr once, with one prefix.
+            import logging
+
+            logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="roder: %(message)s")
+            status, fast = _dispatch(args_list)
+        else:
+            fast = True
         sys.stdout.flush()  # a pipe closed after the last write fails here, not at interpreter exit
         return status, fast
     except BrokenPipeError:
@@ -137,6 +143,32 @@ def _guarded(args_list: list[str]) -> tuple[int, bool]:
     except KeyboardInterrupt:  # Ctrl+C before a command could handle it (start-up): one line, no traceback
         print("\nroder: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED, False
+
+
+def _guard_terminals() -> None:
+    """``guard_stdio``, whose module (and its sanitizer's pattern) is loaded only when stdout or
+    stderr is a terminal: a command whose output goes to pipes or files needs neither."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            tty = stream is not None and stream.isatty()
+        except (OSError, ValueError):  # closed, or not a real stream
+            continue
+        if tty:
+            from roder_tui.terminal_text import guard_stdio
+
+            guard_stdio()
+            return
+
+
+def _listed_from_index(args_list: list[str]) -> int | None:
+    """``roder sessions list`` answered from the thread index before any command line is parsed
+    or logging is set up (``session_listing.quick_list``); None for every other command, and
+    for a listing only a full start can answer (it then runs as any subcommand)."""
+    if args_list[:2] != ["sessions", "list"]:
+        return None
+    from roder_tui.commands.session_listing import quick_list
+
+    return quick_list(args_list[2:])
 
 
 def _home_problem() -> str | None:
@@ -159,6 +191,8 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
         module_name, help_ = SUBCOMMANDS[args_list[0]]
         module = importlib.import_module(module_name)
         end_startup()
+        import argparse
+
         sub = argparse.ArgumentParser(prog=f"roder {args_list[0]}", description=help_)
         module.add_arguments(sub)
         sub_args = sub.parse_args(args_list[1:])

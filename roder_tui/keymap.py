@@ -39,7 +39,7 @@ KEYS: tuple[Key, ...] = (
     Key(
         "ctrl+c",
         "ctrl_c",
-        "interrupt the running turn; clear the prompt; on an empty prompt press twice to quit (copies a selection in the prompt)",
+        "interrupt the running turn; clear the prompt; on an empty prompt press twice to quit (copies a selection first)",
         "app",
         None,
         priority=True,

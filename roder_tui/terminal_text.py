@@ -35,26 +35,13 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from roder_core.brokers.terminal_text import UNSAFE
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.segment import Segment
     from rich.style import Style
 
-#: Every character a terminal could interpret or that hides text (newline and tab excepted).
-UNSAFE = re.compile(
-    "["
-    "\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but tab and newline, DEL, C1 (0x9b is a one-byte CSI)
-    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0"  # soft hyphen, fillers, ALM
-    "\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2"  # Arabic and Syriac format characters
-    "\u200b-\u200f"  # zero-width space, non-joiner, joiner, LRM, RLM
-    "\u2028-\u202e"  # line and paragraph separators, bidi embeddings and overrides
-    "\u2060-\u2064\u2066-\u206f"  # word joiner, invisible operators, bidi isolates, deprecated formats
-    "\ud800-\udfff"  # lone surrogates (not even encodable)
-    "\ufeff\ufff9-\ufffb"  # byte order mark (zero-width no-break space), interlinear annotations
-    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0001\U000e0020-\U000e007f"  # language tag and tag characters (invisible ASCII)
-    "]"
-)
 #: ``\r`` right before ``\n`` is a line ending, shown as the line break it ends.
 _CRLF = re.compile("\r(?=\n)")
 

@@ -45,6 +45,8 @@ class AuthState:
     approved_redirect: list[str] = field(default_factory=list)
     #: Access tokens the server no longer accepts (as if revoked at the server's side).
     invalidated: set[str] = field(default_factory=set)
+    #: When set, every refresh fails with this ``error_description`` (``invalid_grant``).
+    refresh_error: str | None = None
 
 
 class OAuthTestServer:
@@ -201,6 +203,8 @@ class OAuthTestServer:
                 return 400, {"error": "invalid_grant", "error_description": "PKCE verification failed"}
             return 200, self._issue()
         if grant == "refresh_token":
+            if state.refresh_error is not None:
+                return 400, {"error": "invalid_grant", "error_description": state.refresh_error}
             token = form.get("refresh_token", "")
             if not state.refresh_tokens.get(token):
                 return 400, {"error": "invalid_grant", "error_description": "refresh token is not valid"}

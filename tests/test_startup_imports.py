@@ -38,7 +38,16 @@ NOT_IN_ONESHOT = (
     "roder_ext_runners.ssh",  # runners other than this machine load when first checked or opened
     "roder_ext_runners.container",
     "html",  # web_fetch's HTML parser loads with the first page
+    "roder_ext_lsp.manager",  # language servers: with the first edit or lsp call
+    "roder_ext_lsp.client",
+    "roder_ext_lsp.launch",
+    "roder_ext_lsp.servers",
+    "roder_core.plugins.layout",  # a plugin's layout is read only when one applies
+    "roder_core.plugins.manifest",
+    "roder_core.plugins.dependencies",
+    "roder_core.plugins.node_deps",
     "roder_core.server.websocket",
+    "roder_core.server.protocol_attach",  # other clients' vocabulary (a host's client loads it)
     "roder_core.server.methods",  # but the handlers of the core methods a one-shot calls (below)
     "roder_core.batch",
     "roder_core.workflows",

@@ -1,7 +1,9 @@
 """``grep``, ``glob`` and ``ls``: finding things in the workspace, respecting .gitignore.
 
 grep runs ripgrep through the process broker when it is installed and the extension may spawn
-processes, and a Python search over the broker's file walk otherwise. glob asks the file broker
+processes (as a read-only command: under the sandbox the workspace is then read-only to it, and
+the tree is not walked before and after it as for a command that may write), and a Python
+search over the broker's file walk otherwise. glob asks the file broker
 (``find_files``: ripgrep's walker from the pattern's literal folder). All three skip ignored
 files and ``.git``, cap their results in total and say what they left out.
 
@@ -273,7 +275,7 @@ class GrepTool(_SearchTool):
             f'END {{ printf "{_COUNT_MARK}%d %d\\n", NR, (NR >= {stop}) }}'
         )
         command = f"{shlex.join(argv)} | LC_ALL=C awk {shlex.quote(page)}"
-        result = await process.run(command, cwd=ctx.workspace, timeout=RG_TIMEOUT, separate_stderr=True)
+        result = await process.run(command, cwd=ctx.workspace, timeout=RG_TIMEOUT, separate_stderr=True, read_only=True)
         if result.timed_out:
             raise ToolInputError(f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob")
         body, _, count = result.output.rstrip("\n").rpartition(_COUNT_MARK)
@@ -299,7 +301,7 @@ class GrepTool(_SearchTool):
         """The files with matches that the content gate lets through (the refused ones named in
         ``withheld``); None when they are too many to pass on one command line."""
         argv = [*RG_BASE, *options, "--files-with-matches", "--null", *_rg_pattern(args, literal), "--", *targets]
-        result = await ctx.brokers.process.run(argv, cwd=ctx.workspace, timeout=RG_TIMEOUT, separate_stderr=True)
+        result = await ctx.brokers.process.run(argv, cwd=ctx.workspace, timeout=RG_TIMEOUT, separate_stderr=True, read_only=True)
         if result.timed_out:
             raise ToolInputError(f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob")
         files = [name for name in result.output.split("\0") if name.strip()]

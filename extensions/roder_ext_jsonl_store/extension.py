@@ -19,8 +19,8 @@ from .store import JsonlThreadStore
 
 
 class JsonlThreadStoreExtension(RoderExtension):
-    def __init__(self, thread_dir: Path) -> None:
-        self.store = JsonlThreadStore(thread_dir)
+    def __init__(self, thread_dir: Path, *, indexed: bool = True) -> None:
+        self.store = JsonlThreadStore(thread_dir, indexed=indexed)
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
@@ -39,4 +39,4 @@ class JsonlThreadStoreExtension(RoderExtension):
 
 
 def create(host: HostContext) -> JsonlThreadStoreExtension:
-    return JsonlThreadStoreExtension(host.paths.threads_dir)
+    return JsonlThreadStoreExtension(host.paths.threads_dir, indexed=not host.scratch_data)

@@ -18,10 +18,10 @@ Who keeps the rows current:
 A row holds how many bytes of its file it has folded (always up to a line boundary): the files
 only grow by whole lines, so bringing a row up to date reads only the bytes past it. A file that
 is shorter than its row, or whose byte before the row's end is not a newline, was rewritten: it
-is summarized again from the start. Summarizing reads a file's header line; when every line
-starts as the store writes it, searches in C find each turn's start and the last title, model
-and status change, and no other line is visited (``SummaryFold._summary_lines``); a file with
-lines in another form is folded line by line, the few that change a summary parsed as JSON.
+is summarized again from the start. Summarizing reads a file's header line; then searches in C
+find each turn's start and the last title, model and status change, and no other line is
+visited (``SummaryFold._summary_lines``). A file without a header is folded line by line, the
+few lines that change a summary parsed as JSON.
 
 Crash safety: every change is one SQLite transaction, so a killed process leaves the index as it
 was before or after. A writer marks a row open before it appends and clears the mark after its
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import re
 import sqlite3
@@ -60,7 +59,6 @@ except ImportError:  # pragma: no cover - Windows has no flock; the index is the
 if TYPE_CHECKING:
     from roder_core.ir import ThreadSummary
 
-log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 #: The index's folder inside the threads folder: its own files (the database, its WAL, the lock)
@@ -115,28 +113,36 @@ _CLOSING = ord("}")
 _SUMMARY_METHODS = frozenset(
     {b"thread/started", b"thread/title/changed", b"thread/model/changed", b"thread/status/changed", b"turn/started"}
 )
-#: Summary methods as the store writes them (after the ``ts``): every turn's start counts, of the
-#: others only the last one matters. ``SummaryFold._summary_lines`` searches for them in C.
-_TURN_MARK = b',"method":"turn/started"'
+#: The summary methods as JSON strings, whatever the line's form: every turn's start counts, of
+#: the others only the last one matters. ``SummaryFold._summary_lines`` searches for them in C;
+#: text inside a string holds them with escaped quotes, so each hit is a JSON string of a line.
+_TURN_MARK = (b"turn/started", b'"turn/started"')
 _LAST_WINS_MARKS = tuple(
-    b',"method":"%s"' % method for method in (b"thread/title/changed", b"thread/model/changed", b"thread/status/changed")
+    (method, b'"%s"' % method) for method in (b"thread/title/changed", b"thread/model/changed", b"thread/status/changed")
 )
-
-
-def _regular(data: bytes, start: int, end: int, thread_id: str) -> bool:
-    """Whether every line of ``data[start:end]`` (whole lines, ``data[start - 1]`` a newline)
-    starts as the store writes an event of this thread: its id, then its ``ts``. Two counts in C."""
-    prefix = b'\n{"threadId":"' + thread_id.encode() + b'","ts":'
-    return data.count(prefix, start - 1, end) == data.count(b"\n", start - 1, end - 1)
-
-
-# A plain class rather than a dataclass: `sessions list` reads this index without starting the
-# runtime, and importing `dataclasses` (and the `inspect` it pulls) was a tenth of that command.
+_SUMMARY_NAMES = frozenset(method.decode() for method in _SUMMARY_METHODS)
 
 
 class SummaryFold:
     """A listing row folded from a thread file's header and event lines (wire form), without
     the reducer; it can continue from a stored row."""
+
+    # Slots: a rebuild makes one fold per file and sets or reads each field several times.
+    __slots__ = (
+        "created_at",
+        "cwd",
+        "has_header",
+        "id",
+        "last_turn",
+        "model",
+        "parent_thread",
+        "parent_turn",
+        "provider",
+        "status",
+        "title",
+        "turn_count",
+        "updated_at",
+    )
 
     def __init__(self) -> None:
         self.id = ""
@@ -213,8 +219,8 @@ class SummaryFold:
 
     def lines(self, data: bytes, start: int = 0, end: int | None = None) -> None:
         """Fold the event lines of ``data[start:end]`` (whole lines). Lines that only move
-        ``updated_at`` (items, usage) are never parsed; when every line starts as the store
-        writes it, they are not even visited one by one (``_summary_lines``)."""
+        ``updated_at`` (items, usage) are never parsed; once the header was read, they are not
+        even visited one by one (``_summary_lines``)."""
         end = len(data) if end is None else end
         if start < end and (start == 0 or data[start - 1] != _NEWLINE):
             first_end = data.find(b"\n", start, end)  # a first line with no newline before it
@@ -223,48 +229,61 @@ class SummaryFold:
             start = first_end + 1
         if start >= end:
             return
-        if self.id and _regular(data, start, end, self.id):
+        if self.has_header:
             self._summary_lines(data, start, end)
         else:
             self._every_line(data, start, end)
 
     def _summary_lines(self, data: bytes, start: int, end: int) -> None:
-        """Fold lines that all start as ``files.encode`` writes them (``_regular``) without
-        visiting them one by one: searches in C find each turn's start, and the last title,
-        model and status change (the earlier ones are overwritten); each hit is checked to be
-        its line's own method, not text inside an item or a tool's arguments. Of the other
-        lines only the last one's ``ts`` is read, so ``updated_at`` is the latest of the lines
-        read, the same as the latest of every line's while the clock only moves on (each line
-        is stamped as it is written). The header was read (``_regular`` needs the thread's
-        id), so a ``thread/started`` line would add nothing."""
+        """Fold the lines without visiting them one by one: searches in C find each turn's start,
+        and the last title, model and status change (the earlier ones are overwritten). Each hit
+        is checked to be its line's own method: read from the line's start when the line is in
+        the store's form (``_EVENT_LINE``), else from the line parsed whole, so text or a tool's
+        arguments that spell a method are never taken for one. Of the other lines only the last
+        readable one's ``ts`` is read, so ``updated_at`` is the latest of the lines read, the
+        same as the latest of every line's while the clock only moves on (each line is stamped
+        as it is written). The header was read, so a ``thread/started`` line would add nothing."""
+        method, mark = _TURN_MARK
         position = start
-        while (hit := data.find(_TURN_MARK, position, end)) >= 0:
-            position = hit + len(_TURN_MARK)
-            self._fold_own_line(data, start, end, hit, position)
-        for mark in _LAST_WINS_MARKS:
+        while (hit := data.find(mark, position, end)) >= 0:
+            position = hit + len(mark)
+            self._fold_own_line(data, start, end, hit, method)
+        for method, mark in _LAST_WINS_MARKS:
             limit = end
             while (hit := data.rfind(mark, start, limit)) >= 0:
                 limit = hit
-                if self._fold_own_line(data, start, end, hit, hit + len(mark)):
+                if self._fold_own_line(data, start, end, hit, method):
                     break
         line_end = end - 1
         while line_end >= start:  # the last line that is not a summary line gives its ts
             line_start = data.rfind(b"\n", start - 1, line_end) + 1
             match = _EVENT_LINE.match(data, line_start - 1)
-            if match is not None and match[2] not in _SUMMARY_METHODS:
-                self.updated_at = max(self.updated_at, float(match[1]))
-                return
+            if match is not None:
+                if match[2] not in _SUMMARY_METHODS:
+                    self.updated_at = max(self.updated_at, float(match[1]))
+                    return
+            else:
+                event = _json_object(data[line_start:line_end])
+                ts = event.get("ts") if event is not None else None
+                if isinstance(ts, int | float) and event is not None and event.get("method") not in _SUMMARY_NAMES:
+                    self.updated_at = max(self.updated_at, float(ts))
+                    return
             line_end = line_start - 1
 
-    def _fold_own_line(self, data: bytes, start: int, end: int, hit: int, hit_end: int) -> bool:
-        """Fold the line holding ``data[hit:hit_end]`` (a summary method's mark) when the mark is
-        the line's own method; whether it was folded."""
+    def _fold_own_line(self, data: bytes, start: int, end: int, hit: int, method: bytes) -> bool:
+        """Fold the line holding the JSON string ``method`` at ``hit`` when it is the line's own
+        method; whether it was folded (not when it is not, or the line cannot be read)."""
         line_start = data.rfind(b"\n", start - 1, hit) + 1
+        line_end = data.find(b"\n", hit, end)
+        line_end = end if line_end < 0 else line_end
         match = _EVENT_LINE.match(data, line_start - 1)
-        if match is None or match.end(2) + 1 != hit_end:
-            return False  # the mark is text inside the line
-        line_end = data.find(b"\n", hit_end, end)
-        return self._summary_line(data, match, line_start, end if line_end < 0 else line_end)
+        if match is not None:  # the store's form: the method is known without parsing
+            return match.start(2) == hit + 1 and self._summary_line(data, match, line_start, line_end)
+        event = _json_object(data[line_start:line_end])  # a line in another form
+        if event is None or event.get("method") != method.decode():
+            return False
+        self.event(event)
+        return True
 
     def _every_line(self, data: bytes, start: int, end: int) -> None:
         """Fold every line, in whatever form it was written: one regular expression finds the
@@ -369,6 +388,14 @@ def summarize(path: str | Path, thread_id: str, live: bool | None = None) -> tup
     return fold.row(folded, inode, live)
 
 
+def _warn(message: str, *args: object) -> None:
+    """Log a warning; ``logging`` is imported only then (``roder sessions list`` reads the
+    index without it: importing it was a sixth of that command)."""
+    import logging
+
+    logging.getLogger(__name__).warning(message, *args)
+
+
 def _json_object(line: bytes) -> dict[str, Any] | None:
     """A line's JSON object, or None when it is not one. The C scanner ``json.loads`` ends in,
     without its two Python layers (a rebuild parses two lines of every file)."""
@@ -413,6 +440,28 @@ def _wire(row: tuple[Any, ...]) -> dict[str, Any]:
     return wire
 
 
+def listing_without_index(directory: Path, cwd: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """The listing a ``ThreadIndex`` gives, read from the files themselves with no SQLite: for a
+    store whose data folder is thrown away after one run (a batch rollout), where keeping rows
+    would cost every thread a transaction that no listing ever reads."""
+    rows = []
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        if not (entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False)):
+            continue
+        try:
+            row = summarize(entry.path, entry.name[: -len(SUFFIX)])
+        except FileNotFoundError:  # deleted since the scan
+            continue
+        if row is not None and (cwd is None or row[1] == cwd):
+            rows.append(row)
+    rows.sort(key=lambda row: row[4] or "", reverse=True)  # newest first, as the index's query orders
+    return [_wire(row) for row in rows[: limit or None]]
+
+
 class ThreadIndex:
     """The SQLite rows for the thread files of one directory (safe for several processes)."""
 
@@ -430,7 +479,7 @@ class ThreadIndex:
         except sqlite3.OperationalError:
             raise  # busy or locked: another process is using a healthy index; never drop it
         except sqlite3.DatabaseError as exc:
-            log.warning("thread index %s is unreadable (%s); rebuilding it from the files", self.path, exc)
+            _warn("thread index %s is unreadable (%s); rebuilding it from the files", self.path, exc)
             with self._exclusive():
                 self.drop()
                 self._create()
@@ -635,7 +684,7 @@ class ThreadIndex:
         except FileNotFoundError:
             row = None
         except OSError as exc:
-            log.warning("could not read thread file %s: %s", path, exc)
+            _warn("could not read thread file %s: %s", path, exc)
             return None
         if row is None:
             db.execute("DELETE FROM threads WHERE id = ?", (thread_id,))

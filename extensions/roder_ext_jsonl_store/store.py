@@ -24,7 +24,7 @@ import gc
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,10 +124,15 @@ class LoadedEvents:
 class JsonlThreadStore:
     """Thread files under ``directory`` (``<id>.jsonl``) plus the thread index (``index.py``) their writers keep current."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, indexed: bool = True) -> None:
         self.directory = directory
+        #: False for a data folder thrown away after one run (a batch rollout's): no SQLite
+        #: index is kept, and a listing reads the files (``listing_without_index``).
+        self.indexed = indexed
         self._writers: dict[str, _Writer] = {}
         self._pending: dict[str, list[bytes]] = {}
+        #: Threads whose writer is being taken or released (see ``_opening``).
+        self._openings: dict[str, asyncio.Event] = {}
         self._reported: set[str] = set()
         #: Lines skipped by the latest read of each thread (shown by ``roder sessions show``).
         self.problems: dict[str, list[LineProblem]] = {}
@@ -152,17 +157,12 @@ class JsonlThreadStore:
         line = encode(event.wire())
         writer = self._writers.get(event.thread_id)
         if writer is None:
-            path = self.path(event.thread_id)
-            if not path.exists():
-                if not isinstance(event, TurnStarted):
-                    self._pending.setdefault(event.thread_id, []).append(line)
-                    return
-                pending = self._pending.pop(event.thread_id, [])
-                writer = self._create(path, header_line(header.wire()) + b"".join(pending))
-                writer.header = header
-                self._writers[event.thread_id] = writer
-                self._note_in_index(self._index().taken, event.thread_id, path)
-            writer = self._open(event.thread_id)
+            async with self._opening(event.thread_id):
+                writer = await self._take(header, event, line)
+            if writer is None:
+                return  # held in memory until the thread's first turn starts
+        # No await from here to the write: the lines of a thread reach the file in the order
+        # their appends were called (``_opening`` keeps that order while a writer is taken).
         write_all(writer.fd, line)
         writer.size += len(line)
         folded = writer.recent.offset if writer.recent is not None else 0
@@ -172,6 +172,52 @@ class JsonlThreadStore:
             finally:
                 writer.lock.release()
 
+    @contextlib.asynccontextmanager
+    async def _opening(self, thread_id: str) -> AsyncIterator[None]:
+        """One taking (or release) of a thread's writer at a time: appends that find no writer
+        while another is being taken wait here, in the order they came, so a thread's lines
+        keep their order and its held events are written once."""
+        while (busy := self._openings.get(thread_id)) is not None:
+            await busy.wait()
+        done = self._openings[thread_id] = asyncio.Event()
+        try:
+            yield
+        finally:
+            del self._openings[thread_id]
+            done.set()
+
+    async def _take(self, header: ThreadHeader, event: RuntimeEvent, line: bytes) -> _Writer | None:
+        """The writer for ``event``'s thread (inside ``_opening``): the one taken while this
+        append waited, else the stored file opened, else a new file created at the thread's
+        first turn; None while the thread has no turn (``line`` is held until it has)."""
+        thread_id = event.thread_id
+        writer = self._writers.get(thread_id)
+        if writer is not None:
+            return writer
+        path = self.path(thread_id)
+        if path.exists():
+            return await self._open(thread_id)
+        if not isinstance(event, TurnStarted):
+            self._pending.setdefault(thread_id, []).append(line)
+            return None
+        pending = self._pending.pop(thread_id, [])
+        writer = self._create(path, header_line(header.wire()) + b"".join(pending))
+        writer.header = header
+        await self._taken(thread_id, writer)
+        return writer
+
+    async def _taken(self, thread_id: str, writer: _Writer) -> None:
+        """Mark the thread's index row open (``ThreadIndex.taken``) before the writer appends,
+        then make the writer this thread's. The mark is a SQLite write that can wait behind
+        another process's listing (and reads the file for a new row), so it runs on a worker
+        thread, never the event loop. The writer is kept even if the wait is cancelled: its
+        file is open and locked, and ``release`` must close it."""
+        try:
+            if self.indexed:
+                await asyncio.to_thread(self._note_in_index, self._index().taken, thread_id, writer.path)
+        finally:
+            self._writers[thread_id] = writer
+
     def _create(self, path: Path, first_lines: bytes) -> _Writer:
         self.directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | CLOEXEC, 0o600)
@@ -179,11 +225,9 @@ class JsonlThreadStore:
         write_all(fd, first_lines)
         return _Writer(fd, path, new_file=True, size=len(first_lines))
 
-    def _open(self, thread_id: str) -> _Writer:
-        """The locked writer for an existing file, repairing a torn tail first."""
-        writer = self._writers.get(thread_id)
-        if writer is not None:
-            return writer
+    async def _open(self, thread_id: str) -> _Writer:
+        """The locked writer for an existing file, repairing a torn tail first (inside
+        ``_opening``, with no writer yet)."""
         path = self.path(thread_id)
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | CLOEXEC)
@@ -201,14 +245,17 @@ class JsonlThreadStore:
         except OSError:
             os.close(fd)
             raise
-        writer = self._writers[thread_id] = _Writer(fd, path, size=os.fstat(fd).st_size)
-        self._note_in_index(self._index().taken, thread_id, path)
+        writer = _Writer(fd, path, size=os.fstat(fd).st_size)
+        await self._taken(thread_id, writer)
         return writer
 
     async def claim(self, thread_id: str) -> None:
         """Become the only writer of a stored thread before a turn starts (fails fast)."""
-        if thread_id not in self._writers and self.path(thread_id).exists():
-            self._open(thread_id)
+        if thread_id in self._writers:
+            return
+        async with self._opening(thread_id):
+            if thread_id not in self._writers and self.path(thread_id).exists():
+                await self._open(thread_id)
 
     async def sync(self, thread_id: str) -> None:
         """Make the file durable and bring the recent snapshot up to this turn boundary."""
@@ -219,8 +266,9 @@ class JsonlThreadStore:
     async def release(self, thread_id: str) -> None:
         """Close this process's writer (and forget unsaved pre-turn events) for a thread, leaving
         its recent snapshot written up to the file's end."""
-        self._pending.pop(thread_id, None)
-        writer = self._writers.pop(thread_id, None)
+        async with self._opening(thread_id):  # a writer being taken is taken first
+            self._pending.pop(thread_id, None)
+            writer = self._writers.pop(thread_id, None)
         if writer is not None:
             await asyncio.to_thread(self._sync, thread_id, writer, writer.size, True)
 
@@ -233,7 +281,8 @@ class JsonlThreadStore:
             else:
                 writer.sync()
             self._checkpoint(thread_id, writer, end, final=final)
-            self._note_in_index(self._index().catch_up, thread_id, writer.path, live=not final)
+            if self.indexed:
+                self._note_in_index(self._index().catch_up, thread_id, writer.path, live=not final)
 
     def _index(self) -> ThreadIndex:
         from .index import ThreadIndex  # sqlite3 loads once a thread is written or listed
@@ -498,7 +547,10 @@ class JsonlThreadStore:
         return await asyncio.to_thread(self._list, cwd, limit)
 
     def _list(self, cwd: str | None, limit: int | None) -> list[ThreadSummary]:
-        return [ThreadSummary.model_validate(wire) for wire in self._index().listing(cwd, limit)]
+        from .index import listing_without_index
+
+        wires = self._index().listing(cwd, limit) if self.indexed else listing_without_index(self.directory, cwd, limit)
+        return [ThreadSummary.model_validate(wire) for wire in wires]
 
     # ------------------------------------------------------------------ delete, fork
 
@@ -514,7 +566,8 @@ class JsonlThreadStore:
             path.with_suffix(TORN_SUFFIX).unlink()
         remove_snapshot(snapshot_path(self.directory, thread_id))
         remove_snapshot(recent_path(self.directory, thread_id))
-        self._index().remove(thread_id)
+        if self.indexed:
+            await asyncio.to_thread(self._index().remove, thread_id)  # a SQLite write: off the event loop
 
     async def fork(
         self, thread_id: str, turn_id: str | None, new_header: ThreadHeader, *, before_item: str | None = None

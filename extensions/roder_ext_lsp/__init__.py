@@ -9,12 +9,18 @@ before the call and appends, after it, the ones the change introduced (errors fi
 The read-only ``lsp`` tool (definition, references, hover, document symbols) is offered only
 while a server runs. A status segment names the running servers. In a folder the user has not
 trusted, only servers that can start without running the project's code start (``launch``).
+
+The servers' manager (and the client, the launch plans, the table of servers found on PATH) is
+made at the first edit or ``lsp`` call (``ManagerSlot``): a run that edits nothing (``roder -p``
+answering a question, running commands) never imports or scans for them.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,12 +37,11 @@ from roder_core.kernel.extension import (
 from roder_core.kernel.services import HookOutcome, HookPoint, ServiceRegistrar, StatusView
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
-from roder_ext_lsp.client import LspError, path_of, uri_of
-from roder_ext_lsp.manager import LspManager
-from roder_ext_lsp.servers import ServerSpec, available, from_plugin
 
 if TYPE_CHECKING:
     from roder_core.plugins.enabled import ActivePlugins
+    from roder_ext_lsp.manager import LspManager
+    from roder_ext_lsp.servers import ServerSpec
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +67,34 @@ def edited_paths(tool: str, arguments: dict[str, Any], workspace: Path) -> list[
     return paths
 
 
+class ManagerSlot:
+    """The extension's ``LspManager``, made when first needed: an edit tool's call, the ``lsp``
+    tool. Until then no server runs, so what asks only whether one does gets ``made`` (None)."""
+
+    def __init__(self, make: Callable[[list[ServerSpec]], LspManager], plugins: list[ServerSpec], project: Path) -> None:
+        self._make = make
+        #: The enabled plugins' servers, the manager is made with (a plugin change replaces them).
+        self.plugins = plugins
+        self.project = project
+
+    @functools.cached_property
+    def manager(self) -> LspManager:
+        return self._make(self.plugins)
+
+    @property
+    def made(self) -> LspManager | None:
+        made: LspManager | None = self.__dict__.get("manager")
+        return made
+
+
 class DiagnosticsHook:
     """Before an edit: remember the files' diagnostics; after it: add what the edit introduced."""
 
-    def __init__(self, manager: LspManager, hook_timeout: float) -> None:
-        self.manager = manager
+    def __init__(self, slot: ManagerSlot, diagnostics_timeout: float, hook_timeout: float) -> None:
+        self.slot = slot
         #: What the diagnostics may take of the hook's own deadline (past it the result goes
         #: out without them, saying so, rather than the runner dropping the hook's answer).
-        self.budget = max(min(manager.config.diagnostics_timeout, hook_timeout - 2.0), 1.0)
+        self.budget = max(min(diagnostics_timeout, hook_timeout - 2.0), 1.0)
 
     def id(self) -> str:
         return "lsp-diagnostics"
@@ -81,20 +106,19 @@ class DiagnosticsHook:
         tool = str(payload.get("tool", ""))
         if tool not in EDIT_TOOLS:
             return None
-        paths = [
-            p for p in edited_paths(tool, payload.get("arguments") or {}, self.manager.workspace) if self.manager.spec_for(p)
-        ]
+        manager = self.slot.manager
+        paths = [p for p in edited_paths(tool, payload.get("arguments") or {}, manager.workspace) if manager.spec_for(p)]
         if not paths:
             return None
         thread = str(payload.get("thread_id", ""))
         if point is HookPoint.TOOL_CALL_BEFORE:
-            self.manager.remember(thread, paths)
+            manager.remember(thread, paths)
             return None
         if payload.get("is_error"):
             for path in paths:
-                self.manager.before.pop((thread, path), None)
+                manager.before.pop((thread, path), None)
             return None
-        report = await self.manager.introduced(thread, paths, self.budget)
+        report = await manager.introduced(thread, paths, self.budget)
         if not report:
             return None
         return HookOutcome(replace={"text": f"{payload.get('text', '')}\n\n{report}"})
@@ -119,19 +143,22 @@ class LspTool(Tool):
     read_only = True
     kind = "read"
 
-    def __init__(self, manager: LspManager) -> None:
-        self.manager = manager
+    def __init__(self, slot: ManagerSlot) -> None:
+        self.slot = slot
 
     async def execute(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
+        from roder_ext_lsp.client import LspError, uri_of
+
         args = parse_arguments(LspArguments, call)
         path = (ctx.workspace / args.path).resolve() if not Path(args.path).is_absolute() else Path(args.path)
         if not path.is_relative_to(ctx.workspace.resolve()):
             return ToolResult.error(call, f"{args.path} is outside the workspace")
-        client = await self.manager.client_for(path)
+        manager = self.slot.manager
+        client = await manager.client_for(path)
         if client is None:
-            why = self.manager.withheld(path) or f"no language server runs for {path.suffix or args.path} files"
+            why = manager.withheld(path) or f"no language server runs for {path.suffix or args.path} files"
             return ToolResult.error(call, why)
-        text = self.manager._text(path)
+        text = manager._text(path)
         if text is None:
             return ToolResult.error(call, f"{args.path} cannot be read (missing, or withheld from the model)")
         client.sync(path, text)
@@ -164,6 +191,8 @@ class LspTool(Tool):
             return str(contents)
         if operation == "symbols":
             return "\n".join(_symbols(result if isinstance(result, list) else [], 0)[:300])
+        from roder_ext_lsp.client import path_of
+
         locations = result if isinstance(result, list) else [result]
         lines = []
         for location in locations[:200]:
@@ -196,44 +225,54 @@ class LspTools:
 
     plugin_parts = frozenset({"lsp_servers"})
 
-    def __init__(self, manager: LspManager) -> None:
-        self.manager = manager
-        self.tool = LspTool(manager)
+    def __init__(self, slot: ManagerSlot) -> None:
+        self.slot = slot
+        self.tool = LspTool(slot)
 
     def id(self) -> str:
         return "lsp-tools"
 
     async def reload_plugins(self, active: ActivePlugins) -> list[str]:
-        await self.manager.use_servers(
-            *available(self.manager.config, plugin_specs(active, self.manager.workspace), self.manager.env.get("PATH"))
-        )
+        from roder_ext_lsp.servers import available
+
+        self.slot.plugins = plugin_specs(active, self.slot.project)
+        manager = self.slot.made
+        if manager is not None:  # else the manager, when first needed, is made with them
+            await manager.use_servers(*available(manager.config, self.slot.plugins, manager.env.get("PATH")))
         return []
 
     def contribute(self, registry: ToolRegistry) -> None:
-        if self.manager.running():
+        manager = self.slot.made
+        if manager is not None and manager.running():
             registry.register(self.tool)
 
     async def aclose(self) -> None:
-        await self.manager.aclose()
+        manager = self.slot.made
+        if manager is not None:
+            await manager.aclose()
 
 
 class LspStatus:
-    def __init__(self, manager: LspManager) -> None:
-        self.manager = manager
+    def __init__(self, slot: ManagerSlot) -> None:
+        self.slot = slot
 
     def id(self) -> str:
         return "lsp"
 
     def render(self, state: dict[str, Any]) -> StatusView | None:
-        running = self.manager.running()
-        waiting = [f"{name} (waits for trust)" for name, state in self.manager.states.items() if state.withheld]
+        manager = self.slot.made
+        if manager is None:
+            return None
+        running = manager.running()
+        waiting = [f"{name} (waits for trust)" for name, state in manager.states.items() if state.withheld]
         shown = running + waiting
         return StatusView(text="lsp: " + ", ".join(shown), priority=20) if shown else None
 
 
 class LspExtension(RoderExtension):
-    def __init__(self, manager: LspManager, hook_timeout: float) -> None:
-        self.manager = manager
+    def __init__(self, slot: ManagerSlot, diagnostics_timeout: float, hook_timeout: float) -> None:
+        self.slot = slot
+        self.diagnostics_timeout = diagnostics_timeout
         self.hook_timeout = hook_timeout
 
     def manifest(self) -> ExtensionManifest:
@@ -253,9 +292,9 @@ class LspExtension(RoderExtension):
         )
 
     def install(self, registry: ServiceRegistrar) -> None:
-        registry.hook(DiagnosticsHook(self.manager, self.hook_timeout))
-        registry.tool_contributor(LspTools(self.manager))
-        registry.status_segment(LspStatus(self.manager))
+        registry.hook(DiagnosticsHook(self.slot, self.diagnostics_timeout, self.hook_timeout))
+        registry.tool_contributor(LspTools(self.slot))
+        registry.status_segment(LspStatus(self.slot))
 
 
 def plugin_specs(active: ActivePlugins, project: Path) -> list[ServerSpec]:
@@ -263,6 +302,7 @@ def plugin_specs(active: ActivePlugins, project: Path) -> list[ServerSpec]:
     ``${CLAUDE_PLUGIN_ROOT}`` and friends filled in their command, arguments and environment as
     whole values (never through a shell), and set in their environment too."""
     from roder_core.plugins.components import fill_options
+    from roder_ext_lsp.servers import from_plugin
 
     specs = []
     for plugin in active.plugins:
@@ -278,7 +318,6 @@ def plugin_specs(active: ActivePlugins, project: Path) -> list[ServerSpec]:
 
 
 def create(host: HostContext) -> LspExtension | None:
-    from roder_core.brokers.own_folders import OwnFolders
     from roder_core.plugins.enabled import ActivePlugins, active_plugins
 
     config = host.config.lsp
@@ -289,7 +328,15 @@ def create(host: HostContext) -> LspExtension | None:
     except Exception as exc:  # a broken plugin folder must not take the editor tools down
         log.warning("plugins' language servers not read: %s", exc)
         active = ActivePlugins()
-    specs, hints = available(config, plugin_specs(active, host.cwd), host.env.get("PATH"))
-    hidden = OwnFolders.of(host.paths, host.env).existing()
-    manager = LspManager(config, specs, hints, host.cwd, host.env, hidden, host.trusted)
-    return LspExtension(manager, host.config.hook_timeout)
+
+    def make(plugins: list[ServerSpec]) -> LspManager:
+        from roder_core.brokers.own_folders import OwnFolders
+        from roder_ext_lsp.manager import LspManager
+        from roder_ext_lsp.servers import available
+
+        specs, hints = available(config, plugins, host.env.get("PATH"))
+        hidden = OwnFolders.of(host.paths, host.env).existing()
+        return LspManager(config, specs, hints, host.cwd, host.env, hidden, host.trusted)
+
+    slot = ManagerSlot(make, plugin_specs(active, host.cwd), host.cwd)
+    return LspExtension(slot, config.diagnostics_timeout, host.config.hook_timeout)

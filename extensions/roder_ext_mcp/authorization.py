@@ -27,13 +27,16 @@ from urllib.parse import urlsplit
 import httpx2
 
 from roder_core.auth.logins import LoginService, LoginStart, fresh_token
-from roder_core.auth.oauth import OAuthClient, OAuthError, bearer_challenge
+from roder_core.auth.oauth import OAuthClient, OAuthError, bearer_challenge, http_client, unreachable
 from roder_core.brokers.outbound import OutboundRule, normal_host
+from roder_core.brokers.terminal_text import quoted_line
 from roder_core.settings.credentials import CredentialsError, CredentialStore
 from roder_ext_mcp.config import ServerConfig
 
 #: The client name Roder registers under (RFC 7591 ``client_name``).
 CLIENT_NAME = "Roder"
+#: How much of why a sign-in is needed (an OAuth error, what the server said) a status quotes.
+_DETAIL_LIMIT = 300
 #: The body of the probe that asks a streamable HTTP server whether it wants a sign-in.
 _PROBE = {
     "jsonrpc": "2.0",
@@ -58,6 +61,16 @@ def server_rule(url: str) -> OutboundRule:
     return OutboundRule(frozenset({normal_host(urlsplit(url).hostname or "")}), "the MCP server's url")
 
 
+def stored_token(config: ServerConfig, store: CredentialStore) -> str | None:
+    """The access token stored for the server, as stored (maybe due for refresh); None without a
+    sign-in for its url (a token for another url is never sent to this one). Raises
+    ``CredentialsError`` when the credentials file cannot be read."""
+    record = store.oauth(credential_name(config.name))
+    if record is None or record.get("server_url") != config.url:
+        return None
+    return str(record.get("access_token") or "") or None
+
+
 class ServerAuth:
     """The sign-in state of one HTTP server: its stored token, and why it needs a sign-in."""
 
@@ -71,15 +84,23 @@ class ServerAuth:
 
     async def token(self, rejected: str | None = None) -> str | None:
         """The access token to send (refreshed when due or ``rejected``); None without one."""
-        name = credential_name(self.config.name)
         try:
-            record = self.store.oauth(name)
-            if record is None or record.get("server_url") != self.config.url:
-                return None  # a token for another url is never sent to this one
+            if stored_token(self.config, self.store) is None:
+                return None
+            name = credential_name(self.config.name)
             return await fresh_token(self.store, name, rejected=rejected, rule=server_rule(self.config.url))
         except (OAuthError, CredentialsError) as exc:
-            self.needs_login = f"{login_hint(self.config.name)} ({exc})"
+            self._needs_login(str(exc))
             return None
+
+    def _needs_login(self, why: str) -> None:
+        """Record that a sign-in is needed, saying ``why`` (text a server may have written, so
+        quoted on one line without anything a terminal would interpret, and bounded)."""
+        self.needs_login = login_hint(self.config.name) + (f" ({quoted_line(why, _DETAIL_LIMIT)})" if why else "")
+
+    def accepted(self) -> None:
+        """The server answered a request: whatever it refused before, it takes this sign-in now."""
+        self.needs_login = self.unauthorized = None
 
     def refused(self, challenge: Mapping[str, str], sent_token: bool) -> None:
         """The server answered 401. With a Bearer challenge (or to Roder's own token) that means
@@ -89,7 +110,7 @@ class ServerAuth:
             return
         if challenge or sent_token:
             detail = challenge.get("error_description") or challenge.get("error")
-            self.needs_login = login_hint(self.config.name) + (f" (the server said: {detail[:200]})" if detail else "")
+            self._needs_login(f"the server said: {quoted_line(detail)}" if detail else "")
         else:
             self.unauthorized = (
                 "the server answered HTTP 401 Unauthorized without an OAuth challenge: check the headers "
@@ -111,6 +132,7 @@ class BearerAuth(httpx2.Auth):
             request.headers["Authorization"] = f"Bearer {token}"
         response = yield request
         if response.status_code != 401:
+            self.auth.accepted()
             return
         if token:
             fresh = await self.auth.token(rejected=token)
@@ -118,6 +140,7 @@ class BearerAuth(httpx2.Auth):
                 request.headers["Authorization"] = f"Bearer {fresh}"
                 response = yield request
                 if response.status_code != 401:
+                    self.auth.accepted()
                     return
         self.auth.refused(bearer_challenge(response.headers.get("www-authenticate", "")), sent_token=bool(token))
 
@@ -125,12 +148,7 @@ class BearerAuth(httpx2.Auth):
 async def _challenge(config: ServerConfig, rule: OutboundRule) -> dict[str, str]:
     """The server's ``WWW-Authenticate`` Bearer parameters, from a request without a token
     (empty when it did not answer 401: the metadata is then looked for where RFC 9728 puts it)."""
-    from roder_core.auth.oauth import HTTP_TIMEOUT
-    from roder_core.brokers.httpx_loader import load_httpx
-    from roder_core.brokers.outbound import OutboundRefused, async_transport
-
-    httpx = load_httpx()
-    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False, transport=async_transport(rule)) as http:
+    async with http_client(config.url, rule) as http:
         try:
             if config.transport == "sse":
                 request = http.build_request("GET", config.url, headers={"accept": "text/event-stream"})
@@ -139,7 +157,7 @@ async def _challenge(config: ServerConfig, rule: OutboundRule) -> dict[str, str]
                 request = http.build_request("POST", config.url, json=_PROBE, headers={"accept": accept})
             response = await http.send(request, stream=True)
             await response.aclose()
-        except (httpx.HTTPError, OutboundRefused) as exc:
+        except unreachable() as exc:
             raise OAuthError(f"cannot reach MCP server {config.name!r}: {exc}") from None
     return bearer_challenge(response.headers.get("www-authenticate", "")) if response.status_code == 401 else {}
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from roder_core import __version__
 from roder_core.kernel.tools import ToolExecutionContext
-from roder_core.settings.credentials import CredentialStore
+from roder_core.settings.credentials import CredentialsError, CredentialStore
 from roder_ext_mcp.client_features import ClientFeatures, RootSet
 from roder_ext_mcp.config import ServerConfig
 from roder_ext_mcp.stdio import stdio_streams
@@ -107,6 +107,8 @@ class ServerConnection:
         self.store = store if store is not None else CredentialStore.for_env()
         #: The HTTP server's sign-in state for this connection (None on stdio).
         self.auth: ServerAuth | None = None
+        #: The stored access token when the server last asked for a sign-in (None: there was none).
+        self._refused_token: str | None = None
         self._relisting: set[asyncio.Task[None]] = set()
         self._log_offset = 0
         self._client: Any = None
@@ -185,6 +187,31 @@ class ServerConnection:
         await self.wait_settled(self.config.startup_timeout)
         if self.status != "connected":
             raise ServerUnavailable(self.unavailable_reason())
+
+    def _needs_login(self, why: str) -> None:
+        """The server refused for want of a sign-in; the token stored now is the one it refused."""
+        self.status, self.error = "needs-login", why
+        self._refused_token = self._stored_token()
+
+    def _stored_token(self) -> str | None:
+        from roder_ext_mcp.authorization import stored_token
+
+        try:
+            return stored_token(self.config, self.store)
+        except CredentialsError:
+            return None
+
+    async def resume_if_signed_in(self) -> None:
+        """A server that needed a sign-in connects again once another one is stored for it
+        (``roder mcp login`` in another terminal, ``/mcp login``), so its status says so when
+        asked, not only at the next call of one of its tools."""
+        if self.status != "needs-login" or self.config.transport == "stdio":
+            return
+        token = self._stored_token()
+        if token is None or token == self._refused_token:
+            return
+        await self.stop()
+        self.start()
 
     def unavailable_reason(self) -> str:
         if self.status == "needs-login":
@@ -286,7 +313,7 @@ class ServerConnection:
             if not isinstance(exc, Exception | BaseExceptionGroup):
                 raise
             if self.auth is not None and self.auth.needs_login:
-                self.status, self.error = "needs-login", self.auth.needs_login
+                self._needs_login(self.auth.needs_login)
                 log.warning("MCP server %r %s", self.name, self.error)  # a headless run says what to run here
             elif self.status != "exited":
                 self.status = "failed"
@@ -422,7 +449,7 @@ class ServerConnection:
             )
         except MCPError as exc:
             if self.auth is not None and self.auth.needs_login:  # the sign-in expired and could not be refreshed
-                self.status, self.error = "needs-login", self.auth.needs_login
+                self._needs_login(self.auth.needs_login)
                 self._client = None
                 self._stop.set()
                 raise ServerUnavailable(self.unavailable_reason()) from exc
@@ -547,7 +574,10 @@ class McpManager:
         retired.add_done_callback(self._retired.discard)
 
     async def wait_ready(self, timeout: float) -> None:
+        """Until every server settled; one that needed a sign-in and has one now connects again."""
         self.start()
+        for connection in list(self.connections.values()):
+            await connection.resume_if_signed_in()
         deadline = time.monotonic() + timeout
         for connection in self.connections.values():
             await connection.wait_settled(max(deadline - time.monotonic(), 0))

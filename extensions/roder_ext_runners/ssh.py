@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from roder_core.brokers import Brokers
-from roder_core.brokers.content_gate import ContentGate
+from roder_core.brokers.content_gate import ContentGate, ReadRules
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.protected_names import PROTECTED_DIRS, PROTECTED_FILES
 from roder_core.brokers.runner_fs import RemoteStat, TransportFileSystem
@@ -413,7 +413,8 @@ class SshSession:
             capabilities=scope.capabilities,
             audit=audit,
             extension_id=scope.extension_id,
-            gate=ContentGate(Path(self.workspace), rules=RuleSet(config.policy.allow, config.policy.ask, config.policy.deny)),
+            # the runtime's live rules: a read rule an answer adds applies to this session at once
+            gate=ContentGate(Path(self.workspace), rules=_read_rules(scope)),
         )
         local_env = dict(scope.env)
         redactor = scope.redactor if isinstance(scope.redactor, SecretRedactor) else runtime_redactor(local_env, config)
@@ -681,3 +682,11 @@ async def _connect(config: RunnerConfig, *, create: bool = False) -> tuple[Any, 
         conn.close()
         raise
     return conn, sftp, probe
+
+
+def _read_rules(scope: RunnerScope) -> ReadRules:
+    """The read rules of the runner's content gate: the runtime's, live, when it passes them."""
+    if scope.read_rules is not None:
+        return scope.read_rules
+    config = scope.config
+    return RuleSet(config.policy.allow, config.policy.ask, config.policy.deny)

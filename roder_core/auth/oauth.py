@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 from roder_core.brokers.httpx_loader import load_httpx
+from roder_core.brokers.terminal_text import quoted_line
 from roder_core.errors import RoderError
 
 if TYPE_CHECKING:
@@ -176,9 +177,9 @@ def _server_error(what: str, response: httpx.Response) -> OAuthError:
     except ValueError:
         body = None
     if isinstance(body, dict) and body.get("error"):
-        detail = f": {body['error']}"
+        detail = f": {quoted_line(str(body['error']), 80)}"
         if body.get("error_description"):
-            detail += f" ({str(body['error_description'])[:200]})"
+            detail += f" ({quoted_line(str(body['error_description']))})"
     return OAuthError(f"{what} failed with HTTP {response.status_code}{detail}")
 
 
@@ -213,7 +214,7 @@ class OAuthClient:
         issuer = _checked_url(issuer.rstrip("/"), "issuer")
         parts = urlsplit(issuer)
         base = f"{parts.scheme}://{parts.netloc}"
-        async with _client(issuer, rule) as http:
+        async with http_client(issuer, rule) as http:
             for suffix in WELL_KNOWN:
                 url = base + suffix + parts.path if suffix.endswith("authorization-server") else issuer + suffix
                 response = await _get(http, url, f"the issuer {issuer}")
@@ -231,7 +232,7 @@ class OAuthClient:
         base = f"{parts.scheme}://{parts.netloc}"
         path = parts.path.rstrip("/")
         candidates = [metadata_url] if metadata_url else [base + RESOURCE_WELL_KNOWN + path, base + RESOURCE_WELL_KNOWN]
-        async with _client(url, rule) as http:
+        async with http_client(url, rule) as http:
             for candidate in dict.fromkeys(candidates):
                 response = await _get(http, _checked_url(candidate, "resource_metadata"), urlsplit(candidate).netloc)
                 if response.status_code == 200:
@@ -368,10 +369,10 @@ class OAuthClient:
             "response_types": ["code"],
             "token_endpoint_auth_method": "none",
         }
-        async with _client(endpoint, rule) as http:
+        async with http_client(endpoint, rule) as http:
             try:
                 response = await http.post(_checked_url(endpoint, "registration endpoint"), json=body)
-            except _unreachable() as exc:
+            except unreachable() as exc:
                 raise OAuthError(f"client registration failed: {exc}") from None
         if response.status_code >= 400:
             raise _server_error("client registration", response)
@@ -386,10 +387,10 @@ class OAuthClient:
         return {"scope": " ".join(self.scopes)} if self.scopes else {}
 
     async def _raw_post(self, url: str, form: Mapping[str, str]) -> httpx.Response:
-        async with _client(url, self.rule) as http:
+        async with http_client(url, self.rule) as http:
             try:
                 return await http.post(_checked_url(url, "endpoint"), data=dict(form), headers={"accept": "application/json"})
-            except _unreachable() as exc:
+            except unreachable() as exc:
                 raise OAuthError(f"cannot reach {urlsplit(url).netloc}: {exc}") from None
 
     async def _post(self, url: str, form: Mapping[str, str], what: str) -> dict[str, Any]:
@@ -418,9 +419,10 @@ def endpoints_from_metadata(issuer: str, meta: Mapping[str, Any]) -> Endpoints:
     )
 
 
-def _client(url: str = "", rule: OutboundRule | None = None) -> httpx.AsyncClient:
-    """A client for one exchange; proxies from the environment apply except on loopback. With a
-    rule, every connection goes through it (and no proxy is used)."""
+def http_client(url: str = "", rule: OutboundRule | None = None) -> httpx.AsyncClient:
+    """A client for one exchange with an OAuth or a resource server (this module's, and the MCP
+    sign-in's probe of its server); proxies from the environment apply except on loopback. With
+    a rule, every connection goes through it (and no proxy is used)."""
     module = load_httpx()
     if rule is not None:
         from roder_core.brokers.outbound import async_transport
@@ -434,7 +436,7 @@ def _client(url: str = "", rule: OutboundRule | None = None) -> httpx.AsyncClien
     return client
 
 
-def _unreachable() -> tuple[type[Exception], ...]:
+def unreachable() -> tuple[type[Exception], ...]:
     """What a request raises when its server cannot be reached (or the outbound rule refused it)."""
     from roder_core.brokers.outbound import OutboundRefused
 
@@ -444,7 +446,7 @@ def _unreachable() -> tuple[type[Exception], ...]:
 async def _get(http: httpx.AsyncClient, url: str, what: str) -> httpx.Response:
     try:
         return await http.get(url, headers={"accept": "application/json"})
-    except _unreachable() as exc:
+    except unreachable() as exc:
         raise OAuthError(f"cannot reach {what}: {exc}") from None
 
 

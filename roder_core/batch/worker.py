@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -165,30 +166,48 @@ def run_rollout(spec: RolloutSpec, on_event: Callable[[RuntimeEvent], None] | No
         outcome = asyncio.run(_Rollout(spec, scratch, on_event).run())
     finally:
         root.removeHandler(log)
-        shutil.rmtree(scratch, ignore_errors=True)
+        discard_scratch(scratch)
     if log.lines:
         outcome.files["roder.log"] = "".join(log.lines).encode()
     return outcome
 
 
 SCRATCH_PREFIX = "roder-rollout-"
+#: A finished rollout's scratch folder, renamed so, waits for its removal in the background.
+DISCARDED_PREFIX = "roder-discarded-"
+
+
+def discard_scratch(scratch: Path) -> None:
+    """Remove a finished rollout's scratch folder off the rollout's path: renamed at once (so
+    the folder of a rollout in progress is never mistaken for it), then removed by a thread of
+    its own while the worker goes on. The thread is not a daemon, so a worker that ends
+    normally waits for it; a killed one leaves the folder to ``sweep_orphaned_scratch``."""
+    discarded = scratch.with_name(DISCARDED_PREFIX + scratch.name.removeprefix(SCRATCH_PREFIX))
+    try:
+        scratch.rename(discarded)
+    except OSError:
+        discarded = scratch  # removed under its own name, still in the background
+    threading.Thread(target=shutil.rmtree, args=(discarded,), kwargs={"ignore_errors": True}, name="roder-discard").start()
 
 
 def remove_scratch_of(pid: int) -> None:
     """Clean up after a worker process that died (a crash skips its own cleanup): kill what its
-    setup or score commands left running, then remove its scratch folders."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{pid}-*"):
-        _kill_processes_in(folder)
-        shutil.rmtree(folder, ignore_errors=True)
+    setup or score commands left running, then remove its scratch folders (those of its
+    rollouts in progress and those it had not finished removing)."""
+    for prefix in (SCRATCH_PREFIX, DISCARDED_PREFIX):
+        for folder in Path(tempfile.gettempdir()).glob(f"{prefix}{pid}-*"):
+            _kill_processes_in(folder)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def sweep_orphaned_scratch() -> None:
     """Clean up after workers that no longer exist (killed, or their machine's driver was), so
     crashes never leave workspace copies or score processes behind on a node."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
-        pid = folder.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and Path("/proc/self").exists():
-            remove_scratch_of(int(pid))
+    for prefix in (SCRATCH_PREFIX, DISCARDED_PREFIX):
+        for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*-*"):
+            pid = folder.name[len(prefix) :].split("-", 1)[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists() and Path("/proc/self").exists():
+                remove_scratch_of(int(pid))
 
 
 def _kill_processes_in(folder: Path) -> None:
@@ -379,9 +398,7 @@ class _Rollout:
     ) -> None:
         timings = self.result["timings"]
         timings["agent_s"] = round(agent.duration_s, 3)
-        baseline.stage()
-        diff = baseline.diff()
-        changes = baseline.changes()
+        diff, changes = baseline.compare()
         kept = patch_paths(changes)
         self.files["workspace.diff"] = diff.encode()
 
@@ -506,6 +523,7 @@ class _Rollout:
                 max_iterations=settings.max_iterations,
                 env=env,
                 data_dir=self.scratch / "data",
+                scratch_data=True,
                 network=self.task.network,
                 command_env=command_env,
                 hidden_paths=credential_paths(os.environ.get("HOME")),
@@ -737,6 +755,7 @@ def node_preflight(settings: RunSettings, declared_env: dict[str, str]) -> dict[
                     trust=False,
                     interactive=False,
                     data_dir=Path(scratch) / "data",
+                    scratch_data=True,
                     env={**inherited, **declared_env},
                     **settings.start_tables(),
                 )
@@ -781,6 +800,7 @@ def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:
                     trust=False,
                     interactive=False,
                     data_dir=Path(scratch) / "data",
+                    scratch_data=True,
                 )
             )
             runtime = started.runtime

@@ -18,6 +18,8 @@ from roder_core.batch.tasks import WorkspaceSource
 from roder_core.brokers.safe_git import git_argv, git_env
 
 GIT_TIMEOUT = 600.0
+#: What ``git init`` writes in a new repository's config (see ``Baseline.record``).
+_BASELINE_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
 
 
 class WorkspaceError(RuntimeError):
@@ -104,29 +106,50 @@ class Baseline:
         )
 
     def record(self) -> None:
-        # No template: the sample hooks, description and info/exclude it copies are never used
-        # here, and skipping them halves `git init` and the scratch folder's removal per rollout.
-        self._git("init", "--quiet", "--template=")
+        """Snapshot the workspace: two git processes. The git directory is laid out here rather
+        than by ``git init`` (a process saved per rollout); it is what ``git init --template=``
+        makes: no hooks, description or info/exclude, which are never used here."""
+        for folder in ("objects", "refs/heads", "refs/tags"):
+            (self.git_dir / folder).mkdir(parents=True)
+        (self.git_dir / "HEAD").write_text("ref: refs/heads/master\n")
+        (self.git_dir / "config").write_text(_BASELINE_CONFIG)
         self._git("add", "--all")
         self._git("commit", "--quiet", "--allow-empty", "--no-verify", "-m", "baseline")
 
-    def stage(self) -> None:
-        """Take in the workspace as it is now; ``diff`` and ``changes`` describe this state."""
+    def compare(self) -> tuple[str, list[tuple[str, str]]]:
+        """Take in the workspace as it is now and describe what changed since ``record``, in two
+        git processes: the unified diff (binary-safe) and (status letter, path) of every
+        change, A added, M modified, D deleted, T type changed. The diff is git's default, so
+        a renamed file shows as a rename; its change is the deletion and the addition."""
         self._git("add", "--all")
+        out = self._git("diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--patch-with-raw", "-z", "HEAD")
+        changes: list[tuple[str, str]] = []
+        position = 0
+        while out.startswith(":", position):  # the raw records: ":modes ids STATUS\0path\0[path\0]"
+            meta_end = out.index("\0", position)
+            status = out[position:meta_end].rsplit(" ", 1)[1][:1]
+            path_end = out.index("\0", meta_end + 1)
+            path = out[meta_end + 1 : path_end]
+            position = path_end + 1
+            if status in "RC":  # a rename (or copy) scored: its second path is the new one
+                new_end = out.index("\0", position)
+                new = out[position:new_end]
+                position = new_end + 1
+                changes += [("A", new)] if status == "C" else [("D", path), ("A", new)]
+            else:
+                changes.append((status, path))
+        if out.startswith("\0", position):  # the raw records end with an empty field
+            position += 1
+        changes.sort(key=lambda change: change[1])  # as --no-renames orders them
+        return out[position:], changes
 
-    def diff(self, paths: list[str] | None = None) -> str:
-        """Unified diff (binary-safe) of everything added, changed or deleted between ``record``
-        and ``stage`` (only of ``paths`` when given)."""
-        if paths is not None and not paths:
+    def diff(self, paths: list[str]) -> str:
+        """Unified diff (binary-safe) of what changed in ``paths`` between ``record`` and
+        the last ``compare``."""
+        if not paths:
             return ""
-        limit = ["--", *[f":(literal){p}" for p in paths]] if paths is not None else []
+        limit = ["--", *[f":(literal){p}" for p in paths]]
         return self._git("diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "HEAD", *limit)
-
-    def changes(self) -> list[tuple[str, str]]:
-        """(status letter, path) of every change between ``record`` and ``stage``: A added,
-        M modified, D deleted."""
-        fields = self._git("diff", "--cached", "--name-status", "--no-renames", "-z", "HEAD").split("\0")
-        return [(fields[i], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
 
     def original(self, path: str) -> bytes | None:
         """A file's content when the baseline was recorded (None: it did not exist)."""

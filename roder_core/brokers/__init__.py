@@ -148,7 +148,13 @@ class ProcessBroker(Protocol):
         on_output: Callable[[str], None] | None = None,
         separate_stderr: bool = False,
         on_stderr: Callable[[str], None] | None = None,
-    ) -> ProcessResult: ...
+        read_only: bool = False,
+    ) -> ProcessResult:
+        """``read_only``: the caller's own command only reads (a search). Where bubblewrap
+        confines commands it then runs with the workspace read-only too, which spares the
+        walks of the tree before and after it that guard a writing command; where it cannot
+        be held to reading (no sandbox) it is run and guarded like any other."""
+        ...
 
     async def spawn(self, command: str | list[str], *, output: OutputSink, cwd: Path | None = None) -> RunningProcess:
         """Start a long-running command (no timeout) whose redacted output flows into ``output``."""

@@ -188,12 +188,14 @@ class CommandBroker(ABC):
         on_output: Callable[[str], None] | None = None,
         separate_stderr: bool = False,
         on_stderr: Callable[[str], None] | None = None,
+        read_only: bool = False,
     ) -> ProcessResult:
-        """Run ``command`` to its end or its timeout; its output redacted, capped and spilled."""
+        """Run ``command`` to its end or its timeout; its output redacted, capped and spilled
+        (``read_only``: see ``ProcessBroker.run``)."""
         timeout = float(timeout or self._default_timeout)
         output = CommandOutput(self.spill_dir, self._redactor, on_output, on_stderr, separate=separate_stderr)
         try:
-            end = await self._execute(command, cwd=cwd, timeout=timeout, env=env, output=output)
+            end = await self._execute(command, cwd=cwd, timeout=timeout, env=env, output=output, read_only=read_only)
         finally:
             output.close()
         quarantined = {} if end.quarantined is None else {"quarantined": end.quarantined}
@@ -216,7 +218,15 @@ class CommandBroker(ABC):
 
     @abstractmethod
     async def _execute(
-        self, command: str | list[str], *, cwd: Path | None, timeout: float, env: dict[str, str] | None, output: CommandOutput
+        self,
+        command: str | list[str],
+        *,
+        cwd: Path | None,
+        timeout: float,
+        env: dict[str, str] | None,
+        output: CommandOutput,
+        read_only: bool,
     ) -> CommandEnd:
         """Check, start and wait for ``command``, its output flowing into ``output``; kill it
-        and everything it started on timeout and on cancellation (then audit the interruption)."""
+        and everything it started on timeout and on cancellation (then audit the interruption).
+        ``read_only``: the command only reads, confine it so where the broker can."""

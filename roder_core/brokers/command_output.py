@@ -149,23 +149,101 @@ class OutputCollector:
         """The output for the model and whether it was truncated."""
         if not self.spilled:
             return bytes(self._buffer).decode("utf-8", errors="replace"), False
-        head_lines = self._head.decode("utf-8", errors="replace").split("\n")[: MAX_LINES // 2]
-        tail_bytes = b"".join(self._tail)[-(MAX_BYTES // 2) :]
-        tail_lines = tail_bytes.decode("utf-8", errors="replace").split("\n")
-        if len(tail_lines) > 1:
-            tail_lines = tail_lines[1:]  # drop the partial first line
-        tail_lines = tail_lines[-(MAX_LINES // 2) :]
-        head, tail = "\n".join(head_lines), "\n".join(tail_lines)
-        shown = len(head.encode()) + len(tail.encode())
-        where = f"full output: {self.spill_path}"
-        if not self.spill_complete:
-            where += f" (first {SPILL_CAP_BYTES // (1024 * 1024)} MB only)"
-        where += f"; read parts of it with bash: sed -n '1000,1100p' {self.spill_path} or grep -n PATTERN {self.spill_path}"
-        marker = (
-            f"\n\n[... output truncated: {self.total_lines} lines, {self.total_bytes} bytes in total; "
-            f"{self.total_bytes - shown} bytes omitted here; {where} ...]\n\n"
+        kept = b"".join(self._tail)
+        start = max(0, len(kept) - MAX_BYTES // 2)
+        # the tail holds more than it shows once anything was dropped, so the byte before it is known
+        at_line_start = start == 0 or kept[start - 1 : start] == b"\n"
+        assert self.spill_path is not None
+        note = "" if self.spill_complete else f" (it holds the first {SPILL_CAP_BYTES // (1024 * 1024)} MB only)"
+        text, _omitted = head_and_tail(
+            self._head,
+            kept[start:],
+            size=self.total_bytes,
+            newlines=self.total_lines,
+            tail_at_line_start=at_line_start,
+            path=self.spill_path,
+            note=note,
         )
-        return head + marker + tail, True
+        return text, True
+
+
+def head_and_tail(
+    head: bytes,
+    tail: bytes,
+    *,
+    size: int,
+    newlines: int,
+    tail_at_line_start: bool,
+    path: Path,
+    first_line: int = 1,
+    offset: int = 0,
+    note: str = "",
+) -> tuple[str, int]:
+    """A span of output too long to show whole, as the model reads it, and how many of its
+    bytes were left out. ``head`` and ``tail`` are its first and last bytes (at most half the
+    limit each, not overlapping); the span is ``size`` bytes holding ``newlines`` line ends,
+    starting at byte ``offset`` of ``path``, on its line ``first_line``.
+
+    Only whole lines are shown, at most ``MAX_LINES // 2`` from each end; a line longer than
+    half the limit is shown cut, and says so. Between them one marker names, by their line
+    numbers in ``path``, exactly which lines were shown and which left out, and a command that
+    prints omitted ones (or the bytes of a cut line): every number in it is true of the file."""
+    half = MAX_LINES // 2
+    ends = tail.endswith(b"\n")
+    last_line = first_line + newlines - (1 if ends else 0)
+    # the head: its whole lines, else (one line longer than the head) that line's start
+    pieces = head.split(b"\n")[:-1][:half]
+    head_cut = not pieces
+    head_shown = head if head_cut else b"".join(piece + b"\n" for piece in pieces)
+    head_last = first_line if head_cut else first_line + len(pieces) - 1
+    # the tail: its whole lines, else (one line longer than the tail) that line's end
+    lines = (tail[:-1] if ends else tail).split(b"\n")
+    tail_cut = not tail_at_line_start
+    if tail_cut and len(lines) > 1:
+        lines, tail_cut = lines[1:], False
+    if len(lines) > half:
+        lines, tail_cut = lines[-half:], False
+    tail_shown = b"\n".join(lines) + (b"\n" if ends else b"")
+    tail_first = last_line - len(lines) + 1
+    omitted_bytes = size - len(head_shown) - len(tail_shown)
+
+    def span(first: int, last: int) -> str:
+        return f"line {first}" if first == last else f"lines {first}-{last}"
+
+    shown = [f"the start of line {first_line}" if head_cut else span(first_line, head_last)]
+    if tail_cut:
+        shown.append(
+            f"the end of line {tail_first}" + (f" and {span(tail_first + 1, last_line)}" if last_line > tail_first else "")
+        )
+    else:
+        shown.append(span(tail_first, last_line))
+    gap = (head_last + 1, tail_first - 1)
+    omitted = []
+    if head_cut and tail_cut and tail_first == first_line:
+        omitted.append(f"the middle of line {first_line}")
+    else:
+        if head_cut:
+            omitted.append(f"the rest of line {first_line}")
+        if gap[0] <= gap[1]:
+            omitted.append(span(*gap))
+        if tail_cut:
+            omitted.append(f"the start of line {tail_first}")
+    if gap[0] <= gap[1]:
+        hint = f"sed -n '{gap[0]},{min(gap[1], gap[0] + 99)}p' {path}"
+    else:  # only part of a long line is missing: its bytes
+        hint = f"tail -c +{offset + len(head_shown) + 1} {path} | head -c 2000"
+    head_text = head_shown.decode("utf-8", errors="replace") + (" …[line cut]" if head_cut else "")
+    tail_text = ("[line cut]… " if tail_cut else "") + tail_shown.decode("utf-8", errors="replace")
+    lines_in_all = newlines + (0 if ends else 1)
+    counted = f"{lines_in_all} line{'' if lines_in_all == 1 else 's'}, {size} bytes in all"
+    marker = (
+        f"\n[... output truncated: {counted}; shown here: {' and '.join(shown)}; "
+        f"omitted: {', '.join(omitted)} ({omitted_bytes} bytes); full output: {path}{note}; "
+        f"read the omitted part with bash: {hint} (or grep -n PATTERN {path}) ...]\n"
+    )
+    if head_cut:
+        marker = "\n" + marker
+    return head_text + marker + tail_text, omitted_bytes
 
 
 class RedactedSink:

@@ -68,11 +68,15 @@ class ContentGate:
         # Only masks the tools could reach matter (inside a root); one that holds a root (a
         # workspace under a masked folder) would hide the whole workspace, so it is left to the
         # sandbox, as ``secret_paths.masks`` does.
+        # Compared as strings of normal absolute paths (what ``is_relative_to`` decides, without
+        # building Path objects for the many masks that lie outside every root).
+        inside = [str(r).rstrip("/") + "/" for r in reach]
+        parents: dict[str, str] = {}
         chosen: list[Path] = []
         for mask in masked:
-            for form in {Path(os.path.normpath(mask)), Path(os.path.realpath(mask))}:
-                if any(form.is_relative_to(r) and form != r for r in reach) and form not in chosen:
-                    chosen.append(form)
+            for form in dict.fromkeys((os.path.normpath(mask), _resolved(os.fspath(mask), parents))):
+                if any(form.startswith(prefix) and len(form) > len(prefix) for prefix in inside) and Path(form) not in chosen:
+                    chosen.append(Path(form))
         self._masked = tuple(chosen)
 
     def may_refuse(self) -> bool:
@@ -112,6 +116,22 @@ class ContentGate:
             if not asked:
                 return f"{self._shown(forms[0])} is withheld by the rule ask {text} (read it by name to be asked)"
         return None
+
+
+def _resolved(mask: str, parents: dict[str, str]) -> str:
+    """``os.path.realpath(mask)``, with each parent folder resolved once per gate (the masks
+    share a few dozen folders, and Python's ``realpath`` looks at every component again for
+    each). A normal absolute path whose parent resolves to ``R`` resolves to ``R/name`` unless
+    ``R/name`` is itself a link; anything else (a link, a relative or unusual path) takes the
+    whole ``realpath``."""
+    if not os.path.isabs(mask) or mask.startswith("//") or mask != os.path.normpath(mask) or mask == "/":
+        return os.path.realpath(mask)
+    head, name = os.path.split(mask)
+    real_head = parents.get(head)
+    if real_head is None:
+        real_head = parents[head] = os.path.realpath(head)
+    candidate = os.path.join(real_head, name)
+    return os.path.realpath(mask) if os.path.islink(candidate) else candidate
 
 
 #: How many gates ``shared_gate`` keeps (a batch worker meets a new workspace every rollout).

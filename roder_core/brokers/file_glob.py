@@ -149,6 +149,20 @@ def newest_first(found: list[FileInfo], limit: int) -> tuple[list[FileInfo], int
     return found[:limit], len(found)
 
 
+def newest_keys(paths: list[str]) -> list[tuple[float, str]]:
+    """``(-mtime, path)`` for each of ``paths`` still there: the sort key of "newest first, ties
+    by path". One ``lstat`` each is all "newest first" needs; the loop is kept bare (no context
+    manager, no object per path but the key), as it runs once per match of a listing."""
+    keys: list[tuple[float, str]] = []
+    append, lstat = keys.append, os.lstat
+    for path in paths:
+        try:
+            append((-lstat(path).st_mtime, path))
+        except OSError:  # removed since it was listed
+            continue
+    return keys
+
+
 def walk_matches(
     fs: FileSystemBroker, path: str, pattern: str, limit: int, withheld: list[str] | None = None
 ) -> tuple[list[FileInfo], int]:

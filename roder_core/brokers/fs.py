@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 from roder_core.brokers import BrokerDenied, FileInfo, FileKind
 from roder_core.brokers.content_gate import ContentGate
 from roder_core.brokers.file_glob import (
+    newest_keys,
     pattern_regex,
     ripgrep_files,
     ripgrep_query,
@@ -371,13 +372,10 @@ class WorkspaceFileSystem:
             listed = [absolute for absolute in listed if regex.match(absolute[skip:])]
         if any(h == start or h.is_relative_to(start) or start.is_relative_to(h) for h in self.policy.hidden):
             listed = [absolute for absolute in listed if not self.policy.is_hidden(Path(absolute))]
-        stamped: list[tuple[float, str]] = []
-        for absolute in listed:
+        if self.policy.may_withhold():  # asked once: with no mask or read rule, nothing is refused
             # ripgrep lists regular files only, never through a symlink
-            if not self.policy.gated(FileInfo(Path(absolute), self.display(Path(absolute)), "file"), withheld):
-                continue
-            with contextlib.suppress(OSError):  # removed since it was listed
-                stamped.append((-os.lstat(absolute).st_mtime, absolute))
+            listed = [absolute for absolute in listed if self.policy.gated(Path(absolute), "file", withheld)]
+        stamped = newest_keys(listed)
         shown = []
         for _, absolute in heapq.nsmallest(limit, stamped):
             with contextlib.suppress(OSError):

@@ -300,15 +300,16 @@ class FsPolicy:
             return f"{path}: hard-linked file ({links} names), which Roder does not read"
         return self._refusal(lexical, real, asked=False)
 
-    def gated(self, info: FileInfo, withheld: list[str] | None) -> bool:
-        """Whether a listed entry passes the content gate; a refused one is named in ``withheld``."""
+    def gated(self, path: Path, kind: str, withheld: list[str] | None) -> bool:
+        """Whether a listed entry (``path`` as the listing reached it, of ``kind``) passes the
+        content gate; a refused one is named in ``withheld``, as listings display it."""
         if self.gate is None:
             return True
-        resolved = info.kind != "symlink" or not self._local
-        if self.gate.refusal(info.path, resolved=resolved) is None:
+        resolved = kind != "symlink" or not self._local
+        if self.gate.refusal(path, resolved=resolved) is None:
             return True
         if withheld is not None:
-            withheld.append(info.display)
+            withheld.append(self.display(path))
         return False
 
     # ------------------------------------------------------------------ listings
@@ -336,4 +337,4 @@ class FsPolicy:
             return False
         if matcher is not None and matcher.excluded(info.path.relative_to(root).as_posix(), info.kind == "dir"):
             return False
-        return self.gated(info, withheld)
+        return self.gated(info.path, info.kind, withheld)

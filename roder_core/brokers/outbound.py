@@ -10,9 +10,10 @@ hop is checked the same way; nothing else (proxies from the environment, unix so
 The rule: an address that is not on the public internet (loopback, private, link-local,
 carrier-grade NAT, multicast, unspecified, reserved, the cloud metadata services, and the same
 behind an IPv4-mapped, 6to4, Teredo or NAT64 IPv6 address) is refused, whatever the URL spelled
-(``2130706433``, ``0x7f.1``, ``[::ffff:127.0.0.1]``, ``localhost.``: they are only seen once
-resolved). It is allowed only for a host a rule names exactly (``named``): ``[network] allow =
-["localhost"]`` lets ``http://localhost:8080`` through, ``"*"`` never does.
+(``2130706433``, ``0x7f.1``, ``[::ffff:127.0.0.1]``: they are only seen once resolved; an IP
+address and ``localhost`` (``localhost.``, ``x.localhost``) are known without asking DNS). It is
+allowed only for a host a rule names exactly (``named``): ``[network] allow = ["localhost"]``
+lets ``http://localhost:8080`` through, ``"*"`` never does.
 ``tests/security/test_attack_ssrf.py`` fails when one of those callers connects another way.
 """
 
@@ -112,12 +113,36 @@ class OutboundRule:
                     )
         return str(addresses[0])
 
+    def without_dns(self, host: str, port: int) -> list[tuple[Any, ...]] | None:
+        """The address ``host`` stands for whatever a resolver says (a getaddrinfo row), for a
+        host no rule names: an IP address, also spelled with a trailing dot (which resolvers
+        disagree on), or this machine for ``localhost`` and its subdomains (RFC 6761). So
+        refusing them never depends on DNS. None: the resolver is asked."""
+        name = normal_host(host)
+        if name in self.named:
+            return None
+        try:
+            ip: Address = ipaddress.ip_address(name.split("%", 1)[0])
+        except ValueError:
+            if name != "localhost" and not name.endswith(".localhost"):
+                return None
+            ip = ipaddress.IPv4Address("127.0.0.1")
+        family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+        return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (str(ip), port))]
 
-def _infos(host: str, port: int) -> list[tuple[Any, ...]]:
-    try:
-        return list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-    except (socket.gaierror, UnicodeError) as exc:
-        raise OutboundRefused(f"{host} could not be resolved ({exc})") from exc
+    def resolve(self, host: str, port: int) -> list[tuple[Any, ...]]:
+        """The getaddrinfo rows of ``host`` (``without_dns`` first), for ``check``."""
+        fixed = self.without_dns(host, port)
+        if fixed is not None:
+            return fixed
+        try:
+            return list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            raise _unresolved(host, exc) from exc
+
+
+def _unresolved(host: str, exc: BaseException) -> OutboundRefused:
+    return OutboundRefused(f"{host} could not be resolved ({exc})")
 
 
 class _AsyncBackend:
@@ -132,11 +157,13 @@ class _AsyncBackend:
     ) -> Any:
         import anyio
 
-        try:
-            infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as exc:
-            raise OutboundRefused(f"{host} could not be resolved ({exc})") from exc
-        address = self._rule.check(host, list(infos))
+        infos = self._rule.without_dns(host, port)
+        if infos is None:
+            try:
+                infos = list(await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+            except (OSError, UnicodeError) as exc:
+                raise _unresolved(host, exc) from exc
+        address = self._rule.check(host, infos)
         return await self._inner.connect_tcp(
             address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
         )
@@ -158,7 +185,7 @@ class _SyncBackend:
     def connect_tcp(
         self, host: str, port: int, timeout: float | None = None, local_address: str | None = None, socket_options: Any = None
     ) -> Any:
-        address = self._rule.check(host, _infos(host, port))
+        address = self._rule.check(host, self._rule.resolve(host, port))
         return self._inner.connect_tcp(address, port, timeout=timeout, local_address=local_address, socket_options=socket_options)
 
     def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:

@@ -218,11 +218,17 @@ class HostProcessBroker(CommandBroker):
         env: dict[str, str] | None,
         stdout: OutputSink,
         stderr: OutputSink | None,
+        read_only: bool = False,
     ) -> _Launched:
         """Check, confine and start a command whose output flows into ``stdout`` (and
-        ``stderr``, when given its own sink). ``timeout`` raises the CPU-time limit to match."""
+        ``stderr``, when given its own sink). ``timeout`` raises the CPU-time limit to match.
+        ``read_only`` (a search of Roder's own): under bubblewrap the command gets the
+        ``read-only`` level, so nothing in the tree can change and the guard's walks are
+        skipped; without bubblewrap it is guarded as any command is."""
         argv, workdir = self._admit(command, cwd)
         level = self.sandbox.effective
+        if read_only and level == "workspace-write" and self.sandbox.bwrap:
+            level = "read-only"
         probe = self.sandbox.probe
         in_userns = level != "off" and self.sandbox.bwrap is not None and probe is not None and probe.userns
         # In its own user namespace a command's processes are counted apart from yours
@@ -359,10 +365,19 @@ class HostProcessBroker(CommandBroker):
         return quarantined
 
     async def _execute(
-        self, command: str | list[str], *, cwd: Path | None, timeout: float, env: dict[str, str] | None, output: CommandOutput
+        self,
+        command: str | list[str],
+        *,
+        cwd: Path | None,
+        timeout: float,
+        env: dict[str, str] | None,
+        output: CommandOutput,
+        read_only: bool,
     ) -> CommandEnd:
         stderr = output.stderr if output.separate else None
-        launched = await self._launch(command, cwd=cwd, timeout=timeout, env=env, stdout=output.stdout, stderr=stderr)
+        launched = await self._launch(
+            command, cwd=cwd, timeout=timeout, env=env, stdout=output.stdout, stderr=stderr, read_only=read_only
+        )
         proc, reader = launched.proc, launched.reader
         timed_out = False
         try:

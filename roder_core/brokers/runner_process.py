@@ -117,8 +117,17 @@ class RunnerProcessBroker(CommandBroker):
         return process
 
     async def _execute(
-        self, command: str | list[str], *, cwd: Path | None, timeout: float, env: dict[str, str] | None, output: CommandOutput
+        self,
+        command: str | list[str],
+        *,
+        cwd: Path | None,
+        timeout: float,
+        env: dict[str, str] | None,
+        output: CommandOutput,
+        read_only: bool,
     ) -> CommandEnd:
+        # A runner neither walks the tree around a command nor narrows its confinement here:
+        # ``read_only`` changes nothing.
         argv, workdir, child_env = await self._prepare(command, cwd, env, timeout=timeout)
         started = time.monotonic()
         try:

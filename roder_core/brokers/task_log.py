@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from roder_core.brokers.command_output import MAX_BYTES, MAX_LINES, SPILL_CAP_BYTES
+from roder_core.brokers.command_output import MAX_BYTES, MAX_LINES, SPILL_CAP_BYTES, head_and_tail
 from roder_core.brokers.private_files import open_private
 from roder_core.brokers.terminal_text import terminal_text
 
@@ -98,18 +98,25 @@ class TaskLog:
                 text = data.decode("utf-8", errors="replace")
                 if text.count("\n") <= MAX_LINES:
                     return self._slice(text, since, end, 0)
+            first_line = 1 + _newlines(handle, 0, start - self._base)
+            newlines = _newlines(handle, start - self._base, size)
+            handle.seek(start - self._base)
             head = handle.read(min(size, MAX_BYTES // 2))
-            handle.seek(max(end - self._base - MAX_BYTES // 2, start - self._base + len(head)))
+            tail_start = max(end - self._base - MAX_BYTES // 2, start - self._base + len(head))
+            before = 1 if tail_start > start - self._base else 0
+            handle.seek(tail_start - before)
             tail = handle.read()
-        head_text = "\n".join(head.decode("utf-8", errors="replace").split("\n")[: MAX_LINES // 2])
-        tail_lines = tail.decode("utf-8", errors="replace").split("\n")
-        tail_text = "\n".join(tail_lines[1:][-(MAX_LINES // 2) :] if len(tail_lines) > 1 else tail_lines)
-        omitted = size - len(head_text.encode()) - len(tail_text.encode())
-        marker = (
-            f"\n\n[... {omitted} bytes omitted here; full output: {self.path}; read parts of it with bash: "
-            f"sed -n '1000,1100p' {self.path} or grep -n PATTERN {self.path} ...]\n\n"
+        text, omitted = head_and_tail(
+            head,
+            tail[before:],
+            size=size,
+            newlines=newlines,
+            tail_at_line_start=not before or tail[:1] == b"\n",
+            path=self.path,
+            first_line=first_line,
+            offset=start - self._base,
         )
-        return self._slice(head_text + marker + tail_text, since, end, omitted)
+        return self._slice(text, since, end, omitted)
 
     def _slice(self, text: str, since: int, end: int, omitted: int) -> TaskOutputSlice:
         if since < self._base:
@@ -123,3 +130,16 @@ class TaskLog:
             discarded_before=self._base,
             path=str(self.path),
         )
+
+
+def _newlines(handle: BinaryIO, start: int, size: int) -> int:
+    """How many line ends ``size`` bytes of the file hold from ``start`` (read in blocks)."""
+    handle.seek(start)
+    count = 0
+    while size > 0:
+        block = handle.read(min(size, 1 << 20))
+        if not block:
+            break
+        count += block.count(b"\n")
+        size -= len(block)
+    return count

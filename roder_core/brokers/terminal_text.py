@@ -5,6 +5,11 @@ rewrites reaches the model as those 2 lines.
 
 ``TerminalText`` works on a byte stream in chunks (a sequence or a rewrite may span two); the
 live output a client shows is not passed through it.
+
+Also here: which characters a terminal could interpret or that hide text (``UNSAFE``, which the
+app's and the CLI's output guard shows as visible stand-ins), and ``quoted_line``, for a
+sentence another program wrote (a server's error description) that Roder quotes in one line
+of its own message, wherever that line goes (a status, a log, a tool result, JSON).
 """
 
 from __future__ import annotations
@@ -14,6 +19,23 @@ import re
 #: CSI (colours, cursor moves, erase), OSC (titles, hyperlinks; ended by BEL or ST), and the
 #: two-byte escapes (charset selection, keypad modes).
 _ESCAPES = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[@-Z\\^_=>78])")
+#: Every character a terminal could interpret or that hides text (newline and tab excepted).
+UNSAFE = re.compile(
+    "["
+    "\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but tab and newline, DEL, C1 (0x9b is a one-byte CSI)
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0"  # soft hyphen, fillers, ALM
+    "\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2"  # Arabic and Syriac format characters
+    "\u200b-\u200f"  # zero-width space, non-joiner, joiner, LRM, RLM
+    "\u2028-\u202e"  # line and paragraph separators, bidi embeddings and overrides
+    "\u2060-\u2064\u2066-\u206f"  # word joiner, invisible operators, bidi isolates, deprecated formats
+    "\ud800-\udfff"  # lone surrogates (not even encodable)
+    "\ufeff\ufff9-\ufffb"  # byte order mark (zero-width no-break space), interlinear annotations
+    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f"  # language tag and tag characters (invisible ASCII)
+    "]"
+)
+#: The escape sequences of ``_ESCAPES`` in text, and the one-byte CSI (``\x9b``) with its parameters.
+_TEXT_ESCAPES = re.compile(_ESCAPES.pattern.decode() + r"|\x9b[0-?]*[ -/]*[@-~]")
 #: An escape sequence may be cut by a chunk's end: hold back at most this much after an ESC.
 _LONGEST_HELD = 512
 
@@ -67,3 +89,12 @@ def terminal_text(text: str) -> str:
     """A whole text cleaned at once (output read back from a log)."""
     cleaner = TerminalText()
     return (cleaner.feed(text.encode("utf-8", "surrogateescape")) + cleaner.flush()).decode("utf-8", "replace")
+
+
+def quoted_line(text: str, limit: int = 200) -> str:
+    """``text`` from another program, fit to quote inside one line of Roder's own: escape
+    sequences removed, every other ``UNSAFE`` character, newline and tab a space, runs of
+    spaces one, and at most ``limit`` characters ("…" ends one that was cut)."""
+    words = UNSAFE.sub(" ", _TEXT_ESCAPES.sub("", text)).split()
+    line = " ".join(words)
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

@@ -47,6 +47,9 @@ class HostContext:
     trusted: bool = False
     profile: CapabilityProfile = field(default_factory=lambda: PROFILES["developer"])
     interactive: bool = True
+    #: The data folder is thrown away after this run (a batch rollout's): stores keep no
+    #: indexes there, since nothing will ever list it.
+    scratch_data: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,13 +90,15 @@ def make_host(
     profile: str = "developer",
     interactive: bool = True,
     data_dir: Path | None = None,
+    scratch_data: bool = False,
 ) -> HostContext:
     """Resolve paths, trust and config for a working directory.
 
     ``trust=None`` means "as the user decided before"; headless callers pass ``trust=False``
     unless the user gave ``--trust``, so a headless run never trusts a folder by itself.
     ``data_dir`` keeps this run's data (threads, audit log) apart from the user's, as batch
-    rollouts do, while config still comes from the usual place.
+    rollouts do, while config still comes from the usual place; ``scratch_data`` says that
+    folder is removed after the run (``HostContext.scratch_data``).
     """
     env = dict(os.environ) if env is None else dict(env)
     cwd = (cwd or Path.cwd()).resolve()
@@ -104,7 +109,7 @@ def make_host(
     if profile not in PROFILES:
         raise RegistryError(f"unknown capability profile {profile!r}; choose one of {', '.join(PROFILES)}")
     config = load_config(paths, cwd, trusted)
-    return HostContext(cwd, paths, config, env, trusted, PROFILES[profile], interactive)
+    return HostContext(cwd, paths, config, env, trusted, PROFILES[profile], interactive, scratch_data)
 
 
 def discovered_factories(

@@ -25,6 +25,7 @@ from roder_core.kernel.tasks import TaskOutput
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
+    from roder_core.brokers.content_gate import ReadRules
     from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolHost, ToolRegistry
     from roder_core.settings.config import RoderConfig
     from roder_core.threads.events import RuntimeEvent
@@ -402,6 +403,9 @@ class RunnerScope:
     redactor: Callable[[str], str]
     audit: Callable[[str, dict[str, Any]], None]
     local_brokers: Callable[[], Brokers]
+    #: The runtime's live read rules (``[policy]``, a trusted project's, and those an answer
+    #: added while running), for the runner's content gate; None: the config's ``[policy]``.
+    read_rules: ReadRules | None = None
 
 
 @runtime_checkable

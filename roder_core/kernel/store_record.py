@@ -13,7 +13,6 @@ This module imports nothing beyond the standard library: it runs before anything
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sys
@@ -28,18 +27,20 @@ _METADATA_SUFFIXES = (".dist-info", ".egg-info", ".pth", ".egg-link")
 
 
 def installed_fingerprint() -> str:
-    """A hash over the interpreter and every distribution's metadata directory on ``sys.path``
-    (name and mtime: an install, upgrade or removal rewrites or removes the directory).
+    """The interpreter and every distribution's metadata directory on ``sys.path`` (name and
+    mtime: an install, upgrade or removal rewrites or removes the directory), as one string.
+    Compared whole, not hashed: ``hashlib`` cost the listing more than the comparison.
 
-    ``sys.path[0]`` (the script's folder, or the current one for ``python -c``) is left out, so
-    the ``roder`` script and ``python -m roder_tui.cli`` agree.
+    ``sys.path[0]`` (the script's folder, or the current one for ``python -c``) is left out, and
+    the interpreter is named by its resolved path, so the ``roder`` script (``bin/python3``) and
+    ``python -m roder_tui.cli`` (``bin/python``) agree.
     """
-    digest = hashlib.sha256(sys.executable.encode())
+    parts = [os.path.realpath(sys.executable), sys.prefix]
     for entry in sys.path[1:]:
         names = metadata_names(entry)
         if names is not None:
-            digest.update(f"{entry}\0{names}\0".encode())
-    return digest.hexdigest()
+            parts.append(f"{entry}\0{names}")
+    return "\0".join(parts)
 
 
 def metadata_names(entry: str) -> list[tuple[str, int]] | None:

@@ -13,7 +13,7 @@ import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roder_core.customization.definitions import (
     AgentDefinition,
@@ -28,10 +28,12 @@ from roder_core.customization.definitions import (
     tool_list,
 )
 from roder_core.plugins.enabled import ActivePlugin, ActivePlugins, active_plugins
-from roder_core.plugins.layout import CommandSpec, HookSpec, ServerSpec
 from roder_core.plugins.options import option_env, options_as_variables, substitute_options
 from roder_core.policy.shell_argv import script_index
 from roder_core.settings.config import ConfigError, load_config
+
+if TYPE_CHECKING:  # a layout is read (plugins.layout loaded) only for a plugin that applies
+    from roder_core.plugins.layout import CommandSpec, HookSpec, ServerSpec
 
 #: Claude Code's model aliases: meaningless to other providers, so such an agent uses the
 #: parent's model (as ``inherit`` does).

@@ -6,6 +6,10 @@ it; a trusted project overrides both with its ``.claude/settings.json`` (``enabl
 ``extraKnownMarketplaces``) and the personal ``.claude/settings.local.json``, exactly as Claude
 Code reads them. An untrusted folder's settings are never read. A plugin a project enables that
 is not installed is reported, never fetched: the user installs it.
+
+Reading a plugin's layout (its manifest, components and options) loads with the first plugin
+that applies: with none installed or enabled (``roder -p`` in most folders), only the install
+records and the settings are read.
 """
 
 from __future__ import annotations
@@ -14,14 +18,14 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
-from roder_core.plugins.layout import PluginLayout, resolve_layout
-from roder_core.plugins.manifest import entry_of, load_manifest, split_id
-from roder_core.plugins.options import OPTIONS_FILE, OptionStore, option_env
 from roder_core.plugins.records import InstallRecord, PluginDirs, read_installed
 from roder_core.settings.paths import RoderPaths
+
+if TYPE_CHECKING:
+    from roder_core.plugins.layout import PluginLayout
 
 PROJECT_SETTINGS = (".claude/settings.json", ".claude/settings.local.json")
 
@@ -55,6 +59,8 @@ class ActivePlugin:
 
     def process_env(self, project: Path) -> dict[str, str]:
         """What its hooks and MCP servers get: the variables plus ``CLAUDE_PLUGIN_OPTION_<KEY>``."""
+        from roder_core.plugins.options import option_env
+
         return {**self.variables(project), **option_env(self.layout.user_config, self.options)}
 
     def public_options(self) -> frozenset[str]:
@@ -129,6 +135,9 @@ def _config_enabled(config_extra: Mapping[str, Any] | None) -> dict[str, bool]:
 
 def installed_layout(record: InstallRecord, root: Path) -> PluginLayout:
     """The components of an installed copy, with the catalog entry it was installed from."""
+    from roder_core.plugins.layout import resolve_layout
+    from roder_core.plugins.manifest import entry_of, load_manifest
+
     entry = entry_of(record.name, record.entry)
     return resolve_layout(root, record.name, load_manifest(root), entry, marketplace_root=bool(record.entry.get("atRoot")))
 
@@ -172,13 +181,20 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
     result.problems.extend(result.project.problems)
     for identifier, wanted in overrides.items():
         if wanted and identifier not in records:
+            from roder_core.plugins.manifest import split_id
+
             name, market = split_id(identifier)
             result.problems.append(
                 f"plugin {identifier} is enabled by settings but not installed; install it with "
                 f"`roder plugin install {name}{'@' + market if market else ''}`"
             )
+    applicable = _applicable(records, overrides, result.problems)
+    if not applicable:
+        return result
+    from roder_core.plugins.options import OptionStore
+
     options = OptionStore(dirs)
-    for identifier, record in _applicable(records, overrides, result.problems):
+    for identifier, record in applicable:
         root = Path(record.install_path)
         layout = installed_layout(record, root)
         values = options.values(identifier) if layout.user_config else {}
@@ -198,6 +214,8 @@ def plugin_state_files(paths: RoderPaths, cwd: Path, trusted: bool) -> list[Path
     """The files ``active_plugins`` reads the enabled set from (the install records, the options,
     a trusted project's settings): a running session watches them, so a change another process
     made (``roder plugin install`` in another terminal) reaches it too."""
+    from roder_core.plugins.options import OPTIONS_FILE
+
     dirs = PluginDirs.of(paths)
     return [dirs.installed_file, dirs.root / OPTIONS_FILE, *((cwd / p) for p in PROJECT_SETTINGS if trusted)]
 

@@ -15,14 +15,12 @@ import hashlib
 import ipaddress
 import os
 import shutil
-import socket
 import subprocess
 import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from roder_core.brokers.addresses import is_loopback_host
@@ -99,16 +97,9 @@ def check_git_host(url: str, settings: FetchSettings) -> None:
     named = {host} if settings.allow_loopback_http and is_loopback_host(host) else set()
     rule = OutboundRule(frozenset(named), "[plugins] allow_loopback_http")
     try:
-        rule.check(host, _resolved(host, parts.port or 443))
+        rule.check(host, rule.resolve(host, parts.port or 443))
     except OutboundRefused as exc:
         raise FetchError(f"{url}: {exc}") from exc
-
-
-def _resolved(host: str, port: int) -> list[tuple[Any, ...]]:
-    try:
-        return list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-    except (OSError, UnicodeError) as exc:
-        raise OutboundRefused(f"{host} could not be resolved ({exc})") from exc
 
 
 def clone(url: str, dest: Path, *, ref: str | None = None, sha: str | None = None, settings: FetchSettings | None = None) -> str:

@@ -16,7 +16,6 @@ from pathlib import Path
 from roder_core.brokers.project_reader import ProjectReader
 from roder_core.customization.definitions import DefinitionError, read_definition_file
 from roder_core.plugins.enabled import ActivePlugins
-from roder_core.plugins.manifest import boolean
 from roder_core.plugins.records import PluginDirs, read_json, write_json
 from roder_core.settings.paths import RoderPaths
 
@@ -41,6 +40,10 @@ class OutputStyle:
 def plugin_output_styles(active: ActivePlugins, problems: list[str] | None = None) -> dict[str, OutputStyle]:
     """Every enabled plugin's styles by ``plugin:style``; an unreadable file is one problem line."""
     found: dict[str, OutputStyle] = {}
+    if not active.plugins:
+        return found
+    from roder_core.plugins.manifest import boolean  # loaded with the plugins' layouts
+
     for plugin in active.plugins:
         for stem, path in plugin.layout.output_styles:
             try:

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.brokers.data_paths import child
-from roder_core.plugins.manifest import data_id, split_id
 from roder_core.settings.paths import RoderPaths
 
 
@@ -95,6 +94,8 @@ class PluginDirs:
         return child(self.code, marketplace, plugin, version, what="plugin marketplace, name or version")
 
     def data_dir(self, identifier: str) -> Path:
+        from roder_core.plugins.manifest import data_id
+
         return child(self.root / "data", data_id(identifier), what="plugin id")
 
 
@@ -150,10 +151,14 @@ class InstallRecord:
 
     @property
     def name(self) -> str:
+        from roder_core.plugins.manifest import split_id
+
         return split_id(self.id)[0]
 
     @property
     def marketplace(self) -> str:
+        from roder_core.plugins.manifest import split_id
+
         return split_id(self.id)[1] or ""
 
     def to_json(self) -> dict[str, Any]:

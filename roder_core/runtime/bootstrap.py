@@ -35,6 +35,8 @@ class StartSettings:
     env: Mapping[str, str] | None = None
     #: Keep threads and other data of this run here instead of the user's data dir (batch rollouts).
     data_dir: Path | None = None
+    #: ``data_dir`` is removed after the run: its thread store keeps no index.
+    scratch_data: bool = False
     #: Grant this run the network (a batch task's ``"network": true``): commands keep it inside
     #: the sandbox and web tools may reach any host (if the profile grants them at all).
     network: bool = False
@@ -72,6 +74,7 @@ def start_runtime(settings: StartSettings, factories: Iterable[tuple[str, Extens
         profile=settings.profile,
         interactive=settings.interactive,
         data_dir=settings.data_dir,
+        scratch_data=settings.scratch_data,
     )
     if settings.sandbox:
         host.config.sandbox = settings.sandbox  # type: ignore[assignment]

@@ -261,6 +261,7 @@ class Runtime:
             redactor=self.redact,
             audit=self.audit.record,
             local_brokers=local,
+            read_rules=self.read_rules,
         )
 
     # ------------------------------------------------------------------ runners
@@ -638,8 +639,7 @@ class Runtime:
         pending = [m.attachment() for m in self.media.list_media(thread.id) if m.pending]
         given = [*(attachments or []), *pending]
         given = list({a.media_id or id(a): a for a in given}.values())  # pending and explicit: once
-        require_vision(self.model_profile(provider or thread.provider, model or thread.model), given)
-        given = await self.store_media(thread.id, given, source="user")
+        given = await self.user_attachments(thread.id, given, provider=provider, model=model)
         self.media.take_pending(thread.id)
         await self.open_runner(thread_id)
         message = UserMessageItem(text=text, attachments=given, sender=sender)
@@ -690,9 +690,28 @@ class Runtime:
         await self.start_turn(thread_id, text, attachments, **kw)
         return await self.wait_turn(thread_id)
 
-    def steer(self, thread_id: str, text: str, expected_turn_id: str | None = None, *, sender: str = "") -> UserMessageItem:
-        """Queue a message for the running turn; it is delivered at the next model call."""
-        return self.threads.get(thread_id).steer(text, expected_turn_id, sender=sender)
+    async def user_attachments(
+        self, thread_id: str, attachments: list[Attachment], *, provider: str | None = None, model: str | None = None
+    ) -> list[Attachment]:
+        """What a user attached to a prompt or a queued message, ready for the thread: refused
+        (``MediaError``) when the model cannot see a picture among them, pictures moved into the
+        thread's media store. Turns and steers both take their attachments through here."""
+        thread = self.thread(thread_id)
+        require_vision(self.model_profile(provider or thread.provider, model or thread.model), attachments)
+        return await self.store_media(thread_id, attachments, source="user")
+
+    def steer(
+        self,
+        thread_id: str,
+        text: str,
+        expected_turn_id: str | None = None,
+        *,
+        sender: str = "",
+        attachments: list[Attachment] | None = None,
+    ) -> UserMessageItem:
+        """Queue a message for the running turn; it is delivered at the next model call.
+        ``attachments`` come from ``user_attachments``."""
+        return self.threads.get(thread_id).steer(text, expected_turn_id, sender=sender, attachments=attachments)
 
     def queued_steers(self, thread_id: str) -> list[UserMessageItem]:
         """Messages queued for the running turn that the model has not seen yet."""

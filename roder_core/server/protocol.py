@@ -666,7 +666,7 @@ TURN_STEER = MethodSpec(
     "threads",
     TurnSteerParams,
     TurnSteerResult,
-    "Queue a message for the running turn (expectedTurnId must match).",
+    "Queue a message for the running turn (expectedTurnId must match); input items attach files and pictures as in turn/start.",
 )
 
 TURN_STEER_CANCEL = MethodSpec(

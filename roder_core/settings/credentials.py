@@ -16,6 +16,7 @@ name (``roder_core.auth.logins``: tokens, expiry, and the endpoints needed to re
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import re
@@ -66,20 +67,44 @@ def check_key(provider: str, key: str) -> str:
 
 
 class CredentialStore:
-    """Read and change the stored keys. Holds no keys in memory: every call reads the file."""
+    """Read and change the stored keys. Every call sees the file as it is now (another process
+    may have logged in or refreshed a token): the content last read is kept only while the
+    file is the same one, unchanged (its device, inode, size, modification and change times),
+    and dropped when this store writes it. A sign-in's token is read for every HTTP request to
+    an MCP server; that costs one ``stat``, not a read and a parse. (Roder's writers replace the
+    file; only a rewrite in place to the same size within one tick of the file system's clock
+    would go unseen.)"""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._cached: tuple[tuple[int, ...], dict[str, Any]] | None = None
 
     @classmethod
     def for_env(cls, env: Mapping[str, str] | None = None) -> CredentialStore:
         return cls(credentials_file(env))
 
     def _data(self) -> dict[str, Any]:
+        """The file's content (a copy the caller may change), read again when the file changed."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            stamp = _stamp(os.stat(self.path))
         except FileNotFoundError:
+            self._cached = None
             return {}
+        except OSError as exc:
+            raise CredentialsError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        if self._cached is None or self._cached[0] != stamp:
+            self._cached = self._read()
+        return copy.deepcopy(self._cached[1])
+
+    def _read(self) -> tuple[tuple[int, ...], dict[str, Any]]:
+        """The file's content with the stamp of the very file it was read from (the file is
+        replaced, never rewritten in place, so the stamp and the content belong together)."""
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                stamp = _stamp(os.fstat(handle.fileno()))
+                text = handle.read()
+        except FileNotFoundError:
+            return (), {}
         except OSError as exc:
             raise CredentialsError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         try:
@@ -88,7 +113,7 @@ class CredentialStore:
             raise CredentialsError(f"{self.path} is not valid JSON; fix it or remove it and log in again") from None
         if not isinstance(data, dict):
             raise CredentialsError(f'{self.path} has no "keys" object of provider -> key strings')
-        return data
+        return stamp, data
 
     def keys(self) -> dict[str, str]:
         """provider id -> key; empty when nothing is stored."""
@@ -214,7 +239,13 @@ class CredentialStore:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
+            self._cached = None
             os.replace(tmp, self.path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise CredentialsError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+
+def _stamp(st: os.stat_result) -> tuple[int, ...]:
+    """What tells one version of the credentials file from another."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from roder_core.errors import RoderError
-from roder_core.ir import Thread, ToolResultItem, Turn, TurnStatus, UserMessageItem
+from roder_core.ir import Attachment, Thread, ToolResultItem, Turn, TurnStatus, UserMessageItem
 from roder_core.kernel.file_ledger import FileLedger
 
 
@@ -107,7 +107,9 @@ class ThreadState:
         """The running task's turn has ended (turn/completed was sent); it is only saving."""
         return self.busy and self.runner is not None and self.runner.turn.status is not TurnStatus.IN_PROGRESS
 
-    def steer(self, text: str, expected_turn_id: str | None = None, *, sender: str = "") -> UserMessageItem:
+    def steer(
+        self, text: str, expected_turn_id: str | None = None, *, sender: str = "", attachments: list[Attachment] | None = None
+    ) -> UserMessageItem:
         """Queue a message for the running turn; it is delivered at the next model call."""
         active = self.active_turn_id
         if active is None or self.finishing:
@@ -116,7 +118,7 @@ class ThreadState:
             raise RoderError("no turn is running on this thread; start a new turn instead")
         if expected_turn_id is not None and expected_turn_id != active:
             raise RoderError(f"turn {expected_turn_id} is not the running turn ({active})")
-        item = UserMessageItem(text=text, steer=True, sender=sender)
+        item = UserMessageItem(text=text, steer=True, sender=sender, attachments=list(attachments or []))
         self.steers.append(item)
         return item
 

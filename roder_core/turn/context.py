@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ from roder_core.ir import (
     ToolResultItem,
     ToolResultPart,
     ToolSpec,
+    Turn,
     UserMessageItem,
 )
 from roder_core.kernel.services import ContextBlock, ContextPlanner, ContextProvider, ContextQuery
@@ -62,6 +64,7 @@ __all__ = [
     "estimate_tokens",
     "history_to_messages",
     "is_turn_context",
+    "recent_items",
     "shows_all_visible",
     "visible_items",
 ]
@@ -93,6 +96,23 @@ def _position_before(items: Sequence[Item], index: int, item_id: str | None) -> 
         if items[position].id == item_id:
             return position
     return None
+
+
+def recent_items(turns: Sequence[Turn]) -> list[Item]:
+    """The items of ``turns`` that ``visible_items`` picks from, flattened: from the turn that
+    holds the latest compaction's first kept item on (every item without a compaction). A
+    model call then never flattens the compacted past, which grows with the thread."""
+    for last in range(len(turns) - 1, -1, -1):
+        items = turns[last].items
+        for index in range(len(items) - 1, -1, -1):
+            item = items[index]
+            if isinstance(item, CompactionItem):
+                kept, start = item.first_kept_item_id, last
+                if kept is not None and _position_before(items, index, kept) is None:
+                    earlier = (s for s in range(last - 1, -1, -1) if any(it.id == kept for it in turns[s].items))
+                    start = next(earlier, last)  # not found: the summary alone, as visible_items does
+                return [it for turn in turns[start:] for it in turn.items]
+    return [it for turn in turns for it in turn.items]
 
 
 def shows_all_visible(items: Sequence[Item]) -> bool:
@@ -193,16 +213,26 @@ def _result_part(item: ToolResultItem, resolve: ImageResolver) -> ToolResultPart
 class PartCache:
     """The parts made for one thread's items at its earlier model calls.
 
-    Every model call turns the whole history into messages; the history only grows, so each
-    item's part is made once and reused while the item is the same object with the same field
-    objects (an edited or replaced item is made again). Items with attachments are always made
-    again (their images depend on the model). Only what the last call used is kept."""
+    Every model call turns the history into messages; the history only grows, so each item's
+    part is made once and reused while the item is the same object with the same field objects
+    (an edited or replaced item is made again). Items with attachments are always made again
+    (their images depend on the model). Only what the last call used is kept. When a call's
+    items begin with every item of the last call, unchanged, its messages are continued from
+    where the last call left them (``_Made``): only the new items are looked at."""
 
     def __init__(self) -> None:
         self._parts: dict[str, tuple[tuple[object, ...], Any]] = {}
         self._used: dict[str, tuple[tuple[object, ...], Any]] = {}
         self._messages: dict[tuple[object, ...], tuple[list[Part], Message]] = {}
         self._messages_used: dict[tuple[object, ...], tuple[list[Part], Message]] = {}
+        #: Assistant messages whose calls all have results in the message after them, by id:
+        #: ``(message, following)`` (the objects are held, so no other object can have the id).
+        self._answered: dict[int, tuple[Message, Message | None]] = {}
+        self._answered_used: dict[int, tuple[Message, Message | None]] = {}
+        #: The messages of the last call's items, to be continued (see ``continued``), and
+        #: whether this call continued them.
+        self._made: _Made | None = None
+        self._continued = False
 
     def get(self, item: Item, fields: tuple[object, ...], make: Callable[..., Any], *args: Any) -> Any:
         """The part ``make(*args)`` made for ``item`` with these ``fields`` (made now if not).
@@ -226,10 +256,36 @@ class PartCache:
         self._messages_used[key] = hit
         return hit[1]
 
+    def answered(self, message: Message, following: Message | None) -> bool:
+        """Whether ``message`` was found, with this very ``following`` message, to need no
+        interrupted results (``_close_dangling_calls``)."""
+        seen = self._answered.get(id(message))
+        if seen is None or seen[0] is not message or seen[1] is not following:
+            return False
+        self._answered_used[id(message)] = seen
+        return True
+
+    def note_answered(self, message: Message, following: Message | None) -> None:
+        self._answered_used[id(message)] = (message, following)
+
+    def continued(self, visible: list[Item]) -> _Made:
+        """The last call's messages to go on from when ``visible`` begins with its items, the very
+        objects with the same fields (two comparisons in C); else a fresh start."""
+        made = self._made
+        self._continued = made is not None and made.continues(visible)
+        if made is None or not self._continued:
+            self._made = made = _Made()
+        return made
+
     def settle(self) -> None:
-        """Keep only the parts of this call (a compacted or rewound history lets the rest go)."""
+        """Keep only the parts of this call (a compacted or rewound history lets the rest go).
+        The parts a continued call did not look at again stay: its messages still hold them."""
+        if self._continued:
+            self._used = {**self._parts, **self._used}
+            self._messages_used = {**self._messages, **self._messages_used}
         self._parts, self._used = self._used, {}
         self._messages, self._messages_used = self._messages_used, {}
+        self._answered, self._answered_used = self._answered_used, {}
 
 
 class _Group:
@@ -242,6 +298,96 @@ class _Group:
         self.parts: list[Part] = []
 
 
+_FIELDS = operator.attrgetter("__dict__")
+
+
+class _Made:
+    """The messages ``conversation`` made of a thread's visible items at its last call: the
+    finished ones, the assistant or tool message still open to the next items, and where each
+    item began. A later call whose items start with these, unchanged, goes on from here, so a
+    model call looks at what was added since the last one, not at the whole history."""
+
+    __slots__ = ("fields", "items", "last_user", "messages", "open", "reusable", "starts")
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        #: Each item's fields (``__dict__``) when it was made: an item edited in place since
+        #: then is noticed, as ``PartCache.get`` notices it.
+        self.fields: list[dict[str, Any]] = []
+        self.messages: list[Message] = []
+        self.open: _Group | None = None
+        #: The index of the message each item's content begins in (the first, by item id).
+        self.starts: dict[str, int] = {}
+        self.last_user: int | None = None
+        #: False once an item with attachments was made: its images depend on the model.
+        self.reusable = True
+
+    def continues(self, visible: list[Item]) -> bool:
+        count = len(self.items)
+        return (
+            self.reusable
+            and count <= len(visible)
+            and all(map(operator.is_, self.items, visible))
+            and list(map(_FIELDS, visible[:count])) == self.fields
+        )
+
+    def _group(self, role: str, cache: PartCache) -> _Group:
+        if self.open is not None and self.open.role == role:
+            return self.open
+        self._close(cache)
+        self.open = _Group(role)
+        return self.open
+
+    def _close(self, cache: PartCache) -> None:
+        if self.open is not None:
+            self.messages.append(cache.message(self.open.role, self.open.parts))
+            self.open = None
+
+    def _whole(self, message: Message, cache: PartCache) -> None:
+        self._close(cache)
+        if message.role == "user":
+            self.last_user = len(self.messages)
+        self.messages.append(message)
+
+    def add(self, item: Item, cache: PartCache, resolve: ImageResolver) -> None:
+        """Add one visible item's content to the messages."""
+        self.items.append(item)
+        self.fields.append(dict(item.__dict__))
+        self.starts.setdefault(item.id, len(self.messages) + (self.open is not None))
+        if isinstance(item, UserMessageItem):
+            if item.attachments:
+                self.reusable = False
+                self._whole(_user_message(item, resolve), cache)
+            else:
+                self._whole(cache.get(item, (item.text, item.context), _user_message, item, resolve), cache)
+        elif isinstance(item, CompactionItem):
+            summary = TextPart.model_construct(text=COMPACTION_PREFIX + item.summary)
+            self._whole(Message.model_construct(role="user", parts=[summary]), cache)
+        elif isinstance(item, AgentMessageItem):
+            if item.text:
+                self._group("assistant", cache).parts.append(cache.get(item, (item.text,), _text_part, item.text))
+        elif isinstance(item, ReasoningItem):
+            if item.text or item.summary or item.provider_data:  # else voided by a stream restart
+                fields = (item.text, item.summary, item.provider_data)
+                self._group("assistant", cache).parts.append(cache.get(item, fields, _reasoning_part, item))
+        elif isinstance(item, ToolCallItem):
+            call = (item.call_id, item.name, item.arguments, item.provider_data)
+            self._group("assistant", cache).parts.append(cache.get(item, call, _call_part, item))
+        elif isinstance(item, ToolResultItem):
+            if item.attachments:
+                self.reusable = False
+                self._group("tool", cache).parts.append(_result_part(item, resolve))
+            else:
+                result = (item.call_id, item.name, item.text, item.is_error)
+                self._group("tool", cache).parts.append(cache.get(item, result, _result_part, item, resolve))
+
+    def made(self, cache: PartCache) -> list[Message]:
+        """Every message; the open one as a copy, since later items may still join it."""
+        if self.open is None or not self.open.parts:
+            return list(self.messages)
+        return [*self.messages, cache.message(self.open.role, list(self.open.parts))]
+
+
 def conversation(
     items: Sequence[Item],
     turn_start_item: str | None = None,
@@ -252,78 +398,44 @@ def conversation(
     """The messages for ``items`` and the index of the message where the running turn begins
     (the one made from ``turn_start_item``; right after the summary when compaction hid it).
     ``resolve`` loads stored images (or says why one is not sent); ``parts`` keeps the parts
-    made at a thread's earlier calls.
+    made at a thread's earlier calls, and the messages to go on from.
 
-    Built at every model call from the whole history, so the parts are made without validation
-    (``model_construct``): their fields come from items that were validated when they were made."""
-    messages: list[Message | _Group] = []
-    turn_start: int | None = None
+    The parts are made without validation (``model_construct``): their fields come from items
+    that were validated when they were made."""
     cache = parts or PartCache()
-
-    def open_message(role: str) -> _Group:
-        last = messages[-1] if messages else None
-        if isinstance(last, _Group) and last.role == role:
-            return last
-        group = _Group(role)
-        messages.append(group)
-        return group
-
     visible = visible_items(items)
-    for item in visible:
-        if turn_start is None and item.id == turn_start_item:
-            turn_start = len(messages)
-        if isinstance(item, UserMessageItem):
-            if item.attachments:
-                messages.append(_user_message(item, resolve))
-            else:
-                messages.append(cache.get(item, (item.text, item.context), _user_message, item, resolve))
-        elif isinstance(item, CompactionItem):
-            messages.append(
-                Message.model_construct(role="user", parts=[TextPart.model_construct(text=COMPACTION_PREFIX + item.summary)])
-            )
-        elif isinstance(item, AgentMessageItem):
-            if item.text:
-                text = cache.get(item, (item.text,), _text_part, item.text)
-                open_message("assistant").parts.append(text)
-        elif isinstance(item, ReasoningItem):
-            if not (item.text or item.summary or item.provider_data):
-                continue  # voided by a stream restart
-            open_message("assistant").parts.append(
-                cache.get(item, (item.text, item.summary, item.provider_data), _reasoning_part, item)
-            )
-        elif isinstance(item, ToolCallItem):
-            call = (item.call_id, item.name, item.arguments, item.provider_data)
-            open_message("assistant").parts.append(cache.get(item, call, _call_part, item))
-        elif isinstance(item, ToolResultItem):
-            if item.attachments:
-                open_message("tool").parts.append(_result_part(item, resolve))
-            else:
-                result = (item.call_id, item.name, item.text, item.is_error)
-                open_message("tool").parts.append(cache.get(item, result, _result_part, item, resolve))
+    made = cache.continued(visible)
+    for item in visible[len(made.items) :]:
+        made.add(item, cache, resolve)
+    messages = made.made(cache)
+    turn_start = made.starts.get(turn_start_item) if turn_start_item is not None else None
     if turn_start is None:
         if turn_start_item is not None and visible and isinstance(visible[0], CompactionItem):
             turn_start = 1  # the turn's start was summarized: protect all that follows the summary
         else:
-            users = [i for i, m in enumerate(messages) if m.role == "user"]
-            turn_start = users[-1] if users else 0
-    made = [cache.message(m.role, m.parts) if isinstance(m, _Group) else m for m in messages]
-    return _close_dangling_calls(made), turn_start
+            turn_start = made.last_user or 0
+    return _close_dangling_calls(messages, cache), turn_start
 
 
-def _close_dangling_calls(messages: list[Message]) -> list[Message]:
+def _close_dangling_calls(messages: list[Message], cache: PartCache | None = None) -> list[Message]:
     """Every tool call needs a result (providers reject the request otherwise). A turn that was
     interrupted between call and result gets a synthetic 'interrupted' result. Messages are
-    replaced, never edited: the same message objects serve the thread's later calls."""
+    replaced, never edited: the same message objects serve the thread's later calls. ``cache``
+    remembers the assistant messages found answered, so a thread's later calls skip them."""
     messages = list(messages)
     fixed: list[Message] = []
     for index, message in enumerate(messages):
         fixed.append(message)
         if message.role != "assistant":
             continue
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        if cache is not None and cache.answered(message, following):
+            continue
         calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
         if not calls:
+            if cache is not None:
+                cache.note_answered(message, following)
             continue
-        following = messages[index + 1] if index + 1 < len(messages) else None
         answered = (
             {p.call_id for p in following.parts if isinstance(p, ToolResultPart)}
             if following is not None and following.role == "tool"
@@ -336,11 +448,13 @@ def _close_dangling_calls(messages: list[Message]) -> list[Message]:
             for c in calls
             if c.call_id not in answered
         ]
-        if missing:
-            if following is not None and following.role == "tool":
-                messages[index + 1] = Message.model_construct(role="tool", parts=[*following.parts, *missing])
-            else:
-                fixed.append(Message.model_construct(role="tool", parts=missing))
+        if not missing:
+            if cache is not None:
+                cache.note_answered(message, following)
+        elif following is not None and following.role == "tool":
+            messages[index + 1] = Message.model_construct(role="tool", parts=[*following.parts, *missing])
+        else:
+            fixed.append(Message.model_construct(role="tool", parts=missing))
     return fixed
 
 

@@ -68,7 +68,7 @@ from roder_core.threads.events import (
     TurnStarted,
 )
 from roder_core.turn.compaction import Compactor
-from roder_core.turn.context import shows_all_visible
+from roder_core.turn.context import recent_items, shows_all_visible
 from roder_core.turn.hooks import HookBlocked
 from roder_core.turn.stream_fold import DeltaKind, ModelOutput, SilentListener, StreamedItem, StreamFolder
 
@@ -444,12 +444,13 @@ class TurnRunner:
         verbatim = self.compactor.can_compact()
 
         async def build(shorten: bool) -> AgentInferenceRequest:
-            return await runtime.context.build(query, self.thread.items(), tools.specs(), profile, turn_start, shorten=shorten)
+            items = recent_items(self.thread.turns)
+            return await runtime.context.build(query, items, tools.specs(), profile, turn_start, shorten=shorten)
 
         request = await build(not verbatim)
         # Resumed from its recent turns, and the model would see older ones too: when even the
         # recent ones are over budget, compaction reads the rest; otherwise read it now.
-        partial = not (self.state.history_complete or shows_all_visible(self.thread.items()))
+        partial = not (self.state.history_complete or shows_all_visible(recent_items(self.thread.turns)))
         if partial and not self.compactor.would_compact(request, profile):
             await self.state.complete_history()
             request = await build(not verbatim)

@@ -5,7 +5,8 @@ straight from the index, so both paths print the same thing. The fast path is ta
 last full start-up with the same installed distributions recorded that the JSONL store holds
 threads in this data directory (``roder_core.kernel.store_record``), and the folder has no project
 extensions (which, once trusted, could install another store); it imports neither pydantic nor any
-extension.
+extension. ``roder_tui.cli`` takes it before it parses the command line or sets up logging
+(``quick_list``): the listing's whole cost is then the interpreter, ``sqlite3`` and ``json``.
 """
 
 from __future__ import annotations
@@ -21,16 +22,73 @@ from roder_core.settings.paths import RoderPaths
 Row = dict[str, Any]
 
 
-def indexed_rows(cwd: Path, every_workspace: bool, limit: int | None, profile: str = "developer") -> list[Row] | None:
+def indexed_rows(
+    cwd: Path, every_workspace: bool, limit: int | None, profile: str = "developer", paths: RoderPaths | None = None
+) -> list[Row] | None:
     """Rows from the JSONL thread index, or None when only a started runtime can tell."""
     if (cwd / ".roder" / "extensions").is_dir():
         return None
-    directory = recorded_jsonl_dir(RoderPaths.from_env(), profile)
+    directory = recorded_jsonl_dir(paths or RoderPaths.from_env(), profile)
     if directory is None:
         return None
     from roder_ext_jsonl_store.index import ThreadIndex
 
     return ThreadIndex(directory).listing(None if every_workspace else str(cwd), limit)
+
+
+def print_from_index(every_workspace: bool, as_json: bool, limit: int | None, paths: RoderPaths | None = None) -> bool:
+    """Print the listing ``--all``, ``--json`` and ``--limit`` ask for from the index; False
+    (nothing printed) when only a started runtime can tell."""
+    cwd = Path.cwd().resolve()
+    shown = page_limit(limit, as_json)
+    rows = indexed_rows(cwd, every_workspace, None if shown is None else shown + 1, paths=paths)
+    if rows is None:
+        return False
+    print_rows(rows, cwd, every_workspace=every_workspace, as_json=as_json, limit=shown)
+    return True
+
+
+def quick_list(argv: list[str]) -> int | None:
+    """``roder sessions list ARGV`` from the index, before the command line is parsed: the exit
+    status, or None when the full command must answer (arguments other than the plain forms
+    ``list_options`` reads, such as ``--help`` or a mistake argparse explains; a home Roder
+    cannot use; a store only a start-up knows; an error, which that run reports)."""
+    import sqlite3
+
+    options = list_options(argv)
+    if options is None:
+        return None
+    paths = RoderPaths.from_env()
+    if paths.unusable_reason() is not None:
+        return None
+    try:
+        return 0 if print_from_index(*options, paths=paths) else None
+    except BrokenPipeError:
+        raise  # the reader of stdout left: ``cli`` ends quietly
+    except (OSError, sqlite3.Error):
+        return None
+
+
+def list_options(argv: list[str]) -> tuple[bool, bool, int | None] | None:
+    """``--all``, ``--json`` and ``--limit N`` (``--limit=N``) of ``sessions list`` as
+    ``(all, json, limit)``, read as argparse reads them; None for anything else (abbreviations,
+    ``--help``, a bad number), which is left to argparse
+    (``tests/sessions/test_listing_fast_path.py`` checks both agree)."""
+    every_workspace, as_json, limit = False, False, None
+    args = iter(argv)
+    for arg in args:
+        if arg == "--all":
+            every_workspace = True
+        elif arg == "--json":
+            as_json = True
+        elif arg == "--limit" or arg.startswith("--limit="):
+            value = arg.removeprefix("--limit=") if arg != "--limit" else next(args, "")
+            if not (value.isascii() and value.isdigit()):
+                return None
+            limit = int(value)
+        else:
+            return None
+    return every_workspace, as_json, limit
 
 
 #: The text listing's default length: the newest threads, and a line saying how to see more.

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roder_core.errors import RoderError
-from roder_tui.commands.session_listing import DEFAULT_PAGE, indexed_rows, page_limit, print_rows
+from roder_tui.commands.session_listing import DEFAULT_PAGE, page_limit, print_from_index, print_rows
 
 if TYPE_CHECKING:  # loaded by the commands that start a runtime; `list` usually does not
     from roder_core.ir import Thread
@@ -155,16 +155,12 @@ async def _run(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        if args.action == "list":
-            # The fast path: the JSONL index read in a process that loads neither pydantic, the
-            # control plane nor any extension; its rows are the ones thread/list returns
-            # (tests/sessions/test_listing_fast_path.py compares both).
-            cwd = Path.cwd().resolve()
-            limit = page_limit(args.limit, args.json)
-            rows = indexed_rows(cwd, args.all, None if limit is None else limit + 1)
-            if rows is not None:
-                print_rows(rows, cwd, every_workspace=args.all, as_json=args.json, limit=limit)
-                return 0
+        # The fast path: the JSONL index read in a process that loads neither pydantic, the
+        # control plane nor any extension; its rows are the ones thread/list returns
+        # (tests/sessions/test_listing_fast_path.py compares both). ``roder_tui.cli`` takes it
+        # before parsing; this is for the forms it leaves to argparse (``--lim 5``).
+        if args.action == "list" and print_from_index(args.all, args.json, args.limit):
+            return 0
         return _run_started(args)
     except BrokenPipeError:
         raise  # stdout's reader left: the CLI entry ends quietly

@@ -28,7 +28,7 @@ PREVIEW_LIMIT = 2000
 BACKGROUND_NOTE = "\nruns in the background: it keeps running after this call returns (the tasks panel lists it)"
 ARGUMENTS_LIMIT = 20_000
 #: Said under a command that holds characters a terminal would hide or interpret.
-HIDDEN_WARNING = "this command contains control or invisible characters, shown above as ␛, ␍ or <U+…>"
+HIDDEN_WARNING = "this command contains control or invisible characters, shown in the preview as ␛, ␍ or <U+…>"
 
 
 class ApprovalScreen(ModalScreen[ApprovalDecision]):

@@ -21,10 +21,11 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.events import Click
 from textual.fuzzy import Matcher
-from textual.screen import ModalScreen
 from textual.style import Style
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
+
+from roder_tui.screens.tinted import TintedModalScreen
 
 if TYPE_CHECKING:
     from roder_core.kernel.services import PaletteCommand
@@ -36,7 +37,7 @@ TITLE_WEIGHT = 1.1
 MATCH_STYLE = Style(bold=True, underline=True)
 
 
-class CommandPaletteScreen(ModalScreen[None]):
+class CommandPaletteScreen(TintedModalScreen[None]):
     BINDINGS = [
         Binding("escape", "close", "Close", show=False),
         Binding("down", "move(1)", show=False, priority=True),

@@ -10,10 +10,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from roder_tui.keymap import SCOPE_TITLES, display, keys_by_scope
+from roder_tui.screens.tinted import TintedModalScreen
 
 
 def help_table(remapped: Mapping[str, str] | None = None) -> Group:
@@ -37,7 +37,7 @@ def help_table(remapped: Mapping[str, str] | None = None) -> Group:
     return Group(*sections)
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(TintedModalScreen[None]):
     BINDINGS = [
         Binding("escape,q,f1,question_mark", "dismiss_help", "Close"),
     ]

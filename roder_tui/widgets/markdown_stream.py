@@ -42,9 +42,11 @@ from textual.widgets import Static
 
 from roder_tui.theming import CodeStyle
 from roder_tui.widgets.incremental_markdown import BlockCache, IncrementalMarkdown
+from roder_tui.widgets.one_pass_layout import OnePassLayout
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+    from textual.selection import Selection
 
 #: Lines after which a live prose segment is sealed at the next blank line...
 SEAL_LINES = 16
@@ -236,7 +238,7 @@ def _foreground_only(style: str | Style) -> Style:
     return Style(color=style.color, bold=style.bold, italic=style.italic, underline=style.underline)
 
 
-class ProseBlock(Static):
+class ProseBlock(OnePassLayout, Static):
     """A prose segment: one Rich markdown render, cached by Textual per width. While it is the
     live tail of a streaming answer, ``append`` re-renders it, block by block (only the block
     that grew is rendered again, ``incremental_markdown``); once sealed it never changes."""
@@ -261,6 +263,11 @@ class ProseBlock(Static):
 
     def _markdown(self, text: str) -> RenderableType:
         return render_markdown(text) if self._blocks is None else incremental_markdown(text, self._blocks)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """Rich draws the block, so the screen holds no character positions in it: a drag over
+        it selects the whole block, and ctrl+c copies its markdown."""
+        return selection.extract(self.source), "\n"
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         """The text's height; while live, rounded up to the rows reserved so far (when the text
@@ -325,6 +332,11 @@ class CodeView(ScrollView, can_focus=False):
         #: Highlight on first paint: a block scrolled out of view (most of a long thread's
         #: mounted window) never pays for Pygments. Its rows wrap the same either way.
         self._highlight_pending = highlighted
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The code under a drag: the whole block (its rows are drawn line by line, without
+        character positions)."""
+        return selection.extract("\n".join(self.lines)), "\n"
 
     @property
     def code(self) -> str:
@@ -422,7 +434,7 @@ def _wrap_spans(index: int, line: str, width: int) -> list[tuple[int, int, int]]
 # --------------------------------------------------------------------------- the message body
 
 
-class MarkdownBody(Vertical):
+class MarkdownBody(OnePassLayout, Vertical):
     """The body of an assistant message: live while streaming, static once finished."""
 
     DEFAULT_CSS = """
@@ -487,10 +499,12 @@ class MarkdownBody(Vertical):
     async def _apply(self, op: Op) -> None:
         if op.kind == "prose":
             if self._live_prose is None:
+                # Mounted with its first text: one layout, not one for an empty block and another for the text.
                 after = bool(self.children) and isinstance(self.children[-1], ProseBlock)
-                self._live_prose = ProseBlock("", after_prose=after, live=True)
+                self._live_prose = ProseBlock(op.text, after_prose=after, live=True)
                 await self.mount(self._live_prose)
-            self._live_prose.append(op.text)
+            else:
+                self._live_prose.append(op.text)
         elif op.kind in ("seal", "fence"):
             self._seal()
         if op.kind == "fence":

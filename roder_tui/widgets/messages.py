@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -49,6 +51,11 @@ INTERRUPTED = "interrupted"
 #: Lines of tool output shown while a card is collapsed, and at most when expanded.
 PREVIEW_LINES = 4
 EXPANDED_LINES = 4000
+#: A prompt longer than this many lines is shown folded to its first PROMPT_PREVIEW_LINES lines
+#: (and to PROMPT_PREVIEW_CHARS characters) until expanded.
+PROMPT_FOLD_LINES = 16
+PROMPT_PREVIEW_LINES = 12
+PROMPT_PREVIEW_CHARS = 600
 
 ENTRY_BINDINGS: list[BindingType] = [
     # the focused entry is this one: the app copies it (and says where it went)
@@ -88,10 +95,16 @@ class UserMessageView(StaticEntry):
 
 
 def user_message_text(entry: Entry) -> Text:
-    """The prompt, then a card per image and a ``+ name`` line per other attachment."""
+    """The prompt, then a card per image and a ``+ name`` line per other attachment. A long
+    prompt (a pasted log or file) is folded to its start until expanded, as a tool card's output
+    is, so that it does not push the conversation off the screen."""
     item = entry.items[0]
     assert isinstance(item, UserMessageItem)
-    text = Text(item.text)
+    text = Text(item.text if entry.expanded else _folded_prompt(item.text))
+    if len(text) < len(item.text):
+        hidden = item.text.count("\n") - text.plain.count("\n")
+        more = plural(hidden, "more line") if hidden else plural(len(item.text) - len(text), "more character")
+        text.append(f"\n… {more} (enter to expand)", style="dim")
     if item.steer:
         text = Text.assemble(("steer: ", "roder.steer"), text)
     for attachment in item.attachments:
@@ -101,6 +114,14 @@ def user_message_text(entry: Entry) -> Text:
         else:
             text.append(f"\n+ {attachment.name}", style="dim")
     return text
+
+
+def _folded_prompt(text: str) -> str:
+    """The start of a long prompt: its first lines, and at most a few screens' worth of characters."""
+    lines = text.split("\n")
+    if len(lines) > PROMPT_FOLD_LINES:
+        text = "\n".join(lines[:PROMPT_PREVIEW_LINES])
+    return text if len(text) <= PROMPT_PREVIEW_CHARS else text[:PROMPT_PREVIEW_CHARS]
 
 
 class UserMessageMediaView(EntryWidget, Vertical, can_focus=True):
@@ -365,6 +386,33 @@ def _one_row(line: Text) -> Text:
     return clipped
 
 
+class DiffRow(Text):
+    """A diff line: its gutter (line number and sign), then the code, which wraps under the code
+    rather than under the gutter, so a long line on a narrow screen still reads as one changed
+    line beside its number. Everything else about it is the plain ``Text`` of the whole row."""
+
+    gutter = 0
+
+    @classmethod
+    def of(cls, gutter: str, code: str, style: str) -> DiffRow:
+        row = cls()
+        row.append(gutter, style="dim")
+        row.append(code, style=style)
+        row.gutter = len(gutter)
+        return row
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        width = options.max_width - self.gutter
+        if width < 8:  # too narrow to indent: wrap the whole row
+            yield from super().__rich_console__(console, options)
+            return
+        rows = self[self.gutter :].wrap(console, width, overflow="fold")
+        for index, row in enumerate(rows):
+            yield from (self[: self.gutter] if index == 0 else Text(" " * self.gutter)).render(console)
+            yield from row.render(console)
+            yield Segment.line()
+
+
 def numbered_diff(diff: str, *, context: bool = False) -> list[Text]:
     """A unified diff as its changed lines with their line numbers (the old file's for removed
     lines, the new file's for added ones); ``context`` keeps unchanged lines too. No ``---``,
@@ -382,14 +430,14 @@ def numbered_diff(diff: str, *, context: bool = False) -> list[Text]:
                 out.append(Text("   ⋮", style="dim"))
             continue
         if line.startswith("+"):
-            out.append(Text.assemble((f"{new:>{width}} + ", "dim"), (line[1:], "diff.added")))
+            out.append(DiffRow.of(f"{new:>{width}} + ", line[1:], "diff.added"))
             new += 1
         elif line.startswith("-"):
-            out.append(Text.assemble((f"{old:>{width}} - ", "dim"), (line[1:], "diff.removed")))
+            out.append(DiffRow.of(f"{old:>{width}} - ", line[1:], "diff.removed"))
             old += 1
         else:
             if context:
-                out.append(Text.assemble((f"{new:>{width}}   ", "dim"), line[1:]))
+                out.append(DiffRow.of(f"{new:>{width}}   ", line[1:], ""))
             old += 1
             new += 1
     return out

@@ -16,8 +16,11 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Static
+
+from roder_tui.widgets.one_pass_layout import OnePassLayout
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
@@ -193,7 +196,7 @@ def reading_by_click(widget: Widget) -> bool:
     return not widget.app.is_web
 
 
-class EntryWidget(Widget):
+class EntryWidget(OnePassLayout):
     """What every transcript entry's widget offers the transcript and the key bindings
     (``roder_tui.widgets.messages`` has the kinds)."""
 
@@ -296,6 +299,13 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield self._hint
+
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+        """Anchored at the end (an answer streaming in), one layout places the grown entries and
+        scrolls to the end: recorded without a second one (``OnePassLayout``). Scrolled back,
+        Textual's own second pass stays (the window of entries mounts and drops on scroll)."""
+        anchored = self._anchored and not self._anchor_released
+        return super()._size_updated(size, virtual_size, container_size, layout=layout and not anchored)
 
     def on_mount(self) -> None:
         self.anchor()

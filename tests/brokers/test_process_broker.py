@@ -213,3 +213,12 @@ async def test_secret_values_never_reach_output_or_spill(workspace: Path, tmp_pa
     spilled = Path(result.full_output_path).read_text()
     assert secret not in spilled
     assert spilled.count("[redacted:OPENAI_API_KEY]") == 20000
+
+
+async def test_a_read_only_run_without_a_sandbox_is_guarded_like_any_other(workspace: Path, tmp_path: Path) -> None:
+    """Without bubblewrap nothing holds a command to reading, so ``read_only`` must not skip
+    the tree guard: a protected file it makes is still moved out of the workspace."""
+    result = await process(workspace, tmp_path).run("echo '{}' > .mcp.json", read_only=True)
+    assert result.sandbox == "off"
+    assert not (workspace / ".mcp.json").exists()
+    assert any(q.startswith(".mcp.json -> ") for q in result.quarantined), result.quarantined

@@ -105,6 +105,23 @@ async def test_read_only_level(workspace: Path, tmp_path: Path) -> None:
 
 
 @needs_bwrap
+async def test_a_read_only_run_gets_the_read_only_level_under_workspace_write(workspace: Path, tmp_path: Path) -> None:
+    """A caller's read-only command (grep's ripgrep) runs with the workspace read-only, so
+    nothing it could do changes the tree and the guard's walks around it are not needed."""
+    (workspace / "seen.txt").write_text("visible")
+    proc = sandboxed(workspace, tmp_path)
+    result = await proc.run("cat seen.txt; echo x > new.txt; echo a=$?; echo '{}' > .mcp.json; echo b=$?", read_only=True)
+    assert "visible" in result.output
+    assert "a=1" in result.output and "b=1" in result.output, result.output
+    assert result.sandbox == "read-only"
+    assert not (workspace / "new.txt").exists()
+    assert not (workspace / ".mcp.json").exists()
+    writing = await proc.run("echo x > new.txt")
+    assert writing.sandbox == "workspace-write"
+    assert (workspace / "new.txt").read_text() == "x\n"
+
+
+@needs_bwrap
 async def test_private_tmp(workspace: Path, tmp_path: Path) -> None:
     name = f"/tmp/{marker()}"
     result = await sandboxed(workspace, tmp_path).run(f"echo hi > {name} && cat {name}")

@@ -8,11 +8,13 @@ what the new inputs refuse.
 
 from __future__ import annotations
 
+import itertools
+import os
 from pathlib import Path
 
 import pytest
 
-from roder_core.brokers.content_gate import shared_gate
+from roder_core.brokers.content_gate import _resolved, shared_gate
 from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader
 from roder_core.policy.rules import RuleSet
 from roder_core.settings.config import RoderConfig, config_reader
@@ -86,3 +88,42 @@ def test_another_workspace_or_home_is_another_gate(project: Path, tmp_path: Path
     assert shared_gate(project, masked=[project / "a.txt"]) is not shared_gate(project, masked=[project / "b.txt"])
     refused = shared_gate(project, masked=[project / "b.txt"]).refusal(project / "b.txt")
     assert refused is not None and "secret path" in refused
+
+
+def test_masks_resolve_through_links_like_realpath(tmp_path: Path) -> None:
+    """A gate resolves each mask's parent folder once and looks at the last name alone; that
+    must give ``os.path.realpath``'s answer for every mask: through a linked folder, a link as
+    the last name, a dangling link, a loop, a missing name, ``.``/``..`` and a relative path."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "real" / "plain").write_text("x")
+    links = {
+        "linkdir": "real",
+        "real/sub/tows": "../ws",
+        "real/to-secret": str(tmp_path / "ws" / "secret"),
+        "loop1": "loop2",
+        "loop2": "loop1",
+        "dangling": "nowhere",
+    }
+    for name, target in links.items():
+        (tmp_path / name).symlink_to(target)
+    names = ["real", "linkdir", "sub", "tows", "to-secret", "plain", "loop1", "dangling", "ws", "missing"]
+    parents: dict[str, str] = {}
+    for combo in itertools.chain.from_iterable(itertools.product(names, repeat=k) for k in (1, 2, 3)):
+        tail = "/".join(combo)
+        for mask in (f"{tmp_path}/{tail}", f"{tmp_path}/real/../{tail}", f"{tmp_path}/./{tail}/", f"rel/{tail}"):
+            assert _resolved(mask, parents) == os.path.realpath(mask), mask
+
+
+def test_a_mask_under_a_linked_folder_guards_what_the_link_reaches(tmp_path: Path, project: Path) -> None:
+    """``~/keys/id`` where ``~/keys`` links into the workspace: the file the mask resolves to is
+    refused, by its own name and through the link."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (project / "keys").mkdir()
+    (project / "keys" / "id").write_text("secret\n")
+    (home / "keys").symlink_to(project / "keys")
+    gate = shared_gate(project, masked=[home / "keys" / "id"])
+    assert gate.refusal(project / "keys" / "id") is not None
+    assert gate.refusal(home / "keys" / "id") is not None
+    assert gate.refusal(project / "a.txt") is None

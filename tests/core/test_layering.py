@@ -53,8 +53,14 @@ ALLOWED_BACK_EDGES: dict[tuple[str, str], str] = {
     ("roder_core.settings.config", "roder_core.brokers.project_reader"): "a project's config is read by the project reader",
     ("roder_core.teams.manager", "roder_core.runtime.options"): "RuntimeOptions of member threads (type only)",
     ("roder_core.threads.state", "roder_core.kernel.file_ledger"): "a thread's state keeps the ledger of files its tools read",
-    ("roder_core.threads.events", "roder_core.policy.plan_review"): "plan-review events carry the review",
-    ("roder_core.threads.events", "roder_core.teams.model"): "team events carry the team",
+    (
+        "roder_core.threads.events",
+        "roder_core.policy.plan_review",
+    ): "plan-review events carry the review (imported when one is first built: LateModel)",
+    (
+        "roder_core.threads.events",
+        "roder_core.teams.model",
+    ): "team events carry the team (imported when one is first built: LateModel)",
     ("roder_core.threads.trajectory", "roder_core.turn.context"): "a trajectory renders history as the model saw it",
     ("roder_core.turn.host", "roder_core.runtime.options"): "the TurnHost protocol names RuntimeOptions (type only)",
     ("roder_core.turn.host", "roder_core.runtime.pending"): "the TurnHost protocol names the approval table (type only)",

@@ -8,7 +8,9 @@ $FIXTURE_TOKEN when that variable is set. ``http-oauth`` and ``sse-oauth`` serve
 (``/mcp``) or SSE (``/sse``) as an OAuth-protected resource of the authorization server at
 $FIXTURE_ISSUER (tests/oauth_server.py): without a bearer token that server's introspection calls
 active they answer 401 with ``WWW-Authenticate: Bearer resource_metadata=...``, and they publish
-their RFC 9728 metadata at ``/.well-known/oauth-protected-resource/<mcp|sse>``.
+their RFC 9728 metadata at ``/.well-known/oauth-protected-resource/<mcp|sse>``; with
+$FIXTURE_ERROR_DESCRIPTION set, the challenge says ``error="invalid_token"`` with that
+``error_description`` (its UTF-8 bytes, as a hostile server would send them).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ def main() -> None:
     app = server.sse_app() if transport.startswith("sse") else server.streamable_http_app()
     token = os.environ.get("FIXTURE_TOKEN")
     issuer = os.environ.get("FIXTURE_ISSUER", "")
+    described = os.environ.get("FIXTURE_ERROR_DESCRIPTION", "").encode().decode("latin-1")
     base = f"http://127.0.0.1:{port}"
     metadata_path = "/.well-known/oauth-protected-resource" + path
 
@@ -92,6 +95,8 @@ def main() -> None:
             bearer = request.headers.get("authorization", "")
             if not bearer.startswith("Bearer ") or not await anyio.to_thread.run_sync(active, issuer, bearer[7:]):
                 challenge = f'Bearer resource_metadata="{base}{metadata_path}", scope="tools"'
+                if described:  # latin-1 text: a header carries bytes, which Roder reads as UTF-8 first
+                    challenge += f', error="invalid_token", error_description="{described}"'
                 return PlainTextResponse("unauthorized", status_code=401, headers={"www-authenticate": challenge})
         return await call_next(request)
 

@@ -20,6 +20,7 @@ import httpx
 import pytest
 import roder_ext_mcp
 from roder_ext_mcp.authorization import credential_name, start_login
+from roder_ext_mcp.manager import ServerUnavailable
 
 from roder_core.auth.logins import LoginService
 from roder_core.ir import ToolResultItem
@@ -182,3 +183,164 @@ async def test_token_is_used_refreshed_when_due_and_kept_out_of_transcripts(
             assert token not in stored
     finally:
         await runtime.close()
+
+
+#: Paths of ``credentials.json`` opened while a test watches (an audit hook sees every open).
+_OPENED: list[str] = []
+_WATCHING: list[bool] = []
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if _WATCHING and event == "open" and isinstance(args[0], str | Path) and str(args[0]).endswith("credentials.json"):
+        _OPENED.append(str(args[0]))
+
+
+@pytest.fixture
+def opened() -> Iterator[list[str]]:
+    """The opens of ``credentials.json`` from now on, in this process."""
+    if not _WATCHING:
+        sys.addaudithook(_audit)  # once per process: audit hooks cannot be removed
+    _WATCHING[:] = [True]
+    _OPENED.clear()
+    yield _OPENED
+    _OPENED.clear()
+
+
+def _oauth_config(home: Path, url: str, client_id: str) -> None:
+    (home / "config.toml").write_text(
+        f'[mcp]\nstartup_wait = 25\n\n[mcp.servers.remote]\nurl = "{url}"\nstartup_timeout = 60\n'
+        f'oauth = {{ client_id = "{client_id}" }}\n',
+        encoding="utf-8",
+    )
+
+
+async def _sign_in_elsewhere(extension: roder_ext_mcp.McpExtension, env: dict[str, str]) -> None:
+    """``roder mcp login remote`` as another process does it: its own store, the browser's visit."""
+    outcome: list[str | None] = []
+    service = LoginService({}, CredentialStore.for_env(env), lambda _name, error: outcome.append(error))
+    service.open_browser = lambda _address: True
+    start = await start_login(extension.settings.servers["remote"], service)
+    await asyncio.to_thread(browse, start.authorization_url or "")
+    await service.wait(credential_name("remote"))
+    await service.aclose()
+    assert outcome == [None]
+
+
+async def test_a_sign_in_elsewhere_clears_needs_login_and_the_file_is_read_when_it_changed(
+    protected: tuple[OAuthTestServer, str], roder_home: Path, workspace: Path, opened: list[str]
+) -> None:
+    """A running session's server that needs a sign-in is listed as connected once one is
+    stored (no restart, no tool call); the credentials file is read again only when it changed,
+    not for every HTTP request, and a token stored by another process is used at once."""
+    auth, url = protected
+    _oauth_config(roder_home, url, auth.state.client_id)
+    host = host_for(workspace, trusted=False)
+    extension = roder_ext_mcp.create(host)
+    connection = extension.manager.connections["remote"]
+    try:
+        await extension.contributor.wait_ready(60)
+        assert connection.status == "needs-login", connection.error
+        await _sign_in_elsewhere(extension, host.env)
+        opened.clear()
+        await extension.contributor.wait_ready(60)  # what `mcp/list` (`/mcp`, `roder mcp list`) asks
+        assert (connection.status, connection.error) == ("connected", None)
+        for _ in range(3):
+            result = await connection.call_tool("add", {"a": 20, "b": 22})
+            assert result.content[0].text == "42"
+        assert len(opened) == 1  # dozens of requests (initialize, listings, calls): one read
+
+        first = auth.state.issued[-1]
+        await _sign_in_elsewhere(extension, host.env)
+        second = auth.state.issued[-1]
+        assert second != first
+        opened.clear()
+        result = await connection.call_tool("add", {"a": 1, "b": 2})
+        assert result.content[0].text == "3"
+        assert auth.sent("/introspect")[-1]["token"] == second
+        assert len(opened) == 1
+    finally:
+        await extension.manager.aclose()
+
+
+@pytest.fixture
+def hostile() -> Iterator[tuple[OAuthTestServer, str]]:
+    """An OAuth-protected server whose 401 challenge carries a hostile ``error_description``."""
+    described = "token \u202eexe.gnp\u009b31m red\u0085line " + "x" * 400
+    with OAuthTestServer(offer_device=False) as auth:
+        env = {"FIXTURE_ISSUER": auth.issuer, "FIXTURE_ERROR_DESCRIPTION": described}
+        proc, url = start_http_fixture(mode="http-oauth", env=env)
+        try:
+            yield auth, url
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def _one_clean_line(text: str) -> None:
+    from roder_core.brokers.terminal_text import UNSAFE
+
+    assert UNSAFE.search(text) is None and "\n" not in text and "\t" not in text, repr(text)
+    assert len(text) < 500
+
+
+async def test_what_a_server_says_reaches_the_status_on_one_clean_bounded_line(
+    hostile: tuple[OAuthTestServer, str], roder_home: Path, workspace: Path
+) -> None:
+    """A server's (or its authorization server's) ``error_description`` is quoted without
+    escape sequences, control or bidi characters or newlines, and cut (saying so)."""
+    auth, url = hostile
+    _oauth_config(roder_home, url, auth.state.client_id)
+    host = host_for(workspace, trusted=False)
+    extension = roder_ext_mcp.create(host)
+    connection = extension.manager.connections["remote"]
+    try:
+        await extension.contributor.wait_ready(60)
+        assert connection.status == "needs-login"
+        error = connection.error or ""
+        _one_clean_line(error)
+        assert "(the server said: token exe.gnp red line xxx" in error and error.endswith("…)")
+
+        await _sign_in_elsewhere(extension, host.env)
+        await extension.contributor.wait_ready(60)
+        assert connection.status == "connected"
+        # the server stops taking the token and the refresh fails, with a description written
+        # to repaint the screen and retitle the terminal
+        auth.state.invalidated.add(auth.state.issued[-1])
+        auth.state.refresh_error = "\x1b[2J\x1b]0;pwned\x07evil\r\nsecond line " + "y" * 500
+        with pytest.raises(ServerUnavailable) as refused:
+            await connection.call_tool("add", {"a": 1, "b": 2})
+        assert connection.status == "needs-login"
+        error = connection.error or ""
+        _one_clean_line(error)
+        assert "invalid_grant (evil second line yyy" in error and "pwned" not in error
+        assert error in str(refused.value)
+    finally:
+        await extension.manager.aclose()
+
+
+async def test_a_request_the_server_takes_clears_an_earlier_need_for_a_sign_in(
+    protected: tuple[OAuthTestServer, str], roder_home: Path, workspace: Path
+) -> None:
+    """A refresh that failed once marks the sign-in as needed; the next request the server
+    takes (the refresh worked this time) clears that, so a later, unrelated error of the
+    connection is not reported as a sign-in to run."""
+    import httpx2
+    from roder_ext_mcp.authorization import _PROBE, BearerAuth, ServerAuth
+
+    auth, url = protected
+    auth.state.expires_in = 1  # every token is due for refresh at once
+    _oauth_config(roder_home, url, auth.state.client_id)
+    host = host_for(workspace, trusted=False)
+    extension = roder_ext_mcp.create(host)
+    await _sign_in_elsewhere(extension, host.env)
+    server_auth = ServerAuth(extension.settings.servers["remote"], CredentialStore.for_env(host.env))
+    headers = {"accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(auth=BearerAuth(server_auth), timeout=30, trust_env=False) as http:
+        auth.state.refresh_error = "the token service is down"
+        async with http.stream("POST", url, json=_PROBE, headers=headers) as refused:
+            assert refused.status_code == 401
+        assert "the token service is down" in (server_auth.needs_login or "")
+        auth.state.refresh_error = None
+        async with http.stream("POST", url, json=_PROBE, headers=headers) as taken:
+            assert taken.status_code == 200
+        assert server_auth.needs_login is None

@@ -159,10 +159,11 @@ async def test_a_plugins_language_server_serves_the_next_edit_and_is_shut_down_c
         )
 
         [lsp] = [s for s in app.runtime.registry.services("ToolProvider") if s.id() == "lsp-tools"]
-        client = lsp.manager.states["tiny"].client
+        manager = lsp.slot.made
+        client = manager.states["tiny"].client
         assert client is not None and client.alive
         await app.call(PLUGINS_UNINSTALL, UninstallParams(plugin=identifier))
-        assert "tiny" not in lsp.manager.states
+        assert "tiny" not in manager.states
         assert client.process is not None and client.process.returncode == 0  # shutdown and exit, not killed
 
         await app.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="again"))

@@ -64,6 +64,25 @@ def test_a_corrupt_file_is_reported_and_never_overwritten(roder_home: Path) -> N
     assert credentials.path.read_text() == '{"keys": {"openrouter": "half'
 
 
+def test_every_change_of_the_file_is_seen_and_what_is_returned_is_a_copy(roder_home: Path) -> None:
+    """The parsed file is kept between calls, never past a change: this store's own writes,
+    another store's (another process) replacing it, and a hand edit in place."""
+    mine, theirs = store(), store()
+    mine.set("a", "key-one")
+    assert mine.get("a") == "key-one"
+    theirs.set("a", "key-two")
+    assert mine.get("a") == "key-two"
+    mine.set_oauth("login", {"access_token": "at-1", "scopes": ["x"]})
+    mine.oauth("login")["scopes"].append("changed by a caller")  # type: ignore[index]
+    assert mine.oauth("login") == {"access_token": "at-1", "scopes": ["x"]}
+    text = mine.path.read_text()
+    with open(mine.path, "r+", encoding="utf-8") as handle:  # an editor writing in place
+        handle.write(text.replace("key-two", "key-three"))
+    assert mine.get("a") == "key-three"
+    mine.path.unlink()
+    assert mine.keys() == {}
+
+
 def test_concurrent_logins_lose_no_key(roder_home: Path) -> None:
     threads = [threading.Thread(target=store().set, args=(f"p{i}", f"key-number-{i:04d}")) for i in range(12)]
     for thread in threads:

@@ -225,3 +225,32 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     writer.write(b"pong " + line)
     await writer.drain()
     writer.close()
+
+
+async def test_a_read_rule_added_while_running_reaches_an_open_runner_session(
+    tmp_path: Path, workspace: Path, sshd: Sshd, roder_home: Path
+) -> None:
+    """A deny rule an answer adds while the session runs (``reject always``) withholds the file
+    on the ssh host at once, as it does on this machine: the runner's content gate asks the
+    runtime's live rules, not a copy made when the session opened."""
+    from roder_core.brokers import BrokerDenied
+    from roder_core.policy.rules import PolicyVerdict
+    from roder_core.runtime.bootstrap import StartSettings, start_runtime
+
+    remote = _remote(tmp_path)
+    (remote / "token.txt").write_text("remote-token-mark\n")
+    (roder_home / "config.toml").write_text(sshd.runner_table("box", remote))
+    runtime = start_runtime(StartSettings(cwd=workspace, provider="mock", mode="bypass", trust=False, interactive=False)).runtime
+    try:
+        thread = await runtime.start_thread()
+        await runtime.set_thread_runner(thread.id, "box")
+        fs = runtime.brokers_for(workspace, "rule-test", frozenset({"fs.read.workspace"}), thread_id=thread.id).fs
+        assert fs.read_bytes("token.txt") == b"remote-token-mark\n"  # the host's file, readable
+        assert fs.withheld("token.txt") is None
+        runtime.persist_rule("read(token.txt)", PolicyVerdict.DENY)
+        with pytest.raises(BrokerDenied, match=r"withheld by the rule deny read\(token\.txt\)"):
+            fs.read_bytes("token.txt")
+        assert fs.withheld("token.txt") is not None
+        assert [i.display for i in fs.list_dir(".")] == ["hello.txt"]  # a listing leaves it out too
+    finally:
+        await runtime.close()

@@ -14,10 +14,8 @@ one reader unnoticed.
 from __future__ import annotations
 
 import ast
-import contextlib
 import os
 import re
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -394,31 +392,45 @@ def test_a_workflow_folder_swapped_for_a_link_is_not_entered(workspace: Path, tm
     assert definition is None and "outside the workspace" in error, error
 
 
-def test_a_file_flipping_into_a_link_while_being_read_never_leaks(workspace: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("flipped", ["the file", "its folder"])
+def test_a_path_flipping_into_a_link_between_the_check_and_the_open_never_leaks(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flipped: str
+) -> None:
+    """The race, made to happen every time: the moment the reader has resolved the path (a
+    plain file in a plain folder, inside the workspace), the file (or the folder holding it)
+    becomes a link to a secret outside, on the real file system. The open that follows does not
+    follow it: the read is refused, saying what changed, and the secret is never returned."""
+    import roder_core.brokers.fs as broker
     from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader
 
     mark = marker()
     secret = _secret(tmp_path, mark)
-    target = workspace / "AGENTS.md"
-    stop = threading.Event()
+    (workspace / "docs").mkdir()
+    target = workspace / "docs" / "AGENTS.md"
+    target.write_text("benign\n")
+    resolve = broker.settled_realpath
+    flips: list[Path] = []
 
-    def flip() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(FileNotFoundError):
+    def resolved_then_flipped(path: str | os.PathLike[str]) -> Path:
+        real = resolve(path)
+        if real == target and not flips:
+            if flipped == "the file":
                 target.unlink()
-            target.write_text("benign\n")
-            target.unlink()
-            target.symlink_to(secret)
+                target.symlink_to(secret)
+            else:
+                (workspace / "docs").rename(workspace / "docs-moved")
+                (workspace / "docs").symlink_to(secret.parent)
+                (secret.parent / "AGENTS.md").symlink_to(secret)
+            flips.append(real)
+        return real
 
-    flipper = threading.Thread(target=flip)
-    flipper.start()
-    reader = ProjectReader(workspace)
-    texts = []
-    try:
-        for _ in range(500):
-            with contextlib.suppress(ProjectFileRefused, FileNotFoundError):
-                texts.append(reader.read_text(target))
-    finally:
-        stop.set()
-        flipper.join()
-    assert all(mark not in text for text in texts)
+    monkeypatch.setattr(broker, "settled_realpath", resolved_then_flipped)
+    with pytest.raises(ProjectFileRefused) as refused:
+        ProjectReader(workspace).read_text(target)
+    assert flips == [target]  # it was checked as a plain file, then flipped
+    assert mark not in str(refused.value)
+    said = "changed into a symlink while opening" if flipped == "the file" else "docs is not a plain folder any more"
+    assert said in str(refused.value), refused.value
+    # without the flip, the same reader reads the secret's link as refused before opening
+    with pytest.raises(ProjectFileRefused, match="outside the workspace"):
+        ProjectReader(workspace).read_text(target)

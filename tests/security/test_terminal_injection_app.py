@@ -127,20 +127,25 @@ async def test_every_surface_draws_through_the_sanitizer(roder_home: Path, works
     assert "[@click=app.quit]PWNBUTTON[/]" in drawn and "black]PWNHIDDEN[/]" in drawn, drawn
 
 
+#: What the approval head says of a command whose preview may hide part of it.
+_LONG = "the command is 81 lines long; scroll the preview to see all of it"
+
+
 @pytest.mark.parametrize(
-    ("command", "said"),
+    ("command", "said", "preview"),
     [
-        ("echo hi" + "\n" * 80 + "touch pwned", "the command is 81 lines long"),
-        ("echo hi\u202e; touch pwned", "contains control or invisible characters"),
-        ("echo hi\r; touch pwned", "contains control or invisible characters"),
+        ("echo hi" + "\n" * 80 + "touch pwned", _LONG, "$ echo hi"),
+        ("echo hi\u202e; touch pwned", HIDDEN_WARNING, "$ echo hi<U+202E>; touch pwned"),
+        ("echo hi\r; touch pwned", HIDDEN_WARNING, "$ echo hi␍; touch pwned"),
     ],
     ids=["padded-with-lines", "bidi", "carriage-return"],
 )
 async def test_the_approval_head_says_what_the_preview_may_hide(
-    roder_home: Path, workspace: Path, command: str, said: str
+    roder_home: Path, workspace: Path, command: str, said: str, preview: str
 ) -> None:
     """A command pushed below the fold by blank lines, or holding characters a terminal hides:
-    the dialog's docked head (always on screen, however small) says so."""
+    the dialog's docked head (always on screen, however small) says so, above a preview that
+    shows every hidden character as its stand-in (and the rest of a long one only by scrolling)."""
     from roder_core.ir import ApprovalRequest
     from roder_tui.screens.approval import ApprovalScreen
     from tests.tui.helpers import make_app, until
@@ -154,5 +159,7 @@ async def test_the_approval_head_says_what_the_preview_may_hide(
         update = app.screen._compositor.render_update(full=True)
         assert update is not None
         drawn = re.sub("\x1b\\[[0-9;]*[A-Za-z]", "", str(update.render_segments(app.console)))
-    assert said.split()[-1] in drawn and said.split()[0] in drawn, drawn
-    assert "touch pwned" not in drawn or "<U+202E>" in drawn or "␍" in drawn
+    rows = [row.strip("│╭╮╰╯─ ") for row in drawn.splitlines()]
+    text = " ".join(row for row in rows if row)  # the dialog's text, its wrapped lines joined
+    assert f"Allow bash? {said} {preview}" in text, drawn
+    assert ("touch pwned" in text) == (preview.endswith("touch pwned")), drawn

@@ -86,3 +86,34 @@ async def test_an_interrupted_call_gets_a_stored_result(workspace: Path, monkeyp
         assert results[0].data == {"interrupted": True}
     finally:
         await client.close()
+
+
+async def test_a_steer_attaches_the_files_it_names(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """turn/steer takes the same input items as turn/start: a file is read through the workspace's
+    rules and reaches the model with the queued message."""
+    from roder_core.server.errors import RpcError
+    from roder_core.server.protocol import InputItem
+
+    (workspace / "notes.md").write_text("STEERED-NOTES\n")
+    wait = "until [ -f go ]; do sleep 0.05; done"
+    _script(workspace, monkeypatch, [{"tool_calls": [{"name": "bash", "arguments": {"command": wait}}]}, {"text": "done"}])
+    client = LocalAppClient.start(StartSettings(cwd=workspace, provider="mock", mode="bypass", sandbox="off"))
+    try:
+        thread = (await client.call(THREAD_START, ThreadStartParams(cwd=str(workspace)))).thread
+        events = client.subscribe()
+        turn = (await client.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="go"))).turn
+        async for event in events:
+            if event.method == "item/started" and event.item.type == "toolCall":
+                break
+        notes = InputItem(type="file", path=str(workspace / "notes.md"))
+        with pytest.raises(RpcError, match="needs a prompt"):
+            await client.call(TURN_STEER, TurnSteerParams(thread_id=thread.id, expected_turn_id=turn.id))
+        params = TurnSteerParams(thread_id=thread.id, expected_turn_id=turn.id, prompt="and these notes", input=[notes])
+        await client.call(TURN_STEER, params)
+        (workspace / "go").write_text("")
+        stored = await client.runtime.wait_turn(thread.id)
+        [steer] = [i for i in stored.items if i.type == "userMessage" and i.steer]
+        assert steer.text == "and these notes"
+        assert [(a.name, a.text) for a in steer.attachments] == [("notes.md", "STEERED-NOTES\n")]
+    finally:
+        await client.close()

@@ -13,6 +13,7 @@ from roder_core.ir import (
     Item,
     Message,
     ModelProfile,
+    ReasoningItem,
     TextPart,
     ToolCallItem,
     ToolResultItem,
@@ -212,3 +213,58 @@ def test_counts_are_kept_per_part_and_message_only_while_they_live() -> None:
     del message
     gc.collect()
     assert gone() is None and key not in tokens._COUNTED
+
+
+def test_a_later_call_goes_on_from_the_last_one_and_equals_a_build_from_scratch() -> None:
+    """Each model call of a thread looks only at the items added since its last call (when the
+    earlier ones are the same objects, unchanged): its messages, turn start and interrupted
+    results equal a build from scratch at every step, and a message an earlier call returned is
+    never extended afterwards; an item edited in place is noticed."""
+    cache = PartCache()
+    items: list[Item] = []
+    returned: list[tuple[list[Message], list[list[object]]]] = []
+    rounds: list[list[Item]] = [
+        [UserMessageItem(text="task")],
+        [AgentMessageItem(text="reading"), ToolCallItem(call_id="c1", name="read", arguments={"path": "a"})],
+        [ToolResultItem(call_id="c1", name="read", text="a's text")],
+        [ReasoningItem(text="then b"), ToolCallItem(call_id="c2", name="read", arguments={"path": "b"})],
+        [AgentMessageItem(text="and more to say")],  # joins the open assistant message
+        [UserMessageItem(text="next")],  # c2 never got a result: an interrupted one is added
+        *[_tool_round(n, 10) for n in range(3, 6)],
+    ]
+    for added in rounds:
+        items = [*items, *added]
+        start = next(item.id for item in reversed(items) if isinstance(item, UserMessageItem))
+        messages, turn_start = conversation(items, start, parts=cache)
+        assert cache._continued == bool(returned), "every call but the first went on from the last"
+        cache.settle()
+        assert (messages, turn_start) == conversation(items, start)
+        returned.append((messages, [list(m.parts) for m in messages]))
+    for messages, parts in returned:
+        assert [list(m.parts) for m in messages] == parts, "no earlier request's message was edited"
+    assert any(p.call_id == "c2" and p.is_error for m in returned[-1][0] for p in m.parts if isinstance(p, ToolResultPart))
+    items[0].text = "task, edited in place"  # type: ignore[attr-defined]
+    edited, _ = conversation(items, parts=cache)
+    assert not cache._continued
+    assert edited[0].parts[0].text == "task, edited in place" and edited == conversation(items)[0]
+
+
+def test_recent_items_give_the_visible_items_of_the_whole_thread() -> None:
+    """A model call flattens only the turns from the latest compaction's kept part on; what the
+    model sees is the same as from every turn, wherever the kept part begins (or if it is gone)."""
+    from roder_core.ir import Turn
+    from roder_core.turn.context import recent_items
+
+    def turns(kept_turn: int | None, compacted_at: int) -> list[Turn]:
+        made = [Turn(items=[UserMessageItem(text=f"u{n}"), AgentMessageItem(text=f"a{n}")]) for n in range(6)]
+        kept = made[kept_turn].items[0].id if kept_turn is not None else "item_gone"
+        made[compacted_at].items.append(CompactionItem(summary="s", first_kept_item_id=kept))
+        return made
+
+    for kept_turn, compacted_at in [(3, 3), (1, 4), (None, 4), (0, 5)]:
+        thread = turns(kept_turn, compacted_at)
+        whole = [item for turn in thread for item in turn.items]
+        assert visible_items(recent_items(thread)) == visible_items(whole)
+        assert len(recent_items(thread)) <= len(whole) - 2 * (kept_turn or 0)
+    plain = [Turn(items=[UserMessageItem(text="x")]) for _ in range(3)]
+    assert recent_items(plain) == [item for turn in plain for item in turn.items]

@@ -2,20 +2,26 @@
 
 A busy index ("database is locked") must never be mistaken for a corrupt one and deleted under
 the feet of the other processes, and two processes opening a fresh index must not drop each
-other's table.
+other's table. A writer waiting for a busy index waits off the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from roder_ext_jsonl_store import JsonlThreadStore
 from roder_ext_jsonl_store.index import ThreadIndex
 
+from roder_core.ir import ThreadHeader
 from roder_core.settings.paths import RoderPaths
+from roder_core.threads.events import ThreadStatusChanged, TurnStarted
 from tests.sessions.harness import make_runtime
 
 WORKER = textwrap.dedent(
@@ -71,3 +77,52 @@ def test_a_corrupt_index_is_rebuilt(tmp_path: Path) -> None:
     index.path.write_bytes(b"this is not a database" * 100)
     assert index.query() == []
     assert index.path.read_bytes()[:15] == b"SQLite format 3"
+
+
+#: Holds the index's write lock (as a listing's rescan does) until a line arrives on stdin.
+LOCK_HOLDER = textwrap.dedent(
+    """
+    import sqlite3, sys
+    db = sqlite3.connect(sys.argv[1], isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    print("locked", flush=True)
+    sys.stdin.readline()
+    db.execute("COMMIT")
+    """
+)
+
+
+async def test_a_writer_waits_for_a_locked_index_off_the_event_loop(workspace: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "threads"
+    store = JsonlThreadStore(directory)
+    stored = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="stored")
+    await store.append(stored, TurnStarted(thread_id=stored.id, turn_id="turn_1"))
+    await store.release(stored.id)
+    index = ThreadIndex(directory)
+    new = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="new")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(index.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        claiming = asyncio.create_task(store.claim(stored.id))  # marks the stored thread's row open
+        creating = asyncio.create_task(store.append(new, TurnStarted(thread_id=new.id, turn_id="turn_2")))
+        following = asyncio.create_task(store.append(new, ThreadStatusChanged(thread_id=new.id, status="active")))
+        ran = asyncio.Event()
+        asyncio.get_running_loop().call_soon(ran.set)
+        await ran.wait()
+        assert not (claiming.done() or creating.done() or following.done()), "the loop ran while they wait for the index"
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        await asyncio.gather(claiming, creating, following)
+    finally:
+        holder.kill()
+        holder.wait()
+    with sqlite3.connect(index.path) as db:
+        assert dict(db.execute("SELECT id, open FROM threads").fetchall()) == {stored.id: 1, new.id: 1}
+    lines = (directory / f"{new.id}.jsonl").read_text().splitlines()
+    assert [json.loads(line).get("method") for line in lines[1:]] == ["turn/started", "thread/status/changed"]
+    await store.close()
+    with sqlite3.connect(index.path) as db:
+        assert dict(db.execute("SELECT id, open FROM threads").fetchall()) == {stored.id: 0, new.id: 0}, "closed"

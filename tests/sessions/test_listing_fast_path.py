@@ -15,7 +15,7 @@ from roder_ext_jsonl_store.index import ThreadIndex
 from roder_core.kernel.store_record import JSONL_STORE, RECORD_NAME, installed_fingerprint, recorded_jsonl_dir
 from roder_core.settings.paths import RoderPaths
 from roder_tui.cli import main
-from roder_tui.commands.session_listing import indexed_rows
+from roder_tui.commands.session_listing import indexed_rows, list_options
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_the_record_is_ignored_when_distributions_profile_or_folder_differ(
     assert indexed_rows(here.resolve(), False, None) is None, "project extensions may bring another store"
 
 
-def test_listing_in_a_fresh_process_imports_neither_pydantic_nor_extensions(
+def test_listing_in_a_fresh_process_imports_neither_pydantic_nor_extensions_nor_a_parser(
     here: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     thread_id = _thread_and_fork(capsys)
@@ -102,6 +102,8 @@ def test_listing_in_a_fresh_process_imports_neither_pydantic_nor_extensions(
         "import sys; from roder_tui.cli import main; code = main(['sessions', 'list', '--json']);"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'roder_ext_jsonl_store') "
         "and m not in ('roder_ext_jsonl_store', 'roder_ext_jsonl_store.index', 'roder_ext_jsonl_store.files'));"
+        # the command line is read without argparse, and nothing is logged (stdio are pipes here)
+        "heavy += [m for m in ('argparse', 'logging', 'hashlib', 'roder_tui.terminal_text') if m in sys.modules];"
         "print(code, heavy, file=sys.stderr)"
     )
     # The record is keyed by the interpreter's installed distributions as a fresh process sees
@@ -152,3 +154,28 @@ def test_index_rows_skip_unparsed_lines_but_still_fold_the_summary_events(worksp
         "status": "idle",
     }
     assert [summary.wire() for summary in index.query()] == [row]
+
+
+#: The forms ``list_options`` reads itself, then forms it must leave to argparse (abbreviations,
+#: help, bad or missing numbers, unknown options), which explains them or reads them its way.
+READ = [[], ["--all"], ["--json", "--all"], ["--limit", "5"], ["--limit=0", "--json"], ["--limit", "5", "--limit", "7"]]
+LEFT = [["--lim", "5"], ["--al"], ["-h"], ["--limit", "-1"], ["--limit"], ["--limit", "x"], ["--limit", "²"], ["--limit="]]
+LEFT += [["--bogus"], ["--", "--all"], ["--limit", "+5"], ["--limit", " 5"]]
+
+
+@pytest.mark.parametrize("argv", READ + LEFT)
+def test_the_listing_reads_its_options_as_argparse_does_or_leaves_them_to_it(argv: list[str]) -> None:
+    """``roder_tui.cli`` lists from the index before argparse runs: the forms it reads itself
+    must mean what argparse makes of them, and it must leave every other form to argparse."""
+    import argparse
+
+    from roder_tui.commands import sessions
+
+    read = list_options(argv)
+    if argv in LEFT:
+        assert read is None
+        return
+    parser = argparse.ArgumentParser(prog="roder sessions", exit_on_error=False)
+    sessions.add_arguments(parser)
+    parsed = parser.parse_args(["list", *argv])
+    assert read == (parsed.all, parsed.json, parsed.limit)

@@ -218,11 +218,11 @@ def _stored(directory: Path, thread_id: str) -> tuple[Any, ...]:
         return tuple(db.execute(f"SELECT {_ROW} FROM threads WHERE id = ?", (thread_id,)).fetchone())
 
 
-def test_the_search_fold_of_regular_lines_equals_visiting_every_line(workspace: Path) -> None:
-    """A file written as the store writes it is folded by searching for the summary methods;
-    text or tool arguments that spell a method, a line that does not parse and repeated starts
-    give the same row as folding line by line."""
-    from roder_ext_jsonl_store.index import SummaryFold, _regular
+def test_the_search_fold_equals_visiting_every_line(workspace: Path) -> None:
+    """A thread file is folded by searching for the summary methods: text or tool arguments
+    that spell a method, lines in another form (keys in another order, spaces), a line that
+    does not parse and repeated starts give the same row as folding line by line."""
+    from roder_ext_jsonl_store.index import SummaryFold
 
     thread = "thr_" + "d" * 20
     head = {"type": "header", "id": thread, "cwd": str(workspace), "createdAt": 10.0, "title": "", "provider": "p", "model": "m"}
@@ -243,13 +243,14 @@ def test_the_search_fold_of_regular_lines_equals_visiting_every_line(workspace: 
         line("item/completed", turnId=turn, item={"type": "toolCall", "arguments": spelled, "text": ',"method":"turn/started"'})
         line("item/completed", turnId=turn, item={"type": "agentMessage", "text": '"method":"thread/title/changed"'})
         line("thread/status/changed", status="idle")
+    lines.append(json.dumps({"method": "turn/started", "threadId": thread, "ts": ts + 0.5, "turnId": "turn_3"}).encode())
+    ts += 1
     line("thread/model/changed", provider="q", model="n")
     line("thread/title/changed", title="second")
     line("item/started", turnId="turn_2", item={"title": "x", "method": "thread/title/changed"})
     lines.append(b'{"threadId":"' + thread.encode() + b'","ts":99.0,"method":"thread/title/changed","ti')  # unreadable
     data = b"\n".join(lines) + b"\n"
     body = len(lines[0]) + 1
-    assert _regular(data, body, len(data), thread), "the file is in the store's form: the search fold is taken"
 
     def fold(every_line: bool) -> tuple[Any, ...]:
         summary = SummaryFold()
@@ -262,5 +263,42 @@ def test_the_search_fold_of_regular_lines_equals_visiting_every_line(workspace: 
 
     searched = fold(every_line=False)
     assert searched == fold(every_line=True)
-    assert searched[2] == "second" and searched[5:7] == ("q", "n") and searched[9] == 2 and searched[10] == "idle"
+    assert searched[2] == "second" and searched[5:7] == ("q", "n") and searched[9] == 3 and searched[10] == "idle"
     assert searched[4] == ts, "the latest readable line's ts; the unreadable line's is not taken"
+
+
+async def test_a_store_for_a_throwaway_data_folder_keeps_no_index_and_lists_the_same(workspace: Path, tmp_path: Path) -> None:
+    """A batch rollout's data folder is removed after the run: its store writes no SQLite rows,
+    and a listing there reads the files and says what the index would."""
+    from roder_ext_jsonl_store import JsonlThreadStore
+
+    from roder_core.ir import AgentMessageItem, ThreadHeader, Turn
+    from roder_core.threads.events import ItemCompleted, ThreadStarted, TurnCompleted, TurnStarted
+
+    scratch = tmp_path / "scratch-threads"
+    store = JsonlThreadStore(scratch, indexed=False)
+    header = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="scratch")
+    await store.append(header, ThreadStarted(thread_id=header.id, thread=header))
+    turn = Turn()
+    await store.append(header, TurnStarted(thread_id=header.id, turn_id=turn.id))
+    await store.append(header, ItemCompleted(thread_id=header.id, turn_id=turn.id, item=AgentMessageItem(text="ok")))
+    await store.append(header, TurnCompleted(thread_id=header.id, turn=turn.model_copy(update={"status": "completed"})))
+    await store.sync(header.id)
+    await store.release(header.id)
+    assert (scratch / f"{header.id}.jsonl").is_file()
+    assert not (scratch / ".index").exists()
+    listed = await store.list_threads()
+    assert [(s.id, s.title, s.turn_count) for s in listed] == [(header.id, "scratch", 1)]
+    assert not (scratch / ".index").exists()  # a listing made none either
+
+    threads = await _threads(workspace, 3)
+    copy = tmp_path / "copy"
+    shutil.copytree(threads, copy, ignore=shutil.ignore_patterns(".index"))
+    indexed = await JsonlThreadStore(threads).list_threads()
+    unindexed = JsonlThreadStore(copy, indexed=False)
+    assert [s.wire() for s in await unindexed.list_threads()] == [s.wire() for s in indexed]
+    assert [s.wire() for s in await unindexed.list_threads(limit=2)] == [s.wire() for s in indexed[:2]]
+    assert await unindexed.list_threads(cwd="/elsewhere") == []
+    await unindexed.delete(indexed[0].id)
+    assert [s.id for s in await unindexed.list_threads()] == [s.id for s in indexed[1:]]
+    assert not (copy / ".index").exists()

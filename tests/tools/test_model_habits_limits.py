@@ -108,4 +108,4 @@ def test_spilled_output_says_how_to_read_it(tmp_path: Path) -> None:
     result = output.result(exit_code=0, timed_out=False, duration_ms=1, sandbox="off", quarantined=[])
     path = result.full_output_path
     assert path is not None
-    assert f"read parts of it with bash: sed -n '1000,1100p' {path} or grep -n PATTERN {path}" in result.output
+    assert f"read the omitted part with bash: sed -n '1001,1100p' {path} (or grep -n PATTERN {path})" in result.output

@@ -16,6 +16,7 @@ from roder_ext_builtin_coding_tools.search import GlobTool, GrepTool
 from roder_core.brokers import file_glob
 from roder_core.brokers.fs import WorkspaceFileSystem
 from roder_core.kernel.tools import ToolExecutionContext
+from tests.brokers.helpers import needs_bwrap
 from tests.tools.harness import context, make_brokers, run_tool
 
 ENGINES = ["ripgrep", "python"]
@@ -30,6 +31,21 @@ def engine_context(workspace: Path, cache: Path, engine: str) -> ToolExecutionCo
 
 def matches(text: str) -> list[str]:
     return re.findall(r"^.+?:\d+:.*$", text, re.MULTILINE)
+
+
+@needs_bwrap
+async def test_grep_runs_ripgrep_read_only_under_the_sandbox(workspace: Path, tmp_path: Path) -> None:
+    """grep's commands only read: under bubblewrap each runs at the read-only level (so the tree
+    is not walked around it), whatever level the session's commands get."""
+    if shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed")
+    (workspace / "a.txt").write_text("needle\n")
+    records: list[tuple[str, dict[str, object]]] = []
+    brokers = make_brokers(workspace, tmp_path / "c", sandbox="workspace-write", audit=lambda k, f: records.append((k, f)))
+    result = await run_tool(GrepTool(), context(workspace, brokers), pattern="needle")
+    assert result.data["engine"] == "ripgrep" and "a.txt:1:needle" in result.text, result.text
+    started = [fields for kind, fields in records if kind == "process.start"]
+    assert started and all(fields["sandbox"] == "read-only" for fields in started), started
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -8,8 +8,9 @@ back when the answer is sealed.
 
 from __future__ import annotations
 
+import pytest
 from textual.app import App, ComposeResult
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.widgets import Static
 
 from roder_tui.widgets.markdown_stream import HEADROOM, MarkdownBody, ProseBlock
@@ -77,3 +78,29 @@ async def test_outgrowing_the_reserve_takes_a_step_and_sealing_gives_it_back() -
         last = f"row {first + 1}"
         await until(pilot, lambda: _shown_text(block).split("\n")[-1].strip().endswith(last), what="the reserve given back")
         await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y, what="the view at the end")
+
+
+async def test_a_growth_is_laid_out_in_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual asks for a second layout of every widget a layout resized; for the anchored
+    transcript and its entries that pass moves nothing but draws the whole region again."""
+    app = _Streaming()
+    async with app.run_test(size=SIZE) as pilot:
+        app.transcript.anchor()
+        await app.body.feed("- row 1\n")
+        await pilot.pause()
+        block = _live_block(app)
+        first = block.size.height
+        layouts: list[bool] = []
+        screen = app.screen
+        refresh_layout = screen._refresh_layout
+
+        def counted(size: Size | None = None, scroll: bool = False) -> None:
+            layouts.append(scroll)
+            refresh_layout(size, scroll)
+
+        monkeypatch.setattr(screen, "_refresh_layout", counted)
+        await app.body.feed("".join(f"- row {n}\n" for n in range(2, first + 2)))
+        await until(pilot, lambda: block.size.height > first, what="the next step")
+        await pilot.pause()
+        await pilot.pause()
+        assert len(layouts) == 1

@@ -94,7 +94,6 @@ from roder_core.server.protocol import (
     UserInputRequest,
     from_domain,
 )
-from roder_core.server.protocol_attach import SteerCancelled, SteerQueued
 from roder_core.settings.config import ConfigWriter
 from roder_core.settings.credentials import CredentialsError, CredentialStore, check_key, redaction_label
 from roder_core.threads.events import ApprovalRequested
@@ -378,13 +377,21 @@ async def turn_start(app: Dispatcher, params: TurnStartParams, ctx: CallContext)
 
 @handles(TURN_STEER)
 async def turn_steer(app: Dispatcher, params: TurnSteerParams, ctx: CallContext) -> TurnSteerResult:
-    if any(item.type != "text" for item in params.input):
-        raise InvalidParams("turn/steer takes text only; attach files with the next turn/start")
-    text = "\n\n".join([params.prompt or "", *(i.text or "" for i in params.input)]).strip()
-    if not text:
+    thread = app.runtime.thread(params.thread_id)
+    if not (params.prompt or "").strip() and not any(i.text or i.path or i.data_base64 or i.media_id for i in params.input):
         raise InvalidParams("turn/steer needs a prompt")
-    app.runtime.thread(params.thread_id)
-    item = app.runtime.steer(params.thread_id, text, params.expected_turn_id)
+    # Files and pictures named in a queued message are attached as they are to a prompt (the
+    # same reads through the workspace's rules, the same vision check), so "@notes.md" typed
+    # while a turn runs reaches the model too.
+    text, attachments = build_input(app, thread, params.prompt, params.input)
+    try:
+        attachments += await mention_attachments(app.runtime, text)
+        attachments = await app.runtime.user_attachments(thread.id, attachments)
+    except (MentionError, MediaError) as exc:
+        raise InvalidParams(str(exc)) from None
+    from roder_core.server.protocol_attach import SteerQueued  # the attach vocabulary loads with the first steer
+
+    item = app.runtime.steer(params.thread_id, text, params.expected_turn_id, attachments=attachments)
     turn_id = app.runtime.active_turn_id(params.thread_id) or params.expected_turn_id
     app.broadcast(SteerQueued(thread_id=params.thread_id, turn_id=turn_id, item=item))  # every client shows the queue
     return TurnSteerResult(turn_id=params.expected_turn_id, item_id=item.id)
@@ -392,6 +399,8 @@ async def turn_steer(app: Dispatcher, params: TurnSteerParams, ctx: CallContext)
 
 @handles(TURN_STEER_CANCEL)
 async def turn_steer_cancel(app: Dispatcher, params: TurnSteerCancelParams, ctx: CallContext) -> TurnSteerCancelResult:
+    from roder_core.server.protocol_attach import SteerCancelled
+
     item = app.runtime.cancel_steer(params.thread_id, params.item_id)
     if item is not None:
         app.broadcast(SteerCancelled(thread_id=params.thread_id, item_id=item.id))
