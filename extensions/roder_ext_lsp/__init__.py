@@ -301,13 +301,13 @@ def plugin_specs(active: ActivePlugins, project: Path) -> list[ServerSpec]:
     """The language servers of the enabled plugins (``.lsp.json`` / ``lspServers``), with
     ``${CLAUDE_PLUGIN_ROOT}`` and friends filled in their command, arguments and environment as
     whole values (never through a shell), and set in their environment too."""
-    from roder_core.plugins.components import fill_options
-    from roder_ext_lsp.servers import from_plugin
-
     specs = []
     for plugin in active.plugins:
         variables = plugin.variables(project)
         for server in plugin.layout.lsp_servers:
+            from roder_core.plugins.components import fill_options  # only when a plugin has a server
+            from roder_ext_lsp.servers import from_plugin
+
             raw = {k: fill_options(v, variables, {}) if k in ("command", "args", "env") else v for k, v in server.raw.items()}
             env = raw.get("env")
             raw["env"] = {**variables, **(env if isinstance(env, dict) else {})}
