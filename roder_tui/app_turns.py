@@ -74,6 +74,13 @@ class AppTurns(AppCommands):
         if method == "plugins/changed":  # the server reloaded its plugins: their commands join `/` now
             self.run_worker(self._load_mcp_completions(), group="mcp-completions", exit_on_error=False)
             await self._load_commands()
+            if event.elsewhere:  # made by another process (`roder plugin` elsewhere): say what applied
+                from roder_tui.screens.plugins import live_note
+
+                note = live_note(event, "change")
+                self.notify(
+                    f"plugins changed outside this session ({', '.join(event.plugins) or 'settings'}): {note}", title="/plugin"
+                )
             return
         if isinstance(event, ev.PlanReviewUpdated):
             await self._on_plan_review(event)
