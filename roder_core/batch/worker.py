@@ -54,6 +54,7 @@ from roder_core.threads.events import RuntimeEvent
 from roder_core.threads.trajectory import build_trajectory
 
 if TYPE_CHECKING:
+    from roder_core.kernel.distribution import ExtensionFactory
     from roder_core.runtime.runtime import Runtime
 
 #: Why a rollout failed, in the order they are reported.
@@ -530,7 +531,8 @@ class _Rollout:
                 logprobs=self.task.logprobs,
                 token_ids=self.task.token_ids,
                 **settings.start_tables(),
-            )
+            ),
+            installed_factories(env),
         )
         runtime = started.runtime
         self.result.update(provider=runtime.provider, model=runtime.model)
@@ -674,6 +676,26 @@ class _Rollout:
         if "tests" in self.result:
             return bool(self.result["tests"]["resolved"]) and not score.timed_out
         return score.ok
+
+
+#: The installed extensions' factories, by the extension index's folder (``installed_factories``).
+_FACTORIES: dict[Path, list[tuple[str, ExtensionFactory]]] = {}
+
+
+def installed_factories(env: dict[str, str]) -> list[tuple[str, ExtensionFactory]]:
+    """The installed extensions' factories, listed and imported once per worker process (a
+    worker lives for one batch, whose installation does not change) instead of once per
+    rollout. Only the factories are kept: every rollout's runtime calls them again, so each
+    gets extensions of its own. A rollout never trusts its workspace, so no project
+    extension is ever among them."""
+    from roder_core.kernel.distribution import discovered_factories
+    from roder_core.settings.paths import RoderPaths
+
+    paths = RoderPaths.from_env(env)
+    factories = _FACTORIES.get(paths.cache_dir)
+    if factories is None:
+        factories = _FACTORIES[paths.cache_dir] = discovered_factories(paths)
+    return factories
 
 
 def _record_requests(runtime: Any) -> dict[str, Any]:

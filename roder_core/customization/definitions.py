@@ -11,6 +11,7 @@ A file that cannot be parsed is reported in ``problems`` and skipped; it never s
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -219,6 +220,8 @@ def _scan(
     problems: list[str],
 ) -> None:
     for scope, folder in roots.folders(kind):
+        if not os.path.lexists(folder):
+            continue  # nothing there to read or report: no reader (and its content gate) is built
         reader = roots.reader(scope)
         skipped: list[str] = []
         for path in reader.files(folder, pattern, recursive=pattern.startswith("**"), skipped=skipped):
