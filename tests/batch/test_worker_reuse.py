@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ def test_two_rollouts_in_one_worker_see_independent_state(tmp_path: Path, capsys
     source = tmp_path / "source"
     source.mkdir()
     (source / "readme.txt").write_text("base\n")
-    first = [
+    first: list[dict[str, Any]] = [
         {
             "text": "Leaving traces.",
             "tool_calls": [
@@ -28,7 +29,7 @@ def test_two_rollouts_in_one_worker_see_independent_state(tmp_path: Path, capsys
         },
         {"text": "Done."},
     ]
-    second = [
+    second: list[dict[str, Any]] = [
         {
             "text": "Looking around.",
             "tool_calls": [
