@@ -30,6 +30,9 @@ class AppKeys(AppState):
             self._ctrl_c_at = 0.0
             await self.client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=self.thread_id, turn_id=self.turn_id))
             return
+        if self._shell_run is not None:
+            self._shell_run.cancel()
+            return
         prompt = self.prompt_bar.input
         if prompt.text:
             prompt.clear()

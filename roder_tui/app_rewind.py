@@ -29,6 +29,9 @@ class AppRewind(AppApprovals):
         if self.client is not None and self.thread_id and self.turn_id:
             await self.client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=self.thread_id, turn_id=self.turn_id))
             return
+        if self._shell_run is not None:
+            self._shell_run.cancel()
+            return
         if self.prompt_bar.input.text or self.thread_id is None:
             return
         now = time.monotonic()

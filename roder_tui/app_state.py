@@ -126,6 +126,8 @@ class AppState(App[int]):
         self._redo: list[rewind_mod.Undone] = []
         #: ``!cmd`` cards per thread, with the id of the item each followed (see run_shell).
         self._shell_cards: dict[str, list[tuple[str | None, Any]]] = {}
+        #: The ``!cmd`` running now (esc and ctrl+c stop it), None when none runs.
+        self._shell_run: asyncio.Task[None] | None = None
         self._elapsed_timer: Any = None
         self._pushed_theme = False
         self.coalescer = DeltaCoalescer(self._flush_deltas, stream_fps(REMOTE), stream_budget(REMOTE))

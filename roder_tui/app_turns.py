@@ -3,6 +3,7 @@ steers) and the runtime's events that stream a turn into the transcript."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,13 @@ class AppTurns(AppCommands):
         if method == "plugins/changed":  # the server reloaded its plugins: their commands join `/` now
             self.run_worker(self._load_mcp_completions(), group="mcp-completions", exit_on_error=False)
             await self._load_commands()
+            if event.elsewhere:  # made by another process (`roder plugin` elsewhere): say what applied
+                from roder_tui.screens.plugins import live_note
+
+                note = live_note(event, "change")
+                self.notify(
+                    f"plugins changed outside this session ({', '.join(event.plugins) or 'settings'}): {note}", title="/plugin"
+                )
             return
         if isinstance(event, ev.PlanReviewUpdated):
             await self._on_plan_review(event)
@@ -217,22 +225,44 @@ class AppTurns(AppCommands):
             self.notify("the model already received it", title="steer")
 
     async def run_shell(self, command: str) -> None:
-        """``!cmd``: the control plane's command/exec runs it after policy evaluation."""
-        from roder_core.ir import CommandExecutionItem
+        """``!cmd``: the control plane's command/exec runs it after policy evaluation. Its card
+        shows at once, running, and esc or ctrl+c stops it (in this process: a host's command
+        runs to its end, as command/exec has no way to stop it); a refusal ends the card failed."""
+        from roder_core.ir import CommandExecutionItem, ItemStatus
+        from roder_core.server.errors import RpcError
         from roder_core.server.protocol_host import COMMAND_EXEC, CommandExecParams
 
-        result = await self._client().call(COMMAND_EXEC, CommandExecParams(command=["bash", "-lc", command], cwd=str(self.cwd)))
         last = self.transcript.model.entries[-1].items[-1].id if len(self.transcript.model) else None
+        thread_id = self.thread_id  # the thread it was typed in, even if the user switches meanwhile
         card = CommandExecutionItem(
-            command=command,
-            cwd=str(self.cwd),
-            exit_code=result.exit_code,
-            output=result.stdout + result.stderr,
-            duration_ms=result.duration_ms,
-            timed_out=result.timed_out,
-            call_id=f"shell-{time.monotonic_ns()}",
+            command=command, cwd=str(self.cwd), call_id=f"shell-{time.monotonic_ns()}", status=ItemStatus.IN_PROGRESS
         )
-        # Not part of the thread (the model never saw it): kept here so it survives switching away.
-        if self.thread_id is not None:
-            self._shell_cards.setdefault(self.thread_id, []).append((last, card))
-        await self.transcript.add_item(card)
+        shown = await self.transcript.add_item(card)
+        if not self._client().shared:  # in this process, cancelling the call stops the command
+            self._shell_run = asyncio.current_task()
+        try:
+            params = CommandExecParams(command=["bash", "-lc", command], cwd=str(self.cwd))
+            result = await self._client().call(COMMAND_EXEC, params)
+            card = card.model_copy(
+                update={
+                    "exit_code": result.exit_code,
+                    "output": result.stdout + result.stderr,
+                    "duration_ms": result.duration_ms,
+                    "timed_out": result.timed_out,
+                    "status": ItemStatus.COMPLETED if result.exit_code == 0 else ItemStatus.FAILED,
+                }
+            )
+        except RpcError as exc:
+            card = card.model_copy(update={"output": exc.message, "status": ItemStatus.DECLINED})
+            raise
+        except asyncio.CancelledError:  # esc or ctrl+c (or the app closing)
+            card = card.model_copy(update={"output": "stopped", "status": ItemStatus.FAILED})
+            raise
+        finally:
+            self._shell_run = None
+            # Not part of the thread (the model never saw it): kept here so it survives switching away.
+            owner = thread_id or self.thread_id
+            if owner is not None:
+                self._shell_cards.setdefault(owner, []).append((last, card))
+            if shown is not None and shown in self.transcript.model.entries:  # not switched away meanwhile
+                await self.transcript.add_item(card)

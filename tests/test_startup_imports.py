@@ -42,6 +42,12 @@ NOT_IN_ONESHOT = (
     "roder_ext_lsp.client",
     "roder_ext_lsp.launch",
     "roder_ext_lsp.servers",
+    "roder_ext_anthropic.encode",  # a provider's codec loads with its first request (this run: the mock)
+    "roder_ext_anthropic.decode",
+    "roder_ext_openai_responses.encode",
+    "roder_ext_openai_responses.decode",
+    "roder_ext_chat_completions.encode",
+    "roder_ext_chat_completions.decode",
     "roder_core.plugins.layout",  # a plugin's layout is read only when one applies
     "roder_core.plugins.manifest",
     "roder_core.plugins.dependencies",

@@ -1,17 +1,25 @@
-"""Anthropic Messages engines: the built-in ``anthropic`` provider and ``anthropic-messages`` tables."""
+"""Anthropic Messages engines: the built-in ``anthropic`` provider and ``anthropic-messages`` tables.
+
+The request encoder and the stream decoder load with the first request: a run whose provider
+speaks another dialect never imports them.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roder_core.ir import AgentInferenceRequest, ModelProfile
 from roder_core.kernel.distribution import HostContext
 from roder_core.providers.engine import HttpEngine
 from roder_core.providers.extension import BrokenProviderTable, ProviderExtension, provider_extensions
-from roder_ext_anthropic.decode import AnthropicDecoder
-from roder_ext_anthropic.encode import DIALECT, INTERLEAVED_BETA, encode_request
 
+if TYPE_CHECKING:
+    from roder_ext_anthropic.decode import AnthropicDecoder
+
+DIALECT = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
+#: The beta that lets the budget form of thinking think between tool calls.
+INTERLEAVED_BETA = "interleaved-thinking-2025-05-14"
 
 
 class AnthropicEngine(HttpEngine):
@@ -27,6 +35,8 @@ class AnthropicEngine(HttpEngine):
         return headers
 
     def encode(self, request: AgentInferenceRequest, profile: ModelProfile) -> dict[str, Any]:
+        from roder_ext_anthropic.encode import encode_request
+
         effort = request.reasoning_effort or self.spec.reasoning_effort
         return encode_request(request, profile, effort=effort)
 
@@ -40,6 +50,8 @@ class AnthropicEngine(HttpEngine):
         return {"anthropic-beta": ",".join(dict.fromkeys([*betas, INTERLEAVED_BETA]))}
 
     def decoder(self) -> AnthropicDecoder:
+        from roder_ext_anthropic.decode import AnthropicDecoder
+
         return AnthropicDecoder(self.errors)
 
 

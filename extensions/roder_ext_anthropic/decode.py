@@ -24,7 +24,7 @@ from roder_core.ir import (
 from roder_core.providers.failures import ErrorFactory
 from roder_core.providers.sse import SSEEvent
 from roder_core.providers.wire import Pieces, event_json, parse_arguments, reasoning_key, truncated
-from roder_ext_anthropic.encode import DIALECT
+from roder_ext_anthropic import DIALECT
 
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",

@@ -21,8 +21,8 @@ from roder_core.ir import (
     ToolResultPart,
 )
 from roder_core.providers.wire import ANTHROPIC_CALL_ID_LENGTH, stored_blocks, wire_call_id
+from roder_ext_anthropic import DIALECT
 
-DIALECT = "anthropic-messages"
 EPHEMERAL = {"type": "ephemeral"}
 #: Thinking budget per reasoning effort (the budget form).
 THINKING_BUDGETS = {"minimal": 1_024, "low": 4_096, "medium": 10_000, "high": 32_000}
@@ -33,7 +33,6 @@ ANSWER_SHARE = 4
 MIN_ANSWER_TOKENS = 4_096
 #: Roder's efforts as ``output_config.effort`` values (adaptive thinking).
 EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
-INTERLEAVED_BETA = "interleaved-thinking-2025-05-14"
 CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result"})
 THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 

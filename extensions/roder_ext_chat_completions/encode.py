@@ -15,8 +15,8 @@ from roder_core.ir import (
 )
 from roder_core.providers.catalog import Quirks
 from roder_core.providers.wire import CHAT_CALL_ID_LENGTH, arguments_json, data_url, stored_blocks, wire_call_id
+from roder_ext_chat_completions import DIALECT
 
-DIALECT = "chat-completions"
 #: Where a tool call's ``extra_content`` (Gemini's thought signature) is kept in provider_data.
 EXTRA_CONTENT_KEY = f"{DIALECT}/extra_content"
 #: Where OpenRouter's ``reasoning_details`` are kept in a reasoning part's provider_data.

@@ -68,7 +68,7 @@ from roder_core.brokers.secrets import scrubbed_env
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import ToolHost
-from roder_core.plugins.components import plugin_hooks, plugin_monitors
+from roder_core.plugins.components import PluginMonitor, plugin_hooks, plugin_monitors
 from roder_core.plugins.enabled import ActivePlugins, active_plugins
 
 from .claude_names import claude_tool_name, from_claude_input, to_claude_input
@@ -211,13 +211,15 @@ class CommandHooks:
         env: Mapping[str, str],
         config_error: str | None = None,
         network: AllowlistNetworkBroker | None = None,
+        service_id: str = "command-hooks",
     ) -> None:
         self.hooks = hooks
+        self._id = service_id
         self.project = project
         self.config_error = config_error
         child_env, _ = scrubbed_env(env)
         self.env = {**child_env, "RODER_PROJECT_DIR": str(project), "CLAUDE_PROJECT_DIR": str(project)}
-        self.context = HookContext()
+        self.context = HookContext("hook-context" if service_id == "command-hooks" else f"{service_id}:context")
         #: http hooks reach the network only through this (the ``[network] allow`` list).
         self.network = network or AllowlistNetworkBroker([])
         self.host_for: Callable[[str], ToolHost | None] | None = None
@@ -248,7 +250,7 @@ class CommandHooks:
         return HookRun(code, out, err)
 
     def id(self) -> str:
-        return "command-hooks"
+        return self._id
 
     def points(self) -> frozenset[HookPoint]:
         if self.config_error:
@@ -372,7 +374,8 @@ class CommandHooks:
 class HookContext:
     """additionalContext from SessionStart (kept) and UserPromptSubmit (latest prompt only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, service_id: str = "hook-context") -> None:
+        self._id = service_id
         self._session: dict[str, list[str]] = {}
         self._prompt: dict[str, str] = {}
 
@@ -384,7 +387,7 @@ class HookContext:
             self._prompt[thread_id] = text
 
     def id(self) -> str:
-        return "hook-context"
+        return self._id
 
     async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
         """Session-start context is stable (system prompt); a prompt hook's context belongs to its
@@ -409,9 +412,10 @@ class HookContext:
 
 
 class CommandHooksExtension(RoderExtension):
-    def __init__(self, hooks: CommandHooks, monitors: PluginMonitors | None = None) -> None:
+    """The ``[hooks]`` of config.toml (a project's only in a trusted folder)."""
+
+    def __init__(self, hooks: CommandHooks) -> None:
         self.hooks = hooks
-        self.monitors = monitors
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
@@ -420,12 +424,38 @@ class CommandHooksExtension(RoderExtension):
             version=__version__,
             api_version=EXTENSION_API_VERSION,
             description="External commands at PreToolUse, PostToolUse, UserPromptSubmit, Stop, ... (Claude Code style)",
+            provides=[ProvidedService.Hook("command-hooks"), ProvidedService.ContextProvider("hook-context")],
+            required_capabilities=[CapabilityRequest("process.spawn.hooks")],
+        )
+
+    def install(self, registry: ServiceRegistrar) -> None:
+        registry.hook(self.hooks)
+        registry.context_provider(self.hooks.context)
+
+
+class PluginHooksExtension(RoderExtension):
+    """One enabled plugin's hooks and monitors, an extension of their own (``plugin:NAME:hooks``)
+    so a plugin change replaces only what changed."""
+
+    def __init__(self, plugin: str, hooks: CommandHooks, monitors: PluginMonitors | None) -> None:
+        self.plugin = plugin
+        self.hooks = hooks
+        self.monitors = monitors
+
+    def manifest(self) -> ExtensionManifest:
+        monitors = self.monitors
+        return ExtensionManifest(
+            id=f"plugin:{self.plugin}:hooks",
+            name=f"Hooks of plugin {self.plugin}",
+            version=__version__,
+            api_version=EXTENSION_API_VERSION,
+            description="The hooks and monitors a plugin brings",
             provides=[
-                ProvidedService.Hook("command-hooks"),
-                ProvidedService.ContextProvider("hook-context"),
+                ProvidedService.Hook(self.hooks.id()),
+                ProvidedService.ContextProvider(self.hooks.context.id()),
                 *(
-                    [ProvidedService.Hook("plugin-monitors"), ProvidedService.ContextProvider("monitor-output")]
-                    if self.monitors is not None
+                    [ProvidedService.Hook(monitors.id()), ProvidedService.ContextProvider(MonitorOutput(monitors).id())]
+                    if monitors is not None
                     else []
                 ),
             ],
@@ -438,6 +468,56 @@ class CommandHooksExtension(RoderExtension):
         if self.monitors is not None:
             registry.hook(self.monitors)
             registry.context_provider(MonitorOutput(self.monitors))
+
+    def same(self, hooks: list[CommandHook], monitors: list[PluginMonitor]) -> bool:
+        return self.hooks.hooks == hooks and (self.monitors.monitors if self.monitors else []) == monitors
+
+
+class PluginHooksSource(RoderExtension):
+    """Makes the ``PluginHooksExtension`` of each enabled plugin with hooks or monitors, at start
+    and again after each plugin change (``plugins.sources.PluginExtensionSource``): a plugin
+    installed while Roder runs has its hooks at the next event of the next turn."""
+
+    plugin_parts = frozenset({"hooks", "monitors"})
+
+    def __init__(self, host: HostContext, network: AllowlistNetworkBroker) -> None:
+        self.host = host
+        self.network = network
+        self.current: list[RoderExtension] = []
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-plugin-hooks",
+            name="Plugins' hooks",
+            version=__version__,
+            api_version=EXTENSION_API_VERSION,
+            description="Loads the hooks and monitors of the enabled plugins, again after each plugin change",
+        )
+
+    def install(self, registry: ServiceRegistrar) -> None:
+        """Its extensions are installed beside it (``plugin_extensions``)."""
+
+    def refused(self, extension: RoderExtension, reason: str) -> None:
+        """Nothing runs until a hook's event: nothing to stop (made again at the next change)."""
+        self.current = [e for e in self.current if e is not extension]
+
+    def plugin_extensions(self, active: ActivePlugins) -> list[RoderExtension]:
+        before = {e.plugin: e for e in self.current if isinstance(e, PluginHooksExtension)}
+        made: list[RoderExtension] = []
+        for plugin in active.plugins:
+            one = ActivePlugins(plugins=[plugin])
+            hooks = plugin_command_hooks(self.host, one)
+            monitors = plugin_monitors(one, self.host.cwd)
+            if not hooks and not monitors:
+                continue
+            old = before.get(plugin.name)
+            if old is not None and old.same(hooks, monitors):
+                made.append(old)
+                continue
+            service = CommandHooks(hooks, self.host.cwd, self.host.env, network=self.network, service_id=f"plugin:{plugin.name}")
+            made.append(PluginHooksExtension(plugin.name, service, PluginMonitors(monitors, plugin.name) if monitors else None))
+        self.current = made
+        return made
 
 
 def plugin_command_hooks(host: HostContext, active: ActivePlugins) -> list[CommandHook]:
@@ -462,20 +542,25 @@ def plugin_command_hooks(host: HostContext, active: ActivePlugins) -> list[Comma
     return found
 
 
-def create(host: HostContext) -> CommandHooksExtension | None:
-    """Installed only when hooks are configured or an enabled plugin brings some. A bad [hooks]
-    table fails closed: prompts and tool calls are refused with the configuration error (the
-    user relies on their guard hooks, so running silently without them would be worse)."""
-    network = AllowlistNetworkBroker(host.config.network.allow, extension_id="roder-ext-command-hooks")
+def configured(host: HostContext) -> CommandHooksExtension | None:
+    """The ``[hooks]`` of config.toml, when there are some. A bad [hooks] table fails closed:
+    prompts and tool calls are refused with the configuration error (the user relies on their
+    guard hooks, so running silently without them would be worse)."""
     try:
         hooks = parse_hooks((host.config.model_extra or {}).get("hooks"))
     except (HookConfigError, TypeError, ValueError) as exc:
         return CommandHooksExtension(CommandHooks([], host.cwd, host.env, config_error=str(exc)))
+    return CommandHooksExtension(CommandHooks(hooks, host.cwd, host.env, network=_network(host))) if hooks else None
+
+
+def _network(host: HostContext) -> AllowlistNetworkBroker:
+    return AllowlistNetworkBroker(host.config.network.allow, extension_id="roder-ext-command-hooks")
+
+
+def create(host: HostContext) -> list[RoderExtension]:
+    """The configured hooks and the plugins' hooks, through ``PluginHooksSource``, which makes
+    them again when plugins change."""
+    hooks = configured(host)
+    source = PluginHooksSource(host, _network(host))
     active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
-    hooks += plugin_command_hooks(host, active)
-    monitors = plugin_monitors(active, host.cwd)
-    if not hooks and not monitors:
-        return None
-    return CommandHooksExtension(
-        CommandHooks(hooks, host.cwd, host.env, network=network), PluginMonitors(monitors) if monitors else None
-    )
+    return [*([hooks] if hooks is not None else []), source, *source.plugin_extensions(active)]

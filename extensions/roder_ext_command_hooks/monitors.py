@@ -43,13 +43,25 @@ class _ThreadMonitors:
 class PluginMonitors:
     """The hook that starts monitors and the context provider that hands on their output."""
 
-    def __init__(self, monitors: list[PluginMonitor]) -> None:
+    def __init__(self, monitors: list[PluginMonitor], plugin: str = "") -> None:
         self.monitors = monitors
+        #: The plugin they belong to, in the service ids (each plugin's monitors are its own service).
+        self.plugin = plugin
         self.host_for: Callable[[str], ToolHost | None] | None = None
         self._threads: dict[str, _ThreadMonitors] = {}
 
     def id(self) -> str:
-        return "plugin-monitors"
+        return f"plugin-monitors:{self.plugin}" if self.plugin else "plugin-monitors"
+
+    async def aclose(self) -> None:
+        """The plugin was disabled or removed (or Roder ends): its monitors stop."""
+        for state in self._threads.values():
+            for running in state.running.values():
+                try:
+                    await running.board.cancel(running.task_id)
+                except (KeyError, RuntimeError) as exc:
+                    log.debug("monitor %s already gone: %s", running.monitor.name, exc)
+            state.running.clear()
 
     def points(self) -> frozenset[HookPoint]:
         points = {HookPoint.BEFORE_TURN}
@@ -125,7 +137,8 @@ class MonitorOutput:
         self.monitors = monitors
 
     def id(self) -> str:
-        return "monitor-output"
+        plugin = self.monitors.plugin
+        return f"monitor-output:{plugin}" if plugin else "monitor-output"
 
     async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
         return await self.monitors.load_context(query)

@@ -24,10 +24,10 @@ import gc
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from roder_core.brokers.data_paths import component
 from roder_core.errors import RoderError, ThreadNotFoundError, UnsafePathError
@@ -79,6 +79,34 @@ FOLD_BYTES = 1024 * 1024
 
 class ThreadInUseError(RoderError):
     """Another process is writing this thread."""
+
+
+T = TypeVar("T")
+
+
+class _Uninterrupted:
+    """Awaits that run to their end even when the task is cancelled meanwhile, for the steps of
+    taking a thread's writer: an append's event is in the live thread already, so its line is
+    written all the same, and the cancellation raised after (``raise_if_cancelled``)."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    async def wait(self, awaitable: Awaitable[T]) -> T:
+        future = asyncio.ensure_future(awaitable)
+        while True:
+            try:
+                return await asyncio.shield(future)
+            except asyncio.CancelledError:
+                if future.cancelled():
+                    raise
+                self.cancelled = True
+                if future.done():
+                    return future.result()
+
+    def raise_if_cancelled(self) -> None:
+        if self.cancelled:
+            raise asyncio.CancelledError
 
 
 @dataclass
@@ -156,10 +184,15 @@ class JsonlThreadStore:
             return
         line = encode(event.wire())
         writer = self._writers.get(event.thread_id)
+        guard: _Uninterrupted | None = None
         if writer is None:
-            async with self._opening(event.thread_id):
-                writer = await self._take(header, event, line)
+            # The live thread holds the event already: a cancellation while the writer is taken
+            # waits for it, so the line is written (or held) all the same, then raised.
+            guard = _Uninterrupted()
+            async with self._opening(event.thread_id, guard):
+                writer = await self._take(header, event, line, guard)
             if writer is None:
+                guard.raise_if_cancelled()
                 return  # held in memory until the thread's first turn starts
         # No await from here to the write: the lines of a thread reach the file in the order
         # their appends were called (``_opening`` keeps that order while a writer is taken).
@@ -171,14 +204,16 @@ class JsonlThreadStore:
                 self._checkpoint(event.thread_id, writer, writer.size, final=False)
             finally:
                 writer.lock.release()
+        if guard is not None:
+            guard.raise_if_cancelled()
 
     @contextlib.asynccontextmanager
-    async def _opening(self, thread_id: str) -> AsyncIterator[None]:
+    async def _opening(self, thread_id: str, guard: _Uninterrupted) -> AsyncIterator[None]:
         """One taking (or release) of a thread's writer at a time: appends that find no writer
         while another is being taken wait here, in the order they came, so a thread's lines
         keep their order and its held events are written once."""
         while (busy := self._openings.get(thread_id)) is not None:
-            await busy.wait()
+            await guard.wait(busy.wait())
         done = self._openings[thread_id] = asyncio.Event()
         try:
             yield
@@ -186,7 +221,7 @@ class JsonlThreadStore:
             del self._openings[thread_id]
             done.set()
 
-    async def _take(self, header: ThreadHeader, event: RuntimeEvent, line: bytes) -> _Writer | None:
+    async def _take(self, header: ThreadHeader, event: RuntimeEvent, line: bytes, guard: _Uninterrupted) -> _Writer | None:
         """The writer for ``event``'s thread (inside ``_opening``): the one taken while this
         append waited, else the stored file opened, else a new file created at the thread's
         first turn; None while the thread has no turn (``line`` is held until it has)."""
@@ -196,17 +231,17 @@ class JsonlThreadStore:
             return writer
         path = self.path(thread_id)
         if path.exists():
-            return await self._open(thread_id)
+            return await self._open(thread_id, guard)
         if not isinstance(event, TurnStarted):
             self._pending.setdefault(thread_id, []).append(line)
             return None
         pending = self._pending.pop(thread_id, [])
         writer = self._create(path, header_line(header.wire()) + b"".join(pending))
         writer.header = header
-        await self._taken(thread_id, writer)
+        await self._taken(thread_id, writer, guard)
         return writer
 
-    async def _taken(self, thread_id: str, writer: _Writer) -> None:
+    async def _taken(self, thread_id: str, writer: _Writer, guard: _Uninterrupted) -> None:
         """Mark the thread's index row open (``ThreadIndex.taken``) before the writer appends,
         then make the writer this thread's. The mark is a SQLite write that can wait behind
         another process's listing (and reads the file for a new row), so it runs on a worker
@@ -214,7 +249,7 @@ class JsonlThreadStore:
         file is open and locked, and ``release`` must close it."""
         try:
             if self.indexed:
-                await asyncio.to_thread(self._note_in_index, self._index().taken, thread_id, writer.path)
+                await guard.wait(asyncio.to_thread(self._note_in_index, self._index().taken, thread_id, writer.path))
         finally:
             self._writers[thread_id] = writer
 
@@ -225,7 +260,7 @@ class JsonlThreadStore:
         write_all(fd, first_lines)
         return _Writer(fd, path, new_file=True, size=len(first_lines))
 
-    async def _open(self, thread_id: str) -> _Writer:
+    async def _open(self, thread_id: str, guard: _Uninterrupted) -> _Writer:
         """The locked writer for an existing file, repairing a torn tail first (inside
         ``_opening``, with no writer yet)."""
         path = self.path(thread_id)
@@ -246,16 +281,18 @@ class JsonlThreadStore:
             os.close(fd)
             raise
         writer = _Writer(fd, path, size=os.fstat(fd).st_size)
-        await self._taken(thread_id, writer)
+        await self._taken(thread_id, writer, guard)
         return writer
 
     async def claim(self, thread_id: str) -> None:
         """Become the only writer of a stored thread before a turn starts (fails fast)."""
         if thread_id in self._writers:
             return
-        async with self._opening(thread_id):
+        guard = _Uninterrupted()
+        async with self._opening(thread_id, guard):
             if thread_id not in self._writers and self.path(thread_id).exists():
-                await self._open(thread_id)
+                await self._open(thread_id, guard)
+        guard.raise_if_cancelled()
 
     async def sync(self, thread_id: str) -> None:
         """Make the file durable and bring the recent snapshot up to this turn boundary."""
@@ -266,11 +303,13 @@ class JsonlThreadStore:
     async def release(self, thread_id: str) -> None:
         """Close this process's writer (and forget unsaved pre-turn events) for a thread, leaving
         its recent snapshot written up to the file's end."""
-        async with self._opening(thread_id):  # a writer being taken is taken first
+        guard = _Uninterrupted()
+        async with self._opening(thread_id, guard):  # a writer being taken is taken first
             self._pending.pop(thread_id, None)
             writer = self._writers.pop(thread_id, None)
         if writer is not None:
             await asyncio.to_thread(self._sync, thread_id, writer, writer.size, True)
+        guard.raise_if_cancelled()
 
     def _sync(self, thread_id: str, writer: _Writer, end: int, final: bool) -> None:
         """fsync (and close, when ``final``), then checkpoint up to ``end``: the file's size when

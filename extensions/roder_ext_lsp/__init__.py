@@ -39,6 +39,7 @@ from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
+    from roder_core.plugins.enabled import ActivePlugins
     from roder_ext_lsp.manager import LspManager
     from roder_ext_lsp.servers import ServerSpec
 
@@ -70,12 +71,15 @@ class ManagerSlot:
     """The extension's ``LspManager``, made when first needed: an edit tool's call, the ``lsp``
     tool. Until then no server runs, so what asks only whether one does gets ``made`` (None)."""
 
-    def __init__(self, make: Callable[[], LspManager]) -> None:
+    def __init__(self, make: Callable[[list[ServerSpec]], LspManager], plugins: list[ServerSpec], project: Path) -> None:
         self._make = make
+        #: The enabled plugins' servers, the manager is made with (a plugin change replaces them).
+        self.plugins = plugins
+        self.project = project
 
     @functools.cached_property
     def manager(self) -> LspManager:
-        return self._make()
+        return self._make(self.plugins)
 
     @property
     def made(self) -> LspManager | None:
@@ -215,7 +219,11 @@ def _symbols(rows: list[dict[str, Any]], depth: int) -> list[str]:
 
 
 class LspTools:
-    """Offers ``lsp`` while at least one server runs (asked each turn)."""
+    """Offers ``lsp`` while at least one server runs (asked each turn). Also the ``PluginAware``
+    face of the language servers: a plugin's server is known from the next edit after it was
+    enabled, and stopped when its plugin goes."""
+
+    plugin_parts = frozenset({"lsp_servers"})
 
     def __init__(self, slot: ManagerSlot) -> None:
         self.slot = slot
@@ -223,6 +231,15 @@ class LspTools:
 
     def id(self) -> str:
         return "lsp-tools"
+
+    async def reload_plugins(self, active: ActivePlugins) -> list[str]:
+        from roder_ext_lsp.servers import available
+
+        self.slot.plugins = plugin_specs(active, self.slot.project)
+        manager = self.slot.made
+        if manager is not None:  # else the manager, when first needed, is made with them
+            await manager.use_servers(*available(manager.config, self.slot.plugins, manager.env.get("PATH")))
+        return []
 
     def contribute(self, registry: ToolRegistry) -> None:
         manager = self.slot.made
@@ -280,32 +297,39 @@ class LspExtension(RoderExtension):
         registry.status_segment(LspStatus(self.slot))
 
 
-def plugin_specs(host: HostContext) -> list[ServerSpec]:
-    from roder_core.plugins.enabled import active_plugins
-
+def plugin_specs(active: ActivePlugins, project: Path) -> list[ServerSpec]:
+    """The language servers of the enabled plugins (``.lsp.json`` / ``lspServers``), with
+    ``${CLAUDE_PLUGIN_ROOT}`` and friends filled in their command, arguments and environment as
+    whole values (never through a shell), and set in their environment too."""
     specs = []
-    try:
-        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
-    except Exception as exc:  # a broken plugin folder must not take the editor tools down
-        log.warning("plugins' language servers not read: %s", exc)
-        return []
     for plugin in active.plugins:
+        variables = plugin.variables(project)
         for server in plugin.layout.lsp_servers:
+            from roder_core.plugins.components import fill_options  # only when a plugin has a server
             from roder_ext_lsp.servers import from_plugin
 
-            spec = from_plugin(plugin.name, server.name, dict(server.raw))
+            raw = {k: fill_options(v, variables, {}) if k in ("command", "args", "env") else v for k, v in server.raw.items()}
+            env = raw.get("env")
+            raw["env"] = {**variables, **(env if isinstance(env, dict) else {})}
+            spec = from_plugin(plugin.name, server.name, raw)
             if spec is not None:
                 specs.append(spec)
     return specs
 
 
 def create(host: HostContext) -> LspExtension | None:
+    from roder_core.plugins.enabled import ActivePlugins, active_plugins
+
     config = host.config.lsp
     if not config.enabled:
         return None
-    plugins = plugin_specs(host)
+    try:
+        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    except Exception as exc:  # a broken plugin folder must not take the editor tools down
+        log.warning("plugins' language servers not read: %s", exc)
+        active = ActivePlugins()
 
-    def make() -> LspManager:
+    def make(plugins: list[ServerSpec]) -> LspManager:
         from roder_core.brokers.own_folders import OwnFolders
         from roder_ext_lsp.manager import LspManager
         from roder_ext_lsp.servers import available
@@ -314,4 +338,5 @@ def create(host: HostContext) -> LspExtension | None:
         hidden = OwnFolders.of(host.paths, host.env).existing()
         return LspManager(config, specs, hints, host.cwd, host.env, hidden, host.trusted)
 
-    return LspExtension(ManagerSlot(make), config.diagnostics_timeout, host.config.hook_timeout)
+    slot = ManagerSlot(make, plugin_specs(active, host.cwd), host.cwd)
+    return LspExtension(slot, config.diagnostics_timeout, host.config.hook_timeout)

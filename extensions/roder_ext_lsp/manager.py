@@ -112,6 +112,22 @@ class LspManager:
         await self._stop_idle()
         return client
 
+    async def use_servers(self, specs: list[ServerSpec], hints: list[str]) -> None:
+        """The servers known from now on (a plugin bringing one was enabled or removed): a new one
+        starts at the first file of its language; one no longer known, or changed, is shut down
+        as at exit (``LspClient.stop``: shutdown, exit, then the grace before it is killed)."""
+        wanted = {spec.name: spec for spec in specs}
+        gone = [name for name, state in self.states.items() if wanted.get(name) != state.spec]
+        self.specs, self.hints = specs, hints
+        stopping = [self.states.pop(name) for name in gone]
+        for spec in specs:
+            self.states.setdefault(spec.name, ServerState(spec))
+        for state in stopping:
+            async with state.lock:  # a start under way finishes first, then stops
+                client, state.client = state.client, None
+            if client is not None:
+                await client.stop()
+
     def withheld(self, path: Path) -> str | None:
         """Why no server runs for ``path`` in this folder, when it is withheld for want of trust."""
         spec = self.spec_for(path)

@@ -204,6 +204,9 @@ class McpToolContributor:
         self.reviews = reviews
         self._plugin_servers = plugin_servers
 
+    #: PluginAware: what of a plugin it takes.
+    plugin_parts = frozenset({"mcp_servers"})
+
     def id(self) -> str:
         return "mcp"
 
@@ -241,7 +244,7 @@ class McpToolContributor:
             self.manager.add(config)
         return problems
 
-    def reload_plugins(self, active: ActivePlugins) -> list[str]:
+    async def reload_plugins(self, active: ActivePlugins) -> list[str]:
         """PluginAware: start the servers of plugins enabled while running and stop those of
         plugins disabled or removed (``plugin:<p>:<s>``; an unchanged definition keeps running)."""
         if self._plugin_servers is None:

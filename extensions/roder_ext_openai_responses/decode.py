@@ -25,7 +25,7 @@ from roder_core.ir import (
 from roder_core.providers.failures import ErrorFactory
 from roder_core.providers.sse import SSEEvent
 from roder_core.providers.wire import Pieces, event_json, parse_arguments, reasoning_key, token_logprobs, truncated
-from roder_ext_openai_responses.encode import DIALECT
+from roder_ext_openai_responses import DIALECT
 
 INCOMPLETE_REASONS: dict[str, StopReason] = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
 

@@ -20,8 +20,7 @@ from roder_core.ir import (
     ToolResultPart,
 )
 from roder_core.providers.wire import RESPONSES_CALL_ID_LENGTH, arguments_json, data_url, stored_items, wire_call_id
-
-DIALECT = "responses"
+from roder_ext_openai_responses import DIALECT
 
 
 def _user(message: Message) -> dict[str, Any]:

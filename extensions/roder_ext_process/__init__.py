@@ -14,6 +14,7 @@ a run without one (most runs, ``roder -p`` among them) does not import them.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roder_core.kernel.distribution import HostContext
@@ -29,6 +30,7 @@ from roder_core.kernel.services import ServiceRegistrar
 from roder_core.settings.config import ProcessExtensionConfig
 
 if TYPE_CHECKING:
+    from roder_core.plugins.enabled import ActivePlugins
     from roder_ext_process.supervisor import Handshake, Supervisor
 
 log = logging.getLogger(__name__)
@@ -120,18 +122,11 @@ class ProcessExtension(RoderExtension):
             registry.palette_source(ProcessPaletteSource(sup, str(row["id"])))
 
 
-def plugin_extensions(host: HostContext) -> dict[str, ProcessExtensionConfig | str]:
+def plugin_extensions(host: HostContext, active: ActivePlugins) -> dict[str, ProcessExtensionConfig | str]:
     """Enabled plugins' process extensions (``roderExtensions``), named ``plugin:NAME``: the
     command and arguments with ``${CLAUDE_PLUGIN_ROOT}`` and friends filled in as whole values
     (never through a shell); a malformed one maps to its one-line problem."""
-    from roder_core.plugins.enabled import active_plugins
-
     found: dict[str, ProcessExtensionConfig | str] = {}
-    try:
-        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
-    except Exception as exc:  # a broken plugin folder must not take the other extensions down
-        log.warning("plugins' process extensions not read: %s", exc)
-        return found
     for plugin in active.plugins:
         variables = plugin.variables(host.cwd)
 
@@ -155,29 +150,89 @@ def plugin_extensions(host: HostContext) -> dict[str, ProcessExtensionConfig | s
     return found
 
 
-def create(host: HostContext) -> list[RoderExtension]:
-    declared: dict[str, ProcessExtensionConfig | str] = {**host.config.extensions.process, **plugin_extensions(host)}
-    if not declared:
-        return []
-    from roder_core.brokers.own_folders import OwnFolders
+def _started(name: str, config: ProcessExtensionConfig | str, host: HostContext, hidden: list[Path]) -> ProcessExtension | None:
+    """One declared process extension, started and asked for its manifest (None when disabled);
+    one that cannot start carries its problem, which the registry reports when it refuses it."""
+    if isinstance(config, str):
+        return ProcessExtension(name, None, config)
+    if not config.enabled:
+        return None
     from roder_ext_process.supervisor import Supervisor, check_capabilities, confine
 
-    extensions: list[RoderExtension] = []
-    hidden = OwnFolders.of(host.paths, host.env).existing()
-    for name, config in declared.items():
-        if isinstance(config, str):
-            extensions.append(ProcessExtension(name, None, config))
-            continue
-        if not config.enabled:
-            continue
-        try:
-            check_capabilities(name, config.capabilities)
-        except ValueError as exc:
-            extensions.append(ProcessExtension(name, None, str(exc)))
-            continue
-        supervisor = Supervisor(name, config, host.cwd, confine(name, config, host.cwd, host.env, hidden))
-        extensions.append(ProcessExtension(name, supervisor))
-    return extensions
+    try:
+        check_capabilities(name, config.capabilities)
+    except ValueError as exc:
+        return ProcessExtension(name, None, str(exc))
+    return ProcessExtension(name, Supervisor(name, config, host.cwd, confine(name, config, host.cwd, host.env, hidden)))
+
+
+class PluginProcessSource(RoderExtension):
+    """Starts the process extensions of the enabled plugins, at start and again after each plugin
+    change (``plugins.sources.PluginExtensionSource``): a new one is started, one whose plugin
+    was disabled or removed is stopped once no turn uses it, an unchanged one keeps running."""
+
+    plugin_parts = frozenset({"process_extensions"})
+
+    def __init__(self, host: HostContext) -> None:
+        self.host = host
+        self.current: list[RoderExtension] = []
+        self._configs: dict[str, ProcessExtensionConfig | str] = {}
+
+    def manifest(self) -> ExtensionManifest:
+        return ExtensionManifest(
+            id="roder-ext-plugin-processes",
+            name="Plugins' process extensions",
+            version="0.1.0",
+            api_version=EXTENSION_API_VERSION,
+            description="Starts the process extensions of the enabled plugins, again after each plugin change",
+        )
+
+    def install(self, registry: ServiceRegistrar) -> None:
+        """Its extensions are installed beside it (``plugin_extensions``)."""
+
+    def refused(self, extension: RoderExtension, reason: str) -> None:
+        """Its process stops; it is started again only when its plugin changes."""
+        if isinstance(extension, ProcessExtension):
+            extension.problem = extension.problem or reason
+            if extension.supervisor is not None:
+                extension.supervisor.close()
+
+    def hidden_folders(self) -> list[Path]:
+        from roder_core.brokers.own_folders import OwnFolders
+
+        return OwnFolders.of(self.host.paths, self.host.env).existing()
+
+    def plugin_extensions(self, active: ActivePlugins) -> list[RoderExtension]:
+        before = {e.name: e for e in self.current if isinstance(e, ProcessExtension)}
+        declared = plugin_extensions(self.host, active)
+        made: list[RoderExtension] = []
+        for name, config in declared.items():
+            old = before.get(name)
+            if old is not None and old.problem is None and self._configs.get(name) == config:
+                made.append(old)
+                continue
+            if (started := _started(name, config, self.host, self.hidden_folders())) is not None:
+                made.append(started)
+        self.current, self._configs = made, declared
+        return made
+
+
+def create(host: HostContext) -> list[RoderExtension]:
+    """The ``[extensions.process.*]`` of config.toml, and the plugins' ones through
+    ``PluginProcessSource`` (which starts them again when plugins change). The supervisor and
+    its parts are imported only when one is declared."""
+    from roder_core.plugins.enabled import ActivePlugins, active_plugins
+
+    source = PluginProcessSource(host)
+    try:
+        active = active_plugins(host.paths, host.cwd, host.trusted, host.config.model_extra)
+    except Exception as exc:  # a broken plugin folder must not take the other extensions down
+        log.warning("plugins' process extensions not read: %s", exc)
+        active = ActivePlugins()
+    declared = host.config.extensions.process
+    hidden = source.hidden_folders() if declared else []
+    configured = [e for name, config in declared.items() if (e := _started(name, config, host, hidden)) is not None]
+    return [*configured, source, *source.plugin_extensions(active)]
 
 
 __all__ = ["ProcessExtension", "ProcessExtensionConfig", "create"]

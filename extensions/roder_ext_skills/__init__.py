@@ -113,10 +113,13 @@ class SkillTools:
         self.roots = roots
         self.styles = styles
 
+    #: PluginAware: what of a plugin it takes.
+    plugin_parts = frozenset({"skills", "output_styles"})
+
     def id(self) -> str:
         return "skills"
 
-    def reload_plugins(self, active: ActivePlugins) -> list[str]:
+    async def reload_plugins(self, active: ActivePlugins) -> list[str]:
         found = discover_with_plugins(self.roots, active)
         self.catalog.skills = found.skills
         self.catalog.problems = found.problems

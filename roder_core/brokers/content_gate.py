@@ -32,6 +32,8 @@ from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+from roder_core.brokers.path_rules import lexical_relative
+
 
 class ReadRules(Protocol):
     """The ``[policy]`` rules as far as reading goes (``policy.rules.RuleSet``)."""
@@ -77,30 +79,35 @@ class ContentGate:
             for form in dict.fromkeys((os.path.normpath(mask), _resolved(os.fspath(mask), parents))):
                 if any(form.startswith(prefix) and len(form) > len(prefix) for prefix in inside) and Path(form) not in chosen:
                     chosen.append(Path(form))
-        self._masked = tuple(chosen)
+        self._masked = tuple(str(mask) for mask in chosen)
+        self._folder = str(self.workspace)
 
     def may_refuse(self) -> bool:
         """Whether anything could be refused at all: a mask inside a root, or a deny or ask rule.
         Searches skip asking file by file when nothing could be refused."""
         return bool(self._masked) or (self._rules is not None and self._rules.has_refusals())
 
-    def _shown(self, path: Path) -> str:
-        return path.relative_to(self.workspace).as_posix() if path.is_relative_to(self.workspace) else str(path)
+    def _shown(self, path: str) -> str:
+        below = lexical_relative(path, self._folder)
+        return path if below is None else below
 
-    def refusal(self, path: Path, *, asked: bool = False, resolved: bool = False) -> str | None:
+    def refusal(self, path: str | Path, *, asked: bool = False, resolved: bool = False) -> str | None:
         """Why ``path`` (absolute) must not reach the model, or None. ``asked``: a person was
         asked about this exact read, so ``ask`` rules let it through. ``resolved``: the caller
-        reached ``path`` without following links (a directory-fd walk), so it is its real form."""
-        forms = [Path(os.path.normpath(path))]
+        reached ``path`` without following links (a directory-fd walk), so it is its real form.
+
+        A search asks this for every file it lists, so the path forms are normal strings
+        (``normpath``, ``realpath``) compared as such, without a ``Path`` per file."""
+        forms = [os.path.normpath(path)]
         if not resolved:
             try:
-                real = Path(os.path.realpath(path))
+                real = os.path.realpath(path)
             except OSError:
                 real = forms[0]
             if real != forms[0]:
                 forms.append(real)
         for form in forms:
-            mask = next((m for m in self._masked if form == m or form.is_relative_to(m)), None)
+            mask = next((m for m in self._masked if lexical_relative(form, m) is not None), None)
             if mask is not None:
                 return f"{self._shown(forms[0])} is a secret path ({mask}), which never reaches the model"
         if self._rules is None:

@@ -374,7 +374,7 @@ class WorkspaceFileSystem:
             listed = [absolute for absolute in listed if not self.policy.is_hidden(Path(absolute))]
         if self.policy.may_withhold():  # asked once: with no mask or read rule, nothing is refused
             # ripgrep lists regular files only, never through a symlink
-            listed = [absolute for absolute in listed if self.policy.gated(Path(absolute), "file", withheld)]
+            listed = [absolute for absolute in listed if self.policy.gated(absolute, "file", withheld)]
         stamped = newest_keys(listed)
         shown = []
         for _, absolute in heapq.nsmallest(limit, stamped):

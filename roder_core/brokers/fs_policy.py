@@ -300,7 +300,7 @@ class FsPolicy:
             return f"{path}: hard-linked file ({links} names), which Roder does not read"
         return self._refusal(lexical, real, asked=False)
 
-    def gated(self, path: Path, kind: str, withheld: list[str] | None) -> bool:
+    def gated(self, path: str | Path, kind: str, withheld: list[str] | None) -> bool:
         """Whether a listed entry (``path`` as the listing reached it, of ``kind``) passes the
         content gate; a refused one is named in ``withheld``, as listings display it."""
         if self.gate is None:
@@ -309,7 +309,7 @@ class FsPolicy:
         if self.gate.refusal(path, resolved=resolved) is None:
             return True
         if withheld is not None:
-            withheld.append(self.display(path))
+            withheld.append(self.display(Path(path)))
         return False
 
     # ------------------------------------------------------------------ listings

@@ -20,23 +20,53 @@ from roder_core.brokers.gitignore import glob_to_regex
 RULE_SYNTAX = re.compile(r"^\s*([A-Za-z0-9_.*?\-\[\]]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 
 
+def _in_pathlib_form(value: str) -> bool:
+    """Whether ``Path(value).as_posix()`` is ``value`` itself (no empty or ``.`` components, no
+    trailing ``/``): ``path_matches`` takes such a path as it is, any other is put in that form."""
+    return (
+        bool(value)
+        and value != "."
+        and "//" not in value
+        and "/./" not in value
+        and not value.startswith("./")
+        and not value.endswith(("/", "/."))
+    )
+
+
 def path_matches(pattern: str, value: str, workspace: Path) -> bool:
-    """Whether a path (workspace-relative posix, or absolute) matches a rule's path pattern."""
-    absolute = Path(value) if os.path.isabs(value) else Path(workspace) / value
+    """Whether a path (workspace-relative posix, or absolute) matches a rule's path pattern.
+
+    The content gate asks this for every file a search lists (100,000 in a large tree), so the
+    path is worked on as a string: in pathlib's form, then joined to the workspace or cut
+    relative to it, as ``Path.relative_to`` would (lexically)."""
+    if not _in_pathlib_form(value):
+        value = Path(value).as_posix()
+    folder = str(workspace)
     if pattern.startswith("~/"):
         pattern = os.path.expanduser(pattern)
     if pattern.startswith("/"):
-        target, body = absolute.as_posix(), pattern
+        target, body = value if os.path.isabs(value) else (folder if value == "." else folder.rstrip("/") + "/" + value), pattern
         head = "^"
     else:
-        try:
-            target = absolute.relative_to(workspace).as_posix()
-        except ValueError:
+        below = lexical_relative(value, folder) if os.path.isabs(value) else value
+        if below is None:
             return False
-        body = pattern.removeprefix("./")
+        target, body = below, pattern.removeprefix("./")
         anchored = pattern.startswith("./") or "/" in body.rstrip("/")
         head = "^" if anchored else "^(?:.*/)?"
     return _path_regex(head, body.rstrip("/")).match(target) is not None
+
+
+def lexical_relative(path: str, folder: str) -> str | None:
+    """``Path(path).relative_to(folder).as_posix()`` for an absolute ``path`` in pathlib's form
+    and a normal absolute ``folder``, as string operations (lexical, like ``relative_to``);
+    None where ``path`` is not ``folder`` or below it."""
+    if path == folder:
+        return "."
+    inside = folder.rstrip("/") + "/"
+    if path.startswith(inside) and not path.startswith("//"):  # pathlib's root "//" is another root
+        return path[len(inside) :]
+    return None
 
 
 @lru_cache(maxsize=1024)

@@ -30,6 +30,9 @@ ENTRY_POINT_GROUP = "roder.extensions"
 #: How a discovered extension's source is named in warnings ("entry point mcp").
 ENTRY_POINT_SOURCE = "entry point "
 
+#: What a registry built without a profile (an embedder's own builder) lets plugins add: nothing.
+_NO_PROFILE = CapabilityProfile("none", "no profile was given", deny={"*": "the registry was built without a capability profile"})
+
 ExtensionFactory = Callable[["HostContext"], RoderExtension | Iterable[RoderExtension] | None]
 
 
@@ -196,31 +199,60 @@ def build_distribution(
             skipped.append(SkippedExtension(source, f"failed to load: {exc}"))
             continue
         for extension in extensions:
-            manifest = extension.manifest()
             if source.startswith(ENTRY_POINT_SOURCE):
                 name = source.removeprefix(ENTRY_POINT_SOURCE)
-                observed[name] = observed.get(name, frozenset()) | {service.kind for service in manifest.provides}
-            denied = [
-                (cap.id, reason)
-                for cap in manifest.required_capabilities
-                if (reason := host.profile.denial_reason(cap.id)) is not None
-            ]
-            if denied:
-                denied_id, reason = denied[0]
-                skipped.append(
-                    SkippedExtension(manifest.id, f"profile {host.profile.name} denies {denied_id}: {reason}", expected=True)
-                )
-                continue
-            try:
-                builder.install(extension)
-            except RegistryError as exc:
-                skipped.append(SkippedExtension(manifest.id or source, str(exc)))
-                continue
-            for cap in manifest.required_capabilities:
-                if host.profile.grants(cap.id):
-                    builder.grant_capability(manifest.id, CapabilityGrant(cap.id))
+                kinds_seen = {service.kind for service in extension.manifest().provides}
+                observed[name] = observed.get(name, frozenset()) | kinds_seen
+            admit(builder, host.profile, source, extension, skipped)
     for entry in skipped:  # callers show the unexpected ones once (see Distribution.warnings)
         log.debug("%s", entry.describe())
     if index is not None:
         index.record_provides(observed)
-    return Distribution(builder.build(), host, skipped)
+    return Distribution(builder.build(profile=host.profile), host, skipped)
+
+
+def admit(
+    builder: ExtensionRegistryBuilder,
+    profile: CapabilityProfile,
+    source: str,
+    extension: RoderExtension,
+    skipped: list[SkippedExtension],
+    *,
+    running: bool = False,
+) -> None:
+    """The one door into a registry, at start and when plugins change while Roder runs
+    (``rebuild``): an extension needing a capability the profile denies is skipped, one the
+    registry refuses is skipped with the reason, and what it requires is granted as the profile
+    allows. ``running``: Roder runs already, so a tool clash skips the extension here rather
+    than failing the build of the registry in use."""
+    manifest = extension.manifest()
+    denied = [(cap.id, reason) for cap in manifest.required_capabilities if (reason := profile.denial_reason(cap.id)) is not None]
+    if denied:
+        denied_id, reason = denied[0]
+        skipped.append(SkippedExtension(manifest.id, f"profile {profile.name} denies {denied_id}: {reason}", expected=True))
+        return
+    try:
+        builder.install(extension)
+        if running and any(service.kind == "ToolProvider" for service in manifest.provides):
+            builder.refuse_tool_clash(manifest.id)
+    except RegistryError as exc:
+        skipped.append(SkippedExtension(manifest.id or source, str(exc)))
+        return
+    for cap in manifest.required_capabilities:
+        if profile.grants(cap.id):
+            builder.grant_capability(manifest.id, CapabilityGrant(cap.id))
+
+
+def rebuild(
+    registry: ExtensionRegistry, remove: set[str], add: Iterable[RoderExtension]
+) -> tuple[ExtensionRegistry, list[SkippedExtension]]:
+    """``registry`` without the extensions ``remove`` names and with ``add`` admitted as at
+    start, under the profile it was built with (one built without a profile grants nothing)."""
+    builder = ExtensionRegistryBuilder.seeded(registry, remove)
+    profile = registry.profile or _NO_PROFILE
+    skipped: list[SkippedExtension] = []
+    for extension in add:
+        admit(builder, profile, "plugins", extension, skipped, running=True)
+    for entry in skipped:
+        log.debug("%s", entry.describe())
+    return builder.build(profile=registry.profile), skipped

@@ -29,6 +29,7 @@ from roder_core.kernel.extension import (
     RoderExtension,
     SupervisedService,
 )
+from roder_core.kernel.profiles import CapabilityProfile
 from roder_core.kernel.services import (
     CheckpointStore,
     ContextPlanner,
@@ -112,6 +113,23 @@ class ExtensionRegistryBuilder:
         self._grants: dict[str, dict[str, CapabilityGrant]] = {}
         self._denials: dict[str, dict[str, CapabilityDenial]] = {}
         self._installing: ExtensionManifest | None = None
+        self._extensions: dict[str, RoderExtension] = {}
+
+    @classmethod
+    def seeded(cls, registry: ExtensionRegistry, without: set[str]) -> ExtensionRegistryBuilder:
+        """A builder holding what ``registry`` holds but the extensions named in ``without``:
+        ``ExtensionRegistry.changed`` installs plugins' extensions into it by the same rules as
+        at start (their services are not installed again: a running process stays as it is)."""
+        builder = cls()
+        builder._manifests = {m.id: m for m in registry.manifests if m.id not in without}
+        builder._services = [s for s in registry.installed_services() if s.extension_id not in without]
+        builder._grants = {
+            ext: {s.id: CapabilityGrant(s.id) for s in rows if s.decision == "granted"}
+            for ext, rows in registry.capability_statuses().items()
+            if ext not in without
+        }
+        builder._extensions = {k: v for k, v in registry.extensions().items() if k not in without}
+        return builder
 
     # ------------------------------------------------------------------ extensions
 
@@ -136,6 +154,27 @@ class ExtensionRegistryBuilder:
             del self._services[before:]
             raise RegistryError(f"extension {manifest.id!r} declares {', '.join(missing)} but did not install it")
         self._manifests[manifest.id] = manifest
+        self._extensions[manifest.id] = extension
+
+    def refuse_tool_clash(self, extension_id: str) -> None:
+        """Rule 6 for an extension just installed, before the build: its tools must register
+        beside the others' (a plugin's extension naming a tool Roder has). On a clash it is
+        taken out again and RegistryError says why, so the build never fails for it."""
+        tools = ToolRegistry()
+        others = [s for s in self._services if s.kind == TOOL_PROVIDER.name and s.extension_id != extension_id]
+        for installed in others:
+            try:
+                tools.contribute_from(installed.id, cast(ToolContributor, installed.implementation).contribute)
+            except Exception:  # another's fault is not this extension's; the build reports it
+                continue
+        for installed in [s for s in self._services if s.kind == TOOL_PROVIDER.name and s.extension_id == extension_id]:
+            try:
+                tools.contribute_from(installed.id, cast(ToolContributor, installed.implementation).contribute)
+            except Exception as exc:
+                self._services = [s for s in self._services if s.extension_id != extension_id]
+                self._manifests.pop(extension_id, None)
+                self._extensions.pop(extension_id, None)
+                raise RegistryError(f"extension {extension_id!r}: tool contributor {installed.id!r}: {exc}") from exc
 
     def _check_manifest(self, manifest: ExtensionManifest) -> None:
         if not manifest.id or not manifest.id.strip():
@@ -235,7 +274,8 @@ class ExtensionRegistryBuilder:
 
     # ------------------------------------------------------------------ build
 
-    def build(self) -> ExtensionRegistry:
+    def build(self, profile: CapabilityProfile | None = None) -> ExtensionRegistry:
+        """``profile``: the one it was built under, which extensions added later are admitted by."""
         statuses: dict[str, tuple[CapabilityStatus, ...]] = {}
         for manifest in self._manifests.values():
             grants = self._grants.get(manifest.id, {})
@@ -254,6 +294,8 @@ class ExtensionRegistryBuilder:
             manifests=tuple(self._manifests.values()),
             services=tuple(self._services),
             capability_statuses=statuses,
+            extensions=dict(self._extensions),
+            profile=profile,
         )
         registry.tool_registry()  # rule 6: contributors must register cleanly
         return registry
@@ -267,9 +309,13 @@ class ExtensionRegistry:
         manifests: tuple[ExtensionManifest, ...],
         services: tuple[InstalledService, ...],
         capability_statuses: dict[str, tuple[CapabilityStatus, ...]],
+        extensions: dict[str, RoderExtension] | None = None,
+        profile: CapabilityProfile | None = None,
     ) -> None:
+        self.profile = profile
         self._manifests = manifests
         self._services = services
+        self._extensions = MappingProxyType(dict(extensions or {}))
         self._statuses = MappingProxyType(dict(capability_statuses))
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -291,6 +337,22 @@ class ExtensionRegistry:
 
     def capability_statuses(self) -> MappingProxyType[str, tuple[CapabilityStatus, ...]]:
         return self._statuses
+
+    def extensions(self) -> MappingProxyType[str, RoderExtension]:
+        """The installed extension objects by id (``Runtime.plugins_changed`` asks the ones whose
+        services come from plugins for the new set)."""
+        return self._extensions
+
+    def installed_services(self) -> tuple[InstalledService, ...]:
+        return self._services
+
+    def services_of(self, extension_ids: set[str]) -> list[object]:
+        """The implementations the named extensions installed, each once."""
+        seen: dict[int, object] = {}
+        for installed in self._services:
+            if installed.extension_id in extension_ids:
+                seen.setdefault(id(installed.implementation), installed.implementation)
+        return list(seen.values())
 
     def granted_capabilities(self, extension_id: str) -> frozenset[str]:
         return frozenset(s.id for s in self._statuses.get(extension_id, ()) if s.decision == "granted")

@@ -88,9 +88,12 @@ class ActivePlugins:
 class PluginAware(Protocol):
     """A service that reads the enabled plugins: ``Runtime.plugins_changed`` hands it the new set
     after a plugin is installed, enabled, disabled, configured or removed, so the running session
-    uses it from the next turn. Returns one problem line per component it could not load."""
+    uses it from the next turn. Returns one problem line per component it could not load.
+    ``plugin_parts`` names the parts of a plugin it takes (its layout's fields)."""
 
-    def reload_plugins(self, active: ActivePlugins) -> list[str]: ...
+    plugin_parts: frozenset[str]
+
+    async def reload_plugins(self, active: ActivePlugins) -> list[str]: ...
 
 
 def project_plugins(cwd: Path, trusted: bool) -> ProjectPlugins:
@@ -205,6 +208,16 @@ def active_plugins(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Ma
         result.problems.extend(f"plugin {identifier}: {p}" for p in layout.problems)
 
     return result
+
+
+def plugin_state_files(paths: RoderPaths, cwd: Path, trusted: bool) -> list[Path]:
+    """The files ``active_plugins`` reads the enabled set from (the install records, the options,
+    a trusted project's settings): a running session watches them, so a change another process
+    made (``roder plugin install`` in another terminal) reaches it too."""
+    from roder_core.plugins.options import OPTIONS_FILE
+
+    dirs = PluginDirs.of(paths)
+    return [dirs.installed_file, dirs.root / OPTIONS_FILE, *((cwd / p) for p in PROJECT_SETTINGS if trusted)]
 
 
 def plugin_bin_dirs(paths: RoderPaths, cwd: Path, trusted: bool, config_extra: Mapping[str, Any] | None = None) -> list[Path]:

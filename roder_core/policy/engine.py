@@ -222,6 +222,10 @@ class PolicyEngine:
 
     # ------------------------------------------------------------------ decision
 
+    def use_contributors(self, contributors: list[PolicyContributor]) -> None:
+        """The contributors of the registry now in use (a plugin's process extension came or went)."""
+        self._contributors = contributors
+
     async def evaluate(self, tool: ToolExecutor, call: ToolCall, ctx: ToolExecutionContext) -> PolicyDecision:
         workspace = Path(ctx.workspace)
         mode = ctx.mode or self.mode

@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from roder_core.errors import InferenceError, RoderError, ThreadNotFoundError, TurnBusyError
 from roder_core.ir import (
@@ -69,6 +69,7 @@ from roder_core.turn.host import Approver
 from roder_core.turn.mutation import MutationQueue
 from roder_core.turn.planner import BudgetPlanner
 from roder_core.turn.runner import TurnRunner
+from roder_core.turn.service_set import Closing, ServiceSet
 from roder_core.turn.tool_host import TurnToolHost
 
 if TYPE_CHECKING:
@@ -77,8 +78,10 @@ if TYPE_CHECKING:
     from roder_core.brokers.netns import ThreadNetworks
     from roder_core.brokers.sandbox import SandboxStatus
     from roder_core.customization.subagents import TraceRecord
+    from roder_core.kernel.extension import RoderExtension
     from roder_core.kernel.registry import ExtensionRegistry
     from roder_core.kernel.teams import TeamChannel
+    from roder_core.plugins.enabled import ActivePlugins
     from roder_core.policy.plan_review_book import PlanReviewBook
     from roder_core.runtime.tasks import BackgroundTasks
     from roder_core.teams.manager import TeamManager
@@ -113,10 +116,7 @@ class Runtime:
             audit=self.audit.record,
             extra_roots=options.config.fs.extra_roots,
         )
-        self.hooks = HookRunner(registry.hooks, options.config.hook_timeout, self.threads.transcript_path)
-        for hook in registry.hooks:
-            if isinstance(hook, HostedHook):
-                hook.bind_hosts(self.hook_host)
+        self.hooks = self._hook_runner(registry)
         self.mutations = MutationQueue()
         #: Images and other binary attachments of every thread (``roder_core.media``).
         self.media = MediaLibrary(options.paths.media_dir)
@@ -145,10 +145,14 @@ class Runtime:
         # config.toml's model belongs to config.toml's provider, not to one picked by --provider.
         config_model = config.model if config.provider == self.provider else None
         self.model = options.model or config_model or self.engine(self.provider).default_model()
-        for sink in registry.event_sinks:
-            self.bus.add_listener(sink.on_event)
+        #: Each event sink's way off the bus (a plugin's process extension may bring one and go).
+        self._sinks = {id(sink): self.bus.add_listener(sink.on_event) for sink in registry.event_sinks}
         self.bus.add_listener(PolicyEventAudit(self.audit))
         self._plugins_lock = asyncio.Lock()
+        #: What plugins brought that the last reload did not admit, one line each (said to the user).
+        self.plugin_refusals: list[str] = []
+        #: What a turn starting now runs with (``turn.service_set``); replaced when plugins change.
+        self.services = ServiceSet(registry, self.hooks)
 
     # ------------------------------------------------------------------ providers and models
 
@@ -785,9 +789,11 @@ class Runtime:
 
     async def plugins_changed(self) -> list[str]:
         """Hand the enabled plugins, read again, to every service that reads them (the
-        ``PluginAware`` ones: skills, MCP servers, ...) after a plugin was installed, enabled,
-        disabled, configured or removed: the running session uses the change from its next turn.
-        Commands and agents are read per use and need nothing. Returns one line per problem."""
+        ``PluginAware`` ones: skills, MCP servers, language servers, ...) and make the extensions
+        plugins contribute again (the ``PluginExtensionSource`` ones: hooks, monitors, process
+        extensions) after a plugin was installed, enabled, disabled, configured or removed, here
+        or by another process: the running session uses the change from its next turn. Commands
+        and agents are read per use and need nothing. Returns one line per problem."""
         from roder_core.plugins.enabled import PluginAware, active_plugins
 
         options = self.options
@@ -796,13 +802,89 @@ class Runtime:
         async with self._plugins_lock:
             extra = options.config.model_extra
             active = await asyncio.to_thread(active_plugins, options.paths, options.cwd, options.trusted, extra)
+            problems += await self._reload_plugin_extensions(active)
             for service in self.registry.unique_implementations():
                 if not isinstance(service, PluginAware):
                     continue
                 try:
-                    problems.extend(service.reload_plugins(active))
+                    problems.extend(await service.reload_plugins(active))
                 except Exception as exc:  # one failing service must not keep the others on the old set
                     problems.append(f"{type(service).__name__}: {exc}")
+        return problems
+
+    def live_plugin_parts(self) -> frozenset[str]:
+        """Which parts of a plugin (its layout's fields: ``hooks``, ``lsp_servers``, ...) this
+        runtime applies without a restart: those a ``PluginAware`` service or a
+        ``PluginExtensionSource`` here takes."""
+        from roder_core.plugins.enabled import PluginAware
+        from roder_core.plugins.sources import PluginExtensionSource
+
+        found: set[str] = set()
+        for item in [*self.registry.unique_implementations(), *self.registry.extensions().values()]:
+            if isinstance(item, PluginAware | PluginExtensionSource):
+                found |= item.plugin_parts
+        return frozenset(found)
+
+    def _hook_runner(self, registry: ExtensionRegistry) -> HookRunner:
+        for hook in registry.hooks:
+            if isinstance(hook, HostedHook):
+                hook.bind_hosts(self.hook_host)
+        return HookRunner(registry.hooks, self.options.config.hook_timeout, self.threads.transcript_path)
+
+    def _adopt(self, registry: ExtensionRegistry) -> ServiceSet:
+        """Make ``registry`` the one every caller and every turn starting from now uses; returns
+        the set it replaced (turns that started before keep using it)."""
+        old = self.services
+        self.registry = registry
+        self.models.registry = registry
+        self.policy.use_contributors(registry.policy_contributors)
+        self.context.use_providers(registry.context_providers)
+        self.hooks = self._hook_runner(registry)
+        sinks = {id(sink): sink for sink in registry.event_sinks}
+        for key in [key for key in self._sinks if key not in sinks]:
+            self._sinks.pop(key)()
+        for key, sink in sinks.items():
+            if key not in self._sinks:
+                self._sinks[key] = self.bus.add_listener(sink.on_event)
+        self.services = ServiceSet(registry, self.hooks)
+        return old
+
+    async def _reload_plugin_extensions(self, active: ActivePlugins) -> list[str]:
+        """Ask every ``PluginExtensionSource`` for the extensions the enabled plugins make now,
+        admit the new ones as at start (``kernel.distribution.rebuild``: the profile's grants, the
+        registry's rules) and retire the ones no longer made: closed when the last turn that
+        started with them ends."""
+        from roder_core.kernel.distribution import rebuild
+        from roder_core.plugins.sources import PluginExtensionSource
+
+        registry = self.registry
+        self.plugin_refusals = []
+        sources = [e for e in registry.extensions().values() if isinstance(e, PluginExtensionSource)]
+        removed: set[str] = set()
+        added: list[tuple[PluginExtensionSource, RoderExtension]] = []
+        problems: list[str] = []
+        for source in sources:
+            before = {id(e): e.manifest().id for e in source.current}
+            try:
+                now = await asyncio.to_thread(source.plugin_extensions, active)
+            except Exception as exc:  # one failing source must not keep the others on the old set
+                problems.append(f"{source.manifest().id}: {exc}")
+                continue
+            removed |= {ident for key, ident in before.items() if key not in {id(e) for e in now}}
+            added += [(source, e) for e in now if id(e) not in before]
+        if not removed and not added:
+            return problems
+        updated, skipped = rebuild(registry, removed, [e for _, e in added])
+        problems += [s.describe() for s in skipped if not s.expected]
+        for maker, extension in added:
+            if updated.extensions().get(extension.manifest().id) is not extension:
+                why = next((s.reason for s in skipped if s.source == extension.manifest().id), "not admitted")
+                maker.refused(extension, why)
+                self.plugin_refusals.append(f"{extension.manifest().name} not loaded: {why}")
+        # By object: a plugin's changed extension comes back under the same id, as a new object.
+        gone = {ident for ident in removed if registry.extensions().get(ident) is not updated.extensions().get(ident)}
+        old = self._adopt(updated)
+        await old.retire([cast(Closing, s) for s in registry.services_of(gone) if callable(getattr(s, "aclose", None))])
         return problems
 
     async def _observe(self, point: HookPoint, payload: HookPayload) -> None:

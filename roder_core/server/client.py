@@ -124,8 +124,8 @@ class LocalAppClient(AppClient):
         for queue in self._queues:
             queue.close()
         self._queues.clear()
+        await self.dispatcher.close()  # made by this client either way (its plugin watch, ...)
         if self._owns_runtime:
-            await self.dispatcher.close()
             await self.dispatcher.runtime.close()
 
     async def __aenter__(self) -> LocalAppClient:

@@ -8,6 +8,7 @@ Errors leave as ``RpcError`` with a seed-004 code; nothing a client sends can cr
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import math
@@ -30,6 +31,7 @@ from roder_core.server.errors import (
 )
 from roder_core.server.fanout import DEFAULT_MAXSIZE, Fanout, Notification, NotificationQueue
 from roder_core.server.live_text import LiveText
+from roder_core.server.plugin_watch import PluginWatch
 from roder_core.server.protocol import METHODS, MethodSpec, ProtocolModel, RemoteInfo
 from roder_core.settings.config import ConfigError
 
@@ -228,8 +230,27 @@ class Dispatcher:
         return self.runtime.brokers_for(workspace, SERVER_EXTENSION_ID, SERVER_CAPABILITIES, runner=runner)
 
     def connect(self, maxsize: int | None = None, thread_id: str | None = None) -> NotificationQueue:
-        """Open a bounded notification queue for a new client."""
+        """Open a bounded notification queue for a new client (the first one starts watching
+        for plugin changes made by another process)."""
+        self._watch_plugins()
         return self.fanout.open(maxsize or self.queue_size, thread_id)
+
+    def _watch_plugins(self) -> None:
+        if PluginWatch.KEY in self.services:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a client connecting outside an event loop has no changes to hear
+            return
+        options = self.runtime.options
+        watch = PluginWatch.of(options.paths, options.cwd, options.trusted, self._plugins_changed_elsewhere)
+        self.services[PluginWatch.KEY] = watch
+        watch.start()
+
+    async def _plugins_changed_elsewhere(self, ids: list[str]) -> None:
+        """The plugin methods are imported only now (most runs never change a plugin)."""
+        plugins = importlib.import_module("roder_core.server.methods.plugins")
+        await plugins.changed_elsewhere(self, ids)
 
     def broadcast(self, notification: Notification) -> None:
         self.fanout.publish(notification)

@@ -218,23 +218,32 @@ class InstalledPlugin(ProtocolModel):
 
 
 class LiveChange(ProtocolModel):
-    """How a plugin change reaches the running server: its commands, skills, agents, output
-    styles and MCP servers apply from the next turn; ``nextStart`` names what still waits for
-    roder to start again (hooks, LSP servers, Roder extensions), and ``restartRequired`` is set
-    when that list is not empty."""
+    """How a plugin change reaches the running server: ``applied`` names the parts of the
+    plugins that apply from the next turn (commands, skills, agents, hooks, MCP servers, LSP
+    servers, Roder extensions, ...); ``nextStart`` names what still waits for roder to start
+    again (a part no service of this server reloads), and ``restartRequired`` is set when that
+    list is not empty."""
 
     restart_required: bool = True
+    applied: list[str] = Field(default_factory=list)
     next_start: list[str] = Field(default_factory=list)
+    #: What the plugins brought that the session did not load (an extension refused), one line each.
+    not_loaded: list[str] = Field(default_factory=list)
 
 
 class PluginsChanged(ServerNotification):
-    """Plugins were installed, enabled, disabled, configured or removed and the server reloaded
-    them: clients read their command lists again (``commands/list``)."""
+    """Plugins were installed, enabled, disabled, configured or removed (through this server, or
+    by another process: ``elsewhere``) and the server reloaded them: clients read their command
+    lists again (``commands/list``)."""
 
     method: Literal["plugins/changed"] = "plugins/changed"
     #: Ids of the plugins the change was about.
     plugins: list[str] = Field(default_factory=list)
+    applied: list[str] = Field(default_factory=list)
     next_start: list[str] = Field(default_factory=list)
+    not_loaded: list[str] = Field(default_factory=list)
+    #: The change was made by another process (``roder plugin`` in another terminal).
+    elsewhere: bool = False
 
 
 class InstallResult(LiveChange):
@@ -440,7 +449,7 @@ PLUGINS_DISABLE = MethodSpec(
     "marketplaces",
     PluginParams,
     DisableResult,
-    "Disable an installed plugin (its hooks and servers stop running after a restart); refused while an enabled "
+    "Disable an installed plugin (its hooks, servers and extensions stop from the next turn); refused while an enabled "
     "plugin depends on it.",
 )
 

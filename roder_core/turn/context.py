@@ -480,6 +480,10 @@ class ContextAssembler:
         #: Each thread's parts from its last model call (``PartCache``), for the busiest threads.
         self._part_caches: dict[str, PartCache] = {}
 
+    def use_providers(self, providers: list[ContextProvider]) -> None:
+        """The providers of the registry now in use (plugins' hooks or process extensions changed)."""
+        self._providers = providers
+
     def image_resolver(self, thread_id: str, model: ModelProfile) -> ImageResolver:
         """How images of ``thread_id`` reach ``model``: loaded from the media store, or replaced
         by a line the model can read when it takes no images or the item was deleted."""

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from roder_core.turn.context import ContextAssembler
     from roder_core.turn.hooks import HookRunner
     from roder_core.turn.mutation import MutationQueue
+    from roder_core.turn.service_set import ServiceSet
 
 #: Shows an approval request to a person and returns the answer (``TurnRunner.await_decision``).
 Approver = Callable[["ApprovalRequest"], Awaitable["ApprovalDecision"]]
@@ -48,6 +49,9 @@ class TurnHost(Protocol):
 
     @property
     def hooks(self) -> HookRunner: ...
+
+    @property
+    def services(self) -> ServiceSet: ...
 
     @property
     def policy(self) -> PolicyEngine: ...

@@ -137,6 +137,8 @@ class TurnRunner:
         #: Estimated size of the last request sent (a refused one tells how large is too large).
         self._last_prompt_tokens = 0
         self.compactor = Compactor(self, self)
+        #: The registry and hooks this turn runs with, from its start to its end (``turn.service_set``).
+        self.services = runtime.services
         cfg = runtime.options
         self.max_iterations = cfg.max_iterations or cfg.config.max_iterations
 
@@ -173,7 +175,7 @@ class TurnRunner:
 
     @property
     def hooks(self) -> HookRunner:
-        return self.runtime.hooks
+        return self.services.hooks
 
     @property
     def context_settings(self) -> ContextConfig:
@@ -205,6 +207,13 @@ class TurnRunner:
     # ------------------------------------------------------------------ lifecycle
 
     async def run(self, started: asyncio.Future[None]) -> Turn:
+        self.services = self.runtime.services.hold()
+        try:
+            return await self._run(started)
+        finally:
+            await self.services.release()
+
+    async def _run(self, started: asyncio.Future[None]) -> Turn:
         runtime = self.runtime
         await runtime.emit(TurnStarted(thread_id=self.tid, turn_id=self.turn.id, started_at=self.turn.started_at))
         self.turn = self.thread.turns[-1]
@@ -255,10 +264,10 @@ class TurnRunner:
         summary = self.turn.model_copy(update={"items": [], "status": status, "error": error, "completed_at": now()})
         unsent, self.state.steers[:] = list(self.state.steers), []
         await runtime.emit(TurnCompleted(thread_id=self.tid, turn=summary, unsent_steers=unsent))
-        if self.runtime.hooks.has(HookPoint.TURN_END):
+        if self.hooks.has(HookPoint.TURN_END):
             try:
                 ended = TurnEndPayload(thread_id=self.tid, turn_id=self.turn.id, status=status)
-                await runtime.hooks.run(HookPoint.TURN_END, ended)
+                await self.hooks.run(HookPoint.TURN_END, ended)
             except Exception as exc:
                 log.warning("turn_end hook: %s", exc)
         if runtime.store is not None and not self.state.ephemeral:
@@ -301,8 +310,8 @@ class TurnRunner:
 
     async def _accept_user_message(self) -> None:
         item = self.user_item
-        if self.runtime.hooks.has(HookPoint.BEFORE_TURN):
-            payload = await self.runtime.hooks.run(
+        if self.hooks.has(HookPoint.BEFORE_TURN):
+            payload = await self.hooks.run(
                 HookPoint.BEFORE_TURN,
                 BeforeTurnPayload(
                     thread_id=self.tid,
@@ -346,7 +355,7 @@ class TurnRunner:
                 )
             self.iterations += 1
             self.turn.model_calls = self.iterations
-            tools = runtime.registry.tool_registry(
+            tools = self.services.registry.tool_registry(
                 on_error=lambda source, exc: log.warning("tools from %s unavailable: %s", source, exc)
             )
             if self.state.allowed_tools is not None:
@@ -391,12 +400,11 @@ class TurnRunner:
     async def _stop_hook_continues(self) -> bool:
         """Stop hooks may send the model back to work once more (``continue_with`` carries the
         reason, given to the model as a message). Bounded, so a hook can never loop forever."""
-        runtime = self.runtime
-        if not runtime.hooks.has(HookPoint.STOP) or self.stop_continuations >= MAX_STOP_CONTINUATIONS:
+        if not self.hooks.has(HookPoint.STOP) or self.stop_continuations >= MAX_STOP_CONTINUATIONS:
             return False
         last = next((i.text for i in reversed(self.turn.items) if isinstance(i, AgentMessageItem)), "")
         parent = self.thread.parent
-        payload = await runtime.hooks.run(
+        payload = await self.hooks.run(
             HookPoint.STOP,
             StopPayload(
                 thread_id=self.tid,
@@ -465,8 +473,8 @@ class TurnRunner:
             request.logprobs = runtime.options.config.logprobs  # config.toml or a batch task
         request.token_ids = request.token_ids or runtime.options.config.token_ids
         for point in (HookPoint.CONTEXT, HookPoint.BEFORE_PROVIDER_REQUEST):
-            if runtime.hooks.has(point):
-                payload = await runtime.hooks.run(
+            if self.hooks.has(point):
+                payload = await self.hooks.run(
                     point,
                     RequestPayload(
                         thread_id=self.tid,
@@ -621,7 +629,7 @@ class TurnRunner:
     def _context(self, tools: ToolRegistry, call: ToolCall) -> ToolExecutionContext:
         runtime = self.runtime
         source = tools.source_of(call.name)
-        extension_id = runtime.registry.extension_of(runtime.registry.service("ToolProvider", source)) or ""
+        extension_id = self.services.registry.extension_of(self.services.registry.service("ToolProvider", source)) or ""
         workspace = Path(self.thread.cwd)
         return ToolExecutionContext(
             thread_id=self.tid,
@@ -632,7 +640,7 @@ class TurnRunner:
             brokers=_LazyBrokers(runtime, workspace, extension_id, self.tid),  # type: ignore[arg-type]
             deadline=self.deadline,
             model=runtime.model_profile(self.provider, self.model),
-            capabilities=runtime.registry.granted_capabilities(extension_id),
+            capabilities=self.services.registry.granted_capabilities(extension_id),
             emit_output=lambda text: runtime.publish_live(
                 ToolOutputDelta(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, delta=text)
             ),
@@ -648,9 +656,9 @@ class TurnRunner:
             return ToolResult.error(call, f"unknown tool {call.name!r}; available: {', '.join(tools.names())}")
         if arguments_error:
             return ToolResult.error(call, f"invalid arguments JSON for {call.name}: {arguments_error}")
-        if runtime.hooks.has(HookPoint.TOOL_CALL_BEFORE):
+        if self.hooks.has(HookPoint.TOOL_CALL_BEFORE):
             try:
-                payload = await runtime.hooks.run(
+                payload = await self.hooks.run(
                     HookPoint.TOOL_CALL_BEFORE,
                     ToolCallPayload(
                         thread_id=self.tid,
@@ -719,8 +727,8 @@ class TurnRunner:
             result = ToolResult.error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
         for view in result.views:
             await self._item(view)
-        if runtime.hooks.has(HookPoint.TOOL_RESULT_AFTER):
-            after = await runtime.hooks.run(
+        if self.hooks.has(HookPoint.TOOL_RESULT_AFTER):
+            after = await self.hooks.run(
                 HookPoint.TOOL_RESULT_AFTER,
                 ToolResultPayload(
                     thread_id=self.tid, tool=call.name, arguments=call.arguments, text=result.text, is_error=result.is_error

@@ -35,10 +35,12 @@ from roder_core.server.protocol_plugins import (
     PLUGINS_PREVIEW_INSTALL,
     PLUGINS_READ,
     InstallParams,
+    LiveChange,
     MarketplaceAddParams,
     PluginOption,
     PluginOptionsParams,
     PluginParams,
+    PluginsChanged,
     PluginVariant,
     PreviewResult,
     SearchParams,
@@ -127,13 +129,20 @@ class PluginOptionsScreen(ModalScreen[dict[str, str] | None]):
         self.dismiss(None)
 
 
-def live_note(next_start: list[str], verb: str) -> str:
-    """What of a plugin change applies now and what waits for roder to start again: the server
-    reloads commands, skills, agents and MCP servers at once (``plugins/changed``)."""
-    now = "in use from the next message" if verb == "load" else "gone from the next message"
-    if not next_start:
-        return now
-    return f"{now}; its {' and '.join(next_start)} {verb} when roder starts next"
+def live_note(change: LiveChange | PluginsChanged, verb: str) -> str:
+    """What of a plugin change applies now (``applied``: commands, skills, hooks, MCP and LSP
+    servers, Roder extensions, ...), what waits for roder to start again (``next_start``: only a
+    part no service of the session reloads) and what was refused (``not_loaded``).
+    ``verb``: load, stop or change."""
+    when = {"load": "in use", "stop": "gone", "change": "applied"}[verb] + " from the next message"
+    note = f"{_listed(change.applied)} {when}" if change.applied else when
+    if change.next_start:
+        note += f"; its {' and '.join(change.next_start)} {'stop' if verb == 'stop' else 'load'} when roder starts next"
+    return "; ".join([note, *change.not_loaded])
+
+
+def _listed(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
 class PluginScreen(ModalScreen[None]):
@@ -318,7 +327,7 @@ class PluginScreen(ModalScreen[None]):
             await self.refresh_results()
             version = result.installed.version
             shown = f" {version}" if version and version != "unknown" else ""
-            self.status(f"installed {identifier}{shown}: {live_note(result.next_start, 'load')}")
+            self.status(f"installed {identifier}{shown}: {live_note(result, 'load')}")
             self.app.notify(f"installed {identifier}", title="/plugin")
 
     async def refresh_results(self) -> None:
@@ -337,7 +346,7 @@ class PluginScreen(ModalScreen[None]):
         result = await self.attempt("disable", self.client.call(PLUGINS_DISABLE, PluginParams(plugin=variant.id)))
         if result is not None:
             await self.refresh_results()
-            self.status(f"disabled {variant.id}: {live_note(result.next_start, 'stop')}")
+            self.status(f"disabled {variant.id}: {live_note(result, 'stop')}")
 
     async def action_enable(self) -> None:
         """Enable the highlighted installed variant, asking first for required options it lacks."""
@@ -365,7 +374,7 @@ class PluginScreen(ModalScreen[None]):
         if result is not None:
             await self.refresh_results()
             switched = f"; disabled {', '.join(result.disabled_variants)}" if result.disabled_variants else ""
-            self.status(f"enabled {identifier}: {live_note(result.next_start, 'load')}{switched}")
+            self.status(f"enabled {identifier}: {live_note(result, 'load')}{switched}")
 
     async def action_add_marketplace(self) -> None:
         source = self.query_one(Input).value.strip()

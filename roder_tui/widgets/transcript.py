@@ -328,7 +328,9 @@ class Transcript(VerticalScroll, can_focus=True):
             return
         event.stop()
         event.prevent_default()
-        prompt.input.focus()
+        # At once, not with focus() (which waits a turn of the loop): keys already queued behind
+        # this one must reach the prompt too, not move through the transcript (k, j, g...).
+        self.screen.set_focus(prompt.input)
         prompt.input.insert(event.character)
 
     # -------------------------------------------------------------- loading

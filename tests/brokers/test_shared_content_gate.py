@@ -127,3 +127,26 @@ def test_a_mask_under_a_linked_folder_guards_what_the_link_reaches(tmp_path: Pat
     assert gate.refusal(project / "keys" / "id") is not None
     assert gate.refusal(home / "keys" / "id") is not None
     assert gate.refusal(project / "a.txt") is None
+
+
+@pytest.mark.parametrize(
+    ("rule", "forms"),
+    [
+        ("read(.env)", [".env", "sub/.env", "sub/./.env", "sub//.env", "./sub/.env/"]),
+        ("read(./top.key)", ["top.key", "./top.key", ".//top.key"]),
+        ("read(secrets/**)", ["secrets/a", "secrets/./deep/b", "secrets//c/"]),
+    ],
+)
+def test_the_gate_reads_every_spelling_of_a_path_the_same(tmp_path: Path, rule: str, forms: list[str]) -> None:
+    """The gate works on path strings (a search asks it once per listed file): a path with
+    ``.`` components, doubled or trailing slashes is refused as its plain form is, given
+    absolute or relative, and a path outside the workspace or merely sharing its prefix is not."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    gate = shared_gate(workspace, rules=RuleSet(deny=[rule]))
+    real = Path(os.path.realpath(workspace))
+    for form in forms:
+        assert gate.refusal(f"{real}/{form}") is not None, form
+        assert gate.refusal(real / form) is not None, form
+    assert gate.refusal(f"{real}-other/{forms[0]}") is None  # shares the workspace's prefix only
+    assert gate.refusal(f"{real}/elsewhere.txt") is None

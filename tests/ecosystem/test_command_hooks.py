@@ -28,7 +28,7 @@ def configure(home: Path, toml: str) -> None:
 
 def hooked_runtime(workspace: Path, script: list, **kw):
     host = host_for(workspace, trusted=False, env={"SOME_API_TOKEN": "tok-123456789"})
-    extension = command_hooks.create(host)
+    extension = command_hooks.configured(host)
     assert extension is not None
     return runtime_with(host, [extension], script, tools=[ReadTool(), SleepTool()], **kw), extension
 
@@ -253,13 +253,13 @@ async def test_bad_hooks_config_fails_closed(workspace: Path, roder_home: Path) 
 
 
 def test_no_hooks_no_extension(workspace: Path) -> None:
-    assert command_hooks.create(host_for(workspace, trusted=False)) is None
+    assert command_hooks.configured(host_for(workspace, trusted=False)) is None
 
 
 def test_project_hooks_load_only_when_trusted(workspace: Path) -> None:
     (workspace / ".roder").mkdir()
     (workspace / ".roder" / "config.toml").write_text('[[hooks.Stop]]\ncommand = "true"\n')
-    assert command_hooks.create(host_for(workspace, trusted=False)) is None
-    trusted = command_hooks.create(host_for(workspace, trusted=True))
+    assert command_hooks.configured(host_for(workspace, trusted=False)) is None
+    trusted = command_hooks.configured(host_for(workspace, trusted=True))
     assert trusted is not None
     assert [h.event for h in trusted.hooks.hooks] == ["Stop"]

@@ -60,7 +60,7 @@ async def test_claude_code_guard_script_sees_claude_names(workspace: Path, roder
         {"text": "done"},
     ]
     runtime = runtime_with(
-        host, [command_hooks.create(host), roder_ext_jsonl_store.create(host)], script, tools=[EditTool(), WriteTool()]
+        host, [command_hooks.configured(host), roder_ext_jsonl_store.create(host)], script, tools=[EditTool(), WriteTool()]
     )
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
@@ -114,7 +114,7 @@ async def test_updated_input_in_claude_names_reaches_the_tool(workspace: Path, r
     )
     host = host_for(workspace, trusted=False)
     script = [{"tool_calls": [call("read", path="a.txt", offset=2)]}, {"text": "done"}]
-    runtime = runtime_with(host, [command_hooks.create(host)], script, tools=[EchoRead()])
+    runtime = runtime_with(host, [command_hooks.configured(host)], script, tools=[EchoRead()])
     thread = await runtime.start_thread()
     await runtime.run_turn(thread.id, "go")
     [result] = items(runtime, thread.id, ToolResultItem)
@@ -154,7 +154,7 @@ async def test_subagent_stop_fires_for_the_child_and_stop_for_the_parent(
     parent = [{"tool_calls": [call("task", description="look", prompt="p", subagent_type="explore")]}, {"text": "parent done"}]
     runtime = runtime_with(
         host,
-        [command_hooks.create(host), roder_ext_subagents.create(host)],
+        [command_hooks.configured(host), roder_ext_subagents.create(host)],
         engine=RoutedMockExtension(parent, [{"text": "child done"}], "Your task:"),
     )
     thread = await runtime.start_thread()

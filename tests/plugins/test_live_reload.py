@@ -4,10 +4,12 @@ restart. Pilot drives the real ``/plugin`` screen; the model is the loopback ser
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import Static
@@ -22,6 +24,7 @@ from tests.tui.helpers import make_app, ready, turn_done, until
 
 FIXTURE_SERVER = Path(__file__).resolve().parents[1] / "ecosystem" / "mcp_fixture_server.py"
 MCP_TOOL = "mcp__plugin_live-kit_fixture__echo"
+HOOK_MARK = "live-hook-context-4417"
 
 
 def live_kit(root: Path, hooks: bool = False) -> Path:
@@ -34,9 +37,9 @@ def live_kit(root: Path, hooks: bool = False) -> Path:
     write_json(
         plugin / ".mcp.json", {"fixture": {"command": sys.executable, "args": ["${CLAUDE_PLUGIN_ROOT}/server.py", "stdio"]}}
     )
-    if hooks:
-        hook = {"hooks": [{"type": "command", "command": "true"}]}
-        write_json(plugin / "hooks" / "hooks.json", {"hooks": {"Stop": [hook]}})
+    if hooks:  # plain text a UserPromptSubmit hook prints is context for the model
+        hook = {"hooks": [{"type": "command", "command": f"echo {HOOK_MARK}"}]}
+        write_json(plugin / "hooks" / "hooks.json", {"hooks": {"UserPromptSubmit": [hook]}})
     return marketplace(root, "live-market", [{"name": "live-kit", "source": "./live-kit"}])
 
 
@@ -61,6 +64,33 @@ async def open_plugins(app: RoderApp, pilot: object) -> PluginScreen:
     return screen
 
 
+async def install_on_screen(app: RoderApp, pilot: Any) -> str:
+    """Open ``/plugin``, preview the listed plugin, install it accepting what it runs; the status."""
+    screen = await open_plugins(app, pilot)
+    await pilot.press("enter")
+    await until(pilot, lambda: screen.preview is not None, what="the preview")
+    await pilot.press("i")
+    await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
+    await pilot.press("y")
+    await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
+    return status_of(screen)
+
+
+async def disable_on_screen(app: RoderApp, pilot: Any) -> str:
+    """Open ``/plugin`` and disable the listed plugin; the status."""
+    screen = await open_plugins(app, pilot)
+    await pilot.press("enter")
+    await until(pilot, lambda: screen.preview is not None, what="the preview")
+    await pilot.press("d")
+    await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
+    return status_of(screen)
+
+
+async def close_screen(app: RoderApp, pilot: Any) -> None:
+    await pilot.press("escape")
+    await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+
+
 async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_disabled(
     tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,16 +112,9 @@ async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_d
             tools, system = offered(model.calls[0])
             assert MCP_TOOL not in tools and "live-kit:greeting" not in system
 
-            screen = await open_plugins(app, pilot)
-            await pilot.press("enter")
-            await until(pilot, lambda: screen.preview is not None, what="the preview")
-            await pilot.press("i")  # its MCP server runs code: asked first
-            await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
-            await pilot.press("y")
-            await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
-            assert status_of(screen) == "installed live-kit@live-market 1.0.0: in use from the next message"
-            await pilot.press("escape")
-            await until(pilot, lambda: not isinstance(app.screen, PluginScreen), what="the screen to close")
+            status = await install_on_screen(app, pilot)  # its MCP server runs code: asked first
+            assert status == "installed live-kit@live-market 1.0.0: commands, skills and MCP servers in use from the next message"
+            await close_screen(app, pilot)
             await until(pilot, lambda: "live-kit:hello" in [c.name for c in app.slash_commands], what="the command listed")
 
             await app.run_slash("/live-kit:hello Ada")  # the plugin's command, in this session
@@ -101,12 +124,8 @@ async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_d
             assert "live-kit:greeting: How to greet politely" in system  # its skill is offered
             assert MCP_TOOL in tools  # its MCP server started and its tool reaches the model
 
-            screen = await open_plugins(app, pilot)
-            await pilot.press("enter")  # from the search box to the list
-            await until(pilot, lambda: screen.preview is not None, what="the preview")
-            await pilot.press("d")
-            await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
-            assert status_of(screen) == "disabled live-kit@live-market: gone from the next message"
+            gone = "commands, skills and MCP servers gone from the next message"
+            assert await disable_on_screen(app, pilot) == f"disabled live-kit@live-market: {gone}"
             await pilot.press("escape")
             await until(pilot, lambda: "live-kit:hello" not in [c.name for c in app.slash_commands], what="the command gone")
             await app.send("hi again")
@@ -115,24 +134,37 @@ async def test_an_installed_plugin_works_from_the_next_message_and_leaves_when_d
             assert MCP_TOOL not in tools and "live-kit:greeting" not in system
 
 
-async def test_what_waits_for_a_restart_is_named(
+async def test_a_plugins_hook_fires_from_the_next_message_after_a_live_install_and_stops_when_disabled(
     tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No restart: the note names the hooks among what applies, the next message runs the hook
+    (its output reaches the model), and after a disable the next message runs it no more."""
     PluginStore(RoderPaths.from_env()).add_marketplace(str(live_kit(tmp_path / "catalog", hooks=True)))
-    app = make_app(workspace, [], monkeypatch)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await ready(pilot)
-        screen = await open_plugins(app, pilot)
-        await pilot.press("enter")
-        await until(pilot, lambda: screen.preview is not None, what="the preview")
-        await pilot.press("i")
-        await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
-        await pilot.press("y")
-        await until(pilot, lambda: status_of(screen).startswith("installed live-kit"), what="the install")
-        assert (
-            status_of(screen)
-            == "installed live-kit@live-market 1.0.0: in use from the next message; its hooks load when roder starts next"
+    steps = [{"text": "one"}, {"text": "two"}]
+    async with FakeModelServer(steps) as model:
+        write(
+            roder_home / "config.toml",
+            f'[providers.local]\ndialect = "chat-completions"\nbase_url = "{model.base_url}"\n'
+            'api_key_env = "LOCAL_API_KEY"\nmodels = ["my-model"]\n',
         )
+        monkeypatch.setenv("LOCAL_API_KEY", "sk-local-test-0123456789")
+        app = make_app(workspace, None, monkeypatch, provider="local")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot)
+            assert await install_on_screen(app, pilot) == (
+                "installed live-kit@live-market 1.0.0: commands, skills, hooks and MCP servers in use from the next message"
+            )
+            await close_screen(app, pilot)
+            await app.send("hi")
+            await turn_done(pilot, 1)
+            assert HOOK_MARK in json.dumps(model.calls[0].json["messages"])  # the hook ran for this message
+
+            await disable_on_screen(app, pilot)
+            await close_screen(app, pilot)
+            await app.send("hi again")
+            await turn_done(pilot, 2)
+            last = model.calls[1].json["messages"][-1]
+            assert last["role"] == "user" and "hi again" in json.dumps(last) and HOOK_MARK not in json.dumps(last)
 
 
 @pytest.mark.parametrize("trusted", [True, False])
@@ -140,11 +172,12 @@ async def test_a_reload_reads_a_projects_plugin_settings_only_in_a_trusted_folde
     tmp_path: Path, workspace: Path, trusted: bool
 ) -> None:
     """The project enables a plugin the user disabled: after ``plugins_changed`` its skill is
-    offered in a trusted folder and not in an untrusted one, exactly as at start."""
+    offered and its hook loaded in a trusted folder and neither in an untrusted one, exactly as
+    at start."""
     from roder_core.runtime.bootstrap import StartSettings, start_runtime
 
     store = PluginStore(RoderPaths.from_env())
-    store.add_marketplace(str(live_kit(tmp_path / "catalog")))
+    store.add_marketplace(str(live_kit(tmp_path / "catalog", hooks=True)))
     started = start_runtime(StartSettings(cwd=workspace, provider="mock", mode="ask", sandbox="off", trust=trusted))
     runtime = started.runtime
     try:
@@ -154,9 +187,41 @@ async def test_a_reload_reads_a_projects_plugin_settings_only_in_a_trusted_folde
         write_json(workspace / ".claude" / "settings.json", {"enabledPlugins": {"live-kit@live-market": True}})
         await runtime.plugins_changed()
         assert ("skill" in runtime.tool_names()) is trusted
+        assert ("plugin:live-kit:hooks" in runtime.registry.extensions()) is trusted
         store.set_enabled("live-kit@live-market", True)
         (workspace / ".claude" / "settings.json").unlink()
         await runtime.plugins_changed()
         assert "skill" in runtime.tool_names()  # the user's own choice applies in any folder
+        assert "plugin:live-kit:hooks" in runtime.registry.extensions()
     finally:
         await runtime.close()
+
+
+async def test_a_plugin_installed_from_another_terminal_is_announced_and_its_command_works(
+    tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``roder plugin install`` in another process: the running app says what applied, and the
+    plugin's command joins ``/`` without a restart."""
+    from tests.server.support import roder_command
+
+    PluginStore(RoderPaths.from_env()).add_marketplace(str(live_kit(tmp_path / "catalog", hooks=True)))
+    app = make_app(workspace, [], monkeypatch)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        assert "live-kit:hello" not in [c.name for c in app.slash_commands]
+        process = await asyncio.create_subprocess_exec(
+            *roder_command("plugin", "install", "live-kit@live-market", "--yes"),
+            cwd=workspace,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        notes = lambda: [n.message for n in app._notifications if "outside this session" in n.message]  # noqa: E731
+        await until(pilot, lambda: bool(notes()), what="the notice")
+        assert notes() == [
+            "plugins changed outside this session (live-kit@live-market): "
+            "commands, skills, hooks and MCP servers applied from the next message"
+        ]
+        await until(pilot, lambda: "live-kit:hello" in [c.name for c in app.slash_commands], what="the command listed")

@@ -81,7 +81,9 @@ async def exercise(peer: RpcPeer, official: Path, alpha: Path, beta: Path) -> No
     wrong = await peer.request("plugins/install", {"plugin": "hookify@claude-plugins-official", "consent": "forged"})
     assert wrong["error"]["code"] == -32000
     installed = await peer.call("plugins/install", {"plugin": "hookify@claude-plugins-official", "consent": preview["consent"]})
-    assert installed["installed"]["enabled"] and installed["restartRequired"]
+    assert installed["installed"]["enabled"] and not installed["restartRequired"]
+    # its hooks apply in this session as its commands and agents do: nothing waits for a restart
+    assert installed["applied"] == ["commands", "skills", "agents", "hooks"] and installed["nextStart"] == []
     assert installed["installed"]["components"]["agents"] == ["hookify:conversation-analyzer"]
 
     every = await peer.call("plugins/install_all_variants", {"name": "formatter"})

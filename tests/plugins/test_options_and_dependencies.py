@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import roder_ext_command_hooks
+from roder_ext_command_hooks import PluginHooksExtension
 
 from roder_core.brokers.secrets import runtime_redactor
 from roder_core.customization.definitions import DefinitionRoots
@@ -128,8 +129,9 @@ async def test_options_are_asked_stored_apart_and_reach_only_the_plugins_process
     assert command.template == "Region eu, token ${user_config.API_TOKEN}."
 
     # the plugin's own hook gets the option in its exec-form argv and its environment
-    extension = roder_ext_command_hooks.create(make_host(workspace, trust=False))
-    assert extension is not None
+    [extension] = [
+        e for e in roder_ext_command_hooks.create(make_host(workspace, trust=False)) if isinstance(e, PluginHooksExtension)
+    ]
     payload = {"thread_id": "t1", "tool": "bash", "arguments": {"command": "ls"}, "cwd": str(workspace)}
     await extension.hooks.run(HookPoint.TOOL_CALL_BEFORE, payload)
     saw = json.loads((workspace / "hook-saw.json").read_text())

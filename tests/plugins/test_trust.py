@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import roder_ext_command_hooks
 import roder_ext_mcp
@@ -32,9 +33,14 @@ def installed_hookify(tmp_path: Path) -> PluginStore:
     return plugins
 
 
+def plugin_hooks(workspace: Path, trusted: bool) -> list[Any]:
+    """The hooks of the plugins' hook extensions the factory makes for this folder."""
+    made = roder_ext_command_hooks.create(make_host(workspace, trust=trusted))
+    return [h for e in made if isinstance(e, roder_ext_command_hooks.PluginHooksExtension) for h in e.hooks.hooks]
+
+
 def hook_commands(workspace: Path, trusted: bool) -> list[str]:
-    extension = roder_ext_command_hooks.create(make_host(workspace, trust=trusted))
-    return [h.command for h in extension.hooks.hooks] if extension is not None else []
+    return [h.command for h in plugin_hooks(workspace, trusted)]
 
 
 def test_hooks_and_servers_run_only_while_the_plugin_is_enabled(tmp_path: Path, workspace: Path) -> None:
@@ -42,8 +48,7 @@ def test_hooks_and_servers_run_only_while_the_plugin_is_enabled(tmp_path: Path, 
     commands = hook_commands(workspace, trusted=False)
     # the shell expands the plugin's root from the hook's environment (never pasted into the text)
     assert len(commands) == 4 and all('"${CLAUDE_PLUGIN_ROOT}/hooks/' in c for c in commands)
-    extension = roder_ext_command_hooks.create(make_host(workspace, trust=False))
-    assert extension is not None and all("hookify/" in dict(h.env)["CLAUDE_PLUGIN_ROOT"] for h in extension.hooks.hooks)
+    assert all("hookify/" in dict(h.env)["CLAUDE_PLUGIN_ROOT"] for h in plugin_hooks(workspace, trusted=False))
     plugins.set_enabled("hookify@claude-plugins-official", False)
     assert hook_commands(workspace, trusted=False) == []
     fixture = marketplace(tmp_path / "srv", "srv-market", [{"name": "srv", "source": "./srv"}])

@@ -47,6 +47,14 @@ async def wait_for_cancel(arguments: dict[str, Any], ctx: ToolContext) -> str:
     return "unreachable"
 
 
+@ext.tool("hold", "Answer once the test leaves a release mark.")
+async def hold(arguments: dict[str, Any], ctx: ToolContext) -> str:
+    mark("holding")
+    while not (MARKS / "release").exists():  # the extension's own wait: the test waits on the mark
+        await asyncio.sleep(0.02)
+    return "released"
+
+
 INSTANCE = uuid.uuid4().hex  # pids repeat inside the sandbox's own pid namespace
 
 

@@ -126,3 +126,43 @@ async def test_a_writer_waits_for_a_locked_index_off_the_event_loop(workspace: P
     await store.close()
     with sqlite3.connect(index.path) as db:
         assert dict(db.execute("SELECT id, open FROM threads").fetchall()) == {stored.id: 0, new.id: 0}, "closed"
+
+
+async def test_an_append_cancelled_while_its_writer_is_taken_still_saves_its_line(workspace: Path, tmp_path: Path) -> None:
+    """The event was applied to the live thread before it was saved: a turn interrupted while
+    the store waits for the index (taking the writer) must not leave the file without it (a
+    turn/completed with no turn/started would follow)."""
+    directory = tmp_path / "threads"
+    store = JsonlThreadStore(directory)
+    stored = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="stored")
+    await store.append(stored, TurnStarted(thread_id=stored.id, turn_id="turn_1"))
+    await store.release(stored.id)
+    index = ThreadIndex(directory)
+    new = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="new")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(index.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        creating = asyncio.create_task(store.append(new, TurnStarted(thread_id=new.id, turn_id="turn_2")))
+        resuming = asyncio.create_task(store.append(stored, ThreadStatusChanged(thread_id=stored.id, status="active")))
+        ran = asyncio.Event()
+        asyncio.get_running_loop().call_soon(ran.set)
+        await ran.wait()
+        assert not (creating.done() or resuming.done()), "both wait for the index"
+        creating.cancel()
+        resuming.cancel()
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        outcomes = await asyncio.gather(creating, resuming, return_exceptions=True)
+        assert all(isinstance(o, asyncio.CancelledError) for o in outcomes), outcomes
+        await store.append(new, ThreadStatusChanged(thread_id=new.id, status="idle"))
+    finally:
+        holder.kill()
+        holder.wait()
+    lines = (directory / f"{new.id}.jsonl").read_text().splitlines()
+    assert [json.loads(line).get("method") for line in lines[1:]] == ["turn/started", "thread/status/changed"]
+    resumed = (directory / f"{stored.id}.jsonl").read_text().splitlines()
+    assert [json.loads(line).get("method") for line in resumed[1:]] == ["turn/started", "thread/status/changed"]
+    await store.close()

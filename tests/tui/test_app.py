@@ -374,7 +374,7 @@ async def test_bang_runs_a_shell_command(workspace: Path, monkeypatch: pytest.Mo
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await pilot.press(*"!echo bang-ok", "enter")
-        await until(pilot, lambda: entries_of(app, "tool"), what="the shell card")
+        await until(pilot, lambda: entries_of(app, "tool") and entries_of(app, "tool")[0].status == "done", what="the shell card")
         command = entries_of(app, "tool")[0].find("commandExecution")
         assert command is not None
         assert command.command == "echo bang-ok"

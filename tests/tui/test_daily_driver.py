@@ -824,7 +824,11 @@ async def test_shell_cards_survive_switching_threads(workspace: Path, monkeypatc
         await ready(pilot)
         await ask(pilot, "first")
         await pilot.press(*"!echo hi-from-shell", "enter")
-        await until(pilot, lambda: any(e.find("commandExecution") for e in app.transcript.model.entries), what="the shell card")
+        await until(
+            pilot,
+            lambda: any(e.find("commandExecution") and e.status == "done" for e in app.transcript.model.entries),
+            what="the shell card",
+        )
         first = app.thread_id
         await pilot.press("ctrl+n")
         await until(pilot, lambda: app.thread_id != first, what="a new thread")

@@ -1,5 +1,6 @@
-"""Pilot tests of daily-use flows beyond the listed ones: files with spaces and brackets in their
-paths, long single-line output, long pasted prompts and narrow diffs, each as a user meets them."""
+"""Pilot tests of daily-use flows beyond the listed ones, each as a user meets them: files with
+spaces and brackets in their paths, long single-line output, a long pasted prompt, diffs at 40
+columns, a queued message naming a file, copying a mouse selection, and a long ``!cmd``."""
 
 from __future__ import annotations
 
@@ -205,3 +206,56 @@ async def test_ctrl_c_copies_text_selected_in_the_transcript(workspace: Path, mo
         await pilot.press("ctrl+c")  # the selection is gone: this is the first press towards quitting
         await pilot.pause()
         assert app.is_running
+
+
+@pytest.mark.parametrize("key", ["escape", "ctrl+c"])
+async def test_a_running_shell_command_shows_and_stops(workspace: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    """``!cmd`` shows its card at once, running (nothing showed until it ended, the status bar
+    said idle, and no key stopped it); esc or ctrl+c stops it, and its process ends."""
+    import os
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"!echo $$ > pid; until [ -f go ]; do sleep 0.05; done", "enter")
+        await until(
+            pilot, lambda: (workspace / "pid").exists() and (workspace / "pid").read_text().strip() != "", what="the command"
+        )
+        [card] = [e for e in app.transcript.model.entries if e.kind == "tool"]
+        assert card.status == "running"
+        await pilot.press(key)
+        await until(pilot, lambda: card.status == "error", what="the card to end")
+        assert "stopped" in painted(card.widget)
+        pid = int((workspace / "pid").read_text())
+
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            return False
+
+        await until(pilot, gone, what="the command's process to end")
+        assert app.is_running and app.prompt_bar.input.text == ""
+
+
+async def test_a_burst_typed_at_the_transcript_lands_whole_in_the_prompt(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys that arrive together while the transcript has the focus all reach the prompt: the
+    first takes the focus there at once, so a ``k`` or ``j`` behind it is typed, not taken as
+    transcript navigation (``look`` arrived as ``loo``)."""
+    from textual import events
+
+    app = make_app(workspace, [{"text": "An answer."}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"first", "enter")
+        await turn_done(pilot)
+        await pilot.press("ctrl+t")
+        await until(pilot, lambda: app.focused is not None and app.focused is not app.prompt_bar.input, what="the transcript")
+        for character in "look jk":
+            app.post_message(events.Key("space" if character == " " else character, character))
+        await until(
+            pilot, lambda: app.prompt_bar.input.text == "look jk", what=f"the burst in the prompt: {app.prompt_bar.input.text!r}"
+        )

@@ -12,10 +12,11 @@ turn; what only loads when a runtime starts (hooks, LSP servers, Roder extension
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from roder_core.plugins.claude_import import claude_dir
 from roder_core.plugins.fetch import FetchError
@@ -24,6 +25,7 @@ from roder_core.plugins.service import PluginService
 from roder_core.plugins.store import PluginError
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
+from roder_core.server.plugin_watch import PluginWatch
 from roder_core.server.protocol import NoParams, from_domain
 from roder_core.server.protocol_plugins import (
     MARKETPLACES_ADD,
@@ -85,8 +87,24 @@ L = TypeVar("L", bound=LiveChange)
 
 log = logging.getLogger(__name__)
 
-#: What of a plugin loads only when a runtime starts, by its field in the components.
-_NEXT_START = (("hooks", "hooks"), ("lsp_servers", "LSP servers"), ("roder_extensions", "Roder extensions"))
+#: The parts of a plugin a running session may take: (field of its components, field of its
+#: layout that a service must reload, or None for what is read at each use, what the user reads).
+#: A part no service of the runtime reloads waits for the next start.
+_PARTS = (
+    ("commands", None, "commands"),
+    ("skills", "skills", "skills"),
+    ("agents", None, "agents"),
+    ("hooks", "hooks", "hooks"),
+    ("mcp_servers", "mcp_servers", "MCP servers"),
+    ("lsp_servers", "lsp_servers", "LSP servers"),
+    ("roder_extensions", "process_extensions", "Roder extensions"),
+    ("output_styles", "output_styles", "output styles"),
+    ("monitors", "monitors", "monitors"),
+    # Not reloaded: the commands' PATH is set when a thread's brokers are made, the theme list
+    # when the app starts.
+    ("bin", "bin", "bin/ commands"),
+    ("themes", "themes", "themes"),
+)
 
 
 def _service(app: Dispatcher) -> PluginService:
@@ -101,20 +119,78 @@ async def _run(work: Callable[[], T]) -> T:
         raise RpcError(RUNTIME_ERROR, str(exc)) from None
 
 
-def next_start(components: PreviewComponents) -> list[str]:
-    """The parts of a plugin that a running session does not pick up."""
-    return [label for field, label in _NEXT_START if getattr(components, field)]
+def live_parts(components: PreviewComponents, live: frozenset[str]) -> tuple[list[str], list[str]]:
+    """The parts a plugin has that a running session with ``live`` (``Runtime.live_plugin_parts``)
+    applies now, and those that wait for the next start."""
+    now: list[str] = []
+    later: list[str] = []
+    for field, part, label in _PARTS:
+        if getattr(components, field):
+            (now if part is None or part in live else later).append(label)
+    return now, later
+
+
+async def apply_change(
+    app: Dispatcher, plugins: list[InstalledPlugin], *, elsewhere: bool = False, gone: list[str] | None = None
+) -> PluginsChanged:
+    """The one step after every plugin change, made through this server or by another process
+    (``server.plugin_watch``): the runtime reloads its plugins and clients hear which parts of
+    ``plugins`` applied, which wait for the next start and what was not loaded (the
+    notification, also returned)."""
+    watch = app.services.get(PluginWatch.KEY)
+    looked = watch.look() if isinstance(watch, PluginWatch) else None
+    for problem in await app.runtime.plugins_changed():
+        log.warning("reloading plugins: %s", problem)
+    if isinstance(watch, PluginWatch) and looked is not None:
+        watch.seen(looked)  # this change is applied: the watcher must not apply it a second time
+    live = app.runtime.live_plugin_parts()
+    parts = [live_parts(p.components, live) for p in plugins]
+    applied = [label for *_, label in _PARTS if any(label in now for now, _ in parts)]
+    waiting = [label for *_, label in _PARTS if any(label in later for _, later in parts)]
+    ids = [p.id for p in plugins] + (gone or [])
+    refused = list(app.runtime.plugin_refusals)
+    changed = PluginsChanged(plugins=ids, applied=applied, next_start=waiting, not_loaded=refused, elsewhere=elsewhere)
+    app.broadcast(changed)
+    return changed
+
+
+async def changed_elsewhere(app: Dispatcher, ids: list[str]) -> None:
+    """Another process changed the plugins ``ids`` (``server.plugin_watch``): apply it as a
+    change made here. A removed plugin is named without parts (its files are gone)."""
+    service = _service(app)
+    listing = from_domain(ListInstalledResult, await _run(service.list_installed))
+    rows = [row for row in listing.plugins if row.id in ids]
+    gone = [identifier for identifier in ids if identifier not in {row.id for row in rows}]
+    await apply_change(app, rows, elsewhere=True, gone=gone)
+
+
+H = TypeVar("H", bound=Callable[..., Awaitable[Any]])
+
+
+def _changes(handler: H) -> H:
+    """A method that changes the plugins, from its first write to ``_applied``, holds the watch
+    of plugin files (``server.plugin_watch``) off: the watcher never takes this server's own
+    change for one made elsewhere, nor reloads in the middle of it."""
+
+    @functools.wraps(handler)
+    async def changing(app: Dispatcher, params: Any, ctx: CallContext) -> Any:
+        watch = app.services.get(PluginWatch.KEY)
+        if not isinstance(watch, PluginWatch):
+            return await handler(app, params, ctx)
+        async with watch.lock:
+            return await handler(app, params, ctx)
+
+    return cast(H, changing)
 
 
 async def _applied(app: Dispatcher, result: L, plugins: list[InstalledPlugin]) -> L:
-    """The one step after every plugin change: the running runtime reloads its plugins, and the
-    result says which parts of ``plugins`` wait for the next start."""
-    for problem in await app.runtime.plugins_changed():
-        log.warning("reloading plugins: %s", problem)
-    waiting = [label for _, label in _NEXT_START if any(label in next_start(p.components) for p in plugins)]
-    result.next_start = waiting
-    result.restart_required = bool(waiting)
-    app.broadcast(PluginsChanged(plugins=[p.id for p in plugins], next_start=waiting))
+    """A change made through this server: ``apply_change``, told in the result too."""
+    watch = app.services.get(PluginWatch.KEY)
+    if isinstance(watch, PluginWatch) and not watch.lock.locked():
+        raise RuntimeError("a method changing plugins must be decorated with @_changes (the watch would race it)")
+    changed = await apply_change(app, plugins)
+    result.applied, result.next_start, result.not_loaded = changed.applied, changed.next_start, changed.not_loaded
+    result.restart_required = bool(result.next_start)
     return result
 
 
@@ -170,6 +246,7 @@ async def plugins_preview_install(app: Dispatcher, params: PluginParams, ctx: Ca
 
 
 @handles(PLUGINS_INSTALL)
+@_changes
 async def plugins_install(app: Dispatcher, params: InstallParams, ctx: CallContext) -> InstallResult:
     row = await _run(lambda: _service(app).install(params.plugin, params.consent, options=params.options))
     installed = from_domain(InstalledPlugin, row)
@@ -177,6 +254,7 @@ async def plugins_install(app: Dispatcher, params: InstallParams, ctx: CallConte
 
 
 @handles(PLUGINS_INSTALL_ALL_VARIANTS)
+@_changes
 async def plugins_install_all_variants(app: Dispatcher, params: InstallAllParams, ctx: CallContext) -> InstallAllResult:
     result = from_domain(InstallAllResult, await _run(lambda: _service(app).install_all(params.name, params.consents)))
     return await _applied(app, result, result.installed)
@@ -188,6 +266,7 @@ async def plugins_list_installed(app: Dispatcher, params: NoParams, ctx: CallCon
 
 
 @handles(PLUGINS_DISABLE)
+@_changes
 async def plugins_disable(app: Dispatcher, params: PluginParams, ctx: CallContext) -> DisableResult:
     row = await _run(lambda: _service(app).set_enabled(params.plugin, False))
     plugin = from_domain(InstalledPlugin, row)
@@ -195,6 +274,7 @@ async def plugins_disable(app: Dispatcher, params: PluginParams, ctx: CallContex
 
 
 @handles(PLUGINS_UNINSTALL)
+@_changes
 async def plugins_uninstall(app: Dispatcher, params: UninstallParams, ctx: CallContext) -> UninstallResult:
     service = _service(app)
     before = from_domain(InstalledPlugin, await _run(lambda: service.read(params.plugin)))
@@ -208,6 +288,7 @@ async def plugins_read(app: Dispatcher, params: PluginParams, ctx: CallContext) 
 
 
 @handles(PLUGINS_ENABLE)
+@_changes
 async def plugins_enable(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> EnableResult:
     row, switched_off = await _run(lambda: _service(app).enable(params.plugin, params.options))
     plugin = from_domain(InstalledPlugin, row)
@@ -215,6 +296,7 @@ async def plugins_enable(app: Dispatcher, params: PluginOptionsParams, ctx: Call
 
 
 @handles(PLUGINS_CONFIGURE)
+@_changes
 async def plugins_configure(app: Dispatcher, params: PluginOptionsParams, ctx: CallContext) -> ConfigureResult:
     row = await _run(lambda: _service(app).configure(params.plugin, params.options))
     plugin = from_domain(InstalledPlugin, row)
@@ -237,6 +319,7 @@ async def plugins_preview_import_claude(app: Dispatcher, params: ImportClaudePar
 
 
 @handles(PLUGINS_IMPORT_CLAUDE)
+@_changes
 async def plugins_import_claude(app: Dispatcher, params: ImportClaudeApplyParams, ctx: CallContext) -> ImportClaudeResult:
     root = _claude_dir(app, params)
     service = _service(app)
