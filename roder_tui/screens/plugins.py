@@ -21,6 +21,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
@@ -217,7 +218,7 @@ class PluginScreen(ModalScreen[None]):
             installed = any(v.installed for v in variants)
             more = f"  ({len(variants)} variants)" if len(variants) > 1 else ""
             label = f"{'✓ ' if installed else '  '}{result.name}{more}  {' '.join(result.description.split())[:70]}"
-            options.add_option(Option(label, id=result.name))
+            options.add_option(Option(Content(label), id=result.name))  # a catalog's text, never markup
         if self.results:
             options.highlighted = 0
             self.status(f"{len(self.results)} plugins")

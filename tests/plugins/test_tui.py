@@ -156,3 +156,28 @@ async def test_enabling_asks_for_the_required_options_it_lacks(
         await until(pilot, lambda: shown(screen, "#plugin-status").startswith("enabled configured@opts"), what="enable")
     assert store.installed()["configured@opts"].enabled
     assert store.options.values("configured@opts")["API_TOKEN"] == "tok-new-0123456789"
+
+
+async def test_a_plugins_description_is_shown_as_written_not_read_as_markup(
+    tmp_path: Path, workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catalog is somebody else's text: its brackets are drawn, never styled, linked or refused."""
+    description = "[bold]loud[/bold] [link=http://127.0.0.1:9/x]here[/link] [/]"
+    plugin = tmp_path / "catalog" / "marked"
+    write_json(plugin / ".claude-plugin" / "plugin.json", {"name": "marked", "version": "1.0.0"})
+    entry = {"name": "marked", "source": "./marked", "description": description}
+    PluginStore(RoderPaths.from_env()).add_marketplace(str(marketplace(tmp_path / "catalog", "marks", [entry])))
+    app = make_app(workspace, [], monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"/plugin")
+        await pilot.press("escape", "enter")  # close the completion menu, then send
+        await until(pilot, lambda: isinstance(app.screen, PluginScreen), what="the plugin screen")
+        screen = app.screen
+        assert isinstance(screen, PluginScreen)
+        await until(pilot, lambda: [r.name for r in screen.results] == ["marked"], what="the catalog listed")
+        options = screen.query_one(OptionList)
+        await until(pilot, lambda: options.option_count == 1, what="the row")
+        await pilot.pause()
+        rows = [options.render_line(y).text for y in range(options.size.height)]
+        assert any(f"marked  {description}" in row for row in rows), rows
