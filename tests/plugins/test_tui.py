@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import Input, OptionList, Static
 
 from roder_core.plugins.store import PluginStore
 from roder_core.settings.paths import RoderPaths
+from roder_tui.app import RoderApp
 from roder_tui.screens.plugins import PluginOptionsScreen, PluginScreen
 from tests.plugins.support import copy_official, marketplace, write, write_json
 from tests.tui.helpers import make_app, ready, until
@@ -17,6 +19,15 @@ from tests.tui.helpers import make_app, ready, until
 
 def shown(screen: PluginScreen, widget_id: str) -> str:
     return str(screen.query_one(widget_id, Static).render())
+
+
+async def plugin_screen(pilot: Any, app: RoderApp) -> PluginScreen:
+    """``/plugin`` run from the app, once its screen is up."""
+    await app.run_slash("/plugin")
+    await until(pilot, lambda: isinstance(app.screen, PluginScreen), what="the plugin screen")
+    screen = app.screen
+    assert isinstance(screen, PluginScreen)
+    return screen
 
 
 async def test_browse_preview_and_install_with_keys(
@@ -82,10 +93,7 @@ async def test_installing_asks_for_the_plugins_options_in_a_dialog(
     app = make_app(workspace, [], monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await app.run_slash("/plugin")
-        await until(pilot, lambda: isinstance(app.screen, PluginScreen), what="the plugin screen")
-        screen = app.screen
-        assert isinstance(screen, PluginScreen)
+        screen = await plugin_screen(pilot, app)
         await until(pilot, lambda: [r.name for r in screen.results] == ["configured"], what="the catalog listed")
         await pilot.press("enter")
         await until(pilot, lambda: screen.preview is not None, what="the preview")
@@ -135,10 +143,7 @@ async def test_enabling_asks_for_the_required_options_it_lacks(
     app = make_app(workspace, [], monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await app.run_slash("/plugin")
-        await until(pilot, lambda: isinstance(app.screen, PluginScreen), what="the plugin screen")
-        screen = app.screen
-        assert isinstance(screen, PluginScreen)
+        screen = await plugin_screen(pilot, app)
         await until(pilot, lambda: [r.name for r in screen.results] == ["configured"], what="the catalog listed")
         await pilot.press("enter")
         await until(pilot, lambda: screen.preview is not None, what="the preview")
@@ -170,11 +175,7 @@ async def test_a_plugins_description_is_shown_as_written_not_read_as_markup(
     app = make_app(workspace, [], monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        await pilot.press(*"/plugin")
-        await pilot.press("escape", "enter")  # close the completion menu, then send
-        await until(pilot, lambda: isinstance(app.screen, PluginScreen), what="the plugin screen")
-        screen = app.screen
-        assert isinstance(screen, PluginScreen)
+        screen = await plugin_screen(pilot, app)
         await until(pilot, lambda: [r.name for r in screen.results] == ["marked"], what="the catalog listed")
         options = screen.query_one(OptionList)
         await until(pilot, lambda: options.option_count == 1, what="the row")

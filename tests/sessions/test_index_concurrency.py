@@ -14,6 +14,9 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from roder_ext_jsonl_store import JsonlThreadStore
@@ -92,7 +95,26 @@ LOCK_HOLDER = textwrap.dedent(
 )
 
 
-async def test_a_writer_waits_for_a_locked_index_off_the_event_loop(workspace: Path, tmp_path: Path) -> None:
+@dataclass
+class LockedIndex:
+    """A store holding one released thread (``stored``), a thread not yet written (``new``),
+    and another process holding the index's write lock until ``unlock``."""
+
+    directory: Path
+    store: JsonlThreadStore
+    index: ThreadIndex
+    stored: ThreadHeader
+    new: ThreadHeader
+    holder: subprocess.Popen[str]
+
+    def unlock(self) -> None:
+        assert self.holder.stdin is not None
+        self.holder.stdin.write("\n")
+        self.holder.stdin.flush()
+
+
+@asynccontextmanager
+async def locked_index(workspace: Path, tmp_path: Path) -> AsyncIterator[LockedIndex]:
     directory = tmp_path / "threads"
     store = JsonlThreadStore(directory)
     stored = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="stored")
@@ -103,9 +125,18 @@ async def test_a_writer_waits_for_a_locked_index_off_the_event_loop(workspace: P
     holder = subprocess.Popen(
         [sys.executable, "-c", LOCK_HOLDER, str(index.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
-    assert holder.stdin is not None and holder.stdout is not None
+    assert holder.stdout is not None
     try:
         assert holder.stdout.readline().strip() == "locked"
+        yield LockedIndex(directory, store, index, stored, new, holder)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+async def test_a_writer_waits_for_a_locked_index_off_the_event_loop(workspace: Path, tmp_path: Path) -> None:
+    async with locked_index(workspace, tmp_path) as locked:
+        directory, store, index, stored, new = locked.directory, locked.store, locked.index, locked.stored, locked.new
         claiming = asyncio.create_task(store.claim(stored.id))  # marks the stored thread's row open
         creating = asyncio.create_task(store.append(new, TurnStarted(thread_id=new.id, turn_id="turn_2")))
         following = asyncio.create_task(store.append(new, ThreadStatusChanged(thread_id=new.id, status="active")))
@@ -113,12 +144,8 @@ async def test_a_writer_waits_for_a_locked_index_off_the_event_loop(workspace: P
         asyncio.get_running_loop().call_soon(ran.set)
         await ran.wait()
         assert not (claiming.done() or creating.done() or following.done()), "the loop ran while they wait for the index"
-        holder.stdin.write("\n")
-        holder.stdin.flush()
+        locked.unlock()
         await asyncio.gather(claiming, creating, following)
-    finally:
-        holder.kill()
-        holder.wait()
     with sqlite3.connect(index.path) as db:
         assert dict(db.execute("SELECT id, open FROM threads").fetchall()) == {stored.id: 1, new.id: 1}
     lines = (directory / f"{new.id}.jsonl").read_text().splitlines()
@@ -132,19 +159,8 @@ async def test_an_append_cancelled_while_its_writer_is_taken_still_saves_its_lin
     """The event was applied to the live thread before it was saved: a turn interrupted while
     the store waits for the index (taking the writer) must not leave the file without it (a
     turn/completed with no turn/started would follow)."""
-    directory = tmp_path / "threads"
-    store = JsonlThreadStore(directory)
-    stored = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="stored")
-    await store.append(stored, TurnStarted(thread_id=stored.id, turn_id="turn_1"))
-    await store.release(stored.id)
-    index = ThreadIndex(directory)
-    new = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="new")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", LOCK_HOLDER, str(index.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert holder.stdin is not None and holder.stdout is not None
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    async with locked_index(workspace, tmp_path) as locked:
+        directory, store, stored, new = locked.directory, locked.store, locked.stored, locked.new
         creating = asyncio.create_task(store.append(new, TurnStarted(thread_id=new.id, turn_id="turn_2")))
         resuming = asyncio.create_task(store.append(stored, ThreadStatusChanged(thread_id=stored.id, status="active")))
         ran = asyncio.Event()
@@ -153,14 +169,10 @@ async def test_an_append_cancelled_while_its_writer_is_taken_still_saves_its_lin
         assert not (creating.done() or resuming.done()), "both wait for the index"
         creating.cancel()
         resuming.cancel()
-        holder.stdin.write("\n")
-        holder.stdin.flush()
+        locked.unlock()
         outcomes = await asyncio.gather(creating, resuming, return_exceptions=True)
         assert all(isinstance(o, asyncio.CancelledError) for o in outcomes), outcomes
         await store.append(new, ThreadStatusChanged(thread_id=new.id, status="idle"))
-    finally:
-        holder.kill()
-        holder.wait()
     lines = (directory / f"{new.id}.jsonl").read_text().splitlines()
     assert [json.loads(line).get("method") for line in lines[1:]] == ["turn/started", "thread/status/changed"]
     resumed = (directory / f"{stored.id}.jsonl").read_text().splitlines()
