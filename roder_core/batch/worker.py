@@ -472,7 +472,16 @@ class _Rollout:
             self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home, shown=tuple(shown)
         )
         self.result["score_sandbox"] = sandbox.level
-        return run_score(self.task.score, workspace, env, self.task.score_timeout, sandbox, verifier, python=self.task.python)
+        return run_score(
+            self.task.score,
+            workspace,
+            env,
+            self.task.score_timeout,
+            sandbox,
+            verifier,
+            python=self.task.python,
+            caches_removed=not self.spec.in_place,  # ScoreGuard.settle removed them
+        )
 
     async def _score_in_container(self, runtime: Runtime, workspace: Path, verifier: Path) -> ShellOutcome:
         """Harbor's way: the tests at ``/tests``, the logs at ``/logs``, in the agent's container,
