@@ -206,11 +206,12 @@ def remove_scratch_of(pid: int) -> None:
 def sweep_orphaned_scratch() -> None:
     """Clean up after workers that no longer exist (killed, or their machine's driver was), so
     crashes never leave workspace copies or score processes behind on a node."""
-    for prefix in (SCRATCH_PREFIX, DISCARDED_PREFIX):
-        for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*-*"):
-            pid = folder.name[len(prefix) :].split("-", 1)[0]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists() and Path("/proc/self").exists():
-                remove_scratch_of(int(pid))
+    with os.scandir(tempfile.gettempdir()) as entries:  # one pass over a busy /tmp, both prefixes
+        names = [entry.name for entry in entries if entry.name.startswith((SCRATCH_PREFIX, DISCARDED_PREFIX))]
+    for name in names:
+        pid = name.removeprefix(SCRATCH_PREFIX).removeprefix(DISCARDED_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and Path("/proc/self").exists():
+            remove_scratch_of(int(pid))
 
 
 def _kill_processes_in(folder: Path) -> None:
