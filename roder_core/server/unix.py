@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from roder_core.server.connection import Connection
 from roder_core.server.host_paths import HostDirError, HostPaths, environment_digest
-from roder_core.server.stdio import MAX_LINE, read_lines
+from roder_core.server.line_stream import read_lines
+from roder_core.server.wire import MAX_LINE
 
 if TYPE_CHECKING:
     from roder_core.server.dispatcher import Dispatcher
