@@ -30,17 +30,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Runs inside each checkout's process: prints one JSON object of samples per case.
 WORKER = r"""
-import asyncio, json, os, resource, subprocess, sys, tempfile, time
+import asyncio, json, os, subprocess, sys, tempfile, time
 from pathlib import Path
 
 root, runs = Path(sys.argv[1]), int(sys.argv[2])
@@ -51,39 +53,11 @@ from roder_core.brokers.process import HostProcessBroker
 from roder_core.brokers.sandbox import sandbox_status
 
 
-def accounting():
-    # a CPU-accounting cgroup of our own: counts the sandbox's processes too
-    name = f"roder-bench-{os.getpid()}"
-    for folder, reader in (
-        (Path("/sys/fs/cgroup/cpuacct") / name, lambda f: int((f / "cpuacct.usage").read_text()) / 1e9),
-        (Path("/sys/fs/cgroup/unified") / name, None),
-        (Path("/sys/fs/cgroup") / name, None),
-    ):
-        try:
-            folder.mkdir()
-            (folder / "cgroup.procs").write_text(str(os.getpid()))
-        except OSError:
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
-            continue
-        if reader is None:
-            def reader(f):
-                stat = dict(line.split() for line in (f / "cpu.stat").read_text().splitlines())
-                return int(stat["usage_usec"]) / 1e6
-        return folder, reader
-    return None, None
+sys.path.insert(0, sys.argv[3])
+from sandboxed_command import CpuAccount
 
-
-folder, reader = accounting()
-
-
-def cpu():
-    if reader is not None:
-        return reader(folder)
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+account = CpuAccount.create()
+account.join(os.getpid())
 
 
 async def main():
@@ -109,30 +83,108 @@ async def main():
         used = dict.fromkeys(wall, 0.0)
         for _ in range(runs):
             for name, process in cases.items():
-                before, started = cpu(), time.perf_counter()
+                before, started = account.used(), time.perf_counter()
                 await process.run("true")
                 wall[name].append(time.perf_counter() - started)
-                used[name] += cpu() - before
-            before, started = cpu(), time.perf_counter()
+                used[name] += account.used() - before
+            before, started = account.used(), time.perf_counter()
             subprocess.run(["true"], check=True)
             wall["bare spawn"].append(time.perf_counter() - started)
-            used["bare spawn"] += cpu() - before
-    print(json.dumps({"wall": wall, "cpu": {k: v / runs for k, v in used.items()}, "cgroup": reader is not None}))
+            used["bare spawn"] += account.used() - before
+    print(json.dumps({"wall": wall, "cpu": {k: v / runs for k, v in used.items()}, "cgroup": account.folder is not None}))
 
 
 try:
     asyncio.run(main())
 finally:
-    if folder is not None:
-        parent = folder.parent
-        (parent / "cgroup.procs").write_text(str(os.getpid()))
-        folder.rmdir()
+    account.remove()
 """
+
+
+class CpuAccount:
+    """CPU time of a set of processes and all they start, the sandbox's included: a cgroup with
+    CPU accounting of its own (v1 ``cpuacct`` or v2 ``cpu.stat``). Where none can be made (no
+    writable hierarchy), ``getrusage`` of this process and its reaped children instead, which
+    misses what runs inside bubblewrap's PID namespace."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+
+    @classmethod
+    def create(cls) -> CpuAccount:
+        name = f"roder-bench-{os.getpid()}-{time.monotonic_ns()}"
+        for mount in (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
+            folder = mount / name
+            try:
+                folder.mkdir()
+            except OSError:
+                continue
+            if (folder / "cpuacct.usage").exists() or (folder / "cpu.stat").exists():
+                return cls(folder)
+            folder.rmdir()
+        return cls(None)
+
+    def join(self, pid: int) -> None:
+        if self.folder is not None:
+            (self.folder / "cgroup.procs").write_text(str(pid))
+
+    def used(self) -> float:
+        """CPU seconds so far."""
+        if self.folder is None:
+            own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+        usage = self.folder / "cpuacct.usage"
+        if usage.exists():
+            return int(usage.read_text()) / 1e9
+        stat = dict(line.split() for line in (self.folder / "cpu.stat").read_text().splitlines())
+        return int(stat["usage_usec"]) / 1e6
+
+    def discard(self) -> None:
+        """Remove the group, which holds no process (any it held have ended)."""
+        if self.folder is not None:
+            self.folder.rmdir()
+
+    def remove(self) -> None:
+        """Move this process back out (its children are gone) and remove the group."""
+        if self.folder is not None:
+            (self.folder.parent / "cgroup.procs").write_text(str(os.getpid()))
+            self.folder.rmdir()
+
+
+def accounted_run(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str | None]:
+    """Wall and CPU seconds of one run of ``cmd`` and everything it starts, and what went wrong."""
+    account = CpuAccount.create()
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=(lambda: account.join(os.getpid())) if account.folder is not None else None,
+        )
+        _, err = child.communicate()
+        wall = time.perf_counter() - started
+        if account.folder is None:
+            now = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = now.ru_utime + now.ru_stime - reaped.ru_utime - reaped.ru_stime
+        else:
+            cpu = account.used()
+    finally:
+        account.discard()
+    problem = f"exit {child.returncode}: {err.decode(errors='replace')[-400:]}" if child.returncode else None
+    return wall, cpu, problem
 
 
 def run_checkout(root: Path, runs: int) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-c", WORKER, str(root), str(runs)], capture_output=True, text=True, cwd=tempfile.gettempdir()
+        [sys.executable, "-c", WORKER, str(root), str(runs), str(ROOT / "bench")],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
     )
     if done.returncode != 0:
         raise SystemExit(f"{root}: the measurement failed:\n{done.stderr[-2000:]}")
@@ -147,6 +199,9 @@ def oneshot(checkouts: dict[str, Path], runs: int, rounds: int = 10) -> None:
     import oneshot_peers
 
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    probe = CpuAccount.create()
+    counted = probe.folder is not None
+    probe.discard()
     loads = [os.getloadavg()[0]]
     path = oneshot_peers.search_path(None)
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,16 +216,18 @@ def oneshot(checkouts: dict[str, Path], runs: int, rounds: int = 10) -> None:
                     home.mkdir()
                     with oneshot_peers.ScriptedServer(program.steps(rounds), home / "server") as server:
                         cmd, extra = program.configure(Path(sys.executable), server.url, home)
-                        result = whole.measure(cmd, {**oneshot_peers.clean_env(path, home), **extra, **envs[name]}, ws)
-                    problem = f"exit {result['rc']}: {result['err']}" if result["rc"] != 0 else None
+                        wall, cpu, problem = accounted_run(
+                            cmd, {**oneshot_peers.clean_env(path, home), **extra, **envs[name]}, ws
+                        )
                     problem = problem or oneshot_peers.check_rounds(server.log, rounds)
                     if problem:
                         raise SystemExit(f"{name}, {program.label}: {problem}")
-                    samples.setdefault((name, program.label), []).append((float(result["wall"]), float(result["cpu"])))  # type: ignore[arg-type]
+                    samples.setdefault((name, program.label), []).append((wall, cpu))
                     loads.append(os.getloadavg()[0])
     span = f"load average {min(loads):.1f}-{max(loads):.1f}"
     print(f"\n`roder -p`, {rounds} shell rounds + an answer over HTTP, {runs} interleaved runs; {span}")
-    print("(CPU: getrusage of the process tree, which misses what runs inside bubblewrap's PID namespace)")
+    if not counted:
+        print("(CPU: getrusage of the process tree, which misses what runs inside bubblewrap's PID namespace)")
     print("| checkout | program | wall median s | CPU median s |")
     print("| --- | --- | --- | --- |")
     for (name, label), rows in samples.items():

@@ -11,8 +11,11 @@ it: nothing is left to orphan. (A Python helper did this before: its interpreter
 five times the CPU of bubblewrap's, paid by every rollout of a batch.)
 
 Every later command of the thread (and of its child threads: subagents, agent tasks) enters
-that namespace between fork and exec (``setns``) and is then wrapped by bubblewrap exactly as
-before, minus ``--unshare-net``: its own user, PID, IPC, UTS and mount namespaces, no
+that namespace before bubblewrap starts: util-linux ``nsenter`` comes first on its command line
+(``entering``; Roder passes it the descriptors and the limits prefix closes them before the
+command), or, where ``nsenter`` or bash is missing, ``setns`` between fork and exec (which
+makes Python fork the whole interpreter instead of ``vfork``). Bubblewrap then wraps it exactly
+as before, minus ``--unshare-net``: its own user, PID, IPC, UTS and mount namespaces, no
 capabilities, the seccomp filter (which refuses ``setns`` and ``unshare``), the tree guard's
 read-only binds and the write rules all still apply per command. The namespace has no
 interface but ``lo``, so the host network stays unreachable; another thread's namespace is
