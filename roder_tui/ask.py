@@ -31,7 +31,6 @@ from typing import Any, Protocol, TextIO
 from roder_core.errors import RoderError, retry_notice
 from roder_core.server.errors import INVALID_PARAMS, RUNTIME_ERROR, RpcError
 from roder_tui.startup import end_startup
-from roder_tui.terminal_text import json_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MOCK_HINT = (
@@ -148,6 +147,8 @@ class Printer:
             self._write("\n")
 
     def _line(self, data: Mapping[str, Any]) -> None:
+        from roder_tui.terminal_text import json_line  # the json formats only
+
         self.out.write(json_line(data) + "\n")
         self.out.flush()
 

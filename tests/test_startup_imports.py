@@ -119,6 +119,9 @@ NOT_IN_HOSTED_ONESHOT = (
     "roder_core.server.rpc_client",
     "roder_tui.ask_local",
     "roder_tui.host",
+    "roder_core.brokers",  # the terminal sanitizer's pattern: for the json formats and terminals only
+    "roder_core.media",  # the image sniffer: when the prompt names a file
+    "dataclasses",
     "asyncio",
     "ssl",
     "httpx",
