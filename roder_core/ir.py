@@ -325,6 +325,17 @@ class ErrorItem(ItemBase):
     retryable: bool = False
 
 
+#: ``ErrorItem.kind`` of the item that ends an interrupted turn.
+INTERRUPTED_KIND = "interrupted"
+
+
+def interrupted_item(turn_id: str) -> ErrorItem:
+    """The item an interrupted turn ends with. It is stored, so the model's next call learns the
+    answer before it was cut off (as the peers tell theirs), and its id is the turn's, so a client
+    that draws the same marker from the turn's status (threads stored before it existed) shows one."""
+    return ErrorItem(id=f"{INTERRUPTED_KIND}-{turn_id}", kind=INTERRUPTED_KIND, message="interrupted by the user")
+
+
 class CustomItem(ItemBase):
     """Extension state kept in the thread and never sent to the model."""
 

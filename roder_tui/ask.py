@@ -4,56 +4,33 @@ Never imports Textual. Headless runs never ask anyone: calls that would need app
 with a message saying how to allow them, and the folder is not trusted unless ``--trust``.
 Exit codes: 0 success, 1 the turn failed or was interrupted, 2 usage error.
 
-When this user's background host (``roder serve``) runs for this folder with the same settings,
-the turn is handed to it over its unix socket and the answer streams back: no runtime to build,
-no extensions to load. The output and exit codes are the same; the thread runs headless there
-too. A host started elsewhere, with other flags, an older config file or other provider keys in
-the environment is not used (``roder_tui.host.incompatibility``); ``RODER_NO_HOST=1`` skips it.
+One run speaks the app-server protocol in its wire form (method names and camelCase dicts) to
+one of two sessions:
+
+- when this user's background host (``roder serve``) runs for this folder with the same
+  settings, to the host over its unix socket (``roder_tui.ask_host``): no runtime to build, no
+  extensions to load, not even pydantic. The thread runs headless there too. A host started
+  elsewhere, with other flags, an older config file or other provider keys in the environment is
+  not used (``roder_tui.ask_host.incompatibility``); ``RODER_NO_HOST=1`` skips it;
+- otherwise to a runtime built in this process (``roder_tui.ask_local``).
+
+Both go through ``drive`` and ``Printer`` below, so the output, the exit codes and the errors
+are the same either way. This module imports the standard library only, as does the host's path.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import signal
 import sys
 import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, Protocol, TextIO
 
-from roder_core.errors import RoderError
-from roder_core.ir import AgentMessageItem, Mode, ToolResultItem, Turn, Usage
+from roder_core.errors import RoderError, retry_notice
 from roder_core.server.errors import INVALID_PARAMS, RUNTIME_ERROR, RpcError
-from roder_core.server.fanout import Notification, NotificationQueue
-from roder_core.server.protocol import (
-    INITIALIZE,
-    PROVIDERS_SELECT,
-    SESSION_GET,
-    THREAD_CLOSE,
-    THREAD_LIST,
-    THREAD_RESUME,
-    THREAD_START,
-    TURN_INTERRUPT,
-    TURN_START,
-    ClientInfo,
-    InitializeParams,
-    InputItem,
-    ProvidersSelectParams,
-    SessionGetParams,
-    ThreadCloseParams,
-    ThreadListParams,
-    ThreadResumeParams,
-    ThreadStartParams,
-    TurnInterruptParams,
-    TurnStartParams,
-)
-from roder_core.threads.events import AgentMessageDelta, ItemCompleted, ModelRetrying, ThreadStarted, TurnCompleted
 from roder_tui.startup import end_startup
-from roder_tui.terminal_text import json_line
-
-if TYPE_CHECKING:
-    from roder_core.server.app_client import AppClient
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MOCK_HINT = (
@@ -63,6 +40,41 @@ MOCK_HINT = (
 )
 #: Notifications one-shot mode may fall behind by before the stream is cut (it prints inline).
 ASK_QUEUE_SIZE = 100_000
+#: ``Usage().wire()``: the usage of a run that failed before its turn began.
+ZERO_USAGE: dict[str, Any] = {
+    "inputTokens": 0,
+    "outputTokens": 0,
+    "cachedInputTokens": 0,
+    "cacheWriteTokens": 0,
+    "reasoningTokens": 0,
+    "costUsd": 0.0,
+    "estimated": False,
+}
+
+#: Notification methods the text and json formats act on (stream-json prints every one).
+DELTA, ITEM_COMPLETED, RETRYING = "item/agentMessage/delta", "item/completed", "turn/retrying"
+TURN_COMPLETED, THREAD_STARTED = "turn/completed", "thread/started"
+
+Wire = dict[str, Any]
+
+
+class Session(Protocol):
+    """One run's connection to a runtime, in the protocol's wire form."""
+
+    #: True for a host other clients share (its other threads' notifications are filtered out).
+    shared: bool
+
+    async def request(self, method: str, params: Wire | None = None) -> Any:
+        """The method's wire result, or ``RpcError`` with the server's code and message."""
+
+    def subscribe(self, wanted: Callable[[str], bool]) -> None:
+        """Keep, from now on, the notifications whose method ``wanted`` accepts."""
+
+    def events(self) -> AsyncIterator[tuple[str, Wire]]:
+        """The kept notifications in order, as (method, params)."""
+
+    def interrupting(self, thread_id: str) -> contextlib.AbstractContextManager[None]:
+        """While open, Ctrl+C interrupts the thread's running turn (and does not end the run)."""
 
 
 def _read_stdin(stream: TextIO) -> str | None:
@@ -78,7 +90,7 @@ def _prompt_of(args: argparse.Namespace) -> str:
 
 
 class Printer:
-    """Writes events in the chosen output format as they happen.
+    """Writes notifications (wire form) in the chosen output format as they happen.
 
     Text format streams the answer to a terminal as it arrives. When stdout is a pipe it prints
     each answer once complete instead, so a provider stream that broke and was retried with a
@@ -93,42 +105,50 @@ class Printer:
         self._printed: dict[str, int] = {}
         self._ends_with_newline = True
 
+    def wants(self, method: str) -> bool:
+        """Whether ``on_event`` does anything with notifications of ``method``."""
+        return self.fmt == "stream-json" or method in (DELTA, ITEM_COMPLETED, RETRYING)
+
     def _write(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
         if text:
             self._ends_with_newline = text.endswith("\n")
 
-    def on_event(self, event: Notification) -> None:
+    def on_event(self, method: str, params: Mapping[str, Any]) -> None:
         if self.fmt == "stream-json":
-            self._line({"type": event.method, **event.params()})
-        if isinstance(event, AgentMessageDelta) and event.kind == "text" and self._stream_live:
-            self._write(event.delta)
-            self._printed[event.item_id] = self._printed.get(event.item_id, 0) + len(event.delta)
-        elif isinstance(event, ItemCompleted):
-            item = event.item
-            if isinstance(item, AgentMessageItem):
-                self._answer(item)
-            elif isinstance(item, ToolResultItem) and isinstance(item.data, dict) and item.data.get("policy_denied"):
-                self.err.write(f"roder: {item.text}\n")
-        elif isinstance(event, ModelRetrying) and self.fmt == "text":
-            self.err.write(f"roder: {event.notice()}\n")
+            self._line({"type": method, **params})
+        if method == DELTA and params.get("kind", "text") == "text" and self._stream_live:
+            self._write(params["delta"])
+            self._printed[params["itemId"]] = self._printed.get(params["itemId"], 0) + len(params["delta"])
+        elif method == ITEM_COMPLETED:
+            item = params["item"]
+            data = item.get("data")
+            if item.get("type") == "agentMessage":
+                self._answer(item["id"], item.get("text", ""))
+            elif item.get("type") == "toolResult" and isinstance(data, dict) and data.get("policy_denied"):
+                self.err.write(f"roder: {item['text']}\n")
+        elif method == RETRYING and self.fmt == "text":
+            notice = retry_notice(params["reason"], params["attempt"], params["maxAttempts"], params["wait"])
+            self.err.write(f"roder: {notice}\n")
             self.err.flush()
 
-    def _answer(self, item: AgentMessageItem) -> None:
-        if not item.text:
-            if self._printed.pop(item.id, 0):  # a retried stream voided what was shown
+    def _answer(self, item_id: str, text: str) -> None:
+        if not text:
+            if self._printed.pop(item_id, 0):  # a retried stream voided what was shown
                 self._write("\n[the provider's stream broke; the answer restarts]\n")
             return
-        self.final_texts.append(item.text)
+        self.final_texts.append(text)
         if self.fmt != "text":
             return
-        shown = self._printed.pop(item.id, 0)
-        self._write(item.text[shown:] if self._stream_live else item.text)
+        shown = self._printed.pop(item_id, 0)
+        self._write(text[shown:] if self._stream_live else text)
         if not self._ends_with_newline:
             self._write("\n")
 
-    def _line(self, data: dict[str, Any]) -> None:
+    def _line(self, data: Mapping[str, Any]) -> None:
+        from roder_tui.terminal_text import json_line  # the json formats only
+
         self.out.write(json_line(data) + "\n")
         self.out.flush()
 
@@ -144,161 +164,178 @@ class Printer:
                     "thread_id": thread_id,
                     "turn_id": None,
                     "turns": 0,
-                    "usage": Usage().wire(),
+                    "usage": ZERO_USAGE,
                     "duration_ms": int((time.monotonic() - started) * 1000),
                     "stop_reason": None,
                     "error": reason,
                 }
             )
 
-    def result(self, turn: Turn, thread_id: str, model_calls: int, started: float) -> None:
+    def result(self, turn: Mapping[str, Any], thread_id: str, started: float) -> None:
+        """The result record of a completed turn (its wire form; json formats only)."""
+        usage = turn.get("usage", ZERO_USAGE)
         record = {
             "type": "result",
-            "status": turn.status,
-            "is_error": turn.status != "completed",
+            "status": turn["status"],
+            "is_error": turn["status"] != "completed",
             "text": self.final_texts[-1] if self.final_texts else "",
             "thread_id": thread_id,
-            "turn_id": turn.id,
-            "turns": model_calls,
-            "usage": turn.usage.wire(),
+            "turn_id": turn["id"],
+            "turns": turn.get("modelCalls", 0),
+            "usage": usage,
             # What the prompt cache saved, and what the turn cost with it (see docs/providers.md).
-            "cache_read_tokens": turn.usage.cached_input_tokens,
-            "cache_write_tokens": turn.usage.cache_write_tokens,
-            "cost_usd": round(turn.usage.cost_usd, 6),
+            "cache_read_tokens": usage.get("cachedInputTokens", 0),
+            "cache_write_tokens": usage.get("cacheWriteTokens", 0),
+            "cost_usd": round(usage.get("costUsd", 0.0), 6),
             "duration_ms": int((time.monotonic() - started) * 1000),
-            "stop_reason": turn.stop_reason,
+            "stop_reason": turn.get("stopReason"),
         }
-        if turn.error is not None:
-            record["error"] = turn.error.message
+        if turn.get("error") is not None:
+            record["error"] = turn["error"]["message"]
         if self.fmt in ("json", "stream-json"):
             self._line(record)
 
 
-async def _open_thread(client: AppClient, args: argparse.Namespace, cwd: str) -> str | None:
+async def _open_thread(session: Session, args: argparse.Namespace, cwd: str) -> str | None:
     """The thread this run talks to: resumed (-r ID; a unique prefix is enough), the latest of
     this workspace (-c) or a new one. A resumed thread keeps its model unless --provider or
     --model say otherwise (the switch is recorded in the thread)."""
     if args.resume is not None:
         if not args.resume.strip():
             raise RoderError("-r needs a thread id with -p (`roder sessions list` shows them; the app opens a picker)")
-        thread = (await client.call(THREAD_RESUME, ThreadResumeParams(thread_id=args.resume, include_turns=False))).thread
+        thread = (await session.request("thread/resume", {"threadId": args.resume, "includeTurns": False}))["thread"]
     elif args.continue_last:
-        rows = (await client.call(THREAD_LIST, ThreadListParams(cwd=cwd, limit=1))).threads
+        rows = (await session.request("thread/list", {"cwd": cwd, "limit": 1}))["threads"]
         if not rows:
             return None
-        thread = (await client.call(THREAD_RESUME, ThreadResumeParams(thread_id=rows[0].id, include_turns=False))).thread
+        thread = (await session.request("thread/resume", {"threadId": rows[0]["id"], "includeTurns": False}))["thread"]
     else:
-        return (await client.call(THREAD_START, ThreadStartParams(model_provider=args.provider, model=args.model))).thread.id
-    provider = args.provider or thread.provider
-    if provider != thread.provider or (args.model and args.model != thread.model):
-        await client.call(PROVIDERS_SELECT, ProvidersSelectParams(provider=provider, model=args.model, thread_id=thread.id))
-    return thread.id
+        chosen = _present({"modelProvider": args.provider, "model": args.model})
+        return str((await session.request("thread/start", chosen))["thread"]["id"])
+    provider = args.provider or thread.get("provider", "")
+    if provider != thread.get("provider", "") or (args.model and args.model != thread.get("model", "")):
+        await session.request("providers/select", _present({"provider": provider, "model": args.model, "threadId": thread["id"]}))
+    return str(thread["id"])
 
 
-async def _ask(args: argparse.Namespace, prompt: str, attachments: list[InputItem], out: TextIO, err: TextIO) -> int:
-    """Drive one turn through the control plane (the in-process app-server client)."""
+def _present(params: Wire) -> Wire:
+    """Params without the unset ones (the server's defaults apply)."""
+    return {name: value for name, value in params.items() if value is not None}
+
+
+async def drive(
+    session: Session,
+    args: argparse.Namespace,
+    prompt: str,
+    attachments: list[Wire],
+    out: TextIO,
+    err: TextIO,
+    *,
+    headless_mode: str | None = None,
+) -> int:
+    """Drive one turn through the control plane; ``headless_mode`` makes the thread headless in
+    that policy mode (a host's thread: in process, the runtime is built headless)."""
     started_at = time.monotonic()
-    from roder_tui.host import oneshot_host
-
-    client: AppClient
-    hosted = await oneshot_host(args)
-    if hosted is not None:
-        client, host_mode = hosted
-    else:  # the runtime is imported only here: a host's client never loads it
-        from roder_core.runtime.bootstrap import settings_from_args
-        from roder_core.server.client import LocalAppClient
-
-        client, host_mode = LocalAppClient.start(settings_from_args(args, interactive=False), persist_config=False), None
-    async with client:
-        info = await client.call(
-            INITIALIZE, InitializeParams(client_info=ClientInfo(name="roder-ask"), include_method_groups=False)
-        )
-        end_startup()
-        if info.fell_back_to_mock:
-            err.write(MOCK_HINT + "\n")
-        for warning in info.warnings:
-            err.write(f"roder: {warning}\n")
-        # One-shot mode drives one thread (and its subagents), so in process every notification
-        # belongs to it; on a shared host, other clients' threads are filtered out.
-        events = client.subscribe(maxsize=ASK_QUEUE_SIZE)
-        printer = Printer(args.output_format, out, err)
-        thread_id: str | None = None
-        already_open: set[str] = set()
-        try:
-            if client.shared:
-                already_open = set((await client.call(SESSION_GET, SessionGetParams())).open_threads)
-            thread_id = await _open_thread(client, args, info.cwd)
-            if thread_id is None:
-                err.write("roder: no earlier thread in this folder to continue\n")
-                return EXIT_USAGE
-            if host_mode is not None:  # as headless as in process, in the mode it would have had
-                from roder_core.server.protocol_attach import THREAD_HEADLESS, ThreadHeadlessParams
-
-                await client.call(THREAD_HEADLESS, ThreadHeadlessParams(thread_id=thread_id, mode=Mode(host_mode)))
-            prompt = await _expand_command(client, prompt)
-            turn_id = (
-                await client.call(TURN_START, TurnStartParams(thread_id=thread_id, prompt=prompt, input=attachments))
-            ).turn.id
-        except RpcError as exc:
-            if exc.code != RUNTIME_ERROR:
-                raise  # a wrong flag or an unknown thread id: a usage error
-            # The run was right but could not start (another process holds the thread, say).
-            printer.failure(exc.message, thread_id, started_at)
-            err.write(f"roder: {exc.message}\n")
-            return EXIT_FAILED
-        loop = asyncio.get_running_loop()
-        interrupt = TurnInterruptParams(thread_id=thread_id)
-        loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(client.call(TURN_INTERRUPT, interrupt)))
-        try:
-            turn = await _follow(events, printer, turn_id, thread_id if client.shared else None)
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
-            if client.shared and thread_id not in already_open:  # let `roder -c` anywhere take it on
-                with contextlib.suppress(RpcError, RoderError):
-                    await client.call(THREAD_CLOSE, ThreadCloseParams(thread_id=thread_id))
-        printer.result(turn, thread_id, turn.model_calls, started_at)
-        if turn.status != "completed":
-            reason = turn.error.message if turn.error else turn.status
-            err.write(f"roder: turn {turn.status}: {reason}\n")
-            return EXIT_FAILED
-        return EXIT_OK
+    info = await session.request("initialize", {"clientInfo": {"name": "roder-ask"}, "includeMethodGroups": False})
+    end_startup()
+    if info.get("fellBackToMock"):
+        err.write(MOCK_HINT + "\n")
+    for warning in info.get("warnings", []):
+        err.write(f"roder: {warning}\n")
+    printer = Printer(args.output_format, out, err)
+    # One-shot mode drives one thread (and its subagents), so in process every notification
+    # belongs to it; on a shared host, other clients' threads are filtered out.
+    session.subscribe(lambda method: printer.wants(method) or method in (TURN_COMPLETED, THREAD_STARTED))
+    thread_id: str | None = None
+    already_open: set[str] = set()
+    try:
+        if session.shared:
+            already_open = set((await session.request("session/get", {}))["openThreads"])
+        thread_id = await _open_thread(session, args, info["cwd"])
+        if thread_id is None:
+            err.write("roder: no earlier thread in this folder to continue\n")
+            return EXIT_USAGE
+        if headless_mode is not None:  # as headless as in process, in the mode it would have had
+            await session.request("thread/headless", {"threadId": thread_id, "headless": True, "mode": headless_mode})
+        prompt = await _expand_command(session, prompt)
+        started = await session.request("turn/start", {"threadId": thread_id, "prompt": prompt, "input": attachments})
+        turn_id = started["turn"]["id"]
+    except RpcError as exc:
+        if exc.code != RUNTIME_ERROR:
+            raise  # a wrong flag or an unknown thread id: a usage error
+        # The run was right but could not start (another process holds the thread, say).
+        printer.failure(exc.message, thread_id, started_at)
+        err.write(f"roder: {exc.message}\n")
+        return EXIT_FAILED
+    try:
+        with session.interrupting(thread_id):
+            turn = await _follow(session, printer, turn_id, thread_id if session.shared else None)
+    finally:
+        if session.shared and thread_id not in already_open:  # let `roder -c` anywhere take it on
+            with contextlib.suppress(RpcError, RoderError):
+                await session.request("thread/close", {"threadId": thread_id})
+    printer.result(turn, thread_id, started_at)
+    if turn["status"] != "completed":
+        reason = turn["error"]["message"] if turn.get("error") else turn["status"]
+        err.write(f"roder: turn {turn['status']}: {reason}\n")
+        return EXIT_FAILED
+    return EXIT_OK
 
 
-async def _expand_command(client: AppClient, prompt: str) -> str:
+async def _expand_command(session: Session, prompt: str) -> str:
     """A prompt that starts with a custom command, a skill or an MCP prompt (``/review x``,
     ``/mcp__github__pr 12``) becomes its expansion; app commands (``/new``) make no sense in a
     one-shot run and are refused; any other text (``/etc/hosts: what is this?``) is sent as is."""
     if not prompt.startswith("/"):
         return prompt
-    from roder_core.customization.slash_commands import parse_invocation
-    from roder_core.server.protocol_features import COMMANDS_EXPAND, CommandsExpandParams  # only for "/..." prompts
+    from roder_core.customization.slash_commands import parse_invocation  # only for "/..." prompts
 
     name, arguments = parse_invocation(prompt)
     try:
-        expansion = await client.call(COMMANDS_EXPAND, CommandsExpandParams(name=name, arguments=arguments))
+        expansion = await session.request("commands/expand", {"name": name, "arguments": arguments})
     except RpcError as exc:
         if exc.code == INVALID_PARAMS and exc.message.startswith("unknown command"):
             return prompt
         raise
-    if expansion.kind == "builtin":
+    if expansion["kind"] == "builtin":
         raise RoderError(f"/{name} is an app command; -p runs prompts, custom commands, skills and MCP prompts")
-    return expansion.text
+    return str(expansion["text"])
 
 
-async def _follow(events: NotificationQueue, printer: Printer, turn_id: str, thread_id: str | None = None) -> Turn:
-    """Print notifications until the turn completes; returns the completed turn. With
-    ``thread_id`` (a shared host), only that thread's and its subagents' notifications."""
+async def _follow(session: Session, printer: Printer, turn_id: str, thread_id: str | None = None) -> Wire:
+    """Print notifications until the turn completes; returns the completed turn (wire form).
+    With ``thread_id`` (a shared host), only that thread's and its subagents' notifications."""
     family = {thread_id}
-    async for event in events:
+    async for method, params in session.events():
         if thread_id is not None:
-            if isinstance(event, ThreadStarted) and event.thread.parent is not None and event.thread.parent.thread_id in family:
-                family.add(event.thread.id)
-            if getattr(event, "thread_id", thread_id) not in family:
+            if method == THREAD_STARTED and (params["thread"].get("parent") or {}).get("threadId") in family:
+                family.add(params["thread"]["id"])
+            if params.get("threadId", thread_id) not in family:
                 continue
-        printer.on_event(event)
-        if isinstance(event, TurnCompleted) and event.turn.id == turn_id:
-            return event.turn
+        printer.on_event(method, params)
+        if method == TURN_COMPLETED and params["turn"]["id"] == turn_id:
+            turn: Wire = params["turn"]
+            return turn
     raise RoderError("the runtime stopped before the turn completed")
+
+
+def _ask(args: argparse.Namespace, prompt: str, attachments: list[Wire], out: TextIO, err: TextIO) -> int:
+    """The turn on this folder's compatible host if one runs (no event loop), else on a runtime
+    built here."""
+    from roder_tui.ask_host import open_host_session, run_unsuspended
+
+    hosted = open_host_session(args)
+    if hosted is None:
+        import asyncio
+
+        from roder_tui.ask_local import ask_locally  # the runtime is imported only here
+
+        return asyncio.run(ask_locally(args, prompt, attachments, out, err))
+    host, mode = hosted
+    try:
+        return run_unsuspended(drive(host, args, prompt, attachments, out, err, headless_mode=mode))
+    finally:
+        host.close()
 
 
 def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -310,17 +347,17 @@ def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO |
     if not prompt and piped is None:
         err.write("roder: -p needs a prompt (as an argument or on stdin)\n")
         return EXIT_USAGE
-    attachments = [InputItem(type="file", name="stdin", text=piped)] if piped is not None and prompt else []
+    attachments: list[Wire] = [{"type": "file", "name": "stdin", "text": piped}] if piped is not None and prompt else []
     if prompt:  # `roder -p "what is in @shot.png?"`: the picture goes with the prompt
-        from roder_tui.media_input import image_inputs
+        from roder_tui.media_input import image_input_wires
 
-        attachments += image_inputs(prompt, Path.cwd())
+        attachments += image_input_wires(prompt, Path.cwd())
     if not prompt:
         prompt = piped or ""
     try:
-        return asyncio.run(_ask(args, prompt, attachments, out, err))
+        return _ask(args, prompt, attachments, out, err)
     except Exception as exc:
-        if not isinstance(exc, (RoderError, RpcError, *_startup_errors())):
+        if not isinstance(exc, (RoderError, RpcError)) and not isinstance(exc, _startup_errors()):
             raise
         err.write(f"roder: {exc}\n")
         return EXIT_USAGE

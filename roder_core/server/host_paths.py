@@ -11,10 +11,9 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from roder_core.errors import RoderError
 
@@ -27,9 +26,9 @@ class HostDirError(RoderError):
     """The host's private directory is missing, foreign or open to other users."""
 
 
-@dataclass(frozen=True)
-class HostPaths:
-    """Where this user's host keeps its socket, its record and its log."""
+class HostPaths(NamedTuple):
+    """Where this user's host keeps its socket, its record and its log. (A named tuple, not a
+    dataclass: a one-shot run looks for its host before anything else imports ``dataclasses``.)"""
 
     directory: Path
 
@@ -55,6 +54,8 @@ class HostPaths:
         runtime_dir = env.get("XDG_RUNTIME_DIR", "")
         if runtime_dir and Path(runtime_dir).is_dir():
             return cls(Path(runtime_dir) / f"roder-{digest}")
+        import tempfile
+
         return cls(Path(tempfile.gettempdir()) / f"roder-{os.getuid()}-{digest}")
 
     @classmethod

@@ -28,8 +28,8 @@ from roder_core.ir import (
     ThreadSummary,
     Turn,
 )
+from roder_core.server.wire import PROTOCOL_VERSION as PROTOCOL_VERSION
 
-PROTOCOL_VERSION = "2026-11-01"
 SERVER_NAME = "roder-app-server"
 
 

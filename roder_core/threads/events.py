@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast, get_args
 from pydantic import BaseModel, Field, GetCoreSchemaHandler, TypeAdapter, model_validator
 from pydantic_core import CoreSchema
 
+from roder_core.errors import retry_notice
 from roder_core.ir import (
     PLAN_TOOL,
     ApprovalDecision,
@@ -244,7 +245,7 @@ class ModelRetrying(EventBase):
 
     def notice(self) -> str:
         """One line for people: what failed and when the call goes out again."""
-        return f"{self.reason}; retry {self.attempt} of {self.max_attempts} in {self.wait:.1f} s"
+        return retry_notice(self.reason, self.attempt, self.max_attempts, self.wait)
 
 
 class ModeChanged(EventBase):

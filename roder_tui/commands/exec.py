@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage(settings)
     printer = Printer("stream-json", sys.stdout, sys.stderr)
     spec = RolloutSpec(task=task, index=0, settings=settings, env=forwarded_env(), in_place=args.in_place)
-    outcome = run_rollout(spec, on_event=printer.on_event)
+    outcome = run_rollout(spec, on_event=lambda event: printer.on_event(event.method, event.params()))
     if args.out is not None:
         write_rollout(args.out, outcome)
     sys.stdout.write(json.dumps({"type": "result", **outcome.result}, ensure_ascii=False) + "\n")
