@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import sys
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +159,28 @@ def test_an_interrupted_rollout_unwinds_and_the_next_gets_a_new_loop() -> None:
         assert after is not before and not after.is_closed()
     finally:
         close_worker_loop()
+
+
+def _report_modules(conn: Connection) -> None:
+    conn.send({name: name in sys.modules for name in PRELOADED})
+
+
+PRELOADED = ("roder_core.batch.worker", "roder_core.runtime.bootstrap", "httpx", "tree_sitter_bash")
+
+
+def test_a_worker_starts_with_the_runtime_the_model_client_and_the_command_parser_imported() -> None:
+    """What every rollout needs is imported once by the fork server, not by each worker."""
+    from roder_core.batch.pool import worker_context
+
+    context = worker_context()
+    if context.get_start_method() != "forkserver":
+        pytest.skip("this platform has no fork server: workers are spawned and import on their own")
+    parent, child = context.Pipe()
+    process = context.Process(target=_report_modules, args=(child,))
+    process.start()
+    child.close()
+    try:
+        report = parent.recv()
+    finally:
+        process.join()
+    assert report == dict.fromkeys(PRELOADED, True)
