@@ -8,14 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from rich.console import Group
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.geometry import Size
+from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Static
 
 from roder_tui.keymap import SCOPE_TITLES, display, keys_by_scope
 from roder_tui.widgets.overlay import OverlayPanel
@@ -45,6 +46,35 @@ def help_table(remapped: Mapping[str, str] | None = None) -> Group:
     return Group(*sections)
 
 
+class KeyTable(Widget):
+    """The key table, laid out once per width and style and drawn from those lines on every
+    open: Rich's table layout (measuring each column, wrapping each description) was a quarter of
+    what showing help cost."""
+
+    DEFAULT_CSS = "KeyTable { height: auto; }"
+
+    def __init__(self, table: Group) -> None:
+        super().__init__()
+        self.table = table
+        self._laid_out: tuple[int, Style, list[Strip]] | None = None
+
+    def lines(self, width: int) -> list[Strip]:
+        style = self.rich_style
+        if self._laid_out is None or self._laid_out[:2] != (width, style):
+            console = self.app.console
+            rendered = console.render_lines(self.table, console.options.update_width(width), style=style)
+            self._laid_out = (width, style, [Strip(line, width) for line in rendered])
+        return self._laid_out[2]
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.lines(width))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        lines = self.lines(width)
+        return lines[y] if y < len(lines) else Strip.blank(width, self.rich_style)
+
+
 class HelpPanel(OverlayPanel):
     BINDINGS = [
         Binding("escape,q,f1,question_mark", "close", "Close", show=False),
@@ -64,7 +94,7 @@ class HelpPanel(OverlayPanel):
     def compose(self) -> ComposeResult:
         with VerticalScroll() as scroll:
             scroll.border_title = "Keys · esc to close"
-            yield Static(help_table(self._remapped))
+            yield KeyTable(help_table(self._remapped))
 
     def place(self, size: Size) -> None:
         """Centred above the status bar's row: the margins place the panel (a layer has no

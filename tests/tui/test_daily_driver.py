@@ -570,7 +570,7 @@ async def test_toasts_leave_the_prompt_and_completion_visible(workspace: Path, m
 
 
 async def test_help_shows_remapped_keys(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path) -> None:
-    from textual.widgets import Static
+    from roder_tui.widgets.help_panel import KeyTable
 
     (roder_home / "config.toml").write_text('[keys]\ntoggle_sidebar = "ctrl+e"\n')
     app = make_app(workspace, None, monkeypatch)
@@ -578,18 +578,10 @@ async def test_help_shows_remapped_keys(workspace: Path, monkeypatch: pytest.Mon
         await ready(pilot)
         await pilot.press("f1")
         await until(pilot, lambda: help_shown(app), what="the help panel")
-        rows = [line for line in _plain(app.panels[1].query_one(Static)) if "sidebar (threads" in line]
+        rows = [line.text for line in app.panels[1].query_one(KeyTable).lines(96) if "sidebar (threads" in line.text]
         assert rows
         assert "ctrl+e" in rows[0]
         assert "ctrl+b" not in rows[0]
-
-
-def _plain(widget: object) -> list[str]:
-    from rich.console import Console
-
-    console = Console(width=100, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    console.print(widget.content)  # type: ignore[attr-defined]
-    return console.export_text().splitlines()
 
 
 async def test_status_bar_keeps_the_model_during_an_approval_at_40_columns(
