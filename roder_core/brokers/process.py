@@ -354,14 +354,15 @@ class HostProcessBroker(CommandBroker):
         try:
             await asyncio.shield(admitted)
             transports, pumps = await asyncio.shield(pipes)
-        except BaseException:
+        except BaseException as exc:
             # Cancelled (a turn interrupt) after the command started but before this call owned
             # its pipes, or it could not be moved into its cgroup (it is still held then, with
-            # nothing run): the command and everything it started end first.
+            # nothing run): the command and everything it started end first. Only a failed move
+            # is a refusal: one that failed because an interrupt killed the held shell stays the
+            # interrupt (else the turn would go on as if the tool had been refused).
             await asyncio.shield(_abandon(proc, pipes, level, cgroup, admitted, gate))
-            failed = admitted.exception() if admitted.done() and not admitted.cancelled() else None
-            if isinstance(failed, OSError):
-                raise self._limits_refused(failed) from failed
+            if isinstance(exc, OSError) and admitted.done() and not admitted.cancelled() and admitted.exception() is exc:
+                raise self._limits_refused(exc) from exc
             raise
         if gate is not None:
             gate.close()
