@@ -15,7 +15,8 @@ one of two sessions:
 - otherwise to a runtime built in this process (``roder_tui.ask_local``).
 
 Both go through ``drive`` and ``Printer`` below, so the output, the exit codes and the errors
-are the same either way. This module imports the standard library only, as does the host's path.
+are the same either way. This module, like the host's path, imports nothing but the standard
+library and Roder's error types.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ import os
 import select
 import signal
 import socket
-import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any, TypeVar
 from roder_core import __version__, bounded_json
 from roder_core.errors import RoderError
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
-from roder_core.server.host_paths import HostDirError, HostPaths, config_stamp, environment_digest
+from roder_core.server.host_paths import HostPaths, config_stamp, environment_digest
 from roder_core.server.wire import MAX_LINE, PROTOCOL_VERSION
 from roder_core.settings.paths import RoderPaths
 from roder_tui.ask import ASK_QUEUE_SIZE, Wire
@@ -211,16 +210,11 @@ def open_host_session(args: argparse.Namespace) -> tuple[HostSession, str] | Non
     policy mode the thread must get there; None (after one ``stat``) when there is none."""
     if os.environ.get("RODER_NO_HOST"):
         return None
-    paths = HostPaths.from_env()
-    if not paths.socket.exists():
+    socket_path = HostPaths.from_env().running_socket()
+    if socket_path is None:
         return None
     try:
-        paths.check_private()
-    except HostDirError as exc:
-        sys.stderr.write(f"roder: ignoring the host socket: {exc}\n")
-        return None
-    try:
-        session = HostSession.connect(paths.socket)
+        session = HostSession.connect(socket_path)
     except OSError:  # a socket left behind by a host that is gone
         return None
     try:
