@@ -1,11 +1,11 @@
-"""One-shot mode on this user's running host (``roder serve``): a ``roder_tui.ask.Session`` that
+"""One-shot mode on this user's running host (``roder serve``): a ``roder_tui.ask_turn.Session`` that
 speaks JSON-RPC to the host's unix socket with the standard library alone.
 
 The host already holds the runtime, the extensions and the provider's connection, so the
 client's own start is the whole cost a hosted run adds: it imports no pydantic, no protocol
 models, no runtime (``tests/test_startup_imports.py`` lists what it may import). Requests and
 replies are the protocol's wire form, the same JSON a typed client would send; notifications
-are kept as (method, params) dicts for ``roder_tui.ask.Printer``. Secrets never reach this
+are kept as (method, params) dicts for ``roder_tui.ask_turn.Printer``. Secrets never reach this
 process in a form it would have to redact: the host redacts what it sends.
 
 Looking for a host costs one ``stat`` when none runs, so one-shot mode can always look.
@@ -33,7 +33,7 @@ from roder_core.server.errors import RUNTIME_ERROR, RpcError
 from roder_core.server.host_paths import HostPaths, config_stamp, environment_digest
 from roder_core.server.wire import MAX_LINE, PROTOCOL_VERSION
 from roder_core.settings.paths import RoderPaths
-from roder_tui.ask import ASK_QUEUE_SIZE, Wire
+from roder_tui.ask_turn import ASK_QUEUE_SIZE, Wire
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ READ_SIZE = 256 * 1024
 class HostSession:
     """One blocking connection to the host: a request waits for its reply, reading and keeping
     the wanted notifications that arrive meanwhile in order. Its coroutines never suspend (they
-    block on the socket), so ``run_unsuspended`` drives ``roder_tui.ask.drive`` over it without
+    block on the socket), so ``run_unsuspended`` drives ``roder_tui.ask_turn.drive`` over it without
     an event loop: a hosted run does not even import asyncio. When the connection ends, the
     waiting request fails and the notification stream ends."""
 
