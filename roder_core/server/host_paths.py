@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import stat
 from collections.abc import Mapping
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from roder_core.errors import RoderError
+
+log = logging.getLogger(__name__)
 
 SOCKET_NAME = "host.sock"
 PID_NAME = "host.json"
@@ -85,6 +88,18 @@ class HostPaths(NamedTuple):
                 f"{self.directory} is open to other users (mode {stat.S_IMODE(info.st_mode):o}); "
                 "refusing to use it: `chmod 700` it or remove it"
             )
+
+    def running_socket(self) -> Path | None:
+        """The socket of a running host to connect to; None (after one ``stat``) when there is
+        none, or when its folder is not private (then nobody should talk to it: said once)."""
+        if not self.socket.exists():
+            return None
+        try:
+            self.check_private()
+        except HostDirError as exc:
+            log.warning("ignoring the host socket: %s", exc)
+            return None
+        return self.socket
 
     def read_record(self) -> dict[str, object] | None:
         try:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from roder_core.server.host_paths import HostPaths
 from roder_core.server.protocol import (
     INITIALIZE,
     SESSION_GET,
@@ -27,7 +28,7 @@ from roder_core.server.remote_client import RemoteAppClient
 from roder_core.testing.fake_server import ThreadedFakeServer
 from roder_core.threads.events import ThreadStarted
 from tests.builders import wait_until
-from tests.e2e.host_support import HostProcess, write_local_provider
+from tests.e2e.host_support import HostProcess, host_env, write_local_provider
 
 pytestmark = pytest.mark.e2e
 
@@ -222,3 +223,31 @@ def test_ctrl_c_interrupts_the_turn_on_the_host(roder_home: Path, workspace: Pat
             assert asyncio.run(_status(host))["activeTurns"] == {}
         finally:
             host.stop()
+
+
+def test_a_host_folder_open_to_others_is_not_used_and_said_so(roder_home: Path, workspace: Path) -> None:
+    """A socket in a host folder other users can enter is never spoken to: the run happens in
+    process and says once why the socket was ignored."""
+    env = host_env(roder_home)
+    paths = HostPaths.from_env(env)
+    paths.directory.mkdir(mode=0o755)
+    paths.directory.chmod(0o755)
+    paths.socket.touch()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "roder_tui.cli", "-p", "hi", "--provider", "mock"],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        paths.socket.unlink()
+        paths.directory.rmdir()
+    assert done.returncode == 0, done.stderr
+    ignored = [line for line in done.stderr.splitlines() if "ignoring the host socket" in line]
+    assert ignored == [
+        f"roder: ignoring the host socket: {paths.directory} is open to other users (mode 755); "
+        "refusing to use it: `chmod 700` it or remove it"
+    ]
