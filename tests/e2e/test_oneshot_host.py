@@ -41,10 +41,15 @@ def _ask(
     environment = {**host.env, **env}
     if in_process:
         environment["RODER_NO_HOST"] = "1"
+    return _roder_p(environment, cwd, *args, stdin=stdin)
+
+
+def _roder_p(env: dict[str, str], cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``roder -p ARGS`` as its own process, its output captured."""
     return subprocess.run(
         [sys.executable, "-m", "roder_tui.cli", "-p", *args],
         cwd=cwd,
-        env=environment,
+        env=env,
         input=stdin,
         capture_output=True,
         text=True,
@@ -234,14 +239,7 @@ def test_a_host_folder_open_to_others_is_not_used_and_said_so(roder_home: Path, 
     paths.directory.chmod(0o755)
     paths.socket.touch()
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "roder_tui.cli", "-p", "hi", "--provider", "mock"],
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = _roder_p(env, workspace, "hi", "--provider", "mock")
     finally:
         paths.socket.unlink()
         paths.directory.rmdir()
