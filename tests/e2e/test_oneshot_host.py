@@ -189,13 +189,13 @@ def test_every_output_format_and_error_is_the_same_as_in_process(roder_home: Pat
                 said = "turn/retrying" in hosted.stdout if fmt == "stream-json" else "retry 1 of" in hosted.stderr
                 assert said or fmt == "json", f"{fmt}: the 503's retry was not said"
                 assert _without_ids(hosted.stdout) == _without_ids(local.stdout), f"{fmt}\n{hosted.stdout}\n{local.stdout}"
-            for args, code, message in [
+            for wrong, code, message in [
                 (("hi", "-r", "thr_nosuchthread", *FLAGS), 2, "thr_nosuchthread"),
                 (("hi", "-r", "", *FLAGS), 2, "-r needs a thread id"),
                 (("/new", *FLAGS), 2, "/new is an app command"),
             ]:
-                local = _ask(host, workspace, *args, in_process=True)
-                hosted = _ask(host, workspace, *args)
+                local = _ask(host, workspace, *wrong, in_process=True)
+                hosted = _ask(host, workspace, *wrong)
                 assert (hosted.returncode, hosted.stdout, hosted.stderr) == (local.returncode, local.stdout, local.stderr)
                 assert hosted.returncode == code and message in hosted.stderr, hosted.stderr
         finally:
