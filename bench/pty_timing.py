@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -19,6 +20,8 @@ import time
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
+#: A terminal control sequence (CSI: colours, cursor moves).
+CONTROL_SEQUENCE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -73,14 +76,16 @@ class PtySession:
         self.seen = b""
 
     def wait(self, marker: bytes, limit: float = 60.0) -> float:
-        """Seconds until ``marker`` appears in what the program writes from now on."""
+        """Seconds until ``marker`` appears in what the program writes from now on, as text: a
+        style or cursor sequence inside it (Textual splits a row's text where the widgets below
+        an overlay begin) does not hide it."""
         started = time.perf_counter()
         self.seen = b""
         while time.perf_counter() < started + limit:
             ready, _, _ = select.select([self.master], [], [], 0.01)
             if ready:
                 self.seen += os.read(self.master, 65536)
-                if marker in self.seen:
+                if marker in self.seen or marker in CONTROL_SEQUENCE.sub(b"", self.seen):
                     return time.perf_counter() - started
         raise RuntimeError(f"never showed {marker!r}")
 

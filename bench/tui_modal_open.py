@@ -33,9 +33,11 @@ PALETTE = b"\x10"  # ctrl+p
 #: (which timed the blink, 0.5 s, not the opening).
 PALETTE_SHOWN = b"earch for commands"
 F1 = b"\x1bOP"
-#: The sidebar's title, drawn again when a modal closes. Waiting for it (not for a quiet moment)
-#: keeps the next key from reaching a busy app together with the esc, which reads as alt+key.
-CLOSED = b"Threads"
+#: The sidebar's right edge, drawn again in every row a modal covered when it closes (the sidebar's
+#: title is not: the palette, a panel now, leaves the rows above it alone). Waiting for it (not
+#: for a quiet moment) keeps the next key from reaching a busy app together with the esc, which
+#: reads as alt+key.
+CLOSED = "\u2595".encode()
 #: Characters typed once the app has settled, one at a time: the median of their echoes is the
 #: yardstick. Letters that appear nowhere else on the start screen.
 ECHOES = b"qzxjv"

@@ -6,7 +6,9 @@ types. Engines translate wire dialects into ``InferenceEvent`` values; the runti
 camelCase on the wire (``threadId``), so app-server projection is a dump, not a translation.
 """
 
-from __future__ import annotations
+# Annotations here are objects, not strings (no ``from __future__ import annotations``): pydantic
+# would otherwise compile every field's annotation string again when it builds the models, a
+# cost every start-up pays (tests/test_startup_imports.py names the modules kept so).
 
 import time
 import uuid
@@ -94,7 +96,7 @@ class Usage(IRModel):
     cost_usd: float = 0.0
     estimated: bool = False
 
-    def __add__(self, other: Usage) -> Usage:
+    def __add__(self, other: "Usage") -> "Usage":
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,

@@ -81,7 +81,7 @@ class RoderApp(AppTurns):
         self._layout_for_width(self.size.width)
         # The runtime starts once the first frame is on the screen: nothing of it delays that frame.
         self.call_after_refresh(self._boot)
-        self.call_after_refresh(self._build_modals)
+        self.call_after_refresh(self.mount_panels)
 
     @work(exclusive=True, group="boot")
     async def _boot(self) -> None:

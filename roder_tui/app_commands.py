@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from roder_tui import listings
 from roder_tui.app_rewind import AppRewind
-from roder_tui.app_state import HELP_SCREEN, PALETTE_SCREEN
 
 if TYPE_CHECKING:
-    from textual.screen import Screen
+    from textual.widget import Widget
 
     from roder_core.kernel.services import PaletteCommand
+    from roder_tui.widgets.command_palette import CommandPalette
+    from roder_tui.widgets.help_panel import HelpPanel
+    from roder_tui.widgets.overlay import OverlayPanel
 
 
 log = logging.getLogger(__name__)
@@ -216,25 +218,43 @@ class AppCommands(AppRewind):
         self.notify(str(target), title="exported")
 
     def action_command_palette(self) -> None:
-        from roder_tui.screens.command_palette import CommandPaletteScreen
+        palette, _help = self.mount_panels()
+        self._open_panel(palette)
 
-        if not isinstance(self.screen, CommandPaletteScreen):
-            self.push_screen(self._palette_screen())
+    def action_help(self) -> None:
+        _palette, help_panel = self.mount_panels()
+        self._open_panel(help_panel)
 
-    def _palette_screen(self) -> Screen[Any]:
-        from roder_tui.screens.command_palette import CommandPaletteScreen
+    def mount_panels(self) -> tuple[CommandPalette, HelpPanel]:
+        """The palette and help, mounted on the main screen's overlay layer once, after the first
+        frame, while the runtime starts, so ctrl+p and F1 only show them. The palette's rows load
+        once the runtime is ready."""
+        if self.panels is None:
+            from roder_tui.widgets.command_palette import CommandPalette
+            from roder_tui.widgets.help_panel import HelpPanel
 
-        return self._installed(PALETTE_SCREEN, lambda: CommandPaletteScreen(self._palette_rows, self.run_palette_command))
+            def prompt() -> Widget:  # where focus goes when the widget it came from is gone
+                return self.prompt_bar.input
 
-    def _build_modals(self) -> None:
-        """Compose, style and mount the palette and help after the first frame, while the runtime
-        starts, so ctrl+p and F1 only show them (Textual starts an installed screen when it is
-        first pushed; ``_get_screen`` is that step). The palette's rows load once the runtime is
-        ready."""
-        from roder_tui.screens.help import HelpScreen
+            palette = CommandPalette(self._palette_rows, self.run_palette_command, fallback_focus=prompt)
+            help_panel = HelpPanel(self._keymap, fallback_focus=prompt)
+            self.panels = (palette, help_panel)
+            self._panels_mounted = self.screen_stack[0].mount(palette, help_panel)
+        return self.panels
 
-        self._get_screen(self._palette_screen())
-        self._get_screen(self._installed(HELP_SCREEN, HelpScreen))
+    def _open_panel(self, panel: OverlayPanel) -> None:
+        """Show ``panel`` over the main screen (once mounted); over a dialog, say that it comes first."""
+        if self.screen is not self.screen_stack[0]:
+            self.notify("Close this dialog first (esc): help and the palette open over the main screen.", timeout=4)
+        elif panel.is_mounted:
+            panel.open()
+        else:  # a key pressed before the first frame
+            self.run_worker(self._open_when_mounted(panel), group="panels")
+
+    async def _open_when_mounted(self, panel: OverlayPanel) -> None:
+        if self._panels_mounted is not None:
+            await self._panels_mounted
+        self._open_panel(panel)
 
     async def _palette_rows(self) -> list[PaletteCommand]:
         from roder_tui.palette import palette_rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from roder_core.modes import Mode
-from roder_tui.app_state import CTRL_C_WINDOW, HELP_SCREEN, MODES, SIDEBAR_MIN_CELLS, SIDEBAR_MIN_WIDTH, SIDEBAR_STEP, AppState
+from roder_tui.app_state import CTRL_C_WINDOW, MODES, SIDEBAR_MIN_CELLS, SIDEBAR_MIN_WIDTH, SIDEBAR_STEP, AppState
 from roder_tui.widgets.prompt import PromptInput
 
 
@@ -104,12 +104,6 @@ class AppKeys(AppState):
 
     async def action_workflows(self) -> None:
         await self.workflows_view.open()
-
-    def action_help(self) -> None:
-        from roder_tui.screens.help import HelpScreen
-
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(self._installed(HELP_SCREEN, HelpScreen))
 
     def action_focus_transcript(self) -> None:
         widgets = self.transcript._entry_widgets()

@@ -52,12 +52,15 @@ from roder_tui.workflows_view import WorkflowsView  # noqa: E402
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
     from textual.screen import Screen
+    from textual.widget import AwaitMount
 
     from roder_core.ir import ApprovalRequest
     from roder_core.server.app_client import AppClient
     from roder_core.server.protocol_features import CommandInfoModel
     from roder_tui import rewind as rewind_mod
     from roder_tui.team_control import TeamControl
+    from roder_tui.widgets.command_palette import CommandPalette
+    from roder_tui.widgets.help_panel import HelpPanel
 
 
 MODES = tuple(Mode)
@@ -69,9 +72,6 @@ SIDEBAR_STEP = 4
 SIDEBAR_MIN_CELLS = 16
 #: Turns a thread opens with; older ones are fetched when the transcript is scrolled back to them.
 RECENT_TURNS = 30
-#: The name the command palette's screen is installed under.
-PALETTE_SCREEN = "command-palette"
-HELP_SCREEN = "help"
 #: Makes the app's control-plane client: in process by default, a host's client when attached.
 ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
@@ -129,6 +129,9 @@ class AppState(App[int]):
         #: The ``!cmd`` running now (esc and ctrl+c stop it), None when none runs.
         self._shell_run: asyncio.Task[None] | None = None
         self._elapsed_timer: Any = None
+        #: The command palette and help: panels of the main screen, mounted after the first frame.
+        self.panels: tuple[CommandPalette, HelpPanel] | None = None
+        self._panels_mounted: AwaitMount | None = None
         self._pushed_theme = False
         self.coalescer = DeltaCoalescer(self._flush_deltas, stream_fps(REMOTE), stream_budget(REMOTE))
         for theme in self.themes.themes.values():
@@ -170,6 +173,11 @@ class AppState(App[int]):
         app action and ``[black on black]`` would hide text."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
+    def get_default_screen(self) -> Screen[Any]:
+        from roder_tui.main_screen import MainScreen
+
+        return MainScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         self.sidebar = Sidebar(id="sidebar")
         self.transcript = Transcript(id="transcript")
@@ -195,6 +203,9 @@ class AppState(App[int]):
 
     def on_resize(self, event: Any) -> None:
         self._layout_for_width(event.size.width)
+        for panel in self.panels or ():
+            if panel.is_open:
+                panel.place(event.size)
 
     def _layout_for_width(self, width: int) -> None:
         self.sidebar.display = self.sidebar_wanted and width >= SIDEBAR_MIN_WIDTH
@@ -248,13 +259,6 @@ class AppState(App[int]):
         if self.thread_id is None:
             raise RuntimeError("no thread is open")
         return self.thread_id
-
-    def _installed(self, name: str, make: Callable[[], Screen[Any]]) -> Screen[Any]:
-        """A modal opened often (palette, help), installed on first use and reused on every open:
-        composing and styling one costs far more than showing it."""
-        if not self.is_screen_installed(name):
-            self.install_screen(make(), name)
-        return self.get_screen(name)
 
     async def _read_host_directory(self, path: str) -> list[tuple[str, bool]]:
         """One folder of the host's workspace (``fs/readDirectory``, .gitignore respected)."""

@@ -1,11 +1,11 @@
-"""One-shot mode on this user's running host (``roder serve``): a ``roder_tui.ask.Session`` that
+"""One-shot mode on this user's running host (``roder serve``): a ``roder_tui.ask_turn.Session`` that
 speaks JSON-RPC to the host's unix socket with the standard library alone.
 
 The host already holds the runtime, the extensions and the provider's connection, so the
 client's own start is the whole cost a hosted run adds: it imports no pydantic, no protocol
 models, no runtime (``tests/test_startup_imports.py`` lists what it may import). Requests and
 replies are the protocol's wire form, the same JSON a typed client would send; notifications
-are kept as (method, params) dicts for ``roder_tui.ask.Printer``. Secrets never reach this
+are kept as (method, params) dicts for ``roder_tui.ask_turn.Printer``. Secrets never reach this
 process in a form it would have to redact: the host redacts what it sends.
 
 Looking for a host costs one ``stat`` when none runs, so one-shot mode can always look.
@@ -22,7 +22,6 @@ import os
 import select
 import signal
 import socket
-import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
@@ -31,10 +30,10 @@ from typing import Any, TypeVar
 from roder_core import __version__, bounded_json
 from roder_core.errors import RoderError
 from roder_core.server.errors import RUNTIME_ERROR, RpcError
-from roder_core.server.host_paths import HostDirError, HostPaths, config_stamp, environment_digest
+from roder_core.server.host_paths import HostPaths, config_stamp, environment_digest
 from roder_core.server.wire import MAX_LINE, PROTOCOL_VERSION
 from roder_core.settings.paths import RoderPaths
-from roder_tui.ask import ASK_QUEUE_SIZE, Wire
+from roder_tui.ask_turn import ASK_QUEUE_SIZE, Wire
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ READ_SIZE = 256 * 1024
 class HostSession:
     """One blocking connection to the host: a request waits for its reply, reading and keeping
     the wanted notifications that arrive meanwhile in order. Its coroutines never suspend (they
-    block on the socket), so ``run_unsuspended`` drives ``roder_tui.ask.drive`` over it without
+    block on the socket), so ``run_unsuspended`` drives ``roder_tui.ask_turn.drive`` over it without
     an event loop: a hosted run does not even import asyncio. When the connection ends, the
     waiting request fails and the notification stream ends."""
 
@@ -211,16 +210,11 @@ def open_host_session(args: argparse.Namespace) -> tuple[HostSession, str] | Non
     policy mode the thread must get there; None (after one ``stat``) when there is none."""
     if os.environ.get("RODER_NO_HOST"):
         return None
-    paths = HostPaths.from_env()
-    if not paths.socket.exists():
+    socket_path = HostPaths.from_env().running_socket()
+    if socket_path is None:
         return None
     try:
-        paths.check_private()
-    except HostDirError as exc:
-        sys.stderr.write(f"roder: ignoring the host socket: {exc}\n")
-        return None
-    try:
-        session = HostSession.connect(paths.socket)
+        session = HostSession.connect(socket_path)
     except OSError:  # a socket left behind by a host that is gone
         return None
     try:

@@ -1,7 +1,7 @@
-"""One-shot mode's runtime built in this process: a ``roder_tui.ask.Session`` over the in-process
+"""One-shot mode's runtime built in this process: a ``roder_tui.ask_turn.Session`` over the in-process
 app server (``LocalAppClient``), for when no compatible host runs.
 
-Kept apart from ``roder_tui.ask`` because it is the only part of a one-shot run that imports the
+Kept apart from ``roder_tui.ask`` and ``roder_tui.ask_turn`` because it is the only part of a one-shot run that imports the
 runtime (pydantic, extensions, providers): a run handed to a host never loads this module.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from roder_core.runtime.bootstrap import settings_from_args
 from roder_core.server.client import LocalAppClient
 from roder_core.server.fanout import NotificationQueue
-from roder_tui.ask import ASK_QUEUE_SIZE, Wire, drive
+from roder_tui.ask_turn import ASK_QUEUE_SIZE, Wire, drive
 
 
 class LocalSession:
@@ -55,7 +55,7 @@ class LocalSession:
 
 
 async def ask_locally(args: argparse.Namespace, prompt: str, attachments: list[Wire], out: TextIO, err: TextIO) -> int:
-    """``roder_tui.ask.drive`` on a runtime for this command line, built headless (nobody can
+    """``roder_tui.ask_turn.drive`` on a runtime for this command line, built headless (nobody can
     approve a call)."""
     client = LocalAppClient.start(settings_from_args(args, interactive=False), persist_config=False)
     async with client:

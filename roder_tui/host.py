@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roder_core.server.host_paths import HostDirError, HostPaths
+from roder_core.server.host_paths import HostPaths
 
 if TYPE_CHECKING:
     from roder_core.server.protocol_attach import HostStatusResult
@@ -41,18 +41,13 @@ class HostStartError(Exception):
 async def connect(paths: HostPaths | None = None) -> RemoteAppClient | None:
     """A client of this user's running host, or None when none runs (or its folder is not
     private: then nobody should talk to it)."""
-    paths = paths or HostPaths.from_env()
-    if not paths.socket.exists():
-        return None
-    try:
-        paths.check_private()
-    except HostDirError as exc:
-        sys.stderr.write(f"roder: ignoring the host socket: {exc}\n")
+    socket = (paths or HostPaths.from_env()).running_socket()
+    if socket is None:
         return None
     from roder_core.server.remote_client import HostUnreachable, RemoteAppClient
 
     try:
-        return await RemoteAppClient.connect_unix(paths.socket)
+        return await RemoteAppClient.connect_unix(socket)
     except HostUnreachable:
         return None
 

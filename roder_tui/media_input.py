@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from roder_core.media.images import sniff_image
 from roder_tui.file_mentions import mentioned_paths
 
 if TYPE_CHECKING:
@@ -44,6 +43,8 @@ def _candidates(text: str, workspace: Path) -> list[Path]:
 
 
 def is_image_file(path: Path) -> bool:
+    from roder_core.media.images import sniff_image  # loaded only when a prompt names a file
+
     try:
         with path.open("rb") as handle:
             return sniff_image(handle.read(16)) is not None

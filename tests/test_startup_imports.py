@@ -10,7 +10,9 @@ front ends, optional remote and batch dependencies, and Roder's parts a one-shot
 """
 
 from __future__ import annotations
+import __future__
 
+import importlib
 import os
 import subprocess
 import sys
@@ -119,6 +121,9 @@ NOT_IN_HOSTED_ONESHOT = (
     "roder_core.server.rpc_client",
     "roder_tui.ask_local",
     "roder_tui.host",
+    "roder_core.brokers",  # the terminal sanitizer's pattern: for the json formats and terminals only
+    "roder_core.media",  # the image sniffer: when the prompt names a file
+    "dataclasses",
     "asyncio",
     "ssl",
     "httpx",
@@ -143,6 +148,27 @@ def test_a_oneshot_on_a_running_host_imports_no_models_runtime_or_event_loop(rod
 
 def test_version_imports_no_runtime(workspace: Path) -> None:
     assert offenders(imported(["--version"], workspace), NOT_IN_VERSION) == []
+
+
+#: Modules of models every start-up builds whose annotations must stay objects: under
+#: ``from __future__ import annotations`` pydantic compiles each field's annotation string again
+#: when it builds the class (about 3% of a one-shot's instructions over these five).
+ANNOTATIONS_AS_OBJECTS = (
+    "roder_core.ir",
+    "roder_core.threads.events",
+    "roder_core.server.protocol",
+    "roder_core.settings.config",
+    "roder_core.kernel.hook_payloads",
+)
+
+
+def test_start_up_models_are_not_annotated_with_strings() -> None:
+    stringly = [
+        name
+        for name in ANNOTATIONS_AS_OBJECTS
+        if vars(importlib.import_module(name)).get("annotations") is __future__.annotations
+    ]
+    assert stringly == []
 
 
 def test_the_list_catches_a_module_that_creeps_in() -> None:

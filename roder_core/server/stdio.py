@@ -108,7 +108,7 @@ async def serve_stdio(dispatcher: Dispatcher, stdin: BinaryIO | None = None, std
     """Serve one client on stdin/stdout until stdin closes."""
     reader = await open_reader(stdin or sys.stdin.buffer)
     writer = LineWriter(sys.stdout.fileno() if stdout_fd is None else stdout_fd)
-    connection = Connection(dispatcher, writer.write_line)
+    connection = Connection(dispatcher, writer.write_line, lines=True)
 
     def too_long() -> None:
         connection.queue.put_reply(parse_error(f"line longer than {MAX_LINE} bytes was discarded"))

@@ -102,7 +102,7 @@ class UnixHost:
             writer.write(text.encode("utf-8") + b"\n")
             await writer.drain()
 
-        conn = Connection(self.dispatcher, send, queue_size=self.dispatcher.queue_size)
+        conn = Connection(self.dispatcher, send, queue_size=self.dispatcher.queue_size, lines=True)
         conn.context.data["transport"] = "unix"
         self.connections[conn] = writer
 

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from roder_core.batch.outputs import RESULT_FILE, write_rollout
     from roder_core.batch.tasks import TaskFileError, parse_tasks
     from roder_core.batch.worker import RolloutSpec, forwarded_env, run_rollout
-    from roder_tui.ask import Printer
+    from roder_tui.ask_turn import Printer
 
     prompt = " ".join(args.prompt).strip()
     if not prompt and not sys.stdin.isatty():

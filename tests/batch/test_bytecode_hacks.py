@@ -2,8 +2,10 @@
 
 Python runs ``__pycache__/NAME.TAG.pyc`` instead of ``NAME.py`` when the cached file's header
 names the source's size and modification time, and an agent that leaves the buggy source alone
-knows both. Through the real batch loop: a forged cache over the task's own cache, and one
-reached through a ``__pycache__`` link, both score failed; an honest fix passes."""
+knows both. And a compiled file with no source at all is imported when it stands where Python
+looks first: ``calc/__init__.pyc`` makes ``calc`` a package, which wins over ``calc.py``.
+Through the real batch loop: a forged cache over the task's own cache, one reached through a
+``__pycache__`` link, and a sourceless package all score failed; an honest fix passes."""
 
 from __future__ import annotations
 
@@ -38,7 +40,23 @@ def forge(folder: str) -> str:
     )
 
 
+#: Python that writes a sourceless ``calc`` package whose ``add`` adds: no source file changes.
+SOURCELESS = (
+    "import importlib._bootstrap_external as ext, os\n"
+    "os.makedirs('calc', exist_ok=True)\n"
+    "code = compile('def add(a, b):\\n    return a + b\\n', 'calc/__init__.py', 'exec')\n"
+    "open('calc/__init__.pyc', 'wb').write(ext._code_to_timestamp_pyc(code, 0, 0))\n"
+)
+
+NAMES = ("forged", "linked", "sourceless", "honest")
+
+
 def _calls(name: str) -> list[dict[str, Any]]:
+    if name == "sourceless":
+        return [
+            {"name": "write", "arguments": {"path": "forge.py", "content": SOURCELESS}},
+            {"name": "bash", "arguments": {"command": f"{sys.executable} forge.py && rm forge.py"}},
+        ]
     write = {"name": "write", "arguments": {"path": "forge.py", "content": forge("__pycache__" if name == "forged" else "kept")}}
     run = {"name": "bash", "arguments": {"command": f"{sys.executable} forge.py"}}
     if name == "forged":
@@ -61,6 +79,10 @@ def test_a_forged_bytecode_cache_scores_failed(tmp_path: Path, capsys: pytest.Ca
     subprocess.run([sys.executable, "-c", forge("__pycache__")], cwd=bare, check=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
     assert subprocess.run(SCORE, shell=True, cwd=bare, env=env).returncode == 0
+    sourceless = tmp_path / "sourceless"
+    shutil.copytree(source, sourceless, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-c", SOURCELESS], cwd=sourceless, check=True)
+    assert subprocess.run(SCORE, shell=True, cwd=sourceless, env=env).returncode == 0
 
     rows = [
         {
@@ -74,17 +96,18 @@ def test_a_forged_bytecode_cache_scores_failed(tmp_path: Path, capsys: pytest.Ca
                 )
             },
         }
-        for name in ("forged", "linked", "honest")
+        for name in NAMES
     ]
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = tmp_path / "out"
     code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
     assert code == 0, err
-    logs = {name: (out / "rollouts" / name / "0" / "score.log").read_text() for name in ("forged", "linked", "honest")}
+    logs = {name: (out / "rollouts" / name / "0" / "score.log").read_text() for name in NAMES}
     assert result(out, "honest")["passed"], logs["honest"]
-    for name in ("forged", "linked"):
+    for name in ("forged", "linked", "sourceless"):
         assert not result(out, name)["passed"], logs[name]
         assert "AssertionError" in logs[name]
     assert "bytecode cache" in logs["forged"]  # the cache was removed, the source scored
     assert CACHED in (out / "rollouts/forged/0/workspace.diff").read_text()  # what the agent did is on record
+    assert "calc/__init__.pyc" in logs["sourceless"]  # removed, and said so

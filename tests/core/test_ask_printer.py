@@ -7,7 +7,7 @@ from typing import Any
 
 from roder_core.ir import AgentMessageItem
 from roder_core.threads.events import AgentMessageDelta, ItemCompleted
-from roder_tui.ask import Printer
+from roder_tui.ask_turn import Printer
 
 
 class Terminal(io.StringIO):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from roder_core.server.host_paths import HostPaths
 from roder_core.server.protocol import (
     INITIALIZE,
     SESSION_GET,
@@ -27,7 +28,7 @@ from roder_core.server.remote_client import RemoteAppClient
 from roder_core.testing.fake_server import ThreadedFakeServer
 from roder_core.threads.events import ThreadStarted
 from tests.builders import wait_until
-from tests.e2e.host_support import HostProcess, write_local_provider
+from tests.e2e.host_support import HostProcess, host_env, write_local_provider
 
 pytestmark = pytest.mark.e2e
 
@@ -40,10 +41,15 @@ def _ask(
     environment = {**host.env, **env}
     if in_process:
         environment["RODER_NO_HOST"] = "1"
+    return _roder_p(environment, cwd, *args, stdin=stdin)
+
+
+def _roder_p(env: dict[str, str], cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``roder -p ARGS`` as its own process, its output captured."""
     return subprocess.run(
         [sys.executable, "-m", "roder_tui.cli", "-p", *args],
         cwd=cwd,
-        env=environment,
+        env=env,
         input=stdin,
         capture_output=True,
         text=True,
@@ -183,13 +189,13 @@ def test_every_output_format_and_error_is_the_same_as_in_process(roder_home: Pat
                 said = "turn/retrying" in hosted.stdout if fmt == "stream-json" else "retry 1 of" in hosted.stderr
                 assert said or fmt == "json", f"{fmt}: the 503's retry was not said"
                 assert _without_ids(hosted.stdout) == _without_ids(local.stdout), f"{fmt}\n{hosted.stdout}\n{local.stdout}"
-            for args, code, message in [
+            for wrong, code, message in [
                 (("hi", "-r", "thr_nosuchthread", *FLAGS), 2, "thr_nosuchthread"),
                 (("hi", "-r", "", *FLAGS), 2, "-r needs a thread id"),
                 (("/new", *FLAGS), 2, "/new is an app command"),
             ]:
-                local = _ask(host, workspace, *args, in_process=True)
-                hosted = _ask(host, workspace, *args)
+                local = _ask(host, workspace, *wrong, in_process=True)
+                hosted = _ask(host, workspace, *wrong)
                 assert (hosted.returncode, hosted.stdout, hosted.stderr) == (local.returncode, local.stdout, local.stderr)
                 assert hosted.returncode == code and message in hosted.stderr, hosted.stderr
         finally:
@@ -222,3 +228,24 @@ def test_ctrl_c_interrupts_the_turn_on_the_host(roder_home: Path, workspace: Pat
             assert asyncio.run(_status(host))["activeTurns"] == {}
         finally:
             host.stop()
+
+
+def test_a_host_folder_open_to_others_is_not_used_and_said_so(roder_home: Path, workspace: Path) -> None:
+    """A socket in a host folder other users can enter is never spoken to: the run happens in
+    process and says once why the socket was ignored."""
+    env = host_env(roder_home)
+    paths = HostPaths.from_env(env)
+    paths.directory.mkdir(mode=0o755)
+    paths.directory.chmod(0o755)
+    paths.socket.touch()
+    try:
+        done = _roder_p(env, workspace, "hi", "--provider", "mock")
+    finally:
+        paths.socket.unlink()
+        paths.directory.rmdir()
+    assert done.returncode == 0, done.stderr
+    ignored = [line for line in done.stderr.splitlines() if "ignoring the host socket" in line]
+    assert ignored == [
+        f"roder: ignoring the host socket: {paths.directory} is open to other users (mode 755); "
+        "refusing to use it: `chmod 700` it or remove it"
+    ]

@@ -109,13 +109,18 @@ def palette_searched(app: Any) -> bool:
     screen fetches them in a worker of its own group on each open; a search filters them at once)."""
     from textual.worker import WorkerState
 
-    from roder_tui.screens.command_palette import CommandPaletteScreen
-
-    screen = app.screen
-    if not isinstance(screen, CommandPaletteScreen) or not screen.query("#palette-query:focus"):
-        return False  # not open, or not mounted yet
+    if app.panels is None:
+        return False  # not mounted yet
+    palette = app.panels[0]
+    if not palette.is_open or app.focused is not palette.query_input:
+        return False
     searching = (WorkerState.PENDING, WorkerState.RUNNING)
-    return bool(screen.rows) and not any(w.group == "palette-rows" and w.state in searching for w in screen.workers)
+    return bool(palette.rows) and not any(w.group == "palette-rows" and w.state in searching for w in palette.workers)
+
+
+def help_shown(app: Any) -> bool:
+    """The help panel is open with focus in it."""
+    return app.panels is not None and app.panels[1].is_open and app.focused is not None and app.panels[1] in app.focused.ancestors
 
 
 async def open_palette(pilot: Any, query: str) -> None:

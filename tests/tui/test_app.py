@@ -11,11 +11,10 @@ from roder_core.ir import UserMessageItem
 from roder_core.server.protocol import SESSION_GET, THREAD_READ, SessionGetParams, ThreadReadParams
 from roder_tui.screens.approval import ApprovalScreen
 from roder_tui.screens.first_run import FirstRunScreen
-from roder_tui.screens.help import HelpScreen
 from roder_tui.screens.resume import ResumePicker
 from roder_tui.widgets.markdown_stream import CodeView, ProseBlock
 from roder_tui.widgets.messages import ReasoningView, ToolCardView
-from tests.tui.helpers import ask, entries_of, make_app, palette, palette_searched, ready, shown, turn_done, until
+from tests.tui.helpers import ask, entries_of, help_shown, make_app, palette, palette_searched, ready, shown, turn_done, until
 
 BASH_STEPS = [
     {"text": "Let me check.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi-from-bash"}}]},
@@ -186,14 +185,14 @@ async def test_help_screen_lists_every_key(workspace: Path, monkeypatch: pytest.
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await pilot.press("f1")
-        assert isinstance(app.screen, HelpScreen)
+        await until(pilot, lambda: help_shown(app), what="the help panel")
         text = _help_text()
         for key in KEYS:
             assert key.description in text
         await pilot.press("escape")
-        assert not isinstance(app.screen, HelpScreen)
+        assert not help_shown(app)
         await pilot.press("ctrl+t", "question_mark")  # ? works outside the prompt
-        assert isinstance(app.screen, HelpScreen)
+        await until(pilot, lambda: help_shown(app), what="the help panel")
 
 
 def _help_text() -> str:
@@ -201,7 +200,7 @@ def _help_text() -> str:
 
     from rich.console import Console
 
-    from roder_tui.screens.help import help_table
+    from roder_tui.widgets.help_panel import help_table
 
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(help_table())

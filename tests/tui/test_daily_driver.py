@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from roder_core.server.protocol import THREAD_START, ThreadStartParams
-from tests.tui.helpers import ask, make_app, palette, ready, turn_done, until
+from tests.tui.helpers import ask, help_shown, make_app, palette, ready, turn_done, until
 
 
 def _is_choice(screen: object) -> bool:
@@ -570,29 +570,18 @@ async def test_toasts_leave_the_prompt_and_completion_visible(workspace: Path, m
 
 
 async def test_help_shows_remapped_keys(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path) -> None:
-    from textual.widgets import Static
-
-    from roder_tui.screens.help import HelpScreen
+    from roder_tui.widgets.help_panel import KeyTable
 
     (roder_home / "config.toml").write_text('[keys]\ntoggle_sidebar = "ctrl+e"\n')
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await pilot.press("f1")
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
-        await pilot.pause()  # composed
-        rows = [line for line in _plain(app.screen.query_one(Static)) if "sidebar (threads" in line]
+        await until(pilot, lambda: help_shown(app), what="the help panel")
+        rows = [line.text for line in app.panels[1].query_one(KeyTable).lines(96) if "sidebar (threads" in line.text]
         assert rows
         assert "ctrl+e" in rows[0]
         assert "ctrl+b" not in rows[0]
-
-
-def _plain(widget: object) -> list[str]:
-    from rich.console import Console
-
-    console = Console(width=100, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    console.print(widget.content)  # type: ignore[attr-defined]
-    return console.export_text().splitlines()
 
 
 async def test_status_bar_keeps_the_model_during_an_approval_at_40_columns(

@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from roder_tui.screens.approval import ApprovalScreen
-from roder_tui.screens.help import HelpScreen
-from tests.tui.helpers import entries_of, make_app, palette_searched, ready, shown, turn_done, until
+from tests.tui.helpers import entries_of, help_shown, make_app, palette_searched, ready, shown, turn_done, until
 
 SIZES = [(120, 40), (50, 24)]
 USAGE = {"input_tokens": 1200, "output_tokens": 80}
@@ -129,7 +128,7 @@ def test_command_palette(
         await until(pilot, lambda: palette_searched(app), what="the command palette")
         from textual.widgets import Input
 
-        app.screen.query_one(Input).cursor_blink = False  # a blinking cursor makes two snapshots differ
+        app.screen.query_one("#palette-query", Input).cursor_blink = False  # a blinking cursor makes two snapshots differ
         await pilot.press(*"Mode:")
         await until(pilot, lambda: palette_searched(app), what="every source's hits")
         await pilot.pause()  # the list drawn with them
@@ -143,7 +142,7 @@ def test_narrow_layout_with_help(snap_compare: Any, fixed_workspace: Path, monke
     async def run_before(pilot: Any) -> None:
         await ready(pilot)
         await pilot.press("f1")
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        await until(pilot, lambda: help_shown(app), what="the help panel")
         await pilot.pause()  # drawn
 
     assert snap_compare(app, terminal_size=(50, 24), run_before=run_before)

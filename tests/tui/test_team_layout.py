@@ -67,7 +67,7 @@ def assert_readable(app: Any) -> None:
 async def test_panes_appear_wrap_and_follow_every_resize_and_sidebar_toggle(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from roder_tui.screens.help import HelpScreen
+    from roder_tui.screens.tasks import TasksScreen
 
     app = make_app(workspace, STEPS, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -108,11 +108,11 @@ async def test_panes_appear_wrap_and_follow_every_resize_and_sidebar_toggle(
 
         # A dialog: no pane shows through it.
         await pilot.resize_terminal(120, 40)
-        await pilot.press("f1")
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, TasksScreen), what="the tasks dialog")
         assert not any(p.visible for p in [app.team_panes])
         await pilot.press("escape")
-        await until(pilot, lambda: not isinstance(app.screen, HelpScreen), what="the help screen closed")
+        await until(pilot, lambda: not isinstance(app.screen, TasksScreen), what="the tasks dialog closed")
         assert app.team_panes.visible
 
 

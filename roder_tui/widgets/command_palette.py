@@ -1,13 +1,13 @@
 """The command palette (ctrl+p): a search box over every installed ``PaletteSource``'s rows.
 
-Built once, while the app is idle after start-up, and installed: opening it only pushes the ready
-screen, shows the rows it already has and asks for fresh ones in the background, so it opens
-about as fast as a typed character echoes. (Textual's own palette composes, styles and mounts a
-new screen, starts its providers and gathers their hits on every open, and shows nothing until
-the last hit arrived: 0.6-1.2 s on a loaded machine.)
+A panel on the main screen's overlay layer (``widgets/overlay.py``), mounted once after the first
+frame: opening it shows the ready panel with the rows it already has and asks for fresh ones in
+the background. (Textual's own palette composes, styles and mounts a new screen, starts its
+providers and gathers their hits on every open, and shows nothing until the last hit arrived:
+0.6-1.2 s on a loaded machine.)
 
-The screen knows nothing of the app: it gets the rows from ``load_rows`` and hands the chosen
-row to ``run``.
+The panel knows nothing of the app: it gets the rows from ``load_rows`` and hands the chosen row
+to ``run``.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.content import Content
-from textual.events import Click
 from textual.fuzzy import Matcher
 from textual.style import Style
+from textual.widget import Widget
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
-from roder_tui.screens.tinted import TintedModalScreen
+from roder_tui.widgets.overlay import OverlayPanel
 
 if TYPE_CHECKING:
     from roder_core.kernel.services import PaletteCommand
@@ -37,27 +36,32 @@ TITLE_WEIGHT = 1.1
 MATCH_STYLE = Style(bold=True, underline=True)
 
 
-class CommandPaletteScreen(TintedModalScreen[None]):
+class CommandPalette(OverlayPanel):
     BINDINGS = [
-        Binding("escape", "close", "Close", show=False),
         Binding("down", "move(1)", show=False, priority=True),
         Binding("up", "move(-1)", show=False, priority=True),
         Binding("pagedown", "move(10)", show=False, priority=True),
         Binding("pageup", "move(-10)", show=False, priority=True),
     ]
     DEFAULT_CSS = """
-    CommandPaletteScreen { align-horizontal: center; background: $background 60%; }
-    CommandPaletteScreen > Vertical {
+    CommandPalette {
         margin-top: 3; width: 1fr; height: auto; max-height: 75%;
         background: $surface; &:dark { background: $panel-darken-1; }
+        border: round $primary;
     }
-    CommandPaletteScreen Input { border: hkey black 50%; background: transparent; }
-    CommandPaletteScreen OptionList { height: auto; max-height: 100%; border: none; background: transparent; }
-    CommandPaletteScreen OptionList > .option-list--option-highlighted { text-style: bold; }
+    CommandPalette Input { border: hkey black 50%; background: transparent; }
+    CommandPalette OptionList { height: auto; max-height: 100%; border: none; background: transparent; }
+    CommandPalette OptionList > .option-list--option-highlighted { text-style: bold; }
     """
 
-    def __init__(self, load_rows: Callable[[], Awaitable[list[PaletteCommand]]], run: Callable[[PaletteCommand], object]) -> None:
-        super().__init__(id="command-palette")
+    def __init__(
+        self,
+        load_rows: Callable[[], Awaitable[list[PaletteCommand]]],
+        run: Callable[[PaletteCommand], object],
+        *,
+        fallback_focus: Callable[[], Widget | None] | None = None,
+    ) -> None:
+        super().__init__(id="command-palette", fallback_focus=fallback_focus)
         self._load_rows = load_rows
         self._run = run
         #: Every source's rows, as last loaded.
@@ -66,9 +70,8 @@ class CommandPaletteScreen(TintedModalScreen[None]):
         self.shown: list[PaletteCommand] = []
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Input(placeholder=PLACEHOLDER, select_on_focus=False, id="palette-query")
-            yield OptionList(id="palette-rows")
+        yield Input(placeholder=PLACEHOLDER, select_on_focus=False, id="palette-query")
+        yield OptionList(id="palette-rows")
 
     @property
     def query_input(self) -> Input:
@@ -91,7 +94,10 @@ class CommandPaletteScreen(TintedModalScreen[None]):
     def on_mount(self) -> None:
         self.reload()
 
-    def on_screen_resume(self) -> None:
+    def focus_target(self) -> Widget:
+        return self.query_input
+
+    def opened(self) -> None:
         """Each open starts from an empty search over the rows at hand; fresh rows are asked for
         once the palette is drawn, so the sources never delay its first frame."""
         query = self.query_input
@@ -102,13 +108,7 @@ class CommandPaletteScreen(TintedModalScreen[None]):
         elif self.shown:
             self.row_list.highlighted = 0
             self.row_list.scroll_home(animate=False, immediate=True)
-        query.focus()
-        # Built while hidden at the app's size, the screen is not laid out again when pushed
-        # (Textual lays a resumed screen out only when its size changed): without this, the rows
-        # of the first open stayed undrawn until the next key.
-        self.refresh(layout=True)
-        if self.is_mounted:
-            self.call_after_refresh(self.reload)
+        self.call_after_refresh(self.reload)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
@@ -151,16 +151,8 @@ class CommandPaletteScreen(TintedModalScreen[None]):
         if index is None or not 0 <= index < len(self.shown):
             return
         command = self.shown[index]
-        self.dismiss()
+        self.close()
         self._run(command)
-
-    def action_close(self) -> None:
-        self.dismiss()
-
-    def on_click(self, event: Click) -> None:
-        """A click outside the box closes the palette, as in Textual's own."""
-        if self.get_widget_at(event.screen_x, event.screen_y)[0] is self:
-            self.dismiss()
 
 
 def _option(title: Content, help_text: str) -> Option:
