@@ -6,9 +6,9 @@ Cases (medians of --runs):
 - 10 rounds (each a `bash` tool call, `echo round N`) then an answer, on the mock engine and over
   HTTP against the loopback fake model server (`tests/providers/fake_server.py`, chat-completions
   SSE): the task shape of the peers' figures in ../shared/anchors.md;
-- with a host: the HTTP cases again while a `roder serve` host runs for the workspace (issue 22's
-  "running host" path: the turn is handed to it over its unix socket); every other case runs
-  with ``RODER_NO_HOST=1``, in process;
+- with a host: the HTTP cases again while a `roder serve` host runs for the workspace (the
+  turn is handed to it over its unix socket; with --baseline, each checkout has a host of its
+  own); every other case runs with ``RODER_NO_HOST=1``, in process;
 - resume: `roder -p hi -r ID` on a stored thread of --resume-events events (realistic 14-event
   coding turns written through the JSONL store) against `roder -p hi` on a fresh thread; the
   difference is the cost of resuming. Each resume appends a turn, as a user's would.
@@ -18,7 +18,8 @@ Cases (medians of --runs):
 both see the same machine load; the load average is printed with each table. Roder's own packages and
 the interpreter's site-packages are byte-compiled first, as a pip install leaves them.
 
-Peers: first, `roder -p` and every installed peer (`codex exec`, `claude -p`, `pi -p`, found on
+Peers: first, `roder -p` (in process, sandboxed and not, and handed to a running `roder serve`
+host started before the run) and every installed peer (`codex exec`, `claude -p`, `pi -p`, found on
 PATH, in `--peer-bin DIR` or in the folder `--install-peers` installs them into with npm,
 $TMPDIR/roder-bench-peers) play the same 10 shell rounds and answer against a fresh loopback
 fake server each, interleaved run by run; a peer's run counts only when the server's request log
@@ -35,8 +36,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
+import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -168,22 +171,20 @@ def write_big_thread(home: Path, cwd: Path, events: int) -> str:
 
 
 def measure_with_host(
-    cases: dict[str, tuple[list[str], dict[str, str]]], env: dict[str, str], ws: Path, runs: int
+    cases: dict[str, tuple[list[str], dict[str, str]]], variants: dict[str, dict[str, str]], ws: Path, runs: int
 ) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
-    """The cases while a `roder serve` host runs in the workspace (cold ones with RODER_NO_HOST),
-    interleaved run by run; the host is started before and stopped after."""
-    roder = [sys.executable, "-m", "roder_tui.cli"]
-    started = subprocess.run([*roder, "serve"], cwd=ws, env=env, capture_output=True, text=True, timeout=120)
-    if started.returncode != 0:
-        raise SystemExit(f"roder serve failed: {started.stderr}")
+    """The cases while a `roder serve` host of each variant runs in the workspace (each variant
+    with its own RODER_HOME, so its own host; cold cases with RODER_NO_HOST), interleaved run
+    by run and variant by variant; the hosts are started before and stopped after."""
     results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-    try:
+    with contextlib.ExitStack() as hosts:
+        for env in variants.values():
+            hosts.enter_context(oneshot_peers.running_host(env, ws))
         for _ in range(runs):
             for name, (cmd, extra) in cases.items():
                 cold = {"RODER_NO_HOST": "1"} if "cold" in name else {}
-                results.setdefault((name, "this"), []).append(run_once(cmd, {**env, **extra, **cold}, ws))
-    finally:
-        subprocess.run([*roder, "serve", "--stop"], cwd=ws, env=env, capture_output=True, timeout=120)
+                for variant, env in variants.items():
+                    results.setdefault((name, variant), []).append(run_once(cmd, {**env, **extra, **cold}, ws))
     return results
 
 
@@ -213,7 +214,9 @@ def compare_peers(opts: argparse.Namespace, scratch: Path) -> None:
             with oneshot_peers.ScriptedServer(program.steps(opts.rounds), home / "server") as server:
                 cmd, extra = program.configure(binary, server.url, home)
                 own = candidate if program in oneshot_peers.RODERS else {}
-                result = measure(cmd, {**oneshot_peers.clean_env(path, home), **extra, **own}, ws)
+                env = {**oneshot_peers.clean_env(path, home), **extra, **own}
+                with oneshot_peers.running_host(env, ws) if program.hosted else contextlib.nullcontext():
+                    result = measure(cmd, env, ws)
             problem = f"exit {result['rc']}: {result['err']}" if result["rc"] != 0 else None
             problem = problem or oneshot_peers.check_rounds(server.log, opts.rounds)
             if problem:
@@ -266,7 +269,7 @@ def measure_roder(opts: argparse.Namespace, scratch: Path) -> None:
         variants["this"] = checkout_env(opts.candidate)
     if opts.baseline:
         variants["baseline"] = checkout_env(opts.baseline)
-    http_runs = opts.runs * len(variants) * (1 if opts.no_host else 2) + 2 * opts.runs
+    http_runs = opts.runs * len(variants) * (1 if opts.no_host else 4)
     server, url = start_fake_server(script(opts.rounds)["steps"] * http_runs, scratch)  # type: ignore[operator]
     home.mkdir()
     (home / "config.toml").write_text(f'[providers.loop]\ndialect = "chat-completions"\nbase_url = "{url}"\nmodels = ["m"]\n')
@@ -309,7 +312,12 @@ def measure_roder(opts: argparse.Namespace, scratch: Path) -> None:
                     sample = run_once(cmd, {**base_env, **extra, **venv}, ws)
                     results.setdefault((name, variant), []).append(sample)
         if hosted:
-            results.update(measure_with_host(hosted, host_env, ws, opts.runs))
+            host_envs = {}
+            for variant, venv in variants.items():  # a home (so a host) of each variant's own
+                variant_home = home.with_name(f"home-{variant}")
+                shutil.copytree(home, variant_home, dirs_exist_ok=True)
+                host_envs[variant] = {**host_env, **venv, "RODER_HOME": str(variant_home)}
+            results.update(measure_with_host(hosted, host_envs, ws, opts.runs))
         print(f"load average after: {load_average()}")
     finally:
         server.terminate()

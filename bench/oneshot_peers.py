@@ -13,6 +13,7 @@ a run that did anything else is reported as a failure, never as a figure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -42,6 +43,9 @@ class Program:
     argument: str
     dialect: str
     configure: Callable[[Path, str, Path], tuple[list[str], dict[str, str]]]
+    #: Run while a `roder serve` host runs for the workspace (started before the run, not
+    #: counted; stopped after): the turn is handed to it.
+    hosted: bool = False
 
     def steps(self, rounds: int) -> list[dict[str, object]]:
         calls = [
@@ -102,10 +106,33 @@ def _roder_unsandboxed(binary: Path, url: str, home: Path) -> tuple[list[str], d
     return [*command, "--sandbox", "off"], env
 
 
+def _roder_hosted(binary: Path, url: str, home: Path) -> tuple[list[str], dict[str, str]]:
+    """`roder -p` as above, handed to a running `roder serve` host (see ``Program.hosted``)."""
+    command, env = _roder(binary, url, home)
+    del env["RODER_NO_HOST"]
+    return command, env
+
+
 RODERS = (
     Program("roder -p", "roder", "bash", "command", "chat-completions", _roder),
     Program("roder -p --sandbox off", "roder", "bash", "command", "chat-completions", _roder_unsandboxed),
+    Program("roder -p, with a host", "roder", "bash", "command", "chat-completions", _roder_hosted, hosted=True),
 )
+
+
+@contextlib.contextmanager
+def running_host(env: dict[str, str], cwd: Path) -> Iterator[None]:
+    """A `roder serve` host for the workspace while the block runs (its start is not measured)."""
+    roder = [sys.executable, "-m", "roder_tui.cli", "serve"]
+    started = subprocess.run(roder, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    if started.returncode != 0:
+        raise SystemExit(f"roder serve failed: {started.stderr}")
+    try:
+        yield
+    finally:
+        subprocess.run([*roder, "--stop"], cwd=cwd, env=env, capture_output=True, timeout=120)
+
+
 PEERS = (
     Program("codex exec", "codex", "exec_command", "cmd", "responses", _codex),
     Program("claude -p", "claude", "Bash", "command", "anthropic-messages", _claude),

@@ -61,3 +61,9 @@ class TurnBusyError(RoderError):
 class UnsafePathError(RoderError, ValueError):
     """A path component taken from data (a manifest, a client's params, a task file) that is
     not one plain file name, or a destination outside its root (``brokers.data_paths``)."""
+
+
+def retry_notice(reason: str, attempt: int, max_attempts: int, wait: float) -> str:
+    """One line for people about a model call that failed transiently: what failed and when it
+    goes out again (``ModelRetrying.notice``; a host's one-shot client says it from the wire)."""
+    return f"{reason}; retry {attempt} of {max_attempts} in {wait:.1f} s"

@@ -6,7 +6,9 @@ types. Engines translate wire dialects into ``InferenceEvent`` values; the runti
 camelCase on the wire (``threadId``), so app-server projection is a dump, not a translation.
 """
 
-from __future__ import annotations
+# Annotations here are objects, not strings (no ``from __future__ import annotations``): pydantic
+# would otherwise compile every field's annotation string again when it builds the models, a
+# cost every start-up pays (tests/test_startup_imports.py names the modules kept so).
 
 import time
 import uuid
@@ -94,7 +96,7 @@ class Usage(IRModel):
     cost_usd: float = 0.0
     estimated: bool = False
 
-    def __add__(self, other: Usage) -> Usage:
+    def __add__(self, other: "Usage") -> "Usage":
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
@@ -323,6 +325,17 @@ class ErrorItem(ItemBase):
     message: str
     kind: str = "runtime"
     retryable: bool = False
+
+
+#: ``ErrorItem.kind`` of the item that ends an interrupted turn.
+INTERRUPTED_KIND = "interrupted"
+
+
+def interrupted_item(turn_id: str) -> ErrorItem:
+    """The item an interrupted turn ends with. It is stored, so the model's next call learns the
+    answer before it was cut off (as the peers tell theirs), and its id is the turn's, so a client
+    that draws the same marker from the turn's status (threads stored before it existed) shows one."""
+    return ErrorItem(id=f"{INTERRUPTED_KIND}-{turn_id}", kind=INTERRUPTED_KIND, message="interrupted by the user")
 
 
 class CustomItem(ItemBase):

@@ -115,10 +115,10 @@ class AppTurns(AppCommands):
             self.transcript.settle()
             mine = {q.item_id for q in self.queued.queued}  # a team's messages are the team's to deliver again
             self._return_unsent([m.text for m in event.unsent_steers if m.id in mine])
-            if status == "interrupted":
-                from roder_tui.widgets.messages import interrupted_marker
+            if status == "interrupted":  # a marker the runtime stored arrived already: this one replaces it
+                from roder_core.ir import interrupted_item
 
-                await self.transcript.add_item(interrupted_marker(event.turn.id))
+                await self.transcript.add_item(interrupted_item(event.turn.id))
             if status == "failed" and event.turn.error is not None:
                 self.notify(event.turn.error.message, title="turn failed", severity="error", timeout=10)
             self._set_activity("idle")

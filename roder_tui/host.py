@@ -1,7 +1,7 @@
 """Finding, starting and describing this user's background host (``roder serve``).
 
-Shared by ``roder serve``, ``roder attach``, ``roder --detach``, ``roder web`` and one-shot mode.
-Looking for a host costs one ``stat`` when none runs, so one-shot mode can always look.
+Shared by ``roder serve``, ``roder attach``, ``roder --detach`` and ``roder web``. One-shot mode
+talks to a host with a client of its own that imports no protocol models (``roder_tui.ask_host``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roder_core.server.host_paths import HostDirError, HostPaths
+from roder_core.server.host_paths import HostPaths
 
 if TYPE_CHECKING:
     from roder_core.server.protocol_attach import HostStatusResult
@@ -42,18 +41,13 @@ class HostStartError(Exception):
 async def connect(paths: HostPaths | None = None) -> RemoteAppClient | None:
     """A client of this user's running host, or None when none runs (or its folder is not
     private: then nobody should talk to it)."""
-    paths = paths or HostPaths.from_env()
-    if not paths.socket.exists():
-        return None
-    try:
-        paths.check_private()
-    except HostDirError as exc:
-        sys.stderr.write(f"roder: ignoring the host socket: {exc}\n")
+    socket = (paths or HostPaths.from_env()).running_socket()
+    if socket is None:
         return None
     from roder_core.server.remote_client import HostUnreachable, RemoteAppClient
 
     try:
-        return await RemoteAppClient.connect_unix(paths.socket)
+        return await RemoteAppClient.connect_unix(socket)
     except HostUnreachable:
         return None
 
@@ -134,56 +128,6 @@ def _tail(path: Path, lines: int = 12) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
-
-
-async def oneshot_host(args: argparse.Namespace) -> tuple[RemoteAppClient, str] | None:
-    """A client of a host that would run this one-shot exactly as this process would, with the
-    policy mode the thread must get there; None (after one ``stat``) when there is none."""
-    if os.environ.get("RODER_NO_HOST"):
-        return None
-    client = await connect()
-    if client is None:
-        return None
-    try:
-        info = await status(client)
-    except Exception:  # an old or broken host: answer in process
-        await client.close()
-        return None
-    reason = incompatibility(info, args, Path.cwd(), os.environ)
-    if reason is not None:
-        await client.close()
-        return None
-    return client, str(args.mode or info.default_mode)
-
-
-def incompatibility(info: HostStatusResult, args: argparse.Namespace, cwd: Path, env: Mapping[str, str]) -> str | None:
-    """Why the host would not run this one-shot as this process would, or None."""
-    from roder_core import __version__
-    from roder_core.server.host_paths import config_stamp, environment_digest
-    from roder_core.server.protocol import PROTOCOL_VERSION
-    from roder_core.settings.paths import RoderPaths
-
-    if (info.version, info.protocol_version) != (__version__, PROTOCOL_VERSION):
-        return f"the host runs roder {info.version} (protocol {info.protocol_version})"
-    if Path(info.cwd) != cwd.resolve():
-        return f"the host serves {info.cwd}"
-    trust = bool(getattr(args, "trust", False))
-    if info.trusted != trust:  # one-shot runs trust a folder only when told to (--trust)
-        return "the host trusts this folder" if info.trusted else "the host does not trust this folder"
-    for name in ("sandbox", "max_iterations"):
-        if getattr(args, name, None) != info.flags.get(name):
-            return f"the host was started with other --{name.replace('_', '-')}"
-    if getattr(args, "profile", "developer") != info.profile:
-        return f"the host runs profile {info.profile}"
-    for name in ("provider", "model"):  # given here, they choose the thread's; else the host's must be the config's
-        if getattr(args, name, None) is None and info.flags.get(name) is not None:
-            return f"the host was started with --{name} {info.flags[name]}"
-    paths = RoderPaths.from_env(dict(env))
-    if config_stamp(paths.config_file, cwd.resolve(), trust) != info.config_stamp:
-        return "the config changed since the host started"
-    if environment_digest(env) != info.environment_digest:
-        return "provider keys or endpoints in this environment differ from the host's"
-    return None
 
 
 def describe(info: HostStatusResult) -> str:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import base64
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from roder_core.media.images import sniff_image
-from roder_core.server.protocol import InputItem
 from roder_tui.file_mentions import mentioned_paths
+
+if TYPE_CHECKING:
+    from roder_core.server.protocol import InputItem
 
 _QUOTED = re.compile(r"""(?:^|\s)(['"])((?:/|~/|file://)[^'"\n]+)\1""")
 _TRAILING = ",.;:!?)]}'\""
@@ -41,6 +43,8 @@ def _candidates(text: str, workspace: Path) -> list[Path]:
 
 
 def is_image_file(path: Path) -> bool:
+    from roder_core.media.images import sniff_image  # loaded only when a prompt names a file
+
     try:
         with path.open("rb") as handle:
             return sniff_image(handle.read(16)) is not None
@@ -63,12 +67,20 @@ def prompt_images(text: str, workspace: Path) -> list[Path]:
 
 def image_inputs(text: str, workspace: Path) -> list[InputItem]:
     """Turn input items for the prompt's images (see the module doc for why two forms)."""
+    from roder_core.server.protocol import InputItem
+
+    return [InputItem.model_validate(wire) for wire in image_input_wires(text, workspace)]
+
+
+def image_input_wires(text: str, workspace: Path) -> list[dict[str, str]]:
+    """``image_inputs`` in their wire form (camelCase dicts), for a client that sends them to a
+    running host without loading the protocol's models."""
     root = workspace.resolve()
-    items: list[InputItem] = []
+    items: list[dict[str, str]] = []
     for path in prompt_images(text, workspace):
         if path.is_relative_to(root):
-            items.append(InputItem(type="image", path=str(path), name=path.name))
+            items.append({"type": "image", "path": str(path), "name": path.name})
             continue
         data = base64.b64encode(path.read_bytes()).decode("ascii")
-        items.append(InputItem(type="image", name=path.name, data_base64=data))
+        items.append({"type": "image", "name": path.name, "dataBase64": data})
     return items

@@ -10,11 +10,16 @@ front ends, optional remote and batch dependencies, and Roder's parts a one-shot
 """
 
 from __future__ import annotations
+import __future__
 
+import importlib
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from roder_core.testing.fake_server import ThreadedFakeServer
+from tests.e2e.host_support import HostProcess, write_local_provider
 
 #: Never imported by a one-shot with the mock provider (the prefix matches submodules too).
 NOT_IN_ONESHOT = (
@@ -76,11 +81,11 @@ sys.exit(code)
 """
 
 
-def imported(args: list[str], cwd: Path) -> set[str]:
+def imported(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> set[str]:
     done = subprocess.run(
         [sys.executable, "-c", LISTING_PROBE, *args],
         cwd=cwd,
-        env={**os.environ, "NO_COLOR": "1"},
+        env={**(os.environ if env is None else env), "NO_COLOR": "1"},
         capture_output=True,
         text=True,
         timeout=300,
@@ -102,8 +107,68 @@ def test_oneshot_imports_only_what_it_uses(workspace: Path) -> None:
     assert offenders(names - set(ONESHOT_USES), NOT_IN_ONESHOT) == []
 
 
+#: Never imported by a one-shot a running host answers (``roder_tui.ask_host``): the host holds
+#: the runtime, the models and the provider; the client only reads and writes JSON lines.
+NOT_IN_HOSTED_ONESHOT = (
+    "pydantic",
+    "pydantic_core",
+    "roder_core.ir",
+    "roder_core.runtime",
+    "roder_core.kernel",
+    "roder_core.threads",
+    "roder_core.server.protocol",
+    "roder_core.server.remote_client",
+    "roder_core.server.rpc_client",
+    "roder_tui.ask_local",
+    "roder_tui.host",
+    "roder_core.brokers",  # the terminal sanitizer's pattern: for the json formats and terminals only
+    "roder_core.media",  # the image sniffer: when the prompt names a file
+    "dataclasses",
+    "asyncio",
+    "ssl",
+    "httpx",
+    "textual",
+    "rich",
+)
+
+
+def test_a_oneshot_on_a_running_host_imports_no_models_runtime_or_event_loop(roder_home: Path, workspace: Path) -> None:
+    flags = ["--provider", "local", "--model", "my-model"]
+    with ThreadedFakeServer([{"text": "hosted"}], models=("my-model",)) as server:
+        write_local_provider(roder_home, server.base_url)
+        host = HostProcess(workspace, roder_home, *flags)
+        try:
+            names = imported(["-p", "hi", *flags], workspace, host.env)
+        finally:
+            host.stop()
+        assert len(server.calls) == 1  # the host answered it
+    assert "roder_tui.ask_host" in names
+    assert offenders(names, NOT_IN_HOSTED_ONESHOT) == []
+
+
 def test_version_imports_no_runtime(workspace: Path) -> None:
     assert offenders(imported(["--version"], workspace), NOT_IN_VERSION) == []
+
+
+#: Modules of models every start-up builds whose annotations must stay objects: under
+#: ``from __future__ import annotations`` pydantic compiles each field's annotation string again
+#: when it builds the class (about 3% of a one-shot's instructions over these five).
+ANNOTATIONS_AS_OBJECTS = (
+    "roder_core.ir",
+    "roder_core.threads.events",
+    "roder_core.server.protocol",
+    "roder_core.settings.config",
+    "roder_core.kernel.hook_payloads",
+)
+
+
+def test_start_up_models_are_not_annotated_with_strings() -> None:
+    stringly = [
+        name
+        for name in ANNOTATIONS_AS_OBJECTS
+        if vars(importlib.import_module(name)).get("annotations") is __future__.annotations
+    ]
+    assert stringly == []
 
 
 def test_the_list_catches_a_module_that_creeps_in() -> None:

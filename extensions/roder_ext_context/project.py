@@ -65,14 +65,23 @@ class ProjectInstructions:
         self.config = config
         self.paths = paths
         self.env = env
+        #: The readers of the folders asked about, built once per runtime (the config's masks
+        #: and read rules they carry do not change while it runs), not again for every model call.
+        self._readers: dict[Path, ProjectReader] = {}
+
+    def _reader(self, root: Path) -> ProjectReader:
+        reader = self._readers.get(root)
+        if reader is None:
+            reader = self._readers[root] = config_reader(root, self.config, self.paths, self.env)
+        return reader
 
     def id(self) -> str:
         return "project-instructions"
 
     async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
         cwd = Path(query.cwd).resolve()
-        user = config_reader(self.paths.config_dir, self.config, self.paths, self.env)
-        project = config_reader(project_root(cwd), self.config, self.paths, self.env)
+        user = self._reader(self.paths.config_dir)
+        project = self._reader(project_root(cwd))
         sections = []
         for reader, path in instruction_files(cwd, user, project):
             text = _read(reader, path)

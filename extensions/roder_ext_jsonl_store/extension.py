@@ -19,8 +19,9 @@ from .store import JsonlThreadStore
 
 
 class JsonlThreadStoreExtension(RoderExtension):
-    def __init__(self, thread_dir: Path, *, indexed: bool = True) -> None:
-        self.store = JsonlThreadStore(thread_dir, indexed=indexed)
+    def __init__(self, thread_dir: Path, *, scratch: bool = False) -> None:
+        """``scratch``: the data folder is thrown away after the run (no index, no fsync)."""
+        self.store = JsonlThreadStore(thread_dir, indexed=not scratch, durable=not scratch)
 
     def manifest(self) -> ExtensionManifest:
         return ExtensionManifest(
@@ -39,4 +40,4 @@ class JsonlThreadStoreExtension(RoderExtension):
 
 
 def create(host: HostContext) -> JsonlThreadStoreExtension:
-    return JsonlThreadStoreExtension(host.paths.threads_dir, indexed=not host.scratch_data)
+    return JsonlThreadStoreExtension(host.paths.threads_dir, scratch=host.scratch_data)

@@ -136,9 +136,10 @@ class _Writer:
             fsync_directory(self.path.parent)
             self.new_file = False
 
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.fsync(self.fd)
+    def close(self, *, durable: bool = True) -> None:
+        if durable:
+            with contextlib.suppress(OSError):
+                os.fsync(self.fd)
         os.close(self.fd)
 
 
@@ -152,11 +153,14 @@ class LoadedEvents:
 class JsonlThreadStore:
     """Thread files under ``directory`` (``<id>.jsonl``) plus the thread index (``index.py``) their writers keep current."""
 
-    def __init__(self, directory: Path, *, indexed: bool = True) -> None:
+    def __init__(self, directory: Path, *, indexed: bool = True, durable: bool = True) -> None:
         self.directory = directory
         #: False for a data folder thrown away after one run (a batch rollout's): no SQLite
         #: index is kept, and a listing reads the files (``listing_without_index``).
         self.indexed = indexed
+        #: False for the same folders: writes are not fsynced at turn boundaries (nobody resumes
+        #: from such a folder after a crash; the run reads its files before removing it).
+        self.durable = durable
         self._writers: dict[str, _Writer] = {}
         self._pending: dict[str, list[bytes]] = {}
         #: Threads whose writer is being taken or released (see ``_opening``).
@@ -316,8 +320,8 @@ class JsonlThreadStore:
         this was asked for, on the event loop, so always a line boundary."""
         with writer.lock:
             if final:
-                writer.close()
-            else:
+                writer.close(durable=self.durable)
+            elif self.durable:
                 writer.sync()
             self._checkpoint(thread_id, writer, end, final=final)
             if self.indexed:

@@ -91,14 +91,17 @@ class ScoreGuard:
     def settle(self, prediction: list[str], *, sweep: bool) -> tuple[list[str], list[str]]:
         """Make the workspace the base plus the prediction, minus what the score resets: the
         runner's files go back to their base version, and (``sweep``) every new file the
-        prediction leaves out (scratch, ignored files) is removed. Returns the log lines and the
-        prediction without the paths the score resets, so the prediction is what was scored."""
+        prediction leaves out (scratch, ignored files) is removed, and so is every bytecode cache
+        (``remove_bytecode_caches``). Returns the log lines and the prediction without the paths
+        the score resets, so the prediction is what was scored."""
         log: list[str] = []
         reset: set[str] = set()
         if self.runner is not None:
             log, reset = self.runner.reset()
             if sweep:
                 log += self._sweep(set(prediction))
+        if sweep:
+            log += remove_bytecode_caches(self.workspace)
         globs = [*(self.tests if isinstance(self.tests, list) else []), *self.protect]
         patched = set(self._patch_paths()) if isinstance(self.tests, str) else set()
         kept = [
@@ -169,6 +172,28 @@ class ScoreGuard:
         return [*restored, "applied the test patch"]
 
 
+def remove_bytecode_caches(workspace: Path) -> list[str]:
+    """Remove every ``__pycache__`` of the scoring copy (a link by that name included).
+
+    Python runs a cached compiled file instead of its source when the file's header matches the
+    source's size and time, which the agent can forge for a source it leaves unchanged. The
+    workspace is the only place the agent can write, so without its caches the score runs
+    sources only, and keeps the interpreter's own installed caches (compiling the standard
+    library and the test runner again for every score cost more than the score itself)."""
+    removed = 0
+    for folder, dirs, files in os.walk(workspace):
+        for name in ("__pycache__",) if "__pycache__" in dirs or "__pycache__" in files else ():
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or not os.path.isdir(path):
+                os.unlink(path)
+            else:
+                shutil.rmtree(path)
+            removed += 1
+            if name in dirs:
+                dirs.remove(name)
+    return [f"removed {removed} bytecode cache folder(s): the score compiles the sources"] if removed else []
+
+
 def credential_paths(home: str | None) -> tuple[Path, ...]:
     """The operator's credential folders and files, hidden from scores and the agent's commands."""
     if not home:
@@ -211,14 +236,16 @@ def score_sandbox(
     return ScoreSandbox("workspace-write", status.bwrap, status.probe, plan)
 
 
-def score_environment(env: Mapping[str, str], private: Path) -> dict[str, str]:
+def score_environment(env: Mapping[str, str], private: Path, *, caches_removed: bool) -> dict[str, str]:
     """The score's environment: relative ``PATH`` entries dropped (they would find the runner in
-    the workspace), and Python's bytecode cache moved to the score's own folder, so a compiled
-    file the agent left in a ``__pycache__`` is never run in place of the source."""
+    the workspace). Unless the scoring copy's bytecode caches were removed (``ScoreGuard.settle``;
+    not in a folder scored in place), Python's bytecode cache moves to the score's own folder, so
+    a compiled file the agent left in a ``__pycache__`` is never run in place of the source."""
     clean = dict(env)
     if "PATH" in clean:
         clean["PATH"] = os.pathsep.join(p for p in clean["PATH"].split(os.pathsep) if os.path.isabs(p))
-    clean["PYTHONPYCACHEPREFIX"] = str(private / "pycache")
+    if not caches_removed:
+        clean["PYTHONPYCACHEPREFIX"] = str(private / "pycache")
     return clean
 
 
@@ -241,12 +268,15 @@ def run_score(
     sandbox: ScoreSandbox,
     private: Path,
     python: str | None = None,
+    *,
+    caches_removed: bool,
 ) -> ShellOutcome:
     """Run the score under its sandbox, with the seccomp filter when bubblewrap accepts one.
-    ``private`` is a folder of the score's own; ``python`` the interpreter the task names."""
+    ``private`` is a folder of the score's own; ``python`` the interpreter the task names;
+    ``caches_removed``: the scoring copy holds no bytecode caches (``score_environment``)."""
     if sandbox.refused is not None:
         return ShellOutcome(command, None, f"score refused: {sandbox.refused}\n", 0.0)
-    env = score_environment(env, private)
+    env = score_environment(env, private, caches_removed=caches_removed)
     if python is not None and not os.path.exists(python):
         return ShellOutcome(command, 125, f"roder: the task's python {python} does not exist (did setup make it?)\n", 0.0)
     if python is not None:

@@ -45,6 +45,7 @@ from roder_core.batch.scoring import ScoreGuard, ScoringError, credential_paths,
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.swebench import patch_paths, swe_report
 from roder_core.batch.tasks import Task
+from roder_core.batch.worker_loop import run_on_worker_loop
 from roder_core.batch.workspace import Baseline, WorkspaceError, prepare_workspace
 from roder_core.brokers.secrets import SecretRedactor, is_secret_name, redact_data
 from roder_core.errors import InferenceErrorKind, RoderError
@@ -156,7 +157,8 @@ def run_rollout(spec: RolloutSpec, on_event: Callable[[RuntimeEvent], None] | No
     """Run one rollout in a private scratch folder (removed afterwards) and return its outcome.
 
     Never raises for a problem of the task or the agent: those are recorded in the result.
-    ``on_event`` sees every runtime event live (``roder exec`` prints them).
+    ``on_event`` sees every runtime event live (``roder exec`` prints them). The rollout runs
+    on this worker's kept event loop (``worker_loop``), isolated from the rollouts before it.
     """
     sweep_orphaned_scratch()
     scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
@@ -164,7 +166,7 @@ def run_rollout(spec: RolloutSpec, on_event: Callable[[RuntimeEvent], None] | No
     root = logging.getLogger()
     root.addHandler(log)
     try:
-        outcome = asyncio.run(_Rollout(spec, scratch, on_event).run())
+        outcome = run_on_worker_loop(_Rollout(spec, scratch, on_event).run)
     finally:
         root.removeHandler(log)
         discard_scratch(scratch)
@@ -204,11 +206,12 @@ def remove_scratch_of(pid: int) -> None:
 def sweep_orphaned_scratch() -> None:
     """Clean up after workers that no longer exist (killed, or their machine's driver was), so
     crashes never leave workspace copies or score processes behind on a node."""
-    for prefix in (SCRATCH_PREFIX, DISCARDED_PREFIX):
-        for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*-*"):
-            pid = folder.name[len(prefix) :].split("-", 1)[0]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists() and Path("/proc/self").exists():
-                remove_scratch_of(int(pid))
+    with os.scandir(tempfile.gettempdir()) as entries:  # one pass over a busy /tmp, both prefixes
+        names = [entry.name for entry in entries if entry.name.startswith((SCRATCH_PREFIX, DISCARDED_PREFIX))]
+    for name in names:
+        pid = name.removeprefix(SCRATCH_PREFIX).removeprefix(DISCARDED_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and Path("/proc/self").exists():
+            remove_scratch_of(int(pid))
 
 
 def _kill_processes_in(folder: Path) -> None:
@@ -470,7 +473,16 @@ class _Rollout:
             self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home, shown=tuple(shown)
         )
         self.result["score_sandbox"] = sandbox.level
-        return run_score(self.task.score, workspace, env, self.task.score_timeout, sandbox, verifier, python=self.task.python)
+        return run_score(
+            self.task.score,
+            workspace,
+            env,
+            self.task.score_timeout,
+            sandbox,
+            verifier,
+            python=self.task.python,
+            caches_removed=not self.spec.in_place,  # ScoreGuard.settle removed them
+        )
 
     async def _score_in_container(self, runtime: Runtime, workspace: Path, verifier: Path) -> ShellOutcome:
         """Harbor's way: the tests at ``/tests``, the logs at ``/logs``, in the agent's container,

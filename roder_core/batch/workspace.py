@@ -114,7 +114,9 @@ class Baseline:
         (self.git_dir / "HEAD").write_text("ref: refs/heads/master\n")
         (self.git_dir / "config").write_text(_BASELINE_CONFIG)
         self._git("add", "--all")
-        self._git("commit", "--quiet", "--allow-empty", "--no-verify", "-m", "baseline")
+        # No automatic maintenance: a commit would start ``git maintenance run --auto`` (a third
+        # process) for a repository that lives for one rollout.
+        self._git("-c", "maintenance.auto=false", "commit", "--quiet", "--allow-empty", "--no-verify", "-m", "baseline")
 
     def compare(self) -> tuple[str, list[tuple[str, str]]]:
         """Take in the workspace as it is now and describe what changed since ``record``, in two

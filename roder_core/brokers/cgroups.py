@@ -195,12 +195,17 @@ class CommandCgroup:
             self.procs_files.append(str(group / "cgroup.procs"))
 
     def join(self) -> None:
-        """Move the calling process into the groups (runs in the child between fork and exec)."""
-        pid = str(os.getpid()).encode()
+        """Move the calling process into the groups (runs in the child between fork and exec,
+        where ``CgroupGate`` is not used)."""
+        self.add(os.getpid())
+
+    def add(self, pid: int) -> None:
+        """Move process ``pid`` into the groups."""
+        text = str(pid).encode()
         for path in self.procs_files:
             fd = os.open(path, os.O_WRONLY)
             try:
-                os.write(fd, pid)
+                os.write(fd, text)
             finally:
                 os.close(fd)
 
@@ -224,6 +229,55 @@ class CommandCgroup:
                 except OSError:
                     time.sleep(0.02)
         self.groups.clear()
+
+
+#: The gate's shell: waits for Roder's word on its standard input, then becomes the command.
+#: A closed pipe (Roder gone, or the move refused) ends it with nothing run.
+_GATE_SCRIPT = 'read -r _ && exec "$@" </dev/null'
+
+
+class CgroupGate:
+    """Starts a command held by ``/bin/sh`` until Roder has moved it into the command's groups.
+
+    The shell waits on a pipe (its standard input) and then execs the command line, which
+    becomes the same process, so everything the command starts begins inside the groups, as
+    do the namespaces bubblewrap creates (a cgroup namespace rooted at the command's group). The
+    start needs no hook between fork and exec, which would make Python fork the whole
+    interpreter instead of using ``vfork``.
+
+    Use: ``argv`` before the command line, ``stdin`` as the child's standard input,
+    ``started`` once it runs, ``admit`` (blocking: from a worker thread), and ``close`` always."""
+
+    def __init__(self, cgroup: CommandCgroup) -> None:
+        self.cgroup = cgroup
+        self.stdin, self._go = os.pipe()
+
+    @staticmethod
+    def available() -> bool:
+        return os.access("/bin/sh", os.X_OK)
+
+    def argv(self) -> list[str]:
+        return ["/bin/sh", "-c", _GATE_SCRIPT, "roder-cgroup"]
+
+    def started(self) -> None:
+        """The child holds its end: close Roder's copy, so the shell sees the end of the pipe
+        should Roder go away."""
+        with contextlib.suppress(OSError):
+            os.close(self.stdin)
+        self.stdin = -1
+
+    def admit(self, pid: int) -> None:
+        """Move the held shell (``pid``) into the groups, then let it run the command. Raises
+        ``OSError`` when the move failed: the shell is still held; ``close`` ends it unrun."""
+        self.cgroup.add(pid)
+        os.write(self._go, b"go\n")
+
+    def close(self) -> None:
+        for fd in (self.stdin, self._go):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.stdin = self._go = -1
 
 
 def swap_active() -> bool:

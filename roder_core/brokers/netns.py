@@ -11,8 +11,11 @@ it: nothing is left to orphan. (A Python helper did this before: its interpreter
 five times the CPU of bubblewrap's, paid by every rollout of a batch.)
 
 Every later command of the thread (and of its child threads: subagents, agent tasks) enters
-that namespace between fork and exec (``setns``) and is then wrapped by bubblewrap exactly as
-before, minus ``--unshare-net``: its own user, PID, IPC, UTS and mount namespaces, no
+that namespace before bubblewrap starts: util-linux ``nsenter`` comes first on its command line
+(``entering``; Roder passes it the descriptors and the limits prefix closes them before the
+command), or, where ``nsenter`` or bash is missing, ``setns`` between fork and exec (which
+makes Python fork the whole interpreter instead of ``vfork``). Bubblewrap then wraps it exactly
+as before, minus ``--unshare-net``: its own user, PID, IPC, UTS and mount namespaces, no
 capabilities, the seccomp filter (which refuses ``setns`` and ``unshare``), the tree guard's
 read-only binds and the write rules all still apply per command. The namespace has no
 interface but ``lo``, so the host network stays unreachable; another thread's namespace is
@@ -135,10 +138,23 @@ class LoopbackNetwork:
         return self._net_fd < 0
 
     def enter(self) -> None:
-        """In a forked child before exec: join the namespace (its user namespace first)."""
+        """In a forked child before exec: join the namespace (its user namespace first). Used
+        only where ``nsenter`` is missing: a hook between fork and exec makes Python fork the
+        whole interpreter instead of using ``vfork``."""
         if self._user_fd is not None:
             _setns(self._user_fd, _CLONE_NEWUSER)
         _setns(self._net_fd, _CLONE_NEWNET)
+
+    def entry_argv(self, nsenter: str) -> tuple[list[str], tuple[int, ...]]:
+        """A command line prefix that joins the namespace (its user namespace first, keeping
+        the caller's ids) and then execs the rest, and the descriptors it must inherit. They
+        stay open in what it execs: the caller closes them before the command runs."""
+        fds = (self._net_fd,) if self._user_fd is None else (self._user_fd, self._net_fd)
+        argv = [nsenter, "--preserve-credentials"]
+        if self._user_fd is not None:
+            argv.append(f"--user=/proc/self/fd/{self._user_fd}")
+        argv += [f"--net=/proc/self/fd/{self._net_fd}", "--"]
+        return argv, fds
 
     def close(self) -> None:
         for fd in (self._net_fd, self._user_fd):
@@ -149,18 +165,55 @@ class LoopbackNetwork:
 
 
 @functools.cache
-def shared_network_problem(bwrap_argv: tuple[str, ...]) -> str | None:
+def nsenter_path() -> str | None:
+    """util-linux ``nsenter``, which joins a thread's network without a hook in Python."""
+    return shutil.which("nsenter")
+
+
+def shell_closing(fds: tuple[int, ...]) -> str:
+    """Redirections that close ``fds`` for the command a shell's ``exec`` starts."""
+    return "".join(f" {fd}<&-" for fd in fds)
+
+
+def entering(network: LoopbackNetwork, argv: list[str], shell: str) -> tuple[list[str], tuple[int, ...]] | None:
+    """``argv`` (a bwrap command line whose command is ``shell -c SCRIPT NAME ...``, the limits
+    prefix) started inside ``network`` through ``nsenter``, the descriptors to pass, and the
+    prefix made to close them before the command; None where that cannot be done here (no
+    ``nsenter``, or no bash to close the descriptors): then ``network.enter`` is the hook."""
+    nsenter = nsenter_path()
+    if nsenter is None or not shell.endswith("bash"):
+        return None
+    prefix, fds = network.entry_argv(nsenter)
+    script = argv.index("-c", argv.index("--")) + 1
+    closed = [*argv[:script], argv[script] + shell_closing(fds), *argv[script + 1 :]]
+    return [*prefix, *closed], fds
+
+
+_verdicts: dict[tuple[str, ...], str | None] = {}
+
+
+async def shared_network_problem(bwrap_argv: tuple[str, ...], shell: str) -> str | None:
     """None when a command wrapped by ``bwrap_argv`` (the sandbox's own isolation, without
-    ``--unshare-net``) runs inside a ``LoopbackNetwork``; else why not. Probed once per process."""
+    ``--unshare-net``) runs inside a ``LoopbackNetwork``, started the way commands are; else
+    why not. Probed once per process."""
+    key = (shell, *bwrap_argv)
+    if key not in _verdicts:
+        _verdicts[key] = await asyncio.to_thread(_probe_shared_network, bwrap_argv, shell)
+    return _verdicts[key]
+
+
+def _probe_shared_network(bwrap_argv: tuple[str, ...], shell: str) -> str | None:
     try:
         network = LoopbackNetwork.create(bwrap_argv[0])
     except OSError as exc:
         return f"no private network namespace: {exc}"
-    true = "/bin/true" if os.path.exists("/bin/true") else "true"
+    argv = [*bwrap_argv, shell, "-c", 'exec "$@"', "roder-probe", "/bin/true" if os.path.exists("/bin/true") else "true"]
+    entry = entering(network, argv, shell)
     try:
         done = subprocess.run(
-            [*bwrap_argv, true],
-            preexec_fn=network.enter,
+            argv if entry is None else entry[0],
+            preexec_fn=network.enter if entry is None else None,
+            pass_fds=() if entry is None else entry[1],
             capture_output=True,
             timeout=30,
             stdin=subprocess.DEVNULL,

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from roder_core.brokers import BrokerDenied, OutputSink, ProcessResult, next_action, seccomp, tree_guard
-from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
+from roder_core.brokers.cgroups import CgroupGate, CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.command_broker import CommandBroker, CommandEnd, CommandGrants, show_command
 from roder_core.brokers.command_output import CommandOutput, RedactedSink
 from roder_core.brokers.fs import WorkspaceFileSystem
-from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, shared_network_problem
+from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, entering, shared_network_problem
 from roder_core.brokers.own_folders import OwnFolders, thread_folder
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv, path_folders_under_private_tmp
 from roder_core.brokers.secret_paths import default_deny_read, masks
@@ -165,12 +165,16 @@ class HostProcessBroker(CommandBroker):
             # Fail closed: the limits were promised (the sandbox report says they hold), so a
             # command does not run without them.
             cgroup.remove()
-            self._record("process.denied", reason=f"cgroup limits could not be set: {exc}")
-            raise BrokerDenied(
-                f"the command's process and memory limits could not be set ({exc}); it was not run. "
-                "Set [limits] processes = 0 and memory_mb = 0 to run commands without them."
-            ) from exc
+            raise self._limits_refused(exc) from exc
         return cgroup
+
+    def _limits_refused(self, exc: OSError) -> BrokerDenied:
+        """The refusal of a command whose cgroup could not be made or joined (audited)."""
+        self._record("process.denied", reason=f"cgroup limits could not be set: {exc}")
+        return BrokerDenied(
+            f"the command's process and memory limits could not be set ({exc}); it was not run. "
+            "Set [limits] processes = 0 and memory_mb = 0 to run commands without them."
+        )
 
     def which(self, program: str) -> str | None:
         """Where ``program`` is on the PATH commands get (the sandbox sees the same files)."""
@@ -198,7 +202,7 @@ class HostProcessBroker(CommandBroker):
         probe_argv = tuple(
             bubblewrap_argv(self.sandbox.bwrap, self.sandbox.probe, Confinement(level, (), Path("/"), join_network=True))
         )
-        problem = await asyncio.to_thread(shared_network_problem, probe_argv)
+        problem = await shared_network_problem(probe_argv, self._shell)
         if problem is None:
             try:
                 return await self._thread_network.get(self.sandbox.bwrap)
@@ -257,11 +261,15 @@ class HostProcessBroker(CommandBroker):
         cgroup = self._command_cgroup()
         if cgroup is not None and cgroup.support.pids_parent is not None:
             limits = replace(limits, processes=0)  # the cgroup counts them, for root too
+        bwrapped = level != "off" and self.sandbox.bwrap is not None
+        # Everything a sandboxed command needs before it runs is done without a hook between
+        # fork and exec (which makes Python fork the whole interpreter instead of vfork): a
+        # shell holds it until Roder moved it into its cgroup (``CgroupGate``) and ``nsenter``
+        # joins the thread's network. Where one is missing the hooks do it in the child.
+        gate = CgroupGate(cgroup) if cgroup is not None and bwrapped and CgroupGate.available() else None
         hooks: list[Callable[[], None]] = []
-        if cgroup is not None:
+        if cgroup is not None and gate is None:
             hooks.append(cgroup.join)
-        if network is not None:
-            hooks.append(network.enter)  # after joining the cgroup: that needs the host's view
         if self._shell.endswith("bash"):
             # bash sets the limits and execs the command: cheaper than a fork hook in Python
             argv = [self._shell, "-c", f'{limits.shell_prefix(existing)} exec "$@"', "roder-limits", *argv]
@@ -269,7 +277,8 @@ class HostProcessBroker(CommandBroker):
             hooks.append(functools.partial(limits.apply, existing))
         child_env, dropped = self.child_env(env)
         seccomp_fd: int | None = None
-        if level != "off" and self.sandbox.bwrap:
+        passed: list[int] = []
+        if bwrapped and self.sandbox.bwrap:
             if probe is not None and probe.seccomp:
                 seccomp_fd = seccomp.filter_fd(allow_unix_sockets=self._allow_unix_sockets)
             plan = Confinement(
@@ -289,6 +298,17 @@ class HostProcessBroker(CommandBroker):
                 join_network=network is not None,
             )
             argv = bubblewrap_argv(self.sandbox.bwrap, probe, plan) + argv
+            if seccomp_fd is not None:
+                passed.append(seccomp_fd)
+            if network is not None:
+                entry = entering(network, argv, self._shell)
+                if entry is None:
+                    hooks.append(network.enter)  # after joining the cgroup: that needs the host's view
+                else:
+                    argv, network_fds = entry
+                    passed += network_fds
+            if gate is not None:
+                argv = gate.argv() + argv  # the host's view, before the network is entered
         elif os.geteuid() == 0:
             hooks.append(drop_ptrace_capability)
         preexec = _chain(hooks) if hooks else None
@@ -303,19 +323,21 @@ class HostProcessBroker(CommandBroker):
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=gate.stdin if gate is not None else asyncio.subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=err_write_fd,
                 cwd=str(workdir),
                 env=child_env,
                 start_new_session=True,
                 preexec_fn=preexec,
-                pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
+                pass_fds=tuple(passed),
             )
         except BaseException:
             os.close(read_fd)
             if separate:
                 os.close(err_read_fd)
+            if gate is not None:
+                gate.close()
             if cgroup is not None:
                 cgroup.remove()
             raise
@@ -325,14 +347,25 @@ class HostProcessBroker(CommandBroker):
                 os.close(err_write_fd)
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
+            if gate is not None:
+                gate.started()
         pipes = asyncio.ensure_future(_pipe_pumps(read_fd, stdout, err_read_fd if stderr is not None else None, stderr))
+        admitted = asyncio.ensure_future(_admit(gate, proc.pid))
         try:
+            await asyncio.shield(admitted)
             transports, pumps = await asyncio.shield(pipes)
-        except BaseException:
+        except BaseException as exc:
             # Cancelled (a turn interrupt) after the command started but before this call owned
-            # its pipes: the command and everything it started end before the error goes on.
-            await asyncio.shield(_abandon(proc, pipes, level, cgroup))
+            # its pipes, or it could not be moved into its cgroup (it is still held then, with
+            # nothing run): the command and everything it started end first. Only a failed move
+            # is a refusal: one that failed because an interrupt killed the held shell stays the
+            # interrupt (else the turn would go on as if the tool had been refused).
+            await asyncio.shield(_abandon(proc, pipes, level, cgroup, admitted, gate))
+            if isinstance(exc, OSError) and admitted.done() and not admitted.cancelled() and admitted.exception() is exc:
+                raise self._limits_refused(exc) from exc
             raise
+        if gate is not None:
+            gate.close()
         reader = asyncio.ensure_future(asyncio.gather(*pumps))
         if guard is not None:
             tree_guard.RUNNING.append(guard)
@@ -531,15 +564,28 @@ async def _pipe_pumps(
     return transports, pumps
 
 
+async def _admit(gate: CgroupGate | None, pid: int) -> None:
+    """Move a held command into its cgroup and let it run (``CgroupGate``)."""
+    if gate is not None:
+        await asyncio.to_thread(gate.admit, pid)
+
+
 async def _abandon(
     proc: asyncio.subprocess.Process,
     pipes: asyncio.Future[tuple[list[asyncio.BaseTransport], list[asyncio.Task[None]]]],
     level: str,
     cgroup: CommandCgroup | None,
+    admitted: asyncio.Future[None],
+    gate: CgroupGate | None,
 ) -> None:
-    """End a command whose launch was cancelled: its group killed, reaped, its pipes closed."""
+    """End a command whose launch was cancelled or failed: its group killed, reaped, its pipes
+    closed (a command still held by its gate ends there, unrun)."""
     _kill_group(proc.pid, sweep_session=level == "off")
     await proc.wait()
+    with contextlib.suppress(BaseException):
+        await admitted
+    if gate is not None:
+        gate.close()
     with contextlib.suppress(BaseException):
         transports, pumps = await pipes
         for pump in pumps:

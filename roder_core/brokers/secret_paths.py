@@ -119,28 +119,39 @@ def expand(entries: Iterable[str], home: Path) -> list[Path]:
 def masks(candidates: Iterable[Path], roots: Iterable[Path]) -> list[Path]:
     """The candidates to mask on this machine: existing ones, resolved (a symlink is masked at
     its target, so the link leads to nothing), without those holding a writable root (the
-    workspace must stay visible) and without those under ``/tmp`` (private in the sandbox)."""
-    roots = [Path(os.path.realpath(r)) for r in roots]
-    chosen: list[Path] = []
+    workspace must stay visible) and without those under ``/tmp`` (private in the sandbox).
+
+    Computed for every sandboxed command (a secret may appear between two), so on resolved
+    path strings: ``pathlib``'s comparisons cost more than the file system's answers here."""
+    real_roots = [os.path.realpath(root) for root in roots]
+    chosen: dict[str, None] = {}
     for candidate in candidates:
         if not os.path.lexists(candidate):
             continue
-        real = Path(os.path.realpath(candidate))
-        if not real.exists() or real == Path("/") or real == Path("/tmp") or real.is_relative_to("/tmp"):
+        real = os.path.realpath(candidate)
+        if real in ("/", "/tmp") or within(real, "/tmp") or not os.path.exists(real):
             continue
-        if any(root == real or root.is_relative_to(real) for root in roots):
+        if any(within(root, real) for root in real_roots):
             continue
-        if real not in chosen:
-            chosen.append(real)
+        chosen[real] = None
     # a folder masked hides everything below it: no need to mask those again
-    return outermost(chosen)
+    return outermost(Path(real) for real in chosen)
+
+
+def within(path: str, folder: str) -> bool:
+    """Whether resolved absolute ``path`` is ``folder`` or lies inside it (``Path.is_relative_to``
+    on normalized strings, without building paths)."""
+    return path == folder or path.startswith(folder if folder.endswith("/") else folder + "/")
 
 
 def outermost(paths: Iterable[Path]) -> list[Path]:
     """``paths`` outermost first, without those inside another (a folder covered covers all
     below it)."""
     outer: list[Path] = []
+    kept: list[str] = []
     for path in sorted(set(paths), key=lambda p: (len(p.parts), str(p))):
-        if not any(path.is_relative_to(o) for o in outer):
+        text = str(path)
+        if not any(within(text, o) for o in kept):
             outer.append(path)
+            kept.append(text)
     return outer

@@ -11,7 +11,9 @@ Fields a hook may write are marked "hook output" (``permission``, ``continue_wit
 ``summary``); the rest are inputs a hook may also rewrite where the point says so.
 """
 
-from __future__ import annotations
+# Annotations here are objects, not strings (no ``from __future__ import annotations``): pydantic
+# would otherwise compile every field's annotation string again when it builds the models, a
+# cost every start-up pays (tests/test_startup_imports.py names the modules kept so).
 
 from typing import Any, Literal
 

@@ -276,11 +276,13 @@ class HttpEngine:
             try:
                 async with self.transport.stream(self.path, payload, headers) as response:
                     decoder = self.decoder()
-                    async for sse in self.transport.events(response, ctx.max_response_bytes, ctx.max_response_seconds):
+                    events = self.transport.events(response, ctx.max_response_bytes, ctx.max_response_seconds)
+                    async for sse in events:
                         for event in decoder.feed(sse):
                             for out in guard.admit(event):
                                 yield out
                         if decoder.done:
+                            await self.transport.finish(events)
                             break
                     if not decoder.done:
                         for event in decoder.finish():

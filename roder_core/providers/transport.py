@@ -9,6 +9,7 @@ turned into a header only when a request is built.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from roder_core import bounded_json
 from roder_core.brokers.httpx_loader import load_httpx
 from roder_core.errors import InferenceError
+from roder_core.providers import kept_clients
 from roder_core.providers.catalog import ProviderSpec
 from roder_core.providers.failures import ErrorFactory, error_detail
 from roder_core.providers.retry import parse_retry_after
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 
 MAX_ERROR_BODY = 64 * 1024
 CONNECT_TIMEOUT = 10.0
+#: How long, and for how many events, ``finish`` reads past an answer's end for its body's end.
+FINISH_SECONDS = 1.0
+FINISH_EVENTS = 16
 
 
 class Secret:
@@ -95,6 +100,8 @@ class HttpTransport:
         self.errors = errors
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The client is one ``kept_clients`` keeps on its loop: not this transport's to close.
+        self._kept = False
 
     def _headers(self, accept: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         return {
@@ -113,13 +120,20 @@ class HttpTransport:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop or self._client.is_closed:
             trust_env = not self.spec.is_loopback
-            self._client = httpx.AsyncClient(
+            verify = needs_tls(self.spec.base_url, trust_env)
+
+            build = functools.partial(
+                httpx.AsyncClient,
                 timeout=httpx.Timeout(self.spec.timeout, connect=CONNECT_TIMEOUT),
                 # Loopback model servers are never reached through a proxy from the environment.
                 trust_env=trust_env,
                 follow_redirects=False,
-                verify=needs_tls(self.spec.base_url, trust_env),
+                verify=verify,
             )
+
+            self._kept = kept_clients.sharing()
+            key = (self.spec.timeout, trust_env, verify)
+            self._client = kept_clients.kept_client(loop, key, build) if self._kept else build()
             self._loop = loop
         return self._client
 
@@ -205,6 +219,20 @@ class HttpTransport:
         except httpx.HTTPError as exc:
             raise self.errors.from_transport(exc, streaming=True, base_url=self.spec.base_url) from None
 
+    async def finish(self, events: AsyncIterator[SSEEvent]) -> None:
+        """Read what follows an answer's last event (normally just the end of the chunked body),
+        so the connection goes back to the pool for the next call instead of being closed and
+        opened again. A server that goes on sending is cut off as before (the connection closes)."""
+        extra = 0
+        try:
+            async with asyncio.timeout(FINISH_SECONDS):
+                async for _ in events:
+                    extra += 1
+                    if extra > FINISH_EVENTS:
+                        return
+        except (TimeoutError, InferenceError):
+            pass
+
     async def get_json(self, path: str, timeout: float = 15.0) -> Any:
         """GET a JSON document (model listings)."""
         httpx = load_httpx()
@@ -222,7 +250,8 @@ class HttpTransport:
             raise self.errors.make("bad_request", f"GET {path} did not return JSON", str(exc)) from None
 
     async def aclose(self) -> None:
-        if self._client is not None and not self._client.is_closed:
+        """Close the client, unless it is kept on its loop for the next runtime (``kept_clients``)."""
+        if self._client is not None and not self._client.is_closed and not self._kept:
             try:
                 await self._client.aclose()
             except RuntimeError:

@@ -95,6 +95,14 @@ class NotificationQueue:
             self._ready.clear()
             await self._ready.wait()
 
+    def take_ready(self, limit: int) -> list[Notification | Reply]:
+        """Up to ``limit`` more items that are already queued, without waiting (a writer sends
+        them with the one ``get`` returned)."""
+        taken: list[Notification | Reply] = []
+        while self._items and len(taken) < limit:
+            taken.append(self._pop())
+        return taken
+
     def close(self) -> None:
         if self._closed:
             return

@@ -9,14 +9,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import stat
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from roder_core.errors import RoderError
+
+log = logging.getLogger(__name__)
 
 SOCKET_NAME = "host.sock"
 PID_NAME = "host.json"
@@ -27,9 +29,9 @@ class HostDirError(RoderError):
     """The host's private directory is missing, foreign or open to other users."""
 
 
-@dataclass(frozen=True)
-class HostPaths:
-    """Where this user's host keeps its socket, its record and its log."""
+class HostPaths(NamedTuple):
+    """Where this user's host keeps its socket, its record and its log. (A named tuple, not a
+    dataclass: a one-shot run looks for its host before anything else imports ``dataclasses``.)"""
 
     directory: Path
 
@@ -55,6 +57,8 @@ class HostPaths:
         runtime_dir = env.get("XDG_RUNTIME_DIR", "")
         if runtime_dir and Path(runtime_dir).is_dir():
             return cls(Path(runtime_dir) / f"roder-{digest}")
+        import tempfile
+
         return cls(Path(tempfile.gettempdir()) / f"roder-{os.getuid()}-{digest}")
 
     @classmethod
@@ -84,6 +88,18 @@ class HostPaths:
                 f"{self.directory} is open to other users (mode {stat.S_IMODE(info.st_mode):o}); "
                 "refusing to use it: `chmod 700` it or remove it"
             )
+
+    def running_socket(self) -> Path | None:
+        """The socket of a running host to connect to; None (after one ``stat``) when there is
+        none, or when its folder is not private (then nobody should talk to it: said once)."""
+        if not self.socket.exists():
+            return None
+        try:
+            self.check_private()
+        except HostDirError as exc:
+            log.warning("ignoring the host socket: %s", exc)
+            return None
+        return self.socket
 
     def read_record(self) -> dict[str, object] | None:
         try:

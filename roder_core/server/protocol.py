@@ -10,7 +10,9 @@ Notifications are the runtime events of ``roder_core.threads.events`` (their ``m
 notification name) plus the few the server itself emits, defined at the bottom of this module.
 """
 
-from __future__ import annotations
+# Annotations here are objects, not strings (no ``from __future__ import annotations``): pydantic
+# would otherwise compile every field's annotation string again when it builds the models, a
+# cost every start-up pays (tests/test_startup_imports.py names the modules kept so).
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,8 +30,8 @@ from roder_core.ir import (
     ThreadSummary,
     Turn,
 )
+from roder_core.server.wire import PROTOCOL_VERSION as PROTOCOL_VERSION
 
-PROTOCOL_VERSION = "2026-11-01"
 SERVER_NAME = "roder-app-server"
 
 

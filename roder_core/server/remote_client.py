@@ -52,7 +52,8 @@ class Transport:
 
 
 async def unix_transport(path: Path) -> Transport:
-    from roder_core.server.stdio import MAX_LINE, read_lines
+    from roder_core.server.line_stream import read_lines
+    from roder_core.server.wire import MAX_LINE
 
     try:
         reader, writer = await asyncio.open_unix_connection(str(path), limit=MAX_LINE)

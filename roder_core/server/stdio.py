@@ -15,46 +15,16 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
 from typing import BinaryIO
 
 from roder_core.ir import ApprovalDecision
 from roder_core.server.connection import Connection
 from roder_core.server.dispatcher import Dispatcher, parse_error
+from roder_core.server.line_stream import read_lines
+from roder_core.server.wire import MAX_LINE
 from roder_core.threads.events import ApprovalRequested
 
 log = logging.getLogger(__name__)
-
-#: Longest accepted request line (64 MiB): big pastes and attachments pass, memory stays bounded.
-MAX_LINE = 64 * 1024 * 1024
-
-
-async def read_lines(reader: asyncio.StreamReader, on_too_long: Callable[[], None]) -> AsyncIterator[bytes]:
-    """Lines from a stream with a large limit; an over-long line is skipped, not fatal."""
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial.strip():
-                yield exc.partial
-            return
-        except asyncio.LimitOverrunError as exc:
-            await reader.readexactly(exc.consumed)
-            await _skip_to_newline(reader)
-            on_too_long()
-            continue
-        yield line
-
-
-async def _skip_to_newline(reader: asyncio.StreamReader) -> None:
-    while True:
-        try:
-            await reader.readuntil(b"\n")
-            return
-        except asyncio.LimitOverrunError as exc:
-            await reader.readexactly(exc.consumed)
-        except asyncio.IncompleteReadError:
-            return
 
 
 async def open_reader(stream: BinaryIO, limit: int = MAX_LINE) -> asyncio.StreamReader:
@@ -138,7 +108,7 @@ async def serve_stdio(dispatcher: Dispatcher, stdin: BinaryIO | None = None, std
     """Serve one client on stdin/stdout until stdin closes."""
     reader = await open_reader(stdin or sys.stdin.buffer)
     writer = LineWriter(sys.stdout.fileno() if stdout_fd is None else stdout_fd)
-    connection = Connection(dispatcher, writer.write_line)
+    connection = Connection(dispatcher, writer.write_line, lines=True)
 
     def too_long() -> None:
         connection.queue.put_reply(parse_error(f"line longer than {MAX_LINE} bytes was discarded"))

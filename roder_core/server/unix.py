@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from roder_core.server.connection import Connection
 from roder_core.server.host_paths import HostDirError, HostPaths, environment_digest
-from roder_core.server.stdio import MAX_LINE, read_lines
+from roder_core.server.line_stream import read_lines
+from roder_core.server.wire import MAX_LINE
 
 if TYPE_CHECKING:
     from roder_core.server.dispatcher import Dispatcher
@@ -101,7 +102,7 @@ class UnixHost:
             writer.write(text.encode("utf-8") + b"\n")
             await writer.drain()
 
-        conn = Connection(self.dispatcher, send, queue_size=self.dispatcher.queue_size)
+        conn = Connection(self.dispatcher, send, queue_size=self.dispatcher.queue_size, lines=True)
         conn.context.data["transport"] = "unix"
         self.connections[conn] = writer
 

@@ -6,7 +6,9 @@ on top (merged table by table); an untrusted one is never read. Extensions own a
 naming the nearest valid one (``key_problems``), fatal in the security tables.
 """
 
-from __future__ import annotations
+# Annotations here are objects, not strings (no ``from __future__ import annotations``): pydantic
+# would otherwise compile every field's annotation string again when it builds the models, a
+# cost every start-up pays (tests/test_startup_imports.py names the modules kept so).
 
 import contextlib
 import os
@@ -346,7 +348,7 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def config_reader(
     root: Path, config: RoderConfig, paths: RoderPaths | None = None, env: Mapping[str, str] | None = None
-) -> ProjectReader:
+) -> "ProjectReader":
     """The project reader (``brokers.project_reader``) for ``root`` with ``config``'s secret masks
     (``[sandboxing] deny_read``) and read rules (``[policy]``)."""
     from roder_core.brokers.path_rules import ConfigReadRules

@@ -123,6 +123,8 @@ class RecordedRequest:
     received_at: float
     #: When the server noticed the client had gone (cancellation tests).
     disconnected_at: float | None = None
+    #: Which TCP connection it came on (1 for the server's first): keep-alive reuse is visible.
+    connection: int = 0
 
     @property
     def json(self) -> Any:
@@ -570,6 +572,7 @@ class FakeModelServer:
         self._taken: set[int] = set()
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._accepted = 0
         self._gates: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reached: dict[str, threading.Event] = {}
@@ -647,8 +650,10 @@ class FakeModelServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self._accepted += 1
+        connection = self._accepted
         try:
-            while await self._one_request(reader, writer):
+            while await self._one_request(reader, writer, connection):
                 pass
         except (_ClientGone, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
@@ -660,7 +665,7 @@ class FakeModelServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection: int) -> bool:
         head = await reader.readuntil(b"\r\n\r\n")
         request_line, *header_lines = head.decode("latin-1").split("\r\n")
         method, target, _ = request_line.split(" ", 2)
@@ -670,7 +675,7 @@ class FakeModelServer:
                 name, value = line.split(":", 1)
                 headers[name.strip().lower()] = value.strip()
         body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
-        record = RecordedRequest(method, target, headers, body, time.time())
+        record = RecordedRequest(method, target, headers, body, time.time(), connection=connection)
         self.requests.append(record)
         if self.log_path is not None:
             with self.log_path.open("a", encoding="utf-8") as log:

@@ -5,7 +5,9 @@ to a JSON-RPC notification is ``{"method": ev.method, "params": ev.params()}``. 
 delivered live but never persisted one by one: the completed item carries the full text.
 """
 
-from __future__ import annotations
+# Annotations here are objects, not strings (no ``from __future__ import annotations``): pydantic
+# would otherwise compile every field's annotation string again when it builds the models, a
+# cost every start-up pays (tests/test_startup_imports.py names the modules kept so).
 
 import asyncio
 import contextlib
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast, get_args
 from pydantic import BaseModel, Field, GetCoreSchemaHandler, TypeAdapter, model_validator
 from pydantic_core import CoreSchema
 
+from roder_core.errors import retry_notice
 from roder_core.ir import (
     PLAN_TOOL,
     ApprovalDecision,
@@ -185,7 +188,7 @@ class ApprovalRequested(EventBase):
     request_id: str | None = None
 
     @model_validator(mode="after")
-    def _name_plan_request(self) -> ApprovalRequested:
+    def _name_plan_request(self) -> "ApprovalRequested":
         if self.request.tool == PLAN_TOOL and self.request_id is None:
             self.request_id = self.request.approval_id
         return self
@@ -244,7 +247,7 @@ class ModelRetrying(EventBase):
 
     def notice(self) -> str:
         """One line for people: what failed and when the call goes out again."""
-        return f"{self.reason}; retry {self.attempt} of {self.max_attempts} in {self.wait:.1f} s"
+        return retry_notice(self.reason, self.attempt, self.max_attempts, self.wait)
 
 
 class ModeChanged(EventBase):
@@ -375,7 +378,7 @@ class Subscription:
     receives no more events, so one slow client can never block the runtime or other clients.
     """
 
-    def __init__(self, bus: EventBus, maxsize: int, thread_id: str | None) -> None:
+    def __init__(self, bus: "EventBus", maxsize: int, thread_id: str | None) -> None:
         self._bus = bus
         self.thread_id = thread_id
         self.queue: asyncio.Queue[RuntimeEvent | None] = asyncio.Queue(maxsize=maxsize)

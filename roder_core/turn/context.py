@@ -19,10 +19,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from roder_core.ir import (
+    INTERRUPTED_KIND,
     AgentInferenceRequest,
     AgentMessageItem,
     Attachment,
     CompactionItem,
+    ErrorItem,
     ImagePart,
     Item,
     Message,
@@ -200,6 +202,11 @@ def _call_part(item: ToolCallItem) -> ToolCallPart:
     )
 
 
+#: What the model reads where a turn was interrupted: what it said before may be unfinished, and
+#: the user stopped it on purpose (so it should not simply carry on with it unasked).
+INTERRUPTED_NOTE = "[Request interrupted by the user]"
+
+
 def _text_part(text: str) -> TextPart:
     return TextPart.model_construct(text=text)
 
@@ -363,6 +370,10 @@ class _Made:
         elif isinstance(item, CompactionItem):
             summary = TextPart.model_construct(text=COMPACTION_PREFIX + item.summary)
             self._whole(Message.model_construct(role="user", parts=[summary]), cache)
+        elif isinstance(item, ErrorItem) and item.kind == INTERRUPTED_KIND:
+            # not ``_whole``: the note is not the user's prompt, the running turn never starts at it
+            self._close(cache)
+            self.messages.append(cache.message("user", [cache.get(item, (), _text_part, INTERRUPTED_NOTE)]))
         elif isinstance(item, AgentMessageItem):
             if item.text:
                 self._group("assistant", cache).parts.append(cache.get(item, (item.text,), _text_part, item.text))

@@ -36,6 +36,7 @@ from roder_core.ir import (
     TurnStatus,
     Usage,
     UserMessageItem,
+    interrupted_item,
     now,
 )
 from roder_core.kernel.hook_payloads import (
@@ -261,6 +262,7 @@ class TurnRunner:
             await self._item(ErrorItem(message=error.message, kind=error.kind))
         if status is TurnStatus.INTERRUPTED:
             self.turn.stop_reason = "cancelled"
+            await self._item(interrupted_item(self.turn.id))
         summary = self.turn.model_copy(update={"items": [], "status": status, "error": error, "completed_at": now()})
         unsent, self.state.steers[:] = list(self.state.steers), []
         await runtime.emit(TurnCompleted(thread_id=self.tid, turn=summary, unsent_steers=unsent))

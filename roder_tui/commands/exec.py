@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from roder_core.batch.outputs import RESULT_FILE, write_rollout
     from roder_core.batch.tasks import TaskFileError, parse_tasks
     from roder_core.batch.worker import RolloutSpec, forwarded_env, run_rollout
-    from roder_tui.ask import Printer
+    from roder_tui.ask_turn import Printer
 
     prompt = " ".join(args.prompt).strip()
     if not prompt and not sys.stdin.isatty():
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage(settings)
     printer = Printer("stream-json", sys.stdout, sys.stderr)
     spec = RolloutSpec(task=task, index=0, settings=settings, env=forwarded_env(), in_place=args.in_place)
-    outcome = run_rollout(spec, on_event=printer.on_event)
+    outcome = run_rollout(spec, on_event=lambda event: printer.on_event(event.method, event.params()))
     if args.out is not None:
         write_rollout(args.out, outcome)
     sys.stdout.write(json.dumps({"type": "result", **outcome.result}, ensure_ascii=False) + "\n")

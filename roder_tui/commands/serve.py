@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import signal
 import sys
@@ -170,6 +171,7 @@ async def _serve(args: argparse.Namespace) -> int:
         )
         sys.stderr.flush()
         _signal_ready(args.ready_fd, f"ready {unix.socket_path}\n{banner}")
+        loop.call_soon(_warm_up)
         await unix.stopped.wait()
         sys.stderr.write("roder: host stopping\n")
     finally:
@@ -179,6 +181,20 @@ async def _serve(args: argparse.Namespace) -> int:
         await dispatcher.close()
         await started.runtime.close()
     return 0
+
+
+def _warm_up() -> None:
+    """Import, once the host listens and before anyone asks, what its first request and first
+    model call would otherwise import while a client waits: the server's method handlers (the
+    dispatcher loads them all at its first call) and the HTTP client stack (httpx, httpcore,
+    anyio's asyncio backend). A one-shot run handed to a new host then pays none of it; a client
+    that connects meanwhile waits no longer than it would have for the same imports."""
+    from roder_core.brokers.httpx_loader import load_httpx
+    from roder_core.server.dispatcher import load_method_modules
+
+    load_method_modules()
+    load_httpx()
+    importlib.import_module("anyio._backends._asyncio")
 
 
 def _signal_ready(fd: int | None, line: str) -> None:

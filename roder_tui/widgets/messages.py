@@ -24,6 +24,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from roder_core.ir import (
+    INTERRUPTED_KIND,
     AgentMessageItem,
     ApprovalItem,
     CommandExecutionItem,
@@ -36,6 +37,7 @@ from roder_core.ir import (
     Thread,
     ToolResultItem,
     UserMessageItem,
+    interrupted_item,
 )
 from roder_tui.widgets.markdown_stream import MarkdownBody
 from roder_tui.widgets.media import MediaPreview, attachment_card
@@ -46,8 +48,6 @@ if TYPE_CHECKING:
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
-#: ``ErrorItem.kind`` of the marker that ends an interrupted turn (the app adds it; not stored).
-INTERRUPTED = "interrupted"
 #: Lines of tool output shown while a card is collapsed, and at most when expanded.
 PREVIEW_LINES = 4
 EXPANDED_LINES = 4000
@@ -330,11 +330,11 @@ class NoticeView(StaticEntry):
     def __init__(self, entry: Entry) -> None:
         super().__init__(entry)
         first = entry.items[0]
-        self.set_class(isinstance(first, ErrorItem) and first.kind != INTERRUPTED, "-error")
+        self.set_class(isinstance(first, ErrorItem) and first.kind != INTERRUPTED_KIND, "-error")
 
     def _render_item(self) -> RenderableType:
         item = self.entry.items[0]
-        if isinstance(item, ErrorItem) and item.kind == INTERRUPTED:
+        if isinstance(item, ErrorItem) and item.kind == INTERRUPTED_KIND:
             return Text("⏹ interrupted", style="roder.warning")
         if isinstance(item, ErrorItem):
             return Text.assemble(("error: ", "bold"), item.message)
@@ -363,19 +363,16 @@ class NoticeView(StaticEntry):
         return Text(json.dumps(item.wire())[:500])
 
 
-def interrupted_marker(turn_id: str) -> ErrorItem:
-    """The line that ends an interrupted turn, live and after reload (the turn's stored status
-    says it was interrupted; the marker itself is not stored)."""
-    return ErrorItem(id=f"{INTERRUPTED}-{turn_id}", kind=INTERRUPTED, message="interrupted")
-
-
 def shown_items(thread: Thread) -> list[Item]:
-    """A thread's items as the transcript shows them: each interrupted turn ends with a marker."""
+    """A thread's items as the transcript shows them: each interrupted turn ends with a marker
+    (stored by the runtime; drawn from the turn's status for threads stored before it was)."""
     items: list[Item] = []
     for turn in thread.turns:
         items.extend(turn.items)
-        if turn.status == "interrupted":
-            items.append(interrupted_marker(turn.id))
+        ended = turn.items[-1] if turn.items else None
+        marked = isinstance(ended, ErrorItem) and ended.kind == INTERRUPTED_KIND
+        if turn.status == "interrupted" and not marked:
+            items.append(interrupted_item(turn.id))
     return items
 
 

@@ -5,9 +5,12 @@ what git's own commands say: the snapshot's repository is the one ``git init`` m
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from roder_core.batch.workspace import Baseline, git, git_bytes
 
@@ -27,6 +30,31 @@ def test_the_baseline_repository_is_what_git_init_makes(tmp_path: Path) -> None:
     ours = {name: data for name, data in _files(tmp_path / "ours.git").items() if name in theirs}
     assert ours == theirs
     assert git(f"--git-dir={tmp_path / 'ours.git'}", "fsck", "--strict") == ""
+
+
+def test_the_baseline_is_two_git_processes_and_its_comparison_two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted by git's own trace: no automatic maintenance after the baseline's commit."""
+    from roder_core.batch import workspace as module
+
+    trace = tmp_path / "trace.json"
+    environment = module._git_env
+    monkeypatch.setattr(module, "_git_env", lambda: {**environment(), "GIT_TRACE2_EVENT": str(trace)})
+    tree = tmp_path / "w"
+    tree.mkdir()
+    (tree / "a.txt").write_text("a\n")
+    baseline = Baseline(tmp_path / "ours.git", tree)
+
+    def started() -> list[list[str]]:
+        events = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
+        trace.unlink(missing_ok=True)
+        return [e["argv"] for e in events if e["event"] == "start"]
+
+    baseline.record()
+    record = started()
+    assert len(record) == 2 and not any("maintenance" in argv for argv in record), record
+    (tree / "a.txt").write_text("b\n")
+    baseline.compare()
+    assert len(started()) == 2
 
 
 def test_compare_gives_what_gits_own_diff_and_name_status_give(tmp_path: Path) -> None:

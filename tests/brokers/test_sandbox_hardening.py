@@ -3,12 +3,17 @@ per-command cgroups and scrubbing secrets by value, with real bubblewrap where i
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import subprocess
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import roder_core.brokers.process as process_module
 from roder_core.brokers import BrokerDenied, cgroups, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
@@ -165,3 +170,55 @@ def test_masks_never_hide_the_workspace(tmp_path: Path) -> None:
         (home / ".ssh").rmdir()
         (home / "project").rmdir()
         home.rmdir()
+
+
+@needs_bwrap
+@pytest.mark.skipif(not detect_cgroups().available, reason="no writable cgroup for this user")
+async def test_an_interrupt_while_the_command_is_held_stays_an_interrupt(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn interrupt that lands while Roder moves the held shell into its cgroup kills the
+    shell; the move then fails (the shell is gone, its pipe has no reader). That failure is the
+    interrupt's consequence, not a refusal: the call must end cancelled, or the turn goes on
+    as if the tool had been refused, and the command must never have run."""
+    killed = threading.Event()
+    moving = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    real_kill, real_add = process_module._kill_group, CommandCgroup.add
+
+    def kill(pgid: int, *args: Any, **kw: Any) -> None:
+        real_kill(pgid, *args, **kw)
+        killed.set()
+
+    def add(self: CommandCgroup, pid: int) -> None:
+        loop.call_soon_threadsafe(moving.set)
+        killed.wait()
+        with contextlib.suppress(ChildProcessError):  # gone, without reaping it (asyncio does)
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        real_add(self, pid)
+
+    monkeypatch.setattr(process_module, "_kill_group", kill)
+    monkeypatch.setattr(CommandCgroup, "add", add)
+    proc = broker(workspace, tmp_path, limits=ResourceLimits(processes=64))
+    task = asyncio.create_task(proc.run("touch ran"))
+    async with asyncio.timeout(30):
+        await moving.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not (workspace / "ran").exists()
+
+
+@needs_bwrap
+@pytest.mark.skipif(not detect_cgroups().available, reason="no writable cgroup for this user")
+async def test_a_held_command_that_cannot_join_its_cgroup_is_refused_unrun(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(self: CommandCgroup, pid: int) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(CommandCgroup, "add", refused)
+    proc = broker(workspace, tmp_path, limits=ResourceLimits(processes=64))
+    with pytest.raises(BrokerDenied, match="limits could not be set"):
+        await proc.run("touch ran")
+    assert not (workspace / "ran").exists()

@@ -18,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from roder_core.brokers import BrokerDenied
+from roder_core.brokers.cgroups import CommandCgroup
+from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.netns import LoopbackNetwork, NetworkNamespaceError, ThreadNetwork, ThreadNetworks, bind_thread
-from roder_core.brokers.process import HostProcessBroker
+from roder_core.brokers.process import HostProcessBroker, ResourceLimits
 from roder_core.brokers.task_log import TaskLog
 from tests.brokers.helpers import Reachable, assert_gone, marker, needs_bwrap, outside_folder, running, serve
 from tests.builders import until
@@ -160,6 +163,86 @@ async def test_a_released_network_is_gone_for_new_commands(workspace: Path, tmp_
     assert running(mark)
     await server.kill()
     assert_gone(mark)
+
+
+def command_groups() -> list[Path]:
+    """The per-command cgroups this process has now (``roder-<pid>-<n>``), in every hierarchy."""
+    support = detect_cgroups()
+    parents = {p for p in (support.pids_parent, support.memory_parent) if p is not None}
+    return [group for parent in parents for group in parent.glob(f"roder-{os.getpid()}-*")]
+
+
+def descendants(pid: int) -> set[int]:
+    """``pid`` and every process below it, from the host's /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, grew = {pid}, True
+    while grew:
+        below = {child for child, parent in parents.items() if parent in found}
+        grew = not below <= found
+        found |= below
+    return found
+
+
+@needs_bwrap
+async def test_a_command_starts_inside_its_threads_network_and_its_cgroup(
+    workspace: Path, tmp_path: Path, networks: ThreadNetworks
+) -> None:
+    """Roder puts a command into its thread's network and its own cgroup before anything of it
+    runs (a shell holds it while Roder moves it, ``nsenter`` joins the network): the command's
+    first act sees both, and from the host every process of the command is in them. Its cgroup
+    namespace is rooted at its own group, so the sandbox itself was made inside it."""
+    limits = ResourceLimits(processes=64, memory_mb=512)
+    proc = bound(workspace, tmp_path, networks.handle("thread"), limits=limits)
+    log = Lines(tmp_path / "probe.log")
+    task = await proc.spawn("cat /proc/self/cgroup; readlink /proc/self/ns/net; echo ready; exec sleep 600", output=log)
+    try:
+        await log.wait_for("ready")
+        lines = log.read().text.splitlines()
+        inside_net = next(line for line in lines if line.startswith("net:["))
+        assert inside_net != os.readlink("/proc/self/ns/net")
+        tree = descendants(task.pid)
+        assert len(tree) >= 3, tree  # bubblewrap, the sandbox's init, the command
+        for pid in tree:
+            assert os.readlink(f"/proc/{pid}/ns/net") == inside_net
+        if detect_cgroups().available:
+            groups = command_groups()
+            assert groups
+            for group in groups:
+                assert tree <= {int(pid) for pid in (group / "cgroup.procs").read_text().split()}, group
+            # /proc/self/cgroup inside: the command's own group is the root of its namespace
+            cgroup_lines = [line.split(":", 2) for line in lines if line[:1].isdigit() and line.count(":") >= 2]
+            mine = [path for _id, controllers, path in cgroup_lines if {"pids", "memory", ""} & set(controllers.split(","))]
+            assert mine and all(path == "/" for path in mine), lines
+    finally:
+        await task.kill()
+    assert not command_groups()
+
+
+@needs_bwrap
+@pytest.mark.skipif(not detect_cgroups().available, reason="no writable cgroup for this user")
+async def test_a_command_that_cannot_join_its_cgroup_never_runs(
+    workspace: Path, tmp_path: Path, networks: ThreadNetworks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: a command held for its cgroup whose move is refused ends there, unrun."""
+    mark = marker()
+
+    def refuse(self: CommandCgroup, pid: int) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(CommandCgroup, "add", refuse)
+    proc = bound(workspace, tmp_path, networks.handle("thread"), limits=ResourceLimits(processes=64, memory_mb=512))
+    with pytest.raises(BrokerDenied, match=r"limits could not be set .*Permission denied.*it was not run"):
+        await proc.run(f"touch ran; sleep 600 # {mark}")
+    assert not (workspace / "ran").exists()
+    assert_gone(mark)
+    assert not command_groups()
 
 
 def namespace_fds() -> list[str]:

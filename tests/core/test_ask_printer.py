@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from roder_core.ir import AgentMessageItem
 from roder_core.threads.events import AgentMessageDelta, ItemCompleted
-from roder_tui.ask import Printer
+from roder_tui.ask_turn import Printer
 
 
 class Terminal(io.StringIO):
@@ -14,24 +15,27 @@ class Terminal(io.StringIO):
         return True
 
 
-def delta(item: AgentMessageItem, text: str) -> AgentMessageDelta:
-    return AgentMessageDelta(thread_id="t", turn_id="u", item_id=item.id, delta=text)
+def delta(item: AgentMessageItem, text: str) -> tuple[str, dict[str, Any]]:
+    """The notification as the printer gets it: its method and wire params."""
+    event = AgentMessageDelta(thread_id="t", turn_id="u", item_id=item.id, delta=text)
+    return event.method, event.params()
 
 
-def completed(item: AgentMessageItem) -> ItemCompleted:
-    return ItemCompleted(thread_id="t", turn_id="u", item=item)
+def completed(item: AgentMessageItem) -> tuple[str, dict[str, Any]]:
+    event = ItemCompleted(thread_id="t", turn_id="u", item=item)
+    return event.method, event.params()
 
 
 def play(out: io.StringIO) -> Printer:
     """A stream that broke after 'The ans', was voided, then answered differently."""
     printer = Printer("text", out, io.StringIO())
     first = AgentMessageItem()
-    printer.on_event(delta(first, "The ans"))
-    printer.on_event(completed(first.model_copy(update={"text": ""})))
+    printer.on_event(*delta(first, "The ans"))
+    printer.on_event(*completed(first.model_copy(update={"text": ""})))
     second = AgentMessageItem()
     for piece in ("A different ", "answer."):
-        printer.on_event(delta(second, piece))
-    printer.on_event(completed(second.model_copy(update={"text": "A different answer."})))
+        printer.on_event(*delta(second, piece))
+    printer.on_event(*completed(second.model_copy(update={"text": "A different answer."})))
     return printer
 
 

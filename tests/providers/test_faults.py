@@ -171,3 +171,16 @@ async def test_cancelling_the_consumer_closes_the_http_stream_at_once(dialect: s
         await until(lambda: server.calls[0].disconnected_at is not None)
         await engine.aclose()
     assert server.calls[0].disconnected_at is not None  # the server saw the client go
+
+
+async def test_answers_one_after_another_come_on_one_connection(dialect: str) -> None:
+    """The rest of a finished answer's body is read, so its connection serves the next call
+    instead of being closed and opened again for every model call."""
+    async with FakeModelServer([ANSWER, ANSWER, ANSWER]) as server:
+        engine = make_engine(dialect, server.base_url)
+        try:
+            for _ in range(3):
+                assert text_of(await collect(engine)) == ANSWER["text"]
+        finally:
+            await engine.aclose()
+    assert [c.connection for c in server.calls] == [1, 1, 1]

@@ -267,24 +267,44 @@ def test_the_search_fold_equals_visiting_every_line(workspace: Path) -> None:
     assert searched[4] == ts, "the latest readable line's ts; the unreadable line's is not taken"
 
 
-async def test_a_store_for_a_throwaway_data_folder_keeps_no_index_and_lists_the_same(workspace: Path, tmp_path: Path) -> None:
-    """A batch rollout's data folder is removed after the run: its store writes no SQLite rows,
-    and a listing there reads the files and says what the index would."""
+async def test_a_store_for_a_throwaway_data_folder_keeps_no_index_and_lists_the_same(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch rollout's data folder is removed after the run: its store writes no SQLite rows
+    and fsyncs nothing, and a listing there reads the files and says what the index would."""
     from roder_ext_jsonl_store import JsonlThreadStore
+    from roder_ext_jsonl_store.extension import JsonlThreadStoreExtension
 
     from roder_core.ir import AgentMessageItem, ThreadHeader, Turn
     from roder_core.threads.events import ItemCompleted, ThreadStarted, TurnCompleted, TurnStarted
 
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+    async def one_turn(store: JsonlThreadStore) -> ThreadHeader:
+        header = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="scratch")
+        await store.append(header, ThreadStarted(thread_id=header.id, thread=header))
+        turn = Turn()
+        await store.append(header, TurnStarted(thread_id=header.id, turn_id=turn.id))
+        await store.append(header, ItemCompleted(thread_id=header.id, turn_id=turn.id, item=AgentMessageItem(text="ok")))
+        await store.append(header, TurnCompleted(thread_id=header.id, turn=turn.model_copy(update={"status": "completed"})))
+        await store.sync(header.id)
+        await store.release(header.id)
+        return header
+
+    await one_turn(JsonlThreadStoreExtension(tmp_path / "durable-threads").store)
+    assert synced  # a user's threads are fsynced at turn boundaries
+    synced.clear()
     scratch = tmp_path / "scratch-threads"
-    store = JsonlThreadStore(scratch, indexed=False)
-    header = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="scratch")
-    await store.append(header, ThreadStarted(thread_id=header.id, thread=header))
-    turn = Turn()
-    await store.append(header, TurnStarted(thread_id=header.id, turn_id=turn.id))
-    await store.append(header, ItemCompleted(thread_id=header.id, turn_id=turn.id, item=AgentMessageItem(text="ok")))
-    await store.append(header, TurnCompleted(thread_id=header.id, turn=turn.model_copy(update={"status": "completed"})))
-    await store.sync(header.id)
-    await store.release(header.id)
+    store = JsonlThreadStoreExtension(scratch, scratch=True).store
+    header = await one_turn(store)
+    assert synced == []
     assert (scratch / f"{header.id}.jsonl").is_file()
     assert not (scratch / ".index").exists()
     listed = await store.list_threads()

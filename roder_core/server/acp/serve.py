@@ -16,7 +16,9 @@ from roder_core.server.client import LocalAppClient
 from roder_core.server.connection import decode, encode
 from roder_core.server.dispatcher import error_response, parse_error
 from roder_core.server.errors import INVALID_REQUEST, RpcError
-from roder_core.server.stdio import MAX_LINE, open_reader, read_lines
+from roder_core.server.line_stream import read_lines
+from roder_core.server.stdio import open_reader
+from roder_core.server.wire import MAX_LINE
 
 SET_MODEL_METHOD = "session/set_model"
 
