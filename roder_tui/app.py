@@ -51,7 +51,7 @@ class RoderApp(AppTurns):
 
     TITLE = "Roder"
     BINDINGS = app_bindings()
-    #: Roder's palette (screens/command_palette.py) replaces Textual's: it is built once, not per open.
+    #: Roder's palette (widgets/command_palette.py) replaces Textual's: it is built once, not per open.
     ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: vertical; }
