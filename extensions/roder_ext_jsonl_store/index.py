@@ -489,6 +489,26 @@ class ThreadIndex:
         finally:
             conn.close()
 
+    def held_open(self) -> sqlite3.Connection:
+        """A connection that only keeps the index open for a long-lived writer (a host).
+
+        SQLite checkpoints the write-ahead log, and syncs it, the database and the folder
+        (four syncs), whenever the last connection to the index closes; every update opens and
+        closes its own connection (``_db``), so every update paid them. While this connection
+        is open, an update's commit syncs nothing (``synchronous = NORMAL`` in WAL mode: a
+        crash keeps the index consistent, a power loss may lose the last rows, which a listing
+        rebuilds from the files), and SQLite checkpoints on its own as the log grows. It reads
+        once, so it holds the log open (WAL mode keeps a shared lock from then on), and never
+        holds a transaction, so it blocks no writer and no checkpoint. It is never used for
+        anything else: an index re-created under it is simply no longer the one it holds."""
+        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA user_version").fetchone()
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
         """Serialize index creation and rebuilds across processes with a lock file beside the

@@ -68,6 +68,8 @@ from .snapshots import (
 )
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from .index import ThreadIndex
 
 log = logging.getLogger(__name__)
@@ -168,6 +170,10 @@ class JsonlThreadStore:
         self._reported: set[str] = set()
         #: Lines skipped by the latest read of each thread (shown by ``roder sessions show``).
         self.problems: dict[str, list[LineProblem]] = {}
+        #: Keeps the thread index open from the first update to ``close`` (``ThreadIndex.held_open``),
+        #: so an update's commit is not followed by a checkpoint and four syncs.
+        self._index_held: sqlite3.Connection | None = None
+        self._holding = threading.Lock()
 
     def id(self) -> str:
         return "jsonl"
@@ -332,15 +338,18 @@ class JsonlThreadStore:
 
         return ThreadIndex(self.directory)
 
-    @staticmethod
-    def _note_in_index(change: Callable[..., None], thread_id: str, path: Path, **options: bool) -> None:
-        """Tell the thread index what the writer did (``ThreadIndex.taken`` or ``catch_up``).
-        Never raises: the index is a cache, and a row it could not update is one a listing
-        brings up to date (an open row, or a file it has no row for, is looked at)."""
+    def _note_in_index(self, change: Callable[..., None], thread_id: str, path: Path, **options: bool) -> None:
+        """Tell the thread index what the writer did (``ThreadIndex.taken`` or ``catch_up``),
+        then keep the index open if it is not yet. Never raises: the index is a cache, and a row
+        it could not update is one a listing brings up to date (an open row, or a file it has no
+        row for, is looked at)."""
         import sqlite3  # loaded already: by ``_index``'s module
 
         try:
             change(thread_id, path, **options)
+            with self._holding:
+                if self._index_held is None:
+                    self._index_held = self._index().held_open()
         except (sqlite3.Error, OSError) as exc:
             log.warning("thread %s: the thread index was not updated (%s); listings read the file", thread_id, exc)
 
@@ -404,6 +413,10 @@ class JsonlThreadStore:
         for thread_id in list(self._writers):
             await self.release(thread_id)
         self._pending.clear()
+        with self._holding:
+            held, self._index_held = self._index_held, None
+        if held is not None:
+            await asyncio.to_thread(held.close)  # the last connection: SQLite checkpoints the log
 
     # ------------------------------------------------------------------ reading
 

@@ -7,6 +7,7 @@ enough to decide when to shorten or compact; displayed usage prefers provider-re
 
 from __future__ import annotations
 
+import copy
 import json
 import weakref
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ from roder_core.ir import (
     ToolCallPart,
     ToolResultItem,
     ToolResultPart,
+    ToolSpec,
     UserMessageItem,
 )
 
@@ -109,13 +111,35 @@ class _LastCount:
     tokens = 0
 
 
+#: Token counts of tool specs, by name, with the description and schema they were counted from.
+#: The registry gives every model call new specs holding fresh copies of the schemas, so
+#: identity cannot tell a spec seen before, but comparing the schema as data can, at a fraction
+#: of the cost of serializing it again (the tools are most of a short request's size).
+_TOOL_COUNTS: dict[str, tuple[str, dict[str, Any], int]] = {}
+#: More distinct tool names than any registry holds: past it the counts start over.
+_TOOL_COUNTS_MAX = 1024
+
+
+def tool_tokens(tool: ToolSpec) -> int:
+    """What a tool's name, description and schema cost in the prompt."""
+    known = _TOOL_COUNTS.get(tool.name)
+    if known is not None and known[0] == tool.description and known[1] == tool.parameters:
+        return known[2]
+    tokens = estimate_tokens(tool.name) + estimate_tokens(tool.description) + _json_tokens(tool.parameters)
+    if len(_TOOL_COUNTS) >= _TOOL_COUNTS_MAX:
+        _TOOL_COUNTS.clear()
+    # A copy: the schema counted stays as it was, whatever becomes of the request's.
+    _TOOL_COUNTS[tool.name] = (tool.description, copy.deepcopy(tool.parameters), tokens)
+    return tokens
+
+
 def request_tokens(request: AgentInferenceRequest) -> int:
     """The prompt side of a request: system text, every message and the tool schemas."""
     key = (request.messages, request.system, request.tools, len(request.messages), len(request.tools))
     last = _LastCount.key
     if last and all(a is b for a, b in zip(key[:3], last[:3], strict=True)) and key[3:] == last[3:]:
         return _LastCount.tokens
-    tools = sum(estimate_tokens(t.name) + estimate_tokens(t.description) + _json_tokens(t.parameters) for t in request.tools)
+    tools = sum(map(tool_tokens, request.tools))
     tokens = estimate_tokens(request.system) + messages_tokens(request.messages) + tools
     _LastCount.key, _LastCount.tokens = key, tokens
     return tokens

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from roder_core.ir import (
@@ -18,13 +19,22 @@ from roder_core.ir import (
     ToolCallItem,
     ToolResultItem,
     ToolResultPart,
+    ToolSpec,
     UserMessageItem,
 )
 from roder_core.kernel.services import ContextBlock
 from roder_core.settings.config import RoderConfig
 from roder_core.turn.context import PartCache, conversation, history_to_messages, visible_items
 from roder_core.turn.planner import SHORTENED_MARKER, BudgetPlanner, prompt_budget
-from roder_core.turn.tokens import IMAGE_TOKENS, item_tokens, message_tokens, part_tokens, request_tokens
+from roder_core.turn.tokens import (
+    IMAGE_TOKENS,
+    estimate_tokens,
+    item_tokens,
+    message_tokens,
+    part_tokens,
+    request_tokens,
+    tool_tokens,
+)
 
 from .harness import make_runtime
 
@@ -152,6 +162,34 @@ def test_a_request_counted_again_gives_the_same_answer_and_a_changed_one_a_new_o
     longer = planned.model_copy(update={"messages": [*messages, Message(role="user", parts=[TextPart(text="y" * 40)])]})
     assert request_tokens(longer) == first + 10 + 4 + 10
     assert request_tokens(request) == first  # the earlier request again, after others were counted
+
+
+def test_a_tool_is_counted_from_what_it_says_now_whatever_was_counted_before() -> None:
+    """Each model call brings new spec objects with fresh schema copies: a spec equal to one
+    counted before gives its count, and any change to its description or schema (in place too)
+    gives the count of what it says now, as serializing it would."""
+
+    def counted(spec: ToolSpec) -> int:
+        schema = json.dumps(spec.parameters, ensure_ascii=False, separators=(",", ":"))
+        return estimate_tokens(spec.name) + estimate_tokens(spec.description) + estimate_tokens(schema)
+
+    def spec(description: str = "Runs it.", about: str = "what to run") -> ToolSpec:
+        schema = {"type": "object", "properties": {"command": {"type": "string", "description": about}}}
+        return ToolSpec(name="held_tool", description=description, parameters=schema)
+
+    first = spec()
+    assert tool_tokens(first) == counted(first)
+    assert tool_tokens(spec()) == counted(first)
+    longer = spec(about="what to run, " + "and why " * 20)
+    assert tool_tokens(longer) == counted(longer) > counted(first)
+    assert tool_tokens(spec(description="Runs it. " * 10)) == counted(spec(description="Runs it. " * 10))
+    grown = spec()
+    assert tool_tokens(grown) == counted(first)
+    grown.parameters["properties"]["workdir"] = {"type": "string", "description": "where, " * 30}
+    assert tool_tokens(grown) == counted(grown) > counted(first)  # the schema changed in place
+    assert tool_tokens(spec()) == counted(first)
+    request = AgentInferenceRequest(model="m", messages=[], tools=[spec(), longer])
+    assert request_tokens(request) == counted(first) + counted(longer)
 
 
 def test_parts_are_made_once_per_item_and_again_when_the_item_changes() -> None:

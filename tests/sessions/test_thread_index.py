@@ -322,3 +322,34 @@ async def test_a_store_for_a_throwaway_data_folder_keeps_no_index_and_lists_the_
     await unindexed.delete(indexed[0].id)
     assert [s.id for s in await unindexed.list_threads()] == [s.id for s in indexed[1:]]
     assert not (copy / ".index").exists()
+
+
+async def test_a_writer_keeps_the_index_open_so_an_update_is_not_checkpointed_until_it_closes(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Every update of a row opens and closes a connection; were it the index's last, SQLite
+    would checkpoint the log into the database (and sync both) after each one. The store keeps
+    the index open from its first update to its close: the updates stay in the log, every other
+    connection reads them, and the close checkpoints once."""
+    from roder_ext_jsonl_store import JsonlThreadStore
+
+    from roder_core.ir import AgentMessageItem, ThreadHeader, Turn
+    from roder_core.threads.events import ItemCompleted, ThreadStarted, TurnCompleted, TurnStarted
+
+    directory = tmp_path / "threads"
+    store = JsonlThreadStore(directory)
+    header = ThreadHeader(cwd=str(workspace), provider="mock", model="mock", title="held")
+    await store.append(header, ThreadStarted(thread_id=header.id, thread=header))
+    index = ThreadIndex(directory)
+    log = index.path.with_name(index.path.name + "-wal")
+    for n in range(2):
+        turn = Turn()
+        await store.append(header, TurnStarted(thread_id=header.id, turn_id=turn.id))
+        await store.append(header, ItemCompleted(thread_id=header.id, turn_id=turn.id, item=AgentMessageItem(text=f"{n}")))
+        await store.append(header, TurnCompleted(thread_id=header.id, turn=turn.model_copy(update={"status": "completed"})))
+        await store.sync(header.id)
+        assert log.stat().st_size > 0  # the update is in the log: no close checkpointed it
+        assert [(row["id"], row.get("turnCount")) for row in index.listing()] == [(header.id, n + 1)]
+    await store.close()
+    assert not log.exists()  # the index's last connection closed: the log was checkpointed
+    assert [(row["id"], row.get("turnCount")) for row in index.listing()] == [(header.id, 2)]
