@@ -51,7 +51,7 @@ class RoderApp(AppTurns):
 
     TITLE = "Roder"
     BINDINGS = app_bindings()
-    #: Roder's palette (screens/command_palette.py) replaces Textual's: it is built once, not per open.
+    #: Roder's palette (widgets/command_palette.py) replaces Textual's: it is built once, not per open.
     ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: vertical; }
@@ -119,9 +119,11 @@ class RoderApp(AppTurns):
         # Segments render on this side; palette rows come from the host (palette/commands).
         self.status_bar.set_segments(await asyncio.to_thread(client.status_segments, info.cwd))
         self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
-        # What the prompt does not need comes after "idle": the renderers of answers, plugins'
-        # themes, the sandbox probe's verdict, commands, MCP completions, the thread list.
-        renderers = asyncio.create_task(asyncio.to_thread(_preimport_renderers)) if self._client_factory is None else None
+        # What the prompt does not need comes after "idle": the renderers of answers (once the
+        # keyboard pauses), plugins' themes, the sandbox probe's verdict, commands, MCP
+        # completions, the thread list.
+        if self._client_factory is None:
+            self.run_worker(self._import_renderers(), group="renderers", exit_on_error=False)
         await self._add_plugin_themes()
         await self._show_sandbox()
         if REMOTE:
@@ -139,8 +141,6 @@ class RoderApp(AppTurns):
             if choice == "quit":
                 self.exit(0)
                 return
-        if renderers is not None:
-            await renderers
         await self._open_initial_thread()
         # Everything alive now lives as long as the app: keep it out of the cyclic collector's
         # full passes, which otherwise stall streaming for 100+ ms on a large heap; and make full
@@ -152,6 +152,15 @@ class RoderApp(AppTurns):
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
             await self.send(prompt)
+
+    async def _import_renderers(self) -> None:
+        """Import the answer renderers on a thread in the first pause of the typing (or when a
+        prompt is sent), so no keystroke waits for the import; the objects it made are kept out
+        of the collector's full passes like the rest of start-up's."""
+        self.input_pause.typed()  # the pause counts from "idle"
+        await self.input_pause.wait()
+        await asyncio.to_thread(_preimport_renderers)
+        gc.freeze()
 
     async def _show_sandbox(self) -> None:
         """The sandbox level commands really get, as the server probed it at startup."""

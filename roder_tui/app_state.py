@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
+from textual import events  # noqa: E402
 from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 from textual.widgets import Static  # noqa: E402
@@ -29,6 +30,7 @@ from textual.widgets import Static  # noqa: E402
 from roder_core.modes import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.home_config import configured, roder_home_paths  # noqa: E402
+from roder_tui.input_pause import InputPause  # noqa: E402
 from roder_tui.questions import QuestionQueue  # noqa: E402
 from roder_tui.tasks_view import TasksView  # noqa: E402
 from roder_tui.theming import (  # noqa: E402
@@ -72,6 +74,8 @@ SIDEBAR_STEP = 4
 SIDEBAR_MIN_CELLS = 16
 #: Turns a thread opens with; older ones are fetched when the transcript is scrolled back to them.
 RECENT_TURNS = 30
+#: Seconds without a key after which start-up's remaining background work begins.
+INPUT_PAUSE = 0.5
 #: Makes the app's control-plane client: in process by default, a host's client when attached.
 ClientFactory = Callable[[], "AppClient | Awaitable[AppClient]"]
 
@@ -129,6 +133,8 @@ class AppState(App[int]):
         #: The ``!cmd`` running now (esc and ctrl+c stop it), None when none runs.
         self._shell_run: asyncio.Task[None] | None = None
         self._elapsed_timer: Any = None
+        #: The keyboard's pauses: the answer renderers are imported in the first one.
+        self.input_pause = InputPause(INPUT_PAUSE)
         #: The command palette and help: panels of the main screen, mounted after the first frame.
         self.panels: tuple[CommandPalette, HelpPanel] | None = None
         self._panels_mounted: AwaitMount | None = None
@@ -158,6 +164,11 @@ class AppState(App[int]):
         for key, bindings in table.items():
             table[key] = [replace(b, priority=True) if b.id in wins else b for b in bindings]
         self.keymap_notes = keymap_notes(keymap)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self.input_pause.typed()
+        await super().on_event(event)
 
     def notify(
         self,

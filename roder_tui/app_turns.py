@@ -154,6 +154,7 @@ class AppTurns(AppCommands):
         from roder_core.server.errors import RpcError
         from roder_core.server.protocol import TURN_START, TURN_STEER, TurnStartParams, TurnSteerParams
 
+        self.input_pause.needed()  # an answer may follow: its renderers are imported now
         if not self.ready.is_set():
             await self.ready.wait()
         stripped = text.strip()

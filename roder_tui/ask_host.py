@@ -22,6 +22,8 @@ import os
 import select
 import signal
 import socket
+import sys
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
@@ -40,6 +42,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: Bytes read from the host's socket at a time.
 READ_SIZE = 256 * 1024
+#: Seconds a one-shot waits for the host's ``host/status`` before running in process instead: a
+#: host that is stopped (SIGSTOP, a debugger) or stuck must not hang every ``roder -p`` unsaid.
+STATUS_TIMEOUT = 10.0
+
+
+class HostSilent(RoderError):
+    """The host did not answer a request in the time given."""
 
 
 class HostSession:
@@ -64,6 +73,7 @@ class HostSession:
         self._ended: str | None = None
         self._wakeup: socket.socket | None = None  # readable when SIGINT arrived (``interrupting``)
         self._interrupt: Wire | None = None
+        self._interrupted = False  # turn/interrupt sent: a second Ctrl+C ends the run
 
     @classmethod
     def connect(cls, path: Path) -> HostSession:
@@ -75,12 +85,16 @@ class HostSession:
             raise
         return cls(sock)
 
-    async def request(self, method: str, params: Wire | None = None) -> Any:
+    async def request(self, method: str, params: Wire | None = None, *, within: float | None = None) -> Any:
+        """The reply's result; ``within`` seconds at most (else ``HostSilent``), or as long as
+        the host takes (a turn's requests: Ctrl+C is watched meanwhile)."""
         request_id = self._send(method, params)
+        deadline = None if within is None else time.monotonic() + within
         while request_id not in self._replies:
             if self._ended is not None:
                 raise RoderError(f"the app server connection ended: {self._ended}")
-            self._pump()
+            if not self._pump(deadline):
+                raise HostSilent(f"it did not answer {method} in {within:g} s")
         reply = self._replies.pop(request_id)
         error = reply.get("error")
         if isinstance(error, dict):
@@ -132,26 +146,36 @@ class HostSession:
             wakeup.close()
             sink.close()
 
-    def _pump(self) -> None:
-        """Wait for the host (or Ctrl+C), then take in what it sent."""
+    def _pump(self, deadline: float | None = None) -> bool:
+        """Wait for the host (or Ctrl+C), then take in what it sent; False when ``deadline``
+        (monotonic) passed first. A second Ctrl+C, the host not having ended the turn after
+        the first, ends the run (``KeyboardInterrupt``): a stuck host cannot hold the terminal."""
         watched = [self._sock] if self._wakeup is None else [self._sock, self._wakeup]
-        readable, _, _ = select.select(watched, [], [])
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        readable, _, _ = select.select(watched, [], [], left)
+        if not readable:
+            return deadline is None
         if self._wakeup is not None and self._wakeup in readable:
             with contextlib.suppress(BlockingIOError):
                 signals = self._wakeup.recv(64)
                 if signal.SIGINT in signals and self._interrupt is not None:
+                    if self._interrupted:
+                        sys.stderr.write("roder: the host had not ended the turn after the first Ctrl+C; stopped waiting\n")
+                        raise KeyboardInterrupt
+                    self._interrupted = True
                     self._ignored.add(self._send("turn/interrupt", self._interrupt))
         if self._sock not in readable:
-            return
+            return True
         try:
             chunk = self._sock.recv(READ_SIZE)
         except OSError as exc:
             self._ended = str(exc) or type(exc).__name__
-            return
+            return True
         if not chunk:
             self._ended = "the host closed the connection"
-            return
+            return True
         self._take(chunk)
+        return True
 
     def _take(self, chunk: bytes) -> None:
         """Complete lines of ``chunk`` (after what was buffered) become messages."""
@@ -218,8 +242,12 @@ def open_host_session(args: argparse.Namespace) -> tuple[HostSession, str] | Non
     except OSError:  # a socket left behind by a host that is gone
         return None
     try:
-        info = run_unsuspended(session.request("host/status"))
+        info = run_unsuspended(session.request("host/status", within=STATUS_TIMEOUT))
         reason = incompatibility(info, args, Path.cwd(), os.environ)
+    except HostSilent as exc:
+        session.close()
+        sys.stderr.write(f"roder: not using the host at {socket_path}: {exc} (stopped or stuck?); running here\n")
+        return None
     except Exception:  # an old or broken host: answer in process
         session.close()
         return None

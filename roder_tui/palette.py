@@ -1,7 +1,7 @@
 """The command palette's rows: every installed ``PaletteSource``'s commands for the app's state.
 
 ``palette/commands`` runs the sources where the runtime is (in process or on the host: some read
-its state, like MCP servers); the palette screen (``screens/command_palette.py``) lists the rows
+its state, like MCP servers); the palette panel (``widgets/command_palette.py``) lists the rows
 and hands the chosen one back to the app. A failing source is skipped with a log line, never
 breaking the palette.
 """

@@ -364,14 +364,20 @@ class _Rollout:
         guard = ScoreGuard(workspace, self.scratch / "guarded", tests=self.task.tests, protect=self.task.protect, runner=runner)
         guard.hide()
         baseline = Baseline(self.scratch / "baseline.git", workspace)
-        baseline.record()
+        # git records the baseline (submitted at once) while the runtime starts; the agent's turn
+        # waits for it.
+        recorded = asyncio.get_running_loop().run_in_executor(None, baseline.record)
         timings["setup_s"] = round(time.monotonic() - setup_started, 3)
 
         try:
-            agent = await self._run_agent(workspace, {**base_env, **self.task.env}, command_env)
+            agent = await self._run_agent(workspace, {**base_env, **self.task.env}, command_env, recorded)
         except ContainerUnavailable as exc:
             self._not_run(str(exc))
             return
+        finally:
+            await asyncio.wait([recorded])  # never leave git working in a folder about to go
+            if not recorded.cancelled():
+                recorded.exception()  # raised by the agent's start already, when it failed
         try:
             await self._after_agent(agent, workspace, guard, baseline, command_env, base_env.get("HOME"))
         finally:
@@ -518,7 +524,10 @@ class _Rollout:
             raise WorkspaceError("working in place needs an existing workspace folder")
         return Path(source.path)
 
-    async def _run_agent(self, workspace: Path, env: dict[str, str], command_env: dict[str, str]) -> _AgentRun:
+    async def _run_agent(
+        self, workspace: Path, env: dict[str, str], command_env: dict[str, str], recorded: Awaitable[None]
+    ) -> _AgentRun:
+        """Start the runtime (while ``recorded``, the baseline, is taken), then run the turn."""
         from roder_core.runtime.bootstrap import StartSettings, start_runtime
 
         run = _AgentRun()
@@ -561,6 +570,7 @@ class _Rollout:
         began = time.monotonic()
         try:
             thread = await runtime.start_thread()
+            await recorded  # the workspace is the agent's from here on
             runner = self._container_runner(runtime) if self.image is not None else settings.runner
             if runner:
                 try:

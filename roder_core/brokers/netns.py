@@ -164,10 +164,17 @@ class LoopbackNetwork:
         self._net_fd, self._user_fd = -1, None
 
 
+#: Where util-linux installs ``nsenter``. Not the PATH: ``nsenter`` runs before bubblewrap, so
+#: unconfined, and the PATH may hold a folder of the workspace (direnv's ``PATH_add bin``,
+#: ``./node_modules/.bin``, ``.``) where the agent's commands can leave a program of that name.
+SYSTEM_FOLDERS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
+
+
 @functools.cache
 def nsenter_path() -> str | None:
-    """util-linux ``nsenter``, which joins a thread's network without a hook in Python."""
-    return shutil.which("nsenter")
+    """util-linux ``nsenter``, which joins a thread's network without a hook in Python; None
+    where it is not in a system folder (then the hook joins it)."""
+    return shutil.which("nsenter", path=os.pathsep.join(SYSTEM_FOLDERS))
 
 
 def shell_closing(fds: tuple[int, ...]) -> str:

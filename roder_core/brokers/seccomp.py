@@ -24,6 +24,7 @@ differ. Only x86-64 and aarch64 are known; elsewhere there is no filter and ``ro
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import platform
 import struct
@@ -204,8 +205,10 @@ class _Program:
         return bytes(out)
 
 
+@functools.cache
 def filter_program(*, allow_unix_sockets: bool = False, machine: str | None = None) -> bytes | None:
-    """The BPF program (``struct sock_filter`` array), or None on an unknown architecture."""
+    """The BPF program (``struct sock_filter`` array), or None on an unknown architecture.
+    Assembled once per process (it depends on nothing else), then handed to every command."""
     abi = _ABIS.get((machine or platform.machine()).lower())
     if abi is None:
         return None

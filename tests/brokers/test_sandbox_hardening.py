@@ -207,18 +207,3 @@ async def test_an_interrupt_while_the_command_is_held_stays_an_interrupt(
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not (workspace / "ran").exists()
-
-
-@needs_bwrap
-@pytest.mark.skipif(not detect_cgroups().available, reason="no writable cgroup for this user")
-async def test_a_held_command_that_cannot_join_its_cgroup_is_refused_unrun(
-    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def refused(self: CommandCgroup, pid: int) -> None:
-        raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr(CommandCgroup, "add", refused)
-    proc = broker(workspace, tmp_path, limits=ResourceLimits(processes=64))
-    with pytest.raises(BrokerDenied, match="limits could not be set"):
-        await proc.run("touch ran")
-    assert not (workspace / "ran").exists()

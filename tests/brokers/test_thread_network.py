@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from roder_core.brokers import BrokerDenied
+from roder_core.brokers import BrokerDenied, netns
 from roder_core.brokers.cgroups import CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.netns import LoopbackNetwork, NetworkNamespaceError, ThreadNetwork, ThreadNetworks, bind_thread
@@ -339,3 +339,30 @@ def test_only_brokers_that_can_join_a_network_are_bound(workspace: Path, tmp_pat
     assert bind_thread(wrapped, "t", networks.handle("t")).process is wrapped.process
     bound_process = bind_thread(brokers, "t", networks.handle("t")).process
     assert isinstance(bound_process, HostProcessBroker) and bound_process is not brokers.process
+
+
+@needs_bwrap
+async def test_a_planted_nsenter_on_the_path_never_runs(
+    workspace: Path, tmp_path: Path, networks: ThreadNetworks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``nsenter`` starts a command before bubblewrap does, so it runs unconfined. A folder of
+    the workspace on Roder's own PATH (direnv's ``PATH_add bin``, ``./node_modules/.bin``, ``.``)
+    holds whatever the agent's commands left there: a program named ``nsenter`` in it must not
+    be the one Roder runs, whatever the order of the PATH."""
+    outside = tmp_path / "escaped"
+    planted = workspace / "bin" / "nsenter"
+    planted.parent.mkdir()
+    real = shutil.which("nsenter")
+    assert real is not None
+    planted.write_text(f'#!/bin/sh\ntouch {outside}\nexec {real} "$@"\n')
+    planted.chmod(0o755)
+    monkeypatch.setenv("PATH", f"bin:{workspace / 'bin'}:{os.environ.get('PATH', os.defpath)}")
+    monkeypatch.chdir(workspace)
+    netns.nsenter_path.cache_clear()
+    try:
+        proc = bound(workspace, tmp_path, networks.handle("thread"))
+        result = await proc.run("echo inside")
+    finally:
+        netns.nsenter_path.cache_clear()
+    assert "inside" in result.output, result.output
+    assert not outside.exists()
