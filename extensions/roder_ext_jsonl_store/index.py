@@ -465,10 +465,14 @@ def listing_without_index(directory: Path, cwd: str | None = None, limit: int | 
 class ThreadIndex:
     """The SQLite rows for the thread files of one directory (safe for several processes)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, synced_commits: bool = False) -> None:
         self.directory = directory
         self.folder = directory / INDEX_FOLDER
         self.path = self.folder / "threads.sqlite"
+        #: A writer's updates (``JsonlThreadStore``, which holds the index open) sync the log at
+        #: each commit, so an update is on disk when it returns, as the checkpoint at the close
+        #: of a process's last connection makes every other update.
+        self.synced_commits = synced_commits
 
     # ------------------------------------------------------------------ connection
 
@@ -495,9 +499,9 @@ class ThreadIndex:
         SQLite checkpoints the write-ahead log, and syncs it, the database and the folder
         (four syncs), whenever the last connection to the index closes; every update opens and
         closes its own connection (``_db``), so every update paid them. While this connection
-        is open, an update's commit syncs nothing (``synchronous = NORMAL`` in WAL mode: a
-        crash keeps the index consistent, a power loss may lose the last rows, which a listing
-        rebuilds from the files), and SQLite checkpoints on its own as the log grows. It reads
+        is open, an update is one commit to the log, synced once (``synced_commits``: as
+        durable as the checkpoint made it), and SQLite checkpoints on its own as the log grows,
+        and when this connection, the last, closes. It reads
         once, so it holds the log open (WAL mode keeps a shared lock from then on), and never
         holds a transaction, so it blocks no writer and no checkpoint. It is never used for
         anything else: an index re-created under it is simply no longer the one it holds."""
@@ -560,7 +564,7 @@ class ThreadIndex:
                     if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                         conn.executescript("DROP TABLE IF EXISTS threads; DROP TABLE IF EXISTS meta;" + _SCHEMA)
                         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA synchronous = FULL" if self.synced_commits else "PRAGMA synchronous = NORMAL")
         except sqlite3.DatabaseError:
             conn.close()
             raise

@@ -171,7 +171,7 @@ class JsonlThreadStore:
         #: Lines skipped by the latest read of each thread (shown by ``roder sessions show``).
         self.problems: dict[str, list[LineProblem]] = {}
         #: Keeps the thread index open from the first update to ``close`` (``ThreadIndex.held_open``),
-        #: so an update's commit is not followed by a checkpoint and four syncs.
+        #: so an update's commit (synced) is not followed by a checkpoint and four syncs.
         self._index_held: sqlite3.Connection | None = None
         self._holding = threading.Lock()
 
@@ -333,10 +333,12 @@ class JsonlThreadStore:
             if self.indexed:
                 self._note_in_index(self._index().catch_up, thread_id, writer.path, live=not final)
 
-    def _index(self) -> ThreadIndex:
+    def _index(self, *, writing: bool = True) -> ThreadIndex:
+        """The thread index; a writer's updates are synced at their commit (``synced_commits``),
+        a listing's row rebuilds are not (as in any process that lists)."""
         from .index import ThreadIndex  # sqlite3 loads once a thread is written or listed
 
-        return ThreadIndex(self.directory)
+        return ThreadIndex(self.directory, synced_commits=writing)
 
     def _note_in_index(self, change: Callable[..., None], thread_id: str, path: Path, **options: bool) -> None:
         """Tell the thread index what the writer did (``ThreadIndex.taken`` or ``catch_up``),
@@ -605,7 +607,10 @@ class JsonlThreadStore:
     def _list(self, cwd: str | None, limit: int | None) -> list[ThreadSummary]:
         from .index import listing_without_index
 
-        wires = self._index().listing(cwd, limit) if self.indexed else listing_without_index(self.directory, cwd, limit)
+        if self.indexed:
+            wires = self._index(writing=False).listing(cwd, limit)
+        else:
+            wires = listing_without_index(self.directory, cwd, limit)
         return [ThreadSummary.model_validate(wire) for wire in wires]
 
     # ------------------------------------------------------------------ delete, fork
