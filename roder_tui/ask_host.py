@@ -246,7 +246,7 @@ def open_host_session(args: argparse.Namespace) -> tuple[HostSession, str] | Non
         reason = incompatibility(info, args, Path.cwd(), os.environ)
     except HostSilent as exc:
         session.close()
-        sys.stderr.write(f"roder: not using the host at {paths.socket}: {exc} (stopped or stuck?); running here\n")
+        sys.stderr.write(f"roder: not using the host at {socket_path}: {exc} (stopped or stuck?); running here\n")
         return None
     except Exception:  # an old or broken host: answer in process
         session.close()
