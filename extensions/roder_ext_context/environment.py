@@ -117,6 +117,11 @@ class Environment:
         return "environment"
 
     async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
+        """The block for a turn's start (``turn_start``), recorded with its user message; nothing
+        for the queries of its model calls, which read only "system" blocks: they would build
+        (and run ``git status`` for) a block that is thrown away."""
+        if not query.turn_start:
+            return []
         key = (query.thread_id, str(query.cwd), query.prompt, query.mode, query.approver, query.sandbox, query.network)
         block = self._cache.get(key)
         if block is None:

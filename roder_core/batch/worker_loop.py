@@ -20,6 +20,7 @@ their own between rollouts: no cookies, and the credentials are set per request.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextvars
 import threading
 from collections.abc import Callable, Coroutine
@@ -42,6 +43,8 @@ def run_on_worker_loop(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     runner = _loops.runner
     if runner is None:
         runner = _loops.runner = asyncio.Runner()
+        if threading.current_thread() is threading.main_thread():
+            atexit.register(close_worker_loop)  # its clients closed before the interpreter goes
     try:
         with shared_clients(runner.get_loop()):
             return runner.run(_alone(main), context=contextvars.copy_context())

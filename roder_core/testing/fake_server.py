@@ -771,6 +771,8 @@ class FakeModelServer:
             if number == step.get("malformed_after"):
                 await self._chunk(writer, b'this line has no colon\ndata: {"not json\n\n', step)
             await self._chunk(writer, sse_bytes(event), step)
+        if "hold_open" in step:  # the answer is whole but its body not ended, as a proxy may hold it
+            await self._gates.setdefault(step["hold_open"], asyncio.Event()).wait()
         await self._end(writer)
         return True
 

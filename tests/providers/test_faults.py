@@ -184,3 +184,17 @@ async def test_answers_one_after_another_come_on_one_connection(dialect: str) ->
         finally:
             await engine.aclose()
     assert [c.connection for c in server.calls] == [1, 1, 1]
+
+
+async def test_a_body_held_open_after_the_answer_does_not_hold_the_next_call(dialect: str) -> None:
+    """A server (or proxy) that keeps the body open after the answer's last event: the answer
+    is taken as it is, that connection is given up, and the next call gets a new one."""
+    async with FakeModelServer([{**ANSWER, "hold_open": "held"}, ANSWER]) as server:
+        engine = make_engine(dialect, server.base_url)
+        try:
+            assert text_of(await collect(engine)) == ANSWER["text"]
+            assert text_of(await collect(engine)) == ANSWER["text"]
+        finally:
+            server.open_gate("held")
+            await engine.aclose()
+    assert [c.connection for c in server.calls] == [1, 2]

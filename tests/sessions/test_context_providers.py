@@ -104,18 +104,51 @@ async def test_environment_reports_branch_and_dirty_state_once_per_turn(workspac
     _git("add", "a.txt", cwd=workspace)
     _git("commit", "-q", "-m", "one", cwd=workspace)
     env = Environment()
-    clean = (await env.load_context(ContextQuery("t1", workspace, "first")))[0].text
+    clean = (await env.load_context(ContextQuery("t1", workspace, "first", turn_start=True)))[0].text
     assert "- Git: branch trunk; clean working tree" in clean
     assert f"- Working directory: {workspace}" in clean
     assert "- Date: " in clean
     assert "- Operating system: " in clean
     (workspace / "b.txt").write_text("b")
-    same_turn = (await env.load_context(ContextQuery("t1", workspace, "first")))[0].text
+    same_turn = (await env.load_context(ContextQuery("t1", workspace, "first", turn_start=True)))[0].text
     assert same_turn == clean, "the same turn keeps the same block (prompt caches stay warm)"
-    next_turn = (await env.load_context(ContextQuery("t1", workspace, "second")))[0].text
+    next_turn = (await env.load_context(ContextQuery("t1", workspace, "second", turn_start=True)))[0].text
     assert "1 uncommitted change(s)" in next_turn
-    plain = (await env.load_context(ContextQuery("t2", workspace / "..", "x")))[0].text
+    plain = (await env.load_context(ContextQuery("t2", workspace / "..", "x", turn_start=True)))[0].text
     assert "not a git repository" in plain
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+async def test_a_turn_asks_git_once_however_many_model_calls_it_makes(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment block is a turn block, built at the turn's start; the queries of the
+    turn's model calls (which read only system blocks) build none and run no ``git status``."""
+    from roder_ext_context import environment
+
+    _git("init", "-q", "-b", "trunk", cwd=workspace)
+    asked: list[Path] = []
+    real = environment.git_state
+
+    async def git_state(cwd: Path) -> str:
+        asked.append(cwd)
+        return await real(cwd)
+
+    monkeypatch.setattr(environment, "git_state", git_state)
+    steps = [{"text": "", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]}, {"text": "done"}]
+    (workspace / "a.txt").write_text("a")
+    runtime, engine = make_runtime(
+        workspace,
+        [*steps, {"text": "again"}],
+        extensions=[ContextExtension(HostContext(workspace, RoderPaths.from_env(), RoderConfig(), {}))],
+    )
+    thread = await runtime.start_thread()
+    await runtime.run_turn(thread.id, "read it")
+    assert len(engine.requests) == 2
+    assert len(asked) == 1
+    await runtime.run_turn(thread.id, "and again")
+    assert len(asked) == 2
+    assert "- Git: branch trunk" in engine.requests[2].messages[-1].parts[0].text
+    assert "- Git: branch trunk" in engine.requests[0].messages[0].parts[0].text
+    await runtime.close()
 
 
 async def test_the_system_prompt_is_assembled_in_order_for_a_real_turn(workspace: Path) -> None:
