@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 from typing import Any
 
 from roder_core.brokers import Brokers
+from roder_core.brokers.sandbox import system_program
 from roder_core.kernel.services import (
     ForwardedPort,
     InternalCommandResult,
@@ -82,7 +82,7 @@ class LocalRunnerProvider:
         return "this machine, with the bubblewrap sandbox when it works"
 
     async def availability(self) -> RunnerAvailability:
-        return RunnerAvailability(True, details={"bubblewrap": shutil.which("bwrap") or "not installed"})
+        return RunnerAvailability(True, details={"bubblewrap": system_program("bwrap") or "not installed"})
 
     def check(self, definition: RunnerDefinition) -> None:
         extra = sorted(definition.settings)

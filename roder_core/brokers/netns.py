@@ -39,6 +39,7 @@ import subprocess
 from dataclasses import dataclass, field, replace
 
 from roder_core.brokers import Brokers
+from roder_core.brokers.sandbox import SYSTEM_FOLDERS
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
@@ -164,16 +165,11 @@ class LoopbackNetwork:
         self._net_fd, self._user_fd = -1, None
 
 
-#: Where util-linux installs ``nsenter``. Not the PATH: ``nsenter`` runs before bubblewrap, so
-#: unconfined, and the PATH may hold a folder of the workspace (direnv's ``PATH_add bin``,
-#: ``./node_modules/.bin``, ``.``) where the agent's commands can leave a program of that name.
-SYSTEM_FOLDERS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
-
-
 @functools.cache
 def nsenter_path() -> str | None:
     """util-linux ``nsenter``, which joins a thread's network without a hook in Python; None
-    where it is not in a system folder (then the hook joins it)."""
+    where it is not in a system folder (then the hook joins it). Never through the PATH:
+    it runs before bubblewrap (``sandbox.SYSTEM_FOLDERS``)."""
     return shutil.which("nsenter", path=os.pathsep.join(SYSTEM_FOLDERS))
 
 

@@ -82,6 +82,18 @@ def _probe_key(path: str) -> str:
     return "|".join(parts)
 
 
+#: The system's program folders. bubblewrap runs unconfined, and Roder's PATH may put a folder of
+#: the workspace first (direnv's ``PATH_add bin``, ``./node_modules/.bin``, ``.``), where the
+#: agent's commands can leave a program of the same name.
+SYSTEM_FOLDERS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
+
+
+def system_program(name: str) -> str | None:
+    """``name`` from the system's folders, else (a system that keeps programs elsewhere, such as
+    NixOS) through the PATH."""
+    return shutil.which(name, path=os.pathsep.join(SYSTEM_FOLDERS)) or shutil.which(name)
+
+
 @functools.cache
 def probe_bubblewrap(bwrap: str | None = None, cache_file: Path | None = None) -> BubblewrapProbe:
     """Try the exact isolation Roder uses, once per process (and per bwrap path).
@@ -89,7 +101,7 @@ def probe_bubblewrap(bwrap: str | None = None, cache_file: Path | None = None) -
     With ``cache_file`` the answer is kept on disk until the binary, the kernel, its namespace
     settings or the boot change, so startup does not pay for creating namespaces every time.
     """
-    path = bwrap or shutil.which("bwrap")
+    path = bwrap or system_program("bwrap")
     if not path or not os.access(path, os.X_OK):
         return BubblewrapProbe(None, False, "bubblewrap (bwrap) is not installed")
     key = _probe_key(path)

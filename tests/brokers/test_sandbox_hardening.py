@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 import roder_core.brokers.process as process_module
-from roder_core.brokers import BrokerDenied, cgroups, seccomp, tree_guard
+from roder_core.brokers import BrokerDenied, cgroups, sandbox, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.fs import WorkspaceFileSystem
@@ -207,3 +208,27 @@ async def test_an_interrupt_while_the_command_is_held_stays_an_interrupt(
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not (workspace / "ran").exists()
+
+
+@needs_bwrap
+async def test_a_planted_bwrap_on_the_path_is_not_the_sandbox(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap itself runs unconfined: with a workspace folder first on Roder's PATH, a
+    program named ``bwrap`` the agent left there must not be the one Roder finds where the
+    system has one."""
+    real = shutil.which("bwrap")
+    assert real is not None and os.path.dirname(real) in sandbox.SYSTEM_FOLDERS
+    outside = tmp_path / "escaped"
+    planted = workspace / "bin" / "bwrap"
+    planted.parent.mkdir()
+    planted.write_text(f'#!/bin/sh\ntouch {outside}\nexec {real} "$@"\n')
+    planted.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{planted.parent}:{os.environ.get('PATH', os.defpath)}")
+    sandbox.probe_bubblewrap.cache_clear()
+    try:
+        result = await broker(workspace, tmp_path).run("echo inside")
+    finally:
+        sandbox.probe_bubblewrap.cache_clear()
+    assert "inside" in result.output and result.sandbox == "workspace-write", result
+    assert not outside.exists()
