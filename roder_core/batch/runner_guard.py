@@ -205,14 +205,26 @@ def _environments(root: Path) -> list[str]:
     return found
 
 
-def _manifest(folder: Path) -> dict[str, tuple[int, int, int]]:
-    """(mode, size, mtime) of every entry under ``folder``: what a copy-back must reproduce."""
-    entries: dict[str, tuple[int, int, int]] = {}
+#: An entry as ``_manifest`` sees it: mode, size, mtime, inode and change time.
+Entry = tuple[int, int, int, int, int]
+
+
+def _manifest(folder: Path) -> dict[str, Entry]:
+    """(mode, size, mtime, inode, ctime) of every entry under ``folder``. The change time is what
+    an edit cannot hide: one of the same size with the old mtime put back (``touch -r``,
+    ``os.utime``) still moves it, and only the kernel's clock sets it."""
+    entries: dict[str, Entry] = {}
     for base, dirs, files in os.walk(folder):
         for name in dirs + files:
             path = os.path.join(base, name)
             info = os.lstat(path)
-            entries[os.path.relpath(path, folder)] = (info.st_mode, info.st_size, info.st_mtime_ns)
+            entries[os.path.relpath(path, folder)] = (
+                info.st_mode,
+                info.st_size,
+                info.st_mtime_ns,
+                info.st_ino,
+                info.st_ctime_ns,
+            )
     return entries
 
 
@@ -259,7 +271,7 @@ class RunnerGuard:
     score: str | None = None
     before: set[str] = field(default_factory=set)
     copied: set[str] = field(default_factory=set)
-    environments: dict[str, dict[str, tuple[int, int, int]]] = field(default_factory=dict)
+    environments: dict[str, dict[str, Entry]] = field(default_factory=dict)
 
     def _runner_globs(self) -> tuple[str, ...]:
         return (*RUNNER_FILES, *named_by(self.score))

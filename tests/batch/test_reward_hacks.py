@@ -278,3 +278,26 @@ def test_what_the_guard_counts_as_the_runner(tmp_path: Path) -> None:
     assert 'version = "2"' in (workspace / "pyproject.toml").read_text()
     assert "addopts" not in (workspace / "setup.cfg").read_text()
     assert (workspace / "tox.ini").exists()
+
+
+def test_an_environment_edited_with_its_size_and_times_kept_is_put_back(tmp_path: Path) -> None:
+    """An edit of a file in the workspace's environment that keeps its size and puts its mtime
+    back (``touch -r``, ``os.utime``) is still an edit: the environment is restored."""
+    from roder_core.batch.runner_guard import RunnerGuard
+
+    workspace = tmp_path / "ws"
+    site = workspace / VENV_SITE
+    site.mkdir(parents=True)
+    (workspace / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    plugin = site / "helper.py"
+    plugin.write_text("def op(a, b):\n    return a - b\n")
+    guard = RunnerGuard(workspace, tmp_path / "store", score=".venv/bin/python -m pytest -q")
+    guard.record()
+    before = os.stat(plugin)
+    plugin.write_text("def op(a, b):\n    return a + b\n")  # same size
+    os.utime(plugin, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.utime(site, ns=(os.stat(site).st_atime_ns, os.stat(site).st_mtime_ns))
+    assert os.stat(plugin).st_size == before.st_size
+    log, reset = guard.reset()
+    assert reset == {".venv"}, log
+    assert "a - b" in plugin.read_text()
