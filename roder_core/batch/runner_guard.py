@@ -228,6 +228,62 @@ def _manifest(folder: Path) -> dict[str, Entry]:
     return entries
 
 
+def _stamp(path: Path) -> Entry | None:
+    """``_manifest``'s entry for one file or link (None: nothing there)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+
+
+def _state(path: Path) -> Entry | dict[str, Entry | None] | None:
+    """What ``path`` holds now: a file's or link's stamp, or for a folder each file's and link's
+    stamp and each folder's name. Folders' own times are left out (a new ``__pycache__`` moves
+    them), and so are bytecode caches (the score's sweep removes them)."""
+    if not path.is_dir() or path.is_symlink():
+        return _stamp(path)
+    state: dict[str, Entry | None] = {}
+    for base, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in dirs:
+            state[os.path.relpath(os.path.join(base, name), path) + "/"] = None
+        for name in files:
+            if not name.endswith((".pyc", ".pyo")):
+                state[os.path.relpath(os.path.join(base, name), path)] = _stamp(Path(base, name))
+    return state
+
+
+#: How much of the base's git-ignored content a rollout keeps a copy of, at most (files, bytes).
+#: Beyond it (a large ``node_modules``) a change to an ignored entry cannot be undone: the score
+#: log says so, and the score reads it as the agent left it.
+IGNORED_COPY_FILES = 20_000
+IGNORED_COPY_BYTES = 256 * 1024 * 1024
+
+
+class UnscorableChange(Exception):
+    """The workspace cannot be made the base plus the prediction (a folder on the way to what
+    must be put back was replaced by a link)."""
+
+
+def _size(path: Path) -> tuple[int, int]:
+    """(files, bytes) under ``path`` (a file: one), links not followed."""
+    if not path.is_dir() or path.is_symlink():
+        return 1, os.lstat(path).st_size
+    files = size = 0
+    for base, _dirs, names in os.walk(path):
+        for name in names:
+            files += 1
+            size += os.lstat(os.path.join(base, name)).st_size
+    return files, size
+
+
+def _bytecode(relative: str) -> bool:
+    """A bytecode cache: the score's sweep removes every one (``remove_bytecode_caches``)."""
+    parts = PurePosixPath(relative).parts
+    return "__pycache__" in parts or relative.endswith((".pyc", ".pyo"))
+
+
 #: Standard library names that are common folder names and shadow nothing a runner imports.
 _HARMLESS = frozenset({"test", "tests", "this", "antigravity", "idlelib", "turtledemo"})
 
@@ -272,6 +328,9 @@ class RunnerGuard:
     before: set[str] = field(default_factory=set)
     copied: set[str] = field(default_factory=set)
     environments: dict[str, dict[str, Entry]] = field(default_factory=dict)
+    #: The base's git-ignored entries (``keep_ignored``) and what each was; those with a copy.
+    ignored: dict[str, Entry | dict[str, Entry | None] | None] = field(default_factory=dict)
+    ignored_copied: set[str] = field(default_factory=set)
 
     def _runner_globs(self) -> tuple[str, ...]:
         return (*RUNNER_FILES, *named_by(self.score))
@@ -297,6 +356,61 @@ class RunnerGuard:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(self.workspace / relative, destination, follow_symlinks=False)
                 self.copied.add(relative)
+
+    def keep_ignored(self, entries: list[str]) -> None:
+        """Before the agent, after the baseline: what git ignores (``Baseline.ignored``) is not in
+        any prediction, yet the score reads the workspace, so a change to an ignored file the
+        base had (a vendored module, ``node_modules``) would be scored without being predicted.
+        Each such entry's state is noted and, within ``IGNORED_COPY_*``, copied, so ``reset``
+        can put it back. Environments (kept whole already), bytecode caches (the sweep removes
+        them) and the agent's own files are left out."""
+        files = size = 0
+        for entry in entries:
+            relative = entry.rstrip("/")
+            if self._in_environment(relative) or _bytecode(relative) or not self._guarded(relative):
+                continue
+            if any(env.startswith(relative + "/") for env in self.environments):
+                continue  # a folder around an environment: the environment is kept, not the rest
+            path = self.workspace / relative
+            self.ignored[relative] = _state(path)
+            count, bytes_ = _size(path)
+            if files + count > IGNORED_COPY_FILES or size + bytes_ > IGNORED_COPY_BYTES:
+                continue
+            files, size = files + count, size + bytes_
+            copy = self.store / "ignored" / relative
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_dir() and not path.is_symlink():
+                shutil.copytree(path, copy, symlinks=True)
+            else:
+                shutil.copy2(path, copy, follow_symlinks=False)
+            self.ignored_copied.add(relative)
+
+    def _reset_ignored(self) -> tuple[list[str], set[str]]:
+        """Put back every ignored entry of the base the agent changed (``keep_ignored``)."""
+        log: list[str] = []
+        reset: set[str] = set()
+        for relative, was in self.ignored.items():
+            path = self.workspace / relative
+            if _state(path) == was:
+                continue
+            if relative not in self.ignored_copied:
+                log.append(
+                    f"not restored: {relative} changed; git ignores it, and it was too large to keep a copy of "
+                    "(the score reads it as the agent left it)"
+                )
+                continue
+            if any(parent.is_symlink() for parent in path.parents if parent.is_relative_to(self.workspace)):
+                raise UnscorableChange(f"a folder on the way to {relative} was replaced by a link")
+            copy = self.store / "ignored" / relative
+            if copy.is_dir() and not copy.is_symlink():
+                replace_with(copy, path)
+            else:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                repairs.copy_in(copy, self.workspace, Path(relative))
+            log.append(f"restored {relative} (git ignores it, so no prediction carries a change to it)")
+            reset.add(relative)
+        return log, reset
 
     def reset(self) -> tuple[list[str], set[str]]:
         """After the agent: put every runner file, mixed file and environment back. Returns the
@@ -331,7 +445,8 @@ class RunnerGuard:
             repairs.copy_in(original, self.workspace, Path(relative))
             log.append(f"restored {relative} (configures the test runner)")
             reset.add(relative)
-        return log, reset
+        ignored_log, ignored_reset = self._reset_ignored()
+        return [*log, *ignored_log], reset | ignored_reset
 
     def _has_settings(self, relative: str) -> bool:
         path = self.workspace / relative

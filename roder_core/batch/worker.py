@@ -40,7 +40,7 @@ from roder_core.batch.containers import (
 )
 from roder_core.batch.environment import child_environment, value_redactor
 from roder_core.batch.rewards import RewardError, read_reward
-from roder_core.batch.runner_guard import RunnerGuard
+from roder_core.batch.runner_guard import RunnerGuard, UnscorableChange
 from roder_core.batch.scoring import ScoreGuard, ScoringError, credential_paths, run_score, score_sandbox
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.swebench import patch_paths, swe_report
@@ -366,7 +366,7 @@ class _Rollout:
         baseline = Baseline(self.scratch / "baseline.git", workspace)
         # git records the baseline (submitted at once) while the runtime starts; the agent's turn
         # waits for it.
-        recorded = asyncio.get_running_loop().run_in_executor(None, baseline.record)
+        recorded = asyncio.get_running_loop().run_in_executor(None, _record_base, baseline, runner)
         timings["setup_s"] = round(time.monotonic() - setup_started, 3)
 
         try:
@@ -444,7 +444,7 @@ class _Rollout:
             if self.image is None and self.task.tests_folder is not None:
                 shutil.copytree(self.task.tests_folder, verifier / "tests", symlinks=True)
                 env["TESTS_DIR"] = str(verifier / "tests")
-        except (ScoringError, OSError) as exc:
+        except (ScoringError, UnscorableChange, OSError) as exc:
             outcome = ShellOutcome(self.task.score, None, f"scoring copy not prepared: {exc}\n", 0.0)
             restored = []
         else:
@@ -702,6 +702,13 @@ class _Rollout:
 
 #: The installed extensions' factories, by the extension index's folder (``installed_factories``).
 _FACTORIES: dict[Path, list[tuple[str, ExtensionFactory]]] = {}
+
+
+def _record_base(baseline: Baseline, runner: RunnerGuard | None) -> None:
+    """Before the agent: the baseline, then (with a score to guard) what of the base git ignores."""
+    baseline.record()
+    if runner is not None:
+        runner.keep_ignored(baseline.ignored())
 
 
 def installed_factories(env: dict[str, str]) -> list[tuple[str, ExtensionFactory]]:

@@ -153,6 +153,12 @@ class Baseline:
         limit = ["--", *[f":(literal){p}" for p in paths]]
         return self._git("diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "HEAD", *limit)
 
+    def ignored(self) -> list[str]:
+        """What the workspace holds that git ignores, as git lists it after ``record``: a wholly
+        ignored folder as one entry ending in ``/``. None of it can be in a prediction."""
+        out = self._git_bytes("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+        return [entry.decode("utf-8", "surrogateescape") for entry in out.split(b"\0") if entry]
+
     def original(self, path: str) -> bytes | None:
         """A file's content when the baseline was recorded (None: it did not exist)."""
         try:
