@@ -15,13 +15,12 @@ import contextlib
 import datetime
 import os
 import platform
-import shutil
 from collections import OrderedDict
 from pathlib import Path
 
 from roder_core.brokers.command_conditions import CommandConditions
 from roder_core.brokers.project_reader import repository_root
-from roder_core.brokers.safe_git import git_argv, git_env
+from roder_core.brokers.safe_git import git_argv, git_env, host_git
 from roder_core.kernel.services import ContextBlock, ContextQuery
 
 GIT_TIMEOUT = 3.0
@@ -58,7 +57,7 @@ def describe_git_status(output: str) -> str:
 async def git_state(cwd: Path) -> str:
     if repository_root(cwd) is None:
         return "not a git repository"
-    git = shutil.which("git")
+    git = host_git()
     if git is None:
         return "a git repository (git is not installed)"
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.brokers import Brokers
-from roder_core.brokers.sandbox import system_program
+from roder_core.brokers.host_programs import system_program
 from roder_core.kernel.services import (
     ForwardedPort,
     InternalCommandResult,

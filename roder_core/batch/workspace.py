@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from roder_core.batch.tasks import WorkspaceSource
-from roder_core.brokers.safe_git import git_argv, git_env
+from roder_core.brokers.safe_git import git_argv, git_env, host_git
 
 GIT_TIMEOUT = 600.0
 #: What ``git init`` writes in a new repository's config (see ``Baseline.record``).
@@ -38,7 +38,7 @@ def git(*args: str, cwd: Path | None = None) -> str:
 def git_bytes(*args: str, cwd: Path | None = None) -> bytes:
     try:
         done = subprocess.run(
-            git_argv(["-c", "core.autocrlf=false", "-c", "core.quotepath=false", *args], cwd=cwd),
+            git_argv(["-c", "core.autocrlf=false", "-c", "core.quotepath=false", *args], cwd=cwd, git=host_git() or "git"),
             cwd=cwd,
             env=_git_env(),
             capture_output=True,

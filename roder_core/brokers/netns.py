@@ -39,7 +39,7 @@ import subprocess
 from dataclasses import dataclass, field, replace
 
 from roder_core.brokers import Brokers
-from roder_core.brokers.sandbox import SYSTEM_FOLDERS
+from roder_core.brokers.host_programs import SYSTEM_FOLDERS
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
@@ -169,7 +169,7 @@ class LoopbackNetwork:
 def nsenter_path() -> str | None:
     """util-linux ``nsenter``, which joins a thread's network without a hook in Python; None
     where it is not in a system folder (then the hook joins it). Never through the PATH:
-    it runs before bubblewrap (``sandbox.SYSTEM_FOLDERS``)."""
+    it runs before bubblewrap (``host_programs.SYSTEM_FOLDERS``)."""
     return shutil.which("nsenter", path=os.pathsep.join(SYSTEM_FOLDERS))
 
 

@@ -12,7 +12,9 @@ the changes methods, batch workspaces) is built here:
   filter whose command is empty);
 - ``--no-ext-diff --no-textconv`` for commands that render diffs;
 - an environment without ``GIT_DIR``, ``GIT_CONFIG*``, ``GIT_EXTERNAL_DIFF`` or any other
-  ``GIT_*`` from outside, no system config, no prompts, no optional locks.
+  ``GIT_*`` from outside, no system config, no prompts, no optional locks;
+- on this machine, the system's git (``host_git``), not a program named git in a workspace
+  folder on the PATH.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from roder_core.brokers.host_programs import system_program
 
 #: Overrides for every program-valued setting git consults without being asked to.
 _NEUTRAL = (
@@ -84,9 +88,16 @@ def _filters(cwd: Path | None) -> list[str]:
     return names
 
 
+def host_git() -> str | None:
+    """The git Roder runs on this machine itself (unconfined): the system's, never one the
+    agent's commands left in a workspace folder on the PATH (``host_programs``)."""
+    return system_program("git")
+
+
 def git_argv(args: Sequence[str], *, cwd: Path | None = None, git: str = "git") -> list[str]:
     """``git <neutralizing -c options> <args>``, with ``--no-ext-diff --no-textconv`` after a
-    subcommand that renders diffs. ``cwd`` is where git will run (to find filter names)."""
+    subcommand that renders diffs. ``cwd`` is where git will run (to find filter names).
+    ``git``: the program; on this machine ``host_git()``, through a runner its own ``git``."""
     argv = [git]
     for setting in _NEUTRAL:
         argv += ["-c", setting]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roder_core.brokers import seccomp
+from roder_core.brokers.host_programs import system_program
 from roder_core.brokers.own_folders import visible
 
 SANDBOX_LEVELS: tuple[str, ...] = ("workspace-write", "read-only", "off")
@@ -80,18 +81,6 @@ def _probe_key(path: str) -> str:
         except OSError:
             parts.append("-")
     return "|".join(parts)
-
-
-#: The system's program folders. bubblewrap runs unconfined, and Roder's PATH may put a folder of
-#: the workspace first (direnv's ``PATH_add bin``, ``./node_modules/.bin``, ``.``), where the
-#: agent's commands can leave a program of the same name.
-SYSTEM_FOLDERS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
-
-
-def system_program(name: str) -> str | None:
-    """``name`` from the system's folders, else (a system that keeps programs elsewhere, such as
-    NixOS) through the PATH."""
-    return shutil.which(name, path=os.pathsep.join(SYSTEM_FOLDERS)) or shutil.which(name)
 
 
 @functools.cache

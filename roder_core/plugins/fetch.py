@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from roder_core.brokers.addresses import is_loopback_host
 from roder_core.brokers.outbound import OutboundRefused, OutboundRule, normal_host, sync_transport
+from roder_core.brokers.safe_git import host_git
 from roder_core.plugins.manifest import PluginSource
 
 DEFAULT_GITHUB_URL = "https://github.com/{repo}.git"
@@ -58,6 +59,9 @@ class Fetched:
 
 
 def _run(argv: list[str], *, cwd: Path | None = None, timeout: float, what: str) -> str:
+    """Run git (the system's: ``safe_git.host_git``) and return its output."""
+    if argv[0] == "git":
+        argv = [host_git() or "git", *argv[1:]]
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
     try:
         done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import roder_core.brokers.process as process_module
-from roder_core.brokers import BrokerDenied, cgroups, sandbox, seccomp, tree_guard
+from roder_core.brokers import BrokerDenied, cgroups, host_programs, sandbox, seccomp, tree_guard
 from roder_core.brokers.cgroups import CgroupSupport, CommandCgroup
 from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.fs import WorkspaceFileSystem
@@ -218,7 +218,7 @@ async def test_a_planted_bwrap_on_the_path_is_not_the_sandbox(
     program named ``bwrap`` the agent left there must not be the one Roder finds where the
     system has one."""
     real = shutil.which("bwrap")
-    assert real is not None and os.path.dirname(real) in sandbox.SYSTEM_FOLDERS
+    assert real is not None and os.path.dirname(real) in host_programs.SYSTEM_FOLDERS
     outside = tmp_path / "escaped"
     planted = workspace / "bin" / "bwrap"
     planted.parent.mkdir()

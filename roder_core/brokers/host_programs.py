@@ -1,0 +1,21 @@
+"""Which program Roder itself starts on this machine, outside any sandbox.
+
+bubblewrap, ``nsenter`` and Roder's own ``git`` (its environment block, batch baselines, plugin
+fetches) run unconfined, and Roder's PATH may put a folder of the workspace first (direnv's
+``PATH_add bin`` or ``layout python``, ``./node_modules/.bin``, ``.``), where the agent's
+commands can leave a program of the same name. So these are taken from the system's folders
+first; the PATH is searched only on a system that keeps programs elsewhere (such as NixOS).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+#: The system's program folders.
+SYSTEM_FOLDERS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
+
+
+def system_program(name: str) -> str | None:
+    """``name`` from the system's folders, else through the PATH."""
+    return shutil.which(name, path=os.pathsep.join(SYSTEM_FOLDERS)) or shutil.which(name)
