@@ -357,6 +357,15 @@ class RunnerGuard:
                 shutil.copy2(self.workspace / relative, destination, follow_symlinks=False)
                 self.copied.add(relative)
 
+    def ignores_some(self) -> bool:
+        """Whether git can ignore anything here: a ``.gitignore`` of the workspace, or the user's
+        own ignore file (read even without a global config; the baseline's git directory has no
+        ``info/exclude``). A workspace with neither costs no git process for ``keep_ignored``."""
+        config = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+        if os.path.exists(os.path.join(config, "git", "ignore")):
+            return True
+        return any(PurePosixPath(relative).name == ".gitignore" for relative in self.before)
+
     def keep_ignored(self, entries: list[str]) -> None:
         """Before the agent, after the baseline: what git ignores (``Baseline.ignored``) is not in
         any prediction, yet the score reads the workspace, so a change to an ignored file the

@@ -707,7 +707,7 @@ _FACTORIES: dict[Path, list[tuple[str, ExtensionFactory]]] = {}
 def _record_base(baseline: Baseline, runner: RunnerGuard | None) -> None:
     """Before the agent: the baseline, then (with a score to guard) what of the base git ignores."""
     baseline.record()
-    if runner is not None:
+    if runner is not None and runner.ignores_some():
         runner.keep_ignored(baseline.ignored())
 
 

@@ -97,3 +97,24 @@ def test_ignored_content_too_large_to_copy_is_said_not_put_back(tmp_path: Path, 
         "not restored: vendor changed; git ignores it, and it was too large to keep a copy of "
         "(the score reads it as the agent left it)"
     ]
+
+
+def test_a_workspace_git_cannot_ignore_anything_in_costs_no_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a ``.gitignore`` of the workspace, or the user's own ignore file, makes git ignore
+    something: without either, the rollout runs no git process to list what is ignored."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "calc.py").write_text("x = 1\n")
+    plain = RunnerGuard(workspace, tmp_path / "store-plain", score=SCORE)
+    plain.record()
+    assert not plain.ignores_some()
+    (tmp_path / "config" / "git").mkdir(parents=True)
+    (tmp_path / "config" / "git" / "ignore").write_text("*.log\n")
+    assert plain.ignores_some()
+    (tmp_path / "config" / "git" / "ignore").unlink()
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / ".gitignore").write_text("*.tmp\n")
+    nested = RunnerGuard(workspace, tmp_path / "store-nested", score=SCORE)
+    nested.record()
+    assert nested.ignores_some()
