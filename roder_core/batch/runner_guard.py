@@ -247,7 +247,8 @@ def _state(path: Path) -> Entry | dict[str, Entry | None] | None:
     for base, dirs, files in os.walk(path):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         for name in dirs:
-            state[os.path.relpath(os.path.join(base, name), path) + "/"] = None
+            full = os.path.join(base, name)  # a link to a folder is not walked: its own stamp tells a new target
+            state[os.path.relpath(full, path) + "/"] = _stamp(Path(full)) if os.path.islink(full) else None
         for name in files:
             if not name.endswith((".pyc", ".pyo")):
                 state[os.path.relpath(os.path.join(base, name), path)] = _stamp(Path(base, name))

@@ -118,3 +118,18 @@ def test_a_workspace_git_cannot_ignore_anything_in_costs_no_listing(tmp_path: Pa
     nested = RunnerGuard(workspace, tmp_path / "store-nested", score=SCORE)
     nested.record()
     assert nested.ignores_some()
+
+
+def test_a_link_to_a_folder_inside_ignored_content_pointed_elsewhere_is_put_back(tmp_path: Path) -> None:
+    workspace = _source(tmp_path)
+    (workspace / "real").mkdir()
+    (workspace / "fake").mkdir()
+    (workspace / "vendor" / "lib").symlink_to("../real")
+    guard = RunnerGuard(workspace, tmp_path / "store", score=SCORE)
+    guard.record()
+    guard.keep_ignored(["build/", "vendor/"])
+    (workspace / "vendor" / "lib").unlink()
+    (workspace / "vendor" / "lib").symlink_to("../fake")
+    log, reset = guard.reset()
+    assert reset == {"vendor"}, log
+    assert os.readlink(workspace / "vendor" / "lib") == "../real"
