@@ -240,7 +240,7 @@ def _stamp(path: Path) -> Entry | None:
 def _state(path: Path) -> Entry | dict[str, Entry | None] | None:
     """What ``path`` holds now: a file's or link's stamp, or for a folder each file's and link's
     stamp and each folder's name. Folders' own times are left out (a new ``__pycache__`` moves
-    them), and so are bytecode caches (the score's sweep removes them)."""
+    them), and so are ``__pycache__`` folders (the score's sweep removes them)."""
     if not path.is_dir() or path.is_symlink():
         return _stamp(path)
     state: dict[str, Entry | None] = {}
@@ -250,8 +250,7 @@ def _state(path: Path) -> Entry | dict[str, Entry | None] | None:
             full = os.path.join(base, name)  # a link to a folder is not walked: its own stamp tells a new target
             state[os.path.relpath(full, path) + "/"] = _stamp(Path(full)) if os.path.islink(full) else None
         for name in files:
-            if not name.endswith((".pyc", ".pyo")):
-                state[os.path.relpath(os.path.join(base, name), path)] = _stamp(Path(base, name))
+            state[os.path.relpath(os.path.join(base, name), path)] = _stamp(Path(base, name))
     return state
 
 
@@ -280,9 +279,10 @@ def _size(path: Path) -> tuple[int, int]:
 
 
 def _bytecode(relative: str) -> bool:
-    """A bytecode cache: the score's sweep removes every one (``remove_bytecode_caches``)."""
-    parts = PurePosixPath(relative).parts
-    return "__pycache__" in parts or relative.endswith((".pyc", ".pyo"))
+    """In a bytecode cache: the score's sweep removes every ``__pycache__``
+    (``remove_bytecode_caches``). A loose ``.pyc`` is not one: Python imports it where its
+    source is missing, so it is guarded like any file."""
+    return "__pycache__" in PurePosixPath(relative).parts
 
 
 #: Standard library names that are common folder names and shadow nothing a runner imports.

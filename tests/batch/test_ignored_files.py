@@ -133,3 +133,17 @@ def test_a_link_to_a_folder_inside_ignored_content_pointed_elsewhere_is_put_back
     log, reset = guard.reset()
     assert reset == {"vendor"}, log
     assert os.readlink(workspace / "vendor" / "lib") == "../real"
+
+
+def test_a_loose_compiled_module_in_ignored_content_is_guarded_like_a_source(tmp_path: Path) -> None:
+    """Python imports ``helper.pyc`` where ``helper.py`` is missing: a vendored compiled module
+    the agent rewrites is put back, though bytecode in ``__pycache__`` is left to the sweep."""
+    workspace = _source(tmp_path)
+    (workspace / "vendor" / "compiled.pyc").write_bytes(b"base bytecode")
+    guard = RunnerGuard(workspace, tmp_path / "store", score=SCORE)
+    guard.record()
+    guard.keep_ignored(["build/", "vendor/"])
+    (workspace / "vendor" / "compiled.pyc").write_bytes(b"fake bytecode")
+    log, reset = guard.reset()
+    assert reset == {"vendor"}, log
+    assert (workspace / "vendor" / "compiled.pyc").read_bytes() == b"base bytecode"
