@@ -64,11 +64,17 @@ async def open_plugins(app: RoderApp, pilot: object) -> PluginScreen:
     return screen
 
 
-async def install_on_screen(app: RoderApp, pilot: Any) -> str:
-    """Open ``/plugin``, preview the listed plugin, install it accepting what it runs; the status."""
+async def preview_on_screen(app: RoderApp, pilot: Any) -> PluginScreen:
+    """Open ``/plugin`` and preview the listed plugin."""
     screen = await open_plugins(app, pilot)
     await pilot.press("enter")
     await until(pilot, lambda: screen.preview is not None, what="the preview")
+    return screen
+
+
+async def install_on_screen(app: RoderApp, pilot: Any) -> str:
+    """Open ``/plugin``, preview the listed plugin, install it accepting what it runs; the status."""
+    screen = await preview_on_screen(app, pilot)
     await pilot.press("i")
     await until(pilot, lambda: "Install it? y accepts" in status_of(screen), what="the question")
     await pilot.press("y")
@@ -78,9 +84,7 @@ async def install_on_screen(app: RoderApp, pilot: Any) -> str:
 
 async def disable_on_screen(app: RoderApp, pilot: Any) -> str:
     """Open ``/plugin`` and disable the listed plugin; the status."""
-    screen = await open_plugins(app, pilot)
-    await pilot.press("enter")
-    await until(pilot, lambda: screen.preview is not None, what="the preview")
+    screen = await preview_on_screen(app, pilot)
     await pilot.press("d")
     await until(pilot, lambda: "disabled live-kit" in status_of(screen), what="the disable")
     return status_of(screen)
