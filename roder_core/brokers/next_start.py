@@ -56,9 +56,13 @@ class HeldCommand:
         return self.cgroup.holds_only(self.proc.pid)
 
     def discard(self) -> None:
-        """End the shell unrun and remove its groups with whatever is in them."""
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        """End the shell unrun and remove its groups with whatever is in them (blocking)."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            # until it is gone (not reaped: asyncio's watcher does that), so its groups can go
+            with contextlib.suppress(ChildProcessError):
+                os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT)
         self.gate.close()
         for fd in (self.read_fd, self.err_read_fd):
             if fd >= 0:

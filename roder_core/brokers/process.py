@@ -319,6 +319,8 @@ class HostProcessBroker(CommandBroker):
                     hooks.append(drop_ptrace_capability)
                 else:
                     argv = [*drop, *argv]
+            # a held start needs none (``_start_spec`` holds a command only where that is so)
+            assert held is None or not hooks, hooks
         except BaseException:
             if held is not None:
                 await asyncio.shield(asyncio.to_thread(held.discard))
