@@ -426,15 +426,21 @@ class HostProcessBroker(CommandBroker):
 
     async def _settle(self, launched: _Launched) -> list[str]:
         """After the command ended: close its pipes, remove its cgroup and put back what it did
-        to protected paths; returns what was quarantined."""
+        to protected paths; returns what was quarantined. Then the thread's next command is
+        made (``next_start``): only now, since a move into a cgroup holds the kernel's cgroup
+        lock through its grace period, which the removal would wait for, and its start would
+        hold up the walks."""
         for pipe in launched.transports:
             pipe.close()
         if launched.cgroup is not None:
             await asyncio.to_thread(launched.cgroup.remove)
+        quarantined = await self._put_back(launched)
         if launched.spec is not None:
-            # Only now: a move into a cgroup holds the kernel's cgroup lock through its grace
-            # period, which the removal above would have waited for.
             self._make_next(launched.spec)
+        return quarantined
+
+    async def _put_back(self, launched: _Launched) -> list[str]:
+        """Quarantine what the command did to protected paths (``tree_guard``)."""
         if launched.guard is None:
             return []
         with contextlib.suppress(ValueError):
