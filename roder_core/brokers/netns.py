@@ -242,6 +242,8 @@ class ThreadNetwork:
     #: The thread's next command's process, made ahead by the process broker (``next_start``);
     #: ended with the thread.
     next_start: NextStart | None = None
+    #: Set by ``close``: the thread ended, nothing more is made ahead for it.
+    ended: bool = False
     _network: LoopbackNetwork | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -253,6 +255,7 @@ class ThreadNetwork:
             return self._network
 
     def close(self) -> None:
+        self.ended = True
         if self.next_start is not None:
             self.next_start.close()
             self.next_start = None

@@ -73,16 +73,17 @@ class HeldCommand:
 
 
 class NextStart:
-    """The next command's held shell of one thread, being made in the background (``prepare``)."""
+    """The next command's held shell of one thread, made as its last command ended (the process
+    broker's ``_make_next``)."""
 
-    def __init__(self, making: asyncio.Future[HeldCommand | None]) -> None:
-        self._making = making
-        making.add_done_callback(_retrieve)
+    def __init__(self, held: HeldCommand) -> None:
+        self._held: HeldCommand | None = held
 
     async def take(self, key: Hashable) -> HeldCommand | None:
-        """The held shell when a command started as ``key`` may use it (waiting for it to be
-        made and moved), else None: then it was ended and its groups removed."""
+        """The held shell when a command started as ``key`` may use it (waiting for its move),
+        else None: then it was ended and its groups removed."""
         held = await self.ready()
+        self._held = None
         if held is None:
             return None
         if held.usable(key):
@@ -91,31 +92,15 @@ class NextStart:
         return None
 
     async def ready(self) -> HeldCommand | None:
-        """The held shell once made and moved (for tests and the bench), or None."""
-        with contextlib.suppress(Exception):
-            held = await asyncio.shield(self._making)
-            if held is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(held.admitted)
-                return held
-        return None
+        """The held shell once moved into its groups (whether the move worked or not)."""
+        held = self._held
+        if held is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(held.admitted)
+        return held
 
     def close(self) -> None:
-        """End it unused, now or as soon as it is made."""
-        if self._making.done():
-            _discard_made(self._making)
-        else:
-            self._making.add_done_callback(_discard_made)
-
-
-def _retrieve(making: asyncio.Future[HeldCommand | None]) -> None:
-    if not making.cancelled():
-        making.exception()
-
-
-def _discard_made(making: asyncio.Future[HeldCommand | None]) -> None:
-    if making.cancelled() or making.exception() is not None:
-        return
-    held = making.result()
-    if held is not None:
-        held.discard()
+        """End it unused (blocking while its shell ends and its groups go)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held.discard()

@@ -415,14 +415,25 @@ class HostProcessBroker(CommandBroker):
         assert cgroup is not None  # the spec said a cgroup is writable and limits are set
         return await _start_held(spec, cgroup)
 
-    def _make_next(self, spec: _StartSpec) -> None:
-        """Make the thread's next command's shell now, in the background (``next_start``)."""
+    async def _make_next(self, spec: _StartSpec) -> None:
+        """Make the thread's next command's held shell now (``next_start``): started here (a
+        start is never left half done in the background, where a loop that ends would cancel
+        it), moved into its cgroup by a worker thread while the model thinks."""
         slot = self._thread_network
-        if slot is None:
+        if slot is None or slot.ended or (spec.network is not None and spec.network.closed):
             return
         if slot.next_start is not None:
             slot.next_start.close()
-        slot.next_start = NextStart(asyncio.ensure_future(_made_ahead(spec)))
+            slot.next_start = None
+        held = await _made_ahead(spec)
+        if held is None:
+            return
+        if slot.ended:  # the thread ended meanwhile
+            await asyncio.to_thread(held.discard)
+            return
+        if slot.next_start is not None:  # another command of the thread made one meanwhile
+            slot.next_start.close()
+        slot.next_start = NextStart(held)
 
     async def _settle(self, launched: _Launched) -> list[str]:
         """After the command ended: close its pipes, remove its cgroup and put back what it did
@@ -436,7 +447,7 @@ class HostProcessBroker(CommandBroker):
             await asyncio.to_thread(launched.cgroup.remove)
         quarantined = await self._put_back(launched)
         if launched.spec is not None:
-            self._make_next(launched.spec)
+            await self._make_next(launched.spec)
         return quarantined
 
     async def _put_back(self, launched: _Launched) -> list[str]:
@@ -688,6 +699,7 @@ async def _start_held(spec: _StartSpec, cgroup: CommandCgroup) -> HeldCommand:
             os.close(fd)
         gate.started()
     admitted = asyncio.ensure_future(asyncio.to_thread(gate.admit, proc.pid))
+    admitted.add_done_callback(_seen)  # a shell ended unused never asks how its move went
     return HeldCommand(spec, proc, gate, cgroup, read_fd, err_read_fd, seccomp_fd, admitted, asyncio.get_running_loop())
 
 
@@ -748,6 +760,11 @@ async def _start_direct(
         if seccomp_fd is not None:
             os.close(seccomp_fd)
     return proc, read_fd, err_read_fd
+
+
+def _seen(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _release(held: HeldCommand, argv: list[str]) -> None:
