@@ -214,13 +214,7 @@ class CommandCgroup:
         """Signal every process in the groups: the command's whole tree, whatever sessions or
         process groups it made (``setsid`` and double forks included)."""
         for group in self.groups:
-            try:
-                members = (group / "cgroup.procs").read_text().split()
-            except OSError:
-                continue
-            for pid in members:
-                with contextlib.suppress(OSError, ValueError):
-                    os.kill(int(pid), sig)
+            _signal_members(group, sig)
 
     def holds_only(self, pid: int) -> bool:
         """Whether every group still exists and holds process ``pid`` and nothing else."""
@@ -238,13 +232,8 @@ class CommandCgroup:
         reaps the last processes)."""
         for group in self.groups:
             for _attempt in range(50):
-                try:
-                    members = (group / "cgroup.procs").read_text().split()
-                except OSError:
+                if not _signal_members(group, signal.SIGKILL):
                     break
-                for pid in members:
-                    with contextlib.suppress(OSError, ValueError):
-                        os.kill(int(pid), signal.SIGKILL)
                 try:
                     group.rmdir()
                     break
@@ -253,6 +242,18 @@ class CommandCgroup:
                 except OSError:
                     time.sleep(0.02)
         self.groups.clear()
+
+
+def _signal_members(group: Path, sig: int) -> bool:
+    """Send ``sig`` to every process in ``group``; False when the group cannot be read (gone)."""
+    try:
+        members = (group / "cgroup.procs").read_text().split()
+    except OSError:
+        return False
+    for pid in members:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid), sig)
+    return True
 
 
 #: The gate's shell: reads its command line from its standard input (a pipe from Roder) and
