@@ -1,0 +1,161 @@
+"""Compiled code of the source text the standard library writes and compiles while Roder starts,
+kept between runs in Roder's cache folder.
+
+``dataclasses`` writes each class's ``__init__``, ``__repr__``, ``__eq__`` (and for frozen classes
+``__setattr__``, ``__delattr__``, ``__hash__``) as source text and compiles it with ``exec``;
+``typing.ForwardRef`` compiles every annotation written as a string. Python's bytecode cache
+covers modules, not these texts, so every start compiled them again: about 900 texts for a
+one-shot run, a sixth of its start-up instructions (the parser and compiler), the same texts
+every time.
+
+``install`` makes those two modules look the code up by its exact source text first (their
+module-level ``exec`` and ``compile`` names, which shadow the built-ins, are replaced by ones that
+do so; a text that is not in the cache is compiled as before), and ``save`` writes what was
+compiled anew. The code for a text is what ``compile``
+makes of that text, so a class comes out exactly as before; only the compiling is skipped.
+
+The file holds code that is run, so it is read only when it is a regular file owned by this
+user and writable by nobody else, written privately (mode 600, renamed into place) and named
+after the interpreter's bytecode version; a file that does not load is ignored and replaced.
+Roder's cache folder is hidden from sandboxed commands (``brokers.own_folders``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import marshal
+import os
+import stat
+import sys
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+#: The interpreter's bytecode version: code compiled by another one is never loaded.
+VERSION_TAG = f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
+#: More texts than this (stale ones pile up as the code changes): start again from this run's.
+MAX_ENTRIES = 20_000
+
+#: Loaded: each text's code as marshalled bytes (loaded one by one when asked for: a run asks
+#: for most of them, and loading the whole file as code objects costs three times as much).
+_cache: dict[Any, bytes] = {}
+#: Compiled by this run, not in the file yet.
+_new: dict[Any, bytes] = {}
+_path: Path | None = None
+_loaded = False
+
+
+def cache_file(cache_dir: Path) -> Path:
+    return cache_dir / f"compiled-snippets.{VERSION_TAG}.marshal"
+
+
+def install(cache_dir: Path) -> None:
+    """Have ``typing`` and ``dataclasses`` (now, or when it is imported) look code up in the cache
+    file of ``cache_dir``, read at the first lookup: a command that defines no class reads
+    nothing. Once per process; a later call only moves where ``save`` writes."""
+    global _path
+    import typing
+
+    first = _path is None
+    _path = cache_file(cache_dir)
+    if not first:
+        return
+    typing.compile = _compile  # type: ignore[attr-defined]
+    if "dataclasses" in sys.modules:
+        sys.modules["dataclasses"].exec = _exec  # type: ignore[attr-defined]
+    else:
+        sys.meta_path.insert(0, _WhenImported())
+
+
+class _WhenImported:
+    """Gives ``dataclasses`` the cached ``exec`` as soon as it is imported (the one-shot client
+    of a running host never imports it, and should not for this)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "dataclasses":
+            return None
+        sys.meta_path.remove(self)
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return None  # imported as usual, without the cache
+        run_module = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run_module(module)
+            module.exec = _exec
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def save() -> None:
+    """Write the cache when this run compiled something it did not hold (never raises: a
+    read-only or full disk only means the next start compiles again)."""
+    if not _new or _path is None:
+        return
+    merged = {**_cache, **_new} if len(_cache) + len(_new) <= MAX_ENTRIES else dict(_new)
+    partial = _path.with_name(f"{_path.name}.{os.getpid()}.tmp")
+    try:
+        _path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(marshal.dumps(merged))
+        os.replace(partial, _path)
+    except (OSError, ValueError):
+        partial.unlink(missing_ok=True)
+        return
+    _cache.update(_new)
+    _new.clear()
+
+
+def _load(path: Path) -> dict[Any, bytes]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+            return {}
+        try:  # read whole: marshal.load reads a file a few bytes at a time
+            loaded = marshal.loads(handle.read())
+        except (EOFError, ValueError, TypeError):
+            return {}
+    if not isinstance(loaded, dict):
+        return {}
+    return {key: blob for key, blob in loaded.items() if isinstance(blob, bytes)}
+
+
+def _code(key: Any, source: str, filename: str, mode: str) -> CodeType:
+    global _loaded
+    if not _loaded and _path is not None:
+        _loaded = True
+        _cache.update(_load(_path))
+    blob = _cache.get(key) or _new.get(key)
+    if blob is not None:
+        try:
+            code = marshal.loads(blob)
+        except (EOFError, ValueError, TypeError):
+            code = None
+        if isinstance(code, CodeType):
+            return code
+    code = builtins.compile(source, filename, mode)
+    _new[key] = marshal.dumps(code)
+    return code
+
+
+def _exec(source: Any, globals: dict[str, Any] | None = None, locals: Any = None) -> None:
+    """``exec`` for ``dataclasses``: a source text's code comes from the cache."""
+    if isinstance(source, str):
+        source = _code(source, source, "<string>", "exec")
+    builtins.exec(source, globals, locals)
+
+
+def _compile(source: Any, filename: str, mode: str, *args: Any, **kwargs: Any) -> Any:
+    """``compile`` for ``typing``: a plain compile of a text comes from the cache."""
+    if isinstance(source, str) and not args and not kwargs:
+        return _code((filename, mode, source), source, filename, mode)
+    return builtins.compile(source, filename, mode, *args, **kwargs)

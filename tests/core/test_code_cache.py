@@ -1,0 +1,108 @@
+"""The compiled-snippet cache (``roder_core.settings.code_cache``): classes built from cached code are the
+classes Python builds without it, the cache is used from the second run on, and a file that is
+not safe or not whole is never loaded. Each run is a fresh interpreter, as a Roder start is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from roder_core.settings import code_cache
+
+#: Defines dataclasses of every kind and a string annotation, with the cache installed first,
+#: then prints what they do and how many texts this run had to compile.
+PROBE = """
+import json, sys
+from pathlib import Path
+from roder_core.settings import code_cache
+code_cache.install(Path(sys.argv[1]))
+import dataclasses, typing
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int = 2
+    tags: list[str] = dataclasses.field(default_factory=list)
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Frozen:
+    name: str
+    size: int = 0
+
+@dataclasses.dataclass(slots=True, kw_only=True)
+class Slotted:
+    a: int
+    b: str = "b"
+
+try:
+    Frozen("x").name = "y"
+    frozen_refused = False
+except dataclasses.FrozenInstanceError:
+    frozen_refused = True
+hints = typing.get_type_hints(type("Annotated", (), {"__annotations__": {"n": "list[int]"}}))
+print(json.dumps({
+    "point": repr(Point(1, tags=["t"])),
+    "equal": Point(1) == Point(1, 2),
+    "order": sorted([Frozen("b"), Frozen("a", 3)]) == [Frozen("a", 3), Frozen("b")],
+    "hash": hash(Frozen("a")) == hash(Frozen("a")),
+    "frozen_refused": frozen_refused,
+    "slotted": repr(Slotted(a=1)),
+    "hint": repr(hints["n"]),
+    "compiled": len(code_cache._new),
+}))
+code_cache.save()
+"""
+
+
+def run(cache_dir: Path) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-c", PROBE, str(cache_dir)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+WITHOUT_CACHE = {
+    "point": "Point(x=1, y=2, tags=['t'])",
+    "equal": True,
+    "order": True,
+    "hash": True,
+    "frozen_refused": True,
+    "slotted": "Slotted(a=1, b='b')",
+    "hint": "list[int]",
+}
+
+
+def test_classes_from_cached_code_are_the_same_and_the_second_run_compiles_nothing(tmp_path: Path) -> None:
+    first = run(tmp_path)
+    assert first["compiled"] > 0  # type: ignore[operator]
+    assert code_cache.cache_file(tmp_path).stat().st_mode & 0o777 == 0o600
+    second = run(tmp_path)
+    assert second["compiled"] == 0  # every text came from the cache
+    assert {k: v for k, v in first.items() if k != "compiled"} == WITHOUT_CACHE
+    assert {k: v for k, v in second.items() if k != "compiled"} == WITHOUT_CACHE
+
+
+def test_a_cache_file_others_can_write_is_not_loaded(tmp_path: Path) -> None:
+    run(tmp_path)
+    os.chmod(code_cache.cache_file(tmp_path), 0o666)
+    assert run(tmp_path)["compiled"] > 0  # type: ignore[operator]
+
+
+def test_a_damaged_cache_file_is_ignored_and_replaced(tmp_path: Path) -> None:
+    run(tmp_path)
+    path = code_cache.cache_file(tmp_path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert run(tmp_path)["compiled"] > 0  # type: ignore[operator]
+    assert run(tmp_path)["compiled"] == 0  # written whole again by the run that compiled
+
+
+def test_a_cache_file_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    run(elsewhere)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    code_cache.cache_file(cache).symlink_to(code_cache.cache_file(elsewhere))
+    assert run(cache)["compiled"] > 0  # type: ignore[operator]
