@@ -219,19 +219,6 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
     return run_app(args), False
 
 
-def _use_code_cache() -> None:
-    """Start-up's compiled snippets from Roder's cache folder (``roder_core.settings.code_cache``); none
-    when the folder cannot be named (a broken ``RODER_HOME`` is reported by the command)."""
-    from roder_core.settings import code_cache
-    from roder_core.settings.paths import RoderPaths
-
-    try:
-        cache_dir = RoderPaths.from_env().cache_dir
-    except (OSError, RuntimeError):
-        return
-    code_cache.install(cache_dir)
-
-
 def exit_now(code: int) -> NoReturn:
     """Flush what the user is owed, then end the process without the interpreter's teardown.
 
@@ -253,11 +240,11 @@ def exit_now(code: int) -> NoReturn:
 
 def run() -> None:
     """The ``roder`` console script: ``main``, then a fast exit where nothing is left running."""
-    gc.disable()  # until end_startup()
-    _use_code_cache()
-    code, fast = _guarded(sys.argv[1:])
     from roder_core.settings import code_cache
 
+    gc.disable()  # until end_startup()
+    code_cache.install()  # start-up's compiled snippets, kept between runs
+    code, fast = _guarded(sys.argv[1:])
     code_cache.save()
     # A profiler or coverage tracer writes its data at interpreter exit: let it.
     if fast and sys.getprofile() is None and sys.gettrace() is None:

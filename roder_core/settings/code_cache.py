@@ -1,23 +1,26 @@
 """Compiled code of the source text the standard library writes and compiles while Roder starts,
-kept between runs in Roder's cache folder.
+kept between runs next to Roder's own bytecode.
 
 ``dataclasses`` writes each class's ``__init__``, ``__repr__``, ``__eq__`` (and for frozen classes
 ``__setattr__``, ``__delattr__``, ``__hash__``) as source text and compiles it with ``exec``;
 ``typing.ForwardRef`` compiles every annotation written as a string. Python's bytecode cache
 covers modules, not these texts, so every start compiled them again: about 900 texts for a
-one-shot run, a sixth of its start-up instructions (the parser and compiler), the same texts
+one-shot run, a fifth of its start-up instructions (the parser and compiler), the same texts
 every time.
 
 ``install`` makes those two modules look the code up by its exact source text first (their
 module-level ``exec`` and ``compile`` names, which shadow the built-ins, are replaced by ones that
 do so; a text that is not in the cache is compiled as before), and ``save`` writes what was
-compiled anew. The code for a text is what ``compile``
-makes of that text, so a class comes out exactly as before; only the compiling is skipped.
+compiled anew. The code for a text is what ``compile`` makes of that text, so a class comes out
+exactly as before; only the compiling is skipped.
 
-The file holds code that is run, so it is read only when it is a regular file owned by this
-user and writable by nobody else, written privately (mode 600, renamed into place) and named
-after the interpreter's bytecode version; a file that does not load is ignored and replaced.
-Roder's cache folder is hidden from sandboxed commands (``brokers.own_folders``).
+Where: ``roder_core/__pycache__``, beside the bytecode of Roder's modules, because what it holds
+follows from the installed code and the interpreter, not from a user's settings; whoever can
+write there can change Roder's code itself, so the file adds nothing to trust. It is read only
+when it is a regular file (never a link) owned by this user or root and writable by nobody else,
+written whole (renamed into place) and named after the interpreter's version; a file that does
+not load is ignored and replaced, and an installation that cannot be written to simply compiles
+at each start, as before.
 """
 
 from __future__ import annotations
@@ -45,19 +48,23 @@ _path: Path | None = None
 _loaded = False
 
 
-def cache_file(cache_dir: Path) -> Path:
-    return cache_dir / f"compiled-snippets.{VERSION_TAG}.marshal"
+#: Beside the bytecode of Roder's own modules.
+DEFAULT_FOLDER = Path(__file__).resolve().parent.parent / "__pycache__"
 
 
-def install(cache_dir: Path) -> None:
+def cache_file(folder: Path) -> Path:
+    return folder / f"compiled-snippets.{VERSION_TAG}.marshal"
+
+
+def install(folder: Path = DEFAULT_FOLDER) -> None:
     """Have ``typing`` and ``dataclasses`` (now, or when it is imported) look code up in the cache
-    file of ``cache_dir``, read at the first lookup: a command that defines no class reads
-    nothing. Once per process; a later call only moves where ``save`` writes."""
+    file in ``folder``, read at the first lookup: a command that defines no class reads nothing.
+    Once per process; a later call only moves where ``save`` writes."""
     global _path
     import typing
 
     first = _path is None
-    _path = cache_file(cache_dir)
+    _path = cache_file(folder)
     if not first:
         return
     typing.compile = _compile  # type: ignore[attr-defined]
@@ -100,7 +107,7 @@ def save() -> None:
     partial = _path.with_name(f"{_path.name}.{os.getpid()}.tmp")
     try:
         _path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         with os.fdopen(fd, "wb") as handle:
             handle.write(marshal.dumps(merged))
         os.replace(partial, _path)
@@ -118,7 +125,7 @@ def _load(path: Path) -> dict[Any, bytes]:
         return {}
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        if not stat.S_ISREG(info.st_mode) or info.st_uid not in (os.getuid(), 0) or info.st_mode & 0o022:
             return {}
         try:  # read whole: marshal.load reads a file a few bytes at a time
             loaded = marshal.loads(handle.read())
