@@ -1,6 +1,6 @@
 """``roder serve``: this user's background host, which outlives the terminal.
 
-roder serve [RUNTIME FLAGS]                 # start it in the background (returns once it listens)
+roder serve [RUNTIME FLAGS]                 # start it in the background (returns once it is ready)
 roder serve --status                        # is one running, where, with which settings
 roder serve --stop                          # stop it (running turns are interrupted and saved)
 roder serve --foreground                    # run it here (systemd units, containers, debugging)
