@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from roder_core.brokers.git_dirs import MAX_INCLUDE_DEPTH, config_entries, config_includes
+
 #: Folders whose contents tools never write.
 PROTECTED_DIRS = frozenset(
     {
@@ -119,31 +121,27 @@ def _read_small(path: Path) -> str | None:
 def config_paths(git_dir: Path, worktree: Path) -> list[Path]:
     """Files and folders a repository's config makes git use for code or more config: the
     ``core.hooksPath`` folder (``.husky`` and the like; relative to the worktree) and every
-    ``include.path`` / ``includeIf.*.path`` file (relative to the git dir)."""
-    text = _read_small(git_dir / "config")
-    if not text:
-        return []
+    ``include.path`` / ``includeIf.*.path`` file (relative to the file that includes it), and
+    the same of every included file in turn (as deep as git follows includes)."""
     found: list[Path] = []
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("[") and "]" in line:
-            section = line[1 : line.index("]")].strip().lower().split(" ", 1)[0].split(".", 1)[0]
-            line = line[line.index("]") + 1 :].strip()
-        line = line.split("#", 1)[0].split(";", 1)[0].strip()
-        key, eq, value = line.partition("=")
-        key = key.strip().lower()
-        value = value.strip().strip('"')
-        if not eq or not value:
+    configs = [(git_dir / "config", 0)]
+    seen: set[Path] = set()
+    while configs:
+        config, depth = configs.pop()
+        if config in seen:
             continue
-        if section == "core" and key == "hookspath":
-            base = worktree
-        elif section in ("include", "includeif") and key == "path":
-            base = git_dir
-        else:
+        seen.add(config)
+        text = _read_small(config)
+        if not text:
             continue
-        target = Path(os.path.expanduser(value))
-        found.append(Path(os.path.normpath(target if target.is_absolute() else base / target)))
+        for section, key, value in config_entries(text):
+            if section == "core" and key == "hookspath" and value:
+                target = Path(os.path.expanduser(value))
+                found.append(Path(os.path.normpath(target if target.is_absolute() else worktree / target)))
+        included = config_includes(text, config)
+        found.extend(included)
+        if depth < MAX_INCLUDE_DEPTH:
+            configs.extend((path, depth + 1) for path in included)
     return found
 
 
