@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from roder_core.brokers.git_dirs import MAX_INCLUDE_DEPTH, config_entries, config_includes
+from roder_core.brokers.git_dirs import LOCAL, MAX_INCLUDE_DEPTH, config_entries, config_includes
 
 #: Folders whose contents tools never write.
 PROTECTED_DIRS = frozenset(
@@ -122,9 +122,11 @@ def config_paths(git_dir: Path, worktree: Path) -> list[Path]:
     """Files and folders a repository's config makes git use for code or more config: the
     ``core.hooksPath`` folder (``.husky`` and the like; relative to the worktree) and every
     ``include.path`` / ``includeIf.*.path`` file (relative to the file that includes it), and
-    the same of every included file in turn (as deep as git follows includes)."""
+    the same of every included file in turn (as deep as git follows includes). The user's global
+    and system configs count as much as the repository's: ``core.hooksPath = .githooks`` there
+    names a folder of every repository."""
     found: list[Path] = []
-    configs = [(git_dir / "config", 0)]
+    configs = [(config, 0) for config in (git_dir / "config", *LOCAL.user_configs())]
     seen: set[Path] = set()
     while configs:
         config, depth = configs.pop()

@@ -118,3 +118,28 @@ async def test_a_command_never_changes_or_plants_a_file_git_config_includes(
     assert not (workspace / "local.gitconfig").exists(), result.text
     _git(workspace, "status")
     assert not ran.exists()
+
+
+@needs_bwrap
+async def test_a_hooks_folder_the_users_global_config_names_cannot_be_planted(
+    workspace: Path, roder_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``git config --global core.hooksPath .githooks`` names a folder of every repository: a
+    command that makes ``.githooks/pre-commit`` has it moved out, so the next commit runs nothing."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[core]\n\thooksPath = .githooks\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    ran = tmp_path / "ran.txt"
+    _git(workspace, "init", "-q")
+    plant = workspace / "plant.py"
+    plant.write_text(
+        "import os\n"
+        "os.makedirs('.githooks', exist_ok=True)\n"
+        f"open('.githooks/pre-commit', 'w').write('#!/bin/sh\\ntouch {ran}\\n')\n"
+        "os.chmod('.githooks/pre-commit', 0o755)\n"
+    )
+    (result,) = await _turn(workspace, roder_home, [_call("bash", command=f"{sys.executable} plant.py")], "bypass")
+    assert not (workspace / ".githooks").exists(), result.text
+    assert "protected-path guard" in result.text, result.text
