@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -235,6 +235,28 @@ def _user_configs() -> list[Path]:
     return [Path(os.path.expanduser("~/.gitconfig")), Path(xdg) / "git" / "config", Path("/etc/gitconfig")]
 
 
+def config_references(configs: Iterable[Path], worktree: Path, probe: GitProbe = LOCAL) -> list[tuple[Path, str]]:
+    """What these git configs make git run or read as more config, as (path, why) pairs: the
+    paths program-valued keys name (``core.hooksPath`` and the like; relative ones from
+    ``worktree``) and the files they include, whose own references count in turn, as deep as
+    git follows includes. The one reading of a repository's config for the file tools
+    (``git_dirs_around``) and the sandbox (``protected_names.config_paths``)."""
+    found: list[tuple[Path, str]] = []
+    pending = [(config, 0) for config in configs]
+    seen: set[Path] = set()
+    while pending:
+        config, depth = pending.pop()
+        if config in seen:
+            continue
+        seen.add(config)
+        programs, included = _config_refs(config, worktree, probe)
+        found.extend((program, f"a program path in {config}") for program in programs)
+        found.extend((path, f"a config file {config} includes") for path in included)
+        if depth < MAX_INCLUDE_DEPTH:
+            pending.extend((path, depth + 1) for path in included)
+    return found
+
+
 def git_dirs_around(target: Path, root: Path, probe: GitProbe = LOCAL) -> list[tuple[Path, str]]:
     """Git dirs (and config-named program paths) that protect ``target``: for every folder from
     the filesystem root down to ``target``'s parent that holds a ``.git``, its git dir, that git
@@ -255,18 +277,7 @@ def git_dirs_around(target: Path, root: Path, probe: GitProbe = LOCAL) -> list[t
             common_dir = Path(os.path.normpath(git_dir / common))
             found.append((common_dir, f"the common git dir of {ancestor}"))
             dirs.append(common_dir)
-        configs = [(config, 0) for config in [*(d / "config" for d in dirs), *probe.user_configs()]]
-        seen: set[Path] = set()
-        while configs:
-            config, depth = configs.pop()
-            if config in seen:
-                continue
-            seen.add(config)
-            programs, included = _config_refs(config, ancestor, probe)
-            found.extend((program, f"a program path in {config}") for program in programs)
-            found.extend((path, f"a config file {config} includes") for path in included)
-            if depth < MAX_INCLUDE_DEPTH:
-                configs.extend((path, depth + 1) for path in included)
+        found.extend(config_references([*(d / "config" for d in dirs), *probe.user_configs()], ancestor, probe))
     for ancestor in chain:
         if ancestor == root or not ancestor.is_relative_to(root):
             break

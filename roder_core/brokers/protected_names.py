@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from roder_core.brokers.git_dirs import LOCAL, MAX_INCLUDE_DEPTH, config_entries, config_includes
+from roder_core.brokers.git_dirs import LOCAL, config_references
 
 #: Folders whose contents tools never write.
 PROTECTED_DIRS = frozenset(
@@ -119,32 +119,12 @@ def _read_small(path: Path) -> str | None:
 
 
 def config_paths(git_dir: Path, worktree: Path) -> list[Path]:
-    """Files and folders a repository's config makes git use for code or more config: the
-    ``core.hooksPath`` folder (``.husky`` and the like; relative to the worktree) and every
-    ``include.path`` / ``includeIf.*.path`` file (relative to the file that includes it), and
-    the same of every included file in turn (as deep as git follows includes). The user's global
-    and system configs count as much as the repository's: ``core.hooksPath = .githooks`` there
-    names a folder of every repository."""
-    found: list[Path] = []
-    configs = [(config, 0) for config in (git_dir / "config", *LOCAL.user_configs())]
-    seen: set[Path] = set()
-    while configs:
-        config, depth = configs.pop()
-        if config in seen:
-            continue
-        seen.add(config)
-        text = _read_small(config)
-        if not text:
-            continue
-        for section, key, value in config_entries(text):
-            if section == "core" and key == "hookspath" and value:
-                target = Path(os.path.expanduser(value))
-                found.append(Path(os.path.normpath(target if target.is_absolute() else worktree / target)))
-        included = config_includes(text, config)
-        found.extend(included)
-        if depth < MAX_INCLUDE_DEPTH:
-            configs.extend((path, depth + 1) for path in included)
-    return found
+    """Files and folders a repository's config makes git use for code or more config
+    (``git_dirs.config_references``): the ``core.hooksPath`` folder, the scripts program-valued
+    keys name (``core.fsmonitor``, filters, textconv, merge drivers, ...), and every file it
+    includes, in turn. The user's global and system configs count as much as the repository's:
+    ``core.hooksPath = .githooks`` there names a folder of every repository."""
+    return [path for path, _why in config_references([git_dir / "config", *LOCAL.user_configs()], worktree)]
 
 
 def referenced_git_dirs(git_dir: Path) -> list[Path]:

@@ -143,3 +143,32 @@ async def test_a_hooks_folder_the_users_global_config_names_cannot_be_planted(
     (result,) = await _turn(workspace, roder_home, [_call("bash", command=f"{sys.executable} plant.py")], "bypass")
     assert not (workspace / ".githooks").exists(), result.text
     assert "protected-path guard" in result.text, result.text
+
+
+@needs_bwrap
+async def test_a_command_never_rewrites_a_script_the_repository_config_runs(
+    workspace: Path, roder_home: Path, tmp_path: Path
+) -> None:
+    """``diff.img.textconv = ./scripts/textconv.sh`` (or a filter, a merge driver, an fsmonitor)
+    names a script of the working tree git runs: the file tools refused it, and now the sandbox
+    keeps it read-only too (one reading of the config, ``git_dirs.config_references``)."""
+    ran = tmp_path / "ran.txt"
+    _git(workspace, "init", "-q")
+    script = workspace / "scripts" / "textconv.sh"
+    script.parent.mkdir()
+    script.write_text('#!/bin/sh\ncat "$1"\n')
+    _git(workspace, "config", "diff.img.textconv", "./scripts/textconv.sh")
+    _git(workspace, "config", "merge.ours.driver", "./scripts/merge.sh %O %A %B")  # not made yet
+    plant = workspace / "plant.py"
+    plant.write_text(
+        "for path in ('scripts/textconv.sh', 'scripts/merge.sh'):\n"
+        "    try:\n"
+        f"        open(path, 'w').write('#!/bin/sh\\ntouch {ran}\\n')\n"
+        "        print('wrote', path)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', path, exc.strerror)\n"
+    )
+    (result,) = await _turn(workspace, roder_home, [_call("bash", command=f"{sys.executable} plant.py")], "bypass")
+    assert "refused scripts/textconv.sh" in result.text, result.text
+    assert "touch" not in script.read_text()
+    assert not (workspace / "scripts" / "merge.sh").exists(), result.text
