@@ -1,0 +1,81 @@
+"""Pilot tests of a working day's flows as a daily user meets them: the first open of a folder
+that brings its own items, approvals that save several rules, the model picker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.tui.helpers import make_app, ready, shown, until
+
+
+def _project_with_a_command(workspace: Path) -> None:
+    (workspace / ".roder" / "commands").mkdir(parents=True)
+    (workspace / ".roder" / "commands" / "greet.md").write_text("Say hello to the team.\n")
+
+
+def _decisions(roder_home: Path) -> dict[str, bool]:
+    file = roder_home / "data" / "trusted-folders.json"
+    return json.loads(file.read_text()) if file.exists() else {}
+
+
+async def test_first_open_of_a_folder_with_its_own_items_asks_for_trust(
+    workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README promises folders with their own config, commands or MCP servers ask once: the
+    app asks before the runtime starts, so "y" loads the folder's command in this session, and
+    the answer is remembered (the next open does not ask)."""
+    from roder_tui.screens.trust_prompt import TrustPromptScreen
+
+    _project_with_a_command(workspace)
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await until(pilot, lambda: shown(app, TrustPromptScreen), what="the trust prompt")
+        screen = shown(app, TrustPromptScreen)
+        legend = screen.query_one("#trust-keys").region
+        assert legend.bottom <= 20  # the keys are on screen at 40x20
+        assert ".roder/commands" in str(screen.query_one("VerticalScroll Static").render())
+        await pilot.press("y")
+        await ready(pilot)
+        assert "greet" in [c.name for c in app.slash_commands]
+    assert _decisions(roder_home) == {str(workspace.resolve()): True}
+    again = make_app(workspace, None, monkeypatch)
+    async with again.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)  # no prompt: it was answered
+        assert "greet" in [c.name for c in again.slash_commands]
+
+
+async def test_not_trusting_a_folder_loads_nothing_of_it_and_is_remembered(
+    workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roder_tui.screens.trust_prompt import TrustPromptScreen
+
+    _project_with_a_command(workspace)
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: shown(app, TrustPromptScreen), what="the trust prompt")
+        await pilot.press("n")
+        await ready(pilot)
+        assert "greet" not in [c.name for c in app.slash_commands]
+    assert _decisions(roder_home) == {str(workspace.resolve()): False}
+    quitting = make_app(workspace / ".roder", None, monkeypatch)  # a subfolder: covered by the decision
+    async with quitting.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+
+
+async def test_quitting_at_the_trust_prompt_decides_nothing(
+    workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roder_tui.screens.trust_prompt import TrustPromptScreen
+
+    _project_with_a_command(workspace)
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: shown(app, TrustPromptScreen), what="the trust prompt")
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+    assert app.client is None  # the runtime never started
+    assert _decisions(roder_home) == {}
