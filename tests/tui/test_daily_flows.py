@@ -79,3 +79,22 @@ async def test_quitting_at_the_trust_prompt_decides_nothing(
     assert app.return_code == 0
     assert app.client is None  # the runtime never started
     assert _decisions(roder_home) == {}
+
+
+async def test_the_rules_of_a_compound_command_line_up_in_the_legend(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ls -la && echo hi`` saves two rules; the second was drawn at the dialog's edge under the
+    key column, reading as a key row of its own."""
+    from tests.tui.test_approval_dialog import call, open_approval
+
+    app = make_app(workspace, [call("bash", command="ls -la && echo hi"), {"text": "ok"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        screen = await open_approval(pilot)
+        lines = screen._keys().plain.splitlines()
+        first = next(i for i, line in enumerate(lines) if "always allow: bash(ls -la)" in line)
+        assert lines[first + 1] == " " * lines[first].index("bash(ls -la)") + "bash(echo hi)"
+        assert lines[first + 2].strip() == "n  deny"
+        await pilot.press("a")
+        await until(pilot, lambda: app.turn_id is None, what="the turn's end")
+    saved = (app.config_dir / "config.toml").read_text()
+    assert "bash(ls -la)" in saved and "bash(echo hi)" in saved
