@@ -98,3 +98,21 @@ async def test_the_rules_of_a_compound_command_line_up_in_the_legend(workspace: 
         await until(pilot, lambda: app.turn_id is None, what="the turn's end")
     saved = (app.config_dir / "config.toml").read_text()
     assert "bash(ls -la)" in saved and "bash(echo hi)" in saved
+
+
+async def test_the_model_picker_marks_the_model_in_use(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/model`` opens on the model in use and marks it, as the palette's *Model:* rows do."""
+    from textual.widgets import OptionList
+
+    from roder_tui.screens.choice import ChoiceScreen
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"/model", "enter")
+        await until(pilot, lambda: shown(app, ChoiceScreen), what="the model picker")
+        options = app.screen.query_one(OptionList)
+        labels = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        assert "mock/mock ✓" in labels
+        assert [label for label in labels if label.endswith("✓")] == ["mock/mock ✓"]
+        assert options.highlighted == labels.index("mock/mock ✓")
