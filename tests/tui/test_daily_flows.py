@@ -116,3 +116,35 @@ async def test_the_model_picker_marks_the_model_in_use(workspace: Path, monkeypa
         assert "mock/mock ✓" in labels
         assert [label for label in labels if label.endswith("✓")] == ["mock/mock ✓"]
         assert options.highlighted == labels.index("mock/mock ✓")
+
+
+async def test_a_plan_comment_leaves_the_plan_shown_once(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comment's answer and the review's change notification both redraw the plan; drawn at
+    once, each emptied the list and then added the blocks, so the whole plan showed twice."""
+    from roder_tui.screens.plan_review import PlanBlock, PlanReviewScreen, plan_blocks
+    from roder_tui.screens.text_prompt import TextPromptScreen
+    from tests.tui.test_plan_review import PLAN_1, exit_plan
+
+    app = make_app(workspace, [exit_plan(PLAN_1), {"text": "implementing"}], monkeypatch, mode="plan")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"plan it", "enter")
+        await until(pilot, lambda: shown(app, PlanReviewScreen), what="the plan review")
+        expected = len(plan_blocks(PLAN_1))
+        for number, comment in enumerate(("tests come first", "and the docs"), start=1):
+            await pilot.press("j", "c")
+            await until(pilot, lambda: isinstance(app.screen, TextPromptScreen), what="the comment prompt")
+            await pilot.press(*comment, "enter")
+            await until(
+                pilot,
+                lambda n=number: shown(app, PlanReviewScreen) and len(app.screen.review.comments) == n,  # type: ignore[misc]
+                what="the comment",
+            )
+            screen = app.screen
+            head = f"{number} open comment"
+            await until(
+                pilot,
+                lambda s=screen, h=head: h in str(s.query_one("#plan-head").render()) and not s.drawing.locked(),  # type: ignore[misc]
+                what="the plan drawn with the comment",
+            )
+            assert len(list(screen.query(PlanBlock))) == expected
