@@ -148,3 +148,30 @@ async def test_a_plan_comment_leaves_the_plan_shown_once(workspace: Path, monkey
                 what="the plan drawn with the comment",
             )
             assert len(list(screen.query(PlanBlock))) == expected
+
+
+async def test_a_tool_card_reads_its_arguments_as_text(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call with no command or path (the plan of ``exit_plan``, the ids of ``task_output``) is
+    summed up as ``name: value``; it was the arguments' JSON, a plan one string of literal
+    ``\\n`` escapes."""
+    from roder_tui.screens.choice import ChoiceScreen
+    from roder_tui.screens.plan_review import PlanReviewScreen
+    from tests.tui.helpers import entries_of, turn_done
+    from tests.tui.test_app import _plain
+    from tests.tui.test_plan_review import exit_plan
+
+    plan = "# Plan\n\n## Step one\nRead the code."
+    steps = [exit_plan(plan), {"tool_calls": [{"name": "task_output", "arguments": {"since": 3}}]}, {"text": "done"}]
+    app = make_app(workspace, steps, monkeypatch, mode="plan")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"plan it", "enter")
+        await until(pilot, lambda: shown(app, PlanReviewScreen), what="the plan review")
+        await pilot.press("a")
+        await until(pilot, lambda: shown(app, ChoiceScreen), what="the mode choice")
+        await pilot.press("enter")
+        await turn_done(pilot)
+        headers = [_plain(card.widget).splitlines()[0] for card in entries_of(app, "tool")]
+    assert "exit_plan  plan: # Plan ## Step one Read the code." in headers[0]
+    assert "task_output  since: 3" in headers[1]
+    assert not any("\\n" in header or "{" in header for header in headers)
