@@ -175,3 +175,39 @@ async def test_a_tool_card_reads_its_arguments_as_text(workspace: Path, monkeypa
     assert "exit_plan  plan: # Plan ## Step one Read the code." in headers[0]
     assert "task_output  since: 3" in headers[1]
     assert not any("\\n" in header or "{" in header for header in headers)
+
+
+async def test_a_member_pane_shows_the_task_of_its_briefing(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member's briefing ends with its task; the pane kept the briefing's first six lines and
+    hid the task behind "… 1 more lines". It keeps the first and last lines now, and a tool call
+    reads as on the transcript's cards."""
+    from textual.app import App, ComposeResult
+
+    from roder_core.ir import ToolCallItem, UserMessageItem
+    from roder_core.teams.model import TeamMember
+    from roder_tui.widgets.member_pane import MemberPane
+
+    briefing = "\n".join(f"rule {n}" for n in range(1, 9)) + "\n\nYour task:\nReview the loader."
+
+    class Host(App[None]):
+        def compose(self) -> ComposeResult:
+            yield MemberPane(TeamMember(name="alice", thread_id="thr_1"))
+
+    app = Host()
+    async with app.run_test(size=(40, 20)) as pilot:
+        pane = app.query_one(MemberPane)
+        pane.add_item(UserMessageItem(text=briefing, sender='team "t"'))
+        pane.add_item(ToolCallItem(call_id="c1", name="team_message", arguments={"to": "bob", "text": "two\nlines"}))
+        await pilot.pause()
+        brief, call = pane.entries
+        assert brief.splitlines() == [
+            '◆ from team "t"',
+            "rule 1",
+            "rule 2",
+            "… 5 more lines",
+            "rule 8",
+            "",
+            "Your task:",
+            "Review the loader.",
+        ]
+        assert call == "→ team_message to: bob · text: two lines"
