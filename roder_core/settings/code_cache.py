@@ -34,8 +34,9 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-#: The interpreter's bytecode version: code compiled by another one is never loaded.
-VERSION_TAG = f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
+#: The interpreter's version and optimization level (``-O`` compiles differently): code compiled
+#: by another interpreter, or at another level, is never loaded.
+VERSION_TAG = f"{sys.implementation.cache_tag}-{sys.hexversion:x}-o{sys.flags.optimize}"
 #: More texts than this (stale ones pile up as the code changes): start again from this run's.
 MAX_ENTRIES = 20_000
 
