@@ -37,14 +37,17 @@ from typing import Any
 #: The interpreter's version and optimization level (``-O`` compiles differently): code compiled
 #: by another interpreter, or at another level, is never loaded.
 VERSION_TAG = f"{sys.implementation.cache_tag}-{sys.hexversion:x}-o{sys.flags.optimize}"
-#: More texts than this (stale ones pile up as the code changes): start again from this run's.
-MAX_ENTRIES = 20_000
+#: More texts than this (stale ones pile up as the code changes; a run of Roder uses one to two
+#: thousand): keep only those this run used or compiled.
+MAX_ENTRIES = 5_000
 
 #: Loaded: each text's code as marshalled bytes (loaded one by one when asked for: a run asks
 #: for most of them, and loading the whole file as code objects costs three times as much).
 _cache: dict[Any, bytes] = {}
 #: Compiled by this run, not in the file yet.
 _new: dict[Any, bytes] = {}
+#: The loaded texts this run used.
+_used: set[Any] = set()
 _path: Path | None = None
 _loaded = False
 
@@ -104,7 +107,8 @@ def save() -> None:
     read-only or full disk only means the next start compiles again)."""
     if not _new or _path is None:
         return
-    merged = {**_cache, **_new} if len(_cache) + len(_new) <= MAX_ENTRIES else dict(_new)
+    kept = _cache if len(_cache) + len(_new) <= MAX_ENTRIES else {key: _cache[key] for key in _used}
+    merged = {**kept, **_new}
     partial = _path.with_name(f"{_path.name}.{os.getpid()}.tmp")
     try:
         _path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +119,9 @@ def save() -> None:
     except (OSError, ValueError):
         partial.unlink(missing_ok=True)
         return
-    _cache.update(_new)
+    _cache.clear()
+    _cache.update(merged)
+    _used.update(_new)
     _new.clear()
 
 
@@ -149,6 +155,7 @@ def _code(key: Any, source: str, filename: str, mode: str) -> CodeType:
         except (EOFError, ValueError, TypeError):
             code = None
         if isinstance(code, CodeType):
+            _used.add(key)
             return code
     code = builtins.compile(source, filename, mode)
     _new[key] = marshal.dumps(code)

@@ -5,6 +5,7 @@ not safe or not whole is never loaded. Each run is a fresh interpreter, as a Rod
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -18,6 +19,8 @@ PROBE = """
 import json, sys
 from pathlib import Path
 from roder_core.settings import code_cache
+if len(sys.argv) > 2:
+    code_cache.MAX_ENTRIES = int(sys.argv[2])
 code_cache.install(Path(sys.argv[1]))
 import dataclasses, typing
 
@@ -57,8 +60,10 @@ code_cache.save()
 """
 
 
-def run(cache_dir: Path) -> dict[str, object]:
-    done = subprocess.run([sys.executable, "-c", PROBE, str(cache_dir)], capture_output=True, text=True, timeout=120, check=False)
+def run(cache_dir: Path, *extra: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(cache_dir), *extra], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout)
     return result
@@ -106,3 +111,19 @@ def test_a_cache_file_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
     cache.mkdir()
     code_cache.cache_file(cache).symlink_to(code_cache.cache_file(elsewhere))
     assert run(cache)["compiled"] > 0  # type: ignore[operator]
+
+
+def test_a_full_cache_keeps_only_what_a_run_used(tmp_path: Path) -> None:
+    """Texts pile up as the code changes; past ``MAX_ENTRIES`` a run that compiled something
+    keeps only the texts it used or compiled, so the file stays about one run's size."""
+    run(tmp_path)
+    path = code_cache.cache_file(tmp_path)
+    entries = marshal.loads(path.read_bytes())
+    used = len(entries)
+    entries.pop(next(iter(entries)))  # one text the next run must compile again
+    stale = {f"stale {n}": marshal.dumps(compile("pass", "<string>", "exec")) for n in range(50)}
+    path.write_bytes(marshal.dumps({**entries, **stale}))
+    assert run(tmp_path, str(used + 10))["compiled"] == 1
+    kept = marshal.loads(path.read_bytes())
+    assert len(kept) == used and not set(kept) & set(stale)
+    assert run(tmp_path)["compiled"] == 0
