@@ -26,11 +26,11 @@ at each start, as before.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import marshal
 import os
 import stat
 import sys
-from pathlib import Path
 from types import CodeType
 from typing import Any
 
@@ -48,19 +48,20 @@ _cache: dict[Any, bytes] = {}
 _new: dict[Any, bytes] = {}
 #: The loaded texts this run used.
 _used: set[Any] = set()
-_path: Path | None = None
+_path: str | None = None
 _loaded = False
 
 
 #: Beside the bytecode of Roder's own modules.
-DEFAULT_FOLDER = Path(__file__).resolve().parent.parent / "__pycache__"
+#: (Strings, not ``pathlib``: the one-shot client of a running host loads this module too.)
+DEFAULT_FOLDER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "__pycache__")
 
 
-def cache_file(folder: Path) -> Path:
-    return folder / f"compiled-snippets.{VERSION_TAG}.marshal"
+def cache_file(folder: str | os.PathLike[str]) -> str:
+    return os.path.join(folder, f"compiled-snippets.{VERSION_TAG}.marshal")
 
 
-def install(folder: Path = DEFAULT_FOLDER) -> None:
+def install(folder: str | os.PathLike[str] = DEFAULT_FOLDER) -> None:
     """Have ``typing`` and ``dataclasses`` (now, or when it is imported) look code up in the cache
     file in ``folder``, read at the first lookup: a command that defines no class reads nothing.
     Once per process; a later call only moves where ``save`` writes."""
@@ -109,15 +110,16 @@ def save() -> None:
         return
     kept = _cache if len(_cache) + len(_new) <= MAX_ENTRIES else {key: _cache[key] for key in _used}
     merged = {**kept, **_new}
-    partial = _path.with_name(f"{_path.name}.{os.getpid()}.tmp")
+    partial = f"{_path}.{os.getpid()}.tmp"
     try:
-        _path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(_path), exist_ok=True)
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         with os.fdopen(fd, "wb") as handle:
             handle.write(marshal.dumps(merged))
         os.replace(partial, _path)
     except (OSError, ValueError):
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
         return
     _cache.clear()
     _cache.update(merged)
@@ -125,7 +127,7 @@ def save() -> None:
     _new.clear()
 
 
-def _load(path: Path) -> dict[Any, bytes]:
+def _load(path: str) -> dict[Any, bytes]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
