@@ -159,7 +159,9 @@ def _code(key: Any, source: str, filename: str, mode: str) -> CodeType:
         if isinstance(code, CodeType):
             _used.add(key)
             return code
-    code = builtins.compile(source, filename, mode)
+    # ``dont_inherit``: compiled as the calling module would, not with this module's
+    # ``from __future__ import annotations`` (a dataclass's ``__init__`` would get string annotations)
+    code = builtins.compile(source, filename, mode, dont_inherit=True)
     _new[key] = marshal.dumps(code)
     return code
 
@@ -175,4 +177,6 @@ def _compile(source: Any, filename: str, mode: str, *args: Any, **kwargs: Any) -
     """``compile`` for ``typing``: a plain compile of a text comes from the cache."""
     if isinstance(source, str) and not args and not kwargs:
         return _code((filename, mode, source), source, filename, mode)
+    if len(args) < 2 and "dont_inherit" not in kwargs:
+        kwargs["dont_inherit"] = True  # as ``typing`` itself would compile it (see ``_code``)
     return builtins.compile(source, filename, mode, *args, **kwargs)

@@ -54,6 +54,7 @@ print(json.dumps({
     "frozen_refused": frozen_refused,
     "slotted": repr(Slotted(a=1)),
     "hint": repr(hints["n"]),
+    "init_annotations": repr(Point.__init__.__annotations__),
     "compiled": len(code_cache._new),
 }))
 code_cache.save()
@@ -77,6 +78,9 @@ WITHOUT_CACHE = {
     "frozen_refused": True,
     "slotted": "Slotted(a=1, b='b')",
     "hint": "list[int]",
+    # as objects: the cache compiles as ``dataclasses`` does, not with its own module's
+    # ``from __future__ import annotations`` (which would make them strings)
+    "init_annotations": "{'x': <class 'int'>, 'y': <class 'int'>, 'tags': list[str], 'return': None}",
 }
 
 
