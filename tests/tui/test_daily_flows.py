@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,14 +91,38 @@ async def test_the_rules_of_a_compound_command_line_up_in_the_legend(workspace: 
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         screen = await open_approval(pilot)
-        lines = screen._keys().plain.splitlines()
+        lines = legend_lines(screen)
         first = next(i for i, line in enumerate(lines) if "always allow: bash(ls -la)" in line)
         assert lines[first + 1] == " " * lines[first].index("bash(ls -la)") + "bash(echo hi)"
-        assert lines[first + 2].strip() == "n  deny"
+        assert lines[first + 2].split() == ["n", "deny"]
         await pilot.press("a")
         await until(pilot, lambda: app.turn_id is None, what="the turn's end")
     saved = (app.config_dir / "config.toml").read_text()
     assert "bash(ls -la)" in saved and "bash(echo hi)" in saved
+
+
+def legend_lines(screen: Any) -> list[str]:
+    """The approval dialog's key legend as drawn, one string a row."""
+    keys = screen.query_one("#approval-keys")
+    return [strip.text.rstrip() for strip in keys.render_lines(keys.region.reset_offset)]
+
+
+async def test_a_rule_that_wraps_at_40_columns_stays_in_its_column(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 40 columns ``always allow: edit(src/new_module.py)`` wraps; the rule went on at the
+    dialog's edge, under the keys, where it read as a row of its own."""
+    from tests.tui.test_approval_dialog import call, open_approval
+
+    app = make_app(workspace, [call("write", path="src/new_module.py", content="x = 1\n"), {"text": "ok"}], monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        screen = await open_approval(pilot)
+        lines = legend_lines(screen)
+        label_column = lines[0].index("allow once")
+        at = next(i for i, line in enumerate(lines) if "always allow:" in line)
+        assert lines[at].index("always allow:") == label_column
+        assert lines[at + 1].strip() == "edit(src/new_module.py)"
+        assert lines[at + 1].index("edit(") == label_column
+        assert [line.split()[0] for line in lines if line[:label_column].strip()] == ["y", "s", "a", "n", "esc"]
 
 
 async def test_the_model_picker_marks_the_model_in_use(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
