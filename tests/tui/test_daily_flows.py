@@ -236,3 +236,26 @@ async def test_a_member_pane_shows_the_task_of_its_briefing(workspace: Path, mon
             "Review the loader.",
         ]
         assert call == "→ team_message to: bob · text: two lines"
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)])
+async def test_the_plugin_screen_shows_all_its_keys(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """The /plugin keys were in the border title, cut at every width: ``ctrl+o`` (add a
+    marketplace) never showed. They wrap in a legend of their own now, whole at 40 columns."""
+    from roder_tui.screens.plugins import PLUGIN_KEYS, PluginScreen
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        await pilot.press(*"/plugin", "enter")
+        await until(pilot, lambda: shown(app, PluginScreen), what="/plugin")
+        screen = app.screen
+        keys = screen.query_one("#plugin-keys")
+        await until(pilot, lambda: keys.region.height > 0, what="the legend laid out")
+        drawn = [strip.text for strip in keys.render_lines(keys.region.reset_offset)]
+        assert " ".join(" ".join(drawn).split()) == PLUGIN_KEYS
+        assert screen.region.contains_region(keys.region)
+        assert not keys.region.overlaps(screen.query_one("#plugin-filter").region)
+        assert "ctrl+o" not in str(screen.query_one("Vertical").border_title)
