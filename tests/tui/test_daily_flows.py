@@ -259,3 +259,40 @@ async def test_the_plugin_screen_shows_all_its_keys(
         assert screen.region.contains_region(keys.region)
         assert not keys.region.overlaps(screen.query_one("#plugin-filter").region)
         assert "ctrl+o" not in str(screen.query_one("Vertical").border_title)
+
+
+async def test_a_question_reads_whole_at_40_columns(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 40x20 the options' descriptions were cut (``one file, no serve…``) and the key legend
+    lost its end below the dialog; the options wrap and the keys stay on screen now."""
+    from textual.widgets import RadioButton
+
+    from roder_tui.screens.ask_user import AskUserScreen
+
+    question = {
+        "header": "Database",
+        "question": "Which database should the service use for its storage layer in production?",
+        "options": [
+            {"label": "SQLite", "description": "one file, no server, nothing to run"},
+            {"label": "Postgres", "description": "a server, concurrent writers"},
+        ],
+    }
+    steps = [{"tool_calls": [{"name": "ask_user", "arguments": {"questions": [question]}}]}, {"text": "ok"}]
+    app = make_app(workspace, steps, monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"set it up", "enter")
+        await until(pilot, lambda: shown(app, AskUserScreen), what="the question dialog")
+        screen = app.screen
+        keys = screen.query_one("#ask-keys")
+        await until(pilot, lambda: keys.region.height > 0, what="the dialog laid out")
+        drawn = " ".join(strip.text for strip in keys.render_lines(keys.region.reset_offset))
+        assert " ".join(drawn.split()) == "tab: next · space/enter: choose · ctrl+s: send · esc: decline"
+        dialog = screen.query_one("AskUserScreen > Vertical")
+        for part in (keys, screen.query_one("#ask-send"), screen.query_one("#ask-decline")):
+            assert dialog.content_region.contains_region(part.region), (part, part.region, dialog.content_region)
+        assert not screen.query_one("#ask-buttons").region.overlaps(keys.region)
+        for button, option in zip(screen.query(RadioButton), question["options"], strict=True):
+            text = " ".join(" ".join(s.text for s in button.render_lines(button.region.reset_offset)).split())
+            assert option["description"] in text, text
+        await pilot.press("down", "enter", "ctrl+s")
+        await until(pilot, lambda: app.turn_id is None, what="the turn's end")
