@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Size
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Button, Input, RadioButton, RadioSet, SelectionList, Static
 
 from roder_core.kernel.questions import Question
@@ -27,7 +28,7 @@ class OptionButton(RadioButton):
     option's description is what the choice means."""
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return max(self.render().get_height(self.styles, width), 1)
+        return Widget.get_content_height(self, container, viewport, width)  # the label's wrapped height, not 1
 
 
 class AskUserScreen(ModalScreen[dict[str, Any] | None]):
