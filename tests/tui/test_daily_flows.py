@@ -296,3 +296,19 @@ async def test_a_question_reads_whole_at_40_columns(workspace: Path, monkeypatch
             assert option["description"] in text, text
         await pilot.press("down", "enter", "ctrl+s")
         await until(pilot, lambda: app.turn_id is None, what="the turn's end")
+
+
+async def test_export_into_a_new_folder(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/export json out/thread.json`` failed with "No such file or directory" when ``out/`` did
+    not exist; the folder is made, as the write tool makes missing parents."""
+    from tests.tui.helpers import turn_done
+
+    app = make_app(workspace, [{"text": "EXPORTED-ANSWER"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"hello", "enter")
+        await turn_done(pilot)
+        await app.send("/export json out/thread.json")
+        target = workspace / "out" / "thread.json"
+        await until(pilot, target.exists, what="the export")
+    assert "EXPORTED-ANSWER" in json.loads(target.read_text())["turns"][0]["items"][-1]["text"]
