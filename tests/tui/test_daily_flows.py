@@ -312,3 +312,27 @@ async def test_export_into_a_new_folder(workspace: Path, monkeypatch: pytest.Mon
         target = workspace / "out" / "thread.json"
         await until(pilot, target.exists, what="the export")
     assert "EXPORTED-ANSWER" in json.loads(target.read_text())["turns"][0]["items"][-1]["text"]
+
+
+async def test_a_turn_ended_with_the_approval_open_is_not_a_denial(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quitting (or interrupting) with the approval dialog open left the call "denied by the
+    user", on the card and in what the model reads on ``roder -c``; nobody had denied it."""
+    from roder_core.server.protocol import TURN_INTERRUPT, TurnInterruptParams
+    from roder_tui.screens.approval import ApprovalScreen
+    from tests.tui.helpers import entries_of
+    from tests.tui.test_approval_dialog import call
+
+    app = make_app(workspace, [call("write", path="a.txt", content="x\n"), {"text": "ok"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"write it", "enter")
+        await until(pilot, lambda: shown(app, ApprovalScreen), what="the approval dialog")
+        assert app.client is not None and app.thread_id is not None
+        await app.client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=app.thread_id))
+        await until(pilot, lambda: app.turn_id is None and not shown(app, ApprovalScreen), what="the turn's end")
+        [card] = entries_of(app, "tool")
+        await until(pilot, lambda: card.find("toolResult") is not None, what="the call's result")
+        result = card.find("toolResult")
+        assert result.text == "not run: the turn ended before the user answered its approval"
+        assert card.status == "interrupted"
+    assert not (workspace / "a.txt").exists()
