@@ -335,4 +335,8 @@ async def test_a_turn_ended_with_the_approval_open_is_not_a_denial(workspace: Pa
         result = card.find("toolResult")
         assert result.text == "not run: the turn ended before the user answered its approval"
         assert card.status == "interrupted"
+        from tests.tui.test_app import _plain
+
+        header = _plain(card.widget).splitlines()[0]
+        assert "[interrupted]" in header and "deny" not in header
     assert not (workspace / "a.txt").exists()
