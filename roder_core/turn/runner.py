@@ -734,6 +734,9 @@ class TurnRunner:
             result = ToolResult.error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
         for view in result.views:
             await self._item(view)
+        # redacted as it leaves the tool, before anything sees it: a hook (a command, an HTTP
+        # endpoint, a log it keeps) gets what the transcript gets, never a secret a file held
+        result.text = runtime.redact(result.text)
         if self.hooks.has(HookPoint.TOOL_RESULT_AFTER):
             after = await self.hooks.run(
                 HookPoint.TOOL_RESULT_AFTER,
@@ -741,9 +744,8 @@ class TurnRunner:
                     thread_id=self.tid, tool=call.name, arguments=call.arguments, text=result.text, is_error=result.is_error
                 ),
             )
-            result.text = after.text
+            result.text = runtime.redact(after.text)
             result.is_error = after.is_error
-        result.text = runtime.redact(result.text)
         return result
 
     def _headless_remedy(self, tool: Any, call: ToolCall, ctx: ToolExecutionContext, subjects: list[PolicySubject]) -> str:
