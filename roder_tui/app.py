@@ -153,6 +153,7 @@ class RoderApp(AppTurns):
         gen0, gen1, _gen2 = gc.get_threshold()
         gc.set_threshold(gen0, gen1, 100)
         self.ready.set()
+        self.prompt_bar.input.starting = False
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
             await self.send(prompt)
