@@ -180,6 +180,7 @@ class AppCommands(AppRewind):
                 continue
             rows += [(f"{entry.id}/{m.id}", f"{entry.id}/{m.id}") for m in listed]
         current = f"{self.status_bar.state.get('provider')}/{self.status_bar.state.get('model')}"
+        rows = [(row_id, f"{label} ✓" if row_id == current else label) for row_id, label in rows]  # as the palette marks it
         chosen = await self.push_screen_wait(
             ChoiceScreen("Model for this thread", rows, highlight=current, empty="no configured provider lists models")
         )
@@ -211,6 +212,7 @@ class AppCommands(AppRewind):
 
         text = json.dumps(thread.wire(), indent=2) if fmt == "json" else render_markdown(thread)
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)  # `/export md notes/today.md` makes notes/
             target.write_text(text, encoding="utf-8")
         except OSError as exc:
             self.notify(f"could not write {target}: {exc}", severity="error")

@@ -19,5 +19,9 @@ from textual.widget import Widget
 
 class MainScreen(Screen[None]):
     DEFAULT_CSS = "MainScreen { layers: default overlay; }"
+    #: The prompt has the focus from the first key: Textual's default (the first focusable
+    #: widget, the transcript) took the keys typed while the app starts, and it passes on only
+    #: characters, so an enter typed ahead was lost.
+    AUTO_FOCUS = "#prompt"
 
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)

@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from roder_core.brokers.git_dirs import LOCAL, config_references, read_git_file
+
 #: Folders whose contents tools never write.
 PROTECTED_DIRS = frozenset(
     {
@@ -97,61 +99,27 @@ def looks_like_git_dir(path: Path) -> bool:
 
 def gitdir_pointer(path: Path) -> Path | None:
     """Where a ``.git`` *file* (worktree, submodule) points: ``gitdir: <path>``."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            first = handle.readline(4096).strip()
-    except OSError:
-        return None
+    first = read_git_file(path, 4096).partition("\n")[0].strip()
     if not first.startswith("gitdir:"):
         return None
     target = Path(first.removeprefix("gitdir:").strip())
     return Path(os.path.normpath(path.parent / target))
 
 
-def _read_small(path: Path) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(65536)
-    except OSError:
-        return None
-
-
 def config_paths(git_dir: Path, worktree: Path) -> list[Path]:
-    """Files and folders a repository's config makes git use for code or more config: the
-    ``core.hooksPath`` folder (``.husky`` and the like; relative to the worktree) and every
-    ``include.path`` / ``includeIf.*.path`` file (relative to the git dir)."""
-    text = _read_small(git_dir / "config")
-    if not text:
-        return []
-    found: list[Path] = []
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("[") and "]" in line:
-            section = line[1 : line.index("]")].strip().lower().split(" ", 1)[0].split(".", 1)[0]
-            line = line[line.index("]") + 1 :].strip()
-        line = line.split("#", 1)[0].split(";", 1)[0].strip()
-        key, eq, value = line.partition("=")
-        key = key.strip().lower()
-        value = value.strip().strip('"')
-        if not eq or not value:
-            continue
-        if section == "core" and key == "hookspath":
-            base = worktree
-        elif section in ("include", "includeif") and key == "path":
-            base = git_dir
-        else:
-            continue
-        target = Path(os.path.expanduser(value))
-        found.append(Path(os.path.normpath(target if target.is_absolute() else base / target)))
-    return found
+    """Files and folders a repository's config makes git use for code or more config
+    (``git_dirs.config_references``): the ``core.hooksPath`` folder, the scripts program-valued
+    keys name (``core.fsmonitor``, filters, textconv, merge drivers, ...), and every file it
+    includes, in turn. The user's global and system configs count as much as the repository's:
+    ``core.hooksPath = .githooks`` there names a folder of every repository."""
+    return [path for path, _why in config_references([git_dir / "config", *LOCAL.user_configs()], worktree)]
 
 
 def referenced_git_dirs(git_dir: Path) -> list[Path]:
     """Git dirs and pointer files a repository refers to: its ``commondir`` and every linked
     worktree's ``.git`` file (``worktrees/*/gitdir``)."""
     found: list[Path] = []
-    common = _read_small(git_dir / "commondir")
+    common = read_git_file(git_dir / "commondir", 65536)
     if common and common.strip():
         found.append(Path(os.path.normpath(git_dir / common.strip())))
     worktrees = git_dir / "worktrees"
@@ -160,7 +128,7 @@ def referenced_git_dirs(git_dir: Path) -> list[Path]:
     except OSError:
         entries = []
     for entry in entries:
-        pointer = _read_small(Path(entry.path) / "gitdir")
+        pointer = read_git_file(Path(entry.path) / "gitdir", 65536)
         if pointer and pointer.strip():
             found.append(Path(os.path.normpath(Path(entry.path) / pointer.strip())))
     return found

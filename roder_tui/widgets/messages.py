@@ -266,7 +266,13 @@ class ToolCardView(StaticEntry):
             duration = int((time.monotonic() - entry.started_monotonic) * 1000)
         if duration is not None:
             header.append(f"  {format_duration(duration)}", style="dim")
-        if approval is not None and approval.decision is not None:
+        # A call interrupted with its approval unanswered was not denied by anyone (the runtime
+        # closes such an approval with a deny): no "[deny]" beside "[interrupted]".
+        if (
+            approval is not None
+            and approval.decision is not None
+            and not (status == "interrupted" and not approval.decision.allowed)
+        ):
             header.append(f"  [{approval.decision.decision.replace('_', ' ')}]", style="dim italic")
         if status == "interrupted":
             header.append("  [interrupted]", style="roder.warning")
@@ -448,9 +454,14 @@ def summarize_arguments(name: str, arguments: dict[str, Any], command: CommandEx
         value = arguments.get(key)
         if isinstance(value, str) and value:
             return _clip(value)
-    if not arguments:
-        return ""
-    return _clip(json.dumps(arguments, ensure_ascii=False))
+    # Any other tool: ``name: value`` per argument, text as text (JSON showed a plan or a prompt
+    # as one string of literal ``\n`` escapes), other values as JSON.
+    return _clip(
+        " · ".join(
+            f"{key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+            for key, value in arguments.items()
+        )
+    )
 
 
 def _clip(text: str, width: int = 80) -> str:
