@@ -91,7 +91,6 @@ class RoderApp(AppTurns):
         self._layout_for_width(self.size.width)
         # The runtime starts once the first frame is on the screen: nothing of it delays that frame.
         self.call_after_refresh(self._boot)
-        self.call_after_refresh(self.mount_panels)
 
     @work(exclusive=True, group="boot")
     async def _boot(self) -> None:
@@ -163,6 +162,7 @@ class RoderApp(AppTurns):
         gen0, gen1, _gen2 = gc.get_threshold()
         gc.set_threshold(gen0, gen1, 100)
         self.ready.set()
+        self.run_worker(self.prebuild_panels(), group="panels", exit_on_error=False)
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
             await self.send(prompt)
