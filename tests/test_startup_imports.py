@@ -192,6 +192,8 @@ NOT_BEFORE_FIRST_FRAME = (
     "rich.pretty",
     "attr",
     "roder_tui.widgets.member_pane",
+    "roder_core.brokers.file_glob",
+    "roder_core.kernel.questions",
 )
 FIRST_FRAME_PROBE = """
 import asyncio, sys
