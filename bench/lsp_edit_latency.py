@@ -49,6 +49,7 @@ async def series(edits: int) -> dict[str, Any]:
     from roder_ext_lsp.manager import LspManager
     from roder_ext_lsp.servers import available
 
+    from roder_core.brokers.secrets import SecretRedactor
     from roder_core.settings.config import LspConfig
 
     config = LspConfig()
@@ -58,8 +59,11 @@ async def series(edits: int) -> dict[str, Any]:
         workspace = Path(folder)
         specs, _hints = available(config, [], env["PATH"])
         # A trusted folder, as before the trust rule (the baseline's manager has no such argument).
-        trusted = (True,) if "trusted" in inspect.signature(LspManager).parameters else ()
-        manager = LspManager(config, specs, [], workspace, env, [], *trusted)
+        parameters = inspect.signature(LspManager).parameters
+        trusted = (True,) if "trusted" in parameters else ()
+        # The run's known secrets (a manager from before they were passed takes none).
+        known = (SecretRedactor(),) if "known" in parameters else ()
+        manager = LspManager(config, specs, [], workspace, env, *known, [], *trusted)
         try:
             for language, (name, text) in FILES.items():
                 path = workspace / name

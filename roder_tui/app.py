@@ -19,6 +19,7 @@ import contextlib
 import gc
 import inspect
 import logging
+import os
 from typing import Any
 
 from textual import work
@@ -100,6 +101,9 @@ class RoderApp(AppTurns):
         from roder_core.server.protocol import INITIALIZE, ClientInfo, InitializeParams
         from roder_core.settings.config import ConfigError
 
+        if not await self._ask_trust():
+            self.exit(0)
+            return
         try:
             if self._client_factory is None:
                 await asyncio.to_thread(_preimport)
@@ -166,6 +170,29 @@ class RoderApp(AppTurns):
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
             await self.send(prompt)
+
+    async def _ask_trust(self) -> bool:
+        """On the first open of a folder that brings its own config, hooks, extensions, skills,
+        commands, agents or MCP servers, ask whether to trust it, before the runtime starts (so
+        "yes" loads them now); the answer is remembered. False: the user chose to quit. Attached,
+        the folder is the host's business; ``--trust`` has already answered."""
+        if getattr(self.args, "attach", False) or getattr(self.args, "trust", False):
+            return True
+        from roder_core.policy.trust import TrustStore, project_items
+        from roder_core.settings.paths import RoderPaths
+
+        paths = RoderPaths.from_env(dict(os.environ))
+        if not await asyncio.to_thread(TrustStore(paths).needs_prompt, self.cwd):
+            return True
+        from roder_core.policy.audit import AuditLog
+        from roder_core.server.methods.trust import record_trust
+        from roder_tui.screens.trust_prompt import TrustPromptScreen
+
+        choice = await self.push_screen_wait(TrustPromptScreen(str(self.cwd), project_items(self.cwd)))
+        if choice == "quit":
+            return False
+        record_trust(paths, self.cwd, choice == "trust", AuditLog(paths.audit_file).record, "roder-tui")
+        return True
 
     async def _import_renderers(self) -> None:
         """Import the answer renderers on a thread in the first pause of the typing (or when a

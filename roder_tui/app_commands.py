@@ -181,6 +181,7 @@ class AppCommands(AppRewind):
                 continue
             rows += [(f"{entry.id}/{m.id}", f"{entry.id}/{m.id}") for m in listed]
         current = f"{self.status_bar.state.get('provider')}/{self.status_bar.state.get('model')}"
+        rows = [(row_id, f"{label} ✓" if row_id == current else label) for row_id, label in rows]  # as the palette marks it
         chosen = await self.push_screen_wait(
             ChoiceScreen("Model for this thread", rows, highlight=current, empty="no configured provider lists models")
         )

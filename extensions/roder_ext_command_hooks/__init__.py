@@ -64,7 +64,7 @@ from roder_core import (
     bounded_json,
 )
 from roder_core.brokers.network import AllowlistNetworkBroker
-from roder_core.brokers.secrets import scrubbed_env
+from roder_core.brokers.secrets import SecretRedactor, scrubbed_env
 from roder_core.kernel.distribution import HostContext
 from roder_core.kernel.services import ServiceRegistrar
 from roder_core.kernel.tools import ToolHost
@@ -209,6 +209,7 @@ class CommandHooks:
         hooks: list[CommandHook],
         project: Path,
         env: Mapping[str, str],
+        known: SecretRedactor,
         config_error: str | None = None,
         network: AllowlistNetworkBroker | None = None,
         service_id: str = "command-hooks",
@@ -217,7 +218,9 @@ class CommandHooks:
         self._id = service_id
         self.project = project
         self.config_error = config_error
-        child_env, _ = scrubbed_env(env)
+        # the run's secrets leave by name and by value (a provider key in CORP_LLM_AUTH, the
+        # app server's token), as from a command's environment
+        child_env, _ = scrubbed_env(env, known)
         self.env = {**child_env, "RODER_PROJECT_DIR": str(project), "CLAUDE_PROJECT_DIR": str(project)}
         self.context = HookContext("hook-context" if service_id == "command-hooks" else f"{service_id}:context")
         #: http hooks reach the network only through this (the ``[network] allow`` list).
@@ -514,7 +517,9 @@ class PluginHooksSource(RoderExtension):
             if old is not None and old.same(hooks, monitors):
                 made.append(old)
                 continue
-            service = CommandHooks(hooks, self.host.cwd, self.host.env, network=self.network, service_id=f"plugin:{plugin.name}")
+            service = CommandHooks(
+                hooks, self.host.cwd, self.host.env, self.host.secrets, network=self.network, service_id=f"plugin:{plugin.name}"
+            )
             made.append(PluginHooksExtension(plugin.name, service, PluginMonitors(monitors, plugin.name) if monitors else None))
         self.current = made
         return made
@@ -549,8 +554,8 @@ def configured(host: HostContext) -> CommandHooksExtension | None:
     try:
         hooks = parse_hooks((host.config.model_extra or {}).get("hooks"))
     except (HookConfigError, TypeError, ValueError) as exc:
-        return CommandHooksExtension(CommandHooks([], host.cwd, host.env, config_error=str(exc)))
-    return CommandHooksExtension(CommandHooks(hooks, host.cwd, host.env, network=_network(host))) if hooks else None
+        return CommandHooksExtension(CommandHooks([], host.cwd, host.env, host.secrets, config_error=str(exc)))
+    return CommandHooksExtension(CommandHooks(hooks, host.cwd, host.env, host.secrets, network=_network(host))) if hooks else None
 
 
 def _network(host: HostContext) -> AllowlistNetworkBroker:

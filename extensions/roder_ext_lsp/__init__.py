@@ -336,7 +336,7 @@ def create(host: HostContext) -> LspExtension | None:
 
         specs, hints = available(config, plugins, host.env.get("PATH"))
         hidden = OwnFolders.of(host.paths, host.env).existing()
-        return LspManager(config, specs, hints, host.cwd, host.env, hidden, host.trusted)
+        return LspManager(config, specs, hints, host.cwd, host.env, host.secrets, hidden, host.trusted)
 
     slot = ManagerSlot(make, plugin_specs(active, host.cwd), host.cwd)
     return LspExtension(slot, config.diagnostics_timeout, host.config.hook_timeout)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from roder_core.brokers import confined
 from roder_core.brokers.project_reader import ProjectFileRefused, ProjectReader, project_reader
+from roder_core.brokers.secrets import SecretRedactor
 from roder_core.settings.config import LspConfig
 from roder_ext_lsp.client import Diagnostic, LspClient, LspError
 from roder_ext_lsp.launch import plan
@@ -47,6 +48,7 @@ class LspManager:
         hints: list[str],
         workspace: Path,
         env: Mapping[str, str],
+        known: SecretRedactor,
         hidden: list[Path],
         trusted: bool,
     ) -> None:
@@ -55,6 +57,8 @@ class LspManager:
         self.hints = hints
         self.workspace = workspace
         self.env = dict(env)
+        #: The run's secrets, scrubbed from every server's environment by name and by value.
+        self.known = known
         self.hidden = hidden
         self.trusted = trusted
         self.states = {spec.name: ServerState(spec) for spec in specs}
@@ -94,6 +98,7 @@ class LspManager:
                 launch.argv,
                 self.workspace,
                 launch.env,
+                known=self.known,
                 reads=True,
                 writes=False,
                 network=False,

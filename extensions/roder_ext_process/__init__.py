@@ -163,7 +163,9 @@ def _started(name: str, config: ProcessExtensionConfig | str, host: HostContext,
         check_capabilities(name, config.capabilities)
     except ValueError as exc:
         return ProcessExtension(name, None, str(exc))
-    return ProcessExtension(name, Supervisor(name, config, host.cwd, confine(name, config, host.cwd, host.env, hidden)))
+    return ProcessExtension(
+        name, Supervisor(name, config, host.cwd, confine(name, config, host.cwd, host.env, host.secrets, hidden))
+    )
 
 
 class PluginProcessSource(RoderExtension):

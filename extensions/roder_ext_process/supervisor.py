@@ -19,6 +19,7 @@ from typing import Any
 
 from roder_core.brokers import confined
 from roder_core.brokers.confined import ConfinedCommand
+from roder_core.brokers.secrets import SecretRedactor
 from roder_core.kernel.extension import ProcessState
 from roder_core.settings.config import ProcessExtensionConfig
 from roder_ext_process.connection import ExtensionCallError, RpcConnection
@@ -48,7 +49,7 @@ def check_capabilities(name: str, granted: list[str]) -> None:
 
 
 def confine(
-    name: str, config: ProcessExtensionConfig, workspace: Path, env: Mapping[str, str], hidden: list[Path]
+    name: str, config: ProcessExtensionConfig, workspace: Path, env: Mapping[str, str], known: SecretRedactor, hidden: list[Path]
 ) -> ConfinedCommand:
     """The command line and environment that give the process exactly what was granted."""
     granted = set(config.capabilities)
@@ -56,6 +57,7 @@ def confine(
         config.command,
         workspace,
         env,
+        known=known,
         reads="fs.read.workspace" in granted,
         writes="fs.write.workspace" in granted,
         network=any(cap.startswith("network.") for cap in granted),

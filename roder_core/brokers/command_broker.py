@@ -173,7 +173,7 @@ class CommandBroker(ABC):
 
     def child_env(self, extra: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
         """The environment a command gets (scrubbed of secrets) and the names dropped from it."""
-        env, dropped = scrubbed_env(self._env, self._pass_env, self._secret_names, self._redactor.values(exclude=self._pass_env))
+        env, dropped = scrubbed_env(self._env, self._redactor, self._pass_env, self._secret_names)
         if extra:
             env.update(extra)
         return env, dropped

@@ -15,6 +15,10 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from roder_core.brokers.secrets import SecretRedactor
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ def confine(
     workspace: Path,
     env: Mapping[str, str],
     *,
+    known: SecretRedactor,
     reads: bool,
     writes: bool,
     network: bool,
@@ -81,7 +86,9 @@ def confine(
 
     ``argv[0]`` is looked up on the PATH of the environment it gets; ``hidden`` are Roder's own
     folders (``own_folders``); ``needs`` are other files or folders the program reads to run
-    (a language server's TypeScript named in its initialization options). Where bubblewrap is
+    (a language server's TypeScript named in its initialization options); ``known`` is the
+    run's redactor (``HostContext.secrets``), whose secrets leave the environment by name and by
+    value, whatever the variable is called. Where bubblewrap is
     not available the process runs unconfined, with the environment still scrubbed, and
     ``sandboxed`` says so.
     """
@@ -89,7 +96,7 @@ def confine(
     from roder_core.brokers.secret_paths import default_deny_read, masks
     from roder_core.brokers.secrets import scrubbed_env
 
-    child_env, _ = scrubbed_env(env, passed_env)
+    child_env, _ = scrubbed_env(env, known, passed_env)
     child_env.update(extra_env or {})
     argv = list(argv)
     if not os.path.isabs(argv[0]) and os.sep in argv[0]:

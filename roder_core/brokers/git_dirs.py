@@ -13,7 +13,8 @@ run the next time anyone uses git there. So the file tools refuse:
 - files whose text starts with ``gitdir:`` (a pointer git follows to a planted git dir);
 - writes inside folders and to files a repository's config names as programs to run
   (``core.hooksPath``, and ``core.fsmonitor``, ``core.sshCommand``, filters, textconv, ...
-  when their value is a path), for every repository that contains the target.
+  when their value is a path), for every repository that contains the target, and to the files
+  it includes (``include.path``, ``includeIf.*.path``: config that can name programs too).
 
 The tree is read through a ``GitProbe``: this machine's by default, a runner's files through
 its transport (``runner_fs.TransportProbe``), so both file brokers refuse the same writes.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -143,9 +145,9 @@ def _git_dir_of(worktree: Path, probe: GitProbe) -> Path | None:
     return None
 
 
-def config_programs(text: str, base: Path) -> list[Path]:
-    """Paths named by program-valued keys of a git config (relative ones resolved from ``base``)."""
-    found: list[Path] = []
+def config_entries(text: str) -> Iterator[tuple[str, str, str]]:
+    """``(section, key, value)`` of every ``key = value`` of a git config; ``section`` is the
+    lowercased section with its subsection (``filter.evil``, ``includeif.gitdir:~/w/``)."""
     section = ""
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].split(";", 1)[0] if '"' not in raw else raw
@@ -157,12 +159,36 @@ def config_programs(text: str, base: Path) -> list[Path]:
             if not line.strip():
                 continue
         entry = _ENTRY.match(line)
-        if not entry or entry.group(2) is None:
-            continue
-        key = f"{section}.{entry.group(1).lower()}"
+        if entry and entry.group(2) is not None:
+            yield section, entry.group(1).lower(), _config_value(entry.group(2))
+
+
+def _config_value(raw: str) -> str:
+    """A value as git reads it: quotes removed, backslash escapes read, an unquoted ``#`` or
+    ``;`` starting a comment, outer blanks dropped."""
+    out: list[str] = []
+    quoted = False
+    chars = iter(raw)
+    for char in chars:
+        if char == "\\":
+            escaped = next(chars, "")
+            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(escaped, escaped))
+        elif char == '"':
+            quoted = not quoted
+        elif char in "#;" and not quoted:
+            break
+        else:
+            out.append(char)
+    return "".join(out).strip()
+
+
+def config_programs(text: str, base: Path) -> list[Path]:
+    """Paths named by program-valued keys of a git config (relative ones resolved from ``base``)."""
+    found: list[Path] = []
+    for section, name, value in config_entries(text):
+        key = f"{section}.{name}"
         if not _PROGRAM_KEYS.match(key):
             continue
-        value = entry.group(2).strip().strip('"')
         program = value.lstrip("!").split()[0] if value.lstrip("!").split() else ""
         if not program or ("/" not in program and not key.endswith("hookspath")):
             continue
@@ -170,19 +196,36 @@ def config_programs(text: str, base: Path) -> list[Path]:
     return found
 
 
+def config_includes(text: str, config: Path) -> list[Path]:
+    """Files a git config includes (``include.path``, ``includeIf.*.path``; relative ones from
+    the including file's folder, as git reads them): config too, so as able to name programs."""
+    found: list[Path] = []
+    for section, name, value in config_entries(text):
+        if name == "path" and section.split(".", 1)[0] in ("include", "includeif") and value:
+            found.append(Path(os.path.normpath(config.parent / os.path.expanduser(value))))
+    return found
+
+
 @lru_cache(maxsize=256)
-def _programs_cached(config: str, base: str, _stamp: tuple[int, int]) -> tuple[Path, ...]:
-    return tuple(config_programs(_read(Path(config)), Path(base)))
+def _config_cached(config: str, base: str, _stamp: tuple[int, int]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    text = _read(Path(config))
+    return tuple(config_programs(text, Path(base))), tuple(config_includes(text, Path(config)))
 
 
-def _programs(config: Path, base: Path, probe: GitProbe) -> tuple[Path, ...]:
+def _config_refs(config: Path, base: Path, probe: GitProbe) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The program paths and the included files a config names."""
     if probe is not LOCAL:  # nothing to key a cache on: read it
-        return tuple(config_programs(probe.read(config, 256 * 1024), base))
+        text = probe.read(config, 256 * 1024)
+        return tuple(config_programs(text, base)), tuple(config_includes(text, config))
     try:
         st = os.stat(config)
     except OSError:
-        return ()
-    return _programs_cached(str(config), str(base), (st.st_mtime_ns, st.st_size))
+        return (), ()
+    return _config_cached(str(config), str(base), (st.st_mtime_ns, st.st_size))
+
+
+#: How deep git follows includes (its own limit).
+MAX_INCLUDE_DEPTH = 10
 
 
 def _user_configs() -> list[Path]:
@@ -192,10 +235,33 @@ def _user_configs() -> list[Path]:
     return [Path(os.path.expanduser("~/.gitconfig")), Path(xdg) / "git" / "config", Path("/etc/gitconfig")]
 
 
+def config_references(configs: Iterable[Path], worktree: Path, probe: GitProbe = LOCAL) -> list[tuple[Path, str]]:
+    """What these git configs make git run or read as more config, as (path, why) pairs: the
+    paths program-valued keys name (``core.hooksPath`` and the like; relative ones from
+    ``worktree``) and the files they include, whose own references count in turn, as deep as
+    git follows includes. The one reading of a repository's config for the file tools
+    (``git_dirs_around``) and the sandbox (``protected_names.config_paths``)."""
+    found: list[tuple[Path, str]] = []
+    pending = [(config, 0) for config in configs]
+    seen: set[Path] = set()
+    while pending:
+        config, depth = pending.pop()
+        if config in seen:
+            continue
+        seen.add(config)
+        programs, included = _config_refs(config, worktree, probe)
+        found.extend((program, f"a program path in {config}") for program in programs)
+        found.extend((path, f"a config file {config} includes") for path in included)
+        if depth < MAX_INCLUDE_DEPTH:
+            pending.extend((path, depth + 1) for path in included)
+    return found
+
+
 def git_dirs_around(target: Path, root: Path, probe: GitProbe = LOCAL) -> list[tuple[Path, str]]:
     """Git dirs (and config-named program paths) that protect ``target``: for every folder from
     the filesystem root down to ``target``'s parent that holds a ``.git``, its git dir, that git
-    dir's ``commondir`` and the paths its config names as programs; plus every ancestor inside
+    dir's ``commondir``, the files its config includes (and theirs) and the paths any of them
+    names as programs; plus every ancestor inside
     ``root`` that looks like a git dir itself. Returns (path, why) pairs."""
     found: list[tuple[Path, str]] = []
     folder = target.parent
@@ -211,9 +277,7 @@ def git_dirs_around(target: Path, root: Path, probe: GitProbe = LOCAL) -> list[t
             common_dir = Path(os.path.normpath(git_dir / common))
             found.append((common_dir, f"the common git dir of {ancestor}"))
             dirs.append(common_dir)
-        for config in [*(d / "config" for d in dirs), *probe.user_configs()]:
-            for program in _programs(config, ancestor, probe):
-                found.append((program, f"a program path in {config}"))
+        found.extend(config_references([*(d / "config" for d in dirs), *probe.user_configs()], ancestor, probe))
     for ancestor in chain:
         if ancestor == root or not ancestor.is_relative_to(root):
             break

@@ -3,12 +3,14 @@
 A model that writes ``.venv/lib/python3.11/site-packages/x.pth`` has not run anything yet: the
 user's next ``python`` does, outside the sandbox. The same goes for a commit hook manager's
 config (``git commit``), direnv's and mise's files (``cd``), an editor's task and launch files
-(opening the folder), a package manager's hooks (``pnpm install``, ``bun run``, ``cargo build``)
-and a debugger's init file. Writing them is not forbidden (installing packages into the
-project's virtualenv is ordinary work), but it is never silent: the file tools and shell
-redirects ask in every mode but bypass (so a headless run refuses them), and a shell command
-changes them only when the person approved that very command, or in bypass; otherwise the
-sandbox keeps the existing ones read-only and quarantines new ones (``tree_guard``).
+(opening the folder), a package manager's hooks (``pnpm install``, ``bun run``, ``cargo
+build``), a toolchain file (rustup runs the toolchain it names), a debugger's init file and the
+startup file an interpreter reads from the folder it starts in (R, irb, pry, Octave). Writing
+them is not forbidden (installing packages into the project's virtualenv is ordinary work), but
+it is never silent: the file tools and shell redirects ask in every mode but bypass (so a
+headless run refuses them), and a shell command changes them only when the person approved that
+very command, or in bypass; otherwise the sandbox keeps the existing ones read-only and
+quarantines new ones (``tree_guard``).
 
 Names compare case-insensitively, at any depth. ``.git/hooks``, ``.vscode/``, ``.idea/``,
 ``.husky/``, ``.envrc``, ``.npmrc`` and ``.yarnrc*`` are protected names already
@@ -68,10 +70,27 @@ NEXT_ACTION_FILES = frozenset(
         "mise.local.toml",
         ".mise.local.toml",
         ".exrc",
+        "_exrc",
+        ".vimrc",
+        "_vimrc",
+        ".gvimrc",
+        "_gvimrc",
         ".nvimrc",
         ".nvim.lua",
         ".gdbinit",
         ".lldbinit",
+        # rustup runs the toolchain a ``path`` names at the next ``cargo``
+        "rust-toolchain",
+        "rust-toolchain.toml",
+        # the JVM options sbt starts with (``-javaagent:``)
+        ".jvmopts",
+        ".sbtopts",
+        # interpreters that run a startup file of the folder they start in
+        ".Rprofile",
+        ".Renviron",
+        ".irbrc",
+        ".pryrc",
+        ".octaverc",
     }
 )
 #: File name endings that do (``.pth`` files run their ``import`` lines at interpreter start).

@@ -166,9 +166,26 @@ def notice(problem: Exception | str) -> str:
 
 
 def repository_root(cwd: Path) -> Path | None:
-    """The nearest folder at or above ``cwd`` holding ``.git`` (a folder, or a worktree's file)."""
+    """The nearest folder at or above ``cwd`` holding ``.git`` (a folder, or a worktree's file).
+
+    A ``.git`` owned by someone else is no repository of this session's, as git says ("dubious
+    ownership"): anyone can make ``/tmp/.git``, which would otherwise make every ``AGENTS.md``
+    from ``/tmp`` down project instructions of a session started in ``/tmp/work``. The search
+    ends there with None. Owners that count: this user, root (who can change anything anyway)
+    and the owner of ``cwd`` itself (root working in a user's checkout; whoever owns ``cwd``
+    already decides what is in it)."""
     start = Path(os.path.realpath(cwd))
-    return next((folder for folder in (start, *start.parents) if os.path.lexists(folder / ".git")), None)
+    try:
+        owners = {os.geteuid(), 0, os.stat(start).st_uid}
+    except OSError:
+        return None
+    for folder in (start, *start.parents):
+        try:
+            owner = os.lstat(folder / ".git").st_uid
+        except OSError:
+            continue
+        return folder if owner in owners else None
+    return None
 
 
 def project_root(cwd: Path) -> Path:

@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from roder_core.brokers.git_dirs import LOCAL, config_references
+
 #: Folders whose contents tools never write.
 PROTECTED_DIRS = frozenset(
     {
@@ -117,34 +119,12 @@ def _read_small(path: Path) -> str | None:
 
 
 def config_paths(git_dir: Path, worktree: Path) -> list[Path]:
-    """Files and folders a repository's config makes git use for code or more config: the
-    ``core.hooksPath`` folder (``.husky`` and the like; relative to the worktree) and every
-    ``include.path`` / ``includeIf.*.path`` file (relative to the git dir)."""
-    text = _read_small(git_dir / "config")
-    if not text:
-        return []
-    found: list[Path] = []
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("[") and "]" in line:
-            section = line[1 : line.index("]")].strip().lower().split(" ", 1)[0].split(".", 1)[0]
-            line = line[line.index("]") + 1 :].strip()
-        line = line.split("#", 1)[0].split(";", 1)[0].strip()
-        key, eq, value = line.partition("=")
-        key = key.strip().lower()
-        value = value.strip().strip('"')
-        if not eq or not value:
-            continue
-        if section == "core" and key == "hookspath":
-            base = worktree
-        elif section in ("include", "includeif") and key == "path":
-            base = git_dir
-        else:
-            continue
-        target = Path(os.path.expanduser(value))
-        found.append(Path(os.path.normpath(target if target.is_absolute() else base / target)))
-    return found
+    """Files and folders a repository's config makes git use for code or more config
+    (``git_dirs.config_references``): the ``core.hooksPath`` folder, the scripts program-valued
+    keys name (``core.fsmonitor``, filters, textconv, merge drivers, ...), and every file it
+    includes, in turn. The user's global and system configs count as much as the repository's:
+    ``core.hooksPath = .githooks`` there names a folder of every repository."""
+    return [path for path, _why in config_references([git_dir / "config", *LOCAL.user_configs()], worktree)]
 
 
 def referenced_git_dirs(git_dir: Path) -> list[Path]:

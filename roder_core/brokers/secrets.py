@@ -81,18 +81,21 @@ def is_secret_name(name: str, extra: Iterable[str] = ()) -> bool:
 
 def scrubbed_env(
     env: Mapping[str, str],
+    known: SecretRedactor,
     passed: Iterable[str] = (),
     extra_secret_names: Iterable[str] = (),
-    secret_values: Iterable[str] = (),
 ) -> tuple[dict[str, str], list[str]]:
-    """The environment for a child process, and the names dropped from it.
+    """The environment for a child process, and the names dropped from it: the one scrub every
+    process Roder starts goes through (commands, process extensions, hooks, language servers).
 
-    A variable is dropped when its name says it is a secret, or when its value holds a known
-    secret value (the app server's token, a stored key) whatever the variable is called.
+    A variable is dropped when its name says it is a secret, when ``known`` (the run's
+    redactor: secret variables, configured providers' keys, the app server's token, stored
+    keys) learnt it under that name, or when its value holds a value ``known`` holds, whatever
+    the variable is called; ``passed`` names are kept (granted on purpose).
     """
     keep = set(passed)
-    extra = set(extra_secret_names)
-    values = [v for v in secret_values if len(v) >= MIN_SECRET_LENGTH]
+    extra = {*extra_secret_names, *known.names}
+    values = [v for v in known.values(exclude=keep) if len(v) >= MIN_SECRET_LENGTH]
     child: dict[str, str] = {}
     dropped: list[str] = []
     for name, value in env.items():

@@ -13,8 +13,9 @@ import logging
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roder_core.kernel.extension import CapabilityGrant, RoderExtension
 from roder_core.kernel.extension_index import ExtensionIndex
@@ -23,6 +24,9 @@ from roder_core.kernel.registry import ExtensionRegistry, ExtensionRegistryBuild
 from roder_core.policy.trust import TrustStore
 from roder_core.settings.config import RoderConfig, load_config
 from roder_core.settings.paths import RoderPaths
+
+if TYPE_CHECKING:
+    from roder_core.brokers.secrets import SecretRedactor
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,16 @@ class HostContext:
     #: The data folder is thrown away after this run (a batch rollout's): stores keep no
     #: indexes there, since nothing will ever list it.
     scratch_data: bool = False
+
+    @cached_property
+    def secrets(self) -> SecretRedactor:
+        """The run's known secrets (secret variables, configured providers' keys, stored keys,
+        and what the embedder adds, such as the app server's token): the runtime redacts with
+        this very object, and every process an extension starts (a process extension, a hook, a
+        language server) gets its environment scrubbed by it (``brokers.secrets.scrubbed_env``)."""
+        from roder_core.brokers.secrets import runtime_redactor
+
+        return runtime_redactor(self.env, self.config)
 
 
 @dataclass(frozen=True)

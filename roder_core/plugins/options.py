@@ -237,6 +237,9 @@ class OptionStore:
     def save(self, plugin: str, specs: Mapping[str, OptionSpec], values: Mapping[str, Any]) -> None:
         plain = {k: v for k, v in values.items() if not specs[k].sensitive}
         secret = {k: text_of(v) for k, v in values.items() if specs[k].sensitive}
+        # The secrets first: a running session watches the plain file (``plugin_state_files``), so
+        # by the time it sees that change the sensitive values it reloads are already the new ones.
+        self.secrets.set_plugin_options(plugin, secret)
         data = read_json(self.file, {})
         data = data if isinstance(data, dict) else {}
         if plain:
@@ -244,14 +247,13 @@ class OptionStore:
         else:
             data.pop(plugin, None)
         write_json(self.file, data)
-        self.secrets.set_plugin_options(plugin, secret)
 
     def forget(self, plugin: str) -> None:
+        self.secrets.set_plugin_options(plugin, {})
         data = read_json(self.file, {})
         if isinstance(data, dict) and plugin in data:
             del data[plugin]
             write_json(self.file, data)
-        self.secrets.set_plugin_options(plugin, {})
 
 
 def option_env(specs: Mapping[str, OptionSpec], values: Mapping[str, Any]) -> dict[str, str]:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roder_core.brokers.secrets import runtime_redactor
 from roder_core.errors import UnknownProviderError
 from roder_core.kernel.distribution import Distribution, ExtensionFactory, build_distribution, make_host
 from roder_core.runtime.options import RuntimeOptions
@@ -53,6 +52,9 @@ class StartSettings:
     #: (a batch's resolved provider, without keys, on a Ray node whose config lacks it).
     provider_tables: Mapping[str, Mapping[str, Any]] | None = None
     model_tables: Mapping[str, Mapping[str, Any]] | None = None
+    #: Secrets the embedder knows of, by label (the app server's ``--auth-token``): redacted
+    #: like the others and scrubbed by value from every process Roder starts, from the first.
+    secrets: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,6 +91,8 @@ def start_runtime(settings: StartSettings, factories: Iterable[tuple[str, Extens
     if settings.network:
         host.config.network.commands = True
         host.config.network.allow = ["*"]
+    for label, value in settings.secrets.items():
+        host.secrets.add(label, value)
     dist = build_distribution(host, factories)
     options = RuntimeOptions(
         cwd=host.cwd,
@@ -100,7 +104,7 @@ def start_runtime(settings: StartSettings, factories: Iterable[tuple[str, Extens
         interactive=settings.interactive,
         trusted=host.trusted,
         max_iterations=settings.max_iterations,
-        redactor=runtime_redactor(host.env, host.config),
+        redactor=host.secrets,
         env=host.env,
         command_env=settings.command_env,
         hidden_paths=settings.hidden_paths,

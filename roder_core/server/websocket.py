@@ -94,15 +94,6 @@ class RemoteOptions:
         return cls(parts.hostname, port, value.strip(), auth_token, print_qr)
 
 
-def protect_token(runtime: Any, token: str) -> None:
-    """The token is a secret whatever variable it came from: redacted from everything stored or
-    shown, and scrubbed by value from every command's environment (``scrubbed_env``)."""
-    from roder_core.brokers.secrets import SecretRedactor
-
-    if isinstance(runtime.redact, SecretRedactor):
-        runtime.redact.add("app-server token", token)
-
-
 def token_from_headers(headers: Any) -> tuple[str | None, list[str]]:
     """The presented bearer token (header first, then subprotocol) and the offered subprotocols."""
     offered = [p.strip() for value in headers.get_all("Sec-WebSocket-Protocol") for p in value.split(",") if p.strip()]

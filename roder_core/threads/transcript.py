@@ -12,6 +12,7 @@ import json
 import re
 
 from roder_core.ir import (
+    INTERRUPTED_KIND,
     AgentMessageItem,
     ApprovalItem,
     CommandExecutionItem,
@@ -69,6 +70,8 @@ def _item(item: Item, results: dict[str, ToolResultItem]) -> str | None:
         decision = item.decision.decision if item.decision is not None else "no answer"
         return f"*Approval for `{item.request.tool}`: {decision}*"
     if isinstance(item, ErrorItem):
+        if item.kind == INTERRUPTED_KIND:
+            return "*Interrupted by the user*"
         return f"**Error** ({item.kind}): {item.message}"
     if isinstance(item, PlanItem):
         steps = "\n".join(f"- [{'x' if s.status == 'completed' else ' '}] {s.text}" for s in item.steps)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import signal
 import sys
@@ -90,15 +91,14 @@ async def _serve(args: argparse.Namespace) -> int:
 
         protocol_fd = reserve_stdout()
     try:
-        started = start_runtime(settings_from_args(args, interactive=True))
+        settings = settings_from_args(args, interactive=True)
+        if options is not None:  # known before any extension starts a process
+            settings = dataclasses.replace(settings, secrets={"app-server token": options.token})
+        started = start_runtime(settings)
     except startup_errors() as exc:
         return start_error(exc)
     for warning in started.distribution.warnings:
         sys.stderr.write(f"roder: {warning}\n")
-    if options is not None:
-        from roder_core.server.websocket import protect_token
-
-        protect_token(started.runtime, options.token)
     dispatcher = Dispatcher(
         started.runtime, started=started, persist_config=not args.no_persist_config, queue_size=args.queue_size
     )

@@ -119,10 +119,14 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             "deny",
             "deny_interrupt",
         }
+        # A compound command saves one rule per command, a line each: the later ones line up
+        # under the first instead of starting at the dialog's edge, below the key column.
+        always = "always allow: "
+        rules = ("\n" + " " * (len(" a  ") + len(always))).join(self.rule.splitlines())
         rows = [
             ("y", "allow once", "allow_once"),
             ("s", "allow for this session", "allow_session"),
-            ("a", f"always allow: {self.rule}", "allow_always"),
+            ("a", always + rules, "allow_always"),
             ("n", "deny", "deny"),
             ("esc", "deny and interrupt", "deny_interrupt"),
         ]

@@ -11,6 +11,7 @@ terminal: blocks wrap, and the key legend stays docked at the bottom.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,9 @@ class PlanReviewScreen(ModalScreen[Outcome]):
         self.review = review
         self.client = client
         self.agent = agent
+        #: One drawing at a time: a comment's answer and the review's change notification both
+        #: redraw, and two at once each emptied the list and then added every block (twice over).
+        self.drawing = asyncio.Lock()
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -160,6 +164,10 @@ class PlanReviewScreen(ModalScreen[Outcome]):
         return list(self.query(PlanBlock))
 
     async def _fill(self, focus_line: int | None = None) -> None:
+        async with self.drawing:
+            await self._draw(focus_line)
+
+    async def _draw(self, focus_line: int | None) -> None:
         container = self.query_one("#plan-blocks", VerticalScroll)
         await container.remove_children()
         version = self.review.current.version

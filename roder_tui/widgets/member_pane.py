@@ -19,27 +19,28 @@ if TYPE_CHECKING:
     from roder_core.ir import Item
     from roder_core.teams.model import TeamMember
 
-#: Lines of a message the team sent a member (its briefing, a teammate's message) shown in its pane.
-SENT_LINES = 6
+#: Lines of a message the team sent a member (its briefing, a teammate's message) shown in its
+#: pane: the first and the last, where the briefing ends with the member's task.
+SENT_HEAD, SENT_TAIL = 2, 4
 
 
 def item_lines(item: Item) -> Text | None:
     """One compact entry per finished item of a member's thread."""
     from roder_core.ir import AgentMessageItem, ErrorItem, ToolCallItem, ToolResultItem, UserMessageItem
+    from roder_tui.widgets.messages import plural, summarize_arguments
 
     if isinstance(item, UserMessageItem) and item.sender:  # the team's briefing or a teammate's message
         lines = item.text.strip().splitlines()
-        more = f"\n… {len(lines) - SENT_LINES} more lines" if len(lines) > SENT_LINES else ""
-        return Text(f"◆ from {item.sender}\n" + "\n".join(lines[:SENT_LINES]) + more, style="dim")
+        hidden = len(lines) - SENT_HEAD - SENT_TAIL
+        if hidden > 1:
+            lines = [*lines[:SENT_HEAD], f"… {plural(hidden, 'more line')}", *lines[-SENT_TAIL:]]
+        return Text(f"◆ from {item.sender}\n" + "\n".join(lines), style="dim")
     if isinstance(item, UserMessageItem):
         return Text(f"▸ {item.text.strip()}", style="bold")
     if isinstance(item, AgentMessageItem) and item.text.strip():
         return Text(item.text.strip())
-    if isinstance(item, ToolCallItem):
-        import json
-
-        args = json.dumps(item.arguments, ensure_ascii=False)
-        return Text(f"→ {item.name} {args[:200]}", style="cyan")
+    if isinstance(item, ToolCallItem):  # summed up as on the transcript's tool cards
+        return Text(f"→ {item.name} {summarize_arguments(item.name, item.arguments)}", style="cyan")
     if isinstance(item, ToolResultItem):
         first = (item.text.strip().splitlines() or [""])[0]
         mark = "✗" if item.is_error else "✓"

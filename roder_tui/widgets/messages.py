@@ -448,9 +448,14 @@ def summarize_arguments(name: str, arguments: dict[str, Any], command: CommandEx
         value = arguments.get(key)
         if isinstance(value, str) and value:
             return _clip(value)
-    if not arguments:
-        return ""
-    return _clip(json.dumps(arguments, ensure_ascii=False))
+    # Any other tool: ``name: value`` per argument, text as text (JSON showed a plan or a prompt
+    # as one string of literal ``\n`` escapes), other values as JSON.
+    return _clip(
+        " · ".join(
+            f"{key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+            for key, value in arguments.items()
+        )
+    )
 
 
 def _clip(text: str, width: int = 80) -> str:

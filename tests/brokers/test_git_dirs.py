@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from roder_core.brokers.git_dirs import (
+    config_includes,
     config_programs,
     git_refusal,
     gitdir_pointer,
@@ -34,6 +35,19 @@ def test_config_programs_names_paths_git_would_run(tmp_path: Path) -> None:
 """
     found = {p.relative_to(tmp_path).as_posix() for p in config_programs(config, tmp_path)}
     assert found == {".husky", "tools/fsmon.sh", "scripts/smudge.sh", "bin/exif"}
+
+
+def test_config_includes_names_the_files_git_reads_as_config(tmp_path: Path) -> None:
+    config = """
+[include]
+    path = ../tools/git.inc
+[includeIf "gitdir:~/work.d/"]
+    path = "/etc/shared.inc"   ; absolute
+[core]
+    path = not-an-include
+"""
+    found = config_includes(config, tmp_path / ".git" / "config")
+    assert found == [tmp_path / "tools" / "git.inc", Path("/etc/shared.inc")]
 
 
 def test_git_dir_shapes(tmp_path: Path) -> None:

@@ -57,9 +57,19 @@ def test_scrubbed_env_drops_secret_names_and_keeps_granted() -> None:
         "HOME": "/h",
         "DB_PASSWORD": "p" * 10,
     }
-    child, dropped = scrubbed_env(env, passed=["NPM_TOKEN"], extra_secret_names=["MY_LLM"])
+    child, dropped = scrubbed_env(env, SecretRedactor(), passed=["NPM_TOKEN"], extra_secret_names=["MY_LLM"])
     assert child == {"PATH": "/bin", "HOME": "/h", "NPM_TOKEN": "t" * 20}
     assert dropped == ["DB_PASSWORD", "MY_LLM", "OPENAI_API_KEY"]
+
+
+def test_scrubbed_env_drops_what_the_redactor_knows_by_name_and_by_value() -> None:
+    known = SecretRedactor({"CORP_LLM": "corp-key-value-1", "app-server token": "ws-token-value-2"})
+    env = {"PATH": "/bin", "CORP_LLM": "corp-key-value-1", "RODER_WS": "ws-token-value-2", "ALIAS": "x corp-key-value-1"}
+    child, dropped = scrubbed_env(env, known)
+    assert child == {"PATH": "/bin"}
+    assert dropped == ["ALIAS", "CORP_LLM", "RODER_WS"]
+    kept = scrubbed_env(env, known, passed=["CORP_LLM"])[0]
+    assert kept == {"PATH": "/bin", "CORP_LLM": "corp-key-value-1", "ALIAS": "x corp-key-value-1"}
 
 
 def test_redactor_replaces_known_values_and_token_formats() -> None:

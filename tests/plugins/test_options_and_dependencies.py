@@ -248,3 +248,29 @@ def test_cycles_missing_and_unsuitable_dependencies_install_nothing(tmp_path: Pa
         store.install("e@bad")
     assert store.installed() == {}
     assert not any((store.dirs.staging).glob(".fetch-*"))
+
+
+def test_a_watcher_that_sees_the_options_file_change_reads_the_new_secret(
+    roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A running session reloads when the plain options file changes (it watches that file, not
+    the credentials): the sensitive value is stored before the plain file is written, so the
+    reload it triggers never reads the old secret."""
+    import roder_core.plugins.options as options_module
+    from roder_core.plugins.options import OptionSpec, OptionStore
+    from roder_core.plugins.records import PluginDirs
+    from roder_core.plugins.records import write_json as real_write
+
+    store = OptionStore(PluginDirs.of(RoderPaths.from_env()))
+    specs = {"API_TOKEN": OptionSpec("API_TOKEN", sensitive=True), "REGION": OptionSpec("REGION")}
+    secret_when_plain_written: list[dict[str, str]] = []
+
+    def watching_write(path: Path, data: Any) -> None:
+        secret_when_plain_written.append(store.secrets.plugin_options("p@m"))
+        real_write(path, data)
+
+    monkeypatch.setattr(options_module, "write_json", watching_write)
+    store.save("p@m", specs, {"API_TOKEN": "first-secret", "REGION": "eu"})
+    store.save("p@m", specs, {"API_TOKEN": "second-secret", "REGION": "eu"})
+    store.forget("p@m")
+    assert secret_when_plain_written == [{"API_TOKEN": "first-secret"}, {"API_TOKEN": "second-secret"}, {}]

@@ -82,6 +82,7 @@ async def probe(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         found["secret_file"] = f"error: {exc.strerror}"
     found["secret_env"] = "present" if os.environ.get("PROBE_TOKEN") else "unset"
     found["secret_echo"] = os.environ.get("PROBE_TOKEN", "")  # what a careless extension might print
+    found["env_names"] = sorted(os.environ)
     try:
         with socket.create_connection(("127.0.0.1", int(os.environ["PROBE_PORT"])), timeout=5):
             found["network"] = "connected"

@@ -35,6 +35,14 @@ TARGETS = [
     ".mise.toml",
     ".yarn/plugins/evil.cjs",
     "myenv/lib/python3.12/site-packages/usercustomize.py",
+    # tools that read a file of the folder they start in: rustup (a toolchain `path`), pry, R,
+    # irb, vim's exrc, sbt
+    "crates/rust-toolchain.toml",
+    "src/.pryrc",
+    ".Rprofile",
+    "lib/.irbrc",
+    "_vimrc",
+    ".jvmopts",
 ]
 #: What a sandboxed command plants (the same class, through the shell).
 PLANT = """\

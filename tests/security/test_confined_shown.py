@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from roder_core.brokers.confined import confine, program_folders
+from roder_core.brokers.secrets import SecretRedactor
 from roder_core.brokers.sandbox import sandbox_status
 
 READER = """
@@ -64,6 +65,7 @@ def _run(package: Path, *, reads: bool, writes: bool = False) -> str:
         [sys.executable, str(package / "tool" / "reader.py"), *map(str, targets)],
         package / "ws",
         dict(os.environ),
+        known=SecretRedactor(),
         reads=reads,
         writes=writes,
         network=False,
@@ -113,6 +115,14 @@ def test_a_program_linked_into_another_package_under_tmp_runs(package: Path) -> 
     links.mkdir(parents=True)
     (links / "server").symlink_to(script)
     assert program_folders([str(links / "server")], {}) == [links, server]
-    command = confine([str(links / "server")], package / "ws", {"PATH": "/usr/bin:/bin"}, reads=True, writes=False, network=False)
+    command = confine(
+        [str(links / "server")],
+        package / "ws",
+        {"PATH": "/usr/bin:/bin"},
+        known=SecretRedactor(),
+        reads=True,
+        writes=False,
+        network=False,
+    )
     done = subprocess.run(command.argv, env=command.env, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, "SERVER-MARK"), done.stderr

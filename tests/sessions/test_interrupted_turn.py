@@ -82,3 +82,17 @@ async def test_an_interrupt_during_a_tool_call_ends_with_its_result_then_the_not
         ("user", "what happened?"),
     ]
     await runtime.close()
+
+
+async def test_the_markdown_export_says_the_turn_was_interrupted_not_that_it_failed(workspace: Path) -> None:
+    from roder_core.threads.transcript import render_markdown
+
+    runtime, _ = make_runtime(workspace, [{"text": LONG, "chunk_size": 4, "delay_ms": 10}])
+    thread = await runtime.start_thread()
+    await first_event(runtime, AgentMessageDelta, lambda: runtime.start_turn(thread.id, "write it"))
+    await runtime.interrupt(thread.id)
+    text = render_markdown(runtime.thread(thread.id))
+    await runtime.close()
+    assert "## Turn 1: interrupted" in text
+    assert "*Interrupted by the user*" in text
+    assert "**Error**" not in text
