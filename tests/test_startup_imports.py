@@ -231,3 +231,60 @@ def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> 
     names = set(done.stdout.split())
     assert "roder_tui.widgets.transcript" in names  # the probe did build the app
     assert offenders(names, NOT_BEFORE_FIRST_FRAME) == []
+
+
+METHODS_THREAD_PROBE = """
+import argparse, asyncio, json, sys, threading
+from pathlib import Path
+
+importers = {}
+
+
+class WhoImports:
+    # Records the thread that imports each of the server's handler modules (finds nothing itself).
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("roder_core.server.methods."):
+            importers.setdefault(name, threading.current_thread().name)
+        return None
+
+
+sys.meta_path.insert(0, WhoImports())
+from roder_tui.app import RoderApp
+
+async def main():
+    args = argparse.Namespace(prompt=[], provider="mock", resume=None, continue_last=False, mode=None, model=None, sandbox="off")
+    app = RoderApp(args, cwd=Path.cwd())
+    async with app.run_test(size=(120, 40)) as pilot:
+        async with asyncio.timeout(60):
+            await app.ready.wait()
+            while not app.slash_commands:
+                await pilot.pause(0.02)
+    print(json.dumps(importers))
+
+asyncio.run(main())
+"""
+
+
+def test_app_imports_the_server_handlers_off_the_event_loop(workspace: Path, tmp_path: Path) -> None:
+    """After start-up the app's first calls of methods beyond the core (``commands/list``, the
+    palette's rows, MCP) would make the in-process server import every handler module on the
+    event loop, while the first keystrokes wait; the app imports them on a thread first. (The
+    core's module loads with the server, before "idle".)"""
+    import json
+
+    from roder_core.server.dispatcher import CORE_METHOD_MODULE, METHOD_MODULES
+
+    done = subprocess.run(
+        [sys.executable, "-c", METHODS_THREAD_PROBE],
+        cwd=workspace,
+        env={**os.environ, "RODER_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    importers: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    handlers = [module for module in METHOD_MODULES if module != CORE_METHOD_MODULE]
+    assert set(handlers) <= set(importers)  # the app did call beyond the core
+    assert {module: importers[module] for module in handlers if importers[module] == "MainThread"} == {}
