@@ -194,6 +194,7 @@ NOT_BEFORE_FIRST_FRAME = (
     "roder_tui.widgets.member_pane",
     "roder_core.brokers.file_glob",
     "roder_core.kernel.questions",
+    "pygments",
 )
 FIRST_FRAME_PROBE = """
 import asyncio, sys
