@@ -167,6 +167,7 @@ class RoderApp(AppTurns):
         gc.set_threshold(gen0, gen1, 100)
         self.ready.set()
         self.run_worker(self.prebuild_panels(), group="panels", exit_on_error=False)
+        self.prompt_bar.input.starting = False
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
             await self.send(prompt)

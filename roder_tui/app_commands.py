@@ -213,6 +213,7 @@ class AppCommands(AppRewind):
 
         text = json.dumps(thread.wire(), indent=2) if fmt == "json" else render_markdown(thread)
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)  # `/export md notes/today.md` makes notes/
             target.write_text(text, encoding="utf-8")
         except OSError as exc:
             self.notify(f"could not write {target}: {exc}", severity="error")

@@ -123,8 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _guarded(args_list: list[str]) -> tuple[int, bool]:
     """Run one command; a closed stdout (``roder ... | head``) ends it quietly, as Unix tools do."""
-    if not (args_list and args_list[0] in PROTOCOL_SUBCOMMANDS):
-        _guard_terminals()  # before logging holds on to stderr: nothing printed to a terminal goes raw
+    # before logging holds on to stderr: nothing printed to a terminal goes raw. A protocol
+    # subcommand's stdout is its JSON-RPC channel, left as it is; its stderr (warnings that
+    # quote an MCP server's output, the listen banner) is for a person like any other
+    protocol = bool(args_list) and args_list[0] in PROTOCOL_SUBCOMMANDS
+    _guard_terminals(("stderr",) if protocol else ("stdout", "stderr"))
     try:
         status = _listed_from_index(args_list)
         if status is None:
@@ -145,10 +148,12 @@ def _guarded(args_list: list[str]) -> tuple[int, bool]:
         return EXIT_INTERRUPTED, False
 
 
-def _guard_terminals() -> None:
-    """``guard_stdio``, whose module (and its sanitizer's pattern) is loaded only when stdout or
-    stderr is a terminal: a command whose output goes to pipes or files needs neither."""
-    for stream in (sys.stdout, sys.stderr):
+def _guard_terminals(names: tuple[str, ...]) -> None:
+    """``guard_stdio`` of these streams, whose module (and its sanitizer's pattern) is loaded
+    only when one of them is a terminal: a command whose output goes to pipes or files needs
+    neither."""
+    for name in names:
+        stream = getattr(sys, name)
         try:
             tty = stream is not None and stream.isatty()
         except (OSError, ValueError):  # closed, or not a real stream
@@ -156,7 +161,7 @@ def _guard_terminals() -> None:
         if tty:
             from roder_tui.terminal_text import guard_stdio
 
-            guard_stdio()
+            guard_stdio(names)
             return
 
 
@@ -240,8 +245,12 @@ def exit_now(code: int) -> NoReturn:
 
 def run() -> None:
     """The ``roder`` console script: ``main``, then a fast exit where nothing is left running."""
+    from roder_core.settings import code_cache
+
     gc.disable()  # until end_startup()
+    code_cache.install()  # start-up's compiled snippets, kept between runs
     code, fast = _guarded(sys.argv[1:])
+    code_cache.save()
     # A profiler or coverage tracer writes its data at interpreter exit: let it.
     if fast and sys.getprofile() is None and sys.gettrace() is None:
         exit_now(code)

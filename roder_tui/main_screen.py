@@ -77,6 +77,10 @@ def _minus(top: int, bottom: int, hidden_top: int, hidden_bottom: int) -> list[t
 
 class MainScreen(Screen[None]):
     DEFAULT_CSS = "MainScreen { layers: default overlay; }"
+    #: The prompt has the focus from the first key: Textual's default (the first focusable
+    #: widget, the transcript) took the keys typed while the app starts, and it passes on only
+    #: characters, so an enter typed ahead was lost.
+    AUTO_FOCUS = "#prompt"
 
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 

@@ -129,9 +129,10 @@ class TerminalStream(io.TextIOBase):
         return getattr(self.stream, name)
 
 
-def guard_stdio() -> None:
-    """Route ``sys.stdout`` and ``sys.stderr`` through ``visible`` where they are terminals."""
-    for name in ("stdout", "stderr"):
+def guard_stdio(names: tuple[str, ...] = ("stdout", "stderr")) -> None:
+    """Route these of ``sys.stdout`` and ``sys.stderr`` through ``visible`` where they are
+    terminals."""
+    for name in names:
         stream = getattr(sys, name)
         if stream is None or isinstance(stream, TerminalStream):
             continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 import __future__
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -289,3 +290,80 @@ def test_app_imports_the_server_handlers_off_the_event_loop(workspace: Path, tmp
     handlers = [module for module in METHOD_MODULES if module != CORE_METHOD_MODULE]
     assert set(handlers) <= set(importers)  # the app did call beyond the core
     assert {module: importers[module] for module in handlers if importers[module] == "MainThread"} == {}
+
+
+#: Runs ``roder serve`` as ``roder`` does, noting the modules and built models at the moment the
+#: host says it is ready, and on its way out what was imported or built after that.
+HOST_PROBE = """
+import sys
+from pydantic import BaseModel
+import roder_tui.commands.serve as serve
+from roder_tui.cli import _guarded
+
+def built():
+    seen, todo = set(), [BaseModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+    return {f"{m.__module__}.{m.__qualname__}" for m in seen if m.__pydantic_complete__}
+
+at_ready = {}
+signal_ready = serve._signal_ready
+def noting(fd, line):
+    at_ready.update(modules=set(sys.modules), models=built())
+    signal_ready(fd, line)
+serve._signal_ready = noting
+try:
+    code, _fast = _guarded(sys.argv[1:])
+finally:
+    sys.stderr.write("--- imported after ready ---\\n" + " ".join(sorted(set(sys.modules) - at_ready["modules"])) + "\\n")
+    sys.stderr.write("--- built after ready ---\\n" + " ".join(sorted(built() - at_ready["models"])) + "\\n")
+sys.exit(code)
+"""
+
+#: What a host loads before it says it is ready, so that its first client's turn does not wait
+#: for it: the method handlers, the model client, the brokers and the command parser.
+WARMED_BEFORE_READY = (
+    "roder_core.server",
+    "roder_core.brokers",
+    "roder_core.policy",
+    "httpx",
+    "httpcore",
+    "h11",
+    "anyio",
+    "tree_sitter",
+    "tree_sitter_bash",
+    "pydantic",
+)
+
+
+def test_a_new_host_is_ready_for_a_turn_when_it_says_so(roder_home: Path, workspace: Path) -> None:
+    """A turn handed to a host right after it said it was ready (a model call over HTTP, a
+    sandboxed command) builds no model and imports none of what the host loads ahead."""
+    flags = ["--provider", "local", "--model", "my-model"]
+    steps = [{"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hosted"}}]}, {"text": "done"}]
+    with ThreadedFakeServer(steps, models=("my-model",)) as server:
+        write_local_provider(roder_home, server.base_url)
+        host = HostProcess(workspace, roder_home, *flags, launcher=(sys.executable, "-c", HOST_PROBE))
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "roder_tui.cli", "-p", "go", *flags, "--mode", "bypass"],
+                cwd=workspace,
+                env=host.env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+        finally:
+            host.stop()
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(server.calls) == 2 and "hosted" in json.dumps(server.calls[1].json["messages"])  # the host ran it
+    report = host.output()
+    assert "--- built after ready ---" in report, report[-3000:]  # the probe ran the host to its end
+    imported_after = report.partition("--- imported after ready ---\n")[2].partition("\n")[0].split()
+    built_after = report.partition("--- built after ready ---\n")[2].partition("\n")[0].split()
+    assert offenders(set(imported_after), WARMED_BEFORE_READY) == []
+    assert built_after == []

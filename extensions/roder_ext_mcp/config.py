@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from roder_core.brokers.data_paths import component
 from roder_core.brokers.project_reader import ProjectFileRefused, project_reader
+from roder_core.errors import UnsafePathError
 from roder_core.policy.shell_argv import script_index
 
 Transport = Literal["stdio", "http", "sse"]
@@ -182,6 +184,10 @@ def parse_server(name: str, raw: Any, origin: str, env: Mapping[str, str]) -> Se
     where = f"mcp server {name!r} ({origin})"
     if not isinstance(raw, dict):
         return ServerConfig(name, "stdio", origin, error=f"{where}: must be a table")
+    try:  # it names the server's log file in Roder's cache: one plain name, never a path
+        component(name, "MCP server name")
+    except UnsafePathError as exc:
+        return ServerConfig(name, "stdio", origin, error=f"{where}: {exc}")
     kind = str(raw.get("type") or raw.get("transport") or "").lower()
     transport: Transport = "stdio"
     if kind in ("http", "streamable-http", "streamable_http", "streamablehttp"):

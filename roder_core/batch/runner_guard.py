@@ -14,6 +14,10 @@ ones of that class; after the agent, before the score, it puts them back:
   and holding them;
 - Python environments inside the workspace (a folder with ``pyvenv.cfg``, or a ``site-packages``)
   are the runner's own installation: one changed file and the whole environment is put back;
+- what git ignores of the base (a vendored module, ``node_modules``) is in no prediction, so it
+  is put back the same way; an environment or ignored entry too large to copy
+  (``KEPT_COPY_*``) is kept as its stamps, what the agent added to it is removed, and any other
+  change to it fails the score closed (``UnscorableChange``): it is never scored as left;
 - a new module or package that would shadow the runner or the standard library (``pytest.py``,
   ``pytest/``, ``_pytest``, ``pluggy``, ``unittest/``...) in a folder that can be on ``sys.path``
   (one that is not a package) is removed;
@@ -28,14 +32,17 @@ alone, and ``["**"]`` turns the guard off. Everything it resets is left out of t
 from __future__ import annotations
 
 import configparser
+import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
+import stat
+import struct
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from importlib.machinery import all_suffixes
 from pathlib import Path, PurePosixPath
@@ -205,77 +212,92 @@ def _environments(root: Path) -> list[str]:
     return found
 
 
-#: An entry as ``_manifest`` sees it: mode, size, mtime, inode and change time.
-Entry = tuple[int, int, int, int, int]
+#: One entry's stamp (``survey``): its ``lstat`` mode, size, modification time, inode and change
+#: time, packed (a fraction of a tuple's memory, for trees of 100,000 files), and for a link its
+#: target. The change time is what an edit cannot hide: one of the same size with the old mtime
+#: put back (``touch -r``, ``os.utime``) still moves it, and only the kernel's clock sets it.
+_STAMP = struct.Struct("=IqqQq")
+#: A folder ``survey`` could not list (unreadable, or gone while walked): unequal to a listing.
+_UNLISTED = b"unlisted"
+
+#: What ``survey`` records of an entry: a file's or link's stamp, a folder's stamps by relative
+#: path (its folders as ``name/`` without a stamp), or None when nothing is there.
+State = bytes | dict[str, bytes | None] | None
 
 
-def _manifest(folder: Path) -> dict[str, Entry]:
-    """(mode, size, mtime, inode, ctime) of every entry under ``folder``. The change time is what
-    an edit cannot hide: one of the same size with the old mtime put back (``touch -r``,
-    ``os.utime``) still moves it, and only the kernel's clock sets it."""
-    entries: dict[str, Entry] = {}
-    for base, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = os.path.join(base, name)
-            info = os.lstat(path)
-            entries[os.path.relpath(path, folder)] = (
-                info.st_mode,
-                info.st_size,
-                info.st_mtime_ns,
-                info.st_ino,
-                info.st_ctime_ns,
-            )
-    return entries
+def _stamp(info: os.stat_result, path: str) -> bytes:
+    packed = _STAMP.pack(info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+    return packed + os.fsencode(os.readlink(path)) if stat.S_ISLNK(info.st_mode) else packed
 
 
-def _stamp(path: Path) -> Entry | None:
-    """``_manifest``'s entry for one file or link (None: nothing there)."""
+@dataclass(frozen=True)
+class Survey:
+    """One walk of an entry: its state, and the files and bytes a copy of it would take."""
+
+    state: State
+    files: int = 0
+    size: int = 0
+
+
+def survey(path: Path, skip: Collection[str] = ()) -> Survey:
+    """``path``'s state and size in one walk. ``os.scandir``'s cached type tells folders
+    without a system call, and each file or link costs one ``lstat``. Folders are named but not
+    stamped (their times move when a ``__pycache__`` appears in them); ``__pycache__`` folders
+    are left out (the score's sweep removes them) and so are the relative folders in ``skip``
+    (environments, kept on their own); a link is stamped with its target, never followed."""
+    root = os.fspath(path)
     try:
-        info = os.lstat(path)
+        info = os.lstat(root)
     except FileNotFoundError:
-        return None
-    return (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+        return Survey(None)
+    if not stat.S_ISDIR(info.st_mode):
+        return Survey(_stamp(info, root), 1, info.st_size)
+    state: dict[str, bytes | None] = {}
+    files = size = 0
+    pending = [""]
+    while pending:
+        prefix = pending.pop()
+        try:
+            with os.scandir(os.path.join(root, prefix)) as entries:
+                for entry in entries:
+                    relative = prefix + entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name != "__pycache__" and relative not in skip:
+                            state[relative + "/"] = None
+                            pending.append(relative + "/")
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                    state[relative] = _stamp(info, entry.path)
+                    files += 1
+                    size += info.st_size
+        except OSError:
+            state[prefix] = _UNLISTED
+    return Survey(state, files, size)
 
 
-def _state(path: Path) -> Entry | dict[str, Entry | None] | None:
-    """What ``path`` holds now: a file's or link's stamp, or for a folder each file's and link's
-    stamp and each folder's name. Folders' own times are left out (a new ``__pycache__`` moves
-    them), and so are ``__pycache__`` folders (the score's sweep removes them)."""
-    if not path.is_dir() or path.is_symlink():
-        return _stamp(path)
-    state: dict[str, Entry | None] = {}
-    for base, dirs, files in os.walk(path):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        for name in dirs:
-            full = os.path.join(base, name)  # a link to a folder is not walked: its own stamp tells a new target
-            state[os.path.relpath(full, path) + "/"] = _stamp(Path(full)) if os.path.islink(full) else None
-        for name in files:
-            state[os.path.relpath(os.path.join(base, name), path)] = _stamp(Path(base, name))
-    return state
+def changes(was: State, now: State) -> tuple[list[str], list[str]]:
+    """(what was added, what was changed or removed) from one state of an entry to another, as
+    paths relative to it (``""``: the entry itself). Only the outermost of added paths is
+    named: removing it removes the rest."""
+    if not isinstance(was, dict) or not isinstance(now, dict):
+        return [], ([""] if was != now else [])
+    new = {path for path in now if path not in was}
+    added = sorted(path for path in new if path.rstrip("/").rpartition("/")[0] + "/" not in new)
+    altered = sorted(path for path, stamp in was.items() if path not in now or now[path] != stamp)
+    return added, altered
 
 
-#: How much of the base's git-ignored content a rollout keeps a copy of, at most (files, bytes).
-#: Beyond it (a large ``node_modules``) a change to an ignored entry cannot be undone: the score
-#: log says so, and the score reads it as the agent left it.
-IGNORED_COPY_FILES = 20_000
-IGNORED_COPY_BYTES = 256 * 1024 * 1024
+#: How much of the base's git-ignored content and environments a rollout keeps a copy of, at
+#: most (files, bytes), the smallest entries first. Beyond it an entry is kept as its stamps
+#: alone (``survey``): what the agent added to it is removed before the score, and any other
+#: change fails the score closed (``UnscorableChange``), since it cannot be undone.
+KEPT_COPY_FILES = 20_000
+KEPT_COPY_BYTES = 256 * 1024 * 1024
 
 
 class UnscorableChange(Exception):
-    """The workspace cannot be made the base plus the prediction (a folder on the way to what
-    must be put back was replaced by a link)."""
-
-
-def _size(path: Path) -> tuple[int, int]:
-    """(files, bytes) under ``path`` (a file: one), links not followed."""
-    if not path.is_dir() or path.is_symlink():
-        return 1, os.lstat(path).st_size
-    files = size = 0
-    for base, _dirs, names in os.walk(path):
-        for name in names:
-            files += 1
-            size += os.lstat(os.path.join(base, name)).st_size
-    return files, size
+    """The workspace cannot be made the base plus the prediction: a folder on the way to what
+    must be put back was replaced by a link, or content too large to keep a copy of changed."""
 
 
 def _bytecode(relative: str) -> bool:
@@ -326,12 +348,18 @@ class RunnerGuard:
     #: Globs of files that are the agent's to change (``agent_files``): never reset.
     agent_files: list[str] = field(default_factory=list)
     score: str | None = None
+    #: How much ``keep`` copies at most (the task's ``keep_copy_*``).
+    copy_files: int = KEPT_COPY_FILES
+    copy_bytes: int = KEPT_COPY_BYTES
     before: set[str] = field(default_factory=set)
     copied: set[str] = field(default_factory=set)
-    environments: dict[str, dict[str, Entry]] = field(default_factory=dict)
-    #: The base's git-ignored entries (``keep_ignored``) and what each was; those with a copy.
-    ignored: dict[str, Entry | dict[str, Entry | None] | None] = field(default_factory=dict)
-    ignored_copied: set[str] = field(default_factory=set)
+    #: The workspace's Python environments (``record``), kept whole by ``keep``.
+    environments: list[str] = field(default_factory=list)
+    #: What ``keep`` noted (environments and the base's git-ignored entries) and its state
+    #: then; the entries it copied, and the folders left out of each (environments inside).
+    kept: dict[str, State] = field(default_factory=dict)
+    kept_copied: set[str] = field(default_factory=set)
+    kept_skip: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def _runner_globs(self) -> tuple[str, ...]:
         return (*RUNNER_FILES, *named_by(self.score))
@@ -343,13 +371,10 @@ class RunnerGuard:
         return any(relative == env or relative.startswith(env + "/") for env in self.environments)
 
     def record(self) -> None:
-        """Before the agent: the workspace's file list, copies of its runner files and mixed
-        files, and a copy of every Python environment in it."""
+        """Before the agent: the workspace's file list, its Python environments, and copies of
+        its runner files and mixed files."""
         self.before = set(files_under(self.workspace))
-        for relative in _environments(self.workspace):
-            if self._guarded(relative):
-                shutil.copytree(self.workspace / relative, self.store / "environments" / relative, symlinks=True)
-                self.environments[relative] = _manifest(self.workspace / relative)
+        self.environments = [relative for relative in _environments(self.workspace) if self._guarded(relative)]
         patterns = (*self._runner_globs(), *MIXED_FILES)
         for relative in sorted(self.before):
             if not self._in_environment(relative) and self._guarded(relative) and matches(relative, patterns):
@@ -361,78 +386,103 @@ class RunnerGuard:
     def ignores_some(self) -> bool:
         """Whether git can ignore anything here: a ``.gitignore`` of the workspace, or the user's
         own ignore file (read even without a global config; the baseline's git directory has no
-        ``info/exclude``). A workspace with neither costs no git process for ``keep_ignored``."""
+        ``info/exclude``). A workspace with neither costs no git process to list what it ignores."""
         config = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
         if os.path.exists(os.path.join(config, "git", "ignore")):
             return True
         return any(PurePosixPath(relative).name == ".gitignore" for relative in self.before)
 
-    def keep_ignored(self, entries: list[str]) -> None:
-        """Before the agent, after the baseline: what git ignores (``Baseline.ignored``) is not in
-        any prediction, yet the score reads the workspace, so a change to an ignored file the
-        base had (a vendored module, ``node_modules``) would be scored without being predicted.
-        Each such entry's state is noted and, within ``IGNORED_COPY_*``, copied, so ``reset``
-        can put it back. Environments (kept whole already), bytecode caches (the sweep removes
-        them) and the agent's own files are left out."""
+    def keep(self, ignored: list[str]) -> None:
+        """Before the agent, after the baseline: note the state of every environment and of what
+        git ignores (``Baseline.ignored``), so ``reset`` can tell any change. What git ignores is
+        in no prediction, yet the score reads it, so a change to an ignored file the base had (a
+        vendored module, ``node_modules``) would be scored without being predicted; an
+        environment is the runner's own installation. Each entry is surveyed once; the smallest
+        are copied within ``KEPT_COPY_*`` so ``reset`` can put them back. Bytecode caches (the
+        sweep removes them) and the agent's own files are left out. The budget is the task's
+        (``copy_files``, ``copy_bytes``)."""
+        surveys: dict[str, Survey] = {}
+        for relative in [*self.environments, *self._ignored_entries(ignored)]:
+            inside = self.environments if relative not in self.environments else []
+            skip = frozenset(env[len(relative) + 1 :] for env in inside if env.startswith(relative + "/"))
+            surveys[relative] = survey(self.workspace / relative, skip)
+            self.kept[relative] = surveys[relative].state
+            if skip:
+                self.kept_skip[relative] = skip
         files = size = 0
-        for entry in entries:
-            relative = entry.rstrip("/")
-            if self._in_environment(relative) or _bytecode(relative) or not self._guarded(relative):
+        for relative in sorted(surveys, key=lambda r: (surveys[r].size, surveys[r].files)):
+            found = surveys[relative]
+            if found.state is None or files + found.files > self.copy_files or size + found.size > self.copy_bytes:
                 continue
-            if any(env.startswith(relative + "/") for env in self.environments):
-                continue  # a folder around an environment: the environment is kept, not the rest
-            path = self.workspace / relative
-            self.ignored[relative] = _state(path)
-            count, bytes_ = _size(path)
-            if files + count > IGNORED_COPY_FILES or size + bytes_ > IGNORED_COPY_BYTES:
-                continue
-            files, size = files + count, size + bytes_
-            copy = self.store / "ignored" / relative
+            files, size = files + found.files, size + found.size
+            path, copy = self.workspace / relative, self.store / "kept" / relative
             copy.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_dir() and not path.is_symlink():
-                shutil.copytree(path, copy, symlinks=True)
+            if isinstance(found.state, dict):
+                skip = self.kept_skip.get(relative, frozenset())
+                # dirs_exist_ok: an environment inside it may have been copied there first (left out here)
+                shutil.copytree(path, copy, symlinks=True, ignore=_leaving_out(path, skip) if skip else None, dirs_exist_ok=True)
             else:
                 shutil.copy2(path, copy, follow_symlinks=False)
-            self.ignored_copied.add(relative)
+            self.kept_copied.add(relative)
 
-    def _reset_ignored(self) -> tuple[list[str], set[str]]:
-        """Put back every ignored entry of the base the agent changed (``keep_ignored``)."""
+    def ignored_at_base(self) -> set[str]:
+        """What git ignored at the base (``keep``): the base's, never the prediction's, even where
+        the agent stopped ignoring it (git would list it as new, and the patch would not apply
+        where it already is)."""
+        return {relative for relative in self.kept if relative not in self.environments}
+
+    def _ignored_entries(self, ignored: list[str]) -> list[str]:
+        """The ignored entries to keep: git's listing without bytecode caches, the agent's files
+        and what is inside an environment; a folder that holds an environment stands for what it
+        holds besides it (``kept_skip``)."""
+        entries = []
+        for entry in ignored:
+            relative = entry.rstrip("/")
+            if not self._in_environment(relative) and not _bytecode(relative) and self._guarded(relative):
+                entries.append(relative)
+        return entries
+
+    def _reset_kept(self) -> tuple[list[str], set[str]]:
+        """Put back every kept entry the agent changed (``keep``): from its copy, or, beyond the
+        copy budget, by removing what the agent added to it; any other change to an entry too
+        large to copy cannot be undone, so the score fails closed (``UnscorableChange``)."""
         log: list[str] = []
         reset: set[str] = set()
-        for relative, was in self.ignored.items():
+        for relative, was in self.kept.items():
             path = self.workspace / relative
-            if _state(path) == was:
-                continue
-            if relative not in self.ignored_copied:
-                log.append(
-                    f"not restored: {relative} changed; git ignores it, and it was too large to keep a copy of "
-                    "(the score reads it as the agent left it)"
-                )
+            skip = self.kept_skip.get(relative, frozenset())
+            now = survey(path, skip).state
+            if now == was:
                 continue
             if any(parent.is_symlink() for parent in path.parents if parent.is_relative_to(self.workspace)):
                 raise UnscorableChange(f"a folder on the way to {relative} was replaced by a link")
-            copy = self.store / "ignored" / relative
-            if copy.is_dir() and not copy.is_symlink():
-                replace_with(copy, path)
-            else:
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                repairs.copy_in(copy, self.workspace, Path(relative))
-            log.append(f"restored {relative} (git ignores it, so no prediction carries a change to it)")
+            environment = relative in self.environments
+            why = "the agent changed it" if environment else "git ignores it, so no prediction carries a change to it"
+            if relative in self.kept_copied:
+                _put_back(self.store / "kept" / relative, path, skip)
+                log.append(f"restored {'environment ' if environment else ''}{relative} ({why})")
+                reset.add(relative)
+                continue
+            added, altered = changes(was, now)
+            kind = "a Python environment" if environment else "git-ignored, in no prediction"
+            if altered:
+                raise UnscorableChange(
+                    f"{_listed(relative, altered)} changed; {relative} ({kind}) is beyond the {self.copy_files:,} files / "
+                    f"{self.copy_bytes >> 20} MiB a rollout keeps a copy of, so the change cannot be put back"
+                )
+            for added_path in added:
+                place = repairs.parent_of(self.workspace, Path(relative, added_path.rstrip("/")))
+                with contextlib.suppress(FileNotFoundError, repairs.RepairRefused), place as (folder, name):
+                    repairs.remove_at(folder, name)
+            log.append(f"removed what the agent added to {relative} ({kind}): {_listed(relative, added)}")
             reset.add(relative)
         return log, reset
 
     def reset(self) -> tuple[list[str], set[str]]:
-        """After the agent: put every runner file, mixed file and environment back. Returns the
-        log lines and the workspace paths that were reset (left out of the prediction)."""
-        log: list[str] = []
-        reset: set[str] = set()
-        for env, manifest in self.environments.items():
-            current = self.workspace / env
-            if current.is_symlink() or not current.is_dir() or _manifest(current) != manifest:
-                replace_with(self.store / "environments" / env, current)
-                log.append(f"restored environment {env} (the agent changed it)")
-                reset.add(env)
+        """After the agent: put every environment, kept ignored entry, runner file and mixed file
+        back. Returns the log lines and the workspace paths that were reset (left out of the
+        prediction); raises ``UnscorableChange`` when that cannot be done."""
+        log, reset = self._reset_kept()
         runner = self._runner_globs()
         standard = frozenset(sys.stdlib_module_names)
         for relative in sorted(files_under(self.workspace)):
@@ -455,8 +505,7 @@ class RunnerGuard:
             repairs.copy_in(original, self.workspace, Path(relative))
             log.append(f"restored {relative} (configures the test runner)")
             reset.add(relative)
-        ignored_log, ignored_reset = self._reset_ignored()
-        return [*log, *ignored_log], reset | ignored_reset
+        return log, reset
 
     def _has_settings(self, relative: str) -> bool:
         path = self.workspace / relative
@@ -473,12 +522,54 @@ class RunnerGuard:
         return bool(_runner_settings(name, original.read_bytes()) == _runner_settings(name, current.read_bytes()))
 
 
+def _listed(entry: str, paths: list[str]) -> str:
+    """Up to three of an entry's ``changes``, as workspace paths, and how many more."""
+    shown = ", ".join(f"{entry}/{path}".rstrip("/") for path in paths[:3])
+    return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def _leaving_out(root: Path, skip: frozenset[str]) -> Callable[[str, list[str]], set[str]]:
+    """A ``copytree`` filter that leaves out the folders in ``skip`` (relative to ``root``)."""
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        base = os.path.relpath(folder, root)
+        prefix = "" if base == "." else base + "/"
+        return {name for name in names if prefix + name in skip}
+
+    return ignore
+
+
+def _put_back(copy: Path, path: Path, skip: frozenset[str]) -> None:
+    """Make ``path`` its copy again, leaving the folders in ``skip`` (environments inside it,
+    kept on their own) as they are."""
+    if not copy.is_dir() or copy.is_symlink():
+        _remove(path)
+        repairs.copy_in(copy, path.parent, Path(path.name))
+    elif not skip or path.is_symlink() or not path.is_dir():
+        replace_with(copy, path)
+    else:
+        for name in set(os.listdir(path)) | set(os.listdir(copy)):
+            inner = frozenset(folder[len(name) + 1 :] for folder in skip if folder.startswith(name + "/"))
+            if name in skip:
+                continue
+            if inner:
+                _put_back(copy / name, path / name, inner)
+                continue
+            _remove(path / name)
+            if os.path.lexists(copy / name):
+                _put_back(copy / name, path / name, frozenset())
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
 def replace_with(source: Path, target: Path) -> None:
     """Make ``target`` a copy of the folder ``source``, whatever is at ``target`` now."""
-    if target.is_symlink() or target.is_file():
-        os.unlink(target)
-    elif target.exists():
-        shutil.rmtree(target)
+    _remove(target)
     shutil.copytree(source, target, symlinks=True)
 
 

@@ -89,6 +89,11 @@ class Task(TaskModel):
     #: Globs of runner files that are the agent's to change (``runner_guard``); ``["**"]``: none
     #: is reset (the guard is off).
     agent_files: list[str] = Field(default_factory=list)
+    #: How much of its environments and git-ignored content a rollout keeps a copy of, to put
+    #: back what the agent changed (None: ``runner_guard.KEPT_COPY_*``); beyond it a change
+    #: fails the score closed.
+    keep_copy_files: int | None = Field(default=None, ge=0)
+    keep_copy_mib: int | None = Field(default=None, ge=0)
     #: The interpreter the score must run with (made by setup, e.g. a venv under /tmp): its
     #: environment is shown to the score's sandbox, its bin folder leads PATH, and a score whose
     #: ``python`` is another one fails, saying so.

@@ -64,6 +64,7 @@ FAILURE_CAUSES = (
     "policy_denial",
     "provider_failure",
     "score_failure",
+    "score_refused",
     "score_timeout",
     "setup_failure",
     "agent_failure",
@@ -360,7 +361,12 @@ class _Rollout:
             self.files["setup.log"] = "".join(setup_log).encode()
         runner = None
         if self.task.score and not self.spec.in_place:  # in place: the user's own folder, never reset
-            runner = RunnerGuard(workspace, self.scratch / "runner", agent_files=self.task.agent_files, score=self.task.score)
+            task = self.task
+            runner = RunnerGuard(workspace, self.scratch / "runner", agent_files=task.agent_files, score=task.score)
+            if task.keep_copy_files is not None:
+                runner.copy_files = task.keep_copy_files
+            if task.keep_copy_mib is not None:
+                runner.copy_bytes = task.keep_copy_mib << 20
         guard = ScoreGuard(workspace, self.scratch / "guarded", tests=self.task.tests, protect=self.task.protect, runner=runner)
         guard.hide()
         baseline = Baseline(self.scratch / "baseline.git", workspace)
@@ -438,13 +444,18 @@ class _Rollout:
         verifier = self.scratch / "verifier"
         (verifier / "logs" / "verifier").mkdir(parents=True)
         env = {**env, "LOGS_DIR": str(verifier / "logs")}
+        refused = None
         try:
             settled, kept = guard.settle(kept, sweep=not self.spec.in_place)
             restored = settled + guard.restore(baseline)
             if self.image is None and self.task.tests_folder is not None:
                 shutil.copytree(self.task.tests_folder, verifier / "tests", symlinks=True)
                 env["TESTS_DIR"] = str(verifier / "tests")
-        except (ScoringError, UnscorableChange, OSError) as exc:
+        except UnscorableChange as exc:  # the agent's doing: the score fails closed, saying why
+            refused = str(exc)
+            outcome = ShellOutcome(self.task.score, None, f"score refused: {refused}\n", 0.0)
+            restored = []
+        except (ScoringError, OSError) as exc:
             outcome = ShellOutcome(self.task.score, None, f"scoring copy not prepared: {exc}\n", 0.0)
             restored = []
         else:
@@ -452,6 +463,8 @@ class _Rollout:
         preamble = "".join(f"# {line}\n" for line in restored)
         self.files["score.log"] = (preamble + outcome.log()).encode()
         self.result["score"] = {"command": outcome.command, "exit_code": outcome.exit_code, "timed_out": outcome.timed_out}
+        if refused is not None:
+            self.result["score"]["refused"] = refused
         try:
             reward = read_reward(verifier / "logs" / "verifier")
         except RewardError as exc:
@@ -672,7 +685,7 @@ class _Rollout:
         exit_reason = "timeout" if agent.timed_out else turn.status
         if score is not None:
             passed = self._score_passed(score)
-            cause = agent_cause or ("score_timeout" if score.timed_out else "score_failure")
+            cause = agent_cause or _score_cause(score, self.result["score"])
         else:
             passed = turn.status == "completed" and not agent.timed_out
             cause = agent_cause or "error"
@@ -704,11 +717,20 @@ class _Rollout:
 _FACTORIES: dict[Path, list[tuple[str, ExtensionFactory]]] = {}
 
 
+def _score_cause(score: ShellOutcome, recorded: dict[str, Any]) -> str:
+    """Why a score failed: it hung, it was refused (the workspace could not be made the base
+    plus the prediction), or it ran and failed."""
+    if score.timed_out:
+        return "score_timeout"
+    return "score_refused" if "refused" in recorded else "score_failure"
+
+
 def _record_base(baseline: Baseline, runner: RunnerGuard | None) -> None:
-    """Before the agent: the baseline, then (with a score to guard) what of the base git ignores."""
+    """Before the agent: the baseline, then (with a score to guard) the state of the base's
+    environments and of what it holds that git ignores."""
     baseline.record()
-    if runner is not None and runner.ignores_some():
-        runner.keep_ignored(baseline.ignored())
+    if runner is not None:
+        runner.keep(baseline.ignored() if runner.ignores_some() else [])
 
 
 def installed_factories(env: dict[str, str]) -> list[tuple[str, ExtensionFactory]]:

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator
+import stat
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -82,7 +83,7 @@ class LocalProbe:
         return path.is_file()
 
     def read(self, path: Path, limit: int) -> str:
-        return _read(path, limit)
+        return read_git_file(path, limit)
 
     def user_configs(self) -> list[Path]:
         return _user_configs()
@@ -124,12 +125,27 @@ def gitdir_pointer(data: bytes) -> bool:
     return data.lstrip()[:7].lower() == b"gitdir:"
 
 
-def _read(path: Path, limit: int = 256 * 1024) -> str:
+def read_git_file(path: Path, limit: int = 256 * 1024) -> str:
+    """The start of a git file's text (a config, an included file, ``commondir``, a ``.git``
+    pointer); empty when it is missing or not a regular file. Opened without blocking: a FIFO
+    planted where git config points (an include not made yet) would otherwise hang Roder in
+    the open, before every command and file write."""
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
             return handle.read(limit).decode("utf-8", errors="replace")
     except OSError:
         return ""
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _git_dir_of(worktree: Path, probe: GitProbe) -> Path | None:
@@ -208,7 +224,7 @@ def config_includes(text: str, config: Path) -> list[Path]:
 
 @lru_cache(maxsize=256)
 def _config_cached(config: str, base: str, _stamp: tuple[int, int]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-    text = _read(Path(config))
+    text = read_git_file(Path(config))
     return tuple(config_programs(text, Path(base))), tuple(config_includes(text, Path(config)))
 
 
@@ -235,6 +251,21 @@ def _user_configs() -> list[Path]:
     return [Path(os.path.expanduser("~/.gitconfig")), Path(xdg) / "git" / "config", Path("/etc/gitconfig")]
 
 
+def follow_includes(configs: Iterable[Path], included: Callable[[Path], Iterable[Path]]) -> list[Path]:
+    """``configs`` and every file they include (``included`` lists a config's includes), each
+    once, as deep as git follows includes."""
+    reached: list[Path] = []
+    pending = [(config, 0) for config in configs]
+    while pending:
+        config, depth = pending.pop(0)
+        if config in reached:
+            continue
+        reached.append(config)
+        if depth < MAX_INCLUDE_DEPTH:
+            pending.extend((path, depth + 1) for path in included(config))
+    return reached
+
+
 def config_references(configs: Iterable[Path], worktree: Path, probe: GitProbe = LOCAL) -> list[tuple[Path, str]]:
     """What these git configs make git run or read as more config, as (path, why) pairs: the
     paths program-valued keys name (``core.hooksPath`` and the like; relative ones from
@@ -242,18 +273,10 @@ def config_references(configs: Iterable[Path], worktree: Path, probe: GitProbe =
     git follows includes. The one reading of a repository's config for the file tools
     (``git_dirs_around``) and the sandbox (``protected_names.config_paths``)."""
     found: list[tuple[Path, str]] = []
-    pending = [(config, 0) for config in configs]
-    seen: set[Path] = set()
-    while pending:
-        config, depth = pending.pop()
-        if config in seen:
-            continue
-        seen.add(config)
+    for config in follow_includes(configs, lambda config: _config_refs(config, worktree, probe)[1]):
         programs, included = _config_refs(config, worktree, probe)
         found.extend((program, f"a program path in {config}") for program in programs)
         found.extend((path, f"a config file {config} includes") for path in included)
-        if depth < MAX_INCLUDE_DEPTH:
-            pending.extend((path, depth + 1) for path in included)
     return found
 
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from roder_core.brokers.git_dirs import LOCAL, config_references
+from roder_core.brokers.git_dirs import LOCAL, config_references, read_git_file
 
 #: Folders whose contents tools never write.
 PROTECTED_DIRS = frozenset(
@@ -99,23 +99,11 @@ def looks_like_git_dir(path: Path) -> bool:
 
 def gitdir_pointer(path: Path) -> Path | None:
     """Where a ``.git`` *file* (worktree, submodule) points: ``gitdir: <path>``."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            first = handle.readline(4096).strip()
-    except OSError:
-        return None
+    first = read_git_file(path, 4096).partition("\n")[0].strip()
     if not first.startswith("gitdir:"):
         return None
     target = Path(first.removeprefix("gitdir:").strip())
     return Path(os.path.normpath(path.parent / target))
-
-
-def _read_small(path: Path) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(65536)
-    except OSError:
-        return None
 
 
 def config_paths(git_dir: Path, worktree: Path) -> list[Path]:
@@ -131,7 +119,7 @@ def referenced_git_dirs(git_dir: Path) -> list[Path]:
     """Git dirs and pointer files a repository refers to: its ``commondir`` and every linked
     worktree's ``.git`` file (``worktrees/*/gitdir``)."""
     found: list[Path] = []
-    common = _read_small(git_dir / "commondir")
+    common = read_git_file(git_dir / "commondir", 65536)
     if common and common.strip():
         found.append(Path(os.path.normpath(git_dir / common.strip())))
     worktrees = git_dir / "worktrees"
@@ -140,7 +128,7 @@ def referenced_git_dirs(git_dir: Path) -> list[Path]:
     except OSError:
         entries = []
     for entry in entries:
-        pointer = _read_small(Path(entry.path) / "gitdir")
+        pointer = read_git_file(Path(entry.path) / "gitdir", 65536)
         if pointer and pointer.strip():
             found.append(Path(os.path.normpath(Path(entry.path) / pointer.strip())))
     return found

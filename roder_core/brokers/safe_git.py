@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from roder_core.brokers.git_dirs import config_includes, follow_includes, read_git_file
 from roder_core.brokers.host_programs import system_program
 
 #: Overrides for every program-valued setting git consults without being asked to.
@@ -55,10 +56,7 @@ def _git_dir(cwd: Path) -> Path | None:
         if dot_git.is_dir():
             return dot_git
         if dot_git.is_file():
-            try:
-                text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
-            except OSError:
-                return None
+            text = read_git_file(dot_git, 4096).strip()
             if text.lower().startswith("gitdir:"):
                 return Path(os.path.normpath(folder / text[7:].strip()))
             return None
@@ -66,25 +64,20 @@ def _git_dir(cwd: Path) -> Path | None:
 
 
 def _filters(cwd: Path | None) -> list[str]:
-    """Names of the filter drivers the repository's own config (and its common dir) define."""
+    """Names of the filter drivers the repository's own config (its common dir's, and every
+    file they include, as deep as git follows includes) define."""
     if cwd is None:
         return []
     git_dir = _git_dir(Path(cwd))
     if git_dir is None:
         return []
     configs = [git_dir / "config"]
-    try:
-        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    common = read_git_file(git_dir / "commondir", 4096).strip()
+    if common:
         configs.append(Path(os.path.normpath(git_dir / common)) / "config")
-    except OSError:
-        pass
     names: list[str] = []
-    for config in configs:
-        try:
-            text = config.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        names.extend(n for n in _FILTER.findall(text) if n not in names)
+    for config in follow_includes(configs, lambda config: config_includes(read_git_file(config), config)):
+        names.extend(n for n in _FILTER.findall(read_git_file(config)) if n not in names)
     return names
 
 

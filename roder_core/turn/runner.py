@@ -285,6 +285,9 @@ class TurnRunner:
         call without a result gets one saying it was denied, interrupted or never run."""
         answered = {i.call_id for i in self.turn.items if isinstance(i, ToolResultItem)}
         denied: set[str] = set()
+        #: Calls whose approval nobody answered (the user quit or interrupted with the dialog
+        #: open): they were not denied by the user, and the model must not read that they were.
+        unanswered: set[str] = set()
         for item in list(self.turn.items):
             if not isinstance(item, ApprovalItem):
                 continue
@@ -296,13 +299,15 @@ class TurnRunner:
                     )
                 )
                 await self._item_completed(item.model_copy(update={"decision": decision}))
-                denied.add(item.request.call_id)
+                unanswered.add(item.request.call_id)
             elif not item.decision.allowed:
                 denied.add(item.request.call_id)
         for item in list(self.turn.items):
             if not isinstance(item, ToolCallItem) or item.call_id in answered:
                 continue
-            if item.call_id in denied:
+            if item.call_id in unanswered:
+                text, data = "not run: the turn ended before the user answered its approval", {"interrupted": True}
+            elif item.call_id in denied:
                 text, data = "denied by the user; the turn was interrupted", {"policy_denied": True, "interrupted": True}
             elif status == "interrupted":
                 text, data = "interrupted before it finished", {"interrupted": True}
@@ -729,6 +734,9 @@ class TurnRunner:
             result = ToolResult.error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
         for view in result.views:
             await self._item(view)
+        # redacted as it leaves the tool, before anything sees it: a hook (a command, an HTTP
+        # endpoint, a log it keeps) gets what the transcript gets, never a secret a file held
+        result.text = runtime.redact(result.text)
         if self.hooks.has(HookPoint.TOOL_RESULT_AFTER):
             after = await self.hooks.run(
                 HookPoint.TOOL_RESULT_AFTER,
@@ -736,9 +744,8 @@ class TurnRunner:
                     thread_id=self.tid, tool=call.name, arguments=call.arguments, text=result.text, is_error=result.is_error
                 ),
             )
-            result.text = after.text
+            result.text = runtime.redact(after.text)
             result.is_error = after.is_error
-        result.text = runtime.redact(result.text)
         return result
 
     def _headless_remedy(self, tool: Any, call: ToolCall, ctx: ToolExecutionContext, subjects: list[PolicySubject]) -> str:

@@ -194,9 +194,12 @@ class PromptInput(TextArea):
         #: walking the history and no completion opens (an entry ending in ``@file`` would
         #: otherwise open one that takes the arrows, and the walk could not go on).
         self.walking_history = False
+        #: Until the app can send (it says when): an enter typed before the app took the
+        #: keyboard was turned into a newline (ctrl+j) by the terminal, so ctrl+j sends too.
+        self.starting = True
 
     async def _on_key(self, event: events.Key) -> None:
-        key = event.key
+        key = "enter" if self.starting and event.key == "ctrl+j" else event.key
         popup = self.completion
         if key not in ("up", "down"):
             self.walking_history = False

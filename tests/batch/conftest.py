@@ -59,6 +59,27 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int,
     return code, captured.out, captured.err
 
 
+def batch_of_scripts(
+    capsys: pytest.CaptureFixture[str],
+    folder: Path,
+    cases: dict[str, list[dict[str, Any]]],
+    task: dict[str, Any],
+    workers: int = 1,
+) -> Path:
+    """Run ``roder batch`` with the mock provider over one task per case (``task`` with the id
+    and the script of the case: one answer making the case's tool calls, then "Done."); returns
+    the batch's output folder."""
+    rows = []
+    for name, calls in cases.items():
+        script = write_script(folder / f"{name}.json", [{"text": "Working.", "tool_calls": calls}, {"text": "Done."}])
+        rows.append({"prompt": "Make add add.", **task, "id": name, "env": {"RODER_MOCK_SCRIPT": str(script)}})
+    tasks = write_jsonl(folder / "tasks.jsonl", rows)
+    out = folder / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", str(workers), "--no-progress", "--provider", "mock")
+    assert code == 0, err
+    return out
+
+
 def normalize(value: Any) -> Any:
     if isinstance(value, dict):
         # keys too: a thread's file ledger keys its digests by the rollout's absolute paths

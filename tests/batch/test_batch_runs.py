@@ -181,6 +181,7 @@ def _check_mock_batch(out: Path, stdout: str) -> None:
         "policy_denial": 1,
         "provider_failure": 0,
         "score_failure": 1,
+        "score_refused": 0,
         "score_timeout": 0,
         "setup_failure": 0,
         "agent_failure": 0,

@@ -172,3 +172,30 @@ async def test_a_command_never_rewrites_a_script_the_repository_config_runs(
     assert "refused scripts/textconv.sh" in result.text, result.text
     assert "touch" not in script.read_text()
     assert not (workspace / "scripts" / "merge.sh").exists(), result.text
+
+
+async def test_a_fifo_where_git_config_points_never_hangs_roder(workspace: Path, roder_home: Path) -> None:
+    """An include not made yet, made a FIFO (by a command in the background, or in a cloned
+    tree): Roder reads git config before every command, every file write and every turn's
+    environment block, and an open of a FIFO waits for a writer forever. It is read without
+    blocking and taken for no config; the turn runs to its end."""
+    _git(workspace, "init", "-q")
+    _git(workspace, "config", "include.path", "../local.gitconfig")
+    os.mkfifo(workspace / "local.gitconfig")
+    steps = [_call("write", path="notes.txt", content="hi\n"), _call("bash", command="echo ran")]
+    results = await _turn(workspace, roder_home, steps, "bypass")
+    assert [r.is_error for r in results] == [False, False], [r.text for r in results]
+    assert (workspace / "notes.txt").read_text() == "hi\n"
+
+
+def test_roders_own_git_empties_the_filters_an_included_config_defines(workspace: Path) -> None:
+    """A filter defined in a file the repository's config includes is a filter of the
+    repository: Roder's own git runs it with empty commands, like one in ``.git/config``."""
+    from roder_core.brokers.safe_git import git_argv
+
+    _git(workspace, "init", "-q")
+    (workspace / "shared.gitconfig").write_text('[include]\n\tpath = more.inc\n[filter "outer"]\n\tclean = ./x\n')
+    (workspace / "more.inc").write_text('[filter "inner"]\n\tsmudge = ./y\n')
+    _git(workspace, "config", "include.path", "../shared.gitconfig")
+    argv = git_argv(["status"], cwd=workspace)
+    assert "filter.outer.clean=" in argv and "filter.inner.smudge=" in argv, argv

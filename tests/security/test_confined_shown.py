@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from roder_core.brokers.confined import confine, program_folders
-from roder_core.brokers.secrets import SecretRedactor
 from roder_core.brokers.sandbox import sandbox_status
+from roder_core.brokers.secrets import SecretRedactor
 
 READER = """
 import sys

@@ -122,3 +122,27 @@ def test_stores_keyed_by_ids_refuse_path_ids(tmp_path: Path) -> None:
         TeamFiles(tmp_path / "teams").load("../x")
     with pytest.raises((WorkflowError, UnsafePathError)):
         WorkflowJournal(tmp_path / "wf").path("..x/..")
+
+
+async def test_an_mcp_server_named_like_a_path_writes_no_log_outside_the_cache(
+    workspace: Path, roder_home: Path, tmp_path: Path
+) -> None:
+    """A server's name names its log file in Roder's cache; a name that is a path (from a
+    plugin's ``.mcp.json``, a project's, the config) is a failed server with the reason, whose
+    log is never made, here or anywhere."""
+    import json
+    import sys
+
+    from roder_core.server.protocol_features import MCP_LIST, McpListParams
+
+    escape = f"../../../../../../../../{tmp_path.relative_to('/')}/escaped"
+    (roder_home / "config.toml").write_text(
+        f"[mcp.servers.{json.dumps(escape)}]\ncommand = {json.dumps(sys.executable)}\n"
+        "args = ['-c', 'import sys; sys.stderr.write(\"server log\\\\n\")']\n"
+    )
+    settings = StartSettings(cwd=workspace, provider="mock", interactive=False, env={**os.environ, "RODER_HOME": str(roder_home)})
+    async with LocalAppClient.start(settings) as app:
+        (server,) = (await app.call(MCP_LIST, McpListParams(wait_ms=10_000))).servers
+    assert not (tmp_path / "escaped.log").exists()
+    assert server.status == "failed", server
+    assert "not a plain name" in (server.error or ""), server

@@ -13,6 +13,7 @@ import json
 import os
 import pty
 import re
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,42 @@ def test_one_shot_and_sessions_show_on_a_terminal(roder_home: Path, workspace: P
     assert code == 0, text
     assert payload_sequences(raw) == [] and not unsafe_characters(text.replace("\r\n", "\n")), text
     assert "␛]0;PWNTITLE" in text and "<U+202E>PWNRLO" in text
+
+
+def test_the_app_servers_stderr_on_a_terminal_shows_what_an_mcp_server_printed(roder_home: Path, workspace: Path) -> None:
+    """``roder app-server`` keeps stdout for JSON-RPC, but its stderr is for a person (a
+    terminal when run by hand, with ``--listen`` too): the warning that quotes an MCP server's
+    stray stdout line shows its sequences instead of acting on them."""
+    noisy = workspace.parent / "noisy_mcp.py"
+    noisy.write_text(f"import sys\nsys.stdout.write({HOSTILE!r} + '\\n')\nsys.stdout.flush()\n")
+    (roder_home / "config.toml").write_text(
+        f"[mcp.servers.noisy]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(noisy))}]\n"
+    )
+    main, child = pty.openpty()
+    env = {**os.environ, "RODER_HOME": str(roder_home)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roder_tui.cli", "app-server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=child,
+        env=env,
+        cwd=workspace,
+    )
+    os.close(child)
+    raw = b""
+    try:
+        while b"not JSON-RPC" not in raw or not raw.endswith(b"\n"):  # the warning, whole
+            ready, _, _ = select.select([main], [], [], 60)
+            assert ready, raw
+            raw += os.read(main, 65536)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=120)
+        os.close(main)
+    text = raw.decode("utf-8", errors="replace")
+    assert payload_sequences(raw) == [], text
+    assert "␛]0;PWNTITLE" in text, text
 
 
 def test_json_on_a_terminal_is_the_exact_value(roder_home: Path, workspace: Path) -> None:
