@@ -217,11 +217,10 @@ asyncio.run(main())
 """
 
 
-def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> None:
-    """The app draws its first frame (sidebar, transcript, prompt, status bar) with Textual and
-    its own widgets only; everything the runtime brings loads after it (``bench/tui_first_frame.py``)."""
+def _app_probe(code: str, workspace: Path, tmp_path: Path) -> str:
+    """What a probe script running the app in a fresh interpreter printed."""
     done = subprocess.run(
-        [sys.executable, "-c", FIRST_FRAME_PROBE],
+        [sys.executable, "-c", code],
         cwd=workspace,
         env={**os.environ, "RODER_HOME": str(tmp_path / "home")},
         capture_output=True,
@@ -230,7 +229,13 @@ def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> 
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    names = set(done.stdout.split())
+    return done.stdout
+
+
+def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> None:
+    """The app draws its first frame (sidebar, transcript, prompt, status bar) with Textual and
+    its own widgets only; everything the runtime brings loads after it (``bench/tui_first_frame.py``)."""
+    names = set(_app_probe(FIRST_FRAME_PROBE, workspace, tmp_path).split())
     assert "roder_tui.widgets.transcript" in names  # the probe did build the app
     assert offenders(names, NOT_BEFORE_FIRST_FRAME) == []
 
@@ -276,17 +281,7 @@ def test_app_imports_the_server_handlers_off_the_event_loop(workspace: Path, tmp
 
     from roder_core.server.dispatcher import CORE_METHOD_MODULE, METHOD_MODULES
 
-    done = subprocess.run(
-        [sys.executable, "-c", METHODS_THREAD_PROBE],
-        cwd=workspace,
-        env={**os.environ, "RODER_HOME": str(tmp_path / "home")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    importers: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    importers: dict[str, str] = json.loads(_app_probe(METHODS_THREAD_PROBE, workspace, tmp_path).strip().splitlines()[-1])
     handlers = [module for module in METHOD_MODULES if module != CORE_METHOD_MODULE]
     assert set(handlers) <= set(importers)  # the app did call beyond the core
     assert {module: importers[module] for module in handlers if importers[module] == "MainThread"} == {}
