@@ -3,12 +3,16 @@ server's stderr log hold the redaction marker where a known secret value was wri
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
+import roder_ext_mcp
 
 from roder_core.testing.fake_server import ThreadedFakeServer
 from tests.batch.conftest import run_cli, write_jsonl
+from tests.ecosystem.harness import FIXTURE_SERVER, host_for, runtime_with
 
 PROVIDER_KEY = "sk-proj-LOGLEAK0123456789abcdefghij"
 
@@ -39,3 +43,44 @@ def test_batch_roder_log_is_redacted(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "[redacted:OPENAI_API_KEY]" in text
     assert _files_holding(out, PROVIDER_KEY) == []
     assert PROVIDER_KEY not in stdout + err
+
+
+SERVER_TOKEN = "srv-only-token-9f8e7d6c5b4a3210"
+FLOOD = 4 * 1024 * 1024  # far beyond a pipe's buffer: the server hangs unless Roder reads on
+
+
+async def test_mcp_server_stderr_log_is_redacted_and_read_continuously(
+    workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real stdio server prints the run's provider key (passed to it under a plain name) and
+    its own configured token to stderr, then floods it: it still connects, and its log in Roder's
+    cache holds the markers, never the values."""
+    (roder_home / "config.toml").write_text(
+        f"""
+[mcp]
+startup_wait = 25
+
+[mcp.servers.leaky]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(FIXTURE_SERVER))}, "stdio"]
+env = {{ PASSED_ALONG = "${{OPENAI_API_KEY}}", SERVICE_TOKEN = "{SERVER_TOKEN}", FIXTURE_STDERR_VARS = "PASSED_ALONG,SERVICE_TOKEN", FIXTURE_STDERR_FLOOD = "{FLOOD}" }}
+""",
+        encoding="utf-8",
+    )
+    host = host_for(workspace, trusted=False, env={"OPENAI_API_KEY": PROVIDER_KEY})
+    extension = roder_ext_mcp.create(host)
+    runtime = runtime_with(host, [extension], [{"text": "hi"}])
+    connection = extension.manager.connections["leaky"]
+    try:
+        await extension.manager.wait_ready(60)
+        assert connection.status == "connected", connection.error
+    finally:
+        await runtime.close()
+    assert connection.log.path.is_relative_to(roder_home)
+    text = connection.log.path.read_text()
+    assert "fixture server config: PASSED_ALONG=[redacted:OPENAI_API_KEY]" in text
+    assert "fixture server config: SERVICE_TOKEN=[redacted:SERVICE_TOKEN]" in text
+    assert "x" * FLOOD in text  # the flood was read and kept whole, after the redacted lines
+    assert "fixture server: stdin closed, exiting" in text  # the last lines, read after the stop
+    assert _files_holding(roder_home, PROVIDER_KEY) == []
+    assert _files_holding(roder_home, SERVER_TOKEN) == [roder_home / "config.toml"]
