@@ -25,7 +25,7 @@ from roder_core.kernel.tools import ToolExecutionContext
 from roder_core.settings.credentials import CredentialsError, CredentialStore
 from roder_ext_mcp.client_features import ClientFeatures, RootSet
 from roder_ext_mcp.config import ServerConfig
-from roder_ext_mcp.server_log import ServerLog, server_redactor
+from roder_ext_mcp.server_log import ServerLog
 from roder_ext_mcp.stdio import TERM_GRACE, stdio_streams
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class ServerConnection:
         self.noise_lines = 0
         self.noise = ""
         #: The server's log in Roder's cache (its stderr and log messages, redacted).
-        self.log = ServerLog(log_dir / f"{config.name}.log", server_redactor(secrets or SecretRedactor(), config.env))
+        self.log = ServerLog(log_dir / f"{config.name}.log", secrets or SecretRedactor(), config.env)
         self.roots = roots if roots is not None else RootSet(())
         self.roots.listen(self._roots_changed)
         #: Sampling, elicitation, roots, logging and progress: what this server may ask of Roder.

@@ -42,16 +42,21 @@ def server_redactor(run: SecretRedactor, server_env: Iterable[tuple[str, str]]) 
 
 
 class ServerLog:
-    """One server's log file; ``offset`` is where the current connection's part begins."""
+    """One server's log file; ``offset`` is where the current connection's part begins. The
+    redactor is made again at every connection, so a secret the run learnt since (a key stored
+    meanwhile) is redacted from the next start of the server on."""
 
-    def __init__(self, path: Path, redactor: SecretRedactor) -> None:
+    def __init__(self, path: Path, run_secrets: SecretRedactor, server_env: Iterable[tuple[str, str]]) -> None:
         self.path = path
-        self.redactor = redactor
+        self._run_secrets = run_secrets
+        self._server_env = tuple(server_env)
+        self.redactor = server_redactor(run_secrets, self._server_env)
         self.offset = 0
         self._drained = asyncio.Event()
 
     def begin(self) -> None:
         """A connection starts: its stderr is what is written from here on."""
+        self.redactor = server_redactor(self._run_secrets, self._server_env)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as out:
             self.offset = out.tell()
