@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 import roder_ext_mcp
 
+from roder_core.ir import ToolResultItem
 from roder_core.testing.fake_server import ThreadedFakeServer
 from tests.batch.conftest import run_cli, write_jsonl
-from tests.ecosystem.harness import FIXTURE_SERVER, host_for, runtime_with
+from tests.core.harness import call
+from tests.ecosystem.harness import FIXTURE_SERVER, host_for, items, runtime_with
 
 PROVIDER_KEY = "sk-proj-LOGLEAK0123456789abcdefghij"
 
@@ -63,7 +65,12 @@ startup_wait = 25
 [mcp.servers.leaky]
 command = {json.dumps(sys.executable)}
 args = [{json.dumps(str(FIXTURE_SERVER))}, "stdio"]
-env = {{ PASSED_ALONG = "${{OPENAI_API_KEY}}", SERVICE_TOKEN = "{SERVER_TOKEN}", FIXTURE_STDERR_VARS = "PASSED_ALONG,SERVICE_TOKEN", FIXTURE_STDERR_FLOOD = "{FLOOD}" }}
+
+[mcp.servers.leaky.env]
+PASSED_ALONG = "${{OPENAI_API_KEY}}"
+SERVICE_TOKEN = "{SERVER_TOKEN}"
+FIXTURE_STDERR_VARS = "PASSED_ALONG,SERVICE_TOKEN"
+FIXTURE_STDERR_FLOOD = "{FLOOD}"
 """,
         encoding="utf-8",
     )
@@ -83,4 +90,38 @@ env = {{ PASSED_ALONG = "${{OPENAI_API_KEY}}", SERVICE_TOKEN = "{SERVER_TOKEN}",
     assert "x" * FLOOD in text  # the flood was read and kept whole, after the redacted lines
     assert "fixture server: stdin closed, exiting" in text  # the last lines, read after the stop
     assert _files_holding(roder_home, PROVIDER_KEY) == []
+    assert _files_holding(roder_home, SERVER_TOKEN) == [roder_home / "config.toml"]
+
+
+async def test_mcp_server_log_messages_are_redacted(workspace: Path, roder_home: Path) -> None:
+    """A server's ``notifications/message`` quoting its token reaches its log, and the call, redacted."""
+    server = Path(__file__).with_name("mcp_log_server.py")
+    (roder_home / "config.toml").write_text(
+        f"""
+[mcp]
+startup_wait = 25
+
+[mcp.servers.logger]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(server))}]
+log_level = "debug"
+env = {{ SERVICE_TOKEN = "{SERVER_TOKEN}" }}
+""",
+        encoding="utf-8",
+    )
+    host = host_for(workspace, trusted=False)
+    extension = roder_ext_mcp.create(host)
+    script = [{"tool_calls": [call("mcp__logger__report", variable="SERVICE_TOKEN")]}, {"text": "done"}]
+    runtime = runtime_with(host, [extension], script)
+    connection = extension.manager.connections["logger"]
+    try:
+        thread = await runtime.start_thread()
+        turn = await runtime.run_turn(thread.id, "report")
+        assert turn.status == "completed"
+        [result] = items(runtime, thread.id, ToolResultItem)
+        assert result.text == "reported", result.text
+    finally:
+        await runtime.close()
+    text = connection.log.path.read_text()
+    assert "notifications/message [info] configured SERVICE_TOKEN=[redacted:SERVICE_TOKEN]" in text
     assert _files_holding(roder_home, SERVER_TOKEN) == [roder_home / "config.toml"]
