@@ -245,8 +245,12 @@ def exit_now(code: int) -> NoReturn:
 
 def run() -> None:
     """The ``roder`` console script: ``main``, then a fast exit where nothing is left running."""
+    from roder_core.settings import code_cache
+
     gc.disable()  # until end_startup()
+    code_cache.install()  # start-up's compiled snippets, kept between runs
     code, fast = _guarded(sys.argv[1:])
+    code_cache.save()
     # A profiler or coverage tracer writes its data at interpreter exit: let it.
     if fast and sys.getprofile() is None and sys.gettrace() is None:
         exit_now(code)

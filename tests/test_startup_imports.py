@@ -13,6 +13,7 @@ from __future__ import annotations
 import __future__
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -192,6 +193,9 @@ NOT_BEFORE_FIRST_FRAME = (
     "rich.pretty",
     "attr",
     "roder_tui.widgets.member_pane",
+    "roder_core.brokers.file_glob",
+    "roder_core.kernel.questions",
+    "pygments",
 )
 FIRST_FRAME_PROBE = """
 import asyncio, sys
@@ -213,11 +217,10 @@ asyncio.run(main())
 """
 
 
-def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> None:
-    """The app draws its first frame (sidebar, transcript, prompt, status bar) with Textual and
-    its own widgets only; everything the runtime brings loads after it (``bench/tui_first_frame.py``)."""
+def _app_probe(code: str, workspace: Path, tmp_path: Path) -> str:
+    """What a probe script running the app in a fresh interpreter printed."""
     done = subprocess.run(
-        [sys.executable, "-c", FIRST_FRAME_PROBE],
+        [sys.executable, "-c", code],
         cwd=workspace,
         env={**os.environ, "RODER_HOME": str(tmp_path / "home")},
         capture_output=True,
@@ -226,6 +229,136 @@ def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> 
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    names = set(done.stdout.split())
+    return done.stdout
+
+
+def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> None:
+    """The app draws its first frame (sidebar, transcript, prompt, status bar) with Textual and
+    its own widgets only; everything the runtime brings loads after it (``bench/tui_first_frame.py``)."""
+    names = set(_app_probe(FIRST_FRAME_PROBE, workspace, tmp_path).split())
     assert "roder_tui.widgets.transcript" in names  # the probe did build the app
     assert offenders(names, NOT_BEFORE_FIRST_FRAME) == []
+
+
+METHODS_THREAD_PROBE = """
+import argparse, asyncio, json, sys, threading
+from pathlib import Path
+
+importers = {}
+
+
+class WhoImports:
+    # Records the thread that imports each of the server's handler modules (finds nothing itself).
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("roder_core.server.methods."):
+            importers.setdefault(name, threading.current_thread().name)
+        return None
+
+
+sys.meta_path.insert(0, WhoImports())
+from roder_tui.app import RoderApp
+
+async def main():
+    args = argparse.Namespace(prompt=[], provider="mock", resume=None, continue_last=False, mode=None, model=None, sandbox="off")
+    app = RoderApp(args, cwd=Path.cwd())
+    async with app.run_test(size=(120, 40)) as pilot:
+        async with asyncio.timeout(60):
+            await app.ready.wait()
+            while not app.slash_commands:
+                await pilot.pause(0.02)
+    print(json.dumps(importers))
+
+asyncio.run(main())
+"""
+
+
+def test_app_imports_the_server_handlers_off_the_event_loop(workspace: Path, tmp_path: Path) -> None:
+    """After start-up the app's first calls of methods beyond the core (``commands/list``, the
+    palette's rows, MCP) would make the in-process server import every handler module on the
+    event loop, while the first keystrokes wait; the app imports them on a thread first. (The
+    core's module loads with the server, before "idle".)"""
+    import json
+
+    from roder_core.server.dispatcher import CORE_METHOD_MODULE, METHOD_MODULES
+
+    importers: dict[str, str] = json.loads(_app_probe(METHODS_THREAD_PROBE, workspace, tmp_path).strip().splitlines()[-1])
+    handlers = [module for module in METHOD_MODULES if module != CORE_METHOD_MODULE]
+    assert set(handlers) <= set(importers)  # the app did call beyond the core
+    assert {module: importers[module] for module in handlers if importers[module] == "MainThread"} == {}
+
+
+#: Runs ``roder serve`` as ``roder`` does, noting the modules and built models at the moment the
+#: host says it is ready, and on its way out what was imported or built after that.
+HOST_PROBE = """
+import sys
+from pydantic import BaseModel
+import roder_tui.commands.serve as serve
+from roder_tui.cli import _guarded
+
+def built():
+    seen, todo = set(), [BaseModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+    return {f"{m.__module__}.{m.__qualname__}" for m in seen if m.__pydantic_complete__}
+
+at_ready = {}
+signal_ready = serve._signal_ready
+def noting(fd, line):
+    at_ready.update(modules=set(sys.modules), models=built())
+    signal_ready(fd, line)
+serve._signal_ready = noting
+try:
+    code, _fast = _guarded(sys.argv[1:])
+finally:
+    sys.stderr.write("--- imported after ready ---\\n" + " ".join(sorted(set(sys.modules) - at_ready["modules"])) + "\\n")
+    sys.stderr.write("--- built after ready ---\\n" + " ".join(sorted(built() - at_ready["models"])) + "\\n")
+sys.exit(code)
+"""
+
+#: What a host loads before it says it is ready, so that its first client's turn does not wait
+#: for it: the method handlers, the model client, the brokers and the command parser.
+WARMED_BEFORE_READY = (
+    "roder_core.server",
+    "roder_core.brokers",
+    "roder_core.policy",
+    "httpx",
+    "httpcore",
+    "h11",
+    "anyio",
+    "tree_sitter",
+    "tree_sitter_bash",
+    "pydantic",
+)
+
+
+def test_a_new_host_is_ready_for_a_turn_when_it_says_so(roder_home: Path, workspace: Path) -> None:
+    """A turn handed to a host right after it said it was ready (a model call over HTTP, a
+    sandboxed command) builds no model and imports none of what the host loads ahead."""
+    flags = ["--provider", "local", "--model", "my-model"]
+    steps = [{"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hosted"}}]}, {"text": "done"}]
+    with ThreadedFakeServer(steps, models=("my-model",)) as server:
+        write_local_provider(roder_home, server.base_url)
+        host = HostProcess(workspace, roder_home, *flags, launcher=(sys.executable, "-c", HOST_PROBE))
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "roder_tui.cli", "-p", "go", *flags, "--mode", "bypass"],
+                cwd=workspace,
+                env=host.env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+        finally:
+            host.stop()
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(server.calls) == 2 and "hosted" in json.dumps(server.calls[1].json["messages"])  # the host ran it
+    report = host.output()
+    assert "--- built after ready ---" in report, report[-3000:]  # the probe ran the host to its end
+    imported_after = report.partition("--- imported after ready ---\n")[2].partition("\n")[0].split()
+    built_after = report.partition("--- built after ready ---\n")[2].partition("\n")[0].split()
+    assert offenders(set(imported_after), WARMED_BEFORE_READY) == []
+    assert built_after == []

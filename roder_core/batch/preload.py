@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures.thread
 import contextlib
-import importlib
 from importlib.metadata import entry_points
 
 import roder_core.batch.worker
@@ -18,8 +17,8 @@ import roder_core.brokers.host
 import roder_core.runtime.bootstrap
 import roder_core.runtime.runners
 import roder_core.threads.sessions
-from roder_core.brokers.httpx_loader import load_httpx
 from roder_core.kernel.distribution import ENTRY_POINT_GROUP
+from roder_core.runtime.first_use import import_command_parser, import_model_client
 
 #: Imported here for the workers forked from this process (what a rollout imports lazily).
 PRELOADED = (
@@ -38,21 +37,6 @@ def import_extensions() -> None:
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         with contextlib.suppress(Exception):
             entry.load()
-
-
-def import_model_client() -> None:
-    """httpx and the asyncio backend its connection pool starts on at a rollout's first call."""
-    load_httpx()
-    with contextlib.suppress(ImportError):
-        importlib.import_module("anyio._backends._asyncio")
-
-
-def import_command_parser() -> None:
-    """tree-sitter and its bash grammar, which policy loads to read the first command a rollout
-    runs (a third of a second of CPU, once per worker otherwise)."""
-    with contextlib.suppress(ImportError):
-        importlib.import_module("tree_sitter")
-        importlib.import_module("tree_sitter_bash")
 
 
 import_extensions()

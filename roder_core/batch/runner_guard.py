@@ -425,6 +425,12 @@ class RunnerGuard:
                 shutil.copy2(path, copy, follow_symlinks=False)
             self.kept_copied.add(relative)
 
+    def ignored_at_base(self) -> set[str]:
+        """What git ignored at the base (``keep``): the base's, never the prediction's, even where
+        the agent stopped ignoring it (git would list it as new, and the patch would not apply
+        where it already is)."""
+        return {relative for relative in self.kept if relative not in self.environments}
+
     def _ignored_entries(self, ignored: list[str]) -> list[str]:
         """The ignored entries to keep: git's listing without bytecode caches, the agent's files
         and what is inside an environment; a folder that holds an environment stands for what it

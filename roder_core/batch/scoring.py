@@ -93,11 +93,12 @@ class ScoreGuard:
         runner's files go back to their base version, and (``sweep``) every new file the
         prediction leaves out (scratch, ignored files) is removed, and so is every bytecode cache
         (``remove_bytecode_caches``). Returns the log lines and the prediction without the paths
-        the score resets, so the prediction is what was scored."""
+        the score resets and what git ignored at the base, so the prediction is what was scored."""
         log: list[str] = []
         reset: set[str] = set()
         if self.runner is not None:
             log, reset = self.runner.reset()
+            reset |= self.runner.ignored_at_base()
             if sweep:
                 log += self._sweep(set(prediction))
         if sweep:

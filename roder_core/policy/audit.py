@@ -7,6 +7,14 @@ A sidecar ``audit.jsonl.head`` holds the last sequence number and hash, so cutti
 end is caught too (unless both files are rewritten together: keep a copy of the head elsewhere if
 you need that). Appends take an exclusive file lock, so several Roder processes can share one
 log. Known secret values are redacted before a line is written.
+
+A writer keeps the log open between records and remembers where its last record ended and what
+it hashed to, so a record is one locked write, not an open and a read of the log's tail. Under
+the lock it checks that the path still names the file it holds (a log moved away or deleted is
+reopened, as a new one is started) and that the file is exactly as it left it (same size and
+modification time; another process's record, a truncation or an edit makes it read the tail
+again). Children never share its descriptor: a forked process opens its own, since a lock held
+through a shared descriptor would not keep the two apart.
 """
 
 from __future__ import annotations
@@ -16,11 +24,12 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple, cast
 
 from roder_core.brokers.secrets import redact_data
 
@@ -56,13 +65,32 @@ def _last_line(handle: BinaryIO) -> bytes:
     return data.rstrip(b"\n")
 
 
+class _Tail(NamedTuple):
+    """Where this writer's last record left the log: the file (device, inode), its size and
+    modification time then, and the record's sequence number and hash."""
+
+    file: tuple[int, int]
+    size: int
+    mtime_ns: int
+    seq: int
+    digest: str
+
+
 class AuditLog:
     """Appends hash-chained records to ``path``; never raises into the caller's action."""
 
     def __init__(self, path: Path, redact: Callable[[str], str] | None = None) -> None:
         self.path = path
+        self._name, self._head_name = str(path), str(self.head_path)
         self._redact = redact or (lambda text: text)
         self._folder_ready = False
+        #: The open log (read-write, appending), its head, and the process that opened them.
+        self._handle: BinaryIO | None = None
+        self._head: BinaryIO | None = None
+        self._opened_by = 0
+        self._tail: _Tail | None = None
+        #: The file lock is per open file, not per thread: threads of one process take turns here.
+        self._lock = threading.Lock()
 
     @property
     def head_path(self) -> Path:
@@ -76,42 +104,112 @@ class AuditLog:
 
     __call__ = record
 
+    def close(self) -> None:
+        """Let go of the open log; a later record opens it again."""
+        with self._lock:
+            self._release()
+
+    def __enter__(self) -> AuditLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _release(self) -> None:
+        handle, head, self._handle, self._head, self._tail = self._handle, self._head, None, None, None
+        # A fork closes only its copies: the parent's descriptors and their lock stay its own.
+        for held in (handle, head):
+            if held is not None:
+                held.close()
+
+    def _locked_handle(self) -> BinaryIO:
+        """The open log, locked, still the file at ``path`` (opened again when it was moved
+        away, deleted or replaced, or when this process is a fork of the one that opened it)."""
+        while True:
+            if self._handle is None or self._opened_by != os.getpid():
+                self._release()
+                if not self._folder_ready:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._folder_ready = True
+                self._handle = _open(self._name, os.O_RDWR | os.O_CREAT | os.O_APPEND, "r+b")
+                self._opened_by = os.getpid()
+            handle = self._handle
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            if _names(handle.fileno(), self._name):
+                return handle
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            self._release()
+
     def _append(self, kind: str, fields: dict[str, Any]) -> None:
         clean, _ = redact_data(json.loads(json.dumps(fields, default=str)), self._redact)
-        if not self._folder_ready:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._folder_ready = True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "r+b") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        with self._lock:
+            handle = self._locked_handle()
             try:
-                last = _last_line(handle)
-                if last:
-                    try:
-                        previous = json.loads(last)
-                        prev_hash, seq = previous["hash"], int(previous["seq"]) + 1
-                    except (ValueError, KeyError, TypeError):
-                        prev_hash, seq = hashlib.sha256(last).hexdigest(), -1
+                now = os.fstat(handle.fileno())
+                tail = self._tail
+                if tail is not None and (tail.file, tail.size, tail.mtime_ns) == (
+                    (now.st_dev, now.st_ino),
+                    now.st_size,
+                    now.st_mtime_ns,
+                ):
+                    prev_hash, seq = tail.digest, tail.seq + 1
                 else:
-                    prev_hash, seq = GENESIS, 0
+                    prev_hash, seq = _follows(_last_line(handle))
                 record = {"seq": seq, "ts": round(time.time(), 6), "kind": kind, **clean, "prev": prev_hash}
                 record["hash"] = record_hash(record)
-                handle.seek(0, os.SEEK_END)
-                handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
-                handle.flush()
+                self._tail = None  # until the write is known to be whole
+                _write_all(handle.fileno(), (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
                 self._write_head(seq, record["hash"])
+                after = os.fstat(handle.fileno())
+                self._tail = _Tail((after.st_dev, after.st_ino), after.st_size, after.st_mtime_ns, seq, record["hash"])
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def _write_head(self, seq: int, digest: str) -> None:
         """One fixed-width line rewritten in place: a single small write (a rename per record
-        would cost more than the record itself), done while the log's lock is held."""
+        would cost more than the record itself), done while the log's lock is held; into the
+        file the head's path names now (it is opened again when moved away or deleted)."""
         line = json.dumps({"seq": seq, "hash": digest}).ljust(HEAD_WIDTH - 1) + "\n"
-        fd = os.open(self.head_path, os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            os.pwrite(fd, line.encode("ascii"), 0)
-        finally:
-            os.close(fd)
+        if self._head is not None and not _names(self._head.fileno(), self._head_name):
+            self._head.close()
+            self._head = None
+        if self._head is None:
+            self._head = _open(self._head_name, os.O_WRONLY | os.O_CREAT, "wb")
+        os.pwrite(self._head.fileno(), line.encode("ascii"), 0)
+
+
+def _open(path: str, flags: int, mode: str) -> BinaryIO:
+    """``path`` opened with ``flags``, private when created, unbuffered (each write is one)."""
+    return cast(BinaryIO, os.fdopen(os.open(path, flags, 0o600), mode, buffering=0))
+
+
+def _names(fd: int, path: str) -> bool:
+    """Whether ``path`` names the open file ``fd`` (not moved away, deleted or replaced)."""
+    try:
+        held, named = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` (a write may take less than it is given, as a full disk's does)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _follows(last: bytes) -> tuple[str, int]:
+    """The previous hash and the sequence number of a record written after ``last`` (the log's
+    last line; empty for an empty log). A line that is not a record still chains (by its bytes'
+    hash), with sequence number -1 so that ``verify`` names the break."""
+    if not last:
+        return GENESIS, 0
+    try:
+        previous = json.loads(last)
+        return previous["hash"], int(previous["seq"]) + 1
+    except (ValueError, KeyError, TypeError):
+        return hashlib.sha256(last).hexdigest(), -1
 
 
 @dataclass

@@ -906,3 +906,4 @@ class Runtime:
                 await service.aclose()
             except Exception as exc:  # one stuck service must not keep the others open
                 log.warning("closing %s failed: %s", type(service).__name__, exc)
+        self.audit.close()

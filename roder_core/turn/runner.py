@@ -285,6 +285,9 @@ class TurnRunner:
         call without a result gets one saying it was denied, interrupted or never run."""
         answered = {i.call_id for i in self.turn.items if isinstance(i, ToolResultItem)}
         denied: set[str] = set()
+        #: Calls whose approval nobody answered (the user quit or interrupted with the dialog
+        #: open): they were not denied by the user, and the model must not read that they were.
+        unanswered: set[str] = set()
         for item in list(self.turn.items):
             if not isinstance(item, ApprovalItem):
                 continue
@@ -296,13 +299,15 @@ class TurnRunner:
                     )
                 )
                 await self._item_completed(item.model_copy(update={"decision": decision}))
-                denied.add(item.request.call_id)
+                unanswered.add(item.request.call_id)
             elif not item.decision.allowed:
                 denied.add(item.request.call_id)
         for item in list(self.turn.items):
             if not isinstance(item, ToolCallItem) or item.call_id in answered:
                 continue
-            if item.call_id in denied:
+            if item.call_id in unanswered:
+                text, data = "not run: the turn ended before the user answered its approval", {"interrupted": True}
+            elif item.call_id in denied:
                 text, data = "denied by the user; the turn was interrupted", {"policy_denied": True, "interrupted": True}
             elif status == "interrupted":
                 text, data = "interrupted before it finished", {"interrupted": True}

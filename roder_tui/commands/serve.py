@@ -1,6 +1,6 @@
 """``roder serve``: this user's background host, which outlives the terminal.
 
-roder serve [RUNTIME FLAGS]                 # start it in the background (returns once it listens)
+roder serve [RUNTIME FLAGS]                 # start it in the background (returns once it is ready)
 roder serve --status                        # is one running, where, with which settings
 roder serve --stop                          # stop it (running turns are interrupted and saved)
 roder serve --foreground                    # run it here (systemd units, containers, debugging)
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import importlib
 import os
 import signal
 import sys
@@ -166,12 +165,12 @@ async def _serve(args: argparse.Namespace) -> int:
                 sys.stderr.write(banner)
         except (HostDirError, OSError) as exc:
             return start_error(exc)
+        _warm_up()
         sys.stderr.write(
             f"roder: host listening on {unix.socket_path} (pid {os.getpid()}, workspace {started.runtime.options.cwd})\n"
         )
         sys.stderr.flush()
         _signal_ready(args.ready_fd, f"ready {unix.socket_path}\n{banner}")
-        loop.call_soon(_warm_up)
         await unix.stopped.wait()
         sys.stderr.write("roder: host stopping\n")
     finally:
@@ -183,18 +182,33 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The modules whose models a turn builds (the requests and results of the methods a client
+#: calls to run one, the thread's items and events, the hooks' payloads): built by ``_warm_up``.
+TURN_MODEL_MODULES = (
+    "roder_core.ir",
+    "roder_core.threads.events",
+    "roder_core.kernel.hook_payloads",
+    "roder_core.server.protocol",
+    "roder_core.server.protocol_attach",
+)
+
+
 def _warm_up() -> None:
-    """Import, once the host listens and before anyone asks, what its first request and first
-    model call would otherwise import while a client waits: the server's method handlers (the
-    dispatcher loads them all at its first call) and the HTTP client stack (httpx, httpcore,
-    anyio's asyncio backend). A one-shot run handed to a new host then pays none of it; a client
-    that connects meanwhile waits no longer than it would have for the same imports."""
-    from roder_core.brokers.httpx_loader import load_httpx
+    """Do, once the host listens and before it says it is ready, what a new host's first turn
+    would otherwise do while its client waits: import the server's method handlers (the
+    dispatcher loads them all at its first call), the model client, the brokers and the command
+    parser, and build the models a turn uses (``runtime.first_use``). Before ready, not after: a
+    client that starts as soon as ``roder serve`` returns (a script, the one-shot benchmark)
+    would otherwise wait for the same work in the middle of its first turn, on the host's one
+    event loop. A client that connects meanwhile waits no longer than its first turn would have."""
+    from roder_core.runtime import first_use
     from roder_core.server.dispatcher import load_method_modules
 
     load_method_modules()
-    load_httpx()
-    importlib.import_module("anyio._backends._asyncio")
+    first_use.import_model_client()
+    first_use.import_command_broker()
+    first_use.import_command_parser()
+    first_use.build_models(*TURN_MODEL_MODULES)
 
 
 def _signal_ready(fd: int | None, line: str) -> None:

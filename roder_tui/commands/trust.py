@@ -49,7 +49,8 @@ def _decide(args: argparse.Namespace, trusted: bool) -> int:
         return 2
     folder = folder.resolve()
     try:
-        record_trust(paths, folder, trusted, AuditLog(paths.audit_file).record, "roder trust")
+        with AuditLog(paths.audit_file) as audit:
+            record_trust(paths, folder, trusted, audit.record, "roder trust")
         state = trust_state(paths, folder)
     except RpcError as exc:
         print(f"roder: {exc.message}")

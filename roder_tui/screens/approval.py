@@ -13,6 +13,7 @@ import json
 import re
 
 from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -111,7 +112,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             said.append(f"the command is {lines} lines long; scroll the preview to see all of it")
         return "\n".join(said)
 
-    def _keys(self) -> Text:
+    def _keys(self) -> Group:
+        """The key legend, each row as two columns, so a label that wraps (the rule "always" saves, at 40
+        columns) goes on under its label, never at the dialog's edge under the keys."""
         options = {o.id for o in self.request.options} or {
             "allow_once",
             "allow_session",
@@ -119,10 +122,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             "deny",
             "deny_interrupt",
         }
-        # A compound command saves one rule per command, a line each: the later ones line up
-        # under the first instead of starting at the dialog's edge, below the key column.
+        # A compound command saves one rule per command, a line each, lined up under the first.
         always = "always allow: "
-        rules = ("\n" + " " * (len(" a  ") + len(always))).join(self.rule.splitlines())
+        rules = ("\n" + " " * len(always)).join(self.rule.splitlines())
         rows = [
             ("y", "allow once", "allow_once"),
             ("s", "allow for this session", "allow_session"),
@@ -130,14 +132,15 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             ("n", "deny", "deny"),
             ("esc", "deny and interrupt", "deny_interrupt"),
         ]
-        text = Text()
+        legend: list[Table] = []
         for key, label, option in rows:
             if option in options:
-                if text:
-                    text.append("\n")
-                text.append(f" {key} ", style="bold reverse")
-                text.append(f" {label}")
-        return text
+                row = Table.grid(padding=(0, 1))  # a grid a row: each label starts right after its key
+                row.add_column(no_wrap=True)
+                row.add_column(overflow="fold")
+                row.add_row(Text(f" {key} ", style="bold reverse"), Text(label))
+                legend.append(row)
+        return Group(*legend)
 
     def action_decide(self, decision: str) -> None:
         rule = self.rule if decision == "allow_always" else None

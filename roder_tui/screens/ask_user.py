@@ -15,10 +15,20 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.geometry import Size
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Button, Input, RadioButton, RadioSet, SelectionList, Static
 
 from roder_core.kernel.questions import Question
+
+
+class OptionButton(RadioButton):
+    """A radio option whose label wraps: Textual's is one row, cut with "…" at the edge, and an
+    option's description is what the choice means."""
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return Widget.get_content_height(self, container, viewport, width)  # the label's wrapped height, not 1
 
 
 class AskUserScreen(ModalScreen[dict[str, Any] | None]):
@@ -39,9 +49,12 @@ class AskUserScreen(ModalScreen[dict[str, Any] | None]):
     AskUserScreen .ask-question { margin-top: 1; text-style: bold; }
     AskUserScreen .ask-header { color: $text-muted; }
     AskUserScreen RadioSet, AskUserScreen SelectionList { width: 100%; height: auto; max-height: 10; }
+    AskUserScreen OptionButton { height: auto; text-wrap: wrap; text-overflow: fold; }
     AskUserScreen Input { margin-bottom: 0; }
+    /* The buttons and keys are docked together: the questions scroll, the keys are never cut. */
+    AskUserScreen #ask-foot { dock: bottom; height: auto; }
     AskUserScreen #ask-buttons { height: auto; margin-top: 1; }
-    AskUserScreen #ask-keys { color: $text-muted; }
+    AskUserScreen #ask-keys { height: auto; color: $text-muted; }
     """
 
     def __init__(self, questions: list[Question], *, asker: str = "") -> None:
@@ -66,14 +79,15 @@ class AskUserScreen(ModalScreen[dict[str, Any] | None]):
                     elif question.options:
                         with RadioSet(id=f"choice-{question.id}"):
                             for option in question.options:
-                                yield RadioButton(_label(option.label, option.description))
+                                yield OptionButton(_label(option.label, option.description))
                     if question.allow_free_text:
                         placeholder = "or answer in your own words" if question.options else "your answer"
                         yield Input(placeholder=placeholder, id=f"text-{question.id}")
-            with Horizontal(id="ask-buttons"):
-                yield Button("Send", id="ask-send", variant="primary")
-                yield Button("Decline", id="ask-decline")
-            yield Static("tab: next · space/enter: choose · ctrl+s: send · esc: decline", id="ask-keys")
+            with Vertical(id="ask-foot"):
+                with Horizontal(id="ask-buttons"):
+                    yield Button("Send", id="ask-send", variant="primary")
+                    yield Button("Decline", id="ask-decline")
+                yield Static("tab: next · space/enter: choose · ctrl+s: send · esc: decline", id="ask-keys")
 
     def on_mount(self) -> None:
         self.focus_next()

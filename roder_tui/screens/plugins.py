@@ -47,6 +47,7 @@ from roder_core.server.protocol_plugins import (
     SearchParams,
     SearchResult,
 )
+from roder_tui.widgets.messages import plural
 
 
 def preview_text(data: PreviewResult) -> str:
@@ -146,6 +147,12 @@ def _listed(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
+#: What the /plugin screen's keys do, shown under the list.
+PLUGIN_KEYS = (
+    "type to search · enter preview · i install · v variant · e/d enable/disable · ctrl+o add what is typed as a marketplace"
+)
+
+
 class PluginScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape", "close", "Close"),
@@ -167,6 +174,7 @@ class PluginScreen(ModalScreen[None]):
     PluginScreen OptionList { height: 1fr; border: none; }
     PluginScreen #plugin-detail { height: 1fr; border-top: solid $primary-darken-2; }
     PluginScreen #plugin-status { color: $warning; height: auto; }
+    PluginScreen #plugin-keys { dock: bottom; height: auto; color: $text-muted; }
     """
 
     def __init__(self, client: AppClient) -> None:
@@ -179,10 +187,10 @@ class PluginScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
-            box.border_title = (
-                "/plugin · type to search · enter preview · i install · v variant · e/d enable/disable"
-                " · ctrl+o add what is typed as a marketplace · esc close"
-            )
+            box.border_title = "/plugin · esc to close"
+            # The keys wrap in a line of their own: in the border title they were cut at every
+            # width (ctrl+o, which adds a marketplace, never showed).
+            yield Static(PLUGIN_KEYS, id="plugin-keys", markup=False)
             yield Input(placeholder="search plugins", id="plugin-filter")
             yield OptionList(id="plugin-list")
             yield Static("", id="plugin-status", markup=False)
@@ -221,7 +229,7 @@ class PluginScreen(ModalScreen[None]):
             options.add_option(Option(Content(label), id=result.name))  # a catalog's text, never markup
         if self.results:
             options.highlighted = 0
-            self.status(f"{len(self.results)} plugins")
+            self.status(plural(len(self.results), "plugin"))
         else:
             self.status(
                 "no plugins match (ctrl+o adds what you typed as a marketplace)"
@@ -395,7 +403,7 @@ class PluginScreen(ModalScreen[None]):
         with self.prevent(Input.Changed):  # the search below is the one the cleared field would start
             self.query_one(Input).value = ""
         await self.search("")
-        self.status(f"added the marketplace {added.marketplace.name}: {len(self.results)} plugins")
+        self.status(f"added the marketplace {added.marketplace.name}: {plural(len(self.results), 'plugin')}")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -266,7 +266,13 @@ class ToolCardView(StaticEntry):
             duration = int((time.monotonic() - entry.started_monotonic) * 1000)
         if duration is not None:
             header.append(f"  {format_duration(duration)}", style="dim")
-        if approval is not None and approval.decision is not None:
+        # A call interrupted with its approval unanswered was not denied by anyone (the runtime
+        # closes such an approval with a deny): no "[deny]" beside "[interrupted]".
+        if (
+            approval is not None
+            and approval.decision is not None
+            and not (status == "interrupted" and not approval.decision.allowed)
+        ):
             header.append(f"  [{approval.decision.decision.replace('_', ' ')}]", style="dim italic")
         if status == "interrupted":
             header.append("  [interrupted]", style="roder.warning")

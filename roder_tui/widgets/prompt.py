@@ -20,7 +20,6 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import TextArea
 
-from roder_core.brokers.file_glob import ListingTimeout, ripgrep_files
 from roder_tui.file_mentions import mention, mention_being_typed, mentioned_paths
 
 if TYPE_CHECKING:
@@ -123,7 +122,10 @@ def _offered(path: str) -> bool:
 
 def workspace_files(root: Path, limit: int = FILE_SCAN_LIMIT) -> list[str]:
     """Relative paths of the workspace's files: the tools' walker (ripgrep, with the same ignore
-    rules as ``glob``), in path order, without VCS, caches and virtualenvs."""
+    rules as ``glob``), in path order, without VCS, caches and virtualenvs. (The file brokers
+    load with the first ``@`` completion, not before the app's first frame.)"""
+    from roder_core.brokers.file_glob import ListingTimeout, ripgrep_files
+
     real = root.resolve()
     try:
         listed = ripgrep_files(real)
@@ -192,9 +194,12 @@ class PromptInput(TextArea):
         #: walking the history and no completion opens (an entry ending in ``@file`` would
         #: otherwise open one that takes the arrows, and the walk could not go on).
         self.walking_history = False
+        #: Until the app can send (it says when): an enter typed before the app took the
+        #: keyboard was turned into a newline (ctrl+j) by the terminal, so ctrl+j sends too.
+        self.starting = True
 
     async def _on_key(self, event: events.Key) -> None:
-        key = event.key
+        key = "enter" if self.starting and event.key == "ctrl+j" else event.key
         popup = self.completion
         if key not in ("up", "down"):
             self.walking_history = False

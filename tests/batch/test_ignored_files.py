@@ -180,3 +180,34 @@ def test_putting_back_a_folder_leaves_the_environment_inside_it_alone(tmp_path: 
     assert "a - b" in (workspace / "build" / "lib" / "helper.py").read_text()
     assert not (workspace / "build" / "new.py").exists()
     assert (workspace / "build" / "venv" / "lib" / "kept.py").read_text() == "x = 1\n"
+
+
+def test_content_the_agent_stops_ignoring_stays_out_of_the_prediction(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An agent that takes ``vendor/`` out of ``.gitignore`` makes git see the base's vendored
+    files as new: they are the base's, scored as the base had them, so the prediction leaves
+    them out (an external grader would find them already there and refuse the patch)."""
+    source = _source(tmp_path)
+    cases = {"unignored": [FIX, _bash("printf 'build/\\n' > .gitignore")]}
+    out = batch_of_scripts(capsys, tmp_path, cases, {"workspace": str(source), "score": SCORE})
+    assert result(out, "unignored")["passed"], (out / "rollouts/unignored/0/score.log").read_text()
+    prediction = json.loads((out / "preds.jsonl").read_text())["model_patch"]
+    assert "+    return a + b" in prediction and ".gitignore" in prediction
+    assert "vendor/helper.py" not in prediction
+
+
+def test_an_edit_of_ignored_content_beyond_the_copy_budget_is_refused_through_the_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a budget of one file, ``build/`` (one file) is copied and ``vendor/`` (two) is kept
+    as stamps: the vendored fake is refused, saying why, and the honest fix still passes."""
+    source = _source(tmp_path)
+    (source / "vendor" / "more.py").write_text("")
+    cases = {"vendored-fake": [_bash(FAKE)], "honest": [FIX, _bash("echo rebuilt > build/notes.txt")]}
+    out = batch_of_scripts(capsys, tmp_path, cases, {"workspace": str(source), "score": SCORE, "keep_copy_files": 1})
+    assert result(out, "honest")["passed"], (out / "rollouts/honest/0/score.log").read_text()
+    refused = result(out, "vendored-fake")
+    assert not refused["passed"] and refused["failure_cause"] == "score_refused"
+    assert refused["score"]["refused"] == (
+        "vendor/helper.py changed; vendor (git-ignored, in no prediction) is beyond the 1 files / 256 MiB "
+        "a rollout keeps a copy of, so the change cannot be put back"
+    )

@@ -31,13 +31,15 @@ def host_env(roder_home: Path) -> dict[str, str]:
 class HostProcess:
     """``roder serve --foreground`` in a workspace; ``stop()`` asks it to stop, then kills."""
 
-    def __init__(self, workspace: Path, roder_home: Path, *flags: str) -> None:
+    def __init__(self, workspace: Path, roder_home: Path, *flags: str, launcher: tuple[str, ...] = ()) -> None:
+        """``launcher``: what runs the command line instead of ``python -m roder_tui.cli`` (a
+        probe script that reports on the host's process)."""
         self.env = host_env(roder_home)
         self.paths = HostPaths.from_env(self.env)
         self.lines: list[str] = []
         self._listening = threading.Event()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "roder_tui.cli", "serve", "--foreground", *flags],
+            [*(launcher or (sys.executable, "-m", "roder_tui.cli")), "serve", "--foreground", *flags],
             cwd=workspace,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -45,7 +47,8 @@ class HostProcess:
             stderr=subprocess.PIPE,
             text=True,
         )
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         if not self._listening.wait(60) or self.process.poll() is not None:
             self.kill()
             raise AssertionError("the host did not start:\n" + "".join(self.lines))
@@ -61,6 +64,12 @@ class HostProcess:
     @property
     def socket(self) -> Path:
         return self.paths.socket
+
+    def output(self) -> str:
+        """Everything the host wrote to stderr, once it has exited."""
+        self.process.wait(timeout=30)
+        self._reader.join(timeout=30)
+        return "".join(self.lines)
 
     def stop(self) -> int:
         subprocess.run([sys.executable, "-m", "roder_tui.cli", "serve", "--stop"], env=self.env, capture_output=True, timeout=60)

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from roder_core.policy.audit import AuditLog, verify
@@ -15,9 +16,9 @@ from tests.tools.harness import call, run_script
 
 
 def write_log(path: Path, count: int = 5) -> None:
-    log = AuditLog(path)
-    for index in range(count):
-        log.record("test.event", {"index": index})
+    with AuditLog(path) as log:
+        for index in range(count):
+            log.record("test.event", {"index": index})
 
 
 def lines(path: Path) -> list[str]:
@@ -76,17 +77,16 @@ def test_truncated_end_is_detected_by_the_head_file(tmp_path: Path) -> None:
 
 def test_secrets_are_redacted_before_writing(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
-    AuditLog(path, redact=lambda text: text.replace("hunter2hunter2", "[redacted]")).record(
-        "process.start", {"command": "login --password hunter2hunter2"}
-    )
+    with AuditLog(path, redact=lambda text: text.replace("hunter2hunter2", "[redacted]")) as log:
+        log.record("process.start", {"command": "login --password hunter2hunter2"})
     assert "hunter2hunter2" not in path.read_text()
     assert verify(path).ok
 
 
 def _append_many(path: str, worker: int) -> None:
-    log = AuditLog(Path(path))
-    for index in range(40):
-        log.record("concurrent", {"worker": worker, "index": index})
+    with AuditLog(Path(path)) as log:
+        for index in range(40):
+            log.record("concurrent", {"worker": worker, "index": index})
 
 
 def test_concurrent_processes_keep_one_chain(tmp_path: Path) -> None:
@@ -137,3 +137,77 @@ async def test_a_run_records_decisions_and_actions(workspace: Path, roder_home: 
     assert denied
     assert ".git/ is protected" in denied[0]["reason"]
     assert verify(path).ok
+
+
+def test_a_writer_that_keeps_the_log_open_follows_what_others_did_to_it(tmp_path: Path) -> None:
+    """One writer keeps the log open between records; whatever happened to the file meanwhile
+    (another writer's records, the log moved away, deleted, truncated, its head deleted), its
+    next record chains onto the file its path names now, as a writer that opened it anew would."""
+    path = tmp_path / "audit.jsonl"
+    kept, other = AuditLog(path), AuditLog(path)
+    kept.record("kept", {"n": 0})
+    other.record("other", {"n": 1})
+    kept.record("kept", {"n": 2})
+    assert verify(path).ok and verify(path).records == 3
+
+    path.rename(tmp_path / "audit.old.jsonl")  # moved away (rotated): a new log begins at the path
+    kept.record("kept", {"n": 3})
+    assert [json.loads(row)["seq"] for row in lines(path)] == [0]
+    assert verify(path).ok and verify(tmp_path / "audit.old.jsonl").records == 3
+
+    kept.record("kept", {"n": 4})
+    path.unlink()  # deleted
+    kept.record("kept", {"n": 5})
+    assert [json.loads(row)["n"] for row in lines(path)] == [5] and verify(path).ok
+
+    kept.record("kept", {"n": 6})
+    rows = lines(path)
+    rewrite(path, rows[:1])  # truncated in place: the next record follows what is left
+    kept.record("kept", {"n": 7})
+    assert [json.loads(row)["seq"] for row in lines(path)] == [0, 1] and verify(path).ok
+
+    kept.head_path.unlink()  # the head deleted: written again with the next record
+    kept.record("kept", {"n": 8})
+    assert json.loads(kept.head_path.read_text())["seq"] == 2 and verify(path).ok
+    kept.close()
+    other.close()
+
+
+def test_a_forked_writer_opens_its_own_log(tmp_path: Path) -> None:
+    """A process forked from a writer that holds the log open must not lock through the
+    parent's descriptor (one lock for both would not keep them apart): both append, one chain."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.record("parent", {"n": 0})
+    context = multiprocessing.get_context("fork")
+    child = context.Process(target=_record_through, args=(log,))
+    child.start()
+    for index in range(40):
+        log.record("parent", {"n": index})
+    child.join(30)
+    log.close()
+    assert child.exitcode == 0
+    report = verify(path)
+    assert report.ok, report.problems
+    assert report.records == 81
+
+
+def _record_through(log: AuditLog) -> None:
+    for index in range(40):
+        log.record("child", {"n": index})
+
+
+def test_threads_sharing_a_writer_keep_one_chain(tmp_path: Path) -> None:
+    """The file lock belongs to the open file, not to a thread: threads of one process that share
+    a writer take turns inside it."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    threads = [threading.Thread(target=_record_through, args=(log,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    log.close()
+    report = verify(path)
+    assert report.ok, report.problems
+    assert report.records == 160

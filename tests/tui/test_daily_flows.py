@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,14 +91,38 @@ async def test_the_rules_of_a_compound_command_line_up_in_the_legend(workspace: 
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         screen = await open_approval(pilot)
-        lines = screen._keys().plain.splitlines()
+        lines = legend_lines(screen)
         first = next(i for i, line in enumerate(lines) if "always allow: bash(ls -la)" in line)
         assert lines[first + 1] == " " * lines[first].index("bash(ls -la)") + "bash(echo hi)"
-        assert lines[first + 2].strip() == "n  deny"
+        assert lines[first + 2].split() == ["n", "deny"]
         await pilot.press("a")
         await until(pilot, lambda: app.turn_id is None, what="the turn's end")
     saved = (app.config_dir / "config.toml").read_text()
     assert "bash(ls -la)" in saved and "bash(echo hi)" in saved
+
+
+def legend_lines(screen: Any) -> list[str]:
+    """The approval dialog's key legend as drawn, one string a row."""
+    keys = screen.query_one("#approval-keys")
+    return [strip.text.rstrip() for strip in keys.render_lines(keys.region.reset_offset)]
+
+
+async def test_a_rule_that_wraps_at_40_columns_stays_in_its_column(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 40 columns ``always allow: edit(src/new_module.py)`` wraps; the rule went on at the
+    dialog's edge, under the keys, where it read as a row of its own."""
+    from tests.tui.test_approval_dialog import call, open_approval
+
+    app = make_app(workspace, [call("write", path="src/new_module.py", content="x = 1\n"), {"text": "ok"}], monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        screen = await open_approval(pilot)
+        lines = legend_lines(screen)
+        label_column = lines[0].index("allow once")
+        at = next(i for i, line in enumerate(lines) if "always allow:" in line)
+        assert lines[at].index("always allow:") == label_column
+        assert lines[at + 1].strip() == "edit(src/new_module.py)"
+        assert lines[at + 1].index("edit(") == label_column
+        assert [line.split()[0] for line in lines if line[:label_column].strip()] == ["y", "s", "a", "n", "esc"]
 
 
 async def test_the_model_picker_marks_the_model_in_use(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -211,3 +236,107 @@ async def test_a_member_pane_shows_the_task_of_its_briefing(workspace: Path, mon
             "Review the loader.",
         ]
         assert call == "→ team_message to: bob · text: two lines"
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)])
+async def test_the_plugin_screen_shows_all_its_keys(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """The /plugin keys were in the border title, cut at every width: ``ctrl+o`` (add a
+    marketplace) never showed. They wrap in a legend of their own now, whole at 40 columns."""
+    from roder_tui.screens.plugins import PLUGIN_KEYS, PluginScreen
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        await pilot.press(*"/plugin", "enter")
+        await until(pilot, lambda: shown(app, PluginScreen), what="/plugin")
+        screen = app.screen
+        keys = screen.query_one("#plugin-keys")
+        await until(pilot, lambda: keys.region.height > 0, what="the legend laid out")
+        drawn = [strip.text for strip in keys.render_lines(keys.region.reset_offset)]
+        assert " ".join(" ".join(drawn).split()) == PLUGIN_KEYS
+        assert screen.region.contains_region(keys.region)
+        assert not keys.region.overlaps(screen.query_one("#plugin-filter").region)
+        assert "ctrl+o" not in str(screen.query_one("Vertical").border_title)
+
+
+async def test_a_question_reads_whole_at_40_columns(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 40x20 the options' descriptions were cut (``one file, no serve…``) and the key legend
+    lost its end below the dialog; the options wrap and the keys stay on screen now."""
+    from textual.widgets import RadioButton
+
+    from roder_tui.screens.ask_user import AskUserScreen
+
+    question = {
+        "header": "Database",
+        "question": "Which database should the service use for its storage layer in production?",
+        "options": [
+            {"label": "SQLite", "description": "one file, no server, nothing to run"},
+            {"label": "Postgres", "description": "a server, concurrent writers"},
+        ],
+    }
+    steps = [{"tool_calls": [{"name": "ask_user", "arguments": {"questions": [question]}}]}, {"text": "ok"}]
+    app = make_app(workspace, steps, monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"set it up", "enter")
+        await until(pilot, lambda: shown(app, AskUserScreen), what="the question dialog")
+        screen = app.screen
+        keys = screen.query_one("#ask-keys")
+        await until(pilot, lambda: keys.region.height > 0, what="the dialog laid out")
+        drawn = " ".join(strip.text for strip in keys.render_lines(keys.region.reset_offset))
+        assert " ".join(drawn.split()) == "tab: next · space/enter: choose · ctrl+s: send · esc: decline"
+        dialog = screen.query_one("AskUserScreen > Vertical")
+        for part in (keys, screen.query_one("#ask-send"), screen.query_one("#ask-decline")):
+            assert dialog.content_region.contains_region(part.region), (part, part.region, dialog.content_region)
+        assert not screen.query_one("#ask-buttons").region.overlaps(keys.region)
+        for button, option in zip(screen.query(RadioButton), question["options"], strict=True):
+            text = " ".join(" ".join(s.text for s in button.render_lines(button.region.reset_offset)).split())
+            assert option["description"] in text, text
+        await pilot.press("down", "enter", "ctrl+s")
+        await until(pilot, lambda: app.turn_id is None, what="the turn's end")
+
+
+async def test_export_into_a_new_folder(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/export json out/thread.json`` failed with "No such file or directory" when ``out/`` did
+    not exist; the folder is made, as the write tool makes missing parents."""
+    from tests.tui.helpers import turn_done
+
+    app = make_app(workspace, [{"text": "EXPORTED-ANSWER"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"hello", "enter")
+        await turn_done(pilot)
+        await app.send("/export json out/thread.json")
+        target = workspace / "out" / "thread.json"
+        await until(pilot, target.exists, what="the export")
+    assert "EXPORTED-ANSWER" in json.loads(target.read_text())["turns"][0]["items"][-1]["text"]
+
+
+async def test_a_turn_ended_with_the_approval_open_is_not_a_denial(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quitting (or interrupting) with the approval dialog open left the call "denied by the
+    user", on the card and in what the model reads on ``roder -c``; nobody had denied it."""
+    from roder_core.server.protocol import TURN_INTERRUPT, TurnInterruptParams
+    from roder_tui.screens.approval import ApprovalScreen
+    from tests.tui.helpers import entries_of
+    from tests.tui.test_approval_dialog import call
+
+    app = make_app(workspace, [call("write", path="a.txt", content="x\n"), {"text": "ok"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"write it", "enter")
+        await until(pilot, lambda: shown(app, ApprovalScreen), what="the approval dialog")
+        assert app.client is not None and app.thread_id is not None
+        await app.client.call(TURN_INTERRUPT, TurnInterruptParams(thread_id=app.thread_id))
+        await until(pilot, lambda: app.turn_id is None and not shown(app, ApprovalScreen), what="the turn's end")
+        [card] = entries_of(app, "tool")
+        await until(pilot, lambda: card.find("toolResult") is not None, what="the call's result")
+        result = card.find("toolResult")
+        assert result.text == "not run: the turn ended before the user answered its approval"
+        assert card.status == "interrupted"
+        from tests.tui.test_app import _plain
+
+        header = _plain(card.widget).splitlines()[0]
+        assert "[interrupted]" in header and "deny" not in header
+    assert not (workspace / "a.txt").exists()

@@ -295,4 +295,5 @@ async def test_plugin_adds_a_marketplace_in_the_app(
             await pilot.press("ctrl+o")
         await until(pilot, lambda: _screen_name(app) == "PluginScreen" and app.screen.results, what="the new catalog's plugins")  # type: ignore[attr-defined]
         assert [r.name for r in app.screen.results] == ["greeter"]  # type: ignore[attr-defined]
-        assert "added the marketplace shop" in str(app.screen.query_one("#plugin-status").render())
+        status = str(app.screen.query_one("#plugin-status").render())
+        assert "added the marketplace shop: 1 plugin" in status and "plugins" not in status
