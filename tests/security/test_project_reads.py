@@ -53,6 +53,7 @@ ALLOWED: dict[str, str] = {
     "roder_core/settings/config.py": "the user's config.toml (the project's goes through the reader)",
     "roder_core/settings/credentials.py": "Roder's stored credentials",
     "roder_core/settings/paths.py": "Roder's folders",
+    "roder_core/settings/code_cache.py": "compiled snippets kept beside Roder's own bytecode (its install, not the project)",
     "roder_core/kernel/extension_index.py": "Roder's extension index",
     "roder_core/kernel/store_record.py": "Roder's thread records",
     "roder_core/kernel/distribution.py": "a trusted project's extensions: code the user trusted, imported",
