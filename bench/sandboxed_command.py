@@ -13,21 +13,29 @@ case, interleaved command by command:
 - ``--sandbox off``: the same broker with the sandbox off;
 - ``bare spawn``: ``subprocess.run(["true"])``, the floor.
 
+A checkout that makes a thread's next command ahead (its cgroup, its held shell, the move into
+the cgroup: ``roder_core.brokers.next_start``) does it after each command, as it would while the
+model thinks: the script waits for it outside the command's wall time and counts its CPU in the
+command's.
+
 Printed per case: median wall per command and CPU per command. CPU is that of every process
 involved, the sandbox's included, read from a cgroup's CPU accounting that the measuring process
 joins (root, or a delegated cgroup); elsewhere it falls back to ``getrusage``, which misses what
 runs inside bubblewrap's PID namespace, and the table says so. The load average is printed with
 each table. The workspace is a small git repository (the tree guard walks it before and after).
 
-``--oneshot N`` adds the whole-process view: `roder -p` and `roder -p --sandbox off` of each
-checkout play 10 shell rounds and an answer against a fresh loopback model server (as in
-``bench/oneshot.py``'s comparison with the peers), N interleaved runs; the difference between the
-two, divided by the rounds, is what the sandbox costs a real command.
+``--oneshot N`` adds the whole-process view: `roder -p`, `roder -p --sandbox off` and `roder -p`
+handed to a running `roder serve` host (started before each run, not counted; CPU is then the
+client's alone) of each checkout play 10 shell rounds and an answer against a fresh loopback
+model server (as in ``bench/oneshot.py``'s comparison with the peers), N interleaved runs; the
+difference between the first two, divided by the rounds, is what the sandbox costs a real
+command. ``bench/oneshot.py`` puts the same programs beside `codex exec`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -68,29 +76,45 @@ async def main():
         for index in range(20):
             (ws / f"mod{index}.py").write_text("x = 1\n")
 
-        def broker(level):
+        networks = {}
+
+        def broker(name, level):
             plain = HostProcessBroker(
                 WorkspaceFileSystem(ws), sandbox=sandbox_status(level), spill_dir=Path(tmp) / "spill",
                 quarantine_dir=Path(tmp) / "quarantine",
             )
-            return plain.for_thread("thr_bench", ThreadNetwork("thr_bench"))
+            networks[name] = ThreadNetwork("thr_bench")
+            return plain.for_thread("thr_bench", networks[name])
 
-        cases = {"sandboxed": broker("workspace-write"), "--sandbox off": broker("off")}
-        for process in cases.values():
-            result = await process.run("true")
-            assert result.exit_code == 0, result.output
-        wall = {name: [] for name in [*cases, "bare spawn"]}
-        used = dict.fromkeys(wall, 0.0)
-        for _ in range(runs):
-            for name, process in cases.items():
-                before, started = account.used(), time.perf_counter()
-                await process.run("true")
-                wall[name].append(time.perf_counter() - started)
-                used[name] += account.used() - before
+        cases = {"sandboxed": broker("sandboxed", "workspace-write"), "--sandbox off": broker("--sandbox off", "off")}
+        try:
+            await measure(cases, networks)
+        finally:
+            for network in networks.values():
+                network.close()
+
+
+async def measure(cases, networks):
+    for process in cases.values():
+        result = await process.run("true")
+        assert result.exit_code == 0, result.output
+    wall = {name: [] for name in [*cases, "bare spawn"]}
+    used = dict.fromkeys(wall, 0.0)
+    for _ in range(runs):
+        for name, process in cases.items():
             before, started = account.used(), time.perf_counter()
-            subprocess.run(["true"], check=True)
-            wall["bare spawn"].append(time.perf_counter() - started)
-            used["bare spawn"] += account.used() - before
+            await process.run("true")
+            wall[name].append(time.perf_counter() - started)
+            # A checkout that makes the thread's next command ahead (while the model would
+            # think) does it here: its CPU is this command's, its wall is not.
+            ahead = getattr(networks[name], "next_start", None)
+            if ahead is not None:
+                await ahead.ready()
+            used[name] += account.used() - before
+        before, started = account.used(), time.perf_counter()
+        subprocess.run(["true"], check=True)
+        wall["bare spawn"].append(time.perf_counter() - started)
+        used["bare spawn"] += account.used() - before
     print(json.dumps({"wall": wall, "cpu": {k: v / runs for k, v in used.items()}, "cgroup": account.folder is not None}))
 
 
@@ -216,9 +240,10 @@ def oneshot(checkouts: dict[str, Path], runs: int, rounds: int = 10) -> None:
                     home.mkdir()
                     with oneshot_peers.ScriptedServer(program.steps(rounds), home / "server") as server:
                         cmd, extra = program.configure(Path(sys.executable), server.url, home)
-                        wall, cpu, problem = accounted_run(
-                            cmd, {**oneshot_peers.clean_env(path, home), **extra, **envs[name]}, ws
-                        )
+                        env = {**oneshot_peers.clean_env(path, home), **extra, **envs[name]}
+                        # hosted: the host starts (not counted) and takes the turn; CPU is the client's
+                        with oneshot_peers.running_host(env, ws) if program.hosted else contextlib.nullcontext():
+                            wall, cpu, problem = accounted_run(cmd, env, ws)
                     problem = problem or oneshot_peers.check_rounds(server.log, rounds)
                     if problem:
                         raise SystemExit(f"{name}, {program.label}: {problem}")
@@ -233,7 +258,7 @@ def oneshot(checkouts: dict[str, Path], runs: int, rounds: int = 10) -> None:
     for (name, label), rows in samples.items():
         print(f"| {name} | {label} | {statistics.median(r[0] for r in rows):.3f} | {statistics.median(r[1] for r in rows):.3f} |")
     for name in checkouts:
-        sandboxed, off = (statistics.median(r[0] for r in samples[(name, p.label)]) for p in oneshot_peers.RODERS)
+        sandboxed, off = (statistics.median(r[0] for r in samples[(name, p.label)]) for p in oneshot_peers.RODERS[:2])
         print(f"{name}: the sandbox costs {(sandboxed - off) / rounds * 1000:+.1f} ms wall per command in `roder -p`")
 
 

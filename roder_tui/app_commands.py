@@ -37,6 +37,7 @@ class AppCommands(AppRewind):
         except RpcError:
             self.slash_commands = []
         self.prompt_bar.set_commands([(c.name, c.argument_hint, c.description) for c in self.slash_commands])
+        self.palette_inputs_changed()  # the palette lists every slash command
 
     async def _load_mcp_completions(self) -> None:
         """Once MCP servers still connecting have settled, their prompts join ``/`` completion
@@ -227,10 +228,23 @@ class AppCommands(AppRewind):
         _palette, help_panel = self.mount_panels()
         self._open_panel(help_panel)
 
+    async def prebuild_panels(self) -> None:
+        """Build the palette and help once the app is idle (started, and the typing paused), so
+        that ctrl+p and F1 only show them; help's key table is laid out for the screen's size
+        too. A key pressed before that builds them on the spot (``mount_panels``)."""
+        await self.input_pause.wait()
+        _palette, help_panel = self.mount_panels()
+        if self._panels_mounted is not None:
+            await self._panels_mounted
+        help_panel.prepare(self.screen_stack[0].size)
+
     def mount_panels(self) -> tuple[CommandPalette, HelpPanel]:
-        """The palette and help, mounted on the main screen's overlay layer once, after the first
-        frame, while the runtime starts, so ctrl+p and F1 only show them. The palette's rows load
-        once the runtime is ready."""
+        """The palette and help, mounted on the main screen's overlay layer once (when the app is
+        idle, or by the first ctrl+p or F1 before that), hidden until opened. They come first
+        among the screen's children: Textual numbers the painting order of a container's
+        children from the last one, so a panel shown after them would renumber every widget of
+        the screen and redraw all of it on each open and close. The palette's rows load once
+        the runtime is ready."""
         if self.panels is None:
             from roder_tui.widgets.command_palette import CommandPalette
             from roder_tui.widgets.help_panel import HelpPanel
@@ -241,7 +255,7 @@ class AppCommands(AppRewind):
             palette = CommandPalette(self._palette_rows, self.run_palette_command, fallback_focus=prompt)
             help_panel = HelpPanel(self._keymap, fallback_focus=prompt)
             self.panels = (palette, help_panel)
-            self._panels_mounted = self.screen_stack[0].mount(palette, help_panel)
+            self._panels_mounted = self.screen_stack[0].mount(palette, help_panel, before=0)
         return self.panels
 
     def _open_panel(self, panel: OverlayPanel) -> None:

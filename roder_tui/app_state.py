@@ -135,9 +135,12 @@ class AppState(App[int]):
         self._elapsed_timer: Any = None
         #: The keyboard's pauses: the answer renderers are imported in the first one.
         self.input_pause = InputPause(INPUT_PAUSE)
-        #: The command palette and help: panels of the main screen, mounted after the first frame.
+        #: The command palette and help: panels of the main screen, built once the app is idle
+        #: (``AppCommands.prebuild_panels``) or on the first ctrl+p / F1 before that.
         self.panels: tuple[CommandPalette, HelpPanel] | None = None
         self._panels_mounted: AwaitMount | None = None
+        #: The open thread and the threads (id, title, parent) the sidebar last listed.
+        self._threads_listed: tuple[str | None, list[tuple[str, str, str | None]]] | None = None
         self._pushed_theme = False
         self.coalescer = DeltaCoalescer(self._flush_deltas, stream_fps(REMOTE), stream_budget(REMOTE))
         for theme in self.themes.themes.values():
@@ -211,6 +214,19 @@ class AppState(App[int]):
                 yield self.pending_media
                 yield self.prompt_bar
         yield self.status_bar
+
+    def palette_inputs_changed(self) -> None:
+        """Something the palette's rows are made from changed (the slash commands, the threads,
+        the open thread, mode, model, theme): the built palette loads its rows again now, so the
+        next open lists them as they are. Every such change calls this; the palette also asks for
+        fresh rows once it is drawn (for changes made elsewhere, like threads another session
+        started), but never shows rows older than the last change made here."""
+        if self.panels is not None and self.panels[0].is_mounted:
+            self.panels[0].reload()
+
+    def on_status_bar_changed(self, event: StatusBar.Changed) -> None:
+        if event.keys & {"mode", "provider", "model"}:
+            self.palette_inputs_changed()
 
     def on_resize(self, event: Any) -> None:
         self._layout_for_width(event.size.width)
@@ -302,6 +318,7 @@ class AppState(App[int]):
         transcript = getattr(self, "transcript", None)
         if transcript is not None and transcript.is_attached:
             transcript.rerender()
+        self.palette_inputs_changed()  # the palette marks the theme in use
         if save:
             try:
                 save_theme_choice(self.config_dir / "config.toml", theme.name)

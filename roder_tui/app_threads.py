@@ -162,6 +162,10 @@ class AppThreads(AppKeys):
             self.notify(exc.message, title="thread list", severity="warning")
             return
         self.sidebar.show(threads, self.thread_id)
+        listed = (self.thread_id, [(t.id, t.title, t.parent.thread_id if t.parent else None) for t in threads])
+        if listed != self._threads_listed:  # the palette lists the threads (and the open one)
+            self._threads_listed = listed
+            self.palette_inputs_changed()
 
     @on(Sidebar.Selected)
     async def _sidebar_selected(self, event: Sidebar.Selected) -> None:

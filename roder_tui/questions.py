@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from roder_core.kernel.questions import Question
-
 if TYPE_CHECKING:
     from textual.app import App
 
@@ -37,6 +35,7 @@ class QuestionQueue:
         if self._open is not None or not self._waiting:
             return
         event = self._waiting.pop(0)
+        from roder_core.kernel.questions import Question
         from roder_tui.screens.ask_user import AskUserScreen
 
         questions = [Question.from_json(q, i) for i, q in enumerate(event.questions)]

@@ -89,7 +89,10 @@ def builtin_theme_dirs() -> list[Path]:
     return [d for d in (here / "themes", here.parent / "themes") if d.is_dir()]
 
 
-def parse_theme(path: Path) -> RoderTheme:
+def parse_theme(path: Path, *, check_code_theme: bool = True) -> RoderTheme:
+    """The theme in ``path``. ``check_code_theme=False`` skips looking ``code_theme`` up among
+    Pygments' styles (which imports Pygments): for the themes shipped with Roder, read before the
+    app's first frame and checked by the test suite instead."""
     try:
         data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -108,7 +111,7 @@ def parse_theme(path: Path) -> RoderTheme:
         except ColorParseError as exc:
             raise ThemeFileError(f"{path}: {key} = {value!r} is not a colour") from exc
     code_theme = str(data.get("code_theme", "monokai" if data.get("dark", True) else "friendly"))
-    if not _is_pygments_style(code_theme):
+    if check_code_theme and not _is_pygments_style(code_theme):
         raise ThemeFileError(f"{path}: code_theme {code_theme!r} is not a Pygments style")
     return RoderTheme(
         name=str(data.get("name") or path.stem),
@@ -148,11 +151,12 @@ def load_themes(user_dir: Path | None) -> ThemeSet:
     """Built-in themes first, then the user's (which may override a built-in by name)."""
     themes: dict[str, RoderTheme] = {}
     errors: list[str] = []
-    dirs = [*builtin_theme_dirs(), *([user_dir] if user_dir is not None and user_dir.is_dir() else [])]
+    builtin = builtin_theme_dirs()
+    dirs = [*builtin, *([user_dir] if user_dir is not None and user_dir.is_dir() else [])]
     for folder in dirs:
         for path in sorted(folder.glob("*.toml")):
             try:
-                theme = parse_theme(path)
+                theme = parse_theme(path, check_code_theme=folder not in builtin)
             except ThemeFileError as exc:
                 errors.append(str(exc))
                 continue

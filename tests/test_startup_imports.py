@@ -193,6 +193,9 @@ NOT_BEFORE_FIRST_FRAME = (
     "rich.pretty",
     "attr",
     "roder_tui.widgets.member_pane",
+    "roder_core.brokers.file_glob",
+    "roder_core.kernel.questions",
+    "pygments",
 )
 FIRST_FRAME_PROBE = """
 import asyncio, sys
@@ -214,11 +217,10 @@ asyncio.run(main())
 """
 
 
-def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> None:
-    """The app draws its first frame (sidebar, transcript, prompt, status bar) with Textual and
-    its own widgets only; everything the runtime brings loads after it (``bench/tui_first_frame.py``)."""
+def _app_probe(code: str, workspace: Path, tmp_path: Path) -> str:
+    """What a probe script running the app in a fresh interpreter printed."""
     done = subprocess.run(
-        [sys.executable, "-c", FIRST_FRAME_PROBE],
+        [sys.executable, "-c", code],
         cwd=workspace,
         env={**os.environ, "RODER_HOME": str(tmp_path / "home")},
         capture_output=True,
@@ -227,9 +229,62 @@ def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> 
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    names = set(done.stdout.split())
+    return done.stdout
+
+
+def test_app_first_frame_imports_no_runtime(workspace: Path, tmp_path: Path) -> None:
+    """The app draws its first frame (sidebar, transcript, prompt, status bar) with Textual and
+    its own widgets only; everything the runtime brings loads after it (``bench/tui_first_frame.py``)."""
+    names = set(_app_probe(FIRST_FRAME_PROBE, workspace, tmp_path).split())
     assert "roder_tui.widgets.transcript" in names  # the probe did build the app
     assert offenders(names, NOT_BEFORE_FIRST_FRAME) == []
+
+
+METHODS_THREAD_PROBE = """
+import argparse, asyncio, json, sys, threading
+from pathlib import Path
+
+importers = {}
+
+
+class WhoImports:
+    # Records the thread that imports each of the server's handler modules (finds nothing itself).
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("roder_core.server.methods."):
+            importers.setdefault(name, threading.current_thread().name)
+        return None
+
+
+sys.meta_path.insert(0, WhoImports())
+from roder_tui.app import RoderApp
+
+async def main():
+    args = argparse.Namespace(prompt=[], provider="mock", resume=None, continue_last=False, mode=None, model=None, sandbox="off")
+    app = RoderApp(args, cwd=Path.cwd())
+    async with app.run_test(size=(120, 40)) as pilot:
+        async with asyncio.timeout(60):
+            await app.ready.wait()
+            while not app.slash_commands:
+                await pilot.pause(0.02)
+    print(json.dumps(importers))
+
+asyncio.run(main())
+"""
+
+
+def test_app_imports_the_server_handlers_off_the_event_loop(workspace: Path, tmp_path: Path) -> None:
+    """After start-up the app's first calls of methods beyond the core (``commands/list``, the
+    palette's rows, MCP) would make the in-process server import every handler module on the
+    event loop, while the first keystrokes wait; the app imports them on a thread first. (The
+    core's module loads with the server, before "idle".)"""
+    import json
+
+    from roder_core.server.dispatcher import CORE_METHOD_MODULE, METHOD_MODULES
+
+    importers: dict[str, str] = json.loads(_app_probe(METHODS_THREAD_PROBE, workspace, tmp_path).strip().splitlines()[-1])
+    handlers = [module for module in METHOD_MODULES if module != CORE_METHOD_MODULE]
+    assert set(handlers) <= set(importers)  # the app did call beyond the core
+    assert {module: importers[module] for module in handlers if importers[module] == "MainThread"} == {}
 
 
 #: Runs ``roder serve`` as ``roder`` does, noting the modules and built models at the moment the

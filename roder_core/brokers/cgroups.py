@@ -22,6 +22,7 @@ import contextlib
 import functools
 import itertools
 import os
+import shlex
 import signal
 import time
 from dataclasses import dataclass, field
@@ -209,18 +210,30 @@ class CommandCgroup:
             finally:
                 os.close(fd)
 
+    def kill_members(self, sig: int = signal.SIGKILL) -> None:
+        """Signal every process in the groups: the command's whole tree, whatever sessions or
+        process groups it made (``setsid`` and double forks included)."""
+        for group in self.groups:
+            _signal_members(group, sig)
+
+    def holds_only(self, pid: int) -> bool:
+        """Whether every group still exists and holds process ``pid`` and nothing else."""
+        want = [str(pid)]
+        for group in self.groups:
+            try:
+                if (group / "cgroup.procs").read_text().split() != want:
+                    return False
+            except OSError:
+                return False
+        return bool(self.groups)
+
     def remove(self) -> None:
         """Kill anything left in the groups, then remove them (a few tries while the kernel
         reaps the last processes)."""
         for group in self.groups:
             for _attempt in range(50):
-                try:
-                    members = (group / "cgroup.procs").read_text().split()
-                except OSError:
+                if not _signal_members(group, signal.SIGKILL):
                     break
-                for pid in members:
-                    with contextlib.suppress(OSError, ValueError):
-                        os.kill(int(pid), signal.SIGKILL)
                 try:
                     group.rmdir()
                     break
@@ -231,30 +244,48 @@ class CommandCgroup:
         self.groups.clear()
 
 
-#: The gate's shell: waits for Roder's word on its standard input, then becomes the command.
-#: A closed pipe (Roder gone, or the move refused) ends it with nothing run.
-_GATE_SCRIPT = 'read -r _ && exec "$@" </dev/null'
+def _signal_members(group: Path, sig: int) -> bool:
+    """Send ``sig`` to every process in ``group``; False when the group cannot be read (gone)."""
+    try:
+        members = (group / "cgroup.procs").read_text().split()
+    except OSError:
+        return False
+    for pid in members:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid), sig)
+    return True
+
+
+#: The gate's shell: reads its command line from its standard input (a pipe from Roder) and
+#: becomes that command. Roder writes it only once the shell is in the command's groups; a
+#: closed pipe (Roder gone, or the move refused) ends it with nothing run.
+_GATE_SCRIPT = ". /dev/stdin"
 
 
 class CgroupGate:
-    """Starts a command held by ``/bin/sh`` until Roder has moved it into the command's groups.
+    """Starts a command's process as ``/bin/sh``, held until Roder has moved it into the
+    command's groups and handed it the command line.
 
-    The shell waits on a pipe (its standard input) and then execs the command line, which
-    becomes the same process, so everything the command starts begins inside the groups, as
-    do the namespaces bubblewrap creates (a cgroup namespace rooted at the command's group). The
-    start needs no hook between fork and exec, which would make Python fork the whole
-    interpreter instead of using ``vfork``.
+    The shell waits on a pipe (its standard input); once released it reads the command line
+    from it and execs it, which becomes the same process, so everything the command starts
+    begins inside the groups, as do the namespaces bubblewrap creates (a cgroup namespace rooted
+    at the command's group). The start needs no hook between fork and exec, which would make
+    Python fork the whole interpreter instead of using ``vfork``; and since the command line
+    comes last, the shell can be started and moved (the move waits for the kernel) before the
+    command is known (``next_start``). The line is one brace group, which the shell runs only
+    once it has read all of it: a line cut short (Roder gone while writing) runs nothing.
 
-    Use: ``argv`` before the command line, ``stdin`` as the child's standard input,
-    ``started`` once it runs, ``admit`` (blocking: from a worker thread), and ``close`` always."""
+    Use: ``argv`` to start it, ``stdin`` as the child's standard input, ``started`` once it
+    runs, ``admit`` (blocking: from a worker thread), ``release`` with the command line (also
+    blocking while the shell reads a long one), and ``close`` always."""
 
     def __init__(self, cgroup: CommandCgroup) -> None:
         self.cgroup = cgroup
-        self.stdin, self._go = os.pipe()
+        self.stdin, self._script = os.pipe()
 
     @staticmethod
     def available() -> bool:
-        return os.access("/bin/sh", os.X_OK)
+        return os.access("/bin/sh", os.X_OK) and os.path.lexists("/dev/stdin")
 
     def argv(self) -> list[str]:
         return ["/bin/sh", "-c", _GATE_SCRIPT, "roder-cgroup"]
@@ -267,17 +298,25 @@ class CgroupGate:
         self.stdin = -1
 
     def admit(self, pid: int) -> None:
-        """Move the held shell (``pid``) into the groups, then let it run the command. Raises
-        ``OSError`` when the move failed: the shell is still held; ``close`` ends it unrun."""
+        """Move the held shell (``pid``) into the groups. Raises ``OSError`` when the move
+        failed: the shell is still held; ``close`` ends it unrun."""
         self.cgroup.add(pid)
-        os.write(self._go, b"go\n")
+
+    def release(self, argv: list[str]) -> None:
+        """Let the admitted shell run ``argv``, its standard input ``/dev/null``."""
+        line = f"{{ exec {shlex.join(argv)} </dev/null\n}}\n".encode()
+        view = memoryview(line)
+        while view:
+            view = view[os.write(self._script, view) :]
+        os.close(self._script)
+        self._script = -1
 
     def close(self) -> None:
-        for fd in (self.stdin, self._go):
+        for fd in (self.stdin, self._script):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.stdin = self._go = -1
+        self.stdin = self._script = -1
 
 
 def swap_active() -> bool:

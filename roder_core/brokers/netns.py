@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 
 from roder_core.brokers import Brokers
 from roder_core.brokers.host_programs import SYSTEM_FOLDERS
+from roder_core.brokers.next_start import NextStart
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
@@ -238,6 +239,11 @@ class ThreadNetwork:
     owner: str
     #: Set once the audit log says commands of this thread cannot share a network here.
     notice_given: bool = False
+    #: The thread's next command's process, made ahead by the process broker (``next_start``);
+    #: ended with the thread.
+    next_start: NextStart | None = None
+    #: Set by ``close``: the thread ended, nothing more is made ahead for it.
+    ended: bool = False
     _network: LoopbackNetwork | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -249,6 +255,10 @@ class ThreadNetwork:
             return self._network
 
     def close(self) -> None:
+        self.ended = True
+        if self.next_start is not None:
+            self.next_start.close()
+            self.next_start = None
         if self._network is not None:
             self._network.close()
             self._network = None

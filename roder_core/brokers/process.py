@@ -30,11 +30,12 @@ from roder_core.brokers.cgroups import detect as detect_cgroups
 from roder_core.brokers.command_broker import CommandBroker, CommandEnd, CommandGrants, show_command
 from roder_core.brokers.command_output import CommandOutput, RedactedSink
 from roder_core.brokers.fs import WorkspaceFileSystem
-from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, entering, shared_network_problem
+from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, entering, nsenter_path, shared_network_problem
+from roder_core.brokers.next_start import HeldCommand, NextStart
 from roder_core.brokers.own_folders import OwnFolders, thread_folder
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv, path_folders_under_private_tmp
 from roder_core.brokers.secret_paths import default_deny_read, masks
-from roder_core.brokers.self_protection import drop_ptrace_capability, mark_non_dumpable
+from roder_core.brokers.self_protection import capability_drop_argv, drop_ptrace_capability, mark_non_dumpable
 
 #: Walks after a command while its repairs keep finding the tree changed under them.
 _SETTLE_ROUNDS = 3
@@ -235,9 +236,6 @@ class HostProcessBroker(CommandBroker):
             level = "read-only"
         probe = self.sandbox.probe
         in_userns = level != "off" and self.sandbox.bwrap is not None and probe is not None and probe.userns
-        # In its own user namespace a command's processes are counted apart from yours
-        # (RLIMIT_NPROC is checked per namespace), so the limit is the command's alone.
-        existing = 0 if in_userns else count_user_processes()
         cpu = self._limits.cpu_seconds
         limits = self._limits
         if timeout is not None and cpu > 0:
@@ -258,101 +256,90 @@ class HostProcessBroker(CommandBroker):
             self._record("process.denied", reason=reason)
             raise BrokerDenied(f"{reason}; the command was not run. Move it, or remove it.")
         network = await self._shared_network(level)
-        cgroup = self._command_cgroup()
-        if cgroup is not None and cgroup.support.pids_parent is not None:
-            limits = replace(limits, processes=0)  # the cgroup counts them, for root too
         bwrapped = level != "off" and self.sandbox.bwrap is not None
-        # Everything a sandboxed command needs before it runs is done without a hook between
-        # fork and exec (which makes Python fork the whole interpreter instead of vfork): a
-        # shell holds it until Roder moved it into its cgroup (``CgroupGate``) and ``nsenter``
-        # joins the thread's network. Where one is missing the hooks do it in the child.
-        gate = CgroupGate(cgroup) if cgroup is not None and bwrapped and CgroupGate.available() else None
-        hooks: list[Callable[[], None]] = []
-        if cgroup is not None and gate is None:
-            hooks.append(cgroup.join)
-        if self._shell.endswith("bash"):
-            # bash sets the limits and execs the command: cheaper than a fork hook in Python
-            argv = [self._shell, "-c", f'{limits.shell_prefix(existing)} exec "$@"', "roder-limits", *argv]
-        else:
-            hooks.append(functools.partial(limits.apply, existing))
         child_env, dropped = self.child_env(env)
-        seccomp_fd: int | None = None
-        passed: list[int] = []
-        if bwrapped and self.sandbox.bwrap:
-            if probe is not None and probe.seccomp:
-                seccomp_fd = seccomp.filter_fd(allow_unix_sockets=self._allow_unix_sockets)
-            plan = Confinement(
-                level=level,
-                roots=roots,
-                cwd=workdir,
-                readonly=tuple(guard.readonly_paths()) if guard is not None else (),
-                masked=tuple(masks(self._deny_read, roots)),
-                shown=(
-                    *(p for p in self._shown if p.is_dir()),
-                    *self._own.for_thread(self._thread_id),
-                    *path_folders_under_private_tmp(child_env.get("PATH", ""), tuple(self._own.existing())),
-                ),
-                hidden=tuple(self._own.existing()),
-                network=self._network,
-                seccomp_fd=seccomp_fd,
-                join_network=network is not None,
-            )
-            argv = bubblewrap_argv(self.sandbox.bwrap, probe, plan) + argv
-            if seccomp_fd is not None:
-                passed.append(seccomp_fd)
-            if network is not None:
-                entry = entering(network, argv, self._shell)
-                if entry is None:
-                    hooks.append(network.enter)  # after joining the cgroup: that needs the host's view
+        separate = stderr is not None
+        # The command's process is a held shell (``next_start``): made ahead for this thread
+        # while the model thought, or started now; either way moved into its cgroup before it
+        # gets its command line. Where a hook between fork and exec is still needed (no bash,
+        # no ``nsenter`` or ``setpriv``, no ``/bin/sh``), the command starts directly instead.
+        spec = self._start_spec(level, bwrapped, network, workdir, child_env, separate)
+        held = await self._held(spec) if spec is not None else None
+        try:
+            cgroup = held.cgroup if held is not None else self._command_cgroup()
+            if cgroup is not None and cgroup.support.pids_parent is not None:
+                limits = replace(limits, processes=0)  # the cgroup counts them, for root too
+            # In its own user namespace a command's processes are counted apart from yours
+            # (RLIMIT_NPROC is checked per namespace), so the limit is the command's alone.
+            existing = 0 if in_userns or limits.processes <= 0 else count_user_processes()
+            hooks: list[Callable[[], None]] = []
+            if cgroup is not None and held is None:
+                hooks.append(cgroup.join)
+            if self._shell.endswith("bash"):
+                # bash sets the limits and execs the command: cheaper than a fork hook in Python
+                argv = [self._shell, "-c", f'{limits.shell_prefix(existing)} exec "$@"', "roder-limits", *argv]
+            else:
+                hooks.append(functools.partial(limits.apply, existing))
+            seccomp_fd: int | None = None
+            passed: list[int] = []
+            if bwrapped and self.sandbox.bwrap:
+                if held is not None:
+                    seccomp_fd = held.seccomp_fd
+                elif probe is not None and probe.seccomp:
+                    seccomp_fd = seccomp.filter_fd(allow_unix_sockets=self._allow_unix_sockets)
+                plan = Confinement(
+                    level=level,
+                    roots=roots,
+                    cwd=workdir,
+                    readonly=tuple(guard.readonly_paths()) if guard is not None else (),
+                    masked=tuple(masks(self._deny_read, roots)),
+                    shown=(
+                        *(p for p in self._shown if p.is_dir()),
+                        *self._own.for_thread(self._thread_id),
+                        *path_folders_under_private_tmp(child_env.get("PATH", ""), tuple(self._own.existing())),
+                    ),
+                    hidden=tuple(self._own.existing()),
+                    network=self._network,
+                    seccomp_fd=seccomp_fd,
+                    join_network=network is not None,
+                )
+                argv = bubblewrap_argv(self.sandbox.bwrap, probe, plan) + argv
+                if seccomp_fd is not None and held is None:
+                    passed.append(seccomp_fd)
+                if network is not None:
+                    entry = entering(network, argv, self._shell)
+                    if entry is None:
+                        hooks.append(network.enter)  # after joining the cgroup: that needs the host's view
+                    else:
+                        argv, network_fds = entry
+                        passed += network_fds
+            elif os.geteuid() == 0:
+                drop = capability_drop_argv()
+                if drop is None:
+                    hooks.append(drop_ptrace_capability)
                 else:
-                    argv, network_fds = entry
-                    passed += network_fds
-            if gate is not None:
-                argv = gate.argv() + argv  # the host's view, before the network is entered
-        elif os.geteuid() == 0:
-            hooks.append(drop_ptrace_capability)
-        preexec = _chain(hooks) if hooks else None
+                    argv = [*drop, *argv]
+            # a held start needs none (``_start_spec`` holds a command only where that is so)
+            assert held is None or not hooks, hooks
+        except BaseException:
+            if held is not None:
+                await asyncio.shield(asyncio.to_thread(held.discard))
+            raise
         self._started(command, workdir, level, dropped, timeout=timeout, shared_network=network is not None)
         started = time.monotonic()
-        # Our own pipe, not asyncio's: asyncio's wait() would also wait for every holder of the
-        # pipe (background children) to close it, and a finished command must not wait for them.
-        # With a stderr sink stderr gets a pipe of its own.
-        read_fd, write_fd = os.pipe()
-        separate = stderr is not None
-        err_read_fd, err_write_fd = os.pipe() if separate else (-1, write_fd)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=gate.stdin if gate is not None else asyncio.subprocess.DEVNULL,
-                stdout=write_fd,
-                stderr=err_write_fd,
-                cwd=str(workdir),
-                env=child_env,
-                start_new_session=True,
-                preexec_fn=preexec,
-                pass_fds=tuple(passed),
+        released: asyncio.Future[None] | None = None
+        if held is None:
+            proc, read_fd, err_read_fd = await _start_direct(
+                argv, workdir, child_env, separate, hooks, tuple(passed), seccomp_fd, cgroup
             )
-        except BaseException:
-            os.close(read_fd)
-            if separate:
-                os.close(err_read_fd)
-            if gate is not None:
-                gate.close()
-            if cgroup is not None:
-                cgroup.remove()
-            raise
-        finally:
-            os.close(write_fd)
-            if separate:
-                os.close(err_write_fd)
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
-            if gate is not None:
-                gate.started()
-        pipes = asyncio.ensure_future(_pipe_pumps(read_fd, stdout, err_read_fd if stderr is not None else None, stderr))
-        admitted = asyncio.ensure_future(_admit(gate, proc.pid))
+        else:
+            proc, read_fd, err_read_fd = held.proc, held.read_fd, held.err_read_fd
+            released = asyncio.ensure_future(_release(held, argv))
+        pipes = asyncio.ensure_future(_pipe_pumps(read_fd, stdout, err_read_fd if separate else None, stderr))
+        gate = held.gate if held is not None else None
         try:
-            await asyncio.shield(admitted)
+            if released is not None:
+                await asyncio.shield(released)
             transports, pumps = await asyncio.shield(pipes)
         except BaseException as exc:
             # Cancelled (a turn interrupt) after the command started but before this call owned
@@ -360,8 +347,14 @@ class HostProcessBroker(CommandBroker):
             # nothing run): the command and everything it started end first. Only a failed move
             # is a refusal: one that failed because an interrupt killed the held shell stays the
             # interrupt (else the turn would go on as if the tool had been refused).
-            await asyncio.shield(_abandon(proc, pipes, level, cgroup, admitted, gate))
-            if isinstance(exc, OSError) and admitted.done() and not admitted.cancelled() and admitted.exception() is exc:
+            await asyncio.shield(_abandon(proc, pipes, level, cgroup, released, gate))
+            if (
+                isinstance(exc, OSError)
+                and released is not None
+                and released.done()
+                and not released.cancelled()
+                and released.exception() is exc
+            ):
                 raise self._limits_refused(exc) from exc
             raise
         if gate is not None:
@@ -369,15 +362,96 @@ class HostProcessBroker(CommandBroker):
         reader = asyncio.ensure_future(asyncio.gather(*pumps))
         if guard is not None:
             tree_guard.RUNNING.append(guard)
-        return _Launched(proc, reader, transports, guard, cgroup, level, started, roots)
+        return _Launched(proc, reader, transports, guard, cgroup, level, started, roots, spec if held is not None else None)
+
+    def _start_spec(
+        self,
+        level: str,
+        bwrapped: bool,
+        network: LoopbackNetwork | None,
+        workdir: Path,
+        child_env: dict[str, str],
+        separate: bool,
+    ) -> _StartSpec | None:
+        """What a held start of this command is made with, or None where it cannot be held:
+        no cgroup here (nothing to move it into), or a hook between fork and exec is needed."""
+        limits = self._limits
+        if limits.processes <= 0 and limits.memory_mb <= 0:
+            return None
+        support = self._cgroups if self._cgroups is not None else detect_cgroups()
+        if not support.available or not CgroupGate.available() or not self._shell.endswith("bash"):
+            return None
+        if network is not None and nsenter_path() is None:
+            return None
+        if not bwrapped and os.geteuid() == 0 and capability_drop_argv() is None:
+            return None
+        probe = self.sandbox.probe
+        wants_seccomp = bwrapped and probe is not None and probe.seccomp
+        return _StartSpec(
+            workdir=workdir,
+            env=tuple(child_env.items()),
+            separate=separate,
+            seccomp=self._allow_unix_sockets if wants_seccomp else None,
+            network=network,
+            processes=limits.processes,
+            memory_mb=limits.memory_mb,
+            support=support,
+        )
+
+    async def _held(self, spec: _StartSpec) -> HeldCommand:
+        """The thread's shell made ahead when it is still fit for this command (``next_start``),
+        else one started now (its cgroup made; a cgroup that cannot be made refuses the command)."""
+        slot = self._thread_network
+        if slot is not None and slot.next_start is not None:
+            ahead, slot.next_start = slot.next_start, None
+            try:
+                held = await ahead.take(spec)
+            except BaseException:
+                ahead.close()
+                raise
+            if held is not None:
+                return held
+        cgroup = self._command_cgroup()
+        assert cgroup is not None  # the spec said a cgroup is writable and limits are set
+        return await _start_held(spec, cgroup)
+
+    async def _make_next(self, spec: _StartSpec) -> None:
+        """Make the thread's next command's held shell now (``next_start``): started here (a
+        start is never left half done in the background, where a loop that ends would cancel
+        it), moved into its cgroup by a worker thread while the model thinks."""
+        slot = self._thread_network
+        if slot is None or slot.ended or (spec.network is not None and spec.network.closed):
+            return
+        if slot.next_start is not None:
+            slot.next_start.close()
+            slot.next_start = None
+        held = await _made_ahead(spec)
+        if held is None:
+            return
+        if slot.ended:  # the thread ended meanwhile
+            await asyncio.to_thread(held.discard)
+            return
+        if slot.next_start is not None:  # another command of the thread made one meanwhile
+            slot.next_start.close()
+        slot.next_start = NextStart(held)
 
     async def _settle(self, launched: _Launched) -> list[str]:
         """After the command ended: close its pipes, remove its cgroup and put back what it did
-        to protected paths; returns what was quarantined."""
+        to protected paths; returns what was quarantined. Then the thread's next command is
+        made (``next_start``): only now, since a move into a cgroup holds the kernel's cgroup
+        lock through its grace period, which the removal would wait for, and its start would
+        hold up the walks."""
         for pipe in launched.transports:
             pipe.close()
         if launched.cgroup is not None:
             await asyncio.to_thread(launched.cgroup.remove)
+        quarantined = await self._put_back(launched)
+        if launched.spec is not None:
+            await self._make_next(launched.spec)
+        return quarantined
+
+    async def _put_back(self, launched: _Launched) -> list[str]:
+        """Quarantine what the command did to protected paths (``tree_guard``)."""
         if launched.guard is None:
             return []
         with contextlib.suppress(ValueError):
@@ -419,18 +493,18 @@ class HostProcessBroker(CommandBroker):
                     await proc.wait()
             except TimeoutError:
                 timed_out = True
-                await _terminate(proc)
+                await _terminate(proc, launched.cgroup)
             else:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(EXIT_GRACE):
                         await asyncio.shield(reader)
             # Sandboxed, the PID namespace already took every straggler with it.
-            _kill_group(proc.pid, sweep_session=launched.level == "off")
+            _kill_group(proc.pid, sweep_session=launched.level == "off", cgroup=launched.cgroup)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(2.0):
                     await asyncio.shield(reader)
         except asyncio.CancelledError:
-            await asyncio.shield(_cleanup_cancelled(proc, reader, output))
+            await asyncio.shield(_cleanup_cancelled(proc, reader, output, launched.cgroup))
             # an interrupted command is checked like any other: what it made is still there
             quarantined = await asyncio.shield(self._settle(launched))
             self._interrupted(command, launched.elapsed_ms(), quarantined=quarantined)
@@ -462,6 +536,8 @@ class _Launched:
     level: str
     started: float
     roots: tuple[Path, ...]
+    #: How it was started held (``next_start``): the thread's next command is made alike.
+    spec: _StartSpec | None = None
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
@@ -505,14 +581,14 @@ class BackgroundProcess:
         """SIGTERM to the whole group, a moment to clean up, then SIGKILL; waits for the end."""
         self._killed = True
         if self._launched.proc.returncode is None:
-            await _terminate(self._launched.proc)
+            await _terminate(self._launched.proc, self._launched.cgroup)
         return await self._finish()
 
     async def _finish(self) -> ProcessResult:
         if self._result is not None:
             return self._result
         launched = self._launched
-        _kill_group(launched.proc.pid, sweep_session=launched.level == "off")
+        _kill_group(launched.proc.pid, sweep_session=launched.level == "off", cgroup=launched.cgroup)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):
                 await asyncio.shield(launched.reader)
@@ -564,10 +640,137 @@ async def _pipe_pumps(
     return transports, pumps
 
 
-async def _admit(gate: CgroupGate | None, pid: int) -> None:
-    """Move a held command into its cgroup and let it run (``CgroupGate``)."""
-    if gate is not None:
-        await asyncio.to_thread(gate.admit, pid)
+@dataclass(frozen=True)
+class _StartSpec:
+    """Everything a command's process is started with but its command line: a shell made ahead
+    (``next_start``) serves a command only when its spec is equal."""
+
+    workdir: Path
+    env: tuple[tuple[str, str], ...]
+    separate: bool
+    #: None: no seccomp program; else the program's ``allow_unix_sockets``.
+    seccomp: bool | None
+    #: The thread's network (compared by identity: a network made again is another one).
+    network: LoopbackNetwork | None
+    processes: int
+    memory_mb: int
+    support: CgroupSupport
+
+
+async def _start_held(spec: _StartSpec, cgroup: CommandCgroup) -> HeldCommand:
+    """Start the held shell of ``spec`` (``CgroupGate``) and begin moving it into ``cgroup``
+    in a worker thread. On failure the cgroup is removed and nothing is left open."""
+    try:
+        gate = CgroupGate(cgroup)
+    except BaseException:
+        cgroup.remove()
+        raise
+    read_fd = err_read_fd = write_fd = err_write_fd = -1
+    seccomp_fd: int | None = None
+    try:
+        read_fd, write_fd = os.pipe()
+        err_read_fd, err_write_fd = os.pipe() if spec.separate else (-1, write_fd)
+        if spec.seccomp is not None:
+            seccomp_fd = seccomp.filter_fd(allow_unix_sockets=spec.seccomp)
+        passed = [seccomp_fd] if seccomp_fd is not None else []
+        if spec.network is not None:
+            nsenter = nsenter_path()
+            assert nsenter is not None  # the spec is made only where it is
+            passed += spec.network.entry_argv(nsenter)[1]
+        proc = await asyncio.create_subprocess_exec(
+            *gate.argv(),
+            stdin=gate.stdin,
+            stdout=write_fd,
+            stderr=err_write_fd,
+            cwd=str(spec.workdir),
+            env=dict(spec.env),
+            start_new_session=True,
+            pass_fds=tuple(passed),
+        )
+    except BaseException:
+        for fd in (read_fd, err_read_fd):
+            if fd >= 0:
+                os.close(fd)
+        gate.close()
+        cgroup.remove()
+        raise
+    finally:
+        for fd in {write_fd, err_write_fd, -1 if seccomp_fd is None else seccomp_fd} - {-1}:
+            os.close(fd)
+        gate.started()
+    admitted = asyncio.ensure_future(asyncio.to_thread(gate.admit, proc.pid))
+    admitted.add_done_callback(_seen)  # a shell ended unused never asks how its move went
+    return HeldCommand(spec, proc, gate, cgroup, read_fd, err_read_fd, seccomp_fd, admitted, asyncio.get_running_loop())
+
+
+async def _made_ahead(spec: _StartSpec) -> HeldCommand | None:
+    """A thread's next command's shell, or None where it cannot be made now (the command then
+    makes its own, and is refused as ever if its cgroup cannot be made)."""
+    cgroup = CommandCgroup(spec.support, spec.processes, spec.memory_mb)
+    try:
+        cgroup.create()
+    except OSError:
+        cgroup.remove()
+        return None
+    try:
+        return await _start_held(spec, cgroup)
+    except OSError:
+        return None
+
+
+async def _start_direct(
+    argv: list[str],
+    workdir: Path,
+    env: dict[str, str],
+    separate: bool,
+    hooks: list[Callable[[], None]],
+    passed: tuple[int, ...],
+    seccomp_fd: int | None,
+    cgroup: CommandCgroup | None,
+) -> tuple[asyncio.subprocess.Process, int, int]:
+    """Start ``argv`` at once, with ``hooks`` run in the child (where a held start cannot be
+    used): the process and the read ends of its output pipes (-1: stderr is merged)."""
+    # Our own pipe, not asyncio's: asyncio's wait() would also wait for every holder of the
+    # pipe (background children) to close it, and a finished command must not wait for them.
+    read_fd, write_fd = os.pipe()
+    err_read_fd, err_write_fd = os.pipe() if separate else (-1, write_fd)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=err_write_fd,
+            cwd=str(workdir),
+            env=env,
+            start_new_session=True,
+            preexec_fn=_chain(hooks) if hooks else None,
+            pass_fds=passed,
+        )
+    except BaseException:
+        os.close(read_fd)
+        if separate:
+            os.close(err_read_fd)
+        if cgroup is not None:
+            cgroup.remove()
+        raise
+    finally:
+        os.close(write_fd)
+        if separate:
+            os.close(err_write_fd)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
+    return proc, read_fd, err_read_fd
+
+
+def _seen(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+async def _release(held: HeldCommand, argv: list[str]) -> None:
+    """Once the held shell is in its cgroup, hand it ``argv`` (``CgroupGate``)."""
+    await asyncio.shield(held.admitted)
+    await asyncio.to_thread(held.gate.release, argv)
 
 
 async def _abandon(
@@ -575,15 +778,16 @@ async def _abandon(
     pipes: asyncio.Future[tuple[list[asyncio.BaseTransport], list[asyncio.Task[None]]]],
     level: str,
     cgroup: CommandCgroup | None,
-    admitted: asyncio.Future[None],
+    released: asyncio.Future[None] | None,
     gate: CgroupGate | None,
 ) -> None:
     """End a command whose launch was cancelled or failed: its group killed, reaped, its pipes
     closed (a command still held by its gate ends there, unrun)."""
-    _kill_group(proc.pid, sweep_session=level == "off")
+    _kill_group(proc.pid, sweep_session=level == "off", cgroup=cgroup)
     await proc.wait()
-    with contextlib.suppress(BaseException):
-        await admitted
+    if released is not None:
+        with contextlib.suppress(BaseException):
+            await released
     if gate is not None:
         gate.close()
     with contextlib.suppress(BaseException):
@@ -604,12 +808,17 @@ async def _pump(stream: asyncio.StreamReader, collector: OutputSink) -> None:
         collector.feed(chunk)
 
 
-def _kill_group(pgid: int, sig: int = signal.SIGKILL, *, sweep_session: bool = True) -> None:
-    """Kill the command's process group and anything left in its session (off-sandbox
-    commands may create new groups with job control; a new session escapes this, bubblewrap's
-    PID namespace does not)."""
+def _kill_group(pgid: int, sig: int = signal.SIGKILL, *, sweep_session: bool = True, cgroup: CommandCgroup | None = None) -> None:
+    """Kill the command's process group and, with ``sweep_session``, the rest of its tree:
+    off-sandbox commands may create new groups with job control. With a cgroup that is every
+    process in it (a new session or a double fork stays inside); without one, what is left in
+    its session (a new session escapes that). Sandboxed, bubblewrap's PID namespace takes the
+    rest with it."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+    if sweep_session and cgroup is not None:
+        cgroup.kill_members(sig)
+        return
     for pid in _session_members(pgid) if sweep_session else ():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
@@ -633,20 +842,22 @@ def _session_members(sid: int) -> list[int]:
     return members
 
 
-async def _terminate(proc: asyncio.subprocess.Process) -> None:
+async def _terminate(proc: asyncio.subprocess.Process, cgroup: CommandCgroup | None) -> None:
     """Timeout: SIGTERM to the group, a moment to clean up, then SIGKILL."""
-    _kill_group(proc.pid, signal.SIGTERM)
+    _kill_group(proc.pid, signal.SIGTERM, cgroup=cgroup)
     try:
         async with asyncio.timeout(1.0):
             await proc.wait()
     except TimeoutError:
         pass
-    _kill_group(proc.pid, signal.SIGKILL)
+    _kill_group(proc.pid, signal.SIGKILL, cgroup=cgroup)
     await proc.wait()
 
 
-async def _cleanup_cancelled(proc: asyncio.subprocess.Process, reader: asyncio.Future[Any], output: CommandOutput) -> None:
-    _kill_group(proc.pid, signal.SIGKILL)
+async def _cleanup_cancelled(
+    proc: asyncio.subprocess.Process, reader: asyncio.Future[Any], output: CommandOutput, cgroup: CommandCgroup | None
+) -> None:
+    _kill_group(proc.pid, signal.SIGKILL, cgroup=cgroup)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
     await proc.wait()

@@ -12,6 +12,7 @@ read (``/etc/shadow``, SSH host keys). ``[sandboxing] deny_read`` adds to it.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -122,20 +123,52 @@ def masks(candidates: Iterable[Path], roots: Iterable[Path]) -> list[Path]:
     workspace must stay visible) and without those under ``/tmp`` (private in the sandbox).
 
     Computed for every sandboxed command (a secret may appear between two), so on resolved
-    path strings: ``pathlib``'s comparisons cost more than the file system's answers here."""
+    path strings, with each folder resolved once per call (``_resolved``): ``pathlib``'s
+    comparisons and ``realpath``'s walk of every candidate's folders cost more than the file
+    system's answers here."""
     real_roots = [os.path.realpath(root) for root in roots]
+    folders: dict[str, str] = {}
     chosen: dict[str, None] = {}
     for candidate in candidates:
-        if not os.path.lexists(candidate):
-            continue
-        real = os.path.realpath(candidate)
-        if real in ("/", "/tmp") or within(real, "/tmp") or not os.path.exists(real):
+        real = _resolved(os.fspath(candidate), folders)
+        if real is None or real in ("/", "/tmp") or within(real, "/tmp"):
             continue
         if any(within(root, real) for root in real_roots):
             continue
         chosen[real] = None
     # a folder masked hides everything below it: no need to mask those again
     return outermost(Path(real) for real in chosen)
+
+
+def _resolved(path: str, folders: dict[str, str]) -> str | None:
+    """``os.path.realpath(path)`` when ``path`` exists (a link: when its target does), else
+    None. ``folders`` keeps the resolved folders of one call, each found with one ``lstat``."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    folder, name = os.path.split(path)
+    if stat.S_ISLNK(mode) or name in ("", ".", ".."):
+        real = os.path.realpath(path)
+        return real if os.path.exists(real) else None
+    return os.path.join(_folder(folder, folders), name)
+
+
+def _folder(folder: str, folders: dict[str, str]) -> str:
+    """``os.path.realpath(folder)`` for a folder that holds an existing entry."""
+    real = folders.get(folder)
+    if real is None:
+        parent, name = os.path.split(folder)
+        if parent == folder or name in ("", ".", ".."):
+            real = os.path.realpath(folder)
+        else:
+            try:
+                linked = stat.S_ISLNK(os.lstat(folder).st_mode)
+            except OSError:
+                linked = True  # changed under us: resolve it the long way
+            real = os.path.realpath(folder) if linked else os.path.join(_folder(parent, folders), name)
+        folders[folder] = real
+    return real
 
 
 def within(path: str, folder: str) -> bool:

@@ -13,12 +13,17 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import shutil
+import subprocess
+
+from roder_core.brokers.host_programs import SYSTEM_FOLDERS
 
 _PR_SET_DUMPABLE = 4
 _PR_GET_DUMPABLE = 3
 _PR_CAPBSET_DROP = 24
 #: CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON: each alone opens a non-dumpable process's files.
 _PROC_OPENING_CAPS = (19, 21, 38)
+_PROC_OPENING_CAP_NAMES = ("sys_ptrace", "sys_admin", "perfmon")
 
 
 @functools.cache
@@ -52,3 +57,21 @@ def drop_ptrace_capability() -> None:
     if libc is not None:
         for cap in _PROC_OPENING_CAPS:
             libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+
+
+@functools.cache
+def capability_drop_argv() -> tuple[str, ...] | None:
+    """A command line prefix (util-linux ``setpriv``) that drops the same capabilities from the
+    bounding set and execs the rest, so a command started by ``vfork`` needs no hook in the
+    child; None where ``setpriv`` is missing or cannot drop them (then ``drop_ptrace_capability``
+    is the hook). Never through the PATH: it runs outside any sandbox."""
+    setpriv = shutil.which("setpriv", path=os.pathsep.join(SYSTEM_FOLDERS))
+    if setpriv is None:
+        return None
+    names = ",".join(f"-{name}" for name in _PROC_OPENING_CAP_NAMES)
+    prefix = (setpriv, "--bounding-set", names, "--")
+    try:
+        done = subprocess.run([*prefix, "/bin/sh", "-c", "exit 0"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return prefix if done.returncode == 0 else None

@@ -20,7 +20,6 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import TextArea
 
-from roder_core.brokers.file_glob import ListingTimeout, ripgrep_files
 from roder_tui.file_mentions import mention, mention_being_typed, mentioned_paths
 
 if TYPE_CHECKING:
@@ -123,7 +122,10 @@ def _offered(path: str) -> bool:
 
 def workspace_files(root: Path, limit: int = FILE_SCAN_LIMIT) -> list[str]:
     """Relative paths of the workspace's files: the tools' walker (ripgrep, with the same ignore
-    rules as ``glob``), in path order, without VCS, caches and virtualenvs."""
+    rules as ``glob``), in path order, without VCS, caches and virtualenvs. (The file brokers
+    load with the first ``@`` completion, not before the app's first frame.)"""
+    from roder_core.brokers.file_glob import ListingTimeout, ripgrep_files
+
     real = root.resolve()
     try:
         listed = ripgrep_files(real)

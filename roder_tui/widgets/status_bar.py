@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from textual.content import Content
+from textual.message import Message
 from textual.widgets import Static
 
 if TYPE_CHECKING:
@@ -48,11 +49,20 @@ class StatusBar(Static):
         self.segments = segments
         self.refresh_bar()
 
+    class Changed(Message):
+        """The state changed in ``keys`` (the app's palette lists mode and model rows)."""
+
+        def __init__(self, keys: frozenset[str]) -> None:
+            super().__init__()
+            self.keys = keys
+
     def update_state(self, **changes: Any) -> None:
-        if all(self.state.get(k) == v for k, v in changes.items()):
+        changed = frozenset(k for k, v in changes.items() if self.state.get(k) != v)
+        if not changed:
             return
         self.state.update(changes)
         self.refresh_bar()
+        self.post_message(self.Changed(changed))
 
     def on_resize(self) -> None:
         self.refresh_bar()

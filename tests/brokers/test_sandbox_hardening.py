@@ -173,6 +173,38 @@ def test_masks_never_hide_the_workspace(tmp_path: Path) -> None:
         home.rmdir()
 
 
+def test_masks_are_the_resolved_existing_paths_whatever_the_links_on_the_way() -> None:
+    """Each candidate is masked where it really is: through links to files and folders (also
+    relative ones, and links among the folders above it), ``..`` and a trailing slash; missing
+    ones and dangling links are not masked, and one inside another masked folder is covered."""
+    base = Path("/var/tmp") / f"roder-mask-links-{os.getpid()}"
+    real = base / "real"
+    (real / "keys").mkdir(parents=True)
+    (real / "keys" / "id").write_text("k")
+    (real / "token").write_text("t")
+    (base / "home").mkdir()
+    (base / "home" / ".keys").symlink_to(real / "keys")  # a link to a folder
+    (base / "home" / ".token").symlink_to("../real/token")  # relative
+    (base / "home" / ".gone").symlink_to(base / "nowhere")  # dangling
+    (base / "linked").symlink_to(base / "home")  # a linked folder above the candidates
+    try:
+        candidates = [
+            base / "linked" / ".keys",
+            base / "linked" / ".keys" / "id",  # inside a masked folder
+            base / "linked" / ".token",
+            base / "linked" / ".gone",
+            base / "linked" / ".missing",
+            Path(f"{base}/home/../real/token"),
+            Path(f"{base}/real/keys/"),
+            base / "real" / "keys" / ".." / "token",
+        ]
+        chosen = masks(candidates, [])
+        assert chosen == [real / "keys", real / "token"]
+        assert chosen == masks([Path(os.path.realpath(c)) for c in candidates if os.path.exists(c)], [])
+    finally:
+        shutil.rmtree(base)
+
+
 @needs_bwrap
 @pytest.mark.skipif(not detect_cgroups().available, reason="no writable cgroup for this user")
 async def test_an_interrupt_while_the_command_is_held_stays_an_interrupt(

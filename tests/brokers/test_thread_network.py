@@ -211,8 +211,8 @@ async def test_a_command_starts_inside_its_threads_network_and_its_cgroup(
         assert len(tree) >= 3, tree  # bubblewrap, the sandbox's init, the command
         for pid in tree:
             assert os.readlink(f"/proc/{pid}/ns/net") == inside_net
+        groups = command_groups()
         if detect_cgroups().available:
-            groups = command_groups()
             assert groups
             for group in groups:
                 assert tree <= {int(pid) for pid in (group / "cgroup.procs").read_text().split()}, group
@@ -222,6 +222,15 @@ async def test_a_command_starts_inside_its_threads_network_and_its_cgroup(
             assert mine and all(path == "/" for path in mine), lines
     finally:
         await task.kill()
+    assert not any(group.exists() for group in groups)
+    # what is left is the thread's next command's groups, holding its held shell alone, until
+    # the thread ends
+    handle = networks.handle("thread")
+    if detect_cgroups().available:
+        assert handle.next_start is not None
+        held = await handle.next_start.ready()
+        assert held is not None and held.cgroup.holds_only(held.proc.pid)
+    networks.release("thread")
     assert not command_groups()
 
 

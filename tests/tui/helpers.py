@@ -120,7 +120,12 @@ def palette_searched(app: Any) -> bool:
 
 def help_shown(app: Any) -> bool:
     """The help panel is open with focus in it."""
-    return app.panels is not None and app.panels[1].is_open and app.focused is not None and app.panels[1] in app.focused.ancestors
+    return (
+        app.panels is not None
+        and app.panels[1].is_open
+        and app.focused is not None
+        and app.panels[1] in app.focused.ancestors_with_self
+    )
 
 
 async def open_palette(pilot: Any, query: str) -> None:

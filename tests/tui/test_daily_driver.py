@@ -602,15 +602,13 @@ async def test_toasts_leave_the_prompt_and_completion_visible(workspace: Path, m
 
 
 async def test_help_shows_remapped_keys(workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path) -> None:
-    from roder_tui.widgets.help_panel import KeyTable
-
     (roder_home / "config.toml").write_text('[keys]\ntoggle_sidebar = "ctrl+e"\n')
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await pilot.press("f1")
         await until(pilot, lambda: help_shown(app), what="the help panel")
-        rows = [line.text for line in app.panels[1].query_one(KeyTable).lines(96) if "sidebar (threads" in line.text]
+        rows = [line.text for line in app.panels[1].lines(96) if "sidebar (threads" in line.text]
         assert rows
         assert "ctrl+e" in rows[0]
         assert "ctrl+b" not in rows[0]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
+from textual.strip import Strip
 
 from roder_tui.main_screen import MainScreen
 from tests.tui.helpers import ask, help_shown, make_app, open_palette, palette_searched, ready, until
@@ -116,3 +118,172 @@ async def test_over_a_dialog_the_palette_says_the_dialog_comes_first(workspace: 
         await until(pilot, lambda: isinstance(app.screen, MainScreen), what="the dialog closed")
         await open_palette(pilot, "")
         assert palette_searched(app)
+
+
+def _rows_idle(app: object) -> bool:
+    """The palette is built and no reload of its rows is under way."""
+    from textual.worker import WorkerState
+
+    panels = app.panels  # type: ignore[attr-defined]
+    if panels is None or not panels[0].is_mounted:
+        return False
+    busy = (WorkerState.PENDING, WorkerState.RUNNING)
+    return not any(w.group == "palette-rows" and w.state in busy for w in panels[0].workers)
+
+
+async def test_the_built_palette_lists_changes_before_it_opens(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, roder_home: Path
+) -> None:
+    """The palette is built once, hidden; a change of what its rows are made from (the mode, the
+    slash commands after a plugin reload) reloads them then, so the open shows them current at
+    once, not the rows of the last open followed by a refresh."""
+    from roder_core.server.protocol_plugins import PluginsChanged
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await until(pilot, lambda: _rows_idle(app) and bool(app.panels[0].rows), what="the palette built, its rows loaded")  # type: ignore[index]
+        palette = app.panels[0]  # type: ignore[index]
+        assert not palette.is_open
+        before = app.status_bar.state.get("mode")
+        assert f"Mode: {before} ✓" in [row.title for row in palette.rows]
+
+        await pilot.press("shift+tab")  # the next mode
+        await until(pilot, lambda: app.status_bar.state.get("mode") != before, what="the mode changed")
+        mode = app.status_bar.state.get("mode")
+        await until(pilot, lambda: f"Mode: {mode} ✓" in [row.title for row in palette.rows], what="the new mode marked")
+
+        (roder_home / "commands").mkdir()
+        (roder_home / "commands" / "fresh-one.md").write_text("---\ndescription: a command added while running\n---\nDo it.\n")
+        app.client.dispatcher.broadcast(PluginsChanged(plugins=["a-plugin"]))  # type: ignore[union-attr]
+        await until(
+            pilot, lambda: any("fresh-one" in row.title for row in palette.rows), what="the new command listed, palette closed"
+        )
+        await until(pilot, lambda: _rows_idle(app), what="the reload done")
+
+        app.action_command_palette()  # the rows listed by the open itself, before any refresh after it
+        titles = [row.title for row in palette.shown]
+        assert f"Mode: {mode} ✓" in titles and any("fresh-one" in t for t in titles)
+
+
+async def test_ctrl_p_and_f1_before_the_panels_are_built(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The panels are built once the app is idle; a key pressed before that (the runtime still
+    starting) builds and opens them on the spot, and the palette's rows arrive when the runtime
+    is ready."""
+    import asyncio
+
+    app = make_app(workspace, None, monkeypatch)
+    start_client = app._client_factory
+    assert start_client is not None
+    runtime_may_start = asyncio.Event()
+
+    async def held_start() -> object:
+        await runtime_may_start.wait()
+        return start_client()
+
+    app._client_factory = held_start
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.panels is None and not app.ready.is_set()
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: app.panels is not None and app.panels[0].is_open, what="the palette built and open")
+        palette = app.panels[0]  # type: ignore[index]
+        assert app.focused is palette.query_input and palette.rows == []
+        runtime_may_start.set()
+        await until(pilot, lambda: palette_searched(app), what="the rows, once the runtime is ready")
+        assert "New thread" in [row.title for row in palette.shown]
+        await pilot.press("escape")
+        await until(pilot, lambda: not palette.is_open, what="the palette closed")
+        await pilot.press("f1")
+        await until(pilot, lambda: help_shown(app), what="the help panel")
+
+
+async def test_help_scrolls_with_its_keys_and_shows_where_it_is(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Help is one widget drawing the key table from a scroll position of its own, with a thumb
+    in its last column that follows it."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("f1")
+        await until(pilot, lambda: help_shown(app), what="the help panel")
+        help_panel = app.panels[1]  # type: ignore[index]
+        width, height = help_panel.size
+        lines = help_panel.lines(width - 2)
+        assert len(lines) > height  # at 120x40 the table scrolls
+
+        def rows() -> list[Strip]:  # the content rows as drawn now
+            help_panel.render_lines(Region(0, 0, *help_panel.outer_size))
+            return [help_panel.render_line(y) for y in range(height)]
+
+        def thumb_column() -> list[Strip]:
+            return [row.crop(width - 1, width) for row in rows()]
+
+        at_top = thumb_column()
+        assert rows()[0].text.startswith("Anywhere")
+        assert at_top[0] != at_top[-1]  # the thumb at the top, the track at the bottom
+        await pilot.press("end")
+        assert help_panel.top == len(lines) - height
+        assert any("Palette (ctrl+p)" in row.text for row in rows())
+        at_end = thumb_column()
+        assert at_end[-1] == at_top[0] and at_end[0] == at_top[-1]  # the thumb went down
+        await pilot.press("home")
+        assert help_panel.top == 0
+        await pilot.press("down", "down", "up")
+        assert help_panel.top == 1
+        await pilot.press("pagedown")  # a page keeps one row of the last in view
+        assert help_panel.top == min(height, len(lines) - height)
+        await pilot.press("escape", "f1")
+        await until(pilot, lambda: help_shown(app), what="help again")
+        assert help_panel.top == 0  # each open starts at the top
+
+
+async def test_a_panel_redraws_its_region_only_and_draws_what_textual_would(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening and closing a panel updates its own region, not the whole screen (the panels come
+    first among the screen's children, so showing one renumbers no other widget); and the main
+    screen's compositor, which does not render what a panel covers, draws the same picture as
+    Textual's, for the whole screen and for an update of the panel's region."""
+    from functools import partial
+
+    from textual._compositor import Compositor
+
+    app = make_app(workspace, [{"text": "an answer\n" * 30}], monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "hello")
+        await until(pilot, lambda: _rows_idle(app), what="the panels built")
+        compositor = app.screen._compositor
+        screen = app.screen.region
+        drawn: list[Region] = []  # the area of each update
+        draw = compositor._render_chops
+
+        def recorded(crop: Region, is_rendered_line: object) -> object:
+            drawn.append(crop)
+            return draw(crop, is_rendered_line)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(compositor, "_render_chops", recorded)
+        textual_renders = partial(Compositor._get_renders, compositor)
+        for key, is_open, panel in (("ctrl+p", palette_searched, app.panels[0]), ("f1", help_shown, app.panels[1])):  # type: ignore[index]
+            drawn.clear()
+            await pilot.press(key)
+            await until(pilot, lambda shown=is_open: shown(app), what=f"the panel of {key}")
+            await pilot.pause()
+            shown_at = panel.region
+            region = shown_at.union(app.prompt_bar.input.region)  # what the open changed
+            assert any(crop.contains_region(shown_at) for crop in drawn)
+            assert screen not in drawn, drawn  # (another widget may update meanwhile: a sidebar age)
+            ours = compositor.render_strips()
+            our_chops = compositor._render_chops(region, lambda _y: True)
+            with monkeypatch.context() as textual:
+                textual.setattr(compositor, "_get_renders", textual_renders)
+                assert compositor.render_strips() == ours
+                their_chops = compositor._render_chops(region, lambda _y: True)
+            for y in region.line_range:
+                within = [cut for cut in their_chops[y] if region.x <= cut < region.right]
+                assert [our_chops[y][cut] for cut in within] == [their_chops[y][cut] for cut in within]
+            drawn.clear()
+            await pilot.press("escape")
+            await until(pilot, lambda p=panel: not p.is_open, what="the panel closed")
+            await pilot.pause()
+            assert any(crop.contains_region(shown_at) for crop in drawn) and screen not in drawn, drawn

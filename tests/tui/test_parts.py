@@ -20,7 +20,7 @@ from roder_core.kernel.services import StatusView
 from roder_tui.coalesce import CpuBudget, DeltaCoalescer
 from roder_tui.keymap import KEYS, markdown_table
 from roder_tui.remote import LOCAL_STREAM_CPU, SSH_STREAM_CPU, stream_budget, stream_fps, tune_for_link
-from roder_tui.theming import ThemeFileError, load_themes, parse_theme
+from roder_tui.theming import ThemeFileError, builtin_theme_dirs, load_themes, parse_theme
 from roder_tui.widgets.markdown_stream import FenceSplitter, split_markdown
 from roder_tui.widgets.prompt import PromptHistory, match_files, workspace_files
 from roder_tui.widgets.status_bar import fit_segments
@@ -165,6 +165,9 @@ def test_themes_load_override_and_report_errors(tmp_path: Path) -> None:
     themes = load_themes(None)
     assert {"roder-dark", "roder-light", "roder-high-contrast", "roder-solarized"} <= set(themes.themes)
     assert not themes.errors
+    for folder in builtin_theme_dirs():  # read without the Pygments lookup at start: checked here
+        for path in folder.glob("*.toml"):
+            parse_theme(path)  # raises ThemeFileError for a code_theme that is not a Pygments style
     user = tmp_path / "themes"
     user.mkdir()
     (user / "mine.toml").write_text('name = "roder-dark"\ncode_theme = "native"\n[colors]\nprimary = "#ff0000"\n')
