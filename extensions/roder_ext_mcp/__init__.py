@@ -137,6 +137,6 @@ def create(host: HostContext) -> McpExtension:
         logging.getLogger(__name__).warning("%s", problem)
     roots = RootSet((host.cwd, *settings.roots))
     store = CredentialStore.for_env(host.env)
-    manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait, roots, store)
+    manager = McpManager(settings.servers, host.paths.cache_dir / "mcp-logs", settings.startup_wait, roots, store, host.secrets)
     reviews = ReviewStore(host.paths.data_dir / "mcp-reviewed.json")
     return McpExtension(settings, manager, reviews, lambda active: add_plugin_servers(McpSettings(), host, active))

@@ -30,6 +30,7 @@ from roder_core.errors import RoderError
 from roder_core.ir import AgentMessageItem, ApprovalOption, ApprovalRequest
 from roder_core.kernel.tools import ToolExecutionContext
 from roder_ext_mcp.config import ServerConfig
+from roder_ext_mcp.server_log import ServerLog
 
 log = logging.getLogger(__name__)
 
@@ -188,11 +189,11 @@ def _convert(name: str, spec: dict[str, Any], answer: Any) -> Any:
 class ClientFeatures:
     """One server's client side: the callbacks given to the MCP ``Client``."""
 
-    def __init__(self, config: ServerConfig, roots: RootSet, log_path: Path) -> None:
+    def __init__(self, config: ServerConfig, roots: RootSet, log: ServerLog) -> None:
         self.config = config
         self.calls = CallRegistry()
         self._roots = roots
-        self._log_path = log_path
+        self._log = log
         #: How many requests were declined, and the last reason (shown by ``mcp/list``).
         self.declined = 0
         self.last_declined = ""
@@ -381,10 +382,9 @@ class ClientFeatures:
     async def logging(self, params: Any) -> None:
         data = params.data if isinstance(params.data, str) else json.dumps(params.data, ensure_ascii=False)
         source = f" {params.logger}" if params.logger else ""
-        line = f"[{params.level}]{source} {data}"
+        line = self._log.redactor(f"[{params.level}]{source} {data}")  # for the log file, Roder's log and the call
         try:
-            with open(self._log_path, "a", encoding="utf-8") as out:
-                out.write(f"notifications/message {line}\n")
+            self._log.write(f"notifications/message {line}\n")
         except OSError as exc:
             log.debug("MCP server %r log: %s", self.config.name, exc)
         log.info("MCP server %r: %s", self.config.name, line)

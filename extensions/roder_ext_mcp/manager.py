@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roder_core import __version__
+from roder_core.brokers.secrets import SecretRedactor
 from roder_core.kernel.tools import ToolExecutionContext
 from roder_core.settings.credentials import CredentialsError, CredentialStore
 from roder_ext_mcp.client_features import ClientFeatures, RootSet
 from roder_ext_mcp.config import ServerConfig
-from roder_ext_mcp.stdio import stdio_streams
+from roder_ext_mcp.server_log import ServerLog
+from roder_ext_mcp.stdio import TERM_GRACE, stdio_streams
 
 if TYPE_CHECKING:
     from roder_ext_mcp.authorization import ServerAuth
@@ -79,7 +81,12 @@ _LIST_CHANGED = {
 
 class ServerConnection:
     def __init__(
-        self, config: ServerConfig, log_dir: Path, roots: RootSet | None = None, store: CredentialStore | None = None
+        self,
+        config: ServerConfig,
+        log_dir: Path,
+        roots: RootSet | None = None,
+        store: CredentialStore | None = None,
+        secrets: SecretRedactor | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -98,11 +105,12 @@ class ServerConnection:
         #: Lines of stdout that were not JSON-RPC, and the first of them.
         self.noise_lines = 0
         self.noise = ""
-        self._log_path = log_dir / f"{config.name}.log"
+        #: The server's log in Roder's cache (its stderr and log messages, redacted).
+        self.log = ServerLog(log_dir / f"{config.name}.log", secrets or SecretRedactor(), config.env)
         self.roots = roots if roots is not None else RootSet(())
         self.roots.listen(self._roots_changed)
         #: Sampling, elicitation, roots, logging and progress: what this server may ask of Roder.
-        self.features = ClientFeatures(config, self.roots, self._log_path)
+        self.features = ClientFeatures(config, self.roots, self.log)
         #: Where an HTTP server's sign-in is kept (the user's credentials file).
         self.store = store if store is not None else CredentialStore.for_env()
         #: The HTTP server's sign-in state for this connection (None on stdio).
@@ -110,7 +118,6 @@ class ServerConnection:
         #: The stored access token when the server last asked for a sign-in (None: there was none).
         self._refused_token: str | None = None
         self._relisting: set[asyncio.Task[None]] = set()
-        self._log_offset = 0
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
         self._settled = asyncio.Event()
@@ -225,13 +232,11 @@ class ServerConnection:
     async def _transport(self) -> AsyncIterator[Any]:
         cfg = self.config
         if cfg.transport == "stdio":
-            self._log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self._log_path, "a", encoding="utf-8") as errlog:
-                self._log_offset = errlog.tell()
-                async with stdio_streams(
-                    cfg, errlog, handshake_done=lambda: self.status == "connected", on_noise=self._noise, on_spawn=self._spawned
-                ) as streams:
-                    yield streams
+            self.log.begin()
+            async with stdio_streams(
+                cfg, self.log, handshake_done=lambda: self.status == "connected", on_noise=self._noise, on_spawn=self._spawned
+            ) as streams:
+                yield streams
         else:
             from roder_ext_mcp.authorization import BearerAuth, ServerAuth
 
@@ -411,8 +416,8 @@ class ServerConnection:
         if self.config.transport != "stdio":
             return ""
         try:
-            with open(self._log_path, encoding="utf-8", errors="replace") as f:
-                f.seek(self._log_offset)
+            with open(self.log.path, encoding="utf-8", errors="replace") as f:
+                f.seek(self.log.offset)
                 lines = [line.rstrip() for line in f.read().splitlines() if line.strip()]
         except OSError:
             return ""
@@ -458,7 +463,7 @@ class ServerConnection:
                 return await self.call_tool(tool, arguments, ctx, retry=False)
             if exc.code != CONNECTION_CLOSED:
                 raise
-            self._mark_exited()
+            await self._mark_exited()
             raise ServerUnavailable(
                 f"{self.unavailable_reason()}\nIt will be restarted the next time one of its tools is called."
             ) from exc
@@ -466,7 +471,8 @@ class ServerConnection:
             if ctx is not None:
                 self.features.calls.leave(ctx)
 
-    def _mark_exited(self) -> None:
+    async def _mark_exited(self) -> None:
+        await self.log.drained(TERM_GRACE)  # its last words (a crash's traceback) are in the log first
         self.status = "exited"
         self.error = self._with_stderr("the server closed the connection (it exited or crashed)")
         self._client = None
@@ -487,7 +493,7 @@ class ServerConnection:
                 self.tools = list(page.tools)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._mark_exited()
+                await self._mark_exited()
         except TimeoutError:
             self.error = f"did not answer within {timeout:g}s"
 
@@ -520,10 +526,15 @@ class McpManager:
         startup_wait: float = 5.0,
         roots: RootSet | None = None,
         store: CredentialStore | None = None,
+        secrets: SecretRedactor | None = None,
     ) -> None:
         self.roots = roots if roots is not None else RootSet(())
         self.store = store if store is not None else CredentialStore.for_env()
-        self.connections = {name: ServerConnection(cfg, log_dir, self.roots, self.store) for name, cfg in servers.items()}
+        #: The run's known secrets, redacted from every server's log.
+        self.secrets = secrets if secrets is not None else SecretRedactor()
+        self.connections = {
+            name: ServerConnection(cfg, log_dir, self.roots, self.store, self.secrets) for name, cfg in servers.items()
+        }
         self.startup_wait = startup_wait
         self._log_dir = log_dir
         self._retired: set[asyncio.Task[None]] = set()
@@ -554,7 +565,7 @@ class McpManager:
             return existing
         if existing is not None:  # a new definition under the same name replaces the old server
             self._retire(existing)
-        connection = ServerConnection(config, self._log_dir, self.roots, self.store)
+        connection = ServerConnection(config, self._log_dir, self.roots, self.store, self.secrets)
         self.connections[config.name] = connection
         if self._started:
             connection.start()

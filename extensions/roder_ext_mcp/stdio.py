@@ -8,6 +8,9 @@ give the server ``EXIT_GRACE`` seconds, then SIGTERM and finally SIGKILL to its 
 The graces are short and bounded (a server that exits on the end of its stdin does so in
 milliseconds), so a server that ignores both its stdin and SIGTERM holds up Roder's exit by at
 most ``EXIT_GRACE + TERM_GRACE``; every server is stopped at the same time (``McpManager.aclose``).
+The server's stderr is a pipe Roder reads into its log, redacted (``server_log.ServerLog``); once
+the server is stopped its last lines are read for at most ``TERM_GRACE`` more (a process it left
+behind may hold the pipe open).
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TextIO
+from typing import Any
 
 from roder_core import bounded_json
 from roder_ext_mcp.config import ServerConfig
+from roder_ext_mcp.server_log import ServerLog
 
 #: Seconds a connected server gets to exit on its own once its stdin is closed.
 EXIT_GRACE = 0.3
@@ -31,7 +36,7 @@ TERM_GRACE = 0.2
 @contextlib.asynccontextmanager
 async def stdio_streams(
     config: ServerConfig,
-    errlog: TextIO,
+    log: ServerLog,
     *,
     handshake_done: Callable[[], bool],
     on_noise: Callable[[str], None],
@@ -47,7 +52,7 @@ async def stdio_streams(
     process = await anyio.open_process(
         [config.command, *config.args],
         env=get_default_environment() | dict(config.env),
-        stderr=errlog,
+        stderr=subprocess.PIPE,
         cwd=config.cwd,
         start_new_session=True,
     )
@@ -89,9 +94,18 @@ async def stdio_streams(
         except closed:
             await to_session.aclose()  # the server stopped reading: let the session see the end
 
+    stderr_done = anyio.Event()
+
+    async def read_stderr() -> None:
+        try:
+            await log.pump(process.stderr)
+        finally:
+            stderr_done.set()
+
     async with anyio.create_task_group() as group:
         group.start_soon(read_stdout)
         group.start_soon(write_stdin)
+        group.start_soon(read_stderr)
         try:
             yield from_server, to_server
         finally:
@@ -99,6 +113,10 @@ async def stdio_streams(
                 await _stop(process, EXIT_GRACE if handshake_done() else 0.0)
                 from_server.close()
                 to_server.close()
+                with anyio.move_on_after(TERM_GRACE):
+                    await stderr_done.wait()
+                with contextlib.suppress(Exception), anyio.move_on_after(TERM_GRACE):
+                    await process.aclose()
             group.cancel_scope.cancel()
 
 
@@ -119,7 +137,8 @@ def _refusal(mcp_types: Any, line: str, problem: bounded_json.JSONTooDeep) -> An
 
 
 async def _stop(process: Any, grace: float) -> None:
-    """Close stdin, wait ``grace`` seconds, then SIGTERM and SIGKILL the server's process group."""
+    """Close stdin, wait ``grace`` seconds, then SIGTERM and SIGKILL the server's process group
+    (its streams are closed by the caller, once the last of its stderr is read)."""
     import anyio
 
     with contextlib.suppress(Exception):
@@ -131,5 +150,3 @@ async def _stop(process: Any, grace: float) -> None:
         with anyio.move_on_after(wait):
             await process.wait()
             break
-    with contextlib.suppress(Exception), anyio.move_on_after(TERM_GRACE):
-        await process.aclose()

@@ -166,13 +166,14 @@ def run_rollout(spec: RolloutSpec, on_event: Callable[[RuntimeEvent], None] | No
     log = _LogCapture()
     root = logging.getLogger()
     root.addHandler(log)
+    rollout = _Rollout(spec, scratch, on_event)
     try:
-        outcome = run_on_worker_loop(_Rollout(spec, scratch, on_event).run)
+        outcome = run_on_worker_loop(rollout.run)
     finally:
         root.removeHandler(log)
         discard_scratch(scratch)
-    if log.lines:
-        outcome.files["roder.log"] = "".join(log.lines).encode()
+    if log.lines:  # records can quote anything (a provider's malformed event, an error): redacted as every output is
+        outcome.files |= _redacted_files(rollout.redactor, {"roder.log": "".join(log.lines).encode()})
     return outcome
 
 
@@ -316,7 +317,7 @@ class _Rollout:
         self.result["attempts"] = self.spec.attempt
         self.result["discarded_attempts"] = list(self.spec.discarded)
         self.result["discarded_tokens"] = sum(int(d.get("tokens") or 0) for d in self.spec.discarded)
-        return RolloutOutcome(*_redacted(self.redactor, self.result, self.files))
+        return RolloutOutcome(redact_data(self.result, self.redactor)[0], _redacted_files(self.redactor, self.files))
 
     def _record(self, *, passed: bool, cause: str | None, exit_reason: str, error: dict[str, Any] | None = None) -> None:
         self.result.update(passed=passed, failure_cause=None if passed else cause, exit_reason=exit_reason, error=error)
@@ -766,10 +767,9 @@ def _record_requests(runtime: Any) -> dict[str, Any]:
     return context
 
 
-def _redacted(
-    redactor: SecretRedactor, result: dict[str, Any], files: dict[str, bytes]
-) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The record and files with every known secret value and token format removed."""
+def _redacted_files(redactor: SecretRedactor, files: dict[str, bytes]) -> dict[str, bytes]:
+    """A rollout's output files with every known secret value and token format removed (the one
+    pass every file of ``RolloutOutcome.files`` goes through, ``roder.log`` included)."""
     clean: dict[str, bytes] = {}
     for name, data in files.items():
         try:
@@ -778,7 +778,7 @@ def _redacted(
             clean[name] = data
         else:
             clean[name] = redactor(text).encode()
-    return redact_data(result, redactor)[0], clean
+    return clean
 
 
 def worker_host() -> dict[str, Any]:

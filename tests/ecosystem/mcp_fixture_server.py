@@ -1,7 +1,9 @@
 """A real MCP server for the tests, written with the official ``mcp`` package.
 
 ``python mcp_fixture_server.py stdio`` speaks MCP on stdin/stdout (``noisy-stdio`` first prints a
-banner line that is not JSON-RPC to stdout, as a misbehaving server does);
+banner line that is not JSON-RPC to stdout, as a misbehaving server does); before serving it
+prints ``NAME=value`` to stderr for each variable named in $FIXTURE_STDERR_VARS (comma-separated)
+and then one line of $FIXTURE_STDERR_FLOOD bytes;
 ``python mcp_fixture_server.py http`` serves streamable HTTP on 127.0.0.1:PORT/mcp, printing PORT
 (chosen by the kernel) once the socket listens, and requires the ``X-Test-Token`` header to equal
 $FIXTURE_TOKEN when that variable is set. ``http-oauth`` and ``sse-oauth`` serve streamable HTTP
@@ -66,6 +68,12 @@ def main() -> None:
         print("fixture server starting on stdio", file=sys.stderr, flush=True)
         if transport == "noisy-stdio":
             print("Fixture MCP server v1 ready!", flush=True)
+        for name in filter(None, os.environ.get("FIXTURE_STDERR_VARS", "").split(",")):
+            print(f"fixture server config: {name}={os.environ.get(name, '')}", file=sys.stderr, flush=True)
+        flood = int(os.environ.get("FIXTURE_STDERR_FLOOD", "0"))
+        if flood:  # one line of this many bytes, written before serving: blocks if nobody reads the pipe
+            sys.stderr.buffer.write(b"x" * flood + b"\n")
+            sys.stderr.flush()
         server.run("stdio")
         print("fixture server: stdin closed, exiting", file=sys.stderr, flush=True)
         return

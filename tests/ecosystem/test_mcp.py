@@ -389,7 +389,7 @@ async def test_closing_the_runtime_stops_server_processes(workspace: Path, roder
     assert connection.status == "stopped"
     await until(lambda: not _fixture_children())
     # The MCP lifecycle: a connected server is first told by the end of its stdin, and exits by itself.
-    assert "fixture server: stdin closed, exiting" in connection._log_path.read_text()
+    assert "fixture server: stdin closed, exiting" in connection.log.path.read_text()
 
 
 async def test_app_server_tools_list_shows_mcp_servers(workspace: Path, roder_home: Path) -> None:

@@ -83,16 +83,16 @@ async def test_help_opens_centred_fits_and_closes_with_its_keys(workspace: Path,
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        help_panel = app.panels[1]  # type: ignore[index]
         for close in ("escape", "q", "f1"):
-            await pilot.press("f1")
+            await pilot.press("f1")  # before the panels are built when idle, or after: either way
             await until(pilot, lambda: help_shown(app), what="the help panel")
+            help_panel = app.panels[1]  # type: ignore[index]
             assert isinstance(app.screen, MainScreen)
             region = help_panel.region
             assert (region.x, region.width) == (10, 100)  # centred, at most 100 wide
             assert region.bottom <= 39  # clear of the status bar's row
             await pilot.press(close)
-            await until(pilot, lambda: not help_panel.is_open, what=f"help closed by {close}")
+            await until(pilot, lambda panel=help_panel: not panel.is_open, what=f"help closed by {close}")
             assert app.focused is app.prompt_bar.input
         # Resized while open: placed again for the new size.
         await pilot.press("f1")
