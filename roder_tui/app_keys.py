@@ -117,9 +117,11 @@ class AppKeys(AppState):
 
         prompt = self.prompt_bar.input
         try:
-            prompt.text = edit_text(self, prompt.text)
+            prompt.text, notice = edit_text(self, prompt.text)
         except EditorError as exc:
             self.notify(str(exc), title="editor", severity="error", timeout=8)
             return
+        if notice:
+            self.notify(notice, title="editor", timeout=8)
         prompt.move_cursor(prompt.document.end)
         prompt.focus()

@@ -138,7 +138,7 @@ class AppTurns(AppCommands):
         elif isinstance(event, ev.ModeChanged):
             self.status_bar.update_state(mode=event.mode)
         elif isinstance(event, ev.ThreadModelChanged):
-            self.status_bar.update_state(provider=event.provider, model=event.model, context_window=None)
+            self.status_bar.update_state(provider=event.provider, model=event.model, context_window=event.context_window)
         elif isinstance(event, ev.ThreadTitleChanged | ev.ThreadStatusChanged):
             self.refresh_sidebar()
         elif isinstance(event, ev.ErrorEvent):

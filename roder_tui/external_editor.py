@@ -1,5 +1,9 @@
 """``ctrl+g``: edit the prompt in ``$VISUAL`` / ``$EDITOR`` (as OpenCode and Codex allow).
 
+With neither set it falls back as git does: ``editor`` (the system's choice on Debian-like
+systems) if it is on PATH, else ``vi``; the app then names the editor it opened, so a user who
+lands in vi knows why and how to choose another. With none of them, a one-line error says so.
+
 The prompt's text goes to a temporary Markdown file; the app suspends (the editor gets the
 terminal), and what the file holds when the editor exits becomes the prompt. A failing editor
 leaves the prompt as it was.
@@ -10,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -23,20 +28,30 @@ class EditorError(Exception):
     pass
 
 
-def editor_command() -> list[str]:
+#: Tried in order when neither $VISUAL nor $EDITOR is set, as git does.
+FALLBACK_EDITORS = ("editor", "vi")
+
+
+def editor_command() -> tuple[list[str], str]:
+    """The editor to run, and a notice naming it when it is a fallback ("" for the user's own)."""
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
-    if not editor or not editor.strip():
-        raise EditorError("set $VISUAL or $EDITOR to edit the prompt in your editor")
-    return shlex.split(editor)
+    if editor and editor.strip():
+        return shlex.split(editor), ""
+    for name in FALLBACK_EDITORS:
+        found = shutil.which(name)
+        if found:
+            return [found], f"opened {found}: $VISUAL and $EDITOR are unset (set one to choose your editor)"
+    raise EditorError("no editor: $VISUAL and $EDITOR are unset and neither editor nor vi is on PATH")
 
 
-def edit_text(app: App[Any], text: str) -> str:
-    """Run the editor on ``text`` and return the edited text (raises EditorError)."""
+def edit_text(app: App[Any], text: str) -> tuple[str, str]:
+    """Run the editor on ``text``; the edited text and the fallback notice of ``editor_command``
+    (raises EditorError)."""
     from textual.app import SuspendNotSupported
 
     if "web_driver" in os.environ.get("TEXTUAL_DRIVER", ""):  # `roder web`: the editor would get the page's pipe
         raise EditorError("ctrl+g needs a terminal; in the browser, edit the prompt in place (ctrl+j adds a line)")
-    command = editor_command()
+    command, notice = editor_command()
     handle, name = tempfile.mkstemp(prefix="roder-prompt-", suffix=".md")
     path = Path(name)
     try:
@@ -53,7 +68,7 @@ def edit_text(app: App[Any], text: str) -> str:
     finally:
         with contextlib.suppress(OSError):
             path.unlink()
-    return edited[:-1] if edited.endswith("\n") else edited
+    return (edited[:-1] if edited.endswith("\n") else edited), notice
 
 
 def _run(command: list[str], path: Path) -> int:

@@ -178,7 +178,12 @@ class Runtime:
         """Switch an open thread's model; its next model call uses it (recorded in the thread)."""
         engine = self.engine(provider)
         state = self.threads.get(thread_id)
-        await self.emit(ThreadModelChanged(thread_id=state.thread.id, provider=provider, model=model or engine.default_model()))
+        chosen = model or engine.default_model()
+        try:
+            window: int | None = self.model_profile(provider, chosen).context_window
+        except RoderError:
+            window = None  # an unlisted model: the client shows no window until a turn reports one
+        await self.emit(ThreadModelChanged(thread_id=state.thread.id, provider=provider, model=chosen, context_window=window))
 
     # ------------------------------------------------------------------ brokers and tool hosts
 

@@ -112,6 +112,9 @@ class ThreadModelChanged(EventBase):
     method: Literal["thread/model/changed"] = "thread/model/changed"
     provider: str
     model: str
+    #: The new model's context window as the host knows it (profile, config, learned limits), so
+    #: a client shows it at once instead of waiting for the next turn's usage; None if unknown.
+    context_window: int | None = None
 
 
 class CustomEntrySaved(EventBase):

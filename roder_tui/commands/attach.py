@@ -154,6 +154,22 @@ def _app_args(args: argparse.Namespace) -> argparse.Namespace:
     )
 
 
+def untrusted_note(folder: Path) -> str:
+    """The one line a background host started without ``--trust`` owes its user when ``folder``
+    brings its own items and was never trusted or refused: the app would have asked (its
+    first-open trust prompt), a host cannot, so it says what it left out and how to load it."""
+    from roder_core.policy.trust import TrustStore, project_items
+    from roder_core.settings.paths import RoderPaths
+
+    if not TrustStore(RoderPaths.from_env(dict(os.environ))).needs_prompt(folder):
+        return ""
+    items = ", ".join(project_items(folder))
+    return (
+        f"roder: this folder is not trusted, so its own items ({items}) are not loaded; "
+        "`roder trust` trusts it (then `roder serve --stop` and start again), or start with --trust"
+    )
+
+
 def detach(args: argparse.Namespace) -> int:
     """``roder --detach``: start this user's host here if none runs, then attach to it."""
     from roder_tui import host
@@ -172,6 +188,10 @@ def detach(args: argparse.Namespace) -> int:
         except (host.HostStartError, OSError) as exc:
             sys.stderr.write(f"roder: {exc}\n")
             return 2
+        if not getattr(args, "trust", False):
+            note = untrusted_note(Path.cwd())
+            if note:
+                sys.stderr.write(note + "\n")
     elif Path(workspace).resolve() != Path.cwd().resolve():
         sys.stderr.write(f"roder: attaching to the running host of {workspace} (`roder serve --stop` ends it)\n")
     return attach(args, Target())

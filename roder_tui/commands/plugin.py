@@ -65,6 +65,7 @@ from roder_core.server.protocol_plugins import (
 )
 from roder_core.settings.config import ConfigError
 from roder_tui.commands.control import local_client
+from roder_tui.wording import plural
 
 Action = Callable[[AppClient, argparse.Namespace], Awaitable[int]]
 
@@ -202,7 +203,7 @@ def _print_preview(data: PreviewResult) -> None:
 def _market_line(row: MarketplaceInfo) -> str:
     source = row.source
     where = source.get("path") or source.get("url") or source.get("repo") or ""
-    count = f"{row.plugin_count} plugins" if row.added else "declared by this project, not added"
+    count = plural(row.plugin_count, "plugin") if row.added else "declared by this project, not added"
     return f"{row.name}  {count}  ({source.get('source')} {where})"
 
 
@@ -348,11 +349,11 @@ async def _import(client: AppClient, args: argparse.Namespace) -> int:
     if not todo and not found.marketplaces:
         print("Nothing to import.")
         return 0
-    if not _confirm(f"Import {len(todo)} plugin(s) and {len(found.marketplaces)} marketplace(s)?", args.yes):
+    if not _confirm(f"Import {plural(len(todo), 'plugin')} and {plural(len(found.marketplaces), 'marketplace')}?", args.yes):
         print("nothing imported", file=sys.stderr)
         return 2
     done = await client.call(PLUGINS_IMPORT_CLAUDE, ImportClaudeApplyParams(claude_dir=found.claude_dir, consent=found.consent))
-    print(f"imported {len(done.imported)} plugin(s): {', '.join(done.imported) or 'none'}")
+    print(f"imported {plural(len(done.imported), 'plugin')}: {', '.join(done.imported) or 'none'}")
     for problem in done.problems:
         print(f"! {problem}", file=sys.stderr)
     return 0 if not done.problems else 1

@@ -47,7 +47,7 @@ from roder_core.server.protocol_plugins import (
     SearchParams,
     SearchResult,
 )
-from roder_tui.widgets.messages import plural
+from roder_tui.wording import plural
 
 
 def preview_text(data: PreviewResult) -> str:

@@ -11,8 +11,8 @@ from textual.widgets.option_list import Option
 
 from roder_core.ir import ThreadSummary
 from roder_tui.screens.filtered_list import FilteredListScreen
-from roder_tui.widgets.messages import plural
 from roder_tui.widgets.sidebar import age
+from roder_tui.wording import plural
 
 
 class ResumePicker(FilteredListScreen):

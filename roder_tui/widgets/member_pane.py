@@ -27,7 +27,8 @@ SENT_HEAD, SENT_TAIL = 2, 4
 def item_lines(item: Item) -> Text | None:
     """One compact entry per finished item of a member's thread."""
     from roder_core.ir import AgentMessageItem, ErrorItem, ToolCallItem, ToolResultItem, UserMessageItem
-    from roder_tui.widgets.messages import plural, summarize_arguments
+    from roder_tui.widgets.messages import summarize_arguments
+    from roder_tui.wording import plural
 
     if isinstance(item, UserMessageItem) and item.sender:  # the team's briefing or a teammate's message
         lines = item.text.strip().splitlines()

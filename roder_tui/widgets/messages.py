@@ -42,6 +42,7 @@ from roder_core.ir import (
 from roder_tui.widgets.markdown_stream import MarkdownBody
 from roder_tui.widgets.media import MediaPreview, attachment_card
 from roder_tui.widgets.transcript import EntryWidget
+from roder_tui.wording import plural
 
 if TYPE_CHECKING:
     from roder_tui.widgets.transcript import Entry
@@ -467,11 +468,6 @@ def summarize_arguments(name: str, arguments: dict[str, Any], command: CommandEx
 def _clip(text: str, width: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 word``, ``2 words``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def format_duration(ms: int) -> str:

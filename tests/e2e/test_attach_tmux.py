@@ -232,3 +232,28 @@ def test_detach_starts_a_host_that_outlives_the_app(roder_home: Path, workspace:
             _kill(tmux)
             subprocess.run([sys.executable, "-m", "roder_tui.cli", "serve", "--stop"], env=env, capture_output=True, timeout=60)
         assert not paths.socket.exists()
+
+
+def test_detach_in_a_folder_with_its_own_items_says_they_are_not_loaded(roder_home: Path, workspace: Path) -> None:
+    """The app asks whether to trust a folder that brings its own items; ``roder --detach``
+    started its host untrusted without a word. It says so in one line, and how to trust it."""
+    (workspace / ".roder" / "commands").mkdir(parents=True)
+    (workspace / ".roder" / "commands" / "greet.md").write_text("Say hello.\n")
+    with ThreadedFakeServer([{"text": "unused"}], models=("my-model",)) as server:
+        write_local_provider(roder_home, server.base_url)
+        from tests.e2e.host_support import host_env
+
+        env = host_env(roder_home)
+        tmux = _run_in_tmux(env, workspace, f"{sys.executable} -m roder_tui.cli --detach {' '.join(MODEL)}")
+        try:
+            tmux.wait_for("idle")
+            tmux.run("send-keys", "-t", "roder", "C-q")
+            screen = tmux.wait_for("roder-exited-0")
+        finally:
+            _kill(tmux)
+            subprocess.run([sys.executable, "-m", "roder_tui.cli", "serve", "--stop"], env=env, capture_output=True, timeout=60)
+    note = (
+        "roder: this folder is not trusted, so its own items (.roder/commands) are not loaded; "
+        "`roder trust` trusts it (then `roder serve --stop` and start again), or start with --trust"
+    )
+    assert note in " ".join(screen.split()), screen

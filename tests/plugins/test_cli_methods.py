@@ -75,8 +75,9 @@ def roder_plugin(workspace: Path, *args: str) -> subprocess.CompletedProcess[str
 def test_each_subcommand_prints_what_its_method_answers(tmp_path: Path, here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     official = copy_official(tmp_path / "catalogs", ["hookify", "commit-commands"])
     alpha, beta = formatter_variants(tmp_path / "catalogs")
-    assert out(capsys, "marketplace", "add-default", "--path", str(official)).startswith("added claude-plugins-official  ")
-    assert out(capsys, "marketplace", "add", str(alpha)) == f"added alpha  1 plugins  (directory {alpha})\n"
+    added = out(capsys, "marketplace", "add-default", "--path", str(official))
+    assert added.startswith("added claude-plugins-official  ") and " plugins  (directory " in added
+    assert out(capsys, "marketplace", "add", str(alpha)) == f"added alpha  1 plugin  (directory {alpha})\n"
     out(capsys, "marketplace", "add", str(beta))
 
     async def catalog(client: LocalAppClient) -> dict[str, Any]:
@@ -120,7 +121,7 @@ def test_each_subcommand_prints_what_its_method_answers(tmp_path: Path, here: Pa
     assert main(["plugin", "configure", "hookify", "-o", "COLOR=red"]) == 1
     assert capsys.readouterr().err == f"roder plugin: plugin {HOOKIFY} has no option COLOR (it has: none)\n"
     assert out(capsys, "uninstall", "formatter@alpha", "--keep-data") == "uninstalled formatter@alpha\n"
-    assert out(capsys, "marketplace", "refresh", "alpha") == f"refreshed alpha  1 plugins  (directory {alpha})\n"
+    assert out(capsys, "marketplace", "refresh", "alpha") == f"refreshed alpha  1 plugin  (directory {alpha})\n"
     assert out(capsys, "marketplace", "remove", "beta") == "removed beta\n"
     assert [m["name"] for m in json.loads(out(capsys, "marketplace", "list", "--json"))] == ["alpha", "claude-plugins-official"]
 

@@ -514,14 +514,46 @@ async def test_ctrl_g_edits_the_prompt_in_the_editor(workspace: Path, monkeypatc
         assert app.prompt_bar.input.text == "first line\nsecond line from the editor"
 
 
-async def test_ctrl_g_without_an_editor_says_so(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _fake_editor(folder: Path, name: str) -> Path:
+    """An editor (shell builtins only: PATH may hold nothing else) that writes its name into the file."""
+    folder.mkdir(exist_ok=True)
+    editor = folder / name
+    editor.write_text(f'#!/bin/sh\nprintf "%s\\n" "written by {name}" > "$1"\n')
+    editor.chmod(0o755)
+    return editor
+
+
+@pytest.mark.parametrize("on_path", [("editor", "vi"), ("vi",)])
+async def test_ctrl_g_without_an_editor_set_falls_back_as_git_does(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, on_path: tuple[str, ...]
+) -> None:
+    """With no $VISUAL/$EDITOR ctrl+g refused; it opens ``editor`` if on PATH, else ``vi``, as
+    git does, and names the one it opened."""
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.delenv("EDITOR", raising=False)
+    binaries = tmp_path / "bin"
+    editors = [_fake_editor(binaries, name) for name in on_path]
+    app = make_app(workspace, [{"text": "ok"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        monkeypatch.setenv("PATH", str(binaries))  # after the start: only these editors are found
+        await pilot.press(*"draft", "ctrl+g")
+        await until(pilot, lambda: "written by" in app.prompt_bar.input.text, what="the edited prompt")
+        assert app.prompt_bar.input.text == f"written by {on_path[0]}"
+        notices = [n.message for n in app._notifications]
+        assert f"opened {editors[0]}: $VISUAL and $EDITOR are unset (set one to choose your editor)" in notices
+
+
+async def test_ctrl_g_with_no_editor_at_all_says_so(workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.delenv("EDITOR", raising=False)
     app = make_app(workspace, [{"text": "ok"}], monkeypatch)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
+        monkeypatch.setenv("PATH", str(tmp_path / "empty"))
         await pilot.press(*"keep me", "ctrl+g")
-        await until(pilot, lambda: any("$VISUAL" in n.message for n in app._notifications), what="the hint")
+        expected = "no editor: $VISUAL and $EDITOR are unset and neither editor nor vi is on PATH"
+        await until(pilot, lambda: any(n.message == expected for n in app._notifications), what="the notice")
         assert app.prompt_bar.input.text == "keep me"
 
 

@@ -340,3 +340,23 @@ async def test_a_turn_ended_with_the_approval_open_is_not_a_denial(workspace: Pa
         header = _plain(card.widget).splitlines()[0]
         assert "[interrupted]" in header and "deny" not in header
     assert not (workspace / "a.txt").exists()
+
+
+async def test_switching_the_model_shows_its_window_at_once(
+    workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After ``/model`` the status bar's ``used/window`` lost its window until the next turn; it
+    shows the new model's window at once now, the one the config sets where it sets one."""
+    from tests.tui.helpers import ask
+
+    (roder_home / "config.toml").write_text('[models."mock/mock-large"]\ncontext_window = 400000\n')
+    app = make_app(workspace, [{"text": "one"}], monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "first")
+        assert app.status_bar.state["context_window"] == 128_000
+        await app.send("/model mock/mock-large")
+        await until(pilot, lambda: app.status_bar.state["context_window"] != 128_000, what="the switch's event")
+        assert app.status_bar.state["model"] == "mock-large"
+        assert app.status_bar.state["context_window"] == 400_000
+        assert "/400.0k" in str(app.status_bar.render())
