@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from roder_ext_tui.segments import home_relative
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
+
+from roder_tui.screens.whole_screen import WholeScreenQuestion
 
 FIRST_RUN_TEXT = """\
 No model provider is configured yet.
@@ -30,46 +27,20 @@ Meanwhile you can try Roder with the offline mock model: it answers predictably 
 """
 
 
-class FirstRunScreen(ModalScreen[str]):
-    """Dismisses with ``"mock"`` (continue with the mock model) or ``"quit"``.
-
-    It is the whole screen (nothing of the app shows around it, as in Claude Code's onboarding):
-    the text scrolls in the middle, the keys stay docked at the bottom, on screen at every size
-    down to 40x20."""
+class FirstRunScreen(WholeScreenQuestion):
+    """Dismisses with ``"mock"`` (continue with the mock model) or ``"quit"``."""
 
     BINDINGS = [
         Binding("enter,m", "choose('mock')", "Use the mock model"),
         Binding("q,escape", "choose('quit')", "Quit"),
     ]
-    DEFAULT_CSS = """
-    FirstRunScreen { align: center middle; background: $background; }
-    FirstRunScreen > Vertical {
-        width: 100%; max-width: 84; height: auto; max-height: 100%;
-        background: $surface; border: round $primary; padding: 0 1;
-    }
-    FirstRunScreen VerticalScroll { height: auto; max-height: 1fr; }
-    FirstRunScreen #first-run-keys { dock: bottom; height: auto; margin-top: 1; }
-    """
+    TITLE_TEXT = "Welcome to Roder"
+    KEYS = (("enter", "continue with the mock model"), ("q", "quit"))
+    KEYS_ID = "first-run-keys"
 
     def __init__(self, config_file: str) -> None:
         super().__init__()
         self.config_file = config_file
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = "Welcome to Roder"
-            yield Static(self._keys(), id="first-run-keys")
-            with VerticalScroll():
-                yield Static(FIRST_RUN_TEXT.format(config=home_relative(self.config_file)), markup=False)
-
-    @staticmethod
-    def _keys() -> Text:
-        keys = Text()
-        keys.append(" enter ", style="bold reverse")
-        keys.append(" continue with the mock model\n")
-        keys.append("   q   ", style="bold reverse")
-        keys.append(" quit")
-        return keys
-
-    def action_choose(self, choice: str) -> None:
-        self.dismiss(choice)
+    def body(self) -> str:
+        return FIRST_RUN_TEXT.format(config=home_relative(self.config_file))
