@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a non-interactive shell (``.ci/run ... &``) inherits
+    SIGINT ignored, and so would every Roder process it starts: the tests of what Ctrl+C does
+    would then wait forever. Deliver it as a terminal does, to this process and its children."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
