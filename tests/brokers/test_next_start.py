@@ -196,3 +196,29 @@ async def test_a_command_in_another_loop_does_not_take_a_shell_made_in_this_one(
         assert own_groups(output) and name not in own_groups(output), output
     finally:
         network.close()
+
+
+@needs_bwrap
+async def test_a_sandboxed_command_cannot_reach_another_threads_shell_made_ahead(
+    workspace: Path, tmp_path: Path, networks: ThreadNetworks
+) -> None:
+    """The shell made ahead waits outside any sandbox for its command line on a pipe: a
+    sandboxed command of another thread (same user) must not find it, signal it, or write a
+    command line of its own into it through ``/proc/PID/fd/0``."""
+    first = networks.handle("first")
+    proc = bound(workspace, tmp_path, first, "workspace-write")
+    assert (await proc.run("true")).exit_code == 0
+    held = await made_ahead(first)
+    marker = tmp_path / "injected"
+    attacker = bind_thread(
+        make_brokers(workspace, tmp_path / "cache2", sandbox="workspace-write", limits=LIMITS), "t2", networks.handle("second")
+    ).process
+    pid = held.proc.pid
+    attempt = await attacker.run(
+        f"ls /proc/{pid} >/dev/null 2>&1 && echo SEEN; "
+        f"printf 'touch {marker}\\n' > /proc/{pid}/fd/0 2>/dev/null && echo WROTE; "
+        f"kill -STOP {pid} 2>/dev/null && echo SIGNALLED; true"
+    )
+    assert "SEEN" not in attempt.output and "WROTE" not in attempt.output and "SIGNALLED" not in attempt.output, attempt.output
+    result = await proc.run("echo own")
+    assert result.output.strip() == "own" and not marker.exists()
