@@ -192,7 +192,8 @@ class RoderApp(AppTurns):
         choice = await self.push_screen_wait(TrustPromptScreen(str(self.cwd), project_items(self.cwd)))
         if choice == "quit":
             return False
-        record_trust(paths, self.cwd, choice == "trust", AuditLog(paths.audit_file).record, "roder-tui")
+        # off the event loop: the audit record is an appended, synced file write
+        await asyncio.to_thread(record_trust, paths, self.cwd, choice == "trust", AuditLog(paths.audit_file).record, "roder-tui")
         return True
 
     async def _import_renderers(self) -> None:
