@@ -287,6 +287,70 @@ def test_app_imports_the_server_handlers_off_the_event_loop(workspace: Path, tmp
     assert {module: importers[module] for module in handlers if importers[module] == "MainThread"} == {}
 
 
+#: Runs the app until its runtime is idle with the collector held off as ``roder`` starts it
+#: (``cli.run``), noting at "idle" whether the collector is back and which tools' argument
+#: schemas are built.
+IDLE_PROBE = """
+import argparse, asyncio, gc, json
+from pathlib import Path
+
+gc.disable()
+from roder_core.kernel.tool_args import ToolArguments
+from roder_tui.app import RoderApp
+
+
+def built():
+    seen, todo = set(), [ToolArguments]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+    return sorted(f"{m.__module__}.{m.__qualname__}" for m in seen if m.__pydantic_complete__)
+
+
+at_idle = {}
+connect = RoderApp._connect
+
+
+async def noting(self):
+    info = await connect(self)
+    at_idle.update(collector=gc.isenabled(), schemas=built())
+    return info
+
+
+RoderApp._connect = noting
+
+
+async def main():
+    args = argparse.Namespace(prompt=[], provider="mock", resume=None, continue_last=False, mode=None, model=None, sandbox="off")
+    app = RoderApp(args, cwd=Path.cwd())
+    async with app.run_test(size=(120, 40)):
+        async with asyncio.timeout(60):
+            await app.ready.wait()
+    print(json.dumps({**at_idle, "collector_after": gc.isenabled(), "schemas_after": built()}))
+
+asyncio.run(main())
+"""
+
+#: The tools whose argument schema is built before "idle": those that build their own spec
+#: (``bash`` words its description after the sandbox; ``task`` lists the agents in its schema).
+#: Every other tool's waits for the first request (``kernel.tools.registration_spec``).
+SCHEMAS_BUILT_BY_IDLE = ("roder_ext_builtin_coding_tools.bash.BashArguments", "roder_ext_subagents.TaskArguments")
+
+
+def test_app_idle_builds_no_tool_schema_and_collects_no_garbage_before_it(workspace: Path, tmp_path: Path) -> None:
+    """Start-up's objects are not walked by the collector until the runtime is up (it was about a
+    tenth of the time to "idle"), and the tools' argument schemas are built after "idle" on a
+    worker thread (``bench/tui_first_frame.py`` measures the time to "idle")."""
+    import json
+
+    seen = json.loads(_app_probe(IDLE_PROBE, workspace, tmp_path).strip().splitlines()[-1])
+    assert seen["collector"] is False and seen["collector_after"] is True
+    assert set(seen["schemas"]) <= set(SCHEMAS_BUILT_BY_IDLE)
+    assert "roder_ext_builtin_coding_tools.read.ReadArguments" in seen["schemas_after"]  # built after idle
+
+
 #: Runs ``roder serve`` as ``roder`` does, noting the modules and built models at the moment the
 #: host says it is ready, and on its way out what was imported or built after that.
 HOST_PROBE = """
