@@ -12,12 +12,17 @@ front ends, optional remote and batch dependencies, and Roder's parts a one-shot
 from __future__ import annotations
 import __future__
 
+import contextlib
 import importlib
+import inspect
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from roder_core.testing.fake_server import ThreadedFakeServer
 from tests.e2e.host_support import HostProcess, write_local_provider
@@ -170,6 +175,69 @@ def test_start_up_models_are_not_annotated_with_strings() -> None:
         if vars(importlib.import_module(name)).get("annotations") is __future__.annotations
     ]
     assert stringly == []
+
+
+#: Modules defining pydantic models with default factories (each ``protocol_*`` module is added).
+MODELS_WITH_FACTORIES = (
+    "roder_core.ir",
+    "roder_core.threads.events",
+    "roder_core.threads.sessions",
+    "roder_core.settings.config",
+    "roder_core.settings.runners",
+    "roder_core.kernel.hook_payloads",
+    "roder_core.teams.model",
+    "roder_core.policy.plan_review",
+    "roder_core.workflows.model",
+    "roder_core.batch.tasks",
+    "roder_ext_memory.tools",
+)
+
+
+def _roder_models() -> list[type[Any]]:
+    import pkgutil
+
+    from pydantic import BaseModel
+
+    import roder_core.server
+
+    server = [f"roder_core.server.{info.name}" for info in pkgutil.iter_modules(roder_core.server.__path__)]
+    for name in (*MODELS_WITH_FACTORIES, *(n for n in server if n.startswith("roder_core.server.protocol"))):
+        importlib.import_module(name)
+    seen: list[type[Any]] = []
+    todo: list[type[Any]] = [BaseModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in seen:
+                seen.append(sub)
+                todo.append(sub)
+    return [model for model in seen if model.__module__.startswith("roder_")]
+
+
+def test_no_model_default_factory_has_its_signature_parsed_from_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pydantic reads each default factory's signature when it builds a model; a builtin's (``list``)
+    is parsed from its text signature by ``tokenize``, whose patterns the first such read compiles
+    (about 15 ms of every start). ``ir.empty_list`` is the factory for lists."""
+    parsed: list[str] = []
+    from_text = inspect._signature_fromstr  # type: ignore[attr-defined]
+
+    def noting(cls: Any, obj: Any, s: str, skip_bound_arg: bool = True) -> Any:
+        parsed.append(repr(obj))
+        return from_text(cls, obj, s, skip_bound_arg)
+
+    monkeypatch.setattr(inspect, "_signature_fromstr", noting)
+    found = []
+    models = _roder_models()
+    for model in models:
+        for name, info in model.model_fields.items():
+            if info.default_factory is None:
+                continue
+            parsed.clear()
+            with contextlib.suppress(ValueError, TypeError):
+                inspect.signature(info.default_factory)
+            if parsed:
+                found.append(f"{model.__module__}.{model.__qualname__}.{name}")
+    assert len(models) > 200  # the walk found the models
+    assert found == []
 
 
 def test_the_list_catches_a_module_that_creeps_in() -> None:
