@@ -483,8 +483,9 @@ class ExtensionRegistry:
     def tool_registry(self, on_error: Callable[[str, Exception], None] | None = None) -> ToolRegistry:
         """Ask every contributor for its tools. Without ``on_error`` a bad contributor raises
         (registry build); with it, the contributor is skipped and reported (turn time, where a
-        dynamic source such as an MCP server must not take the other tools down)."""
-        tools = ToolRegistry()
+        dynamic source such as an MCP server must not take the other tools down), and so is a
+        tool whose deferred schema cannot be built when the turn asks for the specs."""
+        tools = ToolRegistry(on_error)
         for installed in self._services:
             if installed.kind != TOOL_PROVIDER.name:
                 continue

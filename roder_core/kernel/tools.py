@@ -342,12 +342,18 @@ def registration_spec(tool: ToolExecutor) -> ToolSpec:
 
 
 class ToolRegistry:
-    """The tools available for one turn, filled by every ToolContributor."""
+    """The tools available for one turn, filled by every ToolContributor.
 
-    def __init__(self) -> None:
+    ``on_error``: what ``specs`` does with a tool whose spec cannot be built or is refused (a
+    deferred schema pydantic cannot generate, see ``registration_spec``): without it ``specs``
+    raises ``ToolSpecError``; with it (a turn's registry) the tool is reported with its source and
+    left out, as a contributor that fails to register is."""
+
+    def __init__(self, on_error: Callable[[str, Exception], None] | None = None) -> None:
         self._tools: dict[str, ToolExecutor] = {}
         self._sources: dict[str, str] = {}
         self._current_source = ""
+        self._on_error = on_error
 
     def register(self, tool: ToolExecutor) -> None:
         spec = registration_spec(tool)
@@ -369,12 +375,27 @@ class ToolRegistry:
         return self._sources.get(name, "")
 
     def specs(self) -> list[ToolSpec]:
-        return [tool.spec() for tool in self._tools.values()]
+        """Every tool's spec, checked (``validate_spec``): the one place a deferred schema is
+        built and checked before a model sees it."""
+        found: list[ToolSpec] = []
+        for name, tool in list(self._tools.items()):
+            try:
+                spec = tool.spec()
+                validate_spec(spec)
+            except Exception as exc:
+                problem = ToolSpecError(f"tool {name!r}: {exc}")
+                if self._on_error is None:
+                    raise problem from exc
+                self._on_error(self._sources[name], problem)
+                del self._tools[name], self._sources[name]
+                continue
+            found.append(spec)
+        return found
 
     def restricted(self, allowed: Iterable[str]) -> ToolRegistry:
         """A copy holding only the named tools (subagents, skills with allowed-tools)."""
         keep = set(allowed)
-        copy = ToolRegistry()
+        copy = ToolRegistry(self._on_error)
         for name, tool in self._tools.items():
             if name in keep:
                 copy._tools[name] = tool

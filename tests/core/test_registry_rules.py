@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from roder_core import (
     EXTENSION_API_VERSION,
@@ -22,6 +22,7 @@ from roder_core import (
     ToolResult,
 )
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, arguments_schema, build_pending_schemas
+from roder_core.kernel.tools import ToolSpecError
 
 
 class EchoTool(Tool):
@@ -233,6 +234,34 @@ def test_rule6_a_model_tool_is_still_checked_when_it_registers() -> None:
         builder.install(Ext(installs=[("tool_contributor", Contributor("echo-tools", [EchoTool(), bad]))]))
         with pytest.raises(RegistryError, match=message):
             builder.build()
+
+
+def test_rule6_a_deferred_schema_that_cannot_be_built_is_reported_when_first_asked_for() -> None:
+    """A model pydantic cannot turn into a schema (a field of a plain class) passes the start's
+    check; the first ``specs`` refuses it: it raises naming the tool, or, in a turn's registry
+    (``on_error``), leaves the tool out and reports it with its contributor, the others offered."""
+
+    class Opaque:
+        pass
+
+    class Broken(ToolArguments):
+        model_config = ConfigDict(arbitrary_types_allowed=False)
+        thing: Opaque
+
+    class BrokenTool(EchoTool):
+        name = "broken"
+        arguments_model = Broken
+
+    builder = ExtensionRegistryBuilder()
+    builder.install(Ext(installs=[("tool_contributor", Contributor("echo-tools", [EchoTool(), BrokenTool()]))]))
+    registry = builder.build()
+    with pytest.raises(ToolSpecError, match="tool 'broken': "):
+        registry.tool_registry().specs()
+    reported: list[tuple[str, str]] = []
+    tools = registry.tool_registry(on_error=lambda source, exc: reported.append((source, str(exc)))).for_mode("default")
+    assert [spec.name for spec in tools.specs()] == ["echo"]
+    assert [source for source, _ in reported] == ["echo-tools"] and "broken" not in tools
+    assert reported[0][1].startswith("tool 'broken': ")
 
 
 def test_rule6_a_tool_with_its_own_schema_is_checked_when_it_registers() -> None:
