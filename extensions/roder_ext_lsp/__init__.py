@@ -90,6 +90,10 @@ class ManagerSlot:
 class DiagnosticsHook:
     """Before an edit: remember the files' diagnostics; after it: add what the edit introduced."""
 
+    #: Roder's own code in Roder's process: it reads the edited files by the paths the call names,
+    #: so the hook runner hands it the payload unredacted (hooks that leave the process never get that).
+    sees_raw_payload = True
+
     def __init__(self, slot: ManagerSlot, diagnostics_timeout: float, hook_timeout: float) -> None:
         self.slot = slot
         #: What the diagnostics may take of the hook's own deadline (past it the result goes
