@@ -18,7 +18,7 @@ from pydantic import Field
 
 from roder_core.ir import FileChange
 from roder_core.kernel.file_ledger import digest_of
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
 from .common import FileEditTool, TextFile, ToolInputError, file_change_result, unified_diff
@@ -173,7 +173,7 @@ def _spans_edit(
 
 
 class EditArguments(ToolArguments):
-    path: NonBlank = Field(description="file to edit (relative to the workspace, or absolute)")
+    path: PathArgument = Field(description="file to edit (relative to the workspace, or absolute)")
     old_string: str = Field(description="exact text to replace")
     new_string: str = Field(description="text to put in its place")
     replace_all: bool = Field(False, description="replace every occurrence (default false)")

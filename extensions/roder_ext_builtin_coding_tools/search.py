@@ -28,7 +28,7 @@ from pydantic import Field
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileSystemBroker
 from roder_core.brokers.file_glob import ripgrep_query
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import NonBlank, PathText, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolKind, ToolResult
 
 from .common import BuiltinTool, ToolInputError, looks_binary, path_subject
@@ -73,7 +73,7 @@ _COUNT_MARK = "\x1eroder-grep-count "
 
 class GrepArguments(ToolArguments):
     pattern: NonBlank = Field(description="regular expression to search for")
-    path: str | None = Field(None, description="folder or file to search (default: the workspace)")
+    path: PathText | None = Field(None, description="folder or file to search (default: the workspace)")
     glob: str | None = Field(None, description="only search files matching this glob")
     case_insensitive: bool = Field(False, description="ignore case (default false)")
     offset: int = Field(0, ge=0, description="skip this many matching lines, to page through a long result (default 0)")
@@ -81,11 +81,11 @@ class GrepArguments(ToolArguments):
 
 class GlobArguments(ToolArguments):
     pattern: NonBlank = Field(description="glob pattern, e.g. '**/*.py' or 'test_*.py'")
-    path: str | None = Field(None, description="folder to search (default: the workspace)")
+    path: PathText | None = Field(None, description="folder to search (default: the workspace)")
 
 
 class LsArguments(ToolArguments):
-    path: str | None = Field(None, description="folder to list (default: the workspace)")
+    path: PathText | None = Field(None, description="folder to list (default: the workspace)")
 
 
 class _SearchTool(BuiltinTool):
