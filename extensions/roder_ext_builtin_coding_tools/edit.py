@@ -145,7 +145,15 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> 
         outcome = _spans_edit(text, old, new, replace_all, whitespace_spans(text, old), "up to spacing", keep=False)
     if outcome is None and (has_special_punctuation(text) or has_special_punctuation(old)):
         spans = punctuation_spans(text, old)
-        outcome = _spans_edit(text, old, new, replace_all, spans, "with typographic punctuation read as ASCII", keep=True)
+        outcome = _spans_edit(
+            text,
+            old,
+            new,
+            replace_all,
+            spans,
+            "with typographic punctuation read as ASCII and accented letters composed or not",
+            keep=True,
+        )
         if outcome is None:
             outcome = _line_edit(text, old, new, replace_all, loose=True)
     if outcome is None:
