@@ -26,6 +26,7 @@ from .freshness import changed_since_note, record
 from .matching import (
     IndentMismatch,
     Reindenter,
+    already_there,
     collapse,
     has_special_punctuation,
     keep_file_characters,
@@ -157,10 +158,20 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> 
         if outcome is None:
             outcome = _line_edit(text, old, new, replace_all, loose=True)
     if outcome is None:
-        raise ToolInputError(f"old_string was not found in {shown}.{closest_line(text, old)}")
+        raise ToolInputError(f"old_string was not found in {shown}.{_made_already(text, new) or closest_line(text, old)}")
     if outcome.text == text:
         raise ToolInputError("the edit would change nothing")
     return outcome
+
+
+def _made_already(text: str, new: str) -> str:
+    """What the error adds when ``new_string`` already stands in the file (an edit sent twice,
+    or made by a command since): the model is to check, not to retry."""
+    at = text.find(new) if new.strip() else -1
+    line = text.count("\n", 0, at) if at >= 0 else already_there(text.split("\n"), new.split("\n"))
+    if line is None:
+        return ""
+    return f" new_string is already there (line {line + 1}), so the edit looks made already; read the file to check."
 
 
 def _spans_edit(

@@ -225,3 +225,16 @@ def whitespace_spans(text: str, needle: str) -> list[tuple[int, int]]:
         return []
     pattern = re.compile(r"[ \t]+".join(re.escape(token) for token in tokens))
     return [(m.start(), m.end()) for m in pattern.finditer(text)]
+
+
+def already_there(lines: Sequence[str], produced: Sequence[str]) -> int | None:
+    """The index of the first line where the lines an edit or hunk would produce already
+    stand, compared up to indentation, spacing and punctuation; None when they do not (or
+    when they are only blank lines, which say nothing)."""
+    produced = list(produced)
+    while produced and not produced[-1].strip():
+        produced.pop()
+    if not any(line.strip() for line in produced):
+        return None
+    found = line_blocks(lines, produced, loose=True)
+    return found[0] if found else None
