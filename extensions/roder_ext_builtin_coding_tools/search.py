@@ -31,6 +31,7 @@ from roder_core.brokers.file_glob import ripgrep_query
 from roder_core.kernel.tool_args import NonBlank, PathText, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolKind, ToolResult
 
+from .backtracking import explosive
 from .common import BuiltinTool, ToolInputError, looks_binary, path_subject
 
 MAX_MATCHES = 200
@@ -320,10 +321,17 @@ class GrepTool(_SearchTool):
 
     def _python(self, fs: FileSystemBroker, path: str, args: GrepArguments, withheld: list[str], literal: bool) -> _Page:
         pattern = re.escape(args.pattern) if literal else args.pattern
+        flags = re.IGNORECASE if args.case_insensitive else 0
         try:
-            regex = re.compile(pattern, re.IGNORECASE if args.case_insensitive else 0)
+            regex = re.compile(pattern, flags)
         except re.error as exc:
             raise BadPatternError(str(exc)) from None
+        why = explosive(pattern, flags)
+        if why is not None:
+            raise ToolInputError(
+                f"the pattern {args.pattern!r} can take exponential time without ripgrep (not available here), as {why}; "
+                "write it without the nested repeat or overlapping alternatives (a+ for (a+)+, a|b for (a|ab)*)"
+            )
         stop = args.offset + MAX_MATCHES + COUNT_CAP
         lines: list[str] = []
         size = total = 0
