@@ -35,7 +35,7 @@ from roder_core.kernel.extension import (
     RoderExtension,
 )
 from roder_core.kernel.services import HookOutcome, HookPoint, ServiceRegistrar, StatusView
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class LspArguments(ToolArguments):
     operation: Literal["definition", "references", "hover", "symbols"] = Field(
         description="definition / references / hover of the symbol at line:character, or symbols of the file"
     )
-    path: NonBlank = Field(description="file (relative to the workspace)")
+    path: PathArgument = Field(description="file (relative to the workspace)")
     line: int = Field(1, ge=1, description="1-based line (not needed for symbols)")
     character: int = Field(1, ge=1, description="1-based column (not needed for symbols)")
 
