@@ -24,7 +24,7 @@ from roder_core.brokers.secrets import SecretRedactor
 from roder_core.kernel.tools import ToolExecutionContext
 from roder_core.settings.credentials import CredentialsError, CredentialStore
 from roder_ext_mcp.client_features import ClientFeatures, RootSet
-from roder_ext_mcp.config import ServerConfig
+from roder_ext_mcp.config import ServerConfig, tool_names
 from roder_ext_mcp.server_log import ServerLog
 from roder_ext_mcp.stdio import TERM_GRACE, stdio_streams
 
@@ -90,7 +90,13 @@ class ServerConnection:
     ) -> None:
         self.config = config
         self.name = config.name
-        self.tools: list[Any] = []
+        self._tools: list[Any] = []
+        #: Each tool's name as Roder offers it (``mcp__<server>__<tool>``), by the server's name.
+        self.tool_names: dict[str, str] = {}
+        #: Tools of the listing Roder could not offer (a schema the registry refuses, a name
+        #: another server's tool has), with the reason; said once each in the log and shown in
+        #: the server's status.
+        self.left_out: dict[str, str] = {}
         #: The server's prompts, resources and resource templates (empty when it offers none).
         self.prompts: list[Any] = []
         self.resources: list[Any] = []
@@ -128,6 +134,28 @@ class ServerConnection:
             self.status, self.error = "failed", config.error
         else:
             self.status, self.error = "pending", None
+
+    @property
+    def tools(self) -> list[Any]:
+        """The server's tools as last listed."""
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: list[Any]) -> None:
+        self._tools = tools
+        self.tool_names = tool_names(self.config.tool_prefix, [t.name for t in tools])
+        self.left_out = {}
+
+    def leave_out(self, tool: str, why: str) -> None:
+        """A tool of this server cannot be offered; the others still are."""
+        if self.left_out.get(tool) != why:
+            self.left_out[tool] = why
+            log.warning("MCP server %r: tool %r is not offered to the model: %s", self.name, tool, why)
+
+    def left_out_reason(self) -> str | None:
+        if not self.left_out:
+            return None
+        return "; ".join(f"tool {tool!r} left out: {why}" for tool, why in self.left_out.items())
 
     # ------------------------------------------------------------------ lifecycle
 
