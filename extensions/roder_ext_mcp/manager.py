@@ -307,6 +307,7 @@ class ServerConnection:
         from mcp import Client, Implementation
 
         features = self.features
+        step = "the handshake (initialize)"  # what a startup that timed out was waiting for
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = Client(
@@ -322,10 +323,20 @@ class ServerConnection:
                 )
                 async with asyncio.timeout(self.config.startup_timeout):
                     await stack.enter_async_context(client)
-                    self.tools = await self._list_tools(client)
-                    self.prompts = await _list_optional(client.list_prompts, "prompts")
-                    self.resources = await _list_optional(client.list_resources, "resources")
-                    self.resource_templates = await _list_optional(client.list_resource_templates, "resource_templates")
+                    # Only what the server declared is asked for: a server may leave a method
+                    # it does not offer unanswered, and that must not hold the connection.
+                    offered = client.session.server_capabilities
+                    step = "tools/list"
+                    self.tools = await self._list_tools(client) if offered is None or offered.tools is not None else []
+                    if offered is None or offered.prompts is not None:
+                        step = "prompts/list"
+                        self.prompts = await _list_optional(client.list_prompts, "prompts")
+                    if offered is None or offered.resources is not None:
+                        step = "resources/list"
+                        self.resources = await _list_optional(client.list_resources, "resources")
+                        step = "resources/templates/list"
+                        self.resource_templates = await _list_optional(client.list_resource_templates, "resource_templates")
+                    step = "logging/setLevel"
                     await self._set_log_level(client)
                 info = client.server_info
                 self.server_version = f"{info.name} {info.version}".strip() if info is not None else ""
@@ -351,7 +362,12 @@ class ServerConnection:
             elif self.status != "exited":
                 self.status = "failed"
                 noise = f" (its stdout had {self.noise_lines} non-JSON line(s), first: {self.noise})" if self.noise_lines else ""
-                why = self.auth.unauthorized if self.auth is not None and self.auth.unauthorized else describe_error(exc)
+                if self.auth is not None and self.auth.unauthorized:
+                    why = self.auth.unauthorized
+                elif isinstance(_leaf(exc), TimeoutError):
+                    why = f"no answer to {step} within {self.config.startup_timeout:g} s (startup_timeout)"
+                else:
+                    why = describe_error(exc)
                 self.error = self._with_stderr(f"could not connect: {why}{noise}")
             log.debug("MCP server %s: %s", self.name, self.error)
         finally:

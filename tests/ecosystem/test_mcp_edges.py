@@ -98,3 +98,28 @@ async def test_tools_whose_names_collide_or_that_cannot_be_offered_never_hide_th
     assert "required ['path'] not in properties" in (by_name["one"].error or "")
     assert "mcp__one__needs_path" not in by_name["one"].tools
     assert "tool 'ok' left out: duplicate tool name 'mcp__t_wo__ok'" in (by_name["t.wo"].error or "")
+
+
+async def test_a_server_that_leaves_unknown_methods_unanswered_connects_with_what_it_declared(
+    workspace: Path, roder_home: Path
+) -> None:
+    """The server declares tools only and never answers a method it does not know (no
+    prompts/list, resources/list): Roder asks only for what was declared, so it connects."""
+    configure(roder_home, raw_server("quiet", [{"name": "ok", "result": text_result("fine")}], RAW_IGNORE_UNKNOWN="1"))
+    turn, results, statuses = await run_calls(workspace, [call("mcp__quiet__ok")])
+    assert [(s.name, s.status, s.error) for s in statuses] == [("quiet", "connected", None)]
+    assert results["mcp__quiet__ok"].text == "fine"
+
+
+async def test_a_server_that_never_answers_initialize_fails_saying_so(workspace: Path, roder_home: Path) -> None:
+    configure(
+        roder_home,
+        raw_server("mute", [{"name": "ok", "result": text_result("fine")}], RAW_SILENT_INIT="1").replace(
+            "startup_timeout = 30", "startup_timeout = 1"
+        ),
+    )
+    turn, results, statuses = await run_calls(workspace, [call("mcp__mute__ok")])
+    [status] = statuses
+    assert status.status == "failed"
+    assert status.error == "could not connect: no answer to the handshake (initialize) within 1 s (startup_timeout)"
+    assert turn.status == "completed" and results["mcp__mute__ok"].is_error
