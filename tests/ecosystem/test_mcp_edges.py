@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-import asyncio
+import base64
 import json
+import struct
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,17 @@ startup_timeout = 30
 """
 
 
+def png() -> str:
+    """A valid 1x1 PNG, base64."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b"")
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + body).decode()
+
+
 def configure(home: Path, *servers: str, extra: str = "") -> None:
     write_config(home, "[mcp]\nstartup_wait = 25\n" + extra + "".join(servers))
 
@@ -53,7 +66,6 @@ async def run_calls(workspace: Path, calls: list[dict[str, Any]]) -> tuple[Any, 
         return turn, results, source_statuses(runtime.registry)
     finally:
         await runtime.close()
-
 
 
 async def test_tools_whose_names_collide_or_that_cannot_be_offered_never_hide_the_others(
@@ -106,7 +118,7 @@ async def test_a_server_that_leaves_unknown_methods_unanswered_connects_with_wha
     """The server declares tools only and never answers a method it does not know (no
     prompts/list, resources/list): Roder asks only for what was declared, so it connects."""
     configure(roder_home, raw_server("quiet", [{"name": "ok", "result": text_result("fine")}], RAW_IGNORE_UNKNOWN="1"))
-    turn, results, statuses = await run_calls(workspace, [call("mcp__quiet__ok")])
+    _, results, statuses = await run_calls(workspace, [call("mcp__quiet__ok")])
     assert [(s.name, s.status, s.error) for s in statuses] == [("quiet", "connected", None)]
     assert results["mcp__quiet__ok"].text == "fine"
 
@@ -123,3 +135,113 @@ async def test_a_server_that_never_answers_initialize_fails_saying_so(workspace:
     assert status.status == "failed"
     assert status.error == "could not connect: no answer to the handshake (initialize) within 1 s (startup_timeout)"
     assert turn.status == "completed" and results["mcp__mute__ok"].is_error
+
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+async def test_results_errors_structured_output_pages_and_media(workspace: Path, roder_home: Path) -> None:
+    """Seven tools over three pages; structured output checked against its outputSchema; a tool
+    error (isError) and a protocol error both reach the model as errors with the server's words;
+    a 3 MB result is cut visibly; an image, audio and a resource link arrive, and a broken image
+    is dropped alone, saying so, beside the audio that is kept."""
+    tools: list[dict[str, Any]] = [{"name": f"t{i}", "result": text_result(f"page tool {i}")} for i in range(7)]
+    wav = base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt ").decode()
+    tools += [
+        {"name": "struct_ok", "outputSchema": SCHEMA, "result": {"content": [], "structuredContent": {"n": 3}}},
+        {"name": "struct_bad", "outputSchema": SCHEMA, "result": {"content": [], "structuredContent": {"n": "three"}}},
+        {"name": "iserr", "result": text_result("disk full", isError=True)},
+        {"name": "proterr", "error": {"code": -32602, "message": "bad argument: path"}},
+        {"name": "huge", "huge": 3_000_000},
+        {
+            "name": "media",
+            "result": {
+                "content": [
+                    {"type": "image", "data": png(), "mimeType": "image/png"},
+                    {"type": "audio", "data": wav, "mimeType": "audio/wav"},
+                    {"type": "resource_link", "uri": "file:///x.txt", "name": "x.txt"},
+                ]
+            },
+        },
+        {
+            "name": "broken_media",
+            "result": {
+                "content": [
+                    {"type": "image", "data": base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode(), "mimeType": "image/png"},
+                    {"type": "audio", "data": wav, "mimeType": "audio/wav"},
+                ]
+            },
+        },
+    ]
+    configure(roder_home, raw_server("raw", tools, RAW_PAGE_SIZE="3"))
+    names = ["t0", "t6", "struct_ok", "struct_bad", "iserr", "proterr", "huge", "media", "broken_media"]
+    turn, results, statuses = await run_calls(workspace, [call(f"mcp__raw__{n}") for n in names])
+    assert turn.status == "completed"
+    got = {name.removeprefix("mcp__raw__"): r for name, r in results.items()}
+    assert len(statuses[0].tools) == len(tools)  # every page listed
+    assert (got["t0"].text, got["t6"].text) == ("page tool 0", "page tool 6")
+    assert (json.loads(got["struct_ok"].text), got["struct_ok"].data, got["struct_ok"].is_error) == ({"n": 3}, {"n": 3}, False)
+    assert got["struct_bad"].is_error and "'three' is not of type 'integer'" in got["struct_bad"].text
+    assert (got["iserr"].text, got["iserr"].is_error) == ("disk full", True)
+    assert got["proterr"].is_error and got["proterr"].text.endswith("bad argument: path")
+    assert got["huge"].text.endswith("[output truncated: 3000000 characters in all]")
+    assert len(got["huge"].text) < 100_100
+    assert [a.mime_type for a in got["media"].attachments] == ["image/png", "audio/wav"]
+    assert "[resource file:///x.txt x.txt]" in got["media"].text
+    assert [a.mime_type for a in got["broken_media"].attachments] == ["audio/wav"]
+    assert "[an attachment of this result was dropped: mcp__raw__broken_media-image is not an image" in got["broken_media"].text
+
+
+async def test_protocol_versions_older_ones_work_and_an_unknown_one_is_named(workspace: Path, roder_home: Path) -> None:
+    configure(
+        roder_home,
+        raw_server("old", [{"name": "ok", "result": text_result("old fine")}], RAW_PROTOCOL="2024-11-05"),
+        raw_server("mid", [{"name": "ok", "result": text_result("mid fine")}], RAW_PROTOCOL="2025-03-26"),
+        raw_server("future", [{"name": "ok", "result": text_result("never")}], RAW_PROTOCOL="2099-01-01"),
+    )
+    _, results, statuses = await run_calls(workspace, [call("mcp__old__ok"), call("mcp__mid__ok")])
+    assert (results["mcp__old__ok"].text, results["mcp__mid__ok"].text) == ("old fine", "mid fine")
+    future = next(s for s in statuses if s.name == "future")
+    assert future.status == "failed" and "Unsupported protocol version from the server: 2099-01-01" in (future.error or "")
+
+
+async def test_an_interrupted_call_sends_cancelled_and_a_crash_mid_call_is_one_clear_error(
+    workspace: Path, roder_home: Path, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal"
+    configure(
+        roder_home,
+        raw_server(
+            "raw",
+            [{"name": "slow", "sleep": 1}, {"name": "boom", "exit": 1}, {"name": "ok", "result": text_result("fine")}],
+            RAW_JOURNAL=str(journal),
+        ),
+    )
+    host = host_for(workspace, trusted=False)
+    script = [
+        {"tool_calls": [call("mcp__raw__slow")]},
+        {"tool_calls": [call("mcp__raw__boom")]},
+        {"tool_calls": [call("mcp__raw__ok")]},
+        {"text": "done"},
+    ]
+    runtime = runtime_with(host, [roder_ext_mcp.create(host)], script)
+    try:
+        thread = await runtime.start_thread()
+        await runtime.start_turn(thread.id, "go")
+        await until(lambda: journal.exists() and '"tools/call"' in journal.read_text(), 60)
+        await runtime.interrupt(thread.id)
+        assert (await runtime.wait_turn(thread.id)).status == "interrupted"
+        await until(lambda: "notifications/cancelled" in journal.read_text())
+        sent = [json.loads(line) for line in journal.read_text().splitlines()]
+        [called] = [m for m in sent if m.get("method") == "tools/call"]
+        [cancelled] = [m for m in sent if m.get("method") == "notifications/cancelled"]
+        assert cancelled["params"]["requestId"] == called["id"]
+
+        turn = await runtime.run_turn(thread.id, "again")
+        assert turn.status == "completed"
+        boom, ok = [r for r in items(runtime, thread.id, ToolResultItem) if r.name != "mcp__raw__slow"]
+        assert boom.is_error and "the server closed the connection (it exited or crashed)" in boom.text
+        assert "crashing in the middle of a call" in boom.text  # its stderr
+        assert (ok.text, ok.is_error) == ("fine", False)  # restarted for the next call
+    finally:
+        await runtime.close()
