@@ -1,0 +1,120 @@
+"""Roder's witness of a score's pytest runs: a pytest plugin that the batch score loads into
+every pytest it starts (``-p roder_score_witness`` in ``PYTEST_ADDOPTS``).
+
+A score's output and exit status pass through the process that runs the code under test, so
+that code can print passing test lines after pytest's summary (``atexit``, a thread still
+running, a signal handler) or change the exit status pytest chose (``os._exit(0)`` at exit).
+This plugin writes what pytest itself decided to a records file Roder reads
+(``RODER_SCORE_WITNESS``): each test report as pytest made it, the start and the end of the run
+with its exit status, and whether the verifier's reward file changed while the tests ran (only
+code under test writes it then). When pytest is the program (``pytest``, ``python -m pytest``),
+the process ends with pytest's own status as soon as pytest is done, before any ``atexit``
+handler, thread or finalizer of the code under test can run. A run with a start and no end was
+cut short: Roder does not trust its exit status.
+
+It runs inside the task's interpreter, which may be older than Roder's: standard library only,
+Python 3.6 syntax, types in comments.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+# Kept before any code under test is imported: it may replace the ``os`` functions later.
+_exit = os._exit
+_write = os.write
+_getpid = os.getpid
+_PATH = os.environ.get("RODER_SCORE_WITNESS", "")
+_REWARDS = ("reward.txt", "reward.json")
+#: Configs (one per pytest run in this process, nested ones included) not yet ended.
+_depth = [0]
+_session = []  # type: list[object]
+_rewards = {}  # type: dict[str, object]
+
+try:
+    _fd = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600) if _PATH else -1
+except OSError:
+    _fd = -1
+
+
+def _record(event, **fields):  # type: (str, object) -> None
+    """One JSON line, in one write (O_APPEND: lines of several processes do not mix)."""
+    if _fd < 0:
+        return
+    line = json.dumps(dict(fields, e=event, pid=_getpid()), default=str) + "\n"
+    try:
+        _write(_fd, line.encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _reward_stamps():  # type: () -> dict[str, object]
+    """The verifier's reward files as they are now (Harbor's ``$LOGS_DIR/verifier``)."""
+    folder = os.path.join(os.environ.get("LOGS_DIR", ""), "verifier")
+    stamps = {}  # type: dict[str, object]
+    for name in _REWARDS if os.environ.get("LOGS_DIR") else ():
+        try:
+            info = os.lstat(os.path.join(folder, name))
+        except OSError:
+            stamps[name] = None
+        else:
+            stamps[name] = [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    return stamps
+
+
+def _is_program():  # type: () -> bool
+    """Whether pytest is the program (its console entry point is on the stack), not a
+    ``pytest.main()`` call inside another program that goes on after it."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name in ("console_main", "_console_main") and frame.f_globals.get("__name__") == "_pytest.config":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _end():  # type: () -> None
+    _depth[0] -= 1
+    if _depth[0] > 0:
+        return
+    status = getattr(_session[-1], "exitstatus", None) if _session else None
+    status = int(status) if status is not None else None
+    changed = sorted(name for name, stamp in _reward_stamps().items() if stamp != _rewards.get(name))
+    if changed:
+        _record("reward", files=changed)
+    _record("end", status=status)
+    if status is None or not _is_program():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or replaced stream must not keep pytest's status from being final
+            pass
+    _exit(status)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):  # type: (object, object, object) -> None
+    """The earliest hook of a run, before any conftest (which may import the code under test)."""
+    _depth[0] += 1
+    if _depth[0] == 1:
+        _rewards.clear()
+        _rewards.update(_reward_stamps())
+        _record("start")
+    early_config.add_cleanup(_end)  # type: ignore[attr-defined]
+
+
+def pytest_sessionstart(session):  # type: (object) -> None
+    _session.append(session)
+
+
+def pytest_runtest_logreport(report):  # type: (object) -> None
+    _record(
+        "test",
+        id=getattr(report, "nodeid", ""),
+        when=getattr(report, "when", ""),
+        outcome=getattr(report, "outcome", ""),
+        xfail=hasattr(report, "wasxfail"),
+    )
