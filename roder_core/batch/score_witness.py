@@ -16,10 +16,12 @@ the code under test does not write as a side effect:
 - anything that cannot be ruled out a forgery fails closed (:class:`ForgedResult`, the score is
   ``score_refused`` with the reason): a pytest run that started and never ended while the score
   exited 0 or wrote a reward, a reward file changed while pytest ran (only the code under test
-  writes it then), pytest results printed where no pytest ran.
+  writes it then), pytest results printed where no pytest ran, pytest changed from inside (a
+  plugin the code under test registered, the witness unregistered, pytest's reporting code
+  replaced; the witness compares them when the session finishes).
 
-What stays open is code that attacks the runner from inside while the tests run (patching
-pytest's reports in memory): ``docs/batch.md`` says so.
+What stays open is code that attacks the runner from inside in ways the witness does not look
+for (a change undone before the session finishes): ``docs/batch.md`` says so.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class WitnessReport:
     ended: dict[int, int | None] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
     reward_files: list[str] = field(default_factory=list)
+    tampered: list[str] = field(default_factory=list)
 
     def cut_short(self) -> list[int]:
         """The pytest processes that started a run and never reached its end."""
@@ -80,12 +83,14 @@ class Witness:
         shutil.copyfile(PLUGIN_SOURCE, folder / f"{PLUGIN}.py")
         return cls(folder, verifier / "witness.jsonl")
 
-    def environment(self, env: dict[str, str]) -> dict[str, str]:
+    def environment(self, env: dict[str, str], workspace: Path) -> dict[str, str]:
         """``env`` with the plugin importable and loaded by every pytest (the task's own
-        ``PYTHONPATH`` and ``PYTEST_ADDOPTS`` kept after it)."""
+        ``PYTHONPATH`` and ``PYTEST_ADDOPTS`` kept after it), told where its records go and
+        which folder is the agent's (a plugin from there registered mid-run is tampering)."""
         path = os.pathsep.join(p for p in (str(self.folder), env.get("PYTHONPATH", "")) if p)
         options = " ".join(o for o in (env.get("PYTEST_ADDOPTS", ""), f"-p {PLUGIN}") if o)
-        return {**env, "PYTHONPATH": path, "PYTEST_ADDOPTS": options, "RODER_SCORE_WITNESS": str(self.records)}
+        told = {"RODER_SCORE_WITNESS": str(self.records), "RODER_SCORE_WORKSPACE": str(workspace)}
+        return {**env, "PYTHONPATH": path, "PYTEST_ADDOPTS": options, **told}
 
     def report(self) -> WitnessReport:
         """The records the score's pytest runs left (none: no pytest ran)."""
@@ -108,6 +113,8 @@ class Witness:
                 report.started.add(pid)
             elif event == "end":
                 report.ended[pid] = record.get("status")
+            elif event == "tampered":
+                report.tampered += [str(what) for what in record.get("what", [])]
             elif event == "reward":
                 report.reward_files += [str(name) for name in record.get("files", [])]
             elif event == "test":
@@ -136,6 +143,9 @@ def check_run(report: WitnessReport | None, exit_code: int | None, *, rewarded: 
     score still exited 0 or wrote a reward."""
     if report is None:
         return
+    if report.tampered:
+        shown = "; ".join(report.tampered[:3]) + (f" and {len(report.tampered) - 3} more" if len(report.tampered) > 3 else "")
+        raise ForgedResult(f"pytest was changed while the tests ran, so its reports are not its own: {shown}")
     if report.reward_files:
         raise ForgedResult(
             f"{', '.join(sorted(set(report.reward_files)))} changed while pytest ran: the code under test "

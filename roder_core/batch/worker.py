@@ -518,7 +518,7 @@ class _Rollout:
         outcome = run_score(
             self.task.score,
             workspace,
-            witness.environment(env),
+            witness.environment(env, workspace),
             self.task.score_timeout,
             sandbox,
             verifier,

@@ -48,6 +48,33 @@ PRINTED = {
         "atexit.register(lambda: os.kill(os.getpid(), signal.SIGUSR1))\n"
     ),
 }
+#: The code under test registering a plugin that turns failures into passes, from inside pytest.
+HOOKED = (
+    "import gc, pytest\nfrom _pytest.config import Config\n\n\nclass _Pass:\n"
+    "    @pytest.hookimpl(hookwrapper=True)\n    def pytest_runtest_makereport(self, item, call):\n"
+    "        report = (yield).get_result()\n        report.outcome, report.longrepr = 'passed', None\n\n"
+    "    def pytest_sessionfinish(self, session):\n        session.exitstatus = 0\n\n\n"
+    "for _config in [o for o in gc.get_objects() if isinstance(o, Config)]:\n"
+    "    _config.pluginmanager.register(_Pass())\n"
+)
+#: The code under test rewriting pytest's own report-making (or unittest's) in memory.
+PATCHED = {
+    "registers-plugin": HOOKED,
+    "patches-pytest": (
+        "import _pytest.runner\n_make = _pytest.runner.call_and_report\n\n\n"
+        "def _call_and_report(item, when, log=True, **kw):\n    report = _make(item, when, log=False, **kw)\n"
+        "    report.outcome, report.longrepr = 'passed', None\n"
+        "    if log:\n        item.ihook.pytest_runtest_logreport(report=report)\n    return report\n\n\n"
+        "_pytest.runner.call_and_report = _call_and_report\n"
+    ),
+    "unregisters-witness": HOOKED
+    + (
+        "import sys\n\n"
+        "for _config in [o for o in gc.get_objects() if isinstance(o, Config)]:\n"
+        "    _witness = sys.modules.get('roder_score_witness')\n"
+        "    if _witness is not None:\n        _config.pluginmanager.unregister(_witness)\n"
+    ),
+}
 #: Forged exit statuses, for scores read from the exit code.
 EXITS = {
     "atexit-exit": "import atexit, os\natexit.register(os._exit, 0)\n",
@@ -105,6 +132,9 @@ def test_results_forged_by_the_code_under_test_never_pass(
     for name, calc in PRINTED.items():
         row(f"tests-{name}", BUGGY + calc, **per_test)
     row("unittest-atexit-print", BUGGY + _late_print(UNITTEST_LINE), **unittest)
+    for name, calc in PATCHED.items():
+        row(f"tests-{name}", BUGGY + calc, **per_test)
+        row(f"exit-{name}", BUGGY + calc, **by_exit)
     for name, calc in EXITS.items():
         row(f"exit-{name}", BUGGY + calc, **by_exit)
     reward_at_import = 'import os\nopen(os.environ["LOGS_DIR"] + "/verifier/reward.txt", "w").write("1")\n'
@@ -141,6 +171,11 @@ def test_results_forged_by_the_code_under_test_never_pass(
     written = result(out, "reward-written-by-the-code")
     assert written["failure_cause"] == "score_refused" and "reward" in written["score"]["refused"], written
     assert result(out, "exit-atexit-exit")["score"]["exit_code"] == 1  # pytest's own status
+    for name in PATCHED:
+        assert result(out, f"tests-{name}")["failure_cause"] in ("score_refused", "score_failure"), name
+    assert "pytest was changed while the tests ran" in result(out, "exit-registers-plugin")["score"]["refused"]
+    assert "call_and_report was replaced" in result(out, "exit-patches-pytest")["score"]["refused"]
+    assert "witness plugin was unregistered" in result(out, "exit-unregisters-witness")["score"]["refused"]
 
 
 def test_what_the_verdict_believes(tmp_path: Path) -> None:

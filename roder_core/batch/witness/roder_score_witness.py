@@ -27,10 +27,30 @@ _exit = os._exit
 _write = os.write
 _getpid = os.getpid
 _PATH = os.environ.get("RODER_SCORE_WITNESS", "")
+_WORKSPACE = os.path.join(os.path.abspath(os.environ.get("RODER_SCORE_WORKSPACE") or os.getcwd()), "")
 _REWARDS = ("reward.txt", "reward.json")
+#: The modules whose code makes, carries and reports a test's outcome.
+_RUNNER_MODULES = (
+    "_pytest.runner",
+    "_pytest.reports",
+    "_pytest.main",
+    "_pytest.python",
+    "_pytest.unittest",
+    "_pytest.outcomes",
+    "_pytest.terminal",
+    "_pytest.skipping",
+    "_pytest.config",
+    "pluggy._callers",
+    "pluggy._hooks",
+    "pluggy._manager",
+    "unittest.case",
+    "unittest.result",
+)
+_before = []  # type: list[tuple[object, set[int], dict[str, int]]]
 #: Configs (one per pytest run in this process, nested ones included) not yet ended.
 _depth = [0]
 _session = []  # type: list[object]
+_finished = []  # type: list[object]
 _rewards = {}  # type: dict[str, object]
 
 try:
@@ -81,6 +101,8 @@ def _end():  # type: () -> None
         return
     status = getattr(_session[-1], "exitstatus", None) if _session else None
     status = int(status) if status is not None else None
+    if _session and not _finished:  # pytest finishes every session it starts: this hook was taken away
+        _record("tampered", what=["the witness plugin was unregistered before the session finished"])
     changed = sorted(name for name, stamp in _reward_stamps().items() if stamp != _rewards.get(name))
     if changed:
         _record("reward", files=changed)
@@ -108,6 +130,66 @@ def pytest_load_initial_conftests(early_config, parser, args):  # type: (object,
 
 def pytest_sessionstart(session):  # type: (object) -> None
     _session.append(session)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):  # type: (object) -> None
+    """Once the tests have run, before pytest's own clean-up undoes its monkeypatches."""
+    _finished.append(session)
+    tampered = _tampering()
+    if tampered:
+        _record("tampered", what=tampered[:20])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session):  # type: (object) -> None
+    """Before any test module (and so the code under test) is imported: note the plugins and
+    pytest's own code as they are, to tell at the end whether something rewrote them."""
+    manager = session.config.pluginmanager  # type: ignore[attr-defined]
+    _before.append((manager, set(map(id, manager.get_plugins())), _runner_code()))
+
+
+def _runner_code():  # type: () -> dict[str, int]
+    """The identity of every function and class (and their members) of pytest's and pluggy's
+    modules that make, carry and report a test's outcome."""
+    code = {}  # type: dict[str, int]
+    for name in _RUNNER_MODULES:
+        module = sys.modules.get(name)
+        for attr, value in sorted(vars(module).items()) if module is not None else ():
+            if not callable(value):
+                continue
+            code[name + "." + attr] = id(value)
+            if isinstance(value, type) and value.__module__ == name:
+                for member, inner in vars(value).items():
+                    if callable(inner) or isinstance(inner, (staticmethod, classmethod, property)):
+                        code[name + "." + attr + "." + member] = id(inner)
+    return code
+
+
+def _tampering():  # type: () -> list[str]
+    """What changed in the runner since collection began: a plugin added by code that is not a
+    conftest (the code under test registering hooks), the witness removed, pytest's code replaced."""
+    if not _before:
+        return []
+    manager, plugins, code = _before[0]
+    found = []
+    if sys.modules[__name__] not in manager.get_plugins():  # type: ignore[attr-defined]
+        found.append("the witness plugin was unregistered")
+    for plugin in manager.get_plugins():  # type: ignore[attr-defined]
+        name = getattr(plugin, "__file__", None) or ""
+        if id(plugin) not in plugins and os.path.basename(name) != "conftest.py" and _in_workspace(name):
+            kind = getattr(plugin, "__name__", None) or type(plugin).__module__ + "." + type(plugin).__qualname__
+            found.append("plugin registered while the tests ran: " + str(kind)[:120])
+    now = _runner_code()
+    found += sorted(name + " was replaced" for name, ident in code.items() if now.get(name) != ident)
+    return found
+
+
+def _in_workspace(path):  # type: (str) -> bool
+    """Whether a plugin is code of the workspace or no module at all (an object the code under
+    test registered). A module installed in the score's environment (``pytester``, named by a
+    test module's ``pytest_plugins``) is not."""
+    return not path or os.path.abspath(path).startswith(_WORKSPACE)
 
 
 def pytest_runtest_logreport(report):  # type: (object) -> None
