@@ -27,6 +27,10 @@ _exit = os._exit
 _write = os.write
 _getpid = os.getpid
 _PATH = os.environ.get("RODER_SCORE_WITNESS", "")
+#: A pytest started from inside a watched one (a test that runs pytest in a subprocess, an
+#: xdist worker): its tests are not the score's, and its reports reach the outer run anyway.
+_NESTED = bool(os.environ.get("RODER_SCORE_WITNESS_RUN"))
+os.environ["RODER_SCORE_WITNESS_RUN"] = str(os.getpid())
 _WORKSPACE = os.path.join(os.path.abspath(os.environ.get("RODER_SCORE_WORKSPACE") or os.getcwd()), "")
 _REWARDS = ("reward.txt", "reward.json")
 #: The modules whose code makes, carries and reports a test's outcome.
@@ -61,7 +65,7 @@ except OSError:
 
 def _record(event, **fields):  # type: (str, object) -> None
     """One JSON line, in one write (O_APPEND: lines of several processes do not mix)."""
-    if _fd < 0:
+    if _fd < 0 or _NESTED:
         return
     line = json.dumps(dict(fields, e=event, pid=_getpid()), default=str) + "\n"
     try:
