@@ -14,8 +14,6 @@ from roder_tui import listings
 from roder_tui.app_rewind import AppRewind
 
 if TYPE_CHECKING:
-    from textual.widget import Widget
-
     from roder_core.kernel.services import PaletteCommand
     from roder_tui.widgets.command_palette import CommandPalette
     from roder_tui.widgets.help_panel import HelpPanel
@@ -249,11 +247,8 @@ class AppCommands(AppRewind):
             from roder_tui.widgets.command_palette import CommandPalette
             from roder_tui.widgets.help_panel import HelpPanel
 
-            def prompt() -> Widget:  # where focus goes when the widget it came from is gone
-                return self.prompt_bar.input
-
-            palette = CommandPalette(self._palette_rows, self.run_palette_command, fallback_focus=prompt)
-            help_panel = HelpPanel(self._keymap, fallback_focus=prompt)
+            palette = CommandPalette(self._palette_rows, self.run_palette_command)
+            help_panel = HelpPanel(self._keymap)
             self.panels = (palette, help_panel)
             self._panels_mounted = self.screen_stack[0].mount(palette, help_panel, before=0)
         return self.panels

@@ -12,7 +12,7 @@ view holding the table, help was three widgets drawing the same rows plus Textua
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from rich.console import Group
 from rich.segment import Segment
@@ -23,7 +23,6 @@ from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.strip import Strip
-from textual.widget import Widget
 
 from roder_tui.keymap import SCOPE_TITLES, display, keys_by_scope
 from roder_tui.widgets.overlay import OverlayPanel
@@ -56,7 +55,6 @@ def help_table(remapped: Mapping[str, str] | None = None) -> Group:
 
 
 class HelpPanel(OverlayPanel):
-    can_focus = True
     BINDINGS = [
         Binding("escape,q,f1,question_mark", "close", "Close", show=False),
         Binding("down", "scroll_rows(1)", show=False),
@@ -70,10 +68,8 @@ class HelpPanel(OverlayPanel):
     HelpPanel { background: $surface; border: round $primary; padding: 0 0 0 1; }
     """
 
-    def __init__(
-        self, remapped: Mapping[str, str] | None = None, *, fallback_focus: Callable[[], Widget | None] | None = None
-    ) -> None:
-        super().__init__(id="help", fallback_focus=fallback_focus)
+    def __init__(self, remapped: Mapping[str, str] | None = None) -> None:
+        super().__init__(id="help")
         self.table = help_table(remapped)
         self.border_title = "Keys · esc to close"
         #: The first table line shown.

@@ -5,43 +5,38 @@ composed again through the modal's tint, the new screen's styles applied and lai
 took 7-16x a typed character's echo (bench/README.md, "Modal screens"). A panel is mounted once
 on the main screen's ``overlay`` layer, hidden, and shown by a partial update of its own region.
 
-A panel acts as a modal while it is open: focus moves into it and tab stays in it
-(``trap_focus``); esc closes it and focus returns where it was. Focus leaving it any other way
-(a click elsewhere, the app focusing the prompt) closes it too, so a panel never sits open while
-the keys go somewhere else.
+Why focus does not move into it: a focus change makes Textual restyle the widget losing focus
+and the one gaining it with all their component classes (the prompt, a search box), about a
+quarter of what an open cost. So focus stays where it was (the prompt, usually) and the main
+screen hands the keys to the open panel instead (``MainScreen.key_owner``, the one place that
+decides where a key goes). A panel acts as a modal while it is open: every key and paste goes to
+it, and what it does not use goes to the app's own keys (``ctrl+q``, ``shift+tab``), never to the
+focused widget; esc closes it. A click outside it, or focus moving (the app focusing another
+widget), closes it too, so a panel never sits open while the keys go somewhere else. At most one
+panel is open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from textual import events
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.geometry import Size
+from textual.geometry import Offset, Size
 from textual.widget import Widget
 
 
-class OverlayPanel(Vertical):
-    """A hidden panel on the main screen's ``overlay`` layer that ``open`` shows and ``close`` hides."""
+class OverlayPanel(Widget):
+    """A hidden panel on the main screen's ``overlay`` layer that ``open`` shows and ``close`` hides.
+
+    One widget draws the whole panel (``render_lines``): Textual renders every widget in an
+    updated region, so a panel built of several widgets drew its rows several times."""
 
     BINDINGS = [Binding("escape", "close", "Close", show=False)]
     DEFAULT_CSS = "OverlayPanel { layer: overlay; display: none; }"
-
-    def __init__(self, *, id: str, fallback_focus: Callable[[], Widget | None] | None = None) -> None:
-        super().__init__(id=id)
-        #: Where focus goes on close when the widget it came from is gone or hidden.
-        self._fallback_focus = fallback_focus
-        self._return_to: Widget | None = None
-        self.trap_focus()
+    can_focus = False
 
     @property
     def is_open(self) -> bool:
         return self.display
-
-    def focus_target(self) -> Widget:
-        """The widget that has focus when the panel opens."""
-        return self
 
     def opened(self) -> None:
         """Called on each open, before the panel is drawn: start from a clean state."""
@@ -49,33 +44,44 @@ class OverlayPanel(Vertical):
     def place(self, size: Size) -> None:
         """Position the panel for a screen of ``size`` (each open, and on resize while open)."""
 
+    def cursor(self) -> Offset | None:
+        """Where the terminal's cursor goes while the panel is open (screen coordinates), for
+        screen readers and input methods that follow it; None leaves it where it is."""
+        return None
+
     def open(self) -> None:
-        if not self.display:
-            focused = self.screen.focused
-            self._return_to = None if focused is None or self in focused.ancestors_with_self else focused
-            self.place(self.screen.size)
-            self.display = True
-            self.opened()
-        self.focus_target().focus()
+        """Show the panel; it takes the keys until it closes (another open panel closes first)."""
+        if self.display:
+            return
+        for other in self.screen.children:
+            if isinstance(other, OverlayPanel) and other is not self:
+                other.close()
+        self.place(self.screen.size)
+        self.display = True
+        self.opened()
+        self.call_after_refresh(self.show_cursor)
 
     def close(self) -> None:
-        """Hide the panel and give focus back to where it was when it opened."""
+        """Hide the panel: the keys go to the focused widget again, and so does the cursor."""
         if not self.display:
             return
-        back, self._return_to = self._return_to, None
         self.display = False
-        if back is None or not back.is_attached or not back.focusable:
-            back = self._fallback_focus() if self._fallback_focus is not None else None
-        if back is not None:
-            back.focus()
+        focused = self.screen.focused
+        at = getattr(focused, "cursor_screen_offset", None)  # Input's and TextArea's
+        if isinstance(at, Offset):
+            self.app.cursor_position = at
+
+    def show_cursor(self) -> None:
+        """Put the terminal's cursor where the panel says (after a layout: it needs the region)."""
+        if self.display and (at := self.cursor()) is not None:
+            self.app.cursor_position = at
 
     def action_close(self) -> None:
         self.close()
 
-    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
-        """Focus moved out of the panel (a click elsewhere, the app focusing another widget):
-        the panel closes and leaves focus where it went."""
-        focused = self.screen.focused
-        if self.display and (focused is None or self not in focused.ancestors_with_self):
-            self._return_to = None
-            self.display = False
+    def check_consume_key(self, key: str, character: str | None = None) -> bool:
+        """Whether the panel takes ``key`` as typed text (so no binding above it runs for it)."""
+        return False
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.show_cursor()

@@ -1,6 +1,7 @@
 """The command palette and help as panels of the main screen: they open over it without a screen
-of their own, act as modals while open (focus inside, tab kept inside, esc closes, focus goes
-back where it was), list every palette source's rows, and fit at 40x20 as at 120x40."""
+of their own and without moving the focus, act as modals while open (every key goes to the open
+panel, never to the focused widget; tab moves nothing; esc closes), list every palette source's
+rows, and fit at 40x20 as at 120x40."""
 
 from __future__ import annotations
 
@@ -12,10 +13,6 @@ from textual.strip import Strip
 
 from roder_tui.main_screen import MainScreen
 from tests.tui.helpers import ask, help_shown, make_app, open_palette, palette_searched, ready, until
-
-
-def _inside(widget: object, panel: object) -> bool:
-    return widget is not None and panel in widget.ancestors_with_self  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
@@ -33,17 +30,17 @@ async def test_the_palette_opens_over_the_main_screen_and_gives_focus_back(
         await until(pilot, lambda: palette_searched(app), what="the command palette")
         palette = app.panels[0]  # type: ignore[index]
         assert isinstance(app.screen, MainScreen) and palette.parent is app.screen  # no screen pushed
-        assert app.focused is palette.query_input
+        assert app.focused is before and app.screen.key_owner is palette  # the keys move, the focus does not
         # Fits the terminal, below the top rows, and lists rows of every built-in source.
         region = palette.region
         assert region.right <= size[0] and region.bottom <= size[1] - 1 and region.height >= 5
         titles = [row.title for row in palette.rows]
         assert any(t.startswith("Mode: ") for t in titles) and any(t.startswith("Theme: ") for t in titles)
         assert "New thread" in titles
-        # Tab stays inside the palette.
+        # Tab moves nothing: the palette keeps the keys, the focus stays.
         for _ in range(3):
             await pilot.press("tab")
-            assert _inside(app.focused, palette)
+            assert palette.is_open and app.focused is before
         await pilot.press("escape")
         await until(pilot, lambda: not palette.is_open, what="the palette closed")
         assert app.focused is before
@@ -60,8 +57,8 @@ async def test_the_palette_searches_runs_and_starts_clean_on_each_open(workspace
         await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
         assert not palette.is_open and app.focused is app.prompt_bar.input
         await open_palette(pilot, "")
-        assert palette.query_input.value == "" and len(palette.shown) == len(palette.rows)
-        assert palette.row_list.highlighted == 0
+        assert palette.search == "" and len(palette.shown) == len(palette.rows)
+        assert palette.highlighted == 0
 
 
 async def test_focus_leaving_the_palette_closes_it(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,7 +185,7 @@ async def test_ctrl_p_and_f1_before_the_panels_are_built(workspace: Path, monkey
         await pilot.press("ctrl+p")
         await until(pilot, lambda: app.panels is not None and app.panels[0].is_open, what="the palette built and open")
         palette = app.panels[0]  # type: ignore[index]
-        assert app.focused is palette.query_input and palette.rows == []
+        assert app.screen.key_owner is palette and palette.rows == []
         runtime_may_start.set()
         await until(pilot, lambda: palette_searched(app), what="the rows, once the runtime is ready")
         assert "New thread" in [row.title for row in palette.shown]
