@@ -284,3 +284,132 @@ async def test_a_panel_redraws_its_region_only_and_draws_what_textual_would(
             await until(pilot, lambda p=panel: not p.is_open, what="the panel closed")
             await pilot.pause()
             assert any(crop.contains_region(shown_at) for crop in drawn) and screen not in drawn, drawn
+
+
+async def test_the_palette_takes_the_keys_while_the_prompt_keeps_the_focus(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Open, the palette gets every key it uses (typing, editing, the list's keys, a paste, enter)
+    and the prompt none of them: its draft, its cursor and its history stay as they were, and it
+    has the focus throughout. Esc gives the keys back to the prompt."""
+    from textual import events
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        await pilot.press(*"a draft")
+        await open_palette(pilot, "Mode: plxn")
+        palette = app.panels[0]  # type: ignore[index]
+        assert app.focused is prompt and prompt.text == "a draft"
+        assert palette.search == "Mode: plxn"
+        await pilot.press("backspace", "backspace", "a", "n")  # edits the search, not the draft
+        assert palette.search == "Mode: plan" and palette.shown[0].title == "Mode: plan"
+        await pilot.press("left", "left", "left", "left", "ctrl+k")  # the cursor moves in the search
+        assert palette.search == "Mode: " and palette.cursor_at == 6
+        app.post_message(events.Paste("plan\nmore"))  # a paste goes to the search (its first line)
+        await until(pilot, lambda: palette.search == "Mode: plan", what="the paste in the search")
+        await pilot.press("down", "up", "down")  # the list's keys move the highlight
+        assert palette.highlighted == 1
+        await pilot.press("up")
+        assert app.focused is prompt and prompt.text == "a draft" and prompt.cursor_location == (0, 7)
+        assert palette.is_open and app.screen.key_owner is palette
+        await pilot.press("enter")  # runs the highlighted row; the draft is not sent
+        await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
+        assert not palette.is_open and app.screen.key_owner is None
+        assert prompt.text == "a draft" and not app.transcript.model.entries
+        await pilot.press("!")  # the keys are the prompt's again
+        assert prompt.text == "a draft!"
+        await open_palette(pilot, "xyz")
+        await pilot.press("escape")
+        await until(pilot, lambda: not palette.is_open, what="the palette closed by esc")
+        assert palette.search == "xyz" and prompt.text == "a draft!"  # esc closed the palette only
+        await pilot.press("?")
+        assert prompt.text == "a draft!?" and app.focused is prompt
+
+
+async def test_help_takes_its_keys_while_the_prompt_keeps_the_focus(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Help scrolls with its keys and closes with its own; the letters and arrows typed while it is
+    open reach neither the prompt's text nor its history."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        await pilot.press(*"draft")
+        await pilot.press("f1")
+        await until(pilot, lambda: help_shown(app), what="the help panel")
+        help_panel = app.panels[1]  # type: ignore[index]
+        assert app.focused is prompt
+        await pilot.press("down", "down", "x", "y", "backspace", "enter", "up")
+        assert help_panel.top == 1 and prompt.text == "draft" and help_panel.is_open
+        await pilot.press("q")
+        await until(pilot, lambda: not help_panel.is_open, what="help closed by q")
+        await pilot.press("s")
+        assert prompt.text == "drafts" and app.focused is prompt
+
+
+async def test_a_click_runs_a_row_the_wheel_scrolls_and_a_click_outside_closes(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from textual import events
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await open_palette(pilot, "")
+        palette = app.panels[0]  # type: ignore[index]
+        assert len(palette.shown) > palette.size.height  # at 40x20 the list scrolls
+        await pilot.mouse_down(palette, offset=(5, 5))  # a press inside keeps it open
+        assert palette.is_open
+        x, y = palette.region.x + 5, palette.region.y + 5
+        app.post_message(events.MouseScrollDown(None, x, y, 0, 1, 0, False, False, False, screen_x=x, screen_y=y))
+        await until(pilot, lambda: palette.top == 1, what="the list scrolled by the wheel")
+        await pilot.click("#transcript")
+        await until(pilot, lambda: not palette.is_open, what="closed by a click outside")
+        await open_palette(pilot, "Mode: plan")
+        row = palette._line_rows.index(0)  # the content line of the first row
+        await pilot.click(palette, offset=(4, row + 1))  # below the border's row, right of the padding
+        await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode, by a click on its row")
+        assert not palette.is_open
+
+
+async def test_an_open_and_typing_redraw_the_palettes_rows_only(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening the palette updates its own region and nothing else (no focus moved, so the prompt
+    is not redrawn); typing that lists the same rows redraws the search line only, and moving the
+    highlight the two rows' lines."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await until(pilot, lambda: _rows_idle(app) and bool(app.panels[0].rows), what="the palette built, its rows loaded")  # type: ignore[index]
+        palette = app.panels[0]  # type: ignore[index]
+        compositor = app.screen._compositor
+        drawn: list[Region] = []
+        draw = compositor._render_chops
+
+        def recorded(crop: Region, is_rendered_line: object) -> object:
+            drawn.append(crop)
+            return draw(crop, is_rendered_line)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(compositor, "_render_chops", recorded)
+        sidebar = app.sidebar.region
+
+        def outside(region: Region) -> list[Region]:  # updates beyond ``region`` (the sidebar's ages tick)
+            return [crop for crop in drawn if not region.contains_region(crop) and not sidebar.contains_region(crop)]
+
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: palette_searched(app), what="the palette")
+        await pilot.pause()
+        assert drawn and not outside(palette.region), drawn
+        search_line = Region(palette.content_region.x, palette.content_region.y, palette.content_region.width, 1)
+        await pilot.press("M")
+        await pilot.pause()
+        drawn.clear()
+        await pilot.press("left", "right", "space")  # the same rows listed
+        await pilot.pause()
+        assert drawn and not outside(search_line), drawn
+        drawn.clear()
+        await pilot.press("down")
+        await pilot.pause()
+        lines = {y for y, row in enumerate(palette._line_rows) if row in (0, 1)}
+        rows = Region(palette.content_region.x, palette.content_region.y + min(lines), palette.content_region.width, len(lines))
+        assert drawn and not outside(rows), drawn
