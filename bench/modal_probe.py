@@ -30,6 +30,9 @@ def install(out: str) -> None:
     from roder_tui.screen_diff import ScreenDiff
 
     pending: dict[str, Any] = {}
+    #: RODER_MODAL_PROFILE=DIR: a cProfile of each measured key's span too, DIR/N-key.prof.
+    profile_dir = os.environ.get("RODER_MODAL_PROFILE")
+    profiled = 0
     on_event = RoderApp.on_event
     write = ScreenDiff.write
 
@@ -37,6 +40,11 @@ def install(out: str) -> None:
         if isinstance(event, events.Key) and not event.is_forwarded and not pending:
             marker = MARKERS.get(event.key) or (event.character if event.is_printable else None)
             if marker:
+                if profile_dir:
+                    import cProfile
+
+                    pending["profile"] = cProfile.Profile()
+                    pending["profile"].enable()
                 pending.update(key=event.key, marker=marker, start=time.thread_time())
         await on_event(self, event)
 
@@ -44,6 +52,11 @@ def install(out: str) -> None:
         write(self, data)
         if pending and pending["marker"] in CONTROL_SEQUENCE.sub("", data):
             spent = time.thread_time() - pending["start"]
+            if (profile := pending.get("profile")) is not None:
+                nonlocal profiled
+                profile.disable()
+                profiled += 1
+                profile.dump_stats(os.path.join(str(profile_dir), f"{profiled}-{pending['key']}.prof"))
             with open(out, "a", encoding="utf-8") as file:
                 file.write(f"{pending['key']}\t{spent:.6f}\n")
             pending.clear()

@@ -43,6 +43,31 @@ class PanelCompositor(Compositor):
     within the updated region are rendered.
     """
 
+    @property
+    def cuts(self) -> list[list[int]]:
+        """Where each row is cut (every edge of a widget drawn in it), without the edges of the
+        widgets a panel hides in that row. Textual cuts every row at every widget's edges, and
+        the panel's rows were cut at the edges of the sidebar, the transcript and the prompt behind
+        it, then joined again: a tenth of an open. The rows left out here are exactly the ones
+        ``_get_renders`` does not render (a widget a panel covers from edge to edge)."""
+        if self._cuts is not None:
+            return self._cuts
+        width, height = self.size
+        cuts = [[0, width] for _ in range(height)]
+        panels: list[Region] = []
+        for widget, (region, clip) in self.visible_widgets.items():
+            visible = region.intersection(clip)
+            if not visible:
+                continue
+            edges = (visible.x, visible.right)
+            for top, bottom in _uncovered_rows(visible, None, panels):
+                for row in cuts[top:bottom]:
+                    row.extend(edges)
+            if isinstance(widget, OverlayPanel):
+                panels.append(visible)
+        self._cuts = [sorted(set(row)) for row in cuts]
+        return self._cuts
+
     def _get_renders(self, crop: Region | None = None) -> Iterable[tuple[Region, Region, list[Strip]]]:
         panels: list[Region] = []
         # Front to back: a panel hides what comes after it (its own children come before it).
