@@ -43,7 +43,7 @@ def install(out: str) -> None:
                 if profile_dir:
                     import cProfile
 
-                    pending["profile"] = cProfile.Profile()
+                    pending["profile"] = cProfile.Profile(time.thread_time)  # this thread's CPU, as the figure
                     pending["profile"].enable()
                 pending.update(key=event.key, marker=marker, start=time.thread_time())
         await on_event(self, event)

@@ -228,12 +228,14 @@ class AppCommands(AppRewind):
 
     async def prebuild_panels(self) -> None:
         """Build the palette and help once the app is idle (started, and the typing paused), so
-        that ctrl+p and F1 only show them; help's key table is laid out for the screen's size
-        too. A key pressed before that builds them on the spot (``mount_panels``)."""
+        that ctrl+p and F1 only show them; help's key table is laid out, and the palette's first
+        view drawn, for the screen's size too. A key pressed before that builds them on the spot
+        (``mount_panels``)."""
         await self.input_pause.wait()
-        _palette, help_panel = self.mount_panels()
+        palette, help_panel = self.mount_panels()
         if self._panels_mounted is not None:
             await self._panels_mounted
+        palette.prepare(self.screen_stack[0].size)
         help_panel.prepare(self.screen_stack[0].size)
 
     def mount_panels(self) -> tuple[CommandPalette, HelpPanel]:

@@ -114,7 +114,7 @@ class CommandPalette(OverlayPanel):
         self.top = 0
         self._matcher: Matcher | None = None
         #: Per text width: each row's height and help lines, made when the row is first drawn.
-        self._row_lines: dict[int, dict[int, tuple[int, list[Strip]]]] = {}
+        self._row_lines: dict[int, dict[int, tuple[int, list[Strip], list[Strip]]]] = {}
         #: The list row of each content line of the last pass (None: the search line, the rule, blanks).
         self._line_rows: list[int | None] = []
         self._lines: list[Strip] = []
@@ -137,6 +137,8 @@ class CommandPalette(OverlayPanel):
             self._rows_version += 1
             self._row_lines.clear()
             self._list()
+            if self.is_mounted:
+                self.prepare(self.screen.size)
 
     # -- opening, placing, measuring
 
@@ -144,6 +146,21 @@ class CommandPalette(OverlayPanel):
         """As wide as the screen, below its top rows, as tall as the rows need, ending within the
         top 3/4 of the screen."""
         self._fit(size)
+
+    def prepare(self, size: Size) -> None:
+        """Draw the panel's first view for a screen of ``size`` ahead of an open (while the app
+        is idle: once built, and when the rows change while it is closed), so an open only shows
+        it: measuring and drawing the rows was about a third of the first open."""
+        if self.display or not size:
+            return
+        self.search, self.cursor_at = "", 0
+        self._list()
+        self._fit(size)
+        width, height = size.width - FRAME_COLUMNS, int(self.styles.height.value) - FRAME_ROWS if self.styles.height else 0
+        if width > 0 and height > HEAD_ROWS:
+            base = self.rich_style
+            self._search_line(width, base)
+            self._draw_list(width, height, base)
 
     def opened(self) -> None:
         """Each open starts from an empty search over the rows at hand; fresh rows are asked for
@@ -172,15 +189,16 @@ class CommandPalette(OverlayPanel):
                 break
         self.styles.height = FRAME_ROWS + HEAD_ROWS + max(1, min(room, needed))
 
-    def _row(self, index: int, width: int) -> tuple[int, list[Strip]]:
-        """A row's height at ``width`` columns, and its help lines (the title's are drawn per search)."""
+    def _row(self, index: int, width: int) -> tuple[int, list[Strip], list[Strip]]:
+        """A row at ``width`` columns: its height, its title's lines (unmarked: a search marks the
+        matched letters on its own) and its help's."""
         made = self._row_lines.setdefault(width, {})
         if (known := made.get(index)) is not None:
             return known
         command = self.rows[index]
-        title_lines = len(Content(command.title).wrap(width)) or 1
+        title_lines = [_strip(line) for line in Content(command.title).wrap(width)] or [Strip([])]
         help_lines = [_strip(line, HELP_STYLE) for line in Content(command.help).wrap(width)] if command.help else []
-        made[index] = (title_lines + len(help_lines), help_lines)
+        made[index] = (len(title_lines) + len(help_lines), title_lines, help_lines)
         return made[index]
 
     # -- the search
@@ -332,11 +350,17 @@ class CommandPalette(OverlayPanel):
         """The content lines are made once per pass (the styles looked up once, not per row)."""
         width, height = self.size
         base = self.rich_style
-        drawn = (width, height, base, self.top, self.highlighted, self._matcher, self._shown_at, self._rows_version)
-        if drawn != self._drawn:  # typing that lists the same rows redraws only the search line
-            self._drawn, self._list_drawn = drawn, [self._rule(width), *self._list_lines(width, height - HEAD_ROWS, base)]
-        self._lines = [self._search_line(width, base), *self._list_drawn]
+        self._lines = [self._search_line(width, base), *self._draw_list(width, height, base)]
         return super().render_lines(crop)
+
+    def _draw_list(self, width: int, height: int, base: RichStyle) -> list[Strip]:
+        """The rule and the list's lines for a content area of ``width`` x ``height``: drawn again
+        only when what they show changed (typing that lists the same rows redraws only the
+        search line)."""
+        drawn = (width, height, base, self.top, self.highlighted, self._matcher, self._shown_at, self._rows_version)
+        if drawn != self._drawn:
+            self._drawn, self._list_drawn = drawn, [self._rule(width), *self._list_lines(width, height - HEAD_ROWS, base)]
+        return self._list_drawn
 
     def render_line(self, y: int) -> Strip:
         return self._lines[y] if y < len(self._lines) else Strip.blank(self.size.width, self.rich_style)
@@ -374,12 +398,12 @@ class CommandPalette(OverlayPanel):
                 if len(lines) >= height:
                     break
                 index = self._shown_at[shown_index]
-                _height, help_lines = self._row(index, text_width)
+                _height, title_lines, help_lines = self._row(index, text_width)
                 row_style = highlight if shown_index == self.highlighted else base
-                command = self.rows[index]
-                title = self._matcher.highlight(command.title) if self._matcher is not None else Content(command.title)
-                row_lines = [_strip(line) for line in title.wrap(text_width)] or [Strip([])]
-                row_lines += help_lines
+                if self._matcher is not None:
+                    marked = self._matcher.highlight(self.rows[index].title)
+                    title_lines = [_strip(line) for line in marked.wrap(text_width)] or [Strip([])]
+                row_lines = title_lines + help_lines
                 for line in row_lines:
                     filled = Strip.join([pad_left, line.crop_extend(0, text_width, None), pad_right])
                     lines.append(filled.apply_style(row_style))
