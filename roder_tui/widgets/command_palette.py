@@ -20,7 +20,7 @@ to ``run``.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING
 
 from rich.segment import Segment
@@ -115,9 +115,6 @@ class CommandPalette(OverlayPanel):
         self._matcher: Matcher | None = None
         #: Per text width: each row's height and help lines, made when the row is first drawn.
         self._row_lines: dict[int, dict[int, tuple[int, list[Strip], list[Strip]]]] = {}
-        #: The list row of each content line of the last pass (None: the search line, the rule, blanks).
-        self._line_rows: list[int | None] = []
-        self._lines: list[Strip] = []
         #: The rule and the list's lines as last drawn, and what they were drawn for.
         self._list_drawn: list[Strip] = []
         self._drawn: tuple[object, ...] = ()
@@ -303,7 +300,7 @@ class CommandPalette(OverlayPanel):
         if self.top != top:
             self.refresh()
             return
-        for y, row in enumerate(self._line_rows):
+        for y, row in enumerate(self.line_rows()):
             if row is not None and row in (before, index):
                 self.refresh(Region(0, y, self.size.width, 1))
 
@@ -318,8 +315,8 @@ class CommandPalette(OverlayPanel):
         """A click on a row runs it (as enter on it would)."""
         event.stop()
         offset = event.get_content_offset(self)
-        if offset is not None and 0 <= offset.y < len(self._line_rows):
-            self._choose(self._line_rows[offset.y])
+        if offset is not None and 0 <= offset.y < len(rows := self.line_rows()):
+            self._choose(rows[offset.y])
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         event.stop()
@@ -337,6 +334,17 @@ class CommandPalette(OverlayPanel):
 
     # -- drawing
 
+    def line_rows(self) -> list[int | None]:
+        """The list row on each content line as drawn now (None: the search line, the rule, blanks)."""
+        width, height = self.size
+        text_width = self._text_width(width)
+        rows: list[int | None] = [None] * HEAD_ROWS
+        for shown_index in range(self.top, len(self.shown)):
+            if len(rows) >= height:
+                break
+            rows += [shown_index] * self._row(self._shown_at[shown_index], text_width)[0]
+        return rows[:height]
+
     def cursor(self) -> Offset | None:
         """The search line's cursor, where the terminal's cursor goes too (screen readers)."""
         x, y = self.content_region.offset
@@ -346,12 +354,13 @@ class CommandPalette(OverlayPanel):
         """The first character of the search shown: a search longer than the line scrolls."""
         return max(0, self.cursor_at - (width - 1))
 
-    def render_lines(self, crop: Region) -> list[Strip]:
+    def view(self) -> Hashable:
+        return (self.search, self.cursor_at, self.top, self.highlighted, self._matcher, tuple(self._shown_at), self._rows_version)
+
+    def content_lines(self, width: int, height: int) -> list[Strip]:
         """The content lines are made once per pass (the styles looked up once, not per row)."""
-        width, height = self.size
         base = self.rich_style
-        self._lines = [self._search_line(width, base), *self._draw_list(width, height, base)]
-        return super().render_lines(crop)
+        return [self._search_line(width, base), *self._draw_list(width, height, base)]
 
     def _draw_list(self, width: int, height: int, base: RichStyle) -> list[Strip]:
         """The rule and the list's lines for a content area of ``width`` x ``height``: drawn again
@@ -361,9 +370,6 @@ class CommandPalette(OverlayPanel):
         if drawn != self._drawn:
             self._drawn, self._list_drawn = drawn, [self._rule(width), *self._list_lines(width, height - HEAD_ROWS, base)]
         return self._list_drawn
-
-    def render_line(self, y: int) -> Strip:
-        return self._lines[y] if y < len(self._lines) else Strip.blank(self.size.width, self.rich_style)
 
     def _search_line(self, width: int, base: RichStyle) -> Strip:
         cursor = self.get_component_rich_style("command-palette--cursor")
@@ -383,7 +389,7 @@ class CommandPalette(OverlayPanel):
     def _list_lines(self, width: int, height: int, base: RichStyle) -> list[Strip]:
         """The list's lines from ``top``, each row padded, the highlighted one marked, and the
         thumb's column; also which row each line belongs to (for clicks and redraws)."""
-        self._line_rows = [None] * HEAD_ROWS
+        drawn_rows: list[int] = []
         text_width = self._text_width(width)
         pad_left, pad_right = Strip.blank(ROW_PAD_LEFT, base), Strip.blank(ROW_PAD_RIGHT, base)
         if not self.shown:
@@ -407,19 +413,17 @@ class CommandPalette(OverlayPanel):
                 for line in row_lines:
                     filled = Strip.join([pad_left, line.crop_extend(0, text_width, None), pad_right])
                     lines.append(filled.apply_style(row_style))
-                    self._line_rows.append(shown_index)
+                    drawn_rows.append(shown_index)
         del lines[height:]
-        del self._line_rows[HEAD_ROWS + height :]
         blank = Strip.blank(ROW_PAD_LEFT + text_width + ROW_PAD_RIGHT, base)
         lines += [blank] * (height - len(lines))
-        thumb = self._thumb(height, base)
+        thumb = self._thumb(height, len(set(drawn_rows[:height])), base)
         return [Strip.join([line, thumb[y]]) for y, line in enumerate(lines)]
 
-    def _thumb(self, height: int, base: RichStyle) -> list[Strip]:
+    def _thumb(self, height: int, visible: int, base: RichStyle) -> list[Strip]:
         """The scroll thumb's column: where the shown rows are in the list (by rows), the track
         elsewhere; blank when every row fits."""
         total = len(self.shown)
-        visible = sum(1 for row in dict.fromkeys(self._line_rows) if row is not None)
         if visible >= total:
             return [Strip.blank(THUMB, base)] * height
         size = max(1, height * visible // total)

@@ -12,7 +12,7 @@ view holding the table, help was three widgets drawing the same rows plus Textua
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 from rich.console import Group
 from rich.segment import Segment
@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.strip import Strip
 
 from roder_tui.keymap import SCOPE_TITLES, display, keys_by_scope
@@ -75,8 +75,6 @@ class HelpPanel(OverlayPanel):
         #: The first table line shown.
         self.top = 0
         self._laid_out: tuple[int, Style, list[Strip]] | None = None
-        #: The rows of the last render pass (``render_lines``), drawn by ``render_line``.
-        self._rows: list[Strip] = []
 
     def lines(self, width: int, style: Style | None = None) -> list[Strip]:
         """The table's lines at ``width`` columns, laid out once per width and style: Rich's table
@@ -110,23 +108,21 @@ class HelpPanel(OverlayPanel):
         """Each open starts at the top."""
         self.top = 0
 
-    def render_lines(self, crop: Region) -> list[Strip]:
+    def view(self) -> Hashable:
+        return self.top
+
+    def content_lines(self, width: int, height: int) -> list[Strip]:
         """The rows are made once per pass (the widget's style, the table's lines, the thumb's
         colours looked up once, not per row as ``render_line`` would)."""
-        width, height = self.size
         style = self.rich_style
         text_width = max(0, width - RIGHT_COLUMNS)
         lines = self.lines(text_width, style)
         blank, gap = Strip.blank(text_width, style), Strip.blank(RIGHT_COLUMNS - 1, style)
         thumb = self._thumb(height, len(lines), style)
-        self._rows = [
+        return [
             Strip.join([lines[row] if row < len(lines) else blank, gap, thumb[y]])
             for y, row in enumerate(range(self.top, self.top + height))
         ]
-        return super().render_lines(crop)
-
-    def render_line(self, y: int) -> Strip:
-        return self._rows[y] if y < len(self._rows) else Strip.blank(self.size.width, self.rich_style)
 
     def _thumb(self, height: int, total: int, style: Style) -> list[Strip]:
         """The scroll thumb's column, row by row: the thumb where the shown rows are within the

@@ -18,10 +18,16 @@ panel is open.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Offset, Size
+from textual.geometry import Offset, Region, Size
+from textual.strip import Strip
 from textual.widget import Widget
+
+#: Renders of a panel kept for showing it again (a few crops: the whole panel, a line).
+KEPT_RENDERS = 4
 
 
 class OverlayPanel(Widget):
@@ -33,6 +39,41 @@ class OverlayPanel(Widget):
     BINDINGS = [Binding("escape", "close", "Close", show=False)]
     DEFAULT_CSS = "OverlayPanel { layer: overlay; display: none; }"
     can_focus = False
+
+    def __init__(self, *, id: str) -> None:
+        super().__init__(id=id)
+        #: The content rows of the render under way, drawn by ``render_line``.
+        self._content: list[Strip] = []
+        #: Finished renders (border, background, filters applied) by what they were made from.
+        self._renders: dict[Hashable, list[Strip]] = {}
+
+    def view(self) -> Hashable:
+        """What the panel's content rows show besides its size and styles (a scroll position, a
+        search): two renders with equal views, sizes and styles are the same."""
+        return None
+
+    def content_lines(self, width: int, height: int) -> list[Strip]:
+        """The panel's content rows (inside its border and padding) for a render."""
+        return []
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The panel as drawn the last time it showed the same view at the same size and styles,
+        or drawn now. Showing a panel makes Textual draw it whole again (its border, background
+        and line filters, row by row: half of what an open cost), though it mostly shows what it
+        showed when it closed."""
+        filters = tuple((id(line_filter), line_filter.enabled) for line_filter in self.get_line_filters())
+        styles = (self.rich_style, self.background_colors, self.styles.border_top, self._border_title, self.app.theme)
+        key = (crop, self.region.size, styles, filters, self.view())
+        if (rendered := self._renders.get(key)) is None:
+            self._content = self.content_lines(*self.size)
+            rendered = super().render_lines(crop)
+            if len(self._renders) >= KEPT_RENDERS:
+                del self._renders[next(iter(self._renders))]
+            self._renders[key] = rendered
+        return rendered
+
+    def render_line(self, y: int) -> Strip:
+        return self._content[y] if y < len(self._content) else Strip.blank(self.size.width, self.rich_style)
 
     @property
     def is_open(self) -> bool:

@@ -379,7 +379,7 @@ async def test_a_click_runs_a_row_the_wheel_scrolls_and_a_click_outside_closes(
         await pilot.click("#transcript")
         await until(pilot, lambda: not palette.is_open, what="closed by a click outside")
         await open_palette(pilot, "Mode: plan")
-        row = palette._line_rows.index(0)  # the content line of the first row
+        row = palette.line_rows().index(0)  # the content line of the first row
         await pilot.click(palette, offset=(4, row + 1))  # below the border's row, right of the padding
         await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode, by a click on its row")
         assert not palette.is_open
@@ -422,6 +422,6 @@ async def test_an_open_and_typing_redraw_the_palettes_rows_only(workspace: Path,
         drawn.clear()
         await pilot.press("down")
         await pilot.pause()
-        lines = {y for y, row in enumerate(palette._line_rows) if row in (0, 1)}
+        lines = {y for y, row in enumerate(palette.line_rows()) if row in (0, 1)}
         rows = Region(palette.content_region.x, palette.content_region.y + min(lines), palette.content_region.width, len(lines))
         assert drawn and not outside(rows), drawn
