@@ -17,7 +17,7 @@ from roder_core.brokers.command_conditions import CommandConditions, no_network_
 from roder_core.brokers.refusal_notes import refusal_notes
 from roder_core.errors import RoderError
 from roder_core.ir import CommandExecutionItem, ItemStatus, ToolSpec
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import NonBlank, PathText, Seconds, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 from roder_core.policy.commandline import shell_subjects
 
@@ -37,10 +37,10 @@ def _positive(seconds: float) -> float:
 class BashArguments(ToolArguments):
     command: NonBlank = Field(description="the command line, run with bash -c")
     # A validator rather than ``gt=0``: the schema keeps the keywords every provider accepts.
-    timeout: Annotated[float, AfterValidator(_positive)] | None = Field(
+    timeout: Annotated[Seconds, AfterValidator(_positive)] | None = Field(
         None, description=f"seconds (not milliseconds) before the command is killed (default {DEFAULT_TIMEOUT})"
     )
-    workdir: str | None = Field(None, description="folder to run in, relative to the workspace")
+    workdir: PathText | None = Field(None, description="folder to run in, relative to the workspace")
     run_in_background: bool = Field(
         False, description="start it as a background task and return its task_id at once (default false)"
     )
@@ -80,14 +80,18 @@ def looks_like_a_server(command: str, output: str) -> bool:
 
 
 def timeout_in_milliseconds(value: float) -> str:
-    """The answer to a timeout over the maximum: the unit is seconds (a value like 30000 is the
-    millisecond habit of other agents)."""
+    """The answer to a timeout over the maximum: the unit is seconds. A whole number of seconds
+    written in milliseconds (30000, the habit of other agents) gets that reading; a value that
+    could be either (7200, also what ``"2h"`` becomes) gets both answers."""
     seconds = value / 1000
     shown = f"{seconds:g}"
-    if seconds <= MAX_TIMEOUT:
+    background = f"use run_in_background for commands that run longer than {MAX_TIMEOUT} seconds"
+    if seconds > MAX_TIMEOUT:
+        hint = background
+    elif value % 1000 == 0:
         hint = f"{value:g} looks like milliseconds; for {shown} seconds send timeout={shown}"
     else:
-        hint = f"use run_in_background for commands that run longer than {MAX_TIMEOUT} seconds"
+        hint = f"if {value:g} was meant as milliseconds, send timeout={shown}; {background}"
     return f"not run: timeout is in seconds, at most {MAX_TIMEOUT}; {hint}"
 
 

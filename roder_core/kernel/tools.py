@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_chec
 
 from roder_core.ir import Attachment, Item, ModelProfile, ToolSpec
 from roder_core.kernel.file_ledger import FileLedger
-from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, arguments_schema, defer_schema, parse_arguments
+from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, arguments_schema, checked_arguments, defer_schema
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
@@ -274,12 +274,14 @@ def arguments_model_of(tool: ToolExecutor) -> type[ToolArguments] | None:
 def argument_problem(tool: ToolExecutor, call: ToolCall) -> ToolResult | None:
     """The error result for arguments that do not fit the tool's model (None when they do, or
     when the tool declares no model): checked before policy, so a call the tool would refuse
-    never asks a person first."""
+    never asks a person first. When they fit, ``call.arguments`` becomes what the tool will
+    read (``checked_arguments``: a quoted path unquoted, ``null`` dropped for its default), so
+    the policy check, the approval and the tool see one and the same call."""
     model = arguments_model_of(tool)
     if model is None:
         return None
     try:
-        parse_arguments(model, call)
+        call.arguments = checked_arguments(model, call)
     except ToolArgumentError as exc:
         return ToolResult.error(call, str(exc))
     return None
