@@ -213,6 +213,7 @@ class RoderApp(AppTurns):
         from roder_core.server.methods.trust import record_trust
         from roder_tui.screens.trust_prompt import TrustPromptScreen
 
+        end_startup()  # the answer may take minutes: the collector runs meanwhile, not after it
         choice = await self.push_screen_wait(TrustPromptScreen(str(self.cwd), project_items(self.cwd)))
         if choice == "quit":
             return False
