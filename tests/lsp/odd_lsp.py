@@ -1,0 +1,84 @@
+"""A language server that misbehaves the way real ones do, on stdio, for the tests. It only
+publishes diagnostics (no pull): every line holding BROKEN is an error. ``ODD_MODE`` picks the
+misbehaviour:
+
+- ``slow-start``: never answers ``initialize``; writes its pid to ``$ODD_PIDS`` (one a line) first;
+- ``crash``: exits with status 3 at the first change of a document, saying why on stderr;
+- ``other-file``: publishes each document's diagnostics under another file's URI;
+- ``unversioned``: publishes without a version (as many servers do).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+MODE = os.environ.get("ODD_MODE", "")
+
+
+def read() -> dict[str, Any] | None:
+    length = 0
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            return None
+        if line in (b"\r\n", b"\n"):
+            break
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    message: dict[str, Any] = json.loads(sys.stdin.buffer.read(length))
+    return message
+
+
+def send(message: dict[str, Any]) -> None:
+    body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sys.stdout.buffer.flush()
+
+
+def publish(uri: str, version: int, text: str) -> None:
+    found = []
+    for number, line in enumerate(text.splitlines()):
+        if "BROKEN" in line:
+            span = {"start": {"line": number, "character": 0}, "end": {"line": number, "character": len(line)}}
+            found.append({"range": span, "severity": 1, "message": "odd: this line is broken", "source": "odd"})
+    params: dict[str, Any] = {"uri": uri, "diagnostics": found}
+    if MODE == "other-file":
+        params["uri"] = uri.rsplit("/", 1)[0] + "/someone_else.odd"
+    if MODE != "unversioned":
+        params["version"] = version
+    send({"method": "textDocument/publishDiagnostics", "params": params})
+
+
+def main() -> int:
+    if MODE == "slow-start" and os.environ.get("ODD_PIDS"):
+        with open(os.environ["ODD_PIDS"], "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()}\n")
+    while (message := read()) is not None:
+        method, params = message.get("method"), message.get("params") or {}
+        if method == "initialize":
+            if MODE != "slow-start":
+                send({"id": message["id"], "result": {"capabilities": {"textDocumentSync": 1}}})
+        elif method == "textDocument/didOpen":
+            document = params["textDocument"]
+            publish(document["uri"], document["version"], document["text"])
+        elif method == "textDocument/didChange":
+            if MODE == "crash":
+                print("odd: cannot handle a change, giving up", file=sys.stderr, flush=True)
+                return 3
+            document = params["textDocument"]
+            publish(document["uri"], document["version"], params["contentChanges"][-1]["text"])
+        elif method == "shutdown":
+            send({"id": message["id"], "result": None})
+        elif method == "exit":
+            return 0
+        elif "id" in message:
+            send({"id": message["id"], "error": {"code": -32601, "message": f"{method} is not handled"}})
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
