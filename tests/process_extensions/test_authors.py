@@ -83,3 +83,15 @@ def test_a_tool_named_like_a_built_in_skips_that_extension_and_nothing_else(rode
     assert listing.returncode == 0, listing.stderr
     refused = "not loaded: node-echo: extension 'node-echo': tool contributor 'node-echo': duplicate tool name 'read'"
     assert refused in listing.stdout
+
+
+@needs_node
+def test_an_engine_that_crashes_mid_stream_fails_the_turn_saying_why(roder_home: Path, workspace: Path) -> None:
+    declare(roder_home, "echo", [str(NODE), str(AUTHORS / "node_echo.mjs")], [], {"NODE_ECHO_MODE": "crash"})
+    done = one_shot(roder_home, workspace, "hi", "node-echo")
+    assert done.returncode == 1
+    assert done.stdout.startswith("Half a")
+    assert (
+        "roder: turn failed: engine node-echo failed: extension echo exited with status 9 "
+        "(stderr: node-echo: out of memory (pretend))"
+    ) in done.stderr

@@ -1,7 +1,8 @@
 // A process extension written in plain Node.js from docs/extension-protocol.md alone (no SDK):
 // a tool `shout` and an engine `node-echo` that calls it, then answers with what it returned.
 // NODE_ECHO_MODE: "garbage" writes a non-JSON line to stdout before answering initialize;
-// "collide" names its tool `read`, as a built-in tool is named.
+// "collide" names its tool `read`, as a built-in tool is named; "crash" exits in the middle of
+// the engine's stream, after its first words.
 import { createInterface } from "node:readline";
 
 const mode = process.env.NODE_ECHO_MODE || "";
@@ -52,6 +53,11 @@ createInterface({ input: process.stdin }).on("line", (line) => {
     send({ method: "tool/output", params: { callId: params.callId, text: "shouting...\n" } });
     send({ id, result: { text: String(params.arguments.text).toUpperCase(), isError: false } });
   } else if (method === "engine/stream") {
+    if (mode === "crash") {
+      send({ method: "engine/event", params: { streamId: params.streamId, event: { type: "message_delta", text: "Half a" } } });
+      console.error("node-echo: out of memory (pretend)");
+      process.exit(9);
+    }
     stream(id, params);
   } else if (id !== undefined && method) {
     send({ id, error: { code: -32601, message: `unknown method ${method}` } });
