@@ -35,7 +35,7 @@ from roder_core.kernel.extension import (
     RoderExtension,
 )
 from roder_core.kernel.services import HookOutcome, HookPoint, ServiceRegistrar, StatusView
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
@@ -91,6 +91,10 @@ class ManagerSlot:
 class DiagnosticsHook:
     """Before an edit: remember the files' diagnostics; after it: add what the edit introduced."""
 
+    #: Roder's own code in Roder's process: it reads the edited files by the paths the call names,
+    #: so the hook runner hands it the payload unredacted (hooks that leave the process never get that).
+    sees_raw_payload = True
+
     def __init__(self, slot: ManagerSlot, diagnostics_timeout: float, hook_timeout: float) -> None:
         self.slot = slot
         #: What the diagnostics may take of the hook's own deadline (past it the result goes
@@ -129,7 +133,7 @@ class LspArguments(ToolArguments):
     operation: Literal["definition", "references", "hover", "symbols"] = Field(
         description="definition / references / hover of the symbol at line:character, or symbols of the file"
     )
-    path: NonBlank = Field(description="file (relative to the workspace)")
+    path: PathArgument = Field(description="file (relative to the workspace)")
     line: int = Field(1, ge=1, description="1-based line (not needed for symbols)")
     character: int = Field(1, ge=1, description="1-based column (not needed for symbols)")
 
