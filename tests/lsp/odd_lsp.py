@@ -10,33 +10,15 @@ misbehaviour:
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
+from tiny_lsp import read, send
+
 MODE = os.environ.get("ODD_MODE", "")
-
-
-def read() -> dict[str, Any] | None:
-    length = 0
-    while True:
-        line = sys.stdin.buffer.readline()
-        if not line:
-            return None
-        if line in (b"\r\n", b"\n"):
-            break
-        name, _, value = line.decode().partition(":")
-        if name.lower() == "content-length":
-            length = int(value)
-    message: dict[str, Any] = json.loads(sys.stdin.buffer.read(length))
-    return message
-
-
-def send(message: dict[str, Any]) -> None:
-    body = json.dumps({"jsonrpc": "2.0", **message}).encode()
-    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    sys.stdout.buffer.flush()
 
 
 def publish(uri: str, version: int, text: str) -> None:
