@@ -1,8 +1,9 @@
 """A language server that misbehaves the way real ones do, on stdio, for the tests. It only
-publishes diagnostics (no pull): every line holding BROKEN is an error. ``ODD_MODE`` picks the
+publishes diagnostics (no pull): every line holding BROKEN is an error (as the tiny server
+says it). ``ODD_MODE`` picks the
 misbehaviour:
 
-- ``slow-start``: never answers ``initialize``; writes its pid to ``$ODD_PIDS`` (one a line) first;
+- ``slow-start``: never answers ``initialize``;
 - ``crash``: exits with status 3 at the first change of a document, saying why on stderr;
 - ``other-file``: publishes each document's diagnostics under another file's URI;
 - ``unversioned``: publishes without a version (as many servers do).
@@ -16,18 +17,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
-from tiny_lsp import read, send
+from tiny_lsp import diagnostics, lifecycle, read, send
 
 MODE = os.environ.get("ODD_MODE", "")
 
 
 def publish(uri: str, version: int, text: str) -> None:
-    found = []
-    for number, line in enumerate(text.splitlines()):
-        if "BROKEN" in line:
-            span = {"start": {"line": number, "character": 0}, "end": {"line": number, "character": len(line)}}
-            found.append({"range": span, "severity": 1, "message": "odd: this line is broken", "source": "odd"})
-    params: dict[str, Any] = {"uri": uri, "diagnostics": found}
+    params: dict[str, Any] = {"uri": uri, "diagnostics": diagnostics(text)}
     if MODE == "other-file":
         params["uri"] = uri.rsplit("/", 1)[0] + "/someone_else.odd"
     if MODE != "unversioned":
@@ -36,9 +32,6 @@ def publish(uri: str, version: int, text: str) -> None:
 
 
 def main() -> int:
-    if MODE == "slow-start" and os.environ.get("ODD_PIDS"):
-        with open(os.environ["ODD_PIDS"], "a", encoding="utf-8") as f:
-            f.write(f"{os.getpid()}\n")
     while (message := read()) is not None:
         method, params = message.get("method"), message.get("params") or {}
         if method == "initialize":
@@ -53,12 +46,8 @@ def main() -> int:
                 return 3
             document = params["textDocument"]
             publish(document["uri"], document["version"], params["contentChanges"][-1]["text"])
-        elif method == "shutdown":
-            send({"id": message["id"], "result": None})
-        elif method == "exit":
-            return 0
-        elif "id" in message:
-            send({"id": message["id"], "error": {"code": -32601, "message": f"{method} is not handled"}})
+        elif (code := lifecycle(message)) is not None:
+            return code
     return 1
 
 

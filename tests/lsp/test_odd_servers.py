@@ -94,6 +94,6 @@ async def test_crashes_late_and_misaddressed_diagnostics(roder_home: Path, works
     (workspace / "a.odd").write_text("fine\n")
     odd_server(roder_home, workspace, mode="unversioned", diagnostics_timeout="30")
     broke, fixed, again = (await tool_results(workspace, tmp_path, calls))[0]
-    assert broke.text.endswith("Diagnostics this change introduced (odd):\n  a.odd:1:1 error: odd: this line is broken")
+    assert broke.text.endswith("Diagnostics this change introduced (odd):\n  a.odd:1:1 error: tiny: this line is broken")
     assert "Diagnostics" not in fixed.text and "no diagnostics" not in fixed.text
-    assert again.text.endswith("Diagnostics this change introduced (odd):\n  a.odd:1:1 error: odd: this line is broken")
+    assert again.text.endswith("Diagnostics this change introduced (odd):\n  a.odd:1:1 error: tiny: this line is broken")
