@@ -117,10 +117,15 @@ async def test_a_server_that_leaves_unknown_methods_unanswered_connects_with_wha
 ) -> None:
     """The server declares tools only and never answers a method it does not know (no
     prompts/list, resources/list): Roder asks only for what was declared, so it connects."""
-    configure(roder_home, raw_server("quiet", [{"name": "ok", "result": text_result("fine")}], RAW_IGNORE_UNKNOWN="1"))
-    _, results, statuses = await run_calls(workspace, [call("mcp__quiet__ok")])
-    assert [(s.name, s.status, s.error) for s in statuses] == [("quiet", "connected", None)]
-    assert results["mcp__quiet__ok"].text == "fine"
+    configure(
+        roder_home,
+        raw_server("quiet", [{"name": "ok", "result": text_result("fine")}], RAW_IGNORE_UNKNOWN="1"),
+        # Serves tools without declaring them: they are listed all the same.
+        raw_server("sloppy", [{"name": "ok", "result": text_result("sloppy fine")}], RAW_UNDECLARED="1"),
+    )
+    _, results, statuses = await run_calls(workspace, [call("mcp__quiet__ok"), call("mcp__sloppy__ok")])
+    assert [(s.name, s.status, s.error) for s in statuses] == [("quiet", "connected", None), ("sloppy", "connected", None)]
+    assert (results["mcp__quiet__ok"].text, results["mcp__sloppy__ok"].text) == ("fine", "sloppy fine")
 
 
 async def test_a_server_that_never_answers_initialize_fails_saying_so(workspace: Path, roder_home: Path) -> None:
