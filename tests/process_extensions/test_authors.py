@@ -63,15 +63,21 @@ async def test_non_json_on_stdout_is_named_at_once_not_a_timeout(roder_home: Pat
 
 
 @needs_node
-def test_a_tool_named_like_a_built_in_skips_that_extension_and_nothing_else(roder_home: Path, workspace: Path) -> None:
-    declare(roder_home, "echo", [str(NODE), str(AUTHORS / "node_echo.mjs")], [], {"NODE_ECHO_MODE": "collide"})
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("collide", "duplicate tool name 'read' (from 'node-echo' and 'builtin-coding-tools')"),
+        ("bad-schema", "tool 'shout': required ['txt'] not in properties"),
+    ],
+)
+def test_a_tool_named_like_a_built_in_or_with_a_broken_schema_skips_that_extension_and_nothing_else(
+    roder_home: Path, workspace: Path, mode: str, reason: str
+) -> None:
+    declare(roder_home, "echo", [str(NODE), str(AUTHORS / "node_echo.mjs")], [], {"NODE_ECHO_MODE": mode})
     done = one_shot(roder_home, workspace, "hello there", "mock")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Mock reply:"), done.stdout
-    assert (
-        "extension node-echo not loaded: extension 'node-echo': tool contributor 'node-echo': duplicate tool name 'read' "
-        "(from 'node-echo' and 'builtin-coding-tools')"
-    ) in done.stderr
+    assert f"extension node-echo not loaded: extension 'node-echo': tool contributor 'node-echo': {reason}" in done.stderr
     listing = subprocess.run(
         [sys.executable, "-m", "roder_tui.cli", "extensions", "list"],
         cwd=workspace,
@@ -81,8 +87,7 @@ def test_a_tool_named_like_a_built_in_skips_that_extension_and_nothing_else(rode
         timeout=60,
     )
     assert listing.returncode == 0, listing.stderr
-    refused = "not loaded: node-echo: extension 'node-echo': tool contributor 'node-echo': duplicate tool name 'read'"
-    assert refused in listing.stdout
+    assert f"not loaded: node-echo: extension 'node-echo': tool contributor 'node-echo': {reason}" in listing.stdout
 
 
 @needs_node

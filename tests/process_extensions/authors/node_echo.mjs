@@ -2,7 +2,8 @@
 // a tool `shout` and an engine `node-echo` that calls it, then answers with what it returned.
 // NODE_ECHO_MODE: "garbage" writes a non-JSON line to stdout before answering initialize;
 // "collide" names its tool `read`, as a built-in tool is named; "crash" exits in the middle of
-// the engine's stream, after its first words.
+// the engine's stream, after its first words; "bad-schema" gives its tool a schema that requires
+// a property it does not define.
 import { createInterface } from "node:readline";
 
 const mode = process.env.NODE_ECHO_MODE || "";
@@ -19,7 +20,8 @@ function manifest() {
     },
     services: {
       tools: [{ name: toolName, description: "Shout the text back in capitals.",
-                inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] }, readOnly: true }],
+                inputSchema: { type: "object", properties: { text: { type: "string" } }, required: mode === "bad-schema" ? ["txt"] : ["text"] },
+                readOnly: true }],
       inferenceEngines: [{ id: "node-echo", name: "Node echo", defaultModel: "echo-1", models: [{ id: "echo-1", contextWindow: 8000 }] }],
     },
   };
