@@ -356,7 +356,7 @@ class _Rollout:
                     passed=False,
                     cause="setup_failure",
                     exit_reason="setup_failed",
-                    error={"message": f"setup command failed: {command}", "kind": "setup"},
+                    error={"message": f"setup command {_why(outcome, self.task.setup_timeout)}: {command}", "kind": "setup"},
                 )
                 return
         if setup_log:
@@ -741,6 +741,13 @@ class _Rollout:
 
 #: The installed extensions' factories, by the extension index's folder (``installed_factories``).
 _FACTORIES: dict[Path, list[tuple[str, ExtensionFactory]]] = {}
+
+
+def _why(outcome: ShellOutcome, timeout: float) -> str:
+    """How a command failed, for an error line (``setup.log`` holds its output)."""
+    if outcome.timed_out:
+        return f"timed out after {timeout:g} s"
+    return f"failed (exit {outcome.exit_code})"
 
 
 def _score_cause(score: ShellOutcome, recorded: dict[str, Any]) -> str:
