@@ -48,6 +48,7 @@ from roder_core.batch.swebench import patch_paths, swe_report
 from roder_core.batch.tasks import Task
 from roder_core.batch.worker_loop import run_on_worker_loop
 from roder_core.batch.workspace import Baseline, WorkspaceError, prepare_workspace
+from roder_core.bounded_log import HeadAndTail
 from roder_core.brokers.secrets import SecretRedactor, is_secret_name, redact_data
 from roder_core.errors import InferenceErrorKind, RoderError
 from roder_core.ir import AgentMessageItem, Thread, ToolCallItem, ToolResultItem, Turn
@@ -164,17 +165,17 @@ def run_rollout(spec: RolloutSpec, on_event: Callable[[RuntimeEvent], None] | No
     """
     sweep_orphaned_scratch()
     scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
-    log = _LogCapture()
+    rollout = _Rollout(spec, scratch, on_event)
+    log = _LogCapture(rollout.redactor)
     root = logging.getLogger()
     root.addHandler(log)
-    rollout = _Rollout(spec, scratch, on_event)
     try:
         outcome = run_on_worker_loop(rollout.run)
     finally:
         root.removeHandler(log)
         discard_scratch(scratch)
     if log.lines:  # records can quote anything (a provider's malformed event, an error): redacted as every output is
-        outcome.files |= _redacted_files(rollout.redactor, {"roder.log": "".join(log.lines).encode()})
+        outcome.files |= _redacted_files(rollout.redactor, {"roder.log": log.lines.text().encode()})
     return outcome
 
 
@@ -242,15 +243,19 @@ def _kill_processes_in(folder: Path) -> None:
 
 class _LogCapture(logging.Handler):
     """Keeps a rollout's warnings and errors for its ``roder.log`` instead of a worker's stderr
-    (where they would scramble the progress bar or vanish inside Ray)."""
+    (where they would scramble the progress bar or vanish inside Ray). Memory is bounded
+    (``bounded_log.HeadAndTail``: the first and latest lines, the dropped middle said in a line);
+    each record is redacted before it is kept, so cutting a long one never leaves part of a secret."""
 
-    def __init__(self) -> None:
+    def __init__(self, redactor: SecretRedactor | None = None) -> None:
         super().__init__(logging.WARNING)
         self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        self.lines: list[str] = []
+        self.lines = HeadAndTail()
+        self._redactor = redactor
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record) + "\n")
+        line = self.format(record) + "\n"
+        self.lines.add(self._redactor(line) if self._redactor else line)
 
 
 @dataclass
@@ -918,7 +923,7 @@ def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:
         logging.getLogger().removeHandler(log)
     notices = list(started.distribution.warnings)
     notices += started.notices
-    notices += [line.strip() for line in log.lines if " not loaded: " not in line]
+    notices += [line.strip() for line in log.lines.lines() if " not loaded: " not in line]
     if started.fell_back_to_mock:
         notices.append("no provider configured: using the offline mock model (set --provider)")
     table, models = provider_tables(runtime.options.config, runtime.provider, runtime.model)
