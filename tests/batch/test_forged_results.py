@@ -75,6 +75,21 @@ PATCHED = {
         "    if _witness is not None:\n        _config.pluginmanager.unregister(_witness)\n"
     ),
 }
+#: A process of its own (out of pytest's session) that waits for pytest to end, then keeps
+#: writing a full reward over the one the verifier writes after the tests.
+REWARD_DAEMON = """import os, time
+_pytest_pid = os.getpid()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        while os.path.exists(f"/proc/{_pytest_pid}/exe"):
+            time.sleep(0.001)
+        for _ in range(20000):
+            with open(os.environ["LOGS_DIR"] + "/verifier/reward.txt", "w") as _f:
+                _f.write("1")
+            time.sleep(0.0005)
+    os._exit(0)
+"""
 #: Forged exit statuses, for scores read from the exit code.
 EXITS = {
     "atexit-exit": "import atexit, os\natexit.register(os._exit, 0)\n",
@@ -140,6 +155,7 @@ def test_results_forged_by_the_code_under_test_never_pass(
     reward_at_import = 'import os\nopen(os.environ["LOGS_DIR"] + "/verifier/reward.txt", "w").write("1")\n'
     row("reward-written-by-the-code", BUGGY + reward_at_import, **by_reward)
     row("reward-atexit", BUGGY + "import atexit, os\natexit.register(os._exit, 0)\n", **by_reward)
+    row("reward-daemon", BUGGY + REWARD_DAEMON, **by_reward)
     honest = {"tests": per_test, "exit": by_exit, "reward": by_reward, "unittest": unittest}
     for kind, task in honest.items():
         row(f"honest-{kind}", FIXED + ("import atexit\natexit.register(print, 'bye')\n" if kind == "exit" else ""), **task)
@@ -171,6 +187,15 @@ def test_results_forged_by_the_code_under_test_never_pass(
     written = result(out, "reward-written-by-the-code")
     assert written["failure_cause"] == "score_refused" and "reward" in written["score"]["refused"], written
     assert result(out, "exit-atexit-exit")["score"]["exit_code"] == 1  # pytest's own status
+    # Without bubblewrap the score has no process namespace whose end kills what it left: the
+    # run's leftovers die with pytest, so the daemon's reward never lands after the verifier's.
+    off = tmp_path / "out-off"
+    picked = ("--filter", "^(reward-daemon|honest-reward)$", "--sandbox", "off", "--no-progress", "--provider", "mock")
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", off, "--workers", "2", *picked)
+    assert code == 0, err
+    assert result(off, "honest-reward")["passed"]
+    daemon = result(off, "reward-daemon")
+    assert not daemon["passed"], (off / "rollouts" / "reward-daemon" / "0" / "score.log").read_text()
     for name in PATCHED:
         assert result(out, f"tests-{name}")["failure_cause"] in ("score_refused", "score_failure"), name
     assert "pytest was changed while the tests ran" in result(out, "exit-registers-plugin")["score"]["refused"]
