@@ -24,7 +24,8 @@ FIXED = "def add(a, b):\n    return a + b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n"
 UNITTESTS = (
     "import unittest\n\nfrom calc import add\n\n\nclass TestCalc(unittest.TestCase):\n"
-    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
+    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
+    "    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n"
 )
 PYTEST_LINE = "PASSED tests/test_calc.py::test_add"
 UNITTEST_LINE = "test_add (tests.test_calc.TestCalc.test_add) ... ok"
@@ -34,6 +35,11 @@ def _late_print(line: str) -> str:
     return f"import atexit\natexit.register(print, {line!r}, flush=True)\n"
 
 
+#: A passing unittest line printed each time the code runs, so also after test_add's real FAIL.
+IN_BETWEEN = (
+    f"import sys\n_add = add\n\n\ndef add(a, b):\n    sys.stderr.write({chr(10) + UNITTEST_LINE + chr(10)!r})\n"
+    "    return _add(a, b)\n"
+)
 #: Forged test lines, for scores read from the runner's per-test statuses.
 PRINTED = {
     "atexit-print": _late_print(PYTEST_LINE),
@@ -147,6 +153,8 @@ def test_results_forged_by_the_code_under_test_never_pass(
     for name, calc in PRINTED.items():
         row(f"tests-{name}", BUGGY + calc, **per_test)
     row("unittest-atexit-print", BUGGY + _late_print(UNITTEST_LINE), **unittest)
+    # A passing line for test_add printed while a later test runs: after the real FAIL line.
+    row("unittest-later-ok", BUGGY + IN_BETWEEN, **unittest)
     for name, calc in PATCHED.items():
         row(f"tests-{name}", BUGGY + calc, **per_test)
         row(f"exit-{name}", BUGGY + calc, **by_exit)
