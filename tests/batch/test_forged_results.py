@@ -155,6 +155,9 @@ def test_results_forged_by_the_code_under_test_never_pass(
     row("unittest-atexit-print", BUGGY + _late_print(UNITTEST_LINE), **unittest)
     # A passing line for test_add printed while a later test runs: after the real FAIL line.
     row("unittest-later-ok", BUGGY + IN_BETWEEN, **unittest)
+    # unittest's assertions neutered in memory, the tests run by pytest.
+    neutered = "import unittest\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n"
+    row("pytest-patches-unittest", BUGGY + neutered, **{**by_exit, "workspace": str(legacy)})
     for name, calc in PATCHED.items():
         row(f"tests-{name}", BUGGY + calc, **per_test)
         row(f"exit-{name}", BUGGY + calc, **by_exit)
@@ -209,6 +212,7 @@ def test_results_forged_by_the_code_under_test_never_pass(
     assert "pytest was changed while the tests ran" in result(out, "exit-registers-plugin")["score"]["refused"]
     assert "call_and_report was replaced" in result(out, "exit-patches-pytest")["score"]["refused"]
     assert "witness plugin was unregistered" in result(out, "exit-unregisters-witness")["score"]["refused"]
+    assert "TestCase.assertEqual was replaced" in result(out, "pytest-patches-unittest")["score"]["refused"]
 
 
 def test_what_the_verdict_believes(tmp_path: Path) -> None:
