@@ -4,6 +4,7 @@ started on an output folder another one is writing to."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -14,6 +15,9 @@ import pytest
 
 from tests.batch.conftest import result, run_cli, write_jsonl, write_script
 from tests.builders import wait_until
+
+#: A key in a known token format: no output file may hold it, wherever it appears.
+KEY = "sk-proj-" + "T3stOnlyKey0123456789abcdefXYZ"
 
 
 def _batch(tasks: Path, out: Path, *extra: str) -> list[str]:
@@ -53,7 +57,7 @@ def test_a_setup_that_fails_or_hangs_says_how(tmp_path: Path, capsys: pytest.Cap
     tasks = write_jsonl(
         tmp_path / "tasks.jsonl",
         [
-            {**base, "id": "fails", "setup": "echo broken >&2; exit 3"},
+            {**base, "id": "fails", "setup": f"echo broken >&2; exit 3 # {KEY}"},
             {**base, "id": "hangs", "setup": "echo waiting; exec sleep 600", "setup_timeout": 1},
             {**base, "id": "fine"},
         ],
@@ -63,7 +67,7 @@ def test_a_setup_that_fails_or_hangs_says_how(tmp_path: Path, capsys: pytest.Cap
     assert code == 0, err
     fails, hangs = result(out, "fails"), result(out, "hangs")
     assert (fails["failure_cause"], fails["exit_reason"]) == ("setup_failure", "setup_failed")
-    assert fails["error"]["message"] == "setup command failed (exit 3): echo broken >&2; exit 3"
+    assert fails["error"]["message"].startswith("setup command failed (exit 3): echo broken >&2; exit 3 # ")
     assert hangs["error"]["message"] == "setup command timed out after 1 s: echo waiting; exec sleep 600"
     assert "broken\n[exit 3]" in (out / "rollouts" / "fails" / "0" / "setup.log").read_text()
     assert "waiting\n[timed out]" in (out / "rollouts" / "hangs" / "0" / "setup.log").read_text()
@@ -71,6 +75,17 @@ def test_a_setup_that_fails_or_hangs_says_how(tmp_path: Path, capsys: pytest.Cap
     assert result(out, "fine")["passed"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["failures_by_cause"]["setup_failure"] == 2
+    # The same rollouts as a table, one row each, redacted as result.json is.
+    with open(out / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["task_id"], r["rollout"], r["passed"], r["failure_cause"]) for r in rows] == [
+        ("fails", "0", "False", "setup_failure"),
+        ("fine", "0", "True", ""),
+        ("hangs", "0", "False", "setup_failure"),
+    ]
+    assert rows[2]["error"] == hangs["error"]["message"]
+    assert rows[1]["reward"] == "1.0" and rows[1]["score_exit_code"] == "0"
+    assert not [p for p in out.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
 
 
 def test_a_second_batch_on_a_folder_in_use_is_refused_and_the_first_finishes(tmp_path: Path) -> None:
