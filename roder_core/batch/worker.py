@@ -496,7 +496,7 @@ class _Rollout:
             report = witness.report() if witness is not None else None
             check_run(report, outcome.exit_code, rewarded="reward" in self.result)
             if self.task.fail_to_pass or self.task.pass_to_pass:
-                statuses = test_statuses(outcome.output, report)
+                statuses = test_statuses(outcome.full_output, report)
                 self.result["tests"] = swe_report(statuses, self.task.fail_to_pass, self.task.pass_to_pass)
         except ForgedResult as exc:
             return str(exc)

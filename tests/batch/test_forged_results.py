@@ -40,6 +40,13 @@ IN_BETWEEN = (
     f"import sys\n_add = add\n\n\ndef add(a, b):\n    sys.stderr.write({chr(10) + UNITTEST_LINE + chr(10)!r})\n"
     "    return _add(a, b)\n"
 )
+#: A passing line first, then enough output before and after the run that the score's log
+#: keeps only its start and end: the runner's FAIL lines and summary fall in the cut middle.
+DROWNED = (
+    "import atexit, sys\n"
+    f"sys.stderr.write({chr(10) + UNITTEST_LINE + chr(10)!r} + 'x' * 150_000 + '\\n')\n"
+    "atexit.register(lambda: sys.stderr.write('y' * 150_000 + '\\n'))\n"
+)
 #: Forged test lines, for scores read from the runner's per-test statuses.
 PRINTED = {
     "atexit-print": _late_print(PYTEST_LINE),
@@ -155,6 +162,7 @@ def test_results_forged_by_the_code_under_test_never_pass(
     row("unittest-atexit-print", BUGGY + _late_print(UNITTEST_LINE), **unittest)
     # A passing line for test_add printed while a later test runs: after the real FAIL line.
     row("unittest-later-ok", BUGGY + IN_BETWEEN, **unittest)
+    row("unittest-drowned-fail", BUGGY + DROWNED, **unittest)
     # unittest's assertions neutered in memory, the tests run by pytest.
     neutered = "import unittest\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n"
     row("pytest-patches-unittest", BUGGY + neutered, **{**by_exit, "workspace": str(legacy)})
