@@ -89,11 +89,16 @@ def _reward_stamps():  # type: () -> dict[str, object]
 
 
 def _is_program():  # type: () -> bool
-    """Whether pytest is the program (its console entry point is on the stack), not a
-    ``pytest.main()`` call inside another program that goes on after it."""
+    """Whether pytest is the program, not a ``pytest.main()`` call inside another program that
+    goes on after it: its console entry point is on the stack (pytest 6 and later), or its
+    ``main`` is, run by the ``pytest`` script or ``python -m pytest`` (older ones)."""
+    program = os.path.basename(sys.argv[0]) in ("pytest", "py.test") or sys.argv[0].endswith(
+        os.path.join("pytest", "__main__.py")
+    )
+    entries = ("console_main", "_console_main", "main") if program else ("console_main", "_console_main")
     frame = sys._getframe()
     while frame is not None:
-        if frame.f_code.co_name in ("console_main", "_console_main") and frame.f_globals.get("__name__") == "_pytest.config":
+        if frame.f_globals.get("__name__") == "_pytest.config" and frame.f_code.co_name in entries:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
