@@ -41,7 +41,7 @@ from roder_core.batch.containers import (
 from roder_core.batch.environment import child_environment, value_redactor
 from roder_core.batch.rewards import RewardError, read_reward
 from roder_core.batch.runner_guard import RunnerGuard, UnscorableChange
-from roder_core.batch.score_witness import ForgedResult, Witness, check_run, test_statuses
+from roder_core.batch.score_witness import ForgedResult, Witness, check_exit, check_run, test_statuses
 from roder_core.batch.scoring import ScoreGuard, ScoringError, credential_paths, run_score, score_sandbox
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.swebench import patch_paths, swe_report
@@ -498,6 +498,8 @@ class _Rollout:
             if self.task.fail_to_pass or self.task.pass_to_pass:
                 statuses = test_statuses(outcome.full_output, report)
                 self.result["tests"] = swe_report(statuses, self.task.fail_to_pass, self.task.pass_to_pass)
+            elif "reward" not in self.result:  # the exit status decides
+                check_exit(outcome.full_output, outcome.exit_code, report)
         except ForgedResult as exc:
             return str(exc)
         return None

@@ -163,6 +163,8 @@ def test_results_forged_by_the_code_under_test_never_pass(
     # A passing line for test_add printed while a later test runs: after the real FAIL line.
     row("unittest-later-ok", BUGGY + IN_BETWEEN, **unittest)
     row("unittest-drowned-fail", BUGGY + DROWNED, **unittest)
+    unittest_by_exit = {k: v for k, v in unittest.items() if k not in ("fail_to_pass", "pass_to_pass")}
+    row("unittest-atexit-exit", BUGGY + EXITS["atexit-exit"], **unittest_by_exit)
     # unittest's assertions neutered in memory, the tests run by pytest.
     neutered = "import unittest\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n"
     row("pytest-patches-unittest", BUGGY + neutered, **{**by_exit, "workspace": str(legacy)})
@@ -175,7 +177,7 @@ def test_results_forged_by_the_code_under_test_never_pass(
     row("reward-written-by-the-code", BUGGY + reward_at_import, **by_reward)
     row("reward-atexit", BUGGY + "import atexit, os\natexit.register(os._exit, 0)\n", **by_reward)
     row("reward-daemon", BUGGY + REWARD_DAEMON, **by_reward)
-    honest = {"tests": per_test, "exit": by_exit, "reward": by_reward, "unittest": unittest}
+    honest = {"tests": per_test, "exit": by_exit, "reward": by_reward, "unittest": unittest, "unittest-exit": unittest_by_exit}
     for kind, task in honest.items():
         row(f"honest-{kind}", FIXED + ("import atexit\natexit.register(print, 'bye')\n" if kind == "exit" else ""), **task)
 
@@ -221,6 +223,7 @@ def test_results_forged_by_the_code_under_test_never_pass(
     assert "call_and_report was replaced" in result(out, "exit-patches-pytest")["score"]["refused"]
     assert "witness plugin was unregistered" in result(out, "exit-unregisters-witness")["score"]["refused"]
     assert "TestCase.assertEqual was replaced" in result(out, "pytest-patches-unittest")["score"]["refused"]
+    assert "the last test run it printed failed (FAILED (failures=" in result(out, "unittest-atexit-exit")["score"]["refused"]
 
 
 def test_what_the_verdict_believes(tmp_path: Path) -> None:
