@@ -6,7 +6,9 @@ Nothing here touches the machine; the tools do that through ``ctx.brokers``.
 from __future__ import annotations
 
 import difflib
+import itertools
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -176,6 +178,38 @@ class TextFile:
                     f"({self.encoding}) cannot hold; nothing was written"
                 ) from None
         return (b"\xef\xbb\xbf" if self.bom else b"") + body.encode("utf-8")
+
+
+#: A line-number prefix as read writes it (``     12\t``: right-aligned in six columns, then a
+#: tab), or ``    12→`` (the numbered form another agent's read tool shows, which models
+#: trained on it copy).
+_READ_PREFIX = re.compile(r"^(?:(?P<padded> *(?P<number>\d+))\t|(?P<arrow> *\d+)\u2192)")
+LINE_NUMBERS_LEFT_OUT = "the line numbers copied from read's output were left out"
+
+
+def without_line_numbers(text: str, *, strict: bool = True) -> str | None:
+    """``text`` without the line-number prefixes a numbered listing puts before each line, when
+    every non-empty line has one; None otherwise. ``strict`` (for text that is written:
+    ``new_string``, ``write``'s content) also wants read's own form, numbers padded to six
+    columns and counting up by one, so a tab-separated file's ``1\tAlice`` lines stay as they
+    are; without it (``old_string``, only tried when it is not in the file) any prefix goes."""
+    kept: list[str] = []
+    numbers: list[int] = []
+    for line in text.split("\n"):
+        if not line:
+            kept.append(line)
+            continue
+        prefix = _READ_PREFIX.match(line)
+        if prefix is None:
+            return None
+        padded = prefix["padded"]
+        if strict and padded is not None and len(padded) < 6 and not padded.startswith(" "):
+            return None
+        numbers.append(int((prefix["number"] or prefix["arrow"]).strip()))
+        kept.append(line[prefix.end() :])
+    if not numbers or (strict and any(b != a + 1 for a, b in itertools.pairwise(numbers))):
+        return None
+    return "\n".join(kept)
 
 
 def unified_diff(old: str, new: str, path: str) -> str:
