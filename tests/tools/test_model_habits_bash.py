@@ -27,7 +27,7 @@ async def _bash(workspace: Path, command: str, **arguments: object) -> tuple[boo
         (f"git init -q . && {GIT} commit --allow-empty -q -m one && {GIT} tag -a v1", "fatal: no tag message?"),
         (f"git init -q . && {GIT} commit --allow-empty -q -m one && {GIT} log | head -1", "commit "),
         ("python3", "(no output)"),
-        ("read -r answer; echo \"answer=[$answer]\"", "answer=[]"),
+        ('read -r answer; echo "answer=[$answer]"', "answer=[]"),
         ("cat", "(no output)"),
         ("python3 -c 'input(\"Continue? [y/N] \")'", "EOFError"),
     ],

@@ -99,7 +99,8 @@ APPLIES: dict[str, tuple[dict[str, bytes], str, dict[str, bytes | None]]] = {
     ),
     "file-without-final-newline-patch-with-marker": (
         {"a.py": b"x = 1\ny = 2"},
-        "--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n x = 1\n-y = 2\n\\ No newline at end of file\n+y = 3\n\\ No newline at end of file\n",
+        "--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n x = 1\n-y = 2\n\\ No newline at end of file\n"
+        "+y = 3\n\\ No newline at end of file\n",
         {"a.py": b"x = 1\ny = 3"},
     ),
     "crlf-file": (
