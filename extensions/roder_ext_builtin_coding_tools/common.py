@@ -145,6 +145,9 @@ class TextFile:
     source: bytes = b""
     #: What the bytes are in (see ``text_encoding``); writes use it again.
     encoding: str = "utf-8"
+    #: For a file with both CRLF and LF line endings: each line's own, so that lines a change
+    #: leaves alone keep theirs (new lines get the more common one, ``crlf``).
+    endings: list[str] | None = None
 
     @classmethod
     def decode(cls, data: bytes) -> TextFile:
@@ -160,14 +163,20 @@ class TextFile:
             if encoding == "utf-16" or looks_binary(data):
                 raise
             encoding, text = decode_fallback(data)
-        crlf = "\r\n" in text and text.count("\r\n") >= text.count("\n") / 2
-        if crlf:
+        pairs = text.count("\r\n")
+        crlf = pairs > 0 and pairs >= text.count("\n") / 2
+        endings = None
+        if pairs and pairs < text.count("\n"):  # mixed: remember each line's
+            endings = ["\r\n" if line.endswith("\r") else "\n" for line in text.split("\n")[:-1]]
+        if crlf or endings:
             text = text.replace("\r\n", "\n")
-        return cls(text, bom, crlf, source, encoding)
+        return cls(text, bom, crlf, source, encoding, endings)
 
     def encode(self, text: str | None = None) -> bytes:
         body = self.text if text is None else text
-        if self.crlf:
+        if self.endings is not None:
+            body = _own_endings(self.text, body.replace("\r\n", "\n"), self.endings, "\r\n" if self.crlf else "\n")
+        elif self.crlf:
             body = body.replace("\r\n", "\n").replace("\n", "\r\n")
         if self.encoding != "utf-8":
             try:
@@ -210,6 +219,20 @@ def without_line_numbers(text: str, *, strict: bool = True) -> str | None:
     if not numbers or (strict and any(b != a + 1 for a, b in itertools.pairwise(numbers))):
         return None
     return "\n".join(kept)
+
+
+def _own_endings(old: str, new: str, endings: list[str], default: str) -> str:
+    """``new`` (LF endings) with the line endings of a file that mixes them: a line kept from
+    ``old``, or changed in place, keeps its own; an added line gets ``default``."""
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    out = [default] * (len(new_lines) - 1)
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            for offset in range(min(i2 - i1, j2 - j1)):
+                if i1 + offset < len(endings) and j1 + offset < len(out):
+                    out[j1 + offset] = endings[i1 + offset]
+    return "".join(line + end for line, end in zip(new_lines, out, strict=False)) + new_lines[-1]
 
 
 def unified_diff(old: str, new: str, path: str) -> str:

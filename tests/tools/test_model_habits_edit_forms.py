@@ -58,6 +58,9 @@ APPLIES: dict[str, tuple[bytes, str, str, bytes]] = {
     "trailing-whitespace-in-old": (b"x = 1\ny = 2\n", "x = 1  \ny = 2 ", "x = 5\ny = 2", b"x = 5\ny = 2\n"),
     "crlf-file-lf-edit": (b"a = 1\r\nb = 2\r\n", "a = 1\nb = 2\n", "a = 1\nb = 3\n", b"a = 1\r\nb = 3\r\n"),
     "lf-file-crlf-edit": (b"a = 1\nb = 2\n", "a = 1\r\nb = 2", "a = 1\r\nb = 3", b"a = 1\nb = 3\n"),
+    "mixed-endings-crlf-most": (b"a\r\nb\r\nc\nd\r\n", "b\nc", "B\nc", b"a\r\nB\r\nc\nd\r\n"),
+    "mixed-endings-lf-most": (b"a\nb\nc\r\nd\n", "c\nd", "C\nd", b"a\nb\nC\r\nd\n"),
+    "mixed-endings-added-line": (b"a\r\nb\r\nc\n", "a\nb", "a\nx\nb", b"a\r\nx\r\nb\r\nc\n"),
     "bom-and-crlf-kept": (
         b"\xef\xbb\xbfa = 1\r\nb = 2\r\n",
         "b = 2",

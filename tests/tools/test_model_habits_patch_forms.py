@@ -108,6 +108,11 @@ APPLIES: dict[str, tuple[dict[str, bytes], str, dict[str, bytes | None]]] = {
         codex("*** Update File: a.py", "@@", " x = 1", "-y = 2", "+y = 3"),
         {"a.py": b"x = 1\r\ny = 3\r\n"},
     ),
+    "mixed-line-endings": (
+        {"a.py": b"x = 1\r\ny = 2\nz = 3\r\n"},
+        codex("*** Update File: a.py", "@@", "-x = 1", "+x = 0", " y = 2", "+w = 9"),
+        {"a.py": b"x = 0\r\ny = 2\nw = 9\r\nz = 3\r\n"},
+    ),
     "bom-file": (
         {"a.py": b"\xef\xbb\xbfx = 1\ny = 2\n"},
         codex("*** Update File: a.py", "@@", " x = 1", "-y = 2", "+y = 3"),
