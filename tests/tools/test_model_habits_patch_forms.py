@@ -148,6 +148,26 @@ APPLIES: dict[str, tuple[dict[str, bytes], str, dict[str, bytes | None]]] = {
         codex("*** Update File: a.py", "@@ def g():", "-    x = 1", "+    x = 2"),
         {"a.py": b"def f():\n    x = 1\ndef g():\n    x = 2\n"},
     ),
+    "prose-around-the-patch": (
+        {"a.py": b"x = 1\n"},
+        "Here is the patch:\n\n" + codex("*** Update File: a.py", "@@", "-x = 1", "+x = 2") + "\n\nThis sets x to 2.",
+        {"a.py": b"x = 2\n"},
+    ),
+    "indented-patch": (
+        {"a.py": b"x = 1\ny = 1\n"},
+        "\n".join("    " + line for line in codex("*** Update File: a.py", "@@", " x = 1", "-y = 1", "+y = 2").split("\n")),
+        {"a.py": b"x = 1\ny = 2\n"},
+    ),
+    "crlf-patch-text": (
+        {"a.py": b"x = 1\ny = 1\n"},
+        codex("*** Update File: a.py", "@@", " x = 1", "-y = 1", "+y = 2").replace("\n", "\r\n"),
+        {"a.py": b"x = 1\ny = 2\n"},
+    ),
+    "dot-slash-paths": (
+        {"a.py": b"x = 1\n"},
+        codex("*** Update File: ./a.py", "@@", "-x = 1", "+x = 2", "*** Add File: ./b.py", "+b = 1"),
+        {"a.py": b"x = 2\n", "b.py": b"b = 1\n"},
+    ),
     "markdown-fenced": (
         {"a.py": b"x = 1\n"},
         "```diff\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n```",
