@@ -23,6 +23,7 @@ import contextlib
 import functools
 import json
 import re
+import threading
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -191,12 +192,39 @@ def _copy_json(node: Any) -> Any:
     return node
 
 
-@functools.cache
+#: Argument models of registered tools whose schema nobody asked for yet (``defer_schema``).
+_pending: dict[type[ToolArguments], None] = {}
+#: Building a model is not safe from two threads at once: the app builds the pending schemas on
+#: a worker thread while its event loop may already ask for one (``build_pending_schemas``).
+_building = threading.Lock()
+
+
 def _schema_of(model: type[ToolArguments]) -> dict[str, Any]:
     """Built once per model: every turn asks every tool for its spec."""
+    with _building:
+        return _built_schema(model)
+
+
+@functools.cache
+def _built_schema(model: type[ToolArguments]) -> dict[str, Any]:
+    _pending.pop(model, None)
     raw = model.model_json_schema(mode="validation")
     cleaned: dict[str, Any] = _clean(raw, raw.get("$defs", {}))
     return cleaned
+
+
+def defer_schema(model: type[ToolArguments]) -> None:
+    """Note a registered tool's model whose schema is built at its first use, so that
+    ``build_pending_schemas`` can build it ahead of that use."""
+    _pending[model] = None
+
+
+def build_pending_schemas() -> None:
+    """Build the schemas of registered tools nobody asked for yet: the app does this on a
+    thread once its runtime is idle, a ``roder serve`` host before it says it is ready, so the
+    first request's tool list does not wait for them."""
+    for model in list(_pending):
+        _schema_of(model)
 
 
 def _clean(node: Any, defs: Mapping[str, Any]) -> Any:

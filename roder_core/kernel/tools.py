@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_chec
 
 from roder_core.ir import Attachment, Item, ModelProfile, ToolSpec
 from roder_core.kernel.file_ledger import FileLedger
-from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, arguments_schema, checked_arguments
+from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, arguments_schema, checked_arguments, defer_schema
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
@@ -321,6 +321,28 @@ def validate_spec(spec: ToolSpec) -> None:
         raise ToolSpecError(f"tool {spec.name!r}: required {missing} not in properties")
 
 
+#: What a deferred schema is checked as when its tool registers (``registration_spec``).
+_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def registration_spec(tool: ToolExecutor) -> ToolSpec:
+    """The spec a registry checks when ``tool`` registers.
+
+    A ``Tool`` whose parameters are its ``arguments_model``'s (neither ``spec`` nor ``schema``
+    overridden) is checked with its own name and description and an empty object schema in
+    place of the model's: pydantic makes every model's schema an object whose required fields
+    are among its properties, so that part cannot fail the check, and generating it (most of
+    the runtime's start: twenty models' JSON schemas) waits for the first request that offers
+    the tool, or for ``tool_args.build_pending_schemas``. Every other tool builds its spec now.
+    """
+    if isinstance(tool, Tool) and type(tool).spec is Tool.spec and type(tool).schema is Tool.schema:
+        model = tool.arguments_model
+        if model is not None:
+            defer_schema(model)
+            return ToolSpec(name=tool.name, description=tool.description, parameters=_OBJECT_SCHEMA)
+    return tool.spec()
+
+
 class ToolRegistry:
     """The tools available for one turn, filled by every ToolContributor."""
 
@@ -330,7 +352,7 @@ class ToolRegistry:
         self._current_source = ""
 
     def register(self, tool: ToolExecutor) -> None:
-        spec = tool.spec()
+        spec = registration_spec(tool)
         validate_spec(spec)
         if spec.name in self._tools:
             raise ToolSpecError(

@@ -74,6 +74,7 @@ ALLOWED: dict[str, str] = {
     "extensions/roder_ext_jsonl_store/store.py": "the thread store",
     "extensions/roder_ext_mcp/manager.py": "an MCP server's log tail in Roder's cache, for its error",
     "extensions/roder_ext_mcp/server_log.py": "MCP servers' stderr and log messages, redacted, in their log in Roder's cache",
+    "roder_core/bounded_log.py": "the bounded logs Roder writes in its cache (MCP servers' logs), never project content",
     "extensions/roder_ext_mcp/tools.py": "MCP tool-list cache in Roder's cache",
     "extensions/roder_ext_wasm/__init__.py": "the WebAssembly module the user configured, and its output files",
     "extensions/roder_ext_runners/ssh.py": "the runner's upload of Roder's own helper files",
@@ -85,6 +86,8 @@ ALLOWED: dict[str, str] = {
     "roder_core/batch/outputs.py": "batch outputs",
     "roder_core/batch/rewards.py": "batch reward files",
     "roder_core/batch/scoring.py": "batch scoring copies",
+    "roder_core/batch/score_witness.py": "the records a batch score's pytest runs leave in the rollout's scratch",
+    "roder_core/batch/witness/roder_score_witness.py": "runs inside a batch score's pytest, never in Roder",
     "roder_core/batch/tasks.py": "batch task files given by the operator",
     "roder_core/batch/worker.py": "batch workers' /proc and thread files",
     # the terminal client: the user's own files and Roder's
