@@ -113,12 +113,7 @@ APPLIES: dict[str, tuple[bytes, str, str, bytes]] = {
         "  3\u2192        return 9",
         PY.replace("return 1", "return 9").encode(),
     ),
-    "read-line-numbers-new-only": (
-        PY.encode(),
-        "        return 1",
-        "     3\t        return 9",
-        PY.replace("return 1", "return 9").encode(),
-    ),
+    "read-line-numbers-new-only": (b"if a:\n    x = 1\n", "    x = 1", "     2\t    x = 2", b"if a:\n    x = 2\n"),
     "tab-separated-new-kept": (b"id\tname\n", "id\tname\n", "id\tname\n1\tAlice\n2\tBob\n", b"id\tname\n1\tAlice\n2\tBob\n"),
     "no-final-newline": (b"x = 1\ny = 2", "y = 2\n", "y = 3\n", b"x = 1\ny = 3"),
     "no-final-newline-exact": (b"x = 1\ny = 2", "y = 2", "y = 3", b"x = 1\ny = 3"),

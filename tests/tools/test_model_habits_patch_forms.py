@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.harness import call, run_script
+from tests.tools.harness import call, run_script, write_files
 
 PY = "def f(a):\n    if a:\n        return 1\n    return 2\n"
 TWICE = "x = 1\ny = 2\nx = 1\ny = 2\n"
@@ -28,9 +28,7 @@ def git_diff(old: str, new: str, *body: str) -> str:
 
 
 async def _patch(workspace: Path, files: dict[str, bytes], patch: str) -> tuple[bool, str]:
-    for name, data in files.items():
-        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_bytes(data)
+    write_files(workspace, files)
     _rt, [result] = await run_script(workspace, [{"tool_calls": [call("apply_patch", patch=patch)]}, {"text": "ok"}])
     return result.is_error, result.text
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.harness import call, run_script
+from tests.tools.harness import call, run_script, write_files
 
 PDF = b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\n" + bytes(range(256)) * 4 + b"\n%%EOF\n"
 
@@ -39,10 +39,7 @@ FILES: dict[str, bytes] = {
 
 @pytest.fixture
 def files(workspace: Path) -> Path:
-    for name, data in FILES.items():
-        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_bytes(data)
-    return workspace
+    return write_files(workspace, FILES)
 
 
 async def _read(workspace: Path, **arguments: object) -> tuple[bool, str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.harness import call, run_script
+from tests.tools.harness import call, run_script, write_files
 
 TREE = {
     "src/a.py": "def Foo():\n    return 'needle'\n",
@@ -30,10 +30,7 @@ NO_RIPGREP = {"PATH": "/nonexistent"}
 
 @pytest.fixture
 def tree(workspace: Path) -> Path:
-    for name, text in TREE.items():
-        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_text(text)
-    return workspace
+    return write_files(workspace, TREE)
 
 
 async def _one(workspace: Path, name: str, env: dict[str, str] | None = None, **arguments: object) -> tuple[bool, str]:
