@@ -13,7 +13,7 @@ from pydantic import Field
 from roder_core.ir import Attachment
 from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import CLIENT_TEXT_READER, PolicySubject, ToolCall, ToolExecutionContext, ToolResult
-from roder_core.media.images import MAX_INPUT_BYTES, sniff_image
+from roder_core.media.images import MAX_INPUT_BYTES, measure, sniff_image
 
 from .common import BuiltinTool, TextFile, ToolInputError, decode_fallback, encoding_note, path_subject, text_encoding
 from .freshness import digest_on_disk, key_of, record
@@ -112,6 +112,12 @@ class ReadTool(BuiltinTool):
             return ToolResult.error(call, f"{shown} is an image ({mime}); {model} does not accept images, so read cannot show it")
         if len(data) > MAX_IMAGE_BYTES:
             return ToolResult.error(call, f"{shown} is an image larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MB")
+        if measure(data) is None:  # never "attached" and then dropped for being unreadable
+            return ToolResult.error(
+                call,
+                f"{shown} starts like an image ({mime}) but cannot be decoded (damaged or cut short); "
+                f"inspect it with bash (`file {shown}`)",
+            )
         attachment = Attachment(name=shown, mime_type=mime, data_base64=base64.b64encode(data).decode("ascii"), path=shown)
         return ToolResult(
             id=call.id,

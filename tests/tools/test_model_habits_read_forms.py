@@ -31,6 +31,7 @@ FILES: dict[str, bytes] = {
     "late.txt": b"ascii\n" * 3000 + "caf\u00e9\n".encode("latin-1"),
     "doc.pdf": PDF,
     "pixel.png": png(),
+    "broken.png": png()[:40],
     "big.txt": b"z" * 99 + b"\n" + (b"y" * 99 + b"\n") * 99_999,
     "crlf.txt": b"one\r\ntwo\r\n",
     "utf16.txt": "h\u00e9llo\n".encode("utf-16"),
@@ -103,6 +104,11 @@ async def test_read_windows_and_encodings(files: Path, arguments: dict[str, obje
         ({"path": "./"}, "./ is a folder; use ls or glob to list it"),
         ({"path": "doc.pdf"}, "doc.pdf looks like a binary file"),
         ({"path": "nope.py"}, "nope.py: no such file"),
+        (
+            {"path": "broken.png"},
+            "broken.png starts like an image (image/png) but cannot be decoded (damaged or cut short); "
+            "inspect it with bash (`file broken.png`)",
+        ),
         ({"path": "a.py:3"}, "a.py:3: no such file; to read a.py from line 3, send path='a.py' and offset=3"),
         ({"path": "/etc/hostname"}, "refused: /etc/hostname: outside the workspace"),
         ({"path": "../outside.txt"}, "refused: ../outside.txt: outside the workspace"),
@@ -115,6 +121,7 @@ async def test_read_windows_and_encodings(files: Path, arguments: dict[str, obje
         "workspace-slash",
         "pdf",
         "missing",
+        "broken-image",
         "location",
         "absolute",
         "dot-dot",
