@@ -137,3 +137,41 @@ async def test_what_the_note_says_is_true_without_a_sandbox_too(workspace: Path)
 async def test_commands_without_a_background_job_get_no_such_note(workspace: Path, command: str) -> None:
     _error, text = await _bash(workspace, command)
     assert "ran in the background" not in text
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        ("cd sub", "the folder cd moved to"),
+        ("ls; cd sub", "the folder cd moved to"),
+        ("pushd sub", "the folder pushd moved to"),
+        ("source env.sh", "what source set up"),
+        (". env.sh", "what . (source) set up"),
+        ("export DEBUG=1", "the variables set here"),
+        ("DEBUG=1", "the variables set here"),
+    ],
+    ids=["cd", "ls-then-cd", "pushd", "source", "dot", "export", "assignment"],
+)
+async def test_shell_state_that_ends_with_the_call_is_said_to(workspace: Path, command: str, what: str) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "env.sh").write_text("DEBUG=1\n")
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [call("bash", command=command)]},
+        {"tool_calls": [call("bash", command='pwd; echo "debug=[$DEBUG]"')]},
+        {"text": "ok"},
+    ]
+    _rt, [changed, after] = await run_script(workspace, steps)
+    assert changed.text.endswith(
+        f"[{what} does not carry over: every bash call starts in a new shell in the workspace; chain the commands "
+        "with && in one call (cd sub && make), or pass workdir]"
+    ), changed.text
+    assert after.text.startswith(f"{workspace.resolve()}\ndebug=[]\n")  # as the note says
+
+
+@pytest.mark.parametrize(
+    "command", ["cd sub && ls", "cd sub; ls", "ls", "cd nope"], ids=["cd-and", "cd-then", "plain", "failed-cd"]
+)
+async def test_commands_that_use_the_state_they_set_get_no_such_note(workspace: Path, command: str) -> None:
+    (workspace / "sub").mkdir()
+    _error, text = await _bash(workspace, command)
+    assert "does not carry over" not in text
