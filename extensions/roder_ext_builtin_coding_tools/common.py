@@ -42,6 +42,8 @@ class BuiltinTool(Tool):
             return await self.run(ctx, call)
         except BrokerDenied as exc:
             return ToolResult(id=call.id, name=call.name, text=f"refused: {exc}", data={"refused": True}, is_error=True)
+        except FileNotFoundError as exc:
+            return ToolResult.error(call, f"{exc}{found_elsewhere(ctx, call)}")
         except (ToolArgumentError, *FILE_FAILURES) as exc:
             return ToolResult.error(call, str(exc))
 
@@ -61,6 +63,27 @@ class BuiltinTool(Tool):
         """Preview fields for the approval (``diff``, ``command``, ``cwd``), after the same checks
         as ``run``; none by default."""
         return {}
+
+
+def found_elsewhere(ctx: ToolExecutionContext, call: ToolCall) -> str:
+    """For a ``path`` that does not exist: where files of that name are in the workspace (a
+    path meant relative to a folder an earlier command ``cd``'ed into, or a folder left out),
+    "" when there are none (or the search cannot run)."""
+    path = str(call.arguments.get("path") or "").rstrip("/")
+    name = posixpath.basename(path)
+    if not name or any(char in name for char in "*?[{"):
+        return ""
+    try:
+        found, total = ctx.brokers.fs.find_files(".", f"**/{name}", limit=3)
+    except (OSError, BrokerDenied, ValueError):
+        return ""
+    if not found:
+        return ""
+    names = ", ".join(info.display for info in found) + (f" and {total - 3} more" if total > 3 else "")
+    return (
+        f". Files named {name} in the workspace: {names} (paths are relative to the workspace, not to a folder a "
+        "command moved to)"
+    )
 
 
 class FileEditTool(BuiltinTool):

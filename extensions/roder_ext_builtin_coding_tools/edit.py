@@ -224,7 +224,7 @@ class EditTool(FileEditTool):
         shown = fs.display(fs.resolve(args.path, write=True))
         before = current_text(fs, args.path)
         if before is None:
-            raise ToolInputError(f"{shown} does not exist; use write to create it")
+            raise FileNotFoundError(f"{shown} does not exist; use write to create it")
         try:
             outcome = apply_edit(before.text, old, new, args.replace_all, shown)
         except ToolInputError as exc:

@@ -149,3 +149,31 @@ async def test_an_image_is_attached(files: Path) -> None:
     error, text = await _read(files, path="pixel.png")
     assert not error, text
     assert text == f"image pixel.png (image/png, {len(png())} bytes) is attached"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "error"),
+    [
+        ("read", {"path": "x.txt"}, "x.txt: no such file"),
+        ("edit", {"path": "x.txt", "old_string": "in sub", "new_string": "out"}, "x.txt does not exist; use write to create it"),
+        ("read", {"path": "deep/x.txt"}, "deep/x.txt: no such file"),
+    ],
+    ids=["read", "edit", "wrong-folder"],
+)
+async def test_a_missing_file_names_the_files_of_that_name(
+    files: Path, tool: str, arguments: dict[str, object], error: str
+) -> None:
+    """A path meant relative to a folder an earlier ``cd`` moved to is found where it is."""
+    _rt, [result] = await run_script(files, [{"tool_calls": [call(tool, **arguments)]}, {"text": "ok"}])
+    assert result.is_error
+    assert result.text == (
+        f"{error}. Files named x.txt in the workspace: sub/x.txt (paths are relative to the workspace, not to a "
+        "folder a command moved to)"
+    )
+    assert (files / "sub" / "x.txt").read_bytes() == b"in sub\n"
+
+
+async def test_a_missing_file_with_no_namesake_says_only_that(files: Path) -> None:
+    failed, text = await _read(files, path="nowhere.txt")
+    assert failed
+    assert text == "nowhere.txt: no such file"
