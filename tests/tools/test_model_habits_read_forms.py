@@ -157,8 +157,9 @@ async def test_an_image_is_attached(files: Path) -> None:
         ("read", {"path": "x.txt"}, "x.txt: no such file"),
         ("edit", {"path": "x.txt", "old_string": "in sub", "new_string": "out"}, "x.txt does not exist; use write to create it"),
         ("read", {"path": "deep/x.txt"}, "deep/x.txt: no such file"),
+        ("grep", {"pattern": "sub", "path": "x.txt"}, "x.txt: no such file or folder"),
     ],
-    ids=["read", "edit", "wrong-folder"],
+    ids=["read", "edit", "wrong-folder", "grep"],
 )
 async def test_a_missing_file_names_the_files_of_that_name(
     files: Path, tool: str, arguments: dict[str, object], error: str
