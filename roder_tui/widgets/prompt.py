@@ -190,6 +190,11 @@ class PromptInput(TextArea):
         self.completion: CompletionPopup | None = None  # created on the first completion
         #: Whether steer messages are queued (set by the app); ``up`` on an empty prompt recalls them.
         self.has_queued: Callable[[], bool] = lambda: False
+        #: Brings the completion up to date with the text as it is now (set by ``PromptBar``).
+        #: The bar follows the text through ``Changed`` messages, which it handles in its own
+        #: queue; keys that arrive one by one (a browser sends each in its own message) can
+        #: run ahead of them, so enter would accept the suggestions for an older token.
+        self.sync_completion: Callable[[], None] = lambda: None
         #: The text is an entry recalled from the history and not edited since: up/down keep
         #: walking the history and no completion opens (an entry ending in ``@file`` would
         #: otherwise open one that takes the arrows, and the walk could not go on).
@@ -203,6 +208,8 @@ class PromptInput(TextArea):
         popup = self.completion
         if key not in ("up", "down"):
             self.walking_history = False
+        if popup is not None and popup.display and not self.walking_history and key in ("tab", "enter", "up", "down"):
+            self.sync_completion()  # the keys the suggestions take act on the current token's
         if popup is not None and popup.display and not self.walking_history:
             if key in ("tab", "enter"):
                 event.stop()
@@ -277,6 +284,7 @@ class PromptBar(Vertical):
         super().__init__()
         self.workspace = workspace
         self.input = PromptInput(history, id="prompt")
+        self.input.sync_completion = self._complete
         self.popup: CompletionPopup | None = None  # mounted on first use, not before the first frame
         self.commands: list[Completion] = []
         #: MCP resources (``server:uri``) offered by ``@`` completion before workspace files.
@@ -317,6 +325,10 @@ class PromptBar(Vertical):
         self.mentions = list(mentions)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        self._complete()
+
+    def _complete(self) -> None:
+        """The suggestions for the token before the cursor now (none: the popup closes)."""
         if self.input.walking_history:
             self.close_popup()
             return
@@ -364,7 +376,7 @@ class PromptBar(Vertical):
 
     def _files_ready(self, files: list[str]) -> None:
         self._files = files
-        self.on_text_area_changed(TextArea.Changed(self.input))
+        self._complete()
 
 
 def attachments_in(text: str, workspace: Path, known: set[str] | None = None) -> list[Path]:

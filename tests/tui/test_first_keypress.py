@@ -42,6 +42,36 @@ async def test_enter_on_a_full_name_picks_it_over_longer_names(workspace: Path, 
         await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
 
 
+@pytest.mark.parametrize(
+    ("shown_for", "rest", "key", "expected"), [("/c", "ost", "enter", "/cost"), ("/m", "ode", "tab", "/mode ")]
+)
+async def test_keys_that_outrun_the_suggestions_act_on_what_is_typed(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, shown_for: str, rest: str, key: str, expected: str
+) -> None:
+    """In ``roder web`` each key comes in its own message, and enter can reach the prompt before
+    the suggestions follow the last letters: ``/cost`` then enter ran ``/co/clear`` (the list
+    still held ``/c``'s suggestions and replaced its two letters). Here the letters land and the
+    key is handled before the prompt bar has seen them change, as in the browser."""
+    from textual import events
+
+    app = make_app(workspace, [{"text": "ok", "usage": {"input_tokens": 10, "output_tokens": 2}}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "hello")
+        await pilot.press(*shown_for)
+        await until(pilot, lambda: app.prompt_bar.popup_open, what=f"{shown_for}'s suggestions")
+        prompt = app.prompt_bar.input
+        prompt.insert(rest)  # its Changed message is not handled yet
+        await prompt._on_key(events.Key(key, "\r" if key == "enter" else "\t"))
+        if key == "enter":
+            await until(pilot, lambda: type(app.screen).__name__ == "InfoScreen", what="/cost's report")
+            assert app.screen.title_text == expected  # type: ignore[attr-defined]
+            assert prompt.text == ""
+        else:
+            assert prompt.text == expected
+        assert not any("unknown command" in n.message for n in app._notifications)
+
+
 async def test_enter_on_a_file_completion_only_inserts_it(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (workspace / "notes.md").write_text("x\n")
     app = make_app(workspace, None, monkeypatch)
