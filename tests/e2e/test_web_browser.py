@@ -185,6 +185,34 @@ def test_on_a_phone_typing_after_a_tap_on_the_transcript_reaches_the_prompt(rode
             host.stop()
 
 
+def test_a_slash_command_typed_at_speed_runs_as_typed(roder_home: Path, workspace: Path) -> None:
+    """The page sends each key in its own message, so enter can reach the prompt before the
+    suggestions follow the last letters: ``/cost`` then enter must run /cost (it used to
+    accept ``/c``'s first suggestion over the last letters: ``/co/clear``, an unknown command)."""
+    steps = [{"text": "An answer. SPEED-ONE", "usage": {"input_tokens": 1200, "output_tokens": 30}}]
+    with ThreadedFakeServer(steps, models=("my-model",)) as server:
+        write_local_provider(roder_home, server.base_url)
+        host = HostProcess(workspace, roder_home, "--provider", "local", "--model", "my-model", "--sandbox", "off")
+        web = browser = None
+        try:
+            web = WebProcess(host.env, workspace)
+            browser = Browser(*DESKTOP)
+            browser.open(web.url)
+            browser.wait_for("idle")
+            browser.type("first question\n")
+            browser.wait_for("SPEED-ONE")
+            browser.type("/cost\n")
+            screen = browser.wait_for(lambda s: "/cost · esc to close" in s or "unknown command" in s)
+            assert "unknown command" not in screen
+            assert "input: 1.2k tokens" in screen
+        finally:
+            if browser is not None:
+                browser.close()
+            if web is not None:
+                web.stop()
+            host.stop()
+
+
 def _keep(folder: Path) -> None:
     """``RODER_SCREENSHOTS=DIR`` keeps the screenshots (they are in the test's temp folder)."""
     import os
