@@ -117,7 +117,7 @@ class AppKeys(AppState):
 
         prompt = self.prompt_bar.input
         try:
-            prompt.text, notice = edit_text(self, prompt.text)
+            prompt.text, notice = edit_text(self, prompt.expanded())  # folded pastes in full
         except EditorError as exc:
             self.notify(str(exc), title="editor", severity="error", timeout=8)
             return

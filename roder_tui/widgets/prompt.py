@@ -5,11 +5,18 @@ on the first/last line; tab accepts a completion, esc closes it. Enter on a ``/c
 accepts it and runs the command at once (as Claude Code does: a typed or uniquely completed command
 never needs a second enter); enter on an ``@file`` completion only inserts the file. Everything
 else is a normal text area. The cursor does not blink (no idle repaints over slow links).
+
+A paste longer than ``PASTE_FOLDED_OVER`` characters (a log, a file, a minified line) is shown
+as one placeholder, ``[Pasted text #1: 10,000 lines, 178,894 characters]``, as Claude Code
+does, and sent in full: the text area re-lays its text out on every key, and a 200,000-character
+line cost half a second of CPU per key typed after it. The placeholder is text like any other:
+delete it and the paste goes; ``ctrl+g`` opens the whole text in the editor.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +49,8 @@ _SKIP_DIRS = {
     ".idea",
     ".roder",
 }
+#: Pastes longer than this are shown folded into a placeholder (and sent in full).
+PASTE_FOLDED_OVER = 5_000
 #: What an empty prompt says (a new thread's first screen has no other hint).
 PLACEHOLDER = "Ask anything · / commands · @ files · ctrl+j new line · F1 keys · ctrl+p palette"
 
@@ -199,6 +208,8 @@ class PromptInput(TextArea):
         #: walking the history and no completion opens (an entry ending in ``@file`` would
         #: otherwise open one that takes the arrows, and the walk could not go on).
         self.walking_history = False
+        #: The folded pastes, by their placeholder (``expanded`` puts them back).
+        self.pasted: dict[str, str] = {}
         #: Until the app can send (it says when): an enter typed before the app took the
         #: keyboard was turned into a newline (ctrl+j) by the terminal, so ctrl+j sends too.
         self.starting = True
@@ -257,12 +268,34 @@ class PromptInput(TextArea):
                 return
         await super()._on_key(event)
 
+    async def _on_paste(self, event: events.Paste) -> None:
+        if len(event.text) <= PASTE_FOLDED_OVER or self.read_only:
+            return  # the text area's own handler (next in the class order) inserts it
+        event.stop()
+        event.prevent_default()
+        lines = event.text.count("\n") + (not event.text.endswith("\n"))
+        placeholder = (
+            f"[Pasted text #{len(self.pasted) + 1}: {lines:,} line{'s' if lines != 1 else ''}, {len(event.text):,} characters]"
+        )
+        self.pasted[placeholder] = event.text
+        result = self.replace(placeholder, *self.selection, maintain_selection_offset=False)  # as a paste does
+        self.move_cursor(result.end_location)
+        self.focus()
+
+    def expanded(self) -> str:
+        """The prompt's text with each folded paste whose placeholder is still there put back."""
+        if not self.pasted:
+            return self.text
+        placeholders = re.compile("|".join(re.escape(p) for p in self.pasted))
+        return placeholders.sub(lambda match: self.pasted[match.group()], self.text)
+
     def _submit(self) -> None:
-        text = self.text
+        text = self.expanded()
         if text.strip():
             self.prompt_history.add(text)
             self.post_message(self.Submitted(text))
             self.clear()
+            self.pasted.clear()
 
     def _replace_all(self, text: str) -> None:
         self.text = text

@@ -327,3 +327,34 @@ async def test_plugin_adds_a_marketplace_in_the_app(
         assert [r.name for r in app.screen.results] == ["greeter"]  # type: ignore[attr-defined]
         status = str(app.screen.query_one("#plugin-status").render())
         assert "added the marketplace shop: 1 plugin" in status and "plugins" not in status
+
+
+@pytest.mark.parametrize("pasted", ["x" * 200_000, "".join(f"line number {n}\n" for n in range(1, 10_001))])
+async def test_a_long_paste_is_folded_in_the_prompt_and_sent_whole(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, pasted: str
+) -> None:
+    """A 200,000-character line (or 10,000 lines) pasted into the prompt shows as one placeholder,
+    as in Claude Code, so the keys typed after it stay quick; what is sent is the whole paste with
+    the words around it. A short paste lands as it is."""
+    from textual import events
+
+    from tests.tui.helpers import entries_of
+
+    app = make_app(workspace, [{"text": "got it"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        await pilot.press(*"look: ")
+        app.post_message(events.Paste(pasted))  # as the terminal's bracketed paste arrives
+        lines = pasted.count("\n") or 1
+        placeholder = f"[Pasted text #1: {lines:,} line{'s' if lines > 1 else ''}, {len(pasted):,} characters]"
+        await until(pilot, lambda: placeholder in prompt.text, what="the placeholder")
+        await pilot.press(*" thanks")
+        assert prompt.text == f"look: {placeholder} thanks"
+        await pilot.press("enter")
+        await turn_done(pilot)
+        [sent] = [item.text for e in entries_of(app, "user") for item in e.items]
+        assert sent == f"look: {pasted} thanks"
+        assert prompt.text == "" and not prompt.pasted
+        app.post_message(events.Paste("short paste"))
+        await until(pilot, lambda: prompt.text == "short paste", what="the short paste as it is")
