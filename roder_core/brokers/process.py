@@ -34,7 +34,7 @@ from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, entering, n
 from roder_core.brokers.next_start import HeldCommand, NextStart
 from roder_core.brokers.own_folders import OwnFolders, thread_folder
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv, path_folders_under_private_tmp
-from roder_core.brokers.secret_paths import default_deny_read, masks
+from roder_core.brokers.secret_paths import SecretAliased, default_deny_read, masks
 from roder_core.brokers.self_protection import capability_drop_argv, drop_ptrace_capability, mark_non_dumpable
 
 #: Walks after a command while its repairs keep finding the tree changed under them.
@@ -289,12 +289,17 @@ class HostProcessBroker(CommandBroker):
                     seccomp_fd = held.seccomp_fd
                 elif probe is not None and probe.seccomp:
                     seccomp_fd = seccomp.filter_fd(allow_unix_sockets=self._allow_unix_sockets)
+                try:
+                    masked = tuple(masks(self._deny_read, roots))
+                except SecretAliased as exc:
+                    self._record("process.denied", reason=str(exc))
+                    raise
                 plan = Confinement(
                     level=level,
                     roots=roots,
                     cwd=workdir,
                     readonly=tuple(guard.readonly_paths()) if guard is not None else (),
-                    masked=tuple(masks(self._deny_read, roots)),
+                    masked=masked,
                     shown=(
                         *(p for p in self._shown if p.is_dir()),
                         *self._own.for_thread(self._thread_id),
