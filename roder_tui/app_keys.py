@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from textual import on
+
 from roder_core.modes import Mode
 from roder_tui.app_state import CTRL_C_WINDOW, MODES, SIDEBAR_MIN_CELLS, SIDEBAR_MIN_WIDTH, SIDEBAR_STEP, AppState
 from roder_tui.widgets.prompt import PromptInput
@@ -108,6 +110,14 @@ class AppKeys(AppState):
     def action_focus_transcript(self) -> None:
         widgets = self.transcript._entry_widgets()
         (widgets[-1] if widgets else self.transcript).focus()
+
+    @on(PromptInput.PageTranscript)
+    def _page_transcript(self, event: PromptInput.PageTranscript) -> None:
+        """``pageup``/``pagedown`` in the prompt scroll the transcript; the focus stays."""
+        if event.step < 0:
+            self.transcript.scroll_page_up(animate=False)
+        else:
+            self.transcript.scroll_page_down(animate=False)
 
     def action_focus_prompt(self) -> None:
         self.prompt_bar.input.focus()

@@ -192,6 +192,15 @@ class PromptInput(TextArea):
     class RecallQueued(Message):
         """``up`` on an empty prompt while steer messages wait: take the newest one back."""
 
+    class PageTranscript(Message):
+        """``pageup``/``pagedown`` typed in the prompt: scroll the transcript a page (``step``:
+        -1 up, 1 down), as in Codex, so reading back needs no focus change (the text area
+        would only move its cursor, which a prompt of a few lines does not need)."""
+
+        def __init__(self, step: int) -> None:
+            super().__init__()
+            self.step = step
+
     def __init__(self, history: PromptHistory, *, id: str | None = None) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", placeholder=PLACEHOLDER, id=id)
         self.prompt_history = history
@@ -244,6 +253,11 @@ class PromptInput(TextArea):
             event.stop()
             event.prevent_default()
             self._submit()
+            return
+        if key in ("pageup", "pagedown"):
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.PageTranscript(-1 if key == "pageup" else 1))
             return
         if key in ("shift+enter", "ctrl+j"):
             event.stop()

@@ -358,3 +358,26 @@ async def test_a_long_paste_is_folded_in_the_prompt_and_sent_whole(
         assert prompt.text == "" and not prompt.pasted
         app.post_message(events.Paste("short paste"))
         await until(pilot, lambda: prompt.text == "short paste", what="the short paste as it is")
+
+
+async def test_pageup_in_the_prompt_scrolls_the_transcript(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading back with the keyboard needs no focus change: pageup/pagedown typed in the prompt
+    scroll the transcript a page (as in Codex), and what is typed next still lands in the prompt."""
+    from tests.tui.helpers import write_long_thread
+
+    thread_id = await write_long_thread(workspace, 60)
+    app = make_app(workspace, None, monkeypatch, resume=thread_id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        transcript, prompt = app.transcript, app.prompt_bar.input
+        await until(
+            pilot, lambda: transcript.max_scroll_y > 0 and transcript.scroll_y >= transcript.max_scroll_y - 1, what="the end"
+        )
+        bottom = transcript.scroll_y
+        await pilot.press("pageup")
+        await until(pilot, lambda: transcript.scroll_y < bottom - 5, what="a page up")
+        assert app.focused is prompt
+        await pilot.press("pagedown")
+        await until(pilot, lambda: transcript.scroll_y >= bottom - 1, what="a page down")
+        await pilot.press(*"typed")
+        assert prompt.text == "typed"
