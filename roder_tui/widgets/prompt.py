@@ -296,6 +296,25 @@ class PromptInput(TextArea):
         self.move_cursor(result.end_location)
         self.focus()
 
+    def action_delete_to_start_of_line(self) -> None:
+        """``ctrl+u``: to the start of the line as typed, not of the row it wraps onto (as in
+        readline, Claude Code and Codex: one press clears a long sentence at 40 columns)."""
+        row, column = self.selection.end
+        if self.read_only or (column == 0 and self.selection.is_empty):
+            super().action_delete_to_start_of_line()  # at a line's start: joins it to the one above
+            return
+        self._delete_via_keyboard(self.selection.end, (row, 0))
+
+    async def action_delete_to_end_of_line_or_delete_line(self) -> None:
+        """``ctrl+k``: to the end of the line as typed (an empty line goes, at the end the next
+        line joins), not of the row the cursor is on."""
+        row, column = self.selection.end
+        line = self.document[row]
+        if self.read_only or not line or (self.selection.is_empty and column == len(line)):
+            await super().action_delete_to_end_of_line_or_delete_line()
+            return
+        self._delete_via_keyboard(self.selection.end, (row, len(line)))
+
     def expanded(self) -> str:
         """The prompt's text with each folded paste whose placeholder is still there put back."""
         if not self.pasted:

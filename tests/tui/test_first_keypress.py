@@ -381,3 +381,22 @@ async def test_pageup_in_the_prompt_scrolls_the_transcript(workspace: Path, monk
         await until(pilot, lambda: transcript.scroll_y >= bottom - 1, what="a page down")
         await pilot.press(*"typed")
         assert prompt.text == "typed"
+
+
+async def test_ctrl_u_and_ctrl_k_act_on_the_line_as_typed_not_the_wrapped_row(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 40 columns a sentence wraps over several rows; ``ctrl+u`` clears back to its start in
+    one press and ``ctrl+k`` to its end (they used to stop at the row's edge)."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        sentence = "word " * 30
+        await pilot.press(*"first line", "ctrl+j", *sentence)
+        await pilot.press("ctrl+u")
+        assert prompt.text == "first line\n"
+        await pilot.press(*sentence)
+        prompt.move_cursor((1, 10))
+        await pilot.press("ctrl+k")
+        assert prompt.text == "first line\nword word "
