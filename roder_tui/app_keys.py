@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from textual import on
+
 from roder_core.modes import Mode
 from roder_tui.app_state import CTRL_C_WINDOW, MODES, SIDEBAR_MIN_CELLS, SIDEBAR_MIN_WIDTH, SIDEBAR_STEP, AppState
 from roder_tui.widgets.prompt import PromptInput
@@ -109,6 +111,14 @@ class AppKeys(AppState):
         widgets = self.transcript._entry_widgets()
         (widgets[-1] if widgets else self.transcript).focus()
 
+    @on(PromptInput.PageTranscript)
+    def _page_transcript(self, event: PromptInput.PageTranscript) -> None:
+        """``pageup``/``pagedown`` in the prompt scroll the transcript; the focus stays."""
+        if event.step < 0:
+            self.transcript.scroll_page_up(animate=False)
+        else:
+            self.transcript.scroll_page_down(animate=False)
+
     def action_focus_prompt(self) -> None:
         self.prompt_bar.input.focus()
 
@@ -117,7 +127,7 @@ class AppKeys(AppState):
 
         prompt = self.prompt_bar.input
         try:
-            prompt.text, notice = edit_text(self, prompt.text)
+            prompt.text, notice = edit_text(self, prompt.expanded())  # folded pastes in full
         except EditorError as exc:
             self.notify(str(exc), title="editor", severity="error", timeout=8)
             return

@@ -85,6 +85,8 @@ KEYS: tuple[Key, ...] = (
     Key("enter", "", "send; while a turn runs, queue it as a steer message", "prompt"),
     Key("ctrl+j,shift+enter", "", "new line (shift+enter only where the terminal tells them apart; tmux: see docs)", "prompt"),
     Key("up,down", "", "previous / next prompt from history (on the first / last line)", "prompt"),
+    Key("pageup,pagedown", "", "scroll the transcript a page (the prompt keeps the focus)", "prompt"),
+    Key("ctrl+u,ctrl+k", "", "delete to the start / end of the line (as typed, however it wraps)", "prompt"),
     Key("/", "", "command completion (built-in and custom commands)", "prompt"),
     Key("@", "", "complete a workspace file; it is attached when you send (images as pictures)", "prompt"),
     Key("!", "", "!cmd runs a shell command through the policy and shows it", "prompt"),

@@ -5,11 +5,18 @@ on the first/last line; tab accepts a completion, esc closes it. Enter on a ``/c
 accepts it and runs the command at once (as Claude Code does: a typed or uniquely completed command
 never needs a second enter); enter on an ``@file`` completion only inserts the file. Everything
 else is a normal text area. The cursor does not blink (no idle repaints over slow links).
+
+A paste longer than ``PASTE_FOLDED_OVER`` characters (a log, a file, a minified line) is shown
+as one placeholder, ``[Pasted text #1: 10,000 lines, 178,894 characters]``, as Claude Code
+does, and sent in full: the text area re-lays its text out on every key, and a 200,000-character
+line cost half a second of CPU per key typed after it. The placeholder is text like any other:
+delete it and the paste goes; ``ctrl+g`` opens the whole text in the editor.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +49,8 @@ _SKIP_DIRS = {
     ".idea",
     ".roder",
 }
+#: Pastes longer than this are shown folded into a placeholder (and sent in full).
+PASTE_FOLDED_OVER = 5_000
 #: What an empty prompt says (a new thread's first screen has no other hint).
 PLACEHOLDER = "Ask anything · / commands · @ files · ctrl+j new line · F1 keys · ctrl+p palette"
 
@@ -183,6 +192,15 @@ class PromptInput(TextArea):
     class RecallQueued(Message):
         """``up`` on an empty prompt while steer messages wait: take the newest one back."""
 
+    class PageTranscript(Message):
+        """``pageup``/``pagedown`` typed in the prompt: scroll the transcript a page (``step``:
+        -1 up, 1 down), as in Codex, so reading back needs no focus change (the text area
+        would only move its cursor, which a prompt of a few lines does not need)."""
+
+        def __init__(self, step: int) -> None:
+            super().__init__()
+            self.step = step
+
     def __init__(self, history: PromptHistory, *, id: str | None = None) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", placeholder=PLACEHOLDER, id=id)
         self.prompt_history = history
@@ -190,10 +208,17 @@ class PromptInput(TextArea):
         self.completion: CompletionPopup | None = None  # created on the first completion
         #: Whether steer messages are queued (set by the app); ``up`` on an empty prompt recalls them.
         self.has_queued: Callable[[], bool] = lambda: False
+        #: Brings the completion up to date with the text as it is now (set by ``PromptBar``).
+        #: The bar follows the text through ``Changed`` messages, which it handles in its own
+        #: queue; keys that arrive one by one (a browser sends each in its own message) can
+        #: run ahead of them, so enter would accept the suggestions for an older token.
+        self.sync_completion: Callable[[], None] = lambda: None
         #: The text is an entry recalled from the history and not edited since: up/down keep
         #: walking the history and no completion opens (an entry ending in ``@file`` would
         #: otherwise open one that takes the arrows, and the walk could not go on).
         self.walking_history = False
+        #: The folded pastes, by their placeholder (``expanded`` puts them back).
+        self.pasted: dict[str, str] = {}
         #: Until the app can send (it says when): an enter typed before the app took the
         #: keyboard was turned into a newline (ctrl+j) by the terminal, so ctrl+j sends too.
         self.starting = True
@@ -203,6 +228,8 @@ class PromptInput(TextArea):
         popup = self.completion
         if key not in ("up", "down"):
             self.walking_history = False
+        if popup is not None and popup.display and not self.walking_history and key in ("tab", "enter", "up", "down"):
+            self.sync_completion()  # the keys the suggestions take act on the current token's
         if popup is not None and popup.display and not self.walking_history:
             if key in ("tab", "enter"):
                 event.stop()
@@ -227,6 +254,11 @@ class PromptInput(TextArea):
             event.prevent_default()
             self._submit()
             return
+        if key in ("pageup", "pagedown"):
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.PageTranscript(-1 if key == "pageup" else 1))
+            return
         if key in ("shift+enter", "ctrl+j"):
             event.stop()
             event.prevent_default()
@@ -250,12 +282,53 @@ class PromptInput(TextArea):
                 return
         await super()._on_key(event)
 
+    async def _on_paste(self, event: events.Paste) -> None:
+        if len(event.text) <= PASTE_FOLDED_OVER or self.read_only:
+            return  # the text area's own handler (next in the class order) inserts it
+        event.stop()
+        event.prevent_default()
+        lines = event.text.count("\n") + (not event.text.endswith("\n"))
+        placeholder = (
+            f"[Pasted text #{len(self.pasted) + 1}: {lines:,} line{'s' if lines != 1 else ''}, {len(event.text):,} characters]"
+        )
+        self.pasted[placeholder] = event.text
+        result = self.replace(placeholder, *self.selection, maintain_selection_offset=False)  # as a paste does
+        self.move_cursor(result.end_location)
+        self.focus()
+
+    def action_delete_to_start_of_line(self) -> None:
+        """``ctrl+u``: to the start of the line as typed, not of the row it wraps onto (as in
+        readline, Claude Code and Codex: one press clears a long sentence at 40 columns)."""
+        row, column = self.selection.end
+        if self.read_only or (column == 0 and self.selection.is_empty):
+            super().action_delete_to_start_of_line()  # at a line's start: joins it to the one above
+            return
+        self._delete_via_keyboard(self.selection.end, (row, 0))
+
+    async def action_delete_to_end_of_line_or_delete_line(self) -> None:
+        """``ctrl+k``: to the end of the line as typed (an empty line goes, at the end the next
+        line joins), not of the row the cursor is on."""
+        row, column = self.selection.end
+        line = self.document[row]
+        if self.read_only or not line or (self.selection.is_empty and column == len(line)):
+            await super().action_delete_to_end_of_line_or_delete_line()
+            return
+        self._delete_via_keyboard(self.selection.end, (row, len(line)))
+
+    def expanded(self) -> str:
+        """The prompt's text with each folded paste whose placeholder is still there put back."""
+        if not self.pasted:
+            return self.text
+        placeholders = re.compile("|".join(re.escape(p) for p in self.pasted))
+        return placeholders.sub(lambda match: self.pasted[match.group()], self.text)
+
     def _submit(self) -> None:
-        text = self.text
+        text = self.expanded()
         if text.strip():
             self.prompt_history.add(text)
             self.post_message(self.Submitted(text))
             self.clear()
+            self.pasted.clear()
 
     def _replace_all(self, text: str) -> None:
         self.text = text
@@ -277,6 +350,7 @@ class PromptBar(Vertical):
         super().__init__()
         self.workspace = workspace
         self.input = PromptInput(history, id="prompt")
+        self.input.sync_completion = self._complete
         self.popup: CompletionPopup | None = None  # mounted on first use, not before the first frame
         self.commands: list[Completion] = []
         #: MCP resources (``server:uri``) offered by ``@`` completion before workspace files.
@@ -317,6 +391,10 @@ class PromptBar(Vertical):
         self.mentions = list(mentions)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        self._complete()
+
+    def _complete(self) -> None:
+        """The suggestions for the token before the cursor now (none: the popup closes)."""
         if self.input.walking_history:
             self.close_popup()
             return
@@ -364,7 +442,7 @@ class PromptBar(Vertical):
 
     def _files_ready(self, files: list[str]) -> None:
         self._files = files
-        self.on_text_area_changed(TextArea.Changed(self.input))
+        self._complete()
 
 
 def attachments_in(text: str, workspace: Path, known: set[str] | None = None) -> list[Path]:

@@ -7,6 +7,7 @@ phone size (where the narrow layout takes over). A wrong token gets no app.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -14,7 +15,9 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,40 +152,66 @@ def test_the_app_in_a_browser_streams_answers_and_takes_approvals_at_desktop_and
             host.stop()
 
 
-def test_on_a_phone_typing_after_a_tap_on_the_transcript_reaches_the_prompt(roder_home: Path, workspace: Path) -> None:
-    """At 390x844 a tap on the transcript (to read or scroll) must not take the typing with it:
-    the letters typed next show in the prompt and are sent with enter."""
-    steps = [{"text": "First answer, long enough to tap on. PHONE-ONE"}, {"text": "Second answer. PHONE-TWO"}]
+@contextlib.contextmanager
+def web_session(
+    roder_home: Path, workspace: Path, steps: list[dict[str, Any]], size: tuple[int, int]
+) -> Iterator[tuple[ThreadedFakeServer, Browser, WebProcess]]:
+    """The loopback model server playing ``steps``, a host on it, ``roder web`` on the host and a
+    browser of ``size`` (not opened yet); all stopped on the way out."""
     with ThreadedFakeServer(steps, models=("my-model",)) as server:
         write_local_provider(roder_home, server.base_url)
         host = HostProcess(workspace, roder_home, "--provider", "local", "--model", "my-model", "--sandbox", "off")
         web = browser = None
         try:
             web = WebProcess(host.env, workspace)
-            browser = Browser(*PHONE)
-            browser.emulate_phone(*PHONE)
-            browser.driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
-            browser.open(web.url)
-            browser.wait_for(lambda s: 0 < browser.columns <= 50 and "idle" in s)
-            browser.type("first question\n")
-            screen = browser.wait_for("PHONE-ONE")
-            rows = screen.splitlines()
-            answer_row = next(i for i, line in enumerate(rows) if "PHONE-ONE" in line or "First answer" in line)
-            row_height = browser.driver.execute_script("return window.innerHeight") / len(rows)
-            browser.tap(60, (answer_row + 0.5) * row_height)  # on the answer, in the transcript
-            browser.painted()
-            assert any(re.search(r"\[<0;\d+;\d+M", message) for message in browser.sent())  # the app got the tap as a click
-            browser.type("typed-after-tap")
-            browser.wait_for(lambda s: any("typed-after-tap" in line for line in s.splitlines()[-6:]))  # in the prompt
-            browser.type("\n")
-            browser.wait_for("PHONE-TWO")
-            assert "typed-after-tap" in json.dumps(server.calls[-1].json["messages"])  # sent as the prompt
+            browser = Browser(*size)
+            yield server, browser, web
         finally:
             if browser is not None:
                 browser.close()
             if web is not None:
                 web.stop()
             host.stop()
+
+
+def test_on_a_phone_typing_after_a_tap_on_the_transcript_reaches_the_prompt(roder_home: Path, workspace: Path) -> None:
+    """At 390x844 a tap on the transcript (to read or scroll) must not take the typing with it:
+    the letters typed next show in the prompt and are sent with enter."""
+    steps = [{"text": "First answer, long enough to tap on. PHONE-ONE"}, {"text": "Second answer. PHONE-TWO"}]
+    with web_session(roder_home, workspace, steps, PHONE) as (server, browser, web):
+        browser.emulate_phone(*PHONE)
+        browser.driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
+        browser.open(web.url)
+        browser.wait_for(lambda s: 0 < browser.columns <= 50 and "idle" in s)
+        browser.type("first question\n")
+        screen = browser.wait_for("PHONE-ONE")
+        rows = screen.splitlines()
+        answer_row = next(i for i, line in enumerate(rows) if "PHONE-ONE" in line or "First answer" in line)
+        row_height = browser.driver.execute_script("return window.innerHeight") / len(rows)
+        browser.tap(60, (answer_row + 0.5) * row_height)  # on the answer, in the transcript
+        browser.painted()
+        assert any(re.search(r"\[<0;\d+;\d+M", message) for message in browser.sent())  # the app got the tap as a click
+        browser.type("typed-after-tap")
+        browser.wait_for(lambda s: any("typed-after-tap" in line for line in s.splitlines()[-6:]))  # in the prompt
+        browser.type("\n")
+        browser.wait_for("PHONE-TWO")
+        assert "typed-after-tap" in json.dumps(server.calls[-1].json["messages"])  # sent as the prompt
+
+
+def test_a_slash_command_typed_at_speed_runs_as_typed(roder_home: Path, workspace: Path) -> None:
+    """The page sends each key in its own message, so enter can reach the prompt before the
+    suggestions follow the last letters: ``/cost`` then enter must run /cost (it used to
+    accept ``/c``'s first suggestion over the last letters: ``/co/clear``, an unknown command)."""
+    steps = [{"text": "An answer. SPEED-ONE", "usage": {"input_tokens": 1200, "output_tokens": 30}}]
+    with web_session(roder_home, workspace, steps, DESKTOP) as (_, browser, web):
+        browser.open(web.url)
+        browser.wait_for("idle")
+        browser.type("first question\n")
+        browser.wait_for("SPEED-ONE")
+        browser.type("/cost\n")
+        screen = browser.wait_for(lambda s: "/cost · esc to close" in s or "unknown command" in s)
+        assert "unknown command" not in screen
+        assert "input: 1.2k tokens" in screen
 
 
 def _keep(folder: Path) -> None:

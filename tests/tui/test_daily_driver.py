@@ -502,7 +502,14 @@ async def test_collapsed_cards_show_the_change_and_the_output_tail(workspace: Pa
 # --------------------------------------------------------------------------- 9. external editor
 
 
-async def test_ctrl_g_edits_the_prompt_in_the_editor(workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.mark.parametrize("draft", ["first line", "z" * 9_000], ids=["typed", "folded-paste"])
+async def test_ctrl_g_edits_the_prompt_in_the_editor(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, draft: str
+) -> None:
+    """What is typed goes to the editor and comes back edited; a long paste, a placeholder in
+    the prompt, goes (and comes back) whole."""
+    from textual import events
+
     editor = tmp_path / "fake-editor"
     editor.write_text('#!/bin/sh\nprintf "%s\\nsecond line from the editor\\n" "$(cat "$1")" > "$1"\n')
     editor.chmod(0o755)
@@ -510,10 +517,14 @@ async def test_ctrl_g_edits_the_prompt_in_the_editor(workspace: Path, monkeypatc
     app = make_app(workspace, [{"text": "ok"}], monkeypatch)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        await pilot.press(*"first line")
+        if len(draft) > 100:
+            app.post_message(events.Paste(draft))
+            await until(pilot, lambda: "[Pasted text #1" in app.prompt_bar.input.text, what="the placeholder")
+        else:
+            await pilot.press(*draft)
         await pilot.press("ctrl+g")
         await until(pilot, lambda: "second line" in app.prompt_bar.input.text, what="the edited prompt")
-        assert app.prompt_bar.input.text == "first line\nsecond line from the editor"
+        assert app.prompt_bar.input.text == f"{draft}\nsecond line from the editor"
 
 
 def _fake_editor(folder: Path, name: str) -> Path:

@@ -42,6 +42,36 @@ async def test_enter_on_a_full_name_picks_it_over_longer_names(workspace: Path, 
         await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
 
 
+@pytest.mark.parametrize(
+    ("shown_for", "rest", "key", "expected"), [("/c", "ost", "enter", "/cost"), ("/m", "ode", "tab", "/mode ")]
+)
+async def test_keys_that_outrun_the_suggestions_act_on_what_is_typed(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, shown_for: str, rest: str, key: str, expected: str
+) -> None:
+    """In ``roder web`` each key comes in its own message, and enter can reach the prompt before
+    the suggestions follow the last letters: ``/cost`` then enter ran ``/co/clear`` (the list
+    still held ``/c``'s suggestions and replaced its two letters). Here the letters land and the
+    key is handled before the prompt bar has seen them change, as in the browser."""
+    from textual import events
+
+    app = make_app(workspace, [{"text": "ok", "usage": {"input_tokens": 10, "output_tokens": 2}}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await ask(pilot, "hello")
+        await pilot.press(*shown_for)
+        await until(pilot, lambda: app.prompt_bar.popup_open, what=f"{shown_for}'s suggestions")
+        prompt = app.prompt_bar.input
+        prompt.insert(rest)  # its Changed message is not handled yet
+        await prompt._on_key(events.Key(key, "\r" if key == "enter" else "\t"))
+        if key == "enter":
+            await until(pilot, lambda: type(app.screen).__name__ == "InfoScreen", what="/cost's report")
+            assert app.screen.title_text == expected  # type: ignore[attr-defined]
+            assert prompt.text == ""
+        else:
+            assert prompt.text == expected
+        assert not any("unknown command" in n.message for n in app._notifications)
+
+
 async def test_enter_on_a_file_completion_only_inserts_it(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (workspace / "notes.md").write_text("x\n")
     app = make_app(workspace, None, monkeypatch)
@@ -297,3 +327,76 @@ async def test_plugin_adds_a_marketplace_in_the_app(
         assert [r.name for r in app.screen.results] == ["greeter"]  # type: ignore[attr-defined]
         status = str(app.screen.query_one("#plugin-status").render())
         assert "added the marketplace shop: 1 plugin" in status and "plugins" not in status
+
+
+@pytest.mark.parametrize("pasted", ["x" * 200_000, "".join(f"line number {n}\n" for n in range(1, 10_001))])
+async def test_a_long_paste_is_folded_in_the_prompt_and_sent_whole(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, pasted: str
+) -> None:
+    """A 200,000-character line (or 10,000 lines) pasted into the prompt shows as one placeholder,
+    as in Claude Code, so the keys typed after it stay quick; what is sent is the whole paste with
+    the words around it. A short paste lands as it is."""
+    from textual import events
+
+    from tests.tui.helpers import entries_of
+
+    app = make_app(workspace, [{"text": "got it"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        await pilot.press(*"look: ")
+        app.post_message(events.Paste(pasted))  # as the terminal's bracketed paste arrives
+        lines = pasted.count("\n") or 1
+        placeholder = f"[Pasted text #1: {lines:,} line{'s' if lines > 1 else ''}, {len(pasted):,} characters]"
+        await until(pilot, lambda: placeholder in prompt.text, what="the placeholder")
+        await pilot.press(*" thanks")
+        assert prompt.text == f"look: {placeholder} thanks"
+        await pilot.press("enter")
+        await turn_done(pilot)
+        [sent] = [item.text for e in entries_of(app, "user") for item in e.items]
+        assert sent == f"look: {pasted} thanks"
+        assert prompt.text == "" and not prompt.pasted
+        app.post_message(events.Paste("short paste"))
+        await until(pilot, lambda: prompt.text == "short paste", what="the short paste as it is")
+
+
+async def test_pageup_in_the_prompt_scrolls_the_transcript(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading back with the keyboard needs no focus change: pageup/pagedown typed in the prompt
+    scroll the transcript a page (as in Codex), and what is typed next still lands in the prompt."""
+    from tests.tui.helpers import write_long_thread
+
+    thread_id = await write_long_thread(workspace, 60)
+    app = make_app(workspace, None, monkeypatch, resume=thread_id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        transcript, prompt = app.transcript, app.prompt_bar.input
+        await until(
+            pilot, lambda: transcript.max_scroll_y > 0 and transcript.scroll_y >= transcript.max_scroll_y - 1, what="the end"
+        )
+        bottom = transcript.scroll_y
+        await pilot.press("pageup")
+        await until(pilot, lambda: transcript.scroll_y < bottom - 5, what="a page up")
+        assert app.focused is prompt
+        await pilot.press("pagedown")
+        await until(pilot, lambda: transcript.scroll_y >= bottom - 1, what="a page down")
+        await pilot.press(*"typed")
+        assert prompt.text == "typed"
+
+
+async def test_ctrl_u_and_ctrl_k_act_on_the_line_as_typed_not_the_wrapped_row(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 40 columns a sentence wraps over several rows; ``ctrl+u`` clears back to its start in
+    one press and ``ctrl+k`` to its end (they used to stop at the row's edge)."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        sentence = "word " * 30
+        await pilot.press(*"first line", "ctrl+j", *sentence)
+        await pilot.press("ctrl+u")
+        assert prompt.text == "first line\n"
+        await pilot.press(*sentence)
+        prompt.move_cursor((1, 10))
+        await pilot.press("ctrl+k")
+        assert prompt.text == "first line\nword word "

@@ -179,3 +179,40 @@ def test_first_run_screen(
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+def test_a_folded_paste_in_the_prompt(
+    snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """10,000 pasted lines are one placeholder in the prompt, with the words typed around it."""
+    from textual import events
+
+    app = make_app(fixed_workspace, None, monkeypatch)
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        await pilot.press(*"what fails here? ")
+        app.post_message(events.Paste("".join(f"2026-11-27 12:00:{n % 60:02d} line {n}\n" for n in range(10_000))))
+        await until(pilot, lambda: "[Pasted text #1" in app.prompt_bar.input.text, what="the placeholder")
+        await pilot.press(*" thanks")
+        await _settle(app)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+def test_the_cost_panel(snap_compare: Any, fixed_workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    usage = {**USAGE, "cached_input_tokens": 900, "reasoning_tokens": 20}
+    monkeypatch.setattr("roder_core.threads.usage_report._duration", lambda seconds: "2.5s")  # pinned: it varies
+    app = make_app(fixed_workspace, [{"text": "Done.", "usage": usage}], monkeypatch)
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        await pilot.press(*"hello", "enter")
+        await turn_done(pilot)
+        await pilot.press(*"/cost", "enter")
+        await until(pilot, lambda: type(app.screen).__name__ == "InfoScreen", what="the /cost panel")
+        await _settle(app)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
