@@ -242,3 +242,27 @@ def test_writing_a_file_nested_without_end(name: str, content: str, roder_home: 
     assert "WRITE-HANDLED" in done.stdout
     assert (workspace / name).read_text() == content
     assert "MemoryError" not in sent[2] and "RecursionError" not in sent[2]
+
+
+def test_the_text_tools_never_hold_a_huge_file(roder_home: Path, workspace: Path) -> None:
+    """edit, write and apply_patch on a 1 GiB file (sparse: no disk used) and a 100 MiB text file
+    each answer with one clear line, and ``roder`` stays under 300 MB: the file is read with a
+    limit (``write.changeable_bytes``), never whole."""
+    with (workspace / "huge.bin").open("wb") as file:
+        file.truncate(1024**3)
+    (workspace / "big.txt").write_text("a line of text\n" * (7 * 1024 * 1024))
+    patch = "*** Begin Patch\n*** Delete File: big.txt\n*** End Patch\n"
+    calls = [
+        {"name": "edit", "arguments": {"path": "huge.bin", "old_string": "a", "new_string": "b"}},
+        {"name": "edit", "arguments": {"path": "big.txt", "old_string": "a line", "new_string": "one line"}},
+        {"name": "write", "arguments": {"path": "huge.bin", "content": "small now"}},
+        {"name": "apply_patch", "arguments": {"patch": patch}},
+    ]
+    steps = [*({"tool_calls": [call]} for call in calls), {"text": "FILES-HANDLED"}]
+    done, sent, peak_kb = _ask_measured(steps, roder_home, workspace, "--mode", "bypass")
+    assert done.returncode == 0, done.stderr
+    assert "FILES-HANDLED" in done.stdout
+    assert sent[-1].count("larger than 32 MiB") == 4, sent[-1][-3000:]
+    assert (workspace / "big.txt").stat().st_size == 15 * 7 * 1024 * 1024  # nothing was written
+    assert (workspace / "huge.bin").stat().st_size == 1024**3
+    assert peak_kb < 300 * 1024, peak_kb
