@@ -14,8 +14,6 @@ from roder_tui import listings
 from roder_tui.app_rewind import AppRewind
 
 if TYPE_CHECKING:
-    from textual.widget import Widget
-
     from roder_core.kernel.services import PaletteCommand
     from roder_tui.widgets.command_palette import CommandPalette
     from roder_tui.widgets.help_panel import HelpPanel
@@ -230,12 +228,14 @@ class AppCommands(AppRewind):
 
     async def prebuild_panels(self) -> None:
         """Build the palette and help once the app is idle (started, and the typing paused), so
-        that ctrl+p and F1 only show them; help's key table is laid out for the screen's size
-        too. A key pressed before that builds them on the spot (``mount_panels``)."""
+        that ctrl+p and F1 only show them; help's key table is laid out, and the palette's first
+        view drawn, for the screen's size too. A key pressed before that builds them on the spot
+        (``mount_panels``)."""
         await self.input_pause.wait()
-        _palette, help_panel = self.mount_panels()
+        palette, help_panel = self.mount_panels()
         if self._panels_mounted is not None:
             await self._panels_mounted
+        palette.prepare(self.screen_stack[0].size)
         help_panel.prepare(self.screen_stack[0].size)
 
     def mount_panels(self) -> tuple[CommandPalette, HelpPanel]:
@@ -249,11 +249,8 @@ class AppCommands(AppRewind):
             from roder_tui.widgets.command_palette import CommandPalette
             from roder_tui.widgets.help_panel import HelpPanel
 
-            def prompt() -> Widget:  # where focus goes when the widget it came from is gone
-                return self.prompt_bar.input
-
-            palette = CommandPalette(self._palette_rows, self.run_palette_command, fallback_focus=prompt)
-            help_panel = HelpPanel(self._keymap, fallback_focus=prompt)
+            palette = CommandPalette(self._palette_rows, self.run_palette_command)
+            help_panel = HelpPanel(self._keymap)
             self.panels = (palette, help_panel)
             self._panels_mounted = self.screen_stack[0].mount(palette, help_panel, before=0)
         return self.panels

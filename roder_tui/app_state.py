@@ -168,11 +168,6 @@ class AppState(App[int]):
             table[key] = [replace(b, priority=True) if b.id in wins else b for b in bindings]
         self.keymap_notes = keymap_notes(keymap)
 
-    async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key):
-            self.input_pause.typed()
-        await super().on_event(event)
-
     def notify(
         self,
         message: str,
@@ -191,6 +186,25 @@ class AppState(App[int]):
         from roder_tui.main_screen import MainScreen
 
         return MainScreen(id="_default")
+
+    async def on_event(self, event: events.Event) -> None:
+        """Where a key or a paste goes, decided in one place: while a panel (the palette, help)
+        is open on the main screen, to the panel, which keeps the focus where it was
+        (``widgets/overlay.py`` says why); else as Textual sends it, to the focused widget. The
+        app's priority keys (``ctrl+q``, ``shift+tab``, ``ctrl+p``) run first either way."""
+        from roder_tui.main_screen import MainScreen
+
+        if isinstance(event, events.Key):
+            self.input_pause.typed()
+        if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded and self._screen_stack:
+            screen = self.screen
+            owner = screen.key_owner if isinstance(screen, MainScreen) else None
+            if owner is not None:
+                self.app_focus = True
+                if isinstance(event, events.Paste) or not await self._check_bindings(event.key, priority=True):
+                    owner._forward_event(event)
+                return
+        await super().on_event(event)
 
     def compose(self) -> ComposeResult:
         self.sidebar = Sidebar(id="sidebar")

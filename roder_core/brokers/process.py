@@ -263,7 +263,9 @@ class HostProcessBroker(CommandBroker):
         # while the model thought, or started now; either way moved into its cgroup before it
         # gets its command line. Where a hook between fork and exec is still needed (no bash,
         # no ``nsenter`` or ``setpriv``, no ``/bin/sh``), the command starts directly instead.
-        spec = self._start_spec(level, bwrapped, network, workdir, child_env, separate)
+        # unconfined as root: the capabilities are dropped by a ``setpriv`` prefix, or else a hook
+        drop = await capability_drop_argv() if not bwrapped and os.geteuid() == 0 else None
+        spec = self._start_spec(level, bwrapped, network, workdir, child_env, separate, drop)
         held = await self._held(spec) if spec is not None else None
         try:
             cgroup = held.cgroup if held is not None else self._command_cgroup()
@@ -319,7 +321,6 @@ class HostProcessBroker(CommandBroker):
                         argv, network_fds = entry
                         passed += network_fds
             elif os.geteuid() == 0:
-                drop = capability_drop_argv()
                 if drop is None:
                     hooks.append(drop_ptrace_capability)
                 else:
@@ -377,9 +378,11 @@ class HostProcessBroker(CommandBroker):
         workdir: Path,
         child_env: dict[str, str],
         separate: bool,
+        drop: tuple[str, ...] | None,
     ) -> _StartSpec | None:
         """What a held start of this command is made with, or None where it cannot be held:
-        no cgroup here (nothing to move it into), or a hook between fork and exec is needed."""
+        no cgroup here (nothing to move it into), or a hook between fork and exec is needed
+        (``drop``, ``capability_drop_argv``'s prefix, is None for an unconfined root command)."""
         limits = self._limits
         if limits.processes <= 0 and limits.memory_mb <= 0:
             return None
@@ -388,7 +391,7 @@ class HostProcessBroker(CommandBroker):
             return None
         if network is not None and nsenter_path() is None:
             return None
-        if not bwrapped and os.geteuid() == 0 and capability_drop_argv() is None:
+        if not bwrapped and os.geteuid() == 0 and drop is None:
             return None
         probe = self.sandbox.probe
         wants_seccomp = bwrapped and probe is not None and probe.seccomp

@@ -12,7 +12,7 @@ view holding the table, help was three widgets drawing the same rows plus Textua
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Hashable, Mapping
 
 from rich.console import Group
 from rich.segment import Segment
@@ -21,9 +21,8 @@ from rich.table import Table
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.strip import Strip
-from textual.widget import Widget
 
 from roder_tui.keymap import SCOPE_TITLES, display, keys_by_scope
 from roder_tui.widgets.overlay import OverlayPanel
@@ -56,7 +55,6 @@ def help_table(remapped: Mapping[str, str] | None = None) -> Group:
 
 
 class HelpPanel(OverlayPanel):
-    can_focus = True
     BINDINGS = [
         Binding("escape,q,f1,question_mark", "close", "Close", show=False),
         Binding("down", "scroll_rows(1)", show=False),
@@ -70,17 +68,13 @@ class HelpPanel(OverlayPanel):
     HelpPanel { background: $surface; border: round $primary; padding: 0 0 0 1; }
     """
 
-    def __init__(
-        self, remapped: Mapping[str, str] | None = None, *, fallback_focus: Callable[[], Widget | None] | None = None
-    ) -> None:
-        super().__init__(id="help", fallback_focus=fallback_focus)
+    def __init__(self, remapped: Mapping[str, str] | None = None) -> None:
+        super().__init__(id="help")
         self.table = help_table(remapped)
         self.border_title = "Keys · esc to close"
         #: The first table line shown.
         self.top = 0
         self._laid_out: tuple[int, Style, list[Strip]] | None = None
-        #: The rows of the last render pass (``render_lines``), drawn by ``render_line``.
-        self._rows: list[Strip] = []
 
     def lines(self, width: int, style: Style | None = None) -> list[Strip]:
         """The table's lines at ``width`` columns, laid out once per width and style: Rich's table
@@ -114,23 +108,21 @@ class HelpPanel(OverlayPanel):
         """Each open starts at the top."""
         self.top = 0
 
-    def render_lines(self, crop: Region) -> list[Strip]:
+    def view(self) -> Hashable:
+        return self.top
+
+    def content_lines(self, width: int, height: int) -> list[Strip]:
         """The rows are made once per pass (the widget's style, the table's lines, the thumb's
         colours looked up once, not per row as ``render_line`` would)."""
-        width, height = self.size
         style = self.rich_style
         text_width = max(0, width - RIGHT_COLUMNS)
         lines = self.lines(text_width, style)
         blank, gap = Strip.blank(text_width, style), Strip.blank(RIGHT_COLUMNS - 1, style)
         thumb = self._thumb(height, len(lines), style)
-        self._rows = [
+        return [
             Strip.join([lines[row] if row < len(lines) else blank, gap, thumb[y]])
             for y, row in enumerate(range(self.top, self.top + height))
         ]
-        return super().render_lines(crop)
-
-    def render_line(self, y: int) -> Strip:
-        return self._rows[y] if y < len(self._rows) else Strip.blank(self.size.width, self.rich_style)
 
     def _thumb(self, height: int, total: int, style: Style) -> list[Strip]:
         """The scroll thumb's column, row by row: the thumb where the shown rows are within the

@@ -5,43 +5,79 @@ composed again through the modal's tint, the new screen's styles applied and lai
 took 7-16x a typed character's echo (bench/README.md, "Modal screens"). A panel is mounted once
 on the main screen's ``overlay`` layer, hidden, and shown by a partial update of its own region.
 
-A panel acts as a modal while it is open: focus moves into it and tab stays in it
-(``trap_focus``); esc closes it and focus returns where it was. Focus leaving it any other way
-(a click elsewhere, the app focusing the prompt) closes it too, so a panel never sits open while
-the keys go somewhere else.
+Why focus does not move into it: a focus change makes Textual restyle the widget losing focus
+and the one gaining it with all their component classes (the prompt, a search box), about a
+quarter of what an open cost. So focus stays where it was (the prompt, usually) and the main
+screen hands the keys to the open panel instead (``MainScreen.key_owner``, the one place that
+decides where a key goes). A panel acts as a modal while it is open: every key and paste goes to
+it, and what it does not use goes to the app's own keys (``ctrl+q``, ``shift+tab``), never to the
+focused widget; esc closes it. A click outside it, or focus moving (the app focusing another
+widget), closes it too, so a panel never sits open while the keys go somewhere else. At most one
+panel is open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Hashable
 
 from textual import events
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.geometry import Size
+from textual.geometry import Offset, Region, Size
+from textual.strip import Strip
 from textual.widget import Widget
 
+#: Renders of a panel kept for showing it again (a few crops: the whole panel, a line).
+KEPT_RENDERS = 4
 
-class OverlayPanel(Vertical):
-    """A hidden panel on the main screen's ``overlay`` layer that ``open`` shows and ``close`` hides."""
+
+class OverlayPanel(Widget):
+    """A hidden panel on the main screen's ``overlay`` layer that ``open`` shows and ``close`` hides.
+
+    One widget draws the whole panel (``render_lines``): Textual renders every widget in an
+    updated region, so a panel built of several widgets drew its rows several times."""
 
     BINDINGS = [Binding("escape", "close", "Close", show=False)]
     DEFAULT_CSS = "OverlayPanel { layer: overlay; display: none; }"
+    can_focus = False
 
-    def __init__(self, *, id: str, fallback_focus: Callable[[], Widget | None] | None = None) -> None:
+    def __init__(self, *, id: str) -> None:
         super().__init__(id=id)
-        #: Where focus goes on close when the widget it came from is gone or hidden.
-        self._fallback_focus = fallback_focus
-        self._return_to: Widget | None = None
-        self.trap_focus()
+        #: The content rows of the render under way, drawn by ``render_line``.
+        self._content: list[Strip] = []
+        #: Finished renders (border, background, filters applied) by what they were made from.
+        self._renders: dict[Hashable, list[Strip]] = {}
+
+    def view(self) -> Hashable:
+        """What the panel's content rows show besides its size and styles (a scroll position, a
+        search): two renders with equal views, sizes and styles are the same."""
+        return None
+
+    def content_lines(self, width: int, height: int) -> list[Strip]:
+        """The panel's content rows (inside its border and padding) for a render."""
+        return []
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The panel as drawn the last time it showed the same view at the same size and styles,
+        or drawn now. Showing a panel makes Textual draw it whole again (its border, background
+        and line filters, row by row: half of what an open cost), though it mostly shows what it
+        showed when it closed."""
+        filters = tuple((id(line_filter), line_filter.enabled) for line_filter in self.get_line_filters())
+        styles = (self.rich_style, self.background_colors, self.styles.border_top, self._border_title, self.app.theme)
+        key = (crop, self.region.size, styles, filters, self.view())
+        if (rendered := self._renders.get(key)) is None:
+            self._content = self.content_lines(*self.size)
+            rendered = super().render_lines(crop)
+            if len(self._renders) >= KEPT_RENDERS:
+                del self._renders[next(iter(self._renders))]
+            self._renders[key] = rendered
+        return rendered
+
+    def render_line(self, y: int) -> Strip:
+        return self._content[y] if y < len(self._content) else Strip.blank(self.size.width, self.rich_style)
 
     @property
     def is_open(self) -> bool:
         return self.display
-
-    def focus_target(self) -> Widget:
-        """The widget that has focus when the panel opens."""
-        return self
 
     def opened(self) -> None:
         """Called on each open, before the panel is drawn: start from a clean state."""
@@ -49,33 +85,44 @@ class OverlayPanel(Vertical):
     def place(self, size: Size) -> None:
         """Position the panel for a screen of ``size`` (each open, and on resize while open)."""
 
+    def cursor(self) -> Offset | None:
+        """Where the terminal's cursor goes while the panel is open (screen coordinates), for
+        screen readers and input methods that follow it; None leaves it where it is."""
+        return None
+
     def open(self) -> None:
-        if not self.display:
-            focused = self.screen.focused
-            self._return_to = None if focused is None or self in focused.ancestors_with_self else focused
-            self.place(self.screen.size)
-            self.display = True
-            self.opened()
-        self.focus_target().focus()
+        """Show the panel; it takes the keys until it closes (another open panel closes first)."""
+        if self.display:
+            return
+        for other in self.screen.children:
+            if isinstance(other, OverlayPanel) and other is not self:
+                other.close()
+        self.place(self.screen.size)
+        self.display = True
+        self.opened()
+        self.call_after_refresh(self.show_cursor)
 
     def close(self) -> None:
-        """Hide the panel and give focus back to where it was when it opened."""
+        """Hide the panel: the keys go to the focused widget again, and so does the cursor."""
         if not self.display:
             return
-        back, self._return_to = self._return_to, None
         self.display = False
-        if back is None or not back.is_attached or not back.focusable:
-            back = self._fallback_focus() if self._fallback_focus is not None else None
-        if back is not None:
-            back.focus()
+        focused = self.screen.focused
+        at = getattr(focused, "cursor_screen_offset", None)  # Input's and TextArea's
+        if isinstance(at, Offset):
+            self.app.cursor_position = at
+
+    def show_cursor(self) -> None:
+        """Put the terminal's cursor where the panel says (after a layout: it needs the region)."""
+        if self.display and (at := self.cursor()) is not None:
+            self.app.cursor_position = at
 
     def action_close(self) -> None:
         self.close()
 
-    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
-        """Focus moved out of the panel (a click elsewhere, the app focusing another widget):
-        the panel closes and leaves focus where it went."""
-        focused = self.screen.focused
-        if self.display and (focused is None or self not in focused.ancestors_with_self):
-            self._return_to = None
-            self.display = False
+    def check_consume_key(self, key: str, character: str | None = None) -> bool:
+        """Whether the panel takes ``key`` as typed text (so no binding above it runs for it)."""
+        return False
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.show_cursor()

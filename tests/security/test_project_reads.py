@@ -86,6 +86,8 @@ ALLOWED: dict[str, str] = {
     "roder_core/batch/outputs.py": "batch outputs",
     "roder_core/batch/rewards.py": "batch reward files",
     "roder_core/batch/scoring.py": "batch scoring copies",
+    "roder_core/batch/score_witness.py": "the records a batch score's pytest runs leave in the rollout's scratch",
+    "roder_core/batch/witness/roder_score_witness.py": "runs inside a batch score's pytest, never in Roder",
     "roder_core/batch/tasks.py": "batch task files given by the operator",
     "roder_core/batch/worker.py": "batch workers' /proc and thread files",
     # the terminal client: the user's own files and Roder's

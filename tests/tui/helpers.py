@@ -105,27 +105,22 @@ async def write_long_thread(workspace: Path, messages: int) -> str:
 
 
 def palette_searched(app: Any) -> bool:
-    """The command palette is open with its search box focused, and its rows are loaded (the
-    screen fetches them in a worker of its own group on each open; a search filters them at once)."""
+    """The command palette is open and takes the keys, and its rows are loaded (it fetches them in
+    a worker of its own group on each open; a search filters them at once)."""
     from textual.worker import WorkerState
 
     if app.panels is None:
         return False  # not mounted yet
     palette = app.panels[0]
-    if not palette.is_open or app.focused is not palette.query_input:
+    if not palette.is_open or app.screen.key_owner is not palette:
         return False
     searching = (WorkerState.PENDING, WorkerState.RUNNING)
     return bool(palette.rows) and not any(w.group == "palette-rows" and w.state in searching for w in palette.workers)
 
 
 def help_shown(app: Any) -> bool:
-    """The help panel is open with focus in it."""
-    return (
-        app.panels is not None
-        and app.panels[1].is_open
-        and app.focused is not None
-        and app.panels[1] in app.focused.ancestors_with_self
-    )
+    """The help panel is open and takes the keys."""
+    return app.panels is not None and app.panels[1].is_open and app.screen.key_owner is app.panels[1]
 
 
 async def open_palette(pilot: Any, query: str) -> None:

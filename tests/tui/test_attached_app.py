@@ -77,7 +77,7 @@ async def test_the_attached_app_streams_shows_other_clients_queue_and_uses_the_h
                 assert "New thread" in titles and any(t.startswith("Mode: plan") for t in titles)
                 await pilot.press("ctrl+p")
                 await pilot.press(*"Mode: plan")
-                await until(pilot, lambda: app.screen.query_one("#palette-rows").option_count > 0, what="palette rows")
+                await until(pilot, lambda: bool(app.panels and app.panels[0].shown), what="palette rows")
                 await pilot.press("enter")
                 await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
                 assert (await other.call(SESSION_GET, SessionGetParams())).mode == "plan"  # it changed on the host

@@ -1,21 +1,19 @@
 """The command palette and help as panels of the main screen: they open over it without a screen
-of their own, act as modals while open (focus inside, tab kept inside, esc closes, focus goes
-back where it was), list every palette source's rows, and fit at 40x20 as at 120x40."""
+of their own and without moving the focus, act as modals while open (every key goes to the open
+panel, never to the focused widget; tab moves nothing; esc closes), list every palette source's
+rows, and fit at 40x20 as at 120x40."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from textual.geometry import Region
 from textual.strip import Strip
 
-from roder_tui.main_screen import MainScreen
+from roder_tui.main_screen import MainScreen, PanelCompositor
 from tests.tui.helpers import ask, help_shown, make_app, open_palette, palette_searched, ready, until
-
-
-def _inside(widget: object, panel: object) -> bool:
-    return widget is not None and panel in widget.ancestors_with_self  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
@@ -33,17 +31,17 @@ async def test_the_palette_opens_over_the_main_screen_and_gives_focus_back(
         await until(pilot, lambda: palette_searched(app), what="the command palette")
         palette = app.panels[0]  # type: ignore[index]
         assert isinstance(app.screen, MainScreen) and palette.parent is app.screen  # no screen pushed
-        assert app.focused is palette.query_input
+        assert app.focused is before and app.screen.key_owner is palette  # the keys move, the focus does not
         # Fits the terminal, below the top rows, and lists rows of every built-in source.
         region = palette.region
         assert region.right <= size[0] and region.bottom <= size[1] - 1 and region.height >= 5
         titles = [row.title for row in palette.rows]
         assert any(t.startswith("Mode: ") for t in titles) and any(t.startswith("Theme: ") for t in titles)
         assert "New thread" in titles
-        # Tab stays inside the palette.
+        # Tab moves nothing: the palette keeps the keys, the focus stays.
         for _ in range(3):
             await pilot.press("tab")
-            assert _inside(app.focused, palette)
+            assert palette.is_open and app.focused is before
         await pilot.press("escape")
         await until(pilot, lambda: not palette.is_open, what="the palette closed")
         assert app.focused is before
@@ -60,8 +58,8 @@ async def test_the_palette_searches_runs_and_starts_clean_on_each_open(workspace
         await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
         assert not palette.is_open and app.focused is app.prompt_bar.input
         await open_palette(pilot, "")
-        assert palette.query_input.value == "" and len(palette.shown) == len(palette.rows)
-        assert palette.row_list.highlighted == 0
+        assert palette.search == "" and len(palette.shown) == len(palette.rows)
+        assert palette.highlighted == 0
 
 
 async def test_focus_leaving_the_palette_closes_it(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,6 +116,15 @@ async def test_over_a_dialog_the_palette_says_the_dialog_comes_first(workspace: 
         await until(pilot, lambda: isinstance(app.screen, MainScreen), what="the dialog closed")
         await open_palette(pilot, "")
         assert palette_searched(app)
+
+
+def _row_within(chops: Mapping[int, Strip], region: Region) -> Strip:
+    """A row of an update's chops, from ``region``'s left edge to its right (a chop the update
+    did not draw, outside it, stands as blanks)."""
+    cuts = sorted(chops)
+    ends = [*cuts[1:], cuts[-1]]
+    row = Strip.join([chops[cut] or Strip.blank(end - cut) for cut, end in zip(cuts, ends, strict=True)])
+    return row.crop(region.x, region.right).simplify()
 
 
 def _rows_idle(app: object) -> bool:
@@ -188,7 +195,7 @@ async def test_ctrl_p_and_f1_before_the_panels_are_built(workspace: Path, monkey
         await pilot.press("ctrl+p")
         await until(pilot, lambda: app.panels is not None and app.panels[0].is_open, what="the palette built and open")
         palette = app.panels[0]  # type: ignore[index]
-        assert app.focused is palette.query_input and palette.rows == []
+        assert app.screen.key_owner is palette and palette.rows == []
         runtime_may_start.set()
         await until(pilot, lambda: palette_searched(app), what="the rows, once the runtime is ready")
         assert "New thread" in [row.title for row in palette.shown]
@@ -273,17 +280,148 @@ async def test_a_panel_redraws_its_region_only_and_draws_what_textual_would(
             region = shown_at.union(app.prompt_bar.input.region)  # what the open changed
             assert any(crop.contains_region(shown_at) for crop in drawn)
             assert screen not in drawn, drawn  # (another widget may update meanwhile: a sidebar age)
-            ours = compositor.render_strips()
+            ours = [strip.simplify() for strip in compositor.render_strips()]
             our_chops = compositor._render_chops(region, lambda _y: True)
-            with monkeypatch.context() as textual:
+            with monkeypatch.context() as textual:  # Textual's renders and cuts
                 textual.setattr(compositor, "_get_renders", textual_renders)
-                assert compositor.render_strips() == ours
+                textual.setattr(PanelCompositor, "cuts", Compositor.cuts)
+                compositor._cuts = None
+                assert [strip.simplify() for strip in compositor.render_strips()] == ours
                 their_chops = compositor._render_chops(region, lambda _y: True)
-            for y in region.line_range:
-                within = [cut for cut in their_chops[y] if region.x <= cut < region.right]
-                assert [our_chops[y][cut] for cut in within] == [their_chops[y][cut] for cut in within]
+            compositor._cuts = None
+            for y in region.line_range:  # the update's rows as drawn, however they were cut
+                assert _row_within(our_chops[y], region) == _row_within(their_chops[y], region)
             drawn.clear()
             await pilot.press("escape")
             await until(pilot, lambda p=panel: not p.is_open, what="the panel closed")
             await pilot.pause()
             assert any(crop.contains_region(shown_at) for crop in drawn) and screen not in drawn, drawn
+
+
+async def test_the_palette_takes_the_keys_while_the_prompt_keeps_the_focus(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Open, the palette gets every key it uses (typing, editing, the list's keys, a paste, enter)
+    and the prompt none of them: its draft, its cursor and its history stay as they were, and it
+    has the focus throughout. Esc gives the keys back to the prompt."""
+    from textual import events
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        await pilot.press(*"a draft")
+        await open_palette(pilot, "Mode: plxn")
+        palette = app.panels[0]  # type: ignore[index]
+        assert app.focused is prompt and prompt.text == "a draft"
+        assert palette.search == "Mode: plxn"
+        await pilot.press("backspace", "backspace", "a", "n")  # edits the search, not the draft
+        assert palette.search == "Mode: plan" and palette.shown[0].title == "Mode: plan"
+        await pilot.press("left", "left", "left", "left", "ctrl+k")  # the cursor moves in the search
+        assert palette.search == "Mode: " and palette.cursor_at == 6
+        app.post_message(events.Paste("plan\nmore"))  # a paste goes to the search (its first line)
+        await until(pilot, lambda: palette.search == "Mode: plan", what="the paste in the search")
+        await pilot.press("down", "up", "down")  # the list's keys move the highlight
+        assert palette.highlighted == 1
+        await pilot.press("up")
+        assert app.focused is prompt and prompt.text == "a draft" and prompt.cursor_location == (0, 7)
+        assert palette.is_open and app.screen.key_owner is palette
+        await pilot.press("enter")  # runs the highlighted row; the draft is not sent
+        await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode")
+        assert not palette.is_open and app.screen.key_owner is None
+        assert prompt.text == "a draft" and not app.transcript.model.entries
+        await pilot.press("!")  # the keys are the prompt's again
+        assert prompt.text == "a draft!"
+        await open_palette(pilot, "xyz")
+        await pilot.press("escape")
+        await until(pilot, lambda: not palette.is_open, what="the palette closed by esc")
+        assert palette.search == "xyz" and prompt.text == "a draft!"  # esc closed the palette only
+        await pilot.press("?")
+        assert prompt.text == "a draft!?" and app.focused is prompt
+
+
+async def test_help_takes_its_keys_while_the_prompt_keeps_the_focus(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Help scrolls with its keys and closes with its own; the letters and arrows typed while it is
+    open reach neither the prompt's text nor its history."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        await pilot.press(*"draft")
+        await pilot.press("f1")
+        await until(pilot, lambda: help_shown(app), what="the help panel")
+        help_panel = app.panels[1]  # type: ignore[index]
+        assert app.focused is prompt
+        await pilot.press("down", "down", "x", "y", "backspace", "enter", "up")
+        assert help_panel.top == 1 and prompt.text == "draft" and help_panel.is_open
+        await pilot.press("q")
+        await until(pilot, lambda: not help_panel.is_open, what="help closed by q")
+        await pilot.press("s")
+        assert prompt.text == "drafts" and app.focused is prompt
+
+
+async def test_a_click_runs_a_row_the_wheel_scrolls_and_a_click_outside_closes(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from textual import events
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await open_palette(pilot, "")
+        palette = app.panels[0]  # type: ignore[index]
+        assert len(palette.shown) > palette.size.height  # at 40x20 the list scrolls
+        await pilot.mouse_down(palette, offset=(5, 5))  # a press inside keeps it open
+        assert palette.is_open
+        x, y = palette.region.x + 5, palette.region.y + 5
+        app.post_message(events.MouseScrollDown(None, x, y, 0, 1, 0, False, False, False, screen_x=x, screen_y=y))
+        await until(pilot, lambda: palette.top == 1, what="the list scrolled by the wheel")
+        await pilot.click("#transcript")
+        await until(pilot, lambda: not palette.is_open, what="closed by a click outside")
+        await open_palette(pilot, "Mode: plan")
+        row = palette.line_rows().index(0)  # the content line of the first row
+        await pilot.click(palette, offset=(4, row + 1))  # below the border's row, right of the padding
+        await until(pilot, lambda: app.status_bar.state.get("mode") == "plan", what="plan mode, by a click on its row")
+        assert not palette.is_open
+
+
+async def test_an_open_and_typing_redraw_the_palettes_rows_only(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening the palette updates its own region and nothing else (no focus moved, so the prompt
+    is not redrawn); typing that lists the same rows redraws the search line only, and moving the
+    highlight the two rows' lines."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await until(pilot, lambda: _rows_idle(app) and bool(app.panels[0].rows), what="the palette built, its rows loaded")  # type: ignore[index]
+        palette = app.panels[0]  # type: ignore[index]
+        compositor = app.screen._compositor
+        drawn: list[Region] = []
+        draw = compositor._render_chops
+
+        def recorded(crop: Region, is_rendered_line: object) -> object:
+            drawn.append(crop)
+            return draw(crop, is_rendered_line)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(compositor, "_render_chops", recorded)
+        sidebar = app.sidebar.region
+
+        def outside(region: Region) -> list[Region]:  # updates beyond ``region`` (the sidebar's ages tick)
+            return [crop for crop in drawn if not region.contains_region(crop) and not sidebar.contains_region(crop)]
+
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: palette_searched(app), what="the palette")
+        await pilot.pause()
+        assert drawn and not outside(palette.region), drawn
+        search_line = Region(palette.content_region.x, palette.content_region.y, palette.content_region.width, 1)
+        await pilot.press("M")
+        await pilot.pause()
+        drawn.clear()
+        await pilot.press("left", "right", "space")  # the same rows listed
+        await pilot.pause()
+        assert drawn and not outside(search_line), drawn
+        drawn.clear()
+        await pilot.press("down")
+        await pilot.pause()
+        lines = {y for y, row in enumerate(palette.line_rows()) if row in (0, 1)}
+        rows = Region(palette.content_region.x, palette.content_region.y + min(lines), palette.content_region.width, len(lines))
+        assert drawn and not outside(rows), drawn
