@@ -65,18 +65,15 @@ async def stdio_streams(
         assert process.stdout is not None
         with contextlib.suppress(*closed):
             async with to_session:
-                pending: list[str] = []  # the line being received, in pieces (joined once, at its end)
+                lines = MessageLines()
                 async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-                    *ends, rest = chunk.split("\n")
-                    lines = ["".join([*pending, ends[0]]), *ends[1:]] if ends else []
-                    pending = [*pending, rest] if not ends else [rest]
-                    for line in lines:
+                    for line, overlong in lines.feed(chunk):
                         if not line.strip():
                             continue
-                        too_deep = bounded_json.depth_problem(line)
+                        problem = overlong or bounded_json.depth_problem(line)
                         try:
-                            if too_deep is not None:
-                                message = _refusal(mcp_types, line, too_deep)
+                            if problem is not None:
+                                message = _refusal(mcp_types, line, problem)
                             else:
                                 message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                         except ValueError:
@@ -123,14 +120,55 @@ async def stdio_streams(
 _ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"[^"\\]{0,200}")')
 
 
-def _refusal(mcp_types: Any, line: str, problem: bounded_json.JSONTooDeep) -> Any:
-    """A message nested too deep to parse, as the error answer to the request it answers (its
-    id read from its start), so the call fails at once with the reason instead of waiting for
-    an answer that was dropped. ValueError (reported as noise) when no id can be read."""
+#: Characters of one message line a server may send (a line beyond it is dropped as it arrives).
+MAX_LINE = 64 * 1024 * 1024
+
+
+class MessageLines:
+    """Splits a server's stdout into lines, each joined once at its end (linear in its size),
+    and never holds more than ``MAX_LINE`` characters of one: past that the line's beginning
+    (where its id is) is kept and the rest dropped as it arrives."""
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []
+        self._size = 0
+        self._dropped = 0
+
+    def feed(self, chunk: str) -> list[tuple[str, ValueError | None]]:
+        """The lines this chunk ends, each with why it was cut (None: it is whole)."""
+        *ends, rest = chunk.split("\n")
+        lines = [self._take(end) for end in ends]
+        self._add(rest)
+        return lines
+
+    def _add(self, piece: str) -> None:
+        if self._dropped or self._size + len(piece) > MAX_LINE:
+            self._dropped += len(piece)
+            return
+        self._pending.append(piece)
+        self._size += len(piece)
+
+    def _take(self, end: str) -> tuple[str, ValueError | None]:
+        self._add(end)
+        line = "".join(self._pending)
+        overlong = None
+        if self._dropped:
+            line = line[:512]
+            overlong = ValueError(f"it is a line of more than {MAX_LINE // (1024 * 1024)} MiB")
+        self._pending, self._size, self._dropped = [], 0, 0
+        return line, overlong
+
+
+def _refusal(mcp_types: Any, line: str, problem: ValueError) -> Any:
+    """A message refused before parsing (nested too deep, a line too long), as the error answer
+    to the request it answers (its id read from its start), so the call fails at once with the
+    reason instead of waiting for an answer that was dropped. ValueError (reported as noise)
+    when no id can be read."""
     found = _ID.match(line)
     if found is None:
         raise problem
-    error = {"code": -32600, "message": f"the MCP server's answer was refused: {problem.msg}"}
+    reason = problem.msg if isinstance(problem, bounded_json.JSONTooDeep) else str(problem)
+    error = {"code": -32600, "message": f"the MCP server's answer was refused: {reason}"}
     return mcp_types.jsonrpc_message_adapter.validate_python(
         {"jsonrpc": "2.0", "id": bounded_json.loads(found.group(1)), "error": error}, by_name=False
     )

@@ -223,6 +223,23 @@ def test_a_deeply_nested_mcp_result_fails_its_call_at_once(roder_home: Path, wor
     assert "nested deeper than 128 levels" in sent[1], sent[1][-3000:]
 
 
+def test_an_mcp_answer_of_one_endless_line_fails_its_call(roder_home: Path, workspace: Path) -> None:
+    """A real MCP server answers a tool call with one line of 200 MB: Roder keeps the line's
+    beginning (its id) and drops the rest as it arrives, the call gets an error naming the limit,
+    the turn goes on, and ``roder`` stays under 300 MB."""
+    server = Path(__file__).with_name("mcp_deep_server.py")
+    config = (
+        f'\n[mcp.servers.deep]\ncommand = "{sys.executable}"\nargs = ["{server}"]\ntool_timeout = 120\n'
+        'env = { MCP_DEEP_MODE = "long" }\n'
+    )
+    steps = [{"text": "Asking.", "tool_calls": [{"name": "mcp__deep__deep", "arguments": {}}]}, {"text": "MCP-HANDLED"}]
+    done, sent, peak_kb = _ask_measured(steps, roder_home, workspace, "--mode", "bypass", config=config)
+    assert done.returncode == 0, done.stderr
+    assert "MCP-HANDLED" in done.stdout
+    assert "a line of more than 64 MiB" in sent[1], sent[1][-3000:]
+    assert peak_kb < 300 * 1024, peak_kb
+
+
 @pytest.mark.parametrize(
     ("name", "content"),
     [("deep.py", "x = " + "-" * 100_000 + "1\n"), ("deep.json", "[" * 100_000 + "]" * 100_000)],
