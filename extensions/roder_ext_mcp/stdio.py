@@ -65,19 +65,29 @@ async def stdio_streams(
         assert process.stdout is not None
         with contextlib.suppress(*closed):
             async with to_session:
-                lines = MessageLines()
+                pending: list[str] = []  # the line being received, in pieces (joined once, at its end)
+                size = 0  # of ``pending``; past MAX_LINE only its head is kept, to name the request
                 async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-                    for line, overlong in lines.feed(chunk):
+                    *ends, rest = chunk.split("\n")
+                    if not ends:
+                        size += len(rest)
+                        pending = [*pending, rest] if size <= MAX_LINE else ["".join(pending)[:_HEAD]]
+                        continue
+                    oversized = size + len(ends[0]) > MAX_LINE
+                    lines = ["".join([*pending, ends[0]]), *ends[1:]]
+                    pending, size = [rest], len(rest)
+                    for index, line in enumerate(lines):
                         if not line.strip():
                             continue
-                        problem = overlong or bounded_json.depth_problem(line)
+                        too_long = (oversized and index == 0) or len(line) > MAX_LINE
+                        problem = _too_long(line) if too_long else bounded_json.depth_problem(line)
                         try:
                             if problem is not None:
-                                message = _refusal(mcp_types, line, problem)
+                                message = _refusal(mcp_types, line[:_HEAD], problem)
                             else:
                                 message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                         except ValueError:
-                            on_noise(line)
+                            on_noise(line[:_HEAD])
                             continue
                         await to_session.send(SessionMessage(message))
 
@@ -117,53 +127,23 @@ async def stdio_streams(
             group.cancel_scope.cancel()
 
 
+#: The longest line read from a server's stdout (its tool results can carry images); a longer
+#: one is refused as the answer to the request it names, without being held in memory.
+MAX_LINE = 64 * 1024 * 1024
+#: What is kept of a refused line: enough to read the id of the request it answers.
+_HEAD = 1024
+
 _ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"[^"\\]{0,200}")')
 
 
-#: Characters of one message line a server may send (a line beyond it is dropped as it arrives).
-MAX_LINE = 64 * 1024 * 1024
-
-
-class MessageLines:
-    """Splits a server's stdout into lines, each joined once at its end (linear in its size),
-    and never holds more than ``MAX_LINE`` characters of one: past that the line's beginning
-    (where its id is) is kept and the rest dropped as it arrives."""
-
-    def __init__(self) -> None:
-        self._pending: list[str] = []
-        self._size = 0
-        self._dropped = 0
-
-    def feed(self, chunk: str) -> list[tuple[str, ValueError | None]]:
-        """The lines this chunk ends, each with why it was cut (None: it is whole)."""
-        *ends, rest = chunk.split("\n")
-        lines = [self._take(end) for end in ends]
-        self._add(rest)
-        return lines
-
-    def _add(self, piece: str) -> None:
-        if self._dropped or self._size + len(piece) > MAX_LINE:
-            self._dropped += len(piece)
-            return
-        self._pending.append(piece)
-        self._size += len(piece)
-
-    def _take(self, end: str) -> tuple[str, ValueError | None]:
-        self._add(end)
-        line = "".join(self._pending)
-        overlong = None
-        if self._dropped:
-            line = line[:512]
-            overlong = ValueError(f"it is a line of more than {MAX_LINE // (1024 * 1024)} MiB")
-        self._pending, self._size, self._dropped = [], 0, 0
-        return line, overlong
+def _too_long(line: str) -> ValueError:
+    return ValueError(f"a line of over {MAX_LINE // (1024 * 1024)} MiB (the limit)")
 
 
 def _refusal(mcp_types: Any, line: str, problem: ValueError) -> Any:
-    """A message refused before parsing (nested too deep, a line too long), as the error answer
-    to the request it answers (its id read from its start), so the call fails at once with the
-    reason instead of waiting for an answer that was dropped. ValueError (reported as noise)
-    when no id can be read."""
+    """A message too deep or too long to parse, as the error answer to the request it answers
+    (its id read from its start), so the call fails at once with the reason instead of waiting
+    for an answer that was dropped. ValueError (reported as noise) when no id can be read."""
     found = _ID.match(line)
     if found is None:
         raise problem

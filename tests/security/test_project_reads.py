@@ -44,6 +44,7 @@ ALLOWED: dict[str, str] = {
     "roder_core/brokers/protected_names.py": "the tree guard's fd-relative checks",
     "roder_core/brokers/tree_guard.py": "the tree guard's fd-relative walk",
     "roder_core/brokers/repairs.py": "Roder's repairs (quarantine, restores): dirfd walks with O_NOFOLLOW, never shown",
+    "roder_core/brokers/secret_paths.py": "the mount table and the masked secrets' own entries (their hard links), never shown",
     "roder_core/brokers/git_dirs.py": "git config checked for programs (never shown to the model)",
     "roder_core/brokers/safe_git.py": "git internals read to run git safely (never shown to the model)",
     "roder_core/brokers/sandbox.py": "the sandbox probe's cache and kernel settings",
