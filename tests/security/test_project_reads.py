@@ -76,7 +76,6 @@ ALLOWED: dict[str, str] = {
     "extensions/roder_ext_mcp/manager.py": "an MCP server's log tail in Roder's cache, for its error",
     "extensions/roder_ext_mcp/server_log.py": "MCP servers' stderr and log messages, redacted, in their log in Roder's cache",
     "roder_core/bounded_log.py": "the bounded logs Roder writes in its cache (MCP servers' logs), never project content",
-    "roder_core/brokers/secret_paths.py": "the mount table and the link counts of the files the sandbox masks, never their content",
     "extensions/roder_ext_mcp/tools.py": "MCP tool-list cache in Roder's cache",
     "extensions/roder_ext_wasm/__init__.py": "the WebAssembly module the user configured, and its output files",
     "extensions/roder_ext_runners/ssh.py": "the runner's upload of Roder's own helper files",
