@@ -47,7 +47,7 @@ from .edit import closest_line
 from .freshness import changed_since_note, record
 from .matching import IndentMismatch, Reindenter, already_there, normalize_punctuation
 from .validity import syntax_regression
-from .write import current_text
+from .write import changeable_bytes, current_text
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
 ADD, DELETE, UPDATE, MOVE, EOF = "*** Add File: ", "*** Delete File: ", "*** Update File: ", "*** Move to: ", "*** End of File"
@@ -536,7 +536,7 @@ def commit_changes(fs: FileSystemBroker, planned: list[PlannedChange]) -> dict[s
         for change in planned:
             op = change.op
             if op.kind == "delete":
-                undo.append((op.path, fs.read_bytes(op.path)))
+                undo.append((op.path, changeable_bytes(fs, op.path)))
                 digests[str(fs.resolve(op.path))] = None
                 fs.delete(op.path)
                 continue
@@ -544,13 +544,13 @@ def commit_changes(fs: FileSystemBroker, planned: list[PlannedChange]) -> dict[s
             encoder = change.before or TextFile("", bom=False, crlf=False)
             data = encoder.encode(change.after)
             if op.move_to:
-                undo.append((op.path, fs.read_bytes(op.path)))
+                undo.append((op.path, changeable_bytes(fs, op.path)))
                 undo.append((op.move_to, None))
                 digests[str(fs.write_bytes(op.move_to, data))] = digest_of(data)
                 digests[str(fs.resolve(op.path))] = None
                 fs.delete(op.path)
             else:
-                undo.append((change.target, fs.read_bytes(change.target) if change.before else None))
+                undo.append((change.target, changeable_bytes(fs, change.target) if change.before else None))
                 digests[str(fs.write_bytes(change.target, data))] = digest_of(data)
     except Exception:
         for path, original in reversed(undo):

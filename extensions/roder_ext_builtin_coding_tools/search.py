@@ -97,6 +97,21 @@ class _SearchTool(BuiltinTool):
         return [path_subject(self.name, str(arguments.get("path") or "."), writes=False)]
 
 
+_LINE_NUMBER = re.compile(r":\d+:")
+
+
+def _files_of(lines: list[str], fs: FileSystemBroker) -> set[str]:
+    """The files ripgrep's ``path:line:text`` lines name (a name holding ``:12:`` is told apart
+    by which prefix exists)."""
+    files: set[str] = set()
+    for line in lines:
+        for mark in _LINE_NUMBER.finditer(line):
+            if fs.exists(line[: mark.start()]):
+                files.add(line[: mark.start()])
+                break
+    return files
+
+
 class _Page:
     """One page of grep's matching lines and what is known of the rest."""
 
@@ -250,7 +265,14 @@ class GrepTool(_SearchTool):
         return [str(info.path) for info in sorted(infos, key=lambda i: i.display.split("/"))], []
 
     async def _ripgrep(
-        self, ctx: ToolExecutionContext, args: GrepArguments, base: str, withheld: list[str], literal: bool
+        self,
+        ctx: ToolExecutionContext,
+        args: GrepArguments,
+        base: str,
+        withheld: list[str],
+        literal: bool,
+        *,
+        gated: bool = False,
     ) -> _Page | None:
         process, fs = ctx.brokers.process, ctx.brokers.fs
         if process.which("rg") is None or process.which("awk") is None:
@@ -258,7 +280,8 @@ class GrepTool(_SearchTool):
         targets, options = self._targets(fs, base, args, withheld)
         if not targets:
             return _Page([], 0, True)
-        if fs.may_withhold():
+        gated = gated or fs.may_withhold()
+        if gated:
             # The content gate decides per file: the files with matches are asked first, and the
             # page is then cut from the ones it lets through (counts stay true).
             allowed = await self._gated_files(ctx, args, targets, options, withheld, literal)
@@ -288,6 +311,11 @@ class GrepTool(_SearchTool):
             raise ToolInputError(why or "ripgrep failed")
         prefix = str(fs.resolve(".")).rstrip("/") + "/"
         lines = [line.removeprefix(prefix) for line in body.splitlines() if line]
+        if not gated and any(fs.withheld(path) is not None for path in _files_of(lines, fs)):
+            # nothing was to be refused by rule, yet a file on this page is (a hard link whose
+            # other names may lie outside): search again, asking the content gate file by file
+            withheld.clear()
+            return await self._ripgrep(ctx, args, base, withheld, literal, gated=True)
         return _Page(lines, total, not stopped)
 
     async def _gated_files(

@@ -31,11 +31,33 @@ class BinaryFileError(ToolInputError):
     """The file is not UTF-8 text, so text tools cannot change it."""
 
 
+#: The largest file edit, write and apply_patch change: its whole text (and a diff of it) is held
+#: in memory to change it, a few times its size; larger files are changed by commands.
+MAX_CHANGED_BYTES = 32 * 1024 * 1024
+
+
+class FileTooLargeError(ToolInputError):
+    """A file too large for the text tools to hold; nothing was read whole or written."""
+
+
+def changeable_bytes(fs: FileSystemBroker, path: str) -> bytes:
+    """The bytes of a file a text tool will change, at most ``MAX_CHANGED_BYTES``: the one read
+    of an existing file by edit, write and apply_patch. Read with that limit (never stat first),
+    so a file that grows meanwhile cannot make Roder hold more."""
+    data = fs.read_bytes(path, max_bytes=MAX_CHANGED_BYTES + 1)
+    if len(data) > MAX_CHANGED_BYTES:
+        raise FileTooLargeError(
+            f"{path} is larger than {MAX_CHANGED_BYTES // (1024 * 1024)} MiB, the most edit, write and apply_patch "
+            "change (they hold the whole text); change it with a command instead (sed -i, a script); nothing was written"
+        )
+    return data
+
+
 def current_text(fs: FileSystemBroker, path: str) -> TextFile | None:
     """The file as text, None when it does not exist; a binary file raises BinaryFileError."""
     if not fs.exists(path):
         return None
-    data = fs.read_bytes(path)
+    data = changeable_bytes(fs, path)
     if looks_binary(data):
         raise BinaryFileError(f"{path} is a binary file; edit changes text files only")
     try:
@@ -79,7 +101,7 @@ class WriteTool(FileEditTool):
         exists = fs.exists(args.path)
         if exists and fs.stat(args.path).kind == "dir":
             raise ToolInputError(f"{args.path} is a folder; give the path of the file to write")
-        data = fs.read_bytes(args.path) if exists else None
+        data = changeable_bytes(fs, args.path) if exists else None
         check_whole_write(ctx, args.path, fs.display(fs.resolve(args.path, write=True)), data)
         before, existed = previous_text(fs, args.path)
         return args.path, args.content, before, existed

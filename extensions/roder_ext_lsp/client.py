@@ -151,6 +151,10 @@ class _Document:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+#: Characters kept of one line a server writes to stderr.
+_STDERR_LINE = 300
+
+
 class LspClient:
     """A running language server for one workspace."""
 
@@ -247,10 +251,18 @@ class LspClient:
             self._pending.pop(request_id, None)
 
     async def _drain_stderr(self) -> None:
-        """The last lines the server wrote to stderr: they say why it exited."""
+        """The last lines the server wrote to stderr (they say why it exited), each cut to
+        ``_STDERR_LINE`` characters. Read in chunks to its end whatever it writes: ``readline``
+        gives up on a line longer than its buffer, and a pipe nobody reads blocks the server."""
         assert self.process is not None and self.process.stderr is not None
-        while line := await self.process.stderr.readline():
-            self._stderr.append(line.decode("utf-8", "replace").rstrip()[:300])
+        partial = b""
+        while chunk := await self.process.stderr.read(65536):
+            *lines, rest = (partial + chunk).split(b"\n")
+            for line in lines:
+                self._stderr.append(line.decode("utf-8", "replace").rstrip()[:_STDERR_LINE])
+            partial = rest[: _STDERR_LINE * 4]  # a line's beginning is what is kept of it
+        if partial:
+            self._stderr.append(partial.decode("utf-8", "replace").rstrip()[:_STDERR_LINE])
 
     async def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None

@@ -166,7 +166,8 @@ def _started(name: str, config: ProcessExtensionConfig | str, host: HostContext,
     except ValueError as exc:
         return ProcessExtension(name, None, str(exc))
     return ProcessExtension(
-        name, Supervisor(name, config, host.cwd, confine(name, config, host.cwd, host.env, host.secrets, hidden))
+        name,
+        Supervisor(name, config, host.cwd, confine(name, config, host.cwd, host.env, host.secrets, hidden), redact=host.secrets),
     )
 
 

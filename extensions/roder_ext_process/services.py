@@ -137,7 +137,12 @@ class ProcessHook(_Backed):
 
 class ProcessContextProvider(_Backed):
     async def load_context(self, query: ContextQuery) -> list[ContextBlock]:
-        query_json = {"prompt": query.prompt, "cwd": str(query.cwd), "threadId": query.thread_id, "turnStart": query.turn_start}
+        query_json = {
+            "prompt": self.supervisor.redact(query.prompt),
+            "cwd": str(query.cwd),
+            "threadId": query.thread_id,
+            "turnStart": query.turn_start,
+        }
         params = {"provider": self._id, "query": query_json}
         try:
             answer = await self.supervisor.call("context/load", params)

@@ -113,11 +113,15 @@ class Supervisor:
         workspace: Path,
         confinement: ConfinedCommand,
         on_notification: Callable[[str, dict[str, Any]], None] | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.name = name
         self.config = config
         self.workspace = workspace
         self.confinement = confinement
+        #: The run's redaction, for what Roder itself hands the process beyond a tool call's
+        #: arguments (the prompt a context provider is asked about): never a secret.
+        self.redact: Callable[[str], str] = redact or (lambda text: text)
         self.extension_id = name
         self._listeners: list[Callable[[str, dict[str, Any]], None]] = [on_notification] if on_notification else []
         self._conn: RpcConnection | None = None

@@ -55,6 +55,12 @@ async def hold(arguments: dict[str, Any], ctx: ToolContext) -> str:
     return "released"
 
 
+@ext.context_provider("probe-context")
+async def context(query: dict[str, Any]) -> list[dict[str, Any]]:
+    (MARKS / "prompt").write_text(str(query.get("prompt", "")))
+    return []
+
+
 INSTANCE = uuid.uuid4().hex  # pids repeat inside the sandbox's own pid namespace
 
 

@@ -194,6 +194,17 @@ async def test_the_process_gets_exactly_what_was_granted(
     assert "tok-DONOTLEAK" not in json.dumps(found)  # redacted from the transcript like any tool output
 
 
+async def test_a_context_provider_is_never_given_a_secret_in_the_prompt(
+    roder_home: Path, workspace: Path, tmp_path: Path, marks: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "db-pass-DONOTLEAK-0987654321"
+    monkeypatch.setenv("APP_DB_PASSWORD", secret)
+    declare(roder_home, "probe", [sys.executable, str(PROBE)], ["fs.write.workspace"], probe_env(marks))
+    async with scripted_client(workspace, tmp_path, [{"text": "done"}]) as app:
+        await turn_tool_results(app, prompt=f"connect with {secret} please")
+    assert (marks / "prompt").read_text() == "connect with [redacted:APP_DB_PASSWORD] please"
+
+
 async def test_a_manifest_that_requires_more_than_was_granted_is_refused(
     roder_home: Path, workspace: Path, tmp_path: Path, marks: Path
 ) -> None:

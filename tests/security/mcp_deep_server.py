@@ -1,9 +1,11 @@
 """An MCP server over stdio, written by hand, whose one tool answers with JSON nested 100,000
-deep (``structuredContent``): the wire bytes are what a hostile server would send."""
+deep (``structuredContent``), or with ``MCP_DEEP_MODE=long`` with one line of 200 MB (a text
+of that size, written a megabyte at a time): the wire bytes are what a hostile server would send."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 DEPTH = 100_000
@@ -38,6 +40,12 @@ def main() -> None:
                 "annotations": {"readOnlyHint": True},
             }
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool]}})
+        elif method == "tools/call" and os.environ.get("MCP_DEEP_MODE") == "long":
+            sys.stdout.write(f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{{"content":[{{"type":"text","text":"')
+            for _ in range(200):
+                sys.stdout.write("x" * 1024 * 1024)
+            sys.stdout.write('"}]}}\n')
+            sys.stdout.flush()
         elif method == "tools/call":
             nested = "[" * DEPTH + "]" * DEPTH
             sys.stdout.write(

@@ -223,6 +223,23 @@ def test_a_deeply_nested_mcp_result_fails_its_call_at_once(roder_home: Path, wor
     assert "nested deeper than 128 levels" in sent[1], sent[1][-3000:]
 
 
+def test_an_mcp_answer_of_one_endless_line_fails_its_call(roder_home: Path, workspace: Path) -> None:
+    """A real MCP server answers a tool call with one line of 200 MB: Roder keeps the line's
+    beginning (its id) and drops the rest as it arrives, the call gets an error naming the limit,
+    the turn goes on, and ``roder`` stays under 300 MB."""
+    server = Path(__file__).with_name("mcp_deep_server.py")
+    config = (
+        f'\n[mcp.servers.deep]\ncommand = "{sys.executable}"\nargs = ["{server}"]\ntool_timeout = 120\n'
+        'env = { MCP_DEEP_MODE = "long" }\n'
+    )
+    steps = [{"text": "Asking.", "tool_calls": [{"name": "mcp__deep__deep", "arguments": {}}]}, {"text": "MCP-HANDLED"}]
+    done, sent, peak_kb = _ask_measured(steps, roder_home, workspace, "--mode", "bypass", config=config)
+    assert done.returncode == 0, done.stderr
+    assert "MCP-HANDLED" in done.stdout
+    assert "a line of over 64 MiB" in sent[1], sent[1][-3000:]
+    assert peak_kb < 300 * 1024, peak_kb
+
+
 @pytest.mark.parametrize(
     ("name", "content"),
     [("deep.py", "x = " + "-" * 100_000 + "1\n"), ("deep.json", "[" * 100_000 + "]" * 100_000)],
@@ -242,3 +259,27 @@ def test_writing_a_file_nested_without_end(name: str, content: str, roder_home: 
     assert "WRITE-HANDLED" in done.stdout
     assert (workspace / name).read_text() == content
     assert "MemoryError" not in sent[2] and "RecursionError" not in sent[2]
+
+
+def test_the_text_tools_never_hold_a_huge_file(roder_home: Path, workspace: Path) -> None:
+    """edit, write and apply_patch on a 1 GiB file (sparse: no disk used) and a 100 MiB text file
+    each answer with one clear line, and ``roder`` stays under 300 MB: the file is read with a
+    limit (``write.changeable_bytes``), never whole."""
+    with (workspace / "huge.bin").open("wb") as file:
+        file.truncate(1024**3)
+    (workspace / "big.txt").write_text("a line of text\n" * (7 * 1024 * 1024))
+    patch = "*** Begin Patch\n*** Delete File: big.txt\n*** End Patch\n"
+    calls = [
+        {"name": "edit", "arguments": {"path": "huge.bin", "old_string": "a", "new_string": "b"}},
+        {"name": "edit", "arguments": {"path": "big.txt", "old_string": "a line", "new_string": "one line"}},
+        {"name": "write", "arguments": {"path": "huge.bin", "content": "small now"}},
+        {"name": "apply_patch", "arguments": {"patch": patch}},
+    ]
+    steps = [*({"tool_calls": [call]} for call in calls), {"text": "FILES-HANDLED"}]
+    done, sent, peak_kb = _ask_measured(steps, roder_home, workspace, "--mode", "bypass")
+    assert done.returncode == 0, done.stderr
+    assert "FILES-HANDLED" in done.stdout
+    assert sent[-1].count("larger than 32 MiB") == 4, sent[-1][-3000:]
+    assert (workspace / "big.txt").stat().st_size == 15 * 7 * 1024 * 1024  # nothing was written
+    assert (workspace / "huge.bin").stat().st_size == 1024**3
+    assert peak_kb < 300 * 1024, peak_kb
