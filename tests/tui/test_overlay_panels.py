@@ -425,3 +425,23 @@ async def test_an_open_and_typing_redraw_the_palettes_rows_only(workspace: Path,
         lines = {y for y, row in enumerate(palette.line_rows()) if row in (0, 1)}
         rows = Region(palette.content_region.x, palette.content_region.y + min(lines), palette.content_region.width, len(lines))
         assert drawn and not outside(rows), drawn
+
+
+async def test_the_terminal_losing_focus_leaves_the_palette_open(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switching to another window and back (the terminal reports focus out and in, and Textual
+    drops the focus and puts it back) leaves the palette open with its search; moving the focus
+    inside the app closes it."""
+    from textual import events
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await open_palette(pilot, "Mode")
+        palette = app.panels[0]  # type: ignore[index]
+        app.post_message(events.AppBlur())
+        await until(pilot, lambda: not app.app_focus, what="the terminal's focus out")
+        app.post_message(events.AppFocus())
+        await until(pilot, lambda: app.app_focus and app.focused is app.prompt_bar.input, what="the focus back")
+        assert palette.is_open and palette.search == "Mode"
+        await pilot.press("ctrl+t")  # the app moves the focus to the transcript: the palette closes
+        await until(pilot, lambda: not palette.is_open, what="closed by the focus moving")
