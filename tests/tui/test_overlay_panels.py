@@ -445,3 +445,34 @@ async def test_the_terminal_losing_focus_leaves_the_palette_open(workspace: Path
         assert palette.is_open and palette.search == "Mode"
         await pilot.press("ctrl+t")  # the app moves the focus to the transcript: the palette closes
         await until(pilot, lambda: not palette.is_open, what="closed by the focus moving")
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+async def test_a_panel_drawn_ahead_is_what_textual_draws_when_it_shows(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """The palette and help are drawn while the app is idle, for the size and view their next
+    open shows: that open uses the drawing, and it is what Textual draws for the shown panel."""
+    from textual.widget import Widget
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        await until(pilot, lambda: _rows_idle(app) and bool(app.panels[0].rows), what="the palette built, its rows loaded")  # type: ignore[index]
+        for key, panel in (("ctrl+p", app.panels[0]), ("f1", app.panels[1])):  # type: ignore[index]
+            placed = panel.placed_size(app.screen.size)
+            ahead = panel._render_key(placed.region, placed)
+            await until(pilot, lambda p=panel, k=ahead: k in p._renders, what=f"{panel.id} drawn ahead")
+            drawn = panel._renders[ahead]
+            await pilot.press(key)
+            await until(pilot, lambda p=panel: p.is_open, what=f"{panel.id} open")
+            await pilot.pause()
+            assert panel.region.size == placed
+            crop = placed.region
+            assert panel.render_lines(crop) is drawn  # the open showed the drawing made ahead
+            panel._styles_cache.clear()
+            panel._content = panel.content_lines(*panel.size)
+            fresh = Widget.render_lines(panel, crop)  # as Textual draws the shown panel
+            assert [strip.simplify() for strip in drawn] == [strip.simplify() for strip in fresh]
+            await pilot.press("escape")
+            await until(pilot, lambda p=panel: not p.is_open, what=f"{panel.id} closed")
