@@ -20,7 +20,7 @@ import gc
 import inspect
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 
@@ -28,6 +28,10 @@ from roder_core import __version__
 from roder_tui.app_turns import AppTurns
 from roder_tui.home_config import configured, git_branch, roder_home_paths
 from roder_tui.keymap import app_bindings
+from roder_tui.startup import end_startup
+
+if TYPE_CHECKING:
+    from roder_core.server.protocol import InitializeResult
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +44,18 @@ def _preimport() -> None:
     discovered_factories()
 
 
-def _import_server_methods() -> None:
-    """The in-process server's handler modules beyond its core (commands, palette, MCP, plugins),
-    imported on a thread after "idle": the server imports them on the first call of such a method,
-    which after start-up ran on the event loop (about 0.1 s of CPU) while the first keystrokes
-    waited."""
+def _after_idle() -> None:
+    """Work of the in-process runtime that "idle" does not wait for, done on a thread right after
+    it. The server's handler modules beyond its core (commands, palette, MCP, plugins): the server
+    imports them on the first call of such a method, which after start-up ran on the event loop
+    (about 0.1 s of CPU) while the first keystrokes waited. The tools' argument schemas, which
+    their registration leaves to the first request (``kernel.tools.registration_spec``), so the
+    first prompt does not wait for them either."""
+    from roder_core.kernel.tool_args import build_pending_schemas
     from roder_core.server.dispatcher import load_method_modules
 
     load_method_modules()
+    build_pending_schemas()
 
 
 def _preimport_renderers() -> None:
@@ -95,49 +103,23 @@ class RoderApp(AppTurns):
 
     @work(exclusive=True, group="boot")
     async def _boot(self) -> None:
-        from roder_core.errors import RoderError
-        from roder_core.kernel.registry import RegistryError
-        from roder_core.server.errors import RpcError
-        from roder_core.server.protocol import INITIALIZE, ClientInfo, InitializeParams
-        from roder_core.settings.config import ConfigError
-
-        if not await self._ask_trust():
-            self.exit(0)
-            return
         try:
-            if self._client_factory is None:
-                await asyncio.to_thread(_preimport)
-                from roder_core.runtime.bootstrap import settings_from_args
-                from roder_core.server.client import LocalAppClient
-
-                settings = settings_from_args(self.args, interactive=True)
-                settings.cwd = self.cwd
-                self.client = LocalAppClient.start(settings)
-            else:
-                made = self._client_factory()
-                self.client = await made if inspect.isawaitable(made) else made
-            client = self.client
-            client.serve_locally("team/pane/focus", self.teams.pane_focus)
-            client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
-            # No method table: listing it imports every handler module of the server, which the
-            # app does not read (the others load on their first call).
-            hello = InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__), include_method_groups=False)
-            info = await client.call(INITIALIZE, hello)
-        except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
-            self.exit_message = f"roder: {exc}"
-            self.exit(2)
+            info = await self._connect()
+        finally:
+            # The collector, off since the process started (``cli.run``), comes back once the
+            # runtime is up: its imports and class building make hundreds of thousands of
+            # long-lived objects, and collections over them took about a tenth of the time to
+            # "idle". ``end_startup`` freezes them first.
+            end_startup()
+        client = self.client
+        if info is None or client is None:
             return
-        for warning in info.warnings:
-            self.notify(warning, severity="warning", timeout=8)
-        # Segments render on this side; palette rows come from the host (palette/commands).
-        self.status_bar.set_segments(await asyncio.to_thread(client.status_segments, info.cwd))
-        self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
         # What the prompt does not need comes after "idle": the renderers of answers (once the
         # keyboard pauses), plugins' themes, the sandbox probe's verdict, commands, MCP
         # completions, the thread list.
         in_process = self._client_factory is None
         if in_process:
-            methods = asyncio.create_task(asyncio.to_thread(_import_server_methods))
+            methods = asyncio.create_task(asyncio.to_thread(_after_idle))
             self.run_worker(self._import_renderers(), group="renderers", exit_on_error=False)
         await self._add_plugin_themes()
         await self._show_sandbox()
@@ -171,6 +153,48 @@ class RoderApp(AppTurns):
         prompt = " ".join(getattr(self.args, "prompt", None) or []).strip()
         if prompt:
             await self.send(prompt)
+
+    async def _connect(self) -> InitializeResult | None:
+        """Start the runtime (or connect to a host's), initialize, and show "idle"; None when the
+        app exits instead (the user quit at the trust prompt, or the runtime did not start)."""
+        from roder_core.errors import RoderError
+        from roder_core.kernel.registry import RegistryError
+        from roder_core.server.errors import RpcError
+        from roder_core.server.protocol import INITIALIZE, ClientInfo, InitializeParams
+        from roder_core.settings.config import ConfigError
+
+        if not await self._ask_trust():
+            self.exit(0)
+            return None
+        try:
+            if self._client_factory is None:
+                await asyncio.to_thread(_preimport)
+                from roder_core.runtime.bootstrap import settings_from_args
+                from roder_core.server.client import LocalAppClient
+
+                settings = settings_from_args(self.args, interactive=True)
+                settings.cwd = self.cwd
+                self.client = LocalAppClient.start(settings)
+            else:
+                made = self._client_factory()
+                self.client = await made if inspect.isawaitable(made) else made
+            client = self.client
+            client.serve_locally("team/pane/focus", self.teams.pane_focus)
+            client.serve_locally("team/pane/cleanup", self.teams.pane_cleanup)
+            # No method table: listing it imports every handler module of the server, which the
+            # app does not read (the others load on their first call).
+            hello = InitializeParams(client_info=ClientInfo(name="roder-tui", version=__version__), include_method_groups=False)
+            info = await client.call(INITIALIZE, hello)
+        except (RoderError, RegistryError, ConfigError, RpcError, OSError) as exc:
+            self.exit_message = f"roder: {exc}"
+            self.exit(2)
+            return None
+        for warning in info.warnings:
+            self.notify(warning, severity="warning", timeout=8)
+        # Segments render on this side; palette rows come from the host (palette/commands).
+        self.status_bar.set_segments(await asyncio.to_thread(client.status_segments, info.cwd))
+        self.status_bar.update_state(provider=info.provider, model=info.model, mode=info.mode, activity="idle")
+        return info
 
     async def _ask_trust(self) -> bool:
         """On the first open of a folder that brings its own config, hooks, extensions, skills,

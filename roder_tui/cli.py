@@ -220,7 +220,7 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
         return detach(args), False
     from roder_tui.app import run_app
 
-    end_startup()
+    # The app turns the collector back on itself, once its runtime is up (``RoderApp._boot``).
     return run_app(args), False
 
 

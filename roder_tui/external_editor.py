@@ -1,8 +1,11 @@
 """``ctrl+g``: edit the prompt in ``$VISUAL`` / ``$EDITOR`` (as OpenCode and Codex allow).
 
 With neither set it falls back as git does: ``editor`` (the system's choice on Debian-like
-systems) if it is on PATH, else ``vi``; the app then names the editor it opened, so a user who
+systems) if it is installed, else ``vi``; the app then names the editor it opened, so a user who
 lands in vi knows why and how to choose another. With none of them, a one-line error says so.
+The fallback is a program Roder picks and runs outside any sandbox, so it is looked up as every
+such program is (``host_programs.system_program``: the system's folders first), never a ``vi``
+the agent's commands left in a workspace folder on the PATH.
 
 The prompt's text goes to a temporary Markdown file; the app suspends (the editor gets the
 terminal), and what the file holds when the editor exits becomes the prompt. A failing editor
@@ -14,11 +17,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from roder_core.brokers.host_programs import system_program
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -37,11 +41,10 @@ def editor_command() -> tuple[list[str], str]:
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if editor and editor.strip():
         return shlex.split(editor), ""
-    for name in FALLBACK_EDITORS:
-        found = shutil.which(name)
-        if found:
-            return [found], f"opened {found}: $VISUAL and $EDITOR are unset (set one to choose your editor)"
-    raise EditorError("no editor: $VISUAL and $EDITOR are unset and neither editor nor vi is on PATH")
+    found = system_program(*FALLBACK_EDITORS)
+    if found:
+        return [found], f"opened {found}: $VISUAL and $EDITOR are unset (set one to choose your editor)"
+    raise EditorError("no editor: $VISUAL and $EDITOR are unset and neither editor nor vi is installed")
 
 
 def edit_text(app: App[Any], text: str) -> tuple[str, str]:

@@ -12,12 +12,17 @@ front ends, optional remote and batch dependencies, and Roder's parts a one-shot
 from __future__ import annotations
 import __future__
 
+import contextlib
 import importlib
+import inspect
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from roder_core.testing.fake_server import ThreadedFakeServer
 from tests.e2e.host_support import HostProcess, write_local_provider
@@ -172,6 +177,69 @@ def test_start_up_models_are_not_annotated_with_strings() -> None:
     assert stringly == []
 
 
+#: Modules defining pydantic models with default factories (each ``protocol_*`` module is added).
+MODELS_WITH_FACTORIES = (
+    "roder_core.ir",
+    "roder_core.threads.events",
+    "roder_core.threads.sessions",
+    "roder_core.settings.config",
+    "roder_core.settings.runners",
+    "roder_core.kernel.hook_payloads",
+    "roder_core.teams.model",
+    "roder_core.policy.plan_review",
+    "roder_core.workflows.model",
+    "roder_core.batch.tasks",
+    "roder_ext_memory.tools",
+)
+
+
+def _roder_models() -> list[type[Any]]:
+    import pkgutil
+
+    from pydantic import BaseModel
+
+    import roder_core.server
+
+    server = [f"roder_core.server.{info.name}" for info in pkgutil.iter_modules(roder_core.server.__path__)]
+    for name in (*MODELS_WITH_FACTORIES, *(n for n in server if n.startswith("roder_core.server.protocol"))):
+        importlib.import_module(name)
+    seen: list[type[Any]] = []
+    todo: list[type[Any]] = [BaseModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in seen:
+                seen.append(sub)
+                todo.append(sub)
+    return [model for model in seen if model.__module__.startswith("roder_")]
+
+
+def test_no_model_default_factory_has_its_signature_parsed_from_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pydantic reads each default factory's signature when it builds a model; a builtin's (``list``)
+    is parsed from its text signature by ``tokenize``, whose patterns the first such read compiles
+    (about 15 ms of every start). ``ir.empty_list`` is the factory for lists."""
+    parsed: list[str] = []
+    from_text = inspect._signature_fromstr  # type: ignore[attr-defined]
+
+    def noting(cls: Any, obj: Any, s: str, skip_bound_arg: bool = True) -> Any:
+        parsed.append(repr(obj))
+        return from_text(cls, obj, s, skip_bound_arg)
+
+    monkeypatch.setattr(inspect, "_signature_fromstr", noting)
+    found = []
+    models = _roder_models()
+    for model in models:
+        for name, info in model.model_fields.items():
+            if info.default_factory is None:
+                continue
+            parsed.clear()
+            with contextlib.suppress(ValueError, TypeError):
+                inspect.signature(info.default_factory)
+            if parsed:
+                found.append(f"{model.__module__}.{model.__qualname__}.{name}")
+    assert len(models) > 200  # the walk found the models
+    assert found == []
+
+
 def test_the_list_catches_a_module_that_creeps_in() -> None:
     assert offenders({"roder_core.teams.manager", "textual.app", "roder_core.teamsmodel"}, NOT_IN_ONESHOT) == [
         "roder_core.teams.manager",
@@ -285,6 +353,70 @@ def test_app_imports_the_server_handlers_off_the_event_loop(workspace: Path, tmp
     handlers = [module for module in METHOD_MODULES if module != CORE_METHOD_MODULE]
     assert set(handlers) <= set(importers)  # the app did call beyond the core
     assert {module: importers[module] for module in handlers if importers[module] == "MainThread"} == {}
+
+
+#: Runs the app until its runtime is idle with the collector held off as ``roder`` starts it
+#: (``cli.run``), noting at "idle" whether the collector is back and which tools' argument
+#: schemas are built.
+IDLE_PROBE = """
+import argparse, asyncio, gc, json
+from pathlib import Path
+
+gc.disable()
+from roder_core.kernel.tool_args import ToolArguments
+from roder_tui.app import RoderApp
+
+
+def built():
+    seen, todo = set(), [ToolArguments]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+    return sorted(f"{m.__module__}.{m.__qualname__}" for m in seen if m.__pydantic_complete__)
+
+
+at_idle = {}
+connect = RoderApp._connect
+
+
+async def noting(self):
+    info = await connect(self)
+    at_idle.update(collector=gc.isenabled(), schemas=built())
+    return info
+
+
+RoderApp._connect = noting
+
+
+async def main():
+    args = argparse.Namespace(prompt=[], provider="mock", resume=None, continue_last=False, mode=None, model=None, sandbox="off")
+    app = RoderApp(args, cwd=Path.cwd())
+    async with app.run_test(size=(120, 40)):
+        async with asyncio.timeout(60):
+            await app.ready.wait()
+    print(json.dumps({**at_idle, "collector_after": gc.isenabled(), "schemas_after": built()}))
+
+asyncio.run(main())
+"""
+
+#: The tools whose argument schema is built before "idle": those that build their own spec
+#: (``bash`` words its description after the sandbox; ``task`` lists the agents in its schema).
+#: Every other tool's waits for the first request (``kernel.tools.registration_spec``).
+SCHEMAS_BUILT_BY_IDLE = ("roder_ext_builtin_coding_tools.bash.BashArguments", "roder_ext_subagents.TaskArguments")
+
+
+def test_app_idle_builds_no_tool_schema_and_collects_no_garbage_before_it(workspace: Path, tmp_path: Path) -> None:
+    """Start-up's objects are not walked by the collector until the runtime is up (it was about a
+    tenth of the time to "idle"), and the tools' argument schemas are built after "idle" on a
+    worker thread (``bench/tui_first_frame.py`` measures the time to "idle")."""
+    import json
+
+    seen = json.loads(_app_probe(IDLE_PROBE, workspace, tmp_path).strip().splitlines()[-1])
+    assert seen["collector"] is False and seen["collector_after"] is True
+    assert set(seen["schemas"]) <= set(SCHEMAS_BUILT_BY_IDLE)
+    assert "roder_ext_builtin_coding_tools.read.ReadArguments" in seen["schemas_after"]  # built after idle
 
 
 #: Runs ``roder serve`` as ``roder`` does, noting the modules and built models at the moment the

@@ -3,6 +3,7 @@ process broker, or start it as a background task (the ``shell`` task executor)."
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import time
@@ -16,7 +17,7 @@ from roder_core.brokers.command_conditions import CommandConditions, no_network_
 from roder_core.brokers.refusal_notes import refusal_notes
 from roder_core.errors import RoderError
 from roder_core.ir import CommandExecutionItem, ItemStatus, ToolSpec
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import NonBlank, PathText, Seconds, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 from roder_core.policy.commandline import shell_subjects
 
@@ -36,30 +37,37 @@ def _positive(seconds: float) -> float:
 class BashArguments(ToolArguments):
     command: NonBlank = Field(description="the command line, run with bash -c")
     # A validator rather than ``gt=0``: the schema keeps the keywords every provider accepts.
-    timeout: Annotated[float, AfterValidator(_positive)] | None = Field(
+    timeout: Annotated[Seconds, AfterValidator(_positive)] | None = Field(
         None, description=f"seconds (not milliseconds) before the command is killed (default {DEFAULT_TIMEOUT})"
     )
-    workdir: str | None = Field(None, description="folder to run in, relative to the workspace")
+    workdir: PathText | None = Field(None, description="folder to run in, relative to the workspace")
     run_in_background: bool = Field(
         False, description="start it as a background task and return its task_id at once (default false)"
     )
 
 
-#: Commands that serve or watch until stopped (the start of the command, or of a part after && or ;).
-_SERVER_COMMAND = re.compile(
-    r"(?:^|&&|;|\|\|)\s*(?:\S+=\S*\s+)*(?:"
-    r"(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|watch|preview)\b|npx\s+(?:vite|next|serve|nodemon)\b|"
-    r"(?:vite|next\s+(?:dev|start)|nodemon|webpack\s+serve|ng\s+serve|serve)\b|"
-    r"python3?\s+-m\s+http\.server\b|python3?\s+manage\.py\s+runserver\b|flask\s+run\b|uvicorn\b|gunicorn\b|"
-    r"hypercorn\b|rails\s+s(?:erver)?\b|php\s+-S\b|jekyll\s+serve\b|hugo\s+server\b|mkdocs\s+serve\b|"
-    r"docker(?:-|\s+)compose\s+up(?![^;&|]*\s-d\b)|tail\s+-[fF]\b|watch\s|cargo\s+watch\b|"
-    r"(?:node|deno|bun)\s+\S*(?:server|app|index)\.[cm]?[jt]s\b)"
-)
-_SERVER_OUTPUT = re.compile(
-    r"listening on|listening at|running on https?://|server (?:is )?running|serving (?:http|at|on)|"
-    r"local:\s+https?://|started server|development server|watching for (?:file )?changes|press ctrl\+c",
-    re.IGNORECASE,
-)
+@functools.cache
+def _server_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Commands that serve or watch until stopped (the start of the command, or of a part after &&
+    or ;), and what such a program prints. Compiled at the first command that timed out, not at
+    start-up (together about 7 ms of every start)."""
+    command = re.compile(
+        r"(?:^|&&|;|\|\|)\s*(?:\S+=\S*\s+)*(?:"
+        r"(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|watch|preview)\b|npx\s+(?:vite|next|serve|nodemon)\b|"
+        r"(?:vite|next\s+(?:dev|start)|nodemon|webpack\s+serve|ng\s+serve|serve)\b|"
+        r"python3?\s+-m\s+http\.server\b|python3?\s+manage\.py\s+runserver\b|flask\s+run\b|uvicorn\b|gunicorn\b|"
+        r"hypercorn\b|rails\s+s(?:erver)?\b|php\s+-S\b|jekyll\s+serve\b|hugo\s+server\b|mkdocs\s+serve\b|"
+        r"docker(?:-|\s+)compose\s+up(?![^;&|]*\s-d\b)|tail\s+-[fF]\b|watch\s|cargo\s+watch\b|"
+        r"(?:node|deno|bun)\s+\S*(?:server|app|index)\.[cm]?[jt]s\b)"
+    )
+    output = re.compile(
+        r"listening on|listening at|running on https?://|server (?:is )?running|serving (?:http|at|on)|"
+        r"local:\s+https?://|started server|development server|watching for (?:file )?changes|press ctrl\+c",
+        re.IGNORECASE,
+    )
+    return command, output
+
+
 SERVER_NOTE = (
     "[this looks like a server or watcher, which runs until stopped, so it held the call until the timeout: "
     "start it with run_in_background: true, then read its output with task_output and stop it with task_kill]"
@@ -67,18 +75,23 @@ SERVER_NOTE = (
 
 
 def looks_like_a_server(command: str, output: str) -> bool:
-    return bool(_SERVER_COMMAND.search(command) or _SERVER_OUTPUT.search(output[-4000:]))
+    server_command, server_output = _server_patterns()
+    return bool(server_command.search(command) or server_output.search(output[-4000:]))
 
 
 def timeout_in_milliseconds(value: float) -> str:
-    """The answer to a timeout over the maximum: the unit is seconds (a value like 30000 is the
-    millisecond habit of other agents)."""
+    """The answer to a timeout over the maximum: the unit is seconds. A whole number of seconds
+    written in milliseconds (30000, the habit of other agents) gets that reading; a value that
+    could be either (7200, also what ``"2h"`` becomes) gets both answers."""
     seconds = value / 1000
     shown = f"{seconds:g}"
-    if seconds <= MAX_TIMEOUT:
+    background = f"use run_in_background for commands that run longer than {MAX_TIMEOUT} seconds"
+    if seconds > MAX_TIMEOUT:
+        hint = background
+    elif value % 1000 == 0:
         hint = f"{value:g} looks like milliseconds; for {shown} seconds send timeout={shown}"
     else:
-        hint = f"use run_in_background for commands that run longer than {MAX_TIMEOUT} seconds"
+        hint = f"if {value:g} was meant as milliseconds, send timeout={shown}; {background}"
     return f"not run: timeout is in seconds, at most {MAX_TIMEOUT}; {hint}"
 
 

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from roder_core.ir import FileChange
 from roder_core.kernel.file_ledger import digest_of
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
 from .common import FileEditTool, TextFile, ToolInputError, file_change_result, unified_diff
@@ -26,6 +26,7 @@ from .freshness import changed_since_note, record
 from .matching import (
     IndentMismatch,
     Reindenter,
+    already_there,
     collapse,
     has_special_punctuation,
     keep_file_characters,
@@ -145,14 +146,32 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> 
         outcome = _spans_edit(text, old, new, replace_all, whitespace_spans(text, old), "up to spacing", keep=False)
     if outcome is None and (has_special_punctuation(text) or has_special_punctuation(old)):
         spans = punctuation_spans(text, old)
-        outcome = _spans_edit(text, old, new, replace_all, spans, "with typographic punctuation read as ASCII", keep=True)
+        outcome = _spans_edit(
+            text,
+            old,
+            new,
+            replace_all,
+            spans,
+            "with typographic punctuation read as ASCII and accented letters composed or not",
+            keep=True,
+        )
         if outcome is None:
             outcome = _line_edit(text, old, new, replace_all, loose=True)
     if outcome is None:
-        raise ToolInputError(f"old_string was not found in {shown}.{closest_line(text, old)}")
+        raise ToolInputError(f"old_string was not found in {shown}.{_made_already(text, new) or closest_line(text, old)}")
     if outcome.text == text:
         raise ToolInputError("the edit would change nothing")
     return outcome
+
+
+def _made_already(text: str, new: str) -> str:
+    """What the error adds when ``new_string`` already stands in the file (an edit sent twice,
+    or made by a command since): the model is to check, not to retry."""
+    at = text.find(new) if new.strip() else -1
+    line = text.count("\n", 0, at) if at >= 0 else already_there(text.split("\n"), new.split("\n"))
+    if line is None:
+        return ""
+    return f" new_string is already there (line {line + 1}), so the edit looks made already; read the file to check."
 
 
 def _spans_edit(
@@ -173,7 +192,7 @@ def _spans_edit(
 
 
 class EditArguments(ToolArguments):
-    path: NonBlank = Field(description="file to edit (relative to the workspace, or absolute)")
+    path: PathArgument = Field(description="file to edit (relative to the workspace, or absolute)")
     old_string: str = Field(description="exact text to replace")
     new_string: str = Field(description="text to put in its place")
     replace_all: bool = Field(False, description="replace every occurrence (default false)")

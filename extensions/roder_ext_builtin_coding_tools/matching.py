@@ -15,8 +15,10 @@ tolerant match never writes broken code:
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,13 +41,29 @@ class IndentMismatch(ValueError):
     the quoted lines onto the file's lines; the message says which line disagrees."""
 
 
+@functools.cache
+def _fold(char: str) -> str:
+    """One character as the tolerant passes compare it: typographic punctuation in its ASCII
+    form, and any other character decomposed (NFD), so ``é`` typed as one character matches
+    ``e`` + a combining accent in a file (macOS file names, text pasted from some editors), and
+    the reverse. Decomposing character by character keeps a map from each folded character
+    back to the original one."""
+    folded = _PUNCTUATION.get(char)
+    if folded is not None:
+        return folded
+    return char if char < "\x80" else unicodedata.normalize("NFD", char)
+
+
 def normalize_punctuation(text: str) -> str:
-    """``text`` with typographic quotes, dashes, special spaces and ellipses in their ASCII form."""
-    return "".join(_PUNCTUATION.get(char, char) for char in text)
+    """``text`` with typographic quotes, dashes, special spaces and ellipses in their ASCII form,
+    and its accented letters decomposed (``_fold``)."""
+    return "".join(_fold(char) for char in text)
 
 
 def has_special_punctuation(text: str) -> bool:
-    return any(char in _PUNCTUATION for char in text)
+    """Whether ``text`` has anything ``_fold`` changes: typographic punctuation, or a character
+    that Unicode writes in two ways (composed or decomposed), either way."""
+    return any(char in _PUNCTUATION or (char >= "\x80" and (_fold(char) != char or unicodedata.combining(char))) for char in text)
 
 
 @dataclass
@@ -66,7 +84,7 @@ class _Normalized:
         start: list[int] = []
         for index, char in enumerate(original):
             start.append(len(chars))
-            for out in _PUNCTUATION.get(char, char):
+            for out in _fold(char):
                 chars.append(out)
                 origin.append(index)
         start.append(len(chars))
@@ -207,3 +225,16 @@ def whitespace_spans(text: str, needle: str) -> list[tuple[int, int]]:
         return []
     pattern = re.compile(r"[ \t]+".join(re.escape(token) for token in tokens))
     return [(m.start(), m.end()) for m in pattern.finditer(text)]
+
+
+def already_there(lines: Sequence[str], produced: Sequence[str]) -> int | None:
+    """The index of the first line where the lines an edit or hunk would produce already
+    stand, compared up to indentation, spacing and punctuation; None when they do not (or
+    when they are only blank lines, which say nothing)."""
+    produced = list(produced)
+    while produced and not produced[-1].strip():
+        produced.pop()
+    if not any(line.strip() for line in produced):
+        return None
+    found = line_blocks(lines, produced, loose=True)
+    return found[0] if found else None

@@ -44,7 +44,7 @@ from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContex
 from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, unified_diff
 from .edit import closest_line
 from .freshness import changed_since_note, record
-from .matching import IndentMismatch, Reindenter, normalize_punctuation
+from .matching import IndentMismatch, Reindenter, already_there, normalize_punctuation
 from .validity import syntax_regression
 from .write import current_text
 
@@ -61,6 +61,13 @@ class Hunk:
     header: str | None = None
     lines: list[tuple[str, str]] = field(default_factory=list)  # (" " | "-" | "+", text)
     at_eof: bool = False
+    #: A unified diff's ``@@ -N,...`` start line: never trusted to place the hunk, only to
+    #: choose among several places its lines match.
+    line_hint: int | None = None
+
+    @property
+    def new(self) -> list[str]:
+        return [text for op, text in self.lines if op != "-"]
 
     @property
     def old(self) -> list[str]:
@@ -86,7 +93,7 @@ _HEREDOC = re.compile(
 _QUOTED = re.compile(r"^(?:cd[ \t]+(?P<dir>[^\s;&|'\"]+)[ \t]*&&[ \t]*)?(?P<command>apply_?patch)[ \t]+'(?P<body>[^']*)'$")
 
 
-_UNIFIED_RANGE = re.compile(r"^\s*-\d+(?:,\d+)?\s+\+\d+(?:,\d+)?\s*@@")
+_UNIFIED_RANGE = re.compile(r"^\s*-(?P<start>\d+)(?:,\d+)?\s+\+\d+(?:,\d+)?\s*@@")
 
 
 @dataclass
@@ -148,18 +155,52 @@ def _diff_path(field: str, prefix: str) -> str | None:
     return None if path == "/dev/null" else path.removeprefix(prefix)
 
 
-_GIT_EXTENDED = ("diff --git ", "index ", "new file mode", "deleted file mode", "old mode", "new mode", "similarity index")
+_GIT_EXTENDED = (
+    "index ",
+    "new file mode",
+    "deleted file mode",
+    "old mode",
+    "new mode",
+    "similarity index",
+    "dissimilarity index",
+    "rename from ",
+    "rename to ",
+)
+_GIT_HEADER = re.compile(r"^diff --git (?:\"?a/)?(?P<old>.+?)\"? (?:\"?b/)?(?P<new>.+?)\"?$")
+
+
+@dataclass
+class _GitBlock:
+    """What a ``diff --git`` header and its extended lines say about one file, for a change
+    that has no ``---``/``+++`` lines (a pure rename, an empty file added or deleted)."""
+
+    old: str
+    new: str
+    kind: str = "update"  # add | delete | update
+    headed: bool = False  # ``---``/``+++`` lines followed: they say it all
+
+    def header(self) -> list[str]:
+        if self.headed:
+            return []
+        if self.kind == "add":
+            return [ADD + self.new]
+        if self.kind == "delete":
+            return [DELETE + self.old]
+        return [UPDATE + self.old, MOVE + self.new] if self.new != self.old else []
 
 
 def from_unified_diff(text: str) -> str | None:
     """A unified diff (``--- a/x`` / ``+++ b/x`` / ``@@ ... @@`` hunks, as ``git diff`` and
     ``diff -u`` write it, the form many models send) in this tool's format; None when ``text``
-    is not one. Its hunks are the same lines; the ``a/`` and ``b/`` prefixes of a git diff go."""
+    is not one. Its hunks are the same lines; the ``a/`` and ``b/`` prefixes of a git diff go.
+    A git diff's blocks without hunks say themselves what they do (``rename from``/``rename
+    to``, ``new file mode``, ``deleted file mode``); a binary or copied file is refused."""
     lines = text.strip().splitlines()
     # git writes a/ and b/ before every path (/dev/null aside)
     git = any(line.startswith(("diff --git ", "--- a/")) for line in lines)
     out = [BEGIN]
     kind: str | None = None
+    block: _GitBlock | None = None
     index = 0
     while index < len(lines):
         line = lines[index]
@@ -173,18 +214,36 @@ def from_unified_diff(text: str) -> str | None:
                 kind, header = "update", [UPDATE + old, *([MOVE + new] if new != old else [])]
             else:
                 return None
+            if block is not None:
+                block.headed = True
             out += header
             index += 2
             continue
         index += 1
-        if kind is None:
-            if line.strip() and not line.startswith(_GIT_EXTENDED):
+        git_header = _GIT_HEADER.match(line)
+        if git_header is not None:
+            if block is not None:
+                out += block.header()
+            block, kind = _GitBlock(git_header["old"], git_header["new"]), "git"
+        elif line.startswith(("Binary files ", "GIT binary patch")):
+            raise PatchError(f"the diff changes a binary file ({line.strip()}); apply_patch changes text files only")
+        elif line.startswith(("copy from ", "copy to ")):
+            raise PatchError("the diff copies a file, which apply_patch cannot do; send the copy as an added file")
+        elif block is not None and line.startswith(("rename from ", "rename to ")):
+            path = line.split(" ", 2)[2]
+            block.old, block.new = (path, block.new) if line.startswith("rename from ") else (block.old, path)
+        elif block is not None and line.startswith(("new file mode", "deleted file mode")):
+            block.kind = "add" if line.startswith("new") else "delete"
+        elif kind is None:
+            if line.strip():
                 return None  # text before the first file header: not a diff
         elif line.startswith(_GIT_EXTENDED) or line.startswith("\\"):  # "\ No newline at end of file"
             continue
         elif kind == "update" or (kind == "add" and not line.startswith("@@")):
             out.append(line)
-    return "\n".join([*out, END]) if kind is not None else None
+    if block is not None:
+        out += block.header()
+    return "\n".join([*out, END]) if len(out) > 1 else None
 
 
 def parse_patch(patch: str) -> list[Operation]:
@@ -230,9 +289,10 @@ def parse_patch(patch: str) -> list[Operation]:
             hunk.at_eof = True
         elif line.startswith("@@"):
             # "@@ -12,4 +12,5 @@ def f():" (a unified diff's range, a common habit): the line
-            # numbers are not used; the text after them is the line to find first.
+            # numbers only choose among several matches; the text after them is the line to find first.
+            ranged = _UNIFIED_RANGE.match(line[2:])
             header = _UNIFIED_RANGE.sub("", line[2:]).strip()
-            hunk = Hunk(header=header or None)
+            hunk = Hunk(header=header or None, line_hint=int(ranged["start"]) if ranged else None)
             current.hunks.append(hunk)
         else:
             if hunk is None:
@@ -257,21 +317,75 @@ def _loose(line: str) -> str:
 _COMPARISONS: tuple[Callable[[str], str], ...] = (lambda s: s, str.rstrip, str.strip, _loose)
 
 
-def _seek(lines: list[str], needle: list[str], start: int, at_eof: bool) -> tuple[int, int] | None:
-    """(where ``needle`` occurs in ``lines`` at or after ``start``, which comparison matched):
-    exact, then ignoring trailing whitespace, then surrounding whitespace, then also typographic
-    punctuation."""
+def _seek_all(lines: list[str], needle: list[str], start: int) -> tuple[list[int], int]:
+    """(every place ``needle`` occurs in ``lines`` at or after ``start``, which comparison
+    matched) at the strictest comparison that finds it at all: exact, then ignoring trailing
+    whitespace, then surrounding whitespace, then also typographic punctuation; ([], 0) when
+    none does."""
     if not needle:
-        return (len(lines) if at_eof else start), 0
-    last = len(lines) - len(needle)
-    candidates = [last] if at_eof and last >= start else []
-    candidates += list(range(start, last + 1))
+        return [start], 0
     for level, normalize in enumerate(_COMPARISONS):
         wanted = [normalize(x) for x in needle]
-        for index in candidates:
-            if [normalize(x) for x in lines[index : index + len(needle)]] == wanted:
-                return index, level
-    return None
+        keys = [normalize(x) for x in lines]
+        found = [i for i in range(start, len(lines) - len(needle) + 1) if keys[i : i + len(needle)] == wanted]
+        if found:
+            return found, level
+    return [], 0
+
+
+def _seek(lines: list[str], needle: list[str], start: int, at_eof: bool) -> tuple[int, int] | None:
+    """(where ``needle`` occurs first at or after ``start`` (``at_eof``: at the end when it is
+    there), which comparison matched)."""
+    if not needle and at_eof:
+        return len(lines), 0
+    found, level = _seek_all(lines, needle, start)
+    if not found:
+        return None
+    last = len(lines) - len(needle)
+    return (last if at_eof and last in found else found[0]), level
+
+
+def _place(lines: list[str], hunks: list[Hunk], cursor: int, path: str, number: int) -> tuple[int, int] | None:
+    """Where the first of ``hunks`` (hunk ``number`` of the file; the others follow it) goes,
+    and which comparison matched; None when its lines are nowhere. Lines that match in several
+    places are placed only when something chooses one: the end of the file (``*** End of
+    File``), an ``@@`` line found first (the first place after it), the later hunks (only one
+    place leaves room for them all, in order), or a unified diff's line number (the nearest
+    place). Otherwise the patch is refused: applying it to the first place would silently change
+    the wrong lines."""
+    hunk = hunks[0]
+    old = hunk.old
+    if hunk.at_eof or hunk.header or not old:
+        return _seek(lines, old, cursor, hunk.at_eof)
+    found, level = _seek_all(lines, old, cursor)
+    if len(found) > 1:
+        found = [start for start in found if _fits(lines, hunks[1:], start + len(old))] or found
+    if len(found) <= 1:
+        return (found[0], level) if found else None
+    if hunk.line_hint is not None:
+        nearest = sorted((abs(i + 1 - hunk.line_hint), i) for i in found)
+        if nearest[0][0] != nearest[1][0]:
+            return nearest[0][1], level
+    where = ", ".join(str(i + 1) for i in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    raise PatchError(
+        f"{path}, hunk {number}: its lines occur {len(found)} times in the file (at lines {where}), so the place to "
+        "change is not clear; add context lines that differ, or an '@@' line with the def or class the change is in"
+    )
+
+
+def _fits(lines: list[str], hunks: list[Hunk], cursor: int) -> bool:
+    """Whether ``hunks`` can all be found, in order, from ``cursor`` on."""
+    for hunk in hunks:
+        if hunk.header:
+            header = _seek(lines, [hunk.header], cursor, False)
+            if header is None:
+                return False
+            cursor = header[0] + 1
+        found = _seek(lines, hunk.old, cursor, hunk.at_eof)
+        if found is None:
+            return False
+        cursor = found[0] + len(hunk.old)
+    return True
 
 
 def _mismatch(lines: list[str], old: list[str]) -> str:
@@ -303,9 +417,15 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
         if not hunk.lines:
             continue
         old = hunk.old
-        found = _seek(lines, old, cursor, hunk.at_eof)
+        found = _place(lines, hunks[number - 1 :], cursor, path, number)
         if found is None:
             preview = "\n".join(old[:4])
+            done = already_there(lines, hunk.new)
+            if done is not None:
+                raise PatchError(
+                    f"{path}, hunk {number}: its lines were not found, and the lines it would produce are already "
+                    f"there (line {done + 1}): the change looks made already (read the file to check)"
+                )
             raise PatchError(
                 f"{path}, hunk {number}: these lines were not found (read the file again):\n{preview}{_mismatch(lines, old)}"
             )

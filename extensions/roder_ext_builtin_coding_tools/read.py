@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from roder_core.ir import Attachment
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import CLIENT_TEXT_READER, PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 from roder_core.media.images import MAX_INPUT_BYTES, sniff_image
 
@@ -31,7 +31,7 @@ MAX_IMAGE_BYTES = MAX_INPUT_BYTES
 
 
 class ReadArguments(ToolArguments):
-    path: NonBlank = Field(description="file to read (relative to the workspace, or absolute)")
+    path: PathArgument = Field(description="file to read (relative to the workspace, or absolute)")
     offset: int = Field(1, ge=1, description="first line to return (1-based)")
     limit: int = Field(DEFAULT_LIMIT, ge=1, description="how many lines to return")
 

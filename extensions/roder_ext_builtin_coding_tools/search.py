@@ -28,9 +28,10 @@ from pydantic import Field
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileSystemBroker
 from roder_core.brokers.file_glob import ripgrep_query
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import NonBlank, PathText, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolKind, ToolResult
 
+from .backtracking import explosive
 from .common import BuiltinTool, ToolInputError, looks_binary, path_subject
 
 MAX_MATCHES = 200
@@ -73,7 +74,7 @@ _COUNT_MARK = "\x1eroder-grep-count "
 
 class GrepArguments(ToolArguments):
     pattern: NonBlank = Field(description="regular expression to search for")
-    path: str | None = Field(None, description="folder or file to search (default: the workspace)")
+    path: PathText | None = Field(None, description="folder or file to search (default: the workspace)")
     glob: str | None = Field(None, description="only search files matching this glob")
     case_insensitive: bool = Field(False, description="ignore case (default false)")
     offset: int = Field(0, ge=0, description="skip this many matching lines, to page through a long result (default 0)")
@@ -81,11 +82,11 @@ class GrepArguments(ToolArguments):
 
 class GlobArguments(ToolArguments):
     pattern: NonBlank = Field(description="glob pattern, e.g. '**/*.py' or 'test_*.py'")
-    path: str | None = Field(None, description="folder to search (default: the workspace)")
+    path: PathText | None = Field(None, description="folder to search (default: the workspace)")
 
 
 class LsArguments(ToolArguments):
-    path: str | None = Field(None, description="folder to list (default: the workspace)")
+    path: PathText | None = Field(None, description="folder to list (default: the workspace)")
 
 
 class _SearchTool(BuiltinTool):
@@ -320,10 +321,17 @@ class GrepTool(_SearchTool):
 
     def _python(self, fs: FileSystemBroker, path: str, args: GrepArguments, withheld: list[str], literal: bool) -> _Page:
         pattern = re.escape(args.pattern) if literal else args.pattern
+        flags = re.IGNORECASE if args.case_insensitive else 0
         try:
-            regex = re.compile(pattern, re.IGNORECASE if args.case_insensitive else 0)
+            regex = re.compile(pattern, flags)
         except re.error as exc:
             raise BadPatternError(str(exc)) from None
+        why = explosive(pattern, flags)
+        if why is not None:
+            raise ToolInputError(
+                f"the pattern {args.pattern!r} can take exponential time without ripgrep (not available here), as {why}; "
+                "write it without the nested repeat or overlapping alternatives (a+ for (a+)+, a|b for (a|ab)*)"
+            )
         stop = args.offset + MAX_MATCHES + COUNT_CAP
         lines: list[str] = []
         size = total = 0

@@ -9,7 +9,7 @@ from pydantic import Field
 from roder_core.brokers import FileSystemBroker
 from roder_core.ir import FileChange
 from roder_core.kernel.file_ledger import digest_of
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
 from .common import (
@@ -52,7 +52,7 @@ def previous_text(fs: FileSystemBroker, path: str) -> tuple[TextFile | None, boo
 
 
 class WriteArguments(ToolArguments):
-    path: NonBlank = Field(description="file to write (relative to the workspace, or absolute)")
+    path: PathArgument = Field(description="file to write (relative to the workspace, or absolute)")
     content: str = Field(description="the complete new content")
 
 

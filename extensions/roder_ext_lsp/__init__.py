@@ -35,11 +35,12 @@ from roder_core.kernel.extension import (
     RoderExtension,
 )
 from roder_core.kernel.services import HookOutcome, HookPoint, ServiceRegistrar, StatusView
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
     from roder_core.plugins.enabled import ActivePlugins
+    from roder_ext_lsp.client import Columns, LspClient
     from roder_ext_lsp.manager import LspManager
     from roder_ext_lsp.servers import ServerSpec
 
@@ -90,6 +91,10 @@ class ManagerSlot:
 class DiagnosticsHook:
     """Before an edit: remember the files' diagnostics; after it: add what the edit introduced."""
 
+    #: Roder's own code in Roder's process: it reads the edited files by the paths the call names,
+    #: so the hook runner hands it the payload unredacted (hooks that leave the process never get that).
+    sees_raw_payload = True
+
     def __init__(self, slot: ManagerSlot, diagnostics_timeout: float, hook_timeout: float) -> None:
         self.slot = slot
         #: What the diagnostics may take of the hook's own deadline (past it the result goes
@@ -128,7 +133,7 @@ class LspArguments(ToolArguments):
     operation: Literal["definition", "references", "hover", "symbols"] = Field(
         description="definition / references / hover of the symbol at line:character, or symbols of the file"
     )
-    path: NonBlank = Field(description="file (relative to the workspace)")
+    path: PathArgument = Field(description="file (relative to the workspace)")
     line: int = Field(1, ge=1, description="1-based line (not needed for symbols)")
     character: int = Field(1, ge=1, description="1-based column (not needed for symbols)")
 
@@ -162,7 +167,8 @@ class LspTool(Tool):
         if text is None:
             return ToolResult.error(call, f"{args.path} cannot be read (missing, or withheld from the model)")
         client.sync(path, text)
-        position = {"line": args.line - 1, "character": args.character - 1}
+        line = args.line - 1
+        position = {"line": line, "character": client.columns(text).to_units(line, args.character - 1)}
         document = {"uri": uri_of(path)}
         method, params = {
             "definition": ("textDocument/definition", {"textDocument": document, "position": position}),
@@ -177,9 +183,17 @@ class LspTool(Tool):
             result = await client.request(method, params, 30.0)
         except LspError as exc:
             return ToolResult.error(call, str(exc))
-        return ToolResult(id=call.id, name=call.name, text=self._render(args.operation, result, ctx.workspace))
+        shown = self._render(args.operation, result, ctx.workspace, lambda uri: self._columns(client, uri))
+        return ToolResult(id=call.id, name=call.name, text=shown)
 
-    def _render(self, operation: str, result: Any, workspace: Path) -> str:
+    def _columns(self, client: LspClient, uri: str) -> Columns:
+        """The columns of a file a location names: the text the server has, else the file's."""
+        from roder_ext_lsp.client import path_of
+
+        text = client.text_of(uri)
+        return client.columns(text if text is not None else self.slot.manager._text(path_of(uri)))
+
+    def _render(self, operation: str, result: Any, workspace: Path, columns: Callable[[str], Columns]) -> str:
         if not result:
             return f"the server found no {operation} here"
         if operation == "hover":
@@ -200,7 +214,9 @@ class LspTool(Tool):
             start = (location.get("range") or location.get("targetSelectionRange") or {}).get("start", {})
             shown = path_of(uri)
             with_root = shown.relative_to(workspace).as_posix() if shown.is_relative_to(workspace) else str(shown)
-            lines.append(f"{with_root}:{start.get('line', 0) + 1}:{start.get('character', 0) + 1}")
+            line = int(start.get("line", 0))
+            character = columns(uri).to_characters(line, int(start.get("character", 0)))
+            lines.append(f"{with_root}:{line + 1}:{character + 1}")
         more = f"\n(+{len(locations) - 200} more)" if len(locations) > 200 else ""
         return "\n".join(lines) + more
 

@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 from collections import deque
 from dataclasses import dataclass, field
@@ -51,6 +52,43 @@ TSSERVER_REQUEST = "typescript.tsserverRequest"
 TSSERVER_DIAGNOSTICS = ("syntacticDiagnosticsSync", "semanticDiagnosticsSync", "suggestionDiagnosticsSync")
 TSSERVER_SEVERITY = {"error": 1, "warning": 2, "suggestion": 4, "message": 3}
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+class Columns:
+    """Columns of one text as the server counts them and as the model does. LSP counts UTF-16
+    code units unless the server chose ``utf-32`` (characters); tsserver always counts UTF-16.
+    The model, the files and every column Roder shows count characters: an emoji is one
+    character but two UTF-16 units. Every position crossing to or from a server goes through here."""
+
+    def __init__(self, text: str | None, utf16: bool = True) -> None:
+        self._lines = _LINE_BREAK.split(text) if text is not None and utf16 else None
+
+    def _line(self, line: int) -> str | None:
+        if self._lines is None or not 0 <= line < len(self._lines):
+            return None
+        return self._lines[line]
+
+    def to_characters(self, line: int, units: int) -> int:
+        """The 0-based character column of the server's 0-based ``units`` column on ``line``."""
+        text = self._line(line)
+        if text is None or text.isascii():
+            return units
+        seen = 0
+        for index, char in enumerate(text):
+            if seen >= units:
+                return index
+            seen += 2 if ord(char) > 0xFFFF else 1
+        return len(text) + max(units - seen, 0)
+
+    def to_units(self, line: int, characters: int) -> int:
+        """The server's 0-based column of the 0-based character column ``characters`` on ``line``."""
+        text = self._line(line)
+        if text is None or text.isascii():
+            return characters
+        head = text[:characters]
+        return characters + sum(1 for char in head if ord(char) > 0xFFFF)
+
 
 def uri_of(path: Path) -> str:
     return path.resolve().as_uri()
@@ -70,12 +108,13 @@ class Diagnostic:
     source: str = ""
 
     @classmethod
-    def from_lsp(cls, raw: dict[str, Any]) -> Diagnostic:
+    def from_lsp(cls, raw: dict[str, Any], columns: Columns) -> Diagnostic:
         start = raw.get("range", {}).get("start", {})
         code = raw.get("code")
+        line = int(start.get("line", 0))
         return cls(
-            line=int(start.get("line", 0)) + 1,
-            character=int(start.get("character", 0)) + 1,
+            line=line + 1,
+            character=columns.to_characters(line, int(start.get("character", 0))) + 1,
             severity=int(raw.get("severity") or 1),
             message=str(raw.get("message", "")).strip(),
             code=str(code) if code is not None else "",
@@ -83,13 +122,14 @@ class Diagnostic:
         )
 
     @classmethod
-    def from_tsserver(cls, raw: dict[str, Any]) -> Diagnostic:
-        """tsserver's own shape: 1-based ``start``, ``text``, ``category``, a numeric ``code``."""
+    def from_tsserver(cls, raw: dict[str, Any], columns: Columns) -> Diagnostic:
+        """tsserver's own shape: 1-based ``start`` (UTF-16 offsets), ``text``, ``category``, a numeric ``code``."""
         start = raw.get("start", {})
         code = raw.get("code")
+        line = int(start.get("line", 1))
         return cls(
-            line=int(start.get("line", 1)),
-            character=int(start.get("offset", 1)),
+            line=line,
+            character=columns.to_characters(line - 1, int(start.get("offset", 1)) - 1) + 1,
             severity=TSSERVER_SEVERITY.get(str(raw.get("category")), 1),
             message=str(raw.get("text", "")).strip(),
             code=str(code) if code is not None else "",
@@ -156,6 +196,8 @@ class LspClient:
             "workspaceFolders": [{"uri": uri_of(root), "name": root.name}],
             "initializationOptions": init_options,
             "capabilities": {
+                # Characters where the server can count them; UTF-16 otherwise (``Columns``).
+                "general": {"positionEncodings": ["utf-32", "utf-16"]},
                 "textDocument": {
                     "synchronization": {"didSave": False, "dynamicRegistration": False},
                     "publishDiagnostics": {"versionSupport": True, "relatedInformation": False},
@@ -294,6 +336,16 @@ class LspClient:
         waited for as published."""
         return self.pulls is not False or self._tsserver
 
+    def columns(self, text: str | None) -> Columns:
+        """How this server's columns of ``text`` map to characters (LSP positions; the
+        ``positionEncoding`` the server chose, UTF-16 when it chose none)."""
+        return Columns(text, utf16=self.capabilities.get("positionEncoding", "utf-16") != "utf-32")
+
+    def text_of(self, uri: str) -> str | None:
+        """The text last sent to the server for ``uri`` (None for a document it was not sent)."""
+        document = self._documents.get(uri)
+        return document.text if document is not None else None
+
     def _diagnostics(self, params: dict[str, Any]) -> None:
         document = self._documents.get(str(params.get("uri")))
         if document is None or self.pulls or self._tsserver:
@@ -301,7 +353,8 @@ class LspClient:
         version = params.get("version")
         if isinstance(version, int) and version < document.version:
             return  # about an older text than the one we sent last
-        document.diagnostics = [Diagnostic.from_lsp(d) for d in params.get("diagnostics", []) if isinstance(d, dict)]
+        columns = self.columns(document.text)
+        document.diagnostics = [Diagnostic.from_lsp(d, columns) for d in params.get("diagnostics", []) if isinstance(d, dict)]
         document.diagnosed_version = document.version
         document.changed.set()
 
@@ -369,6 +422,7 @@ class LspClient:
         """The file's diagnostics by a request sent after its last change (so about that text),
         or None when the server has no such request and only publishes."""
         document = {"uri": uri_of(path)}
+        text = self.text_of(document["uri"])
         if self.pulls is not False:
             try:
                 report = await self.request("textDocument/diagnostic", {"textDocument": document}, None)
@@ -381,7 +435,8 @@ class LspClient:
             else:
                 self.pulls = True
                 items = report.get("items", []) if isinstance(report, dict) else []
-                return [Diagnostic.from_lsp(d) for d in items if isinstance(d, dict)]
+                columns = self.columns(text)
+                return [Diagnostic.from_lsp(d, columns) for d in items if isinstance(d, dict)]
         if self._tsserver:
             found: list[Diagnostic] = []
             for command in TSSERVER_DIAGNOSTICS:
@@ -396,7 +451,7 @@ class LspClient:
                 body = answer.get("body") if isinstance(answer, dict) else None
                 if not isinstance(answer, dict) or not answer.get("success") or not isinstance(body, list):
                     raise LspError(f"language server {self.name} could not give {command} ({answer!r:.200})")
-                found += [Diagnostic.from_tsserver(d) for d in body if isinstance(d, dict)]
+                found += [Diagnostic.from_tsserver(d, Columns(text)) for d in body if isinstance(d, dict)]
             return found
         return None
 

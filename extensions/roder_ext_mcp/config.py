@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,34 @@ MAX_STARTUP_WAIT = 25.0
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_SAFE_TOOL = re.compile(r"[^A-Za-z0-9_.-]")
+#: The longest tool name providers take.
+MAX_TOOL_NAME = 64
+
+
+def _hashed(name: str, original: str) -> str:
+    """``name`` cut to fit with a hash of ``original``, so distinct originals stay distinct."""
+    digest = hashlib.sha256(original.encode()).hexdigest()[:8]
+    return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+
+
+def tool_names(prefix: str, mcp_names: list[str]) -> dict[str, str]:
+    """Each of a server's tool names as Roder offers it: ``prefix`` + the name with characters
+    providers refuse turned into ``_``. Names that would come out the same (``café`` and ``cafè``,
+    ``a b`` and ``a_b``) get a hash of the server's own name, and names longer than 64
+    characters are cut and get a hash, so every tool of the server stays callable, whatever
+    order the server lists them in."""
+    plain = {name: prefix + _SAFE_TOOL.sub("_", name) for name in mcp_names}
+    counts = Counter(plain.values())
+    names: dict[str, str] = {}
+    for name, safe in plain.items():
+        if counts[safe] > 1:
+            names[name] = _hashed(safe, prefix + name)
+        elif len(safe) > MAX_TOOL_NAME:
+            names[name] = _hashed(safe, safe)
+        else:
+            names[name] = safe
+    return names
 
 
 class McpConfigError(ValueError):

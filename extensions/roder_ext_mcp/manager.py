@@ -24,7 +24,7 @@ from roder_core.brokers.secrets import SecretRedactor
 from roder_core.kernel.tools import ToolExecutionContext
 from roder_core.settings.credentials import CredentialsError, CredentialStore
 from roder_ext_mcp.client_features import ClientFeatures, RootSet
-from roder_ext_mcp.config import ServerConfig
+from roder_ext_mcp.config import ServerConfig, tool_names
 from roder_ext_mcp.server_log import ServerLog
 from roder_ext_mcp.stdio import TERM_GRACE, stdio_streams
 
@@ -90,7 +90,13 @@ class ServerConnection:
     ) -> None:
         self.config = config
         self.name = config.name
-        self.tools: list[Any] = []
+        self._tools: list[Any] = []
+        #: Each tool's name as Roder offers it (``mcp__<server>__<tool>``), by the server's name.
+        self.tool_names: dict[str, str] = {}
+        #: Tools of the listing Roder could not offer (a schema the registry refuses, a name
+        #: another server's tool has), with the reason; said once each in the log and shown in
+        #: the server's status.
+        self.left_out: dict[str, str] = {}
         #: The server's prompts, resources and resource templates (empty when it offers none).
         self.prompts: list[Any] = []
         self.resources: list[Any] = []
@@ -128,6 +134,28 @@ class ServerConnection:
             self.status, self.error = "failed", config.error
         else:
             self.status, self.error = "pending", None
+
+    @property
+    def tools(self) -> list[Any]:
+        """The server's tools as last listed."""
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: list[Any]) -> None:
+        self._tools = tools
+        self.tool_names = tool_names(self.config.tool_prefix, [t.name for t in tools])
+        self.left_out = {}
+
+    def leave_out(self, tool: str, why: str) -> None:
+        """A tool of this server cannot be offered; the others still are."""
+        if self.left_out.get(tool) != why:
+            self.left_out[tool] = why
+            log.warning("MCP server %r: tool %r is not offered to the model: %s", self.name, tool, why)
+
+    def left_out_reason(self) -> str | None:
+        if not self.left_out:
+            return None
+        return "; ".join(f"tool {tool!r} left out: {why}" for tool, why in self.left_out.items())
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -279,6 +307,7 @@ class ServerConnection:
         from mcp import Client, Implementation
 
         features = self.features
+        step = "the handshake (initialize)"  # what a startup that timed out was waiting for
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = Client(
@@ -294,10 +323,20 @@ class ServerConnection:
                 )
                 async with asyncio.timeout(self.config.startup_timeout):
                     await stack.enter_async_context(client)
-                    self.tools = await self._list_tools(client)
-                    self.prompts = await _list_optional(client.list_prompts, "prompts")
-                    self.resources = await _list_optional(client.list_resources, "resources")
-                    self.resource_templates = await _list_optional(client.list_resource_templates, "resource_templates")
+                    # Only what the server declared is asked for: a server may leave a method
+                    # it does not offer unanswered, and that must not hold the connection.
+                    offered = client.session.server_capabilities
+                    step = "tools/list"
+                    self.tools = await self._list_tools(client) if offered is None or offered.tools is not None else []
+                    if offered is None or offered.prompts is not None:
+                        step = "prompts/list"
+                        self.prompts = await _list_optional(client.list_prompts, "prompts")
+                    if offered is None or offered.resources is not None:
+                        step = "resources/list"
+                        self.resources = await _list_optional(client.list_resources, "resources")
+                        step = "resources/templates/list"
+                        self.resource_templates = await _list_optional(client.list_resource_templates, "resource_templates")
+                    step = "logging/setLevel"
                     await self._set_log_level(client)
                 info = client.server_info
                 self.server_version = f"{info.name} {info.version}".strip() if info is not None else ""
@@ -323,7 +362,12 @@ class ServerConnection:
             elif self.status != "exited":
                 self.status = "failed"
                 noise = f" (its stdout had {self.noise_lines} non-JSON line(s), first: {self.noise})" if self.noise_lines else ""
-                why = self.auth.unauthorized if self.auth is not None and self.auth.unauthorized else describe_error(exc)
+                if self.auth is not None and self.auth.unauthorized:
+                    why = self.auth.unauthorized
+                elif isinstance(_leaf(exc), TimeoutError):
+                    why = f"no answer to {step} within {self.config.startup_timeout:g} s (startup_timeout)"
+                else:
+                    why = describe_error(exc)
                 self.error = self._with_stderr(f"could not connect: {why}{noise}")
             log.debug("MCP server %s: %s", self.name, self.error)
         finally:

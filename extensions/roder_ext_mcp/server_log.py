@@ -8,7 +8,10 @@ or an error quoting a token it was given, leaves ``[redacted:NAME]`` in the log,
 
 The pipe is read continuously whatever the server writes, so a server flooding its stderr never
 blocks on a full pipe; what is held in memory is bounded (a chunk, plus the end of the text that
-could still be the start of a secret, at most ``MAX_HELD`` characters).
+could still be the start of a secret, at most ``MAX_HELD`` characters). What is kept on disk
+is bounded too: the file is a ``bounded_log.RotatingLogFile`` (rotated to ``<server>.log.1`` at
+its limit, with a line saying what went where), so a server printing without end never fills
+the disk.
 """
 
 from __future__ import annotations
@@ -16,11 +19,15 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from roder_core.bounded_log import RotatingLogFile
 from roder_core.brokers.secrets import SecretRedactor, is_secret_name
+
+logger = logging.getLogger(__name__)
 
 #: Bytes read from the stderr pipe at a time.
 CHUNK = 65536
@@ -42,24 +49,27 @@ def server_redactor(run: SecretRedactor, server_env: Iterable[tuple[str, str]]) 
 
 
 class ServerLog:
-    """One server's log file; ``offset`` is where the current connection's part begins. The
-    redactor is made again at every connection, so a secret the run learnt since (a key stored
-    meanwhile) is redacted from the next start of the server on."""
+    """One server's log file; ``offset`` is where the current connection's part begins (the
+    file's start after a rotation). The redactor is made again at every connection, so a secret
+    the run learnt since (a key stored meanwhile) is redacted from the next start of the server on."""
 
     def __init__(self, path: Path, run_secrets: SecretRedactor, server_env: Iterable[tuple[str, str]]) -> None:
         self.path = path
+        self._file = RotatingLogFile(path)
         self._run_secrets = run_secrets
         self._server_env = tuple(server_env)
         self.redactor = server_redactor(run_secrets, self._server_env)
-        self.offset = 0
         self._drained = asyncio.Event()
+        self._unwritable = False
+
+    @property
+    def offset(self) -> int:
+        return self._file.offset
 
     def begin(self) -> None:
         """A connection starts: its stderr is what is written from here on."""
         self.redactor = server_redactor(self._run_secrets, self._server_env)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as out:
-            self.offset = out.tell()
+        self._file.begin_part()
         self._drained = asyncio.Event()
 
     async def drained(self, within: float) -> None:
@@ -71,8 +81,7 @@ class ServerLog:
 
     def write(self, text: str) -> None:
         """Append whole lines (a log message), redacted. OSError is the caller's to report."""
-        with open(self.path, "a", encoding="utf-8") as out:
-            out.write(self.redactor(text))
+        self._file.write(self.redactor(text))
 
     async def pump(self, stream: Any) -> None:
         """Copy a stderr pipe (an anyio byte stream) into the log, redacted as a stream, until
@@ -81,17 +90,26 @@ class ServerLog:
 
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         redacting = self.redactor.stream()
-        with open(self.path, "a", encoding="utf-8") as out:
-            try:
-                while True:
-                    try:
-                        chunk = await stream.receive(CHUNK)
-                    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                        break
-                    out.write(redacting.feed(decoder.decode(chunk)))
-                    if redacting.held > MAX_HELD:
-                        out.write(redacting.flush())
-                    out.flush()
-            finally:
-                out.write(redacting.feed(decoder.decode(b"", final=True)) + redacting.flush())
-                self._drained.set()
+        try:
+            while True:
+                try:
+                    chunk = await stream.receive(CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    break
+                text = redacting.feed(decoder.decode(chunk))
+                if redacting.held > MAX_HELD:
+                    text += redacting.flush()
+                self._keep(text)
+        finally:
+            self._keep(redacting.feed(decoder.decode(b"", final=True)) + redacting.flush())
+            self._drained.set()
+
+    def _keep(self, text: str) -> None:
+        """Write stderr text; a log that cannot be written (a full disk) is said once in Roder's
+        log while the pipe goes on being read, so the server never blocks on it."""
+        try:
+            self._file.write(text)
+        except OSError as exc:
+            if not self._unwritable:
+                self._unwritable = True
+                logger.warning("MCP server log %s cannot be written, its stderr is dropped: %s", self.path, exc)

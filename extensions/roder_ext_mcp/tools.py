@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,25 +20,19 @@ from typing import Any
 from roder_core.customization.slash_commands import CommandInfo
 from roder_core.ir import ApprovalOption, ApprovalRequest, Attachment
 from roder_core.kernel.tool_catalog import SourceStatus
-from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
+from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult, ToolSpecError
 from roder_core.plugins.components import PLUGIN_SERVER_PREFIX
 from roder_core.plugins.enabled import ActivePlugins
 from roder_ext_mcp import prompts
-from roder_ext_mcp.config import McpSettings, parse_server
+from roder_ext_mcp.config import McpSettings, parse_server, tool_names
 from roder_ext_mcp.manager import McpManager, ServerConnection, ServerUnavailable, describe_error
 
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 MAX_RESULT_CHARS = 100_000
 
 
 def tool_name(connection: ServerConnection, mcp_name: str) -> str:
-    """``mcp__<server>__<tool>``; characters providers refuse become ``_``, and names longer
-    than 64 characters are shortened with a hash so they stay unique."""
-    name = connection.config.tool_prefix + _SAFE.sub("_", mcp_name)
-    if len(name) > 64:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-        name = f"{name[:55]}_{digest}"
-    return name
+    """``mcp__<server>__<tool>``, unique within the server (``config.tool_names``)."""
+    return connection.tool_names.get(mcp_name) or tool_names(connection.config.tool_prefix, [mcp_name])[mcp_name]
 
 
 def fingerprint(connection: ServerConnection) -> str:
@@ -218,7 +211,10 @@ class McpToolContributor:
             if connection.status not in ("connected", "exited", "needs-login"):
                 continue
             for mcp_tool in connection.tools:
-                registry.register(McpTool(connection, mcp_tool, self.reviews))
+                try:
+                    registry.register(McpTool(connection, mcp_tool, self.reviews))
+                except ToolSpecError as exc:  # one unusable tool never takes the others down
+                    connection.leave_out(mcp_tool.name, str(exc))
 
     async def wait_ready(self, timeout: float) -> None:
         await self.manager.wait_ready(timeout)
@@ -278,8 +274,10 @@ def status_of(connection: ServerConnection) -> SourceStatus:
         name=connection.name,
         kind="mcp",
         status=connection.status,
-        error=connection.error,
-        tools=[tool_name(connection, t.name) for t in connection.tools] if connection.status == "connected" else [],
+        error=connection.error or connection.left_out_reason(),
+        tools=[tool_name(connection, t.name) for t in connection.tools if t.name not in connection.left_out]
+        if connection.status == "connected"
+        else [],
         detail={
             "transport": connection.config.transport,
             "target": connection.config.describe(),

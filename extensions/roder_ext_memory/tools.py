@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from roder_core.errors import RoderError
+from roder_core.ir import empty_list
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
 
@@ -22,7 +23,7 @@ def _redact(ctx: ToolExecutionContext, text: str) -> str:
 class MemorySaveArguments(ToolArguments):
     text: NonBlank = Field(description=f"the note (at most {MAX_TEXT_CHARS} characters)")
     scope: Literal["project", "global"] = Field("project", description="default: project")
-    tags: list[str] = Field(default_factory=list, description="optional keywords")
+    tags: list[str] = Field(default_factory=empty_list, description="optional keywords")
 
 
 class MemorySearchArguments(ToolArguments):

@@ -102,6 +102,10 @@ class ExitPlanTool(Tool):
 class PlanModeInstructions:
     """Adds the plan-mode instructions to the system prompt of threads in plan mode."""
 
+    #: Roder's own code in Roder's process: it adds to the system prompt of the request as it will be sent,
+    #: so the hook runner hands it the payload unredacted (hooks that leave the process never get that).
+    sees_raw_payload = True
+
     def id(self) -> str:
         return "plan-mode-instructions"
 

@@ -154,6 +154,10 @@ class SkillsContext:
 class SkillPermissions:
     """While a skill is active, its allowed-tools run without asking (never past a deny)."""
 
+    #: Roder's own code in Roder's process: it matches the call's real arguments against the skill's allowed tools,
+    #: so the hook runner hands it the payload unredacted (hooks that leave the process never get that).
+    sees_raw_payload = True
+
     def __init__(self, catalog: SkillCatalog) -> None:
         self.catalog = catalog
 

@@ -116,6 +116,10 @@ class LedgerFinalization:
     """With taskLedgerRequired: instructions in the system prompt, and one checkpoint reminder
     when the model stops with the ledger missing or unfinished."""
 
+    #: Roder's own code in Roder's process: it adds to the system prompt of the request as it will be sent,
+    #: so the hook runner hands it the payload unredacted (hooks that leave the process never get that).
+    sees_raw_payload = True
+
     def __init__(self, ledger: LedgerState) -> None:
         self.ledger = ledger
 

@@ -26,7 +26,7 @@ from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.workspace import Baseline, WorkspaceError, git
 from roder_core.brokers import repairs, seccomp, tree_guard
 from roder_core.brokers.sandbox import BubblewrapProbe, Confinement, bubblewrap_argv, sandbox_status
-from roder_core.brokers.secret_paths import default_deny_read, masks
+from roder_core.brokers.secret_paths import SecretAliased, default_deny_read, masks
 
 #: Folders under the operator's home that hold credentials; hidden from the score (tmpfs).
 #: The agent's commands get the same treatment (``worker`` passes them to the runtime).
@@ -225,12 +225,16 @@ def score_sandbox(
     if status.effective == "off" or not status.bwrap:
         return ScoreSandbox("off")
     hidden = [*default_deny_read(Path(home)), *credential_paths(home)] if home else []
+    try:
+        masked = tuple(masks(hidden, roots))
+    except SecretAliased as exc:  # a secret the sandbox could not hide: never scored unconfined
+        return ScoreSandbox("blocked", refused=str(exc))
     plan = Confinement(
         level="workspace-write",
         roots=tuple(roots),
         cwd=cwd,
         readonly=tuple(tree_guard.scan(roots, next_action=False).readonly_paths()),  # the operator's own command
-        masked=tuple(masks(hidden, roots)),
+        masked=masked,
         shown=shown,
         network=network,
     )

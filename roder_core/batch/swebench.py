@@ -107,10 +107,10 @@ def parse_test_statuses(output: str) -> dict[str, str]:
     return statuses
 
 
-def swe_report(output: str, fail_to_pass: list[str], pass_to_pass: list[str]) -> dict[str, Any]:
-    """SWE-bench's report shape: each listed test as success or failure (a test missing from the
-    output failed), and ``resolved`` when every one passed."""
-    statuses = parse_test_statuses(output)
+def swe_report(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[str]) -> dict[str, Any]:
+    """SWE-bench's report shape: each listed test as success or failure (a test with no status
+    failed), and ``resolved`` when every one passed. ``statuses`` come from
+    ``score_witness.test_statuses``, which knows which of the output's lines to believe."""
     report: dict[str, Any] = {}
     for name, tests in (("FAIL_TO_PASS", fail_to_pass), ("PASS_TO_PASS", pass_to_pass)):
         success = [t for t in tests if statuses.get(t) in _PASSING]

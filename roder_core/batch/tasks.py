@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from roder_core.brokers.data_paths import component
-from roder_core.ir import Mode
+from roder_core.ir import Mode, empty_list
 
 
 class TaskFileError(ValueError):
@@ -61,7 +61,7 @@ class Task(TaskModel):
     prompt: str = Field(min_length=1)
     workspace: WorkspaceSource | None = None
     #: Commands run in the fresh workspace before the agent starts (their changes are not in the diff).
-    setup: list[str] = Field(default_factory=list)
+    setup: list[str] = Field(default_factory=empty_list)
     #: Run after the agent; exit code 0 means the rollout passed.
     score: str | None = None
     #: Seconds the agent's turn may take (the batch's --deadline when absent).
@@ -85,10 +85,10 @@ class Task(TaskModel):
     #: or a unified diff (SWE-bench's ``test_patch``) applied after the agent finishes.
     tests: list[str] | str | None = None
     #: Globs reverted to their original content (or removed, when new) before the score runs.
-    protect: list[str] = Field(default_factory=list)
+    protect: list[str] = Field(default_factory=empty_list)
     #: Globs of runner files that are the agent's to change (``runner_guard``); ``["**"]``: none
     #: is reset (the guard is off).
-    agent_files: list[str] = Field(default_factory=list)
+    agent_files: list[str] = Field(default_factory=empty_list)
     #: How much of its environments and git-ignored content a rollout keeps a copy of, to put
     #: back what the agent changed (None: ``runner_guard.KEPT_COPY_*``); beyond it a change
     #: fails the score closed.
@@ -99,12 +99,12 @@ class Task(TaskModel):
     #: ``python`` is another one fails, saying so.
     python: str | None = None
     #: Folders outside the workspace that setup made and the score reads (shown read-only).
-    score_paths: list[str] = Field(default_factory=list)
+    score_paths: list[str] = Field(default_factory=empty_list)
     #: A folder of tests copied in only after the agent finishes; the score finds it in $TESTS_DIR.
     tests_folder: str | None = None
     #: SWE-bench's test lists: each test's status is recorded; all must pass for the rollout to pass.
-    fail_to_pass: list[str] = Field(default_factory=list)
-    pass_to_pass: list[str] = Field(default_factory=list)
+    fail_to_pass: list[str] = Field(default_factory=empty_list)
+    pass_to_pass: list[str] = Field(default_factory=empty_list)
     #: A Dockerfile the task's environment is built from (Podman, base images local): the agent's
     #: tools and the score run in a container of it (``containers``).
     container: str | None = None

@@ -41,12 +41,14 @@ from roder_core.batch.containers import (
 from roder_core.batch.environment import child_environment, value_redactor
 from roder_core.batch.rewards import RewardError, read_reward
 from roder_core.batch.runner_guard import RunnerGuard, UnscorableChange
+from roder_core.batch.score_witness import ForgedResult, Witness, check_run, test_statuses
 from roder_core.batch.scoring import ScoreGuard, ScoringError, credential_paths, run_score, score_sandbox
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.swebench import patch_paths, swe_report
 from roder_core.batch.tasks import Task
 from roder_core.batch.worker_loop import run_on_worker_loop
 from roder_core.batch.workspace import Baseline, WorkspaceError, prepare_workspace
+from roder_core.bounded_log import HeadAndTail
 from roder_core.brokers.secrets import SecretRedactor, is_secret_name, redact_data
 from roder_core.errors import InferenceErrorKind, RoderError
 from roder_core.ir import AgentMessageItem, Thread, ToolCallItem, ToolResultItem, Turn
@@ -163,17 +165,17 @@ def run_rollout(spec: RolloutSpec, on_event: Callable[[RuntimeEvent], None] | No
     """
     sweep_orphaned_scratch()
     scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
-    log = _LogCapture()
+    rollout = _Rollout(spec, scratch, on_event)
+    log = _LogCapture(rollout.redactor)
     root = logging.getLogger()
     root.addHandler(log)
-    rollout = _Rollout(spec, scratch, on_event)
     try:
         outcome = run_on_worker_loop(rollout.run)
     finally:
         root.removeHandler(log)
         discard_scratch(scratch)
     if log.lines:  # records can quote anything (a provider's malformed event, an error): redacted as every output is
-        outcome.files |= _redacted_files(rollout.redactor, {"roder.log": "".join(log.lines).encode()})
+        outcome.files |= _redacted_files(rollout.redactor, {"roder.log": log.lines.text().encode()})
     return outcome
 
 
@@ -241,15 +243,19 @@ def _kill_processes_in(folder: Path) -> None:
 
 class _LogCapture(logging.Handler):
     """Keeps a rollout's warnings and errors for its ``roder.log`` instead of a worker's stderr
-    (where they would scramble the progress bar or vanish inside Ray)."""
+    (where they would scramble the progress bar or vanish inside Ray). Memory is bounded
+    (``bounded_log.HeadAndTail``: the first and latest lines, the dropped middle said in a line);
+    each record is redacted before it is kept, so cutting a long one never leaves part of a secret."""
 
-    def __init__(self) -> None:
+    def __init__(self, redactor: SecretRedactor | None = None) -> None:
         super().__init__(logging.WARNING)
         self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        self.lines: list[str] = []
+        self.lines = HeadAndTail()
+        self._redactor = redactor
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record) + "\n")
+        line = self.format(record) + "\n"
+        self.lines.add(self._redactor(line) if self._redactor else line)
 
 
 @dataclass
@@ -446,6 +452,7 @@ class _Rollout:
         (verifier / "logs" / "verifier").mkdir(parents=True)
         env = {**env, "LOGS_DIR": str(verifier / "logs")}
         refused = None
+        witness: Witness | None = None
         try:
             settled, kept = guard.settle(kept, sweep=not self.spec.in_place)
             restored = settled + guard.restore(baseline)
@@ -460,12 +467,8 @@ class _Rollout:
             outcome = ShellOutcome(self.task.score, None, f"scoring copy not prepared: {exc}\n", 0.0)
             restored = []
         else:
-            outcome = await self._run_score(workspace, verifier, env, home, runtime)
-        preamble = "".join(f"# {line}\n" for line in restored)
-        self.files["score.log"] = (preamble + outcome.log()).encode()
+            outcome, witness = await self._run_score(workspace, verifier, env, home, runtime)
         self.result["score"] = {"command": outcome.command, "exit_code": outcome.exit_code, "timed_out": outcome.timed_out}
-        if refused is not None:
-            self.result["score"]["refused"] = refused
         try:
             reward = read_reward(verifier / "logs" / "verifier")
         except RewardError as exc:
@@ -473,19 +476,43 @@ class _Rollout:
         else:
             if reward is not None:
                 self.result["reward"] = reward
-        if self.task.fail_to_pass or self.task.pass_to_pass:
-            self.result["tests"] = swe_report(outcome.output, self.task.fail_to_pass, self.task.pass_to_pass)
+        forged = self._verdict(outcome, witness)
+        log = "".join(f"# {line}\n" for line in restored) + outcome.log()
+        if forged is not None:
+            log += f"score refused: {forged}\n"
+        refused = refused or forged
+        if refused is not None:
+            self.result["score"]["refused"] = refused
+            self.result["reward"] = 0.0  # whatever the score wrote
+        self.files["score.log"] = log.encode()
         return outcome, kept
+
+    def _verdict(self, outcome: ShellOutcome, witness: Witness | None) -> str | None:
+        """The one place a score's result is read (its exit status and reward are read as they
+        are; ``_score_passed`` weighs them): each listed test's status from what the runner
+        decided, never from lines the code under test printed (``score_witness``). Returns why
+        the result cannot be trusted, or None."""
+        try:
+            report = witness.report() if witness is not None else None
+            check_run(report, outcome.exit_code, rewarded="reward" in self.result)
+            if self.task.fail_to_pass or self.task.pass_to_pass:
+                statuses = test_statuses(outcome.output, report)
+                self.result["tests"] = swe_report(statuses, self.task.fail_to_pass, self.task.pass_to_pass)
+        except ForgedResult as exc:
+            return str(exc)
+        return None
 
     async def _run_score(
         self, workspace: Path, verifier: Path, env: dict[str, str], home: str | None, runtime: Runtime | None
-    ) -> ShellOutcome:
-        """The score in the task's container, or on this machine in the score's sandbox."""
+    ) -> tuple[ShellOutcome, Witness | None]:
+        """The score in the task's container, or on this machine in the score's sandbox, with
+        the witness of its pytest runs (``score_witness``; not in a container)."""
         assert self.task.score is not None
         if self.image is not None:
             assert runtime is not None
-            return await self._score_in_container(runtime, workspace, verifier)
-        shown = [Path(path) for path in self.task.score_paths]
+            return await self._score_in_container(runtime, workspace, verifier), None
+        witness = Witness.prepare(self.scratch, verifier)
+        shown = [witness.folder, *(Path(path) for path in self.task.score_paths)]
         if self.task.python is not None:
             shown.append(Path(self.task.python).parent.parent)  # the environment it belongs to
         shown = [path for path in shown if path.exists()]  # what is missing fails below, saying so
@@ -493,16 +520,17 @@ class _Rollout:
             self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home, shown=tuple(shown)
         )
         self.result["score_sandbox"] = sandbox.level
-        return run_score(
+        outcome = run_score(
             self.task.score,
             workspace,
-            env,
+            witness.environment(env, workspace),
             self.task.score_timeout,
             sandbox,
             verifier,
             python=self.task.python,
             caches_removed=not self.spec.in_place,  # ScoreGuard.settle removed them
         )
+        return outcome, witness
 
     async def _score_in_container(self, runtime: Runtime, workspace: Path, verifier: Path) -> ShellOutcome:
         """Harbor's way: the tests at ``/tests``, the logs at ``/logs``, in the agent's container,
@@ -705,8 +733,10 @@ class _Rollout:
         self.files["atif.json"] = json.dumps(atif, indent=2, ensure_ascii=False).encode()
 
     def _score_passed(self, score: ShellOutcome) -> bool:
-        """Full reward when the score wrote one, every listed test when the task lists them,
-        otherwise the score's exit code."""
+        """Never a refused score; full reward when the score wrote one, every listed test when
+        the task lists them, otherwise the score's exit code."""
+        if "refused" in self.result["score"]:
+            return False
         if "reward" in self.result:
             return bool(self.result["reward"] >= 1.0)
         if "tests" in self.result:
@@ -886,7 +916,7 @@ def resolve_settings(settings: RunSettings) -> tuple[RunSettings, list[str]]:
         logging.getLogger().removeHandler(log)
     notices = list(started.distribution.warnings)
     notices += started.notices
-    notices += [line.strip() for line in log.lines if " not loaded: " not in line]
+    notices += [line.strip() for line in log.lines.lines() if " not loaded: " not in line]
     if started.fell_back_to_mock:
         notices.append("no provider configured: using the offline mock model (set --provider)")
     table, models = provider_tables(runtime.options.config, runtime.provider, runtime.model)

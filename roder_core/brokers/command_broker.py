@@ -57,6 +57,13 @@ class CommandGrants(TypedDict, total=False):
     default_timeout: float
 
 
+#: A command has no terminal, so nothing may wait for one: ``git commit`` without ``-m`` would
+#: open the user's editor (vim then fills the output with its screen and waits on a closed
+#: stdin). Git's editor is ``true`` (an empty message aborts the commit, which git says in one
+#: line), pagers print straight through, and git never prompts for a password.
+NO_TERMINAL_ENV = {"GIT_EDITOR": "true", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+
+
 class CommandBroker(ABC):
     """Base of the process brokers: grants, the working folder, scrubbed environment, audit
     records and ``run``."""
@@ -174,6 +181,7 @@ class CommandBroker(ABC):
     def child_env(self, extra: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
         """The environment a command gets (scrubbed of secrets) and the names dropped from it."""
         env, dropped = scrubbed_env(self._env, self._redactor, self._pass_env, self._secret_names)
+        env.update(NO_TERMINAL_ENV)
         if extra:
             env.update(extra)
         return env, dropped

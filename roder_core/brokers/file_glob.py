@@ -20,6 +20,7 @@ tool that searches them. Without ripgrep the callers walk in Python from the sam
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -31,7 +32,7 @@ from roder_core.brokers import BrokerDenied, FileInfo, FileSystemBroker
 from roder_core.brokers.gitignore import glob_to_regex
 
 #: Characters that make a pattern segment a glob rather than a literal name.
-_GLOB_CHARS = frozenset("*?[\\")
+_GLOB_CHARS = frozenset("*?[{\\")
 #: A name pattern ripgrep's glob syntax reads exactly as ``glob_to_regex`` does.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9._*?+@%=,~ -]+")
 #: How long a listing may take before the caller is told to narrow it.
@@ -43,10 +44,52 @@ class ListingTimeout(TimeoutError):
 
 
 def pattern_regex(pattern: str) -> re.Pattern[str]:
-    """A gitignore-style glob: without ``/`` it matches a name at any depth, ``**`` spans folders."""
-    body = pattern.strip().removeprefix("./")
-    head = "^" if "/" in body else "^(?:.*/)?"
-    return re.compile(head + glob_to_regex(body) + "$", re.DOTALL)
+    """A gitignore-style glob: without ``/`` it matches a name at any depth, ``**`` spans
+    folders, and ``{a,b}`` is either (as in a shell: ``src/*.{ts,tsx}``, ``{src,test}/**``)."""
+    bodies = []
+    for alternative in expand_braces(pattern.strip().removeprefix("./")):
+        body = alternative.removeprefix("./")
+        bodies.append(("" if "/" in body else "(?:.*/)?") + glob_to_regex(body))
+    return re.compile("^(?:" + "|".join(bodies) + ")$", re.DOTALL)
+
+
+#: How many patterns one with braces may stand for (``{a,b}{c,d}`` is four).
+MAX_BRACE_ALTERNATIVES = 256
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """The patterns a shell's brace expansion makes of ``pattern`` (``*.{ts,tsx}`` is ``*.ts``
+    and ``*.tsx``; nested braces too). A brace without a comma at its level, or unclosed, is a
+    literal character; a backslash escapes the next one."""
+    depth, start, index = 0, -1, 0
+    commas: list[int] = []
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "{":
+            depth += 1
+            if depth == 1:
+                start, commas = index, []
+        elif char == "," and depth == 1:
+            commas.append(index)
+        elif char == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                prefix, suffix = pattern[:start], pattern[index + 1 :]
+                if not commas:  # "{x}" is literal: keep it and expand what follows
+                    return [pattern[: index + 1] + rest for rest in expand_braces(suffix)]
+                bounds = [start, *commas, index]
+                parts = [pattern[a + 1 : b] for a, b in itertools.pairwise(bounds)]
+                out: list[str] = []
+                for part in parts:
+                    out += expand_braces(prefix + part + suffix)
+                    if len(out) > MAX_BRACE_ALTERNATIVES:
+                        raise ValueError(f"{pattern!r} stands for more than {MAX_BRACE_ALTERNATIVES} patterns; use fewer braces")
+                return out
+        index += 1
+    return [pattern]
 
 
 def literal_folder(pattern: str) -> tuple[str, int | None]:

@@ -35,14 +35,20 @@ from typing import Protocol
 
 #: The names whose presence together makes a folder a git dir (``is_git_dir_shape``).
 GIT_MARKERS = ("HEAD", "objects", "refs", "commondir")
-#: Config keys whose value is a program (or folder of programs) git runs.
-_PROGRAM_KEYS = re.compile(
-    r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass|gitproxy)|sequence\.editor|gpg\.program|"
-    r"gpg\.\w+\.program|credential\.helper|credential\..*\.helper|diff\..*\.(textconv|command)|"
-    r"merge\..*\.driver|filter\..*\.(clean|smudge|process)|uploadpack\.packobjectshook)$"
-)
-_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(.*)$')
-_ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?$")
+
+
+@lru_cache(maxsize=1)
+def _config_patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """Config keys whose value is a program (or folder of programs) git runs; a section header; a
+    ``key = value`` line. Compiled when a config is first read, not at start-up (about 5 ms)."""
+    program_keys = re.compile(
+        r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass|gitproxy)|sequence\.editor|gpg\.program|"
+        r"gpg\.\w+\.program|credential\.helper|credential\..*\.helper|diff\..*\.(textconv|command)|"
+        r"merge\..*\.driver|filter\..*\.(clean|smudge|process)|uploadpack\.packobjectshook)$"
+    )
+    section = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(.*)$')
+    entry = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?$")
+    return program_keys, section, entry
 
 
 class GitProbe(Protocol):
@@ -164,17 +170,18 @@ def _git_dir_of(worktree: Path, probe: GitProbe) -> Path | None:
 def config_entries(text: str) -> Iterator[tuple[str, str, str]]:
     """``(section, key, value)`` of every ``key = value`` of a git config; ``section`` is the
     lowercased section with its subsection (``filter.evil``, ``includeif.gitdir:~/w/``)."""
+    _keys, section_line, entry_line = _config_patterns()
     section = ""
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].split(";", 1)[0] if '"' not in raw else raw
-        header = _SECTION.match(line)
+        header = section_line.match(line)
         if header:
             name, sub, rest = header.group(1), header.group(2), header.group(3)
             section = name.lower() + (f".{sub}" if sub is not None else "")
             line = rest
             if not line.strip():
                 continue
-        entry = _ENTRY.match(line)
+        entry = entry_line.match(line)
         if entry and entry.group(2) is not None:
             yield section, entry.group(1).lower(), _config_value(entry.group(2))
 
@@ -200,10 +207,11 @@ def _config_value(raw: str) -> str:
 
 def config_programs(text: str, base: Path) -> list[Path]:
     """Paths named by program-valued keys of a git config (relative ones resolved from ``base``)."""
+    program_keys = _config_patterns()[0]
     found: list[Path] = []
     for section, name, value in config_entries(text):
         key = f"{section}.{name}"
-        if not _PROGRAM_KEYS.match(key):
+        if not program_keys.match(key):
             continue
         program = value.lstrip("!").split()[0] if value.lstrip("!").split() else ""
         if not program or ("/" not in program and not key.endswith("hookspath")):

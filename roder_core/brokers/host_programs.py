@@ -16,6 +16,13 @@ import shutil
 SYSTEM_FOLDERS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
 
 
-def system_program(name: str) -> str | None:
-    """``name`` from the system's folders, else through the PATH."""
-    return shutil.which(name, path=os.pathsep.join(SYSTEM_FOLDERS)) or shutil.which(name)
+def system_program(*names: str) -> str | None:
+    """The first of ``names`` in the system's folders, else the first through the PATH (so an
+    alternative the system has wins over a preferred one only the PATH has)."""
+    system = os.pathsep.join(SYSTEM_FOLDERS)
+    for where in (system, None):
+        for name in names:
+            found = shutil.which(name, path=where)
+            if found:
+                return found
+    return None

@@ -34,7 +34,7 @@ from roder_core.brokers.netns import LoopbackNetwork, ThreadNetwork, entering, n
 from roder_core.brokers.next_start import HeldCommand, NextStart
 from roder_core.brokers.own_folders import OwnFolders, thread_folder
 from roder_core.brokers.sandbox import Confinement, SandboxStatus, bubblewrap_argv, path_folders_under_private_tmp
-from roder_core.brokers.secret_paths import default_deny_read, masks
+from roder_core.brokers.secret_paths import SecretAliased, default_deny_read, masks
 from roder_core.brokers.self_protection import capability_drop_argv, drop_ptrace_capability, mark_non_dumpable
 
 #: Walks after a command while its repairs keep finding the tree changed under them.
@@ -263,7 +263,9 @@ class HostProcessBroker(CommandBroker):
         # while the model thought, or started now; either way moved into its cgroup before it
         # gets its command line. Where a hook between fork and exec is still needed (no bash,
         # no ``nsenter`` or ``setpriv``, no ``/bin/sh``), the command starts directly instead.
-        spec = self._start_spec(level, bwrapped, network, workdir, child_env, separate)
+        # unconfined as root: the capabilities are dropped by a ``setpriv`` prefix, or else a hook
+        drop = await capability_drop_argv() if not bwrapped and os.geteuid() == 0 else None
+        spec = self._start_spec(level, bwrapped, network, workdir, child_env, separate, drop)
         held = await self._held(spec) if spec is not None else None
         try:
             cgroup = held.cgroup if held is not None else self._command_cgroup()
@@ -287,12 +289,17 @@ class HostProcessBroker(CommandBroker):
                     seccomp_fd = held.seccomp_fd
                 elif probe is not None and probe.seccomp:
                     seccomp_fd = seccomp.filter_fd(allow_unix_sockets=self._allow_unix_sockets)
+                try:
+                    masked = tuple(masks(self._deny_read, roots))
+                except SecretAliased as exc:
+                    self._record("process.denied", reason=str(exc))
+                    raise
                 plan = Confinement(
                     level=level,
                     roots=roots,
                     cwd=workdir,
                     readonly=tuple(guard.readonly_paths()) if guard is not None else (),
-                    masked=tuple(masks(self._deny_read, roots)),
+                    masked=masked,
                     shown=(
                         *(p for p in self._shown if p.is_dir()),
                         *self._own.for_thread(self._thread_id),
@@ -314,7 +321,6 @@ class HostProcessBroker(CommandBroker):
                         argv, network_fds = entry
                         passed += network_fds
             elif os.geteuid() == 0:
-                drop = capability_drop_argv()
                 if drop is None:
                     hooks.append(drop_ptrace_capability)
                 else:
@@ -372,9 +378,11 @@ class HostProcessBroker(CommandBroker):
         workdir: Path,
         child_env: dict[str, str],
         separate: bool,
+        drop: tuple[str, ...] | None,
     ) -> _StartSpec | None:
         """What a held start of this command is made with, or None where it cannot be held:
-        no cgroup here (nothing to move it into), or a hook between fork and exec is needed."""
+        no cgroup here (nothing to move it into), or a hook between fork and exec is needed
+        (``drop``, ``capability_drop_argv``'s prefix, is None for an unconfined root command)."""
         limits = self._limits
         if limits.processes <= 0 and limits.memory_mb <= 0:
             return None
@@ -383,7 +391,7 @@ class HostProcessBroker(CommandBroker):
             return None
         if network is not None and nsenter_path() is None:
             return None
-        if not bwrapped and os.geteuid() == 0 and capability_drop_argv() is None:
+        if not bwrapped and os.geteuid() == 0 and drop is None:
             return None
         probe = self.sandbox.probe
         wants_seccomp = bwrapped and probe is not None and probe.seccomp

@@ -91,7 +91,7 @@ def sandbox_report(
 ) -> list[ReportLine]:
     """The lines of ``roder doctor``'s sandbox section."""
     from roder_core.brokers.own_folders import OwnFolders
-    from roder_core.brokers.secret_paths import default_deny_read, expand, masks
+    from roder_core.brokers.secret_paths import SecretAliased, default_deny_read, expand, masks
 
     env = dict(os.environ if env is None else env)
     lines = [ReportLine("level", f"{status.effective}" + (f" (requested {status.requested})" if status.requested else ""))]
@@ -134,8 +134,12 @@ def sandbox_report(
     )
     home = Path(env.get("HOME") or os.path.expanduser("~"))
     candidates = [*default_deny_read(home, paths.data_dir, paths.config_file), *expand(config.sandboxing.deny_read, home)]
-    masked = masks(candidates, [])
-    lines.append(ReportLine("masked", ", ".join(str(p) for p in masked) or "nothing on this machine"))
+    try:
+        masked = masks(candidates, [])
+    except SecretAliased as exc:
+        lines.append(ReportLine("masked", f"REFUSED: {exc}"))
+    else:
+        lines.append(ReportLine("masked", ", ".join(str(p) for p in masked) or "nothing on this machine"))
     own = OwnFolders.of(paths, env)
     lines.append(
         ReportLine(

@@ -7,6 +7,19 @@ in the user's home, Roder's data folder (stored API keys, threads, the memory da
 audit log) and its config.toml, and the sockets of host services (Docker, D-Bus, the user's
 runtime folder with gpg-agent and ssh-agent), and the machine's own secrets a root command could
 read (``/etc/shadow``, SSH host keys). ``[sandboxing] deny_read`` adds to it.
+
+A mask covers a path, so ``masks`` also finds the other paths that reach the same file:
+
+- a mount of the same filesystem elsewhere (a bind mount of the secret's folder or of one
+  above it, read from ``/proc/self/mountinfo``): each such alias that is the same file (same
+  device and inode) is masked too;
+- another name of a masked file (a hard link, ``st_nlink`` above the names masked): it cannot be
+  found without searching the whole disk, so the sandbox is refused (``SecretAliased``) with
+  the file named, until the link is removed or its other name is in ``deny_read``. This is
+  checked for masked files and the files directly inside masked folders.
+
+Inside the sandbox ``/proc`` is the sandbox's own (its own process namespace), so
+``/proc/<pid>/root``, ``/proc/<pid>/cwd`` and ``/dev/fd`` lead only to the sandbox's view.
 """
 
 from __future__ import annotations
@@ -15,6 +28,8 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+
+from roder_core.brokers import BrokerDenied
 
 #: Relative to the home folder.
 HOME_SECRETS = (
@@ -117,10 +132,17 @@ def expand(entries: Iterable[str], home: Path) -> list[Path]:
     return out
 
 
+class SecretAliased(BrokerDenied):
+    """A masked file has another name the sandbox cannot find (a hard link): refused, never
+    run with the secret reachable."""
+
+
 def masks(candidates: Iterable[Path], roots: Iterable[Path]) -> list[Path]:
     """The candidates to mask on this machine: existing ones, resolved (a symlink is masked at
-    its target, so the link leads to nothing), without those holding a writable root (the
-    workspace must stay visible) and without those under ``/tmp`` (private in the sandbox).
+    its target, so the link leads to nothing), and every other mount's path to the same file;
+    without those holding a writable root (the workspace must stay visible) and without those
+    under ``/tmp`` (private in the sandbox). Raises ``SecretAliased`` when a masked file has
+    more names than are masked.
 
     Computed for every sandboxed command (a secret may appear between two), so on resolved
     path strings, with each folder resolved once per call (``_resolved``): ``pathlib``'s
@@ -128,16 +150,132 @@ def masks(candidates: Iterable[Path], roots: Iterable[Path]) -> list[Path]:
     system's answers here."""
     real_roots = [os.path.realpath(root) for root in roots]
     folders: dict[str, str] = {}
-    chosen: dict[str, None] = {}
+    found: dict[str, None] = {}
     for candidate in candidates:
         real = _resolved(os.fspath(candidate), folders)
-        if real is None or real in ("/", "/tmp") or within(real, "/tmp"):
-            continue
-        if any(within(root, real) for root in real_roots):
+        if real is not None and real not in ("/", "/tmp"):
+            found[real] = None
+    _refuse_unmasked_links(outermost(Path(real) for real in found))
+    chosen: dict[str, None] = {}
+    for real in [*found, *mount_aliases(list(found))]:
+        if within(real, "/tmp") or any(within(root, real) for root in real_roots):
             continue
         chosen[real] = None
     # a folder masked hides everything below it: no need to mask those again
     return outermost(Path(real) for real in chosen)
+
+
+def mount_aliases(paths: list[str]) -> list[str]:
+    """Other paths to the same files through this mount namespace's other mounts of the same
+    filesystem (a bind mount of a secret's folder, or of a folder above it, elsewhere): each
+    checked to be the same file (device and inode) before it is returned."""
+    mounts = _mounts()
+    if len(mounts) < 2:
+        return []
+    aliases: list[str] = []
+    for path in paths:
+        try:
+            target = os.lstat(path)
+        except OSError:
+            continue
+        home = _mount_of(path, mounts)
+        if home is None:
+            continue
+        device, root, point = home
+        inner = root.rstrip("/") + path[len(point.rstrip("/")) :] or "/"  # the path inside its filesystem
+        for other_device, other_root, other_point in mounts:
+            if other_device != device or other_point == point:
+                continue
+            if within(inner, other_root):
+                alias = (other_point.rstrip("/") + inner[len(other_root.rstrip("/")) :]) or "/"
+                try:
+                    seen = os.lstat(alias)
+                except OSError:
+                    continue
+                if (seen.st_dev, seen.st_ino) == (target.st_dev, target.st_ino) and alias != path:
+                    aliases.append(alias)
+            elif within(other_root, inner):
+                aliases.append(other_point)  # a folder inside the secret, mounted whole elsewhere
+    return aliases
+
+
+def _mounts() -> list[tuple[str, str, str]]:
+    """(device, root inside the filesystem, mount point) of every mount this process sees,
+    in mount order (a later mount on the same point covers an earlier one)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as info:
+            lines = info.read().splitlines()
+    except OSError:
+        return []
+    mounts = []
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) > 4:
+            mounts.append((fields[2], _unescape(fields[3]), _unescape(fields[4])))
+    return mounts
+
+
+def _unescape(field: str) -> str:
+    """mountinfo's octal escapes (``\040`` for a space, ``\134`` for a backslash) decoded."""
+    if "\\" not in field:
+        return field
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def _mount_of(path: str, mounts: list[tuple[str, str, str]]) -> tuple[str, str, str] | None:
+    """The mount ``path`` lies on: the deepest mount point holding it, the latest of equals."""
+    best: tuple[str, str, str] | None = None
+    for mount in mounts:
+        if within(path, mount[2]) and (best is None or len(mount[2]) >= len(best[2])):
+            best = mount
+    return best
+
+
+def _refuse_unmasked_links(masked: list[Path]) -> None:
+    """``SecretAliased`` when a masked file (or a file directly inside a masked folder) has more
+    names (hard links) than the masks cover: the others could be anywhere on its filesystem."""
+    names: dict[tuple[int, int], set[str]] = {}
+    links: dict[tuple[int, int], int] = {}
+
+    def note(path: str, info: os.stat_result) -> None:
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            key = (info.st_dev, info.st_ino)
+            names.setdefault(key, set()).add(path)
+            links[key] = info.st_nlink
+
+    for path in map(os.fspath, masked):
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                with os.scandir(path) as entries:
+                    for entry in entries:
+                        try:
+                            note(entry.path, entry.stat(follow_symlinks=False))
+                        except OSError:
+                            continue
+            except OSError:
+                continue
+        else:
+            note(path, info)
+    for key, count in links.items():
+        if len(names[key]) < count:
+            name = min(names[key])
+            raise SecretAliased(
+                f"{name} is a file the sandbox hides, and it has {count - len(names[key])} more name(s) elsewhere "
+                "(a hard link) that it cannot hide; the command was not run. Remove the other link, or add it to "
+                "[sandboxing] deny_read."
+            )
 
 
 def _resolved(path: str, folders: dict[str, str]) -> str | None:

@@ -7,6 +7,7 @@ capability of the calling extension, or ``[secrets] pass_env = ["NAME"]`` in con
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ KNOWN_SECRET_NAMES = frozenset(
 )
 #: Values shorter than this are not redacted (too likely to occur by chance).
 MIN_SECRET_LENGTH = 8
+#: What may cut an encoded secret in output wrapped into lines.
+_LINE_BREAK = "(?:\r?\n)?"
 
 
 def provider_key_names(config: RoderConfig) -> list[str]:
@@ -107,14 +110,37 @@ def scrubbed_env(
     return child, sorted(dropped)
 
 
+def encoded_forms(value: str) -> list[str]:
+    """How a secret's value also shows up in output: base64 (standard and URL-safe, at each of
+    the three alignments it can have inside longer data, without the edge characters that depend
+    on its neighbours), percent-encoded (a URL, a form body) and hex. A command that prints
+    ``base64 .env`` or ``xxd -p`` of a key file shows the key to the model in one of these."""
+    import base64
+    from urllib.parse import quote
+
+    data = value.encode("utf-8")
+    forms: list[str] = []
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + data).decode("ascii")
+        start = -(-8 * pad // 6)  # the first character made of the value's bits only
+        end = 8 * (pad + len(data)) // 6  # the last one
+        middle = encoded[start:end]
+        forms += [middle, middle.replace("+", "-").replace("/", "_")]
+    forms += [quote(value, safe=""), data.hex(), data.hex().upper()]
+    return [form for form in dict.fromkeys(forms) if len(form) >= MIN_SECRET_LENGTH and form != value]
+
+
 class SecretRedactor:
     """Replaces known secret values with ``[redacted:NAME]`` and known token formats with
     ``[redacted]``. Callable, so it can be passed wherever a ``str -> str`` is expected; its
-    streams (``stream``, ``byte_stream``) apply the same rules to text arriving in chunks."""
+    streams (``stream``, ``byte_stream``) apply the same rules to text arriving in chunks. A
+    value is also replaced in its encoded forms (``encoded_forms``: base64, percent-encoding,
+    hex), with the same marker."""
 
     def __init__(self, secrets: Mapping[str, str] | None = None) -> None:
         self._values: list[tuple[str, str]] = []
         self._text_pairs: tuple[tuple[str, str], ...] = ()
+        self._wrapped: list[tuple[re.Pattern[str], str]] = []
         self._byte_pairs: tuple[tuple[bytes, bytes], ...] = ()
         for name, value in (secrets or {}).items():
             self.add(name, value)
@@ -131,7 +157,19 @@ class SecretRedactor:
             return
         self._values.append((name, value))
         self._values.sort(key=lambda pair: len(pair[1]), reverse=True)
-        self._text_pairs = tuple((v, f"[redacted:{n}]") for n, v in self._values)
+        pairs: dict[str, str] = {}
+        wrapped: dict[str, str] = {}
+        for n, v in self._values:
+            pairs.setdefault(v, f"[redacted:{n}]")
+            for form in encoded_forms(v):
+                pairs.setdefault(form, f"[redacted:{n}]")
+                wrapped.setdefault(form, n)
+        self._text_pairs = tuple(sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True))
+        # an encoded form cut by line breaks (``base64`` wraps at 76 columns, ``xxd -p`` at 60)
+        self._wrapped = [
+            (re.compile(_LINE_BREAK.join(re.escape(c) for c in form)), f"[redacted:{n}]")
+            for form, n in sorted(wrapped.items(), key=lambda pair: len(pair[0]), reverse=True)
+        ]
         self._byte_pairs = tuple((v.encode(), r.encode()) for v, r in self._text_pairs)
 
     @property
@@ -163,6 +201,9 @@ class SecretRedactor:
         for value, replacement in self._text_pairs:
             if value in text:
                 text = text.replace(value, replacement)
+        if "\n" in text:
+            for pattern, replacement in self._wrapped:
+                text = pattern.sub(replacement, text)
         return text_formats().sub(text)
 
     __call__ = redact

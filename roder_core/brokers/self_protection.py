@@ -9,6 +9,7 @@ anything they start can get them back.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import functools
@@ -59,12 +60,26 @@ def drop_ptrace_capability() -> None:
             libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
 
 
-@functools.cache
-def capability_drop_argv() -> tuple[str, ...] | None:
+#: ``capability_drop_argv``'s answer once the probe has run: filled once per process.
+_drop_prefix: list[tuple[str, ...] | None] = []
+
+
+async def capability_drop_argv() -> tuple[str, ...] | None:
     """A command line prefix (util-linux ``setpriv``) that drops the same capabilities from the
     bounding set and execs the rest, so a command started by ``vfork`` needs no hook in the
     child; None where ``setpriv`` is missing or cannot drop them (then ``drop_ptrace_capability``
-    is the hook). Never through the PATH: it runs outside any sandbox."""
+    is the hook). Probed once per process, in a thread: the probe starts ``setpriv`` and waits
+    for it, which the event loop (streaming a turn, drawing the app) must never do."""
+    if not _drop_prefix:
+        answer = await asyncio.to_thread(_probe_capability_drop)
+        if not _drop_prefix:  # two first commands at once probe twice; the answer is the same
+            _drop_prefix.append(answer)
+    return _drop_prefix[0]
+
+
+def _probe_capability_drop() -> tuple[str, ...] | None:
+    """Whether ``setpriv`` here can drop the capabilities (it runs ``/bin/sh -c 'exit 0'``
+    through it). Never through the PATH: it runs outside any sandbox."""
     setpriv = shutil.which("setpriv", path=os.pathsep.join(SYSTEM_FOLDERS))
     if setpriv is None:
         return None

@@ -86,6 +86,8 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
         ("mode", "show or switch the policy mode", "plan|ask|auto-edit|bypass"),
         ("plan", "switch to plan mode (read-only until you approve a plan)", ""),
         ("export", "export the thread as markdown or JSON", "[md|json] [path]"),
+        ("cost", "show this thread's tokens, cost, context and time so far", ""),
+        ("usage", "show this thread's tokens, cost, context and time so far (alias of /cost)", ""),
         ("tools", "list available tools and MCP servers", ""),
         ("mcp", "show MCP servers, their status and tools; sign in to or out of one over HTTP", "[login|logout NAME]"),
         ("skills", "list Agent Skills", ""),
@@ -107,7 +109,7 @@ BUILTIN_COMMANDS: tuple[CommandInfo, ...] = tuple(
 )
 
 #: Built-ins that change runtime state, so ``run`` performs them for every client.
-RUNTIME_BUILTINS = frozenset({"mode", "model", "plan", "help", "compact", "output-style"})
+RUNTIME_BUILTINS = frozenset({"mode", "model", "plan", "help", "compact", "output-style", "cost", "usage"})
 
 
 @dataclass
@@ -354,6 +356,8 @@ class CommandRegistry:
             return CommandOutcome("done", name, message=f"mode: {runtime.mode}", data={"mode": runtime.mode})
         if name == "output-style":
             return self._output_style(runtime, value)
+        if name in ("cost", "usage"):
+            return self._usage(runtime, name, thread_id)
         provider, model = runtime.provider, runtime.model
         if value:
             # The open thread switches too: its next request goes to the model chosen here.
@@ -367,6 +371,20 @@ class CommandRegistry:
             provider, model = thread.provider, thread.model
         text = f"model: {provider}/{model}"
         return CommandOutcome("done", name, message=text, data={"provider": provider, "model": model})
+
+    @staticmethod
+    def _usage(runtime: Runtime, name: str, thread_id: str | None) -> CommandOutcome:
+        """``/cost`` and ``/usage``: the open thread's usage report (``usage_report``)."""
+        from roder_core.threads.usage_report import usage_report
+
+        thread = runtime.thread(thread_id) if thread_id is not None else None
+        if thread is None or not thread.turns:
+            return CommandOutcome("done", name, message="nothing used yet in this thread: no prompt has been sent")
+        try:
+            profile = runtime.model_profile(thread.provider, thread.model) if thread.provider else None
+        except RoderError:  # a provider no longer configured: the tokens are still known
+            profile = None
+        return CommandOutcome("done", name, message=usage_report(thread, profile))
 
     @staticmethod
     def _output_style(runtime: Runtime, value: str) -> CommandOutcome:

@@ -538,6 +538,10 @@ class HookOutcome:
 
 @runtime_checkable
 class Hook(Protocol):
+    """A lifecycle hook. Its payload comes redacted (known secret values and token formats
+    replaced), unless the hook's class sets ``sees_raw_payload = True``: only Roder's own
+    in-process hooks that need the values (``turn.hooks.HookRunner``) do."""
+
     def id(self) -> str: ...
 
     def points(self) -> frozenset[HookPoint]: ...

@@ -19,11 +19,17 @@ call with an error result naming each wrong field, which the model can correct a
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+import re
+import threading
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Protocol, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
 
 class Call(Protocol):
@@ -47,6 +53,68 @@ class ToolArguments(BaseModel):
 
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _forgive_shapes(cls, data: Any) -> Any:
+        """Read the shapes models send for what the schema asks, where only one reading exists
+        (``forgiven_shapes``); pydantic's lax mode already takes ``"10"`` and ``"true"``."""
+        return forgiven_shapes(cls, data)
+
+
+def _allows(annotation: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether a field's type (through ``Annotated``, unions and generics) takes one of ``kinds``."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _allows(typing.get_args(annotation)[0], kinds)
+    if origin in (typing.Union, types.UnionType):
+        return any(_allows(arg, kinds) for arg in typing.get_args(annotation))
+    if annotation is Any:
+        return True
+    plain = origin or annotation
+    return isinstance(plain, type) and issubclass(plain, kinds)
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def _field_named(fields: Mapping[str, Any], key: str, given: Mapping[str, Any]) -> str | None:
+    """The field an unknown key stands for: its camelCase spelling (``oldString``,
+    ``replaceAll``) or ``file_path``/``filePath`` for ``path``; None when it is none of them, or
+    when that field was sent as well (then the key is an extra and is ignored)."""
+    snake = _CAMEL.sub(r"_\1", key).lower()
+    name = "path" if snake in ("file_path", "filepath") else snake
+    return name if name in fields and name not in given else None
+
+
+def forgiven_shapes(model: type[BaseModel], data: Any) -> Any:
+    """``data`` with the unambiguous habits of real models read as meant:
+
+    - ``null`` for an optional argument whose type has no null: the default applies;
+    - a list or object argument sent as a JSON string (``"[{...}]"``);
+    - a field spelled in camelCase, or ``file_path`` for ``path``.
+
+    Anything else is left for validation, which names the argument."""
+    if not isinstance(data, dict):
+        return data
+    fields = model.model_fields
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key if key in fields else (_field_named(fields, key, data) or key)
+        field = fields.get(name)
+        if field is None:
+            out[key] = value
+            continue
+        if value is None and not field.is_required() and not _allows(field.annotation, (type(None),)):
+            continue
+        container = _allows(field.annotation, (list, dict, BaseModel)) and not _allows(field.annotation, (str,))
+        if isinstance(value, str) and container:
+            with contextlib.suppress(ValueError):
+                decoded = json.loads(value)
+                if isinstance(decoded, (list, dict)):
+                    value = decoded
+        out[name] = value
+    return out
+
 
 def _not_blank(value: str) -> str:
     if not value.strip():
@@ -56,6 +124,48 @@ def _not_blank(value: str) -> str:
 
 #: A string argument that must hold something other than whitespace (paths, patterns, commands).
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
+
+_QUOTES = ('"', "'", "`")
+
+
+def _unquoted(value: Any) -> Any:
+    """A path as meant: without the spaces around it, and without one pair of quotes around
+    the whole of it (``"a.py"``, ``'src/x y.py'``, a trailing space after a copied path). No
+    file a model means is named with those, and a ``write`` would otherwise create one."""
+    if not isinstance(value, str):
+        return value
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in _QUOTES:
+        value = value[1:-1].strip()
+    return value
+
+
+#: An optional file or folder path argument, read as meant (see ``_unquoted``).
+PathText = Annotated[str, BeforeValidator(_unquoted)]
+#: A file or folder path argument (see ``_unquoted``); it must not be blank.
+PathArgument = Annotated[PathText, AfterValidator(_not_blank)]
+
+_DURATION = re.compile(
+    r"(?P<number>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)?"
+)
+_UNIT_SECONDS = {"ms": 0.001, "m": 60.0, "h": 3600.0}
+
+
+def _seconds(value: Any) -> Any:
+    """A duration with its unit written out (``"30s"``, ``"2m"``, ``"1.5 h"``, ``"500ms"``) as
+    seconds; anything else is left to the number check, which names the argument."""
+    if not isinstance(value, str):
+        return value
+    match = _DURATION.fullmatch(value.strip().lower())
+    if match is None:
+        return value
+    unit = match["unit"] or "s"
+    scale = _UNIT_SECONDS["ms"] if unit.startswith("ms") or unit.startswith("milli") else _UNIT_SECONDS.get(unit[0], 1.0)
+    return float(match["number"]) * scale
+
+
+#: A duration in seconds: a number, or a string with a unit (``"30s"``, ``"2m"``, ``"500ms"``).
+Seconds = Annotated[float, BeforeValidator(_seconds)]
 
 ArgumentsT = TypeVar("ArgumentsT", bound=ToolArguments)
 
@@ -82,12 +192,39 @@ def _copy_json(node: Any) -> Any:
     return node
 
 
-@functools.cache
+#: Argument models of registered tools whose schema nobody asked for yet (``defer_schema``).
+_pending: dict[type[ToolArguments], None] = {}
+#: Building a model is not safe from two threads at once: the app builds the pending schemas on
+#: a worker thread while its event loop may already ask for one (``build_pending_schemas``).
+_building = threading.Lock()
+
+
 def _schema_of(model: type[ToolArguments]) -> dict[str, Any]:
     """Built once per model: every turn asks every tool for its spec."""
+    with _building:
+        return _built_schema(model)
+
+
+@functools.cache
+def _built_schema(model: type[ToolArguments]) -> dict[str, Any]:
+    _pending.pop(model, None)
     raw = model.model_json_schema(mode="validation")
     cleaned: dict[str, Any] = _clean(raw, raw.get("$defs", {}))
     return cleaned
+
+
+def defer_schema(model: type[ToolArguments]) -> None:
+    """Note a registered tool's model whose schema is built at its first use, so that
+    ``build_pending_schemas`` can build it ahead of that use."""
+    _pending[model] = None
+
+
+def build_pending_schemas() -> None:
+    """Build the schemas of registered tools nobody asked for yet: the app does this on a
+    thread once its runtime is idle, a ``roder serve`` host before it says it is ready, so the
+    first request's tool list does not wait for them."""
+    for model in list(_pending):
+        _schema_of(model)
 
 
 def _clean(node: Any, defs: Mapping[str, Any]) -> Any:
@@ -120,6 +257,17 @@ def parse_arguments(model: type[ArgumentsT], call: Call) -> ArgumentsT:
         return model.model_validate(call.arguments)
     except ValidationError as exc:
         raise ToolArgumentError(describe_problems(call.name, exc)) from None
+
+
+def checked_arguments(model: type[ToolArguments], call: Call) -> dict[str, Any]:
+    """The call's arguments as the tool will read them (``ToolArgumentError`` when they do not
+    fit): the forgiven shapes and each given field's checked value (a path unquoted, ``"30s"``
+    as 30.0), unknown keys kept. The turn puts these in the call before the policy check, so
+    policy, approval and the tool all judge the same path and values."""
+    parsed = parse_arguments(model, call)
+    forgiven = forgiven_shapes(model, call.arguments)
+    extra = {key: value for key, value in forgiven.items() if key not in model.model_fields} if isinstance(forgiven, dict) else {}
+    return {**extra, **parsed.model_dump(exclude_unset=True)}
 
 
 def describe_problems(tool: str, exc: ValidationError) -> str:

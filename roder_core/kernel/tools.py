@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_chec
 
 from roder_core.ir import Attachment, Item, ModelProfile, ToolSpec
 from roder_core.kernel.file_ledger import FileLedger
-from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, arguments_schema, parse_arguments
+from roder_core.kernel.tool_args import ToolArgumentError, ToolArguments, arguments_schema, checked_arguments, defer_schema
 
 if TYPE_CHECKING:
     from roder_core.brokers import Brokers
@@ -274,12 +274,14 @@ def arguments_model_of(tool: ToolExecutor) -> type[ToolArguments] | None:
 def argument_problem(tool: ToolExecutor, call: ToolCall) -> ToolResult | None:
     """The error result for arguments that do not fit the tool's model (None when they do, or
     when the tool declares no model): checked before policy, so a call the tool would refuse
-    never asks a person first."""
+    never asks a person first. When they fit, ``call.arguments`` becomes what the tool will
+    read (``checked_arguments``: a quoted path unquoted, ``null`` dropped for its default), so
+    the policy check, the approval and the tool see one and the same call."""
     model = arguments_model_of(tool)
     if model is None:
         return None
     try:
-        parse_arguments(model, call)
+        call.arguments = checked_arguments(model, call)
     except ToolArgumentError as exc:
         return ToolResult.error(call, str(exc))
     return None
@@ -319,6 +321,28 @@ def validate_spec(spec: ToolSpec) -> None:
         raise ToolSpecError(f"tool {spec.name!r}: required {missing} not in properties")
 
 
+#: What a deferred schema is checked as when its tool registers (``registration_spec``).
+_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def registration_spec(tool: ToolExecutor) -> ToolSpec:
+    """The spec a registry checks when ``tool`` registers.
+
+    A ``Tool`` whose parameters are its ``arguments_model``'s (neither ``spec`` nor ``schema``
+    overridden) is checked with its own name and description and an empty object schema in
+    place of the model's: pydantic makes every model's schema an object whose required fields
+    are among its properties, so that part cannot fail the check, and generating it (most of
+    the runtime's start: twenty models' JSON schemas) waits for the first request that offers
+    the tool, or for ``tool_args.build_pending_schemas``. Every other tool builds its spec now.
+    """
+    if isinstance(tool, Tool) and type(tool).spec is Tool.spec and type(tool).schema is Tool.schema:
+        model = tool.arguments_model
+        if model is not None:
+            defer_schema(model)
+            return ToolSpec(name=tool.name, description=tool.description, parameters=_OBJECT_SCHEMA)
+    return tool.spec()
+
+
 class ToolRegistry:
     """The tools available for one turn, filled by every ToolContributor."""
 
@@ -328,7 +352,7 @@ class ToolRegistry:
         self._current_source = ""
 
     def register(self, tool: ToolExecutor) -> None:
-        spec = tool.spec()
+        spec = registration_spec(tool)
         validate_spec(spec)
         if spec.name in self._tools:
             raise ToolSpecError(

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field
 
 from roder_core.ir import PLAN_TOOL as PLAN_TOOL  # re-exported: plan mode names it here
-from roder_core.ir import IRModel, Mode, new_id, now
+from roder_core.ir import IRModel, Mode, empty_list, new_id, now
 
 #: The modes a plan may be approved into (plan mode itself is what the review leaves).
 NEXT_MODES: tuple[Mode, ...] = (Mode.ASK, Mode.AUTO_EDIT, Mode.BYPASS)
@@ -40,7 +40,7 @@ class PlanVersion(IRModel):
     text: str
     source: Literal["model", "rewrite"] = "model"
     #: Comments the user asked this version to address, and the instructions given (rewrites only).
-    addresses: list[str] = Field(default_factory=list)
+    addresses: list[str] = Field(default_factory=empty_list)
     instructions: str = ""
     created_at: float = Field(default_factory=now)
 
@@ -64,8 +64,8 @@ class PlanReview(IRModel):
     thread_id: str
     turn_id: str
     status: PlanReviewStatus = PlanReviewStatus.PENDING
-    versions: list[PlanVersion] = Field(default_factory=list)
-    comments: list[PlanComment] = Field(default_factory=list)
+    versions: list[PlanVersion] = Field(default_factory=empty_list)
+    comments: list[PlanComment] = Field(default_factory=empty_list)
     #: The approval the current version waits on (answerable by ``session/resolve_approval`` too).
     approval_id: str | None = None
     #: Set on approval: the mode the session continues in. Explicit, never read from a decision kind.
@@ -73,7 +73,7 @@ class PlanReview(IRModel):
     #: The rejection reason, or the note given with the approval.
     reason: str = ""
     #: While rewriting: the comments and instructions the next version is asked to address.
-    rewrite_asked: list[str] = Field(default_factory=list)
+    rewrite_asked: list[str] = Field(default_factory=empty_list)
     rewrite_instructions: str = ""
     created_at: float = Field(default_factory=now)
     updated_at: float = Field(default_factory=now)

@@ -7,6 +7,7 @@ several blocks merged into one reasoning item stay separate and another dialect 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -46,13 +47,17 @@ def data_url(image: ImagePart) -> str:
 
 
 def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
-    """Tool-call arguments from JSON text: (arguments, None) or ({}, why it is not an object)."""
+    """Tool-call arguments from JSON text: (arguments, None) or ({}, why it is not an object). An
+    object sent as a JSON string holding it (encoded twice) is that object."""
     if not text.strip():
         return {}, None
     try:
         value = bounded_json.loads(text)
     except json.JSONDecodeError as exc:
         return {}, f"{exc.msg} at position {exc.pos}"
+    if isinstance(value, str):  # the object encoded twice, a habit of some models: one reading
+        with contextlib.suppress(json.JSONDecodeError):
+            value = bounded_json.loads(value)
     if not isinstance(value, dict):
         return {}, f"expected a JSON object, got {type(value).__name__}"
     return value, None

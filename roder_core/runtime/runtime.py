@@ -834,7 +834,9 @@ class Runtime:
         for hook in registry.hooks:
             if isinstance(hook, HostedHook):
                 hook.bind_hosts(self.hook_host)
-        return HookRunner(registry.hooks, self.options.config.hook_timeout, self.threads.transcript_path)
+        return HookRunner(
+            registry.hooks, self.options.config.hook_timeout, self.threads.transcript_path, redact=self.options.redactor
+        )
 
     def _adopt(self, registry: ExtensionRegistry) -> ServiceSet:
         """Make ``registry`` the one every caller and every turn starting from now uses; returns

@@ -29,6 +29,7 @@ from roder_core.ir import (
     Thread,
     ThreadSummary,
     Turn,
+    empty_list,
 )
 from roder_core.server.wire import PROTOCOL_VERSION as PROTOCOL_VERSION
 
@@ -132,7 +133,7 @@ class InitializeResult(ProtocolModel):
     mode: str
     method_groups: list[MethodGroup]
     #: Startup problems a client should show once (skipped extensions, mock fallback).
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=empty_list)
     fell_back_to_mock: bool = False
     remote: RemoteInfo | None = None
 
@@ -155,7 +156,7 @@ class ExtensionProcessInfo(ProtocolModel):
     state: Literal["running", "stopped", "restarting", "failed"]
     #: Confined to what was granted (bubblewrap for a process; always for WebAssembly).
     sandboxed: bool
-    granted: list[str] = Field(default_factory=list)
+    granted: list[str] = Field(default_factory=empty_list)
     restarts: int = 0
     last_error: str | None = None
 
@@ -166,9 +167,9 @@ class ExtensionsListResult(ProtocolModel):
     extensions: list[dict[str, Any]]
     capability_statuses: dict[str, list[dict[str, Any]]]
     #: Extensions found but not loaded at start-up, and why.
-    skipped: list[SkippedExtensionInfo] = Field(default_factory=list)
+    skipped: list[SkippedExtensionInfo] = Field(default_factory=empty_list)
     #: Process and WebAssembly extensions, with their state.
-    processes: list[ExtensionProcessInfo] = Field(default_factory=list)
+    processes: list[ExtensionProcessInfo] = Field(default_factory=empty_list)
 
 
 class ProviderInfo(ProtocolModel):
@@ -217,7 +218,7 @@ class ModelListResult(ProtocolModel):
     provider: str
     models: list[ModelProfile]
     #: One per model, in the same order.
-    notes: list[ModelNotes] = Field(default_factory=list)
+    notes: list[ModelNotes] = Field(default_factory=empty_list)
 
 
 class ToolsListParams(ProtocolModel):
@@ -249,7 +250,7 @@ class ToolSourceInfo(ProtocolModel):
     status: str
     error: str | None = None
     tool_count: int = 0
-    tools: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=empty_list)
 
 
 class ToolsListResult(ProtocolModel):
@@ -257,7 +258,7 @@ class ToolsListResult(ProtocolModel):
     #: Contributors that failed to list their tools (an MCP server down, ...): source -> error.
     errors: dict[str, str] = Field(default_factory=dict)
     #: Dynamic tool sources (MCP servers).
-    sources: list[ToolSourceInfo] = Field(default_factory=list)
+    sources: list[ToolSourceInfo] = Field(default_factory=empty_list)
 
 
 # --------------------------------------------------------------------------- threads
@@ -341,7 +342,7 @@ class InputItem(ProtocolModel):
 class TurnStartParams(ProtocolModel):
     thread_id: str
     prompt: str | None = None
-    input: list[InputItem] = Field(default_factory=list)
+    input: list[InputItem] = Field(default_factory=empty_list)
     task_ledger_required: bool = False
 
 
@@ -353,7 +354,7 @@ class TurnSteerParams(ProtocolModel):
     thread_id: str
     expected_turn_id: str
     prompt: str | None = None
-    input: list[InputItem] = Field(default_factory=list)
+    input: list[InputItem] = Field(default_factory=empty_list)
 
 
 class TurnSteerResult(ProtocolModel):
@@ -394,7 +395,7 @@ class UserInputRequest(ProtocolModel):
     request_id: str
     thread_id: str
     turn_id: str
-    questions: list[dict[str, Any]] = Field(default_factory=list)
+    questions: list[dict[str, Any]] = Field(default_factory=empty_list)
 
 
 class SandboxInfo(ProtocolModel):
@@ -417,7 +418,7 @@ class SessionGetResult(ProtocolModel):
     open_threads: list[str]
     active_turns: dict[str, str]
     pending_approvals: list[ApprovalRequest]
-    pending_user_inputs: list[UserInputRequest] = Field(default_factory=list)
+    pending_user_inputs: list[UserInputRequest] = Field(default_factory=empty_list)
     sandbox: SandboxInfo
 
 
@@ -436,7 +437,7 @@ class TrustResult(ProtocolModel):
     #: The folder whose recorded decision applies (the folder itself or a parent); None if never decided.
     decided_at: str | None = None
     #: Project items present in the folder that load only when it is trusted.
-    items: list[str] = Field(default_factory=list)
+    items: list[str] = Field(default_factory=empty_list)
     #: Whether this server loaded the folder's own items (decided at startup; changes need a restart).
     loaded: bool = False
 
@@ -521,7 +522,7 @@ class ProvidersConfigureResult(ProtocolModel):
     key_removed: bool = False
     #: Where the provider's key comes from now: "env", "stored" or None (none yet).
     auth_source: Literal["env", "stored", "oauth"] | None = None
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=empty_list)
 
 
 class SettingsResult(ProtocolModel):

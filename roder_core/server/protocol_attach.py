@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from roder_core.ir import ApprovalRequest, Mode, UserMessageItem
+from roder_core.ir import ApprovalRequest, Mode, UserMessageItem, empty_list
 from roder_core.server.protocol import (
     MethodSpec,
     NoParams,
@@ -50,12 +50,12 @@ class ThreadLiveResult(ProtocolModel):
     thread_id: str
     #: The running turn, or None when the thread is idle.
     turn_id: str | None = None
-    streaming: list[StreamingText] = Field(default_factory=list)
+    streaming: list[StreamingText] = Field(default_factory=empty_list)
     #: Live output of tool calls still running, by call id.
     tool_output: dict[str, str] = Field(default_factory=dict)
-    queued_steers: list[UserMessageItem] = Field(default_factory=list)
-    pending_approvals: list[ApprovalRequest] = Field(default_factory=list)
-    pending_user_inputs: list[UserInputRequest] = Field(default_factory=list)
+    queued_steers: list[UserMessageItem] = Field(default_factory=empty_list)
+    pending_approvals: list[ApprovalRequest] = Field(default_factory=empty_list)
+    pending_user_inputs: list[UserInputRequest] = Field(default_factory=empty_list)
     #: The context window of the thread's model (from the host's profile table), if known.
     context_window: int | None = None
     #: How long the running turn has been going, in milliseconds, measured on the host (a

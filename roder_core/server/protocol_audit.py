@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
+from roder_core.ir import empty_list
 from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel, register
 
 
@@ -18,7 +19,7 @@ class AuditVerifyResult(ProtocolModel):
     #: Hash of the last intact record (the chain's head).
     head_hash: str
     #: One line per problem, each naming its line number; empty when ``ok``.
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=empty_list)
 
 
 class AuditTailParams(ProtocolModel):
@@ -36,7 +37,7 @@ class AuditTailResult(ProtocolModel):
     path: str
     #: False when there is no audit log yet.
     exists: bool
-    lines: list[AuditLine] = Field(default_factory=list)
+    lines: list[AuditLine] = Field(default_factory=empty_list)
 
 
 AUDIT_VERIFY = register(

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from roder_core.ir import empty_list
 from roder_core.server.protocol import MethodSpec, ProtocolModel, register
 
 
@@ -85,7 +86,7 @@ class UnrestorableChange(ProtocolModel):
 class HunkListResult(ProtocolModel):
     hunks: list[HunkInfo]
     #: Commands (bash) run in the listed span; their file changes cannot be restored from hunks.
-    unrestorable: list[UnrestorableChange] = Field(default_factory=list)
+    unrestorable: list[UnrestorableChange] = Field(default_factory=empty_list)
 
 
 class HunkParams(ProtocolModel):
@@ -96,8 +97,8 @@ class HunkParams(ProtocolModel):
 class HunkReadResult(ProtocolModel):
     hunk: HunkInfo
     patch: str
-    old_lines: list[str] = Field(default_factory=list)
-    new_lines: list[str] = Field(default_factory=list)
+    old_lines: list[str] = Field(default_factory=empty_list)
+    new_lines: list[str] = Field(default_factory=empty_list)
 
 
 class HunkRollbackResult(ProtocolModel):

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from roder_core.ir import Turn
+from roder_core.ir import Turn, empty_list
 from roder_core.server.protocol import (
     MethodSpec,
     NoParams,
@@ -38,7 +38,7 @@ class CommandInfoModel(ProtocolModel):
 
 class CommandsListResult(ProtocolModel):
     commands: list[CommandInfoModel]
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=empty_list)
 
 
 class CommandsExpandParams(ProtocolModel):
@@ -126,7 +126,7 @@ class SubagentTraceReadParams(ProtocolModel):
 
 class SubagentTraceDetail(SubagentTrace):
     #: The child thread's items (live while it runs, stored once it ended), in wire form.
-    items: list[dict[str, Any]] = Field(default_factory=list)
+    items: list[dict[str, Any]] = Field(default_factory=empty_list)
 
 
 class SubagentTraceResult(ProtocolModel):
@@ -159,7 +159,7 @@ class MemoryModel(ProtocolModel):
     text: str
     scope: MemoryScopeName
     project: str | None = None
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=empty_list)
     created_at: float = 0.0
     updated_at: float = 0.0
     score: float | None = None
@@ -187,7 +187,7 @@ class MemoryResult(ProtocolModel):
 class MemorySaveParams(ProtocolModel):
     text: str = Field(min_length=1)
     scope: MemoryScopeName = "project"
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=empty_list)
     workspace: str | None = None
 
 
@@ -266,14 +266,14 @@ class McpServerStatus(ProtocolModel):
     server: str = ""
     tool_count: int = 0
     #: Tool names as the model sees them (``mcp__<server>__<tool>``), when connected.
-    tools: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=empty_list)
     descriptions: dict[str, str] = Field(default_factory=dict)
     #: The server's prompts as slash commands (``/mcp__<server>__<prompt>``), when connected.
-    prompts: list[str] = Field(default_factory=list)
+    prompts: list[str] = Field(default_factory=empty_list)
     #: The server's resources as prompt mentions (``@<server>:<uri>``), when connected.
-    resources: list[str] = Field(default_factory=list)
+    resources: list[str] = Field(default_factory=empty_list)
     #: The server's resource templates as mentions to fill in (``@<server>:<uri template>``).
-    resource_templates: list[str] = Field(default_factory=list)
+    resource_templates: list[str] = Field(default_factory=empty_list)
     #: What the server's sampling requests get: ask, allow or deny.
     sampling: str = "ask"
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from roder_core.ir import Attachment
+from roder_core.ir import Attachment, empty_list
 from roder_core.server.protocol import MethodSpec, ProtocolModel, ServerNotification, register, register_notification
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -100,7 +100,7 @@ class ToolsCallResult(ProtocolModel):
     text: str
     data: Any = None
     is_error: bool = False
-    attachments: list[Attachment] = Field(default_factory=list)
+    attachments: list[Attachment] = Field(default_factory=empty_list)
 
 
 FS_READ_FILE = MethodSpec(

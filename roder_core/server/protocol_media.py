@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from roder_core.ir import MediaArtifact
+from roder_core.ir import MediaArtifact, empty_list
 from roder_core.server.protocol import InputItem, MethodSpec, ProtocolModel, register
 
 #: Default and largest byte count media/read returns in one answer.
@@ -76,7 +76,7 @@ class MediaAttachResult(ProtocolModel):
     media: MediaArtifact
     #: The same item as turn input; turn/start also takes pending items without it.
     input: InputItem
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=empty_list)
 
 
 MEDIA_LIST = MethodSpec(

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from roder_core.ir import empty_list
 from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel, ServerNotification, register, register_notification
 
 
@@ -32,7 +33,7 @@ class MarketplaceInfo(ProtocolModel):
     declared_by: str = "user"
     #: False for a project-declared catalog the user has not added yet.
     added: bool = True
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=empty_list)
 
 
 class MarketplacesListResult(ProtocolModel):
@@ -60,7 +61,7 @@ class MarketplaceNameParams(ProtocolModel):
 class MarketplaceRemoveResult(ProtocolModel):
     removed: str
     #: Plugins installed from it, uninstalled with it.
-    uninstalled: list[str] = Field(default_factory=list)
+    uninstalled: list[str] = Field(default_factory=empty_list)
 
 
 class MarketplaceRefreshParams(ProtocolModel):
@@ -77,7 +78,7 @@ class PluginVariant(ProtocolModel):
     source: dict[str, Any]
     source_description: str = ""
     category: str = ""
-    keywords: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=empty_list)
     author: str = ""
     homepage: str = ""
     strict: bool = True
@@ -100,7 +101,7 @@ class SearchResult(ProtocolModel):
 
 class SearchResultList(ProtocolModel):
     results: list[SearchResult]
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=empty_list)
 
 
 class MarketplacePluginParams(ProtocolModel):
@@ -136,25 +137,25 @@ class PluginOption(ProtocolModel):
 
 
 class PreviewComponents(ProtocolModel):
-    commands: list[str] = Field(default_factory=list)
-    skills: list[str] = Field(default_factory=list)
-    agents: list[str] = Field(default_factory=list)
-    hooks: list[dict[str, Any]] = Field(default_factory=list)
-    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
-    lsp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=empty_list)
+    skills: list[str] = Field(default_factory=empty_list)
+    agents: list[str] = Field(default_factory=empty_list)
+    hooks: list[dict[str, Any]] = Field(default_factory=empty_list)
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=empty_list)
+    lsp_servers: list[dict[str, Any]] = Field(default_factory=empty_list)
     #: Roder process extensions the plugin ships (``roderExtensions``).
-    roder_extensions: list[dict[str, Any]] = Field(default_factory=list)
-    bin: list[str] = Field(default_factory=list)
-    unsupported: list[str] = Field(default_factory=list)
+    roder_extensions: list[dict[str, Any]] = Field(default_factory=empty_list)
+    bin: list[str] = Field(default_factory=empty_list)
+    unsupported: list[str] = Field(default_factory=empty_list)
     #: ``plugin:style`` names, selectable with ``/output-style``.
-    output_styles: list[str] = Field(default_factory=list)
+    output_styles: list[str] = Field(default_factory=empty_list)
     #: Theme names, offered by the TUI's theme picker.
-    themes: list[str] = Field(default_factory=list)
+    themes: list[str] = Field(default_factory=empty_list)
     #: Listed only: Roder does not run monitors.
-    monitors: list[dict[str, Any]] = Field(default_factory=list)
-    user_config: list[PluginOption] = Field(default_factory=list)
+    monitors: list[dict[str, Any]] = Field(default_factory=empty_list)
+    user_config: list[PluginOption] = Field(default_factory=empty_list)
     #: What it depends on, as declared (``name[@marketplace] [version range]``).
-    dependencies: list[str] = Field(default_factory=list)
+    dependencies: list[str] = Field(default_factory=empty_list)
 
 
 class DependencyPreview(ProtocolModel):
@@ -173,11 +174,11 @@ class PreviewResult(ProtocolModel):
     runs_code: list[str]
     #: Pass to plugins/install to accept exactly what is listed here.
     consent: str
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=empty_list)
     #: Plugins installed with it because it depends on them (what they run is in runsCode).
-    dependencies: list[DependencyPreview] = Field(default_factory=list)
+    dependencies: list[DependencyPreview] = Field(default_factory=empty_list)
     #: The options to ask the user for (pass the answers as plugins/install ``options``).
-    user_config: list[PluginOption] = Field(default_factory=list)
+    user_config: list[PluginOption] = Field(default_factory=empty_list)
 
 
 class InstallParams(ProtocolModel):
@@ -205,16 +206,16 @@ class InstalledPlugin(ProtocolModel):
     git_commit_sha: str | None = None
     source: dict[str, Any] = Field(default_factory=dict)
     components: PreviewComponents = Field(default_factory=PreviewComponents)
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=empty_list)
     #: Non-sensitive option values; ``sensitiveOptions`` names the sensitive ones that are set.
     options: dict[str, Any] = Field(default_factory=dict)
-    sensitive_options: list[str] = Field(default_factory=list)
+    sensitive_options: list[str] = Field(default_factory=empty_list)
     #: Ids of the installed plugins it depends on, and whether it came only as a dependency.
-    dependencies: list[str] = Field(default_factory=list)
+    dependencies: list[str] = Field(default_factory=empty_list)
     auto_installed: bool = False
     #: Required options with neither a value nor a default: plugins/enable needs them (as
     #: ``options``) before it turns the plugin on.
-    missing_options: list[PluginOption] = Field(default_factory=list)
+    missing_options: list[PluginOption] = Field(default_factory=empty_list)
 
 
 class LiveChange(ProtocolModel):
@@ -225,10 +226,10 @@ class LiveChange(ProtocolModel):
     list is not empty."""
 
     restart_required: bool = True
-    applied: list[str] = Field(default_factory=list)
-    next_start: list[str] = Field(default_factory=list)
+    applied: list[str] = Field(default_factory=empty_list)
+    next_start: list[str] = Field(default_factory=empty_list)
     #: What the plugins brought that the session did not load (an extension refused), one line each.
-    not_loaded: list[str] = Field(default_factory=list)
+    not_loaded: list[str] = Field(default_factory=empty_list)
 
 
 class PluginsChanged(ServerNotification):
@@ -238,10 +239,10 @@ class PluginsChanged(ServerNotification):
 
     method: Literal["plugins/changed"] = "plugins/changed"
     #: Ids of the plugins the change was about.
-    plugins: list[str] = Field(default_factory=list)
-    applied: list[str] = Field(default_factory=list)
-    next_start: list[str] = Field(default_factory=list)
-    not_loaded: list[str] = Field(default_factory=list)
+    plugins: list[str] = Field(default_factory=empty_list)
+    applied: list[str] = Field(default_factory=empty_list)
+    next_start: list[str] = Field(default_factory=empty_list)
+    not_loaded: list[str] = Field(default_factory=empty_list)
     #: The change was made by another process (``roder plugin`` in another terminal).
     elsewhere: bool = False
 
@@ -264,14 +265,14 @@ class SkippedVariant(ProtocolModel):
 
 class InstallAllResult(LiveChange):
     installed: list[InstalledPlugin]
-    skipped: list[SkippedVariant] = Field(default_factory=list)
+    skipped: list[SkippedVariant] = Field(default_factory=empty_list)
     #: How same-named variants coexist (only one is enabled).
     note: str = ""
 
 
 class ListInstalledResult(ProtocolModel):
     plugins: list[InstalledPlugin]
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=empty_list)
 
 
 class DisableResult(LiveChange):
@@ -293,7 +294,7 @@ class PluginOptionsParams(ProtocolModel):
 class EnableResult(LiveChange):
     plugin: InstalledPlugin
     #: Same-named variants that were enabled and are now disabled (only one variant is enabled).
-    disabled_variants: list[str] = Field(default_factory=list)
+    disabled_variants: list[str] = Field(default_factory=empty_list)
 
 
 class ConfigureResult(LiveChange):
@@ -316,7 +317,7 @@ class ImportCandidate(ProtocolModel):
     id: str
     version: str
     #: What it would run once enabled (hooks, servers, bin/, ``!`` lines).
-    runs_code: list[str] = Field(default_factory=list)
+    runs_code: list[str] = Field(default_factory=empty_list)
     #: Why it will not be imported (not enabled in Claude Code, already installed, files missing);
     #: empty: it will be imported and enabled.
     skip: str = ""
@@ -324,9 +325,9 @@ class ImportCandidate(ProtocolModel):
 
 class ImportPreviewResult(ProtocolModel):
     claude_dir: str
-    marketplaces: list[ImportMarketplace] = Field(default_factory=list)
-    plugins: list[ImportCandidate] = Field(default_factory=list)
-    problems: list[str] = Field(default_factory=list)
+    marketplaces: list[ImportMarketplace] = Field(default_factory=empty_list)
+    plugins: list[ImportCandidate] = Field(default_factory=empty_list)
+    problems: list[str] = Field(default_factory=empty_list)
     #: Pass to plugins/import_claude to import exactly what is listed here.
     consent: str
 
@@ -337,9 +338,9 @@ class ImportClaudeApplyParams(ImportClaudeParams):
 
 
 class ImportClaudeResult(LiveChange):
-    imported: list[str] = Field(default_factory=list)
+    imported: list[str] = Field(default_factory=empty_list)
     #: Catalogs or plugins that could not be imported, one line each (the rest were).
-    problems: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=empty_list)
 
 
 class UninstallParams(ProtocolModel):
@@ -352,7 +353,7 @@ class UninstallParams(ProtocolModel):
 
 class UninstallResult(LiveChange):
     uninstalled: str
-    pruned: list[str] = Field(default_factory=list)
+    pruned: list[str] = Field(default_factory=empty_list)
 
 
 MARKETPLACES_LIST = MethodSpec(

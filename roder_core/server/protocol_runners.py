@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from roder_core.ir import empty_list
 from roder_core.server.protocol import MethodSpec, NoParams, ProtocolModel, register
 
 GROUP = "runners"
@@ -57,7 +58,7 @@ class RunnerSessionInfo(ProtocolModel):
     runner_workspace: str = ""
     opened_at: float | None = None
     details: dict[str, Any] = Field(default_factory=dict)
-    forwarded_ports: list[ForwardedPortInfo] = Field(default_factory=list)
+    forwarded_ports: list[ForwardedPortInfo] = Field(default_factory=empty_list)
 
 
 class ForwardedPortInfo(ProtocolModel):
@@ -102,7 +103,7 @@ class RunnersSnapshotResult(ProtocolModel):
     action: str
     runner: str
     snapshot: SnapshotInfo | None = None
-    snapshots: list[SnapshotInfo] = Field(default_factory=list)
+    snapshots: list[SnapshotInfo] = Field(default_factory=empty_list)
 
 
 class RunnersDeleteParams(RunnerTarget):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from roder_core.ir import empty_list
 from roder_core.server.protocol import MethodSpec, ProtocolModel, register
 from roder_core.teams.model import MemberSpec, Team, TeamMember, TeamMessage
 
@@ -20,7 +21,7 @@ class TeamStartParams(ProtocolModel):
     members: list[MemberSpec] = Field(min_length=1)
     name: str = ""
     #: Items for the shared task list.
-    tasks: list[str] = Field(default_factory=list)
+    tasks: list[str] = Field(default_factory=empty_list)
 
 
 class TeamResult(ProtocolModel):

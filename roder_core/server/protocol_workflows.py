@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from roder_core.ir import empty_list
 from roder_core.server.protocol import MethodSpec, ProtocolModel, ServerNotification, register, register_notification
 from roder_core.workflows.model import StepStatus, WorkflowDefinition, WorkflowRun, WorkflowSource, WorkflowStatus
 
@@ -51,7 +52,7 @@ class WorkflowScanResult(ProtocolModel):
     trusted: bool
     files: list[WorkflowFileInfo]
     #: workflow/refresh: decisions dropped because their file is gone.
-    removed: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=empty_list)
     note: str = ""
 
 

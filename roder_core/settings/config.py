@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from roder_core.ir import Mode
+from roder_core.ir import Mode, empty_list
 from roder_core.settings.paths import RoderPaths
 from roder_core.settings.runners import RunnerConfig
 
@@ -42,25 +42,25 @@ class ProviderConfig(Section):
     dialect: Literal["chat-completions", "responses", "anthropic-messages", "mock"] = "chat-completions"
     base_url: str | None = None
     api_key_env: str | None = None
-    models: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=empty_list)
     default_model: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
 
 
 class PolicyConfig(Section):
-    allow: list[str] = Field(default_factory=list)
-    ask: list[str] = Field(default_factory=list)
-    deny: list[str] = Field(default_factory=list)
+    allow: list[str] = Field(default_factory=empty_list)
+    ask: list[str] = Field(default_factory=empty_list)
+    deny: list[str] = Field(default_factory=empty_list)
 
 
 class FsConfig(Section):
     #: Folders besides the workspace that tools may read and write (and the sandbox binds).
-    extra_roots: list[str] = Field(default_factory=list)
+    extra_roots: list[str] = Field(default_factory=empty_list)
 
 
 class NetworkConfig(Section):
     #: Hosts tools may reach: ``docs.python.org``, ``*.python.org`` or ``*``; empty = no network.
-    allow: list[str] = Field(default_factory=list)
+    allow: list[str] = Field(default_factory=empty_list)
     #: Let shell commands reach the network inside the sandbox too (bubblewrap then keeps the
     #: host's network namespace; files stay confined). Batch tasks with ``"network": true`` set it.
     commands: bool = False
@@ -68,14 +68,14 @@ class NetworkConfig(Section):
 
 class SecretsConfig(Section):
     #: Secret environment variables passed to commands anyway (all others are scrubbed).
-    pass_env: list[str] = Field(default_factory=list)
+    pass_env: list[str] = Field(default_factory=empty_list)
 
 
 class SandboxingConfig(Section):
     """What the command sandbox hides and lets through (the level itself is ``sandbox``)."""
 
     #: Files and folders commands may not read, besides the built-in list (``~`` is home).
-    deny_read: list[str] = Field(default_factory=list)
+    deny_read: list[str] = Field(default_factory=empty_list)
     #: Let sandboxed commands create unix sockets (host sockets stay masked).
     allow_unix_sockets: bool = False
 
@@ -123,7 +123,7 @@ class AuthLoginConfig(BaseModel):
     #: ``token_endpoint`` is given.
     issuer: str | None = None
     client_id: str | None = None
-    scopes: list[str] = Field(default_factory=list)
+    scopes: list[str] = Field(default_factory=empty_list)
     #: "device" (a code typed on another device) or "browser" (PKCE with a loopback redirect);
     #: unset: the device flow where the server offers it, else the browser.
     flow: Literal["device", "browser"] | None = None
@@ -146,7 +146,7 @@ class ProcessExtensionConfig(BaseModel):
     #: Capabilities the user grants it: the only ones its process gets (fs.read.workspace,
     #: fs.write.workspace, network.loopback, network.api.HOST, network.web, secret.read.VAR).
     #: A manifest that requires more is refused: the host decides, never the manifest.
-    capabilities: list[str] = Field(default_factory=list)
+    capabilities: list[str] = Field(default_factory=empty_list)
     #: Extra environment variables for the process (secrets still need ``secret.read.VAR``).
     env: dict[str, str] = Field(default_factory=dict)
     #: Seconds one call may take before it fails (the process is then restarted).
@@ -166,7 +166,7 @@ class WasmToolConfig(BaseModel):
     #: What the user grants it: ``fs.read.workspace`` (the workspace preopened read-only),
     #: ``fs.write.workspace`` (read-write), ``clock`` (wall-clock time). Nothing else exists for
     #: a module: no network, no environment, no other files.
-    capabilities: list[str] = Field(default_factory=list)
+    capabilities: list[str] = Field(default_factory=empty_list)
     #: Fuel (about one unit per instruction) one call may burn before it is stopped.
     fuel: int = Field(default=2_000_000_000, gt=0)
     #: Memory the module may grow to, in MiB.
@@ -190,7 +190,7 @@ class LspServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     command: str
-    args: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=empty_list)
     #: File extension -> LSP language id, e.g. ``{".py" = "python"}``.
     extension_to_language: dict[str, str] = Field(alias="extensionToLanguage")
     env: dict[str, str] = Field(default_factory=dict)

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from roder_core.ir import empty_list
+
 #: The runner every thread uses until another is selected.
 LOCAL_RUNNER = "local"
 
@@ -51,7 +53,7 @@ class RunnerConfig(BaseModel):
     network: bool = False
     #: Extra ``podman run`` / ``docker run`` options (``--memory 2g``); never a shell string.
     #: They come after Roder's own, so ``--ulimit nofile=1024:1024`` here replaces Roder's.
-    run_args: list[str] = Field(default_factory=list)
+    run_args: list[str] = Field(default_factory=empty_list)
     #: The OCI runtime the engine starts the container with (``podman --runtime``, ``docker
     #: run --runtime``), a name or a path: ``runc`` where crun cannot run (cgroups in hybrid
     #: mode); unset, the engine's default.

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from roder_core.errors import RoderError
-from roder_core.ir import IRModel, Mode, Usage, new_id, now
+from roder_core.ir import IRModel, Mode, Usage, empty_list, new_id, now
 
 #: The lead's name in messages and task owners.
 LEAD = "lead"
@@ -75,7 +75,7 @@ class TeamMember(IRModel):
     error: str = ""
     usage: Usage = Field(default_factory=Usage)
     #: Messages waiting for it (it was at its turn limit); delivered when it next runs.
-    inbox: list[str] = Field(default_factory=list)
+    inbox: list[str] = Field(default_factory=empty_list)
 
 
 class MemberSpec(IRModel):
@@ -121,9 +121,9 @@ class Team(IRModel):
     lead_thread_id: str
     cwd: str
     status: TeamStatus = TeamStatus.ACTIVE
-    members: list[TeamMember] = Field(default_factory=list)
-    tasks: list[TeamTask] = Field(default_factory=list)
-    messages: list[TeamMessage] = Field(default_factory=list)
+    members: list[TeamMember] = Field(default_factory=empty_list)
+    tasks: list[TeamTask] = Field(default_factory=empty_list)
+    messages: list[TeamMessage] = Field(default_factory=empty_list)
     #: The member clients should show (``team/member/focus``); None shows the lead.
     focused: str | None = None
     #: Turns one member may be woken for by messages before further messages wait in its inbox.

@@ -35,6 +35,7 @@ from roder_core.ir import (
     Turn,
     Usage,
     UserMessageItem,
+    empty_list,
     now,
 )
 
@@ -208,7 +209,7 @@ class UserInputRequested(EventBase):
     method: Literal["userInput/requested"] = "userInput/requested"
     turn_id: str
     request_id: str
-    questions: list[dict[str, Any]] = Field(default_factory=list)
+    questions: list[dict[str, Any]] = Field(default_factory=empty_list)
 
 
 class TurnCompleted(EventBase):
@@ -217,7 +218,7 @@ class TurnCompleted(EventBase):
     #: Steer messages queued for this turn that it never delivered (it was interrupted, failed,
     #: or had already made its last model call): handed back to the client, never carried into
     #: the next turn.
-    unsent_steers: list[UserMessageItem] = Field(default_factory=list)
+    unsent_steers: list[UserMessageItem] = Field(default_factory=empty_list)
 
 
 class TokenUsageUpdated(EventBase):

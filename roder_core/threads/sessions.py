@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from roder_core.errors import RoderError, ThreadNotFoundError
-from roder_core.ir import IRModel, ParentRef, Thread, ThreadHeader, ThreadSummary, Turn, TurnStatus, UserMessageItem
+from roder_core.ir import IRModel, ParentRef, Thread, ThreadHeader, ThreadSummary, Turn, TurnStatus, UserMessageItem, empty_list
 
 #: ``migrate(stored_version, data) -> data`` upgrades extension state saved by an older version.
 Migration = Callable[[int, Any], Any]
@@ -23,7 +23,7 @@ class ThreadNode(IRModel):
     """One thread in a branch tree: forks hang under the thread they were forked from."""
 
     thread: ThreadSummary
-    children: list[ThreadNode] = Field(default_factory=list)
+    children: list[ThreadNode] = Field(default_factory=empty_list)
 
 
 def thread_tree(rows: Iterable[ThreadSummary]) -> list[ThreadNode]:

@@ -22,6 +22,7 @@ from roder_core.ir import (
     ApprovalItem,
     ApprovalOption,
     ApprovalRequest,
+    Attachment,
     ErrorItem,
     Item,
     Mode,
@@ -615,13 +616,7 @@ class TurnRunner:
         ran_as = self._ran_as.pop(call.id, None)
         if ran_as is not None:
             text = f"[this {call.name} call ran as the {ran_as} tool]\n{text}"
-        try:  # screenshots and images a tool returns become media items of the thread
-            attachments = await self.runtime.store_media(self.tid, attachments, source=f"tool:{call.name}", turn_id=self.turn.id)
-        except MediaError as exc:
-            text, attachments = (
-                f"{text}\n[an attachment of this result was dropped: {exc}]",
-                [a for a in attachments if a.data_base64 is None],
-            )
+        text, attachments = await self._store_result_media(call, text, attachments)
         item = ToolResultItem(
             call_id=call.id,
             name=call.name,
@@ -632,6 +627,18 @@ class TurnRunner:
             duration_ms=max(int(took * 1000), 0),
         )
         await self._item(item)
+
+    async def _store_result_media(self, call: ToolCall, text: str, attachments: list[Attachment]) -> tuple[str, list[Attachment]]:
+        """Screenshots, images and audio a tool returns become media items of the thread, one by
+        one: an attachment the store refuses is dropped alone, with a line saying which and why."""
+        kept: list[Attachment] = []
+        source = f"tool:{call.name}"
+        for attachment in attachments:
+            try:
+                kept.extend(await self.runtime.store_media(self.tid, [attachment], source=source, turn_id=self.turn.id))
+            except MediaError as exc:
+                text = f"{text}\n[an attachment of this result was dropped: {exc}]"
+        return text, kept
 
     def _context(self, tools: ToolRegistry, call: ToolCall) -> ToolExecutionContext:
         runtime = self.runtime

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from roder_core.errors import RoderError
-from roder_core.ir import IRModel, new_id, now
+from roder_core.ir import IRModel, empty_list, new_id, now
 
 #: Step ids name placeholders (``{step.ID}``) and rows in every client: short and plain.
 STEP_ID = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
@@ -45,12 +45,12 @@ class StepDefinition(IRModel):
         description="instead of an agent, this shell command runs; its output is the step's output; "
         "{step.ID} is replaced by that step's output, shell-quoted",
     )
-    depends_on: list[str] = Field(default_factory=list, description="steps that must complete before this one starts")
+    depends_on: list[str] = Field(default_factory=empty_list, description="steps that must complete before this one starts")
     inputs: list[str] | None = Field(
         default=None, description="steps whose outputs this step receives (default: depends_on); each must run before"
     )
     score: list[str] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="shell commands run after the step; all must exit 0 for the step to pass; {output} is its output",
     )
 
@@ -205,7 +205,7 @@ class StepState(IRModel):
     thread_id: str | None = None
     output: str = ""
     error: str = ""
-    scores: list[ScoreResult] = Field(default_factory=list)
+    scores: list[ScoreResult] = Field(default_factory=empty_list)
     #: The number a passing score printed last, if any (to compare attempts).
     value: float | None = None
     attempts: int = 0
@@ -233,7 +233,7 @@ class WorkflowRun(IRModel):
     status: WorkflowStatus = WorkflowStatus.DRAFT
     #: The policy mode its steps run in (fixed at approval).
     mode: str | None = None
-    steps: list[StepState] = Field(default_factory=list)
+    steps: list[StepState] = Field(default_factory=empty_list)
     error: str = ""
     created_at: float = Field(default_factory=now)
     updated_at: float = Field(default_factory=now)

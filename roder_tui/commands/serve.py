@@ -197,14 +197,17 @@ def _warm_up() -> None:
     """Do, once the host listens and before it says it is ready, what a new host's first turn
     would otherwise do while its client waits: import the server's method handlers (the
     dispatcher loads them all at its first call), the model client, the brokers and the command
-    parser, and build the models a turn uses (``runtime.first_use``). Before ready, not after: a
-    client that starts as soon as ``roder serve`` returns (a script, the one-shot benchmark)
-    would otherwise wait for the same work in the middle of its first turn, on the host's one
-    event loop. A client that connects meanwhile waits no longer than its first turn would have."""
+    parser, and build the models a turn uses (``runtime.first_use``) and the tools' argument
+    schemas. Before ready, not after: a client that starts as soon as ``roder serve`` returns (a
+    script, the one-shot benchmark) would otherwise wait for the same work in the middle of its
+    first turn, on the host's one event loop. A client that connects meanwhile waits no longer
+    than its first turn would have."""
+    from roder_core.kernel.tool_args import build_pending_schemas
     from roder_core.runtime import first_use
     from roder_core.server.dispatcher import load_method_modules
 
     load_method_modules()
+    build_pending_schemas()
     first_use.import_model_client()
     first_use.import_command_broker()
     first_use.import_command_parser()

@@ -46,6 +46,13 @@ CASES: list[tuple[dict[str, str], str]] = [
         "sub/local.txt sub/deep/local.txt sub/s.log sub/gen/a sub/x/gen/b sub/d/e d/e top.log",
     ),
     ({".git/info/exclude": "secret.*\n", ".gitignore": "!secret.keep\n"}, "secret.txt secret.keep plain.txt"),
+    ({".gitignore": "trail.txt   \nesc\\ \n# comment.txt\n\\!bang.txt\n"}, "trail.txt esc\\  comment.txt !bang.txt other.txt"),
+    ({".gitignore": "build/\n"}, "build/a.txt sub/build/b.txt buildfile"),
+    ({".gitignore": ".*\n!.gitignore\n!.github/\n"}, ".env .hidden/x.txt .github/w.yml visible.txt"),
+    ({".gitignore": "*.py[cod]\n__pycache__/\n"}, "a.pyc a.pyo a.py b/__pycache__/c.txt"),
+    ({".gitignore": "*.tmp\r\n/dist\r\n"}, "a.tmp dist/x.js src/dist/y.js keep.txt"),
+    ({".gitignore": "*.gen\n", "pkg/.gitignore": "!keep.gen\n"}, "a.gen pkg/keep.gen pkg/drop.gen"),
+    ({".gitignore": "docs/**/*.md\n!docs/README.md\n"}, "docs/README.md docs/a/b.md docs/c.md notes.md"),
 ]
 
 

@@ -77,3 +77,58 @@ async def test_each_hook_sees_the_previous_rewrite() -> None:
     result = await runner.run(HookPoint.BEFORE_TURN, payload)
     assert result.text == "one"
     assert second.seen[0]["text"] == "one"
+
+
+SECRET = "db-9f8e7d6c5b4a-secretvalue"
+
+
+def secret_redactor() -> Any:
+    from roder_core.brokers.secrets import SecretRedactor
+
+    return SecretRedactor({"APP_DB_SECRET": SECRET})
+
+
+class SystemAppender:
+    """A hook that adds to the system prompt of the request it is shown (as plan mode does)."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def id(self) -> str:
+        return "appender"
+
+    def points(self) -> frozenset[HookPoint]:
+        return frozenset({HookPoint.CONTEXT})
+
+    async def run(self, point: HookPoint, payload: dict[str, Any]) -> HookOutcome | None:
+        self.seen.append(payload)
+        request = payload["request"]
+        return HookOutcome(replace={"request": request.model_copy(update={"system": request.system + "\n\nBe brief."})})
+
+
+async def test_a_hook_sees_the_request_redacted_and_its_rewrite_keeps_the_real_values() -> None:
+    from roder_core.ir import AgentInferenceRequest, Message, TextPart
+    from roder_core.kernel.hook_payloads import RequestPayload
+
+    request = AgentInferenceRequest(
+        model="m", system=f"Key {SECRET}.", messages=[Message(role="user", parts=[TextPart(text=f"use {SECRET} please")])]
+    )
+    payload = RequestPayload(thread_id="t1", turn_id="u1", request=request, mode="ask", turn_started_at=0.0)
+    hook = SystemAppender()
+    result = await HookRunner([hook], redact=secret_redactor()).run(HookPoint.CONTEXT, payload)
+    [seen] = hook.seen
+    assert SECRET not in seen["request"].model_dump_json()
+    assert seen["request"].messages[0].text() == "use [redacted:APP_DB_SECRET] please"
+    assert result.request.system == f"Key {SECRET}.\n\nBe brief."
+    assert result.request.messages[0].text() == f"use {SECRET} please"
+
+
+async def test_a_marker_a_hook_moves_stays_a_marker_and_own_hooks_see_raw_values() -> None:
+    moved = Rewriter(HookPoint.BEFORE_TURN, {"text": "[redacted:APP_DB_SECRET]"})
+    raw = Rewriter(HookPoint.BEFORE_TURN, {})
+    raw.sees_raw_payload = True  # type: ignore[attr-defined]
+    payload = BeforeTurnPayload(thread_id="t1", turn_id="u1", text=f"the value is {SECRET}", cwd="/w", mode="ask")
+    result = await HookRunner([raw, moved], redact=secret_redactor()).run(HookPoint.BEFORE_TURN, payload)
+    assert raw.seen[0]["text"] == f"the value is {SECRET}"
+    assert moved.seen[0]["text"] == "the value is [redacted:APP_DB_SECRET]"
+    assert result.text == "[redacted:APP_DB_SECRET]"

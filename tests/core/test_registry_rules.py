@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import Field
 
 from roder_core import (
     EXTENSION_API_VERSION,
@@ -20,6 +21,7 @@ from roder_core import (
     ToolRegistry,
     ToolResult,
 )
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, arguments_schema, build_pending_schemas
 
 
 class EchoTool(Tool):
@@ -173,6 +175,80 @@ def test_rule6_invalid_tool_name() -> None:
     builder = ExtensionRegistryBuilder()
     builder.install(Ext(installs=[("tool_contributor", Contributor("echo-tools", [BadName()]))]))
     with pytest.raises(RegistryError, match="invalid tool name"):
+        builder.build()
+
+
+def _fresh_arguments_model() -> type[ToolArguments]:
+    """A model no other test built (schemas are cached per class)."""
+
+    class FreshArguments(ToolArguments):
+        path: NonBlank = Field(description="where")
+        count: int = Field(1, ge=1, description="how many")
+
+    return FreshArguments
+
+
+def test_rule6_an_argument_model_schema_is_built_at_first_use_with_the_same_result() -> None:
+    """Registration checks a model-derived tool's name and description without generating its
+    schema (the runtime's start would otherwise build every tool's); the first spec, or
+    ``build_pending_schemas``, builds it, and it is the schema an eager build gives."""
+    model = _fresh_arguments_model()
+
+    class ModelTool(EchoTool):
+        name = "model_tool"
+        arguments_model = model
+
+    builder = ExtensionRegistryBuilder()
+    builder.install(Ext(installs=[("tool_contributor", Contributor("echo-tools", [ModelTool()]))]))
+    tools = builder.build().tool_registry()
+    assert "model_tool" in tools and not model.__pydantic_complete__
+    build_pending_schemas()
+    assert model.__pydantic_complete__
+    (spec,) = [s for s in tools.specs() if s.name == "model_tool"]
+    assert spec.parameters == arguments_schema(model)
+    assert spec.parameters["required"] == ["path"] and spec.parameters["properties"]["count"]["minimum"] == 1
+
+
+def test_rule6_a_model_tool_is_still_checked_when_it_registers() -> None:
+    """The deferred check keeps the name and description rules and the duplicate rule."""
+
+    class Nameless(EchoTool):
+        name = "model tool"
+        arguments_model = _fresh_arguments_model()
+
+    class Silent(EchoTool):
+        name = "silent"
+        description = "  "
+        arguments_model = _fresh_arguments_model()
+
+    class Twin(EchoTool):
+        arguments_model = _fresh_arguments_model()
+
+    for bad, message in (
+        (Nameless(), "invalid tool name"),
+        (Silent(), "has no description"),
+        (Twin(), "duplicate tool name 'echo'"),
+    ):
+        builder = ExtensionRegistryBuilder()
+        builder.install(Ext(installs=[("tool_contributor", Contributor("echo-tools", [EchoTool(), bad]))]))
+        with pytest.raises(RegistryError, match=message):
+            builder.build()
+
+
+def test_rule6_a_tool_with_its_own_schema_is_checked_when_it_registers() -> None:
+    """A tool that builds its own schema (here: not an object) is refused by the build, even
+    when it also names an argument model."""
+
+    class OwnSchema(EchoTool):
+        name = "own"
+        arguments_model = _fresh_arguments_model()
+
+        def schema(self) -> dict[str, Any]:
+            return {"type": "array"}
+
+    builder = ExtensionRegistryBuilder()
+    builder.install(Ext(installs=[("tool_contributor", Contributor("echo-tools", [OwnSchema()]))]))
+    with pytest.raises(RegistryError, match="JSON schema of type object"):
         builder.build()
 
 

@@ -8,7 +8,6 @@ import asyncio
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -36,15 +35,7 @@ SLOW_COMMAND = "while [ ! -e release-me ]; do sleep 0.05; done; echo slow-tool-$
 
 def _attach_in_tmux(host: HostProcess, workspace: Path) -> Tmux:
     command = " ".join(["env", f"RODER_HOME={host.env['RODER_HOME']}", sys.executable, "-m", "roder_tui.cli", "attach"])
-    tmux = Tmux(f"roder-attach-{uuid.uuid4().hex[:8]}")
-    shell = f"{command}; echo roder-exited-$?; sleep 30"
-    subprocess.run(
-        ["tmux", "-L", tmux.socket, "new-session", "-d", "-s", "roder", "-x", "100", "-y", "32", "-c", str(workspace), shell],
-        env={**host.env, "TERM": "xterm-256color"},
-        check=True,
-        timeout=10,
-    )
-    return tmux
+    return Tmux.start("roder-attach", command, {**host.env, "TERM": "xterm-256color"}, workspace)
 
 
 def _kill(tmux: Tmux) -> None:
@@ -165,11 +156,7 @@ def _free_port() -> int:
 
 
 def _run_in_tmux(env: dict[str, str], cwd: Path, command: str) -> Tmux:
-    tmux = Tmux(f"roder-ws-{uuid.uuid4().hex[:8]}")
-    shell = f"{command}; echo roder-exited-$?; sleep 30"
-    session = ["new-session", "-d", "-s", "roder", "-x", "100", "-y", "32", "-c", str(cwd), shell]
-    subprocess.run(["tmux", "-L", tmux.socket, *session], env={**env, "TERM": "xterm-256color"}, check=True, timeout=10)
-    return tmux
+    return Tmux.start("roder-ws", command, {**env, "TERM": "xterm-256color"}, cwd)
 
 
 def test_attach_over_the_websocket_with_the_pairing_link_and_a_wrong_token_is_refused(

@@ -33,6 +33,18 @@ class Tmux:
     def __init__(self, socket: str) -> None:
         self.socket = socket
 
+    @classmethod
+    def start(cls, name: str, command: str, env: dict[str, str], cwd: Path, size: tuple[int, int] = (100, 32)) -> Tmux:
+        """``command`` in a new session ``roder`` on a server of its own (``name`` plus a random
+        tail), ``size`` columns by rows; the pane stays after the command, printing its exit
+        status as ``roder-exited-N``."""
+        tmux = cls(f"{name}-{uuid.uuid4().hex[:8]}")
+        shell = f"{command}; echo roder-exited-$?; sleep 30"
+        width, height = size
+        session = ["new-session", "-d", "-s", "roder", "-x", str(width), "-y", str(height), "-c", str(cwd), shell]
+        subprocess.run(["tmux", "-L", tmux.socket, *session], env=env, check=True, timeout=10)
+        return tmux
+
     def run(self, *args: str) -> str:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True, timeout=10).stdout
 
@@ -83,15 +95,7 @@ def _start(server: FakeModelServer, roder_home: Path, workspace: Path, *flags: s
             *flags,
         ]
     )
-    command = f"{roder}; echo roder-exited-$?; sleep 30"
-    tmux = Tmux(f"roder-e2e-{uuid.uuid4().hex[:8]}")
-    subprocess.run(
-        ["tmux", "-L", tmux.socket, "new-session", "-d", "-s", "roder", "-x", "100", "-y", "32", "-c", str(workspace), command],
-        env=env,
-        check=True,
-        timeout=10,
-    )
-    return tmux
+    return Tmux.start("roder-e2e", roder, env, workspace)
 
 
 def _run_app_in_tmux(server: FakeModelServer, roder_home: Path, workspace: Path) -> None:

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -25,14 +24,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("tmux") is None, 
 def test_a_prompt_typed_while_the_app_starts_is_sent(roder_home: Path, workspace: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("TMUX")}
     env.update(RODER_HOME=str(roder_home), TERM="xterm-256color")
-    command = f"env RODER_HOME={roder_home} {sys.executable} -m roder_tui.cli --provider mock; echo roder-exited-$?; sleep 30"
-    tmux = Tmux(f"roder-typeahead-{uuid.uuid4().hex[:8]}")
-    subprocess.run(
-        ["tmux", "-L", tmux.socket, "new-session", "-d", "-s", "roder", "-x", "80", "-y", "24", "-c", str(workspace), command],
-        env=env,
-        check=True,
-        timeout=10,
-    )
+    command = f"env RODER_HOME={roder_home} {sys.executable} -m roder_tui.cli --provider mock"
+    tmux = Tmux.start("roder-typeahead", command, env, workspace, (80, 24))
     try:
         tmux.run("send-keys", "-t", "roder", "-l", "typed ahead")  # at once: the app is still starting
         tmux.run("send-keys", "-t", "roder", "Enter")

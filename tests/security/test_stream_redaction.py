@@ -107,7 +107,7 @@ def test_nothing_is_held_without_a_possible_secret() -> None:
     assert stream.feed("key Zq9xTt") == "key "  # the start of the key waits for the next chunk
     assert stream.held == len("Zq9xTt")
     assert stream.feed("4Lm2") == ""
-    assert stream.feed("zzz") == "Zq9xTt4Lm2zzz"  # it was not the key after all: shown, in order
+    assert stream.feed("!!!") == "Zq9xTt4Lm2!!!"  # it was not the key after all: shown, in order
     assert stream.feed(KEY[:7]) == ""
     assert stream.feed(KEY[7:] + "!") == "[redacted:MY_SERVICE_API_KEY]!"
     formats_only = SecretRedactor().stream()  # no secret known: nothing waits but a token's start

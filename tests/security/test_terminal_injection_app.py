@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -51,16 +50,7 @@ def test_the_app_shows_hostile_text_and_never_sends_it(roder_home: Path, workspa
         env = provider_config(roder_home, server.base_url)
         env["TERM"] = "xterm-256color"
         roder = f"{sys.executable} -m roder_tui.cli --provider local --model my-model --sandbox off"
-        tmux = Tmux(f"roder-inj-{uuid.uuid4().hex[:8]}")
-        subprocess.run(
-            [
-                *("tmux", "-L", tmux.socket, "new-session", "-d", "-s", "roder", "-x", "120", "-y", "40", "-c", str(workspace)),
-                f"{roder}; echo roder-exited-$?; sleep 30",
-            ],
-            env=env,
-            check=True,
-            timeout=10,
-        )
+        tmux = Tmux.start("roder-inj", roder, env, workspace, (120, 40))
         try:
             tmux.run("pipe-pane", "-o", "-t", "roder", f"cat >> {raw_log}")
             tmux.wait_for("idle")

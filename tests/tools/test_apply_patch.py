@@ -118,8 +118,8 @@ def test_parse_errors_are_clear() -> None:
 def test_hunks_match_with_trailing_whitespace_and_eof() -> None:
     ops = parse_patch(patch("*** Update File: f", "@@", " a", "-b", "+B", "*** End of File"))
     assert apply_hunks("a  \nb\n", ops[0].hunks, "f") == "a  \nB\n"
-    ops = parse_patch(patch("*** Update File: f", " x", "-y", "+Y"))
-    assert apply_hunks("x\ny\nx\ny\n", ops[0].hunks, "f") == "x\nY\nx\ny\n"
+    ops = parse_patch(patch("*** Update File: f", " x", "-y", "+Y", " z"))
+    assert apply_hunks("x\ny\nz\nx\ny\n", ops[0].hunks, "f") == "x\nY\nz\nx\ny\n"
 
 
 async def test_add_existing_and_duplicate_paths_refused(workspace: Path, tmp_path: Path) -> None:

@@ -4,10 +4,12 @@ view following a new prompt, ctrl+c, the approval dialog with a long diff, and t
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import pytest
 
+from roder_core.brokers import host_programs
 from roder_core.server.protocol import THREAD_START, ThreadStartParams
 from tests.tui.helpers import ask, help_shown, make_app, palette, ready, turn_done, until
 
@@ -515,44 +517,77 @@ async def test_ctrl_g_edits_the_prompt_in_the_editor(workspace: Path, monkeypatc
 
 
 def _fake_editor(folder: Path, name: str) -> Path:
-    """An editor (shell builtins only: PATH may hold nothing else) that writes its name into the file."""
-    folder.mkdir(exist_ok=True)
+    """An editor (shell builtins only: PATH may hold nothing else) that writes where it lives into the file."""
+    folder.mkdir(parents=True, exist_ok=True)
     editor = folder / name
-    editor.write_text(f'#!/bin/sh\nprintf "%s\\n" "written by {name}" > "$1"\n')
+    editor.write_text(f'#!/bin/sh\nprintf "%s\\n" "written by {editor}" > "$1"\n')
     editor.chmod(0o755)
     return editor
 
 
-@pytest.mark.parametrize("on_path", [("editor", "vi"), ("vi",)])
+def _system_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...]) -> Path:
+    """A stand-in for the system's program folders holding only ``names``, so the test means the
+    same on a machine with ``/usr/bin/vi`` and on one without."""
+    folder = tmp_path / "system-bin"
+    folder.mkdir()
+    for name in names:
+        _fake_editor(folder, name)
+    monkeypatch.setattr(host_programs, "SYSTEM_FOLDERS", (str(folder),))
+    return folder
+
+
+@pytest.mark.parametrize("installed", [("editor", "vi"), ("vi",)])
 async def test_ctrl_g_without_an_editor_set_falls_back_as_git_does(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, on_path: tuple[str, ...]
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, installed: tuple[str, ...]
 ) -> None:
-    """With no $VISUAL/$EDITOR ctrl+g refused; it opens ``editor`` if on PATH, else ``vi``, as
-    git does, and names the one it opened."""
+    """With no $VISUAL/$EDITOR ctrl+g opens ``editor`` if installed, else ``vi``, as git does,
+    and names the one it opened: the system's copy, never one a workspace folder on the PATH
+    holds (it runs outside any sandbox, as Roder's git does)."""
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.delenv("EDITOR", raising=False)
-    binaries = tmp_path / "bin"
-    editors = [_fake_editor(binaries, name) for name in on_path]
+    system = _system_folder(tmp_path, monkeypatch, installed)
+    planted = workspace / "bin"
+    for name in ("editor", "vi"):
+        _fake_editor(planted, name)
     app = make_app(workspace, [{"text": "ok"}], monkeypatch)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        monkeypatch.setenv("PATH", str(binaries))  # after the start: only these editors are found
+        monkeypatch.setenv("PATH", f"{planted}:{os.environ.get('PATH', '')}")  # after the start
         await pilot.press(*"draft", "ctrl+g")
         await until(pilot, lambda: "written by" in app.prompt_bar.input.text, what="the edited prompt")
-        assert app.prompt_bar.input.text == f"written by {on_path[0]}"
+        chosen = system / installed[0]
+        assert app.prompt_bar.input.text == f"written by {chosen}"
         notices = [n.message for n in app._notifications]
-        assert f"opened {editors[0]}: $VISUAL and $EDITOR are unset (set one to choose your editor)" in notices
+        assert f"opened {chosen}: $VISUAL and $EDITOR are unset (set one to choose your editor)" in notices
+
+
+async def test_ctrl_g_falls_back_to_the_path_where_the_system_folders_hold_no_editor(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A system that keeps programs elsewhere (NixOS): the editor is found through the PATH."""
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.delenv("EDITOR", raising=False)
+    _system_folder(tmp_path, monkeypatch, ())
+    elsewhere = _fake_editor(tmp_path / "profile-bin", "vi")
+    app = make_app(workspace, [{"text": "ok"}], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        monkeypatch.setenv("PATH", str(elsewhere.parent))
+        await pilot.press(*"draft", "ctrl+g")
+        await until(pilot, lambda: "written by" in app.prompt_bar.input.text, what="the edited prompt")
+        assert app.prompt_bar.input.text == f"written by {elsewhere}"
 
 
 async def test_ctrl_g_with_no_editor_at_all_says_so(workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.delenv("EDITOR", raising=False)
+    _system_folder(tmp_path, monkeypatch, ())
     app = make_app(workspace, [{"text": "ok"}], monkeypatch)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         monkeypatch.setenv("PATH", str(tmp_path / "empty"))
         await pilot.press(*"keep me", "ctrl+g")
-        expected = "no editor: $VISUAL and $EDITOR are unset and neither editor nor vi is on PATH"
+        expected = "no editor: $VISUAL and $EDITOR are unset and neither editor nor vi is installed"
         await until(pilot, lambda: any(n.message == expected for n in app._notifications), what="the notice")
         assert app.prompt_bar.input.text == "keep me"
 

@@ -1,0 +1,180 @@
+"""What a score's test runner decided, told apart from what the code under test printed.
+
+A score runs the code under test in the same process as the test runner, so the process's
+output and exit status are not the runner's alone: an ``atexit`` handler, a thread still running
+at exit, a signal handler or a finalizer of that code can print ``PASSED tests/x.py::t`` after
+pytest's summary, or end the process with status 0 after pytest chose 1, and a stand-in for
+pytest can print passing lines without running anything. So the verdict is read from sources
+the code under test does not write as a side effect:
+
+- every pytest a host score starts loads Roder's witness plugin (``witness/roder_score_witness``,
+  copied into the rollout's scratch and shown read-only to the score), which records each test
+  report as pytest made it, the run's start and end, and ends the process with pytest's own
+  status as soon as pytest is done. A pytest test's status is read from those records only;
+- other runners' status lines (unittest's ``test_x (mod.Class) ... ok``) are read from the
+  output, and one printed after the runner's final summary fails the score closed;
+- anything that cannot be ruled out a forgery fails closed (:class:`ForgedResult`, the score is
+  ``score_refused`` with the reason): a pytest run that started and never ended while the score
+  exited 0 or wrote a reward, a reward file changed while pytest ran (only the code under test
+  writes it then), pytest results printed where no pytest ran, pytest changed from inside (a
+  plugin the code under test registered, the witness unregistered, pytest's reporting code
+  replaced; the witness compares them when the session finishes).
+
+What stays open is code that attacks the runner from inside in ways the witness does not look
+for (a change undone before the session finishes): ``docs/batch.md`` says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from roder_core.batch.swebench import parse_test_statuses
+
+#: The plugin module pytest loads (``-p``); it runs in the task's interpreter.
+PLUGIN = "roder_score_witness"
+PLUGIN_SOURCE = Path(__file__).with_name("witness") / f"{PLUGIN}.py"
+#: The records of a score are read up to this size; a score that wrote more is refused.
+RECORDS_CAP = 64 * 1024 * 1024
+
+#: The last line a runner prints: pytest's ``=== 1 failed, 2 passed in 0.12s ===`` and
+#: unittest's ``Ran 3 tests in 0.001s``. No status line of an honest run comes after it.
+_FINAL_LINE = re.compile(r"^(=+ .*\bin [\d.]+s\b.*=+|Ran \d+ tests? in [\d.]+s)$")
+#: unittest's verdict after its final line (``FAILED (failures=1)``), which reads like a status.
+_UNITTEST_VERDICT = re.compile(r"^(OK|FAILED)( \(.*\))?$")
+
+
+class ForgedResult(Exception):
+    """The score's result cannot be told apart from a forgery; the message says why."""
+
+
+@dataclass
+class WitnessReport:
+    """What the witness recorded: each pytest process's start and end status, each test's status."""
+
+    started: set[int] = field(default_factory=set)
+    ended: dict[int, int | None] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)
+    reward_files: list[str] = field(default_factory=list)
+    tampered: list[str] = field(default_factory=list)
+
+    def cut_short(self) -> list[int]:
+        """The pytest processes that started a run and never reached its end."""
+        return sorted(pid for pid in self.started if pid not in self.ended)
+
+
+@dataclass(frozen=True)
+class Witness:
+    """The witness of one score: the plugin's folder (read-only to the score) and its records."""
+
+    folder: Path
+    records: Path
+
+    @classmethod
+    def prepare(cls, scratch: Path, verifier: Path) -> Witness:
+        """Copy the plugin into the rollout's scratch (Roder's own files may sit under a /tmp the
+        score's sandbox does not show); its records go to the score's writable verifier folder."""
+        folder = scratch / "witness"
+        folder.mkdir(exist_ok=True)
+        shutil.copyfile(PLUGIN_SOURCE, folder / f"{PLUGIN}.py")
+        return cls(folder, verifier / "witness.jsonl")
+
+    def environment(self, env: dict[str, str], workspace: Path) -> dict[str, str]:
+        """``env`` with the plugin importable and loaded by every pytest (the task's own
+        ``PYTHONPATH`` and ``PYTEST_ADDOPTS`` kept after it), told where its records go and
+        which folder is the agent's (a plugin from there registered mid-run is tampering)."""
+        path = os.pathsep.join(p for p in (str(self.folder), env.get("PYTHONPATH", "")) if p)
+        options = " ".join(o for o in (env.get("PYTEST_ADDOPTS", ""), f"-p {PLUGIN}") if o)
+        told = {"RODER_SCORE_WITNESS": str(self.records), "RODER_SCORE_WORKSPACE": str(workspace)}
+        return {**env, "PYTHONPATH": path, "PYTEST_ADDOPTS": options, **told}
+
+    def report(self) -> WitnessReport:
+        """The records the score's pytest runs left (none: no pytest ran)."""
+        report = WitnessReport()
+        try:
+            with open(self.records, "rb") as handle:
+                data = handle.read(RECORDS_CAP + 1)
+        except FileNotFoundError:
+            return report
+        if len(data) > RECORDS_CAP:
+            raise ForgedResult(f"the test runs' records exceed {RECORDS_CAP // (1024 * 1024)} MiB, so they were not read")
+        phases: dict[str, list[tuple[str, str, bool]]] = {}
+        for line in data.splitlines():
+            try:
+                record = json.loads(line)
+                event, pid = record["e"], int(record["pid"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ForgedResult(f"the test runs' records hold a line pytest's witness did not write: {line[:80]!r}") from exc
+            if event == "start":
+                report.started.add(pid)
+            elif event == "end":
+                report.ended[pid] = record.get("status")
+            elif event == "tampered":
+                report.tampered += [str(what) for what in record.get("what", [])]
+            elif event == "reward":
+                report.reward_files += [str(name) for name in record.get("files", [])]
+            elif event == "test":
+                phase = (str(record.get("when")), str(record.get("outcome")), bool(record.get("xfail")))
+                phases.setdefault(str(record.get("id")), []).append(phase)
+        report.statuses = {test: _status(reports) for test, reports in phases.items()}
+        return report
+
+
+def _status(phases: list[tuple[str, str, bool]]) -> str:
+    """One test's status in pytest's ``-rA`` words, from its setup, call and teardown reports."""
+    for when, outcome, _ in phases:
+        if outcome == "failed":
+            return "FAILED" if when == "call" else "ERROR"
+    for when, outcome, xfail in phases:
+        if outcome == "skipped":
+            return "XFAIL" if xfail else "SKIPPED"
+        if when == "call" and outcome == "passed":
+            return "XPASS" if xfail else "PASSED"
+    return "ERROR"  # set up and torn down, never called
+
+
+def check_run(report: WitnessReport | None, exit_code: int | None, *, rewarded: bool) -> None:
+    """Raise :class:`ForgedResult` when the score's exit status or reward may not be the
+    tests' own: a reward file changed while pytest ran, or a pytest run cut short while the
+    score still exited 0 or wrote a reward."""
+    if report is None:
+        return
+    if report.tampered:
+        shown = "; ".join(report.tampered[:3]) + (f" and {len(report.tampered) - 3} more" if len(report.tampered) > 3 else "")
+        raise ForgedResult(f"pytest was changed while the tests ran, so its reports are not its own: {shown}")
+    if report.reward_files:
+        raise ForgedResult(
+            f"{', '.join(sorted(set(report.reward_files)))} changed while pytest ran: the code under test "
+            "wrote the verifier's reward, not the score after the tests"
+        )
+    cut = report.cut_short()
+    if cut and (exit_code == 0 or rewarded):
+        raise ForgedResult(
+            f"the score passed, but its test run ended before pytest finished it (process {cut[0]}): "
+            "the code under test ended the process, so neither its status nor a reward is pytest's"
+        )
+
+
+def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:
+    """Each test's status: a pytest test's from the witness alone (when it watched the score),
+    another runner's from the output, where a status line printed after the runner's final
+    summary is a forgery (:class:`ForgedResult`)."""
+    lines = output.splitlines()
+    final = max((i for i, line in enumerate(lines) if _FINAL_LINE.match(line.strip())), default=-1)
+    after = [line for line in lines[final + 1 :] if not _UNITTEST_VERDICT.match(line.strip())] if final >= 0 else []
+    late = parse_test_statuses("\n".join(after))
+    printed = parse_test_statuses(output)
+    if report is not None:
+        late = {test: status for test, status in late.items() if "::" not in test}  # pytest's are not read
+        if not report.started and any("::" in test for test in printed):
+            raise ForgedResult("the score printed pytest results, but no pytest ran (a stand-in for pytest printed them)")
+        printed = {test: status for test, status in printed.items() if "::" not in test}
+        printed.update(report.statuses)
+    if late:
+        shown = ", ".join(sorted(late)[:3])
+        raise ForgedResult(f"test results were printed after the test runner's summary ({shown}): not the runner's")
+    return printed

@@ -1,0 +1,206 @@
+"""Roder's witness of a score's pytest runs: a pytest plugin that the batch score loads into
+every pytest it starts (``-p roder_score_witness`` in ``PYTEST_ADDOPTS``).
+
+A score's output and exit status pass through the process that runs the code under test, so
+that code can print passing test lines after pytest's summary (``atexit``, a thread still
+running, a signal handler) or change the exit status pytest chose (``os._exit(0)`` at exit).
+This plugin writes what pytest itself decided to a records file Roder reads
+(``RODER_SCORE_WITNESS``): each test report as pytest made it, the start and the end of the run
+with its exit status, and whether the verifier's reward file changed while the tests ran (only
+code under test writes it then). When pytest is the program (``pytest``, ``python -m pytest``),
+the process ends with pytest's own status as soon as pytest is done, before any ``atexit``
+handler, thread or finalizer of the code under test can run. A run with a start and no end was
+cut short: Roder does not trust its exit status.
+
+It runs inside the task's interpreter, which may be older than Roder's: standard library only,
+Python 3.6 syntax, types in comments.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+# Kept before any code under test is imported: it may replace the ``os`` functions later.
+_exit = os._exit
+_write = os.write
+_getpid = os.getpid
+_PATH = os.environ.get("RODER_SCORE_WITNESS", "")
+#: A pytest started from inside a watched one (a test that runs pytest in a subprocess, an
+#: xdist worker): its tests are not the score's, and its reports reach the outer run anyway.
+_NESTED = bool(os.environ.get("RODER_SCORE_WITNESS_RUN"))
+os.environ["RODER_SCORE_WITNESS_RUN"] = str(os.getpid())
+_WORKSPACE = os.path.join(os.path.abspath(os.environ.get("RODER_SCORE_WORKSPACE") or os.getcwd()), "")
+_REWARDS = ("reward.txt", "reward.json")
+#: The modules whose code makes, carries and reports a test's outcome.
+_RUNNER_MODULES = (
+    "_pytest.runner",
+    "_pytest.reports",
+    "_pytest.main",
+    "_pytest.python",
+    "_pytest.unittest",
+    "_pytest.outcomes",
+    "_pytest.terminal",
+    "_pytest.skipping",
+    "_pytest.config",
+    "pluggy._callers",
+    "pluggy._hooks",
+    "pluggy._manager",
+    "unittest.case",
+    "unittest.result",
+)
+_before = []  # type: list[tuple[object, set[int], dict[str, int]]]
+#: Configs (one per pytest run in this process, nested ones included) not yet ended.
+_depth = [0]
+_session = []  # type: list[object]
+_finished = []  # type: list[object]
+_rewards = {}  # type: dict[str, object]
+
+try:
+    _fd = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600) if _PATH else -1
+except OSError:
+    _fd = -1
+
+
+def _record(event, **fields):  # type: (str, object) -> None
+    """One JSON line, in one write (O_APPEND: lines of several processes do not mix)."""
+    if _fd < 0 or _NESTED:
+        return
+    line = json.dumps(dict(fields, e=event, pid=_getpid()), default=str) + "\n"
+    try:
+        _write(_fd, line.encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _reward_stamps():  # type: () -> dict[str, object]
+    """The verifier's reward files as they are now (Harbor's ``$LOGS_DIR/verifier``)."""
+    folder = os.path.join(os.environ.get("LOGS_DIR", ""), "verifier")
+    stamps = {}  # type: dict[str, object]
+    for name in _REWARDS if os.environ.get("LOGS_DIR") else ():
+        try:
+            info = os.lstat(os.path.join(folder, name))
+        except OSError:
+            stamps[name] = None
+        else:
+            stamps[name] = [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    return stamps
+
+
+def _is_program():  # type: () -> bool
+    """Whether pytest is the program (its console entry point is on the stack), not a
+    ``pytest.main()`` call inside another program that goes on after it."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name in ("console_main", "_console_main") and frame.f_globals.get("__name__") == "_pytest.config":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _end():  # type: () -> None
+    _depth[0] -= 1
+    if _depth[0] > 0:
+        return
+    status = getattr(_session[-1], "exitstatus", None) if _session else None
+    status = int(status) if status is not None else None
+    if _session and not _finished:  # pytest finishes every session it starts: this hook was taken away
+        _record("tampered", what=["the witness plugin was unregistered before the session finished"])
+    changed = sorted(name for name, stamp in _reward_stamps().items() if stamp != _rewards.get(name))
+    if changed:
+        _record("reward", files=changed)
+    _record("end", status=status)
+    if status is None or not _is_program():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or replaced stream must not keep pytest's status from being final
+            pass
+    _exit(status)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):  # type: (object, object, object) -> None
+    """The earliest hook of a run, before any conftest (which may import the code under test)."""
+    _depth[0] += 1
+    if _depth[0] == 1:
+        _rewards.clear()
+        _rewards.update(_reward_stamps())
+        _record("start")
+    early_config.add_cleanup(_end)  # type: ignore[attr-defined]
+
+
+def pytest_sessionstart(session):  # type: (object) -> None
+    _session.append(session)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):  # type: (object) -> None
+    """Once the tests have run, before pytest's own clean-up undoes its monkeypatches."""
+    _finished.append(session)
+    tampered = _tampering()
+    if tampered:
+        _record("tampered", what=tampered[:20])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session):  # type: (object) -> None
+    """Before any test module (and so the code under test) is imported: note the plugins and
+    pytest's own code as they are, to tell at the end whether something rewrote them."""
+    manager = session.config.pluginmanager  # type: ignore[attr-defined]
+    _before.append((manager, set(map(id, manager.get_plugins())), _runner_code()))
+
+
+def _runner_code():  # type: () -> dict[str, int]
+    """The identity of every function and class (and their members) of pytest's and pluggy's
+    modules that make, carry and report a test's outcome."""
+    code = {}  # type: dict[str, int]
+    for name in _RUNNER_MODULES:
+        module = sys.modules.get(name)
+        for attr, value in sorted(vars(module).items()) if module is not None else ():
+            if not callable(value):
+                continue
+            code[name + "." + attr] = id(value)
+            if isinstance(value, type) and value.__module__ == name:
+                for member, inner in vars(value).items():
+                    if callable(inner) or isinstance(inner, (staticmethod, classmethod, property)):
+                        code[name + "." + attr + "." + member] = id(inner)
+    return code
+
+
+def _tampering():  # type: () -> list[str]
+    """What changed in the runner since collection began: a plugin added by code that is not a
+    conftest (the code under test registering hooks), the witness removed, pytest's code replaced."""
+    if not _before:
+        return []
+    manager, plugins, code = _before[0]
+    found = []
+    if sys.modules[__name__] not in manager.get_plugins():  # type: ignore[attr-defined]
+        found.append("the witness plugin was unregistered")
+    for plugin in manager.get_plugins():  # type: ignore[attr-defined]
+        name = getattr(plugin, "__file__", None) or ""
+        if id(plugin) not in plugins and os.path.basename(name) != "conftest.py" and _in_workspace(name):
+            kind = getattr(plugin, "__name__", None) or type(plugin).__module__ + "." + type(plugin).__qualname__
+            found.append("plugin registered while the tests ran: " + str(kind)[:120])
+    now = _runner_code()
+    found += sorted(name + " was replaced" for name, ident in code.items() if now.get(name) != ident)
+    return found
+
+
+def _in_workspace(path):  # type: (str) -> bool
+    """Whether a plugin is code of the workspace or no module at all (an object the code under
+    test registered). A module installed in the score's environment (``pytester``, named by a
+    test module's ``pytest_plugins``) is not."""
+    return not path or os.path.abspath(path).startswith(_WORKSPACE)
+
+
+def pytest_runtest_logreport(report):  # type: (object) -> None
+    _record(
+        "test",
+        id=getattr(report, "nodeid", ""),
+        when=getattr(report, "when", ""),
+        outcome=getattr(report, "outcome", ""),
+        xfail=hasattr(report, "wasxfail"),
+    )

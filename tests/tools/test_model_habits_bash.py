@@ -1,0 +1,92 @@
+"""``bash`` against a model's habits, through the real loop: commands that wait for a terminal
+(an editor, a REPL, a prompt), output meant for a screen (colours, ``\\r`` progress bars, bytes
+that are not UTF-8), output too long to show, and commands that never end. Each gives a plain
+result at once; none waits for a keyboard that never comes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.tools.harness import call, run_script
+
+GIT = "git -c user.name=m -c user.email=m@example.com"
+
+
+async def _bash(workspace: Path, command: str, **arguments: object) -> tuple[bool, str]:
+    _rt, [result] = await run_script(workspace, [{"tool_calls": [call("bash", command=command, **arguments)]}, {"text": "ok"}])
+    return result.is_error, result.text
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (f"git init -q . && {GIT} commit --allow-empty", "Aborting commit due to empty commit message."),
+        (f"git init -q . && {GIT} commit --allow-empty -q -m one && {GIT} tag -a v1", "fatal: no tag message?"),
+        (f"git init -q . && {GIT} commit --allow-empty -q -m one && {GIT} log | head -1", "commit "),
+        ("python3", "(no output)"),
+        ('read -r answer; echo "answer=[$answer]"', "answer=[]"),
+        ("cat", "(no output)"),
+        ("python3 -c 'input(\"Continue? [y/N] \")'", "EOFError"),
+    ],
+    ids=["git-commit-without-m", "git-tag-without-m", "git-log-pager", "python-repl", "read-stdin", "cat-stdin", "prompt"],
+)
+async def test_commands_waiting_for_a_terminal_end_at_once_and_say_why(workspace: Path, command: str, expected: str) -> None:
+    _error, text = await _bash(workspace, command, timeout=60)
+    assert expected in text, text
+    assert "[timed out" not in text
+    assert "Vim" not in text and "~" * 20 not in text
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("printf '\\033[31mred\\033[0m \\033[1;32mbold green\\033[0m\\n'", "red bold green\n"),
+        ("printf 'downloading 10%%\\rdownloading 50%%\\rdownloading 100%%\\n'", "downloading 100%\n"),
+        ("printf '\\033[2K\\rstep 1\\033[2K\\rstep 2\\n'", "step 2\n"),
+        ("printf 'caf\\xe9 \\xff ok\\n'", "caf\ufffd \ufffd ok\n"),
+        ("printf 'no final newline'", "no final newline"),
+    ],
+    ids=["colours", "progress-bar", "erase-line", "not-utf8", "no-final-newline"],
+)
+async def test_screen_output_reaches_the_model_as_text(workspace: Path, command: str, shown: str) -> None:
+    error, text = await _bash(workspace, command)
+    assert not error, text
+    body = text.split("\n\n[exit code", 1)[0] if "\n\n[exit code" in text else text.split("\n[exit code", 1)[0]
+    assert body.rstrip("\n") == shown.rstrip("\n"), text
+    assert "\x1b" not in text and "\r" not in text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "seq 1 200000",
+        "yes 'a fairly long line of output for the model' | head -c 5000000",
+        "head -c 3000000 /dev/zero | tr '\\0' 'x'",
+    ],
+    ids=["many-lines", "megabytes", "one-huge-line"],
+)
+async def test_long_output_is_cut_visibly_with_the_full_output_named(workspace: Path, command: str) -> None:
+    error, text = await _bash(workspace, command)
+    assert not error, text[-500:]
+    assert len(text) < 60_000
+    marker = re.search(r"(omitted|cut)", text)
+    assert marker is not None, text[-2000:]
+    saved = re.search(r"(/\S+\.log|/\S+output\S*)", text)
+    assert saved is not None, text[-2000:]
+    assert Path(saved.group(1).rstrip(".,;:)]'")).exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "timeout"),
+    [("sleep 600", 1), ("while true; do :; done", 1), ("sleep 600 & sleep 600; wait", "1s"), ("tail -f /dev/null", "1000ms")],
+    ids=["sleep", "busy-loop", "with-a-background-job", "watcher"],
+)
+async def test_commands_that_never_end_are_killed_at_the_timeout_and_say_so(
+    workspace: Path, command: str, timeout: object
+) -> None:
+    error, text = await _bash(workspace, command, timeout=timeout)
+    assert error
+    assert re.search(r"\[timed out after [\d.]+ s: the command and everything it started were killed", text), text
