@@ -13,7 +13,7 @@ decides where a key goes). A panel acts as a modal while it is open: every key a
 it, and what it does not use goes to the app's own keys (``ctrl+q``, ``shift+tab``), never to the
 focused widget; esc closes it. A click outside it, or focus moving (the app focusing another
 widget), closes it too, so a panel never sits open while the keys go somewhere else. At most one
-panel is open.
+panel is open, and toasts keep clear of it (``keep_toasts_clear``).
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ class OverlayPanel(Widget):
         self.place(self.screen.size)
         self.display = True
         self.opened()
+        self.keep_toasts_clear()
         self.call_after_refresh(self.show_cursor)
 
     def close(self) -> None:
@@ -153,6 +154,10 @@ class OverlayPanel(Widget):
         if not self.display:
             return
         self.display = False
+        if (rack := self._toast_rack()) is not None:  # toasts go back where the app's CSS puts them
+            for rule in ("dock", "align_vertical", "max_height", "margin"):
+                rack.styles.clear_rule(rule)
+            rack.refresh(layout=True)
         focused = self.screen.focused
         at = getattr(focused, "cursor_screen_offset", None)  # Input's and TextArea's
         if isinstance(at, Offset):
@@ -163,6 +168,33 @@ class OverlayPanel(Widget):
         if self.display and (at := self.cursor()) is not None:
             self.app.cursor_position = at
 
+    def keep_toasts_clear(self) -> None:
+        """Toasts, on a layer above every panel, go in the taller band of rows the open panel
+        leaves free, above or below it (above the status bar's row), no taller than that band:
+        they never cover the panel. Where no row is free (help on a small screen) they wait,
+        clipped away, until it closes."""
+        rack = self._toast_rack()
+        if rack is None or not self.display:
+            return
+        screen = self.screen.size
+        top = self.styles.margin.top
+        above, below = top, max(0, screen.height - 1 - top - self.placed_size(screen).height)
+        styles = rack.styles
+        if below >= above:
+            styles.dock, styles.align_vertical, styles.margin = "bottom", "bottom", (0, 0, 1, 0)
+        else:
+            styles.dock, styles.align_vertical, styles.margin = "top", "top", (0, 0, 0, 0)
+        styles.max_height = max(above, below)
+
+    def _toast_rack(self) -> Widget | None:
+        from textual.css.query import NoMatches
+        from textual.widgets._toast import ToastRack
+
+        try:
+            return self.screen.get_child_by_type(ToastRack)
+        except NoMatches:
+            return None
+
     def action_close(self) -> None:
         self.close()
 
@@ -172,3 +204,4 @@ class OverlayPanel(Widget):
 
     def on_resize(self, event: events.Resize) -> None:
         self.show_cursor()
+        self.keep_toasts_clear()

@@ -476,3 +476,32 @@ async def test_a_panel_drawn_ahead_is_what_textual_draws_when_it_shows(
             assert [strip.simplify() for strip in drawn] == [strip.simplify() for strip in fresh]
             await pilot.press("escape")
             await until(pilot, lambda p=panel: not p.is_open, what=f"{panel.id} closed")
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+async def test_toasts_never_cover_an_open_panel(workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    """A toast shown while the palette is open goes in the rows it leaves free (below it, above
+    the status bar); over help, which leaves no row free, it waits until help closes; closed,
+    toasts are back at the top."""
+    from textual.widgets._toast import Toast
+
+    def toasts() -> list[Region]:
+        return [toast.region for toast in app.screen.query(Toast) if toast.region]
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot)
+        await open_palette(pilot, "")
+        palette = app.panels[0]  # type: ignore[index]
+        app.notify("a notice over the palette", title="notice", timeout=60)
+        await until(pilot, lambda: bool(toasts()), what="the toast shown")
+        assert all(not toast.overlaps(palette.region) for toast in toasts()), (toasts(), palette.region)
+        assert all(toast.bottom <= size[1] - 1 for toast in toasts())  # clear of the status bar
+        await pilot.press("escape", "f1")
+        await until(pilot, lambda: help_shown(app), what="help")
+        await pilot.pause()
+        help_panel = app.panels[1]  # type: ignore[index]
+        assert all(not toast.overlaps(help_panel.region) for toast in toasts()), (toasts(), help_panel.region)
+        await pilot.press("escape")
+        await until(pilot, lambda: not help_panel.is_open and bool(toasts()), what="the toast back")
+        assert min(toast.y for toast in toasts()) < 5  # at the top again
