@@ -26,6 +26,8 @@ from textual.geometry import Offset, Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from roder_tui.widgets.toast_room import keep_toasts_clear
+
 #: Renders of a panel kept for showing it again (a few crops: the whole panel, a line).
 KEPT_RENDERS = 4
 
@@ -154,10 +156,7 @@ class OverlayPanel(Widget):
         if not self.display:
             return
         self.display = False
-        if (rack := self._toast_rack()) is not None:  # toasts go back where the app's CSS puts them
-            for rule in ("dock", "align_vertical", "max_height", "margin"):
-                rack.styles.clear_rule(rule)
-            rack.refresh(layout=True)
+        keep_toasts_clear(self.screen, None)
         focused = self.screen.focused
         at = getattr(focused, "cursor_screen_offset", None)  # Input's and TextArea's
         if isinstance(at, Offset):
@@ -169,31 +168,10 @@ class OverlayPanel(Widget):
             self.app.cursor_position = at
 
     def keep_toasts_clear(self) -> None:
-        """Toasts, on a layer above every panel, go in the taller band of rows the open panel
-        leaves free, above or below it (above the status bar's row), no taller than that band:
-        they never cover the panel. Where no row is free (help on a small screen) they wait,
-        clipped away, until it closes."""
-        rack = self._toast_rack()
-        if rack is None or not self.display:
-            return
-        screen = self.screen.size
-        top = self.styles.margin.top
-        above, below = top, max(0, screen.height - 1 - top - self.placed_size(screen).height)
-        styles = rack.styles
-        if below >= above:
-            styles.dock, styles.align_vertical, styles.margin = "bottom", "bottom", (0, 0, 1, 0)
-        else:
-            styles.dock, styles.align_vertical, styles.margin = "top", "top", (0, 0, 0, 0)
-        styles.max_height = max(above, below)
-
-    def _toast_rack(self) -> Widget | None:
-        from textual.css.query import NoMatches
-        from textual.widgets._toast import ToastRack
-
-        try:
-            return self.screen.get_child_by_type(ToastRack)
-        except NoMatches:
-            return None
+        """Toasts go in the rows the open panel leaves free (``toast_room``)."""
+        if self.display:
+            margin, size = self.styles.margin, self.placed_size(self.screen.size)
+            keep_toasts_clear(self.screen, Region(margin.left, margin.top, size.width, size.height))
 
     def action_close(self) -> None:
         self.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.geometry import Region
@@ -125,6 +126,14 @@ def _row_within(chops: Mapping[int, Strip], region: Region) -> Strip:
     ends = [*cuts[1:], cuts[-1]]
     row = Strip.join([chops[cut] or Strip.blank(end - cut) for cut, end in zip(cuts, ends, strict=True)])
     return row.crop(region.x, region.right).simplify()
+
+
+def _toasts_drawn(app: Any) -> list[Region]:
+    """The part of each toast the screen draws (a toast the rack cannot hold is clipped)."""
+    from textual.widgets._toast import Toast
+
+    drawn = app.screen._compositor.visible_widgets.items()
+    return [visible for widget, (region, clip) in drawn if isinstance(widget, Toast) and (visible := region.intersection(clip))]
 
 
 def _rows_idle(app: object) -> bool:
@@ -483,10 +492,9 @@ async def test_toasts_never_cover_an_open_panel(workspace: Path, monkeypatch: py
     """A toast shown while the palette is open goes in the rows it leaves free (below it, above
     the status bar); over help, which leaves no row free, it waits until help closes; closed,
     toasts are back at the top."""
-    from textual.widgets._toast import Toast
 
     def toasts() -> list[Region]:
-        return [toast.region for toast in app.screen.query(Toast) if toast.region]
+        return _toasts_drawn(app)
 
     app = make_app(workspace, None, monkeypatch)
     async with app.run_test(size=size, notifications=True) as pilot:
@@ -505,3 +513,34 @@ async def test_toasts_never_cover_an_open_panel(workspace: Path, monkeypatch: py
         await pilot.press("escape")
         await until(pilot, lambda: not help_panel.is_open and bool(toasts()), what="the toast back")
         assert min(toast.y for toast in toasts()) < 5  # at the top again
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+async def test_toasts_never_cover_a_dialog(workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    """A toast shown while a dialog is open (the tasks list here), or one carried onto a dialog
+    as it opens, keeps to the rows the dialog leaves free; after it closes, toasts are at the top."""
+    from textual.widgets._toast import Toast
+
+    from roder_tui.screens.tasks import TasksScreen
+
+    def toasts() -> list[Region]:
+        return _toasts_drawn(app)
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot)
+        app.notify("shown before the dialog", title="before", timeout=60)
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, TasksScreen), what="the tasks dialog")
+        app.notify("shown over the dialog", title="over", timeout=60)
+        await pilot.pause()
+        await until(pilot, lambda: len(app.screen.query(Toast)) == 2, what="both toasts on the dialog's screen")
+        assert toasts()  # shown, in the free rows
+        await pilot.pause()
+        dialog = Region.from_union([c.region for c in app.screen.children if c.region and c.id != "textual-toastrack"])
+        assert all(not toast.overlaps(dialog) for toast in toasts()), (toasts(), dialog)
+        await pilot.press("escape")
+        await until(
+            pilot, lambda: isinstance(app.screen, MainScreen) and len(toasts()) == 2, what="the toasts on the main screen"
+        )
+        assert min(toast.y for toast in toasts()) < 5
