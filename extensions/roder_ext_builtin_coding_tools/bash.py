@@ -19,7 +19,7 @@ from roder_core.errors import RoderError
 from roder_core.ir import CommandExecutionItem, ItemStatus, ToolSpec
 from roder_core.kernel.tool_args import NonBlank, PathText, Seconds, ToolArguments, parse_arguments
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
-from roder_core.policy.commandline import shell_subjects
+from roder_core.policy.commandline import background_jobs, shell_subjects, split_command
 
 from .common import BuiltinTool, ToolInputError
 from .patch import patch_in_command, rebase_patch
@@ -77,6 +77,45 @@ SERVER_NOTE = (
 def looks_like_a_server(command: str, output: str) -> bool:
     server_command, server_output = _server_patterns()
     return bool(server_command.search(command) or server_output.search(output[-4000:]))
+
+
+#: Commands whose whole effect is on the shell itself, which ends with the call.
+_SHELL_STATE = {
+    "cd": "the folder cd moved to",
+    "pushd": "the folder pushd moved to",
+    "source": "what source set up",
+    ".": "what . (source) set up",
+}
+
+
+def state_that_ends(command: str) -> str:
+    """A note when ``command`` ends by changing only the shell's own state (``cd sub``, ``source
+    .venv/bin/activate``, ``export A=1``): the next call starts afresh in the workspace, which a
+    model used to a persistent shell does not expect; "" otherwise."""
+    split = split_command(command)
+    last = split.parts[-1].words if split.parts else []
+    if last and last[0] in _SHELL_STATE:
+        what = _SHELL_STATE[last[0]]
+    elif not split.parts and split.opaque.startswith(("a declaration", "a variable assignment")):
+        what = "the variables set here"
+    else:
+        return ""
+    return (
+        f"[{what} does not carry over: every bash call starts in a new shell in the workspace; chain the "
+        "commands with && in one call (cd sub && make), or pass workdir]"
+    )
+
+
+def background_note(jobs: list[str]) -> str:
+    """What a command that sent jobs to the background with ``&`` is told: what still ran was
+    stopped with it (the process group, and the sandbox's process namespace, end with it)."""
+    shown = ", ".join(f"`{job}`" if len(job) <= 80 else f"`{job[:77]}...`" for job in jobs[:3])
+    more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
+    return (
+        f"[{shown}{more} ran in the background with &; whatever still ran when this command ended was stopped "
+        "then (nothing a command leaves running outlives it). Start a server or watcher with run_in_background: "
+        "true, then read its output with task_output]"
+    )
 
 
 def timeout_in_milliseconds(value: float) -> str:
@@ -195,6 +234,10 @@ class BashTool(BuiltinTool):
             footer += "\n" + network_note
         if result.timed_out and looks_like_a_server(command, result.output):
             footer += "\n" + SERVER_NOTE
+        elif not result.timed_out and (jobs := background_jobs(command)):
+            footer += "\n" + background_note(jobs)
+        if not result.timed_out and result.exit_code == 0 and (state := state_that_ends(command)):
+            footer += "\n" + state
         output = result.output
         text = f"{output}\n{footer}" if output else f"(no output)\n{footer}"
         failed = result.timed_out or result.exit_code != 0

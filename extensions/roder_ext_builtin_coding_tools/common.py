@@ -6,7 +6,9 @@ Nothing here touches the machine; the tools do that through ``ctx.brokers``.
 from __future__ import annotations
 
 import difflib
+import itertools
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -40,6 +42,8 @@ class BuiltinTool(Tool):
             return await self.run(ctx, call)
         except BrokerDenied as exc:
             return ToolResult(id=call.id, name=call.name, text=f"refused: {exc}", data={"refused": True}, is_error=True)
+        except FileNotFoundError as exc:
+            return ToolResult.error(call, f"{exc}{found_elsewhere(ctx, call)}")
         except (ToolArgumentError, *FILE_FAILURES) as exc:
             return ToolResult.error(call, str(exc))
 
@@ -59,6 +63,27 @@ class BuiltinTool(Tool):
         """Preview fields for the approval (``diff``, ``command``, ``cwd``), after the same checks
         as ``run``; none by default."""
         return {}
+
+
+def found_elsewhere(ctx: ToolExecutionContext, call: ToolCall) -> str:
+    """For a ``path`` that does not exist: where files of that name are in the workspace (a
+    path meant relative to a folder an earlier command ``cd``'ed into, or a folder left out),
+    "" when there are none (or the search cannot run)."""
+    path = str(call.arguments.get("path") or "").rstrip("/")
+    name = posixpath.basename(path)
+    if not name or any(char in name for char in "*?[{"):
+        return ""
+    try:
+        found, total = ctx.brokers.fs.find_files(".", f"**/{name}", limit=3)
+    except (OSError, BrokerDenied, ValueError):
+        return ""
+    if not found:
+        return ""
+    names = ", ".join(info.display for info in found) + (f" and {total - 3} more" if total > 3 else "")
+    return (
+        f". Files named {name} in the workspace: {names} (paths are relative to the workspace, not to a folder a "
+        "command moved to)"
+    )
 
 
 class FileEditTool(BuiltinTool):
@@ -143,6 +168,9 @@ class TextFile:
     source: bytes = b""
     #: What the bytes are in (see ``text_encoding``); writes use it again.
     encoding: str = "utf-8"
+    #: For a file with both CRLF and LF line endings: each line's own, so that lines a change
+    #: leaves alone keep theirs (new lines get the more common one, ``crlf``).
+    endings: list[str] | None = None
 
     @classmethod
     def decode(cls, data: bytes) -> TextFile:
@@ -158,14 +186,20 @@ class TextFile:
             if encoding == "utf-16" or looks_binary(data):
                 raise
             encoding, text = decode_fallback(data)
-        crlf = "\r\n" in text and text.count("\r\n") >= text.count("\n") / 2
-        if crlf:
+        pairs = text.count("\r\n")
+        crlf = pairs > 0 and pairs >= text.count("\n") / 2
+        endings = None
+        if pairs and pairs < text.count("\n"):  # mixed: remember each line's
+            endings = ["\r\n" if line.endswith("\r") else "\n" for line in text.split("\n")[:-1]]
+        if crlf or endings:
             text = text.replace("\r\n", "\n")
-        return cls(text, bom, crlf, source, encoding)
+        return cls(text, bom, crlf, source, encoding, endings)
 
     def encode(self, text: str | None = None) -> bytes:
         body = self.text if text is None else text
-        if self.crlf:
+        if self.endings is not None:
+            body = _own_endings(self.text, body.replace("\r\n", "\n"), self.endings, "\r\n" if self.crlf else "\n")
+        elif self.crlf:
             body = body.replace("\r\n", "\n").replace("\n", "\r\n")
         if self.encoding != "utf-8":
             try:
@@ -176,6 +210,52 @@ class TextFile:
                     f"({self.encoding}) cannot hold; nothing was written"
                 ) from None
         return (b"\xef\xbb\xbf" if self.bom else b"") + body.encode("utf-8")
+
+
+#: A line-number prefix as read writes it (``     12\t``: right-aligned in six columns, then a
+#: tab), or ``    12→`` (the numbered form another agent's read tool shows, which models
+#: trained on it copy).
+_READ_PREFIX = re.compile(r"^(?:(?P<padded> *(?P<number>\d+))\t|(?P<arrow> *\d+)\u2192)")
+LINE_NUMBERS_LEFT_OUT = "the line numbers copied from read's output were left out"
+
+
+def without_line_numbers(text: str, *, strict: bool = True) -> str | None:
+    """``text`` without the line-number prefixes a numbered listing puts before each line, when
+    every non-empty line has one; None otherwise. ``strict`` (for text that is written:
+    ``new_string``, ``write``'s content) also wants read's own form, numbers padded to six
+    columns and counting up by one, so a tab-separated file's ``1\tAlice`` lines stay as they
+    are; without it (``old_string``, only tried when it is not in the file) any prefix goes."""
+    kept: list[str] = []
+    numbers: list[int] = []
+    for line in text.split("\n"):
+        if not line:
+            kept.append(line)
+            continue
+        prefix = _READ_PREFIX.match(line)
+        if prefix is None:
+            return None
+        padded = prefix["padded"]
+        if strict and padded is not None and len(padded) < 6 and not padded.startswith(" "):
+            return None
+        numbers.append(int((prefix["number"] or prefix["arrow"]).strip()))
+        kept.append(line[prefix.end() :])
+    if not numbers or (strict and any(b != a + 1 for a, b in itertools.pairwise(numbers))):
+        return None
+    return "\n".join(kept)
+
+
+def _own_endings(old: str, new: str, endings: list[str], default: str) -> str:
+    """``new`` (LF endings) with the line endings of a file that mixes them: a line kept from
+    ``old``, or changed in place, keeps its own; an added line gets ``default``."""
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    out = [default] * (len(new_lines) - 1)
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            for offset in range(min(i2 - i1, j2 - j1)):
+                if i1 + offset < len(endings) and j1 + offset < len(out):
+                    out[j1 + offset] = endings[i1 + offset]
+    return "".join(line + end for line, end in zip(new_lines, out, strict=False)) + new_lines[-1]
 
 
 def unified_diff(old: str, new: str, path: str) -> str:

@@ -10,7 +10,6 @@ refused. Line endings (CRLF) and a UTF-8 byte order mark are kept.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,15 @@ from roder_core.kernel.file_ledger import digest_of
 from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
-from .common import FileEditTool, TextFile, ToolInputError, file_change_result, unified_diff
+from .common import (
+    LINE_NUMBERS_LEFT_OUT,
+    FileEditTool,
+    TextFile,
+    ToolInputError,
+    file_change_result,
+    unified_diff,
+    without_line_numbers,
+)
 from .freshness import changed_since_note, record
 from .matching import (
     IndentMismatch,
@@ -103,21 +110,20 @@ def _line_edit(text: str, old: str, new: str, replace_all: bool, *, loose: bool)
     return EditOutcome("\n".join(lines), len(starts), note)
 
 
-#: A line-number prefix: read's ``     12\t``, or ``    12→`` (the numbered form another agent's
-#: read tool shows, which models trained on it copy).
-_READ_PREFIX = re.compile(r"^ *\d+(?:\t|\u2192)", re.MULTILINE)
-
-
-def _without_line_numbers(text: str) -> str | None:
-    """``text`` without the line-number prefixes a numbered listing puts before each line
-    (``     12\t``, ``    12→``), when every non-empty line has one; None otherwise."""
-    lines = [line for line in text.split("\n") if line]
-    if not lines or not all(_READ_PREFIX.match(line) for line in lines):
-        return None
-    return _READ_PREFIX.sub("", text)
-
-
 def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> EditOutcome:
+    """The file's text after the edit (``_apply_edit``), with read's line numbers taken out of
+    a ``new_string`` that has them when ``old_string`` has none (they would be written into the
+    file)."""
+    plain = without_line_numbers(new) if without_line_numbers(old, strict=False) is None else None
+    if plain is None:
+        return _apply_edit(text, old, new, replace_all, shown)
+    outcome = _apply_edit(text, old, plain, replace_all, shown)
+    said = "the line numbers copied from read's output into new_string were left out"
+    outcome.tolerance = f"{said}; {outcome.tolerance}" if outcome.tolerance else said
+    return outcome
+
+
+def _apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> EditOutcome:
     """The file's text after the edit; ToolInputError when it cannot be applied safely.
 
     Tried in order: the exact text; whole lines up to indentation and spacing (re-indented); a
@@ -135,11 +141,12 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> 
             f"old_string occurs {count} times in {shown}; include more surrounding lines to make it unique, "
             "or set replace_all to change every occurrence"
         )
-    numbered = _without_line_numbers(old)
+    numbered = without_line_numbers(old, strict=False)
     if numbered is not None:  # copied from read's output with its line numbers
-        unnumbered = apply_edit(text, numbered, _without_line_numbers(new) or new, replace_all, shown)
-        said = "the line numbers copied from read's output were left out"
-        unnumbered.tolerance = f"{said}; {unnumbered.tolerance}" if unnumbered.tolerance else said
+        unnumbered = _apply_edit(text, numbered, without_line_numbers(new, strict=False) or new, replace_all, shown)
+        unnumbered.tolerance = (
+            f"{LINE_NUMBERS_LEFT_OUT}; {unnumbered.tolerance}" if unnumbered.tolerance else LINE_NUMBERS_LEFT_OUT
+        )
         return unnumbered
     outcome = _line_edit(text, old, new, replace_all, loose=False)
     if outcome is None and "\n" not in old and "\n" not in new:
@@ -217,7 +224,7 @@ class EditTool(FileEditTool):
         shown = fs.display(fs.resolve(args.path, write=True))
         before = current_text(fs, args.path)
         if before is None:
-            raise ToolInputError(f"{shown} does not exist; use write to create it")
+            raise FileNotFoundError(f"{shown} does not exist; use write to create it")
         try:
             outcome = apply_edit(before.text, old, new, args.replace_all, shown)
         except ToolInputError as exc:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -142,9 +143,21 @@ def rebase_patch(patch: str, folder: str) -> str:
 
 def _unfenced(patch: str) -> str:
     """The patch without a Markdown code fence around it (```diff ... ```)."""
-    lines = patch.strip().splitlines()
-    if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
+    lines = patch.strip("\n").splitlines()
+    if len(lines) >= 2 and lines[0].strip().startswith("```") and lines[-1].strip() == "```":
         return "\n".join(lines[1:-1])
+    return patch
+
+
+def _between_markers(patch: str) -> str:
+    """The patch without the same indentation before every line (a patch pasted inside a list)
+    and without prose before ``*** Begin Patch`` or after ``*** End Patch`` ("Here is the
+    patch:"), when each marker stands alone on its line once; else ``patch`` as it is."""
+    dedented = textwrap.dedent(patch.strip("\n")).splitlines()
+    begins = [i for i, line in enumerate(dedented) if line.rstrip() == BEGIN]
+    ends = [i for i, line in enumerate(dedented) if line.rstrip() == END]
+    if len(begins) == 1 and len(ends) == 1 and begins[0] < ends[0]:
+        return "\n".join(dedented[begins[0] : ends[0] + 1])
     return patch
 
 
@@ -251,8 +264,9 @@ def parse_patch(patch: str) -> list[Operation]:
     wrapped = patch_in_command(patch) if not patch.strip().startswith(BEGIN) else None
     if wrapped is not None:  # the shell form pasted as the argument: <<'EOF' ... EOF around it
         patch = rebase_patch(wrapped.patch, wrapped.folder) if wrapped.folder else wrapped.patch
-    elif not patch.strip().startswith(BEGIN):
-        patch = from_unified_diff(patch) or patch
+    else:
+        diff = None if patch.strip().startswith(BEGIN) else from_unified_diff(patch)
+        patch = diff or _between_markers(patch)
     lines = patch.strip().splitlines()
     if not lines or lines[0].strip() != BEGIN:
         raise PatchError(f"the patch must start with {BEGIN!r}")

@@ -13,9 +13,9 @@ from pydantic import Field
 from roder_core.ir import Attachment
 from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_arguments
 from roder_core.kernel.tools import CLIENT_TEXT_READER, PolicySubject, ToolCall, ToolExecutionContext, ToolResult
-from roder_core.media.images import MAX_INPUT_BYTES, sniff_image
+from roder_core.media.images import MAX_INPUT_BYTES, measure, sniff_image
 
-from .common import BuiltinTool, TextFile, ToolInputError, encoding_note, path_subject, text_encoding
+from .common import BuiltinTool, TextFile, ToolInputError, decode_fallback, encoding_note, path_subject, text_encoding
 from .freshness import digest_on_disk, key_of, record
 
 DEFAULT_LIMIT = 2000
@@ -112,6 +112,12 @@ class ReadTool(BuiltinTool):
             return ToolResult.error(call, f"{shown} is an image ({mime}); {model} does not accept images, so read cannot show it")
         if len(data) > MAX_IMAGE_BYTES:
             return ToolResult.error(call, f"{shown} is an image larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MB")
+        if measure(data) is None:  # never "attached" and then dropped for being unreadable
+            return ToolResult.error(
+                call,
+                f"{shown} starts like an image ({mime}) but cannot be decoded (damaged or cut short); "
+                f"inspect it with bash (`file {shown}`)",
+            )
         attachment = Attachment(name=shown, mime_type=mime, data_base64=base64.b64encode(data).decode("ascii"), path=shown)
         return ToolResult(
             id=call.id,
@@ -137,13 +143,18 @@ class ReadTool(BuiltinTool):
         last = offset - 1
         capped = cut_lines = False
         total = 0
+        #: (number, encoding) of the first line that is not UTF-8 in a file whose start is UTF-8
+        late: tuple[int, str] | None = None
         for total, raw in enumerate(lines, start=1):
             if total < offset:
                 continue
             if total >= offset + limit:
                 total += count_rest()
                 break
-            line = _decode_line(raw, encoding).rstrip("\r\n")
+            line, fallback = _decode_line(raw, encoding)
+            line = line.rstrip("\r\n")
+            if fallback and late is None:
+                late = (total, fallback)
             if len(line) > MAX_LINE_CHARS:
                 line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
                 cut_lines = True
@@ -167,16 +178,25 @@ class ReadTool(BuiltinTool):
         if cut_lines:
             text += "\n[some lines were longer than 2000 characters and were cut]"
         data["truncated"] = last < total
+        if late is not None:
+            text = f"[not UTF-8 from line {late[0]} on: decoded as {late[1]}; edit and write keep this encoding]\n{text}"
+            data["encoding"] = late[1]
         return ToolResult(id=call.id, name=call.name, text=text, data=data)
 
 
-def _decode_line(raw: bytes, encoding: str) -> str:
+def _decode_line(raw: bytes, encoding: str) -> tuple[str, str | None]:
+    """A line's text, and the fallback encoding used when a file that starts as UTF-8 has a
+    line that is not (the start decided the encoding: a Latin-1 byte far down a file)."""
     if encoding == "utf-8":
-        return raw.decode("utf-8", errors="replace")
+        try:
+            return raw.decode("utf-8"), None
+        except UnicodeDecodeError:
+            fallback, text = decode_fallback(raw)
+            return text, fallback
     try:
-        return raw.decode(encoding)
+        return raw.decode(encoding), None
     except UnicodeDecodeError:  # cp1252 leaves five bytes undefined
-        return raw.decode("latin-1")
+        return raw.decode("latin-1"), None
 
 
 def _memory_lines(data: bytes) -> Iterator[bytes]:

@@ -162,7 +162,7 @@ class GrepTool(_SearchTool):
             args = args.model_copy(update={"path": path, "glob": glob})
         elif args.path and not fs.exists(args.path):
             if not _GLOB_CHARS.intersection(args.path) or args.glob:
-                raise ToolInputError(f"{args.path}: no such file or folder")
+                raise FileNotFoundError(f"{args.path}: no such file or folder")
             path, glob = split_glob_path(fs, args.path)
             head = f"(path {args.path!r} is a glob: searched the files matching {glob!r})\n"
             args = args.model_copy(update={"path": path, "glob": glob})

@@ -13,6 +13,7 @@ from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_argum
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
 from .common import (
+    LINE_NUMBERS_LEFT_OUT,
     FileEditTool,
     TextFile,
     ToolInputError,
@@ -20,6 +21,7 @@ from .common import (
     file_change_result,
     looks_binary,
     unified_diff,
+    without_line_numbers,
 )
 from .freshness import check_whole_write, record
 from .validity import syntax_regression
@@ -82,12 +84,20 @@ class WriteTool(FileEditTool):
         before, existed = previous_text(fs, args.path)
         return args.path, args.content, before, existed
 
+    @staticmethod
+    def _content(content: str) -> tuple[str, str]:
+        """The content to write, and a note when read's line numbers were taken out of it."""
+        plain = without_line_numbers(content)
+        return (content, "") if plain is None else (plain, f" ({LINE_NUMBERS_LEFT_OUT}; check the file)")
+
     async def show(self, ctx: ToolExecutionContext, call: ToolCall) -> dict[str, Any]:
         path, content, before, _existed = self._plan(ctx, call)
+        content, _note = self._content(content)
         return {"diff": unified_diff(before.text if before else "", content, path)}
 
     async def run(self, ctx: ToolExecutionContext, call: ToolCall) -> ToolResult:
         path, content, before, existed = self._plan(ctx, call)
+        content, note = self._content(content)
         fs = ctx.brokers.fs
         # An existing file keeps its line endings and byte order mark.
         encoder = before or TextFile(text="", bom=False, crlf=False)
@@ -106,6 +116,7 @@ class WriteTool(FileEditTool):
             summary = f"{shown} already had this content; nothing changed"
         else:
             summary = f"updated {shown}: +{added} -{removed} lines (now {lines} lines)"
+        summary += note
         warning = syntax_regression(shown, before.text if before else None, new_text)
         if warning:
             summary = f"{warning}\n{summary}"

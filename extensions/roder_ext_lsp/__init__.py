@@ -161,7 +161,7 @@ class LspTool(Tool):
         manager = self.slot.manager
         client = await manager.client_for(path)
         if client is None:
-            why = manager.withheld(path) or f"no language server runs for {path.suffix or args.path} files"
+            why = manager.unavailable(path) or f"no language server runs for {path.suffix or args.path} files"
             return ToolResult.error(call, why)
         text = manager._text(path)
         if text is None:
@@ -281,7 +281,8 @@ class LspStatus:
             return None
         running = manager.running()
         waiting = [f"{name} (waits for trust)" for name, state in manager.states.items() if state.withheld]
-        shown = running + waiting
+        failed = [f"{name} (failed)" for name, state in manager.states.items() if state.error and state.client is None]
+        shown = running + waiting + failed
         return StatusView(text="lsp: " + ", ".join(shown), priority=20) if shown else None
 
 

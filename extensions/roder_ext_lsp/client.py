@@ -455,6 +455,16 @@ class LspClient:
             return found
         return None
 
+    def kill(self) -> None:
+        """End a server that never came up (its start was cancelled), at once, with its group."""
+        process = self.process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+        for task in (self._reader, self._stderr_reader):
+            if task is not None:
+                task.cancel()
+
     async def stop(self) -> None:
         process = self.process
         if process is None or process.returncode is not None:

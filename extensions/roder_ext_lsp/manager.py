@@ -109,10 +109,13 @@ class LspManager:
             try:
                 await client.start(command.argv, command.env, self.workspace, launch.initialization_options, spec.startup_timeout)
             except (LspError, OSError) as exc:
-                state.error = str(exc)
+                state.error = f"language server {spec.name} did not start: {exc}"
                 await client.stop()
-                log.warning("language server %s did not start: %s", spec.name, exc)
+                log.warning("%s", state.error)
                 return None
+            except BaseException:  # cancelled mid-start (exit, a warm-up given up): never left running
+                client.kill()
+                raise
             state.client, state.error = client, None
         await self._stop_idle()
         return client
@@ -137,6 +140,15 @@ class LspManager:
         """Why no server runs for ``path`` in this folder, when it is withheld for want of trust."""
         spec = self.spec_for(path)
         return self.states[spec.name].withheld if spec is not None else None
+
+    def unavailable(self, path: Path) -> str | None:
+        """Why no server runs for ``path``: withheld for want of trust, or its last start failed
+        (a missing program, an exit, no answer to ``initialize``); None when none claims it."""
+        spec = self.spec_for(path)
+        if spec is None:
+            return None
+        state = self.states[spec.name]
+        return state.withheld or (state.error if state.client is None else None)
 
     async def _stop_idle(self) -> None:
         now = time.monotonic()
@@ -180,28 +192,31 @@ class LspManager:
         less its answer about the text before), errors first, bounded; "" when none. A server
         that does not answer within ``budget`` seconds is named instead of blocking the result."""
         lines: list[str] = []
-        asked = True
         servers: set[str] = set()
-        late: set[str] = set()
+        late: dict[str, LspClient] = {}
+        starting: set[str] = set()
         withheld: set[str] = set()
         try:
             async with asyncio.timeout(budget):
                 for path in paths:
                     old = self.before.pop((thread, path), None)
                     new = self._text(path)
+                    spec = self.spec_for(path)
+                    if spec is not None:
+                        starting.add(spec.name)  # named if the budget ends before it is up
                     client = await self.client_for(path)
-                    if client is None and (why := self.withheld(path)):
+                    starting.discard(spec.name if spec is not None else "")
+                    if client is None and (why := self.unavailable(path)):
                         withheld.add(f"(no diagnostics: {why})")
                     if client is None or new is None:
                         continue
-                    late.add(client.name)
-                    asked = asked and client.asks
+                    late[client.name] = client
                     settle = self.config.settle_seconds
                     before = [] if not old else client.known(path, old)
                     if before is None:
                         before = await client.diagnostics(path, old or "", budget, settle)
                     after = await client.diagnostics(path, new, budget, settle)
-                    late.discard(client.name)
+                    late.pop(client.name, None)
                     servers.add(client.name)
                     lines += [_line(self._shown(path), d) for d in _new_ones(before, after)]
         except TimeoutError:
@@ -210,8 +225,10 @@ class LspManager:
             return f"(no diagnostics: {exc})"
         # Said as it is: some servers publish nothing when a change leaves the diagnostics as they
         # were, so silence is not proof of a slow server, nor of a clean change.
+        asked = all(client.asks for client in late.values())
         note = f"(no diagnostics: {', '.join(sorted(late))} {_silence(asked)} within {budget:g} s)" if late else ""
-        note = "\n".join([*sorted(withheld), *([note] if note else [])])
+        started = f"(no diagnostics: {', '.join(sorted(starting))} still starting after {budget:g} s)" if starting else ""
+        note = "\n".join([*sorted(withheld), *([started] if started else []), *([note] if note else [])])
         if not lines:
             return note
         lines.sort(key=lambda line: 0 if " error: " in line else 1)
@@ -226,8 +243,11 @@ class LspManager:
         return str(path)
 
     async def aclose(self) -> None:
-        for task in list(self._warming):
+        warming = list(self._warming)
+        for task in warming:
             task.cancel()
+        # Waited for: a start they cancel kills its half-started server on the way out.
+        await asyncio.gather(*warming, return_exceptions=True)
         for state in self.states.values():
             client, state.client = state.client, None
             if client is not None:

@@ -323,11 +323,12 @@ class ServerConnection:
                 )
                 async with asyncio.timeout(self.config.startup_timeout):
                     await stack.enter_async_context(client)
-                    # Only what the server declared is asked for: a server may leave a method
-                    # it does not offer unanswered, and that must not hold the connection.
+                    # Prompts and resources are asked for only when declared: a server may leave a
+                    # method it does not offer unanswered, and that must not hold the connection.
+                    # Tools are always listed (servers that serve them without declaring them exist).
                     offered = client.session.server_capabilities
                     step = "tools/list"
-                    self.tools = await self._list_tools(client) if offered is None or offered.tools is not None else []
+                    self.tools = await self._list_tools(client)
                     if offered is None or offered.prompts is not None:
                         step = "prompts/list"
                         self.prompts = await _list_optional(client.list_prompts, "prompts")

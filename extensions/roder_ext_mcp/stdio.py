@@ -66,21 +66,28 @@ async def stdio_streams(
         with contextlib.suppress(*closed):
             async with to_session:
                 pending: list[str] = []  # the line being received, in pieces (joined once, at its end)
+                size = 0  # of ``pending``; past MAX_LINE only its head is kept, to name the request
                 async for chunk in TextReceiveStream(process.stdout, errors="replace"):
                     *ends, rest = chunk.split("\n")
-                    lines = ["".join([*pending, ends[0]]), *ends[1:]] if ends else []
-                    pending = [*pending, rest] if not ends else [rest]
-                    for line in lines:
+                    if not ends:
+                        size += len(rest)
+                        pending = [*pending, rest] if size <= MAX_LINE else ["".join(pending)[:_HEAD]]
+                        continue
+                    oversized = size + len(ends[0]) > MAX_LINE
+                    lines = ["".join([*pending, ends[0]]), *ends[1:]]
+                    pending, size = [rest], len(rest)
+                    for index, line in enumerate(lines):
                         if not line.strip():
                             continue
-                        too_deep = bounded_json.depth_problem(line)
+                        too_long = (oversized and index == 0) or len(line) > MAX_LINE
+                        problem = _too_long(line) if too_long else bounded_json.depth_problem(line)
                         try:
-                            if too_deep is not None:
-                                message = _refusal(mcp_types, line, too_deep)
+                            if problem is not None:
+                                message = _refusal(mcp_types, line[:_HEAD], problem)
                             else:
                                 message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                         except ValueError:
-                            on_noise(line)
+                            on_noise(line[:_HEAD])
                             continue
                         await to_session.send(SessionMessage(message))
 
@@ -120,17 +127,28 @@ async def stdio_streams(
             group.cancel_scope.cancel()
 
 
+#: The longest line read from a server's stdout (its tool results can carry images); a longer
+#: one is refused as the answer to the request it names, without being held in memory.
+MAX_LINE = 64 * 1024 * 1024
+#: What is kept of a refused line: enough to read the id of the request it answers.
+_HEAD = 1024
+
 _ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"[^"\\]{0,200}")')
 
 
-def _refusal(mcp_types: Any, line: str, problem: bounded_json.JSONTooDeep) -> Any:
-    """A message nested too deep to parse, as the error answer to the request it answers (its
-    id read from its start), so the call fails at once with the reason instead of waiting for
-    an answer that was dropped. ValueError (reported as noise) when no id can be read."""
+def _too_long(line: str) -> ValueError:
+    return ValueError(f"a line of over {MAX_LINE // (1024 * 1024)} MiB (the limit)")
+
+
+def _refusal(mcp_types: Any, line: str, problem: ValueError) -> Any:
+    """A message too deep or too long to parse, as the error answer to the request it answers
+    (its id read from its start), so the call fails at once with the reason instead of waiting
+    for an answer that was dropped. ValueError (reported as noise) when no id can be read."""
     found = _ID.match(line)
     if found is None:
         raise problem
-    error = {"code": -32600, "message": f"the MCP server's answer was refused: {problem.msg}"}
+    reason = problem.msg if isinstance(problem, bounded_json.JSONTooDeep) else str(problem)
+    error = {"code": -32600, "message": f"the MCP server's answer was refused: {reason}"}
     return mcp_types.jsonrpc_message_adapter.validate_python(
         {"jsonrpc": "2.0", "id": bounded_json.loads(found.group(1)), "error": error}, by_name=False
     )

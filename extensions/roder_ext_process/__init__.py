@@ -57,6 +57,8 @@ def manifest_from(name: str, data: dict[str, Any]) -> ExtensionManifest:
 class ProcessExtension(RoderExtension):
     """One process extension as the registry sees it."""
 
+    foreign_tools = True  # the process names its tools
+
     def __init__(self, name: str, supervisor: Supervisor | None, problem: str | None = None) -> None:
         self.name = name
         self.supervisor = supervisor

@@ -175,11 +175,11 @@ class RpcConnection:
                 problem = f"extension {self.name} sent a message that is not a JSON object"
                 break
             self._dispatch(message)
-        code = self.process.wait()
-        self._stderr_reader.join(1.0)  # what it said last explains the exit
-        if problem is not None:
+        if problem is not None:  # the process is still running: end it before waiting for it
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
+        code = self.process.wait()
+        self._stderr_reader.join(1.0)  # what it said last explains the exit
         tail = self.stderr_tail()
         reason = problem or f"extension {self.name} exited with status {code}"
         self._fail_all(reason + (f" (stderr: {tail})" if tail and problem is None else ""))

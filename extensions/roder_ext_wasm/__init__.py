@@ -243,6 +243,8 @@ class WasmToolSet:
 
 
 class WasmExtension(RoderExtension):
+    foreign_tools = True  # the module's manifest names its tool
+
     def __init__(self, name: str, config: WasmToolConfig, base: Path) -> None:
         self.name = name
         self.config = config

@@ -69,13 +69,19 @@ def folder_to_task(folder: Path) -> dict[str, Any]:
     if _is_terminal_bench_1(folder):
         raise HarborError(TERMINAL_BENCH_1.format(folder=folder))
     where = str(folder / "task.toml")
+    texts: dict[str, str] = {}
+    for name in ("task.toml", "instruction.md"):
+        try:
+            texts[name] = (folder / name).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise HarborError(f"{folder}: {exc.strerror or exc} ({name})") from exc
+        except UnicodeDecodeError as exc:
+            raise HarborError(f"{folder / name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from exc
     try:
-        config = tomllib.loads((folder / "task.toml").read_text(encoding="utf-8"))
-        instruction = (folder / "instruction.md").read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise HarborError(f"{folder}: {exc.strerror or exc} ({Path(exc.filename or '').name})") from exc
+        config = tomllib.loads(texts["task.toml"])
     except tomllib.TOMLDecodeError as exc:
         raise HarborError(f"{where}: not valid TOML ({exc})") from exc
+    instruction = texts["instruction.md"].strip()
     if not instruction:
         raise HarborError(f"{folder}: instruction.md is empty")
     if not (folder / "tests" / "test.sh").is_file():

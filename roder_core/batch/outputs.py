@@ -4,6 +4,7 @@ Layout::
 
     OUT/batch.json                      settings of the batch (a re-run must use the same ones)
     OUT/summary.json                    aggregate over every recorded rollout of the selected tasks
+    OUT/results.csv                     one row per recorded rollout of the selected tasks
     OUT/preds.jsonl                     SWE-bench predictions (each task's rollout 0)
     OUT/rollouts/<task>/<k>/result.json the record (written last: its presence means finished)
                             thread.jsonl, trajectory.json, atif.json, workspace.diff,
@@ -20,7 +21,9 @@ batch carries the file's attempts into the rollout's record, which replaces the 
 from __future__ import annotations
 
 import contextlib
+import csv
 import fcntl
+import io
 import json
 import os
 import shutil
@@ -28,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from roder_core.batch.summary import TABLE_COLUMNS
 from roder_core.batch.tasks import Task, task_dir_name
 from roder_core.batch.worker import RolloutOutcome, RolloutSpec, RunSettings
 
@@ -41,8 +45,13 @@ class BatchFolderError(ValueError):
 
 
 def _write_json(path: Path, data: Any) -> None:
+    _write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Replace ``path`` at once: a reader (or a killed batch) never sees half of it."""
     tmp = path.with_name(path.name + _TMP_MARK + str(os.getpid()))
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -51,6 +60,7 @@ class BatchFolder:
         self.root = root
         self.batch_file = root / "batch.json"
         self.summary_file = root / "summary.json"
+        self.table_file = root / "results.csv"
         self.rollouts = root / "rollouts"
 
     def rollout_dir(self, task_id: str, index: int) -> Path:
@@ -163,8 +173,14 @@ class BatchFolder:
         self.attempts_file(task_id, index).unlink(missing_ok=True)  # the record holds them now
         return written
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
+    def write_summary(self, summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        """``summary.json``, and ``results.csv`` with one row per rollout (``summary.result_rows``)."""
         _write_json(self.summary_file, summary)
+        table = io.StringIO()
+        writer = csv.DictWriter(table, fieldnames=TABLE_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        _write_text(self.table_file, table.getvalue())
 
     def write_predictions(self, tasks: Iterable[Task], settings: RunSettings) -> Path:
         """``preds.jsonl`` in SWE-bench's prediction format, from each task's first rollout (its

@@ -44,6 +44,8 @@ RECORDS_CAP = 64 * 1024 * 1024
 #: The last line a runner prints: pytest's ``=== 1 failed, 2 passed in 0.12s ===`` and
 #: unittest's ``Ran 3 tests in 0.001s``. No status line of an honest run comes after it.
 _FINAL_LINE = re.compile(r"^(=+ .*\bin [\d.]+s\b.*=+|Ran \d+ tests? in [\d.]+s)$")
+#: pytest's tally, with ``=`` around it or without (``-q``): ``1 failed, 2 passed in 0.12s``.
+_PYTEST_TALLY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in [\d.]+s\b.*$")
 #: unittest's verdict after its final line (``FAILED (failures=1)``), which reads like a status.
 _UNITTEST_VERDICT = re.compile(r"^(OK|FAILED)( \(.*\))?$")
 
@@ -157,6 +159,26 @@ def check_run(report: WitnessReport | None, exit_code: int | None, *, rewarded: 
             f"the score passed, but its test run ended before pytest finished it (process {cut[0]}): "
             "the code under test ended the process, so neither its status nor a reward is pytest's"
         )
+
+
+def check_exit(output: str, exit_code: int | None, report: WitnessReport | None) -> None:
+    """For a score decided by its exit status: raise :class:`ForgedResult` when it exited 0 but
+    the last test run it printed failed (unittest's ``FAILED (failures=1)``, pytest's
+    ``1 failed``), which is the code under test ending the process with 0 after the runner
+    chose 1 (``os._exit(0)`` from ``atexit``). A pytest the witness watched keeps its own status
+    and is not read from the output."""
+    if exit_code != 0:
+        return
+    last = None
+    lines = [line.strip() for line in output.splitlines()]
+    for index, line in enumerate(lines):
+        tally = _PYTEST_TALLY.match(line)
+        if tally and not (report is not None and report.started):
+            last = line if re.search(r"\d+ (failed|errors?)\b", tally.group(1)) else None
+        elif _UNITTEST_VERDICT.match(line) and any(ran.startswith("Ran ") for ran in lines[max(0, index - 3) : index]):
+            last = line if line.startswith("FAILED") else None
+    if last is not None:
+        raise ForgedResult(f"the score exited 0, but the last test run it printed failed ({last}): not the runner's status")
 
 
 def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Keep the first and last part of very long output (a test suite's log can be megabytes).
@@ -26,9 +26,17 @@ OUTPUT_CAP = 256_000
 class ShellOutcome:
     command: str
     exit_code: int | None
+    #: What the log keeps: the start and the end of a very long output (``OUTPUT_CAP``).
     output: str
     duration_s: float
     timed_out: bool = False
+    #: The whole output when ``output`` was cut: a verdict read from the output reads all of it,
+    #: or lines printed to push the runner's own out of the log would decide it.
+    whole: str | None = field(default=None, repr=False)
+
+    @property
+    def full_output(self) -> str:
+        return self.output if self.whole is None else self.whole
 
     @property
     def ok(self) -> bool:
@@ -89,12 +97,15 @@ def run_shell(
         raw, _ = proc.communicate()
     finally:
         _kill_group(proc.pid)  # background children left behind by the command
+    text = raw.decode("utf-8", errors="replace")
+    shown = _cap(text)
     return ShellOutcome(
         command=command,
         exit_code=None if timed_out else proc.returncode,
-        output=_cap(raw.decode("utf-8", errors="replace")),
+        output=shown,
         duration_s=time.monotonic() - started,
         timed_out=timed_out,
+        whole=None if shown is text else text,
     )
 
 

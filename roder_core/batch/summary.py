@@ -95,3 +95,50 @@ def summarize(
             if not r.get("passed")
         ],
     }
+
+
+#: The columns of ``results.csv``: one row per rollout, for a spreadsheet or a data frame.
+TABLE_COLUMNS = (
+    "task_id",
+    "rollout",
+    "passed",
+    "reward",
+    "failure_cause",
+    "exit_reason",
+    "score_exit_code",
+    "score_refused",
+    "tests_resolved",
+    "tokens",
+    "cost_usd",
+    "model_calls",
+    "tool_calls",
+    "agent_s",
+    "score_s",
+    "total_s",
+    "attempts",
+    "error",
+)
+
+
+def result_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each recorded rollout as one flat row of ``TABLE_COLUMNS`` (already redacted, as its
+    ``result.json`` is), in task and rollout order."""
+    rows = []
+    for r in sorted(results, key=lambda r: (str(r.get("task_id")), int(r.get("rollout") or 0))):
+        score, timings = r.get("score") or {}, r.get("timings") or {}
+        rows.append(
+            {
+                **{key: r.get(key) for key in ("task_id", "rollout", "passed", "failure_cause", "exit_reason", "tokens")},
+                "reward": r.get("reward", 1.0 if r.get("passed") else 0.0),
+                "score_exit_code": score.get("exit_code"),
+                "score_refused": score.get("refused"),
+                "tests_resolved": (r.get("tests") or {}).get("resolved"),
+                "cost_usd": r.get("cost_usd"),
+                "model_calls": r.get("model_calls"),
+                "tool_calls": r.get("tool_calls"),
+                **{key: timings.get(key) for key in ("agent_s", "score_s", "total_s")},
+                "attempts": r.get("attempts"),
+                "error": (r.get("error") or {}).get("message"),
+            }
+        )
+    return rows

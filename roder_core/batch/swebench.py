@@ -91,18 +91,30 @@ def instance_to_task(data: dict[str, Any], repo_cache: Path | None) -> dict[str,
 _PYTEST_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+)")
 _PYTEST_VERBOSE = re.compile(r"^(\S+::\S+)\s+(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\b")
 _UNITTEST = re.compile(r"^(\w+ \([\w.]+\)).*? \.\.\. (ok|FAIL|ERROR|skipped|expected failure|unexpected success)")
+#: The header of each failure unittest details after the run (``FAIL: test_x (mod.Class.test_x)``):
+#: printed even when output of the code under test broke the test's own ``... FAIL`` line.
+_UNITTEST_DETAIL = re.compile(r"^(FAIL|ERROR): (\w+ \([\w.]+\))$")
 _PASSING = {"PASSED", "XFAIL", "ok", "expected failure"}
 
 
 def parse_test_statuses(output: str) -> dict[str, str]:
-    """Each test's status from pytest (``-rA`` summary or ``-v``) or unittest ``-v`` output."""
+    """Each test's status from pytest (``-rA`` summary or ``-v``) or unittest ``-v`` output.
+    A test reported as not passing anywhere stays so: a passing line for it printed later (by
+    the code under test, while another test runs) cannot undo the runner's verdict."""
     statuses: dict[str, str] = {}
     for line in output.splitlines():
         line = line.strip()
-        for pattern, name_group, status_group in ((_PYTEST_SUMMARY, 2, 1), (_PYTEST_VERBOSE, 1, 2), (_UNITTEST, 1, 2)):
+        for pattern, name_group, status_group in (
+            (_PYTEST_SUMMARY, 2, 1),
+            (_PYTEST_VERBOSE, 1, 2),
+            (_UNITTEST, 1, 2),
+            (_UNITTEST_DETAIL, 2, 1),
+        ):
             found = pattern.match(line)
             if found:
-                statuses[found.group(name_group)] = found.group(status_group)
+                name, status = found.group(name_group), found.group(status_group)
+                if statuses.get(name, "PASSED") in _PASSING:
+                    statuses[name] = status
                 break
     return statuses
 

@@ -281,6 +281,9 @@ def load_tasks(path: Path, repo_cache: Path | None = None) -> list[Task]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TaskFileError(f"cannot read task file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise TaskFileError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})") from exc
     return parse_tasks(text.splitlines(), str(path), path.resolve().parent, repo_cache)
 
 

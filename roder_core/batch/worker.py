@@ -41,7 +41,7 @@ from roder_core.batch.containers import (
 from roder_core.batch.environment import child_environment, value_redactor
 from roder_core.batch.rewards import RewardError, read_reward
 from roder_core.batch.runner_guard import RunnerGuard, UnscorableChange
-from roder_core.batch.score_witness import ForgedResult, Witness, check_run, test_statuses
+from roder_core.batch.score_witness import ForgedResult, Witness, check_exit, check_run, test_statuses
 from roder_core.batch.scoring import ScoreGuard, ScoringError, credential_paths, run_score, score_sandbox
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.swebench import patch_paths, swe_report
@@ -361,7 +361,7 @@ class _Rollout:
                     passed=False,
                     cause="setup_failure",
                     exit_reason="setup_failed",
-                    error={"message": f"setup command failed: {command}", "kind": "setup"},
+                    error={"message": f"setup command {_why(outcome, self.task.setup_timeout)}: {command}", "kind": "setup"},
                 )
                 return
         if setup_log:
@@ -496,8 +496,10 @@ class _Rollout:
             report = witness.report() if witness is not None else None
             check_run(report, outcome.exit_code, rewarded="reward" in self.result)
             if self.task.fail_to_pass or self.task.pass_to_pass:
-                statuses = test_statuses(outcome.output, report)
+                statuses = test_statuses(outcome.full_output, report)
                 self.result["tests"] = swe_report(statuses, self.task.fail_to_pass, self.task.pass_to_pass)
+            elif "reward" not in self.result:  # the exit status decides
+                check_exit(outcome.full_output, outcome.exit_code, report)
         except ForgedResult as exc:
             return str(exc)
         return None
@@ -746,6 +748,13 @@ class _Rollout:
 
 #: The installed extensions' factories, by the extension index's folder (``installed_factories``).
 _FACTORIES: dict[Path, list[tuple[str, ExtensionFactory]]] = {}
+
+
+def _why(outcome: ShellOutcome, timeout: float) -> str:
+    """How a command failed, for an error line (``setup.log`` holds its output)."""
+    if outcome.timed_out:
+        return f"timed out after {timeout:g} s"
+    return f"failed (exit {outcome.exit_code})"
 
 
 def _score_cause(score: ShellOutcome, recorded: dict[str, Any]) -> str:

@@ -45,12 +45,16 @@ class ListingTimeout(TimeoutError):
 
 def pattern_regex(pattern: str) -> re.Pattern[str]:
     """A gitignore-style glob: without ``/`` it matches a name at any depth, ``**`` spans
-    folders, and ``{a,b}`` is either (as in a shell: ``src/*.{ts,tsx}``, ``{src,test}/**``)."""
+    folders, ``{a,b}`` is either (as in a shell: ``src/*.{ts,tsx}``, ``{src,test}/**``), and a
+    leading ``!`` matches every path the rest does not (``!*.txt``, as ripgrep's ``--glob``)."""
+    text = pattern.strip()
+    negated = text.startswith("!")  # ripgrep's and gitignore's "every file but these"
     bodies = []
-    for alternative in expand_braces(pattern.strip().removeprefix("./")):
+    for alternative in expand_braces(text.removeprefix("!").removeprefix("./")):
         body = alternative.removeprefix("./")
         bodies.append(("" if "/" in body else "(?:.*/)?") + glob_to_regex(body))
-    return re.compile("^(?:" + "|".join(bodies) + ")$", re.DOTALL)
+    either = "(?:" + "|".join(bodies) + ")"
+    return re.compile(f"^(?!{either}$).*$" if negated else f"^{either}$", re.DOTALL)
 
 
 #: How many patterns one with braces may stand for (``{a,b}{c,d}`` is four).
@@ -97,7 +101,7 @@ def literal_folder(pattern: str) -> tuple[str, int | None]:
     to the folder the pattern is relative to) and how many levels below it a match can lie
     (None: any depth). A pattern without ``/`` matches names at any depth: ``("", None)``."""
     body = pattern.strip().removeprefix("./")
-    if "/" not in body or body.startswith("/"):
+    if "/" not in body or body.startswith(("/", "!")):  # "!...": every file but those, anywhere
         return "", None
     parts = body.split("/")
     literal: list[str] = []

@@ -195,6 +195,8 @@ class WorkspaceFileSystem:
         """Open a regular file for reading (no FIFOs or devices, no hard-linked files), through
         directory fds so a folder swapped for a symlink after the check is not followed."""
         real = self.resolve(path)
+        if real.is_dir():  # said before opening its parent, which for a granted root is outside
+            self.policy.check_readable(path, "dir", None)
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         try:
             with self._folder_fd(path, real.parent) as folder:

@@ -62,15 +62,30 @@ class TerminalText:
         return out
 
     def _lines(self, data: bytes) -> bytes:
-        if b"\r" not in data and not self._line:
+        """Cleaned lines of ``data``. Output without carriage returns (nearly all of it) takes
+        the fast path whole, also when it continues a line cut by the previous chunk's end: a
+        command printing gigabytes is cut at every chunk, and going line by line through the
+        rewrite path cost seconds of the event loop per 10 MB."""
+        if b"\r" not in data:
+            if self._column < len(self._line):  # a rewritten line is being overwritten: finish it first
+                first = data.find(b"\n") + 1
+                if not first:
+                    return self._rewrites(data)
+                return self._rewrites(data[:first]) + self._lines(data[first:])
             if b"\n" not in data:  # no line to finish yet: keep it as the current line
                 self._line += data
                 self._column = len(self._line)
                 return b""
             end = data.rfind(b"\n") + 1
-            self._line += data[end:]
+            done = bytes(self._line) + data[:end]
+            self._line = bytearray(data[end:])
             self._column = len(self._line)
-            return data[:end]
+            return done
+        return self._rewrites(data)
+
+    def _rewrites(self, data: bytes) -> bytes:
+        """Lines of ``data`` with each ``\r`` moving back to the line's start, so that later
+        text overwrites earlier text as on a screen."""
         out = bytearray()
         parts = data.split(b"\n")
         for index, part in enumerate(parts):

@@ -206,6 +206,7 @@ def build_distribution(
     builder = ExtensionRegistryBuilder()
     skipped: list[SkippedExtension] = []
     observed: dict[str, frozenset[str]] = {}
+    admitted: list[tuple[str, RoderExtension]] = []
     for source, factory in factories:
         try:
             extensions = _as_list(factory(host))
@@ -213,11 +214,14 @@ def build_distribution(
             skipped.append(SkippedExtension(source, f"failed to load: {exc}"))
             continue
         for extension in extensions:
+            admitted.append((source, extension))
             if source.startswith(ENTRY_POINT_SOURCE):
                 name = source.removeprefix(ENTRY_POINT_SOURCE)
                 kinds_seen = {service.kind for service in extension.manifest().provides}
                 observed[name] = observed.get(name, frozenset()) | kinds_seen
             admit(builder, host.profile, source, extension, skipped)
+    for extension in [e for _, e in admitted if e.foreign_tools]:  # against every other, whatever the order
+        refuse_clash(builder, extension.manifest().id, skipped)
     for entry in skipped:  # callers show the unexpected ones once (see Distribution.warnings)
         log.debug("%s", entry.describe())
     if index is not None:
@@ -247,14 +251,25 @@ def admit(
         return
     try:
         builder.install(extension)
-        if running and any(service.kind == "ToolProvider" for service in manifest.provides):
-            builder.refuse_tool_clash(manifest.id)
     except RegistryError as exc:
         skipped.append(SkippedExtension(manifest.id or source, str(exc)))
+        return
+    if running and not refuse_clash(builder, manifest.id, skipped):
         return
     for cap in manifest.required_capabilities:
         if profile.grants(cap.id):
             builder.grant_capability(manifest.id, CapabilityGrant(cap.id))
+
+
+def refuse_clash(builder: ExtensionRegistryBuilder, extension_id: str, skipped: list[SkippedExtension]) -> bool:
+    """Rule 6 for one installed extension: a tool of it named like another extension's takes
+    it out again, with the reason among ``skipped`` (False), so the registry still builds."""
+    try:
+        builder.refuse_tool_clash(extension_id)
+    except RegistryError as exc:
+        skipped.append(SkippedExtension(extension_id, str(exc)))
+        return False
+    return True
 
 
 def rebuild(

@@ -197,6 +197,11 @@ class RoderExtension(ABC):
     ...). The extension never receives the turn loop: the runtime decides when its services are used.
     """
 
+    #: Whether its tools are named by something outside Roder's code (a program, a WebAssembly
+    #: module): one named like a tool another extension has skips this extension, with the
+    #: reason, instead of failing the registry (and with it every command).
+    foreign_tools: ClassVar[bool] = False
+
     @abstractmethod
     def manifest(self) -> ExtensionManifest: ...
 

@@ -47,7 +47,8 @@ class ToolArguments(BaseModel):
     """Base of every tool's argument model.
 
     Unknown arguments are ignored (the schema already tells the model not to send any), so a
-    stray extra key never fails a call that is otherwise right. A model is built at its first
+    stray extra key never fails a call that is otherwise right; the result names them
+    (``kernel.tools.with_ignored_note``). A model is built at its first
     use (its schema for a request, or a call to check): tools a run never offers nor calls
     (team tools outside a team, ``lsp`` before a server runs) cost only their class."""
 

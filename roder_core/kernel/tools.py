@@ -51,6 +51,9 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: Arguments the tool's model does not know, which the call ran without (``argument_problem``
+    #: fills it; the result says so, see ``with_ignored_note``).
+    ignored: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -284,7 +287,27 @@ def argument_problem(tool: ToolExecutor, call: ToolCall) -> ToolResult | None:
         call.arguments = checked_arguments(model, call)
     except ToolArgumentError as exc:
         return ToolResult.error(call, str(exc))
+    call.ignored = [key for key in call.arguments if key not in model.model_fields and key not in QUIET_EXTRAS]
     return None
+
+
+#: Extra arguments models add that carry no instruction (Claude Code's ``description`` of a
+#: command, Cursor's ``explanation``): ignored without a word.
+QUIET_EXTRAS = frozenset({"description", "explanation"})
+
+
+def with_ignored_note(tool: ToolExecutor, call: ToolCall, result: ToolResult) -> ToolResult:
+    """``result`` ending with a line naming the arguments the call ran without: a key the tool
+    does not take (``cwd`` for ``workdir``) is not silently dropped, and the model learns the
+    names the tool takes."""
+    model = arguments_model_of(tool)
+    if not call.ignored or model is None:
+        return result
+    names = ", ".join(repr(key) for key in call.ignored)
+    takes = ", ".join(model.model_fields)
+    plural = "s" if len(call.ignored) > 1 else ""
+    result.text = f"{result.text}\n[ignored unknown argument{plural} {names}: {call.name} takes {takes}]"
+    return result
 
 
 def tool_kind(tool: ToolExecutor) -> ToolKind:

@@ -517,6 +517,23 @@ def split_command(command: str) -> SplitCommand:
     return _read(command, 0)
 
 
+def background_jobs(command: str) -> list[str]:
+    """The commands ``command`` sends to the background with ``&`` (``npm run dev &``, ``(sleep 9
+    &)``), none when it also ``wait``s for them: what is still running when a foreground command
+    ends is stopped then, which a model that wrote ``&`` does not expect."""
+    jobs: list[str] = []
+    waits = False
+    pending = [_parser().parse(command.encode("utf-8", "surrogateescape")).root_node]
+    while pending:
+        node = pending.pop()
+        if node.type == "&" and node.prev_named_sibling is not None:
+            jobs.append(_text(node.prev_named_sibling))
+        elif node.type == "command_name" and _text(node) == "wait":
+            waits = True
+        pending.extend(reversed(node.children))
+    return [] if waits else jobs
+
+
 def shell_subjects(tool: str, command: str, workdir: str = "") -> list[PolicySubject]:
     """What policy checks for one shell command line: every part as a command subject, every
     redirect as a path subject (relative to ``workdir``), and, when the line is not fully

@@ -50,7 +50,15 @@ from roder_core.kernel.hook_payloads import (
 )
 from roder_core.kernel.services import ContextQuery, HookPoint, InferenceTurnContext, PolicyDecision, PolicyVerdict
 from roder_core.kernel.tool_args import ToolArgumentError
-from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult, argument_problem
+from roder_core.kernel.tools import (
+    PolicySubject,
+    ToolCall,
+    ToolExecutionContext,
+    ToolRegistry,
+    ToolResult,
+    argument_problem,
+    with_ignored_note,
+)
 from roder_core.media.images import MediaError
 from roder_core.policy.engine import subjects_of
 from roder_core.threads.events import (
@@ -731,7 +739,7 @@ class TurnRunner:
             async with runtime.mutations.hold(paths):
                 runtime.publish_live(ToolCallStarted(thread_id=self.tid, turn_id=self.turn.id, call_id=call.id, name=call.name))
                 with next_action.writes_allowed(person):
-                    result = await tool.execute(ctx, call)
+                    result = with_ignored_note(tool, call, await tool.execute(ctx, call))
         except asyncio.CancelledError:
             raise
         except ToolArgumentError as exc:

@@ -112,7 +112,7 @@ def _drive(args: argparse.Namespace, tasks: list[Task], settings: RunSettings, f
     """Run what is not recorded yet, record each outcome as it arrives, then summarize."""
     from roder_core.batch.backends import run_backend
     from roder_core.batch.retries import Retries
-    from roder_core.batch.summary import summarize
+    from roder_core.batch.summary import result_rows, summarize
     from roder_core.batch.worker import RolloutOutcome, RolloutSpec, forwarded_env
 
     rerun = "all" if args.redo else "failed" if args.retry_failed else None
@@ -165,7 +165,7 @@ def _drive(args: argparse.Namespace, tasks: list[Task], settings: RunSettings, f
         skipped=len(done),
     )
     summary["lost"] = lost
-    folder.write_summary(summary)
+    folder.write_summary(summary, result_rows(results))
     folder.write_predictions(tasks, settings)
     print_summary(summary, folder.summary_file)
     return EXIT_LOST if status == EXIT_OK and lost else status

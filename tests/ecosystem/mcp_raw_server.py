@@ -11,6 +11,7 @@ file plays every misbehaving server the edge-case tests need:
 - ``RAW_PROTOCOL``: the protocolVersion the server answers initialize with.
 - ``RAW_SILENT_INIT``: never answer initialize.
 - ``RAW_IGNORE_UNKNOWN``: requests for methods it does not know get no answer at all.
+- ``RAW_UNDECLARED``: the handshake declares no capabilities (tools are served all the same).
 - ``RAW_JOURNAL``: a file each received message is appended to (one JSON line each).
 """
 
@@ -85,7 +86,7 @@ def main() -> None:
                     "id": message["id"],
                     "result": {
                         "protocolVersion": version,
-                        "capabilities": {"tools": {"listChanged": True}},
+                        "capabilities": {} if os.environ.get("RAW_UNDECLARED") else {"tools": {"listChanged": True}},
                         "serverInfo": {"name": "raw", "version": "1"},
                     },
                 }

@@ -117,10 +117,15 @@ async def test_a_server_that_leaves_unknown_methods_unanswered_connects_with_wha
 ) -> None:
     """The server declares tools only and never answers a method it does not know (no
     prompts/list, resources/list): Roder asks only for what was declared, so it connects."""
-    configure(roder_home, raw_server("quiet", [{"name": "ok", "result": text_result("fine")}], RAW_IGNORE_UNKNOWN="1"))
-    _, results, statuses = await run_calls(workspace, [call("mcp__quiet__ok")])
-    assert [(s.name, s.status, s.error) for s in statuses] == [("quiet", "connected", None)]
-    assert results["mcp__quiet__ok"].text == "fine"
+    configure(
+        roder_home,
+        raw_server("quiet", [{"name": "ok", "result": text_result("fine")}], RAW_IGNORE_UNKNOWN="1"),
+        # Serves tools without declaring them: they are listed all the same.
+        raw_server("sloppy", [{"name": "ok", "result": text_result("sloppy fine")}], RAW_UNDECLARED="1"),
+    )
+    _, results, statuses = await run_calls(workspace, [call("mcp__quiet__ok"), call("mcp__sloppy__ok")])
+    assert [(s.name, s.status, s.error) for s in statuses] == [("quiet", "connected", None), ("sloppy", "connected", None)]
+    assert (results["mcp__quiet__ok"].text, results["mcp__sloppy__ok"].text) == ("fine", "sloppy fine")
 
 
 async def test_a_server_that_never_answers_initialize_fails_saying_so(workspace: Path, roder_home: Path) -> None:
@@ -245,3 +250,27 @@ async def test_an_interrupted_call_sends_cancelled_and_a_crash_mid_call_is_one_c
         assert (ok.text, ok.is_error) == ("fine", False)  # restarted for the next call
     finally:
         await runtime.close()
+
+
+async def test_an_answer_too_long_to_hold_fails_its_call_and_the_server_stays(workspace: Path, roder_home: Path) -> None:
+    """A result line past the 64 MiB limit is refused as the answer to its call (read in pieces,
+    never held whole) and the connection goes on: the next call answers."""
+    configure(
+        roder_home,
+        raw_server("raw", [{"name": "flood", "huge": 66 * 1024 * 1024}, {"name": "ok", "result": text_result("still here")}]),
+    )
+    host = host_for(workspace, trusted=False)
+    script = [{"tool_calls": [call("mcp__raw__flood")]}, {"tool_calls": [call("mcp__raw__ok")]}, {"text": "done"}]
+    runtime = runtime_with(host, [roder_ext_mcp.create(host)], script)
+    try:
+        thread = await runtime.start_thread()
+        assert (await runtime.run_turn(thread.id, "go")).status == "completed"
+        flood, ok = items(runtime, thread.id, ToolResultItem)
+    finally:
+        await runtime.close()
+    assert flood.is_error
+    assert (
+        flood.text
+        == "MCP server 'raw' refused the call: MCPError: the MCP server's answer was refused: a line of over 64 MiB (the limit)"
+    )
+    assert (ok.text, ok.is_error) == ("still here", False)

@@ -54,13 +54,22 @@ def main() -> int:
         elif method == "textDocument/diagnostic":
             items = diagnostics(documents.get(params["textDocument"]["uri"], ""))
             send({"id": message["id"], "result": {"kind": "full", "items": items}})
-        elif method == "shutdown":
-            send({"id": message["id"], "result": None})
-        elif method == "exit":
-            return 0
-        elif "id" in message:
-            send({"id": message["id"], "error": {"code": -32601, "message": f"{method} is not handled"}})
+        elif (code := lifecycle(message)) is not None:
+            return code
     return 1  # stdin closed without an exit: not a clean stop
+
+
+def lifecycle(message: dict[str, Any]) -> int | None:
+    """The rest of the protocol, as every well-behaved server answers it: ``shutdown``, then
+    ``exit`` (the exit code, 0); any other request is refused as not handled."""
+    method = message.get("method")
+    if method == "shutdown":
+        send({"id": message["id"], "result": None})
+    elif method == "exit":
+        return 0
+    elif "id" in message:
+        send({"id": message["id"], "error": {"code": -32601, "message": f"{method} is not handled"}})
+    return None
 
 
 if __name__ == "__main__":

@@ -74,6 +74,15 @@ async def run_tool(tool: Any, ctx: ToolExecutionContext, **arguments: Any) -> To
     return await tool.execute(ctx, ToolCall(id="call_test", name=tool.name, arguments=arguments))
 
 
+def write_files(workspace: Path, files: Mapping[str, str | bytes]) -> Path:
+    """Put ``files`` (relative path -> text or bytes) in ``workspace``, folders included."""
+    for name, data in files.items():
+        path = workspace / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return workspace
+
+
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,87 @@ async def test_commands_that_never_end_are_killed_at_the_timeout_and_say_so(
     error, text = await _bash(workspace, command, timeout=timeout)
     assert error
     assert re.search(r"\[timed out after [\d.]+ s: the command and everything it started were killed", text), text
+
+
+@pytest.mark.parametrize(
+    ("command", "job"),
+    [
+        ("sleep 30 & echo started", "`sleep 30`"),
+        ("nohup sleep 30 > /dev/null 2>&1 & echo $!", "`nohup sleep 30 > /dev/null 2>&1`"),
+        ("(sleep 30 &); echo sub", "`sleep 30`"),
+        ("setsid sleep 30 & disown; echo ok", "`setsid sleep 30`"),
+        ("python3 -m http.server 8765 >/dev/null 2>&1 &", "`python3 -m http.server 8765 >/dev/null 2>&1`"),
+    ],
+    ids=["ampersand", "nohup", "subshell", "setsid-disown", "server"],
+)
+async def test_a_job_sent_to_the_background_with_an_ampersand_is_said_to_be_stopped(
+    workspace: Path, command: str, job: str
+) -> None:
+    error, text = await _bash(workspace, command)
+    assert not error, text
+    assert text.endswith(
+        f"[{job} ran in the background with &; whatever still ran when this command ended was stopped then (nothing a "
+        "command leaves running outlives it). Start a server or watcher with run_in_background: true, then read its "
+        "output with task_output]"
+    ), text
+
+
+async def test_what_the_note_says_is_true_without_a_sandbox_too(workspace: Path) -> None:
+    """Without the sandbox's process namespace, the jobs are still gone once the command ends."""
+    marker = "sleep 4242.4242"
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [call("bash", command=f"setsid {marker} & disown; nohup {marker} >/dev/null 2>&1 & echo ok")]},
+        {"tool_calls": [call("bash", command=f"ps -eo args | grep -c '^[s]{marker[1:]}$' || true")]},
+        {"text": "ok"},
+    ]
+    _rt, [started, after] = await run_script(workspace, steps, sandbox="off")
+    assert "ran in the background with &" in started.text
+    assert after.text.startswith("0\n"), after.text
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["for i in 1 2; do sleep 0.1 & done; wait", "a=1 && echo $a", "ls &> /dev/null; echo 'x & y'", "echo done"],
+    ids=["waited-for", "and-and", "redirect-and-quoted", "plain"],
+)
+async def test_commands_without_a_background_job_get_no_such_note(workspace: Path, command: str) -> None:
+    _error, text = await _bash(workspace, command)
+    assert "ran in the background" not in text
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        ("cd sub", "the folder cd moved to"),
+        ("ls; cd sub", "the folder cd moved to"),
+        ("pushd sub", "the folder pushd moved to"),
+        ("source env.sh", "what source set up"),
+        (". env.sh", "what . (source) set up"),
+        ("export DEBUG=1", "the variables set here"),
+        ("DEBUG=1", "the variables set here"),
+    ],
+    ids=["cd", "ls-then-cd", "pushd", "source", "dot", "export", "assignment"],
+)
+async def test_shell_state_that_ends_with_the_call_is_said_to(workspace: Path, command: str, what: str) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "env.sh").write_text("DEBUG=1\n")
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [call("bash", command=command)]},
+        {"tool_calls": [call("bash", command='pwd; echo "debug=[$DEBUG]"')]},
+        {"text": "ok"},
+    ]
+    _rt, [changed, after] = await run_script(workspace, steps)
+    assert changed.text.endswith(
+        f"[{what} does not carry over: every bash call starts in a new shell in the workspace; chain the commands "
+        "with && in one call (cd sub && make), or pass workdir]"
+    ), changed.text
+    assert after.text.startswith(f"{workspace.resolve()}\ndebug=[]\n")  # as the note says
+
+
+@pytest.mark.parametrize(
+    "command", ["cd sub && ls", "cd sub; ls", "ls", "cd nope"], ids=["cd-and", "cd-then", "plain", "failed-cd"]
+)
+async def test_commands_that_use_the_state_they_set_get_no_such_note(workspace: Path, command: str) -> None:
+    (workspace / "sub").mkdir()
+    _error, text = await _bash(workspace, command)
+    assert "does not carry over" not in text

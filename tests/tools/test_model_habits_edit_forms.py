@@ -58,6 +58,9 @@ APPLIES: dict[str, tuple[bytes, str, str, bytes]] = {
     "trailing-whitespace-in-old": (b"x = 1\ny = 2\n", "x = 1  \ny = 2 ", "x = 5\ny = 2", b"x = 5\ny = 2\n"),
     "crlf-file-lf-edit": (b"a = 1\r\nb = 2\r\n", "a = 1\nb = 2\n", "a = 1\nb = 3\n", b"a = 1\r\nb = 3\r\n"),
     "lf-file-crlf-edit": (b"a = 1\nb = 2\n", "a = 1\r\nb = 2", "a = 1\r\nb = 3", b"a = 1\nb = 3\n"),
+    "mixed-endings-crlf-most": (b"a\r\nb\r\nc\nd\r\n", "b\nc", "B\nc", b"a\r\nB\r\nc\nd\r\n"),
+    "mixed-endings-lf-most": (b"a\nb\nc\r\nd\n", "c\nd", "C\nd", b"a\nb\nC\r\nd\n"),
+    "mixed-endings-added-line": (b"a\r\nb\r\nc\n", "a\nb", "a\nx\nb", b"a\r\nx\r\nb\r\nc\n"),
     "bom-and-crlf-kept": (
         b"\xef\xbb\xbfa = 1\r\nb = 2\r\n",
         "b = 2",
@@ -110,6 +113,8 @@ APPLIES: dict[str, tuple[bytes, str, str, bytes]] = {
         "  3\u2192        return 9",
         PY.replace("return 1", "return 9").encode(),
     ),
+    "read-line-numbers-new-only": (b"if a:\n    x = 1\n", "    x = 1", "     2\t    x = 2", b"if a:\n    x = 2\n"),
+    "tab-separated-new-kept": (b"id\tname\n", "id\tname\n", "id\tname\n1\tAlice\n2\tBob\n", b"id\tname\n1\tAlice\n2\tBob\n"),
     "no-final-newline": (b"x = 1\ny = 2", "y = 2\n", "y = 3\n", b"x = 1\ny = 3"),
     "no-final-newline-exact": (b"x = 1\ny = 2", "y = 2", "y = 3", b"x = 1\ny = 3"),
     "long-line-kept": (b"x = '" + b"a" * 200_000 + b"'\ny = 1\n", "y = 1", "y = 2", b"x = '" + b"a" * 200_000 + b"'\ny = 2\n"),
@@ -211,3 +216,23 @@ async def test_several_edits_of_one_file_in_one_response_apply_in_order(workspac
     assert [r.is_error for r in results] == [False, False, True, False], [r.text for r in results]
     assert results[2].text.startswith("old_string was not found in a.py.")
     assert (workspace / "a.py").read_text() == "def f(a, b):\n    if a:\n        return 5\n    return 6\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "written", "note"),
+    [
+        ("     1\tx = 1\n     2\ty = 2\n", "x = 1\ny = 2\n", True),
+        ("     9\tdef g():\n    10\t    return 1\n", "def g():\n    return 1\n", True),
+        ("  1\u2192x = 1\n  2\u2192y = 2\n", "x = 1\ny = 2\n", True),
+        ("1\tAlice\n2\tBob\n", "1\tAlice\n2\tBob\n", False),
+        ("     1\tx\n     5\ty\n", "     1\tx\n     5\ty\n", False),
+    ],
+    ids=["read-form", "read-form-from-line-9", "arrow-form", "tab-separated-data", "numbers-not-consecutive"],
+)
+async def test_write_leaves_out_line_numbers_copied_from_read(workspace: Path, content: str, written: str, note: bool) -> None:
+    _rt, [result] = await run_script(
+        workspace, [{"tool_calls": [call("write", path="new.txt", content=content)]}, {"text": "ok"}]
+    )
+    assert not result.is_error, result.text
+    assert (workspace / "new.txt").read_text() == written
+    assert result.text.endswith("(the line numbers copied from read's output were left out; check the file)") == note

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.harness import call, run_script
+from tests.tools.harness import call, run_script, write_files
 
 PY = "def f(a):\n    if a:\n        return 1\n    return 2\n"
 TWICE = "x = 1\ny = 2\nx = 1\ny = 2\n"
@@ -28,9 +28,7 @@ def git_diff(old: str, new: str, *body: str) -> str:
 
 
 async def _patch(workspace: Path, files: dict[str, bytes], patch: str) -> tuple[bool, str]:
-    for name, data in files.items():
-        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_bytes(data)
+    write_files(workspace, files)
     _rt, [result] = await run_script(workspace, [{"tool_calls": [call("apply_patch", patch=patch)]}, {"text": "ok"}])
     return result.is_error, result.text
 
@@ -99,14 +97,19 @@ APPLIES: dict[str, tuple[dict[str, bytes], str, dict[str, bytes | None]]] = {
     ),
     "file-without-final-newline-patch-with-marker": (
         {"a.py": b"x = 1\ny = 2"},
-        "--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n x = 1\n"
-        "-y = 2\n\\ No newline at end of file\n+y = 3\n\\ No newline at end of file\n",
+        "--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n x = 1\n-y = 2\n\\ No newline at end of file\n"
+        "+y = 3\n\\ No newline at end of file\n",
         {"a.py": b"x = 1\ny = 3"},
     ),
     "crlf-file": (
         {"a.py": b"x = 1\r\ny = 2\r\n"},
         codex("*** Update File: a.py", "@@", " x = 1", "-y = 2", "+y = 3"),
         {"a.py": b"x = 1\r\ny = 3\r\n"},
+    ),
+    "mixed-line-endings": (
+        {"a.py": b"x = 1\r\ny = 2\nz = 3\r\n"},
+        codex("*** Update File: a.py", "@@", "-x = 1", "+x = 0", " y = 2", "+w = 9"),
+        {"a.py": b"x = 0\r\ny = 2\nw = 9\r\nz = 3\r\n"},
     ),
     "bom-file": (
         {"a.py": b"\xef\xbb\xbfx = 1\ny = 2\n"},
@@ -142,6 +145,26 @@ APPLIES: dict[str, tuple[dict[str, bytes], str, dict[str, bytes | None]]] = {
         {"a.py": b"def f():\n    x = 1\ndef g():\n    x = 1\n"},
         codex("*** Update File: a.py", "@@ def g():", "-    x = 1", "+    x = 2"),
         {"a.py": b"def f():\n    x = 1\ndef g():\n    x = 2\n"},
+    ),
+    "prose-around-the-patch": (
+        {"a.py": b"x = 1\n"},
+        "Here is the patch:\n\n" + codex("*** Update File: a.py", "@@", "-x = 1", "+x = 2") + "\n\nThis sets x to 2.",
+        {"a.py": b"x = 2\n"},
+    ),
+    "indented-patch": (
+        {"a.py": b"x = 1\ny = 1\n"},
+        "\n".join("    " + line for line in codex("*** Update File: a.py", "@@", " x = 1", "-y = 1", "+y = 2").split("\n")),
+        {"a.py": b"x = 1\ny = 2\n"},
+    ),
+    "crlf-patch-text": (
+        {"a.py": b"x = 1\ny = 1\n"},
+        codex("*** Update File: a.py", "@@", " x = 1", "-y = 1", "+y = 2").replace("\n", "\r\n"),
+        {"a.py": b"x = 1\ny = 2\n"},
+    ),
+    "dot-slash-paths": (
+        {"a.py": b"x = 1\n"},
+        codex("*** Update File: ./a.py", "@@", "-x = 1", "+x = 2", "*** Add File: ./b.py", "+b = 1"),
+        {"a.py": b"x = 2\n", "b.py": b"b = 1\n"},
     ),
     "markdown-fenced": (
         {"a.py": b"x = 1\n"},

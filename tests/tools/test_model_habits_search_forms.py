@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.harness import call, run_script
+from tests.tools.harness import call, run_script, write_files
 
 TREE = {
     "src/a.py": "def Foo():\n    return 'needle'\n",
@@ -30,10 +30,7 @@ NO_RIPGREP = {"PATH": "/nonexistent"}
 
 @pytest.fixture
 def tree(workspace: Path) -> Path:
-    for name, text in TREE.items():
-        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_text(text)
-    return workspace
+    return write_files(workspace, TREE)
 
 
 async def _one(workspace: Path, name: str, env: dict[str, str] | None = None, **arguments: object) -> tuple[bool, str]:
@@ -56,6 +53,7 @@ async def _one(workspace: Path, name: str, env: dict[str, str] | None = None, **
         ("*.yml", {".github/workflows/ci.yml"}),
         (".*", {".env.example", ".gitignore"}),
         ("src/[ab].*", {"src/a.py", "src/b.ts"}),
+        ("!**/*.{py,ts,tsx}", {".github/workflows/ci.yml", ".env.example", ".gitignore"}),
         ("SRC/*.py", set()),
         ("build/*.py", set()),
     ],
@@ -72,6 +70,7 @@ async def _one(workspace: Path, name: str, env: dict[str, str] | None = None, **
         "hidden-folder",
         "hidden-files",
         "character-class",
+        "negated",
         "case-sensitive",
         "ignored-folder",
     ],
@@ -114,11 +113,22 @@ async def test_glob_with_an_absolute_or_tilde_pattern_inside_the_workspace(tree:
             {"pattern": "NEEDLE", "case_insensitive": "true", "glob": "{test,.github}/**"},
             {"test/t.py", ".github/workflows/ci.yml"},
         ),
+        ({"pattern": "needle", "glob": "!*.py"}, {"src/b.ts", "src/c.tsx", ".github/workflows/ci.yml"}),
+        ({"pattern": "needle", "path": "src", "glob": "!deep/**"}, {"src/a.py", "src/b.ts", "src/c.tsx"}),
         ({"pattern": "NEEDLE"}, {".env.example"}),
         ({"pattern": "needle", "path": ".github"}, {".github/workflows/ci.yml"}),
         ({"pattern": "needle", "path": "build"}, {"build/out.py"}),
     ],
-    ids=["braces", "dot-slash-path", "case-insensitive-as-string", "case-sensitive", "hidden-folder", "ignored-folder-named"],
+    ids=[
+        "braces",
+        "dot-slash-path",
+        "case-insensitive-as-string",
+        "negated-glob",
+        "negated-folder-glob",
+        "case-sensitive",
+        "hidden-folder",
+        "ignored-folder-named",
+    ],
 )
 async def test_grep_forms(tree: Path, engine: str, arguments: dict[str, object], files: set[str]) -> None:
     error, text = await _one(tree, "grep", env=None if engine == "ripgrep" else NO_RIPGREP, **arguments)

@@ -214,3 +214,33 @@ async def test_arguments_encoded_twice_are_the_object_in_every_dialect(dialect: 
     first, second = calls_of(events)
     assert (first.arguments, first.arguments_error) == ({"command": "ls"}, None)
     assert (second.arguments, second.arguments_error) == ({}, "expected a JSON object, got str")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "note"),
+    [
+        (
+            {"command": "pwd", "cwd": "sub"},
+            "[ignored unknown argument 'cwd': bash takes command, timeout, workdir, run_in_background]",
+        ),
+        (
+            {"command": "pwd", "timeout_ms": 5000, "shell": "zsh"},
+            "[ignored unknown arguments 'timeout_ms', 'shell': bash takes command, timeout, workdir, run_in_background]",
+        ),
+        ({"command": "pwd", "description": "Print the folder"}, None),
+        ({"command": "pwd", "explanation": "to see where we are"}, None),
+    ],
+    ids=["cwd", "two-unknown", "claude-description", "cursor-explanation"],
+)
+async def test_unknown_arguments_are_named_in_the_result_not_dropped_silently(
+    workspace: Path, arguments: dict[str, Any], note: str | None
+) -> None:
+    (workspace / "sub").mkdir()
+    _rt, [result] = await run_script(workspace, [{"tool_calls": [call("bash", **arguments)]}, {"text": "ok"}])
+    assert not result.is_error, result.text
+    assert result.text.startswith(f"{workspace.resolve()}\n")  # run where the schema says: the workspace
+    last = result.text.splitlines()[-1]
+    if note is None:
+        assert "ignored unknown argument" not in result.text
+    else:
+        assert last == note

@@ -89,11 +89,16 @@ def _reward_stamps():  # type: () -> dict[str, object]
 
 
 def _is_program():  # type: () -> bool
-    """Whether pytest is the program (its console entry point is on the stack), not a
-    ``pytest.main()`` call inside another program that goes on after it."""
+    """Whether pytest is the program, not a ``pytest.main()`` call inside another program that
+    goes on after it: its console entry point is on the stack (pytest 6 and later), or its
+    ``main`` is, run by the ``pytest`` script or ``python -m pytest`` (older ones)."""
+    program = os.path.basename(sys.argv[0]) in ("pytest", "py.test") or sys.argv[0].endswith(
+        os.path.join("pytest", "__main__.py")
+    )
+    entries = ("console_main", "_console_main", "main") if program else ("console_main", "_console_main")
     frame = sys._getframe()
     while frame is not None:
-        if frame.f_code.co_name in ("console_main", "_console_main") and frame.f_globals.get("__name__") == "_pytest.config":
+        if frame.f_globals.get("__name__") == "_pytest.config" and frame.f_code.co_name in entries:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
@@ -113,12 +118,65 @@ def _end():  # type: () -> None
     _record("end", status=status)
     if status is None or not _is_program():
         return
+    _end_leftovers()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:  # a closed or replaced stream must not keep pytest's status from being final
             pass
     _exit(status)
+
+
+def _adopt_orphans():  # type: () -> None
+    """Make this process the reaper of every process the run starts, even one that left its
+    session and parent (``setsid`` and a double fork), so none can hide from ``_end_leftovers``."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass  # not Linux: the score's own process group and namespace still end them
+
+
+def _descendants():  # type: () -> list[int]
+    parents = {}  # type: dict[int, int]
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in (b"Z", b"X"):  # a dead one has no children left and harms nothing
+            parents[int(name)] = int(fields[1])
+    found, frontier = [], [_getpid()]  # type: list[int], list[int]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier and pid not in found]
+        found += children
+        frontier = children
+    return found
+
+
+def _end_leftovers():  # type: () -> None
+    """Kill what the run started and left running: a process of the code under test that waits
+    for pytest to end and then writes a reward over the verifier's, or prints passing lines."""
+    import signal
+
+    for _ in range(100):
+        leftovers = _descendants() if os.path.isdir("/proc") else []
+        if not leftovers:
+            return
+        for pid in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -129,6 +187,8 @@ def pytest_load_initial_conftests(early_config, parser, args):  # type: (object,
         _rewards.clear()
         _rewards.update(_reward_stamps())
         _record("start")
+        if not _NESTED and _is_program():
+            _adopt_orphans()
     early_config.add_cleanup(_end)  # type: ignore[attr-defined]
 
 

@@ -18,7 +18,15 @@ from typing import Any, Literal
 from roder_core.kernel.registry import TOOL_PROVIDER
 from roder_core.kernel.services import PolicyVerdict
 from roder_core.kernel.tool_args import ToolArgumentError
-from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolResult, argument_problem
+from roder_core.kernel.tools import (
+    PolicySubject,
+    Tool,
+    ToolCall,
+    ToolExecutionContext,
+    ToolResult,
+    argument_problem,
+    with_ignored_note,
+)
 from roder_core.policy.engine import subjects_of
 from roder_core.server.dispatcher import CallContext, Dispatcher, handles
 from roder_core.server.errors import InvalidParams, PolicyDenied
@@ -230,7 +238,7 @@ async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext)
     paths = list(describe(call.arguments, workspace)) if describe is not None else []
     async with runtime.mutations.hold(paths):
         try:
-            result: ToolResult = await tool.execute(tool_ctx, call)
+            result: ToolResult = with_ignored_note(tool, call, await tool.execute(tool_ctx, call))
         except PermissionError:
             raise
         except ToolArgumentError as exc:

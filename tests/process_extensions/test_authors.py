@@ -1,0 +1,102 @@
+"""Process extensions as an author in another language writes them from
+docs/extension-protocol.md alone, without an SDK (tests/process_extensions/authors/): a Node.js
+extension with a tool and an engine, a bash one with a tool; and the author's mistakes (a line
+of non-JSON on stdout, a tool named like a built-in), each a real process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roder_core.server.protocol import EXTENSIONS_LIST
+from tests.builders import scripted_client, turn_tool_results
+from tests.process_extensions.test_process_extensions import call, declare
+
+AUTHORS = Path(__file__).with_name("authors")
+NODE = shutil.which("node")
+BASH = shutil.which("bash")
+needs_node = pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
+
+
+def one_shot(roder_home: Path, workspace: Path, prompt: str, provider: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", "-p", prompt, "--provider", provider, "--mode", "bypass"],
+        cwd=workspace,
+        env={**os.environ, "RODER_HOME": str(roder_home)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+@needs_node
+def test_a_node_extension_from_the_docs_runs_a_one_shot_turn_on_its_engine_and_tool(roder_home: Path, workspace: Path) -> None:
+    declare(roder_home, "echo", [str(NODE), str(AUTHORS / "node_echo.mjs")], [], {})
+    done = one_shot(roder_home, workspace, "make some noise", "node-echo")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("The tool said: {"), done.stdout
+    assert '"name":"shout"' in done.stdout and "MAKE SOME NOISE" in done.stdout and '"isError":false' in done.stdout
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_a_bash_extension_from_the_docs_is_a_tool(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+    declare(roder_home, "lines", [str(BASH), str(AUTHORS / "shell_tool.sh")], [], {})
+    async with scripted_client(workspace, tmp_path, [call("line_count", text="a\nb\nc"), {"text": "done"}]) as app:
+        (counted,) = await turn_tool_results(app)
+    assert (counted.name, counted.text, counted.is_error) == ("line_count", "3 lines", False)
+
+
+@needs_node
+async def test_non_json_on_stdout_is_named_at_once_not_a_timeout(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+    declare(roder_home, "echo", [str(NODE), str(AUTHORS / "node_echo.mjs")], [], {"NODE_ECHO_MODE": "garbage"})
+    async with scripted_client(workspace, tmp_path, [{"text": "done"}]) as app:
+        reasons = {s.source: s.reason for s in (await app.call(EXTENSIONS_LIST)).skipped}
+    assert reasons["process:echo"] == (
+        "process extension echo did not start: extension echo wrote something that is not JSON-RPC to stdout: "
+        "b'node-echo starting up (this line is not JSON)\\n'"
+    )
+
+
+@needs_node
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("collide", "duplicate tool name 'read' (from 'node-echo' and 'builtin-coding-tools')"),
+        ("bad-schema", "tool 'shout': required ['txt'] not in properties"),
+    ],
+)
+def test_a_tool_named_like_a_built_in_or_with_a_broken_schema_skips_that_extension_and_nothing_else(
+    roder_home: Path, workspace: Path, mode: str, reason: str
+) -> None:
+    declare(roder_home, "echo", [str(NODE), str(AUTHORS / "node_echo.mjs")], [], {"NODE_ECHO_MODE": mode})
+    done = one_shot(roder_home, workspace, "hello there", "mock")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Mock reply:"), done.stdout
+    assert f"extension node-echo not loaded: extension 'node-echo': tool contributor 'node-echo': {reason}" in done.stderr
+    listing = subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", "extensions", "list"],
+        cwd=workspace,
+        env={**os.environ, "RODER_HOME": str(roder_home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert f"not loaded: node-echo: extension 'node-echo': tool contributor 'node-echo': {reason}" in listing.stdout
+
+
+@needs_node
+def test_an_engine_that_crashes_mid_stream_fails_the_turn_saying_why(roder_home: Path, workspace: Path) -> None:
+    declare(roder_home, "echo", [str(NODE), str(AUTHORS / "node_echo.mjs")], [], {"NODE_ECHO_MODE": "crash"})
+    done = one_shot(roder_home, workspace, "hi", "node-echo")
+    assert done.returncode == 1
+    assert done.stdout.startswith("Half a")
+    assert (
+        "roder: turn failed: engine node-echo failed: extension echo exited with status 9 "
+        "(stderr: node-echo: out of memory (pretend))"
+    ) in done.stderr
