@@ -63,9 +63,7 @@ class OverlayPanel(Widget):
         or drawn now. Showing a panel makes Textual draw it whole again (its border, background
         and line filters, row by row: half of what an open cost), though it mostly shows what it
         showed when it closed, or what ``prerender`` drew while the app was idle."""
-        # The size the last layout gave it (``region`` would have Textual arrange the whole
-        # screen again, hidden widgets too, after every layout: a fifth of an open).
-        key = self._render_key(crop, self.outer_size)
+        key = self._render_key(crop, self.region.size)
         if (rendered := self._renders.get(key)) is None:
             self._content = self.content_lines(*self.size)
             rendered = self._keep(key, super().render_lines(crop))
