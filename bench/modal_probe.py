@@ -38,7 +38,7 @@ def install(out: str) -> None:
     profile_dir = os.environ.get("RODER_MODAL_PROFILE")
     profiled = 0
 
-    async def probed_on_event(self: RoderApp, event: events.Event) -> None:
+    async def probed_on_event(self: Any, event: events.Event) -> None:
         if isinstance(event, events.Key) and not event.is_forwarded:
             marker = MARKERS.get(event.key) or (event.character if event.is_printable else None)
             if marker:
