@@ -29,37 +29,44 @@ def install(out: str) -> None:
     from roder_tui.app import RoderApp
     from roder_tui.screen_diff import ScreenDiff
 
-    pending: dict[str, Any] = {}
+    on_event = RoderApp.on_event
+    write = ScreenDiff.write
+    #: Keys waiting for their frame, oldest first (a key typed before the last one's frame
+    #: showed gets its own entry; a frame answering both ends both).
+    pending: list[dict[str, Any]] = []
     #: RODER_MODAL_PROFILE=DIR: a cProfile of each measured key's span too, DIR/N-key.prof.
     profile_dir = os.environ.get("RODER_MODAL_PROFILE")
     profiled = 0
-    on_event = RoderApp.on_event
-    write = ScreenDiff.write
 
-    async def probed_on_event(self: RoderApp, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not event.is_forwarded and not pending:
+    async def probed_on_event(self: Any, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
             marker = MARKERS.get(event.key) or (event.character if event.is_printable else None)
             if marker:
-                if profile_dir:
+                entry: dict[str, Any] = {"key": event.key, "marker": marker}
+                if profile_dir and not pending:
                     import cProfile
 
-                    pending["profile"] = cProfile.Profile(time.thread_time)  # this thread's CPU, as the figure
-                    pending["profile"].enable()
-                pending.update(key=event.key, marker=marker, start=time.thread_time())
+                    entry["profile"] = cProfile.Profile(time.thread_time)  # this thread's CPU, as the figure
+                    entry["profile"].enable()
+                entry["start"] = time.thread_time()
+                pending.append(entry)
         await on_event(self, event)
 
     def probed_write(self: ScreenDiff, data: str) -> None:
+        nonlocal profiled
         write(self, data)
-        if pending and pending["marker"] in CONTROL_SEQUENCE.sub("", data):
-            spent = time.thread_time() - pending["start"]
-            if (profile := pending.get("profile")) is not None:
-                nonlocal profiled
+        if not pending:
+            return
+        text = CONTROL_SEQUENCE.sub("", data)
+        for entry in [entry for entry in pending if entry["marker"] in text]:
+            pending.remove(entry)
+            spent = time.thread_time() - entry["start"]
+            if (profile := entry.get("profile")) is not None:
                 profile.disable()
                 profiled += 1
-                profile.dump_stats(os.path.join(str(profile_dir), f"{profiled}-{pending['key']}.prof"))
+                profile.dump_stats(os.path.join(str(profile_dir), f"{profiled}-{entry['key']}.prof"))
             with open(out, "a", encoding="utf-8") as file:
-                file.write(f"{pending['key']}\t{spent:.6f}\n")
-            pending.clear()
+                file.write(f"{entry['key']}\t{spent:.6f}\n")
 
     RoderApp.on_event = probed_on_event  # type: ignore[method-assign]
     ScreenDiff.write = probed_write  # type: ignore[method-assign]

@@ -182,6 +182,28 @@ class AppState(App[int]):
         app action and ``[black on black]`` would hide text."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
+    def _refresh_notifications(self) -> None:
+        """Toasts shown over a dialog keep clear of it (``widgets/toast_room.py``): placed before
+        they show, and again once a dialog just pushed is laid out. (Over the main screen, an
+        open panel places them when it opens.)"""
+        self._toasts_clear_of_dialog()
+        super()._refresh_notifications()
+        self.call_after_refresh(self._toasts_clear_of_dialog)
+
+    def _toasts_clear_of_dialog(self) -> None:
+        from textual.geometry import Region
+        from textual.widgets._toast import ToastRack
+        from textual.widgets._tooltip import Tooltip
+
+        from roder_tui.main_screen import MainScreen
+        from roder_tui.widgets.toast_room import keep_toasts_clear
+
+        if not self._screen_stack or isinstance(screen := self.screen, MainScreen):
+            return
+        own = (ToastRack, Tooltip)  # Textual's, on every screen
+        parts = [child.region for child in screen.children if child.display and child.region and not isinstance(child, own)]
+        keep_toasts_clear(screen, Region.from_union(parts) if parts else None)
+
     def get_default_screen(self) -> Screen[Any]:
         from roder_tui.main_screen import MainScreen
 

@@ -90,7 +90,13 @@ KEYS: tuple[Key, ...] = (
     Key("/", "", "command completion (built-in and custom commands)", "prompt"),
     Key("@", "", "complete a workspace file; it is attached when you send (images as pictures)", "prompt"),
     Key("!", "", "!cmd runs a shell command through the policy and shows it", "prompt"),
-    Key("tab", "", "accept a completion; enter accepts it too, and on a /command runs it at once; esc closes it", "prompt"),
+    Key(
+        "tab",
+        "",
+        "accept a completion; enter accepts it too, and on a /command runs it at once; esc closes it. With none open: "
+        "focus the sidebar when shown (its threads, then the fork tree; ctrl+l comes back)",
+        "prompt",
+    ),
     # transcript
     Key("j,down", "", "next message", "transcript"),
     Key("k,up", "", "previous message", "transcript"),
@@ -116,6 +122,7 @@ KEYS: tuple[Key, ...] = (
     Key("escape", "", "later: the plan keeps waiting (/plan-review opens it again)", "plan"),
     # pickers and screens
     Key("enter", "", "choose", "picker"),
+    Key("up,down", "", "move in the list (the palette: pageup / pagedown too; typing filters it)", "picker"),
     Key("escape", "", "close", "picker"),
 )
 

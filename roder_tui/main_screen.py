@@ -147,8 +147,10 @@ class MainScreen(Screen[None]):
         return chain
 
     def set_focus(self, widget: Widget | None, scroll_visible: bool = True, from_app_focus: bool = False) -> None:
-        """Focus moving while a panel is open closes it: the keys follow the focus again."""
-        if widget is not self.focused and (panel := self.key_owner) is not None:
+        """Focus moving while a panel is open closes it: the keys follow the focus again. The
+        terminal losing and regaining focus (Textual drops the focus and puts it back) does not."""
+        moved = widget is not self.focused and self.app.app_focus and not from_app_focus
+        if moved and (panel := self.key_owner) is not None:
             panel.close()
         super().set_focus(widget, scroll_visible, from_app_focus)
 

@@ -153,11 +153,10 @@ class CommandPalette(OverlayPanel):
         self.search, self.cursor_at = "", 0
         self._list()
         self._fit(size)
-        width, height = size.width - FRAME_COLUMNS, int(self.styles.height.value) - FRAME_ROWS if self.styles.height else 0
-        if width > 0 and height > HEAD_ROWS:
-            base = self.rich_style
-            self._search_line(width, base)
-            self._draw_list(width, height, base)
+        self.prerender(size)
+
+    def placed_size(self, screen: Size) -> Size:
+        return Size(screen.width, int(self.styles.height.value) if self.styles.height else 0)
 
     def opened(self) -> None:
         """Each open starts from an empty search over the rows at hand; fresh rows are asked for

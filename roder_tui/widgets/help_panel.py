@@ -87,12 +87,20 @@ class HelpPanel(OverlayPanel):
         return self._laid_out[2]
 
     def prepare(self, size: Size) -> None:
-        """Lay the table out for a screen of ``size`` ahead of an open (while the app is idle),
-        so the first open only draws."""
+        """Lay the table out and draw the panel for a screen of ``size`` ahead of an open (while
+        the app is idle), so the first open only shows it."""
+        if self.display:
+            return
         self.place(size)
         width = min(size.width, MAX_WIDTH) - self.styles.gutter.width - RIGHT_COLUMNS
         if width > 0:
             self.lines(width)
+            self.top = 0
+            self.prerender(size)
+
+    def placed_size(self, screen: Size) -> Size:
+        """At most 100x40, and above the status bar's row (``place`` says why)."""
+        return Size(min(screen.width, MAX_WIDTH), min(screen.height - 1, MAX_HEIGHT))
 
     def place(self, size: Size) -> None:
         """Centred above the status bar's row: the margins place the panel (a layer has no
@@ -100,7 +108,7 @@ class HelpPanel(OverlayPanel):
         docked status bar below its layers, a row taller than the terminal: a scrollbar and a
         redraw of everything."""
         above = size.height - 1
-        width, height = min(size.width, MAX_WIDTH), min(above, MAX_HEIGHT)
+        width, height = self.placed_size(size)
         self.styles.width, self.styles.height = width, height
         self.styles.margin = ((above - height) // 2, 0, 0, (size.width - width) // 2)
 

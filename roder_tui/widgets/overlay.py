@@ -13,7 +13,7 @@ decides where a key goes). A panel acts as a modal while it is open: every key a
 it, and what it does not use goes to the app's own keys (``ctrl+q``, ``shift+tab``), never to the
 focused widget; esc closes it. A click outside it, or focus moving (the app focusing another
 widget), closes it too, so a panel never sits open while the keys go somewhere else. At most one
-panel is open.
+panel is open, and toasts keep clear of it (``keep_toasts_clear``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from textual.binding import Binding
 from textual.geometry import Offset, Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
+
+from roder_tui.widgets.toast_room import keep_toasts_clear
 
 #: Renders of a panel kept for showing it again (a few crops: the whole panel, a line).
 KEPT_RENDERS = 4
@@ -60,16 +62,62 @@ class OverlayPanel(Widget):
         """The panel as drawn the last time it showed the same view at the same size and styles,
         or drawn now. Showing a panel makes Textual draw it whole again (its border, background
         and line filters, row by row: half of what an open cost), though it mostly shows what it
-        showed when it closed."""
-        filters = tuple((id(line_filter), line_filter.enabled) for line_filter in self.get_line_filters())
-        styles = (self.rich_style, self.background_colors, self.styles.border_top, self._border_title, self.app.theme)
-        key = (crop, self.region.size, styles, filters, self.view())
+        showed when it closed, or what ``prerender`` drew while the app was idle."""
+        key = self._render_key(crop, self.region.size)
         if (rendered := self._renders.get(key)) is None:
             self._content = self.content_lines(*self.size)
-            rendered = super().render_lines(crop)
-            if len(self._renders) >= KEPT_RENDERS:
-                del self._renders[next(iter(self._renders))]
-            self._renders[key] = rendered
+            rendered = self._keep(key, super().render_lines(crop))
+        return rendered
+
+    def placed_size(self, screen: Size) -> Size:
+        """The panel's size on a screen of ``screen`` once ``place`` placed it (border included)."""
+        return Size(0, 0)
+
+    def prerender(self, screen: Size) -> None:
+        """Draw the panel as its next open on a screen of ``screen`` will show it, while it is
+        hidden (the app idle): as Textual would (``StylesCache.render_widget``, which needs the
+        region a shown widget has), so that open only shows it."""
+        size = self.placed_size(screen)
+        if self.display or not size:
+            return
+        crop = size.region
+        key = self._render_key(crop, size)
+        if key in self._renders:
+            return
+        gutter = self.styles.gutter
+        content = Size(max(0, size.width - gutter.width), max(0, size.height - gutter.height))
+        self._content = self.content_lines(*content)
+        base_background, background = self.background_colors
+        title = self._border_title
+        strips = self._styles_cache.render(
+            self.styles,
+            size,
+            base_background,
+            background,
+            self.render_line,
+            self.get_line_filters(),
+            None if title is None else (title, *self._get_title_style_information(base_background)),
+            None,
+            content_size=content,
+            padding=self.styles.padding,
+            crop=crop,
+            opacity=self.opacity,
+            ansi_theme=self.app.ansi_theme,
+            native_ansi=self.app.native_ansi_color,
+        )
+        self._styles_cache.clear()  # drawn for a size the hidden panel does not have
+        self._keep(key, strips)
+
+    def _render_key(self, crop: Region, size: Size) -> Hashable:
+        """Everything a render of ``crop`` of the panel at ``size`` depends on."""
+        filters = tuple((id(line_filter), line_filter.enabled) for line_filter in self.get_line_filters())
+        styles = (self.rich_style, self.background_colors, self.styles.border_top, self._border_title, self.app.theme)
+        return (crop, size, styles, filters, self.view())
+
+    def _keep(self, key: Hashable, rendered: list[Strip]) -> list[Strip]:
+        if len(self._renders) >= KEPT_RENDERS:
+            del self._renders[next(iter(self._renders))]
+        self._renders[key] = rendered
         return rendered
 
     def render_line(self, y: int) -> Strip:
@@ -100,6 +148,7 @@ class OverlayPanel(Widget):
         self.place(self.screen.size)
         self.display = True
         self.opened()
+        self.keep_toasts_clear()
         self.call_after_refresh(self.show_cursor)
 
     def close(self) -> None:
@@ -107,6 +156,7 @@ class OverlayPanel(Widget):
         if not self.display:
             return
         self.display = False
+        keep_toasts_clear(self.screen, None)
         focused = self.screen.focused
         at = getattr(focused, "cursor_screen_offset", None)  # Input's and TextArea's
         if isinstance(at, Offset):
@@ -117,6 +167,12 @@ class OverlayPanel(Widget):
         if self.display and (at := self.cursor()) is not None:
             self.app.cursor_position = at
 
+    def keep_toasts_clear(self) -> None:
+        """Toasts go in the rows the open panel leaves free (``toast_room``)."""
+        if self.display:
+            margin, size = self.styles.margin, self.placed_size(self.screen.size)
+            keep_toasts_clear(self.screen, Region(margin.left, margin.top, size.width, size.height))
+
     def action_close(self) -> None:
         self.close()
 
@@ -126,3 +182,4 @@ class OverlayPanel(Widget):
 
     def on_resize(self, event: events.Resize) -> None:
         self.show_cursor()
+        self.keep_toasts_clear()

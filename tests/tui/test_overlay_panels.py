@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.geometry import Region
@@ -125,6 +126,14 @@ def _row_within(chops: Mapping[int, Strip], region: Region) -> Strip:
     ends = [*cuts[1:], cuts[-1]]
     row = Strip.join([chops[cut] or Strip.blank(end - cut) for cut, end in zip(cuts, ends, strict=True)])
     return row.crop(region.x, region.right).simplify()
+
+
+def _toasts_drawn(app: Any) -> list[Region]:
+    """The part of each toast the screen draws (a toast the rack cannot hold is clipped)."""
+    from textual.widgets._toast import Toast
+
+    drawn = app.screen._compositor.visible_widgets.items()
+    return [visible for widget, (region, clip) in drawn if isinstance(widget, Toast) and (visible := region.intersection(clip))]
 
 
 def _rows_idle(app: object) -> bool:
@@ -425,3 +434,113 @@ async def test_an_open_and_typing_redraw_the_palettes_rows_only(workspace: Path,
         lines = {y for y, row in enumerate(palette.line_rows()) if row in (0, 1)}
         rows = Region(palette.content_region.x, palette.content_region.y + min(lines), palette.content_region.width, len(lines))
         assert drawn and not outside(rows), drawn
+
+
+async def test_the_terminal_losing_focus_leaves_the_palette_open(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switching to another window and back (the terminal reports focus out and in, and Textual
+    drops the focus and puts it back) leaves the palette open with its search; moving the focus
+    inside the app closes it."""
+    from textual import events
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await open_palette(pilot, "Mode")
+        palette = app.panels[0]  # type: ignore[index]
+        app.post_message(events.AppBlur())
+        await until(pilot, lambda: not app.app_focus, what="the terminal's focus out")
+        app.post_message(events.AppFocus())
+        await until(pilot, lambda: app.app_focus and app.focused is app.prompt_bar.input, what="the focus back")
+        assert palette.is_open and palette.search == "Mode"
+        await pilot.press("ctrl+t")  # the app moves the focus to the transcript: the palette closes
+        await until(pilot, lambda: not palette.is_open, what="closed by the focus moving")
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+async def test_a_panel_drawn_ahead_is_what_textual_draws_when_it_shows(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """The palette and help are drawn while the app is idle, for the size and view their next
+    open shows: that open uses the drawing, and it is what Textual draws for the shown panel."""
+    from textual.widget import Widget
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        await until(pilot, lambda: _rows_idle(app) and bool(app.panels[0].rows), what="the palette built, its rows loaded")  # type: ignore[index]
+        for key, panel in (("ctrl+p", app.panels[0]), ("f1", app.panels[1])):  # type: ignore[index]
+            placed = panel.placed_size(app.screen.size)
+            ahead = panel._render_key(placed.region, placed)
+            await until(pilot, lambda p=panel, k=ahead: k in p._renders, what=f"{panel.id} drawn ahead")
+            drawn = panel._renders[ahead]
+            await pilot.press(key)
+            await until(pilot, lambda p=panel: p.is_open, what=f"{panel.id} open")
+            await pilot.pause()
+            assert panel.region.size == placed
+            crop = placed.region
+            assert panel.render_lines(crop) is drawn  # the open showed the drawing made ahead
+            panel._styles_cache.clear()
+            panel._content = panel.content_lines(*panel.size)
+            fresh = Widget.render_lines(panel, crop)  # as Textual draws the shown panel
+            assert [strip.simplify() for strip in drawn] == [strip.simplify() for strip in fresh]
+            await pilot.press("escape")
+            await until(pilot, lambda p=panel: not p.is_open, what=f"{panel.id} closed")
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+async def test_toasts_never_cover_an_open_panel(workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    """A toast shown while the palette is open goes in the rows it leaves free (below it, above
+    the status bar); over help, which leaves no row free, it waits until help closes; closed,
+    toasts are back at the top."""
+
+    def toasts() -> list[Region]:
+        return _toasts_drawn(app)
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot)
+        await open_palette(pilot, "")
+        palette = app.panels[0]  # type: ignore[index]
+        app.notify("a notice over the palette", title="notice", timeout=60)
+        await until(pilot, lambda: bool(toasts()), what="the toast shown")
+        assert all(not toast.overlaps(palette.region) for toast in toasts()), (toasts(), palette.region)
+        assert all(toast.bottom <= size[1] - 1 for toast in toasts())  # clear of the status bar
+        await pilot.press("escape", "f1")
+        await until(pilot, lambda: help_shown(app), what="help")
+        await pilot.pause()
+        help_panel = app.panels[1]  # type: ignore[index]
+        assert all(not toast.overlaps(help_panel.region) for toast in toasts()), (toasts(), help_panel.region)
+        await pilot.press("escape")
+        await until(pilot, lambda: not help_panel.is_open and bool(toasts()), what="the toast back")
+        assert min(toast.y for toast in toasts()) < 5  # at the top again
+
+
+@pytest.mark.parametrize("size", [(120, 40), (40, 20)], ids=["120x40", "40x20"])
+async def test_toasts_never_cover_a_dialog(workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    """A toast shown while a dialog is open (the tasks list here), or one carried onto a dialog
+    as it opens, keeps to the rows the dialog leaves free; after it closes, toasts are at the top."""
+    from textual.widgets._toast import Toast
+
+    from roder_tui.screens.tasks import TasksScreen
+
+    def toasts() -> list[Region]:
+        return _toasts_drawn(app)
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot)
+        app.notify("shown before the dialog", title="before", timeout=60)
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, TasksScreen), what="the tasks dialog")
+        app.notify("shown over the dialog", title="over", timeout=60)
+        await pilot.pause()
+        await until(pilot, lambda: len(app.screen.query(Toast)) == 2, what="both toasts on the dialog's screen")
+        assert toasts()  # shown, in the free rows
+        await pilot.pause()
+        dialog = Region.from_union([c.region for c in app.screen.children if c.region and c.id != "textual-toastrack"])
+        assert all(not toast.overlaps(dialog) for toast in toasts()), (toasts(), dialog)
+        await pilot.press("escape")
+        await until(
+            pilot, lambda: isinstance(app.screen, MainScreen) and len(toasts()) == 2, what="the toasts on the main screen"
+        )
+        assert min(toast.y for toast in toasts()) < 5
