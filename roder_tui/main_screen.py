@@ -14,7 +14,7 @@ Four differences from Textual's default screen, all for speed:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from textual import events
 from textual._compositor import Compositor
@@ -48,8 +48,8 @@ class PanelCompositor(Compositor):
         """Where each row is cut (every edge of a widget drawn in it), without the edges of the
         widgets a panel hides in that row. Textual cuts every row at every widget's edges, and
         the panel's rows were cut at the edges of the sidebar, the transcript and the prompt behind
-        it, then joined again: a tenth of an open. The rows left out here are exactly the ones
-        ``_get_renders`` does not render (a widget a panel covers from edge to edge)."""
+        it, then joined again: a tenth of an open. The edges kept are those of exactly the parts
+        ``_get_renders`` renders (a widget's parts beside and around the panels in front of it)."""
         if self._cuts is not None:
             return self._cuts
         width, height = self.size
@@ -59,10 +59,9 @@ class PanelCompositor(Compositor):
             visible = region.intersection(clip)
             if not visible:
                 continue
-            edges = (visible.x, visible.right)
-            for top, bottom in _uncovered_rows(visible, None, panels):
-                for row in cuts[top:bottom]:
-                    row.extend(edges)
+            for part in _uncovered_parts(visible, None, panels):
+                for row in cuts[part.y : part.bottom]:
+                    row.extend((part.x, part.right))
             if isinstance(widget, OverlayPanel):
                 panels.append(visible)
         self._cuts = [sorted(set(row)) for row in cuts]
@@ -75,34 +74,42 @@ class PanelCompositor(Compositor):
             visible = region.intersection(clip)
             if not visible or (crop is not None and not crop.overlaps(visible)):
                 continue
-            for top, bottom in _uncovered_rows(visible, crop, panels):
-                if top == visible.y and bottom == visible.bottom:
-                    band = visible
-                else:
-                    band = Region(visible.x, top, visible.width, bottom - top)
-                yield region, band, widget.render_lines(band.translate(-region.offset))
+            for part in _uncovered_parts(visible, crop, panels):
+                yield region, part, widget.render_lines(part.translate(-region.offset))
             if isinstance(widget, OverlayPanel):
                 panels.append(visible)
 
 
-def _uncovered_rows(visible: Region, crop: Region | None, panels: list[Region]) -> Iterator[tuple[int, int]]:
-    """The row ranges of ``visible`` (a widget's visible part) within ``crop`` (the update's
-    area: cells outside it are not drawn by this update) that no panel in front of it hides."""
-    left, right, rows = visible.x, visible.right, [(visible.y, visible.bottom)]
-    if crop is not None:  # rows outside the update are not drawn either
-        left, right = max(left, crop.x), min(right, crop.right)
-        rows = [(max(visible.y, crop.y), min(visible.bottom, crop.bottom))]
+def _uncovered_parts(visible: Region, crop: Region | None, panels: list[Region]) -> list[Region]:
+    """The parts of ``visible`` (a widget's visible part) in the rows of ``crop`` (the update's
+    area: cells outside it are not drawn by this update) that no panel in front of it hides: above,
+    below, left and right of each panel. A widget a panel half covers (the transcript beside
+    help) is drawn, and its rows cut, only beside the panel, so the panel's rows are cut at the
+    panel's edges alone."""
+    parts = [visible]
     for panel in panels:
-        if panel.x > left or panel.right < right:
-            continue  # the panel leaves some of these columns visible
-        rows = [part for top, bottom in rows for part in _minus(top, bottom, panel.y, panel.bottom)]
-    return iter(rows)
+        parts = [piece for part in parts for piece in _minus(part, panel)]
+    if crop is None:
+        return [part for part in parts if part]
+    # The update's rows only, but whole columns: each part's edges are the cuts of its rows.
+    rows = [
+        Region(part.x, max(part.y, crop.y), part.width, min(part.bottom, crop.bottom) - max(part.y, crop.y)) for part in parts
+    ]
+    return [part for part in rows if part.height > 0 and part.width > 0 and part.overlaps(crop)]
 
 
-def _minus(top: int, bottom: int, hidden_top: int, hidden_bottom: int) -> list[tuple[int, int]]:
-    """The rows ``top``..``bottom`` without ``hidden_top``..``hidden_bottom`` (zero, one or two ranges)."""
-    parts = [(top, min(bottom, hidden_top)), (max(top, hidden_bottom), bottom)]
-    return [(a, b) for a, b in parts if a < b]
+def _minus(part: Region, hidden: Region) -> list[Region]:
+    """``part`` without ``hidden``: up to four pieces (the rows above and below it, whole; the
+    columns left and right of it in its rows)."""
+    if not part.overlaps(hidden):
+        return [part]
+    top, bottom = max(part.y, hidden.y), min(part.bottom, hidden.bottom)
+    return [
+        Region(part.x, part.y, part.width, top - part.y),
+        Region(part.x, bottom, part.width, part.bottom - bottom),
+        Region(part.x, top, max(0, hidden.x - part.x), bottom - top),
+        Region(hidden.right, top, max(0, part.right - hidden.right), bottom - top),
+    ]
 
 
 class MainScreen(Screen[None]):
