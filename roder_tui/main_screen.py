@@ -39,8 +39,8 @@ class PanelCompositor(Compositor):
     Showing help (nearly the whole screen) rendered and cut the sidebar, the transcript, the
     prompt and their containers under it: about a third of what an open cost. A widget's cells
     under a panel can never show (Textual does not blend widgets of different layers: the front
-    one's cell is drawn as it is), so only the rows of a back widget the panel leaves visible
-    within the updated region are rendered.
+    one's cell is drawn as it is), so only the parts of a back widget the panel leaves visible
+    within the updated rows (above, below and beside it) are rendered.
     """
 
     @property

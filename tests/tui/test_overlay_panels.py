@@ -258,8 +258,8 @@ async def test_a_panel_redraws_its_region_only_and_draws_what_textual_would(
 ) -> None:
     """Opening and closing a panel updates its own region, not the whole screen (the panels come
     first among the screen's children, so showing one renumbers no other widget); and the main
-    screen's compositor, which does not render what a panel covers, draws the same picture as
-    Textual's, for the whole screen and for an update of the panel's region."""
+    screen's compositor, which does not render or cut what a panel covers, draws the same picture
+    as Textual's, for the whole screen and for an update of the panel's region."""
     from functools import partial
 
     from textual._compositor import Compositor
@@ -289,6 +289,10 @@ async def test_a_panel_redraws_its_region_only_and_draws_what_textual_would(
             region = shown_at.union(app.prompt_bar.input.region)  # what the open changed
             assert any(crop.contains_region(shown_at) for crop in drawn)
             assert screen not in drawn, drawn  # (another widget may update meanwhile: a sidebar age)
+            # The panel's rows are cut at its own edges only: a widget it half covers (the
+            # transcript, the sidebar) is drawn beside it, its edges under the panel left out.
+            inside = [[cut for cut in compositor.cuts[y] if shown_at.x <= cut <= shown_at.right] for y in shown_at.line_range]
+            assert inside == [[shown_at.x, shown_at.right]] * shown_at.height, inside
             ours = [strip.simplify() for strip in compositor.render_strips()]
             our_chops = compositor._render_chops(region, lambda _y: True)
             with monkeypatch.context() as textual:  # Textual's renders and cuts
