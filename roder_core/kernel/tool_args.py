@@ -130,13 +130,15 @@ _QUOTES = ('"', "'", "`")
 
 
 def _unquoted(value: Any) -> Any:
-    """A path as meant: without the spaces around it, and without one pair of quotes around
-    the whole of it (``"a.py"``, ``'src/x y.py'``, a trailing space after a copied path). No
-    file a model means is named with those, and a ``write`` would otherwise create one."""
+    """A path as meant: without the spaces around it, and without the quotes around the whole
+    of it (``"a.py"``, ``'src/x y.py'``, a trailing space after a copied path). No file a model
+    means is named with those, and a ``write`` would otherwise create one. Every pair is taken
+    off, so the result is a fixed point: the tool parses the checked arguments again, and must
+    read the very path policy judged (``"'.env'"`` is ``.env`` for both)."""
     if not isinstance(value, str):
         return value
     value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in _QUOTES:
+    while len(value) >= 2 and value[0] == value[-1] and value[0] in _QUOTES:
         value = value[1:-1].strip()
     return value
 

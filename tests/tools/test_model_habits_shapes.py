@@ -99,6 +99,17 @@ async def test_policy_judges_the_unquoted_path(workspace: Path, roder_home: Path
     assert (workspace / "secret.txt").read_text() == "keep\n"
 
 
+async def test_policy_judges_a_path_quoted_twice_as_the_tool_writes_it(workspace: Path, roder_home: Path) -> None:
+    """The tool reads the checked arguments again: a path quoted twice (``"'secret.txt'"``) must
+    be the file the deny rule names at the policy check too, not ``'secret.txt'`` there and
+    ``secret.txt`` when the tool writes."""
+    (roder_home / "config.toml").write_text('[policy]\ndeny = ["write(secret.txt)"]\n')
+    (workspace / "secret.txt").write_text("keep\n")
+    _rt, [result] = await _one(workspace, "write", path="\"'secret.txt'\"", content="gone\n")
+    assert result.is_error and result.text.startswith("denied by policy"), result.text
+    assert (workspace / "secret.txt").read_text() == "keep\n"
+
+
 @pytest.mark.parametrize(
     "arguments",
     [
