@@ -215,7 +215,7 @@ class TextFile:
 #: A line-number prefix as read writes it (``     12\t``: right-aligned in six columns, then a
 #: tab), or ``    12→`` (the numbered form another agent's read tool shows, which models
 #: trained on it copy).
-_READ_PREFIX = re.compile(r"^(?:(?P<padded> *(?P<number>\d+))\t|(?P<arrow> *\d+)\u2192)")
+_READ_PREFIX = re.compile(r"^(?:(?P<padded> *\d+)\t|(?P<arrow> *\d+)\u2192)")
 LINE_NUMBERS_LEFT_OUT = "the line numbers copied from read's output were left out"
 
 
@@ -223,8 +223,9 @@ def without_line_numbers(text: str, *, strict: bool = True) -> str | None:
     """``text`` without the line-number prefixes a numbered listing puts before each line, when
     every non-empty line has one; None otherwise. ``strict`` (for text that is written:
     ``new_string``, ``write``'s content) also wants read's own form, numbers padded to six
-    columns and counting up by one, so a tab-separated file's ``1\tAlice`` lines stay as they
-    are; without it (``old_string``, only tried when it is not in the file) any prefix goes."""
+    columns (in either form) and counting up by one, so a tab-separated file's ``1\tAlice``
+    lines and a list of steps ``1→2 add a column`` stay as they are; without it
+    (``old_string``, only tried when it is not in the file) any prefix goes."""
     kept: list[str] = []
     numbers: list[int] = []
     for line in text.split("\n"):
@@ -234,10 +235,10 @@ def without_line_numbers(text: str, *, strict: bool = True) -> str | None:
         prefix = _READ_PREFIX.match(line)
         if prefix is None:
             return None
-        padded = prefix["padded"]
-        if strict and padded is not None and len(padded) < 6 and not padded.startswith(" "):
+        padded = prefix["padded"] or prefix["arrow"]
+        if strict and len(padded) < 6 and not padded.startswith(" "):
             return None
-        numbers.append(int((prefix["number"] or prefix["arrow"]).strip()))
+        numbers.append(int(padded.strip()))
         kept.append(line[prefix.end() :])
     if not numbers or (strict and any(b != a + 1 for a, b in itertools.pairwise(numbers))):
         return None

@@ -226,8 +226,9 @@ async def test_several_edits_of_one_file_in_one_response_apply_in_order(workspac
         ("  1\u2192x = 1\n  2\u2192y = 2\n", "x = 1\ny = 2\n", True),
         ("1\tAlice\n2\tBob\n", "1\tAlice\n2\tBob\n", False),
         ("     1\tx\n     5\ty\n", "     1\tx\n     5\ty\n", False),
+        ("1\u21922 add a column\n2\u21923 drop it\n", "1\u21922 add a column\n2\u21923 drop it\n", False),
     ],
-    ids=["read-form", "read-form-from-line-9", "arrow-form", "tab-separated-data", "numbers-not-consecutive"],
+    ids=["read-form", "read-form-from-line-9", "arrow-form", "tab-separated-data", "numbers-not-consecutive", "arrow-text"],
 )
 async def test_write_leaves_out_line_numbers_copied_from_read(workspace: Path, content: str, written: str, note: bool) -> None:
     _rt, [result] = await run_script(
