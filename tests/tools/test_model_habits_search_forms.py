@@ -136,7 +136,7 @@ async def test_grep_forms(tree: Path, engine: str, arguments: dict[str, object],
     assert {line.split(":", 1)[0] for line in text.splitlines() if line} == files
 
 
-@pytest.mark.parametrize("pattern", ["(a+)+$", "(\\w+\\s?)+$", "(a|aa)+$", "(x+x+)+y"])
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(\\w+\\s?)+$", "(a|aa)+$", "(x+x+)+y", "(a*,a*)*$", "(,a+a?)*$"])
 async def test_a_catastrophic_regex_never_hangs_the_session(workspace: Path, pattern: str) -> None:
     """ripgrep's engine is linear; without it, Python's backtracking engine would spin for
     ages on the event loop, so such a pattern is refused there, saying how to write it."""
@@ -149,9 +149,23 @@ async def test_a_catastrophic_regex_never_hangs_the_session(workspace: Path, pat
     assert "\n" not in text
 
 
-@pytest.mark.parametrize("pattern", ["(foo|bar)+", "def\\s+\\w+", "(ab|cd)*x", "[a-z]+_[0-9]+", "(?:\\d{1,3}\\.){3}\\d{1,3}"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(foo|bar)+",
+        "def\\s+\\w+",
+        "(ab|cd)*x",
+        "[a-z]+_[0-9]+",
+        "(?:\\d{1,3}\\.){3}\\d{1,3}",
+        "(\\w+)(\\.\\w+)+",
+        "(\\d+,)+\\d+",
+        "(/[^/]+)+\\.py",
+        "(?:\\w+::)+\\w+",
+    ],
+)
 async def test_ordinary_regexes_still_run_without_ripgrep(workspace: Path, pattern: str) -> None:
-    (workspace / "a.txt").write_text("foobar def go abcdx name_12 10.0.0.1\n")
+    """Nested repeats fenced by a literal (a dotted name, a list, a path) are linear: not refused."""
+    (workspace / "a.txt").write_text("foobar def go abcdx name_12 10.0.0.1 os.path 1,2,3 /src/x.py std::vec\n")
     error, text = await _one(workspace, "grep", env=NO_RIPGREP, pattern=pattern)
     assert not error, text
     assert text.startswith("a.txt:1:"), text
