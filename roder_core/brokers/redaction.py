@@ -83,6 +83,8 @@ class Formats(Generic[AnyStr]):
     #: How every match begins: text without one needs no scan by ``patterns`` (a search for a few
     #: literals is several times faster than one for whole tokens).
     any_start: re.Pattern[AnyStr]
+    #: A line-break character: an encoded value wrapped into lines is matched across them.
+    line_break: re.Pattern[AnyStr]
 
     def may_match(self, text: AnyStr) -> bool:
         return self.any_start.search(text) is not None
@@ -105,6 +107,7 @@ def _compile(enc: Callable[[str], AnyStr]) -> Formats[AnyStr]:
         pem_open=re.compile(enc(_PEM_OPEN)),
         pem_block=re.compile(enc(_PEM_BLOCK)),
         any_start=re.compile(enc(f"{starts}|{re.escape(PEM_BEGIN)}")),
+        line_break=re.compile(enc("[\r\n]")),
     )
 
 
@@ -128,6 +131,9 @@ def byte_formats() -> Formats[bytes]:
 
 #: Known values as (value, replacement) pairs, longest first.
 ValuePairs = Sequence[tuple[AnyStr, AnyStr]]
+#: Encoded forms of known values that output wraps into lines (``base64``, ``xxd -p``): the
+#: pattern matching the form with line breaks between its characters, its replacement, the form.
+WrappedForms = Sequence[tuple[re.Pattern[AnyStr], AnyStr, AnyStr]]
 
 
 class StreamRedactor(Generic[AnyStr]):
@@ -140,8 +146,15 @@ class StreamRedactor(Generic[AnyStr]):
     the whole text, and catches a token whose start was released before the rest arrived.
     """
 
-    def __init__(self, values: Callable[[], ValuePairs[AnyStr]], formats: Formats[AnyStr]) -> None:
+    def __init__(
+        self,
+        values: Callable[[], ValuePairs[AnyStr]],
+        formats: Formats[AnyStr],
+        wrapped: Callable[[], WrappedForms[AnyStr]] | None = None,
+    ) -> None:
         self._values: Callable[[], ValuePairs[AnyStr]] = values
+        #: Like ``values``, for encoded forms cut by line breaks (``SecretRedactor.redact`` has them too).
+        self._wrapped: Callable[[], WrappedForms[AnyStr]] | None = wrapped
         self._formats: Formats[AnyStr] = formats
         self._carry: AnyStr = formats.empty
         self._before: AnyStr = formats.empty
@@ -159,6 +172,9 @@ class StreamRedactor(Generic[AnyStr]):
         for value, replacement in self._values():
             if value in pending:
                 pending = pending.replace(value, replacement)
+        if self._wrapped is not None and self._formats.line_break.search(pending):
+            for pattern, replacement, _form in self._wrapped():
+                pending = pattern.sub(replacement, pending)
         start = len(self._before)
         buffer = self._before + pending if start else pending
         end = self._safe_end(buffer, start)
@@ -199,6 +215,8 @@ class StreamRedactor(Generic[AnyStr]):
         for value, _ in self._values():
             end = min(end, _unfinished_value(buffer, value, start))
         formats = self._formats
+        for _pattern, _replacement, form in self._wrapped() if self._wrapped is not None else ():
+            end = min(end, _unfinished_wrapped(buffer, form, start, formats))
         first = int(self._trimmed)
         held = size
         word = max(first, len(buffer.rstrip(formats.word_chars)))  # where the trailing word starts
@@ -216,6 +234,22 @@ class StreamRedactor(Generic[AnyStr]):
                 if match.end() > end:
                     return max(match.start(), start)
         return end
+
+
+def _unfinished_wrapped(buffer: AnyStr, form: AnyStr, start: int, formats: Formats[AnyStr]) -> int:
+    """Where the end of ``buffer[start:]`` that begins ``form`` with line breaks inside starts
+    (len if none): at most a line break after each character, so the last ``3 * len(form)``."""
+    window = max(start, len(buffer) - 3 * len(form))
+    if formats.line_break.search(buffer, window) is None:
+        return len(buffer)  # without a line break it is a plain value: ``_unfinished_value``
+    first = form[:1]
+    index = buffer.find(first, window)
+    while index >= 0:
+        tail = formats.line_break.sub(formats.empty, buffer[index:])
+        if len(tail) < len(form) and form.startswith(tail):
+            return index
+        index = buffer.find(first, index + 1)
+    return len(buffer)
 
 
 def _unfinished_value(buffer: AnyStr, value: AnyStr, start: int) -> int:

@@ -140,7 +140,8 @@ class SecretRedactor:
     def __init__(self, secrets: Mapping[str, str] | None = None) -> None:
         self._values: list[tuple[str, str]] = []
         self._text_pairs: tuple[tuple[str, str], ...] = ()
-        self._wrapped: list[tuple[re.Pattern[str], str]] = []
+        self._wrapped: list[tuple[re.Pattern[str], str, str]] = []
+        self._byte_wrapped: list[tuple[re.Pattern[bytes], bytes, bytes]] = []
         self._byte_pairs: tuple[tuple[bytes, bytes], ...] = ()
         for name, value in (secrets or {}).items():
             self.add(name, value)
@@ -167,8 +168,12 @@ class SecretRedactor:
         self._text_pairs = tuple(sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True))
         # an encoded form cut by line breaks (``base64`` wraps at 76 columns, ``xxd -p`` at 60)
         self._wrapped = [
-            (re.compile(_LINE_BREAK.join(re.escape(c) for c in form)), f"[redacted:{n}]")
+            (re.compile(_LINE_BREAK.join(re.escape(c) for c in form)), f"[redacted:{n}]", form)
             for form, n in sorted(wrapped.items(), key=lambda pair: len(pair[0]), reverse=True)
+        ]
+        self._byte_wrapped = [
+            (re.compile(pattern.pattern.encode()), replacement.encode(), form.encode())
+            for pattern, replacement, form in self._wrapped
         ]
         self._byte_pairs = tuple((v.encode(), r.encode()) for v, r in self._text_pairs)
 
@@ -184,11 +189,11 @@ class SecretRedactor:
 
     def stream(self) -> StreamRedactor[str]:
         """A redactor for text cut into arbitrary chunks (model deltas, live tool output)."""
-        return StreamRedactor(lambda: self._text_pairs, text_formats())
+        return StreamRedactor(lambda: self._text_pairs, text_formats(), lambda: self._wrapped)
 
     def byte_stream(self) -> StreamRedactor[bytes]:
         """A redactor for bytes cut into arbitrary chunks (a command's raw output)."""
-        return StreamRedactor(lambda: self._byte_pairs, byte_formats())
+        return StreamRedactor(lambda: self._byte_pairs, byte_formats(), lambda: self._byte_wrapped)
 
     def releasable(self, text: str) -> str:
         """The part of a text still growing that can be shown now, redacted: its end is left out
@@ -202,7 +207,7 @@ class SecretRedactor:
             if value in text:
                 text = text.replace(value, replacement)
         if "\n" in text:
-            for pattern, replacement in self._wrapped:
+            for pattern, replacement, _form in self._wrapped:
                 text = pattern.sub(replacement, text)
         return text_formats().sub(text)
 

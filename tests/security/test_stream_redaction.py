@@ -98,6 +98,28 @@ def test_any_chunking_gives_the_whole_text_redaction(binary: bool) -> None:
     assert one_piece.feed(f"a {TOKENS[0]} b {KEY}") + one_piece.flush() == secrets.redact(f"a {TOKENS[0]} b {KEY}")
 
 
+@pytest.mark.parametrize("binary", [False, True])
+def test_an_encoded_secret_wrapped_into_lines_is_redacted_in_any_chunking(binary: bool) -> None:
+    """``base64`` wraps at 76 columns and ``xxd -p`` at 60: a command's live output (a byte
+    stream) hides the encoded value cut by those line breaks as the whole text does."""
+    import base64
+    import textwrap
+
+    secret = "Zq7wXk2mPd9vLr4tNb8yHc3sFj6gQe1u"
+    secrets = SecretRedactor({"MY_API_TOKEN": secret})
+    data = f"# config header padding line........\nAPI_TOKEN={secret}\n".encode()
+    texts = [base64.encodebytes(data).decode(), "\n".join(textwrap.wrap(data.hex(), 60)) + "\n"]
+    rng = random.Random(7)
+    for text in texts:
+        assert "[redacted:MY_API_TOKEN]" in secrets.redact(text)
+        for _ in range(50):
+            stream = secrets.byte_stream() if binary else secrets.stream()
+            pieces = chunked(text.encode() if binary else text, rng)
+            shown = [stream.feed(piece) for piece in pieces] + [stream.flush()]
+            joined = b"".join(shown).decode() if binary else "".join(shown)
+            assert joined == secrets.redact(text), text
+
+
 def test_nothing_is_held_without_a_possible_secret() -> None:
     stream = redactor().stream()
     words = ["The", "build", "passed", "on", "the", "second", "try;", "nothing", "else", "changed", "in", "the", "tree."]
