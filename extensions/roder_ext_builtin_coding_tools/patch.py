@@ -26,6 +26,7 @@ written; if a write fails, the files already written are restored.
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 import textwrap
@@ -372,8 +373,13 @@ def _place(lines: list[str], hunks: list[Hunk], cursor: int, path: str, number: 
     if hunk.at_eof or hunk.header or not old:
         return _seek(lines, old, cursor, hunk.at_eof)
     found, level = _seek_all(lines, old, cursor)
-    if len(found) > 1:
-        found = [start for start in found if _fits(lines, hunks[1:], start + len(old))] or found
+    if len(found) > 1 and len(hunks) > 1:
+        # Leaving room for the later hunks holds for every place up to some line and none after
+        # (each hunk is sought first-found from where the last ended), so a binary search finds
+        # how many places do: one search of the file per try, not one per place (a hunk of "}"
+        # lines occurs thousands of times in a large file).
+        fitting = bisect.bisect_left(found, True, key=lambda start: not _fits(lines, hunks[1:], start + len(old)))
+        found = found[:fitting] or found
     if len(found) <= 1:
         return (found[0], level) if found else None
     if hunk.line_hint is not None:

@@ -274,3 +274,28 @@ async def test_an_edit_sent_twice_says_it_looks_made_already(workspace: Path) ->
         "old_string was not found in a.py. new_string is already there (line 3), so the edit looks made already; "
         "read the file to check."
     )
+
+
+def test_lines_found_in_thousands_of_places_are_placed_with_a_few_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hunk of lines as common as ``}`` and a blank line occurs once per function: choosing
+    its place by the later hunks searches the file a few times (a binary search), not once per
+    place, which on a file of thousands of functions held the session for many seconds."""
+    import roder_ext_builtin_coding_tools.patch as patch_module
+
+    blocks = 2000
+    text = "".join(f"function f{i}() {{\n  return {i};\n}}\n\n" for i in range(blocks))
+    hunks = patch_module.parse_patch(
+        codex("*** Update File: a.js", "@@", " }", "+// end of f0", " ", "@@", "-  return 1;", "+  return -1;")
+    )[0].hunks
+    searches = 0
+    seek_all = patch_module._seek_all
+
+    def counted(lines: list[str], needle: list[str], start: int) -> tuple[list[int], int]:
+        nonlocal searches
+        searches += 1
+        return seek_all(lines, needle, start)
+
+    monkeypatch.setattr(patch_module, "_seek_all", counted)
+    out = patch_module.apply_hunks(text, hunks, "a.js")
+    assert out.startswith("function f0() {\n  return 0;\n}\n// end of f0\n\nfunction f1() {\n  return -1;\n}\n")
+    assert searches < 40, searches
