@@ -139,10 +139,11 @@ def _status(phases: list[tuple[str, str, bool]]) -> str:
     return "ERROR"  # set up and torn down, never called
 
 
-def check_run(report: WitnessReport | None, exit_code: int | None, *, rewarded: bool) -> None:
+def check_run(report: WitnessReport | None, *, passing: bool) -> None:
     """Raise :class:`ForgedResult` when the score's exit status or reward may not be the
     tests' own: a reward file changed while pytest ran, or a pytest run cut short while the
-    score still exited 0 or wrote a reward."""
+    score still passes (``passing``: a reward above 0, or no reward and exit status 0). A cut
+    run in a score that fails (a crash, with Harbor's ``reward 0`` and exit 0) is a plain failure."""
     if report is None:
         return
     if report.tampered:
@@ -154,7 +155,7 @@ def check_run(report: WitnessReport | None, exit_code: int | None, *, rewarded: 
             "wrote the verifier's reward, not the score after the tests"
         )
     cut = report.cut_short()
-    if cut and (exit_code == 0 or rewarded):
+    if cut and passing:
         raise ForgedResult(
             f"the score passed, but its test run ended before pytest finished it (process {cut[0]}): "
             "the code under test ended the process, so neither its status nor a reward is pytest's"

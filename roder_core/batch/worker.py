@@ -494,7 +494,8 @@ class _Rollout:
         the result cannot be trusted, or None."""
         try:
             report = witness.report() if witness is not None else None
-            check_run(report, outcome.exit_code, rewarded="reward" in self.result)
+            passing = self.result["reward"] > 0 if "reward" in self.result else outcome.exit_code == 0
+            check_run(report, passing=passing)
             if self.task.fail_to_pass or self.task.pass_to_pass:
                 statuses = test_statuses(outcome.full_output, report)
                 self.result["tests"] = swe_report(statuses, self.task.fail_to_pass, self.task.pass_to_pass)

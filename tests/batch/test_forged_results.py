@@ -247,3 +247,15 @@ def test_what_the_verdict_believes(tmp_path: Path) -> None:
     witness.records.write_text('{"e": "start", "pid": 3}\nPASSED tests/test_calc.py::test_add\n')
     with pytest.raises(ForgedResult, match="did not write"):
         witness.report()
+
+
+def test_a_crashed_run_that_scored_nothing_is_a_failure_not_a_refusal() -> None:
+    """A pytest run cut short (the code under test crashed the interpreter) in a Harbor-style
+    score, which exits 0 and writes reward 0, fails as a score failure: nothing passed, so
+    nothing was forged. Cut short while the score passes, it is refused."""
+    from roder_core.batch.score_witness import ForgedResult, WitnessReport, check_run
+
+    crashed = WitnessReport(started={7})
+    check_run(crashed, passing=False)
+    with pytest.raises(ForgedResult, match="ended before pytest finished"):
+        check_run(crashed, passing=True)
