@@ -217,7 +217,8 @@ class PromptInput(TextArea):
         #: walking the history and no completion opens (an entry ending in ``@file`` would
         #: otherwise open one that takes the arrows, and the walk could not go on).
         self.walking_history = False
-        #: The folded pastes, by their placeholder (``expanded`` puts them back).
+        #: The folded pastes, by their placeholder (``expanded`` puts them back). Kept after a
+        #: send: ``ctrl+z`` brings a sent prompt's placeholders back, and they still mean the paste.
         self.pasted: dict[str, str] = {}
         #: Until the app can send (it says when): an enter typed before the app took the
         #: keyboard was turned into a newline (ctrl+j) by the terminal, so ctrl+j sends too.
@@ -328,7 +329,6 @@ class PromptInput(TextArea):
             self.prompt_history.add(text)
             self.post_message(self.Submitted(text))
             self.clear()
-            self.pasted.clear()
 
     def _replace_all(self, text: str) -> None:
         self.text = text
