@@ -162,6 +162,20 @@ def check_run(report: WitnessReport | None, *, passing: bool) -> None:
         )
 
 
+#: What pytest prints when the score replaced the ``PYTHONPATH`` that makes the witness importable.
+_NOT_IMPORTED = f'Error importing plugin "{PLUGIN}"'
+#: How a score keeps the witness while setting these variables of its own.
+_EXTEND = 'extend them instead of replacing them (PYTHONPATH="src:$PYTHONPATH", PYTEST_ADDOPTS="$PYTEST_ADDOPTS -x")'
+
+
+def check_loaded(output: str, report: WitnessReport | None) -> None:
+    """Raise :class:`ForgedResult` saying how to fix the score when its pytest could not load
+    the witness because the score set ``PYTHONPATH`` itself (pytest then stops with a usage
+    error before any test, which would read as the agent's failure)."""
+    if report is not None and _NOT_IMPORTED in output:
+        raise ForgedResult(f"pytest could not load Roder's witness: the score set PYTHONPATH or PYTEST_ADDOPTS itself; {_EXTEND}")
+
+
 def check_exit(output: str, exit_code: int | None, report: WitnessReport | None) -> None:
     """For a score decided by its exit status: raise :class:`ForgedResult` when it exited 0 but
     the last test run it printed failed (unittest's ``FAILED (failures=1)``, pytest's
@@ -194,7 +208,10 @@ def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:
     if report is not None:
         late = {test: status for test, status in late.items() if "::" not in test}  # pytest's are not read
         if not report.started and any("::" in test for test in printed):
-            raise ForgedResult("the score printed pytest results, but no pytest ran (a stand-in for pytest printed them)")
+            raise ForgedResult(
+                "the score printed pytest results, but no pytest that loaded Roder's witness ran (a stand-in for pytest "
+                f"printed them, or the score set PYTEST_ADDOPTS or PYTHONPATH itself: {_EXTEND})"
+            )
         printed = {test: status for test, status in printed.items() if "::" not in test}
         printed.update(report.statuses)
     if late:

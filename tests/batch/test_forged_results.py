@@ -233,7 +233,7 @@ def test_what_the_verdict_believes(tmp_path: Path) -> None:
     from roder_core.batch.score_witness import ForgedResult, Witness, WitnessReport, test_statuses
 
     printed = f"{PYTEST_LINE}\n==== 1 passed in 0.01s ====\n"
-    with pytest.raises(ForgedResult, match="no pytest ran"):
+    with pytest.raises(ForgedResult, match="no pytest that loaded Roder's witness ran"):
         test_statuses(printed, WitnessReport())
     assert test_statuses(printed, None) == {"tests/test_calc.py::test_add": "PASSED"}  # a container's score
     watched = WitnessReport(started={7}, ended={7: 0}, statuses={"tests/test_calc.py::test_add": "FAILED"})
@@ -259,3 +259,45 @@ def test_a_crashed_run_that_scored_nothing_is_a_failure_not_a_refusal() -> None:
     check_run(crashed, passing=False)
     with pytest.raises(ForgedResult, match="ended before pytest finished"):
         check_run(crashed, passing=True)
+
+
+def test_a_score_that_sets_its_own_pythonpath_is_told_how_to_keep_the_witness(tmp_path: Path) -> None:
+    """``PYTHONPATH=src pytest`` in a score replaces the path that makes the witness importable:
+    pytest stops before any test, and the score says how to write it (extend the variable), not
+    that the agent's code failed."""
+    import subprocess
+
+    from roder_core.batch.score_witness import ForgedResult, Witness, check_loaded
+
+    workspace, scratch, verifier = tmp_path / "ws", tmp_path / "scratch", tmp_path / "verifier"
+    for folder in (workspace / "src", workspace / "tests", scratch, verifier):
+        folder.mkdir(parents=True)
+    (workspace / "src" / "calc.py").write_text(FIXED)
+    (workspace / "tests" / "test_calc.py").write_text(TESTS)
+    witness = Witness.prepare(scratch, verifier)
+    env = witness.environment({"PATH": os.environ["PATH"]}, workspace)
+    python = shlex.quote(sys.executable)
+    replaced = subprocess.run(
+        f"PYTHONPATH=src {python} -m pytest -q -p no:cacheprovider tests",
+        shell=True,
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert replaced.returncode != 0
+    with pytest.raises(ForgedResult, match=r"extend them instead of replacing them \(PYTHONPATH=\"src:\$PYTHONPATH\""):
+        check_loaded(replaced.stdout + replaced.stderr, witness.report())
+    extended = subprocess.run(
+        f'PYTHONPATH="src:$PYTHONPATH" {python} -m pytest -q -p no:cacheprovider tests',
+        shell=True,
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert extended.returncode == 0, extended.stdout + extended.stderr
+    check_loaded(extended.stdout, witness.report())
+    assert witness.report().statuses == {"tests/test_calc.py::test_add": "PASSED", "tests/test_calc.py::test_zero": "PASSED"}
