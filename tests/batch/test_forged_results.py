@@ -301,3 +301,55 @@ def test_a_score_that_sets_its_own_pythonpath_is_told_how_to_keep_the_witness(tm
     assert extended.returncode == 0, extended.stdout + extended.stderr
     check_loaded(extended.stdout, witness.report())
     assert witness.report().statuses == {"tests/test_calc.py::test_add": "PASSED", "tests/test_calc.py::test_zero": "PASSED"}
+
+
+#: Code under test that hides pytest's entry point from the witness (``sys._getframe`` replaced,
+#: so the witness would not end the process with pytest's status), then exits 0 from ``atexit``.
+HIDES_THE_STACK = """import atexit, os, sys, threading
+_frames = []
+_thread = threading.Thread(target=lambda: _frames.append(sys._getframe()))
+_thread.start()
+_thread.join()
+_real = sys._getframe
+
+
+def _getframe(depth=0):
+    if _real(1).f_globals.get("__name__") == "roder_score_witness":
+        return _frames[0]
+    return _real(depth + 1)
+
+
+sys._getframe = _getframe
+atexit.register(os._exit, 0)
+"""
+
+
+def test_pytest_status_survives_a_replaced_getframe(tmp_path: Path) -> None:
+    """The witness finds pytest's entry point with the ``sys._getframe`` it kept at import, so
+    the process ends with pytest's status; and a score that exits 0 after pytest's last run chose
+    another status is refused whatever kept the witness from ending it."""
+    import subprocess
+
+    from roder_core.batch.score_witness import ForgedResult, Witness, WitnessReport, check_exit
+
+    workspace, scratch, verifier = tmp_path / "ws", tmp_path / "scratch", tmp_path / "verifier"
+    for folder in (workspace / "tests", scratch, verifier):
+        folder.mkdir(parents=True)
+    (workspace / "calc.py").write_text(BUGGY + HIDES_THE_STACK)
+    (workspace / "tests" / "test_calc.py").write_text(TESTS)
+    witness = Witness.prepare(scratch, verifier)
+    env = witness.environment({"PATH": os.environ["PATH"]}, workspace)
+    run = subprocess.run(
+        f'PYTHONPATH=".:$PYTHONPATH" {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider tests',
+        shell=True,
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert witness.report().last_status == 1
+    with pytest.raises(ForgedResult, match="pytest chose exit status 1 in its last run"):
+        check_exit("", 0, WitnessReport(started={7}, ended={7: 1}, last_status=1))
+    check_exit("", 0, WitnessReport(started={7, 8}, ended={7: 1, 8: 0}, last_status=0))  # a later run passed

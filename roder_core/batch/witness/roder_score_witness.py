@@ -26,6 +26,7 @@ import pytest
 _exit = os._exit
 _write = os.write
 _getpid = os.getpid
+_getframe = sys._getframe
 _PATH = os.environ.get("RODER_SCORE_WITNESS", "")
 #: A pytest started from inside a watched one (a test that runs pytest in a subprocess, an
 #: xdist worker): its tests are not the score's, and its reports reach the outer run anyway.
@@ -96,7 +97,7 @@ def _is_program():  # type: () -> bool
         os.path.join("pytest", "__main__.py")
     )
     entries = ("console_main", "_console_main", "main") if program else ("console_main", "_console_main")
-    frame = sys._getframe()
+    frame = _getframe()
     while frame is not None:
         if frame.f_globals.get("__name__") == "_pytest.config" and frame.f_code.co_name in entries:
             return True
