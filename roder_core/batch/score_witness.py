@@ -63,8 +63,6 @@ class WitnessReport:
     statuses: dict[str, str] = field(default_factory=dict)
     reward_files: list[str] = field(default_factory=list)
     tampered: list[str] = field(default_factory=list)
-    #: The exit status pytest chose in the run that ended last (None: none ended, or no status).
-    last_status: int | None = None
 
     def cut_short(self) -> list[int]:
         """The pytest processes that started a run and never reached its end."""
@@ -116,7 +114,7 @@ class Witness:
             if event == "start":
                 report.started.add(pid)
             elif event == "end":
-                report.ended[pid] = report.last_status = record.get("status")
+                report.ended[pid] = record.get("status")
             elif event == "tampered":
                 report.tampered += [str(what) for what in record.get("what", [])]
             elif event == "reward":
@@ -182,10 +180,8 @@ def check_exit(output: str, exit_code: int | None, report: WitnessReport | None)
     """For a score decided by its exit status: raise :class:`ForgedResult` when it exited 0 but
     the last test run it printed failed (unittest's ``FAILED (failures=1)``, pytest's
     ``1 failed``), which is the code under test ending the process with 0 after the runner
-    chose 1 (``os._exit(0)`` from ``atexit``). A pytest the witness watched is not read from the
-    output: the status it recorded for its last run is, so a score that exited 0 after a last
-    pytest run that chose another status (the witness kept from ending the process with it) is
-    refused too, unless a unittest run printed its verdict (the two runs' order is not known)."""
+    chose 1 (``os._exit(0)`` from ``atexit``). A pytest the witness watched keeps its own status
+    and is not read from the output."""
     if exit_code != 0:
         return
     last = None
@@ -198,11 +194,6 @@ def check_exit(output: str, exit_code: int | None, report: WitnessReport | None)
             last = line if line.startswith("FAILED") else None
     if last is not None:
         raise ForgedResult(f"the score exited 0, but the last test run it printed failed ({last}): not the runner's status")
-    unittest_ran = any(_UNITTEST_VERDICT.match(line) for line in lines)
-    if report is not None and report.last_status and not unittest_ran:
-        raise ForgedResult(
-            f"the score exited 0, but pytest chose exit status {report.last_status} in its last run: not pytest's status"
-        )
 
 
 def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:

@@ -326,11 +326,10 @@ atexit.register(os._exit, 0)
 
 def test_pytest_status_survives_a_replaced_getframe(tmp_path: Path) -> None:
     """The witness finds pytest's entry point with the ``sys._getframe`` it kept at import, so
-    the process ends with pytest's status; and a score that exits 0 after pytest's last run chose
-    another status is refused whatever kept the witness from ending it."""
+    the process ends with pytest's status after the code under test replaced ``sys._getframe``."""
     import subprocess
 
-    from roder_core.batch.score_witness import ForgedResult, Witness, WitnessReport, check_exit
+    from roder_core.batch.score_witness import Witness
 
     workspace, scratch, verifier = tmp_path / "ws", tmp_path / "scratch", tmp_path / "verifier"
     for folder in (workspace / "tests", scratch, verifier):
@@ -348,8 +347,4 @@ def test_pytest_status_survives_a_replaced_getframe(tmp_path: Path) -> None:
         text=True,
         check=False,
     )
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert witness.report().last_status == 1
-    with pytest.raises(ForgedResult, match="pytest chose exit status 1 in its last run"):
-        check_exit("", 0, WitnessReport(started={7}, ended={7: 1}, last_status=1))
-    check_exit("", 0, WitnessReport(started={7, 8}, ended={7: 1, 8: 0}, last_status=0))  # a later run passed
+    assert run.returncode == 1, run.stdout + run.stderr  # pytest's own, not the atexit handler's 0
