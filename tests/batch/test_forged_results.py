@@ -348,3 +348,59 @@ def test_pytest_status_survives_a_replaced_getframe(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 1, run.stdout + run.stderr  # pytest's own, not the atexit handler's 0
+
+
+#: A program that runs pytest and goes on after it, as ``coverage run -m pytest`` does (it
+#: saves its data once pytest returns): it keeps its own exit status and its work after pytest.
+WRAPPER = """import sys, pytest
+path = pytest.__file__.replace("__init__.py", "__main__.py")
+
+
+def run():
+    try:
+        exec(compile(open(path).read(), path, "exec"), {"__name__": "__main__"})
+    except SystemExit as exc:
+        return exc.code
+
+
+code = run()
+open("after-pytest.txt", "w").write(str(code))
+sys.exit(code)
+"""
+
+
+def test_pytest_run_by_another_program_lets_it_finish(tmp_path: Path) -> None:
+    """A program that runs pytest's entry point and goes on (coverage) is not ended when pytest
+    is done; pytest run as the program still is, even after the code under test renamed pytest's
+    config module (the witness knows pytest's entry point by its code, not by ``__name__``)."""
+    import subprocess
+
+    from roder_core.batch.score_witness import Witness
+
+    workspace, scratch, verifier = tmp_path / "ws", tmp_path / "scratch", tmp_path / "verifier"
+    for folder in (workspace / "tests", scratch, verifier):
+        folder.mkdir(parents=True)
+    (workspace / "wrapper.py").write_text(WRAPPER)
+    (workspace / "tests" / "test_calc.py").write_text(TESTS)
+    env = Witness.prepare(scratch, verifier).environment({"PATH": os.environ["PATH"]}, workspace)
+    python = shlex.quote(sys.executable)
+
+    def score(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            f'PYTHONPATH=".:$PYTHONPATH" {python} {command} -q -p no:cacheprovider tests',
+            shell=True,
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    (workspace / "calc.py").write_text(FIXED)
+    wrapped = score("wrapper.py")
+    assert wrapped.returncode == 0, wrapped.stdout + wrapped.stderr
+    assert (workspace / "after-pytest.txt").read_text() == "0"
+    renamed = "import _pytest.config, atexit, os\n_pytest.config.__name__ = 'elsewhere'\natexit.register(os._exit, 0)\n"
+    (workspace / "calc.py").write_text(BUGGY + renamed)
+    run = score("-m pytest")
+    assert run.returncode == 1, run.stdout + run.stderr

@@ -27,6 +27,19 @@ _exit = os._exit
 _write = os.write
 _getpid = os.getpid
 _getframe = sys._getframe
+
+
+def _code_file(module, name):  # type: (str, str) -> str
+    """The file of a function's code: fixed when it is compiled, where a module's ``__name__``
+    is a string the code under test can change."""
+    __import__(module)
+    function = getattr(sys.modules[module], name, None)
+    return function.__code__.co_filename if function is not None else ""
+
+
+#: pytest's entry points and Python's ``-m`` runner, told by their code (``_is_program``).
+_CONFIG_FILE = _code_file("_pytest.config", "main")
+_RUNPY_FILE = _code_file("runpy", "_run_code")
 _PATH = os.environ.get("RODER_SCORE_WITNESS", "")
 #: A pytest started from inside a watched one (a test that runs pytest in a subprocess, an
 #: xdist worker): its tests are not the score's, and its reports reach the outer run anyway.
@@ -92,14 +105,21 @@ def _reward_stamps():  # type: () -> dict[str, object]
 def _is_program():  # type: () -> bool
     """Whether pytest is the program, not a ``pytest.main()`` call inside another program that
     goes on after it: its console entry point is on the stack (pytest 6 and later), or its
-    ``main`` is, run by the ``pytest`` script or ``python -m pytest`` (older ones)."""
+    ``main`` is, run by the ``pytest`` script or ``python -m pytest`` (older ones), with nothing
+    under it but a script's or ``-m``'s start. A program that runs pytest and goes on
+    (``coverage run -m pytest``, which saves its data after) keeps its own status."""
     program = os.path.basename(sys.argv[0]) in ("pytest", "py.test") or sys.argv[0].endswith(
         os.path.join("pytest", "__main__.py")
     )
     entries = ("console_main", "_console_main", "main") if program else ("console_main", "_console_main")
     frame = _getframe()
     while frame is not None:
-        if frame.f_globals.get("__name__") == "_pytest.config" and frame.f_code.co_name in entries:
+        if frame.f_code.co_filename == _CONFIG_FILE and frame.f_code.co_name in entries:
+            below = frame.f_back
+            while below is not None:
+                if below.f_code.co_filename != _RUNPY_FILE and below.f_code.co_name != "<module>":
+                    return False
+                below = below.f_back
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
