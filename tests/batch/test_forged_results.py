@@ -261,46 +261,49 @@ def test_a_crashed_run_that_scored_nothing_is_a_failure_not_a_refusal() -> None:
         check_run(crashed, passing=True)
 
 
+class _Scored:
+    """A workspace with the calc tests (``calc.py`` under ``code_dir``) and a witness, and its
+    score's commands run as the batch runs them, with the witness's environment."""
+
+    def __init__(self, tmp_path: Path, calc: str, code_dir: str = ".") -> None:
+        from roder_core.batch.score_witness import Witness
+
+        self.workspace = tmp_path / "ws"
+        scratch, verifier = tmp_path / "scratch", tmp_path / "verifier"
+        for folder in (self.workspace / code_dir, self.workspace / "tests", scratch, verifier):
+            folder.mkdir(parents=True, exist_ok=True)
+        self.calc = self.workspace / code_dir / "calc.py"
+        self.calc.write_text(calc)
+        (self.workspace / "tests" / "test_calc.py").write_text(TESTS)
+        self.witness = Witness.prepare(scratch, verifier)
+        self.env = self.witness.environment({"PATH": os.environ["PATH"]}, self.workspace)
+
+    def run(self, command: str) -> Any:
+        """``command`` with ``{python}`` this interpreter, pytest's options after it."""
+        import subprocess
+
+        line = command.format(python=shlex.quote(sys.executable)) + " -q -p no:cacheprovider tests"
+        return subprocess.run(line, shell=True, cwd=self.workspace, env=self.env, capture_output=True, text=True, check=False)
+
+
 def test_a_score_that_sets_its_own_pythonpath_is_told_how_to_keep_the_witness(tmp_path: Path) -> None:
     """``PYTHONPATH=src pytest`` in a score replaces the path that makes the witness importable:
     pytest stops before any test, and the score says how to write it (extend the variable), not
     that the agent's code failed."""
-    import subprocess
+    from roder_core.batch.score_witness import ForgedResult, check_loaded
 
-    from roder_core.batch.score_witness import ForgedResult, Witness, check_loaded
-
-    workspace, scratch, verifier = tmp_path / "ws", tmp_path / "scratch", tmp_path / "verifier"
-    for folder in (workspace / "src", workspace / "tests", scratch, verifier):
-        folder.mkdir(parents=True)
-    (workspace / "src" / "calc.py").write_text(FIXED)
-    (workspace / "tests" / "test_calc.py").write_text(TESTS)
-    witness = Witness.prepare(scratch, verifier)
-    env = witness.environment({"PATH": os.environ["PATH"]}, workspace)
-    python = shlex.quote(sys.executable)
-    replaced = subprocess.run(
-        f"PYTHONPATH=src {python} -m pytest -q -p no:cacheprovider tests",
-        shell=True,
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    scored = _Scored(tmp_path, FIXED, "src")
+    replaced = scored.run("PYTHONPATH=src {python} -m pytest")
     assert replaced.returncode != 0
     with pytest.raises(ForgedResult, match=r"extend them instead of replacing them \(PYTHONPATH=\"src:\$PYTHONPATH\""):
-        check_loaded(replaced.stdout + replaced.stderr, witness.report())
-    extended = subprocess.run(
-        f'PYTHONPATH="src:$PYTHONPATH" {python} -m pytest -q -p no:cacheprovider tests',
-        shell=True,
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+        check_loaded(replaced.stdout + replaced.stderr, scored.witness.report())
+    extended = scored.run('PYTHONPATH="src:$PYTHONPATH" {python} -m pytest')
     assert extended.returncode == 0, extended.stdout + extended.stderr
-    check_loaded(extended.stdout, witness.report())
-    assert witness.report().statuses == {"tests/test_calc.py::test_add": "PASSED", "tests/test_calc.py::test_zero": "PASSED"}
+    check_loaded(extended.stdout, scored.witness.report())
+    assert scored.witness.report().statuses == {
+        "tests/test_calc.py::test_add": "PASSED",
+        "tests/test_calc.py::test_zero": "PASSED",
+    }
 
 
 #: Code under test that hides pytest's entry point from the witness (``sys._getframe`` replaced,
@@ -327,26 +330,7 @@ atexit.register(os._exit, 0)
 def test_pytest_status_survives_a_replaced_getframe(tmp_path: Path) -> None:
     """The witness finds pytest's entry point with the ``sys._getframe`` it kept at import, so
     the process ends with pytest's status after the code under test replaced ``sys._getframe``."""
-    import subprocess
-
-    from roder_core.batch.score_witness import Witness
-
-    workspace, scratch, verifier = tmp_path / "ws", tmp_path / "scratch", tmp_path / "verifier"
-    for folder in (workspace / "tests", scratch, verifier):
-        folder.mkdir(parents=True)
-    (workspace / "calc.py").write_text(BUGGY + HIDES_THE_STACK)
-    (workspace / "tests" / "test_calc.py").write_text(TESTS)
-    witness = Witness.prepare(scratch, verifier)
-    env = witness.environment({"PATH": os.environ["PATH"]}, workspace)
-    run = subprocess.run(
-        f'PYTHONPATH=".:$PYTHONPATH" {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider tests',
-        shell=True,
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = _Scored(tmp_path, BUGGY + HIDES_THE_STACK).run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert run.returncode == 1, run.stdout + run.stderr  # pytest's own, not the atexit handler's 0
 
 
@@ -373,34 +357,12 @@ def test_pytest_run_by_another_program_lets_it_finish(tmp_path: Path) -> None:
     """A program that runs pytest's entry point and goes on (coverage) is not ended when pytest
     is done; pytest run as the program still is, even after the code under test renamed pytest's
     config module (the witness knows pytest's entry point by its code, not by ``__name__``)."""
-    import subprocess
-
-    from roder_core.batch.score_witness import Witness
-
-    workspace, scratch, verifier = tmp_path / "ws", tmp_path / "scratch", tmp_path / "verifier"
-    for folder in (workspace / "tests", scratch, verifier):
-        folder.mkdir(parents=True)
-    (workspace / "wrapper.py").write_text(WRAPPER)
-    (workspace / "tests" / "test_calc.py").write_text(TESTS)
-    env = Witness.prepare(scratch, verifier).environment({"PATH": os.environ["PATH"]}, workspace)
-    python = shlex.quote(sys.executable)
-
-    def score(command: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            f'PYTHONPATH=".:$PYTHONPATH" {python} {command} -q -p no:cacheprovider tests',
-            shell=True,
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-
-    (workspace / "calc.py").write_text(FIXED)
-    wrapped = score("wrapper.py")
+    scored = _Scored(tmp_path, FIXED)
+    (scored.workspace / "wrapper.py").write_text(WRAPPER)
+    wrapped = scored.run('PYTHONPATH=".:$PYTHONPATH" {python} wrapper.py')
     assert wrapped.returncode == 0, wrapped.stdout + wrapped.stderr
-    assert (workspace / "after-pytest.txt").read_text() == "0"
+    assert (scored.workspace / "after-pytest.txt").read_text() == "0"
     renamed = "import _pytest.config, atexit, os\n_pytest.config.__name__ = 'elsewhere'\natexit.register(os._exit, 0)\n"
-    (workspace / "calc.py").write_text(BUGGY + renamed)
-    run = score("-m pytest")
+    scored.calc.write_text(BUGGY + renamed)
+    run = scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert run.returncode == 1, run.stdout + run.stderr
