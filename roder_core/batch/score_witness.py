@@ -210,7 +210,8 @@ def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:
         if not report.started and any("::" in test for test in printed):
             raise ForgedResult(
                 "the score printed pytest results, but no pytest that loaded Roder's witness ran (a stand-in for pytest "
-                f"printed them, or the score set PYTEST_ADDOPTS or PYTHONPATH itself: {_EXTEND})"
+                f"printed them, or the score set PYTEST_ADDOPTS or PYTHONPATH itself: {_EXTEND}; a runner that clears "
+                "the environment, such as tox, passes PYTHONPATH, PYTEST_ADDOPTS and RODER_SCORE_* on)"
             )
         printed = {test: status for test, status in printed.items() if "::" not in test}
         printed.update(report.statuses)
