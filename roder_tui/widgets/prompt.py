@@ -288,11 +288,14 @@ class PromptInput(TextArea):
             return  # the text area's own handler (next in the class order) inserts it
         event.stop()
         event.prevent_default()
-        lines = event.text.count("\n") + (not event.text.endswith("\n"))
+        # Lines as the text area makes them of a paste it shows: terminals send a pasted newline
+        # as a carriage return (as a typed enter).
+        text = "\n".join(event.text.splitlines()) + ("\n" if event.text.endswith(("\r\n", "\n", "\r")) else "")
+        lines = text.count("\n") + (not text.endswith("\n"))
         placeholder = (
-            f"[Pasted text #{len(self.pasted) + 1}: {lines:,} line{'s' if lines != 1 else ''}, {len(event.text):,} characters]"
+            f"[Pasted text #{len(self.pasted) + 1}: {lines:,} line{'s' if lines != 1 else ''}, {len(text):,} characters]"
         )
-        self.pasted[placeholder] = event.text
+        self.pasted[placeholder] = text
         result = self.replace(placeholder, *self.selection, maintain_selection_offset=False)  # as a paste does
         self.move_cursor(result.end_location)
         self.focus()
