@@ -366,3 +366,23 @@ def test_pytest_run_by_another_program_lets_it_finish(tmp_path: Path) -> None:
     scored.calc.write_text(BUGGY + renamed)
     run = scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert run.returncode == 1, run.stdout + run.stderr
+
+
+def test_a_test_modules_own_plugins_are_not_tampering(tmp_path: Path) -> None:
+    """A plugin pytest imports for a test module's ``pytest_plugins`` (a workspace module of
+    fixtures) is the tests' own choice, not the code under test registering hooks; a plugin the
+    code under test registers still is tampering."""
+    scored = _Scored(tmp_path, FIXED)
+    tests = scored.workspace / "tests"
+    (tests / "__init__.py").write_text("")
+    (tests / "fixtures.py").write_text("import pytest\n\n\n@pytest.fixture\ndef answer():\n    return 5\n")
+    (tests / "test_fixtures.py").write_text(
+        'pytest_plugins = ["tests.fixtures"]\nfrom calc import add\n\n\ndef test_sum(answer):\n    assert add(2, 3) == answer\n'
+    )
+    run = scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert scored.witness.report().tampered == []
+    scored.witness.records.unlink()
+    scored.calc.write_text(BUGGY + HOOKED)
+    scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
+    assert any("plugin registered while the tests ran" in what for what in scored.witness.report().tampered)

@@ -40,6 +40,15 @@ def _code_file(module, name):  # type: (str, str) -> str
 #: pytest's entry points and Python's ``-m`` runner, told by their code (``_is_program``).
 _CONFIG_FILE = _code_file("_pytest.config", "main")
 _RUNPY_FILE = _code_file("runpy", "_run_code")
+#: Where pytest imports a test module's ``pytest_plugins``, and the plugin manager's own files
+#: between there and a registration.
+_COLLECT_FILE = _code_file("_pytest.python", "importtestmodule") or _code_file("_pytest.python", "pytest_pycollect_makemodule")
+_MANAGER_FILES = (
+    _CONFIG_FILE,
+    _code_file("pluggy._manager", "_warn_for_function"),
+    _code_file("pluggy._manager", "_multicall"),  # pluggy's hook calling, wherever its version keeps it
+    getattr(getattr(sys.modules["pluggy._manager"], "HookCaller", None), "call_historic", _code_file).__code__.co_filename,
+)
 _PATH = os.environ.get("RODER_SCORE_WITNESS", "")
 #: A pytest started from inside a watched one (a test that runs pytest in a subprocess, an
 #: xdist worker): its tests are not the score's, and its reports reach the outer run anyway.
@@ -70,6 +79,8 @@ _depth = [0]
 _session = []  # type: list[object]
 _finished = []  # type: list[object]
 _rewards = {}  # type: dict[str, object]
+#: Plugins pytest registered for a test module's ``pytest_plugins`` (the test's own choice).
+_named_by_tests = set()  # type: set[int]
 
 try:
     _fd = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600) if _PATH else -1
@@ -251,6 +262,22 @@ def _runner_code():  # type: () -> dict[str, int]
     return code
 
 
+def pytest_plugin_registered(plugin):  # type: (object) -> None
+    """Note a plugin pytest itself imported for a test module's ``pytest_plugins``: between the
+    registration and pytest's collection only the plugin manager's frames (code is known by its
+    file, which the code under test cannot change); the code under test registering one has its
+    own frames there."""
+    frame = _getframe(1)
+    while frame is not None:
+        where = frame.f_code.co_filename
+        if where == _COLLECT_FILE:
+            _named_by_tests.add(id(plugin))
+            return
+        if where not in _MANAGER_FILES:
+            return
+        frame = frame.f_back  # type: ignore[assignment]
+
+
 def _tampering():  # type: () -> list[str]
     """What changed in the runner since collection began: a plugin added by code that is not a
     conftest (the code under test registering hooks), the witness removed, pytest's code replaced."""
@@ -262,7 +289,9 @@ def _tampering():  # type: () -> list[str]
         found.append("the witness plugin was unregistered")
     for plugin in manager.get_plugins():  # type: ignore[attr-defined]
         name = getattr(plugin, "__file__", None) or ""
-        if id(plugin) not in plugins and os.path.basename(name) != "conftest.py" and _in_workspace(name):
+        if id(plugin) in plugins or id(plugin) in _named_by_tests:
+            continue
+        if os.path.basename(name) != "conftest.py" and _in_workspace(name):
             kind = getattr(plugin, "__name__", None) or type(plugin).__module__ + "." + type(plugin).__qualname__
             found.append("plugin registered while the tests ran: " + str(kind)[:120])
     now = _runner_code()
