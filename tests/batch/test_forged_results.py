@@ -386,3 +386,18 @@ def test_a_test_modules_own_plugins_are_not_tampering(tmp_path: Path) -> None:
     scored.calc.write_text(BUGGY + HOOKED)
     scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert any("plugin registered while the tests ran" in what for what in scored.witness.report().tampered)
+
+
+def test_pluggys_hook_calling_is_watched_whatever_its_version_calls_its_modules(tmp_path: Path) -> None:
+    """pluggy 1.6 moved its hook calling (``HookCaller``, ``_multicall``) to modules of new
+    names: replacing it there is seen as replacing pytest's reporting code."""
+    import pluggy
+
+    caller = "_caller" if hasattr(pluggy, "_caller") else "_hooks"
+    wraps = (
+        f"import pluggy.{caller} as _c\n_call = _c.HookCaller.__call__\n"
+        "_c.HookCaller.__call__ = lambda self, **kw: _call(self, **kw)\n"
+    )
+    scored = _Scored(tmp_path, FIXED + wraps)
+    scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
+    assert f"pluggy.{caller}.HookCaller.__call__ was replaced" in scored.witness.report().tampered

@@ -70,6 +70,8 @@ _RUNNER_MODULES = (
     "pluggy._callers",
     "pluggy._hooks",
     "pluggy._manager",
+    "pluggy._caller",  # pluggy 1.6 and later: the hook calling of _hooks and _callers moved here
+    "pluggy._execution",
     "unittest.case",
     "unittest.result",
 )
