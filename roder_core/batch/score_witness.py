@@ -139,10 +139,11 @@ def _status(phases: list[tuple[str, str, bool]]) -> str:
     return "ERROR"  # set up and torn down, never called
 
 
-def check_run(report: WitnessReport | None, exit_code: int | None, *, rewarded: bool) -> None:
+def check_run(report: WitnessReport | None, *, passing: bool) -> None:
     """Raise :class:`ForgedResult` when the score's exit status or reward may not be the
     tests' own: a reward file changed while pytest ran, or a pytest run cut short while the
-    score still exited 0 or wrote a reward."""
+    score still passes (``passing``: a reward above 0, or no reward and exit status 0). A cut
+    run in a score that fails (a crash, with Harbor's ``reward 0`` and exit 0) is a plain failure."""
     if report is None:
         return
     if report.tampered:
@@ -154,11 +155,25 @@ def check_run(report: WitnessReport | None, exit_code: int | None, *, rewarded: 
             "wrote the verifier's reward, not the score after the tests"
         )
     cut = report.cut_short()
-    if cut and (exit_code == 0 or rewarded):
+    if cut and passing:
         raise ForgedResult(
             f"the score passed, but its test run ended before pytest finished it (process {cut[0]}): "
             "the code under test ended the process, so neither its status nor a reward is pytest's"
         )
+
+
+#: What pytest prints when the score replaced the ``PYTHONPATH`` that makes the witness importable.
+_NOT_IMPORTED = f'Error importing plugin "{PLUGIN}"'
+#: How a score keeps the witness while setting these variables of its own.
+_EXTEND = 'extend them instead of replacing them (PYTHONPATH="src:$PYTHONPATH", PYTEST_ADDOPTS="$PYTEST_ADDOPTS -x")'
+
+
+def check_loaded(output: str, report: WitnessReport | None) -> None:
+    """Raise :class:`ForgedResult` saying how to fix the score when its pytest could not load
+    the witness because the score set ``PYTHONPATH`` itself (pytest then stops with a usage
+    error before any test, which would read as the agent's failure)."""
+    if report is not None and _NOT_IMPORTED in output:
+        raise ForgedResult(f"pytest could not load Roder's witness: the score set PYTHONPATH or PYTEST_ADDOPTS itself; {_EXTEND}")
 
 
 def check_exit(output: str, exit_code: int | None, report: WitnessReport | None) -> None:
@@ -193,7 +208,11 @@ def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:
     if report is not None:
         late = {test: status for test, status in late.items() if "::" not in test}  # pytest's are not read
         if not report.started and any("::" in test for test in printed):
-            raise ForgedResult("the score printed pytest results, but no pytest ran (a stand-in for pytest printed them)")
+            raise ForgedResult(
+                "the score printed pytest results, but no pytest that loaded Roder's witness ran (a stand-in for pytest "
+                f"printed them, or the score set PYTEST_ADDOPTS or PYTHONPATH itself: {_EXTEND}; a runner that clears "
+                "the environment, such as tox, passes PYTHONPATH, PYTEST_ADDOPTS and RODER_SCORE_* on)"
+            )
         printed = {test: status for test, status in printed.items() if "::" not in test}
         printed.update(report.statuses)
     if late:

@@ -41,7 +41,7 @@ from roder_core.batch.containers import (
 from roder_core.batch.environment import child_environment, value_redactor
 from roder_core.batch.rewards import RewardError, read_reward
 from roder_core.batch.runner_guard import RunnerGuard, UnscorableChange
-from roder_core.batch.score_witness import ForgedResult, Witness, check_exit, check_run, test_statuses
+from roder_core.batch.score_witness import ForgedResult, Witness, check_exit, check_loaded, check_run, test_statuses
 from roder_core.batch.scoring import ScoreGuard, ScoringError, credential_paths, run_score, score_sandbox
 from roder_core.batch.shell import ShellOutcome, run_shell
 from roder_core.batch.swebench import patch_paths, swe_report
@@ -494,7 +494,9 @@ class _Rollout:
         the result cannot be trusted, or None."""
         try:
             report = witness.report() if witness is not None else None
-            check_run(report, outcome.exit_code, rewarded="reward" in self.result)
+            check_loaded(outcome.full_output, report)
+            passing = self.result["reward"] > 0 if "reward" in self.result else outcome.exit_code == 0
+            check_run(report, passing=passing)
             if self.task.fail_to_pass or self.task.pass_to_pass:
                 statuses = test_statuses(outcome.full_output, report)
                 self.result["tests"] = swe_report(statuses, self.task.fail_to_pass, self.task.pass_to_pass)

@@ -217,7 +217,8 @@ class PromptInput(TextArea):
         #: walking the history and no completion opens (an entry ending in ``@file`` would
         #: otherwise open one that takes the arrows, and the walk could not go on).
         self.walking_history = False
-        #: The folded pastes, by their placeholder (``expanded`` puts them back).
+        #: The folded pastes, by their placeholder (``expanded`` puts them back). Kept after a
+        #: send: ``ctrl+z`` brings a sent prompt's placeholders back, and they still mean the paste.
         self.pasted: dict[str, str] = {}
         #: Until the app can send (it says when): an enter typed before the app took the
         #: keyboard was turned into a newline (ctrl+j) by the terminal, so ctrl+j sends too.
@@ -287,11 +288,14 @@ class PromptInput(TextArea):
             return  # the text area's own handler (next in the class order) inserts it
         event.stop()
         event.prevent_default()
-        lines = event.text.count("\n") + (not event.text.endswith("\n"))
+        # Lines as the text area makes them of a paste it shows: terminals send a pasted newline
+        # as a carriage return (as a typed enter).
+        text = "\n".join(event.text.splitlines()) + ("\n" if event.text.endswith(("\r\n", "\n", "\r")) else "")
+        lines = text.count("\n") + (not text.endswith("\n"))
         placeholder = (
-            f"[Pasted text #{len(self.pasted) + 1}: {lines:,} line{'s' if lines != 1 else ''}, {len(event.text):,} characters]"
+            f"[Pasted text #{len(self.pasted) + 1}: {lines:,} line{'s' if lines != 1 else ''}, {len(text):,} characters]"
         )
-        self.pasted[placeholder] = event.text
+        self.pasted[placeholder] = text
         result = self.replace(placeholder, *self.selection, maintain_selection_offset=False)  # as a paste does
         self.move_cursor(result.end_location)
         self.focus()
@@ -328,7 +332,6 @@ class PromptInput(TextArea):
             self.prompt_history.add(text)
             self.post_message(self.Submitted(text))
             self.clear()
-            self.pasted.clear()
 
     def _replace_all(self, text: str) -> None:
         self.text = text

@@ -15,23 +15,25 @@ from textual.widgets._toast import ToastRack
 
 #: The rules ``keep_toasts_clear`` sets on the toast rack, over the app's CSS.
 RULES = ("dock", "align_vertical", "max_height", "margin")
+#: The rows one toast needs (its line and padding): with fewer free, toasts show over what is open.
+TOAST_ROWS = 3
 
 
 def keep_toasts_clear(screen: Screen[object], covered: Region | None) -> None:
     """Put ``screen``'s toasts in the taller band of rows ``covered`` leaves free, above or below
-    it (above the status bar's row), no taller than that band; where no row is free they wait,
-    clipped away, until it closes (the app's notifications outlive it). ``None``: nothing is open,
-    the toasts go back where the app's CSS puts them."""
+    it (above the status bar's row), no taller than that band. ``None``, or no band a toast fits
+    in (help, a dialog as tall as the screen): the toasts go where the app's CSS puts them, over
+    it, since a toast hidden until it closes expires unseen when it stays open past its timeout."""
     try:
         rack = screen.get_child_by_type(ToastRack)
     except NoMatches:
         return
     styles = rack.styles
-    if covered is None:
+    above, below = (covered.y, max(0, screen.size.height - 1 - covered.bottom)) if covered else (0, 0)
+    if covered is None or max(above, below) < TOAST_ROWS:
         if any([styles.clear_rule(rule) for rule in RULES]):
             rack.refresh(layout=True)
         return
-    above, below = covered.y, max(0, screen.size.height - 1 - covered.bottom)
     if below >= above:
         styles.dock, styles.align_vertical, styles.margin = "bottom", "bottom", (0, 0, 1, 0)
     else:

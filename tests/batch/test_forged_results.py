@@ -233,7 +233,7 @@ def test_what_the_verdict_believes(tmp_path: Path) -> None:
     from roder_core.batch.score_witness import ForgedResult, Witness, WitnessReport, test_statuses
 
     printed = f"{PYTEST_LINE}\n==== 1 passed in 0.01s ====\n"
-    with pytest.raises(ForgedResult, match="no pytest ran"):
+    with pytest.raises(ForgedResult, match="no pytest that loaded Roder's witness ran"):
         test_statuses(printed, WitnessReport())
     assert test_statuses(printed, None) == {"tests/test_calc.py::test_add": "PASSED"}  # a container's score
     watched = WitnessReport(started={7}, ended={7: 0}, statuses={"tests/test_calc.py::test_add": "FAILED"})
@@ -247,3 +247,157 @@ def test_what_the_verdict_believes(tmp_path: Path) -> None:
     witness.records.write_text('{"e": "start", "pid": 3}\nPASSED tests/test_calc.py::test_add\n')
     with pytest.raises(ForgedResult, match="did not write"):
         witness.report()
+
+
+def test_a_crashed_run_that_scored_nothing_is_a_failure_not_a_refusal() -> None:
+    """A pytest run cut short (the code under test crashed the interpreter) in a Harbor-style
+    score, which exits 0 and writes reward 0, fails as a score failure: nothing passed, so
+    nothing was forged. Cut short while the score passes, it is refused."""
+    from roder_core.batch.score_witness import ForgedResult, WitnessReport, check_run
+
+    crashed = WitnessReport(started={7})
+    check_run(crashed, passing=False)
+    with pytest.raises(ForgedResult, match="ended before pytest finished"):
+        check_run(crashed, passing=True)
+
+
+class _Scored:
+    """A workspace with the calc tests (``calc.py`` under ``code_dir``) and a witness, and its
+    score's commands run as the batch runs them, with the witness's environment."""
+
+    def __init__(self, tmp_path: Path, calc: str, code_dir: str = ".") -> None:
+        from roder_core.batch.score_witness import Witness
+
+        self.workspace = tmp_path / "ws"
+        scratch, verifier = tmp_path / "scratch", tmp_path / "verifier"
+        for folder in (self.workspace / code_dir, self.workspace / "tests", scratch, verifier):
+            folder.mkdir(parents=True, exist_ok=True)
+        self.calc = self.workspace / code_dir / "calc.py"
+        self.calc.write_text(calc)
+        (self.workspace / "tests" / "test_calc.py").write_text(TESTS)
+        self.witness = Witness.prepare(scratch, verifier)
+        self.env = self.witness.environment({"PATH": os.environ["PATH"]}, self.workspace)
+
+    def run(self, command: str) -> Any:
+        """``command`` with ``{python}`` this interpreter, pytest's options after it."""
+        import subprocess
+
+        line = command.format(python=shlex.quote(sys.executable)) + " -q -p no:cacheprovider tests"
+        return subprocess.run(line, shell=True, cwd=self.workspace, env=self.env, capture_output=True, text=True, check=False)
+
+
+def test_a_score_that_sets_its_own_pythonpath_is_told_how_to_keep_the_witness(tmp_path: Path) -> None:
+    """``PYTHONPATH=src pytest`` in a score replaces the path that makes the witness importable:
+    pytest stops before any test, and the score says how to write it (extend the variable), not
+    that the agent's code failed."""
+    from roder_core.batch.score_witness import ForgedResult, check_loaded
+
+    scored = _Scored(tmp_path, FIXED, "src")
+    replaced = scored.run("PYTHONPATH=src {python} -m pytest")
+    assert replaced.returncode != 0
+    with pytest.raises(ForgedResult, match=r"extend them instead of replacing them \(PYTHONPATH=\"src:\$PYTHONPATH\""):
+        check_loaded(replaced.stdout + replaced.stderr, scored.witness.report())
+    extended = scored.run('PYTHONPATH="src:$PYTHONPATH" {python} -m pytest')
+    assert extended.returncode == 0, extended.stdout + extended.stderr
+    check_loaded(extended.stdout, scored.witness.report())
+    assert scored.witness.report().statuses == {
+        "tests/test_calc.py::test_add": "PASSED",
+        "tests/test_calc.py::test_zero": "PASSED",
+    }
+
+
+#: Code under test that hides pytest's entry point from the witness (``sys._getframe`` replaced,
+#: so the witness would not end the process with pytest's status), then exits 0 from ``atexit``.
+HIDES_THE_STACK = """import atexit, os, sys, threading
+_frames = []
+_thread = threading.Thread(target=lambda: _frames.append(sys._getframe()))
+_thread.start()
+_thread.join()
+_real = sys._getframe
+
+
+def _getframe(depth=0):
+    if _real(1).f_globals.get("__name__") == "roder_score_witness":
+        return _frames[0]
+    return _real(depth + 1)
+
+
+sys._getframe = _getframe
+atexit.register(os._exit, 0)
+"""
+
+
+def test_pytest_status_survives_a_replaced_getframe(tmp_path: Path) -> None:
+    """The witness finds pytest's entry point with the ``sys._getframe`` it kept at import, so
+    the process ends with pytest's status after the code under test replaced ``sys._getframe``."""
+    run = _Scored(tmp_path, BUGGY + HIDES_THE_STACK).run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
+    assert run.returncode == 1, run.stdout + run.stderr  # pytest's own, not the atexit handler's 0
+
+
+#: A program that runs pytest and goes on after it, as ``coverage run -m pytest`` does (it
+#: saves its data once pytest returns): it keeps its own exit status and its work after pytest.
+WRAPPER = """import sys, pytest
+path = pytest.__file__.replace("__init__.py", "__main__.py")
+
+
+def run():
+    try:
+        exec(compile(open(path).read(), path, "exec"), {"__name__": "__main__"})
+    except SystemExit as exc:
+        return exc.code
+
+
+code = run()
+open("after-pytest.txt", "w").write(str(code))
+sys.exit(code)
+"""
+
+
+def test_pytest_run_by_another_program_lets_it_finish(tmp_path: Path) -> None:
+    """A program that runs pytest's entry point and goes on (coverage) is not ended when pytest
+    is done; pytest run as the program still is, even after the code under test renamed pytest's
+    config module (the witness knows pytest's entry point by its code, not by ``__name__``)."""
+    scored = _Scored(tmp_path, FIXED)
+    (scored.workspace / "wrapper.py").write_text(WRAPPER)
+    wrapped = scored.run('PYTHONPATH=".:$PYTHONPATH" {python} wrapper.py')
+    assert wrapped.returncode == 0, wrapped.stdout + wrapped.stderr
+    assert (scored.workspace / "after-pytest.txt").read_text() == "0"
+    renamed = "import _pytest.config, atexit, os\n_pytest.config.__name__ = 'elsewhere'\natexit.register(os._exit, 0)\n"
+    scored.calc.write_text(BUGGY + renamed)
+    run = scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
+    assert run.returncode == 1, run.stdout + run.stderr
+
+
+def test_a_test_modules_own_plugins_are_not_tampering(tmp_path: Path) -> None:
+    """A plugin pytest imports for a test module's ``pytest_plugins`` (a workspace module of
+    fixtures) is the tests' own choice, not the code under test registering hooks; a plugin the
+    code under test registers still is tampering."""
+    scored = _Scored(tmp_path, FIXED)
+    tests = scored.workspace / "tests"
+    (tests / "__init__.py").write_text("")
+    (tests / "fixtures.py").write_text("import pytest\n\n\n@pytest.fixture\ndef answer():\n    return 5\n")
+    (tests / "test_fixtures.py").write_text(
+        'pytest_plugins = ["tests.fixtures"]\nfrom calc import add\n\n\ndef test_sum(answer):\n    assert add(2, 3) == answer\n'
+    )
+    run = scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert scored.witness.report().tampered == []
+    scored.witness.records.unlink()
+    scored.calc.write_text(BUGGY + HOOKED)
+    scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
+    assert any("plugin registered while the tests ran" in what for what in scored.witness.report().tampered)
+
+
+def test_pluggys_hook_calling_is_watched_whatever_its_version_calls_its_modules(tmp_path: Path) -> None:
+    """pluggy 1.6 moved its hook calling (``HookCaller``, ``_multicall``) to modules of new
+    names: replacing it there is seen as replacing pytest's reporting code."""
+    import pluggy
+
+    caller = "_caller" if hasattr(pluggy, "_caller") else "_hooks"
+    wraps = (
+        f"import pluggy.{caller} as _c\n_call = _c.HookCaller.__call__\n"
+        "_c.HookCaller.__call__ = lambda self, **kw: _call(self, **kw)\n"
+    )
+    scored = _Scored(tmp_path, FIXED + wraps)
+    scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
+    assert f"pluggy.{caller}.HookCaller.__call__ was replaced" in scored.witness.report().tampered

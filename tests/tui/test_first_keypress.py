@@ -355,7 +355,7 @@ async def test_a_long_paste_is_folded_in_the_prompt_and_sent_whole(
         await turn_done(pilot)
         [sent] = [item.text for e in entries_of(app, "user") for item in e.items]
         assert sent == f"look: {pasted} thanks"
-        assert prompt.text == "" and not prompt.pasted
+        assert prompt.text == ""
         app.post_message(events.Paste("short paste"))
         await until(pilot, lambda: prompt.text == "short paste", what="the short paste as it is")
 
@@ -400,3 +400,50 @@ async def test_ctrl_u_and_ctrl_k_act_on_the_line_as_typed_not_the_wrapped_row(
         prompt.move_cursor((1, 10))
         await pilot.press("ctrl+k")
         assert prompt.text == "first line\nword word "
+
+
+async def test_a_folded_paste_brought_back_by_undo_is_sent_whole(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ctrl+z`` after sending brings the prompt's text back, placeholder included: sending it
+    again sends the paste, never the placeholder's own words."""
+    from textual import events
+
+    from tests.tui.helpers import entries_of
+
+    app = make_app(workspace, [{"text": "got it"}, {"text": "again"}], monkeypatch)
+    pasted = "q" * 6_000
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        app.post_message(events.Paste(pasted))
+        await until(pilot, lambda: "[Pasted text #1" in prompt.text, what="the placeholder")
+        await pilot.press("enter")
+        await turn_done(pilot)
+        await pilot.press("ctrl+z")
+        await until(pilot, lambda: "[Pasted text #1" in prompt.text, what="the text back")
+        await pilot.press("enter")
+        await until(pilot, lambda: len(entries_of(app, "user")) == 2, what="the second prompt")
+        sent = [item.text for e in entries_of(app, "user") for item in e.items]
+        assert sent == [pasted, pasted]
+
+
+async def test_a_folded_paste_with_the_terminals_carriage_returns_is_sent_as_lines(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Terminals send a pasted newline as a carriage return (as a typed enter): the text area
+    turns them into lines, and so does a folded paste, which says how many lines it holds and
+    sends them as the unfolded paste would, never as one line of carriage returns."""
+    from textual import events
+
+    from tests.tui.helpers import entries_of
+
+    app = make_app(workspace, [{"text": "got it"}], monkeypatch)
+    lines = [f"line number {n}" for n in range(1, 1_001)]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        app.post_message(events.Paste("\r".join(lines) + "\r"))
+        await until(pilot, lambda: "[Pasted text #1: 1,000 lines" in prompt.text, what="the placeholder with its lines")
+        await pilot.press("enter")
+        await turn_done(pilot)
+        [sent] = [item.text for e in entries_of(app, "user") for item in e.items]
+        assert sent.rstrip("\n") == "\n".join(lines)  # (the prompt's trailing blank line is not sent)

@@ -26,6 +26,29 @@ import pytest
 _exit = os._exit
 _write = os.write
 _getpid = os.getpid
+_getframe = sys._getframe
+
+
+def _code_file(module, name):  # type: (str, str) -> str
+    """The file of a function's code: fixed when it is compiled, where a module's ``__name__``
+    is a string the code under test can change."""
+    __import__(module)
+    function = getattr(sys.modules[module], name, None)
+    return function.__code__.co_filename if function is not None else ""
+
+
+#: pytest's entry points and Python's ``-m`` runner, told by their code (``_is_program``).
+_CONFIG_FILE = _code_file("_pytest.config", "main")
+_RUNPY_FILE = _code_file("runpy", "_run_code")
+#: Where pytest imports a test module's ``pytest_plugins``, and the plugin manager's own files
+#: between there and a registration.
+_COLLECT_FILE = _code_file("_pytest.python", "importtestmodule") or _code_file("_pytest.python", "pytest_pycollect_makemodule")
+_MANAGER_FILES = (
+    _CONFIG_FILE,
+    _code_file("pluggy._manager", "_warn_for_function"),
+    _code_file("pluggy._manager", "_multicall"),  # pluggy's hook calling, wherever its version keeps it
+    getattr(getattr(sys.modules["pluggy._manager"], "HookCaller", None), "call_historic", _code_file).__code__.co_filename,
+)
 _PATH = os.environ.get("RODER_SCORE_WITNESS", "")
 #: A pytest started from inside a watched one (a test that runs pytest in a subprocess, an
 #: xdist worker): its tests are not the score's, and its reports reach the outer run anyway.
@@ -47,6 +70,8 @@ _RUNNER_MODULES = (
     "pluggy._callers",
     "pluggy._hooks",
     "pluggy._manager",
+    "pluggy._caller",  # pluggy 1.6 and later: the hook calling of _hooks and _callers moved here
+    "pluggy._execution",
     "unittest.case",
     "unittest.result",
 )
@@ -56,6 +81,8 @@ _depth = [0]
 _session = []  # type: list[object]
 _finished = []  # type: list[object]
 _rewards = {}  # type: dict[str, object]
+#: Plugins pytest registered for a test module's ``pytest_plugins`` (the test's own choice).
+_named_by_tests = set()  # type: set[int]
 
 try:
     _fd = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600) if _PATH else -1
@@ -91,14 +118,21 @@ def _reward_stamps():  # type: () -> dict[str, object]
 def _is_program():  # type: () -> bool
     """Whether pytest is the program, not a ``pytest.main()`` call inside another program that
     goes on after it: its console entry point is on the stack (pytest 6 and later), or its
-    ``main`` is, run by the ``pytest`` script or ``python -m pytest`` (older ones)."""
+    ``main`` is, run by the ``pytest`` script or ``python -m pytest`` (older ones), with nothing
+    under it but a script's or ``-m``'s start. A program that runs pytest and goes on
+    (``coverage run -m pytest``, which saves its data after) keeps its own status."""
     program = os.path.basename(sys.argv[0]) in ("pytest", "py.test") or sys.argv[0].endswith(
         os.path.join("pytest", "__main__.py")
     )
     entries = ("console_main", "_console_main", "main") if program else ("console_main", "_console_main")
-    frame = sys._getframe()
+    frame = _getframe()
     while frame is not None:
-        if frame.f_globals.get("__name__") == "_pytest.config" and frame.f_code.co_name in entries:
+        if frame.f_code.co_filename == _CONFIG_FILE and frame.f_code.co_name in entries:
+            below = frame.f_back
+            while below is not None:
+                if below.f_code.co_filename != _RUNPY_FILE and below.f_code.co_name != "<module>":
+                    return False
+                below = below.f_back
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
@@ -230,6 +264,22 @@ def _runner_code():  # type: () -> dict[str, int]
     return code
 
 
+def pytest_plugin_registered(plugin):  # type: (object) -> None
+    """Note a plugin pytest itself imported for a test module's ``pytest_plugins``: between the
+    registration and pytest's collection only the plugin manager's frames (code is known by its
+    file, which the code under test cannot change); the code under test registering one has its
+    own frames there."""
+    frame = _getframe(1)
+    while frame is not None:
+        where = frame.f_code.co_filename
+        if where == _COLLECT_FILE:
+            _named_by_tests.add(id(plugin))
+            return
+        if where not in _MANAGER_FILES:
+            return
+        frame = frame.f_back  # type: ignore[assignment]
+
+
 def _tampering():  # type: () -> list[str]
     """What changed in the runner since collection began: a plugin added by code that is not a
     conftest (the code under test registering hooks), the witness removed, pytest's code replaced."""
@@ -241,7 +291,9 @@ def _tampering():  # type: () -> list[str]
         found.append("the witness plugin was unregistered")
     for plugin in manager.get_plugins():  # type: ignore[attr-defined]
         name = getattr(plugin, "__file__", None) or ""
-        if id(plugin) not in plugins and os.path.basename(name) != "conftest.py" and _in_workspace(name):
+        if id(plugin) in plugins or id(plugin) in _named_by_tests:
+            continue
+        if os.path.basename(name) != "conftest.py" and _in_workspace(name):
             kind = getattr(plugin, "__name__", None) or type(plugin).__module__ + "." + type(plugin).__qualname__
             found.append("plugin registered while the tests ran: " + str(kind)[:120])
     now = _runner_code()
