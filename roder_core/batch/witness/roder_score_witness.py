@@ -130,7 +130,9 @@ def _is_program():  # type: () -> bool
         if frame.f_code.co_filename == _CONFIG_FILE and frame.f_code.co_name in entries:
             below = frame.f_back
             while below is not None:
-                if below.f_code.co_filename != _RUNPY_FILE and below.f_code.co_name != "<module>":
+                code = below.f_code
+                own = code.co_filename == _CONFIG_FILE and code.co_name in entries  # main under console_main
+                if not own and code.co_filename != _RUNPY_FILE and code.co_name != "<module>":
                     return False
                 below = below.f_back
             return True
