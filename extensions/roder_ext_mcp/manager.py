@@ -248,11 +248,31 @@ class ServerConnection:
         await self.stop()
         self.start()
 
-    def unavailable_reason(self) -> str:
+    def availability(self) -> str | None:
+        """Why the server's tools cannot be called now (None: connected). The one wording of a
+        server's state: the model reads it for a call to one of its tools, and ``/mcp``,
+        ``roder mcp list`` and the app server's listings show it."""
+        error = self.error or "no reason was given"
+        if self.status == "connected":
+            return None
         if self.status == "needs-login":
-            return f"MCP server {self.name!r} {self.error}"
-        detail = f": {self.error}" if self.error else ""
-        return f"MCP server {self.name!r} is {self.status}{detail}"
+            return error
+        if self.status == "disabled":
+            return "is disabled in the configuration (enabled = false)"
+        if self.status == "failed":
+            return f"failed to start: {error}"
+        if self.status == "connecting":
+            if self.starts > 1:
+                return f"is restarting (start {self.starts}); its tools return when it has connected"
+            return "is still starting; its tools appear when it has connected"
+        if self.status == "exited":
+            return f"exited: {error}"
+        if self.status == "pending":
+            return "has not been started yet"
+        return "was stopped"
+
+    def unavailable_reason(self) -> str:
+        return f"MCP server {self.name!r} {self.availability() or 'is connected'}"
 
     # ------------------------------------------------------------------ the connection task
 

@@ -209,12 +209,17 @@ class McpToolContributor:
             # An exited server keeps offering its last known tools: calling one restarts it (one
             # whose sign-in lapsed keeps them too: calling one says which command signs in).
             if connection.status not in ("connected", "exited", "needs-login"):
+                registry.withhold(connection.config.tool_prefix, connection.unavailable_reason(), prefix=True)
                 continue
             for mcp_tool in connection.tools:
                 try:
                     registry.register(McpTool(connection, mcp_tool, self.reviews))
                 except ToolSpecError as exc:  # one unusable tool never takes the others down
                     connection.leave_out(mcp_tool.name, str(exc))
+                    registry.withhold(
+                        tool_name(connection, mcp_tool.name),
+                        f"MCP server {connection.name!r} lists it, but it cannot be offered to the model: {exc}",
+                    )
 
     async def wait_ready(self, timeout: float) -> None:
         await self.manager.wait_ready(timeout)
@@ -274,7 +279,7 @@ def status_of(connection: ServerConnection) -> SourceStatus:
         name=connection.name,
         kind="mcp",
         status=connection.status,
-        error=connection.error or connection.left_out_reason(),
+        error=connection.availability() or connection.left_out_reason(),
         tools=[tool_name(connection, t.name) for t in connection.tools if t.name not in connection.left_out]
         if connection.status == "connected"
         else [],

@@ -138,7 +138,9 @@ async def test_a_server_that_never_answers_initialize_fails_saying_so(workspace:
     turn, results, statuses = await run_calls(workspace, [call("mcp__mute__ok")])
     [status] = statuses
     assert status.status == "failed"
-    assert status.error == "could not connect: no answer to the handshake (initialize) within 1 s (startup_timeout)"
+    assert status.error == (
+        "failed to start: could not connect: no answer to the handshake (initialize) within 1 s (startup_timeout)"
+    )
     assert turn.status == "completed" and results["mcp__mute__ok"].is_error
 
 
