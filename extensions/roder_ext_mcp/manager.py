@@ -26,7 +26,7 @@ from roder_core.settings.credentials import CredentialsError, CredentialStore
 from roder_ext_mcp.client_features import ClientFeatures, RootSet
 from roder_ext_mcp.config import ServerConfig, tool_names
 from roder_ext_mcp.server_log import ServerLog
-from roder_ext_mcp.stdio import TERM_GRACE, stdio_streams
+from roder_ext_mcp.stdio import TERM_GRACE, first_problem, stdio_streams
 
 if TYPE_CHECKING:
     from roder_ext_mcp.authorization import ServerAuth
@@ -67,6 +67,8 @@ def describe_error(exc: BaseException) -> str:
     leaf = _leaf(exc)
     if isinstance(leaf, TimeoutError):
         return "timed out"
+    if isinstance(leaf, ValueError) and type(leaf).__name__ == "ValidationError":  # pydantic's, pages long
+        return f"the server's answer does not fit the MCP schema: {first_problem(leaf)}"
     text = str(leaf) or type(leaf).__name__
     return text if type(leaf).__name__ in text else f"{type(leaf).__name__}: {text}"
 
