@@ -279,7 +279,7 @@ def status_of(connection: ServerConnection) -> SourceStatus:
         name=connection.name,
         kind="mcp",
         status=connection.status,
-        error=connection.availability() or connection.left_out_reason(),
+        error=connection.availability() or connection.listing_reason(),
         tools=[tool_name(connection, t.name) for t in connection.tools if t.name not in connection.left_out]
         if connection.status == "connected"
         else [],

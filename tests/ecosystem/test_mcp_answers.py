@@ -39,3 +39,23 @@ async def test_an_answer_a_server_wrote_wrong_ends_its_call_at_once_saying_why(w
     assert video.endswith(" problems; the first)") and "\n" not in video
     assert got["ok"] == ("still here", False)
     assert [(s.status, s.error) for s in statuses] == [("connected", None)]
+
+
+async def test_pagination_that_never_ends_stops_saying_so_and_a_tool_listed_twice_is_offered_once(
+    workspace: Path, roder_home: Path
+) -> None:
+    """``loop`` names the same ``nextCursor`` on every page; ``twice`` lists one tool twice. Both
+    tools are offered and answer, ``loop``'s status says its listing was cut and why, and no
+    tool reads as "left out" for clashing with itself."""
+    configure(
+        roder_home,
+        raw_server("loop", [{"name": "a", "result": text_result("a")}], RAW_PAGE_SIZE="1", RAW_CURSOR_LOOP="1"),
+        raw_server("twice", [{"name": "b", "result": text_result("b")}, {"name": "b", "result": text_result("b again")}]),
+    )
+    turn, results, statuses = await run_calls(workspace, [call("mcp__loop__a"), call("mcp__twice__b")])
+    assert turn.status == "completed"
+    assert {name: r.text for name, r in results.items()} == {"mcp__loop__a": "a", "mcp__twice__b": "b"}
+    by_name = {s.name: s for s in statuses}
+    assert by_name["loop"].tools == ["mcp__loop__a"] and by_name["twice"].tools == ["mcp__twice__b"]
+    assert by_name["loop"].error == "tools listing stopped after 1: its tools/list gave the cursor '0' again"
+    assert by_name["twice"].error is None
