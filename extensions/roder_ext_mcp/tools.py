@@ -20,14 +20,20 @@ from typing import Any
 from roder_core.customization.slash_commands import CommandInfo
 from roder_core.ir import ApprovalOption, ApprovalRequest, Attachment
 from roder_core.kernel.tool_catalog import SourceStatus
-from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult, ToolSpecError
+from roder_core.kernel.tools import (
+    Tool,
+    ToolCall,
+    ToolExecutionContext,
+    ToolRegistry,
+    ToolResult,
+    ToolSpecError,
+    bounded_result_text,
+)
 from roder_core.plugins.components import PLUGIN_SERVER_PREFIX
 from roder_core.plugins.enabled import ActivePlugins
 from roder_ext_mcp import prompts
 from roder_ext_mcp.config import McpSettings, parse_server, tool_names
 from roder_ext_mcp.manager import McpManager, ServerConnection, ServerUnavailable, describe_error
-
-MAX_RESULT_CHARS = 100_000
 
 
 def tool_name(connection: ServerConnection, mcp_name: str) -> str:
@@ -96,12 +102,10 @@ def convert_result(call: ToolCall, result: Any) -> ToolResult:
     text = "\n".join(texts)
     if not text and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
-    if len(text) > MAX_RESULT_CHARS:
-        text = text[:MAX_RESULT_CHARS] + f"\n[output truncated: {len(text)} characters in all]"
     return ToolResult(
         id=call.id,
         name=call.name,
-        text=text or "(no output)",
+        text=bounded_result_text(text) or "(no output)",
         data=result.structured_content,
         is_error=bool(result.is_error),
         attachments=attachments,

@@ -74,6 +74,23 @@ class ToolResult:
         return cls(id=call.id, name=call.name, text=message, is_error=True)
 
 
+#: The most text a tool from outside Roder (an MCP server, a process extension) hands the model
+#: in one result; the rest is cut, and the result says so.
+MAX_FOREIGN_RESULT_CHARS = 100_000
+
+
+def bounded_result_text(text: str, limit: int = MAX_FOREIGN_RESULT_CHARS) -> str:
+    """``text`` cut to its first ``limit`` characters, ending with a line that says how much
+    there was and how much was cut: the one bound of every foreign tool's result, so an MCP
+    server or extension that prints megabytes never overflows the model's window unseen."""
+    if len(text) <= limit:
+        return text
+    return (
+        text[:limit] + f"\n[output truncated: {len(text)} characters in all; the first {limit} are shown, "
+        f"the last {len(text) - limit} were cut]"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PolicySubject:
     """What a policy rule matches for one call: ``bash(git status*)`` has tool ``bash`` and

@@ -139,3 +139,21 @@ def test_extensions_that_never_answer_initialize_are_left_out_on_one_line_and_th
         )
         assert [row for row in done.stderr.splitlines() if f"process:{name}" in row] == [f"roder: {line}"]
         assert (marks / f"{name}.ended").read_text() == "together\n"
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_a_huge_answer_is_cut_saying_so_and_an_exit_mid_call_fails_only_that_call(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """A bash extension's tool answering three million characters reaches the model as its first
+    100,000 with a line saying how much was cut (not the whole flood, not silently less); one
+    exiting mid-call fails that call with its stderr, and the next call starts it again."""
+    declare(roder_home, "flood", [str(BASH), str(AUTHORS / "flood_tool.sh")], [], {})
+    steps = [call("flood"), call("vanish"), call("flood"), {"text": "done"}]
+    async with scripted_client(workspace, tmp_path, steps) as app:
+        flood, vanish, again = await turn_tool_results(app)
+    cut = "\n[output truncated: 3000003 characters in all; the first 100000 are shown, the last 2900003 were cut]"
+    assert (flood.text, flood.is_error) == ("x" * 100_000 + cut, False)
+    assert vanish.is_error
+    assert vanish.text == ("vanish failed: extension flood exited with status 5 (stderr: flood: leaving in the middle of a call)")
+    assert (again.text, again.is_error) == (flood.text, False)
