@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.core.harness import call
-from tests.ecosystem.test_mcp_edges import configure, raw_server, run_calls, text_result
+from tests.ecosystem.test_mcp_edges import SCHEMA, configure, raw_server, run_calls, text_result
 
 
 async def test_an_answer_a_server_wrote_wrong_ends_its_call_at_once_saying_why(workspace: Path, roder_home: Path) -> None:
@@ -20,6 +20,11 @@ async def test_an_answer_a_server_wrote_wrong_ends_its_call_at_once_saying_why(w
         {"name": "surrogate", "raw_answer": {"jsonrpc": "2.0", "result": text_result("caf\udce9 ok")}},
         {"name": "envelope", "raw_answer": {"jsonrpc": "1.0", "result": text_result("never read")}},
         {"name": "video", "result": {"content": [{"type": "text", "text": "hi"}, {"type": "video", "data": "AAAA"}]}},
+        # Held: a ping from the server mid-call is answered; undecodable bytes on stdout are
+        # skipped; an error result owes nothing to its outputSchema.
+        {"name": "ping", "before": [{"jsonrpc": "2.0", "id": "srv-1", "method": "ping"}], "result": text_result("pinged")},
+        {"name": "bytes", "before_bytes": "fffe41", "result": text_result("after the junk")},
+        {"name": "failed", "outputSchema": SCHEMA, "result": text_result("no disk", isError=True)},
         {"name": "ok", "result": text_result("still here")},
     ]
     configure(roder_home, raw_server("raw", tools))
@@ -37,6 +42,7 @@ async def test_an_answer_a_server_wrote_wrong_ends_its_call_at_once_saying_why(w
         "MCP server 'raw' refused the call: the server's answer does not fit the MCP schema: content.1."
     )
     assert video.endswith(" problems; the first)") and "\n" not in video
+    assert (got["ping"], got["bytes"], got["failed"]) == (("pinged", False), ("after the junk", False), ("no disk", True))
     assert got["ok"] == ("still here", False)
     assert [(s.status, s.error) for s in statuses] == [("connected", None)]
 
