@@ -4,6 +4,7 @@ why it is unavailable, never as "unknown tool": real server processes play each 
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,14 @@ from tests.core.harness import call
 from tests.ecosystem.harness import host_for, runtime_with
 from tests.ecosystem.test_mcp_edges import configure, raw_server, run_calls, text_result
 
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 OK = [{"name": "ok", "result": text_result("fine")}]
 MUTE_FAILURE = "could not connect: no answer to the handshake (initialize) within 1 s (startup_timeout)"
 
@@ -33,11 +42,19 @@ async def test_a_model_calling_a_tool_of_a_server_that_is_not_connected_reads_wh
         raw_server("mute", OK, RAW_SILENT_INIT="1").replace("startup_timeout = 30", "startup_timeout = 1"),
         raw_server("off", OK) + "enabled = false\n",
         '\n[mcp.servers.gone]\ncommand = "/nonexistent/mcp-server"\n',
+        f'\n[mcp.servers.web]\ntype = "http"\nurl = "http://127.0.0.1:{closed_port()}/mcp"\n',
         raw_server("live", OK),
     )
     turn, results, statuses = await run_calls(
         workspace,
-        [call("mcp__mute__ok"), call("mcp__off__ok"), call("mcp__gone__anything"), call("mcp__live__ok"), call("nope")],
+        [
+            call("mcp__mute__ok"),
+            call("mcp__off__ok"),
+            call("mcp__gone__anything"),
+            call("mcp__web__search"),
+            call("mcp__live__ok"),
+            call("nope"),
+        ],
     )
     assert turn.status == "completed"
     texts = {name: r.text for name, r in results.items()}
@@ -49,6 +66,8 @@ async def test_a_model_calling_a_tool_of_a_server_that_is_not_connected_reads_wh
     gone = "tool 'mcp__gone__anything' is unavailable: MCP server 'gone' failed to start: "
     assert texts["mcp__gone__anything"].startswith(gone)
     assert "No such file" in texts["mcp__gone__anything"]
+    web = "tool 'mcp__web__search' is unavailable: MCP server 'web' failed to start: could not connect: "
+    assert texts["mcp__web__search"].startswith(web)
     assert texts["nope"].startswith("unknown tool 'nope'; available: ")
     assert all(results[name].is_error for name in texts if name != "mcp__live__ok")
     # The listing says the same words the model read.
