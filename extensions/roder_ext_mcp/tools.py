@@ -215,6 +215,13 @@ class McpToolContributor:
             if connection.status not in ("connected", "exited", "needs-login"):
                 registry.withhold(connection.config.tool_prefix, connection.unavailable_reason(), prefix=True)
                 continue
+            # A name under its prefix it does not list (a tool it dropped on list_changed, a typo).
+            offered = ", ".join(tool_name(connection, t.name) for t in connection.tools) or "none"
+            registry.withhold(
+                connection.config.tool_prefix,
+                f"MCP server {connection.name!r} does not list a tool by that name (its tools: {offered})",
+                prefix=True,
+            )
             for mcp_tool in connection.tools:
                 try:
                     registry.register(McpTool(connection, mcp_tool, self.reviews))

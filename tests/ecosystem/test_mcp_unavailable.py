@@ -53,6 +53,7 @@ async def test_a_model_calling_a_tool_of_a_server_that_is_not_connected_reads_wh
             call("mcp__gone__anything"),
             call("mcp__web__search"),
             call("mcp__live__ok"),
+            call("mcp__live__okay"),
             call("nope"),
         ],
     )
@@ -68,6 +69,9 @@ async def test_a_model_calling_a_tool_of_a_server_that_is_not_connected_reads_wh
     assert "No such file" in texts["mcp__gone__anything"]
     web = "tool 'mcp__web__search' is unavailable: MCP server 'web' failed to start: could not connect: "
     assert texts["mcp__web__search"].startswith(web)
+    assert texts["mcp__live__okay"] == (
+        "tool 'mcp__live__okay' is unavailable: MCP server 'live' does not list a tool by that name (its tools: mcp__live__ok)"
+    )
     assert texts["nope"].startswith("unknown tool 'nope'; available: ")
     assert all(results[name].is_error for name in texts if name != "mcp__live__ok")
     # The listing says the same words the model read.
