@@ -86,7 +86,7 @@ def test_adjacent_deltas_of_one_kind_are_joined_and_nothing_moves() -> None:
 
 
 def _chat_event(content: str) -> str:
-    return 'data: {"id":"c1","choices":[{"index":0,"delta":{"content":%s}}]}\n\n' % json.dumps(content)
+    return "data: " + json.dumps({"id": "c1", "choices": [{"index": 0, "delta": {"content": content}}]}) + "\n\n"
 
 
 async def test_the_events_of_one_chunk_arrive_as_one_delta_in_order() -> None:
