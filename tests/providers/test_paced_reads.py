@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from roder_core.ir import CompletedEvent, MessageDelta, ReasoningDelta, ToolCallEvent, UsageEvent
+from roder_core.ir import CompletedEvent, InferenceEvent, MessageDelta, ReasoningDelta, ToolCallEvent, UsageEvent
 from roder_core.kernel.services import InferenceTurnContext
 from roder_core.providers.engine import merge_deltas
 from roder_core.providers.paced_reads import ReadPacer
@@ -54,7 +54,7 @@ def test_a_backlog_or_the_peers_close_is_read_on_at_once() -> None:
 def test_adjacent_deltas_of_one_kind_are_joined_and_nothing_moves() -> None:
     call = ToolCallEvent(call_id="c1", name="bash", arguments={"command": "ls"})
     usage = UsageEvent.model_validate({"usage": {"input_tokens": 3, "output_tokens": 2}})
-    events = [
+    events: list[InferenceEvent] = [
         ReasoningDelta(text="th"),
         ReasoningDelta(text="ink"),
         ReasoningDelta(text="", provider_data={"signature": "s"}),  # a signature stays apart
@@ -69,7 +69,7 @@ def test_adjacent_deltas_of_one_kind_are_joined_and_nothing_moves() -> None:
         MessageDelta(text="end"),
         CompletedEvent(),
     ]
-    merged = merge_deltas(list(events))
+    merged = merge_deltas(events)
     assert merged == [
         ReasoningDelta(text="think"),
         ReasoningDelta(text="", provider_data={"signature": "s"}),
