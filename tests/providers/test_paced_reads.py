@@ -160,3 +160,21 @@ async def test_a_model_client_reads_through_the_pacer() -> None:
             assert text_of(await collect(engine, make_request())) == "hello"
         finally:
             await engine.aclose()
+
+
+async def test_text_before_an_error_in_the_same_chunk_is_delivered_before_the_retry() -> None:
+    """Two deltas and an in-stream error arrive in one chunk: the deltas reach the consumer
+    before the retry (the replay guard counts them as shown), and the retried answer adds only
+    what was not shown yet."""
+    error = 'data: {"error":{"message":"Overloaded","type":"overloaded_error","code":"overloaded_error"}}\n\n'
+    first = _chat_event("Hel") + _chat_event("lo") + error
+    async with FakeModelServer([{"raw": first}, {"text": "Hello world"}]) as server:
+        engine = make_engine("chat-completions", server.base_url)
+        try:
+            events = await collect(engine, make_request())
+        finally:
+            await engine.aclose()
+    deltas = [e.text for e in events if isinstance(e, MessageDelta)]
+    assert deltas[0] == "Hello"
+    assert text_of(events) == "Hello world"
+    assert len(server.calls) == 2
