@@ -40,7 +40,7 @@ from pydantic import Field
 from roder_core.brokers import FileSystemBroker
 from roder_core.ir import FileChange
 from roder_core.kernel.file_ledger import digest_of
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments, path_as_meant
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
 from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, unified_diff
@@ -279,7 +279,7 @@ def parse_patch(patch: str) -> list[Operation]:
     for number, line in enumerate(lines[1:-1], start=2):
         if line.startswith((ADD, DELETE, UPDATE)):
             kind = "add" if line.startswith(ADD) else "delete" if line.startswith(DELETE) else "update"
-            path = line.split(": ", 1)[1].strip()
+            path = _patch_path(line.split(": ", 1)[1], number)
             if not path:
                 raise PatchError(f"line {number}: missing file path")
             current, hunk = Operation(kind, path), None
@@ -290,7 +290,7 @@ def parse_patch(patch: str) -> list[Operation]:
         elif line.startswith(MOVE):
             if current.kind != "update" or current.hunks or current.move_to:
                 raise PatchError(f"line {number}: '*** Move to:' must follow '*** Update File:' directly")
-            current.move_to = line[len(MOVE) :].strip()
+            current.move_to = _patch_path(line[len(MOVE) :], number)
         elif current.kind == "add":
             if not line.startswith("+"):
                 raise PatchError(f"line {number}: every line of an added file starts with '+'")
@@ -321,6 +321,14 @@ def parse_patch(patch: str) -> list[Operation]:
         if operation.kind == "update" and not any(h.lines for h in operation.hunks) and not operation.move_to:
             raise PatchError(f"'*** Update File: {operation.path}' has no changes")
     return ops
+
+
+def _patch_path(text: str, number: int) -> str:
+    """A file header's path read as the file tools read a path argument (``path_as_meant``)."""
+    try:
+        return path_as_meant(text)
+    except ValueError as exc:
+        raise PatchError(f"line {number}: {text.strip()!r} {exc}") from None
 
 
 def _loose(line: str) -> str:

@@ -127,20 +127,59 @@ def _not_blank(value: str) -> str:
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
 
 _QUOTES = ('"', "'", "`")
+#: ``C:\\x`` or ``D:/x``: a Windows drive, which no path on this system starts with.
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+#: ``$HOME`` or ``${HOME}`` as the whole first part of a path: the same folder as ``~``.
+_HOME_VARIABLE = re.compile(r"^\$(?:HOME|\{HOME\})(?=/|$)")
+#: A backslash that escapes a character for the shell (``my\\ file.py``): the character is meant.
+_SHELL_ESCAPE = re.compile(r"\\(?=[ ()\[\]&;'\"])")
+
+
+def path_as_meant(value: str) -> str:
+    """A path as a model means it, in the one form every tool and policy read:
+
+    - without the spaces around it, and without the quotes around the whole of it (``"a.py"``,
+      ``'src/x y.py'``, a trailing space or line break after a copied path);
+    - a ``file://`` URL as its path (``file:///w/a.py``, ``file:a.py``, percent-escapes read);
+    - ``$HOME/x`` and ``${HOME}/x`` as ``~/x`` (the file tools read ``~`` as the home folder);
+    - Windows separators as ``/`` (``src\\a.py``), and a shell's ``\\ `` as the space it escapes.
+
+    No file a model means is named with those, and ``write`` would otherwise create one
+    (``sub\\new.py`` as one odd name, ``file:`` as a folder). A Windows drive (``C:\\x``) has no
+    reading here: ``ValueError`` says so. Every rule is applied until nothing changes, so the
+    result is a fixed point: the tool parses the checked arguments again and must read the very
+    path policy judged (``"'.env'"`` is ``.env`` for both)."""
+    while True:
+        before = value
+        value = value.strip()
+        while len(value) >= 2 and value[0] == value[-1] and value[0] in _QUOTES:
+            value = value[1:-1].strip()
+        if value.lower().startswith("file:"):
+            value = _file_url_path(value)
+        value = _HOME_VARIABLE.sub("~", value)
+        if _DRIVE.match(value):
+            raise ValueError(
+                "is a Windows drive path, which no file here has; send the path relative to the workspace (or absolute, with /)"
+            )
+        value = _SHELL_ESCAPE.sub("", value).replace("\\", "/")
+        if value == before:
+            return value
+
+
+def _file_url_path(url: str) -> str:
+    """``file:///w/a.py`` (or ``file://localhost/w/a.py``) as ``/w/a.py``, ``file:a.py`` as ``a.py``."""
+    from urllib.parse import unquote
+
+    rest = url[len("file:") :]
+    if rest.startswith("//"):
+        host, _, path = rest[2:].partition("/")
+        rest = "/" + path if host in ("", "localhost") else url
+    return unquote(rest)
 
 
 def _unquoted(value: Any) -> Any:
-    """A path as meant: without the spaces around it, and without the quotes around the whole
-    of it (``"a.py"``, ``'src/x y.py'``, a trailing space after a copied path). No file a model
-    means is named with those, and a ``write`` would otherwise create one. Every pair is taken
-    off, so the result is a fixed point: the tool parses the checked arguments again, and must
-    read the very path policy judged (``"'.env'"`` is ``.env`` for both)."""
-    if not isinstance(value, str):
-        return value
-    value = value.strip()
-    while len(value) >= 2 and value[0] == value[-1] and value[0] in _QUOTES:
-        value = value[1:-1].strip()
-    return value
+    """A path argument as meant (``path_as_meant``); anything not a string is left to validation."""
+    return path_as_meant(value) if isinstance(value, str) else value
 
 
 #: An optional file or folder path argument, read as meant (see ``_unquoted``).
