@@ -35,6 +35,7 @@ def _positive(seconds: float) -> float:
 
 
 class BashArguments(ToolArguments):
+    habit_names = {"cmd": "command", "cwd": "workdir", "working_directory": "workdir", "dir": "workdir"}
     command: NonBlank = Field(description="the command line, run with bash -c")
     # A validator rather than ``gt=0``: the schema keeps the keywords every provider accepts.
     timeout: Annotated[Seconds, AfterValidator(_positive)] | None = Field(

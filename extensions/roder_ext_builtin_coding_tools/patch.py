@@ -588,6 +588,7 @@ def _operations(arguments: dict[str, Any]) -> list[Operation]:
 
 
 class ApplyPatchArguments(ToolArguments):
+    habit_names = {"input": "patch", "diff": "patch", "patch_text": "patch"}
     patch: NonBlank = Field(description="the patch text, *** Begin Patch ... *** End Patch")
 
 

@@ -73,6 +73,7 @@ _COUNT_MARK = "\x1eroder-grep-count "
 
 
 class GrepArguments(ToolArguments):
+    habit_names = {"include": "glob", "-i": "case_insensitive", "ignore_case": "case_insensitive"}
     pattern: NonBlank = Field(description="regular expression to search for")
     path: PathText | None = Field(None, description="folder or file to search (default: the workspace)")
     glob: str | None = Field(None, description="only search files matching this glob")

@@ -27,7 +27,7 @@ import threading
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Protocol, TypeVar
+from typing import Annotated, Any, ClassVar, Protocol, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
@@ -54,6 +54,11 @@ class ToolArguments(BaseModel):
 
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
+    #: Other agents' names for this tool's arguments, read as the field they name when that
+    #: field was not sent too (``cwd`` for ``workdir``, ``input`` for ``patch``): a name with one
+    #: meaning, which the model learned from another tool's schema.
+    habit_names: ClassVar[Mapping[str, str]] = {}
+
     @model_validator(mode="before")
     @classmethod
     def _forgive_shapes(cls, data: Any) -> Any:
@@ -78,12 +83,17 @@ def _allows(annotation: Any, kinds: tuple[type, ...]) -> bool:
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
-def _field_named(fields: Mapping[str, Any], key: str, given: Mapping[str, Any]) -> str | None:
+def _field_named(model: type[BaseModel], key: str, given: Mapping[str, Any]) -> str | None:
     """The field an unknown key stands for: its camelCase spelling (``oldString``,
-    ``replaceAll``) or ``file_path``/``filePath`` for ``path``; None when it is none of them, or
-    when that field was sent as well (then the key is an extra and is ignored)."""
+    ``replaceAll``), ``file_path``/``filePath`` for ``path``, ``old_str`` for ``old_string`` (the
+    names of Anthropic's text editor tool), or one of the model's ``habit_names``; None when it
+    is none of them, or when that field was sent as well (then the key is an extra and is ignored)."""
+    fields = model.model_fields
     snake = _CAMEL.sub(r"_\1", key).lower()
     name = "path" if snake in ("file_path", "filepath") else snake
+    if name not in fields:
+        habits: Mapping[str, str] = getattr(model, "habit_names", {})
+        name = habits.get(key) or habits.get(name) or (name + "ing" if name.endswith("_str") else name)
     return name if name in fields and name not in given else None
 
 
@@ -92,7 +102,8 @@ def forgiven_shapes(model: type[BaseModel], data: Any) -> Any:
 
     - ``null`` for an optional argument whose type has no null: the default applies;
     - a list or object argument sent as a JSON string (``"[{...}]"``);
-    - a field spelled in camelCase, or ``file_path`` for ``path``.
+    - a field spelled in camelCase, ``file_path`` for ``path``, or another agent's name for it
+      (``_field_named``).
 
     Anything else is left for validation, which names the argument."""
     if not isinstance(data, dict):
@@ -100,7 +111,7 @@ def forgiven_shapes(model: type[BaseModel], data: Any) -> Any:
     fields = model.model_fields
     out: dict[str, Any] = {}
     for key, value in data.items():
-        name = key if key in fields else (_field_named(fields, key, data) or key)
+        name = key if key in fields else (_field_named(model, key, data) or key)
         field = fields.get(name)
         if field is None:
             out[key] = value
@@ -298,7 +309,18 @@ def parse_arguments(model: type[ArgumentsT], call: Call) -> ArgumentsT:
     try:
         return model.model_validate(call.arguments)
     except ValidationError as exc:
-        raise ToolArgumentError(describe_problems(call.name, exc)) from None
+        raise ToolArgumentError(describe_problems(call.name, exc) + _unknown_note(model, call)) from None
+
+
+def _unknown_note(model: type[ToolArguments], call: Call) -> str:
+    """``; unknown argument 'edits': edit takes path, ...``: a call refused for a missing
+    argument often sent it under a name of its own, which the model must learn to change."""
+    forgiven = forgiven_shapes(model, call.arguments)
+    unknown = [key for key in forgiven if key not in model.model_fields] if isinstance(forgiven, dict) else []
+    if not unknown:
+        return ""
+    plural = "s" if len(unknown) > 1 else ""
+    return f"; unknown argument{plural} {', '.join(map(repr, unknown))}: {call.name} takes {', '.join(model.model_fields)}"
 
 
 def checked_arguments(model: type[ToolArguments], call: Call) -> dict[str, Any]:

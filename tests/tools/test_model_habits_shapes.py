@@ -231,8 +231,8 @@ async def test_arguments_encoded_twice_are_the_object_in_every_dialect(dialect: 
     ("arguments", "note"),
     [
         (
-            {"command": "pwd", "cwd": "sub"},
-            "[ignored unknown argument 'cwd': bash takes command, timeout, workdir, run_in_background]",
+            {"command": "pwd", "folder": "sub"},
+            "[ignored unknown argument 'folder': bash takes command, timeout, workdir, run_in_background]",
         ),
         (
             {"command": "pwd", "timeout_ms": 5000, "shell": "zsh"},
@@ -241,7 +241,7 @@ async def test_arguments_encoded_twice_are_the_object_in_every_dialect(dialect: 
         ({"command": "pwd", "description": "Print the folder"}, None),
         ({"command": "pwd", "explanation": "to see where we are"}, None),
     ],
-    ids=["cwd", "two-unknown", "claude-description", "cursor-explanation"],
+    ids=["folder", "two-unknown", "claude-description", "cursor-explanation"],
 )
 async def test_unknown_arguments_are_named_in_the_result_not_dropped_silently(
     workspace: Path, arguments: dict[str, Any], note: str | None
