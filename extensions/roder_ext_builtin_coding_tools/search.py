@@ -33,6 +33,7 @@ from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContex
 
 from .backtracking import explosive
 from .common import BuiltinTool, ToolInputError, looks_binary, path_subject
+from .grep_readings import needs_pcre, other_readings
 
 MAX_MATCHES = 200
 MAX_LINE_CHARS = 400
@@ -193,6 +194,9 @@ class GrepTool(_SearchTool):
         literal = False
         try:
             page, engine = await self._search(ctx, args, shown, withheld, literal=False)
+            if not page.total:
+                page, engine, said = await self._other_reading(ctx, args, shown, withheld, (page, engine))
+                head += said
             if not page.total and _REGEX_SPECIAL.intersection(args.pattern):
                 withheld.clear()
                 as_text, engine_text = await self._search(ctx, args, shown, withheld, literal=True)
@@ -227,6 +231,23 @@ class GrepTool(_SearchTool):
                 "withheld": len(set(withheld)),
             },
         )
+
+    async def _other_reading(
+        self, ctx: ToolExecutionContext, args: GrepArguments, shown: str, withheld: list[str], found: tuple[_Page, str]
+    ) -> tuple[_Page, str, str]:
+        """The first of the pattern's other readings (``grep_readings``) that matches, with the
+        line saying so; ``found`` (nothing) when none does."""
+        for reading in other_readings(args.pattern, args.case_insensitive):
+            other = args.model_copy(update={"pattern": reading.pattern, "case_insensitive": reading.case_insensitive})
+            withheld.clear()
+            try:
+                page, engine = await self._search(ctx, other, shown, withheld, literal=False)
+            except ToolInputError:
+                continue
+            if page.total:
+                return page, engine, f"no matches for {args.pattern!r} as written; {reading.said}, it matches:\n"
+        withheld.clear()
+        return *found, ""
 
     async def _search(
         self, ctx: ToolExecutionContext, args: GrepArguments, shown: str, withheld: list[str], *, literal: bool
@@ -306,10 +327,9 @@ class GrepTool(_SearchTool):
         body, _, count = result.output.rstrip("\n").rpartition(_COUNT_MARK)
         total, stopped = (int(field) for field in count.split()) if count else (0, 0)
         if not count or (total == 0 and result.stderr.strip()):  # a bad pattern: rg says why on stderr
-            why = result.stderr.strip() or result.output.strip()
-            if "regex" in why:
-                raise BadPatternError(why.splitlines()[-1].removeprefix("error: "))
-            raise ToolInputError(why or "ripgrep failed")
+            if _without_pcre2(result.stderr or result.output):
+                return None
+            raise _rg_failure(result.stderr.strip() or result.output.strip())
         prefix = str(fs.resolve(".")).rstrip("/") + "/"
         lines = [line.removeprefix(prefix) for line in body.splitlines() if line]
         if not gated and any(fs.withheld(path) is not None for path in _files_of(lines, fs)):
@@ -335,6 +355,10 @@ class GrepTool(_SearchTool):
         if result.timed_out:
             raise ToolInputError(f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob")
         files = [name for name in result.output.split("\0") if name.strip()]
+        if not files and result.stderr.strip():
+            if _without_pcre2(result.stderr):
+                return None
+            raise _rg_failure(result.stderr.strip())
         if result.truncated or len(files) > MAX_GATED_FILES:
             return None
         fs = ctx.brokers.fs
@@ -382,11 +406,24 @@ class GrepTool(_SearchTool):
         yield from sorted(infos, key=lambda info: info.display.split("/"))
 
 
+def _rg_failure(why: str) -> ToolInputError:
+    """What ripgrep's complaint means: a bad pattern (then searched as text), or a plain failure."""
+    if "regex" in why:
+        return BadPatternError(why.splitlines()[-1].removeprefix("error: "))
+    return ToolInputError(why or "ripgrep failed")
+
+
+def _without_pcre2(why: str) -> bool:
+    """ripgrep was built without PCRE2: Python's engine searches look-around instead."""
+    return "PCRE2 is not available" in why
+
+
 def _rg_pattern(args: GrepArguments, literal: bool) -> list[str]:
-    """ripgrep's options for the pattern: as a regular expression, or as literal text."""
+    """ripgrep's options for the pattern: as a regular expression (PCRE2 for look-around and
+    backreferences, which ripgrep's own engine refuses), or as literal text."""
     return [
         *(["--ignore-case"] if args.case_insensitive else []),
-        *(["--fixed-strings"] if literal else []),
+        *(["--fixed-strings"] if literal else ["--pcre2"] if needs_pcre(args.pattern) else []),
         "--regexp",
         args.pattern,
     ]
