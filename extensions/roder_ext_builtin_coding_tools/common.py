@@ -247,6 +247,32 @@ def without_line_numbers(text: str, *, strict: bool = True) -> str | None:
     return "\n".join(kept)
 
 
+#: An escape as JSON writes it inside a string: ``\n``, ``\t``, ``\r``, ``\"``, ``\\``, ``\/``.
+_JSON_ESCAPE = re.compile(r'\\(["\\/nrt])')
+#: ``\n`` as an escape (an odd number of backslashes before the ``n``).
+_ESCAPED_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\n")
+ESCAPED_TWICE = "its \\n escapes were read as line breaks, since it had no real ones (it was escaped twice)"
+
+
+def json_unescaped(text: str) -> str:
+    """``text`` with JSON's string escapes read once more (``\\n`` a line break, ``\\\\`` one backslash)."""
+    return _JSON_ESCAPE.sub(lambda match: {"n": "\n", "t": "\t", "r": "\r"}.get(match[1], match[1]), text)
+
+
+def escaped_twice(text: str) -> str | None:
+    """``text`` as meant when a model escaped it twice (its JSON held ``\\\\n`` for a line break):
+    no real line break, but ``\\n`` escapes that end it or start an indented line
+    (``def f():\\n    return 1\\n``); None otherwise. A one-line text's own escapes
+    (``print("a\\nb")``) are no such sign and stay as written."""
+    if "\n" in text:
+        return None
+    for match in _ESCAPED_BREAK.finditer(text):
+        after = text[match.end() :]
+        if not after or after.startswith(("  ", "\\t", "\\n")):
+            return json_unescaped(text)
+    return None
+
+
 def _own_endings(old: str, new: str, endings: list[str], default: str) -> str:
     """``new`` (LF endings) with the line endings of a file that mixes them: a line kept from
     ``old``, or changed in place, keeps its own; an added line gets ``default``."""

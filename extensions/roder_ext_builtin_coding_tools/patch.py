@@ -43,7 +43,7 @@ from roder_core.kernel.file_ledger import digest_of
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments, path_as_meant
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
-from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, unified_diff
+from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, json_unescaped, path_key, unified_diff
 from .edit import closest_line
 from .freshness import changed_since_note, record
 from .matching import IndentMismatch, Reindenter, already_there, normalize_punctuation
@@ -269,6 +269,8 @@ def from_unified_diff(text: str) -> str | None:
 
 
 def parse_patch(patch: str) -> list[Operation]:
+    if "\n" not in patch.strip() and "\\n" in patch:  # a patch is lines: one line of \n escapes was escaped twice
+        patch = json_unescaped(patch)
     patch = _unfenced(patch)
     wrapped = patch_in_command(patch) if not patch.strip().startswith(BEGIN) else None
     if wrapped is not None:  # the shell form pasted as the argument: <<'EOF' ... EOF around it

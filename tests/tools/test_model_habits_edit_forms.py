@@ -131,6 +131,19 @@ APPLIES: dict[str, tuple[bytes, str, str, bytes]] = {
         "  2\u2192\tif a:\n  3\u2192\t\treturn 9",
         TABS.replace("return 1", "return 9").encode(),
     ),
+    "escaped-twice": (
+        PY.encode(),
+        "    if a:\\n        return 1",
+        '    if a:\\n        return 9\\n    print(\\"a\\\\tb\\")',
+        PY.replace("        return 1\n", '        return 9\n    print("a\\tb")\n').encode(),
+    ),
+    "escaped-twice-new-only": (
+        PY.encode(),
+        "        return 1\n",
+        "        x = 1\\n        return x\\n",
+        PY.replace("        return 1\n", "        x = 1\n        return x\n").encode(),
+    ),
+    "one-line-escape-kept": (b's = "a"\n', 's = "a"', 's = "a\\nb"', b's = "a\\nb"\n'),
     "read-line-numbers-new-only": (b"if a:\n    x = 1\n", "    x = 1", "     2\t    x = 2", b"if a:\n    x = 2\n"),
     "tab-separated-new-kept": (b"id\tname\n", "id\tname\n", "id\tname\n1\tAlice\n2\tBob\n", b"id\tname\n1\tAlice\n2\tBob\n"),
     "no-final-newline": (b"x = 1\ny = 2", "y = 2\n", "y = 3\n", b"x = 1\ny = 3"),
@@ -255,3 +268,24 @@ async def test_write_leaves_out_line_numbers_copied_from_read(workspace: Path, c
     assert not result.is_error, result.text
     assert (workspace / "new.txt").read_text() == written
     assert result.text.endswith("(the line numbers copied from read's output were left out; check the file)") == note
+
+
+@pytest.mark.parametrize(
+    ("content", "written", "note"),
+    [
+        ("def g():\\n    return 1\\n", "def g():\n    return 1\n", True),
+        ("x = 1\\ny = 2\\n", "x = 1\ny = 2\n", True),
+        ('if a:\\n\\tprint(\\"a\\\\n\\")\\n', 'if a:\n\tprint("a\\n")\n', True),
+        ('print("a\\nb")\n', 'print("a\\nb")\n', False),
+        ('print("a\\nb")', 'print("a\\nb")', False),
+    ],
+    ids=["indented", "ends-with-escape", "tab-quotes-and-backslash", "string-escape-in-a-file", "one-line-of-code"],
+)
+async def test_write_reads_content_escaped_twice_as_lines(workspace: Path, content: str, written: str, note: bool) -> None:
+    """A model that escaped its text twice sends one line of ``\\n`` escapes; a one-line file's
+    own escapes stay as written."""
+    _rt, [result] = await run_script(workspace, [{"tool_calls": [call("write", path="new.py", content=content)]}, {"text": "ok"}])
+    assert not result.is_error, result.text
+    assert (workspace / "new.py").read_text() == written
+    said = "(its \\n escapes were read as line breaks, since it had no real ones (it was escaped twice); check the file)"
+    assert result.text.endswith(said) == note, result.text

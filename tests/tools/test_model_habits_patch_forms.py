@@ -131,6 +131,11 @@ APPLIES: dict[str, tuple[dict[str, bytes], str, dict[str, bytes | None]]] = {
         codex("*** Add File: n.txt", "+last", "\\ No newline at end of file"),
         {"n.txt": b"last"},
     ),
+    "escaped-twice": (
+        {"a.py": b"x = 1\ny = 1\n"},
+        codex("*** Update File: a.py", "@@", " x = 1", "-y = 1", "+y = 2").replace("\n", "\\n"),
+        {"a.py": b"x = 1\ny = 2\n"},
+    ),
     "crlf-file": (
         {"a.py": b"x = 1\r\ny = 2\r\n"},
         codex("*** Update File: a.py", "@@", " x = 1", "-y = 2", "+y = 3"),
