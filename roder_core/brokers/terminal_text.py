@@ -100,6 +100,43 @@ class TerminalText:
         return bytes(out)
 
 
+#: Bytes no text line holds: C0 controls but tab, newline, carriage return and ESC (whose
+#: sequences ``TerminalText`` already removed), and DEL.
+_BINARY_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
+#: Lines with their ``\n`` (only ``\n`` ends a line here: a carriage return was a rewrite).
+_LINES = re.compile(rb"[^\n]*\n|[^\n]+$")
+BINARY_NOTE = "[binary output not shown; to see its bytes, pipe the command through: xxd | head]"
+
+
+def shown_text(data: bytes) -> str:
+    """Output bytes as the model reads them: UTF-8 (a stray byte as ``\ufffd``); a few control
+    bytes in a text line written as escapes (``a\\x00b`` from ``find -print0``), and each run of
+    lines that is mostly not text (``cat`` of an image, ``head -c`` of a program) replaced by one
+    line saying so and how to look at it. Raw, such bytes are noise that costs tokens, and a NUL
+    breaks some providers' requests."""
+    if _BINARY_BYTES.search(data) is None:
+        return data.decode("utf-8", errors="replace")
+    out: list[bytes] = []
+    for line in _LINES.findall(data):
+        controls = len(_BINARY_BYTES.findall(line))
+        if controls and (controls * 3 > len(line) or not _utf8(line)):
+            if not out or out[-1] != BINARY_NOTE.encode() + b"\n":
+                out.append(BINARY_NOTE.encode() + b"\n")
+            continue
+        out.append(_BINARY_BYTES.sub(lambda byte: b"\\x%02x" % byte[0][0], line))
+    if not data.endswith(b"\n") and out and out[-1] == BINARY_NOTE.encode() + b"\n":
+        out[-1] = out[-1][:-1]
+    return b"".join(out).decode("utf-8", errors="replace")
+
+
+def _utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def terminal_text(text: str) -> str:
     """A whole text cleaned at once (output read back from a log)."""
     cleaner = TerminalText()

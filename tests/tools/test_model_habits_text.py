@@ -67,3 +67,10 @@ def test_task_output_is_cleaned_the_same_way(tmp_path: Path) -> None:
     log.feed(b"\x1b[31mred\x1b[0m\nstep 1/3\rstep 2/3\rstep 3/3\n")
     log.close()
     assert log.read().text == "red\nstep 3/3\n"
+
+
+def test_task_output_shows_binary_the_same_way(tmp_path: Path) -> None:
+    log = TaskLog(tmp_path / "task.log")
+    log.feed(b"start\n\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00\nend\n")
+    log.close()
+    assert log.read().text == "start\n[binary output not shown; to see its bytes, pipe the command through: xxd | head]\nend\n"
