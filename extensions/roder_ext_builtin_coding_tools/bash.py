@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field
 
 from roder_core.brokers.command_conditions import CommandConditions, no_network_note
 from roder_core.brokers.refusal_notes import refusal_notes
+from roder_core.brokers.terminal_text import shown_text
 from roder_core.errors import RoderError
 from roder_core.ir import CommandExecutionItem, ItemStatus, ToolSpec
 from roder_core.kernel.tool_args import NonBlank, PathText, Seconds, ToolArguments, parse_arguments
@@ -239,7 +240,7 @@ class BashTool(BuiltinTool):
             footer += "\n" + background_note(jobs)
         if not result.timed_out and result.exit_code == 0 and (state := state_that_ends(command)):
             footer += "\n" + state
-        output = result.output
+        output = shown_text(result.output)
         text = f"{output}\n{footer}" if output else f"(no output)\n{footer}"
         failed = result.timed_out or result.exit_code != 0
         view = CommandExecutionItem(

@@ -22,7 +22,7 @@ from roder_core.brokers import OutputSink, ProcessResult
 from roder_core.brokers.private_files import open_private
 from roder_core.brokers.redaction import StreamRedactor
 from roder_core.brokers.secrets import SecretRedactor
-from roder_core.brokers.terminal_text import TerminalText, shown_text
+from roder_core.brokers.terminal_text import TerminalText
 
 MAX_LINES = 2000
 MAX_BYTES = 50_000
@@ -148,7 +148,7 @@ class OutputCollector:
     def text(self) -> tuple[str, bool]:
         """The output for the model and whether it was truncated."""
         if not self.spilled:
-            return shown_text(bytes(self._buffer)), False
+            return bytes(self._buffer).decode("utf-8", errors="replace"), False
         kept = b"".join(self._tail)
         start = max(0, len(kept) - MAX_BYTES // 2)
         # the tail holds more than it shows once anything was dropped, so the byte before it is known
@@ -232,8 +232,8 @@ def head_and_tail(
         hint = f"sed -n '{gap[0]},{min(gap[1], gap[0] + 99)}p' {path}"
     else:  # only part of a long line is missing: its bytes
         hint = f"tail -c +{offset + len(head_shown) + 1} {path} | head -c 2000"
-    head_text = shown_text(head_shown) + (" …[line cut]" if head_cut else "")
-    tail_text = ("[line cut]… " if tail_cut else "") + shown_text(tail_shown)
+    head_text = head_shown.decode("utf-8", errors="replace") + (" …[line cut]" if head_cut else "")
+    tail_text = ("[line cut]… " if tail_cut else "") + tail_shown.decode("utf-8", errors="replace")
     lines_in_all = newlines + (0 if ends else 1)
     counted = f"{lines_in_all} line{'' if lines_in_all == 1 else 's'}, {size} bytes in all"
     marker = (

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from roder_core.brokers.command_output import MAX_BYTES, MAX_LINES, SPILL_CAP_BYTES, head_and_tail
 from roder_core.brokers.private_files import open_private
-from roder_core.brokers.terminal_text import shown_text, terminal_text
+from roder_core.brokers.terminal_text import terminal_text
 
 #: The last line shown in task lists is cut to this many characters.
 LAST_LINE_CHARS = 200
@@ -95,7 +95,7 @@ class TaskLog:
             handle.seek(start - self._base)
             if size <= MAX_BYTES:
                 data = handle.read(size)
-                text = shown_text(data)
+                text = data.decode("utf-8", errors="replace")
                 if text.count("\n") <= MAX_LINES:
                     return self._slice(text, since, end, 0)
             first_line = 1 + _newlines(handle, 0, start - self._base)

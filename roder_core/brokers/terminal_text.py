@@ -100,41 +100,35 @@ class TerminalText:
         return bytes(out)
 
 
-#: Bytes no text line holds: C0 controls but tab, newline, carriage return and ESC (whose
-#: sequences ``TerminalText`` already removed), and DEL.
-_BINARY_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
-#: Lines with their ``\n`` (only ``\n`` ends a line here: a carriage return was a rewrite).
-_LINES = re.compile(rb"[^\n]*\n|[^\n]+$")
+#: Characters no text line holds: C0 controls but tab, newline, carriage return and ESC (whose
+#: sequences ``TerminalText`` already removed), DEL, and U+FFFD (a byte that was not UTF-8).
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
+#: The control characters of ``_NOT_TEXT``, written as escapes in a line that is text.
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
+#: Lines with their ``\n`` (only ``\n`` ends a line here).
+_LINES = re.compile("[^\n]*\n|[^\n]+$")
 BINARY_NOTE = "[binary output not shown; to see its bytes, pipe the command through: xxd | head]"
 
 
-def shown_text(data: bytes) -> str:
-    """Output bytes as the model reads them: UTF-8 (a stray byte as ``\ufffd``); a few control
-    bytes in a text line written as escapes (``a\\x00b`` from ``find -print0``), and each run of
-    lines that is mostly not text (``cat`` of an image, ``head -c`` of a program) replaced by one
-    line saying so and how to look at it. Raw, such bytes are noise that costs tokens, and a NUL
-    breaks some providers' requests."""
-    if _BINARY_BYTES.search(data) is None:
-        return data.decode("utf-8", errors="replace")
-    out: list[bytes] = []
-    for line in _LINES.findall(data):
-        controls = len(_BINARY_BYTES.findall(line))
-        if controls and (controls * 3 > len(line) or not _utf8(line)):
-            if not out or out[-1] != BINARY_NOTE.encode() + b"\n":
-                out.append(BINARY_NOTE.encode() + b"\n")
+def shown_text(text: str) -> str:
+    """Command output as the model reads it (``bash`` and ``task_output`` results): each run
+    of lines that is mostly not text (``cat`` of an image, ``head -c`` of a program) becomes
+    one line saying so and how to look at it, and a few control characters in a line of text
+    are written as escapes (``a.py\\x00b.py`` from ``find -print0``). Raw, such bytes are
+    noise that costs tokens, and a NUL breaks some providers' requests. Roder's own commands
+    (ripgrep's ``--null`` lists) read their output before this, exactly as printed."""
+    if _CONTROLS.search(text) is None:
+        return text
+    out: list[str] = []
+    for line in _LINES.findall(text):
+        body = line.removesuffix("\n")
+        if len(_NOT_TEXT.findall(body)) * 3 > len(body):
+            if out and out[-1].startswith(BINARY_NOTE):
+                out.pop()  # one note for the whole run; its last line says how the run ends
+            out.append(BINARY_NOTE + line[len(body) :])
             continue
-        out.append(_BINARY_BYTES.sub(lambda byte: b"\\x%02x" % byte[0][0], line))
-    if not data.endswith(b"\n") and out and out[-1] == BINARY_NOTE.encode() + b"\n":
-        out[-1] = out[-1][:-1]
-    return b"".join(out).decode("utf-8", errors="replace")
-
-
-def _utf8(line: bytes) -> bool:
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+        out.append(_CONTROLS.sub(lambda char: f"\\x{ord(char[0]):02x}", line))
+    return "".join(out)
 
 
 def terminal_text(text: str) -> str:
