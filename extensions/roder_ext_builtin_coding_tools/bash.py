@@ -4,14 +4,16 @@ process broker, or start it as a background task (the ``shell`` task executor)."
 from __future__ import annotations
 
 import functools
+import json
 import posixpath
 import re
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import PurePath
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from roder_core.brokers.command_conditions import CommandConditions, no_network_note
 from roder_core.brokers.refusal_notes import refusal_notes
@@ -35,9 +37,30 @@ def _positive(seconds: float) -> float:
     return seconds
 
 
+#: ``bash -c`` / ``sh -lc`` / ``zsh -c``: a shell given the command line as one argument.
+_SHELL_C = re.compile(r"^(?:/(?:usr/)?bin/)?(?:ba|z|da)?sh$")
+
+
+def _command_line(value: Any) -> Any:
+    """A command sent as an argument vector (Codex's ``["bash", "-lc", "ls"]``, or the same
+    list as a JSON string) as the command line it stands for: the shell's own command line
+    when it is ``SHELL -c LINE``, else the words quoted for the shell. A string that is no
+    such list, and anything else, is left to validation."""
+    if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    if not isinstance(value, list) or not value or not all(isinstance(word, str) for word in value):
+        return value
+    if len(value) == 3 and _SHELL_C.match(value[0]) and value[1] in ("-c", "-lc", "-ic"):
+        return value[2]
+    return shlex.join(value)
+
+
 class BashArguments(ToolArguments):
     habit_names = {"cmd": "command", "cwd": "workdir", "working_directory": "workdir", "dir": "workdir"}
-    command: NonBlank = Field(description="the command line, run with bash -c")
+    command: Annotated[NonBlank, BeforeValidator(_command_line)] = Field(description="the command line, run with bash -c")
     # A validator rather than ``gt=0``: the schema keeps the keywords every provider accepts.
     timeout: Annotated[Seconds, AfterValidator(_positive)] | None = Field(
         None, description=f"seconds (not milliseconds) before the command is killed (default {DEFAULT_TIMEOUT})"
