@@ -18,6 +18,7 @@ What a listing may show is decided in one place, the file broker's ``find_files`
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Iterator
@@ -493,14 +494,33 @@ class GlobTool(_SearchTool):
         base = fs.display(fs.resolve(args.path or "."))
         withheld: list[str] = []
         found, total = fs.find_files(args.path or ".", args.pattern, limit=MAX_FILES, withheld=withheld)
+        head = ""
+        folder = None if found else _folder_named(fs, args.path or ".", args.pattern)
+        if folder is not None:  # "src": the model means the files in it, as ls -R would list them
+            inside = "**" if folder == "." else f"{folder}/**"
+            found, total = fs.find_files(args.path or ".", inside, limit=MAX_FILES, withheld=withheld)
+            head = f"({args.pattern!r} names a folder, not files; the files in it ({inside!r}):)\n"
         if not found:
             text = f"no files match {args.pattern!r} in {base}"
         else:
             text = "\n".join(info.display for info in found)
             if total > MAX_FILES:
                 text += f"\n\n[{total - MAX_FILES} more files not shown; narrow the pattern]"
-        text += withheld_note(withheld)
+        text = head + text + withheld_note(withheld)
         return ToolResult(id=call.id, name=call.name, text=text, data={"count": total})
+
+
+def _folder_named(fs: FileSystemBroker, base: str, pattern: str) -> str | None:
+    """The folder below ``base`` that a glob without glob characters names (``src``, ``src/``,
+    ``.``), as the pattern of its files should start; None when it names none."""
+    name = pattern.strip().rstrip("/").removeprefix("./") or "."
+    if _GLOB_CHARS.intersection(name) or name.startswith("!"):
+        return None
+    try:
+        is_folder = fs.stat(posixpath.join(base, name)).kind == "dir"
+    except (BrokerDenied, OSError):
+        return None
+    return name if is_folder else None
 
 
 class LsTool(_SearchTool):
