@@ -144,6 +144,30 @@ APPLIES: dict[str, tuple[bytes, str, str, bytes]] = {
         PY.replace("        return 1\n", "        x = 1\n        return x\n").encode(),
     ),
     "one-line-escape-kept": (b's = "a"\n', 's = "a"', 's = "a\\nb"', b's = "a\\nb"\n'),
+    "spaces-in-new-for-a-tab-file": (
+        TABS.encode(),
+        "\t\treturn 1",
+        "        log(a)\n        return 1",
+        TABS.replace("\t\treturn 1", "\t\tlog(a)\n\t\treturn 1").encode(),
+    ),
+    "tabs-in-new-for-a-space-file": (
+        PY.encode(),
+        "        return 1",
+        "\t\tlog(a)\n\t\treturn 1",
+        PY.replace("        return 1", "        log(a)\n        return 1").encode(),
+    ),
+    "makefile-recipe-with-spaces": (
+        b"all:\n\tcc -o a a.c\n\ttouch done\n",
+        "\tcc -o a a.c",
+        "    cc -O2 -o a a.c",
+        b"all:\n\tcc -O2 -o a a.c\n\ttouch done\n",
+    ),
+    "whole-body-restyled-as-asked": (
+        b"def f():\n\tif a:\n\t\treturn 1\n",
+        "\tif a:\n\t\treturn 1",
+        "    if a:\n        return 2",
+        b"def f():\n    if a:\n        return 2\n",
+    ),
     "read-line-numbers-new-only": (b"if a:\n    x = 1\n", "    x = 1", "     2\t    x = 2", b"if a:\n    x = 2\n"),
     "tab-separated-new-kept": (b"id\tname\n", "id\tname\n", "id\tname\n1\tAlice\n2\tBob\n", b"id\tname\n1\tAlice\n2\tBob\n"),
     "no-final-newline": (b"x = 1\ny = 2", "y = 2\n", "y = 3\n", b"x = 1\ny = 3"),
@@ -289,3 +313,15 @@ async def test_write_reads_content_escaped_twice_as_lines(workspace: Path, conte
     assert (workspace / "new.py").read_text() == written
     said = "(its \\n escapes were read as line breaks, since it had no real ones (it was escaped twice); check the file)"
     assert result.text.endswith(said) == note, result.text
+
+
+async def test_spaces_that_are_no_whole_number_of_tabs_are_written_as_sent_saying_so(workspace: Path) -> None:
+    error, text, written = await _edit(
+        workspace, "f.txt", TABS.encode(), old_string="\t\treturn 1", new_string="         return 2"
+    )
+    assert not error, text
+    assert text.startswith(
+        "edited f.txt: 1 replacement (new_string is indented with spaces and the file with tabs, in no whole number of "
+        "tabs; it was written as sent; check the diff)"
+    ), text
+    assert written == TABS.replace("\t\treturn 1", "         return 2").encode()
