@@ -300,7 +300,9 @@ def parse_patch(patch: str) -> list[Operation]:
         elif line.startswith(MOVE):
             if current.kind != "update" or current.hunks or current.move_to:
                 raise PatchError(f"line {number}: '*** Move to:' must follow '*** Update File:' directly")
-            current.move_to = _patch_path(line[len(MOVE) :], number)
+            target = _patch_path(line[len(MOVE) :], number)
+            # "Move to: sub/" names a folder: as with mv, the file keeps its name in it
+            current.move_to = target + posixpath.basename(current.path) if target.endswith("/") else target
         elif line.startswith("\\ "):
             _mark_unterminated(current, hunk, number)
         elif current.kind == "add":

@@ -136,6 +136,11 @@ APPLIES: dict[str, tuple[dict[str, bytes], str, dict[str, bytes | None]]] = {
         codex("*** Update File: a.py", "@@", " x = 1", "-y = 1", "+y = 2").replace("\n", "\\n"),
         {"a.py": b"x = 1\ny = 2\n"},
     ),
+    "move-into-a-folder": (
+        {"a.py": b"x = 1\n"},
+        codex("*** Update File: a.py", "*** Move to: sub/", "@@", "-x = 1", "+x = 2"),
+        {"a.py": None, "sub/a.py": b"x = 2\n"},
+    ),
     "crlf-file": (
         {"a.py": b"x = 1\r\ny = 2\r\n"},
         codex("*** Update File: a.py", "@@", " x = 1", "-y = 2", "+y = 3"),
