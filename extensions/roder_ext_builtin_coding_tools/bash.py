@@ -131,6 +131,42 @@ def state_that_ends(command: str) -> str:
     )
 
 
+#: Programs that draw on a terminal's whole screen and wait for keys: with no terminal they fill
+#: the output with their screen until the timeout (``vi x`` held a call for its two minutes).
+_FULL_SCREEN = {
+    "vi": "edit or write",
+    "vim": "edit or write",
+    "nvim": "edit or write",
+    "view": "read",
+    "nano": "edit or write",
+    "pico": "edit or write",
+    "emacs": "edit or write",
+    "micro": "edit or write",
+    "joe": "edit or write",
+    "htop": "ps aux or top -b -n 1",
+    "btop": "ps aux or top -b -n 1",
+    "nmtui": "nmcli",
+    "mc": "ls or glob",
+    "ranger": "ls or glob",
+}
+#: Options that run these programs without a screen (``vim -es``, ``emacs --batch``, ``--version``).
+_BATCH_OPTIONS = frozenset({"-es", "-Es", "-e", "--batch", "-batch", "--headless", "+q", "-c", "--version", "--help", "-h"})
+
+
+def full_screen_program(command: str) -> str:
+    """Why ``command`` is not run, when a part of it starts a full-screen program that waits on a
+    terminal (``vim a.py``, ``nano x``; not ``vim -es`` nor ``emacs --batch``); "" otherwise."""
+    for part in split_command(command).parts:
+        words = part.words
+        name = posixpath.basename(words[0]) if words else ""
+        if name in _FULL_SCREEN and not _BATCH_OPTIONS.intersection(words[1:]):
+            return (
+                f"not run: {name} is a full-screen program that waits for a terminal's keys, and commands run "
+                f"without a terminal (it would hold the call until the timeout); use {_FULL_SCREEN[name]} instead"
+            )
+    return ""
+
+
 def background_note(jobs: list[str]) -> str:
     """What a command that sent jobs to the background with ``&`` is told: what still ran was
     stopped with it (the process group, and the sandbox's process namespace, end with it)."""
@@ -217,6 +253,9 @@ class BashTool(BuiltinTool):
         args = parse_arguments(BashArguments, call)
         if args.timeout is not None and args.timeout > MAX_TIMEOUT:
             raise ToolInputError(timeout_in_milliseconds(args.timeout))
+        refusal = full_screen_program(args.command)
+        if refusal:
+            raise ToolInputError(refusal)
         if not args.run_in_background and ctx.deadline is not None and ctx.deadline - time.time() <= 1:
             raise ToolInputError("not started: the turn's time budget is used up; give your final answer")
         return args

@@ -45,6 +45,37 @@ BINARY = "[binary output not shown; to see its bytes, pipe the command through: 
 
 
 @pytest.mark.parametrize(
+    ("command", "name", "instead"),
+    [
+        ("vim a.py", "vim", "edit or write"),
+        ("cd sub && nano notes.txt", "nano", "edit or write"),
+        ("/usr/bin/vi +12 a.py", "vi", "edit or write"),
+        ("htop", "htop", "ps aux or top -b -n 1"),
+    ],
+    ids=["vim", "nano-after-cd", "vi-by-path", "htop"],
+)
+async def test_full_screen_programs_are_not_run_and_say_what_to_use(
+    workspace: Path, command: str, name: str, instead: str
+) -> None:
+    """With no terminal they would fill the output with their screen until the timeout."""
+    error, text = await _bash(workspace, command)
+    assert error
+    assert text == (
+        f"not run: {name} is a full-screen program that waits for a terminal's keys, and commands run without a "
+        f"terminal (it would hold the call until the timeout); use {instead} instead"
+    )
+
+
+@pytest.mark.parametrize(
+    "command", ["echo vim a.py", "vim --version >/dev/null 2>&1; echo ran", "emacs --batch -Q 2>/dev/null; echo ran"]
+)
+async def test_those_programs_named_or_run_without_a_screen_still_run(workspace: Path, command: str) -> None:
+    error, text = await _bash(workspace, command)
+    assert not error, text
+    assert text.split("\n")[0] in ("vim a.py", "ran")
+
+
+@pytest.mark.parametrize(
     ("command", "shown"),
     [
         ("printf '\\033[31mred\\033[0m \\033[1;32mbold green\\033[0m\\n'", "red bold green\n"),
