@@ -104,6 +104,10 @@ def _line_edit(text: str, old: str, new: str, replace_all: bool, *, loose: bool)
         out: list[str] = []
         for tag, i1, i2, j1, j2 in kept:
             out += found[i1:i2] if tag == "equal" else fitted[j1:j2]
+        if start + len(quoted) == len(lines) and lines[-1] == "" and out[-1:] != [""]:
+            # a blank line quoted at the end matched the "" after the final line break: the
+            # file keeps that line break
+            out.append("")
         lines[start : start + len(quoted)] = out
     first, last = starts[0] + 1, starts[0] + len(quoted)
     where = f"line {first}" if first == last else f"lines {first}-{last}"

@@ -170,6 +170,7 @@ APPLIES: dict[str, tuple[bytes, str, str, bytes]] = {
     ),
     "read-line-numbers-new-only": (b"if a:\n    x = 1\n", "    x = 1", "     2\t    x = 2", b"if a:\n    x = 2\n"),
     "tab-separated-new-kept": (b"id\tname\n", "id\tname\n", "id\tname\n1\tAlice\n2\tBob\n", b"id\tname\n1\tAlice\n2\tBob\n"),
+    "blank-line-quoted-past-the-end": (b"x = 1\n", "x = 1\n\n", "x = 2\n", b"x = 2\n"),
     "no-final-newline": (b"x = 1\ny = 2", "y = 2\n", "y = 3\n", b"x = 1\ny = 3"),
     "no-final-newline-exact": (b"x = 1\ny = 2", "y = 2", "y = 3", b"x = 1\ny = 3"),
     "long-line-kept": (b"x = '" + b"a" * 200_000 + b"'\ny = 1\n", "y = 1", "y = 2", b"x = '" + b"a" * 200_000 + b"'\ny = 2\n"),
