@@ -279,6 +279,11 @@ def parse_patch(patch: str) -> list[Operation]:
         diff = None if patch.strip().startswith(BEGIN) else from_unified_diff(patch)
         patch = diff or _between_markers(patch)
     lines = patch.strip().splitlines()
+    if lines and lines[0].startswith("@@"):
+        raise PatchError(
+            f"the patch has a hunk but names no file: start it with {BEGIN!r} and '*** Update File: PATH' "
+            "(or, as a unified diff, with '--- a/PATH' and '+++ b/PATH' lines)"
+        )
     if not lines or lines[0].strip() != BEGIN:
         raise PatchError(f"the patch must start with {BEGIN!r}")
     if lines[-1].strip() != END:

@@ -268,6 +268,12 @@ REFUSED: dict[str, tuple[dict[str, bytes], str, str]] = {
         "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n",
         "the patch must end with '*** End Patch'",
     ),
+    "hunk-without-a-file": (
+        {"a.py": b"x = 1\n"},
+        "@@ -1 +1 @@\n-x = 1\n+x = 2\n",
+        "the patch has a hunk but names no file: start it with '*** Begin Patch' and '*** Update File: PATH' (or, as a "
+        "unified diff, with '--- a/PATH' and '+++ b/PATH' lines)",
+    ),
     "add-existing": (
         {"a.py": b"x = 1\n"},
         codex("*** Add File: a.py", "+y = 1"),
