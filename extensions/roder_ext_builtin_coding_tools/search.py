@@ -238,6 +238,7 @@ class GrepTool(_SearchTool):
     ) -> tuple[_Page, str, str]:
         """The first of the pattern's other readings (``grep_readings``) that matches, with the
         line saying so; ``found`` (nothing) when none does."""
+        as_written = list(withheld)
         for reading in other_readings(args.pattern, args.case_insensitive):
             other = args.model_copy(update={"pattern": reading.pattern, "case_insensitive": reading.case_insensitive})
             withheld.clear()
@@ -247,7 +248,7 @@ class GrepTool(_SearchTool):
                 continue
             if page.total:
                 return page, engine, f"no matches for {args.pattern!r} as written; {reading.said}, it matches:\n"
-        withheld.clear()
+        withheld[:] = as_written  # what the search as written withheld is still said
         return *found, ""
 
     async def _search(
