@@ -28,6 +28,8 @@ from roder_tui.widgets.messages import numbered_diff
 PREVIEW_LIMIT = 2000
 BACKGROUND_NOTE = "\nruns in the background: it keeps running after this call returns (the tasks panel lists it)"
 ARGUMENTS_LIMIT = 20_000
+#: Said when what will run does not fit the dialog: the rest is below the preview's fold.
+CUT_WARNING = "the preview is taller than this dialog; scroll it to see all of what will run"
 #: Said under a command that holds characters a terminal would hide or interpret.
 HIDDEN_WARNING = "this command contains control or invisible characters, shown in the preview as ␛, ␍ or <U+…>"
 
@@ -68,9 +70,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             with Vertical(id="approval-head"):
                 asker = f"{req.agent} asks: " if req.agent else ""
                 yield Static(f"{asker}Allow {req.tool}?", id="approval-title", markup=False)
-                notice = self._notice()
-                if notice:
-                    yield Static(notice, id="approval-notice", markup=False)
+                notice = Static(self._notice(), id="approval-notice", markup=False)
+                notice.display = bool(self._notice())
+                yield notice
             with VerticalScroll(id="approval-preview"):
                 if req.reason:
                     yield Static(req.reason, id="approval-reason", markup=False)
@@ -111,6 +113,27 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         if lines > 1:
             said.append(f"the command is {lines} lines long; scroll the preview to see all of it")
         return "\n".join(said)
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._say_when_cut)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._say_when_cut)
+
+    def _say_when_cut(self) -> None:
+        """Measured, not guessed: whatever pushes the end of a command or of a call's arguments
+        below the fold (one line of thousands of blank-looking characters, a long reason above
+        it, a small terminal), the docked head says so once the preview is laid out. A diff
+        that scrolls is left alone: its length is no disguise."""
+        if self.request.diff is not None:
+            return
+        said = self._notice()
+        scrolled = self.query_one("#approval-preview", VerticalScroll).max_scroll_y > 0
+        if scrolled and "\n" not in (self.request.command or ""):  # several lines: already said
+            said = f"{said}\n{CUT_WARNING}" if said else CUT_WARNING
+        notice = self.query_one("#approval-notice", Static)
+        notice.update(said)
+        notice.display = bool(said)
 
     def _keys(self) -> Group:
         """The key legend, each row as two columns, so a label that wraps (the rule "always" saves, at 40

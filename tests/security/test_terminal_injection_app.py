@@ -21,7 +21,7 @@ import pytest
 
 from roder_core.ir import ThreadSummary
 from roder_core.testing.fake_server import ThreadedFakeServer
-from roder_tui.screens.approval import HIDDEN_WARNING
+from roder_tui.screens.approval import CUT_WARNING, HIDDEN_WARNING
 from tests.e2e.test_tui_tmux import Tmux
 from tests.security.terminal_support import HOSTILE, payload_sequences, provider_config, unsafe_characters
 
@@ -127,8 +127,13 @@ _LONG = "the command is 81 lines long; scroll the preview to see all of it"
         ("echo hi" + "\n" * 80 + "touch pwned", _LONG, "$ echo hi"),
         ("echo hi\u202e; touch pwned", HIDDEN_WARNING, "$ echo hi<U+202E>; touch pwned"),
         ("echo hi\r; touch pwned", HIDDEN_WARNING, "$ echo hi␍; touch pwned"),
+        # one line of blank-looking characters that are not spaces (the shell keeps them in a
+        # word, Rich does not wrap at them): the payload lands below the fold
+        ("echo hi" + "\u2800" * 1500 + "; touch pwned", CUT_WARNING, "$ echo hi"),
+        ("echo hi" + "\u3000" * 1500 + "#\u2800" * 600 + "; touch pwned", CUT_WARNING, "$ echo hi"),
+        ("echo " + "x" * 1800 + "; touch pwned", CUT_WARNING, "$ echo xxx"),
     ],
-    ids=["padded-with-lines", "bidi", "carriage-return"],
+    ids=["padded-with-lines", "bidi", "carriage-return", "braille-blanks", "ideographic-spaces", "one-long-word"],
 )
 async def test_the_approval_head_says_what_the_preview_may_hide(
     roder_home: Path, workspace: Path, command: str, said: str, preview: str
@@ -136,6 +141,8 @@ async def test_the_approval_head_says_what_the_preview_may_hide(
     """A command pushed below the fold by blank lines, or holding characters a terminal hides:
     the dialog's docked head (always on screen, however small) says so, above a preview that
     shows every hidden character as its stand-in (and the rest of a long one only by scrolling)."""
+    from textual.widgets import Static
+
     from roder_core.ir import ApprovalRequest
     from roder_tui.screens.approval import ApprovalScreen
     from tests.tui.helpers import make_app, until
@@ -145,7 +152,9 @@ async def test_the_approval_head_says_what_the_preview_may_hide(
     async with app.run_test(size=(60, 20)) as pilot:
         await until(pilot, app.ready.is_set, what="the app's start")
         app.push_screen(ApprovalScreen(request))
-        await pilot.pause()
+        notices = lambda: app.screen.query("#approval-notice").results(Static)  # noqa: E731
+        await until(pilot, lambda: any(said in str(n.content) for n in notices()), what="the notice")
+        await pilot.pause()  # the notice's new height laid out
         update = app.screen._compositor.render_update(full=True)
         assert update is not None
         drawn = re.sub("\x1b\\[[0-9;]*[A-Za-z]", "", str(update.render_segments(app.console)))
