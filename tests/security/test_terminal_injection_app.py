@@ -152,8 +152,11 @@ async def test_the_approval_head_says_what_the_preview_may_hide(
     async with app.run_test(size=(60, 20)) as pilot:
         await until(pilot, app.ready.is_set, what="the app's start")
         app.push_screen(ApprovalScreen(request))
-        notices = lambda: app.screen.query("#approval-notice").results(Static)  # noqa: E731
-        await until(pilot, lambda: any(said in str(n.content) for n in notices()), what="the notice")
+
+        def notice_says() -> bool:  # the head is updated once the preview is laid out
+            return any(said in str(n.content) for n in app.screen.query("#approval-notice").results(Static))
+
+        await until(pilot, notice_says, what="the notice")
         await pilot.pause()  # the notice's new height laid out
         update = app.screen._compositor.render_update(full=True)
         assert update is not None
