@@ -30,6 +30,8 @@ BACKGROUND_NOTE = "\nruns in the background: it keeps running after this call re
 ARGUMENTS_LIMIT = 20_000
 #: Said when what will run does not fit the dialog: the rest is below the preview's fold.
 CUT_WARNING = "the preview is taller than this dialog; scroll it to see all of what will run"
+#: Said when a word of the command has letters that can pass for plain ones (homoglyphs).
+LOOKALIKE_WARNING = "this command has letters from another alphabet, which can pass for plain ones"
 #: Said under a command that holds characters a terminal would hide or interpret.
 HIDDEN_WARNING = "this command contains control or invisible characters, shown in the preview as ␛, ␍ or <U+…>"
 
@@ -109,6 +111,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         said = []
         if has_unsafe(command) or "\r" in command:
             said.append(HIDDEN_WARNING)
+        lookalikes = _lookalike_words(command)
+        if lookalikes:
+            said.append(f"{LOOKALIKE_WARNING}: {'; '.join(lookalikes)}")
         lines = command.count("\n") + 1
         if lines > 1:
             said.append(f"the command is {lines} lines long; scroll the preview to see all of it")
@@ -169,6 +174,21 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         rule = self.rule if decision == "allow_always" else None
         # the binding's argument is a plain string: checked against ApprovalDecisionKind here
         self.dismiss(ApprovalDecision.model_validate({"decision": decision, "rule": rule}))
+
+
+def _lookalike_words(command: str) -> list[str]:
+    """Words of ``command`` holding letters outside ASCII and the Latin alphabets, each with
+    those letters named (at most three words): ``curl`` spelt with a Cyrillic es (U+0441) looks
+    like ``curl`` but names another program, as do fullwidth or mathematical letters."""
+    import unicodedata
+
+    found: list[str] = []
+    for word in dict.fromkeys(command.split()):
+        odd = [c for c in dict.fromkeys(word) if c.isalpha() and not unicodedata.name(c, "").startswith("LATIN ")]
+        if odd and len(found) < 3:
+            named = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in odd[:4])
+            found.append(f"{visible(word)} ({named})")
+    return found
 
 
 def argument_text(arguments: dict[str, object]) -> Text:
