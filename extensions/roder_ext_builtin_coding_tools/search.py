@@ -270,7 +270,12 @@ class GrepTool(_SearchTool):
         take as a folder, a depth and a file-name type (its ``--glob`` would override the ignore
         rules) becomes the list of files ``find_files`` matches. ``base`` is the folder as shown."""
         root = fs.resolve(base)
-        if not args.glob or fs.stat(base).kind != "dir":
+        kind = fs.stat(base).kind
+        if kind not in ("dir", "file"):
+            # ripgrep reads a file it is named whatever it is: a FIFO waits for a writer, a
+            # device (/dev/zero) never ends; read refuses them, and so does grep
+            raise ToolInputError(f"{base}: not a regular file (device, socket or pipe); grep searches files and folders")
+        if not args.glob or kind != "dir":
             return [str(root)], []
         query = ripgrep_query(args.glob)
         if query.exact and query.name is not None:
