@@ -80,6 +80,74 @@ def test_a_read_only_home_fails_before_the_model_is_called(tmp_path: Path, works
     assert list(home.iterdir()) == []
 
 
+#: Things that can stand where a config file should be, and what Roder says about each.
+UNREADABLE_CONFIGS = {
+    "a folder": (lambda path: path.mkdir(), "not read: it is a folder, not a file"),
+    "not UTF-8": (
+        lambda path: path.write_bytes(b'model = "m"\n\xff\n'),
+        "not UTF-8 text (byte 0xff at offset 12); save it as UTF-8",
+    ),
+    "broken TOML": (lambda path: path.write_text("provider = \n"), "Invalid value (at line 1, column 12)"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNREADABLE_CONFIGS))
+@pytest.mark.parametrize("whose", ["user", "project"])
+def test_a_config_file_roder_cannot_read_is_one_line_naming_it(kind: str, whose: str, roder_home: Path, workspace: Path) -> None:
+    make, says = UNREADABLE_CONFIGS[kind]
+    path = roder_home / "config.toml" if whose == "user" else workspace / ".roder" / "config.toml"
+    path.parent.mkdir(exist_ok=True)
+    make(path)
+    before = path.read_bytes() if path.is_file() else None
+    done = roder("-p", "hi", "--provider", "mock", "--trust", cwd=workspace)
+    assert done.returncode == 2
+    assert done.stdout == ""  # the model was never called
+    assert one_line(done.stderr) == f"roder: {path}: {says}"
+    assert (path.read_bytes() if path.is_file() else None) == before  # left as it was
+    assert not list(roder_home.glob("data/threads/*.jsonl"))  # no thread begun
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes a user that cannot read the file")
+@pytest.mark.parametrize("whose", ["user", "project"])
+def test_an_unreadable_config_file_is_one_line(whose: str, roder_home: Path, workspace: Path) -> None:
+    """Mode 000 stops root only outside a user namespace's root: bubblewrap runs Roder as another
+    user there, so this holds as root and as a user."""
+    path = roder_home / "config.toml" if whose == "user" else workspace / ".roder" / "config.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text('provider = "mock"\n')
+    path.chmod(0)
+    argv = [sys.executable, "-m", "roder_tui.cli", "-p", "hi", "--trust"]
+    done = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "--unshare-user", "--uid", "4242", "--gid", "4242", *argv],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    if "bwrap:" in done.stderr:
+        pytest.skip(f"bubblewrap cannot make a user namespace here: {done.stderr.strip()}")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert one_line(done.stderr) == f"roder: {path}: not read: permission denied"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('provdier = "mock"\n', "unknown key [provdier]; did you mean 'provider'?"),
+        ("[policy]\ndeny = 3\n", "policy.deny: Input should be a valid list"),
+    ],
+)
+def test_a_mistake_in_the_project_config_names_the_project_file(text: str, says: str, roder_home: Path, workspace: Path) -> None:
+    (roder_home / "config.toml").write_text('provider = "mock"\n')
+    (workspace / ".roder").mkdir()
+    (workspace / ".roder" / "config.toml").write_text(text)
+    done = roder("-p", "hi", "--trust", cwd=workspace)
+    assert f"roder: {workspace / '.roder' / 'config.toml'}: {says}" in done.stderr.splitlines()
+    assert str(roder_home / "config.toml") not in done.stderr
+
+
 def test_mode_choices_are_printed_as_their_names(workspace: Path) -> None:
     done = roder("-p", "hi", "--mode", "yolo", cwd=workspace)
     assert done.returncode == 2
