@@ -69,6 +69,21 @@ def test_the_sdist_holds_the_real_packages(dist: tuple[Path, Path]) -> None:
     assert not any(name.startswith("devpath/") for name in names)  # the editable install's links stay home
 
 
+def test_the_sdist_holds_every_tracked_file(dist: tuple[Path, Path]) -> None:
+    """A packager builds and tests from the sdist alone: every file the repository tracks (or would,
+    once added) is in it, the extension SDKs the tests run too, except the editable install's
+    links; and nothing git ignores (installed node modules, build output) comes along."""
+    if not (ROOT / ".git").exists():
+        pytest.skip(f"{ROOT} is not a git checkout (an unpacked sdist): there is no list of tracked files to compare")
+    sdist, _ = dist
+    tracked = set(_run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT).stdout.splitlines())
+    expected = {name for name in tracked if not name.startswith("devpath/")}
+    with tarfile.open(sdist) as archive:
+        names = {member.name.split("/", 1)[1] for member in archive.getmembers() if member.isfile()}
+    assert sorted(expected - names) == []
+    assert sorted(names - expected - {"PKG-INFO"}) == []
+
+
 def test_the_wheel_built_from_the_sdist_holds_packages_extensions_and_themes(dist: tuple[Path, Path]) -> None:
     _, wheel = dist
     assert wheel.name == f"roder-{roder_core.__version__}-py3-none-any.whl"  # the version comes from roder_core
