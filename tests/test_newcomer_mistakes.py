@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -146,6 +147,67 @@ def test_a_mistake_in_the_project_config_names_the_project_file(text: str, says:
     done = roder("-p", "hi", "--trust", cwd=workspace)
     assert f"roder: {workspace / '.roder' / 'config.toml'}: {says}" in done.stderr.splitlines()
     assert str(roder_home / "config.toml") not in done.stderr
+
+
+def _on_a_small_disk(workspace: Path, tmp_path: Path, script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``script`` (sh) run with RODER_HOME on a fresh 256 KiB file system of its own (bubblewrap's
+    tmpfs, as root and as a user); ``$OUT`` is a folder of ``tmp_path`` to copy results into."""
+    out = tmp_path / "out"
+    out.mkdir()
+    home = tmp_path / "small-home"
+    home.mkdir()
+    roder_cmd = f"{sys.executable} -m roder_tui.cli"
+    done = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "--size", str(256 * 1024), "--tmpfs", str(home), "sh", "-c", script],
+        cwd=workspace,
+        env={**os.environ, **env, "RODER_HOME": str(home), "OUT": str(out), "RODER": roder_cmd},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    if "bwrap:" in done.stderr:
+        pytest.skip(f"bubblewrap cannot mount a tmpfs here: {done.stderr.strip()}")
+    return done
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes the small file system")
+def test_a_full_home_fails_before_the_model_is_called(workspace: Path, tmp_path: Path) -> None:
+    done = _on_a_small_disk(
+        workspace, tmp_path, 'dd if=/dev/zero of="$RODER_HOME/filler" bs=4096 2>/dev/null; $RODER -p hello --provider mock', {}
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "(RODER_HOME): no space left on its device (0 KiB free)" in one_line(done.stderr)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes the small file system")
+def test_a_home_that_fills_mid_turn_is_said_once_and_the_thread_stays_readable(workspace: Path, tmp_path: Path) -> None:
+    """The answer (300 KB, more than the disk holds) is printed whole; one line says the thread
+    could not be saved, the run exits 1, and the thread file holds whole lines only."""
+    answer = "word " * 60_000
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": answer, "chunk_size": 65536}]}))
+    done = _on_a_small_disk(
+        workspace,
+        tmp_path,
+        '$RODER -p big --provider mock; echo "exit $?" >&2; cp "$RODER_HOME"/data/threads/*.jsonl "$OUT"/',
+        {"RODER_MOCK_SCRIPT": str(script)},
+    )
+    assert done.stdout.strip() == answer.strip()
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in done.stderr
+    assert len(lines) == 2, done.stderr
+    assert re.fullmatch(
+        r"roder: could not save thread thr_\w+: No space left on device; the rest of this session is not saved", lines[0]
+    )
+    assert lines[1] == "exit 1"
+    [saved] = (tmp_path / "out").glob("*.jsonl")
+    data = saved.read_bytes()
+    assert data.endswith(b"\n")  # no torn line
+    methods = [json.loads(line).get("method") for line in data.splitlines()[1:]]
+    assert methods[0] == "thread/started"
+    assert "turn/started" in methods
 
 
 def test_mode_choices_are_printed_as_their_names(workspace: Path) -> None:

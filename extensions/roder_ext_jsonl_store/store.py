@@ -206,7 +206,12 @@ class JsonlThreadStore:
                 return  # held in memory until the thread's first turn starts
         # No await from here to the write: the lines of a thread reach the file in the order
         # their appends were called (``_opening`` keeps that order while a writer is taken).
-        write_all(writer.fd, line)
+        try:
+            write_all(writer.fd, line)
+        except OSError:  # a full disk: take back the part written, so no torn line stays behind
+            with contextlib.suppress(OSError):
+                os.ftruncate(writer.fd, writer.size)
+            raise
         writer.size += len(line)
         folded = writer.recent.offset if writer.recent is not None else 0
         if writer.size - folded >= FOLD_BYTES and writer.lock.acquire(blocking=False):
@@ -266,8 +271,14 @@ class JsonlThreadStore:
     def _create(self, path: Path, first_lines: bytes) -> _Writer:
         self.directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | CLOEXEC, 0o600)
-        try_lock(fd)
-        write_all(fd, first_lines)
+        try:
+            try_lock(fd)
+            write_all(fd, first_lines)
+        except OSError:  # a full disk: no half-written file, and no lock left held on it
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         return _Writer(fd, path, new_file=True, size=len(first_lines))
 
     async def _open(self, thread_id: str, guard: _Uninterrupted) -> _Writer:
