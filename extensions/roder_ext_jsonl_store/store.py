@@ -726,9 +726,27 @@ def _parse_events(raw: RawThreadFile) -> list[RuntimeEvent]:
         try:
             events.append(parse_event_json(line))
         except ValueError as exc:  # JSON and pydantic validation errors
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raw.problems.append(LineProblem(number, f"unreadable event ({reason[:200]})"))
+            raw.problems.append(LineProblem(number, unreadable_reason(exc)[:200]))
     return events
+
+
+def unreadable_reason(exc: ValueError) -> str:
+    """Why a stored line is not an event, in a few words: pydantic's first error, without the
+    heading that lists every event class of the union (which filled the line before)."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError) or not exc.errors():
+        return f"not an event: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    first = exc.errors()[0]
+    if first["type"] == "json_invalid":
+        return f"not JSON: {first['msg'].removeprefix('Invalid JSON: ').replace(' at line 1 column ', ' at column ')}"
+    if first["type"] == "union_tag_invalid":
+        return f"not an event: unknown method {first.get('ctx', {}).get('tag')!r}"
+    loc = list(first["loc"])
+    if loc and (loc[0] == "error" or "/" in str(loc[0])):  # the union's tag (the method), not a field
+        loc = loc[1:]
+    where = ".".join(str(part) for part in loc)
+    return f"not an event: {where}: {first['msg']}" if where else f"not an event: {first['msg']}"
 
 
 def _event_dicts(raw: RawThreadFile) -> Iterator[dict[str, Any]]:
