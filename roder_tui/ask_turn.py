@@ -265,7 +265,8 @@ async def drive(
     printer.result(turn, thread_id, started_at)
     if turn["status"] != "completed":
         reason = turn["error"]["message"] if turn.get("error") else turn["status"]
-        err.write(f"roder: turn {turn['status']}: {reason}\n")
+        # ("turn interrupted", not "turn interrupted: interrupted")
+        err.write(f"roder: turn {turn['status']}{'' if reason == turn['status'] else f': {reason}'}\n")
         return EXIT_FAILED
     return EXIT_FAILED if printer.unsaved is not None else EXIT_OK
 

@@ -292,6 +292,37 @@ def test_ctrl_c_during_start_up_is_one_line(workspace: Path) -> None:
     assert messages == ["roder: interrupted"]
 
 
+def test_ctrl_c_in_one_shot_with_stdin_piped_keeps_the_thread(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+    """SIGINT while the answer streams: one line, exit 1 (docs/ask.md), and the thread holds the
+    prompt with the piped text, its turn saved as interrupted."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": "streaming " * 400, "delay_ms": 100, "chunk_size": 10}]}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roder_tui.cli", "-p", "summarize", "--provider", "mock", "--output-format", "stream-json"],
+        cwd=workspace,
+        env={**os.environ, "RODER_MOCK_SCRIPT": str(script)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("piped-context-7f3a\n")
+    proc.stdin.close()
+    wait_until(lambda: "item/agentMessage/delta" in proc.stdout.readline(), "the answer to stream")
+    proc.send_signal(signal.SIGINT)
+    proc.stdout.read()  # (to its end: a full pipe would hold the process)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 1, err
+    assert one_line(err) == "roder: turn interrupted"
+    [thread] = (roder_home / "data" / "threads").glob("*.jsonl")
+    text = thread.read_text()
+    assert "piped-context-7f3a" in text
+    events = [json.loads(line) for line in text.splitlines()[1:]]
+    assert [e["turn"]["status"] for e in events if e.get("method") == "turn/completed"] == ["interrupted"]
+
+
 @pytest.fixture
 def fake_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """``roder dev fake-server`` as its own process, requiring a key, answering a model call with
