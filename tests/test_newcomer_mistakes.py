@@ -39,6 +39,27 @@ def one_line(stderr: str) -> str:
     return lines[0]
 
 
+#: The ``roder`` command line of this interpreter.
+RODER = [sys.executable, "-m", "roder_tui.cli"]
+
+
+def in_bubblewrap(flags: list[str], command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``command`` under bubblewrap, the whole file system shown with ``flags`` on top (a
+    read-only mount, a small tmpfs, another user); skips where bubblewrap cannot do that."""
+    done = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", *flags, *command],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    if "bwrap:" in done.stderr:
+        pytest.skip(f"bubblewrap cannot do {' '.join(flags)} here: {done.stderr.strip()}")
+    return done
+
+
 def test_roder_home_naming_a_file_is_one_line_and_exit_1(tmp_path: Path, workspace: Path) -> None:
     home = tmp_path / "home-file"
     home.write_text("not a folder\n")
@@ -64,17 +85,7 @@ def test_a_read_only_home_fails_before_the_model_is_called(tmp_path: Path, works
     """A read-only mount stops root as well as a user (a folder's mode bits would not stop root)."""
     home = tmp_path / "ro-home"
     home.mkdir()
-    done = subprocess.run(
-        ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(home), str(home), sys.executable, "-m", "roder_tui.cli", "-p", "hi"],
-        cwd=workspace,
-        env={**os.environ, "RODER_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    if "bwrap:" in done.stderr:
-        pytest.skip(f"bubblewrap cannot mount here: {done.stderr.strip()}")
+    done = in_bubblewrap(["--ro-bind", str(home), str(home)], [*RODER, "-p", "hi"], workspace, {"RODER_HOME": str(home)})
     assert done.returncode == 1
     assert done.stdout == ""
     assert "is not writable" in one_line(done.stderr) or "Read-only file system" in done.stderr
@@ -117,17 +128,8 @@ def test_an_unreadable_config_file_is_one_line(whose: str, roder_home: Path, wor
     path.parent.mkdir(exist_ok=True)
     path.write_text('provider = "mock"\n')
     path.chmod(0)
-    argv = [sys.executable, "-m", "roder_tui.cli", "-p", "hi", "--trust"]
-    done = subprocess.run(
-        ["bwrap", "--dev-bind", "/", "/", "--unshare-user", "--uid", "4242", "--gid", "4242", *argv],
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    if "bwrap:" in done.stderr:
-        pytest.skip(f"bubblewrap cannot make a user namespace here: {done.stderr.strip()}")
+    another_user = ["--unshare-user", "--uid", "4242", "--gid", "4242"]
+    done = in_bubblewrap(another_user, [*RODER, "-p", "hi", "--trust"], workspace, {})
     assert done.returncode == 2
     assert done.stdout == ""
     assert one_line(done.stderr) == f"roder: {path}: not read: permission denied"
@@ -156,19 +158,8 @@ def _on_a_small_disk(workspace: Path, tmp_path: Path, script: str, env: dict[str
     out.mkdir()
     home = tmp_path / "small-home"
     home.mkdir()
-    roder_cmd = f"{sys.executable} -m roder_tui.cli"
-    done = subprocess.run(
-        ["bwrap", "--dev-bind", "/", "/", "--size", str(256 * 1024), "--tmpfs", str(home), "sh", "-c", script],
-        cwd=workspace,
-        env={**os.environ, **env, "RODER_HOME": str(home), "OUT": str(out), "RODER": roder_cmd},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-    if "bwrap:" in done.stderr:
-        pytest.skip(f"bubblewrap cannot mount a tmpfs here: {done.stderr.strip()}")
-    return done
+    env = {**env, "RODER_HOME": str(home), "OUT": str(out), "RODER": " ".join(RODER)}
+    return in_bubblewrap(["--size", str(256 * 1024), "--tmpfs", str(home)], ["sh", "-c", script], workspace, env)
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes the small file system")
