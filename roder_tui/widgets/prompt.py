@@ -359,6 +359,10 @@ class PromptBar(Vertical):
         #: MCP resources (``server:uri``) offered by ``@`` completion before workspace files.
         self.mentions: list[str] = []
         self._files: list[str] | None = None
+        #: Whether the cursor ended an ``@`` mention at the last completion: each new mention
+        #: lists the workspace again (in the background, the last listing meanwhile), so a file
+        #: written since (by the model, a ``!`` command, another terminal) can be completed.
+        self._mentioning = False
         #: Set when the workspace is on the host, not here: ``@`` completion lists it through this.
         self.read_directory: ReadDirectory | None = None
 
@@ -408,17 +412,18 @@ class PromptBar(Vertical):
             self._show(before, [c for c in self.commands if c.value[1:].startswith(prefix)][:30])
             return
         typing = mention_being_typed(before)
+        mentioning, self._mentioning = self._mentioning, typing is not None
         if typing is not None:
             token, query = typing
-            if self._files is None:
-                self._files = []
+            files = self._files = self._files or []
+            if not mentioning:
                 if self.read_directory is not None:
-                    self.run_worker(self._scan_remote(), exclusive=True, group="file-scan")
+                    self.run_worker(self._scan_remote(self.read_directory), exclusive=True, group="file-scan")
                 else:
                     self.run_worker(self._scan_files, thread=True, exclusive=True, group="file-scan")
             from roder_tui.widgets.completion import Completion
 
-            names = match_files(self._files, query)
+            names = match_files(files, query)
             resources = [m for m in self.mentions if m.startswith(query)][:10]
             self._show(
                 token,
@@ -432,8 +437,8 @@ class PromptBar(Vertical):
         files = workspace_files(self.workspace)
         self.app.call_from_thread(self._files_ready, files)
 
-    async def _scan_remote(self) -> None:
-        self._files_ready(await self.known_files())
+    async def _scan_remote(self, read_directory: ReadDirectory) -> None:
+        self._files_ready(await remote_workspace_files(read_directory, str(self.workspace)))
 
     async def known_files(self) -> list[str]:
         """The workspace's files (relative paths), listed now if they were not yet."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.geometry import Region
 
-from tests.tui.helpers import ask, make_app, ready
+from tests.tui.helpers import ask, make_app, ready, until
 
 CELLS = [
     ["name", "description", "owner", "status", "notes"],
@@ -42,3 +42,27 @@ async def test_a_wide_table_is_folded_whole_into_a_narrow_transcript(
     table = drawn[drawn.index("The owners:") + len("The owners:") : drawn.index("TABLE-END")]
     expected = Counter("".join("".join(row) for row in CELLS).replace(" ", ""))
     assert Counter(table.replace(" ", "").replace("\n", "").replace("─", "")) == expected, drawn
+
+
+async def test_a_file_written_after_the_first_completion_is_offered(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``@`` lists the workspace again for each new mention: a file the model, a ``!`` command or
+    another terminal wrote since the last ``@`` can be completed and attached, deep in the tree."""
+    deep = workspace / "services" / "authentication" / "providers" / "oauth2" / "handlers"
+    deep.mkdir(parents=True)
+    (deep / "session_store.py").write_text("x\n")
+    app = make_app(workspace, [], monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        bar = app.prompt_bar
+
+        def offered() -> list[str]:
+            return [item.value for item in bar.popup.items] if bar.popup_open and bar.popup is not None else []
+
+        await pilot.press(*"see @session_st")
+        await until(pilot, lambda: any("session_store.py" in v for v in offered()), what="the first file offered")
+        await pilot.press("ctrl+u")
+        (deep / "refresh_token_handler.py").write_text("y\n")
+        await pilot.press(*"see @refresh_tok")
+        await until(pilot, lambda: any("refresh_token_handler.py" in v for v in offered()), what="the new file offered")
+        await pilot.press("enter")
+        assert "@services/authentication/providers/oauth2/handlers/refresh_token_handler.py" in app.prompt_bar.input.text
