@@ -66,3 +66,31 @@ async def test_a_file_written_after_the_first_completion_is_offered(workspace: P
         await until(pilot, lambda: any("refresh_token_handler.py" in v for v in offered()), what="the new file offered")
         await pilot.press("enter")
         assert "@services/authentication/providers/oauth2/handlers/refresh_token_handler.py" in app.prompt_bar.input.text
+
+
+@pytest.mark.parametrize("size", [(40, 20), (60, 24)])
+async def test_home_and_end_focus_the_first_and_last_message_for_y_to_copy(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """Keys only: ``ctrl+t``, ``home``, ``y`` copies the first message; ``pagedown`` then ``end``,
+    ``y`` copies the last. The key never lands in the prompt as text."""
+    from tests.tui.helpers import write_long_thread
+
+    thread_id = await write_long_thread(workspace, 12)
+    app = make_app(workspace, None, monkeypatch, resume=thread_id)
+    copied: list[str] = []
+    monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        transcript = app.transcript
+        await pilot.press("ctrl+t", "home")
+        await until(pilot, lambda: transcript.focused_entry() is transcript.model.entries[0], what="the first message focused")
+        await pilot.press("y")
+        assert copied == ["question 0: what does step 0 do?"]
+        await pilot.press("pagedown", "pagedown", "end")
+        await until(pilot, lambda: transcript.focused_entry() is transcript.model.entries[-1], what="the last message focused")
+        await pilot.press("y")
+        assert copied[-1].startswith("Answer 5.")
+        assert app.prompt_bar.input.text == ""
+        await pilot.press("k", "enter")  # still walking the messages
+        assert transcript.focused_entry() is transcript.model.entries[-2]
