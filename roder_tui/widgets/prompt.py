@@ -53,6 +53,23 @@ _SKIP_DIRS = {
 PASTE_FOLDED_OVER = 5_000
 #: What an empty prompt says (a new thread's first screen has no other hint).
 PLACEHOLDER = "Ask anything · / commands · @ files · ctrl+j new line · F1 keys · ctrl+p palette"
+#: The placeholder's hints, most needed first: a prompt too narrow for all of them shows the
+#: first ones that fit, whole and in the placeholder's order, instead of the text cut at its edge
+#: (at 40 columns "F1 keys", the way to every other key, was cut off).
+_HINTS_BY_NEED = ("Ask anything", "F1 keys", "/ commands", "@ files", "ctrl+p palette", "ctrl+j new line")
+
+
+def placeholder_for(width: int) -> str:
+    """The placeholder for a prompt ``width`` cells wide: whole hints only."""
+    if len(PLACEHOLDER) <= width:
+        return PLACEHOLDER
+    order = PLACEHOLDER.split(" · ")
+    kept: list[str] = []
+    for hint in _HINTS_BY_NEED:
+        trial = sorted([*kept, hint], key=order.index)
+        if len(" · ".join(trial)) <= width:
+            kept = trial
+    return " · ".join(kept) if kept else _HINTS_BY_NEED[0][:width]
 
 
 class PromptHistory:
@@ -213,6 +230,10 @@ class PromptInput(TextArea):
         #: queue; keys that arrive one by one (a browser sends each in its own message) can
         #: run ahead of them, so enter would accept the suggestions for an older token.
         self.sync_completion: Callable[[], None] = lambda: None
+
+    def on_resize(self) -> None:
+        # The cursor takes the cell after the text: the placeholder may fill the rest.
+        self.placeholder = placeholder_for(max(self.content_size.width - 1, 1))
         #: The text is an entry recalled from the history and not edited since: up/down keep
         #: walking the history and no completion opens (an entry ending in ``@file`` would
         #: otherwise open one that takes the arrows, and the walk could not go on).

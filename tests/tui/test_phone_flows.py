@@ -94,3 +94,23 @@ async def test_home_and_end_focus_the_first_and_last_message_for_y_to_copy(
         assert app.prompt_bar.input.text == ""
         await pilot.press("k", "enter")  # still walking the messages
         assert transcript.focused_entry() is transcript.model.entries[-2]
+
+
+@pytest.mark.parametrize("size", [(40, 20), (60, 24), (120, 40)])
+async def test_the_prompts_hints_are_whole_and_name_f1_at_every_width(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """The empty prompt's hints fit its width, each whole (never cut at the edge), and "F1 keys",
+    the way to every other key, is among them however narrow."""
+    from roder_tui.widgets.prompt import PLACEHOLDER
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        await until(pilot, lambda: "F1 keys" in prompt.render_line(0).text, what="the hints fitted to the prompt")
+        shown = prompt.render_line(0).text.strip()
+        width = prompt.content_size.width
+    assert len(shown) < width
+    assert all(hint in PLACEHOLDER.split(" · ") for hint in shown.split(" · ")), shown
+    assert shown.startswith("Ask anything")
