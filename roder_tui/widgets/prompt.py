@@ -230,10 +230,6 @@ class PromptInput(TextArea):
         #: queue; keys that arrive one by one (a browser sends each in its own message) can
         #: run ahead of them, so enter would accept the suggestions for an older token.
         self.sync_completion: Callable[[], None] = lambda: None
-
-    def on_resize(self) -> None:
-        # The cursor takes the cell after the text: the placeholder may fill the rest.
-        self.placeholder = placeholder_for(max(self.content_size.width - 1, 1))
         #: The text is an entry recalled from the history and not edited since: up/down keep
         #: walking the history and no completion opens (an entry ending in ``@file`` would
         #: otherwise open one that takes the arrows, and the walk could not go on).
@@ -244,6 +240,10 @@ class PromptInput(TextArea):
         #: Until the app can send (it says when): an enter typed before the app took the
         #: keyboard was turned into a newline (ctrl+j) by the terminal, so ctrl+j sends too.
         self.starting = True
+
+    def on_resize(self) -> None:
+        # The cursor takes the cell after the text: the placeholder may fill the rest.
+        self.placeholder = placeholder_for(max(self.content_size.width - 1, 1))
 
     async def _on_key(self, event: events.Key) -> None:
         key = "enter" if self.starting and event.key == "ctrl+j" else event.key

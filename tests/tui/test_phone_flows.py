@@ -114,3 +114,28 @@ async def test_the_prompts_hints_are_whole_and_name_f1_at_every_width(
     assert len(shown) < width
     assert all(hint in PLACEHOLDER.split(" · ") for hint in shown.split(" · ")), shown
     assert shown.startswith("Ask anything")
+
+
+async def test_a_folded_paste_is_sent_whole_after_the_screen_turns(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A phone turned between a huge paste and enter (40x20 to 60x24 and back): what is sent is
+    the whole paste, never its placeholder."""
+    from textual import events
+
+    from tests.tui.helpers import entries_of, turn_done
+
+    pasted = "".join(f"line {n}: lorem ipsum dolor\n" for n in range(3000))
+    app = make_app(workspace, [{"text": "got it"}], monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        prompt = app.prompt_bar.input
+        await pilot.press(*"sum: ")
+        app.post_message(events.Paste(pasted))
+        await until(pilot, lambda: "[Pasted text #1" in prompt.text, what="the placeholder")
+        await pilot.resize_terminal(60, 24)
+        await pilot.pause()
+        await pilot.resize_terminal(40, 20)
+        await pilot.pause()
+        await pilot.press(*" thanks", "enter")
+        await turn_done(pilot)
+        [sent] = [item.text for e in entries_of(app, "user") for item in e.items]
+    assert sent == f"sum: {pasted} thanks"
