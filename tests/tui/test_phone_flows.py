@@ -139,3 +139,39 @@ async def test_a_folded_paste_is_sent_whole_after_the_screen_turns(workspace: Pa
         await turn_done(pilot)
         [sent] = [item.text for e in entries_of(app, "user") for item in e.items]
     assert sent == f"sum: {pasted} thanks"
+
+
+@pytest.mark.parametrize(
+    ("typed", "written", "json_format"),
+    [
+        ("/export exports/deep/dir/out.md", "exports/deep/dir/out.md", False),
+        ("/export logs/today.json", "logs/today.json", True),
+        ("/export json my notes/thread", "my notes/thread", True),
+        ("/export md", None, False),
+    ],
+    ids=["a-path-alone", "a-json-path", "a-format-and-a-path-with-a-space", "a-format-alone"],
+)
+async def test_export_writes_where_it_is_told(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, typed: str, written: str | None, json_format: bool
+) -> None:
+    """``/export PATH`` writes to PATH (it used to take the path for a format and write
+    ``roder-THREAD.md`` instead, saying so only in a toast); the format follows the suffix or
+    the word before the path."""
+    import json
+
+    from tests.tui.helpers import turn_done
+
+    app = make_app(workspace, [{"text": "EXPORTED-ANSWER"}], monkeypatch)
+    async with app.run_test(size=(40, 20)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"hello", "enter")
+        await turn_done(pilot)
+        await pilot.press(*typed, "enter")
+        target = workspace / (written or f"roder-{app.thread_id}.md")
+        await until(pilot, target.exists, what=f"the export to {target}")
+    text = target.read_text()
+    if json_format:
+        assert "EXPORTED-ANSWER" in json.loads(text)["turns"][0]["items"][-1]["text"]
+    else:
+        assert "EXPORTED-ANSWER" in text and not text.lstrip().startswith("{")
+    assert [p.name for p in workspace.glob("roder-*")] == ([] if written else [target.name])
