@@ -56,7 +56,7 @@ PLACEHOLDER = "Ask anything · / commands · @ files · ctrl+j new line · F1 ke
 #: The placeholder's hints, most needed first: a prompt too narrow for all of them shows the
 #: first ones that fit, whole and in the placeholder's order, instead of the text cut at its edge
 #: (at 40 columns "F1 keys", the way to every other key, was cut off).
-_HINTS_BY_NEED = ("Ask anything", "F1 keys", "/ commands", "@ files", "ctrl+p palette", "ctrl+j new line")
+_HINTS_BY_NEED = ("Ask anything", "F1 keys", "ctrl+p palette", "/ commands", "@ files", "ctrl+j new line")
 
 
 def placeholder_for(width: int) -> str:

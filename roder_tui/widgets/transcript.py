@@ -583,10 +583,15 @@ class Transcript(VerticalScroll, can_focus=True):
         self._focus_edge(0)
 
     async def action_jump_end(self) -> None:
+        await self.jump_end()
+        self._focus_edge(-1)
+
+    async def jump_end(self) -> None:
+        """Show the end and follow new output, leaving the focus where it is (a prompt just sent
+        keeps it)."""
         if not self.at_end or self.lo > max(len(self.model) - MAX_MOUNTED, 0):
             await self._remount(max(len(self.model) - INITIAL, 0), len(self.model))
         self.anchor()
-        self._focus_edge(-1)
 
     def _focus_edge(self, index: int) -> None:
         """``home`` and ``end`` focus the first or last message, as ``j``/``k`` would: ``y`` then
