@@ -159,6 +159,37 @@ class TerminalText:
         return bytes(out)
 
 
+#: Characters no text line holds: C0 controls but tab, newline, carriage return and ESC (whose
+#: sequences ``TerminalText`` already removed), DEL, and U+FFFD (a byte that was not UTF-8).
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
+#: The control characters of ``_NOT_TEXT``, written as escapes in a line that is text.
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
+#: Lines with their ``\n`` (only ``\n`` ends a line here).
+_LINES = re.compile("[^\n]*\n|[^\n]+$")
+BINARY_NOTE = "[binary output not shown; to see its bytes, pipe the command through: xxd | head]"
+
+
+def shown_text(text: str) -> str:
+    """Command output as the model reads it (``bash`` and ``task_output`` results): each run
+    of lines that is mostly not text (``cat`` of an image, ``head -c`` of a program) becomes
+    one line saying so and how to look at it, and a few control characters in a line of text
+    are written as escapes (``a.py\\x00b.py`` from ``find -print0``). Raw, such bytes are
+    noise that costs tokens, and a NUL breaks some providers' requests. Roder's own commands
+    (ripgrep's ``--null`` lists) read their output before this, exactly as printed."""
+    if _CONTROLS.search(text) is None:
+        return text
+    out: list[str] = []
+    for line in _LINES.findall(text):
+        body = line.removesuffix("\n")
+        if len(_NOT_TEXT.findall(body)) * 3 > len(body):
+            if out and out[-1].startswith(BINARY_NOTE):
+                out.pop()  # one note for the whole run; its last line says how the run ends
+            out.append(BINARY_NOTE + line[len(body) :])
+            continue
+        out.append(_CONTROLS.sub(lambda char: f"\\x{ord(char[0]):02x}", line))
+    return "".join(out)
+
+
 def terminal_text(text: str) -> str:
     """A whole text cleaned at once (output read back from a log)."""
     cleaner = TerminalText()
