@@ -8,7 +8,9 @@ and tmux's treatment of untrusted text: C0 controls (but newline and tab), DEL, 
 Unicode format characters (bidi embeddings, overrides and isolates, zero-width spaces and
 joiners, the byte order mark, tag characters), line and paragraph separators, lone surrogates and
 invisible fillers become visible stand-ins: ``␛`` for ESC (the Control Pictures block for C0 and
-DEL), ``<U+202E>`` for the rest. Nothing is dropped, so what is shown says what is there.
+DEL), ``<U+202E>`` for the rest. Nothing is dropped, so what is shown says what is there. A
+joiner inside an emoji sequence and a flag's tags are what they look like, and pass (``UNSAFE``
+says where).
 
 It is applied at the two places where text becomes terminal output:
 
