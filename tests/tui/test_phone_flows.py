@@ -175,3 +175,27 @@ async def test_export_writes_where_it_is_told(
     else:
         assert "EXPORTED-ANSWER" in text and not text.lstrip().startswith("{")
     assert [p.name for p in workspace.glob("roder-*")] == ([] if written else [target.name])
+
+
+@pytest.mark.parametrize("size", [(40, 20), (60, 24)])
+async def test_an_unknown_command_is_one_short_notice_drawn_whole(
+    workspace: Path, roder_home: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """A mistyped ``/command`` names the closest commands and how to list them all, in a notice
+    a narrow screen draws whole (it listed every command, forty user commands included, and lost
+    its last rows there)."""
+    (roder_home / "commands").mkdir()
+    for n in range(40):
+        (roder_home / "commands" / f"team-runbook-{n}.md").write_text("Follow the runbook.\n")
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press(*"/compcat")
+        await pilot.press("enter")
+        await until(pilot, lambda: [t for t in app.screen.query("Toast") if t.region.height > 0], what="the notice")
+        [message] = [n.message for n in app._notifications if "unknown command" in n.message]
+        assert "/compact" in message and "/help" in message and "runbook" not in message
+        toast = next(t for t in app.screen.query("Toast") if t.region.height > 0)
+        box = toast.region
+        drawn = " ".join(strip.text.replace("▌", "") for strip in toast.render_lines(Region(0, 0, box.width, box.height)))
+    assert " ".join(message.split()) in " ".join(drawn.split()), drawn
