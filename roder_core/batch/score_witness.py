@@ -10,7 +10,10 @@ the code under test does not write as a side effect:
 - every pytest a host score starts loads Roder's witness plugin (``witness/roder_score_witness``,
   copied into the rollout's scratch and shown read-only to the score), which records each test
   report as pytest made it, the run's start and end, and ends the process with pytest's own
-  status as soon as pytest is done. A pytest test's status is read from those records only;
+  status as soon as pytest is done. A pytest test's status is read from those records only.
+  They come through a named pipe only Roder reads, each signed by its process's own key (told in
+  its first record, made before any code under test runs) and numbered: a record the code under
+  test wrote is refused, and a run that started while another was going on is not the score's;
 - other runners' status lines (unittest's ``test_x (mod.Class) ... ok``) are read from the
   output, and one printed after the runner's final summary fails the score closed;
 - anything that cannot be ruled out a forgery fails closed (:class:`ForgedResult`, the score is
@@ -26,14 +29,21 @@ for (a change undone before the session finishes): ``docs/batch.md`` says so.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import re
+import select
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from roder_core.batch.swebench import parse_test_statuses
+from roder_core.batch.swebench import PASSING, parse_test_statuses
 
 #: The plugin module pytest loads (``-p``); it runs in the task's interpreter.
 PLUGIN = "roder_score_witness"
@@ -56,34 +66,49 @@ class ForgedResult(Exception):
 
 @dataclass
 class WitnessReport:
-    """What the witness recorded: each pytest process's start and end status, each test's status."""
+    """What the witness recorded: each pytest run's start and end status (by the process that
+    made it, its pid and key), each test's status."""
 
-    started: set[int] = field(default_factory=set)
-    ended: dict[int, int | None] = field(default_factory=dict)
+    started: dict[str, int] = field(default_factory=dict)
+    ended: dict[str, int | None] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
     reward_files: list[str] = field(default_factory=list)
     tampered: list[str] = field(default_factory=list)
 
     def cut_short(self) -> list[int]:
-        """The pytest processes that started a run and never reached its end."""
-        return sorted(pid for pid in self.started if pid not in self.ended)
+        """The pids of the pytest runs that started and never reached their end."""
+        return sorted(pid for run, pid in self.started.items() if run not in self.ended)
 
 
-@dataclass(frozen=True)
+@dataclass
+class _Signer:
+    """One process's key (from its first record) and the number of its last record."""
+
+    pid: int
+    key: bytes
+    count: int = 0
+    run: str | None = None  # its pytest run now going on, if any
+    runs: int = 0
+
+
+@dataclass
 class Witness:
-    """The witness of one score: the plugin's folder (read-only to the score) and its records."""
+    """The witness of one score: the plugin's folder (read-only to the score) and the named
+    pipe in it that its records come through, read by Roder while the score runs."""
 
     folder: Path
     records: Path
+    received: bytearray = field(default_factory=bytearray)
+    overflow: bool = False
 
     @classmethod
     def prepare(cls, scratch: Path, verifier: Path) -> Witness:
         """Copy the plugin into the rollout's scratch (Roder's own files may sit under a /tmp the
-        score's sandbox does not show); its records go to the score's writable verifier folder."""
+        score's sandbox does not show); its records come through a pipe beside it."""
         folder = scratch / "witness"
         folder.mkdir(exist_ok=True)
         shutil.copyfile(PLUGIN_SOURCE, folder / f"{PLUGIN}.py")
-        return cls(folder, verifier / "witness.jsonl")
+        return cls(folder, folder / "records")
 
     def environment(self, env: dict[str, str], workspace: Path) -> dict[str, str]:
         """``env`` with the plugin importable and loaded by every pytest (the task's own
@@ -94,36 +119,135 @@ class Witness:
         told = {"RODER_SCORE_WITNESS": str(self.records), "RODER_SCORE_WORKSPACE": str(workspace)}
         return {**env, "PYTHONPATH": path, "PYTEST_ADDOPTS": options, **told}
 
-    def report(self) -> WitnessReport:
-        """The records the score's pytest runs left (none: no pytest ran)."""
-        report = WitnessReport()
+    @contextmanager
+    def listening(self) -> Iterator[None]:
+        """While the score runs: the records pipe exists, write-only to everyone (nobody in the
+        score can open it to read records away; its folder is read-only there, so its mode
+        stays), and a thread of Roder's reads it (a writer waits while the pipe is full)."""
+        self.records.unlink(missing_ok=True)
+        os.mkfifo(self.records, 0o600)
+        reader = os.open(self.records, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        keeper = os.open(self.records, os.O_WRONLY | os.O_CLOEXEC)  # no end of file between writers
+        os.chmod(self.records, 0o200)
+        stop_read, stop_write = os.pipe()
+        thread = threading.Thread(target=self._collect, args=(reader, stop_read), name="score-witness", daemon=True)
+        thread.start()
         try:
-            with open(self.records, "rb") as handle:
-                data = handle.read(RECORDS_CAP + 1)
-        except FileNotFoundError:
-            return report
-        if len(data) > RECORDS_CAP:
-            raise ForgedResult(f"the test runs' records exceed {RECORDS_CAP // (1024 * 1024)} MiB, so they were not read")
-        phases: dict[str, list[tuple[str, str, bool]]] = {}
-        for line in data.splitlines():
+            yield
+        finally:
+            os.write(stop_write, b"x")
+            thread.join()
+            for fd in (reader, keeper, stop_read, stop_write):
+                os.close(fd)
+
+    def _collect(self, reader: int, stop: int) -> None:
+        """Read what arrives until told to stop, then what is left in the pipe."""
+        stopping = False
+        while True:
+            if not stopping:
+                ready, _, _ = select.select([reader, stop], [], [])
+                stopping = stop in ready
             try:
-                record = json.loads(line)
-                event, pid = record["e"], int(record["pid"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ForgedResult(f"the test runs' records hold a line pytest's witness did not write: {line[:80]!r}") from exc
+                chunk = os.read(reader, 65536)
+            except BlockingIOError:
+                if stopping:
+                    return
+                continue
+            if len(self.received) + len(chunk) > RECORDS_CAP:
+                self.overflow = True  # still read on, so no writer waits forever
+            else:
+                self.received += chunk
+
+    def report(self) -> WitnessReport:
+        """The records the score's pytest runs left (none: no pytest ran). A line that is not
+        signed by the key its process told first, or out of its process's order, is a forgery.
+        A run that started while another process's run was going on is not the score's (a
+        pytest the tests started, or one the code under test started to report passes): its
+        test statuses are not read."""
+        report = WitnessReport()
+        if self.overflow:
+            raise ForgedResult(f"the test runs' records exceed {RECORDS_CAP // (1024 * 1024)} MiB, so they were not read")
+        signers: dict[str, _Signer] = {}
+        open_runs: set[str] = set()
+        counted: dict[str, _RunRecords] = {}
+        for line in bytes(self.received).splitlines():
+            record, signer = _verified(line, signers)
+            event, run = record["e"], signer.run
             if event == "start":
-                report.started.add(pid)
-            elif event == "end":
-                report.ended[pid] = record.get("status")
+                signer.runs += 1
+                signer.run = f"{signer.key.hex()[:16]}.{signer.runs}"
+                report.started[signer.run] = signer.pid
+                if not open_runs:
+                    counted[signer.run] = _RunRecords()
+                open_runs.add(signer.run)
+            elif event == "end" and run is not None:
+                report.ended[run] = record.get("status")
+                open_runs.discard(run)
+                signer.run = None
             elif event == "tampered":
                 report.tampered += [str(what) for what in record.get("what", [])]
             elif event == "reward":
                 report.reward_files += [str(name) for name in record.get("files", [])]
-            elif event == "test":
-                phase = (str(record.get("when")), str(record.get("outcome")), bool(record.get("xfail")))
-                phases.setdefault(str(record.get("id")), []).append(phase)
-        report.statuses = {test: _status(reports) for test, reports in phases.items()}
+            elif event in ("test", "collect") and run in counted:
+                counted[run].note(record)
+        report.statuses = _worst(list(counted.values()))
         return report
+
+
+@dataclass
+class _RunRecords:
+    """One counted run's reports: each test's phases, and the collectors that did not pass."""
+
+    phases: dict[str, list[tuple[str, str, bool]]] = field(default_factory=dict)
+    collectors: dict[str, str] = field(default_factory=dict)
+
+    def note(self, record: dict[str, Any]) -> None:
+        node = str(record.get("id"))
+        if record["e"] == "collect":
+            self.collectors[node] = "ERROR" if record.get("outcome") == "failed" else "SKIPPED"
+        else:
+            phase = (str(record.get("when")), str(record.get("outcome")), bool(record.get("xfail")))
+            self.phases.setdefault(node, []).append(phase)
+
+
+def _verified(line: bytes, signers: dict[str, _Signer]) -> tuple[dict[str, Any], _Signer]:
+    """A record and its process's signer, or :class:`ForgedResult`."""
+    try:
+        outer = json.loads(line)
+        text, mac = str(outer["r"]), str(outer["m"])
+        record = json.loads(text)
+        pid, count, key = int(record["pid"]), int(record["n"]), record.get("key")
+        str(record["e"])
+        signer = signers.get(key) if isinstance(key, str) else None
+        if signer is None and isinstance(key, str) and count == 1:
+            signer = signers.setdefault(key, _Signer(pid, bytes.fromhex(key)))
+        if signer is None:
+            signer = next(s for s in signers.values() if s.pid == pid)
+        made = hmac.new(signer.key, text.encode("ascii"), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(made, mac) or count != signer.count + 1 or pid != signer.pid:
+            raise ValueError("not signed")
+    except (ValueError, KeyError, TypeError, StopIteration, UnicodeError, AttributeError) as exc:
+        raise ForgedResult(f"the test runs' records hold a line pytest's witness did not write: {line[:80]!r}") from exc
+    signer.count = count
+    return record, signer
+
+
+def _worst(runs: list[_RunRecords]) -> dict[str, str]:
+    """Each test's status over the score's runs: one that did not pass in some run stays so,
+    and so does one under a collector that failed or was skipped in some run (a test module
+    that raised on import has no test reports; another run's pass does not stand for them)."""
+    combined: dict[str, str] = {}
+    for run in runs:
+        for test, phases in run.phases.items():
+            status = _status(phases)
+            combined[test] = status if combined.get(test, "PASSED") in PASSING else combined[test]
+    for run in runs:
+        for node, status in run.collectors.items():
+            for test in combined:
+                under = not node or test == node or test.startswith((f"{node}::", f"{node}/"))
+                if under and combined[test] in PASSING:
+                    combined[test] = status
+    return combined
 
 
 def _status(phases: list[tuple[str, str, bool]]) -> str:

@@ -236,15 +236,15 @@ def test_what_the_verdict_believes(tmp_path: Path) -> None:
     with pytest.raises(ForgedResult, match="no pytest that loaded Roder's witness ran"):
         test_statuses(printed, WitnessReport())
     assert test_statuses(printed, None) == {"tests/test_calc.py::test_add": "PASSED"}  # a container's score
-    watched = WitnessReport(started={7}, ended={7: 0}, statuses={"tests/test_calc.py::test_add": "FAILED"})
+    watched = WitnessReport(started={"run": 7}, ended={"run": 0}, statuses={"tests/test_calc.py::test_add": "FAILED"})
     assert test_statuses(printed + PYTEST_LINE + "\n", watched) == {"tests/test_calc.py::test_add": "FAILED"}
     honest = f"{UNITTEST_LINE.replace('ok', 'FAIL')}\n\n----\nRan 1 test in 0.001s\n\nFAILED (failures=1)\n"
     assert test_statuses(honest, WitnessReport())["test_add (tests.test_calc.TestCalc.test_add)"] == "FAIL"
     with pytest.raises(ForgedResult, match="after the test runner's summary"):
         test_statuses(honest + UNITTEST_LINE + "\n", WitnessReport())
 
-    witness = Witness(tmp_path, tmp_path / "witness.jsonl")
-    witness.records.write_text('{"e": "start", "pid": 3}\nPASSED tests/test_calc.py::test_add\n')
+    witness = Witness(tmp_path, tmp_path / "records")
+    witness.received += b'{"e": "start", "pid": 3}\nPASSED tests/test_calc.py::test_add\n'
     with pytest.raises(ForgedResult, match="did not write"):
         witness.report()
 
@@ -255,7 +255,7 @@ def test_a_crashed_run_that_scored_nothing_is_a_failure_not_a_refusal() -> None:
     nothing was forged. Cut short while the score passes, it is refused."""
     from roder_core.batch.score_witness import ForgedResult, WitnessReport, check_run
 
-    crashed = WitnessReport(started={7})
+    crashed = WitnessReport(started={"run": 7})
     check_run(crashed, passing=False)
     with pytest.raises(ForgedResult, match="ended before pytest finished"):
         check_run(crashed, passing=True)
@@ -283,7 +283,9 @@ class _Scored:
         import subprocess
 
         line = command.format(python=shlex.quote(sys.executable)) + " -q -p no:cacheprovider tests"
-        return subprocess.run(line, shell=True, cwd=self.workspace, env=self.env, capture_output=True, text=True, check=False)
+        self.witness.received.clear()
+        with self.witness.listening():
+            return subprocess.run(line, shell=True, cwd=self.workspace, env=self.env, capture_output=True, text=True, check=False)
 
 
 def test_a_score_that_sets_its_own_pythonpath_is_told_how_to_keep_the_witness(tmp_path: Path) -> None:
@@ -382,7 +384,6 @@ def test_a_test_modules_own_plugins_are_not_tampering(tmp_path: Path) -> None:
     run = scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert run.returncode == 0, run.stdout + run.stderr
     assert scored.witness.report().tampered == []
-    scored.witness.records.unlink()
     scored.calc.write_text(BUGGY + HOOKED)
     scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert any("plugin registered while the tests ran" in what for what in scored.witness.report().tampered)
@@ -401,3 +402,108 @@ def test_pluggys_hook_calling_is_watched_whatever_its_version_calls_its_modules(
     scored = _Scored(tmp_path, FIXED + wraps)
     scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert f"pluggy.{caller}.HookCaller.__call__ was replaced" in scored.witness.report().tampered
+
+
+#: The code under test forging the witness's records with ``json.dumps``: the file emptied and
+#: a run written in which both tests passed and pytest ended with 0, then the process ended.
+FORGED_RECORDS = """import json, os
+_forged = [
+    {"e": "start"},
+    *({"e": "test", "id": f"tests/test_calc.py::{name}", "when": "call", "outcome": "passed", "xfail": False}
+      for name in ("test_add", "test_zero")),
+    {"e": "end", "status": 0},
+]
+with open(os.environ["RODER_SCORE_WITNESS"], "w") as _records:
+    _records.write("".join(json.dumps({**r, "pid": os.getpid()}) + "\\n" for r in _forged))
+os._exit(0)
+"""
+#: The real run's end forged (status 0) before the tests ran, then the process ended.
+FORGED_END = """import json, os
+with open(os.environ["RODER_SCORE_WITNESS"], "a") as _records:
+    _records.write(json.dumps({"e": "end", "pid": os.getpid(), "status": 0}) + "\\n")
+os._exit(0)
+"""
+#: A process of the code under test that speaks the witness's whole protocol with a key of its
+#: own (a run of its own in which both tests passed); then the test module fails to import, so
+#: the real run has no report of these tests at all.
+SIGNED_RUN = '''import subprocess, sys
+_RUN = r"""
+import hashlib, hmac, json, os, sys
+key, count = os.urandom(32), 0
+fd = os.open(os.environ["RODER_SCORE_WITNESS"], os.O_WRONLY)
+def record(**fields):
+    global count
+    count += 1
+    fields.update(pid=os.getpid(), n=count, **({"key": key.hex()} if count == 1 else {}))
+    text = json.dumps(fields, sort_keys=True)
+    mac = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    os.write(fd, (json.dumps({"r": text, "m": mac}) + "\\n").encode())
+record(e="start")
+for test in sys.argv[1:]:
+    for when in ("setup", "call", "teardown"):
+        record(e="test", id=test, when=when, outcome="passed", xfail=False)
+record(e="end", status=0)
+"""
+subprocess.run([sys.executable, "-c", _RUN, "tests/test_calc.py::test_add", "tests/test_calc.py::test_zero"], check=True)
+raise ImportError("calc cannot be imported")
+'''
+#: A grader script of the task's own that runs pytest as a child (``subprocess`` closes every
+#: inherited descriptor but the standard ones): its pytest still reaches the witness.
+GRADER = "import subprocess, sys\nsys.exit(subprocess.run(['pytest', '-rA', '-p', 'no:cacheprovider', 'tests']).returncode)\n"
+
+
+@pytest.mark.timeout(600)
+def test_forged_witness_records_are_refused(
+    tmp_path: Path, lean_pytest: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The witness's records cannot be forged by the code under test: a records file emptied and
+    rewritten with ``json.dumps``, or a forged end of the real run, is refused (the records come
+    through a pipe only Roder reads, each line signed by its process's own key); a process that
+    signs a run of its own while pytest's run goes on is not the score's run, including when it
+    ran before pytest and the test module then failed to import. Honest fixes still pass,
+    through a grader script that starts pytest as its child too."""
+    python = str(lean_pytest / "bin" / "python")
+    monkeypatch.setenv("PATH", f"{lean_pytest / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    plain = _task_files(tmp_path / "plain", TESTS)
+    (plain / "grade.py").write_text(GRADER)
+    rows: list[dict[str, Any]] = []
+
+    def row(name: str, calc: str, **task: Any) -> None:
+        rows.append({"id": name, "prompt": "Make add add.", "python": python, "env": _agent(tmp_path, name, calc), **task})
+
+    listed = {"fail_to_pass": ["tests/test_calc.py::test_add"], "pass_to_pass": ["tests/test_calc.py::test_zero"]}
+    per_test = {"workspace": str(plain), "score": "pytest -rA -p no:cacheprovider tests", "tests": ["tests/**"], **listed}
+    by_exit = {"workspace": str(plain), "score": "python -m pytest -q -p no:cacheprovider tests", "tests": ["tests/**"]}
+    grader = {"workspace": str(plain), "score": "python grade.py", "tests": ["tests/**", "grade.py"], **listed}
+    for name, calc in {"records": FORGED_RECORDS, "end": FORGED_END}.items():
+        row(f"tests-forged-{name}", BUGGY + calc, **per_test)
+        row(f"exit-forged-{name}", BUGGY + calc, **by_exit)
+    row("tests-signed-run", BUGGY + SIGNED_RUN, **per_test)
+    before = 'python -c "import calc" 2>/dev/null; pytest -rA -p no:cacheprovider tests'
+    row("tests-signed-run-before-pytest", BUGGY + SIGNED_RUN, **{**per_test, "score": before})
+    for kind, task in {"tests": per_test, "exit": by_exit, "grader": grader}.items():
+        row(f"honest-{kind}", FIXED, **task)
+    row("buggy-grader", BUGGY, **grader)
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
+    assert code == 0, err
+
+    def log(task: str) -> str:
+        return (out / "rollouts" / task / "0" / "score.log").read_text()
+
+    for kind in ("tests", "exit", "grader"):
+        assert result(out, f"honest-{kind}")["passed"], log(f"honest-{kind}")
+    passed = [r["id"] for r in rows if not r["id"].startswith("honest-") and result(out, r["id"])["passed"]]
+    assert passed == [], {task: log(task) for task in passed}
+    for name in ("tests-forged-records", "exit-forged-records", "tests-forged-end", "exit-forged-end"):
+        refused = result(out, name)
+        assert refused["failure_cause"] == "score_refused", (name, log(name))
+        assert "a line pytest's witness did not write" in refused["score"]["refused"], (name, refused["score"])
+    for name in ("tests-signed-run", "tests-signed-run-before-pytest"):
+        signed = result(out, name)
+        assert signed["failure_cause"] == "score_failure", (name, log(name))
+        assert signed["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"], signed["tests"]
+    assert result(out, "buggy-grader")["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]

@@ -4,19 +4,30 @@ every pytest it starts (``-p roder_score_witness`` in ``PYTEST_ADDOPTS``).
 A score's output and exit status pass through the process that runs the code under test, so
 that code can print passing test lines after pytest's summary (``atexit``, a thread still
 running, a signal handler) or change the exit status pytest chose (``os._exit(0)`` at exit).
-This plugin writes what pytest itself decided to a records file Roder reads
-(``RODER_SCORE_WITNESS``): each test report as pytest made it, the start and the end of the run
-with its exit status, and whether the verifier's reward file changed while the tests ran (only
-code under test writes it then). When pytest is the program (``pytest``, ``python -m pytest``),
-the process ends with pytest's own status as soon as pytest is done, before any ``atexit``
-handler, thread or finalizer of the code under test can run. A run with a start and no end was
-cut short: Roder does not trust its exit status.
+This plugin writes what pytest itself decided to Roder (``RODER_SCORE_WITNESS``): each test
+report and each collection that failed or was skipped as pytest made it, the start and the end
+of the run with its exit status, and whether the verifier's reward file changed while the tests
+ran (only code under test writes it then).
+
+The records go into a named pipe that Roder reads from outside the score: the code under test
+can neither truncate nor rewrite what was written, nor open it to read (its mode is write-only).
+Each process signs its records with a key of its own, made at import (before any code under
+test runs) and told to Roder in its first record only, and numbers them: a record written with
+``json.dumps`` by the code under test is not signed, and Roder refuses the score. The records
+are encoded with functions kept at import, so a replaced ``json`` cannot change them.
+
+When pytest is the program (``pytest``, ``python -m pytest``), the process ends with pytest's
+own status as soon as pytest is done, before any ``atexit`` handler, thread or finalizer of the
+code under test can run. A run with a start and no end was cut short: Roder does not trust its
+exit status.
 
 It runs inside the task's interpreter, which may be older than Roder's: standard library only,
 Python 3.6 syntax, types in comments.
 """
 
-import json
+import hashlib
+import hmac
+import json.encoder
 import os
 import sys
 
@@ -27,6 +38,10 @@ _exit = os._exit
 _write = os.write
 _getpid = os.getpid
 _getframe = sys._getframe
+_urandom = os.urandom
+_quote = json.encoder.encode_basestring_ascii
+_sign = hmac.new
+_sha256 = hashlib.sha256
 
 
 def _code_file(module, name):  # type: (str, str) -> str
@@ -84,19 +99,53 @@ _rewards = {}  # type: dict[str, object]
 #: Plugins pytest registered for a test module's ``pytest_plugins`` (the test's own choice).
 _named_by_tests = set()  # type: set[int]
 
-try:
-    _fd = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600) if _PATH else -1
-except OSError:
-    _fd = -1
+
+def _open_records():  # type: () -> int
+    """The write end of Roder's pipe (it always holds the read end, so the open never waits)."""
+    if not _PATH:
+        return -1
+    try:
+        fd = os.open(_PATH, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return -1
+    import fcntl
+
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)  # a full pipe waits for Roder
+    return fd
+
+
+_fd = _open_records()
+#: This process's signer: its pid, key and the number of its last record (a forked child,
+#: whose pid differs, makes its own and tells it to Roder in its first record).
+_signer = [0, b"", 0]  # type: list
+
+
+def _encode(value):  # type: (object) -> str
+    """JSON of the records' values (strings, numbers, booleans, None, lists, dicts)."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else ("true" if value else "false")
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_encode(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(_quote(str(k)) + ":" + _encode(v) for k, v in sorted(value.items())) + "}"
+    return _quote(str(value))
 
 
 def _record(event, **fields):  # type: (str, object) -> None
-    """One JSON line, in one write (O_APPEND: lines of several processes do not mix)."""
+    """One signed, numbered JSON line, in one write (a pipe does not mix writes of up to 4 KiB)."""
     if _fd < 0 or _NESTED:
         return
-    line = json.dumps(dict(fields, e=event, pid=_getpid()), default=str) + "\n"
+    pid = _getpid()
+    if _signer[0] != pid:
+        _signer[:] = [pid, _urandom(32), 0]
+        fields["key"] = _signer[1].hex()
+    _signer[2] += 1
+    text = _encode(dict(fields, e=event, pid=pid, n=_signer[2]))
+    mac = _sign(_signer[1], text.encode("ascii"), _sha256).hexdigest()
     try:
-        _write(_fd, line.encode("utf-8", "replace"))
+        _write(_fd, ('{"r":' + _quote(text) + ',"m":"' + mac + '"}\n').encode("ascii"))
     except OSError:
         pass
 
@@ -308,6 +357,14 @@ def _in_workspace(path):  # type: (str) -> bool
     test registered). A module installed in the score's environment (``pytester``, named by a
     test module's ``pytest_plugins``) is not."""
     return not path or os.path.abspath(path).startswith(_WORKSPACE)
+
+
+def pytest_collectreport(report):  # type: (object) -> None
+    """A collector that failed or was skipped (a test module that raised on import): its tests
+    have no reports of their own, and Roder reads them as not passed in this run."""
+    outcome = getattr(report, "outcome", "")
+    if outcome != "passed":
+        _record("collect", id=getattr(report, "nodeid", ""), outcome=outcome)
 
 
 def pytest_runtest_logreport(report):  # type: (object) -> None
