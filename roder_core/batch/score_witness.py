@@ -107,7 +107,8 @@ class Witness:
         score's sandbox does not show); its records come through a pipe beside it."""
         folder = scratch / "witness"
         folder.mkdir(exist_ok=True)
-        shutil.copyfile(PLUGIN_SOURCE, folder / f"{PLUGIN}.py")
+        for source in PLUGIN_SOURCE.parent.glob("*.py"):
+            shutil.copyfile(source, folder / source.name)
         return cls(folder, folder / "records")
 
     def environment(self, env: dict[str, str], workspace: Path) -> dict[str, str]:
@@ -294,10 +295,13 @@ _EXTEND = 'extend them instead of replacing them (PYTHONPATH="src:$PYTHONPATH", 
 
 def check_loaded(output: str, report: WitnessReport | None) -> None:
     """Raise :class:`ForgedResult` saying how to fix the score when its pytest could not load
-    the witness because the score set ``PYTHONPATH`` itself (pytest then stops with a usage
-    error before any test, which would read as the agent's failure)."""
+    the witness because the score set ``PYTHONPATH`` itself or ran Python isolated (pytest then
+    stops with a usage error before any test, which would read as the agent's failure)."""
     if report is not None and _NOT_IMPORTED in output:
-        raise ForgedResult(f"pytest could not load Roder's witness: the score set PYTHONPATH or PYTEST_ADDOPTS itself; {_EXTEND}")
+        raise ForgedResult(
+            "pytest could not load Roder's witness: the score set PYTHONPATH or PYTEST_ADDOPTS itself, or ran Python "
+            f"with -I or -E, which ignore PYTHONPATH; {_EXTEND}, and run pytest without -I or -E"
+        )
 
 
 def check_exit(output: str, exit_code: int | None, report: WitnessReport | None) -> None:
@@ -306,13 +310,13 @@ def check_exit(output: str, exit_code: int | None, report: WitnessReport | None)
     ``1 failed``), which is the code under test ending the process with 0 after the runner
     chose 1 (``os._exit(0)`` from ``atexit``). A pytest the witness watched keeps its own status
     and is not read from the output."""
-    if exit_code != 0:
-        return
+    if exit_code != 0 or (report is not None and report.started):
+        return  # a runner the witness watched kept its own status (or its run was cut short)
     last = None
     lines = [line.strip() for line in output.splitlines()]
     for index, line in enumerate(lines):
         tally = _PYTEST_TALLY.match(line)
-        if tally and not (report is not None and report.started):
+        if tally:
             last = line if re.search(r"\d+ (failed|errors?)\b", tally.group(1)) else None
         elif _UNITTEST_VERDICT.match(line) and any(ran.startswith("Ran ") for ran in lines[max(0, index - 3) : index]):
             last = line if line.startswith("FAILED") else None
@@ -324,6 +328,8 @@ def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:
     """Each test's status: a pytest test's from the witness alone (when it watched the score),
     another runner's from the output, where a status line printed after the runner's final
     summary is a forgery (:class:`ForgedResult`)."""
+    if report is not None and report.started:
+        return dict(report.statuses)  # what the runners the witness watched decided; the output is not read
     lines = output.splitlines()
     final = max((i for i, line in enumerate(lines) if _FINAL_LINE.match(line.strip())), default=-1)
     after = [line for line in lines[final + 1 :] if not _UNITTEST_VERDICT.match(line.strip())] if final >= 0 else []
@@ -331,14 +337,13 @@ def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:
     printed = parse_test_statuses(output)
     if report is not None:
         late = {test: status for test, status in late.items() if "::" not in test}  # pytest's are not read
-        if not report.started and any("::" in test for test in printed):
+        if any("::" in test for test in printed):
             raise ForgedResult(
                 "the score printed pytest results, but no pytest that loaded Roder's witness ran (a stand-in for pytest "
                 f"printed them, or the score set PYTEST_ADDOPTS or PYTHONPATH itself: {_EXTEND}; a runner that clears "
                 "the environment, such as tox, passes PYTHONPATH, PYTEST_ADDOPTS and RODER_SCORE_* on)"
             )
         printed = {test: status for test, status in printed.items() if "::" not in test}
-        printed.update(report.statuses)
     if late:
         shown = ", ".join(sorted(late)[:3])
         raise ForgedResult(f"test results were printed after the test runner's summary ({shown}): not the runner's")

@@ -199,9 +199,10 @@ def test_results_forged_by_the_code_under_test_never_pass(
     atexit_print = result(out, "tests-atexit-print")
     assert atexit_print["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]
     assert atexit_print["tests"]["PASS_TO_PASS"]["success"] == ["tests/test_calc.py::test_zero"]
-    refused = result(out, "unittest-atexit-print")
-    assert refused["failure_cause"] == "score_refused", refused
-    assert "after the test runner's summary" in refused["score"]["refused"]
+    # unittest's statuses are its own too (its witness recorded them), whatever was printed after.
+    unittest_print = result(out, "unittest-atexit-print")
+    assert unittest_print["tests"]["FAIL_TO_PASS"]["failure"] == ["test_add (tests.test_calc.TestCalc.test_add)"]
+    assert unittest_print["failure_cause"] == "score_failure", unittest_print
     early = result(out, "exit-early-exit")
     assert early["failure_cause"] == "score_refused", early
     assert "ended before pytest finished" in early["score"]["refused"]
@@ -223,7 +224,7 @@ def test_results_forged_by_the_code_under_test_never_pass(
     assert "call_and_report was replaced" in result(out, "exit-patches-pytest")["score"]["refused"]
     assert "witness plugin was unregistered" in result(out, "exit-unregisters-witness")["score"]["refused"]
     assert "TestCase.assertEqual was replaced" in result(out, "pytest-patches-unittest")["score"]["refused"]
-    assert "the last test run it printed failed (FAILED (failures=" in result(out, "unittest-atexit-exit")["score"]["refused"]
+    assert result(out, "unittest-atexit-exit")["score"]["exit_code"] == 1  # unittest's own status
 
 
 def test_what_the_verdict_believes(tmp_path: Path) -> None:
@@ -299,6 +300,9 @@ def test_a_score_that_sets_its_own_pythonpath_is_told_how_to_keep_the_witness(tm
     assert replaced.returncode != 0
     with pytest.raises(ForgedResult, match=r"extend them instead of replacing them \(PYTHONPATH=\"src:\$PYTHONPATH\""):
         check_loaded(replaced.stdout + replaced.stderr, scored.witness.report())
+    isolated = scored.run('PYTHONPATH="src:$PYTHONPATH" {python} -I -m pytest')  # -I ignores PYTHONPATH
+    with pytest.raises(ForgedResult, match=r"or ran Python with -I or -E, which ignore PYTHONPATH"):
+        check_loaded(isolated.stdout + isolated.stderr, scored.witness.report())
     extended = scored.run('PYTHONPATH="src:$PYTHONPATH" {python} -m pytest')
     assert extended.returncode == 0, extended.stdout + extended.stderr
     check_loaded(extended.stdout, scored.witness.report())
@@ -507,3 +511,78 @@ def test_forged_witness_records_are_refused(
         assert signed["failure_cause"] == "score_failure", (name, log(name))
         assert signed["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"], signed["tests"]
     assert result(out, "buggy-grader")["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]
+
+
+#: A test of the workspace that fails whatever the agent does (a known bug the task ignores).
+KNOWN_BUG = (
+    "import unittest\n\n\nclass TestKnown(unittest.TestCase):\n    def test_known_bug(self):\n        self.fail('known')\n"
+)
+#: A grader script of the task's own: runs every unittest test, passes when the calc tests
+#: passed (the known bug does not count), and prints its own summary after unittest's.
+UNITTEST_GRADER = """import sys, unittest
+
+
+def flat(suite):
+    return [t for s in suite for t in flat(s)] if isinstance(suite, unittest.TestSuite) else [str(suite)]
+
+
+suite = unittest.defaultTestLoader.discover("tests", top_level_dir=".")
+required = [test for test in flat(suite) if "TestCalc" in test]
+result = unittest.TextTestRunner(verbosity=2).run(suite)
+failed = {str(test) for test, _ in result.failures + result.errors}
+for test in required:
+    print(f"{test} ... {'FAIL' if test in failed else 'ok'}")
+sys.exit(1 if failed.intersection(required) or result.testsRun < len(required) else 0)
+"""
+
+
+@pytest.mark.timeout(600)
+def test_unittest_graders_of_the_tasks_own_are_graded_honestly(
+    tmp_path: Path, lean_pytest: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A score whose grader script runs unittest and decides from its result (exit 0 although a
+    known bug's test failed; its own per-test summary printed after unittest's) is graded from
+    what unittest decided, recorded by its witness: the honest fix passes, the bug fails, and a
+    forgery from the code under test (a passing line after the summary, unittest's assertions
+    neutered, ``os._exit(0)`` while the run goes on) does not pass."""
+    python = str(lean_pytest / "bin" / "python")
+    monkeypatch.setenv("PATH", f"{lean_pytest / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    legacy = _task_files(tmp_path / "legacy", UNITTESTS)
+    (legacy / "tests" / "test_known.py").write_text(KNOWN_BUG)
+    (legacy / "grade.py").write_text(UNITTEST_GRADER)
+    rows: list[dict[str, Any]] = []
+
+    def row(name: str, calc: str, **task: Any) -> None:
+        rows.append({"id": name, "prompt": "Make add add.", "python": python, "env": _agent(tmp_path, name, calc), **task})
+
+    by_exit = {"workspace": str(legacy), "score": "python grade.py", "tests": ["tests/**", "grade.py"]}
+    listed = {"fail_to_pass": ["test_add (tests.test_calc.TestCalc.test_add)"], "pass_to_pass": []}
+    per_test = {**by_exit, **listed}
+    by_module = {**listed, "workspace": str(legacy), "score": "python -m unittest -v tests.test_calc", "tests": ["tests/**"]}
+    for kind, task in {"exit": by_exit, "tests": per_test, "module": by_module}.items():
+        row(f"honest-{kind}", FIXED, **task)
+        row(f"buggy-{kind}", BUGGY, **task)
+        row(f"late-print-{kind}", BUGGY + _late_print(UNITTEST_LINE), **task)
+        neutered = "import unittest\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n"
+        row(f"neutered-{kind}", BUGGY + neutered, **task)
+        row(f"early-exit-{kind}", BUGGY + "import atexit, os\natexit.register(os._exit, 0)\nos._exit(0)\n", **task)
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
+    assert code == 0, err
+
+    def log(task: str) -> str:
+        return (out / "rollouts" / task / "0" / "score.log").read_text()
+
+    for kind in ("exit", "tests", "module"):
+        honest = result(out, f"honest-{kind}")
+        assert honest["passed"], log(f"honest-{kind}")
+        assert "refused" not in honest["score"], honest["score"]
+        assert result(out, f"buggy-{kind}")["failure_cause"] == "score_failure", log(f"buggy-{kind}")
+        assert "TestCase.assertEqual was replaced" in result(out, f"neutered-{kind}")["score"]["refused"]
+    forged = [r["id"] for r in rows if not r["id"].startswith("honest-")]
+    passed = [task for task in forged if result(out, task)["passed"]]
+    assert passed == [], {task: log(task) for task in passed}
+    assert result(out, "late-print-tests")["tests"]["FAIL_TO_PASS"]["failure"] == listed["fail_to_pass"]
