@@ -544,7 +544,8 @@ def test_unittest_graders_of_the_tasks_own_are_graded_honestly(
     known bug's test failed; its own per-test summary printed after unittest's) is graded from
     what unittest decided, recorded by its witness: the honest fix passes, the bug fails, and a
     forgery from the code under test (a passing line after the summary, unittest's assertions
-    neutered, ``os._exit(0)`` while the run goes on) does not pass."""
+    neutered, ``os._exit(0)`` while the run goes on, ``sys.exit`` replaced under ``python -m
+    unittest``) does not pass."""
     python = str(lean_pytest / "bin" / "python")
     monkeypatch.setenv("PATH", f"{lean_pytest / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     legacy = _task_files(tmp_path / "legacy", UNITTESTS)
@@ -559,13 +560,17 @@ def test_unittest_graders_of_the_tasks_own_are_graded_honestly(
     listed = {"fail_to_pass": ["test_add (tests.test_calc.TestCalc.test_add)"], "pass_to_pass": []}
     per_test = {**by_exit, **listed}
     by_module = {**listed, "workspace": str(legacy), "score": "python -m unittest -v tests.test_calc", "tests": ["tests/**"]}
-    for kind, task in {"exit": by_exit, "tests": per_test, "module": by_module}.items():
+    module_exit = {k: v for k, v in by_module.items() if k not in listed}
+    kinds = {"exit": by_exit, "tests": per_test, "module": by_module, "module-exit": module_exit}
+    for kind, task in kinds.items():
         row(f"honest-{kind}", FIXED, **task)
         row(f"buggy-{kind}", BUGGY, **task)
         row(f"late-print-{kind}", BUGGY + _late_print(UNITTEST_LINE), **task)
         neutered = "import unittest\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n"
         row(f"neutered-{kind}", BUGGY + neutered, **task)
         row(f"early-exit-{kind}", BUGGY + "import atexit, os\natexit.register(os._exit, 0)\nos._exit(0)\n", **task)
+        if kind != "exit":  # a grader program of the task's own keeps its exit status (docs/batch.md)
+            row(f"sys-exit-{kind}", BUGGY + "import os, sys\nsys.exit = lambda *args: os._exit(0)\n", **task)
 
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -576,7 +581,7 @@ def test_unittest_graders_of_the_tasks_own_are_graded_honestly(
     def log(task: str) -> str:
         return (out / "rollouts" / task / "0" / "score.log").read_text()
 
-    for kind in ("exit", "tests", "module"):
+    for kind in kinds:
         honest = result(out, f"honest-{kind}")
         assert honest["passed"], log(f"honest-{kind}")
         assert "refused" not in honest["score"], honest["score"]
@@ -586,3 +591,4 @@ def test_unittest_graders_of_the_tasks_own_are_graded_honestly(
     passed = [task for task in forged if result(out, task)["passed"]]
     assert passed == [], {task: log(task) for task in passed}
     assert result(out, "late-print-tests")["tests"]["FAIL_TO_PASS"]["failure"] == listed["fail_to_pass"]
+    assert result(out, "sys-exit-module-exit")["score"]["exit_code"] == 1  # unittest's own status

@@ -137,17 +137,21 @@ def _watched_run(run):  # type: (object) -> object
 
 def _pinned(runs, files):  # type: (object, tuple[str, str, str]) -> object
     """``TestProgram.runTests`` ending the process with unittest's status when ``python -m
-    unittest`` is the program (nothing under it but unittest's ``__main__`` and ``-m``'s start)."""
+    unittest`` is the program (nothing under it but unittest's ``__main__`` and ``-m``'s start),
+    the status computed here: ``sys.exit`` may be the code under test's by then."""
     program_file, main_file, runpy_file = files
+    no_tests = getattr(sys.modules["unittest.main"], "_NO_TESTS_EXITCODE", None)  # Python 3.12 and later
 
     def run_tests(self):  # type: (object) -> None
-        try:
+        if not (getattr(self, "exit", False) and _is_program(program_file, main_file, runpy_file)):
             runs(self)  # type: ignore[operator]
-        except SystemExit as exc:
-            if _is_program(program_file, main_file, runpy_file):
-                code = exc.code
-                _records.end_process(code if isinstance(code, int) else 1)
-            raise
+            return
+        self.exit = False  # type: ignore[attr-defined]
+        runs(self)  # type: ignore[operator]
+        result = self.result  # type: ignore[attr-defined]
+        if no_tests is not None and result.testsRun == 0 and not result.skipped:
+            _records.end_process(no_tests)
+        _records.end_process(0 if result.wasSuccessful() else 1)
 
     return run_tests
 
