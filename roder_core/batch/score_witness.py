@@ -48,6 +48,8 @@ from roder_core.batch.swebench import PASSING, parse_test_statuses
 #: The plugin module pytest loads (``-p``); it runs in the task's interpreter.
 PLUGIN = "roder_score_witness"
 PLUGIN_SOURCE = Path(__file__).with_name("witness") / f"{PLUGIN}.py"
+#: tox (4.11 and later) clears the environment of the commands it runs: it passes these on.
+_TOX_PASSES = "testenv.pass_env+=PYTHONPATH,PYTEST_ADDOPTS,RODER_SCORE_*"
 #: The records of a score are read up to this size; a score that wrote more is refused.
 RECORDS_CAP = 64 * 1024 * 1024
 
@@ -114,11 +116,13 @@ class Witness:
     def environment(self, env: dict[str, str], workspace: Path) -> dict[str, str]:
         """``env`` with the plugin importable and loaded by every pytest (the task's own
         ``PYTHONPATH`` and ``PYTEST_ADDOPTS`` kept after it), told where its records go and
-        which folder is the agent's (a plugin from there registered mid-run is tampering)."""
+        which folder is the agent's (a plugin from there registered mid-run is tampering), and
+        tox told to pass all of it on to the commands it runs."""
         path = os.pathsep.join(p for p in (str(self.folder), env.get("PYTHONPATH", "")) if p)
         options = " ".join(o for o in (env.get("PYTEST_ADDOPTS", ""), f"-p {PLUGIN}") if o)
         told = {"RODER_SCORE_WITNESS": str(self.records), "RODER_SCORE_WORKSPACE": str(workspace)}
-        return {**env, "PYTHONPATH": path, "PYTEST_ADDOPTS": options, **told}
+        tox = ";".join(o for o in (env.get("TOX_OVERRIDE", ""), _TOX_PASSES) if o)
+        return {**env, "PYTHONPATH": path, "PYTEST_ADDOPTS": options, "TOX_OVERRIDE": tox, **told}
 
     @contextmanager
     def listening(self) -> Iterator[None]:
@@ -340,8 +344,8 @@ def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:
         if any("::" in test for test in printed):
             raise ForgedResult(
                 "the score printed pytest results, but no pytest that loaded Roder's witness ran (a stand-in for pytest "
-                f"printed them, or the score set PYTEST_ADDOPTS or PYTHONPATH itself: {_EXTEND}; a runner that clears "
-                "the environment, such as tox, passes PYTHONPATH, PYTEST_ADDOPTS and RODER_SCORE_* on)"
+                f"printed them, or the score set PYTEST_ADDOPTS or PYTHONPATH itself: {_EXTEND}; a runner that clears the "
+                "environment (tox before 4.11, a script's own) passes PYTHONPATH, PYTEST_ADDOPTS and RODER_SCORE_* on)"
             )
         printed = {test: status for test, status in printed.items() if "::" not in test}
     if late:

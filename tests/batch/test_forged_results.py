@@ -592,3 +592,41 @@ def test_unittest_graders_of_the_tasks_own_are_graded_honestly(
     assert passed == [], {task: log(task) for task in passed}
     assert result(out, "late-print-tests")["tests"]["FAIL_TO_PASS"]["failure"] == listed["fail_to_pass"]
     assert result(out, "sys-exit-module-exit")["score"]["exit_code"] == 1  # unittest's own status
+
+
+#: tox running pytest from the score's own packages (no install, no network).
+TOX_INI = (
+    "[tox]\nskipsdist = true\n\n[testenv]\nskip_install = true\nsitepackages = true\n"
+    "commands = python -m pytest -rA -p no:cacheprovider tests\n"
+)
+
+
+@pytest.mark.timeout(600)
+def test_a_score_run_through_tox_keeps_the_witness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tox clears the environment of the commands it runs, which took the witness away: pytest
+    results with no witness were refused, the honest fix's too. The score tells tox to pass the
+    witness on (``TOX_OVERRIDE``): the honest fix passes, the bug fails, and a passing line the
+    code under test prints after pytest's summary is not believed."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    plain = _task_files(tmp_path / "plain", TESTS)
+    (plain / "tox.ini").write_text(TOX_INI)
+    listed = {"fail_to_pass": ["tests/test_calc.py::test_add"], "pass_to_pass": ["tests/test_calc.py::test_zero"]}
+    task = {"workspace": str(plain), "score": "tox -q", "tests": ["tests/**"], "score_timeout": 300, **listed}
+    calcs = {"honest": FIXED, "buggy": BUGGY, "late-print": BUGGY + _late_print(PYTEST_LINE)}
+    rows = [{"id": name, "prompt": "Make add add.", "env": _agent(tmp_path, name, calc), **task} for name, calc in calcs.items()]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
+    assert code == 0, err
+
+    def log(task: str) -> str:
+        return (out / "rollouts" / task / "0" / "score.log").read_text()
+
+    assert result(out, "honest")["passed"], log("honest")
+    for name in ("buggy", "late-print"):
+        failed = result(out, name)
+        assert failed["failure_cause"] == "score_failure", log(name)
+        assert failed["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"], log(name)
