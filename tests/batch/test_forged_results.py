@@ -132,6 +132,20 @@ def _agent(folder: Path, name: str, calc: str) -> dict[str, str]:
     return {"RODER_MOCK_SCRIPT": str(script)}
 
 
+def _batch(tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: list[dict[str, Any]]) -> Path:
+    """Run ``roder batch`` over ``rows`` with the mock model, two workers; its output folder."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
+    assert code == 0, err
+    return out
+
+
+def _log(out: Path, task: str) -> str:
+    return (out / "rollouts" / task / "0" / "score.log").read_text()
+
+
 @pytest.mark.timeout(900)
 def test_results_forged_by_the_code_under_test_never_pass(
     tmp_path: Path, lean_pytest: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -181,14 +195,10 @@ def test_results_forged_by_the_code_under_test_never_pass(
     for kind, task in honest.items():
         row(f"honest-{kind}", FIXED + ("import atexit\natexit.register(print, 'bye')\n" if kind == "exit" else ""), **task)
 
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
-    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
-    assert code == 0, err
+    out = _batch(tmp_path, capsys, rows)
 
     def log(task: str) -> str:
-        return (out / "rollouts" / task / "0" / "score.log").read_text()
+        return _log(out, task)
 
     for kind in honest:
         assert result(out, f"honest-{kind}")["passed"], log(f"honest-{kind}")
@@ -213,7 +223,7 @@ def test_results_forged_by_the_code_under_test_never_pass(
     # run's leftovers die with pytest, so the daemon's reward never lands after the verifier's.
     off = tmp_path / "out-off"
     picked = ("--filter", "^(reward-daemon|honest-reward)$", "--sandbox", "off", "--no-progress", "--provider", "mock")
-    code, _, err = run_cli(capsys, "batch", tasks, "--out", off, "--workers", "2", *picked)
+    code, _, err = run_cli(capsys, "batch", tmp_path / "tasks.jsonl", "--out", off, "--workers", "2", *picked)
     assert code == 0, err
     assert result(off, "honest-reward")["passed"]
     daemon = result(off, "reward-daemon")
@@ -489,14 +499,10 @@ def test_forged_witness_records_are_refused(
         row(f"honest-{kind}", FIXED, **task)
     row("buggy-grader", BUGGY, **grader)
 
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
-    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
-    assert code == 0, err
+    out = _batch(tmp_path, capsys, rows)
 
     def log(task: str) -> str:
-        return (out / "rollouts" / task / "0" / "score.log").read_text()
+        return _log(out, task)
 
     for kind in ("tests", "exit", "grader"):
         assert result(out, f"honest-{kind}")["passed"], log(f"honest-{kind}")
@@ -572,14 +578,10 @@ def test_unittest_graders_of_the_tasks_own_are_graded_honestly(
         if kind != "exit":  # a grader program of the task's own keeps its exit status (docs/batch.md)
             row(f"sys-exit-{kind}", BUGGY + "import os, sys\nsys.exit = lambda *args: os._exit(0)\n", **task)
 
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
-    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
-    assert code == 0, err
+    out = _batch(tmp_path, capsys, rows)
 
     def log(task: str) -> str:
-        return (out / "rollouts" / task / "0" / "score.log").read_text()
+        return _log(out, task)
 
     for kind in kinds:
         honest = result(out, f"honest-{kind}")
@@ -616,14 +618,10 @@ def test_a_score_run_through_tox_keeps_the_witness(
     task = {"workspace": str(plain), "score": "tox -q", "tests": ["tests/**"], "score_timeout": 300, **listed}
     calcs = {"honest": FIXED, "buggy": BUGGY, "late-print": BUGGY + _late_print(PYTEST_LINE)}
     rows = [{"id": name, "prompt": "Make add add.", "env": _agent(tmp_path, name, calc), **task} for name, calc in calcs.items()]
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
-    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
-    assert code == 0, err
+    out = _batch(tmp_path, capsys, rows)
 
     def log(task: str) -> str:
-        return (out / "rollouts" / task / "0" / "score.log").read_text()
+        return _log(out, task)
 
     assert result(out, "honest")["passed"], log("honest")
     for name in ("buggy", "late-print"):
