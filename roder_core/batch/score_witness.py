@@ -146,18 +146,24 @@ class Witness:
                 os.close(fd)
 
     def _collect(self, reader: int, stop: int) -> None:
-        """Read what arrives until told to stop, then what is left in the pipe."""
-        stopping = False
+        """Read what arrives until told to stop, then what is in the pipe then: at most the cap
+        more, so a process left writing (with the sandbox off) never keeps the score from ending."""
+        after_stop: int | None = None
         while True:
-            if not stopping:
+            if after_stop is None:
                 ready, _, _ = select.select([reader, stop], [], [])
-                stopping = stop in ready
+                after_stop = 0 if stop in ready else None
             try:
                 chunk = os.read(reader, 65536)
             except BlockingIOError:
-                if stopping:
+                if after_stop is not None:
                     return
                 continue
+            if after_stop is not None:
+                after_stop += len(chunk)
+                if after_stop > RECORDS_CAP:
+                    self.overflow = True
+                    return
             if len(self.received) + len(chunk) > RECORDS_CAP:
                 self.overflow = True  # still read on, so no writer waits forever
             else:

@@ -628,3 +628,42 @@ def test_a_score_run_through_tox_keeps_the_witness(
         failed = result(out, name)
         assert failed["failure_cause"] == "score_failure", log(name)
         assert failed["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"], log(name)
+
+
+#: A process of the code under test, out of the score's process group and of pytest's run (the
+#: grader imported the code before pytest), that writes to the witness's pipe without end.
+FLOODER = """import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        fd = os.open(os.environ["RODER_SCORE_WITNESS"], os.O_WRONLY)
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):  # the score's output ends when the score does
+            os.dup2(null, std)
+        while True:
+            os.write(fd, b"x" * 65536)
+    os._exit(0)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_process_left_writing_records_does_not_keep_the_score_from_ending(
+    tmp_path: Path, lean_pytest: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the sandbox off nothing ends what the code under test left running outside pytest's
+    run: a process that floods the records pipe is read up to the records' cap after the score
+    ends, and the score is refused, instead of Roder reading it forever."""
+    python = str(lean_pytest / "bin" / "python")
+    monkeypatch.setenv("PATH", f"{lean_pytest / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    plain = _task_files(tmp_path / "plain", TESTS)
+    score = 'python -c "import calc"; pytest -q -p no:cacheprovider tests'
+    task = {"workspace": str(plain), "score": score, "tests": ["tests/**"], "python": python}
+    rows = [{"id": "flood", "prompt": "Make add add.", "env": _agent(tmp_path, "flood", FIXED + FLOODER), **task}]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(rows[0]) + "\n")
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--no-progress", "--provider", "mock", "--sandbox", "off")
+    assert code == 0, err
+    flood = result(out, "flood")
+    assert flood["failure_cause"] == "score_refused", _log(out, "flood")
+    assert "exceed" in flood["score"]["refused"] or "did not write" in flood["score"]["refused"], flood["score"]
