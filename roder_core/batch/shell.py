@@ -20,6 +20,10 @@ from pathlib import Path
 
 #: Keep the first and last part of very long output (a test suite's log can be megabytes).
 OUTPUT_CAP = 256_000
+#: How long output is still read after the command ended or was killed (``_output_until_done``).
+DRAIN_SECONDS = 5.0
+#: How often a command still running is checked for having ended while its output is read.
+POLL_SECONDS = 0.5
 
 
 @dataclass
@@ -88,13 +92,8 @@ def run_shell(
         preexec_fn=hook,
         pass_fds=pass_fds,
     )
-    timed_out = False
     try:
-        raw, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc.pid)
-        raw, _ = proc.communicate()
+        raw, timed_out = _output_until_done(proc, timeout)
     finally:
         _kill_group(proc.pid)  # background children left behind by the command
     text = raw.decode("utf-8", errors="replace")
@@ -107,6 +106,36 @@ def run_shell(
         timed_out=timed_out,
         whole=None if shown is text else text,
     )
+
+
+def _output_until_done(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bool]:
+    """The command's output, and whether it ran out of time (its group is then killed).
+
+    Reading stops ``DRAIN_SECONDS`` after the command itself ended or was killed, even when the
+    pipe is still open: a daemon it started in a session of its own (``setsid``, outside the
+    group that is killed) can hold the pipe open forever, which kept the score, and the batch,
+    waiting past its timeout without end."""
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    ended_at: float | None = None
+    while True:
+        now = time.monotonic()
+        if ended_at is None and proc.poll() is not None:
+            ended_at = now
+        if ended_at is None and now >= deadline:
+            timed_out = True
+            _kill_group(proc.pid)
+            proc.wait()
+            ended_at = now
+        limit = deadline if ended_at is None else ended_at + DRAIN_SECONDS
+        try:
+            raw, _ = proc.communicate(timeout=max(0.0, min(limit - now, POLL_SECONDS)))
+            return raw, timed_out
+        except subprocess.TimeoutExpired as exc:
+            if ended_at is not None and time.monotonic() >= limit:
+                if proc.stdout is not None:
+                    proc.stdout.close()
+                return bytes(exc.output or b""), timed_out
 
 
 def _kill_group(pgid: int) -> None:
