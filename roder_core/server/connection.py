@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 #: Requests of one connection handled, or answered but not yet written, at the same time;
 #: reading pauses beyond this.
 MAX_IN_FLIGHT = 64
-
+#: Most requests in one JSON-RPC batch array: a batch runs its requests at once and answers in
+#: one array, so a larger one would take memory and time in proportion to one line's size.
+MAX_BATCH = 1000
 #: Queued messages a newline-framed transport writes at once (see ``Connection.lines``).
 MAX_WRITE_BATCH = 256
 
@@ -144,6 +146,14 @@ class Connection:
             return await self.dispatcher.handle_message(message, self.context)
         if not message:
             return error_response(None, RpcError(INVALID_REQUEST, "invalid request: empty batch"))
+        if len(message) > MAX_BATCH:
+            return error_response(
+                None,
+                RpcError(
+                    INVALID_REQUEST,
+                    f"invalid request: a batch of {len(message)} messages (at most {MAX_BATCH}); none was run",
+                ),
+            )
         replies = await asyncio.gather(*(self.dispatcher.handle_message(m, self.context) for m in message))
         answered = [r for r in replies if r is not None]
         return answered or None

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from roder_core.server.connection import MAX_BATCH
 from tests.builders import until
 from tests.ecosystem.harness import FIXTURE_SERVER
 from tests.server.support import RpcPeer, app_server_peer, call, trusted_workspace
@@ -67,6 +68,27 @@ async def test_batches_get_an_array_of_responses(transport: str, tmp_path: Path)
             last = await peer.batches.get()
         assert [r["id"] for r in last] == [104]
     assert peer.batches.empty()  # everything the server wrote was read: no reply to the notification batch
+
+
+@pytest.mark.parametrize("transport", ["stdio", "ws"])
+async def test_an_over_long_batch_is_one_error_and_none_of_it_runs(transport: str, tmp_path: Path) -> None:
+    """A batch runs its requests at once and answers in one array: past ``MAX_BATCH`` it would
+    cost memory in proportion to one line, so it is refused whole, with one clear error."""
+    async with peer_over(transport, tmp_path) as peer:
+        mode = (await peer.call("session/get"))["mode"]
+        other = "plan" if mode != "plan" else "ask"
+        batch = [request(1000 + i, "session/set_mode", {"mode": other}) for i in range(MAX_BATCH + 1)]
+        await peer.send_line(json.dumps(batch))
+        refused = await wait_unmatched(peer, 1)
+        assert refused[0]["id"] is None
+        assert refused[0]["error"]["code"] == -32600
+        assert f"at most {MAX_BATCH}" in refused[0]["error"]["message"]
+        assert (await peer.call("session/get"))["mode"] == mode  # none of it ran
+        ok = [request(2000 + i, "session/get") for i in range(MAX_BATCH)]
+        await peer.send_line(json.dumps(ok))
+        async with asyncio.timeout(60):
+            replies = await peer.batches.get()
+        assert len(replies) == MAX_BATCH
 
 
 @pytest.mark.parametrize("transport", ["stdio", "ws"])
