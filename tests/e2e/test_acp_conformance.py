@@ -206,3 +206,17 @@ def stored_thread(thread_id: str) -> str:
     files = [p for p in home.rglob(f"{thread_id}.jsonl")]
     assert files, f"no stored thread {thread_id} under {home}"
     return files[0].read_text()
+
+
+async def test_an_editor_that_skips_initialize_still_gets_its_answer(tmp_path: Path) -> None:
+    """Every session is opened after the agent forwards runtime events: a prompt sent without
+    ``initialize`` used to run its turn and never return."""
+    workspace, env = trusted_workspace(tmp_path, [{"text": "answered anyway"}])
+    client = EditorClient()
+    async with agent(workspace, env, client) as (conn, _proc):
+        session = await conn.new_session(cwd=str(workspace))
+        async with asyncio.timeout(60):
+            result = await conn.prompt(session_id=session.session_id, prompt=[text_block("hi")])
+        assert result.stop_reason == "end_turn"
+        said = "".join(u.content.text for u in client.of(AgentMessageChunk))
+        assert "answered anyway" in said
