@@ -92,6 +92,30 @@ async def test_an_over_long_batch_is_one_error_and_none_of_it_runs(transport: st
 
 
 @pytest.mark.parametrize("transport", ["stdio", "ws"])
+async def test_an_approval_answered_twice_at_once_takes_the_first_and_refuses_the_second(transport: str, tmp_path: Path) -> None:
+    """Two answers in one batch run before the waiting turn wakes up: the second used to get
+    ``{"resolved": false}`` then (and -32602 a moment later); it is refused the same way always."""
+    steps = [{"tool_calls": [call("write_note", path="once.txt", text="hi")]}, {"text": "done"}]
+    async with peer_over(transport, tmp_path, steps, "--mode", "ask") as peer:
+        thread = (await peer.call("thread/start"))["thread"]
+        await peer.call("turn/start", {"threadId": thread["id"], "prompt": "write"})
+        approval = (await peer.next_notification("approval/requested", threadId=thread["id"]))["request"]["approvalId"]
+        answers = [
+            request(301, "session/resolve_approval", {"approvalId": approval, "approved": True}),
+            request(302, "session/resolve_approval", {"approvalId": approval, "approved": False}),
+        ]
+        await peer.send_line(json.dumps(answers))
+        async with asyncio.timeout(30):
+            replies = {r["id"]: r for r in await peer.batches.get()}
+        assert replies[301]["result"] == {"resolved": True}
+        assert replies[302]["error"]["code"] == -32602
+        assert "already answered" in replies[302]["error"]["message"]
+        done = await peer.next_notification("turn/completed", threadId=thread["id"])
+        assert done["turn"]["status"] == "completed"
+        assert (await peer.call("session/get"))["pendingApprovals"] == []
+
+
+@pytest.mark.parametrize("transport", ["stdio", "ws"])
 async def test_over_long_ids_are_invalid_params_with_a_short_message(transport: str, tmp_path: Path) -> None:
     async with peer_over(transport, tmp_path) as peer:
         calls = {
