@@ -144,6 +144,14 @@ def load_average() -> str:
     return " ".join(f"{v:.1f}" for v in os.getloadavg())
 
 
+def print_medians(results: dict[str, list[dict[str, float]]], width: int = 20) -> None:
+    """A table of each variant's medians, one column per figure of its runs."""
+    keys = list(next(iter(results.values()))[0])
+    print(f"{'variant':<9} " + " ".join(f"{k:>{width}}" for k in keys))
+    for name, rows in results.items():
+        print(f"{name:<9} " + " ".join(f"{statistics.median(r[k] for r in rows):>{width}.2f}" for k in keys))
+
+
 def start_fake_server(steps: list[dict[str, object]], scratch: Path) -> tuple[subprocess.Popen[str], str]:
     path = scratch / "server-script.json"
     path.write_text(json.dumps({"steps": steps}))

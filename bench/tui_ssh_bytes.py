@@ -35,7 +35,6 @@ import compileall
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import sysconfig
@@ -49,7 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import oneshot_peers
-from oneshot import checkout_env, compile_bytecode, load_average
+from oneshot import checkout_env, compile_bytecode, load_average, print_medians
 from pty_timing import cpu_seconds
 from tui_harness import prose
 
@@ -318,10 +317,7 @@ def main() -> None:
                     row = one_run(contender, home, cwd, server.url, opts.idle, deltas, profile, not opts.cold_turn)
                 results.setdefault(contender.name, []).append(row)
         print(f"load average after: {load_average()}")
-    keys = list(next(iter(results.values()))[0])
-    print(f"{'variant':<9} " + " ".join(f"{k:>20}" for k in keys))
-    for name, rows in results.items():
-        print(f"{name:<9} " + " ".join(f"{statistics.median(r[k] for r in rows):>20.2f}" for k in keys))
+    print_medians(results)
 
 
 if __name__ == "__main__":

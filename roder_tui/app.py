@@ -20,6 +20,7 @@ import gc
 import inspect
 import logging
 import os
+import signal
 from typing import TYPE_CHECKING, Any
 
 from textual import work
@@ -85,6 +86,12 @@ class RoderApp(AppTurns):
     """
 
     def on_mount(self) -> None:
+        # SIGTERM (a `kill`, a session manager, a container stop) quits as ctrl+q does: without
+        # this the process died on the spot, its turn left running in the file and the terminal
+        # left in the app's modes. 143 is what a shell reports for a process ended by SIGTERM.
+        # (Only the main thread may take signals: an app run elsewhere keeps the default.)
+        with contextlib.suppress(ValueError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.leave, 128 + signal.SIGTERM)
         if self._driver is not None:  # send only the parts of each frame the terminal does not show yet
             from roder_tui.screen_diff import ScreenDiff
 
@@ -321,6 +328,8 @@ class RoderApp(AppTurns):
             self.exit(1)
 
     async def on_unmount(self) -> None:
+        with contextlib.suppress(ValueError, RuntimeError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
         self.coalescer.close()
         if self.client is not None:
             with contextlib.suppress(Exception):

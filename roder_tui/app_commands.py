@@ -22,6 +22,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The formats ``/export`` names, and the one each means.
+_EXPORT_FORMATS = {"md": "md", "markdown": "md", "json": "json", "jsonl": "json"}
+
+
+def export_arguments(arguments: str) -> tuple[str, str | None]:
+    """``/export [md|json] [path]`` as (format, path or None). A path alone (``/export
+    notes/today.json``) is the path, its format told by its suffix; it was read as an unknown
+    format, and the thread went to the default file instead, silently. The rest of the line is
+    the path, spaces included."""
+    rest = arguments.strip()
+    first, _, tail = rest.partition(" ")
+    if first.lower() in _EXPORT_FORMATS:
+        return _EXPORT_FORMATS[first.lower()], tail.strip() or None
+    if not rest:
+        return "md", None
+    return ("json" if rest.lower().endswith((".json", ".jsonl")) else "md"), rest
+
 
 class AppCommands(AppRewind):
     """Slash commands, listings and the command palette, each running a layer below's action."""
@@ -100,7 +117,7 @@ class AppCommands(AppRewind):
             "rewind": self.action_rewind,
             "undo": self.undo,
             "redo": self.redo,
-            "export": lambda: self.export_thread(*(arguments.split() or ["md"])[:2]),
+            "export": lambda: self.export_thread(*export_arguments(arguments)),
             "tools": lambda: self._list_tools(mcp_only=False),
             "mcp": lambda: self._mcp(arguments),
             "skills": self._list_skills,
@@ -203,7 +220,7 @@ class AppCommands(AppRewind):
         thread = (
             await self._client().call(THREAD_READ, ThreadReadParams(thread_id=self.open_thread(), include_turns=True))
         ).thread
-        fmt = "json" if fmt.lower() in ("json", "jsonl") else "md"
+        fmt = _EXPORT_FORMATS.get(fmt.lower(), "md")
         here = Path.cwd() if self.files_remote else self.cwd  # the file is written on this machine
         target = Path(path) if path else here / f"roder-{thread.id}.{fmt}"
         target = target if target.is_absolute() else here / target

@@ -47,15 +47,19 @@ class AppKeys(AppState):
         self.notify("press ctrl+c again to quit (or ctrl+q)", timeout=CTRL_C_WINDOW)
 
     async def action_quit(self) -> None:
-        """Quit; a turn cut off by quitting is interrupted and saved, and the shell says how to
-        continue it."""
+        self.leave(0)
+
+    def leave(self, code: int) -> None:
+        """Quit with exit status ``code`` (ctrl+q, or SIGTERM: ``RoderApp.on_mount``); a turn cut
+        off by quitting is interrupted and saved, the terminal is given back as it was, and the
+        shell says how to continue it."""
         if self.turn_id is not None and self.thread_id is not None and self.client is not None and self.client.shared:
             self.exit_message = "roder: detached; the turn goes on in the host (`roder attach` returns to it)"
         elif self.turn_id is not None and self.thread_id is not None:
             self.exit_message = (
                 f"roder: the running turn was interrupted; continue this thread with `roder -c` (or `roder -r {self.thread_id}`)"
             )
-        self.exit(0)
+        self.exit(code)
 
     def action_copy_text(self, text: str) -> None:
         from roder_tui.clipboard import copy_text

@@ -172,7 +172,7 @@ class AppTurns(AppCommands):
                 self.queued.add(steered.item_id, text)
             else:
                 inputs = await self._prompt_inputs(text)
-                await self.transcript.action_jump_end()  # a new prompt: follow the new turn
+                await self.transcript.jump_end()  # a new prompt: follow the new turn
                 self._redo.clear()
                 params = TurnStartParams(thread_id=self.open_thread(), prompt=text, input=inputs)
                 await self._client().call(TURN_START, params)

@@ -39,6 +39,8 @@ ZERO_USAGE: dict[str, Any] = {
 
 #: Notification methods the text and json formats act on (stream-json prints every one).
 DELTA, ITEM_COMPLETED, RETRYING = "item/agentMessage/delta", "item/completed", "turn/retrying"
+#: A runtime error outside the turn's own result (``kind`` "persistence": the thread was not saved).
+ERROR = "error"
 TURN_COMPLETED, THREAD_STARTED = "turn/completed", "thread/started"
 
 Wire = dict[str, Any]
@@ -72,16 +74,21 @@ class Printer:
     restart is said on screen.
     """
 
-    def __init__(self, fmt: str, out: TextIO, err: TextIO) -> None:
+    def __init__(self, fmt: str, out: TextIO, err: TextIO, *, echo_errors: bool = True) -> None:
         self.fmt, self.out, self.err = fmt, out, err
         self.final_texts: list[str] = []
+        #: Why the thread could not be saved, if it could not: the run then fails (exit 1).
+        self.unsaved: str | None = None
+        #: Whether ``error`` events are printed here: in process the runtime's log line already
+        #: reached this stderr; a host's log does not.
+        self._echo_errors = echo_errors
         self._stream_live = fmt == "text" and out.isatty()
         self._printed: dict[str, int] = {}
         self._ends_with_newline = True
 
     def wants(self, method: str) -> bool:
         """Whether ``on_event`` does anything with notifications of ``method``."""
-        return self.fmt == "stream-json" or method in (DELTA, ITEM_COMPLETED, RETRYING)
+        return self.fmt == "stream-json" or method in (DELTA, ITEM_COMPLETED, RETRYING, ERROR)
 
     def _write(self, text: str) -> None:
         self.out.write(text)
@@ -102,6 +109,11 @@ class Printer:
                 self._answer(item["id"], item.get("text", ""))
             elif item.get("type") == "toolResult" and isinstance(data, dict) and data.get("policy_denied"):
                 self.err.write(f"roder: {item['text']}\n")
+        elif method == ERROR and params.get("kind") == "persistence":
+            self.unsaved = self.unsaved or str(params["message"])
+            if self._echo_errors:
+                self.err.write(f"roder: {params['message']}\n")
+                self.err.flush()
         elif method == RETRYING and self.fmt == "text":
             notice = retry_notice(params["reason"], params["attempt"], params["maxAttempts"], params["wait"])
             self.err.write(f"roder: {notice}\n")
@@ -166,6 +178,8 @@ class Printer:
         }
         if turn.get("error") is not None:
             record["error"] = turn["error"]["message"]
+        elif self.unsaved is not None:
+            record["is_error"], record["error"] = True, self.unsaved
         if self.fmt in ("json", "stream-json"):
             self._line(record)
 
@@ -216,7 +230,7 @@ async def drive(
         err.write(MOCK_HINT + "\n")
     for warning in info.get("warnings", []):
         err.write(f"roder: {warning}\n")
-    printer = Printer(args.output_format, out, err)
+    printer = Printer(args.output_format, out, err, echo_errors=session.shared)
     # One-shot mode drives one thread (and its subagents), so in process every notification
     # belongs to it; on a shared host, other clients' threads are filtered out.
     session.subscribe(lambda method: printer.wants(method) or method in (TURN_COMPLETED, THREAD_STARTED))
@@ -251,9 +265,10 @@ async def drive(
     printer.result(turn, thread_id, started_at)
     if turn["status"] != "completed":
         reason = turn["error"]["message"] if turn.get("error") else turn["status"]
-        err.write(f"roder: turn {turn['status']}: {reason}\n")
+        # ("turn interrupted", not "turn interrupted: interrupted")
+        err.write(f"roder: turn {turn['status']}{'' if reason == turn['status'] else f': {reason}'}\n")
         return EXIT_FAILED
-    return EXIT_OK
+    return EXIT_FAILED if printer.unsaved is not None else EXIT_OK
 
 
 async def _expand_command(session: Session, prompt: str) -> str:

@@ -9,11 +9,12 @@ clipboard to read: the user is told so, and told to paste or ``@``-mention a fil
 from __future__ import annotations
 
 import io
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from roder_core.brokers.host_programs import system_program
 
 #: Clipboard formats asked for, best first (every tool offers PNG for a copied screenshot).
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif", "image/bmp")
@@ -34,18 +35,19 @@ class ClipboardTool:
 
 
 def clipboard_tool(
-    env: Mapping[str, str], which: Callable[[str], str | None] = shutil.which, platform: str = sys.platform
+    env: Mapping[str, str], which: Callable[[str], str | None] = system_program, platform: str = sys.platform
 ) -> ClipboardTool | None:
-    """The tool that can read images from this session's clipboard, or None."""
+    """The tool that can read images from this session's clipboard, or None: run by its full
+    path as ``which`` found it (the system's, ``host_programs``: it runs unconfined)."""
     if platform in ("darwin", "win32"):
         return ClipboardTool("system clipboard (Pillow ImageGrab)", None, None)
-    if env.get("WAYLAND_DISPLAY") and which("wl-paste"):
-        return ClipboardTool("wl-paste", ["wl-paste", "--list-types"], ["wl-paste", "--no-newline", "--type", "{type}"])
-    if env.get("DISPLAY") and which("xclip"):
+    if env.get("WAYLAND_DISPLAY") and (wl_paste := which("wl-paste")):
+        return ClipboardTool("wl-paste", [wl_paste, "--list-types"], [wl_paste, "--no-newline", "--type", "{type}"])
+    if env.get("DISPLAY") and (xclip := which("xclip")):
         return ClipboardTool(
             "xclip",
-            ["xclip", "-selection", "clipboard", "-t", "TARGETS", "-o"],
-            ["xclip", "-selection", "clipboard", "-t", "{type}", "-o"],
+            [xclip, "-selection", "clipboard", "-t", "TARGETS", "-o"],
+            [xclip, "-selection", "clipboard", "-t", "{type}", "-o"],
         )
     return None
 

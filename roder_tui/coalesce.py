@@ -20,15 +20,17 @@ class CpuBudget:
 
     What a flush costs is mostly what it sets off later, out of the flush's own call: Textual
     laying out and composing the frame (twice when a widget grew), writing its rows. So the
-    budget is measured, not predicted: at each flush, the thread's CPU since the previous one
-    over the wall time since then is the share the stream really used, frames and deltas alike;
+    budget is measured, not predicted: at each flush, the process's CPU since the previous one
+    over the wall time since then is the share the stream really used, frames and deltas alike
+    (all threads: Textual writes each frame to the terminal from a thread of its own, and the
+    goal is the app's CPU, not its event loop's);
     the next interval is stretched (or shrunk back) by how far that share is from the budget,
     between ``1/fastest`` and ``1/slowest`` seconds. Spans shorter than the fastest interval (a
     drain forcing a flush right after another) are measured together with the next one; a gap
     longer than twice the slowest interval is a pause in the stream, not a measurement.
     """
 
-    def __init__(self, share: float, fastest: float, slowest: float, cpu_clock: Callable[[], float] = time.thread_time) -> None:
+    def __init__(self, share: float, fastest: float, slowest: float, cpu_clock: Callable[[], float] = time.process_time) -> None:
         self.share = share
         self.shortest = 1.0 / fastest
         self.longest = 1.0 / slowest

@@ -34,6 +34,15 @@ RUNTIME_FLAGS = (
 )
 
 
+def roder_argv(*args: str) -> list[str]:
+    """How Roder starts itself again (a background host, each ``roder web`` page's app):
+    ``python -P -m roder_tui.cli ARGS``. These start in the project's folder, and a plain
+    ``-m`` puts that folder first on ``sys.path``, so a repository's ``json.py`` or
+    ``roder_tui/`` would be imported instead of Roder's own, on the host, unconfined, in any
+    folder, trusted or not. ``-P`` (Python 3.11's safe path) leaves the folder out."""
+    return [sys.executable, "-P", "-m", "roder_tui.cli", *args]
+
+
 class HostStartError(Exception):
     """The background host did not come up; the message says why (its log's last lines)."""
 
@@ -77,7 +86,7 @@ def start_background(flags: list[str], cwd: Path, paths: HostPaths | None = None
     paths = paths or HostPaths.from_env()
     paths.ensure_private()
     read_end, write_end = os.pipe()
-    command = [sys.executable, "-m", "roder_tui.cli", "serve", "--foreground", "--ready-fd", str(write_end), *flags]
+    command = roder_argv("serve", "--foreground", "--ready-fd", str(write_end), *flags)
     with open(paths.log, "ab") as log:
         os.chmod(paths.log, 0o600)
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} roder serve in {cwd}\n".encode())

@@ -103,8 +103,8 @@ KEYS: tuple[Key, ...] = (
     Key("enter", "", "expand or collapse (tool output, reasoning, summaries)", "transcript"),
     Key("y", "", "copy the focused message", "transcript"),
     Key("f", "", "fork here: before a prompt (to edit and resend it), or after the focused answer's turn", "transcript"),
-    Key("home,g", "", "first message (loads the start of a long thread)", "transcript"),
-    Key("end,G", "", "last message, and follow new output", "transcript"),
+    Key("home,g", "", "first message, focused (loads the start of a long thread); y copies it", "transcript"),
+    Key("end,G", "", "last message, focused, and follow new output", "transcript"),
     Key("pageup,pagedown", "", "scroll a page", "transcript"),
     # approval modal
     Key("y", "", "allow once", "approval"),

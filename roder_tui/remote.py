@@ -6,7 +6,7 @@ Explicit user settings always win.
 Streamed text is what costs over SSH: every transcript update lays the answer out, composes the
 frame and sends its changed rows. At 100 tokens/s, 10 updates a second cost the app about a fifth
 of a core (bench/README.md, goal 5). Over SSH the rate is therefore paced by a CPU budget: at
-most 5 updates a second, fewer when the app's thread would use more than 5% of a core (a slow
+most 5 updates a second, fewer when the app (all its threads) would use more than 5% of a core (a slow
 or busy machine, a long transcript), never fewer than one a second. A local terminal gets up to
 30 updates a second under a budget of its own: 10% of a core, never fewer than 5 updates a
 second (a streamed answer should not cost more than the peers' apps do; bench/README.md,

@@ -8,7 +8,9 @@ and tmux's treatment of untrusted text: C0 controls (but newline and tab), DEL, 
 Unicode format characters (bidi embeddings, overrides and isolates, zero-width spaces and
 joiners, the byte order mark, tag characters), line and paragraph separators, lone surrogates and
 invisible fillers become visible stand-ins: ``␛`` for ESC (the Control Pictures block for C0 and
-DEL), ``<U+202E>`` for the rest. Nothing is dropped, so what is shown says what is there.
+DEL), ``<U+202E>`` for the rest. Nothing is dropped, so what is shown says what is there. A
+joiner inside an emoji sequence and a flag's tags are what they look like, and pass (``UNSAFE``
+says where).
 
 It is applied at the two places where text becomes terminal output:
 
@@ -25,7 +27,10 @@ It is applied at the two places where text becomes terminal output:
   terminals. Output to a pipe or a file is left byte for byte as it was (a script reading
   ``roder -p`` gets the model's text exactly). Roder's own styled output there (``roder
   batch``'s tables) comes from ``rich_console``, past the wrapper, with its text laid out
-  through ``visible``; JSON lines come from ``json_line``, with ``\\uXXXX`` escapes.
+  through ``visible``; JSON lines come from ``json_line``, with ``\\uXXXX`` escapes. A question
+  asked on the terminal goes through ``ask``: ``input()`` and ``getpass`` write their prompt
+  past that wrapper (readline to the C library's stdout, getpass to ``/dev/tty``), and a
+  prompt can quote data (a plugin manifest's option title).
 """
 
 from __future__ import annotations
@@ -127,6 +132,18 @@ class TerminalStream(io.TextIOBase):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+def ask(question: str, *, hidden: bool = False) -> str:
+    """One line read from the person at the terminal after ``question`` (``hidden``: not echoed,
+    for a key or a token). The one way Roder's commands prompt: the prompt is made ``visible``
+    here, since neither ``input`` nor ``getpass`` writes it through ``guard_stdio``'s wrapper."""
+    shown = visible(question, line_endings=False)
+    if hidden:
+        import getpass
+
+        return getpass.getpass(shown)
+    return input(shown)
 
 
 def guard_stdio(names: tuple[str, ...] = ("stdout", "stderr")) -> None:

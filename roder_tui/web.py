@@ -20,7 +20,6 @@ import hashlib
 import hmac
 import logging
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from aiohttp import web
 from textual_serve.server import Server
 
 from roder_core.server.websocket import RemoteOptions, host_refusal, origin_refusal, token_matches
+from roder_tui.host import roder_argv
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ UNAUTHORIZED = (
 
 def attach_command() -> str:
     """What every browser session runs: the app, attached to this user's host."""
-    return shlex.join([sys.executable, "-m", "roder_tui.cli", "attach"])
+    return shlex.join(roder_argv("attach"))
 
 
 def session_cookie(token: str) -> str:

@@ -108,3 +108,36 @@ def test_the_quick_lane_leaves_out_the_slow_areas() -> None:
     selected = [line for line in listed.stdout.splitlines() if "::" in line]
     assert selected, listed.stdout + listed.stderr
     assert all(line.startswith("tests/test_readme.py::") for line in selected), selected
+
+
+#: Keep a Changelog's kinds of change, plus the project's own "Performance" (CONTRIBUTING.md).
+CHANGE_KINDS = ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security", "Performance")
+
+
+def test_the_changelog_keeps_a_changelog() -> None:
+    """Its shape, as keepachangelog.com gives it: `## [Unreleased]` first, then releases newest
+    first as `## [X.Y.Z] - YYYY-MM-DD`, each with its kinds of change once; every bracketed
+    version has its link at the end (without one a Markdown renderer shows the brackets), and
+    the newest release is the package's version or older."""
+    import roder_core
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    lines = text.splitlines()
+    assert lines[0] == "# Changelog"
+    versions = [line for line in lines if line.startswith("## ")]
+    assert versions[0] == "## [Unreleased]"
+    released = [re.fullmatch(r"## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})", line) for line in versions[1:]]
+    assert all(released), [line for line, match in zip(versions[1:], released, strict=True) if not match]
+    numbers = [tuple(int(part) for part in match[1].split(".")) for match in released if match]
+    dates = [match[2] for match in released if match]
+    assert numbers == sorted(numbers, reverse=True) and len(set(numbers)) == len(numbers)
+    assert dates == sorted(dates, reverse=True)
+    assert numbers[0] <= tuple(int(part) for part in roder_core.__version__.split(".")[:3])
+    for section in re.split(r"^## ", text, flags=re.MULTILINE)[1:]:
+        kinds = re.findall(r"^### (.+)$", section, flags=re.MULTILINE)
+        assert set(kinds) <= set(CHANGE_KINDS), (section.splitlines()[0], kinds)
+        assert len(kinds) == len(set(kinds)), (section.splitlines()[0], kinds)
+    links = dict(re.findall(r"^\[([^\]]+)\]: (\S+)$", text, flags=re.MULTILINE))
+    for name in ["Unreleased", *(".".join(map(str, number)) for number in numbers)]:
+        assert name in links, f"[{name}] has no link at the end of CHANGELOG.md"
+    assert links["Unreleased"].endswith(f"compare/v{'.'.join(map(str, numbers[0]))}...HEAD")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -38,6 +39,27 @@ def one_line(stderr: str) -> str:
     return lines[0]
 
 
+#: The ``roder`` command line of this interpreter.
+RODER = [sys.executable, "-m", "roder_tui.cli"]
+
+
+def in_bubblewrap(flags: list[str], command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``command`` under bubblewrap, the whole file system shown with ``flags`` on top (a
+    read-only mount, a small tmpfs, another user); skips where bubblewrap cannot do that."""
+    done = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", *flags, *command],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    if "bwrap:" in done.stderr:
+        pytest.skip(f"bubblewrap cannot do {' '.join(flags)} here: {done.stderr.strip()}")
+    return done
+
+
 def test_roder_home_naming_a_file_is_one_line_and_exit_1(tmp_path: Path, workspace: Path) -> None:
     home = tmp_path / "home-file"
     home.write_text("not a folder\n")
@@ -63,21 +85,120 @@ def test_a_read_only_home_fails_before_the_model_is_called(tmp_path: Path, works
     """A read-only mount stops root as well as a user (a folder's mode bits would not stop root)."""
     home = tmp_path / "ro-home"
     home.mkdir()
-    done = subprocess.run(
-        ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(home), str(home), sys.executable, "-m", "roder_tui.cli", "-p", "hi"],
-        cwd=workspace,
-        env={**os.environ, "RODER_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    if "bwrap:" in done.stderr:
-        pytest.skip(f"bubblewrap cannot mount here: {done.stderr.strip()}")
+    done = in_bubblewrap(["--ro-bind", str(home), str(home)], [*RODER, "-p", "hi"], workspace, {"RODER_HOME": str(home)})
     assert done.returncode == 1
     assert done.stdout == ""
     assert "is not writable" in one_line(done.stderr) or "Read-only file system" in done.stderr
     assert list(home.iterdir()) == []
+
+
+#: Things that can stand where a config file should be, and what Roder says about each.
+UNREADABLE_CONFIGS = {
+    "a folder": (lambda path: path.mkdir(), "not read: it is a folder, not a file"),
+    "not UTF-8": (
+        lambda path: path.write_bytes(b'model = "m"\n\xff\n'),
+        "not UTF-8 text (byte 0xff at offset 12); save it as UTF-8",
+    ),
+    "broken TOML": (lambda path: path.write_text("provider = \n"), "Invalid value (at line 1, column 12)"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNREADABLE_CONFIGS))
+@pytest.mark.parametrize("whose", ["user", "project"])
+def test_a_config_file_roder_cannot_read_is_one_line_naming_it(kind: str, whose: str, roder_home: Path, workspace: Path) -> None:
+    make, says = UNREADABLE_CONFIGS[kind]
+    path = roder_home / "config.toml" if whose == "user" else workspace / ".roder" / "config.toml"
+    path.parent.mkdir(exist_ok=True)
+    make(path)
+    before = path.read_bytes() if path.is_file() else None
+    done = roder("-p", "hi", "--provider", "mock", "--trust", cwd=workspace)
+    assert done.returncode == 2
+    assert done.stdout == ""  # the model was never called
+    assert one_line(done.stderr) == f"roder: {path}: {says}"
+    assert (path.read_bytes() if path.is_file() else None) == before  # left as it was
+    assert not list(roder_home.glob("data/threads/*.jsonl"))  # no thread begun
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes a user that cannot read the file")
+@pytest.mark.parametrize("whose", ["user", "project"])
+def test_an_unreadable_config_file_is_one_line(whose: str, roder_home: Path, workspace: Path) -> None:
+    """Mode 000 stops root only outside a user namespace's root: bubblewrap runs Roder as another
+    user there, so this holds as root and as a user."""
+    path = roder_home / "config.toml" if whose == "user" else workspace / ".roder" / "config.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text('provider = "mock"\n')
+    path.chmod(0)
+    another_user = ["--unshare-user", "--uid", "4242", "--gid", "4242"]
+    done = in_bubblewrap(another_user, [*RODER, "-p", "hi", "--trust"], workspace, {})
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert one_line(done.stderr) == f"roder: {path}: not read: permission denied"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('provdier = "mock"\n', "unknown key [provdier]; did you mean 'provider'?"),
+        ("[policy]\ndeny = 3\n", "policy.deny: Input should be a valid list"),
+    ],
+)
+def test_a_mistake_in_the_project_config_names_the_project_file(text: str, says: str, roder_home: Path, workspace: Path) -> None:
+    (roder_home / "config.toml").write_text('provider = "mock"\n')
+    (workspace / ".roder").mkdir()
+    (workspace / ".roder" / "config.toml").write_text(text)
+    done = roder("-p", "hi", "--trust", cwd=workspace)
+    assert f"roder: {workspace / '.roder' / 'config.toml'}: {says}" in done.stderr.splitlines()
+    assert str(roder_home / "config.toml") not in done.stderr
+
+
+def _on_a_small_disk(workspace: Path, tmp_path: Path, script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``script`` (sh) run with RODER_HOME on a fresh 256 KiB file system of its own (bubblewrap's
+    tmpfs, as root and as a user); ``$OUT`` is a folder of ``tmp_path`` to copy results into."""
+    out = tmp_path / "out"
+    out.mkdir()
+    home = tmp_path / "small-home"
+    home.mkdir()
+    env = {**env, "RODER_HOME": str(home), "OUT": str(out), "RODER": " ".join(RODER)}
+    return in_bubblewrap(["--size", str(256 * 1024), "--tmpfs", str(home)], ["sh", "-c", script], workspace, env)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes the small file system")
+def test_a_full_home_fails_before_the_model_is_called(workspace: Path, tmp_path: Path) -> None:
+    done = _on_a_small_disk(
+        workspace, tmp_path, 'dd if=/dev/zero of="$RODER_HOME/filler" bs=4096 2>/dev/null; $RODER -p hello --provider mock', {}
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "(RODER_HOME): no space left on its device (0 KiB free)" in one_line(done.stderr)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes the small file system")
+def test_a_home_that_fills_mid_turn_is_said_once_and_the_thread_stays_readable(workspace: Path, tmp_path: Path) -> None:
+    """The answer (300 KB, more than the disk holds) is printed whole; one line says the thread
+    could not be saved, the run exits 1, and the thread file holds whole lines only."""
+    answer = "word " * 60_000
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": answer, "chunk_size": 65536}]}))
+    done = _on_a_small_disk(
+        workspace,
+        tmp_path,
+        '$RODER -p big --provider mock; echo "exit $?" >&2; cp "$RODER_HOME"/data/threads/*.jsonl "$OUT"/',
+        {"RODER_MOCK_SCRIPT": str(script)},
+    )
+    assert done.stdout.strip() == answer.strip()
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in done.stderr
+    assert len(lines) == 2, done.stderr
+    assert re.fullmatch(
+        r"roder: could not save thread thr_\w+: No space left on device; the rest of this session is not saved", lines[0]
+    )
+    assert lines[1] == "exit 1"
+    [saved] = (tmp_path / "out").glob("*.jsonl")
+    data = saved.read_bytes()
+    assert data.endswith(b"\n")  # no torn line
+    methods = [json.loads(line).get("method") for line in data.splitlines()[1:]]
+    assert methods[0] == "thread/started"
+    assert "turn/started" in methods
 
 
 def test_mode_choices_are_printed_as_their_names(workspace: Path) -> None:
@@ -160,6 +281,37 @@ def test_ctrl_c_during_start_up_is_one_line(workspace: Path) -> None:
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err
     assert messages == ["roder: interrupted"]
+
+
+def test_ctrl_c_in_one_shot_with_stdin_piped_keeps_the_thread(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+    """SIGINT while the answer streams: one line, exit 1 (docs/ask.md), and the thread holds the
+    prompt with the piped text, its turn saved as interrupted."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": "streaming " * 400, "delay_ms": 100, "chunk_size": 10}]}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roder_tui.cli", "-p", "summarize", "--provider", "mock", "--output-format", "stream-json"],
+        cwd=workspace,
+        env={**os.environ, "RODER_MOCK_SCRIPT": str(script)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("piped-context-7f3a\n")
+    proc.stdin.close()
+    wait_until(lambda: "item/agentMessage/delta" in proc.stdout.readline(), "the answer to stream")
+    proc.send_signal(signal.SIGINT)
+    proc.stdout.read()  # (to its end: a full pipe would hold the process)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 1, err
+    assert one_line(err) == "roder: turn interrupted"
+    [thread] = (roder_home / "data" / "threads").glob("*.jsonl")
+    text = thread.read_text()
+    assert "piped-context-7f3a" in text
+    events = [json.loads(line) for line in text.splitlines()[1:]]
+    assert [e["turn"]["status"] for e in events if e.get("method") == "turn/completed"] == ["interrupted"]
 
 
 @pytest.fixture

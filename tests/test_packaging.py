@@ -69,6 +69,21 @@ def test_the_sdist_holds_the_real_packages(dist: tuple[Path, Path]) -> None:
     assert not any(name.startswith("devpath/") for name in names)  # the editable install's links stay home
 
 
+def test_the_sdist_holds_every_tracked_file(dist: tuple[Path, Path]) -> None:
+    """A packager builds and tests from the sdist alone: every file the repository tracks (or would,
+    once added) is in it, the extension SDKs the tests run too, except the editable install's
+    links; and nothing git ignores (installed node modules, build output) comes along."""
+    if not (ROOT / ".git").exists():
+        pytest.skip(f"{ROOT} is not a git checkout (an unpacked sdist): there is no list of tracked files to compare")
+    sdist, _ = dist
+    tracked = set(_run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT).stdout.splitlines())
+    expected = {name for name in tracked if not name.startswith("devpath/")}
+    with tarfile.open(sdist) as archive:
+        names = {member.name.split("/", 1)[1] for member in archive.getmembers() if member.isfile()}
+    assert sorted(expected - names) == []
+    assert sorted(names - expected - {"PKG-INFO"}) == []
+
+
 def test_the_wheel_built_from_the_sdist_holds_packages_extensions_and_themes(dist: tuple[Path, Path]) -> None:
     _, wheel = dist
     assert wheel.name == f"roder-{roder_core.__version__}-py3-none-any.whl"  # the version comes from roder_core
@@ -86,6 +101,36 @@ def test_the_wheel_built_from_the_sdist_holds_packages_extensions_and_themes(dis
     assert "Classifier: Programming Language :: Python :: 3.11" in metadata
     assert "Project-URL: Documentation," in metadata
     assert "roder = roder_tui.cli:run" in entry_points
+    # Files beside the code (the web page, themes, the score witness, py.typed): every one git has
+    # in the packages reaches the wheel, where the code looks for it.
+    tracked = _run(["git", "ls-files", "roder_core", "roder_tui", "extensions", "themes"], cwd=ROOT).stdout.splitlines()
+    for name in tracked:
+        if not name.startswith(("extensions/", "themes/")):
+            assert name in names, name
+        elif name.startswith("themes/"):
+            assert f"roder_tui/{name}" in names, name
+        else:
+            assert name.removeprefix("extensions/") in names, name
+
+
+def test_the_metadata_says_what_a_packager_needs(dist: tuple[Path, Path]) -> None:
+    """License, readme, Python, links, classifiers, and dependencies each with a lower bound."""
+    from email.parser import Parser
+
+    _, wheel = dist
+    with zipfile.ZipFile(wheel) as archive:
+        meta = Parser().parsestr(archive.read(f"roder-{roder_core.__version__}.dist-info/METADATA").decode())
+        names = archive.namelist()
+    assert meta["License-Expression"] == "MIT"
+    assert f"roder-{roder_core.__version__}.dist-info/licenses/LICENSE" in names
+    assert meta["Requires-Python"] == ">=3.11"
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert meta.get_payload().startswith("# Roder")
+    assert {url.split(",")[0] for url in meta.get_all("Project-URL")} >= {"Homepage", "Documentation", "Source", "Issues"}
+    assert "License :: OSI Approved :: MIT License" not in meta.get_all("Classifier")  # the expression says it (PEP 639)
+    runtime = [dep for dep in meta.get_all("Requires-Dist") if "extra ==" not in dep]
+    assert runtime
+    assert [dep for dep in runtime if ">=" not in dep] == []  # each names the oldest release it works with
 
 
 def _borrowed_site_packages(into: Path) -> Path:
@@ -124,6 +169,39 @@ def test_the_installed_wheel_runs_outside_the_checkout(installed: Path, tmp_path
     assert _roder(installed, tmp_path, "--version").stdout.strip() == f"roder {roder_core.__version__}"
     answer = _roder(installed, tmp_path, "-p", "hello", "--provider", "mock")
     assert answer.stdout.startswith("Mock reply:"), answer.stdout
+
+
+def test_the_installed_wheel_loads_every_extension_and_answers_as_a_server(installed: Path, tmp_path: Path) -> None:
+    """Each `roder.extensions` entry point loads from the wheel; `--help`, `doctor` and the stdio
+    app server answer."""
+    script = (
+        "from importlib.metadata import entry_points\n"
+        "points = entry_points(group='roder.extensions')\n"
+        "print(len(points), all(callable(point.load()) for point in points))\n"
+    )
+    loaded = _run([str(installed / "python"), "-c", script], cwd=tmp_path).stdout.split()
+    assert loaded == [str(len(_declared_extensions())), "True"]
+    assert "app-server" in _roder(installed, tmp_path, "--help").stdout
+    assert "sandbox" in _roder(installed, tmp_path, "doctor").stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    server = subprocess.run(
+        [str(installed / "roder"), "app-server", "--provider", "mock"],
+        input='{"jsonrpc":"2.0","id":1,"method":"initialize"}\n',
+        cwd=tmp_path,
+        env={**env, "RODER_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    answer = json.loads(server.stdout.splitlines()[0])
+    assert answer["result"]["serverInfo"]["version"] == roder_core.__version__, server.stderr
+
+
+def _declared_extensions() -> list[str]:
+    import tomllib
+
+    return list(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["roder.extensions"])
 
 
 def test_the_installed_wheel_talks_to_a_real_endpoint(installed: Path, tmp_path: Path) -> None:

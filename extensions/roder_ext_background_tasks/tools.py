@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
+from roder_core.brokers.terminal_text import shown_text
 from roder_core.kernel.tasks import TaskBoard, TaskInfo
 from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
 from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolResult
@@ -63,7 +64,7 @@ class TaskOutputTool(Tool):
         except (ValueError, KeyError) as exc:
             return ToolResult.error(call, str(exc).strip("'\""))
         footer = f"[{describe(info)} · next={chunk.next} · full output: {chunk.path}]"
-        body = chunk.text if chunk.text else "(no new output)"
+        body = shown_text(chunk.text) if chunk.text else "(no new output)"
         data: dict[str, Any] = {"task_id": info.id, "status": info.status, "next": chunk.next, "path": chunk.path}
         return ToolResult(id=call.id, name=call.name, text=f"{body}\n{footer}", data=data)
 

@@ -4,17 +4,20 @@ process broker, or start it as a background task (the ``shell`` task executor)."
 from __future__ import annotations
 
 import functools
+import json
 import posixpath
 import re
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import PurePath
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from roder_core.brokers.command_conditions import CommandConditions, no_network_note
 from roder_core.brokers.refusal_notes import refusal_notes
+from roder_core.brokers.terminal_text import shown_text
 from roder_core.errors import RoderError
 from roder_core.ir import CommandExecutionItem, ItemStatus, ToolSpec
 from roder_core.kernel.tool_args import NonBlank, PathText, Seconds, ToolArguments, parse_arguments
@@ -34,8 +37,30 @@ def _positive(seconds: float) -> float:
     return seconds
 
 
+#: ``bash -c`` / ``sh -lc`` / ``zsh -c``: a shell given the command line as one argument.
+_SHELL_C = re.compile(r"^(?:/(?:usr/)?bin/)?(?:ba|z|da)?sh$")
+
+
+def _command_line(value: Any) -> Any:
+    """A command sent as an argument vector (Codex's ``["bash", "-lc", "ls"]``, or the same
+    list as a JSON string) as the command line it stands for: the shell's own command line
+    when it is ``SHELL -c LINE``, else the words quoted for the shell. A string that is no
+    such list, and anything else, is left to validation."""
+    if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    if not isinstance(value, list) or not value or not all(isinstance(word, str) for word in value):
+        return value
+    if len(value) == 3 and _SHELL_C.match(value[0]) and value[1] in ("-c", "-lc", "-ic"):
+        return value[2]
+    return shlex.join(value)
+
+
 class BashArguments(ToolArguments):
-    command: NonBlank = Field(description="the command line, run with bash -c")
+    habit_names = {"cmd": "command", "cwd": "workdir", "working_directory": "workdir", "dir": "workdir"}
+    command: Annotated[NonBlank, BeforeValidator(_command_line)] = Field(description="the command line, run with bash -c")
     # A validator rather than ``gt=0``: the schema keeps the keywords every provider accepts.
     timeout: Annotated[Seconds, AfterValidator(_positive)] | None = Field(
         None, description=f"seconds (not milliseconds) before the command is killed (default {DEFAULT_TIMEOUT})"
@@ -104,6 +129,42 @@ def state_that_ends(command: str) -> str:
         f"[{what} does not carry over: every bash call starts in a new shell in the workspace; chain the "
         "commands with && in one call (cd sub && make), or pass workdir]"
     )
+
+
+#: Programs that draw on a terminal's whole screen and wait for keys: with no terminal they fill
+#: the output with their screen until the timeout (``vi x`` held a call for its two minutes).
+_FULL_SCREEN = {
+    "vi": "edit or write",
+    "vim": "edit or write",
+    "nvim": "edit or write",
+    "view": "read",
+    "nano": "edit or write",
+    "pico": "edit or write",
+    "emacs": "edit or write",
+    "micro": "edit or write",
+    "joe": "edit or write",
+    "htop": "ps aux or top -b -n 1",
+    "btop": "ps aux or top -b -n 1",
+    "nmtui": "nmcli",
+    "mc": "ls or glob",
+    "ranger": "ls or glob",
+}
+#: Options that run these programs without a screen (``vim -es``, ``emacs --batch``, ``--version``).
+_BATCH_OPTIONS = frozenset({"-es", "-Es", "-e", "--batch", "-batch", "--headless", "+q", "-c", "--version", "--help", "-h"})
+
+
+def full_screen_program(command: str) -> str:
+    """Why ``command`` is not run, when a part of it starts a full-screen program that waits on a
+    terminal (``vim a.py``, ``nano x``; not ``vim -es`` nor ``emacs --batch``); "" otherwise."""
+    for part in split_command(command).parts:
+        words = part.words
+        name = posixpath.basename(words[0]) if words else ""
+        if name in _FULL_SCREEN and not _BATCH_OPTIONS.intersection(words[1:]):
+            return (
+                f"not run: {name} is a full-screen program that waits for a terminal's keys, and commands run "
+                f"without a terminal (it would hold the call until the timeout); use {_FULL_SCREEN[name]} instead"
+            )
+    return ""
 
 
 def background_note(jobs: list[str]) -> str:
@@ -192,6 +253,9 @@ class BashTool(BuiltinTool):
         args = parse_arguments(BashArguments, call)
         if args.timeout is not None and args.timeout > MAX_TIMEOUT:
             raise ToolInputError(timeout_in_milliseconds(args.timeout))
+        refusal = full_screen_program(args.command)
+        if refusal:
+            raise ToolInputError(refusal)
         if not args.run_in_background and ctx.deadline is not None and ctx.deadline - time.time() <= 1:
             raise ToolInputError("not started: the turn's time budget is used up; give your final answer")
         return args
@@ -238,7 +302,7 @@ class BashTool(BuiltinTool):
             footer += "\n" + background_note(jobs)
         if not result.timed_out and result.exit_code == 0 and (state := state_that_ends(command)):
             footer += "\n" + state
-        output = result.output
+        output = shown_text(result.output)
         text = f"{output}\n{footer}" if output else f"(no output)\n{footer}"
         failed = result.timed_out or result.exit_code != 0
         view = CommandExecutionItem(

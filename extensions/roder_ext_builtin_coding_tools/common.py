@@ -214,8 +214,8 @@ class TextFile:
 
 #: A line-number prefix as read writes it (``     12\t``: right-aligned in six columns, then a
 #: tab), or ``    12→`` (the numbered form another agent's read tool shows, which models
-#: trained on it copy).
-_READ_PREFIX = re.compile(r"^(?:(?P<padded> *\d+)\t|(?P<arrow> *\d+)\u2192)")
+#: trained on it copy), which some models follow with a tab (``    12→\t``).
+_READ_PREFIX = re.compile(r"^(?:(?P<padded> *\d+)\t|(?P<arrow> *\d+)\u2192(?P<tab>\t)?)")
 LINE_NUMBERS_LEFT_OUT = "the line numbers copied from read's output were left out"
 
 
@@ -225,7 +225,8 @@ def without_line_numbers(text: str, *, strict: bool = True) -> str | None:
     ``new_string``, ``write``'s content) also wants read's own form, numbers padded to six
     columns (in either form) and counting up by one, so a tab-separated file's ``1\tAlice``
     lines and a list of steps ``1→2 add a column`` stay as they are; without it
-    (``old_string``, only tried when it is not in the file) any prefix goes."""
+    (``old_string``, only tried when it is not in the file) any prefix goes, and a tab after
+    ``→`` goes with it (with ``strict``, it may be a tab-indented line's own)."""
     kept: list[str] = []
     numbers: list[int] = []
     for line in text.split("\n"):
@@ -239,10 +240,37 @@ def without_line_numbers(text: str, *, strict: bool = True) -> str | None:
         if strict and len(padded) < 6 and not padded.startswith(" "):
             return None
         numbers.append(int(padded.strip()))
-        kept.append(line[prefix.end() :])
+        end = prefix.end("arrow") + 1 if strict and prefix["tab"] else prefix.end()
+        kept.append(line[end:])
     if not numbers or (strict and any(b != a + 1 for a, b in itertools.pairwise(numbers))):
         return None
     return "\n".join(kept)
+
+
+#: An escape as JSON writes it inside a string: ``\n``, ``\t``, ``\r``, ``\"``, ``\\``, ``\/``.
+_JSON_ESCAPE = re.compile(r'\\(["\\/nrt])')
+#: ``\n`` as an escape (an odd number of backslashes before the ``n``).
+_ESCAPED_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\n")
+ESCAPED_TWICE = "its \\n escapes were read as line breaks, since it had no real ones (it was escaped twice)"
+
+
+def json_unescaped(text: str) -> str:
+    """``text`` with JSON's string escapes read once more (``\\n`` a line break, ``\\\\`` one backslash)."""
+    return _JSON_ESCAPE.sub(lambda match: {"n": "\n", "t": "\t", "r": "\r"}.get(match[1], match[1]), text)
+
+
+def escaped_twice(text: str) -> str | None:
+    """``text`` as meant when a model escaped it twice (its JSON held ``\\\\n`` for a line break):
+    no real line break, but ``\\n`` escapes that end it or start an indented line
+    (``def f():\\n    return 1\\n``); None otherwise. A one-line text's own escapes
+    (``print("a\\nb")``) are no such sign and stay as written."""
+    if "\n" in text:
+        return None
+    for match in _ESCAPED_BREAK.finditer(text):
+        after = text[match.end() :]
+        if not after or after.startswith(("  ", "\\t", "\\n")):
+            return json_unescaped(text)
+    return None
 
 
 def _own_endings(old: str, new: str, endings: list[str], default: str) -> str:

@@ -21,10 +21,12 @@ from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_argum
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
 from .common import (
+    ESCAPED_TWICE,
     LINE_NUMBERS_LEFT_OUT,
     FileEditTool,
     TextFile,
     ToolInputError,
+    escaped_twice,
     file_change_result,
     unified_diff,
     without_line_numbers,
@@ -36,6 +38,7 @@ from .matching import (
     already_there,
     collapse,
     has_special_punctuation,
+    in_file_style,
     keep_file_characters,
     line_blocks,
     normalize_punctuation,
@@ -101,6 +104,10 @@ def _line_edit(text: str, old: str, new: str, replace_all: bool, *, loose: bool)
         out: list[str] = []
         for tag, i1, i2, j1, j2 in kept:
             out += found[i1:i2] if tag == "equal" else fitted[j1:j2]
+        if start + len(quoted) == len(lines) and lines[-1] == "" and out[-1:] != [""]:
+            # a blank line quoted at the end matched the "" after the final line break: the
+            # file keeps that line break
+            out.append("")
         lines[start : start + len(quoted)] = out
     first, last = starts[0] + 1, starts[0] + len(quoted)
     where = f"line {first}" if first == last else f"lines {first}-{last}"
@@ -111,16 +118,43 @@ def _line_edit(text: str, old: str, new: str, replace_all: bool, *, loose: bool)
 
 
 def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> EditOutcome:
+    """The file's text after the edit (``_unnumbered_edit``), with text escaped twice read as
+    meant (``escaped_twice``): a one-line ``new_string`` with ``\\n`` escapes replacing lines
+    (it would write them into the file as backslashes), or both strings so escaped when
+    ``old_string`` as written is not in the file."""
+    restyled = in_file_style(text, old, new) if old and old in text else None
+    if restyled is not None:
+        return _noted(_unnumbered_edit(text, old, restyled[0], replace_all, shown), restyled[1])
+    plain_new = escaped_twice(new) if "\n" in old else None
+    if plain_new is not None:
+        return _noted(_unnumbered_edit(text, old, plain_new, replace_all, shown), f"new_string: {ESCAPED_TWICE}")
+    try:
+        return _unnumbered_edit(text, old, new, replace_all, shown)
+    except ToolInputError:
+        plain_old = escaped_twice(old)
+        if plain_old is None:
+            raise
+        as_meant = escaped_twice(new) or new
+    return _noted(_unnumbered_edit(text, plain_old, as_meant, replace_all, shown), f"old_string: {ESCAPED_TWICE}")
+
+
+def _noted(outcome: EditOutcome, said: str) -> EditOutcome:
+    """``outcome`` whose result also says ``said``, first."""
+    outcome.tolerance = f"{said}; {outcome.tolerance}" if outcome.tolerance else said
+    return outcome
+
+
+def _unnumbered_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> EditOutcome:
     """The file's text after the edit (``_apply_edit``), with read's line numbers taken out of
     a ``new_string`` that has them when ``old_string`` has none (they would be written into the
     file)."""
     plain = without_line_numbers(new) if without_line_numbers(old, strict=False) is None else None
     if plain is None:
         return _apply_edit(text, old, new, replace_all, shown)
-    outcome = _apply_edit(text, old, plain, replace_all, shown)
-    said = "the line numbers copied from read's output into new_string were left out"
-    outcome.tolerance = f"{said}; {outcome.tolerance}" if outcome.tolerance else said
-    return outcome
+    return _noted(
+        _apply_edit(text, old, plain, replace_all, shown),
+        "the line numbers copied from read's output into new_string were left out",
+    )
 
 
 def _apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> EditOutcome:

@@ -238,3 +238,55 @@ def already_there(lines: Sequence[str], produced: Sequence[str]) -> int | None:
         return None
     found = line_blocks(lines, produced, loose=True)
     return found[0] if found else None
+
+
+def _style(lines: Sequence[str]) -> str | None:
+    """ "tabs" or "spaces" when the indented lines are mostly indented so (a tab-indented file's
+    `` * `` comment lines aside), else None."""
+    tabs = sum(1 for line in lines if line.startswith("\t"))
+    spaces = sum(1 for line in lines if line.startswith("  ") and line.strip())
+    if tabs > 3 * spaces:
+        return "tabs"
+    if spaces > 3 * tabs:
+        return "spaces"
+    return None
+
+
+def _leading(line: str, char: str) -> int:
+    return len(line) - len(line.lstrip(char))
+
+
+def in_file_style(text: str, old: str, new: str) -> tuple[str, str] | None:
+    """``new`` indented in the file's style when it replaces ``old`` (found as written) but is
+    indented with spaces where the rest of the file uses tabs, or the reverse (a model that writes every
+    indentation with spaces), with the words saying so; None when the styles agree.
+
+    Tabs become the file's own unit of spaces. Spaces become tabs at the width the first lines
+    of ``old`` and ``new`` show (8 spaces for two tabs: 4 a tab), else ``new``'s own unit; when
+    a line's spaces are no whole number of tabs, ``new`` stays as written, and the words say
+    to check the indentation."""
+    # The file's style is that of the lines the edit keeps: replacing every indented line is a
+    # change of style, which is the model's to make.
+    file_lines, new_lines = text.replace(old, "", 1).split("\n"), new.split("\n")
+    file_style, new_style = _style(file_lines), _style(new_lines)
+    if file_style is None or new_style is None or file_style == new_style:
+        return None
+    if file_style == "spaces":
+        unit = _unit([_width(indentation(line)) for line in file_lines if line.strip()]) or _TAB_WIDTH
+        spaced = [" " * (unit * _leading(line, "\t")) + line.lstrip("\t") for line in new_lines]
+        return "\n".join(spaced), f"new_string's tab indentation was written as the file's {unit} spaces a level"
+    old_first = next((line for line in old.split("\n") if line.strip()), "")
+    new_first = next((line for line in new_lines if line.strip()), "")
+    tabs, spaces = _leading(old_first, "\t"), _leading(new_first, " ")
+    width = spaces // tabs if tabs and spaces and spaces % tabs == 0 else None
+    width = width or _unit([_leading(line, " ") for line in new_lines if line.strip()]) or _TAB_WIDTH
+    tabbed: list[str] = []
+    for line in new_lines:
+        levels, extra = divmod(_leading(line, " "), width)
+        if extra and line.strip():
+            return (
+                new,
+                "new_string is indented with spaces and the file with tabs, in no whole number of tabs; it was written as sent",
+            )
+        tabbed.append("\t" * levels + line.lstrip(" "))
+    return "\n".join(tabbed), f"new_string's space indentation was written as the file's tabs ({width} spaces a tab)"

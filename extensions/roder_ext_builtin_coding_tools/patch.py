@@ -40,10 +40,10 @@ from pydantic import Field
 from roder_core.brokers import FileSystemBroker
 from roder_core.ir import FileChange
 from roder_core.kernel.file_ledger import digest_of
-from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments
+from roder_core.kernel.tool_args import NonBlank, ToolArguments, parse_arguments, path_as_meant
 from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContext, ToolResult
 
-from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, path_key, unified_diff
+from .common import BuiltinTool, TextFile, ToolInputError, file_change_result, json_unescaped, path_key, unified_diff
 from .edit import closest_line
 from .freshness import changed_since_note, record
 from .matching import IndentMismatch, Reindenter, already_there, normalize_punctuation
@@ -51,6 +51,7 @@ from .validity import syntax_regression
 from .write import changeable_bytes, current_text
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
+NO_NEWLINE = "\\ No newline at end of file"
 ADD, DELETE, UPDATE, MOVE, EOF = "*** Add File: ", "*** Delete File: ", "*** Update File: ", "*** Move to: ", "*** End of File"
 
 
@@ -66,6 +67,10 @@ class Hunk:
     #: A unified diff's ``@@ -N,...`` start line: never trusted to place the hunk, only to
     #: choose among several places its lines match.
     line_hint: int | None = None
+    #: ``\ No newline at end of file`` after its old (``-`` or context) or new (``+`` or
+    #: context) last line: that side of the file ends without a line break.
+    old_unterminated: bool = False
+    new_unterminated: bool = False
 
     @property
     def new(self) -> list[str]:
@@ -82,6 +87,7 @@ class Operation:
     path: str
     move_to: str | None = None
     content: list[str] = field(default_factory=list)  # add
+    unterminated: bool = False  # add: ``\ No newline at end of file`` after its last line
     hunks: list[Hunk] = field(default_factory=list)  # update
 
 
@@ -211,7 +217,7 @@ def from_unified_diff(text: str) -> str | None:
     to``, ``new file mode``, ``deleted file mode``); a binary or copied file is refused."""
     lines = text.strip().splitlines()
     # git writes a/ and b/ before every path (/dev/null aside)
-    git = any(line.startswith(("diff --git ", "--- a/")) for line in lines)
+    git = any(line.startswith(("diff --git ", "--- a/", "+++ b/")) for line in lines)
     out = [BEGIN]
     kind: str | None = None
     block: _GitBlock | None = None
@@ -251,7 +257,9 @@ def from_unified_diff(text: str) -> str | None:
         elif kind is None:
             if line.strip():
                 return None  # text before the first file header: not a diff
-        elif line.startswith(_GIT_EXTENDED) or line.startswith("\\"):  # "\ No newline at end of file"
+        elif line.startswith("\\"):  # "\ No newline at end of file": kept, it changes the file's end
+            out.append(NO_NEWLINE)
+        elif line.startswith(_GIT_EXTENDED):
             continue
         elif kind == "update" or (kind == "add" and not line.startswith("@@")):
             out.append(line)
@@ -261,6 +269,8 @@ def from_unified_diff(text: str) -> str | None:
 
 
 def parse_patch(patch: str) -> list[Operation]:
+    if "\n" not in patch.strip() and "\\n" in patch:  # a patch is lines: one line of \n escapes was escaped twice
+        patch = json_unescaped(patch)
     patch = _unfenced(patch)
     wrapped = patch_in_command(patch) if not patch.strip().startswith(BEGIN) else None
     if wrapped is not None:  # the shell form pasted as the argument: <<'EOF' ... EOF around it
@@ -269,6 +279,11 @@ def parse_patch(patch: str) -> list[Operation]:
         diff = None if patch.strip().startswith(BEGIN) else from_unified_diff(patch)
         patch = diff or _between_markers(patch)
     lines = patch.strip().splitlines()
+    if lines and lines[0].startswith("@@"):
+        raise PatchError(
+            f"the patch has a hunk but names no file: start it with {BEGIN!r} and '*** Update File: PATH' "
+            "(or, as a unified diff, with '--- a/PATH' and '+++ b/PATH' lines)"
+        )
     if not lines or lines[0].strip() != BEGIN:
         raise PatchError(f"the patch must start with {BEGIN!r}")
     if lines[-1].strip() != END:
@@ -279,7 +294,7 @@ def parse_patch(patch: str) -> list[Operation]:
     for number, line in enumerate(lines[1:-1], start=2):
         if line.startswith((ADD, DELETE, UPDATE)):
             kind = "add" if line.startswith(ADD) else "delete" if line.startswith(DELETE) else "update"
-            path = line.split(": ", 1)[1].strip()
+            path = _patch_path(line.split(": ", 1)[1], number)
             if not path:
                 raise PatchError(f"line {number}: missing file path")
             current, hunk = Operation(kind, path), None
@@ -290,7 +305,11 @@ def parse_patch(patch: str) -> list[Operation]:
         elif line.startswith(MOVE):
             if current.kind != "update" or current.hunks or current.move_to:
                 raise PatchError(f"line {number}: '*** Move to:' must follow '*** Update File:' directly")
-            current.move_to = line[len(MOVE) :].strip()
+            target = _patch_path(line[len(MOVE) :], number)
+            # "Move to: sub/" names a folder: as with mv, the file keeps its name in it
+            current.move_to = target + posixpath.basename(current.path) if target.endswith("/") else target
+        elif line.startswith("\\ "):
+            _mark_unterminated(current, hunk, number)
         elif current.kind == "add":
             if not line.startswith("+"):
                 raise PatchError(f"line {number}: every line of an added file starts with '+'")
@@ -321,6 +340,26 @@ def parse_patch(patch: str) -> list[Operation]:
         if operation.kind == "update" and not any(h.lines for h in operation.hunks) and not operation.move_to:
             raise PatchError(f"'*** Update File: {operation.path}' has no changes")
     return ops
+
+
+def _mark_unterminated(operation: Operation, hunk: Hunk | None, number: int) -> None:
+    r"""``\ No newline at end of file``: the line before it is its side's last, with no line break."""
+    if operation.kind == "add" and operation.content:
+        operation.unterminated = True
+    elif hunk is not None and hunk.lines:
+        op = hunk.lines[-1][0]
+        hunk.old_unterminated = hunk.old_unterminated or op != "+"
+        hunk.new_unterminated = hunk.new_unterminated or op != "-"
+    else:
+        raise PatchError(f"line {number}: {NO_NEWLINE!r} must follow the line it is about")
+
+
+def _patch_path(text: str, number: int) -> str:
+    """A file header's path read as the file tools read a path argument (``path_as_meant``)."""
+    try:
+        return path_as_meant(text)
+    except ValueError as exc:
+        raise PatchError(f"line {number}: {text.strip()!r} {exc}") from None
 
 
 def _loose(line: str) -> str:
@@ -462,7 +501,10 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
     for start, length, new in reversed(edits):
         lines[start : start + length] = new
     result = "\n".join(lines)
-    return result + "\n" if ends_with_newline or (result and not text) else result
+    if any(hunk.new_unterminated for hunk in hunks):
+        return result
+    terminated = ends_with_newline or (bool(result) and not text) or any(hunk.old_unterminated for hunk in hunks)
+    return result + "\n" if terminated else result
 
 
 def _new_lines(hunk: Hunk, matched: list[str], whole_file: list[str] | None) -> list[str]:
@@ -514,7 +556,7 @@ def plan_changes(
         if op.kind == "add":
             if fs.exists(op.path):
                 raise PatchError(f"{shown} already exists; use '*** Update File:' to change it")
-            body = "\n".join(op.content) + ("\n" if op.content else "")
+            body = "\n".join(op.content) + ("\n" if op.content and not op.unterminated else "")
             planned.append(PlannedChange(op, shown, op.path, None, body))
             continue
         before = current_text(fs, op.path)
@@ -580,6 +622,7 @@ def _operations(arguments: dict[str, Any]) -> list[Operation]:
 
 
 class ApplyPatchArguments(ToolArguments):
+    habit_names = {"input": "patch", "diff": "patch", "patch_text": "patch"}
     patch: NonBlank = Field(description="the patch text, *** Begin Patch ... *** End Patch")
 
 

@@ -30,6 +30,10 @@ MAX_WHOLE_BYTES = 16 * 1024 * 1024
 MAX_IMAGE_BYTES = MAX_INPUT_BYTES
 
 
+#: Characters that make a path a glob (``src/*.py``), which read does not expand.
+_GLOB_MARKS = frozenset("*?[{")
+
+
 class ReadArguments(ToolArguments):
     path: PathArgument = Field(description="file to read (relative to the workspace, or absolute)")
     offset: int = Field(1, ge=1, description="first line to return (1-based)")
@@ -73,6 +77,8 @@ class ReadTool(BuiltinTool):
                 f"{path}: no such file; to read {located['path']} from line {located['line']}, send "
                 f"path={located['path']!r} and offset={located['line']}"
             )
+        if _GLOB_MARKS.intersection(path) and not fs.exists(path):
+            raise ToolInputError(f"{path}: no such file; read takes one file: find the files with glob, then read each")
         with fs.open_read(path) as handle:
             head = handle.read(8192)
             mime = sniff_image(head)

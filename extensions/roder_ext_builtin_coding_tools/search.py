@@ -18,6 +18,7 @@ What a listing may show is decided in one place, the file broker's ``find_files`
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from roder_core.kernel.tools import PolicySubject, ToolCall, ToolExecutionContex
 
 from .backtracking import explosive
 from .common import BuiltinTool, ToolInputError, looks_binary, path_subject
+from .grep_readings import needs_pcre, other_readings
 
 MAX_MATCHES = 200
 MAX_LINE_CHARS = 400
@@ -73,6 +75,7 @@ _COUNT_MARK = "\x1eroder-grep-count "
 
 
 class GrepArguments(ToolArguments):
+    habit_names = {"include": "glob", "-i": "case_insensitive", "ignore_case": "case_insensitive"}
     pattern: NonBlank = Field(description="regular expression to search for")
     path: PathText | None = Field(None, description="folder or file to search (default: the workspace)")
     glob: str | None = Field(None, description="only search files matching this glob")
@@ -192,6 +195,9 @@ class GrepTool(_SearchTool):
         literal = False
         try:
             page, engine = await self._search(ctx, args, shown, withheld, literal=False)
+            if not page.total:
+                page, engine, said = await self._other_reading(ctx, args, shown, withheld, (page, engine))
+                head += said
             if not page.total and _REGEX_SPECIAL.intersection(args.pattern):
                 withheld.clear()
                 as_text, engine_text = await self._search(ctx, args, shown, withheld, literal=True)
@@ -227,6 +233,24 @@ class GrepTool(_SearchTool):
             },
         )
 
+    async def _other_reading(
+        self, ctx: ToolExecutionContext, args: GrepArguments, shown: str, withheld: list[str], found: tuple[_Page, str]
+    ) -> tuple[_Page, str, str]:
+        """The first of the pattern's other readings (``grep_readings``) that matches, with the
+        line saying so; ``found`` (nothing) when none does."""
+        as_written = list(withheld)
+        for reading in other_readings(args.pattern, args.case_insensitive):
+            other = args.model_copy(update={"pattern": reading.pattern, "case_insensitive": reading.case_insensitive})
+            withheld.clear()
+            try:
+                page, engine = await self._search(ctx, other, shown, withheld, literal=False)
+            except ToolInputError:
+                continue
+            if page.total:
+                return page, engine, f"no matches for {args.pattern!r} as written; {reading.said}, it matches:\n"
+        withheld[:] = as_written  # what the search as written withheld is still said
+        return *found, ""
+
     async def _search(
         self, ctx: ToolExecutionContext, args: GrepArguments, shown: str, withheld: list[str], *, literal: bool
     ) -> tuple[_Page, str]:
@@ -246,7 +270,12 @@ class GrepTool(_SearchTool):
         take as a folder, a depth and a file-name type (its ``--glob`` would override the ignore
         rules) becomes the list of files ``find_files`` matches. ``base`` is the folder as shown."""
         root = fs.resolve(base)
-        if not args.glob or fs.stat(base).kind != "dir":
+        kind = fs.stat(base).kind
+        if kind not in ("dir", "file"):
+            # ripgrep reads a file it is named whatever it is: a FIFO waits for a writer, a
+            # device (/dev/zero) never ends; read refuses them, and so does grep
+            raise ToolInputError(f"{base}: not a regular file (device, socket or pipe); grep searches files and folders")
+        if not args.glob or kind != "dir":
             return [str(root)], []
         query = ripgrep_query(args.glob)
         if query.exact and query.name is not None:
@@ -305,10 +334,9 @@ class GrepTool(_SearchTool):
         body, _, count = result.output.rstrip("\n").rpartition(_COUNT_MARK)
         total, stopped = (int(field) for field in count.split()) if count else (0, 0)
         if not count or (total == 0 and result.stderr.strip()):  # a bad pattern: rg says why on stderr
-            why = result.stderr.strip() or result.output.strip()
-            if "regex" in why:
-                raise BadPatternError(why.splitlines()[-1].removeprefix("error: "))
-            raise ToolInputError(why or "ripgrep failed")
+            if _without_pcre2(result.stderr or result.output):
+                return None
+            raise _rg_failure(result.stderr.strip() or result.output.strip())
         prefix = str(fs.resolve(".")).rstrip("/") + "/"
         lines = [line.removeprefix(prefix) for line in body.splitlines() if line]
         if not gated and any(fs.withheld(path) is not None for path in _files_of(lines, fs)):
@@ -334,6 +362,10 @@ class GrepTool(_SearchTool):
         if result.timed_out:
             raise ToolInputError(f"the search took longer than {RG_TIMEOUT:.0f} s; narrow the path or glob")
         files = [name for name in result.output.split("\0") if name.strip()]
+        if not files and result.stderr.strip():
+            if _without_pcre2(result.stderr):
+                return None
+            raise _rg_failure(result.stderr.strip())
         if result.truncated or len(files) > MAX_GATED_FILES:
             return None
         fs = ctx.brokers.fs
@@ -381,11 +413,24 @@ class GrepTool(_SearchTool):
         yield from sorted(infos, key=lambda info: info.display.split("/"))
 
 
+def _rg_failure(why: str) -> ToolInputError:
+    """What ripgrep's complaint means: a bad pattern (then searched as text), or a plain failure."""
+    if "regex" in why:
+        return BadPatternError(why.splitlines()[-1].removeprefix("error: "))
+    return ToolInputError(why or "ripgrep failed")
+
+
+def _without_pcre2(why: str) -> bool:
+    """ripgrep was built without PCRE2: Python's engine searches look-around instead."""
+    return "PCRE2 is not available" in why
+
+
 def _rg_pattern(args: GrepArguments, literal: bool) -> list[str]:
-    """ripgrep's options for the pattern: as a regular expression, or as literal text."""
+    """ripgrep's options for the pattern: as a regular expression (PCRE2 for look-around and
+    backreferences, which ripgrep's own engine refuses), or as literal text."""
     return [
         *(["--ignore-case"] if args.case_insensitive else []),
-        *(["--fixed-strings"] if literal else []),
+        *(["--fixed-strings"] if literal else ["--pcre2"] if needs_pcre(args.pattern) else []),
         "--regexp",
         args.pattern,
     ]
@@ -455,14 +500,33 @@ class GlobTool(_SearchTool):
         base = fs.display(fs.resolve(args.path or "."))
         withheld: list[str] = []
         found, total = fs.find_files(args.path or ".", args.pattern, limit=MAX_FILES, withheld=withheld)
+        head = ""
+        folder = None if found else _folder_named(fs, args.path or ".", args.pattern)
+        if folder is not None:  # "src": the model means the files in it, as ls -R would list them
+            inside = "**" if folder == "." else f"{folder}/**"
+            found, total = fs.find_files(args.path or ".", inside, limit=MAX_FILES, withheld=withheld)
+            head = f"({args.pattern!r} names a folder, not files; the files in it ({inside!r}):)\n"
         if not found:
             text = f"no files match {args.pattern!r} in {base}"
         else:
             text = "\n".join(info.display for info in found)
             if total > MAX_FILES:
                 text += f"\n\n[{total - MAX_FILES} more files not shown; narrow the pattern]"
-        text += withheld_note(withheld)
+        text = head + text + withheld_note(withheld)
         return ToolResult(id=call.id, name=call.name, text=text, data={"count": total})
+
+
+def _folder_named(fs: FileSystemBroker, base: str, pattern: str) -> str | None:
+    """The folder below ``base`` that a glob without glob characters names (``src``, ``src/``,
+    ``.``), as the pattern of its files should start; None when it names none."""
+    name = pattern.strip().rstrip("/").removeprefix("./") or "."
+    if _GLOB_CHARS.intersection(name) or name.startswith("!"):
+        return None
+    try:
+        is_folder = fs.stat(posixpath.join(base, name)).kind == "dir"
+    except (BrokerDenied, OSError):
+        return None
+    return name if is_folder else None
 
 
 class LsTool(_SearchTool):

@@ -13,11 +13,13 @@ from roder_core.kernel.tool_args import PathArgument, ToolArguments, parse_argum
 from roder_core.kernel.tools import ToolCall, ToolExecutionContext, ToolResult
 
 from .common import (
+    ESCAPED_TWICE,
     LINE_NUMBERS_LEFT_OUT,
     FileEditTool,
     TextFile,
     ToolInputError,
     diff_stats,
+    escaped_twice,
     file_change_result,
     looks_binary,
     unified_diff,
@@ -108,7 +110,11 @@ class WriteTool(FileEditTool):
 
     @staticmethod
     def _content(content: str) -> tuple[str, str]:
-        """The content to write, and a note when read's line numbers were taken out of it."""
+        """The content to write, and a note when it was escaped twice (``escaped_twice``) or read's
+        line numbers were taken out of it."""
+        unescaped = escaped_twice(content)
+        if unescaped is not None:
+            return unescaped, f" ({ESCAPED_TWICE}; check the file)"
         plain = without_line_numbers(content)
         return (content, "") if plain is None else (plain, f" ({LINE_NUMBERS_LEFT_OUT}; check the file)")
 

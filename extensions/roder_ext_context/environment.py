@@ -61,8 +61,10 @@ async def git_state(cwd: Path) -> str:
     if git is None:
         return "a git repository (git is not installed)"
     try:
+        # git_argv asks git for the repository's filter names: off the event loop
+        argv = await asyncio.to_thread(git_argv, ["status", "--porcelain=v1", "--branch"], cwd=cwd, git=git)
         proc = await asyncio.create_subprocess_exec(
-            *git_argv(["status", "--porcelain=v1", "--branch"], cwd=cwd, git=git),
+            *argv,
             cwd=cwd,
             env=_git_env(),
             stdin=asyncio.subprocess.DEVNULL,

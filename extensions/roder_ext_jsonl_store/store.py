@@ -206,7 +206,12 @@ class JsonlThreadStore:
                 return  # held in memory until the thread's first turn starts
         # No await from here to the write: the lines of a thread reach the file in the order
         # their appends were called (``_opening`` keeps that order while a writer is taken).
-        write_all(writer.fd, line)
+        try:
+            write_all(writer.fd, line)
+        except OSError:  # a full disk: take back the part written, so no torn line stays behind
+            with contextlib.suppress(OSError):
+                os.ftruncate(writer.fd, writer.size)
+            raise
         writer.size += len(line)
         folded = writer.recent.offset if writer.recent is not None else 0
         if writer.size - folded >= FOLD_BYTES and writer.lock.acquire(blocking=False):
@@ -266,8 +271,14 @@ class JsonlThreadStore:
     def _create(self, path: Path, first_lines: bytes) -> _Writer:
         self.directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | CLOEXEC, 0o600)
-        try_lock(fd)
-        write_all(fd, first_lines)
+        try:
+            try_lock(fd)
+            write_all(fd, first_lines)
+        except OSError:  # a full disk: no half-written file, and no lock left held on it
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         return _Writer(fd, path, new_file=True, size=len(first_lines))
 
     async def _open(self, thread_id: str, guard: _Uninterrupted) -> _Writer:
@@ -715,9 +726,27 @@ def _parse_events(raw: RawThreadFile) -> list[RuntimeEvent]:
         try:
             events.append(parse_event_json(line))
         except ValueError as exc:  # JSON and pydantic validation errors
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raw.problems.append(LineProblem(number, f"unreadable event ({reason[:200]})"))
+            raw.problems.append(LineProblem(number, unreadable_reason(exc)[:200]))
     return events
+
+
+def unreadable_reason(exc: ValueError) -> str:
+    """Why a stored line is not an event, in a few words: pydantic's first error, without the
+    heading that lists every event class of the union (which filled the line before)."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError) or not exc.errors():
+        return f"not an event: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    first = exc.errors()[0]
+    if first["type"] == "json_invalid":
+        return f"not JSON: {first['msg'].removeprefix('Invalid JSON: ').replace(' at line 1 column ', ' at column ')}"
+    if first["type"] == "union_tag_invalid":
+        return f"not an event: unknown method {first.get('ctx', {}).get('tag')!r}"
+    loc = list(first["loc"])
+    if loc and (loc[0] == "error" or "/" in str(loc[0])):  # the union's tag (the method), not a field
+        loc = loc[1:]
+    where = ".".join(str(part) for part in loc)
+    return f"not an event: {where}: {first['msg']}" if where else f"not an event: {first['msg']}"
 
 
 def _event_dicts(raw: RawThreadFile) -> Iterator[dict[str, Any]]:

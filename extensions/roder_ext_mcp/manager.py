@@ -26,7 +26,7 @@ from roder_core.settings.credentials import CredentialsError, CredentialStore
 from roder_ext_mcp.client_features import ClientFeatures, RootSet
 from roder_ext_mcp.config import ServerConfig, tool_names
 from roder_ext_mcp.server_log import ServerLog
-from roder_ext_mcp.stdio import TERM_GRACE, stdio_streams
+from roder_ext_mcp.stdio import TERM_GRACE, first_problem, stdio_streams
 
 if TYPE_CHECKING:
     from roder_ext_mcp.authorization import ServerAuth
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _STDERR_TAIL_LINES = 8
+#: Pages of one listing read at most: a server whose pagination never ends cannot hang startup.
+MAX_PAGES = 100
 
 
 def _mcp_http_client(url: str, headers: dict[str, str] | None, timeout: Any = None, auth: Any = None) -> Any:
@@ -67,6 +69,8 @@ def describe_error(exc: BaseException) -> str:
     leaf = _leaf(exc)
     if isinstance(leaf, TimeoutError):
         return "timed out"
+    if isinstance(leaf, ValueError) and type(leaf).__name__ == "ValidationError":  # pydantic's, pages long
+        return f"the server's answer does not fit the MCP schema: {first_problem(leaf)}"
     text = str(leaf) or type(leaf).__name__
     return text if type(leaf).__name__ in text else f"{type(leaf).__name__}: {text}"
 
@@ -97,6 +101,8 @@ class ServerConnection:
         #: another server's tool has), with the reason; said once each in the log and shown in
         #: the server's status.
         self.left_out: dict[str, str] = {}
+        #: Listings cut short because the server's pagination never ended, by kind, with why.
+        self.listing_problems: dict[str, str] = {}
         #: The server's prompts, resources and resource templates (empty when it offers none).
         self.prompts: list[Any] = []
         self.resources: list[Any] = []
@@ -152,10 +158,10 @@ class ServerConnection:
             self.left_out[tool] = why
             log.warning("MCP server %r: tool %r is not offered to the model: %s", self.name, tool, why)
 
-    def left_out_reason(self) -> str | None:
-        if not self.left_out:
-            return None
-        return "; ".join(f"tool {tool!r} left out: {why}" for tool, why in self.left_out.items())
+    def listing_reason(self) -> str | None:
+        """What of the server's listings is not offered, and why (None: all of it is)."""
+        lines = [*self.listing_problems.values(), *(f"tool {tool!r} left out: {why}" for tool, why in self.left_out.items())]
+        return "; ".join(lines) or None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -248,11 +254,31 @@ class ServerConnection:
         await self.stop()
         self.start()
 
-    def unavailable_reason(self) -> str:
+    def availability(self) -> str | None:
+        """Why the server's tools cannot be called now (None: connected). The one wording of a
+        server's state: the model reads it for a call to one of its tools, and ``/mcp``,
+        ``roder mcp list`` and the app server's listings show it."""
+        error = self.error or "no reason was given"
+        if self.status == "connected":
+            return None
         if self.status == "needs-login":
-            return f"MCP server {self.name!r} {self.error}"
-        detail = f": {self.error}" if self.error else ""
-        return f"MCP server {self.name!r} is {self.status}{detail}"
+            return error
+        if self.status == "disabled":
+            return "is disabled in the configuration (enabled = false)"
+        if self.status == "failed":
+            return f"failed to start: {error}"
+        if self.status == "connecting":
+            if self.starts > 1:
+                return f"is restarting (start {self.starts}); its tools return when it has connected"
+            return "is still starting; its tools appear when it has connected"
+        if self.status == "exited":
+            return f"exited: {error}"
+        if self.status == "pending":
+            return "has not been started yet"
+        return "was stopped"
+
+    def unavailable_reason(self) -> str:
+        return f"MCP server {self.name!r} {self.availability() or 'is connected'}"
 
     # ------------------------------------------------------------------ the connection task
 
@@ -331,12 +357,12 @@ class ServerConnection:
                     self.tools = await self._list_tools(client)
                     if offered is None or offered.prompts is not None:
                         step = "prompts/list"
-                        self.prompts = await _list_optional(client.list_prompts, "prompts")
+                        self.prompts = await self._list_optional(client.list_prompts, "prompts")
                     if offered is None or offered.resources is not None:
                         step = "resources/list"
-                        self.resources = await _list_optional(client.list_resources, "resources")
+                        self.resources = await self._list_optional(client.list_resources, "resources")
                         step = "resources/templates/list"
-                        self.resource_templates = await _list_optional(client.list_resource_templates, "resource_templates")
+                        self.resource_templates = await self._list_optional(client.list_resource_templates, "resource_templates")
                     step = "logging/setLevel"
                     await self._set_log_level(client)
                 info = client.server_info
@@ -415,10 +441,12 @@ class ServerConnection:
             if kind == "tools":
                 self.tools = await self._list_tools(client, refresh=True)
             elif kind == "prompts":
-                self.prompts = await _list_optional(client.list_prompts, "prompts", refresh=True)
+                self.prompts = await self._list_optional(client.list_prompts, "prompts", refresh=True)
             else:
-                self.resources = await _list_optional(client.list_resources, "resources", refresh=True)
-                self.resource_templates = await _list_optional(client.list_resource_templates, "resource_templates", refresh=True)
+                self.resources = await self._list_optional(client.list_resources, "resources", refresh=True)
+                self.resource_templates = await self._list_optional(
+                    client.list_resource_templates, "resource_templates", refresh=True
+                )
             self.relists += 1
         except (MCPError, OSError) as exc:
             log.warning("MCP server %r: listing %s again failed: %s", self.name, kind, describe_error(exc))
@@ -445,17 +473,45 @@ class ServerConnection:
         await self.ensure_connected()
         return await self._client.read_resource(uri)
 
-    @staticmethod
-    async def _list_tools(client: Any, refresh: bool = False) -> list[Any]:
-        tools: list[Any] = []
+    async def _list_tools(self, client: Any, refresh: bool = False) -> list[Any]:
+        return await self._pages(client.list_tools, "tools", refresh)
+
+    async def _list_optional(self, fetch: Any, attribute: str, refresh: bool = False) -> list[Any]:
+        """Every page of an optional listing (prompts, resources); a server without it gives []."""
+        from mcp import MCPError
+
+        try:
+            return await self._pages(fetch, attribute, refresh)
+        except MCPError as exc:  # method not found: the server has no such capability
+            log.debug("listing %s: %s", attribute, exc)
+            return []
+
+    async def _pages(self, fetch: Any, attribute: str, refresh: bool) -> list[Any]:
+        """Every page of one listing, each entry once (by URI, or name). Pagination that never
+        ends (a cursor seen before, or more than ``MAX_PAGES`` pages) stops the listing with
+        what was read, and says so: in the log and in the server's status."""
+        rows: dict[str, Any] = {}
+        seen: set[str] = set()
         cursor: str | None = None
-        for _ in range(100):  # a server whose pagination never ends cannot hang startup
-            page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
-            tools.extend(page.tools)
+        self.listing_problems.pop(attribute, None)
+        for _ in range(MAX_PAGES):
+            page = await fetch(cursor=cursor, cache_mode="refresh" if refresh else "use")
+            for row in getattr(page, attribute):
+                key = getattr(row, "uri", None) or getattr(row, "uri_template", None) or getattr(row, "name", None)
+                rows.setdefault(str(key or id(row)), row)
             cursor = page.next_cursor
             if not cursor:
-                break
-        return tools
+                return list(rows.values())
+            if cursor in seen:
+                return self._cut_listing(attribute, rows, f"its {attribute}/list gave the cursor {cursor[:80]!r} again")
+            seen.add(cursor)
+        return self._cut_listing(attribute, rows, f"its {attribute}/list had more than {MAX_PAGES} pages")
+
+    def _cut_listing(self, attribute: str, rows: dict[str, Any], why: str) -> list[Any]:
+        problem = f"{attribute} listing stopped after {len(rows)}: {why}"
+        self.listing_problems[attribute] = problem
+        log.warning("MCP server %r: %s", self.name, problem)
+        return list(rows.values())
 
     def _stderr_tail(self) -> str:
         if self.config.transport != "stdio":
@@ -541,24 +597,6 @@ class ServerConnection:
                 await self._mark_exited()
         except TimeoutError:
             self.error = f"did not answer within {timeout:g}s"
-
-
-async def _list_optional(fetch: Any, attribute: str, refresh: bool = False) -> list[Any]:
-    """Every page of an optional listing (prompts, resources); a server without it gives []."""
-    from mcp import MCPError
-
-    rows: list[Any] = []
-    cursor: str | None = None
-    try:
-        for _ in range(100):  # a server whose pagination never ends cannot hang startup
-            page = await fetch(cursor=cursor, cache_mode="refresh" if refresh else "use")
-            rows.extend(getattr(page, attribute))
-            cursor = page.next_cursor
-            if not cursor:
-                break
-    except MCPError as exc:  # method not found: the server has no such capability
-        log.debug("listing %s: %s", attribute, exc)
-    return rows
 
 
 class McpManager:

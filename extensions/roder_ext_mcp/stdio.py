@@ -85,7 +85,7 @@ async def stdio_streams(
                             if problem is not None:
                                 message = _refusal(mcp_types, line[:_HEAD], problem)
                             else:
-                                message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                                message = _message(mcp_types, line)
                         except ValueError:
                             on_noise(line[:_HEAD])
                             continue
@@ -152,6 +152,56 @@ def _refusal(mcp_types: Any, line: str, problem: ValueError) -> Any:
     return mcp_types.jsonrpc_message_adapter.validate_python(
         {"jsonrpc": "2.0", "id": bounded_json.loads(found.group(1)), "error": error}, by_name=False
     )
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _message(mcp_types: Any, line: str) -> Any:
+    """The JSON-RPC message on a line. A lone surrogate escaped in a string (``\\udce9``, which
+    no UTF-8 text can hold) becomes U+FFFD, as undecodable bytes do; an answer that breaks the
+    JSON-RPC envelope but names its request's id fails that request at once, saying why,
+    instead of leaving it to wait for its timeout. ValueError (reported as noise) otherwise."""
+    try:
+        return mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError as exc:
+        try:
+            data = _without_surrogates(bounded_json.loads(line))
+        except ValueError:
+            raise exc from None
+    try:
+        return mcp_types.jsonrpc_message_adapter.validate_python(data, by_name=False)
+    except ValueError as invalid:
+        answers = isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data)
+        if not answers or type(data.get("id")) not in (int, str):
+            raise
+        error = {"code": -32600, "message": f"the MCP server's answer is not valid JSON-RPC: {first_problem(invalid)}"}
+        return mcp_types.jsonrpc_message_adapter.validate_python(
+            {"jsonrpc": "2.0", "id": data["id"], "error": error}, by_name=False
+        )
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def first_problem(exc: ValueError) -> str:
+    """A validation error in one line: how many problems, and the first with where it is
+    (pydantic lists one per member of a union, pages of them, for one wrong field)."""
+    errors = getattr(exc, "errors", None)
+    found = errors() if callable(errors) else []
+    if not found:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    first = found[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "the message"
+    more = f" ({len(found)} problems; the first)" if len(found) > 1 else ""
+    return f"{where}: {first.get('msg', 'invalid')}{more}"
 
 
 async def _stop(process: Any, grace: float) -> None:

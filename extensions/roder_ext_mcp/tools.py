@@ -20,14 +20,20 @@ from typing import Any
 from roder_core.customization.slash_commands import CommandInfo
 from roder_core.ir import ApprovalOption, ApprovalRequest, Attachment
 from roder_core.kernel.tool_catalog import SourceStatus
-from roder_core.kernel.tools import Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult, ToolSpecError
+from roder_core.kernel.tools import (
+    Tool,
+    ToolCall,
+    ToolExecutionContext,
+    ToolRegistry,
+    ToolResult,
+    ToolSpecError,
+    bounded_result_text,
+)
 from roder_core.plugins.components import PLUGIN_SERVER_PREFIX
 from roder_core.plugins.enabled import ActivePlugins
 from roder_ext_mcp import prompts
 from roder_ext_mcp.config import McpSettings, parse_server, tool_names
 from roder_ext_mcp.manager import McpManager, ServerConnection, ServerUnavailable, describe_error
-
-MAX_RESULT_CHARS = 100_000
 
 
 def tool_name(connection: ServerConnection, mcp_name: str) -> str:
@@ -96,12 +102,10 @@ def convert_result(call: ToolCall, result: Any) -> ToolResult:
     text = "\n".join(texts)
     if not text and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
-    if len(text) > MAX_RESULT_CHARS:
-        text = text[:MAX_RESULT_CHARS] + f"\n[output truncated: {len(text)} characters in all]"
     return ToolResult(
         id=call.id,
         name=call.name,
-        text=text or "(no output)",
+        text=bounded_result_text(text) or "(no output)",
         data=result.structured_content,
         is_error=bool(result.is_error),
         attachments=attachments,
@@ -209,12 +213,24 @@ class McpToolContributor:
             # An exited server keeps offering its last known tools: calling one restarts it (one
             # whose sign-in lapsed keeps them too: calling one says which command signs in).
             if connection.status not in ("connected", "exited", "needs-login"):
+                registry.withhold(connection.config.tool_prefix, connection.unavailable_reason(), prefix=True)
                 continue
+            # A name under its prefix it does not list (a tool it dropped on list_changed, a typo).
+            offered = ", ".join(tool_name(connection, t.name) for t in connection.tools) or "none"
+            registry.withhold(
+                connection.config.tool_prefix,
+                f"MCP server {connection.name!r} does not list a tool by that name (its tools: {offered})",
+                prefix=True,
+            )
             for mcp_tool in connection.tools:
                 try:
                     registry.register(McpTool(connection, mcp_tool, self.reviews))
                 except ToolSpecError as exc:  # one unusable tool never takes the others down
                     connection.leave_out(mcp_tool.name, str(exc))
+                    registry.withhold(
+                        tool_name(connection, mcp_tool.name),
+                        f"MCP server {connection.name!r} lists it, but it cannot be offered to the model: {exc}",
+                    )
 
     async def wait_ready(self, timeout: float) -> None:
         await self.manager.wait_ready(timeout)
@@ -274,7 +290,7 @@ def status_of(connection: ServerConnection) -> SourceStatus:
         name=connection.name,
         kind="mcp",
         status=connection.status,
-        error=connection.error or connection.left_out_reason(),
+        error=connection.availability() or connection.listing_reason(),
         tools=[tool_name(connection, t.name) for t in connection.tools if t.name not in connection.left_out]
         if connection.status == "connected"
         else [],

@@ -31,7 +31,7 @@ from roder_core.settings.config import ProcessExtensionConfig
 
 if TYPE_CHECKING:
     from roder_core.plugins.enabled import ActivePlugins
-    from roder_ext_process.supervisor import Handshake, Supervisor
+    from roder_ext_process.supervisor import Handshake, PendingHandshake, Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -60,24 +60,42 @@ class ProcessExtension(RoderExtension):
     foreign_tools = True  # the process names its tools
 
     def __init__(self, name: str, supervisor: Supervisor | None, problem: str | None = None) -> None:
+        """Starts the process and sends ``initialize``; ``settle`` reads the answer."""
         self.name = name
         self.supervisor = supervisor
         self.problem = problem
         self.handshake: Handshake | None = None
+        self._pending: PendingHandshake | None = None
         # Named so `extensions/list` can say which one failed and why, until the process says more.
         self._manifest = ExtensionManifest(id=f"process:{name}", name=name, version="0.0.0", api_version=EXTENSION_API_VERSION)
         if supervisor is None:
             return
+        try:
+            self._pending = supervisor.begin_handshake()
+        except OSError as exc:
+            self._fail(str(exc))
+
+    def settle(self) -> ProcessExtension:
+        """Wait for the manifest (until the extension's ``startup_timeout`` from its start); a
+        process that did not answer, or answered wrong, is stopped and carries the reason."""
         from roder_ext_process.connection import ExtensionCallError
 
+        pending, self._pending = self._pending, None
+        if pending is None or self.supervisor is None:
+            return self
         try:
-            self.handshake = supervisor.handshake()
-            self._manifest = manifest_from(name, self.handshake.manifest)
-            supervisor.extension_id = self._manifest.id
+            self.handshake = pending.result()
+            self._manifest = manifest_from(self.name, self.handshake.manifest)
+            self.supervisor.extension_id = self._manifest.id
         except (ExtensionCallError, RegistryError, OSError) as exc:
-            self.problem = str(exc)
-            supervisor.last_error = self.problem
-            supervisor.close()
+            self._fail(str(exc))
+        return self
+
+    def _fail(self, problem: str) -> None:
+        assert self.supervisor is not None
+        self.problem = problem
+        self.supervisor.last_error = problem
+        self.supervisor.close()
 
     def manifest(self) -> ExtensionManifest:
         return self._manifest
@@ -218,8 +236,9 @@ class PluginProcessSource(RoderExtension):
                 continue
             if (started := _started(name, config, self.host, self.hidden_folders())) is not None:
                 made.append(started)
-        self.current, self._configs = made, declared
-        return made
+        settled = [e.settle() if isinstance(e, ProcessExtension) else e for e in made]
+        self.current, self._configs = settled, declared
+        return settled
 
 
 def create(host: HostContext) -> list[RoderExtension]:
@@ -236,8 +255,11 @@ def create(host: HostContext) -> list[RoderExtension]:
         active = ActivePlugins()
     declared = host.config.extensions.process
     hidden = source.hidden_folders() if declared else []
+    # Every process is started before any answer is waited for: one that hangs in initialize
+    # costs start-up its own startup_timeout at most, whatever the others do.
     configured = [e for name, config in declared.items() if (e := _started(name, config, host, hidden)) is not None]
-    return [*configured, source, *source.plugin_extensions(active)]
+    from_plugins = source.plugin_extensions(active)
+    return [*(e.settle() for e in configured), source, *from_plugins]
 
 
 __all__ = ["ProcessExtension", "ProcessExtensionConfig", "create"]

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -100,8 +101,16 @@ class RpcConnection:
 
     def call_sync(self, method: str, params: Mapping[str, Any], timeout: float) -> Any:
         request_id, future = self.request(method, params)
+        return self.answer(request_id, future, method, timeout)
+
+    def answer(
+        self, request_id: int, future: concurrent.futures.Future[Any], method: str, timeout: float, deadline: float | None = None
+    ) -> Any:
+        """The answer to a request sent with ``request``: waited for ``timeout`` seconds, or with
+        ``deadline`` (``time.monotonic``) until then, so requests to several processes can all be
+        sent first and then waited for at once (the error still names ``timeout``)."""
         try:
-            return future.result(timeout)
+            return future.result(max(deadline - time.monotonic(), 0.0) if deadline is not None else timeout)
         except concurrent.futures.TimeoutError:
             self._forget(request_id)
             raise ExtensionCallError(f"extension {self.name} did not answer {method} within {timeout:g} s") from None

@@ -29,7 +29,15 @@ from roder_core.kernel.services import (
     PolicyVerdict,
     StatusView,
 )
-from roder_core.kernel.tools import PolicySubject, Tool, ToolCall, ToolExecutionContext, ToolRegistry, ToolResult
+from roder_core.kernel.tools import (
+    PolicySubject,
+    Tool,
+    ToolCall,
+    ToolExecutionContext,
+    ToolRegistry,
+    ToolResult,
+    bounded_result_text,
+)
 from roder_ext_process.connection import ExtensionCallError
 from roder_ext_process.supervisor import Supervisor
 
@@ -97,7 +105,11 @@ class ProcessTool(Tool):
         if not isinstance(result, dict) or not isinstance(result.get("text"), str):
             return ToolResult.error(call, f"{self.name}: the extension answered without a text result")
         return ToolResult(
-            id=call.id, name=call.name, text=result["text"], data=result.get("data"), is_error=bool(result.get("isError"))
+            id=call.id,
+            name=call.name,
+            text=bounded_result_text(result["text"]),
+            data=result.get("data"),
+            is_error=bool(result.get("isError")),
         )
 
 

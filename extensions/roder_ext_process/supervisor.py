@@ -10,6 +10,8 @@ doubles with each consecutive failure (capped), so a crashing extension never sp
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -103,6 +105,30 @@ class Handshake:
         )
 
 
+@dataclass
+class PendingHandshake:
+    """An ``initialize`` sent to a process just started, answered by ``deadline`` (monotonic)."""
+
+    supervisor: Supervisor
+    conn: RpcConnection
+    request_id: int
+    future: concurrent.futures.Future[Any]
+    deadline: float
+
+    def result(self) -> Handshake:
+        """The manifest; a process that does not answer within its ``startup_timeout`` fails
+        saying so, and is stopped (start-up goes on without it)."""
+        sup = self.supervisor
+        try:
+            answer = self.conn.answer(self.request_id, self.future, "initialize", sup.config.startup_timeout, self.deadline)
+        except ExtensionCallError as exc:
+            if self.conn.alive:  # it hung: never answered
+                exc = ExtensionCallError(f"{exc} (startup_timeout); Roder started without it")
+            self.conn.close()
+            raise exc from None
+        return Handshake.from_result(sup.name, answer)
+
+
 class Supervisor:
     """Starts, watches and restarts one extension process; every call goes through here."""
 
@@ -144,9 +170,14 @@ class Supervisor:
 
     def handshake(self) -> Handshake:
         """Start the process and read its manifest (the registry is being built: synchronous)."""
+        return self.begin_handshake().result()
+
+    def begin_handshake(self) -> PendingHandshake:
+        """Start the process and send ``initialize``; the answer is waited for later, so every
+        declared extension starts at once and start-up waits for the slowest, never the sum."""
         conn = self._start()
-        result = conn.call_sync("initialize", self._initialize_params(), self.config.startup_timeout)
-        return Handshake.from_result(self.name, result)
+        request_id, future = conn.request("initialize", self._initialize_params())
+        return PendingHandshake(self, conn, request_id, future, time.monotonic() + self.config.startup_timeout)
 
     def _initialize_params(self) -> dict[str, Any]:
         from roder_core import __version__
@@ -196,8 +227,12 @@ class Supervisor:
         self.next_start = self.clock() + backoff
 
     async def call(self, method: str, params: Mapping[str, Any], timeout: float | None = None) -> Any:
-        """One call; a crash or a missed deadline fails it with a clear error and costs only it."""
-        conn = self.connection()
+        """One call; a crash or a missed deadline fails it with a clear error and costs only it.
+        A process started again for it answers ``initialize`` in a worker thread: a restart
+        that hangs holds this call, never the event loop (the app, other turns)."""
+        conn = self._conn
+        if conn is None or not conn.alive:
+            conn = await asyncio.to_thread(self.connection)
         try:
             result = await conn.call(method, params, timeout or self.config.timeout)
         except ExtensionCallError as exc:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from roder_core.brokers import Brokers
+from roder_core.brokers.host_programs import system_program
 from roder_core.brokers.network import AllowlistNetworkBroker
 from roder_core.brokers.runner_process import CommandExit, RunnerProcessBroker
 from roder_core.brokers.secrets import EnvSecretBroker, SecretRedactor, provider_key_names, runtime_redactor
@@ -51,7 +51,7 @@ PROBED_PROGRAMS = ("bash", "sh", "git", "rg", "awk", "setsid", "python3")
 
 async def probe_engine(engine: str) -> tuple[bool, str, str]:
     """(works, version or reason, binary) for one engine."""
-    binary = shutil.which(engine)
+    binary = system_program(engine)
     if binary is None:
         return False, f"{engine} is not installed", ""
     result = await run_local([binary, "version", "--format", "{{.Server.Version}}" if engine == "docker" else "{{.Version}}"], 30)

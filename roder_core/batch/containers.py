@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from roder_core.brokers.host_programs import system_program
+
 if TYPE_CHECKING:
     from roder_core.kernel.services import RunnerSession
 
@@ -45,7 +47,7 @@ class TaskImage:
 
 def engine_argv(oci_runtime: str | None) -> list[str]:
     """``podman`` (with the OCI runtime the batch's container runner names), or why not."""
-    binary = shutil.which("podman")
+    binary = system_program("podman")
     if binary is None:
         raise ContainerUnavailable("this task needs a container and podman is not installed here")
     return [binary, "--runtime", oci_runtime] if oci_runtime else [binary]

@@ -10,7 +10,10 @@ the code under test does not write as a side effect:
 - every pytest a host score starts loads Roder's witness plugin (``witness/roder_score_witness``,
   copied into the rollout's scratch and shown read-only to the score), which records each test
   report as pytest made it, the run's start and end, and ends the process with pytest's own
-  status as soon as pytest is done. A pytest test's status is read from those records only;
+  status as soon as pytest is done. A pytest test's status is read from those records only.
+  They come through a named pipe only Roder reads, each signed by its process's own key (told in
+  its first record, made before any code under test runs) and numbered: a record the code under
+  test wrote is refused, and a run that started while another was going on is not the score's;
 - other runners' status lines (unittest's ``test_x (mod.Class) ... ok``) are read from the
   output, and one printed after the runner's final summary fails the score closed;
 - anything that cannot be ruled out a forgery fails closed (:class:`ForgedResult`, the score is
@@ -26,18 +29,27 @@ for (a change undone before the session finishes): ``docs/batch.md`` says so.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import re
+import select
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from roder_core.batch.swebench import parse_test_statuses
+from roder_core.batch.swebench import PASSING, parse_test_statuses
 
 #: The plugin module pytest loads (``-p``); it runs in the task's interpreter.
 PLUGIN = "roder_score_witness"
 PLUGIN_SOURCE = Path(__file__).with_name("witness") / f"{PLUGIN}.py"
+#: tox (4.11 and later) clears the environment of the commands it runs: it passes these on.
+_TOX_PASSES = "testenv.pass_env+=PYTHONPATH,PYTEST_ADDOPTS,RODER_SCORE_*"
 #: The records of a score are read up to this size; a score that wrote more is refused.
 RECORDS_CAP = 64 * 1024 * 1024
 
@@ -56,74 +68,197 @@ class ForgedResult(Exception):
 
 @dataclass
 class WitnessReport:
-    """What the witness recorded: each pytest process's start and end status, each test's status."""
+    """What the witness recorded: each pytest run's start and end status (by the process that
+    made it, its pid and key), each test's status."""
 
-    started: set[int] = field(default_factory=set)
-    ended: dict[int, int | None] = field(default_factory=dict)
+    started: dict[str, int] = field(default_factory=dict)
+    ended: dict[str, int | None] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
     reward_files: list[str] = field(default_factory=list)
     tampered: list[str] = field(default_factory=list)
 
     def cut_short(self) -> list[int]:
-        """The pytest processes that started a run and never reached its end."""
-        return sorted(pid for pid in self.started if pid not in self.ended)
+        """The pids of the pytest runs that started and never reached their end."""
+        return sorted(pid for run, pid in self.started.items() if run not in self.ended)
 
 
-@dataclass(frozen=True)
+@dataclass
+class _Signer:
+    """One process's key (from its first record) and the number of its last record."""
+
+    pid: int
+    key: bytes
+    count: int = 0
+    run: str | None = None  # its pytest run now going on, if any
+    runs: int = 0
+
+
+@dataclass
 class Witness:
-    """The witness of one score: the plugin's folder (read-only to the score) and its records."""
+    """The witness of one score: the plugin's folder (read-only to the score) and the named
+    pipe in it that its records come through, read by Roder while the score runs."""
 
     folder: Path
     records: Path
+    received: bytearray = field(default_factory=bytearray)
+    overflow: bool = False
 
     @classmethod
     def prepare(cls, scratch: Path, verifier: Path) -> Witness:
         """Copy the plugin into the rollout's scratch (Roder's own files may sit under a /tmp the
-        score's sandbox does not show); its records go to the score's writable verifier folder."""
+        score's sandbox does not show); its records come through a pipe beside it."""
         folder = scratch / "witness"
         folder.mkdir(exist_ok=True)
-        shutil.copyfile(PLUGIN_SOURCE, folder / f"{PLUGIN}.py")
-        return cls(folder, verifier / "witness.jsonl")
+        for source in PLUGIN_SOURCE.parent.glob("*.py"):
+            shutil.copyfile(source, folder / source.name)
+        return cls(folder, folder / "records")
 
     def environment(self, env: dict[str, str], workspace: Path) -> dict[str, str]:
         """``env`` with the plugin importable and loaded by every pytest (the task's own
         ``PYTHONPATH`` and ``PYTEST_ADDOPTS`` kept after it), told where its records go and
-        which folder is the agent's (a plugin from there registered mid-run is tampering)."""
+        which folder is the agent's (a plugin from there registered mid-run is tampering), and
+        tox told to pass all of it on to the commands it runs."""
         path = os.pathsep.join(p for p in (str(self.folder), env.get("PYTHONPATH", "")) if p)
         options = " ".join(o for o in (env.get("PYTEST_ADDOPTS", ""), f"-p {PLUGIN}") if o)
         told = {"RODER_SCORE_WITNESS": str(self.records), "RODER_SCORE_WORKSPACE": str(workspace)}
-        return {**env, "PYTHONPATH": path, "PYTEST_ADDOPTS": options, **told}
+        tox = ";".join(o for o in (env.get("TOX_OVERRIDE", ""), _TOX_PASSES) if o)
+        return {**env, "PYTHONPATH": path, "PYTEST_ADDOPTS": options, "TOX_OVERRIDE": tox, **told}
+
+    @contextmanager
+    def listening(self) -> Iterator[None]:
+        """While the score runs: the records pipe exists, write-only to everyone (nobody in the
+        score can open it to read records away; its folder is read-only there, so its mode
+        stays), and a thread of Roder's reads it (a writer waits while the pipe is full)."""
+        self.records.unlink(missing_ok=True)
+        os.mkfifo(self.records, 0o600)
+        reader = os.open(self.records, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        keeper = os.open(self.records, os.O_WRONLY | os.O_CLOEXEC)  # no end of file between writers
+        os.chmod(self.records, 0o200)
+        stop_read, stop_write = os.pipe()
+        thread = threading.Thread(target=self._collect, args=(reader, stop_read), name="score-witness", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            os.write(stop_write, b"x")
+            thread.join()
+            for fd in (reader, keeper, stop_read, stop_write):
+                os.close(fd)
+
+    def _collect(self, reader: int, stop: int) -> None:
+        """Read what arrives until told to stop, then what is in the pipe then: at most the cap
+        more, so a process left writing (with the sandbox off) never keeps the score from ending."""
+        after_stop: int | None = None
+        while True:
+            if after_stop is None:
+                ready, _, _ = select.select([reader, stop], [], [])
+                after_stop = 0 if stop in ready else None
+            try:
+                chunk = os.read(reader, 65536)
+            except BlockingIOError:
+                if after_stop is not None:
+                    return
+                continue
+            if after_stop is not None:
+                after_stop += len(chunk)
+                if after_stop > RECORDS_CAP:
+                    self.overflow = True
+                    return
+            if len(self.received) + len(chunk) > RECORDS_CAP:
+                self.overflow = True  # still read on, so no writer waits forever
+            else:
+                self.received += chunk
 
     def report(self) -> WitnessReport:
-        """The records the score's pytest runs left (none: no pytest ran)."""
+        """The records the score's pytest runs left (none: no pytest ran). A line that is not
+        signed by the key its process told first, or out of its process's order, is a forgery.
+        A run that started while another process's run was going on is not the score's (a
+        pytest the tests started, or one the code under test started to report passes): its
+        test statuses are not read."""
         report = WitnessReport()
-        try:
-            with open(self.records, "rb") as handle:
-                data = handle.read(RECORDS_CAP + 1)
-        except FileNotFoundError:
-            return report
-        if len(data) > RECORDS_CAP:
+        if self.overflow:
             raise ForgedResult(f"the test runs' records exceed {RECORDS_CAP // (1024 * 1024)} MiB, so they were not read")
-        phases: dict[str, list[tuple[str, str, bool]]] = {}
-        for line in data.splitlines():
-            try:
-                record = json.loads(line)
-                event, pid = record["e"], int(record["pid"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ForgedResult(f"the test runs' records hold a line pytest's witness did not write: {line[:80]!r}") from exc
+        signers: dict[str, _Signer] = {}
+        open_runs: set[str] = set()
+        counted: dict[str, _RunRecords] = {}
+        for line in bytes(self.received).splitlines():
+            record, signer = _verified(line, signers)
+            event, run = record["e"], signer.run
             if event == "start":
-                report.started.add(pid)
-            elif event == "end":
-                report.ended[pid] = record.get("status")
+                signer.runs += 1
+                signer.run = f"{signer.key.hex()[:16]}.{signer.runs}"
+                report.started[signer.run] = signer.pid
+                if not open_runs:
+                    counted[signer.run] = _RunRecords()
+                open_runs.add(signer.run)
+            elif event == "end" and run is not None:
+                report.ended[run] = record.get("status")
+                open_runs.discard(run)
+                signer.run = None
             elif event == "tampered":
                 report.tampered += [str(what) for what in record.get("what", [])]
             elif event == "reward":
                 report.reward_files += [str(name) for name in record.get("files", [])]
-            elif event == "test":
-                phase = (str(record.get("when")), str(record.get("outcome")), bool(record.get("xfail")))
-                phases.setdefault(str(record.get("id")), []).append(phase)
-        report.statuses = {test: _status(reports) for test, reports in phases.items()}
+            elif event in ("test", "collect") and run in counted:
+                counted[run].note(record)
+        report.statuses = _worst(list(counted.values()))
         return report
+
+
+@dataclass
+class _RunRecords:
+    """One counted run's reports: each test's phases, and the collectors that did not pass."""
+
+    phases: dict[str, list[tuple[str, str, bool]]] = field(default_factory=dict)
+    collectors: dict[str, str] = field(default_factory=dict)
+
+    def note(self, record: dict[str, Any]) -> None:
+        node = str(record.get("id"))
+        if record["e"] == "collect":
+            self.collectors[node] = "ERROR" if record.get("outcome") == "failed" else "SKIPPED"
+        else:
+            phase = (str(record.get("when")), str(record.get("outcome")), bool(record.get("xfail")))
+            self.phases.setdefault(node, []).append(phase)
+
+
+def _verified(line: bytes, signers: dict[str, _Signer]) -> tuple[dict[str, Any], _Signer]:
+    """A record and its process's signer, or :class:`ForgedResult`."""
+    try:
+        outer = json.loads(line)
+        text, mac = str(outer["r"]), str(outer["m"])
+        record = json.loads(text)
+        pid, count, key = int(record["pid"]), int(record["n"]), record.get("key")
+        str(record["e"])
+        signer = signers.get(key) if isinstance(key, str) else None
+        if signer is None and isinstance(key, str) and count == 1:
+            signer = signers.setdefault(key, _Signer(pid, bytes.fromhex(key)))
+        if signer is None:
+            signer = next(s for s in signers.values() if s.pid == pid)
+        made = hmac.new(signer.key, text.encode("ascii"), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(made, mac) or count != signer.count + 1 or pid != signer.pid:
+            raise ValueError("not signed")
+    except (ValueError, KeyError, TypeError, StopIteration, UnicodeError, AttributeError) as exc:
+        raise ForgedResult(f"the test runs' records hold a line pytest's witness did not write: {line[:80]!r}") from exc
+    signer.count = count
+    return record, signer
+
+
+def _worst(runs: list[_RunRecords]) -> dict[str, str]:
+    """Each test's status over the score's runs: one that did not pass in some run stays so,
+    and so does one under a collector that failed or was skipped in some run (a test module
+    that raised on import has no test reports; another run's pass does not stand for them)."""
+    combined: dict[str, str] = {}
+    for run in runs:
+        for test, phases in run.phases.items():
+            status = _status(phases)
+            combined[test] = status if combined.get(test, "PASSED") in PASSING else combined[test]
+    for run in runs:
+        for node, status in run.collectors.items():
+            for test in combined:
+                under = not node or test == node or test.startswith((f"{node}::", f"{node}/"))
+                if under and combined[test] in PASSING:
+                    combined[test] = status
+    return combined
 
 
 def _status(phases: list[tuple[str, str, bool]]) -> str:
@@ -170,10 +305,13 @@ _EXTEND = 'extend them instead of replacing them (PYTHONPATH="src:$PYTHONPATH", 
 
 def check_loaded(output: str, report: WitnessReport | None) -> None:
     """Raise :class:`ForgedResult` saying how to fix the score when its pytest could not load
-    the witness because the score set ``PYTHONPATH`` itself (pytest then stops with a usage
-    error before any test, which would read as the agent's failure)."""
+    the witness because the score set ``PYTHONPATH`` itself or ran Python isolated (pytest then
+    stops with a usage error before any test, which would read as the agent's failure)."""
     if report is not None and _NOT_IMPORTED in output:
-        raise ForgedResult(f"pytest could not load Roder's witness: the score set PYTHONPATH or PYTEST_ADDOPTS itself; {_EXTEND}")
+        raise ForgedResult(
+            "pytest could not load Roder's witness: the score set PYTHONPATH or PYTEST_ADDOPTS itself, or ran Python "
+            f"with -I or -E, which ignore PYTHONPATH; {_EXTEND}, and run pytest without -I or -E"
+        )
 
 
 def check_exit(output: str, exit_code: int | None, report: WitnessReport | None) -> None:
@@ -182,13 +320,13 @@ def check_exit(output: str, exit_code: int | None, report: WitnessReport | None)
     ``1 failed``), which is the code under test ending the process with 0 after the runner
     chose 1 (``os._exit(0)`` from ``atexit``). A pytest the witness watched keeps its own status
     and is not read from the output."""
-    if exit_code != 0:
-        return
+    if exit_code != 0 or (report is not None and report.started):
+        return  # a runner the witness watched kept its own status (or its run was cut short)
     last = None
     lines = [line.strip() for line in output.splitlines()]
     for index, line in enumerate(lines):
         tally = _PYTEST_TALLY.match(line)
-        if tally and not (report is not None and report.started):
+        if tally:
             last = line if re.search(r"\d+ (failed|errors?)\b", tally.group(1)) else None
         elif _UNITTEST_VERDICT.match(line) and any(ran.startswith("Ran ") for ran in lines[max(0, index - 3) : index]):
             last = line if line.startswith("FAILED") else None
@@ -200,6 +338,8 @@ def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:
     """Each test's status: a pytest test's from the witness alone (when it watched the score),
     another runner's from the output, where a status line printed after the runner's final
     summary is a forgery (:class:`ForgedResult`)."""
+    if report is not None and report.started:
+        return dict(report.statuses)  # what the runners the witness watched decided; the output is not read
     lines = output.splitlines()
     final = max((i for i, line in enumerate(lines) if _FINAL_LINE.match(line.strip())), default=-1)
     after = [line for line in lines[final + 1 :] if not _UNITTEST_VERDICT.match(line.strip())] if final >= 0 else []
@@ -207,14 +347,13 @@ def test_statuses(output: str, report: WitnessReport | None) -> dict[str, str]:
     printed = parse_test_statuses(output)
     if report is not None:
         late = {test: status for test, status in late.items() if "::" not in test}  # pytest's are not read
-        if not report.started and any("::" in test for test in printed):
+        if any("::" in test for test in printed):
             raise ForgedResult(
                 "the score printed pytest results, but no pytest that loaded Roder's witness ran (a stand-in for pytest "
-                f"printed them, or the score set PYTEST_ADDOPTS or PYTHONPATH itself: {_EXTEND}; a runner that clears "
-                "the environment, such as tox, passes PYTHONPATH, PYTEST_ADDOPTS and RODER_SCORE_* on)"
+                f"printed them, or the score set PYTEST_ADDOPTS or PYTHONPATH itself: {_EXTEND}; a runner that clears the "
+                "environment (tox before 4.11, a script's own) passes PYTHONPATH, PYTEST_ADDOPTS and RODER_SCORE_* on)"
             )
         printed = {test: status for test, status in printed.items() if "::" not in test}
-        printed.update(report.statuses)
     if late:
         shown = ", ".join(sorted(late)[:3])
         raise ForgedResult(f"test results were printed after the test runner's summary ({shown}): not the runner's")

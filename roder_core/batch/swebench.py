@@ -94,7 +94,7 @@ _UNITTEST = re.compile(r"^(\w+ \([\w.]+\)).*? \.\.\. (ok|FAIL|ERROR|skipped|expe
 #: The header of each failure unittest details after the run (``FAIL: test_x (mod.Class.test_x)``):
 #: printed even when output of the code under test broke the test's own ``... FAIL`` line.
 _UNITTEST_DETAIL = re.compile(r"^(FAIL|ERROR): (\w+ \([\w.]+\))$")
-_PASSING = {"PASSED", "XFAIL", "ok", "expected failure"}
+PASSING = {"PASSED", "XFAIL", "ok", "expected failure"}
 
 
 def parse_test_statuses(output: str) -> dict[str, str]:
@@ -113,7 +113,7 @@ def parse_test_statuses(output: str) -> dict[str, str]:
             found = pattern.match(line)
             if found:
                 name, status = found.group(name_group), found.group(status_group)
-                if statuses.get(name, "PASSED") in _PASSING:
+                if statuses.get(name, "PASSED") in PASSING:
                     statuses[name] = status
                 break
     return statuses
@@ -125,7 +125,7 @@ def swe_report(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: 
     ``score_witness.test_statuses``, which knows which of the output's lines to believe."""
     report: dict[str, Any] = {}
     for name, tests in (("FAIL_TO_PASS", fail_to_pass), ("PASS_TO_PASS", pass_to_pass)):
-        success = [t for t in tests if statuses.get(t) in _PASSING]
+        success = [t for t in tests if statuses.get(t) in PASSING]
         report[name] = {"success": success, "failure": [t for t in tests if t not in success]}
     report["resolved"] = not report["FAIL_TO_PASS"]["failure"] and not report["PASS_TO_PASS"]["failure"]
     return report

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from roder_core.brokers.data_paths import component
@@ -107,9 +107,9 @@ class Task(TaskModel):
     pass_to_pass: list[str] = Field(default_factory=empty_list)
     #: A Dockerfile the task's environment is built from (Podman, base images local): the agent's
     #: tools and the score run in a container of it (``containers``).
-    container: str | None = None
+    container: str | None = Field(default=None, min_length=1)
     #: A local image the task runs in, instead of a Dockerfile.
-    image: str | None = None
+    image: str | None = Field(default=None, min_length=1)
     #: Ask the model for its tokens' log probabilities with this many alternatives (0: sampled
     #: token only); recorded per model call in the trajectories (Chat Completions, Responses).
     logprobs: int | None = Field(default=None, ge=0, le=20)
@@ -134,7 +134,7 @@ class Task(TaskModel):
 
     @field_validator("tests", "protect", "agent_files", mode="before")
     @classmethod
-    def _glob_list(cls, value: Any) -> Any:
+    def _glob_list(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, list):
             for pattern in value:
                 if (
@@ -144,6 +144,8 @@ class Task(TaskModel):
                     or pattern.startswith("/")
                 ):
                     raise ValueError(f"{pattern!r} is not a glob relative to the workspace")
+        elif isinstance(value, str) and info.field_name != "tests":
+            raise ValueError("expected a list of globs")
         elif isinstance(value, str) and "\n+++ " not in value and not value.startswith("+++ "):
             raise ValueError("a string must be a unified diff (SWE-bench's test_patch); use a list for globs")
         return value

@@ -524,16 +524,17 @@ class _Rollout:
             self.settings.sandbox, [workspace, verifier], workspace, network=self.task.network, home=home, shown=tuple(shown)
         )
         self.result["score_sandbox"] = sandbox.level
-        outcome = run_score(
-            self.task.score,
-            workspace,
-            witness.environment(env, workspace),
-            self.task.score_timeout,
-            sandbox,
-            verifier,
-            python=self.task.python,
-            caches_removed=not self.spec.in_place,  # ScoreGuard.settle removed them
-        )
+        with witness.listening():
+            outcome = run_score(
+                self.task.score,
+                workspace,
+                witness.environment(env, workspace),
+                self.task.score_timeout,
+                sandbox,
+                verifier,
+                python=self.task.python,
+                caches_removed=not self.spec.in_place,  # ScoreGuard.settle removed them
+            )
         return outcome, witness
 
     async def _score_in_container(self, runtime: Runtime, workspace: Path, verifier: Path) -> ShellOutcome:

@@ -23,13 +23,13 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
 from roder_core.brokers import BrokerDenied, FileInfo, FileSystemBroker
 from roder_core.brokers.gitignore import glob_to_regex
+from roder_core.brokers.host_programs import system_program
 
 #: Characters that make a pattern segment a glob rather than a literal name.
 _GLOB_CHARS = frozenset("*?[{\\")
@@ -140,7 +140,9 @@ def name_type(name: str) -> str | None:
 
 
 def ripgrep() -> str | None:
-    return shutil.which("rg")
+    """The ``rg`` Roder lists files with on this machine, unconfined: the system's
+    (``host_programs``), never one the agent's commands left in a workspace folder on the PATH."""
+    return system_program("rg")
 
 
 def ripgrep_files(start: Path, *, max_depth: int | None = None, name: str | None = None) -> list[str] | None:

@@ -206,6 +206,8 @@ class WorkspaceFileSystem:
         except OSError as exc:
             if exc.errno == errno.ELOOP:  # the last component became a symlink after resolve
                 self.policy.check_readable(path, "symlink", None)
+            if exc.errno == errno.ENXIO:  # a socket (open never takes one): said as for a FIFO
+                self.policy.check_readable(path, "other", None)
             raise
         try:
             st = os.fstat(fd)

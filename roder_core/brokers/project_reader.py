@@ -59,8 +59,16 @@ class ProjectReader:
         return str(path if path.is_absolute() else self.root / path)
 
     def _refused(self, path: Path, exc: Exception) -> ProjectFileRefused:
-        text = str(exc)
+        """The refusal naming ``path`` once, in words meant for a person: these reads are
+        Roder's own, so an OS error says what happened (``permission denied``), not its errno,
+        and a folder is not answered with the tools' hint to list it."""
         shown = str(path)
+        if isinstance(exc, IsADirectoryError):
+            text = "it is a folder, not a file"
+        elif isinstance(exc, OSError) and exc.strerror:
+            text = exc.strerror.lower()
+        else:
+            text = str(exc)
         return ProjectFileRefused(text if text.startswith(shown) else f"{shown}: {text}")
 
     def read_bytes(self, path: Path, *, max_bytes: int | None = None) -> bytes:
@@ -73,8 +81,6 @@ class ProjectReader:
                 data = handle.read(limit + 1)
         except FileNotFoundError:
             raise
-        except IsADirectoryError as exc:
-            raise self._refused(path, exc) from None
         except (BrokerDenied, OSError) as exc:
             raise self._refused(path, exc) from None
         if len(data) > limit:

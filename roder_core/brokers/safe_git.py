@@ -9,8 +9,14 @@ the changes methods, batch workspaces) is built here:
 
 - ``-c`` overrides for fsmonitor, hooks, the pager and ``ext::`` transports, plus empty
   clean/smudge/process commands for every filter the repository's config defines (git skips a
-  filter whose command is empty);
-- ``--no-ext-diff --no-textconv`` for commands that render diffs;
+  filter whose command is empty). The names come from git itself (``git config`` with the
+  command's own global options, so the same repository, ``config.worktree``, includes and
+  every spelling git accepts), joined with this module's own reading of the config files (for
+  when that listing fails or takes too long);
+- ``--no-ext-diff --no-textconv`` for commands that render diffs, and
+  ``--ignore-submodules=dirty`` for those that look at the working tree: a submodule's status
+  is a git run inside it, under the submodule's own config and filters, which the overrides
+  here do not name;
 - an environment without ``GIT_DIR``, ``GIT_CONFIG*``, ``GIT_EXTERNAL_DIFF`` or any other
   ``GIT_*`` from outside, no system config, no prompts, no optional locks;
 - on this machine, the system's git (``host_git``), not a program named git in a workspace
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -39,6 +46,12 @@ _DIFFING = frozenset(
     {"diff", "log", "show", "whatchanged", "format-patch", "diff-files", "diff-index", "diff-tree", "blame", "annotate", "grep"}
 )
 _NO_DRIVERS = {"grep": ("--no-textconv",), "blame": ("--no-textconv",), "annotate": ("--no-textconv",)}
+#: Subcommands that look at submodules' working trees (by running git inside them).
+_SUBMODULE_STATUS = frozenset({"status", "diff", "diff-files", "diff-index"})
+#: How long the listing of filter names may take before the config files' own reading alone is used.
+LISTING_TIMEOUT = 3.0
+#: Config scopes that are not the repository's: the user's own files and Roder's own ``-c``.
+_NOT_REPOSITORY = frozenset({"global", "system", "command"})
 _FILTER = re.compile(r'^\s*\[\s*filter\s+"((?:[^"\\]|\\.)*)"\s*\]', re.IGNORECASE | re.MULTILINE)
 #: Variables passed to git unchanged; every other GIT_* is dropped.
 _SAFE_ENV = {
@@ -63,11 +76,33 @@ def _git_dir(cwd: Path) -> Path | None:
     return None
 
 
-def _filters(cwd: Path | None) -> list[str]:
-    """Names of the filter drivers the repository's own config (its common dir's, and every
-    file they include, as deep as git follows includes) define."""
-    if cwd is None:
+def _listed_filters(global_options: Sequence[str], cwd: Path) -> list[str]:
+    """Filter names the repository defines, as git itself reads its config (the same global
+    options, so the same git dir): every scope but the user's own files. Empty when the
+    listing fails or takes too long (a FIFO included as config); ``_read_filters`` still holds."""
+    git = host_git()
+    if git is None:
         return []
+    argv = [git, *global_options, "config", "--show-scope", "--null", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$"]
+    try:
+        done = subprocess.run(
+            argv, cwd=cwd, env=git_env(), stdin=subprocess.DEVNULL, capture_output=True, timeout=LISTING_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    fields = done.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+    names: list[str] = []
+    for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
+        key = entry.split("\n", 1)[0]
+        name = key[len("filter.") : key.rfind(".")]
+        if scope not in _NOT_REPOSITORY and name and name not in names:
+            names.append(name)
+    return names
+
+
+def _read_filters(cwd: Path) -> list[str]:
+    """Names of the filter drivers the repository's own config (its common dir's, and every
+    file they include, as deep as git follows includes) define, read from the files here."""
     git_dir = _git_dir(Path(cwd))
     if git_dir is None:
         return []
@@ -94,15 +129,20 @@ def git_argv(args: Sequence[str], *, cwd: Path | None = None, git: str = "git") 
     argv = [git]
     for setting in _NEUTRAL:
         argv += ["-c", setting]
-    for name in _filters(cwd):
-        for key in ("clean", "smudge", "process"):
-            argv += ["-c", f"filter.{name}.{key}="]
     rest = list(args)
     index = _subcommand(rest)
+    if cwd is not None:
+        names = _read_filters(Path(cwd))
+        names += [n for n in _listed_filters(rest[:index], Path(cwd)) if n not in names]
+        for name in names:
+            for key in ("clean", "smudge", "process"):
+                argv += ["-c", f"filter.{name}.{key}="]
     if index is not None:
         command = rest[index]
-        extra = _NO_DRIVERS.get(command, ("--no-ext-diff", "--no-textconv") if command in _DIFFING else ())
-        rest[index + 1 : index + 1] = list(extra)
+        extra = list(_NO_DRIVERS.get(command, ("--no-ext-diff", "--no-textconv") if command in _DIFFING else ()))
+        if command in _SUBMODULE_STATUS:
+            extra.append("--ignore-submodules=dirty")
+        rest[index + 1 : index + 1] = extra
     return argv + rest
 
 

@@ -44,6 +44,20 @@ class CommandError(RoderError):
     """Unknown command or bad arguments; the message says what is available."""
 
 
+def unknown_command(name: str, known: Sequence[str]) -> str:
+    """One short line for a name no command has: the closest names, not every command (a list of
+    every command, plugins' included, ran past a narrow screen's notice and was cut there)."""
+    import difflib
+
+    wanted = name.lstrip("/")
+    close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.6)
+    if wanted:  # "/comp" names "/compact" even when it is not among the closest spellings
+        close += [c for c in known if c.startswith(wanted) and c not in close]
+    close = close[:3]
+    hint = f"did you mean {', '.join('/' + c for c in close)}? " if close else ""
+    return f"unknown command /{wanted}; {hint}/help lists the {len(known)} commands"
+
+
 @dataclass(frozen=True)
 class CommandInfo:
     """One row of ``commands/list``."""
@@ -294,8 +308,7 @@ class CommandRegistry:
     async def expand(self, name: str, arguments: str = "") -> Expansion:
         info = self.get(name)
         if info is None:
-            known = ", ".join("/" + c.name for c in self.list())
-            raise CommandError(f"unknown command /{name.lstrip('/')}; available: {known}")
+            raise CommandError(unknown_command(name, [c.name for c in self.list()]))
         if info.kind == "builtin":
             return Expansion(info.name, "builtin", action=info.name, arguments=arguments)
         if info.kind == "custom":

@@ -27,7 +27,7 @@ import threading
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Protocol, TypeVar
+from typing import Annotated, Any, ClassVar, Protocol, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
@@ -54,6 +54,11 @@ class ToolArguments(BaseModel):
 
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
+    #: Other agents' names for this tool's arguments, read as the field they name when that
+    #: field was not sent too (``cwd`` for ``workdir``, ``input`` for ``patch``): a name with one
+    #: meaning, which the model learned from another tool's schema.
+    habit_names: ClassVar[Mapping[str, str]] = {}
+
     @model_validator(mode="before")
     @classmethod
     def _forgive_shapes(cls, data: Any) -> Any:
@@ -78,12 +83,17 @@ def _allows(annotation: Any, kinds: tuple[type, ...]) -> bool:
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
-def _field_named(fields: Mapping[str, Any], key: str, given: Mapping[str, Any]) -> str | None:
+def _field_named(model: type[BaseModel], key: str, given: Mapping[str, Any]) -> str | None:
     """The field an unknown key stands for: its camelCase spelling (``oldString``,
-    ``replaceAll``) or ``file_path``/``filePath`` for ``path``; None when it is none of them, or
-    when that field was sent as well (then the key is an extra and is ignored)."""
+    ``replaceAll``), ``file_path``/``filePath`` for ``path``, ``old_str`` for ``old_string`` (the
+    names of Anthropic's text editor tool), or one of the model's ``habit_names``; None when it
+    is none of them, or when that field was sent as well (then the key is an extra and is ignored)."""
+    fields = model.model_fields
     snake = _CAMEL.sub(r"_\1", key).lower()
     name = "path" if snake in ("file_path", "filepath") else snake
+    if name not in fields:
+        habits: Mapping[str, str] = getattr(model, "habit_names", {})
+        name = habits.get(key) or habits.get(name) or (name + "ing" if name.endswith("_str") else name)
     return name if name in fields and name not in given else None
 
 
@@ -92,7 +102,8 @@ def forgiven_shapes(model: type[BaseModel], data: Any) -> Any:
 
     - ``null`` for an optional argument whose type has no null: the default applies;
     - a list or object argument sent as a JSON string (``"[{...}]"``);
-    - a field spelled in camelCase, or ``file_path`` for ``path``.
+    - a field spelled in camelCase, ``file_path`` for ``path``, or another agent's name for it
+      (``_field_named``).
 
     Anything else is left for validation, which names the argument."""
     if not isinstance(data, dict):
@@ -100,7 +111,7 @@ def forgiven_shapes(model: type[BaseModel], data: Any) -> Any:
     fields = model.model_fields
     out: dict[str, Any] = {}
     for key, value in data.items():
-        name = key if key in fields else (_field_named(fields, key, data) or key)
+        name = key if key in fields else (_field_named(model, key, data) or key)
         field = fields.get(name)
         if field is None:
             out[key] = value
@@ -127,20 +138,59 @@ def _not_blank(value: str) -> str:
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
 
 _QUOTES = ('"', "'", "`")
+#: ``C:\\x`` or ``D:/x``: a Windows drive, which no path on this system starts with.
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+#: ``$HOME`` or ``${HOME}`` as the whole first part of a path: the same folder as ``~``.
+_HOME_VARIABLE = re.compile(r"^\$(?:HOME|\{HOME\})(?=/|$)")
+#: A backslash that escapes a character for the shell (``my\\ file.py``): the character is meant.
+_SHELL_ESCAPE = re.compile(r"\\(?=[ ()\[\]&;'\"])")
+
+
+def path_as_meant(value: str) -> str:
+    """A path as a model means it, in the one form every tool and policy read:
+
+    - without the spaces around it, and without the quotes around the whole of it (``"a.py"``,
+      ``'src/x y.py'``, a trailing space or line break after a copied path);
+    - a ``file://`` URL as its path (``file:///w/a.py``, ``file:a.py``, percent-escapes read);
+    - ``$HOME/x`` and ``${HOME}/x`` as ``~/x`` (the file tools read ``~`` as the home folder);
+    - Windows separators as ``/`` (``src\\a.py``), and a shell's ``\\ `` as the space it escapes.
+
+    No file a model means is named with those, and ``write`` would otherwise create one
+    (``sub\\new.py`` as one odd name, ``file:`` as a folder). A Windows drive (``C:\\x``) has no
+    reading here: ``ValueError`` says so. Every rule is applied until nothing changes, so the
+    result is a fixed point: the tool parses the checked arguments again and must read the very
+    path policy judged (``"'.env'"`` is ``.env`` for both)."""
+    while True:
+        before = value
+        value = value.strip()
+        while len(value) >= 2 and value[0] == value[-1] and value[0] in _QUOTES:
+            value = value[1:-1].strip()
+        if value.lower().startswith("file:"):
+            value = _file_url_path(value)
+        value = _HOME_VARIABLE.sub("~", value)
+        if _DRIVE.match(value):
+            raise ValueError(
+                "is a Windows drive path, which no file here has; send the path relative to the workspace (or absolute, with /)"
+            )
+        value = _SHELL_ESCAPE.sub("", value).replace("\\", "/")
+        if value == before:
+            return value
+
+
+def _file_url_path(url: str) -> str:
+    """``file:///w/a.py`` (or ``file://localhost/w/a.py``) as ``/w/a.py``, ``file:a.py`` as ``a.py``."""
+    from urllib.parse import unquote
+
+    rest = url[len("file:") :]
+    if rest.startswith("//"):
+        host, _, path = rest[2:].partition("/")
+        rest = "/" + path if host in ("", "localhost") else url
+    return unquote(rest)
 
 
 def _unquoted(value: Any) -> Any:
-    """A path as meant: without the spaces around it, and without the quotes around the whole
-    of it (``"a.py"``, ``'src/x y.py'``, a trailing space after a copied path). No file a model
-    means is named with those, and a ``write`` would otherwise create one. Every pair is taken
-    off, so the result is a fixed point: the tool parses the checked arguments again, and must
-    read the very path policy judged (``"'.env'"`` is ``.env`` for both)."""
-    if not isinstance(value, str):
-        return value
-    value = value.strip()
-    while len(value) >= 2 and value[0] == value[-1] and value[0] in _QUOTES:
-        value = value[1:-1].strip()
-    return value
+    """A path argument as meant (``path_as_meant``); anything not a string is left to validation."""
+    return path_as_meant(value) if isinstance(value, str) else value
 
 
 #: An optional file or folder path argument, read as meant (see ``_unquoted``).
@@ -259,7 +309,18 @@ def parse_arguments(model: type[ArgumentsT], call: Call) -> ArgumentsT:
     try:
         return model.model_validate(call.arguments)
     except ValidationError as exc:
-        raise ToolArgumentError(describe_problems(call.name, exc)) from None
+        raise ToolArgumentError(describe_problems(call.name, exc) + _unknown_note(model, call)) from None
+
+
+def _unknown_note(model: type[ToolArguments], call: Call) -> str:
+    """``; unknown argument 'edits': edit takes path, ...``: a call refused for a missing
+    argument often sent it under a name of its own, which the model must learn to change."""
+    forgiven = forgiven_shapes(model, call.arguments)
+    unknown = [key for key in forgiven if key not in model.model_fields] if isinstance(forgiven, dict) else []
+    if not unknown:
+        return ""
+    plural = "s" if len(unknown) > 1 else ""
+    return f"; unknown argument{plural} {', '.join(map(repr, unknown))}: {call.name} takes {', '.join(model.model_fields)}"
 
 
 def checked_arguments(model: type[ToolArguments], call: Call) -> dict[str, Any]:

@@ -74,6 +74,23 @@ class ToolResult:
         return cls(id=call.id, name=call.name, text=message, is_error=True)
 
 
+#: The most text a tool from outside Roder (an MCP server, a process extension) hands the model
+#: in one result; the rest is cut, and the result says so.
+MAX_FOREIGN_RESULT_CHARS = 100_000
+
+
+def bounded_result_text(text: str, limit: int = MAX_FOREIGN_RESULT_CHARS) -> str:
+    """``text`` cut to its first ``limit`` characters, ending with a line that says how much
+    there was and how much was cut: the one bound of every foreign tool's result, so an MCP
+    server or extension that prints megabytes never overflows the model's window unseen."""
+    if len(text) <= limit:
+        return text
+    return (
+        text[:limit] + f"\n[output truncated: {len(text)} characters in all; the first {limit} are shown, "
+        f"the last {len(text) - limit} were cut]"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PolicySubject:
     """What a policy rule matches for one call: ``bash(git status*)`` has tool ``bash`` and
@@ -372,13 +389,21 @@ class ToolRegistry:
     ``on_error``: what ``specs`` does with a tool whose spec cannot be built or is refused (a
     deferred schema pydantic cannot generate, see ``registration_spec``): without it ``specs``
     raises ``ToolSpecError``; with it (a turn's registry) the tool is reported with its source and
-    left out, as a contributor that fails to register is."""
+    left out, as a contributor that fails to register is.
+
+    A contributor that owns names it cannot offer now (the tools of an MCP server that failed to
+    start, is restarting or is disabled) ``withhold``s them with the reason: ``missing`` is the
+    one place that words a call to a tool not in the registry, for the turn loop and the app
+    server alike, so the model reads why instead of "unknown tool"."""
 
     def __init__(self, on_error: Callable[[str, Exception], None] | None = None) -> None:
         self._tools: dict[str, ToolExecutor] = {}
         self._sources: dict[str, str] = {}
         self._current_source = ""
         self._on_error = on_error
+        #: Names (exact) and name prefixes withheld, with why.
+        self._withheld: dict[str, str] = {}
+        self._withheld_prefixes: dict[str, str] = {}
 
     def register(self, tool: ToolExecutor) -> None:
         spec = registration_spec(tool)
@@ -392,6 +417,23 @@ class ToolRegistry:
 
     def get(self, name: str) -> ToolExecutor | None:
         return self._tools.get(name)
+
+    def withhold(self, name: str, reason: str, *, prefix: bool = False) -> None:
+        """``name`` (with ``prefix``, every name starting with it) is a tool of the current
+        contributor that is not offered now, because of ``reason`` (a sentence naming the
+        source: "MCP server 'x' failed to start: ...")."""
+        (self._withheld_prefixes if prefix else self._withheld)[name] = reason
+
+    def missing(self, name: str) -> str:
+        """What a call to ``name``, which this registry does not hold, reads: why its source
+        withheld it (the longest matching prefix wins), else that no tool has that name."""
+        reason = self._withheld.get(name)
+        if reason is None:
+            owners = [p for p in self._withheld_prefixes if name.startswith(p)]
+            reason = self._withheld_prefixes[max(owners, key=len)] if owners else None
+        if reason is not None:
+            return f"tool {name!r} is unavailable: {reason}"
+        return f"unknown tool {name!r}; available: {', '.join(self.names())}"
 
     def names(self) -> list[str]:
         return list(self._tools)
@@ -413,6 +455,7 @@ class ToolRegistry:
                     raise problem from exc
                 self._on_error(self._sources[name], problem)
                 del self._tools[name], self._sources[name]
+                self._withheld[name] = f"it cannot be offered to the model: {exc}"
                 continue
             found.append(spec)
         return found
@@ -425,15 +468,26 @@ class ToolRegistry:
             if name in keep:
                 copy._tools[name] = tool
                 copy._sources[name] = self._sources[name]
+        copy._withheld = {name: why for name, why in self._withheld.items() if name in keep}
+        copy._withheld_prefixes = {
+            prefix: why for prefix, why in self._withheld_prefixes.items() if any(n.startswith(prefix) for n in keep)
+        }
         return copy
 
     def outside_teams(self) -> ToolRegistry:
         """A copy without the tools only team threads are offered."""
-        return self.restricted(name for name, tool in self._tools.items() if not is_team_only(tool))
+        return self._narrowed(name for name, tool in self._tools.items() if not is_team_only(tool))
 
     def for_mode(self, mode: str) -> ToolRegistry:
         """A copy without the tools not offered in policy mode ``mode`` (``Tool.modes``)."""
-        return self.restricted(name for name, tool in self._tools.items() if offered_in(tool, mode))
+        return self._narrowed(name for name, tool in self._tools.items() if offered_in(tool, mode))
+
+    def _narrowed(self, names: Iterable[str]) -> ToolRegistry:
+        """``restricted`` to ``names``, keeping every withheld entry: a mode or a team leaves
+        some tools out, but a server that failed still failed."""
+        copy = self.restricted(names)
+        copy._withheld, copy._withheld_prefixes = dict(self._withheld), dict(self._withheld_prefixes)
+        return copy
 
     def contribute_from(self, source: str, contribute: Callable[[ToolRegistry], None]) -> None:
         self._current_source = source

@@ -17,7 +17,14 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar, Literal, Protocol
 
 from roder_core.errors import InferenceError
-from roder_core.ir import AgentInferenceRequest, InferenceEvent, ModelProfile, ProviderMetadataEvent
+from roder_core.ir import (
+    AgentInferenceRequest,
+    InferenceEvent,
+    MessageDelta,
+    ModelProfile,
+    ProviderMetadataEvent,
+    ReasoningDelta,
+)
 from roder_core.kernel.services import InferenceProviderMetadata, InferenceTurnContext
 from roder_core.providers.catalog import ProviderSpec
 from roder_core.providers.failures import ErrorFactory
@@ -276,13 +283,15 @@ class HttpEngine:
             try:
                 async with self.transport.stream(self.path, payload, headers) as response:
                     decoder = self.decoder()
-                    events = self.transport.events(response, ctx.max_response_bytes, ctx.max_response_seconds)
-                    async for sse in events:
-                        for event in decoder.feed(sse):
-                            for out in guard.admit(event):
-                                yield out
+                    batches = self.transport.event_batches(response, ctx.max_response_bytes, ctx.max_response_seconds)
+                    async for batch in batches:
+                        admitted, failure = _decode(batch, decoder, guard)
+                        for out in merge_deltas(admitted):
+                            yield out
+                        if failure is not None:
+                            raise failure
                         if decoder.done:
-                            await self.transport.finish(events)
+                            await self.transport.finish(batches)
                             break
                     if not decoder.done:
                         for event in decoder.finish():
@@ -309,3 +318,67 @@ class HttpEngine:
                 )
                 guard.next_attempt()
                 await asyncio.sleep(wait)
+
+
+def _decode(
+    batch: list[SSEEvent], decoder: WireDecoder, guard: ReplayGuard
+) -> tuple[list[InferenceEvent], InferenceError | None]:
+    """The events the guard admits for one read's SSE events, up to the answer's end, and the
+    error a decoder raised on the way: the events admitted before it are still the consumer's
+    (the guard counts them as shown, so a retry must not be the first to see them)."""
+    admitted: list[InferenceEvent] = []
+    try:
+        for sse in batch:
+            for event in decoder.feed(sse):
+                admitted += guard.admit(event)
+            if decoder.done:
+                break
+    except InferenceError as exc:
+        return admitted, exc
+    return admitted, None
+
+
+def merge_deltas(events: list[InferenceEvent]) -> list[InferenceEvent]:
+    """``events`` with each run of adjacent text deltas of one kind joined into one delta.
+
+    One network read brings a few events at a time (``ReadPacer``); every event the engine
+    yields costs the runtime a turn of its loop, a live notification and a message to each
+    client, so the text of one read travels as one delta. Only deltas that differ in nothing
+    but their text are joined (reasoning with provider data, a signature, stays apart), in
+    order, and nothing else moves: a delta never crosses a tool call, a usage or logprobs event.
+    """
+    if len(events) < 2:
+        return events
+    merged: list[InferenceEvent] = []
+    run: list[str] = []  # the texts of the run of deltas merged[-1] stands for
+
+    def close_run() -> None:
+        if len(run) > 1:
+            last = merged[-1]
+            merged[-1] = last.model_copy(update={"text": "".join(run)})
+        run.clear()
+
+    for event in events:
+        if run and _joinable(merged[-1], event):
+            run.append(event.text)  # type: ignore[union-attr]
+            continue
+        close_run()
+        merged.append(event)
+        if _joinable(event, event):
+            run.append(event.text)  # type: ignore[union-attr]
+    close_run()
+    return merged
+
+
+def _joinable(first: InferenceEvent, then: InferenceEvent) -> bool:
+    """Whether ``then`` may be joined to ``first`` as one delta: both message text, or both
+    reasoning of the same kind without provider data."""
+    if isinstance(first, MessageDelta):
+        return isinstance(then, MessageDelta)
+    return (
+        isinstance(first, ReasoningDelta)
+        and isinstance(then, ReasoningDelta)
+        and first.provider_data is None
+        and then.provider_data is None
+        and first.summary == then.summary
+    )

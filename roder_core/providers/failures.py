@@ -122,7 +122,7 @@ class ErrorFactory:
             parts.append(_one_line(scrub(detail, self._secrets)))
         message = ": ".join(parts)
         hint = self._hint(kind)
-        if hint:
+        if hint and hint.removeprefix("check ") not in message:  # ("X is not set: ... (check X)" said it twice)
             message += f" ({hint})"
         return InferenceError(
             message,

@@ -22,6 +22,7 @@ from roder_core.errors import InferenceError
 from roder_core.providers import kept_clients
 from roder_core.providers.catalog import ProviderSpec
 from roder_core.providers.failures import ErrorFactory, error_detail
+from roder_core.providers.paced_reads import paced_transport
 from roder_core.providers.retry import parse_retry_after
 from roder_core.providers.sse import SSEDecoder, SSEEvent
 
@@ -126,6 +127,7 @@ class HttpTransport:
 
             build = functools.partial(
                 httpx.AsyncClient,
+                transport=paced_transport(verify=verify, trust_env=trust_env),
                 timeout=httpx.Timeout(self.spec.timeout, connect=CONNECT_TIMEOUT),
                 # Loopback model servers are never reached through a proxy from the environment.
                 trust_env=trust_env,
@@ -199,11 +201,15 @@ class HttpTransport:
             pass  # the status alone still says what happened
         return bytes(data[:MAX_ERROR_BODY]).decode("utf-8", errors="replace")
 
-    async def events(self, response: httpx.Response, max_bytes: int = 0, max_seconds: float = 0.0) -> AsyncIterator[SSEEvent]:
-        """The response body as SSE events; a broken connection becomes ``stream_dropped``.
+    async def event_batches(
+        self, response: httpx.Response, max_bytes: int = 0, max_seconds: float = 0.0
+    ) -> AsyncIterator[list[SSEEvent]]:
+        """The response body as SSE events, a list for each network read (never empty); a broken
+        connection becomes ``stream_dropped``.
 
         The one place a model server's bytes arrive: a body past ``max_bytes`` or still coming
-        after ``max_seconds`` (0: no ceiling) is cut off with a ``response_limit`` error.
+        after ``max_seconds`` (0: no ceiling) is cut off with a ``response_limit`` error. Reads
+        are paced (``ReadPacer``), so a fast stream of small events arrives a few events a read.
         """
         httpx = load_httpx()
 
@@ -216,20 +222,21 @@ class HttpTransport:
                     raise response_limit(f"exceeded {max_bytes / (1024 * 1024):.4g} MB", "response_mb")
                 if max_seconds and time.monotonic() - started > max_seconds:
                     raise response_limit(f"was still streaming after {max_seconds:g} s", "response_seconds")
-                for event in decoder.feed(chunk):
-                    yield event
+                batch = decoder.feed(chunk)
+                if batch:
+                    yield batch
         except httpx.HTTPError as exc:
             raise self.errors.from_transport(exc, streaming=True, base_url=self.spec.base_url) from None
 
-    async def finish(self, events: AsyncIterator[SSEEvent]) -> None:
+    async def finish(self, batches: AsyncIterator[list[SSEEvent]]) -> None:
         """Read what follows an answer's last event (normally just the end of the chunked body),
         so the connection goes back to the pool for the next call instead of being closed and
         opened again. A server that goes on sending is cut off as before (the connection closes)."""
         extra = 0
         try:
             async with asyncio.timeout(FINISH_SECONDS):
-                async for _ in events:
-                    extra += 1
+                async for batch in batches:
+                    extra += len(batch)
                     if extra > FINISH_EVENTS:
                         return
         except (TimeoutError, InferenceError):

@@ -38,6 +38,8 @@ class EventPipeline:
         self.redact: Callable[[str], str] = redactor or (lambda text: text)
         #: Live deltas redacted as streams (a secret split across two deltas is still caught).
         self._live = LiveRedaction(self.redact) if isinstance(self.redact, SecretRedactor) else None
+        #: Threads whose saving failed in this process (``_stop_saving``).
+        self._unsaved: set[str] = set()
 
     async def emit(self, event: RuntimeEvent) -> None:
         """Apply to live state, persist (unless a delta or an ephemeral thread), then fan out."""
@@ -49,15 +51,24 @@ class EventPipeline:
         if state is not None:
             apply_event(state.thread, event)
             store = self.threads.store
-            if event.persisted and store is not None and self.threads.persistent(state):
+            unsaved = event.thread_id in self._unsaved
+            if event.persisted and store is not None and self.threads.persistent(state) and not unsaved:
                 try:
                     await store.append(state.thread.header(), event)
                 except Exception as exc:  # a full disk must not lose the live turn silently
-                    log.error("could not persist event %s: %s", event.method, exc)
-                    self.bus.publish(
-                        ErrorEvent(thread_id=event.thread_id, message=f"could not save thread: {exc}", kind="persistence")
-                    )
+                    self._stop_saving(event.thread_id, exc)
         self.bus.publish(event)
+
+    def _stop_saving(self, thread_id: str, exc: Exception) -> None:
+        """The first event of a thread that could not be saved: said once (a log line, and an
+        ``error`` event every client shows), and the thread's later events are not appended in
+        this process, so its file keeps a readable beginning instead of one with holes (the store
+        takes back a partly written line)."""
+        self._unsaved.add(thread_id)
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        message = f"could not save thread {thread_id}: {reason}; the rest of this session is not saved"
+        log.error("%s", message)
+        self.bus.publish(ErrorEvent(thread_id=thread_id, message=message, kind="persistence"))
 
     def publish_live(self, event: RuntimeEvent) -> None:
         """Deltas: no persistence, no await; straight to subscribers (text redacted as a stream)."""

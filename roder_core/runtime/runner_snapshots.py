@@ -96,7 +96,7 @@ class WorkspaceSnapshots:
         return git_argv(base, cwd=Path(self._workspace) if self._files_local else None)
 
     async def _git(self, *args: str) -> str:
-        result = await self._exec(self._argv(*args))
+        result = await self._exec(await asyncio.to_thread(self._argv, *args))
         if result.exit_code != 0:
             detail = (result.stderr or result.stdout).strip()[:600]
             raise SnapshotError(f"git {args[0]} failed for the snapshot of {self._workspace}: {detail}")

@@ -329,17 +329,41 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse one TOML file into plain Python data; a missing file is an empty table.
+    """Parse the user's config file into plain Python data; a missing file is an empty table.
 
-    Reading uses the standard library's parser; tomlkit (kept for editing, where comments and
-    layout must survive) costs far more to import and is only loaded to write.
+    The one reader of that file: whatever stands in its place (a folder, a file this user may not
+    read, text that is not UTF-8, broken TOML) is a ``ConfigError`` naming the file and what is
+    wrong with it, one line, never a traceback. Reading uses the standard library's parser;
+    tomlkit (kept for editing, where comments and layout must survive) costs far more to import
+    and is only loaded to write.
     """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: not read: {os_reason(exc)}") from exc
+    return parse_toml(path, data)
+
+
+def os_reason(exc: OSError) -> str:
+    """What went wrong, in words (``[Errno 13] Permission denied: 'x'`` becomes ``permission denied``)."""
+    if isinstance(exc, IsADirectoryError):
+        return "it is a folder, not a file"
+    return (exc.strerror or str(exc)).lower()
+
+
+def parse_toml(path: Path, data: bytes) -> dict[str, Any]:
+    """A config file's bytes as TOML data (a leading byte-order mark is dropped); text that is
+    not UTF-8 or not TOML is a ``ConfigError`` naming the file and the place."""
     import tomllib
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        ) from exc
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -358,33 +382,42 @@ def config_reader(
     return project_reader(root, paths=paths, env=env, deny_read=config.sandboxing.deny_read, rules=rules)
 
 
+def project_config_file(project: Path) -> Path:
+    """A project's own config file (read only when the folder is trusted)."""
+    return project / ".roder" / "config.toml"
+
+
 def read_project_toml(project: Path, user: RoderConfig, paths: RoderPaths) -> dict[str, Any]:
     """A trusted project's ``.roder/config.toml``, read through the project reader (a link out
     of the project, a secret or a withheld file is an error naming it, never read)."""
-    import tomllib
-
     from roder_core.brokers.project_reader import ProjectFileRefused
 
-    path = project / ".roder" / "config.toml"
+    path = project_config_file(project)
     try:
-        text = config_reader(project, user, paths).read_text(path)
+        data = config_reader(project, user, paths).read_bytes(path)
     except FileNotFoundError:
         return {}
-    except (ProjectFileRefused, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not read: {exc}") from exc
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    except ProjectFileRefused as exc:
+        raise ConfigError(f"{path}: not read: {str(exc).removeprefix(f'{path}: ')}") from exc
+    return parse_toml(path, data)
 
 
 def load_config(paths: RoderPaths, project: Path | None = None, trusted: bool = False) -> RoderConfig:
-    """The effective config: user file, then the project's ``.roder/config.toml`` if trusted."""
+    """The effective config: user file, then the project's ``.roder/config.toml`` if trusted.
+
+    Each file is checked on its own first, so a wrong key or value is reported against the file
+    that holds it; the merge is then checked as a whole."""
     data = read_toml(paths.config_file)
     config = _validated(data, paths.config_file)
     if project is None or not trusted:
         return config
-    return _validated(_merge(data, read_project_toml(project, config, paths)), paths.config_file)
+    project_data = read_project_toml(project, config, paths)
+    if not project_data:
+        return config
+    own = _validated(project_data, project_config_file(project))
+    merged = _validated(_merge(data, project_data), project_config_file(project))
+    merged.problems = [*config.problems, *own.problems]
+    return merged
 
 
 def _validated(data: dict[str, Any], source: Path) -> RoderConfig:

@@ -10,6 +10,23 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+#: Less free room than this where Roder keeps its files is a full disk: a thread's first lines,
+#: the thread index and the caches need about that much before the first answer.
+MIN_FREE_BYTES = 64 * 1024
+
+
+def _full(folder: Path) -> str | None:
+    """Why ``folder``'s file system has no room for Roder's files, or None."""
+    try:
+        room = os.statvfs(folder)
+    except OSError:
+        return None  # nothing known: writing will say
+    if room.f_bavail * room.f_frsize < MIN_FREE_BYTES:
+        return f"no space left on its device ({room.f_bavail * room.f_frsize // 1024} KiB free)"
+    if room.f_files and not room.f_favail:  # (some file systems report no inode counts at all)
+        return "no file can be created on its device (no free inodes)"
+    return None
+
 
 class RoderPaths(NamedTuple):
     """The three folders (immutable; ``_replace`` gives a copy with one changed). A named tuple,
@@ -71,6 +88,8 @@ class RoderPaths(NamedTuple):
                 return f"cannot keep Roder's {label} files in {folder}{origin}: {exc.strerror or exc}"
             if not os.access(folder, os.W_OK | os.X_OK):
                 return f"cannot keep Roder's {label} files in {folder}{origin}: the folder is not writable"
+            if (full := _full(folder)) is not None:
+                return f"cannot keep Roder's {label} files in {folder}{origin}: {full}"
         return None
 
     @classmethod

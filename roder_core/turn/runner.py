@@ -675,7 +675,7 @@ class TurnRunner:
         runtime = self.runtime
         tool = tools.get(call.name)
         if tool is None:
-            return ToolResult.error(call, f"unknown tool {call.name!r}; available: {', '.join(tools.names())}")
+            return ToolResult.error(call, tools.missing(call.name))
         if arguments_error:
             return ToolResult.error(call, f"invalid arguments JSON for {call.name}: {arguments_error}")
         if self.hooks.has(HookPoint.TOOL_CALL_BEFORE):

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
+from roder_tui.terminal_text import ask
+
 if TYPE_CHECKING:
     from roder_core.server.remote_client import RemoteAppClient
 
@@ -104,11 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ask_token(url: str) -> str:
-    import getpass
-
     if not sys.stdin.isatty():
         return ""
-    return getpass.getpass(f"token for {url}: ").strip()
+    return ask(f"token for {url}: ", hidden=True).strip()
 
 
 def attach(args: argparse.Namespace, target: Target) -> int:

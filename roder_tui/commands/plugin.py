@@ -65,6 +65,7 @@ from roder_core.server.protocol_plugins import (
 )
 from roder_core.settings.config import ConfigError
 from roder_tui.commands.control import local_client
+from roder_tui.terminal_text import ask
 from roder_tui.wording import plural
 
 Action = Callable[[AppClient, argparse.Namespace], Awaitable[int]]
@@ -137,15 +138,13 @@ def _ask_options(specs: list[PluginOption], given: dict[str, Any]) -> dict[str, 
     """On a terminal, ask for required options that were not given (sensitive ones unechoed)."""
     if not sys.stdin.isatty():
         return given
-    import getpass
-
     answers = dict(given)
     for spec in specs:
         if spec.key in answers or not spec.required or spec.default is not None:
             continue
         question = f"{spec.title or spec.key}" + (f" ({spec.description})" if spec.description else "")
         try:
-            value = getpass.getpass(f"{question}: ") if spec.sensitive else input(f"{question}: ")
+            value = ask(f"{question}: ", hidden=spec.sensitive)
         except EOFError:
             break
         if value:
@@ -160,7 +159,7 @@ def _confirm(question: str, assume_yes: bool) -> bool:
         print(f"{question} (no terminal to ask on: pass --yes to accept)", file=sys.stderr)
         return False
     try:
-        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+        return ask(f"{question} [y/N] ").strip().lower() in ("y", "yes")
     except EOFError:
         return False
 

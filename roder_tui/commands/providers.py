@@ -34,6 +34,7 @@ from roder_core.server.protocol import (
 from roder_core.settings.config import ConfigError
 from roder_core.settings.credentials import CredentialsError, CredentialStore, check_key
 from roder_tui.commands.control import local_client
+from roder_tui.terminal_text import ask
 
 PROVIDER_EXTENSION_PREFIX = "roder-ext-provider-"
 #: Entry points of the dialect extensions: a broken [providers.NAME] table makes its factory fail.
@@ -152,9 +153,7 @@ def read_key(provider: str) -> str:
     """The key from piped stdin, or typed at a hidden prompt on a terminal."""
     if not sys.stdin.isatty():
         return sys.stdin.read()
-    import getpass
-
-    return getpass.getpass(f"API key for {provider} (input hidden): ")
+    return ask(f"API key for {provider} (input hidden): ", hidden=True)
 
 
 async def _known(client: LocalAppClient, provider: str) -> bool:

@@ -28,6 +28,10 @@ from roder_tui.widgets.messages import numbered_diff
 PREVIEW_LIMIT = 2000
 BACKGROUND_NOTE = "\nruns in the background: it keeps running after this call returns (the tasks panel lists it)"
 ARGUMENTS_LIMIT = 20_000
+#: Said when what will run does not fit the dialog: the rest is below the preview's fold.
+CUT_WARNING = "the preview is taller than this dialog; scroll it to see all of what will run"
+#: Said when a word of the command has letters that can pass for plain ones (homoglyphs).
+LOOKALIKE_WARNING = "this command has letters from another alphabet, which can pass for plain ones"
 #: Said under a command that holds characters a terminal would hide or interpret.
 HIDDEN_WARNING = "this command contains control or invisible characters, shown in the preview as ␛, ␍ or <U+…>"
 
@@ -68,9 +72,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
             with Vertical(id="approval-head"):
                 asker = f"{req.agent} asks: " if req.agent else ""
                 yield Static(f"{asker}Allow {req.tool}?", id="approval-title", markup=False)
-                notice = self._notice()
-                if notice:
-                    yield Static(notice, id="approval-notice", markup=False)
+                notice = Static(self._notice(), id="approval-notice", markup=False)
+                notice.display = bool(self._notice())
+                yield notice
             with VerticalScroll(id="approval-preview"):
                 if req.reason:
                     yield Static(req.reason, id="approval-reason", markup=False)
@@ -107,10 +111,34 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         said = []
         if has_unsafe(command) or "\r" in command:
             said.append(HIDDEN_WARNING)
+        lookalikes = _lookalike_words(command)
+        if lookalikes:
+            said.append(f"{LOOKALIKE_WARNING}: {'; '.join(lookalikes)}")
         lines = command.count("\n") + 1
         if lines > 1:
             said.append(f"the command is {lines} lines long; scroll the preview to see all of it")
         return "\n".join(said)
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._say_when_cut)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._say_when_cut)
+
+    def _say_when_cut(self) -> None:
+        """Measured, not guessed: whatever pushes the end of a command or of a call's arguments
+        below the fold (one line of thousands of blank-looking characters, a long reason above
+        it, a small terminal), the docked head says so once the preview is laid out. A diff
+        that scrolls is left alone: its length is no disguise."""
+        if self.request.diff is not None:
+            return
+        said = self._notice()
+        scrolled = self.query_one("#approval-preview", VerticalScroll).max_scroll_y > 0
+        if scrolled and "\n" not in (self.request.command or ""):  # several lines: already said
+            said = f"{said}\n{CUT_WARNING}" if said else CUT_WARNING
+        notice = self.query_one("#approval-notice", Static)
+        notice.update(said)
+        notice.display = bool(said)
 
     def _keys(self) -> Group:
         """The key legend, each row as two columns, so a label that wraps (the rule "always" saves, at 40
@@ -146,6 +174,21 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         rule = self.rule if decision == "allow_always" else None
         # the binding's argument is a plain string: checked against ApprovalDecisionKind here
         self.dismiss(ApprovalDecision.model_validate({"decision": decision, "rule": rule}))
+
+
+def _lookalike_words(command: str) -> list[str]:
+    """Words of ``command`` holding letters outside ASCII and the Latin alphabets, each with
+    those letters named (at most three words): ``curl`` spelt with a Cyrillic es (U+0441) looks
+    like ``curl`` but names another program, as do fullwidth or mathematical letters."""
+    import unicodedata
+
+    found: list[str] = []
+    for word in dict.fromkeys(command.split()):
+        odd = [c for c in dict.fromkeys(word) if c.isalpha() and not unicodedata.name(c, "").startswith("LATIN ")]
+        if odd and len(found) < 3:
+            named = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in odd[:4])
+            found.append(f"{visible(word)} ({named})")
+    return found
 
 
 def argument_text(arguments: dict[str, object]) -> Text:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.containers import Lines
-from rich.markdown import Heading, Markdown
+from rich.markdown import Heading, Markdown, TableElement
 from rich.segment import Segment
 from rich.style import Style
 from rich.syntax import Syntax
@@ -45,7 +45,7 @@ from roder_tui.widgets.incremental_markdown import BlockCache, IncrementalMarkdo
 from roder_tui.widgets.one_pass_layout import OnePassLayout
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
     from textual.selection import Selection
 
 #: Lines after which a live prose segment is sealed at the next blank line...
@@ -197,8 +197,23 @@ class _LeftHeading(Heading):
     LEVEL_ALIGN: ClassVar = dict.fromkeys(("h1", "h2", "h3", "h4", "h5", "h6"), "left")
 
 
+class _FoldingTable(TableElement):
+    """A table whose cells fold a word wider than its column onto the next row. Rich cuts it with
+    "…", so at 40 columns a table's names, paths and last columns could not be read anywhere on
+    screen (a narrow transcript has no horizontal scroll)."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.table import Table
+
+        for renderable in super().__rich_console__(console, options):
+            if isinstance(renderable, Table):
+                for column in renderable.columns:
+                    column.overflow = "fold"
+            yield renderable
+
+
 class RoderMarkdown(Markdown):
-    elements: ClassVar = {**Markdown.elements, "heading_open": _LeftHeading}
+    elements: ClassVar = {**Markdown.elements, "heading_open": _LeftHeading, "table_open": _FoldingTable}
 
 
 def render_markdown(text: str) -> RoderMarkdown:

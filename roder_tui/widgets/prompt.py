@@ -53,6 +53,23 @@ _SKIP_DIRS = {
 PASTE_FOLDED_OVER = 5_000
 #: What an empty prompt says (a new thread's first screen has no other hint).
 PLACEHOLDER = "Ask anything · / commands · @ files · ctrl+j new line · F1 keys · ctrl+p palette"
+#: The placeholder's hints, most needed first: a prompt too narrow for all of them shows the
+#: first ones that fit, whole and in the placeholder's order, instead of the text cut at its edge
+#: (at 40 columns "F1 keys", the way to every other key, was cut off).
+_HINTS_BY_NEED = ("Ask anything", "F1 keys", "ctrl+p palette", "/ commands", "@ files", "ctrl+j new line")
+
+
+def placeholder_for(width: int) -> str:
+    """The placeholder for a prompt ``width`` cells wide: whole hints only."""
+    if len(PLACEHOLDER) <= width:
+        return PLACEHOLDER
+    order = PLACEHOLDER.split(" · ")
+    kept: list[str] = []
+    for hint in _HINTS_BY_NEED:
+        trial = sorted([*kept, hint], key=order.index)
+        if len(" · ".join(trial)) <= width:
+            kept = trial
+    return " · ".join(kept) if kept else _HINTS_BY_NEED[0][:width]
 
 
 class PromptHistory:
@@ -224,6 +241,10 @@ class PromptInput(TextArea):
         #: keyboard was turned into a newline (ctrl+j) by the terminal, so ctrl+j sends too.
         self.starting = True
 
+    def on_resize(self) -> None:
+        # The cursor takes the cell after the text: the placeholder may fill the rest.
+        self.placeholder = placeholder_for(max(self.content_size.width - 1, 1))
+
     async def _on_key(self, event: events.Key) -> None:
         key = "enter" if self.starting and event.key == "ctrl+j" else event.key
         popup = self.completion
@@ -359,6 +380,10 @@ class PromptBar(Vertical):
         #: MCP resources (``server:uri``) offered by ``@`` completion before workspace files.
         self.mentions: list[str] = []
         self._files: list[str] | None = None
+        #: Whether the cursor ended an ``@`` mention at the last completion: each new mention
+        #: lists the workspace again (in the background, the last listing meanwhile), so a file
+        #: written since (by the model, a ``!`` command, another terminal) can be completed.
+        self._mentioning = False
         #: Set when the workspace is on the host, not here: ``@`` completion lists it through this.
         self.read_directory: ReadDirectory | None = None
 
@@ -408,17 +433,18 @@ class PromptBar(Vertical):
             self._show(before, [c for c in self.commands if c.value[1:].startswith(prefix)][:30])
             return
         typing = mention_being_typed(before)
+        mentioning, self._mentioning = self._mentioning, typing is not None
         if typing is not None:
             token, query = typing
-            if self._files is None:
-                self._files = []
+            files = self._files = self._files or []
+            if not mentioning:
                 if self.read_directory is not None:
-                    self.run_worker(self._scan_remote(), exclusive=True, group="file-scan")
+                    self.run_worker(self._scan_remote(self.read_directory), exclusive=True, group="file-scan")
                 else:
                     self.run_worker(self._scan_files, thread=True, exclusive=True, group="file-scan")
             from roder_tui.widgets.completion import Completion
 
-            names = match_files(self._files, query)
+            names = match_files(files, query)
             resources = [m for m in self.mentions if m.startswith(query)][:10]
             self._show(
                 token,
@@ -432,8 +458,8 @@ class PromptBar(Vertical):
         files = workspace_files(self.workspace)
         self.app.call_from_thread(self._files_ready, files)
 
-    async def _scan_remote(self) -> None:
-        self._files_ready(await self.known_files())
+    async def _scan_remote(self, read_directory: ReadDirectory) -> None:
+        self._files_ready(await remote_workspace_files(read_directory, str(self.workspace)))
 
     async def known_files(self) -> list[str]:
         """The workspace's files (relative paths), listed now if they were not yet."""

@@ -580,11 +580,26 @@ class Transcript(VerticalScroll, can_focus=True):
         await self._remount(0, min(INITIAL, len(self.model)))
         self.release_anchor()
         self.scroll_home(animate=False, immediate=True)
+        self._focus_edge(0)
 
     async def action_jump_end(self) -> None:
+        await self.jump_end()
+        self._focus_edge(-1)
+
+    async def jump_end(self) -> None:
+        """Show the end and follow new output, leaving the focus where it is (a prompt just sent
+        keeps it)."""
         if not self.at_end or self.lo > max(len(self.model) - MAX_MOUNTED, 0):
             await self._remount(max(len(self.model) - INITIAL, 0), len(self.model))
         self.anchor()
+
+    def _focus_edge(self, index: int) -> None:
+        """``home`` and ``end`` focus the first or last message, as ``j``/``k`` would: ``y`` then
+        copies it and ``enter`` expands it. A remount drops the message that had the focus, and
+        the next key (``y``) went to the prompt as typed text."""
+        widgets = self._entry_widgets()
+        if widgets:
+            widgets[index].focus(scroll_visible=False)
 
     def focused_entry(self) -> Entry | None:
         focused = self.app.focused

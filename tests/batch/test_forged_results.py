@@ -132,6 +132,20 @@ def _agent(folder: Path, name: str, calc: str) -> dict[str, str]:
     return {"RODER_MOCK_SCRIPT": str(script)}
 
 
+def _batch(tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: list[dict[str, Any]]) -> Path:
+    """Run ``roder batch`` over ``rows`` with the mock model, two workers; its output folder."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
+    assert code == 0, err
+    return out
+
+
+def _log(out: Path, task: str) -> str:
+    return (out / "rollouts" / task / "0" / "score.log").read_text()
+
+
 @pytest.mark.timeout(900)
 def test_results_forged_by_the_code_under_test_never_pass(
     tmp_path: Path, lean_pytest: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -181,14 +195,10 @@ def test_results_forged_by_the_code_under_test_never_pass(
     for kind, task in honest.items():
         row(f"honest-{kind}", FIXED + ("import atexit\natexit.register(print, 'bye')\n" if kind == "exit" else ""), **task)
 
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
-    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--workers", "2", "--no-progress", "--provider", "mock")
-    assert code == 0, err
+    out = _batch(tmp_path, capsys, rows)
 
     def log(task: str) -> str:
-        return (out / "rollouts" / task / "0" / "score.log").read_text()
+        return _log(out, task)
 
     for kind in honest:
         assert result(out, f"honest-{kind}")["passed"], log(f"honest-{kind}")
@@ -199,9 +209,10 @@ def test_results_forged_by_the_code_under_test_never_pass(
     atexit_print = result(out, "tests-atexit-print")
     assert atexit_print["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]
     assert atexit_print["tests"]["PASS_TO_PASS"]["success"] == ["tests/test_calc.py::test_zero"]
-    refused = result(out, "unittest-atexit-print")
-    assert refused["failure_cause"] == "score_refused", refused
-    assert "after the test runner's summary" in refused["score"]["refused"]
+    # unittest's statuses are its own too (its witness recorded them), whatever was printed after.
+    unittest_print = result(out, "unittest-atexit-print")
+    assert unittest_print["tests"]["FAIL_TO_PASS"]["failure"] == ["test_add (tests.test_calc.TestCalc.test_add)"]
+    assert unittest_print["failure_cause"] == "score_failure", unittest_print
     early = result(out, "exit-early-exit")
     assert early["failure_cause"] == "score_refused", early
     assert "ended before pytest finished" in early["score"]["refused"]
@@ -212,7 +223,7 @@ def test_results_forged_by_the_code_under_test_never_pass(
     # run's leftovers die with pytest, so the daemon's reward never lands after the verifier's.
     off = tmp_path / "out-off"
     picked = ("--filter", "^(reward-daemon|honest-reward)$", "--sandbox", "off", "--no-progress", "--provider", "mock")
-    code, _, err = run_cli(capsys, "batch", tasks, "--out", off, "--workers", "2", *picked)
+    code, _, err = run_cli(capsys, "batch", tmp_path / "tasks.jsonl", "--out", off, "--workers", "2", *picked)
     assert code == 0, err
     assert result(off, "honest-reward")["passed"]
     daemon = result(off, "reward-daemon")
@@ -223,7 +234,7 @@ def test_results_forged_by_the_code_under_test_never_pass(
     assert "call_and_report was replaced" in result(out, "exit-patches-pytest")["score"]["refused"]
     assert "witness plugin was unregistered" in result(out, "exit-unregisters-witness")["score"]["refused"]
     assert "TestCase.assertEqual was replaced" in result(out, "pytest-patches-unittest")["score"]["refused"]
-    assert "the last test run it printed failed (FAILED (failures=" in result(out, "unittest-atexit-exit")["score"]["refused"]
+    assert result(out, "unittest-atexit-exit")["score"]["exit_code"] == 1  # unittest's own status
 
 
 def test_what_the_verdict_believes(tmp_path: Path) -> None:
@@ -236,15 +247,15 @@ def test_what_the_verdict_believes(tmp_path: Path) -> None:
     with pytest.raises(ForgedResult, match="no pytest that loaded Roder's witness ran"):
         test_statuses(printed, WitnessReport())
     assert test_statuses(printed, None) == {"tests/test_calc.py::test_add": "PASSED"}  # a container's score
-    watched = WitnessReport(started={7}, ended={7: 0}, statuses={"tests/test_calc.py::test_add": "FAILED"})
+    watched = WitnessReport(started={"run": 7}, ended={"run": 0}, statuses={"tests/test_calc.py::test_add": "FAILED"})
     assert test_statuses(printed + PYTEST_LINE + "\n", watched) == {"tests/test_calc.py::test_add": "FAILED"}
     honest = f"{UNITTEST_LINE.replace('ok', 'FAIL')}\n\n----\nRan 1 test in 0.001s\n\nFAILED (failures=1)\n"
     assert test_statuses(honest, WitnessReport())["test_add (tests.test_calc.TestCalc.test_add)"] == "FAIL"
     with pytest.raises(ForgedResult, match="after the test runner's summary"):
         test_statuses(honest + UNITTEST_LINE + "\n", WitnessReport())
 
-    witness = Witness(tmp_path, tmp_path / "witness.jsonl")
-    witness.records.write_text('{"e": "start", "pid": 3}\nPASSED tests/test_calc.py::test_add\n')
+    witness = Witness(tmp_path, tmp_path / "records")
+    witness.received += b'{"e": "start", "pid": 3}\nPASSED tests/test_calc.py::test_add\n'
     with pytest.raises(ForgedResult, match="did not write"):
         witness.report()
 
@@ -255,7 +266,7 @@ def test_a_crashed_run_that_scored_nothing_is_a_failure_not_a_refusal() -> None:
     nothing was forged. Cut short while the score passes, it is refused."""
     from roder_core.batch.score_witness import ForgedResult, WitnessReport, check_run
 
-    crashed = WitnessReport(started={7})
+    crashed = WitnessReport(started={"run": 7})
     check_run(crashed, passing=False)
     with pytest.raises(ForgedResult, match="ended before pytest finished"):
         check_run(crashed, passing=True)
@@ -283,7 +294,9 @@ class _Scored:
         import subprocess
 
         line = command.format(python=shlex.quote(sys.executable)) + " -q -p no:cacheprovider tests"
-        return subprocess.run(line, shell=True, cwd=self.workspace, env=self.env, capture_output=True, text=True, check=False)
+        self.witness.received.clear()
+        with self.witness.listening():
+            return subprocess.run(line, shell=True, cwd=self.workspace, env=self.env, capture_output=True, text=True, check=False)
 
 
 def test_a_score_that_sets_its_own_pythonpath_is_told_how_to_keep_the_witness(tmp_path: Path) -> None:
@@ -297,6 +310,9 @@ def test_a_score_that_sets_its_own_pythonpath_is_told_how_to_keep_the_witness(tm
     assert replaced.returncode != 0
     with pytest.raises(ForgedResult, match=r"extend them instead of replacing them \(PYTHONPATH=\"src:\$PYTHONPATH\""):
         check_loaded(replaced.stdout + replaced.stderr, scored.witness.report())
+    isolated = scored.run('PYTHONPATH="src:$PYTHONPATH" {python} -I -m pytest')  # -I ignores PYTHONPATH
+    with pytest.raises(ForgedResult, match=r"or ran Python with -I or -E, which ignore PYTHONPATH"):
+        check_loaded(isolated.stdout + isolated.stderr, scored.witness.report())
     extended = scored.run('PYTHONPATH="src:$PYTHONPATH" {python} -m pytest')
     assert extended.returncode == 0, extended.stdout + extended.stderr
     check_loaded(extended.stdout, scored.witness.report())
@@ -382,7 +398,6 @@ def test_a_test_modules_own_plugins_are_not_tampering(tmp_path: Path) -> None:
     run = scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert run.returncode == 0, run.stdout + run.stderr
     assert scored.witness.report().tampered == []
-    scored.witness.records.unlink()
     scored.calc.write_text(BUGGY + HOOKED)
     scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert any("plugin registered while the tests ran" in what for what in scored.witness.report().tampered)
@@ -401,3 +416,254 @@ def test_pluggys_hook_calling_is_watched_whatever_its_version_calls_its_modules(
     scored = _Scored(tmp_path, FIXED + wraps)
     scored.run('PYTHONPATH=".:$PYTHONPATH" {python} -m pytest')
     assert f"pluggy.{caller}.HookCaller.__call__ was replaced" in scored.witness.report().tampered
+
+
+#: The code under test forging the witness's records with ``json.dumps``: the file emptied and
+#: a run written in which both tests passed and pytest ended with 0, then the process ended.
+FORGED_RECORDS = """import json, os
+_forged = [
+    {"e": "start"},
+    *({"e": "test", "id": f"tests/test_calc.py::{name}", "when": "call", "outcome": "passed", "xfail": False}
+      for name in ("test_add", "test_zero")),
+    {"e": "end", "status": 0},
+]
+with open(os.environ["RODER_SCORE_WITNESS"], "w") as _records:
+    _records.write("".join(json.dumps({**r, "pid": os.getpid()}) + "\\n" for r in _forged))
+os._exit(0)
+"""
+#: The real run's end forged (status 0) before the tests ran, then the process ended.
+FORGED_END = """import json, os
+with open(os.environ["RODER_SCORE_WITNESS"], "a") as _records:
+    _records.write(json.dumps({"e": "end", "pid": os.getpid(), "status": 0}) + "\\n")
+os._exit(0)
+"""
+#: A process of the code under test that speaks the witness's whole protocol with a key of its
+#: own (a run of its own in which both tests passed); then the test module fails to import, so
+#: the real run has no report of these tests at all.
+SIGNED_RUN = '''import subprocess, sys
+_RUN = r"""
+import hashlib, hmac, json, os, sys
+key, count = os.urandom(32), 0
+fd = os.open(os.environ["RODER_SCORE_WITNESS"], os.O_WRONLY)
+def record(**fields):
+    global count
+    count += 1
+    fields.update(pid=os.getpid(), n=count, **({"key": key.hex()} if count == 1 else {}))
+    text = json.dumps(fields, sort_keys=True)
+    mac = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    os.write(fd, (json.dumps({"r": text, "m": mac}) + "\\n").encode())
+record(e="start")
+for test in sys.argv[1:]:
+    for when in ("setup", "call", "teardown"):
+        record(e="test", id=test, when=when, outcome="passed", xfail=False)
+record(e="end", status=0)
+"""
+subprocess.run([sys.executable, "-c", _RUN, "tests/test_calc.py::test_add", "tests/test_calc.py::test_zero"], check=True)
+raise ImportError("calc cannot be imported")
+'''
+#: A grader script of the task's own that runs pytest as a child (``subprocess`` closes every
+#: inherited descriptor but the standard ones): its pytest still reaches the witness.
+GRADER = "import subprocess, sys\nsys.exit(subprocess.run(['pytest', '-rA', '-p', 'no:cacheprovider', 'tests']).returncode)\n"
+
+
+@pytest.mark.timeout(600)
+def test_forged_witness_records_are_refused(
+    tmp_path: Path, lean_pytest: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The witness's records cannot be forged by the code under test: a records file emptied and
+    rewritten with ``json.dumps``, or a forged end of the real run, is refused (the records come
+    through a pipe only Roder reads, each line signed by its process's own key); a process that
+    signs a run of its own while pytest's run goes on is not the score's run, including when it
+    ran before pytest and the test module then failed to import. Honest fixes still pass,
+    through a grader script that starts pytest as its child too."""
+    python = str(lean_pytest / "bin" / "python")
+    monkeypatch.setenv("PATH", f"{lean_pytest / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    plain = _task_files(tmp_path / "plain", TESTS)
+    (plain / "grade.py").write_text(GRADER)
+    rows: list[dict[str, Any]] = []
+
+    def row(name: str, calc: str, **task: Any) -> None:
+        rows.append({"id": name, "prompt": "Make add add.", "python": python, "env": _agent(tmp_path, name, calc), **task})
+
+    listed = {"fail_to_pass": ["tests/test_calc.py::test_add"], "pass_to_pass": ["tests/test_calc.py::test_zero"]}
+    per_test = {"workspace": str(plain), "score": "pytest -rA -p no:cacheprovider tests", "tests": ["tests/**"], **listed}
+    by_exit = {"workspace": str(plain), "score": "python -m pytest -q -p no:cacheprovider tests", "tests": ["tests/**"]}
+    grader = {"workspace": str(plain), "score": "python grade.py", "tests": ["tests/**", "grade.py"], **listed}
+    for name, calc in {"records": FORGED_RECORDS, "end": FORGED_END}.items():
+        row(f"tests-forged-{name}", BUGGY + calc, **per_test)
+        row(f"exit-forged-{name}", BUGGY + calc, **by_exit)
+    row("tests-signed-run", BUGGY + SIGNED_RUN, **per_test)
+    before = 'python -c "import calc" 2>/dev/null; pytest -rA -p no:cacheprovider tests'
+    row("tests-signed-run-before-pytest", BUGGY + SIGNED_RUN, **{**per_test, "score": before})
+    for kind, task in {"tests": per_test, "exit": by_exit, "grader": grader}.items():
+        row(f"honest-{kind}", FIXED, **task)
+    row("buggy-grader", BUGGY, **grader)
+
+    out = _batch(tmp_path, capsys, rows)
+
+    def log(task: str) -> str:
+        return _log(out, task)
+
+    for kind in ("tests", "exit", "grader"):
+        assert result(out, f"honest-{kind}")["passed"], log(f"honest-{kind}")
+    passed = [r["id"] for r in rows if not r["id"].startswith("honest-") and result(out, r["id"])["passed"]]
+    assert passed == [], {task: log(task) for task in passed}
+    for name in ("tests-forged-records", "exit-forged-records", "tests-forged-end", "exit-forged-end"):
+        refused = result(out, name)
+        assert refused["failure_cause"] == "score_refused", (name, log(name))
+        assert "a line pytest's witness did not write" in refused["score"]["refused"], (name, refused["score"])
+    for name in ("tests-signed-run", "tests-signed-run-before-pytest"):
+        signed = result(out, name)
+        assert signed["failure_cause"] == "score_failure", (name, log(name))
+        assert signed["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"], signed["tests"]
+    assert result(out, "buggy-grader")["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]
+
+
+#: A test of the workspace that fails whatever the agent does (a known bug the task ignores).
+KNOWN_BUG = (
+    "import unittest\n\n\nclass TestKnown(unittest.TestCase):\n    def test_known_bug(self):\n        self.fail('known')\n"
+)
+#: A grader script of the task's own: runs every unittest test, passes when the calc tests
+#: passed (the known bug does not count), and prints its own summary after unittest's.
+UNITTEST_GRADER = """import sys, unittest
+
+
+def flat(suite):
+    return [t for s in suite for t in flat(s)] if isinstance(suite, unittest.TestSuite) else [str(suite)]
+
+
+suite = unittest.defaultTestLoader.discover("tests", top_level_dir=".")
+required = [test for test in flat(suite) if "TestCalc" in test]
+result = unittest.TextTestRunner(verbosity=2).run(suite)
+failed = {str(test) for test, _ in result.failures + result.errors}
+for test in required:
+    print(f"{test} ... {'FAIL' if test in failed else 'ok'}")
+sys.exit(1 if failed.intersection(required) or result.testsRun < len(required) else 0)
+"""
+
+
+@pytest.mark.timeout(600)
+def test_unittest_graders_of_the_tasks_own_are_graded_honestly(
+    tmp_path: Path, lean_pytest: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A score whose grader script runs unittest and decides from its result (exit 0 although a
+    known bug's test failed; its own per-test summary printed after unittest's) is graded from
+    what unittest decided, recorded by its witness: the honest fix passes, the bug fails, and a
+    forgery from the code under test (a passing line after the summary, unittest's assertions
+    neutered, ``os._exit(0)`` while the run goes on, ``sys.exit`` replaced under ``python -m
+    unittest``) does not pass."""
+    python = str(lean_pytest / "bin" / "python")
+    monkeypatch.setenv("PATH", f"{lean_pytest / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    legacy = _task_files(tmp_path / "legacy", UNITTESTS)
+    (legacy / "tests" / "test_known.py").write_text(KNOWN_BUG)
+    (legacy / "grade.py").write_text(UNITTEST_GRADER)
+    rows: list[dict[str, Any]] = []
+
+    def row(name: str, calc: str, **task: Any) -> None:
+        rows.append({"id": name, "prompt": "Make add add.", "python": python, "env": _agent(tmp_path, name, calc), **task})
+
+    by_exit = {"workspace": str(legacy), "score": "python grade.py", "tests": ["tests/**", "grade.py"]}
+    listed = {"fail_to_pass": ["test_add (tests.test_calc.TestCalc.test_add)"], "pass_to_pass": []}
+    per_test = {**by_exit, **listed}
+    by_module = {**listed, "workspace": str(legacy), "score": "python -m unittest -v tests.test_calc", "tests": ["tests/**"]}
+    module_exit = {k: v for k, v in by_module.items() if k not in listed}
+    kinds = {"exit": by_exit, "tests": per_test, "module": by_module, "module-exit": module_exit}
+    for kind, task in kinds.items():
+        row(f"honest-{kind}", FIXED, **task)
+        row(f"buggy-{kind}", BUGGY, **task)
+        row(f"late-print-{kind}", BUGGY + _late_print(UNITTEST_LINE), **task)
+        neutered = "import unittest\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n"
+        row(f"neutered-{kind}", BUGGY + neutered, **task)
+        row(f"early-exit-{kind}", BUGGY + "import atexit, os\natexit.register(os._exit, 0)\nos._exit(0)\n", **task)
+        if kind != "exit":  # a grader program of the task's own keeps its exit status (docs/batch.md)
+            row(f"sys-exit-{kind}", BUGGY + "import os, sys\nsys.exit = lambda *args: os._exit(0)\n", **task)
+
+    out = _batch(tmp_path, capsys, rows)
+
+    def log(task: str) -> str:
+        return _log(out, task)
+
+    for kind in kinds:
+        honest = result(out, f"honest-{kind}")
+        assert honest["passed"], log(f"honest-{kind}")
+        assert "refused" not in honest["score"], honest["score"]
+        assert result(out, f"buggy-{kind}")["failure_cause"] == "score_failure", log(f"buggy-{kind}")
+        assert "TestCase.assertEqual was replaced" in result(out, f"neutered-{kind}")["score"]["refused"]
+    forged = [r["id"] for r in rows if not r["id"].startswith("honest-")]
+    passed = [task for task in forged if result(out, task)["passed"]]
+    assert passed == [], {task: log(task) for task in passed}
+    assert result(out, "late-print-tests")["tests"]["FAIL_TO_PASS"]["failure"] == listed["fail_to_pass"]
+    assert result(out, "sys-exit-module-exit")["score"]["exit_code"] == 1  # unittest's own status
+
+
+#: tox running pytest from the score's own packages (no install, no network).
+TOX_INI = (
+    "[tox]\nskipsdist = true\n\n[testenv]\nskip_install = true\nsitepackages = true\n"
+    "commands = python -m pytest -rA -p no:cacheprovider tests\n"
+)
+
+
+@pytest.mark.timeout(600)
+def test_a_score_run_through_tox_keeps_the_witness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tox clears the environment of the commands it runs, which took the witness away: pytest
+    results with no witness were refused, the honest fix's too. The score tells tox to pass the
+    witness on (``TOX_OVERRIDE``): the honest fix passes, the bug fails, and a passing line the
+    code under test prints after pytest's summary is not believed."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    plain = _task_files(tmp_path / "plain", TESTS)
+    (plain / "tox.ini").write_text(TOX_INI)
+    listed = {"fail_to_pass": ["tests/test_calc.py::test_add"], "pass_to_pass": ["tests/test_calc.py::test_zero"]}
+    task = {"workspace": str(plain), "score": "tox -q", "tests": ["tests/**"], "score_timeout": 300, **listed}
+    calcs = {"honest": FIXED, "buggy": BUGGY, "late-print": BUGGY + _late_print(PYTEST_LINE)}
+    rows = [{"id": name, "prompt": "Make add add.", "env": _agent(tmp_path, name, calc), **task} for name, calc in calcs.items()]
+    out = _batch(tmp_path, capsys, rows)
+
+    def log(task: str) -> str:
+        return _log(out, task)
+
+    assert result(out, "honest")["passed"], log("honest")
+    for name in ("buggy", "late-print"):
+        failed = result(out, name)
+        assert failed["failure_cause"] == "score_failure", log(name)
+        assert failed["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"], log(name)
+
+
+#: A process of the code under test, out of the score's process group and of pytest's run (the
+#: grader imported the code before pytest), that writes to the witness's pipe without end.
+FLOODER = """import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        fd = os.open(os.environ["RODER_SCORE_WITNESS"], os.O_WRONLY)
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):  # the score's output ends when the score does
+            os.dup2(null, std)
+        while True:
+            os.write(fd, b"x" * 65536)
+    os._exit(0)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_process_left_writing_records_does_not_keep_the_score_from_ending(
+    tmp_path: Path, lean_pytest: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the sandbox off nothing ends what the code under test left running outside pytest's
+    run: a process that floods the records pipe is read up to the records' cap after the score
+    ends, and the score is refused, instead of Roder reading it forever."""
+    python = str(lean_pytest / "bin" / "python")
+    monkeypatch.setenv("PATH", f"{lean_pytest / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    plain = _task_files(tmp_path / "plain", TESTS)
+    score = 'python -c "import calc"; pytest -q -p no:cacheprovider tests'
+    task = {"workspace": str(plain), "score": score, "tests": ["tests/**"], "python": python}
+    rows = [{"id": "flood", "prompt": "Make add add.", "env": _agent(tmp_path, "flood", FIXED + FLOODER), **task}]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(rows[0]) + "\n")
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "batch", tasks, "--out", out, "--no-progress", "--provider", "mock", "--sandbox", "off")
+    assert code == 0, err
+    flood = result(out, "flood")
+    assert flood["failure_cause"] == "score_refused", _log(out, "flood")
+    assert "exceed" in flood["score"]["refused"] or "did not write" in flood["score"]["refused"], flood["score"]

@@ -70,6 +70,8 @@ def test_errors_name_the_line_and_the_field(tmp_path: Path) -> None:
         {"id": "bad-ws", "prompt": "p", "workspace": {"path": "a", "git": "b"}},
         {"id": "bad-mode", "prompt": "p", "mode": "yolo"},
         "[1, 2]",
+        {"id": "no-image", "prompt": "p", "image": ""},
+        {"id": "protect-string", "prompt": "p", "protect": "conftest.py"},
     )
     with pytest.raises(TaskFileError) as caught:
         load_tasks(path)
@@ -83,6 +85,8 @@ def test_errors_name_the_line_and_the_field(tmp_path: Path) -> None:
     assert "exactly one of 'path' or 'git'" in message
     assert f"{path}:8: mode:" in message
     assert f"{path}:9: expected a JSON object" in message
+    assert f"{path}:10: image: String should have at least 1 character" in message  # not "image  is not on this machine"
+    assert f"{path}:11: protect: Value error, expected a list of globs" in message  # a diff is for "tests" alone
 
 
 def test_an_empty_or_missing_file_is_an_error(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -184,3 +185,40 @@ def test_palette_and_help_draw_whole_on_every_open(roder_home: Path, workspace: 
             tmux.wait_for("roder-exited-0", timeout=15)
         finally:
             subprocess.run(["tmux", "-L", tmux.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def test_sigterm_mid_turn_quits_as_ctrl_q_does(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+    """SIGTERM while an answer streams: the turn is saved as interrupted, the terminal is given
+    back (the shell's next line shows), the exit status is 143, and the thread resumes."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": "streaming " * 400, "delay_ms": 200, "chunk_size": 10}]}))
+    pid_file = tmp_path / "roder.pid"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("TMUX")}
+    env.update(RODER_HOME=str(roder_home), RODER_MOCK_SCRIPT=str(script), TERM="xterm-256color")
+    roder = f"sh -c 'echo $$ > {pid_file}; exec {sys.executable} -m roder_tui.cli --provider mock --sandbox off'"
+    tmux = Tmux.start("roder-sigterm", roder, env, workspace)
+    try:
+        tmux.wait_for("idle")
+        tmux.run("send-keys", "-t", "roder", "-l", "tell me")
+        tmux.run("send-keys", "-t", "roder", "Enter")
+        tmux.wait_for("streaming streaming")  # the answer is arriving: the turn runs
+        os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        screen = tmux.wait_for("roder-exited-143")
+        assert "the running turn was interrupted; continue this thread with `roder -c`" in screen
+        assert "Ask anything" not in screen  # the app's screen is gone: the terminal is the shell's again
+    finally:
+        subprocess.run(["tmux", "-L", tmux.socket, "kill-server"], capture_output=True, timeout=10)
+    [thread] = (roder_home / "data" / "threads").glob("*.jsonl")
+    events = [json.loads(line) for line in thread.read_text().splitlines()[1:]]
+    assert [e["turn"]["status"] for e in events if e.get("method") == "turn/completed"] == ["interrupted"]
+    resumed = subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", "-r", thread.stem, "-p", "go on", "--provider", "mock"],
+        cwd=workspace,
+        env={k: v for k, v in env.items() if k != "RODER_MOCK_SCRIPT"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith("Mock reply:")

@@ -6,8 +6,14 @@ file plays every misbehaving server the edge-case tests need:
   ``inputSchema``, ``outputSchema``); each call answers with the tool's ``result`` (a JSON
   ``CallToolResult``), ``error`` (a JSON-RPC error object), ``sleep`` (never answers; logs the
   ``notifications/cancelled`` it gets), ``exit`` (the process exits mid-call) or ``huge`` (that
-  many characters of text).
+  many characters of text; ``huge_blocks``: text blocks of those sizes and a last one ``TAIL``;
+  ``huge_structured``: only structured content of that many characters; ``raw_answer``: the
+  whole answer message as given, only its id filled in).
+  A tool's ``before`` is a list of messages sent before its answer (a ``ping`` request or a
+  notification mid-call), and ``before_bytes`` a line of raw bytes (hex) written first.
 - ``RAW_PAGE_SIZE``: tools/list answers this many tools a page, with ``nextCursor``.
+- ``RAW_CURSOR_LOOP``: every page of tools/list names the same ``nextCursor`` again (a server
+  whose pagination never ends).
 - ``RAW_PROTOCOL``: the protocolVersion the server answers initialize with.
 - ``RAW_SILENT_INIT``: never answer initialize.
 - ``RAW_IGNORE_UNKNOWN``: requests for methods it does not know get no answer at all.
@@ -45,7 +51,9 @@ def listing(cursor: str | None) -> dict:
         return {"tools": public}
     start = int(cursor or 0)
     page = {"tools": public[start : start + PAGE]}
-    if start + PAGE < len(public):
+    if os.environ.get("RAW_CURSOR_LOOP"):
+        page["nextCursor"] = str(start)
+    elif start + PAGE < len(public):
         page["nextCursor"] = str(start + PAGE)
     return page
 
@@ -53,6 +61,11 @@ def listing(cursor: str | None) -> dict:
 def call(message: dict) -> None:
     name = message["params"]["name"]
     tool = next((t for t in TOOLS if t["name"] == name), None)
+    for before in (tool or {}).get("before", []):
+        send(before)
+    if tool is not None and "before_bytes" in tool:
+        sys.stdout.buffer.write(bytes.fromhex(tool["before_bytes"]) + b"\n")
+        sys.stdout.buffer.flush()
     if tool is None:
         send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32602, "message": f"unknown tool {name}"}})
     elif "error" in tool:
@@ -62,9 +75,17 @@ def call(message: dict) -> None:
     elif "exit" in tool:
         print("crashing in the middle of a call", file=sys.stderr, flush=True)
         os._exit(7)
+    elif "raw_answer" in tool:  # the answer's envelope as given, with the call's id
+        send({**tool["raw_answer"], "id": message["id"]})
     elif "huge" in tool:
         text = "x" * int(tool["huge"])
         send({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": text}]}})
+    elif "huge_blocks" in tool:  # text blocks of these many characters each, the last one "TAIL"
+        blocks = [{"type": "text", "text": "x" * int(n)} for n in tool["huge_blocks"]] + [{"type": "text", "text": "TAIL"}]
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"content": blocks}})
+    elif "huge_structured" in tool:  # no content, structured content of that many characters
+        structured = {"x": "y" * int(tool["huge_structured"])}
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [], "structuredContent": structured}})
     else:
         send({"jsonrpc": "2.0", "id": message["id"], "result": tool["result"]})
 

@@ -138,7 +138,9 @@ async def test_a_server_that_never_answers_initialize_fails_saying_so(workspace:
     turn, results, statuses = await run_calls(workspace, [call("mcp__mute__ok")])
     [status] = statuses
     assert status.status == "failed"
-    assert status.error == "could not connect: no answer to the handshake (initialize) within 1 s (startup_timeout)"
+    assert status.error == (
+        "failed to start: could not connect: no answer to the handshake (initialize) within 1 s (startup_timeout)"
+    )
     assert turn.status == "completed" and results["mcp__mute__ok"].is_error
 
 
@@ -189,8 +191,10 @@ async def test_results_errors_structured_output_pages_and_media(workspace: Path,
     assert got["struct_bad"].is_error and "'three' is not of type 'integer'" in got["struct_bad"].text
     assert (got["iserr"].text, got["iserr"].is_error) == ("disk full", True)
     assert got["proterr"].is_error and got["proterr"].text.endswith("bad argument: path")
-    assert got["huge"].text.endswith("[output truncated: 3000000 characters in all]")
-    assert len(got["huge"].text) < 100_100
+    assert got["huge"].text.endswith(
+        "[output truncated: 3000000 characters in all; the first 100000 are shown, the last 2900000 were cut]"
+    )
+    assert len(got["huge"].text) < 100_200
     assert [a.mime_type for a in got["media"].attachments] == ["image/png", "audio/wav"]
     assert "[resource file:///x.txt x.txt]" in got["media"].text
     assert [a.mime_type for a in got["broken_media"].attachments] == ["audio/wav"]

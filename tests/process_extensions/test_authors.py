@@ -5,6 +5,7 @@ of non-JSON on stdout, a tool named like a built-in), each a real process."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -100,3 +101,59 @@ def test_an_engine_that_crashes_mid_stream_fails_the_turn_saying_why(roder_home:
         "roder: turn failed: engine node-echo failed: extension echo exited with status 9 "
         "(stderr: node-echo: out of memory (pretend))"
     ) in done.stderr
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+def test_extensions_that_never_answer_initialize_are_left_out_on_one_line_and_the_rest_starts(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """Two extensions hang in ``initialize`` (real bash processes); a third works. ``roder -p``
+    starts both hung ones before waiting for either (each saw the other started before Roder
+    gave up on it), leaves each out after its ``startup_timeout`` with one line naming it and
+    what it did not answer, and runs the turn through the working extension's tool."""
+    marks = workspace / "marks"
+    marks.mkdir()
+    hang = [str(BASH), str(AUTHORS / "hang_in_initialize.sh")]
+    grants = ["fs.write.workspace"]
+    declare(roder_home, "stuck", hang, grants, {"HANG_MARKS": str(marks), "HANG_PEER": "mute"}, "startup_timeout = 3\n")
+    declare(roder_home, "mute", hang, grants, {"HANG_MARKS": str(marks), "HANG_PEER": "stuck"}, "startup_timeout = 3\n")
+    declare(roder_home, "lines", [str(BASH), str(AUTHORS / "shell_tool.sh")], [], {})
+    script = tmp_path / "script.json"
+    steps = [{"tool_calls": [{"name": "line_count", "arguments": {"text": "a\nb"}}]}, {"text": "counted"}]
+    script.write_text(json.dumps({"steps": steps}))
+    one_shot_json = ["-p", "count", "--provider", "mock", "--mode", "bypass", "--output-format", "stream-json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "roder_tui.cli", *one_shot_json],
+        cwd=workspace,
+        env={**os.environ, "RODER_HOME": str(roder_home), "RODER_MOCK_SCRIPT": str(script)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"2 lines"' in done.stdout
+    for name in ("stuck", "mute"):
+        line = (
+            f"extension process:{name} not loaded: process extension {name} did not start: "
+            f"extension {name} did not answer initialize within 3 s (startup_timeout); Roder started without it"
+        )
+        assert [row for row in done.stderr.splitlines() if f"process:{name}" in row] == [f"roder: {line}"]
+        assert (marks / f"{name}.ended").read_text() == "together\n"
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_a_huge_answer_is_cut_saying_so_and_an_exit_mid_call_fails_only_that_call(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """A bash extension's tool answering three million characters reaches the model as its first
+    100,000 with a line saying how much was cut (not the whole flood, not silently less); one
+    exiting mid-call fails that call with its stderr, and the next call starts it again."""
+    declare(roder_home, "flood", [str(BASH), str(AUTHORS / "flood_tool.sh")], [], {})
+    steps = [call("flood"), call("vanish"), call("flood"), {"text": "done"}]
+    async with scripted_client(workspace, tmp_path, steps) as app:
+        flood, vanish, again = await turn_tool_results(app)
+    cut = "\n[output truncated: 3000003 characters in all; the first 100000 are shown, the last 2900003 were cut]"
+    assert (flood.text, flood.is_error) == ("x" * 100_000 + cut, False)
+    assert vanish.is_error
+    assert vanish.text == ("vanish failed: extension flood exited with status 5 (stderr: flood: leaving in the middle of a call)")
+    assert (again.text, again.is_error) == (flood.text, False)

@@ -109,6 +109,7 @@ async def test_missing_key_fails_before_any_request(dialect: str) -> None:
             await collect(engine)
         await engine.aclose()
     assert caught.value.kind == "auth"
+    assert str(caught.value).count("FAKE_PROVIDER_KEY") == 1  # named once, with what to do
     assert server.calls == []
 
 

@@ -40,6 +40,14 @@ def _call(name: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def _turn(ws: Path, home: Path, steps: list[dict[str, Any]], mode: str) -> list[ToolResultItem]:
+    return (await turn_and_requests(ws, home, steps, mode))[0]
+
+
+async def turn_and_requests(
+    ws: Path, home: Path, steps: list[dict[str, Any]], mode: str
+) -> tuple[list[ToolResultItem], list[bytes]]:
+    """One turn through the real runtime against the loopback model server: the tool results
+    and the bodies of the model requests it made."""
     async with FakeModelServer([*steps, {"text": "done"}]) as server:
         (home / "config.toml").write_text(
             '[providers.local]\ndialect = "chat-completions"\n'
@@ -50,7 +58,8 @@ async def _turn(ws: Path, home: Path, steps: list[dict[str, Any]], mode: str) ->
         try:
             thread = await runtime.start_thread()
             await runtime.run_turn(thread.id, "go")
-            return [i for i in runtime.thread(thread.id).items() if isinstance(i, ToolResultItem)]
+            results = [i for i in runtime.thread(thread.id).items() if isinstance(i, ToolResultItem)]
+            return results, [r.body for r in server.calls]
         finally:
             await runtime.close()
 

@@ -89,6 +89,7 @@ ALLOWED: dict[str, str] = {
     "roder_core/batch/scoring.py": "batch scoring copies",
     "roder_core/batch/score_witness.py": "the records a batch score's pytest runs leave in the rollout's scratch",
     "roder_core/batch/witness/roder_score_witness.py": "runs inside a batch score's pytest, never in Roder",
+    "roder_core/batch/witness/roder_score_records.py": "runs inside a batch score's test runner, never in Roder",
     "roder_core/batch/tasks.py": "batch task files given by the operator",
     "roder_core/batch/worker.py": "batch workers' /proc and thread files",
     # the terminal client: the user's own files and Roder's

@@ -21,7 +21,7 @@ import pytest
 
 from roder_core.ir import ThreadSummary
 from roder_core.testing.fake_server import ThreadedFakeServer
-from roder_tui.screens.approval import HIDDEN_WARNING
+from roder_tui.screens.approval import CUT_WARNING, HIDDEN_WARNING, LOOKALIKE_WARNING
 from tests.e2e.test_tui_tmux import Tmux
 from tests.security.terminal_support import HOSTILE, payload_sequences, provider_config, unsafe_characters
 
@@ -117,6 +117,10 @@ async def test_every_surface_draws_through_the_sanitizer(roder_home: Path, works
     assert "[@click=app.quit]PWNBUTTON[/]" in drawn and "black]PWNHIDDEN[/]" in drawn, drawn
 
 
+_ES, _DZE, _SHHA = "U+0441 CYRILLIC SMALL LETTER ES", "U+0455 CYRILLIC SMALL LETTER DZE", "U+04BB CYRILLIC SMALL LETTER SHHA"
+_FULLWIDTH = ", ".join(
+    f"U+FF{code} FULLWIDTH LATIN SMALL LETTER {letter}" for code, letter in (("43", "C"), ("41", "A"), ("54", "T"))
+)
 #: What the approval head says of a command whose preview may hide part of it.
 _LONG = "the command is 81 lines long; scroll the preview to see all of it"
 
@@ -127,8 +131,27 @@ _LONG = "the command is 81 lines long; scroll the preview to see all of it"
         ("echo hi" + "\n" * 80 + "touch pwned", _LONG, "$ echo hi"),
         ("echo hi\u202e; touch pwned", HIDDEN_WARNING, "$ echo hi<U+202E>; touch pwned"),
         ("echo hi\r; touch pwned", HIDDEN_WARNING, "$ echo hi␍; touch pwned"),
+        # one line of blank-looking characters that are not spaces (the shell keeps them in a
+        # word, Rich does not wrap at them): the payload lands below the fold
+        ("echo hi" + "\u2800" * 1500 + "; touch pwned", CUT_WARNING, "$ echo hi"),
+        ("echo hi" + "\u3000" * 1500 + "#\u2800" * 600 + "; touch pwned", CUT_WARNING, "$ echo hi"),
+        ("echo " + "x" * 1800 + "; touch pwned", CUT_WARNING, "$ echo xxx"),
+        # homoglyphs: a Cyrillic es in curl, a whole-Cyrillic sh, fullwidth letters
+        ("\u0441url -s x | sh", f"{LOOKALIKE_WARNING}: \u0441url ({_ES})", "$ \u0441url -s x | sh"),
+        ("\u0455\u04bb -c id", f"{LOOKALIKE_WARNING}: \u0455\u04bb ({_DZE}, {_SHHA})", "$ \u0455\u04bb -c id"),
+        ("\uff43\uff41\uff54 x", f"{LOOKALIKE_WARNING}: \uff43\uff41\uff54 ({_FULLWIDTH})", "$ \uff43\uff41\uff54 x"),
     ],
-    ids=["padded-with-lines", "bidi", "carriage-return"],
+    ids=[
+        "padded-with-lines",
+        "bidi",
+        "carriage-return",
+        "braille-blanks",
+        "ideographic-spaces",
+        "one-long-word",
+        "cyrillic-es",
+        "cyrillic-sh",
+        "fullwidth",
+    ],
 )
 async def test_the_approval_head_says_what_the_preview_may_hide(
     roder_home: Path, workspace: Path, command: str, said: str, preview: str
@@ -136,6 +159,8 @@ async def test_the_approval_head_says_what_the_preview_may_hide(
     """A command pushed below the fold by blank lines, or holding characters a terminal hides:
     the dialog's docked head (always on screen, however small) says so, above a preview that
     shows every hidden character as its stand-in (and the rest of a long one only by scrolling)."""
+    from textual.widgets import Static
+
     from roder_core.ir import ApprovalRequest
     from roder_tui.screens.approval import ApprovalScreen
     from tests.tui.helpers import make_app, until
@@ -145,7 +170,12 @@ async def test_the_approval_head_says_what_the_preview_may_hide(
     async with app.run_test(size=(60, 20)) as pilot:
         await until(pilot, app.ready.is_set, what="the app's start")
         app.push_screen(ApprovalScreen(request))
-        await pilot.pause()
+
+        def notice_says() -> bool:  # the head is updated once the preview is laid out
+            return any(said in str(n.content) for n in app.screen.query("#approval-notice").results(Static))
+
+        await until(pilot, notice_says, what="the notice")
+        await pilot.pause()  # the notice's new height laid out
         update = app.screen._compositor.render_update(full=True)
         assert update is not None
         drawn = re.sub("\x1b\\[[0-9;]*[A-Za-z]", "", str(update.render_segments(app.console)))

@@ -107,7 +107,34 @@ async def test_a_corrupt_line_is_skipped_reported_once_and_nothing_after_it_is_l
     assert [p.line for p in store.problems[thread.id]] == [6]
     warnings = [r for r in caplog.records if "unreadable line" in r.getMessage()]
     assert len(warnings) == 1
-    assert "line 6" in warnings[0].getMessage()
+    assert "line 6: not JSON: expected value at column 42" in warnings[0].getMessage()
+    assert "tagged-union" not in warnings[0].getMessage()  # pydantic's heading listing every event class
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b'{"threadId": "t", "ts": 1, "method": "no/such"}', "not an event: unknown method 'no/such'"),
+        (b'{"threadId": "t", "ts": 1, "method": "turn/started"}', "not an event: turnId: Field required"),
+        (b"[1, 2]", "not an event: Input should be an object"),
+        (
+            b'{"threadId": "t", "ts": 1, "method": "turn/started", "turnId": "x',
+            "not JSON: EOF while parsing a string at column 65",
+        ),
+    ],
+)
+async def test_an_unreadable_line_says_what_is_wrong_with_it(line: bytes, reason: str, workspace: Path) -> None:
+    """In the middle of the file (the last line, if torn, is moved aside instead: next test)."""
+    runtime, thread = await _thread_with_turns(workspace, ["one"])
+    await runtime.close()
+    path = thread_file(thread.id)
+    lines = path.read_bytes().split(b"\n")
+    lines.insert(3, line)
+    path.write_bytes(b"\n".join(lines))
+    store = JsonlThreadStore(path.parent)
+    loaded = await store.load(thread.id)
+    assert len(loaded.turns) == 1
+    assert [(p.line, p.reason) for p in store.problems[thread.id]] == [(4, reason)]
 
 
 async def test_a_torn_last_line_is_moved_aside_and_the_thread_continues(workspace: Path) -> None:

@@ -41,6 +41,40 @@ async def test_commands_waiting_for_a_terminal_end_at_once_and_say_why(workspace
     assert "Vim" not in text and "~" * 20 not in text
 
 
+BINARY = "[binary output not shown; to see its bytes, pipe the command through: xxd | head]"
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "instead"),
+    [
+        ("vim a.py", "vim", "edit or write"),
+        ("cd sub && nano notes.txt", "nano", "edit or write"),
+        ("/usr/bin/vi +12 a.py", "vi", "edit or write"),
+        ("htop", "htop", "ps aux or top -b -n 1"),
+    ],
+    ids=["vim", "nano-after-cd", "vi-by-path", "htop"],
+)
+async def test_full_screen_programs_are_not_run_and_say_what_to_use(
+    workspace: Path, command: str, name: str, instead: str
+) -> None:
+    """With no terminal they would fill the output with their screen until the timeout."""
+    error, text = await _bash(workspace, command)
+    assert error
+    assert text == (
+        f"not run: {name} is a full-screen program that waits for a terminal's keys, and commands run without a "
+        f"terminal (it would hold the call until the timeout); use {instead} instead"
+    )
+
+
+@pytest.mark.parametrize(
+    "command", ["echo vim a.py", "vim --version >/dev/null 2>&1; echo ran", "emacs --batch -Q 2>/dev/null; echo ran"]
+)
+async def test_those_programs_named_or_run_without_a_screen_still_run(workspace: Path, command: str) -> None:
+    error, text = await _bash(workspace, command)
+    assert not error, text
+    assert text.split("\n")[0] in ("vim a.py", "ran")
+
+
 @pytest.mark.parametrize(
     ("command", "shown"),
     [
@@ -49,8 +83,12 @@ async def test_commands_waiting_for_a_terminal_end_at_once_and_say_why(workspace
         ("printf '\\033[2K\\rstep 1\\033[2K\\rstep 2\\n'", "step 2\n"),
         ("printf 'caf\\xe9 \\xff ok\\n'", "caf\ufffd \ufffd ok\n"),
         ("printf 'no final newline'", "no final newline"),
+        ("echo start; printf '\\177ELF\\2\\1\\1\\n\\376\\0'; head -c 4000 /dev/zero; echo; echo end", f"start\n{BINARY}\nend\n"),
+        ("printf 'start\\n\\211PNG\\r\\n\\032\\n\\0\\0\\0\\rIHDR\\0\\0\\1\\0'", f"start\n\ufffdPNG\n{BINARY}"),
+        ("printf 'a.py\\0b/c.py\\0'", "a.py\\x00b/c.py\\x00"),
+        ("printf 'ding\\a and del\\177\\n'", "ding\\x07 and del\\x7f\n"),
     ],
-    ids=["colours", "progress-bar", "erase-line", "not-utf8", "no-final-newline"],
+    ids=["colours", "progress-bar", "erase-line", "not-utf8", "no-final-newline", "program", "image", "print0", "bell"],
 )
 async def test_screen_output_reaches_the_model_as_text(workspace: Path, command: str, shown: str) -> None:
     error, text = await _bash(workspace, command)

@@ -113,8 +113,64 @@ APPLIES: dict[str, tuple[bytes, str, str, bytes]] = {
         "  3\u2192        return 9",
         PY.replace("return 1", "return 9").encode(),
     ),
+    "arrow-then-tab": (
+        PY.encode(),
+        "     3\u2192\t        return 1",
+        "        return 9",
+        PY.replace("return 1", "return 9").encode(),
+    ),
+    "arrow-then-tab-in-both": (
+        PY.encode(),
+        "  2\u2192\t    if a:\n  3\u2192\t        return 1",
+        "  2\u2192\t    if a:\n  3\u2192\t        return 9\n  4\u2192\t        print(a)",
+        PY.replace("        return 1\n", "        return 9\n        print(a)\n").encode(),
+    ),
+    "arrow-then-tab-in-a-tab-file": (
+        TABS.encode(),
+        "  2\u2192\tif a:\n  3\u2192\t\treturn 1",
+        "  2\u2192\tif a:\n  3\u2192\t\treturn 9",
+        TABS.replace("return 1", "return 9").encode(),
+    ),
+    "escaped-twice": (
+        PY.encode(),
+        "    if a:\\n        return 1",
+        '    if a:\\n        return 9\\n    print(\\"a\\\\tb\\")',
+        PY.replace("        return 1\n", '        return 9\n    print("a\\tb")\n').encode(),
+    ),
+    "escaped-twice-new-only": (
+        PY.encode(),
+        "        return 1\n",
+        "        x = 1\\n        return x\\n",
+        PY.replace("        return 1\n", "        x = 1\n        return x\n").encode(),
+    ),
+    "one-line-escape-kept": (b's = "a"\n', 's = "a"', 's = "a\\nb"', b's = "a\\nb"\n'),
+    "spaces-in-new-for-a-tab-file": (
+        TABS.encode(),
+        "\t\treturn 1",
+        "        log(a)\n        return 1",
+        TABS.replace("\t\treturn 1", "\t\tlog(a)\n\t\treturn 1").encode(),
+    ),
+    "tabs-in-new-for-a-space-file": (
+        PY.encode(),
+        "        return 1",
+        "\t\tlog(a)\n\t\treturn 1",
+        PY.replace("        return 1", "        log(a)\n        return 1").encode(),
+    ),
+    "makefile-recipe-with-spaces": (
+        b"all:\n\tcc -o a a.c\n\ttouch done\n",
+        "\tcc -o a a.c",
+        "    cc -O2 -o a a.c",
+        b"all:\n\tcc -O2 -o a a.c\n\ttouch done\n",
+    ),
+    "whole-body-restyled-as-asked": (
+        b"def f():\n\tif a:\n\t\treturn 1\n",
+        "\tif a:\n\t\treturn 1",
+        "    if a:\n        return 2",
+        b"def f():\n    if a:\n        return 2\n",
+    ),
     "read-line-numbers-new-only": (b"if a:\n    x = 1\n", "    x = 1", "     2\t    x = 2", b"if a:\n    x = 2\n"),
     "tab-separated-new-kept": (b"id\tname\n", "id\tname\n", "id\tname\n1\tAlice\n2\tBob\n", b"id\tname\n1\tAlice\n2\tBob\n"),
+    "blank-line-quoted-past-the-end": (b"x = 1\n", "x = 1\n\n", "x = 2\n", b"x = 2\n"),
     "no-final-newline": (b"x = 1\ny = 2", "y = 2\n", "y = 3\n", b"x = 1\ny = 3"),
     "no-final-newline-exact": (b"x = 1\ny = 2", "y = 2", "y = 3", b"x = 1\ny = 3"),
     "long-line-kept": (b"x = '" + b"a" * 200_000 + b"'\ny = 1\n", "y = 1", "y = 2", b"x = '" + b"a" * 200_000 + b"'\ny = 2\n"),
@@ -237,3 +293,36 @@ async def test_write_leaves_out_line_numbers_copied_from_read(workspace: Path, c
     assert not result.is_error, result.text
     assert (workspace / "new.txt").read_text() == written
     assert result.text.endswith("(the line numbers copied from read's output were left out; check the file)") == note
+
+
+@pytest.mark.parametrize(
+    ("content", "written", "note"),
+    [
+        ("def g():\\n    return 1\\n", "def g():\n    return 1\n", True),
+        ("x = 1\\ny = 2\\n", "x = 1\ny = 2\n", True),
+        ('if a:\\n\\tprint(\\"a\\\\n\\")\\n', 'if a:\n\tprint("a\\n")\n', True),
+        ('print("a\\nb")\n', 'print("a\\nb")\n', False),
+        ('print("a\\nb")', 'print("a\\nb")', False),
+    ],
+    ids=["indented", "ends-with-escape", "tab-quotes-and-backslash", "string-escape-in-a-file", "one-line-of-code"],
+)
+async def test_write_reads_content_escaped_twice_as_lines(workspace: Path, content: str, written: str, note: bool) -> None:
+    """A model that escaped its text twice sends one line of ``\\n`` escapes; a one-line file's
+    own escapes stay as written."""
+    _rt, [result] = await run_script(workspace, [{"tool_calls": [call("write", path="new.py", content=content)]}, {"text": "ok"}])
+    assert not result.is_error, result.text
+    assert (workspace / "new.py").read_text() == written
+    said = "(its \\n escapes were read as line breaks, since it had no real ones (it was escaped twice); check the file)"
+    assert result.text.endswith(said) == note, result.text
+
+
+async def test_spaces_that_are_no_whole_number_of_tabs_are_written_as_sent_saying_so(workspace: Path) -> None:
+    error, text, written = await _edit(
+        workspace, "f.txt", TABS.encode(), old_string="\t\treturn 1", new_string="         return 2"
+    )
+    assert not error, text
+    assert text.startswith(
+        "edited f.txt: 1 replacement (new_string is indented with spaces and the file with tabs, in no whole number of "
+        "tabs; it was written as sent; check the diff)"
+    ), text
+    assert written == TABS.replace("\t\treturn 1", "         return 2").encode()

@@ -211,7 +211,7 @@ async def test_a_patch_in_a_markdown_fence_or_as_a_unified_diff_applies(workspac
     assert second.text.startswith("applied the patch:\nM a.py\nM q.sql\nA new.txt\nD gone.txt\nR old.txt -> moved.txt\n")
     assert (workspace / "a.py").read_text() == SOURCE.replace("x = 1", "x = 5").replace("y = 2", "y = 6")
     assert (workspace / "q.sql").read_text() == "select 1;\n-- new note\nselect 2;\n"
-    assert (workspace / "new.txt").read_text() == "hello\nworld\n"
+    assert (workspace / "new.txt").read_text() == "hello\nworld"  # as its "\\ No newline at end of file" says
     assert not (workspace / "gone.txt").exists()
     assert not (workspace / "old.txt").exists()
     assert (workspace / "moved.txt").read_text() == "kept\n"

@@ -101,6 +101,46 @@ APPLIES: dict[str, tuple[dict[str, bytes], str, dict[str, bytes | None]]] = {
         "+y = 3\n\\ No newline at end of file\n",
         {"a.py": b"x = 1\ny = 3"},
     ),
+    "marker-after-added-line-drops-the-final-newline": (
+        {"a.py": b"x = 1\n"},
+        "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n\\ No newline at end of file\n",
+        {"a.py": b"x = 2"},
+    ),
+    "marker-after-removed-line-adds-the-final-newline": (
+        {"a.py": b"x = 1\ny = 2"},
+        "--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n x = 1\n-y = 2\n\\ No newline at end of file\n+y = 3\n",
+        {"a.py": b"x = 1\ny = 3\n"},
+    ),
+    "marker-after-context-keeps-the-end": (
+        {"a.py": b"x = 1\ny = 2"},
+        "--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n-x = 1\n+x = 0\n y = 2\n\\ No newline at end of file\n",
+        {"a.py": b"x = 0\ny = 2"},
+    ),
+    "new-file-from-dev-null-with-b-prefix-and-marker": (
+        {},
+        "--- /dev/null\n+++ b/src/n.py\n@@ -0,0 +1,2 @@\n+a = 1\n+b = 2\n\\ No newline at end of file\n",
+        {"src/n.py": b"a = 1\nb = 2", "b/src/n.py": None},
+    ),
+    "deleted-file-to-dev-null-with-a-prefix": (
+        {"gone.py": b"x = 1\n"},
+        "--- a/gone.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x = 1\n",
+        {"gone.py": None},
+    ),
+    "codex-add-file-with-marker": (
+        {},
+        codex("*** Add File: n.txt", "+last", "\\ No newline at end of file"),
+        {"n.txt": b"last"},
+    ),
+    "escaped-twice": (
+        {"a.py": b"x = 1\ny = 1\n"},
+        codex("*** Update File: a.py", "@@", " x = 1", "-y = 1", "+y = 2").replace("\n", "\\n"),
+        {"a.py": b"x = 1\ny = 2\n"},
+    ),
+    "move-into-a-folder": (
+        {"a.py": b"x = 1\n"},
+        codex("*** Update File: a.py", "*** Move to: sub/", "@@", "-x = 1", "+x = 2"),
+        {"a.py": None, "sub/a.py": b"x = 2\n"},
+    ),
     "crlf-file": (
         {"a.py": b"x = 1\r\ny = 2\r\n"},
         codex("*** Update File: a.py", "@@", " x = 1", "-y = 2", "+y = 3"),
@@ -228,6 +268,12 @@ REFUSED: dict[str, tuple[dict[str, bytes], str, str]] = {
         "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n",
         "the patch must end with '*** End Patch'",
     ),
+    "hunk-without-a-file": (
+        {"a.py": b"x = 1\n"},
+        "@@ -1 +1 @@\n-x = 1\n+x = 2\n",
+        "the patch has a hunk but names no file: start it with '*** Begin Patch' and '*** Update File: PATH' (or, as a "
+        "unified diff, with '--- a/PATH' and '+++ b/PATH' lines)",
+    ),
     "add-existing": (
         {"a.py": b"x = 1\n"},
         codex("*** Add File: a.py", "+y = 1"),
@@ -244,6 +290,16 @@ async def test_a_patch_that_cannot_apply_safely_says_why_and_changes_nothing(wor
     assert text.startswith(error), text
     for name, data in before.items():
         assert (workspace / name).read_bytes() == data
+
+
+async def test_a_new_file_with_git_prefixes_over_an_existing_one_is_refused_in_place(workspace: Path) -> None:
+    """``+++ b/a.py`` after ``--- /dev/null`` names ``a.py``: it exists, so the patch is refused,
+    and no ``b/a.py`` is made beside it."""
+    failed, text = await _patch(workspace, {"a.py": b"x = 1\n"}, "--- /dev/null\n+++ b/a.py\n@@ -0,0 +1 @@\n+y = 1\n")
+    assert failed
+    assert text.startswith("a.py already exists"), text
+    assert sorted(p.name for p in workspace.iterdir()) == ["a.py"]
+    assert (workspace / "a.py").read_bytes() == b"x = 1\n"
 
 
 async def test_a_second_hunk_is_placed_after_the_first(workspace: Path) -> None:

@@ -190,3 +190,33 @@ async def test_results_beyond_the_limit_say_how_many_more(workspace: Path, engin
     assert text.endswith("[120 more files not shown; narrow the pattern]")
     error, text = await _one(workspace, "ls", env=env)
     assert text.endswith("[120 more entries not shown; use glob to narrow down]")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "head", "found"),
+    [
+        ({"pattern": "src/deep"}, "('src/deep' names a folder, not files; the files in it ('src/deep/**'):)", {"src/deep/d.py"}),
+        (
+            {"pattern": "deep/", "path": "src"},
+            "('deep/' names a folder, not files; the files in it ('deep/**'):)",
+            {"src/deep/d.py"},
+        ),
+        ({"pattern": "./test"}, "('./test' names a folder, not files; the files in it ('test/**'):)", {"test/t.py"}),
+        ({"pattern": ".", "path": "test"}, "('.' names a folder, not files; the files in it ('**'):)", {"test/t.py"}),
+    ],
+    ids=["folder", "folder-slash-under-path", "dot-slash-folder", "dot"],
+)
+async def test_glob_of_a_folder_name_lists_the_files_in_it_saying_so(
+    tree: Path, arguments: dict[str, object], head: str, found: set[str]
+) -> None:
+    error, text = await _one(tree, "glob", **arguments)
+    assert not error, text
+    first, *files = text.splitlines()
+    assert (first, set(files)) == (head, found)
+
+
+async def test_glob_of_a_file_or_a_missing_name_is_not_read_as_a_folder(tree: Path) -> None:
+    error, text = await _one(tree, "glob", pattern="nope")
+    assert (error, text) == (False, "no files match 'nope' in .")
+    error, text = await _one(tree, "glob", pattern="src/a.py")
+    assert (error, text) == (False, "src/a.py")

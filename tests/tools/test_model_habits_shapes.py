@@ -231,8 +231,8 @@ async def test_arguments_encoded_twice_are_the_object_in_every_dialect(dialect: 
     ("arguments", "note"),
     [
         (
-            {"command": "pwd", "cwd": "sub"},
-            "[ignored unknown argument 'cwd': bash takes command, timeout, workdir, run_in_background]",
+            {"command": "pwd", "folder": "sub"},
+            "[ignored unknown argument 'folder': bash takes command, timeout, workdir, run_in_background]",
         ),
         (
             {"command": "pwd", "timeout_ms": 5000, "shell": "zsh"},
@@ -241,7 +241,7 @@ async def test_arguments_encoded_twice_are_the_object_in_every_dialect(dialect: 
         ({"command": "pwd", "description": "Print the folder"}, None),
         ({"command": "pwd", "explanation": "to see where we are"}, None),
     ],
-    ids=["cwd", "two-unknown", "claude-description", "cursor-explanation"],
+    ids=["folder", "two-unknown", "claude-description", "cursor-explanation"],
 )
 async def test_unknown_arguments_are_named_in_the_result_not_dropped_silently(
     workspace: Path, arguments: dict[str, Any], note: str | None
@@ -255,3 +255,36 @@ async def test_unknown_arguments_are_named_in_the_result_not_dropped_silently(
         assert "ignored unknown argument" not in result.text
     else:
         assert last == note
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        (["bash", "-lc", "echo hi; echo there"], "hi\nthere\n"),
+        (["/bin/sh", "-c", "echo $((1 + 2))"], "3\n"),
+        (["echo", "two words", "$HOME"], "two words $HOME\n"),
+        ('["bash", "-lc", "echo from json"]', "from json\n"),
+        ('["printf", "%s-", "a", "b"]', "a-b-"),
+    ],
+    ids=["bash-lc", "sh-c", "argv-quoted", "json-string-shell", "json-string-argv"],
+)
+async def test_a_command_sent_as_an_argument_vector_runs_as_that_command(workspace: Path, command: Any, output: str) -> None:
+    """Codex's shell tool takes ``["bash", "-lc", "..."]``; models trained on it send that list
+    (or the list as a JSON string), which ran as ``[bash,: command not found``."""
+    _rt, [result] = await _one(workspace, "bash", command=command)
+    assert not result.is_error, result.text
+    assert result.text.split("\n[exit code")[0].rstrip("\n") == output.rstrip("\n")
+
+
+async def test_policy_judges_the_command_an_argument_vector_stands_for(workspace: Path, roder_home: Path) -> None:
+    (roder_home / "config.toml").write_text('[policy]\ndeny = ["bash(rm *)"]\n')
+    (workspace / "keep.txt").write_text("keep\n")
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [call("bash", command=["bash", "-lc", "rm keep.txt"])]},
+        {"tool_calls": [call("bash", command='["rm", "keep.txt"]')]},
+        {"text": "ok"},
+    ]
+    _rt, results = await run_script(workspace, steps)
+    assert [r.is_error for r in results] == [True, True], [r.text for r in results]
+    assert all(r.text.startswith("denied by policy") for r in results), [r.text for r in results]
+    assert (workspace / "keep.txt").read_text() == "keep\n"

@@ -5,8 +5,13 @@ carriage-return rewrites reduced to each line's final state."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from roder_core.brokers.task_log import TaskLog
+from roder_core.brokers.terminal_text import BINARY_NOTE
+from roder_core.testing.fake_server import FakeModelServer
+from tests.brokers.helpers import needs_bwrap
+from tests.security.test_background_network import results, start, wait_for_task
 from tests.tools.harness import call, run_script
 
 LATIN1 = "caf\u00e9 = 1\n# r\u00e9sum\u00e9\n"
@@ -67,3 +72,23 @@ def test_task_output_is_cleaned_the_same_way(tmp_path: Path) -> None:
     log.feed(b"\x1b[31mred\x1b[0m\nstep 1/3\rstep 2/3\rstep 3/3\n")
     log.close()
     assert log.read().text == "red\nstep 3/3\n"
+
+
+@needs_bwrap
+async def test_task_output_shows_binary_the_same_way(workspace: Path, roder_home: Path) -> None:
+    """A background command that prints a program's bytes: ``task_output`` says so in one line."""
+    command = "echo start; printf '\\177ELF\\2\\1\\1\\0\\0\\0\\0\\0\\0\\0\\n'; printf 'a\\0b\\n'; echo end"
+    steps: list[dict[str, Any]] = [{"tool_calls": [call("bash", command=command, run_in_background=True)]}, {"text": "started"}]
+    async with FakeModelServer(steps) as server:
+        runtime = await start(workspace, roder_home, server)
+        try:
+            thread = await runtime.start_thread()
+            await runtime.run_turn(thread.id, "start it")
+            task_id = results(runtime, thread.id)[0].data["task_id"]
+            await wait_for_task(runtime, task_id, lambda t: t.status != "running")
+            steps += [{"tool_calls": [call("task_output", task_id=task_id)]}, {"text": "ok"}]
+            await runtime.run_turn(thread.id, "read it")
+            output = results(runtime, thread.id)[1].text
+        finally:
+            await runtime.close()
+    assert output.startswith(f"start\n{BINARY_NOTE}\na\\x00b\nend\n"), output

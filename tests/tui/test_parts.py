@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -100,6 +101,25 @@ async def test_coalescer_caps_the_repaint_rate_and_keeps_order() -> None:
     # Nothing pending: no timer scheduled and no task running, so an idle app wakes for nothing.
     assert coalescer._handle is None
     assert coalescer._task is None or coalescer._task.done()
+
+
+def test_cpu_budget_counts_the_cpu_of_every_thread_of_the_app() -> None:
+    """The budget is the app's CPU, not its event loop's: work on another thread (Textual's
+    writer) stretches the interval as the loop's own would."""
+    budget = CpuBudget(0.05, fastest=5.0, slowest=1.0)
+    now = 100.0
+    assert budget.next_interval(0.2, now) == 0.2
+
+    def burn() -> None:  # 0.1 s of CPU on this thread, however long the machine takes for it
+        start = time.thread_time()
+        while time.thread_time() - start < 0.1:
+            sum(range(1000))
+
+    worker = threading.Thread(target=burn)
+    worker.start()
+    worker.join()
+    # 0.1 s of CPU over 0.2 s of (given) wall time: 50% of a core, ten times the budget.
+    assert budget.next_interval(0.2, now + 0.2) > 0.2
 
 
 def test_cpu_budget_stretches_and_shrinks_the_flush_interval() -> None:

@@ -4,28 +4,29 @@ every pytest it starts (``-p roder_score_witness`` in ``PYTEST_ADDOPTS``).
 A score's output and exit status pass through the process that runs the code under test, so
 that code can print passing test lines after pytest's summary (``atexit``, a thread still
 running, a signal handler) or change the exit status pytest chose (``os._exit(0)`` at exit).
-This plugin writes what pytest itself decided to a records file Roder reads
-(``RODER_SCORE_WITNESS``): each test report as pytest made it, the start and the end of the run
-with its exit status, and whether the verifier's reward file changed while the tests ran (only
-code under test writes it then). When pytest is the program (``pytest``, ``python -m pytest``),
-the process ends with pytest's own status as soon as pytest is done, before any ``atexit``
-handler, thread or finalizer of the code under test can run. A run with a start and no end was
-cut short: Roder does not trust its exit status.
+This plugin writes what pytest itself decided to Roder (``RODER_SCORE_WITNESS``): each test
+report and each collection that failed or was skipped as pytest made it, the start and the end
+of the run with its exit status, and whether the verifier's reward file changed while the tests
+ran (only code under test writes it then).
+
+The records go to Roder signed (``roder_score_records``).
+
+When pytest is the program (``pytest``, ``python -m pytest``), the process ends with pytest's
+own status as soon as pytest is done, before any ``atexit`` handler, thread or finalizer of the
+code under test can run. A run with a start and no end was cut short: Roder does not trust its
+exit status.
 
 It runs inside the task's interpreter, which may be older than Roder's: standard library only,
 Python 3.6 syntax, types in comments.
 """
 
-import json
 import os
 import sys
 
 import pytest
+import roder_score_records as _records  # type: ignore[import-not-found]  # beside it in the score
 
 # Kept before any code under test is imported: it may replace the ``os`` functions later.
-_exit = os._exit
-_write = os.write
-_getpid = os.getpid
 _getframe = sys._getframe
 
 
@@ -49,13 +50,10 @@ _MANAGER_FILES = (
     _code_file("pluggy._manager", "_multicall"),  # pluggy's hook calling, wherever its version keeps it
     getattr(getattr(sys.modules["pluggy._manager"], "HookCaller", None), "call_historic", _code_file).__code__.co_filename,
 )
-_PATH = os.environ.get("RODER_SCORE_WITNESS", "")
-#: A pytest started from inside a watched one (a test that runs pytest in a subprocess, an
-#: xdist worker): its tests are not the score's, and its reports reach the outer run anyway.
-_NESTED = bool(os.environ.get("RODER_SCORE_WITNESS_RUN"))
+# A pytest started from inside this one (a test that runs pytest in a subprocess, an xdist
+# worker) is nested: its tests are not the score's, and its reports reach this run anyway.
 os.environ["RODER_SCORE_WITNESS_RUN"] = str(os.getpid())
 _WORKSPACE = os.path.join(os.path.abspath(os.environ.get("RODER_SCORE_WORKSPACE") or os.getcwd()), "")
-_REWARDS = ("reward.txt", "reward.json")
 #: The modules whose code makes, carries and reports a test's outcome.
 _RUNNER_MODULES = (
     "_pytest.runner",
@@ -83,36 +81,6 @@ _finished = []  # type: list[object]
 _rewards = {}  # type: dict[str, object]
 #: Plugins pytest registered for a test module's ``pytest_plugins`` (the test's own choice).
 _named_by_tests = set()  # type: set[int]
-
-try:
-    _fd = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600) if _PATH else -1
-except OSError:
-    _fd = -1
-
-
-def _record(event, **fields):  # type: (str, object) -> None
-    """One JSON line, in one write (O_APPEND: lines of several processes do not mix)."""
-    if _fd < 0 or _NESTED:
-        return
-    line = json.dumps(dict(fields, e=event, pid=_getpid()), default=str) + "\n"
-    try:
-        _write(_fd, line.encode("utf-8", "replace"))
-    except OSError:
-        pass
-
-
-def _reward_stamps():  # type: () -> dict[str, object]
-    """The verifier's reward files as they are now (Harbor's ``$LOGS_DIR/verifier``)."""
-    folder = os.path.join(os.environ.get("LOGS_DIR", ""), "verifier")
-    stamps = {}  # type: dict[str, object]
-    for name in _REWARDS if os.environ.get("LOGS_DIR") else ():
-        try:
-            info = os.lstat(os.path.join(folder, name))
-        except OSError:
-            stamps[name] = None
-        else:
-            stamps[name] = [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
-    return stamps
 
 
 def _is_program():  # type: () -> bool
@@ -147,72 +115,14 @@ def _end():  # type: () -> None
     status = getattr(_session[-1], "exitstatus", None) if _session else None
     status = int(status) if status is not None else None
     if _session and not _finished:  # pytest finishes every session it starts: this hook was taken away
-        _record("tampered", what=["the witness plugin was unregistered before the session finished"])
-    changed = sorted(name for name, stamp in _reward_stamps().items() if stamp != _rewards.get(name))
+        _records.record("tampered", what=["the witness plugin was unregistered before the session finished"])
+    changed = sorted(name for name, stamp in _records.reward_stamps().items() if stamp != _rewards.get(name))
     if changed:
-        _record("reward", files=changed)
-    _record("end", status=status)
-    if status is None or not _is_program():
-        return
-    _end_leftovers()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # a closed or replaced stream must not keep pytest's status from being final
-            pass
-    _exit(status)
-
-
-def _adopt_orphans():  # type: () -> None
-    """Make this process the reaper of every process the run starts, even one that left its
-    session and parent (``setsid`` and a double fork), so none can hide from ``_end_leftovers``."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass  # not Linux: the score's own process group and namespace still end them
-
-
-def _descendants():  # type: () -> list[int]
-    parents = {}  # type: dict[int, int]
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/" + name + "/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in (b"Z", b"X"):  # a dead one has no children left and harms nothing
-            parents[int(name)] = int(fields[1])
-    found, frontier = [], [_getpid()]  # type: list[int], list[int]
-    while frontier:
-        children = [pid for pid, parent in parents.items() if parent in frontier and pid not in found]
-        found += children
-        frontier = children
-    return found
-
-
-def _end_leftovers():  # type: () -> None
-    """Kill what the run started and left running: a process of the code under test that waits
-    for pytest to end and then writes a reward over the verifier's, or prints passing lines."""
-    import signal
-
-    for _ in range(100):
-        leftovers = _descendants() if os.path.isdir("/proc") else []
-        if not leftovers:
-            return
-        for pid in leftovers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            pass
+        _records.record("reward", files=changed)
+    _records.record("end", status=status)
+    _records.finish()
+    if status is not None and _is_program():
+        _records.end_process(status)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -220,11 +130,12 @@ def pytest_load_initial_conftests(early_config, parser, args):  # type: (object,
     """The earliest hook of a run, before any conftest (which may import the code under test)."""
     _depth[0] += 1
     if _depth[0] == 1:
+        _records.begin()
         _rewards.clear()
-        _rewards.update(_reward_stamps())
-        _record("start")
-        if not _NESTED and _is_program():
-            _adopt_orphans()
+        _rewards.update(_records.reward_stamps())
+        _records.record("start")
+        if not _records.NESTED and _is_program():
+            _records.adopt_orphans()
     early_config.add_cleanup(_end)  # type: ignore[attr-defined]
 
 
@@ -238,7 +149,7 @@ def pytest_sessionfinish(session):  # type: (object) -> None
     _finished.append(session)
     tampered = _tampering()
     if tampered:
-        _record("tampered", what=tampered[:20])
+        _records.record("tampered", what=tampered[:20])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -246,24 +157,7 @@ def pytest_collection(session):  # type: (object) -> None
     """Before any test module (and so the code under test) is imported: note the plugins and
     pytest's own code as they are, to tell at the end whether something rewrote them."""
     manager = session.config.pluginmanager  # type: ignore[attr-defined]
-    _before.append((manager, set(map(id, manager.get_plugins())), _runner_code()))
-
-
-def _runner_code():  # type: () -> dict[str, int]
-    """The identity of every function and class (and their members) of pytest's and pluggy's
-    modules that make, carry and report a test's outcome."""
-    code = {}  # type: dict[str, int]
-    for name in _RUNNER_MODULES:
-        module = sys.modules.get(name)
-        for attr, value in sorted(vars(module).items()) if module is not None else ():
-            if not callable(value):
-                continue
-            code[name + "." + attr] = id(value)
-            if isinstance(value, type) and value.__module__ == name:
-                for member, inner in vars(value).items():
-                    if callable(inner) or isinstance(inner, (staticmethod, classmethod, property)):
-                        code[name + "." + attr + "." + member] = id(inner)
-    return code
+    _before.append((manager, set(map(id, manager.get_plugins())), _records.code_identity(_RUNNER_MODULES)))
 
 
 def pytest_plugin_registered(plugin):  # type: (object) -> None
@@ -298,7 +192,7 @@ def _tampering():  # type: () -> list[str]
         if os.path.basename(name) != "conftest.py" and _in_workspace(name):
             kind = getattr(plugin, "__name__", None) or type(plugin).__module__ + "." + type(plugin).__qualname__
             found.append("plugin registered while the tests ran: " + str(kind)[:120])
-    now = _runner_code()
+    now = _records.code_identity(_RUNNER_MODULES)
     found += sorted(name + " was replaced" for name, ident in code.items() if now.get(name) != ident)
     return found
 
@@ -310,8 +204,16 @@ def _in_workspace(path):  # type: (str) -> bool
     return not path or os.path.abspath(path).startswith(_WORKSPACE)
 
 
+def pytest_collectreport(report):  # type: (object) -> None
+    """A collector that failed or was skipped (a test module that raised on import): its tests
+    have no reports of their own, and Roder reads them as not passed in this run."""
+    outcome = getattr(report, "outcome", "")
+    if outcome != "passed":
+        _records.record("collect", id=getattr(report, "nodeid", ""), outcome=outcome)
+
+
 def pytest_runtest_logreport(report):  # type: (object) -> None
-    _record(
+    _records.record(
         "test",
         id=getattr(report, "nodeid", ""),
         when=getattr(report, "when", ""),

@@ -7,6 +7,7 @@ the policy engine allowed an edit of that path.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,7 @@ async def _run_git(app: Dispatcher, workspace: Path, *args: str) -> ProcessResul
     """Git through the process broker, with config-driven programs and outside GIT_* switched off."""
     process = app.brokers(workspace).process
     env, _dropped = process.child_env()
-    argv = [*env_argv_prefix(env), *git_argv(list(args), cwd=workspace)]
+    argv = [*env_argv_prefix(env), *await asyncio.to_thread(git_argv, list(args), cwd=workspace)]
     return await process.run(argv, cwd=workspace, timeout=30)
 
 

@@ -211,7 +211,7 @@ async def tools_call(app: Dispatcher, params: ToolsCallParams, ctx: CallContext)
     tools = runtime.registry.tool_registry(on_error=lambda _source, _exc: None)
     tool = tools.get(params.tool_name)
     if tool is None:
-        raise InvalidParams(f"unknown tool {params.tool_name!r}; available: {', '.join(tools.names())}")
+        raise InvalidParams(tools.missing(params.tool_name))
     workspace = Path(runtime.thread(params.thread_id).cwd) if params.thread_id else runtime.options.cwd
     call = ToolCall(id=f"direct_{next(_calls)}", name=params.tool_name, arguments=dict(params.arguments))
     if params.thread_id:
