@@ -13,6 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from roder_core.server.connection import MAX_IN_FLIGHT
 from tests.server.support import RawWsClient, RemoteServer, WsPeer, call, trusted_workspace
 
 pytestmark = pytest.mark.e2e
@@ -167,16 +168,23 @@ async def test_a_client_that_never_reads_answers_stops_being_read(tmp_path: Path
     client is still served."""
     workspace, env = trusted_workspace(tmp_path)
     env["RODER_TEST_TOKEN"] = TOKEN
+    size = 16 * 1024
+    (workspace / "page.txt").write_text("x" * size)  # each answer is at least this large
     server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false")
     mute = await RawWsClient.connect(server.url, TOKEN, receive_buffer=64 * 1024)
-    padding = "p" * 16 * 1024  # an unknown field, ignored by the method (forward compatibility)
-    budget = 64 * 1024 * 1024  # requests worth 64 MiB: an unbounded server answers them all
+    padding = "p" * size  # an unknown field, ignored by the method (forward compatibility)
+    # A bounded server reads what the kernel's buffers hold towards it, plus the requests whose
+    # answers fit in the buffers back to the client, plus its 64 slots; four times that is the
+    # budget, all of which an unbounded server would read and answer.
+    receive_room = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[2])
+    answered = (kernel_send_room() + mute.buffered_bytes) // size + MAX_IN_FLIGHT
+    budget = 4 * (receive_room + answered * (size + 200))
     sent = 0
     try:
         while sent < budget:
             try:
                 async with asyncio.timeout(STALL):
-                    await mute.request("session/get", {"pad": padding})
+                    await mute.request("fs/readFile", {"path": str(workspace / "page.txt"), "pad": padding})
             except TimeoutError:
                 break
             sent += len(padding)
