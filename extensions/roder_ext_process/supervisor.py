@@ -122,7 +122,7 @@ class PendingHandshake:
         try:
             answer = self.conn.answer(self.request_id, self.future, "initialize", sup.config.startup_timeout, self.deadline)
         except ExtensionCallError as exc:
-            if self.conn.alive:  # it hung: never answered
+            if not self.future.done():  # it hung: never answered (an error answer is its own reason)
                 exc = ExtensionCallError(f"{exc} (startup_timeout); Roder started without it")
             self.conn.close()
             raise exc from None
