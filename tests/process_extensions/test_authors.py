@@ -160,7 +160,9 @@ async def test_a_huge_answer_is_cut_saying_so_and_an_exit_mid_call_fails_only_th
 
 
 @pytest.mark.skipif(BASH is None, reason="bash is not installed")
-async def test_an_error_answer_to_initialize_is_its_reason_not_a_timeout(roder_home: Path, workspace: Path, tmp_path: Path) -> None:
+async def test_an_error_answer_to_initialize_is_its_reason_not_a_timeout(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
     """An extension that answers ``initialize`` with an error at once (and keeps running) is left
     out with its own message: it did answer, so nothing says it missed its startup_timeout."""
     refuse = (
