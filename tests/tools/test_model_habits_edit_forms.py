@@ -338,6 +338,41 @@ async def test_a_one_line_new_string_keeps_the_escapes_inside_its_string_literal
     assert "escaped twice" not in text, text
 
 
+@pytest.mark.parametrize(
+    ("name", "source", "old", "new"),
+    [
+        (
+            "Makefile",
+            "SRCS = a.c \\\n    b.c \\\n    c.c \\\n    d.c \\\n    e.c\n\nall:\n\tcc $(SRCS)\n",
+            "all:\n\tcc $(SRCS)",
+            "all:\n\tcc -O2 $(SRCS)\n\tstrip a.out",
+        ),
+        (
+            "build.mk",
+            "FLAGS = -a \\\n    -b \\\n    -c \\\n    -d\n\nbuild:\n\tmake it\n",
+            "build:\n\tmake it",
+            "build:\n\tmake it\n\tmake docs",
+        ),
+        (
+            "run.sh",
+            "main() {\n    a\n    b\n    c\n    d\n}\nx\n",
+            "x",
+            "cat <<-EOF\n\thello\n\tEOF",
+        ),
+    ],
+    ids=["makefile-recipe", "mk-recipe", "shell-heredoc-that-strips-tabs"],
+)
+async def test_tabs_that_are_syntax_stay_tabs_in_a_spaces_file(
+    workspace: Path, name: str, source: str, old: str, new: str
+) -> None:
+    """A recipe line of a makefile starts with a tab, and ``<<-`` strips leading tabs only: as
+    spaces, make says 'missing separator' and the here-document never ends."""
+    error, text, written = await _edit(workspace, name, source.encode(), old_string=old, new_string=new)
+    assert not error, text
+    assert written == source.replace(old, new).encode(), written
+    assert "spaces a level" not in text, text
+
+
 async def test_spaces_that_are_no_whole_number_of_tabs_are_written_as_sent_saying_so(workspace: Path) -> None:
     error, text, written = await _edit(
         workspace, "f.txt", TABS.encode(), old_string="\t\treturn 1", new_string="         return 2"
