@@ -165,13 +165,25 @@ _FULL_SCREEN = {
 _BATCH_OPTIONS = frozenset({"-es", "-Es", "-e", "--batch", "-batch", "--headless", "+q", "-c", "--version", "--help", "-h"})
 
 
+#: Names a command-line client with subcommands goes by too: ``mc`` is Midnight Commander
+#: (``mc``, ``mc src/ /tmp``) and MinIO's client (``mc cp a.txt play/bucket/``, ``mc alias list``).
+_SHARED_NAMES = frozenset({"mc"})
+
+
+def _subcommand_client(name: str, arguments: list[str]) -> bool:
+    """Whether ``name`` with ``arguments`` is the client of ``_SHARED_NAMES``: its first word
+    that is no option is a subcommand, not a folder (no ``/``, not ``.``, ``..`` or ``~``)."""
+    first = next((word for word in arguments if not word.startswith("-")), None)
+    return name in _SHARED_NAMES and first is not None and "/" not in first and first not in (".", "..", "~")
+
+
 def full_screen_program(command: str) -> str:
     """Why ``command`` is not run, when a part of it starts a full-screen program that waits on a
     terminal (``vim a.py``, ``nano x``; not ``vim -es`` nor ``emacs --batch``); "" otherwise."""
     for part in split_command(command).parts:
         words = part.words
         name = posixpath.basename(words[0]) if words else ""
-        if name in _FULL_SCREEN and not _BATCH_OPTIONS.intersection(words[1:]):
+        if name in _FULL_SCREEN and not _BATCH_OPTIONS.intersection(words[1:]) and not _subcommand_client(name, words[1:]):
             return (
                 f"not run: {name} is a full-screen program that waits for a terminal's keys, and commands run "
                 f"without a terminal (it would hold the call until the timeout); use {_FULL_SCREEN[name]} instead"
