@@ -80,6 +80,20 @@ async def test_a_windows_drive_is_refused_in_one_line_and_creates_nothing(worksp
     assert _files(workspace) == set()
 
 
+async def test_a_file_url_of_another_host_is_refused_in_one_line_and_creates_nothing(workspace: Path) -> None:
+    """``file://server/share/a.py`` names a file on another machine: no reading here, and as
+    written it would create a ``file:`` folder."""
+    step = {"tool_calls": [call("write", path="file://server/share/a.py", content=BODY)]}
+    _rt, [result] = await run_script(workspace, [step, {"text": "ok"}])
+    assert result.is_error
+    assert result.text.startswith(
+        "invalid arguments for write: path: is a file URL on another host (server), which no file here has; "
+        "send the path relative to the workspace (or absolute, with /)"
+    ), result.text
+    assert "\n" not in result.text
+    assert _files(workspace) == set()
+
+
 async def test_grep_ls_and_bash_take_windows_folders(workspace: Path) -> None:
     (workspace / "sub").mkdir()
     (workspace / "sub" / "a.py").write_text(BODY)
