@@ -167,24 +167,27 @@ _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 #: Lines with their ``\n`` (only ``\n`` ends a line here).
 _LINES = re.compile("[^\n]*\n|[^\n]+$")
 BINARY_NOTE = "[binary output not shown; to see its bytes, pipe the command through: xxd | head]"
+#: What a tool from outside Roder (an MCP server, a process extension) is told instead.
+FOREIGN_BINARY_NOTE = "[binary data not shown]"
 
 
-def shown_text(text: str) -> str:
+def shown_text(text: str, note: str = BINARY_NOTE) -> str:
     """Command output as the model reads it (``bash`` and ``task_output`` results): each run
     of lines that is mostly not text (``cat`` of an image, ``head -c`` of a program) becomes
     one line saying so and how to look at it, and a few control characters in a line of text
     are written as escapes (``a.py\\x00b.py`` from ``find -print0``). Raw, such bytes are
     noise that costs tokens, and a NUL breaks some providers' requests. Roder's own commands
-    (ripgrep's ``--null`` lists) read their output before this, exactly as printed."""
+    (ripgrep's ``--null`` lists) read their output before this, exactly as printed. ``note``
+    is the line a run of binary becomes (a foreign tool's result has no command to pipe)."""
     if _CONTROLS.search(text) is None:
         return text
     out: list[str] = []
     for line in _LINES.findall(text):
         body = line.removesuffix("\n")
         if len(_NOT_TEXT.findall(body)) * 3 > len(body):
-            if out and out[-1].startswith(BINARY_NOTE):
+            if out and out[-1].startswith(note):
                 out.pop()  # one note for the whole run; its last line says how the run ends
-            out.append(BINARY_NOTE + line[len(body) :])
+            out.append(note + line[len(body) :])
             continue
         out.append(_CONTROLS.sub(lambda char: f"\\x{ord(char[0]):02x}", line))
     return "".join(out)
