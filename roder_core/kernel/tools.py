@@ -82,7 +82,12 @@ MAX_FOREIGN_RESULT_CHARS = 100_000
 def bounded_result_text(text: str, limit: int = MAX_FOREIGN_RESULT_CHARS) -> str:
     """``text`` cut to its first ``limit`` characters, ending with a line that says how much
     there was and how much was cut: the one bound of every foreign tool's result, so an MCP
-    server or extension that prints megabytes never overflows the model's window unseen."""
+    server or extension that prints megabytes never overflows the model's window unseen. Its
+    control bytes and runs of binary are read first as command output's are (``shown_text``):
+    a NUL breaks some providers' requests."""
+    from roder_core.brokers.terminal_text import FOREIGN_BINARY_NOTE, shown_text
+
+    text = shown_text(text, FOREIGN_BINARY_NOTE)
     if len(text) <= limit:
         return text
     return (
