@@ -190,7 +190,9 @@ def test_a_home_that_fills_mid_turn_is_said_once_and_the_thread_stays_readable(w
     assert "Traceback" not in done.stderr
     assert len(lines) == 2, done.stderr
     assert re.fullmatch(
-        r"roder: could not save thread thr_\w+: No space left on device; the rest of this session is not saved", lines[0]
+        r"roder: could not save thread thr_\w+: No space left on device; "
+        r"the rest is saved when its next turn starts, if there is room then",
+        lines[0],
     )
     assert lines[1] == "exit 1"
     [saved] = (tmp_path / "out").glob("*.jsonl")
@@ -199,6 +201,88 @@ def test_a_home_that_fills_mid_turn_is_said_once_and_the_thread_stays_readable(w
     methods = [json.loads(line).get("method") for line in data.splitlines()[1:]]
     assert methods[0] == "thread/started"
     assert "turn/started" in methods
+
+
+#: Inside the small file system: a thread's first turn while the disk is full, then the next turn
+#: after room was made. Prints the errors each turn showed, as JSON.
+FULL_THEN_FREED = """
+import asyncio, json, os, sys
+from pathlib import Path
+from roder_core.runtime.bootstrap import StartSettings
+from roder_core.server.client import LocalAppClient
+from roder_core.server.protocol import THREAD_START, TURN_START, ThreadStartParams, TurnStartParams
+from roder_core.threads.events import ErrorEvent, TurnCompleted
+
+FILLER = Path(os.environ["RODER_HOME"]) / "filler"
+
+async def turn(client, events, thread_id, prompt):
+    started = (await client.call(TURN_START, TurnStartParams(thread_id=thread_id, prompt=prompt))).turn
+    errors = []
+    async for event in events:
+        if isinstance(event, ErrorEvent):
+            errors.append(event.message)
+        if isinstance(event, TurnCompleted) and event.turn.id == started.id:
+            return errors
+
+def fill():
+    fd = os.open(FILLER, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, bytes(4096)):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+async def main():
+    client = LocalAppClient.start(StartSettings(cwd=Path.cwd(), provider="mock", trust=False))
+    async with client:
+        events = client.subscribe()
+        thread = (await client.call(THREAD_START, ThreadStartParams())).thread
+        fill()
+        first = await turn(client, events, thread.id, "while the disk is full")
+        second = await turn(client, events, thread.id, "still full")
+        FILLER.unlink()
+        third = await turn(client, events, thread.id, "after room was made")
+        fourth = await turn(client, events, thread.id, "saved as usual")
+    print(json.dumps({"thread": thread.id, "errors": [first, second, third, fourth]}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes the small file system")
+def test_a_thread_not_saved_for_a_full_disk_is_saved_whole_at_a_turn_after_room_is_made(workspace: Path, tmp_path: Path) -> None:
+    """A host keeps running after the disk filled: each turn says again that the thread is not
+    saved, and the first turn after room was made writes everything kept back, in order, so the
+    thread file holds all four turns, in order, whole lines only (before, nothing after the
+    failure was saved again in that process)."""
+    answer = "word " * 20_000
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": answer}, {"text": "two"}, {"text": "three"}, {"text": "four"}]}))
+    driver = tmp_path / "driver.py"
+    driver.write_text(FULL_THEN_FREED)
+    done = _on_a_small_disk(
+        workspace,
+        tmp_path,
+        f'{sys.executable} {driver}; echo "exit $?" >&2; cp "$RODER_HOME"/data/threads/*.jsonl "$OUT"/',
+        {"RODER_MOCK_SCRIPT": str(script)},
+    )
+    assert "exit 0" in done.stderr, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    first, second, third, fourth = out["errors"]
+    assert any(m.startswith(f"could not save thread {out['thread']}: No space left on device") for m in first), first
+    assert [m for m in second if "is still not saved: No space left on device" in m], second
+    assert third == [] and fourth == []
+    [saved] = (tmp_path / "out").glob("*.jsonl")
+    data = saved.read_bytes()
+    assert data.endswith(b"\n")
+    records = [json.loads(line) for line in data.splitlines()[1:]]
+    started = [r["turnId"] for r in records if r.get("method") == "turn/started"]
+    completed = [r["turn"]["id"] for r in records if r.get("method") == "turn/completed"]
+    assert len(started) == 4 and completed == started  # every turn, in order, none twice
+    texts = [r["item"].get("text", "") for r in records if r.get("method") == "item/completed"]
+    assert any(t.strip() == answer.strip() for t in texts) and "four" in texts
 
 
 def test_mode_choices_are_printed_as_their_names(workspace: Path) -> None:
