@@ -1,0 +1,154 @@
+"""A notice longer than the room toasts have is cut with a marker naming the notices key, and
+every notice stays whole in the notices log that key opens: nothing the app says is dropped."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roder_tui.screens.info import InfoScreen
+from tests.tui.helpers import make_app, ready, until
+
+WORDS = " ".join(f"word{i:03d}" for i in range(240)) + " END-OF-WORDS"
+PATH = "/" + "/".join(f"directory{i:03d}" for i in range(120)) + "/missing-file-END.py"
+SHORT = "saved"
+
+
+def _screen_text(app: Any) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def _toasts(app: Any) -> list[Any]:
+    from textual.widgets._toast import Toast
+
+    return list(app.screen.query(Toast))
+
+
+def _fitted(app: Any) -> bool:
+    """Every toast on the screen is laid out and shows all of its (possibly cut) text: its
+    content's rows match its height."""
+    toasts = _toasts(app)
+    if not toasts:
+        return False
+    for toast in [t for t in toasts if _holder_shown(t)]:
+        width = toast.size.width
+        if width <= 0:
+            return False
+        if toast.get_content_height(toast.size, toast.size, width) != toast.size.height:
+            return False
+    return True
+
+
+def _holder_shown(toast: Any) -> bool:
+    return bool(toast.parent.display)
+
+
+async def _check(app: Any, pilot: Any, messages: dict[str, str], key: str = "f4") -> None:
+    """Every toast the rack shows is drawn whole, a cut one ending with the marker; toasts the rack
+    has no room for are counted on the oldest one shown; each message as raised is in the log,
+    and the notices key shows every message whole."""
+    from textual.widgets._toast import ToastRack
+
+    from roder_tui.notices import rack_rows
+
+    marker = re.compile(rf"… (?P<cut>cut, )?(?:(?P<earlier>\d+) earlier, )?{key} shows all$")
+    await until(pilot, lambda: len(_toasts(app)) == len(messages) and _fitted(app), what="toasts fitted")
+    await pilot.pause()
+    rows = rack_rows(app.screen, app.screen.get_child_by_type(ToastRack))
+    toasts = _toasts(app)
+    shown = [t for t in toasts if _holder_shown(t)]
+    hidden = len(toasts) - len(shown)
+    assert shown and shown[-1] is toasts[-1]  # the newest is always shown
+    assert sum(t.outer_size.height + t.styles.margin.top for t in shown) <= rows
+    visible = {w: region.intersection(clip) for w, (region, clip) in app.screen._compositor.visible_widgets.items()}
+    drawn_rows = _screen_text(app).splitlines()
+    for toast in shown:
+        assert visible.get(toast) == toast.region, (toast.region, visible.get(toast))  # drawn whole
+        region = toast.region
+        drawn = "\n".join(row[region.x : region.right].strip() for row in drawn_rows[region.y : region.bottom])
+        title, text = toast._notification.title, toast.render().plain.split("\n", 1)[1]
+        whole = messages[title]
+        cut = marker.search(text.replace("\n", ""))
+        if toast is shown[0] and hidden:
+            assert cut and cut["earlier"] == str(hidden), text
+        if toast._notification.message == whole:
+            continue
+        assert cut and cut["cut"], text
+        assert marker.search(drawn.replace("\n", "")), drawn  # the marker is on the screen
+        kept = text.replace("\n", "")[: cut.start()]
+        assert whole.replace(" ", "").startswith(kept.replace(" ", ""))  # its start, in order
+    logged = {notice.title: notice.message for notice in app.notices.notices}
+    for title, message in messages.items():
+        assert logged[title] == message
+    before = app.screen
+    await pilot.press(key)
+    await until(pilot, lambda: isinstance(app.screen, InfoScreen), what="the notices dialog")
+    text = app.screen.text
+    for message in messages.values():
+        assert message in text
+    await pilot.press("escape")
+    await until(pilot, lambda: app.screen is before, what="the notices dialog closed")
+
+
+@pytest.mark.parametrize("size", [(40, 20), (60, 24), (120, 40)], ids=["40x20", "60x24", "120x40"])
+@pytest.mark.parametrize("message", [WORDS, PATH], ids=["words", "path"])
+async def test_a_long_notice_is_cut_with_a_marker_and_kept_whole(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int], message: str
+) -> None:
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot)
+        app.notify(message, title="error", severity="error", timeout=600)
+        await _check(app, pilot, {"error": message})
+        (toast,) = _toasts(app)
+        assert toast._notification.message != message  # too long for any of these sizes
+
+
+@pytest.mark.parametrize("size", [(40, 20), (60, 24), (120, 40)], ids=["40x20", "60x24", "120x40"])
+async def test_a_toast_over_a_dialog_is_cut_to_the_rows_the_dialog_leaves(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """One raised before the dialog opens (carried onto it, refitted to its smaller room) and
+    one raised while it is open."""
+    from roder_tui.screens.tasks import TasksScreen
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot)
+        app.notify(WORDS, title="before", severity="warning", timeout=600)
+        await pilot.press("f2")
+        await until(pilot, lambda: isinstance(app.screen, TasksScreen), what="the tasks dialog")
+        app.notify(PATH, title="over", severity="error", timeout=600)
+        await _check(app, pilot, {"before": WORDS, "over": PATH})
+
+
+@pytest.mark.parametrize("size", [(40, 20), (60, 24), (120, 40)], ids=["40x20", "60x24", "120x40"])
+async def test_several_toasts_at_once_each_kept_whole(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """Short ones are shown as they are; long ones cut; the rack scrolls to the newest, and what
+    scrolled away is in the log."""
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot)
+        messages = {"one": SHORT, "two": WORDS, "three": PATH, "four": SHORT + " again"}
+        for title, message in messages.items():
+            app.notify(message, title=title, timeout=600)
+        await _check(app, pilot, messages)
+        shown = {t._notification.title: t._notification.message for t in _toasts(app)}
+        assert shown["one"] == SHORT and shown["four"] == SHORT + " again"
+        assert shown["three"] != PATH  # the newest long one is cut, not hidden
+
+
+async def test_the_notices_key_follows_a_remap(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remapped, the marker names the key the user chose, and that key opens the log."""
+    app = make_app(workspace, None, monkeypatch)
+    app._apply_keymap({"notices": "f9"})
+    async with app.run_test(size=(40, 20), notifications=True) as pilot:
+        await ready(pilot)
+        app.notify(PATH, title="error", timeout=600)
+        await _check(app, pilot, {"error": PATH}, key="f9")
+        assert "… cut, f9 shows all" in _screen_text(app).replace("\n", "")
