@@ -183,10 +183,15 @@ class AppState(App[int]):
     ) -> None:
         """A toast shows its text as it is: messages quote data (a server's warning, an error
         naming a file), and as markup, ``[@click=...]`` in them would be a button running an
-        app action and ``[black on black]`` would hide text. Each notice is logged whole first:
-        its toast shows what fits in the room toasts have, and the notices key shows the rest."""
-        self.notices.add(title, message, severity)
+        app action and ``[black on black]`` would hide text."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def _on_notify(self, event: Any) -> None:
+        """Every notice, however raised (``notify`` of the app or a widget, or a ``Notify``
+        message), is logged whole here: its toast shows what fits in the room toasts have, and
+        the notices key shows the rest."""
+        self.notices.add(event.notification)
+        super()._on_notify(event)
 
     def _refresh_notifications(self) -> None:
         """Toasts shown over a dialog keep clear of it (``widgets/toast_room.py``): placed before

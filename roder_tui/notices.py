@@ -37,9 +37,16 @@ class NoticeLog:
 
     def __init__(self) -> None:
         self.notices: list[Notice] = []
+        self._seen: set[str] = set()
 
-    def add(self, title: str, message: str, severity: str) -> None:
-        self.notices.append(Notice(title, message, severity, time.time()))
+    def add(self, notification: Notification) -> None:
+        """Log ``notification`` once (Textual hands a message to each class's handler in turn,
+        so the app's handler may see the same one twice); markup is logged as its text."""
+        if notification.identity in self._seen:
+            return
+        self._seen.add(notification.identity)
+        text = Content.from_markup(notification.message).plain if notification.markup else notification.message
+        self.notices.append(Notice(notification.title, text, notification.severity, notification.raised_at))
 
     def text(self) -> str:
         """The log as the notices dialog shows it, newest first."""

@@ -152,3 +152,20 @@ async def test_the_notices_key_follows_a_remap(workspace: Path, monkeypatch: pyt
         app.notify(PATH, title="error", timeout=600)
         await _check(app, pilot, {"error": PATH}, key="f9")
         assert "… cut, f9 shows all" in _screen_text(app).replace("\n", "")
+
+
+async def test_a_notice_raised_past_the_apps_notify_is_logged_and_fitted(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A widget's ``notify`` and a ``Notify`` message posted directly (as Textual's own parts may)
+    reach the same log and the same fitting as the app's ``notify``; markup is logged as text."""
+    from textual.notifications import Notification, Notify
+
+    app = make_app(workspace, None, monkeypatch)
+    async with app.run_test(size=(40, 20), notifications=True) as pilot:
+        await ready(pilot)
+        app.status_bar.notify(WORDS, title="widget", timeout=600)
+        app.post_message(Notify(Notification("[b]bold[/b] " + PATH, title="direct", timeout=600, markup=True)))
+        await until(pilot, lambda: len(_toasts(app)) == 2, what="both toasts")
+        assert [n.title for n in app.notices.notices] == ["widget", "direct"]  # each once
+        await _check(app, pilot, {"widget": WORDS, "direct": "bold " + PATH})
