@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from textual.content import Content
 
 from roder_tui.screens.info import InfoScreen
 from tests.tui.helpers import make_app, ready, until
@@ -174,3 +177,37 @@ async def test_a_notice_raised_past_the_apps_notify_is_logged_and_fitted(
         await until(pilot, lambda: len(_toasts(app)) == 2, what="both toasts")
         assert [n.title for n in app.notices.notices] == ["widget", "direct"]  # each once
         await _check(app, pilot, {"widget": WORDS, "direct": "bold " + PATH})
+
+
+@given(
+    texts=st.lists(st.text(alphabet="ab /-é界", max_size=400), min_size=1, max_size=6),
+    width=st.integers(5, 80),
+    rows=st.integers(3, 30),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_rack_plan_fits_its_rows_and_never_hides_a_notice_silently(texts: list[str], width: int, rows: int) -> None:
+    """Whatever the messages, width and rows: the newest toast is always shown; what is shown fits
+    the rows (once the newest's title and marker do); a cut toast ends with the marker; and the
+    oldest shown toast counts exactly the toasts left out."""
+    from textual.notifications import Notification
+
+    from roder_tui.notices import Wrapped, plan_rack
+
+    wrapped = [Wrapped.at(Notification(text, title=f"t{i}"), width) for i, text in enumerate(texts)]
+    plan = plan_rack(wrapped, rows, 1, "f4")
+    assert len(plan) == len(wrapped) and plan[0] is not None
+    shown = [(w, p) for w, p in zip(wrapped, plan, strict=True) if p is not None]
+    hidden = len(wrapped) - len(shown)
+    assert all(p is None for p in plan[len(shown) :])  # the newest ones are the ones shown
+    used = sum(1 + Wrapped.at(p, width).rows for _, p in shown)
+    if 1 + wrapped[0].marked_rows("… cut, 9 earlier, f4 shows all") <= rows:
+        assert used <= rows, (used, rows)
+    for index, (whole, fitted) in enumerate(shown):
+        text = Content.from_markup(fitted.message).plain if fitted.markup else fitted.message
+        if fitted.message != whole.notification.message:
+            flat = text.replace("\n", "").replace(" ", "")  # wrapping drops the spaces it breaks at
+            match = re.search(r"…(cut,)?(?:(\d+)earlier,)?f4showsall$", flat)
+            assert match, flat
+            assert (match[2] or "0") == (str(hidden) if index == len(shown) - 1 else "0")
+        else:
+            assert not (hidden and index == len(shown) - 1)
