@@ -3,10 +3,13 @@ marker saying where the rest is.
 
 The toast rack is at most half the screen (the app's CSS), or the band a dialog leaves free
 (``widgets/toast_room.py``), and it clips what does not fit: at 40x20 a long error lost its last
-rows without a sign. So every toast is fitted when it is laid out (the app refits on each refresh
-of the notifications, on every screen), against the toast's real content width and the rack's
-real height; a message that does not fit shows the rows that do, then the marker. The whole text
-of every notice stays in ``NoticeLog``, which the notices key opens.
+rows without a sign, and toasts past the rack's bottom were not drawn at all. So after each
+layout of a screen showing toasts (``watch_toasts``: new toasts, a resize, a dialog or panel
+narrowing the rack all end in one), its toasts are planned together against the toasts' real
+content width and the rack's real height (``plan_rack``): a message that does not fit shows the
+rows that do, then a marker naming the notices key; toasts with no room left are left out, and
+the oldest one shown counts them. The whole text of every notice stays in ``NoticeLog``, which
+that key opens.
 """
 
 from __future__ import annotations
@@ -94,11 +97,6 @@ class Wrapped:
         keep = max(0, rows - self.title_rows - len(mark))
         cut = Content("\n").join([*self.lines[:keep], *mark])
         return replace(self.notification, message=cut.markup, markup=True)
-
-
-def fit_message(notification: Notification, width: int, rows: int, marker: str) -> Notification:
-    """``notification`` cut to ``rows`` rows of ``width`` cells, with the marker (``Wrapped.fit``)."""
-    return Wrapped.at(notification, width).fit(max(1, rows), marker)
 
 
 def plan_rack(wrapped: list[Wrapped], rows: int, extra: int, key: str) -> list[Notification | None]:
