@@ -164,8 +164,14 @@ def fit_toasts(screen: Screen[object]) -> None:
         return
     whole = {notification.identity: notification for notification in screen.app._notifications}
     toasts = [t for t in reversed(rack.query(Toast)) if t._notification.identity in whole]
-    if not toasts or (width := toasts[0].size.width) <= 0:
+    holders = [t.parent if isinstance(t.parent, ToastHolder) else t for t in toasts]
+    widths = [t.size.width for t in toasts if t.size.width > 0]
+    if not widths:
+        # None laid out yet (new, or all left out before): show them, the next layout measures.
+        for holder in holders:
+            holder.display = True
         return
+    width = widths[0]
     from roder_tui.keymap import NOTICES_KEY, display
 
     key = display(screen.app._keymap.get("notices", NOTICES_KEY))
@@ -177,8 +183,7 @@ def fit_toasts(screen: Screen[object]) -> None:
     margin, padding = toasts[0].styles.margin, toasts[0].styles.padding
     extra = margin.top + margin.bottom + padding.top + padding.bottom
     plan = plan_rack([Wrapped.at(whole[t._notification.identity], width) for t in toasts], rows, extra, key)
-    for toast, fitted in zip(toasts, plan, strict=True):
-        holder = toast.parent if isinstance(toast.parent, ToastHolder) else toast
+    for toast, holder, fitted in zip(toasts, holders, plan, strict=True):
         holder.display = fitted is not None
         if fitted is not None and (fitted.message, fitted.markup) != (toast._notification.message, toast._notification.markup):
             toast._notification = fitted

@@ -149,6 +149,11 @@ async def test_several_toasts_at_once_each_kept_whole(
         await _check(app, pilot, messages)
         shown = {t._notification.title: t._notification.message for t in _toasts(app) if _holder_shown(t)}
         assert shown["four"].startswith(SHORT + " again")  # the newest, whole
+        newest = next(n for n in app._notifications if n.title == "four")
+        app._unnotify(newest)  # as when it expires: the room goes to the older ones again
+        del messages["four"]
+        await _check(app, pilot, messages)
+        assert any(t._notification.title == "three" and _holder_shown(t) for t in _toasts(app))
 
 
 async def test_the_notices_key_follows_a_remap(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
