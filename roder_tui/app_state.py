@@ -31,6 +31,7 @@ from roder_core.modes import Mode  # noqa: E402
 from roder_tui.coalesce import DeltaCoalescer  # noqa: E402
 from roder_tui.home_config import configured, roder_home_paths  # noqa: E402
 from roder_tui.input_pause import InputPause  # noqa: E402
+from roder_tui.notices import NoticeLog  # noqa: E402
 from roder_tui.questions import QuestionQueue  # noqa: E402
 from roder_tui.tasks_view import TasksView  # noqa: E402
 from roder_tui.theming import (  # noqa: E402
@@ -70,6 +71,7 @@ PLAN_TOOL = "exit_plan"
 SIDEBAR_MIN_WIDTH = 80
 CTRL_C_WINDOW = 2.0
 ESC_ESC_WINDOW = 0.8
+NOTICES_TITLE = "Notices"
 SIDEBAR_STEP = 4
 SIDEBAR_MIN_CELLS = 16
 #: Turns a thread opens with; older ones are fetched when the transcript is scrolled back to them.
@@ -149,6 +151,8 @@ class AppState(App[int]):
         self.apply_theme(self.roder_theme, save=False)
         #: What the user's [keys] remaps take over or cannot do (shown once the app is up).
         self.keymap_notes: list[str] = []
+        #: Every notice of this session, whole: a toast shows what fits (``notices.py``).
+        self.notices = NoticeLog()
         keymap = self.config_data.get("keys")
         if isinstance(keymap, dict):
             self._apply_keymap({str(k): str(v) for k, v in keymap.items()})
@@ -182,13 +186,34 @@ class AppState(App[int]):
         app action and ``[black on black]`` would hide text."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
+    def _on_notify(self, event: Any) -> None:
+        """Every notice, however raised (``notify`` of the app or a widget, or a ``Notify``
+        message), is logged whole here: its toast shows what fits in the room toasts have, and
+        the notices key shows the rest."""
+        self.notices.add(event.notification)
+        super()._on_notify(event)
+
     def _refresh_notifications(self) -> None:
         """Toasts shown over a dialog keep clear of it (``widgets/toast_room.py``): placed before
         they show, and again once a dialog just pushed is laid out. (Over the main screen, an
-        open panel places them when it opens.)"""
+        open panel places them when it opens.) Each layout of a screen showing toasts cuts each
+        to the room it has, with a marker (``notices.py``)."""
+        from roder_tui.notices import watch_toasts
+
         self._toasts_clear_of_dialog()
         super()._refresh_notifications()
         self.call_after_refresh(self._toasts_clear_of_dialog)
+        if self._screen_stack:
+            watch_toasts(self.screen)
+
+    def action_notices(self) -> None:
+        """The notices of this session, whole and newest first (a toast may show only its start).
+        Its key works over any dialog (a cut toast shows there too), so it is a priority key;
+        pressed in the notices dialog itself, it does nothing."""
+        from roder_tui.screens.info import InfoScreen
+
+        if not (isinstance(self.screen, InfoScreen) and self.screen.title_text == NOTICES_TITLE):
+            self.show_info(NOTICES_TITLE, self.notices.text())
 
     def _toasts_clear_of_dialog(self) -> None:
         from textual.geometry import Region

@@ -33,6 +33,9 @@ def display(keys: str) -> str:
     return " / ".join(k.strip() for k in keys.split(",")).replace("question_mark", "?")
 
 
+#: Opens the notices log; a cut toast's marker names it.
+NOTICES_KEY = "f4"
+
 KEYS: tuple[Key, ...] = (
     # app-wide
     Key("ctrl+q", "quit", "quit Roder", "app", "quit", priority=True),
@@ -60,6 +63,14 @@ KEYS: tuple[Key, ...] = (
     Key("question_mark", "help", "this help (outside the prompt)", "transcript"),
     Key("f2", "tasks", "background tasks: last output line, open output, kill", "app", "tasks"),
     Key("f3", "workflows", "workflows: plan, watch steps, open a step's thread, pause, resume, restart", "app", "workflows"),
+    Key(
+        NOTICES_KEY,
+        "notices",
+        "notices: every notification of this session, whole (a toast may be cut)",
+        "app",
+        "notices",
+        priority=True,
+    ),
     Key("ctrl+n", "new_thread", "new thread", "app", "new_thread"),
     Key("ctrl+r", "resume_picker", "resume an earlier thread (picker)", "app", "resume_picker"),
     Key("ctrl+t", "focus_transcript", "move focus to the transcript", "app", "focus_transcript"),
