@@ -15,6 +15,7 @@ that key opens.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 from weakref import WeakKeyDictionary, WeakSet
 
@@ -35,19 +36,30 @@ class Notice:
     at: float
 
 
+#: How many notices a session keeps for the notices dialog (the newest).
+NOTICES_KEPT = 1000
+
+
 class NoticeLog:
     """The notices of this session, oldest first, each whole (a toast may show only its start)."""
 
-    def __init__(self) -> None:
-        self.notices: list[Notice] = []
-        self._seen: set[str] = set()
+    def __init__(self, kept: int = NOTICES_KEPT) -> None:
+        self.notices: deque[Notice] = deque(maxlen=kept)
+        #: Notices older than the ``kept`` newest, no longer held (the dialog says how many).
+        self.dropped = 0
+        #: Identities of the notices logged lately, oldest first (a dict keeps their order).
+        self._seen: dict[str, None] = {}
 
     def add(self, notification: Notification) -> None:
         """Log ``notification`` once (Textual hands a message to each class's handler in turn,
         so the app's handler may see the same one twice); markup is logged as its text."""
         if notification.identity in self._seen:
             return
-        self._seen.add(notification.identity)
+        self._seen[notification.identity] = None
+        if len(self._seen) > 2 * (self.notices.maxlen or 0):
+            del self._seen[next(iter(self._seen))]
+        if len(self.notices) == self.notices.maxlen:
+            self.dropped += 1
         text = Content.from_markup(notification.message).plain if notification.markup else notification.message
         self.notices.append(Notice(notification.title, text, notification.severity, notification.raised_at))
 
@@ -60,6 +72,8 @@ class NoticeLog:
             stamp = time.strftime("%H:%M:%S", time.localtime(notice.at))
             head = f"{stamp} {notice.severity}" + (f" · {notice.title}" if notice.title else "")
             blocks.append(f"{head}\n{notice.message}")
+        if self.dropped:
+            blocks.append(f"({self.dropped} older notices are no longer kept)")
         return "\n\n".join(blocks)
 
 

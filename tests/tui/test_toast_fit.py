@@ -216,3 +216,20 @@ def test_a_rack_plan_fits_its_rows_and_never_hides_a_notice_silently(texts: list
             assert (match[2] or "0") == (str(hidden) if index == len(shown) - 1 else "0")
         else:
             assert not (hidden and index == len(shown) - 1)
+
+
+def test_the_notice_log_keeps_the_newest_and_says_how_many_went() -> None:
+    """A session that runs for weeks on a host keeps a bounded log: the newest notices, and a
+    line saying how many older ones are no longer kept; a notice seen twice is logged once."""
+    from textual.notifications import Notification
+
+    from roder_tui.notices import NoticeLog
+
+    log = NoticeLog(kept=3)
+    notes = [Notification(f"notice {n}", title="", severity="information") for n in range(5)]
+    for note in [*notes, notes[-1]]:
+        log.add(note)
+    assert [n.message for n in log.notices] == ["notice 2", "notice 3", "notice 4"]
+    shown = log.text()
+    assert shown.index("notice 4") < shown.index("notice 2")
+    assert shown.endswith("(2 older notices are no longer kept)")
