@@ -192,12 +192,13 @@ def preflight(settings: RunSettings, prog: str) -> RunSettings | str:
     """Pinned settings, or an error line for a provider, model or profile that cannot work."""
     from roder_core.batch.worker import resolve_settings
     from roder_core.errors import RoderError
-    from roder_core.kernel.registry import RegistryError
     from roder_core.settings.config import ConfigError
 
     try:
         pinned, notices = resolve_settings(settings)
-    except (RoderError, RegistryError, ConfigError, ValueError) as exc:
+    except ConfigError:  # a ValueError, but one the CLI's one handler reports
+        raise
+    except (RoderError, ValueError) as exc:
         return str(exc)
     for notice in notices:
         sys.stderr.write(f"{prog}: {notice}\n")
