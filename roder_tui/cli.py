@@ -224,6 +224,9 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
 
         sub = argparse.ArgumentParser(prog=f"roder {args_list[0]}", description=help_)
         module.add_arguments(sub)
+        if (noun := bare_noun(sub, args_list[1:])) is not None:
+            noun.print_help()  # `roder tools`, `roder plugin marketplace`: what it can do, as `gh repo` shows
+            return 0, True
         sub_args = sub.parse_args(args_list[1:])
         if args_list[0] not in NO_HOME_SUBCOMMANDS and (problem := _home_problem()):
             print(f"roder: {problem}", file=sys.stderr)
@@ -246,6 +249,28 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
 
     # The app turns the collector back on itself, once its runtime is up (``RoderApp._boot``).
     return run_app(args), False
+
+
+def bare_noun(parser: argparse.ArgumentParser, args: list[str]) -> argparse.ArgumentParser | None:
+    """The parser of a command named without the action it needs (``roder tools``, ``roder
+    plugin marketplace``), or None when an action (or anything else) follows.
+
+    Such a command prints its usage with its actions and exits 0, as ``gh repo`` and ``docker
+    container`` do, for every subcommand alike, rather than argparse's "the following arguments
+    are required" and exit 2; an action still has to be named to act, so nothing runs unasked.
+    """
+    import argparse
+
+    while True:
+        actions = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        if not actions:
+            return None
+        if not args:
+            return parser
+        named = actions[0].choices.get(args[0])
+        if named is None:
+            return None
+        parser, args = named, args[1:]
 
 
 def exit_now(code: int) -> NoReturn:
