@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roder_tui.cli import add_runtime_flags
+from roder_tui.docs_links import docs_page
 
 if TYPE_CHECKING:
     from roder_core.batch.outputs import BatchFolder
@@ -28,7 +29,7 @@ EXIT_OK, EXIT_LOST, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from roder_core.batch.backends import BACKENDS
 
-    parser.add_argument("tasks", type=Path, help="task file: one JSON object per line (see docs/batch.md)")
+    parser.add_argument("tasks", type=Path, help=f"task file: one JSON object per line (see {docs_page('batch.md')})")
     parser.add_argument("--out", type=Path, required=True, help="output folder (re-run with the same one to resume)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="rollouts at a time (default: CPUs)")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="local process pool or Ray")
