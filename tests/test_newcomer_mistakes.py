@@ -435,3 +435,22 @@ def test_without_a_model_the_hint_lists_what_the_endpoint_serves(
     assert done.returncode == 1
     assert "no model chosen" in done.stderr
     assert "it serves served-model" in done.stderr
+
+
+def test_a_trusted_project_changes_one_key_of_a_table_the_user_file_declares(roder_home: Path, workspace: Path) -> None:
+    """The project's file is merged table by table over the user's: switching off the user's
+    process extension, or giving the user's language server another argument, names only
+    the key it changes (the user's file holds the rest of the table)."""
+    (roder_home / "config.toml").write_text(
+        'provider = "mock"\n'
+        '[extensions.process.notes]\ncommand = ["/nonexistent/notes-extension"]\n'
+        '[lsp.servers.pyls]\ncommand = "pylsp"\nextension_to_language = { ".py" = "python" }\n'
+    )
+    (workspace / ".roder").mkdir()
+    (workspace / ".roder" / "config.toml").write_text(
+        '[extensions.process.notes]\nenabled = false\n[lsp.servers.pyls]\nargs = ["--check-parent-process"]\n'
+    )
+    done = roder("-p", "hi", "--trust", cwd=workspace)
+    assert "Field required" not in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert "notes" not in done.stderr  # switched off: never started

@@ -39,23 +39,35 @@ def _positive(seconds: float) -> float:
 
 #: ``bash -c`` / ``sh -lc`` / ``zsh -c``: a shell given the command line as one argument.
 _SHELL_C = re.compile(r"^(?:/(?:usr/)?bin/)?(?:ba|z|da)?sh$")
+#: ``[ WORD ]``: the shell's test command, its brackets words of their own.
+_SHELL_TEST = re.compile(r"\[\s.*\s\]", re.DOTALL)
 
 
 def _command_line(value: Any) -> Any:
     """A command sent as an argument vector (Codex's ``["bash", "-lc", "ls"]``, or the same
     list as a JSON string) as the command line it stands for: the shell's own command line
     when it is ``SHELL -c LINE``, else the words quoted for the shell. A string that is no
-    such list, and anything else, is left to validation."""
+    such list, and anything else, is left to validation. The shell's own test command
+    (``[ "$HOME" ]``, ``[ 1 ]``) may read as a JSON list too: a string that is no list of words,
+    or one word spaced from its brackets as the test's are, is the command line as written."""
     if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
         try:
-            value = json.loads(value)
+            words = json.loads(value)
         except ValueError:
             return value
-    if not isinstance(value, list) or not value or not all(isinstance(word, str) for word in value):
+        if not _words(words) or (len(words) < 2 and _SHELL_TEST.fullmatch(value.strip())):
+            return value
+        value = words
+    if not _words(value):
         return value
     if len(value) == 3 and _SHELL_C.match(value[0]) and value[1] in ("-c", "-lc", "-ic"):
         return value[2]
     return shlex.join(value)
+
+
+def _words(value: Any) -> bool:
+    """Whether ``value`` is an argument vector: a list of one or more strings."""
+    return isinstance(value, list) and bool(value) and all(isinstance(word, str) for word in value)
 
 
 class BashArguments(ToolArguments):
@@ -153,13 +165,25 @@ _FULL_SCREEN = {
 _BATCH_OPTIONS = frozenset({"-es", "-Es", "-e", "--batch", "-batch", "--headless", "+q", "-c", "--version", "--help", "-h"})
 
 
+#: Names a command-line client with subcommands goes by too: ``mc`` is Midnight Commander
+#: (``mc``, ``mc src/ /tmp``) and MinIO's client (``mc cp a.txt play/bucket/``, ``mc alias list``).
+_SHARED_NAMES = frozenset({"mc"})
+
+
+def _subcommand_client(name: str, arguments: list[str]) -> bool:
+    """Whether ``name`` with ``arguments`` is the client of ``_SHARED_NAMES``: its first word
+    that is no option is a subcommand, not a folder (no ``/``, not ``.``, ``..`` or ``~``)."""
+    first = next((word for word in arguments if not word.startswith("-")), None)
+    return name in _SHARED_NAMES and first is not None and "/" not in first and first not in (".", "..", "~")
+
+
 def full_screen_program(command: str) -> str:
     """Why ``command`` is not run, when a part of it starts a full-screen program that waits on a
     terminal (``vim a.py``, ``nano x``; not ``vim -es`` nor ``emacs --batch``); "" otherwise."""
     for part in split_command(command).parts:
         words = part.words
         name = posixpath.basename(words[0]) if words else ""
-        if name in _FULL_SCREEN and not _BATCH_OPTIONS.intersection(words[1:]):
+        if name in _FULL_SCREEN and not _BATCH_OPTIONS.intersection(words[1:]) and not _subcommand_client(name, words[1:]):
             return (
                 f"not run: {name} is a full-screen program that waits for a terminal's keys, and commands run "
                 f"without a terminal (it would hold the call until the timeout); use {_FULL_SCREEN[name]} instead"

@@ -251,6 +251,9 @@ def without_line_numbers(text: str, *, strict: bool = True) -> str | None:
 _JSON_ESCAPE = re.compile(r'\\(["\\/nrt])')
 #: ``\n`` as an escape (an odd number of backslashes before the ``n``).
 _ESCAPED_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\n")
+#: An escape pair, or a string literal closed on its line (``"\\n\\n"``, ``'a\\n  b'``): the escapes
+#: inside a literal are the code's own, so the literals are set aside before looking for breaks.
+_LITERAL = re.compile(r"""\\.|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`(?:[^`\\]|\\.)*`""")
 ESCAPED_TWICE = "its \\n escapes were read as line breaks, since it had no real ones (it was escaped twice)"
 
 
@@ -263,11 +266,13 @@ def escaped_twice(text: str) -> str | None:
     """``text`` as meant when a model escaped it twice (its JSON held ``\\\\n`` for a line break):
     no real line break, but ``\\n`` escapes that end it or start an indented line
     (``def f():\\n    return 1\\n``); None otherwise. A one-line text's own escapes
-    (``print("a\\nb")``) are no such sign and stay as written."""
+    (``print("a\\nb")``, ``"\\n\\n".join(parts)``: escapes inside a string literal) are no
+    such sign and stay as written."""
     if "\n" in text:
         return None
-    for match in _ESCAPED_BREAK.finditer(text):
-        after = text[match.end() :]
+    code = _LITERAL.sub(lambda match: match[0] if match[0].startswith("\\") else '""', text)
+    for match in _ESCAPED_BREAK.finditer(code):
+        after = code[match.end() :]
         if not after or after.startswith(("  ", "\\t", "\\n")):
             return json_unescaped(text)
     return None

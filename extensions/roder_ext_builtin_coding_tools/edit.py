@@ -122,7 +122,7 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> 
     meant (``escaped_twice``): a one-line ``new_string`` with ``\\n`` escapes replacing lines
     (it would write them into the file as backslashes), or both strings so escaped when
     ``old_string`` as written is not in the file."""
-    restyled = in_file_style(text, old, new) if old and old in text else None
+    restyled = in_file_style(text, old, new, shown) if old and old in text else None
     if restyled is not None:
         return _noted(_unnumbered_edit(text, old, restyled[0], replace_all, shown), restyled[1])
     plain_new = escaped_twice(new) if "\n" in old else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import functools
 import itertools
+import posixpath
 import re
 import unicodedata
 from collections import Counter
@@ -252,11 +253,16 @@ def _style(lines: Sequence[str]) -> str | None:
     return None
 
 
+#: Files whose leading tabs are syntax, not indentation: a makefile's recipe lines
+#: (``Makefile``, ``GNUmakefile``, ``Makefile.am``, ``rules.mk``).
+_MAKEFILE = re.compile(r"^(?:gnu)?makefile(?:\..*)?$|\.(?:mk|mak)$", re.IGNORECASE)
+
+
 def _leading(line: str, char: str) -> int:
     return len(line) - len(line.lstrip(char))
 
 
-def in_file_style(text: str, old: str, new: str) -> tuple[str, str] | None:
+def in_file_style(text: str, old: str, new: str, name: str) -> tuple[str, str] | None:
     """``new`` indented in the file's style when it replaces ``old`` (found as written) but is
     indented with spaces where the rest of the file uses tabs, or the reverse (a model that writes every
     indentation with spaces), with the words saying so; None when the styles agree.
@@ -264,12 +270,15 @@ def in_file_style(text: str, old: str, new: str) -> tuple[str, str] | None:
     Tabs become the file's own unit of spaces. Spaces become tabs at the width the first lines
     of ``old`` and ``new`` show (8 spaces for two tabs: 4 a tab), else ``new``'s own unit; when
     a line's spaces are no whole number of tabs, ``new`` stays as written, and the words say
-    to check the indentation."""
+    to check the indentation. Tabs that are syntax stay tabs: in a makefile (``name``) a recipe
+    line starts with one, and a ``<<-`` here-document strips tabs only."""
     # The file's style is that of the lines the edit keeps: replacing every indented line is a
     # change of style, which is the model's to make.
     file_lines, new_lines = text.replace(old, "", 1).split("\n"), new.split("\n")
     file_style, new_style = _style(file_lines), _style(new_lines)
     if file_style is None or new_style is None or file_style == new_style:
+        return None
+    if file_style == "spaces" and (_MAKEFILE.search(posixpath.basename(name)) or "<<-" in new):
         return None
     if file_style == "spaces":
         unit = _unit([_width(indentation(line)) for line in file_lines if line.strip()]) or _TAB_WIDTH

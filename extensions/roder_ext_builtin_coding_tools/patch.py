@@ -489,6 +489,13 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
                 f"{path}, hunk {number}: these lines were not found (read the file again):\n{preview}{_mismatch(lines, old)}"
             )
         start, level = found
+        if (hunk.old_unterminated or hunk.new_unterminated) and start + len(old) != len(lines):
+            # the marker says the line before it ends the file: anywhere else, honouring it would
+            # take the file's own final line break away
+            raise PatchError(
+                f"{path}, hunk {number}: {NO_NEWLINE!r} follows line {start + len(old)}, which is not the file's last "
+                f"(it has {len(lines)}); leave the marker out"
+            )
         matched = lines[start : start + len(old)]
         try:
             edits.append((start, len(old), _new_lines(hunk, matched, lines if level >= 2 else None)))

@@ -212,7 +212,11 @@ class McpToolContributor:
         for connection in self.manager.connections.values():
             # An exited server keeps offering its last known tools: calling one restarts it (one
             # whose sign-in lapsed keeps them too: calling one says which command signs in).
-            if connection.status not in ("connected", "exited", "needs-login"):
+            # One with no tools known (signed out since start-up: it never listed them) says why
+            # it cannot be used, not that it lists nothing.
+            if connection.status not in ("connected", "exited", "needs-login") or (
+                connection.status != "connected" and not connection.tools
+            ):
                 registry.withhold(connection.config.tool_prefix, connection.unavailable_reason(), prefix=True)
                 continue
             # A name under its prefix it does not list (a tool it dropped on list_changed, a typo).

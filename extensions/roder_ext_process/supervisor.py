@@ -122,11 +122,13 @@ class PendingHandshake:
         try:
             answer = self.conn.answer(self.request_id, self.future, "initialize", sup.config.startup_timeout, self.deadline)
         except ExtensionCallError as exc:
-            if self.conn.alive:  # it hung: never answered
+            if not self.future.done():  # it hung: never answered (an error answer is its own reason)
                 exc = ExtensionCallError(f"{exc} (startup_timeout); Roder started without it")
             self.conn.close()
             raise exc from None
-        return Handshake.from_result(sup.name, answer)
+        shake = Handshake.from_result(sup.name, answer)
+        sup._ready = self.conn
+        return shake
 
 
 class Supervisor:
@@ -151,6 +153,10 @@ class Supervisor:
         self.extension_id = name
         self._listeners: list[Callable[[str, dict[str, Any]], None]] = [on_notification] if on_notification else []
         self._conn: RpcConnection | None = None
+        #: The process once it has answered ``initialize``: the only one calls are sent to.
+        self._ready: RpcConnection | None = None
+        #: A start whose ``initialize`` is not answered yet (``connection``): others wait for it.
+        self._starting: concurrent.futures.Future[RpcConnection] | None = None
         self._lock = threading.Lock()
         self.restarts = 0
         self.failures = 0
@@ -196,27 +202,43 @@ class Supervisor:
         self._conn = conn
         return conn
 
-    def connection(self) -> RpcConnection:
-        """The live process, started again when it died (not before its backoff has passed)."""
+    def connection(self, wait: bool = True) -> RpcConnection:
+        """The live process, started again when it died (not before its backoff has passed).
+        Nothing is sent to a process before it has answered ``initialize``: a call that finds
+        another caller's start under way waits for it (``wait``), or fails saying so."""
         with self._lock:
-            conn = self._conn
-            if conn is not None and conn.alive:
-                return conn
-            if self.stopped:
-                raise ExtensionCallError(f"extension {self.name} is stopped")
-            now = self.clock()
-            if now < self.next_start:
-                raise ExtensionCallError(
-                    f"extension {self.name} failed ({self.last_error}); it is restarted in {self.next_start - now:.1f} s"
-                )
-            conn = self._start()
+            ready = self._ready
+            if ready is not None and ready.alive:
+                return ready
+            starting = self._starting
+            conn: RpcConnection | None = None
+            if starting is None:
+                if self.stopped:
+                    raise ExtensionCallError(f"extension {self.name} is stopped")
+                now = self.clock()
+                if now < self.next_start:
+                    raise ExtensionCallError(
+                        f"extension {self.name} failed ({self.last_error}); it is restarted in {self.next_start - now:.1f} s"
+                    )
+                starting = self._starting = concurrent.futures.Future()
+                conn = self._start()
+        if conn is None:
+            if not wait:
+                raise ExtensionCallError(f"extension {self.name} is starting again (initialize not answered yet)")
+            return starting.result()
         try:
             conn.call_sync("initialize", self._initialize_params(), self.config.startup_timeout)
         except ExtensionCallError as exc:
             self._failed(str(exc))
             conn.close()
+            with self._lock:
+                self._starting = None
+            starting.set_exception(exc)
             raise
         self.restarts += 1
+        with self._lock:
+            self._ready, self._starting = conn, None
+        starting.set_result(conn)
         return conn
 
     def _failed(self, reason: str) -> None:
@@ -230,7 +252,7 @@ class Supervisor:
         """One call; a crash or a missed deadline fails it with a clear error and costs only it.
         A process started again for it answers ``initialize`` in a worker thread: a restart
         that hangs holds this call, never the event loop (the app, other turns)."""
-        conn = self._conn
+        conn = self._ready
         if conn is None or not conn.alive:
             conn = await asyncio.to_thread(self.connection)
         try:
@@ -244,7 +266,7 @@ class Supervisor:
         return result
 
     def call_sync(self, method: str, params: Mapping[str, Any], timeout: float) -> Any:
-        conn = self.connection()
+        conn = self.connection(wait=False)  # (the event loop's: never held by another's restart)
         try:
             return conn.call_sync(method, params, timeout)
         except ExtensionCallError as exc:
@@ -253,7 +275,7 @@ class Supervisor:
             raise
 
     def notify(self, method: str, params: Mapping[str, Any]) -> None:
-        conn = self._conn
+        conn = self._ready
         if conn is not None and conn.alive:
             conn.notify(method, params)
 
@@ -279,6 +301,6 @@ class Supervisor:
 
     def close(self) -> None:
         self.stopped = True
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._ready = self._conn, None, None
         if conn is not None:
             conn.close()

@@ -46,18 +46,22 @@ EXTENDED_PICTOGRAPHIC = (
 #: Skin-tone modifiers and the emoji variation selector, which may come between a pictograph and
 #: the joiner after it.
 _EMOJI_EXTEND = "\ufe0f\U0001f3fb-\U0001f3ff"
-#: The tag characters a flag's tag sequence spells its region with (digits and small letters),
-#: between the black flag and the cancel tag: England is U+1F3F4, "gbeng" in tags, U+E007F.
-_FLAG_TAGS = "\U000e0030-\U000e0039\U000e0061-\U000e007a"
-#: A flag's tag sequence spells a subdivision: a region (2 letters or 3 digits) and 1 to 4 more.
-_FLAG_SPELLINGS = range(3, 8)
+#: The subdivision flags emoji fonts draw (Unicode's recommended set): the black flag, the
+#: subdivision spelled in tag characters, the cancel tag; England is U+1F3F4, "gbeng" in tags,
+#: U+E007F. Any other spelling draws as a bare black flag, its tags unseen: up to seven hidden
+#: characters per flag, so only these pass.
+_FLAG_SPELLINGS = ("gbeng", "gbsct", "gbwls")
+
+
+def _tags(text: str) -> str:
+    return "".join(chr(0xE0000 + ord(c)) for c in text)
 
 
 def _joined_or_flagged() -> str:
     """Where a zero-width joiner or a tag character is what it looks like, as a lookahead after
     it. A joiner joins two pictographs (a family, a profession, a rainbow flag): after a pictograph
-    (and a skin tone or the emoji selector) and before one. A tag is within a flag's tag sequence
-    (the black flag, 3 to 7 tags, the cancel tag). Anywhere else (between letters, at either end
+    (and a skin tone or the emoji selector) and before one. A tag is within one of the drawn
+    subdivision flags' tag sequences (``_FLAG_SPELLINGS``). Anywhere else (between letters, at either end
     of a text, in a run, beside a bidi control) a joiner could make a command look like another,
     and tags spell text that is invisible, to a model too."""
     joined = [
@@ -65,11 +69,11 @@ def _joined_or_flagged() -> str:
         f"(?<=[{EXTENDED_PICTOGRAPHIC}][{_EMOJI_EXTEND}]\u200d)[{EXTENDED_PICTOGRAPHIC}]",
     ]
     flagged = [
-        f"(?<=\U0001f3f4[{_FLAG_TAGS}]{{{before}}})[{_FLAG_TAGS}]{{{length - before}}}\U000e007f"
-        for length in _FLAG_SPELLINGS
-        for before in range(1, length + 1)
+        f"(?<=\U0001f3f4{_tags(spelling[:before])}){_tags(spelling[before:])}\U000e007f"
+        for spelling in _FLAG_SPELLINGS
+        for before in range(1, len(spelling) + 1)
     ]
-    ended = [f"(?<=\U0001f3f4[{_FLAG_TAGS}]{{{length}}}\U000e007f)" for length in _FLAG_SPELLINGS]
+    ended = [f"(?<=\U0001f3f4{_tags(spelling)}\U000e007f)" for spelling in _FLAG_SPELLINGS]
     return "(?!" + "|".join(joined + flagged + ended) + ")"
 
 
@@ -167,24 +171,27 @@ _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 #: Lines with their ``\n`` (only ``\n`` ends a line here).
 _LINES = re.compile("[^\n]*\n|[^\n]+$")
 BINARY_NOTE = "[binary output not shown; to see its bytes, pipe the command through: xxd | head]"
+#: What a tool from outside Roder (an MCP server, a process extension) is told instead.
+FOREIGN_BINARY_NOTE = "[binary data not shown]"
 
 
-def shown_text(text: str) -> str:
+def shown_text(text: str, note: str = BINARY_NOTE) -> str:
     """Command output as the model reads it (``bash`` and ``task_output`` results): each run
     of lines that is mostly not text (``cat`` of an image, ``head -c`` of a program) becomes
     one line saying so and how to look at it, and a few control characters in a line of text
     are written as escapes (``a.py\\x00b.py`` from ``find -print0``). Raw, such bytes are
     noise that costs tokens, and a NUL breaks some providers' requests. Roder's own commands
-    (ripgrep's ``--null`` lists) read their output before this, exactly as printed."""
+    (ripgrep's ``--null`` lists) read their output before this, exactly as printed. ``note``
+    is the line a run of binary becomes (a foreign tool's result has no command to pipe)."""
     if _CONTROLS.search(text) is None:
         return text
     out: list[str] = []
     for line in _LINES.findall(text):
         body = line.removesuffix("\n")
         if len(_NOT_TEXT.findall(body)) * 3 > len(body):
-            if out and out[-1].startswith(BINARY_NOTE):
+            if out and out[-1].startswith(note):
                 out.pop()  # one note for the whole run; its last line says how the run ends
-            out.append(BINARY_NOTE + line[len(body) :])
+            out.append(note + line[len(body) :])
             continue
         out.append(_CONTROLS.sub(lambda char: f"\\x{ord(char[0]):02x}", line))
     return "".join(out)

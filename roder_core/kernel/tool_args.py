@@ -156,10 +156,10 @@ def path_as_meant(value: str) -> str:
     - Windows separators as ``/`` (``src\\a.py``), and a shell's ``\\ `` as the space it escapes.
 
     No file a model means is named with those, and ``write`` would otherwise create one
-    (``sub\\new.py`` as one odd name, ``file:`` as a folder). A Windows drive (``C:\\x``) has no
-    reading here: ``ValueError`` says so. Every rule is applied until nothing changes, so the
-    result is a fixed point: the tool parses the checked arguments again and must read the very
-    path policy judged (``"'.env'"`` is ``.env`` for both)."""
+    (``sub\\new.py`` as one odd name, ``file:`` as a folder). A Windows drive (``C:\\x``) and a
+    file URL of another host have no reading here: ``ValueError`` says so. Every rule is applied
+    until nothing changes, so the result is a fixed point: the tool parses the checked arguments
+    again and must read the very path policy judged (``"'.env'"`` is ``.env`` for both)."""
     while True:
         before = value
         value = value.strip()
@@ -178,13 +178,19 @@ def path_as_meant(value: str) -> str:
 
 
 def _file_url_path(url: str) -> str:
-    """``file:///w/a.py`` (or ``file://localhost/w/a.py``) as ``/w/a.py``, ``file:a.py`` as ``a.py``."""
+    """``file:///w/a.py`` (or ``file://localhost/w/a.py``) as ``/w/a.py``, ``file:a.py`` as ``a.py``;
+    a URL of another host (``file://server/share/a.py``) has no reading here: ``ValueError``."""
     from urllib.parse import unquote
 
     rest = url[len("file:") :]
     if rest.startswith("//"):
         host, _, path = rest[2:].partition("/")
-        rest = "/" + path if host in ("", "localhost") else url
+        if host not in ("", "localhost"):
+            raise ValueError(
+                f"is a file URL on another host ({host}), which no file here has; "
+                "send the path relative to the workspace (or absolute, with /)"
+            )
+        rest = "/" + path
     return unquote(rest)
 
 

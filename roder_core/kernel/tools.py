@@ -82,7 +82,12 @@ MAX_FOREIGN_RESULT_CHARS = 100_000
 def bounded_result_text(text: str, limit: int = MAX_FOREIGN_RESULT_CHARS) -> str:
     """``text`` cut to its first ``limit`` characters, ending with a line that says how much
     there was and how much was cut: the one bound of every foreign tool's result, so an MCP
-    server or extension that prints megabytes never overflows the model's window unseen."""
+    server or extension that prints megabytes never overflows the model's window unseen. Its
+    control bytes and runs of binary are read first as command output's are (``shown_text``):
+    a NUL breaks some providers' requests."""
+    from roder_core.brokers.terminal_text import FOREIGN_BINARY_NOTE, shown_text
+
+    text = shown_text(text, FOREIGN_BINARY_NOTE)
     if len(text) <= limit:
         return text
     return (
@@ -404,6 +409,9 @@ class ToolRegistry:
         #: Names (exact) and name prefixes withheld, with why.
         self._withheld: dict[str, str] = {}
         self._withheld_prefixes: dict[str, str] = {}
+        #: Tools a narrowed copy (``restricted``, ``for_mode``) left out: not offered here, which
+        #: a withheld prefix's reason (its server "does not list" it) would misstate.
+        self._left_out: frozenset[str] = frozenset()
 
     def register(self, tool: ToolExecutor) -> None:
         spec = registration_spec(tool)
@@ -426,9 +434,10 @@ class ToolRegistry:
 
     def missing(self, name: str) -> str:
         """What a call to ``name``, which this registry does not hold, reads: why its source
-        withheld it (the longest matching prefix wins), else that no tool has that name."""
+        withheld it (the longest matching prefix wins), else that no tool has that name (so too
+        a tool this narrowed copy left out: it is not offered here, whatever its source holds)."""
         reason = self._withheld.get(name)
-        if reason is None:
+        if reason is None and name not in self._left_out:
             owners = [p for p in self._withheld_prefixes if name.startswith(p)]
             reason = self._withheld_prefixes[max(owners, key=len)] if owners else None
         if reason is not None:
@@ -464,6 +473,7 @@ class ToolRegistry:
         """A copy holding only the named tools (subagents, skills with allowed-tools)."""
         keep = set(allowed)
         copy = ToolRegistry(self._on_error)
+        copy._left_out = self._left_out | {name for name in self._tools if name not in keep}
         for name, tool in self._tools.items():
             if name in keep:
                 copy._tools[name] = tool

@@ -67,12 +67,17 @@ def paced_transport(*, verify: ssl.SSLContext | bool, trust_env: bool) -> httpx.
 
     httpx builds its connection pool itself and takes no network backend, so the pool's own
     backend is wrapped in place; ``tests/providers/test_paced_reads.py`` fails if an upgrade of
-    httpx or httpcore moves it."""
+    httpx or httpcore moves it. Such an upgrade costs the pacing, never the model call: a
+    transport whose pool or backend is not where it was reads unpaced."""
+    import httpcore
+
     from roder_core.brokers.httpx_loader import load_httpx
 
     transport: httpx.AsyncHTTPTransport = load_httpx().AsyncHTTPTransport(verify=verify, trust_env=trust_env)
-    pool = transport._pool
-    pool._network_backend = _paced_backend(pool._network_backend)
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(backend, httpcore.AsyncNetworkBackend):
+        pool._network_backend = _paced_backend(backend)  # type: ignore[union-attr]
     return transport
 
 

@@ -41,8 +41,10 @@ class PendingRequests(Generic[RequestT, AnswerT]):
         self._open.pop(request_id, None)
 
     def pending(self, thread_id: str | None = None) -> list[RequestT]:
-        """The requests still waiting (of one thread, or all), oldest first."""
-        return [p.request for p in self._open.values() if thread_id is None or p.thread_id == thread_id]
+        """The requests still waiting (of one thread, or all), oldest first. One already
+        answered is not waiting, even before its asker has woken up to take the answer: a
+        second answer racing the first is refused like any late one, not half-accepted."""
+        return [p.request for p in self._open.values() if not p.answer.done() and (thread_id is None or p.thread_id == thread_id)]
 
     def resolve(self, request_id: str, answer: AnswerT) -> bool:
         """Answer a request; False when it is unknown or already answered (the first answer wins)."""

@@ -4,6 +4,10 @@ Incoming text messages are decoded and dispatched concurrently (a long ``turn/in
 holds up the next request); responses and notifications leave through one writer task in the
 order they were produced. Notifications wait in a bounded queue, so a client that stops reading
 never blocks the runtime or other clients: it gets a ``server/error`` (``CLIENT_BEHIND``) instead.
+Responses are never dropped, so they are bounded the other way: a request holds one of
+``MAX_IN_FLIGHT`` slots until its response has been handed to the transport, and reading pauses
+while every slot is taken. A client that sends requests but never reads the answers therefore
+stops being read (its own writes block) instead of growing the server's memory.
 """
 
 from __future__ import annotations
@@ -23,8 +27,12 @@ from roder_core.server.protocol import ErrorNotification, RemoteInfo
 
 log = logging.getLogger(__name__)
 
-#: Requests of one connection handled at the same time; reading pauses beyond this.
+#: Requests of one connection handled, or answered but not yet written, at the same time;
+#: reading pauses beyond this.
 MAX_IN_FLIGHT = 64
+#: Most requests in one JSON-RPC batch array: a batch runs its requests at once and answers in
+#: one array, so a larger one would take memory and time in proportion to one line's size.
+MAX_BATCH = 1000
 #: Queued messages a newline-framed transport writes at once (see ``Connection.lines``).
 MAX_WRITE_BATCH = 256
 
@@ -87,6 +95,9 @@ class Connection:
         self.context = CallContext(connection_id=self.id, notify=self.queue.offer, remote=remote)
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        #: ``id()`` of the queued responses that hold a request's slot (a transport's own
+        #: replies, such as the one to an over-long line, hold none).
+        self._holding: set[int] = set()
         self._writer: asyncio.Task[None] | None = None
         self.fell_behind = asyncio.Event()
 
@@ -108,17 +119,24 @@ class Connection:
                 await asyncio.gather(*self._in_flight, return_exceptions=True)
 
     async def _handle(self, raw: str | bytes) -> None:
+        """Decode and dispatch one message; its slot passes to the response, which frees it
+        once written (``_write_loop``), or is freed here when there is nothing to write."""
+        queued = False
         try:
             message, error = decode(raw)
             reply: Reply | None = error
             if error is None:
                 reply = await self._dispatch(message)
             if reply is not None:
-                self.queue.put_reply(reply)
+                self._holding.add(id(reply))
+                queued = self.queue.put_reply(reply)
+                if not queued:
+                    self._holding.discard(id(reply))
         except Exception:  # the dispatcher maps errors itself; this is a last line of defence
             log.exception("request handling failed")
         finally:
-            self._slots.release()
+            if not queued:
+                self._slots.release()
 
     async def _dispatch(self, message: Any) -> Reply | None:
         """One message or a JSON-RPC 2.0 batch: an array gets an array of the responses of its
@@ -128,6 +146,14 @@ class Connection:
             return await self.dispatcher.handle_message(message, self.context)
         if not message:
             return error_response(None, RpcError(INVALID_REQUEST, "invalid request: empty batch"))
+        if len(message) > MAX_BATCH:
+            return error_response(
+                None,
+                RpcError(
+                    INVALID_REQUEST,
+                    f"invalid request: a batch of {len(message)} messages (at most {MAX_BATCH}); none was run",
+                ),
+            )
         replies = await asyncio.gather(*(self.dispatcher.handle_message(m, self.context) for m in message))
         answered = [r for r in replies if r is not None]
         return answered or None
@@ -135,6 +161,15 @@ class Connection:
     # ------------------------------------------------------------------ writing
 
     async def _write_loop(self) -> None:
+        try:
+            await self._write_queued()
+        finally:
+            # Nothing more is written: free the slots of responses still queued, so reading
+            # (which may wait for a slot) goes on to see the client's end.
+            self.queue.close()
+            self._release_written(self.queue.take_ready(len(self.queue)))
+
+    async def _write_queued(self) -> None:
         while True:
             item = await self.queue.get()
             if item is None:
@@ -145,13 +180,20 @@ class Connection:
                 await self._send("\n".join(texts))
             except Exception as exc:
                 log.info("%s: client went away (%s)", self.id, exc)
-                self.queue.close()
                 return
+            finally:
+                self._release_written(batch)
             if any(isinstance(m, ErrorNotification) and m.code == CLIENT_BEHIND for m in batch):
                 self.fell_behind.set()
                 if self.close_when_behind:
-                    self.queue.close()
                     return
+
+    def _release_written(self, items: list[Any]) -> None:
+        """Each response (or batch array) held its request's slot until now."""
+        for item in items:
+            if id(item) in self._holding:
+                self._holding.discard(id(item))
+                self._slots.release()
 
     async def close(self, flush_timeout: float = 5.0) -> None:
         """Stop receiving notifications, send what is queued, then stop the writer."""

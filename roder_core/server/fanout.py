@@ -72,12 +72,15 @@ class NotificationQueue:
             self._pending_notifications += 1
         self._ready.set()
 
-    def put_reply(self, reply: Reply) -> None:
+    def put_reply(self, reply: Reply) -> bool:
         """A JSON-RPC response (or a batch's array of them) for a transport: never dropped, not
-        counted against the bound."""
-        if not self._closed:
-            self._items.append(reply)
-            self._ready.set()
+        counted against the bound (the connection bounds them by holding reading). False when
+        the queue is closed and the reply will never be written."""
+        if self._closed:
+            return False
+        self._items.append(reply)
+        self._ready.set()
+        return True
 
     def _pop(self) -> Notification | Reply:
         item = self._items.popleft()

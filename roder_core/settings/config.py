@@ -405,8 +405,11 @@ def read_project_toml(project: Path, user: RoderConfig, paths: RoderPaths) -> di
 def load_config(paths: RoderPaths, project: Path | None = None, trusted: bool = False) -> RoderConfig:
     """The effective config: user file, then the project's ``.roder/config.toml`` if trusted.
 
-    Each file is checked on its own first, so a wrong key or value is reported against the file
-    that holds it; the merge is then checked as a whole."""
+    The user's file is checked on its own first; the merge is then checked naming the project's
+    file (the user's alone was valid, so what is wrong now came with the project), and the
+    project's unknown keys are listed against it. The project's file is never validated alone:
+    it may change one key of a table the user's file declares in full (``enabled = false`` for
+    a process extension whose ``command`` is the user's)."""
     data = read_toml(paths.config_file)
     config = _validated(data, paths.config_file)
     if project is None or not trusted:
@@ -414,9 +417,9 @@ def load_config(paths: RoderPaths, project: Path | None = None, trusted: bool = 
     project_data = read_project_toml(project, config, paths)
     if not project_data:
         return config
-    own = _validated(project_data, project_config_file(project))
-    merged = _validated(_merge(data, project_data), project_config_file(project))
-    merged.problems = [*config.problems, *own.problems]
+    source = project_config_file(project)
+    merged = _validated(_merge(data, project_data), source)
+    merged.problems = [*config.problems, *(f"{source}: {line}" for line, _security in key_problems(project_data))]
     return merged
 
 

@@ -5,6 +5,7 @@ capabilities and the model list."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from acp.schema import (
     ToolCallStart,
 )
 
+from roder_core.server.connection import MAX_IN_FLIGHT
 from tests.builders import until
 from tests.e2e.test_acp import EditorClient, agent
 from tests.ecosystem.harness import FIXTURE_SERVER, start_http_fixture
@@ -206,3 +208,89 @@ def stored_thread(thread_id: str) -> str:
     files = [p for p in home.rglob(f"{thread_id}.jsonl")]
     assert files, f"no stored thread {thread_id} under {home}"
     return files[0].read_text()
+
+
+async def test_an_editor_that_skips_initialize_still_gets_its_answer(tmp_path: Path) -> None:
+    """Every session is opened after the agent forwards runtime events: a prompt sent without
+    ``initialize`` used to run its turn and never return."""
+    workspace, env = trusted_workspace(tmp_path, [{"text": "answered anyway"}])
+    client = EditorClient()
+    async with agent(workspace, env, client) as (conn, _proc):
+        session = await conn.new_session(cwd=str(workspace))
+        async with asyncio.timeout(60):
+            result = await conn.prompt(session_id=session.session_id, prompt=[text_block("hi")])
+        assert result.stop_reason == "end_turn"
+        said = "".join(u.content.text for u in client.of(AgentMessageChunk))
+        assert "answered anyway" in said
+
+
+#: Seconds the editor's writes may stay stuck before the agent counts as having stopped reading.
+#: Only an agent that keeps reading could unstick them, so load can make the test pass late,
+#: never fail wrongly.
+STALL = 5.0
+
+
+def acp_command() -> list[str]:
+    return [sys.executable, "-m", "roder_tui.cli", "acp", "--provider", "mock", "--trust"]
+
+
+async def test_an_editor_that_never_reads_answers_stops_being_read(tmp_path: Path) -> None:
+    """The SDK starts a task per request and queues every answer: an editor that sends without
+    reading used to grow the agent without bound. Past a bounded backlog the agent stops reading
+    it, so its writes stop going through long before the budget."""
+    workspace, env = trusted_workspace(tmp_path)
+    proc = await asyncio.create_subprocess_exec(
+        *acp_command(), cwd=workspace, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b'{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}\n')
+    async with asyncio.timeout(60):
+        assert json.loads(await proc.stdout.readline())["id"] == 0  # the agent is up and reading
+    pad = "p" * 16 * 1024
+    line = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "_roder/nope", "params": {"pad": pad}}) + "\n").encode()
+    # What the agent may hold unread: a 64 MiB line's reader buffers two of them; the budget
+    # is twice that, and an agent that keeps reading takes it all.
+    budget, sent = 256 * 1024 * 1024, 0
+    try:
+        while sent < budget:
+            proc.stdin.write(line * 64)
+            try:
+                async with asyncio.timeout(STALL):
+                    await proc.stdin.drain()
+            except TimeoutError:
+                break
+            sent += len(line) * 64
+        assert sent < budget, "the agent kept reading an editor that never read an answer"
+        assert proc.returncode is None
+    finally:
+        proc.kill()
+        async with asyncio.timeout(60):
+            await proc.stdout.read()  # to its end: the wait below also waits for the pipes to close
+            await proc.wait()
+
+
+async def test_many_pipelined_requests_are_all_answered(tmp_path: Path) -> None:
+    """Far more requests than the agent holds at once, sent in one write: each is let through
+    as an earlier one's answer is written, and every one is answered."""
+    workspace, env = trusted_workspace(tmp_path)
+    proc = await asyncio.create_subprocess_exec(
+        *acp_command(), cwd=workspace, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    count = 4 * MAX_IN_FLIGHT
+    requests = [{"jsonrpc": "2.0", "id": i, "method": "session/list", "params": {}} for i in range(count)]
+    requests[count // 2]["method"] = "_roder/nope"  # an error answer frees its slot too
+    proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests).encode())
+    await proc.stdin.drain()
+    answered: dict[int, dict[str, object]] = {}
+    try:
+        async with asyncio.timeout(120):
+            while len(answered) < count:
+                reply = json.loads(await proc.stdout.readline())
+                answered[reply["id"]] = reply
+        assert sorted(answered) == list(range(count))
+        assert "error" in answered[count // 2] and "result" in answered[0]
+    finally:
+        proc.stdin.close()
+        async with asyncio.timeout(60):
+            await proc.wait()

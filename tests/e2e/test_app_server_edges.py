@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from roder_core.server.connection import MAX_BATCH
 from tests.builders import until
 from tests.ecosystem.harness import FIXTURE_SERVER
 from tests.server.support import RpcPeer, app_server_peer, call, trusted_workspace
@@ -67,6 +68,51 @@ async def test_batches_get_an_array_of_responses(transport: str, tmp_path: Path)
             last = await peer.batches.get()
         assert [r["id"] for r in last] == [104]
     assert peer.batches.empty()  # everything the server wrote was read: no reply to the notification batch
+
+
+@pytest.mark.parametrize("transport", ["stdio", "ws"])
+async def test_an_over_long_batch_is_one_error_and_none_of_it_runs(transport: str, tmp_path: Path) -> None:
+    """A batch runs its requests at once and answers in one array: past ``MAX_BATCH`` it would
+    cost memory in proportion to one line, so it is refused whole, with one clear error."""
+    async with peer_over(transport, tmp_path) as peer:
+        mode = (await peer.call("session/get"))["mode"]
+        other = "plan" if mode != "plan" else "ask"
+        batch = [request(1000 + i, "session/set_mode", {"mode": other}) for i in range(MAX_BATCH + 1)]
+        await peer.send_line(json.dumps(batch))
+        refused = await wait_unmatched(peer, 1)
+        assert refused[0]["id"] is None
+        assert refused[0]["error"]["code"] == -32600
+        assert f"at most {MAX_BATCH}" in refused[0]["error"]["message"]
+        assert (await peer.call("session/get"))["mode"] == mode  # none of it ran
+        ok = [request(2000 + i, "session/get") for i in range(MAX_BATCH)]
+        await peer.send_line(json.dumps(ok))
+        async with asyncio.timeout(60):
+            replies = await peer.batches.get()
+        assert len(replies) == MAX_BATCH
+
+
+@pytest.mark.parametrize("transport", ["stdio", "ws"])
+async def test_an_approval_answered_twice_at_once_takes_the_first_and_refuses_the_second(transport: str, tmp_path: Path) -> None:
+    """Two answers in one batch run before the waiting turn wakes up: the second used to get
+    ``{"resolved": false}`` then (and -32602 a moment later); it is refused the same way always."""
+    steps = [{"tool_calls": [call("write_note", path="once.txt", text="hi")]}, {"text": "done"}]
+    async with peer_over(transport, tmp_path, steps, "--mode", "ask") as peer:
+        thread = (await peer.call("thread/start"))["thread"]
+        await peer.call("turn/start", {"threadId": thread["id"], "prompt": "write"})
+        approval = (await peer.next_notification("approval/requested", threadId=thread["id"]))["request"]["approvalId"]
+        answers = [
+            request(301, "session/resolve_approval", {"approvalId": approval, "approved": True}),
+            request(302, "session/resolve_approval", {"approvalId": approval, "approved": False}),
+        ]
+        await peer.send_line(json.dumps(answers))
+        async with asyncio.timeout(30):
+            replies = {r["id"]: r for r in await peer.batches.get()}
+        assert replies[301]["result"] == {"resolved": True}
+        assert replies[302]["error"]["code"] == -32602
+        assert "already answered" in replies[302]["error"]["message"]
+        done = await peer.next_notification("turn/completed", threadId=thread["id"])
+        assert done["turn"]["status"] == "completed"
+        assert (await peer.call("session/get"))["pendingApprovals"] == []
 
 
 @pytest.mark.parametrize("transport", ["stdio", "ws"])

@@ -1,8 +1,10 @@
 """`roder app-server --remote` over real WebSockets: auth refusals, two clients on one thread,
-approvals that survive a disconnect, a slow client cut off without hurting the others."""
+approvals that survive a disconnect, a slow client cut off without hurting the others, and a
+client that sends requests but never reads their answers stops being read."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from roder_core.server.connection import MAX_IN_FLIGHT
 from tests.server.support import RawWsClient, RemoteServer, WsPeer, call, trusted_workspace
 
 pytestmark = pytest.mark.e2e
@@ -150,6 +153,47 @@ async def test_slow_client_is_cut_off_and_others_continue(tmp_path: Path) -> Non
         await fast.close()
     finally:
         slow.close()
+        await server.stop()
+
+
+#: Seconds a client's send may stay stuck before the server counts as having stopped reading it.
+#: Only an unfixed server (one that keeps reading) could ever unstick it, so under load the
+#: window can only make this test pass late, never fail wrongly.
+STALL = 5.0
+
+
+async def test_a_client_that_never_reads_answers_stops_being_read(tmp_path: Path) -> None:
+    """Answers are never dropped, so their memory is bounded by pausing the reading of a client
+    that does not take them: its sends stop going through, long before the budget, and another
+    client is still served."""
+    workspace, env = trusted_workspace(tmp_path)
+    env["RODER_TEST_TOKEN"] = TOKEN
+    size = 16 * 1024
+    (workspace / "page.txt").write_text("x" * size)  # each answer is at least this large
+    server = await RemoteServer.start(workspace, env, "--auth-token", "env:RODER_TEST_TOKEN", "--print-qr=false")
+    mute = await RawWsClient.connect(server.url, TOKEN, receive_buffer=64 * 1024)
+    padding = "p" * size  # an unknown field, ignored by the method (forward compatibility)
+    # A bounded server reads what the kernel's buffers hold towards it, plus the requests whose
+    # answers fit in the buffers back to the client, plus its 64 slots; four times that is the
+    # budget, all of which an unbounded server would read and answer.
+    receive_room = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[2])
+    answered = (kernel_send_room() + mute.buffered_bytes) // size + MAX_IN_FLIGHT
+    budget = 4 * (receive_room + answered * (size + 200))
+    sent = 0
+    try:
+        while sent < budget:
+            try:
+                async with asyncio.timeout(STALL):
+                    await mute.request("fs/readFile", {"path": str(workspace / "page.txt"), "pad": padding})
+            except TimeoutError:
+                break
+            sent += len(padding)
+        assert sent < budget, "the server kept reading a client that never read an answer"
+        other = await WsPeer.connect(server.url, TOKEN)
+        assert (await other.call("session/get"))["mode"]
+        await other.close()
+    finally:
+        mute.close()
         await server.stop()
 
 

@@ -201,6 +201,23 @@ async def test_results_errors_structured_output_pages_and_media(workspace: Path,
     assert "[an attachment of this result was dropped: mcp__raw__broken_media-image is not an image" in got["broken_media"].text
 
 
+async def test_control_bytes_and_binary_in_a_result_reach_the_model_as_bash_output_does(
+    workspace: Path, roder_home: Path
+) -> None:
+    """A server's text with NULs (``find -print0``) or a run of binary is read as command output
+    is (``shown_text``): escapes and one line saying so, never raw bytes that break a request."""
+    binary = "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00\x01"
+    tools: list[dict[str, Any]] = [
+        {"name": "nul", "result": text_result("a.py\x00b.py\x00")},
+        {"name": "elf", "result": text_result(f"start\n{binary}\nend\n")},
+    ]
+    configure(roder_home, raw_server("raw", tools))
+    turn, results, _statuses = await run_calls(workspace, [call("mcp__raw__nul"), call("mcp__raw__elf")])
+    assert turn.status == "completed"
+    assert results["mcp__raw__nul"].text == "a.py\\x00b.py\\x00"
+    assert results["mcp__raw__elf"].text == ("start\n[binary data not shown]\nend\n")
+
+
 async def test_protocol_versions_older_ones_work_and_an_unknown_one_is_named(workspace: Path, roder_home: Path) -> None:
     configure(
         roder_home,

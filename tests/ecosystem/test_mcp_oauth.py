@@ -144,6 +144,30 @@ def test_headless_run_names_the_login_command_and_opens_no_browser(
     assert auth.state.registered == []
 
 
+async def test_a_tool_of_a_server_that_needed_a_sign_in_from_the_start_reads_that_it_needs_one(
+    protected: tuple[OAuthTestServer, str], roder_home: Path, workspace: Path
+) -> None:
+    """A server signed out since start-up has never listed its tools: a call to one of them (a
+    skill naming it, a resumed thread) says the server needs a sign-in and how to give it, not
+    that the server "does not list a tool by that name (its tools: none)"."""
+    _auth, url = protected
+    configure(roder_home, url)
+    host = host_for(workspace, trusted=False)
+    runtime = runtime_with(
+        host, [roder_ext_mcp.create(host)], [{"tool_calls": [call("mcp__remote__add", a=1, b=2)]}, {"text": "done"}]
+    )
+    try:
+        thread = await runtime.start_thread()
+        await runtime.run_turn(thread.id, "add")
+        [result] = items(runtime, thread.id, ToolResultItem)
+    finally:
+        await runtime.close()
+    assert result.is_error
+    assert result.text.startswith(
+        "tool 'mcp__remote__add' is unavailable: MCP server 'remote' needs a sign-in: run `roder mcp login remote`"
+    ), result.text
+
+
 @pytest.mark.parametrize("protected", ["sse-oauth", "http-oauth"], indirect=True)
 async def test_token_is_used_refreshed_when_due_and_kept_out_of_transcripts(
     protected: tuple[OAuthTestServer, str], roder_home: Path, workspace: Path

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import roder_ext_mcp
 
+from roder_core.ir import ToolResultItem
 from roder_core.kernel.tool_catalog import source_statuses
 from roder_core.server.errors import RpcError
 from roder_core.server.protocol import TOOLS_LIST, ToolsListParams
@@ -17,7 +18,7 @@ from roder_core.server.protocol_features import MCP_LIST, McpListParams
 from roder_core.server.protocol_host import TOOLS_CALL, ToolsCallParams
 from tests.builders import until
 from tests.core.harness import call
-from tests.ecosystem.harness import host_for, runtime_with
+from tests.ecosystem.harness import host_for, items, runtime_with
 from tests.ecosystem.test_mcp_edges import configure, raw_server, run_calls, text_result
 
 
@@ -115,3 +116,31 @@ async def test_app_server_calls_and_listings_say_a_server_is_starting_or_restart
         assert again.value.message == f"tool 'mcp__slow__ok' is unavailable: MCP server 'slow' {restarting}"
     finally:
         await runtime.close()
+
+
+async def test_a_thread_restricted_to_some_of_a_servers_tools_is_not_told_the_server_lacks_the_others(
+    workspace: Path, roder_home: Path
+) -> None:
+    """A subagent's or skill's thread offered only ``mcp__live__ok`` calls ``mcp__live__two``,
+    which the connected server does list: the call is refused as a tool this thread is not
+    offered, never as one the server "does not list" (while naming it among the server's tools)."""
+    configure(roder_home, raw_server("live", [*OK, {"name": "two", "result": text_result("two")}]))
+    host = host_for(workspace, trusted=False)
+    runtime = runtime_with(
+        host,
+        [roder_ext_mcp.create(host)],
+        [{"tool_calls": [call("mcp__live__ok"), call("mcp__live__two"), call("mcp__live__three")]}, {"text": "done"}],
+    )
+    try:
+        thread = await runtime.start_thread()
+        runtime.restrict_thread(thread.id, tools=frozenset({"mcp__live__ok"}))
+        await runtime.run_turn(thread.id, "go")
+        texts = {r.name: r.text for r in items(runtime, thread.id, ToolResultItem)}
+    finally:
+        await runtime.close()
+    assert texts["mcp__live__ok"] == "fine"
+    assert texts["mcp__live__two"] == "unknown tool 'mcp__live__two'; available: mcp__live__ok"
+    assert texts["mcp__live__three"] == (
+        "tool 'mcp__live__three' is unavailable: MCP server 'live' does not list a tool by that name"
+        " (its tools: mcp__live__ok, mcp__live__two)"
+    )

@@ -157,3 +157,20 @@ async def test_a_huge_answer_is_cut_saying_so_and_an_exit_mid_call_fails_only_th
     assert vanish.is_error
     assert vanish.text == ("vanish failed: extension flood exited with status 5 (stderr: flood: leaving in the middle of a call)")
     assert (again.text, again.is_error) == (flood.text, False)
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_an_error_answer_to_initialize_is_its_reason_not_a_timeout(
+    roder_home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """An extension that answers ``initialize`` with an error at once (and keeps running) is left
+    out with its own message: it did answer, so nothing says it missed its startup_timeout."""
+    refuse = (
+        'IFS= read -r line; id=${line#*\\"id\\":}; id=${id%%,*}; id=${id%%\\}*}; '
+        'printf \'{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"set WIDGET_TOKEN first"}}\\n\' "$id"; '
+        "while IFS= read -r _line; do :; done"
+    )
+    declare(roder_home, "picky", [str(BASH), "-c", refuse], [], {})
+    async with scripted_client(workspace, tmp_path, [{"text": "done"}]) as app:
+        reasons = {s.source: s.reason for s in (await app.call(EXTENSIONS_LIST)).skipped}
+    assert reasons["process:picky"] == "process extension picky did not start: set WIDGET_TOKEN first"

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
+
+import httpx
+import pytest
 
 from roder_core.ir import CompletedEvent, InferenceEvent, MessageDelta, ReasoningDelta, ToolCallEvent, UsageEvent
 from roder_core.kernel.services import InferenceTurnContext
@@ -157,6 +161,30 @@ async def test_a_model_client_reads_through_the_pacer() -> None:
             client = engine.transport.client()
             backend = client._transport._pool._network_backend  # type: ignore[attr-defined]
             assert type(backend).__name__ == "PacedBackend"
+            assert text_of(await collect(engine, make_request())) == "hello"
+        finally:
+            await engine.aclose()
+
+
+async def test_an_httpx_that_keeps_its_pool_elsewhere_still_streams_unpaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pacing reaches into httpx's private pool; an httpx whose transport has no ``_pool``
+    (a later release) reads unpaced instead of failing every model call with AttributeError."""
+    real = httpx.AsyncHTTPTransport
+
+    class PoolElsewhere(httpx.AsyncBaseTransport):
+        def __init__(self, **options: Any) -> None:
+            self._inner = real(**options)
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            return await self._inner.handle_async_request(request)
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    monkeypatch.setattr(httpx, "AsyncHTTPTransport", PoolElsewhere)
+    async with FakeModelServer([{"text": "hello"}]) as server:
+        engine = make_engine("chat-completions", server.base_url)
+        try:
             assert text_of(await collect(engine, make_request())) == "hello"
         finally:
             await engine.aclose()

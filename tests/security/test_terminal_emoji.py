@@ -2,7 +2,8 @@
 
 A zero-width joiner between two pictographs makes one emoji (a family, a profession, a rainbow
 flag), and tag characters between the black flag and the cancel tag spell a subdivision's flag
-(England). The sanitizer lets exactly those through. A joiner anywhere else (between letters, at
+(England, Scotland, Wales: the ones emoji fonts draw; any other spelling draws as a bare black
+flag with its tags unseen). The sanitizer lets exactly those through. A joiner anywhere else (between letters, at
 either end, in a run, beside a bidi control) and a tag outside a flag are shown as ``<U+…>``.
 Checked for the whole class in the sanitizer, and on what the app draws: the transcript, a tool
 card, a sidebar title and the approval dialog.
@@ -46,7 +47,7 @@ EMOJI = [
     "🧑‍⚕️",  # health worker
     "🏴" + tags("gbeng") + TAG_END,  # England
     "🏴" + tags("gbsct") + TAG_END,  # Scotland
-    "🏴" + tags("usca") + TAG_END,  # a subdivision flag
+    "🏴" + tags("gbwls") + TAG_END,  # Wales
     "#️⃣",  # keycap
     "1️⃣",  # keycap
     "🇫🇷",  # regional indicators
@@ -71,6 +72,10 @@ ABUSE = {
     "🏴" + tags("gbengland") + TAG_END: "🏴" + "".join(f"<U+{0xE0000 + ord(c):04X}>" for c in "gbengland") + "<U+E007F>",
     "🏴" + tags("RM") + TAG_END: "🏴<U+E0052><U+E004D><U+E007F>",  # capitals: ASCII smuggled as tags
     "🏴" + TAG_END: "🏴<U+E007F>",
+    # A spelling emoji fonts do not draw shows as a bare black flag: its tags are hidden text.
+    "🏴" + tags("usca") + TAG_END: "🏴<U+E0075><U+E0073><U+E0063><U+E0061><U+E007F>",
+    "🏴" + tags("rmrf") + TAG_END: "🏴<U+E0072><U+E006D><U+E0072><U+E0066><U+E007F>",
+    "🏴" + tags("gbengx") + TAG_END: "🏴<U+E0067><U+E0062><U+E0065><U+E006E><U+E0067><U+E0078><U+E007F>",
 }
 
 

@@ -51,8 +51,9 @@ BINARY = "[binary output not shown; to see its bytes, pipe the command through: 
         ("cd sub && nano notes.txt", "nano", "edit or write"),
         ("/usr/bin/vi +12 a.py", "vi", "edit or write"),
         ("htop", "htop", "ps aux or top -b -n 1"),
+        ("mc src/ /tmp", "mc", "ls or glob"),
     ],
-    ids=["vim", "nano-after-cd", "vi-by-path", "htop"],
+    ids=["vim", "nano-after-cd", "vi-by-path", "htop", "midnight-commander"],
 )
 async def test_full_screen_programs_are_not_run_and_say_what_to_use(
     workspace: Path, command: str, name: str, instead: str
@@ -67,9 +68,17 @@ async def test_full_screen_programs_are_not_run_and_say_what_to_use(
 
 
 @pytest.mark.parametrize(
-    "command", ["echo vim a.py", "vim --version >/dev/null 2>&1; echo ran", "emacs --batch -Q 2>/dev/null; echo ran"]
+    "command",
+    [
+        "echo vim a.py",
+        "vim --version >/dev/null 2>&1; echo ran",
+        "emacs --batch -Q 2>/dev/null; echo ran",
+        "mc alias list 2>/dev/null; echo ran",
+        "mc cp a.txt play/bucket/ 2>/dev/null; echo ran",
+    ],
 )
 async def test_those_programs_named_or_run_without_a_screen_still_run(workspace: Path, command: str) -> None:
+    """``mc`` with a subcommand is MinIO's client, not Midnight Commander."""
     error, text = await _bash(workspace, command)
     assert not error, text
     assert text.split("\n")[0] in ("vim a.py", "ran")

@@ -303,8 +303,18 @@ async def test_write_leaves_out_line_numbers_copied_from_read(workspace: Path, c
         ('if a:\\n\\tprint(\\"a\\\\n\\")\\n', 'if a:\n\tprint("a\\n")\n', True),
         ('print("a\\nb")\n', 'print("a\\nb")\n', False),
         ('print("a\\nb")', 'print("a\\nb")', False),
+        ('print("\\n\\n")', 'print("\\n\\n")', False),
+        ("log('usage:\\n  -h  help')", "log('usage:\\n  -h  help')", False),
     ],
-    ids=["indented", "ends-with-escape", "tab-quotes-and-backslash", "string-escape-in-a-file", "one-line-of-code"],
+    ids=[
+        "indented",
+        "ends-with-escape",
+        "tab-quotes-and-backslash",
+        "string-escape-in-a-file",
+        "one-line-of-code",
+        "breaks-inside-a-string",
+        "indent-inside-a-string",
+    ],
 )
 async def test_write_reads_content_escaped_twice_as_lines(workspace: Path, content: str, written: str, note: bool) -> None:
     """A model that escaped its text twice sends one line of ``\\n`` escapes; a one-line file's
@@ -314,6 +324,53 @@ async def test_write_reads_content_escaped_twice_as_lines(workspace: Path, conte
     assert (workspace / "new.py").read_text() == written
     said = "(its \\n escapes were read as line breaks, since it had no real ones (it was escaped twice); check the file)"
     assert result.text.endswith(said) == note, result.text
+
+
+async def test_a_one_line_new_string_keeps_the_escapes_inside_its_string_literals(workspace: Path) -> None:
+    """Lines joined into one whose string literal holds ``\\n\\n`` (``"\\n\\n".join``) are code
+    as written, not text escaped twice: the file keeps the escapes inside the quotes."""
+    source = "let out = '';\nfor (const p of parts) {\n  out += p + '\\n\\n';\n}\n"
+    old = "let out = '';\nfor (const p of parts) {\n  out += p + '\\n\\n';\n}"
+    new = 'const out = parts.join("\\n\\n");'
+    error, text, written = await _edit(workspace, "a.js", source.encode(), old_string=old, new_string=new)
+    assert not error, text
+    assert written == b'const out = parts.join("\\n\\n");\n', written
+    assert "escaped twice" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "old", "new"),
+    [
+        (
+            "Makefile",
+            "SRCS = a.c \\\n    b.c \\\n    c.c \\\n    d.c \\\n    e.c\n\nall:\n\tcc $(SRCS)\n",
+            "all:\n\tcc $(SRCS)",
+            "all:\n\tcc -O2 $(SRCS)\n\tstrip a.out",
+        ),
+        (
+            "build.mk",
+            "FLAGS = -a \\\n    -b \\\n    -c \\\n    -d\n\nbuild:\n\tmake it\n",
+            "build:\n\tmake it",
+            "build:\n\tmake it\n\tmake docs",
+        ),
+        (
+            "run.sh",
+            "main() {\n    a\n    b\n    c\n    d\n}\nx\n",
+            "x",
+            "cat <<-EOF\n\thello\n\tEOF",
+        ),
+    ],
+    ids=["makefile-recipe", "mk-recipe", "shell-heredoc-that-strips-tabs"],
+)
+async def test_tabs_that_are_syntax_stay_tabs_in_a_spaces_file(
+    workspace: Path, name: str, source: str, old: str, new: str
+) -> None:
+    """A recipe line of a makefile starts with a tab, and ``<<-`` strips leading tabs only: as
+    spaces, make says 'missing separator' and the here-document never ends."""
+    error, text, written = await _edit(workspace, name, source.encode(), old_string=old, new_string=new)
+    assert not error, text
+    assert written == source.replace(old, new).encode(), written
+    assert "spaces a level" not in text, text
 
 
 async def test_spaces_that_are_no_whole_number_of_tabs_are_written_as_sent_saying_so(workspace: Path) -> None:

@@ -279,6 +279,12 @@ REFUSED: dict[str, tuple[dict[str, bytes], str, str]] = {
         codex("*** Add File: a.py", "+y = 1"),
         "a.py already exists; use '*** Update File:' to change it",
     ),
+    "no-newline-marker-mid-file": (
+        {"a.py": b"x = 1\ny = 2\nz = 4\n"},
+        codex("*** Update File: a.py", "@@", " x = 1", "-y = 2", "+y = 3", "\\ No newline at end of file"),
+        "a.py, hunk 1: '\\\\ No newline at end of file' follows line 2, which is not the file's last (it has 3); "
+        "leave the marker out",
+    ),
 }
 
 

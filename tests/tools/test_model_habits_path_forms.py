@@ -68,12 +68,24 @@ async def test_a_shell_escaped_space_names_the_file_with_the_space(workspace: Pa
     assert result.text == "     1\tx = 1"
 
 
-@pytest.mark.parametrize("path", ["C:\\ws\\a.py", "d:/ws/a.py"], ids=["backslashes", "slashes"])
-async def test_a_windows_drive_is_refused_in_one_line_and_creates_nothing(workspace: Path, path: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("C:\\ws\\a.py", "is a Windows drive path"),
+        ("d:/ws/a.py", "is a Windows drive path"),
+        ("file://server/share/a.py", "is a file URL on another host (server)"),
+    ],
+    ids=["backslashes", "slashes", "file-url-of-another-host"],
+)
+async def test_a_path_with_no_reading_here_is_refused_in_one_line_and_creates_nothing(
+    workspace: Path, path: str, why: str
+) -> None:
+    """A Windows drive, or a ``file://`` URL naming another machine (as written it would create
+    a ``file:`` folder)."""
     _rt, [result] = await run_script(workspace, [{"tool_calls": [call("write", path=path, content=BODY)]}, {"text": "ok"}])
     assert result.is_error
     assert result.text.startswith(
-        "invalid arguments for write: path: is a Windows drive path, which no file here has; "
+        f"invalid arguments for write: path: {why}, which no file here has; "
         "send the path relative to the workspace (or absolute, with /)"
     ), result.text
     assert "\n" not in result.text

@@ -276,6 +276,25 @@ async def test_a_command_sent_as_an_argument_vector_runs_as_that_command(workspa
     assert result.text.split("\n[exit code")[0].rstrip("\n") == output.rstrip("\n")
 
 
+@pytest.mark.parametrize(
+    ("command", "output", "code"),
+    [
+        ('[ "$HOME" ]', "(no output)", 0),
+        ('[ "" ]', "(no output)", 1),
+        ("[ 1 ]", "(no output)", 0),
+    ],
+    ids=["test-of-a-variable", "test-of-an-empty-word", "test-of-a-number"],
+)
+async def test_a_shell_test_command_that_reads_as_json_runs_as_written(
+    workspace: Path, command: str, output: str, code: int
+) -> None:
+    """``[ "$HOME" ]`` is the shell's test command, which happens to be a JSON list too: it runs
+    as written, not as a program named ``$HOME`` (nor refused as a list that is no command)."""
+    _rt, [result] = await _one(workspace, "bash", command=command)
+    assert result.text.split("\n[exit code")[0].rstrip("\n") == output, result.text
+    assert result.is_error == (code != 0), result.text
+
+
 async def test_policy_judges_the_command_an_argument_vector_stands_for(workspace: Path, roder_home: Path) -> None:
     (roder_home / "config.toml").write_text('[policy]\ndeny = ["bash(rm *)"]\n')
     (workspace / "keep.txt").write_text("keep\n")

@@ -196,10 +196,7 @@ class RoderAcpAgent:
             self.bridge.terminal = bool(client_capabilities.terminal)
             elicitation = getattr(client_capabilities, "elicitation", None)
             self._ask_by_form = elicitation is not None and elicitation.form is not None
-        tools = await self._call(TOOLS_LIST, ToolsListParams())
-        self._kinds = {t.name: t.kind for t in tools.tools}
-        if self._pump is None:
-            self._pump = asyncio.create_task(self._pump_events(), name="acp event pump")
+        await self._ready()
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
@@ -282,7 +279,20 @@ class RoderAcpAgent:
         if problems:
             raise RequestError.invalid_params({"mcpServers": "; ".join(problems)})
 
-    def _open(self, thread_id: str, cwd: str) -> Session:
+    async def _ready(self) -> None:
+        """Learn the tools' kinds and start forwarding runtime events, once. Every session is
+        opened through ``_open``, which waits for this: an editor that skips ``initialize``
+        still gets its turn's updates and its prompt's answer, instead of a prompt that never
+        returns."""
+        if self._pump is not None:
+            return
+        tools = await self._call(TOOLS_LIST, ToolsListParams())
+        self._kinds = {t.name: t.kind for t in tools.tools}
+        if self._pump is None:
+            self._pump = asyncio.create_task(self._pump_events(), name="acp event pump")
+
+    async def _open(self, thread_id: str, cwd: str) -> Session:
+        await self._ready()
         session = self.sessions.get(thread_id) or Session(id=thread_id, cwd=cwd)
         self.sessions[thread_id] = session
         task = asyncio.create_task(self._announce_commands(session), name="acp commands")
@@ -299,7 +309,7 @@ class RoderAcpAgent:
     ) -> NewSessionResponse:
         self._add_mcp_servers(mcp_servers)
         thread = (await self._call(THREAD_START, ThreadStartParams(cwd=cwd))).thread
-        self._open(thread.id, thread.cwd)
+        await self._open(thread.id, thread.cwd)
         return NewSessionResponse(
             session_id=thread.id,
             modes=await self._modes(),
@@ -316,7 +326,7 @@ class RoderAcpAgent:
     ) -> LoadSessionResponse:
         self._add_mcp_servers(mcp_servers)
         thread = (await self._call(THREAD_RESUME, ThreadResumeParams(thread_id=session_id))).thread
-        self._open(thread.id, thread.cwd)
+        await self._open(thread.id, thread.cwd)
         for turn in thread.turns:
             for item in turn.items:
                 for update in item_updates(item, self._kinds, history=True):
@@ -337,7 +347,7 @@ class RoderAcpAgent:
         # Unlike session/load, resuming replays nothing: the history is not needed (nor read).
         params = ThreadResumeParams(thread_id=session_id, include_turns=False)
         thread = (await self._call(THREAD_RESUME, params)).thread
-        self._open(thread.id, thread.cwd)
+        await self._open(thread.id, thread.cwd)
         return ResumeSessionResponse(
             modes=await self._modes(), config_options=await self._model_config(thread.provider, thread.model)
         )
@@ -366,7 +376,7 @@ class RoderAcpAgent:
     ) -> ForkSessionResponse:
         self._add_mcp_servers(mcp_servers)
         thread = (await self._call(THREAD_FORK, ThreadForkParams(thread_id=session_id))).thread
-        self._open(thread.id, thread.cwd)
+        await self._open(thread.id, thread.cwd)
         return ForkSessionResponse(
             session_id=thread.id,
             modes=await self._modes(),

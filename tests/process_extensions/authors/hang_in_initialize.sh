@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
 # A process extension that never answers `initialize` (it reads and ignores every line), as an
 # author's extension stuck at start-up does. It leaves two marks in $HANG_MARKS: one when it
-# starts, and one when Roder gives up on it (closes its stdin, or stops it): `together` if the
-# extension named $HANG_PEER had started by then (Roder started both before waiting for
-# either), else `alone`.
+# starts, and one saying whether the extension named $HANG_PEER had started while Roder still
+# waited on this one (before it closed this one's stdin or stopped it): `together` (Roder started
+# both before waiting for either), else `alone`. The second mark is kept up to date while it
+# runs, each write whole (a file renamed into place), so stopping it at any moment (bubblewrap's
+# namespace goes with SIGKILL) leaves the answer it had reached, never a half-written file.
 me=${RODER_EXTENSION_NAME:?}
-ended() {
-  if [[ -e $HANG_MARKS/$HANG_PEER.started ]]; then echo together; else echo alone; fi > "$HANG_MARKS/$me.ended"
-  exit 0
+mark() {
+  echo "$1" > "$HANG_MARKS/.$me.ended" && mv -f "$HANG_MARKS/.$me.ended" "$HANG_MARKS/$me.ended"
 }
-trap ended TERM
+trap 'exit 0' TERM
+mark alone
 echo started > "$HANG_MARKS/$me.started"
-while IFS= read -r _line; do :; done
-ended
+seen=alone
+while :; do
+  if [[ $seen == alone && -e $HANG_MARKS/$HANG_PEER.started ]]; then
+    seen=together
+    mark together
+  fi
+  IFS= read -r -t 0.2 _line
+  status=$?
+  ((status > 128)) && continue # no line yet: look for the peer again
+  ((status == 0)) || break     # stdin closed: Roder gave up on this one
+done
