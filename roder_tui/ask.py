@@ -80,16 +80,6 @@ def run_ask(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO |
         prompt = piped or ""
     try:
         return _ask(args, prompt, attachments, out, err)
-    except Exception as exc:
-        if not isinstance(exc, (RoderError, RpcError)) and not isinstance(exc, _startup_errors()):
-            raise
+    except (RoderError, RpcError) as exc:  # a configuration error rises to the CLI's one handler
         err.write(f"roder: {exc}\n")
         return EXIT_USAGE
-
-
-def _startup_errors() -> tuple[type[Exception], ...]:
-    """Errors of building a runtime (imported when one was raised, not on every start)."""
-    from roder_core.kernel.registry import RegistryError
-    from roder_core.settings.config import ConfigError
-
-    return RegistryError, ConfigError

@@ -16,13 +16,15 @@ from typing import Any, Protocol, TextIO
 
 from roder_core.errors import RoderError, retry_notice
 from roder_core.server.errors import INVALID_PARAMS, RUNTIME_ERROR, RpcError
+from roder_tui.docs_links import docs_page
 from roder_tui.startup import end_startup
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MOCK_HINT = (
     "roder: no provider configured, using the offline mock model. Store a key with "
     "`roder providers login PROVIDER` (e.g. anthropic, openai), set OPENAI_API_KEY or "
-    "ANTHROPIC_API_KEY, or add a [providers.NAME] table to config.toml (see docs/providers.md)."
+    f"ANTHROPIC_API_KEY, or add a [providers.NAME] table to config.toml (see `roder providers --help`, "
+    f"or {docs_page('providers.md')})."
 )
 #: Notifications one-shot mode may fall behind by before the stream is cut (it prints inline).
 ASK_QUEUE_SIZE = 100_000

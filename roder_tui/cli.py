@@ -106,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
 EXIT_BROKEN_PIPE = 141
 #: Exit status after Ctrl+C (128 + SIGINT), as a shell reports it.
 EXIT_INTERRUPTED = 130
+#: Exit status of a configuration no command can run with (a config.toml that cannot be read or
+#: names something wrong, an extension the registry refused): the same for every command, as
+#: for a command line argparse refuses.
+EXIT_CONFIG = 2
 #: Subcommands that never touch Roder's folders (the loopback model server).
 NO_HOME_SUBCOMMANDS = frozenset({"dev"})
 #: Subcommands that leave no thread, child process or server behind when they return, so the
@@ -146,6 +150,26 @@ def _guarded(args_list: list[str]) -> tuple[int, bool]:
     except KeyboardInterrupt:  # Ctrl+C before a command could handle it (start-up): one line, no traceback
         print("\nroder: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED, False
+    except Exception as exc:
+        if not _is_configuration_error(exc):
+            raise
+        print(f"roder: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_CONFIG, False
+
+
+def _is_configuration_error(exc: Exception) -> bool:
+    """Whether ``exc`` says the configuration is wrong: the one place that decides, so every
+    command reports one the same way (commands let these errors rise rather than catch them).
+    Their classes load only when something was raised, not on every start."""
+    from roder_core.kernel.registry import RegistryError
+    from roder_core.settings.config import ConfigError
+
+    return isinstance(exc, (ConfigError, RegistryError))
+
+
+def one_line(message: str) -> str:
+    """A message's lines joined with "; ": a configuration error is one line on stderr."""
+    return "; ".join(line.strip() for line in message.splitlines() if line.strip())
 
 
 def _guard_terminals(names: tuple[str, ...]) -> None:
@@ -200,6 +224,9 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
 
         sub = argparse.ArgumentParser(prog=f"roder {args_list[0]}", description=help_)
         module.add_arguments(sub)
+        if (noun := bare_noun(sub, args_list[1:])) is not None:
+            noun.print_help()  # `roder tools`, `roder plugin marketplace`: what it can do, as `gh repo` shows
+            return 0, True
         sub_args = sub.parse_args(args_list[1:])
         if args_list[0] not in NO_HOME_SUBCOMMANDS and (problem := _home_problem()):
             print(f"roder: {problem}", file=sys.stderr)
@@ -222,6 +249,28 @@ def _dispatch(args_list: list[str]) -> tuple[int, bool]:
 
     # The app turns the collector back on itself, once its runtime is up (``RoderApp._boot``).
     return run_app(args), False
+
+
+def bare_noun(parser: argparse.ArgumentParser, args: list[str]) -> argparse.ArgumentParser | None:
+    """The parser of a command named without the action it needs (``roder tools``, ``roder
+    plugin marketplace``), or None when an action (or anything else) follows.
+
+    Such a command prints its usage with its actions and exits 0, as ``gh repo`` and ``docker
+    container`` do, for every subcommand alike, rather than argparse's "the following arguments
+    are required" and exit 2; an action still has to be named to act, so nothing runs unasked.
+    """
+    import argparse
+
+    while True:
+        actions = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        if not actions:
+            return None
+        if not args:
+            return parser
+        named = actions[0].choices.get(args[0])
+        if named is None:
+            return None
+        parser, args = named, args[1:]
 
 
 def exit_now(code: int) -> NoReturn:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from roder_tui.docs_links import docs_page
+
 if TYPE_CHECKING:
     from roder_core.server.app_client import AppClient
     from roder_core.server.protocol_features import CommandInfoModel
@@ -30,7 +32,7 @@ async def tools_text(client: AppClient, thread_id: str | None, *, mcp_only: bool
 def skills_text(commands: list[CommandInfoModel]) -> str:
     """The Agent Skills among the slash commands."""
     text = "\n".join(f"/{c.name}  {c.description}" for c in commands if c.kind == "skill")
-    return text or "no Agent Skills found (see docs/customization.md: Agent Skills)"
+    return text or f"no Agent Skills found (see Agent Skills in {docs_page('customization.md')})"
 
 
 async def agents_text(client: AppClient, workspace: str) -> str:

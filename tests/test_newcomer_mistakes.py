@@ -151,6 +151,65 @@ def test_a_mistake_in_the_project_config_names_the_project_file(text: str, says:
     assert str(roder_home / "config.toml") not in done.stderr
 
 
+#: A command line of each subcommand that reads the configuration, or why it reads none. Every
+#: subcommand is named here, so a new one must say how it meets a bad config.
+CONFIG_READERS: dict[str, list[str] | str] = {
+    "tools": ["tools", "list"],
+    "mcp": ["mcp", "list"],
+    "trust": "records trust in Roder's own state, reading no config",
+    "untrust": "records trust in Roder's own state, reading no config",
+    "extensions": ["extensions", "list"],
+    "providers": ["providers", "list"],
+    "models": ["models"],
+    "audit": "reads the audit log only",
+    "sessions": ["sessions", "show", "nothing"],
+    "replay": ["replay", "nothing"],
+    "app-server": ["app-server"],
+    "serve": "starts a background host and quotes the host's own log, where app-server's line is",
+    "attach": "needs a terminal; its host read the config",
+    "web": "serves `roder attach` to browsers; its host read the config",
+    "acp": ["acp"],
+    "batch": ["batch", "tasks.jsonl", "--out", "out"],
+    "doctor": ["doctor", "--no-live"],
+    "exec": ["exec", "--workspace", ".", "--in-place", "hi"],
+    "plugin": ["plugin", "list"],
+    "dev": "the loopback model server uses no Roder folder",
+}
+
+
+def test_every_subcommand_is_listed_for_the_bad_config_check() -> None:
+    from roder_tui.cli import SUBCOMMANDS
+
+    assert set(CONFIG_READERS) == set(SUBCOMMANDS)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-p", "hi"], ["sessions", "list"], ["plugin", "marketplace", "list"], ["mcp", "login", "x"]]
+    + [argv for argv in CONFIG_READERS.values() if isinstance(argv, list)],
+    ids=" ".join,
+)
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("provider = \n", "Invalid value (at line 1, column 12)"),
+        ("[policy]\ndeny = 3\n", "policy.deny: Input should be a valid list"),
+    ],
+    ids=["broken TOML", "wrong type"],
+)
+def test_a_bad_config_is_exit_2_and_one_line_in_every_command(
+    argv: list[str], text: str, says: str, roder_home: Path, workspace: Path
+) -> None:
+    """One handler in the CLI decides the status and the line; no command answers on its own."""
+    (workspace / "tasks.jsonl").write_text('{"id": "a", "prompt": "hi"}\n')
+    config = roder_home / "config.toml"
+    config.write_text(text)
+    done = roder(*argv, cwd=workspace)
+    assert (done.returncode, one_line(done.stderr)) == (2, f"roder: {config}: {says}")
+    assert done.stdout == ""
+    assert not (workspace / "out").exists()
+
+
 def _on_a_small_disk(workspace: Path, tmp_path: Path, script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """``script`` (sh) run with RODER_HOME on a fresh 256 KiB file system of its own (bubblewrap's
     tmpfs, as root and as a user); ``$OUT`` is a folder of ``tmp_path`` to copy results into."""

@@ -227,3 +227,16 @@ def test_the_installed_wheel_talks_to_a_real_endpoint(installed: Path, tmp_path:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_classifiers_claim_only_what_is_true() -> None:
+    """The command sandbox is bubblewrap, which only Linux has: no other system is claimed, and
+    the app is Textual, not curses. The README's requirements line says Linux too."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    classifiers = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["classifiers"]
+    assert [c for c in classifiers if c.startswith("Operating System ::")] == ["Operating System :: POSIX :: Linux"]
+    assert not [c for c in classifiers if "Curses" in c]
+    requirements = next(line for line in (root / "README.md").read_text(encoding="utf-8").splitlines() if "Python 3.11+" in line)
+    assert "Linux" in requirements

@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import secrets
 import time
-import webbrowser
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from roder_core.auth.oauth import DeviceCode, Endpoints, OAuthClient, OAuthError, Pkce, TokenSet
 from roder_core.auth.redirect import LoopbackRedirect
+from roder_core.brokers.browser import open_in_browser
 from roder_core.settings.config import AuthLoginConfig, load_config
 from roder_core.settings.credentials import CredentialStore
 from roder_core.settings.paths import RoderPaths
@@ -109,7 +109,7 @@ class LoginService:
         self.on_done = on_done
         self._flows: dict[str, asyncio.Task[None]] = {}
         #: Opens the browser for a browser sign-in (replaced in tests and headless hosts).
-        self.open_browser: Callable[[str], bool] = _open_browser
+        self.open_browser: Callable[[str], bool] = open_in_browser  # never a browser a workspace folder holds
 
     def config(self, name: str) -> AuthLoginConfig:
         config = self.configs.get(name)
@@ -326,10 +326,3 @@ async def fresh_token(
         return fresh.access_token
     finally:
         lock.__exit__(None, None, None)
-
-
-def _open_browser(url: str) -> bool:
-    try:
-        return webbrowser.open(url, new=1)
-    except webbrowser.Error:
-        return False

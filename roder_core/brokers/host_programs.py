@@ -2,10 +2,11 @@
 
 bubblewrap, ``nsenter``, Roder's own ``git`` (its environment block, batch baselines, plugin
 fetches), the ``rg`` that lists files for ``glob`` and ``@file`` completion, the clipboard
-readers and the container engines run unconfined, and Roder's PATH may put a folder of the workspace first (direnv's
-``PATH_add bin`` or ``layout python``, ``./node_modules/.bin``, ``.``), where the agent's
-commands can leave a program of the same name. So these are taken from the system's folders
-first; the PATH is searched only on a system that keeps programs elsewhere (such as NixOS).
+readers, the container engines and the browser a sign-in opens run unconfined, and Roder's PATH
+may put a folder of the workspace first (direnv's ``PATH_add bin`` or ``layout python``,
+``./node_modules/.bin``, ``.``), where the agent's commands can leave a program of the same
+name. So these are taken from the system's folders first; the PATH is searched only on a system
+that keeps programs elsewhere (such as NixOS).
 """
 
 from __future__ import annotations

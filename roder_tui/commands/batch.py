@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roder_tui.cli import add_runtime_flags
+from roder_tui.docs_links import docs_page
 
 if TYPE_CHECKING:
     from roder_core.batch.outputs import BatchFolder
@@ -28,7 +29,7 @@ EXIT_OK, EXIT_LOST, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from roder_core.batch.backends import BACKENDS
 
-    parser.add_argument("tasks", type=Path, help="task file: one JSON object per line (see docs/batch.md)")
+    parser.add_argument("tasks", type=Path, help=f"task file: one JSON object per line (see {docs_page('batch.md')})")
     parser.add_argument("--out", type=Path, required=True, help="output folder (re-run with the same one to resume)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="rollouts at a time (default: CPUs)")
     parser.add_argument("--backend", choices=BACKENDS, default="local", help="local process pool or Ray")
@@ -192,12 +193,13 @@ def preflight(settings: RunSettings, prog: str) -> RunSettings | str:
     """Pinned settings, or an error line for a provider, model or profile that cannot work."""
     from roder_core.batch.worker import resolve_settings
     from roder_core.errors import RoderError
-    from roder_core.kernel.registry import RegistryError
     from roder_core.settings.config import ConfigError
 
     try:
         pinned, notices = resolve_settings(settings)
-    except (RoderError, RegistryError, ConfigError, ValueError) as exc:
+    except ConfigError:  # a ValueError, but one the CLI's one handler reports
+        raise
+    except (RoderError, ValueError) as exc:
         return str(exc)
     for notice in notices:
         sys.stderr.write(f"{prog}: {notice}\n")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,16 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from roder_core.brokers.sandbox import sandbox_status
     from roder_core.brokers.sandbox_report import sandbox_report
-    from roder_core.settings.config import ConfigError, load_config
+    from roder_core.settings.config import load_config
     from roder_core.settings.paths import RoderPaths
 
     env = dict(os.environ)
     paths = RoderPaths.from_env(env)
-    try:
-        config = load_config(paths)
-    except ConfigError as exc:
-        print(f"roder: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(paths)  # a configuration error rises to the CLI's one handler
     status = sandbox_status(args.sandbox or config.sandbox, cache_file=paths.cache_dir / "sandbox-probe.json")
     lines = sandbox_report(status, config, paths, env, live=not args.no_live)
     if args.json:

@@ -11,11 +11,9 @@ import asyncio
 import json
 
 from roder_core.errors import RoderError
-from roder_core.kernel.registry import RegistryError
 from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.errors import RpcError
 from roder_core.server.protocol import EXTENSIONS_LIST, ExtensionsListResult
-from roder_core.settings.config import ConfigError
 from roder_tui.commands.control import fail, local_client
 
 
@@ -43,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         result = asyncio.run(_listing(args))
     except RpcError as exc:
         return fail(exc.message)
-    except (RoderError, RegistryError, ConfigError) as exc:
+    except RoderError as exc:  # a configuration error rises to the CLI's one handler
         return fail(str(exc))
     skipped = [{"source": s.source, "reason": s.reason} for s in result.skipped]
     processes = {p.id: p for p in result.processes}

@@ -18,11 +18,9 @@ from typing import Any
 
 from roder_core.errors import RoderError
 from roder_core.ir import ModelProfile
-from roder_core.kernel.registry import RegistryError
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import RpcError
 from roder_core.server.protocol import MODEL_LIST, PROVIDERS_LIST, ModelListParams, ModelNotes, ProviderInfo
-from roder_core.settings.config import ConfigError
 from roder_tui.commands.control import local_client
 from roder_tui.commands.providers import settings_for
 
@@ -103,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     except RpcError as exc:
         print(f"roder: {exc.message}")
         return 2
-    except (ConfigError, RegistryError, RoderError) as exc:
+    except RoderError as exc:  # a configuration error rises to the CLI's one handler
         print(f"roder: {exc}")
         return 2
     if args.json:

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from roder_core.errors import RoderError
-from roder_core.kernel.registry import RegistryError
 from roder_core.server.app_client import AppClient
 from roder_core.server.errors import RpcError
 from roder_core.server.protocol_plugins import (
@@ -63,7 +62,6 @@ from roder_core.server.protocol_plugins import (
     SearchParams,
     UninstallParams,
 )
-from roder_core.settings.config import ConfigError
 from roder_tui.commands.control import local_client
 from roder_tui.terminal_text import ask
 from roder_tui.wording import plural
@@ -129,7 +127,7 @@ def _options(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq or not key.strip():
-            raise ConfigError(f"--option {pair!r}: write KEY=VALUE")
+            raise RoderError(f"--option {pair!r}: write KEY=VALUE")  # the command line, not the config
         found[key.strip()] = value
     return found
 
@@ -382,6 +380,6 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_session(args))
     except RpcError as exc:
         print(f"roder plugin: {exc.message}", file=sys.stderr)
-    except (RoderError, RegistryError, ConfigError) as exc:
+    except RoderError as exc:  # a configuration error rises to the CLI's one handler
         print(f"roder plugin: {exc}", file=sys.stderr)
     return 1

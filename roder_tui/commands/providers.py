@@ -19,7 +19,6 @@ from collections.abc import Coroutine
 from typing import Any
 
 from roder_core.errors import RoderError
-from roder_core.kernel.registry import RegistryError
 from roder_core.runtime.bootstrap import StartSettings
 from roder_core.server.client import LocalAppClient
 from roder_core.server.errors import RpcError
@@ -31,7 +30,6 @@ from roder_core.server.protocol import (
     ProvidersConfigureParams,
     ProvidersListResult,
 )
-from roder_core.settings.config import ConfigError
 from roder_core.settings.credentials import CredentialsError, CredentialStore, check_key
 from roder_tui.commands.control import local_client
 from roder_tui.terminal_text import ask
@@ -117,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     except RpcError as exc:
         print(f"roder: {exc.message}")
         return 2
-    except (ConfigError, RegistryError, RoderError) as exc:
+    except RoderError as exc:  # a configuration error rises to the CLI's one handler
         print(f"roder: {exc}")
         return 2
     rows = [provider_row(info) for info in listing.providers]
@@ -144,7 +142,7 @@ def _guarded(action: Coroutine[Any, Any, int], suffix: str) -> int:
         return asyncio.run(action)
     except RpcError as exc:
         print(f"roder: {exc.message}{suffix}", file=sys.stderr)
-    except (ConfigError, RegistryError, RoderError) as exc:
+    except RoderError as exc:  # a configuration error rises to the CLI's one handler
         print(f"roder: {exc}", file=sys.stderr)
     return 2
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from roder_core.errors import RoderError
 from roder_core.ir import AgentMessageItem, Thread, ToolCallItem, Turn, UserMessageItem
-from roder_core.kernel.registry import RegistryError
 from roder_core.runtime.bootstrap import settings_from_args
 from roder_core.server.app_client import AppClient
 from roder_core.server.errors import RpcError
@@ -41,7 +40,6 @@ from roder_core.server.protocol import (
 )
 from roder_core.server.protocol_media import MEDIA_READ, MediaReadParams
 from roder_core.server.protocol_sessions import THREAD_CUSTOM_SET, THREAD_FIND, ThreadCustomSetParams, ThreadFindParams
-from roder_core.settings.config import ConfigError
 from roder_core.threads.events import TurnCompleted
 from roder_tui.cli import add_runtime_flags
 from roder_tui.commands.control import local_client
@@ -227,6 +225,6 @@ async def _run(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args))
-    except (RoderError, RegistryError, ConfigError) as exc:
+    except RoderError as exc:  # a configuration error rises to the CLI's one handler
         print(f"roder: {exc}", file=sys.stderr)
         return 2

@@ -19,14 +19,13 @@ def run_server(serve: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 
 def start_error(exc: Exception) -> int:
-    """A configuration or extension problem at start-up: one line on stderr, exit code 2."""
+    """A runtime that refused to start: one line on stderr, exit code 2 (a configuration error
+    rises past it to the CLI's one handler, which says it the same way)."""
     sys.stderr.write(f"roder: {exc}\n")
     return 2
 
 
 def startup_errors() -> tuple[type[Exception], ...]:
     from roder_core.errors import RoderError
-    from roder_core.kernel.registry import RegistryError
-    from roder_core.settings.config import ConfigError
 
-    return RoderError, RegistryError, ConfigError
+    return (RoderError,)

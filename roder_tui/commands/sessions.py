@@ -172,11 +172,4 @@ def run(args: argparse.Namespace) -> int:
 def _run_started(args: argparse.Namespace) -> int:
     import asyncio
 
-    from roder_core.kernel.registry import RegistryError
-    from roder_core.settings.config import ConfigError
-
-    try:
-        return asyncio.run(_run(args))
-    except (RegistryError, ConfigError) as exc:
-        print(f"roder: {exc}", file=sys.stderr)
-        return 1
+    return asyncio.run(_run(args))  # a configuration error rises to the CLI's one handler

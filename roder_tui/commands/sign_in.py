@@ -102,13 +102,14 @@ def run_sign_in(args: argparse.Namespace) -> int:
 
 
 def run_guarded(command: Coroutine[Any, Any, int]) -> int:
-    """Run a sign-in or sign-out command: Ctrl+C and a broken config or credentials file each end
-    it with one line (nothing was stored) instead of a traceback."""
+    """Run a sign-in or sign-out command: Ctrl+C and a broken credentials file each end it with
+    one line (nothing was stored) instead of a traceback; a broken config rises to the CLI's one
+    handler of configuration errors."""
     try:
         return asyncio.run(command)
     except KeyboardInterrupt:
         print("\nroder: sign-in stopped; nothing stored", file=sys.stderr)
         return 1
-    except (ConfigError, CredentialsError) as exc:
+    except CredentialsError as exc:
         print(f"roder: {exc}", file=sys.stderr)
         return 2

@@ -13,10 +13,8 @@ import json
 from typing import Any
 
 from roder_core.errors import RoderError
-from roder_core.kernel.registry import RegistryError
 from roder_core.server.errors import RpcError
 from roder_core.server.protocol import TOOLS_LIST, ToolsListParams, ToolsListResult
-from roder_core.settings.config import ConfigError
 from roder_tui.commands.control import fail, local_client
 from roder_tui.commands.extensions import settings_for
 
@@ -44,7 +42,7 @@ def load_listing(args: argparse.Namespace) -> ToolsListResult | int:
         return asyncio.run(_listing(args))
     except RpcError as exc:
         return fail(exc.message)
-    except (RoderError, RegistryError, ConfigError) as exc:
+    except RoderError as exc:  # a configuration error rises to the CLI's one handler
         return fail(str(exc))
 
 

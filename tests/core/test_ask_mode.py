@@ -122,6 +122,9 @@ def test_mock_fallback_prints_hint(workspace: Path) -> None:
     assert proc.returncode == 0
     assert "no provider configured" in proc.stderr
     assert "roder providers login PROVIDER" in proc.stderr
+    # where to read more is something every install has, not the repository's docs/ folder
+    assert "https://github.com/roder-agent/roder/tree/main/docs/providers.md" in proc.stderr
+    assert "see docs/" not in proc.stderr
 
 
 def test_one_shot_never_imports_textual(workspace: Path) -> None:

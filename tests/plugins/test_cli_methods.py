@@ -158,8 +158,8 @@ def test_failures_are_the_methods_messages_with_exit_1_and_no_traceback(
             assert done.stderr == f"roder plugin: {message}\n"
     write(roder_home / "config.toml", "this is = = not toml\n")
     broken = roder_plugin(workspace, "list")
-    assert broken.returncode == 1
-    assert broken.stderr.startswith("roder plugin: ") and "config.toml" in broken.stderr
+    assert broken.returncode == 2  # a configuration error: the same status and line as every command's
+    assert broken.stderr.startswith("roder: ") and "config.toml" in broken.stderr
     assert "Traceback" not in broken.stderr
 
 

@@ -105,3 +105,92 @@ def test_a_program_only_the_working_folder_has_is_not_found(tmp_path: Path, monk
     assert system_program("roder-probe-tool") == str(elsewhere / "roder-probe-tool")
     monkeypatch.setenv("PATH", inside)
     assert system_program("roder-probe-tool") is None
+
+
+def _fake_browser(folder: Path, name: str, log: Path) -> None:
+    """A ``name`` in ``folder`` that writes its arguments and environment to ``log``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    program = folder / name
+    program.write_text(f'#!/bin/sh\n{{ echo "$@"; env; }} > {log}.part\nmv {log}.part {log}\n')
+    program.chmod(0o755)
+
+
+@pytest.fixture
+def browsers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    """A workspace whose ``bin`` (first on the PATH, relative and absolute) holds a fake
+    ``xdg-open``, and a stand-in system folder holding another; the working folder is the
+    workspace, on a desktop, with a secret in the environment. Returns the workspace and the
+    logs the two fakes write."""
+    import roder_core.brokers.host_programs as host_programs
+
+    workspace, system = tmp_path / "ws", tmp_path / "system"
+    planted_log, system_log = tmp_path / "planted.log", tmp_path / "system.log"
+    _fake_browser(workspace / "bin", "xdg-open", planted_log)
+    _fake_browser(system, "xdg-open", system_log)
+    monkeypatch.setattr(host_programs, "SYSTEM_FOLDERS", (str(system),))
+    monkeypatch.setenv("PATH", f"bin:{workspace / 'bin'}:{os.environ.get('PATH', os.defpath)}")
+    monkeypatch.setenv("DISPLAY", ":0")
+    monkeypatch.delenv("BROWSER", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-browser-must-not-see-this")
+    monkeypatch.chdir(workspace)
+    return workspace, planted_log, system_log
+
+
+def test_a_sign_in_opens_the_systems_browser_never_one_planted_in_the_workspace(
+    tmp_path: Path, browsers: tuple[Path, Path, Path]
+) -> None:
+    """The sign-in's browser (the login service's default opener) is the system folder's
+    ``xdg-open``; the one a sandboxed command left in the workspace's ``bin`` never runs."""
+    from roder_core.auth.logins import LoginService
+    from roder_core.settings.credentials import CredentialStore
+    from tests.builders import wait_until
+
+    _, planted_log, system_log = browsers
+    address = "http://127.0.0.1:9/authorize?state=abc"
+    assert LoginService({}, CredentialStore(tmp_path / "credentials.json")).open_browser(address)
+    wait_until(system_log.exists, "the system's browser")  # written whole (a rename)
+    said = system_log.read_text()
+    assert said.splitlines()[0] == address
+    assert "sk-browser-must-not-see-this" not in said  # the browser gets no secrets
+    assert not planted_log.exists()
+
+
+def test_with_only_a_planted_browser_none_is_opened(browsers: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: no browser but the workspace's means none (the address is printed instead)."""
+    import roder_core.brokers.host_programs as host_programs
+    from roder_core.brokers import browser
+
+    workspace, planted_log, _ = browsers
+    monkeypatch.setattr(host_programs, "SYSTEM_FOLDERS", (str(workspace / "empty"),))
+    monkeypatch.setenv("PATH", f"bin:{workspace / 'bin'}")
+    assert browser.browser_argv("http://127.0.0.1:9/") is None
+    assert not browser.open_in_browser("http://127.0.0.1:9/")
+    assert not planted_log.exists()
+
+
+@pytest.mark.parametrize("chosen", ["bin/xdg-open", "./bin/xdg-open %s", "{workspace}/bin/xdg-open"])
+def test_a_browser_variable_naming_a_workspace_program_is_not_followed(
+    chosen: str, browsers: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``$BROWSER`` (which a workspace's ``.envrc`` could set too) naming a program inside the
+    working folder is skipped; the system's opener is used."""
+    from roder_core.brokers.browser import browser_argv
+
+    workspace, _, _ = browsers
+    monkeypatch.setenv("BROWSER", chosen.format(workspace=workspace))
+    argv = browser_argv("http://127.0.0.1:9/")
+    assert argv == [str(workspace.parent / "system" / "xdg-open"), "http://127.0.0.1:9/"]
+
+
+def test_a_browser_variable_naming_a_system_program_is_followed(
+    browsers: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roder_core.brokers.browser import browser_argv
+
+    workspace, _, _ = browsers
+    _fake_browser(workspace.parent / "system", "my-browser", workspace.parent / "mine.log")
+    monkeypatch.setenv("BROWSER", "my-browser --new-tab=%s")
+    assert browser_argv("http://127.0.0.1:9/") == [
+        str(workspace.parent / "system" / "my-browser"),
+        "--new-tab=http://127.0.0.1:9/",
+    ]

@@ -31,7 +31,7 @@ async def test_mcp_login_and_logout_in_the_app(roder_home: Path, workspace: Path
         threading.Thread(target=visit, daemon=True).start()
         return True
 
-    monkeypatch.setattr(logins, "_open_browser", browser)
+    monkeypatch.setattr(logins, "open_in_browser", browser)
     with OAuthTestServer(offer_device=False) as auth:
         proc, url = start_http_fixture(mode="http-oauth", env={"FIXTURE_ISSUER": auth.issuer})
         try:
