@@ -121,7 +121,7 @@ _EXPORTS: dict[str, str] = {
     "parse_arguments": "roder_core.kernel.tool_args",
 }
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "EXTENSION_API_VERSION",
