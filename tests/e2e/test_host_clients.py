@@ -56,6 +56,16 @@ async def _until_completed(queue: Any, into: list[Any]) -> TurnCompleted:
     raise AssertionError("the stream ended before the turn completed")
 
 
+async def _until_delta(queue: Any, into: list[Any]) -> None:
+    """Until the host has passed on some of the answer: the server writing its part says
+    nothing of when the host read it (its reads are paced)."""
+    async for event in queue:
+        into.append(event)
+        if isinstance(event, AgentMessageDelta):
+            return
+    raise AssertionError("the stream ended before any of the answer")
+
+
 async def test_a_late_client_catches_up_exactly_and_every_client_sees_the_same_events(roder_home: Path, workspace: Path) -> None:
     steps = [{"text": ANSWER, "chunk_size": 7, "gate": "mid", "gate_after": 12}]
     with ThreadedFakeServer(steps, models=("my-model",)) as server:
@@ -70,6 +80,8 @@ async def test_a_late_client_catches_up_exactly_and_every_client_sees_the_same_e
             thread = (await first.call(THREAD_START, ThreadStartParams())).thread
             await first.call(TURN_START, TurnStartParams(thread_id=thread.id, prompt="stream something"))
             await asyncio.to_thread(server.gate_reached("mid").wait, 60)
+            seen_first: list[Any] = []
+            await _until_delta(first_events, seen_first)
 
             second = await RemoteAppClient.connect_unix(host.socket)
             await second.call(INITIALIZE, InitializeParams(client_info=ClientInfo(name="second")))
@@ -82,7 +94,6 @@ async def test_a_late_client_catches_up_exactly_and_every_client_sees_the_same_e
             assert live.streaming and ANSWER.startswith(live.streaming[0].text) and live.streaming[0].text
 
             server.open_gate("mid")
-            seen_first: list[Any] = []
             seen_second: list[Any] = []
             done_first, done_second = await asyncio.gather(
                 _until_completed(first_events, seen_first), _until_completed(second_events, seen_second)
