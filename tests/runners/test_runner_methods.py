@@ -44,7 +44,10 @@ async def test_list_select_snapshot_ports_and_delete_over_stdio(tmp_path: Path, 
     subprocess.run(["git", "-C", str(workspace), "add", "tracked.txt"], check=True)
     (workspace / ".gitignore").write_text("build/\n")
     (workspace / "untracked.txt").write_text("u1\n")
-    env = {**env, "PATH": _tool_path(tmp_path)}
+    # The engine is looked up in the system's folders first (``host_programs.system_program``), so
+    # where Podman is installed the fake on the PATH is not the one probed: that one is pointed at
+    # a socket nobody serves, and fails as the fake does.
+    env = {**env, "PATH": _tool_path(tmp_path), "CONTAINER_HOST": f"unix://{tmp_path}/no-podman.sock"}
     listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
     peer = await PipePeer.start(workspace, env)
@@ -67,7 +70,7 @@ async def test_list_select_snapshot_ports_and_delete_over_stdio(tmp_path: Path, 
         pod = runners["pod"]
         assert pod["available"] is False and pod["description"] == "tests in a box"
         assert "neither Podman nor Docker works here" in pod["reason"]
-        assert "cannot connect to Podman" in pod["reason"] and "docker is not installed" in pod["reason"]
+        assert "connect to podman" in pod["reason"].lower() and "docker is not installed" in pod["reason"]
         refused = await peer.request("runners/select", {"threadId": "nope", "runner": "local"})
         assert refused["error"]["code"] == -32602
 
