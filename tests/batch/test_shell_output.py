@@ -27,34 +27,30 @@ def _run_in_thread(command: str, cwd: Path, timeout: float) -> ShellOutcome:
     return results[0]
 
 
-def _stop(pid_file: Path) -> None:
-    if pid_file.exists():
-        try:
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+def _beside_a_daemon(tmp_path: Path, then: str, timeout: float) -> ShellOutcome:
+    """``then`` run after starting a ``setsid`` daemon that inherits the output pipe; the daemon
+    is killed afterwards, whatever happened."""
+    pid_file = tmp_path / "daemon.pid"
+    try:
+        return _run_in_thread(f"setsid sleep 100000 & echo $! > {pid_file}; {then}", tmp_path, timeout)
+    finally:
+        if pid_file.exists():
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def test_a_daemon_holding_the_output_open_does_not_hold_the_command(tmp_path: Path) -> None:
     """``setsid`` puts the daemon outside the command's process group, so killing the group does
     not close the pipe; the command's own end and status are still reported, with its output."""
-    pid_file = tmp_path / "daemon.pid"
-    command = f"setsid sleep 100000 & echo $! > {pid_file}; echo tests passed; exit 3"
-    try:
-        outcome = _run_in_thread(command, tmp_path, timeout=100000)
-    finally:
-        _stop(pid_file)
+    outcome = _beside_a_daemon(tmp_path, "echo tests passed; exit 3", timeout=100000)
     assert outcome.exit_code == 3 and not outcome.timed_out
     assert "tests passed" in outcome.output
 
 
 def test_a_command_out_of_time_ends_though_a_daemon_holds_its_output(tmp_path: Path) -> None:
-    pid_file = tmp_path / "daemon.pid"
-    command = f"setsid sleep 100000 & echo $! > {pid_file}; echo started; exec sleep 100000"
-    try:
-        outcome = _run_in_thread(command, tmp_path, timeout=3)
-    finally:
-        _stop(pid_file)
+    outcome = _beside_a_daemon(tmp_path, "echo started; exec sleep 100000", timeout=3)
     assert outcome.timed_out and outcome.exit_code is None
     assert "started" in outcome.output
 
