@@ -63,7 +63,9 @@ def open_in_browser(url: str) -> bool:
 def browser_argv(url: str) -> list[str] | None:
     """The command line that opens ``url``: the first usable ``$BROWSER`` entry (a list split
     like the PATH; ``%s`` stands for the address), else the first of ``BROWSER_OPENERS``
-    found on a desktop; None when there is none."""
+    found on a desktop; None when there is none, or when ``url`` is not a web address."""
+    if not is_web_address(url):
+        return None
     for entry in os.environ.get("BROWSER", "").split(os.pathsep):
         words = shlex.split(entry) if entry.strip() else []
         program = _trusted_program(words[0]) if words else None
@@ -73,6 +75,18 @@ def browser_argv(url: str) -> list[str] | None:
     desktop = sys.platform == "darwin" or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
     found = system_program(*BROWSER_OPENERS) if desktop else None
     return [found, url] if found else None
+
+
+def is_web_address(url: str) -> bool:
+    """An http(s) address with a host and nothing a browser could read as more: any other string
+    handed to a browser's command line may be one of its options (``--renderer-cmd-prefix=...``
+    runs a program in Chromium) or a local file."""
+    from urllib.parse import urlsplit
+
+    if url != url.strip() or any(c.isspace() or ord(c) < 32 for c in url):
+        return False
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def _trusted_program(name: str) -> str | None:

@@ -194,3 +194,28 @@ def test_a_browser_variable_naming_a_system_program_is_followed(
         str(workspace.parent / "system" / "my-browser"),
         "--new-tab=http://127.0.0.1:9/",
     ]
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "--renderer-cmd-prefix=touch /tmp/pwned",  # a browser's option, not an address
+        "-new-tab",
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "https://",  # no host
+        "http://127.0.0.1:9/\n--incognito",
+        " https://example.org/",
+    ],
+)
+def test_only_a_web_address_is_handed_to_a_browser(address: str, browsers: tuple[Path, Path, Path]) -> None:
+    """Whatever a caller passes (an address built from a server's metadata, one day one that was
+    not checked), the browser gets nothing but an http(s) address with a host: a string that
+    starts with ``-`` would be one of its options (Chromium's ``--renderer-cmd-prefix`` runs a
+    program), and ``file:`` or ``javascript:`` addresses are not sign-in pages."""
+    from roder_core.brokers.browser import browser_argv, open_in_browser
+
+    _, _, system_log = browsers
+    assert browser_argv(address) is None
+    assert not open_in_browser(address)
+    assert not system_log.exists()
